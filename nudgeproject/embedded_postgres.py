@@ -1,0 +1,56 @@
+"""The embedded PostgreSQL used when ``DATABASE_URL`` is not set.
+
+A fresh machine with only Python must run the whole product, and the product
+*is* PostgreSQL features (row-level security, ``FOR UPDATE SKIP LOCKED``,
+partial indexes) — SQLite would run a different program. ``pgserver`` ships
+real PostgreSQL binaries in a wheel, so ``pip install`` is the only step. The
+server listens on a Unix socket inside the checkout's ``var/`` folder (no port
+to collide with), survives between commands (``cleanup_mode=None``: starting
+a cluster per ``manage.py`` call would cost a second each time), and is
+bootstrapped with the same code as ``manage.py bootstrap_db`` so the
+application connects as the same non-superuser role it uses in production.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from pathlib import Path
+
+from tenancy.bootstrap import bootstrap
+
+LOGIN_ROLE = "nudge"
+DATABASE = "nudge"
+# Bump when bootstrap() changes, so existing embedded clusters get repaired.
+BOOTSTRAP_VERSION = "1"
+
+
+def _bootstrap_stamp(data_dir: Path) -> Path:
+    return data_dir / ".nudge-bootstrap"
+
+
+def database_settings(state_dir: Path) -> dict[str, str]:
+    """Start (or reuse) the embedded server and return Django connection settings."""
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (cron, containers);
+        # pgserver then falls back to /tmp, which is fine for its lock file.
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        state_dir.mkdir(parents=True, exist_ok=True)
+        data_dir = state_dir / "pgdata"
+        server = pgserver.get_server(data_dir, cleanup_mode=None)
+    socket_dir = server.get_postmaster_info().socket_dir
+    stamp = _bootstrap_stamp(state_dir)
+    expected = hashlib.sha256(f"{BOOTSTRAP_VERSION}:{data_dir}".encode()).hexdigest()
+    if not stamp.exists() or stamp.read_text() != expected:
+        bootstrap(server.get_uri(), login=LOGIN_ROLE, password=None, database=DATABASE)
+        stamp.write_text(expected)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": DATABASE,
+        "USER": LOGIN_ROLE,
+        "PASSWORD": "",
+        "HOST": str(socket_dir),
+        "PORT": "",
+    }

@@ -1,0 +1,231 @@
+"""Settings, all from the environment (and an optional ``.env`` file).
+
+Nothing secret has a production default. With ``DATABASE_URL`` unset the
+project runs on an embedded PostgreSQL inside the checkout (see
+``nudgeproject/embedded_postgres.py``); that is the development mode, and only
+there does a missing ``SECRET_KEY`` fall back to a random key kept in ``var/``.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+from urllib.parse import unquote
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+STATE_DIR = BASE_DIR / "var"
+
+env = environ.Env()
+if (BASE_DIR / ".env").is_file():
+    environ.Env.read_env(BASE_DIR / ".env")
+
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+
+# --- Database -------------------------------------------------------------
+EMBEDDED_DATABASE = not env.str("DATABASE_URL", default="")
+if EMBEDDED_DATABASE:
+    from nudgeproject.embedded_postgres import database_settings
+
+    _database = database_settings(STATE_DIR)
+else:
+    _database = env.db_url("DATABASE_URL")
+    # A Unix-socket directory may arrive percent-encoded in the host part.
+    _database["HOST"] = unquote(_database.get("HOST") or "")
+    if _database.get("ENGINE") != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://…).")
+_database.setdefault("OPTIONS", {})
+_database["OPTIONS"].setdefault("application_name", "nudge")
+_database["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
+_database["TEST"] = {
+    # Test databases are copied from a template that carries the schema
+    # grants a NOINHERIT login role needs (see tenancy/bootstrap.py).
+    "TEMPLATE": f"{_database['NAME']}_template",
+}
+if env.str("TEST_DATABASE_NAME", default=""):
+    # Lets several test runs share one server without sharing a test database.
+    _database["TEST"]["NAME"] = env.str("TEST_DATABASE_NAME")
+DATABASES = {"default": _database}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Roles entered with SET LOCAL ROLE; names derive from the login role.
+NUDGE_DB_LOGIN_ROLE = _database["USER"]
+NUDGE_DB_SWEEPER_ROLE = env.str("NUDGE_DB_SWEEPER_ROLE", default=f"{_database['USER']}_sweeper")
+NUDGE_DB_SUPPORT_ROLE = env.str("NUDGE_DB_SUPPORT_ROLE", default=f"{_database['USER']}_support")
+
+# --- Secrets ----------------------------------------------------------------
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not EMBEDDED_DATABASE:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. It has no default outside the embedded development database."
+        )
+    _key_file = STATE_DIR / "secret_key"
+    if not _key_file.exists():
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        _key_file.write_text(secrets.token_urlsafe(50))
+        _key_file.chmod(0o600)
+    SECRET_KEY = _key_file.read_text().strip()
+
+# --- Applications -----------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "tenancy",
+    "scheduled_sends",
+    "calendars",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "nudgeproject.urls"
+WSGI_APPLICATION = "nudgeproject.wsgi.application"
+ASGI_APPLICATION = "nudgeproject.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = env.path("STATIC_ROOT", default=str(STATE_DIR / "static"))
+
+# --- Production hardening (on whenever DEBUG is off) -----------------------
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env.bool("BEHIND_TLS_PROXY", default=False) else None
+)
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# --- The queue's knobs --------------------------------------------------------
+NUDGE_LOOKAHEAD_MINUTES = env.int("NUDGE_LOOKAHEAD_MINUTES", default=180)
+NUDGE_DEFAULT_LEAD_MINUTES = env.int("NUDGE_DEFAULT_LEAD_MINUTES", default=10)
+# Longest reminder lead honoured; a calendar may carry "4 weeks before".
+NUDGE_MAX_LEAD_MINUTES = env.int("NUDGE_MAX_LEAD_MINUTES", default=24 * 60)
+# A nudge more than this late is wrong, not late: it expires unsent.
+NUDGE_GRACE_MINUTES = env.int("NUDGE_GRACE_MINUTES", default=15)
+# A claim older than this is presumed dead and may be claimed again.
+NUDGE_LEASE_SECONDS = env.int("NUDGE_LEASE_SECONDS", default=300)
+NUDGE_BATCH_SIZE = env.int("NUDGE_BATCH_SIZE", default=200)
+# A deliver run stops claiming (and releases what it has not sent) after this.
+NUDGE_RUN_BUDGET_SECONDS = env.int("NUDGE_RUN_BUDGET_SECONDS", default=45)
+# Health: how stale the last successful run of each sweep may be.
+NUDGE_HEALTH_DELIVER_STALE_MINUTES = env.int("NUDGE_HEALTH_DELIVER_STALE_MINUTES", default=5)
+NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES = env.int(
+    "NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES", default=45
+)
+# Health: a due row unclaimed for longer than this means delivery is not happening.
+NUDGE_HEALTH_OVERDUE_SECONDS = env.int("NUDGE_HEALTH_OVERDUE_SECONDS", default=120)
+
+# Which class sends each channel; JSON in the environment overrides entries.
+NUDGE_CHANNEL_BACKENDS = {
+    "console": "scheduled_sends.channels.console.ConsoleChannel",
+    "telegram": "scheduled_sends.channels.telegram.TelegramChannel",
+    "whatsapp": "scheduled_sends.channels.whatsapp.WhatsAppChannel",
+}
+NUDGE_CHANNEL_BACKENDS.update(json.loads(env.str("NUDGE_CHANNEL_BACKENDS", default="{}")))
+
+# --- Providers: delivery channels ------------------------------------------
+TWILIO_ACCOUNT_SID = env.str("TWILIO_ACCOUNT_SID", default="")
+TWILIO_AUTH_TOKEN = env.str("TWILIO_AUTH_TOKEN", default="")
+TWILIO_WHATSAPP_FROM = env.str("TWILIO_WHATSAPP_FROM", default="")
+TWILIO_API_BASE_URL = env.str("TWILIO_API_BASE_URL", default="")
+TWILIO_CONTENT_SID = env.str("TWILIO_CONTENT_SID", default="")
+TWILIO_STATUS_CALLBACK_URL = env.str("TWILIO_STATUS_CALLBACK_URL", default="")
+TELEGRAM_BOT_TOKEN = env.str("TELEGRAM_BOT_TOKEN", default="")
+TELEGRAM_API_BASE_URL = env.str("TELEGRAM_API_BASE_URL", default="")
+CHANNEL_TIMEOUT_SECONDS = env.float("CHANNEL_TIMEOUT_SECONDS", default=10.0)
+
+# HTTP cron routes (POST /cron/…): bearer secret; empty disables the routes.
+CRON_SECRET = env.str("CRON_SECRET", default="")
+
+# --- Providers: calendars ---------------------------------------------------
+# Fernet key(s) for tokens at rest, comma-separated, newest first.
+CALENDAR_TOKEN_KEYS = env.list("CALENDAR_TOKEN_KEYS", default=[])
+GOOGLE_CLIENT_ID = env.str("GOOGLE_CLIENT_ID", default="")
+GOOGLE_CLIENT_SECRET = env.str("GOOGLE_CLIENT_SECRET", default="")
+GOOGLE_AUTH_URL = env.str("GOOGLE_AUTH_URL", default="https://accounts.google.com/o/oauth2/v2/auth")
+GOOGLE_TOKEN_URL = env.str("GOOGLE_TOKEN_URL", default="https://oauth2.googleapis.com/token")
+GOOGLE_API_BASE_URL = env.str(
+    "GOOGLE_API_BASE_URL", default="https://www.googleapis.com/calendar/v3"
+)
+MICROSOFT_CLIENT_ID = env.str("MICROSOFT_CLIENT_ID", default="")
+MICROSOFT_CLIENT_SECRET = env.str("MICROSOFT_CLIENT_SECRET", default="")
+MICROSOFT_TENANT = env.str("MICROSOFT_TENANT", default="common")
+MICROSOFT_LOGIN_BASE_URL = env.str(
+    "MICROSOFT_LOGIN_BASE_URL", default="https://login.microsoftonline.com"
+)
+MICROSOFT_GRAPH_BASE_URL = env.str(
+    "MICROSOFT_GRAPH_BASE_URL", default="https://graph.microsoft.com/v1.0"
+)
+CALENDAR_HTTP_TIMEOUT_SECONDS = env.float("CALENDAR_HTTP_TIMEOUT_SECONDS", default=15.0)
+ICS_MAX_BYTES = env.int("ICS_MAX_BYTES", default=5 * 1024 * 1024)
+
+# --- Logging ------------------------------------------------------------------
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "structured": {
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
+    },
+    "handlers": {
+        "stderr": {"class": "logging.StreamHandler", "formatter": "structured"},
+    },
+    "loggers": {
+        "nudge": {"handlers": ["stderr"], "level": LOG_LEVEL, "propagate": True},
+        # httpx logs every request URL, and Telegram's URL contains the bot token.
+        "httpx": {"level": "WARNING"},
+        "twilio.http_client": {"level": "WARNING"},
+    },
+}

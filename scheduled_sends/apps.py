@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ScheduledSendsConfig(AppConfig):
+    name = "scheduled_sends"
+    verbose_name = "Scheduled sends"

@@ -1,0 +1,95 @@
+"""The channel interface every delivery channel implements.
+
+A channel sends one already-composed message to one address and answers in
+one of four ways, which the deliver sweep turns into the row's settlement:
+
+* returns a :class:`SendReceipt` — delivered to the provider: ``sent``;
+* raises :class:`RateLimited` — retry after ``retry_after`` seconds, and stop
+  using this channel for the rest of the run;
+* raises :class:`TransientSendError` — timeout, 5xx, network: retried next run;
+* raises :class:`PermanentSendError` — invalid number, bot blocked, chat not
+  found: settled ``failed`` with the provider's code, never retried.
+
+Channels are called outside any database transaction and must not touch
+the database.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from functools import cache
+from typing import ClassVar
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+
+@dataclass(frozen=True)
+class NudgeMessage:
+    """What to say, already composed in the recipient's time zone."""
+
+    text: str  # the full plain-text message
+    title: str  # the subject's title, sanitised and truncated
+    local_time: str  # e.g. "15:00", in the user's time zone
+    minutes_until: int  # whole minutes from now until the subject starts
+    valid_for_seconds: int  # after this the nudge is wrong, not late
+
+
+@dataclass(frozen=True)
+class SendReceipt:
+    provider_message_id: str
+
+
+class SendError(Exception):
+    """A send that did not go through. ``code`` is the provider's own error code."""
+
+    def __init__(self, message: str, *, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+    def describe(self) -> str:
+        return f"[{self.code}] {self}" if self.code else str(self)
+
+
+class TransientSendError(SendError):
+    """Worth trying again later: timeouts, 5xx, connection failures."""
+
+    def __init__(self, message: str, *, code: str = "", retry_after: float | None = None) -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
+
+
+class RateLimited(TransientSendError):
+    """The provider asked us to slow down; honour ``retry_after`` (seconds)."""
+
+
+class PermanentSendError(SendError):
+    """Trying again cannot help: the address or the account is wrong."""
+
+
+class Channel(ABC):
+    """Sends nudges over one medium."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        """Send ``message`` to ``address`` or raise a :class:`SendError`."""
+
+    def close(self) -> None:  # noqa: B027 — optional hook, most channels hold nothing
+        """Release connections at the end of a run."""
+
+
+@cache
+def _channel_class(dotted_path: str) -> type[Channel]:
+    return import_string(dotted_path)
+
+
+def get_channel(name: str) -> Channel:
+    """A fresh instance of the channel configured for ``name``."""
+    try:
+        dotted_path = settings.NUDGE_CHANNEL_BACKENDS[name]
+    except KeyError:
+        raise PermanentSendError(f"no channel is configured for {name!r}") from None
+    return _channel_class(dotted_path)()

@@ -1,0 +1,206 @@
+"""The queue (``scheduled_sends``), per-user delivery settings, and the sweep run log."""
+
+from __future__ import annotations
+
+import re
+import zoneinfo
+from datetime import timedelta
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models.functions import Now
+
+from tenancy.models import TenantModel
+
+E164 = re.compile(r"^\+[1-9]\d{6,14}$")
+MAX_LEAD_MINUTES = 24 * 60
+
+
+def validate_e164(value: str) -> None:
+    if value and not E164.match(value):
+        raise ValidationError(
+            "Enter the number in E.164 form: a '+', the country code and the number, "
+            "digits only (e.g. +14155550100)."
+        )
+
+
+def validate_timezone(value: str) -> None:
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValidationError(
+            f"{value!r} is not an IANA time zone (e.g. Europe/Berlin, America/New_York)."
+        ) from exc
+
+
+def validate_telegram_chat_id(value: str) -> None:
+    if value and not re.fullmatch(r"-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{3,31}", value):
+        raise ValidationError("A Telegram chat id is a number (or @channelusername).")
+
+
+class Kind(models.TextChoices):
+    EVENT = "event", "Calendar event"
+    FOLLOW_UP = "follow_up", "Follow-up"
+
+
+class Outcome(models.TextChoices):
+    SENT = "sent", "Sent"
+    SKIPPED = "skipped", "Skipped (nothing worth saying)"
+    FAILED = "failed", "Failed (permanent)"
+    EXPIRED = "expired", "Expired (past grace, never sent)"
+
+
+class Channel(models.TextChoices):
+    WHATSAPP = "whatsapp", "WhatsApp"
+    TELEGRAM = "telegram", "Telegram"
+    CONSOLE = "console", "Console (development)"
+
+
+class ScheduledSend(TenantModel):
+    """One nudge: this subject, for this user, at this instant.
+
+    ``claimed_at`` is not ``sent_at``: a claim is a lease a deliver run holds
+    while it sends, and it expires; ``sent_at`` is stamped only after a
+    successful send or a deliberate skip, never before and never on failure.
+    The unique index ``(user_id, kind, ref_id, fire_at)`` makes materialising
+    the same window twice queue one nudge, and the partial index on
+    ``fire_at`` over live rows is what the claim stands on (both in
+    migration 0002, as SQL).
+    """
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    ref_id = models.BigIntegerField(help_text="The subject's id: a calendar event or follow-up.")
+    fire_at = models.DateTimeField()
+    subject_starts_at = models.DateTimeField(
+        help_text="When the subject starts, as materialised; a different start means it moved."
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claim_token = models.UUIDField(null=True, blank=True)
+    send_started_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Set just before the provider is called; a claim that finds it set "
+        "belongs to a run that died mid-send.",
+    )
+    sent_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, null=True, blank=True)
+    attempts = models.PositiveIntegerField(db_default=0)
+    not_before = models.DateTimeField(
+        null=True, blank=True, help_text="A provider's rate limit asked us to wait until then."
+    )
+    last_error = models.TextField(blank=True, db_default="")
+    channel = models.CharField(max_length=16, choices=Channel.choices, blank=True, db_default="")
+    provider_message_id = models.CharField(max_length=128, blank=True, db_default="")
+    delivery_status = models.CharField(
+        max_length=32, blank=True, db_default="", help_text="The provider's later receipt."
+    )
+    delivery_error_code = models.CharField(max_length=32, blank=True, db_default="")
+    delivery_updated_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "scheduled_sends"
+        constraints = [
+            # sent_at is set exactly when the outcome is one that counts as done.
+            models.CheckConstraint(
+                name="scheduled_sends_sent_at_matches_outcome",
+                condition=(
+                    models.Q(sent_at__isnull=True, outcome__isnull=True)
+                    | models.Q(sent_at__isnull=True, outcome__in=["failed", "expired"])
+                    | models.Q(sent_at__isnull=False, outcome__in=["sent", "skipped"])
+                ),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} #{self.ref_id} at {self.fire_at:%Y-%m-%d %H:%M}Z"
+
+    def state(self, now, lease: timedelta) -> str:
+        """The state support reads, derived from the columns."""
+        if self.outcome:
+            return self.outcome
+        if self.claimed_at is not None:
+            return "stuck" if self.claimed_at < now - lease else "claimed"
+        return "retrying" if self.attempts > 0 else "pending"
+
+
+class DeliverySettings(TenantModel):
+    """Where and how one user's nudges go."""
+
+    user = models.OneToOneField(
+        "auth.User", on_delete=models.CASCADE, related_name="delivery_settings"
+    )
+    enabled = models.BooleanField(default=True)
+    channel = models.CharField(max_length=16, choices=Channel.choices, default=Channel.CONSOLE)
+    whatsapp_number = models.CharField(
+        max_length=16, blank=True, default="", validators=[validate_e164]
+    )
+    telegram_chat_id = models.CharField(
+        max_length=64, blank=True, default="", validators=[validate_telegram_chat_id]
+    )
+    timezone = models.CharField(max_length=64, default="UTC", validators=[validate_timezone])
+    default_lead_minutes = models.PositiveIntegerField(
+        default=10, validators=[MinValueValidator(0), MaxValueValidator(MAX_LEAD_MINUTES)]
+    )
+
+    class Meta:
+        db_table = "delivery_settings"
+        verbose_name_plural = "delivery settings"
+        constraints = [
+            models.CheckConstraint(
+                name="delivery_settings_lead_in_range",
+                condition=models.Q(default_lead_minutes__gte=0)
+                & models.Q(default_lead_minutes__lte=MAX_LEAD_MINUTES),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_channel_display()} for user {self.user_id}"
+
+    def clean(self) -> None:
+        if self.channel == Channel.WHATSAPP and not self.whatsapp_number:
+            raise ValidationError({"whatsapp_number": "WhatsApp delivery needs a number."})
+        if self.channel == Channel.TELEGRAM and not self.telegram_chat_id:
+            raise ValidationError({"telegram_chat_id": "Telegram delivery needs a chat id."})
+
+    def address(self) -> str:
+        """The recipient address for the configured channel."""
+        if self.channel == Channel.WHATSAPP:
+            return self.whatsapp_number
+        if self.channel == Channel.TELEGRAM:
+            return self.telegram_chat_id
+        return f"user:{self.user_id}"
+
+
+class SweepRun(models.Model):
+    """One run of a sweep. Not a tenant table: it holds counts, never user data.
+
+    A quiet minute and an outage must not look the same; this log, read by
+    ``nudge_health``, is how they are told apart.
+    """
+
+    class Sweep(models.TextChoices):
+        MATERIALIZE = "materialize"
+        DELIVER = "deliver"
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        OK = "ok"
+        FAILED = "failed"
+
+    sweep = models.CharField(max_length=16, choices=Sweep.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    as_of = models.DateTimeField(help_text="The instant the run acted for (--now, or the clock).")
+    counts = models.JSONField(default=dict)
+    error = models.TextField(blank=True, default="")
+    summary = models.CharField(max_length=255, blank=True, default="")
+
+    class Meta:
+        db_table = "sweep_runs"
+        indexes = [models.Index(fields=["sweep", "-started_at"], name="sweep_runs_recent_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.sweep} {self.status} at {self.started_at:%Y-%m-%d %H:%M:%S}"

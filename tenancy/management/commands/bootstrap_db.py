@@ -1,0 +1,42 @@
+"""Create or repair the login role, auxiliary roles and databases of DATABASE_URL."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from psycopg import Error as PsycopgError
+
+from tenancy.bootstrap import bootstrap, template_database_name
+
+
+class Command(BaseCommand):
+    help = (
+        "Create or repair, idempotently, the non-superuser login role and database named in "
+        "DATABASE_URL, the sweeper and support roles, and the test template database, from an "
+        "admin connection to a real PostgreSQL server."
+    )
+    requires_system_checks: list[str] = []  # the database may not exist yet
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--admin-url",
+            required=True,
+            help="A connection URL for a superuser (or CREATEROLE + CREATEDB) on the same server.",
+        )
+
+    def handle(self, *args, admin_url: str, **options) -> None:
+        database = settings.DATABASES["default"]
+        login, name = database["USER"], database["NAME"]
+        if not login or not name:
+            raise CommandError("DATABASE_URL must name both a user and a database.")
+        try:
+            roles = bootstrap(
+                admin_url, login=login, password=database.get("PASSWORD") or None, database=name
+            )
+        except PsycopgError as exc:
+            raise CommandError(f"bootstrap failed: {exc}") from exc
+        self.stdout.write(
+            f"bootstrap_db: role {roles.login} (login, NOINHERIT, no superuser, no BYPASSRLS), "
+            f"roles {roles.sweeper} and {roles.support} (NOLOGIN), "
+            f"databases {name} and {template_database_name(name)} — ready"
+        )

@@ -1,0 +1,36 @@
+"""The tenant base model: a row owned by one user, under row-level security."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class TenantModel(models.Model):
+    """A row owned by one user.
+
+    Every concrete subclass's table must carry ENABLE + FORCE row-level
+    security with the tenant policy (``tenancy.rls.enable_tenant_rls`` in its
+    migration); ``manage.py check`` refuses to pass otherwise.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,  # every tenant table leads an index with user_id instead
+    )
+
+    class Meta:
+        abstract = True
+
+
+def tenant_models() -> list[type[models.Model]]:
+    """Every installed concrete tenant model."""
+    from django.apps import apps
+
+    return [
+        model
+        for model in apps.get_models()
+        if issubclass(model, TenantModel) and not model._meta.abstract
+    ]

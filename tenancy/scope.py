@@ -1,0 +1,104 @@
+"""The only place that sets ``app.*`` settings or switches database roles.
+
+Every tenant table carries ``FORCE ROW LEVEL SECURITY`` with a policy that
+admits a row only when ``user_id`` equals ``app.current_user_id``. Code reaches
+tenant data in exactly one of three ways, each a context manager that opens
+its own transaction and makes its setting transaction-local, so nothing can
+leak to the next user of a pooled or persistent connection:
+
+* :func:`tenant_scope` — one user's rows. Everything user-facing runs here.
+* :func:`rls_bypass` — every tenant's *queue* rows, by entering the NOLOGIN
+  sweeper role. Used only by the delivery claim, its settle-up, and the
+  queue's health counts; the sweeper role has privileges on ``scheduled_sends``
+  alone, so a careless read of anything else under it fails loudly.
+* :func:`support_scope` — the staff admin's cross-tenant view, by entering
+  the NOLOGIN support role; used only by the admin site for staff users.
+
+They refuse to nest and refuse to run inside a transaction they do not own:
+a ``SET LOCAL`` made inside a savepoint survives the savepoint's release, so
+a scope opened inside someone else's transaction would outlive its block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from psycopg import sql
+
+TENANT_SETTING = "app.current_user_id"
+_ACTIVE_FLAG = "_nudge_scope"
+# PostgreSQL bigint; anything larger cannot be a user id.
+_MAX_USER_ID = 2**63 - 1
+
+
+class ScopeError(RuntimeError):
+    """A scope was used in a way that could leak or widen tenant access."""
+
+
+def _validated_user_id(user_id: object) -> int:
+    if isinstance(user_id, bool) or not isinstance(user_id, int):
+        raise ScopeError(f"tenant_scope needs an integer user id, got {type(user_id).__name__}")
+    if not 0 < user_id <= _MAX_USER_ID:
+        raise ScopeError(f"tenant_scope needs a positive bigint user id, got {user_id}")
+    return user_id
+
+
+@contextmanager
+def _owned_transaction(kind: str, using: str) -> Iterator[object]:
+    connection = connections[using]
+    active = getattr(connection, _ACTIVE_FLAG, None)
+    if active:
+        raise ScopeError(f"{kind} cannot be opened inside {active}; scopes do not nest")
+    # durable=True raises when an enclosing atomic block exists (outside of
+    # Django's TestCase wrapper), so the scope always owns its transaction.
+    with transaction.atomic(using=using, durable=True):
+        setattr(connection, _ACTIVE_FLAG, kind)
+        try:
+            with connection.cursor() as cursor:
+                yield cursor
+                # Explicit reset: under a test's wrapping transaction the block
+                # above is a savepoint, whose release would keep SET LOCAL alive.
+                cursor.execute("SELECT set_config(%s, '', true)", [TENANT_SETTING])
+                cursor.execute("SET LOCAL ROLE NONE")
+        finally:
+            setattr(connection, _ACTIVE_FLAG, None)
+
+
+@contextmanager
+def tenant_scope(user_id: int, *, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+    """Run the block in a transaction that sees only ``user_id``'s rows."""
+    user_id = _validated_user_id(user_id)
+    with _owned_transaction(f"tenant_scope({user_id})", using) as cursor:
+        cursor.execute("SELECT set_config(%s, %s, true)", [TENANT_SETTING, str(user_id)])
+        yield
+
+
+def _enter_role(cursor, role: str) -> None:
+    cursor.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
+
+
+@contextmanager
+def rls_bypass(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+    """Run the block as the sweeper role: every tenant's queue rows, nothing else.
+
+    Only the claim, the settle-up and the queue health counts belong here.
+    """
+    with _owned_transaction("rls_bypass()", using) as cursor:
+        _enter_role(cursor, settings.NUDGE_DB_SWEEPER_ROLE)
+        yield
+
+
+@contextmanager
+def support_scope(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+    """Run the block as the support role: the staff admin's cross-tenant view."""
+    with _owned_transaction("support_scope()", using) as cursor:
+        _enter_role(cursor, settings.NUDGE_DB_SUPPORT_ROLE)
+        yield
+
+
+def current_scope(*, using: str = DEFAULT_DB_ALIAS) -> str | None:
+    """Which scope the connection is in, for assertions and error messages."""
+    return getattr(connections[using], _ACTIVE_FLAG, None)
