@@ -84,7 +84,10 @@ class ScheduledSend(TenantModel):
         "belongs to a run that died mid-send.",
     )
     sent_at = models.DateTimeField(null=True, blank=True)
-    outcome = models.CharField(max_length=16, choices=Outcome.choices, null=True, blank=True)
+    # NULL, not "", means pending: the claim's partial index is ``WHERE outcome IS NULL``.
+    outcome = models.CharField(  # noqa: DJ001
+        max_length=16, choices=Outcome.choices, null=True, blank=True
+    )
     attempts = models.PositiveIntegerField(db_default=0)
     not_before = models.DateTimeField(
         null=True, blank=True, help_text="A provider's rate limit asked us to wait until then."

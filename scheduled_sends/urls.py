@@ -1,5 +1,3 @@
 """Routes of the queue: health, cron triggers, provider callbacks."""
 
-from django.urls import path
-
 urlpatterns: list = []

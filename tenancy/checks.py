@@ -22,8 +22,7 @@ def rls_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
     connection = connections[using]
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT current_user, rolsuper, rolbypassrls FROM pg_roles "
-            "WHERE rolname = current_user"
+            "SELECT current_user, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
         )
         role, is_superuser, bypasses_rls = cursor.fetchone()
         if is_superuser:

@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,78 +15,195 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='CalendarConnection',
+            name="CalendarConnection",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('provider', models.CharField(choices=[('google', 'Google Calendar'), ('microsoft', 'Microsoft 365'), ('ics', 'ICS feed')], max_length=16)),
-                ('account', models.CharField(blank=True, default='', max_length=255)),
-                ('calendar_id', models.CharField(blank=True, default='primary', max_length=255)),
-                ('access_token_encrypted', models.TextField(blank=True, default='')),
-                ('refresh_token_encrypted', models.TextField(blank=True, default='')),
-                ('feed_url_encrypted', models.TextField(blank=True, default='', help_text="An ICS feed's secret address, encrypted.")),
-                ('token_expires_at', models.DateTimeField(blank=True, null=True)),
-                ('sync_state', models.JSONField(blank=True, default=dict, help_text='ETag / Last-Modified / sync tokens.')),
-                ('status', models.CharField(choices=[('active', 'Active'), ('needs_reauth', 'Needs re-authorisation'), ('error', 'Last sync failed')], default='active', max_length=16)),
-                ('last_synced_at', models.DateTimeField(blank=True, null=True)),
-                ('last_error', models.TextField(blank=True, default='')),
-                ('retry_after', models.DateTimeField(blank=True, help_text='Back off until then (429 / 5xx from the provider).', null=True)),
-                ('resync_requested', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('user', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "provider",
+                    models.CharField(
+                        choices=[
+                            ("google", "Google Calendar"),
+                            ("microsoft", "Microsoft 365"),
+                            ("ics", "ICS feed"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("account", models.CharField(blank=True, default="", max_length=255)),
+                ("calendar_id", models.CharField(blank=True, default="primary", max_length=255)),
+                ("access_token_encrypted", models.TextField(blank=True, default="")),
+                ("refresh_token_encrypted", models.TextField(blank=True, default="")),
+                (
+                    "feed_url_encrypted",
+                    models.TextField(
+                        blank=True, default="", help_text="An ICS feed's secret address, encrypted."
+                    ),
+                ),
+                ("token_expires_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "sync_state",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="ETag / Last-Modified / sync tokens."
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("active", "Active"),
+                            ("needs_reauth", "Needs re-authorisation"),
+                            ("error", "Last sync failed"),
+                        ],
+                        default="active",
+                        max_length=16,
+                    ),
+                ),
+                ("last_synced_at", models.DateTimeField(blank=True, null=True)),
+                ("last_error", models.TextField(blank=True, default="")),
+                (
+                    "retry_after",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="Back off until then (429 / 5xx from the provider).",
+                        null=True,
+                    ),
+                ),
+                ("resync_requested", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'calendar_connections',
+                "db_table": "calendar_connections",
             },
         ),
         migrations.CreateModel(
-            name='CalendarEvent',
+            name="CalendarEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('provider_event_id', models.CharField(max_length=512)),
-                ('occurrence_start', models.DateTimeField(blank=True, null=True)),
-                ('title', models.CharField(blank=True, default='', max_length=1024)),
-                ('starts_at', models.DateTimeField()),
-                ('ends_at', models.DateTimeField(blank=True, null=True)),
-                ('all_day', models.BooleanField(default=False)),
-                ('status', models.CharField(choices=[('confirmed', 'Confirmed'), ('tentative', 'Tentative'), ('cancelled', 'Cancelled')], default='confirmed', max_length=16)),
-                ('declined', models.BooleanField(default=False, help_text='The user declined the invitation.')),
-                ('reminder_minutes', django.contrib.postgres.fields.ArrayField(base_field=models.PositiveIntegerField(), blank=True, default=list, help_text="The event's own reminder lead times; empty means use the user's default.", size=None)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('connection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='calendars.calendarconnection')),
-                ('user', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("provider_event_id", models.CharField(max_length=512)),
+                ("occurrence_start", models.DateTimeField(blank=True, null=True)),
+                ("title", models.CharField(blank=True, default="", max_length=1024)),
+                ("starts_at", models.DateTimeField()),
+                ("ends_at", models.DateTimeField(blank=True, null=True)),
+                ("all_day", models.BooleanField(default=False)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("confirmed", "Confirmed"),
+                            ("tentative", "Tentative"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="confirmed",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "declined",
+                    models.BooleanField(
+                        default=False, help_text="The user declined the invitation."
+                    ),
+                ),
+                (
+                    "reminder_minutes",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.PositiveIntegerField(),
+                        blank=True,
+                        default=list,
+                        help_text="The event's own reminder lead times; empty means use the user's default.",
+                        size=None,
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "connection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="calendars.calendarconnection",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'calendar_events',
+                "db_table": "calendar_events",
             },
         ),
         migrations.CreateModel(
-            name='FollowUp',
+            name="FollowUp",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('title', models.CharField(max_length=1024)),
-                ('due_at', models.DateTimeField()),
-                ('done', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('user', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("title", models.CharField(max_length=1024)),
+                ("due_at", models.DateTimeField()),
+                ("done", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'follow_ups',
+                "db_table": "follow_ups",
             },
         ),
         migrations.AddIndex(
-            model_name='calendarconnection',
-            index=models.Index(fields=['user'], name='calendar_connections_user_idx'),
+            model_name="calendarconnection",
+            index=models.Index(fields=["user"], name="calendar_connections_user_idx"),
         ),
         migrations.AddIndex(
-            model_name='calendarevent',
-            index=models.Index(fields=['user', 'starts_at'], name='calendar_events_user_start_idx'),
+            model_name="calendarevent",
+            index=models.Index(fields=["user", "starts_at"], name="calendar_events_user_start_idx"),
         ),
         migrations.AddConstraint(
-            model_name='calendarevent',
-            constraint=models.UniqueConstraint(fields=('connection', 'provider_event_id', 'occurrence_start'), name='calendar_events_occurrence_uniq', nulls_distinct=False),
+            model_name="calendarevent",
+            constraint=models.UniqueConstraint(
+                fields=("connection", "provider_event_id", "occurrence_start"),
+                name="calendar_events_occurrence_uniq",
+                nulls_distinct=False,
+            ),
         ),
         migrations.AddIndex(
-            model_name='followup',
-            index=models.Index(condition=models.Q(('done', False)), fields=['user', 'due_at'], name='follow_ups_open_due_idx'),
+            model_name="followup",
+            index=models.Index(
+                condition=models.Q(("done", False)),
+                fields=["user", "due_at"],
+                name="follow_ups_open_due_idx",
+            ),
         ),
     ]

@@ -3,13 +3,13 @@
 import django.core.validators
 import django.db.models.deletion
 import django.db.models.functions.datetime
-import scheduled_sends.models
 from django.conf import settings
 from django.db import migrations, models
 
+import scheduled_sends.models
+
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -18,68 +18,251 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='SweepRun',
+            name="SweepRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('sweep', models.CharField(choices=[('materialize', 'Materialize'), ('deliver', 'Deliver')], max_length=16)),
-                ('status', models.CharField(choices=[('running', 'Running'), ('ok', 'Ok'), ('failed', 'Failed')], default='running', max_length=16)),
-                ('started_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('as_of', models.DateTimeField(help_text='The instant the run acted for (--now, or the clock).')),
-                ('counts', models.JSONField(default=dict)),
-                ('error', models.TextField(blank=True, default='')),
-                ('summary', models.CharField(blank=True, default='', max_length=255)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "sweep",
+                    models.CharField(
+                        choices=[("materialize", "Materialize"), ("deliver", "Deliver")],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("running", "Running"), ("ok", "Ok"), ("failed", "Failed")],
+                        default="running",
+                        max_length=16,
+                    ),
+                ),
+                ("started_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "as_of",
+                    models.DateTimeField(
+                        help_text="The instant the run acted for (--now, or the clock)."
+                    ),
+                ),
+                ("counts", models.JSONField(default=dict)),
+                ("error", models.TextField(blank=True, default="")),
+                ("summary", models.CharField(blank=True, default="", max_length=255)),
             ],
             options={
-                'db_table': 'sweep_runs',
-                'indexes': [models.Index(fields=['sweep', '-started_at'], name='sweep_runs_recent_idx')],
+                "db_table": "sweep_runs",
+                "indexes": [
+                    models.Index(fields=["sweep", "-started_at"], name="sweep_runs_recent_idx")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='DeliverySettings',
+            name="DeliverySettings",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('enabled', models.BooleanField(default=True)),
-                ('channel', models.CharField(choices=[('whatsapp', 'WhatsApp'), ('telegram', 'Telegram'), ('console', 'Console (development)')], default='console', max_length=16)),
-                ('whatsapp_number', models.CharField(blank=True, default='', max_length=16, validators=[scheduled_sends.models.validate_e164])),
-                ('telegram_chat_id', models.CharField(blank=True, default='', max_length=64, validators=[scheduled_sends.models.validate_telegram_chat_id])),
-                ('timezone', models.CharField(default='UTC', max_length=64, validators=[scheduled_sends.models.validate_timezone])),
-                ('default_lead_minutes', models.PositiveIntegerField(default=10, validators=[django.core.validators.MinValueValidator(0), django.core.validators.MaxValueValidator(1440)])),
-                ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='delivery_settings', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("enabled", models.BooleanField(default=True)),
+                (
+                    "channel",
+                    models.CharField(
+                        choices=[
+                            ("whatsapp", "WhatsApp"),
+                            ("telegram", "Telegram"),
+                            ("console", "Console (development)"),
+                        ],
+                        default="console",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "whatsapp_number",
+                    models.CharField(
+                        blank=True,
+                        default="",
+                        max_length=16,
+                        validators=[scheduled_sends.models.validate_e164],
+                    ),
+                ),
+                (
+                    "telegram_chat_id",
+                    models.CharField(
+                        blank=True,
+                        default="",
+                        max_length=64,
+                        validators=[scheduled_sends.models.validate_telegram_chat_id],
+                    ),
+                ),
+                (
+                    "timezone",
+                    models.CharField(
+                        default="UTC",
+                        max_length=64,
+                        validators=[scheduled_sends.models.validate_timezone],
+                    ),
+                ),
+                (
+                    "default_lead_minutes",
+                    models.PositiveIntegerField(
+                        default=10,
+                        validators=[
+                            django.core.validators.MinValueValidator(0),
+                            django.core.validators.MaxValueValidator(1440),
+                        ],
+                    ),
+                ),
+                (
+                    "user",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="delivery_settings",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'delivery settings',
-                'db_table': 'delivery_settings',
-                'constraints': [models.CheckConstraint(condition=models.Q(('default_lead_minutes__gte', 0), ('default_lead_minutes__lte', 1440)), name='delivery_settings_lead_in_range')],
+                "verbose_name_plural": "delivery settings",
+                "db_table": "delivery_settings",
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("default_lead_minutes__gte", 0), ("default_lead_minutes__lte", 1440)
+                        ),
+                        name="delivery_settings_lead_in_range",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='ScheduledSend',
+            name="ScheduledSend",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('event', 'Calendar event'), ('follow_up', 'Follow-up')], max_length=16)),
-                ('ref_id', models.BigIntegerField(help_text="The subject's id: a calendar event or follow-up.")),
-                ('fire_at', models.DateTimeField()),
-                ('subject_starts_at', models.DateTimeField(help_text='When the subject starts, as materialised; a different start means it moved.')),
-                ('claimed_at', models.DateTimeField(blank=True, null=True)),
-                ('claim_token', models.UUIDField(blank=True, null=True)),
-                ('send_started_at', models.DateTimeField(blank=True, help_text='Set just before the provider is called; a claim that finds it set belongs to a run that died mid-send.', null=True)),
-                ('sent_at', models.DateTimeField(blank=True, null=True)),
-                ('outcome', models.CharField(blank=True, choices=[('sent', 'Sent'), ('skipped', 'Skipped (nothing worth saying)'), ('failed', 'Failed (permanent)'), ('expired', 'Expired (past grace, never sent)')], max_length=16, null=True)),
-                ('attempts', models.PositiveIntegerField(db_default=0)),
-                ('not_before', models.DateTimeField(blank=True, help_text="A provider's rate limit asked us to wait until then.", null=True)),
-                ('last_error', models.TextField(blank=True, db_default='')),
-                ('channel', models.CharField(blank=True, choices=[('whatsapp', 'WhatsApp'), ('telegram', 'Telegram'), ('console', 'Console (development)')], db_default='', max_length=16)),
-                ('provider_message_id', models.CharField(blank=True, db_default='', max_length=128)),
-                ('delivery_status', models.CharField(blank=True, db_default='', help_text="The provider's later receipt.", max_length=32)),
-                ('delivery_error_code', models.CharField(blank=True, db_default='', max_length=32)),
-                ('delivery_updated_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('user', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("event", "Calendar event"), ("follow_up", "Follow-up")],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "ref_id",
+                    models.BigIntegerField(
+                        help_text="The subject's id: a calendar event or follow-up."
+                    ),
+                ),
+                ("fire_at", models.DateTimeField()),
+                (
+                    "subject_starts_at",
+                    models.DateTimeField(
+                        help_text="When the subject starts, as materialised; a different start means it moved."
+                    ),
+                ),
+                ("claimed_at", models.DateTimeField(blank=True, null=True)),
+                ("claim_token", models.UUIDField(blank=True, null=True)),
+                (
+                    "send_started_at",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="Set just before the provider is called; a claim that finds it set belongs to a run that died mid-send.",
+                        null=True,
+                    ),
+                ),
+                ("sent_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "outcome",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("sent", "Sent"),
+                            ("skipped", "Skipped (nothing worth saying)"),
+                            ("failed", "Failed (permanent)"),
+                            ("expired", "Expired (past grace, never sent)"),
+                        ],
+                        max_length=16,
+                        null=True,
+                    ),
+                ),
+                ("attempts", models.PositiveIntegerField(db_default=0)),
+                (
+                    "not_before",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="A provider's rate limit asked us to wait until then.",
+                        null=True,
+                    ),
+                ),
+                ("last_error", models.TextField(blank=True, db_default="")),
+                (
+                    "channel",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("whatsapp", "WhatsApp"),
+                            ("telegram", "Telegram"),
+                            ("console", "Console (development)"),
+                        ],
+                        db_default="",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "provider_message_id",
+                    models.CharField(blank=True, db_default="", max_length=128),
+                ),
+                (
+                    "delivery_status",
+                    models.CharField(
+                        blank=True,
+                        db_default="",
+                        help_text="The provider's later receipt.",
+                        max_length=32,
+                    ),
+                ),
+                ("delivery_error_code", models.CharField(blank=True, db_default="", max_length=32)),
+                ("delivery_updated_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'scheduled_sends',
-                'constraints': [models.CheckConstraint(condition=models.Q(models.Q(('outcome__isnull', True), ('sent_at__isnull', True)), models.Q(('outcome__in', ['failed', 'expired']), ('sent_at__isnull', True)), models.Q(('outcome__in', ['sent', 'skipped']), ('sent_at__isnull', False)), _connector='OR'), name='scheduled_sends_sent_at_matches_outcome')],
+                "db_table": "scheduled_sends",
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("outcome__isnull", True), ("sent_at__isnull", True)),
+                            models.Q(
+                                ("outcome__in", ["failed", "expired"]), ("sent_at__isnull", True)
+                            ),
+                            models.Q(
+                                ("outcome__in", ["sent", "skipped"]), ("sent_at__isnull", False)
+                            ),
+                            _connector="OR",
+                        ),
+                        name="scheduled_sends_sent_at_matches_outcome",
+                    )
+                ],
             },
         ),
     ]
