@@ -1,0 +1,54 @@
+"""Run management commands in separate processes against the test database.
+
+Several deliver workers are several processes in production, sharing no
+memory; the concurrency tests do the same rather than simulate it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+from django.db import connection
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_database_url() -> str:
+    """A DATABASE_URL for the database this test run is using right now."""
+    db = connection.settings_dict
+    host = quote(db["HOST"] or "", safe="")
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
+    return f"postgres://{quote(db['USER'], safe='')}{password}@{host}{port}/{db['NAME']}"
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment for a child ``manage.py``: the test database, a fixed key."""
+    from django.conf import settings
+
+    env = dict(os.environ)
+    env.update(
+        {
+            "DATABASE_URL": test_database_url(),
+            "SECRET_KEY": settings.SECRET_KEY,
+            "DJANGO_SETTINGS_MODULE": "nudgeproject.settings",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+def manage(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``python manage.py ARGS`` in its own process; the caller waits."""
+    return subprocess.Popen(
+        [sys.executable, str(PROJECT_ROOT / "manage.py"), *args],
+        cwd=PROJECT_ROOT,
+        env=env or subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
