@@ -215,9 +215,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "structured": {
-            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
-        },
+        "structured": {"()": "nudgeproject.log_format.KeyValueFormatter"},
     },
     "handlers": {
         "stderr": {"class": "logging.StreamHandler", "formatter": "structured"},

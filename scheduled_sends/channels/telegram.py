@@ -1,0 +1,210 @@
+"""Telegram through the Bot API, with python-telegram-bot.
+
+The library is async and the deliver sweep is not, so each channel instance
+owns one event loop, made on first use and closed by :meth:`close`; the
+bot's HTTP pool and its ``getMe`` happen once per instance, not per message.
+An instance belongs to the thread that first sends with it.
+
+Messages go as plain text — never a ``parse_mode`` — so a title full of ``*``,
+``_`` or ``<b>`` arrives as typed, and link previews are off.
+
+Errors:
+
+* ``RetryAfter`` (HTTP 429) → :class:`RateLimited` with Telegram's ``retry_after``;
+* ``BadRequest`` ("chat not found", …), ``Forbidden`` (bot blocked, kicked),
+  ``ChatMigrated`` and ``InvalidToken`` → :class:`PermanentSendError`;
+* ``TimedOut``, ``NetworkError`` (connection failures, 5xx) → :class:`TransientSendError`.
+
+The bot token is part of every Bot API URL, and the library puts it into some
+messages and debug logs; nothing this module raises or lets through the
+library's loggers contains it (see :class:`TokenRedactingFilter`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import warnings
+from datetime import timedelta
+
+from django.conf import settings
+from telegram import Bot, LinkPreviewOptions
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
+from telegram.request import HTTPXRequest
+
+from scheduled_sends.channels.base import (
+    Channel,
+    NudgeMessage,
+    PermanentSendError,
+    RateLimited,
+    SendError,
+    SendReceipt,
+    TransientSendError,
+)
+
+DEFAULT_BASE_URL = "https://api.telegram.org/bot"
+REDACTED = "<bot-token>"
+# Loggers that see Bot API URLs (which contain the token) or say they do.
+TOKEN_BEARING_LOGGERS = ("telegram.Bot", "telegram.request.BaseRequest", "httpx", "httpcore")
+
+
+class TokenRedactingFilter(logging.Filter):
+    """Replaces the bot token in a record's message before any handler sees it.
+
+    Settings keep ``httpx`` at WARNING, but ``telegram.Bot`` logs the API URL
+    (token included) at DEBUG, and a DEBUG root logger while chasing a bug
+    must not put the token into the logs.
+    """
+
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self.token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if self.token in message:
+            record.msg = message.replace(self.token, REDACTED)
+            record.args = None
+        return True
+
+
+def install_token_filter(token: str) -> None:
+    """Attach one redacting filter for ``token`` to each token-bearing logger."""
+    for name in TOKEN_BEARING_LOGGERS:
+        target = logging.getLogger(name)
+        if not any(
+            isinstance(existing, TokenRedactingFilter) and existing.token == token
+            for existing in target.filters
+        ):
+            target.addFilter(TokenRedactingFilter(token))
+
+
+def retry_after_seconds(exc: RetryAfter) -> float:
+    """``RetryAfter.retry_after`` in seconds, whichever type this library version hands out."""
+    with warnings.catch_warnings():
+        # v22 warns that the attribute will become a timedelta; both are handled.
+        warnings.simplefilter("ignore")
+        value = exc.retry_after
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return float(value)
+
+
+def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
+    """The channel error a library exception stands for (see the module docstring)."""
+
+    def clean(text: str) -> str:
+        return text.replace(token, REDACTED) if token else text
+
+    if isinstance(exc, RetryAfter):
+        seconds = retry_after_seconds(exc)
+        return RateLimited(
+            f"Telegram flood control: retry in {seconds:g} s", code="429", retry_after=seconds
+        )
+    if isinstance(exc, InvalidToken):
+        # The library's own message quotes the token.
+        return PermanentSendError(
+            "Telegram rejected the bot token: check TELEGRAM_BOT_TOKEN", code="401"
+        )
+    if isinstance(exc, ChatMigrated):
+        return PermanentSendError(
+            f"Telegram group became a supergroup; its chat id is now {exc.new_chat_id}",
+            code="chat_migrated",
+        )
+    if isinstance(exc, Forbidden):
+        return PermanentSendError(f"Telegram refused: {clean(exc.message)}", code="403")
+    if isinstance(exc, BadRequest):  # a NetworkError subclass: must come before it
+        return PermanentSendError(f"Telegram bad request: {clean(exc.message)}", code="400")
+    if isinstance(exc, TimedOut):
+        return TransientSendError("Telegram did not answer in time", code="timeout")
+    if isinstance(exc, NetworkError):
+        return TransientSendError(f"Telegram unreachable: {clean(exc.message)}", code="network")
+    return TransientSendError(
+        f"Telegram error {type(exc).__name__}: {clean(exc.message)}", code="telegram"
+    )
+
+
+class TelegramChannel(Channel):
+    """Sends through one Bot on one private event loop per instance."""
+
+    name = "telegram"
+
+    def __init__(self) -> None:
+        self._token: str = settings.TELEGRAM_BOT_TOKEN
+        self.base_url: str = settings.TELEGRAM_API_BASE_URL or DEFAULT_BASE_URL
+        self.timeout: float = settings.CHANNEL_TIMEOUT_SECONDS
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._bot: Bot | None = None
+        if self._token:
+            install_token_filter(self._token)
+
+    def _request(self, pool_size: int) -> HTTPXRequest:
+        return HTTPXRequest(
+            connection_pool_size=pool_size,
+            connect_timeout=self.timeout,
+            read_timeout=self.timeout,
+            write_timeout=self.timeout,
+            pool_timeout=self.timeout,
+        )
+
+    def _get_bot(self) -> Bot:
+        if self._bot is None:
+            if not self._token:
+                raise PermanentSendError(
+                    "Telegram is not configured: TELEGRAM_BOT_TOKEN empty", code="config"
+                )
+            try:
+                self._bot = Bot(
+                    self._token,
+                    base_url=self.base_url,
+                    request=self._request(pool_size=4),
+                    get_updates_request=self._request(pool_size=1),  # never used; kept small
+                )
+            except InvalidToken:
+                # Raised for a token with whitespace; the message may quote it.
+                raise PermanentSendError("TELEGRAM_BOT_TOKEN is malformed", code="config") from None
+        return self._bot
+
+    def _get_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+    async def _send(self, bot: Bot, address: str, message: NudgeMessage) -> SendReceipt:
+        await bot.initialize()  # getMe once; a no-op once it has succeeded
+        sent = await bot.send_message(
+            chat_id=address,
+            text=message.text,
+            link_preview_options=LinkPreviewOptions(is_disabled=True),
+        )
+        # message_id is unique only within its chat.
+        return SendReceipt(provider_message_id=f"{sent.chat.id}:{sent.message_id}")
+
+    def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        bot = self._get_bot()
+        try:
+            return self._get_loop().run_until_complete(self._send(bot, address, message))
+        except TelegramError as exc:
+            # from None: the library's exception (and its cause) may quote the token.
+            raise classify_telegram_error(exc, self._token) from None
+
+    def close(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is None or loop.is_closed():
+            return
+        try:
+            if self._bot is not None:
+                loop.run_until_complete(self._bot.shutdown())
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            self._bot = None
+            loop.close()

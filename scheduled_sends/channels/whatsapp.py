@@ -1,0 +1,242 @@
+"""WhatsApp through Twilio's Programmable Messaging API.
+
+Errors are sorted by what retrying can do about them:
+
+* rate limits (HTTP 429, 20429, 63017, 63018, 63038) → :class:`RateLimited`,
+  with Twilio's ``Retry-After`` header when it sends one;
+* the recipient or the request is wrong (21211 invalid 'To', 21610 opted out
+  with STOP, 21614 not a mobile, 63016 outside the 24-hour window without a
+  template, and any other 4xx) → :class:`PermanentSendError`;
+* our own configuration is wrong (20003 authentication, 21408 region not
+  enabled, missing credentials) → also :class:`PermanentSendError`: retrying
+  the same request every minute cannot fix a credential, only hammers the API
+  until the nudge expires; the code in ``last_error`` says what to fix;
+* 5xx, timeouts and connection failures → :class:`TransientSendError`.
+
+A read timeout is ambiguous — Twilio may have accepted the message — and is
+retried like any timeout; Twilio's Messages API has no idempotency key.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+from django.conf import settings
+from twilio.base.exceptions import TwilioException, TwilioRestException
+from twilio.http.http_client import TwilioHttpClient
+from twilio.http.response import Response
+from twilio.rest import Client
+
+from scheduled_sends.channels.base import (
+    Channel,
+    NudgeMessage,
+    PermanentSendError,
+    RateLimited,
+    SendReceipt,
+    TransientSendError,
+)
+
+logger = logging.getLogger("nudge.channels.whatsapp")
+
+# Twilio keeps an unsent message queued for at most this long (its own limit is
+# larger); a nudge is never worth more than a few hours anyway.
+MAX_VALIDITY_SECONDS = 14_400
+MIN_VALIDITY_SECONDS = 1  # Twilio's minimum
+# When a rate limit comes without Retry-After: try again on the next minute's run.
+DEFAULT_RETRY_AFTER_SECONDS = 60.0
+
+RATE_LIMIT_CODES = {
+    20429: "too many requests",
+    63017: "account message rate exceeded",
+    63018: "WhatsApp sender rate limit exceeded for the channel",
+}
+# A daily cap: nothing more goes out on this account for a while.
+DAILY_LIMIT_CODE = 63038
+DAILY_LIMIT_RETRY_AFTER_SECONDS = 3600.0
+# Named for the reader; any other 4xx is permanent too.
+PERMANENT_CODES = {
+    20003: "authentication failed: check TWILIO_ACCOUNT_SID / TWILIO_AUTH_TOKEN",
+    21211: "invalid 'To' number",
+    21408: "sending to this region is not enabled on the account",
+    21610: "recipient unsubscribed (replied STOP)",
+    21614: "'To' is not a mobile number",
+    63016: "outside the 24-hour window and no approved template (set TWILIO_CONTENT_SID)",
+}
+# 4xx statuses that describe the moment, not the request.
+RETRYABLE_4XX = {408, 409, 423, 425}
+
+
+class BaseUrlHttpClient(TwilioHttpClient):
+    """Twilio's own HTTP client, pointed at another host, remembering response headers.
+
+    The library builds ``https://api.twilio.com/...`` URLs; this keeps their
+    path and query and swaps scheme and host for ``base_url`` (a test server,
+    a proxy). It also keeps the last response's headers per thread, because
+    :class:`TwilioRestException` drops them and ``Retry-After`` lives there.
+    """
+
+    def __init__(self, base_url: str = "", *, timeout: float | None = None) -> None:
+        super().__init__(timeout=timeout)
+        self.base_url = base_url.rstrip("/")
+        self._local = threading.local()
+
+    def rewrite(self, url: str) -> str:
+        if not self.base_url:
+            return url
+        base = urlsplit(self.base_url)
+        original = urlsplit(url)
+        return urlunsplit((base.scheme, base.netloc, base.path + original.path, original.query, ""))
+
+    def request(self, method: str, url: str, *args, **kwargs) -> Response:
+        self._local.headers = {}
+        response = super().request(method, self.rewrite(url), *args, **kwargs)
+        self._local.headers = dict(response.headers or {})
+        return response
+
+    @property
+    def last_response_headers(self) -> Mapping[str, str]:
+        return getattr(self._local, "headers", {})
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds from a ``Retry-After`` header: delta-seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def classify_twilio_error(
+    exc: TwilioRestException, headers: Mapping[str, str] | None = None
+) -> TransientSendError | PermanentSendError:
+    """The channel error a Twilio API error stands for (see the module docstring)."""
+    status = int(exc.status or 0)
+    code = int(exc.code) if str(exc.code or "").isdigit() else status
+    # exc.msg is "Unable to create record: <Twilio's message>"; str(exc) may add ANSI colours.
+    detail = str(exc.msg or "").removeprefix("Unable to create record: ") or f"HTTP {status}"
+    code_text = str(code) if code else str(status)
+    lower_headers = {k.lower(): v for k, v in (headers or {}).items()}
+
+    if status == 429 or code in RATE_LIMIT_CODES:
+        retry_after = parse_retry_after(lower_headers.get("retry-after"))
+        return RateLimited(
+            f"Twilio rate limit: {RATE_LIMIT_CODES.get(code, detail)}",
+            code=code_text,
+            retry_after=retry_after if retry_after is not None else DEFAULT_RETRY_AFTER_SECONDS,
+        )
+    if code == DAILY_LIMIT_CODE:
+        return RateLimited(
+            "Twilio daily message limit reached",
+            code=code_text,
+            retry_after=DAILY_LIMIT_RETRY_AFTER_SECONDS,
+        )
+    if code in PERMANENT_CODES:
+        return PermanentSendError(f"Twilio: {PERMANENT_CODES[code]} ({detail})", code=code_text)
+    if status >= 500 or status in RETRYABLE_4XX or status == 0:
+        return TransientSendError(f"Twilio HTTP {status}: {detail}", code=code_text)
+    return PermanentSendError(f"Twilio HTTP {status}: {detail}", code=code_text)
+
+
+def whatsapp_address(number: str) -> str:
+    """``whatsapp:+14155550100`` from an E.164 number (or an already prefixed one)."""
+    number = number.strip()
+    return number if number.startswith("whatsapp:") else f"whatsapp:{number}"
+
+
+class WhatsAppChannel(Channel):
+    """Sends through Twilio; one client and connection pool per instance (one run)."""
+
+    name = "whatsapp"
+
+    def __init__(self) -> None:
+        self.account_sid: str = settings.TWILIO_ACCOUNT_SID
+        self.from_address: str = settings.TWILIO_WHATSAPP_FROM
+        self.content_sid: str = settings.TWILIO_CONTENT_SID
+        self.status_callback: str = settings.TWILIO_STATUS_CALLBACK_URL
+        self._auth_token: str = settings.TWILIO_AUTH_TOKEN
+        self._http_client = BaseUrlHttpClient(
+            settings.TWILIO_API_BASE_URL, timeout=settings.CHANNEL_TIMEOUT_SECONDS
+        )
+        self._client: Client | None = None
+
+    def _missing_settings(self) -> list[str]:
+        required = {
+            "TWILIO_ACCOUNT_SID": self.account_sid,
+            "TWILIO_AUTH_TOKEN": self._auth_token,
+            "TWILIO_WHATSAPP_FROM": self.from_address,
+        }
+        return [name for name, value in required.items() if not value]
+
+    def _twilio(self) -> Client:
+        if self._client is None:
+            missing = self._missing_settings()
+            if missing:
+                raise PermanentSendError(
+                    f"WhatsApp is not configured: {', '.join(missing)} empty", code="config"
+                )
+            self._client = Client(self.account_sid, self._auth_token, http_client=self._http_client)
+        return self._client
+
+    def message_parameters(self, address: str, message: NudgeMessage) -> dict[str, object]:
+        """What goes to ``messages.create``: a template when one is configured, else a body."""
+        validity = max(MIN_VALIDITY_SECONDS, min(message.valid_for_seconds, MAX_VALIDITY_SECONDS))
+        parameters: dict[str, object] = {
+            "to": whatsapp_address(address),
+            "from_": whatsapp_address(self.from_address),
+            "validity_period": validity,
+        }
+        if self.content_sid:
+            # Business-initiated messages outside the 24-hour window need an
+            # approved template (error 63016 otherwise).
+            parameters["content_sid"] = self.content_sid
+            parameters["content_variables"] = json.dumps(
+                {"1": message.title, "2": message.local_time, "3": str(message.minutes_until)}
+            )
+        else:
+            parameters["body"] = message.text
+        if self.status_callback:
+            parameters["status_callback"] = self.status_callback
+        return parameters
+
+    def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        client = self._twilio()
+        try:
+            created = client.messages.create(**self.message_parameters(address, message))
+        except TwilioRestException as exc:
+            raise classify_twilio_error(exc, self._http_client.last_response_headers) from exc
+        except requests.Timeout as exc:
+            raise TransientSendError("Twilio did not answer in time", code="timeout") from exc
+        except requests.ConnectionError as exc:
+            raise TransientSendError(
+                f"cannot reach Twilio ({type(exc).__name__})", code="network"
+            ) from exc
+        except (requests.RequestException, TwilioException, ValueError) as exc:
+            # A garbled answer: Twilio may or may not have sent it; retrying is the lesser evil.
+            raise TransientSendError(
+                f"unexpected answer from Twilio ({type(exc).__name__})", code="protocol"
+            ) from exc
+        if not created.sid:
+            raise TransientSendError("Twilio answered without a message sid", code="protocol")
+        return SendReceipt(provider_message_id=created.sid)
+
+    def close(self) -> None:
+        session = self._http_client.session
+        if session is not None:
+            session.close()

@@ -1,0 +1,130 @@
+"""Demo data: users with delivery settings, calendar events and follow-ups
+spread over the look-ahead window. Used by the README's first command and
+by the benchmarks, through the same tenant-scoped writes as the product."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
+
+from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
+from scheduled_sends.models import Channel, DeliverySettings
+from tenancy.scope import tenant_scope
+
+TITLES = [
+    "Design review",
+    "1:1 with Sam",
+    "Standup",
+    "Customer call — Acme",
+    "Quarterly planning",
+    "Dentist",
+    "Interview: backend engineer",
+    "Lunch with Ana",
+]
+SOON = timedelta(minutes=5)
+FOLLOW_UPS = ["Send the proposal", "Call back Priya", "Renew the domain", "Reply to legal"]
+
+
+@dataclass
+class DemoSummary:
+    users: int = 0
+    events: int = 0
+    follow_ups: int = 0
+
+
+def _address(channel: str, index: int) -> dict[str, str]:
+    if channel == Channel.WHATSAPP:
+        return {"whatsapp_number": f"+1415555{index % 10000:04d}"}
+    if channel == Channel.TELEGRAM:
+        return {"telegram_chat_id": str(100000 + index)}
+    return {}
+
+
+def seed_demo(
+    *,
+    users: int,
+    events_per_user: int,
+    follow_ups_per_user: int,
+    channel: str,
+    start: datetime,
+    window: timedelta,
+    username_prefix: str = "demo",
+    due_now: int = 0,
+    progress=None,
+) -> DemoSummary:
+    """Create (or top up) demo users ``{prefix}1…{prefix}N`` with their data.
+
+    Existing demo users keep their data; running twice does not duplicate it.
+    ``due_now`` follow-ups per user fall due in five minutes, so their nudges
+    (the default ten-minute lead) are due at once: a demo with something to say.
+    """
+    summary = DemoSummary()
+    User = get_user_model()
+    unusable = make_password(None)
+    existing = set(
+        User.objects.filter(username__startswith=username_prefix).values_list("username", flat=True)
+    )
+    new_users = [
+        User(username=f"{username_prefix}{i}", password=unusable, email="")
+        for i in range(1, users + 1)
+        if f"{username_prefix}{i}" not in existing
+    ]
+    User.objects.bulk_create(new_users, batch_size=2000)
+    created = User.objects.filter(username__in=[u.username for u in new_users]).order_by("pk")
+    for index, user in enumerate(created, start=1):
+        with tenant_scope(user.pk):
+            DeliverySettings.objects.create(user=user, channel=channel, **_address(channel, index))
+            connection = CalendarConnection.objects.create(
+                user=user, provider=Provider.ICS, account="demo calendar (not synced)"
+            )
+            CalendarEvent.objects.bulk_create(
+                _events(user.pk, connection, events_per_user, start, window, index)
+            )
+            FollowUp.objects.bulk_create(
+                _follow_ups(user.pk, follow_ups_per_user, start, window, index)
+                + [
+                    FollowUp(user=user, title=f"Demo: check in ({n + 1})", due_at=start + SOON)
+                    for n in range(due_now)
+                ]
+            )
+        summary.users += 1
+        summary.events += events_per_user
+        summary.follow_ups += follow_ups_per_user + due_now
+        if progress and summary.users % 1000 == 0:
+            progress(summary)
+    return summary
+
+
+def _spread(count: int, start: datetime, window: timedelta, offset: int) -> list[datetime]:
+    """``count`` instants across the window, on whole minutes, staggered per user."""
+    step = window / (count + 1)
+    base = start.replace(second=0, microsecond=0)
+    return [base + step * (i + 1) + timedelta(minutes=(offset * 7 + i) % 5) for i in range(count)]
+
+
+def _events(user_id, connection, count, start, window, index) -> list[CalendarEvent]:
+    events = []
+    for i, starts_at in enumerate(_spread(count, start, window, index)):
+        events.append(
+            CalendarEvent(
+                user_id=user_id,
+                connection=connection,
+                provider_event_id=f"demo-{index}-{i}",
+                title=TITLES[(index + i) % len(TITLES)],
+                starts_at=starts_at,
+                ends_at=starts_at + timedelta(minutes=30),
+                # Every third event carries its own 30-minute reminder.
+                reminder_minutes=[30] if i % 3 == 0 else [],
+            )
+        )
+    return events
+
+
+def _follow_ups(user_id, count, start, window, index) -> list[FollowUp]:
+    return [
+        FollowUp(user_id=user_id, title=FOLLOW_UPS[(index + i) % len(FOLLOW_UPS)], due_at=due_at)
+        for i, due_at in enumerate(_spread(count, start, window, index + 3))
+    ]

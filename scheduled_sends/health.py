@@ -1,0 +1,161 @@
+"""Telling an outage from a quiet minute.
+
+A claim that matches nothing because the bypass was never set, a deliver
+cron that stopped, and a quiet minute all print "claimed 0". Health looks at
+the queue from three independent angles, so no single broken piece can make
+an outage look quiet:
+
+* the run log — did each sweep succeed recently?
+* the live queue, read under the bypass — rows overdue and unclaimed, claims
+  older than the lease;
+* the last materialize run's own observation, made in each user's tenant
+  scope and so independent of the bypass — rows whose time has passed and
+  that nobody claimed;
+
+plus the row-level-security check of the deployment itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import DatabaseError
+
+from scheduled_sends.claim import database_now, queue_counts
+from scheduled_sends.config import QueueConfig
+from scheduled_sends.models import SweepRun
+from tenancy.checks import rls_problems
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class HealthReport:
+    as_of: datetime
+    checks: list[HealthCheck] = field(default_factory=list)
+    figures: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+    def add(self, name: str, ok: bool, detail: str) -> None:
+        self.checks.append(HealthCheck(name, ok, detail))
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "ok": self.ok,
+            "as_of": self.as_of.isoformat(),
+            "checks": [vars(check) for check in self.checks],
+            "figures": {
+                key: value.isoformat() if isinstance(value, datetime) else value
+                for key, value in self.figures.items()
+            },
+        }
+
+
+def _last_run(sweep: str, *, ok_only: bool) -> SweepRun | None:
+    runs = SweepRun.objects.filter(sweep=sweep).order_by("-started_at")
+    if ok_only:
+        runs = runs.filter(status=SweepRun.Status.OK)
+    return runs.first()
+
+
+def _check_recent(
+    report: HealthReport, sweep: str, now: datetime, stale_after: timedelta
+) -> SweepRun | None:
+    last_ok = _last_run(sweep, ok_only=True)
+    last_any = _last_run(sweep, ok_only=False)
+    report.figures[f"last_{sweep}_at"] = last_ok.started_at if last_ok else None
+    if last_any is not None and last_any.status == SweepRun.Status.FAILED:
+        report.add(
+            f"{sweep}_last_run",
+            False,
+            f"the last {sweep} run failed: {last_any.error or last_any.summary}"[:500],
+        )
+    if last_ok is None:
+        report.add(f"{sweep}_recent", False, f"no successful {sweep} run recorded yet")
+    elif now - last_ok.started_at > stale_after:
+        age = int((now - last_ok.started_at).total_seconds() // 60)
+        report.add(
+            f"{sweep}_recent",
+            False,
+            f"no successful {sweep} run for {age} min (limit {stale_after.seconds // 60} min)",
+        )
+    else:
+        at = f"{last_ok.started_at:%H:%M:%S}Z"
+        report.add(f"{sweep}_recent", True, f"last successful {sweep} at {at}")
+    return last_ok
+
+
+def check_health(now: datetime | None = None) -> HealthReport:
+    """The queue's state; ``.ok`` is False when something needs a human."""
+    config = QueueConfig.from_settings()
+    now = now or database_now()
+    report = HealthReport(as_of=now)
+
+    problems = rls_problems()
+    report.add(
+        "row_level_security",
+        not problems,
+        "; ".join(problems) or "enforced on every tenant table for a non-superuser role",
+    )
+
+    _check_recent(
+        report,
+        SweepRun.Sweep.DELIVER,
+        now,
+        timedelta(minutes=settings.NUDGE_HEALTH_DELIVER_STALE_MINUTES),
+    )
+    last_materialize = _check_recent(
+        report,
+        SweepRun.Sweep.MATERIALIZE,
+        now,
+        timedelta(minutes=settings.NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES),
+    )
+
+    overdue_after = timedelta(seconds=settings.NUDGE_HEALTH_OVERDUE_SECONDS)
+    try:
+        counts = queue_counts(now, config, overdue_after)
+    except DatabaseError as exc:
+        report.add("queue_readable", False, f"the sweeper role cannot read the queue: {exc}")
+    else:
+        report.figures.update(
+            due_backlog=counts.due_backlog,
+            overdue_unclaimed=counts.overdue_unclaimed,
+            stuck_claims=counts.stuck_claims,
+            awaiting_expiry=counts.awaiting_expiry,
+            oldest_due_fire_at=counts.oldest_due_fire_at,
+        )
+        report.add(
+            "overdue_unclaimed",
+            counts.overdue_unclaimed == 0,
+            f"{counts.overdue_unclaimed} rows due more than "
+            f"{overdue_after.seconds}s ago are unclaimed",
+        )
+        report.add(
+            "stuck_claims",
+            counts.stuck_claims == 0,
+            f"{counts.stuck_claims} claims are older than the lease "
+            f"({config.lease.seconds}s): their runs died",
+        )
+
+    # Independent of the bypass: what materialize saw inside each user's scope.
+    if last_materialize is not None:
+        seen = int(last_materialize.counts.get("overdue_unclaimed", 0))
+        hint = " — if the queue counts above say 0, the claim cannot see the queue" if seen else ""
+        report.figures["overdue_seen_by_materialize"] = seen
+        report.add(
+            "delivery_keeping_up",
+            seen == 0,
+            f"{seen} rows whose time had passed were still undelivered and unclaimed when "
+            f"materialize ran at {last_materialize.as_of:%H:%M}Z" + hint,
+        )
+    return report

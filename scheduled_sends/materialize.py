@@ -1,0 +1,300 @@
+"""The materialising sweep (cron: every 15 minutes).
+
+Work moves earlier: once per run, for each user, sync their calendars and
+write one ``scheduled_sends`` row per nudge due within the look-ahead, so
+that delivery is a single indexed claim rather than a per-tenant scan.
+
+Everything about a user happens inside that user's ``tenant_scope``; the only
+unscoped read is the list of users to visit (``auth_user`` is not a tenant
+table). The bypass is never used here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+
+from calendars.models import CalendarEvent, ConnectionStatus, FollowUp
+from calendars.sync import sync_user_connections
+from scheduled_sends import queue_sql
+from scheduled_sends.claim import database_now
+from scheduled_sends.config import QueueConfig
+from scheduled_sends.models import DeliverySettings, Kind, ScheduledSend, SweepRun
+from scheduled_sends.runlog import recorded_run
+from tenancy.scope import tenant_scope
+
+logger = logging.getLogger("nudge.materialize")
+
+# How long a due row may sit unclaimed before materialise reports it as
+# evidence that delivery is not happening (it reads it in the user's scope,
+# so a broken bypass cannot hide it).
+OVERDUE_AFTER = timedelta(minutes=2)
+
+
+@dataclass(frozen=True)
+class PlannedNudge:
+    kind: str
+    ref_id: int
+    fire_at: datetime
+    subject_starts_at: datetime
+
+    @property
+    def key(self) -> tuple[str, int, datetime]:
+        return (self.kind, self.ref_id, self.fire_at)
+
+    def worth_queueing(self, now: datetime) -> bool:
+        """A nudge first queued now must still precede its subject.
+
+        A row already queued for a subject that has since begun is left for
+        delivery to settle (skipped, with the reason support will look for).
+        """
+        return self.subject_starts_at > now
+
+
+def _in_window(fire_at: datetime, now: datetime, config: QueueConfig) -> bool:
+    """Inside the look-ahead, and if already past, still inside the grace window."""
+    return now - config.grace < fire_at <= now + config.lookahead
+
+
+def plan_event_nudges(
+    events: Iterable[CalendarEvent], default_lead: timedelta, now: datetime, config: QueueConfig
+) -> list[PlannedNudge]:
+    """One nudge per distinct reminder lead of each event, else the user's default."""
+    max_minutes = int(config.max_lead.total_seconds() // 60)
+    planned = []
+    for event in events:
+        if not event.nudgeable:
+            continue
+        leads = {timedelta(minutes=m) for m in event.reminder_minutes if 0 <= m <= max_minutes}
+        for lead in sorted(leads or {default_lead}):
+            fire_at = event.starts_at - lead
+            if _in_window(fire_at, now, config):
+                planned.append(PlannedNudge(Kind.EVENT, event.pk, fire_at, event.starts_at))
+    return planned
+
+
+def plan_follow_up_nudges(
+    follow_ups: Iterable[FollowUp], default_lead: timedelta, now: datetime, config: QueueConfig
+) -> list[PlannedNudge]:
+    """A follow-up is nudged the user's default lead before it is due."""
+    planned = []
+    for follow_up in follow_ups:
+        if follow_up.done:
+            continue
+        fire_at = follow_up.due_at - default_lead
+        if _in_window(fire_at, now, config):
+            planned.append(PlannedNudge(Kind.FOLLOW_UP, follow_up.pk, fire_at, follow_up.due_at))
+    return planned
+
+
+def subject_window(now: datetime, config: QueueConfig) -> tuple[datetime, datetime]:
+    """Subjects whose nudges can fall in the window: from the grace window's start
+    up to the look-ahead plus the longest lead honoured."""
+    return now - config.grace, now + config.lookahead + config.max_lead
+
+
+@dataclass
+class UserResult:
+    queued: int = 0
+    removed: int = 0
+    overdue: int = 0
+    skipped_disabled: bool = False
+
+
+def plan_for_user(user_id: int, now: datetime, config: QueueConfig) -> list[PlannedNudge] | None:
+    """The nudges the user should have queued now; None when nudges are off.
+
+    Must run inside the user's tenant scope.
+    """
+    delivery = DeliverySettings.objects.filter(user_id=user_id).first()
+    if delivery is None or not delivery.enabled:
+        return None
+    default_lead = timedelta(minutes=delivery.default_lead_minutes)
+    start, end = subject_window(now, config)
+    events = CalendarEvent.objects.filter(
+        user_id=user_id, starts_at__gt=start, starts_at__lte=end
+    ).exclude(connection__status=ConnectionStatus.NEEDS_REAUTH)
+    follow_ups = FollowUp.objects.filter(
+        user_id=user_id, done=False, due_at__gt=start, due_at__lte=end
+    )
+    return plan_event_nudges(events, default_lead, now, config) + plan_follow_up_nudges(
+        follow_ups, default_lead, now, config
+    )
+
+
+def materialize_user(user_id: int, now: datetime, config: QueueConfig) -> UserResult:
+    """Bring one user's pending queue in line with their calendar and follow-ups.
+
+    Inserts what is missing (idempotently) and deletes pending, unclaimed rows
+    that no longer match their subject — moved, cancelled, deleted, done,
+    re-timed, or the user turned nudges off — so the queue holds only what
+    will really be sent. Deleting (rather than settling as skipped) lets an
+    event moved away and back again be queued afresh.
+    """
+    result = UserResult()
+    with tenant_scope(user_id):
+        planned = plan_for_user(user_id, now, config)
+        result.skipped_disabled = planned is None
+        wanted = {nudge.key: nudge for nudge in planned or []}
+        pending = ScheduledSend.objects.filter(
+            user_id=user_id,
+            sent_at__isnull=True,
+            outcome__isnull=True,
+            fire_at__gt=now - config.grace,
+        ).values_list("id", "kind", "ref_id", "fire_at", "claimed_at", "not_before")
+        stale_ids = []
+        for row_id, kind, ref_id, fire_at, claimed_at, not_before in pending:
+            if (kind, ref_id, fire_at) in wanted:
+                wanted.pop((kind, ref_id, fire_at))
+                waiting = not_before is not None and not_before > now
+                if claimed_at is None and fire_at <= now - OVERDUE_AFTER and not waiting:
+                    result.overdue += 1
+            elif claimed_at is None:
+                stale_ids.append(row_id)
+        if stale_ids:
+            # claimed_at IS NULL is re-checked under the row lock, so a row a
+            # deliver run claimed in the meantime is left to it.
+            result.removed, _ = ScheduledSend.objects.filter(
+                id__in=stale_ids, claimed_at__isnull=True
+            ).delete()
+        to_insert = [nudge for nudge in wanted.values() if nudge.worth_queueing(now)]
+        if to_insert:
+            result.queued = _insert(user_id, to_insert)
+    return result
+
+
+def _insert(user_id: int, nudges: list[PlannedNudge]) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            queue_sql.INSERT_NUDGES,
+            {
+                "user_id": user_id,
+                "kinds": [n.kind for n in nudges],
+                "ref_ids": [n.ref_id for n in nudges],
+                "fire_ats": [n.fire_at for n in nudges],
+                "starts": [n.subject_starts_at for n in nudges],
+            },
+        )
+        return len(cursor.fetchall())
+
+
+@dataclass
+class MaterializeReport:
+    as_of: datetime
+    users: int = 0
+    queued: int = 0
+    removed: int = 0
+    overdue: int = 0
+    disabled_users: int = 0
+    failed_users: int = 0
+    calendars_synced: int = 0
+    calendars_unchanged: int = 0
+    calendars_failed: int = 0
+    calendars_needing_reauth: int = 0
+    provider_calls: int = 0
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.failed_users == 0
+
+    def summary(self) -> str:
+        text = (
+            f"materialize: users {self.users}, queued {self.queued}, removed {self.removed}, "
+            f"calendars synced {self.calendars_synced} (unchanged {self.calendars_unchanged}, "
+            f"failed {self.calendars_failed}), failed users {self.failed_users} "
+            f"in {self.seconds:.1f}s"
+        )
+        if self.overdue:
+            text += f" — WARNING: {self.overdue} due rows are still unclaimed (is deliver running?)"
+        return text
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "as_of": self.as_of.isoformat(),
+            "users": self.users,
+            "queued": self.queued,
+            "removed": self.removed,
+            "overdue_unclaimed": self.overdue,
+            "disabled_users": self.disabled_users,
+            "failed_users": self.failed_users,
+            "calendars_synced": self.calendars_synced,
+            "calendars_unchanged": self.calendars_unchanged,
+            "calendars_failed": self.calendars_failed,
+            "calendars_needing_reauth": self.calendars_needing_reauth,
+            "provider_calls": self.provider_calls,
+            "seconds": round(self.seconds, 3),
+            "ok": self.ok,
+        }
+
+
+def users_to_visit(user_ids: Iterable[int] | None = None) -> Iterable[int]:
+    """Active users, by id. The sweep's only unscoped read (not a tenant table)."""
+    users = get_user_model().objects.filter(is_active=True)
+    if user_ids is not None:
+        users = users.filter(pk__in=list(user_ids))
+    return users.order_by("pk").values_list("pk", flat=True).iterator(chunk_size=2000)
+
+
+def run_materialize(
+    now: datetime | None = None,
+    *,
+    user_ids: Iterable[int] | None = None,
+    progress=None,
+    sync_calendars: bool = True,
+) -> MaterializeReport:
+    """Materialise every active user's nudges for the look-ahead window.
+
+    One user's failure is logged and counted and the sweep goes on.
+    ``progress``, if given, is called with the report every 1,000 users.
+    """
+    config = QueueConfig.from_settings()
+    started = time.monotonic()
+    now = now or database_now()
+    report = MaterializeReport(as_of=now)
+    window_start, window_end = subject_window(now, config)
+    with recorded_run(SweepRun.Sweep.MATERIALIZE, now) as run:
+        for user_id in users_to_visit(user_ids):
+            report.users += 1
+            try:
+                if sync_calendars:
+                    _absorb_sync(
+                        report,
+                        sync_user_connections(
+                            user_id, now=now, window_start=window_start, window_end=window_end
+                        ),
+                    )
+                result = materialize_user(user_id, now, config)
+            except Exception as exc:
+                report.failed_users += 1
+                report.errors.append(f"user {user_id}: {type(exc).__name__}")
+                logger.exception("materialize failed for one user", extra={"user_id": user_id})
+                continue
+            report.queued += result.queued
+            report.removed += result.removed
+            report.overdue += result.overdue
+            report.disabled_users += result.skipped_disabled
+            if progress and report.users % 1000 == 0:
+                progress(report)
+        report.seconds = time.monotonic() - started
+        run.counts = report.as_dict()
+        run.summary = report.summary()[:255]
+        if not report.ok:
+            run.status = SweepRun.Status.FAILED
+            run.error = "; ".join(report.errors[:20])
+    return report
+
+
+def _absorb_sync(report: MaterializeReport, summary) -> None:
+    report.calendars_synced += summary.synced
+    report.calendars_unchanged += summary.unchanged
+    report.calendars_failed += summary.failed
+    report.calendars_needing_reauth += summary.needs_reauth
+    report.provider_calls += summary.provider_calls

@@ -1,0 +1,264 @@
+"""What the fake provider servers share: a threaded HTTP server, a request log, a fault plan.
+
+A fake answers every *send* call (a message to one recipient) either with
+success or with a :class:`Fault`. Which calls fail is scripted with a
+:class:`FaultPlan`, so a test can say "the 3rd send gets a 500", "every send
+to +15550001 is refused" or — for soak tests — "10 % of sends fail with one of
+these faults, from seed 42". Everything is recorded, so tests count messages
+where they land (:attr:`FakeProviderServer.delivered`), not where they were sent.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One scripted wrong answer.
+
+    ``delay`` holds the answer back (past the client's timeout, it is a
+    timeout); ``delivers`` says the provider still sent the message, as a slow
+    provider does, so it is counted in ``delivered``.
+    """
+
+    name: str
+    status: int = 500
+    body: Any = None  # dict → JSON; str/bytes → sent as is
+    headers: tuple[tuple[str, str], ...] = ()
+    delay: float = 0.0
+    delivers: bool = False
+
+    def encoded_body(self) -> tuple[bytes, str]:
+        if isinstance(self.body, dict):
+            return json.dumps(self.body).encode(), "application/json"
+        if isinstance(self.body, str):
+            return self.body.encode(), "text/html; charset=utf-8"
+        return self.body or b"", "application/octet-stream"
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes
+    headers: tuple[tuple[str, str], ...] = ()
+    delay: float = 0.0
+
+    @classmethod
+    def json(cls, status: int, payload: Any, *headers: tuple[str, str]) -> Answer:
+        return cls(
+            status, json.dumps(payload).encode(), (("Content-Type", "application/json"), *headers)
+        )
+
+    @classmethod
+    def from_fault(cls, fault: Fault) -> Answer:
+        body, content_type = fault.encoded_body()
+        return cls(
+            fault.status, body, (("Content-Type", content_type), *fault.headers), fault.delay
+        )
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    params: dict[str, Any]
+    raw_body: bytes
+    at: float
+    outcome: str = ""  # "delivered", a fault's name, or "" for calls that are not sends
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """A message the provider accepted: what reached ``recipient``, under which id."""
+
+    recipient: str
+    text: str
+    message_id: str
+    params: dict[str, Any]
+    at: float
+
+
+@dataclass
+class FaultPlan:
+    """Which send calls get which fault. Call numbers count sends from 1.
+
+    Precedence: a scripted call number, then a recipient rule, then the random rate.
+    """
+
+    by_call: dict[int, Fault] = field(default_factory=dict)
+    by_recipient: dict[str, list[Any]] = field(default_factory=dict)  # [fault, remaining|None]
+    rate: float = 0.0
+    rate_faults: Sequence[Fault] = ()
+    _rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+    def on_call(self, number: int, fault: Fault) -> Self:
+        """Answer send number ``number`` (1-based, counted across all recipients) with ``fault``."""
+        self.by_call[number] = fault
+        return self
+
+    def on_calls(self, numbers: Sequence[int], fault: Fault) -> Self:
+        for number in numbers:
+            self.on_call(number, fault)
+        return self
+
+    def for_recipient(self, recipient: str, fault: Fault, times: int | None = None) -> Self:
+        """Answer sends to ``recipient`` with ``fault``: always, or the next ``times`` sends."""
+        self.by_recipient[recipient] = [fault, times]
+        return self
+
+    def at_rate(self, probability: float, seed: int, faults: Sequence[Fault]) -> Self:
+        """Fail each send with ``probability``, picking among ``faults``; repeatable by ``seed``."""
+        self.rate = probability
+        self.rate_faults = tuple(faults)
+        self._rng = random.Random(seed)
+        return self
+
+    def clear(self) -> None:
+        self.by_call.clear()
+        self.by_recipient.clear()
+        self.rate = 0.0
+        self.rate_faults = ()
+
+    def choose(self, call_number: int, recipient: str) -> Fault | None:
+        """The fault for this send, or None for success. Called under the server's lock."""
+        if call_number in self.by_call:
+            return self.by_call[call_number]
+        rule = self.by_recipient.get(recipient)
+        if rule is not None:
+            fault, remaining = rule
+            if remaining is None:
+                return fault
+            if remaining > 0:
+                rule[1] = remaining - 1
+                return fault
+        if self.rate and self.rate_faults and self._rng.random() < self.rate:
+            return self._rng.choice(self.rate_faults)
+        return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        answer = self.server.fake.answer(self.command, self.path, dict(self.headers), body)
+        if answer.delay and self.server.fake.stopping.wait(answer.delay):
+            return
+        try:
+            self.send_response(answer.status)
+            for name, value in answer.headers:
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(answer.body)))
+            self.end_headers()
+            self.wfile.write(answer.body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timed out) before the answer
+
+    do_GET = do_POST = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: request lines carry secrets (the Telegram token is in the path)."""
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, fake: FakeProviderServer) -> None:
+        self.fake = fake
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+
+class FakeProviderServer:
+    """A provider API on 127.0.0.1 at an ephemeral port, served from a thread."""
+
+    def __init__(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self.delivered: list[Delivered] = []
+        self.plan = FaultPlan()
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.send_calls = 0
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- life cycle -------------------------------------------------------
+    def start(self) -> Self:
+        self.stopping.clear()
+        self._server = _Server(self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name=type(self).__name__, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "start() the server first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # --- state ------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget requests and faults (between tests sharing one server)."""
+        with self.lock:
+            self.requests.clear()
+            self.delivered.clear()
+            self.plan.clear()
+            self.send_calls = 0
+            self.reset_state()
+
+    def reset_state(self) -> None:
+        """Provider-specific state to forget in :meth:`reset`."""
+
+    def record(self, request: RecordedRequest) -> None:
+        with self.lock:
+            self.requests.append(request)
+
+    def deliver(self, delivered: Delivered) -> None:
+        with self.lock:
+            self.delivered.append(delivered)
+
+    def delivered_to(self, recipient: str) -> list[Delivered]:
+        with self.lock:
+            return [d for d in self.delivered if d.recipient == recipient]
+
+    def sends(self) -> list[RecordedRequest]:
+        """Every send call, delivered or not."""
+        with self.lock:
+            return [r for r in self.requests if r.outcome]
+
+    def next_send(self, recipient: str) -> tuple[int, Fault | None]:
+        """Count a send call and decide its fate, atomically."""
+        with self.lock:
+            self.send_calls += 1
+            return self.send_calls, self.plan.choose(self.send_calls, recipient)
+
+    # --- to implement -----------------------------------------------------
+    def answer(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Answer:
+        raise NotImplementedError
