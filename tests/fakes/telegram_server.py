@@ -1,0 +1,174 @@
+"""A fake of the Telegram Bot API, enough for the real ``python-telegram-bot``.
+
+``/bot<token>/getMe`` and ``/bot<token>/sendMessage`` (form or JSON body);
+a wrong token answers 401 as Telegram does. Message ids count up per chat, as
+Telegram's do. Errors are Telegram's own JSON answers, e.g.
+``{"ok": false, "error_code": 400, "description": "Bad Request: chat not found"}``.
+
+    with FakeTelegram() as telegram:
+        telegram.plan.on_call(2, FLOOD)
+        settings.TELEGRAM_API_BASE_URL = telegram.base_url  # ".../bot", like the real one
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import defaultdict
+from typing import Any
+from urllib.parse import parse_qs
+
+from tests.fakes.base import Answer, Delivered, FakeProviderServer, Fault, RecordedRequest
+
+BOT_TOKEN = "123456789:AAFakeTokenForTestsOnly_0123456789ab"
+BOT_ID = 123456789
+ENDPOINT = re.compile(r"^/bot(?P<token>[^/]+)/(?P<method>\w+)$")
+
+
+def telegram_error(
+    status: int, description: str, *, name: str, parameters: dict | None = None
+) -> Fault:
+    body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+    if parameters:
+        body["parameters"] = parameters
+    return Fault(name=name, status=status, body=body)
+
+
+CHAT_NOT_FOUND = telegram_error(400, "Bad Request: chat not found", name="chat-not-found")
+BOT_BLOCKED = telegram_error(403, "Forbidden: bot was blocked by the user", name="bot-blocked")
+BOT_KICKED = telegram_error(403, "Forbidden: bot was kicked from the group chat", name="bot-kicked")
+FLOOD = telegram_error(
+    429,
+    "Too Many Requests: retry after 7",
+    name="flood",
+    parameters={"retry_after": 7},
+)
+SERVER_ERROR = telegram_error(500, "Internal Server Error", name="server-error")
+BAD_GATEWAY = Fault("bad-gateway", 502, "<html><body>502 Bad Gateway</body></html>")
+UNAUTHORIZED = telegram_error(401, "Unauthorized", name="unauthorized")
+
+
+def flood(retry_after: int) -> Fault:
+    return telegram_error(
+        429,
+        f"Too Many Requests: retry after {retry_after}",
+        name="flood",
+        parameters={"retry_after": retry_after},
+    )
+
+
+def slow(seconds: float, *, delivers: bool = False) -> Fault:
+    """An answer held back ``seconds``; with ``delivers`` Telegram still sent the message."""
+    return Fault(
+        name="slow",
+        status=200 if delivers else 504,
+        body={"ok": False, "error_code": 504, "description": "Gateway Timeout"},
+        delay=seconds,
+        delivers=delivers,
+    )
+
+
+def parse_params(headers: dict[str, str], body: bytes) -> dict[str, Any]:
+    content_type = {k.lower(): v for k, v in headers.items()}.get("content-type", "")
+    if not body:
+        return {}
+    if content_type.startswith("application/json"):
+        return json.loads(body)
+    return {k: v[-1] for k, v in parse_qs(body.decode(), keep_blank_values=True).items()}
+
+
+class FakeTelegram(FakeProviderServer):
+    """The Bot API for one bot."""
+
+    def __init__(self, token: str = BOT_TOKEN) -> None:
+        super().__init__()
+        self.token = token
+        self._last_message_id: dict[str, int] = defaultdict(int)
+
+    @property
+    def base_url(self) -> str:
+        """What ``Bot(base_url=…)`` and TELEGRAM_API_BASE_URL expect: the token follows it."""
+        return f"{self.url}/bot"
+
+    def reset_state(self) -> None:
+        self._last_message_id.clear()
+
+    def calls(self, method: str) -> list[RecordedRequest]:
+        with self.lock:
+            return [r for r in self.requests if r.path.endswith(f"/{method}")]
+
+    def _chat(self, chat_id: str) -> dict[str, Any]:
+        if chat_id.lstrip("-").isdigit():
+            number = int(chat_id)
+            kind = "private" if number > 0 else "supergroup"
+            return {"id": number, "type": kind, "first_name": "Test"} | (
+                {"title": "Test group"} if number < 0 else {}
+            )
+        return {"id": -1001000000000, "type": "channel", "title": "Test", "username": chat_id[1:]}
+
+    def answer(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Answer:
+        try:
+            params = parse_params(headers, body)
+        except (ValueError, UnicodeDecodeError):
+            params = {}
+        request = RecordedRequest(method, path, headers, params, body, time.time())
+        match = ENDPOINT.match(path.split("?", 1)[0])
+        if not match:
+            self.record(request)
+            return Answer.json(404, {"ok": False, "error_code": 404, "description": "Not Found"})
+        if match["token"] != self.token:
+            self.record(request)
+            return Answer.from_fault(UNAUTHORIZED)
+
+        api_method = match["method"]
+        if api_method == "getMe":
+            self.record(request)
+            return Answer.json(200, {"ok": True, "result": self.me()})
+        if api_method != "sendMessage":
+            self.record(request)
+            return Answer.json(404, {"ok": False, "error_code": 404, "description": "Not Found"})
+
+        chat_id = str(params.get("chat_id", ""))
+        text = str(params.get("text", ""))
+        if not text:
+            request.outcome = "empty-text"
+            self.record(request)
+            return Answer.from_fault(
+                telegram_error(400, "Bad Request: message text is empty", name="empty-text")
+            )
+        _, fault = self.next_send(chat_id)
+        if fault is not None and not fault.delivers:
+            request.outcome = fault.name
+            self.record(request)
+            return Answer.from_fault(fault)
+
+        chat = self._chat(chat_id)
+        with self.lock:
+            self._last_message_id[chat_id] += 1
+            message_id = self._last_message_id[chat_id]
+        self.deliver(Delivered(chat_id, text, f"{chat['id']}:{message_id}", params, time.time()))
+        request.outcome = "delivered"
+        self.record(request)
+        result = {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": chat,
+            "from": self.me(),
+            "text": text,
+        }
+        answer = Answer.json(200, {"ok": True, "result": result})
+        if fault is not None:
+            return Answer(answer.status, answer.body, answer.headers, fault.delay)
+        return answer
+
+    def me(self) -> dict[str, Any]:
+        return {
+            "id": BOT_ID,
+            "is_bot": True,
+            "first_name": "Nudge",
+            "username": "nudge_test_bot",
+            "can_join_groups": False,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
