@@ -52,8 +52,13 @@ def _owned_transaction(kind: str, using: str) -> Iterator[object]:
     active = getattr(connection, _ACTIVE_FLAG, None)
     if active:
         raise ScopeError(f"{kind} cannot be opened inside {active}; scopes do not nest")
-    # durable=True raises when an enclosing atomic block exists (outside of
-    # Django's TestCase wrapper), so the scope always owns its transaction.
+    # Django's test wrapper (an outer atomic block marked _from_testcase) is
+    # the only transaction a scope may run inside; durable=True enforces the
+    # same rule a second time.
+    if connection.in_atomic_block and not all(
+        getattr(block, "_from_testcase", False) for block in connection.atomic_blocks
+    ):
+        raise ScopeError(f"{kind} must own its transaction; it was opened inside another one")
     with transaction.atomic(using=using, durable=True):
         setattr(connection, _ACTIVE_FLAG, kind)
         try:

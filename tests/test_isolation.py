@@ -1,0 +1,259 @@
+"""Tenant isolation, proven as production runs it: a non-superuser role,
+against the policies the shipped migrations created."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import DatabaseError, connection, transaction
+
+from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
+from scheduled_sends.claim import claim_due, settle_sent
+from scheduled_sends.config import QueueConfig
+from scheduled_sends.models import ScheduledSend
+from tenancy.checks import rls_problems
+from tenancy.models import tenant_models
+from tenancy.scope import ScopeError, current_scope, rls_bypass, support_scope, tenant_scope
+from tests.conftest import utc
+
+NOW = utc(2026, 12, 2, 15, 0)
+TENANT_TABLES = [
+    "scheduled_sends",
+    "delivery_settings",
+    "calendar_connections",
+    "calendar_events",
+    "follow_ups",
+]
+
+
+def _seed(user) -> None:
+    with tenant_scope(user.pk):
+        connection_row = CalendarConnection.objects.create(user=user, provider=Provider.ICS)
+        event = CalendarEvent.objects.create(
+            user=user,
+            connection=connection_row,
+            provider_event_id=f"evt-{user.pk}",
+            title="Design review",
+            starts_at=NOW + timedelta(minutes=5),
+        )
+        FollowUp.objects.create(user=user, title="Call back", due_at=NOW + timedelta(hours=1))
+        ScheduledSend.objects.create(
+            user=user,
+            kind="event",
+            ref_id=event.pk,
+            fire_at=NOW - timedelta(minutes=5),
+            subject_starts_at=event.starts_at,
+        )
+
+
+@pytest.fixture
+def tenants(make_user):
+    a, b = make_user("alice"), make_user("bob")
+    _seed(a)
+    _seed(b)
+    return a, b
+
+
+def _count(table: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {table}")  # noqa: S608 — fixed table names
+        return cursor.fetchone()[0]
+
+
+def _owners(table: str) -> set[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT DISTINCT user_id FROM {table}")  # noqa: S608
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _seeded_owners(table: str) -> set[int]:
+    """Who owns rows, seen through the support role: refuses an empty table."""
+    with support_scope():
+        owners = _owners(table)
+    assert len(owners) >= 2, f"{table} must hold two tenants' rows, or these tests prove nothing"
+    return owners
+
+
+def test_harness_is_not_vacuous(db):
+    """FORCE RLS never binds a superuser or a BYPASSRLS role: refuse to run as one."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT rolsuper, rolbypassrls, rolinherit FROM pg_roles WHERE rolname = current_user"
+        )
+        is_superuser, bypasses_rls, inherits = cursor.fetchone()
+    assert not is_superuser, "the suite is running as a superuser: RLS is not enforced"
+    assert not bypasses_rls, "the suite's role has BYPASSRLS: RLS is not enforced"
+    assert not inherits, "the login role must be NOINHERIT so the sweeper policy never applies"
+
+
+def test_every_tenant_table_is_covered_and_enforced(db):
+    assert sorted(m._meta.db_table for m in tenant_models()) == sorted(TENANT_TABLES)
+    assert rls_problems() == []
+
+
+@pytest.mark.parametrize("table", TENANT_TABLES)
+def test_unscoped_reads_and_writes_see_nothing(tenants, table):
+    _seeded_owners(table)
+    assert _count(table) == 0
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET user_id = user_id RETURNING id")  # noqa: S608
+        assert cursor.fetchall() == []
+
+
+@pytest.mark.parametrize("table", TENANT_TABLES)
+def test_tenant_scope_sees_and_updates_only_its_own_rows(tenants, table):
+    a, b = tenants
+    assert _seeded_owners(table) >= {a.pk, b.pk}
+    with tenant_scope(a.pk):
+        assert _owners(table) == {a.pk}
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {table} SET user_id = user_id RETURNING user_id")  # noqa: S608
+            assert {row[0] for row in cursor.fetchall()} == {a.pk}
+
+
+@pytest.mark.parametrize("table", TENANT_TABLES)
+def test_forged_writes_for_another_tenant_are_refused(tenants, table):
+    a, b = tenants
+    _seeded_owners(table)
+    with pytest.raises(DatabaseError, match="row-level security"), tenant_scope(a.pk):
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {table} SET user_id = %s", [b.pk])  # noqa: S608
+
+
+def test_forged_insert_for_another_tenant_is_refused(tenants):
+    a, b = tenants
+    with pytest.raises(DatabaseError, match="row-level security"), tenant_scope(a.pk):
+        ScheduledSend.objects.create(
+            user=b, kind="follow_up", ref_id=1, fire_at=NOW, subject_starts_at=NOW
+        )
+
+
+def test_bypass_claims_and_settles_every_tenants_due_rows(tenants):
+    a, b = tenants
+    config = QueueConfig.from_settings()
+    claimed = claim_due(NOW, config)
+    assert {row.user_id for row in claimed} == {a.pk, b.pk}
+    assert all(settle_sent(row, NOW, "console", f"id-{row.id}") for row in claimed)
+    with tenant_scope(a.pk):
+        assert ScheduledSend.objects.get().outcome == "sent"
+
+
+def test_unscoped_claim_sees_nothing(tenants):
+    """The production failure shape: the claim's SQL without the bypass stamps nothing."""
+    from scheduled_sends import queue_sql
+
+    config = QueueConfig.from_settings()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            queue_sql.CLAIM_DUE,
+            {"now": NOW, "grace": config.grace, "lease": config.lease, "limit": 200},
+        )
+        assert cursor.fetchall() == []
+    with rls_bypass(), connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM scheduled_sends WHERE claimed_at IS NOT NULL")
+        assert cursor.fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("table", [t for t in TENANT_TABLES if t != "scheduled_sends"])
+def test_bypass_cannot_read_anything_but_the_queue(tenants, table):
+    """Under the bypass a careless read of user data fails loudly instead of succeeding."""
+    with pytest.raises(DatabaseError, match="permission denied"), rls_bypass():
+        _count(table)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["abc", " ", "1 OR 1=1", "1; SELECT 1", "9223372036854775808", "-1 UNION SELECT 2", "1.5"],
+)
+def test_bad_tenant_setting_values_give_an_error_never_rows(tenants, value):
+    with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('app.current_user_id', %s, true)", [value])
+        cursor.execute("SELECT user_id FROM scheduled_sends")
+        cursor.fetchall()
+
+
+def test_empty_tenant_setting_sees_nothing(tenants):
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('app.current_user_id', '', true)")
+        assert _count("scheduled_sends") == 0
+
+
+@pytest.mark.parametrize("value", ["on", "ON", "true", "1", "yes"])
+def test_flag_style_bypass_values_do_nothing(tenants, value):
+    """There is no flag to guess: only entering the sweeper role widens the view."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('app.bypass_rls', %s, true)", [value])
+        assert _count("scheduled_sends") == 0
+
+
+@pytest.mark.parametrize("bad", ["abc", "", None, 0, -1, 2**63, True, 1.0, "1"])
+def test_tenant_scope_rejects_non_ids(db, bad):
+    with pytest.raises(ScopeError), tenant_scope(bad):
+        pass
+
+
+def test_scopes_refuse_to_nest(tenants):
+    a, b = tenants
+    with tenant_scope(a.pk):
+        for inner in (lambda: tenant_scope(b.pk), rls_bypass, support_scope):
+            with pytest.raises(ScopeError, match="do not nest"), inner():
+                pass
+        assert current_scope() == f"tenant_scope({a.pk})"
+
+
+def test_scopes_refuse_a_transaction_they_do_not_own(tenants):
+    a, _ = tenants
+    with transaction.atomic():
+        for scope in (lambda: tenant_scope(a.pk), rls_bypass, support_scope):
+            with pytest.raises(ScopeError, match="must own its transaction"), scope():
+                pass
+
+
+def test_sequential_scopes_in_one_test_transaction_do_not_bleed(tenants):
+    """Inside the test's wrapping transaction a scope is a savepoint; the explicit
+    reset on exit keeps a bypass from widening the next tenant scope."""
+    a, b = tenants
+    with rls_bypass():
+        assert _owners("scheduled_sends") == {a.pk, b.pk}
+    with tenant_scope(b.pk):
+        assert _owners("scheduled_sends") == {b.pk}
+    assert _count("scheduled_sends") == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_scope_does_not_survive_its_transaction(make_user):
+    """With real commits: the next transaction on the same connection sees nothing."""
+    a, b = make_user("alice"), make_user("bob")
+    _seed(a)
+    _seed(b)
+    with tenant_scope(a.pk):
+        assert _count("scheduled_sends") == 1
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('app.current_user_id', true), current_user")
+        setting, role = cursor.fetchone()
+    assert setting in ("", None)
+    assert role == connection.settings_dict["USER"]
+    assert _count("scheduled_sends") == 0
+    with rls_bypass():
+        assert _count("scheduled_sends") == 2
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user")
+        assert cursor.fetchone()[0] == connection.settings_dict["USER"]
+    assert _count("scheduled_sends") == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_scope_rolled_back_by_an_error_does_not_leak(make_user):
+    a = make_user("alice")
+    _seed(a)
+    with pytest.raises(ZeroDivisionError), tenant_scope(a.pk):
+        1 / 0  # noqa: B018
+    assert _count("scheduled_sends") == 0
+    assert current_scope() is None
+
+
+def test_system_check_fails_when_force_is_missing(db):
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE follow_ups NO FORCE ROW LEVEL SECURITY")
+    assert rls_problems() == ["row-level security is not forced on follow_ups"]
