@@ -1,0 +1,69 @@
+"""POST /twilio/status: Twilio's delivery receipts for WhatsApp messages.
+
+Twilio calls the ``status_callback`` URL given with each message as it moves
+through queued → sent → delivered → read (or undelivered / failed). The
+request carries no session and no CSRF token; it is trusted only because of
+its ``X-Twilio-Signature``: an HMAC, keyed with the auth token, over the exact
+URL Twilio called plus the sorted form fields. So the URL checked is the one
+Twilio was told (TWILIO_STATUS_CALLBACK_URL), not one rebuilt from headers a
+proxy may have rewritten; without that setting it is the request's own.
+
+The row is found by its provider message id across tenants, which only the
+claim module may do (``record_receipt``); statuses there only move forward.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+from twilio.request_validator import RequestValidator
+
+from scheduled_sends.claim import record_receipt
+
+logger = logging.getLogger("nudge.receipts")
+
+SIGNATURE_HEADER = "X-Twilio-Signature"
+# Outbound message statuses Twilio reports; anything else is acknowledged and ignored.
+KNOWN_STATUSES = frozenset(
+    {"accepted", "queued", "sending", "sent", "delivered", "read", "undelivered", "failed"}
+)
+
+
+def signature_is_valid(request: HttpRequest) -> bool:
+    """Whether the request is signed with our auth token for the URL Twilio called."""
+    auth_token = settings.TWILIO_AUTH_TOKEN
+    signature = request.headers.get(SIGNATURE_HEADER, "")
+    if not auth_token or not signature:
+        return False
+    url = settings.TWILIO_STATUS_CALLBACK_URL or request.build_absolute_uri()
+    return RequestValidator(auth_token).validate(url, request.POST, signature)
+
+
+@csrf_exempt  # signed by Twilio instead; there is no browser session to protect
+@require_POST
+def twilio_status(request: HttpRequest) -> HttpResponse:
+    if not signature_is_valid(request):
+        logger.warning("refused a Twilio status callback with a missing or bad signature")
+        return HttpResponseForbidden("invalid signature")
+
+    message_sid = request.POST.get("MessageSid", "")
+    status = request.POST.get("MessageStatus", "").strip().lower()
+    error_code = request.POST.get("ErrorCode", "")
+    if not message_sid or status not in KNOWN_STATUSES:
+        # Acknowledge anyway: a non-2xx would only make Twilio report a webhook failure.
+        logger.info("ignored a Twilio status callback", extra={"status": status[:32]})
+        return HttpResponse(status=204)
+
+    updated = record_receipt(message_sid, status, error_code)
+    if not updated:
+        # A receipt for a message we do not hold (pruned, or another app's sender),
+        # or one older than the status already recorded.
+        logger.info(
+            "Twilio status callback matched no row to move forward",
+            extra={"message_sid": message_sid, "status": status},
+        )
+    return HttpResponse(status=204)
