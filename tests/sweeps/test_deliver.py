@@ -1,0 +1,264 @@
+"""The delivery sweep: once, on time, to the right person — or a clear reason why not."""
+
+from __future__ import annotations
+
+from collections import deque
+from datetime import timedelta
+from typing import ClassVar
+
+import pytest
+from django.core.management import call_command
+
+from scheduled_sends import claim
+from scheduled_sends.channels.base import (
+    NudgeMessage,
+    PermanentSendError,
+    RateLimited,
+    SendReceipt,
+    TransientSendError,
+)
+from scheduled_sends.channels.recording import RecordingChannel
+from scheduled_sends.config import QueueConfig
+from scheduled_sends.deliver import INTERRUPTED_REASON, run_deliver
+from scheduled_sends.materialize import run_materialize
+from scheduled_sends.models import DeliverySettings, SweepRun
+from tenancy.scope import tenant_scope
+from tests.conftest import utc
+from tests.sweeps.factories import add_event, add_follow_up, rows, update
+
+NOW = utc(2026, 12, 2, 14, 0)
+FIRE = NOW + timedelta(minutes=50)  # an event at 15:00 with the default 10-minute lead
+
+
+class ScriptedChannel(RecordingChannel):
+    """Records like RecordingChannel, but first raises what the script says."""
+
+    script: ClassVar[dict[str, deque[Exception]]] = {}
+
+    def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        queued = self.script.get(address)
+        if queued:
+            raise queued.popleft()
+        return super().send(address, message)
+
+
+@pytest.fixture
+def scripted(settings, recording_channel):
+    path = f"{__name__}.ScriptedChannel"
+    settings.NUDGE_CHANNEL_BACKENDS = {"console": path, "telegram": path, "whatsapp": path}
+    ScriptedChannel.script = {}
+    return ScriptedChannel
+
+
+@pytest.fixture
+def due_event(make_user):
+    user = make_user("dana", timezone="Europe/Berlin")
+    event = add_event(user, NOW + timedelta(hours=1))
+    run_materialize(NOW)
+    return user, event
+
+
+def only_row(user):
+    [row] = rows(user)
+    return row
+
+
+def test_a_due_nudge_is_sent_once_in_the_users_time_zone(due_event, recording_channel):
+    user, _ = due_event
+    report = run_deliver(FIRE)
+    assert (report.claimed, report.sent) == (1, 1)
+    [message] = recording_channel.sent
+    assert message.text == "Design review starts at 16:00 (in 10 min)"  # Berlin is UTC+1
+    row = only_row(user)
+    assert (row.outcome, row.sent_at, row.provider_message_id) == (
+        "sent",
+        FIRE,
+        message.provider_message_id,
+    )
+    assert run_deliver(FIRE + timedelta(minutes=1)).claimed == 0
+    assert len(recording_channel.sent) == 1
+
+
+def test_nothing_is_sent_before_its_fire_time(due_event, recording_channel):
+    assert run_deliver(FIRE - timedelta(seconds=1)).claimed == 0
+    assert recording_channel.sent == []
+
+
+def test_a_nudge_after_a_dst_change_fires_at_the_right_instant(make_user, recording_channel):
+    """Berlin springs forward at 02:00 local on 2026-03-29; 03:30 local is 01:30Z."""
+    user = make_user(timezone="Europe/Berlin")
+    starts = utc(2026, 3, 29, 1, 30)
+    add_event(user, starts, title="Early train")
+    run_materialize(utc(2026, 3, 29, 0, 0))
+    assert only_row(user).fire_at == utc(2026, 3, 29, 1, 20)
+    run_deliver(utc(2026, 3, 29, 1, 20))
+    assert [m.text for m in recording_channel.sent] == ["Early train starts at 03:30 (in 10 min)"]
+
+
+def test_a_follow_up_reads_as_a_reminder(make_user, recording_channel):
+    user = make_user()
+    add_follow_up(user, NOW + timedelta(hours=1), title="Send the proposal")
+    run_materialize(NOW)
+    run_deliver(FIRE)
+    assert [m.text for m in recording_channel.sent] == [
+        "Reminder: Send the proposal is due at 15:00 (in 10 min)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"status": "cancelled"}, "event cancelled"),
+        ({"declined": True}, "event declined"),
+        ({"starts_at": NOW + timedelta(hours=3)}, "subject moved"),
+    ],
+)
+def test_nothing_worth_saying_is_settled_skipped(due_event, recording_channel, change, reason):
+    user, event = due_event
+    update(user, event, **change)
+    report = run_deliver(FIRE)
+    assert report.skipped == 1
+    row = only_row(user)
+    assert row.outcome == "skipped" and row.sent_at == FIRE and reason in row.last_error
+    assert recording_channel.sent == []
+
+
+def test_a_user_who_turned_nudges_off_is_skipped(due_event, recording_channel):
+    user, _ = due_event
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user=user).update(enabled=False)
+    run_deliver(FIRE)
+    assert only_row(user).outcome == "skipped"
+    assert recording_channel.sent == []
+
+
+def test_a_transient_failure_is_retried_the_next_minute(due_event, scripted):
+    user, _ = due_event
+    scripted.script[f"user:{user.pk}"] = deque([TransientSendError("timed out", code="timeout")])
+    report = run_deliver(FIRE)
+    assert (report.retried, report.sent) == (1, 0)
+    row = only_row(user)
+    assert row.outcome is None and row.sent_at is None and row.claimed_at is None
+    assert (row.attempts, row.last_error) == (1, "[timeout] timed out")
+    report = run_deliver(FIRE + timedelta(minutes=1))
+    assert report.sent == 1
+    assert only_row(user).outcome == "sent"
+    assert len(scripted.sent) == 1
+
+
+def test_a_permanent_failure_is_never_retried(due_event, scripted):
+    user, _ = due_event
+    scripted.script[f"user:{user.pk}"] = deque(
+        [PermanentSendError("chat not found", code="400"), None]
+    )
+    run_deliver(FIRE)
+    row = only_row(user)
+    assert (row.outcome, row.sent_at, row.last_error) == ("failed", None, "[400] chat not found")
+    assert run_deliver(FIRE + timedelta(minutes=1)).claimed == 0
+    assert scripted.sent == []
+
+
+def test_a_rate_limit_is_honoured_and_pauses_the_channel(make_user, scripted):
+    first, second = make_user(), make_user()
+    for user in (first, second):
+        add_event(user, NOW + timedelta(hours=1))
+    run_materialize(NOW)
+    scripted.script[f"user:{first.pk}"] = deque([RateLimited("slow down", retry_after=150)])
+    report = run_deliver(FIRE)
+    assert (report.retried, report.released, report.sent) == (1, 1, 0)
+    assert only_row(first).not_before == FIRE + timedelta(seconds=150)
+    assert only_row(second).attempts == 0  # handed back untried
+    assert run_deliver(FIRE + timedelta(minutes=1)).sent == 0
+    assert run_deliver(FIRE + timedelta(minutes=3)).sent == 2
+
+
+def test_a_row_past_grace_is_expired_and_never_sent(due_event, recording_channel, settings):
+    settings.NUDGE_GRACE_MINUTES = 15
+    user, _ = due_event
+    report = run_deliver(FIRE + timedelta(minutes=15))
+    assert (report.claimed, report.expired) == (0, 1)
+    row = only_row(user)
+    assert (row.outcome, row.sent_at) == ("expired", None)
+    assert recording_channel.sent == []
+
+
+def test_a_run_killed_after_claiming_is_reclaimed_only_after_the_lease(
+    due_event, recording_channel, settings
+):
+    user, _ = due_event
+    settings.NUDGE_LEASE_SECONDS = 300
+    config = QueueConfig.from_settings()
+    [claimed] = claim.claim_due(FIRE, config)  # the run dies here: no settle-up
+    assert run_deliver(FIRE + timedelta(minutes=1)).claimed == 0
+    assert run_deliver(FIRE + timedelta(seconds=299)).claimed == 0
+    report = run_deliver(FIRE + timedelta(seconds=301))
+    assert (report.claimed, report.sent) == (1, 1)
+    assert len(recording_channel.sent) == 1
+    # The dead run's late settle-up is fenced off by the newer claim's token.
+    assert claim.settle_failed(claimed, FIRE, "late") is False
+    assert only_row(user).outcome == "sent"
+
+
+def test_a_run_that_died_mid_send_is_not_sent_again(due_event, recording_channel):
+    user, _ = due_event
+    config = QueueConfig.from_settings()
+    [claimed] = claim.claim_due(FIRE, config)
+    assert claim.mark_sending(claimed, FIRE, "console")  # then the process is killed
+    report = run_deliver(FIRE + config.lease + timedelta(seconds=1))
+    assert (report.claimed, report.failed, report.sent) == (1, 1, 0)
+    assert only_row(user).last_error == INTERRUPTED_REASON
+    assert recording_channel.sent == []
+
+
+def test_a_claim_never_returns_more_than_its_batch(make_user):
+    user = make_user()
+    for minute in range(30):
+        add_follow_up(user, NOW + timedelta(minutes=20 + minute))
+    run_materialize(NOW)
+    config = QueueConfig.from_settings()
+    at = NOW + timedelta(minutes=40)  # 14 rows fired within the last 15 minutes
+    first = claim.claim_due(at, config, limit=7)
+    second = claim.claim_due(at, config, limit=7)
+    assert len(first) == len(second) == 7
+    assert claim.claim_due(at, config, limit=7) == []
+    assert not {r.id for r in first} & {r.id for r in second}
+    # Oldest first.
+    assert max(r.fire_at for r in first) <= min(r.fire_at for r in second)
+
+
+def test_a_run_works_through_batches_until_nothing_is_due(make_user, recording_channel):
+    user = make_user(default_lead_minutes=30)
+    for minute in range(12):
+        add_follow_up(user, NOW + timedelta(minutes=40 + minute))
+    run_materialize(NOW)
+    report = run_deliver(NOW + timedelta(minutes=21), batch_size=5)
+    assert (report.batches, report.claimed, report.sent) == (3, 12, 12)
+
+
+def test_a_spent_budget_hands_claimed_rows_back_untried(make_user, recording_channel, settings):
+    settings.NUDGE_RUN_BUDGET_SECONDS = 0
+    user = make_user()
+    add_follow_up(user, NOW + timedelta(minutes=5))
+    run_materialize(NOW)
+    report = run_deliver(NOW, budget_seconds=0.000001)
+    assert report.claimed == 0  # the budget is checked before claiming
+    settings.NUDGE_RUN_BUDGET_SECONDS = 45
+    assert run_deliver(NOW).sent == 1
+
+
+def test_a_missing_address_fails_visibly(make_user, recording_channel):
+    user = make_user(channel="telegram", telegram_chat_id="")
+    add_event(user, NOW + timedelta(hours=1))
+    run_materialize(NOW)
+    run_deliver(FIRE)
+    row = only_row(user)
+    assert row.outcome == "failed"
+    assert "no address configured for the telegram channel" in row.last_error
+
+
+def test_the_command_prints_the_summary_and_exits_zero(due_event, recording_channel, capsys):
+    call_command("deliver", "--now", FIRE.isoformat())
+    assert "deliver: claimed 1, sent 1, skipped 0, retry 0, failed 0, expired 0 in " in (
+        capsys.readouterr().out
+    )
+    assert SweepRun.objects.get(sweep="deliver").counts["sent"] == 1
