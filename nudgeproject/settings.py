@@ -73,7 +73,7 @@ if not SECRET_KEY:
 
 # --- Applications -----------------------------------------------------------
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "nudgeproject.apps.NudgeAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

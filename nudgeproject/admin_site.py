@@ -1,0 +1,160 @@
+"""The support console: Django's admin, with every staff view in ``support_scope()``.
+
+Tenant tables carry FORCE row-level security, so the application's role sees
+nothing of them outside a scope. The admin is cross-tenant by nature; rather
+than loosen a policy, each admin view for an authenticated, active staff user
+runs inside ``support_scope()`` — one transaction, entered with ``SET LOCAL
+ROLE`` into the NOLOGIN support role — and its response is rendered inside the
+same transaction, because a ``TemplateResponse`` renders lazily, after the
+view has returned. Login, logout, anonymous and non-staff requests never
+enter the scope, and nothing outside ``admin_view`` does either.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.contrib import admin
+from django.db.models import Max
+from django.http import HttpRequest, HttpResponseBase
+from django.template.response import SimpleTemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+
+from tenancy.scope import support_scope
+
+logger = logging.getLogger("nudge.admin")
+
+# Set on every view wrapper that enters the support scope, so tests can walk
+# the URL configuration and prove no other route carries it.
+SUPPORT_SCOPED_ATTR = "support_scoped"
+_HEALTH_ATTR = "_nudge_health"
+
+
+@dataclass
+class HealthSummary:
+    """What the index shows about the sweeps, whichever way it was computed."""
+
+    figures: dict[str, Any]
+    ok: bool | None = None
+    checks: list[Any] = field(default_factory=list)
+    source: str = "check_health"
+    error: str = ""
+
+
+class NudgeAdminSite(admin.AdminSite):
+    site_header = "nudge support"
+    site_title = "nudge support"
+    index_title = "Support console"
+    index_template = "admin/nudge_index.html"
+
+    def admin_view(self, view: Callable, cacheable: bool = False) -> Callable:
+        """Django's staff check and CSRF protection around a support-scoped view.
+
+        ``super().admin_view`` redirects anonymous and non-staff requests to
+        the login page before the wrapped view is ever called, so only an
+        active staff user's request reaches ``support_scope()``.
+        """
+        return super().admin_view(self._support_scoped(view), cacheable)
+
+    def _support_scoped(self, view: Callable) -> Callable:
+        if view == self.logout:
+            # Logout touches nothing but the session; it needs no tenant rows.
+            return view
+        collect_health = view == self.index
+
+        @wraps(view)
+        def scoped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            if not self.has_permission(request):
+                # Unreachable through admin_view; never widen access if it is not.
+                return view(request, *args, **kwargs)
+            if collect_health:
+                # check_health enters its own scope (scopes refuse to nest), so
+                # it runs first, as the plain application role.
+                setattr(request, _HEALTH_ATTR, _run_check_health())
+            with support_scope():
+                response = view(request, *args, **kwargs)
+                if isinstance(response, SimpleTemplateResponse):
+                    # Lazy rendering would otherwise query after the scope ended.
+                    response.render()
+            return response
+
+        setattr(scoped, SUPPORT_SCOPED_ATTR, True)
+        return scoped
+
+    def index(self, request: HttpRequest, extra_context: dict | None = None):
+        """The app list, plus the sweeps' health and the stuck-claims link."""
+        context = {
+            "nudge_health": _health_summary(request),
+            **_stuck_claims_link(),
+            **(extra_context or {}),
+        }
+        return super().index(request, extra_context=context)
+
+
+def _run_check_health() -> Any:
+    """The lead's health report, or None when the module is not there yet."""
+    try:
+        from scheduled_sends.health import check_health
+    except ImportError:
+        return None
+    try:
+        return check_health()
+    except Exception as exc:  # the index must still render when health cannot
+        logger.exception("check_health failed on the admin index")
+        return exc
+
+
+def _health_summary(request: HttpRequest) -> HealthSummary:
+    report = getattr(request, _HEALTH_ATTR, None)
+    if report is None or isinstance(report, Exception):
+        summary = HealthSummary(figures=_figures_from_queries(), source="admin queries")
+        if report is not None:
+            summary.error = f"check_health failed: {type(report).__name__}"
+        return summary
+    return HealthSummary(figures=dict(report.figures), ok=report.ok, checks=list(report.checks))
+
+
+def _figures_from_queries() -> dict[str, Any]:
+    """The four figures, read under the admin's scope when check_health is unavailable."""
+    from scheduled_sends.admin import state_condition
+    from scheduled_sends.models import ScheduledSend, SweepRun
+
+    now = timezone.now()
+    lease = timedelta(seconds=settings.NUDGE_LEASE_SECONDS)
+    grace = timedelta(minutes=settings.NUDGE_GRACE_MINUTES)
+    last: dict[str, datetime | None] = {
+        sweep: SweepRun.objects.filter(sweep=sweep, status=SweepRun.Status.OK).aggregate(
+            at=Max("finished_at")
+        )["at"]
+        for sweep in (SweepRun.Sweep.DELIVER, SweepRun.Sweep.MATERIALIZE)
+    }
+    return {
+        "last_deliver_at": last[SweepRun.Sweep.DELIVER],
+        "last_materialize_at": last[SweepRun.Sweep.MATERIALIZE],
+        "due_backlog": ScheduledSend.objects.filter(
+            outcome__isnull=True, fire_at__lte=now, fire_at__gt=now - grace
+        ).count(),
+        "stuck_claims": ScheduledSend.objects.filter(state_condition("stuck", now, lease)).count(),
+    }
+
+
+def _stuck_claims_link() -> dict[str, Any]:
+    """The count and URL of the stuck-claims view; the same condition as its filter."""
+    from scheduled_sends.admin import state_condition
+    from scheduled_sends.models import ScheduledSend
+
+    lease = timedelta(seconds=settings.NUDGE_LEASE_SECONDS)
+    return {
+        "nudge_stuck_count": ScheduledSend.objects.filter(
+            state_condition("stuck", timezone.now(), lease)
+        ).count(),
+        "nudge_stuck_url": reverse("admin:scheduled_sends_scheduledsend_changelist")
+        + "?state=stuck",
+    }

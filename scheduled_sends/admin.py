@@ -1,0 +1,570 @@
+"""The support console's view of the queue, delivery settings and the sweep log.
+
+Every view here runs under ``support_scope()`` (see ``nudgeproject.admin_site``),
+so querysets see every tenant's rows. Support reads the queue and acts on it
+through three fenced actions only; the change form is read-only because a
+full-row save could overwrite a deliver run's claim or settle-up.
+"""
+
+from __future__ import annotations
+
+import uuid
+import zoneinfo
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import ObjectDoesNotExist, ValidationError
+from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils import timezone
+from django.utils.text import Truncator
+
+from calendars.models import CalendarEvent, FollowUp
+from scheduled_sends.models import (
+    MAX_LEAD_MINUTES,
+    DeliverySettings,
+    Kind,
+    Outcome,
+    ScheduledSend,
+    SweepRun,
+)
+
+CONFIRM_TEMPLATE = "admin/scheduled_sends/scheduledsend/confirm_action.html"
+STATES = (
+    ("pending", "Pending"),
+    ("claimed", "Claimed (sending)"),
+    ("stuck", "Stuck claim"),
+    ("retrying", "Retrying"),
+    ("sent", "Sent"),
+    ("skipped", "Skipped"),
+    ("failed", "Failed"),
+    ("expired", "Expired"),
+)
+PROBLEM_STATES = ("failed", "stuck", "retrying")
+
+
+def lease() -> timedelta:
+    return timedelta(seconds=settings.NUDGE_LEASE_SECONDS)
+
+
+def grace() -> timedelta:
+    return timedelta(minutes=settings.NUDGE_GRACE_MINUTES)
+
+
+def state_condition(state: str, now: datetime, lease: timedelta) -> Q:
+    """The queryset condition for one state of ``ScheduledSend.state(now, lease)``.
+
+    Kept beside the model's method it mirrors; tests check each against it.
+    """
+    unsettled = Q(outcome__isnull=True)
+    cutoff = now - lease
+    conditions = {
+        "pending": unsettled & Q(claimed_at__isnull=True, attempts=0),
+        "retrying": unsettled & Q(claimed_at__isnull=True, attempts__gt=0),
+        "claimed": unsettled & Q(claimed_at__gte=cutoff),
+        "stuck": unsettled & Q(claimed_at__lt=cutoff),
+    }
+    if state in conditions:
+        return conditions[state]
+    if state in Outcome.values:
+        return Q(outcome=state)
+    raise ValueError(f"unknown state {state!r}")
+
+
+def as_of(request: HttpRequest) -> datetime:
+    """One instant per request, so the filter, ordering and state column agree."""
+    return request.__dict__.setdefault("_nudge_as_of", timezone.now())
+
+
+def attach_subject_titles(rows: Iterable[ScheduledSend]) -> None:
+    """Set ``subject_title`` on each row from its event or follow-up, in one query."""
+    rows = list(rows)
+    ids: dict[str, set[int]] = defaultdict(set)
+    for row in rows:
+        ids[row.kind].add(row.ref_id)
+    # Field columns first, the constant last: the order a UNION needs on both sides.
+    events = (
+        CalendarEvent.objects.filter(pk__in=ids[Kind.EVENT])
+        .annotate(subject_kind=Value(Kind.EVENT.value))
+        .values_list("pk", "title", "subject_kind")
+        .order_by()
+    )
+    follow_ups = (
+        FollowUp.objects.filter(pk__in=ids[Kind.FOLLOW_UP])
+        .annotate(subject_kind=Value(Kind.FOLLOW_UP.value))
+        .values_list("pk", "title", "subject_kind")
+        .order_by()
+    )
+    titles: dict[tuple[str, int], str] = {}
+    if rows:
+        titles = {(kind, pk): title for pk, title, kind in events.union(follow_ups, all=True)}
+    for row in rows:
+        row.subject_title = titles.get((row.kind, row.ref_id))
+
+
+class ScheduledSendChangeList(ChangeList):
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        attach_subject_titles(self.result_list)
+
+
+class StateFilter(admin.SimpleListFilter):
+    """The derived states as queryset conditions."""
+
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return STATES
+
+    def queryset(self, request, queryset):
+        if self.value() in dict(STATES):
+            return queryset.filter(state_condition(self.value(), as_of(request), lease()))
+        return queryset
+
+
+class SkipReasonForm(forms.Form):
+    reason = forms.CharField(
+        max_length=200,
+        help_text="Stored on the row as 'skipped by support: <reason>'.",
+        widget=forms.TextInput(attrs={"size": 60}),
+    )
+
+
+def _owner(obj: ScheduledSend) -> str:
+    return obj.user.username
+
+
+def _user_zone(obj: ScheduledSend) -> str:
+    try:
+        return obj.user.delivery_settings.timezone or "UTC"
+    except ObjectDoesNotExist:
+        return "UTC"
+
+
+@admin.register(ScheduledSend)
+class ScheduledSendAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "owner",
+        "kind",
+        "subject",
+        "fire_at_utc",
+        "fire_at_local",
+        "state_label",
+        "attempts",
+        "last_error_short",
+        "channel",
+        "provider_message_id",
+        "delivery_status",
+    )
+    list_display_links = ("id",)
+    list_filter = (StateFilter, "kind", "channel", ("fire_at", admin.DateFieldListFilter))
+    search_fields = ("user__username", "user__email", "=provider_message_id")
+    search_help_text = "Username or e-mail (partial), or a provider message id (exact)."
+    list_select_related = ("user", "user__delivery_settings")
+    date_hierarchy = "fire_at"
+    list_per_page = 50
+    actions = ("release_claim", "retry_now", "skip")
+    fields = (
+        "owner",
+        "kind",
+        "ref_id",
+        "subject",
+        "state_label",
+        "fire_at_utc",
+        "fire_at_local",
+        "subject_starts_at",
+        "claimed_at",
+        "claim_token",
+        "send_started_at",
+        "sent_at",
+        "outcome",
+        "attempts",
+        "not_before",
+        "last_error",
+        "channel",
+        "provider_message_id",
+        "delivery_status",
+        "delivery_error_code",
+        "delivery_updated_at",
+        "created_at",
+    )
+    readonly_fields = fields
+
+    # --- access ---------------------------------------------------------------
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # rows come from the materialize sweep only
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # a deleted row would be materialised again; skip it instead
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        # Model-level "change" gates the actions; an object's form stays read-only.
+        if obj is not None:
+            return False
+        return super().has_change_permission(request)
+
+    # --- list -------------------------------------------------------------------
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ScheduledSend]:
+        now = as_of(request)
+        problem = Q(outcome=Outcome.FAILED) | state_condition("stuck", now, lease())
+        problem |= state_condition("retrying", now, lease())
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("user", "user__delivery_settings")
+            .annotate(
+                problem_rank=Case(When(problem, then=0), default=1, output_field=IntegerField()),
+                as_of=Value(now),
+            )
+        )
+
+    def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
+        return ("problem_rank", "-fire_at")
+
+    def get_changelist(self, request: HttpRequest, **kwargs):
+        return ScheduledSendChangeList
+
+    def get_object(self, request, object_id, from_field=None):
+        obj = super().get_object(request, object_id, from_field)
+        if obj is not None:
+            attach_subject_titles([obj])
+        return obj
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        extra_context = {"show_save_and_add_another": False, **(extra_context or {})}
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="owner", ordering="user__username")
+    def owner(self, obj: ScheduledSend) -> str:
+        return _owner(obj)
+
+    @admin.display(description="subject")
+    def subject(self, obj: ScheduledSend) -> str:
+        title = getattr(obj, "subject_title", None)
+        if title is None:
+            return f"(gone: {obj.get_kind_display().lower()} #{obj.ref_id})"
+        return Truncator(title or "(untitled)").chars(60)
+
+    @admin.display(description="fires (UTC)", ordering="fire_at")
+    def fire_at_utc(self, obj: ScheduledSend) -> str:
+        return f"{obj.fire_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+    @admin.display(description="fires (user's zone)", ordering="fire_at")
+    def fire_at_local(self, obj: ScheduledSend) -> str:
+        zone = _user_zone(obj)
+        try:
+            local = obj.fire_at.astimezone(zoneinfo.ZoneInfo(zone))
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            return f"(unknown zone {zone})"
+        return f"{local:%Y-%m-%d %H:%M} {zone}"
+
+    @admin.display(description="state", ordering="problem_rank")
+    def state_label(self, obj: ScheduledSend) -> str:
+        return obj.state(getattr(obj, "as_of", None) or timezone.now(), lease())
+
+    @admin.display(description="last error")
+    def last_error_short(self, obj: ScheduledSend) -> str:
+        return Truncator(obj.last_error).chars(80)
+
+    # --- actions ----------------------------------------------------------------
+    def _confirm(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[ScheduledSend],
+        *,
+        action: str,
+        title: str,
+        explanation: str,
+        rows: list[tuple[ScheduledSend, str | None]],
+        submit: str,
+        form: forms.Form | None = None,
+    ) -> TemplateResponse:
+        """The intermediate page: what will happen to which row, and why not to others."""
+        attach_subject_titles(obj for obj, _ in rows)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "subtitle": None,
+            "opts": self.model._meta,
+            "action": action,
+            "explanation": explanation,
+            "rows": [
+                {
+                    "obj": obj,
+                    "owner": _owner(obj),
+                    "subject": self.subject(obj),
+                    "fire_at": self.fire_at_utc(obj),
+                    "state": obj.state(as_of(request), lease()),
+                    "refusal": refusal,
+                }
+                for obj, refusal in rows
+            ],
+            "eligible": [obj for obj, refusal in rows if refusal is None],
+            "submit": submit,
+            "form": form,
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "media": self.media,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, CONFIRM_TEMPLATE, context)
+
+    def _refused(self, request: HttpRequest, refusals: list[tuple[ScheduledSend, str]]) -> None:
+        if refusals:
+            self.message_user(
+                request,
+                "Not changed: " + "; ".join(f"#{obj.pk} {why}" for obj, why in refusals),
+                messages.WARNING,
+            )
+
+    @admin.action(permissions=["change"], description="Release stuck claim (claimable now)")
+    def release_claim(self, request: HttpRequest, queryset: QuerySet[ScheduledSend]):
+        """Make a dead run's claim claimable now, fenced on the token support saw."""
+        now = timezone.now()
+        cutoff = now - lease()
+        rows = [(obj, self._release_refusal(obj, now)) for obj in queryset]
+        if request.POST.get("post") != "yes":
+            return self._confirm(
+                request,
+                queryset,
+                action="release_claim",
+                title="Release stuck claims",
+                explanation=(
+                    "The deliver run holding each claim is presumed dead. Releasing "
+                    "lets the next run claim and send the row. A row whose send had "
+                    "started may already have reached the user: releasing it can send "
+                    "it twice."
+                ),
+                rows=rows,
+                submit="Yes, release",
+            )
+        released, refusals = 0, [(obj, why) for obj, why in rows if why]
+        for obj, why in rows:
+            if why:
+                continue
+            token = _uuid_or_none(request.POST.get(f"claim_token_{obj.pk}"))
+            matched = ScheduledSend.objects.filter(
+                pk=obj.pk,
+                claim_token=token,
+                outcome__isnull=True,
+                claimed_at__lt=cutoff,
+            ).update(claimed_at=None, claim_token=None, send_started_at=None)
+            if not matched:
+                refusals.append((obj, "its claim changed after the confirmation page"))
+                continue
+            released += 1
+            self.log_change(request, obj, f"Released stuck claim {token} (support).")
+        if released:
+            self.message_user(request, f"Released {released} stuck claim(s).", messages.SUCCESS)
+        self._refused(request, refusals)
+        return None
+
+    @staticmethod
+    def _release_refusal(obj: ScheduledSend, now: datetime) -> str | None:
+        state = obj.state(now, lease())
+        if state == "stuck":
+            return None
+        if state == "claimed":
+            return "its claim is still live (a deliver run may be sending it)"
+        return f"it is {state}, not a stuck claim"
+
+    @admin.action(permissions=["change"], description="Retry failed send now")
+    def retry_now(self, request: HttpRequest, queryset: QuerySet[ScheduledSend]):
+        """Clear a failed row's outcome so the next deliver run sends it, inside the grace."""
+        now = timezone.now()
+        rows = [(obj, self._retry_refusal(obj, now)) for obj in queryset]
+        if request.POST.get("post") != "yes":
+            return self._confirm(
+                request,
+                queryset,
+                action="retry_now",
+                title="Retry failed sends now",
+                explanation=(
+                    f"Each failed row is put back in the queue; the next deliver run "
+                    f"sends it. Only rows still inside the {settings.NUDGE_GRACE_MINUTES}"
+                    f"-minute grace window after their fire time can be retried."
+                ),
+                rows=rows,
+                submit="Yes, retry",
+            )
+        retried, refusals = 0, [(obj, why) for obj, why in rows if why]
+        for obj, why in rows:
+            if why:
+                continue
+            matched = ScheduledSend.objects.filter(
+                pk=obj.pk, outcome=Outcome.FAILED, fire_at__gt=now - grace()
+            ).update(
+                outcome=None,
+                last_error="",
+                claimed_at=None,
+                claim_token=None,
+                send_started_at=None,
+                not_before=None,
+            )
+            if not matched:
+                refusals.append((obj, "it changed, or left the grace window, meanwhile"))
+                continue
+            retried += 1
+            self.log_change(
+                request, obj, f"Retry requested by support (was failed: {obj.last_error[:200]})."
+            )
+        if retried:
+            self.message_user(request, f"Queued {retried} send(s) for retry.", messages.SUCCESS)
+        self._refused(request, refusals)
+        return None
+
+    @staticmethod
+    def _retry_refusal(obj: ScheduledSend, now: datetime) -> str | None:
+        if obj.outcome != Outcome.FAILED:
+            return f"it is {obj.state(now, lease())}, not failed"
+        if obj.fire_at <= now - grace():
+            return (
+                f"it is past the {settings.NUDGE_GRACE_MINUTES}-minute grace window "
+                f"(fired {obj.fire_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC); "
+                "a nudge that late is wrong, not late"
+            )
+        return None
+
+    @admin.action(permissions=["change"], description="Skip (settle without sending)")
+    def skip(self, request: HttpRequest, queryset: QuerySet[ScheduledSend]):
+        """Settle unsent rows as skipped, with the reason support typed."""
+        now = timezone.now()
+        rows = [(obj, self._skip_refusal(obj, now)) for obj in queryset]
+        form = SkipReasonForm(request.POST if request.POST.get("post") == "yes" else None)
+        if not form.is_valid():
+            return self._confirm(
+                request,
+                queryset,
+                action="skip",
+                title="Skip sends",
+                explanation="Each row is settled as skipped and will not be sent.",
+                rows=rows,
+                submit="Yes, skip",
+                form=form,
+            )
+        reason = f"skipped by support: {form.cleaned_data['reason']}"
+        skipped, refusals = 0, [(obj, why) for obj, why in rows if why]
+        for obj, why in rows:
+            if why:
+                continue
+            # Unsettled and not under a live claim: a run mid-send cannot be overtaken.
+            matched = (
+                ScheduledSend.objects.filter(pk=obj.pk, outcome__isnull=True)
+                .filter(Q(claimed_at__isnull=True) | Q(claimed_at__lt=now - lease()))
+                .update(sent_at=now, outcome=Outcome.SKIPPED, last_error=reason)
+            )
+            if not matched:
+                refusals.append((obj, "it was settled or claimed meanwhile"))
+                continue
+            skipped += 1
+            self.log_change(request, obj, reason)
+        if skipped:
+            self.message_user(request, f"Skipped {skipped} send(s).", messages.SUCCESS)
+        self._refused(request, refusals)
+        return None
+
+    @staticmethod
+    def _skip_refusal(obj: ScheduledSend, now: datetime) -> str | None:
+        state = obj.state(now, lease())
+        if state == "claimed":
+            return "its claim is still live (a deliver run may be sending it)"
+        if obj.outcome:
+            return f"it is already settled ({obj.outcome})"
+        return None
+
+
+def _uuid_or_none(value: str | None) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value or "")
+    except ValueError:
+        return None
+
+
+# --- Delivery settings ----------------------------------------------------------
+
+
+def validate_lead_minutes(value: int) -> None:
+    if not 0 <= value <= MAX_LEAD_MINUTES:
+        raise ValidationError(
+            f"The lead must be between 0 and {MAX_LEAD_MINUTES} minutes (24 hours); "
+            f"{value} is outside that."
+        )
+
+
+def validate_known_timezone(value: str) -> None:
+    # Stricter than the model's check: ZoneInfo also opens e.g. "posix/…" files.
+    if value not in zoneinfo.available_timezones():
+        raise ValidationError(
+            f"{value!r} is not an IANA time zone (e.g. Europe/Berlin, America/New_York)."
+        )
+
+
+class DeliverySettingsForm(forms.ModelForm):
+    timezone = forms.CharField(
+        max_length=64,
+        validators=[validate_known_timezone],
+        help_text="An IANA time zone name, e.g. Europe/Berlin.",
+    )
+    default_lead_minutes = forms.IntegerField(
+        label="Default lead (minutes)",
+        validators=[validate_lead_minutes],
+        help_text=f"How long before the event the nudge goes: 0 to {MAX_LEAD_MINUTES} minutes.",
+    )
+
+    class Meta:
+        model = DeliverySettings
+        fields = (
+            "user",
+            "enabled",
+            "channel",
+            "whatsapp_number",
+            "telegram_chat_id",
+            "timezone",
+            "default_lead_minutes",
+        )
+        help_texts = {
+            "whatsapp_number": "E.164: '+', country code, number, digits only.",
+            "telegram_chat_id": "A numeric chat id, or @channelusername.",
+        }
+
+
+@admin.register(DeliverySettings)
+class DeliverySettingsAdmin(admin.ModelAdmin):
+    form = DeliverySettingsForm
+    list_display = ("user", "enabled", "channel", "timezone", "default_lead_minutes")
+    list_filter = ("enabled", "channel")
+    list_select_related = ("user",)
+    search_fields = ("user__username", "user__email")
+    raw_id_fields = ("user",)
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> tuple[str, ...]:
+        return ("user",) if obj is not None else ()
+
+
+# --- Sweep run log ---------------------------------------------------------------
+
+
+@admin.register(SweepRun)
+class SweepRunAdmin(admin.ModelAdmin):
+    """Read-only: the log is what tells a quiet minute from an outage."""
+
+    list_display = ("started_at", "sweep", "status", "as_of", "finished_at", "summary")
+    list_filter = ("sweep", "status")
+    date_hierarchy = "started_at"
+    ordering = ("-started_at",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
