@@ -62,7 +62,8 @@ class HealthReport:
 
 
 def _last_run(sweep: str, *, ok_only: bool) -> SweepRun | None:
-    runs = SweepRun.objects.filter(sweep=sweep).order_by("-started_at")
+    # as_of, not started_at: a replay with --now acts for its simulated instant.
+    runs = SweepRun.objects.filter(sweep=sweep).order_by("-as_of", "-pk")
     if ok_only:
         runs = runs.filter(status=SweepRun.Status.OK)
     return runs.first()
@@ -73,7 +74,7 @@ def _check_recent(
 ) -> SweepRun | None:
     last_ok = _last_run(sweep, ok_only=True)
     last_any = _last_run(sweep, ok_only=False)
-    report.figures[f"last_{sweep}_at"] = last_ok.started_at if last_ok else None
+    report.figures[f"last_{sweep}_at"] = last_ok.as_of if last_ok else None
     if last_any is not None and last_any.status == SweepRun.Status.FAILED:
         report.add(
             f"{sweep}_last_run",
@@ -82,15 +83,15 @@ def _check_recent(
         )
     if last_ok is None:
         report.add(f"{sweep}_recent", False, f"no successful {sweep} run recorded yet")
-    elif now - last_ok.started_at > stale_after:
-        age = int((now - last_ok.started_at).total_seconds() // 60)
+    elif now - last_ok.as_of > stale_after:
+        age = int((now - last_ok.as_of).total_seconds() // 60)
         report.add(
             f"{sweep}_recent",
             False,
             f"no successful {sweep} run for {age} min (limit {stale_after.seconds // 60} min)",
         )
     else:
-        at = f"{last_ok.started_at:%H:%M:%S}Z"
+        at = f"{last_ok.as_of:%H:%M:%S}Z"
         report.add(f"{sweep}_recent", True, f"last successful {sweep} at {at}")
     return last_ok
 

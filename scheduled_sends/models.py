@@ -203,7 +203,7 @@ class SweepRun(models.Model):
 
     class Meta:
         db_table = "sweep_runs"
-        indexes = [models.Index(fields=["sweep", "-started_at"], name="sweep_runs_recent_idx")]
+        indexes = [models.Index(fields=["sweep", "-as_of"], name="sweep_runs_recent_idx")]
 
     def __str__(self) -> str:
         return f"{self.sweep} {self.status} at {self.started_at:%Y-%m-%d %H:%M:%S}"

@@ -3,7 +3,8 @@
 In-process it keeps a list; across processes (several deliver workers) it
 appends one JSON line per message to ``NUDGE_RECORDING_FILE`` — a single
 ``write`` on an ``O_APPEND`` file, so lines from concurrent workers never
-interleave — and the test counts what landed there.
+interleave — and the test counts what landed there. ``NUDGE_RECORDING_DELAY_SECONDS``
+adds a provider-like latency to each send.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import uuid
 from dataclasses import asdict, dataclass
 from typing import ClassVar
@@ -32,6 +34,10 @@ class RecordingChannel(Channel):
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        # Optional latency, so concurrent workers really overlap in tests.
+        delay = float(os.environ.get("NUDGE_RECORDING_DELAY_SECONDS", "0") or 0)
+        if delay:
+            time.sleep(delay)
         record = Recorded(
             address=address,
             text=message.text,

@@ -1,0 +1,121 @@
+"""Exactly once under concurrency — and the double send the claim replaced."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from scheduled_sends.channels.base import NudgeMessage
+from scheduled_sends.channels.recording import RecordingChannel
+from scheduled_sends.claim import claim_due, settle_sent
+from scheduled_sends.config import QueueConfig
+from scheduled_sends.materialize import run_materialize
+from scheduled_sends.models import ScheduledSend
+from tenancy.scope import rls_bypass, support_scope
+from tests.conftest import utc
+from tests.support.processes import manage, subprocess_env
+from tests.sweeps.factories import add_follow_up
+
+NOW = utc(2026, 12, 2, 9, 0)
+DUE = NOW + timedelta(minutes=6)  # every seeded nudge fires within 5m..5m05s
+MESSAGE = NudgeMessage("hello", "hello", "09:15", 10, 600)
+
+
+def _seed_due_rows(make_user, tenants: int, per_tenant: int) -> int:
+    for _ in range(tenants):
+        user = make_user()
+        for n in range(per_tenant):
+            add_follow_up(user, NOW + timedelta(minutes=15, seconds=n))
+    return run_materialize(NOW).queued
+
+
+def _naive_delivery_run(barrier: threading.Barrier, channel: RecordingChannel) -> None:
+    """The pre-claim design: select, send, then a guarded update — after the send."""
+    try:
+        with rls_bypass(), connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id FROM scheduled_sends WHERE sent_at IS NULL AND fire_at <= %s", [DUE]
+            )
+            due = [row[0] for row in cursor.fetchall()]
+        barrier.wait()  # the second tick overlaps the first
+        for row_id in due:
+            channel.send(f"row:{row_id}", MESSAGE)
+            with rls_bypass(), connection.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE scheduled_sends SET sent_at = %s, outcome = 'sent' "
+                    "WHERE id = %s AND sent_at IS NULL",
+                    [DUE, row_id],
+                )
+    finally:
+        connection.close()
+
+
+def _claiming_delivery_run(barrier: threading.Barrier, channel: RecordingChannel) -> None:
+    try:
+        claimed = claim_due(DUE, QueueConfig.from_settings())
+        barrier.wait()
+        for row in claimed:
+            receipt = channel.send(f"row:{row.id}", MESSAGE)
+            settle_sent(row, DUE, "console", receipt.provider_message_id)
+    finally:
+        connection.close()
+
+
+def _two_overlapping(run, channel) -> Counter:
+    barrier = threading.Barrier(2)
+    threads = [threading.Thread(target=run, args=(barrier, channel)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return Counter(record.address for record in channel.sent)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_old_guarded_update_double_sends_and_the_claim_does_not(make_user, recording_channel):
+    rows = _seed_due_rows(make_user, tenants=3, per_tenant=4)
+    channel = recording_channel()
+    naive = _two_overlapping(_naive_delivery_run, channel)
+    assert len(naive) == rows
+    assert set(naive.values()) == {2}, "the guard ran after the send: every nudge went twice"
+
+    with support_scope():
+        ScheduledSend.objects.update(sent_at=None, outcome=None)
+    recording_channel.reset()
+    claimed = _two_overlapping(_claiming_delivery_run, channel)
+    assert len(claimed) == rows
+    assert set(claimed.values()) == {1}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_deliver_processes_send_each_row_exactly_once(make_user, tmp_path):
+    rows = _seed_due_rows(make_user, tenants=60, per_tenant=5)
+    assert rows == 300
+    record_file = tmp_path / "sent.jsonl"
+    env = subprocess_env(
+        NUDGE_CHANNEL_BACKENDS=json.dumps(
+            {"console": "scheduled_sends.channels.recording.RecordingChannel"}
+        ),
+        NUDGE_RECORDING_FILE=str(record_file),
+        NUDGE_RECORDING_DELAY_SECONDS="0.01",
+        LOG_LEVEL="WARNING",
+    )
+    workers = [
+        manage("deliver", "--now", DUE.isoformat(), "--batch-size", "20", env=env) for _ in range(4)
+    ]
+    outputs = [worker.communicate(timeout=120) for worker in workers]
+    assert [worker.returncode for worker in workers] == [0, 0, 0, 0], outputs
+    records = [json.loads(line) for line in record_file.read_text().splitlines()]
+    assert len(records) == 300
+    assert len({record["pid"] for record in records}) > 1, "the workers never overlapped"
+    with support_scope():
+        settled = dict(ScheduledSend.objects.values_list("provider_message_id", "outcome"))
+    assert set(settled) == {record["provider_message_id"] for record in records}
+    assert set(settled.values()) == {"sent"}
+    claimed = sum(int(out.split("claimed ")[1].split(",")[0]) for out, _ in outputs)
+    assert claimed == 300

@@ -1,0 +1,134 @@
+"""A quiet minute and an outage must never look the same."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.db import connection, transaction
+
+from scheduled_sends import claim
+from scheduled_sends.config import QueueConfig
+from scheduled_sends.deliver import run_deliver
+from scheduled_sends.health import check_health
+from scheduled_sends.materialize import run_materialize
+from tests.conftest import utc
+from tests.sweeps.factories import add_event
+
+NOW = utc(2026, 12, 2, 10, 0)
+FIRE = NOW + timedelta(minutes=50)
+
+
+def failing(report) -> set[str]:
+    return {check.name for check in report.checks if not check.ok}
+
+
+@pytest.fixture
+def queued(make_user, recording_channel):
+    user = make_user()
+    add_event(user, NOW + timedelta(hours=1))
+    run_materialize(NOW)
+    return user
+
+
+def test_a_quiet_minute_is_healthy(queued):
+    run_deliver(NOW + timedelta(minutes=1))
+    report = check_health(NOW + timedelta(minutes=2))
+    assert report.ok, report.checks
+    assert report.figures["due_backlog"] == 0
+
+
+def test_a_bypass_that_is_never_set_is_reported_not_mistaken_for_quiet(
+    queued, recording_channel, monkeypatch
+):
+    """The production failure: the claim ran without the bypass, matched
+    nothing, succeeded, and every run reported "0 due"."""
+
+    @contextmanager
+    def bypass_never_set():
+        with transaction.atomic():
+            yield
+
+    monkeypatch.setattr(claim, "rls_bypass", bypass_never_set)
+    for minute in range(50, 56):
+        report = run_deliver(NOW + timedelta(minutes=minute))
+        assert (report.claimed, report.ok) == (0, True)  # byte-identical to a quiet minute
+    assert recording_channel.sent == []
+    # The queue counts go through the same broken bypass and also see nothing…
+    health = check_health(NOW + timedelta(minutes=56))
+    assert health.figures["overdue_unclaimed"] == 0
+    # …but materialize looks inside each user's own scope, and sees the rows.
+    run_materialize(NOW + timedelta(minutes=55))
+    health = check_health(NOW + timedelta(minutes=56))
+    assert not health.ok
+    assert "delivery_keeping_up" in failing(health)
+    assert "the claim cannot see the queue" in next(
+        c.detail for c in health.checks if c.name == "delivery_keeping_up"
+    )
+
+
+def test_overdue_rows_are_reported_when_deliver_stopped(queued):
+    run_deliver(NOW)  # deliver ran once, then its cron stopped
+    report = check_health(FIRE + timedelta(minutes=6))
+    assert {"deliver_recent", "overdue_unclaimed"} <= failing(report)
+    assert report.figures["overdue_unclaimed"] == 1
+
+
+def test_claims_older_than_the_lease_are_reported(queued):
+    config = QueueConfig.from_settings()
+    claim.claim_due(FIRE, config)  # a run that died after claiming
+    run_deliver(FIRE + timedelta(minutes=1))
+    report = check_health(FIRE + config.lease + timedelta(seconds=30))
+    assert "stuck_claims" in failing(report)
+    assert report.figures["stuck_claims"] == 1
+
+
+def test_no_runs_at_all_is_unhealthy(db):
+    assert {"deliver_recent", "materialize_recent"} <= failing(check_health(NOW))
+
+
+def test_a_failed_last_run_is_reported(queued, monkeypatch):
+    from scheduled_sends import deliver
+
+    def broken(*args, **kwargs):
+        raise ConnectionError("database went away")
+
+    monkeypatch.setattr(deliver.claim, "claim_due", broken)
+    with pytest.raises(ConnectionError):
+        run_deliver(FIRE)
+    report = check_health(FIRE)
+    assert "deliver_last_run" in failing(report)
+
+
+def test_rls_problems_make_health_fail(queued):
+    run_deliver(NOW)
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute("ALTER TABLE calendar_events NO FORCE ROW LEVEL SECURITY")
+    assert "row_level_security" in failing(check_health(NOW + timedelta(minutes=1)))
+
+
+def test_the_command_exits_non_zero_when_unhealthy(db, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        call_command("nudge_health", "--now", NOW.isoformat())
+    assert exit_info.value.code == 1
+    out = capsys.readouterr().out
+    assert "FAIL deliver_recent: no successful deliver run recorded yet" in out
+    assert out.rstrip().endswith("UNHEALTHY")
+
+
+def test_healthz_answers_503_with_the_failing_checks(client, db):
+    response = client.get("/healthz", secure=True)
+    assert response.status_code == 503
+    body = response.json()
+    assert body["ok"] is False
+    assert {c["name"] for c in body["checks"] if not c["ok"]} >= {"deliver_recent"}
+
+
+def test_healthz_answers_200_when_healthy(client, queued):
+    run_deliver()
+    run_materialize()
+    response = client.get("/healthz", secure=True)
+    assert response.status_code == 200, response.json()
