@@ -216,14 +216,14 @@ class ScheduledSendAdmin(admin.ModelAdmin):
         now = as_of(request)
         problem = Q(outcome=Outcome.FAILED) | state_condition("stuck", now, lease())
         problem |= state_condition("retrying", now, lease())
+        # Not super(): it orders before the annotation the ordering names exists.
         return (
-            super()
-            .get_queryset(request)
-            .select_related("user", "user__delivery_settings")
+            self.model._default_manager.select_related("user", "user__delivery_settings")
             .annotate(
                 problem_rank=Case(When(problem, then=0), default=1, output_field=IntegerField()),
                 as_of=Value(now),
             )
+            .order_by(*self.get_ordering(request))
         )
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
