@@ -33,6 +33,7 @@ from scheduled_sends.models import (
     Outcome,
     ScheduledSend,
     SweepRun,
+    validate_e164,
 )
 
 CONFIRM_TEMPLATE = "admin/scheduled_sends/scheduledsend/confirm_action.html"
@@ -507,6 +508,14 @@ def validate_known_timezone(value: str) -> None:
 
 
 class DeliverySettingsForm(forms.ModelForm):
+    # Longer than the column, so a number typed with spaces gets the E.164
+    # explanation rather than "at most 16 characters".
+    whatsapp_number = forms.CharField(
+        max_length=64,
+        required=False,
+        validators=[validate_e164],
+        help_text="E.164: '+', country code, number, digits only (e.g. +14155550100).",
+    )
     timezone = forms.CharField(
         max_length=64,
         validators=[validate_known_timezone],
@@ -530,7 +539,6 @@ class DeliverySettingsForm(forms.ModelForm):
             "default_lead_minutes",
         )
         help_texts = {
-            "whatsapp_number": "E.164: '+', country code, number, digits only.",
             "telegram_chat_id": "A numeric chat id, or @channelusername.",
         }
 

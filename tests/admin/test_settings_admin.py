@@ -1,0 +1,97 @@
+"""Per-user delivery settings: editable by support, never stored invalid."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from scheduled_sends.models import DeliverySettings
+from tenancy.scope import tenant_scope
+
+
+def settings_of(user) -> DeliverySettings:
+    with tenant_scope(user.pk):
+        return DeliverySettings.objects.get(user=user)
+
+
+def change_url(user) -> str:
+    return reverse("admin:scheduled_sends_deliverysettings_change", args=[settings_of(user).pk])
+
+
+def form_data(**overrides) -> dict:
+    return {
+        "enabled": "on",
+        "channel": "whatsapp",
+        "whatsapp_number": "+14155550100",
+        "telegram_chat_id": "",
+        "timezone": "Europe/Berlin",
+        "default_lead_minutes": "30",
+        **overrides,
+    }
+
+
+def test_valid_change_is_stored(staff_client, make_user):
+    alice = make_user("alice")
+
+    response = staff_client.post(change_url(alice), form_data())
+
+    assert response.status_code == 302
+    stored = settings_of(alice)
+    assert (stored.channel, stored.whatsapp_number, stored.timezone) == (
+        "whatsapp",
+        "+14155550100",
+        "Europe/Berlin",
+    )
+    assert stored.default_lead_minutes == 30
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("whatsapp_number", "004915112345678", "Enter the number in E.164 form"),
+        ("whatsapp_number", "+49 151 1234 5678", "Enter the number in E.164 form"),
+        ("timezone", "Mars/Olympus_Mons", "is not an IANA time zone"),
+        ("timezone", "posix/Europe/Berlin", "is not an IANA time zone"),
+        ("default_lead_minutes", "1441", "between 0 and 1440 minutes (24 hours)"),
+        ("default_lead_minutes", "-1", "between 0 and 1440 minutes (24 hours)"),
+        ("telegram_chat_id", "not a chat", "A Telegram chat id is a number"),
+    ],
+)
+def test_invalid_values_show_a_clear_message_and_store_nothing(
+    staff_client, make_user, field, value, message
+):
+    alice = make_user("alice")
+    before = settings_of(alice)
+
+    response = staff_client.post(change_url(alice), form_data(**{field: value}))
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == [field]
+    assert message in errors[field][0]
+    assert message in response.content.decode().replace("&#x27;", "'")
+    after = settings_of(alice)
+    assert (after.channel, after.timezone, after.default_lead_minutes) == (
+        before.channel,
+        before.timezone,
+        before.default_lead_minutes,
+    )
+
+
+def test_channel_needs_its_address(staff_client, make_user):
+    alice = make_user("alice")
+
+    response = staff_client.post(change_url(alice), form_data(whatsapp_number=""))
+
+    assert response.status_code == 200
+    assert "WhatsApp delivery needs a number." in response.content.decode()
+    assert settings_of(alice).channel == "console"
+
+
+def test_settings_list_shows_every_tenant(staff_client, make_user):
+    make_user("alice")
+    make_user("bob")
+
+    response = staff_client.get(reverse("admin:scheduled_sends_deliverysettings_changelist"))
+
+    assert response.context["cl"].result_count == 2
