@@ -53,8 +53,10 @@ from scheduled_sends.channels.base import (
 
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 REDACTED = "<bot-token>"
-# Loggers that see Bot API URLs (which contain the token) or say they do.
-TOKEN_BEARING_LOGGERS = ("telegram.Bot", "telegram.request.BaseRequest", "httpx", "httpcore")
+# The loggers that write Bot API URLs (which contain the token): the bot's
+# own (DEBUG) and httpx's request line (INFO). A logger's filters see only
+# records logged on it by name, so these are the exact names the libraries use.
+TOKEN_BEARING_LOGGERS = ("telegram.Bot", "httpx")
 
 
 class TokenRedactingFilter(logging.Filter):

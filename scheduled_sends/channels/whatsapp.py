@@ -20,7 +20,7 @@ retried like any timeout; Twilio's Messages API has no idempotency key.
 from __future__ import annotations
 
 import json
-import logging
+import math
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -29,7 +29,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 from django.conf import settings
-from twilio.base.exceptions import TwilioException, TwilioRestException
+from twilio.base.exceptions import (
+    TwilioException,
+    TwilioRestException,
+    TwilioServiceException,
+)
 from twilio.http.http_client import TwilioHttpClient
 from twilio.http.response import Response
 from twilio.rest import Client
@@ -43,14 +47,14 @@ from scheduled_sends.channels.base import (
     TransientSendError,
 )
 
-logger = logging.getLogger("nudge.channels.whatsapp")
-
 # Twilio keeps an unsent message queued for at most this long (its own limit is
 # larger); a nudge is never worth more than a few hours anyway.
 MAX_VALIDITY_SECONDS = 14_400
 MIN_VALIDITY_SECONDS = 1  # Twilio's minimum
 # When a rate limit comes without Retry-After: try again on the next minute's run.
 DEFAULT_RETRY_AFTER_SECONDS = 60.0
+# A Retry-After beyond a day is nonsense for a nudge; cap what we pass on.
+MAX_RETRY_AFTER_SECONDS = 86_400.0
 
 RATE_LIMIT_CODES = {
     20429: "too many requests",
@@ -111,26 +115,34 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    if not math.isfinite(seconds):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+    return min(max(0.0, seconds), MAX_RETRY_AFTER_SECONDS)
+
+
+def _detail(exc: TwilioRestException | TwilioServiceException) -> str:
+    # Not str(exc): on a terminal the library decorates it with ANSI colours.
+    if isinstance(exc, TwilioServiceException):
+        return f"{exc.title} - {exc.detail}" if exc.detail else str(exc.title or "")
+    return str(exc.msg or "").removeprefix("Unable to create record: ")
 
 
 def classify_twilio_error(
-    exc: TwilioRestException, headers: Mapping[str, str] | None = None
+    exc: TwilioRestException | TwilioServiceException, headers: Mapping[str, str] | None = None
 ) -> TransientSendError | PermanentSendError:
     """The channel error a Twilio API error stands for (see the module docstring)."""
     status = int(exc.status or 0)
     code = int(exc.code) if str(exc.code or "").isdigit() else status
-    # exc.msg is "Unable to create record: <Twilio's message>"; str(exc) may add ANSI colours.
-    detail = str(exc.msg or "").removeprefix("Unable to create record: ") or f"HTTP {status}"
+    detail = _detail(exc) or f"HTTP {status}"
     code_text = str(code) if code else str(status)
     lower_headers = {k.lower(): v for k, v in (headers or {}).items()}
 
@@ -219,7 +231,7 @@ class WhatsAppChannel(Channel):
         client = self._twilio()
         try:
             created = client.messages.create(**self.message_parameters(address, message))
-        except TwilioRestException as exc:
+        except (TwilioRestException, TwilioServiceException) as exc:
             raise classify_twilio_error(exc, self._http_client.last_response_headers) from exc
         except requests.Timeout as exc:
             raise TransientSendError("Twilio did not answer in time", code="timeout") from exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 
 import pytest
 
@@ -122,7 +123,10 @@ def test_an_answer_past_the_timeout_is_transient(telegram_settings, fake_telegra
 
 
 def test_unreachable_server_is_transient(telegram_settings, message):
-    telegram_settings.TELEGRAM_API_BASE_URL = "http://127.0.0.1:9/bot"  # discard port: refused
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    telegram_settings.TELEGRAM_API_BASE_URL = f"http://127.0.0.1:{port}/bot"
     channel = TelegramChannel()
     try:
         with pytest.raises(TransientSendError) as caught:

@@ -8,7 +8,7 @@ import socket
 from email.utils import formatdate
 
 import pytest
-from twilio.base.exceptions import TwilioRestException
+from twilio.base.exceptions import TwilioRestException, TwilioServiceException
 
 from scheduled_sends.channels.base import PermanentSendError, RateLimited, TransientSendError
 from scheduled_sends.channels.whatsapp import (
@@ -150,6 +150,15 @@ def test_63018_is_a_rate_limit_whatever_the_http_status():
     assert isinstance(classify_twilio_error(exc), RateLimited)
 
 
+def test_problem_details_errors_are_classified_too():
+    limited = TwilioServiceException("about:blank", "Too Many Requests", 429, 20429, None)
+    invalid = TwilioServiceException("about:blank", "Invalid To", 400, 21211, "not a number")
+    assert isinstance(classify_twilio_error(limited), RateLimited)
+    error = classify_twilio_error(invalid)
+    assert isinstance(error, PermanentSendError)
+    assert error.code == "21211" and "not a number" in str(error)
+
+
 def test_other_4xx_are_permanent_and_408_is_not():
     other = TwilioRestException(400, "uri", "Unable to create record: bad", 21999, "POST")
     timeout = TwilioRestException(408, "uri", "Unable to create record: slow", 408, "POST")
@@ -161,6 +170,10 @@ def test_retry_after_accepts_seconds_and_http_dates():
     assert parse_retry_after("12") == 12
     assert parse_retry_after("") is None
     assert parse_retry_after("soon") is None
+    assert parse_retry_after("nan") is None
+    assert parse_retry_after("inf") is None
+    assert parse_retry_after("1e12") == 86_400
+    assert parse_retry_after("-5") == 0
     in_a_while = parse_retry_after(formatdate(timeval=None, usegmt=True))
     assert in_a_while is not None and 0 <= in_a_while <= 1
 
