@@ -66,8 +66,10 @@ def _owned_transaction(kind: str, using: str) -> Iterator[object]:
                 yield cursor
                 # Explicit reset: under a test's wrapping transaction the block
                 # above is a savepoint, whose release would keep SET LOCAL alive.
-                cursor.execute("SELECT set_config(%s, '', true)", [TENANT_SETTING])
-                cursor.execute("SET LOCAL ROLE NONE")
+                # (A transaction already marked for rollback undoes it anyway.)
+                if not connection.needs_rollback:
+                    cursor.execute("SELECT set_config(%s, '', true)", [TENANT_SETTING])
+                    cursor.execute("SET LOCAL ROLE NONE")
         finally:
             setattr(connection, _ACTIVE_FLAG, None)
 
