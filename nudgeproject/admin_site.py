@@ -129,9 +129,10 @@ def _figures_from_queries() -> dict[str, Any]:
     now = timezone.now()
     lease = timedelta(seconds=settings.NUDGE_LEASE_SECONDS)
     grace = timedelta(minutes=settings.NUDGE_GRACE_MINUTES)
+    # As check_health reads it: the instant the last successful run acted for.
     last: dict[str, datetime | None] = {
         sweep: SweepRun.objects.filter(sweep=sweep, status=SweepRun.Status.OK).aggregate(
-            at=Max("finished_at")
+            at=Max("as_of")
         )["at"]
         for sweep in (SweepRun.Sweep.DELIVER, SweepRun.Sweep.MATERIALIZE)
     }

@@ -1,0 +1,105 @@
+"""The admin index: the sweeps' health and the stuck-claims link with its count."""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+import scheduled_sends.health
+from scheduled_sends.models import SweepRun
+from tenancy.scope import current_scope
+
+from .conftest import record_scopes
+
+INDEX = reverse("admin:index")
+STUCK_URL = reverse("admin:scheduled_sends_scheduledsend_changelist") + "?state=stuck"
+
+
+@pytest.fixture
+def queue(make_user, make_state_rows, make_send):
+    alice, bob = make_user("alice"), make_user("bob")
+    rows = make_state_rows(alice)
+    other_stuck = make_send(
+        bob,
+        fire_at=timezone.now() - timedelta(minutes=2),
+        claimed_at=timezone.now() - timedelta(hours=1),
+        claim_token=rows["stuck"].claim_token,
+    )
+    return rows, other_stuck
+
+
+def test_index_links_stuck_claims_with_their_count(staff_client, queue):
+    rows, other_stuck = queue
+
+    response = staff_client.get(INDEX)
+
+    html = response.content.decode()
+    assert response.context["nudge_stuck_count"] == 2
+    assert f'href="{STUCK_URL.replace("&", "&amp;")}"' in html
+    assert "Stuck claims (2)" in html
+    listed = staff_client.get(STUCK_URL).context["cl"].result_list
+    assert {obj.pk for obj in listed} == {rows["stuck"].pk, other_stuck.pk}
+
+
+def test_index_shows_the_health_report(staff_client, queue):
+    SweepRun.objects.create(sweep="deliver", status="ok", as_of=timezone.now())
+
+    response = staff_client.get(INDEX)
+
+    health = response.context["nudge_health"]
+    assert health.source == "check_health"
+    assert health.figures["stuck_claims"] == 2
+    assert health.figures["last_deliver_at"] is not None
+    assert health.figures["last_materialize_at"] is None
+    html = response.content.decode()
+    assert "Sweep health: NOT OK" in html  # no materialize run yet
+    assert "no successful materialize run recorded yet" in html
+
+
+def test_check_health_runs_outside_the_support_scope(staff_client, monkeypatch, db):
+    """It opens its own scope for the queue counts, and scopes refuse to nest."""
+    real = scheduled_sends.health.check_health
+    scopes: list[str | None] = []
+
+    def spy(now=None):
+        scopes.append(current_scope())
+        return real(now)
+
+    monkeypatch.setattr(scheduled_sends.health, "check_health", spy)
+
+    with record_scopes() as seen:
+        assert staff_client.get(INDEX).status_code == 200
+
+    assert scopes == [None]
+    assert "rls_bypass()" in {scope for scope, _ in seen}
+    assert "support_scope()" in {scope for scope, _ in seen}
+
+
+def test_index_falls_back_to_its_own_queries_when_health_fails(staff_client, queue, monkeypatch):
+    def broken(now=None):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(scheduled_sends.health, "check_health", broken)
+
+    response = staff_client.get(INDEX)
+
+    health = response.context["nudge_health"]
+    assert health.source == "admin queries"
+    assert health.error == "check_health failed: RuntimeError"
+    assert health.figures["stuck_claims"] == 2
+    assert health.figures["due_backlog"] == 4  # both stuck, claimed, retrying; not pending
+    assert "Stuck claims (2)" in response.content.decode()
+
+
+def test_index_without_the_health_module(staff_client, queue, monkeypatch):
+    monkeypatch.setitem(sys.modules, "scheduled_sends.health", None)
+
+    response = staff_client.get(INDEX)
+
+    health = response.context["nudge_health"]
+    assert (health.source, health.error, health.ok) == ("admin queries", "", None)
+    assert health.figures["stuck_claims"] == 2
