@@ -49,6 +49,10 @@ class CalendarConnection(TenantModel):
         null=True, blank=True, help_text="Back off until then (429 / 5xx from the provider)."
     )
     resync_requested = models.BooleanField(default=False)
+    allow_private_network = models.BooleanField(
+        default=False,
+        help_text="An ICS feed on a private or loopback address (connect_ics --allow-private).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

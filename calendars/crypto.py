@@ -1,0 +1,97 @@
+"""Encryption at rest for calendar secrets: OAuth tokens and ICS feed addresses.
+
+Keys come from ``settings.CALENDAR_TOKEN_KEYS`` (Fernet keys, newest first) and
+are combined in a ``MultiFernet``: the newest key encrypts, every key decrypts,
+so a key is rotated by prepending a new one and, once ``rotate_ciphertext``
+has rewritten the rows, dropping the old one.
+
+Development mode (the embedded database, where ``SECRET_KEY`` itself may be a
+generated local file) derives a key from ``SECRET_KEY`` when none is
+configured, so a fresh checkout can connect a calendar. Anywhere else a
+missing key is a configuration error, raised when a secret is first needed
+rather than at import, so a deployment without calendars still starts.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from functools import lru_cache
+from urllib.parse import quote, quote_plus
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+REDACTED = "[redacted]"
+_DEV_KEY_CONTEXT = b"nudge calendars token key v1:"
+
+
+class SecretDecryptionError(RuntimeError):
+    """A stored secret could not be decrypted with any configured key."""
+
+
+def _configured_keys() -> tuple[str, ...]:
+    keys = tuple(key.strip() for key in settings.CALENDAR_TOKEN_KEYS if key.strip())
+    if keys:
+        return keys
+    if getattr(settings, "EMBEDDED_DATABASE", False):
+        digest = hashlib.sha256(_DEV_KEY_CONTEXT + settings.SECRET_KEY.encode()).digest()
+        return (base64.urlsafe_b64encode(digest).decode(),)
+    raise ImproperlyConfigured(
+        "CALENDAR_TOKEN_KEYS is not set: connected calendars need at least one Fernet key "
+        "(generate one with `python -c 'from cryptography.fernet import Fernet; "
+        "print(Fernet.generate_key().decode())'`)."
+    )
+
+
+@lru_cache(maxsize=4)
+def _multifernet(keys: tuple[str, ...]) -> MultiFernet:
+    try:
+        return MultiFernet([Fernet(key.encode()) for key in keys])
+    except (ValueError, TypeError) as exc:
+        raise ImproperlyConfigured(
+            "CALENDAR_TOKEN_KEYS holds a value that is not a Fernet key "
+            "(32 url-safe base64-encoded bytes)."
+        ) from exc
+
+
+def _fernet() -> MultiFernet:
+    return _multifernet(_configured_keys())
+
+
+def encrypt(plaintext: str) -> str:
+    """Encrypt with the newest key; the empty string stays empty (no secret stored)."""
+    if not plaintext:
+        return ""
+    return _fernet().encrypt(plaintext.encode()).decode()
+
+
+def decrypt(ciphertext: str) -> str:
+    """Decrypt with any configured key; the error never carries the ciphertext."""
+    if not ciphertext:
+        return ""
+    try:
+        return _fernet().decrypt(ciphertext.encode()).decode()
+    except InvalidToken:
+        raise SecretDecryptionError(
+            "a stored calendar secret cannot be decrypted with CALENDAR_TOKEN_KEYS "
+            "(was its key removed?)"
+        ) from None
+
+
+def rotate_ciphertext(ciphertext: str) -> str:
+    """Re-encrypt under the newest key (for a key-rotation data migration or command)."""
+    if not ciphertext:
+        return ""
+    return _fernet().rotate(ciphertext.encode()).decode()
+
+
+def scrub(text: str, *secrets: str | None) -> str:
+    """Remove every secret (raw or URL-encoded) from text bound for logs or last_error."""
+    for secret in secrets:
+        if not secret or len(secret) < 4:
+            continue
+        for form in {secret, quote(secret, safe=""), quote_plus(secret), quote(secret)}:
+            text = text.replace(form, REDACTED)
+    return text

@@ -1,0 +1,132 @@
+"""OAuth 2 token endpoint calls shared by Google and Microsoft (plain ``requests``).
+
+Both speak RFC 6749: the authorisation-code exchange at connect time and the
+refresh-token grant before an events call. ``invalid_grant`` (and Microsoft's
+``interaction_required``) means consent is gone: the connection needs the user.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import requests
+
+from calendars.providers.base import (
+    ConnectionSnapshot,
+    MalformedPayload,
+    NeedsReauth,
+    ProviderError,
+    json_body,
+    oauth_error_code,
+    provider_request,
+    raise_for_transient,
+)
+
+# Refresh a little early so a token never expires between the check and the call.
+REFRESH_MARGIN = timedelta(minutes=5)
+_REAUTH_ERRORS = {"invalid_grant", "interaction_required", "consent_required"}
+
+
+@dataclass
+class TokenGrant:
+    access_token: str = field(repr=False)
+    refresh_token: str = field(repr=False)
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TokenEndpoint:
+    provider: str
+    url: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    scope: str = ""
+
+
+def _grant_from(response: requests.Response, endpoint: TokenEndpoint, now: datetime) -> TokenGrant:
+    raise_for_transient(response, endpoint.provider, now)
+    if response.status_code != 200:
+        code = oauth_error_code(response)
+        if code in _REAUTH_ERRORS:
+            raise NeedsReauth(f"{endpoint.provider}: token refused ({code}); reconnect needed")
+        raise ProviderError(
+            f"{endpoint.provider}: token endpoint answered HTTP {response.status_code}"
+            + (f" ({code})" if code else "")
+        )
+    body = json_body(response, endpoint.provider)
+    access_token = body.get("access_token")
+    if not isinstance(access_token, str) or not access_token:
+        raise MalformedPayload(f"{endpoint.provider}: token response has no access_token")
+    expires_in = body.get("expires_in")
+    expires_at = None
+    if isinstance(expires_in, int | str) and str(expires_in).isdigit():
+        expires_at = now + timedelta(seconds=int(expires_in))
+    refresh_token = body.get("refresh_token")
+    return TokenGrant(
+        access_token=access_token,
+        refresh_token=refresh_token if isinstance(refresh_token, str) else "",
+        expires_at=expires_at,
+    )
+
+
+def exchange_code(
+    endpoint: TokenEndpoint, *, code: str, redirect_uri: str, now: datetime
+) -> TokenGrant:
+    """The authorisation-code grant at the end of the consent redirect."""
+    data = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": redirect_uri,
+        "client_id": endpoint.client_id,
+        "client_secret": endpoint.client_secret,
+    }
+    if endpoint.scope:
+        data["scope"] = endpoint.scope
+    response = provider_request(
+        endpoint.provider,
+        "token",
+        "POST",
+        endpoint.url,
+        data=data,
+        secrets=(code, endpoint.client_secret),
+    )
+    return _grant_from(response, endpoint, now)
+
+
+def refresh(endpoint: TokenEndpoint, snapshot: ConnectionSnapshot, now: datetime) -> None:
+    """The refresh-token grant; a rotated refresh token (Microsoft) replaces the old one."""
+    if not snapshot.refresh_token:
+        raise NeedsReauth(f"{endpoint.provider}: no refresh token stored; reconnect needed")
+    data = {
+        "grant_type": "refresh_token",
+        "refresh_token": snapshot.refresh_token,
+        "client_id": endpoint.client_id,
+        "client_secret": endpoint.client_secret,
+    }
+    if endpoint.scope:
+        data["scope"] = endpoint.scope
+    response = provider_request(
+        endpoint.provider,
+        "token",
+        "POST",
+        endpoint.url,
+        data=data,
+        secrets=(*snapshot.secrets(), endpoint.client_secret),
+    )
+    grant = _grant_from(response, endpoint, now)
+    snapshot.update_tokens(
+        access_token=grant.access_token,
+        expires_at=grant.expires_at,
+        refresh_token=grant.refresh_token or None,
+    )
+
+
+def ensure_fresh_token(
+    endpoint: TokenEndpoint, snapshot: ConnectionSnapshot, now: datetime
+) -> None:
+    """Refresh when the access token is missing, of unknown age, or about to expire."""
+    expires_at = snapshot.token_expires_at
+    if snapshot.access_token and expires_at is not None and expires_at > now + REFRESH_MARGIN:
+        return
+    refresh(endpoint, snapshot, now)

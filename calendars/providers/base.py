@@ -1,0 +1,245 @@
+"""The provider interface, its errors, and the HTTP plumbing every provider shares.
+
+A provider never touches the database: ``sync`` reads a ``ConnectionSnapshot``
+inside the owner's tenant scope, closes the scope, hands the snapshot to
+``fetch`` (network only), then opens the scope again to write what came back.
+Refreshed tokens travel back on the snapshot itself (``credentials_changed``),
+so they are stored even when the events call that follows them fails.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from email.utils import parsedate_to_datetime
+from typing import Any, Literal
+
+import requests
+from django.conf import settings
+
+from calendars.crypto import scrub
+
+# --- The per-process call counter ------------------------------------------------
+
+_calls: Counter[tuple[str, str]] = Counter()
+_calls_lock = threading.Lock()
+
+CallKind = Literal["api", "token"]
+
+
+def record_call(provider: str, kind: CallKind) -> None:
+    """Count one HTTP request made to a provider (``api``: events/feed; ``token``: OAuth)."""
+    with _calls_lock:
+        _calls[(provider, kind)] += 1
+
+
+def call_count(provider: str | None = None, kind: CallKind | None = None) -> int:
+    """Requests made by this process so far, optionally for one provider and/or kind."""
+    with _calls_lock:
+        return sum(
+            n
+            for (p, k), n in _calls.items()
+            if (provider is None or p == provider) and (kind is None or k == kind)
+        )
+
+
+def reset_call_counter() -> None:
+    with _calls_lock:
+        _calls.clear()
+
+
+# --- Errors --------------------------------------------------------------------
+
+
+class ProviderError(Exception):
+    """A connection's sync failed; the message is safe to log and store (no secrets)."""
+
+    outcome = "error"
+
+
+class NeedsReauth(ProviderError):
+    """Consent was revoked or the refresh token is dead: only the user can fix it."""
+
+    outcome = "needs_reauth"
+
+
+class RetryLater(ProviderError):
+    """Rate limited (429) or the provider is unavailable (5xx, network): back off."""
+
+    outcome = "retry_later"
+
+    def __init__(self, message: str, retry_after: timedelta | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class MalformedPayload(ProviderError):
+    """The provider's answer cannot be used as a whole; the previous copy is kept."""
+
+    outcome = "malformed"
+
+
+# --- What goes in and what comes out -----------------------------------------
+
+
+@dataclass
+class ConnectionSnapshot:
+    """What a provider may know about one connection, read inside the tenant scope.
+
+    Secrets are excluded from ``repr`` so a snapshot in a traceback leaks nothing.
+    """
+
+    connection_id: int
+    user_id: int
+    provider: str
+    calendar_id: str
+    account: str
+    sync_state: dict[str, Any]
+    full_sync: bool
+    allow_private_network: bool = False
+    access_token: str = field(default="", repr=False)
+    refresh_token: str = field(default="", repr=False)
+    token_expires_at: datetime | None = None
+    feed_url: str = field(default="", repr=False)
+    credentials_changed: bool = False
+
+    def secrets(self) -> tuple[str, ...]:
+        return (self.access_token, self.refresh_token, self.feed_url)
+
+    def update_tokens(
+        self, *, access_token: str, expires_at: datetime | None, refresh_token: str | None
+    ) -> None:
+        """Record refreshed tokens; ``sync`` writes them back whatever happens next."""
+        self.access_token = access_token
+        self.token_expires_at = expires_at
+        if refresh_token:
+            self.refresh_token = refresh_token
+        self.credentials_changed = True
+
+
+@dataclass(frozen=True)
+class ProviderEvent:
+    """One occurrence as the provider reports it, already normalised to UTC."""
+
+    provider_event_id: str
+    occurrence_start: datetime | None
+    title: str
+    starts_at: datetime
+    ends_at: datetime | None
+    all_day: bool
+    status: str
+    declined: bool
+    reminder_minutes: tuple[int, ...]
+
+    @property
+    def key(self) -> tuple[str, datetime | None]:
+        return (self.provider_event_id, self.occurrence_start)
+
+
+@dataclass
+class FetchResult:
+    """A provider's answer for one run.
+
+    ``changed=False`` means "nothing to write" (an ICS 304); otherwise ``events``
+    is the connection's complete set, and local rows not in it are deleted.
+    """
+
+    changed: bool
+    events: list[ProviderEvent] = field(default_factory=list)
+    sync_state: dict[str, Any] = field(default_factory=dict)
+    skipped_events: int = 0
+    cancelled_events: int = 0
+    # A name the feed gives itself (ICS X-WR-CALNAME), for the connection's label.
+    calendar_name: str = ""
+
+
+class CalendarProvider(ABC):
+    """One calendar service. ``fetch`` makes at most one events request per page
+    (one page covers a normal calendar's window) plus a token refresh when due."""
+
+    name: str
+
+    @abstractmethod
+    def fetch(
+        self,
+        snapshot: ConnectionSnapshot,
+        *,
+        now: datetime,
+        window_start: datetime,
+        window_end: datetime,
+    ) -> FetchResult:
+        """Return the connection's events overlapping the window; raise ProviderError."""
+
+
+# --- HTTP ------------------------------------------------------------------------
+
+
+def retry_after_from(response: requests.Response, now: datetime) -> timedelta | None:
+    """Parse Retry-After (seconds or an HTTP date); None when absent or unusable."""
+    value = response.headers.get("Retry-After", "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return timedelta(seconds=int(value))
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(when - now, timedelta(0))
+
+
+def provider_request(
+    provider: str,
+    kind: CallKind,
+    method: str,
+    url: str,
+    *,
+    secrets: tuple[str, ...] = (),
+    **kwargs: Any,
+) -> requests.Response:
+    """One counted request with the calendar timeout; network failures become RetryLater.
+
+    The exception text of a failed connection can contain the URL, so it is
+    reduced to the exception's type and scrubbed of the connection's secrets.
+    """
+    record_call(provider, kind)
+    timeout = kwargs.pop("timeout", settings.CALENDAR_HTTP_TIMEOUT_SECONDS)
+    try:
+        return requests.request(method, url, timeout=timeout, **kwargs)
+    except requests.RequestException as exc:
+        message = scrub(f"{provider}: network error ({type(exc).__name__})", *secrets)
+        raise RetryLater(message) from None
+
+
+def json_body(response: requests.Response, provider: str) -> dict[str, Any]:
+    """The response as a JSON object, or MalformedPayload."""
+    try:
+        body = response.json()
+    except ValueError:
+        raise MalformedPayload(f"{provider}: response is not JSON") from None
+    if not isinstance(body, dict):
+        raise MalformedPayload(f"{provider}: response is not a JSON object")
+    return body
+
+
+def oauth_error_code(response: requests.Response) -> str:
+    """The OAuth ``error`` code of a token endpoint's error response, or ''."""
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return body["error"][:64]
+    return ""
+
+
+def raise_for_transient(response: requests.Response, provider: str, now: datetime) -> None:
+    """429 and 5xx: back off, honouring Retry-After."""
+    if response.status_code == 429 or response.status_code >= 500:
+        delay = retry_after_from(response, now)
+        raise RetryLater(f"{provider}: HTTP {response.status_code}", retry_after=delay)

@@ -1,0 +1,252 @@
+"""Google Calendar API v3: ``events.list`` over the sweep's window, every run.
+
+Why a window re-query and not ``syncToken``: both cost one ``events.list``
+call per run (96 a day at the 15-minute cadence; measured in
+tests/calendars/test_call_budget.py), so the call count does not decide it.
+``syncToken`` cannot be combined with ``timeMin``/``timeMax``, so an
+incremental sync must cover a range that is open towards the future — an
+event that drifts into our 27-hour window without changing would otherwise
+never be reported. With ``singleEvents=true`` that range expands every
+infinite series (a daily stand-up is hundreds of stored instances), the first
+sync is many pages, and a 410 Gone means doing it all again. The window
+query is one page of a day's events, keeps the local copy bounded to what the
+sweep can use, deletes by absence (no tombstones to miss), and has no token
+state to lose. Its cost is re-reading ~a day's events each run, a few KB.
+
+Reminders: ``reminders.overrides`` with method ``popup``, or, when
+``reminders.useDefault`` is true, the calendar's ``defaultReminders`` that
+``events.list`` returns alongside the items. No popup reminder → an empty
+list, which the sweep reads as "use the user's default lead".
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, tzinfo
+from typing import Any
+from urllib.parse import quote
+
+from django.conf import settings
+
+from calendars import oauth
+from calendars.providers import normalize as n
+from calendars.providers.base import (
+    CalendarProvider,
+    ConnectionSnapshot,
+    FetchResult,
+    MalformedPayload,
+    NeedsReauth,
+    ProviderError,
+    ProviderEvent,
+    RetryLater,
+    json_body,
+    provider_request,
+    raise_for_transient,
+    retry_after_from,
+)
+
+logger = logging.getLogger("nudge.calendars.google")
+
+NAME = "google"
+SCOPE = "https://www.googleapis.com/auth/calendar.readonly"
+PAGE_SIZE = 2500  # the API's maximum: a day of events is always one page
+MAX_PAGES = 4
+_RATE_LIMIT_REASONS = {"rateLimitExceeded", "userRateLimitExceeded", "quotaExceeded"}
+
+
+def token_endpoint() -> oauth.TokenEndpoint:
+    return oauth.TokenEndpoint(
+        provider=NAME,
+        url=settings.GOOGLE_TOKEN_URL,
+        client_id=settings.GOOGLE_CLIENT_ID,
+        client_secret=settings.GOOGLE_CLIENT_SECRET,
+    )
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _error_reasons(body: Any) -> set[str]:
+    try:
+        return {e["reason"] for e in body["error"]["errors"] if isinstance(e.get("reason"), str)}
+    except (KeyError, TypeError):
+        return set()
+
+
+class GoogleCalendarProvider(CalendarProvider):
+    name = NAME
+
+    def fetch(
+        self,
+        snapshot: ConnectionSnapshot,
+        *,
+        now: datetime,
+        window_start: datetime,
+        window_end: datetime,
+    ) -> FetchResult:
+        endpoint = token_endpoint()
+        oauth.ensure_fresh_token(endpoint, snapshot, now)
+        calendar = quote(snapshot.calendar_id or "primary", safe="@.")
+        url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}/calendars/{calendar}/events"
+        params: dict[str, Any] = {
+            "timeMin": _rfc3339(window_start),
+            "timeMax": _rfc3339(window_end),
+            "singleEvents": "true",
+            "maxResults": PAGE_SIZE,
+        }
+        items: list[Any] = []
+        default_reminders: Any = []
+        zone: tzinfo | None = None
+        refreshed_after_401 = False
+        for _page in range(MAX_PAGES):
+            response = provider_request(
+                NAME,
+                "api",
+                "GET",
+                url,
+                params=params,
+                headers={"Authorization": f"Bearer {snapshot.access_token}"},
+                secrets=snapshot.secrets(),
+            )
+            if response.status_code == 401 and not refreshed_after_401:
+                # Revoked or expired early: one refresh tells which (invalid_grant → reauth).
+                refreshed_after_401 = True
+                oauth.refresh(endpoint, snapshot, now)
+                continue
+            body = self._checked_body(response, now)
+            page_items = body.get("items", [])
+            if not isinstance(page_items, list):
+                raise MalformedPayload("google: events.list 'items' is not a list")
+            items.extend(page_items)
+            default_reminders = body.get("defaultReminders", default_reminders)
+            zone = zone or n.zone_or_none(body.get("timeZone"))
+            page_token = body.get("nextPageToken")
+            if not page_token:
+                break
+            params["pageToken"] = page_token
+        else:
+            raise MalformedPayload(f"google: more than {MAX_PAGES} pages for one window")
+        return self._result(items, default_reminders, zone)
+
+    def _checked_body(self, response, now: datetime) -> dict[str, Any]:
+        raise_for_transient(response, NAME, now)
+        if response.status_code == 401:
+            raise NeedsReauth("google: access token refused after a refresh; reconnect needed")
+        if response.status_code == 403:
+            body = _json_or_none(response)
+            if _error_reasons(body) & _RATE_LIMIT_REASONS:
+                raise RetryLater("google: rate limited (403)", retry_after_from(response, now))
+            raise ProviderError("google: access to the calendar is forbidden (403)")
+        if response.status_code == 404:
+            raise ProviderError("google: calendar not found (404)")
+        if response.status_code != 200:
+            raise ProviderError(f"google: events.list answered HTTP {response.status_code}")
+        return json_body(response, NAME)
+
+    def _result(self, items: list[Any], default_reminders: Any, zone: tzinfo | None) -> FetchResult:
+        result = FetchResult(changed=True)
+        try:
+            defaults = _popup_minutes(default_reminders or [])
+        except (KeyError, TypeError, ValueError):
+            logger.warning("google: unusable defaultReminders; ignoring them")
+            defaults = ()
+        for index, item in enumerate(items):
+            try:
+                if not isinstance(item, dict):
+                    raise TypeError("event is not an object")
+                if item.get("status") == "cancelled":
+                    result.cancelled_events += 1
+                    continue
+                result.events.append(_event(item, defaults, zone))
+            except (KeyError, TypeError, ValueError) as exc:
+                result.skipped_events += 1
+                logger.warning("google: skipped event %d: %s", index, exc)
+        return result
+
+
+def _json_or_none(response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _popup_minutes(reminders: Any) -> tuple[int, ...]:
+    if not isinstance(reminders, list):
+        raise TypeError("reminders is not a list")
+    return n.sorted_leads(
+        {
+            n.require_minutes(r.get("minutes"), "reminder minutes")
+            for r in reminders
+            if isinstance(r, dict) and r.get("method") == "popup"
+        }
+    )
+
+
+def _when(value: Any, name: str, zone: tzinfo | None) -> tuple[datetime, bool]:
+    """(instant, all_day) of a Google ``start``/``end``/``originalStartTime``."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{name} is not an object")
+    if "dateTime" in value:
+        own_zone = n.zone_or_none(value.get("timeZone"))
+        return n.parse_datetime(value["dateTime"], name, own_zone), False
+    if "date" in value:
+        return n.start_of_day(n.parse_date(value["date"], name), zone), True
+    raise KeyError(f"{name} has neither dateTime nor date")
+
+
+def _event(item: dict[str, Any], defaults: tuple[int, ...], zone: tzinfo | None) -> ProviderEvent:
+    own_id = n.require_str(item.get("id"), "id")
+    series_id = item.get("recurringEventId")
+    starts_at, all_day = _when(item.get("start"), "start", zone)
+    ends_at = _when(item["end"], "end", zone)[0] if "end" in item else None
+    occurrence_start = None
+    if series_id is not None:
+        occurrence_start = _when(item.get("originalStartTime"), "originalStartTime", zone)[0]
+    reminders = item.get("reminders") or {}
+    if not isinstance(reminders, dict):
+        raise TypeError("reminders is not an object")
+    if n.require_bool(reminders.get("useDefault"), "reminders.useDefault"):
+        leads = defaults
+    else:
+        leads = _popup_minutes(reminders.get("overrides") or [])
+    attendees = item.get("attendees") or []
+    if not isinstance(attendees, list):
+        raise TypeError("attendees is not a list")
+    declined = any(
+        isinstance(a, dict) and a.get("self") is True and a.get("responseStatus") == "declined"
+        for a in attendees
+    )
+    status = item.get("status") or "confirmed"
+    if status not in ("confirmed", "tentative"):
+        raise ValueError(f"unknown status {status!r}")
+    return ProviderEvent(
+        provider_event_id=n.event_id(
+            n.require_str(series_id, "recurringEventId") if series_id is not None else own_id
+        ),
+        occurrence_start=occurrence_start,
+        title=n.title(item.get("summary")),
+        starts_at=starts_at,
+        ends_at=ends_at,
+        all_day=all_day,
+        status=status,
+        declined=declined,
+        reminder_minutes=leads,
+    )
+
+
+def account_name(access_token: str) -> str:
+    """The connected account's address (the primary calendar's id), shown as its label."""
+    url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}/calendars/primary"
+    response = provider_request(
+        NAME,
+        "api",
+        "GET",
+        url,
+        headers={"Authorization": f"Bearer {access_token}"},
+        secrets=(access_token,),
+    )
+    if response.status_code != 200:
+        raise ProviderError(f"google: reading the primary calendar answered {response.status_code}")
+    return n.optional_str(json_body(response, NAME).get("id"))[:255]

@@ -1,0 +1,222 @@
+"""Microsoft Graph: ``calendarView`` over the sweep's window, every run.
+
+Why a plain re-query and not ``calendarView/delta``: a delta link is bound to
+the ``startDateTime``/``endDateTime`` of the round that created it, and our
+window moves every run. Following a moving window with delta means starting a
+new delta round each run — an initial request and its pages before the first
+``deltaLink`` — which costs at least what one ``calendarView`` call costs and
+adds state to lose. Pinning a wide fixed range instead (say, a week, then
+re-initialising) would also cost one call per run and store a week of events
+the sweep never reads. The plain query is one call per run (96 a day at the
+15-minute cadence; measured in tests/calendars/test_call_budget.py), and an
+event missing from it is deleted locally.
+
+Times are requested in UTC (``Prefer: outlook.timezone="UTC"``); an answer in
+another IANA zone is still read correctly. Refresh tokens rotate: each
+refresh's new refresh token is stored (``offline_access`` scope).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from django.conf import settings
+
+from calendars import oauth
+from calendars.providers import normalize as n
+from calendars.providers.base import (
+    CalendarProvider,
+    ConnectionSnapshot,
+    FetchResult,
+    MalformedPayload,
+    NeedsReauth,
+    ProviderError,
+    ProviderEvent,
+    json_body,
+    provider_request,
+    raise_for_transient,
+)
+
+logger = logging.getLogger("nudge.calendars.microsoft")
+
+NAME = "microsoft"
+SCOPE = "offline_access Calendars.Read User.Read"
+PAGE_SIZE = 500
+MAX_PAGES = 4
+SELECT = (
+    "id,subject,start,end,isAllDay,isCancelled,isReminderOn,reminderMinutesBeforeStart,"
+    "responseStatus,seriesMasterId,originalStart,type,showAs"
+)
+
+
+def token_endpoint() -> oauth.TokenEndpoint:
+    base = settings.MICROSOFT_LOGIN_BASE_URL.rstrip("/")
+    return oauth.TokenEndpoint(
+        provider=NAME,
+        url=f"{base}/{settings.MICROSOFT_TENANT}/oauth2/v2.0/token",
+        client_id=settings.MICROSOFT_CLIENT_ID,
+        client_secret=settings.MICROSOFT_CLIENT_SECRET,
+        scope=SCOPE,
+    )
+
+
+def authorize_url() -> str:
+    base = settings.MICROSOFT_LOGIN_BASE_URL.rstrip("/")
+    return f"{base}/{settings.MICROSOFT_TENANT}/oauth2/v2.0/authorize"
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def calendar_view_url(calendar_id: str) -> str:
+    base = settings.MICROSOFT_GRAPH_BASE_URL.rstrip("/")
+    if calendar_id in ("", "primary"):
+        return f"{base}/me/calendarView"
+    return f"{base}/me/calendars/{quote(calendar_id, safe='')}/calendarView"
+
+
+class MicrosoftGraphProvider(CalendarProvider):
+    name = NAME
+
+    def fetch(
+        self,
+        snapshot: ConnectionSnapshot,
+        *,
+        now: datetime,
+        window_start: datetime,
+        window_end: datetime,
+    ) -> FetchResult:
+        endpoint = token_endpoint()
+        oauth.ensure_fresh_token(endpoint, snapshot, now)
+        url: str = calendar_view_url(snapshot.calendar_id)
+        params: dict[str, Any] | None = {
+            "startDateTime": _iso(window_start),
+            "endDateTime": _iso(window_end),
+            "$select": SELECT,
+            "$top": PAGE_SIZE,
+        }
+        graph_host = urlsplit(settings.MICROSOFT_GRAPH_BASE_URL).netloc
+        items: list[Any] = []
+        refreshed_after_401 = False
+        for _page in range(MAX_PAGES + 1):
+            response = provider_request(
+                NAME,
+                "api",
+                "GET",
+                url,
+                params=params,
+                headers={
+                    "Authorization": f"Bearer {snapshot.access_token}",
+                    "Prefer": 'outlook.timezone="UTC"',
+                },
+                secrets=snapshot.secrets(),
+            )
+            if response.status_code == 401 and not refreshed_after_401:
+                refreshed_after_401 = True
+                oauth.refresh(endpoint, snapshot, now)
+                continue
+            body = self._checked_body(response, now)
+            page_items = body.get("value", [])
+            if not isinstance(page_items, list):
+                raise MalformedPayload("microsoft: calendarView 'value' is not a list")
+            items.extend(page_items)
+            next_link = body.get("@odata.nextLink")
+            if not next_link:
+                break
+            if not isinstance(next_link, str) or urlsplit(next_link).netloc != graph_host:
+                # Never send the bearer token to a host we were not configured for.
+                raise MalformedPayload("microsoft: @odata.nextLink points elsewhere")
+            url, params = next_link, None
+        else:
+            raise MalformedPayload(f"microsoft: more than {MAX_PAGES} pages for one window")
+        return self._result(items)
+
+    def _checked_body(self, response, now: datetime) -> dict[str, Any]:
+        raise_for_transient(response, NAME, now)
+        if response.status_code == 401:
+            raise NeedsReauth("microsoft: access token refused after a refresh; reconnect needed")
+        if response.status_code == 403:
+            raise ProviderError("microsoft: access to the calendar is forbidden (403)")
+        if response.status_code == 404:
+            raise ProviderError("microsoft: calendar not found (404)")
+        if response.status_code != 200:
+            raise ProviderError(f"microsoft: calendarView answered HTTP {response.status_code}")
+        return json_body(response, NAME)
+
+    def _result(self, items: list[Any]) -> FetchResult:
+        result = FetchResult(changed=True)
+        for index, item in enumerate(items):
+            try:
+                if not isinstance(item, dict):
+                    raise TypeError("event is not an object")
+                if n.require_bool(item.get("isCancelled"), "isCancelled"):
+                    result.cancelled_events += 1
+                    continue
+                result.events.append(_event(item))
+            except (KeyError, TypeError, ValueError) as exc:
+                result.skipped_events += 1
+                logger.warning("microsoft: skipped event %d: %s", index, exc)
+        return result
+
+
+def _when(value: Any, name: str) -> datetime:
+    """A Graph dateTimeTimeZone; we ask for UTC, but honour an IANA zone if one comes back."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{name} is not an object")
+    zone_name = value.get("timeZone")
+    zone = n.zone_or_none(zone_name)
+    if zone is None and zone_name not in (None, "", "UTC", "tzone://Microsoft/Utc"):
+        raise ValueError(f"{name} is in an unknown time zone")
+    return n.parse_datetime(value.get("dateTime"), name, zone)
+
+
+def _event(item: dict[str, Any]) -> ProviderEvent:
+    own_id = n.require_str(item.get("id"), "id")
+    series_id = item.get("seriesMasterId")
+    starts_at = _when(item.get("start"), "start")
+    ends_at = _when(item["end"], "end") if item.get("end") is not None else None
+    occurrence_start = None
+    if series_id is not None:
+        n.require_str(series_id, "seriesMasterId")
+        occurrence_start = n.parse_datetime(item.get("originalStart"), "originalStart")
+    leads: tuple[int, ...] = ()
+    if n.require_bool(item.get("isReminderOn"), "isReminderOn"):
+        leads = (n.require_minutes(item.get("reminderMinutesBeforeStart"), "reminderMinutes"),)
+    response_status = item.get("responseStatus") or {}
+    if not isinstance(response_status, dict):
+        raise TypeError("responseStatus is not an object")
+    response = response_status.get("response")
+    tentative = response == "tentativelyAccepted" or item.get("showAs") == "tentative"
+    return ProviderEvent(
+        provider_event_id=n.event_id(series_id or own_id),
+        occurrence_start=occurrence_start,
+        title=n.title(item.get("subject")),
+        starts_at=starts_at,
+        ends_at=ends_at,
+        all_day=n.require_bool(item.get("isAllDay"), "isAllDay"),
+        status="tentative" if tentative else "confirmed",
+        declined=response == "declined",
+        reminder_minutes=leads,
+    )
+
+
+def account_name(access_token: str) -> str:
+    """The signed-in user's address, shown as the connection's label."""
+    url = f"{settings.MICROSOFT_GRAPH_BASE_URL.rstrip('/')}/me"
+    response = provider_request(
+        NAME,
+        "api",
+        "GET",
+        url,
+        params={"$select": "mail,userPrincipalName"},
+        headers={"Authorization": f"Bearer {access_token}"},
+        secrets=(access_token,),
+    )
+    if response.status_code != 200:
+        raise ProviderError(f"microsoft: reading /me answered {response.status_code}")
+    body = json_body(response, NAME)
+    return (n.optional_str(body.get("mail")) or n.optional_str(body.get("userPrincipalName")))[:255]

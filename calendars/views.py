@@ -1,0 +1,160 @@
+"""OAuth 2 authorisation-code flow for Google and Microsoft: connect, then callback.
+
+The ``state`` parameter is signed with Django's signing (salted, ten minutes)
+and carries the user's id, the provider and a nonce kept in the session, so a
+callback is accepted only by the same logged-in user, once, for the provider
+that started it. Tokens go straight from the token endpoint into encrypted
+columns; nothing here logs or echoes them.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core import signing
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from calendars import oauth
+from calendars.connect import store_oauth_connection
+from calendars.models import Provider
+from calendars.providers import google, microsoft
+from calendars.providers.base import ProviderError
+
+STATE_SALT = "calendars.oauth.state"
+STATE_MAX_AGE_SECONDS = 600
+SESSION_NONCE_KEY = "calendars_oauth_nonce"
+
+
+@dataclass(frozen=True)
+class OAuthFlow:
+    provider: str
+    label: str
+    client_id: Callable[[], str]
+    authorize_url: Callable[[], str]
+    extra_params: dict[str, str]
+    scope: str
+    token_endpoint: Callable[[], oauth.TokenEndpoint]
+    account_name: Callable[[str], str]
+
+
+FLOWS = {
+    Provider.GOOGLE: OAuthFlow(
+        provider=Provider.GOOGLE,
+        label="Google Calendar",
+        client_id=lambda: settings.GOOGLE_CLIENT_ID,
+        authorize_url=lambda: settings.GOOGLE_AUTH_URL,
+        # offline + consent: Google sends a refresh token only on a fresh consent.
+        extra_params={"access_type": "offline", "prompt": "consent"},
+        scope=google.SCOPE,
+        token_endpoint=google.token_endpoint,
+        account_name=google.account_name,
+    ),
+    Provider.MICROSOFT: OAuthFlow(
+        provider=Provider.MICROSOFT,
+        label="Microsoft 365",
+        client_id=lambda: settings.MICROSOFT_CLIENT_ID,
+        authorize_url=microsoft.authorize_url,
+        extra_params={"response_mode": "query"},
+        scope=microsoft.SCOPE,
+        token_endpoint=microsoft.token_endpoint,
+        account_name=microsoft.account_name,
+    ),
+}
+
+
+def _redirect_uri(request: HttpRequest, flow: OAuthFlow) -> str:
+    return request.build_absolute_uri(reverse(f"calendars:{flow.provider}_callback"))
+
+
+def _text(message: str, status: int = 200) -> HttpResponse:
+    return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+
+
+def _connect(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
+    if not flow.client_id():
+        return _text(f"{flow.label} is not configured on this server.", status=503)
+    nonce = secrets.token_urlsafe(16)
+    request.session[SESSION_NONCE_KEY] = nonce
+    state = signing.dumps({"u": request.user.pk, "p": flow.provider, "n": nonce}, salt=STATE_SALT)
+    params = {
+        "client_id": flow.client_id(),
+        "redirect_uri": _redirect_uri(request, flow),
+        "response_type": "code",
+        "scope": flow.scope,
+        "state": state,
+        **flow.extra_params,
+    }
+    return HttpResponseRedirect(f"{flow.authorize_url()}?{urlencode(params)}")
+
+
+def _state_is_valid(request: HttpRequest, flow: OAuthFlow) -> bool:
+    try:
+        state = signing.loads(
+            request.GET.get("state", ""), salt=STATE_SALT, max_age=STATE_MAX_AGE_SECONDS
+        )
+    except signing.BadSignature:  # includes SignatureExpired
+        return False
+    nonce = request.session.pop(SESSION_NONCE_KEY, None)
+    return (
+        isinstance(state, dict)
+        and state.get("u") == request.user.pk
+        and state.get("p") == flow.provider
+        and nonce is not None
+        and secrets.compare_digest(str(state.get("n", "")), nonce)
+    )
+
+
+def _callback(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
+    if not _state_is_valid(request, flow):
+        return _text("This sign-in link is invalid or has expired; please connect again.", 400)
+    if request.GET.get("error"):
+        return _text(f"{flow.label} was not connected: consent was not given.", 400)
+    code = request.GET.get("code", "")
+    if not code:
+        return _text("The provider sent no authorisation code; please connect again.", 400)
+    try:
+        grant = oauth.exchange_code(
+            flow.token_endpoint(),
+            code=code,
+            redirect_uri=_redirect_uri(request, flow),
+            now=timezone.now(),
+        )
+        if not grant.refresh_token:
+            return _text(f"{flow.label} sent no refresh token; please connect again.", 502)
+        account = flow.account_name(grant.access_token)
+    except ProviderError as exc:
+        return _text(f"{flow.label} could not be connected: {exc}", 502)
+    store_oauth_connection(request.user.pk, flow.provider, account=account, grant=grant)
+    return _text(f"{flow.label} connected ({account}). Reminders start with the next sync.")
+
+
+@require_GET
+@login_required
+def google_connect(request: HttpRequest) -> HttpResponse:
+    return _connect(request, FLOWS[Provider.GOOGLE])
+
+
+@require_GET
+@login_required
+def google_callback(request: HttpRequest) -> HttpResponse:
+    return _callback(request, FLOWS[Provider.GOOGLE])
+
+
+@require_GET
+@login_required
+def microsoft_connect(request: HttpRequest) -> HttpResponse:
+    return _connect(request, FLOWS[Provider.MICROSOFT])
+
+
+@require_GET
+@login_required
+def microsoft_callback(request: HttpRequest) -> HttpResponse:
+    return _callback(request, FLOWS[Provider.MICROSOFT])
