@@ -1,0 +1,130 @@
+"""The support console in a real browser: log in, open stuck claims, release one.
+
+Headless Debian Chromium driven by Playwright against ``live_server``. Playwright
+never downloads a browser here; the test is skipped only where no Chromium
+binary is installed (``apt-get install chromium``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from playwright.sync_api import expect, sync_playwright
+
+from .conftest import PASSWORD, lease, reload
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_binary() -> Path | None:
+    if CHROMIUM.is_file():
+        return CHROMIUM
+    found = shutil.which("chromium")
+    return Path(found) if found else None
+
+
+def _reload_middleware(live_server) -> None:
+    """Rebuild the server's middleware: SecurityMiddleware reads its settings once."""
+    handler = live_server.thread.httpd.get_app()
+    while handler is not None:
+        handler.load_middleware()
+        handler = getattr(handler, "application", None)
+
+
+@pytest.fixture
+def _plain_http():
+    """Replaces the package's autouse override: ``http_live_server`` owns it here."""
+
+
+@pytest.fixture
+def _rebuild_middleware_after(live_server):
+    """Set up before ``settings``, so torn down after it: rebuilds with the originals."""
+    yield
+    _reload_middleware(live_server)
+
+
+@pytest.fixture
+def http_live_server(_rebuild_middleware_after, live_server, settings):
+    """pytest-django's live server, serving plain http for the length of one test.
+
+    The live server is session-wide and its middleware was built with the
+    production defaults (SecurityMiddleware reads them once), so it is rebuilt
+    after the ``settings`` overrides, and again once they are undone.
+    """
+    settings.SECURE_SSL_REDIRECT = False
+    settings.SESSION_COOKIE_SECURE = False
+    settings.CSRF_COOKIE_SECURE = False
+    settings.SECURE_HSTS_SECONDS = 0
+    _reload_middleware(live_server)
+    return live_server
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_release_a_stuck_claim_in_the_browser(http_live_server, make_user, make_send):
+    binary = chromium_binary()
+    if binary is None:
+        pytest.skip("no Chromium binary installed (apt-get install chromium)")
+    live_server = http_live_server
+    get_user_model().objects.create_user(
+        "support", "support@example.com", PASSWORD, is_staff=True, is_superuser=True
+    )
+    now = timezone.now()
+    stuck = make_send(
+        make_user("alice"),
+        fire_at=now - timedelta(minutes=1),
+        claimed_at=now - lease() - timedelta(minutes=1),
+        claim_token=uuid.uuid4(),
+        send_started_at=None,
+    )
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    # No ORM inside this block: Playwright's sync API runs an event loop here.
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(binary), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page()
+            page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+            page.fill("#id_username", "support")
+            page.fill("#id_password", PASSWORD)
+            page.click("input[type=submit]")
+
+            stuck_link = page.locator("#nudge-stuck-link")
+            expect(stuck_link).to_have_text("Stuck claims (1)")
+            stuck_link.click()
+
+            expect(page.locator("#result_list tbody tr")).to_have_count(1)
+            page.check(f"input[name=_selected_action][value='{stuck.pk}']")
+            page.select_option("select[name=action]", "release_claim")
+            page.click("button[name=index]")
+
+            expect(page.locator("#nudge-confirm-rows")).to_contain_text(str(stuck.claim_token))
+            page.click("input[type=submit][value='Yes, release']")
+
+            expect(page.locator("ul.messagelist")).to_contain_text("Released 1 stuck claim(s).")
+            page.screenshot(path=str(ARTIFACTS / "admin-release-stuck-claim.png"), full_page=True)
+        finally:
+            browser.close()
+
+    row = reload(stuck)
+    assert (row.claimed_at, row.claim_token) == (None, None)
+    assert row.state(timezone.now(), lease()) == "pending"
