@@ -33,6 +33,7 @@ from scheduled_sends.channels.base import (
     RateLimited,
     SendError,
     TransientSendError,
+    UnconfirmedSendError,
     get_channel,
 )
 from scheduled_sends.claim import ClaimedSend
@@ -279,6 +280,10 @@ class DeliveryRun:
             self.report.retried += 1
         except PermanentSendError as exc:
             self.settled(claim.settle_failed(row, self.now(), exc.describe()))
+            self.report.failed += 1
+        except UnconfirmedSendError as exc:
+            reason = f"{exc.describe()} — it may have been delivered; not resent"
+            self.settled(claim.settle_failed(row, self.now(), reason))
             self.report.failed += 1
         except SendError as exc:  # an unclassified channel error: retry, it is bounded by grace
             self.settled(claim.settle_retry(row, self.now(), exc.describe()))

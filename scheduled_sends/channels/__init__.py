@@ -8,6 +8,7 @@ from scheduled_sends.channels.base import (
     SendError,
     SendReceipt,
     TransientSendError,
+    UnconfirmedSendError,
     get_channel,
 )
 
@@ -19,5 +20,6 @@ __all__ = [
     "SendError",
     "SendReceipt",
     "TransientSendError",
+    "UnconfirmedSendError",
     "get_channel",
 ]

@@ -8,7 +8,11 @@ one of four ways, which the deliver sweep turns into the row's settlement:
   using this channel for the rest of the run;
 * raises :class:`TransientSendError` — timeout, 5xx, network: retried next run;
 * raises :class:`PermanentSendError` — invalid number, bot blocked, chat not
-  found: settled ``failed`` with the provider's code, never retried.
+  found: settled ``failed`` with the provider's code, never retried;
+* raises :class:`UnconfirmedSendError` — the request reached the provider but
+  no answer came back (a read timeout): it may have been delivered, and a
+  retry could deliver it twice, so it is settled ``failed`` with that reason.
+  A timeout before the request left (connecting) is transient instead.
 
 Channels are called outside any database transaction and must not touch
 the database.
@@ -66,6 +70,10 @@ class RateLimited(TransientSendError):
 
 class PermanentSendError(SendError):
     """Trying again cannot help: the address or the account is wrong."""
+
+
+class UnconfirmedSendError(SendError):
+    """The provider may have the message; resending risks a duplicate nudge."""
 
 
 class Channel(ABC):

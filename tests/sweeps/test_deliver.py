@@ -16,6 +16,7 @@ from scheduled_sends.channels.base import (
     RateLimited,
     SendReceipt,
     TransientSendError,
+    UnconfirmedSendError,
 )
 from scheduled_sends.channels.recording import RecordingChannel
 from scheduled_sends.config import QueueConfig
@@ -156,6 +157,19 @@ def test_a_permanent_failure_is_never_retried(due_event, scripted):
     assert (row.outcome, row.sent_at, row.last_error) == ("failed", None, "[400] chat not found")
     assert run_deliver(FIRE + timedelta(minutes=1)).claimed == 0
     assert scripted.sent == []
+
+
+def test_an_unconfirmed_send_is_not_resent(due_event, scripted):
+    """A read timeout: the provider may have delivered it; a retry could say it twice."""
+    user, _ = due_event
+    scripted.script[f"user:{user.pk}"] = deque(
+        [UnconfirmedSendError("no answer within 10s", code="timeout")]
+    )
+    report = run_deliver(FIRE)
+    assert (report.failed, report.retried) == (1, 0)
+    row = only_row(user)
+    assert row.outcome == "failed" and "may have been delivered; not resent" in row.last_error
+    assert run_deliver(FIRE + timedelta(minutes=1)).claimed == 0
 
 
 def test_a_rate_limit_is_honoured_and_pauses_the_channel(make_user, scripted):
