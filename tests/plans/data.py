@@ -1,0 +1,228 @@
+"""Bulk, set-based test data for plan assertions.
+
+Rows are written the way a support operator could write them: one
+``INSERT … SELECT generate_series`` under ``support_scope()``, so the data
+passes through the same row-level security as everything else. The point is
+size, not realism of content: the planner needs enough rows to prefer an
+index only where the index really is the better plan.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
+from django.db import connection
+
+from tenancy.scope import support_scope
+
+
+def make_users(count: int, prefix: str = "plan") -> list[int]:
+    """``count`` plain users (``auth_user`` is not a tenant table); their ids."""
+    User = get_user_model()
+    unusable = make_password(None)
+    User.objects.bulk_create(
+        [User(username=f"{prefix}{i}", password=unusable) for i in range(count)], batch_size=5000
+    )
+    return list(
+        User.objects.filter(username__startswith=prefix).order_by("pk").values_list("pk", flat=True)
+    )
+
+
+def load_queue(
+    user_ids: list[int], now: datetime, *, due: int, future: int, settled: int
+) -> None:
+    """Queue rows spread round-robin over ``user_ids``.
+
+    ``due`` pending rows fell due within the last ten minutes, ``future``
+    pending rows fire over the next three hours, ``settled`` rows were sent
+    yesterday. ``ref_id`` is the series number, so the unique key holds.
+    """
+    from scheduled_sends.models import Kind, ScheduledSend
+
+    batches = [
+        (due, now - _minutes(10), _minutes(10), False),
+        (future, now + _minutes(1), _minutes(180), False),
+        (settled, now - _minutes(24 * 60), _minutes(60), True),
+    ]
+    first = 1
+    with support_scope():
+        template = ScheduledSend.objects.create(
+            user_id=user_ids[0],
+            kind=Kind.FOLLOW_UP,
+            ref_id=0,
+            fire_at=now - _minutes(48 * 60),
+            subject_starts_at=now - _minutes(48 * 60),
+            sent_at=now - _minutes(48 * 60),
+            outcome="sent",
+        )
+        for count, start, span, is_settled in batches:
+            if not count:
+                continue
+            replicate(
+                ScheduledSend,
+                template.pk,
+                overrides={
+                    "user_id": "(%(ids)s::bigint[])[1 + mod(g, %(users)s)]",
+                    "ref_id": "g",
+                    "fire_at": "x.at",
+                    "subject_starts_at": "x.at + interval '10 minutes'",
+                    "sent_at": "CASE WHEN %(settled)s THEN x.at END",
+                    "outcome": "CASE WHEN %(settled)s THEN 'sent' END",
+                    "created_at": "now()",
+                },
+                source="""generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
+                    LATERAL (SELECT %(start)s::timestamptz
+                                    + %(span)s::interval * (g - %(first)s) / %(count)s) AS x(at)""",
+                params={
+                    "ids": user_ids,
+                    "users": len(user_ids),
+                    "first": first,
+                    "last": first + count - 1,
+                    "count": count,
+                    "start": start,
+                    "span": span,
+                    "settled": is_settled,
+                },
+            )
+            first += count
+
+
+def analyze(*tables: str) -> None:
+    with connection.cursor() as cursor:
+        for table in tables:
+            cursor.execute(f"ANALYZE {table}")
+
+
+def _minutes(n: int) -> timedelta:
+    return timedelta(minutes=n)
+
+
+def plan_nodes(plan: object) -> list[dict]:
+    """Every node of an EXPLAIN (FORMAT JSON) result, depth first."""
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    if isinstance(plan, list):
+        plan = plan[0]
+    root = plan["Plan"] if "Plan" in plan else plan
+    nodes, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(reversed(node.get("Plans", [])))
+    return nodes
+
+
+def explain_json(sql: str, params: object = None) -> list[dict]:
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+        return plan_nodes(cursor.fetchone()[0])
+
+
+
+def replicate(
+    model, template_pk: int, *, overrides: dict[str, str], source: str, params: dict
+) -> None:
+    """Copy one ORM-made row many times in one ``INSERT … SELECT``.
+
+    Every column not in ``overrides`` is copied from the template row, so a
+    column added later (with its ORM default) needs no change here. ``source``
+    is the FROM list that yields one row per copy (aliases for the override
+    expressions); the template is aliased ``t``. Run inside a scope that may
+    write every tenant's rows (``support_scope``).
+    """
+    table = model._meta.db_table
+    columns = [f.column for f in model._meta.concrete_fields if not f.primary_key]
+    select = [overrides.get(column, f"t.{column}") for column in columns]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({', '.join(columns)}) "
+            f"SELECT {', '.join(select)} FROM {table} AS t, {source} WHERE t.id = %(template)s",
+            {**params, "template": template_pk},
+        )
+
+
+def _one_connection_each(user_ids: list[int]) -> None:
+    from calendars.models import CalendarConnection, Provider
+
+    CalendarConnection.objects.bulk_create(
+        [CalendarConnection(user_id=u, provider=Provider.ICS, account="plan") for u in user_ids],
+        batch_size=2000,
+    )
+
+
+def load_events(user_ids: list[int], now: datetime, *, per_user: int, span: timedelta) -> None:
+    """One ICS connection per user and ``per_user`` events each, evenly over
+    ``span`` centred on ``now``: a calendar keeps its history, and the
+    materialiser's window is a day and a bit of it."""
+    from calendars.models import CalendarEvent
+
+    with support_scope():
+        _one_connection_each(user_ids)
+        template = CalendarEvent.objects.create(
+            user_id=user_ids[0],
+            connection=_connection_of(user_ids[0]),
+            provider_event_id="plan-template",
+            title="Design review",
+            starts_at=now - span,
+        )
+        replicate(
+            CalendarEvent,
+            template.pk,
+            overrides={
+                "user_id": "c.user_id",
+                "connection_id": "c.id",
+                "provider_event_id": "'plan-' || g",
+                "starts_at": "x.at",
+                "ends_at": "x.at + interval '30 minutes'",
+            },
+            source="""generate_series(0, %(total)s - 1) AS g
+                JOIN calendar_connections AS c
+                  ON c.user_id = (%(ids)s::bigint[])[1 + mod(g, %(users)s)],
+                LATERAL (SELECT %(start)s::timestamptz
+                                + %(span)s::interval * (g / %(users)s) / %(per_user)s) AS x(at)""",
+            params=_spread_params(user_ids, now, per_user, span),
+        )
+
+
+def load_follow_ups(
+    user_ids: list[int], now: datetime, *, per_user: int, span: timedelta
+) -> None:
+    """``per_user`` follow-ups each, evenly over ``span``; every fourth is done."""
+    from calendars.models import FollowUp
+
+    with support_scope():
+        template = FollowUp.objects.create(
+            user_id=user_ids[0], title="Call back", due_at=now - span
+        )
+        replicate(
+            FollowUp,
+            template.pk,
+            overrides={
+                "user_id": "(%(ids)s::bigint[])[1 + mod(g, %(users)s)]",
+                "due_at": "%(start)s::timestamptz"
+                " + %(span)s::interval * (g / %(users)s) / %(per_user)s",
+                "done": "mod(g / %(users)s, 4) = 0",
+            },
+            source="generate_series(0, %(total)s - 1) AS g",
+            params=_spread_params(user_ids, now, per_user, span),
+        )
+
+
+def _connection_of(user_id: int):
+    from calendars.models import CalendarConnection
+
+    return CalendarConnection.objects.filter(user_id=user_id).first()
+
+
+def _spread_params(user_ids, now, per_user, span) -> dict:
+    return {
+        "ids": user_ids,
+        "users": len(user_ids),
+        "per_user": per_user,
+        "total": per_user * len(user_ids),
+        "start": now - span / 2,
+        "span": span,
+    }

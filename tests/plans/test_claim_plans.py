@@ -1,0 +1,97 @@
+"""The queue's plans, locked in: the claim walks the partial index and stops
+after LIMIT rows, whatever the number of tenants; a tenant's read walks the
+``user_id`` index. Plan shapes only, never timings."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from scheduled_sends import queue_sql
+from scheduled_sends.config import QueueConfig
+from tenancy.scope import rls_bypass, tenant_scope
+from tests.conftest import utc
+from tests.plans.data import analyze, explain_json, load_queue, make_users
+
+NOW = utc(2026, 12, 2, 15, 0)
+USERS = 1000
+DUE = 10_000
+FUTURE = 90_000
+SETTLED = 20_000
+
+
+@pytest.fixture
+def big_queue(db):
+    """120,000 rows over 1,000 tenants: 10,000 due, 90,000 ahead, 20,000 settled."""
+    user_ids = make_users(USERS)
+    load_queue(user_ids, NOW, due=DUE, future=FUTURE, settled=SETTLED)
+    analyze("scheduled_sends")
+    return user_ids
+
+
+def _claim_params() -> dict[str, object]:
+    config = QueueConfig.from_settings()
+    return {"now": NOW, "grace": config.grace, "lease": config.lease, "limit": config.batch_size}
+
+
+def test_claim_walks_the_due_index_and_stops_at_limit(big_queue):
+    with rls_bypass():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT current_user, row_security_active('scheduled_sends'), "
+                "(SELECT count(*) FROM scheduled_sends WHERE outcome IS NULL "
+                "AND fire_at <= %s)",
+                [NOW],
+            )
+            role, rls_active, visible_due = cursor.fetchone()
+        nodes = explain_json(queue_sql.CLAIM_DUE, _claim_params())
+
+    # The plan below is the plan under the sweeper's policy, not a superuser's.
+    assert role == settings.NUDGE_DB_SWEEPER_ROLE
+    assert rls_active is True
+    assert visible_due == DUE  # every tenant's due rows, through the policy
+
+    cte = [node for node in nodes if node.get("Subplan Name") == "CTE due"]
+    assert len(cte) == 1, nodes
+    limit = cte[0]
+    assert limit["Node Type"] == "Limit"
+    (lock_rows,) = limit["Plans"]
+    assert lock_rows["Node Type"] == "LockRows"
+    (scan,) = lock_rows["Plans"]
+    assert scan["Node Type"] == "Index Scan"
+    assert scan["Index Name"] == "scheduled_sends_due_idx"
+    assert scan["Scan Direction"] == "Forward"  # fire_at order straight off the index
+
+    assert not [n for n in nodes if n["Node Type"] in ("Sort", "Incremental Sort")]
+    assert not [
+        n
+        for n in nodes
+        if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "scheduled_sends"
+    ]
+
+
+def test_claim_with_nothing_due_is_the_same_plan(db):
+    """An idle minute among many future rows: same walk, which finds nothing."""
+    user_ids = make_users(USERS)
+    load_queue(user_ids, NOW, due=0, future=100_000, settled=0)
+    analyze("scheduled_sends")
+    with rls_bypass():
+        nodes = explain_json(queue_sql.CLAIM_DUE, _claim_params())
+    scans = [n for n in nodes if n.get("Index Name") == "scheduled_sends_due_idx"]
+    assert [n["Node Type"] for n in scans] == ["Index Scan"]
+    assert not [n for n in nodes if n["Node Type"] in ("Sort", "Seq Scan", "Bitmap Heap Scan")]
+
+
+def test_tenant_read_uses_the_user_index(big_queue):
+    """A policy-only read (no WHERE of its own) still walks the user_id index."""
+    tenant = big_queue[17]
+    with tenant_scope(tenant):
+        nodes = explain_json("SELECT count(*) FROM scheduled_sends")
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM scheduled_sends")
+            (visible,) = cursor.fetchone()
+    assert visible == (DUE + FUTURE + SETTLED) // USERS
+    index_names = {n.get("Index Name") for n in nodes}
+    assert "scheduled_sends_nudge_uniq" in index_names
+    assert not [n for n in nodes if n["Node Type"] == "Seq Scan"]
