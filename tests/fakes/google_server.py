@@ -1,0 +1,234 @@
+"""A fake of Google's OAuth token endpoint and Calendar API v3 ``events.list``.
+
+Enough of the real contract for the real client code in calendars/: bearer
+tokens checked on every call (401 otherwise), refresh tokens that can be
+revoked (``invalid_grant``), ``singleEvents=true`` required, ``syncToken``
+refused together with ``timeMin``/``timeMax`` (as Google does), time filtering
+(an event is listed when it ends after ``timeMin`` and starts before
+``timeMax``), ``maxResults``/``pageToken`` paging, ``defaultReminders`` and
+``timeZone`` on the response. ``next_answers`` scripts the next events.list
+answers (429, 500, garbage).
+
+    with FakeGoogle() as google:
+        settings.GOOGLE_API_BASE_URL = google.api_base_url
+        settings.GOOGLE_TOKEN_URL = google.token_url
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import secrets
+import time
+from datetime import UTC, date, datetime
+from datetime import time as dtime
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.fakes.base import Answer, FakeProviderServer, RecordedRequest
+
+CLIENT_ID = "google-test-client-id.apps.example"
+CLIENT_SECRET = "google-test-client-secret"
+ACCOUNT = "someone@example.com"
+EVENTS = re.compile(r"^/calendar/v3/calendars/(?P<calendar>[^/]+)/events$")
+CALENDAR = re.compile(r"^/calendar/v3/calendars/(?P<calendar>[^/]+)$")
+
+
+def _instant(when: Any) -> datetime | None:
+    """An event's start or end as UTC; None for a deliberately broken one (always listed)."""
+    try:
+        if "dateTime" in when:
+            return datetime.fromisoformat(when["dateTime"]).astimezone(UTC)
+        return datetime.combine(date.fromisoformat(when["date"]), dtime(), tzinfo=UTC)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _error(status: int, message: str, reason: str) -> Answer:
+    return Answer.json(
+        status,
+        {"error": {"code": status, "message": message, "errors": [{"reason": reason}]}},
+    )
+
+
+class FakeGoogle(FakeProviderServer):
+    def reset_state(self) -> None:
+        self.events: dict[str, list[dict[str, Any]]] = {"primary": []}
+        self.default_reminders: list[dict[str, Any]] = [{"method": "popup", "minutes": 10}]
+        self.time_zone = "Europe/Berlin"
+        self.expires_in = 3600
+        self.access_tokens: set[str] = set()
+        self.refresh_tokens: set[str] = set()
+        self.codes: dict[str, str] = {}
+        self.next_answers: list[Answer] = []
+        self.next_token_answers: list[Answer] = []
+        self._counter = itertools.count(1)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reset_state()
+
+    # --- helpers for tests ----------------------------------------------------
+    @property
+    def api_base_url(self) -> str:
+        return f"{self.url}/calendar/v3"
+
+    @property
+    def token_url(self) -> str:
+        return f"{self.url}/token"
+
+    @property
+    def auth_url(self) -> str:
+        return f"{self.url}/o/oauth2/v2/auth"
+
+    def issue_tokens(self) -> tuple[str, str]:
+        """A valid (access token, refresh token) pair, as if consent had been given."""
+        access, refresh = self._new_access_token(), f"1//refresh-{secrets.token_hex(8)}"
+        with self.lock:
+            self.refresh_tokens.add(refresh)
+        return access, refresh
+
+    def issue_code(self) -> str:
+        """An authorisation code the callback can exchange."""
+        code = f"4/code-{secrets.token_hex(6)}"
+        with self.lock:
+            self.codes[code] = f"1//refresh-{secrets.token_hex(8)}"
+        return code
+
+    def revoke_all(self) -> None:
+        """The user removed our access in their Google account."""
+        with self.lock:
+            self.access_tokens.clear()
+            self.refresh_tokens.clear()
+
+    def expire_access_tokens(self) -> None:
+        with self.lock:
+            self.access_tokens.clear()
+
+    def events_calls(self) -> list[RecordedRequest]:
+        with self.lock:
+            return [r for r in self.requests if r.path.endswith("/events")]
+
+    def token_calls(self) -> list[RecordedRequest]:
+        with self.lock:
+            return [r for r in self.requests if r.path == "/token"]
+
+    # --- the server -------------------------------------------------------------
+    def _new_access_token(self) -> str:
+        token = f"ya29.access-{secrets.token_hex(8)}"
+        with self.lock:
+            self.access_tokens.add(token)
+        return token
+
+    def answer(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Answer:
+        parts = urlsplit(path)
+        params = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        if method == "POST":
+            params.update({k: v[-1] for k, v in parse_qs(body.decode()).items()})
+        self.record(RecordedRequest(method, parts.path, headers, params, body, time.time()))
+        if method == "POST" and parts.path == "/token":
+            return self._token(params)
+        token = headers.get("Authorization", "").removeprefix("Bearer ")
+        with self.lock:
+            authorised = token in self.access_tokens
+        if not authorised:
+            return _error(401, "Invalid Credentials", "authError")
+        if match := EVENTS.match(parts.path):
+            return self._events(unquote(match["calendar"]), params)
+        if CALENDAR.match(parts.path):
+            return Answer.json(200, {"id": ACCOUNT, "summary": ACCOUNT})
+        return _error(404, "Not Found", "notFound")
+
+    def _token(self, params: dict[str, str]) -> Answer:
+        with self.lock:
+            scripted = self.next_token_answers.pop(0) if self.next_token_answers else None
+        if scripted:
+            return scripted
+        if params.get("client_id") != CLIENT_ID or params.get("client_secret") != CLIENT_SECRET:
+            return Answer.json(401, {"error": "invalid_client"})
+        grant = params.get("grant_type")
+        with self.lock:
+            if grant == "authorization_code":
+                refresh = self.codes.pop(params.get("code", ""), None)
+                if refresh is None:
+                    return Answer.json(400, {"error": "invalid_grant"})
+                self.refresh_tokens.add(refresh)
+            elif grant == "refresh_token":
+                refresh = None
+                if params.get("refresh_token") not in self.refresh_tokens:
+                    return Answer.json(
+                        400,
+                        {"error": "invalid_grant", "error_description": "Token has been revoked."},
+                    )
+            else:
+                return Answer.json(400, {"error": "unsupported_grant_type"})
+        payload: dict[str, Any] = {
+            "access_token": self._new_access_token(),
+            "expires_in": self.expires_in,
+            "token_type": "Bearer",
+            "scope": "https://www.googleapis.com/auth/calendar.readonly",
+        }
+        if refresh:
+            payload["refresh_token"] = refresh
+        return Answer.json(200, payload)
+
+    def _events(self, calendar: str, params: dict[str, str]) -> Answer:
+        with self.lock:
+            scripted = self.next_answers.pop(0) if self.next_answers else None
+            events = list(self.events.get(calendar, []))
+        if scripted:
+            return scripted
+        if calendar not in self.events:
+            return _error(404, "Not Found", "notFound")
+        if params.get("singleEvents") != "true":
+            return _error(400, "this fake only expands recurring events", "badRequest")
+        if "syncToken" in params and ("timeMin" in params or "timeMax" in params):
+            return _error(400, "Sync token cannot be used with other request restrictions.", "x")
+        low_sentinel, high_sentinel = (
+            datetime.min.replace(tzinfo=UTC),
+            datetime.max.replace(tzinfo=UTC),
+        )
+        if "timeMin" in params:
+            low = datetime.fromisoformat(params["timeMin"])
+            events = [e for e in events if (_instant(e.get("end")) or high_sentinel) > low]
+        if "timeMax" in params:
+            high = datetime.fromisoformat(params["timeMax"])
+            events = [e for e in events if (_instant(e.get("start")) or low_sentinel) < high]
+        events.sort(key=lambda e: _instant(e.get("start")) or low_sentinel)
+        page_size = int(params.get("maxResults", 250))
+        offset = int(params.get("pageToken", 0))
+        page = events[offset : offset + page_size]
+        payload: dict[str, Any] = {
+            "kind": "calendar#events",
+            "summary": ACCOUNT,
+            "timeZone": self.time_zone,
+            "defaultReminders": self.default_reminders,
+            "items": page,
+        }
+        if offset + page_size < len(events):
+            payload["nextPageToken"] = str(offset + page_size)
+        return Answer(200, json.dumps(payload).encode(), (("Content-Type", "application/json"),))
+
+
+def google_event(
+    event_id: str,
+    start: datetime,
+    end: datetime,
+    *,
+    summary: str = "Meeting",
+    reminders: dict[str, Any] | None = None,
+    status: str = "confirmed",
+    **extra: Any,
+) -> dict[str, Any]:
+    """An events#event as events.list returns it (dateTime with an offset)."""
+    return {
+        "kind": "calendar#event",
+        "id": event_id,
+        "status": status,
+        "summary": summary,
+        "start": {"dateTime": start.isoformat(), "timeZone": "UTC"},
+        "end": {"dateTime": end.isoformat(), "timeZone": "UTC"},
+        "reminders": reminders if reminders is not None else {"useDefault": True},
+        **extra,
+    }
