@@ -52,6 +52,7 @@ class NudgeAdminSite(admin.AdminSite):
     site_header = "nudge support"
     site_title = "nudge support"
     index_title = "Support console"
+    site_url = None  # the service has no pages of its own to "view"
     index_template = "admin/nudge_index.html"
 
     def admin_view(self, view: Callable, cacheable: bool = False) -> Callable:
@@ -92,6 +93,8 @@ class NudgeAdminSite(admin.AdminSite):
         """The app list, plus the sweeps' health and the stuck-claims link."""
         context = {
             "nudge_health": _health_summary(request),
+            "nudge_can_view_queue": request.user.has_perm("scheduled_sends.view_scheduledsend")
+            or request.user.has_perm("scheduled_sends.change_scheduledsend"),
             **_stuck_claims_link(),
             **(extra_context or {}),
         }

@@ -87,8 +87,9 @@ def test_release_a_stuck_claim_in_the_browser(http_live_server, make_user, make_
         "support", "support@example.com", PASSWORD, is_staff=True, is_superuser=True
     )
     now = timezone.now()
+    alice = make_user("alice", timezone="America/New_York")
     stuck = make_send(
-        make_user("alice"),
+        alice,
         fire_at=now - timedelta(minutes=1),
         claimed_at=now - lease() - timedelta(minutes=1),
         claim_token=uuid.uuid4(),
@@ -110,14 +111,17 @@ def test_release_a_stuck_claim_in_the_browser(http_live_server, make_user, make_
 
             stuck_link = page.locator("#nudge-stuck-link")
             expect(stuck_link).to_have_text("Stuck claims (1)")
+            page.screenshot(path=str(ARTIFACTS / "admin-index.png"), full_page=True)
             stuck_link.click()
 
             expect(page.locator("#result_list tbody tr")).to_have_count(1)
+            page.screenshot(path=str(ARTIFACTS / "admin-stuck-claims.png"), full_page=True)
             page.check(f"input[name=_selected_action][value='{stuck.pk}']")
             page.select_option("select[name=action]", "release_claim")
             page.click("button[name=index]")
 
             expect(page.locator("#nudge-confirm-rows")).to_contain_text(str(stuck.claim_token))
+            page.screenshot(path=str(ARTIFACTS / "admin-release-confirm.png"), full_page=True)
             page.click("input[type=submit][value='Yes, release']")
 
             expect(page.locator("ul.messagelist")).to_contain_text("Released 1 stuck claim(s).")

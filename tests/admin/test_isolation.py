@@ -94,6 +94,18 @@ def test_non_admin_view_never_runs_in_the_support_scope_even_for_staff(staff_cli
     }
 
 
+def test_the_projects_own_views_never_enter_the_support_scope(staff_client, make_user, make_send):
+    """/healthz reads the queue under its own scope; a staff session changes nothing."""
+    make_send(make_user("alice"))
+
+    with record_scopes() as seen:
+        response = staff_client.get(reverse("healthz"))
+
+    assert response.status_code in (200, 503)
+    assert SUPPORT not in {scope for scope, _ in seen}
+    assert_outside_every_scope()
+
+
 def test_anonymous_requests_never_enter_the_scope(client, make_user, make_send):
     make_send(make_user("alice"))
 

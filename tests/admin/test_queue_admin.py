@@ -368,6 +368,20 @@ def test_actions_need_the_change_permission(
     assert not LogEntry.objects.exists()
 
 
+def test_model_permissions_not_superuser_grant_the_actions(client, make_user, make_state_rows):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    staff = get_user_model().objects.create_user("agent", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="change_scheduledsend"))
+    client.force_login(staff)
+    failed = make_state_rows(make_user("alice"))["failed"]
+
+    assert run_action(client, "retry_now", [failed]).status_code == 200
+    assert confirm_action(client, "retry_now", [failed]).status_code == 302
+    assert reload(failed).outcome is None
+
+
 def test_staff_without_view_permission_is_refused(client, make_user):
     from django.contrib.auth import get_user_model
 
