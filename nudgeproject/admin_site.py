@@ -53,6 +53,7 @@ class NudgeAdminSite(admin.AdminSite):
     site_title = "nudge support"
     index_title = "Support console"
     site_url = None  # the service has no pages of its own to "view"
+    enable_nav_sidebar = False  # the queue's list is wide; give it the room
     index_template = "admin/nudge_index.html"
 
     def admin_view(self, view: Callable, cacheable: bool = False) -> Callable:

@@ -48,6 +48,10 @@ STATES = (
     ("expired", "Expired"),
 )
 PROBLEM_STATES = ("failed", "stuck", "retrying")
+MID_SEND_REFUSAL = (
+    "its send had started, so it may already have been delivered; "
+    "tick 'send again' to release it anyway"
+)
 
 
 def lease() -> timedelta:
@@ -340,8 +344,10 @@ class ScheduledSendAdmin(admin.ModelAdmin):
                 explanation=(
                     "The deliver run holding each claim is presumed dead. Releasing "
                     "lets the next run claim and send the row. A row whose send had "
-                    "started may already have reached the user: releasing it can send "
-                    "it twice."
+                    "started may already have reached the user, so releasing it can "
+                    "send it twice: it is released only when you tick 'send again' "
+                    "(check the provider first). Left alone, the next deliver run "
+                    "settles such a row as failed (interrupted)."
                 ),
                 rows=rows,
                 submit="Yes, release",
@@ -351,17 +357,25 @@ class ScheduledSendAdmin(admin.ModelAdmin):
             if why:
                 continue
             token = _uuid_or_none(request.POST.get(f"claim_token_{obj.pk}"))
-            matched = ScheduledSend.objects.filter(
-                pk=obj.pk,
-                claim_token=token,
-                outcome__isnull=True,
-                claimed_at__lt=cutoff,
-            ).update(claimed_at=None, claim_token=None, send_started_at=None)
+            fence = ScheduledSend.objects.filter(
+                pk=obj.pk, claim_token=token, outcome__isnull=True, claimed_at__lt=cutoff
+            )
+            send_again = request.POST.get(f"send_again_{obj.pk}") == "yes"
+            if not send_again:
+                if obj.send_started_at is not None:
+                    refusals.append((obj, MID_SEND_REFUSAL))
+                    continue
+                # The dead run might still stamp it; then this is a mid-send row after all.
+                fence = fence.filter(send_started_at__isnull=True)
+            matched = fence.update(claimed_at=None, claim_token=None, send_started_at=None)
             if not matched:
                 refusals.append((obj, "its claim changed after the confirmation page"))
                 continue
             released += 1
-            self.log_change(request, obj, f"Released stuck claim {token} (support).")
+            message = f"Released stuck claim {token} (support)."
+            if obj.send_started_at is not None:
+                message += f" Its send had started at {obj.send_started_at:%Y-%m-%d %H:%M:%S}Z."
+            self.log_change(request, obj, message)
         if released:
             self.message_user(request, f"Released {released} stuck claim(s).", messages.SUCCESS)
         self._refused(request, refusals)

@@ -256,6 +256,37 @@ def test_release_claim_refuses_a_claim_that_changed_since_confirmation(
     assert log_messages(stuck) == []
 
 
+def test_release_of_a_row_whose_send_had_started_needs_send_again(
+    staff_client, make_user, make_send
+):
+    """Such a row may have reached the user; releasing it sends it again."""
+    now = timezone.now()
+    mid_send = make_send(
+        make_user("alice"),
+        fire_at=now - timedelta(minutes=2),
+        claimed_at=now - lease() - timedelta(minutes=1),
+        claim_token=uuid.uuid4(),
+        send_started_at=now - lease() - timedelta(seconds=50),
+    )
+    token = {f"claim_token_{mid_send.pk}": mid_send.claim_token}
+
+    page = run_action(staff_client, "release_claim", [mid_send])
+    html = page.content.decode()
+    assert "may already have been sent" in html
+    assert f'name="send_again_{mid_send.pk}"' in html
+
+    response = confirm_action(staff_client, "release_claim", [mid_send], follow=True, **token)
+    assert "may already have been delivered" in response.content.decode()
+    assert reload(mid_send).send_started_at is not None
+
+    confirm_action(
+        staff_client, "release_claim", [mid_send], **token, **{f"send_again_{mid_send.pk}": "yes"}
+    )
+    row = reload(mid_send)
+    assert (row.claimed_at, row.claim_token, row.send_started_at) == (None, None, None)
+    assert "Its send had started at" in log_messages(mid_send)[0]
+
+
 def test_release_claim_refuses_live_claims(staff_client, make_user, make_state_rows):
     claimed = make_state_rows(make_user("alice"))["claimed"]
 
