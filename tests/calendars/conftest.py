@@ -120,8 +120,7 @@ def ics_connection(make_user, fake_ics) -> Callable[..., CalendarConnection]:
             account=fields.pop("account", "feed"),
             calendar_id="",
             feed_url=fake_ics.feed_url,
-            allow_private_network=True,
-            **fields,
+            **{"allow_private_network": True, **fields},
         )
 
     return make
