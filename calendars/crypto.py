@@ -17,11 +17,12 @@ from __future__ import annotations
 import base64
 import hashlib
 from functools import lru_cache
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, urlsplit
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from requests.utils import requote_uri
 
 REDACTED = "[redacted]"
 _DEV_KEY_CONTEXT = b"nudge calendars token key v1:"
@@ -87,11 +88,21 @@ def rotate_ciphertext(ciphertext: str) -> str:
     return _fernet().rotate(ciphertext.encode()).decode()
 
 
+def _forms(secret: str) -> set[str]:
+    """The ways a secret shows up in text: raw, URL-encoded, and (for a URL) its path."""
+    forms = {secret, quote(secret, safe=""), quote_plus(secret), quote(secret), requote_uri(secret)}
+    parts = urlsplit(secret)
+    if parts.scheme and parts.netloc:
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        forms |= {path, requote_uri(path)}
+    return {form for form in forms if len(form) >= 4}
+
+
 def scrub(text: str, *secrets: str | None) -> str:
     """Remove every secret (raw or URL-encoded) from text bound for logs or last_error."""
     for secret in secrets:
         if not secret or len(secret) < 4:
             continue
-        for form in {secret, quote(secret, safe=""), quote_plus(secret), quote(secret)}:
+        for form in sorted(_forms(secret), key=len, reverse=True):
             text = text.replace(form, REDACTED)
     return text
