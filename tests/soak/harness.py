@@ -1,0 +1,687 @@
+"""The soak: hours of simulated minutes, several deliver workers, faults, and a proof.
+
+Simulated time advances one minute per step (``--now``). Each step runs 2 to 4
+deliver workers (separate processes) at the same instant; every 15 simulated
+minutes materialize runs — sometimes twice at once, sometimes beside the
+deliver workers. Meanwhile:
+
+* the fake Twilio and Telegram servers answer a seeded fraction of sends
+  with 500/502/503, 429 with ``Retry-After``, answers held past the client
+  timeout, and permanent refusals; a few recipients always fail;
+* a ``manage.py deliver`` process is SIGKILLed mid-batch while it holds
+  claims (and one row marked mid-send);
+* another has its database backend terminated (``pg_terminate_backend``)
+  between the provider's answer and the settle-up;
+* events are moved, cancelled, deleted and re-added, follow-ups done, a
+  user's nudges turned off and on again — between materialize runs.
+
+Then the sweeps run on past the last nudge plus lease plus grace, and
+:func:`check` proves, per queued nudge, from what the fake providers
+received: sent at most once; never before ``fire_at`` nor at or after
+``fire_at + grace`` (in simulated time: the step whose runs sent it); and
+settled — sent, skipped with a reason, failed with an error, or expired —
+none left pending or claimed. Subjects nobody touched must each have had
+their nudge queued.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+import zoneinfo
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO
+
+from django.db import connection
+
+from calendars.models import CalendarConnection, CalendarEvent, EventStatus, FollowUp, Provider
+from scheduled_sends.channels.whatsapp import whatsapp_address
+from scheduled_sends.claim import EXPIRED_REASON
+from scheduled_sends.deliver import INTERRUPTED_REASON
+from scheduled_sends.models import DeliverySettings, Kind, ScheduledSend, SweepRun
+from tenancy.scope import support_scope, tenant_scope
+from tests.fakes import telegram_server as tg
+from tests.fakes import twilio_server as tw
+from tests.fakes.fixtures import WHATSAPP_FROM
+from tests.soak.channels import EPISODE_BACKENDS
+from tests.support.processes import PROJECT_ROOT, manage, subprocess_env
+
+START = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
+GRACE = timedelta(minutes=15)
+LEASE = timedelta(seconds=300)
+CLIENT_TIMEOUT_SECONDS = 0.4
+SLOW_SECONDS = 0.9  # past the client timeout: a timeout, and the fake delivers nothing
+TIMEZONES = [
+    "UTC",
+    "Europe/Berlin",
+    "America/New_York",
+    "Asia/Kolkata",
+    "Asia/Jerusalem",
+    "Australia/Lord_Howe",
+    "Pacific/Chatham",
+]
+# Titles carry a unique token first; the rest is what calendars really hold.
+DECOR = [
+    "",
+    "Design review",
+    "*standup* _notes_ ~old~ `code`",
+    "<b>review</b> & <script>alert(1)</script>",
+    "🎉 launch 👩\u200d👩\u200d👧 🇩🇪",
+    "פגישה עם דנה",
+    "اجتماع الفريق",
+    "[agenda](http://127.0.0.1/x) #tag @all",
+    "tab\there\nnewline\x07bell\u202eRLO",
+    "Quarterly planning " + "very long " * 40,
+]
+SUMMARY = re.compile(r"retry (\d+)")
+TIME_IN_TEXT = re.compile(r" (?:starts|is due) at (?:\w{3} )?(\d\d:\d\d) \(")
+
+TWILIO_RANDOM_FAULTS = (
+    tw.SERVER_ERROR,
+    tw.SERVICE_UNAVAILABLE,
+    tw.BAD_GATEWAY,
+    tw.TOO_MANY_REQUESTS,  # 429, Retry-After: 7
+    tw.CHANNEL_RATE_LIMIT,  # 429 without Retry-After
+    tw.slow(SLOW_SECONDS),
+    tw.NOT_MOBILE,  # permanent
+)
+TELEGRAM_RANDOM_FAULTS = (
+    tg.SERVER_ERROR,
+    tg.BAD_GATEWAY,
+    tg.flood(7),
+    tg.slow(SLOW_SECONDS),
+    tg.BOT_KICKED,  # permanent
+)
+
+
+@dataclass(frozen=True)
+class SoakConfig:
+    minutes: int = 60
+    tenants: int = 40
+    seed: int = 20261203
+    workers: int = 4
+    fault_rate: float = 0.12
+    start: datetime = START
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(minutes=self.minutes)
+
+    @property
+    def settle_until(self) -> datetime:
+        return self.end + LEASE + GRACE + timedelta(minutes=2)
+
+
+@dataclass
+class Subject:
+    kind: str
+    pk: int
+    user_id: int
+    token: str
+    starts: datetime
+    lead: timedelta
+    touched: bool = False
+    gone: bool = False
+
+
+@dataclass
+class Tenant:
+    user_id: int
+    channel: str
+    address: str  # as the provider sees it
+    tz: str
+    lead: timedelta
+    connection_id: int
+
+
+@dataclass
+class Step:
+    now: datetime
+    wall_start: float
+    wall_end: float = 0.0
+
+
+@dataclass
+class SoakResult:
+    counts: dict[str, object] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+
+    def render(self, title: str) -> str:
+        lines = [f"{title}:"]
+        lines += [f"  {key:<34} {value}" for key, value in self.counts.items()]
+        lines += [f"  VIOLATION {v}" for v in self.violations[:30]]
+        return "\n".join(lines)
+
+
+def _small_trust_store(tmp: Path) -> Path:
+    import certifi
+
+    bundle = Path(certifi.where()).read_text()
+    end = "-----END CERTIFICATE-----"
+    path = tmp / "one-ca.pem"
+    path.write_text(bundle[: bundle.index(end) + len(end)] + "\n")
+    return path
+
+
+class Worker:
+    """One long-lived sweep process (``tests/soak/worker.py``)."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.log = log.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.soak.worker"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
+        assert "ready" in self._read(timeout=60)
+
+    def _read(self, timeout: float) -> dict:
+        stdout: IO[str] = self.process.stdout  # type: ignore[assignment]
+        ready, _, _ = select.select([stdout], [], [], timeout)
+        if not ready:
+            raise TimeoutError(f"soak worker {self.process.pid} did not answer in {timeout}s")
+        line = stdout.readline()
+        if not line:
+            raise RuntimeError(f"soak worker {self.process.pid} exited: {self.process.wait()}")
+        return json.loads(line)
+
+    def start(self, command: str, now: datetime) -> None:
+        stdin: IO[str] = self.process.stdin  # type: ignore[assignment]
+        stdin.write(json.dumps({"cmd": command, "now": now.isoformat()}) + "\n")
+        stdin.flush()
+
+    def result(self) -> dict:
+        return self._read(timeout=180)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()  # type: ignore[union-attr]
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process.stdout.close()  # type: ignore[union-attr]
+        self.log.close()
+
+
+class Soak:
+    def __init__(self, config: SoakConfig, make_user, twilio, telegram, tmp: Path) -> None:
+        self.config = config
+        self.make_user = make_user
+        self.twilio = twilio
+        self.telegram = telegram
+        self.tmp = tmp
+        self.rng = random.Random(config.seed)
+        self.tenants: list[Tenant] = []
+        self.subjects: dict[tuple[str, int], Subject] = {}
+        self.steps: list[Step] = []
+        self.workers: list[Worker] = []
+        self.run_results: list[dict] = []
+        self.episodes: Counter[str] = Counter()
+        self.mutations: Counter[str] = Counter()
+        self.step_seconds: dict[int, float] = {}
+        self.env = subprocess_env(
+            TWILIO_ACCOUNT_SID=tw.ACCOUNT_SID,
+            TWILIO_AUTH_TOKEN=tw.AUTH_TOKEN,
+            TWILIO_WHATSAPP_FROM=WHATSAPP_FROM,
+            TWILIO_API_BASE_URL=twilio.url,
+            TWILIO_CONTENT_SID="",
+            TWILIO_STATUS_CALLBACK_URL="",
+            TELEGRAM_BOT_TOKEN=tg.BOT_TOKEN,
+            TELEGRAM_API_BASE_URL=telegram.base_url,
+            CHANNEL_TIMEOUT_SECONDS=str(CLIENT_TIMEOUT_SECONDS),
+            NUDGE_CHANNEL_BACKENDS="{}",
+            NUDGE_GRACE_MINUTES=str(int(GRACE.total_seconds() // 60)),
+            NUDGE_LEASE_SECONDS=str(int(LEASE.total_seconds())),
+            NUDGE_LOOKAHEAD_MINUTES="180",
+            NUDGE_RUN_BUDGET_SECONDS="45",
+            NUDGE_BATCH_SIZE="12",
+            LOG_LEVEL="WARNING",
+            # Every Telegram channel instance builds two httpx clients, each loading the
+            # whole CA bundle (~0.12 s of CPU apiece): a third of a soak's CPU. Traffic
+            # here is plain HTTP to 127.0.0.1, so a one-certificate trust store changes
+            # nothing but the time.
+            SSL_CERT_FILE=str(_small_trust_store(tmp)),
+        )
+
+    # --- set-up ----------------------------------------------------------------
+    def episode_minutes(self) -> dict[int, str]:
+        """Simulated minutes (from the start) at which a process-level fault happens."""
+        episodes = {}
+        for hour in range(0, self.config.minutes, 60):
+            if hour + 20 <= self.config.minutes - 10:
+                episodes[hour + 20] = "kill"
+            if hour + 40 <= self.config.minutes - 10:
+                episodes[hour + 40] = "terminate"
+        return episodes
+
+    def seed(self) -> None:
+        cfg = self.config
+        for k in range(cfg.tenants):
+            channel = "whatsapp" if k % 2 == 0 else "telegram"
+            number, chat = f"+1415555{1000 + k:04d}", str(700000 + k)
+            user = self.make_user(
+                f"soak{k}",
+                channel=channel,
+                whatsapp_number=number if channel == "whatsapp" else "",
+                telegram_chat_id=chat if channel == "telegram" else "",
+                timezone=TIMEZONES[k % len(TIMEZONES)],
+                default_lead_minutes=(5, 10, 15)[k % 3],
+            )
+            with tenant_scope(user.pk):
+                calendar = CalendarConnection.objects.create(user=user, provider=Provider.ICS)
+            self.tenants.append(
+                Tenant(
+                    user.pk,
+                    channel,
+                    whatsapp_address(number) if channel == "whatsapp" else chat,
+                    TIMEZONES[k % len(TIMEZONES)],
+                    timedelta(minutes=(5, 10, 15)[k % 3]),
+                    calendar.pk,
+                )
+            )
+        # Recipients that always fail: two refused for good, one whose provider
+        # keeps answering 500 (its nudges retry, then expire).
+        self.twilio.plan.for_recipient(self.tenants[0].address, tw.INVALID_TO)
+        self.telegram.plan.for_recipient(self.tenants[1].address, tg.BOT_BLOCKED)
+        self.telegram.plan.for_recipient(self.tenants[3].address, tg.SERVER_ERROR)
+        self.twilio.plan.at_rate(cfg.fault_rate, cfg.seed, TWILIO_RANDOM_FAULTS)
+        self.telegram.plan.at_rate(cfg.fault_rate, cfg.seed + 1, TELEGRAM_RANDOM_FAULTS)
+
+        per_tenant_events = max(2, round(cfg.minutes / 15))
+        per_tenant_follow_ups = max(1, round(cfg.minutes / 40))
+        for index, tenant in enumerate(self.tenants):
+            for i in range(per_tenant_events):
+                reminder = self.rng.choice([[], [], [30], [5]])
+                lead = timedelta(minutes=reminder[0]) if reminder else tenant.lead
+                starts = self._random_start(lead)
+                self._add_event(tenant, f"ev{index}.{i}", starts, reminder)
+            for i in range(per_tenant_follow_ups):
+                self._add_follow_up(tenant, f"fu{index}.{i}", self._random_start(tenant.lead))
+        # Bursts: many nudges due at each episode minute, so a batch is mid-way when it strikes.
+        for minute in self.episode_minutes():
+            for index, tenant in enumerate(self.tenants[4:16], start=4):
+                due = cfg.start + timedelta(minutes=minute) + tenant.lead
+                self._add_follow_up(tenant, f"fu{index}.b{minute}", due)
+
+    def _random_start(self, lead: timedelta) -> datetime:
+        first = int(lead.total_seconds() // 60) + 1
+        minute = self.rng.randint(first, self.config.minutes)
+        seconds = self.rng.choice([0, 0, 0, 30])
+        return self.config.start + timedelta(minutes=minute, seconds=seconds)
+
+    def _title(self, token: str) -> str:
+        return f"{token} {self.rng.choice(DECOR)}"
+
+    def _add_event(self, tenant: Tenant, token: str, starts: datetime, reminder: list[int]):
+        with tenant_scope(tenant.user_id):
+            event = CalendarEvent.objects.create(
+                user_id=tenant.user_id,
+                connection_id=tenant.connection_id,
+                provider_event_id=token,
+                title=self._title(token),
+                starts_at=starts,
+                ends_at=starts + timedelta(minutes=30),
+                reminder_minutes=reminder,
+            )
+        lead = timedelta(minutes=reminder[0]) if reminder else tenant.lead
+        self.subjects[(Kind.EVENT, event.pk)] = Subject(
+            Kind.EVENT, event.pk, tenant.user_id, token, starts, lead
+        )
+        return event
+
+    def _add_follow_up(self, tenant: Tenant, token: str, due: datetime) -> None:
+        with tenant_scope(tenant.user_id):
+            follow_up = FollowUp.objects.create(
+                user_id=tenant.user_id, title=self._title(token), due_at=due
+            )
+        self.subjects[(Kind.FOLLOW_UP, follow_up.pk)] = Subject(
+            Kind.FOLLOW_UP, follow_up.pk, tenant.user_id, token, due, tenant.lead
+        )
+
+    # --- faults between runs ------------------------------------------------------
+    def mutate(self, now: datetime) -> None:
+        """Move, cancel, delete and re-add events; finish follow-ups; toggle a user."""
+        tenants = {t.user_id: t for t in self.tenants}
+        live = [
+            s
+            for s in self.subjects.values()
+            if not s.gone and s.starts > now + timedelta(minutes=2)
+        ]
+        self.rng.shuffle(live)
+        budget = max(3, self.config.tenants // 6)
+        for subject in live[:budget]:
+            action = self.rng.choice(["move", "move", "cancel", "readd", "done"])
+            subject.touched = True
+            if subject.kind == Kind.FOLLOW_UP:
+                action = "done" if action in {"cancel", "readd", "done"} else "move"
+            if action == "move":
+                delta = timedelta(minutes=self.rng.choice([-20, -10, 15, 40]))
+                starts = subject.starts + delta
+                if not now + timedelta(minutes=2) < starts <= self.config.end:
+                    continue
+                model = CalendarEvent if subject.kind == Kind.EVENT else FollowUp
+                field_name = "starts_at" if subject.kind == Kind.EVENT else "due_at"
+                with tenant_scope(subject.user_id):
+                    model.objects.filter(pk=subject.pk).update(**{field_name: starts})
+                subject.starts = starts
+            elif action == "cancel":
+                with tenant_scope(subject.user_id):
+                    CalendarEvent.objects.filter(pk=subject.pk).update(status=EventStatus.CANCELLED)
+                subject.gone = True
+            elif action == "done":
+                with tenant_scope(subject.user_id):
+                    FollowUp.objects.filter(pk=subject.pk).update(done=True)
+                subject.gone = True
+            else:  # deleted, then re-added as a new event (a new id) at the same time
+                with tenant_scope(subject.user_id):
+                    old = CalendarEvent.objects.get(pk=subject.pk)
+                    reminder = list(old.reminder_minutes)
+                    old.delete()
+                subject.gone = True
+                event = self._add_event(
+                    tenants[subject.user_id], f"{subject.token}r", subject.starts, reminder
+                )
+                self.subjects[(Kind.EVENT, event.pk)].touched = True
+            self.mutations[action] += 1
+
+    def toggle_user(self, tenant: Tenant, enabled: bool) -> None:
+        with tenant_scope(tenant.user_id):
+            DeliverySettings.objects.filter(user_id=tenant.user_id).update(enabled=enabled)
+        for subject in self.subjects.values():
+            if subject.user_id == tenant.user_id:
+                subject.touched = True
+        self.mutations["nudges off" if not enabled else "nudges on"] += 1
+
+    # --- process-level faults ---------------------------------------------------
+    def _episode_env(self, mode: str, at: int, marker: Path) -> dict[str, str]:
+        return {
+            **self.env,
+            "NUDGE_CHANNEL_BACKENDS": json.dumps(EPISODE_BACKENDS),
+            "NUDGE_SOAK_EPISODE": mode,
+            "NUDGE_SOAK_EPISODE_AT": str(at),
+            "NUDGE_SOAK_MARKER": str(marker),
+        }
+
+    @staticmethod
+    def _wait_for(marker: Path, process: subprocess.Popen, timeout: float = 60) -> dict | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if marker.exists():
+                return json.loads(marker.read_text())
+            if process.poll() is not None:
+                return None
+            time.sleep(0.02)
+        return None
+
+    def kill_mid_batch(self, now: datetime) -> None:
+        """A deliver process asleep in its 3rd send, holding the rest of its batch: SIGKILL."""
+        marker = self.tmp / f"kill-{now:%H%M}.json"
+        process = manage(
+            "deliver",
+            "--now",
+            now.isoformat(),
+            "--batch-size",
+            "10",
+            env=self._episode_env("sleep-before", 3, marker),
+        )
+        seen = self._wait_for(marker, process)
+        if seen is None:
+            out, err = process.communicate(timeout=60)
+            self.episodes["kill: never reached its 3rd send"] += 1
+            self.run_results.append({"code": process.returncode, "out": out, "err": err})
+            return
+        os.kill(process.pid, signal.SIGKILL)
+        process.communicate(timeout=30)
+        assert process.returncode == -signal.SIGKILL
+        self.episodes["SIGKILL mid-batch"] += 1
+
+    def terminate_backend(self, now: datetime) -> None:
+        """A deliver process between its 2nd send and the settle-up loses its connection."""
+        marker = self.tmp / f"terminate-{now:%H%M}.json"
+        process = manage(
+            "deliver",
+            "--now",
+            now.isoformat(),
+            "--batch-size",
+            "10",
+            env=self._episode_env("hold-after", 2, marker),
+        )
+        seen = self._wait_for(marker, process)
+        if seen is None:
+            out, err = process.communicate(timeout=60)
+            self.episodes["terminate: never reached its 2nd send"] += 1
+            self.run_results.append({"code": process.returncode, "out": out, "err": err})
+            print("terminate episode never triggered:", out, err[-3000:])
+            return
+        with connection.cursor() as cursor:  # the same non-superuser role may do this
+            cursor.execute("SELECT pg_terminate_backend(%s)", [seen["backend_pid"]])
+            assert cursor.fetchone()[0] is True
+        marker.with_suffix(".proceed").touch()
+        out, err = process.communicate(timeout=60)
+        assert process.returncode != 0, (out, err)
+        assert "terminat" in err.lower() or "closed" in err.lower(), err[-2000:]
+        self.episodes["pg_terminate_backend mid-run"] += 1
+
+    # --- the clock ----------------------------------------------------------------
+    def step(self, minute: int, *, faults: bool) -> None:
+        cfg = self.config
+        now = cfg.start + timedelta(minutes=minute)
+        step = Step(now, time.time())
+        if faults:
+            episode = self.episode_minutes().get(minute)
+            if episode == "kill":
+                self.kill_mid_batch(now)
+            elif episode == "terminate":
+                self.terminate_backend(now)
+        deliverers = self.rng.sample(self.workers, self.rng.randint(2, min(4, len(self.workers))))
+        started: list[Worker] = []
+        if minute % 15 == 0:
+            mode = self.rng.choice(["overlap", "alongside", "solo"])
+            self.episodes[f"materialize {mode}"] += 1
+            first, second = self.rng.sample(self.workers, 2)
+            first.start("materialize", now)
+            started.append(first)
+            if mode == "overlap":
+                second.start("materialize", now)
+                started.append(second)
+            if mode != "alongside":
+                self._collect(started)
+                started = []
+            else:
+                deliverers = [w for w in deliverers if w is not first] or [second]
+        for worker in deliverers:
+            worker.start("deliver", now)
+            started.append(worker)
+        self._collect(started)
+        step.wall_end = time.time()
+        self.step_seconds[minute] = step.wall_end - step.wall_start
+        self.steps.append(step)
+
+    def _collect(self, workers: list[Worker]) -> None:
+        for worker in workers:
+            self.run_results.append(worker.result())
+
+    def run(self) -> None:
+        cfg = self.config
+        self.workers = [Worker(self.env, self.tmp / f"worker{i}.log") for i in range(cfg.workers)]
+        try:
+            off = self.tenants[5]
+            total = int((cfg.settle_until - cfg.start).total_seconds() // 60)
+            for minute in range(total + 1):
+                in_play = minute <= cfg.minutes
+                if in_play and minute % 15 == 7:
+                    self.mutate(cfg.start + timedelta(minutes=minute))
+                if in_play and minute == 20:
+                    self.toggle_user(off, enabled=False)
+                if in_play and minute == 40:
+                    self.toggle_user(off, enabled=True)
+                self.step(minute, faults=in_play)
+        finally:
+            for worker in self.workers:
+                worker.stop()
+
+    # --- the proof --------------------------------------------------------------
+    def sim_time_of(self, wall: float) -> datetime | None:
+        for step in self.steps:
+            if step.wall_start <= wall <= step.wall_end:
+                return step.now
+        return None
+
+    def check(self) -> SoakResult:
+        result = SoakResult()
+        violations = result.violations
+        tenants = {t.user_id: t for t in self.tenants}
+        tokens = {(s.kind, s.pk): s.token for s in self.subjects.values()}
+        with support_scope():
+            rows = list(ScheduledSend.objects.order_by("fire_at", "pk"))
+            runs = list(SweepRun.objects.values_list("sweep", "status"))
+
+        def key(tenant: Tenant, token: str, hhmm: str) -> tuple[str, str, str]:
+            return (tenant.address, token, hhmm)
+
+        by_key: dict[tuple[str, str, str], ScheduledSend] = {}
+        for row in rows:
+            tenant = tenants[row.user_id]
+            local = row.subject_starts_at.astimezone(zoneinfo.ZoneInfo(tenant.tz))
+            k = key(tenant, tokens[(row.kind, row.ref_id)], f"{local:%H:%M}")
+            if k in by_key:
+                violations.append(f"two queue rows for one nudge {k}")
+            by_key[k] = row
+
+        delivered: dict[int, list[tuple[str, datetime | None]]] = {row.pk: [] for row in rows}
+        deliveries = [*self.twilio.delivered, *self.telegram.delivered]
+        by_address = {t.address: t for t in self.tenants}
+        phantom = 0
+        for d in deliveries:
+            text = d.text.removeprefix("Reminder: ")
+            match = TIME_IN_TEXT.search(text)
+            tenant = by_address.get(d.recipient)
+            if match is None or tenant is None:
+                phantom += 1
+                violations.append(f"unrecognised delivery {d.recipient}: {d.text[:80]!r}")
+                continue
+            row = by_key.get(key(tenant, text.split(" ", 1)[0], match[1]))
+            if row is None:
+                phantom += 1
+                violations.append(f"delivery matches no queued nudge: {d.text[:80]!r}")
+                continue
+            delivered[row.pk].append((d.message_id, self.sim_time_of(d.at)))
+
+        outcomes: Counter[str] = Counter()
+        duplicates = lost = 0
+        interrupted_delivered = 0
+        retried_then_sent = 0
+        for row in rows:
+            got = delivered[row.pk]
+            label = f"row {row.pk} ({row.kind} {row.ref_id}, fire {row.fire_at:%H:%M:%S})"
+            duplicates += max(0, len(got) - 1)
+            if len(got) > 1:
+                violations.append(f"{label} delivered {len(got)} times")
+            for _, sim in got:
+                if sim is None:
+                    violations.append(f"{label} delivered outside any step")
+                elif not row.fire_at <= sim < row.fire_at + GRACE:
+                    violations.append(f"{label} delivered at simulated {sim:%H:%M}")
+            if row.outcome is None:
+                lost += 1
+                state = "claimed" if row.claimed_at else "pending"
+                violations.append(f"{label} left {state} (attempts {row.attempts})")
+                continue
+            if row.outcome == "failed" and row.last_error == INTERRUPTED_REASON:
+                outcomes["failed (interrupted mid-send)"] += 1
+                interrupted_delivered += len(got)
+                continue
+            outcomes[row.outcome] += 1
+            if row.outcome == "sent":
+                retried_then_sent += row.attempts > 0
+                if [mid for mid, _ in got] != [row.provider_message_id]:
+                    violations.append(f"{label} sent, but the provider has {len(got)} deliveries")
+                if not row.fire_at <= row.sent_at < row.fire_at + GRACE:
+                    violations.append(f"{label} sent_at {row.sent_at} outside its window")
+            elif got:
+                violations.append(f"{label} settled {row.outcome} but the provider got it")
+            if row.outcome in {"skipped", "failed"} and not row.last_error:
+                violations.append(f"{label} {row.outcome} without a reason")
+            if row.outcome == "expired" and row.last_error != EXPIRED_REASON:
+                violations.append(f"{label} expired with {row.last_error!r}")
+
+        # Nothing nobody touched may go missing from the queue.
+        queued = {(row.kind, row.ref_id, row.fire_at) for row in rows}
+        unqueued = 0
+        for s in self.subjects.values():
+            fire = s.starts - s.lead
+            if s.touched or not self.config.start <= fire <= self.config.end:
+                continue
+            if (s.kind, s.pk, fire) not in queued:
+                unqueued += 1
+                violations.append(f"untouched {s.kind} {s.token} (fire {fire:%H:%M}) never queued")
+        lost += unqueued
+
+        skip_reasons = Counter(
+            row.last_error.split(";")[0] for row in rows if row.outcome == "skipped"
+        )
+        faults = Counter(r.outcome for f in (self.twilio, self.telegram) for r in f.sends())
+        retry_attempts = sum(
+            int(m[1]) for r in self.run_results for m in [SUMMARY.search(r.get("out", ""))] if m
+        )
+        failed_runs = [r for r in self.run_results if r.get("code")]
+        result.counts = {
+            "simulated minutes (+ settle)": (
+                f"{self.config.minutes} (+{len(self.steps) - self.config.minutes - 1})"
+            ),
+            "tenants": len(self.tenants),
+            "subjects (events + follow-ups)": len(self.subjects),
+            "nudges queued": len(rows),
+            "sent": outcomes["sent"],
+            "skipped": outcomes["skipped"],
+            "failed (provider refused)": outcomes["failed"],
+            "failed (interrupted mid-send)": outcomes["failed (interrupted mid-send)"],
+            "  of which the provider had": interrupted_delivered,
+            "expired": outcomes["expired"],
+            "retried (attempts, all runs)": retry_attempts,
+            "sent after >=1 retry": retried_then_sent,
+            "duplicates": duplicates,
+            "lost": lost,
+            "phantom deliveries": phantom,
+            "provider deliveries": len(deliveries),
+            "provider answers": dict(sorted(faults.items())),
+            "skip reasons": dict(skip_reasons.most_common()),
+            "mutations": dict(self.mutations),
+            "episodes": dict(self.episodes),
+            "sweep runs": dict(Counter(f"{sweep} {status}" for sweep, status in runs)),
+            "worker runs exiting non-zero": len(failed_runs),
+            "step seconds (median, max)": _median_max(list(self.step_seconds.values())),
+            "slowest steps (minute: s)": ", ".join(
+                f"{m}: {sec:.1f}"
+                for m, sec in sorted(self.step_seconds.items(), key=lambda i: -i[1])[:6]
+            ),
+            "run seconds (median, max)": _median_max(
+                [r["seconds"] for r in self.run_results if "seconds" in r]
+            ),
+        }
+        for failed in failed_runs[:5]:
+            violations.append(f"a steady run failed: {failed.get('err', '')[-500:]}")
+        return result
+
+
+def _median_max(values: list[float]) -> str:
+    if not values:
+        return "-"
+    ordered = sorted(values)
+    return f"{ordered[len(ordered) // 2]:.2f}, {ordered[-1]:.2f}"
