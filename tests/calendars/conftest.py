@@ -19,6 +19,7 @@ from calendars.providers.base import reset_call_counter
 from calendars.sync import SyncSummary, default_window, sync_user_connections
 from tenancy.scope import tenant_scope
 from tests.fakes import google_server, microsoft_server
+from tests.fakes.fixtures import fake_telegram, telegram_settings  # noqa: F401 — fixtures
 from tests.fakes.google_server import FakeGoogle
 from tests.fakes.ics_server import FakeIcsFeed
 from tests.fakes.microsoft_server import FakeGraph
