@@ -58,9 +58,7 @@ def _extends_previous(char: str) -> bool:
 
 def _boundary_at_or_before(text: str, index: int) -> int:
     """The largest index <= ``index`` where ``text`` may be cut between characters."""
-    while 0 < index < len(text) and (
-        _extends_previous(text[index]) or text[index - 1] == ZWJ
-    ):
+    while 0 < index < len(text) and (_extends_previous(text[index]) or text[index - 1] == ZWJ):
         index -= 1
     # Regional indicators pair up from the start of their run: keep whole flags.
     run = 0

@@ -11,12 +11,6 @@ from scheduled_sends.deliver import run_deliver
 from scheduled_sends.messages import ELLIPSIS, MAX_TITLE_CHARS, clean_title, compose
 from tests.channels.queue import queue_follow_up, reload
 from tests.conftest import utc
-from tests.fakes.fixtures import (  # noqa: F401 — fixtures
-    fake_telegram,
-    fake_twilio,
-    telegram_settings,
-    twilio_settings,
-)
 
 NOW = utc(2026, 12, 2, 14, 50)
 START = utc(2026, 12, 2, 15, 0)
@@ -147,10 +141,7 @@ def test_a_hostile_title_reaches_both_providers_as_plain_text(
     telegram_user = make_user(channel="telegram", telegram_chat_id="4242")
     whatsapp_user = make_user(channel="whatsapp", whatsapp_number="+14155550123")
     now = NOW
-    rows = [
-        queue_follow_up(user, title, now=now)
-        for user in (telegram_user, whatsapp_user)
-    ]
+    rows = [queue_follow_up(user, title, now=now) for user in (telegram_user, whatsapp_user)]
     report = run_deliver(now)
     assert report.sent == 2, report.summary()
     expected = message(title, kind="follow_up").title
