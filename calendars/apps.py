@@ -1,6 +1,15 @@
+import logging
+
 from django.apps import AppConfig
 
 
 class CalendarsConfig(AppConfig):
     name = "calendars"
     verbose_name = "Calendars and follow-ups"
+
+    def ready(self) -> None:
+        # urllib3 logs each request line (path and query) at DEBUG, and an ICS
+        # feed's path is its secret: that logger never goes below INFO, even
+        # when the root logger is turned down to DEBUG.
+        urllib3_logger = logging.getLogger("urllib3.connectionpool")
+        urllib3_logger.setLevel(max(urllib3_logger.level, logging.INFO))

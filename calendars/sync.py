@@ -145,15 +145,16 @@ def sync_user_connections(
         )
     summary = SyncSummary(connections=len(connection_ids))
     for connection_id in connection_ids:
-        summary.add(
-            sync_connection(
-                user_id,
-                connection_id,
-                now=now,
-                window_start=window_start,
-                window_end=window_end,
+        try:
+            result = sync_connection(
+                user_id, connection_id, now=now, window_start=window_start, window_end=window_end
             )
-        )
+        except Exception as exc:  # e.g. the database failing mid-write: count it, go on
+            logger.exception("calendar sync failed for connection %s", connection_id)
+            result = ConnectionResult(
+                connection_id, "?", Outcome.FAILED, f"internal error ({type(exc).__name__})"
+            )
+        summary.add(result)
     return summary
 
 
@@ -185,6 +186,7 @@ def sync_connection(
         except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
             error = ProviderError(str(exc))
 
+    refresh_token_at_read = snapshot.refresh_token if snapshot else ""
     if snapshot is not None:
         try:
             fetched = get_provider(provider_name).fetch(
@@ -207,6 +209,12 @@ def sync_connection(
         if connection is None:
             result.outcome = Outcome.GONE
         else:
+            if isinstance(error, NeedsReauth) and _rotated_meanwhile(
+                connection, refresh_token_at_read
+            ):
+                # A concurrent sync spent and replaced the refresh token we sent
+                # (Microsoft rotates them): our invalid_grant says nothing about consent.
+                error = RetryLater(f"{provider_name}: refresh token was rotated by another sync")
             if snapshot is not None and snapshot.credentials_changed:
                 store_tokens(connection, snapshot)
             if error is not None:
@@ -234,6 +242,15 @@ def snapshot_of(connection: CalendarConnection) -> ConnectionSnapshot:
         token_expires_at=connection.token_expires_at,
         feed_url=crypto.decrypt(connection.feed_url_encrypted),
     )
+
+
+def _rotated_meanwhile(connection: CalendarConnection, refresh_token_at_read: str) -> bool:
+    if not refresh_token_at_read:
+        return False
+    try:
+        return crypto.decrypt(connection.refresh_token_encrypted) != refresh_token_at_read
+    except (crypto.SecretDecryptionError, ImproperlyConfigured):
+        return False
 
 
 def store_tokens(connection: CalendarConnection, snapshot: ConnectionSnapshot) -> None:

@@ -43,6 +43,7 @@ from calendars.providers.base import (
     ConnectionSnapshot,
     FetchResult,
     MalformedPayload,
+    NeedsReauth,
     ProviderError,
     ProviderEvent,
     provider_request,
@@ -71,7 +72,19 @@ _FREQ_SECONDS = {
     "MONTHLY": 28 * 86_400,
     "YEARLY": 365 * 86_400,
 }
+_BY_PART_SECONDS = {
+    "BYSECOND": 1,
+    "BYMINUTE": 60,
+    "BYHOUR": 3600,
+    "BYDAY": 86_400,
+    "BYMONTHDAY": 86_400,
+    "BYYEARDAY": 86_400,
+    "BYWEEKNO": 604_800,
+    "BYMONTH": 28 * 86_400,
+}
 _REDIRECTS = {301, 302, 303, 307, 308}
+# The address no longer works (reset by its owner, or revoked): only the user can fix it.
+_GONE = {401, 403, 404, 410}
 
 
 class UnsafeFeedUrl(ProviderError):
@@ -136,6 +149,11 @@ class IcsFeedProvider(CalendarProvider):
             }
             if response.status_code == 304 and covered:
                 return FetchResult(changed=False, sync_state={**state, **validators})
+            if response.status_code in _GONE:
+                raise NeedsReauth(
+                    f"ics: the feed answered HTTP {response.status_code}; its address may have "
+                    "been reset — connect the new address"
+                )
             if response.status_code != 200:
                 raise ProviderError(f"ics: the feed answered HTTP {response.status_code}")
             body = _bounded_body(response)
@@ -285,11 +303,10 @@ def _check_recurrence_work(components: Iterable[Any], end: datetime, zone: tzinf
             if isinstance(until, date):
                 stop = min(stop, _as_utc(until, zone))
             steps = max((stop - start).total_seconds(), 0) / (_FREQ_SECONDS[freq] * interval)
-            for part, unit in (("BYSECOND", 1), ("BYMINUTE", 60), ("BYHOUR", 3600)):
+            for part, unit in _BY_PART_SECONDS.items():
+                # A part finer than the frequency multiplies the candidates per step.
                 if _FREQ_SECONDS[freq] > unit and rule.get(part):
                     steps *= len(rule[part])
-            if _FREQ_SECONDS[freq] >= _FREQ_SECONDS["WEEKLY"] and rule.get("BYDAY"):
-                steps *= len(rule["BYDAY"])
             count = _first(rule, "COUNT")
             if count is not None:
                 steps = min(steps, int(count))

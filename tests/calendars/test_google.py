@@ -360,3 +360,27 @@ def test_no_tenant_scope_is_open_during_provider_calls(fake_google, google_conne
     run_sync(connection.user_id)
 
     assert seen == [None, None]
+
+
+def test_a_crash_writing_one_connection_does_not_stop_the_others(
+    fake_google, google_connection, monkeypatch
+):
+    from calendars import sync as sync_module
+
+    fake_google.events["primary"] = [google_event("a", T9, T9 + HOUR)]
+    first = google_connection()
+    google_connection(first.user)
+    real_apply = sync_module.apply_events
+    calls = []
+
+    def apply_once_then_crash(connection, events, now):
+        calls.append(connection.pk)
+        if len(calls) == 1:
+            raise RuntimeError("database went away")
+        return real_apply(connection, events, now)
+
+    monkeypatch.setattr(sync_module, "apply_events", apply_once_then_crash)
+    summary = run_sync(first.user_id)
+
+    assert (summary.failed, summary.synced) == (1, 1)
+    assert summary.errors == [f"connection {first.pk} (?): internal error (RuntimeError)"]

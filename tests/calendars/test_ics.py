@@ -257,3 +257,29 @@ def test_feed_url_check_allows_private_only_when_asked():
     ics_provider.check_feed_url("http://127.0.0.1:8000/x.ics", allow_private=True)
     with pytest.raises(ProviderError):
         ics_provider.check_feed_url("ftp://127.0.0.1/x.ics", allow_private=True)
+
+
+@pytest.mark.parametrize("status", [404, 410, 403])
+def test_a_feed_address_that_stopped_working_needs_the_user(fake_ics, ics_connection, status):
+    fake_ics.body = SINGLE
+    connection = ics_connection()
+    run_sync(connection.user_id)
+    fake_ics.next_answers = [Answer(status, b"Not Found")]
+
+    summary = run_sync(connection.user_id, NOW + timedelta(minutes=15))
+
+    assert summary.needs_reauth == 1
+    stored = reload(connection)
+    assert stored.status == "needs_reauth" and fake_ics.secret not in stored.last_error
+
+
+def test_debug_logging_does_not_leak_the_feed_address(fake_ics, ics_connection, caplog):
+    fake_ics.body = SINGLE
+    connection = ics_connection()
+
+    with caplog.at_level(logging.DEBUG):
+        run_sync(connection.user_id)
+        fake_ics.next_answers = [Answer(500, b"boom")]
+        run_sync(connection.user_id, NOW + timedelta(minutes=15))
+
+    assert caplog.records and fake_ics.secret not in caplog.text

@@ -250,3 +250,34 @@ def test_pages_follow_next_link(fake_graph, graph_connection, monkeypatch):
     summary = run_sync(connection.user_id)
 
     assert len(events_of(connection)) == 5 and summary.provider_calls == 3
+
+
+def test_a_refresh_token_rotated_by_a_concurrent_sync_is_not_taken_for_revocation(
+    fake_graph, graph_connection, monkeypatch
+):
+    """Two syncs of one connection both refresh; the second presents a spent token."""
+    from calendars import sync as sync_module
+    from calendars.models import CalendarConnection
+    from tenancy.scope import tenant_scope
+
+    connection = graph_connection(token_expires_at=NOW - HOUR)
+    original_fetch = graph_provider.MicrosoftGraphProvider.fetch
+
+    def racing_fetch(self, snapshot, **kwargs):
+        # Meanwhile another run rotates the token and stores the new one.
+        _access, refresh = fake_graph.issue_tokens()
+        fake_graph.refresh_tokens.discard(snapshot.refresh_token)
+        with tenant_scope(snapshot.user_id):
+            CalendarConnection.objects.filter(pk=snapshot.connection_id).update(
+                refresh_token_encrypted=crypto.encrypt(refresh)
+            )
+        return original_fetch(self, snapshot, **kwargs)
+
+    monkeypatch.setattr(graph_provider.MicrosoftGraphProvider, "fetch", racing_fetch)
+    summary = run_sync(connection.user_id)
+
+    assert summary.needs_reauth == 0 and summary.failed == 1
+    assert reload(connection).status == "error"
+    monkeypatch.undo()
+    assert sync_module  # the next run uses the other run's token and succeeds
+    assert run_sync(connection.user_id, NOW + timedelta(minutes=15)).synced == 1
