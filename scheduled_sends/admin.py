@@ -125,10 +125,10 @@ class StateFilter(admin.SimpleListFilter):
     title = "state"
     parameter_name = "state"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> tuple:
         return STATES
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value() in dict(STATES):
             return queryset.filter(state_condition(self.value(), as_of(request), lease()))
         return queryset
@@ -219,9 +219,10 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     # --- list -------------------------------------------------------------------
     def get_queryset(self, request: HttpRequest) -> QuerySet[ScheduledSend]:
         now = as_of(request)
-        problem = Q(outcome=Outcome.FAILED) | state_condition("stuck", now, lease())
-        problem |= state_condition("retrying", now, lease())
-        # Not super(): it orders before the annotation the ordering names exists.
+        problem = Q()
+        for state in PROBLEM_STATES:
+            problem |= state_condition(state, now, lease())
+        # Not super(): it would order by problem_rank before that annotation exists.
         return (
             self.model._default_manager.select_related("user", "user__delivery_settings")
             .annotate(
@@ -237,15 +238,11 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     def get_changelist(self, request: HttpRequest, **kwargs):
         return ScheduledSendChangeList
 
-    def get_object(self, request, object_id, from_field=None):
+    def get_object(self, request: HttpRequest, object_id: str, from_field=None):
         obj = super().get_object(request, object_id, from_field)
         if obj is not None:
             attach_subject_titles([obj])
         return obj
-
-    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
-        extra_context = {"show_save_and_add_another": False, **(extra_context or {})}
-        return super().changeform_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="owner", ordering="user__username")
     def owner(self, obj: ScheduledSend) -> str:
@@ -283,7 +280,6 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     def _confirm(
         self,
         request: HttpRequest,
-        queryset: QuerySet[ScheduledSend],
         *,
         action: str,
         title: str,
@@ -338,7 +334,6 @@ class ScheduledSendAdmin(admin.ModelAdmin):
         if request.POST.get("post") != "yes":
             return self._confirm(
                 request,
-                queryset,
                 action="release_claim",
                 title="Release stuck claims",
                 explanation=(
@@ -398,7 +393,6 @@ class ScheduledSendAdmin(admin.ModelAdmin):
         if request.POST.get("post") != "yes":
             return self._confirm(
                 request,
-                queryset,
                 action="retry_now",
                 title="Retry failed sends now",
                 explanation=(
@@ -456,7 +450,6 @@ class ScheduledSendAdmin(admin.ModelAdmin):
         if not form.is_valid():
             return self._confirm(
                 request,
-                queryset,
                 action="skip",
                 title="Skip sends",
                 explanation="Each row is settled as skipped and will not be sent.",
