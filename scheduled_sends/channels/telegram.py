@@ -13,7 +13,9 @@ Errors:
 * ``RetryAfter`` (HTTP 429) → :class:`RateLimited` with Telegram's ``retry_after``;
 * ``BadRequest`` ("chat not found", …), ``Forbidden`` (bot blocked, kicked),
   ``ChatMigrated`` and ``InvalidToken`` → :class:`PermanentSendError`;
-* ``TimedOut``, ``NetworkError`` (connection failures, 5xx) → :class:`TransientSendError`.
+* ``TimedOut``, ``NetworkError`` (connection failures, 5xx) → :class:`TransientSendError`;
+* a 200 whose body is unusable → :class:`PermanentSendError` ("protocol"): the
+  message has probably gone out, and a duplicate is worse than a visible miss.
 
 The bot token is part of every Bot API URL, and the library puts it into some
 messages and debug logs; nothing this module raises or lets through the
@@ -101,6 +103,19 @@ def retry_after_seconds(exc: RetryAfter) -> float:
     return float(value)
 
 
+def unreadable_acceptance(what: str) -> PermanentSendError:
+    """Telegram said 200 but the answer is unusable: probably sent, so not sent again.
+
+    A duplicate nudge is worse than a missing one that support can see in
+    ``last_error`` (the same rule as a send interrupted mid-way).
+    """
+    return PermanentSendError(
+        f"Telegram accepted the message but its answer was unreadable ({what}); "
+        "not resent, to avoid a duplicate",
+        code="protocol",
+    )
+
+
 def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
     """The channel error a library exception stands for (see the module docstring)."""
 
@@ -130,6 +145,10 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
         return TransientSendError("Telegram did not answer in time", code="timeout")
     if isinstance(exc, NetworkError):
         return TransientSendError(f"Telegram unreachable: {clean(exc.message)}", code="network")
+    if type(exc) is TelegramError:
+        # Raised bare only when a 2xx body is not the JSON the Bot API sends;
+        # error answers come back as the subclasses above.
+        return unreadable_acceptance(clean(exc.message))
     return TransientSendError(
         f"Telegram error {type(exc).__name__}: {clean(exc.message)}", code="telegram"
     )
@@ -188,8 +207,11 @@ class TelegramChannel(Channel):
             text=message.text,
             link_preview_options=LinkPreviewOptions(is_disabled=True),
         )
+        chat_id, message_id = sent.chat.id, sent.message_id
+        if not isinstance(chat_id, int) or not isinstance(message_id, int):
+            raise unreadable_acceptance(f"message id {message_id!r} in chat {chat_id!r}")
         # message_id is unique only within its chat.
-        return SendReceipt(provider_message_id=f"{sent.chat.id}:{sent.message_id}")
+        return SendReceipt(provider_message_id=f"{chat_id}:{message_id}")
 
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
         bot = self._get_bot()
@@ -198,6 +220,9 @@ class TelegramChannel(Channel):
         except TelegramError as exc:
             # from None: the library's exception (and its cause) may quote the token.
             raise classify_telegram_error(exc, self._token) from None
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            # The library turning a 2xx answer into a Message failed.
+            raise unreadable_acceptance(type(exc).__name__) from None
 
     def close(self) -> None:
         loop, self._loop = self._loop, None

@@ -14,7 +14,9 @@ Errors are sorted by what retrying can do about them:
 * 5xx, timeouts and connection failures → :class:`TransientSendError`.
 
 A read timeout is ambiguous — Twilio may have accepted the message — and is
-retried like any timeout; Twilio's Messages API has no idempotency key.
+retried like any timeout; Twilio's Messages API has no idempotency key. A 2xx
+answer we cannot read (no sid, not JSON) is the other ambiguous case, and is
+not retried: see :func:`unreadable_acceptance`.
 """
 
 from __future__ import annotations
@@ -166,6 +168,20 @@ def classify_twilio_error(
     return PermanentSendError(f"Twilio HTTP {status}: {detail}", code=code_text)
 
 
+def unreadable_acceptance(what: str) -> PermanentSendError:
+    """Twilio said 2xx (accepted) but the answer is unusable.
+
+    The message has probably gone out; like a send interrupted mid-way, it
+    is not sent again, because a duplicate nudge is worse than a missing one
+    that support can see in ``last_error``.
+    """
+    return PermanentSendError(
+        f"Twilio accepted the message but its answer was unreadable ({what}); "
+        "not resent, to avoid a duplicate",
+        code="protocol",
+    )
+
+
 def whatsapp_address(number: str) -> str:
     """``whatsapp:+14155550100`` from an E.164 number (or an already prefixed one)."""
     number = number.strip()
@@ -239,14 +255,21 @@ class WhatsAppChannel(Channel):
             raise TransientSendError(
                 f"cannot reach Twilio ({type(exc).__name__})", code="network"
             ) from exc
-        except (requests.RequestException, TwilioException, ValueError) as exc:
-            # A garbled answer: Twilio may or may not have sent it; retrying is the lesser evil.
-            raise TransientSendError(
-                f"unexpected answer from Twilio ({type(exc).__name__})", code="protocol"
+        except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema) as exc:
+            raise PermanentSendError(
+                f"TWILIO_API_BASE_URL is not a usable URL ({type(exc).__name__})", code="config"
             ) from exc
-        if not created.sid:
-            raise TransientSendError("Twilio answered without a message sid", code="protocol")
-        return SendReceipt(provider_message_id=created.sid)
+        except (requests.RequestException, TwilioException) as exc:
+            raise TransientSendError(
+                f"unexpected failure talking to Twilio ({type(exc).__name__})", code="protocol"
+            ) from exc
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:
+            # Only a 2xx body is parsed by us rather than by the library's error path.
+            raise unreadable_acceptance(type(exc).__name__) from exc
+        sid = created.sid
+        if not isinstance(sid, str) or not sid:
+            raise unreadable_acceptance(f"sid {sid!r}")
+        return SendReceipt(provider_message_id=sid)
 
     def close(self) -> None:
         session = self._http_client.session

@@ -12,6 +12,7 @@ from scheduled_sends.channels.base import PermanentSendError, RateLimited, Trans
 from scheduled_sends.channels.telegram import REDACTED, TelegramChannel
 from tests.channels.conftest import nudge
 from tests.fakes import telegram_server as telegram
+from tests.fakes.base import Fault
 from tests.fakes.telegram_server import BOT_TOKEN
 
 MARKUP_TITLE = "*_[]()~`>#+-=|{}.!<b>&amp;"
@@ -182,3 +183,25 @@ def test_no_log_record_carries_the_token_even_at_debug(
     assert any(r.name == "httpx" for r in caplog.records), "nothing to inspect"
     assert BOT_TOKEN not in caplog.text
     assert REDACTED in caplog.text  # the URL was logged, without its secret
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault("no-message-id", 200, {"ok": True, "result": {"date": 0}}),
+        Fault("result-string", 200, {"ok": True, "result": "a string"}),
+        Fault("no-result", 200, {"ok": True}),
+        Fault("html", 200, "<html>proxy</html>"),
+    ],
+    ids=lambda fault: fault.name,
+)
+def test_an_unreadable_acceptance_is_not_resent(channel, fake_telegram, message, fault):
+    """200 means Telegram has it: a duplicate is worse than a visible miss."""
+    channel.send("1001", message)  # getMe and a first message go through
+    fake_telegram.plan.on_call(2, fault)
+    with pytest.raises(PermanentSendError) as caught:
+        channel.send("1001", message)
+    assert caught.value.code == "protocol"
+    assert BOT_TOKEN not in caught.value.describe()
+    channel.send("1001", message)  # and the channel still works
+    assert len(fake_telegram.sends()) == 3

@@ -19,6 +19,7 @@ from scheduled_sends.channels.whatsapp import (
 )
 from tests.channels.conftest import nudge
 from tests.fakes import twilio_server as twilio
+from tests.fakes.base import Fault
 from tests.fakes.twilio_server import AUTH_TOKEN, FakeTwilio
 
 MARKUP_TITLE = "*_[]()~`>#+-=|{}.!<b>&amp;"
@@ -240,3 +241,29 @@ def test_base_url_keeps_path_and_query(fake_twilio: FakeTwilio):
         == f"{fake_twilio.url}/proxy/2010-04-01/Accounts/AC1/Messages.json?x=1"
     )
     assert BaseUrlHttpClient("").rewrite("https://api.twilio.com/a") == "https://api.twilio.com/a"
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault("int-sid", 201, {"sid": 12345, "status": "queued"}),
+        Fault("no-sid", 201, {"status": "queued"}),
+        Fault("not-json", 201, "<html>accepted?</html>"),
+        Fault("list", 201, ["a", "list"]),
+    ],
+    ids=lambda fault: fault.name,
+)
+def test_an_unreadable_acceptance_is_not_resent(channel, fake_twilio, message, fault):
+    """2xx means Twilio has it: a duplicate is worse than a visible miss."""
+    fake_twilio.plan.on_call(1, fault)
+    with pytest.raises(PermanentSendError) as caught:
+        channel.send("+15550001111", message)
+    assert caught.value.code == "protocol"
+    assert "not resent" in str(caught.value)
+
+
+def test_an_unusable_base_url_is_a_configuration_error(twilio_settings, message):
+    twilio_settings.TWILIO_API_BASE_URL = "ftp://127.0.0.1:1"
+    with pytest.raises(PermanentSendError) as caught:
+        WhatsAppChannel().send("+15550001111", message)
+    assert caught.value.code == "config"

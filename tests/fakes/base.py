@@ -30,13 +30,13 @@ class Fault:
 
     name: str
     status: int = 500
-    body: Any = None  # dict → JSON; str/bytes → sent as is
+    body: Any = None  # dict or list → JSON; str/bytes → sent as is
     headers: tuple[tuple[str, str], ...] = ()
     delay: float = 0.0
     delivers: bool = False
 
     def encoded_body(self) -> tuple[bytes, str]:
-        if isinstance(self.body, dict):
+        if isinstance(self.body, dict | list):
             return json.dumps(self.body).encode(), "application/json"
         if isinstance(self.body, str):
             return self.body.encode(), "text/html; charset=utf-8"
