@@ -2,6 +2,12 @@
 
 Kept out of the views and commands so both stay thin. The same rule as the
 sync holds: no tenant scope is open during a network call.
+
+A feed on a private or loopback address is refused unless explicitly allowed
+(``connect_ics --allow-private``), and the choice is stored on the connection
+and re-checked on every fetch and redirect. ``DEBUG`` deliberately does not
+relax it: staging often runs with DEBUG on and still has an internal network
+worth protecting from a user-supplied URL.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ from calendars.providers.base import (
     NeedsReauth,
     ProviderError,
     ProviderEvent,
+    RetryLater,
     provider_request,
     raise_for_transient,
 )
@@ -106,7 +107,7 @@ def check_feed_url(url: str, *, allow_private: bool) -> None:
     try:
         infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
     except (socket.gaierror, UnicodeError):
-        raise ProviderError(f"ics: cannot resolve {parts.hostname}") from None
+        raise RetryLater(f"ics: cannot resolve {parts.hostname}") from None
     for info in infos:
         address = ipaddress.ip_address(info[4][0].split("%")[0])
         if not address.is_global:
