@@ -157,6 +157,9 @@ NUDGE_LEASE_SECONDS = env.int("NUDGE_LEASE_SECONDS", default=300)
 NUDGE_BATCH_SIZE = env.int("NUDGE_BATCH_SIZE", default=200)
 # A deliver run stops claiming (and releases what it has not sent) after this.
 NUDGE_RUN_BUDGET_SECONDS = env.int("NUDGE_RUN_BUDGET_SECONDS", default=45)
+# A transiently failed send waits this long before it may be claimed again, so
+# a provider outage is not hammered by every batch of the same run.
+NUDGE_RETRY_DELAY_SECONDS = env.int("NUDGE_RETRY_DELAY_SECONDS", default=60)
 # Health: how stale the last successful run of each sweep may be.
 NUDGE_HEALTH_DELIVER_STALE_MINUTES = env.int("NUDGE_HEALTH_DELIVER_STALE_MINUTES", default=5)
 NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES = env.int(
@@ -222,8 +225,10 @@ LOGGING = {
     },
     "loggers": {
         "nudge": {"handlers": ["stderr"], "level": LOG_LEVEL, "propagate": True},
-        # httpx logs every request URL, and Telegram's URL contains the bot token.
+        # httpx logs every request URL, and Telegram's URL contains the bot token;
+        # python-telegram-bot logs URLs and message text (user data) at DEBUG.
         "httpx": {"level": "WARNING"},
+        "telegram": {"level": "WARNING"},
         "twilio.http_client": {"level": "WARNING"},
     },
 }

@@ -17,6 +17,7 @@ class QueueConfig:
     lease: timedelta
     batch_size: int
     run_budget_seconds: float
+    retry_delay: timedelta
 
     @classmethod
     def from_settings(cls) -> QueueConfig:
@@ -28,6 +29,7 @@ class QueueConfig:
             lease=timedelta(seconds=settings.NUDGE_LEASE_SECONDS),
             batch_size=settings.NUDGE_BATCH_SIZE,
             run_budget_seconds=settings.NUDGE_RUN_BUDGET_SECONDS,
+            retry_delay=timedelta(seconds=settings.NUDGE_RETRY_DELAY_SECONDS),
         )
         config.validate()
         return config

@@ -214,6 +214,12 @@ class DeliveryRun:
         if not matched:
             self.report.lost_claims += 1
 
+    def retry_later(self, row: ClaimedSend, reason: str) -> None:
+        """Hand a transiently failed row back for a later run, counting the attempt."""
+        now = self.now()
+        self.settled(claim.settle_retry(row, now, reason, not_before=now + self.config.retry_delay))
+        self.report.retried += 1
+
     def run(self) -> None:
         self.report.expired += claim.expire_past_grace(self.now(), self.config)
         while not self.budget_spent():
@@ -243,8 +249,7 @@ class DeliveryRun:
         except Exception as exc:
             # One row's bad data must not strand the rest of the batch.
             logger.exception("resolving a claimed row failed", extra={"send_id": row.id})
-            self.settled(claim.settle_retry(row, now, f"{type(exc).__name__} while resolving"))
-            self.report.retried += 1
+            self.retry_later(row, f"{type(exc).__name__} while resolving")
             self.report.errors.append(type(exc).__name__)
             return
         if isinstance(outcome, Skip):
@@ -276,8 +281,7 @@ class DeliveryRun:
             self.settled(claim.settle_retry(row, now, exc.describe(), not_before=now + wait))
             self.report.retried += 1
         except TransientSendError as exc:
-            self.settled(claim.settle_retry(row, self.now(), exc.describe()))
-            self.report.retried += 1
+            self.retry_later(row, exc.describe())
         except PermanentSendError as exc:
             self.settled(claim.settle_failed(row, self.now(), exc.describe()))
             self.report.failed += 1
@@ -286,13 +290,11 @@ class DeliveryRun:
             self.settled(claim.settle_failed(row, self.now(), reason))
             self.report.failed += 1
         except SendError as exc:  # an unclassified channel error: retry, it is bounded by grace
-            self.settled(claim.settle_retry(row, self.now(), exc.describe()))
-            self.report.retried += 1
+            self.retry_later(row, exc.describe())
         except Exception as exc:
             # A bug or an unexpected library error: retry (bounded by grace), loudly.
             logger.exception("channel raised unexpectedly", extra={"send_id": row.id})
-            self.settled(claim.settle_retry(row, self.now(), f"{type(exc).__name__}: {exc}"))
-            self.report.retried += 1
+            self.retry_later(row, f"{type(exc).__name__}: {exc}")
             self.report.errors.append(type(exc).__name__)
         else:
             self.settled(

@@ -124,7 +124,8 @@ UPDATE scheduled_sends
 """
 
 # A provider's delivery receipt (e.g. Twilio's status callback). Receipts
-# arrive out of order; a status only replaces one of equal or lower rank.
+# arrive out of order; a status only replaces one of lower rank (or repeats
+# itself), so a late "failed" cannot overwrite "delivered" of the same rank.
 RECEIPT_RANKS = {
     "": 0,
     "accepted": 1,
@@ -145,7 +146,8 @@ UPDATE scheduled_sends
        delivery_updated_at = %(now)s
  WHERE provider_message_id = %(provider_message_id)s
    AND provider_message_id <> ''
-   AND %(rank)s >= CASE delivery_status {_RANK_OF_STORED} ELSE 0 END
+   AND (%(rank)s > CASE delivery_status {_RANK_OF_STORED} ELSE 0 END
+        OR delivery_status = %(status)s)
 """
 
 # Health counts over the due part of the queue only (an index range scan).

@@ -13,7 +13,10 @@ Errors:
 * ``RetryAfter`` (HTTP 429) → :class:`RateLimited` with Telegram's ``retry_after``;
 * ``BadRequest`` ("chat not found", …), ``Forbidden`` (bot blocked, kicked),
   ``ChatMigrated`` and ``InvalidToken`` → :class:`PermanentSendError`;
-* ``TimedOut``, ``NetworkError`` (connection failures, 5xx) → :class:`TransientSendError`;
+* ``TimedOut`` while connecting or waiting for a pooled connection,
+  ``NetworkError`` (connection failures, 5xx) → :class:`TransientSendError`;
+* ``TimedOut`` after the request was sent → :class:`UnconfirmedSendError`:
+  Telegram may have delivered it, and the Bot API has no idempotency key;
 * a 200 whose body is unusable → :class:`PermanentSendError` ("protocol"): the
   message has probably gone out, and a duplicate is worse than a visible miss.
 
@@ -29,6 +32,7 @@ import logging
 import warnings
 from datetime import timedelta
 
+import httpx
 from django.conf import settings
 from telegram import Bot, LinkPreviewOptions
 from telegram.error import (
@@ -51,6 +55,7 @@ from scheduled_sends.channels.base import (
     SendError,
     SendReceipt,
     TransientSendError,
+    UnconfirmedSendError,
 )
 
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
@@ -90,6 +95,16 @@ def install_token_filter(token: str) -> None:
             for existing in target.filters
         ):
             target.addFilter(TokenRedactingFilter(token))
+
+
+def bot_api_base_url(configured: str) -> str:
+    """The Bot API prefix the token is appended to: ``https://api.telegram.org/bot``.
+
+    Operators naturally write the server's address without the ``/bot``
+    suffix; accept both.
+    """
+    base = (configured or DEFAULT_BASE_URL).rstrip("/")
+    return base if base.endswith("/bot") else f"{base}/bot"
 
 
 def retry_after_seconds(exc: RetryAfter) -> float:
@@ -142,7 +157,11 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
     if isinstance(exc, BadRequest):  # a NetworkError subclass: must come before it
         return PermanentSendError(f"Telegram bad request: {clean(exc.message)}", code="400")
     if isinstance(exc, TimedOut):
-        return TransientSendError("Telegram did not answer in time", code="timeout")
+        # The library chains the httpx timeout; only a connect or pool timeout
+        # proves the request never left.
+        if isinstance(exc.__cause__, httpx.ConnectTimeout | httpx.PoolTimeout):
+            return TransientSendError("could not reach Telegram in time", code="timeout")
+        return UnconfirmedSendError("Telegram did not answer in time", code="timeout")
     if isinstance(exc, NetworkError):
         return TransientSendError(f"Telegram unreachable: {clean(exc.message)}", code="network")
     if type(exc) is TelegramError:
@@ -161,7 +180,7 @@ class TelegramChannel(Channel):
 
     def __init__(self) -> None:
         self._token: str = settings.TELEGRAM_BOT_TOKEN
-        self.base_url: str = settings.TELEGRAM_API_BASE_URL or DEFAULT_BASE_URL
+        self.base_url: str = bot_api_base_url(settings.TELEGRAM_API_BASE_URL)
         self.timeout: float = settings.CHANNEL_TIMEOUT_SECONDS
         self._loop: asyncio.AbstractEventLoop | None = None
         self._bot: Bot | None = None

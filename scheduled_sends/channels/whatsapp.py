@@ -11,12 +11,13 @@ Errors are sorted by what retrying can do about them:
   enabled, missing credentials) → also :class:`PermanentSendError`: retrying
   the same request every minute cannot fix a credential, only hammers the API
   until the nudge expires; the code in ``last_error`` says what to fix;
-* 5xx, timeouts and connection failures → :class:`TransientSendError`.
+* 5xx, connect timeouts and connection failures → :class:`TransientSendError`.
 
-A read timeout is ambiguous — Twilio may have accepted the message — and is
-retried like any timeout; Twilio's Messages API has no idempotency key. A 2xx
-answer we cannot read (no sid, not JSON) is the other ambiguous case, and is
-not retried: see :func:`unreadable_acceptance`.
+A read timeout is ambiguous — Twilio may have accepted the message, and its
+Messages API has no idempotency key — so it is :class:`UnconfirmedSendError`,
+settled failed rather than risking a duplicate. A 2xx answer we cannot read
+(no sid, not JSON) is the other ambiguous case, and is not retried either:
+see :func:`unreadable_acceptance`.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from scheduled_sends.channels.base import (
     RateLimited,
     SendReceipt,
     TransientSendError,
+    UnconfirmedSendError,
 )
 
 # Twilio keeps an unsent message queued for at most this long (its own limit is
@@ -249,8 +251,11 @@ class WhatsAppChannel(Channel):
             created = client.messages.create(**self.message_parameters(address, message))
         except (TwilioRestException, TwilioServiceException) as exc:
             raise classify_twilio_error(exc, self._http_client.last_response_headers) from exc
+        except requests.ConnectTimeout as exc:
+            raise TransientSendError("could not reach Twilio in time", code="timeout") from exc
         except requests.Timeout as exc:
-            raise TransientSendError("Twilio did not answer in time", code="timeout") from exc
+            # The request left; Twilio may have queued it (no idempotency key).
+            raise UnconfirmedSendError("Twilio did not answer in time", code="timeout") from exc
         except requests.ConnectionError as exc:
             raise TransientSendError(
                 f"cannot reach Twilio ({type(exc).__name__})", code="network"

@@ -78,6 +78,13 @@ def test_statuses_only_move_forward(client, sent_row):
     assert reload(sent_row).delivery_status == "read"
 
 
+def test_a_late_failure_of_the_same_rank_does_not_overwrite_delivered(client, sent_row):
+    post(client, receipt(sent_row, "delivered"))
+    post(client, receipt(sent_row, "failed", "30008"))
+    row = reload(sent_row)
+    assert (row.delivery_status, row.delivery_error_code) == ("delivered", "")
+
+
 @pytest.mark.parametrize(
     "how",
     ["missing", "wrong-token", "other-url", "tampered"],

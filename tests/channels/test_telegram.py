@@ -8,7 +8,12 @@ import socket
 
 import pytest
 
-from scheduled_sends.channels.base import PermanentSendError, RateLimited, TransientSendError
+from scheduled_sends.channels.base import (
+    PermanentSendError,
+    RateLimited,
+    TransientSendError,
+    UnconfirmedSendError,
+)
 from scheduled_sends.channels.telegram import REDACTED, TelegramChannel
 from tests.channels.conftest import nudge
 from tests.fakes import telegram_server as telegram
@@ -111,12 +116,12 @@ def test_server_errors_are_transient(channel, fake_telegram, message, fault):
     assert len(fake_telegram.delivered) == 1
 
 
-def test_an_answer_past_the_timeout_is_transient(telegram_settings, fake_telegram, message):
+def test_a_late_answer_is_unconfirmed(telegram_settings, fake_telegram, message):
     telegram_settings.CHANNEL_TIMEOUT_SECONDS = 0.3
     fake_telegram.plan.on_call(1, telegram.slow(3))
     channel = TelegramChannel()
     try:
-        with pytest.raises(TransientSendError) as caught:
+        with pytest.raises(UnconfirmedSendError) as caught:
             channel.send("1001", message)
         assert caught.value.code == "timeout"
     finally:

@@ -10,7 +10,12 @@ from email.utils import formatdate
 import pytest
 from twilio.base.exceptions import TwilioRestException, TwilioServiceException
 
-from scheduled_sends.channels.base import PermanentSendError, RateLimited, TransientSendError
+from scheduled_sends.channels.base import (
+    PermanentSendError,
+    RateLimited,
+    TransientSendError,
+    UnconfirmedSendError,
+)
 from scheduled_sends.channels.whatsapp import (
     MAX_VALIDITY_SECONDS,
     WhatsAppChannel,
@@ -179,10 +184,10 @@ def test_retry_after_accepts_seconds_and_http_dates():
     assert in_a_while is not None and 0 <= in_a_while <= 1
 
 
-def test_timeout_is_transient(twilio_settings, fake_twilio, message):
+def test_a_late_answer_is_unconfirmed(twilio_settings, fake_twilio, message):
     twilio_settings.CHANNEL_TIMEOUT_SECONDS = 0.3
     fake_twilio.plan.on_call(1, twilio.slow(3))
-    with pytest.raises(TransientSendError) as caught:
+    with pytest.raises(UnconfirmedSendError) as caught:
         WhatsAppChannel().send("+15550001111", message)
     assert caught.value.code == "timeout"
 
