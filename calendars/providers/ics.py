@@ -35,6 +35,7 @@ from urllib.parse import urljoin, urlsplit
 import icalendar
 import recurring_ical_events
 import requests
+import x_wr_timezone
 from django.conf import settings
 
 from calendars.providers import normalize as n
@@ -236,6 +237,7 @@ def parse_feed(body: bytes, *, start: datetime, end: datetime, account: str = ""
     if len(components) > MAX_COMPONENTS:
         raise MalformedPayload(f"ics: more than {MAX_COMPONENTS} events in the feed; refused")
     zone = n.zone_or_none(str(calendar.get("X-WR-TIMEZONE", "")))
+    calendar = _apply_x_wr_timezone(calendar, zone)
     _check_recurrence_work(components, end, zone)
     recurring_uids, series_starts = _series_facts(components, zone)
     try:
@@ -261,6 +263,23 @@ def parse_feed(body: bytes, *, start: datetime, end: datetime, account: str = ""
         else:
             result.events.append(event)
     return result
+
+
+class _XWrTimezoneWalker(x_wr_timezone.UTCChangingWalker):
+    """x-wr-timezone takes any zone without a TZNAME (Outlook's VTIMEZONEs omit it)
+    for a floating time and moves it into X-WR-TIMEZONE; only a naive time floats."""
+
+    def is_Floating(self, dt: datetime) -> bool:
+        return dt.tzinfo is None
+
+
+def _apply_x_wr_timezone(calendar: Any, zone: tzinfo | None) -> Any:
+    """Read floating and UTC times in the calendar's X-WR-TIMEZONE (as Google means them),
+    then drop the property so recurring-ical-events does not convert a second time."""
+    if zone is not None:
+        calendar = _XWrTimezoneWalker(zone).walk(calendar)
+    calendar.pop("X-WR-TIMEZONE", None)
+    return calendar
 
 
 def _as_utc(value: date | datetime, zone: tzinfo | None) -> datetime:

@@ -33,7 +33,7 @@ def test_google_style_feed_is_expanded_and_normalised(fake_ics, ics_connection):
     daily = "daily@google.com"
     assert rows == [
         ("weekly@google.com", utc(2026, 12, 2, 9), utc(2026, 12, 2, 9), [30], False),
-        ("fixed@example.com", None, utc(2026, 12, 2, 12), [], False),  # 15:00 at +03:00
+        ("fixed@example.com", None, utc(2026, 12, 2, 12), [], False),  # +03:00 zone, no TZNAME
         ("declined@example.com", None, utc(2026, 12, 2, 13), [], False),
         (daily, utc(2026, 12, 2, 14), utc(2026, 12, 2, 14), [15], False),  # END-75m of a 1h event
         ("ny@example.com", None, utc(2026, 12, 2, 14), [15], False),  # absolute trigger
