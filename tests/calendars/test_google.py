@@ -384,3 +384,15 @@ def test_a_crash_writing_one_connection_does_not_stop_the_others(
 
     assert (summary.failed, summary.synced) == (1, 1)
     assert summary.errors == [f"connection {first.pk} (?): internal error (RuntimeError)"]
+
+
+def test_a_401_before_expiry_refreshes_once_and_retries(fake_google, google_connection):
+    fake_google.events["primary"] = [google_event("a", T9, T9 + HOUR)]
+    connection = google_connection()  # our clock says the token is good for an hour
+    fake_google.expire_access_tokens()  # Google disagrees
+
+    summary = run_sync(connection.user_id)
+
+    assert summary.synced == 1 and summary.provider_calls == 3  # 401, refresh, retry
+    assert len(fake_google.token_calls()) == 1
+    assert reload(connection).status == "active"
