@@ -86,7 +86,8 @@ _BY_PART_SECONDS = {
 }
 _REDIRECTS = {301, 302, 303, 307, 308}
 # The address no longer works (reset by its owner, or revoked): only the user can fix it.
-_GONE = {401, 403, 404, 410}
+# 403 is left out: CDNs and WAFs send it for passing reasons too.
+_GONE = {401, 404, 410}
 
 
 class UnsafeFeedUrl(ProviderError):

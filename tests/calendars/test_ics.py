@@ -259,7 +259,7 @@ def test_feed_url_check_allows_private_only_when_asked():
         ics_provider.check_feed_url("ftp://127.0.0.1/x.ics", allow_private=True)
 
 
-@pytest.mark.parametrize("status", [404, 410, 403])
+@pytest.mark.parametrize("status", [404, 410, 401])
 def test_a_feed_address_that_stopped_working_needs_the_user(fake_ics, ics_connection, status):
     fake_ics.body = SINGLE
     connection = ics_connection()
