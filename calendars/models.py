@@ -16,6 +16,8 @@ class Provider(models.TextChoices):
     GOOGLE = "google", "Google Calendar"
     MICROSOFT = "microsoft", "Microsoft 365"
     ICS = "ics", "ICS feed"
+    # Events written locally (demo data, imports): nothing to sync.
+    LOCAL = "local", "Local events (not synced)"
 
 
 class ConnectionStatus(models.TextChoices):

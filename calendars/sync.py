@@ -32,7 +32,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from calendars import crypto
-from calendars.models import CalendarConnection, CalendarEvent, ConnectionStatus
+from calendars.models import CalendarConnection, CalendarEvent, ConnectionStatus, Provider
 from calendars.providers import get_provider
 from calendars.providers.base import (
     ConnectionSnapshot,
@@ -140,6 +140,7 @@ def sync_user_connections(
     with tenant_scope(user_id):
         connection_ids = list(
             CalendarConnection.objects.filter(user_id=user_id)
+            .exclude(provider=Provider.LOCAL)
             .order_by("pk")
             .values_list("pk", flat=True)
         )

@@ -229,6 +229,8 @@ LOGGING = {
         # python-telegram-bot logs URLs and message text (user data) at DEBUG.
         "httpx": {"level": "WARNING"},
         "telegram": {"level": "WARNING"},
+        # urllib3 logs request paths at DEBUG, and an ICS feed's path is a secret.
+        "urllib3": {"level": "WARNING"},
         "twilio.http_client": {"level": "WARNING"},
     },
 }

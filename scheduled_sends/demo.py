@@ -78,7 +78,7 @@ def seed_demo(
         with tenant_scope(user.pk):
             DeliverySettings.objects.create(user=user, channel=channel, **_address(channel, index))
             connection = CalendarConnection.objects.create(
-                user=user, provider=Provider.ICS, account="demo calendar (not synced)"
+                user=user, provider=Provider.LOCAL, account="demo calendar"
             )
             CalendarEvent.objects.bulk_create(
                 _events(user.pk, connection, events_per_user, start, window, index)
