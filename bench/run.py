@@ -94,7 +94,18 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
     parser.add_argument("--only", default="", help=f"comma-separated subset of {WORKLOADS}")
     parser.add_argument("--no-report", action="store_true", help="print only, write no file")
+    parser.add_argument(
+        "--report-from", metavar="JSON", help="only re-render BENCHMARKS.md from saved figures"
+    )
     args = parser.parse_args()
+    if args.report_from:
+        from bench import report
+
+        results = json.loads(Path(args.report_from).read_text())
+        target = ROOT / ("BENCHMARKS.md" if results["mode"] == "full" else "bench/QUICK.md")
+        target.write_text(report.markdown(results))
+        print(f"wrote {target.relative_to(ROOT)}")
+        return
     only = [w for w in args.only.split(",") if w] or list(WORKLOADS)
     unknown = set(only) - set(WORKLOADS)
     if unknown:
