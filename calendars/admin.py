@@ -60,6 +60,7 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
         "last_error",
         "retry_after",
         "token_expires_at",
+        "allow_private_network",
         "resync_requested",
         "created_at",
     )
