@@ -15,6 +15,12 @@ deliver workers. Meanwhile:
 * events are moved, cancelled, deleted and re-added, follow-ups done, a
   user's nudges turned off and on again — between materialize runs.
 
+Slow answers are held past the client timeout, half of them after the
+provider delivered the message: a read timeout is unconfirmed, so the row is
+settled failed ("may have been delivered; not resent") and must never be sent
+again — the checker allows such a row, like one interrupted mid-send, at most
+one delivery.
+
 Then the sweeps run on past the last nudge plus lease plus grace, and
 :func:`check` proves, per queued nudge, from what the fake providers
 received: sent at most once; never before ``fire_at`` nor at or after
@@ -84,6 +90,8 @@ DECOR = [
     "Quarterly planning " + "very long " * 40,
 ]
 SUMMARY = re.compile(r"retry (\d+)")
+# How deliver words a send that timed out after reaching the provider.
+UNCONFIRMED = "may have been delivered; not resent"
 TIME_IN_TEXT = re.compile(r" (?:starts|is due) at (?:\w{3} )?(\d\d:\d\d) \(")
 
 TWILIO_RANDOM_FAULTS = (
@@ -93,6 +101,7 @@ TWILIO_RANDOM_FAULTS = (
     tw.TOO_MANY_REQUESTS,  # 429, Retry-After: 7
     tw.CHANNEL_RATE_LIMIT,  # 429 without Retry-After
     tw.slow(SLOW_SECONDS),
+    tw.slow(SLOW_SECONDS, delivers=True),  # accepted, then answered too late
     tw.NOT_MOBILE,  # permanent
 )
 TELEGRAM_RANDOM_FAULTS = (
@@ -100,6 +109,7 @@ TELEGRAM_RANDOM_FAULTS = (
     tg.BAD_GATEWAY,
     tg.flood(7),
     tg.slow(SLOW_SECONDS),
+    tg.slow(SLOW_SECONDS, delivers=True),
     tg.BOT_KICKED,  # permanent
 )
 
@@ -440,16 +450,19 @@ class Soak:
             "10",
             env=self._episode_env("sleep-before", 3, marker),
         )
-        seen = self._wait_for(marker, process)
-        if seen is None:
-            out, err = process.communicate(timeout=60)
-            self.episodes["kill: never reached its 3rd send"] += 1
-            self.run_results.append({"code": process.returncode, "out": out, "err": err})
-            return
-        os.kill(process.pid, signal.SIGKILL)
-        process.communicate(timeout=30)
-        assert process.returncode == -signal.SIGKILL
-        self.episodes["SIGKILL mid-batch"] += 1
+        try:
+            seen = self._wait_for(marker, process)
+            if seen is None:
+                out, err = process.communicate(timeout=60)
+                self.episodes["kill: never reached its 3rd send"] += 1
+                self.run_results.append({"code": process.returncode, "out": out, "err": err})
+                return
+            os.kill(process.pid, signal.SIGKILL)
+            process.communicate(timeout=30)
+            assert process.returncode == -signal.SIGKILL
+            self.episodes["SIGKILL mid-batch"] += 1
+        finally:
+            _reap(process)
 
     def terminate_backend(self, now: datetime) -> None:
         """A deliver process between its 2nd send and the settle-up loses its connection."""
@@ -462,21 +475,23 @@ class Soak:
             "10",
             env=self._episode_env("hold-after", 2, marker),
         )
-        seen = self._wait_for(marker, process)
-        if seen is None:
+        try:
+            seen = self._wait_for(marker, process)
+            if seen is None:
+                out, err = process.communicate(timeout=60)
+                self.episodes["terminate: never reached its 2nd send"] += 1
+                self.run_results.append({"code": process.returncode, "out": out, "err": err})
+                return
+            with connection.cursor() as cursor:  # the same non-superuser role may do this
+                cursor.execute("SELECT pg_terminate_backend(%s)", [seen["backend_pid"]])
+                assert cursor.fetchone()[0] is True
+            marker.with_suffix(".proceed").touch()
             out, err = process.communicate(timeout=60)
-            self.episodes["terminate: never reached its 2nd send"] += 1
-            self.run_results.append({"code": process.returncode, "out": out, "err": err})
-            print("terminate episode never triggered:", out, err[-3000:])
-            return
-        with connection.cursor() as cursor:  # the same non-superuser role may do this
-            cursor.execute("SELECT pg_terminate_backend(%s)", [seen["backend_pid"]])
-            assert cursor.fetchone()[0] is True
-        marker.with_suffix(".proceed").touch()
-        out, err = process.communicate(timeout=60)
-        assert process.returncode != 0, (out, err)
-        assert "terminat" in err.lower() or "closed" in err.lower(), err[-2000:]
-        self.episodes["pg_terminate_backend mid-run"] += 1
+            assert process.returncode != 0, (out, err)
+            assert "terminat" in err.lower() or "closed" in err.lower(), err[-2000:]
+            self.episodes["pg_terminate_backend mid-run"] += 1
+        finally:
+            _reap(process)
 
     # --- the clock ----------------------------------------------------------------
     def step(self, minute: int, *, faults: bool) -> None:
@@ -492,7 +507,8 @@ class Soak:
         deliverers = self.rng.sample(self.workers, self.rng.randint(2, min(4, len(self.workers))))
         started: list[Worker] = []
         if minute % 15 == 0:
-            mode = self.rng.choice(["overlap", "alongside", "solo"])
+            # The first mark after the start always overlaps; the others are drawn.
+            mode = "overlap" if minute == 15 else self.rng.choice(["overlap", "alongside", "solo"])
             self.episodes[f"materialize {mode}"] += 1
             first, second = self.rng.sample(self.workers, 2)
             first.start("materialize", now)
@@ -585,7 +601,7 @@ class Soak:
 
         outcomes: Counter[str] = Counter()
         duplicates = lost = 0
-        interrupted_delivered = 0
+        interrupted_delivered = unconfirmed_delivered = 0
         retried_then_sent = 0
         for row in rows:
             got = delivered[row.pk]
@@ -606,6 +622,10 @@ class Soak:
             if row.outcome == "failed" and row.last_error == INTERRUPTED_REASON:
                 outcomes["failed (interrupted mid-send)"] += 1
                 interrupted_delivered += len(got)
+                continue
+            if row.outcome == "failed" and UNCONFIRMED in row.last_error:
+                outcomes["failed (unconfirmed: timed out)"] += 1
+                unconfirmed_delivered += len(got)
                 continue
             outcomes[row.outcome] += 1
             if row.outcome == "sent":
@@ -653,6 +673,8 @@ class Soak:
             "failed (provider refused)": outcomes["failed"],
             "failed (interrupted mid-send)": outcomes["failed (interrupted mid-send)"],
             "  of which the provider had": interrupted_delivered,
+            "failed (unconfirmed: timed out)": outcomes["failed (unconfirmed: timed out)"],
+            "  of which the provider had ": unconfirmed_delivered,
             "expired": outcomes["expired"],
             "retried (attempts, all runs)": retry_attempts,
             "sent after >=1 retry": retried_then_sent,
@@ -678,6 +700,13 @@ class Soak:
         for failed in failed_runs[:5]:
             violations.append(f"a steady run failed: {failed.get('err', '')[-500:]}")
         return result
+
+
+def _reap(process: subprocess.Popen) -> None:
+    """Never leave an episode's process behind, whatever failed."""
+    if process.poll() is None:
+        process.kill()
+        process.communicate(timeout=30)
 
 
 def _median_max(values: list[float]) -> str:

@@ -50,6 +50,7 @@ def test_soak_short(make_user, fake_twilio, fake_telegram, tmp_path, soak_report
     assert counts["sent"] > 150
     assert counts["expired"] > 0 and counts["failed (provider refused)"] > 0
     assert counts["failed (interrupted mid-send)"] >= 2
+    assert counts["failed (unconfirmed: timed out)"] >= 1
     assert counts["retried (attempts, all runs)"] > 20
     assert counts["episodes"].get("SIGKILL mid-batch") == 1
     assert counts["episodes"].get("pg_terminate_backend mid-run") == 1
