@@ -217,3 +217,123 @@ def test_telegram_answers_with_missing_fields_or_wrong_types(
     bad = reload(rows[1])
     assert _settled_or_released(bad) and bad.last_error
     assert [reload(rows[i]).outcome for i in (0, 2)] == ["sent", "sent"]
+
+
+# --- a provider that takes the message and hangs up without answering ---------------
+
+
+class HangUpServer:
+    """Reads each request whole, counts the sends it "accepted", then closes the
+    connection without a word — what a provider (or a proxy in front of it) does
+    when it dies between queueing a message and answering. Telegram's ``getMe``
+    is answered normally so the bot initialises."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sends: list[bytes] = []
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self._socket.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._socket.getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._socket.close()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._socket.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                self._handle(conn)
+
+    def _handle(self, conn) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value.strip())
+        while len(body) < length:
+            body += conn.recv(65536)
+        request_line = head.split(b"\r\n", 1)[0]
+        if b"/getMe" in request_line:
+            payload = (
+                b'{"ok":true,"result":{"id":1,"is_bot":true,"first_name":"N","username":"n_bot"}}'
+            )
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                + f"Content-Length: {len(payload)}\r\n\r\n".encode()
+                + payload
+            )
+            return
+        self.sends.append(body)  # the provider has it; the answer never comes
+
+
+HANG_UP_REASON = (
+    "a connection dropped after the whole request was sent is classified transient and "
+    "retried; the provider may have queued the first one (same ambiguity as a read "
+    "timeout, which is already settled failed as unconfirmed)"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=HANG_UP_REASON)
+def test_whatsapp_hang_up_after_the_request_is_not_resent(twilio_settings, make_user, settings):
+    now = timezone.now().replace(microsecond=0)
+    user = make_user(channel="whatsapp", whatsapp_number="+14155550177")
+    row = queue_follow_up(user, "T", now=now)
+    with HangUpServer() as server:
+        settings.TWILIO_API_BASE_URL = server.url
+        run_deliver(now)
+        run_deliver(now + timedelta(minutes=2))
+        run_deliver(now + timedelta(minutes=4))
+    assert len(server.sends) == 1, f"the provider got it {len(server.sends)} times"
+    assert reload(row).outcome == "failed"
+
+
+@pytest.mark.xfail(strict=True, reason=HANG_UP_REASON)
+def test_telegram_hang_up_after_the_request_is_not_resent(telegram_settings, make_user, settings):
+    now = timezone.now().replace(microsecond=0)
+    row = queue_follow_up(make_user(channel="telegram", telegram_chat_id="7077"), "T", now=now)
+    with HangUpServer() as server:
+        settings.TELEGRAM_API_BASE_URL = f"{server.url}/bot"
+        run_deliver(now)
+        run_deliver(now + timedelta(minutes=2))
+        run_deliver(now + timedelta(minutes=4))
+    assert len(server.sends) == 1, f"the provider got it {len(server.sends)} times"
+    assert reload(row).outcome == "failed"
+
+
+def test_a_refused_connection_is_retried(twilio_settings, make_user, settings):
+    """The other side of the line: nothing left our machine, so retrying is right."""
+    now = timezone.now().replace(microsecond=0)
+    user = make_user(channel="whatsapp", whatsapp_number="+14155550178")
+    row = queue_follow_up(user, "T", now=now)
+    with HangUpServer() as server:
+        url = server.url
+    settings.TWILIO_API_BASE_URL = url  # closed: connection refused
+    report = run_deliver(now)
+    assert report.retried == 1
+    bad = reload(row)
+    assert bad.outcome is None and bad.attempts == 1 and "[network]" in bad.last_error
