@@ -285,13 +285,17 @@ class Soak:
         for k in range(cfg.tenants):
             channel = "whatsapp" if k % 2 == 0 else "telegram"
             number, chat = f"+1415555{1000 + k:04d}", str(700000 + k)
+            # Tenant 3's provider always fails; a long lead lets its nudges expire
+            # (retried through the whole grace window) rather than be overtaken
+            # by their subjects' start.
+            lead = 30 if k == 3 else (5, 10, 15)[k % 3]
             user = self.make_user(
                 f"soak{k}",
                 channel=channel,
                 whatsapp_number=number if channel == "whatsapp" else "",
                 telegram_chat_id=chat if channel == "telegram" else "",
                 timezone=TIMEZONES[k % len(TIMEZONES)],
-                default_lead_minutes=(5, 10, 15)[k % 3],
+                default_lead_minutes=lead,
             )
             with tenant_scope(user.pk):
                 calendar = CalendarConnection.objects.create(user=user, provider=Provider.ICS)
@@ -301,7 +305,7 @@ class Soak:
                     channel,
                     whatsapp_address(number) if channel == "whatsapp" else chat,
                     TIMEZONES[k % len(TIMEZONES)],
-                    timedelta(minutes=(5, 10, 15)[k % 3]),
+                    timedelta(minutes=lead),
                     calendar.pk,
                 )
             )
