@@ -5,6 +5,7 @@
 
 ``NUDGE_SOAK_TENANTS`` and ``NUDGE_SOAK_SEED`` change the long run's size and
 seed. The counts print in the terminal summary (section "soak").
+``NUDGE_SOAK_PROFILE=/some/prefix`` writes a cProfile file per worker run.
 """
 
 from __future__ import annotations
