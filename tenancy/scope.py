@@ -26,7 +26,6 @@ from contextlib import contextmanager
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from psycopg import sql
 
 TENANT_SETTING = "app.current_user_id"
 _ACTIVE_FLAG = "_nudge_scope"
@@ -46,8 +45,14 @@ def _validated_user_id(user_id: object) -> int:
     return user_id
 
 
+# One statement sets both transaction-local settings: the tenant, and the
+# role (``set_config('role', …)`` is ``SET LOCAL ROLE``, with the same
+# membership check). Bound parameters, so no value is ever spliced into SQL.
+_SET_SCOPE = "SELECT set_config(%s, %s, true), set_config('role', %s, true)"
+
+
 @contextmanager
-def _owned_transaction(kind: str, using: str) -> Iterator[object]:
+def _owned_transaction(kind: str, using: str, *, tenant: str, role: str) -> Iterator[None]:
     connection = connections[using]
     active = getattr(connection, _ACTIVE_FLAG, None)
     if active:
@@ -55,7 +60,8 @@ def _owned_transaction(kind: str, using: str) -> Iterator[object]:
     # Django's test wrapper (an outer atomic block marked _from_testcase) is
     # the only transaction a scope may run inside; durable=True enforces the
     # same rule a second time.
-    if connection.in_atomic_block and not all(
+    inside_test_wrapper = connection.in_atomic_block
+    if inside_test_wrapper and not all(
         getattr(block, "_from_testcase", False) for block in connection.atomic_blocks
     ):
         raise ScopeError(f"{kind} must own its transaction; it was opened inside another one")
@@ -63,13 +69,14 @@ def _owned_transaction(kind: str, using: str) -> Iterator[object]:
         setattr(connection, _ACTIVE_FLAG, kind)
         try:
             with connection.cursor() as cursor:
-                yield cursor
-                # Explicit reset: under a test's wrapping transaction the block
-                # above is a savepoint, whose release would keep SET LOCAL alive.
-                # (A transaction already marked for rollback undoes it anyway.)
-                if not connection.needs_rollback:
-                    cursor.execute("SELECT set_config(%s, '', true)", [TENANT_SETTING])
-                    cursor.execute("SET LOCAL ROLE NONE")
+                cursor.execute(_SET_SCOPE, [TENANT_SETTING, tenant, role])
+                yield
+                # Our own transaction's commit or rollback reverts SET LOCAL. Under
+                # a test's wrapping transaction the block is a savepoint, whose
+                # release would keep it alive: reset explicitly there (a doomed
+                # transaction is rolled back anyway).
+                if inside_test_wrapper and not connection.needs_rollback:
+                    cursor.execute(_SET_SCOPE, [TENANT_SETTING, "", "none"])
         finally:
             setattr(connection, _ACTIVE_FLAG, None)
 
@@ -78,31 +85,26 @@ def _owned_transaction(kind: str, using: str) -> Iterator[object]:
 def tenant_scope(user_id: int, *, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """Run the block in a transaction that sees only ``user_id``'s rows."""
     user_id = _validated_user_id(user_id)
-    with _owned_transaction(f"tenant_scope({user_id})", using) as cursor:
-        cursor.execute("SELECT set_config(%s, %s, true)", [TENANT_SETTING, str(user_id)])
+    with _owned_transaction(f"tenant_scope({user_id})", using, tenant=str(user_id), role="none"):
         yield
-
-
-def _enter_role(cursor, role: str) -> None:
-    cursor.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
 
 
 @contextmanager
 def rls_bypass(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """Run the block as the sweeper role: every tenant's queue rows, nothing else.
 
-    Only the claim, the settle-up and the queue health counts belong here.
+    Only the claim, the settle-up and their bookkeeping belong here.
     """
-    with _owned_transaction("rls_bypass()", using) as cursor:
-        _enter_role(cursor, settings.NUDGE_DB_SWEEPER_ROLE)
+    with _owned_transaction("rls_bypass()", using, tenant="", role=settings.NUDGE_DB_SWEEPER_ROLE):
         yield
 
 
 @contextmanager
 def support_scope(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """Run the block as the support role: the staff admin's cross-tenant view."""
-    with _owned_transaction("support_scope()", using) as cursor:
-        _enter_role(cursor, settings.NUDGE_DB_SUPPORT_ROLE)
+    with _owned_transaction(
+        "support_scope()", using, tenant="", role=settings.NUDGE_DB_SUPPORT_ROLE
+    ):
         yield
 
 
