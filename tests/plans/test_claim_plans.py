@@ -95,3 +95,27 @@ def test_tenant_read_uses_the_user_index(big_queue):
     index_names = {n.get("Index Name") for n in nodes}
     assert "scheduled_sends_nudge_uniq" in index_names
     assert not [n for n in nodes if n["Node Type"] == "Seq Scan"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("column", ["claimed_at", "claim_token"])
+def test_the_claims_columns_are_in_no_index(column):
+    """Stamping a claim touches no indexed column (keys, expressions or predicates),
+    so it can be a heap-only update when the page has room."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.relname,
+                   a.attnum = ANY (i.indkey)
+                   OR coalesce(pg_get_expr(i.indexprs, i.indrelid), '') LIKE %(pattern)s
+                   OR coalesce(pg_get_expr(i.indpred, i.indrelid), '') LIKE %(pattern)s
+              FROM pg_index i
+              JOIN pg_class c ON c.oid = i.indexrelid
+              JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attname = %(column)s
+             WHERE i.indrelid = 'scheduled_sends'::regclass
+            """,
+            {"column": column, "pattern": f"%{column}%"},
+        )
+        indexes = dict(cursor.fetchall())
+    assert "scheduled_sends_due_idx" in indexes  # the check reads the real indexes
+    assert not [name for name, mentions in indexes.items() if mentions], indexes
