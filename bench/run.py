@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from bench import env
@@ -94,6 +94,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
     parser.add_argument("--only", default="", help=f"comma-separated subset of {WORKLOADS}")
     parser.add_argument("--no-report", action="store_true", help="print only, write no file")
+    parser.add_argument("--drain-rows", type=int, help="override the drain backlog size")
+    parser.add_argument(
+        "--json", metavar="PATH", help="with --no-report: still save the raw figures here"
+    )
     parser.add_argument(
         "--report-from", metavar="JSON", help="only re-render BENCHMARKS.md from saved figures"
     )
@@ -111,6 +115,8 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown workloads: {', '.join(sorted(unknown))}")
     sizes = QUICK if args.quick else FULL
+    if args.drain_rows:
+        sizes = replace(sizes, drain_rows=args.drain_rows)
 
     started = time.perf_counter()
     env.setup_django()
@@ -131,6 +137,8 @@ def main() -> None:
         print(report.section(name, results[name]), flush=True)
     results["total_seconds"] = time.perf_counter() - started
     print(f"\nbench database: {database}; total {results['total_seconds']:.0f}s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     if not args.no_report:
         target = ROOT / ("BENCHMARKS.md" if not args.quick else "bench/QUICK.md")
         target.write_text(report.markdown(results))
