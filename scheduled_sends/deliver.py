@@ -45,9 +45,22 @@ from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.deliver")
 
+UNUSABLE_RECEIPT = (
+    "the channel accepted the message but returned no usable message id; "
+    "it may have been delivered, so it is not resent"
+)
 INTERRUPTED_REASON = (
     "delivery was interrupted mid-send (the worker died); not resent, to avoid a duplicate"
 )
+
+
+def describe_unexpected(exc: BaseException) -> str:
+    """``Type: message`` for last_error, even for an exception whose str() fails."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = "(unprintable)"
+    return f"{type(exc).__name__}: {text}"[:1000]
 
 
 @dataclass(frozen=True)
@@ -306,12 +319,19 @@ class DeliveryRun:
         except Exception as exc:
             # A bug or an unexpected library error: retry (bounded by grace), loudly.
             logger.exception("channel raised unexpectedly", extra={"send_id": row.id})
-            self.retry_later(row, f"{type(exc).__name__}: {exc}")
+            self.retry_later(row, describe_unexpected(exc))
             self.report.errors.append(type(exc).__name__)
         else:
-            self.settled(
-                claim.settle_sent(row, self.now(), delivery.channel, receipt.provider_message_id)
-            )
+            message_id = getattr(receipt, "provider_message_id", None)
+            if not isinstance(message_id, str) or not message_id:
+                # Accepted, but we cannot say what: a channel bug. Sent, probably;
+                # not sent again, and loud.
+                reason = f"{UNUSABLE_RECEIPT} ({type(receipt).__name__})"
+                self.settled(claim.settle_failed(row, self.now(), reason))
+                self.report.failed += 1
+                self.report.errors.append("unusable receipt")
+                return
+            self.settled(claim.settle_sent(row, self.now(), delivery.channel, message_id))
             self.report.sent += 1
 
 

@@ -13,12 +13,13 @@ from django.db.models.functions import Now
 
 from tenancy.models import TenantModel
 
-E164 = re.compile(r"^\+[1-9]\d{6,14}$")
+# [0-9], not \d: \d also matches Arabic-Indic and fullwidth digits.
+E164 = re.compile(r"\+[1-9][0-9]{6,14}")
 MAX_LEAD_MINUTES = 24 * 60
 
 
 def validate_e164(value: str) -> None:
-    if value and not E164.match(value):
+    if value and not E164.fullmatch(value):
         raise ValidationError(
             "Enter the number in E.164 form: a '+', the country code and the number, "
             "digits only (e.g. +14155550100)."
@@ -35,7 +36,7 @@ def validate_timezone(value: str) -> None:
 
 
 def validate_telegram_chat_id(value: str) -> None:
-    if value and not re.fullmatch(r"-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{3,31}", value):
+    if value and not re.fullmatch(r"-?[0-9]{1,20}|@[A-Za-z][A-Za-z0-9_]{3,31}", value):
         raise ValidationError("A Telegram chat id is a number (or @channelusername).")
 
 

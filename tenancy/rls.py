@@ -16,8 +16,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import migrations
 
+from tenancy.scope import TENANT_SETTING
+
+# The (SELECT …) makes the setting an InitPlan, read once per statement.
 TENANT_PREDICATE = (
-    "user_id = (SELECT nullif(current_setting('app.current_user_id', true), '')::bigint)"
+    f"user_id = (SELECT nullif(current_setting('{TENANT_SETTING}', true), '')::bigint)"
 )
 TENANT_POLICY = "tenant_isolation"
 SWEEPER_POLICY = "sweeper_all_queue_rows"

@@ -15,7 +15,8 @@ Errors:
   ``ChatMigrated`` and ``InvalidToken`` → :class:`PermanentSendError`;
 * ``TimedOut`` while connecting or waiting for a pooled connection,
   ``NetworkError`` (connection failures, 5xx) → :class:`TransientSendError`;
-* ``TimedOut`` after the request was sent → :class:`UnconfirmedSendError`:
+* ``TimedOut`` after the request was sent, or a ``NetworkError`` from a
+  connection dropped before the answer → :class:`UnconfirmedSendError`:
   Telegram may have delivered it, and the Bot API has no idempotency key;
 * a 200 whose body is unusable → :class:`PermanentSendError` ("protocol"): the
   message has probably gone out, and a duplicate is worse than a visible miss.
@@ -163,6 +164,9 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
             return TransientSendError("could not reach Telegram in time", code="timeout")
         return UnconfirmedSendError("Telegram did not answer in time", code="timeout")
     if isinstance(exc, NetworkError):
+        if isinstance(exc.__cause__, httpx.RemoteProtocolError | httpx.ReadError):
+            # The request went out and the connection dropped before the answer.
+            return UnconfirmedSendError("Telegram hung up without answering", code="network")
         return TransientSendError(f"Telegram unreachable: {clean(exc.message)}", code="network")
     if type(exc) is TelegramError:
         # Raised bare only when a 2xx body is not the JSON the Bot API sends;

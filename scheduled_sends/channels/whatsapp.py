@@ -11,10 +11,11 @@ Errors are sorted by what retrying can do about them:
   enabled, missing credentials) → also :class:`PermanentSendError`: retrying
   the same request every minute cannot fix a credential, only hammers the API
   until the nudge expires; the code in ``last_error`` says what to fix;
-* 5xx, connect timeouts and connection failures → :class:`TransientSendError`.
+* 5xx, connect timeouts and failures to connect → :class:`TransientSendError`.
 
-A read timeout is ambiguous — Twilio may have accepted the message, and its
-Messages API has no idempotency key — so it is :class:`UnconfirmedSendError`,
+A read timeout, or a connection dropped after the request went out, is
+ambiguous — Twilio may have accepted the message, and its Messages API has no
+idempotency key — so it is :class:`UnconfirmedSendError`,
 settled failed rather than risking a duplicate. A 2xx answer we cannot read
 (no sid, not JSON) is the other ambiguous case, and is not retried either:
 see :func:`unreadable_acceptance`.
@@ -31,6 +32,7 @@ from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
+import urllib3
 from django.conf import settings
 from twilio.base.exceptions import (
     TwilioException,
@@ -257,6 +259,12 @@ class WhatsAppChannel(Channel):
             # The request left; Twilio may have queued it (no idempotency key).
             raise UnconfirmedSendError("Twilio did not answer in time", code="timeout") from exc
         except requests.ConnectionError as exc:
+            if exc.args and isinstance(exc.args[0], urllib3.exceptions.ProtocolError):
+                # The connection dropped after the request went out: Twilio may
+                # have queued it. Only a failure to connect is safe to retry.
+                raise UnconfirmedSendError(
+                    "Twilio hung up without answering", code="network"
+                ) from exc
             raise TransientSendError(
                 f"cannot reach Twilio ({type(exc).__name__})", code="network"
             ) from exc

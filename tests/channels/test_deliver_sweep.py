@@ -51,7 +51,7 @@ def test_transient_error_is_retried_on_the_next_run(channels, make_user, fake_te
     assert after_first.attempts == 1
     assert after_first.claimed_at is None
     assert after_first.last_error.startswith("[network]")
-    assert after_first.not_before is None
+    assert after_first.not_before == now + timedelta(seconds=60)  # NUDGE_RETRY_DELAY_SECONDS
 
     second = run_deliver(now + timedelta(minutes=1))
     after_second = reload(row)

@@ -63,11 +63,6 @@ def test_model_validation_refuses_a_non_e164_number(user, number):
 
 
 @pytest.mark.parametrize("number", UNICODE_DIGIT_NUMBERS)
-@pytest.mark.xfail(
-    strict=True,
-    reason="validate_e164 uses \\d and $: non-ASCII digits and a trailing newline pass "
-    "(fix: [0-9] with fullmatch in scheduled_sends/models.py)",
-)
 def test_model_validation_refuses_non_ascii_digits_and_trailing_newlines(user, number):
     with pytest.raises(ValidationError):
         full_clean(user, channel="whatsapp", whatsapp_number=number)

@@ -207,9 +207,6 @@ FORBIDDEN = re.compile(
     re.IGNORECASE,
 )
 ALLOWED_FILE = "tenancy/scope.py"
-# The policy's *read* side: the RLS policy must name the setting it reads. Remove this
-# once tenancy/rls.py builds its predicate from tenancy.scope.TENANT_SETTING.
-READ_SIDE = {("tenancy/rls.py", "app.current_user_id")}
 SKIPPED_DIRS = {"tests", "migrations", ".venv", "venv", "var", ".git", "node_modules"}
 
 
@@ -254,7 +251,7 @@ def test_only_the_scope_module_sets_the_tenant_or_switches_roles():
         relative = path.relative_to(PROJECT_ROOT).as_posix()
         if relative == ALLOWED_FILE:
             continue
-        found = [o for o in _offences(path) if (relative, o) not in READ_SIDE]
+        found = list(_offences(path))
         if found:
             offences[relative] = found
     assert offences == {}, (
@@ -264,7 +261,7 @@ def test_only_the_scope_module_sets_the_tenant_or_switches_roles():
 
 def test_the_scan_is_not_vacuous():
     scope = PROJECT_ROOT / ALLOWED_FILE
-    assert {"set_config(", "SET LOCAL"} <= set(_offences(scope))
+    assert "set_config(" in set(_offences(scope))
     assert len(_project_files()) > 20
     # Comments and docstrings are prose, not capability; code strings are caught.
     assert _offences_in("x = 1  # SET ROLE in a comment\n") == []
