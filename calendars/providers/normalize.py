@@ -77,7 +77,8 @@ def event_id(value: str) -> str:
 
 
 def title(value: object) -> str:
-    return optional_str(value)[:MAX_TITLE_LENGTH]
+    """A storable title: PostgreSQL text cannot hold NUL, and the column is bounded."""
+    return optional_str(value).replace("\x00", "")[:MAX_TITLE_LENGTH]
 
 
 def sorted_leads(minutes: set[int]) -> tuple[int, ...]:
