@@ -4,15 +4,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('calendars', '0003_connection_allow_private_network'),
+        ("calendars", "0003_connection_allow_private_network"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='calendarconnection',
-            name='provider',
-            field=models.CharField(choices=[('google', 'Google Calendar'), ('microsoft', 'Microsoft 365'), ('ics', 'ICS feed'), ('local', 'Local events (not synced)')], max_length=16),
+            model_name="calendarconnection",
+            name="provider",
+            field=models.CharField(
+                choices=[
+                    ("google", "Google Calendar"),
+                    ("microsoft", "Microsoft 365"),
+                    ("ics", "ICS feed"),
+                    ("local", "Local events (not synced)"),
+                ],
+                max_length=16,
+            ),
         ),
     ]
