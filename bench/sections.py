@@ -581,7 +581,7 @@ def scale(results: dict) -> str:
             "deliver worker walking the buckets from a random start. Order becomes per-bucket, "
             "fine within grace; tenant reads of the queue add the bucket to stay on one shard; "
             "the queue is no longer co-located with the tenant tables (no hot-path joins need "
-            "it). RLS policies and `SET LOCAL ROLE` on the workers must be verified first.",
+            "it). RLS policies and the sweeper role switch on the workers must be verified first.",
             "",
         ]
     )
