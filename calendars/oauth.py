@@ -70,17 +70,11 @@ def _grant_from(response: requests.Response, endpoint: TokenEndpoint, now: datet
     )
 
 
-def exchange_code(
-    endpoint: TokenEndpoint, *, code: str, redirect_uri: str, now: datetime
+def _token_grant(
+    endpoint: TokenEndpoint, grant: dict[str, str], secrets: tuple[str, ...], now: datetime
 ) -> TokenGrant:
-    """The authorisation-code grant at the end of the consent redirect."""
-    data = {
-        "grant_type": "authorization_code",
-        "code": code,
-        "redirect_uri": redirect_uri,
-        "client_id": endpoint.client_id,
-        "client_secret": endpoint.client_secret,
-    }
+    """POST one OAuth grant to the token endpoint, with our client credentials."""
+    data = {**grant, "client_id": endpoint.client_id, "client_secret": endpoint.client_secret}
     if endpoint.scope:
         data["scope"] = endpoint.scope
     response = provider_request(
@@ -89,32 +83,33 @@ def exchange_code(
         "POST",
         endpoint.url,
         data=data,
-        secrets=(code, endpoint.client_secret),
+        secrets=(*secrets, endpoint.client_secret),
     )
     return _grant_from(response, endpoint, now)
+
+
+def exchange_code(
+    endpoint: TokenEndpoint, *, code: str, redirect_uri: str, now: datetime
+) -> TokenGrant:
+    """The authorisation-code grant at the end of the consent redirect."""
+    return _token_grant(
+        endpoint,
+        {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri},
+        (code,),
+        now,
+    )
 
 
 def refresh(endpoint: TokenEndpoint, snapshot: ConnectionSnapshot, now: datetime) -> None:
     """The refresh-token grant; a rotated refresh token (Microsoft) replaces the old one."""
     if not snapshot.refresh_token:
         raise NeedsReauth(f"{endpoint.provider}: no refresh token stored; reconnect needed")
-    data = {
-        "grant_type": "refresh_token",
-        "refresh_token": snapshot.refresh_token,
-        "client_id": endpoint.client_id,
-        "client_secret": endpoint.client_secret,
-    }
-    if endpoint.scope:
-        data["scope"] = endpoint.scope
-    response = provider_request(
-        endpoint.provider,
-        "token",
-        "POST",
-        endpoint.url,
-        data=data,
-        secrets=(*snapshot.secrets(), endpoint.client_secret),
+    grant = _token_grant(
+        endpoint,
+        {"grant_type": "refresh_token", "refresh_token": snapshot.refresh_token},
+        snapshot.secrets(),
+        now,
     )
-    grant = _grant_from(response, endpoint, now)
     snapshot.update_tokens(
         access_token=grant.access_token,
         expires_at=grant.expires_at,
