@@ -530,7 +530,8 @@ def notes(results: dict) -> str:
 def scale(results: dict) -> str:
     """Where one PostgreSQL stops, from this run's figures, and what comes next."""
     idle_last = results["idle"]["by_tenants"][-1]
-    drain_rounds = {e["workers"]: e for e in results["drain"]["rounds"]}
+    drain_source = results.get("drain_supplement", results["drain"])
+    drain_rounds = {e["workers"]: e for e in drain_source["rounds"]}
     m = results["materialize"]["first"]
     rls = results["rls"]
     bloat = results["bloat"]
