@@ -12,23 +12,16 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.hashers import make_password
 from django.db import connection
 
+from bench import data as bench_data
+from bench.data import replicate
 from tenancy.scope import support_scope
 
 
 def make_users(count: int, prefix: str = "plan") -> list[int]:
     """``count`` plain users (``auth_user`` is not a tenant table); their ids."""
-    User = get_user_model()
-    unusable = make_password(None)
-    User.objects.bulk_create(
-        [User(username=f"{prefix}{i}", password=unusable) for i in range(count)], batch_size=5000
-    )
-    return list(
-        User.objects.filter(username__startswith=prefix).order_by("pk").values_list("pk", flat=True)
-    )
+    return bench_data.make_users(count, prefix)
 
 
 def load_queue(user_ids: list[int], now: datetime, *, due: int, future: int, settled: int) -> None:
@@ -36,54 +29,18 @@ def load_queue(user_ids: list[int], now: datetime, *, due: int, future: int, set
 
     ``due`` pending rows fell due within the last ten minutes, ``future``
     pending rows fire over the next three hours, ``settled`` rows were sent
-    yesterday. ``ref_id`` is the series number, so the unique key holds.
+    yesterday. ``ref_id`` runs on across the three, so the unique key holds.
     """
-    from scheduled_sends.models import Kind, ScheduledSend
-
     batches = [
         (due, now - _minutes(10), _minutes(10), False),
         (future, now + _minutes(1), _minutes(180), False),
         (settled, now - _minutes(24 * 60), _minutes(60), True),
     ]
     first = 1
-    with support_scope():
-        template = ScheduledSend.objects.create(
-            user_id=user_ids[0],
-            kind=Kind.FOLLOW_UP,
-            ref_id=0,
-            fire_at=now - _minutes(48 * 60),
-            subject_starts_at=now - _minutes(48 * 60),
-            sent_at=now - _minutes(48 * 60),
-            outcome="sent",
-        )
-        for count, start, span, is_settled in batches:
-            if not count:
-                continue
-            replicate(
-                ScheduledSend,
-                template.pk,
-                overrides={
-                    "user_id": "(%(ids)s::bigint[])[1 + mod(g, %(users)s)]",
-                    "ref_id": "g",
-                    "fire_at": "x.at",
-                    "subject_starts_at": "x.at + interval '10 minutes'",
-                    "sent_at": "CASE WHEN %(settled)s THEN x.at END",
-                    "outcome": "CASE WHEN %(settled)s THEN 'sent' END",
-                    "created_at": "now()",
-                },
-                source="""generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
-                    LATERAL (SELECT %(start)s::timestamptz
-                                    + %(span)s::interval * (g - %(first)s) / %(count)s) AS x(at)""",
-                params={
-                    "ids": user_ids,
-                    "users": len(user_ids),
-                    "first": first,
-                    "last": first + count - 1,
-                    "count": count,
-                    "start": start,
-                    "span": span,
-                    "settled": is_settled,
-                },
+    for count, start, span, is_settled in batches:
+        if count:
+            bench_data.queue_synthetic(
+                user_ids, count, start=start, span=span, first_ref=first, settled=is_settled
             )
             first += count
 
@@ -117,29 +74,6 @@ def explain_json(sql: str, params: object = None) -> list[dict]:
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
         return plan_nodes(cursor.fetchone()[0])
-
-
-def replicate(
-    model, template_pk: int, *, overrides: dict[str, str], source: str, params: dict
-) -> None:
-    """Copy one ORM-made row many times in one ``INSERT … SELECT``.
-
-    Every column not in ``overrides`` is copied from the template row, so a
-    column added later (with its ORM default) needs no change here. ``source``
-    is the FROM list that yields one row per copy (aliases for the override
-    expressions); the template is aliased ``t``. Run inside a scope that may
-    write every tenant's rows (``support_scope``).
-    """
-    table = model._meta.db_table
-    columns = [f.column for f in model._meta.concrete_fields if not f.primary_key]
-    select = [overrides.get(column, f"t.{column}") for column in columns]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            # Names from the model's meta, expressions from this module's constants.
-            f"INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608
-            f"SELECT {', '.join(select)} FROM {table} AS t, {source} WHERE t.id = %(template)s",
-            {**params, "template": template_pk},
-        )
 
 
 def _one_connection_each(user_ids: list[int]) -> None:
