@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import connection
 
@@ -187,11 +187,16 @@ class QueueCounts:
     oldest_due_fire_at: datetime | None
 
 
-def queue_counts(now: datetime, config: QueueConfig, overdue: timedelta) -> QueueCounts:
+def queue_counts(now: datetime, config: QueueConfig) -> QueueCounts:
     """Counts over the due part of the queue, for health; no user data."""
     with rls_bypass(), connection.cursor() as cursor:
         cursor.execute(
             queue_sql.QUEUE_HEALTH,
-            {"now": now, "grace": config.grace, "lease": config.lease, "overdue": overdue},
+            {
+                "now": now,
+                "grace": config.grace,
+                "lease": config.lease,
+                "overdue": config.overdue_after,
+            },
         )
         return QueueCounts(*cursor.fetchone())

@@ -18,6 +18,8 @@ class QueueConfig:
     batch_size: int
     run_budget_seconds: float
     retry_delay: timedelta
+    # A due row unclaimed for longer than this means delivery is not happening.
+    overdue_after: timedelta
 
     @classmethod
     def from_settings(cls) -> QueueConfig:
@@ -30,6 +32,7 @@ class QueueConfig:
             batch_size=settings.NUDGE_BATCH_SIZE,
             run_budget_seconds=settings.NUDGE_RUN_BUDGET_SECONDS,
             retry_delay=timedelta(seconds=settings.NUDGE_RETRY_DELAY_SECONDS),
+            overdue_after=timedelta(seconds=settings.NUDGE_HEALTH_OVERDUE_SECONDS),
         )
         config.validate()
         return config

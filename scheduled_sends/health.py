@@ -122,9 +122,9 @@ def check_health(now: datetime | None = None) -> HealthReport:
         timedelta(minutes=settings.NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES),
     )
 
-    overdue_after = timedelta(seconds=settings.NUDGE_HEALTH_OVERDUE_SECONDS)
+    overdue_after = config.overdue_after
     try:
-        counts = queue_counts(now, config, overdue_after)
+        counts = queue_counts(now, config)
     except DatabaseError as exc:
         report.add("queue_readable", False, f"the sweeper role cannot read the queue: {exc}")
     else:

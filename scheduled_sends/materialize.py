@@ -31,11 +31,6 @@ from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.materialize")
 
-# How long a due row may sit unclaimed before materialise reports it as
-# evidence that delivery is not happening (it reads it in the user's scope,
-# so a broken bypass cannot hide it).
-OVERDUE_AFTER = timedelta(minutes=2)
-
 
 @dataclass(frozen=True)
 class PlannedNudge:
@@ -153,7 +148,10 @@ def materialize_user(user_id: int, now: datetime, config: QueueConfig) -> UserRe
             if (kind, ref_id, fire_at) in wanted:
                 wanted.pop((kind, ref_id, fire_at))
                 waiting = not_before is not None and not_before > now
-                if claimed_at is None and fire_at <= now - OVERDUE_AFTER and not waiting:
+                # Evidence that delivery is not happening, read in the user's own
+                # scope so a broken bypass cannot hide it (see health.py).
+                overdue = fire_at <= now - config.overdue_after
+                if claimed_at is None and overdue and not waiting:
                     result.overdue += 1
             elif claimed_at is None:
                 stale_ids.append(row_id)
