@@ -443,24 +443,42 @@ class Soak:
             time.sleep(0.02)
         return None
 
-    def kill_mid_batch(self, now: datetime) -> None:
-        """A deliver process asleep in its 3rd send, holding the rest of its batch: SIGKILL."""
-        marker = self.tmp / f"kill-{now:%H%M}.json"
+    def _deliver_until_episode(
+        self, now: datetime, mode: str, nth: int, missed: str
+    ) -> tuple[subprocess.Popen, dict, Path] | None:
+        """Start a deliver process that signals (via a marker file) when it reaches
+        its ``nth`` send in ``mode``; None, with the run recorded, if it never does."""
+        marker = self.tmp / f"{mode}-{now:%H%M}.json"
         process = manage(
             "deliver",
             "--now",
             now.isoformat(),
             "--batch-size",
             "10",
-            env=self._episode_env("sleep-before", 3, marker),
+            env=self._episode_env(mode, nth, marker),
         )
         try:
             seen = self._wait_for(marker, process)
-            if seen is None:
-                out, err = process.communicate(timeout=60)
-                self.episodes["kill: never reached its 3rd send"] += 1
-                self.run_results.append({"code": process.returncode, "out": out, "err": err})
-                return
+            if seen is not None:
+                return process, seen, marker
+            out, err = process.communicate(timeout=60)
+            self.episodes[missed] += 1
+            self.run_results.append({"code": process.returncode, "out": out, "err": err})
+        except BaseException:
+            _reap(process)
+            raise
+        _reap(process)
+        return None
+
+    def kill_mid_batch(self, now: datetime) -> None:
+        """A deliver process asleep in its 3rd send, holding the rest of its batch: SIGKILL."""
+        started = self._deliver_until_episode(
+            now, "sleep-before", 3, "kill: never reached its 3rd send"
+        )
+        if started is None:
+            return
+        process, _, _ = started
+        try:
             os.kill(process.pid, signal.SIGKILL)
             process.communicate(timeout=30)
             assert process.returncode == -signal.SIGKILL
@@ -470,22 +488,13 @@ class Soak:
 
     def terminate_backend(self, now: datetime) -> None:
         """A deliver process between its 2nd send and the settle-up loses its connection."""
-        marker = self.tmp / f"terminate-{now:%H%M}.json"
-        process = manage(
-            "deliver",
-            "--now",
-            now.isoformat(),
-            "--batch-size",
-            "10",
-            env=self._episode_env("hold-after", 2, marker),
+        started = self._deliver_until_episode(
+            now, "hold-after", 2, "terminate: never reached its 2nd send"
         )
+        if started is None:
+            return
+        process, seen, marker = started
         try:
-            seen = self._wait_for(marker, process)
-            if seen is None:
-                out, err = process.communicate(timeout=60)
-                self.episodes["terminate: never reached its 2nd send"] += 1
-                self.run_results.append({"code": process.returncode, "out": out, "err": err})
-                return
             with connection.cursor() as cursor:  # the same non-superuser role may do this
                 cursor.execute("SELECT pg_terminate_backend(%s)", [seen["backend_pid"]])
                 assert cursor.fetchone()[0] is True
