@@ -184,7 +184,9 @@ def run(sizes, users: list[int]) -> dict:
         )
         settled_rows = claimed_rows[: sizes.hot_claims // 10]
         for row in settled_rows:
-            claim.settle_sent(row, at, "console", f"bench-{row.id}")
+            claim.settle_one(
+                row, claim.Transition.SENT, at, channel="console", message_id=f"bench-{row.id}"
+            )
         upd2, hot2 = _update_counters()
         phases.append(
             _phase(

@@ -197,6 +197,7 @@ def queue_synthetic(
             overrides={
                 "user_id": "(%(ids)s::bigint[])[1 + mod(g, %(users)s)]",
                 "ref_id": "g",
+                "intended_at": "x.at",
                 "fire_at": "x.at",
                 "subject_starts_at": "x.at + interval '10 minutes'",
                 "sent_at": "CASE WHEN %(settled)s THEN x.at + interval '1 minute' END",

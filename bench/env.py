@@ -121,15 +121,10 @@ class _Rollback(Exception):
 
 
 def claim_params(at, limit: int | None = None) -> dict[str, object]:
+    from scheduled_sends import claim
     from scheduled_sends.config import QueueConfig
 
-    config = QueueConfig.from_settings()
-    return {
-        "now": at,
-        "grace": config.grace,
-        "lease": config.lease,
-        "limit": limit or config.batch_size,
-    }
+    return claim.claim_params(at, QueueConfig.from_settings(), limit)
 
 
 def explain_claim(at, *, limit: int | None = None, table: str | None = None) -> dict:

@@ -160,6 +160,25 @@ NUDGE_RUN_BUDGET_SECONDS = env.int("NUDGE_RUN_BUDGET_SECONDS", default=45)
 # A transiently failed send waits this long before it may be claimed again, so
 # a provider outage is not hammered by every batch of the same run.
 NUDGE_RETRY_DELAY_SECONDS = env.int("NUDGE_RETRY_DELAY_SECONDS", default=60)
+# Sends a deliver process keeps in flight at once (threads; the provider's
+# latency, not our CPU, is what they wait on).
+NUDGE_SEND_CONCURRENCY = env.int("NUDGE_SEND_CONCURRENCY", default=32)
+# Messages per second each channel may send, across every deliver process at
+# once (the budget lives in PostgreSQL). Set them under the provider's limit:
+# Telegram allows about 30/s per bot, Twilio 80/s per WhatsApp sender.
+NUDGE_TELEGRAM_RATE = env.float("NUDGE_TELEGRAM_RATE", default=25.0)
+NUDGE_WHATSAPP_RATE = env.float("NUDGE_WHATSAPP_RATE", default=60.0)
+# The console (development) channel; 0 means unpaced.
+NUDGE_CONSOLE_RATE = env.float("NUDGE_CONSOLE_RATE", default=0.0)
+# Telegram allows about one message a second to one chat.
+NUDGE_PER_CHAT_INTERVAL_SECONDS = env.float("NUDGE_PER_CHAT_INTERVAL_SECONDS", default=1.0)
+# Burst smoothing: a minute holding more nudges than its channel carries
+# (rate x 60 x headroom) has its excess moved earlier, never later, by at most
+# this many minutes. 0 turns smoothing off.
+NUDGE_MAX_EARLY_MINUTES = env.int("NUDGE_MAX_EARLY_MINUTES", default=6)
+NUDGE_SMOOTHING_HEADROOM = env.float("NUDGE_SMOOTHING_HEADROOM", default=0.9)
+# Health: p95 lateness (sent_at - intended instant) over the last 15 minutes.
+NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS = env.int("NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS", default=60)
 # Health: how stale the last successful run of each sweep may be.
 NUDGE_HEALTH_DELIVER_STALE_MINUTES = env.int("NUDGE_HEALTH_DELIVER_STALE_MINUTES", default=5)
 NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES = env.int(

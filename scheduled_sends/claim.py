@@ -1,10 +1,12 @@
-"""The claim and its settle-up: the only queue writes that cross tenants.
+"""The claim and its settle-ups: the only queue writes that cross tenants.
 
-(Plus their bookkeeping neighbours: expiry, delivery receipts, retention
-pruning and the health counts — each touches only ``scheduled_sends``, the
-one table the sweeper role has privileges on.)
+(Plus their bookkeeping neighbours: expiry, burst smoothing, delivery
+receipts, retention pruning and the health counts — each touches only
+``scheduled_sends``, the one table the sweeper role has privileges on.)
 
-Each function here is one statement in its own ``rls_bypass()`` transaction.
+Every transition of a claimed row is here, each one statement over a group
+of rows (:class:`Settlement`), and a group of groups is one ``rls_bypass()``
+transaction: delivery pays one commit per flush, not two per row.
 The claim has to find due rows before it can know whose they are, so it
 cannot carry a tenant; everything between claim and settle-up — reading the
 user's settings and subject, composing, sending — happens in the owner's
@@ -13,10 +15,12 @@ user's settings and subject, composing, sending — happens in the owner's
 
 from __future__ import annotations
 
+import enum
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 
@@ -37,6 +41,7 @@ class ClaimedSend:
     user_id: int
     kind: str
     ref_id: int
+    intended_at: datetime
     fire_at: datetime
     subject_starts_at: datetime
     claim_token: uuid.UUID
@@ -51,19 +56,27 @@ def database_now() -> datetime:
         return cursor.fetchone()[0]
 
 
-def claim_due(now: datetime, config: QueueConfig, limit: int | None = None) -> list[ClaimedSend]:
-    """Claim up to ``limit`` due rows, oldest first, in one statement."""
-    params = {
+def claim_params(now: datetime, config: QueueConfig, limit: int | None = None) -> dict:
+    """The claim statement's parameters (also what plan tests and benchmarks EXPLAIN)."""
+    return {
         "now": now,
         "grace": config.grace,
+        # A row moved earlier waits at most max_early before its intended
+        # instant, and is sendable until grace after it: the oldest minute
+        # the index walk has to start from.
+        "oldest": config.grace + config.max_early + timedelta(minutes=1),
         "lease": config.lease,
         "limit": limit or config.batch_size,
     }
+
+
+def claim_due(now: datetime, config: QueueConfig, limit: int | None = None) -> list[ClaimedSend]:
+    """Claim up to ``limit`` due rows in one statement, in the fair order (see queue_sql)."""
     with rls_bypass(), connection.cursor() as cursor:
-        cursor.execute(queue_sql.CLAIM_DUE, params)
+        cursor.execute(queue_sql.CLAIM_DUE, claim_params(now, config, limit))
         rows = [ClaimedSend(*row) for row in cursor.fetchall()]
-    # RETURNING has no order; deliver oldest first.
-    rows.sort(key=lambda row: (row.fire_at, row.id))
+    # RETURNING has no order; deliver in the claim's order.
+    rows.sort(key=lambda row: (row.fire_at.replace(second=0, microsecond=0), row.fire_at, row.id))
     return rows
 
 
@@ -88,49 +101,65 @@ def expire_past_grace(now: datetime, config: QueueConfig, batch: int = 1000) -> 
             return total
 
 
-def _fenced(statement: str, row: ClaimedSend, now: datetime, **params: object) -> bool:
-    """Run one fenced settle-up; False means the claim was no longer ours."""
+class Transition(enum.Enum):
+    """Every way a claimed row can move on, each one fenced statement."""
+
+    MARK_SENDING = queue_sql.MARK_SENDING
+    SENT = queue_sql.SETTLE_SENT
+    SKIPPED = queue_sql.SETTLE_SKIPPED
+    FAILED = queue_sql.SETTLE_FAILED
+    RETRY = queue_sql.SETTLE_RETRY
+    RELEASE = queue_sql.RELEASE_UNTRIED
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """One claimed row's transition and what it writes."""
+
+    row: ClaimedSend
+    transition: Transition
+    at: datetime
+    channel: str = ""
+    message_id: str = ""
+    reason: str = ""
+    not_before: datetime | None = None
+
+
+def _group_params(settlements: Sequence[Settlement]) -> dict[str, list[object]]:
+    return {
+        "ids": [s.row.id for s in settlements],
+        "tokens": [s.row.claim_token for s in settlements],
+        "ats": [s.at for s in settlements],
+        "channels": [s.channel for s in settlements],
+        "message_ids": [s.message_id[:128] for s in settlements],
+        "reasons": [s.reason for s in settlements],
+        "not_befores": [s.not_before for s in settlements],
+    }
+
+
+def apply(settlements: Sequence[Settlement]) -> set[int]:
+    """Apply a group of transitions in one transaction; the ids that matched.
+
+    A row missing from the answer had lost its claim (lease expired and
+    re-claimed): for ``MARK_SENDING`` that means it must not be sent.
+    """
+    by_transition: dict[Transition, list[Settlement]] = {}
+    for settlement in settlements:
+        by_transition.setdefault(settlement.transition, []).append(settlement)
+    matched: set[int] = set()
+    if not by_transition:
+        return matched
     with rls_bypass(), connection.cursor() as cursor:
-        cursor.execute(statement, {"id": row.id, "token": row.claim_token, "now": now, **params})
-        matched = cursor.rowcount == 1
-    if not matched:
+        for transition, group in by_transition.items():
+            cursor.execute(transition.value, _group_params(group))
+            matched.update(row_id for (row_id,) in cursor.fetchall())
+    lost = [s.row.id for s in settlements if s.row.id not in matched]
+    if lost:
         logger.warning(
             "settle matched no row: the claim was lost (lease expired and re-claimed?)",
-            extra={"send_id": row.id, "statement": statement.split()[0]},
+            extra={"send_ids": lost[:20], "lost": len(lost)},
         )
     return matched
-
-
-def mark_sending(row: ClaimedSend, now: datetime, channel: str) -> bool:
-    return _fenced(queue_sql.MARK_SENDING, row, now, channel=channel)
-
-
-def settle_sent(row: ClaimedSend, now: datetime, channel: str, provider_message_id: str) -> bool:
-    return _fenced(
-        queue_sql.SETTLE_SENT,
-        row,
-        now,
-        channel=channel,
-        provider_message_id=provider_message_id[:128],
-    )
-
-
-def settle_skipped(row: ClaimedSend, now: datetime, reason: str) -> bool:
-    return _fenced(queue_sql.SETTLE_SKIPPED, row, now, reason=reason)
-
-
-def settle_failed(row: ClaimedSend, now: datetime, reason: str) -> bool:
-    return _fenced(queue_sql.SETTLE_FAILED, row, now, reason=reason)
-
-
-def settle_retry(
-    row: ClaimedSend, now: datetime, reason: str, not_before: datetime | None = None
-) -> bool:
-    return _fenced(queue_sql.SETTLE_RETRY, row, now, reason=reason, not_before=not_before)
-
-
-def release_untried(row: ClaimedSend, now: datetime, not_before: datetime | None = None) -> bool:
-    return _fenced(queue_sql.RELEASE_UNTRIED, row, now, not_before=not_before)
 
 
 def record_receipt(
@@ -200,3 +229,33 @@ def queue_counts(now: datetime, config: QueueConfig) -> QueueCounts:
             },
         )
         return QueueCounts(*cursor.fetchone())
+
+
+def settle_one(row: ClaimedSend, transition: Transition, at: datetime, **fields: object) -> bool:
+    """One row's transition in its own transaction; False if the claim was lost."""
+    return row.id in apply([Settlement(row, transition, at, **fields)])
+
+
+def smooth_minute(channel: str, minute: datetime, count: int, by: timedelta) -> int:
+    """Move up to ``count`` unplaced nudges of ``minute`` earlier by ``by``; how many moved.
+
+    A queue transition of pending rows across tenants, so it runs under the
+    bypass like the claim; it changes only ``fire_at`` (never the intended
+    instant, so the unique key and the message are untouched).
+    """
+    with rls_bypass(), connection.cursor() as cursor:
+        cursor.execute(
+            queue_sql.MOVE_EARLIER,
+            {"channel": channel, "minute": minute, "count": count, "by": by},
+        )
+        return cursor.rowcount
+
+
+def load_per_minute(after: datetime, until: datetime) -> dict[str, dict[datetime, int]]:
+    """Pending, unclaimed nudges per channel and minute in ``(after, until]``."""
+    load: dict[str, dict[datetime, int]] = {}
+    with rls_bypass(), connection.cursor() as cursor:
+        cursor.execute(queue_sql.LOAD_PER_MINUTE, {"after": after, "until": until})
+        for channel, minute, count in cursor.fetchall():
+            load.setdefault(channel, {})[minute.replace(tzinfo=UTC)] = count
+    return load

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
+
+# The channels whose send rate is a setting of its own; others are unpaced.
+RATE_SETTINGS = {
+    "telegram": "NUDGE_TELEGRAM_RATE",
+    "whatsapp": "NUDGE_WHATSAPP_RATE",
+    "console": "NUDGE_CONSOLE_RATE",
+}
 
 
 @dataclass(frozen=True)
@@ -20,6 +28,13 @@ class QueueConfig:
     retry_delay: timedelta
     # A due row unclaimed for longer than this means delivery is not happening.
     overdue_after: timedelta
+    send_concurrency: int = 32
+    # Messages per second per channel across all deliver processes; 0 = unpaced.
+    channel_rates: dict[str, float] = field(default_factory=dict)
+    per_chat_interval: float = 1.0
+    max_early: timedelta = timedelta(minutes=6)
+    smoothing_headroom: float = 0.9
+    max_p95_lateness: timedelta = timedelta(seconds=60)
 
     @classmethod
     def from_settings(cls) -> QueueConfig:
@@ -33,9 +48,34 @@ class QueueConfig:
             run_budget_seconds=settings.NUDGE_RUN_BUDGET_SECONDS,
             retry_delay=timedelta(seconds=settings.NUDGE_RETRY_DELAY_SECONDS),
             overdue_after=timedelta(seconds=settings.NUDGE_HEALTH_OVERDUE_SECONDS),
+            send_concurrency=settings.NUDGE_SEND_CONCURRENCY,
+            channel_rates={
+                channel: float(getattr(settings, name)) for channel, name in RATE_SETTINGS.items()
+            },
+            per_chat_interval=settings.NUDGE_PER_CHAT_INTERVAL_SECONDS,
+            max_early=timedelta(minutes=settings.NUDGE_MAX_EARLY_MINUTES),
+            smoothing_headroom=settings.NUDGE_SMOOTHING_HEADROOM,
+            max_p95_lateness=timedelta(seconds=settings.NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS),
         )
         config.validate()
         return config
+
+    def replace(self, **changes: object) -> QueueConfig:
+        """A validated copy with some knobs changed (a command's --batch-size, a test)."""
+        config = dataclasses.replace(self, **changes)
+        config.validate()
+        return config
+
+    def rate(self, channel: str) -> float:
+        """Messages per second ``channel`` may send; 0 means unpaced."""
+        return self.channel_rates.get(channel, 0.0)
+
+    def per_minute_capacity(self, channel: str) -> int | None:
+        """How many nudges one minute may hold before smoothing moves some earlier."""
+        rate = self.rate(channel)
+        if rate <= 0:
+            return None
+        return max(1, int(rate * 60 * self.smoothing_headroom))
 
     def validate(self) -> None:
         """Refuse settings that would make the queue unsafe, with the reason."""
@@ -43,6 +83,15 @@ class QueueConfig:
             raise ValueError("NUDGE_BATCH_SIZE must be at least 1")
         if self.grace <= timedelta(0):
             raise ValueError("NUDGE_GRACE_MINUTES must be positive")
+        if self.send_concurrency < 1:
+            raise ValueError("NUDGE_SEND_CONCURRENCY must be at least 1")
+        for channel, rate in self.channel_rates.items():
+            if rate < 0:
+                raise ValueError(f"{RATE_SETTINGS.get(channel, channel)} must not be negative")
+        if self.max_early < timedelta(0):
+            raise ValueError("NUDGE_MAX_EARLY_MINUTES must not be negative")
+        if not 0 < self.smoothing_headroom <= 1:
+            raise ValueError("NUDGE_SMOOTHING_HEADROOM must be in (0, 1]")
         # A run may overrun its budget by one send; the lease must outlast it
         # comfortably, or a live run's rows could be claimed a second time.
         if self.lease.total_seconds() < 2 * self.run_budget_seconds:

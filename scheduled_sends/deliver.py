@@ -1,26 +1,36 @@
-"""The delivery sweep (cron: every minute).
+"""The delivery sweep (cron: every minute): a pipeline that keeps sends in flight.
 
-One run: settle rows that fell past grace as ``expired``; then, until
-nothing is due or the run's budget is spent, claim a bounded batch (one
-statement, oldest first) and deliver each row:
+One run settles rows that fell past grace as ``expired``, then, until nothing
+is due or its budget is spent, keeps up to ``NUDGE_SEND_CONCURRENCY`` sends
+in flight. Each claimed row goes through:
 
 1. a row whose previous claimant died mid-send is settled ``failed`` — the
    provider may already have the message, and a duplicate nudge is worse
    than a missing one that support can see;
 2. re-enter the owner's ``tenant_scope`` and re-resolve the subject and the
    channel (still there, still at this time, not done, nudges still on);
-3. fenced ``send_started_at`` stamp, then the send, outside any transaction;
-4. settle, fenced by the claim token: sent, skipped, retry, or failed.
+3. wait for a send slot of its channel (``pacing.py``: the rate is shared by
+   every deliver process) and, per chat, a second since the last message;
+4. fenced ``send_started_at`` stamp — for every row whose slot has come, in
+   one statement — then the send, on a worker thread, outside any transaction;
+5. settle, fenced by the claim token, grouped with the other rows that
+   finished meanwhile: one transaction per flush, not two per row.
 
-A run that never comes back releases nothing; its claims expire after the
-lease. Rows it claimed but did not try (budget spent, channel rate limited)
-are handed back at once.
+Claims come in bounded batches, oldest minute first, each user's first
+nudge of a minute before anyone's second. A 429 pauses that channel for every
+process for ``retry_after`` and hands the row back to be claimed again later
+in the same run. A run that never comes back releases nothing; its claims
+expire after the lease. Rows it claimed but did not try (budget spent) are
+handed back at once.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -36,10 +46,12 @@ from scheduled_sends.channels.base import (
     UnconfirmedSendError,
     get_channel,
 )
-from scheduled_sends.claim import ClaimedSend
+from scheduled_sends.claim import ClaimedSend, Settlement, Transition
 from scheduled_sends.config import QueueConfig
+from scheduled_sends.lateness import LatenessSummary
 from scheduled_sends.messages import compose
 from scheduled_sends.models import DeliverySettings, Kind, SweepRun
+from scheduled_sends.pacing import ChannelPacer, SendGate
 from scheduled_sends.runlog import recorded_run
 from tenancy.scope import tenant_scope
 
@@ -127,7 +139,9 @@ def resolve(
         title, starts_at = subject
         if starts_at != row.subject_starts_at:
             return Skip("subject moved; its new time has its own nudge")
-        if starts_at <= now:
+        # A nudge meant for the very start ("at the time of the event", lead 0)
+        # is still worth sending within grace; one meant before it is not.
+        if starts_at <= now and row.intended_at < starts_at:
             return Skip("subject already begun")
         address = delivery.address()
         if not address:
@@ -138,7 +152,7 @@ def resolve(
             starts_at=starts_at,
             now=now,
             tz_name=delivery.timezone,
-            valid_until=row.fire_at + config.grace,
+            valid_until=row.intended_at + config.grace,
         )
         return Delivery(channel=delivery.channel, address=address, message=message)
 
@@ -154,13 +168,22 @@ class DeliverReport:
     expired: int = 0
     released: int = 0
     lost_claims: int = 0
+    rate_limited: int = 0
     batches: int = 0
     seconds: float = 0.0
+    latenesses: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.lost_claims == 0 and not self.errors
+
+    @property
+    def sends_per_second(self) -> float:
+        return self.sent / self.seconds if self.seconds > 0 else 0.0
+
+    def lateness(self) -> LatenessSummary:
+        return LatenessSummary.of(self.latenesses)
 
     def summary(self) -> str:
         text = (
@@ -168,6 +191,14 @@ class DeliverReport:
             f"retry {self.retried}, failed {self.failed}, expired {self.expired} "
             f"in {self.seconds:.1f}s"
         )
+        if self.sent:
+            late = self.lateness()
+            text += (
+                f" ({self.sends_per_second:.1f}/s; lateness p50 {late.p50:.1f}s, "
+                f"p95 {late.p95:.1f}s, max {late.max:.1f}s)"
+            )
+        if self.rate_limited:
+            text += f", {self.rate_limited} rate-limited (429)"
         if self.released:
             text += f", released {self.released} untried"
         if self.lost_claims:
@@ -185,14 +216,44 @@ class DeliverReport:
             "expired": self.expired,
             "released": self.released,
             "lost_claims": self.lost_claims,
+            "rate_limited": self.rate_limited,
             "batches": self.batches,
             "seconds": round(self.seconds, 3),
+            "sends_per_second": round(self.sends_per_second, 2),
+            **self.lateness().as_counts(),
             "ok": self.ok,
         }
 
 
+@dataclass
+class Outgoing:
+    """A resolved row on its way: waiting for a slot, scheduled, or in flight."""
+
+    row: ClaimedSend
+    delivery: Delivery
+    deadline: float = 0.0  # monotonic instant its send slot opens
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one send returned, and when (monotonic), from the worker thread."""
+
+    finished: float
+    receipt: object = None
+    error: BaseException | None = None
+    # The channel was paused by a 429 while this row waited for its slot.
+    not_tried: bool = False
+
+
+# Settle-ups are flushed in groups of this many, or after FLUSH_SECONDS.
+FLUSH_ROWS = 64
+FLUSH_SECONDS = 0.2
+# A scheduled row is stamped and handed to a worker this long before its slot.
+DISPATCH_AHEAD_SECONDS = 0.05
+
+
 class DeliveryRun:
-    """One deliver run's state: its clock, budget, channels and counts."""
+    """One deliver run's state: its clock, budget, channels, pipeline and counts."""
 
     def __init__(
         self, config: QueueConfig, fixed_now: datetime | None, report: DeliverReport
@@ -202,23 +263,41 @@ class DeliveryRun:
         self.report = report
         self.started = time.monotonic()
         self.channels: dict[str, Channel] = {}
-        self.paused_until: dict[str, datetime] = {}
+        self.pacer = ChannelPacer(config)
+        # channel -> monotonic instant a 429 paused it until; read by the workers.
+        self.paused_until: dict[str, float] = {}
+        self.pool = ThreadPoolExecutor(config.send_concurrency, thread_name_prefix="nudge-send")
+        # Rows this run holds, by stage.
+        self.waiting: dict[str, list[Outgoing]] = {}  # per channel, in claim order
+        self.scheduled: list[tuple[float, int, Outgoing]] = []  # heap by deadline
+        self.in_flight: dict[Future[Attempt], Outgoing] = {}
+        self._sequence = itertools.count()
+        self.settlements: list[Settlement] = []
+        self._first_unflushed: float | None = None
+        # Rows handed back after a 429 become claimable again at this instant.
+        self.retry_claim_at: float | None = None
+        self.max_held = max(config.batch_size, 2 * config.send_concurrency)
         self._clock_anchor: datetime = report.as_of
         self._clock_read_at = time.monotonic()
 
+    # --- clock and budget -------------------------------------------------
     def sync_clock(self) -> None:
-        """Re-read the database clock (once per batch, not once per statement)."""
+        """Re-read the database clock (once per claim, not once per statement)."""
         if self.fixed_now is None:
             self._clock_anchor = claim.database_now()
             self._clock_read_at = time.monotonic()
+
+    def at(self, monotonic_instant: float) -> datetime:
+        """A monotonic instant on the database's clock (``--now`` when replaying)."""
+        if self.fixed_now is not None:
+            return self.fixed_now
+        return self._clock_anchor + timedelta(seconds=monotonic_instant - self._clock_read_at)
 
     def now(self) -> datetime:
         """The fixed ``--now`` of a replay, else the database clock as last read,
         advanced by this process's monotonic clock: one clock for every worker,
         without a round trip per row."""
-        if self.fixed_now is not None:
-            return self.fixed_now
-        return self._clock_anchor + timedelta(seconds=time.monotonic() - self._clock_read_at)
+        return self.at(time.monotonic())
 
     def budget_spent(self) -> bool:
         return time.monotonic() - self.started >= self.config.run_budget_seconds
@@ -229,44 +308,94 @@ class DeliveryRun:
         return self.channels[name]
 
     def close(self) -> None:
+        self.pool.shutdown(wait=True)
         for channel in self.channels.values():
             try:
                 channel.close()
             except Exception:
                 logger.exception("closing a channel failed")
 
-    def settled(self, matched: bool) -> None:
-        if not matched:
-            self.report.lost_claims += 1
+    def held(self) -> int:
+        waiting = sum(len(rows) for rows in self.waiting.values())
+        return waiting + len(self.scheduled) + len(self.in_flight)
+
+    # --- settling, in groups ----------------------------------------------
+    def settle(self, row: ClaimedSend, transition: Transition, **fields: object) -> None:
+        at = fields.pop("at", None) or self.now()
+        self.settlements.append(Settlement(row, transition, at, **fields))
+        if self._first_unflushed is None:
+            self._first_unflushed = time.monotonic()
+
+    def flush(self, *, force: bool = False) -> None:
+        if not self.settlements:
+            return
+        age = time.monotonic() - (self._first_unflushed or time.monotonic())
+        if not force and len(self.settlements) < FLUSH_ROWS and age < FLUSH_SECONDS:
+            return
+        group, self.settlements, self._first_unflushed = self.settlements, [], None
+        matched = claim.apply(group)
+        self.report.lost_claims += sum(1 for s in group if s.row.id not in matched)
 
     def retry_later(self, row: ClaimedSend, reason: str) -> None:
         """Hand a transiently failed row back for a later run, counting the attempt."""
         now = self.now()
-        self.settled(claim.settle_retry(row, now, reason, not_before=now + self.config.retry_delay))
+        self.settle(
+            row, Transition.RETRY, at=now, reason=reason, not_before=now + self.config.retry_delay
+        )
         self.report.retried += 1
 
+    # --- the pipeline -----------------------------------------------------
     def run(self) -> None:
         self.report.expired += claim.expire_past_grace(self.now(), self.config)
-        while not self.budget_spent():
-            self.sync_clock()
-            batch = claim.claim_due(self.now(), self.config)
-            if not batch:
-                return
+        exhausted = False
+        while True:
+            if self.budget_spent():
+                self.give_back_untried()
+            elif self.held() < self.max_held and (not exhausted or self.retries_claimable()):
+                exhausted = self.claim_more()
+            self.schedule_waiting()
+            self.dispatch_due()
+            self.flush()
+            if not self.held() and (self.budget_spent() or not self.more_to_come(exhausted)):
+                break
+            self.wait_for_progress()
+        self.flush(force=True)
+
+    def more_to_come(self, exhausted: bool) -> bool:
+        """Whether it is worth waiting: more due rows, or 429'd rows due back in budget.
+
+        A replay (``--now``) has a clock that does not move, so rows handed
+        back until later are never due again within it.
+        """
+        if not exhausted:
+            return True
+        if self.retry_claim_at is None or self.fixed_now is not None:
+            return False
+        return self.retry_claim_at < self.started + self.config.run_budget_seconds
+
+    def retries_claimable(self) -> bool:
+        return self.retry_claim_at is not None and time.monotonic() >= self.retry_claim_at
+
+    def claim_more(self) -> bool:
+        """Claim up to the room left; True when the queue had no more due rows."""
+        self.flush(force=True)  # rows handed back must be visible to the claim
+        limit = min(self.config.batch_size, self.max_held - self.held())
+        self.sync_clock()
+        batch = claim.claim_due(self.now(), self.config, limit=limit)
+        if self.retries_claimable():
+            self.retry_claim_at = None
+        if batch:
             self.report.batches += 1
             self.report.claimed += len(batch)
             for row in batch:
-                if self.budget_spent():
-                    self.settled(claim.release_untried(row, self.now()))
-                    self.report.released += 1
-                    continue
-                self.deliver_one(row)
-            if len(batch) < self.config.batch_size:
-                return
+                self.admit(row)
+        return len(batch) < limit
 
-    def deliver_one(self, row: ClaimedSend) -> None:
+    def admit(self, row: ClaimedSend) -> None:
+        """Resolve a claimed row: settle it at once, or queue it for its channel's slot."""
         now = self.now()
         if row.send_started_at is not None:
-            self.settled(claim.settle_failed(row, now, INTERRUPTED_REASON))
+            self.settle(row, Transition.FAILED, reason=INTERRUPTED_REASON)
             self.report.failed += 1
             return
         try:
@@ -278,61 +407,155 @@ class DeliveryRun:
             self.report.errors.append(type(exc).__name__)
             return
         if isinstance(outcome, Skip):
-            self.settled(claim.settle_skipped(row, now, outcome.reason))
+            self.settle(row, Transition.SKIPPED, at=now, reason=outcome.reason)
             self.report.skipped += 1
-            return
-        if isinstance(outcome, Undeliverable):
-            self.settled(claim.settle_failed(row, now, outcome.reason))
+        elif isinstance(outcome, Undeliverable):
+            self.settle(row, Transition.FAILED, reason=outcome.reason)
             self.report.failed += 1
-            return
-        paused = self.paused_until.get(outcome.channel)
-        if paused is not None and paused > now:
-            self.settled(claim.release_untried(row, now, not_before=paused))
-            self.report.released += 1
-            return
-        if not claim.mark_sending(row, now, outcome.channel):
-            # The claim is no longer ours: sending now could duplicate.
-            self.report.lost_claims += 1
-            return
-        self.send(row, outcome)
-
-    def send(self, row: ClaimedSend, delivery: Delivery) -> None:
-        try:
-            receipt = self.channel(delivery.channel).send(delivery.address, delivery.message)
-        except RateLimited as exc:
-            wait = timedelta(seconds=max(1.0, exc.retry_after or 60.0))
-            now = self.now()
-            self.paused_until[delivery.channel] = now + wait
-            self.settled(claim.settle_retry(row, now, exc.describe(), not_before=now + wait))
-            self.report.retried += 1
-        except TransientSendError as exc:
-            self.retry_later(row, exc.describe())
-        except PermanentSendError as exc:
-            self.settled(claim.settle_failed(row, self.now(), exc.describe()))
-            self.report.failed += 1
-        except UnconfirmedSendError as exc:
-            reason = f"{exc.describe()} — it may have been delivered; not resent"
-            self.settled(claim.settle_failed(row, self.now(), reason))
-            self.report.failed += 1
-        except SendError as exc:  # an unclassified channel error: retry, it is bounded by grace
-            self.retry_later(row, exc.describe())
-        except Exception as exc:
-            # A bug or an unexpected library error: retry (bounded by grace), loudly.
-            logger.exception("channel raised unexpectedly", extra={"send_id": row.id})
-            self.retry_later(row, describe_unexpected(exc))
-            self.report.errors.append(type(exc).__name__)
         else:
-            message_id = getattr(receipt, "provider_message_id", None)
+            self.waiting.setdefault(outcome.channel, []).append(Outgoing(row, outcome))
+
+    def schedule_waiting(self) -> None:
+        """Give waiting rows send slots from their channel's shared budget."""
+        for channel, rows in self.waiting.items():
+            if not rows:
+                continue
+            deadlines = self.pacer.reserve(channel, len(rows))
+            taken, self.waiting[channel] = rows[: len(deadlines)], rows[len(deadlines) :]
+            for outgoing, deadline in zip(taken, deadlines, strict=True):
+                outgoing.deadline = self.pacer.chat_ready_at(
+                    channel, outgoing.delivery.address, deadline
+                )
+                heapq.heappush(self.scheduled, (outgoing.deadline, next(self._sequence), outgoing))
+
+    def dispatch_due(self) -> None:
+        """Stamp ``send_started_at`` on every row whose slot has come, then send them."""
+        horizon = time.monotonic() + DISPATCH_AHEAD_SECONDS
+        due: list[Outgoing] = []
+        while self.scheduled and self.scheduled[0][0] <= horizon:
+            due.append(heapq.heappop(self.scheduled)[2])
+        ready: list[tuple[Outgoing, Channel]] = []
+        for outgoing in due:
+            try:
+                ready.append((outgoing, self.channel(outgoing.delivery.channel)))
+            except Exception as exc:
+                # A channel that cannot even be built (bad backend setting): no
+                # send was attempted, so the row is retried later, loudly.
+                logger.exception("building a channel failed", extra={"send_id": outgoing.row.id})
+                self.retry_later(outgoing.row, describe_unexpected(exc))
+                self.report.errors.append(type(exc).__name__)
+        if not ready:
+            return
+        now = self.now()
+        marked = claim.apply(
+            [
+                Settlement(o.row, Transition.MARK_SENDING, now, channel=o.delivery.channel)
+                for o, _ in ready
+            ]
+        )
+        for outgoing, channel in ready:
+            if outgoing.row.id not in marked:
+                # The claim is no longer ours: sending now could duplicate.
+                self.report.lost_claims += 1
+                continue
+            gate = self.pacer.gate(outgoing.delivery.channel)
+            future = self.pool.submit(_send_at, channel, gate, outgoing, self.paused_until)
+            self.in_flight[future] = outgoing
+
+    def wait_for_progress(self) -> None:
+        """Sleep until a send finishes, a slot opens or a flush is due (bounded)."""
+        timeout = FLUSH_SECONDS
+        if self.scheduled:
+            timeout = min(timeout, max(0.0, self.scheduled[0][0] - time.monotonic()))
+        if self.in_flight:
+            done, _ = wait(list(self.in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
+            for future in done:
+                self.settle_attempt(self.in_flight.pop(future), future.result())
+        elif timeout > 0:
+            time.sleep(min(timeout, 0.05))
+
+    def give_back_untried(self) -> None:
+        """The budget is spent: rows not yet handed to a worker go back to the queue."""
+        untried = [o for rows in self.waiting.values() for o in rows]
+        untried += [entry[2] for entry in self.scheduled]
+        self.waiting.clear()
+        self.scheduled.clear()
+        for outgoing in untried:
+            self.settle(outgoing.row, Transition.RELEASE)
+            self.report.released += 1
+
+    def settle_attempt(self, outgoing: Outgoing, attempt: Attempt) -> None:
+        row, delivery = outgoing.row, outgoing.delivery
+        at = self.at(attempt.finished)
+        exc = attempt.error
+        if attempt.not_tried:
+            # A 429 paused the channel while this row waited: it was never sent.
+            resume = self.paused_until.get(delivery.channel, attempt.finished)
+            not_before = at + timedelta(seconds=max(0.0, resume - attempt.finished))
+            self.settle(row, Transition.RELEASE, at=at, not_before=not_before)
+            self.report.released += 1
+            self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
+            return
+        if exc is None:
+            message_id = getattr(attempt.receipt, "provider_message_id", None)
             if not isinstance(message_id, str) or not message_id:
                 # Accepted, but we cannot say what: a channel bug. Sent, probably;
                 # not sent again, and loud.
-                reason = f"{UNUSABLE_RECEIPT} ({type(receipt).__name__})"
-                self.settled(claim.settle_failed(row, self.now(), reason))
+                reason = f"{UNUSABLE_RECEIPT} ({type(attempt.receipt).__name__})"
+                self.settle(row, Transition.FAILED, at=at, reason=reason)
                 self.report.failed += 1
                 self.report.errors.append("unusable receipt")
                 return
-            self.settled(claim.settle_sent(row, self.now(), delivery.channel, message_id))
+            self.settle(
+                row, Transition.SENT, at=at, channel=delivery.channel, message_id=message_id
+            )
             self.report.sent += 1
+            self.report.latenesses.append((at - row.intended_at).total_seconds())
+        elif isinstance(exc, RateLimited):
+            wait_seconds = max(1.0, exc.retry_after or 60.0)
+            resume = attempt.finished + wait_seconds
+            self.paused_until[delivery.channel] = max(
+                self.paused_until.get(delivery.channel, 0.0), resume
+            )
+            self.pacer.pause(delivery.channel, wait_seconds)
+            not_before = at + timedelta(seconds=wait_seconds)
+            self.settle(row, Transition.RETRY, at=at, reason=exc.describe(), not_before=not_before)
+            self.report.retried += 1
+            self.report.rate_limited += 1
+            self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
+        elif isinstance(exc, PermanentSendError):
+            self.settle(row, Transition.FAILED, at=at, reason=exc.describe())
+            self.report.failed += 1
+        elif isinstance(exc, UnconfirmedSendError):
+            reason = f"{exc.describe()} — it may have been delivered; not resent"
+            self.settle(row, Transition.FAILED, at=at, reason=reason)
+            self.report.failed += 1
+        elif isinstance(exc, TransientSendError | SendError):
+            # An unclassified channel error is retried too: it is bounded by grace.
+            self.retry_later(row, exc.describe())
+        else:
+            # A bug or an unexpected library error: retry (bounded by grace), loudly.
+            logger.error("channel raised unexpectedly", exc_info=exc, extra={"send_id": row.id})
+            self.retry_later(row, describe_unexpected(exc))
+            self.report.errors.append(type(exc).__name__)
+
+
+def _send_at(
+    channel: Channel, gate: SendGate | None, outgoing: Outgoing, paused_until: dict[str, float]
+) -> Attempt:
+    """On a worker thread: wait for the row's slot, send, and say how it went."""
+    delay = outgoing.deadline - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    if gate is not None:
+        gate.wait_turn()
+    if paused_until.get(outgoing.delivery.channel, 0.0) > time.monotonic():
+        return Attempt(finished=time.monotonic(), not_tried=True)
+    try:
+        receipt = channel.send(outgoing.delivery.address, outgoing.delivery.message)
+    except BaseException as exc:  # settled by the run's thread, never lost here
+        return Attempt(finished=time.monotonic(), error=exc)
+    return Attempt(finished=time.monotonic(), receipt=receipt)
 
 
 def run_deliver(
@@ -343,15 +566,10 @@ def run_deliver(
 ) -> DeliverReport:
     """Deliver everything due now, in bounded batches, within the run's budget."""
     config = QueueConfig.from_settings()
-    if batch_size is not None or budget_seconds is not None:
-        config = QueueConfig(
-            **{
-                **config.__dict__,
-                "batch_size": batch_size or config.batch_size,
-                "run_budget_seconds": budget_seconds or config.run_budget_seconds,
-            }
-        )
-        config.validate()
+    if batch_size is not None:
+        config = config.replace(batch_size=batch_size)
+    if budget_seconds is not None:
+        config = config.replace(run_budget_seconds=budget_seconds)
     started = time.monotonic()
     as_of = now or claim.database_now()
     report = DeliverReport(as_of=as_of)

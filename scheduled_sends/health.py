@@ -11,6 +11,9 @@ an outage look quiet:
 * the last materialize run's own observation, made in each user's tenant
   scope and so independent of the bypass — rows whose time has passed and
   that nobody claimed;
+* lateness: the deliver runs of the last 15 minutes — p95 of how late sent
+  nudges arrived after their intended instant, and any that expired unsent.
+  A queue that delivers everything, but late, is failing too;
 
 plus the row-level-security check of the deployment itself.
 """
@@ -25,6 +28,7 @@ from django.db import DatabaseError
 
 from scheduled_sends.claim import database_now, queue_counts
 from scheduled_sends.config import QueueConfig
+from scheduled_sends.lateness import BUCKETS, merged_p95
 from scheduled_sends.models import SweepRun
 from tenancy.checks import rls_problems
 
@@ -96,6 +100,44 @@ def _check_recent(
     return last_ok
 
 
+LATENESS_WINDOW = timedelta(minutes=15)
+LATE_BEYOND = int(BUCKETS[-2])
+
+
+def _check_on_time(report: HealthReport, now: datetime, config: QueueConfig) -> None:
+    """p95 lateness and expiries over the deliver runs of the last 15 minutes."""
+    runs = SweepRun.objects.filter(
+        sweep=SweepRun.Sweep.DELIVER, as_of__gt=now - LATENESS_WINDOW, as_of__lte=now
+    ).values_list("counts", flat=True)
+    histograms, expired, sent = [], 0, 0
+    for counts in runs:
+        histograms.append(counts.get("lateness_histogram") or [])
+        expired += int(counts.get("expired", 0))
+        sent += int(counts.get("sent", 0))
+    p95 = merged_p95(histograms)
+    limit = config.max_p95_lateness.total_seconds()
+    report.figures.update(
+        sent_last_15_min=sent, expired_last_15_min=expired, lateness_p95_bucket_seconds=p95
+    )
+    if p95 is None:
+        detail = "no nudges sent in the last 15 min"
+    elif p95 == float("inf"):
+        detail = f"p95 lateness over the last 15 min is beyond {LATE_BEYOND} s"
+    else:
+        detail = f"p95 lateness over the last 15 min is at most {p95:g} s"
+    report.add(
+        "nudges_on_time",
+        p95 is None or p95 <= limit,
+        f"{detail} (limit {limit:g} s) over {sent} sent",
+    )
+    report.add(
+        "nothing_expired",
+        expired == 0,
+        f"{expired} nudges expired unsent in the last 15 min (past "
+        f"{int(config.grace.total_seconds() // 60)} min grace)",
+    )
+
+
 def check_health(now: datetime | None = None) -> HealthReport:
     """The queue's state; ``.ok`` is False when something needs a human."""
     config = QueueConfig.from_settings()
@@ -147,6 +189,8 @@ def check_health(now: datetime | None = None) -> HealthReport:
             f"{counts.stuck_claims} claims are older than the lease "
             f"({config.lease.seconds}s): their runs died",
         )
+
+    _check_on_time(report, now, config)
 
     # Independent of the bypass: what materialize saw inside each user's scope.
     if last_materialize is not None:

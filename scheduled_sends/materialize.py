@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -27,21 +28,25 @@ from scheduled_sends.claim import database_now
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.models import DeliverySettings, Kind, ScheduledSend, SweepRun
 from scheduled_sends.runlog import recorded_run
+from scheduled_sends.smoothing import smooth_bursts
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.materialize")
+
+# user_rank is a smallint; beyond this every further nudge shares the last rank.
+MAX_RANK = 32_767
 
 
 @dataclass(frozen=True)
 class PlannedNudge:
     kind: str
     ref_id: int
-    fire_at: datetime
+    intended_at: datetime  # subject start - lead; the send time starts here
     subject_starts_at: datetime
 
     @property
     def key(self) -> tuple[str, int, datetime]:
-        return (self.kind, self.ref_id, self.fire_at)
+        return (self.kind, self.ref_id, self.intended_at)
 
     def worth_queueing(self, now: datetime) -> bool:
         """A nudge first queued now must still precede its subject.
@@ -52,9 +57,9 @@ class PlannedNudge:
         return self.subject_starts_at > now
 
 
-def _in_window(fire_at: datetime, now: datetime, config: QueueConfig) -> bool:
+def _in_window(intended_at: datetime, now: datetime, config: QueueConfig) -> bool:
     """Inside the look-ahead, and if already past, still inside the grace window."""
-    return now - config.grace < fire_at <= now + config.lookahead
+    return now - config.grace < intended_at <= now + config.lookahead
 
 
 def plan_event_nudges(
@@ -68,9 +73,9 @@ def plan_event_nudges(
             continue
         leads = {timedelta(minutes=m) for m in event.reminder_minutes if 0 <= m <= max_minutes}
         for lead in sorted(leads or {default_lead}):
-            fire_at = event.starts_at - lead
-            if _in_window(fire_at, now, config):
-                planned.append(PlannedNudge(Kind.EVENT, event.pk, fire_at, event.starts_at))
+            intended_at = event.starts_at - lead
+            if _in_window(intended_at, now, config):
+                planned.append(PlannedNudge(Kind.EVENT, event.pk, intended_at, event.starts_at))
     return planned
 
 
@@ -82,9 +87,11 @@ def plan_follow_up_nudges(
     for follow_up in follow_ups:
         if follow_up.done:
             continue
-        fire_at = follow_up.due_at - default_lead
-        if _in_window(fire_at, now, config):
-            planned.append(PlannedNudge(Kind.FOLLOW_UP, follow_up.pk, fire_at, follow_up.due_at))
+        intended_at = follow_up.due_at - default_lead
+        if _in_window(intended_at, now, config):
+            planned.append(
+                PlannedNudge(Kind.FOLLOW_UP, follow_up.pk, intended_at, follow_up.due_at)
+            )
     return planned
 
 
@@ -102,12 +109,13 @@ class UserResult:
     skipped_disabled: bool = False
 
 
-def plan_for_user(user_id: int, now: datetime, config: QueueConfig) -> list[PlannedNudge] | None:
+def plan_for_user(
+    user_id: int, delivery: DeliverySettings | None, now: datetime, config: QueueConfig
+) -> list[PlannedNudge] | None:
     """The nudges the user should have queued now; None when nudges are off.
 
     Must run inside the user's tenant scope.
     """
-    delivery = DeliverySettings.objects.filter(user_id=user_id).first()
     if delivery is None or not delivery.enabled:
         return None
     default_lead = timedelta(minutes=delivery.default_lead_minutes)
@@ -133,20 +141,27 @@ def materialize_user(user_id: int, now: datetime, config: QueueConfig) -> UserRe
     event moved away and back again be queued afresh.
     """
     result = UserResult()
-    with tenant_scope(user_id):
-        planned = plan_for_user(user_id, now, config)
+    # Everything written here is derived again by the next run (inserts are
+    # idempotent, stale rows are found again, delivery re-checks every
+    # subject), so the commit need not wait for the disk: waiting for the
+    # flush was most of a user's time.
+    with tenant_scope(user_id, relaxed_commit=True):
+        delivery = DeliverySettings.objects.filter(user_id=user_id).first()
+        planned = plan_for_user(user_id, delivery, now, config)
         result.skipped_disabled = planned is None
         wanted = {nudge.key: nudge for nudge in planned or []}
         pending = ScheduledSend.objects.filter(
             user_id=user_id,
             sent_at__isnull=True,
             outcome__isnull=True,
-            fire_at__gt=now - config.grace,
-        ).values_list("id", "kind", "ref_id", "fire_at", "claimed_at", "not_before")
+            intended_at__gt=now - config.grace,
+        ).values_list("id", "kind", "ref_id", "intended_at", "fire_at", "claimed_at", "not_before")
         stale_ids = []
-        for row_id, kind, ref_id, fire_at, claimed_at, not_before in pending:
-            if (kind, ref_id, fire_at) in wanted:
-                wanted.pop((kind, ref_id, fire_at))
+        per_minute: Counter[datetime] = Counter()  # this user's queued rows per send minute
+        for row_id, kind, ref_id, intended_at, fire_at, claimed_at, not_before in pending:
+            if (kind, ref_id, intended_at) in wanted:
+                wanted.pop((kind, ref_id, intended_at))
+                per_minute[_minute(fire_at)] += 1
                 waiting = not_before is not None and not_before > now
                 # Evidence that delivery is not happening, read in the user's own
                 # scope so a broken bypass cannot hide it (see health.py).
@@ -161,22 +176,40 @@ def materialize_user(user_id: int, now: datetime, config: QueueConfig) -> UserRe
             result.removed, _ = ScheduledSend.objects.filter(
                 id__in=stale_ids, claimed_at__isnull=True
             ).delete()
-        to_insert = [nudge for nudge in wanted.values() if nudge.worth_queueing(now)]
+        to_insert = sorted(
+            (nudge for nudge in wanted.values() if nudge.worth_queueing(now)),
+            key=lambda nudge: (nudge.intended_at, nudge.kind, nudge.ref_id),
+        )
         if to_insert:
-            result.queued = _insert(user_id, to_insert)
+            channel = delivery.channel if delivery else ""
+            result.queued = _insert(user_id, channel, to_insert, per_minute)
     return result
 
 
-def _insert(user_id: int, nudges: list[PlannedNudge]) -> int:
+def _minute(instant: datetime) -> datetime:
+    return instant.replace(second=0, microsecond=0)
+
+
+def _insert(
+    user_id: int, channel: str, nudges: list[PlannedNudge], per_minute: Counter[datetime]
+) -> int:
+    """Insert idempotently, each row ranked after the user's rows already in its minute."""
+    ranks = []
+    for nudge in nudges:
+        minute = _minute(nudge.intended_at)
+        ranks.append(min(per_minute[minute], MAX_RANK))
+        per_minute[minute] += 1
     with connection.cursor() as cursor:
         cursor.execute(
             queue_sql.INSERT_NUDGES,
             {
                 "user_id": user_id,
+                "channel": channel,
                 "kinds": [n.kind for n in nudges],
                 "ref_ids": [n.ref_id for n in nudges],
-                "fire_ats": [n.fire_at for n in nudges],
+                "intended_ats": [n.intended_at for n in nudges],
                 "starts": [n.subject_starts_at for n in nudges],
+                "ranks": ranks,
             },
         )
         return len(cursor.fetchall())
@@ -196,6 +229,7 @@ class MaterializeReport:
     calendars_failed: int = 0
     calendars_needing_reauth: int = 0
     provider_calls: int = 0
+    moved_earlier: int = 0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
 
@@ -207,8 +241,8 @@ class MaterializeReport:
         text = (
             f"materialize: users {self.users}, queued {self.queued}, removed {self.removed}, "
             f"calendars synced {self.calendars_synced} (unchanged {self.calendars_unchanged}, "
-            f"failed {self.calendars_failed}), failed users {self.failed_users} "
-            f"in {self.seconds:.1f}s"
+            f"failed {self.calendars_failed}), failed users {self.failed_users}, "
+            f"moved earlier {self.moved_earlier} in {self.seconds:.1f}s"
         )
         if self.overdue:
             text += f" — WARNING: {self.overdue} due rows are still unclaimed (is deliver running?)"
@@ -228,6 +262,7 @@ class MaterializeReport:
             "calendars_failed": self.calendars_failed,
             "calendars_needing_reauth": self.calendars_needing_reauth,
             "provider_calls": self.provider_calls,
+            "moved_earlier": self.moved_earlier,
             "seconds": round(self.seconds, 3),
             "ok": self.ok,
         }
@@ -281,6 +316,7 @@ def run_materialize(
             report.disabled_users += result.skipped_disabled
             if progress and report.users % 1000 == 0:
                 progress(report)
+        report.moved_earlier = smooth_bursts(now, config)
         report.seconds = time.monotonic() - started
         run.counts = report.as_dict()
         run.summary = report.summary()[:255]

@@ -64,15 +64,27 @@ class ScheduledSend(TenantModel):
     ``claimed_at`` is not ``sent_at``: a claim is a lease a deliver run holds
     while it sends, and it expires; ``sent_at`` is stamped only after a
     successful send or a deliberate skip, never before and never on failure.
-    The unique index ``(user_id, kind, ref_id, fire_at)`` makes materialising
-    the same window twice queue one nudge, and the partial index on
-    ``fire_at`` over live rows is what the claim stands on (both in
-    migration 0002, as SQL).
+    ``intended_at`` is when the nudge is meant to arrive; ``fire_at`` is when
+    it is sent, which burst smoothing may move earlier, never later. The
+    unique key ``(user_id, kind, ref_id, intended_at)`` makes materialising
+    the same window twice queue one nudge, however the send time moved. The
+    claim stands on a partial index over live rows in the order
+    ``(fire_minute, user_rank, fire_at)`` (migration 0006): ``fire_minute``
+    is a column PostgreSQL generates from ``fire_at`` and is not on the model.
     """
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     ref_id = models.BigIntegerField(help_text="The subject's id: a calendar event or follow-up.")
+    intended_at = models.DateTimeField(
+        help_text="When the nudge is meant to arrive (subject start - lead); "
+        "fire_at may be earlier to smooth a burst, never later."
+    )
     fire_at = models.DateTimeField()
+    user_rank = models.PositiveSmallIntegerField(
+        db_default=0,
+        help_text="Rank among this user's nudges of the same minute: "
+        "everyone's first goes before anyone's second.",
+    )
     subject_starts_at = models.DateTimeField(
         help_text="When the subject starts, as materialised; a different start means it moved."
     )
@@ -115,10 +127,31 @@ class ScheduledSend(TenantModel):
                     | models.Q(sent_at__isnull=False, outcome__in=["sent", "skipped"])
                 ),
             ),
+            models.UniqueConstraint(
+                fields=("user", "kind", "ref_id", "intended_at"),
+                name="scheduled_sends_nudge_uniq",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(fire_at__lte=models.F("intended_at")),
+                name="scheduled_sends_never_later_than_intended",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.get_kind_display()} #{self.ref_id} at {self.fire_at:%Y-%m-%d %H:%M}Z"
+        return f"{self.get_kind_display()} #{self.ref_id} at {self.intended_at:%Y-%m-%d %H:%M}Z"
+
+    def save(self, *args, **kwargs) -> None:
+        # A nudge nobody moved is sent at the instant it is meant for.
+        if self.intended_at is None:
+            self.intended_at = self.fire_at
+        super().save(*args, **kwargs)
+
+    @property
+    def lateness(self) -> timedelta | None:
+        """How late it arrived (negative: early); None until sent."""
+        if self.outcome != Outcome.SENT or self.sent_at is None:
+            return None
+        return self.sent_at - self.intended_at
 
     def state(self, now, lease: timedelta) -> str:
         """The state support reads, derived from the columns."""
@@ -175,6 +208,23 @@ class DeliverySettings(TenantModel):
         if self.channel == Channel.TELEGRAM:
             return self.telegram_chat_id
         return f"user:{self.user_id}"
+
+
+class ChannelPacing(models.Model):
+    """One channel's next free send slot, shared by every deliver process.
+
+    Not a tenant table: it holds a channel name and an instant, no user data.
+    See ``scheduled_sends/pacing.py``.
+    """
+
+    channel = models.CharField(max_length=16, primary_key=True)
+    next_slot_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "channel_pacing"
+
+    def __str__(self) -> str:
+        return f"{self.channel}: next slot {self.next_slot_at:%H:%M:%S.%f}"
 
 
 class SweepRun(models.Model):

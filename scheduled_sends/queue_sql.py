@@ -11,14 +11,17 @@ after ``LIMIT`` rows: cost O(rows due), never O(rows queued) or O(tenants).
 """
 
 # Materialise: one row per nudge; a second run over the same window, or a
-# concurrent one, inserts nothing (the unique index arbitrates).
+# concurrent one, inserts nothing (the unique key on the *intended* instant
+# arbitrates, so a row whose send time was moved earlier still counts).
 INSERT_NUDGES = """
-INSERT INTO scheduled_sends (user_id, kind, ref_id, fire_at, subject_starts_at)
-SELECT %(user_id)s, n.kind, n.ref_id, n.fire_at, n.subject_starts_at
-  FROM unnest(%(kinds)s::text[], %(ref_ids)s::bigint[],
-              %(fire_ats)s::timestamptz[], %(starts)s::timestamptz[])
-       AS n(kind, ref_id, fire_at, subject_starts_at)
-ON CONFLICT (user_id, kind, ref_id, fire_at) DO NOTHING
+INSERT INTO scheduled_sends (user_id, kind, ref_id, intended_at, fire_at, subject_starts_at,
+                             user_rank, channel)
+SELECT %(user_id)s, n.kind, n.ref_id, n.intended_at, n.intended_at, n.subject_starts_at,
+       n.user_rank, %(channel)s
+  FROM unnest(%(kinds)s::text[], %(ref_ids)s::bigint[], %(intended_ats)s::timestamptz[],
+              %(starts)s::timestamptz[], %(ranks)s::smallint[])
+       AS n(kind, ref_id, intended_at, subject_starts_at, user_rank)
+ON CONFLICT (user_id, kind, ref_id, intended_at) DO NOTHING
 RETURNING id
 """
 
@@ -27,17 +30,26 @@ RETURNING id
 # re-run inside a join and update more rows than LIMIT (bug report #15715,
 # answered as expected behaviour). SKIP LOCKED lets concurrent runs step over
 # each other's rows instead of queueing behind a slow send.
+#
+# Order: oldest minute first; within a minute every user's first nudge before
+# anyone's second (``user_rank``), so one tenant's burst cannot hold back the
+# others. ``scheduled_sends_due_idx`` is ``(fire_minute, user_rank, fire_at)``
+# over live rows: the plan walks it in this order from the oldest minute that
+# can still be sent and stops after LIMIT rows. ``fire_minute`` is a UTC
+# ``timestamp`` (PostgreSQL generates it), hence the ``AT TIME ZONE 'UTC'``.
 CLAIM_DUE = """
 WITH due AS (
     SELECT id
       FROM scheduled_sends
      WHERE sent_at IS NULL
        AND outcome IS NULL
+       AND fire_minute <= (%(now)s::timestamptz AT TIME ZONE 'UTC')
+       AND fire_minute > ((%(now)s::timestamptz - %(oldest)s) AT TIME ZONE 'UTC')
        AND fire_at <= %(now)s
-       AND fire_at > %(now)s - %(grace)s
-       AND (claimed_at IS NULL OR claimed_at < %(now)s - %(lease)s)
+       AND intended_at > %(now)s::timestamptz - %(grace)s
+       AND (claimed_at IS NULL OR claimed_at < %(now)s::timestamptz - %(lease)s)
        AND (not_before IS NULL OR not_before <= %(now)s)
-     ORDER BY fire_at
+     ORDER BY fire_minute, user_rank, fire_at
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
 )
@@ -46,22 +58,23 @@ UPDATE scheduled_sends AS s
        claim_token = gen_random_uuid()
   FROM due
  WHERE s.id = due.id
-RETURNING s.id, s.user_id, s.kind, s.ref_id, s.fire_at, s.subject_starts_at,
+RETURNING s.id, s.user_id, s.kind, s.ref_id, s.intended_at, s.fire_at, s.subject_starts_at,
           s.claim_token, s.attempts, s.send_started_at
 """
 
-# Rows that fell past the grace window unsent: settled ``expired``, never
-# sent, so the partial index holds only live work. Claimed rows whose lease
-# is still running belong to their claimant.
+# Rows that fell past the grace window of their intended instant unsent:
+# settled ``expired``, never sent, so the partial index holds only live work.
+# Claimed rows whose lease is still running belong to their claimant.
 EXPIRE_PAST_GRACE = """
 WITH stale AS (
     SELECT id
       FROM scheduled_sends
      WHERE sent_at IS NULL
        AND outcome IS NULL
-       AND fire_at <= %(now)s - %(grace)s
-       AND (claimed_at IS NULL OR claimed_at < %(now)s - %(lease)s)
-     ORDER BY fire_at
+       AND fire_minute <= ((%(now)s::timestamptz - %(grace)s) AT TIME ZONE 'UTC')
+       AND intended_at <= %(now)s::timestamptz - %(grace)s
+       AND (claimed_at IS NULL OR claimed_at < %(now)s::timestamptz - %(lease)s)
+     ORDER BY fire_minute
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
 )
@@ -75,53 +88,60 @@ UPDATE scheduled_sends AS s
 RETURNING s.id
 """
 
-# Every settle-up is fenced by the claim token: a run whose lease expired
-# and whose row was claimed again cannot overwrite the newer claim.
-_FENCE = "WHERE id = %(id)s AND claim_token = %(token)s AND sent_at IS NULL AND outcome IS NULL"
+# Every settle-up is a group: one statement for all rows of a batch that take
+# the same transition, one transaction for all of a flush. Each row is still
+# fenced by its own claim token: a run whose lease expired and whose row was
+# claimed again cannot overwrite the newer claim. RETURNING names the rows
+# that matched; the rest were lost claims. Every statement takes the same
+# seven parallel arrays (see ``claim.Settlement``) and uses the ones it needs.
+_GROUP = """
+  FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(ats)s::timestamptz[],
+              %(channels)s::text[], %(message_ids)s::text[], %(reasons)s::text[],
+              %(not_befores)s::timestamptz[])
+       AS v(id, token, at, channel, message_id, reason, not_before)
+ WHERE s.id = v.id AND s.claim_token = v.token AND s.sent_at IS NULL AND s.outcome IS NULL
+RETURNING s.id
+"""
 
 # Just before the provider is called. Doubles as a last check that the claim
-# is still ours: if this matches nothing, the run must not send.
+# is still ours: a row this does not return must not be sent.
 MARK_SENDING = f"""
-UPDATE scheduled_sends
-   SET send_started_at = %(now)s, channel = %(channel)s
- {_FENCE}
-"""
+UPDATE scheduled_sends AS s
+   SET send_started_at = v.at, channel = v.channel
+{_GROUP}"""
 
 SETTLE_SENT = f"""
-UPDATE scheduled_sends
-   SET sent_at = %(now)s, outcome = 'sent', provider_message_id = %(provider_message_id)s,
-       channel = %(channel)s, last_error = ''
- {_FENCE}
-"""
+UPDATE scheduled_sends AS s
+   SET sent_at = v.at, outcome = 'sent', provider_message_id = v.message_id,
+       channel = v.channel, last_error = ''
+{_GROUP}"""
 
 SETTLE_SKIPPED = f"""
-UPDATE scheduled_sends
-   SET sent_at = %(now)s, outcome = 'skipped', last_error = %(reason)s
- {_FENCE}
-"""
+UPDATE scheduled_sends AS s
+   SET sent_at = v.at, outcome = 'skipped', last_error = v.reason
+{_GROUP}"""
 
 SETTLE_FAILED = f"""
-UPDATE scheduled_sends
-   SET outcome = 'failed', last_error = %(reason)s, attempts = attempts + 1
- {_FENCE}
-"""
+UPDATE scheduled_sends AS s
+   SET outcome = 'failed', last_error = v.reason, attempts = s.attempts + 1
+{_GROUP}"""
 
-# A transient failure: let the next run try again (after ``not_before`` when
-# the provider asked us to wait), counting the attempt.
+# A transient failure (or a provider's 429): let a later claim try again,
+# after ``not_before``, counting the attempt.
 SETTLE_RETRY = f"""
-UPDATE scheduled_sends
+UPDATE scheduled_sends AS s
    SET claimed_at = NULL, claim_token = NULL, send_started_at = NULL,
-       attempts = attempts + 1, last_error = %(reason)s, not_before = %(not_before)s
- {_FENCE}
-"""
+       attempts = s.attempts + 1, last_error = v.reason, not_before = v.not_before
+{_GROUP}"""
 
-# Claimed but not attempted (the run's budget ran out, or its channel is
-# rate limited): hand the row back without counting an attempt.
+# Claimed but not attempted (the run's budget ran out, or a 429 paused the
+# channel before the row's slot came): hand the row back without counting an
+# attempt. Nothing reached the provider, so a ``send_started_at`` stamped
+# for it is cleared too.
 RELEASE_UNTRIED = f"""
-UPDATE scheduled_sends
-   SET claimed_at = NULL, claim_token = NULL, not_before = %(not_before)s
- {_FENCE}
-"""
+UPDATE scheduled_sends AS s
+   SET claimed_at = NULL, claim_token = NULL, send_started_at = NULL, not_before = v.not_before
+{_GROUP}"""
 
 # A provider's delivery receipt (e.g. Twilio's status callback). Receipts
 # arrive out of order; a status only replaces one of lower rank (or repeats
@@ -152,20 +172,23 @@ UPDATE scheduled_sends
 
 # Health counts over the due part of the queue only (an index range scan).
 QUEUE_HEALTH = """
-SELECT count(*) FILTER (WHERE fire_at > %(now)s - %(grace)s)
+SELECT count(*) FILTER (WHERE intended_at > %(now)s::timestamptz - %(grace)s)
            AS due_backlog,
-       count(*) FILTER (WHERE claimed_at IS NULL AND fire_at <= %(now)s - %(overdue)s
-                          AND fire_at > %(now)s - %(grace)s
+       count(*) FILTER (WHERE claimed_at IS NULL AND fire_at <= %(now)s::timestamptz - %(overdue)s
+                          AND intended_at > %(now)s::timestamptz - %(grace)s
                           AND (not_before IS NULL OR not_before <= %(now)s))
            AS overdue_unclaimed,
-       count(*) FILTER (WHERE claimed_at IS NOT NULL AND claimed_at < %(now)s - %(lease)s)
+       count(*) FILTER (WHERE claimed_at IS NOT NULL
+                          AND claimed_at < %(now)s::timestamptz - %(lease)s)
            AS stuck_claims,
-       count(*) FILTER (WHERE fire_at <= %(now)s - %(grace)s
-                          AND (claimed_at IS NULL OR claimed_at < %(now)s - %(lease)s))
+       count(*) FILTER (WHERE intended_at <= %(now)s::timestamptz - %(grace)s
+                          AND (claimed_at IS NULL
+                               OR claimed_at < %(now)s::timestamptz - %(lease)s))
            AS awaiting_expiry,
        min(fire_at) AS oldest_due_fire_at
   FROM scheduled_sends
- WHERE sent_at IS NULL AND outcome IS NULL AND fire_at <= %(now)s
+ WHERE sent_at IS NULL AND outcome IS NULL
+   AND fire_minute <= (%(now)s::timestamptz AT TIME ZONE 'UTC') AND fire_at <= %(now)s
 """
 
 # Retention: settled rows older than the cut-off, a bounded batch at a time.
@@ -185,3 +208,78 @@ DELETE FROM scheduled_sends AS s
 """
 
 CURRENT_TIME = "SELECT statement_timestamp()"
+
+# --- Burst smoothing -----------------------------------------------------
+# How many pending, unclaimed nudges each minute of the look-ahead holds per
+# channel. A range scan of the due index (``fire_minute`` leads it).
+LOAD_PER_MINUTE = """
+SELECT channel, fire_minute, count(*)
+  FROM scheduled_sends
+ WHERE sent_at IS NULL AND outcome IS NULL AND claimed_at IS NULL
+   AND fire_minute > (%(after)s::timestamptz AT TIME ZONE 'UTC')
+   AND fire_minute <= (%(until)s::timestamptz AT TIME ZONE 'UTC')
+ GROUP BY channel, fire_minute
+"""
+
+# Move up to ``count`` nudges of one over-full minute ``by`` earlier. Only rows
+# still at their intended instant move (a row placed once stays placed, so a
+# second run reshuffles nothing), the heaviest users' extra nudges first
+# (highest ``user_rank``): their burst is what overfilled the minute.
+MOVE_EARLIER = """
+WITH moving AS (
+    SELECT id
+      FROM scheduled_sends
+     WHERE sent_at IS NULL AND outcome IS NULL AND claimed_at IS NULL
+       AND fire_minute = (%(minute)s::timestamptz AT TIME ZONE 'UTC')
+       AND channel = %(channel)s
+       AND fire_at = intended_at
+     ORDER BY user_rank DESC, id DESC
+     LIMIT %(count)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE scheduled_sends AS s
+   SET fire_at = s.fire_at - %(by)s
+  FROM moving
+ WHERE s.id = moving.id
+RETURNING s.id
+"""
+
+# --- Pacing: one send budget per channel, shared by every deliver process ---
+ENSURE_PACING_ROW = """
+INSERT INTO channel_pacing (channel, next_slot_at) VALUES (%(channel)s, clock_timestamp())
+ON CONFLICT (channel) DO NOTHING
+"""
+
+# Reserve up to ``wanted`` consecutive send slots, ``1/rate`` seconds apart,
+# starting at the channel's next free slot (or now), but none further ahead
+# than ``horizon``: a process takes only what it can use soon, so concurrent
+# processes interleave instead of one hoarding the next minute. The row lock
+# is held for this one statement only. Answers the first slot, how many were
+# granted, and the database's clock, which the caller maps to its own.
+RESERVE_SEND_SLOTS = """
+WITH current AS (
+    SELECT greatest(next_slot_at, clock_timestamp()) AS first_slot,
+           clock_timestamp() AS now
+      FROM channel_pacing
+     WHERE channel = %(channel)s
+       FOR UPDATE
+), granted AS (
+    SELECT first_slot, now,
+           least(%(wanted)s,
+                 greatest(0, ceil(extract(epoch FROM (now + %(horizon)s - first_slot))
+                                  * %(rate)s)))::int AS slots
+      FROM current
+)
+UPDATE channel_pacing AS p
+   SET next_slot_at = g.first_slot + g.slots * (interval '1 second' / %(rate)s)
+  FROM granted AS g
+ WHERE p.channel = %(channel)s
+RETURNING g.first_slot, g.slots, g.now
+"""
+
+# A provider said 429: nobody sends on this channel before ``wait`` has passed.
+PAUSE_CHANNEL = """
+UPDATE channel_pacing
+   SET next_slot_at = greatest(next_slot_at, clock_timestamp() + %(wait)s)
+ WHERE channel = %(channel)s
+"""

@@ -9,7 +9,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 
 from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
-from scheduled_sends.claim import claim_due, settle_sent
+from scheduled_sends.claim import Transition, claim_due, settle_one
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.models import ScheduledSend
 from tenancy.checks import rls_problems
@@ -134,20 +134,21 @@ def test_bypass_claims_and_settles_every_tenants_due_rows(tenants):
     config = QueueConfig.from_settings()
     claimed = claim_due(NOW, config)
     assert {row.user_id for row in claimed} == {a.pk, b.pk}
-    assert all(settle_sent(row, NOW, "console", f"id-{row.id}") for row in claimed)
+    assert all(
+        settle_one(row, Transition.SENT, NOW, channel="console", message_id=f"id-{row.id}")
+        for row in claimed
+    )
     with tenant_scope(a.pk):
         assert ScheduledSend.objects.get().outcome == "sent"
 
 
 def test_unscoped_claim_sees_nothing(tenants):
     """The production failure shape: the claim's SQL without the bypass stamps nothing."""
-    from scheduled_sends import queue_sql
+    from scheduled_sends import claim, queue_sql
 
-    config = QueueConfig.from_settings()
     with connection.cursor() as cursor:
         cursor.execute(
-            queue_sql.CLAIM_DUE,
-            {"now": NOW, "grace": config.grace, "lease": config.lease, "limit": 200},
+            queue_sql.CLAIM_DUE, claim.claim_params(NOW, QueueConfig.from_settings(), 200)
         )
         assert cursor.fetchall() == []
     with rls_bypass(), connection.cursor() as cursor:

@@ -20,6 +20,7 @@ the database.
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cache
@@ -27,6 +28,8 @@ from typing import ClassVar
 
 from django.conf import settings
 from django.utils.module_loading import import_string
+
+REDACTED = "[redacted]"
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,19 @@ class SendError(Exception):
 
     def describe(self) -> str:
         return f"[{self.code}] {self}" if self.code else str(self)
+
+    def redacted(self, *secrets: str) -> SendError:
+        """This error with every secret replaced: providers quote credentials back
+        in error messages, and the message ends up in ``last_error``."""
+        text = str(self)
+        for secret in secrets:
+            if secret:
+                text = text.replace(secret, REDACTED)
+        if text == str(self):
+            return self
+        clone = copy.copy(self)
+        clone.args = (text,)
+        return clone
 
 
 class TransientSendError(SendError):

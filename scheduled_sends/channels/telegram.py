@@ -1,9 +1,11 @@
 """Telegram through the Bot API, with python-telegram-bot.
 
-The library is async and the deliver sweep is not, so each channel instance
-owns one event loop, made on first use and closed by :meth:`close`; the
-bot's HTTP pool and its ``getMe`` happen once per instance, not per message.
-An instance belongs to the thread that first sends with it.
+The library is async and the deliver sweep sends from a pool of worker
+threads, so each channel instance owns one event loop running on a thread of
+its own, started on first use and stopped by :meth:`close`. Every worker's
+send is a coroutine submitted to that loop: all of a run's concurrent sends
+share one bot, one HTTP connection pool (sized to ``NUDGE_SEND_CONCURRENCY``)
+and one ``getMe``.
 
 Messages go as plain text — never a ``parse_mode`` — so a title full of ``*``,
 ``_`` or ``<b>`` arrives as typed, and link previews are off.
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import warnings
 from datetime import timedelta
 
@@ -186,8 +189,12 @@ class TelegramChannel(Channel):
         self._token: str = settings.TELEGRAM_BOT_TOKEN
         self.base_url: str = bot_api_base_url(settings.TELEGRAM_API_BASE_URL)
         self.timeout: float = settings.CHANNEL_TIMEOUT_SECONDS
+        self.pool_size: int = max(1, settings.NUDGE_SEND_CONCURRENCY)
+        self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
         self._bot: Bot | None = None
+        self._initialized: asyncio.Future[None] | None = None
         if self._token:
             install_token_filter(self._token)
 
@@ -201,30 +208,48 @@ class TelegramChannel(Channel):
         )
 
     def _get_bot(self) -> Bot:
-        if self._bot is None:
-            if not self._token:
-                raise PermanentSendError(
-                    "Telegram is not configured: TELEGRAM_BOT_TOKEN empty", code="config"
-                )
-            try:
-                self._bot = Bot(
-                    self._token,
-                    base_url=self.base_url,
-                    request=self._request(pool_size=4),
-                    get_updates_request=self._request(pool_size=1),  # never used; kept small
-                )
-            except InvalidToken:
-                # Raised for a token with whitespace; the message may quote it.
-                raise PermanentSendError("TELEGRAM_BOT_TOKEN is malformed", code="config") from None
-        return self._bot
+        with self._lock:
+            if self._bot is None:
+                if not self._token:
+                    raise PermanentSendError(
+                        "Telegram is not configured: TELEGRAM_BOT_TOKEN empty", code="config"
+                    )
+                try:
+                    self._bot = Bot(
+                        self._token,
+                        base_url=self.base_url,
+                        request=self._request(pool_size=self.pool_size),
+                        get_updates_request=self._request(pool_size=1),  # never used here
+                    )
+                except InvalidToken:
+                    # Raised for a token with whitespace; the message may quote it.
+                    raise PermanentSendError(
+                        "TELEGRAM_BOT_TOKEN is malformed", code="config"
+                    ) from None
+            return self._bot
 
     def _get_loop(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
-        return self._loop
+        """The channel's event loop, running on its own daemon thread."""
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="telegram-channel", daemon=True
+                )
+                thread.start()
+                self._loop, self._loop_thread = loop, thread
+            return self._loop
+
+    async def _initialize_once(self, bot: Bot) -> None:
+        """``getMe`` once for all concurrent sends; a failure lets the next send retry."""
+        if self._initialized is None or (
+            self._initialized.done() and self._initialized.exception() is not None
+        ):
+            self._initialized = asyncio.ensure_future(bot.initialize())
+        await asyncio.shield(self._initialized)
 
     async def _send(self, bot: Bot, address: str, message: NudgeMessage) -> SendReceipt:
-        await bot.initialize()  # getMe once; a no-op once it has succeeded
+        await self._initialize_once(bot)
         sent = await bot.send_message(
             chat_id=address,
             text=message.text,
@@ -237,9 +262,13 @@ class TelegramChannel(Channel):
         return SendReceipt(provider_message_id=f"{chat_id}:{message_id}")
 
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        """Send from any thread; blocks that thread until Telegram answers."""
         bot = self._get_bot()
+        future = asyncio.run_coroutine_threadsafe(
+            self._send(bot, address, message), self._get_loop()
+        )
         try:
-            return self._get_loop().run_until_complete(self._send(bot, address, message))
+            return future.result()
         except TelegramError as exc:
             # from None: the library's exception (and its cause) may quote the token.
             raise classify_telegram_error(exc, self._token) from None
@@ -248,13 +277,18 @@ class TelegramChannel(Channel):
             raise unreadable_acceptance(type(exc).__name__) from None
 
     def close(self) -> None:
-        loop, self._loop = self._loop, None
-        if loop is None or loop.is_closed():
+        with self._lock:
+            loop, thread, bot = self._loop, self._loop_thread, self._bot
+            self._loop = self._loop_thread = self._bot = None
+            self._initialized = None
+        if loop is None:
             return
         try:
-            if self._bot is not None:
-                loop.run_until_complete(self._bot.shutdown())
-            loop.run_until_complete(loop.shutdown_asyncgens())
+            if bot is not None:
+                asyncio.run_coroutine_threadsafe(bot.shutdown(), loop).result(self.timeout)
+            asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result(self.timeout)
         finally:
-            self._bot = None
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(timeout=self.timeout)
             loop.close()

@@ -203,10 +203,14 @@ class WhatsAppChannel(Channel):
         self.content_sid: str = settings.TWILIO_CONTENT_SID
         self.status_callback: str = settings.TWILIO_STATUS_CALLBACK_URL
         self._auth_token: str = settings.TWILIO_AUTH_TOKEN
-        self._http_client = BaseUrlHttpClient(
-            settings.TWILIO_API_BASE_URL, timeout=settings.CHANNEL_TIMEOUT_SECONDS
-        )
-        self._client: Client | None = None
+        self.base_url: str = settings.TWILIO_API_BASE_URL
+        self.timeout: float = settings.CHANNEL_TIMEOUT_SECONDS
+        # One Twilio client (and HTTP session) per sending thread: a requests
+        # Session is not promised to be thread-safe, and a client per thread
+        # keeps each thread's connection pool warm across its sends.
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._http_clients: list[BaseUrlHttpClient] = []
 
     def _missing_settings(self) -> list[str]:
         required = {
@@ -216,15 +220,21 @@ class WhatsAppChannel(Channel):
         }
         return [name for name, value in required.items() if not value]
 
-    def _twilio(self) -> Client:
-        if self._client is None:
+    def _twilio(self) -> tuple[Client, BaseUrlHttpClient]:
+        """This thread's Twilio client and the HTTP client that remembers its headers."""
+        client = getattr(self._local, "client", None)
+        if client is None:
             missing = self._missing_settings()
             if missing:
                 raise PermanentSendError(
                     f"WhatsApp is not configured: {', '.join(missing)} empty", code="config"
                 )
-            self._client = Client(self.account_sid, self._auth_token, http_client=self._http_client)
-        return self._client
+            http_client = BaseUrlHttpClient(self.base_url, timeout=self.timeout)
+            client = Client(self.account_sid, self._auth_token, http_client=http_client)
+            self._local.client, self._local.http_client = client, http_client
+            with self._lock:
+                self._http_clients.append(http_client)
+        return client, self._local.http_client
 
     def message_parameters(self, address: str, message: NudgeMessage) -> dict[str, object]:
         """What goes to ``messages.create``: a template when one is configured, else a body."""
@@ -248,11 +258,13 @@ class WhatsAppChannel(Channel):
         return parameters
 
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
-        client = self._twilio()
+        client, http_client = self._twilio()
         try:
             created = client.messages.create(**self.message_parameters(address, message))
         except (TwilioRestException, TwilioServiceException) as exc:
-            raise classify_twilio_error(exc, self._http_client.last_response_headers) from exc
+            error = classify_twilio_error(exc, http_client.last_response_headers)
+            # from None: the library's exception may quote our credentials back.
+            raise error.redacted(self._auth_token) from None
         except requests.ConnectTimeout as exc:
             raise TransientSendError("could not reach Twilio in time", code="timeout") from exc
         except requests.Timeout as exc:
@@ -285,6 +297,9 @@ class WhatsAppChannel(Channel):
         return SendReceipt(provider_message_id=sid)
 
     def close(self) -> None:
-        session = self._http_client.session
-        if session is not None:
-            session.close()
+        with self._lock:
+            http_clients, self._http_clients = self._http_clients, []
+        for http_client in http_clients:
+            if http_client.session is not None:
+                http_client.session.close()
+        self._local = threading.local()

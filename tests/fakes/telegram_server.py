@@ -8,6 +8,11 @@ Telegram's do. Errors are Telegram's own JSON answers, e.g.
     with FakeTelegram() as telegram:
         telegram.plan.on_call(2, FLOOD)
         settings.TELEGRAM_API_BASE_URL = telegram.base_url  # ".../bot", like the real one
+
+For load: ``latency`` holds every ``sendMessage`` answer back that long (a
+real round trip), and ``max_per_second`` makes it behave like Telegram's
+flood control — more sends than that within any one second are refused with
+429 and ``retry_after``, and not delivered.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -81,9 +86,20 @@ def parse_params(headers: dict[str, str], body: bytes) -> dict[str, Any]:
 class FakeTelegram(FakeProviderServer):
     """The Bot API for one bot."""
 
-    def __init__(self, token: str = BOT_TOKEN) -> None:
+    def __init__(
+        self,
+        token: str = BOT_TOKEN,
+        *,
+        latency: float = 0.0,
+        max_per_second: int | None = None,
+        retry_after: int = 1,
+    ) -> None:
         super().__init__()
         self.token = token
+        self.latency = latency
+        self.max_per_second = max_per_second
+        self.retry_after = retry_after
+        self._accepted_at: deque[float] = deque()  # sends accepted within the last second
         self._last_message_id: dict[str, int] = defaultdict(int)
 
     @property
@@ -93,6 +109,34 @@ class FakeTelegram(FakeProviderServer):
 
     def reset_state(self) -> None:
         self._last_message_id.clear()
+        self._accepted_at.clear()
+
+    def _over_the_limit(self, at: float) -> bool:
+        """Flood control: whether this send would be one too many within a second."""
+        if self.max_per_second is None:
+            return False
+        with self.lock:
+            while self._accepted_at and self._accepted_at[0] <= at - 1.0:
+                self._accepted_at.popleft()
+            if len(self._accepted_at) >= self.max_per_second:
+                return True
+            self._accepted_at.append(at)
+            return False
+
+    def flood_count(self) -> int:
+        with self.lock:
+            return sum(1 for r in self.requests if r.outcome == "flood")
+
+    def busiest_second(self) -> int:
+        """The most messages delivered within any one-second window."""
+        with self.lock:
+            times = sorted(d.at for d in self.delivered)
+        busiest, start = 0, 0
+        for end, at in enumerate(times):
+            while times[start] <= at - 1.0:
+                start += 1
+            busiest = max(busiest, end - start + 1)
+        return busiest
 
     def calls(self, method: str) -> list[RecordedRequest]:
         with self.lock:
@@ -138,7 +182,11 @@ class FakeTelegram(FakeProviderServer):
                 telegram_error(400, "Bad Request: message text is empty", name="empty-text")
             )
         _, fault = self.next_send(chat_id)
+        if fault is None and self._over_the_limit(time.time()):
+            fault = flood(self.retry_after)
         if fault is not None and not fault.delivers:
+            if self.latency and not fault.delay:
+                fault = Fault(fault.name, fault.status, fault.body, fault.headers, self.latency)
             request.outcome = fault.name
             self.record(request)
             return Answer.from_fault(fault)
@@ -158,9 +206,8 @@ class FakeTelegram(FakeProviderServer):
             "text": text,
         }
         answer = Answer.json(200, {"ok": True, "result": result})
-        if fault is not None:
-            return Answer(answer.status, answer.body, answer.headers, fault.delay)
-        return answer
+        delay = fault.delay if fault is not None else self.latency
+        return Answer(answer.status, answer.body, answer.headers, delay)
 
     def me(self) -> dict[str, Any]:
         return {

@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from scheduled_sends import queue_sql
+from scheduled_sends import claim, queue_sql
 from scheduled_sends.config import QueueConfig
 from tenancy.scope import rls_bypass, tenant_scope
 from tests.conftest import utc
@@ -31,8 +31,7 @@ def big_queue(db):
 
 
 def _claim_params() -> dict[str, object]:
-    config = QueueConfig.from_settings()
-    return {"now": NOW, "grace": config.grace, "lease": config.lease, "limit": config.batch_size}
+    return claim.claim_params(NOW, QueueConfig.from_settings())
 
 
 def test_claim_walks_the_due_index_and_stops_at_limit(big_queue):

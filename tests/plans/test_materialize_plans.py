@@ -52,7 +52,8 @@ def _querysets(user_id: int):
 def _ran_by_plan_for_user(user_id: int) -> list[str]:
     with tenant_scope(user_id):
         with CaptureQueriesContext(connection) as captured:
-            plan_for_user(user_id, NOW, QueueConfig.from_settings())
+            delivery = DeliverySettings.objects.get(user_id=user_id)
+            plan_for_user(user_id, delivery, NOW, QueueConfig.from_settings())
     return [q["sql"] for q in captured.captured_queries]
 
 

@@ -8,7 +8,9 @@ one twist on the N-th send of the process (``NUDGE_SOAK_EPISODE_AT``):
   batch (claimed, untried) and one row marked ``send_started_at``;
 * ``hold-after``: call the provider (the first send from the N-th on that
   succeeds), then stamp the marker (with the
-  process's database backend pid) and wait — the test terminates that
+  process's database backend pid — the run's own connection, read when the
+  channel is built on the run's thread, since sends happen on worker
+  threads) and wait — the test terminates that
   backend with ``pg_terminate_backend``, so the settle-up that follows fails.
 
 The marker is written atomically (write, then rename) so the test never
@@ -40,23 +42,32 @@ def _backend_pid() -> int | None:
 
 def _mark(path: Path, **fields: object) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"pid": os.getpid(), "backend_pid": _backend_pid(), **fields}))
+    tmp.write_text(json.dumps({"pid": os.getpid(), **fields}))
     tmp.rename(path)
 
 
 class _Episode:
+    def __init__(self) -> None:
+        super().__init__()
+        self.run_backend_pid = _backend_pid()
+
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
         number = next(_sends)
         mode = os.environ.get("NUDGE_SOAK_EPISODE", "")
         at = int(os.environ.get("NUDGE_SOAK_EPISODE_AT", "0"))
         marker = Path(os.environ.get("NUDGE_SOAK_MARKER", "soak-marker"))
         if number == at and mode == "sleep-before":
-            _mark(marker, address=address)
+            _mark(marker, address=address, backend_pid=self.run_backend_pid)
             time.sleep(120)  # killed long before this ends
         receipt = super().send(address, message)  # type: ignore[misc]
         if number >= at and mode == "hold-after" and not _held:
             _held.append(number)
-            _mark(marker, address=address, provider_message_id=receipt.provider_message_id)
+            _mark(
+                marker,
+                address=address,
+                provider_message_id=receipt.provider_message_id,
+                backend_pid=self.run_backend_pid,
+            )
             proceed = marker.with_suffix(".proceed")
             deadline = time.monotonic() + 30
             while not proceed.exists() and time.monotonic() < deadline:

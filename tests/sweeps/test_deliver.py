@@ -172,18 +172,17 @@ def test_an_unconfirmed_send_is_not_resent(due_event, scripted):
     assert run_deliver(FIRE + timedelta(minutes=1)).claimed == 0
 
 
-def test_a_rate_limit_is_honoured_and_pauses_the_channel(make_user, scripted):
-    first, second = make_user(), make_user()
-    for user in (first, second):
-        add_event(user, NOW + timedelta(hours=1))
+def test_a_rate_limited_row_waits_out_retry_after_and_is_then_sent(make_user, scripted):
+    user = make_user()
+    add_event(user, NOW + timedelta(hours=1))
     run_materialize(NOW)
-    scripted.script[f"user:{first.pk}"] = deque([RateLimited("slow down", retry_after=150)])
+    scripted.script[f"user:{user.pk}"] = deque([RateLimited("slow down", retry_after=150)])
     report = run_deliver(FIRE)
-    assert (report.retried, report.released, report.sent) == (1, 1, 0)
-    assert only_row(first).not_before == FIRE + timedelta(seconds=150)
-    assert only_row(second).attempts == 0  # handed back untried
-    assert run_deliver(FIRE + timedelta(minutes=1)).sent == 0
-    assert run_deliver(FIRE + timedelta(minutes=3)).sent == 2
+    assert (report.retried, report.rate_limited, report.sent) == (1, 1, 0)
+    assert only_row(user).not_before == FIRE + timedelta(seconds=150)
+    assert run_deliver(FIRE + timedelta(minutes=1)).claimed == 0
+    assert run_deliver(FIRE + timedelta(minutes=3)).sent == 1
+    assert only_row(user).outcome == "sent"
 
 
 def test_a_row_past_grace_is_expired_and_never_sent(due_event, recording_channel, settings):
@@ -209,7 +208,7 @@ def test_a_run_killed_after_claiming_is_reclaimed_only_after_the_lease(
     assert (report.claimed, report.sent) == (1, 1)
     assert len(recording_channel.sent) == 1
     # The dead run's late settle-up is fenced off by the newer claim's token.
-    assert claim.settle_failed(claimed, FIRE, "late") is False
+    assert claim.settle_one(claimed, claim.Transition.FAILED, FIRE, reason="late") is False
     assert only_row(user).outcome == "sent"
 
 
@@ -217,7 +216,8 @@ def test_a_run_that_died_mid_send_is_not_sent_again(due_event, recording_channel
     user, _ = due_event
     config = QueueConfig.from_settings()
     [claimed] = claim.claim_due(FIRE, config)
-    assert claim.mark_sending(claimed, FIRE, "console")  # then the process is killed
+    assert claim.settle_one(claimed, claim.Transition.MARK_SENDING, FIRE, channel="console")
+    # … then the process is killed
     report = run_deliver(FIRE + config.lease + timedelta(seconds=1))
     assert (report.claimed, report.failed, report.sent) == (1, 1, 0)
     assert only_row(user).last_error == INTERRUPTED_REASON

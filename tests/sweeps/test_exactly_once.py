@@ -12,7 +12,7 @@ from django.db import connection
 
 from scheduled_sends.channels.base import NudgeMessage
 from scheduled_sends.channels.recording import RecordingChannel
-from scheduled_sends.claim import claim_due, settle_sent
+from scheduled_sends.claim import Transition, claim_due, settle_one
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import ScheduledSend
@@ -61,7 +61,13 @@ def _claiming_delivery_run(barrier: threading.Barrier, channel: RecordingChannel
         barrier.wait()
         for row in claimed:
             receipt = channel.send(f"row:{row.id}", MESSAGE)
-            settle_sent(row, DUE, "console", receipt.provider_message_id)
+            settle_one(
+                row,
+                Transition.SENT,
+                DUE,
+                channel="console",
+                message_id=receipt.provider_message_id,
+            )
     finally:
         connection.close()
 

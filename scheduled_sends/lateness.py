@@ -1,0 +1,87 @@
+"""Lateness: how long after its intended instant a nudge arrived.
+
+Per sent row, lateness = ``sent_at - intended_at`` (negative when burst
+smoothing sent it early). A deliver run summarises its rows as percentiles
+and a histogram over fixed buckets; histograms from many runs add up, so
+health can read "p95 over the last 15 minutes" from the run log without
+scanning the queue.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+# Upper bounds in seconds; a lateness lands in the first bucket it does not exceed.
+BUCKETS: tuple[float, ...] = (0, 5, 10, 15, 30, 45, 60, 90, 120, 300, 600, 900, math.inf)
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:
+    """Nearest-rank percentile of already sorted values."""
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(fraction * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def _label(bound: float) -> float | None:
+    return None if math.isinf(bound) else bound
+
+
+@dataclass(frozen=True)
+class LatenessSummary:
+    count: int
+    p50: float | None
+    p95: float | None
+    max: float | None
+    histogram: list[list[float | int | None]]  # [[upper bound in s or None for "more"], count]
+
+    @classmethod
+    def of(cls, latenesses: Iterable[float]) -> LatenessSummary:
+        values = sorted(latenesses)
+        counts = [0] * len(BUCKETS)
+        for value in values:
+            counts[next(i for i, bound in enumerate(BUCKETS) if value <= bound)] += 1
+        return cls(
+            count=len(values),
+            p50=percentile(values, 0.50),
+            p95=percentile(values, 0.95),
+            max=values[-1] if values else None,
+            histogram=[[_label(bound), n] for bound, n in zip(BUCKETS, counts, strict=True) if n],
+        )
+
+    def as_counts(self) -> dict[str, object]:
+        """The run log's fields (``SweepRun.counts``)."""
+
+        def rounded(value: float | None) -> float | None:
+            return None if value is None else round(value, 3)
+
+        return {
+            "lateness_p50_seconds": rounded(self.p50),
+            "lateness_p95_seconds": rounded(self.p95),
+            "lateness_max_seconds": rounded(self.max),
+            "lateness_histogram": self.histogram,
+        }
+
+
+def merged_p95(histograms: Iterable[Sequence[Sequence[float | int | None]]]) -> float | None:
+    """The p95 bucket bound over several runs' histograms (None: no sends; inf: beyond).
+
+    A bucket bound, not an exact figure: "p95 ≤ 60 s" is what health needs.
+    """
+    totals: dict[float, int] = {}
+    for histogram in histograms:
+        for bound, count in histogram:
+            key = math.inf if bound is None else float(bound)
+            totals[key] = totals.get(key, 0) + int(count)
+    total = sum(totals.values())
+    if not total:
+        return None
+    needed = max(1, math.ceil(0.95 * total))
+    seen = 0
+    for bound in sorted(totals):
+        seen += totals[bound]
+        if seen >= needed:
+            return bound
+    return math.inf

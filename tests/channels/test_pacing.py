@@ -1,0 +1,87 @@
+"""A channel's rate holds across every deliver process at once, and a burst
+against a slow provider is sent concurrently rather than one at a time.
+
+The workers are separate ``manage.py deliver`` processes on the real clock,
+sharing nothing but the database; the fake Telegram is the real Bot API shape
+with a round-trip latency and Telegram's flood control (429 + retry_after).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+from django.utils import timezone
+
+from tests.channels.queue import queue_follow_up
+from tests.fakes.telegram_server import BOT_TOKEN, FakeTelegram
+from tests.support.processes import manage, subprocess_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _telegram_users(make_user, count: int, first_chat: int):
+    return [
+        make_user(channel="telegram", telegram_chat_id=str(first_chat + i)) for i in range(count)
+    ]
+
+
+def _run_side_by_side(workers: int, env: dict[str, str]) -> list[str]:
+    processes = [manage("deliver", env=env) for _ in range(workers)]
+    outputs = []
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, f"deliver failed:\n{out}\n{err}"
+        outputs.append(out)
+    return outputs
+
+
+def test_two_processes_share_one_channel_rate(make_user):
+    rate, rows = 8, 40
+    with FakeTelegram(max_per_second=12) as fake:
+        now = timezone.now().replace(microsecond=0)
+        for user in _telegram_users(make_user, rows, 810_000):
+            queue_follow_up(user, "Standup", now=now)
+        env = subprocess_env(
+            TELEGRAM_API_BASE_URL=fake.base_url,
+            TELEGRAM_BOT_TOKEN=BOT_TOKEN,
+            NUDGE_TELEGRAM_RATE=str(rate),
+            # Small bites, so both processes have rows to send at once.
+            NUDGE_BATCH_SIZE="4",
+            NUDGE_SEND_CONCURRENCY="2",
+            CHANNEL_TIMEOUT_SECONDS="5",
+        )
+        outputs = _run_side_by_side(2, env)
+
+        assert len(fake.delivered) == rows
+        assert max(Counter(d.recipient for d in fake.delivered).values()) == 1
+        # Both processes sent, and together they kept to one budget: no 429s,
+        # and no second held more than the rate (plus one slot at its edge).
+        assert all(int(re.search(r"sent (\d+)", out)[1]) > 0 for out in outputs), outputs
+        assert fake.flood_count() == 0
+        assert fake.busiest_second() <= rate + 2, fake.busiest_second()
+        times = sorted(d.at for d in fake.delivered)
+        assert times[-1] - times[0] >= (rows - rate - 2) / rate
+
+
+def test_a_slow_provider_is_called_concurrently(make_user):
+    rows = 60
+    with FakeTelegram(latency=0.2) as fake:
+        now = timezone.now().replace(microsecond=0)
+        for user in _telegram_users(make_user, rows, 820_000):
+            queue_follow_up(user, "Review", now=now)
+        env = subprocess_env(
+            TELEGRAM_API_BASE_URL=fake.base_url,
+            TELEGRAM_BOT_TOKEN=BOT_TOKEN,
+            NUDGE_TELEGRAM_RATE="1000",
+            NUDGE_SEND_CONCURRENCY="20",
+            CHANNEL_TIMEOUT_SECONDS="5",
+        )
+        [out] = _run_side_by_side(1, env)
+
+        assert "sent 60" in out, out
+        assert len(fake.delivered) == rows
+        # One at a time that is 60 x 0.2 s = 12 s; twenty in flight, well under.
+        took = float(re.search(r"in ([0-9.]+)s", out)[1])
+        assert took < 6, out
