@@ -156,7 +156,10 @@ NUDGE_GRACE_MINUTES = env.int("NUDGE_GRACE_MINUTES", default=15)
 NUDGE_LEASE_SECONDS = env.int("NUDGE_LEASE_SECONDS", default=300)
 NUDGE_BATCH_SIZE = env.int("NUDGE_BATCH_SIZE", default=200)
 # A deliver run stops claiming (and releases what it has not sent) after this.
-NUDGE_RUN_BUDGET_SECONDS = env.int("NUDGE_RUN_BUDGET_SECONDS", default=45)
+# Close to the cron minute: during a burst the runs are what carries the
+# channel's rate, and a run overlapping the next one is safe (SKIP LOCKED,
+# fenced settle-ups, one shared send budget).
+NUDGE_RUN_BUDGET_SECONDS = env.int("NUDGE_RUN_BUDGET_SECONDS", default=55)
 # A transiently failed send waits this long before it may be claimed again, so
 # a provider outage is not hammered by every batch of the same run.
 NUDGE_RETRY_DELAY_SECONDS = env.int("NUDGE_RETRY_DELAY_SECONDS", default=60)

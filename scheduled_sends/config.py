@@ -71,11 +71,16 @@ class QueueConfig:
         return self.channel_rates.get(channel, 0.0)
 
     def per_minute_capacity(self, channel: str) -> int | None:
-        """How many nudges one minute may hold before smoothing moves some earlier."""
+        """How many nudges one minute may hold before smoothing moves some earlier.
+
+        What the channel's rate sends while a minute's deliver run is sending
+        (its budget, at most the minute), less the headroom.
+        """
         rate = self.rate(channel)
         if rate <= 0:
             return None
-        return max(1, int(rate * 60 * self.smoothing_headroom))
+        sending_seconds = min(60.0, self.run_budget_seconds)
+        return max(1, int(rate * sending_seconds * self.smoothing_headroom))
 
     def validate(self) -> None:
         """Refuse settings that would make the queue unsafe, with the reason."""

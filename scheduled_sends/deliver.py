@@ -7,8 +7,9 @@ in flight. Each claimed row goes through:
 1. a row whose previous claimant died mid-send is settled ``failed`` — the
    provider may already have the message, and a duplicate nudge is worse
    than a missing one that support can see;
-2. re-enter the owner's ``tenant_scope`` and re-resolve the subject and the
-   channel (still there, still at this time, not done, nudges still on);
+2. re-enter the owner's tenant scope and re-resolve the subject and the
+   channel (still there, still at this time, not done, nudges still on):
+   ``subjects.py``, one read per row, one read-only transaction per batch;
 3. wait for a send slot of its channel (``pacing.py``: the rate is shared by
    every deliver process) and, per chat, a second since the last message;
 4. fenced ``send_started_at`` stamp — for every row whose slot has come, in
@@ -34,11 +35,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
-from scheduled_sends import claim
+from scheduled_sends import claim, subjects
 from scheduled_sends.channels.base import (
     Channel,
-    NudgeMessage,
     PermanentSendError,
     RateLimited,
     SendError,
@@ -49,11 +48,10 @@ from scheduled_sends.channels.base import (
 from scheduled_sends.claim import ClaimedSend, Settlement, Transition
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.lateness import LatenessSummary
-from scheduled_sends.messages import compose
-from scheduled_sends.models import DeliverySettings, Kind, SweepRun
+from scheduled_sends.models import SweepRun
 from scheduled_sends.pacing import ChannelPacer, SendGate
 from scheduled_sends.runlog import recorded_run
-from tenancy.scope import tenant_scope
+from scheduled_sends.subjects import Delivery, Skip, Undeliverable
 
 logger = logging.getLogger("nudge.deliver")
 
@@ -75,88 +73,6 @@ def describe_unexpected(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:1000]
 
 
-@dataclass(frozen=True)
-class Delivery:
-    """A resolved nudge: where it goes and what it says."""
-
-    channel: str
-    address: str
-    message: NudgeMessage
-
-
-@dataclass(frozen=True)
-class Skip:
-    """Nothing worth saying: the row is settled ``skipped`` with this reason."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class Undeliverable:
-    """A permanent problem on our side (e.g. no number configured): ``failed``."""
-
-    reason: str
-
-
-def _resolve_subject(row: ClaimedSend) -> tuple[str, datetime] | Skip:
-    """The subject's (title, start) if it still deserves this nudge."""
-    if row.kind == Kind.EVENT:
-        event = (
-            CalendarEvent.objects.filter(pk=row.ref_id, user_id=row.user_id)
-            .select_related("connection")
-            .first()
-        )
-        if event is None:
-            return Skip("event no longer in the calendar")
-        if event.status == EventStatus.CANCELLED:
-            return Skip("event cancelled")
-        if event.declined:
-            return Skip("event declined")
-        if event.all_day:
-            return Skip("all-day event")
-        if event.connection.status == ConnectionStatus.NEEDS_REAUTH:
-            return Skip("calendar needs re-authorisation")
-        return event.title, event.starts_at
-    follow_up = FollowUp.objects.filter(pk=row.ref_id, user_id=row.user_id).first()
-    if follow_up is None:
-        return Skip("follow-up deleted")
-    if follow_up.done:
-        return Skip("follow-up already done")
-    return follow_up.title, follow_up.due_at
-
-
-def resolve(
-    row: ClaimedSend, now: datetime, config: QueueConfig
-) -> Delivery | Skip | Undeliverable:
-    """Everything delivery needs to know about the row's owner, read in their scope."""
-    with tenant_scope(row.user_id):
-        delivery = DeliverySettings.objects.filter(user_id=row.user_id).first()
-        if delivery is None or not delivery.enabled:
-            return Skip("nudges are turned off for this user")
-        subject = _resolve_subject(row)
-        if isinstance(subject, Skip):
-            return subject
-        title, starts_at = subject
-        if starts_at != row.subject_starts_at:
-            return Skip("subject moved; its new time has its own nudge")
-        # A nudge meant for the very start ("at the time of the event", lead 0)
-        # is still worth sending within grace; one meant before it is not.
-        if starts_at <= now and row.intended_at < starts_at:
-            return Skip("subject already begun")
-        address = delivery.address()
-        if not address:
-            return Undeliverable(f"no address configured for the {delivery.channel} channel")
-        message = compose(
-            kind=row.kind,
-            title=title,
-            starts_at=starts_at,
-            now=now,
-            tz_name=delivery.timezone,
-            valid_until=row.intended_at + config.grace,
-        )
-        return Delivery(channel=delivery.channel, address=address, message=message)
-
-
 @dataclass
 class DeliverReport:
     as_of: datetime
@@ -169,6 +85,7 @@ class DeliverReport:
     released: int = 0
     lost_claims: int = 0
     rate_limited: int = 0
+    slots_missed: int = 0
     batches: int = 0
     seconds: float = 0.0
     latenesses: list[float] = field(default_factory=list)
@@ -217,6 +134,7 @@ class DeliverReport:
             "released": self.released,
             "lost_claims": self.lost_claims,
             "rate_limited": self.rate_limited,
+            "slots_missed": self.slots_missed,
             "batches": self.batches,
             "seconds": round(self.seconds, 3),
             "sends_per_second": round(self.sends_per_second, 2),
@@ -243,6 +161,8 @@ class Attempt:
     error: BaseException | None = None
     # The channel was paused by a 429 while this row waited for its slot.
     not_tried: bool = False
+    # This process reached the row's send slot too late to use it (see SendGate).
+    slot_missed: bool = False
 
 
 # Settle-ups are flushed in groups of this many, or after FLUSH_SECONDS.
@@ -387,33 +307,43 @@ class DeliveryRun:
         if batch:
             self.report.batches += 1
             self.report.claimed += len(batch)
-            for row in batch:
-                self.admit(row)
+            self.admit(batch)
         return len(batch) < limit
 
-    def admit(self, row: ClaimedSend) -> None:
-        """Resolve a claimed row: settle it at once, or queue it for its channel's slot."""
-        now = self.now()
-        if row.send_started_at is not None:
+    def admit(self, batch: list[ClaimedSend]) -> None:
+        """Resolve claimed rows: settle each at once, or queue it for its channel's slot."""
+        interrupted = [row for row in batch if row.send_started_at is not None]
+        for row in interrupted:
             self.settle(row, Transition.FAILED, reason=INTERRUPTED_REASON)
             self.report.failed += 1
-            return
+        fresh = [row for row in batch if row.send_started_at is None]
         try:
-            outcome = resolve(row, now, self.config)
+            facts = subjects.read_facts(fresh)
         except Exception as exc:
-            # One row's bad data must not strand the rest of the batch.
-            logger.exception("resolving a claimed row failed", extra={"send_id": row.id})
-            self.retry_later(row, f"{type(exc).__name__} while resolving")
+            # The batch's read failed as a whole: hand every row back, loudly.
+            logger.exception("reading the claimed rows' subjects failed")
+            for row in fresh:
+                self.retry_later(row, f"{type(exc).__name__} while resolving")
             self.report.errors.append(type(exc).__name__)
             return
-        if isinstance(outcome, Skip):
-            self.settle(row, Transition.SKIPPED, at=now, reason=outcome.reason)
-            self.report.skipped += 1
-        elif isinstance(outcome, Undeliverable):
-            self.settle(row, Transition.FAILED, reason=outcome.reason)
-            self.report.failed += 1
-        else:
-            self.waiting.setdefault(outcome.channel, []).append(Outgoing(row, outcome))
+        now = self.now()
+        for row in fresh:
+            try:
+                outcome = subjects.decide(row, facts[row.id], now, self.config)
+            except Exception as exc:
+                # One row's bad data must not strand the rest of the batch.
+                logger.exception("resolving a claimed row failed", extra={"send_id": row.id})
+                self.retry_later(row, f"{type(exc).__name__} while resolving")
+                self.report.errors.append(type(exc).__name__)
+                continue
+            if isinstance(outcome, Skip):
+                self.settle(row, Transition.SKIPPED, at=now, reason=outcome.reason)
+                self.report.skipped += 1
+            elif isinstance(outcome, Undeliverable):
+                self.settle(row, Transition.FAILED, reason=outcome.reason)
+                self.report.failed += 1
+            else:
+                self.waiting.setdefault(outcome.channel, []).append(Outgoing(row, outcome))
 
     def schedule_waiting(self) -> None:
         """Give waiting rows send slots from their channel's shared budget."""
@@ -488,6 +418,12 @@ class DeliveryRun:
         row, delivery = outgoing.row, outgoing.delivery
         at = self.at(attempt.finished)
         exc = attempt.error
+        if attempt.slot_missed:
+            # Still claimed and stamped by us, never sent: it waits, first in
+            # line, for a fresh slot and is stamped again before it goes.
+            self.waiting.setdefault(delivery.channel, []).insert(0, outgoing)
+            self.report.slots_missed += 1
+            return
         if attempt.not_tried:
             # A 429 paused the channel while this row waited: it was never sent.
             resume = self.paused_until.get(delivery.channel, attempt.finished)
@@ -549,6 +485,8 @@ def _send_at(
         time.sleep(delay)
     if gate is not None:
         gate.wait_turn()
+        if gate.missed(outgoing.deadline):
+            return Attempt(finished=time.monotonic(), slot_missed=True)
     if paused_until.get(outgoing.delivery.channel, 0.0) > time.monotonic():
         return Attempt(finished=time.monotonic(), not_tried=True)
     try:

@@ -12,6 +12,7 @@ table). The bypass is never used here.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -19,7 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, connections
+from django.db.models import F
 
 from calendars.models import CalendarEvent, ConnectionStatus, FollowUp
 from calendars.sync import sync_user_connections
@@ -268,12 +270,107 @@ class MaterializeReport:
         }
 
 
-def users_to_visit(user_ids: Iterable[int] | None = None) -> Iterable[int]:
-    """Active users, by id. The sweep's only unscoped read (not a tenant table)."""
+def users_to_visit(
+    user_ids: Iterable[int] | None = None, *, share: int = 0, shares: int = 1
+) -> Iterable[int]:
+    """Active users, by id; with ``shares`` > 1 only those whose id falls in ``share``.
+
+    The sweep's only unscoped read (``auth_user`` is not a tenant table).
+    """
     users = get_user_model().objects.filter(is_active=True)
     if user_ids is not None:
         users = users.filter(pk__in=list(user_ids))
+    if shares > 1:
+        users = users.annotate(share=F("pk") % shares).filter(share=share)
     return users.order_by("pk").values_list("pk", flat=True).iterator(chunk_size=2000)
+
+
+# The report fields that add up across parallel shares.
+_ADDITIVE = (
+    "users",
+    "queued",
+    "removed",
+    "overdue",
+    "disabled_users",
+    "failed_users",
+    "calendars_synced",
+    "calendars_unchanged",
+    "calendars_failed",
+    "calendars_needing_reauth",
+    "provider_calls",
+)
+
+
+def materialize_share(
+    now: datetime,
+    *,
+    user_ids: Iterable[int] | None = None,
+    share: int = 0,
+    shares: int = 1,
+    progress=None,
+    sync_calendars: bool = True,
+) -> MaterializeReport:
+    """Visit one share of the users (all of them by default); no run log, no smoothing."""
+    config = QueueConfig.from_settings()
+    report = MaterializeReport(as_of=now)
+    window_start, window_end = subject_window(now, config)
+    for user_id in users_to_visit(user_ids, share=share, shares=shares):
+        report.users += 1
+        try:
+            if sync_calendars:
+                _absorb_sync(
+                    report,
+                    sync_user_connections(
+                        user_id, now=now, window_start=window_start, window_end=window_end
+                    ),
+                )
+            result = materialize_user(user_id, now, config)
+        except Exception as exc:
+            report.failed_users += 1
+            report.errors.append(f"user {user_id}: {type(exc).__name__}")
+            logger.exception("materialize failed for one user", extra={"user_id": user_id})
+            continue
+        report.queued += result.queued
+        report.removed += result.removed
+        report.overdue += result.overdue
+        report.disabled_users += result.skipped_disabled
+        if progress and report.users % 1000 == 0:
+            progress(report)
+    return report
+
+
+def _share_in_child(now: datetime, share: int, shares: int, user_ids, sync: bool) -> dict:
+    """A forked worker's share, as plain data for the parent."""
+    connections.close_all()  # never use the parent's connection from a child
+    try:
+        report = materialize_share(
+            now, user_ids=user_ids, share=share, shares=shares, sync_calendars=sync
+        )
+    finally:
+        connections.close_all()
+    return {name: getattr(report, name) for name in (*_ADDITIVE, "errors")}
+
+
+def _in_parallel(
+    now: datetime, workers: int, user_ids: list[int] | None, sync: bool
+) -> MaterializeReport:
+    """Each of ``workers`` forked processes visits the users whose id % workers is its own.
+
+    Processes, not threads: a user's visit is Python work between short
+    round trips, and a process per core is what makes it scale.
+    """
+    connections.close_all()  # a forked child must not inherit a live connection
+    context = multiprocessing.get_context("fork")
+    with context.Pool(workers) as pool:
+        parts = pool.starmap(
+            _share_in_child, [(now, share, workers, user_ids, sync) for share in range(workers)]
+        )
+    report = MaterializeReport(as_of=now)
+    for part in parts:
+        for name in _ADDITIVE:
+            setattr(report, name, getattr(report, name) + part[name])
+        report.errors.extend(part["errors"])
+    return report
 
 
 def run_materialize(
@@ -282,40 +379,27 @@ def run_materialize(
     user_ids: Iterable[int] | None = None,
     progress=None,
     sync_calendars: bool = True,
+    workers: int = 1,
 ) -> MaterializeReport:
-    """Materialise every active user's nudges for the look-ahead window.
+    """Materialise every active user's nudges for the look-ahead, then smooth bursts.
 
     One user's failure is logged and counted and the sweep goes on.
-    ``progress``, if given, is called with the report every 1,000 users.
+    ``progress``, if given, is called with the report every 1,000 users (one
+    process only). ``workers`` > 1 splits the users over that many processes.
     """
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
     config = QueueConfig.from_settings()
     started = time.monotonic()
     now = now or database_now()
-    report = MaterializeReport(as_of=now)
-    window_start, window_end = subject_window(now, config)
     with recorded_run(SweepRun.Sweep.MATERIALIZE, now) as run:
-        for user_id in users_to_visit(user_ids):
-            report.users += 1
-            try:
-                if sync_calendars:
-                    _absorb_sync(
-                        report,
-                        sync_user_connections(
-                            user_id, now=now, window_start=window_start, window_end=window_end
-                        ),
-                    )
-                result = materialize_user(user_id, now, config)
-            except Exception as exc:
-                report.failed_users += 1
-                report.errors.append(f"user {user_id}: {type(exc).__name__}")
-                logger.exception("materialize failed for one user", extra={"user_id": user_id})
-                continue
-            report.queued += result.queued
-            report.removed += result.removed
-            report.overdue += result.overdue
-            report.disabled_users += result.skipped_disabled
-            if progress and report.users % 1000 == 0:
-                progress(report)
+        if workers > 1:
+            ids = list(user_ids) if user_ids is not None else None
+            report = _in_parallel(now, workers, ids, sync_calendars)
+        else:
+            report = materialize_share(
+                now, user_ids=user_ids, progress=progress, sync_calendars=sync_calendars
+            )
         report.moved_earlier = smooth_bursts(now, config)
         report.seconds = time.monotonic() - started
         run.counts = report.as_dict()

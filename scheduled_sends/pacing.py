@@ -39,12 +39,23 @@ HORIZON = timedelta(seconds=1)
 
 
 class SendGate:
-    """Keeps one process's sends on one channel at least ``interval`` apart, from any thread."""
+    """Keeps one process's sends on one channel at least ``interval`` apart, from any thread.
+
+    It also tells a slot this process reached too late (:meth:`missed`): that
+    slot's time has been given to other processes' next slots, so sending on
+    it now would double the channel's rate for a moment. Such a row waits for
+    a fresh slot instead.
+    """
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
+        # Later than this after its slot, a send would crowd the slots after it.
+        self.tolerance = max(0.05, interval / 2)
         self._lock = threading.Lock()
         self._next_at = 0.0
+
+    def missed(self, deadline: float) -> bool:
+        return time.monotonic() - deadline > self.tolerance
 
     def wait_turn(self) -> None:
         with self._lock:

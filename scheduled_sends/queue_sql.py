@@ -88,6 +88,28 @@ UPDATE scheduled_sends AS s
 RETURNING s.id
 """
 
+# What delivery reads about one claimed row, in its owner's tenant scope (see
+# subjects.py): the owner's delivery settings and the subject's current state,
+# in one statement. Row-level security limits every table to the owner; the
+# user_id conditions say the same for the reader. Always exactly one row.
+RESOLVE_NUDGE = """
+SELECT ds.id IS NOT NULL, coalesce(ds.enabled, false), coalesce(ds.channel, ''),
+       coalesce(ds.whatsapp_number, ''), coalesce(ds.telegram_chat_id, ''),
+       coalesce(ds.timezone, 'UTC'),
+       coalesce(ev.id, fu.id) IS NOT NULL, coalesce(ev.title, fu.title, ''),
+       coalesce(ev.starts_at, fu.due_at),
+       coalesce(ev.status = %(cancelled)s, false), coalesce(ev.declined, false),
+       coalesce(ev.all_day, false), coalesce(cc.status = %(needs_reauth)s, false),
+       coalesce(fu.done, false)
+  FROM (VALUES (1)) AS one (x)
+  LEFT JOIN delivery_settings AS ds ON ds.user_id = %(user_id)s
+  LEFT JOIN calendar_events AS ev
+         ON %(kind)s = %(event)s AND ev.id = %(ref_id)s AND ev.user_id = %(user_id)s
+  LEFT JOIN calendar_connections AS cc ON cc.id = ev.connection_id
+  LEFT JOIN follow_ups AS fu
+         ON %(kind)s = %(follow_up)s AND fu.id = %(ref_id)s AND fu.user_id = %(user_id)s
+"""
+
 # Every settle-up is a group: one statement for all rows of a batch that take
 # the same transition, one transaction for all of a flush. Each row is still
 # fenced by its own claim token: a run whose lease expired and whose row was

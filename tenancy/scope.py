@@ -21,7 +21,7 @@ a scope opened inside someone else's transaction would outlive its block.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -51,11 +51,22 @@ def _validated_user_id(user_id: object) -> int:
 _SET_SCOPE = "SELECT set_config(%s, %s, true), set_config('role', %s, true)"
 # The same, for work whose commit need not wait for the disk (see tenant_scope).
 _SET_SCOPE_RELAXED = _SET_SCOPE + ", set_config('synchronous_commit', 'off', true)"
+# The same, for a transaction that may only read (see tenant_reads).
+_SET_SCOPE_READ_ONLY = _SET_SCOPE + ", set_config('transaction_read_only', 'on', true)"
+# Prefixed to a read in the same round trip: the read is a separate statement,
+# so the policy's InitPlan sees the new tenant when it starts.
+_SWITCH_TENANT = "SELECT set_config(%(_scope_setting)s, %(_scope_tenant)s, true); "
 
 
 @contextmanager
 def _owned_transaction(
-    kind: str, using: str, *, tenant: str, role: str, relaxed_commit: bool = False
+    kind: str,
+    using: str,
+    *,
+    tenant: str,
+    role: str,
+    relaxed_commit: bool = False,
+    read_only: bool = False,
 ) -> Iterator[None]:
     connection = connections[using]
     active = getattr(connection, _ACTIVE_FLAG, None)
@@ -73,14 +84,22 @@ def _owned_transaction(
         setattr(connection, _ACTIVE_FLAG, kind)
         try:
             with connection.cursor() as cursor:
-                enter = _SET_SCOPE_RELAXED if relaxed_commit else _SET_SCOPE
+                enter = _SET_SCOPE
+                if relaxed_commit:
+                    enter = _SET_SCOPE_RELAXED
+                elif read_only:
+                    enter = _SET_SCOPE_READ_ONLY
                 cursor.execute(enter, [TENANT_SETTING, tenant, role])
                 yield
+                if read_only:
+                    # Nothing to keep: ending in a rollback also undoes every
+                    # setting when the block is a test wrapper's savepoint.
+                    transaction.set_rollback(True, using=using)
                 # Our own transaction's commit or rollback reverts SET LOCAL. Under
                 # a test's wrapping transaction the block is a savepoint, whose
                 # release would keep it alive: reset explicitly there (a doomed
                 # transaction is rolled back anyway).
-                if inside_test_wrapper and not connection.needs_rollback:
+                elif inside_test_wrapper and not connection.needs_rollback:
                     cursor.execute(_SET_SCOPE, [TENANT_SETTING, "", "none"])
         finally:
             setattr(connection, _ACTIVE_FLAG, None)
@@ -106,6 +125,36 @@ def tenant_scope(
         relaxed_commit=relaxed_commit,
     ):
         yield
+
+
+@contextmanager
+def tenant_reads(
+    *, using: str = DEFAULT_DB_ALIAS
+) -> Iterator[Callable[[int, str, dict[str, object]], tuple | None]]:
+    """One read-only transaction that reads several tenants' rows, one tenant at a time.
+
+    Yields ``read(user_id, statement, params)``: it runs ``statement`` (named
+    parameters) seeing only that user's rows, exactly as inside
+    ``tenant_scope(user_id)``, and answers its first row. Entering the user's
+    scope travels with the statement, so a read costs one round trip, not a
+    transaction. The transaction is READ ONLY and ends in a rollback: nothing
+    can be written in it, whichever tenant is current. For delivery, which
+    reads a little about many users in a row.
+    """
+    with _owned_transaction("tenant_reads()", using, tenant="", role="none", read_only=True):
+        connection = connections[using]
+
+        def read(user_id: int, statement: str, params: dict[str, object]) -> tuple | None:
+            tenant = {
+                "_scope_setting": TENANT_SETTING,
+                "_scope_tenant": str(_validated_user_id(user_id)),
+            }
+            with connection.cursor() as cursor:
+                cursor.execute(_SWITCH_TENANT + statement, {**params, **tenant})
+                cursor.nextset()
+                return cursor.fetchone()
+
+        yield read
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from datetime import datetime
 
@@ -17,6 +18,17 @@ def parse_instant(value: str) -> datetime:
     if parsed.tzinfo is None:
         raise CommandError(f"--now: {value!r} has no UTC offset; add 'Z' or '+01:00'")
     return parsed
+
+
+def positive_int(value: str) -> int:
+    """A whole number of at least 1 (argparse type)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
+    return number
 
 
 class SweepCommand(BaseCommand):

@@ -17,8 +17,8 @@ from tenancy.scope import tenant_scope
 from tests.conftest import utc
 
 NOW = utc(2026, 12, 2, 15, 0)
-# What one row may cost: entering its owner's scope and reading settings and subject.
-MAX_STATEMENTS_PER_ROW = 6
+# What one row may cost: entering its owner's scope, then one read of settings and subject.
+MAX_STATEMENTS_PER_ROW = 2
 
 
 def _queue_due(make_user, count: int, round_no: int) -> None:

@@ -23,6 +23,8 @@ NOW = utc(2026, 12, 2, 14, 0)
 HOUR = NOW + timedelta(hours=1)  # 15:00: everyone's meeting
 INTENDED = HOUR - timedelta(minutes=10)  # the default lead
 MINUTE = timedelta(minutes=1)
+# x 55 s of a deliver run's budget x 0.9 headroom: a channel carrying 5 nudges a minute.
+FIVE_A_MINUTE = 5.5 / (55 * 0.9)
 
 
 # --- the plan, as arithmetic ----------------------------------------------------
@@ -59,7 +61,7 @@ def test_a_minute_within_capacity_is_left_alone():
 @pytest.fixture
 def burst(make_user, settings):
     """20 users with a meeting at 15:00 on a channel that carries 5 nudges a minute."""
-    settings.NUDGE_TELEGRAM_RATE = 5 / 54  # x 60 s x 0.9 headroom = 5 a minute
+    settings.NUDGE_TELEGRAM_RATE = FIVE_A_MINUTE
     users = [
         make_user(channel="telegram", telegram_chat_id=str(9000 + i), timezone="Europe/Berlin")
         for i in range(20)
@@ -94,7 +96,7 @@ def test_re_materialising_reshuffles_nothing_and_duplicates_nothing(burst):
 
 
 def test_the_heaviest_users_extra_nudges_move_first(make_user, settings):
-    settings.NUDGE_TELEGRAM_RATE = 5 / 54
+    settings.NUDGE_TELEGRAM_RATE = FIVE_A_MINUTE
     heavy = make_user(channel="telegram", telegram_chat_id="9100")
     light = [make_user(channel="telegram", telegram_chat_id=str(9200 + i)) for i in range(4)]
     for _ in range(4):

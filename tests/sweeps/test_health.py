@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
+from django.utils import timezone
 
 from scheduled_sends import claim
 from scheduled_sends.config import QueueConfig
@@ -127,8 +128,10 @@ def test_healthz_answers_503_with_the_failing_checks(client, db):
     assert {c["name"] for c in body["checks"] if not c["ok"]} >= {"deliver_recent"}
 
 
-def test_healthz_answers_200_when_healthy(client, queued):
-    run_deliver()
+def test_healthz_answers_200_when_healthy(client, make_user, recording_channel):
+    # On the real clock: a nudge queued an hour ahead, nothing late, nothing expired.
+    add_event(make_user(), timezone.now() + timedelta(hours=1))
     run_materialize()
+    run_deliver()
     response = client.get("/healthz", secure=True)
     assert response.status_code == 200, response.json()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import CommandParser
 
-from scheduled_sends.management.sweep_command import SweepCommand
+from scheduled_sends.management.sweep_command import SweepCommand, positive_int
 from scheduled_sends.materialize import run_materialize
 
 
@@ -23,13 +23,19 @@ class Command(SweepCommand):
         parser.add_argument(
             "--no-sync", action="store_true", help="Materialise from local rows without syncing."
         )
+        parser.add_argument(
+            "--workers",
+            type=positive_int,
+            default=1,
+            help="Split the users over this many processes (about one per core).",
+        )
 
-    def handle(self, *args, now, user_ids, no_sync, verbosity, **options) -> None:
+    def handle(self, *args, now, user_ids, no_sync, workers, verbosity, **options) -> None:
         def progress(report) -> None:
             if verbosity >= 1:
                 self.stdout.write(f"  … {report.users} users, {report.queued} queued")
 
         report = run_materialize(
-            now, user_ids=user_ids, progress=progress, sync_calendars=not no_sync
+            now, user_ids=user_ids, progress=progress, sync_calendars=not no_sync, workers=workers
         )
         self.finish(report)

@@ -1,0 +1,151 @@
+"""What a nudge is about, and whether it still deserves to be sent.
+
+A claimed row names its owner and its subject (a calendar event or a
+follow-up). Just before sending, delivery reads — in the owner's tenant scope
+— the owner's delivery settings and the subject as it is *now*, in one
+statement per row (``queue_sql.RESOLVE_NUDGE``) inside one read-only
+transaction for the whole batch (``tenancy.scope.tenant_reads``), and
+:func:`decide` turns that into one of three answers:
+
+* :class:`Delivery` — send this message to this address on this channel;
+* :class:`Skip` — nothing worth saying (subject gone, moved, begun, done;
+  nudges turned off): settled ``skipped`` with the reason support reads;
+* :class:`Undeliverable` — a problem on our side, e.g. no address: ``failed``.
+
+The message is composed here, at send time, so a nudge that burst smoothing
+moved earlier says how long is really left ("in 14 min").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from calendars.models import ConnectionStatus, EventStatus
+from scheduled_sends import queue_sql
+from scheduled_sends.channels.base import NudgeMessage
+from scheduled_sends.claim import ClaimedSend
+from scheduled_sends.config import QueueConfig
+from scheduled_sends.messages import compose
+from scheduled_sends.models import DeliverySettings, Kind
+from tenancy.scope import tenant_reads
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A resolved nudge: where it goes and what it says."""
+
+    channel: str
+    address: str
+    message: NudgeMessage
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Nothing worth saying: the row is settled ``skipped`` with this reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Undeliverable:
+    """A permanent problem on our side (e.g. no number configured): ``failed``."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Facts:
+    """One row of ``RESOLVE_NUDGE``: the owner's settings and the subject, as now."""
+
+    has_settings: bool
+    enabled: bool
+    channel: str
+    whatsapp_number: str
+    telegram_chat_id: str
+    timezone: str
+    found: bool
+    title: str
+    starts_at: datetime | None
+    cancelled: bool
+    declined: bool
+    all_day: bool
+    needs_reauth: bool
+    done: bool
+
+
+def read_facts(rows: Sequence[ClaimedSend]) -> dict[int, Facts]:
+    """Each row's facts, read in its owner's scope; one read-only transaction for all."""
+    facts: dict[int, Facts] = {}
+    if not rows:
+        return facts
+    constants = {
+        "event": Kind.EVENT.value,
+        "follow_up": Kind.FOLLOW_UP.value,
+        "cancelled": EventStatus.CANCELLED.value,
+        "needs_reauth": ConnectionStatus.NEEDS_REAUTH.value,
+    }
+    with tenant_reads() as read:
+        for row in rows:
+            params = {"user_id": row.user_id, "kind": row.kind, "ref_id": row.ref_id}
+            found = read(row.user_id, queue_sql.RESOLVE_NUDGE, {**params, **constants})
+            facts[row.id] = Facts(*found)
+    return facts
+
+
+def _subject_gone(row: ClaimedSend, facts: Facts) -> Skip | None:
+    """Why the subject no longer deserves a nudge, if it does not."""
+    if row.kind == Kind.EVENT:
+        if not facts.found:
+            return Skip("event no longer in the calendar")
+        if facts.cancelled:
+            return Skip("event cancelled")
+        if facts.declined:
+            return Skip("event declined")
+        if facts.all_day:
+            return Skip("all-day event")
+        if facts.needs_reauth:
+            return Skip("calendar needs re-authorisation")
+        return None
+    if not facts.found:
+        return Skip("follow-up deleted")
+    if facts.done:
+        return Skip("follow-up already done")
+    return None
+
+
+def decide(
+    row: ClaimedSend, facts: Facts, now: datetime, config: QueueConfig
+) -> Delivery | Skip | Undeliverable:
+    """Send, skip (with the reason) or fail, from what is true now."""
+    if not facts.has_settings or not facts.enabled:
+        return Skip("nudges are turned off for this user")
+    gone = _subject_gone(row, facts)
+    if gone is not None:
+        return gone
+    starts_at = facts.starts_at
+    if starts_at != row.subject_starts_at:
+        return Skip("subject moved; its new time has its own nudge")
+    # A nudge meant for the very start ("at the time of the event", lead 0)
+    # is still worth sending within grace; one meant before it is not.
+    if starts_at <= now and row.intended_at < starts_at:
+        return Skip("subject already begun")
+    settings = DeliverySettings(
+        user_id=row.user_id,
+        channel=facts.channel,
+        whatsapp_number=facts.whatsapp_number,
+        telegram_chat_id=facts.telegram_chat_id,
+    )
+    address = settings.address()
+    if not address:
+        return Undeliverable(f"no address configured for the {facts.channel} channel")
+    message = compose(
+        kind=row.kind,
+        title=facts.title,
+        starts_at=starts_at,
+        now=now,
+        tz_name=facts.timezone,
+        valid_until=row.intended_at + config.grace,
+    )
+    return Delivery(channel=facts.channel, address=address, message=message)
