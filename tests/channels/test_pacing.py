@@ -38,8 +38,9 @@ def _run_side_by_side(workers: int, env: dict[str, str]) -> list[str]:
 
 
 def test_two_processes_share_one_channel_rate(make_user):
-    rate, rows = 8, 40
-    with FakeTelegram(max_per_second=12) as fake:
+    # Two processes pacing alone would send 2 x rate: 10 a second, and be refused.
+    rate, rows = 5, 30
+    with FakeTelegram(max_per_second=2 * rate - 1) as fake:
         now = timezone.now().replace(microsecond=0)
         for user in _telegram_users(make_user, rows, 810_000):
             queue_follow_up(user, "Standup", now=now)
@@ -56,11 +57,12 @@ def test_two_processes_share_one_channel_rate(make_user):
 
         assert len(fake.delivered) == rows
         assert max(Counter(d.recipient for d in fake.delivered).values()) == 1
-        # Both processes sent, and together they kept to one budget: no 429s,
-        # and no second held more than the rate (plus one slot at its edge).
+        # Both processes sent, and together they kept to one budget: no 429s, and
+        # no second held much more than the rate (arrival times jitter on a busy
+        # machine; two budgets would make it twice the rate).
         assert all(int(re.search(r"sent (\d+)", out)[1]) > 0 for out in outputs), outputs
         assert fake.flood_count() == 0
-        assert fake.busiest_second() <= rate + 2, fake.busiest_second()
+        assert fake.busiest_second() <= 1.5 * rate, fake.busiest_second()
         times = sorted(d.at for d in fake.delivered)
         assert times[-1] - times[0] >= (rows - rate - 2) / rate
 
