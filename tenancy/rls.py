@@ -77,6 +77,76 @@ def grant_sweeper(table: str) -> migrations.RunSQL:
     )
 
 
+# What a delivery run writes to a queue row under the bypass: the claim, the
+# settle-ups, receipts, and burst smoothing (which moves ``fire_at`` earlier).
+# Never ``user_id``, ``kind``, ``ref_id`` or ``intended_at``: the sweeper sees
+# every tenant's rows, so it must not be able to re-own or re-aim one. A later
+# migration that adds a state column adds it here and grants it.
+SWEEPER_UPDATABLE_COLUMNS = (
+    "claimed_at",
+    "claim_token",
+    "send_started_at",
+    "sent_at",
+    "outcome",
+    "attempts",
+    "not_before",
+    "last_error",
+    "channel",
+    "provider_message_id",
+    "delivery_status",
+    "delivery_error_code",
+    "delivery_updated_at",
+    "fire_at",
+)
+
+
+def restrict_sweeper_updates(table: str) -> migrations.RunSQL:
+    """Narrow the sweeper's UPDATE on ``table`` to the queue's state columns.
+
+    Revoking the table-wide UPDATE first also clears any column grants, so
+    the result is exactly ``SWEEPER_UPDATABLE_COLUMNS``; SELECT and DELETE
+    (retention) stay as they were.
+    """
+    role = _role(settings.NUDGE_DB_SWEEPER_ROLE)
+    columns = ", ".join(SWEEPER_UPDATABLE_COLUMNS)
+    return migrations.RunSQL(
+        sql=[
+            f"REVOKE UPDATE ON {table} FROM {role}",
+            f"GRANT UPDATE ({columns}) ON {table} TO {role}",
+        ],
+        reverse_sql=[
+            f"REVOKE UPDATE ON {table} FROM {role}",
+            f"GRANT UPDATE ON {table} TO {role}",
+        ],
+    )
+
+
+def grant_runtime_role() -> migrations.RunSQL:
+    """DML for the login role on every table, now and for tables made later.
+
+    Migrations run as the owner role (``tenancy/owner.py``), so the default
+    privileges set here are the owner's: every table a later migration
+    creates is granted to the login role the moment it exists. DML only — no
+    TRUNCATE (it skips row-level security), no REFERENCES, no TRIGGER.
+    """
+    role = _role(settings.NUDGE_DB_LOGIN_ROLE)
+    tables = "SELECT, INSERT, UPDATE, DELETE"
+    return migrations.RunSQL(
+        sql=[
+            f"GRANT {tables} ON ALL TABLES IN SCHEMA public TO {role}",
+            f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
+            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT {tables} ON TABLES TO {role}",
+            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO {role}",
+        ],
+        reverse_sql=[
+            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE USAGE, SELECT ON SEQUENCES FROM {role}",
+            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE {tables} ON TABLES FROM {role}",
+            f"REVOKE USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public FROM {role}",
+            f"REVOKE {tables} ON ALL TABLES IN SCHEMA public FROM {role}",
+        ],
+    )
+
+
 def grant_support_role() -> migrations.RunSQL:
     """Table privileges for the support role, now and for tables made later.
 
