@@ -31,6 +31,33 @@ def _role(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+# The tables whose migrations also apply ``grant_sweeper``: the queue alone.
+SWEEPER_TABLES = frozenset({"scheduled_sends"})
+
+
+def _tenant_policy(table: str) -> str:
+    return (
+        f"CREATE POLICY {TENANT_POLICY} ON {table} FOR ALL TO PUBLIC "
+        f"USING ({TENANT_PREDICATE}) WITH CHECK ({TENANT_PREDICATE})"
+    )
+
+
+def _support_policy(table: str) -> str:
+    support = _role(settings.NUDGE_DB_SUPPORT_ROLE)
+    return (
+        f"CREATE POLICY {SUPPORT_POLICY} ON {table} FOR ALL TO {support} "
+        "USING (true) WITH CHECK (true)"
+    )
+
+
+def _sweeper_policy(table: str) -> str:
+    sweeper = _role(settings.NUDGE_DB_SWEEPER_ROLE)
+    return (
+        f"CREATE POLICY {SWEEPER_POLICY} ON {table} FOR ALL TO {sweeper} "
+        "USING (true) WITH CHECK (true)"
+    )
+
+
 def enable_tenant_rls(table: str) -> migrations.RunSQL:
     """ENABLE + FORCE row-level security on ``table`` with the tenant policy.
 
@@ -38,15 +65,12 @@ def enable_tenant_rls(table: str) -> migrations.RunSQL:
     a wider policy sees one tenant at a time, or nothing. The support role's
     policy is the staff admin's cross-tenant view (see ``support_scope``).
     """
-    support = _role(settings.NUDGE_DB_SUPPORT_ROLE)
     return migrations.RunSQL(
         sql=[
             f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
             f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
-            f"CREATE POLICY {TENANT_POLICY} ON {table} FOR ALL TO PUBLIC "
-            f"USING ({TENANT_PREDICATE}) WITH CHECK ({TENANT_PREDICATE})",
-            f"CREATE POLICY {SUPPORT_POLICY} ON {table} FOR ALL TO {support} "
-            "USING (true) WITH CHECK (true)",
+            _tenant_policy(table),
+            _support_policy(table),
         ],
         reverse_sql=[
             f"DROP POLICY IF EXISTS {SUPPORT_POLICY} ON {table}",
@@ -65,15 +89,50 @@ def grant_sweeper(table: str) -> migrations.RunSQL:
     """
     role = _role(settings.NUDGE_DB_SWEEPER_ROLE)
     return migrations.RunSQL(
-        sql=[
-            f"GRANT SELECT, UPDATE ON {table} TO {role}",
-            f"CREATE POLICY {SWEEPER_POLICY} ON {table} FOR ALL TO {role} "
-            "USING (true) WITH CHECK (true)",
-        ],
+        sql=[f"GRANT SELECT, UPDATE ON {table} TO {role}", _sweeper_policy(table)],
         reverse_sql=[
             f"DROP POLICY IF EXISTS {SWEEPER_POLICY} ON {table}",
             f"REVOKE SELECT, UPDATE ON {table} FROM {role}",
         ],
+    )
+
+
+# A policy as PostgreSQL reports it (``pg_policies``), expressions deparsed.
+PolicyShape = tuple[str, str, str, tuple[str, ...], str | None, str | None]
+
+_POLICY_SHAPES = """
+SELECT policyname, permissive, cmd, roles::text[], qual, with_check
+  FROM pg_policies WHERE schemaname = {schema} AND tablename = %s
+"""
+_PROBE = "nudge_policy_probe"
+
+
+def _policies(cursor, schema_sql: str, table: str) -> dict[str, PolicyShape]:
+    cursor.execute(_POLICY_SHAPES.format(schema=schema_sql), [table])
+    return {row[0]: (*row[:3], tuple(sorted(row[3])), *row[4:]) for row in cursor.fetchall()}
+
+
+def deployed_policies(cursor, table: str) -> dict[str, PolicyShape]:
+    """``table``'s policies by name, as the server holds them now."""
+    return _policies(cursor, "current_schema()", table)
+
+
+def expected_policies(cursor, table: str) -> dict[str, PolicyShape]:
+    """The policies the migrations install on tenant ``table``, deparsed by this server.
+
+    The migrations' own statements are run against a scratch temporary table
+    inside a transaction the caller rolls back, so the comparison is with the
+    server's canonical text of exactly what the migrations create, on any
+    PostgreSQL version.
+    """
+    cursor.execute(f"CREATE TEMPORARY TABLE {_PROBE} (user_id bigint) ON COMMIT DROP")
+    statements = [_tenant_policy(_PROBE), _support_policy(_PROBE)]
+    if table in SWEEPER_TABLES:
+        statements.append(_sweeper_policy(_PROBE))
+    for statement in statements:
+        cursor.execute(statement)
+    return _policies(
+        cursor, "(SELECT nspname FROM pg_namespace WHERE oid = pg_my_temp_schema())", _PROBE
     )
 
 
