@@ -254,7 +254,9 @@ def test_scope_rolled_back_by_an_error_does_not_leak(make_user):
     assert current_scope() is None
 
 
-def test_system_check_fails_when_force_is_missing(db):
-    with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE follow_ups NO FORCE ROW LEVEL SECURITY")
+def test_system_check_fails_when_force_is_missing(as_owner):
+    as_owner(
+        "ALTER TABLE follow_ups NO FORCE ROW LEVEL SECURITY",
+        "ALTER TABLE follow_ups FORCE ROW LEVEL SECURITY",
+    )
     assert rls_problems() == ["row-level security is not forced on follow_ups"]

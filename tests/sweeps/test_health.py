@@ -102,11 +102,12 @@ def test_a_failed_last_run_is_reported(queued, monkeypatch):
     assert "deliver_last_run" in failing(report)
 
 
-def test_rls_problems_make_health_fail(queued):
+def test_rls_problems_make_health_fail(queued, as_owner):
     run_deliver(NOW)
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-        cursor.execute("ALTER TABLE calendar_events NO FORCE ROW LEVEL SECURITY")
+    as_owner(
+        "ALTER TABLE calendar_events NO FORCE ROW LEVEL SECURITY",
+        "ALTER TABLE calendar_events FORCE ROW LEVEL SECURITY",
+    )
     assert "row_level_security" in failing(check_health(NOW + timedelta(minutes=1)))
 
 

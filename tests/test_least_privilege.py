@@ -1,0 +1,192 @@
+"""The application's role cannot switch isolation off, and the check reads what is deployed.
+
+Before the owner role existed the login role owned every table: any SQL bug
+could ``ALTER TABLE … DISABLE ROW LEVEL SECURITY``, rewrite a policy, or
+``SET ROLE`` into a role that re-owns queue rows; and the RLS check only
+looked for a policy's *name*, so a policy rewritten to ``true`` or one extra
+permissive policy went unnoticed.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+
+from scheduled_sends.health import check_health
+from scheduled_sends.models import ScheduledSend
+from tenancy.checks import rls_problems
+from tenancy.rls import SWEEPER_UPDATABLE_COLUMNS, TENANT_PREDICATE
+from tenancy.scope import rls_bypass, tenant_scope
+from tests.conftest import admin_url, utc
+
+NOW = utc(2026, 12, 2, 15, 0)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+OWNER = _quoted(settings.NUDGE_DB_OWNER_ROLE)
+LOGIN = _quoted(settings.NUDGE_DB_LOGIN_ROLE)
+SWEEPER = _quoted(settings.NUDGE_DB_SWEEPER_ROLE)
+
+# What a SQL bug running as the application's role might try.
+TAMPERING = [
+    "ALTER TABLE scheduled_sends DISABLE ROW LEVEL SECURITY",
+    "ALTER TABLE follow_ups NO FORCE ROW LEVEL SECURITY",
+    "ALTER POLICY tenant_isolation ON follow_ups USING (true)",
+    "DROP POLICY tenant_isolation ON delivery_settings",
+    "CREATE POLICY open_all ON calendar_events FOR SELECT USING (true)",
+    "ALTER TABLE scheduled_sends OWNER TO CURRENT_USER",
+    "TRUNCATE scheduled_sends",
+    "CREATE TABLE stash (id int)",
+    f"SET ROLE {OWNER}",
+    "ALTER ROLE CURRENT_USER SET app.current_user_id = '1'",
+    "ALTER DATABASE CURRENT_DATABASE SET app.current_user_id = '1'",
+    "ALTER ROLE CURRENT_USER BYPASSRLS",
+]
+
+
+@pytest.mark.parametrize("statement", TAMPERING)
+def test_the_application_role_cannot_alter_the_schema_or_its_roles(db, statement):
+    with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(statement)
+
+
+def test_the_sweeper_may_update_state_columns_but_never_who_or_what_a_row_is_for(make_user):
+    user = make_user()
+    with tenant_scope(user.pk):
+        row = ScheduledSend.objects.create(
+            user=user, kind="follow_up", ref_id=1, fire_at=NOW, subject_starts_at=NOW
+        )
+    state = ", ".join(f"{column} = {column}" for column in SWEEPER_UPDATABLE_COLUMNS)
+    with rls_bypass(), connection.cursor() as cursor:
+        cursor.execute(f"UPDATE scheduled_sends SET {state} WHERE id = %s", [row.pk])  # noqa: S608
+        assert cursor.rowcount == 1
+    for column in ("user_id", "kind", "ref_id"):
+        with pytest.raises(DatabaseError, match="permission denied"):
+            with rls_bypass(), connection.cursor() as cursor:
+                cursor.execute(f"UPDATE scheduled_sends SET {column} = {column}")  # noqa: S608
+    with rls_bypass(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM scheduled_sends WHERE id = %s", [row.pk])  # retention
+        assert cursor.rowcount == 1
+
+
+def test_the_deployed_schema_is_exactly_what_the_migrations_install(db):
+    assert rls_problems() == []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT pg_get_userbyid(relowner) FROM pg_class "
+            "WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'S')"
+        )
+        assert cursor.fetchall() == [(settings.NUDGE_DB_OWNER_ROLE,)]
+
+
+def test_an_extra_permissive_policy_is_caught(as_owner):
+    as_owner(
+        "CREATE POLICY open_all ON follow_ups AS PERMISSIVE FOR SELECT USING (true)",
+        "DROP POLICY open_all ON follow_ups",
+    )
+    assert rls_problems() == [
+        "unexpected policy open_all on follow_ups: permissive SELECT TO public "
+        "USING true WITH CHECK -"
+    ]
+    report = check_health(NOW)
+    assert not next(c for c in report.checks if c.name == "row_level_security").ok
+
+
+def test_a_tenant_policy_rewritten_to_true_is_caught(as_owner):
+    as_owner(
+        "ALTER POLICY tenant_isolation ON calendar_events USING (true)",
+        f"ALTER POLICY tenant_isolation ON calendar_events USING ({TENANT_PREDICATE})",
+    )
+    (problem,) = rls_problems()
+    assert problem.startswith(
+        "the tenant_isolation policy on calendar_events differs from the migrations': "
+        "permissive ALL TO public USING true WITH CHECK (user_id = "
+    )
+
+
+def test_a_widened_support_policy_and_a_missing_one_are_caught(as_owner):
+    as_owner(
+        "DROP POLICY sweeper_all_queue_rows ON scheduled_sends",
+        f"CREATE POLICY sweeper_all_queue_rows ON scheduled_sends FOR ALL TO {SWEEPER} "
+        "USING (true) WITH CHECK (true)",
+    )
+    as_owner(
+        "ALTER POLICY support_all_rows ON follow_ups TO PUBLIC",
+        f"ALTER POLICY support_all_rows ON follow_ups TO {_quoted(settings.NUDGE_DB_SUPPORT_ROLE)}",
+    )
+    assert rls_problems() == [
+        "the support_all_rows policy on follow_ups differs from the migrations': "
+        "permissive ALL TO public USING true WITH CHECK true",
+        "the sweeper_all_queue_rows policy is missing on scheduled_sends",
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_owner_drift_and_a_reachable_owner_are_caught():
+    """The layout before the owner role: the application's role owned its tables."""
+    params = psycopg.conninfo.conninfo_to_dict(admin_url())
+    params["dbname"] = connection.settings_dict["NAME"]
+    with psycopg.connect(psycopg.conninfo.make_conninfo(**params), autocommit=True) as admin:
+        admin.execute(f"ALTER TABLE delivery_settings OWNER TO {LOGIN}")
+        try:
+            login = settings.NUDGE_DB_LOGIN_ROLE
+            assert rls_problems() == [
+                f"delivery_settings is owned by {login!r}, "
+                f"not the owner {settings.NUDGE_DB_OWNER_ROLE!r}",
+                f"the database role {login!r} can act as the owner of delivery_settings "
+                "(ALTER it, turn RLS off, rewrite its policies)",
+                f"the database role {login!r} may TRUNCATE delivery_settings, skipping RLS",
+            ]
+        finally:
+            # Changing owners folds the old owner's grant into the new owner's.
+            admin.execute(f"ALTER TABLE delivery_settings OWNER TO {OWNER}")
+            admin.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON delivery_settings TO {LOGIN}")
+
+
+def test_truncate_and_a_sweeper_that_can_re_own_rows_are_caught(as_owner):
+    as_owner(
+        f"GRANT TRUNCATE ON follow_ups TO {LOGIN}", f"REVOKE TRUNCATE ON follow_ups FROM {LOGIN}"
+    )
+    as_owner(
+        f"GRANT UPDATE (user_id) ON scheduled_sends TO {SWEEPER}",
+        f"REVOKE UPDATE (user_id) ON scheduled_sends FROM {SWEEPER}",
+    )
+    login = settings.NUDGE_DB_LOGIN_ROLE
+    assert rls_problems() == [
+        f"the database role {login!r} may TRUNCATE follow_ups, skipping RLS",
+        "the sweeper role may UPDATE scheduled_sends.user_id (re-own a row)",
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_session_default_role_set_by_the_application_role_itself_is_caught():
+    """PostgreSQL lets any role set its own session defaults, ``role`` included: that
+    cannot be refused, so the check reports it (and ``bootstrap_db`` resets it)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER ROLE CURRENT_USER SET role = {SWEEPER}")
+    try:
+        assert rls_problems() == [
+            f"a session default ({settings.NUDGE_DB_LOGIN_ROLE}) sets "
+            f"role={settings.NUDGE_DB_SWEEPER_ROLE} before any scope opens"
+        ]
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER ROLE CURRENT_USER RESET role")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reachable_bypassrls_role_is_caught():
+    with psycopg.connect(admin_url(), autocommit=True) as admin:
+        admin.execute(f"ALTER ROLE {SWEEPER} BYPASSRLS")
+        try:
+            assert rls_problems() == [
+                f"the database role {settings.NUDGE_DB_LOGIN_ROLE!r} can SET ROLE to "
+                f"{settings.NUDGE_DB_SWEEPER_ROLE!r}, which skips RLS"
+            ]
+        finally:
+            admin.execute(f"ALTER ROLE {SWEEPER} NOBYPASSRLS")
