@@ -120,16 +120,41 @@ def test_the_command_exits_non_zero_when_unhealthy(db, capsys):
     assert out.rstrip().endswith("UNHEALTHY")
 
 
-def test_healthz_answers_503_with_the_failing_checks(client, db):
+CRON = "a-cron-secret-for-health"
+
+
+def test_healthz_tells_an_anonymous_caller_only_ok_or_not(client, db, settings):
+    """Check text names roles, tables and error classes; figures describe the queue."""
+    settings.CRON_SECRET = CRON
     response = client.get("/healthz", secure=True)
+    assert response.status_code == 503
+    assert response.json() == {"ok": False}
+    wrong = client.get("/healthz", secure=True, headers={"Authorization": "Bearer nope"})
+    assert wrong.json() == {"ok": False}
+
+
+def test_healthz_answers_503_with_the_failing_checks_to_the_cron_caller(client, db, settings):
+    settings.CRON_SECRET = CRON
+    response = client.get("/healthz", secure=True, headers={"Authorization": f"Bearer {CRON}"})
     assert response.status_code == 503
     body = response.json()
     assert body["ok"] is False
     assert {c["name"] for c in body["checks"] if not c["ok"]} >= {"deliver_recent"}
+    assert "due_backlog" in body["figures"]
+
+
+def test_healthz_shows_details_to_staff_but_not_to_other_users(client, db, django_user_model):
+    user = django_user_model.objects.create_user("someone")
+    client.force_login(user)
+    assert client.get("/healthz", secure=True).json() == {"ok": False}
+    user.is_staff = True
+    user.save()
+    assert "checks" in client.get("/healthz", secure=True).json()
 
 
 def test_healthz_answers_200_when_healthy(client, queued):
     run_deliver()
     run_materialize()
     response = client.get("/healthz", secure=True)
-    assert response.status_code == 200, response.json()
+    assert response.status_code == 200
+    assert response.json() == {"ok": True}
