@@ -82,10 +82,16 @@ def decrypt(ciphertext: str) -> str:
 
 
 def rotate_ciphertext(ciphertext: str) -> str:
-    """Re-encrypt under the newest key (for a key-rotation data migration or command)."""
+    """Re-encrypt under the newest key (``manage.py rotate_calendar_keys``)."""
     if not ciphertext:
         return ""
-    return _fernet().rotate(ciphertext.encode()).decode()
+    try:
+        return _fernet().rotate(ciphertext.encode()).decode()
+    except InvalidToken:
+        raise SecretDecryptionError(
+            "a stored calendar secret cannot be decrypted with CALENDAR_TOKEN_KEYS "
+            "(was its key removed?)"
+        ) from None
 
 
 def _forms(secret: str) -> set[str]:
