@@ -74,7 +74,9 @@ def admin_url() -> str:
     if os.environ.get("NUDGE_TEST_ADMIN_URL"):
         return os.environ["NUDGE_TEST_ADMIN_URL"]
     if django_settings.EMBEDDED_DATABASE:
-        return f"postgresql://postgres:@/postgres?host={django_settings.DATABASES['default']['HOST']}"
+        return (
+            f"postgresql://postgres:@/postgres?host={django_settings.DATABASES['default']['HOST']}"
+        )
     pytest.skip("set NUDGE_TEST_ADMIN_URL to run tests that need a superuser on this server")
 
 

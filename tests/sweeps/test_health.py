@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
-from django.db import connection, transaction
+from django.db import transaction
 
 from scheduled_sends import claim
 from scheduled_sends.config import QueueConfig
