@@ -118,9 +118,7 @@ def role_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
             problems.append(f"the database role {login!r} has BYPASSRLS; RLS never applies to it")
         cursor.execute(_REACHABLE_BYPASS, {"login": login})
         for (role,) in cursor.fetchall():
-            problems.append(
-                f"the database role {login!r} can SET ROLE to {role!r}, which skips RLS"
-            )
+            problems.append(f"the database role {login!r} can switch to {role!r}, which skips RLS")
         refused = list(SESSION_SETTINGS_REFUSED)
         cursor.execute(_SESSION_DEFAULTS, {"login": login, "refused": refused})
         for target, setting in cursor.fetchall():

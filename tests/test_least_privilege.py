@@ -32,27 +32,33 @@ OWNER = _quoted(settings.NUDGE_DB_OWNER_ROLE)
 LOGIN = _quoted(settings.NUDGE_DB_LOGIN_ROLE)
 SWEEPER = _quoted(settings.NUDGE_DB_SWEEPER_ROLE)
 
-# What a SQL bug running as the application's role might try.
+# What a SQL bug running as the application's role might try, and PostgreSQL's refusal.
+OWNER_ONLY = "must be owner"
+DENIED = "permission denied"
 TAMPERING = [
-    "ALTER TABLE scheduled_sends DISABLE ROW LEVEL SECURITY",
-    "ALTER TABLE follow_ups NO FORCE ROW LEVEL SECURITY",
-    "ALTER POLICY tenant_isolation ON follow_ups USING (true)",
-    "DROP POLICY tenant_isolation ON delivery_settings",
-    "CREATE POLICY open_all ON calendar_events FOR SELECT USING (true)",
-    "ALTER TABLE scheduled_sends OWNER TO CURRENT_USER",
-    "TRUNCATE scheduled_sends",
-    "CREATE TABLE stash (id int)",
-    f"SET ROLE {OWNER}",
-    "ALTER ROLE CURRENT_USER SET app.current_user_id = '1'",
-    "ALTER DATABASE CURRENT_DATABASE SET app.current_user_id = '1'",
-    "ALTER ROLE CURRENT_USER BYPASSRLS",
+    ("ALTER TABLE scheduled_sends DISABLE ROW LEVEL SECURITY", OWNER_ONLY),
+    ("ALTER TABLE follow_ups NO FORCE ROW LEVEL SECURITY", OWNER_ONLY),
+    ("ALTER POLICY tenant_isolation ON follow_ups USING (true)", OWNER_ONLY),
+    ("DROP POLICY tenant_isolation ON delivery_settings", OWNER_ONLY),
+    ("CREATE POLICY open_all ON calendar_events FOR SELECT USING (true)", OWNER_ONLY),
+    ("ALTER TABLE scheduled_sends OWNER TO CURRENT_USER", OWNER_ONLY),
+    ("TRUNCATE scheduled_sends", DENIED),
+    ("CREATE TABLE stash (id int)", DENIED),
+    ("CREATE SCHEMA stash", DENIED),
+    (f"SET ROLE {OWNER}", DENIED),
+    ("ALTER ROLE CURRENT_USER SET app.current_user_id = '1'", DENIED),
+    ("ALTER DATABASE {database} SET app.current_user_id = '1'", OWNER_ONLY + "|" + DENIED),
+    (f"ALTER DATABASE {{database}} SET role = {SWEEPER}", OWNER_ONLY),
+    ("ALTER ROLE CURRENT_USER BYPASSRLS", "must be superuser|" + DENIED),
 ]
 
 
-@pytest.mark.parametrize("statement", TAMPERING)
-def test_the_application_role_cannot_alter_the_schema_or_its_roles(db, statement):
-    with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(statement)
+@pytest.mark.parametrize(("statement", "refusal"), TAMPERING)
+def test_the_application_role_cannot_alter_the_schema_or_its_roles(db, statement, refusal):
+    statement = statement.format(database=_quoted(connection.settings_dict["NAME"]))
+    with pytest.raises(DatabaseError, match=refusal), transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(statement)
 
 
 def test_the_sweeper_may_update_state_columns_but_never_who_or_what_a_row_is_for(make_user):
@@ -185,7 +191,7 @@ def test_a_reachable_bypassrls_role_is_caught():
         admin.execute(f"ALTER ROLE {SWEEPER} BYPASSRLS")
         try:
             assert rls_problems() == [
-                f"the database role {settings.NUDGE_DB_LOGIN_ROLE!r} can SET ROLE to "
+                f"the database role {settings.NUDGE_DB_LOGIN_ROLE!r} can switch to "
                 f"{settings.NUDGE_DB_SWEEPER_ROLE!r}, which skips RLS"
             ]
         finally:
