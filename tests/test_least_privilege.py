@@ -12,6 +12,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.db import DatabaseError, connection, transaction
 
 from scheduled_sends.health import check_health
@@ -196,3 +198,18 @@ def test_a_reachable_bypassrls_role_is_caught():
             ]
         finally:
             admin.execute(f"ALTER ROLE {SWEEPER} NOBYPASSRLS")
+
+
+def test_migrate_runs_as_the_owner_and_can_repair_what_the_check_reports(as_owner):
+    """A database from before a grant-narrowing migration fails the full check; the
+    ``migrate`` that fixes it must still run, so its checks look at the roles only."""
+    as_owner(
+        f"GRANT UPDATE (user_id) ON scheduled_sends TO {SWEEPER}",
+        f"REVOKE UPDATE (user_id) ON scheduled_sends FROM {SWEEPER}",
+    )
+    with pytest.raises(SystemCheckError, match=r"may UPDATE scheduled_sends\.user_id"):
+        call_command("check")
+    call_command("migrate", skip_checks=False, verbosity=0)  # no SystemCheckError
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user")
+        assert cursor.fetchone() == (settings.NUDGE_DB_LOGIN_ROLE,)  # back as the app role
