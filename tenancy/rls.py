@@ -180,15 +180,14 @@ def restrict_sweeper_updates(table: str) -> migrations.RunSQL:
     )
 
 
-def grant_runtime_role() -> migrations.RunSQL:
-    """DML for the login role on every table, now and for tables made later.
+def _dml_everywhere(role_name: str) -> migrations.RunSQL:
+    """DML on every table and sequence of the schema, now and for tables made later.
 
     Migrations run as the owner role (``tenancy/owner.py``), so the default
     privileges set here are the owner's: every table a later migration
-    creates is granted to the login role the moment it exists. DML only — no
-    TRUNCATE (it skips row-level security), no REFERENCES, no TRIGGER.
+    creates is granted the moment it exists.
     """
-    role = _role(settings.NUDGE_DB_LOGIN_ROLE)
+    role = _role(role_name)
     tables = "SELECT, INSERT, UPDATE, DELETE"
     return migrations.RunSQL(
         sql=[
@@ -204,6 +203,12 @@ def grant_runtime_role() -> migrations.RunSQL:
             f"REVOKE {tables} ON ALL TABLES IN SCHEMA public FROM {role}",
         ],
     )
+
+
+def grant_runtime_role() -> migrations.RunSQL:
+    """The login role's privileges: DML only — no TRUNCATE (it skips row-level
+    security), no REFERENCES, no TRIGGER, and it owns nothing."""
+    return _dml_everywhere(settings.NUDGE_DB_LOGIN_ROLE)
 
 
 def grant_support_role() -> migrations.RunSQL:
@@ -213,19 +218,4 @@ def grant_support_role() -> migrations.RunSQL:
     admin log), so it needs ordinary privileges everywhere; which *rows* it
     sees of tenant tables is still decided by the policies above.
     """
-    role = _role(settings.NUDGE_DB_SUPPORT_ROLE)
-    tables = "SELECT, INSERT, UPDATE, DELETE"
-    return migrations.RunSQL(
-        sql=[
-            f"GRANT {tables} ON ALL TABLES IN SCHEMA public TO {role}",
-            f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
-            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT {tables} ON TABLES TO {role}",
-            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO {role}",
-        ],
-        reverse_sql=[
-            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE USAGE, SELECT ON SEQUENCES FROM {role}",
-            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE {tables} ON TABLES FROM {role}",
-            f"REVOKE USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public FROM {role}",
-            f"REVOKE {tables} ON ALL TABLES IN SCHEMA public FROM {role}",
-        ],
-    )
+    return _dml_everywhere(settings.NUDGE_DB_SUPPORT_ROLE)
