@@ -11,6 +11,6 @@ from tenancy.rls import restrict_sweeper_updates
 
 
 class Migration(migrations.Migration):
-    dependencies = [("scheduled_sends", "0005_fillfactor_for_hot_claims")]
+    dependencies = [("scheduled_sends", "0006_delivery_pipeline")]
 
     operations = [restrict_sweeper_updates("scheduled_sends")]
