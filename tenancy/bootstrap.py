@@ -25,9 +25,10 @@ The roles, and why there are four:
 
 Repairs on every run: role attributes, memberships (the login role loses any
 other; nobody keeps admin option), role- and database-level settings that
-would pre-set a tenant or a role for every session, and ownership (anything
-the login role owns — the layout before the owner role existed — is handed to
-the owner).
+would pre-set a tenant or a role for every session, ownership (anything the
+login role owns — the layout before the owner role existed — is handed to
+the owner), and TRUNCATE/REFERENCES/TRIGGER grants to the three roles that
+run application code. Policies and the DML grants are the migrations'.
 
 A ``NOINHERIT`` role also stops inheriting the implicit ``pg_database_owner``
 role, so on PostgreSQL 15 it cannot create tables in ``public`` of its own
@@ -195,6 +196,17 @@ def _repair_database(admin_url: str, database: str, roles: RoleNames) -> None:
         conn.execute(
             sql.SQL("REVOKE CREATE ON DATABASE {} FROM {}, PUBLIC").format(
                 sql.Identifier(database), login
+            )
+        )
+        # TRUNCATE skips row-level security; REFERENCES and TRIGGER are schema
+        # work. None of the three roles that run application code needs them.
+        conn.execute(
+            sql.SQL(
+                "REVOKE TRUNCATE, REFERENCES, TRIGGER ON ALL TABLES IN SCHEMA public FROM {}"
+            ).format(
+                sql.SQL(", ").join(
+                    sql.Identifier(name) for name in (roles.login, *roles.entered_by_login)
+                )
             )
         )
 

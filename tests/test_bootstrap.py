@@ -93,6 +93,8 @@ def test_bootstrap_moves_the_old_layout_to_the_owner_and_undoes_widening(admin):
         conn.execute(sql.SQL("GRANT {} TO {}").format(owner, login))
         conn.execute(sql.SQL("ALTER ROLE {} SET role = {}").format(login, ROLES.sweeper))
         conn.execute(sql.SQL("ALTER ROLE {} SET app.current_user_id = '1'").format(login))
+        conn.execute(sql.SQL("CREATE TABLE granted (id int)"))
+        conn.execute(sql.SQL("GRANT TRUNCATE ON granted TO {}").format(login))
     bootstrap(admin, login=LOGIN, password=None, database=LOGIN)
     with psycopg.connect(make_conninfo(**params), autocommit=True) as conn:
         owners = conn.execute(
@@ -107,6 +109,9 @@ def test_bootstrap_moves_the_old_layout_to_the_owner_and_undoes_widening(admin):
             "SELECT count(*) FROM pg_db_role_setting WHERE setrole = %s::regrole",
             [ROLES.login],
         ).fetchone() == (0,)
+        assert conn.execute(
+            "SELECT has_table_privilege(%s, 'granted', 'TRUNCATE')", [ROLES.login]
+        ).fetchone() == (False,)
 
 
 def test_the_command_reports_what_it_made(admin, capsys, settings):
