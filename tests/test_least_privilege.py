@@ -12,7 +12,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 from django.conf import settings
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.core.management.base import SystemCheckError
 from django.db import DatabaseError, connection, transaction
 
@@ -213,3 +213,15 @@ def test_migrate_runs_as_the_owner_and_can_repair_what_the_check_reports(as_owne
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_user")
         assert cursor.fetchone() == (settings.NUDGE_DB_LOGIN_ROLE,)  # back as the app role
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrate_without_the_owner_role_says_so_in_one_line(settings):
+    missing = f"{settings.NUDGE_DB_LOGIN_ROLE}_no_such_owner"
+    settings.NUDGE_DB_OWNER = {**settings.NUDGE_DB_OWNER, "USER": missing}
+    settings.NUDGE_DB_OWNER_ROLE = missing
+    with pytest.raises(CommandError, match=f"cannot connect as the owner role '{missing}'"):
+        call_command("migrate", verbosity=0)
+    with connection.cursor() as cursor:  # the application's connection is unharmed
+        cursor.execute("SELECT current_user")
+        assert cursor.fetchone() == (settings.NUDGE_DB_LOGIN_ROLE,)
