@@ -46,6 +46,21 @@ SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.rel
  WHERE n.nspname = current_schema() AND c.relname = ANY(%(tables)s)
  ORDER BY c.relname
 """
+# Everything else the login role could ALTER because it owns it (or can become
+# its owner): the database (ALTER DATABASE … SET role), the schema, and the
+# schema's other tables, sequences and views.
+_OTHER_OWNED = """
+SELECT 'database ' || datname FROM pg_database
+ WHERE datname = current_database() AND pg_has_role(%(login)s, datdba, 'MEMBER')
+UNION ALL
+SELECT 'schema ' || nspname FROM pg_namespace
+ WHERE nspname = current_schema() AND pg_has_role(%(login)s, nspowner, 'MEMBER')
+UNION ALL
+SELECT relname FROM pg_class
+ WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p', 'S', 'v', 'm', 'f')
+   AND relname <> ALL(%(tables)s) AND pg_has_role(%(login)s, relowner, 'MEMBER')
+ORDER BY 1
+"""
 _SESSION_DEFAULTS = """
 SELECT coalesce(r.rolname, 'every role') || coalesce(' in database ' || d.datname, ''), c
   FROM pg_db_role_setting s CROSS JOIN unnest(s.setconfig) AS c
@@ -154,6 +169,9 @@ def schema_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
                 expected[kind] = _expected(using, table)
             deployed = deployed_policies(cursor, table)
             problems.extend(_policy_problems(table, deployed, expected[kind]))
+        cursor.execute(_OTHER_OWNED, {"login": login, "tables": tables})
+        for (thing,) in cursor.fetchall():
+            problems.append(f"the database role {login!r} can act as the owner of {thing}")
         for table in sorted(SWEEPER_TABLES & {row[0] for row in present}):
             cursor.execute(
                 _SWEEPER_IDENTITY_UPDATES,

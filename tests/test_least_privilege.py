@@ -149,11 +149,14 @@ def test_owner_drift_and_a_reachable_owner_are_caught():
                 f"the database role {login!r} can act as the owner of delivery_settings "
                 "(ALTER it, turn RLS off, rewrite its policies)",
                 f"the database role {login!r} may TRUNCATE delivery_settings, skipping RLS",
+                # Its sequence moved with it.
+                f"the database role {login!r} can act as the owner of delivery_settings_id_seq",
             ]
         finally:
             # Changing owners folds the old owner's grant into the new owner's.
             admin.execute(f"ALTER TABLE delivery_settings OWNER TO {OWNER}")
             admin.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON delivery_settings TO {LOGIN}")
+            admin.execute(f"GRANT USAGE, SELECT ON delivery_settings_id_seq TO {LOGIN}")
 
 
 def test_truncate_and_a_sweeper_that_can_re_own_rows_are_caught(as_owner):
@@ -225,3 +228,31 @@ def test_migrate_without_the_owner_role_says_so_in_one_line(settings):
     with connection.cursor() as cursor:  # the application's connection is unharmed
         cursor.execute("SELECT current_user")
         assert cursor.fetchone() == (settings.NUDGE_DB_LOGIN_ROLE,)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_application_role_owning_the_database_or_another_table_is_caught():
+    """Owning the database lets a role ``ALTER DATABASE … SET role``; owning any table
+    lets it be altered — a trigger on it, say."""
+    params = psycopg.conninfo.conninfo_to_dict(admin_url())
+    params["dbname"] = connection.settings_dict["NAME"]
+    database = _quoted(connection.settings_dict["NAME"])
+    with psycopg.connect(psycopg.conninfo.make_conninfo(**params), autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {database} OWNER TO {LOGIN}")
+        admin.execute(f"ALTER TABLE sweep_runs OWNER TO {LOGIN}")
+        try:
+            login = settings.NUDGE_DB_LOGIN_ROLE
+            assert rls_problems() == [
+                f"the database role {login!r} can act as the owner of {thing}"
+                for thing in (
+                    f"database {connection.settings_dict['NAME']}",
+                    "schema public",  # the database's owner owns it (pg_database_owner)
+                    "sweep_runs",
+                    "sweep_runs_id_seq",
+                )
+            ]
+        finally:
+            admin.execute(f"ALTER DATABASE {database} OWNER TO {OWNER}")
+            admin.execute(f"ALTER TABLE sweep_runs OWNER TO {OWNER}")
+            admin.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON sweep_runs TO {LOGIN}")
+            admin.execute(f"GRANT USAGE, SELECT ON sweep_runs_id_seq TO {LOGIN}")
