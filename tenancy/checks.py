@@ -1,10 +1,11 @@
 """System check: refuse to run quietly where row-level security is not what we installed.
 
 Isolation is decorative when the application's role, or any role it can
-``SET ROLE`` into, is a superuser or has BYPASSRLS; when it can act as a
-tenant table's owner (and so ALTER it, disable row security or rewrite a
-policy); when a tenant table lost ENABLE/FORCE; when a policy was added,
-dropped or rewritten (one extra permissive ``USING (true)`` policy opens a
+``SET ROLE`` into, is a superuser or has BYPASSRLS; when it can act as the
+owner of a table, the schema or the database (and so ALTER a table, disable
+row security, rewrite a policy or set a session default for everyone); when
+a tenant table lost ENABLE/FORCE; when a policy was added, dropped or
+rewritten (one extra permissive ``USING (true)`` policy opens a
 table to everyone); when a role or database default pre-sets a tenant or a
 role for every session; or when the sweeper may re-own a queue row. Names are
 not enough — the policies' contents are compared with what the migrations
