@@ -136,6 +136,26 @@ def expected_policies(cursor, table: str) -> dict[str, PolicyShape]:
     )
 
 
+def across_tenants(table: str, statement: str) -> migrations.RunSQL:
+    """A data migration over every tenant's rows of ``table`` (forward only).
+
+    Migrations run as the owner role, and ``FORCE ROW LEVEL SECURITY`` binds
+    the owner like everyone else: with no tenant set it sees no rows, so a
+    backfill ``UPDATE`` silently changes nothing (and a following ``NOT NULL``
+    fails). Only the owner may lift FORCE, and it does so for this
+    statement alone, inside the migration's transaction: no other session
+    ever sees the table without it.
+    """
+    return migrations.RunSQL(
+        sql=[
+            f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY",
+            statement,
+            f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+        ],
+        reverse_sql=migrations.RunSQL.noop,
+    )
+
+
 # What a delivery run writes to a queue row under the bypass: the claim, the
 # settle-ups, receipts, and burst smoothing (which moves ``fire_at`` earlier).
 # Never ``user_id``, ``kind``, ``ref_id`` or ``intended_at``: the sweeper sees

@@ -80,7 +80,7 @@ def admin_url() -> str:
     pytest.skip("set NUDGE_TEST_ADMIN_URL to run tests that need a superuser on this server")
 
 
-def _owner_conninfo() -> str:
+def owner_conninfo() -> str:
     owner = django_settings.NUDGE_DB_OWNER
     params = {
         "dbname": connection.settings_dict["NAME"],  # the test database
@@ -102,7 +102,7 @@ def as_owner(transactional_db) -> Iterator[Callable[[str, str], None]]:
     ``transactional_db``; a lock timeout turns a lock wait into a failure.
     """
     undo: list[str] = []
-    with psycopg.connect(_owner_conninfo(), autocommit=True) as conn:
+    with psycopg.connect(owner_conninfo(), autocommit=True) as conn:
         conn.execute("SET lock_timeout = '5s'")
 
         def run(statement: str, reverse: str) -> None:

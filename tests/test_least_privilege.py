@@ -19,9 +19,9 @@ from django.db import DatabaseError, connection, transaction
 from scheduled_sends.health import check_health
 from scheduled_sends.models import ScheduledSend
 from tenancy.checks import rls_problems
-from tenancy.rls import SWEEPER_UPDATABLE_COLUMNS, TENANT_PREDICATE
+from tenancy.rls import SWEEPER_UPDATABLE_COLUMNS, TENANT_PREDICATE, across_tenants
 from tenancy.scope import rls_bypass, tenant_scope
-from tests.conftest import admin_url, utc
+from tests.conftest import admin_url, owner_conninfo, utc
 
 NOW = utc(2026, 12, 2, 15, 0)
 
@@ -256,3 +256,21 @@ def test_the_application_role_owning_the_database_or_another_table_is_caught():
             admin.execute(f"ALTER TABLE sweep_runs OWNER TO {OWNER}")
             admin.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON sweep_runs TO {LOGIN}")
             admin.execute(f"GRANT USAGE, SELECT ON sweep_runs_id_seq TO {LOGIN}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_data_migration_reaches_every_tenants_rows_and_leaves_force_on(make_user):
+    """FORCE binds the owner too: a plain backfill UPDATE in a migration changes nothing."""
+    for user in (make_user("alice"), make_user("bob")):
+        with tenant_scope(user.pk):
+            ScheduledSend.objects.create(
+                user=user, kind="follow_up", ref_id=1, fire_at=NOW, subject_starts_at=NOW
+            )
+    backfill = "UPDATE scheduled_sends SET last_error = 'backfilled'"
+    with psycopg.connect(owner_conninfo()) as owner:  # one transaction, as a migration
+        assert owner.execute(backfill).rowcount == 0  # what a plain RunSQL would do
+        for statement in across_tenants("scheduled_sends", backfill).sql:
+            owner.execute(statement)
+    with rls_bypass():
+        assert set(ScheduledSend.objects.values_list("last_error", flat=True)) == {"backfilled"}
+    assert rls_problems() == []
