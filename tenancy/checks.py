@@ -24,74 +24,26 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 
 from tenancy.bootstrap import SESSION_SETTINGS_REFUSED
 from tenancy.models import tenant_models
-from tenancy.rls import SWEEPER_TABLES, PolicyShape, deployed_policies, expected_policies
-
-# Columns that say whose row it is and what it is for; the sweeper sees every
-# tenant's queue rows, so it must never be able to change these.
-QUEUE_IDENTITY_COLUMNS = ("user_id", "kind", "ref_id", "intended_at")
-
-_ROLE = "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s"
-# Every role the login role can become with SET ROLE (pg_has_role MEMBER
-# follows memberships transitively), and whether it skips RLS.
-_REACHABLE_BYPASS = """
-SELECT rolname FROM pg_roles
- WHERE rolname <> %(login)s AND pg_has_role(%(login)s, oid, 'MEMBER')
-   AND (rolsuper OR rolbypassrls)
- ORDER BY rolname
-"""
-_TABLES = """
-SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.relowner),
-       pg_has_role(%(login)s, c.relowner, 'MEMBER'),
-       has_table_privilege(%(login)s, c.oid, 'TRUNCATE')
-  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE n.nspname = current_schema() AND c.relname = ANY(%(tables)s)
- ORDER BY c.relname
-"""
-# Everything else the login role could ALTER because it owns it (or can become
-# its owner): the database (ALTER DATABASE … SET role), the schema, and the
-# schema's other tables, sequences and views.
-_OTHER_OWNED = """
-SELECT 'database ' || datname FROM pg_database
- WHERE datname = current_database() AND pg_has_role(%(login)s, datdba, 'MEMBER')
-UNION ALL
-SELECT 'schema ' || nspname FROM pg_namespace
- WHERE nspname = current_schema() AND pg_has_role(%(login)s, nspowner, 'MEMBER')
-UNION ALL
-SELECT relname FROM pg_class
- WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p', 'S', 'v', 'm', 'f')
-   AND relname <> ALL(%(tables)s) AND pg_has_role(%(login)s, relowner, 'MEMBER')
-ORDER BY 1
-"""
-_SESSION_DEFAULTS = """
-SELECT coalesce(r.rolname, 'every role') || coalesce(' in database ' || d.datname, ''), c
-  FROM pg_db_role_setting s CROSS JOIN unnest(s.setconfig) AS c
-  LEFT JOIN pg_roles r ON r.oid = s.setrole
-  LEFT JOIN pg_database d ON d.oid = s.setdatabase
- WHERE (r.rolname = %(login)s AND (s.setdatabase = 0 OR d.datname = current_database())
-        OR s.setrole = 0 AND d.datname = current_database())
-   AND split_part(c, '=', 1) LIKE ANY(%(refused)s)
- ORDER BY 1, 2
-"""
-_SWEEPER_IDENTITY_UPDATES = """
-SELECT attname FROM pg_attribute
- WHERE attrelid = to_regclass(%(table)s) AND attname = ANY(%(columns)s) AND NOT attisdropped
-   AND has_column_privilege(%(sweeper)s, attrelid, attnum, 'UPDATE')
- ORDER BY attnum
-"""
-
-
-class _Rollback(Exception):
-    """Raised to undo the scratch table the expected policies are rendered on."""
+from tenancy.rls import (
+    CHECK_OTHER_OWNED,
+    CHECK_REACHABLE_BYPASS,
+    CHECK_ROLE,
+    CHECK_SESSION_DEFAULTS,
+    CHECK_SWEEPER_IDENTITY_UPDATES,
+    CHECK_TABLES,
+    QUEUE_IDENTITY_COLUMNS,
+    SWEEPER_TABLES,
+    PolicyShape,
+    deployed_policies,
+    expected_policies,
+)
 
 
 def _expected(using: str, table: str) -> dict[str, PolicyShape]:
-    shapes: dict[str, PolicyShape] = {}
-    try:
-        with transaction.atomic(using=using), connections[using].cursor() as cursor:
+    with transaction.atomic(using=using):
+        with connections[using].cursor() as cursor:
             shapes = expected_policies(cursor, table)
-            raise _Rollback
-    except _Rollback:
-        pass
+        transaction.set_rollback(True, using=using)  # drop the scratch table
     return shapes
 
 
@@ -123,7 +75,7 @@ def role_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
     login = settings.NUDGE_DB_LOGIN_ROLE
     problems: list[str] = []
     with connections[using].cursor() as cursor:
-        cursor.execute(_ROLE, [login])
+        cursor.execute(CHECK_ROLE, [login])
         row = cursor.fetchone()
         if row is None:
             return [f"the database role {login!r} does not exist"]
@@ -132,11 +84,11 @@ def role_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
             problems.append(f"the database role {login!r} is a superuser; RLS never applies to it")
         if bypasses_rls:
             problems.append(f"the database role {login!r} has BYPASSRLS; RLS never applies to it")
-        cursor.execute(_REACHABLE_BYPASS, {"login": login})
+        cursor.execute(CHECK_REACHABLE_BYPASS, {"login": login})
         for (role,) in cursor.fetchall():
             problems.append(f"the database role {login!r} can switch to {role!r}, which skips RLS")
         refused = list(SESSION_SETTINGS_REFUSED)
-        cursor.execute(_SESSION_DEFAULTS, {"login": login, "refused": refused})
+        cursor.execute(CHECK_SESSION_DEFAULTS, {"login": login, "refused": refused})
         for target, setting in cursor.fetchall():
             problems.append(f"a session default ({target}) sets {setting} before any scope opens")
     return problems
@@ -149,7 +101,7 @@ def schema_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
     tables = sorted(model._meta.db_table for model in tenant_models())
     expected: dict[bool, dict[str, PolicyShape]] = {}  # rendered once per kind of table
     with connections[using].cursor() as cursor:
-        cursor.execute(_TABLES, {"login": login, "tables": tables})
+        cursor.execute(CHECK_TABLES, {"login": login, "tables": tables})
         present = cursor.fetchall()
         for table, enabled, forced, table_owner, login_can_own, truncate in present:
             if not enabled:
@@ -170,12 +122,12 @@ def schema_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
                 expected[kind] = _expected(using, table)
             deployed = deployed_policies(cursor, table)
             problems.extend(_policy_problems(table, deployed, expected[kind]))
-        cursor.execute(_OTHER_OWNED, {"login": login, "tables": tables})
+        cursor.execute(CHECK_OTHER_OWNED, {"login": login, "tables": tables})
         for (thing,) in cursor.fetchall():
             problems.append(f"the database role {login!r} can act as the owner of {thing}")
         for table in sorted(SWEEPER_TABLES & {row[0] for row in present}):
             cursor.execute(
-                _SWEEPER_IDENTITY_UPDATES,
+                CHECK_SWEEPER_IDENTITY_UPDATES,
                 {
                     "table": table,
                     "columns": list(QUEUE_IDENTITY_COLUMNS),

@@ -156,6 +156,57 @@ def across_tenants(table: str, statement: str) -> migrations.RunSQL:
     )
 
 
+# --- Catalog queries for the "RLS is what we installed" check (tenancy/checks.py) ---
+CHECK_ROLE = "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s"
+# Every role the login role can become with SET ROLE (pg_has_role MEMBER
+# follows memberships transitively), and whether it skips RLS.
+CHECK_REACHABLE_BYPASS = """
+SELECT rolname FROM pg_roles
+ WHERE rolname <> %(login)s AND pg_has_role(%(login)s, oid, 'MEMBER')
+   AND (rolsuper OR rolbypassrls)
+ ORDER BY rolname
+"""
+CHECK_TABLES = """
+SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.relowner),
+       pg_has_role(%(login)s, c.relowner, 'MEMBER'),
+       has_table_privilege(%(login)s, c.oid, 'TRUNCATE')
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = current_schema() AND c.relname = ANY(%(tables)s)
+ ORDER BY c.relname
+"""
+# Everything else the login role could ALTER because it owns it (or can become
+# its owner): the database (ALTER DATABASE … SET role), the schema, and the
+# schema's other tables, sequences and views.
+CHECK_OTHER_OWNED = """
+SELECT 'database ' || datname FROM pg_database
+ WHERE datname = current_database() AND pg_has_role(%(login)s, datdba, 'MEMBER')
+UNION ALL
+SELECT 'schema ' || nspname FROM pg_namespace
+ WHERE nspname = current_schema() AND pg_has_role(%(login)s, nspowner, 'MEMBER')
+UNION ALL
+SELECT relname FROM pg_class
+ WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p', 'S', 'v', 'm', 'f')
+   AND relname <> ALL(%(tables)s) AND pg_has_role(%(login)s, relowner, 'MEMBER')
+ORDER BY 1
+"""
+CHECK_SESSION_DEFAULTS = """
+SELECT coalesce(r.rolname, 'every role') || coalesce(' in database ' || d.datname, ''), c
+  FROM pg_db_role_setting s CROSS JOIN unnest(s.setconfig) AS c
+  LEFT JOIN pg_roles r ON r.oid = s.setrole
+  LEFT JOIN pg_database d ON d.oid = s.setdatabase
+ WHERE (r.rolname = %(login)s AND (s.setdatabase = 0 OR d.datname = current_database())
+        OR s.setrole = 0 AND d.datname = current_database())
+   AND split_part(c, '=', 1) LIKE ANY(%(refused)s)
+ ORDER BY 1, 2
+"""
+CHECK_SWEEPER_IDENTITY_UPDATES = """
+SELECT attname FROM pg_attribute
+ WHERE attrelid = to_regclass(%(table)s) AND attname = ANY(%(columns)s) AND NOT attisdropped
+   AND has_column_privilege(%(sweeper)s, attrelid, attnum, 'UPDATE')
+ ORDER BY attnum
+"""
+
+
 # What a delivery run writes to a queue row under the bypass: the claim, the
 # settle-ups, receipts, and burst smoothing (which moves ``fire_at`` earlier).
 # Never ``user_id``, ``kind``, ``ref_id`` or ``intended_at``: the sweeper sees
@@ -177,6 +228,10 @@ SWEEPER_UPDATABLE_COLUMNS = (
     "delivery_updated_at",
     "fire_at",
 )
+
+
+# Whose row it is and what it is for: outside that list, always.
+QUEUE_IDENTITY_COLUMNS = ("user_id", "kind", "ref_id", "intended_at")
 
 
 def restrict_sweeper_updates(table: str) -> migrations.RunSQL:
