@@ -32,6 +32,12 @@ class SecretDecryptionError(RuntimeError):
     """A stored secret could not be decrypted with any configured key."""
 
 
+# Never carries the ciphertext.
+_UNREADABLE = (
+    "a stored calendar secret cannot be decrypted with CALENDAR_TOKEN_KEYS (was its key removed?)"
+)
+
+
 def _configured_keys() -> tuple[str, ...]:
     keys = tuple(key.strip() for key in settings.CALENDAR_TOKEN_KEYS if key.strip())
     if keys:
@@ -75,17 +81,17 @@ def decrypt(ciphertext: str) -> str:
     try:
         return _fernet().decrypt(ciphertext.encode()).decode()
     except InvalidToken:
-        raise SecretDecryptionError(
-            "a stored calendar secret cannot be decrypted with CALENDAR_TOKEN_KEYS "
-            "(was its key removed?)"
-        ) from None
+        raise SecretDecryptionError(_UNREADABLE) from None
 
 
 def rotate_ciphertext(ciphertext: str) -> str:
-    """Re-encrypt under the newest key (for a key-rotation data migration or command)."""
+    """Re-encrypt under the newest key (``manage.py rotate_calendar_keys``)."""
     if not ciphertext:
         return ""
-    return _fernet().rotate(ciphertext.encode()).decode()
+    try:
+        return _fernet().rotate(ciphertext.encode()).decode()
+    except InvalidToken:
+        raise SecretDecryptionError(_UNREADABLE) from None
 
 
 def _forms(secret: str) -> set[str]:

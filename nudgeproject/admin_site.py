@@ -27,6 +27,7 @@ from django.template.response import SimpleTemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
+from nudgeproject.admin_guard import guarded
 from tenancy.scope import support_scope
 
 logger = logging.getLogger("nudge.admin")
@@ -55,6 +56,10 @@ class NudgeAdminSite(admin.AdminSite):
     site_url = None  # the service has no pages of its own to "view"
     enable_nav_sidebar = False  # the queue's list is wide; give it the room
     index_template = "admin/nudge_index.html"
+
+    def register(self, model_or_iterable, admin_class=None, **options) -> None:
+        """Every admin gets the shared lookup guard and read audit (``admin_guard``)."""
+        super().register(model_or_iterable, guarded(admin_class or admin.ModelAdmin), **options)
 
     def admin_view(self, view: Callable, cacheable: bool = False) -> Callable:
         """Django's staff check and CSRF protection around a support-scoped view.

@@ -8,7 +8,8 @@ server listens on a Unix socket inside the checkout's ``var/`` folder (no port
 to collide with), survives between commands (``cleanup_mode=None``: starting
 a cluster per ``manage.py`` call would cost a second each time), and is
 bootstrapped with the same code as ``manage.py bootstrap_db`` so the
-application connects as the same non-superuser role it uses in production.
+application connects as the same DML-only role it uses in production, and
+migrations run as the same separate owner role (``nudge_owner``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tenancy.bootstrap import bootstrap
 LOGIN_ROLE = "nudge"
 DATABASE = "nudge"
 # Bump when bootstrap() changes, so existing embedded clusters get repaired.
-BOOTSTRAP_VERSION = "1"
+BOOTSTRAP_VERSION = "2"
 
 
 def _bootstrap_stamp(data_dir: Path) -> Path:

@@ -38,6 +38,9 @@ else:
     _database["HOST"] = unquote(_database.get("HOST") or "")
     if _database.get("ENGINE") != "django.db.backends.postgresql":
         raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://…).")
+# Same server and database, the connection class that creates test databases
+# as the owner role (see tenancy/backend).
+_database["ENGINE"] = "tenancy.backend"
 _database.setdefault("OPTIONS", {})
 _database["OPTIONS"].setdefault("application_name", "nudge")
 _database["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
@@ -54,6 +57,27 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Roles entered with SET LOCAL ROLE; names derive from the login role.
 NUDGE_DB_LOGIN_ROLE = _database["USER"]
+# The owner (migration) role owns the schema; only `migrate`, `flush` and the
+# test-database set-up connect as it (tenancy/owner.py). DATABASE_OWNER_URL
+# names it and its password; unset, it is `<db user>_owner` on the same
+# server, without a password (enough for trust or peer authentication).
+_owner_url = env.str("DATABASE_OWNER_URL", default="")
+if _owner_url:
+    _owner = environ.Env.db_url_config(_owner_url)
+    _owner["HOST"] = unquote(_owner.get("HOST") or "")
+    if _owner.get("NAME") != _database["NAME"] or not _owner.get("USER"):
+        raise ImproperlyConfigured(
+            "DATABASE_OWNER_URL must name a user and the same database as DATABASE_URL."
+        )
+else:
+    _owner = {"USER": f"{NUDGE_DB_LOGIN_ROLE}_owner", "PASSWORD": ""}
+NUDGE_DB_OWNER = {
+    "USER": _owner["USER"],
+    "PASSWORD": _owner.get("PASSWORD") or "",
+    "HOST": _owner.get("HOST") or _database.get("HOST") or "",
+    "PORT": str(_owner.get("PORT") or _database.get("PORT") or ""),
+}
+NUDGE_DB_OWNER_ROLE = NUDGE_DB_OWNER["USER"]
 NUDGE_DB_SWEEPER_ROLE = env.str("NUDGE_DB_SWEEPER_ROLE", default=f"{_database['USER']}_sweeper")
 NUDGE_DB_SUPPORT_ROLE = env.str("NUDGE_DB_SUPPORT_ROLE", default=f"{_database['USER']}_support")
 

@@ -33,13 +33,19 @@ def bearer_token(request: HttpRequest) -> str:
     return credentials.strip() if scheme.lower() == "bearer" else ""
 
 
+def carries_cron_secret(request: HttpRequest) -> bool:
+    """Whether the request's bearer token is the (non-empty) cron secret."""
+    secret = settings.CRON_SECRET
+    # Compared as bytes: compare_digest refuses non-ASCII str, and a header may hold anything.
+    return bool(secret) and hmac.compare_digest(bearer_token(request).encode(), secret.encode())
+
+
 def refusal(request: HttpRequest) -> JsonResponse | None:
     """Why this request may not run a sweep, as the response to give; None when it may."""
     secret = settings.CRON_SECRET
     if not secret:
         return JsonResponse({"ok": False, "error": "cron routes are disabled"}, status=403)
-    # Compared as bytes: compare_digest refuses non-ASCII str, and a header may hold anything.
-    if not hmac.compare_digest(bearer_token(request).encode(), secret.encode()):
+    if not carries_cron_secret(request):
         response = JsonResponse({"ok": False, "error": "missing or wrong cron secret"}, status=401)
         response["WWW-Authenticate"] = 'Bearer realm="cron"'
         return response

@@ -1,59 +1,159 @@
-"""System check: refuse to run quietly where row-level security is not enforced.
+"""System check: refuse to run quietly where row-level security is not what we installed.
 
-A superuser or BYPASSRLS role skips every policy, and a tenant table without
-FORCE skips them for its owner — the application role. Either way every
-tenant query would "work" and isolation would be decorative, so
-``manage.py check`` (and every command that runs checks, and ``nudge_health``)
-fails instead.
+Isolation is decorative when the application's role, or any role it can
+``SET ROLE`` into, is a superuser or has BYPASSRLS; when it can act as the
+owner of a table, the schema or the database (and so ALTER a table, disable
+row security, rewrite a policy or set a session default for everyone); when
+a tenant table lost ENABLE/FORCE; when a policy was added, dropped or
+rewritten (one extra permissive ``USING (true)`` policy opens a
+table to everyone); when a role or database default pre-sets a tenant or a
+role for every session; or when the sweeper may re-own a queue row. Names are
+not enough — the policies' contents are compared with what the migrations
+install (``tenancy.rls.expected_policies``).
+
+``manage.py check`` (and every command that runs checks) and ``nudge_health``
+fail on any of these. While ``migrate`` runs, the schema is the thing being
+changed, so the system check then only looks at the roles.
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core import checks
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 
+from tenancy.bootstrap import SESSION_SETTINGS_REFUSED
 from tenancy.models import tenant_models
-from tenancy.rls import TENANT_POLICY
+from tenancy.rls import (
+    CHECK_OTHER_OWNED,
+    CHECK_REACHABLE_BYPASS,
+    CHECK_ROLE,
+    CHECK_SESSION_DEFAULTS,
+    CHECK_SWEEPER_IDENTITY_UPDATES,
+    CHECK_TABLES,
+    QUEUE_IDENTITY_COLUMNS,
+    SWEEPER_TABLES,
+    PolicyShape,
+    deployed_policies,
+    expected_policies,
+)
 
 
-def rls_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
-    """Plain-language problems with the connected role and tenant tables."""
+def _expected(using: str, table: str) -> dict[str, PolicyShape]:
+    with transaction.atomic(using=using):
+        with connections[using].cursor() as cursor:
+            shapes = expected_policies(cursor, table)
+        transaction.set_rollback(True, using=using)  # drop the scratch table
+    return shapes
+
+
+def _describe(shape: PolicyShape) -> str:
+    _name, permissive, command, roles, using, with_check = shape
+    return (
+        f"{permissive.lower()} {command} TO {', '.join(roles)} "
+        f"USING {using or '-'} WITH CHECK {with_check or '-'}"
+    )
+
+
+def _policy_problems(table: str, deployed: dict, expected: dict) -> list[str]:
+    problems = []
+    for name in sorted(expected.keys() - deployed.keys()):
+        problems.append(f"the {name} policy is missing on {table}")
+    for name in sorted(deployed.keys() - expected.keys()):
+        problems.append(f"unexpected policy {name} on {table}: {_describe(deployed[name])}")
+    for name in sorted(deployed.keys() & expected.keys()):
+        if deployed[name][1:] != expected[name][1:]:
+            problems.append(
+                f"the {name} policy on {table} differs from the migrations': "
+                f"{_describe(deployed[name])}"
+            )
+    return problems
+
+
+def role_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
+    """Problems with the application's login role and the roles it can enter."""
+    login = settings.NUDGE_DB_LOGIN_ROLE
     problems: list[str] = []
-    connection = connections[using]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT current_user, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
-        )
-        role, is_superuser, bypasses_rls = cursor.fetchone()
+    with connections[using].cursor() as cursor:
+        cursor.execute(CHECK_ROLE, [login])
+        row = cursor.fetchone()
+        if row is None:
+            return [f"the database role {login!r} does not exist"]
+        is_superuser, bypasses_rls = row
         if is_superuser:
-            problems.append(f"the database role {role!r} is a superuser; RLS never applies to it")
+            problems.append(f"the database role {login!r} is a superuser; RLS never applies to it")
         if bypasses_rls:
-            problems.append(f"the database role {role!r} has BYPASSRLS; RLS never applies to it")
-        tables = sorted(model._meta.db_table for model in tenant_models())
-        cursor.execute(
-            "SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, "
-            "       EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid "
-            "               AND p.polname = %s) "
-            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = current_schema() AND c.relname = ANY(%s)",
-            [TENANT_POLICY, tables],
-        )
-        for table, enabled, forced, has_policy in cursor.fetchall():
+            problems.append(f"the database role {login!r} has BYPASSRLS; RLS never applies to it")
+        cursor.execute(CHECK_REACHABLE_BYPASS, {"login": login})
+        for (role,) in cursor.fetchall():
+            problems.append(f"the database role {login!r} can switch to {role!r}, which skips RLS")
+        refused = list(SESSION_SETTINGS_REFUSED)
+        cursor.execute(CHECK_SESSION_DEFAULTS, {"login": login, "refused": refused})
+        for target, setting in cursor.fetchall():
+            problems.append(f"a session default ({target}) sets {setting} before any scope opens")
+    return problems
+
+
+def schema_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
+    """Problems with the tenant tables: ownership, RLS flags, policies, grants."""
+    login, owner = settings.NUDGE_DB_LOGIN_ROLE, settings.NUDGE_DB_OWNER_ROLE
+    problems: list[str] = []
+    tables = sorted(model._meta.db_table for model in tenant_models())
+    expected: dict[bool, dict[str, PolicyShape]] = {}  # rendered once per kind of table
+    with connections[using].cursor() as cursor:
+        cursor.execute(CHECK_TABLES, {"login": login, "tables": tables})
+        present = cursor.fetchall()
+        for table, enabled, forced, table_owner, login_can_own, truncate in present:
             if not enabled:
                 problems.append(f"row-level security is not enabled on {table}")
             if not forced:
                 problems.append(f"row-level security is not forced on {table}")
-            if not has_policy:
-                problems.append(f"the {TENANT_POLICY} policy is missing on {table}")
+            if table_owner != owner:
+                problems.append(f"{table} is owned by {table_owner!r}, not the owner {owner!r}")
+            if login_can_own:
+                problems.append(
+                    f"the database role {login!r} can act as the owner of {table} "
+                    "(ALTER it, turn RLS off, rewrite its policies)"
+                )
+            if truncate:
+                problems.append(f"the database role {login!r} may TRUNCATE {table}, skipping RLS")
+            kind = table in SWEEPER_TABLES
+            if kind not in expected:
+                expected[kind] = _expected(using, table)
+            deployed = deployed_policies(cursor, table)
+            problems.extend(_policy_problems(table, deployed, expected[kind]))
+        cursor.execute(CHECK_OTHER_OWNED, {"login": login, "tables": tables})
+        for (thing,) in cursor.fetchall():
+            problems.append(f"the database role {login!r} can act as the owner of {thing}")
+        for table in sorted(SWEEPER_TABLES & {row[0] for row in present}):
+            cursor.execute(
+                CHECK_SWEEPER_IDENTITY_UPDATES,
+                {
+                    "table": table,
+                    "columns": list(QUEUE_IDENTITY_COLUMNS),
+                    "sweeper": settings.NUDGE_DB_SWEEPER_ROLE,
+                },
+            )
+            for (column,) in cursor.fetchall():
+                problems.append(f"the sweeper role may UPDATE {table}.{column} (re-own a row)")
     return problems
+
+
+def rls_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
+    """Plain-language problems with the roles and tenant tables; empty when all is as installed."""
+    return role_problems(using) + schema_problems(using)
+
+
+def _migrating(using: str) -> bool:
+    return connections[using].settings_dict.get("USER") == settings.NUDGE_DB_OWNER_ROLE
 
 
 @checks.register("nudge")
 def check_row_level_security(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    # Tables not created yet (before the first migrate) are not checked;
-    # the role is, so migrations never run as a role that would own them wrongly.
+    # Tables not created yet (before the first migrate) are not checked; the
+    # roles are, so migrations never run for a role that would skip RLS.
     try:
-        problems = rls_problems()
+        problems = role_problems() if _migrating(DEFAULT_DB_ALIAS) else rls_problems()
     except DatabaseError as exc:
         return [
             checks.Warning(

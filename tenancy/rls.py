@@ -31,6 +31,33 @@ def _role(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+# The tables whose migrations also apply ``grant_sweeper``: the queue alone.
+SWEEPER_TABLES = frozenset({"scheduled_sends"})
+
+
+def _tenant_policy(table: str) -> str:
+    return (
+        f"CREATE POLICY {TENANT_POLICY} ON {table} FOR ALL TO PUBLIC "
+        f"USING ({TENANT_PREDICATE}) WITH CHECK ({TENANT_PREDICATE})"
+    )
+
+
+def _support_policy(table: str) -> str:
+    support = _role(settings.NUDGE_DB_SUPPORT_ROLE)
+    return (
+        f"CREATE POLICY {SUPPORT_POLICY} ON {table} FOR ALL TO {support} "
+        "USING (true) WITH CHECK (true)"
+    )
+
+
+def _sweeper_policy(table: str) -> str:
+    sweeper = _role(settings.NUDGE_DB_SWEEPER_ROLE)
+    return (
+        f"CREATE POLICY {SWEEPER_POLICY} ON {table} FOR ALL TO {sweeper} "
+        "USING (true) WITH CHECK (true)"
+    )
+
+
 def enable_tenant_rls(table: str) -> migrations.RunSQL:
     """ENABLE + FORCE row-level security on ``table`` with the tenant policy.
 
@@ -38,15 +65,12 @@ def enable_tenant_rls(table: str) -> migrations.RunSQL:
     a wider policy sees one tenant at a time, or nothing. The support role's
     policy is the staff admin's cross-tenant view (see ``support_scope``).
     """
-    support = _role(settings.NUDGE_DB_SUPPORT_ROLE)
     return migrations.RunSQL(
         sql=[
             f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
             f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
-            f"CREATE POLICY {TENANT_POLICY} ON {table} FOR ALL TO PUBLIC "
-            f"USING ({TENANT_PREDICATE}) WITH CHECK ({TENANT_PREDICATE})",
-            f"CREATE POLICY {SUPPORT_POLICY} ON {table} FOR ALL TO {support} "
-            "USING (true) WITH CHECK (true)",
+            _tenant_policy(table),
+            _support_policy(table),
         ],
         reverse_sql=[
             f"DROP POLICY IF EXISTS {SUPPORT_POLICY} ON {table}",
@@ -65,11 +89,7 @@ def grant_sweeper(table: str) -> migrations.RunSQL:
     """
     role = _role(settings.NUDGE_DB_SWEEPER_ROLE)
     return migrations.RunSQL(
-        sql=[
-            f"GRANT SELECT, UPDATE ON {table} TO {role}",
-            f"CREATE POLICY {SWEEPER_POLICY} ON {table} FOR ALL TO {role} "
-            "USING (true) WITH CHECK (true)",
-        ],
+        sql=[f"GRANT SELECT, UPDATE ON {table} TO {role}", _sweeper_policy(table)],
         reverse_sql=[
             f"DROP POLICY IF EXISTS {SWEEPER_POLICY} ON {table}",
             f"REVOKE SELECT, UPDATE ON {table} FROM {role}",
@@ -77,14 +97,172 @@ def grant_sweeper(table: str) -> migrations.RunSQL:
     )
 
 
-def grant_support_role() -> migrations.RunSQL:
-    """Table privileges for the support role, now and for tables made later.
+# A policy as PostgreSQL reports it (``pg_policies``), expressions deparsed.
+PolicyShape = tuple[str, str, str, tuple[str, ...], str | None, str | None]
 
-    The staff admin runs whole requests as this role (sessions, users, the
-    admin log), so it needs ordinary privileges everywhere; which *rows* it
-    sees of tenant tables is still decided by the policies above.
+_POLICY_SHAPES = """
+SELECT policyname, permissive, cmd, roles::text[], qual, with_check
+  FROM pg_policies WHERE schemaname = {schema} AND tablename = %s
+"""
+_PROBE = "nudge_policy_probe"
+
+
+def _policies(cursor, schema_sql: str, table: str) -> dict[str, PolicyShape]:
+    cursor.execute(_POLICY_SHAPES.format(schema=schema_sql), [table])
+    return {row[0]: (*row[:3], tuple(sorted(row[3])), *row[4:]) for row in cursor.fetchall()}
+
+
+def deployed_policies(cursor, table: str) -> dict[str, PolicyShape]:
+    """``table``'s policies by name, as the server holds them now."""
+    return _policies(cursor, "current_schema()", table)
+
+
+def expected_policies(cursor, table: str) -> dict[str, PolicyShape]:
+    """The policies the migrations install on tenant ``table``, deparsed by this server.
+
+    The migrations' own statements are run against a scratch temporary table
+    inside a transaction the caller rolls back, so the comparison is with the
+    server's canonical text of exactly what the migrations create, on any
+    PostgreSQL version.
     """
-    role = _role(settings.NUDGE_DB_SUPPORT_ROLE)
+    cursor.execute(f"CREATE TEMPORARY TABLE {_PROBE} (user_id bigint) ON COMMIT DROP")
+    statements = [_tenant_policy(_PROBE), _support_policy(_PROBE)]
+    if table in SWEEPER_TABLES:
+        statements.append(_sweeper_policy(_PROBE))
+    for statement in statements:
+        cursor.execute(statement)
+    return _policies(
+        cursor, "(SELECT nspname FROM pg_namespace WHERE oid = pg_my_temp_schema())", _PROBE
+    )
+
+
+def across_tenants(table: str, statement: str) -> migrations.RunSQL:
+    """A data migration over every tenant's rows of ``table`` (forward only).
+
+    Migrations run as the owner role, and ``FORCE ROW LEVEL SECURITY`` binds
+    the owner like everyone else: with no tenant set it sees no rows, so a
+    backfill ``UPDATE`` silently changes nothing (and a following ``NOT NULL``
+    fails). Only the owner may lift FORCE, and it does so for this
+    statement alone, inside the migration's transaction: no other session
+    ever sees the table without it.
+    """
+    return migrations.RunSQL(
+        sql=[
+            f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY",
+            statement,
+            f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+        ],
+        reverse_sql=migrations.RunSQL.noop,
+    )
+
+
+# --- Catalog queries for the "RLS is what we installed" check (tenancy/checks.py) ---
+CHECK_ROLE = "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s"
+# Every role the login role can become with SET ROLE (pg_has_role MEMBER
+# follows memberships transitively), and whether it skips RLS.
+CHECK_REACHABLE_BYPASS = """
+SELECT rolname FROM pg_roles
+ WHERE rolname <> %(login)s AND pg_has_role(%(login)s, oid, 'MEMBER')
+   AND (rolsuper OR rolbypassrls)
+ ORDER BY rolname
+"""
+CHECK_TABLES = """
+SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.relowner),
+       pg_has_role(%(login)s, c.relowner, 'MEMBER'),
+       has_table_privilege(%(login)s, c.oid, 'TRUNCATE')
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = current_schema() AND c.relname = ANY(%(tables)s)
+ ORDER BY c.relname
+"""
+# Everything else the login role could ALTER because it owns it (or can become
+# its owner): the database (ALTER DATABASE … SET role), the schema, and the
+# schema's other tables, sequences and views.
+CHECK_OTHER_OWNED = """
+SELECT 'database ' || datname FROM pg_database
+ WHERE datname = current_database() AND pg_has_role(%(login)s, datdba, 'MEMBER')
+UNION ALL
+SELECT 'schema ' || nspname FROM pg_namespace
+ WHERE nspname = current_schema() AND pg_has_role(%(login)s, nspowner, 'MEMBER')
+UNION ALL
+SELECT relname FROM pg_class
+ WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p', 'S', 'v', 'm', 'f')
+   AND relname <> ALL(%(tables)s) AND pg_has_role(%(login)s, relowner, 'MEMBER')
+ORDER BY 1
+"""
+CHECK_SESSION_DEFAULTS = """
+SELECT coalesce(r.rolname, 'every role') || coalesce(' in database ' || d.datname, ''), c
+  FROM pg_db_role_setting s CROSS JOIN unnest(s.setconfig) AS c
+  LEFT JOIN pg_roles r ON r.oid = s.setrole
+  LEFT JOIN pg_database d ON d.oid = s.setdatabase
+ WHERE (r.rolname = %(login)s AND (s.setdatabase = 0 OR d.datname = current_database())
+        OR s.setrole = 0 AND d.datname = current_database())
+   AND split_part(c, '=', 1) LIKE ANY(%(refused)s)
+ ORDER BY 1, 2
+"""
+CHECK_SWEEPER_IDENTITY_UPDATES = """
+SELECT attname FROM pg_attribute
+ WHERE attrelid = to_regclass(%(table)s) AND attname = ANY(%(columns)s) AND NOT attisdropped
+   AND has_column_privilege(%(sweeper)s, attrelid, attnum, 'UPDATE')
+ ORDER BY attnum
+"""
+
+
+# What a delivery run writes to a queue row under the bypass: the claim, the
+# settle-ups, receipts, and burst smoothing (which moves ``fire_at`` earlier).
+# Never ``user_id``, ``kind``, ``ref_id`` or ``intended_at``: the sweeper sees
+# every tenant's rows, so it must not be able to re-own or re-aim one. A later
+# migration that adds a state column adds it here and grants it.
+SWEEPER_UPDATABLE_COLUMNS = (
+    "claimed_at",
+    "claim_token",
+    "send_started_at",
+    "sent_at",
+    "outcome",
+    "attempts",
+    "not_before",
+    "last_error",
+    "channel",
+    "provider_message_id",
+    "delivery_status",
+    "delivery_error_code",
+    "delivery_updated_at",
+    "fire_at",
+)
+
+
+# Whose row it is and what it is for: outside that list, always.
+QUEUE_IDENTITY_COLUMNS = ("user_id", "kind", "ref_id", "intended_at")
+
+
+def restrict_sweeper_updates(table: str) -> migrations.RunSQL:
+    """Narrow the sweeper's UPDATE on ``table`` to the queue's state columns.
+
+    Revoking the table-wide UPDATE first also clears any column grants, so
+    the result is exactly ``SWEEPER_UPDATABLE_COLUMNS``; SELECT and DELETE
+    (retention) stay as they were.
+    """
+    role = _role(settings.NUDGE_DB_SWEEPER_ROLE)
+    columns = ", ".join(SWEEPER_UPDATABLE_COLUMNS)
+    return migrations.RunSQL(
+        sql=[
+            f"REVOKE UPDATE ON {table} FROM {role}",
+            f"GRANT UPDATE ({columns}) ON {table} TO {role}",
+        ],
+        reverse_sql=[
+            f"REVOKE UPDATE ON {table} FROM {role}",
+            f"GRANT UPDATE ON {table} TO {role}",
+        ],
+    )
+
+
+def _dml_everywhere(role_name: str) -> migrations.RunSQL:
+    """DML on every table and sequence of the schema, now and for tables made later.
+
+    Migrations run as the owner role (``tenancy/owner.py``), so the default
+    privileges set here are the owner's: every table a later migration
+    creates is granted the moment it exists.
+    """
+    role = _role(role_name)
     tables = "SELECT, INSERT, UPDATE, DELETE"
     return migrations.RunSQL(
         sql=[
@@ -100,3 +278,19 @@ def grant_support_role() -> migrations.RunSQL:
             f"REVOKE {tables} ON ALL TABLES IN SCHEMA public FROM {role}",
         ],
     )
+
+
+def grant_runtime_role() -> migrations.RunSQL:
+    """The login role's privileges: DML only — no TRUNCATE (it skips row-level
+    security), no REFERENCES, no TRIGGER, and it owns nothing."""
+    return _dml_everywhere(settings.NUDGE_DB_LOGIN_ROLE)
+
+
+def grant_support_role() -> migrations.RunSQL:
+    """Table privileges for the support role, now and for tables made later.
+
+    The staff admin runs whole requests as this role (sessions, users, the
+    admin log), so it needs ordinary privileges everywhere; which *rows* it
+    sees of tenant tables is still decided by the policies above.
+    """
+    return _dml_everywhere(settings.NUDGE_DB_SUPPORT_ROLE)

@@ -16,7 +16,9 @@ leak to the next user of a pooled or persistent connection:
 
 They refuse to nest and refuse to run inside a transaction they do not own:
 a ``SET LOCAL`` made inside a savepoint survives the savepoint's release, so
-a scope opened inside someone else's transaction would outlive its block.
+a scope opened inside someone else's transaction would outlive its block. For
+the same reason they refuse a connection with autocommit off, where the
+transaction they would run in is an implicit one that nobody has committed.
 """
 
 from __future__ import annotations
@@ -72,6 +74,10 @@ def _owned_transaction(
     active = getattr(connection, _ACTIVE_FLAG, None)
     if active:
         raise ScopeError(f"{kind} cannot be opened inside {active}; scopes do not nest")
+    if not connection.in_atomic_block and not connection.get_autocommit():
+        # With autocommit off, atomic() neither begins nor commits: the block's
+        # SET LOCAL would live on until someone else's commit, past the scope.
+        raise ScopeError(f"{kind} needs autocommit on; it would outlive its block otherwise")
     # Django's test wrapper (an outer atomic block marked _from_testcase) is
     # the only transaction a scope may run inside; durable=True enforces the
     # same rule a second time.

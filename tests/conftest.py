@@ -3,11 +3,16 @@ non-superuser role (see tests/test_isolation.py::test_harness_is_not_vacuous).""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
+import psycopg
 import pytest
+from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
+from django.db import connection
+from psycopg.conninfo import make_conninfo
 
 from scheduled_sends.channels.recording import RecordingChannel
 from scheduled_sends.models import DeliverySettings
@@ -62,3 +67,48 @@ def recording_channel(settings):
     RecordingChannel.reset()
     yield RecordingChannel
     RecordingChannel.reset()
+
+
+def admin_url() -> str:
+    """An admin connection to the server the tests use (a superuser)."""
+    if os.environ.get("NUDGE_TEST_ADMIN_URL"):
+        return os.environ["NUDGE_TEST_ADMIN_URL"]
+    if django_settings.EMBEDDED_DATABASE:
+        return (
+            f"postgresql://postgres:@/postgres?host={django_settings.DATABASES['default']['HOST']}"
+        )
+    pytest.skip("set NUDGE_TEST_ADMIN_URL to run tests that need a superuser on this server")
+
+
+def owner_conninfo() -> str:
+    owner = django_settings.NUDGE_DB_OWNER
+    params = {
+        "dbname": connection.settings_dict["NAME"],  # the test database
+        "user": owner["USER"],
+        "password": owner["PASSWORD"] or None,
+        "host": owner["HOST"] or None,
+        "port": owner["PORT"] or None,
+    }
+    return make_conninfo(**{key: value for key, value in params.items() if value})
+
+
+@pytest.fixture
+def as_owner(transactional_db) -> Iterator[Callable[[str, str], None]]:
+    """Tamper with the schema the way only its owner can, committed, and undo it after.
+
+    ``as_owner(statement, undo)``: the application's role cannot alter the
+    schema, so tests that need a broken one change it through the owner's own
+    connection. Committed DDL is visible to the test's connection, hence
+    ``transactional_db``; a lock timeout turns a lock wait into a failure.
+    """
+    undo: list[str] = []
+    with psycopg.connect(owner_conninfo(), autocommit=True) as conn:
+        conn.execute("SET lock_timeout = '5s'")
+
+        def run(statement: str, reverse: str) -> None:
+            conn.execute(statement)
+            undo.append(reverse)
+
+        yield run
+        for statement in reversed(undo):
+            conn.execute(statement)

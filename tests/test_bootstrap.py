@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import os
-
 import psycopg
 import pytest
 from django.conf import settings
 from django.core.management import call_command
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tenancy.bootstrap import RoleNames, bootstrap
+from tests.conftest import admin_url
 
-LOGIN = "nudge_bootstrap_probe"
-
-
-def _admin_url() -> str:
-    """An admin connection to the server the tests use."""
-    if os.environ.get("NUDGE_TEST_ADMIN_URL"):
-        return os.environ["NUDGE_TEST_ADMIN_URL"]
-    if settings.EMBEDDED_DATABASE:
-        return f"postgresql://postgres:@/postgres?host={settings.DATABASES['default']['HOST']}"
-    pytest.skip("set NUDGE_TEST_ADMIN_URL to test bootstrap_db against this server")
+# Derived from the suite's own role, so runs for different roles never collide.
+LOGIN = f"{settings.NUDGE_DB_LOGIN_ROLE}_bootstrap_probe"
+ROLES = RoleNames.for_login(LOGIN)
 
 
 def _role(cur, name: str) -> tuple:
@@ -33,53 +26,101 @@ def _role(cur, name: str) -> tuple:
     return cur.fetchone()
 
 
+def _connect_as(admin: str, user: str) -> psycopg.Connection:
+    params = conninfo_to_dict(admin)
+    params.update(user=user, dbname=LOGIN, password="")
+    return psycopg.connect(make_conninfo(**params), autocommit=True)
+
+
 @pytest.fixture
 def admin():
-    url = _admin_url()
+    url = admin_url()
     yield url
-    roles = RoleNames.for_login(LOGIN)
     with psycopg.connect(url, autocommit=True) as conn:
         for database in (LOGIN, f"{LOGIN}_template"):
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(database)))
-        for role in (roles.login, roles.sweeper, roles.support):
+        for role in (ROLES.login, ROLES.owner, ROLES.sweeper, ROLES.support):
             conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
 def test_bootstrap_is_idempotent_and_repairs_a_widened_role(admin):
-    roles = bootstrap(admin, login=LOGIN, password="s3cret", database=LOGIN)
+    bootstrap(admin, login=LOGIN, password="s3cret", database=LOGIN)
     bootstrap(admin, login=LOGIN, password="s3cret", database=LOGIN)  # twice: no error
     with psycopg.connect(admin, autocommit=True) as conn, conn.cursor() as cur:
-        assert _role(cur, roles.login) == (True, False, False, False, True)
-        assert _role(cur, roles.sweeper) == (False, False, False, False, False)
-        assert _role(cur, roles.support) == (False, False, False, False, False)
+        assert _role(cur, ROLES.login) == (True, False, False, False, False)
+        assert _role(cur, ROLES.owner) == (True, False, False, False, True)
+        assert _role(cur, ROLES.sweeper) == (False, False, False, False, False)
+        assert _role(cur, ROLES.support) == (False, False, False, False, False)
         cur.execute(
             "SELECT datname, pg_get_userbyid(datdba) FROM pg_database WHERE datname LIKE %s",
             [f"{LOGIN}%"],
         )
-        assert sorted(cur.fetchall()) == [(LOGIN, LOGIN), (f"{LOGIN}_template", LOGIN)]
+        assert sorted(cur.fetchall()) == [(LOGIN, ROLES.owner), (f"{LOGIN}_template", ROLES.owner)]
         # Someone widens the role by hand; bootstrap puts it back.
         cur.execute(sql.SQL("ALTER ROLE {} BYPASSRLS INHERIT").format(sql.Identifier(LOGIN)))
     bootstrap(admin, login=LOGIN, password="s3cret", database=LOGIN)
     with psycopg.connect(admin, autocommit=True) as conn, conn.cursor() as cur:
-        assert _role(cur, roles.login) == (True, False, False, False, True)
+        assert _role(cur, ROLES.login) == (True, False, False, False, False)
 
 
-def test_the_login_role_can_create_tables_in_its_database(admin):
-    """A NOINHERIT role loses pg_database_owner's rights on PostgreSQL 15+."""
+def test_only_the_owner_can_create_tables_and_the_login_role_enters_only_its_two_roles(admin):
+    """A NOINHERIT role loses pg_database_owner's rights on PostgreSQL 15+: granted back
+    to the owner explicitly, and to the login role not at all."""
     bootstrap(admin, login=LOGIN, password=None, database=LOGIN)
-    params = psycopg.conninfo.conninfo_to_dict(admin)
-    params.update(user=LOGIN, dbname=LOGIN, password="")
-    with psycopg.connect(psycopg.conninfo.make_conninfo(**params), autocommit=True) as conn:
+    with _connect_as(admin, ROLES.owner) as conn:
         conn.execute("CREATE TABLE probe (id int)")
-        conn.execute("SET ROLE nudge_bootstrap_probe_sweeper")  # membership lets it enter
-        conn.execute("RESET ROLE")
+    with _connect_as(admin, ROLES.login) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CREATE TABLE probe2 (id int)")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(ROLES.owner)))
+        for role in (ROLES.sweeper, ROLES.support):  # membership lets it enter these
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+            conn.execute("RESET ROLE")
+
+
+def test_bootstrap_moves_the_old_layout_to_the_owner_and_undoes_widening(admin):
+    """Before the owner role, the login role owned the tables; and anything a role can
+    do to itself or be granted by hand is put back on the next run."""
+    bootstrap(admin, login=LOGIN, password=None, database=LOGIN)
+    login, owner = sql.Identifier(ROLES.login), sql.Identifier(ROLES.owner)
+    params = conninfo_to_dict(admin)
+    params["dbname"] = LOGIN
+    with psycopg.connect(make_conninfo(**params), autocommit=True) as conn:
+        conn.execute("CREATE TABLE legacy (id int)")
+        conn.execute(sql.SQL("ALTER TABLE legacy OWNER TO {}").format(login))
+        conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(LOGIN), login))
+        conn.execute(sql.SQL("GRANT {} TO {}").format(owner, login))
+        conn.execute(sql.SQL("ALTER ROLE {} SET role = {}").format(login, ROLES.sweeper))
+        conn.execute(sql.SQL("ALTER ROLE {} SET app.current_user_id = '1'").format(login))
+        conn.execute(sql.SQL("CREATE TABLE granted (id int)"))
+        conn.execute(sql.SQL("GRANT TRUNCATE ON granted TO {}").format(login))
+    bootstrap(admin, login=LOGIN, password=None, database=LOGIN)
+    with psycopg.connect(make_conninfo(**params), autocommit=True) as conn:
+        owners = conn.execute(
+            "SELECT pg_get_userbyid(relowner), pg_get_userbyid(datdba) FROM pg_class, pg_database "
+            "WHERE relname = 'legacy' AND datname = current_database()"
+        ).fetchone()
+        assert owners == (ROLES.owner, ROLES.owner)
+        assert not conn.execute(
+            "SELECT pg_has_role(%s, %s, 'MEMBER')", [ROLES.login, ROLES.owner]
+        ).fetchone()[0]
+        assert conn.execute(
+            "SELECT count(*) FROM pg_db_role_setting WHERE setrole = %s::regrole",
+            [ROLES.login],
+        ).fetchone() == (0,)
+        assert conn.execute(
+            "SELECT has_table_privilege(%s, 'granted', 'TRUNCATE')", [ROLES.login]
+        ).fetchone() == (False,)
 
 
 def test_the_command_reports_what_it_made(admin, capsys, settings):
     settings.DATABASES = {
         "default": {**settings.DATABASES["default"], "USER": LOGIN, "NAME": LOGIN}
     }
+    settings.NUDGE_DB_OWNER = {**settings.NUDGE_DB_OWNER, "USER": ROLES.owner, "PASSWORD": ""}
     call_command("bootstrap_db", "--admin-url", admin)
     out = capsys.readouterr().out
-    assert f"role {LOGIN} (login, NOINHERIT, no superuser, no BYPASSRLS)" in out
+    assert f"role {LOGIN} (login, DML only, NOINHERIT, no superuser, no BYPASSRLS)" in out
+    assert f"role {ROLES.owner} (owner, runs migrations)" in out
     assert f"databases {LOGIN} and {LOGIN}_template — ready" in out

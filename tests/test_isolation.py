@@ -245,6 +245,31 @@ def test_scope_does_not_survive_its_transaction(make_user):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("scope", ["tenant", "bypass", "support"])
+def test_a_scope_refuses_a_connection_with_autocommit_off(make_user, scope):
+    """With autocommit off, atomic() neither begins nor commits its own transaction:
+    the scope's SET LOCAL would still be in force after the block, until the caller
+    committed — every query in between sees the scope's tenant or role."""
+    a = make_user("alice")
+    _seed(a)
+    opened = {
+        "tenant": lambda: tenant_scope(a.pk),
+        "bypass": rls_bypass,
+        "support": support_scope,
+    }[scope]
+    connection.set_autocommit(False)
+    try:
+        with pytest.raises(ScopeError, match="autocommit"), opened():
+            pass
+        # Nothing leaked into the implicit transaction either.
+        assert _count("scheduled_sends") == 0
+    finally:
+        connection.rollback()
+        connection.set_autocommit(True)
+    assert current_scope() is None
+
+
+@pytest.mark.django_db(transaction=True)
 def test_scope_rolled_back_by_an_error_does_not_leak(make_user):
     a = make_user("alice")
     _seed(a)
@@ -254,7 +279,9 @@ def test_scope_rolled_back_by_an_error_does_not_leak(make_user):
     assert current_scope() is None
 
 
-def test_system_check_fails_when_force_is_missing(db):
-    with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE follow_ups NO FORCE ROW LEVEL SECURITY")
+def test_system_check_fails_when_force_is_missing(as_owner):
+    as_owner(
+        "ALTER TABLE follow_ups NO FORCE ROW LEVEL SECURITY",
+        "ALTER TABLE follow_ups FORCE ROW LEVEL SECURITY",
+    )
     assert rls_problems() == ["row-level security is not forced on follow_ups"]

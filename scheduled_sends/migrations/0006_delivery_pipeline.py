@@ -17,6 +17,8 @@
 
 from django.db import migrations, models
 
+from tenancy.rls import across_tenants
+
 BACKFILL = "UPDATE scheduled_sends SET intended_at = fire_at WHERE intended_at IS NULL"
 
 OLD_DUE_INDEX = (
@@ -38,7 +40,7 @@ class Migration(migrations.Migration):
             name="intended_at",
             field=models.DateTimeField(null=True),
         ),
-        migrations.RunSQL(sql=BACKFILL, reverse_sql=migrations.RunSQL.noop),
+        across_tenants("scheduled_sends", BACKFILL),
         migrations.AlterField(
             model_name="scheduledsend",
             name="intended_at",

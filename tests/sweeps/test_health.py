@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from scheduled_sends import claim
@@ -103,11 +103,12 @@ def test_a_failed_last_run_is_reported(queued, monkeypatch):
     assert "deliver_last_run" in failing(report)
 
 
-def test_rls_problems_make_health_fail(queued):
+def test_rls_problems_make_health_fail(queued, as_owner):
     run_deliver(NOW)
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-        cursor.execute("ALTER TABLE calendar_events NO FORCE ROW LEVEL SECURITY")
+    as_owner(
+        "ALTER TABLE calendar_events NO FORCE ROW LEVEL SECURITY",
+        "ALTER TABLE calendar_events FORCE ROW LEVEL SECURITY",
+    )
     assert "row_level_security" in failing(check_health(NOW + timedelta(minutes=1)))
 
 
@@ -120,12 +121,36 @@ def test_the_command_exits_non_zero_when_unhealthy(db, capsys):
     assert out.rstrip().endswith("UNHEALTHY")
 
 
-def test_healthz_answers_503_with_the_failing_checks(client, db):
+CRON = "a-cron-secret-for-health"
+
+
+def test_healthz_tells_an_anonymous_caller_only_ok_or_not(client, db, settings):
+    """Check text names roles, tables and error classes; figures describe the queue."""
+    settings.CRON_SECRET = CRON
     response = client.get("/healthz", secure=True)
+    assert response.status_code == 503
+    assert response.json() == {"ok": False}
+    wrong = client.get("/healthz", secure=True, headers={"Authorization": "Bearer nope"})
+    assert wrong.json() == {"ok": False}
+
+
+def test_healthz_answers_503_with_the_failing_checks_to_the_cron_caller(client, db, settings):
+    settings.CRON_SECRET = CRON
+    response = client.get("/healthz", secure=True, headers={"Authorization": f"Bearer {CRON}"})
     assert response.status_code == 503
     body = response.json()
     assert body["ok"] is False
     assert {c["name"] for c in body["checks"] if not c["ok"]} >= {"deliver_recent"}
+    assert "due_backlog" in body["figures"]
+
+
+def test_healthz_shows_details_to_staff_but_not_to_other_users(client, db, django_user_model):
+    user = django_user_model.objects.create_user("someone")
+    client.force_login(user)
+    assert client.get("/healthz", secure=True).json() == {"ok": False}
+    user.is_staff = True
+    user.save()
+    assert "checks" in client.get("/healthz", secure=True).json()
 
 
 def test_healthz_answers_200_when_healthy(client, make_user, recording_channel):
@@ -134,4 +159,5 @@ def test_healthz_answers_200_when_healthy(client, make_user, recording_channel):
     run_materialize()
     run_deliver()
     response = client.get("/healthz", secure=True)
-    assert response.status_code == 200, response.json()
+    assert response.status_code == 200
+    assert response.json() == {"ok": True}

@@ -11,9 +11,10 @@ from tenancy.bootstrap import bootstrap, template_database_name
 
 class Command(BaseCommand):
     help = (
-        "Create or repair, idempotently, the non-superuser login role and database named in "
-        "DATABASE_URL, the sweeper and support roles, and the test template database, from an "
-        "admin connection to a real PostgreSQL server."
+        "Create or repair, idempotently, the DML-only login role and database named in "
+        "DATABASE_URL, the owner (migration) role of DATABASE_OWNER_URL, the sweeper and "
+        "support roles, and the test template database, from an admin connection to a real "
+        "PostgreSQL server."
     )
     requires_system_checks: list[str] = []  # the database may not exist yet
 
@@ -31,12 +32,18 @@ class Command(BaseCommand):
             raise CommandError("DATABASE_URL must name both a user and a database.")
         try:
             roles = bootstrap(
-                admin_url, login=login, password=database.get("PASSWORD") or None, database=name
+                admin_url,
+                login=login,
+                password=database.get("PASSWORD") or None,
+                database=name,
+                owner=settings.NUDGE_DB_OWNER["USER"],
+                owner_password=settings.NUDGE_DB_OWNER["PASSWORD"] or None,
             )
         except PsycopgError as exc:
             raise CommandError(f"bootstrap failed: {exc}") from exc
         self.stdout.write(
-            f"bootstrap_db: role {roles.login} (login, NOINHERIT, no superuser, no BYPASSRLS), "
+            f"bootstrap_db: role {roles.login} (login, DML only, NOINHERIT, no superuser, "
+            f"no BYPASSRLS), role {roles.owner} (owner, runs migrations), "
             f"roles {roles.sweeper} and {roles.support} (NOLOGIN), "
             f"databases {name} and {template_database_name(name)} — ready"
         )

@@ -1,0 +1,67 @@
+"""Re-encrypt every stored calendar secret under the newest key, so an old key can go.
+
+``CALENDAR_TOKEN_KEYS`` is newest first: the newest key encrypts, every key
+decrypts. Retiring a key means prepending a new one, rewriting every secret
+column with it (this module), then dropping the old key. Each user's
+connections are rewritten inside that user's own tenant scope, one short
+transaction per user with the rows locked, so a sync storing fresh tokens at
+the same moment either goes first (and is rotated) or waits (and writes with
+the newest key itself). A secret no configured key can read is counted and
+left as it is — the connection already fails to sync and needs reconnecting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.contrib.auth import get_user_model
+
+from calendars import crypto
+from calendars.models import CalendarConnection
+from tenancy.scope import tenant_scope
+
+# Every column that holds a calendar secret encrypted with calendars.crypto.
+SECRET_COLUMNS = ("access_token_encrypted", "refresh_token_encrypted", "feed_url_encrypted")
+
+
+@dataclass
+class RotationReport:
+    connections: int = 0
+    secrets: int = 0
+    unreadable: list[int] = field(default_factory=list)  # connection ids
+
+    def summary(self) -> str:
+        line = (
+            f"rotate_calendar_keys: connections {self.connections}, "
+            f"secrets re-encrypted {self.secrets}"
+        )
+        if self.unreadable:
+            ids = ", ".join(str(pk) for pk in self.unreadable)
+            line += f", unreadable with every configured key: connections {ids}"
+        return line
+
+
+def _rotate_user(user_id: int, report: RotationReport) -> None:
+    with tenant_scope(user_id):
+        for connection in CalendarConnection.objects.select_for_update().order_by("pk"):
+            report.connections += 1
+            changes: dict[str, str] = {}
+            try:
+                for column in SECRET_COLUMNS:
+                    if value := getattr(connection, column):
+                        changes[column] = crypto.rotate_ciphertext(value)
+            except crypto.SecretDecryptionError:
+                report.unreadable.append(connection.pk)
+                continue
+            if changes:
+                CalendarConnection.objects.filter(pk=connection.pk).update(**changes)
+                report.secrets += len(changes)
+
+
+def rotate_calendar_secrets() -> RotationReport:
+    """Rewrite every user's calendar secrets under the newest configured key."""
+    report = RotationReport()
+    users = get_user_model().objects.order_by("pk").values_list("pk", flat=True)
+    for user_id in users.iterator():
+        _rotate_user(user_id, report)
+    return report

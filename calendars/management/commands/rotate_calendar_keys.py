@@ -1,0 +1,26 @@
+"""manage.py rotate_calendar_keys — re-encrypt every calendar secret under the newest key.
+
+Run after prepending a new key to CALENDAR_TOKEN_KEYS; once it reports no
+unreadable secrets, the old key can be removed. Exits 1 when any secret could
+not be read with the configured keys.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError
+
+from calendars.key_rotation import rotate_calendar_secrets
+
+
+class Command(BaseCommand):
+    help = "Re-encrypt every stored calendar token and feed address under the newest key."
+
+    def handle(self, *args, **options) -> None:
+        try:
+            report = rotate_calendar_secrets()
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(report.summary())
+        if report.unreadable:
+            raise CommandError("some secrets are unreadable; keep the old keys until they are")

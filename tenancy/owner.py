@@ -1,0 +1,46 @@
+"""Connecting as the owner (migration) role, for the few jobs that change the schema.
+
+The application's login role has DML only: it cannot alter a table, rewrite
+or drop a policy, or turn row-level security off, so a future SQL bug in the
+application cannot either. The tables belong to a separate owner role. Only
+three things connect as it: ``manage.py migrate``, ``manage.py flush`` (a
+``TRUNCATE`` skips row-level security, so the login role may not) and the
+creation of test databases. They swap the credentials of the same Django
+connection for the duration, so migrations, the migration recorder and
+``post_migrate`` all run as the owner, and the login role is back afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+
+_CREDENTIALS = ("USER", "PASSWORD", "HOST", "PORT")
+
+
+class OwnerConnectionError(RuntimeError):
+    """The owner's connection cannot be swapped in here."""
+
+
+@contextmanager
+def connected_as_owner(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+    """Run the block on ``using`` connected as the owner role; nests harmlessly."""
+    connection = connections[using]
+    owner = settings.NUDGE_DB_OWNER
+    if connection.settings_dict.get("USER") == owner["USER"]:
+        yield
+        return
+    if connection.in_atomic_block:
+        # Closing the connection would silently drop the caller's transaction.
+        raise OwnerConnectionError("cannot switch to the owner role inside a transaction")
+    saved = {key: connection.settings_dict.get(key) for key in _CREDENTIALS}
+    connection.close()
+    connection.settings_dict.update(owner)
+    try:
+        yield
+    finally:
+        connection.close()
+        connection.settings_dict.update(saved)

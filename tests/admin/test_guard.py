@@ -1,0 +1,67 @@
+"""The support console filters only on what it shows, and logs staff reads of tenant rows."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from cryptography.fernet import Fernet
+from django.urls import reverse
+
+from calendars import crypto
+from calendars.models import CalendarConnection, Provider
+from tenancy.scope import tenant_scope
+
+CONNECTIONS = reverse("admin:calendars_calendarconnection_changelist")
+QUEUE = reverse("admin:scheduled_sends_scheduledsend_changelist")
+
+
+@pytest.fixture
+def feed(make_user, settings):
+    settings.CALENDAR_TOKEN_KEYS = [Fernet.generate_key().decode()]
+    user = make_user("alice")
+    with tenant_scope(user.pk):
+        return CalendarConnection.objects.create(
+            user=user,
+            provider=Provider.ICS,
+            feed_url_encrypted=crypto.encrypt("https://calendar.example/private.ics"),
+            sync_state={"etag": "W/secret"},
+        )
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "feed_url_encrypted__startswith=gAAAAA",  # ciphertext prefix
+        "sync_state__contains=secret",  # hidden JSON
+        "user__password__startswith=pbkdf2",  # through a relation
+        "refresh_token_encrypted__regex=^gA",  # a regex oracle
+    ],
+)
+def test_a_query_string_cannot_filter_on_hidden_columns(staff_client, feed, query):
+    assert staff_client.get(f"{CONNECTIONS}?{query}").status_code == 400
+
+
+@pytest.mark.parametrize("query", ["provider__exact=ics", "status__exact=ok", "q=alice", "o=1", ""])
+def test_the_pages_own_filters_still_work(staff_client, feed, query):
+    assert staff_client.get(f"{CONNECTIONS}?{query}").status_code == 200
+
+
+def test_the_queue_filters_still_work(staff_client):
+    since = "fire_at__gte=2026-01-01+00:00:00%2B00:00"
+    for query in ("state=stuck", "kind__exact=event", since, "q=x"):
+        assert staff_client.get(f"{QUEUE}?{query}").status_code == 200, query
+
+
+def test_staff_reads_of_tenant_rows_are_logged(staff_client, support_user, feed, caplog):
+    with caplog.at_level(logging.INFO, logger="nudge.admin.audit"):
+        staff_client.get(f"{CONNECTIONS}?provider__exact=ics&q=alice")
+        staff_client.get(reverse("admin:calendars_calendarconnection_change", args=[feed.pk]))
+    listed, opened = [r for r in caplog.records if r.name == "nudge.admin.audit"]
+    assert (listed.staff_user_id, listed.model, listed.rows) == (
+        support_user.pk,
+        "calendars.CalendarConnection",
+        [str(feed.pk)],
+    )
+    assert listed.filters == {"provider__exact": "ics", "q": "alice"}
+    assert (opened.staff_username, opened.rows) == (support_user.username, [str(feed.pk)])
