@@ -259,9 +259,9 @@ def _hot_with_fillfactor(at, fillfactor: int, claims: int) -> dict:
     from tenancy.scope import support_scope
 
     copy = f"scheduled_sends_ff{fillfactor}"
-    env.sql(f"DROP TABLE IF EXISTS {copy}")
-    env.sql(f"CREATE TABLE {copy} (LIKE scheduled_sends INCLUDING ALL)")
-    env.sql(f"ALTER TABLE {copy} SET (fillfactor = {fillfactor}, autovacuum_enabled = false)")
+    env.owner_sql(f"DROP TABLE IF EXISTS {copy}")
+    env.owner_sql(f"CREATE TABLE {copy} (LIKE scheduled_sends INCLUDING ALL)")
+    env.owner_sql(f"ALTER TABLE {copy} SET (fillfactor = {fillfactor}, autovacuum_enabled = false)")
     from scheduled_sends.models import ScheduledSend
 
     columns = [f.column for f in ScheduledSend._meta.concrete_fields]
@@ -285,7 +285,7 @@ def _hot_with_fillfactor(at, fillfactor: int, claims: int) -> dict:
             break
         claimed += got
     after = _counters_of(copy)
-    env.sql(f"DROP TABLE {copy}")
+    env.owner_sql(f"DROP TABLE {copy}")
     return _phase(
         f"claim on a copy with fillfactor {fillfactor}",
         claimed,

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 
+from bench import env
 from tenancy.scope import support_scope
 
 
@@ -260,8 +261,7 @@ def _any_user(tag: str) -> int:
 
 
 def truncate_queue() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE scheduled_sends")
+    env.owner_sql("TRUNCATE scheduled_sends")
 
 
 class rebuilt_indexes:
@@ -283,11 +283,10 @@ class rebuilt_indexes:
                 [self.table],
             )
             self.definitions = cursor.fetchall()
-            for name, _ in self.definitions:
-                cursor.execute(f'DROP INDEX "{name}"')
+        for name, _ in self.definitions:
+            env.owner_sql(f'DROP INDEX "{name}"')
         return self
 
     def __exit__(self, *exc) -> None:
-        with connection.cursor() as cursor:
-            for _, definition in self.definitions:
-                cursor.execute(definition)
+        for _, definition in self.definitions:
+            env.owner_sql(definition)

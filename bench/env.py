@@ -85,12 +85,30 @@ def sql(statement: str, params: object = None) -> list[tuple]:
         return cursor.fetchall() if cursor.description else []
 
 
-def vacuum(table: str, *, analyze: bool = True) -> None:
+def login_role() -> str:
+    """The login role, quoted for DDL."""
     from django.db import connection
 
-    connection.ensure_connection()
-    with connection.cursor() as cursor:  # autocommit: VACUUM cannot run in a transaction
-        cursor.execute(f"VACUUM {'(ANALYZE) ' if analyze else ''}{table}")
+    return '"' + connection.settings_dict["USER"].replace('"', '""') + '"'
+
+
+def owner_sql(statement: str, params: object = None) -> None:
+    """Run one schema statement (DDL, TRUNCATE, VACUUM) as the owner role.
+
+    The login role has DML only; the bench's set-up steps that change or
+    maintain the schema connect as the owner, as ``migrate`` does.
+    """
+    from django.db import connection
+
+    from tenancy.owner import connected_as_owner
+
+    with connected_as_owner(), connection.cursor() as cursor:
+        cursor.execute(statement, params)
+
+
+def vacuum(table: str, *, analyze: bool = True) -> None:
+    # Autocommit: VACUUM cannot run in a transaction. Only the owner may vacuum.
+    owner_sql(f"VACUUM {'(ANALYZE) ' if analyze else ''}{table}")
 
 
 def now() -> object:

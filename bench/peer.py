@@ -30,8 +30,9 @@ PER_USER = 20
 def _procrastinate(jobs: int) -> dict:
     import procrastinate
 
-    env.sql(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
-    env.sql(f"CREATE SCHEMA {SCHEMA}")
+    env.owner_sql(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+    # Procrastinate creates its own tables in it, as the login role.
+    env.owner_sql(f"CREATE SCHEMA {SCHEMA} AUTHORIZATION {env.login_role()}")
     connector = procrastinate.PsycopgConnector(
         conninfo=env.conninfo(options=f"-c search_path={SCHEMA}"), min_size=1, max_size=2
     )

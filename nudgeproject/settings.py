@@ -204,6 +204,15 @@ NUDGE_PER_CHAT_INTERVAL_SECONDS = env.float("NUDGE_PER_CHAT_INTERVAL_SECONDS", d
 # this many minutes. 0 turns smoothing off.
 NUDGE_MAX_EARLY_MINUTES = env.int("NUDGE_MAX_EARLY_MINUTES", default=6)
 NUDGE_SMOOTHING_HEADROOM = env.float("NUDGE_SMOOTHING_HEADROOM", default=0.9)
+# What one tenant may put on the shared queue: distinct reminders per event
+# (Google allows 5), nudges per look-ahead and per minute. What falls out is
+# counted in the run log and shown on the user's settings in the admin.
+NUDGE_MAX_LEADS_PER_EVENT = env.int("NUDGE_MAX_LEADS_PER_EVENT", default=5)
+NUDGE_MAX_NUDGES_PER_USER = env.int("NUDGE_MAX_NUDGES_PER_USER", default=200)
+NUDGE_MAX_NUDGES_PER_USER_MINUTE = env.int("NUDGE_MAX_NUDGES_PER_USER_MINUTE", default=10)
+# A materialise run stops visiting users after this many seconds (inside its
+# 15-minute cycle) and the next run resumes where it stopped.
+NUDGE_MATERIALIZE_BUDGET_SECONDS = env.int("NUDGE_MATERIALIZE_BUDGET_SECONDS", default=780)
 # Health: p95 lateness (sent_at - intended instant) over the last 15 minutes.
 NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS = env.int("NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS", default=60)
 # Health: how stale the last successful run of each sweep may be.

@@ -553,14 +553,23 @@ class DeliverySettingsForm(forms.ModelForm):
 @admin.register(DeliverySettings)
 class DeliverySettingsAdmin(admin.ModelAdmin):
     form = DeliverySettingsForm
-    list_display = ("user", "enabled", "channel", "timezone", "default_lead_minutes")
+    list_display = (
+        "user",
+        "enabled",
+        "channel",
+        "timezone",
+        "default_lead_minutes",
+        "capped_nudges",
+    )
     list_filter = ("enabled", "channel")
     list_select_related = ("user",)
     search_fields = ("user__username", "user__email")
     raw_id_fields = ("user",)
+    # Written by materialise: how many nudges the per-user limits left out.
+    CAP_FIELDS = ("capped_nudges", "capped_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> tuple[str, ...]:
-        return ("user",) if obj is not None else ()
+        return ("user", *self.CAP_FIELDS) if obj is not None else self.CAP_FIELDS
 
 
 # --- Sweep run log ---------------------------------------------------------------

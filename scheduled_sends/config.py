@@ -35,6 +35,12 @@ class QueueConfig:
     max_early: timedelta = timedelta(minutes=6)
     smoothing_headroom: float = 0.9
     max_p95_lateness: timedelta = timedelta(seconds=60)
+    # What one tenant may put on the shared queue (see materialize.cap_per_user).
+    max_leads_per_event: int = 5
+    max_nudges_per_user: int = 200
+    max_nudges_per_user_minute: int = 10
+    # A materialise run stops visiting users after this and hands over.
+    materialize_budget_seconds: float = 780.0
 
     @classmethod
     def from_settings(cls) -> QueueConfig:
@@ -56,6 +62,10 @@ class QueueConfig:
             max_early=timedelta(minutes=settings.NUDGE_MAX_EARLY_MINUTES),
             smoothing_headroom=settings.NUDGE_SMOOTHING_HEADROOM,
             max_p95_lateness=timedelta(seconds=settings.NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS),
+            max_leads_per_event=settings.NUDGE_MAX_LEADS_PER_EVENT,
+            max_nudges_per_user=settings.NUDGE_MAX_NUDGES_PER_USER,
+            max_nudges_per_user_minute=settings.NUDGE_MAX_NUDGES_PER_USER_MINUTE,
+            materialize_budget_seconds=settings.NUDGE_MATERIALIZE_BUDGET_SECONDS,
         )
         config.validate()
         return config
@@ -93,6 +103,13 @@ class QueueConfig:
         for channel, rate in self.channel_rates.items():
             if rate < 0:
                 raise ValueError(f"{RATE_SETTINGS.get(channel, channel)} must not be negative")
+        for name in (
+            "max_leads_per_event",
+            "max_nudges_per_user",
+            "max_nudges_per_user_minute",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"NUDGE_{name.upper()} must be at least 1")
         if self.max_early < timedelta(0):
             raise ValueError("NUDGE_MAX_EARLY_MINUTES must not be negative")
         if not 0 < self.smoothing_headroom <= 1:

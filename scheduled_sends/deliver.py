@@ -346,11 +346,18 @@ class DeliveryRun:
                 self.waiting.setdefault(outcome.channel, []).append(Outgoing(row, outcome))
 
     def schedule_waiting(self) -> None:
-        """Give waiting rows send slots from their channel's shared budget."""
+        """Give waiting rows send slots from their channel's shared budget.
+
+        Only as many as there are free worker threads: a slot reserved for a
+        row that then queues behind busy threads would be used late, or not
+        at all.
+        """
+        free = self.config.send_concurrency - len(self.in_flight) - len(self.scheduled)
         for channel, rows in self.waiting.items():
-            if not rows:
+            if not rows or free <= 0:
                 continue
-            deadlines = self.pacer.reserve(channel, len(rows))
+            deadlines = self.pacer.reserve(channel, min(len(rows), free))
+            free -= len(deadlines)
             taken, self.waiting[channel] = rows[: len(deadlines)], rows[len(deadlines) :]
             for outgoing, deadline in zip(taken, deadlines, strict=True):
                 outgoing.deadline = self.pacer.chat_ready_at(
@@ -480,6 +487,7 @@ def _send_at(
     channel: Channel, gate: SendGate | None, outgoing: Outgoing, paused_until: dict[str, float]
 ) -> Attempt:
     """On a worker thread: wait for the row's slot, send, and say how it went."""
+    channel.warm_up()
     delay = outgoing.deadline - time.monotonic()
     if delay > 0:
         time.sleep(delay)

@@ -15,7 +15,8 @@ import logging
 import multiprocessing
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -74,7 +75,8 @@ def plan_event_nudges(
         if not event.nudgeable:
             continue
         leads = {timedelta(minutes=m) for m in event.reminder_minutes if 0 <= m <= max_minutes}
-        for lead in sorted(leads or {default_lead}):
+        # A feed may carry any number of alarms per event; the nearest few count.
+        for lead in sorted(leads or {default_lead})[: config.max_leads_per_event]:
             intended_at = event.starts_at - lead
             if _in_window(intended_at, now, config):
                 planned.append(PlannedNudge(Kind.EVENT, event.pk, intended_at, event.starts_at))
@@ -97,6 +99,27 @@ def plan_follow_up_nudges(
     return planned
 
 
+def cap_per_user(
+    planned: list[PlannedNudge], config: QueueConfig
+) -> tuple[list[PlannedNudge], int]:
+    """At most so many nudges per minute and per look-ahead for one user; how many fell out.
+
+    One tenant's feed must not flood the shared queue: the earliest nudges
+    are kept, the rest dropped — counted, recorded on the user's settings and
+    in the run log, never silently.
+    """
+    kept, per_minute = [], Counter()
+    for nudge in sorted(planned, key=lambda n: (n.intended_at, n.kind, n.ref_id)):
+        minute = _minute(nudge.intended_at)
+        if len(kept) >= config.max_nudges_per_user:
+            break
+        if per_minute[minute] >= config.max_nudges_per_user_minute:
+            continue
+        per_minute[minute] += 1
+        kept.append(nudge)
+    return kept, len(planned) - len(kept)
+
+
 def subject_window(now: datetime, config: QueueConfig) -> tuple[datetime, datetime]:
     """Subjects whose nudges can fall in the window: from the grace window's start
     up to the look-ahead plus the longest lead honoured."""
@@ -108,6 +131,7 @@ class UserResult:
     queued: int = 0
     removed: int = 0
     overdue: int = 0
+    capped: int = 0
     skipped_disabled: bool = False
 
 
@@ -151,7 +175,12 @@ def materialize_user(user_id: int, now: datetime, config: QueueConfig) -> UserRe
         delivery = DeliverySettings.objects.filter(user_id=user_id).first()
         planned = plan_for_user(user_id, delivery, now, config)
         result.skipped_disabled = planned is None
-        wanted = {nudge.key: nudge for nudge in planned or []}
+        planned, result.capped = cap_per_user(planned or [], config)
+        if delivery is not None and delivery.capped_nudges != result.capped:
+            DeliverySettings.objects.filter(pk=delivery.pk).update(
+                capped_nudges=result.capped, capped_at=now if result.capped else None
+            )
+        wanted = {nudge.key: nudge for nudge in planned}
         pending = ScheduledSend.objects.filter(
             user_id=user_id,
             sent_at__isnull=True,
@@ -224,6 +253,8 @@ class MaterializeReport:
     queued: int = 0
     removed: int = 0
     overdue: int = 0
+    capped_users: int = 0
+    capped_nudges: int = 0
     disabled_users: int = 0
     failed_users: int = 0
     calendars_synced: int = 0
@@ -232,6 +263,12 @@ class MaterializeReport:
     calendars_needing_reauth: int = 0
     provider_calls: int = 0
     moved_earlier: int = 0
+    # The run's budget ran out before every user was visited; the next run
+    # starts after ``resume_after``.
+    cut_short: bool = False
+    resume_after: int = 0
+    # Another run held the materialise lock: this one did nothing.
+    overlapped: bool = False
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
 
@@ -240,12 +277,21 @@ class MaterializeReport:
         return self.failed_users == 0
 
     def summary(self) -> str:
+        if self.overlapped:
+            return "materialize: another run is still in progress; this one did nothing"
         text = (
             f"materialize: users {self.users}, queued {self.queued}, removed {self.removed}, "
             f"calendars synced {self.calendars_synced} (unchanged {self.calendars_unchanged}, "
             f"failed {self.calendars_failed}), failed users {self.failed_users}, "
             f"moved earlier {self.moved_earlier} in {self.seconds:.1f}s"
         )
+        if self.cut_short:
+            text += f"; CUT SHORT by its budget, next run resumes after user {self.resume_after}"
+        if self.capped_nudges:
+            text += (
+                f"; capped {self.capped_nudges} nudges of {self.capped_users} users "
+                "(per-user limits)"
+            )
         if self.overdue:
             text += f" — WARNING: {self.overdue} due rows are still unclaimed (is deliver running?)"
         return text
@@ -257,6 +303,8 @@ class MaterializeReport:
             "queued": self.queued,
             "removed": self.removed,
             "overdue_unclaimed": self.overdue,
+            "capped_users": self.capped_users,
+            "capped_nudges": self.capped_nudges,
             "disabled_users": self.disabled_users,
             "failed_users": self.failed_users,
             "calendars_synced": self.calendars_synced,
@@ -265,24 +313,36 @@ class MaterializeReport:
             "calendars_needing_reauth": self.calendars_needing_reauth,
             "provider_calls": self.provider_calls,
             "moved_earlier": self.moved_earlier,
+            "cut_short": self.cut_short,
+            "resume_after": self.resume_after,
             "seconds": round(self.seconds, 3),
             "ok": self.ok,
         }
 
 
 def users_to_visit(
-    user_ids: Iterable[int] | None = None, *, share: int = 0, shares: int = 1
-) -> Iterable[int]:
-    """Active users, by id; with ``shares`` > 1 only those whose id falls in ``share``.
+    user_ids: Iterable[int] | None = None,
+    *,
+    share: int = 0,
+    shares: int = 1,
+    start_after: int = 0,
+) -> Iterator[int]:
+    """Active users by id, starting after ``start_after`` and wrapping round.
 
-    The sweep's only unscoped read (``auth_user`` is not a tenant table).
+    With ``shares`` > 1 only those whose id falls in ``share``. Starting where
+    a run cut short stopped means the same users are not the ones left out
+    every time. The sweep's only unscoped read (``auth_user`` is not a tenant
+    table).
     """
     users = get_user_model().objects.filter(is_active=True)
     if user_ids is not None:
         users = users.filter(pk__in=list(user_ids))
     if shares > 1:
         users = users.annotate(share=F("pk") % shares).filter(share=share)
-    return users.order_by("pk").values_list("pk", flat=True).iterator(chunk_size=2000)
+    ids = users.order_by("pk").values_list("pk", flat=True)
+    yield from ids.filter(pk__gt=start_after).iterator(chunk_size=2000)
+    if start_after:
+        yield from ids.filter(pk__lte=start_after).iterator(chunk_size=2000)
 
 
 # The report fields that add up across parallel shares.
@@ -291,6 +351,8 @@ _ADDITIVE = (
     "queued",
     "removed",
     "overdue",
+    "capped_users",
+    "capped_nudges",
     "disabled_users",
     "failed_users",
     "calendars_synced",
@@ -307,14 +369,24 @@ def materialize_share(
     user_ids: Iterable[int] | None = None,
     share: int = 0,
     shares: int = 1,
+    start_after: int = 0,
+    deadline: float | None = None,
     progress=None,
     sync_calendars: bool = True,
 ) -> MaterializeReport:
-    """Visit one share of the users (all of them by default); no run log, no smoothing."""
+    """Visit one share of the users (all of them by default); no run log, no smoothing.
+
+    Stops at ``deadline`` (monotonic) and says where (``resume_after``), so
+    the next run starts there instead of with the same users again.
+    """
     config = QueueConfig.from_settings()
     report = MaterializeReport(as_of=now)
     window_start, window_end = subject_window(now, config)
-    for user_id in users_to_visit(user_ids, share=share, shares=shares):
+    for user_id in users_to_visit(user_ids, share=share, shares=shares, start_after=start_after):
+        if deadline is not None and time.monotonic() >= deadline:
+            report.cut_short = True
+            break
+        report.resume_after = user_id
         report.users += 1
         try:
             if sync_calendars:
@@ -333,27 +405,28 @@ def materialize_share(
         report.queued += result.queued
         report.removed += result.removed
         report.overdue += result.overdue
+        report.capped_users += bool(result.capped)
+        report.capped_nudges += result.capped
         report.disabled_users += result.skipped_disabled
         if progress and report.users % 1000 == 0:
             progress(report)
     return report
 
 
-def _share_in_child(now: datetime, share: int, shares: int, user_ids, sync: bool) -> dict:
+def _share_in_child(now: datetime, share: int, shares: int, options: dict) -> dict:
     """A forked worker's share, as plain data for the parent."""
     connections.close_all()  # never use the parent's connection from a child
     try:
-        report = materialize_share(
-            now, user_ids=user_ids, share=share, shares=shares, sync_calendars=sync
-        )
+        report = materialize_share(now, share=share, shares=shares, **options)
     finally:
         connections.close_all()
-    return {name: getattr(report, name) for name in (*_ADDITIVE, "errors")}
+    return {name: getattr(report, name) for name in (*_ADDITIVE, *_PER_SHARE)}
 
 
-def _in_parallel(
-    now: datetime, workers: int, user_ids: list[int] | None, sync: bool
-) -> MaterializeReport:
+_PER_SHARE = ("errors", "cut_short", "resume_after")
+
+
+def _in_parallel(now: datetime, workers: int, options: dict) -> MaterializeReport:
     """Each of ``workers`` forked processes visits the users whose id % workers is its own.
 
     Processes, not threads: a user's visit is Python work between short
@@ -363,14 +436,50 @@ def _in_parallel(
     context = multiprocessing.get_context("fork")
     with context.Pool(workers) as pool:
         parts = pool.starmap(
-            _share_in_child, [(now, share, workers, user_ids, sync) for share in range(workers)]
+            _share_in_child, [(now, share, workers, options) for share in range(workers)]
         )
     report = MaterializeReport(as_of=now)
     for part in parts:
         for name in _ADDITIVE:
             setattr(report, name, getattr(report, name) + part[name])
         report.errors.extend(part["errors"])
+    cut = [part["resume_after"] for part in parts if part["cut_short"]]
+    if cut:
+        # Shares advance together; resuming after the least advanced one
+        # revisits a few users rather than skipping any.
+        report.cut_short, report.resume_after = True, min(cut)
     return report
+
+
+def _resume_point() -> int:
+    """Where the last run stopped, if its budget cut it short; else 0 (from the start)."""
+    last = (
+        SweepRun.objects.filter(sweep=SweepRun.Sweep.MATERIALIZE)
+        .exclude(status=SweepRun.Status.RUNNING)
+        .order_by("-started_at", "-pk")
+        .values_list("counts", flat=True)
+        .first()
+    )
+    if last and last.get("cut_short"):
+        return int(last.get("resume_after") or 0)
+    return 0
+
+
+@contextmanager
+def _run_lock() -> Iterator[bool]:
+    """Whether this run holds the materialise lock (one run at a time, cluster-wide).
+
+    A session-level advisory lock on a connection of its own, held for the
+    whole run and released when that connection closes, even if the process
+    dies: a run that overlaps a slow one does nothing instead of piling up.
+    """
+    holder = connection.get_new_connection(connection.get_connection_params())
+    try:
+        holder.autocommit = True
+        acquired = holder.execute(queue_sql.TRY_MATERIALIZE_LOCK).fetchone()[0]
+        yield bool(acquired)
+    finally:
+        holder.close()
 
 
 def run_materialize(
@@ -392,14 +501,24 @@ def run_materialize(
     config = QueueConfig.from_settings()
     started = time.monotonic()
     now = now or database_now()
+    with _run_lock() as acquired:
+        if not acquired:
+            return MaterializeReport(as_of=now, overlapped=True)
+        return _locked_run(now, config, started, user_ids, progress, sync_calendars, workers)
+
+
+def _locked_run(now, config, started, user_ids, progress, sync_calendars, workers):
     with recorded_run(SweepRun.Sweep.MATERIALIZE, now) as run:
+        options = {
+            "user_ids": list(user_ids) if user_ids is not None else None,
+            "start_after": 0 if user_ids is not None else _resume_point(),
+            "deadline": started + config.materialize_budget_seconds,
+            "sync_calendars": sync_calendars,
+        }
         if workers > 1:
-            ids = list(user_ids) if user_ids is not None else None
-            report = _in_parallel(now, workers, ids, sync_calendars)
+            report = _in_parallel(now, workers, options)
         else:
-            report = materialize_share(
-                now, user_ids=user_ids, progress=progress, sync_calendars=sync_calendars
-            )
+            report = materialize_share(now, progress=progress, **options)
         report.moved_earlier = smooth_bursts(now, config)
         report.seconds = time.monotonic() - started
         run.counts = report.as_dict()

@@ -180,6 +180,14 @@ class DeliverySettings(TenantModel):
     default_lead_minutes = models.PositiveIntegerField(
         default=10, validators=[MinValueValidator(0), MaxValueValidator(MAX_LEAD_MINUTES)]
     )
+    capped_nudges = models.PositiveIntegerField(
+        db_default=0,
+        help_text="Nudges the last materialise run left out: more than the per-user limits "
+        "allow in one minute or one look-ahead (NUDGE_MAX_NUDGES_PER_USER…).",
+    )
+    capped_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the per-user limits last left nudges out."
+    )
 
     class Meta:
         db_table = "delivery_settings"

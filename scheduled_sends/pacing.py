@@ -12,8 +12,11 @@ process.
 
 Slots are instants on the database's clock; each reservation answers that
 clock too, so a slot becomes a deadline on this process's monotonic clock
-without trusting the host's wall clock. A slot this process reaches late (a
-busy CPU, every worker thread taken) is not caught up in a burst: a
+without trusting the host's wall clock. Reservations commit without waiting
+for the disk: the budget is coordination, not data, and losing its last
+fraction of a second in a server crash only lets one slot be used twice.
+A slot this process reaches late (a busy CPU, every worker thread taken) is
+not caught up in a burst: a
 :class:`SendGate` per channel keeps this process's own sends ``1/rate``
 apart at the instant they leave.
 
@@ -33,6 +36,7 @@ from django.db import connection
 
 from scheduled_sends import queue_sql
 from scheduled_sends.config import QueueConfig
+from tenancy.scope import unscoped_relaxed_commit
 
 # How far ahead one reservation may reach, in seconds.
 HORIZON = timedelta(seconds=1)
@@ -102,13 +106,15 @@ class ChannelPacer:
         if self._ask_again_at.get(channel, 0.0) > now:
             return []
         self._ensure_row(channel)
-        with connection.cursor() as cursor:
+        # The database read its clock just after this instant; the commit that
+        # follows (however slow) must not shift the mapping.
+        asked_at = time.monotonic()
+        with unscoped_relaxed_commit(), connection.cursor() as cursor:
             cursor.execute(
                 queue_sql.RESERVE_SEND_SLOTS,
                 {"channel": channel, "wanted": wanted, "horizon": HORIZON, "rate": rate},
             )
             first_slot, slots, db_now = cursor.fetchone()
-        asked_at = time.monotonic()
         first = asked_at + (first_slot - db_now).total_seconds()
         deadlines = [first + i / rate for i in range(slots)]
         if slots < wanted:
@@ -123,7 +129,7 @@ class ChannelPacer:
             self._ask_again_at[channel] = time.monotonic() + seconds
             return
         self._ensure_row(channel)
-        with connection.cursor() as cursor:
+        with unscoped_relaxed_commit(), connection.cursor() as cursor:
             cursor.execute(
                 queue_sql.PAUSE_CHANNEL, {"channel": channel, "wait": timedelta(seconds=seconds)}
             )

@@ -231,6 +231,12 @@ DELETE FROM scheduled_sends AS s
 
 CURRENT_TIME = "SELECT statement_timestamp()"
 
+# One materialise run at a time across the cluster: a session-level advisory
+# lock (released when its connection closes, even if the process dies). The
+# key is a fixed 64-bit number, 'nudge:materialize' hashed once.
+MATERIALIZE_LOCK_KEY = 0x6E75_6467_656D_6174
+TRY_MATERIALIZE_LOCK = f"SELECT pg_try_advisory_lock({MATERIALIZE_LOCK_KEY})"
+
 # --- Burst smoothing -----------------------------------------------------
 # How many pending, unclaimed nudges each minute of the look-ahead holds per
 # channel. A range scan of the due index (``fire_minute`` leads it).

@@ -164,6 +164,20 @@ def tenant_reads(
 
 
 @contextmanager
+def unscoped_relaxed_commit(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+    """A transaction that sees no tenant's rows and commits without waiting for the disk.
+
+    For bookkeeping outside tenant data whose loss in a server crash is
+    harmless (the shared send budget), where waiting for the WAL flush would
+    be the slowest part.
+    """
+    with _owned_transaction(
+        "unscoped_relaxed_commit()", using, tenant="", role="none", relaxed_commit=True
+    ):
+        yield
+
+
+@contextmanager
 def rls_bypass(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """Run the block as the sweeper role: every tenant's queue rows, nothing else.
 

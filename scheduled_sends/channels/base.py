@@ -101,6 +101,11 @@ class Channel(ABC):
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
         """Send ``message`` to ``address`` or raise a :class:`SendError`."""
 
+    def warm_up(self) -> None:  # noqa: B027 — optional hook, most channels need none
+        """Do once-per-run set-up now (a login call, say), before a send slot is waited
+        for, so the first message leaves at its slot and not a round trip later.
+        Must not raise: a failure here shows again, classified, in :meth:`send`."""
+
     def close(self) -> None:  # noqa: B027 — optional hook, most channels hold nothing
         """Release connections at the end of a run."""
 

@@ -261,6 +261,16 @@ class TelegramChannel(Channel):
         # message_id is unique only within its chat.
         return SendReceipt(provider_message_id=f"{chat_id}:{message_id}")
 
+    def warm_up(self) -> None:
+        """``getMe`` before the first slot, not inside it."""
+        try:
+            bot = self._get_bot()
+            asyncio.run_coroutine_threadsafe(self._initialize_once(bot), self._get_loop()).result(
+                self.timeout
+            )
+        except Exception:  # noqa: S110 — send() reports the same failure, classified
+            pass
+
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
         """Send from any thread; blocks that thread until Telegram answers."""
         bot = self._get_bot()

@@ -14,8 +14,9 @@ from scheduled_sends.deliver import run_deliver
 from scheduled_sends.health import check_health
 from scheduled_sends.lateness import LatenessSummary, merged_p95
 from scheduled_sends.materialize import run_materialize
-from scheduled_sends.models import SweepRun
+from scheduled_sends.models import DeliverySettings, SweepRun
 from scheduled_sends.smoothing import Move, plan_moves
+from tenancy.scope import tenant_scope
 from tests.conftest import utc
 from tests.sweeps.factories import add_event, add_follow_up, rows
 
@@ -128,7 +129,8 @@ def test_smoothing_can_be_turned_off(burst, settings):
 # --- fairness within a minute ---------------------------------------------------------
 
 
-def test_every_users_first_nudge_of_a_minute_goes_before_anyones_second(make_user):
+def test_every_users_first_nudge_of_a_minute_goes_before_anyones_second(make_user, settings):
+    settings.NUDGE_MAX_NUDGES_PER_USER_MINUTE = 100  # the claim's order, not the caps
     heavy = make_user()
     others = [make_user() for _ in range(10)]
     for i in range(30):
@@ -202,3 +204,28 @@ def test_health_fails_when_nudges_arrive_late_or_expire(db, latenesses, expired,
         assert "p95 lateness over the last 15 min is at most 90 s (limit 60 s)" in (
             checks["nudges_on_time"].detail
         )
+
+
+# --- caps: one tenant cannot flood the shared queue -----------------------------------
+
+
+def test_a_flooding_user_is_capped_visibly_and_others_are_untouched(make_user, settings):
+    settings.NUDGE_MAX_NUDGES_PER_USER_MINUTE = 10
+    settings.NUDGE_MAX_NUDGES_PER_USER = 25
+    flooder, neighbour = make_user(), make_user()
+    add_event(flooder, HOUR, reminder_minutes=list(range(1, 181)))  # 180 alarms
+    for second in range(50):
+        add_follow_up(flooder, HOUR + timedelta(minutes=1, seconds=second))
+    add_follow_up(neighbour, HOUR)
+    report = run_materialize(NOW)
+
+    queued = rows(flooder)
+    assert len({row.intended_at for row in queued if row.kind == "event"}) == 5  # nearest 5 leads
+    assert max(Counter(row.intended_at.replace(second=0) for row in queued).values()) <= 10
+    assert len(queued) <= 25
+    assert len(rows(neighbour)) == 1
+    assert (report.capped_users, report.capped_nudges) == (1, 5 + 50 - len(queued))
+    assert "capped" in report.summary()
+    with tenant_scope(flooder.pk):
+        settings_row = DeliverySettings.objects.get(user=flooder)
+    assert (settings_row.capped_nudges, settings_row.capped_at) == (report.capped_nudges, NOW)
