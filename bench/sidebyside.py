@@ -414,7 +414,10 @@ def fairness(tree: Tree, burst: int, others: int) -> dict:
     if burst:
         groups.append(_seed_group("big", 1, burst, due, chat_base=3_000_000))
     tree.seed(*groups)
-    tree.materialize(now)
+    # The claim's fairness, not the per-user caps (which would cut the burst).
+    tree.materialize(
+        now, NUDGE_MAX_NUDGES_PER_USER="100000", NUDGE_MAX_NUDGES_PER_USER_MINUTE="100000"
+    )
     with FakeTelegram() as fake, tempfile.TemporaryDirectory(prefix="nudge-fair-") as tmp:
         env = _telegram_env(
             fake,

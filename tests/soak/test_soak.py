@@ -57,6 +57,7 @@ def test_soak_short(make_user, fake_twilio, fake_telegram, tmp_path, soak_report
     assert counts["episodes"].get("pg_terminate_backend mid-run") == 1
     assert counts["episodes"].get("materialize overlap", 0) >= 1
     assert sum(counts["mutations"].values()) >= 10
+    assert counts["moved earlier by smoothing"] >= 5  # exactly once with smoothing, too
 
 
 @pytest.mark.slow
