@@ -105,6 +105,10 @@ class ConnectionSnapshot:
     token_expires_at: datetime | None = None
     feed_url: str = field(default="", repr=False)
     credentials_changed: bool = False
+    # The reader: their zone gives floating ICS times a meaning, their e-mail
+    # addresses recognise the invitations they declined.
+    owner_timezone: str = ""
+    owner_emails: tuple[str, ...] = field(default=(), repr=False)
 
     def secrets(self) -> tuple[str, ...]:
         return (self.access_token, self.refresh_token, self.feed_url)
@@ -152,6 +156,8 @@ class FetchResult:
     sync_state: dict[str, Any] = field(default_factory=dict)
     skipped_events: int = 0
     cancelled_events: int = 0
+    # Events skipped or repaired, in words support can act on (no secrets, no titles).
+    problems: list[str] = field(default_factory=list)
     # A name the feed gives itself (ICS X-WR-CALNAME), for the connection's label.
     calendar_name: str = ""
 

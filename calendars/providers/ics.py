@@ -25,9 +25,12 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import logging
+import re
 import socket
 import time
+from collections import Counter, defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -132,10 +135,7 @@ class IcsFeedProvider(CalendarProvider):
         if not snapshot.feed_url:
             raise ProviderError("ics: no feed address stored")
         state = snapshot.sync_state
-        expanded_until = _parse_state_time(state.get("expanded_until"))
-        covered = (
-            not snapshot.full_sync and expanded_until is not None and expanded_until >= window_end
-        )
+        covered = not snapshot.full_sync and _covers(state, snapshot, window_start, window_end)
         headers = {"Accept": "text/calendar, */*;q=0.5"}
         if covered and state.get("etag"):
             headers["If-None-Match"] = state["etag"]
@@ -164,11 +164,19 @@ class IcsFeedProvider(CalendarProvider):
         if covered and digest == state.get("body_sha256"):
             return FetchResult(changed=False, sync_state={**state, **validators})
         horizon = window_end + EXPAND_AHEAD
-        result = parse_feed(body, start=window_start, end=horizon, account=snapshot.account)
+        result = parse_feed(
+            body,
+            start=window_start,
+            end=horizon,
+            timezone=snapshot.owner_timezone,
+            addresses=owner_addresses(snapshot),
+        )
         result.sync_state = {
             **validators,
             "body_sha256": digest,
+            "expanded_from": window_start.isoformat(),
             "expanded_until": horizon.isoformat(),
+            "zone": snapshot.owner_timezone,
         }
         return result
 
@@ -192,6 +200,33 @@ class IcsFeedProvider(CalendarProvider):
             response.close()
             url = urljoin(url, location)
         raise ProviderError("ics: too many redirects")
+
+
+def _covers(
+    state: dict[str, Any], snapshot: ConnectionSnapshot, start: datetime, end: datetime
+) -> bool:
+    """Whether the stored copy was expanded over this whole window, for this reader.
+
+    Both ends count: a replay (``--now`` earlier than the last run) must expand
+    again rather than reuse occurrences that begin after its window opened.
+    The reader's zone counts too: it decides what floating times mean.
+    """
+    expanded_from = _parse_state_time(state.get("expanded_from"))
+    expanded_until = _parse_state_time(state.get("expanded_until"))
+    return (
+        expanded_from is not None
+        and expanded_until is not None
+        and expanded_from <= start
+        and expanded_until >= end
+        and state.get("zone", "") == snapshot.owner_timezone
+    )
+
+
+def owner_addresses(snapshot: ConnectionSnapshot) -> tuple[str, ...]:
+    """The addresses that are "me" in this feed's attendee lists: the connection's
+    account when it is an address (Google names a feed by it) and the user's e-mail
+    (Outlook and iCloud feeds carry neither name nor owner)."""
+    return tuple(a for a in (snapshot.account, *snapshot.owner_emails) if "@" in a)
 
 
 def _parse_state_time(value: Any) -> datetime | None:
@@ -224,40 +259,79 @@ def _bounded_body(response: requests.Response) -> bytes:
 
 # --- Parsing and expansion ---------------------------------------------------
 
+# Alarms that notify on the device. EMAIL, Apple's ``ACTION:NONE`` placeholder
+# and PROCEDURE are not reminders for a chat nudge (ARCHITECTURE, "Reminders").
+_NOTIFYING_ACTIONS = {"DISPLAY", "AUDIO"}
+MAX_PROBLEMS_LISTED = 5
 
-def parse_feed(body: bytes, *, start: datetime, end: datetime, account: str = "") -> FetchResult:
-    """Every occurrence overlapping [start, end) as ProviderEvents; MalformedPayload if unusable."""
+
+@dataclass(frozen=True)
+class _Override:
+    """A component that edits one occurrence (or, with RANGE=THISANDFUTURE, every later one)."""
+
+    start: date | datetime  # its own DTSTART, as written
+    recurrence_id: date | datetime  # the occurrence it replaces, as written
+
+
+@dataclass
+class _SeriesFacts:
+    recurring: set[str] = field(default_factory=set)
+    # Each series' first start: the anchor of its absolute alarms.
+    starts: dict[str, datetime] = field(default_factory=dict)
+    # (UID, RECURRENCE-ID in UTC) -> the editing component.
+    overrides: dict[tuple[str, datetime], _Override] = field(default_factory=dict)
+
+
+def parse_feed(
+    body: bytes,
+    *,
+    start: datetime,
+    end: datetime,
+    timezone: str = "",
+    addresses: Iterable[str] = (),
+) -> FetchResult:
+    """Every occurrence overlapping [start, end) as ProviderEvents.
+
+    ``timezone`` is the reader's zone: floating times (RFC 5545 §3.3.5 form 1)
+    mean the same wall-clock time wherever the reader is, so they are read in
+    it unless the feed names its own zone (X-WR-TIMEZONE). ``addresses`` are
+    the reader's e-mail addresses, to recognise invitations they declined.
+
+    One unusable event costs that event (or its series), never the feed: it is
+    skipped and listed in ``problems``. MalformedPayload only when the feed as a
+    whole is unusable or hostile.
+    """
     deadline = time.monotonic() + PARSE_SECONDS
     if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"BEGIN:VCALENDAR"):
         raise MalformedPayload("ics: the response is not an iCalendar feed (no BEGIN:VCALENDAR)")
     try:
-        calendar = icalendar.Calendar.from_ical(body)
+        calendar = icalendar.Calendar.from_ical(_drop_nameless_timezones(body))
     except Exception as exc:  # icalendar raises assorted types on broken input
         raise MalformedPayload(f"ics: cannot parse the feed ({type(exc).__name__})") from None
-    components = calendar.walk("VEVENT")
-    if len(components) > MAX_COMPONENTS:
+    if len(calendar.walk("VEVENT")) > MAX_COMPONENTS:
         raise MalformedPayload(f"ics: more than {MAX_COMPONENTS} events in the feed; refused")
-    zone = n.zone_or_none(str(calendar.get("X-WR-TIMEZONE", "")))
-    calendar = _apply_x_wr_timezone(calendar, zone)
+    result = FetchResult(changed=True, calendar_name=str(calendar.get("X-WR-CALNAME", ""))[:255])
+    _repair_events(calendar, result)
+    feed_zone = n.zone_or_none(str(calendar.get("X-WR-TIMEZONE", "")))
+    zone = feed_zone or n.zone_or_none(timezone)
+    calendar = _localise_floating(calendar, feed_zone, zone)
+    components = calendar.walk("VEVENT")
     _check_recurrence_work(components, end, zone)
-    recurring_uids, series_starts = _series_facts(components, zone)
-    try:
-        occurrences = recurring_ical_events.of(calendar, skip_bad_series=True).between(start, end)
-    except Exception as exc:  # the library raises its own and icalendar's errors
-        raise MalformedPayload(f"ics: cannot expand the feed ({type(exc).__name__})") from None
+    facts = _series_facts(components, zone)
+    occurrences = _expand(calendar, start, end, result, deadline)
     if len(occurrences) > MAX_OCCURRENCES:
         raise MalformedPayload(
             f"ics: more than {MAX_OCCURRENCES} occurrences before {end:%Y-%m-%d}; refused"
         )
-    result = FetchResult(changed=True, calendar_name=str(calendar.get("X-WR-CALNAME", ""))[:255])
-    for index, occurrence in enumerate(occurrences):
+    mine = frozenset(filter(None, (_address(a) for a in addresses)))
+    for occurrence in occurrences:
         if time.monotonic() > deadline:
             raise MalformedPayload(f"ics: reading the feed took longer than {PARSE_SECONDS:.0f}s")
         try:
-            event = _event(occurrence, zone, recurring_uids, series_starts, account)
+            event = _event(occurrence, zone, facts, mine)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             result.skipped_events += 1
-            logger.warning("ics: skipped occurrence %d: %s", index, exc)
+            _note(result, str(occurrence.get("UID", "?")), f"unreadable occurrence ({exc})")
             continue
         if event is None:
             result.cancelled_events += 1
@@ -266,7 +340,140 @@ def parse_feed(body: bytes, *, start: datetime, end: datetime, account: str = ""
     return result
 
 
-class _XWrTimezoneWalker(x_wr_timezone.UTCChangingWalker):
+def _note(result: FetchResult, uid: str, problem: str) -> None:
+    """Record a skipped or repaired event for the connection's report (a few, then a count)."""
+    logger.warning("ics: %s: %s", uid[:80], problem)
+    if len(result.problems) < MAX_PROBLEMS_LISTED:
+        result.problems.append(f"UID {uid[:80]}: {problem}")
+
+
+def _drop_nameless_timezones(body: bytes) -> bytes:
+    """Remove VTIMEZONE blocks whose TZID is empty: nothing can refer to them, and the
+    parser refuses the whole feed for one (seen in hand-made and converted feeds)."""
+    if not re.search(rb"(?m)^TZID:[ \t]*\r?$", body):
+        return body
+    lines = body.splitlines(keepends=True)
+    kept: list[bytes] = []
+    block: list[bytes] | None = None
+    for line in lines:
+        upper = line.strip().upper()
+        if block is None and upper == b"BEGIN:VTIMEZONE":
+            block = [line]
+        elif block is not None:
+            block.append(line)
+            if upper == b"END:VTIMEZONE":
+                if not any(re.fullmatch(rb"TZID:[ \t]*", b.strip()) for b in block):
+                    kept.extend(block)
+                block = None
+        else:
+            kept.append(line)
+    return b"".join(kept + (block or []))
+
+
+def _repair_events(calendar: Any, result: FetchResult) -> None:
+    """Make each event usable on its own, or remove its series and say so.
+
+    An event without a UID gets a stable derived one (RFC 5545 requires a UID,
+    but booking systems and hand-made feeds omit it); an empty ``RRULE:`` means
+    "does not repeat"; a series with a property the expansion cannot read (an
+    RRULE like ``BYDAY=MO, TU``, an unknown FREQ, a garbled date) is skipped.
+    """
+    events = [c for c in calendar.subcomponents if c.name == "VEVENT"]
+    seen: Counter[str] = Counter()
+    for event in events:
+        if not str(event.get("UID", "")).strip():
+            event["UID"] = _derived_uid(event, seen)
+            _note(result, event["UID"], "no UID; kept under an id derived from its start and title")
+        rules = event.get("RRULE")
+        if isinstance(rules, list):
+            rules = [rule for rule in rules if not _is_empty_rule(rule)]
+            if rules:
+                event["RRULE"] = rules
+            else:
+                del event["RRULE"]
+        elif rules is not None and _is_empty_rule(rules):
+            del event["RRULE"]
+    broken: dict[str, int] = {}
+    for event in events:
+        uid = str(event["UID"])
+        problem = _unreadable(event)
+        if problem is not None and uid not in broken:
+            _note(result, uid, f"{problem}; the series is skipped")
+            broken[uid] = 0
+    if not broken:
+        return
+    kept = []
+    for component in calendar.subcomponents:
+        uid = str(component.get("UID", ""))
+        if component.name == "VEVENT" and uid in broken:
+            result.skipped_events += 1
+        else:
+            kept.append(component)
+    calendar.subcomponents = kept
+
+
+def _is_empty_rule(rule: Any) -> bool:
+    return isinstance(rule, icalendar.vRecur) and not rule
+
+
+def _derived_uid(event: Any, seen: Counter[str]) -> str:
+    """The same event gets the same id on every fetch; an edited one is a new event."""
+    text = "\x1f".join(_raw(event.get(name)) for name in ("DTSTART", "SUMMARY", "RRULE"))
+    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:32]
+    ordinal = seen[digest]
+    seen[digest] += 1
+    return f"nouid-{digest}" + (f"-{ordinal}" if ordinal else "")
+
+
+def _raw(value: Any) -> str:
+    if value is None:
+        return ""
+    try:
+        return value.to_ical().decode("utf-8", "replace")
+    except Exception:  # a broken property still has a stable text form
+        return str(value)
+
+
+def _unreadable(event: Any) -> str | None:
+    """Why the expansion could not use this event, or None."""
+    if event.get("DTSTART") is None:
+        return "no DTSTART"
+    for name in ("DTSTART", "DTEND", "DURATION", "RECURRENCE-ID"):
+        if name in event:
+            try:
+                event[name].dt  # noqa: B018 — reading is the check
+            except ValueError:
+                return f"unreadable {name}"
+    for name in ("RDATE", "EXDATE"):
+        values = event.get(name)
+        for value in values if isinstance(values, list) else [values] if values else []:
+            try:
+                value.dts  # noqa: B018
+            except ValueError:
+                return f"unreadable {name}"
+    for rule in _rules(event):
+        try:
+            freq = str(_first(rule, "FREQ") or "").upper()
+        except ValueError:
+            return "invalid RRULE"
+        if freq not in _FREQ_SECONDS:
+            return f"RRULE with unknown FREQ {freq[:20]!r}"
+    return None
+
+
+class _KeepParams:
+    """Keep a value's parameters (RANGE=THISANDFUTURE, VALUE) when a walker replaces it."""
+
+    def walk_value_vDDDTypes(self, value: Any) -> Any:
+        new = super().walk_value_vDDDTypes(value)  # type: ignore[misc]
+        if new is not value:
+            for key, param in value.params.items():
+                if key.upper() != "TZID":
+                    new.params.setdefault(key, param)
+        return new
+
+
+class _XWrTimezoneWalker(_KeepParams, x_wr_timezone.UTCChangingWalker):
     """x-wr-timezone takes any zone without a TZNAME (Outlook's VTIMEZONEs omit it)
     for a floating time and moves it into X-WR-TIMEZONE; only a naive time floats."""
 
@@ -274,13 +481,54 @@ class _XWrTimezoneWalker(x_wr_timezone.UTCChangingWalker):
         return dt.tzinfo is None
 
 
-def _apply_x_wr_timezone(calendar: Any, zone: tzinfo | None) -> Any:
-    """Read floating and UTC times in the calendar's X-WR-TIMEZONE (as Google means them),
-    then drop the property so recurring-ical-events does not convert a second time."""
-    if zone is not None:
-        calendar = _XWrTimezoneWalker(zone).walk(calendar)
+class _FloatingWalker(_KeepParams, x_wr_timezone.CalendarWalker):
+    """Read floating times in the reader's zone; times with a zone or in UTC keep it."""
+
+    def __init__(self, zone: tzinfo) -> None:
+        self.zone = zone
+
+    def walk_value_datetime(self, dt: datetime) -> datetime:
+        return dt.replace(tzinfo=self.zone) if dt.tzinfo is None else dt
+
+
+def _localise_floating(calendar: Any, feed_zone: tzinfo | None, zone: tzinfo | None) -> Any:
+    """Give floating times a zone before expanding, so a series, its EXDATEs and its
+    RECURRENCE-IDs are all read the same way: the feed's X-WR-TIMEZONE (as Google means
+    it, UTC times included) or else the reader's zone. The property is dropped so
+    recurring-ical-events does not convert a second time."""
+    if feed_zone is not None:
+        calendar = _XWrTimezoneWalker(feed_zone).walk(calendar)
+    elif zone is not None:
+        calendar = _FloatingWalker(zone).walk(calendar)
     calendar.pop("X-WR-TIMEZONE", None)
     return calendar
+
+
+def _expand(
+    calendar: Any, start: datetime, end: datetime, result: FetchResult, deadline: float
+) -> list[Any]:
+    """All occurrences in [start, end); a series the library fails on is skipped alone."""
+    try:
+        return recurring_ical_events.of(calendar, skip_bad_series=True).between(start, end)
+    except Exception:  # the library raises its own and icalendar's errors
+        logger.info("ics: the feed does not expand as a whole; expanding series by series")
+    zones = [c for c in calendar.subcomponents if c.name == "VTIMEZONE"]
+    series: dict[str, list[Any]] = defaultdict(list)
+    for component in calendar.subcomponents:
+        if component.name == "VEVENT":
+            series[str(component.get("UID", ""))].append(component)
+    occurrences: list[Any] = []
+    for uid, components in series.items():
+        if time.monotonic() > deadline:
+            raise MalformedPayload(f"ics: reading the feed took longer than {PARSE_SECONDS:.0f}s")
+        part = icalendar.Calendar()
+        part.subcomponents = [*zones, *components]
+        try:
+            occurrences += recurring_ical_events.of(part, skip_bad_series=True).between(start, end)
+        except Exception as exc:
+            result.skipped_events += len(components)
+            _note(result, uid, f"cannot expand the series ({type(exc).__name__}); skipped")
+    return occurrences
 
 
 def _as_utc(value: date | datetime, zone: tzinfo | None) -> datetime:
@@ -339,30 +587,32 @@ def _check_recurrence_work(components: Iterable[Any], end: datetime, zone: tzinf
                 )
 
 
-def _series_facts(
-    components: Iterable[Any], zone: tzinfo | None
-) -> tuple[set[str], dict[str, datetime]]:
-    """UIDs that recur, and each series' first start (the anchor for absolute alarms)."""
-    recurring: set[str] = set()
-    starts: dict[str, datetime] = {}
+def _series_facts(components: Iterable[Any], zone: tzinfo | None) -> _SeriesFacts:
+    """Which UIDs recur, each series' first start, and the components that edit occurrences."""
+    facts = _SeriesFacts()
     for component in components:
         uid = str(component.get("UID", ""))
-        if component.get("RRULE") or component.get("RDATE") or component.get("RECURRENCE-ID"):
-            recurring.add(uid)
-        if component.get("RECURRENCE-ID") is None and component.get("DTSTART") is not None:
-            try:
-                starts[uid] = _as_utc(component["DTSTART"].dt, zone)
-            except (TypeError, ValueError, AttributeError):
-                pass
-    return recurring, starts
+        recurrence_id = component.get("RECURRENCE-ID")
+        if component.get("RRULE") or component.get("RDATE") or recurrence_id is not None:
+            facts.recurring.add(uid)
+        try:
+            start = component["DTSTART"].dt
+            if recurrence_id is None:
+                facts.starts[uid] = _as_utc(start, zone)
+            else:
+                key = (uid, _as_utc(recurrence_id.dt, zone))
+                facts.overrides[key] = _Override(start, recurrence_id.dt)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass
+    return facts
+
+
+def _this_and_future(recurrence_id: Any) -> bool:
+    return str(recurrence_id.params.get("RANGE", "")).upper() == "THISANDFUTURE"
 
 
 def _event(
-    occurrence: Any,
-    zone: tzinfo | None,
-    recurring_uids: set[str],
-    series_starts: dict[str, datetime],
-    account: str,
+    occurrence: Any, zone: tzinfo | None, facts: _SeriesFacts, addresses: frozenset[str]
 ) -> ProviderEvent | None:
     """One occurrence as a ProviderEvent; None when it is cancelled."""
     uid = n.require_str(str(occurrence.get("UID", "")), "UID")
@@ -374,9 +624,22 @@ def _event(
     starts_at = _as_utc(raw_start, zone)
     ends_at = _as_utc(occurrence["DTEND"].dt, zone) if occurrence.get("DTEND") else None
     occurrence_start = None
-    if uid in recurring_uids and occurrence.get("RECURRENCE-ID") is not None:
-        occurrence_start = _as_utc(occurrence["RECURRENCE-ID"].dt, zone)
-    leads = _alarm_leads(occurrence, starts_at, ends_at, series_starts.get(uid, starts_at))
+    anchor = facts.starts.get(uid, starts_at)
+    recurrence_id = occurrence.get("RECURRENCE-ID")
+    if recurrence_id is not None:
+        written = _as_utc(recurrence_id.dt, zone)
+        override = facts.overrides.get((uid, written))
+        if override is not None:
+            # An edited occurrence's absolute alarm belongs to the edit, not the series.
+            anchor = _as_utc(override.start, zone)
+        if uid in facts.recurring:
+            occurrence_start = written
+            if override is not None and _this_and_future(recurrence_id):
+                # Occurrences carried along by RANGE=THISANDFUTURE keep the edit's
+                # RECURRENCE-ID; each one's own is its start moved back by the edit's shift.
+                shift = override.start - override.recurrence_id
+                occurrence_start = _as_utc(raw_start - shift, zone)
+    leads = _alarm_leads(occurrence, starts_at, ends_at, anchor)
     return ProviderEvent(
         provider_event_id=n.event_id(uid),
         occurrence_start=occurrence_start,
@@ -385,37 +648,41 @@ def _event(
         ends_at=ends_at,
         all_day=all_day,
         status="tentative" if status == "TENTATIVE" else "confirmed",
-        declined=_declined(occurrence, account),
+        declined=_declined(occurrence, addresses),
         reminder_minutes=leads,
     )
 
 
 def _alarm_leads(
-    occurrence: Any, starts_at: datetime, ends_at: datetime | None, series_start: datetime
+    occurrence: Any, starts_at: datetime, ends_at: datetime | None, anchor: datetime
 ) -> tuple[int, ...]:
     """Minutes before the occurrence's start of each display/audio alarm.
 
     A trigger related to the END is moved by the occurrence's duration; an
-    absolute trigger keeps its distance from the series' first start (RFC 5545
-    gives it one instant; repeating that lead is the useful reading).
+    absolute trigger keeps its distance from the start of the component that
+    carries it (the series' first start, or the edited occurrence's own) —
+    RFC 5545 gives it one instant; repeating that lead is the useful reading.
+    ``TRIGGER:PT0S`` is lead 0: "at the time of the event". REPEAT/DURATION
+    (the alarm's snoozes) add nothing: one nudge per alarm.
     """
     leads: set[int] = set()
     for alarm in occurrence.subcomponents:
         if alarm.name != "VALARM":
             continue
-        if str(alarm.get("ACTION", "DISPLAY")).upper() == "EMAIL":
+        if str(alarm.get("ACTION", "DISPLAY")).strip().upper() not in _NOTIFYING_ACTIONS:
             continue
-        trigger = alarm.get("TRIGGER")
-        if trigger is None:
-            continue
-        value = trigger.dt
+        try:
+            trigger = alarm.get("TRIGGER")
+            value = trigger.dt if trigger is not None else None
+        except ValueError:
+            continue  # an unreadable trigger costs that alarm only
         if isinstance(value, timedelta):
             offset = value
             if str(trigger.params.get("RELATED", "START")).upper() == "END":
                 offset += (ends_at or starts_at) - starts_at
             lead = -offset
         elif isinstance(value, datetime):
-            lead = series_start - _as_utc(value, None)
+            lead = anchor - _as_utc(value, None)
         else:
             continue
         minutes = int(lead.total_seconds() // 60)
@@ -424,15 +691,23 @@ def _alarm_leads(
     return n.sorted_leads(leads)
 
 
-def _declined(occurrence: Any, account: str) -> bool:
-    """Declined by the feed's owner, when the feed names its owner (Google: the address)."""
-    if "@" not in account:
+def _address(value: str) -> str:
+    """``mailto:Me@Example.com`` and ``me@example.com`` as one comparable address."""
+    text = value.strip().lower()
+    return text[len("mailto:") :] if text.startswith("mailto:") else text
+
+
+def _declined(occurrence: Any, addresses: frozenset[str]) -> bool:
+    """Declined by the reader: an ATTENDEE with one of their addresses (as its value,
+    or in the EMAIL parameter iCloud uses) and PARTSTAT=DECLINED."""
+    if not addresses:
         return False
     attendees = occurrence.get("ATTENDEE") or []
     if not isinstance(attendees, list):
         attendees = [attendees]
-    me = f"mailto:{account}".lower()
-    return any(
-        str(a).lower() == me and str(a.params.get("PARTSTAT", "")).upper() == "DECLINED"
-        for a in attendees
-    )
+    for attendee in attendees:
+        if str(attendee.params.get("PARTSTAT", "")).upper() != "DECLINED":
+            continue
+        if {_address(str(attendee)), _address(str(attendee.params.get("EMAIL", "")))} & addresses:
+            return True
+    return False
