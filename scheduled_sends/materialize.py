@@ -73,7 +73,8 @@ def plan_event_nudges(
     for event in events:
         if not event.nudgeable:
             continue
-        leads = {timedelta(minutes=m) for m in event.reminder_minutes if 0 <= m <= max_minutes}
+        # Beyond the cap comes at the cap (ARCHITECTURE, "Reminders"); 0 is "at the time".
+        leads = {timedelta(minutes=min(m, max_minutes)) for m in event.reminder_minutes if m >= 0}
         for lead in sorted(leads or {default_lead}):
             intended_at = event.starts_at - lead
             if _in_window(intended_at, now, config):
