@@ -461,3 +461,56 @@ def test_the_worst_feed_at_the_size_limit_parses_within_its_deadline(settings):
     elapsed, events = timed_parse(body)
 
     assert events and elapsed < 0.75 * parse_seconds(len(body)), elapsed
+
+
+# --- Product decisions (docs/ARCHITECTURE.md, "Reminders") ------------------------
+
+
+def test_reminder_decisions(fake_ics, ics_connection, make_user):
+    fake_ics.body = feed(
+        # Apple's default for all-day events: 09:00 the day before. No nudge: all day.
+        vevent(
+            "birthday@icloud.com",
+            ";VALUE=DATE:20261203",
+            "Ann's birthday",
+            alarm(":-PT15H", "DISPLAY", "X-APPLE-DEFAULT-ALARM:TRUE"),
+            end=";VALUE=DATE:20261204",
+        ),
+        # Two days before: beyond the 24-hour cap, so 24 hours before (not the default).
+        vevent("trip@example.com", ":20261203T100000Z", "Flight", alarm(":-P2D")),
+        # Only an e-mail alarm: not a device reminder, so the user's default lead.
+        vevent(
+            "mail@google.com",
+            ":20261202T100000Z",
+            "Budget",
+            alarm(":-PT60M", "EMAIL", "SUMMARY:x", "ATTENDEE:mailto:a@example.com"),
+        ),
+        # Apple's "None" placeholder alarm: ignored, so the user's default lead.
+        vevent(
+            "none@icloud.com",
+            ":20261202T103000Z",
+            "Call",
+            alarm(";VALUE=DATE-TIME:19760401T005545Z", "NONE"),
+        ),
+        # A display alarm repeated twice every 5 minutes: one nudge, at the trigger.
+        vevent(
+            "repeat@example.com",
+            ":20261202T110000Z",
+            "Review",
+            alarm(":-PT15M", "DISPLAY", "REPEAT:2", "DURATION:PT5M"),
+        ),
+    )
+    user = make_user(default_lead_minutes=10)
+    connection = ics_connection(user)
+
+    run_sync(user.pk)
+    run_materialize(NOW, sync_calendars=False)
+
+    ids = {e.provider_event_id: e.pk for e in events_of(connection)}
+    queued = {ref: fire_at for ref, fire_at in queue_of(user.pk)}
+    assert ids["birthday@icloud.com"] not in queued
+    assert queued[ids["trip@example.com"]] == utc(2026, 12, 2, 10)
+    assert queued[ids["mail@google.com"]] == utc(2026, 12, 2, 9, 50)
+    assert queued[ids["none@icloud.com"]] == utc(2026, 12, 2, 10, 20)
+    assert queued[ids["repeat@example.com"]] == utc(2026, 12, 2, 10, 45)
+    assert len(queue_of(user.pk)) == 4
