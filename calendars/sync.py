@@ -23,6 +23,7 @@ malformed answer → ``last_error`` and the previous copy stays.
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -191,6 +192,7 @@ def sync_connection(
 
     refresh_token_at_read = snapshot.refresh_token if snapshot else ""
     if snapshot is not None:
+        snapshot.deadline = time.monotonic() + settings.CALENDAR_SYNC_BUDGET_SECONDS
         try:
             fetched = get_provider(provider_name).fetch(
                 snapshot, now=now, window_start=window_start, window_end=window_end

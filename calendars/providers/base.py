@@ -10,6 +10,7 @@ so they are stored even when the events call that follows them fails.
 from __future__ import annotations
 
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass, field
@@ -109,6 +110,8 @@ class ConnectionSnapshot:
     # addresses recognise the invitations they declined.
     owner_timezone: str = ""
     owner_emails: tuple[str, ...] = field(default=(), repr=False)
+    # time.monotonic() by which this connection's sync must be done (its budget).
+    deadline: float | None = None
 
     def secrets(self) -> tuple[str, ...]:
         return (self.access_token, self.refresh_token, self.feed_url)
@@ -178,6 +181,25 @@ class CalendarProvider(ABC):
         window_end: datetime,
     ) -> FetchResult:
         """Return the connection's events overlapping the window; raise ProviderError."""
+
+
+class BudgetExceeded(RetryLater):
+    """The connection's sync ran out of its time budget; abandoned, the copy kept."""
+
+
+def time_left(snapshot: ConnectionSnapshot, provider: str) -> float:
+    """Seconds left of the connection's sync budget (CALENDAR_SYNC_BUDGET_SECONDS);
+    BudgetExceeded once it is spent, so one connection cannot hold up the sweep."""
+    if snapshot.deadline is None:
+        return float(settings.CALENDAR_SYNC_BUDGET_SECONDS)
+    left = snapshot.deadline - time.monotonic()
+    if left <= 0:
+        raise BudgetExceeded(
+            f"{provider}: the sync took longer than its "
+            f"{settings.CALENDAR_SYNC_BUDGET_SECONDS:.0f}s budget; abandoned",
+            retry_after=timedelta(hours=1),
+        )
+    return left
 
 
 # --- HTTP ------------------------------------------------------------------------

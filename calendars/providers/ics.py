@@ -25,25 +25,24 @@ hop is checked against private networks too.
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import logging
 import re
-import socket
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import icalendar
 import recurring_ical_events
-import requests
 import x_wr_timezone
 from django.conf import settings
+from urllib3.exceptions import HTTPError
 
 from calendars.providers import normalize as n
+from calendars.providers import untrusted_fetch
 from calendars.providers.base import (
     CalendarProvider,
     ConnectionSnapshot,
@@ -53,8 +52,17 @@ from calendars.providers.base import (
     ProviderError,
     ProviderEvent,
     RetryLater,
-    provider_request,
     raise_for_transient,
+    record_call,
+    time_left,
+)
+from calendars.providers.untrusted_fetch import (
+    Answer,
+    Deadline,
+    UnsafeAddress,
+    display_host,
+    parse_target,
+    vetted_address,
 )
 
 logger = logging.getLogger("nudge.calendars.ics")
@@ -74,6 +82,9 @@ PARSE_SECONDS_PER_MB = 4.0
 # dropped before parsing.
 DATING_MARGIN = timedelta(days=2)
 MAX_REDIRECTS = 3
+# A feed that cannot be downloaded within DOWNLOAD_SECONDS (a drip-feeding or
+# overloaded host) is left alone this long; its stored copy keeps nudging.
+SLOW_FEED_BACKOFF = timedelta(hours=1)
 MAX_COMPONENTS = 20_000
 MAX_OCCURRENCES = 5_000
 # Recurrence steps a single RRULE may take from its DTSTART to the horizon, and
@@ -105,32 +116,18 @@ _REDIRECTS = {301, 302, 303, 307, 308}
 _GONE = {401, 404, 410}
 
 
-class UnsafeFeedUrl(ProviderError):
-    """The address is not http(s), or points into a private network."""
+# The address checks live with the fetch that obeys them (untrusted_fetch).
+UnsafeFeedUrl = UnsafeAddress
 
 
 def feed_host(url: str) -> str:
     """The part of a feed address that may be shown: its host."""
-    return urlsplit(url).hostname or "?"
+    return display_host(url)
 
 
 def check_feed_url(url: str, *, allow_private: bool) -> None:
-    """http/https only; refuse hosts that resolve to non-public addresses (SSRF)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UnsafeFeedUrl("ics: the feed address must be an http:// or https:// URL")
-    if allow_private:
-        return
-    try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
-    except (socket.gaierror, UnicodeError):
-        raise RetryLater(f"ics: cannot resolve {parts.hostname}") from None
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
-        if not address.is_global:
-            raise UnsafeFeedUrl(
-                f"ics: {parts.hostname} resolves to a private or local address; refused"
-            )
+    """http/https only, read as the HTTP client reads it; refuse private hosts (SSRF)."""
+    vetted_address(parse_target(url, NAME), allow_private=allow_private, label=NAME)
 
 
 class IcsFeedProvider(CalendarProvider):
@@ -153,25 +150,14 @@ class IcsFeedProvider(CalendarProvider):
             headers["If-None-Match"] = state["etag"]
         if covered and state.get("last_modified"):
             headers["If-Modified-Since"] = state["last_modified"]
-        response = self._get(snapshot, headers)
-        with response:
-            raise_for_transient(response, NAME, now)
-            validators = {
-                "etag": response.headers.get("ETag", state.get("etag", "") if covered else ""),
-                "last_modified": response.headers.get(
-                    "Last-Modified", state.get("last_modified", "") if covered else ""
-                ),
-            }
-            if response.status_code == 304 and covered:
-                return FetchResult(changed=False, sync_state={**state, **validators})
-            if response.status_code in _GONE:
-                raise NeedsReauth(
-                    f"ics: the feed answered HTTP {response.status_code}; its address may have "
-                    "been reset — connect the new address"
-                )
-            if response.status_code != 200:
-                raise ProviderError(f"ics: the feed answered HTTP {response.status_code}")
-            body = _bounded_body(response)
+        deadline = Deadline(min(DOWNLOAD_SECONDS, time_left(snapshot, NAME)))
+        try:
+            with self._get(snapshot, headers, deadline) as answer:
+                validators, body = self._read(answer, state, covered, now, deadline)
+        finally:
+            deadline.cancel()
+        if body is None:
+            return FetchResult(changed=False, sync_state={**state, **validators})
         digest = hashlib.sha256(body).hexdigest()
         if covered and digest == state.get("body_sha256"):
             return FetchResult(changed=False, sync_state={**state, **validators})
@@ -182,6 +168,7 @@ class IcsFeedProvider(CalendarProvider):
             end=horizon,
             timezone=snapshot.owner_timezone,
             addresses=owner_addresses(snapshot),
+            seconds=min(parse_seconds(len(body)), time_left(snapshot, NAME)),
         )
         result.sync_state = {
             **validators,
@@ -192,24 +179,56 @@ class IcsFeedProvider(CalendarProvider):
         }
         return result
 
-    def _get(self, snapshot: ConnectionSnapshot, headers: dict[str, str]) -> requests.Response:
+    def _read(
+        self,
+        response: Answer,
+        state: dict[str, Any],
+        covered: bool,
+        now: datetime,
+        deadline: Deadline,
+    ) -> tuple[dict[str, str], bytes | None]:
+        """The validators to store and the body (None: unchanged, a 304)."""
+        raise_for_transient(response, NAME, now)
+        validators = {
+            "etag": response.headers.get("ETag", state.get("etag", "") if covered else ""),
+            "last_modified": response.headers.get(
+                "Last-Modified", state.get("last_modified", "") if covered else ""
+            ),
+        }
+        if response.status_code == 304 and covered:
+            return validators, None
+        if response.status_code in _GONE:
+            raise NeedsReauth(
+                f"ics: the feed answered HTTP {response.status_code}; its address may have "
+                "been reset — connect the new address"
+            )
+        if response.status_code != 200:
+            raise ProviderError(f"ics: the feed answered HTTP {response.status_code}")
+        return validators, _bounded_body(response, deadline)
+
+    def _get(
+        self, snapshot: ConnectionSnapshot, headers: dict[str, str], deadline: Deadline
+    ) -> Answer:
+        """GET the feed, following redirects by hand: each hop parsed, vetted and pinned."""
         url = snapshot.feed_url
         for _hop in range(MAX_REDIRECTS + 1):
-            check_feed_url(url, allow_private=snapshot.allow_private_network)
-            response = provider_request(
-                NAME,
-                "api",
-                "GET",
-                url,
-                headers=headers,
-                stream=True,
-                allow_redirects=False,
-                secrets=(snapshot.feed_url, url),
+            target = parse_target(url, NAME)
+            address = vetted_address(
+                target, allow_private=snapshot.allow_private_network, label=NAME
             )
-            location = response.headers.get("Location")
-            if response.status_code not in _REDIRECTS or not location:
-                return response
-            response.close()
+            record_call(NAME, "api")
+            answer = untrusted_fetch.get(
+                target,
+                address,
+                headers,
+                deadline=deadline,
+                timeout=settings.CALENDAR_HTTP_TIMEOUT_SECONDS,
+                label=NAME,
+            )
+            location = answer.headers.get("Location")
+            if answer.status_code not in _REDIRECTS or not location:
+                return answer
+            answer.close()
             url = urljoin(url, location)
         raise ProviderError("ics: too many redirects")
 
@@ -250,22 +269,29 @@ def _parse_state_time(value: Any) -> datetime | None:
         return None
 
 
-def _bounded_body(response: requests.Response) -> bytes:
+def _bounded_body(response: Answer, deadline: Deadline) -> bytes:
+    """The body, cut at ICS_MAX_BYTES (decompressed) and at the fetch's deadline."""
     limit = settings.ICS_MAX_BYTES
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > limit:
         raise MalformedPayload(f"ics: the feed is larger than {limit} bytes; refused")
-    deadline = time.monotonic() + DOWNLOAD_SECONDS
     body = bytearray()
     try:
-        for chunk in response.iter_content(chunk_size=64 * 1024):
+        for chunk in response.chunks(64 * 1024):
             body += chunk
             if len(body) > limit:
                 raise MalformedPayload(f"ics: the feed is larger than {limit} bytes; refused")
-            if time.monotonic() > deadline:
-                raise ProviderError(f"ics: the download took longer than {DOWNLOAD_SECONDS:.0f}s")
-    except requests.RequestException:
-        raise ProviderError("ics: the download was interrupted") from None
+            if deadline.remaining() <= 0:
+                break
+    except (HTTPError, OSError):
+        if not deadline.expired:
+            raise ProviderError("ics: the download was interrupted") from None
+    if deadline.expired or deadline.remaining() <= 0:
+        # The socket was shut at the deadline: what arrived is not the whole feed.
+        raise RetryLater(
+            f"ics: the download took longer than {deadline.seconds:.0f}s; trying again later",
+            retry_after=SLOW_FEED_BACKOFF,
+        )
     return bytes(body)
 
 
@@ -301,6 +327,7 @@ def parse_feed(
     end: datetime,
     timezone: str = "",
     addresses: Iterable[str] = (),
+    seconds: float | None = None,
 ) -> FetchResult:
     """Every occurrence overlapping [start, end) as ProviderEvents.
 
@@ -313,7 +340,7 @@ def parse_feed(
     skipped and listed in ``problems``. MalformedPayload only when the feed as a
     whole is unusable or hostile.
     """
-    seconds = parse_seconds(len(body))
+    seconds = parse_seconds(len(body)) if seconds is None else seconds
     deadline = time.monotonic() + seconds
     if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"BEGIN:VCALENDAR"):
         raise MalformedPayload("ics: the response is not an iCalendar feed (no BEGIN:VCALENDAR)")
