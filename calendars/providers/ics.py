@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
+import multiprocessing
 import re
+import resource
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -162,7 +165,7 @@ class IcsFeedProvider(CalendarProvider):
         if covered and digest == state.get("body_sha256"):
             return FetchResult(changed=False, sync_state={**state, **validators})
         horizon = window_end + EXPAND_AHEAD
-        result = parse_feed(
+        result = parse_feed_bounded(
             body,
             start=window_start,
             end=horizon,
@@ -381,6 +384,54 @@ def parse_feed(
         else:
             result.events.append(event)
     return result
+
+
+def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
+    """``parse_feed`` in a child process that is killed at its deadline.
+
+    The parse checks its deadline as it goes, but a recurrence rule that can
+    never match (30 February by BYMONTH/BYMONTHDAY) makes dateutil walk to the
+    year 9999 inside one call — seconds of CPU per rule, with no point at
+    which to look at a clock, and an UNTIL does not stop it (dateutil checks
+    UNTIL only on dates that match). So the parse runs in a forked child with
+    a CPU limit, and the parent waits at most the deadline, then kills it.
+    Forking costs a few milliseconds; the child never touches the database.
+    """
+    seconds = options.pop("seconds", None) or parse_seconds(len(body))
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_parse_in_child, args=(send, body, seconds, options))
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(seconds + 0.5):
+            raise MalformedPayload(f"ics: reading the feed took longer than {seconds:.0f}s")
+        outcome = receive.recv()
+    except EOFError:  # killed by its CPU limit, or out of memory
+        raise MalformedPayload(
+            f"ics: reading the feed took longer than {seconds:.0f}s of CPU"
+        ) from None
+    finally:
+        receive.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+    if isinstance(outcome, ProviderError):
+        raise outcome
+    return outcome
+
+
+def _parse_in_child(send: Any, body: bytes, seconds: float, options: dict[str, Any]) -> None:
+    cpu = math.ceil(seconds) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    try:
+        outcome: FetchResult | ProviderError = parse_feed(body, seconds=seconds, **options)
+    except ProviderError as exc:
+        outcome = exc
+    except Exception as exc:  # a bug must come back as a message, not a silent child
+        outcome = MalformedPayload(f"ics: cannot read the feed ({type(exc).__name__})")
+    send.send(outcome)
+    send.close()
 
 
 def parse_seconds(size: int) -> float:
@@ -604,7 +655,8 @@ def _expand(
         part = icalendar.Calendar()
         part.subcomponents = [*zones, *components]
         try:
-            occurrences += recurring_ical_events.of(part, skip_bad_series=True).between(start, end)
+            query = recurring_ical_events.of(part, skip_bad_series=True)
+            occurrences += query.between(start, end)
         except Exception as exc:
             result.skipped_events += len(components)
             _note(result, uid, f"cannot expand the series ({type(exc).__name__}); skipped")
