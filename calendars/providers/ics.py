@@ -1,21 +1,26 @@
 """ICS feed URLs: conditional GET, a bounded download, recurrences expanded locally.
 
-A feed has no query API, so each parse expands occurrences from the window's
-start to ``EXPAND_AHEAD`` past its end and records that horizon. While the
-horizon still covers the window, runs send ``If-None-Match`` /
-``If-Modified-Since``; a 304 costs no parsing and no writes. When the window
-outruns the horizon (every few days) the run fetches unconditionally and
-re-expands. A 200 whose body hashes the same as last time is also "unchanged".
+A feed has no query API, so each parse expands occurrences over the window
+(from its start to ``EXPAND_AHEAD`` past its end) and records both ends and
+the reader's zone. While that still covers the window, runs send
+``If-None-Match`` / ``If-Modified-Since``; a 304 costs no parsing and no
+writes. When the window outruns the expansion (every few days), or a replay
+asks for an earlier window, or the reader's zone changed, the run fetches
+unconditionally and re-expands. A 200 whose body hashes the same as last time
+is also "unchanged".
 
-Bounds, so one hostile or broken feed cannot stall a sweep: the body is
-streamed and cut at ``settings.ICS_MAX_BYTES`` (after decompression) and at
-``DOWNLOAD_SECONDS``; every RRULE's expansion work is estimated before
-expanding (``FREQ=SECONDLY`` with no end, or a minutely rule begun years ago,
-is refused); occurrences and components are capped; parsing has a deadline
-that grows with the feed's size (``parse_seconds``). Any of these rejects the
-whole feed with a clear error and keeps the previous copy. One unusable
-*event* (a broken RRULE, a garbled date) costs only that event or series,
-skipped and reported on the connection.
+Bounds, so one hostile or broken feed cannot stall a sweep: the fetch
+(``untrusted_fetch``: one parse, one resolution, a pinned connection) is cut
+at ``DOWNLOAD_SECONDS`` by a deadline at the socket, and the body at
+``settings.ICS_MAX_BYTES`` (after decompression); every RRULE's expansion work
+is estimated before expanding (``FREQ=SECONDLY`` with no end, or a minutely
+rule begun years ago, is refused); occurrences and components are capped;
+parsing runs in a child process killed at a deadline that grows with the
+feed's size (``parse_seconds``), which also stops rules that can never match;
+and the whole sync of one connection has ``CALENDAR_SYNC_BUDGET_SECONDS``.
+Any of these rejects the whole feed with a clear error and keeps the previous
+copy. One unusable *event* (a broken RRULE, a garbled date) costs only that
+event or series, skipped and reported on the connection.
 
 The feed's address is a secret (it grants read access to the calendar), so
 it is only ever shown as its host, and redirects are followed by hand so every
