@@ -87,7 +87,7 @@ def test_weekly_meeting_nudged_once_via_the_recording_channel(
 
 
 def queue_as_seen_by(user_id: int) -> list[tuple[datetime, datetime, str]]:
-    """The user's queue as (fire_at, subject start, title): comparable across users."""
+    """The user's queue as (intended instant, subject start, title): comparable across users."""
     from calendars.models import CalendarEvent
     from scheduled_sends.models import ScheduledSend
     from tenancy.scope import tenant_scope
@@ -95,7 +95,7 @@ def queue_as_seen_by(user_id: int) -> list[tuple[datetime, datetime, str]]:
     with tenant_scope(user_id):
         titles = dict(CalendarEvent.objects.values_list("pk", "title"))
         return sorted(
-            (row.fire_at, row.subject_starts_at, titles[row.ref_id])
+            (row.intended_at, row.subject_starts_at, titles[row.ref_id])
             for row in ScheduledSend.objects.filter(user_id=user_id)
         )
 

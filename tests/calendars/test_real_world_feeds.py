@@ -55,7 +55,7 @@ def alarm(trigger: str, action: str = "DISPLAY", *extra: str) -> str:
 def queue_of(user_id: int) -> list[tuple[int, datetime]]:
     with tenant_scope(user_id):
         return sorted(
-            ScheduledSend.objects.filter(user_id=user_id).values_list("ref_id", "fire_at")
+            ScheduledSend.objects.filter(user_id=user_id).values_list("ref_id", "intended_at")
         )
 
 
@@ -507,7 +507,7 @@ def test_reminder_decisions(fake_ics, ics_connection, make_user):
     run_materialize(NOW, sync_calendars=False)
 
     ids = {e.provider_event_id: e.pk for e in events_of(connection)}
-    queued = {ref: fire_at for ref, fire_at in queue_of(user.pk)}
+    queued = dict(queue_of(user.pk))
     assert ids["birthday@icloud.com"] not in queued
     assert queued[ids["trip@example.com"]] == utc(2026, 12, 2, 10)
     assert queued[ids["mail@google.com"]] == utc(2026, 12, 2, 9, 50)

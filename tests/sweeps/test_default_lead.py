@@ -25,7 +25,7 @@ def test_a_new_users_lead_is_the_configured_default(db, settings):
 
     run_materialize(NOW)
 
-    assert [(r.ref_id, r.fire_at) for r in rows(user)] == [
+    assert [(r.ref_id, r.intended_at) for r in rows(user)] == [
         (follow_up.pk, NOW + timedelta(minutes=35))
     ]
 

@@ -8,7 +8,7 @@ import scheduled_sends.models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduled_sends", "0005_fillfactor_for_hot_claims"),
+        ("scheduled_sends", "0006_delivery_pipeline"),
     ]
 
     operations = [
