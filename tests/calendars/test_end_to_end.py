@@ -117,3 +117,18 @@ def test_a_replay_queues_what_a_live_run_at_that_instant_queued(make_user, fake_
     expected = [(MEETING - timedelta(minutes=30), MEETING, "Weekly sync")]
     assert queue_as_seen_by(live.pk) == expected
     assert queue_as_seen_by(replayed.pk) == expected
+
+
+def test_an_at_the_time_of_event_reminder_arrives_at_the_start(
+    make_user, fake_ics, recording_channel
+):
+    """``TRIGGER:PT0S`` (Apple's and Outlook's "at time of event") is lead 0, queued by
+    the calendar side and sent when the meeting starts."""
+    fake_ics.body = WEEKLY.replace(b"TRIGGER:-P0DT0H30M0S", b"TRIGGER:PT0S")
+    user = make_user(channel="console")
+    connect_ics_feed(user.pk, fake_ics.feed_url, allow_private=True, now=START)
+
+    sent_at = run_the_morning(fake_ics, until=MEETING + timedelta(minutes=5))
+
+    assert sent_at == [MEETING]
+    assert len(recording_channel.sent) == 1 and "Weekly sync" in recording_channel.sent[0].text
