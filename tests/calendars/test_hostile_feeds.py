@@ -276,3 +276,28 @@ def test_fake_ics_server_is_still_reachable_directly():
             assert answer.status_code == 200
             assert b"".join(answer.chunks(1024)) == SINGLE
         deadline.cancel()
+
+
+def test_two_hostile_feeds_among_four_users_cost_one_run_seconds(make_user, settings, monkeypatch):
+    """A drip feed and a never-matching feed among four users: one materialize finishes
+    quickly, every user's follow-up is queued (the offenders' too), and the two
+    offending connections are reported."""
+    monkeypatch.setattr(ics_provider, "DOWNLOAD_SECONDS", 2.0)
+    users = [make_user() for _ in range(4)]
+    follow_ups = [add_follow_up(user, NOW + timedelta(hours=1)) for user in users]
+    with FakeIcsFeed() as good, FakeIcsFeed() as never, drip_server() as drip:
+        good.body, never.body = SINGLE, never_matching(6)
+        feeds = [drip, never.feed_url, good.feed_url, good.feed_url]
+        connections = [
+            make_connection(user, "ics", account="feed", feed_url=url, allow_private_network=True)
+            for user, url in zip(users, feeds, strict=True)
+        ]
+        started = time.monotonic()
+        report = run_materialize(NOW)
+        elapsed = time.monotonic() - started
+
+    assert elapsed < 15, elapsed
+    assert (report.calendars_failed, report.calendars_synced, report.failed_users) == (2, 2, 0)
+    for user, follow_up in zip(users, follow_ups, strict=True):
+        assert ("follow_up", follow_up.pk) in {(r.kind, r.ref_id) for r in rows(user)}
+    assert [reload(c).status for c in connections] == ["error", "error", "active", "active"]
