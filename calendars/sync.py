@@ -17,7 +17,11 @@ occurrence_start) are updated in place so their ids — which queued nudges
 reference — stay stable; rows no longer returned are deleted). ``invalid_grant``
 → ``needs_reauth`` (no calendar nudges until the user reconnects); 429/5xx →
 ``retry_after`` (honouring Retry-After) and the previous copy stays; a
-malformed answer → ``last_error`` and the previous copy stays.
+malformed answer → ``last_error`` and the previous copy stays. A success that
+had to skip unusable events says so in ``last_error`` with the status active.
+Each connection's provider call has ``CALENDAR_SYNC_BUDGET_SECONDS``; past it
+the sync is abandoned like a 5xx (``retry_after`` an hour on), and the sweep
+goes on with the stored copy.
 """
 
 from __future__ import annotations
