@@ -326,6 +326,8 @@ class _SeriesFacts:
     starts: dict[str, datetime] = field(default_factory=dict)
     # (UID, RECURRENCE-ID in UTC) -> the editing component.
     overrides: dict[tuple[str, datetime], _Override] = field(default_factory=dict)
+    # Series whose reminders were capped (reported once, not per occurrence).
+    capped: set[str] = field(default_factory=set)
 
 
 def parse_feed(
@@ -379,7 +381,7 @@ def parse_feed(
         if time.monotonic() > deadline:
             raise MalformedPayload(f"ics: reading the feed took longer than {seconds:.0f}s")
         try:
-            event = _event(occurrence, zone, facts, mine)
+            event = _event(occurrence, zone, facts, mine, result)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             result.skipped_events += 1
             _note(result, str(occurrence.get("UID", "?")), f"unreadable occurrence ({exc})")
@@ -749,7 +751,11 @@ def _this_and_future(recurrence_id: Any) -> bool:
 
 
 def _event(
-    occurrence: Any, zone: tzinfo | None, facts: _SeriesFacts, addresses: frozenset[str]
+    occurrence: Any,
+    zone: tzinfo | None,
+    facts: _SeriesFacts,
+    addresses: frozenset[str],
+    result: FetchResult,
 ) -> ProviderEvent | None:
     """One occurrence as a ProviderEvent; None when it is cancelled."""
     uid = n.require_str(str(occurrence.get("UID", "")), "UID")
@@ -777,6 +783,10 @@ def _event(
                 shift = override.start - override.recurrence_id
                 occurrence_start = _as_utc(raw_start - shift, zone)
     leads = _alarm_leads(occurrence, starts_at, ends_at, anchor)
+    if len(leads) > n.MAX_LEADS_PER_EVENT and uid not in facts.capped:
+        facts.capped.add(uid)
+        kept = n.MAX_LEADS_PER_EVENT
+        _note(result, uid, f"{len(leads)} reminders; the {kept} nearest the start kept")
     return ProviderEvent(
         provider_event_id=n.event_id(uid),
         occurrence_start=occurrence_start,
@@ -786,7 +796,7 @@ def _event(
         all_day=all_day,
         status="tentative" if status == "TENTATIVE" else "confirmed",
         declined=_declined(occurrence, addresses),
-        reminder_minutes=leads,
+        reminder_minutes=n.sorted_leads(set(leads)),
     )
 
 
@@ -825,7 +835,7 @@ def _alarm_leads(
         minutes = int(lead.total_seconds() // 60)
         if minutes >= 0:
             leads.add(minutes)
-    return n.sorted_leads(leads)
+    return tuple(sorted(leads))
 
 
 def _address(value: str) -> str:

@@ -301,3 +301,24 @@ def test_two_hostile_feeds_among_four_users_cost_one_run_seconds(make_user, sett
     for user, follow_up in zip(users, follow_ups, strict=True):
         assert ("follow_up", follow_up.pk) in {(r.kind, r.ref_id) for r in rows(user)}
     assert [reload(c).status for c in connections] == ["error", "error", "active", "active"]
+
+
+def test_a_flood_of_reminders_is_capped_per_event_and_reported(fake_ics, ics_connection):
+    # 180 display alarms on one event: before, 180 queued nudges per occurrence.
+    alarms = "".join(
+        f"BEGIN:VALARM\nACTION:DISPLAY\nTRIGGER:-PT{minutes}M\nEND:VALARM\n"
+        for minutes in range(1, 181)
+    )
+    fake_ics.body = crlf(
+        "BEGIN:VCALENDAR\nVERSION:2.0\nPRODID:-//x//EN\nBEGIN:VEVENT\nUID:flood@example.com\n"
+        f"DTSTART:20261202T100000Z\nRRULE:FREQ=HOURLY;COUNT=3\nSUMMARY:Flood\n{alarms}"
+        "END:VEVENT\nEND:VCALENDAR"
+    )
+    connection = ics_connection()
+
+    assert run_sync(connection.user_id).synced == 1
+
+    assert {tuple(e.reminder_minutes) for e in events_of(connection)} == {(1, 2, 3, 4, 5)}
+    stored = reload(connection)
+    assert stored.status == "active"
+    assert "flood@example.com: 180 reminders; the 5 nearest the start kept" in stored.last_error
