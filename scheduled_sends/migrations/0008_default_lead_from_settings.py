@@ -8,7 +8,7 @@ import scheduled_sends.models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduled_sends", "0006_delivery_pipeline"),
+        ("scheduled_sends", "0007_sweeper_state_columns"),
     ]
 
     operations = [
