@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
         (["connect_ics", "one", "https://example.com/x.ics"], "argument user_id: 'one'"),
         (["sync_calendars", "--now", "tomorrow"], "argument --now: 'tomorrow'"),
         (["bootstrap_db"], "the following arguments are required: --admin-url"),
+        (["rotate_calendar_keys", "--all"], "unrecognized arguments: --all"),
     ],
     ids=lambda value: "-".join(value) if isinstance(value, list) else None,
 )
