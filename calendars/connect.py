@@ -22,7 +22,7 @@ from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.oauth import TokenGrant
 from calendars.providers.base import ConnectionSnapshot, ProviderError
 from calendars.providers.ics import IcsFeedProvider, check_feed_url, feed_host
-from calendars.sync import apply_events, default_window
+from calendars.sync import apply_events, default_window, owner_facts
 from tenancy.scope import tenant_scope
 
 
@@ -38,6 +38,8 @@ def connect_ics_feed(
         raise ConnectError(f"no user with id {user_id}")
     now = now or timezone.now()
     window_start, window_end = default_window(now)
+    with tenant_scope(user_id):
+        zone, emails = owner_facts(user_id)
     snapshot = ConnectionSnapshot(
         connection_id=0,
         user_id=user_id,
@@ -48,6 +50,8 @@ def connect_ics_feed(
         full_sync=True,
         allow_private_network=allow_private,
         feed_url=url,
+        owner_timezone=zone,
+        owner_emails=emails,
     )
     try:
         check_feed_url(url, allow_private=allow_private)

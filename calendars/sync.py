@@ -17,17 +17,23 @@ occurrence_start) are updated in place so their ids — which queued nudges
 reference — stay stable; rows no longer returned are deleted). ``invalid_grant``
 → ``needs_reauth`` (no calendar nudges until the user reconnects); 429/5xx →
 ``retry_after`` (honouring Retry-After) and the previous copy stays; a
-malformed answer → ``last_error`` and the previous copy stays.
+malformed answer → ``last_error`` and the previous copy stays. A success that
+had to skip unusable events says so in ``last_error`` with the status active.
+Each connection's provider call has ``CALENDAR_SYNC_BUDGET_SECONDS``; past it
+the sync is abandoned like a 5xx (``retry_after`` an hour on), and the sweep
+goes on with the stored copy.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
@@ -43,6 +49,7 @@ from calendars.providers.base import (
     RetryLater,
     call_count,
 )
+from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.calendars.sync")
@@ -189,6 +196,7 @@ def sync_connection(
 
     refresh_token_at_read = snapshot.refresh_token if snapshot else ""
     if snapshot is not None:
+        snapshot.deadline = time.monotonic() + settings.CALENDAR_SYNC_BUDGET_SECONDS
         try:
             fetched = get_provider(provider_name).fetch(
                 snapshot, now=now, window_start=window_start, window_end=window_end
@@ -227,8 +235,18 @@ def sync_connection(
     return result
 
 
+def owner_facts(user_id: int) -> tuple[str, tuple[str, ...]]:
+    """The user's time zone and e-mail addresses; read inside their tenant scope."""
+    zone = (
+        DeliverySettings.objects.filter(user_id=user_id).values_list("timezone", flat=True).first()
+    )
+    email = get_user_model().objects.filter(pk=user_id).values_list("email", flat=True).first()
+    return zone or "", tuple(filter(None, [email]))
+
+
 def snapshot_of(connection: CalendarConnection) -> ConnectionSnapshot:
     """What the provider needs, secrets decrypted; read inside the tenant scope."""
+    zone, emails = owner_facts(connection.user_id)
     return ConnectionSnapshot(
         connection_id=connection.pk,
         user_id=connection.user_id,
@@ -242,6 +260,8 @@ def snapshot_of(connection: CalendarConnection) -> ConnectionSnapshot:
         refresh_token=crypto.decrypt(connection.refresh_token_encrypted),
         token_expires_at=connection.token_expires_at,
         feed_url=crypto.decrypt(connection.feed_url_encrypted),
+        owner_timezone=zone,
+        owner_emails=emails,
     )
 
 
@@ -297,7 +317,13 @@ def _record_success(
 ) -> None:
     update_fields = ["last_synced_at", "last_error", "status", "retry_after", "sync_state"]
     connection.last_synced_at = now
-    connection.last_error = ""
+    # What a successful sync left out is said where support looks (the last
+    # error), the status staying active; an unchanged feed keeps its note.
+    if fetched.changed:
+        connection.last_error = partial_sync_note(fetched)
+    elif connection.status != ConnectionStatus.ACTIVE:
+        connection.last_error = ""
+    result.message = connection.last_error
     connection.status = ConnectionStatus.ACTIVE
     connection.retry_after = None
     connection.sync_state = fetched.sync_state
@@ -315,6 +341,15 @@ def _record_success(
     else:
         result.outcome = Outcome.UNCHANGED
     connection.save(update_fields=update_fields)
+
+
+def partial_sync_note(fetched: FetchResult) -> str:
+    """One line on what a successful sync left out or repaired; '' when nothing."""
+    parts = [f"{fetched.skipped_events} event(s) skipped"] if fetched.skipped_events else []
+    parts += fetched.problems
+    if not parts:
+        return ""
+    return ("synced, with problems in the feed: " + "; ".join(parts))[:MAX_ERROR_LENGTH]
 
 
 def apply_events(

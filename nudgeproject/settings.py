@@ -204,10 +204,9 @@ NUDGE_PER_CHAT_INTERVAL_SECONDS = env.float("NUDGE_PER_CHAT_INTERVAL_SECONDS", d
 # this many minutes. 0 turns smoothing off.
 NUDGE_MAX_EARLY_MINUTES = env.int("NUDGE_MAX_EARLY_MINUTES", default=6)
 NUDGE_SMOOTHING_HEADROOM = env.float("NUDGE_SMOOTHING_HEADROOM", default=0.9)
-# What one tenant may put on the shared queue: distinct reminders per event
-# (Google allows 5), nudges per look-ahead and per minute. What falls out is
-# counted in the run log and shown on the user's settings in the admin.
-NUDGE_MAX_LEADS_PER_EVENT = env.int("NUDGE_MAX_LEADS_PER_EVENT", default=5)
+# What one tenant may put on the shared queue: nudges per look-ahead and per
+# minute (distinct reminders per event: calendars/providers/normalize.py). What
+# falls out is counted in the run log and shown on the user's settings in the admin.
 NUDGE_MAX_NUDGES_PER_USER = env.int("NUDGE_MAX_NUDGES_PER_USER", default=200)
 NUDGE_MAX_NUDGES_PER_USER_MINUTE = env.int("NUDGE_MAX_NUDGES_PER_USER_MINUTE", default=10)
 # A materialise run stops visiting users after this many seconds (inside its
@@ -266,6 +265,8 @@ MICROSOFT_GRAPH_BASE_URL = env.str(
 )
 CALENDAR_HTTP_TIMEOUT_SECONDS = env.float("CALENDAR_HTTP_TIMEOUT_SECONDS", default=15.0)
 ICS_MAX_BYTES = env.int("ICS_MAX_BYTES", default=5 * 1024 * 1024)
+# One connection's whole sync (download, parse, pages); past it the sync is abandoned.
+CALENDAR_SYNC_BUDGET_SECONDS = env.float("CALENDAR_SYNC_BUDGET_SECONDS", default=60.0)
 
 # --- Logging ------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

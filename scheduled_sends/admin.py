@@ -33,6 +33,7 @@ from scheduled_sends.models import (
     Outcome,
     ScheduledSend,
     SweepRun,
+    default_lead_minutes,
     validate_e164,
 )
 
@@ -531,6 +532,7 @@ class DeliverySettingsForm(forms.ModelForm):
     default_lead_minutes = forms.IntegerField(
         label="Default lead (minutes)",
         validators=[validate_lead_minutes],
+        initial=default_lead_minutes,
         help_text=f"How long before the event the nudge goes: 0 to {MAX_LEAD_MINUTES} minutes.",
     )
 

@@ -36,7 +36,6 @@ class QueueConfig:
     smoothing_headroom: float = 0.9
     max_p95_lateness: timedelta = timedelta(seconds=60)
     # What one tenant may put on the shared queue (see materialize.cap_per_user).
-    max_leads_per_event: int = 5
     max_nudges_per_user: int = 200
     max_nudges_per_user_minute: int = 10
     # A materialise run stops visiting users after this and hands over.
@@ -62,7 +61,6 @@ class QueueConfig:
             max_early=timedelta(minutes=settings.NUDGE_MAX_EARLY_MINUTES),
             smoothing_headroom=settings.NUDGE_SMOOTHING_HEADROOM,
             max_p95_lateness=timedelta(seconds=settings.NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS),
-            max_leads_per_event=settings.NUDGE_MAX_LEADS_PER_EVENT,
             max_nudges_per_user=settings.NUDGE_MAX_NUDGES_PER_USER,
             max_nudges_per_user_minute=settings.NUDGE_MAX_NUDGES_PER_USER_MINUTE,
             materialize_budget_seconds=settings.NUDGE_MATERIALIZE_BUDGET_SECONDS,
@@ -104,7 +102,6 @@ class QueueConfig:
             if rate < 0:
                 raise ValueError(f"{RATE_SETTINGS.get(channel, channel)} must not be negative")
         for name in (
-            "max_leads_per_event",
             "max_nudges_per_user",
             "max_nudges_per_user_minute",
         ):

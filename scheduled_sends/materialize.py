@@ -25,6 +25,7 @@ from django.db import connection, connections
 from django.db.models import F
 
 from calendars.models import CalendarEvent, ConnectionStatus, FollowUp
+from calendars.providers.normalize import sorted_leads
 from calendars.sync import sync_user_connections
 from scheduled_sends import queue_sql
 from scheduled_sends.claim import database_now
@@ -74,9 +75,12 @@ def plan_event_nudges(
     for event in events:
         if not event.nudgeable:
             continue
-        leads = {timedelta(minutes=m) for m in event.reminder_minutes if 0 <= m <= max_minutes}
-        # A feed may carry any number of alarms per event; the nearest few count.
-        for lead in sorted(leads or {default_lead})[: config.max_leads_per_event]:
+        # Beyond the cap comes at the cap (ARCHITECTURE, "Reminders"); 0 is "at the time".
+        # The sync already keeps the nearest few leads; rows written another way
+        # (imports, the admin) are held to the same rule here.
+        minutes = {min(m, max_minutes) for m in event.reminder_minutes if m >= 0}
+        leads = [timedelta(minutes=m) for m in sorted_leads(minutes)]
+        for lead in leads or [default_lead]:
             intended_at = event.starts_at - lead
             if _in_window(intended_at, now, config):
                 planned.append(PlannedNudge(Kind.EVENT, event.pk, intended_at, event.starts_at))

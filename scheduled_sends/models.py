@@ -6,6 +6,7 @@ import re
 import zoneinfo
 from datetime import timedelta
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -162,6 +163,11 @@ class ScheduledSend(TenantModel):
         return "retrying" if self.attempts > 0 else "pending"
 
 
+def default_lead_minutes() -> int:
+    """A new user's lead: NUDGE_DEFAULT_LEAD_MINUTES, read when the row is made."""
+    return settings.NUDGE_DEFAULT_LEAD_MINUTES
+
+
 class DeliverySettings(TenantModel):
     """Where and how one user's nudges go."""
 
@@ -178,7 +184,8 @@ class DeliverySettings(TenantModel):
     )
     timezone = models.CharField(max_length=64, default="UTC", validators=[validate_timezone])
     default_lead_minutes = models.PositiveIntegerField(
-        default=10, validators=[MinValueValidator(0), MaxValueValidator(MAX_LEAD_MINUTES)]
+        default=default_lead_minutes,
+        validators=[MinValueValidator(0), MaxValueValidator(MAX_LEAD_MINUTES)],
     )
     capped_nudges = models.PositiveIntegerField(
         db_default=0,

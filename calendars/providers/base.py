@@ -10,6 +10,7 @@ so they are stored even when the events call that follows them fails.
 from __future__ import annotations
 
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass, field
@@ -105,6 +106,12 @@ class ConnectionSnapshot:
     token_expires_at: datetime | None = None
     feed_url: str = field(default="", repr=False)
     credentials_changed: bool = False
+    # The reader: their zone gives floating ICS times a meaning, their e-mail
+    # addresses recognise the invitations they declined.
+    owner_timezone: str = ""
+    owner_emails: tuple[str, ...] = field(default=(), repr=False)
+    # time.monotonic() by which this connection's sync must be done (its budget).
+    deadline: float | None = None
 
     def secrets(self) -> tuple[str, ...]:
         return (self.access_token, self.refresh_token, self.feed_url)
@@ -152,6 +159,8 @@ class FetchResult:
     sync_state: dict[str, Any] = field(default_factory=dict)
     skipped_events: int = 0
     cancelled_events: int = 0
+    # Events skipped or repaired, in words support can act on (no secrets, no titles).
+    problems: list[str] = field(default_factory=list)
     # A name the feed gives itself (ICS X-WR-CALNAME), for the connection's label.
     calendar_name: str = ""
 
@@ -172,6 +181,25 @@ class CalendarProvider(ABC):
         window_end: datetime,
     ) -> FetchResult:
         """Return the connection's events overlapping the window; raise ProviderError."""
+
+
+class BudgetExceeded(RetryLater):
+    """The connection's sync ran out of its time budget; abandoned, the copy kept."""
+
+
+def time_left(snapshot: ConnectionSnapshot, provider: str) -> float:
+    """Seconds left of the connection's sync budget (CALENDAR_SYNC_BUDGET_SECONDS);
+    BudgetExceeded once it is spent, so one connection cannot hold up the sweep."""
+    if snapshot.deadline is None:
+        return float(settings.CALENDAR_SYNC_BUDGET_SECONDS)
+    left = snapshot.deadline - time.monotonic()
+    if left <= 0:
+        raise BudgetExceeded(
+            f"{provider}: the sync took longer than its "
+            f"{settings.CALENDAR_SYNC_BUDGET_SECONDS:.0f}s budget; abandoned",
+            retry_after=timedelta(hours=1),
+        )
+    return left
 
 
 # --- HTTP ------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from calendars.providers.base import (
     provider_request,
     raise_for_transient,
     retry_after_from,
+    time_left,
 )
 
 logger = logging.getLogger("nudge.calendars.google")
@@ -108,6 +109,7 @@ class GoogleCalendarProvider(CalendarProvider):
                 params=params,
                 headers={"Authorization": f"Bearer {snapshot.access_token}"},
                 secrets=snapshot.secrets(),
+                timeout=min(settings.CALENDAR_HTTP_TIMEOUT_SECONDS, time_left(snapshot, NAME)),
             )
             if response.status_code == 401 and not refreshed_after_401:
                 # Revoked or expired early: one refresh tells which (invalid_grant → reauth).

@@ -1,19 +1,26 @@
 """ICS feed URLs: conditional GET, a bounded download, recurrences expanded locally.
 
-A feed has no query API, so each parse expands occurrences from the window's
-start to ``EXPAND_AHEAD`` past its end and records that horizon. While the
-horizon still covers the window, runs send ``If-None-Match`` /
-``If-Modified-Since``; a 304 costs no parsing and no writes. When the window
-outruns the horizon (every few days) the run fetches unconditionally and
-re-expands. A 200 whose body hashes the same as last time is also "unchanged".
+A feed has no query API, so each parse expands occurrences over the window
+(from its start to ``EXPAND_AHEAD`` past its end) and records both ends and
+the reader's zone. While that still covers the window, runs send
+``If-None-Match`` / ``If-Modified-Since``; a 304 costs no parsing and no
+writes. When the window outruns the expansion (every few days), or a replay
+asks for an earlier window, or the reader's zone changed, the run fetches
+unconditionally and re-expands. A 200 whose body hashes the same as last time
+is also "unchanged".
 
-Bounds, so one hostile or broken feed cannot stall a sweep: the body is
-streamed and cut at ``settings.ICS_MAX_BYTES`` (after decompression) and at
-``DOWNLOAD_SECONDS``; every RRULE's expansion work is estimated before
-expanding (``FREQ=SECONDLY`` with no end, or a minutely rule begun years ago,
-is refused); occurrences and components are capped; conversion has a
-deadline. Any of these rejects the whole feed with a clear error and keeps
-the previous copy.
+Bounds, so one hostile or broken feed cannot stall a sweep: the fetch
+(``untrusted_fetch``: one parse, one resolution, a pinned connection) is cut
+at ``DOWNLOAD_SECONDS`` by a deadline at the socket, and the body at
+``settings.ICS_MAX_BYTES`` (after decompression); every RRULE's expansion work
+is estimated before expanding (``FREQ=SECONDLY`` with no end, or a minutely
+rule begun years ago, is refused); occurrences and components are capped;
+parsing runs in a child process killed at a deadline that grows with the
+feed's size (``parse_seconds``), which also stops rules that can never match;
+and the whole sync of one connection has ``CALENDAR_SYNC_BUDGET_SECONDS``.
+Any of these rejects the whole feed with a clear error and keeps the previous
+copy. One unusable *event* (a broken RRULE, a garbled date) costs only that
+event or series, skipped and reported on the connection.
 
 The feed's address is a secret (it grants read access to the calendar), so
 it is only ever shown as its host, and redirects are followed by hand so every
@@ -23,22 +30,27 @@ hop is checked against private networks too.
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import logging
-import socket
+import math
+import multiprocessing
+import re
+import resource
 import time
+from collections import Counter, defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import icalendar
 import recurring_ical_events
-import requests
 import x_wr_timezone
 from django.conf import settings
+from urllib3.exceptions import HTTPError
 
 from calendars.providers import normalize as n
+from calendars.providers import untrusted_fetch
 from calendars.providers.base import (
     CalendarProvider,
     ConnectionSnapshot,
@@ -48,8 +60,17 @@ from calendars.providers.base import (
     ProviderError,
     ProviderEvent,
     RetryLater,
-    provider_request,
     raise_for_transient,
+    record_call,
+    time_left,
+)
+from calendars.providers.untrusted_fetch import (
+    Answer,
+    Deadline,
+    UnsafeAddress,
+    display_host,
+    parse_target,
+    vetted_address,
 )
 
 logger = logging.getLogger("nudge.calendars.ics")
@@ -57,8 +78,21 @@ logger = logging.getLogger("nudge.calendars.ics")
 NAME = "ics"
 EXPAND_AHEAD = timedelta(days=6)
 DOWNLOAD_SECONDS = 30.0
-PARSE_SECONDS = 10.0
+# The parse deadline grows with the feed, so the size limit and the deadline
+# agree. The worst case measured (a Google-shaped export in which every event
+# is a series, so nothing can be dropped unparsed) took 1.1-2.1 s per MB on a
+# busy 2-core host; 4 s per MB — 23 s for a feed at the 5 MiB limit — leaves
+# about 2x over the slowest run, while a small hostile feed gets seconds.
+PARSE_SECONDS_BASE = 2.0
+PARSE_SECONDS_PER_MB = 4.0
+# A single event that ends this long before the window, or starts this long
+# after it, cannot touch it in any zone (offsets are within +-14 h); it is
+# dropped before parsing.
+DATING_MARGIN = timedelta(days=2)
 MAX_REDIRECTS = 3
+# A feed that cannot be downloaded within DOWNLOAD_SECONDS (a drip-feeding or
+# overloaded host) is left alone this long; its stored copy keeps nudging.
+SLOW_FEED_BACKOFF = timedelta(hours=1)
 MAX_COMPONENTS = 20_000
 MAX_OCCURRENCES = 5_000
 # Recurrence steps a single RRULE may take from its DTSTART to the horizon, and
@@ -90,32 +124,18 @@ _REDIRECTS = {301, 302, 303, 307, 308}
 _GONE = {401, 404, 410}
 
 
-class UnsafeFeedUrl(ProviderError):
-    """The address is not http(s), or points into a private network."""
+# The address checks live with the fetch that obeys them (untrusted_fetch).
+UnsafeFeedUrl = UnsafeAddress
 
 
 def feed_host(url: str) -> str:
     """The part of a feed address that may be shown: its host."""
-    return urlsplit(url).hostname or "?"
+    return display_host(url)
 
 
 def check_feed_url(url: str, *, allow_private: bool) -> None:
-    """http/https only; refuse hosts that resolve to non-public addresses (SSRF)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UnsafeFeedUrl("ics: the feed address must be an http:// or https:// URL")
-    if allow_private:
-        return
-    try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
-    except (socket.gaierror, UnicodeError):
-        raise RetryLater(f"ics: cannot resolve {parts.hostname}") from None
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
-        if not address.is_global:
-            raise UnsafeFeedUrl(
-                f"ics: {parts.hostname} resolves to a private or local address; refused"
-            )
+    """http/https only, read as the HTTP client reads it; refuse private hosts (SSRF)."""
+    vetted_address(parse_target(url, NAME), allow_private=allow_private, label=NAME)
 
 
 class IcsFeedProvider(CalendarProvider):
@@ -132,66 +152,120 @@ class IcsFeedProvider(CalendarProvider):
         if not snapshot.feed_url:
             raise ProviderError("ics: no feed address stored")
         state = snapshot.sync_state
-        expanded_until = _parse_state_time(state.get("expanded_until"))
-        covered = (
-            not snapshot.full_sync and expanded_until is not None and expanded_until >= window_end
-        )
+        covered = not snapshot.full_sync and _covers(state, snapshot, window_start, window_end)
         headers = {"Accept": "text/calendar, */*;q=0.5"}
         if covered and state.get("etag"):
             headers["If-None-Match"] = state["etag"]
         if covered and state.get("last_modified"):
             headers["If-Modified-Since"] = state["last_modified"]
-        response = self._get(snapshot, headers)
-        with response:
-            raise_for_transient(response, NAME, now)
-            validators = {
-                "etag": response.headers.get("ETag", state.get("etag", "") if covered else ""),
-                "last_modified": response.headers.get(
-                    "Last-Modified", state.get("last_modified", "") if covered else ""
-                ),
-            }
-            if response.status_code == 304 and covered:
-                return FetchResult(changed=False, sync_state={**state, **validators})
-            if response.status_code in _GONE:
-                raise NeedsReauth(
-                    f"ics: the feed answered HTTP {response.status_code}; its address may have "
-                    "been reset — connect the new address"
-                )
-            if response.status_code != 200:
-                raise ProviderError(f"ics: the feed answered HTTP {response.status_code}")
-            body = _bounded_body(response)
+        deadline = Deadline(min(DOWNLOAD_SECONDS, time_left(snapshot, NAME)))
+        try:
+            with self._get(snapshot, headers, deadline) as answer:
+                validators, body = self._read(answer, state, covered, now, deadline)
+        finally:
+            deadline.cancel()
+        if body is None:
+            return FetchResult(changed=False, sync_state={**state, **validators})
         digest = hashlib.sha256(body).hexdigest()
         if covered and digest == state.get("body_sha256"):
             return FetchResult(changed=False, sync_state={**state, **validators})
         horizon = window_end + EXPAND_AHEAD
-        result = parse_feed(body, start=window_start, end=horizon, account=snapshot.account)
+        result = parse_feed_bounded(
+            body,
+            start=window_start,
+            end=horizon,
+            timezone=snapshot.owner_timezone,
+            addresses=owner_addresses(snapshot),
+            seconds=min(parse_seconds(len(body)), time_left(snapshot, NAME)),
+        )
         result.sync_state = {
             **validators,
             "body_sha256": digest,
+            "expanded_from": window_start.isoformat(),
             "expanded_until": horizon.isoformat(),
+            "zone": snapshot.owner_timezone,
         }
         return result
 
-    def _get(self, snapshot: ConnectionSnapshot, headers: dict[str, str]) -> requests.Response:
+    def _read(
+        self,
+        response: Answer,
+        state: dict[str, Any],
+        covered: bool,
+        now: datetime,
+        deadline: Deadline,
+    ) -> tuple[dict[str, str], bytes | None]:
+        """The validators to store and the body (None: unchanged, a 304)."""
+        raise_for_transient(response, NAME, now)
+        validators = {
+            "etag": response.headers.get("ETag", state.get("etag", "") if covered else ""),
+            "last_modified": response.headers.get(
+                "Last-Modified", state.get("last_modified", "") if covered else ""
+            ),
+        }
+        if response.status_code == 304 and covered:
+            return validators, None
+        if response.status_code in _GONE:
+            raise NeedsReauth(
+                f"ics: the feed answered HTTP {response.status_code}; its address may have "
+                "been reset — connect the new address"
+            )
+        if response.status_code != 200:
+            raise ProviderError(f"ics: the feed answered HTTP {response.status_code}")
+        return validators, _bounded_body(response, deadline)
+
+    def _get(
+        self, snapshot: ConnectionSnapshot, headers: dict[str, str], deadline: Deadline
+    ) -> Answer:
+        """GET the feed, following redirects by hand: each hop parsed, vetted and pinned."""
         url = snapshot.feed_url
         for _hop in range(MAX_REDIRECTS + 1):
-            check_feed_url(url, allow_private=snapshot.allow_private_network)
-            response = provider_request(
-                NAME,
-                "api",
-                "GET",
-                url,
-                headers=headers,
-                stream=True,
-                allow_redirects=False,
-                secrets=(snapshot.feed_url, url),
+            target = parse_target(url, NAME)
+            address = vetted_address(
+                target, allow_private=snapshot.allow_private_network, label=NAME
             )
-            location = response.headers.get("Location")
-            if response.status_code not in _REDIRECTS or not location:
-                return response
-            response.close()
+            record_call(NAME, "api")
+            answer = untrusted_fetch.get(
+                target,
+                address,
+                headers,
+                deadline=deadline,
+                timeout=settings.CALENDAR_HTTP_TIMEOUT_SECONDS,
+                label=NAME,
+            )
+            location = answer.headers.get("Location")
+            if answer.status_code not in _REDIRECTS or not location:
+                return answer
+            answer.close()
             url = urljoin(url, location)
         raise ProviderError("ics: too many redirects")
+
+
+def _covers(
+    state: dict[str, Any], snapshot: ConnectionSnapshot, start: datetime, end: datetime
+) -> bool:
+    """Whether the stored copy was expanded over this whole window, for this reader.
+
+    Both ends count: a replay (``--now`` earlier than the last run) must expand
+    again rather than reuse occurrences that begin after its window opened.
+    The reader's zone counts too: it decides what floating times mean.
+    """
+    expanded_from = _parse_state_time(state.get("expanded_from"))
+    expanded_until = _parse_state_time(state.get("expanded_until"))
+    return (
+        expanded_from is not None
+        and expanded_until is not None
+        and expanded_from <= start
+        and expanded_until >= end
+        and state.get("zone", "") == snapshot.owner_timezone
+    )
+
+
+def owner_addresses(snapshot: ConnectionSnapshot) -> tuple[str, ...]:
+    """The addresses that are "me" in this feed's attendee lists: the connection's
+    account when it is an address (Google names a feed by it) and the user's e-mail
+    (Outlook and iCloud feeds carry neither name nor owner)."""
+    return tuple(a for a in (snapshot.account, *snapshot.owner_emails) if "@" in a)
 
 
 def _parse_state_time(value: Any) -> datetime | None:
@@ -203,61 +277,114 @@ def _parse_state_time(value: Any) -> datetime | None:
         return None
 
 
-def _bounded_body(response: requests.Response) -> bytes:
+def _bounded_body(response: Answer, deadline: Deadline) -> bytes:
+    """The body, cut at ICS_MAX_BYTES (decompressed) and at the fetch's deadline."""
     limit = settings.ICS_MAX_BYTES
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > limit:
         raise MalformedPayload(f"ics: the feed is larger than {limit} bytes; refused")
-    deadline = time.monotonic() + DOWNLOAD_SECONDS
     body = bytearray()
     try:
-        for chunk in response.iter_content(chunk_size=64 * 1024):
+        for chunk in response.chunks(64 * 1024):
             body += chunk
             if len(body) > limit:
                 raise MalformedPayload(f"ics: the feed is larger than {limit} bytes; refused")
-            if time.monotonic() > deadline:
-                raise ProviderError(f"ics: the download took longer than {DOWNLOAD_SECONDS:.0f}s")
-    except requests.RequestException:
-        raise ProviderError("ics: the download was interrupted") from None
+            if deadline.remaining() <= 0:
+                break
+    except (HTTPError, OSError):
+        if not deadline.expired:
+            raise ProviderError("ics: the download was interrupted") from None
+    if deadline.expired or deadline.remaining() <= 0:
+        # The socket was shut at the deadline: what arrived is not the whole feed.
+        raise RetryLater(
+            f"ics: the download took longer than {deadline.seconds:.0f}s; trying again later",
+            retry_after=SLOW_FEED_BACKOFF,
+        )
     return bytes(body)
 
 
 # --- Parsing and expansion ---------------------------------------------------
 
+# Alarms that notify on the device. EMAIL, Apple's ``ACTION:NONE`` placeholder
+# and PROCEDURE are not reminders for a chat nudge (ARCHITECTURE, "Reminders").
+_NOTIFYING_ACTIONS = {"DISPLAY", "AUDIO"}
+MAX_PROBLEMS_LISTED = 5
 
-def parse_feed(body: bytes, *, start: datetime, end: datetime, account: str = "") -> FetchResult:
-    """Every occurrence overlapping [start, end) as ProviderEvents; MalformedPayload if unusable."""
-    deadline = time.monotonic() + PARSE_SECONDS
+
+@dataclass(frozen=True)
+class _Override:
+    """A component that edits one occurrence (or, with RANGE=THISANDFUTURE, every later one)."""
+
+    start: date | datetime  # its own DTSTART, as written
+    recurrence_id: date | datetime  # the occurrence it replaces, as written
+
+
+@dataclass
+class _SeriesFacts:
+    recurring: set[str] = field(default_factory=set)
+    # Each series' first start: the anchor of its absolute alarms.
+    starts: dict[str, datetime] = field(default_factory=dict)
+    # (UID, RECURRENCE-ID in UTC) -> the editing component.
+    overrides: dict[tuple[str, datetime], _Override] = field(default_factory=dict)
+    # Series whose reminders were capped (reported once, not per occurrence).
+    capped: set[str] = field(default_factory=set)
+
+
+def parse_feed(
+    body: bytes,
+    *,
+    start: datetime,
+    end: datetime,
+    timezone: str = "",
+    addresses: Iterable[str] = (),
+    seconds: float | None = None,
+) -> FetchResult:
+    """Every occurrence overlapping [start, end) as ProviderEvents.
+
+    ``timezone`` is the reader's zone: floating times (RFC 5545 §3.3.5 form 1)
+    mean the same wall-clock time wherever the reader is, so they are read in
+    it unless the feed names its own zone (X-WR-TIMEZONE). ``addresses`` are
+    the reader's e-mail addresses, to recognise invitations they declined.
+
+    One unusable event costs that event (or its series), never the feed: it is
+    skipped and listed in ``problems``. MalformedPayload only when the feed as a
+    whole is unusable or hostile.
+    """
+    seconds = parse_seconds(len(body)) if seconds is None else seconds
+    deadline = time.monotonic() + seconds
     if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"BEGIN:VCALENDAR"):
         raise MalformedPayload("ics: the response is not an iCalendar feed (no BEGIN:VCALENDAR)")
+    body = _drop_single_events_outside(
+        _drop_nameless_timezones(body), start - DATING_MARGIN, end + DATING_MARGIN
+    )
     try:
         calendar = icalendar.Calendar.from_ical(body)
     except Exception as exc:  # icalendar raises assorted types on broken input
         raise MalformedPayload(f"ics: cannot parse the feed ({type(exc).__name__})") from None
-    components = calendar.walk("VEVENT")
-    if len(components) > MAX_COMPONENTS:
+    if len(calendar.walk("VEVENT")) > MAX_COMPONENTS:
         raise MalformedPayload(f"ics: more than {MAX_COMPONENTS} events in the feed; refused")
-    zone = n.zone_or_none(str(calendar.get("X-WR-TIMEZONE", "")))
-    calendar = _apply_x_wr_timezone(calendar, zone)
+    result = FetchResult(changed=True, calendar_name=str(calendar.get("X-WR-CALNAME", ""))[:255])
+    _repair_events(calendar, result)
+    feed_zone = n.zone_or_none(str(calendar.get("X-WR-TIMEZONE", "")))
+    zone = feed_zone or n.zone_or_none(timezone)
+    calendar = _localise_floating(calendar, feed_zone, zone)
+    components = calendar.walk("VEVENT")
     _check_recurrence_work(components, end, zone)
-    recurring_uids, series_starts = _series_facts(components, zone)
-    try:
-        occurrences = recurring_ical_events.of(calendar, skip_bad_series=True).between(start, end)
-    except Exception as exc:  # the library raises its own and icalendar's errors
-        raise MalformedPayload(f"ics: cannot expand the feed ({type(exc).__name__})") from None
+    facts = _series_facts(components, zone)
+    occurrences = _expand(calendar, start, end, result, deadline)
     if len(occurrences) > MAX_OCCURRENCES:
         raise MalformedPayload(
             f"ics: more than {MAX_OCCURRENCES} occurrences before {end:%Y-%m-%d}; refused"
         )
-    result = FetchResult(changed=True, calendar_name=str(calendar.get("X-WR-CALNAME", ""))[:255])
-    for index, occurrence in enumerate(occurrences):
+    mine = frozenset(filter(None, (_address(a) for a in addresses)))
+    for occurrence in occurrences:
         if time.monotonic() > deadline:
-            raise MalformedPayload(f"ics: reading the feed took longer than {PARSE_SECONDS:.0f}s")
+            raise MalformedPayload(f"ics: reading the feed took longer than {seconds:.0f}s")
         try:
-            event = _event(occurrence, zone, recurring_uids, series_starts, account)
+            event = _event(occurrence, zone, facts, mine, result)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             result.skipped_events += 1
-            logger.warning("ics: skipped occurrence %d: %s", index, exc)
+            _note(result, str(occurrence.get("UID", "?")), f"unreadable occurrence ({exc})")
             continue
         if event is None:
             result.cancelled_events += 1
@@ -266,7 +393,225 @@ def parse_feed(body: bytes, *, start: datetime, end: datetime, account: str = ""
     return result
 
 
-class _XWrTimezoneWalker(x_wr_timezone.UTCChangingWalker):
+def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
+    """``parse_feed`` in a child process that is killed at its deadline.
+
+    The parse checks its deadline as it goes, but a recurrence rule that can
+    never match (30 February by BYMONTH/BYMONTHDAY) makes dateutil walk to the
+    year 9999 inside one call — seconds of CPU per rule, with no point at
+    which to look at a clock, and an UNTIL does not stop it (dateutil checks
+    UNTIL only on dates that match). So the parse runs in a forked child with
+    a CPU limit, and the parent waits at most the deadline, then kills it.
+    Forking costs a few milliseconds; the child never touches the database.
+    """
+    seconds = options.pop("seconds", None) or parse_seconds(len(body))
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_parse_in_child, args=(send, body, seconds, options))
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(seconds + 0.5):
+            raise MalformedPayload(f"ics: reading the feed took longer than {seconds:.0f}s")
+        outcome = receive.recv()
+    except EOFError:  # killed by its CPU limit, or out of memory
+        raise MalformedPayload(
+            f"ics: reading the feed took longer than {seconds:.0f}s of CPU"
+        ) from None
+    finally:
+        receive.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+    if isinstance(outcome, ProviderError):
+        raise outcome
+    return outcome
+
+
+def _parse_in_child(send: Any, body: bytes, seconds: float, options: dict[str, Any]) -> None:
+    cpu = math.ceil(seconds) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    try:
+        outcome: FetchResult | ProviderError = parse_feed(body, seconds=seconds, **options)
+    except ProviderError as exc:
+        outcome = exc
+    except Exception as exc:  # a bug must come back as a message, not a silent child
+        outcome = MalformedPayload(f"ics: cannot read the feed ({type(exc).__name__})")
+    send.send(outcome)
+    send.close()
+
+
+def parse_seconds(size: int) -> float:
+    """The parse deadline of a feed of ``size`` bytes (see PARSE_SECONDS_PER_MB)."""
+    return PARSE_SECONDS_BASE + PARSE_SECONDS_PER_MB * size / 1_000_000
+
+
+_VEVENT_BLOCK = re.compile(rb"^BEGIN:VEVENT\r?$.*?^END:VEVENT\r?$\n?", re.M | re.S)
+# Lines that make a block more than one fixed interval (or that we do not date here).
+_NOT_A_PAST_SINGLE = re.compile(rb"^(?:RRULE|RDATE|EXRULE|RECURRENCE-ID|DURATION)[;:]", re.M)
+_DTSTART_DATE = re.compile(rb"^DTSTART(?:;[^\r\n]*?)?:(\d{8})(?:T\d{6}Z?)?\r?$", re.M)
+_DTEND_DATE = re.compile(rb"^DTEND(?:;[^\r\n]*?)?:(\d{8})(?:T\d{6}Z?)?\r?$", re.M)
+
+
+def _drop_single_events_outside(body: bytes, after: datetime, before: datetime) -> bytes:
+    """Remove, as text, single events that end before ``after`` or start after ``before``.
+
+    A calendar export is mostly history (and some far future), and parsing is
+    most of the cost of a feed (icalendar reads ~1.3 MB/s here); an event that
+    does not repeat, is not an edited occurrence and lies days outside the
+    window cannot produce an occurrence in it. Anything this cannot date is
+    kept for the parser.
+    """
+    first, last = (moment.strftime("%Y%m%d").encode() for moment in (after, before))
+
+    def keep(match: re.Match[bytes]) -> bytes:
+        block = match.group(0)
+        if _NOT_A_PAST_SINGLE.search(block):
+            return block
+        start = _DTSTART_DATE.search(block)
+        if start is None:
+            return block
+        end = _DTEND_DATE.search(block)
+        ends = max(start.group(1), end.group(1) if end else b"")
+        return b"" if ends < first or start.group(1) > last else block
+
+    return _VEVENT_BLOCK.sub(keep, body)
+
+
+def _note(result: FetchResult, uid: str, problem: str) -> None:
+    """Record a skipped or repaired event for the connection's report (a few, then a count)."""
+    logger.warning("ics: %s: %s", uid[:80], problem)
+    if len(result.problems) < MAX_PROBLEMS_LISTED:
+        result.problems.append(f"UID {uid[:80]}: {problem}")
+
+
+def _drop_nameless_timezones(body: bytes) -> bytes:
+    """Remove VTIMEZONE blocks whose TZID is empty: nothing can refer to them, and the
+    parser refuses the whole feed for one (seen in hand-made and converted feeds)."""
+    if not re.search(rb"(?m)^TZID:[ \t]*\r?$", body):
+        return body
+    lines = body.splitlines(keepends=True)
+    kept: list[bytes] = []
+    block: list[bytes] | None = None
+    for line in lines:
+        upper = line.strip().upper()
+        if block is None and upper == b"BEGIN:VTIMEZONE":
+            block = [line]
+        elif block is not None:
+            block.append(line)
+            if upper == b"END:VTIMEZONE":
+                if not any(re.fullmatch(rb"TZID:[ \t]*", b.strip()) for b in block):
+                    kept.extend(block)
+                block = None
+        else:
+            kept.append(line)
+    return b"".join(kept + (block or []))
+
+
+def _repair_events(calendar: Any, result: FetchResult) -> None:
+    """Make each event usable on its own, or remove its series and say so.
+
+    An event without a UID gets a stable derived one (RFC 5545 requires a UID,
+    but booking systems and hand-made feeds omit it); an empty ``RRULE:`` means
+    "does not repeat"; a series with a property the expansion cannot read (an
+    RRULE like ``BYDAY=MO, TU``, an unknown FREQ, a garbled date) is skipped.
+    """
+    events = [c for c in calendar.subcomponents if c.name == "VEVENT"]
+    seen: Counter[str] = Counter()
+    for event in events:
+        if not str(event.get("UID", "")).strip():
+            event["UID"] = _derived_uid(event, seen)
+            _note(result, event["UID"], "no UID; kept under an id derived from its start and title")
+        rules = event.get("RRULE")
+        if isinstance(rules, list):
+            rules = [rule for rule in rules if not _is_empty_rule(rule)]
+            if rules:
+                event["RRULE"] = rules
+            else:
+                del event["RRULE"]
+        elif rules is not None and _is_empty_rule(rules):
+            del event["RRULE"]
+    broken: dict[str, int] = {}
+    for event in events:
+        uid = str(event["UID"])
+        problem = _unreadable(event)
+        if problem is not None and uid not in broken:
+            _note(result, uid, f"{problem}; the series is skipped")
+            broken[uid] = 0
+    if not broken:
+        return
+    kept = []
+    for component in calendar.subcomponents:
+        uid = str(component.get("UID", ""))
+        if component.name == "VEVENT" and uid in broken:
+            result.skipped_events += 1
+        else:
+            kept.append(component)
+    calendar.subcomponents = kept
+
+
+def _is_empty_rule(rule: Any) -> bool:
+    return isinstance(rule, icalendar.vRecur) and not rule
+
+
+def _derived_uid(event: Any, seen: Counter[str]) -> str:
+    """The same event gets the same id on every fetch; an edited one is a new event."""
+    text = "\x1f".join(_raw(event.get(name)) for name in ("DTSTART", "SUMMARY", "RRULE"))
+    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:32]
+    ordinal = seen[digest]
+    seen[digest] += 1
+    return f"nouid-{digest}" + (f"-{ordinal}" if ordinal else "")
+
+
+def _raw(value: Any) -> str:
+    if value is None:
+        return ""
+    try:
+        return value.to_ical().decode("utf-8", "replace")
+    except Exception:  # a broken property still has a stable text form
+        return str(value)
+
+
+def _unreadable(event: Any) -> str | None:
+    """Why the expansion could not use this event, or None."""
+    if event.get("DTSTART") is None:
+        return "no DTSTART"
+    for name in ("DTSTART", "DTEND", "DURATION", "RECURRENCE-ID"):
+        if name in event:
+            try:
+                event[name].dt  # noqa: B018 — reading is the check
+            except ValueError:
+                return f"unreadable {name}"
+    for name in ("RDATE", "EXDATE"):
+        values = event.get(name)
+        for value in values if isinstance(values, list) else [values] if values else []:
+            try:
+                value.dts  # noqa: B018
+            except ValueError:
+                return f"unreadable {name}"
+    for rule in _rules(event):
+        try:
+            freq = str(_first(rule, "FREQ") or "").upper()
+        except ValueError:
+            return "invalid RRULE"
+        if freq not in _FREQ_SECONDS:
+            return f"RRULE with unknown FREQ {freq[:20]!r}"
+    return None
+
+
+class _KeepParams:
+    """Keep a value's parameters (RANGE=THISANDFUTURE, VALUE) when a walker replaces it."""
+
+    def walk_value_vDDDTypes(self, value: Any) -> Any:
+        new = super().walk_value_vDDDTypes(value)  # type: ignore[misc]
+        if new is not value:
+            for key, param in value.params.items():
+                if key.upper() != "TZID":
+                    new.params.setdefault(key, param)
+        return new
+
+
+class _XWrTimezoneWalker(_KeepParams, x_wr_timezone.UTCChangingWalker):
     """x-wr-timezone takes any zone without a TZNAME (Outlook's VTIMEZONEs omit it)
     for a floating time and moves it into X-WR-TIMEZONE; only a naive time floats."""
 
@@ -274,13 +619,55 @@ class _XWrTimezoneWalker(x_wr_timezone.UTCChangingWalker):
         return dt.tzinfo is None
 
 
-def _apply_x_wr_timezone(calendar: Any, zone: tzinfo | None) -> Any:
-    """Read floating and UTC times in the calendar's X-WR-TIMEZONE (as Google means them),
-    then drop the property so recurring-ical-events does not convert a second time."""
-    if zone is not None:
-        calendar = _XWrTimezoneWalker(zone).walk(calendar)
+class _FloatingWalker(_KeepParams, x_wr_timezone.CalendarWalker):
+    """Read floating times in the reader's zone; times with a zone or in UTC keep it."""
+
+    def __init__(self, zone: tzinfo) -> None:
+        self.zone = zone
+
+    def walk_value_datetime(self, dt: datetime) -> datetime:
+        return dt.replace(tzinfo=self.zone) if dt.tzinfo is None else dt
+
+
+def _localise_floating(calendar: Any, feed_zone: tzinfo | None, zone: tzinfo | None) -> Any:
+    """Give floating times a zone before expanding, so a series, its EXDATEs and its
+    RECURRENCE-IDs are all read the same way: the feed's X-WR-TIMEZONE (as Google means
+    it, UTC times included) or else the reader's zone. The property is dropped so
+    recurring-ical-events does not convert a second time."""
+    if feed_zone is not None:
+        calendar = _XWrTimezoneWalker(feed_zone).walk(calendar)
+    elif zone is not None:
+        calendar = _FloatingWalker(zone).walk(calendar)
     calendar.pop("X-WR-TIMEZONE", None)
     return calendar
+
+
+def _expand(
+    calendar: Any, start: datetime, end: datetime, result: FetchResult, deadline: float
+) -> list[Any]:
+    """All occurrences in [start, end); a series the library fails on is skipped alone."""
+    try:
+        return recurring_ical_events.of(calendar, skip_bad_series=True).between(start, end)
+    except Exception:  # the library raises its own and icalendar's errors
+        logger.info("ics: the feed does not expand as a whole; expanding series by series")
+    zones = [c for c in calendar.subcomponents if c.name == "VTIMEZONE"]
+    series: dict[str, list[Any]] = defaultdict(list)
+    for component in calendar.subcomponents:
+        if component.name == "VEVENT":
+            series[str(component.get("UID", ""))].append(component)
+    occurrences: list[Any] = []
+    for uid, components in series.items():
+        if time.monotonic() > deadline:
+            raise MalformedPayload("ics: reading the feed took longer than its deadline")
+        part = icalendar.Calendar()
+        part.subcomponents = [*zones, *components]
+        try:
+            query = recurring_ical_events.of(part, skip_bad_series=True)
+            occurrences += query.between(start, end)
+        except Exception as exc:
+            result.skipped_events += len(components)
+            _note(result, uid, f"cannot expand the series ({type(exc).__name__}); skipped")
+    return occurrences
 
 
 def _as_utc(value: date | datetime, zone: tzinfo | None) -> datetime:
@@ -339,30 +726,36 @@ def _check_recurrence_work(components: Iterable[Any], end: datetime, zone: tzinf
                 )
 
 
-def _series_facts(
-    components: Iterable[Any], zone: tzinfo | None
-) -> tuple[set[str], dict[str, datetime]]:
-    """UIDs that recur, and each series' first start (the anchor for absolute alarms)."""
-    recurring: set[str] = set()
-    starts: dict[str, datetime] = {}
+def _series_facts(components: Iterable[Any], zone: tzinfo | None) -> _SeriesFacts:
+    """Which UIDs recur, each series' first start, and the components that edit occurrences."""
+    facts = _SeriesFacts()
     for component in components:
         uid = str(component.get("UID", ""))
-        if component.get("RRULE") or component.get("RDATE") or component.get("RECURRENCE-ID"):
-            recurring.add(uid)
-        if component.get("RECURRENCE-ID") is None and component.get("DTSTART") is not None:
-            try:
-                starts[uid] = _as_utc(component["DTSTART"].dt, zone)
-            except (TypeError, ValueError, AttributeError):
-                pass
-    return recurring, starts
+        recurrence_id = component.get("RECURRENCE-ID")
+        if component.get("RRULE") or component.get("RDATE") or recurrence_id is not None:
+            facts.recurring.add(uid)
+        try:
+            start = component["DTSTART"].dt
+            if recurrence_id is None:
+                facts.starts[uid] = _as_utc(start, zone)
+            else:
+                key = (uid, _as_utc(recurrence_id.dt, zone))
+                facts.overrides[key] = _Override(start, recurrence_id.dt)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass
+    return facts
+
+
+def _this_and_future(recurrence_id: Any) -> bool:
+    return str(recurrence_id.params.get("RANGE", "")).upper() == "THISANDFUTURE"
 
 
 def _event(
     occurrence: Any,
     zone: tzinfo | None,
-    recurring_uids: set[str],
-    series_starts: dict[str, datetime],
-    account: str,
+    facts: _SeriesFacts,
+    addresses: frozenset[str],
+    result: FetchResult,
 ) -> ProviderEvent | None:
     """One occurrence as a ProviderEvent; None when it is cancelled."""
     uid = n.require_str(str(occurrence.get("UID", "")), "UID")
@@ -374,9 +767,26 @@ def _event(
     starts_at = _as_utc(raw_start, zone)
     ends_at = _as_utc(occurrence["DTEND"].dt, zone) if occurrence.get("DTEND") else None
     occurrence_start = None
-    if uid in recurring_uids and occurrence.get("RECURRENCE-ID") is not None:
-        occurrence_start = _as_utc(occurrence["RECURRENCE-ID"].dt, zone)
-    leads = _alarm_leads(occurrence, starts_at, ends_at, series_starts.get(uid, starts_at))
+    anchor = facts.starts.get(uid, starts_at)
+    recurrence_id = occurrence.get("RECURRENCE-ID")
+    if recurrence_id is not None:
+        written = _as_utc(recurrence_id.dt, zone)
+        override = facts.overrides.get((uid, written))
+        if override is not None:
+            # An edited occurrence's absolute alarm belongs to the edit, not the series.
+            anchor = _as_utc(override.start, zone)
+        if uid in facts.recurring:
+            occurrence_start = written
+            if override is not None and _this_and_future(recurrence_id):
+                # Occurrences carried along by RANGE=THISANDFUTURE keep the edit's
+                # RECURRENCE-ID; each one's own is its start moved back by the edit's shift.
+                shift = override.start - override.recurrence_id
+                occurrence_start = _as_utc(raw_start - shift, zone)
+    leads = _alarm_leads(occurrence, starts_at, ends_at, anchor)
+    if len(leads) > n.MAX_LEADS_PER_EVENT and uid not in facts.capped:
+        facts.capped.add(uid)
+        kept = n.MAX_LEADS_PER_EVENT
+        _note(result, uid, f"{len(leads)} reminders; the {kept} nearest the start kept")
     return ProviderEvent(
         provider_event_id=n.event_id(uid),
         occurrence_start=occurrence_start,
@@ -385,54 +795,66 @@ def _event(
         ends_at=ends_at,
         all_day=all_day,
         status="tentative" if status == "TENTATIVE" else "confirmed",
-        declined=_declined(occurrence, account),
-        reminder_minutes=leads,
+        declined=_declined(occurrence, addresses),
+        reminder_minutes=n.sorted_leads(set(leads)),
     )
 
 
 def _alarm_leads(
-    occurrence: Any, starts_at: datetime, ends_at: datetime | None, series_start: datetime
+    occurrence: Any, starts_at: datetime, ends_at: datetime | None, anchor: datetime
 ) -> tuple[int, ...]:
     """Minutes before the occurrence's start of each display/audio alarm.
 
     A trigger related to the END is moved by the occurrence's duration; an
-    absolute trigger keeps its distance from the series' first start (RFC 5545
-    gives it one instant; repeating that lead is the useful reading).
+    absolute trigger keeps its distance from the start of the component that
+    carries it (the series' first start, or the edited occurrence's own) —
+    RFC 5545 gives it one instant; repeating that lead is the useful reading.
+    ``TRIGGER:PT0S`` is lead 0: "at the time of the event". REPEAT/DURATION
+    (the alarm's snoozes) add nothing: one nudge per alarm.
     """
     leads: set[int] = set()
     for alarm in occurrence.subcomponents:
         if alarm.name != "VALARM":
             continue
-        if str(alarm.get("ACTION", "DISPLAY")).upper() == "EMAIL":
+        if str(alarm.get("ACTION", "DISPLAY")).strip().upper() not in _NOTIFYING_ACTIONS:
             continue
-        trigger = alarm.get("TRIGGER")
-        if trigger is None:
-            continue
-        value = trigger.dt
+        try:
+            trigger = alarm.get("TRIGGER")
+            value = trigger.dt if trigger is not None else None
+        except ValueError:
+            continue  # an unreadable trigger costs that alarm only
         if isinstance(value, timedelta):
             offset = value
             if str(trigger.params.get("RELATED", "START")).upper() == "END":
                 offset += (ends_at or starts_at) - starts_at
             lead = -offset
         elif isinstance(value, datetime):
-            lead = series_start - _as_utc(value, None)
+            lead = anchor - _as_utc(value, None)
         else:
             continue
         minutes = int(lead.total_seconds() // 60)
         if minutes >= 0:
             leads.add(minutes)
-    return n.sorted_leads(leads)
+    return tuple(sorted(leads))
 
 
-def _declined(occurrence: Any, account: str) -> bool:
-    """Declined by the feed's owner, when the feed names its owner (Google: the address)."""
-    if "@" not in account:
+def _address(value: str) -> str:
+    """``mailto:Me@Example.com`` and ``me@example.com`` as one comparable address."""
+    text = value.strip().lower()
+    return text[len("mailto:") :] if text.startswith("mailto:") else text
+
+
+def _declined(occurrence: Any, addresses: frozenset[str]) -> bool:
+    """Declined by the reader: an ATTENDEE with one of their addresses (as its value,
+    or in the EMAIL parameter iCloud uses) and PARTSTAT=DECLINED."""
+    if not addresses:
         return False
     attendees = occurrence.get("ATTENDEE") or []
     if not isinstance(attendees, list):
         attendees = [attendees]
-    me = f"mailto:{account}".lower()
-    return any(
-        str(a).lower() == me and str(a.params.get("PARTSTAT", "")).upper() == "DECLINED"
-        for a in attendees
-    )
+    for attendee in attendees:
+        if str(attendee.params.get("PARTSTAT", "")).upper() != "DECLINED":
+            continue
+        if {_address(str(attendee)), _address(str(attendee.params.get("EMAIL", "")))} & addresses:
+            return True
+    return False

@@ -38,6 +38,7 @@ from calendars.providers.base import (
     json_body,
     provider_request,
     raise_for_transient,
+    time_left,
 )
 
 logger = logging.getLogger("nudge.calendars.microsoft")
@@ -114,6 +115,7 @@ class MicrosoftGraphProvider(CalendarProvider):
                     "Prefer": 'outlook.timezone="UTC"',
                 },
                 secrets=snapshot.secrets(),
+                timeout=min(settings.CALENDAR_HTTP_TIMEOUT_SECONDS, time_left(snapshot, NAME)),
             )
             if response.status_code == 401 and not refreshed_after_401:
                 refreshed_after_401 = True

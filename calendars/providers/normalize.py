@@ -81,5 +81,12 @@ def title(value: object) -> str:
     return optional_str(value).replace("\x00", "")[:MAX_TITLE_LENGTH]
 
 
+# Google allows five reminders per event; more is a flood, not a preference. Each
+# lead is one queued row per occurrence, so a feed with 180 alarms per event
+# would queue 180 nudges each. The five nearest the start are kept.
+MAX_LEADS_PER_EVENT = 5
+
+
 def sorted_leads(minutes: set[int]) -> tuple[int, ...]:
-    return tuple(sorted(minutes))
+    """The distinct leads, nearest the start first, at most MAX_LEADS_PER_EVENT."""
+    return tuple(sorted(minutes))[:MAX_LEADS_PER_EVENT]

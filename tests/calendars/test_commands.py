@@ -76,7 +76,7 @@ def test_sync_calendars_prints_a_line_per_connection_and_a_summary(
     ics_connection(user)
     out = StringIO()
 
-    call_command("sync_calendars", "--user", str(user.pk), "--now", "2026-12-02T08:00", stdout=out)
+    call_command("sync_calendars", "--user", str(user.pk), "--now", "2026-12-02T08:00Z", stdout=out)
 
     lines = out.getvalue().strip().splitlines()
     assert len(lines) == 3

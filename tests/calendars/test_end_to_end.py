@@ -84,3 +84,51 @@ def test_weekly_meeting_nudged_once_via_the_recording_channel(
 
     assert sent_at == [MEETING - timedelta(minutes=30)]
     assert len(recording_channel.sent) == 1 and "Weekly sync" in recording_channel.sent[0].text
+
+
+def queue_as_seen_by(user_id: int) -> list[tuple[datetime, datetime, str]]:
+    """The user's queue as (intended instant, subject start, title): comparable across users."""
+    from calendars.models import CalendarEvent
+    from scheduled_sends.models import ScheduledSend
+    from tenancy.scope import tenant_scope
+
+    with tenant_scope(user_id):
+        titles = dict(CalendarEvent.objects.values_list("pk", "title"))
+        return sorted(
+            (row.intended_at, row.subject_starts_at, titles[row.ref_id])
+            for row in ScheduledSend.objects.filter(user_id=user_id)
+        )
+
+
+def test_a_replay_queues_what_a_live_run_at_that_instant_queued(make_user, fake_ics):
+    """``materialize --now T`` after the feed was connected later than T (at the real
+    clock, say): before, the stored expansion began after T, the feed answered 304,
+    and the replay queued nothing for the 09:00 meeting."""
+    fake_ics.body = WEEKLY
+    live, replayed = make_user(), make_user()
+    connect_ics_feed(live.pk, fake_ics.feed_url, allow_private=True, now=START)
+    connect_ics_feed(
+        replayed.pk, fake_ics.feed_url, allow_private=True, now=START + timedelta(hours=10)
+    )
+
+    run_materialize(START, user_ids=[live.pk])
+    run_materialize(START, user_ids=[replayed.pk])
+
+    expected = [(MEETING - timedelta(minutes=30), MEETING, "Weekly sync")]
+    assert queue_as_seen_by(live.pk) == expected
+    assert queue_as_seen_by(replayed.pk) == expected
+
+
+def test_an_at_the_time_of_event_reminder_arrives_at_the_start(
+    make_user, fake_ics, recording_channel
+):
+    """``TRIGGER:PT0S`` (Apple's and Outlook's "at time of event") is lead 0, queued by
+    the calendar side and sent when the meeting starts."""
+    fake_ics.body = WEEKLY.replace(b"TRIGGER:-P0DT0H30M0S", b"TRIGGER:PT0S")
+    user = make_user(channel="console")
+    connect_ics_feed(user.pk, fake_ics.feed_url, allow_private=True, now=START)
+
+    sent_at = run_the_morning(fake_ics, until=MEETING + timedelta(minutes=5))
+
+    assert sent_at == [MEETING]
+    assert len(recording_channel.sent) == 1 and "Weekly sync" in recording_channel.sent[0].text

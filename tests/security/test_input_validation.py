@@ -158,7 +158,7 @@ def test_the_lead_check_constraint_holds_for_raw_sql(user):
         (["--channel", "sms"], "invalid choice"),
         (["--start", "2026-12-02T10:00"], "no UTC offset"),
         (["--start", "tomorrow; DROP TABLE users"], "not an ISO-8601"),
-        (["--users", "ten"], "invalid int value"),
+        (["--users", "ten"], "is not a whole number"),
     ],
 )
 def test_seed_demo_refuses_bad_arguments_and_creates_nothing(db, args, words):

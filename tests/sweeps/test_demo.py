@@ -33,5 +33,5 @@ def test_the_demo_has_something_to_say_and_says_it_once(db, recording_channel, c
 
 
 def test_seed_demo_refuses_negative_counts(db):
-    with pytest.raises(CommandError, match="--users cannot be negative"):
+    with pytest.raises(CommandError, match="argument --users: '-1' cannot be negative"):
         call_command("seed_demo", "--users", "-1")

@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError, CommandParser
 
 from calendars.connect import ConnectError, connect_ics_feed
+from nudgeproject.command_line import NudgeCommand, instant, positive_int, require_users
 
 
-class Command(BaseCommand):
+class Command(NudgeCommand):
     help = "Connect an ICS feed address to a user: validated, fetched once, stored encrypted."
 
-    def add_arguments(self, parser) -> None:
-        parser.add_argument("user_id", type=int)
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("user_id", type=positive_int)
         parser.add_argument("url", help="The feed's secret address (http or https).")
         parser.add_argument(
             "--allow-private",
             action="store_true",
             help="Allow a host on a private or loopback network (development, intranets).",
         )
+        parser.add_argument(
+            "--now", type=instant, default=None, help="Expand the feed as of this ISO-8601 instant."
+        )
 
-    def handle(self, *args, user_id: int, url: str, allow_private: bool, **options) -> None:
+    def handle(self, *args, user_id: int, url: str, allow_private: bool, now, **options) -> None:
+        require_users([user_id], active=False)
         try:
-            connection = connect_ics_feed(user_id, url, allow_private=allow_private)
+            connection = connect_ics_feed(user_id, url, allow_private=allow_private, now=now)
         except ConnectError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(

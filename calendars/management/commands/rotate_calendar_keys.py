@@ -8,12 +8,13 @@ not be read with the configured keys.
 from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from calendars.key_rotation import rotate_calendar_secrets
+from nudgeproject.command_line import NudgeCommand
 
 
-class Command(BaseCommand):
+class Command(NudgeCommand):
     help = "Re-encrypt every stored calendar token and feed address under the newest key."
 
     def handle(self, *args, **options) -> None:

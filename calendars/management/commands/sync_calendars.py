@@ -6,34 +6,27 @@ development. Exits non-zero when any connection failed in this run.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from calendars.sync import ConnectionResult, SyncSummary, default_window, sync_user_connections
+from nudgeproject.command_line import NudgeCommand, instant, positive_int, require_users
 
 
-def _parse_now(value: str | None) -> datetime:
-    if not value:
-        return timezone.now()
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise CommandError(f"--now {value!r} is not an ISO 8601 time") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-class Command(BaseCommand):
+class Command(NudgeCommand):
     help = "Sync connected calendars over the sweep's window; one line per connection."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--user", type=int, help="Only this user's connections.")
-        parser.add_argument("--now", help="Pretend it is this ISO 8601 time (default: now).")
+        parser.add_argument("--user", type=positive_int, help="Only this user's connections.")
+        parser.add_argument(
+            "--now", type=instant, help="Pretend it is this ISO-8601 instant (default: now)."
+        )
 
-    def handle(self, *args, user: int | None, now: str | None, **options) -> None:
-        moment = _parse_now(now)
+    def handle(self, *args, user: int | None, now, **options) -> None:
+        moment = now or timezone.now()
+        if user is not None:
+            require_users([user])
         window_start, window_end = default_window(moment)
         users = get_user_model().objects.filter(is_active=True).order_by("pk")
         if user is not None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.core.management.base import CommandParser
 
-from scheduled_sends.management.sweep_command import SweepCommand, positive_int
+from nudgeproject.command_line import positive_int, require_users
+from scheduled_sends.management.sweep_command import SweepCommand
 from scheduled_sends.materialize import run_materialize
 
 
@@ -15,7 +16,7 @@ class Command(SweepCommand):
         super().add_arguments(parser)
         parser.add_argument(
             "--user",
-            type=int,
+            type=positive_int,
             action="append",
             dest="user_ids",
             help="Only this user (repeatable).",
@@ -35,6 +36,7 @@ class Command(SweepCommand):
             if verbosity >= 1:
                 self.stdout.write(f"  … {report.users} users, {report.queued} queued")
 
+        user_ids = require_users(user_ids)
         report = run_materialize(
             now, user_ids=user_ids, progress=progress, sync_calendars=not no_sync, workers=workers
         )

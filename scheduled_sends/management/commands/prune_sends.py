@@ -4,23 +4,26 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandParser
 
+from nudgeproject.command_line import NudgeCommand, positive_int
 from scheduled_sends.claim import database_now, prune_settled
 
 
-class Command(BaseCommand):
+class Command(NudgeCommand):
     help = "Delete settled (sent, skipped, failed, expired) rows older than DAYS, in batches."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--older-than", type=int, required=True, metavar="DAYS")
-        parser.add_argument("--batch-size", type=int, default=5000)
+        parser.add_argument(
+            "--older-than",
+            type=positive_int,
+            required=True,
+            metavar="DAYS",
+            help="At least 1: support reads recent rows.",
+        )
+        parser.add_argument("--batch-size", type=positive_int, default=5000)
 
     def handle(self, *args, older_than: int, batch_size: int, **options) -> None:
-        if older_than < 1:
-            raise CommandError("--older-than must be at least 1 day: support reads recent rows")
-        if batch_size < 1:
-            raise CommandError("--batch-size must be positive")
         cutoff = database_now() - timedelta(days=older_than)
         deleted = prune_settled(
             cutoff, batch_size, progress=lambda n: self.stdout.write(f"  … {n} deleted")

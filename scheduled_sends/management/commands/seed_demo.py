@@ -5,40 +5,37 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandParser
 from django.utils import timezone
 
+from nudgeproject.command_line import NudgeCommand, instant, non_negative_int
 from scheduled_sends.demo import seed_demo
-from scheduled_sends.management.sweep_command import parse_instant
 from scheduled_sends.models import Channel
 
 
-class Command(BaseCommand):
+class Command(NudgeCommand):
     help = "Create demo users with delivery settings, events and follow-ups over the look-ahead."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--users", type=int, default=3)
-        parser.add_argument("--events-per-user", type=int, default=4)
-        parser.add_argument("--follow-ups-per-user", type=int, default=1)
+        parser.add_argument("--users", type=non_negative_int, default=3)
+        parser.add_argument("--events-per-user", type=non_negative_int, default=4)
+        parser.add_argument("--follow-ups-per-user", type=non_negative_int, default=1)
         parser.add_argument("--channel", choices=Channel.values, default=Channel.CONSOLE)
         parser.add_argument(
             "--start",
-            type=parse_instant,
+            type=instant,
             default=None,
             help="Spread subjects over the look-ahead from this ISO-8601 instant (default: now).",
         )
         parser.add_argument("--prefix", default="demo", help="Username prefix.")
         parser.add_argument(
             "--due-now",
-            type=int,
+            type=non_negative_int,
             default=0,
             help="Follow-ups per user due in 5 minutes, so a nudge is due at once.",
         )
 
     def handle(self, *args, **options) -> None:
-        for name in ("users", "events_per_user", "follow_ups_per_user", "due_now"):
-            if options[name] < 0:
-                raise CommandError(f"--{name.replace('_', '-')} cannot be negative")
         start = options["start"] or timezone.now()
         summary = seed_demo(
             users=options["users"],

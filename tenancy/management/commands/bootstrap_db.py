@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from psycopg import Error as PsycopgError
 
+from nudgeproject.command_line import NudgeCommand
 from tenancy.bootstrap import bootstrap, template_database_name
 
 
-class Command(BaseCommand):
+class Command(NudgeCommand):
     help = (
         "Create or repair, idempotently, the DML-only login role and database named in "
         "DATABASE_URL, the owner (migration) role of DATABASE_OWNER_URL, the sweeper and "
@@ -40,7 +41,8 @@ class Command(BaseCommand):
                 owner_password=settings.NUDGE_DB_OWNER["PASSWORD"] or None,
             )
         except PsycopgError as exc:
-            raise CommandError(f"bootstrap failed: {exc}") from exc
+            # psycopg's messages span lines (server, hint); the operator gets one.
+            raise CommandError(f"bootstrap failed: {' '.join(str(exc).split())}") from None
         self.stdout.write(
             f"bootstrap_db: role {roles.login} (login, DML only, NOINHERIT, no superuser, "
             f"no BYPASSRLS), role {roles.owner} (owner, runs migrations), "

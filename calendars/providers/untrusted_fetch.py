@@ -1,0 +1,276 @@
+"""Fetching an address a tenant gave us: decided once, vetted, pinned and bounded.
+
+A feed address is the one input a tenant fully controls, so the fetch must go
+exactly where it was checked, and no answer may hold a sweep for long:
+
+* **One parser.** The address is parsed once, with urllib3's ``parse_url``
+  (the parser the HTTP client itself uses), and the request is built from
+  that parse — so the guard and the client cannot disagree about the host.
+  Backslashes, control characters, whitespace and userinfo (``user@``) are
+  refused outright: they exist in feed addresses only to confuse parsers.
+* **One resolution.** The host is resolved once; every address it resolves
+  to must be public (not private, loopback, link-local, shared, reserved,
+  documentation, multicast, NAT64 ``64:ff9b::/96`` and ``64:ff9b:1::/48``,
+  6to4, Teredo, or an IPv4-mapped private address), and the connection is
+  made to the first of them — the TCP connection is pinned to the vetted
+  address and its peer checked, while TLS still verifies the host name.
+  A DNS answer that changes between check and connect changes nothing.
+  Each redirect hop is parsed, vetted and pinned the same way.
+* **One deadline.** The whole fetch — every hop, connect and body — has a
+  wall-clock deadline enforced at the socket: when it passes, a timer shuts
+  the socket down, so a host that drips a byte every few seconds cannot keep
+  a read alive (a read timeout restarts with every byte).
+
+No proxy from the environment is used: the peer must be the vetted address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from requests.certs import where as ca_bundle
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import HTTPError, LocationParseError
+
+from calendars.providers.base import ProviderError, RetryLater
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# Ranges Python's ``is_global`` lets through that still reach inside: NAT64
+# (RFC 6052, RFC 8215) translates to any IPv4 address, 6to4 and Teredo embed one.
+_DENIED_V6 = tuple(
+    ipaddress.ip_network(net)
+    for net in ("64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "2001::/32")
+)
+
+
+class UnsafeAddress(ProviderError):
+    """The address is not plain http(s), or leads into a private network."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one request goes, as the HTTP client will read it."""
+
+    scheme: str
+    host: str
+    port: int
+    request_uri: str
+
+
+def parse_target(url: str, label: str) -> Target:
+    """The request's scheme, host, port and path, or UnsafeAddress."""
+    if any(ch == "\\" or ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
+        raise UnsafeAddress(
+            f"{label}: the address must be an http:// or https:// URL without spaces, "
+            "backslashes or control characters"
+        )
+    try:
+        parsed = urllib3.util.parse_url(url)
+    except LocationParseError:
+        raise UnsafeAddress(f"{label}: the address cannot be read as a URL") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise UnsafeAddress(f"{label}: the address must be an http:// or https:// URL")
+    if parsed.auth is not None:
+        raise UnsafeAddress(f"{label}: the address must not carry a user name or password")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return Target(parsed.scheme, parsed.host.strip("[]"), port, parsed.request_uri)
+
+
+def display_host(url: str) -> str:
+    """The part of an address that may be shown: its host, as the client reads it."""
+    try:
+        return urllib3.util.parse_url(url).host or "?"
+    except LocationParseError:
+        return "?"
+
+
+def resolve(host: str, port: int) -> list[str]:
+    """Every address ``host`` resolves to (one lookup; tests replace this)."""
+    infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+    return [info[4][0].split("%")[0] for info in infos]
+
+
+def is_public(address: Address) -> bool:
+    """Reachable on the public internet and not a door back into a private one."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return is_public(address.ipv4_mapped)
+        if any(address in net for net in _DENIED_V6):
+            return False
+    return address.is_global and not address.is_multicast
+
+
+def vetted_address(target: Target, *, allow_private: bool, label: str) -> str:
+    """The address to connect to; every address of the host must be public."""
+    try:
+        literal = ipaddress.ip_address(target.host)
+    except ValueError:
+        literal = None
+    if literal is not None:
+        candidates = [str(literal)]
+    else:
+        try:
+            candidates = resolve(target.host, target.port)
+        except (OSError, UnicodeError):
+            raise RetryLater(f"{label}: cannot resolve {target.host}") from None
+        if not candidates:
+            raise RetryLater(f"{label}: cannot resolve {target.host}")
+    if not allow_private:
+        for candidate in candidates:
+            if not is_public(ipaddress.ip_address(candidate)):
+                raise UnsafeAddress(
+                    f"{label}: {target.host} resolves to a private or local address; refused"
+                )
+    return candidates[0]
+
+
+class Deadline:
+    """A wall-clock deadline that shuts down the sockets it watches when it passes."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+
+    def remaining(self) -> float:
+        return max(self.at - time.monotonic(), 0.0)
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self._timer is None:
+                self._timer = threading.Timer(self.remaining(), self._expire)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+
+
+class _Pinned:
+    """Connects to the vetted address (not to whatever the name resolves to now)."""
+
+    def __init__(self, *args: Any, pinned: str, deadline: Deadline, **kwargs: Any) -> None:
+        self._pinned = pinned
+        self._deadline = deadline
+        super().__init__(*args, **kwargs)
+
+    def _new_conn(self) -> socket.socket:
+        timeout = min(float(self.timeout or 10.0), self._deadline.remaining()) or 0.001
+        sock = socket.create_connection((self._pinned, self.port), timeout=timeout)
+        peer = ipaddress.ip_address(sock.getpeername()[0].split("%")[0])
+        if peer != ipaddress.ip_address(self._pinned):
+            sock.close()
+            raise OSError("connected to an address that was not vetted")
+        self._deadline.watch(sock)
+        return sock
+
+
+class _PinnedHTTP(_Pinned, HTTPConnection):
+    pass
+
+
+class _PinnedHTTPS(_Pinned, HTTPSConnection):
+    pass
+
+
+class _Pool(HTTPConnectionPool):
+    ConnectionCls = _PinnedHTTP
+
+
+class _TLSPool(HTTPSConnectionPool):
+    ConnectionCls = _PinnedHTTPS
+
+
+class Answer:
+    """One response: status, headers, and its body as decoded chunks."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse, pool: HTTPConnectionPool) -> None:
+        self._response = response
+        self._pool = pool
+        self.status_code = response.status
+        self.headers = response.headers
+
+    def chunks(self, size: int) -> Iterator[bytes]:
+        yield from self._response.stream(size, decode_content=True)
+
+    def close(self) -> None:
+        self._response.close()
+        self._pool.close()
+
+    def __enter__(self) -> Answer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def get(
+    target: Target,
+    address: str,
+    headers: dict[str, str],
+    *,
+    deadline: Deadline,
+    timeout: float,
+    label: str,
+) -> Answer:
+    """One GET to ``target`` over a connection pinned to ``address``; network
+    failures become RetryLater (their text can name the address, so it is dropped)."""
+    if deadline.remaining() <= 0:
+        raise ProviderError(f"{label}: the download took longer than {deadline.seconds:.0f}s")
+    pool_timeout = urllib3.Timeout(connect=timeout, read=timeout)
+    common = {"timeout": pool_timeout, "maxsize": 1, "retries": False}
+    pinning = {"pinned": address, "deadline": deadline}
+    if target.scheme == "https":
+        pool: HTTPConnectionPool = _TLSPool(
+            target.host,
+            target.port,
+            cert_reqs="CERT_REQUIRED",
+            ca_certs=ca_bundle(),
+            **common,
+            **pinning,
+        )
+    else:
+        pool = _Pool(target.host, target.port, **common, **pinning)
+    try:
+        response = pool.urlopen(
+            "GET",
+            target.request_uri,
+            headers={"Accept-Encoding": "gzip, deflate", **headers},
+            redirect=False,
+            retries=False,
+            preload_content=False,
+            decode_content=True,
+            assert_same_host=False,
+        )
+    except (HTTPError, OSError) as exc:
+        pool.close()
+        if deadline.expired:
+            raise ProviderError(
+                f"{label}: the download took longer than {deadline.seconds:.0f}s"
+            ) from None
+        raise RetryLater(f"{label}: network error ({type(exc).__name__})") from None
+    return Answer(response, pool)

@@ -1,0 +1,98 @@
+"""What every management command shares about its command line.
+
+Cron authors read one line on stderr and an exit code, so bad input is refused
+with exactly that: ``manage.py deliver: error: argument --now: 'yesterday' is
+not an ISO-8601 date-time`` and exit 2 — never a traceback (a ``CommandError``
+raised by an argparse ``type`` escapes Django's handler, which is why the
+types here raise ``ArgumentTypeError``), never the usage block, never a silent
+default. Checks that need the database (does this user exist?) run in
+``handle`` and raise ``CommandError``, which Django prints as one line, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.dateparse import parse_datetime
+
+
+class NudgeCommand(BaseCommand):
+    """A command whose argument errors are one line on stderr and exit status 2."""
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+
+        def one_line_error(message: str) -> None:
+            if parser.called_from_command_line:
+                parser.exit(2, f"{parser.prog}: error: {' '.join(message.split())}\n")
+            raise CommandError(f"Error: {message}")
+
+        parser.error = one_line_error  # type: ignore[method-assign]
+        return parser
+
+
+def instant(value: str) -> datetime:
+    """An ISO-8601 instant with an explicit offset (a replay must not guess a zone)."""
+    try:
+        parsed = parse_datetime(value.strip())
+    except ValueError:  # well-formed but impossible, e.g. month 13
+        parsed = None
+    if parsed is None:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an ISO-8601 date-time (e.g. 2026-12-02T08:00:00Z)"
+        )
+    if parsed.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{value!r} has no UTC offset; add 'Z' or '+01:00'")
+    return parsed
+
+
+def positive_int(value: str) -> int:
+    """A whole number of at least 1 (a batch of 0 is a mistake, not "the default")."""
+    number = _number(value, int, "a whole number")
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
+    return number
+
+
+def non_negative_int(value: str) -> int:
+    number = _number(value, int, "a whole number")
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} cannot be negative")
+    return number
+
+
+def positive_float(value: str) -> float:
+    number = _number(value, float, "a number")
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} must be a positive number of seconds")
+    return number
+
+
+def _number(value: str, kind: type, description: str) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not {description}") from None
+
+
+def require_users(user_ids: Iterable[int] | None, *, active: bool = True) -> list[int] | None:
+    """The given user ids, each checked to exist (and be active, when the command
+    only visits active users); None stays None ("everyone")."""
+    if user_ids is None:
+        return None
+    wanted = sorted(set(user_ids))
+    found = dict(get_user_model().objects.filter(pk__in=wanted).values_list("pk", "is_active"))
+    missing = [str(pk) for pk in wanted if pk not in found]
+    if missing:
+        raise CommandError(f"no user with id {', '.join(missing)}")
+    inactive = [str(pk) for pk in wanted if active and not found[pk]]
+    if inactive:
+        raise CommandError(
+            f"user {', '.join(inactive)} is not active (only active users are visited)"
+        )
+    return wanted

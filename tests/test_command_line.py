@@ -1,0 +1,76 @@
+"""Bad command-line input, tried as a cron author would: one line on stderr, a
+non-zero exit, never a traceback, never a silent default."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["deliver", "--now", "yesterday"], "argument --now: 'yesterday' is not an ISO-8601"),
+        (["deliver", "--batch-size", "0"], "argument --batch-size: '0' must be at least 1"),
+        (["deliver", "--budget-seconds", "nan"], "argument --budget-seconds"),
+        (["materialize", "--now", "2026-12-02T08:00"], "has no UTC offset"),
+        (["materialize", "--user", "abc"], "argument --user: 'abc' is not a whole number"),
+        (["nudge_health", "--now", "2026-13-45T00:00Z"], "is not an ISO-8601 date-time"),
+        (["prune_sends", "--older-than", "0"], "argument --older-than: '0' must be at least 1"),
+        (["seed_demo", "--users", "-3"], "argument --users: '-3' cannot be negative"),
+        (["connect_ics", "one", "https://example.com/x.ics"], "argument user_id: 'one'"),
+        (["sync_calendars", "--now", "tomorrow"], "argument --now: 'tomorrow'"),
+        (["bootstrap_db"], "the following arguments are required: --admin-url"),
+        (["rotate_calendar_keys", "--all"], "unrecognized arguments: --all"),
+    ],
+    ids=lambda value: "-".join(value) if isinstance(value, list) else None,
+)
+def test_bad_arguments_get_one_line_and_a_failing_exit(argv, says):
+    done = subprocess.run(
+        [sys.executable, "manage.py", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"manage.py {argv[0]}: error: ") and says in line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["materialize", "--user", "999999", "--no-sync"],
+        ["sync_calendars", "--user", "999999"],
+        ["connect_ics", "999999", "https://example.com/x.ics"],
+    ],
+    ids=["materialize", "sync_calendars", "connect_ics"],
+)
+def test_a_user_that_does_not_exist_is_refused(db, argv):
+    with pytest.raises(CommandError, match=r"^no user with id 999999$"):
+        call_command(*argv)
+
+
+def test_an_inactive_user_is_refused_by_the_sweep_that_skips_them(db):
+    user = get_user_model().objects.create_user(username="gone", is_active=False)
+
+    with pytest.raises(CommandError, match=f"user {user.pk} is not active"):
+        call_command("materialize", "--user", str(user.pk), "--no-sync")
+
+
+def test_a_bootstrap_that_cannot_connect_says_so_in_one_line():
+    with pytest.raises(CommandError) as caught:
+        call_command("bootstrap_db", "--admin-url", "postgres://nobody@127.0.0.1:1/none")
+
+    assert str(caught.value).startswith("bootstrap failed: ")
+    assert "\n" not in str(caught.value)
