@@ -146,7 +146,9 @@ def health_lines(report_checks: list, figures: dict[str, Any], links: Links) -> 
 
     def rls(check) -> HealthLine:
         if check.ok:
-            text = format_html("{}", "Each tenant's data is fenced: row-level security is enforced.")
+            text = format_html(
+                "{}", "Each tenant's data is fenced: row-level security is enforced."
+            )
         else:
             text = format_html("Row-level security is NOT enforced: {}", check.detail)
         return HealthLine(check.name, check.ok, text)
@@ -168,10 +170,10 @@ def health_lines(report_checks: list, figures: dict[str, Any], links: Links) -> 
     def stuck(check) -> HealthLine:
         n = int(figures.get("stuck_claims") or 0)
         if not n:
-            text = format_html("No claim is older than the {} lease.", lease)
+            text = format_html("No claim is older than the lease ({}).", lease)
             return HealthLine(check.name, True, text)
         text = format_html(
-            "{} older than the {} lease: the deliver run holding {} died.",
+            "{} older than the lease ({}): the deliver run holding {} died.",
             plural(n, "claim is", "claims are"),
             lease,
             "it" if n == 1 else "them",

@@ -37,6 +37,7 @@ class Series:
     values: Sequence[float | None]
     colour: str
     dashed: bool = False
+    points: bool = True  # a reference line (a capacity) has no figures of its own to mark
 
 
 @dataclass
@@ -99,7 +100,7 @@ def bar_chart(
             )
             base += value
     marks.extend(_line(chart, series, top, slot) for series in lines)
-    drawn = bool(any(totals) or line_values)
+    drawn = any(totals)  # a reference line alone (capacity) is not data
     return _frame(chart, top, marks, [*stacks, *lines], drawn)
 
 
@@ -123,9 +124,11 @@ def _line(chart: Chart, series: Series, top: float, slot: float) -> str:
         x = MARGIN_LEFT + (i + 0.5) * slot
         y = MARGIN_TOP + PLOT_HEIGHT - min(value, top) / top * PLOT_HEIGHT
         runs[-1].append(f"{x:.2f},{y:.2f}")
+        if not series.points:
+            continue
         points.append(
             f'<circle class="point" data-series="{escape(series.name)}" data-slot="{i}" '
-            f'data-value="{figure(value)}" cx="{x:.2f}" cy="{y:.2f}" r="2" '
+            f'data-value="{figure(value)}" cx="{x:.2f}" cy="{y:.2f}" r="3" '
             f'fill="{series.colour}"><title>{escape(_tip(chart, i, series, value))}</title>'
             "</circle>"
         )
@@ -166,7 +169,9 @@ def _frame(
     slot = PLOT_WIDTH / max(chart.slots, 1)
     for i, label in sorted(chart.ticks.items()):
         x = MARGIN_LEFT + (i + 0.5) * slot
-        anchor = "start" if i == 0 else "end" if i == chart.slots - 1 else "middle"
+        anchor = "middle"
+        if chart.slots > 24:  # dense axes: keep the first and last label inside the frame
+            anchor = "start" if i == 0 else "end" if i == chart.slots - 1 else "middle"
         parts.append(
             f'<text class="x-tick" x="{x:.2f}" y="{HEIGHT - 10}" text-anchor="{anchor}" '
             f'fill="#555">{escape(label)}</text>'

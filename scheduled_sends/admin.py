@@ -222,19 +222,17 @@ def _user_zone(obj: ScheduledSend) -> str:
 
 @admin.register(ScheduledSend)
 class ScheduledSendAdmin(admin.ModelAdmin):
+    # Nine columns fit beside the filters at 1440 px without squeezing any.
     list_display = (
         "id",
         "owner",
-        "kind",
-        "subject",
+        "subject_with_kind",
         "fire_at_utc",
         "fire_at_local",
         "state_label",
         "attempts",
         "last_error_short",
-        "channel",
-        "provider_message_id",
-        "delivery_status",
+        "delivery",
     )
     list_display_links = ("id",)
     list_filter = (
@@ -337,6 +335,18 @@ class ScheduledSendAdmin(admin.ModelAdmin):
             return f"(gone: {obj.get_kind_display().lower()} #{obj.ref_id})"
         return Truncator(title or "(untitled)").chars(60)
 
+    @admin.display(description="subject")
+    def subject_with_kind(self, obj: ScheduledSend) -> str:
+        if getattr(obj, "subject_title", None) is None:
+            return self.subject(obj)
+        return f"{obj.get_kind_display()}: {self.subject(obj)}"
+
+    @admin.display(description="delivery")
+    def delivery(self, obj: ScheduledSend) -> str:
+        """Channel, the provider's receipt and its message id, as far as known."""
+        parts = [obj.get_channel_display(), obj.delivery_status, obj.provider_message_id]
+        return " · ".join(part for part in parts if part) or "-"
+
     @admin.display(description="fires", ordering="fire_at")
     def fire_at_utc(self, obj: ScheduledSend) -> str:
         return when(obj.fire_at)
@@ -356,7 +366,7 @@ class ScheduledSendAdmin(admin.ModelAdmin):
 
     @admin.display(description="last error")
     def last_error_short(self, obj: ScheduledSend) -> str:
-        return Truncator(obj.last_error).chars(80)
+        return Truncator(obj.last_error).chars(60)
 
     # --- actions ----------------------------------------------------------------
     def _confirm(

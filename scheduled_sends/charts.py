@@ -49,7 +49,7 @@ from scheduled_sends.models import Channel, Outcome, ScheduledSend
 LOOK_AHEAD = timedelta(hours=3)
 HISTORY = timedelta(hours=24)
 QUARTER = timedelta(minutes=15)
-REASON_CHARS = 80
+REASON_CHARS = 160
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # The run log's lateness buckets (upper bounds, seconds), so both read alike.
 LATENESS_BUCKETS: tuple[float, ...] = (0, 5, 10, 15, 30, 45, 60, 90, 120, 300, 600, 900, math.inf)

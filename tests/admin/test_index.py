@@ -40,7 +40,9 @@ def test_index_links_stuck_claims_with_their_count(staff_client, queue):
     html = response.content.decode()
     assert response.context["nudge_stuck_count"] == 2
     assert f'href="{STUCK_URL.replace("&", "&amp;")}"' in html
-    assert "Stuck claims (2)" in html
+    assert (
+        "2 claims are older than the lease (5 minutes): the deliver run holding them died." in html
+    )
     listed = staff_client.get(STUCK_URL).context["cl"].result_list
     assert {obj.pk for obj in listed} == {rows["stuck"].pk, other_stuck.pk}
 
@@ -56,8 +58,9 @@ def test_index_shows_the_health_report(staff_client, queue):
     assert health.figures["last_deliver_at"] is not None
     assert health.figures["last_materialize_at"] is None
     html = response.content.decode()
-    assert "Sweep health: NOT OK" in html  # no materialize run yet
-    assert "no successful materialize run recorded yet" in html
+    assert "Needs attention:" in html  # no materialize run yet
+    assert "Upcoming nudges are not being queued: no successful materialize run ever" in html
+    assert "Nudges are being sent: the last deliver run succeeded at" in html
 
 
 def test_check_health_runs_outside_the_support_scope(staff_client, monkeypatch, db):
@@ -92,7 +95,9 @@ def test_index_falls_back_to_its_own_queries_when_health_fails(staff_client, que
     assert health.error == "check_health failed: RuntimeError"
     assert health.figures["stuck_claims"] == 2
     assert health.figures["due_backlog"] == 4  # both stuck, claimed, retrying; not pending
-    assert "Stuck claims (2)" in response.content.decode()
+    html = response.content.decode()
+    assert "State unknown: the health report could not be made" in html
+    assert "2 claims are older than the lease." in html
 
 
 def test_index_without_the_health_module(staff_client, queue, monkeypatch):
