@@ -127,20 +127,8 @@ def look_ahead(now: datetime, user_id: int | None = None) -> LookAhead:
     """Unsettled nudges per planned send minute and channel, from this minute on."""
     start = floor_to(now, timedelta(minutes=1))
     minutes = int(LOOK_AHEAD / timedelta(minutes=1))
-    grouped = (
-        _rows(user_id)
-        .filter(
-            sent_at__isnull=True,
-            outcome__isnull=True,
-            fire_at__gte=start,
-            fire_at__lt=start + LOOK_AHEAD,
-        )
-        .annotate(minute=Trunc("fire_at", "minute", tzinfo=UTC))
-        .values_list("minute", "channel")
-        .annotate(n=Count("id"))
-    )
     per_channel: dict[str, list[int]] = {}
-    for minute, channel, n in grouped:
+    for minute, channel, n in look_ahead_query(start, user_id):
         slot = int((minute - start) / timedelta(minutes=1))
         per_channel.setdefault(channel, [0] * minutes)[slot] += n
     # Paced channels always appear, so their capacity is visible before the queue fills.
@@ -152,6 +140,22 @@ def look_ahead(now: datetime, user_id: int | None = None) -> LookAhead:
         minutes=minutes,
         per_channel=ordered,
         capacity={channel: per_minute_capacity(channel) for channel in ordered},
+    )
+
+
+def look_ahead_query(start: datetime, user_id: int | None = None) -> QuerySet:
+    """(minute, channel, rows) for unsettled rows planned in ``[start, start + 3 h)``."""
+    return (
+        _rows(user_id)
+        .filter(
+            sent_at__isnull=True,
+            outcome__isnull=True,
+            fire_at__gte=start,
+            fire_at__lt=start + LOOK_AHEAD,
+        )
+        .annotate(minute=Trunc("fire_at", "minute", tzinfo=UTC))
+        .values_list("minute", "channel")
+        .annotate(n=Count("id"))
     )
 
 
@@ -193,10 +197,35 @@ def lateness(now: datetime, user_id: int | None = None) -> Lateness:
     """p50 / p95 / max lateness per quarter-hour over the last day, and its histogram."""
     end = floor_to(now, QUARTER) + QUARTER
     start = end - HISTORY
-    sent = _settled_between(start, end, user_id).filter(outcome=Outcome.SENT)
-    seconds = _lateness_seconds()
-    rows = (
-        sent.annotate(quarter=_quarter_of(_INTENDED), late=seconds)
+    by_quarter = {}
+    for row in lateness_query(start, end, user_id):
+        slot = int((row["quarter"] - start) / QUARTER)
+        by_quarter[slot] = LatenessQuarter(
+            row["quarter"], row["n"], row["p50"], row["p95"], float(row["top"])
+        )
+    counts = dict(histogram_query(start, end, user_id))
+    histogram = [(bound, counts.get(i, 0)) for i, bound in enumerate(LATENESS_BUCKETS)]
+    return Lateness(
+        start=start,
+        quarters=int(HISTORY / QUARTER),
+        by_quarter=by_quarter,
+        histogram=histogram,
+    )
+
+
+def _sent_between(start: datetime, end: datetime, user_id: int | None) -> QuerySet:
+    return (
+        _settled_between(start, end, user_id)
+        .filter(outcome=Outcome.SENT)
+        .annotate(late=_lateness_seconds())
+    )
+
+
+def lateness_query(start: datetime, end: datetime, user_id: int | None = None) -> QuerySet:
+    """Per intended quarter-hour: rows sent, p50 / p95 / max lateness in seconds."""
+    return (
+        _sent_between(start, end, user_id)
+        .annotate(quarter=_quarter_of(_INTENDED))
         .values("quarter")
         .annotate(
             n=Count("id"),
@@ -205,12 +234,10 @@ def lateness(now: datetime, user_id: int | None = None) -> Lateness:
             top=Max("late"),
         )
     )
-    by_quarter = {}
-    for row in rows:
-        slot = int((row["quarter"] - start) / QUARTER)
-        by_quarter[slot] = LatenessQuarter(
-            row["quarter"], row["n"], row["p50"], row["p95"], float(row["top"])
-        )
+
+
+def histogram_query(start: datetime, end: datetime, user_id: int | None = None) -> QuerySet:
+    """(bucket index into ``LATENESS_BUCKETS``, rows) for the rows sent in the window."""
     bucket = Case(
         *[
             When(late__lte=bound, then=Value(i))
@@ -220,19 +247,12 @@ def lateness(now: datetime, user_id: int | None = None) -> Lateness:
         default=Value(len(LATENESS_BUCKETS) - 1),
         output_field=IntegerField(),
     )
-    counts = dict(
-        sent.annotate(late=seconds)
+    return (
+        _sent_between(start, end, user_id)
         .annotate(bucket=bucket)
         .values("bucket")
         .annotate(n=Count("id"))
         .values_list("bucket", "n")
-    )
-    histogram = [(bound, counts.get(i, 0)) for i, bound in enumerate(LATENESS_BUCKETS)]
-    return Lateness(
-        start=start,
-        quarters=int(HISTORY / QUARTER),
-        by_quarter=by_quarter,
-        histogram=histogram,
     )
 
 
@@ -284,7 +304,22 @@ def outcomes(now: datetime, user_id: int | None = None) -> Outcomes:
     """Settled nudges per intended hour over the last day: outcomes, retries, reasons."""
     end = floor_to(now, timedelta(hours=1)) + timedelta(hours=1)
     start = end - HISTORY
-    rows = (
+    hours = [
+        OutcomeHour(start + timedelta(hours=i)) for i in range(int(HISTORY / timedelta(hours=1)))
+    ]
+    for hour, outcome, reason, n, retried in outcomes_query(start, end, user_id):
+        bucket = hours[int((hour - start) / timedelta(hours=1))]
+        bucket.counts[outcome] = bucket.counts.get(outcome, 0) + n
+        bucket.retried += retried
+        if outcome == Outcome.FAILED:
+            key = reason or "(no reason recorded)"
+            bucket.failures[key] = bucket.failures.get(key, 0) + n
+    return Outcomes(start=start, hours=hours)
+
+
+def outcomes_query(start: datetime, end: datetime, user_id: int | None = None) -> QuerySet:
+    """(intended hour, outcome, failure reason, rows, rows retried) for settled rows."""
+    return (
         _settled_between(start, end, user_id)
         .annotate(
             hour=Trunc(_INTENDED, "hour", tzinfo=UTC),
@@ -296,14 +331,3 @@ def outcomes(now: datetime, user_id: int | None = None) -> Outcomes:
         .values_list("hour", "outcome", "reason")
         .annotate(n=Count("id"), retried=Count("id", filter=Q(attempts__gt=0)))
     )
-    hours = [
-        OutcomeHour(start + timedelta(hours=i)) for i in range(int(HISTORY / timedelta(hours=1)))
-    ]
-    for hour, outcome, reason, n, retried in rows:
-        bucket = hours[int((hour - start) / timedelta(hours=1))]
-        bucket.counts[outcome] = bucket.counts.get(outcome, 0) + n
-        bucket.retried += retried
-        if outcome == Outcome.FAILED:
-            key = reason or "(no reason recorded)"
-            bucket.failures[key] = bucket.failures.get(key, 0) + n
-    return Outcomes(start=start, hours=hours)
