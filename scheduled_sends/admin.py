@@ -29,7 +29,7 @@ from django.utils.text import Truncator
 
 from calendars.models import CalendarEvent, FollowUp
 from nudgeproject.console import when
-from scheduled_sends.deliver import INTERRUPTED_REASON
+from scheduled_sends.deliver import INTERRUPTED_REASON, UNUSABLE_RECEIPT
 from scheduled_sends.models import (
     MAX_LEAD_MINUTES,
     DeliverySettings,
@@ -61,22 +61,33 @@ MAY_HAVE_REACHED_REFUSAL = (
 )
 
 
-def delivery_doubt(obj: ScheduledSend) -> str:
-    """Why a failed row may nevertheless have reached the user ("" when it cannot have).
+# The failure reasons deliver records when a send's outcome is unknown (see
+# docs/OPERATIONS.md, "a user didn't get a nudge"): such a row was not resent
+# because the message may have arrived.
+UNCONFIRMED_MARKERS = (
+    INTERRUPTED_REASON,
+    UNUSABLE_RECEIPT,
+    "it may have been delivered",
+    "answer was unreadable",
+)
 
-    A run that died between calling the provider and recording the answer
-    leaves a row failed as interrupted: nobody knows whether the message went
-    out. A provider message id means the provider accepted it.
-    """
+
+def delivery_doubt(obj: ScheduledSend) -> str:
+    """Why a failed row may nevertheless have reached the user ("" when it cannot have)."""
     if obj.last_error == INTERRUPTED_REASON:
         return (
             "its deliver run died mid-send, so the provider may already have delivered it; "
             "retrying may send it twice (check the provider first)"
         )
-    if obj.send_started_at is not None and obj.provider_message_id:
+    if any(marker in obj.last_error for marker in UNCONFIRMED_MARKERS):
         return (
-            f"the provider accepted it (message {obj.provider_message_id}) before it was "
-            "marked failed; retrying may send it twice"
+            "the provider got the request but its answer was lost or unreadable, so it may "
+            "already have been delivered; retrying may send it twice (check the provider first)"
+        )
+    if obj.provider_message_id:
+        return (
+            f"the provider accepted it (message {obj.provider_message_id}); "
+            "retrying may send it twice"
         )
     return ""
 
