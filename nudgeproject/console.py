@@ -437,7 +437,13 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
         Series(str(outcome.value), [h.counts.get(outcome, 0) for h in data.hours], COLOURS[outcome])
         for outcome in OUTCOME_ORDER
     ]
-    retried = Series("retried", [h.retried for h in data.hours], COLOURS["retried"], dashed=True)
+    retried = Series(
+        "retried",
+        [h.retried for h in data.hours],
+        COLOURS["retried"],
+        dashed=True,
+        mark_zero=False,
+    )
     chart = Chart(
         f"{prefix}outcomes",
         "Outcomes per hour, last 24 hours (by the hour each nudge was meant for)",

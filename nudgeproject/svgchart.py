@@ -38,6 +38,7 @@ class Series:
     colour: str
     dashed: bool = False
     points: bool = True  # a reference line (a capacity) has no figures of its own to mark
+    mark_zero: bool = True  # False: a zero is drawn by the line alone (a mostly-zero count)
 
 
 @dataclass
@@ -64,6 +65,14 @@ def nice_ceiling(value: float) -> float:
     return float(10 ** (exponent + 1))  # pragma: no cover - the loop always returns
 
 
+def _axis_top(values: Sequence[float]) -> float:
+    """The axis top for these values; counts never get a half-way tick of 0.5."""
+    top = nice_ceiling(max([*values, 0]))
+    if top < 2 and all(float(v).is_integer() for v in values):
+        return 2.0
+    return top
+
+
 def figure(value: float, unit: str = "") -> str:
     """A figure as a label: whole numbers without decimals, others to one place."""
     text = f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
@@ -78,7 +87,7 @@ def bar_chart(
     """Bars (stacked in the given order) per slot, with optional lines over them."""
     totals = [sum(s.values[i] or 0 for s in stacks) for i in range(chart.slots)]
     line_values = [v for s in lines for v in s.values if v is not None]
-    top = nice_ceiling(max([*totals, *line_values, 0]))
+    top = _axis_top([*totals, *line_values])
     slot = PLOT_WIDTH / max(chart.slots, 1)
     gap = min(2.0, slot * 0.2)
     marks: list[str] = []
@@ -107,7 +116,7 @@ def bar_chart(
 def line_chart(chart: Chart, lines: Sequence[Series]) -> SafeString:
     """Lines per slot (a gap where a value is None)."""
     values = [v for s in lines for v in s.values if v is not None]
-    top = nice_ceiling(max([*values, 0]))
+    top = _axis_top(values)
     slot = PLOT_WIDTH / max(chart.slots, 1)
     marks = [_line(chart, series, top, slot) for series in lines]
     return _frame(chart, top, marks, lines, bool(values))
@@ -124,7 +133,7 @@ def _line(chart: Chart, series: Series, top: float, slot: float) -> str:
         x = MARGIN_LEFT + (i + 0.5) * slot
         y = MARGIN_TOP + PLOT_HEIGHT - min(value, top) / top * PLOT_HEIGHT
         runs[-1].append(f"{x:.2f},{y:.2f}")
-        if not series.points:
+        if not series.points or (value == 0 and not series.mark_zero):
             continue
         points.append(
             f'<circle class="point" data-series="{escape(series.name)}" data-slot="{i}" '

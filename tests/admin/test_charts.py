@@ -135,6 +135,10 @@ def test_a_users_page_draws_only_their_rows(staff_client, seeded):
         int(b["data-value"]) for b in marks(html, f"{prefix}outcomes") if b["data-series"] == "sent"
     )
     assert sent == (KNOWN_OUTCOMES["sent"] + 11) // 2
+    their_rows = re.search(r'href="([^"]+)" id="nudge-user-queue-link"', html)
+    listed = staff_client.get(their_rows.group(1).replace("&amp;", "&")).context["cl"]
+    assert {row.user_id for row in listed.result_list} == {alice.pk}
+    assert listed.result_count < listed.full_result_count  # bob's rows are filtered out
     # Reachable from the user's row in the queue and in the delivery settings.
     queue = staff_client.get(reverse("admin:scheduled_sends_scheduledsend_changelist")).content
     assert f'href="{url}"'.encode() in queue
