@@ -189,3 +189,18 @@ def test_the_landing_page_costs_the_same_queries_whatever_the_queue(staff_client
 # the four chart queries, and the app list. A new query here is a decision.
 LANDING_QUERIES = 22
 CHART_QUERIES = 4  # look-ahead, lateness per quarter, lateness histogram, outcomes
+
+
+def test_a_users_page_needs_the_queue_permission(client, make_user, viewer_user, db):
+    alice = make_user("alice")
+    url = reverse("admin:nudge_user_activity", args=[alice.pk])
+    nobody = make_user("staff-without-queue")
+    nobody.is_staff = True
+    nobody.save()
+
+    client.force_login(nobody)
+    assert client.get(url).status_code == 403
+    client.force_login(viewer_user)  # may view the queue
+    assert client.get(url).status_code == 200
+    missing = reverse("admin:nudge_user_activity", args=[alice.pk + 1000])
+    assert client.get(missing).status_code == 404
