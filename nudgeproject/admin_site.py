@@ -108,12 +108,13 @@ class NudgeAdminSite(admin.AdminSite):
         else:
             lines = console.figure_lines(health.figures, links)
         stuck = health.figures.get("stuck_claims")
+        now = timezone.now()
         context = {
             "nudge_health": health,
             "nudge_lines": lines,
             "nudge_failing": [line for line in lines if not line.ok],
-            "nudge_as_of": console.when(timezone.now()),
-            "nudge_charts": console.activity_panels(timezone.now()),
+            "nudge_as_of": console.when(now),
+            "nudge_charts": console.activity_panels(now),
             "nudge_stuck_count": stuck if stuck is not None else _stuck_count(),
             "nudge_stuck_url": links.to_queue("state=stuck"),
             **(extra_context or {}),
@@ -135,13 +136,14 @@ class NudgeAdminSite(admin.AdminSite):
         if not console.Links.for_user(request.user).queue:
             raise PermissionDenied
         user = get_object_or_404(get_user_model(), pk=user_id)
+        now = timezone.now()
         context = {
             **self.each_context(request),
             "title": f"Nudges of {user.get_username()}",
             "subtitle": None,
             "nudge_user": user,
-            "nudge_as_of": console.when(timezone.now()),
-            "nudge_charts": console.activity_panels(timezone.now(), user_id=user.pk),
+            "nudge_as_of": console.when(now),
+            "nudge_charts": console.activity_panels(now, user_id=user.pk),
             "nudge_queue_url": console.Links.for_user(request.user).to_queue(
                 f"user_id__exact={user.pk}"
             ),

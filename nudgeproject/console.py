@@ -44,6 +44,17 @@ def when(instant: datetime | None, empty: str = "never") -> SafeString:
     )
 
 
+def instant_column(field_name: str, description: str) -> Callable:
+    """A read-only admin column (list or form) for a timestamp, written as ``when`` writes it."""
+
+    def column(model_admin, obj) -> SafeString:
+        return when(getattr(obj, field_name), empty="-")
+
+    column.short_description = description
+    column.admin_order_field = field_name
+    return column
+
+
 def duration(seconds: float) -> str:
     """A span in the unit a person would say: 90 s, 2 minutes, 3 hours."""
     seconds = round(seconds)

@@ -28,7 +28,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from calendars.models import CalendarEvent, FollowUp
-from nudgeproject.console import when
+from nudgeproject.console import instant_column, when
 from scheduled_sends.deliver import INTERRUPTED_REASON, UNUSABLE_RECEIPT
 from scheduled_sends.models import (
     MAX_LEAD_MINUTES,
@@ -208,16 +208,6 @@ class SkipReasonForm(forms.Form):
         help_text="Stored on the row as 'skipped by support: <reason>'.",
         widget=forms.TextInput(attrs={"size": 60}),
     )
-
-
-def instant_column(field_name: str, description: str):
-    """A read-only admin column for a timestamp, written the console's one way."""
-
-    @admin.display(description=description, ordering=field_name)
-    def column(self, obj) -> str:
-        return when(getattr(obj, field_name), empty="-")
-
-    return column
 
 
 def _owner(obj: ScheduledSend) -> str:

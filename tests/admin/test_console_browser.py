@@ -146,12 +146,17 @@ def test_every_console_page_reads_at_1440_and_390(
     support,
     make_user,
     make_send,
+    make_event,
+    make_follow_up,
 ):
     alice = make_user(
         "alice", timezone="Europe/Berlin", channel="telegram", telegram_chat_id="4242"
     )
     users = [alice.pk] + [make_user(f"user{n}").pk for n in range(4)]
     seeded = seed_console(users, timezone.now())
+    event = make_event(alice, "Quarterly planning with the finance team")
+    make_follow_up(alice, "Call the bank about the mortgage offer")
+    make_send(alice, kind="event", ref_id=event.pk, fire_at=event.starts_at - timedelta(minutes=10))
     interrupted = make_send(
         alice,
         fire_at=timezone.now() - timedelta(minutes=3),
@@ -172,6 +177,9 @@ def test_every_console_page_reads_at_1440_and_390(
     with support_scope():
         settings_id = DeliverySettings.objects.get(user=alice).pk
     pages = _pages(alice.pk, run.pk, settings_id)
+    pages.append(
+        ("calendar-event", reverse("admin:calendars_calendarevent_change", args=[event.pk]))
+    )
     assert seeded.spike_minute > timezone.now()
 
     with open_page() as page:
