@@ -198,6 +198,9 @@ def _walk(page, base: str, pages: list[tuple[str, str]], interrupted_pk: int) ->
     page.goto(base + "/admin/")
     expect(page.locator("#nudge-state")).to_contain_text("Needs attention")
     expect(page.locator("li[data-check=stuck_claims]")).to_contain_text("1 claim is older")
+    # The state and every check fit the first screen at 1440 x 900.
+    last_check = page.locator("ul.nudge-checks li").last.bounding_box()
+    assert last_check["y"] + last_check["height"] <= 900
     first_time = page.locator("time.nudge-time").first
     assert first_time.inner_text().endswith(("EST", "EDT")), first_time.inner_text()
     assert first_time.get_attribute("title").endswith(" UTC")
