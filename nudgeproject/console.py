@@ -22,7 +22,10 @@ from django.utils.safestring import SafeString
 from nudgeproject import svgchart
 from nudgeproject.svgchart import Chart, Series
 from scheduled_sends import charts
+from scheduled_sends.lateness import BUCKETS
 from scheduled_sends.models import Channel, Outcome
+
+BEYOND_LAST_BUCKET = BUCKETS[-2]  # the histogram's last finite bound
 
 # --- time -------------------------------------------------------------------------
 
@@ -206,6 +209,43 @@ def health_lines(report_checks: list, figures: dict[str, Any], links: Links) -> 
         )
         return HealthLine(check.name, False, text, links.to_queue("due=overdue"), "view them")
 
+    def on_time(check) -> HealthLine:
+        p95 = figures.get("lateness_p95_bucket_seconds")
+        sent = int(figures.get("sent_last_15_min") or 0)
+        limit = settings.NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS
+        if p95 is None:
+            text = format_html("{}", "No nudge was sent in the last 15 minutes, so none was late.")
+        elif p95 == float("inf"):
+            text = format_html(
+                "Nudges are going out late: of {} in the last 15 minutes, the slowest 5% "
+                "arrived more than {} after their time (limit {} s).",
+                plural(sent, "nudge") + " sent",
+                duration(BEYOND_LAST_BUCKET),
+                limit,
+            )
+        else:
+            text = format_html(
+                "{}: 95% of the {} in the last 15 minutes arrived within {} s of their time "
+                "(limit {} s).",
+                "Nudges are on time" if check.ok else "Nudges are going out late",
+                plural(sent, "nudge") + " sent",
+                f"{p95:g}",
+                limit,
+            )
+        return HealthLine(check.name, check.ok, text, "#lateness", "see the lateness chart")
+
+    def nothing_expired(check) -> HealthLine:
+        n = int(figures.get("expired_last_15_min") or 0)
+        if not n:
+            text = format_html("{}", "No nudge expired unsent in the last 15 minutes.")
+            return HealthLine(check.name, True, text)
+        text = format_html(
+            "{} expired unsent in the last 15 minutes: {} never reached the user.",
+            plural(n, "nudge"),
+            "it" if n == 1 else "they",
+        )
+        return HealthLine(check.name, False, text, links.to_queue("state=expired"), "view expired")
+
     def queue_readable(check) -> HealthLine:
         text = format_html("The sweeper role cannot read the queue: {}", check.detail)
         return HealthLine(check.name, check.ok, text)
@@ -220,6 +260,8 @@ def health_lines(report_checks: list, figures: dict[str, Any], links: Links) -> 
         "stuck_claims": stuck,
         "delivery_keeping_up": keeping_up,
         "queue_readable": queue_readable,
+        "nudges_on_time": on_time,
+        "nothing_expired": nothing_expired,
     }
     lines = [sentences.get(check.name, _any_check)(check) for check in report_checks]
     return sorted(lines, key=lambda line: line.ok)
@@ -378,7 +420,7 @@ def lateness_panels(data: charts.Lateness, *, prefix: str) -> list[Panel]:
         )
         for name in ("p50", "p95", "max")
     ]
-    threshold = getattr(settings, "NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS", 60)
+    threshold = settings.NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS
     over = [q for q in data.by_quarter.values() if q.p95 > threshold]
     chart = Chart(
         f"{prefix}lateness",

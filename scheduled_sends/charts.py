@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from django.conf import settings
 from django.db.models import (
     Aggregate,
     Case,
@@ -44,6 +43,8 @@ from django.db.models import (
 )
 from django.db.models.functions import Extract, Left, Trunc
 
+from scheduled_sends.config import QueueConfig
+from scheduled_sends.lateness import BUCKETS
 from scheduled_sends.models import Channel, Outcome, ScheduledSend
 
 LOOK_AHEAD = timedelta(hours=3)
@@ -51,18 +52,6 @@ HISTORY = timedelta(hours=24)
 QUARTER = timedelta(minutes=15)
 REASON_CHARS = 160
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# The run log's lateness buckets (upper bounds, seconds), so both read alike.
-LATENESS_BUCKETS: tuple[float, ...] = (0, 5, 10, 15, 30, 45, 60, 90, 120, 300, 600, 900, math.inf)
-# Channels with a send budget, and the setting that holds it (messages per second).
-RATE_SETTINGS = {
-    Channel.WHATSAPP: ("NUDGE_WHATSAPP_RATE", 60.0),
-    Channel.TELEGRAM: ("NUDGE_TELEGRAM_RATE", 25.0),
-}
-_INTENDED = (
-    "intended_at"
-    if any(f.name == "intended_at" for f in ScheduledSend._meta.concrete_fields)
-    else "fire_at"
-)
 
 
 class Percentile(Aggregate):
@@ -76,17 +65,10 @@ class Percentile(Aggregate):
         super().__init__(expression, fraction=float(fraction), **extra)
 
 
-def per_minute_capacity(channel: str) -> int | None:
-    """What a channel may carry in a minute (rate x 60); None: unpaced."""
-    name, default = RATE_SETTINGS.get(channel, (None, None))
-    if name is None:
-        return None
-    return int(float(getattr(settings, name, default)) * 60)
-
-
-def max_early() -> timedelta:
-    """How far smoothing may have moved a send before its intended instant."""
-    return timedelta(minutes=getattr(settings, "NUDGE_MAX_EARLY_MINUTES", 6))
+def per_minute_capacity(channel: str, config: QueueConfig | None = None) -> int | None:
+    """What a channel may send in a minute (its rate x 60); None: unpaced."""
+    rate = (config or QueueConfig.from_settings()).rate(channel)
+    return int(rate * 60) if rate > 0 else None
 
 
 def floor_to(instant: datetime, step: timedelta) -> datetime:
@@ -101,10 +83,11 @@ def _rows(user_id: int | None) -> QuerySet[ScheduledSend]:
 
 def _settled_between(start: datetime, end: datetime, user_id: int | None) -> QuerySet:
     """Rows meant for ``[start, end)``, found through the ``fire_at`` index."""
+    max_early = QueueConfig.from_settings().max_early
     return (
         _rows(user_id)
-        .filter(outcome__isnull=False, fire_at__gte=start - max_early(), fire_at__lt=end)
-        .filter(**{f"{_INTENDED}__gte": start, f"{_INTENDED}__lt": end})
+        .filter(outcome__isnull=False, fire_at__gte=start - max_early, fire_at__lt=end)
+        .filter(intended_at__gte=start, intended_at__lt=end)
     )
 
 
@@ -132,14 +115,16 @@ def look_ahead(now: datetime, user_id: int | None = None) -> LookAhead:
         slot = int((minute - start) / timedelta(minutes=1))
         per_channel.setdefault(channel, [0] * minutes)[slot] += n
     # Paced channels always appear, so their capacity is visible before the queue fills.
-    for channel in RATE_SETTINGS:
-        per_channel.setdefault(channel, [0] * minutes)
+    config = QueueConfig.from_settings()
+    for channel in config.channel_rates:
+        if config.rate(channel) > 0:
+            per_channel.setdefault(channel, [0] * minutes)
     ordered = dict(sorted(per_channel.items(), key=lambda item: _channel_order(item[0])))
     return LookAhead(
         start=start,
         minutes=minutes,
         per_channel=ordered,
-        capacity={channel: per_minute_capacity(channel) for channel in ordered},
+        capacity={channel: per_minute_capacity(channel, config) for channel in ordered},
     )
 
 
@@ -189,7 +174,7 @@ class Lateness:
 
 
 def _lateness_seconds() -> Extract:
-    late = ExpressionWrapper(F("sent_at") - F(_INTENDED), output_field=DurationField())
+    late = ExpressionWrapper(F("sent_at") - F("intended_at"), output_field=DurationField())
     return Extract(late, "epoch")
 
 
@@ -204,7 +189,7 @@ def lateness(now: datetime, user_id: int | None = None) -> Lateness:
             row["quarter"], row["n"], row["p50"], row["p95"], float(row["top"])
         )
     counts = dict(histogram_query(start, end, user_id))
-    histogram = [(bound, counts.get(i, 0)) for i, bound in enumerate(LATENESS_BUCKETS)]
+    histogram = [(bound, counts.get(i, 0)) for i, bound in enumerate(BUCKETS)]
     return Lateness(
         start=start,
         quarters=int(HISTORY / QUARTER),
@@ -225,7 +210,7 @@ def lateness_query(start: datetime, end: datetime, user_id: int | None = None) -
     """Per intended quarter-hour: rows sent, p50 / p95 / max lateness in seconds."""
     return (
         _sent_between(start, end, user_id)
-        .annotate(quarter=_quarter_of(_INTENDED))
+        .annotate(quarter=_quarter_of("intended_at"))
         .values("quarter")
         .annotate(
             n=Count("id"),
@@ -237,14 +222,14 @@ def lateness_query(start: datetime, end: datetime, user_id: int | None = None) -
 
 
 def histogram_query(start: datetime, end: datetime, user_id: int | None = None) -> QuerySet:
-    """(bucket index into ``LATENESS_BUCKETS``, rows) for the rows sent in the window."""
+    """(bucket index into ``BUCKETS``, rows) for the rows sent in the window."""
     bucket = Case(
         *[
             When(late__lte=bound, then=Value(i))
-            for i, bound in enumerate(LATENESS_BUCKETS)
+            for i, bound in enumerate(BUCKETS)
             if not math.isinf(bound)
         ],
-        default=Value(len(LATENESS_BUCKETS) - 1),
+        default=Value(len(BUCKETS) - 1),
         output_field=IntegerField(),
     )
     return (
@@ -322,7 +307,7 @@ def outcomes_query(start: datetime, end: datetime, user_id: int | None = None) -
     return (
         _settled_between(start, end, user_id)
         .annotate(
-            hour=Trunc(_INTENDED, "hour", tzinfo=UTC),
+            hour=Trunc("intended_at", "hour", tzinfo=UTC),
             reason=Case(
                 When(outcome=Outcome.FAILED, then=Left("last_error", REASON_CHARS)),
                 default=Value(""),

@@ -36,10 +36,13 @@ class Seeded:
 
 
 def _row(user_id: int, ref: int, fire_at: datetime, **fields) -> ScheduledSend:
-    values = {"kind": "follow_up", "subject_starts_at": fire_at + timedelta(minutes=10)}
-    if any(f.name == "intended_at" for f in ScheduledSend._meta.concrete_fields):
-        values["intended_at"] = fire_at
-    return ScheduledSend(user_id=user_id, ref_id=ref, fire_at=fire_at, **values, **fields)
+    values = {
+        "kind": "follow_up",
+        "intended_at": fire_at,
+        "subject_starts_at": fire_at + timedelta(minutes=10),
+        **fields,
+    }
+    return ScheduledSend(user_id=user_id, ref_id=ref, fire_at=fire_at, **values)
 
 
 def seed_console(user_ids: list[int], now: datetime) -> Seeded:

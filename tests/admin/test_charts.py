@@ -18,6 +18,8 @@ from django.utils import timezone
 
 from nudgeproject import svgchart
 from scheduled_sends import charts
+from scheduled_sends.lateness import BUCKETS
+from tenancy.scope import support_scope
 
 from .console_data import (
     FAILURE_REASONS,
@@ -95,7 +97,7 @@ def test_lateness_draws_percentiles_and_histogram(staff_client, seeded):
     # 1..10 s and 100 s: the median is 6 s; p95 interpolates 10 and 100.
     assert points == {"p50": "6", "p95": "55", "max": "100"}
     histogram = {bar["data-slot"]: bar["data-value"] for bar in marks(html, "lateness-histogram")}
-    bounds = list(charts.LATENESS_BUCKETS)
+    bounds = list(BUCKETS)
     # The 40 sends of the outcomes hour went out 2 s late.
     assert histogram == {
         str(bounds.index(5)): "45",
@@ -185,9 +187,9 @@ def test_the_landing_page_costs_the_same_queries_whatever_the_queue(staff_client
     assert len(charted) == CHART_QUERIES, charted
 
 
-# Session and user, health (RLS check, run log, queue counts, scope settings),
+# Session and user, health (RLS check, run log, lateness runs, queue counts, scopes),
 # the four chart queries, and the app list. A new query here is a decision.
-LANDING_QUERIES = 22
+LANDING_QUERIES = 23
 CHART_QUERIES = 4  # look-ahead, lateness per quarter, lateness histogram, outcomes
 
 
@@ -204,3 +206,35 @@ def test_a_users_page_needs_the_queue_permission(client, make_user, viewer_user,
     assert client.get(url).status_code == 200
     missing = reverse("admin:nudge_user_activity", args=[alice.pk + 1000])
     assert client.get(missing).status_code == 404
+
+
+def test_lateness_is_measured_from_the_intended_instant(staff_client, make_user, make_send):
+    """A smoothed send (fire_at moved earlier) is late by sent_at - intended_at only."""
+    alice = make_user("alice")
+    now = timezone.now()
+    intended = charts.floor_to(now, charts.QUARTER) - timedelta(hours=1) + timedelta(minutes=1)
+    moved = make_send(
+        alice,
+        intended_at=intended,
+        fire_at=intended - timedelta(minutes=4),
+        sent_at=intended + timedelta(seconds=3),
+        outcome="sent",
+    )
+    make_send(  # sent a little early: on time, in the first bucket
+        alice,
+        intended_at=intended,
+        fire_at=intended - timedelta(minutes=5),
+        sent_at=intended - timedelta(minutes=2),
+        outcome="sent",
+    )
+
+    with support_scope():
+        data = charts.lateness(now)
+        outcomes = charts.outcomes(now)
+
+    (quarter,) = data.by_quarter.values()
+    assert quarter.start == charts.floor_to(intended, charts.QUARTER)
+    assert (quarter.sent, quarter.max) == (2, 3.0)
+    assert dict(data.histogram)[0] == 1 and dict(data.histogram)[5] == 1
+    (hour,) = [h for h in outcomes.hours if h.counts]
+    assert hour.start == charts.floor_to(moved.intended_at, timedelta(hours=1))
