@@ -4,12 +4,13 @@ Four grouped queries, each bounded by a time window on an indexed column, so
 their cost follows the window's rows, not the table's size:
 
 * look-ahead — unsettled rows by planned send minute (``fire_at``) and
-  channel, for the next three hours (``scheduled_sends_lookahead_idx``);
+  channel, for the next three hours, through the live rows' partial index
+  (``scheduled_sends_due_idx``: every live row is within the next few hours);
 * lateness — sent rows by intended quarter-hour: p50 / p95 / max of
   ``sent_at - intended_at``, and a histogram over the same buckets the
   deliver run log uses;
 * outcomes — settled rows by intended hour, by outcome, failures by reason,
-  and how many of each needed more than one attempt.
+  and how many of each had a failed attempt behind them (``attempts > 0``).
 
 The settled windows filter ``fire_at`` (``scheduled_sends_settled_idx``)
 widened by how far smoothing may have moved a send earlier, and then
@@ -100,10 +101,6 @@ class LookAhead:
     minutes: int
     per_channel: dict[str, list[int]]  # channel -> count per minute
     capacity: dict[str, int | None]
-
-    @property
-    def total(self) -> int:
-        return sum(sum(counts) for counts in self.per_channel.values())
 
 
 def look_ahead(now: datetime, user_id: int | None = None) -> LookAhead:

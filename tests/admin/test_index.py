@@ -108,3 +108,73 @@ def test_index_without_the_health_module(staff_client, queue, monkeypatch):
     health = response.context["nudge_health"]
     assert (health.source, health.error, health.ok) == ("admin queries", "", None)
     assert health.figures["stuck_claims"] == 2
+
+
+def test_every_failing_check_reads_as_a_sentence_with_its_rows(db):
+    """Each of health's checks, failing, as support reads it: the figure, and where to look."""
+    from nudgeproject.console import Links, health_lines
+    from scheduled_sends.health import HealthCheck
+
+    names = [
+        "row_level_security",
+        "deliver_last_run",
+        "deliver_recent",
+        "materialize_recent",
+        "overdue_unclaimed",
+        "stuck_claims",
+        "nudges_on_time",
+        "nothing_expired",
+        "delivery_keeping_up",
+        "queue_readable",
+        "some_future_check",
+    ]
+    figures = {
+        "overdue_unclaimed": 37,
+        "stuck_claims": 1,
+        "lateness_p95_bucket_seconds": 90.0,
+        "sent_last_15_min": 1200,
+        "expired_last_15_min": 3,
+        "overdue_seen_by_materialize": 5,
+        "last_deliver_at": timezone.now() - timedelta(minutes=9),
+        "last_materialize_at": None,
+    }
+    checks = [HealthCheck(name, False, "the check's detail: why") for name in names]
+
+    lines = {
+        line.name: line for line in health_lines(checks, figures, Links(queue="/q/", runs="/r/"))
+    }
+
+    expected = {
+        "overdue_unclaimed": ("37 nudges due over 2 minutes ago are unclaimed.", "/q/?due=overdue"),
+        "stuck_claims": ("1 claim is older than the lease (5 minutes)", "/q/?state=stuck"),
+        "nudges_on_time": (
+            "95% of the 1,200 nudges sent in the last 15 minutes arrived within 90 s",
+            "#lateness",
+        ),
+        "nothing_expired": ("3 nudges expired unsent in the last 15 minutes", "/q/?state=expired"),
+        "delivery_keeping_up": (
+            "5 nudges whose time had passed were still unsent",
+            "/q/?due=overdue",
+        ),
+        "deliver_recent": (
+            "Nudges are not being sent: no successful deliver run since",
+            "/r/?sweep__exact=deliver",
+        ),
+        "materialize_recent": (
+            "no successful materialize run ever",
+            "/r/?sweep__exact=materialize",
+        ),
+        "deliver_last_run": (
+            "The last deliver run failed: why",
+            "/r/?sweep__exact=deliver&status__exact=failed",
+        ),
+        "some_future_check": ("Some future check: the check&#x27;s detail: why", ""),
+    }
+    for name, (words, link) in expected.items():
+        assert words in lines[name].sentence, (name, lines[name].sentence)
+        assert lines[name].link == link, name
+    # No code identifiers in what support reads (a check without a sentence yet aside).
+    assert "_" not in "".join(
+        line.sentence for name, line in lines.items() if name != "some_future_check"
+    )
+    assert not any(line.ok for line in lines.values())
