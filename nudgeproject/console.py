@@ -132,10 +132,17 @@ def _sweep_line(sweep: str, figures: dict[str, Any], links: Links) -> Callable:
                 "{}: the last {} run succeeded at {}.", doing[sweep], sweep, when(last)
             )
             return HealthLine(check.name, True, text, runs, f"{sweep} runs")
-        since = format_html("since {}", when(last)) if last else "ever"
-        text = format_html(
-            "{}: no successful {} run {} ({}).", not_doing[sweep], sweep, since, check.detail
-        )
+        limit = getattr(settings, f"NUDGE_HEALTH_{sweep.upper()}_STALE_MINUTES")
+        if last is None:
+            text = format_html("{}: no {} run has succeeded yet.", not_doing[sweep], sweep)
+        else:
+            text = format_html(
+                "{}: no {} run has succeeded since {} (the limit is {}).",
+                not_doing[sweep],
+                sweep,
+                when(last),
+                duration(limit * 60),
+            )
         return HealthLine(check.name, False, text, runs, f"view {sweep} runs")
 
     return line
@@ -375,8 +382,10 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
         )
         peak = max(counts, default=0)
         caption = f"{plural(sum(counts), 'nudge')} planned; busiest minute {peak:,}"
+        if not peak:
+            caption = "Nothing planned"
         if capacity:
-            caption += f" against a capacity of {capacity:,} a minute"
+            caption += f"{' against' if peak else '; the channel carries'} {capacity:,} a minute"
             over = sum(1 for n in counts if n > capacity)
             if over:
                 caption += f"; {plural(over, 'minute')} over capacity"

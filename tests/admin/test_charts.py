@@ -64,7 +64,7 @@ def test_look_ahead_draws_the_spike_against_capacity(staff_client, seeded):
     whatsapp = marks(html, "lookahead-whatsapp")
     assert len(whatsapp) == 179  # every minute after this one
     assert {bar["data-value"] for bar in whatsapp} == {str(TRICKLE_PER_MINUTE)}
-    assert "1,800 nudges planned; busiest minute 1,800 against a capacity of 1,500" in html
+    assert "1,800 nudges planned; busiest minute 1,800 against 1,500 a minute" in html
     assert "1 minute over capacity" in html
     # The capacity line, at rate x 60.
     assert re.search(r'polyline class="line" data-series="capacity per minute"', html)

@@ -59,7 +59,7 @@ def test_index_shows_the_health_report(staff_client, queue):
     assert health.figures["last_materialize_at"] is None
     html = response.content.decode()
     assert "Needs attention:" in html  # no materialize run yet
-    assert "Upcoming nudges are not being queued: no successful materialize run ever" in html
+    assert "Upcoming nudges are not being queued: no materialize run has succeeded yet." in html
     assert "Nudges are being sent: the last deliver run succeeded at" in html
 
 
@@ -157,11 +157,11 @@ def test_every_failing_check_reads_as_a_sentence_with_its_rows(db):
             "/q/?due=overdue",
         ),
         "deliver_recent": (
-            "Nudges are not being sent: no successful deliver run since",
+            "Nudges are not being sent: no deliver run has succeeded since",
             "/r/?sweep__exact=deliver",
         ),
         "materialize_recent": (
-            "no successful materialize run ever",
+            "Upcoming nudges are not being queued: no materialize run has succeeded yet.",
             "/r/?sweep__exact=materialize",
         ),
         "deliver_last_run": (
