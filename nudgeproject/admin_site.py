@@ -31,7 +31,7 @@ from django.urls import path
 from django.utils import timezone
 
 from nudgeproject import console
-from nudgeproject.admin_guard import guarded
+from nudgeproject.admin_guard import audit_logger, guarded
 from tenancy.scope import support_scope
 
 logger = logging.getLogger("nudge.admin")
@@ -136,6 +136,17 @@ class NudgeAdminSite(admin.AdminSite):
         if not console.Links.for_user(request.user).queue:
             raise PermissionDenied
         user = get_object_or_404(get_user_model(), pk=user_id)
+        # Counts, not rows, but of one tenant's queue: logged like any staff read of it.
+        audit_logger.info(
+            "staff viewed tenant rows",
+            extra={
+                "staff_user_id": request.user.pk,
+                "staff_username": request.user.get_username(),
+                "model": "scheduled_sends.ScheduledSend",
+                "rows": [],
+                "filters": {"owner": str(user.pk), "view": "charts"},
+            },
+        )
         now = timezone.now()
         context = {
             **self.each_context(request),
@@ -144,9 +155,7 @@ class NudgeAdminSite(admin.AdminSite):
             "nudge_user": user,
             "nudge_as_of": console.when(now),
             "nudge_charts": console.activity_panels(now, user_id=user.pk),
-            "nudge_queue_url": console.Links.for_user(request.user).to_queue(
-                f"user_id__exact={user.pk}"
-            ),
+            "nudge_queue_url": console.Links.for_user(request.user).to_queue(f"owner={user.pk}"),
         }
         request.current_app = self.name
         return TemplateResponse(request, "admin/nudge_user_activity.html", context)

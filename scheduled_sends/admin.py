@@ -18,6 +18,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from django.http import HttpRequest
@@ -202,6 +203,30 @@ class DueFilter(admin.SimpleListFilter):
         return queryset
 
 
+class OwnerFilter(admin.SimpleListFilter):
+    """One user's rows, by id: where a user's charts page sends support.
+
+    Offered only once chosen (listing every user would not fit a sidebar); the
+    search box finds a user by name.
+    """
+
+    title = "owner"
+    parameter_name = "owner"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        value = self.value()
+        if not (value and value.isdigit()):
+            return []
+        names = get_user_model().objects.filter(pk=int(value)).values_list("username", flat=True)
+        return [(value, next(iter(names), f"user #{value}"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        if value and value.isdigit():
+            return queryset.filter(user_id=int(value))
+        return queryset
+
+
 class SkipReasonForm(forms.Form):
     reason = forms.CharField(
         max_length=200,
@@ -239,6 +264,7 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     list_filter = (
         StateFilter,
         DueFilter,
+        OwnerFilter,
         "kind",
         "channel",
         ("fire_at", admin.DateFieldListFilter),
