@@ -726,7 +726,8 @@ class DeliverySettingsAdmin(admin.ModelAdmin):
     search_fields = ("user__username", "user__email")
     raw_id_fields = ("user",)
     # Written by materialise: how many nudges the per-user limits left out.
-    CAP_FIELDS = ("capped_nudges", "capped_at")
+    CAP_FIELDS = ("capped_nudges", "capped_at_")
+    capped_at_ = instant_column("capped_at", "capped at")
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> tuple[str, ...]:
         return ("user", *self.CAP_FIELDS) if obj is not None else self.CAP_FIELDS
