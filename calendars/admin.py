@@ -14,12 +14,24 @@ from django.http import HttpRequest
 from django.utils.text import Truncator
 
 from calendars.models import CalendarConnection, CalendarEvent, FollowUp
+from nudgeproject.console import instant_column
 
 SECRET_FIELDS = ("access_token_encrypted", "refresh_token_encrypted", "feed_url_encrypted")
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Viewable with the view permission; nothing is added, edited or deleted here."""
+
+    # Every timestamp written the console's one way (viewer's zone, UTC on hover).
+    last_synced = instant_column("last_synced_at", "last synced")
+    retry_after_ = instant_column("retry_after", "retry after")
+    token_expires = instant_column("token_expires_at", "token expires")
+    created = instant_column("created_at", "created")
+    updated = instant_column("updated_at", "updated")
+    starts = instant_column("starts_at", "starts")
+    ends = instant_column("ends_at", "ends")
+    occurrence = instant_column("occurrence_start", "occurrence start")
+    due = instant_column("due_at", "due")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -39,9 +51,9 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
         "provider",
         "account",
         "status",
-        "last_synced_at",
+        "last_synced",
         "last_error_short",
-        "retry_after",
+        "retry_after_",
         "resync_requested",
     )
     list_filter = ("provider", "status", "resync_requested")
@@ -56,13 +68,13 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
         "account",
         "calendar_id",
         "status",
-        "last_synced_at",
+        "last_synced",
         "last_error",
-        "retry_after",
-        "token_expires_at",
+        "retry_after_",
+        "token_expires",
         "allow_private_network",
         "resync_requested",
-        "created_at",
+        "created",
     )
     readonly_fields = fields
     exclude = (*SECRET_FIELDS, "sync_state")
@@ -95,7 +107,7 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
 
 @admin.register(CalendarEvent)
 class CalendarEventAdmin(ReadOnlyAdmin):
-    list_display = ("id", "title", "user", "starts_at", "all_day", "status", "declined")
+    list_display = ("id", "title", "user", "starts", "all_day", "status", "declined")
     list_filter = ("status", "all_day", "declined", ("starts_at", admin.DateFieldListFilter))
     list_select_related = ("user",)
     search_fields = ("title", "user__username", "user__email", "=provider_event_id")
@@ -106,25 +118,25 @@ class CalendarEventAdmin(ReadOnlyAdmin):
         "connection",
         "title",
         "provider_event_id",
-        "occurrence_start",
-        "starts_at",
-        "ends_at",
+        "occurrence",
+        "starts",
+        "ends",
         "all_day",
         "status",
         "declined",
         "reminder_minutes",
-        "updated_at",
+        "updated",
     )
     readonly_fields = fields
 
 
 @admin.register(FollowUp)
 class FollowUpAdmin(ReadOnlyAdmin):
-    list_display = ("id", "title", "user", "due_at", "done", "created_at")
+    list_display = ("id", "title", "user", "due", "done", "created")
     list_filter = ("done", ("due_at", admin.DateFieldListFilter))
     list_select_related = ("user",)
     search_fields = ("title", "user__username", "user__email")
     date_hierarchy = "due_at"
     ordering = ("-due_at",)
-    fields = ("user", "title", "due_at", "done", "created_at")
+    fields = ("user", "title", "due", "done", "created")
     readonly_fields = fields

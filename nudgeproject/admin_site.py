@@ -21,13 +21,17 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.db.models import Max
 from django.http import HttpRequest, HttpResponseBase
-from django.template.response import SimpleTemplateResponse
-from django.urls import reverse
+from django.shortcuts import get_object_or_404
+from django.template.response import SimpleTemplateResponse, TemplateResponse
+from django.urls import path
 from django.utils import timezone
 
-from nudgeproject.admin_guard import guarded
+from nudgeproject import console
+from nudgeproject.admin_guard import audit_logger, guarded
 from tenancy.scope import support_scope
 
 logger = logging.getLogger("nudge.admin")
@@ -96,15 +100,65 @@ class NudgeAdminSite(admin.AdminSite):
         return scoped
 
     def index(self, request: HttpRequest, extra_context: dict | None = None):
-        """The app list, plus the sweeps' health and the stuck-claims link."""
+        """The state in words, every check as a sentence, and the queue's pictures."""
+        health = _health_summary(request)
+        links = console.Links.for_user(request.user)
+        if health.checks:
+            lines = console.health_lines(health.checks, health.figures, links)
+        else:
+            lines = console.figure_lines(health.figures, links)
+        stuck = health.figures.get("stuck_claims")
+        now = timezone.now()
         context = {
-            "nudge_health": _health_summary(request),
-            "nudge_can_view_queue": request.user.has_perm("scheduled_sends.view_scheduledsend")
-            or request.user.has_perm("scheduled_sends.change_scheduledsend"),
-            **_stuck_claims_link(),
+            "nudge_health": health,
+            "nudge_lines": lines,
+            "nudge_failing": [line for line in lines if not line.ok],
+            "nudge_as_of": console.when(now),
+            "nudge_charts": console.activity_panels(now),
+            "nudge_stuck_count": stuck if stuck is not None else _stuck_count(),
+            "nudge_stuck_url": links.to_queue("state=stuck"),
             **(extra_context or {}),
         }
         return super().index(request, extra_context=context)
+
+    def get_urls(self) -> list:
+        return [
+            path(
+                "nudge/user/<int:user_id>/activity/",
+                self.admin_view(self.user_activity),
+                name="nudge_user_activity",
+            ),
+            *super().get_urls(),
+        ]
+
+    def user_activity(self, request: HttpRequest, user_id: int) -> HttpResponseBase:
+        """The landing page's three charts for one user's nudges."""
+        if not console.Links.for_user(request.user).queue:
+            raise PermissionDenied
+        user = get_object_or_404(get_user_model(), pk=user_id)
+        # Counts, not rows, but of one tenant's queue: logged like any staff read of it.
+        audit_logger.info(
+            "staff viewed tenant rows",
+            extra={
+                "staff_user_id": request.user.pk,
+                "staff_username": request.user.get_username(),
+                "model": "scheduled_sends.ScheduledSend",
+                "rows": [],
+                "filters": {"owner": str(user.pk), "view": "charts"},
+            },
+        )
+        now = timezone.now()
+        context = {
+            **self.each_context(request),
+            "title": f"Nudges of {user.get_username()}",
+            "subtitle": None,
+            "nudge_user": user,
+            "nudge_as_of": console.when(now),
+            "nudge_charts": console.activity_panels(now, user_id=user.pk),
+            "nudge_queue_url": console.Links.for_user(request.user).to_queue(f"owner={user.pk}"),
+        }
+        request.current_app = self.name
+        return TemplateResponse(request, "admin/nudge_user_activity.html", context)
 
 
 def _run_check_health() -> Any:
@@ -155,16 +209,10 @@ def _figures_from_queries() -> dict[str, Any]:
     }
 
 
-def _stuck_claims_link() -> dict[str, Any]:
-    """The count and URL of the stuck-claims view; the same condition as its filter."""
+def _stuck_count() -> int:
+    """Stuck claims, by the same condition as the queue's filter (when health has no figure)."""
     from scheduled_sends.admin import state_condition
     from scheduled_sends.models import ScheduledSend
 
     lease = timedelta(seconds=settings.NUDGE_LEASE_SECONDS)
-    return {
-        "nudge_stuck_count": ScheduledSend.objects.filter(
-            state_condition("stuck", timezone.now(), lease)
-        ).count(),
-        "nudge_stuck_url": reverse("admin:scheduled_sends_scheduledsend_changelist")
-        + "?state=stuck",
-    }
+    return ScheduledSend.objects.filter(state_condition("stuck", timezone.now(), lease)).count()

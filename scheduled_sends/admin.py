@@ -18,14 +18,19 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from calendars.models import CalendarEvent, FollowUp
+from nudgeproject.console import instant_column, when
+from scheduled_sends.deliver import INTERRUPTED_REASON, UNUSABLE_RECEIPT
 from scheduled_sends.models import (
     MAX_LEAD_MINUTES,
     DeliverySettings,
@@ -53,6 +58,40 @@ MID_SEND_REFUSAL = (
     "its send had started, so it may already have been delivered; "
     "tick 'send again' to release it anyway"
 )
+MAY_HAVE_REACHED_REFUSAL = (
+    "it may already have reached the user; tick 'send again' to retry it anyway"
+)
+
+
+# The failure reasons deliver records when a send's outcome is unknown (see
+# docs/OPERATIONS.md, "a user didn't get a nudge"): such a row was not resent
+# because the message may have arrived.
+UNCONFIRMED_MARKERS = (
+    INTERRUPTED_REASON,
+    UNUSABLE_RECEIPT,
+    "it may have been delivered",
+    "answer was unreadable",
+)
+
+
+def delivery_doubt(obj: ScheduledSend) -> str:
+    """Why a failed row may nevertheless have reached the user ("" when it cannot have)."""
+    if obj.last_error == INTERRUPTED_REASON:
+        return (
+            "its deliver run died mid-send, so the provider may already have delivered it; "
+            "retrying may send it twice (check the provider first)"
+        )
+    if any(marker in obj.last_error for marker in UNCONFIRMED_MARKERS):
+        return (
+            "the provider got the request but its answer was lost or unreadable, so it may "
+            "already have been delivered; retrying may send it twice (check the provider first)"
+        )
+    if obj.provider_message_id:
+        return (
+            f"the provider accepted it (message {obj.provider_message_id}); "
+            "retrying may send it twice"
+        )
+    return ""
 
 
 def lease() -> timedelta:
@@ -135,6 +174,60 @@ class StateFilter(admin.SimpleListFilter):
         return queryset
 
 
+def overdue_condition(now: datetime) -> Q:
+    """Unsettled, unclaimed rows due longer ago than health's overdue threshold.
+
+    The condition of health's ``overdue_unclaimed`` count, so its sentence on
+    the landing page links to exactly the rows it counted.
+    """
+    overdue = timedelta(seconds=settings.NUDGE_HEALTH_OVERDUE_SECONDS)
+    return Q(
+        outcome__isnull=True,
+        claimed_at__isnull=True,
+        fire_at__lte=now - overdue,
+        fire_at__gt=now - grace(),
+    ) & (Q(not_before__isnull=True) | Q(not_before__lte=now))
+
+
+class DueFilter(admin.SimpleListFilter):
+    """Rows health counts as overdue and unclaimed."""
+
+    title = "due"
+    parameter_name = "due"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> tuple:
+        return (("overdue", "Overdue, unclaimed"),)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "overdue":
+            return queryset.filter(overdue_condition(as_of(request)))
+        return queryset
+
+
+class OwnerFilter(admin.SimpleListFilter):
+    """One user's rows, by id: where a user's charts page sends support.
+
+    Offered only once chosen (listing every user would not fit a sidebar); the
+    search box finds a user by name.
+    """
+
+    title = "owner"
+    parameter_name = "owner"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        value = self.value()
+        if not (value and value.isdigit()):
+            return []
+        names = get_user_model().objects.filter(pk=int(value)).values_list("username", flat=True)
+        return [(value, next(iter(names), f"user #{value}"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        if value and value.isdigit():
+            return queryset.filter(user_id=int(value))
+        return queryset
+
+
 class SkipReasonForm(forms.Form):
     reason = forms.CharField(
         max_length=200,
@@ -156,22 +249,27 @@ def _user_zone(obj: ScheduledSend) -> str:
 
 @admin.register(ScheduledSend)
 class ScheduledSendAdmin(admin.ModelAdmin):
+    # Nine columns fit beside the filters at 1440 px without squeezing any.
     list_display = (
         "id",
         "owner",
-        "kind",
-        "subject",
+        "subject_with_kind",
         "fire_at_utc",
         "fire_at_local",
         "state_label",
         "attempts",
         "last_error_short",
-        "channel",
-        "provider_message_id",
-        "delivery_status",
+        "delivery",
     )
     list_display_links = ("id",)
-    list_filter = (StateFilter, "kind", "channel", ("fire_at", admin.DateFieldListFilter))
+    list_filter = (
+        StateFilter,
+        DueFilter,
+        OwnerFilter,
+        "kind",
+        "channel",
+        ("fire_at", admin.DateFieldListFilter),
+    )
     search_fields = ("user__username", "user__email", "=provider_message_id")
     search_help_text = "Username or e-mail (partial), or a provider message id (exact)."
     list_select_related = ("user", "user__delivery_settings")
@@ -186,23 +284,31 @@ class ScheduledSendAdmin(admin.ModelAdmin):
         "state_label",
         "fire_at_utc",
         "fire_at_local",
-        "subject_starts_at",
-        "claimed_at",
+        "subject_starts_at_",
+        "claimed_at_",
         "claim_token",
-        "send_started_at",
-        "sent_at",
+        "send_started_at_",
+        "sent_at_",
         "outcome",
         "attempts",
-        "not_before",
+        "not_before_",
         "last_error",
         "channel",
         "provider_message_id",
         "delivery_status",
         "delivery_error_code",
-        "delivery_updated_at",
-        "created_at",
+        "delivery_updated_at_",
+        "created_at_",
     )
     readonly_fields = fields
+
+    subject_starts_at_ = instant_column("subject_starts_at", "subject starts")
+    claimed_at_ = instant_column("claimed_at", "claimed at")
+    send_started_at_ = instant_column("send_started_at", "send started at")
+    sent_at_ = instant_column("sent_at", "sent at")
+    not_before_ = instant_column("not_before", "not before")
+    delivery_updated_at_ = instant_column("delivery_updated_at", "receipt updated at")
+    created_at_ = instant_column("created_at", "created at")
 
     # --- access ---------------------------------------------------------------
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -247,7 +353,8 @@ class ScheduledSendAdmin(admin.ModelAdmin):
 
     @admin.display(description="owner", ordering="user__username")
     def owner(self, obj: ScheduledSend) -> str:
-        return _owner(obj)
+        url = reverse("admin:nudge_user_activity", args=[obj.user_id])
+        return format_html('<a href="{}" title="this user\'s charts">{}</a>', url, _owner(obj))
 
     @admin.display(description="subject")
     def subject(self, obj: ScheduledSend) -> str:
@@ -256,9 +363,21 @@ class ScheduledSendAdmin(admin.ModelAdmin):
             return f"(gone: {obj.get_kind_display().lower()} #{obj.ref_id})"
         return Truncator(title or "(untitled)").chars(60)
 
-    @admin.display(description="fires (UTC)", ordering="fire_at")
+    @admin.display(description="subject")
+    def subject_with_kind(self, obj: ScheduledSend) -> str:
+        if getattr(obj, "subject_title", None) is None:
+            return self.subject(obj)
+        return f"{obj.get_kind_display()}: {self.subject(obj)}"
+
+    @admin.display(description="delivery")
+    def delivery(self, obj: ScheduledSend) -> str:
+        """Channel, the provider's receipt and its message id, as far as known."""
+        parts = [obj.get_channel_display(), obj.delivery_status, obj.provider_message_id]
+        return " · ".join(part for part in parts if part) or "-"
+
+    @admin.display(description="fires", ordering="fire_at")
     def fire_at_utc(self, obj: ScheduledSend) -> str:
-        return f"{obj.fire_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+        return when(obj.fire_at)
 
     @admin.display(description="fires (user's zone)", ordering="fire_at")
     def fire_at_local(self, obj: ScheduledSend) -> str:
@@ -275,7 +394,7 @@ class ScheduledSendAdmin(admin.ModelAdmin):
 
     @admin.display(description="last error")
     def last_error_short(self, obj: ScheduledSend) -> str:
-        return Truncator(obj.last_error).chars(80)
+        return Truncator(obj.last_error).chars(60)
 
     # --- actions ----------------------------------------------------------------
     def _confirm(
@@ -291,6 +410,8 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     ) -> TemplateResponse:
         """The intermediate page: what will happen to which row, and why not to others."""
         attach_subject_titles(obj for obj, _ in rows)
+        doubts = {obj.pk: self._doubt(action, obj) for obj, refusal in rows if refusal is None}
+        eligible = [obj for obj, refusal in rows if refusal is None]
         context = {
             **self.admin_site.each_context(request),
             "title": title,
@@ -306,10 +427,17 @@ class ScheduledSendAdmin(admin.ModelAdmin):
                     "fire_at": self.fire_at_utc(obj),
                     "state": obj.state(as_of(request), lease()),
                     "refusal": refusal,
+                    "doubt": doubts.get(obj.pk, ""),
+                    "send_started": when(obj.send_started_at),
                 }
                 for obj, refusal in rows
             ],
-            "eligible": [obj for obj, refusal in rows if refusal is None],
+            "eligible": eligible,
+            "count_sentence": _count_sentence(
+                selected=len(rows),
+                eligible=len(eligible),
+                doubtful=sum(1 for doubt in doubts.values() if doubt),
+            ),
             "submit": submit,
             "form": form,
             "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
@@ -317,6 +445,15 @@ class ScheduledSendAdmin(admin.ModelAdmin):
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, CONFIRM_TEMPLATE, context)
+
+    @staticmethod
+    def _doubt(action: str, obj: ScheduledSend) -> str:
+        """Why acting on a row may send a message the user already has ("" if it cannot)."""
+        if action == "release_claim" and obj.send_started_at is not None:
+            return "its send had started: it may already have been sent"
+        if action == "retry_now":
+            return delivery_doubt(obj)
+        return ""
 
     def _refused(self, request: HttpRequest, refusals: list[tuple[ScheduledSend, str]]) -> None:
         if refusals:
@@ -408,6 +545,9 @@ class ScheduledSendAdmin(admin.ModelAdmin):
         for obj, why in rows:
             if why:
                 continue
+            if delivery_doubt(obj) and request.POST.get(f"send_again_{obj.pk}") != "yes":
+                refusals.append((obj, MAY_HAVE_REACHED_REFUSAL))
+                continue
             matched = ScheduledSend.objects.filter(
                 pk=obj.pk, outcome=Outcome.FAILED, fire_at__gt=now - grace()
             ).update(
@@ -489,6 +629,25 @@ class ScheduledSendAdmin(admin.ModelAdmin):
         return None
 
 
+def _count_sentence(*, selected: int, eligible: int, doubtful: int) -> str:
+    """How many rows the action will touch, said before it does."""
+
+    def rows(n: int) -> str:
+        return f"{n} row" if n == 1 else f"{n} rows"
+
+    if not eligible:
+        return f"This will change none of the {rows(selected)} you selected."
+    sentence = f"This will change {rows(eligible)} of the {rows(selected)} you selected"
+    if eligible < selected:
+        sentence += f"; {rows(selected - eligible)} will be left alone (reasons below)"
+    if doubtful:
+        sentence += (
+            f". {rows(doubtful)} may already have reached the user and "
+            f"{'is' if doubtful == 1 else 'are'} changed only if you tick 'send again'"
+        )
+    return sentence + "."
+
+
 def _uuid_or_none(value: str | None) -> uuid.UUID | None:
     try:
         return uuid.UUID(value or "")
@@ -562,16 +721,24 @@ class DeliverySettingsAdmin(admin.ModelAdmin):
         "timezone",
         "default_lead_minutes",
         "capped_nudges",
+        "activity",
     )
     list_filter = ("enabled", "channel")
     list_select_related = ("user",)
     search_fields = ("user__username", "user__email")
     raw_id_fields = ("user",)
     # Written by materialise: how many nudges the per-user limits left out.
-    CAP_FIELDS = ("capped_nudges", "capped_at")
+    CAP_FIELDS = ("capped_nudges", "capped_at_")
+    capped_at_ = instant_column("capped_at", "capped at")
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> tuple[str, ...]:
         return ("user", *self.CAP_FIELDS) if obj is not None else self.CAP_FIELDS
+
+    @admin.display(description="nudges")
+    def activity(self, obj: DeliverySettings) -> str:
+        """The user's charts: look-ahead, lateness and outcomes of their nudges."""
+        url = reverse("admin:nudge_user_activity", args=[obj.user_id])
+        return format_html('<a href="{}">charts</a>', url)
 
 
 # --- Sweep run log ---------------------------------------------------------------
@@ -581,7 +748,12 @@ class DeliverySettingsAdmin(admin.ModelAdmin):
 class SweepRunAdmin(admin.ModelAdmin):
     """Read-only: the log is what tells a quiet minute from an outage."""
 
-    list_display = ("started_at", "sweep", "status", "as_of", "finished_at", "summary")
+    list_display = ("started", "sweep", "status", "acted_for", "finished", "summary")
+    started = instant_column("started_at", "started")
+    acted_for = instant_column("as_of", "acted for")
+    finished = instant_column("finished_at", "finished")
+    fields = ("sweep", "status", "started", "acted_for", "finished", "summary", "counts", "error")
+    readonly_fields = fields
     list_filter = ("sweep", "status")
     date_hierarchy = "started_at"
     ordering = ("-started_at",)

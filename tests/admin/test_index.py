@@ -40,7 +40,9 @@ def test_index_links_stuck_claims_with_their_count(staff_client, queue):
     html = response.content.decode()
     assert response.context["nudge_stuck_count"] == 2
     assert f'href="{STUCK_URL.replace("&", "&amp;")}"' in html
-    assert "Stuck claims (2)" in html
+    assert (
+        "2 claims are older than the lease (5 minutes): the deliver run holding them died." in html
+    )
     listed = staff_client.get(STUCK_URL).context["cl"].result_list
     assert {obj.pk for obj in listed} == {rows["stuck"].pk, other_stuck.pk}
 
@@ -56,8 +58,9 @@ def test_index_shows_the_health_report(staff_client, queue):
     assert health.figures["last_deliver_at"] is not None
     assert health.figures["last_materialize_at"] is None
     html = response.content.decode()
-    assert "Sweep health: NOT OK" in html  # no materialize run yet
-    assert "no successful materialize run recorded yet" in html
+    assert "Needs attention:" in html  # no materialize run yet
+    assert "Upcoming nudges are not being queued: no materialize run has succeeded yet." in html
+    assert "Nudges are being sent: the last deliver run succeeded at" in html
 
 
 def test_check_health_runs_outside_the_support_scope(staff_client, monkeypatch, db):
@@ -92,7 +95,9 @@ def test_index_falls_back_to_its_own_queries_when_health_fails(staff_client, que
     assert health.error == "check_health failed: RuntimeError"
     assert health.figures["stuck_claims"] == 2
     assert health.figures["due_backlog"] == 4  # both stuck, claimed, retrying; not pending
-    assert "Stuck claims (2)" in response.content.decode()
+    html = response.content.decode()
+    assert "State unknown: the health report could not be made" in html
+    assert "2 claims are older than the lease." in html
 
 
 def test_index_without_the_health_module(staff_client, queue, monkeypatch):
@@ -103,3 +108,73 @@ def test_index_without_the_health_module(staff_client, queue, monkeypatch):
     health = response.context["nudge_health"]
     assert (health.source, health.error, health.ok) == ("admin queries", "", None)
     assert health.figures["stuck_claims"] == 2
+
+
+def test_every_failing_check_reads_as_a_sentence_with_its_rows(db):
+    """Each of health's checks, failing, as support reads it: the figure, and where to look."""
+    from nudgeproject.console import Links, health_lines
+    from scheduled_sends.health import HealthCheck
+
+    names = [
+        "row_level_security",
+        "deliver_last_run",
+        "deliver_recent",
+        "materialize_recent",
+        "overdue_unclaimed",
+        "stuck_claims",
+        "nudges_on_time",
+        "nothing_expired",
+        "delivery_keeping_up",
+        "queue_readable",
+        "some_future_check",
+    ]
+    figures = {
+        "overdue_unclaimed": 37,
+        "stuck_claims": 1,
+        "lateness_p95_bucket_seconds": 90.0,
+        "sent_last_15_min": 1200,
+        "expired_last_15_min": 3,
+        "overdue_seen_by_materialize": 5,
+        "last_deliver_at": timezone.now() - timedelta(minutes=9),
+        "last_materialize_at": None,
+    }
+    checks = [HealthCheck(name, False, "the check's detail: why") for name in names]
+
+    lines = {
+        line.name: line for line in health_lines(checks, figures, Links(queue="/q/", runs="/r/"))
+    }
+
+    expected = {
+        "overdue_unclaimed": ("37 nudges due over 2 minutes ago are unclaimed.", "/q/?due=overdue"),
+        "stuck_claims": ("1 claim is older than the lease (5 minutes)", "/q/?state=stuck"),
+        "nudges_on_time": (
+            "95% of the 1,200 nudges sent in the last 15 minutes arrived within 90 s",
+            "#lateness",
+        ),
+        "nothing_expired": ("3 nudges expired unsent in the last 15 minutes", "/q/?state=expired"),
+        "delivery_keeping_up": (
+            "5 nudges whose time had passed were still unsent",
+            "/q/?due=overdue",
+        ),
+        "deliver_recent": (
+            "Nudges are not being sent: no deliver run has succeeded since",
+            "/r/?sweep__exact=deliver",
+        ),
+        "materialize_recent": (
+            "Upcoming nudges are not being queued: no materialize run has succeeded yet.",
+            "/r/?sweep__exact=materialize",
+        ),
+        "deliver_last_run": (
+            "The last deliver run failed: why",
+            "/r/?sweep__exact=deliver&status__exact=failed",
+        ),
+        "some_future_check": ("Some future check: the check&#x27;s detail: why", ""),
+    }
+    for name, (words, link) in expected.items():
+        assert words in lines[name].sentence, (name, lines[name].sentence)
+        assert lines[name].link == link, name
+    # No code identifiers in what support reads (a check without a sentence yet aside).
+    assert "_" not in "".join(
+        line.sentence for name, line in lines.items() if name != "some_future_check"
+    )
+    assert not any(line.ok for line in lines.values())

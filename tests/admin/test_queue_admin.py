@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduled_sends.admin import STATES, state_condition
+from scheduled_sends.deliver import INTERRUPTED_REASON
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import support_scope
 
@@ -316,6 +317,71 @@ def test_retry_now_inside_grace(staff_client, make_user, make_state_rows):
     row = reload(failed)
     assert (row.outcome, row.last_error, row.sent_at, row.claim_token) == (None, "", None, None)
     assert len(log_messages(failed)) == 1
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        INTERRUPTED_REASON,
+        "[timeout] Twilio did not answer in time — it may have been delivered; not resent",
+        "Telegram accepted the message but its answer was unreadable (no JSON); "
+        "not resent, to avoid a duplicate",
+    ],
+)
+def test_retry_of_a_send_that_may_have_arrived_warns_and_asks_again(
+    staff_client, make_user, make_send, reason
+):
+    now = timezone.now()
+    doubtful = make_send(
+        make_user("alice"),
+        fire_at=now - timedelta(minutes=2),
+        outcome="failed",
+        attempts=1,
+        last_error=reason,
+        send_started_at=now - timedelta(minutes=2),
+    )
+
+    page = run_action(staff_client, "retry_now", [doubtful]).content.decode()
+    assert "Warning: " in page
+    assert "retrying may send it twice" in page
+    assert "1 row may already have reached the user" in page
+    assert f'name="send_again_{doubtful.pk}"' in page
+
+    # A plain "yes" is not enough: the row stays failed, and support is told why.
+    response = confirm_action(staff_client, "retry_now", [doubtful], follow=True)
+    assert (
+        "may already have reached the user; tick &#x27;send again&#x27;"
+        in response.content.decode()
+    )
+    assert reload(doubtful).outcome == "failed"
+
+    confirm_action(staff_client, "retry_now", [doubtful], **{f"send_again_{doubtful.pk}": "yes"})
+    assert reload(doubtful).outcome is None
+
+
+def test_retry_of_a_plain_rejection_asks_once(staff_client, make_user, make_state_rows):
+    failed = make_state_rows(make_user("alice"))["failed"]  # "400 invalid number"
+
+    page = run_action(staff_client, "retry_now", [failed]).content.decode()
+
+    assert "Warning: " not in page
+    assert f'name="send_again_{failed.pk}"' not in page
+
+
+def test_bulk_actions_say_how_many_rows_they_touch(staff_client, make_user, make_state_rows):
+    rows = make_state_rows(make_user("alice"))
+    selected = [rows["pending"], rows["retrying"], rows["sent"]]
+
+    page = run_action(staff_client, "skip", selected).content.decode()
+
+    assert (
+        "This will change 2 rows of the 3 rows you selected; "
+        "1 row will be left alone (reasons below)." in page
+    )
+    assert 'value="Yes, skip 2 rows"' in page
+    assert "refused: it is already settled (sent)" in page
+    none = run_action(staff_client, "release_claim", [rows["sent"]]).content.decode()
+    assert "This will change none of the 1 row you selected." in none
 
 
 def test_retry_now_refuses_past_grace(staff_client, make_user, make_send, settings):

@@ -45,6 +45,21 @@ def load_queue(user_ids: list[int], now: datetime, *, due: int, future: int, set
             first += count
 
 
+def load_history(
+    user_ids: list[int], now: datetime, count: int, *, days: int, first_ref: int
+) -> None:
+    """``count`` sent rows spread evenly over the ``days`` before ``now``: the
+    settled history retention keeps, which the console's charts must not walk."""
+    bench_data.queue_synthetic(
+        user_ids,
+        count,
+        start=now - timedelta(days=days),
+        span=timedelta(days=days),
+        first_ref=first_ref,
+        settled=True,
+    )
+
+
 def analyze(*tables: str) -> None:
     with connection.cursor() as cursor:
         for table in tables:

@@ -1,0 +1,203 @@
+"""Small server-rendered SVG charts for the support console.
+
+No JavaScript and no plotting dependency: the console needs bars, lines and a
+reference line, drawn from a few hundred numbers, and an SVG string built
+here is smaller than any library's output and testable as text. Every drawn
+mark carries its figure (``data-value``) and a ``<title>`` tooltip, so tests
+and screen-reader users read the numbers that were drawn, not a picture of them.
+
+Charts scale to their container's width (``viewBox``); text stays legible at
+phone widths because the drawing is short and wide.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+
+from django.utils.safestring import SafeString, mark_safe
+
+WIDTH = 760
+HEIGHT = 220
+MARGIN_LEFT = 52
+MARGIN_RIGHT = 12
+MARGIN_TOP = 12
+MARGIN_BOTTOM = 28
+PLOT_WIDTH = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
+PLOT_HEIGHT = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
+
+
+@dataclass(frozen=True)
+class Series:
+    """One named row of figures, one per x slot (None: nothing to draw there)."""
+
+    name: str
+    values: Sequence[float | None]
+    colour: str
+    dashed: bool = False
+    points: bool = True  # a reference line (a capacity) has no figures of its own to mark
+    mark_zero: bool = True  # False: a zero is drawn by the line alone (a mostly-zero count)
+
+
+@dataclass
+class Chart:
+    """What every chart shares: an id, an accessible title, x-axis tick labels."""
+
+    chart_id: str
+    title: str
+    slots: int
+    ticks: dict[int, str] = field(default_factory=dict)
+    unit: str = ""
+    empty_text: str = "Nothing to draw."
+
+
+def nice_ceiling(value: float) -> float:
+    """The smallest 1, 2, 2.5 or 5 x 10^n at or above ``value`` (an axis top)."""
+    if value <= 0:
+        return 1.0
+    exponent = math.floor(math.log10(value))
+    for step in (1, 2, 2.5, 5, 10):
+        top = step * 10**exponent
+        if top >= value:
+            return float(top)
+    return float(10 ** (exponent + 1))  # pragma: no cover - the loop always returns
+
+
+def _axis_top(values: Sequence[float]) -> float:
+    """The axis top for these values; counts never get a half-way tick of 0.5."""
+    top = nice_ceiling(max([*values, 0]))
+    if top < 2 and all(float(v).is_integer() for v in values):
+        return 2.0
+    return top
+
+
+def figure(value: float, unit: str = "") -> str:
+    """A figure as a label: whole numbers without decimals, others to one place."""
+    text = f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+    return f"{text} {unit}".strip() if unit else text
+
+
+def bar_chart(
+    chart: Chart,
+    stacks: Sequence[Series],
+    lines: Sequence[Series] = (),
+) -> SafeString:
+    """Bars (stacked in the given order) per slot, with optional lines over them."""
+    totals = [sum(s.values[i] or 0 for s in stacks) for i in range(chart.slots)]
+    line_values = [v for s in lines for v in s.values if v is not None]
+    top = _axis_top([*totals, *line_values])
+    slot = PLOT_WIDTH / max(chart.slots, 1)
+    gap = min(2.0, slot * 0.2)
+    marks: list[str] = []
+    for i in range(chart.slots):
+        base = 0.0
+        for series in stacks:
+            value = series.values[i] or 0
+            if not value:
+                continue
+            x = MARGIN_LEFT + i * slot + gap / 2
+            height = value / top * PLOT_HEIGHT
+            y = MARGIN_TOP + PLOT_HEIGHT - (base + value) / top * PLOT_HEIGHT
+            marks.append(
+                f'<rect class="bar" data-series="{escape(series.name)}" data-slot="{i}" '
+                f'data-value="{figure(value)}" x="{x:.2f}" y="{y:.2f}" '
+                f'width="{max(slot - gap, 0.5):.2f}" height="{height:.2f}" '
+                f'fill="{series.colour}"><title>{escape(_tip(chart, i, series, value))}</title>'
+                "</rect>"
+            )
+            base += value
+    marks.extend(_line(chart, series, top, slot) for series in lines)
+    drawn = any(totals)  # a reference line alone (capacity) is not data
+    return _frame(chart, top, marks, [*stacks, *lines], drawn)
+
+
+def line_chart(chart: Chart, lines: Sequence[Series]) -> SafeString:
+    """Lines per slot (a gap where a value is None)."""
+    values = [v for s in lines for v in s.values if v is not None]
+    top = _axis_top(values)
+    slot = PLOT_WIDTH / max(chart.slots, 1)
+    marks = [_line(chart, series, top, slot) for series in lines]
+    return _frame(chart, top, marks, lines, bool(values))
+
+
+def _line(chart: Chart, series: Series, top: float, slot: float) -> str:
+    """A polyline through each run of values, and a point per value with its figure."""
+    runs: list[list[str]] = [[]]
+    points: list[str] = []
+    for i, value in enumerate(series.values):
+        if value is None:
+            runs.append([])
+            continue
+        x = MARGIN_LEFT + (i + 0.5) * slot
+        y = MARGIN_TOP + PLOT_HEIGHT - min(value, top) / top * PLOT_HEIGHT
+        runs[-1].append(f"{x:.2f},{y:.2f}")
+        if not series.points or (value == 0 and not series.mark_zero):
+            continue
+        points.append(
+            f'<circle class="point" data-series="{escape(series.name)}" data-slot="{i}" '
+            f'data-value="{figure(value)}" cx="{x:.2f}" cy="{y:.2f}" r="3" '
+            f'fill="{series.colour}"><title>{escape(_tip(chart, i, series, value))}</title>'
+            "</circle>"
+        )
+    dash = ' stroke-dasharray="5 3"' if series.dashed else ""
+    polylines = "".join(
+        f'<polyline class="line" data-series="{escape(series.name)}" fill="none" '
+        f'stroke="{series.colour}" stroke-width="1.5"{dash} points="{" ".join(run)}"/>'
+        for run in runs
+        if len(run) > 1
+    )
+    return polylines + "".join(points)
+
+
+def _tip(chart: Chart, slot: int, series: Series, value: float) -> str:
+    where = chart.ticks.get(slot, "")
+    return f"{series.name}: {figure(value, chart.unit)}" + (f" ({where})" if where else "")
+
+
+def _frame(
+    chart: Chart, top: float, marks: list[str], series: Sequence[Series], drawn: bool
+) -> SafeString:
+    """Axes, grid, tick labels, legend and the marks; an empty chart says so in words."""
+    parts = [
+        f'<svg class="nudge-chart" id="{escape(chart.chart_id)}" role="img" '
+        f'aria-labelledby="{escape(chart.chart_id)}-title" viewBox="0 0 {WIDTH} {HEIGHT}" '
+        f'data-y-max="{figure(top)}" data-drawn="{"yes" if drawn else "no"}" '
+        'xmlns="http://www.w3.org/2000/svg" font-family="system-ui, sans-serif" '
+        'font-size="11">',
+        f'<title id="{escape(chart.chart_id)}-title">{escape(chart.title)}</title>',
+    ]
+    for fraction in (0, 0.5, 1):
+        y = MARGIN_TOP + PLOT_HEIGHT - fraction * PLOT_HEIGHT
+        parts.append(
+            f'<line x1="{MARGIN_LEFT}" x2="{WIDTH - MARGIN_RIGHT}" y1="{y:.2f}" y2="{y:.2f}" '
+            f'stroke="#ddd"/><text class="y-tick" x="{MARGIN_LEFT - 4}" y="{y + 4:.2f}" '
+            f'text-anchor="end" fill="#555">{escape(figure(top * fraction, chart.unit))}</text>'
+        )
+    slot = PLOT_WIDTH / max(chart.slots, 1)
+    for i, label in sorted(chart.ticks.items()):
+        x = MARGIN_LEFT + (i + 0.5) * slot
+        anchor = "middle"
+        if chart.slots > 24:  # dense axes: keep the first and last label inside the frame
+            anchor = "start" if i == 0 else "end" if i == chart.slots - 1 else "middle"
+        parts.append(
+            f'<text class="x-tick" x="{x:.2f}" y="{HEIGHT - 10}" text-anchor="{anchor}" '
+            f'fill="#555">{escape(label)}</text>'
+        )
+    parts.extend(marks)
+    if not drawn:
+        parts.append(
+            f'<text class="empty" x="{MARGIN_LEFT + PLOT_WIDTH / 2:.2f}" '
+            f'y="{MARGIN_TOP + PLOT_HEIGHT / 2:.2f}" text-anchor="middle" font-size="14" '
+            f'fill="#555">{escape(chart.empty_text)}</text>'
+        )
+    parts.append("</svg>")
+    legend = "".join(
+        f'<span class="nudge-legend-item"><svg width="12" height="12" aria-hidden="true">'
+        f'<rect width="12" height="12" fill="{s.colour}"/></svg> {escape(s.name)}</span>'
+        for s in series
+    )
+    return mark_safe(  # noqa: S308 - every interpolated text above is escaped
+        "".join(parts) + f'<div class="nudge-legend" aria-hidden="true">{legend}</div>'
+    )

@@ -1,0 +1,315 @@
+"""The figures behind the support console's charts, read from the queue.
+
+Four grouped queries, each bounded by a time window on an indexed column, so
+their cost follows the window's rows, not the table's size:
+
+* look-ahead — unsettled rows by planned send minute (``fire_at``) and
+  channel, for the next three hours, through the live rows' partial index
+  (``scheduled_sends_due_idx``: every live row is within the next few hours);
+* lateness — sent rows by intended quarter-hour: p50 / p95 / max of
+  ``sent_at - intended_at``, and a histogram over the same buckets the
+  deliver run log uses;
+* outcomes — settled rows by intended hour, by outcome, failures by reason,
+  and how many of each had a failed attempt behind them (``attempts > 0``).
+
+The settled windows filter ``fire_at`` (``scheduled_sends_settled_idx``)
+widened by how far smoothing may have moved a send earlier, and then
+``intended_at`` exactly. Every function takes an optional ``user_id``: the
+same charts for one tenant, through the ``user_id`` index. Callers run them
+in the support scope (the console) or a tenant scope.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.db.models import (
+    Aggregate,
+    Case,
+    Count,
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    Func,
+    IntegerField,
+    Max,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
+from django.db.models.functions import Extract, Left, Trunc
+
+from scheduled_sends.config import QueueConfig
+from scheduled_sends.lateness import BUCKETS
+from scheduled_sends.models import Channel, Outcome, ScheduledSend
+
+LOOK_AHEAD = timedelta(hours=3)
+HISTORY = timedelta(hours=24)
+QUARTER = timedelta(minutes=15)
+REASON_CHARS = 160
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Percentile(Aggregate):
+    """PostgreSQL's ``percentile_cont``: the exact interpolated percentile."""
+
+    function = "percentile_cont"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression, fraction: float, **extra):
+        super().__init__(expression, fraction=float(fraction), **extra)
+
+
+def per_minute_capacity(channel: str, config: QueueConfig | None = None) -> int | None:
+    """What a channel may send in a minute (its rate x 60); None: unpaced."""
+    rate = (config or QueueConfig.from_settings()).rate(channel)
+    return int(rate * 60) if rate > 0 else None
+
+
+def floor_to(instant: datetime, step: timedelta) -> datetime:
+    """``instant`` rounded down to a multiple of ``step`` since the epoch (UTC)."""
+    return EPOCH + (instant - EPOCH) // step * step
+
+
+def _rows(user_id: int | None) -> QuerySet[ScheduledSend]:
+    rows = ScheduledSend.objects.order_by()
+    return rows if user_id is None else rows.filter(user_id=user_id)
+
+
+def _settled_between(start: datetime, end: datetime, user_id: int | None) -> QuerySet:
+    """Rows meant for ``[start, end)``, found through the ``fire_at`` index."""
+    max_early = QueueConfig.from_settings().max_early
+    return (
+        _rows(user_id)
+        .filter(outcome__isnull=False, fire_at__gte=start - max_early, fire_at__lt=end)
+        .filter(intended_at__gte=start, intended_at__lt=end)
+    )
+
+
+# --- look-ahead -------------------------------------------------------------------
+
+
+@dataclass
+class LookAhead:
+    start: datetime  # the first minute shown
+    minutes: int
+    per_channel: dict[str, list[int]]  # channel -> count per minute
+    capacity: dict[str, int | None]
+
+
+def look_ahead(now: datetime, user_id: int | None = None) -> LookAhead:
+    """Unsettled nudges per planned send minute and channel, from this minute on."""
+    start = floor_to(now, timedelta(minutes=1))
+    minutes = int(LOOK_AHEAD / timedelta(minutes=1))
+    per_channel: dict[str, list[int]] = {}
+    for minute, channel, n in look_ahead_query(start, user_id):
+        slot = int((minute - start) / timedelta(minutes=1))
+        per_channel.setdefault(channel, [0] * minutes)[slot] += n
+    # Paced channels always appear, so their capacity is visible before the queue fills.
+    config = QueueConfig.from_settings()
+    for channel in config.channel_rates:
+        if config.rate(channel) > 0:
+            per_channel.setdefault(channel, [0] * minutes)
+    ordered = dict(sorted(per_channel.items(), key=lambda item: _channel_order(item[0])))
+    return LookAhead(
+        start=start,
+        minutes=minutes,
+        per_channel=ordered,
+        capacity={channel: per_minute_capacity(channel, config) for channel in ordered},
+    )
+
+
+def look_ahead_query(start: datetime, user_id: int | None = None) -> QuerySet:
+    """(minute, channel, rows) for unsettled rows planned in ``[start, start + 3 h)``."""
+    return (
+        _rows(user_id)
+        .filter(
+            sent_at__isnull=True,
+            outcome__isnull=True,
+            fire_at__gte=start,
+            fire_at__lt=start + LOOK_AHEAD,
+        )
+        .annotate(minute=Trunc("fire_at", "minute", tzinfo=UTC))
+        .values_list("minute", "channel")
+        .annotate(n=Count("id"))
+    )
+
+
+def _channel_order(channel: str) -> tuple[int, str]:
+    known = [c.value for c in Channel]
+    return (known.index(channel), channel) if channel in known else (len(known), channel)
+
+
+# --- lateness ------------------------------------------------------------------------
+
+
+@dataclass
+class LatenessQuarter:
+    start: datetime
+    sent: int
+    p50: float
+    p95: float
+    max: float
+
+
+@dataclass
+class Lateness:
+    start: datetime  # the first quarter-hour shown
+    quarters: int
+    by_quarter: dict[int, LatenessQuarter]  # slot -> figures; quarters with no sends absent
+    histogram: list[tuple[float, int]]  # (upper bound in seconds, count), every bucket
+
+    @property
+    def sent(self) -> int:
+        return sum(count for _, count in self.histogram)
+
+
+def _lateness_seconds() -> Extract:
+    late = ExpressionWrapper(F("sent_at") - F("intended_at"), output_field=DurationField())
+    return Extract(late, "epoch")
+
+
+def lateness(now: datetime, user_id: int | None = None) -> Lateness:
+    """p50 / p95 / max lateness per quarter-hour over the last day, and its histogram."""
+    end = floor_to(now, QUARTER) + QUARTER
+    start = end - HISTORY
+    by_quarter = {}
+    for row in lateness_query(start, end, user_id):
+        slot = int((row["quarter"] - start) / QUARTER)
+        by_quarter[slot] = LatenessQuarter(
+            row["quarter"], row["n"], row["p50"], row["p95"], float(row["top"])
+        )
+    counts = dict(histogram_query(start, end, user_id))
+    histogram = [(bound, counts.get(i, 0)) for i, bound in enumerate(BUCKETS)]
+    return Lateness(
+        start=start,
+        quarters=int(HISTORY / QUARTER),
+        by_quarter=by_quarter,
+        histogram=histogram,
+    )
+
+
+def _sent_between(start: datetime, end: datetime, user_id: int | None) -> QuerySet:
+    return (
+        _settled_between(start, end, user_id)
+        .filter(outcome=Outcome.SENT)
+        .annotate(late=_lateness_seconds())
+    )
+
+
+def lateness_query(start: datetime, end: datetime, user_id: int | None = None) -> QuerySet:
+    """Per intended quarter-hour: rows sent, p50 / p95 / max lateness in seconds."""
+    return (
+        _sent_between(start, end, user_id)
+        .annotate(quarter=_quarter_of("intended_at"))
+        .values("quarter")
+        .annotate(
+            n=Count("id"),
+            p50=Percentile("late", 0.5),
+            p95=Percentile("late", 0.95),
+            top=Max("late"),
+        )
+    )
+
+
+def histogram_query(start: datetime, end: datetime, user_id: int | None = None) -> QuerySet:
+    """(bucket index into ``BUCKETS``, rows) for the rows sent in the window."""
+    bucket = Case(
+        *[
+            When(late__lte=bound, then=Value(i))
+            for i, bound in enumerate(BUCKETS)
+            if not math.isinf(bound)
+        ],
+        default=Value(len(BUCKETS) - 1),
+        output_field=IntegerField(),
+    )
+    return (
+        _sent_between(start, end, user_id)
+        .annotate(bucket=bucket)
+        .values("bucket")
+        .annotate(n=Count("id"))
+        .values_list("bucket", "n")
+    )
+
+
+def _quarter_of(column: str) -> Func:
+    """The quarter-hour a timestamp falls in (PostgreSQL's ``date_bin``, UTC-aligned)."""
+    return Func(
+        Value(QUARTER),
+        F(column),
+        Value(EPOCH),
+        function="date_bin",
+        output_field=DateTimeField(),
+    )
+
+
+# --- outcomes --------------------------------------------------------------------------
+
+
+@dataclass
+class OutcomeHour:
+    start: datetime
+    counts: dict[str, int] = field(default_factory=dict)  # outcome -> rows
+    retried: int = 0  # rows with a failed attempt behind them (attempts > 0)
+    failures: dict[str, int] = field(default_factory=dict)  # reason -> rows
+
+
+@dataclass
+class Outcomes:
+    start: datetime
+    hours: list[OutcomeHour]
+
+    def total(self, outcome: str) -> int:
+        return sum(hour.counts.get(outcome, 0) for hour in self.hours)
+
+    @property
+    def retried(self) -> int:
+        return sum(hour.retried for hour in self.hours)
+
+    @property
+    def failure_reasons(self) -> list[tuple[str, int]]:
+        """Every failure reason over the day, most frequent first."""
+        totals: dict[str, int] = {}
+        for hour in self.hours:
+            for reason, n in hour.failures.items():
+                totals[reason] = totals.get(reason, 0) + n
+        return sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+
+
+def outcomes(now: datetime, user_id: int | None = None) -> Outcomes:
+    """Settled nudges per intended hour over the last day: outcomes, retries, reasons."""
+    end = floor_to(now, timedelta(hours=1)) + timedelta(hours=1)
+    start = end - HISTORY
+    hours = [
+        OutcomeHour(start + timedelta(hours=i)) for i in range(int(HISTORY / timedelta(hours=1)))
+    ]
+    for hour, outcome, reason, n, retried in outcomes_query(start, end, user_id):
+        bucket = hours[int((hour - start) / timedelta(hours=1))]
+        bucket.counts[outcome] = bucket.counts.get(outcome, 0) + n
+        bucket.retried += retried
+        if outcome == Outcome.FAILED:
+            key = reason or "(no reason recorded)"
+            bucket.failures[key] = bucket.failures.get(key, 0) + n
+    return Outcomes(start=start, hours=hours)
+
+
+def outcomes_query(start: datetime, end: datetime, user_id: int | None = None) -> QuerySet:
+    """(intended hour, outcome, failure reason, rows, rows retried) for settled rows."""
+    return (
+        _settled_between(start, end, user_id)
+        .annotate(
+            hour=Trunc("intended_at", "hour", tzinfo=UTC),
+            reason=Case(
+                When(outcome=Outcome.FAILED, then=Left("last_error", REASON_CHARS)),
+                default=Value(""),
+            ),
+        )
+        .values_list("hour", "outcome", "reason")
+        .annotate(n=Count("id"), retried=Count("id", filter=Q(attempts__gt=0)))
+    )
