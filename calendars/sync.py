@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models import F
 from django.utils import timezone
 
 from calendars import crypto
@@ -75,6 +76,7 @@ class Outcome:
     NEEDS_REAUTH = "needs_reauth"  # found revoked in this run
     SKIPPED_REAUTH = "skipped_needs_reauth"  # already waiting for the user; not contacted
     BACKING_OFF = "backing_off"  # inside retry_after; not contacted
+    DEFERRED = "deferred"  # the user's sync budget was spent; synced next run
     GONE = "gone"  # deleted while we were fetching
 
 
@@ -101,6 +103,7 @@ class SyncSummary:
     provider_calls: int = 0
     errors: list[str] = field(default_factory=list)
     backing_off: int = 0
+    deferred: int = 0
     events_created: int = 0
     events_updated: int = 0
     events_deleted: int = 0
@@ -122,6 +125,8 @@ class SyncSummary:
             self.needs_reauth += 1
         elif result.outcome == Outcome.BACKING_OFF:
             self.backing_off += 1
+        elif result.outcome == Outcome.DEFERRED:
+            self.deferred += 1
         elif result.outcome == Outcome.FAILED:
             self.failed += 1
         if result.outcome in (Outcome.FAILED, Outcome.NEEDS_REAUTH):
@@ -143,16 +148,33 @@ def default_window(now: datetime) -> tuple[datetime, datetime]:
 def sync_user_connections(
     user_id: int, *, now: datetime, window_start: datetime, window_end: datetime
 ) -> SyncSummary:
-    """Sync every connection of ``user_id`` over the window; never raises per connection."""
+    """Sync every connection of ``user_id`` over the window; never raises per connection.
+
+    The user's connections share ``CALENDAR_SYNC_USER_BUDGET_SECONDS``: once
+    it is spent, the rest keep their stored copy this run (``deferred``) and
+    go first next run (least recently synced first), so one tenant with many
+    slow calendars cannot hold the sweep, and none of theirs starves.
+    """
     with tenant_scope(user_id):
         connection_ids = list(
             CalendarConnection.objects.filter(user_id=user_id)
             .exclude(provider=Provider.LOCAL)
-            .order_by("pk")
+            .order_by(F("last_synced_at").asc(nulls_first=True), "pk")
             .values_list("pk", flat=True)
         )
     summary = SyncSummary(connections=len(connection_ids))
+    deadline = time.monotonic() + settings.CALENDAR_SYNC_USER_BUDGET_SECONDS
     for connection_id in connection_ids:
+        if time.monotonic() >= deadline:
+            summary.add(
+                ConnectionResult(
+                    connection_id,
+                    "?",
+                    Outcome.DEFERRED,
+                    "the user's calendar sync budget was spent; synced next run",
+                )
+            )
+            continue
         try:
             result = sync_connection(
                 user_id, connection_id, now=now, window_start=window_start, window_end=window_end

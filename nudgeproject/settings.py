@@ -267,6 +267,8 @@ CALENDAR_HTTP_TIMEOUT_SECONDS = env.float("CALENDAR_HTTP_TIMEOUT_SECONDS", defau
 ICS_MAX_BYTES = env.int("ICS_MAX_BYTES", default=5 * 1024 * 1024)
 # One connection's whole sync (download, parse, pages); past it the sync is abandoned.
 CALENDAR_SYNC_BUDGET_SECONDS = env.float("CALENDAR_SYNC_BUDGET_SECONDS", default=60.0)
+# All of one user's connections together, per materialise run.
+CALENDAR_SYNC_USER_BUDGET_SECONDS = env.float("CALENDAR_SYNC_USER_BUDGET_SECONDS", default=120.0)
 
 # --- Logging ------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

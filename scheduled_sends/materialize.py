@@ -265,6 +265,7 @@ class MaterializeReport:
     calendars_unchanged: int = 0
     calendars_failed: int = 0
     calendars_needing_reauth: int = 0
+    calendars_deferred: int = 0
     provider_calls: int = 0
     moved_earlier: int = 0
     # The run's budget ran out before every user was visited; the next run
@@ -315,6 +316,7 @@ class MaterializeReport:
             "calendars_unchanged": self.calendars_unchanged,
             "calendars_failed": self.calendars_failed,
             "calendars_needing_reauth": self.calendars_needing_reauth,
+            "calendars_deferred": self.calendars_deferred,
             "provider_calls": self.provider_calls,
             "moved_earlier": self.moved_earlier,
             "cut_short": self.cut_short,
@@ -363,6 +365,7 @@ _ADDITIVE = (
     "calendars_unchanged",
     "calendars_failed",
     "calendars_needing_reauth",
+    "calendars_deferred",
     "provider_calls",
 )
 
@@ -538,4 +541,5 @@ def _absorb_sync(report: MaterializeReport, summary) -> None:
     report.calendars_unchanged += summary.unchanged
     report.calendars_failed += summary.failed
     report.calendars_needing_reauth += summary.needs_reauth
+    report.calendars_deferred += summary.deferred
     report.provider_calls += summary.provider_calls

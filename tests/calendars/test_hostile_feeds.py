@@ -222,6 +222,35 @@ def test_a_connection_over_its_budget_is_abandoned_and_the_user_still_queued(
     assert ("follow_up", follow_up.pk) in queued and len(queued) == 2
 
 
+def test_a_users_many_slow_calendars_share_one_budget_and_take_turns(make_user, settings, fake_ics):
+    settings.CALENDAR_SYNC_BUDGET_SECONDS = 1.0
+    settings.CALENDAR_SYNC_USER_BUDGET_SECONDS = 1.5
+    user = make_user()
+    follow_up = add_follow_up(user, NOW + timedelta(hours=1))
+    with drip_server() as url:
+        slow = [
+            make_connection(
+                user, "ics", account=f"slow{i}", feed_url=url, allow_private_network=True
+            )
+            for i in range(4)
+        ]
+        started = time.monotonic()
+        report = run_materialize(NOW)
+        elapsed = time.monotonic() - started
+
+    # Two connections spend the user's budget; the other two wait for the next run.
+    assert elapsed < 5, elapsed
+    assert (report.calendars_failed, report.calendars_deferred) == (2, 2)
+    assert ("follow_up", follow_up.pk) in {(r.kind, r.ref_id) for r in rows(user)}
+
+    tried = {c.pk for c in slow if reload(c).last_error}
+    assert len(tried) == 2
+    # Next run: the two abandoned ones back off for an hour; the deferred two get their turn.
+    again = run_materialize(NOW + timedelta(minutes=15))
+    assert (again.calendars_failed, again.calendars_deferred) == (2, 0)
+    assert all(reload(c).last_error for c in slow)
+
+
 # --- burning CPU -----------------------------------------------------------------------
 
 
