@@ -197,7 +197,11 @@ class FakeProviderServer:
         self.stopping.clear()
         self._server = _Server(self)
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name=type(self).__name__, daemon=True
+            # A short poll: stop() waits for serve_forever to notice, once per fake per test.
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name=type(self).__name__,
+            daemon=True,
         )
         self._thread.start()
         return self
