@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import tempfile
-import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
 from bench import data, env
+from bench.worker import start_released
 
 RECORDING = json.dumps({"console": "scheduled_sends.channels.recording.RecordingChannel"})
 TAG = re.compile(r"\b(b[df]\d+)\b")
@@ -30,35 +28,13 @@ TAG = re.compile(r"\b(b[df]\d+)\b")
 def run_workers(count: int, workdir: Path, label: str) -> dict:
     """Start ``count`` workers, release them together, wait; their merged figures."""
     recording = workdir / f"{label}.jsonl"
-    go = workdir / f"{label}.go"
     child = env.child_env(
         NUDGE_CHANNEL_BACKENDS=RECORDING,
         NUDGE_RECORDING_FILE=str(recording),
         NUDGE_RUN_BUDGET_SECONDS="600",
         NUDGE_LEASE_SECONDS="1200",
     )
-    procs, outs, readies = [], [], []
-    for n in range(count):
-        out, ready = workdir / f"{label}-{n}.json", workdir / f"{label}-{n}.ready"
-        outs.append(out)
-        readies.append(ready)
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "bench.worker", str(out), str(ready), str(go)],
-                cwd=env.project_root(),
-                env=child,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    deadline = time.time() + 120
-    while not all(r.exists() for r in readies):
-        if time.time() > deadline or any(p.poll() is not None for p in procs):
-            errors = [p.communicate()[1][-2000:] for p in procs if p.poll() is not None]
-            raise RuntimeError(f"a worker did not start: {errors}")
-        time.sleep(0.01)
-    go.touch()
+    procs, outs = start_released(count, workdir, label, cwd=env.project_root(), env=child)
     for proc in procs:
         _, stderr = proc.communicate()
         if proc.returncode:

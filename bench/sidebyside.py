@@ -47,6 +47,7 @@ GIT = shutil.which("git") or "git"
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.worker import start_released  # noqa: E402
 from tests.fakes.telegram_server import BOT_TOKEN, FakeTelegram  # noqa: E402
 
 ADMIN_URL = os.environ.get("NUDGE_BENCH_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres")
@@ -332,32 +333,8 @@ def rate(trees: list[Tree], rows: int, provider_rate: int, configured_rate: floa
 
 
 def _workers(tree: Tree, count: int, env: dict[str, str], workdir: Path) -> list[dict]:
-    """``count`` bench.worker processes released together; their reports."""
-    go = workdir / "go"
-    go.unlink(missing_ok=True)
-    outs, readies, processes = [], [], []
-    for n in range(count):
-        out, ready = workdir / f"w{n}.json", workdir / f"w{n}.ready"
-        out.unlink(missing_ok=True)
-        ready.unlink(missing_ok=True)
-        outs.append(out)
-        readies.append(ready)
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "bench.worker", str(out), str(ready), str(go)],
-                cwd=tree.path,
-                env=tree.env(**env),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    deadline = time.time() + 120
-    while not all(r.exists() for r in readies):
-        if time.time() > deadline or any(p.poll() is not None for p in processes):
-            raise RuntimeError(f"{tree.label}: a worker did not start")
-        time.sleep(0.01)
-    go.touch()
+    """``count`` bench.worker processes of ``tree``, released together; their reports."""
+    processes, outs = start_released(count, workdir, "w", cwd=tree.path, env=tree.env(**env))
     for process in processes:
         _, err = process.communicate(timeout=1800)
         if process.returncode:

@@ -10,9 +10,46 @@ claims nothing, and writes what it saw to OUT.json.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
+
+
+def start_released(
+    count: int, workdir: Path, label: str, *, cwd: Path, env: dict[str, str]
+) -> tuple[list[subprocess.Popen], list[Path]]:
+    """Start ``count`` worker processes, wait until each is ready, release them together.
+
+    Returns the processes and the paths their reports will be written to.
+    """
+    go = workdir / f"{label}.go"
+    go.unlink(missing_ok=True)
+    processes, outs, readies = [], [], []
+    for n in range(count):
+        out, ready = workdir / f"{label}-{n}.json", workdir / f"{label}-{n}.ready"
+        for stale in (out, ready):
+            stale.unlink(missing_ok=True)
+        outs.append(out)
+        readies.append(ready)
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "bench.worker", str(out), str(ready), str(go)],
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    deadline = time.time() + 120
+    while not all(r.exists() for r in readies):
+        if time.time() > deadline or any(p.poll() is not None for p in processes):
+            errors = [p.communicate()[1][-2000:] for p in processes if p.poll() is not None]
+            raise RuntimeError(f"a worker did not start: {errors}")
+        time.sleep(0.01)
+    go.touch()
+    return processes, outs
 
 
 def main() -> None:
