@@ -107,6 +107,7 @@ INSTALLED_APPS = [
     "tenancy",
     "scheduled_sends",
     "calendars",
+    "portal",
 ]
 
 MIDDLEWARE = [
@@ -149,6 +150,26 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+
+# --- The end-user area ----------------------------------------------------------
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "portal:home"
+LOGOUT_REDIRECT_URL = "login"
+# Password-reset mail: printed to the console in development; SMTP otherwise.
+EMAIL_BACKEND = env.str(
+    "EMAIL_BACKEND",
+    default="django.core.mail.backends.console.EmailBackend"
+    if DEBUG or EMBEDDED_DATABASE
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="nudge@localhost")
+# How long a Telegram link or a WhatsApp confirmation code stays usable.
+NUDGE_LINK_CODE_MINUTES = env.int("NUDGE_LINK_CODE_MINUTES", default=15)
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(STATE_DIR / "static"))
@@ -239,6 +260,15 @@ TWILIO_CONTENT_SID = env.str("TWILIO_CONTENT_SID", default="")
 TWILIO_STATUS_CALLBACK_URL = env.str("TWILIO_STATUS_CALLBACK_URL", default="")
 TELEGRAM_BOT_TOKEN = env.str("TELEGRAM_BOT_TOKEN", default="")
 TELEGRAM_API_BASE_URL = env.str("TELEGRAM_API_BASE_URL", default="")
+# The bot's @username without the "@", for https://t.me/<username>?start=<code> links.
+TELEGRAM_BOT_USERNAME = env.str("TELEGRAM_BOT_USERNAME", default="")
+# Checked on X-Telegram-Bot-Api-Secret-Token; empty turns POST /telegram/webhook off.
+TELEGRAM_WEBHOOK_SECRET = env.str("TELEGRAM_WEBHOOK_SECRET", default="")
+TELEGRAM_WEBHOOK_URL = env.str("TELEGRAM_WEBHOOK_URL", default="")
+# Approved WhatsApp template for the confirmation code ({{1}} = the code).
+TWILIO_CONFIRM_CONTENT_SID = env.str("TWILIO_CONFIRM_CONTENT_SID", default="")
+# The exact public URL Twilio posts inbound messages to (signatures cover it).
+TWILIO_INBOUND_URL = env.str("TWILIO_INBOUND_URL", default="")
 CHANNEL_TIMEOUT_SECONDS = env.float("CHANNEL_TIMEOUT_SECONDS", default=10.0)
 
 # HTTP cron routes (POST /cron/…): bearer secret; empty disables the routes.
@@ -251,6 +281,7 @@ GOOGLE_CLIENT_ID = env.str("GOOGLE_CLIENT_ID", default="")
 GOOGLE_CLIENT_SECRET = env.str("GOOGLE_CLIENT_SECRET", default="")
 GOOGLE_AUTH_URL = env.str("GOOGLE_AUTH_URL", default="https://accounts.google.com/o/oauth2/v2/auth")
 GOOGLE_TOKEN_URL = env.str("GOOGLE_TOKEN_URL", default="https://oauth2.googleapis.com/token")
+GOOGLE_REVOKE_URL = env.str("GOOGLE_REVOKE_URL", default="https://oauth2.googleapis.com/revoke")
 GOOGLE_API_BASE_URL = env.str(
     "GOOGLE_API_BASE_URL", default="https://www.googleapis.com/calendar/v3"
 )

@@ -195,6 +195,20 @@ class DeliverySettings(TenantModel):
     capped_at = models.DateTimeField(
         null=True, blank=True, help_text="When the per-user limits last left nudges out."
     )
+    # Self-service (the end-user area): a pause the user can read the reason of,
+    # quiet hours in their zone, a channel found unreachable, and WhatsApp opt-in.
+    paused = models.BooleanField(default=False)
+    paused_reason = models.CharField(max_length=200, blank=True, default="")
+    paused_at = models.DateTimeField(null=True, blank=True)
+    quiet_start = models.TimeField(null=True, blank=True, help_text="Local time; none = no quiet hours.")
+    quiet_end = models.TimeField(null=True, blank=True)
+    unreachable_channel = models.CharField(
+        max_length=16, choices=Channel.choices, blank=True, default="",
+        help_text="The provider said this user cannot be reached here; cleared by relinking.",
+    )
+    unreachable_reason = models.CharField(max_length=200, blank=True, default="")
+    unreachable_at = models.DateTimeField(null=True, blank=True)
+    whatsapp_opted_in_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "delivery_settings"

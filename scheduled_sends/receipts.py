@@ -33,13 +33,19 @@ KNOWN_STATUSES = frozenset(
 )
 
 
-def signature_is_valid(request: HttpRequest) -> bool:
-    """Whether the request is signed with our auth token for the URL Twilio called."""
+def signature_is_valid(request: HttpRequest, configured_url: str | None = None) -> bool:
+    """Whether the request is signed with our auth token for the URL Twilio called.
+
+    ``configured_url`` is the public URL Twilio was given for this webhook
+    (default: TWILIO_STATUS_CALLBACK_URL); empty means the request's own.
+    """
     auth_token = settings.TWILIO_AUTH_TOKEN
     signature = request.headers.get(SIGNATURE_HEADER, "")
     if not auth_token or not signature:
         return False
-    url = settings.TWILIO_STATUS_CALLBACK_URL or request.build_absolute_uri()
+    if configured_url is None:
+        configured_url = settings.TWILIO_STATUS_CALLBACK_URL
+    url = configured_url or request.build_absolute_uri()
     return RequestValidator(auth_token).validate(url, request.POST, signature)
 
 

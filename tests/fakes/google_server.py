@@ -114,7 +114,22 @@ class FakeGoogle(FakeProviderServer):
         with self.lock:
             return [r for r in self.requests if r.path == "/token"]
 
+    @property
+    def revoke_url(self) -> str:
+        return f"{self.url}/revoke"
+
     # --- the server -------------------------------------------------------------
+    def _revoke(self, token: str) -> Answer:
+        """RFC 7009 as Google answers it: 200 when revoked, 400 invalid_token otherwise."""
+        with self.lock:
+            known = token in self.refresh_tokens
+            if known:
+                self.refresh_tokens.discard(token)
+                self.access_tokens.clear()
+        if not known:
+            return Answer.json(400, {"error": "invalid_token", "error_description": "Bad Request"})
+        return Answer.json(200, {})
+
     def _new_access_token(self) -> str:
         token = f"ya29.access-{secrets.token_hex(8)}"
         with self.lock:
@@ -129,6 +144,8 @@ class FakeGoogle(FakeProviderServer):
         self.record(RecordedRequest(method, parts.path, headers, params, body, time.time()))
         if method == "POST" and parts.path == "/token":
             return self._token(params)
+        if method == "POST" and parts.path == "/revoke":
+            return self._revoke(params.get("token", ""))
         token = headers.get("Authorization", "").removeprefix("Bearer ")
         with self.lock:
             authorised = token in self.access_tokens

@@ -1,7 +1,12 @@
 """A fake of the Telegram Bot API, enough for the real ``python-telegram-bot``.
 
 ``/bot<token>/getMe`` and ``/bot<token>/sendMessage`` (form or JSON body);
-a wrong token answers 401 as Telegram does. Message ids count up per chat, as
+a wrong token answers 401 as Telegram does. For linking: ``getUpdates``
+(offset/timeout; 409 Conflict while a webhook is set, as Telegram answers),
+``setWebhook`` (with ``secret_token``), ``deleteWebhook`` and
+``getWebhookInfo``; :meth:`FakeTelegram.push_message` queues a user's
+message as the real update shape (``message`` with ``from``, ``chat``,
+``date``, ``text`` and a ``bot_command`` entity). Message ids count up per chat, as
 Telegram's do. Errors are Telegram's own JSON answers, e.g.
 ``{"ok": false, "error_code": 400, "description": "Bad Request: chat not found"}``.
 
@@ -101,6 +106,7 @@ class FakeTelegram(FakeProviderServer):
         self.retry_after = retry_after
         self._accepted_at: deque[float] = deque()  # sends accepted within the last second
         self._last_message_id: dict[str, int] = defaultdict(int)
+        self.reset_state()
 
     @property
     def base_url(self) -> str:
@@ -110,6 +116,9 @@ class FakeTelegram(FakeProviderServer):
     def reset_state(self) -> None:
         self._last_message_id.clear()
         self._accepted_at.clear()
+        self.updates: list[dict[str, Any]] = []
+        self.next_update_id = 100_000_001
+        self.webhook: dict[str, Any] = {}
 
     def _over_the_limit(self, at: float) -> bool:
         """Flood control: whether this send would be one too many within a second."""
@@ -137,6 +146,67 @@ class FakeTelegram(FakeProviderServer):
                 start += 1
             busiest = max(busiest, end - start + 1)
         return busiest
+
+    def push_message(self, chat_id: int, text: str, *, first_name: str = "Ana") -> dict[str, Any]:
+        """Queue a private-chat message from user ``chat_id`` as Telegram shapes it."""
+        with self.lock:
+            update_id = self.next_update_id
+            self.next_update_id += 1
+        message: dict[str, Any] = {
+            "message_id": update_id % 100_000,
+            "from": {"id": chat_id, "is_bot": False, "first_name": first_name, "language_code": "en"},
+            "chat": {"id": chat_id, "first_name": first_name, "type": "private"},
+            "date": int(time.time()),
+            "text": text,
+        }
+        if text.startswith("/"):
+            command = text.split(" ", 1)[0]
+            message["entities"] = [{"offset": 0, "length": len(command), "type": "bot_command"}]
+        update = {"update_id": update_id, "message": message}
+        with self.lock:
+            self.updates.append(update)
+        return update
+
+    def _get_updates(self, params: dict[str, Any]) -> Answer:
+        if self.webhook.get("url"):
+            return Answer.json(
+                409,
+                {
+                    "ok": False,
+                    "error_code": 409,
+                    "description": "Conflict: can't use getUpdates method while webhook is "
+                    "active; use deleteWebhook to delete the webhook first",
+                },
+            )
+        offset = int(params.get("offset") or 0)
+        with self.lock:
+            # Asking with an offset confirms every earlier update, as Telegram does.
+            self.updates = [u for u in self.updates if u["update_id"] >= offset]
+            pending = list(self.updates)
+        return Answer.json(200, {"ok": True, "result": pending})
+
+    def _webhook_method(self, api_method: str, params: dict[str, Any]) -> Answer:
+        if api_method == "setWebhook":
+            with self.lock:
+                self.webhook = {
+                    "url": str(params.get("url", "")),
+                    "secret_token": str(params.get("secret_token", "")),
+                    "allowed_updates": params.get("allowed_updates"),
+                }
+            return Answer.json(200, {"ok": True, "result": True, "description": "Webhook was set"})
+        if api_method == "deleteWebhook":
+            with self.lock:
+                self.webhook = {}
+            return Answer.json(
+                200, {"ok": True, "result": True, "description": "Webhook was deleted"}
+            )
+        with self.lock:
+            info = {
+                "url": self.webhook.get("url", ""),
+                "has_custom_certificate": False,
+                "pending_update_count": len(self.updates),
+            }
+        return Answer.json(200, {"ok": True, "result": info})
 
     def calls(self, method: str) -> list[RecordedRequest]:
         with self.lock:
@@ -169,6 +239,12 @@ class FakeTelegram(FakeProviderServer):
         if api_method == "getMe":
             self.record(request)
             return Answer.json(200, {"ok": True, "result": self.me()})
+        if api_method == "getUpdates":
+            self.record(request)
+            return self._get_updates(params)
+        if api_method in ("setWebhook", "deleteWebhook", "getWebhookInfo"):
+            self.record(request)
+            return self._webhook_method(api_method, params)
         if api_method != "sendMessage":
             self.record(request)
             return Answer.json(404, {"ok": False, "error_code": 404, "description": "Not Found"})

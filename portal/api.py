@@ -1,0 +1,165 @@
+"""The JSON API for the host product: follow-ups, authenticated by per-user tokens.
+
+``Authorization: Bearer nudge_<user id>_<secret>``. The token is checked in
+its named owner's tenant scope and every read and write runs in that scope,
+so a token can reach nothing but its owner's rows; a session cookie is not
+accepted (no CSRF exposure). Bad input is a 400 with one clear message and
+nothing written; the schema is ``GET /api/schema`` (portal/openapi.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from functools import wraps
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+
+from portal import followups
+from portal.followups import FollowUpChange, FollowUpInvalid
+from portal.openapi import schema
+from portal.tokens import api_token_is_live, parse_api_token
+from tenancy.scope import tenant_scope
+
+CREATE_FIELDS = {"title": str, "due_at": str}
+PATCH_FIELDS = {"title": str, "due_at": str, "done": bool}
+MAX_BODY_BYTES = 16 * 1024
+JSON_TYPES = {str: "a string", bool: "true or false"}
+
+
+class BadRequest(Exception):
+    pass
+
+
+def error(status: int, message: str, **headers: str) -> JsonResponse:
+    response = JsonResponse({"error": message}, status=status)
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    return response
+
+
+def token_owner(request: HttpRequest) -> int | None:
+    """The user id the request's bearer token belongs to, when the token is live."""
+    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    owned = parse_api_token(credentials.strip())
+    if owned is None:
+        return None
+    with tenant_scope(owned.user_id):
+        live = api_token_is_live(owned, timezone.now())
+    return owned.user_id if live else None
+
+
+def api_view(methods: dict[str, str]) -> Callable:
+    """Token authentication, method dispatch and JSON errors around an endpoint.
+
+    ``methods`` maps an HTTP method to the name of the handler below.
+    """
+
+    def decorate(view: Callable) -> Callable:
+        @csrf_exempt
+        @never_cache
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+            if request.method not in methods:
+                return error(405, f"use {', '.join(methods)}", Allow=", ".join(methods))
+            user_id = token_owner(request)
+            if user_id is None:
+                return error(
+                    401, "missing, unknown or revoked API token", WWW_Authenticate="Bearer"
+                )
+            try:
+                return view(request, user_id, *args, **kwargs)
+            except BadRequest as exc:
+                return error(400, str(exc))
+            except FollowUpInvalid as exc:
+                return error(400, str(exc))
+
+        return wrapper
+
+    return decorate
+
+
+def _body(request: HttpRequest, allowed: dict[str, type]) -> dict[str, Any]:
+    if len(request.body) > MAX_BODY_BYTES:
+        raise BadRequest(f"the body is larger than {MAX_BODY_BYTES} bytes")
+    if not request.content_type.startswith("application/json"):
+        raise BadRequest("send a JSON body with Content-Type: application/json")
+    try:
+        data = json.loads(request.body)
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("the body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise BadRequest("the body must be a JSON object")
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise BadRequest(
+            f"unknown field(s): {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+        )
+    for name, expected in allowed.items():
+        if name in data and type(data[name]) is not expected:
+            raise BadRequest(f"{name} must be {JSON_TYPES[expected]}")
+    return data
+
+
+def _instant(value: str) -> datetime:
+    try:
+        parsed = parse_datetime(value)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise FollowUpInvalid("due_at", "due_at must be an ISO 8601 date-time")
+    return parsed
+
+
+@api_view({"GET": "list", "POST": "create"})
+def follow_ups(request: HttpRequest, user_id: int) -> JsonResponse:
+    now = timezone.now()
+    if request.method == "GET":
+        done = request.GET.get("done")
+        if done not in (None, "true", "false"):
+            raise BadRequest("done must be true or false")
+        rows = followups.list_follow_ups(user_id, done=None if done is None else done == "true")
+        return JsonResponse({"follow_ups": [followups.as_json(f) for f in rows]})
+    data = _body(request, CREATE_FIELDS)
+    missing = [name for name in CREATE_FIELDS if name not in data]
+    if missing:
+        raise BadRequest(f"missing field(s): {', '.join(missing)}")
+    created = followups.create_follow_up(user_id, data["title"], _instant(data["due_at"]), now)
+    return JsonResponse(followups.as_json(created), status=201)
+
+
+@api_view({"GET": "read", "PATCH": "change", "DELETE": "delete"})
+def follow_up(request: HttpRequest, user_id: int, follow_up_id: int) -> HttpResponse:
+    now = timezone.now()
+    if request.method == "GET":
+        found = followups.get_follow_up(user_id, follow_up_id)
+    elif request.method == "DELETE":
+        if followups.delete_follow_up(user_id, follow_up_id, now):
+            return HttpResponse(status=204)
+        found = None
+    else:
+        data = _body(request, PATCH_FIELDS)
+        if not data:
+            raise BadRequest(f"send at least one of: {', '.join(PATCH_FIELDS)}")
+        change = FollowUpChange(
+            title=data.get("title"),
+            due_at=_instant(data["due_at"]) if "due_at" in data else None,
+            done=data.get("done"),
+        )
+        found = followups.change_follow_up(user_id, follow_up_id, change, now)
+    if found is None:
+        return error(404, "no such follow-up")
+    return JsonResponse(followups.as_json(found))
+
+
+@never_cache
+def api_schema(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(schema(request.build_absolute_uri("/")), json_dumps_params={"indent": 2})

@@ -1,0 +1,85 @@
+"""The end-user area's forms. Times are entered in the user's own zone."""
+
+from __future__ import annotations
+
+import zoneinfo
+from functools import cache
+
+from django import forms
+
+from portal.followups import TITLE_MAX_CHARS
+from scheduled_sends.models import MAX_LEAD_MINUTES, Channel
+
+
+@cache
+def timezone_choices() -> list[tuple[str, str]]:
+    """Every IANA zone this Python knows, by name (a real picker, not free text)."""
+    names = sorted(
+        name
+        for name in zoneinfo.available_timezones()
+        if "/" in name and not name.startswith(("Etc/", "SystemV/", "posix/", "right/"))
+    )
+    return [("UTC", "UTC"), *((name, name.replace("_", " ")) for name in names)]
+
+
+class SettingsForm(forms.Form):
+    channel = forms.ChoiceField(choices=Channel.choices, label="Send nudges by")
+    timezone = forms.ChoiceField(choices=timezone_choices, label="Time zone")
+    default_lead_minutes = forms.IntegerField(
+        min_value=0,
+        max_value=MAX_LEAD_MINUTES,
+        label="Nudge me this many minutes before",
+        widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
+    )
+    quiet_start = forms.TimeField(
+        required=False, label="Quiet from", widget=forms.TimeInput(attrs={"type": "time"})
+    )
+    quiet_end = forms.TimeField(
+        required=False, label="until", widget=forms.TimeInput(attrs={"type": "time"})
+    )
+    paused = forms.BooleanField(required=False, label="Pause all nudges")
+
+    def clean(self):
+        cleaned = super().clean()
+        start, end = cleaned.get("quiet_start"), cleaned.get("quiet_end")
+        if (start is None) != (end is None):
+            raise forms.ValidationError("Give both ends of the quiet hours, or neither.")
+        return cleaned
+
+
+class FollowUpForm(forms.Form):
+    title = forms.CharField(max_length=TITLE_MAX_CHARS, label="What")
+    due_at = forms.DateTimeField(
+        label="Due",
+        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+    )
+
+
+class ApiTokenForm(forms.Form):
+    name = forms.CharField(max_length=80, label="Token name", initial="host product")
+
+
+class WhatsAppNumberForm(forms.Form):
+    number = forms.CharField(
+        max_length=16,
+        label="WhatsApp number",
+        widget=forms.TextInput(
+            attrs={"inputmode": "tel", "placeholder": "+14155550100", "autocomplete": "tel"}
+        ),
+    )
+
+
+class WhatsAppCodeForm(forms.Form):
+    code = forms.RegexField(
+        regex=r"^\s*[0-9]{6}\s*$",
+        label="Code",
+        error_messages={"invalid": "The code is six digits."},
+        widget=forms.TextInput(attrs={"inputmode": "numeric", "autocomplete": "one-time-code"}),
+    )
+
+
+class IcsFeedForm(forms.Form):
+    url = forms.URLField(
+        max_length=2000, label="Calendar address (ICS)", assume_scheme="https"
+    )

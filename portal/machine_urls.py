@@ -1,0 +1,13 @@
+"""Routes for machines: the follow-ups API, its schema, and inbound provider webhooks."""
+
+from django.urls import path
+
+from portal import api, webhooks
+
+urlpatterns = [
+    path("api/follow-ups", api.follow_ups, name="api-follow-ups"),
+    path("api/follow-ups/<int:follow_up_id>", api.follow_up, name="api-follow-up"),
+    path("api/schema", api.api_schema, name="api-schema"),
+    path("telegram/webhook", webhooks.telegram_webhook, name="telegram-webhook"),
+    path("twilio/inbound", webhooks.twilio_inbound, name="twilio-inbound"),
+]

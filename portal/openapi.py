@@ -1,0 +1,174 @@
+"""The OpenAPI 3.1 description of the follow-ups API, served at ``GET /api/schema``.
+
+Written by hand next to the code it describes (portal/api.py); a test checks
+that every route and status the API answers with is listed here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from portal.followups import TITLE_MAX_CHARS
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+
+
+def _follow_up(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FollowUp"}}},
+    }
+
+
+def _body(name: str) -> dict[str, Any]:
+    return {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
+    }
+
+
+ID_PARAMETER = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "integer", "minimum": 1},
+}
+TITLE = {"type": "string", "minLength": 1, "maxLength": TITLE_MAX_CHARS}
+DUE_AT = {
+    "type": "string",
+    "format": "date-time",
+    "description": "ISO 8601 with a UTC offset, in the future (a naive time is refused).",
+}
+UNAUTHORIZED = _error("Missing, unknown or revoked token.")
+BAD_REQUEST = _error(
+    "Unknown fields, wrong types, a time without offset or in the past, a title too long."
+)
+NOT_FOUND = _error("No follow-up with this id belongs to the token's owner.")
+
+
+def schema(server_url: str) -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "nudge follow-ups API",
+            "version": "1",
+            "description": "Follow-ups of the token's owner. Each one is nudged the owner's "
+            "default lead before it is due, over their linked channel.",
+        },
+        "servers": [{"url": server_url.rstrip("/")}],
+        "security": [{"bearerToken": []}],
+        "paths": {
+            "/api/follow-ups": {
+                "get": {
+                    "summary": "List follow-ups, open first, by due time",
+                    "parameters": [
+                        {"name": "done", "in": "query", "schema": {"type": "boolean"}}
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "The follow-ups.",
+                            "content": {
+                                "application/json": {
+                                    "schema": {
+                                        "type": "object",
+                                        "properties": {
+                                            "follow_ups": {
+                                                "type": "array",
+                                                "items": {
+                                                    "$ref": "#/components/schemas/FollowUp"
+                                                },
+                                            }
+                                        },
+                                    }
+                                }
+                            },
+                        },
+                        "400": BAD_REQUEST,
+                        "401": UNAUTHORIZED,
+                    },
+                },
+                "post": {
+                    "summary": "Create a follow-up",
+                    "requestBody": _body("FollowUpCreate"),
+                    "responses": {
+                        "201": _follow_up("Created."),
+                        "400": BAD_REQUEST,
+                        "401": UNAUTHORIZED,
+                    },
+                },
+            },
+            "/api/follow-ups/{id}": {
+                "parameters": [ID_PARAMETER],
+                "get": {
+                    "summary": "Read one follow-up",
+                    "responses": {
+                        "200": _follow_up("The follow-up."),
+                        "401": UNAUTHORIZED,
+                        "404": NOT_FOUND,
+                    },
+                },
+                "patch": {
+                    "summary": "Change the title, the due time, or mark it done",
+                    "requestBody": _body("FollowUpPatch"),
+                    "responses": {
+                        "200": _follow_up("Changed."),
+                        "400": BAD_REQUEST,
+                        "401": UNAUTHORIZED,
+                        "404": NOT_FOUND,
+                    },
+                },
+                "delete": {
+                    "summary": "Delete a follow-up",
+                    "responses": {
+                        "204": {"description": "Deleted."},
+                        "401": UNAUTHORIZED,
+                        "404": NOT_FOUND,
+                    },
+                },
+            },
+        },
+        "components": {
+            "securitySchemes": {
+                "bearerToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A token made on the settings page: nudge_<user id>_<secret>.",
+                }
+            },
+            "schemas": {
+                "FollowUp": {
+                    "type": "object",
+                    "required": ["id", "title", "due_at", "done", "created_at"],
+                    "properties": {
+                        "id": {"type": "integer"},
+                        "title": TITLE,
+                        "due_at": {"type": "string", "format": "date-time"},
+                        "done": {"type": "boolean"},
+                        "created_at": {"type": "string", "format": "date-time"},
+                    },
+                },
+                "FollowUpCreate": {
+                    "type": "object",
+                    "required": ["title", "due_at"],
+                    "additionalProperties": False,
+                    "properties": {"title": TITLE, "due_at": DUE_AT},
+                },
+                "FollowUpPatch": {
+                    "type": "object",
+                    "minProperties": 1,
+                    "additionalProperties": False,
+                    "properties": {"title": TITLE, "due_at": DUE_AT, "done": {"type": "boolean"}},
+                },
+                "Error": {
+                    "type": "object",
+                    "required": ["error"],
+                    "properties": {"error": {"type": "string"}},
+                },
+            },
+        },
+    }

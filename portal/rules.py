@@ -1,0 +1,90 @@
+"""Whether and when a nudge may go out for a user: pause, unreachable, quiet hours.
+
+Pure functions over a user's settings, so the materialising sweep (plan) and
+the delivery sweep (resolve) apply exactly the same rules, and tests can
+call them without a database.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+from typing import Protocol
+
+
+class HoldSettings(Protocol):
+    """The fields of ``DeliverySettings`` these rules read."""
+
+    channel: str
+    paused: bool
+    paused_reason: str
+    unreachable_channel: str
+    unreachable_reason: str
+    timezone: str
+    quiet_start: time | None
+    quiet_end: time | None
+
+
+@dataclass(frozen=True)
+class SkipReason:
+    """Why a nudge is not sent, in words the user reads in their history."""
+
+    reason: str
+
+
+def pause_reason(settings: HoldSettings) -> SkipReason | None:
+    """Nudges are held while the user paused them or their channel is unreachable."""
+    if settings.paused:
+        return SkipReason(f"nudges paused: {settings.paused_reason or 'paused by you'}")
+    if settings.unreachable_channel and settings.unreachable_channel == settings.channel:
+        return SkipReason(
+            f"{settings.channel} unreachable: {settings.unreachable_reason or 'relink it'}"
+        )
+    return None
+
+
+def _zone(name: str) -> zoneinfo.ZoneInfo | type[UTC]:
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return UTC
+
+
+def quiet_hours_end(moment: datetime, settings: HoldSettings) -> datetime | None:
+    """The end of the quiet period ``moment`` falls in, or None when it is outside one.
+
+    Quiet hours are wall-clock times in the user's zone and may wrap midnight
+    (22:00–07:00). Start is inside, end is not; equal times mean none.
+    """
+    start, end = settings.quiet_start, settings.quiet_end
+    if start is None or end is None or start == end:
+        return None
+    zone = _zone(settings.timezone)
+    local = moment.astimezone(zone)
+    clock = local.time().replace(tzinfo=None)
+    if start < end:
+        inside = start <= clock < end
+        end_day = local.date()
+    else:  # wraps midnight
+        inside = clock >= start or clock < end
+        end_day = local.date() + timedelta(days=1) if clock >= start else local.date()
+    if not inside:
+        return None
+    # A wall time that does not exist (DST gap) resolves forward through fold handling.
+    ends = datetime.combine(end_day, end, tzinfo=zone)
+    return ends.astimezone(UTC)
+
+
+def hold_for_quiet_hours(
+    fire_at: datetime, starts_at: datetime, settings: HoldSettings
+) -> datetime | SkipReason:
+    """When the nudge planned for ``fire_at`` may go: unchanged outside quiet hours,
+    held to their end when its subject is still ahead then, otherwise skipped."""
+    ends = quiet_hours_end(fire_at, settings)
+    if ends is None:
+        return fire_at
+    if ends < starts_at:
+        return ends
+    local_end = ends.astimezone(_zone(settings.timezone))
+    return SkipReason(f"quiet hours until {local_end:%H:%M}, and it starts before they end")

@@ -1,0 +1,212 @@
+"""Linking a Telegram chat: the bot's side of ``/start <code>`` and ``/stop``.
+
+Updates arrive two ways and meet in :func:`handle_update`: by webhook
+(production; ``POST /telegram/webhook``, answered with the reply as a Bot API
+method in the response body, so the web process makes no outbound call), and
+by long polling with ``getUpdates`` (``manage.py telegram_poll``, development).
+An update id is handled once: a replayed update changes nothing and gets no
+second answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from telegram import Bot, Update
+from telegram.error import TelegramError
+from telegram.request import HTTPXRequest
+
+from portal import account
+from portal.models import TelegramUpdateSeen
+from portal.tokens import parse_telegram_payload, use_telegram_code
+from scheduled_sends.channels.telegram import (
+    REDACTED,
+    bot_api_base_url,
+    install_token_filter,
+)
+from scheduled_sends.models import Channel
+from tenancy.scope import tenant_scope
+
+WEBHOOK_SECRET_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,256}")
+
+LINKED = "Linked. Your nudges will arrive in this chat. Send /stop to pause them."
+ALREADY_LINKED = "This chat is already linked. Send /stop to pause nudges."
+BAD_CODE = (
+    "That link has expired or was already used. Open Settings on the nudge website "
+    "and press “Link Telegram” again."
+)
+HELLO = "Hello! To link this chat, press “Link Telegram” on the nudge website's settings page."
+PAUSED = "Paused: no more nudges here. Send /start to resume."
+RESUMED = "Resumed: your nudges will arrive here again."
+NOT_LINKED = "This chat is not linked to a nudge account."
+HELP = "Send /stop to pause nudges, /start to resume them."
+
+
+class TelegramLinkError(Exception):
+    """A Bot API call failed; the message is safe to print (no token)."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    chat_id: int
+    text: str
+
+    def as_webhook_answer(self) -> dict[str, Any]:
+        """The Bot API call Telegram makes for us when it is the webhook's response."""
+        return {"method": "sendMessage", "chat_id": self.chat_id, "text": self.text}
+
+
+def link_url(code: str) -> str:
+    return f"https://t.me/{settings.TELEGRAM_BOT_USERNAME}?start={code}"
+
+
+def first_time(update_id: int) -> bool:
+    """Record the update id; False when it was handled before (a replay)."""
+    _, created = TelegramUpdateSeen.objects.get_or_create(update_id=update_id)
+    return created
+
+
+def _link(payload: str, chat_id: str, now: datetime) -> str:
+    owned = parse_telegram_payload(payload)
+    if owned is None:
+        return BAD_CODE
+    with tenant_scope(owned.user_id):
+        if use_telegram_code(owned, now):
+            account.bind_address(
+                account.ensure_settings(owned.user_id),
+                Channel.TELEGRAM,
+                chat_id,
+                "sent the one-time link to the bot (/start)",
+                now,
+            )
+            linked = True
+        else:
+            linked = False
+    if linked:
+        account.refresh_queue(owned.user_id, now)
+        return LINKED
+    if account.owner_of(Channel.TELEGRAM, chat_id) == owned.user_id:
+        return ALREADY_LINKED
+    return BAD_CODE
+
+
+def handle_update(update: Update, now: datetime) -> Reply | None:
+    """Act on one update; the answer to send, if any."""
+    if not first_time(update.update_id):
+        return None
+    message = update.message
+    if message is None or not message.text:
+        return None
+    chat_id = message.chat.id
+    address = str(chat_id)
+    command, _, rest = message.text.strip().partition(" ")
+    command = command.split("@", 1)[0].lower()  # "/start@nudge_bot" in groups
+    if command == "/start":
+        payload = rest.strip()
+        if payload:
+            return Reply(chat_id, _link(payload, address, now))
+        resumed = account.resume_from(Channel.TELEGRAM, address, "sent /start in Telegram", now)
+        if resumed.changed:
+            return Reply(chat_id, RESUMED)
+        return Reply(chat_id, ALREADY_LINKED if resumed.user_id else HELLO)
+    if command == "/stop":
+        paused = account.pause_from(
+            Channel.TELEGRAM, address, account.PAUSED_BY_TELEGRAM_STOP, now
+        )
+        return Reply(chat_id, PAUSED if paused.user_id else NOT_LINKED)
+    return Reply(chat_id, HELP)
+
+
+def parse_update(data: object) -> Update | None:
+    """An update from a webhook body, parsed by the library; None when it is not one."""
+    if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
+        return None
+    try:
+        return Update.de_json(data, None)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class BotClient:
+    """A synchronous face on python-telegram-bot for the commands (one event loop)."""
+
+    def __init__(self, poll_timeout: float = 0) -> None:
+        token = settings.TELEGRAM_BOT_TOKEN
+        if not token:
+            raise TelegramLinkError("TELEGRAM_BOT_TOKEN is not set")
+        install_token_filter(token)
+        self._token = token
+        timeout = settings.CHANNEL_TIMEOUT_SECONDS
+        self._loop = asyncio.new_event_loop()
+        self.bot = Bot(
+            token,
+            base_url=bot_api_base_url(settings.TELEGRAM_API_BASE_URL),
+            request=HTTPXRequest(connect_timeout=timeout, read_timeout=timeout),
+            get_updates_request=HTTPXRequest(
+                connect_timeout=timeout, read_timeout=timeout + poll_timeout
+            ),
+        )
+
+    def call(self, coroutine):
+        try:
+            return self._loop.run_until_complete(coroutine)
+        except TelegramError as exc:
+            raise TelegramLinkError(
+                f"Telegram: {str(exc.message).replace(self._token, REDACTED)}"
+            ) from None
+
+    def send(self, reply: Reply) -> None:
+        self.call(self.bot.send_message(chat_id=reply.chat_id, text=reply.text))
+
+    def get_updates(self, offset: int | None, timeout: int) -> tuple[Update, ...]:
+        return self.call(
+            self.bot.get_updates(offset=offset, timeout=timeout, allowed_updates=["message"])
+        )
+
+    def set_webhook(self, url: str, secret: str) -> bool:
+        return self.call(
+            self.bot.set_webhook(url=url, secret_token=secret, allowed_updates=["message"])
+        )
+
+    def delete_webhook(self) -> bool:
+        return self.call(self.bot.delete_webhook())
+
+    def webhook_info(self) -> dict[str, Any]:
+        info = self.call(self.bot.get_webhook_info())
+        return {
+            "url": info.url,
+            "pending_update_count": info.pending_update_count,
+            "last_error_message": info.last_error_message or "",
+        }
+
+    def close(self) -> None:
+        try:
+            self._loop.run_until_complete(self.bot.shutdown())
+        except TelegramError:
+            pass
+        finally:
+            self._loop.close()
+
+
+def poll_once(client: BotClient, offset: int | None, timeout: int, now: datetime) -> int | None:
+    """One ``getUpdates`` round: handle each update, answer it; the next offset."""
+    for update in client.get_updates(offset, timeout):
+        reply = handle_update(update, now)
+        if reply is not None:
+            client.send(reply)
+        offset = update.update_id + 1
+    return offset
+
+
+def webhook_secret_problem(secret: str) -> str | None:
+    if not WEBHOOK_SECRET_PATTERN.fullmatch(secret or ""):
+        return (
+            "TELEGRAM_WEBHOOK_SECRET must be 1-256 characters of A-Z a-z 0-9 _ - "
+            "(Telegram's rule for secret_token)"
+        )
+    return None

@@ -1,0 +1,107 @@
+"""What the home page shows: the next nudges from the queue and the last days' outcomes.
+
+Both read the user's own queue rows inside their scope (callers hold it) and
+phrase each row the way a person asks about it: what, when in their zone,
+and — for anything not sent — why, in the words delivery recorded.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+
+from calendars.models import CalendarEvent, FollowUp
+from scheduled_sends.models import Kind, Outcome, ScheduledSend
+
+HISTORY_DAYS = 7
+OUTCOME_WORDS = {
+    Outcome.SENT: "sent",
+    Outcome.SKIPPED: "skipped",
+    Outcome.FAILED: "failed",
+    Outcome.EXPIRED: "expired",
+}
+
+
+@dataclass(frozen=True)
+class Entry:
+    send_id: int
+    title: str
+    kind: str
+    at: datetime  # planned send time (upcoming) or when it was due to go (history)
+    starts_at: datetime
+    status: str  # "planned", or an outcome word
+    reason: str = ""
+
+    def describe(self) -> str:
+        if self.status in ("planned", "sent"):
+            return self.status
+        return f"{self.status}: {self.reason}" if self.reason else self.status
+
+
+def zone_of(name: str) -> tzinfo:
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return UTC
+
+
+def _titles(user_id: int, rows: list[ScheduledSend]) -> dict[tuple[str, int], str]:
+    follow_up_ids = [r.ref_id for r in rows if r.kind == Kind.FOLLOW_UP]
+    event_ids = [r.ref_id for r in rows if r.kind == Kind.EVENT]
+    titles = {
+        (Kind.FOLLOW_UP, pk): title
+        for pk, title in FollowUp.objects.filter(user_id=user_id, pk__in=follow_up_ids).values_list(
+            "pk", "title"
+        )
+    }
+    titles.update(
+        {
+            (Kind.EVENT, pk): title or "(untitled event)"
+            for pk, title in CalendarEvent.objects.filter(
+                user_id=user_id, pk__in=event_ids
+            ).values_list("pk", "title")
+        }
+    )
+    return titles
+
+
+def _entries(user_id: int, rows: list[ScheduledSend], planned: bool) -> list[Entry]:
+    titles = _titles(user_id, rows)
+    entries = []
+    for row in rows:
+        reason = row.last_error
+        if row.outcome == Outcome.EXPIRED:
+            reason = "it could not be sent in time"
+        entries.append(
+            Entry(
+                send_id=row.pk,
+                title=titles.get((row.kind, row.ref_id), "(deleted)"),
+                kind="follow-up" if row.kind == Kind.FOLLOW_UP else "event",
+                at=row.fire_at,
+                starts_at=row.subject_starts_at,
+                status="planned" if planned else OUTCOME_WORDS.get(row.outcome, row.outcome),
+                reason="" if planned or row.outcome == Outcome.SENT else reason,
+            )
+        )
+    return entries
+
+
+def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
+    rows = list(
+        ScheduledSend.objects.filter(user_id=user_id, outcome__isnull=True, sent_at__isnull=True)
+        .filter(fire_at__gt=now - timedelta(minutes=30))
+        .order_by("fire_at", "pk")[:limit]
+    )
+    return _entries(user_id, rows, planned=True)
+
+
+def history(user_id: int, now: datetime, limit: int = 100) -> list[Entry]:
+    rows = list(
+        ScheduledSend.objects.filter(
+            user_id=user_id,
+            outcome__isnull=False,
+            fire_at__gte=now - timedelta(days=HISTORY_DAYS),
+        ).order_by("-fire_at", "-pk")[:limit]
+    )
+    return _entries(user_id, rows, planned=False)

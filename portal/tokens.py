@@ -1,0 +1,145 @@
+"""One-time link codes and API tokens: made, stored as digests, checked once.
+
+Both kinds of secret that arrive from outside a session name their owner
+(``<user id>-<secret>`` for Telegram's deep link, ``nudge_<user id>_<secret>``
+for the API), so they are checked *inside* the owner's tenant scope: no
+lookup ever reads another tenant's rows. A secret pasted under another user's
+id simply matches nothing there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils.crypto import salted_hmac
+
+from portal.models import ApiToken, LinkCode
+from scheduled_sends.models import Channel
+
+API_TOKEN_PREFIX = "nudge"
+MAX_CODE_ATTEMPTS = 5
+# Telegram's deep-link payload: up to 64 characters of A-Z a-z 0-9 _ -.
+_TELEGRAM_PAYLOAD = re.compile(r"(?P<user>[1-9][0-9]{0,18})-(?P<secret>[A-Za-z0-9_-]{20,44})")
+_API_TOKEN = re.compile(r"nudge_(?P<user>[1-9][0-9]{0,18})_(?P<secret>[A-Za-z0-9_-]{20,64})")
+
+
+def digest(secret: str) -> str:
+    """SHA-256 of a long random secret (a slow hash would add nothing)."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def address_digest(channel: str, address: str) -> str:
+    """A keyed digest of a chat id or phone number: not reversible by enumeration."""
+    return salted_hmac(f"portal.address.{channel}", address, algorithm="sha256").hexdigest()
+
+
+def _expiry(now: datetime) -> datetime:
+    return now + timedelta(minutes=settings.NUDGE_LINK_CODE_MINUTES)
+
+
+@dataclass(frozen=True)
+class OwnedSecret:
+    user_id: int
+    secret: str
+
+
+def parse_telegram_payload(payload: str) -> OwnedSecret | None:
+    match = _TELEGRAM_PAYLOAD.fullmatch(payload or "")
+    return OwnedSecret(int(match["user"]), match["secret"]) if match else None
+
+
+def parse_api_token(token: str) -> OwnedSecret | None:
+    match = _API_TOKEN.fullmatch(token or "")
+    return OwnedSecret(int(match["user"]), match["secret"]) if match else None
+
+
+def new_telegram_code(user_id: int, now: datetime) -> str:
+    """A fresh deep-link payload; older unused ones stop working. Inside the user's scope."""
+    LinkCode.objects.filter(user_id=user_id, channel=Channel.TELEGRAM, used_at=None).delete()
+    secret = secrets.token_urlsafe(24)  # 32 characters
+    LinkCode.objects.create(
+        user_id=user_id,
+        channel=Channel.TELEGRAM,
+        secret_digest=digest(secret),
+        expires_at=_expiry(now),
+    )
+    return f"{user_id}-{secret}"
+
+
+def use_telegram_code(owned: OwnedSecret, now: datetime) -> bool:
+    """Spend the code once. Inside the owner's scope."""
+    spent = LinkCode.objects.filter(
+        user_id=owned.user_id,
+        channel=Channel.TELEGRAM,
+        secret_digest=digest(owned.secret),
+        used_at=None,
+        expires_at__gt=now,
+    ).update(used_at=now)
+    return spent == 1
+
+
+def _code_digest(user_id: int, address: str, code: str) -> str:
+    # Six digits are guessable offline from a plain digest: key it, and bind it to the number.
+    return salted_hmac(
+        "portal.whatsapp.code", f"{user_id}:{address}:{code}", algorithm="sha256"
+    ).hexdigest()
+
+
+def new_whatsapp_code(user_id: int, address: str, now: datetime) -> str:
+    """A six-digit code for ``address``; earlier unused codes stop working. Inside the scope."""
+    LinkCode.objects.filter(user_id=user_id, channel=Channel.WHATSAPP, used_at=None).delete()
+    code = f"{secrets.randbelow(1_000_000):06d}"
+    LinkCode.objects.create(
+        user_id=user_id,
+        channel=Channel.WHATSAPP,
+        address=address,
+        secret_digest=_code_digest(user_id, address, code),
+        expires_at=_expiry(now),
+    )
+    return code
+
+
+def use_whatsapp_code(user_id: int, code: str, now: datetime) -> str | None:
+    """The confirmed number when ``code`` is right; counts wrong guesses. Inside the scope."""
+    pending = (
+        LinkCode.objects.select_for_update()
+        .filter(user_id=user_id, channel=Channel.WHATSAPP, used_at=None, expires_at__gt=now)
+        .order_by("-created_at")
+        .first()
+    )
+    if pending is None or pending.attempts >= MAX_CODE_ATTEMPTS:
+        return None
+    expected = _code_digest(user_id, pending.address, code.strip())
+    if not hmac.compare_digest(expected, pending.secret_digest):
+        pending.attempts += 1
+        pending.save(update_fields=["attempts"])
+        return None
+    pending.used_at = now
+    pending.save(update_fields=["used_at"])
+    return pending.address
+
+
+def new_api_token(user_id: int, name: str) -> tuple[ApiToken, str]:
+    """Create a token; the plaintext is returned once and never stored. Inside the scope."""
+    secret = secrets.token_urlsafe(32)
+    plaintext = f"{API_TOKEN_PREFIX}_{user_id}_{secret}"
+    token = ApiToken.objects.create(
+        user_id=user_id, name=name, secret_digest=digest(secret), hint=plaintext[-4:]
+    )
+    return token, plaintext
+
+
+def api_token_is_live(owned: OwnedSecret, now: datetime) -> bool:
+    """Whether the token is the owner's and not revoked; stamps its use. Inside the scope."""
+    return (
+        ApiToken.objects.filter(
+            user_id=owned.user_id, secret_digest=digest(owned.secret), revoked_at=None
+        ).update(last_used_at=now)
+        == 1
+    )

@@ -1,0 +1,28 @@
+"""Routes of the end-user area (mounted at /)."""
+
+from django.urls import path
+
+from portal import views
+
+app_name = "portal"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("follow-ups/", views.follow_up_list, name="follow_ups"),
+    path("follow-ups/<int:follow_up_id>/", views.follow_up_edit, name="follow_up_edit"),
+    path("follow-ups/<int:follow_up_id>/done", views.follow_up_done, name="follow_up_done"),
+    path("follow-ups/<int:follow_up_id>/delete", views.follow_up_delete, name="follow_up_delete"),
+    path("settings/", views.settings_page, name="settings"),
+    path("settings/telegram", views.link_telegram, name="link_telegram"),
+    path("settings/whatsapp", views.whatsapp_number, name="whatsapp_number"),
+    path("settings/whatsapp/code", views.whatsapp_code, name="whatsapp_code"),
+    path("settings/tokens", views.api_token_create, name="api_token_create"),
+    path("settings/tokens/<int:token_id>/revoke", views.api_token_revoke, name="api_token_revoke"),
+    path("calendars/", views.calendars_page, name="calendars"),
+    path("calendars/ics", views.calendar_add_ics, name="calendar_add_ics"),
+    path(
+        "calendars/<int:connection_id>/disconnect",
+        views.calendar_disconnect,
+        name="calendar_disconnect",
+    ),
+]

@@ -1,0 +1,61 @@
+"""Inbound webhooks: Telegram updates and Twilio's inbound WhatsApp messages.
+
+Neither carries a session or a CSRF token; each is trusted only because of
+its proof: Telegram's ``X-Telegram-Bot-Api-Secret-Token`` (the secret given
+to ``setWebhook``, compared in constant time) and Twilio's
+``X-Twilio-Signature`` (an HMAC over the URL and the form, keyed with the
+auth token). Both handlers are idempotent, so a provider's retry or a replay
+changes nothing twice.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, JsonResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from portal import telegram, whatsapp
+from scheduled_sends.receipts import signature_is_valid
+
+logger = logging.getLogger("nudge.webhooks")
+
+TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
+
+
+@csrf_exempt  # authenticated by the secret header, not a browser session
+@require_POST
+def telegram_webhook(request: HttpRequest) -> HttpResponse:
+    secret = settings.TELEGRAM_WEBHOOK_SECRET
+    given = request.headers.get(TELEGRAM_SECRET_HEADER, "")
+    # As bytes: compare_digest refuses non-ASCII str, and a header may hold anything.
+    if not secret or not hmac.compare_digest(given.encode(), secret.encode()):
+        logger.warning("refused a Telegram update with a missing or wrong secret header")
+        return HttpResponseForbidden("invalid secret token")
+    try:
+        update = telegram.parse_update(json.loads(request.body))
+    except (ValueError, UnicodeDecodeError):
+        update = None
+    if update is None:
+        return HttpResponse("not an update", status=400, content_type="text/plain")
+    reply = telegram.handle_update(update, timezone.now())
+    if reply is None:
+        return HttpResponse(status=200)
+    return JsonResponse(reply.as_webhook_answer())
+
+
+@csrf_exempt  # signed by Twilio instead
+@require_POST
+def twilio_inbound(request: HttpRequest) -> HttpResponse:
+    if not signature_is_valid(request, settings.TWILIO_INBOUND_URL):
+        logger.warning("refused an inbound Twilio message with a missing or bad signature")
+        return HttpResponseForbidden("invalid signature")
+    whatsapp.handle_inbound(request.POST.dict(), timezone.now())
+    # Twilio answers STOP / START itself; we add nothing.
+    return HttpResponse(EMPTY_TWIML, content_type="text/xml")

@@ -1,0 +1,124 @@
+"""Linking a WhatsApp number: a code sent through an approved template, typed back
+on the website; and inbound STOP / START from Twilio's signed webhook.
+
+Opt-out words are Twilio's defaults (its Advanced Opt-Out sets ``OptOutType``
+too, which wins when present). Twilio itself answers STOP and refuses further
+messages (error 21610) until START, so pausing here keeps the queue honest.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from twilio.base.exceptions import TwilioException, TwilioRestException
+from twilio.rest import Client
+
+from portal import account
+from portal.tokens import new_whatsapp_code, use_whatsapp_code
+from scheduled_sends.channels.whatsapp import (
+    BaseUrlHttpClient,
+    classify_twilio_error,
+    whatsapp_address,
+)
+from scheduled_sends.models import Channel, validate_e164
+from tenancy.scope import tenant_scope
+
+STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT"})
+START_WORDS = frozenset({"START", "YES", "UNSTOP", "OPTIN"})
+
+
+class WhatsAppLinkError(Exception):
+    """The code could not be sent; the message is safe to show to the user."""
+
+
+def _client() -> tuple[Client, BaseUrlHttpClient]:
+    missing = [
+        name
+        for name in (
+            "TWILIO_ACCOUNT_SID",
+            "TWILIO_AUTH_TOKEN",
+            "TWILIO_WHATSAPP_FROM",
+            "TWILIO_CONFIRM_CONTENT_SID",
+        )
+        if not getattr(settings, name)
+    ]
+    if missing:
+        raise WhatsAppLinkError("WhatsApp linking is not configured on this server.")
+    http = BaseUrlHttpClient(settings.TWILIO_API_BASE_URL, timeout=settings.CHANNEL_TIMEOUT_SECONDS)
+    client = Client(settings.TWILIO_ACCOUNT_SID, settings.TWILIO_AUTH_TOKEN, http_client=http)
+    return client, http
+
+
+def send_code(user_id: int, number: str, now: datetime) -> None:
+    """Validate the number, make a code and send it through the confirmation template."""
+    number = number.strip()
+    try:
+        validate_e164(number)
+    except ValidationError as exc:
+        raise WhatsAppLinkError(exc.messages[0]) from None
+    if not number:
+        raise WhatsAppLinkError("Enter your WhatsApp number.")
+    client, http = _client()
+    with tenant_scope(user_id):
+        code = new_whatsapp_code(user_id, number, now)
+    try:
+        client.messages.create(
+            to=whatsapp_address(number),
+            from_=whatsapp_address(settings.TWILIO_WHATSAPP_FROM),
+            content_sid=settings.TWILIO_CONFIRM_CONTENT_SID,
+            content_variables=json.dumps({"1": code}),
+        )
+    except TwilioRestException as exc:
+        raise WhatsAppLinkError(
+            f"The code could not be sent: {classify_twilio_error(exc, http.last_response_headers)}"
+        ) from None
+    except (TwilioException, OSError) as exc:
+        raise WhatsAppLinkError(f"The code could not be sent ({type(exc).__name__}).") from None
+    finally:
+        if http.session is not None:
+            http.session.close()
+
+
+def confirm_code(user_id: int, code: str, now: datetime) -> bool:
+    """Bind the number when the code is right, recording the opt-in."""
+    with tenant_scope(user_id):
+        number = use_whatsapp_code(user_id, code, now)
+        if number is not None:
+            account.bind_address(
+                account.ensure_settings(user_id),
+                Channel.WHATSAPP,
+                number,
+                "entered the code sent to this number on the website",
+                now,
+            )
+    if number is None:
+        return False
+    account.refresh_queue(user_id, now)
+    return True
+
+
+def command_of(params: dict[str, str]) -> str | None:
+    """"stop", "start" or None for an inbound message's form fields."""
+    opt_out_type = params.get("OptOutType", "").strip().upper()
+    if opt_out_type in ("STOP", "START"):
+        return opt_out_type.lower()
+    word = params.get("Body", "").strip().upper().rstrip(".!")
+    if word in STOP_WORDS:
+        return "stop"
+    if word in START_WORDS:
+        return "start"
+    return None
+
+
+def handle_inbound(params: dict[str, str], now: datetime) -> account.InboundResult | None:
+    """Pause or resume the sender's nudges; None for a message that is neither."""
+    command = command_of(params)
+    number = params.get("From", "").strip().removeprefix("whatsapp:")
+    if command is None or not number:
+        return None
+    if command == "stop":
+        return account.pause_from(Channel.WHATSAPP, number, account.PAUSED_BY_WHATSAPP_STOP, now)
+    return account.resume_from(Channel.WHATSAPP, number, "replied START on WhatsApp", now)

@@ -1,0 +1,74 @@
+"""Fixtures for the end-user area: signed-in clients, fake providers, linked users."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from scheduled_sends.models import ScheduledSend
+from tenancy.scope import tenant_scope
+from tests.fakes.fixtures import (  # noqa: F401 — fixtures
+    fake_telegram,
+    fake_twilio,
+    telegram_settings,
+    twilio_settings,
+)
+
+User = get_user_model()
+PASSWORD = "correct horse battery staple 42"
+BOT_USERNAME = "nudge_test_bot"
+WEBHOOK_SECRET = "s3cret_Webhook-token_0123456789"
+
+
+@pytest.fixture(autouse=True)
+def _plain_http(settings):
+    """The test client speaks plain http; production hardening would redirect it."""
+    settings.SECURE_SSL_REDIRECT = False
+    settings.SESSION_COOKIE_SECURE = False
+    settings.CSRF_COOKIE_SECURE = False
+
+
+@pytest.fixture
+def bot(telegram_settings):
+    telegram_settings.TELEGRAM_BOT_USERNAME = BOT_USERNAME
+    telegram_settings.TELEGRAM_WEBHOOK_SECRET = WEBHOOK_SECRET
+    return telegram_settings
+
+
+@pytest.fixture
+def person(db) -> Callable[..., User]:
+    """A user who can sign in, with no delivery settings yet (a new user)."""
+
+    def make(username: str) -> User:
+        return User.objects.create_user(username, f"{username}@example.com", PASSWORD)
+
+    return make
+
+
+@pytest.fixture
+def signed_in(person) -> Callable[[str], tuple[User, Client]]:
+    def make(username: str) -> tuple[User, Client]:
+        user = person(username)
+        client = Client()
+        client.force_login(user)
+        return user, client
+
+    return make
+
+
+def queued(user) -> list[ScheduledSend]:
+    with tenant_scope(user.pk):
+        return list(ScheduledSend.objects.filter(user_id=user.pk).order_by("fire_at"))
+
+
+def pending(user) -> list[ScheduledSend]:
+    return [row for row in queued(user) if row.outcome is None]
+
+
+def local_input(moment: datetime, zone) -> str:
+    """What a person types into a datetime-local field for ``moment`` in ``zone``."""
+    return moment.astimezone(zone).strftime("%Y-%m-%dT%H:%M")

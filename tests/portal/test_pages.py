@@ -1,0 +1,255 @@
+"""The end-user pages through the test client: sign in, settings, follow-ups, calendars."""
+
+from __future__ import annotations
+
+import re
+import zoneinfo
+from datetime import time, timedelta
+
+import pytest
+from django.core import mail
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from calendars import crypto
+from calendars.models import CalendarConnection, FollowUp
+from scheduled_sends.models import DeliverySettings
+from tenancy.scope import tenant_scope
+from tests.fakes.google_server import FakeGoogle
+
+from .conftest import PASSWORD, local_input, pending
+
+BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
+
+
+def settings_of(user) -> DeliverySettings:
+    with tenant_scope(user.pk):
+        return DeliverySettings.objects.get(user_id=user.pk)
+
+
+def test_login_url_is_a_real_page_and_calendar_connect_redirects_to_it(client, person):
+    response = client.get(reverse("calendars:google_connect"))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+    assert client.get(response["Location"]).status_code == 200
+
+
+def test_sign_in_then_first_visit_creates_settings_with_the_configured_lead(
+    client, person, settings
+):
+    settings.NUDGE_DEFAULT_LEAD_MINUTES = 25
+    user = person("ana")
+    response = client.post(reverse("login"), {"username": "ana", "password": PASSWORD})
+    assert response.status_code == 302 and response["Location"] == reverse("portal:home")
+    with tenant_scope(user.pk):
+        assert not DeliverySettings.objects.filter(user_id=user.pk).exists()
+    page = client.get(reverse("portal:home"))
+    assert page.status_code == 200
+    assert settings_of(user).default_lead_minutes == 25
+    assert b"Link Telegram or WhatsApp" in page.content
+
+
+def test_wrong_password_stays_on_the_sign_in_page(client, person):
+    person("ana")
+    response = client.post(reverse("login"), {"username": "ana", "password": "nope"})
+    assert response.status_code == 200
+    assert b"correct username and password" in response.content
+
+
+def test_sign_out_is_a_post(signed_in):
+    _, client = signed_in("ana")
+    assert client.post(reverse("logout")).status_code == 302
+    assert client.get(reverse("portal:home")).status_code == 302
+
+
+def test_password_reset_sends_a_working_link(client, person):
+    person("ana")
+    client.post(reverse("password_reset"), {"email": "ana@example.com"})
+    assert len(mail.outbox) == 1
+    link = re.search(r"https?://\S+", mail.outbox[0].body).group(0)
+    form_page = client.get(link, follow=True)
+    assert b"Choose a new password" in form_page.content
+    done = client.post(
+        form_page.redirect_chain[-1][0],
+        {"new_password1": "a brand new passphrase 7", "new_password2": "a brand new passphrase 7"},
+    )
+    assert done.status_code == 302
+    assert Client().login(username="ana", password="a brand new passphrase 7")
+
+
+def test_a_follow_up_entered_in_the_users_zone_is_queued_at_once(signed_in):
+    user, client = signed_in("ana")
+    client.get(reverse("portal:home"))
+    client.post(
+        reverse("portal:settings"),
+        {"channel": "console", "timezone": "Europe/Berlin", "default_lead_minutes": 10},
+    )
+    due = (timezone.now() + timedelta(minutes=12)).replace(second=0, microsecond=0)
+    response = client.post(
+        reverse("portal:home"), {"title": "Call the bank", "due_at": local_input(due, BERLIN)}
+    )
+    assert response.status_code == 302
+    with tenant_scope(user.pk):
+        follow_up = FollowUp.objects.get(user_id=user.pk)
+    assert follow_up.due_at == due  # read in Berlin time, stored as the same instant
+    [row] = pending(user)  # no sweep ran
+    assert row.fire_at == due - timedelta(minutes=10)
+    home = client.get(reverse("portal:home")).content.decode()
+    assert "Call the bank" in home
+    assert f"{(due - timedelta(minutes=10)).astimezone(BERLIN):%H:%M}" in home
+
+
+def test_a_follow_up_in_the_past_is_refused_with_a_message(signed_in):
+    user, client = signed_in("ana")
+    past = timezone.now() - timedelta(hours=1)
+    response = client.post(
+        reverse("portal:follow_ups"), {"title": "Too late", "due_at": local_input(past, BERLIN)}
+    )
+    assert response.status_code == 200
+    assert b"in the past" in response.content
+    with tenant_scope(user.pk):
+        assert not FollowUp.objects.filter(user_id=user.pk).exists()
+
+
+def test_edit_complete_and_delete_keep_the_queue_in_step(signed_in):
+    user, client = signed_in("ana")
+    due = timezone.now() + timedelta(minutes=30)
+    client.post(reverse("portal:follow_ups"), {"title": "Draft", "due_at": local_input(due, zoneinfo.ZoneInfo("UTC"))})
+    with tenant_scope(user.pk):
+        follow_up = FollowUp.objects.get(user_id=user.pk)
+    later = due + timedelta(minutes=20)
+    client.post(
+        reverse("portal:follow_up_edit", args=[follow_up.pk]),
+        {"title": "Final", "due_at": local_input(later, zoneinfo.ZoneInfo("UTC"))},
+    )
+    [row] = pending(user)
+    assert row.subject_starts_at == later.replace(second=0, microsecond=0)
+    client.post(reverse("portal:follow_up_done", args=[follow_up.pk]), {"done": "1"})
+    assert pending(user) == []
+    client.post(reverse("portal:follow_up_done", args=[follow_up.pk]), {"done": "0"})
+    assert len(pending(user)) == 1
+    client.post(reverse("portal:follow_up_delete", args=[follow_up.pk]))
+    assert pending(user) == []
+
+
+def test_quiet_hours_and_pause_are_saved_and_applied_to_the_queue(signed_in):
+    user, client = signed_in("ana")
+    utc = zoneinfo.ZoneInfo("UTC")
+    now = timezone.now().replace(second=0, microsecond=0)
+    client.get(reverse("portal:home"))
+    # "Pay rent" fires at +110 min, inside quiet hours +100..+115, and is due after them:
+    # held to their end. "Stretch" fires at +103, is due at +113, before they end: it
+    # keeps its time and delivery will skip it with the reason.
+    rent_due, stretch_due = now + timedelta(minutes=120), now + timedelta(minutes=113)
+    for title, due in (("Pay rent", rent_due), ("Stretch", stretch_due)):
+        client.post(reverse("portal:follow_ups"), {"title": title, "due_at": local_input(due, utc)})
+    quiet_start, quiet_end = now + timedelta(minutes=100), now + timedelta(minutes=115)
+    response = client.post(
+        reverse("portal:settings"),
+        {
+            "channel": "console",
+            "timezone": "UTC",
+            "default_lead_minutes": 10,
+            "quiet_start": quiet_start.strftime("%H:%M"),
+            "quiet_end": quiet_end.strftime("%H:%M"),
+        },
+    )
+    assert response.status_code == 302
+    saved = settings_of(user)
+    assert (saved.quiet_start, saved.quiet_end) == (quiet_start.time(), quiet_end.time())
+    fire_times = {row.subject_starts_at: row.fire_at for row in pending(user)}
+    assert fire_times == {rent_due: quiet_end, stretch_due: stretch_due - timedelta(minutes=10)}
+
+    client.post(
+        reverse("portal:settings"),
+        {"channel": "console", "timezone": "UTC", "default_lead_minutes": 10, "paused": "on"},
+    )
+    assert settings_of(user).paused and settings_of(user).paused_reason == "you paused nudges"
+    assert pending(user) == []
+    assert b"Nudges are paused: you paused nudges" in client.get(reverse("portal:home")).content
+
+
+def test_half_given_quiet_hours_are_refused(signed_in):
+    user, client = signed_in("ana")
+    response = client.post(
+        reverse("portal:settings"),
+        {"channel": "console", "timezone": "UTC", "default_lead_minutes": 10, "quiet_start": "22:00"},
+    )
+    assert b"Give both ends of the quiet hours" in response.content
+    assert settings_of(user).quiet_start is None
+
+
+def test_choosing_telegram_before_linking_it_is_refused(signed_in):
+    user, client = signed_in("ana")
+    response = client.post(
+        reverse("portal:settings"),
+        {"channel": "telegram", "timezone": "UTC", "default_lead_minutes": 10},
+    )
+    assert b"Link Telegram first" in response.content
+    assert settings_of(user).channel == "console"
+
+
+def test_time_zone_is_a_picker_of_iana_zones(signed_in):
+    user, client = signed_in("ana")
+    page = client.get(reverse("portal:settings")).content.decode()
+    assert '<option value="Asia/Kolkata">' in page
+    response = client.post(
+        reverse("portal:settings"),
+        {"channel": "console", "timezone": "Mars/Olympus_Mons", "default_lead_minutes": 10},
+    )
+    assert b"Select a valid choice" in response.content
+
+
+@pytest.fixture
+def fake_google(settings):
+    with FakeGoogle() as google:
+        settings.GOOGLE_REVOKE_URL = google.revoke_url
+        settings.CALENDAR_TOKEN_KEYS = ["YLAePgB6y1L4hT1hj7P9dFhuXp8nKrbuFfJgGvhNHGk="]
+        yield google
+
+
+def test_disconnecting_google_deletes_tokens_and_revokes_at_google(signed_in, fake_google):
+    user, client = signed_in("ana")
+    fake_google.refresh_tokens.add("1//refresh-abc")
+    with tenant_scope(user.pk):
+        connection = CalendarConnection.objects.create(
+            user=user,
+            provider="google",
+            account="ana@example.com",
+            refresh_token_encrypted=crypto.encrypt("1//refresh-abc"),
+            status="needs_reauth",
+        )
+    page = client.get(reverse("portal:calendars")).content.decode()
+    assert "ana@example.com" in page and "Needs re-authorisation" in page
+    response = client.post(reverse("portal:calendar_disconnect", args=[connection.pk]), follow=True)
+    assert "access revoked at Google" in response.content.decode()
+    assert "1//refresh-abc" not in fake_google.refresh_tokens
+    with tenant_scope(user.pk):
+        assert not CalendarConnection.objects.filter(user_id=user.pk).exists()
+
+
+def test_the_pages_need_a_session(client, db):
+    for name in ("portal:home", "portal:follow_ups", "portal:settings", "portal:calendars"):
+        response = client.get(reverse(name))
+        assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+
+
+def test_quiet_hours_time_is_stored_as_typed(signed_in):
+    user, client = signed_in("ana")
+    client.post(
+        reverse("portal:settings"),
+        {
+            "channel": "console",
+            "timezone": "Europe/Berlin",
+            "default_lead_minutes": 5,
+            "quiet_start": "22:30",
+            "quiet_end": "06:45",
+        },
+    )
+    saved = settings_of(user)
+    assert (saved.timezone, saved.quiet_start, saved.quiet_end) == (
+        "Europe/Berlin",
+        time(22, 30),
+        time(6, 45),
+    )
