@@ -22,6 +22,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
 from portal import followups
+from portal.account import ensure_settings
 from portal.followups import FollowUpChange, FollowUpInvalid
 from portal.openapi import schema
 from portal.tokens import api_token_is_live, parse_api_token
@@ -54,6 +55,8 @@ def token_owner(request: HttpRequest) -> int | None:
         return None
     with tenant_scope(owned.user_id):
         live = api_token_is_live(owned, timezone.now())
+        if live:
+            ensure_settings(owned.user_id)  # a first API call is a first visit too
     return owned.user_id if live else None
 
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Max
 from telegram import Bot, Update
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
@@ -191,6 +192,13 @@ class BotClient:
             pass
         finally:
             self._loop.close()
+
+
+def resume_offset() -> int | None:
+    """Where a (re)started poller continues: after the last update handled, which
+    also confirms it to Telegram, so a restart does not fetch it again."""
+    last = TelegramUpdateSeen.objects.aggregate(last=Max("update_id"))["last"]
+    return None if last is None else last + 1
 
 
 def poll_once(client: BotClient, offset: int | None, timeout: int, now: datetime) -> int | None:

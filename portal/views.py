@@ -228,6 +228,7 @@ def link_telegram(request: HttpRequest) -> HttpResponse:
         return redirect("portal:settings")
     user_id = request.user.pk
     with tenant_scope(user_id):
+        account.ensure_settings(user_id)
         code = new_telegram_code(user_id, timezone.now())
     # Opens the bot in Telegram, which sends it "/start <code>".
     return HttpResponseRedirect(telegram.link_url(code))

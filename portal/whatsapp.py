@@ -73,7 +73,8 @@ def send_code(user_id: int, number: str, now: datetime) -> None:
         )
     except TwilioRestException as exc:
         raise WhatsAppLinkError(
-            f"The code could not be sent: {classify_twilio_error(exc, http.last_response_headers)}"
+            "The code could not be sent: "
+            + classify_twilio_error(exc, http.last_response_headers).describe()
         ) from None
     except (TwilioException, OSError) as exc:
         raise WhatsAppLinkError(f"The code could not be sent ({type(exc).__name__}).") from None

@@ -1,0 +1,50 @@
+"""manage.py telegram_webhook set|delete|info — manage the bot's webhook."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from portal.telegram import BotClient, TelegramLinkError, webhook_secret_problem
+
+
+class Command(BaseCommand):
+    help = "Point Telegram at POST /telegram/webhook (set), stop it (delete), or show it (info)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("action", choices=["set", "delete", "info"])
+        parser.add_argument(
+            "--url", default="", help="Public https URL of /telegram/webhook (TELEGRAM_WEBHOOK_URL)."
+        )
+
+    def handle(self, *args, **options) -> None:
+        action = options["action"]
+        url = options["url"] or settings.TELEGRAM_WEBHOOK_URL
+        if action == "set":
+            if not url.startswith("https://"):
+                raise CommandError("set needs an https:// URL (--url or TELEGRAM_WEBHOOK_URL)")
+            problem = webhook_secret_problem(settings.TELEGRAM_WEBHOOK_SECRET)
+            if problem:
+                raise CommandError(problem)
+        try:
+            client = BotClient()
+        except TelegramLinkError as exc:
+            raise CommandError(str(exc)) from None
+        try:
+            if action == "set":
+                client.set_webhook(url, settings.TELEGRAM_WEBHOOK_SECRET)
+                self.stdout.write(f"telegram_webhook: set to {url}")
+            elif action == "delete":
+                client.delete_webhook()
+                self.stdout.write("telegram_webhook: deleted (telegram_poll can be used now)")
+            else:
+                info = client.webhook_info()
+                self.stdout.write(
+                    f"telegram_webhook: url {info['url'] or '(none)'}, "
+                    f"pending updates {info['pending_update_count']}"
+                    + (f", last error: {info['last_error_message']}" if info["last_error_message"] else "")
+                )
+        except TelegramLinkError as exc:
+            raise CommandError(str(exc)) from None
+        finally:
+            client.close()
