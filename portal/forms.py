@@ -32,10 +32,10 @@ class SettingsForm(forms.Form):
         widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
     )
     quiet_start = forms.TimeField(
-        required=False, label="Quiet from", widget=forms.TimeInput(attrs={"type": "time"})
+        required=False, label="Quiet from", widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M")
     )
     quiet_end = forms.TimeField(
-        required=False, label="until", widget=forms.TimeInput(attrs={"type": "time"})
+        required=False, label="until", widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M")
     )
     paused = forms.BooleanField(required=False, label="Pause all nudges")
 

@@ -9,6 +9,8 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 
 from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
+from portal.models import OptInRecord
+from portal.tokens import new_api_token, new_telegram_code
 from scheduled_sends.claim import Transition, claim_due, settle_one
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.models import ScheduledSend
@@ -24,6 +26,9 @@ TENANT_TABLES = [
     "calendar_connections",
     "calendar_events",
     "follow_ups",
+    "portal_link_codes",
+    "portal_api_tokens",
+    "portal_opt_ins",
 ]
 
 
@@ -44,6 +49,11 @@ def _seed(user) -> None:
             ref_id=event.pk,
             fire_at=NOW - timedelta(minutes=5),
             subject_starts_at=event.starts_at,
+        )
+        new_telegram_code(user.pk, NOW)
+        new_api_token(user.pk, "host")
+        OptInRecord.objects.create(
+            user=user, channel="telegram", address="1", method="test", recorded_at=NOW
         )
 
 

@@ -1,0 +1,137 @@
+"""What delivery does with the self-service rules: a channel the provider says
+cannot reach the user is paused (not failed forever), and quiet hours skip
+with a reason the user reads in their history. Real channels, fake providers."""
+
+from __future__ import annotations
+
+from datetime import time, timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from portal import followups
+from scheduled_sends.deliver import run_deliver
+from scheduled_sends.models import DeliverySettings
+from tenancy.scope import tenant_scope
+from tests.fakes import telegram_server as tg
+from tests.fakes import twilio_server as tw
+
+from .conftest import pending, queued
+
+CHAT = "7000001"
+NUMBER = "+4915112345678"
+
+
+@pytest.fixture
+def now():
+    return timezone.now().replace(second=0, microsecond=0)
+
+
+def settings_of(user) -> DeliverySettings:
+    with tenant_scope(user.pk):
+        return DeliverySettings.objects.get(user_id=user.pk)
+
+
+def two_follow_ups(user, now):
+    followups.create_follow_up(user.pk, "Call the bank", now + timedelta(minutes=10), now)
+    followups.create_follow_up(user.pk, "Book flights", now + timedelta(minutes=40), now)
+
+
+@pytest.mark.parametrize(
+    "channel,address,fault,reason",
+    [
+        ("telegram", CHAT, tg.BOT_BLOCKED, "you blocked the bot in Telegram"),
+        (
+            "telegram",
+            CHAT,
+            tg.telegram_error(403, "Forbidden: user is deactivated", name="deactivated"),
+            "your Telegram account is deactivated",
+        ),
+        ("whatsapp", NUMBER, tw.UNSUBSCRIBED, "you replied STOP on WhatsApp"),
+        (
+            "whatsapp",
+            NUMBER,
+            tw.twilio_error(63024, "Invalid message recipient"),
+            "cannot receive messages",
+        ),
+    ],
+)
+def test_an_unreachable_channel_pauses_instead_of_failing_every_nudge(
+    twilio_settings, telegram_settings, fake_telegram, fake_twilio, make_user, now,
+    channel, address, fault, reason,
+):
+    field = "telegram_chat_id" if channel == "telegram" else "whatsapp_number"
+    user = make_user(channel=channel, **{field: address})
+    fake = fake_telegram if channel == "telegram" else fake_twilio
+    recipient = address if channel == "telegram" else f"whatsapp:{address}"
+    fake.plan.for_recipient(recipient, fault)
+    two_follow_ups(user, now)
+    assert len(pending(user)) == 2
+
+    report = run_deliver(now)
+    assert report.failed == 1
+    held = settings_of(user)
+    assert held.unreachable_channel == channel
+    assert reason in held.unreachable_reason
+    # The next nudge is no longer queued, and later runs do not try again.
+    assert pending(user) == []
+    run_deliver(now + timedelta(minutes=30))
+    assert len(fake.sends()) == 1
+
+
+def test_a_permanent_error_that_is_not_about_the_person_changes_nothing(
+    telegram_settings, fake_telegram, make_user, now
+):
+    user = make_user(channel="telegram", telegram_chat_id=CHAT)
+    fake_telegram.plan.for_recipient(CHAT, tg.CHAT_NOT_FOUND, times=1)
+    two_follow_ups(user, now)
+    run_deliver(now)
+    assert settings_of(user).unreachable_channel == ""
+    assert len(pending(user)) == 1
+
+
+def test_relinking_telegram_resumes_and_the_reason_is_shown_meanwhile(
+    telegram_settings, fake_telegram, person, now, client
+):
+    from .test_telegram import link_code, post_update
+
+    telegram_settings.TELEGRAM_BOT_USERNAME = "nudge_test_bot"
+    telegram_settings.TELEGRAM_WEBHOOK_SECRET = "s3cret_Webhook-token_0123456789"
+    user = person("ana")
+    client.force_login(user)
+    post_update(client, fake_telegram.push_message(int(CHAT), f"/start {link_code(client)}"))
+    fake_telegram.plan.for_recipient(CHAT, tg.BOT_BLOCKED, times=1)
+    two_follow_ups(user, now)
+    run_deliver(now)
+    home = client.get(reverse("portal:home")).content.decode()
+    assert "cannot reach you (you blocked the bot in Telegram)" in home
+    assert "failed: [403]" in home  # the history says what happened to the nudge
+    post_update(client, fake_telegram.push_message(int(CHAT), f"/start {link_code(client)}"))
+    assert settings_of(user).unreachable_channel == ""
+    [row] = pending(user)
+    run_deliver(row.fire_at)
+    assert [d.text for d in fake_telegram.delivered_to(CHAT)][-1].startswith("Reminder: Book flights")
+
+
+def test_quiet_hours_skip_is_settled_with_a_reason_shown_in_history(
+    recording_channel, make_user, now, client
+):
+    user = make_user(channel="console")
+    fire = now + timedelta(minutes=5)
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user_id=user.pk).update(
+            quiet_start=time((fire - timedelta(minutes=30)).hour, (fire - timedelta(minutes=30)).minute),
+            quiet_end=time((fire + timedelta(minutes=60)).hour, (fire + timedelta(minutes=60)).minute),
+        )
+    followups.create_follow_up(user.pk, "Stretch", now + timedelta(minutes=15), now)
+    [row] = pending(user)
+    assert row.fire_at == fire
+    report = run_deliver(fire)
+    assert report.skipped == 1 and recording_channel.sent == []
+    [settled] = queued(user)
+    assert settled.outcome == "skipped" and settled.last_error.startswith("quiet hours until")
+    user.set_password("pw-for-the-page-1")
+    user.save()
+    client.force_login(user)
+    assert "skipped: quiet hours until" in client.get(reverse("portal:home")).content.decode()
