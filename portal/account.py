@@ -53,7 +53,9 @@ def refresh_queue(user_id: int, now: datetime | None = None) -> None:
     try:
         materialize_user(user_id, now or timezone.now(), QueueConfig.from_settings())
     except Exception:
-        logger.exception("re-materialising a user after a change failed", extra={"user_id": user_id})
+        logger.exception(
+            "re-materialising a user after a change failed", extra={"user_id": user_id}
+        )
 
 
 def refresh_calendars_and_queue(user_id: int, now: datetime | None = None) -> None:
@@ -68,7 +70,9 @@ def refresh_calendars_and_queue(user_id: int, now: datetime | None = None) -> No
     try:
         sync_user_connections(user_id, now=now, window_start=start, window_end=end)
     except Exception:
-        logger.exception("syncing a user's calendars after a change failed", extra={"user_id": user_id})
+        logger.exception(
+            "syncing a user's calendars after a change failed", extra={"user_id": user_id}
+        )
     refresh_queue(user_id, now)
 
 
@@ -169,7 +173,9 @@ def resume_from(channel: str, address: str, method: str, now: datetime) -> Inbou
     user_id = owner_of(channel, address)
     if user_id is None:
         return InboundResult(None, False)
-    stop_reason = PAUSED_BY_TELEGRAM_STOP if channel == Channel.TELEGRAM else PAUSED_BY_WHATSAPP_STOP
+    stop_reason = (
+        PAUSED_BY_TELEGRAM_STOP if channel == Channel.TELEGRAM else PAUSED_BY_WHATSAPP_STOP
+    )
     with tenant_scope(user_id):
         delivery = ensure_settings(user_id)
         if delivery.address() != address or delivery.channel != channel:

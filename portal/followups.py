@@ -44,7 +44,9 @@ def clean_title(title: object) -> str:
 
 def clean_due(due_at: datetime, now: datetime) -> datetime:
     if due_at.tzinfo is None or due_at.utcoffset() is None:
-        raise FollowUpInvalid("due_at", "due_at needs a UTC offset (e.g. 2026-12-24T18:00:00+01:00)")
+        raise FollowUpInvalid(
+            "due_at", "due_at needs a UTC offset (e.g. 2026-12-24T18:00:00+01:00)"
+        )
     if due_at <= now:
         raise FollowUpInvalid("due_at", "due_at is in the past")
     return due_at

@@ -32,10 +32,14 @@ class SettingsForm(forms.Form):
         widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
     )
     quiet_start = forms.TimeField(
-        required=False, label="Quiet from", widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M")
+        required=False,
+        label="Quiet from",
+        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
     )
     quiet_end = forms.TimeField(
-        required=False, label="until", widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M")
+        required=False,
+        label="until",
+        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
     )
     paused = forms.BooleanField(required=False, label="Pause all nudges")
 
@@ -80,6 +84,4 @@ class WhatsAppCodeForm(forms.Form):
 
 
 class IcsFeedForm(forms.Form):
-    url = forms.URLField(
-        max_length=2000, label="Calendar address (ICS)", assume_scheme="https"
-    )
+    url = forms.URLField(max_length=2000, label="Calendar address (ICS)", assume_scheme="https")

@@ -50,7 +50,9 @@ class ApiToken(TenantModel):
 
     class Meta:
         db_table = "portal_api_tokens"
-        indexes = [models.Index(fields=["user", "secret_digest"], name="portal_api_tokens_user_idx")]
+        indexes = [
+            models.Index(fields=["user", "secret_digest"], name="portal_api_tokens_user_idx")
+        ]
 
     def __str__(self) -> str:
         return f"API token {self.name!r} of user {self.user_id}"

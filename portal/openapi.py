@@ -66,9 +66,7 @@ def schema(server_url: str) -> dict[str, Any]:
             "/api/follow-ups": {
                 "get": {
                     "summary": "List follow-ups, open first, by due time",
-                    "parameters": [
-                        {"name": "done", "in": "query", "schema": {"type": "boolean"}}
-                    ],
+                    "parameters": [{"name": "done", "in": "query", "schema": {"type": "boolean"}}],
                     "responses": {
                         "200": {
                             "description": "The follow-ups.",
@@ -79,9 +77,7 @@ def schema(server_url: str) -> dict[str, Any]:
                                         "properties": {
                                             "follow_ups": {
                                                 "type": "array",
-                                                "items": {
-                                                    "$ref": "#/components/schemas/FollowUp"
-                                                },
+                                                "items": {"$ref": "#/components/schemas/FollowUp"},
                                             }
                                         },
                                     }

@@ -55,7 +55,7 @@ def quiet_hours_end(moment: datetime, settings: HoldSettings) -> datetime | None
     """The end of the quiet period ``moment`` falls in, or None when it is outside one.
 
     Quiet hours are wall-clock times in the user's zone and may wrap midnight
-    (22:00–07:00). Start is inside, end is not; equal times mean none.
+    (22:00-07:00). Start is inside, end is not; equal times mean none.
     """
     start, end = settings.quiet_start, settings.quiet_end
     if start is None or end is None or start == end:

@@ -116,9 +116,7 @@ def handle_update(update: Update, now: datetime) -> Reply | None:
             return Reply(chat_id, RESUMED)
         return Reply(chat_id, ALREADY_LINKED if resumed.user_id else HELLO)
     if command == "/stop":
-        paused = account.pause_from(
-            Channel.TELEGRAM, address, account.PAUSED_BY_TELEGRAM_STOP, now
-        )
+        paused = account.pause_from(Channel.TELEGRAM, address, account.PAUSED_BY_TELEGRAM_STOP, now)
         return Reply(chat_id, PAUSED if paused.user_id else NOT_LINKED)
     return Reply(chat_id, HELP)
 

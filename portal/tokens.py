@@ -22,7 +22,7 @@ from django.utils.crypto import salted_hmac
 from portal.models import ApiToken, LinkCode
 from scheduled_sends.models import Channel
 
-API_TOKEN_PREFIX = "nudge"
+API_TOKEN_PREFIX = "nudge"  # noqa: S105 — a label, not a secret
 MAX_CODE_ATTEMPTS = 5
 # Telegram's deep-link payload: up to 64 characters of A-Z a-z 0-9 _ -.
 _TELEGRAM_PAYLOAD = re.compile(r"(?P<user>[1-9][0-9]{0,18})-(?P<secret>[A-Za-z0-9_-]{20,44})")

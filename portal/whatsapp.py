@@ -102,7 +102,7 @@ def confirm_code(user_id: int, code: str, now: datetime) -> bool:
 
 
 def command_of(params: dict[str, str]) -> str | None:
-    """"stop", "start" or None for an inbound message's form fields."""
+    """ "stop", "start" or None for an inbound message's form fields."""
     opt_out_type = params.get("OptOutType", "").strip().upper()
     if opt_out_type in ("STOP", "START"):
         return opt_out_type.lower()

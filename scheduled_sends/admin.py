@@ -31,6 +31,7 @@ from django.utils.text import Truncator
 from calendars.models import CalendarEvent, FollowUp
 from nudgeproject.console import instant_column, when
 from scheduled_sends.deliver import INTERRUPTED_REASON, UNUSABLE_RECEIPT
+from portal.rules import pause_reason
 from scheduled_sends.models import (
     MAX_LEAD_MINUTES,
     DeliverySettings,
@@ -722,17 +723,33 @@ class DeliverySettingsAdmin(admin.ModelAdmin):
         "default_lead_minutes",
         "capped_nudges",
         "activity",
+        "held_because",
     )
-    list_filter = ("enabled", "channel")
+    list_filter = ("enabled", "channel", "paused", "unreachable_channel")
     list_select_related = ("user",)
     search_fields = ("user__username", "user__email")
     raw_id_fields = ("user",)
     # Written by materialise: how many nudges the per-user limits left out.
     CAP_FIELDS = ("capped_nudges", "capped_at_")
     capped_at_ = instant_column("capped_at", "capped at")
+    # Set by the user (end-user area), their messages, or a provider: shown, not edited here.
+    SELF_SERVICE = (
+        "held_because",
+        "quiet_start",
+        "quiet_end",
+        "unreachable_at",
+        "whatsapp_opted_in_at",
+    )
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> tuple[str, ...]:
-        return ("user", *self.CAP_FIELDS) if obj is not None else self.CAP_FIELDS
+        if obj is None:
+            return self.CAP_FIELDS
+        return ("user", *self.CAP_FIELDS, *self.SELF_SERVICE)
+
+    @admin.display(description="held because")
+    def held_because(self, obj: DeliverySettings) -> str:
+        held = pause_reason(obj)
+        return held.reason if held else ""
 
     @admin.display(description="nudges")
     def activity(self, obj: DeliverySettings) -> str:

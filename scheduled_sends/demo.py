@@ -53,6 +53,7 @@ def seed_demo(
     window: timedelta,
     username_prefix: str = "demo",
     due_now: int = 0,
+    password: str | None = None,
     progress=None,
 ) -> DemoSummary:
     """Create (or top up) demo users ``{prefix}1…{prefix}N`` with their data.
@@ -60,10 +61,12 @@ def seed_demo(
     Existing demo users keep their data; running twice does not duplicate it.
     ``due_now`` follow-ups per user fall due in five minutes, so their nudges
     (the default ten-minute lead) are due at once: a demo with something to say.
+    New users can sign in with ``password`` when one is given (hashed once and
+    shared: demo accounts only); otherwise their password is unusable.
     """
     summary = DemoSummary()
     User = get_user_model()
-    unusable = make_password(None)
+    unusable = make_password(password)
     existing = set(
         User.objects.filter(username__startswith=username_prefix).values_list("username", flat=True)
     )

@@ -200,10 +200,15 @@ class DeliverySettings(TenantModel):
     paused = models.BooleanField(default=False)
     paused_reason = models.CharField(max_length=200, blank=True, default="")
     paused_at = models.DateTimeField(null=True, blank=True)
-    quiet_start = models.TimeField(null=True, blank=True, help_text="Local time; none = no quiet hours.")
+    quiet_start = models.TimeField(
+        null=True, blank=True, help_text="Local time; none = no quiet hours."
+    )
     quiet_end = models.TimeField(null=True, blank=True)
     unreachable_channel = models.CharField(
-        max_length=16, choices=Channel.choices, blank=True, default="",
+        max_length=16,
+        choices=Channel.choices,
+        blank=True,
+        default="",
         help_text="The provider said this user cannot be reached here; cleared by relinking.",
     )
     unreachable_reason = models.CharField(max_length=200, blank=True, default="")

@@ -1,11 +1,9 @@
-
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -14,79 +12,177 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='TelegramUpdateSeen',
+            name="TelegramUpdateSeen",
             fields=[
-                ('update_id', models.BigIntegerField(primary_key=True, serialize=False)),
-                ('received_at', models.DateTimeField(auto_now_add=True)),
+                ("update_id", models.BigIntegerField(primary_key=True, serialize=False)),
+                ("received_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'db_table': 'portal_telegram_updates_seen',
+                "db_table": "portal_telegram_updates_seen",
             },
         ),
         migrations.CreateModel(
-            name='ApiToken',
+            name="ApiToken",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=80)),
-                ('secret_digest', models.CharField(max_length=64)),
-                ('hint', models.CharField(help_text="The token's last characters, for display.", max_length=12)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('user', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=80)),
+                ("secret_digest", models.CharField(max_length=64)),
+                (
+                    "hint",
+                    models.CharField(
+                        help_text="The token's last characters, for display.", max_length=12
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'portal_api_tokens',
-                'indexes': [models.Index(fields=['user', 'secret_digest'], name='portal_api_tokens_user_idx')],
+                "db_table": "portal_api_tokens",
+                "indexes": [
+                    models.Index(
+                        fields=["user", "secret_digest"], name="portal_api_tokens_user_idx"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='ChannelAddress',
+            name="ChannelAddress",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('channel', models.CharField(choices=[('whatsapp', 'WhatsApp'), ('telegram', 'Telegram'), ('console', 'Console (development)')], max_length=16)),
-                ('address_digest', models.CharField(max_length=64)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "channel",
+                    models.CharField(
+                        choices=[
+                            ("whatsapp", "WhatsApp"),
+                            ("telegram", "Telegram"),
+                            ("console", "Console (development)"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("address_digest", models.CharField(max_length=64)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'portal_channel_addresses',
-                'constraints': [models.UniqueConstraint(fields=('channel', 'address_digest'), name='portal_channel_addresses_uniq')],
+                "db_table": "portal_channel_addresses",
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("channel", "address_digest"), name="portal_channel_addresses_uniq"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='LinkCode',
+            name="LinkCode",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('channel', models.CharField(choices=[('whatsapp', 'WhatsApp'), ('telegram', 'Telegram'), ('console', 'Console (development)')], max_length=16)),
-                ('secret_digest', models.CharField(max_length=64)),
-                ('address', models.CharField(blank=True, default='', max_length=64)),
-                ('expires_at', models.DateTimeField()),
-                ('used_at', models.DateTimeField(blank=True, null=True)),
-                ('attempts', models.PositiveSmallIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('user', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "channel",
+                    models.CharField(
+                        choices=[
+                            ("whatsapp", "WhatsApp"),
+                            ("telegram", "Telegram"),
+                            ("console", "Console (development)"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("secret_digest", models.CharField(max_length=64)),
+                ("address", models.CharField(blank=True, default="", max_length=64)),
+                ("expires_at", models.DateTimeField()),
+                ("used_at", models.DateTimeField(blank=True, null=True)),
+                ("attempts", models.PositiveSmallIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'portal_link_codes',
-                'indexes': [models.Index(fields=['user', 'channel'], name='portal_link_codes_user_idx')],
+                "db_table": "portal_link_codes",
+                "indexes": [
+                    models.Index(fields=["user", "channel"], name="portal_link_codes_user_idx")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='OptInRecord',
+            name="OptInRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('channel', models.CharField(choices=[('whatsapp', 'WhatsApp'), ('telegram', 'Telegram'), ('console', 'Console (development)')], max_length=16)),
-                ('address', models.CharField(max_length=64)),
-                ('method', models.CharField(max_length=120)),
-                ('recorded_at', models.DateTimeField()),
-                ('withdrawn_at', models.DateTimeField(blank=True, null=True)),
-                ('withdrawn_how', models.CharField(blank=True, default='', max_length=120)),
-                ('user', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "channel",
+                    models.CharField(
+                        choices=[
+                            ("whatsapp", "WhatsApp"),
+                            ("telegram", "Telegram"),
+                            ("console", "Console (development)"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("address", models.CharField(max_length=64)),
+                ("method", models.CharField(max_length=120)),
+                ("recorded_at", models.DateTimeField()),
+                ("withdrawn_at", models.DateTimeField(blank=True, null=True)),
+                ("withdrawn_how", models.CharField(blank=True, default="", max_length=120)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'portal_opt_ins',
-                'indexes': [models.Index(fields=['user', 'channel'], name='portal_opt_ins_user_idx')],
+                "db_table": "portal_opt_ins",
+                "indexes": [
+                    models.Index(fields=["user", "channel"], name="portal_opt_ins_user_idx")
+                ],
             },
         ),
     ]

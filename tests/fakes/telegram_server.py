@@ -154,7 +154,12 @@ class FakeTelegram(FakeProviderServer):
             self.next_update_id += 1
         message: dict[str, Any] = {
             "message_id": update_id % 100_000,
-            "from": {"id": chat_id, "is_bot": False, "first_name": first_name, "language_code": "en"},
+            "from": {
+                "id": chat_id,
+                "is_bot": False,
+                "first_name": first_name,
+                "language_code": "en",
+            },
             "chat": {"id": chat_id, "first_name": first_name, "type": "private"},
             "date": int(time.time()),
             "text": text,

@@ -11,6 +11,10 @@ from django.test import Client
 
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import tenant_scope
+from tests.admin.test_browser import (  # noqa: F401 — fixtures
+    _rebuild_middleware_after,
+    http_live_server,
+)
 from tests.fakes.fixtures import (  # noqa: F401 — fixtures
     fake_telegram,
     fake_twilio,
@@ -33,7 +37,7 @@ def _plain_http(settings):
 
 
 @pytest.fixture
-def bot(telegram_settings):
+def bot(telegram_settings):  # noqa: F811 — the fixture imported above
     telegram_settings.TELEGRAM_BOT_USERNAME = BOT_USERNAME
     telegram_settings.TELEGRAM_WEBHOOK_SECRET = WEBHOOK_SECRET
     return telegram_settings

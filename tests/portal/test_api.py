@@ -13,7 +13,6 @@ from calendars.models import FollowUp
 from portal.followups import TITLE_MAX_CHARS
 from portal.tokens import new_api_token
 from tenancy.scope import tenant_scope
-from tests.admin.test_browser import _rebuild_middleware_after, http_live_server  # noqa: F401
 
 from .conftest import pending
 
@@ -90,7 +89,7 @@ def test_bad_input_is_a_400_with_a_clear_message_and_nothing_written(api, payloa
 
 
 def test_bad_patches_change_nothing(api):
-    user, session, base = api
+    _user, session, base = api
     body = session.post(f"{base}/follow-ups", json={"title": "Keep", "due_at": soon()}).json()
     item = f"{base}/follow-ups/{body['id']}"
     for payload, message in [
@@ -123,7 +122,7 @@ def test_not_json_is_refused(api):
     [None, "Bearer ", "Bearer nudge_1_short", "Basic dXNlcjpwYXNz", "Bearer nudge_x_" + "a" * 40],
 )
 def test_requests_without_a_live_token_are_401(api, header):
-    _, session, base = api
+    _, _session, base = api
     headers = {"Authorization": header} if header else {}
     response = requests.get(f"{base}/follow-ups", headers=headers, timeout=5)
     assert response.status_code == 401
@@ -142,7 +141,7 @@ def test_a_revoked_token_stops_working(api):
 
 def test_a_session_cookie_is_not_enough(api, http_live_server, person):
     """The API takes tokens only, so a browser session cannot be ridden (CSRF)."""
-    user, _, base = api
+    _user, _, base = api
     browser = requests.Session()
     page = browser.get(f"{http_live_server.url}/accounts/login/")
     browser.post(
@@ -154,7 +153,9 @@ def test_a_session_cookie_is_not_enough(api, http_live_server, person):
         },
     )
     assert "sessionid" in browser.cookies
-    assert browser.post(f"{base}/follow-ups", json={"title": "x", "due_at": soon()}).status_code == 401
+    assert (
+        browser.post(f"{base}/follow-ups", json={"title": "x", "due_at": soon()}).status_code == 401
+    )
 
 
 def test_wrong_method_is_405(api):

@@ -22,13 +22,7 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect, sync_playwright
 
 from scheduled_sends.deliver import run_deliver
-from tests.admin.test_browser import (  # noqa: F401 — fixtures
-    ARTIFACTS,
-    CHROMIUM_ARGS,
-    _rebuild_middleware_after,
-    chromium_binary,
-    http_live_server,
-)
+from tests.admin.test_browser import ARTIFACTS, CHROMIUM_ARGS, chromium_binary
 
 from .conftest import BOT_USERNAME, PASSWORD
 

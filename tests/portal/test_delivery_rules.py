@@ -58,8 +58,16 @@ def two_follow_ups(user, now):
     ],
 )
 def test_an_unreachable_channel_pauses_instead_of_failing_every_nudge(
-    twilio_settings, telegram_settings, fake_telegram, fake_twilio, make_user, now,
-    channel, address, fault, reason,
+    twilio_settings,
+    telegram_settings,
+    fake_telegram,
+    fake_twilio,
+    make_user,
+    now,
+    channel,
+    address,
+    fault,
+    reason,
 ):
     field = "telegram_chat_id" if channel == "telegram" else "whatsapp_number"
     user = make_user(channel=channel, **{field: address})
@@ -111,7 +119,9 @@ def test_relinking_telegram_resumes_and_the_reason_is_shown_meanwhile(
     assert settings_of(user).unreachable_channel == ""
     [row] = pending(user)
     run_deliver(row.fire_at)
-    assert [d.text for d in fake_telegram.delivered_to(CHAT)][-1].startswith("Reminder: Book flights")
+    assert [d.text for d in fake_telegram.delivered_to(CHAT)][-1].startswith(
+        "Reminder: Book flights"
+    )
 
 
 def test_quiet_hours_skip_is_settled_with_a_reason_shown_in_history(
@@ -121,8 +131,12 @@ def test_quiet_hours_skip_is_settled_with_a_reason_shown_in_history(
     fire = now + timedelta(minutes=5)
     with tenant_scope(user.pk):
         DeliverySettings.objects.filter(user_id=user.pk).update(
-            quiet_start=time((fire - timedelta(minutes=30)).hour, (fire - timedelta(minutes=30)).minute),
-            quiet_end=time((fire + timedelta(minutes=60)).hour, (fire + timedelta(minutes=60)).minute),
+            quiet_start=time(
+                (fire - timedelta(minutes=30)).hour, (fire - timedelta(minutes=30)).minute
+            ),
+            quiet_end=time(
+                (fire + timedelta(minutes=60)).hour, (fire + timedelta(minutes=60)).minute
+            ),
         )
     followups.create_follow_up(user.pk, "Stretch", now + timedelta(minutes=15), now)
     [row] = pending(user)
@@ -135,3 +149,18 @@ def test_quiet_hours_skip_is_settled_with_a_reason_shown_in_history(
     user.save()
     client.force_login(user)
     assert "skipped: quiet hours until" in client.get(reverse("portal:home")).content.decode()
+
+
+def test_support_sees_why_a_users_nudges_are_held(
+    telegram_settings, fake_telegram, make_user, now, client
+):
+    from django.contrib.auth import get_user_model
+
+    user = make_user(channel="telegram", telegram_chat_id=CHAT)
+    fake_telegram.plan.for_recipient(CHAT, tg.BOT_BLOCKED)
+    two_follow_ups(user, now)
+    run_deliver(now)
+    staff = get_user_model().objects.create_user("support", is_staff=True, is_superuser=True)
+    client.force_login(staff)
+    page = client.get("/admin/scheduled_sends/deliverysettings/").content.decode()
+    assert "telegram unreachable: you blocked the bot in Telegram" in page

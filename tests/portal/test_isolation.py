@@ -57,7 +57,7 @@ def follow_up_of(owner) -> FollowUp:
 
 
 def test_pages_show_only_the_signed_in_users_rows(two):
-    alice, bob = two
+    alice, _bob = two
     for name in ("portal:home", "portal:follow_ups", "portal:settings", "portal:calendars"):
         page = alice["client"].get(reverse(name)).content.decode()
         assert "bob" not in page, name
@@ -71,7 +71,11 @@ def test_guessed_ids_on_every_page_action_are_404_and_change_nothing(two):
     fid, cid, tid = bob["follow_up"].pk, bob["connection"].pk, bob["token"].pk
     attempts = [
         ("get", reverse("portal:follow_up_edit", args=[fid]), {}),
-        ("post", reverse("portal:follow_up_edit", args=[fid]), {"title": "pwned", "due_at": "2030-01-01T10:00"}),
+        (
+            "post",
+            reverse("portal:follow_up_edit", args=[fid]),
+            {"title": "pwned", "due_at": "2030-01-01T10:00"},
+        ),
         ("post", reverse("portal:follow_up_done", args=[fid]), {"done": "1"}),
         ("post", reverse("portal:follow_up_delete", args=[fid]), {}),
         ("post", reverse("portal:calendar_disconnect", args=[cid]), {}),
@@ -93,7 +97,10 @@ def test_the_api_with_guessed_ids_answers_404_and_changes_nothing(two, client):
     auth = {"HTTP_AUTHORIZATION": f"Bearer {alice['plaintext']}"}
     url = reverse("api-follow-up", args=[bob["follow_up"].pk])
     assert client.get(url, **auth).status_code == 404
-    assert client.patch(url, '{"title": "pwned"}', content_type="application/json", **auth).status_code == 404
+    assert (
+        client.patch(url, '{"title": "pwned"}', content_type="application/json", **auth).status_code
+        == 404
+    )
     assert client.delete(url, **auth).status_code == 404
     listed = client.get(reverse("api-follow-ups"), **auth).json()["follow_ups"]
     assert [f["title"] for f in listed] == ["alice's secret plan"]
@@ -109,7 +116,10 @@ def test_swapped_tokens_are_refused(two, client):
         assert response.status_code == 401
     # A digest is not a token either.
     forged = f"nudge_{b.user_id}_{digest(b.secret)}"
-    assert client.get(reverse("api-follow-ups"), HTTP_AUTHORIZATION=f"Bearer {forged}").status_code == 401
+    assert (
+        client.get(reverse("api-follow-ups"), HTTP_AUTHORIZATION=f"Bearer {forged}").status_code
+        == 401
+    )
 
 
 def test_a_telegram_link_code_under_another_users_id_links_nobody(two, settings):
@@ -128,7 +138,12 @@ def test_a_session_cannot_change_another_users_settings(two):
     alice, bob = two
     alice["client"].post(
         reverse("portal:settings"),
-        {"channel": "console", "timezone": "Asia/Tokyo", "default_lead_minutes": 60, "paused": "on"},
+        {
+            "channel": "console",
+            "timezone": "Asia/Tokyo",
+            "default_lead_minutes": 60,
+            "paused": "on",
+        },
     )
     with tenant_scope(bob["user"].pk):
         bob_settings = DeliverySettings.objects.get(user_id=bob["user"].pk)

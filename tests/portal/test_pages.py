@@ -115,7 +115,10 @@ def test_a_follow_up_in_the_past_is_refused_with_a_message(signed_in):
 def test_edit_complete_and_delete_keep_the_queue_in_step(signed_in):
     user, client = signed_in("ana")
     due = timezone.now() + timedelta(minutes=30)
-    client.post(reverse("portal:follow_ups"), {"title": "Draft", "due_at": local_input(due, zoneinfo.ZoneInfo("UTC"))})
+    client.post(
+        reverse("portal:follow_ups"),
+        {"title": "Draft", "due_at": local_input(due, zoneinfo.ZoneInfo("UTC"))},
+    )
     with tenant_scope(user.pk):
         follow_up = FollowUp.objects.get(user_id=user.pk)
     later = due + timedelta(minutes=20)
@@ -174,7 +177,12 @@ def test_half_given_quiet_hours_are_refused(signed_in):
     user, client = signed_in("ana")
     response = client.post(
         reverse("portal:settings"),
-        {"channel": "console", "timezone": "UTC", "default_lead_minutes": 10, "quiet_start": "22:00"},
+        {
+            "channel": "console",
+            "timezone": "UTC",
+            "default_lead_minutes": 10,
+            "quiet_start": "22:00",
+        },
     )
     assert b"Give both ends of the quiet hours" in response.content
     assert settings_of(user).quiet_start is None
@@ -191,7 +199,7 @@ def test_choosing_telegram_before_linking_it_is_refused(signed_in):
 
 
 def test_time_zone_is_a_picker_of_iana_zones(signed_in):
-    user, client = signed_in("ana")
+    _user, client = signed_in("ana")
     page = client.get(reverse("portal:settings")).content.decode()
     assert '<option value="Asia/Kolkata">' in page
     response = client.post(
@@ -253,3 +261,27 @@ def test_quiet_hours_time_is_stored_as_typed(signed_in):
         time(22, 30),
         time(6, 45),
     )
+
+
+def test_seed_demo_users_sign_in_with_the_printed_password_in_development(
+    client, db, settings, capsys
+):
+    from django.core.management import call_command
+
+    settings.DEBUG = True
+    call_command("seed_demo", "--users", "2", "--prefix", "trial")
+    out = capsys.readouterr().out
+    password = re.search(r"with the password (\S+)", out).group(1)
+    assert client.login(username="trial2", password=password)
+    assert client.get(reverse("portal:home")).status_code == 200
+
+
+def test_seed_demo_outside_development_makes_no_usable_password(client, db, settings, capsys):
+    from django.core.management import call_command
+
+    settings.DEBUG = False
+    call_command("seed_demo", "--users", "1", "--prefix", "prod")
+    assert "password" not in capsys.readouterr().out
+    from django.contrib.auth import get_user_model
+
+    assert not get_user_model().objects.get(username="prod1").has_usable_password()

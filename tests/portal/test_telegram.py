@@ -110,7 +110,7 @@ def test_a_code_works_once_and_expires(bot, signed_in, updates, client, settings
 
 @pytest.mark.parametrize("payload", ["garbage", "1-short", "99999-" + "a" * 32, "0-" + "a" * 32])
 def test_forged_payloads_link_nothing(bot, signed_in, updates, client, payload):
-    user, _ = signed_in("ana")
+    _user, _ = signed_in("ana")
     response = post_update(client, updates.push_message(CHAT, f"/start {payload}"))
     assert response.json()["text"] == telegram.BAD_CODE
 
@@ -120,15 +120,22 @@ def test_stop_pauses_and_clears_the_queue_and_start_resumes(bot, signed_in, upda
     post_update(client, updates.push_message(CHAT, f"/start {link_code(browser)}"))
     browser.post(
         reverse("portal:follow_ups"),
-        {"title": "Water plants", "due_at": (timezone.now() + timedelta(minutes=40)).strftime("%Y-%m-%dT%H:%M")},
+        {
+            "title": "Water plants",
+            "due_at": (timezone.now() + timedelta(minutes=40)).strftime("%Y-%m-%dT%H:%M"),
+        },
     )
     assert len(pending(user)) == 1
-    assert post_update(client, updates.push_message(CHAT, "/stop")).json()["text"] == telegram.PAUSED
+    assert (
+        post_update(client, updates.push_message(CHAT, "/stop")).json()["text"] == telegram.PAUSED
+    )
     paused = settings_of(user)
     assert paused.paused and "/stop" in paused.paused_reason
     assert pending(user) == []
     assert b"you sent /stop to the bot in Telegram" in browser.get(reverse("portal:home")).content
-    assert post_update(client, updates.push_message(CHAT, "/start")).json()["text"] == telegram.RESUMED
+    assert (
+        post_update(client, updates.push_message(CHAT, "/start")).json()["text"] == telegram.RESUMED
+    )
     assert not settings_of(user).paused
     assert len(pending(user)) == 1
 

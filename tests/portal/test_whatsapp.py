@@ -72,7 +72,9 @@ def inbound(number: str, body: str, **extra: str) -> dict[str, str]:
     }
 
 
-def post_inbound(client, params: dict[str, str], *, url: str = INBOUND_URL, token: str = AUTH_TOKEN):
+def post_inbound(
+    client, params: dict[str, str], *, url: str = INBOUND_URL, token: str = AUTH_TOKEN
+):
     signature = RequestValidator(token).compute_signature(url, params)
     return client.post(reverse("twilio-inbound"), params, HTTP_X_TWILIO_SIGNATURE=signature)
 
@@ -96,8 +98,12 @@ def test_code_through_the_template_then_confirmed_links_the_number(wa, fake_twil
     assert "entered the code" in record.method
 
 
-@pytest.mark.parametrize("number", ["015112345678", "+49 151 1234", "+٤٩١٥١١٢٣٤٥٦٧٨", "whatsapp:+1"])
-def test_numbers_not_in_e164_are_refused_before_anything_is_sent(wa, fake_twilio, signed_in, number):
+@pytest.mark.parametrize(
+    "number", ["015112345678", "+49 151 1234", "+٤٩١٥١١٢٣٤٥٦٧٨", "whatsapp:+1"]
+)
+def test_numbers_not_in_e164_are_refused_before_anything_is_sent(
+    wa, fake_twilio, signed_in, number
+):
     _, client = signed_in("ana")
     response = client.post(reverse("portal:whatsapp_number"), {"number": number})
     assert b"E.164" in response.content
@@ -117,7 +123,7 @@ def test_wrong_codes_are_counted_and_then_nothing_works(wa, fake_twilio, signed_
 
 
 def test_a_code_for_another_users_pending_number_does_not_work(wa, fake_twilio, signed_in):
-    ana, ana_client = signed_in("ana")
+    _ana, ana_client = signed_in("ana")
     bob, bob_client = signed_in("bob")
     ana_client.post(reverse("portal:whatsapp_number"), {"number": NUMBER})
     ana_code = sent_code(fake_twilio)
@@ -138,7 +144,10 @@ def test_stop_pauses_start_resumes_and_replays_are_harmless(wa, fake_twilio, sig
     link(client, fake_twilio)
     client.post(
         reverse("portal:follow_ups"),
-        {"title": "Pick up parcel", "due_at": local_input(timezone.now() + timedelta(hours=1), UTC)},
+        {
+            "title": "Pick up parcel",
+            "due_at": local_input(timezone.now() + timedelta(hours=1), UTC),
+        },
     )
     assert len(pending(user)) == 1
     stop = inbound(NUMBER, "Stop", OptOutType="STOP")
@@ -175,9 +184,7 @@ def test_other_messages_change_nothing(wa, fake_twilio, signed_in):
     assert not settings_of(user).paused
 
 
-@pytest.mark.parametrize(
-    "case", ["no signature", "wrong token", "other url", "tampered body"]
-)
+@pytest.mark.parametrize("case", ["no signature", "wrong token", "other url", "tampered body"])
 def test_unsigned_or_wrongly_signed_requests_are_refused(wa, fake_twilio, signed_in, case):
     user, client = signed_in("ana")
     link(client, fake_twilio)

@@ -14,7 +14,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["set", "delete", "info"])
         parser.add_argument(
-            "--url", default="", help="Public https URL of /telegram/webhook (TELEGRAM_WEBHOOK_URL)."
+            "--url",
+            default="",
+            help="Public https URL of /telegram/webhook (TELEGRAM_WEBHOOK_URL).",
         )
 
     def handle(self, *args, **options) -> None:
@@ -42,7 +44,11 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"telegram_webhook: url {info['url'] or '(none)'}, "
                     f"pending updates {info['pending_update_count']}"
-                    + (f", last error: {info['last_error_message']}" if info["last_error_message"] else "")
+                    + (
+                        f", last error: {info['last_error_message']}"
+                        if info["last_error_message"]
+                        else ""
+                    )
                 )
         except TelegramLinkError as exc:
             raise CommandError(str(exc)) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from datetime import timedelta
 
 from django.conf import settings
@@ -29,6 +30,11 @@ class Command(NudgeCommand):
         )
         parser.add_argument("--prefix", default="demo", help="Username prefix.")
         parser.add_argument(
+            "--password",
+            default=None,
+            help="Password for the new demo users (development: a random one is printed).",
+        )
+        parser.add_argument(
             "--due-now",
             type=non_negative_int,
             default=0,
@@ -37,6 +43,11 @@ class Command(NudgeCommand):
 
     def handle(self, *args, **options) -> None:
         start = options["start"] or timezone.now()
+        password = options["password"]
+        if password is None and (settings.DEBUG or settings.EMBEDDED_DATABASE):
+            password = secrets.token_urlsafe(9)
+        if password is not None and len(password) < 8:
+            raise CommandError("--password must be at least 8 characters")
         summary = seed_demo(
             users=options["users"],
             events_per_user=options["events_per_user"],
@@ -46,9 +57,15 @@ class Command(NudgeCommand):
             window=timedelta(minutes=settings.NUDGE_LOOKAHEAD_MINUTES),
             username_prefix=options["prefix"],
             due_now=options["due_now"],
+            password=password,
             progress=lambda s: self.stdout.write(f"  … {s.users} users"),
         )
         self.stdout.write(
             f"seed_demo: {summary.users} new users, {summary.events} events, "
             f"{summary.follow_ups} follow-ups from {start:%Y-%m-%d %H:%M}Z"
         )
+        if password is not None and summary.users:
+            self.stdout.write(
+                f"seed_demo: new users sign in at /accounts/login/ as "
+                f"{options['prefix']}1… with the password {password}"
+            )
