@@ -24,6 +24,7 @@ from scheduled_sends.models import Channel
 
 API_TOKEN_PREFIX = "nudge"  # noqa: S105 — a label, not a secret
 MAX_CODE_ATTEMPTS = 5
+MAX_CODES_PER_HOUR = 5
 # Telegram's deep-link payload: up to 64 characters of A-Z a-z 0-9 _ -.
 _TELEGRAM_PAYLOAD = re.compile(r"(?P<user>[1-9][0-9]{0,18})-(?P<secret>[A-Za-z0-9_-]{20,44})")
 _API_TOKEN = re.compile(r"nudge_(?P<user>[1-9][0-9]{0,18})_(?P<secret>[A-Za-z0-9_-]{20,64})")
@@ -91,9 +92,24 @@ def _code_digest(user_id: int, address: str, code: str) -> str:
     ).hexdigest()
 
 
+class TooManyCodes(Exception):
+    """More confirmation messages were asked for than the hourly allowance."""
+
+
 def new_whatsapp_code(user_id: int, address: str, now: datetime) -> str:
-    """A six-digit code for ``address``; earlier unused codes stop working. Inside the scope."""
-    LinkCode.objects.filter(user_id=user_id, channel=Channel.WHATSAPP, used_at=None).delete()
+    """A six-digit code for ``address``; earlier unused codes stop working. Inside the scope.
+
+    Each code is a paid template message to a number the user typed, so a user
+    gets at most MAX_CODES_PER_HOUR of them.
+    """
+    recent = LinkCode.objects.filter(
+        user_id=user_id, channel=Channel.WHATSAPP, created_at__gt=now - timedelta(hours=1)
+    )
+    if recent.count() >= MAX_CODES_PER_HOUR:
+        raise TooManyCodes
+    LinkCode.objects.filter(
+        user_id=user_id, channel=Channel.WHATSAPP, used_at=None, expires_at__gt=now
+    ).update(expires_at=now)
     code = f"{secrets.randbelow(1_000_000):06d}"
     LinkCode.objects.create(
         user_id=user_id,

@@ -17,7 +17,7 @@ from twilio.base.exceptions import TwilioException, TwilioRestException
 from twilio.rest import Client
 
 from portal import account
-from portal.tokens import new_whatsapp_code, use_whatsapp_code
+from portal.tokens import TooManyCodes, new_whatsapp_code, use_whatsapp_code
 from scheduled_sends.channels.whatsapp import (
     BaseUrlHttpClient,
     classify_twilio_error,
@@ -62,8 +62,13 @@ def send_code(user_id: int, number: str, now: datetime) -> None:
     if not number:
         raise WhatsAppLinkError("Enter your WhatsApp number.")
     client, http = _client()
-    with tenant_scope(user_id):
-        code = new_whatsapp_code(user_id, number, now)
+    try:
+        with tenant_scope(user_id):
+            code = new_whatsapp_code(user_id, number, now)
+    except TooManyCodes:
+        raise WhatsAppLinkError(
+            "Too many codes were sent in the last hour; try again later."
+        ) from None
     try:
         client.messages.create(
             to=whatsapp_address(number),

@@ -209,3 +209,19 @@ def test_stop_from_a_number_the_user_replaced_does_nothing(wa, fake_twilio, sign
     link(client, fake_twilio, "+15550100200")
     post_inbound(client, inbound(NUMBER, "STOP"))
     assert not settings_of(user).paused
+
+
+def test_codes_are_limited_per_hour_and_only_the_latest_works(wa, fake_twilio, signed_in):
+    user, client = signed_in("ana")
+    codes = []
+    for _ in range(5):
+        client.post(reverse("portal:whatsapp_number"), {"number": NUMBER})
+        codes.append(sent_code(fake_twilio))
+    response = client.post(reverse("portal:whatsapp_number"), {"number": NUMBER})
+    assert b"Too many codes" in response.content
+    assert len(fake_twilio.delivered) == 5
+    if codes[0] != codes[-1]:
+        client.post(reverse("portal:whatsapp_code"), {"code": codes[0]})
+        assert settings_of(user).whatsapp_number == ""
+    client.post(reverse("portal:whatsapp_code"), {"code": codes[-1]})
+    assert settings_of(user).whatsapp_number == NUMBER
