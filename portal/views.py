@@ -51,6 +51,17 @@ def _create_follow_up(request: HttpRequest, form: FollowUpForm, zone) -> bool:
     return True
 
 
+def _add_follow_up(
+    request: HttpRequest, zone, back: str
+) -> tuple[FollowUpForm, HttpResponse | None]:
+    """The add form of a page, and the redirect after a successful POST of it."""
+    form = FollowUpForm(request.POST or None)
+    if request.method == "POST" and _create_follow_up(request, form, zone):
+        messages.success(request, f"Added “{form.cleaned_data['title']}”.")
+        return form, redirect(back)
+    return form, None
+
+
 def _zone(user_id: int):
     with tenant_scope(user_id):
         return timeline.zone_of(account.ensure_settings(user_id).timezone)
@@ -61,10 +72,9 @@ def _zone(user_id: int):
 def home(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
     zone = _zone(user_id)
-    form = FollowUpForm(request.POST or None)
-    if request.method == "POST" and _create_follow_up(request, form, zone):
-        messages.success(request, f"Added “{form.cleaned_data['title']}”.")
-        return redirect("portal:home")
+    form, added = _add_follow_up(request, zone, "portal:home")
+    if added:
+        return added
     now = timezone.now()
     with tenant_scope(user_id), timezone.override(zone):
         delivery = account.ensure_settings(user_id)
@@ -86,10 +96,9 @@ def home(request: HttpRequest) -> HttpResponse:
 def follow_up_list(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
     zone = _zone(user_id)
-    form = FollowUpForm(request.POST or None)
-    if request.method == "POST" and _create_follow_up(request, form, zone):
-        messages.success(request, f"Added “{form.cleaned_data['title']}”.")
-        return redirect("portal:follow_ups")
+    form, added = _add_follow_up(request, zone, "portal:follow_ups")
+    if added:
+        return added
     rows = followups.list_follow_ups(user_id, limit=200)
     with timezone.override(zone):
         return render(request, "portal/follow_ups.html", {"follow_ups": rows, "form": form})

@@ -11,6 +11,7 @@ from django.test import Client
 
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import tenant_scope
+from tests.admin.conftest import _plain_http  # noqa: F401 — autouse: plain http for the client
 from tests.admin.test_browser import (  # noqa: F401 — fixtures
     _rebuild_middleware_after,
     http_live_server,
@@ -26,14 +27,6 @@ User = get_user_model()
 PASSWORD = "correct horse battery staple 42"
 BOT_USERNAME = "nudge_test_bot"
 WEBHOOK_SECRET = "s3cret_Webhook-token_0123456789"
-
-
-@pytest.fixture(autouse=True)
-def _plain_http(settings):
-    """The test client speaks plain http; production hardening would redirect it."""
-    settings.SECURE_SSL_REDIRECT = False
-    settings.SESSION_COOKIE_SECURE = False
-    settings.CSRF_COOKIE_SECURE = False
 
 
 @pytest.fixture
