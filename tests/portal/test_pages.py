@@ -285,3 +285,39 @@ def test_seed_demo_outside_development_makes_no_usable_password(client, db, sett
     from django.contrib.auth import get_user_model
 
     assert not get_user_model().objects.get(username="prod1").has_usable_password()
+
+
+def test_an_ics_address_on_a_private_network_is_refused_on_the_page(signed_in):
+    user, client = signed_in("ana")
+    response = client.post(
+        reverse("portal:calendar_add_ics"), {"url": "http://127.0.0.1:8080/private.ics"}
+    )
+    assert response.status_code == 200
+    assert b"errorlist" in response.content
+    with tenant_scope(user.pk):
+        assert not CalendarConnection.objects.filter(user_id=user.pk).exists()
+
+
+def test_disconnecting_microsoft_deletes_its_tokens_and_events_leave_the_queue(signed_in):
+    from calendars.models import CalendarEvent
+
+    user, client = signed_in("ana")
+    client.get(reverse("portal:home"))
+    with tenant_scope(user.pk):
+        connection = CalendarConnection.objects.create(
+            user=user, provider="microsoft", account="ana@contoso.example"
+        )
+        CalendarEvent.objects.create(
+            user=user,
+            connection=connection,
+            provider_event_id="evt-1",
+            title="Board meeting",
+            starts_at=timezone.now() + timedelta(minutes=45),
+        )
+    from portal.account import refresh_queue
+
+    refresh_queue(user.pk)
+    assert len(pending(user)) == 1
+    response = client.post(reverse("portal:calendar_disconnect", args=[connection.pk]), follow=True)
+    assert "Microsoft offers no revocation" in response.content.decode()
+    assert pending(user) == []
