@@ -154,7 +154,6 @@ USE_TZ = True
 # --- The end-user area ----------------------------------------------------------
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "portal:home"
-LOGOUT_REDIRECT_URL = "login"
 # Password-reset mail: printed to the console in development; SMTP otherwise.
 EMAIL_BACKEND = env.str(
     "EMAIL_BACKEND",

@@ -139,7 +139,7 @@ def follow_up_done(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     if changed is None:
         raise Http404("No such follow-up.")
     messages.success(request, f"“{changed.title}” marked {'done' if done else 'open'}.")
-    return redirect((request.POST.get("next") == "home" and "portal:home") or "portal:follow_ups")
+    return redirect("portal:follow_ups")
 
 
 @login_required

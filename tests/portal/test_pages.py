@@ -59,7 +59,8 @@ def test_wrong_password_stays_on_the_sign_in_page(client, person):
 
 def test_sign_out_is_a_post(signed_in):
     _, client = signed_in("ana")
-    assert client.post(reverse("logout")).status_code == 302
+    response = client.post(reverse("logout"), {"next": reverse("login")})
+    assert response.status_code == 302 and response["Location"] == reverse("login")
     assert client.get(reverse("portal:home")).status_code == 302
 
 
