@@ -314,9 +314,11 @@ class Soak:
                 )
             )
         # Recipients that always fail: two refused for good, one whose provider
-        # keeps answering 500 (its nudges retry, then expire).
+        # keeps answering 500 (its nudges retry, then expire). Not "bot was
+        # blocked": that marks the user unreachable and stops queueing them
+        # (portal.account.mark_unreachable), which tests/portal covers.
         self.twilio.plan.for_recipient(self.tenants[0].address, tw.INVALID_TO)
-        self.telegram.plan.for_recipient(self.tenants[1].address, tg.BOT_BLOCKED)
+        self.telegram.plan.for_recipient(self.tenants[1].address, tg.BOT_KICKED)
         self.telegram.plan.for_recipient(self.tenants[3].address, tg.SERVER_ERROR)
         self.twilio.plan.at_rate(cfg.fault_rate, cfg.seed, TWILIO_RANDOM_FAULTS)
         self.telegram.plan.at_rate(cfg.fault_rate, cfg.seed + 1, TELEGRAM_RANDOM_FAULTS)
