@@ -11,11 +11,12 @@ table). The bypass is never used here.
 
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -27,6 +28,7 @@ from django.db.models import F
 from calendars.models import CalendarEvent, ConnectionStatus, FollowUp
 from calendars.providers.normalize import sorted_leads
 from calendars.sync import sync_user_connections
+from portal.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from scheduled_sends import queue_sql
 from scheduled_sends.claim import database_now
 from scheduled_sends.config import QueueConfig
@@ -66,8 +68,23 @@ def _in_window(intended_at: datetime, now: datetime, config: QueueConfig) -> boo
     return now - config.grace < intended_at <= now + config.lookahead
 
 
+# (intended instant, subject start) -> when the nudge may go, or why it may not.
+IntendedTimeRule = Callable[[datetime, datetime], "datetime | SkipReason"] | None
+
+
+def _held(hold: IntendedTimeRule, intended_at: datetime, starts_at: datetime) -> datetime:
+    """Quiet hours move a nudge to their end; one they would skip keeps its time,
+    and delivery settles it ``skipped`` with the reason (portal.rules)."""
+    moved = hold(intended_at, starts_at) if hold else intended_at
+    return moved if isinstance(moved, datetime) else intended_at
+
+
 def plan_event_nudges(
-    events: Iterable[CalendarEvent], default_lead: timedelta, now: datetime, config: QueueConfig
+    events: Iterable[CalendarEvent],
+    default_lead: timedelta,
+    now: datetime,
+    config: QueueConfig,
+    hold: IntendedTimeRule = None,
 ) -> list[PlannedNudge]:
     """One nudge per distinct reminder lead of each event, else the user's default."""
     max_minutes = int(config.max_lead.total_seconds() // 60)
@@ -81,21 +98,25 @@ def plan_event_nudges(
         minutes = {min(m, max_minutes) for m in event.reminder_minutes if m >= 0}
         leads = [timedelta(minutes=m) for m in sorted_leads(minutes)]
         for lead in leads or [default_lead]:
-            intended_at = event.starts_at - lead
+            intended_at = _held(hold, event.starts_at - lead, event.starts_at)
             if _in_window(intended_at, now, config):
                 planned.append(PlannedNudge(Kind.EVENT, event.pk, intended_at, event.starts_at))
     return planned
 
 
 def plan_follow_up_nudges(
-    follow_ups: Iterable[FollowUp], default_lead: timedelta, now: datetime, config: QueueConfig
+    follow_ups: Iterable[FollowUp],
+    default_lead: timedelta,
+    now: datetime,
+    config: QueueConfig,
+    hold: IntendedTimeRule = None,
 ) -> list[PlannedNudge]:
     """A follow-up is nudged the user's default lead before it is due."""
     planned = []
     for follow_up in follow_ups:
         if follow_up.done:
             continue
-        intended_at = follow_up.due_at - default_lead
+        intended_at = _held(hold, follow_up.due_at - default_lead, follow_up.due_at)
         if _in_window(intended_at, now, config):
             planned.append(
                 PlannedNudge(Kind.FOLLOW_UP, follow_up.pk, intended_at, follow_up.due_at)
@@ -146,9 +167,10 @@ def plan_for_user(
 
     Must run inside the user's tenant scope.
     """
-    if delivery is None or not delivery.enabled:
+    if delivery is None or not delivery.enabled or pause_reason(delivery) is not None:
         return None
     default_lead = timedelta(minutes=delivery.default_lead_minutes)
+    hold = functools.partial(hold_for_quiet_hours, settings=delivery)
     start, end = subject_window(now, config)
     events = CalendarEvent.objects.filter(
         user_id=user_id, starts_at__gt=start, starts_at__lte=end
@@ -156,8 +178,8 @@ def plan_for_user(
     follow_ups = FollowUp.objects.filter(
         user_id=user_id, done=False, due_at__gt=start, due_at__lte=end
     )
-    return plan_event_nudges(events, default_lead, now, config) + plan_follow_up_nudges(
-        follow_ups, default_lead, now, config
+    return plan_event_nudges(events, default_lead, now, config, hold) + plan_follow_up_nudges(
+        follow_ups, default_lead, now, config, hold
     )
 
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduled_sends", "0005_fillfactor_for_hot_claims"),
+        ("scheduled_sends", "0006_delivery_pipeline"),
     ]
 
     operations = [

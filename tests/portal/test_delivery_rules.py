@@ -140,7 +140,7 @@ def test_quiet_hours_skip_is_settled_with_a_reason_shown_in_history(
         )
     followups.create_follow_up(user.pk, "Stretch", now + timedelta(minutes=15), now)
     [row] = pending(user)
-    assert row.fire_at == fire
+    assert row.intended_at == fire
     report = run_deliver(fire)
     assert report.skipped == 1 and recording_channel.sent == []
     [settled] = queued(user)

@@ -95,7 +95,7 @@ def test_a_follow_up_entered_in_the_users_zone_is_queued_at_once(signed_in):
         follow_up = FollowUp.objects.get(user_id=user.pk)
     assert follow_up.due_at == due  # read in Berlin time, stored as the same instant
     [row] = pending(user)  # no sweep ran
-    assert row.fire_at == due - timedelta(minutes=10)
+    assert row.intended_at == row.fire_at == due - timedelta(minutes=10)
     home = client.get(reverse("portal:home")).content.decode()
     assert "Call the bank" in home
     assert f"{(due - timedelta(minutes=10)).astimezone(BERLIN):%H:%M}" in home
@@ -162,8 +162,8 @@ def test_quiet_hours_and_pause_are_saved_and_applied_to_the_queue(signed_in):
     assert response.status_code == 302
     saved = settings_of(user)
     assert (saved.quiet_start, saved.quiet_end) == (quiet_start.time(), quiet_end.time())
-    fire_times = {row.subject_starts_at: row.fire_at for row in pending(user)}
-    assert fire_times == {rent_due: quiet_end, stretch_due: stretch_due - timedelta(minutes=10)}
+    intended = {row.subject_starts_at: row.intended_at for row in pending(user)}
+    assert intended == {rent_due: quiet_end, stretch_due: stretch_due - timedelta(minutes=10)}
 
     client.post(
         reverse("portal:settings"),
