@@ -164,3 +164,41 @@ def test_support_sees_why_a_users_nudges_are_held(
     client.force_login(staff)
     page = client.get("/admin/scheduled_sends/deliverysettings/").content.decode()
     assert "telegram unreachable: you blocked the bot in Telegram" in page
+
+
+def test_a_held_nudge_sent_a_little_early_by_smoothing_still_goes(make_user, now):
+    """Quiet hours bind the intended instant: smoothing may move the send a few
+    minutes earlier, into the quiet period's last minutes, without a skip."""
+    import uuid
+
+    from scheduled_sends.claim import ClaimedSend
+    from scheduled_sends.config import QueueConfig
+    from scheduled_sends.deliver import Delivery, Skip, resolve
+
+    user = make_user(channel="console")
+    quiet_end = now + timedelta(minutes=55)  # the nudge is intended at +50: held to +55
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user_id=user.pk).update(
+            quiet_start=time((now - timedelta(hours=1)).hour, (now - timedelta(hours=1)).minute),
+            quiet_end=time(quiet_end.hour, quiet_end.minute),
+        )
+    follow_up = followups.create_follow_up(user.pk, "Stand-up", now + timedelta(hours=1), now)
+    [row] = pending(user)
+    assert row.intended_at == quiet_end
+    claimed = ClaimedSend(
+        id=row.pk,
+        user_id=user.pk,
+        kind=row.kind,
+        ref_id=follow_up.pk,
+        intended_at=row.intended_at,
+        fire_at=quiet_end - timedelta(minutes=4),
+        subject_starts_at=row.subject_starts_at,
+        claim_token=uuid.uuid4(),
+        attempts=0,
+        send_started_at=None,
+    )
+    config = QueueConfig.from_settings()
+    assert isinstance(resolve(claimed, quiet_end - timedelta(minutes=4), config), Delivery)
+    # A row whose intended instant is inside quiet hours (settings changed since) is skipped.
+    inside = ClaimedSend(**{**claimed.__dict__, "intended_at": now + timedelta(minutes=5)})
+    assert isinstance(resolve(inside, now + timedelta(minutes=5), config), Skip)
