@@ -225,3 +225,14 @@ def test_codes_are_limited_per_hour_and_only_the_latest_works(wa, fake_twilio, s
         assert settings_of(user).whatsapp_number == ""
     client.post(reverse("portal:whatsapp_code"), {"code": codes[-1]})
     assert settings_of(user).whatsapp_number == NUMBER
+
+
+def test_support_reads_the_consent_record(wa, fake_twilio, signed_in, client):
+    from django.contrib.auth import get_user_model
+
+    _, user_client = signed_in("ana")
+    link(user_client, fake_twilio)
+    staff = get_user_model().objects.create_user("support", is_staff=True, is_superuser=True)
+    client.force_login(staff)
+    page = client.get("/admin/portal/optinrecord/").content.decode()
+    assert NUMBER in page and "entered the code" in page
