@@ -6,6 +6,7 @@ import zoneinfo
 from functools import cache
 
 from django import forms
+from django.conf import settings
 
 from portal.followups import TITLE_MAX_CHARS
 from scheduled_sends.models import MAX_LEAD_MINUTES, Channel
@@ -42,6 +43,15 @@ class SettingsForm(forms.Form):
         widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
     )
     paused = forms.BooleanField(required=False, label="Pause all nudges")
+
+    def __init__(self, *args, current_channel: str = "", **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # The console channel prints to the server's log: offered in development,
+        # or kept while it is what the user still has (every new user starts there).
+        if not (settings.DEBUG or settings.EMBEDDED_DATABASE) and current_channel != "console":
+            self.fields["channel"].choices = [
+                choice for choice in Channel.choices if choice[0] != Channel.CONSOLE
+            ]
 
     def clean(self):
         cleaned = super().clean()

@@ -162,7 +162,8 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                 "portal/settings.html",
                 {
                     "delivery": delivery,
-                    "form": form or SettingsForm(initial=_initial(delivery)),
+                    "form": form
+                    or SettingsForm(initial=_initial(delivery), current_channel=delivery.channel),
                     "tokens": list(
                         ApiToken.objects.filter(user_id=user_id, revoked_at=None).order_by("pk")
                     ),
@@ -200,10 +201,12 @@ def _initial(delivery: DeliverySettings) -> dict:
 def settings_page(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return _settings_page(request)
-    form = SettingsForm(request.POST)
+    user_id = request.user.pk
+    with tenant_scope(user_id):
+        current_channel = account.ensure_settings(user_id).channel
+    form = SettingsForm(request.POST, current_channel=current_channel)
     if not form.is_valid():
         return _settings_page(request, form)
-    user_id = request.user.pk
     now = timezone.now()
     data = form.cleaned_data
     with tenant_scope(user_id):

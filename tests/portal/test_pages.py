@@ -322,3 +322,21 @@ def test_disconnecting_microsoft_deletes_its_tokens_and_events_leave_the_queue(s
     response = client.post(reverse("portal:calendar_disconnect", args=[connection.pk]), follow=True)
     assert "Microsoft offers no revocation" in response.content.decode()
     assert pending(user) == []
+
+
+def test_the_console_channel_is_not_offered_once_a_real_channel_is_chosen(signed_in, settings):
+    settings.DEBUG = False
+    user, client = signed_in("ana")
+    page = client.get(reverse("portal:settings")).content.decode()
+    assert '<option value="console" selected>' in page  # a new user's starting point
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user_id=user.pk).update(
+            channel="telegram", telegram_chat_id="5550001"
+        )
+    assert 'value="console"' not in client.get(reverse("portal:settings")).content.decode()
+    response = client.post(
+        reverse("portal:settings"),
+        {"channel": "console", "timezone": "UTC", "default_lead_minutes": 10},
+    )
+    assert b"Select a valid choice" in response.content
+    assert settings_of(user).channel == "telegram"
