@@ -139,6 +139,13 @@ def _resume(delivery: DeliverySettings) -> None:
     delivery.paused_at = None
 
 
+def linked_address(delivery: DeliverySettings, channel: str) -> str:
+    """The chat or number the user has linked for ``channel`` (whether or not in use)."""
+    if channel == Channel.TELEGRAM:
+        return delivery.telegram_chat_id
+    return delivery.whatsapp_number
+
+
 @dataclass(frozen=True)
 class InboundResult:
     """What an inbound command did, for the bot's answer and for tests."""
@@ -148,14 +155,15 @@ class InboundResult:
 
 
 def pause_from(channel: str, address: str, reason: str, now: datetime) -> InboundResult:
-    """A STOP-like message from ``address``: pause its owner's nudges."""
+    """A STOP-like message from a linked ``address``: pause its owner's nudges
+    (all of them: "stop" means stop, whichever channel is in use)."""
     user_id = owner_of(channel, address)
     if user_id is None:
         return InboundResult(None, False)
     with tenant_scope(user_id):
         delivery = ensure_settings(user_id)
-        if delivery.address() != address or delivery.channel != channel:
-            return InboundResult(user_id, False)  # the user has moved on from this address
+        if linked_address(delivery, channel) != address:
+            return InboundResult(None, False)  # the user has moved on from this address
         changed = not delivery.paused
         if changed:
             _pause(delivery, reason, now)
@@ -178,8 +186,8 @@ def resume_from(channel: str, address: str, method: str, now: datetime) -> Inbou
     )
     with tenant_scope(user_id):
         delivery = ensure_settings(user_id)
-        if delivery.address() != address or delivery.channel != channel:
-            return InboundResult(user_id, False)
+        if linked_address(delivery, channel) != address:
+            return InboundResult(None, False)
         changed = delivery.paused and delivery.paused_reason == stop_reason
         if changed:
             _resume(delivery)

@@ -188,3 +188,18 @@ def test_link_codes_are_stored_only_as_digests(bot, signed_in):
     with tenant_scope(user.pk):
         [stored] = LinkCode.objects.filter(user_id=user.pk)
     assert code.split("-", 1)[1] not in stored.secret_digest
+
+
+def test_stop_from_a_linked_chat_pauses_even_when_nudges_go_elsewhere(
+    bot, signed_in, updates, client
+):
+    user, browser = signed_in("ana")
+    post_update(client, updates.push_message(CHAT, f"/start {link_code(browser)}"))
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user_id=user.pk).update(
+            channel="whatsapp", whatsapp_number="+15550100200"
+        )
+    assert (
+        post_update(client, updates.push_message(CHAT, "/stop")).json()["text"] == telegram.PAUSED
+    )
+    assert settings_of(user).paused
