@@ -100,7 +100,10 @@ SELECT ds.id IS NOT NULL, coalesce(ds.enabled, false), coalesce(ds.channel, ''),
        coalesce(ev.starts_at, fu.due_at),
        coalesce(ev.status = %(cancelled)s, false), coalesce(ev.declined, false),
        coalesce(ev.all_day, false), coalesce(cc.status = %(needs_reauth)s, false),
-       coalesce(fu.done, false)
+       coalesce(fu.done, false),
+       coalesce(ds.paused, false), coalesce(ds.paused_reason, ''),
+       coalesce(ds.unreachable_channel, ''), coalesce(ds.unreachable_reason, ''),
+       ds.quiet_start, ds.quiet_end
   FROM (VALUES (1)) AS one (x)
   LEFT JOIN delivery_settings AS ds ON ds.user_id = %(user_id)s
   LEFT JOIN calendar_events AS ev

@@ -9,7 +9,8 @@ transaction for the whole batch (``tenancy.scope.tenant_reads``), and
 
 * :class:`Delivery` — send this message to this address on this channel;
 * :class:`Skip` — nothing worth saying (subject gone, moved, begun, done;
-  nudges turned off): settled ``skipped`` with the reason support reads;
+  nudges turned off or paused, quiet hours): settled ``skipped`` with the
+  reason support (and the user) reads;
 * :class:`Undeliverable` — a problem on our side, e.g. no address: ``failed``.
 
 The message is composed here, at send time, so a nudge that burst smoothing
@@ -20,9 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, time
 
 from calendars.models import ConnectionStatus, EventStatus
+from portal.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from scheduled_sends import queue_sql
 from scheduled_sends.channels.base import NudgeMessage
 from scheduled_sends.claim import ClaimedSend
@@ -73,6 +75,13 @@ class Facts:
     all_day: bool
     needs_reauth: bool
     done: bool
+    # Self-service holds (portal.rules reads these by name).
+    paused: bool
+    paused_reason: str
+    unreachable_channel: str
+    unreachable_reason: str
+    quiet_start: time | None
+    quiet_end: time | None
 
 
 def read_facts(rows: Sequence[ClaimedSend]) -> dict[int, Facts]:
@@ -121,6 +130,9 @@ def decide(
     """Send, skip (with the reason) or fail, from what is true now."""
     if not facts.has_settings or not facts.enabled:
         return Skip("nudges are turned off for this user")
+    held = pause_reason(facts)
+    if held is not None:
+        return Skip(held.reason)
     gone = _subject_gone(row, facts)
     if gone is not None:
         return gone
@@ -131,6 +143,12 @@ def decide(
     # is still worth sending within grace; one meant before it is not.
     if starts_at <= now and row.intended_at < starts_at:
         return Skip("subject already begun")
+    # Quiet hours bind the intended instant (smoothing may send a little earlier).
+    quiet = hold_for_quiet_hours(row.intended_at, starts_at, facts)
+    if isinstance(quiet, SkipReason):
+        return Skip(quiet.reason)
+    if quiet != row.intended_at:
+        return Skip(f"quiet hours: moved to {quiet:%H:%M}Z, where it has its own nudge")
     settings = DeliverySettings(
         user_id=row.user_id,
         channel=facts.channel,

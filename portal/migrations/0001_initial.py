@@ -8,6 +8,8 @@ class Migration(migrations.Migration):
 
     dependencies = [
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
+        # The owner's default privileges (DML for the login role) must exist first.
+        ("tenancy", "0002_runtime_role_grants"),
     ]
 
     operations = [
