@@ -173,7 +173,7 @@ def test_a_held_nudge_sent_a_little_early_by_smoothing_still_goes(make_user, now
 
     from scheduled_sends.claim import ClaimedSend
     from scheduled_sends.config import QueueConfig
-    from scheduled_sends.deliver import Delivery, Skip, resolve
+    from scheduled_sends.subjects import Delivery, Skip, decide, read_facts
 
     user = make_user(channel="console")
     quiet_end = now + timedelta(minutes=55)  # the nudge is intended at +50: held to +55
@@ -198,7 +198,9 @@ def test_a_held_nudge_sent_a_little_early_by_smoothing_still_goes(make_user, now
         send_started_at=None,
     )
     config = QueueConfig.from_settings()
-    assert isinstance(resolve(claimed, quiet_end - timedelta(minutes=4), config), Delivery)
+    facts = read_facts([claimed])[claimed.id]
+    assert isinstance(decide(claimed, facts, quiet_end - timedelta(minutes=4), config), Delivery)
     # A row whose intended instant is inside quiet hours (settings changed since) is skipped.
     inside = ClaimedSend(**{**claimed.__dict__, "intended_at": now + timedelta(minutes=5)})
-    assert isinstance(resolve(inside, now + timedelta(minutes=5), config), Skip)
+    skipped = decide(inside, facts, now + timedelta(minutes=5), config)
+    assert isinstance(skipped, Skip) and skipped.reason.startswith("quiet hours: moved to")
