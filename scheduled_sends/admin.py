@@ -30,8 +30,8 @@ from django.utils.text import Truncator
 
 from calendars.models import CalendarEvent, FollowUp
 from nudgeproject.console import instant_column, when
-from scheduled_sends.deliver import INTERRUPTED_REASON, UNUSABLE_RECEIPT
 from portal.rules import pause_reason
+from scheduled_sends.deliver import INTERRUPTED_REASON, UNUSABLE_RECEIPT
 from scheduled_sends.models import (
     MAX_LEAD_MINUTES,
     DeliverySettings,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
+from nudgeproject.command_line import NudgeCommand
 from portal.telegram import BotClient, TelegramLinkError, poll_once, resume_offset
 
 
-class Command(BaseCommand):
+class Command(NudgeCommand):
     help = "Answer /start and /stop by long polling getUpdates (use the webhook in production)."
 
     def add_arguments(self, parser: CommandParser) -> None:

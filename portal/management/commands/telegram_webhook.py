@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from nudgeproject.command_line import NudgeCommand
 from portal.telegram import BotClient, TelegramLinkError, webhook_secret_problem
 
 
-class Command(BaseCommand):
+class Command(NudgeCommand):
     help = "Point Telegram at POST /telegram/webhook (set), stop it (delete), or show it (info)."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -6,7 +6,7 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.management.base import CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
 from nudgeproject.command_line import NudgeCommand, instant, non_negative_int

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduled_sends", "0008_delivery_caps"),
+        ("scheduled_sends", "0009_delivery_caps"),
     ]
 
     operations = [
