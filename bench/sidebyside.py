@@ -106,11 +106,13 @@ class Tree:
 
     label: str
     path: Path
+    # Distinguishes the databases of runs going on at once (``--tag``).
+    tag: str = ""
     secret_key: str = field(default_factory=lambda: secrets.token_urlsafe(40))
 
     @property
     def database(self) -> str:
-        return f"nudge_sbs_{self.label}"
+        return f"nudge_sbs_{self.label}{self.tag}"
 
     def url(self) -> str:
         admin = psycopg.conninfo.conninfo_to_dict(ADMIN_URL)
@@ -186,14 +188,14 @@ class Tree:
 
 
 @contextmanager
-def baseline_tree(rev: str) -> Iterator[Tree]:
+def baseline_tree(rev: str, tag: str = "") -> Iterator[Tree]:
     with tempfile.TemporaryDirectory(prefix="nudge-baseline-") as tmp:
         path = Path(tmp) / "tree"
         subprocess.run(
             [GIT, "worktree", "add", "--detach", "-q", str(path), rev], cwd=ROOT, check=True
         )
         try:
-            yield Tree("baseline", path)
+            yield Tree("baseline", path, tag)
         finally:
             subprocess.run([GIT, "worktree", "remove", "--force", str(path)], cwd=ROOT)
 
@@ -469,10 +471,12 @@ QUICK = Plan(
 )
 
 
-def run(plan: Plan, only: list[str], baseline_rev: str) -> dict:
+def run(plan: Plan, only: list[str], baseline_rev: str, save, tag: str = "") -> dict:
+    """Run the workloads in ``only``; ``save(results)`` after each, so a long run
+    that is stopped keeps what it measured."""
     results: dict = {"plan": plan.__dict__, "baseline": baseline_rev, "started": time.time()}
-    current = Tree("current", ROOT)
-    with baseline_tree(baseline_rev) as baseline:
+    current = Tree("current", ROOT, tag)
+    with baseline_tree(baseline_rev, tag) as baseline:
         trees = [baseline, current]
         if "latency" in only:
             print("== burst vs latency", flush=True)
@@ -480,12 +484,14 @@ def run(plan: Plan, only: list[str], baseline_rev: str) -> dict:
                 t.label: latency(t, plan.latency_rows, plan.provider_latency) for t in trees
             }
             print(json.dumps(results["latency"], indent=1, default=str), flush=True)
+            save(results)
         if "drain" in only:
             print("== instant provider drain", flush=True)
             results["drain"] = {
                 t.label: drain(t, plan.drain_rows, plan.drain_tenants, plan.drain_workers)
                 for t in trees
             }
+            save(results)
         if "fairness" in only:
             print("== fairness", flush=True)
             results["fairness"] = {
@@ -493,24 +499,33 @@ def run(plan: Plan, only: list[str], baseline_rev: str) -> dict:
                 for t in trees
             }
             print(json.dumps(results["fairness"], indent=1), flush=True)
+            save(results)
         if "materialize" in only:
             print("== materialize", flush=True)
+            # The baseline at the first size only: at its rate the larger one
+            # takes longer than the rest of the run together.
             results["materialize"] = {
-                t.label: [
-                    materialize(t, users, plan.materialize_per_user)
+                "baseline": [
+                    materialize(baseline, users, plan.materialize_per_user)
+                    for users in plan.materialize_users[:1]
+                ],
+                "current": [
+                    materialize(current, users, plan.materialize_per_user)
                     for users in plan.materialize_users
-                ]
-                for t in trees
+                ],
             }
+            save(results)
             results["materialize"]["current_2_workers"] = [
                 materialize(current, users, plan.materialize_per_user, workers=2)
                 for users in plan.materialize_users
             ]
             print(json.dumps(results["materialize"], indent=1), flush=True)
+            save(results)
         if "rate" in only:
             print("== burst vs rate (real minutes: about 11)", flush=True)
             results["rate"] = rate(trees, plan.rate_rows, plan.provider_rate, plan.configured_rate)
             print(json.dumps(results["rate"], indent=1, default=str), flush=True)
+            save(results)
     results["finished"] = time.time()
     return results
 
@@ -520,6 +535,9 @@ def main() -> None:
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="the git revision to compare")
     parser.add_argument("--only", default="", help=f"comma-separated subset of {WORKLOADS}")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
+    parser.add_argument(
+        "--tag", default="", help="suffix for this run's databases, to run two at once"
+    )
     parser.add_argument("--json", metavar="PATH", default=str(ROOT / "bench" / "sidebyside.json"))
     parser.add_argument(
         "--report-from", metavar="JSON", help="only render BENCHMARKS.md's section from figures"
@@ -537,12 +555,19 @@ def main() -> None:
         psycopg.connect(ADMIN_URL).close()
     except psycopg.Error as exc:
         parser.exit(2, f"cannot reach {ADMIN_URL} (set NUDGE_BENCH_ADMIN_URL): {exc}\n")
-    results = run(QUICK if args.quick else Plan(), only, args.baseline)
-    results["mode"] = "quick" if args.quick else "full"
-    Path(args.json).write_text(json.dumps(results, indent=1, default=str))
-    print(f"wrote {args.json}")
+    target = Path(args.json)
+
+    def save(results: dict) -> None:
+        """Merge into the JSON file, so runs of different workloads add up."""
+        merged = json.loads(target.read_text()) if target.exists() else {}
+        merged.update(results, mode="quick" if args.quick else "full")
+        target.write_text(json.dumps(merged, indent=1, default=str))
+
+    results = run(QUICK if args.quick else Plan(), only, args.baseline, save, args.tag)
+    save(results)
+    print(f"wrote {target}")
     if not args.quick:
-        write_report(results, ROOT / "BENCHMARKS.md")
+        write_report(json.loads(target.read_text()), ROOT / "BENCHMARKS.md")
         print("wrote BENCHMARKS.md")
 
 
