@@ -18,10 +18,12 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 
 from calendars.providers import ics as ics_provider
 from calendars.providers import untrusted_fetch
 from calendars.providers.base import ProviderError
+from scheduled_sends.deliver import run_deliver
 from scheduled_sends.materialize import run_materialize
 from tests.calendars.conftest import NOW, events_of, make_connection, reload, run_sync
 from tests.calendars.ics_samples import SINGLE, crlf
@@ -351,3 +353,32 @@ def test_a_flood_of_reminders_is_capped_per_event_and_reported(fake_ics, ics_con
     stored = reload(connection)
     assert stored.status == "active"
     assert "flood@example.com: 180 reminders; the 5 nearest the start kept" in stored.last_error
+
+
+def test_a_flooding_feed_cannot_hold_back_other_tenants_nudges(
+    fake_ics, ics_connection, make_user, recording_channel
+):
+    """The reported shape: minutely events, each with 180 alarms, in one tenant's feed."""
+    alarms = "".join(
+        f"BEGIN:VALARM\nACTION:DISPLAY\nTRIGGER:-PT{minutes}M\nEND:VALARM\n"
+        for minutes in range(1, 181)
+    )
+    fake_ics.body = crlf(
+        "BEGIN:VCALENDAR\nVERSION:2.0\nPRODID:-//x//EN\nBEGIN:VEVENT\nUID:minutely@example.com\n"
+        f"DTSTART:20261202T080000Z\nRRULE:FREQ=MINUTELY;COUNT=600\nSUMMARY:Flood\n{alarms}"
+        "END:VEVENT\nEND:VCALENDAR"
+    )
+    flooder = ics_connection().user_id
+    others = [make_user() for _ in range(10)]
+    due = NOW + timedelta(minutes=20)
+    for user in others:
+        add_follow_up(user, due)
+
+    report = run_materialize(NOW)
+    flooded = rows(get_user_model().objects.get(pk=flooder))
+    assert len(flooded) <= 200  # NUDGE_MAX_NUDGES_PER_USER, not tens of thousands
+    assert report.capped_users == 1 and report.capped_nudges > 500
+
+    # When the others' minute comes, one deliver run sends every one of them.
+    sent = run_deliver(due - timedelta(minutes=10))
+    assert all(rows(user)[0].outcome == "sent" for user in others), sent.summary()
