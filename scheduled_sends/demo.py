@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 
@@ -24,7 +25,6 @@ TITLES = [
     "Interview: backend engineer",
     "Lunch with Ana",
 ]
-SOON = timedelta(minutes=5)
 FOLLOW_UPS = ["Send the proposal", "Call back Priya", "Renew the domain", "Reply to legal"]
 
 
@@ -59,12 +59,13 @@ def seed_demo(
     """Create (or top up) demo users ``{prefix}1…{prefix}N`` with their data.
 
     Existing demo users keep their data; running twice does not duplicate it.
-    ``due_now`` follow-ups per user fall due in five minutes, so their nudges
-    (the default ten-minute lead) are due at once: a demo with something to say.
+    ``due_now`` follow-ups per user fall due one default lead from ``start``,
+    so their nudges are due at once, on time: a demo with something to say.
     New users can sign in with ``password`` when one is given (hashed once and
     shared: demo accounts only); otherwise their password is unusable.
     """
     summary = DemoSummary()
+    soon = start + timedelta(minutes=settings.NUDGE_DEFAULT_LEAD_MINUTES)
     User = get_user_model()
     unusable = make_password(password)
     existing = set(
@@ -89,7 +90,7 @@ def seed_demo(
             FollowUp.objects.bulk_create(
                 _follow_ups(user.pk, follow_ups_per_user, start, window, index)
                 + [
-                    FollowUp(user=user, title=f"Demo: check in ({n + 1})", due_at=start + SOON)
+                    FollowUp(user=user, title=f"Demo: check in ({n + 1})", due_at=soon)
                     for n in range(due_now)
                 ]
             )

@@ -25,7 +25,7 @@ def test_the_demo_has_something_to_say_and_says_it_once(db, recording_channel, c
     delivered = run_deliver(START)
     assert (delivered.claimed, delivered.sent) == (3, 3)
     assert [m.text for m in recording_channel.sent] == [
-        "Reminder: Demo: check in (1) is due at 08:05 (in 5 min)"
+        "Reminder: Demo: check in (1) is due at 08:10 (in 10 min)"
     ] * 3
     # Running the demo again adds nothing.
     call_command("seed_demo", "--users", "3", "--due-now", "1", "--start", START.isoformat())

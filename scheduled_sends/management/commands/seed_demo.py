@@ -38,7 +38,7 @@ class Command(NudgeCommand):
             "--due-now",
             type=non_negative_int,
             default=0,
-            help="Follow-ups per user due in 5 minutes, so a nudge is due at once.",
+            help="Follow-ups per user due one default lead from now, so a nudge is due at once.",
         )
 
     def handle(self, *args, **options) -> None:
