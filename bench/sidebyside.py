@@ -571,10 +571,6 @@ def main() -> None:
         print("wrote BENCHMARKS.md")
 
 
-if __name__ == "__main__":
-    main()
-
-
 # --- the report ------------------------------------------------------------------------
 
 START, END = "<!-- sidebyside:start -->", "<!-- sidebyside:end -->"
@@ -821,3 +817,7 @@ def write_report(results: dict, target: Path) -> None:
         title, _, body = text.partition("\n")
         text = f"{title}\n\n{section}\n{body.lstrip()}"
     target.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

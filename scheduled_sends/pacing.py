@@ -40,6 +40,10 @@ from tenancy.scope import unscoped_relaxed_commit
 
 # How far ahead one reservation may reach, in seconds.
 HORIZON = timedelta(seconds=1)
+# A fresh slot starts this far from now: time to stamp the row and hand it to a worker.
+LEAD = timedelta(milliseconds=100)
+# A slot reached later than this (or one slot interval, if longer) is not used.
+LATE_TOLERANCE = 0.25
 
 
 class SendGate:
@@ -53,8 +57,9 @@ class SendGate:
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
-        # Later than this after its slot, a send would crowd the slots after it.
-        self.tolerance = max(0.05, interval / 2)
+        # Later than this after its slot, a send would crowd the slots after it;
+        # tighter, a busy machine would miss slot after slot and send nothing.
+        self.tolerance = max(LATE_TOLERANCE, interval)
         self._lock = threading.Lock()
         self._next_at = 0.0
 
@@ -112,7 +117,13 @@ class ChannelPacer:
         with unscoped_relaxed_commit(), connection.cursor() as cursor:
             cursor.execute(
                 queue_sql.RESERVE_SEND_SLOTS,
-                {"channel": channel, "wanted": wanted, "horizon": HORIZON, "rate": rate},
+                {
+                    "channel": channel,
+                    "wanted": wanted,
+                    "horizon": HORIZON,
+                    "lead": LEAD,
+                    "rate": rate,
+                },
             )
             first_slot, slots, db_now = cursor.fetchone()
         first = asked_at + (first_slot - db_now).total_seconds()

@@ -282,14 +282,15 @@ ON CONFLICT (channel) DO NOTHING
 """
 
 # Reserve up to ``wanted`` consecutive send slots, ``1/rate`` seconds apart,
-# starting at the channel's next free slot (or now), but none further ahead
+# starting at the channel's next free slot (or ``lead`` from now: the time it
+# takes to hand a row to a worker, so a fresh slot is not born late), but none further ahead
 # than ``horizon``: a process takes only what it can use soon, so concurrent
 # processes interleave instead of one hoarding the next minute. The row lock
 # is held for this one statement only. Answers the first slot, how many were
 # granted, and the database's clock, which the caller maps to its own.
 RESERVE_SEND_SLOTS = """
 WITH current AS (
-    SELECT greatest(next_slot_at, clock_timestamp()) AS first_slot,
+    SELECT greatest(next_slot_at, clock_timestamp() + %(lead)s) AS first_slot,
            clock_timestamp() AS now
       FROM channel_pacing
      WHERE channel = %(channel)s

@@ -263,6 +263,9 @@ class TelegramChannel(Channel):
 
     def warm_up(self) -> None:
         """``getMe`` before the first slot, not inside it."""
+        ready = self._initialized
+        if ready is not None and ready.done() and ready.exception() is None:
+            return  # already done: no hop to the loop's thread per send
         try:
             bot = self._get_bot()
             asyncio.run_coroutine_threadsafe(self._initialize_once(bot), self._get_loop()).result(
