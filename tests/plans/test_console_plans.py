@@ -22,7 +22,8 @@ DUE, FUTURE, HISTORY = 10_000, 90_000, 900_000
 
 
 @pytest.fixture
-def million(db) -> list[int]:
+def million(transactional_db) -> list[int]:
+    # Committed, so the owner role can gather statistics (see data.analyze).
     user_ids = make_users(USERS, prefix="console")
     load_queue(user_ids, NOW, due=DUE, future=FUTURE, settled=0)
     load_history(user_ids, NOW, HISTORY, days=30, first_ref=DUE + FUTURE + 1)
