@@ -505,8 +505,10 @@ def _run_lock() -> Iterator[bool]:
     holder = connection.get_new_connection(connection.get_connection_params())
     try:
         holder.autocommit = True
-        acquired = holder.execute(queue_sql.TRY_MATERIALIZE_LOCK).fetchone()[0]
-        yield bool(acquired)
+        acquired = bool(holder.execute(queue_sql.TRY_MATERIALIZE_LOCK).fetchone()[0])
+        yield acquired
+        if acquired:
+            holder.execute(queue_sql.MATERIALIZE_UNLOCK)
     finally:
         holder.close()
 

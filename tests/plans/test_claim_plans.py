@@ -22,7 +22,7 @@ SETTLED = 20_000
 
 
 @pytest.fixture
-def big_queue(db):
+def big_queue(transactional_db):  # committed, so the owner can analyze (data.analyze)
     """120,000 rows over 1,000 tenants: 10,000 due, 90,000 ahead, 20,000 settled."""
     user_ids = make_users(USERS)
     load_queue(user_ids, NOW, due=DUE, future=FUTURE, settled=SETTLED)
@@ -70,7 +70,7 @@ def test_claim_walks_the_due_index_and_stops_at_limit(big_queue):
     ]
 
 
-def test_claim_with_nothing_due_is_the_same_plan(db):
+def test_claim_with_nothing_due_is_the_same_plan(transactional_db):
     """An idle minute among many future rows: same walk, which finds nothing."""
     user_ids = make_users(USERS)
     load_queue(user_ids, NOW, due=0, future=100_000, settled=0)

@@ -61,7 +61,7 @@ def _where(sql: str) -> str:
     return sql.split(" WHERE ", 1)[1]
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # committed, so the owner can analyze (data.analyze)
 def test_event_read_uses_the_user_start_index():
     user_ids = _users_with_settings()
     load_events(user_ids, NOW, per_user=PER_USER, span=HISTORY)
@@ -84,7 +84,7 @@ def test_event_read_uses_the_user_start_index():
     assert "starts_at >" in window[0]["Index Cond"]  # bounded by the window, not the history
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # committed, so the owner can analyze (data.analyze)
 def test_follow_up_read_uses_the_open_due_index():
     user_ids = _users_with_settings()
     load_follow_ups(user_ids, NOW, per_user=PER_USER, span=HISTORY)

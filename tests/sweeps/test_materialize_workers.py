@@ -54,8 +54,9 @@ def test_a_run_overlapping_a_running_one_does_nothing(make_user):
             "materialize: another run is still in progress; this one did nothing"
         )
         assert not SweepRun.objects.filter(sweep="materialize").exists()
+        holder.execute(queue_sql.MATERIALIZE_UNLOCK)
     finally:
-        holder.close()  # the lock goes with its connection
+        holder.close()
     assert run_materialize(NOW, sync_calendars=False).queued == 1
 
 
