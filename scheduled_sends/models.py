@@ -137,6 +137,16 @@ class ScheduledSend(TenantModel):
                 name="scheduled_sends_never_later_than_intended",
             ),
         ]
+        indexes = [
+            # Materialise's read of one user's pending rows. Without it the planner,
+            # short of statistics on a freshly filled queue, walks the claim's index
+            # through every tenant's live rows for each user.
+            models.Index(
+                fields=["user", "intended_at"],
+                condition=models.Q(sent_at__isnull=True, outcome__isnull=True),
+                name="sends_user_pending_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} #{self.ref_id} at {self.intended_at:%Y-%m-%d %H:%M}Z"

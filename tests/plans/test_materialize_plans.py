@@ -18,10 +18,17 @@ from django.test.utils import CaptureQueriesContext
 from calendars.models import CalendarEvent, ConnectionStatus, FollowUp
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.materialize import plan_for_user, subject_window
-from scheduled_sends.models import DeliverySettings
+from scheduled_sends.models import DeliverySettings, ScheduledSend
 from tenancy.scope import support_scope, tenant_scope
 from tests.conftest import utc
-from tests.plans.data import analyze, load_events, load_follow_ups, make_users, plan_nodes
+from tests.plans.data import (
+    analyze,
+    load_events,
+    load_follow_ups,
+    load_queue,
+    make_users,
+    plan_nodes,
+)
 
 NOW = utc(2026, 12, 2, 15, 0)
 USERS = 500
@@ -104,3 +111,22 @@ def test_follow_up_read_uses_the_open_due_index():
     open_due = [n for n in nodes if n.get("Index Name") == "follow_ups_open_due_idx"]
     assert open_due, nodes
     assert "due_at >" in open_due[0]["Index Cond"]
+
+
+@pytest.mark.django_db
+def test_pending_read_uses_the_user_index_even_without_statistics():
+    """Materialise reads one user's pending rows; on a freshly filled queue (no
+    statistics yet) it must not walk every tenant's live rows to find them."""
+    user_ids = make_users(1_000, prefix="pendplan")
+    load_queue(user_ids, NOW, due=2_000, future=40_000, settled=0)  # not analyzed
+    user_id = user_ids[123]
+    with tenant_scope(user_id):
+        pending = ScheduledSend.objects.filter(
+            user_id=user_id,
+            sent_at__isnull=True,
+            outcome__isnull=True,
+            intended_at__gt=NOW - timedelta(minutes=15),
+        ).values_list("id", "kind", "ref_id", "intended_at", "fire_at")
+        nodes = plan_nodes(pending.explain(format="json"))
+    scans = [n.get("Index Name") for n in nodes if "Index Name" in n]
+    assert scans == ["sends_user_pending_idx"], nodes
