@@ -334,12 +334,17 @@ def test_two_hostile_feeds_among_four_users_cost_one_run_seconds(make_user, sett
     assert [reload(c).status for c in connections] == ["error", "error", "active", "active"]
 
 
+def display_alarms(count: int) -> str:
+    """``count`` display alarms, 1 to ``count`` minutes before the start."""
+    return "".join(
+        f"BEGIN:VALARM\nACTION:DISPLAY\nTRIGGER:-PT{minutes}M\nEND:VALARM\n"
+        for minutes in range(1, count + 1)
+    )
+
+
 def test_a_flood_of_reminders_is_capped_per_event_and_reported(fake_ics, ics_connection):
     # 180 display alarms on one event: before, 180 queued nudges per occurrence.
-    alarms = "".join(
-        f"BEGIN:VALARM\nACTION:DISPLAY\nTRIGGER:-PT{minutes}M\nEND:VALARM\n"
-        for minutes in range(1, 181)
-    )
+    alarms = display_alarms(180)
     fake_ics.body = crlf(
         "BEGIN:VCALENDAR\nVERSION:2.0\nPRODID:-//x//EN\nBEGIN:VEVENT\nUID:flood@example.com\n"
         f"DTSTART:20261202T100000Z\nRRULE:FREQ=HOURLY;COUNT=3\nSUMMARY:Flood\n{alarms}"
@@ -359,10 +364,7 @@ def test_a_flooding_feed_cannot_hold_back_other_tenants_nudges(
     fake_ics, ics_connection, make_user, recording_channel
 ):
     """The reported shape: minutely events, each with 180 alarms, in one tenant's feed."""
-    alarms = "".join(
-        f"BEGIN:VALARM\nACTION:DISPLAY\nTRIGGER:-PT{minutes}M\nEND:VALARM\n"
-        for minutes in range(1, 181)
-    )
+    alarms = display_alarms(180)
     fake_ics.body = crlf(
         "BEGIN:VCALENDAR\nVERSION:2.0\nPRODID:-//x//EN\nBEGIN:VEVENT\nUID:minutely@example.com\n"
         f"DTSTART:20261202T080000Z\nRRULE:FREQ=MINUTELY;COUNT=600\nSUMMARY:Flood\n{alarms}"
