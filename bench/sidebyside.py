@@ -350,12 +350,18 @@ def drain(tree: Tree, rows: int, tenants: int, workers: tuple[int, ...]) -> dict
     for count in workers:
         tree.fresh_database()
         now = tree.database_now()
+        # Every nudge already due when the workers start: intended over the last minute.
         tree.seed(
             _seed_group(
-                "drn", tenants, rows // tenants, now + LEAD, spread_seconds=50, channel="console"
+                "drn",
+                tenants,
+                rows // tenants,
+                now + LEAD - timedelta(seconds=60),
+                spread_seconds=50,
+                channel="console",
             )
         )
-        tree.materialize(now + timedelta(minutes=1))
+        tree.materialize(now - timedelta(seconds=65))
         with tempfile.TemporaryDirectory(prefix="nudge-drain-") as tmp:
             recording = Path(tmp) / "sent.jsonl"
             env = {
@@ -780,8 +786,9 @@ def markdown(r: dict) -> str:
                         x["workers"],
                         x["seconds"],
                         x["users_per_second"],
-                        x["again_seconds"],
                         x["cycle_100k_minutes"],
+                        x["again_seconds"],
+                        100_000 / (x["users"] / x["again_seconds"]) / 60,
                     ]
                 )
         out += [
@@ -793,15 +800,19 @@ def markdown(r: dict) -> str:
                     "version",
                     "users",
                     "workers",
-                    "seconds",
+                    "first fill s",
                     "users/s",
-                    "second run s",
-                    "100,000-user cycle, minutes",
+                    "100,000 users, first fill, min",
+                    "next run s",
+                    "100,000 users, steady cycle, min",
                 ],
                 rows,
             ),
             "",
-            "Target: a 100,000-user cycle within 15 minutes on this machine. Caveat: this "
+            "Target: a 100,000-user cycle within 15 minutes on this machine. The *first fill* "
+            "queues every nudge of an empty look-ahead (a new deployment); the *next run* is "
+            "the every-15-minutes cycle, where most users' nudges are already queued and only "
+            "what the moved window brings in is written. Caveat: this "
             "server runs with autovacuum off, so a queue filled during the run is never "
             "analysed; at 10,000 users the planner, without statistics, may read a user's "
             "pending rows through the claim's index (ARCHITECTURE, 'Materialise at scale'), "
