@@ -819,7 +819,13 @@ def markdown(r: dict) -> str:
             "which a deployment with autovacuum on does not do.",
             "",
         ]
-    out.append(END)
+    out += [
+        "*Below: round 1's figures (`python -m bench`), measured on the round-1 code; where "
+        "they speak of delivery rows/s, materialise users/s or fairness, the side-by-side "
+        "figures above supersede them.*",
+        "",
+        END,
+    ]
     return "\n".join(out) + "\n"
 
 
