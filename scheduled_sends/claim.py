@@ -47,6 +47,7 @@ class ClaimedSend:
     claim_token: uuid.UUID
     attempts: int
     send_started_at: datetime | None
+    user_rank: int = 0
 
 
 def database_now() -> datetime:
@@ -75,8 +76,15 @@ def claim_due(now: datetime, config: QueueConfig, limit: int | None = None) -> l
     with rls_bypass(), connection.cursor() as cursor:
         cursor.execute(queue_sql.CLAIM_DUE, claim_params(now, config, limit))
         rows = [ClaimedSend(*row) for row in cursor.fetchall()]
-    # RETURNING has no order; deliver in the claim's order.
-    rows.sort(key=lambda row: (row.fire_at.replace(second=0, microsecond=0), row.fire_at, row.id))
+    # RETURNING has no order; deliver in the claim's own (fair) order.
+    rows.sort(
+        key=lambda row: (
+            row.fire_at.replace(second=0, microsecond=0),
+            row.user_rank,
+            row.fire_at,
+            row.id,
+        )
+    )
     return rows
 
 

@@ -233,10 +233,8 @@ def materialize_user(user_id: int, now: datetime, config: QueueConfig) -> UserRe
             result.removed, _ = ScheduledSend.objects.filter(
                 id__in=stale_ids, claimed_at__isnull=True
             ).delete()
-        to_insert = sorted(
-            (nudge for nudge in wanted.values() if nudge.worth_queueing(now)),
-            key=lambda nudge: (nudge.intended_at, nudge.kind, nudge.ref_id),
-        )
+        # Still in cap_per_user's order (earliest first), which the ranks follow.
+        to_insert = [nudge for nudge in wanted.values() if nudge.worth_queueing(now)]
         if to_insert:
             channel = delivery.channel if delivery else ""
             result.queued = _insert(user_id, channel, to_insert, per_minute)

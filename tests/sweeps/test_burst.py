@@ -146,6 +146,22 @@ def test_every_users_first_nudge_of_a_minute_goes_before_anyones_second(make_use
     assert len(rest) == 29 and {row.user_id for row in rest} == {heavy.pk}
 
 
+def test_one_batch_comes_back_in_the_claims_fair_order(make_user, settings):
+    settings.NUDGE_MAX_NUDGES_PER_USER_MINUTE = 100
+    heavy = make_user()  # queued first: the lowest ids, the earliest seconds
+    for i in range(30):
+        add_follow_up(heavy, HOUR + timedelta(seconds=i))
+    others = [make_user() for _ in range(10)]
+    for user in others:
+        add_follow_up(user, HOUR + timedelta(seconds=59))
+    run_materialize(NOW)
+    batch = claim.claim_due(HOUR - timedelta(minutes=9), QueueConfig.from_settings(), limit=100)
+    assert len(batch) == 40
+    # Delivery sends in this order: everyone's first before the heavy user's second.
+    assert {row.user_id for row in batch[:11]} == {heavy.pk} | {u.pk for u in others}
+    assert [row.user_rank for row in batch] == sorted(row.user_rank for row in batch)
+
+
 # --- lateness ---------------------------------------------------------------------------
 
 
