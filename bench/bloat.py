@@ -9,7 +9,7 @@ Before and after: every index's ``pg_relation_size``, and the claim of 200
 (EXPLAIN ANALYZE under the bypass, rolled back).
 
 Then a claim-heavy phase (every due row claimed, in batches, by
-``claim.claim_due``) and its settle, with ``n_tup_upd``/``n_tup_hot_upd``
+``transitions.claim_due``) and its settle, with ``n_tup_upd``/``n_tup_hot_upd``
 deltas from ``pg_stat_user_tables``; and ``manage.py prune_sends`` in its own
 process over the settled history.
 """
@@ -93,8 +93,8 @@ def _settle_all_pending_before(cutoff) -> int:
 
 
 def run(sizes, users: list[int]) -> dict:
-    from scheduled_sends import claim
     from scheduled_sends.config import QueueConfig
+    from scheduled_sends.queue import transitions
 
     results: dict = {"waves": sizes.bloat_waves, "prune_days": 7}
     at = env.now()
@@ -174,7 +174,7 @@ def run(sizes, users: list[int]) -> dict:
         upd0, hot0 = _update_counters()
         claimed_rows = []
         while len(claimed_rows) < sizes.hot_claims:
-            batch = claim.claim_due(at, config)
+            batch = transitions.claim_due(at, config)
             if not batch:
                 break
             claimed_rows.extend(batch)
@@ -184,8 +184,12 @@ def run(sizes, users: list[int]) -> dict:
         )
         settled_rows = claimed_rows[: sizes.hot_claims // 10]
         for row in settled_rows:
-            claim.settle_one(
-                row, claim.Transition.SENT, at, channel="console", message_id=f"bench-{row.id}"
+            transitions.settle_one(
+                row,
+                transitions.Transition.SENT,
+                at,
+                channel="console",
+                message_id=f"bench-{row.id}",
             )
         upd2, hot2 = _update_counters()
         phases.append(
@@ -255,7 +259,7 @@ def _hot_with_fillfactor(at, fillfactor: int, claims: int) -> dict:
     """
     from django.db import connection, transaction
 
-    from scheduled_sends import queue_sql
+    from scheduled_sends.queue import statements
     from tenancy.scope import support_scope
 
     copy = f"scheduled_sends_ff{fillfactor}"
@@ -264,7 +268,7 @@ def _hot_with_fillfactor(at, fillfactor: int, claims: int) -> dict:
     env.owner_sql(f"ALTER TABLE {copy} SET (fillfactor = {fillfactor}, autovacuum_enabled = false)")
     from scheduled_sends.models import ScheduledSend
 
-    columns = [f.column for f in ScheduledSend._meta.concrete_fields]
+    columns = [f.column for f in ScheduledSend._meta.concrete_fields if not f.generated]
     values = [
         "NULL" if c in ("claimed_at", "claim_token", "send_started_at") else c for c in columns
     ]
@@ -276,7 +280,7 @@ def _hot_with_fillfactor(at, fillfactor: int, claims: int) -> dict:
     env.vacuum(copy)
     before = _counters_of(copy)
     claimed = 0
-    statement = queue_sql.CLAIM_DUE.replace("scheduled_sends", copy)
+    statement = statements.CLAIM_DUE.replace("scheduled_sends", copy)
     while claimed < claims:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(statement, env.claim_params(at))

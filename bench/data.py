@@ -29,7 +29,7 @@ def replicate(
 ) -> int:
     """Copy a template row once per row of ``source``; rows inserted."""
     table = model._meta.db_table
-    columns = [f.column for f in model._meta.concrete_fields if not f.primary_key]
+    columns = [f.column for f in model._meta.concrete_fields if not (f.primary_key or f.generated)]
     select = [overrides.get(column, f"t.{column}") for column in columns]
     condition = f" AND ({where})" if where else ""
     with connection.cursor() as cursor:

@@ -112,7 +112,7 @@ def vacuum(table: str, *, analyze: bool = True) -> None:
 
 
 def now() -> object:
-    from scheduled_sends.claim import database_now
+    from scheduled_sends.queue.transitions import database_now
 
     return database_now()
 
@@ -139,25 +139,25 @@ class _Rollback(Exception):
 
 
 def claim_params(at, limit: int | None = None) -> dict[str, object]:
-    from scheduled_sends import claim
     from scheduled_sends.config import QueueConfig
+    from scheduled_sends.queue import transitions
 
-    return claim.claim_params(at, QueueConfig.from_settings(), limit)
+    return transitions.claim_params(at, QueueConfig.from_settings(), limit)
 
 
 def explain_claim(at, *, limit: int | None = None, table: str | None = None) -> dict:
     """EXPLAIN (ANALYZE, BUFFERS) of the claim, rolled back; DB time in ms and buffers.
 
-    ``table=None`` runs ``queue_sql.CLAIM_DUE`` as shipped, under ``rls_bypass()``
+    ``table=None`` runs ``statements.CLAIM_DUE`` as shipped, under ``rls_bypass()``
     (the sweeper role, FORCE RLS in effect). A ``table`` runs the same text on
     that table instead, as the login role with no scope (for a copy without RLS).
     """
     from django.db import connection, transaction
 
-    from scheduled_sends import queue_sql
+    from scheduled_sends.queue import statements
     from tenancy.scope import rls_bypass
 
-    statement = queue_sql.CLAIM_DUE
+    statement = statements.CLAIM_DUE
     scope = rls_bypass()
     if table:
         statement = statement.replace("scheduled_sends", table)

@@ -11,7 +11,7 @@ with their own API, side by side:
   ``batch_defer`` (20 per call); ours, the materialiser's ``INSERT_NUDGES``
   (20 rows per user, inside that user's ``tenant_scope``);
 * claim N jobs: Procrastinate's ``JobManager.fetch_job`` (one job per call —
-  its only fetch); ours, ``claim.claim_due`` with the default batch of 200,
+  its only fetch); ours, ``transitions.claim_due`` with the default batch of 200,
   and with ``limit=1`` for a like-for-like per-job figure.
 """
 
@@ -75,8 +75,8 @@ def _procrastinate(jobs: int) -> dict:
 def _ours(jobs: int, users: list[int]) -> dict:
     from django.db import connection
 
-    from scheduled_sends import claim, queue_sql
     from scheduled_sends.config import QueueConfig
+    from scheduled_sends.queue import statements, transitions
     from tenancy.scope import tenant_scope
 
     config = QueueConfig.from_settings()
@@ -93,7 +93,7 @@ def _ours(jobs: int, users: list[int]) -> dict:
         fire = [at - timedelta(seconds=30 + n) for n in range(count)]
         with tenant_scope(user_id), connection.cursor() as cursor:
             cursor.execute(
-                queue_sql.INSERT_NUDGES,
+                statements.INSERT_NUDGES,
                 {
                     "user_id": user_id,
                     "kinds": ["follow_up"] * count,
@@ -114,7 +114,7 @@ def _ours(jobs: int, users: list[int]) -> dict:
         claimed = 0
         started = time.perf_counter()
         while claimed < share:
-            rows = claim.claim_due(at, config, limit=limit)
+            rows = transitions.claim_due(at, config, limit=limit)
             if not rows:
                 break
             claimed += len(rows)

@@ -47,9 +47,10 @@ def run(sizes, users: list[int]) -> dict:
         from tenancy.scope import support_scope
 
         with data.rebuilt_indexes(COPY), support_scope(), connection.cursor() as cursor:
+            # fire_minute is generated, in both tables.
             columns = ", ".join(
-                f.column for f in ScheduledSend._meta.concrete_fields
-            )  # fire_minute is generated, in both tables
+                f.column for f in ScheduledSend._meta.concrete_fields if not f.generated
+            )
             cursor.execute(f"INSERT INTO {COPY} ({columns}) SELECT {columns} FROM scheduled_sends")
         env.vacuum("scheduled_sends")
         env.vacuum(COPY)

@@ -436,7 +436,7 @@ def notes(results: dict) -> str:
         "grown ones). Materialise's data comes from `seed_demo` (per-user `tenant_scope` "
         "writes).",
         "- **DB time** is Planning + Execution Time of `EXPLAIN (ANALYZE, BUFFERS)` of the "
-        "exact `queue_sql.CLAIM_DUE` text under `rls_bypass()`, rolled back. **Whole run** is "
+        "exact `statements.CLAIM_DUE` text under `rls_bypass()`, rolled back. **Whole run** is "
         "`run_deliver()` in-process (expiry sweep, claim, run-log insert and update: two "
         "commits).",
         f"- **Naive sweep**: per tenant, in its `tenant_scope`, the due follow-ups and events "

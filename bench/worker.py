@@ -57,10 +57,10 @@ def main() -> None:
     from bench import env
 
     env.setup_django()
-    from scheduled_sends import claim
     from scheduled_sends.deliver import run_deliver
+    from scheduled_sends.queue import transitions
 
-    original = claim.claim_due
+    original = transitions.claim_due
     claims: list[tuple[float, int]] = []
 
     def timed_claim_due(*args, **kwargs):
@@ -69,7 +69,7 @@ def main() -> None:
         claims.append(((time.perf_counter() - started) * 1000, len(rows)))
         return rows
 
-    claim.claim_due = timed_claim_due
+    transitions.claim_due = timed_claim_due
     env.sql("SELECT 1")  # connect before the start line
     ready.touch()
     while not go.exists():

@@ -14,37 +14,19 @@ from django.http import HttpRequest
 from django.utils.text import Truncator
 
 from calendars.models import CalendarConnection, CalendarEvent, FollowUp
+from nudgeproject.admin_readonly import ReadOnlyAdmin
 from nudgeproject.console import instant_column
 
 SECRET_FIELDS = ("access_token_encrypted", "refresh_token_encrypted", "feed_url_encrypted")
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Viewable with the view permission; nothing is added, edited or deleted here."""
-
+@admin.register(CalendarConnection)
+class CalendarConnectionAdmin(ReadOnlyAdmin):
     # Every timestamp written the console's one way (viewer's zone, UTC on hover).
     last_synced = instant_column("last_synced_at", "last synced")
     retry_after_ = instant_column("retry_after", "retry after")
     token_expires = instant_column("token_expires_at", "token expires")
     created = instant_column("created_at", "created")
-    updated = instant_column("updated_at", "updated")
-    starts = instant_column("starts_at", "starts")
-    ends = instant_column("ends_at", "ends")
-    occurrence = instant_column("occurrence_start", "occurrence start")
-    due = instant_column("due_at", "due")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-
-@admin.register(CalendarConnection)
-class CalendarConnectionAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "user",
@@ -107,6 +89,10 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
 
 @admin.register(CalendarEvent)
 class CalendarEventAdmin(ReadOnlyAdmin):
+    starts = instant_column("starts_at", "starts")
+    ends = instant_column("ends_at", "ends")
+    occurrence = instant_column("occurrence_start", "occurrence start")
+    updated = instant_column("updated_at", "updated")
     list_display = ("id", "title", "user", "starts", "all_day", "status", "declined")
     list_filter = ("status", "all_day", "declined", ("starts_at", admin.DateFieldListFilter))
     list_select_related = ("user",)
@@ -132,6 +118,8 @@ class CalendarEventAdmin(ReadOnlyAdmin):
 
 @admin.register(FollowUp)
 class FollowUpAdmin(ReadOnlyAdmin):
+    due = instant_column("due_at", "due")
+    created = instant_column("created_at", "created")
     list_display = ("id", "title", "user", "due", "done", "created")
     list_filter = ("done", ("due_at", admin.DateFieldListFilter))
     list_select_related = ("user",)

@@ -15,11 +15,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import wraps
 from typing import Any
 
-from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
@@ -32,6 +31,9 @@ from django.utils import timezone
 
 from nudgeproject import console
 from nudgeproject.admin_guard import audit_logger, guarded
+from scheduled_sends import health
+from scheduled_sends.config import QueueConfig
+from scheduled_sends.models import ScheduledSend, SweepRun
 from tenancy.scope import support_scope
 
 logger = logging.getLogger("nudge.admin")
@@ -107,7 +109,6 @@ class NudgeAdminSite(admin.AdminSite):
             lines = console.health_lines(health.checks, health.figures, links)
         else:
             lines = console.figure_lines(health.figures, links)
-        stuck = health.figures.get("stuck_claims")
         now = timezone.now()
         context = {
             "nudge_health": health,
@@ -115,7 +116,7 @@ class NudgeAdminSite(admin.AdminSite):
             "nudge_failing": [line for line in lines if not line.ok],
             "nudge_as_of": console.when(now),
             "nudge_charts": console.activity_panels(now),
-            "nudge_stuck_count": stuck if stuck is not None else _stuck_count(),
+            "nudge_stuck_count": health.figures.get("stuck_claims", 0),
             "nudge_stuck_url": links.to_queue("state=stuck"),
             **(extra_context or {}),
         }
@@ -162,14 +163,10 @@ class NudgeAdminSite(admin.AdminSite):
 
 
 def _run_check_health() -> Any:
-    """The lead's health report, or None when the module is not there yet."""
+    """The health report, or the exception that stopped it (the index must still render)."""
     try:
-        from scheduled_sends.health import check_health
-    except ImportError:
-        return None
-    try:
-        return check_health()
-    except Exception as exc:  # the index must still render when health cannot
+        return health.check_health()
+    except Exception as exc:
         logger.exception("check_health failed on the admin index")
         return exc
 
@@ -185,13 +182,13 @@ def _health_summary(request: HttpRequest) -> HealthSummary:
 
 
 def _figures_from_queries() -> dict[str, Any]:
-    """The four figures, read under the admin's scope when check_health is unavailable."""
-    from scheduled_sends.admin import state_condition
-    from scheduled_sends.models import ScheduledSend, SweepRun
+    """Health's figures, read under the admin's scope when check_health could not run.
 
+    The same counts as health's (``ScheduledSend.objects.due_counts``), so the
+    page says the same numbers whichever way they were read.
+    """
+    config = QueueConfig.from_settings()
     now = timezone.now()
-    lease = timedelta(seconds=settings.NUDGE_LEASE_SECONDS)
-    grace = timedelta(minutes=settings.NUDGE_GRACE_MINUTES)
     # As check_health reads it: the instant the last successful run acted for.
     last: dict[str, datetime | None] = {
         sweep: SweepRun.objects.filter(sweep=sweep, status=SweepRun.Status.OK).aggregate(
@@ -199,20 +196,9 @@ def _figures_from_queries() -> dict[str, Any]:
         )["at"]
         for sweep in (SweepRun.Sweep.DELIVER, SweepRun.Sweep.MATERIALIZE)
     }
+    counts = ScheduledSend.objects.due_counts(now, config.grace, config.lease, config.overdue_after)
     return {
         "last_deliver_at": last[SweepRun.Sweep.DELIVER],
         "last_materialize_at": last[SweepRun.Sweep.MATERIALIZE],
-        "due_backlog": ScheduledSend.objects.filter(
-            outcome__isnull=True, fire_at__lte=now, fire_at__gt=now - grace
-        ).count(),
-        "stuck_claims": ScheduledSend.objects.filter(state_condition("stuck", now, lease)).count(),
+        **vars(counts),
     }
-
-
-def _stuck_count() -> int:
-    """Stuck claims, by the same condition as the queue's filter (when health has no figure)."""
-    from scheduled_sends.admin import state_condition
-    from scheduled_sends.models import ScheduledSend
-
-    lease = timedelta(seconds=settings.NUDGE_LEASE_SECONDS)
-    return ScheduledSend.objects.filter(state_condition("stuck", timezone.now(), lease)).count()

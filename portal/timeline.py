@@ -11,8 +11,9 @@ import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
-from calendars.models import CalendarEvent, FollowUp
 from scheduled_sends.models import Kind, Outcome, ScheduledSend
+from scheduled_sends.queue.states import unsettled
+from scheduled_sends.subjects import subject_titles
 
 HISTORY_DAYS = 7
 OUTCOME_WORDS = {
@@ -46,28 +47,15 @@ def zone_of(name: str) -> tzinfo:
         return UTC
 
 
-def _titles(user_id: int, rows: list[ScheduledSend]) -> dict[tuple[str, int], str]:
-    follow_up_ids = [r.ref_id for r in rows if r.kind == Kind.FOLLOW_UP]
-    event_ids = [r.ref_id for r in rows if r.kind == Kind.EVENT]
-    titles = {
-        (Kind.FOLLOW_UP, pk): title
-        for pk, title in FollowUp.objects.filter(user_id=user_id, pk__in=follow_up_ids).values_list(
-            "pk", "title"
-        )
-    }
-    titles.update(
-        {
-            (Kind.EVENT, pk): title or "(untitled event)"
-            for pk, title in CalendarEvent.objects.filter(
-                user_id=user_id, pk__in=event_ids
-            ).values_list("pk", "title")
-        }
-    )
-    return titles
+def _title(titles: dict[tuple[str, int], str], row: ScheduledSend) -> str:
+    title = titles.get((row.kind, row.ref_id))
+    if title is None:
+        return "(deleted)"
+    return title or ("(untitled event)" if row.kind == Kind.EVENT else "")
 
 
-def _entries(user_id: int, rows: list[ScheduledSend], planned: bool) -> list[Entry]:
-    titles = _titles(user_id, rows)
+def _entries(rows: list[ScheduledSend], planned: bool) -> list[Entry]:
+    titles = subject_titles(rows)
     entries = []
     for row in rows:
         reason = row.last_error
@@ -76,7 +64,7 @@ def _entries(user_id: int, rows: list[ScheduledSend], planned: bool) -> list[Ent
         entries.append(
             Entry(
                 send_id=row.pk,
-                title=titles.get((row.kind, row.ref_id), "(deleted)"),
+                title=_title(titles, row),
                 kind="follow-up" if row.kind == Kind.FOLLOW_UP else "event",
                 at=row.fire_at,
                 starts_at=row.subject_starts_at,
@@ -89,11 +77,11 @@ def _entries(user_id: int, rows: list[ScheduledSend], planned: bool) -> list[Ent
 
 def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
     rows = list(
-        ScheduledSend.objects.filter(user_id=user_id, outcome__isnull=True, sent_at__isnull=True)
+        ScheduledSend.objects.filter(unsettled(), user_id=user_id)
         .filter(fire_at__gt=now - timedelta(minutes=30))
         .order_by("fire_at", "pk")[:limit]
     )
-    return _entries(user_id, rows, planned=True)
+    return _entries(rows, planned=True)
 
 
 def history(user_id: int, now: datetime, limit: int = 100) -> list[Entry]:
@@ -104,4 +92,4 @@ def history(user_id: int, now: datetime, limit: int = 100) -> list[Entry]:
             fire_at__gte=now - timedelta(days=HISTORY_DAYS),
         ).order_by("-fire_at", "-pk")[:limit]
     )
-    return _entries(user_id, rows, planned=False)
+    return _entries(rows, planned=False)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from portal.account import note_permanent_failure
-from scheduled_sends import claim, subjects
+from scheduled_sends import subjects
 from scheduled_sends.channels.base import (
     Channel,
     PermanentSendError,
@@ -46,11 +46,12 @@ from scheduled_sends.channels.base import (
     UnconfirmedSendError,
     get_channel,
 )
-from scheduled_sends.claim import ClaimedSend, Settlement, Transition
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.lateness import LatenessSummary
 from scheduled_sends.models import SweepRun
 from scheduled_sends.pacing import ChannelPacer, SendGate
+from scheduled_sends.queue import transitions
+from scheduled_sends.queue.transitions import ClaimedSend, Settlement, Transition
 from scheduled_sends.runlog import recorded_run
 from scheduled_sends.subjects import Delivery, Skip, Undeliverable
 
@@ -205,7 +206,7 @@ class DeliveryRun:
     def sync_clock(self) -> None:
         """Re-read the database clock (once per claim, not once per statement)."""
         if self.fixed_now is None:
-            self._clock_anchor = claim.database_now()
+            self._clock_anchor = transitions.database_now()
             self._clock_read_at = time.monotonic()
 
     def at(self, monotonic_instant: float) -> datetime:
@@ -254,7 +255,7 @@ class DeliveryRun:
         if not force and len(self.settlements) < FLUSH_ROWS and age < FLUSH_SECONDS:
             return
         group, self.settlements, self._first_unflushed = self.settlements, [], None
-        matched = claim.apply(group)
+        matched = transitions.apply(group)
         self.report.lost_claims += sum(1 for s in group if s.row.id not in matched)
 
     def retry_later(self, row: ClaimedSend, reason: str) -> None:
@@ -267,7 +268,7 @@ class DeliveryRun:
 
     # --- the pipeline -----------------------------------------------------
     def run(self) -> None:
-        self.report.expired += claim.expire_past_grace(self.now(), self.config)
+        self.report.expired += transitions.expire_past_grace(self.now(), self.config)
         exhausted = False
         while True:
             if self.budget_spent():
@@ -302,7 +303,7 @@ class DeliveryRun:
         self.flush(force=True)  # rows handed back must be visible to the claim
         limit = min(self.config.batch_size, self.max_held - self.held())
         self.sync_clock()
-        batch = claim.claim_due(self.now(), self.config, limit=limit)
+        batch = transitions.claim_due(self.now(), self.config, limit=limit)
         if self.retries_claimable():
             self.retry_claim_at = None
         if batch:
@@ -385,7 +386,7 @@ class DeliveryRun:
         if not ready:
             return
         now = self.now()
-        marked = claim.apply(
+        marked = transitions.apply(
             [
                 Settlement(o.row, Transition.MARK_SENDING, now, channel=o.delivery.channel)
                 for o, _ in ready
@@ -519,7 +520,7 @@ def run_deliver(
     if budget_seconds is not None:
         config = config.replace(run_budget_seconds=budget_seconds)
     started = time.monotonic()
-    as_of = now or claim.database_now()
+    as_of = now or transitions.database_now()
     report = DeliverReport(as_of=as_of)
     with recorded_run(SweepRun.Sweep.DELIVER, as_of) as run:
         delivery_run = DeliveryRun(config, now, report)

@@ -26,10 +26,10 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import DatabaseError
 
-from scheduled_sends.claim import database_now, queue_counts
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.lateness import BUCKETS, merged_p95
 from scheduled_sends.models import SweepRun
+from scheduled_sends.queue.transitions import database_now, queue_counts
 from tenancy.checks import rls_problems
 
 

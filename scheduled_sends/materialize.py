@@ -23,16 +23,16 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import connection, connections
-from django.db.models import F
+from django.db.models import BooleanField, ExpressionWrapper, F
 
 from calendars.models import CalendarEvent, ConnectionStatus, FollowUp
 from calendars.providers.normalize import sorted_leads
 from calendars.sync import sync_user_connections
 from portal.rules import SkipReason, hold_for_quiet_hours, pause_reason
-from scheduled_sends import queue_sql
-from scheduled_sends.claim import database_now
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.models import DeliverySettings, Kind, ScheduledSend, SweepRun
+from scheduled_sends.queue import statements, states, transitions
+from scheduled_sends.queue.transitions import database_now
 from scheduled_sends.runlog import recorded_run
 from scheduled_sends.smoothing import smooth_bursts
 from tenancy.scope import tenant_scope
@@ -207,37 +207,34 @@ def materialize_user(user_id: int, now: datetime, config: QueueConfig) -> UserRe
                 capped_nudges=result.capped, capped_at=now if result.capped else None
             )
         wanted = {nudge.key: nudge for nudge in planned}
-        pending = ScheduledSend.objects.filter(
-            user_id=user_id,
-            sent_at__isnull=True,
-            outcome__isnull=True,
-            intended_at__gt=now - config.grace,
-        ).values_list("id", "kind", "ref_id", "intended_at", "fire_at", "claimed_at", "not_before")
+        # Overdue: evidence that delivery is not happening, read in the user's
+        # own scope so a broken bypass cannot hide it (see health.py).
+        pending = (
+            ScheduledSend.objects.filter(
+                states.unsettled(), states.inside_grace(now, config.grace), user_id=user_id
+            )
+            .annotate(
+                overdue=ExpressionWrapper(
+                    states.overdue_unclaimed(now, config.grace, config.overdue_after),
+                    output_field=BooleanField(),
+                )
+            )
+            .values_list("id", "kind", "ref_id", "intended_at", "fire_at", "claimed_at", "overdue")
+        )
         stale_ids = []
         per_minute: Counter[datetime] = Counter()  # this user's queued rows per send minute
-        for row_id, kind, ref_id, intended_at, fire_at, claimed_at, not_before in pending:
+        for row_id, kind, ref_id, intended_at, fire_at, claimed_at, overdue in pending:
             if (kind, ref_id, intended_at) in wanted:
                 wanted.pop((kind, ref_id, intended_at))
                 per_minute[_minute(fire_at)] += 1
-                waiting = not_before is not None and not_before > now
-                # Evidence that delivery is not happening, read in the user's own
-                # scope so a broken bypass cannot hide it (see health.py).
-                overdue = fire_at <= now - config.overdue_after
-                if claimed_at is None and overdue and not waiting:
-                    result.overdue += 1
+                result.overdue += overdue
             elif claimed_at is None:
                 stale_ids.append(row_id)
-        if stale_ids:
-            # claimed_at IS NULL is re-checked under the row lock, so a row a
-            # deliver run claimed in the meantime is left to it.
-            result.removed, _ = ScheduledSend.objects.filter(
-                id__in=stale_ids, claimed_at__isnull=True
-            ).delete()
+        result.removed = transitions.withdraw_unclaimed(stale_ids)
         # Still in cap_per_user's order (earliest first), which the ranks follow.
         to_insert = [nudge for nudge in wanted.values() if nudge.worth_queueing(now)]
-        if to_insert:
-            channel = delivery.channel if delivery else ""
-            result.queued = _insert(user_id, channel, to_insert, per_minute)
+        channel = delivery.channel if delivery else ""
+        result.queued = transitions.enqueue(user_id, channel, _ranked(to_insert, per_minute))
     return result
 
 
@@ -245,29 +242,21 @@ def _minute(instant: datetime) -> datetime:
     return instant.replace(second=0, microsecond=0)
 
 
-def _insert(
-    user_id: int, channel: str, nudges: list[PlannedNudge], per_minute: Counter[datetime]
-) -> int:
-    """Insert idempotently, each row ranked after the user's rows already in its minute."""
-    ranks = []
+def _ranked(
+    nudges: list[PlannedNudge], per_minute: Counter[datetime]
+) -> list[transitions.NewNudge]:
+    """Each nudge ranked after the user's rows already in its minute (the claim's fairness)."""
+    ranked = []
     for nudge in nudges:
         minute = _minute(nudge.intended_at)
-        ranks.append(min(per_minute[minute], MAX_RANK))
+        rank = min(per_minute[minute], MAX_RANK)
         per_minute[minute] += 1
-    with connection.cursor() as cursor:
-        cursor.execute(
-            queue_sql.INSERT_NUDGES,
-            {
-                "user_id": user_id,
-                "channel": channel,
-                "kinds": [n.kind for n in nudges],
-                "ref_ids": [n.ref_id for n in nudges],
-                "intended_ats": [n.intended_at for n in nudges],
-                "starts": [n.subject_starts_at for n in nudges],
-                "ranks": ranks,
-            },
+        ranked.append(
+            transitions.NewNudge(
+                nudge.kind, nudge.ref_id, nudge.intended_at, nudge.subject_starts_at, rank
+            )
         )
-        return len(cursor.fetchall())
+    return ranked
 
 
 @dataclass
@@ -503,10 +492,10 @@ def _run_lock() -> Iterator[bool]:
     holder = connection.get_new_connection(connection.get_connection_params())
     try:
         holder.autocommit = True
-        acquired = bool(holder.execute(queue_sql.TRY_MATERIALIZE_LOCK).fetchone()[0])
+        acquired = bool(holder.execute(statements.TRY_MATERIALIZE_LOCK).fetchone()[0])
         yield acquired
         if acquired:
-            holder.execute(queue_sql.MATERIALIZE_UNLOCK)
+            holder.execute(statements.MATERIALIZE_UNLOCK)
     finally:
         holder.close()
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 import zoneinfo
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models.functions import Now
+from django.db.models.functions import Now, TruncMinute
 
+from scheduled_sends.queue.states import Outcome, ScheduledSendQuerySet
 from tenancy.models import TenantModel
 
 # [0-9], not \d: \d also matches Arabic-Indic and fullwidth digits.
@@ -28,12 +28,20 @@ def validate_e164(value: str) -> None:
 
 
 def validate_timezone(value: str) -> None:
-    try:
-        zoneinfo.ZoneInfo(value)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+    # The IANA names, not whatever ZoneInfo opens: it also reads "posix/…" and
+    # "right/…" files, which are zone files, not names a user would recognise.
+    if value not in zoneinfo.available_timezones():
         raise ValidationError(
             f"{value!r} is not an IANA time zone (e.g. Europe/Berlin, America/New_York)."
-        ) from exc
+        )
+
+
+LEAD_RANGE = f"The lead must be between 0 and {MAX_LEAD_MINUTES} minutes (24 hours)."
+
+
+def validate_lead_minutes(value: int) -> None:
+    if not 0 <= value <= MAX_LEAD_MINUTES:
+        raise ValidationError(f"{LEAD_RANGE} {value} is outside that.")
 
 
 def validate_telegram_chat_id(value: str) -> None:
@@ -44,13 +52,6 @@ def validate_telegram_chat_id(value: str) -> None:
 class Kind(models.TextChoices):
     EVENT = "event", "Calendar event"
     FOLLOW_UP = "follow_up", "Follow-up"
-
-
-class Outcome(models.TextChoices):
-    SENT = "sent", "Sent"
-    SKIPPED = "skipped", "Skipped (nothing worth saying)"
-    FAILED = "failed", "Failed (permanent)"
-    EXPIRED = "expired", "Expired (past grace, never sent)"
 
 
 class Channel(models.TextChoices):
@@ -69,9 +70,10 @@ class ScheduledSend(TenantModel):
     it is sent, which burst smoothing may move earlier, never later. The
     unique key ``(user_id, kind, ref_id, intended_at)`` makes materialising
     the same window twice queue one nudge, however the send time moved. The
-    claim stands on a partial index over live rows in the order
-    ``(fire_minute, user_rank, fire_at)`` (migration 0006): ``fire_minute``
-    is a column PostgreSQL generates from ``fire_at`` and is not on the model.
+    claim stands on a partial index over unsettled rows in the order
+    ``(fire_minute, user_rank, fire_at)``; ``fire_minute`` is ``fire_at``
+    truncated to the UTC minute, a column PostgreSQL generates so no writer
+    can let it drift. States and transitions: ``scheduled_sends/queue/``.
     """
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -81,6 +83,12 @@ class ScheduledSend(TenantModel):
         "fire_at may be earlier to smooth a burst, never later."
     )
     fire_at = models.DateTimeField()
+    fire_minute = models.GeneratedField(
+        expression=TruncMinute("fire_at", tzinfo=UTC),
+        output_field=models.DateTimeField(),
+        db_persist=True,
+        help_text="fire_at's minute (UTC): leads the claim's index, so one minute is one range.",
+    )
     user_rank = models.PositiveSmallIntegerField(
         db_default=0,
         help_text="Rank among this user's nudges of the same minute: "
@@ -116,6 +124,8 @@ class ScheduledSend(TenantModel):
     delivery_updated_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
 
+    objects = ScheduledSendQuerySet.as_manager()
+
     class Meta:
         db_table = "scheduled_sends"
         constraints = [
@@ -137,7 +147,29 @@ class ScheduledSend(TenantModel):
                 name="scheduled_sends_never_later_than_intended",
             ),
         ]
+        # The table's fillfactor (50: room on each page for the claim's
+        # heap-only updates) is set by migration 0005; Django cannot say it.
         indexes = [
+            # The claim: oldest minute first, everyone's first nudge of a minute
+            # before anyone's second, over unsettled rows only, so its size
+            # follows the live work and the plan stops after LIMIT rows.
+            models.Index(
+                fields=["fire_minute", "user_rank", "fire_at"],
+                condition=models.Q(sent_at__isnull=True, outcome__isnull=True),
+                name="scheduled_sends_due_idx",
+            ),
+            # Retention and the console's history charts: settled rows by time.
+            models.Index(
+                fields=["fire_at"],
+                condition=models.Q(outcome__isnull=False),
+                name="scheduled_sends_settled_idx",
+            ),
+            # A delivery receipt names only the provider's message id.
+            models.Index(
+                fields=["provider_message_id"],
+                condition=~models.Q(provider_message_id=""),
+                name="sends_provider_message_idx",
+            ),
             # Materialise's read of one user's pending rows. Without it the planner,
             # short of statistics on a freshly filled queue, walks the claim's index
             # through every tenant's live rows for each user.
@@ -164,14 +196,6 @@ class ScheduledSend(TenantModel):
             return None
         return self.sent_at - self.intended_at
 
-    def state(self, now, lease: timedelta) -> str:
-        """The state support reads, derived from the columns."""
-        if self.outcome:
-            return self.outcome
-        if self.claimed_at is not None:
-            return "stuck" if self.claimed_at < now - lease else "claimed"
-        return "retrying" if self.attempts > 0 else "pending"
-
 
 def default_lead_minutes() -> int:
     """A new user's lead: NUDGE_DEFAULT_LEAD_MINUTES, read when the row is made."""
@@ -195,7 +219,7 @@ class DeliverySettings(TenantModel):
     timezone = models.CharField(max_length=64, default="UTC", validators=[validate_timezone])
     default_lead_minutes = models.PositiveIntegerField(
         default=default_lead_minutes,
-        validators=[MinValueValidator(0), MaxValueValidator(MAX_LEAD_MINUTES)],
+        validators=[validate_lead_minutes],
     )
     capped_nudges = models.PositiveIntegerField(
         db_default=0,

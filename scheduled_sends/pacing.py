@@ -34,8 +34,8 @@ from datetime import timedelta
 
 from django.db import connection
 
-from scheduled_sends import queue_sql
 from scheduled_sends.config import QueueConfig
+from scheduled_sends.queue import statements
 from tenancy.scope import unscoped_relaxed_commit
 
 # How far ahead one reservation may reach, in seconds.
@@ -116,7 +116,7 @@ class ChannelPacer:
         asked_at = time.monotonic()
         with unscoped_relaxed_commit(), connection.cursor() as cursor:
             cursor.execute(
-                queue_sql.RESERVE_SEND_SLOTS,
+                statements.RESERVE_SEND_SLOTS,
                 {
                     "channel": channel,
                     "wanted": wanted,
@@ -142,7 +142,7 @@ class ChannelPacer:
         self._ensure_row(channel)
         with unscoped_relaxed_commit(), connection.cursor() as cursor:
             cursor.execute(
-                queue_sql.PAUSE_CHANNEL, {"channel": channel, "wait": timedelta(seconds=seconds)}
+                statements.PAUSE_CHANNEL, {"channel": channel, "wait": timedelta(seconds=seconds)}
             )
         self._ask_again_at[channel] = time.monotonic() + seconds - HORIZON.total_seconds()
 
@@ -157,5 +157,5 @@ class ChannelPacer:
         if channel in self._known_channels:
             return
         with connection.cursor() as cursor:
-            cursor.execute(queue_sql.ENSURE_PACING_ROW, {"channel": channel})
+            cursor.execute(statements.ENSURE_PACING_ROW, {"channel": channel})
         self._known_channels.add(channel)

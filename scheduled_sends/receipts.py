@@ -22,7 +22,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from twilio.request_validator import RequestValidator
 
-from scheduled_sends.claim import record_receipt
+from scheduled_sends.queue.transitions import record_receipt
 
 logger = logging.getLogger("nudge.receipts")
 

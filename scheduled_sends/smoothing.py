@@ -12,7 +12,7 @@ stays placed, so running this again reshuffles nothing. The intended
 instant, and so the queue's unique key, never changes.
 
 The plan (:func:`plan_moves`) is plain arithmetic over minute counts; the
-moves are queue transitions in ``claim.py``.
+moves are queue transitions in ``transitions.py``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from scheduled_sends import claim
 from scheduled_sends.config import QueueConfig
+from scheduled_sends.queue import transitions
 
 MINUTE = timedelta(minutes=1)
 
@@ -76,12 +76,12 @@ def smooth_bursts(now: datetime, config: QueueConfig) -> int:
     # The minute after next is the first a move may land in: the current and
     # next minutes may already be being claimed.
     first_open = now.replace(second=0, microsecond=0) + 2 * MINUTE
-    loads = claim.load_per_minute(first_open - MINUTE, now + config.lookahead)
+    loads = transitions.load_per_minute(first_open - MINUTE, now + config.lookahead)
     moved = 0
     for channel, load in loads.items():
         capacity = config.per_minute_capacity(channel)
         if capacity is None:
             continue
         for move in plan_moves(load, capacity, first_open, config.max_early):
-            moved += claim.smooth_minute(channel, move.minute, move.count, move.by)
+            moved += transitions.smooth_minute(channel, move.minute, move.count, move.by)
     return moved

@@ -3,7 +3,7 @@
 A claimed row names its owner and its subject (a calendar event or a
 follow-up). Just before sending, delivery reads — in the owner's tenant scope
 — the owner's delivery settings and the subject as it is *now*, in one
-statement per row (``queue_sql.RESOLVE_NUDGE``) inside one read-only
+statement per row (``statements.RESOLVE_NUDGE``) inside one read-only
 transaction for the whole batch (``tenancy.scope.tenant_reads``), and
 :func:`decide` turns that into one of three answers:
 
@@ -19,18 +19,21 @@ moved earlier says how long is really left ("in 14 min").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, time
 
-from calendars.models import ConnectionStatus, EventStatus
+from django.db.models import Value
+
+from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
 from portal.rules import SkipReason, hold_for_quiet_hours, pause_reason
-from scheduled_sends import queue_sql
 from scheduled_sends.channels.base import NudgeMessage
-from scheduled_sends.claim import ClaimedSend
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.messages import compose
-from scheduled_sends.models import DeliverySettings, Kind
+from scheduled_sends.models import DeliverySettings, Kind, ScheduledSend
+from scheduled_sends.queue import statements
+from scheduled_sends.queue.transitions import ClaimedSend
 from tenancy.scope import tenant_reads
 
 
@@ -98,7 +101,7 @@ def read_facts(rows: Sequence[ClaimedSend]) -> dict[int, Facts]:
     with tenant_reads() as read:
         for row in rows:
             params = {"user_id": row.user_id, "kind": row.kind, "ref_id": row.ref_id}
-            found = read(row.user_id, queue_sql.RESOLVE_NUDGE, {**params, **constants})
+            found = read(row.user_id, statements.RESOLVE_NUDGE, {**params, **constants})
             facts[row.id] = Facts(*found)
     return facts
 
@@ -167,3 +170,30 @@ def decide(
         valid_until=row.intended_at + config.grace,
     )
     return Delivery(channel=facts.channel, address=address, message=message)
+
+
+def subject_titles(rows: Iterable[ScheduledSend]) -> dict[tuple[str, int], str]:
+    """``(kind, ref_id)`` → the subject's title now, in one query; a gone subject is absent.
+
+    Reads in the caller's scope: the user's own in the end-user area, every
+    tenant's in the support console.
+    """
+    ids: dict[str, set[int]] = defaultdict(set)
+    for row in rows:
+        ids[row.kind].add(row.ref_id)
+    if not ids:
+        return {}
+    # Field columns first, the constant last: the order a UNION needs on both sides.
+    events = (
+        CalendarEvent.objects.filter(pk__in=ids[Kind.EVENT])
+        .annotate(subject_kind=Value(Kind.EVENT.value))
+        .values_list("pk", "title", "subject_kind")
+        .order_by()
+    )
+    follow_ups = (
+        FollowUp.objects.filter(pk__in=ids[Kind.FOLLOW_UP])
+        .annotate(subject_kind=Value(Kind.FOLLOW_UP.value))
+        .values_list("pk", "title", "subject_kind")
+        .order_by()
+    )
+    return {(kind, pk): title for pk, title, kind in events.union(follow_ups, all=True)}

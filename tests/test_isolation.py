@@ -11,9 +11,9 @@ from django.db import DatabaseError, connection, transaction
 from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
 from portal.models import OptInRecord
 from portal.tokens import new_api_token, new_telegram_code
-from scheduled_sends.claim import Transition, claim_due, settle_one
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.models import ScheduledSend
+from scheduled_sends.queue.transitions import Transition, claim_due, settle_one
 from tenancy.checks import rls_problems
 from tenancy.models import tenant_models
 from tenancy.scope import ScopeError, current_scope, rls_bypass, support_scope, tenant_scope
@@ -154,11 +154,11 @@ def test_bypass_claims_and_settles_every_tenants_due_rows(tenants):
 
 def test_unscoped_claim_sees_nothing(tenants):
     """The production failure shape: the claim's SQL without the bypass stamps nothing."""
-    from scheduled_sends import claim, queue_sql
+    from scheduled_sends.queue import statements, transitions
 
     with connection.cursor() as cursor:
         cursor.execute(
-            queue_sql.CLAIM_DUE, claim.claim_params(NOW, QueueConfig.from_settings(), 200)
+            statements.CLAIM_DUE, transitions.claim_params(NOW, QueueConfig.from_settings(), 200)
         )
         assert cursor.fetchall() == []
     with rls_bypass(), connection.cursor() as cursor:

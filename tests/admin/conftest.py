@@ -182,6 +182,12 @@ def reload(obj):
         return type(obj).objects.get(pk=obj.pk)
 
 
+def state_now(row) -> str:
+    """A queue row's state as the queue defines it, read back in its owner's scope."""
+    with tenant_scope(row.user_id):
+        return type(row).objects.with_state(timezone.now(), lease()).get(pk=row.pk).queue_state
+
+
 def db_role() -> str:
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_user")

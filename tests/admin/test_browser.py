@@ -23,7 +23,7 @@ from .browser import (  # noqa: F401 - fixtures
     chromium_binary,
     http_live_server,
 )
-from .conftest import PASSWORD, lease, reload
+from .conftest import PASSWORD, lease, reload, state_now
 
 
 @pytest.mark.browser
@@ -86,4 +86,4 @@ def test_release_a_stuck_claim_in_the_browser(http_live_server, make_user, make_
 
     row = reload(stuck)
     assert (row.claimed_at, row.claim_token) == (None, None)
-    assert row.state(timezone.now(), lease()) == "pending"
+    assert state_now(row) == "pending"

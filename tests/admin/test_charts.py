@@ -188,7 +188,10 @@ def test_the_landing_page_costs_the_same_queries_whatever_the_queue(staff_client
         assert staff_client.get(INDEX).status_code == 200
 
     assert len(full.captured_queries) == len(empty.captured_queries) == LANDING_QUERIES
-    charted = [q["sql"] for q in full.captured_queries if 'FROM "scheduled_sends"' in q["sql"]]
+    on_queue = [q["sql"] for q in full.captured_queries if 'FROM "scheduled_sends"' in q["sql"]]
+    # Health's one count over the due range, and the charts' grouped queries.
+    charted = [sql for sql in on_queue if '"due_backlog"' not in sql]
+    assert len(on_queue) - len(charted) == 1
     assert len(charted) == CHART_QUERIES, charted
 
 

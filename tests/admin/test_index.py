@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from datetime import timedelta
 
 import pytest
@@ -98,16 +97,6 @@ def test_index_falls_back_to_its_own_queries_when_health_fails(staff_client, que
     html = response.content.decode()
     assert "State unknown: the health report could not be made" in html
     assert "2 claims are older than the lease." in html
-
-
-def test_index_without_the_health_module(staff_client, queue, monkeypatch):
-    monkeypatch.setitem(sys.modules, "scheduled_sends.health", None)
-
-    response = staff_client.get(INDEX)
-
-    health = response.context["nudge_health"]
-    assert (health.source, health.error, health.ok) == ("admin queries", "", None)
-    assert health.figures["stuck_claims"] == 2
 
 
 def test_every_failing_check_reads_as_a_sentence_with_its_rows(db):

@@ -8,8 +8,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from scheduled_sends import claim, queue_sql
 from scheduled_sends.config import QueueConfig
+from scheduled_sends.queue import statements, transitions
 from tenancy.scope import rls_bypass, tenant_scope
 from tests.conftest import utc
 from tests.plans.data import analyze, explain_json, load_queue, make_users
@@ -31,7 +31,7 @@ def big_queue(transactional_db):  # committed, so the owner can analyze (data.an
 
 
 def _claim_params() -> dict[str, object]:
-    return claim.claim_params(NOW, QueueConfig.from_settings())
+    return transitions.claim_params(NOW, QueueConfig.from_settings())
 
 
 def test_claim_walks_the_due_index_and_stops_at_limit(big_queue):
@@ -44,7 +44,7 @@ def test_claim_walks_the_due_index_and_stops_at_limit(big_queue):
                 [NOW],
             )
             role, rls_active, visible_due = cursor.fetchone()
-        nodes = explain_json(queue_sql.CLAIM_DUE, _claim_params())
+        nodes = explain_json(statements.CLAIM_DUE, _claim_params())
 
     # The plan below is the plan under the sweeper's policy, not a superuser's.
     assert role == settings.NUDGE_DB_SWEEPER_ROLE
@@ -76,7 +76,7 @@ def test_claim_with_nothing_due_is_the_same_plan(transactional_db):
     load_queue(user_ids, NOW, due=0, future=100_000, settled=0)
     analyze("scheduled_sends")
     with rls_bypass():
-        nodes = explain_json(queue_sql.CLAIM_DUE, _claim_params())
+        nodes = explain_json(statements.CLAIM_DUE, _claim_params())
     scans = [n for n in nodes if n.get("Index Name") == "scheduled_sends_due_idx"]
     assert [n["Node Type"] for n in scans] == ["Index Scan"]
     assert not [n for n in nodes if n["Node Type"] in ("Sort", "Seq Scan", "Bitmap Heap Scan")]

@@ -17,7 +17,7 @@ from tenancy.scope import tenant_scope
 from tests.conftest import utc
 
 NOW = utc(2026, 12, 2, 15, 0)
-# The one statement that reads a claimed row's facts (queue_sql.RESOLVE_NUDGE).
+# The one statement that reads a claimed row's facts (statements.RESOLVE_NUDGE).
 RESOLVE_MARK = "FROM (VALUES (1)) AS one"
 
 

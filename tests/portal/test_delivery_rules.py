@@ -171,8 +171,8 @@ def test_a_held_nudge_sent_a_little_early_by_smoothing_still_goes(make_user, now
     minutes earlier, into the quiet period's last minutes, without a skip."""
     import uuid
 
-    from scheduled_sends.claim import ClaimedSend
     from scheduled_sends.config import QueueConfig
+    from scheduled_sends.queue.transitions import ClaimedSend
     from scheduled_sends.subjects import Delivery, Skip, decide, read_facts
 
     user = make_user(channel="console")

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError, connection
 
-from scheduled_sends.admin import DeliverySettingsForm
+from scheduled_sends.admin.delivery_settings import DeliverySettingsForm
 from scheduled_sends.models import MAX_LEAD_MINUTES, DeliverySettings
 from tenancy.scope import tenant_scope
 

@@ -8,13 +8,13 @@ from datetime import timedelta
 
 import pytest
 
-from scheduled_sends import claim
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.health import check_health
 from scheduled_sends.lateness import LatenessSummary, merged_p95
 from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import DeliverySettings, SweepRun
+from scheduled_sends.queue import transitions
 from scheduled_sends.smoothing import Move, plan_moves
 from tenancy.scope import tenant_scope
 from tests.conftest import utc
@@ -140,9 +140,9 @@ def test_every_users_first_nudge_of_a_minute_goes_before_anyones_second(make_use
     run_materialize(NOW)
     config = QueueConfig.from_settings()
     at = HOUR - timedelta(minutes=9)  # the whole minute is due
-    first = claim.claim_due(at, config, limit=11)
+    first = transitions.claim_due(at, config, limit=11)
     assert {row.user_id for row in first} == {heavy.pk} | {user.pk for user in others}
-    rest = claim.claim_due(at, config, limit=100)
+    rest = transitions.claim_due(at, config, limit=100)
     assert len(rest) == 29 and {row.user_id for row in rest} == {heavy.pk}
 
 
@@ -155,7 +155,9 @@ def test_one_batch_comes_back_in_the_claims_fair_order(make_user, settings):
     for user in others:
         add_follow_up(user, HOUR + timedelta(seconds=59))
     run_materialize(NOW)
-    batch = claim.claim_due(HOUR - timedelta(minutes=9), QueueConfig.from_settings(), limit=100)
+    batch = transitions.claim_due(
+        HOUR - timedelta(minutes=9), QueueConfig.from_settings(), limit=100
+    )
     assert len(batch) == 40
     # Delivery sends in this order: everyone's first before the heavy user's second.
     assert {row.user_id for row in batch[:11]} == {heavy.pk} | {u.pk for u in others}

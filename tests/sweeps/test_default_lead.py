@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 
-from scheduled_sends.admin import DeliverySettingsForm
+from scheduled_sends.admin.delivery_settings import DeliverySettingsForm
 from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope

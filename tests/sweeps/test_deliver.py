@@ -9,7 +9,6 @@ from typing import ClassVar
 import pytest
 from django.core.management import call_command
 
-from scheduled_sends import claim
 from scheduled_sends.channels.base import (
     NudgeMessage,
     PermanentSendError,
@@ -23,6 +22,7 @@ from scheduled_sends.config import QueueConfig
 from scheduled_sends.deliver import INTERRUPTED_REASON, run_deliver
 from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import DeliverySettings, SweepRun
+from scheduled_sends.queue import transitions
 from tenancy.scope import tenant_scope
 from tests.conftest import utc
 from tests.sweeps.factories import add_event, add_follow_up, rows, update
@@ -201,22 +201,26 @@ def test_a_run_killed_after_claiming_is_reclaimed_only_after_the_lease(
     user, _ = due_event
     settings.NUDGE_LEASE_SECONDS = 300
     config = QueueConfig.from_settings()
-    [claimed] = claim.claim_due(FIRE, config)  # the run dies here: no settle-up
+    [claimed] = transitions.claim_due(FIRE, config)  # the run dies here: no settle-up
     assert run_deliver(FIRE + timedelta(minutes=1)).claimed == 0
     assert run_deliver(FIRE + timedelta(seconds=299)).claimed == 0
     report = run_deliver(FIRE + timedelta(seconds=301))
     assert (report.claimed, report.sent) == (1, 1)
     assert len(recording_channel.sent) == 1
     # The dead run's late settle-up is fenced off by the newer claim's token.
-    assert claim.settle_one(claimed, claim.Transition.FAILED, FIRE, reason="late") is False
+    assert (
+        transitions.settle_one(claimed, transitions.Transition.FAILED, FIRE, reason="late") is False
+    )
     assert only_row(user).outcome == "sent"
 
 
 def test_a_run_that_died_mid_send_is_not_sent_again(due_event, recording_channel):
     user, _ = due_event
     config = QueueConfig.from_settings()
-    [claimed] = claim.claim_due(FIRE, config)
-    assert claim.settle_one(claimed, claim.Transition.MARK_SENDING, FIRE, channel="console")
+    [claimed] = transitions.claim_due(FIRE, config)
+    assert transitions.settle_one(
+        claimed, transitions.Transition.MARK_SENDING, FIRE, channel="console"
+    )
     # … then the process is killed
     report = run_deliver(FIRE + config.lease + timedelta(seconds=1))
     assert (report.claimed, report.failed, report.sent) == (1, 1, 0)
@@ -231,10 +235,10 @@ def test_a_claim_never_returns_more_than_its_batch(make_user):
     run_materialize(NOW)
     config = QueueConfig.from_settings()
     at = NOW + timedelta(minutes=40)  # 14 rows fired within the last 15 minutes
-    first = claim.claim_due(at, config, limit=7)
-    second = claim.claim_due(at, config, limit=7)
+    first = transitions.claim_due(at, config, limit=7)
+    second = transitions.claim_due(at, config, limit=7)
     assert len(first) == len(second) == 7
-    assert claim.claim_due(at, config, limit=7) == []
+    assert transitions.claim_due(at, config, limit=7) == []
     assert not {r.id for r in first} & {r.id for r in second}
     # Oldest first.
     assert max(r.fire_at for r in first) <= min(r.fire_at for r in second)

@@ -12,10 +12,10 @@ from django.db import connection
 
 from scheduled_sends.channels.base import NudgeMessage
 from scheduled_sends.channels.recording import RecordingChannel
-from scheduled_sends.claim import Transition, claim_due, settle_one
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import ScheduledSend
+from scheduled_sends.queue.transitions import Transition, claim_due, settle_one
 from tenancy.scope import rls_bypass, support_scope
 from tests.conftest import utc
 from tests.support.processes import manage, subprocess_env

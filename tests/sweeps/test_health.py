@@ -10,11 +10,11 @@ from django.core.management import call_command
 from django.db import transaction
 from django.utils import timezone
 
-from scheduled_sends import claim
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.health import check_health
 from scheduled_sends.materialize import run_materialize
+from scheduled_sends.queue import transitions
 from tests.conftest import utc
 from tests.sweeps.factories import add_event
 
@@ -52,7 +52,7 @@ def test_a_bypass_that_is_never_set_is_reported_not_mistaken_for_quiet(
         with transaction.atomic():
             yield
 
-    monkeypatch.setattr(claim, "rls_bypass", bypass_never_set)
+    monkeypatch.setattr(transitions, "rls_bypass", bypass_never_set)
     for minute in range(50, 56):
         report = run_deliver(NOW + timedelta(minutes=minute))
         assert (report.claimed, report.ok) == (0, True)  # byte-identical to a quiet minute
@@ -79,7 +79,7 @@ def test_overdue_rows_are_reported_when_deliver_stopped(queued):
 
 def test_claims_older_than_the_lease_are_reported(queued):
     config = QueueConfig.from_settings()
-    claim.claim_due(FIRE, config)  # a run that died after claiming
+    transitions.claim_due(FIRE, config)  # a run that died after claiming
     run_deliver(FIRE + timedelta(minutes=1))
     report = check_health(FIRE + config.lease + timedelta(seconds=30))
     assert "stuck_claims" in failing(report)
@@ -96,7 +96,7 @@ def test_a_failed_last_run_is_reported(queued, monkeypatch):
     def broken(*args, **kwargs):
         raise ConnectionError("database went away")
 
-    monkeypatch.setattr(deliver.claim, "claim_due", broken)
+    monkeypatch.setattr(deliver.transitions, "claim_due", broken)
     with pytest.raises(ConnectionError):
         run_deliver(FIRE)
     report = check_health(FIRE)

@@ -10,9 +10,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from scheduled_sends import queue_sql
 from scheduled_sends.materialize import _resume_point, run_materialize, users_to_visit
 from scheduled_sends.models import SweepRun
+from scheduled_sends.queue import statements
 from tests.conftest import utc
 from tests.sweeps.factories import add_event, add_follow_up, rows
 
@@ -47,14 +47,14 @@ def test_a_run_overlapping_a_running_one_does_nothing(make_user):
     holder = connection.get_new_connection(connection.get_connection_params())
     try:
         holder.autocommit = True
-        assert holder.execute(queue_sql.TRY_MATERIALIZE_LOCK).fetchone()[0] is True
+        assert holder.execute(statements.TRY_MATERIALIZE_LOCK).fetchone()[0] is True
         report = run_materialize(NOW, sync_calendars=False)
         assert report.overlapped and report.ok
         assert report.summary() == (
             "materialize: another run is still in progress; this one did nothing"
         )
         assert not SweepRun.objects.filter(sweep="materialize").exists()
-        holder.execute(queue_sql.MATERIALIZE_UNLOCK)
+        holder.execute(statements.MATERIALIZE_UNLOCK)
     finally:
         holder.close()
     assert run_materialize(NOW, sync_calendars=False).queued == 1

@@ -1,16 +1,26 @@
-"""The claim and its settle-ups: the only queue writes that cross tenants.
+"""Every write that moves a queue row, each defined once, on the database's clock.
 
-(Plus their bookkeeping neighbours: expiry, burst smoothing, delivery
-receipts, retention pruning and the health counts — each touches only
-``scheduled_sends``, the one table the sweeper role has privileges on.)
+Who calls what, and in which scope:
 
-Every transition of a claimed row is here, each one statement over a group
-of rows (:class:`Settlement`), and a group of groups is one ``rls_bypass()``
-transaction: delivery pays one commit per flush, not two per row.
-The claim has to find due rows before it can know whose they are, so it
-cannot carry a tenant; everything between claim and settle-up — reading the
-user's settings and subject, composing, sending — happens in the owner's
-``tenant_scope`` or outside the database, never under the bypass.
+* materialise — :func:`enqueue` and :func:`withdraw_unclaimed`, in the
+  user's ``tenant_scope`` (the caller's);
+* deliver — :func:`claim_due`, then one :class:`Transition` per claimed row,
+  grouped (:func:`apply`), plus :func:`expire_past_grace`; these cross
+  tenants, so they run under ``rls_bypass()``, which reaches
+  ``scheduled_sends`` and nothing else;
+* support — :func:`release_stuck_claim`, :func:`retry_failed` and
+  :func:`skip_unsent`, under the admin's ``support_scope`` (the caller's),
+  each fenced by the state support saw (``states.py``);
+* bookkeeping — smoothing moves, delivery receipts and retention pruning,
+  under the bypass.
+
+Every transition of a claimed row is one statement over a group of rows
+(:class:`Settlement`), and a group of groups is one ``rls_bypass()``
+transaction: delivery pays one commit per flush, not two per row. The claim
+has to find due rows before it can know whose they are, so it cannot carry a
+tenant; everything between claim and settle-up — reading the user's settings
+and subject, composing, sending — happens in the owner's ``tenant_scope`` or
+outside the database, never under the bypass.
 """
 
 from __future__ import annotations
@@ -23,12 +33,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection
+from django.db.models import Q
+from django.db.models.functions import Now
 
-from scheduled_sends import queue_sql
 from scheduled_sends.config import QueueConfig
+from scheduled_sends.models import ScheduledSend
+from scheduled_sends.queue import statements
+from scheduled_sends.queue.states import (
+    DueCounts,
+    Outcome,
+    State,
+    in_state,
+    inside_grace,
+    not_under_live_claim,
+    unsettled,
+)
 from tenancy.scope import rls_bypass
 
-logger = logging.getLogger("nudge.claim")
+logger = logging.getLogger("nudge.queue")
 
 EXPIRED_REASON = "not sent within the grace window"
 
@@ -53,7 +75,7 @@ class ClaimedSend:
 def database_now() -> datetime:
     """The database's clock: one clock for every worker on every machine."""
     with connection.cursor() as cursor:
-        cursor.execute(queue_sql.CURRENT_TIME)
+        cursor.execute(statements.CURRENT_TIME)
         return cursor.fetchone()[0]
 
 
@@ -74,7 +96,7 @@ def claim_params(now: datetime, config: QueueConfig, limit: int | None = None) -
 def claim_due(now: datetime, config: QueueConfig, limit: int | None = None) -> list[ClaimedSend]:
     """Claim up to ``limit`` due rows in one statement, in the fair order (see queue_sql)."""
     with rls_bypass(), connection.cursor() as cursor:
-        cursor.execute(queue_sql.CLAIM_DUE, claim_params(now, config, limit))
+        cursor.execute(statements.CLAIM_DUE, claim_params(now, config, limit))
         rows = [ClaimedSend(*row) for row in cursor.fetchall()]
     # RETURNING has no order; deliver in the claim's own (fair) order.
     rows.sort(
@@ -94,7 +116,7 @@ def expire_past_grace(now: datetime, config: QueueConfig, batch: int = 1000) -> 
     while True:
         with rls_bypass(), connection.cursor() as cursor:
             cursor.execute(
-                queue_sql.EXPIRE_PAST_GRACE,
+                statements.EXPIRE_PAST_GRACE,
                 {
                     "now": now,
                     "grace": config.grace,
@@ -112,12 +134,12 @@ def expire_past_grace(now: datetime, config: QueueConfig, batch: int = 1000) -> 
 class Transition(enum.Enum):
     """Every way a claimed row can move on, each one fenced statement."""
 
-    MARK_SENDING = queue_sql.MARK_SENDING
-    SENT = queue_sql.SETTLE_SENT
-    SKIPPED = queue_sql.SETTLE_SKIPPED
-    FAILED = queue_sql.SETTLE_FAILED
-    RETRY = queue_sql.SETTLE_RETRY
-    RELEASE = queue_sql.RELEASE_UNTRIED
+    MARK_SENDING = statements.MARK_SENDING
+    SENT = statements.SETTLE_SENT
+    SKIPPED = statements.SETTLE_SKIPPED
+    FAILED = statements.SETTLE_FAILED
+    RETRY = statements.SETTLE_RETRY
+    RELEASE = statements.RELEASE_UNTRIED
 
 
 @dataclass(frozen=True)
@@ -180,12 +202,12 @@ def record_receipt(
     row's status backwards.
     """
     status = status.strip().lower()
-    rank = queue_sql.RECEIPT_RANKS.get(status)
+    rank = statements.RECEIPT_RANKS.get(status)
     if rank is None or not provider_message_id:
         return 0
     with rls_bypass(), connection.cursor() as cursor:
         cursor.execute(
-            queue_sql.RECORD_RECEIPT,
+            statements.RECORD_RECEIPT,
             {
                 "provider_message_id": provider_message_id,
                 "status": status,
@@ -206,7 +228,7 @@ def prune_settled(cutoff: datetime, batch: int = 5000, progress=None) -> int:
     total = 0
     while True:
         with rls_bypass(), connection.cursor() as cursor:
-            cursor.execute(queue_sql.PRUNE_SETTLED, {"cutoff": cutoff, "limit": batch})
+            cursor.execute(statements.PRUNE_SETTLED, {"cutoff": cutoff, "limit": batch})
             deleted = cursor.rowcount
         total += deleted
         if progress and deleted:
@@ -215,28 +237,12 @@ def prune_settled(cutoff: datetime, batch: int = 5000, progress=None) -> int:
             return total
 
 
-@dataclass(frozen=True)
-class QueueCounts:
-    due_backlog: int
-    overdue_unclaimed: int
-    stuck_claims: int
-    awaiting_expiry: int
-    oldest_due_fire_at: datetime | None
-
-
-def queue_counts(now: datetime, config: QueueConfig) -> QueueCounts:
-    """Counts over the due part of the queue, for health; no user data."""
-    with rls_bypass(), connection.cursor() as cursor:
-        cursor.execute(
-            queue_sql.QUEUE_HEALTH,
-            {
-                "now": now,
-                "grace": config.grace,
-                "lease": config.lease,
-                "overdue": config.overdue_after,
-            },
+def queue_counts(now: datetime, config: QueueConfig) -> DueCounts:
+    """Health's counts over the due part of every tenant's queue; no user data."""
+    with rls_bypass():
+        return ScheduledSend.objects.due_counts(
+            now, config.grace, config.lease, config.overdue_after
         )
-        return QueueCounts(*cursor.fetchone())
 
 
 def settle_one(row: ClaimedSend, transition: Transition, at: datetime, **fields: object) -> bool:
@@ -253,7 +259,7 @@ def smooth_minute(channel: str, minute: datetime, count: int, by: timedelta) -> 
     """
     with rls_bypass(), connection.cursor() as cursor:
         cursor.execute(
-            queue_sql.MOVE_EARLIER,
+            statements.MOVE_EARLIER,
             {"channel": channel, "minute": minute, "count": count, "by": by},
         )
         return cursor.rowcount
@@ -263,7 +269,110 @@ def load_per_minute(after: datetime, until: datetime) -> dict[str, dict[datetime
     """Pending, unclaimed nudges per channel and minute in ``(after, until]``."""
     load: dict[str, dict[datetime, int]] = {}
     with rls_bypass(), connection.cursor() as cursor:
-        cursor.execute(queue_sql.LOAD_PER_MINUTE, {"after": after, "until": until})
+        cursor.execute(statements.LOAD_PER_MINUTE, {"after": after, "until": until})
         for channel, minute, count in cursor.fetchall():
             load.setdefault(channel, {})[minute.replace(tzinfo=UTC)] = count
     return load
+
+
+# --- Materialise: in the user's own tenant scope --------------------------------
+
+
+@dataclass(frozen=True)
+class NewNudge:
+    """One row materialise wants queued."""
+
+    kind: str
+    ref_id: int
+    intended_at: datetime
+    subject_starts_at: datetime
+    user_rank: int
+
+
+def enqueue(user_id: int, channel: str, nudges: Sequence[NewNudge]) -> int:
+    """Insert nudges idempotently (the unique key on the intended instant); how many were new."""
+    if not nudges:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            statements.INSERT_NUDGES,
+            {
+                "user_id": user_id,
+                "channel": channel,
+                "kinds": [n.kind for n in nudges],
+                "ref_ids": [n.ref_id for n in nudges],
+                "intended_ats": [n.intended_at for n in nudges],
+                "starts": [n.subject_starts_at for n in nudges],
+                "ranks": [n.user_rank for n in nudges],
+            },
+        )
+        return len(cursor.fetchall())
+
+
+def withdraw_unclaimed(ids: Sequence[int]) -> int:
+    """Delete pending rows that no longer match their subject; how many went.
+
+    Deleting rather than settling lets an event moved away and back be queued
+    afresh. ``claimed_at IS NULL`` is re-checked under the row lock, so a row
+    a deliver run claimed meanwhile is left to it.
+    """
+    if not ids:
+        return 0
+    deleted, _ = ScheduledSend.objects.filter(
+        unsettled(), id__in=ids, claimed_at__isnull=True
+    ).delete()
+    return deleted
+
+
+# --- Support: in the admin's support scope, fenced by the state support saw ------
+
+
+def release_stuck_claim(
+    row_id: int, claim_token: uuid.UUID | None, lease: timedelta, *, even_mid_send: bool
+) -> bool:
+    """Make a dead run's claim claimable now; False if the row is no longer that stuck claim.
+
+    Fenced on the claim token support was shown, so a claim taken since is
+    never released. A row whose send had started may already have reached the
+    user; it is released only when ``even_mid_send`` (support ticked "send
+    again"), and otherwise also refused if the dead run stamps it meanwhile.
+    """
+    fence = Q(pk=row_id, claim_token=claim_token) & in_state(State.STUCK, Now(), lease)
+    if not even_mid_send:
+        fence &= Q(send_started_at__isnull=True)
+    return bool(
+        ScheduledSend.objects.filter(fence).update(
+            claimed_at=None, claim_token=None, send_started_at=None
+        )
+    )
+
+
+def retry_failed(row_id: int, grace: timedelta) -> bool:
+    """Put a failed row back in the queue for the next deliver run; False if it cannot be.
+
+    Only inside grace of its intended instant: later, the message would be wrong.
+    """
+    return bool(
+        ScheduledSend.objects.filter(
+            Q(pk=row_id, outcome=Outcome.FAILED) & inside_grace(Now(), grace)
+        ).update(
+            outcome=None,
+            last_error="",
+            claimed_at=None,
+            claim_token=None,
+            send_started_at=None,
+            not_before=None,
+        )
+    )
+
+
+def skip_unsent(row_id: int, reason: str, lease: timedelta) -> bool:
+    """Settle an unsent row as skipped; False if it was settled or claimed meanwhile.
+
+    Never a row under a live claim: a run mid-send cannot be overtaken.
+    """
+    return bool(
+        ScheduledSend.objects.filter(
+            Q(pk=row_id) & unsettled() & not_under_live_claim(Now(), lease)
+        ).update(sent_at=Now(), outcome=Outcome.SKIPPED, last_error=reason)
+    )

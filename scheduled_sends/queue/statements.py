@@ -195,27 +195,6 @@ UPDATE scheduled_sends
         OR delivery_status = %(status)s)
 """
 
-# Health counts over the due part of the queue only (an index range scan).
-QUEUE_HEALTH = """
-SELECT count(*) FILTER (WHERE intended_at > %(now)s::timestamptz - %(grace)s)
-           AS due_backlog,
-       count(*) FILTER (WHERE claimed_at IS NULL AND fire_at <= %(now)s::timestamptz - %(overdue)s
-                          AND intended_at > %(now)s::timestamptz - %(grace)s
-                          AND (not_before IS NULL OR not_before <= %(now)s))
-           AS overdue_unclaimed,
-       count(*) FILTER (WHERE claimed_at IS NOT NULL
-                          AND claimed_at < %(now)s::timestamptz - %(lease)s)
-           AS stuck_claims,
-       count(*) FILTER (WHERE intended_at <= %(now)s::timestamptz - %(grace)s
-                          AND (claimed_at IS NULL
-                               OR claimed_at < %(now)s::timestamptz - %(lease)s))
-           AS awaiting_expiry,
-       min(fire_at) AS oldest_due_fire_at
-  FROM scheduled_sends
- WHERE sent_at IS NULL AND outcome IS NULL
-   AND fire_minute <= (%(now)s::timestamptz AT TIME ZONE 'UTC') AND fire_at <= %(now)s
-"""
-
 # Retention: settled rows older than the cut-off, a bounded batch at a time.
 PRUNE_SETTLED = """
 WITH old AS (

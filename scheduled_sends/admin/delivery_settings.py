@@ -1,0 +1,94 @@
+"""A user's delivery settings as support edits them: channel, address, zone, lead.
+
+Validation is the model's (``DeliverySettings`` and its field validators);
+the form only words it for this page.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+
+from nudgeproject.console import instant_column
+from portal.rules import pause_reason
+from scheduled_sends.models import LEAD_RANGE, MAX_LEAD_MINUTES, DeliverySettings
+
+
+class DeliverySettingsForm(forms.ModelForm):
+    # Longer than the column, so a number typed with spaces gets the model's
+    # E.164 explanation rather than only "at most 16 characters".
+    whatsapp_number = forms.CharField(
+        max_length=64,
+        required=False,
+        help_text="E.164: '+', country code, number, digits only (e.g. +14155550100).",
+    )
+
+    class Meta:
+        model = DeliverySettings
+        fields = (
+            "user",
+            "enabled",
+            "channel",
+            "whatsapp_number",
+            "telegram_chat_id",
+            "timezone",
+            "default_lead_minutes",
+        )
+        labels = {"default_lead_minutes": "Default lead (minutes)"}
+        # The number field's own bound (a positive integer) words it the model's way.
+        error_messages = {"default_lead_minutes": {"min_value": LEAD_RANGE}}
+        help_texts = {
+            "telegram_chat_id": "A numeric chat id, or @channelusername.",
+            "timezone": "An IANA time zone name, e.g. Europe/Berlin.",
+            "default_lead_minutes": "How long before the event the nudge goes: "
+            f"0 to {MAX_LEAD_MINUTES} minutes.",
+        }
+
+
+@admin.register(DeliverySettings)
+class DeliverySettingsAdmin(admin.ModelAdmin):
+    form = DeliverySettingsForm
+    list_display = (
+        "user",
+        "enabled",
+        "channel",
+        "timezone",
+        "default_lead_minutes",
+        "capped_nudges",
+        "activity",
+        "held_because",
+    )
+    list_filter = ("enabled", "channel", "paused", "unreachable_channel")
+    list_select_related = ("user",)
+    search_fields = ("user__username", "user__email")
+    raw_id_fields = ("user",)
+    # Written by materialise: how many nudges the per-user limits left out.
+    CAP_FIELDS = ("capped_nudges", "capped_at_")
+    capped_at_ = instant_column("capped_at", "capped at")
+    # Set by the user (end-user area), their messages, or a provider: shown, not edited here.
+    SELF_SERVICE = (
+        "held_because",
+        "quiet_start",
+        "quiet_end",
+        "unreachable_at",
+        "whatsapp_opted_in_at",
+    )
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> tuple[str, ...]:
+        if obj is None:
+            return self.CAP_FIELDS
+        return ("user", *self.CAP_FIELDS, *self.SELF_SERVICE)
+
+    @admin.display(description="held because")
+    def held_because(self, obj: DeliverySettings) -> str:
+        held = pause_reason(obj)
+        return held.reason if held else ""
+
+    @admin.display(description="nudges")
+    def activity(self, obj: DeliverySettings) -> str:
+        """The user's charts: look-ahead, lateness and outcomes of their nudges."""
+        url = reverse("admin:nudge_user_activity", args=[obj.user_id])
+        return format_html('<a href="{}">charts</a>', url)

@@ -1,0 +1,22 @@
+"""The sweep run log: read-only, because it is what tells a quiet minute from an outage."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from nudgeproject.admin_readonly import ReadOnlyAdmin
+from nudgeproject.console import instant_column
+from scheduled_sends.models import SweepRun
+
+
+@admin.register(SweepRun)
+class SweepRunAdmin(ReadOnlyAdmin):
+    list_display = ("started", "sweep", "status", "acted_for", "finished", "summary")
+    started = instant_column("started_at", "started")
+    acted_for = instant_column("as_of", "acted for")
+    finished = instant_column("finished_at", "finished")
+    fields = ("sweep", "status", "started", "acted_for", "finished", "summary", "counts", "error")
+    readonly_fields = fields
+    list_filter = ("sweep", "status")
+    date_hierarchy = "started_at"
+    ordering = ("-started_at",)

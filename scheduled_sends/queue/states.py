@@ -1,0 +1,156 @@
+"""What state a queue row is in, defined once, as queryset conditions.
+
+A row's state is derived from its columns; nothing stores it. Each state is a
+``Q`` here and nowhere else: the support console filters and labels rows with
+them, health counts with them, materialise annotates its own evidence with
+them, and the support transitions fence their writes with them. The claim's
+and expiry's raw statements (``statements.py``) carry the same conditions in
+the shape their plans need; ``tests/sweeps/test_queue_states.py`` holds the
+two to each other.
+
+``now`` may be an instant or ``Now()``: the transitions pass the database's
+clock, so every fence is judged on one clock whichever machine acts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import models
+from django.db.models import Case, Count, Expression, Min, Q, Value, When
+
+Instant = datetime | Expression
+
+
+class Outcome(models.TextChoices):
+    """How a row was settled; stored in ``outcome`` (NULL while unsettled)."""
+
+    SENT = "sent", "Sent"
+    SKIPPED = "skipped", "Skipped (nothing worth saying)"
+    FAILED = "failed", "Failed (permanent)"
+    EXPIRED = "expired", "Expired (past grace, never sent)"
+
+
+class State(models.TextChoices):
+    """Every state a row can be in; the first four are unsettled."""
+
+    PENDING = "pending", "Pending"
+    CLAIMED = "claimed", "Claimed (sending)"
+    STUCK = "stuck", "Stuck claim"
+    RETRYING = "retrying", "Retrying"
+    SENT = Outcome.SENT.value, "Sent"
+    SKIPPED = Outcome.SKIPPED.value, "Skipped"
+    FAILED = Outcome.FAILED.value, "Failed"
+    EXPIRED = Outcome.EXPIRED.value, "Expired"
+
+
+# What support should look at first.
+PROBLEM_STATES = (State.FAILED, State.STUCK, State.RETRYING)
+
+
+def unsettled() -> Q:
+    """Not yet sent, skipped, failed or expired: the claim's partial index predicate."""
+    return Q(sent_at__isnull=True, outcome__isnull=True)
+
+
+def in_state(state: str, now: Instant, lease: timedelta) -> Q:
+    """The condition for one state; the conditions of the eight states never overlap."""
+    claim_expired = now - lease
+    conditions = {
+        State.PENDING: unsettled() & Q(claimed_at__isnull=True, attempts=0),
+        State.RETRYING: unsettled() & Q(claimed_at__isnull=True, attempts__gt=0),
+        State.CLAIMED: unsettled() & Q(claimed_at__gte=claim_expired),
+        State.STUCK: unsettled() & Q(claimed_at__lt=claim_expired),
+    }
+    if state in conditions:
+        return conditions[state]
+    if state in Outcome.values:
+        return Q(outcome=state)
+    raise ValueError(f"unknown state {state!r}")
+
+
+def in_any_state(states: tuple[str, ...], now: Instant, lease: timedelta) -> Q:
+    condition = Q(pk__in=[])
+    for state in states:
+        condition |= in_state(state, now, lease)
+    return condition
+
+
+def state_expression(now: Instant, lease: timedelta) -> Case:
+    """A row's state as a column (``with_state``), from the same conditions."""
+    return Case(
+        *(When(in_state(state, now, lease), then=Value(state.value)) for state in State),
+        output_field=models.CharField(),
+    )
+
+
+def not_under_live_claim(now: Instant, lease: timedelta) -> Q:
+    """Nobody is sending it right now: never claimed, or the claimant's lease ran out."""
+    return Q(claimed_at__isnull=True) | Q(claimed_at__lt=now - lease)
+
+
+def inside_grace(now: Instant, grace: timedelta) -> Q:
+    """Still worth sending: a late "starts in 10 min" past grace is wrong, not late."""
+    return Q(intended_at__gt=now - grace)
+
+
+def due(now: Instant, grace: timedelta) -> Q:
+    """Unsettled, its send time reached and still inside grace: the due backlog."""
+    return unsettled() & Q(fire_at__lte=now) & inside_grace(now, grace)
+
+
+def waiting_for_provider(now: Instant) -> Q:
+    """A provider's rate limit asked us to hold it until ``not_before``."""
+    return Q(not_before__gt=now)
+
+
+def overdue_unclaimed(now: Instant, grace: timedelta, overdue_after: timedelta) -> Q:
+    """Due longer than ``overdue_after``, unclaimed, not held back: delivery is not happening."""
+    return (
+        due(now, grace)
+        & Q(claimed_at__isnull=True, fire_at__lte=now - overdue_after)
+        & ~waiting_for_provider(now)
+    )
+
+
+def awaiting_expiry(now: Instant, grace: timedelta, lease: timedelta) -> Q:
+    """Past grace and unsettled, nobody holding it: the next deliver run expires it."""
+    return unsettled() & ~inside_grace(now, grace) & not_under_live_claim(now, lease)
+
+
+class ScheduledSendQuerySet(models.QuerySet):
+    """``ScheduledSend.objects``: the states as queryset methods."""
+
+    def in_state(self, state: str, now: Instant, lease: timedelta) -> ScheduledSendQuerySet:
+        return self.filter(in_state(state, now, lease))
+
+    def with_state(self, now: Instant, lease: timedelta) -> ScheduledSendQuerySet:
+        """Each row carries ``queue_state`` (a :class:`State` value)."""
+        return self.annotate(queue_state=state_expression(now, lease))
+
+    def due_counts(
+        self, now: datetime, grace: timedelta, lease: timedelta, overdue_after: timedelta
+    ) -> DueCounts:
+        """Counts over the part of the queue whose send time has come; no user data.
+
+        Read as one range of the claim's index (``fire_minute`` leads it).
+        """
+        return DueCounts(
+            **self.filter(unsettled(), fire_minute__lte=now, fire_at__lte=now).aggregate(
+                due_backlog=Count("pk", filter=inside_grace(now, grace)),
+                overdue_unclaimed=Count("pk", filter=overdue_unclaimed(now, grace, overdue_after)),
+                stuck_claims=Count("pk", filter=in_state(State.STUCK, now, lease)),
+                awaiting_expiry=Count("pk", filter=awaiting_expiry(now, grace, lease)),
+                oldest_due_fire_at=Min("fire_at"),
+            )
+        )
+
+
+@dataclass(frozen=True)
+class DueCounts:
+    due_backlog: int
+    overdue_unclaimed: int
+    stuck_claims: int
+    awaiting_expiry: int
+    oldest_due_fire_at: datetime | None
