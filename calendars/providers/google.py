@@ -42,7 +42,7 @@ from calendars.providers.base import (
     json_body,
     provider_request,
     raise_for_transient,
-    retry_after_from,
+    retry_after_delay,
     time_left,
 )
 
@@ -138,7 +138,7 @@ class GoogleCalendarProvider(CalendarProvider):
         if response.status_code == 403:
             body = _json_or_none(response)
             if _error_reasons(body) & _RATE_LIMIT_REASONS:
-                raise RetryLater("google: rate limited (403)", retry_after_from(response, now))
+                raise RetryLater("google: rate limited (403)", retry_after_delay(response, now))
             raise ProviderError("google: access to the calendar is forbidden (403)")
         if response.status_code == 404:
             raise ProviderError("google: calendar not found (404)")
