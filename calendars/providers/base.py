@@ -167,7 +167,8 @@ class FetchResult:
 
 class CalendarProvider(ABC):
     """One calendar service. ``fetch`` makes at most one events request per page
-    (one page covers a normal calendar's window) plus a token refresh when due."""
+    (one page covers a normal calendar's window) plus a token refresh when due;
+    after a 401 the OAuth providers refresh once and ask for that page again."""
 
     name: str
 
