@@ -15,13 +15,13 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
 import requests
 from django.conf import settings
 
 from calendars.crypto import scrub
+from nudgeproject.http_retry_after import parse_retry_after
 
 # --- The per-process call counter ------------------------------------------------
 
@@ -167,7 +167,8 @@ class FetchResult:
 
 class CalendarProvider(ABC):
     """One calendar service. ``fetch`` makes at most one events request per page
-    (one page covers a normal calendar's window) plus a token refresh when due."""
+    (one page covers a normal calendar's window) plus a token refresh when due;
+    after a 401 the OAuth providers refresh once and ask for that page again."""
 
     name: str
 
@@ -205,20 +206,10 @@ def time_left(snapshot: ConnectionSnapshot, provider: str) -> float:
 # --- HTTP ------------------------------------------------------------------------
 
 
-def retry_after_from(response: requests.Response, now: datetime) -> timedelta | None:
-    """Parse Retry-After (seconds or an HTTP date); None when absent or unusable."""
-    value = response.headers.get("Retry-After", "").strip()
-    if not value:
-        return None
-    if value.isdigit():
-        return timedelta(seconds=int(value))
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(when - now, timedelta(0))
+def retry_after_delay(response: requests.Response, now: datetime) -> timedelta | None:
+    """The response's Retry-After as a RetryLater delay; None when absent or unusable."""
+    seconds = parse_retry_after(response.headers.get("Retry-After"), now=now)
+    return None if seconds is None else timedelta(seconds=seconds)
 
 
 def provider_request(
@@ -269,5 +260,5 @@ def oauth_error_code(response: requests.Response) -> str:
 def raise_for_transient(response: requests.Response, provider: str, now: datetime) -> None:
     """429 and 5xx: back off, honouring Retry-After."""
     if response.status_code == 429 or response.status_code >= 500:
-        delay = retry_after_from(response, now)
+        delay = retry_after_delay(response, now)
         raise RetryLater(f"{provider}: HTTP {response.status_code}", retry_after=delay)

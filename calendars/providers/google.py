@@ -26,6 +26,7 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 from urllib.parse import quote
 
+import requests
 from django.conf import settings
 
 from calendars import oauth
@@ -35,23 +36,18 @@ from calendars.providers.base import (
     ConnectionSnapshot,
     FetchResult,
     MalformedPayload,
-    NeedsReauth,
     ProviderError,
     ProviderEvent,
-    RetryLater,
     json_body,
     provider_request,
-    raise_for_transient,
-    retry_after_from,
-    time_left,
 )
+from calendars.providers.oauth_paging import PagedListApi, PageRequest, fetch_pages
 
 logger = logging.getLogger("nudge.calendars.google")
 
 NAME = "google"
 SCOPE = "https://www.googleapis.com/auth/calendar.readonly"
 PAGE_SIZE = 2500  # the API's maximum: a day of events is always one page
-MAX_PAGES = 4
 _RATE_LIMIT_REASONS = {"rateLimitExceeded", "userRateLimitExceeded", "quotaExceeded"}
 
 
@@ -75,6 +71,33 @@ def _error_reasons(body: Any) -> set[str]:
         return set()
 
 
+def _next_page(body: dict[str, Any], current: PageRequest) -> PageRequest | None:
+    """The same query with the page's ``nextPageToken``; None on the last page."""
+    token = body.get("nextPageToken")
+    if not token:
+        return None
+    if not isinstance(token, str):
+        raise MalformedPayload("google: nextPageToken is not a string")
+    return PageRequest(current.url, {**(current.params or {}), "pageToken": token})
+
+
+def _is_rate_limit_403(response: requests.Response) -> bool:
+    """Google answers some rate limits with 403 and says so only in the error's reason."""
+    return bool(_error_reasons(_json_or_none(response)) & _RATE_LIMIT_REASONS)
+
+
+def events_list() -> PagedListApi:
+    """``events.list`` for the shared paging loop; built per sync, as settings can change."""
+    return PagedListApi(
+        provider=NAME,
+        operation="events.list",
+        items_key="items",
+        token_endpoint=token_endpoint(),
+        next_page=_next_page,
+        is_rate_limit_403=_is_rate_limit_403,
+    )
+
+
 class GoogleCalendarProvider(CalendarProvider):
     name = NAME
 
@@ -86,65 +109,19 @@ class GoogleCalendarProvider(CalendarProvider):
         window_start: datetime,
         window_end: datetime,
     ) -> FetchResult:
-        endpoint = token_endpoint()
-        oauth.ensure_fresh_token(endpoint, snapshot, now)
         calendar = quote(snapshot.calendar_id or "primary", safe="@.")
         url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}/calendars/{calendar}/events"
-        params: dict[str, Any] = {
+        params = {
             "timeMin": _rfc3339(window_start),
             "timeMax": _rfc3339(window_end),
             "singleEvents": "true",
             "maxResults": PAGE_SIZE,
         }
-        items: list[Any] = []
-        default_reminders: Any = []
-        zone: tzinfo | None = None
-        refreshed_after_401 = False
-        for _page in range(MAX_PAGES):
-            response = provider_request(
-                NAME,
-                "api",
-                "GET",
-                url,
-                params=params,
-                headers={"Authorization": f"Bearer {snapshot.access_token}"},
-                secrets=snapshot.secrets(),
-                timeout=min(settings.CALENDAR_HTTP_TIMEOUT_SECONDS, time_left(snapshot, NAME)),
-            )
-            if response.status_code == 401 and not refreshed_after_401:
-                # Revoked or expired early: one refresh tells which (invalid_grant → reauth).
-                refreshed_after_401 = True
-                oauth.refresh(endpoint, snapshot, now)
-                continue
-            body = self._checked_body(response, now)
-            page_items = body.get("items", [])
-            if not isinstance(page_items, list):
-                raise MalformedPayload("google: events.list 'items' is not a list")
-            items.extend(page_items)
-            default_reminders = body.get("defaultReminders", default_reminders)
-            zone = zone or n.zone_or_none(body.get("timeZone"))
-            page_token = body.get("nextPageToken")
-            if not page_token:
-                break
-            params["pageToken"] = page_token
-        else:
-            raise MalformedPayload(f"google: more than {MAX_PAGES} pages for one window")
-        return self._result(items, default_reminders, zone)
-
-    def _checked_body(self, response, now: datetime) -> dict[str, Any]:
-        raise_for_transient(response, NAME, now)
-        if response.status_code == 401:
-            raise NeedsReauth("google: access token refused after a refresh; reconnect needed")
-        if response.status_code == 403:
-            body = _json_or_none(response)
-            if _error_reasons(body) & _RATE_LIMIT_REASONS:
-                raise RetryLater("google: rate limited (403)", retry_after_from(response, now))
-            raise ProviderError("google: access to the calendar is forbidden (403)")
-        if response.status_code == 404:
-            raise ProviderError("google: calendar not found (404)")
-        if response.status_code != 200:
-            raise ProviderError(f"google: events.list answered HTTP {response.status_code}")
-        return json_body(response, NAME)
+        pages = fetch_pages(events_list(), PageRequest(url, params), snapshot, now)
+        # Every page repeats the calendar's default reminders and zone.
+        first_page = pages.bodies[0]
+        zone = n.zone_or_none(first_page.get("timeZone"))
+        return self._result(pages.items, first_page.get("defaultReminders"), zone)
 
     def _result(self, items: list[Any], default_reminders: Any, zone: tzinfo | None) -> FetchResult:
         result = FetchResult(changed=True)
@@ -167,7 +144,7 @@ class GoogleCalendarProvider(CalendarProvider):
         return result
 
 
-def _json_or_none(response) -> Any:
+def _json_or_none(response: requests.Response) -> Any:
     try:
         return response.json()
     except ValueError:

@@ -21,9 +21,11 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from django.conf import settings
+from urllib3.exceptions import LocationParseError
+from urllib3.util import parse_url
 
 from calendars import oauth
 from calendars.providers import normalize as n
@@ -32,21 +34,18 @@ from calendars.providers.base import (
     ConnectionSnapshot,
     FetchResult,
     MalformedPayload,
-    NeedsReauth,
     ProviderError,
     ProviderEvent,
     json_body,
     provider_request,
-    raise_for_transient,
-    time_left,
 )
+from calendars.providers.oauth_paging import PagedListApi, PageRequest, fetch_pages
 
 logger = logging.getLogger("nudge.calendars.microsoft")
 
 NAME = "microsoft"
 SCOPE = "offline_access Calendars.Read User.Read"
 PAGE_SIZE = 500
-MAX_PAGES = 4
 SELECT = (
     "id,subject,start,end,isAllDay,isCancelled,isReminderOn,reminderMinutesBeforeStart,"
     "responseStatus,seriesMasterId,originalStart,type,showAs"
@@ -80,6 +79,43 @@ def calendar_view_url(calendar_id: str) -> str:
     return f"{base}/me/calendars/{quote(calendar_id, safe='')}/calendarView"
 
 
+def _on_configured_graph(url: str) -> bool:
+    """Whether ``url`` has the configured Graph scheme, host and port (and no userinfo).
+
+    Read with urllib3's parser, the one ``requests`` sends by, so the check and
+    the request cannot disagree about where the bearer token goes.
+    """
+    try:
+        link, graph = parse_url(url), parse_url(settings.MICROSOFT_GRAPH_BASE_URL)
+    except LocationParseError:
+        return False
+    same_place = (link.scheme, link.host, link.port) == (graph.scheme, graph.host, graph.port)
+    return same_place and link.auth is None
+
+
+def _next_page(body: dict[str, Any], _current: PageRequest) -> PageRequest | None:
+    """The page's ``@odata.nextLink``, a whole URL with its query; None on the last page."""
+    link = body.get("@odata.nextLink")
+    if not link:
+        return None
+    if not isinstance(link, str) or not _on_configured_graph(link):
+        # Never send the bearer token anywhere we were not configured for.
+        raise MalformedPayload("microsoft: @odata.nextLink points elsewhere")
+    return PageRequest(link)
+
+
+def calendar_view() -> PagedListApi:
+    """``calendarView`` for the shared paging loop; built per sync, as settings can change."""
+    return PagedListApi(
+        provider=NAME,
+        operation="calendarView",
+        items_key="value",
+        token_endpoint=token_endpoint(),
+        next_page=_next_page,
+        headers={"Prefer": 'outlook.timezone="UTC"'},
+    )
+
+
 class MicrosoftGraphProvider(CalendarProvider):
     name = NAME
 
@@ -91,63 +127,14 @@ class MicrosoftGraphProvider(CalendarProvider):
         window_start: datetime,
         window_end: datetime,
     ) -> FetchResult:
-        endpoint = token_endpoint()
-        oauth.ensure_fresh_token(endpoint, snapshot, now)
-        url: str = calendar_view_url(snapshot.calendar_id)
-        params: dict[str, Any] | None = {
+        params = {
             "startDateTime": _iso(window_start),
             "endDateTime": _iso(window_end),
             "$select": SELECT,
             "$top": PAGE_SIZE,
         }
-        graph_host = urlsplit(settings.MICROSOFT_GRAPH_BASE_URL).netloc
-        items: list[Any] = []
-        refreshed_after_401 = False
-        for _page in range(MAX_PAGES + 1):
-            response = provider_request(
-                NAME,
-                "api",
-                "GET",
-                url,
-                params=params,
-                headers={
-                    "Authorization": f"Bearer {snapshot.access_token}",
-                    "Prefer": 'outlook.timezone="UTC"',
-                },
-                secrets=snapshot.secrets(),
-                timeout=min(settings.CALENDAR_HTTP_TIMEOUT_SECONDS, time_left(snapshot, NAME)),
-            )
-            if response.status_code == 401 and not refreshed_after_401:
-                refreshed_after_401 = True
-                oauth.refresh(endpoint, snapshot, now)
-                continue
-            body = self._checked_body(response, now)
-            page_items = body.get("value", [])
-            if not isinstance(page_items, list):
-                raise MalformedPayload("microsoft: calendarView 'value' is not a list")
-            items.extend(page_items)
-            next_link = body.get("@odata.nextLink")
-            if not next_link:
-                break
-            if not isinstance(next_link, str) or urlsplit(next_link).netloc != graph_host:
-                # Never send the bearer token to a host we were not configured for.
-                raise MalformedPayload("microsoft: @odata.nextLink points elsewhere")
-            url, params = next_link, None
-        else:
-            raise MalformedPayload(f"microsoft: more than {MAX_PAGES} pages for one window")
-        return self._result(items)
-
-    def _checked_body(self, response, now: datetime) -> dict[str, Any]:
-        raise_for_transient(response, NAME, now)
-        if response.status_code == 401:
-            raise NeedsReauth("microsoft: access token refused after a refresh; reconnect needed")
-        if response.status_code == 403:
-            raise ProviderError("microsoft: access to the calendar is forbidden (403)")
-        if response.status_code == 404:
-            raise ProviderError("microsoft: calendar not found (404)")
-        if response.status_code != 200:
-            raise ProviderError(f"microsoft: calendarView answered HTTP {response.status_code}")
-        return json_body(response, NAME)
+        first = PageRequest(calendar_view_url(snapshot.calendar_id), params)
+        return self._result(fetch_pages(calendar_view(), first, snapshot, now).items)
 
     def _result(self, items: list[Any]) -> FetchResult:
         result = FetchResult(changed=True)

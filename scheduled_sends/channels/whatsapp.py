@@ -24,11 +24,8 @@ see :func:`unreadable_acceptance`.
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections.abc import Mapping
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
@@ -43,6 +40,7 @@ from twilio.http.http_client import TwilioHttpClient
 from twilio.http.response import Response
 from twilio.rest import Client
 
+from nudgeproject.http_retry_after import parse_retry_after
 from scheduled_sends.channels.base import (
     Channel,
     NudgeMessage,
@@ -59,8 +57,6 @@ MAX_VALIDITY_SECONDS = 14_400
 MIN_VALIDITY_SECONDS = 1  # Twilio's minimum
 # When a rate limit comes without Retry-After: try again on the next minute's run.
 DEFAULT_RETRY_AFTER_SECONDS = 60.0
-# A Retry-After beyond a day is nonsense for a nudge; cap what we pass on.
-MAX_RETRY_AFTER_SECONDS = 86_400.0
 
 RATE_LIMIT_CODES = {
     20429: "too many requests",
@@ -113,26 +109,6 @@ class BaseUrlHttpClient(TwilioHttpClient):
     @property
     def last_response_headers(self) -> Mapping[str, str]:
         return getattr(self._local, "headers", {})
-
-
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds from a ``Retry-After`` header: delta-seconds or an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    if not math.isfinite(seconds):
-        return None
-    return min(max(0.0, seconds), MAX_RETRY_AFTER_SECONDS)
 
 
 def _detail(exc: TwilioRestException | TwilioServiceException) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
 import pytest
 
@@ -10,7 +11,7 @@ from calendars import crypto
 from calendars.providers import microsoft as graph_provider
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
 from tests.fakes.base import Answer
-from tests.fakes.microsoft_server import graph_event
+from tests.fakes.microsoft_server import FakeGraph, graph_event
 
 T9 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -226,6 +227,50 @@ def test_malformed_payload_keeps_the_previous_copy(fake_graph, graph_connection,
 
     assert run_sync(connection.user_id, NOW + timedelta(minutes=15)).failed == 1
     assert [e.provider_event_id for e in events_of(connection)] == ["a"]
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        "{elsewhere}/v1.0/me/calendarView?$skip=1",
+        "{graph_scheme_https}/v1.0/me/calendarView?$skip=1",
+        "http://{graph_host}@{elsewhere_host}/v1.0/me/calendarView?$skip=1",
+    ],
+    ids=["another-server", "another-scheme", "graph-as-userinfo"],
+)
+def test_a_next_link_off_the_configured_graph_gets_no_token(fake_graph, graph_connection, link):
+    fake_graph.events = [graph_event("a", T9, T9 + HOUR)]
+    connection = graph_connection()
+    run_sync(connection.user_id)
+    with FakeGraph() as elsewhere:
+        graph_host = fake_graph.url.removeprefix("http://")
+        foreign = link.format(
+            elsewhere=elsewhere.url,
+            elsewhere_host=elsewhere.url.removeprefix("http://"),
+            graph_host=graph_host,
+            graph_scheme_https=f"https://{graph_host}",
+        )
+        fake_graph.next_answers = [Answer.json(200, {"value": [], "@odata.nextLink": foreign})]
+
+        summary = run_sync(connection.user_id, NOW + timedelta(minutes=15))
+
+        assert elsewhere.requests == []
+    assert summary.failed == 1
+    assert reload(connection).last_error == "microsoft: @odata.nextLink points elsewhere"
+    assert len(fake_graph.view_calls()) == 2  # the next link was not followed
+    assert [e.provider_event_id for e in events_of(connection)] == ["a"]
+
+
+def test_429_with_an_http_date_backs_off_until_that_date(fake_graph, graph_connection):
+    connection = graph_connection()
+    until = format_datetime(NOW + 2 * HOUR, usegmt=True)
+    fake_graph.next_answers = [
+        Answer.json(429, {"error": {"code": "TooManyRequests"}}, ("Retry-After", until))
+    ]
+
+    run_sync(connection.user_id)
+
+    assert reload(connection).retry_after == NOW + 2 * HOUR
 
 
 def test_one_bad_event_is_skipped(fake_graph, graph_connection):

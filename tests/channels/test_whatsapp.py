@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import time
 from email.utils import formatdate
 
 import pytest
@@ -20,7 +21,6 @@ from scheduled_sends.channels.whatsapp import (
     MAX_VALIDITY_SECONDS,
     WhatsAppChannel,
     classify_twilio_error,
-    parse_retry_after,
 )
 from tests.channels.conftest import nudge
 from tests.fakes import twilio_server as twilio
@@ -172,16 +172,23 @@ def test_other_4xx_are_permanent_and_408_is_not():
     assert type(classify_twilio_error(timeout)) is TransientSendError
 
 
-def test_retry_after_accepts_seconds_and_http_dates():
-    assert parse_retry_after("12") == 12
-    assert parse_retry_after("") is None
-    assert parse_retry_after("soon") is None
-    assert parse_retry_after("nan") is None
-    assert parse_retry_after("inf") is None
-    assert parse_retry_after("1e12") == 86_400
-    assert parse_retry_after("-5") == 0
-    in_a_while = parse_retry_after(formatdate(timeval=None, usegmt=True))
-    assert in_a_while is not None and 0 <= in_a_while <= 1
+def test_429_with_an_http_date_waits_until_that_date(channel, fake_twilio, message):
+    in_two_minutes = formatdate(time.time() + 120, usegmt=True)
+    fake_twilio.plan.on_call(
+        1, twilio.twilio_error(20429, "Too Many Requests", 429, retry_after=in_two_minutes)
+    )
+    with pytest.raises(RateLimited) as caught:
+        channel.send("+15550001111", message)
+    assert 110 <= caught.value.retry_after <= 120
+
+
+def test_429_with_an_unusable_retry_after_waits_a_minute(channel, fake_twilio, message):
+    fake_twilio.plan.on_call(
+        1, twilio.twilio_error(20429, "Too Many Requests", 429, retry_after="soon")
+    )
+    with pytest.raises(RateLimited) as caught:
+        channel.send("+15550001111", message)
+    assert caught.value.retry_after == 60
 
 
 def test_a_late_answer_is_unconfirmed(twilio_settings, fake_twilio, message):
