@@ -21,6 +21,7 @@ from scheduled_sends.channels.recording import RecordingChannel
 from scheduled_sends.config import QueueConfig
 from scheduled_sends.deliver import INTERRUPTED_REASON, run_deliver
 from scheduled_sends.materialize import run_materialize
+from scheduled_sends.messages import compose
 from scheduled_sends.models import DeliverySettings, SweepRun
 from scheduled_sends.queue import transitions
 from tenancy.scope import tenant_scope
@@ -104,6 +105,38 @@ def test_a_follow_up_reads_as_a_reminder(make_user, recording_channel):
     assert [m.text for m in recording_channel.sent] == [
         "Reminder: Send the proposal is due at 15:00 (in 10 min)"
     ]
+
+
+def test_a_nudge_for_another_day_names_the_day(make_user, recording_channel):
+    """An evening reminder for tomorrow morning's meeting: "at 09:00" alone would
+    read as today, so the message names the day."""
+    user = make_user(timezone="Europe/Berlin")
+    add_event(user, utc(2026, 12, 3, 8, 0), title="Standup", reminder_minutes=[12 * 60])
+    run_materialize(utc(2026, 12, 2, 19, 0))
+    run_deliver(utc(2026, 12, 2, 20, 0))
+    assert [m.text for m in recording_channel.sent] == ["Standup starts at Thu 09:00 (in 12 h)"]
+
+
+@pytest.mark.parametrize(
+    ("tz_name", "now", "starts_at", "local_time"),
+    [
+        # 23:50 on Wednesday in Berlin; the start is Thursday there, Wednesday in UTC.
+        ("Europe/Berlin", utc(2026, 12, 2, 22, 50), utc(2026, 12, 2, 23, 0), "Thu 00:00"),
+        # 18:50 on Wednesday in New York; the start is Wednesday there, Thursday in UTC.
+        ("America/New_York", utc(2026, 12, 2, 23, 50), utc(2026, 12, 3, 0, 10), "19:10"),
+    ],
+)
+def test_the_day_is_named_by_the_users_calendar_not_utcs(tz_name, now, starts_at, local_time):
+    message = compose(
+        kind="event",
+        title="Late call",
+        starts_at=starts_at,
+        now=now,
+        tz_name=tz_name,
+        valid_until=starts_at,
+    )
+    assert message.local_time == local_time
+    assert message.text.startswith(f"Late call starts at {local_time} (in ")
 
 
 @pytest.mark.parametrize(
@@ -254,14 +287,40 @@ def test_a_run_works_through_batches_until_nothing_is_due(make_user, recording_c
 
 
 def test_a_spent_budget_hands_claimed_rows_back_untried(make_user, recording_channel, settings):
-    settings.NUDGE_RUN_BUDGET_SECONDS = 0
-    user = make_user()
-    add_follow_up(user, NOW + timedelta(minutes=5))
+    """Rows a run claimed but had no time to send go back to the queue untried, and
+    the next run sends each of them once.
+
+    The channel carries one message every two seconds and the run has half a
+    second, so of five rows claimed together at most the first can leave; the
+    rest are still waiting for a send slot when the budget is spent. Kept
+    claimed, they would sit out the lease — five minutes late or expired.
+    """
+    users = [make_user() for _ in range(5)]
+    for user in users:
+        add_follow_up(user, NOW + timedelta(hours=1))
     run_materialize(NOW)
-    report = run_deliver(NOW, budget_seconds=0.000001)
-    assert report.claimed == 0  # the budget is checked before claiming
-    settings.NUDGE_RUN_BUDGET_SECONDS = 45
-    assert run_deliver(NOW).sent == 1
+
+    settings.NUDGE_CONSOLE_RATE = 0.5
+    report = run_deliver(FIRE, budget_seconds=0.5)
+    assert report.claimed == 5
+    assert report.sent <= 1, "only the first send slot opens within the budget; it must stop there"
+    assert report.released == report.claimed - report.sent
+    handed_back = [row for user in users for row in rows(user) if row.outcome is None]
+    assert len(handed_back) == report.released
+    for row in handed_back:
+        assert (row.claimed_at, row.claim_token, row.send_started_at, row.attempts) == (
+            None,
+            None,
+            None,
+            0,
+        ), f"row {row.id} was not handed back untried"
+
+    settings.NUDGE_CONSOLE_RATE = 0.0
+    next_run = run_deliver(FIRE + timedelta(minutes=1))
+    assert (next_run.claimed, next_run.sent) == (report.released, report.released)
+    assert sorted(m.address for m in recording_channel.sent) == sorted(
+        f"user:{user.pk}" for user in users
+    ), "every nudge is sent exactly once across the two runs"
 
 
 def test_a_missing_address_fails_visibly(make_user, recording_channel):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from datetime import timedelta
 
@@ -13,9 +14,11 @@ from django.db import connection
 from scheduled_sends.channels.base import NudgeMessage
 from scheduled_sends.channels.recording import RecordingChannel
 from scheduled_sends.config import QueueConfig
+from scheduled_sends.deliver import run_deliver
 from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import ScheduledSend
-from scheduled_sends.queue.transitions import Transition, claim_due, settle_one
+from scheduled_sends.queue import statements
+from scheduled_sends.queue.transitions import Transition, claim_due, claim_params, settle_one
 from tenancy.scope import rls_bypass, support_scope
 from tests.conftest import utc
 from tests.support.processes import manage, subprocess_env
@@ -125,3 +128,88 @@ def test_concurrent_deliver_processes_send_each_row_exactly_once(make_user, tmp_
     assert set(settled.values()) == {"sent"}
     claimed = sum(int(out.split("claimed ")[1].split(",")[0]) for out, _ in outputs)
     assert claimed == 300
+
+
+class FirstRunMidClaim(threading.Thread):
+    """A deliver run inside its claim statement's transaction: the rows it took are
+    locked and not yet committed (a large batch, a slow disk), until ``finish``."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(name="first-deliver-run")
+        self.limit = limit
+        self.claimed_ids: list[int] = []
+        self.backend_pid: int | None = None
+        self.holding = threading.Event()
+        self.finish = threading.Event()
+
+    def run(self) -> None:
+        try:
+            with rls_bypass(), connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                self.backend_pid = cursor.fetchone()[0]
+                config = QueueConfig.from_settings()
+                cursor.execute(statements.CLAIM_DUE, claim_params(DUE, config, self.limit))
+                self.claimed_ids = [row[0] for row in cursor.fetchall()]
+                self.holding.set()
+                self.finish.wait(timeout=60)
+        finally:
+            self.holding.set()
+            connection.close()
+
+
+def _backends_waiting_for(pid: int) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", [pid]
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_deliver_run_steps_over_rows_another_run_has_locked(make_user, recording_channel):
+    """Two deliver runs at once: the second sends the rows the first did not take,
+    at once, instead of queueing behind the first's row locks (SKIP LOCKED).
+
+    Waiting would make every overlapping run as slow as the slowest claim, and
+    a run stuck behind locks spends its minute sending nothing.
+    """
+    _seed_due_rows(make_user, tenants=4, per_tenant=2)
+    reports, errors = [], []
+
+    def second_run() -> None:
+        try:
+            reports.append(run_deliver(DUE))
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    first = FirstRunMidClaim(limit=4)
+    second = threading.Thread(target=second_run, name="second-deliver-run")
+    waited_for_locks = False
+    first.start()
+    try:
+        assert first.holding.wait(timeout=10) and len(first.claimed_ids) == 4
+        second.start()
+        deadline = time.monotonic() + 30
+        while second.is_alive() and time.monotonic() < deadline:
+            if _backends_waiting_for(first.backend_pid):
+                waited_for_locks = True
+                break
+            second.join(timeout=0.02)
+    finally:
+        first.finish.set()
+        first.join(timeout=10)
+        if second.ident is not None:
+            second.join(timeout=30)
+    assert not waited_for_locks, "the second run waited for rows the first run had locked"
+    assert not second.is_alive(), "the second run did not finish within 30 s"
+    assert errors == []
+    [report] = reports
+    assert (report.claimed, report.sent) == (4, 4)
+    with support_scope():
+        outcomes = dict(ScheduledSend.objects.values_list("id", "outcome"))
+    assert {row_id for row_id, outcome in outcomes.items() if outcome == "sent"} == (
+        set(outcomes) - set(first.claimed_ids)
+    ), "the second run sent exactly the rows the first had not claimed"
+    assert len(recording_channel.sent) == 4

@@ -10,9 +10,12 @@ from django.core.management import call_command
 from django.db import connection
 
 from calendars.models import ConnectionStatus, EventStatus
+from portal.account import refresh_queue
+from scheduled_sends import materialize
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import DeliverySettings, SweepRun
+from scheduled_sends.queue import transitions
 from tenancy.scope import tenant_scope
 from tests.conftest import utc
 from tests.sweeps.factories import add_event, add_follow_up, rows, update
@@ -89,8 +92,24 @@ def test_running_twice_queues_each_nudge_once(make_user):
     assert len(rows(user)) == 1
 
 
+def test_a_nudge_already_sent_is_not_queued_again_by_a_later_run(make_user, recording_channel):
+    """A run just after the send still plans the nudge (the event has not begun) and
+    no longer sees it pending: only the unique key stops a second row, and a
+    second "starts in 10 min" to the user."""
+    user = make_user()
+    add_event(user, NOW + timedelta(hours=1))
+    run_materialize(NOW)
+    assert run_deliver(NOW + timedelta(minutes=50)).sent == 1
+    again = run_materialize(NOW + timedelta(minutes=51))
+    assert again.queued == 0, "the sent nudge was queued a second time"
+    assert [r.outcome for r in rows(user)] == ["sent"]
+    assert run_deliver(NOW + timedelta(minutes=52)).claimed == 0
+    assert len(recording_channel.sent) == 1
+
+
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_runs_queue_each_nudge_once(make_user):
+    """Overlapping sweeps: the run lock lets one do the work, the others nothing."""
     users = [make_user() for _ in range(5)]
     for user in users:
         for hour in (1, 2):
@@ -115,6 +134,53 @@ def test_concurrent_runs_queue_each_nudge_once(make_user):
     assert errors == []
     assert sum(report.queued for report in reports) == 10
     assert all(len(rows(user)) == 2 for user in users)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_users_change_during_the_sweep_queues_their_nudges_once(
+    make_user, recording_channel, monkeypatch
+):
+    """The sweep and a user's own change (``refresh_queue``, outside the run lock)
+    materialise the same user at once: both read the queue before either writes,
+    and still each nudge is queued once and sent once."""
+    user = make_user()
+    add_event(user, NOW + timedelta(hours=1))
+    add_follow_up(user, NOW + timedelta(hours=1))
+    both_read = threading.Barrier(2, timeout=10)
+    writers = []
+    real_enqueue = transitions.enqueue
+
+    def insert_once_both_have_read(*args, **kwargs):
+        both_read.wait()  # neither has written yet: each saw an empty queue
+        writers.append(threading.current_thread().name)
+        return real_enqueue(*args, **kwargs)
+
+    monkeypatch.setattr(transitions, "enqueue", insert_once_both_have_read)
+    reports = []
+
+    def sweep() -> None:
+        try:
+            reports.append(run_materialize(NOW, sync_calendars=False))
+        finally:
+            connection.close()
+
+    def users_change() -> None:
+        try:
+            refresh_queue(user.pk, NOW)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sweep), threading.Thread(target=users_change)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(writers) == 2, "the two materialisations did not overlap"
+    [report] = reports
+    assert report.ok
+    assert sorted(r.kind for r in rows(user)) == ["event", "follow_up"], "a nudge was queued twice"
+    run_deliver(NOW + timedelta(minutes=50))
+    assert len(recording_channel.sent) == 2
 
 
 def test_moving_an_event_re_times_its_nudge_and_drops_the_stale_one(make_user, recording_channel):
@@ -185,8 +251,6 @@ def test_one_users_failure_is_counted_and_the_sweep_goes_on(make_user, monkeypat
     good, bad, also_good = make_user(), make_user(), make_user()
     for user in (good, bad, also_good):
         add_event(user, NOW + timedelta(hours=1))
-
-    from scheduled_sends import materialize
 
     real = materialize.sync_user_connections
 
