@@ -93,7 +93,7 @@ def _settle_all_pending_before(cutoff) -> int:
 
 
 def run(sizes, users: list[int]) -> dict:
-    from scheduled_sends.config import QueueConfig
+    from nudgeproject.config import NudgeConfig
     from scheduled_sends.queue import transitions
 
     results: dict = {"waves": sizes.bloat_waves, "prune_days": 7}
@@ -169,7 +169,7 @@ def run(sizes, users: list[int]) -> dict:
         indexed = _claimed_at_in_indexes()
         results["claimed_at_indexed"] = bool(indexed)
         results["indexes_with_claimed_at"] = indexed
-        config = QueueConfig.from_settings()
+        config = NudgeConfig.from_settings()
         phases = []
         upd0, hot0 = _update_counters()
         claimed_rows = []

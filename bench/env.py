@@ -139,10 +139,10 @@ class _Rollback(Exception):
 
 
 def claim_params(at, limit: int | None = None) -> dict[str, object]:
-    from scheduled_sends.config import QueueConfig
+    from nudgeproject.config import NudgeConfig
     from scheduled_sends.queue import transitions
 
-    return transitions.claim_params(at, QueueConfig.from_settings(), limit)
+    return transitions.claim_params(at, NudgeConfig.from_settings(), limit)
 
 
 def explain_claim(at, *, limit: int | None = None, table: str | None = None) -> dict:

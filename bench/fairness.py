@@ -21,10 +21,10 @@ from bench.drain import run_workers
 def _sent_offsets(start: float, burst_user: int) -> tuple[list[float], list[float], int, int]:
     from django.db import connection
 
-    from scheduled_sends.config import QueueConfig
+    from nudgeproject.config import NudgeConfig
     from tenancy.scope import support_scope
 
-    grace = QueueConfig.from_settings().grace
+    grace = NudgeConfig.from_settings().grace
     with support_scope(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT user_id = %s, extract(epoch FROM sent_at) - %s, sent_at > fire_at + %s, "
@@ -73,9 +73,9 @@ def run(sizes, users: list[int]) -> dict:
                     }
                 )
     first = results["rounds"][0]
-    from scheduled_sends.config import QueueConfig
+    from nudgeproject.config import NudgeConfig
 
-    grace_s = QueueConfig.from_settings().grace.total_seconds()
+    grace_s = NudgeConfig.from_settings().grace.total_seconds()
     rate = first["settled_per_second"]
     results["verdict"] = (
         f"With the burst first, every other tenant waits behind it: the last one went out "

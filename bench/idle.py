@@ -61,10 +61,10 @@ class LoopbackProvider:
 def naive_sweep(user_ids: list[int], at, provider: LoopbackProvider) -> int:
     """The per-tenant sweep: every tenant, every minute. Returns subjects found due."""
     from calendars.models import CalendarEvent, FollowUp
-    from scheduled_sends.config import QueueConfig
+    from nudgeproject.config import NudgeConfig
     from tenancy.scope import tenant_scope
 
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     horizon = at + config.default_lead
     found = 0
     for user_id in user_ids:

@@ -16,11 +16,11 @@ from bench import data, env
 def run(sizes, users: list[int]) -> dict:
     from django.contrib.auth import get_user_model
 
-    from scheduled_sends.config import QueueConfig
+    from nudgeproject.config import NudgeConfig
     from scheduled_sends.demo import seed_demo
     from scheduled_sends.materialize import run_materialize
 
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     results = {"users": sizes.materialize_users, "events": sizes.materialize_events}
     with env.stage(f"materialise: seed_demo {sizes.materialize_users:,} users"):
         start = env.now()

@@ -75,11 +75,11 @@ def _procrastinate(jobs: int) -> dict:
 def _ours(jobs: int, users: list[int]) -> dict:
     from django.db import connection
 
-    from scheduled_sends.config import QueueConfig
+    from nudgeproject.config import NudgeConfig
     from scheduled_sends.queue import statements, transitions
     from tenancy.scope import tenant_scope
 
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     figures = {}
     data.truncate_queue()
     at = env.now()

@@ -22,7 +22,8 @@ from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.oauth import TokenGrant
 from calendars.providers.base import ConnectionSnapshot, ProviderError
 from calendars.providers.ics import IcsFeedProvider, check_feed_url, feed_host
-from calendars.sync import apply_events, default_window, owner_facts
+from calendars.sync import apply_events, owner_facts
+from nudgeproject.config import NudgeConfig
 from tenancy.scope import tenant_scope
 
 
@@ -37,7 +38,7 @@ def connect_ics_feed(
     if not get_user_model().objects.filter(pk=user_id).exists():
         raise ConnectError(f"no user with id {user_id}")
     now = now or timezone.now()
-    window_start, window_end = default_window(now)
+    window_start, window_end = NudgeConfig.from_settings().subject_window(now)
     with tenant_scope(user_id):
         zone, emails = owner_facts(user_id)
     snapshot = ConnectionSnapshot(

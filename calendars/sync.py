@@ -32,7 +32,6 @@ import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import F
@@ -50,6 +49,7 @@ from calendars.providers.base import (
     RetryLater,
     call_count,
 )
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope
 
@@ -135,16 +135,6 @@ class SyncSummary:
             )
 
 
-def default_window(now: datetime) -> tuple[datetime, datetime]:
-    """The sweep's subject window: grace behind, look-ahead plus the longest lead ahead."""
-    return (
-        now - timedelta(minutes=settings.NUDGE_GRACE_MINUTES),
-        now
-        + timedelta(minutes=settings.NUDGE_LOOKAHEAD_MINUTES)
-        + timedelta(minutes=settings.NUDGE_MAX_LEAD_MINUTES),
-    )
-
-
 def sync_user_connections(
     user_id: int, *, now: datetime, window_start: datetime, window_end: datetime
 ) -> SyncSummary:
@@ -163,7 +153,7 @@ def sync_user_connections(
             .values_list("pk", flat=True)
         )
     summary = SyncSummary(connections=len(connection_ids))
-    deadline = time.monotonic() + settings.CALENDAR_SYNC_USER_BUDGET_SECONDS
+    deadline = time.monotonic() + NudgeConfig.from_settings().calendar_sync_user_budget_seconds
     for connection_id in connection_ids:
         if time.monotonic() >= deadline:
             summary.add(
@@ -218,7 +208,9 @@ def sync_connection(
 
     refresh_token_at_read = snapshot.refresh_token if snapshot else ""
     if snapshot is not None:
-        snapshot.deadline = time.monotonic() + settings.CALENDAR_SYNC_BUDGET_SECONDS
+        snapshot.deadline = (
+            time.monotonic() + NudgeConfig.from_settings().calendar_sync_budget_seconds
+        )
         try:
             fetched = get_provider(provider_name).fetch(
                 snapshot, now=now, window_start=window_start, window_end=window_end

@@ -31,8 +31,8 @@ from django.utils import timezone
 
 from nudgeproject import console
 from nudgeproject.admin_guard import audit_logger, guarded
+from nudgeproject.config import NudgeConfig
 from scheduled_sends import health
-from scheduled_sends.config import QueueConfig
 from scheduled_sends.models import ScheduledSend, SweepRun
 from tenancy.scope import support_scope
 
@@ -187,7 +187,7 @@ def _figures_from_queries() -> dict[str, Any]:
     The same counts as health's (``ScheduledSend.objects.due_counts``), so the
     page says the same numbers whichever way they were read.
     """
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     now = timezone.now()
     # As check_health reads it: the instant the last successful run acted for.
     last: dict[str, datetime | None] = {

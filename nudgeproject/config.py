@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 
@@ -52,6 +52,8 @@ class NudgeConfig:
     max_nudges_per_user_minute: int = 10
     # A materialise run stops visiting users after this and hands over.
     materialize_budget_seconds: float = 780.0
+    # Which class sends each channel (dotted paths).
+    channel_backends: dict[str, str] = field(default_factory=dict)
     # --- health ---
     # A due row unclaimed for longer than this means delivery is not happening.
     overdue_after: timedelta = timedelta(seconds=120)
@@ -67,7 +69,9 @@ class NudgeConfig:
     link_code_lifetime: timedelta = timedelta(minutes=15)
 
     @classmethod
-    def from_settings(cls) -> NudgeConfig:
+    def from_settings(cls, *, validate: bool = True) -> NudgeConfig:
+        """The knobs as they are set now; invalid ones raise ``ValueError`` (unless the
+        caller wants to list them itself, as the system check does)."""
         config = cls(
             lookahead=timedelta(minutes=settings.NUDGE_LOOKAHEAD_MINUTES),
             default_lead=timedelta(minutes=settings.NUDGE_DEFAULT_LEAD_MINUTES),
@@ -87,6 +91,7 @@ class NudgeConfig:
             max_nudges_per_user=settings.NUDGE_MAX_NUDGES_PER_USER,
             max_nudges_per_user_minute=settings.NUDGE_MAX_NUDGES_PER_USER_MINUTE,
             materialize_budget_seconds=settings.NUDGE_MATERIALIZE_BUDGET_SECONDS,
+            channel_backends=dict(settings.NUDGE_CHANNEL_BACKENDS),
             overdue_after=timedelta(seconds=settings.NUDGE_HEALTH_OVERDUE_SECONDS),
             max_p95_lateness=timedelta(seconds=settings.NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS),
             deliver_stale_after=timedelta(minutes=settings.NUDGE_HEALTH_DELIVER_STALE_MINUTES),
@@ -99,7 +104,8 @@ class NudgeConfig:
             ics_max_bytes=settings.ICS_MAX_BYTES,
             link_code_lifetime=timedelta(minutes=settings.NUDGE_LINK_CODE_MINUTES),
         )
-        config.validate()
+        if validate:
+            config.validate()
         return config
 
     def replace(self, **changes: object) -> NudgeConfig:
@@ -107,6 +113,12 @@ class NudgeConfig:
         config = dataclasses.replace(self, **changes)
         config.validate()
         return config
+
+    def subject_window(self, now: datetime) -> tuple[datetime, datetime]:
+        """Subjects whose nudges can fall in the look-ahead: from the grace window's
+        start up to the look-ahead plus the longest lead honoured. Sync fetches it,
+        materialise plans from it."""
+        return now - self.grace, now + self.lookahead + self.max_lead
 
     def rate(self, channel: str) -> float:
         """Messages per second ``channel`` may send; 0 means unpaced."""
@@ -164,9 +176,7 @@ class NudgeConfig:
             "NUDGE_MAX_NUDGES_PER_USER_MINUTE must be at least 1",
         )
         require(self.max_early >= positive, "NUDGE_MAX_EARLY_MINUTES must not be negative")
-        require(
-            0 < self.smoothing_headroom <= 1, "NUDGE_SMOOTHING_HEADROOM must be in (0, 1]"
-        )
+        require(0 < self.smoothing_headroom <= 1, "NUDGE_SMOOTHING_HEADROOM must be in (0, 1]")
         for name, seconds in (
             ("CALENDAR_HTTP_TIMEOUT_SECONDS", self.calendar_http_timeout_seconds),
             ("CALENDAR_SYNC_BUDGET_SECONDS", self.calendar_sync_budget_seconds),

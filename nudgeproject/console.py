@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from nudgeproject import svgchart
+from nudgeproject.config import NudgeConfig
 from nudgeproject.svgchart import Chart, Series
 from scheduled_sends import charts
 from scheduled_sends.lateness import BUCKETS
@@ -132,7 +132,7 @@ def _sweep_line(sweep: str, figures: dict[str, Any], links: Links) -> Callable:
                 "{}: the last {} run succeeded at {}.", doing[sweep], sweep, when(last)
             )
             return HealthLine(check.name, True, text, runs, f"{sweep} runs")
-        limit = getattr(settings, f"NUDGE_HEALTH_{sweep.upper()}_STALE_MINUTES")
+        limit: timedelta = getattr(NudgeConfig.from_settings(), f"{sweep}_stale_after")
         if last is None:
             text = format_html("{}: no {} run has succeeded yet.", not_doing[sweep], sweep)
         else:
@@ -141,7 +141,7 @@ def _sweep_line(sweep: str, figures: dict[str, Any], links: Links) -> Callable:
                 not_doing[sweep],
                 sweep,
                 when(last),
-                duration(limit * 60),
+                duration(limit.total_seconds()),
             )
         return HealthLine(check.name, False, text, runs, f"view {sweep} runs")
 
@@ -162,8 +162,9 @@ def _failed_run_line(sweep: str, links: Links) -> Callable:
 
 def health_lines(report_checks: list, figures: dict[str, Any], links: Links) -> list[HealthLine]:
     """Every check as a sentence, failing ones first."""
-    overdue = duration(settings.NUDGE_HEALTH_OVERDUE_SECONDS)
-    lease = duration(settings.NUDGE_LEASE_SECONDS)
+    config = NudgeConfig.from_settings()
+    overdue = duration(config.overdue_after.total_seconds())
+    lease = duration(config.lease.total_seconds())
 
     def rls(check) -> HealthLine:
         if check.ok:
@@ -219,7 +220,7 @@ def health_lines(report_checks: list, figures: dict[str, Any], links: Links) -> 
     def on_time(check) -> HealthLine:
         p95 = figures.get("lateness_p95_bucket_seconds")
         sent = int(figures.get("sent_last_15_min") or 0)
-        limit = settings.NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS
+        limit = round(config.max_p95_lateness.total_seconds())
         if p95 is None:
             text = format_html("{}", "No nudge was sent in the last 15 minutes, so none was late.")
         elif p95 == float("inf"):
@@ -429,7 +430,7 @@ def lateness_panels(data: charts.Lateness, *, prefix: str) -> list[Panel]:
         )
         for name in ("p50", "p95", "max")
     ]
-    threshold = settings.NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS
+    threshold = round(NudgeConfig.from_settings().max_p95_lateness.total_seconds())
     over = [q for q in data.by_quarter.values() if q.p95 > threshold]
     chart = Chart(
         f"{prefix}lateness",

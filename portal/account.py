@@ -13,12 +13,12 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.conf import settings
 from django.utils import timezone
 
+from nudgeproject.config import NudgeConfig
 from portal.models import ChannelAddress, OptInRecord
 from portal.tokens import address_digest
-from scheduled_sends.models import Channel, DeliverySettings
+from scheduled_sends.models import Channel, DeliverySettings, default_lead_minutes
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.portal")
@@ -36,7 +36,7 @@ def ensure_settings(user_id: int) -> DeliverySettings:
     """
     delivery, _ = DeliverySettings.objects.get_or_create(
         user_id=user_id,
-        defaults={"default_lead_minutes": settings.NUDGE_DEFAULT_LEAD_MINUTES},
+        defaults={"default_lead_minutes": default_lead_minutes()},
     )
     return delivery
 
@@ -47,11 +47,10 @@ def refresh_queue(user_id: int, now: datetime | None = None) -> None:
     A failure here is logged, not raised: the change itself is saved, and the
     next sweep catches up.
     """
-    from scheduled_sends.config import QueueConfig
     from scheduled_sends.materialize import materialize_user
 
     try:
-        materialize_user(user_id, now or timezone.now(), QueueConfig.from_settings())
+        materialize_user(user_id, now or timezone.now(), NudgeConfig.from_settings())
     except Exception:
         logger.exception(
             "re-materialising a user after a change failed", extra={"user_id": user_id}
@@ -62,11 +61,9 @@ def refresh_calendars_and_queue(user_id: int, now: datetime | None = None) -> No
     """Sync the user's calendars, then re-materialise them: a new connection's
     events are nudged without waiting for the next sweep. Never raises."""
     from calendars.sync import sync_user_connections
-    from scheduled_sends.config import QueueConfig
-    from scheduled_sends.materialize import subject_window
 
     now = now or timezone.now()
-    start, end = subject_window(now, QueueConfig.from_settings())
+    start, end = NudgeConfig.from_settings().subject_window(now)
     try:
         sync_user_connections(user_id, now=now, window_start=start, window_end=end)
     except Exception:

@@ -18,6 +18,7 @@ from django.conf import settings
 
 from calendars import crypto
 from calendars.models import CalendarConnection, Provider
+from nudgeproject.config import NudgeConfig
 from portal.account import refresh_queue
 from portal.followups import MAX_ID
 from tenancy.scope import tenant_scope
@@ -47,7 +48,7 @@ def revoke_google(refresh_token: str) -> bool:
         response = requests.post(
             settings.GOOGLE_REVOKE_URL,
             data={"token": refresh_token},
-            timeout=settings.CALENDAR_HTTP_TIMEOUT_SECONDS,
+            timeout=NudgeConfig.from_settings().calendar_http_timeout_seconds,
         )
     except requests.RequestException as exc:
         logger.warning("Google token revocation failed", extra={"error": type(exc).__name__})

@@ -16,9 +16,9 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.utils.crypto import salted_hmac
 
+from nudgeproject.config import NudgeConfig
 from portal.models import ApiToken, LinkCode
 from scheduled_sends.models import Channel
 
@@ -41,7 +41,7 @@ def address_digest(channel: str, address: str) -> str:
 
 
 def _expiry(now: datetime) -> datetime:
-    return now + timedelta(minutes=settings.NUDGE_LINK_CODE_MINUTES)
+    return now + NudgeConfig.from_settings().link_code_lifetime
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Extract, Left, Trunc
 
-from scheduled_sends.config import QueueConfig
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.lateness import BUCKETS
 from scheduled_sends.models import Channel, Outcome, ScheduledSend
 
@@ -66,12 +66,6 @@ class Percentile(Aggregate):
         super().__init__(expression, fraction=float(fraction), **extra)
 
 
-def per_minute_capacity(channel: str, config: QueueConfig | None = None) -> int | None:
-    """What a channel may send in a minute (its rate x 60); None: unpaced."""
-    rate = (config or QueueConfig.from_settings()).rate(channel)
-    return int(rate * 60) if rate > 0 else None
-
-
 def floor_to(instant: datetime, step: timedelta) -> datetime:
     """``instant`` rounded down to a multiple of ``step`` since the epoch (UTC)."""
     return EPOCH + (instant - EPOCH) // step * step
@@ -84,7 +78,7 @@ def _rows(user_id: int | None) -> QuerySet[ScheduledSend]:
 
 def _settled_between(start: datetime, end: datetime, user_id: int | None) -> QuerySet:
     """Rows meant for ``[start, end)``, found through the ``fire_at`` index."""
-    max_early = QueueConfig.from_settings().max_early
+    max_early = NudgeConfig.from_settings().max_early
     return (
         _rows(user_id)
         .filter(outcome__isnull=False, fire_at__gte=start - max_early, fire_at__lt=end)
@@ -112,7 +106,7 @@ def look_ahead(now: datetime, user_id: int | None = None) -> LookAhead:
         slot = int((minute - start) / timedelta(minutes=1))
         per_channel.setdefault(channel, [0] * minutes)[slot] += n
     # Paced channels always appear, so their capacity is visible before the queue fills.
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     for channel in config.channel_rates:
         if config.rate(channel) > 0:
             per_channel.setdefault(channel, [0] * minutes)
@@ -121,7 +115,7 @@ def look_ahead(now: datetime, user_id: int | None = None) -> LookAhead:
         start=start,
         minutes=minutes,
         per_channel=ordered,
-        capacity={channel: per_minute_capacity(channel, config) for channel in ordered},
+        capacity={channel: config.per_minute_capacity(channel) for channel in ordered},
     )
 
 

@@ -35,6 +35,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from nudgeproject.config import NudgeConfig
 from portal.account import note_permanent_failure
 from scheduled_sends import subjects
 from scheduled_sends.channels.base import (
@@ -46,7 +47,6 @@ from scheduled_sends.channels.base import (
     UnconfirmedSendError,
     get_channel,
 )
-from scheduled_sends.config import QueueConfig
 from scheduled_sends.lateness import LatenessSummary
 from scheduled_sends.models import SweepRun
 from scheduled_sends.pacing import ChannelPacer, SendGate
@@ -178,7 +178,7 @@ class DeliveryRun:
     """One deliver run's state: its clock, budget, channels, pipeline and counts."""
 
     def __init__(
-        self, config: QueueConfig, fixed_now: datetime | None, report: DeliverReport
+        self, config: NudgeConfig, fixed_now: datetime | None, report: DeliverReport
     ) -> None:
         self.config = config
         self.fixed_now = fixed_now
@@ -514,7 +514,7 @@ def run_deliver(
     budget_seconds: float | None = None,
 ) -> DeliverReport:
     """Deliver everything due now, in bounded batches, within the run's budget."""
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     if batch_size is not None:
         config = config.replace(batch_size=batch_size)
     if budget_seconds is not None:

@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 
 from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.models import Channel, DeliverySettings
 from tenancy.scope import tenant_scope
 
@@ -65,7 +65,7 @@ def seed_demo(
     shared: demo accounts only); otherwise their password is unusable.
     """
     summary = DemoSummary()
-    soon = start + timedelta(minutes=settings.NUDGE_DEFAULT_LEAD_MINUTES)
+    soon = start + NudgeConfig.from_settings().default_lead
     User = get_user_model()
     unusable = make_password(password)
     existing = set(

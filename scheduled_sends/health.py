@@ -23,10 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import DatabaseError
 
-from scheduled_sends.config import QueueConfig
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.lateness import BUCKETS, merged_p95
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue.transitions import database_now, queue_counts
@@ -104,7 +103,7 @@ LATENESS_WINDOW = timedelta(minutes=15)
 LATE_BEYOND = int(BUCKETS[-2])
 
 
-def _check_on_time(report: HealthReport, now: datetime, config: QueueConfig) -> None:
+def _check_on_time(report: HealthReport, now: datetime, config: NudgeConfig) -> None:
     """p95 lateness and expiries over the deliver runs of the last 15 minutes."""
     runs = SweepRun.objects.filter(
         sweep=SweepRun.Sweep.DELIVER, as_of__gt=now - LATENESS_WINDOW, as_of__lte=now
@@ -140,7 +139,7 @@ def _check_on_time(report: HealthReport, now: datetime, config: QueueConfig) -> 
 
 def check_health(now: datetime | None = None) -> HealthReport:
     """The queue's state; ``.ok`` is False when something needs a human."""
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     now = now or database_now()
     report = HealthReport(as_of=now)
 
@@ -155,13 +154,13 @@ def check_health(now: datetime | None = None) -> HealthReport:
         report,
         SweepRun.Sweep.DELIVER,
         now,
-        timedelta(minutes=settings.NUDGE_HEALTH_DELIVER_STALE_MINUTES),
+        config.deliver_stale_after,
     )
     last_materialize = _check_recent(
         report,
         SweepRun.Sweep.MATERIALIZE,
         now,
-        timedelta(minutes=settings.NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES),
+        config.materialize_stale_after,
     )
 
     overdue_after = config.overdue_after

@@ -28,8 +28,8 @@ from django.db.models import BooleanField, ExpressionWrapper, F
 from calendars.models import CalendarEvent, ConnectionStatus, FollowUp
 from calendars.providers.normalize import sorted_leads
 from calendars.sync import sync_user_connections
+from nudgeproject.config import NudgeConfig
 from portal.rules import SkipReason, hold_for_quiet_hours, pause_reason
-from scheduled_sends.config import QueueConfig
 from scheduled_sends.models import DeliverySettings, Kind, ScheduledSend, SweepRun
 from scheduled_sends.queue import statements, states, transitions
 from scheduled_sends.queue.transitions import database_now
@@ -63,7 +63,7 @@ class PlannedNudge:
         return self.subject_starts_at > now
 
 
-def _in_window(intended_at: datetime, now: datetime, config: QueueConfig) -> bool:
+def _in_window(intended_at: datetime, now: datetime, config: NudgeConfig) -> bool:
     """Inside the look-ahead, and if already past, still inside the grace window."""
     return now - config.grace < intended_at <= now + config.lookahead
 
@@ -83,7 +83,7 @@ def plan_event_nudges(
     events: Iterable[CalendarEvent],
     default_lead: timedelta,
     now: datetime,
-    config: QueueConfig,
+    config: NudgeConfig,
     hold: IntendedTimeRule = None,
 ) -> list[PlannedNudge]:
     """One nudge per distinct reminder lead of each event, else the user's default."""
@@ -108,7 +108,7 @@ def plan_follow_up_nudges(
     follow_ups: Iterable[FollowUp],
     default_lead: timedelta,
     now: datetime,
-    config: QueueConfig,
+    config: NudgeConfig,
     hold: IntendedTimeRule = None,
 ) -> list[PlannedNudge]:
     """A follow-up is nudged the user's default lead before it is due."""
@@ -125,7 +125,7 @@ def plan_follow_up_nudges(
 
 
 def cap_per_user(
-    planned: list[PlannedNudge], config: QueueConfig
+    planned: list[PlannedNudge], config: NudgeConfig
 ) -> tuple[list[PlannedNudge], int]:
     """At most so many nudges per minute and per look-ahead for one user; how many fell out.
 
@@ -145,12 +145,6 @@ def cap_per_user(
     return kept, len(planned) - len(kept)
 
 
-def subject_window(now: datetime, config: QueueConfig) -> tuple[datetime, datetime]:
-    """Subjects whose nudges can fall in the window: from the grace window's start
-    up to the look-ahead plus the longest lead honoured."""
-    return now - config.grace, now + config.lookahead + config.max_lead
-
-
 @dataclass
 class UserResult:
     queued: int = 0
@@ -161,7 +155,7 @@ class UserResult:
 
 
 def plan_for_user(
-    user_id: int, delivery: DeliverySettings | None, now: datetime, config: QueueConfig
+    user_id: int, delivery: DeliverySettings | None, now: datetime, config: NudgeConfig
 ) -> list[PlannedNudge] | None:
     """The nudges the user should have queued now; None when nudges are off.
 
@@ -171,7 +165,7 @@ def plan_for_user(
         return None
     default_lead = timedelta(minutes=delivery.default_lead_minutes)
     hold = functools.partial(hold_for_quiet_hours, settings=delivery)
-    start, end = subject_window(now, config)
+    start, end = config.subject_window(now)
     events = CalendarEvent.objects.filter(
         user_id=user_id, starts_at__gt=start, starts_at__lte=end
     ).exclude(connection__status=ConnectionStatus.NEEDS_REAUTH)
@@ -183,7 +177,7 @@ def plan_for_user(
     )
 
 
-def materialize_user(user_id: int, now: datetime, config: QueueConfig) -> UserResult:
+def materialize_user(user_id: int, now: datetime, config: NudgeConfig) -> UserResult:
     """Bring one user's pending queue in line with their calendar and follow-ups.
 
     Inserts what is missing (idempotently) and deletes pending, unclaimed rows
@@ -395,9 +389,9 @@ def materialize_share(
     Stops at ``deadline`` (monotonic) and says where (``resume_after``), so
     the next run starts there instead of with the same users again.
     """
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     report = MaterializeReport(as_of=now)
-    window_start, window_end = subject_window(now, config)
+    window_start, window_end = config.subject_window(now)
     for user_id in users_to_visit(user_ids, share=share, shares=shares, start_after=start_after):
         if deadline is not None and time.monotonic() >= deadline:
             report.cut_short = True
@@ -516,7 +510,7 @@ def run_materialize(
     """
     if workers < 1:
         raise ValueError("workers must be at least 1")
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     started = time.monotonic()
     now = now or database_now()
     with _run_lock() as acquired:

@@ -6,11 +6,11 @@ import re
 import zoneinfo
 from datetime import UTC, timedelta
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models.functions import Now, TruncMinute
 
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.queue.states import Outcome, ScheduledSendQuerySet
 from tenancy.models import TenantModel
 
@@ -155,7 +155,7 @@ class ScheduledSend(TenantModel):
             # follows the live work and the plan stops after LIMIT rows.
             models.Index(
                 fields=["fire_minute", "user_rank", "fire_at"],
-                condition=models.Q(sent_at__isnull=True, outcome__isnull=True),
+                condition=models.Q(sent_at__isnull=True) & models.Q(outcome__isnull=True),
                 name="scheduled_sends_due_idx",
             ),
             # Retention and the console's history charts: settled rows by time.
@@ -199,7 +199,7 @@ class ScheduledSend(TenantModel):
 
 def default_lead_minutes() -> int:
     """A new user's lead: NUDGE_DEFAULT_LEAD_MINUTES, read when the row is made."""
-    return settings.NUDGE_DEFAULT_LEAD_MINUTES
+    return int(NudgeConfig.from_settings().default_lead.total_seconds() // 60)
 
 
 class DeliverySettings(TenantModel):

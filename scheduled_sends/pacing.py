@@ -34,7 +34,7 @@ from datetime import timedelta
 
 from django.db import connection
 
-from scheduled_sends.config import QueueConfig
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.queue import statements
 from tenancy.scope import unscoped_relaxed_commit
 
@@ -78,7 +78,7 @@ class SendGate:
 class ChannelPacer:
     """This process's view of the shared per-channel send budgets."""
 
-    def __init__(self, config: QueueConfig) -> None:
+    def __init__(self, config: NudgeConfig) -> None:
         self.config = config
         self.gates: dict[str, SendGate | None] = {}
         self._known_channels: set[str] = set()

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from scheduled_sends.config import QueueConfig
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.queue import transitions
 
 MINUTE = timedelta(minutes=1)
@@ -69,7 +69,7 @@ def plan_moves(
     return moves
 
 
-def smooth_bursts(now: datetime, config: QueueConfig) -> int:
+def smooth_bursts(now: datetime, config: NudgeConfig) -> int:
     """Spread over-full minutes of the look-ahead earlier; how many nudges moved."""
     if config.max_early <= timedelta(0):
         return 0

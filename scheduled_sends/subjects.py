@@ -27,9 +27,9 @@ from datetime import datetime, time
 from django.db.models import Value
 
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
+from nudgeproject.config import NudgeConfig
 from portal.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from scheduled_sends.channels.base import NudgeMessage
-from scheduled_sends.config import QueueConfig
 from scheduled_sends.messages import compose
 from scheduled_sends.models import DeliverySettings, Kind, ScheduledSend
 from scheduled_sends.queue import statements
@@ -128,7 +128,7 @@ def _subject_gone(row: ClaimedSend, facts: Facts) -> Skip | None:
 
 
 def decide(
-    row: ClaimedSend, facts: Facts, now: datetime, config: QueueConfig
+    row: ClaimedSend, facts: Facts, now: datetime, config: NudgeConfig
 ) -> Delivery | Skip | Undeliverable:
     """Send, skip (with the reason) or fail, from what is true now."""
     if not facts.has_settings or not facts.enabled:

@@ -9,9 +9,9 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 
 from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
+from nudgeproject.config import NudgeConfig
 from portal.models import OptInRecord
 from portal.tokens import new_api_token, new_telegram_code
-from scheduled_sends.config import QueueConfig
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue.transitions import Transition, claim_due, settle_one
 from tenancy.checks import rls_problems
@@ -141,7 +141,7 @@ def test_forged_insert_for_another_tenant_is_refused(tenants):
 
 def test_bypass_claims_and_settles_every_tenants_due_rows(tenants):
     a, b = tenants
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     claimed = claim_due(NOW, config)
     assert {row.user_id for row in claimed} == {a.pk, b.pk}
     assert all(
@@ -158,7 +158,7 @@ def test_unscoped_claim_sees_nothing(tenants):
 
     with connection.cursor() as cursor:
         cursor.execute(
-            statements.CLAIM_DUE, transitions.claim_params(NOW, QueueConfig.from_settings(), 200)
+            statements.CLAIM_DUE, transitions.claim_params(NOW, NudgeConfig.from_settings(), 200)
         )
         assert cursor.fetchall() == []
     with rls_bypass(), connection.cursor() as cursor:

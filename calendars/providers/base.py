@@ -18,9 +18,9 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import requests
-from django.conf import settings
 
 from calendars.crypto import scrub
+from nudgeproject.config import NudgeConfig
 from nudgeproject.http_retry_after import parse_retry_after
 
 # --- The per-process call counter ------------------------------------------------
@@ -191,13 +191,13 @@ class BudgetExceeded(RetryLater):
 def time_left(snapshot: ConnectionSnapshot, provider: str) -> float:
     """Seconds left of the connection's sync budget (CALENDAR_SYNC_BUDGET_SECONDS);
     BudgetExceeded once it is spent, so one connection cannot hold up the sweep."""
+    budget = NudgeConfig.from_settings().calendar_sync_budget_seconds
     if snapshot.deadline is None:
-        return float(settings.CALENDAR_SYNC_BUDGET_SECONDS)
+        return budget
     left = snapshot.deadline - time.monotonic()
     if left <= 0:
         raise BudgetExceeded(
-            f"{provider}: the sync took longer than its "
-            f"{settings.CALENDAR_SYNC_BUDGET_SECONDS:.0f}s budget; abandoned",
+            f"{provider}: the sync took longer than its {budget:.0f}s budget; abandoned",
             retry_after=timedelta(hours=1),
         )
     return left
@@ -227,7 +227,7 @@ def provider_request(
     reduced to the exception's type and scrubbed of the connection's secrets.
     """
     record_call(provider, kind)
-    timeout = kwargs.pop("timeout", settings.CALENDAR_HTTP_TIMEOUT_SECONDS)
+    timeout = kwargs.pop("timeout", NudgeConfig.from_settings().calendar_http_timeout_seconds)
     try:
         return requests.request(method, url, timeout=timeout, **kwargs)
     except requests.RequestException as exc:

@@ -12,7 +12,7 @@ is also "unchanged".
 Bounds, so one hostile or broken feed cannot stall a sweep: the fetch
 (``untrusted_fetch``: one parse, one resolution, a pinned connection) is cut
 at ``DOWNLOAD_SECONDS`` by a deadline at the socket, and the body at
-``settings.ICS_MAX_BYTES`` (after decompression); every RRULE's expansion work
+``ICS_MAX_BYTES`` (after decompression); every RRULE's expansion work
 is estimated before expanding (``FREQ=SECONDLY`` with no end, or a minutely
 rule begun years ago, is refused); occurrences and components are capped;
 parsing runs in a child process killed at a deadline that grows with the
@@ -46,7 +46,6 @@ from urllib.parse import urljoin
 import icalendar
 import recurring_ical_events
 import x_wr_timezone
-from django.conf import settings
 from urllib3.exceptions import HTTPError
 
 from calendars.providers import normalize as n
@@ -72,6 +71,7 @@ from calendars.providers.untrusted_fetch import (
     parse_target,
     vetted_address,
 )
+from nudgeproject.config import NudgeConfig
 
 logger = logging.getLogger("nudge.calendars.ics")
 
@@ -230,7 +230,7 @@ class IcsFeedProvider(CalendarProvider):
                 address,
                 headers,
                 deadline=deadline,
-                timeout=settings.CALENDAR_HTTP_TIMEOUT_SECONDS,
+                timeout=NudgeConfig.from_settings().calendar_http_timeout_seconds,
                 label=NAME,
             )
             location = answer.headers.get("Location")
@@ -279,7 +279,7 @@ def _parse_state_time(value: Any) -> datetime | None:
 
 def _bounded_body(response: Answer, deadline: Deadline) -> bytes:
     """The body, cut at ICS_MAX_BYTES (decompressed) and at the fetch's deadline."""
-    limit = settings.ICS_MAX_BYTES
+    limit = NudgeConfig.from_settings().ics_max_bytes
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > limit:
         raise MalformedPayload(f"ics: the feed is larger than {limit} bytes; refused")

@@ -27,7 +27,6 @@ from datetime import datetime
 from typing import Any
 
 import requests
-from django.conf import settings
 
 from calendars import oauth
 from calendars.providers.base import (
@@ -42,6 +41,7 @@ from calendars.providers.base import (
     retry_after_delay,
     time_left,
 )
+from nudgeproject.config import NudgeConfig
 
 # One page holds a normal calendar's whole window (2,500 events on Google, 500
 # on Graph), so more than one is rare. Four is a generous ceiling for a very
@@ -127,7 +127,10 @@ def _get(
         params=request.params,
         headers={**api.headers, "Authorization": f"Bearer {snapshot.access_token}"},
         secrets=snapshot.secrets(),
-        timeout=min(settings.CALENDAR_HTTP_TIMEOUT_SECONDS, time_left(snapshot, api.provider)),
+        timeout=min(
+            NudgeConfig.from_settings().calendar_http_timeout_seconds,
+            time_left(snapshot, api.provider),
+        ),
     )
 
 

@@ -19,9 +19,9 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
+from nudgeproject.config import NudgeConfig
 from nudgeproject.console import when
 from scheduled_sends.admin.rows import as_of, attach_subject_titles, owner_name, subject_label
-from scheduled_sends.config import QueueConfig
 from scheduled_sends.deliver import INTERRUPTED_REASON, UNUSABLE_RECEIPT
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import transitions
@@ -172,7 +172,7 @@ def _send_again(request: HttpRequest, obj: ScheduledSend) -> bool:
 @admin.action(permissions=["change"], description="Release stuck claim (claimable now)")
 def release_claim(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
     """Make a dead run's claim claimable now, fenced on the token support saw."""
-    lease = QueueConfig.from_settings().lease
+    lease = NudgeConfig.from_settings().lease
     rows = [(obj, _release_refusal(obj)) for obj in queryset]
     if request.POST.get("post") != "yes":
         return _confirm(
@@ -222,7 +222,7 @@ def _release_refusal(obj: ScheduledSend) -> str | None:
 @admin.action(permissions=["change"], description="Retry failed send now")
 def retry_now(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
     """Clear a failed row's outcome so the next deliver run sends it, inside the grace."""
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     grace_minutes = int(config.grace.total_seconds() // 60)
     rows = [(obj, _retry_refusal(obj, request, config)) for obj in queryset]
     if request.POST.get("post") != "yes":
@@ -258,7 +258,7 @@ def retry_now(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
     return None
 
 
-def _retry_refusal(obj: ScheduledSend, request: HttpRequest, config: QueueConfig) -> str | None:
+def _retry_refusal(obj: ScheduledSend, request: HttpRequest, config: NudgeConfig) -> str | None:
     if obj.outcome != Outcome.FAILED:
         return f"it is {obj.queue_state}, not failed"
     if obj.intended_at <= as_of(request) - config.grace:
@@ -273,7 +273,7 @@ def _retry_refusal(obj: ScheduledSend, request: HttpRequest, config: QueueConfig
 @admin.action(permissions=["change"], description="Skip (settle without sending)")
 def skip(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
     """Settle unsent rows as skipped, with the reason support typed."""
-    lease = QueueConfig.from_settings().lease
+    lease = NudgeConfig.from_settings().lease
     rows = [(obj, _skip_refusal(obj)) for obj in queryset]
     form = SkipReasonForm(request.POST if request.POST.get("post") == "yes" else None)
     if not form.is_valid():

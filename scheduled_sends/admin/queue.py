@@ -19,10 +19,10 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
+from nudgeproject.config import NudgeConfig
 from nudgeproject.console import instant_column, when
 from scheduled_sends.admin import actions
 from scheduled_sends.admin.rows import as_of, attach_subject_titles, owner_name, subject_label
-from scheduled_sends.config import QueueConfig
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import states
 
@@ -44,7 +44,7 @@ class StateFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value() in states.State.values:
-            lease = QueueConfig.from_settings().lease
+            lease = NudgeConfig.from_settings().lease
             return queryset.in_state(self.value(), as_of(request), lease)
         return queryset
 
@@ -60,7 +60,7 @@ class DueFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value() == "overdue":
-            config = QueueConfig.from_settings()
+            config = NudgeConfig.from_settings()
             return queryset.filter(
                 states.overdue_unclaimed(as_of(request), config.grace, config.overdue_after)
             )
@@ -177,7 +177,7 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     # --- list -------------------------------------------------------------------
     def get_queryset(self, request: HttpRequest) -> QuerySet[ScheduledSend]:
         """Every row with its state (``queue_state``), problems first."""
-        now, lease = as_of(request), QueueConfig.from_settings().lease
+        now, lease = as_of(request), NudgeConfig.from_settings().lease
         problem = states.in_any_state(states.PROBLEM_STATES, now, lease)
         # Not super(): it would order by problem_rank before that annotation exists.
         return (

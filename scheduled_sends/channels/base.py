@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import ClassVar
 
-from django.conf import settings
 from django.utils.module_loading import import_string
+
+from nudgeproject.config import NudgeConfig
 
 REDACTED = "[redacted]"
 
@@ -118,7 +119,7 @@ def _channel_class(dotted_path: str) -> type[Channel]:
 def get_channel(name: str) -> Channel:
     """A fresh instance of the channel configured for ``name``."""
     try:
-        dotted_path = settings.NUDGE_CHANNEL_BACKENDS[name]
+        dotted_path = NudgeConfig.from_settings().channel_backends[name]
     except KeyError:
         raise PermanentSendError(f"no channel is configured for {name!r}") from None
     return _channel_class(dotted_path)()

@@ -51,6 +51,7 @@ from telegram.error import (
 )
 from telegram.request import HTTPXRequest
 
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.channels.base import (
     Channel,
     NudgeMessage,
@@ -189,7 +190,7 @@ class TelegramChannel(Channel):
         self._token: str = settings.TELEGRAM_BOT_TOKEN
         self.base_url: str = bot_api_base_url(settings.TELEGRAM_API_BASE_URL)
         self.timeout: float = settings.CHANNEL_TIMEOUT_SECONDS
-        self.pool_size: int = max(1, settings.NUDGE_SEND_CONCURRENCY)
+        self.pool_size: int = NudgeConfig.from_settings().send_concurrency
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None

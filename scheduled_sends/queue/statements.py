@@ -190,7 +190,7 @@ UPDATE scheduled_sends
    SET delivery_status = %(status)s, delivery_error_code = %(error_code)s,
        delivery_updated_at = %(now)s
  WHERE provider_message_id = %(provider_message_id)s
-   AND provider_message_id <> ''
+   AND NOT (provider_message_id = '')
    AND (%(rank)s > CASE delivery_status {_RANK_OF_STORED} ELSE 0 END
         OR delivery_status = %(status)s)
 """

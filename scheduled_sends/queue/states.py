@@ -100,6 +100,11 @@ def due(now: Instant, grace: timedelta) -> Q:
     return unsettled() & Q(fire_at__lte=now) & inside_grace(now, grace)
 
 
+def claimable(now: Instant, grace: timedelta, lease: timedelta) -> Q:
+    """What the claim (``statements.CLAIM_DUE``) takes: due, nobody sending it, not held."""
+    return due(now, grace) & not_under_live_claim(now, lease) & ~waiting_for_provider(now)
+
+
 def waiting_for_provider(now: Instant) -> Q:
     """A provider's rate limit asked us to hold it until ``not_before``."""
     return Q(not_before__gt=now)

@@ -36,7 +36,7 @@ from django.db import connection
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from scheduled_sends.config import QueueConfig
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.states import (
@@ -79,7 +79,7 @@ def database_now() -> datetime:
         return cursor.fetchone()[0]
 
 
-def claim_params(now: datetime, config: QueueConfig, limit: int | None = None) -> dict:
+def claim_params(now: datetime, config: NudgeConfig, limit: int | None = None) -> dict:
     """The claim statement's parameters (also what plan tests and benchmarks EXPLAIN)."""
     return {
         "now": now,
@@ -93,7 +93,7 @@ def claim_params(now: datetime, config: QueueConfig, limit: int | None = None) -
     }
 
 
-def claim_due(now: datetime, config: QueueConfig, limit: int | None = None) -> list[ClaimedSend]:
+def claim_due(now: datetime, config: NudgeConfig, limit: int | None = None) -> list[ClaimedSend]:
     """Claim up to ``limit`` due rows in one statement, in the fair order (see queue_sql)."""
     with rls_bypass(), connection.cursor() as cursor:
         cursor.execute(statements.CLAIM_DUE, claim_params(now, config, limit))
@@ -110,7 +110,7 @@ def claim_due(now: datetime, config: QueueConfig, limit: int | None = None) -> l
     return rows
 
 
-def expire_past_grace(now: datetime, config: QueueConfig, batch: int = 1000) -> int:
+def expire_past_grace(now: datetime, config: NudgeConfig, batch: int = 1000) -> int:
     """Settle rows that can no longer be sent on time as ``expired``."""
     total = 0
     while True:
@@ -237,7 +237,7 @@ def prune_settled(cutoff: datetime, batch: int = 5000, progress=None) -> int:
             return total
 
 
-def queue_counts(now: datetime, config: QueueConfig) -> DueCounts:
+def queue_counts(now: datetime, config: NudgeConfig) -> DueCounts:
     """Health's counts over the due part of every tenant's queue; no user data."""
     with rls_bypass():
         return ScheduledSend.objects.due_counts(

@@ -65,18 +65,23 @@ def test_look_ahead_draws_the_spike_against_capacity(staff_client, seeded):
     whatsapp = marks(html, "lookahead-whatsapp")
     assert len(whatsapp) == 179  # every minute after this one
     assert {bar["data-value"] for bar in whatsapp} == {str(TRICKLE_PER_MINUTE)}
-    assert "1,800 nudges planned; busiest minute 1,800 against 1,500 a minute" in html
+    assert "1,800 nudges planned; busiest minute 1,800 against 1,237 a minute" in html
     assert "1 minute over capacity" in html
-    # The capacity line, at rate x 60.
+    # The capacity line, where smoothing levels a minute to.
     assert re.search(r'polyline class="line" data-series="capacity per minute"', html)
 
 
-def test_look_ahead_capacity_follows_the_rate_settings(settings):
+def test_look_ahead_capacity_is_what_smoothing_levels_to(settings, db):
+    """The line a spike is read against is the one smoothing moves nudges under: the
+    rate over a deliver run's budget (at most the minute), less the headroom."""
     settings.NUDGE_TELEGRAM_RATE = 10
     settings.NUDGE_WHATSAPP_RATE = 2.5
-    assert charts.per_minute_capacity("telegram") == 600
-    assert charts.per_minute_capacity("whatsapp") == 150
-    assert charts.per_minute_capacity("console") is None
+    settings.NUDGE_RUN_BUDGET_SECONDS = 50
+    settings.NUDGE_SMOOTHING_HEADROOM = 0.8
+    look_ahead = charts.look_ahead(timezone.now())
+    assert look_ahead.capacity["telegram"] == 400  # 10/s x 50 s x 0.8
+    assert look_ahead.capacity["whatsapp"] == 100
+    assert look_ahead.capacity.get("console") is None
 
 
 def test_lateness_draws_percentiles_and_histogram(staff_client, seeded):

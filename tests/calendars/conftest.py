@@ -16,7 +16,8 @@ from cryptography.fernet import Fernet
 from calendars import crypto
 from calendars.models import CalendarConnection, CalendarEvent
 from calendars.providers.base import reset_call_counter
-from calendars.sync import SyncSummary, default_window, sync_user_connections
+from calendars.sync import SyncSummary, sync_user_connections
+from nudgeproject.config import NudgeConfig
 from tenancy.scope import tenant_scope
 from tests.fakes import google_server, microsoft_server
 from tests.fakes.fixtures import fake_telegram, telegram_settings  # noqa: F401 — fixtures
@@ -128,7 +129,7 @@ def ics_connection(make_user, fake_ics) -> Callable[..., CalendarConnection]:
 
 
 def run_sync(user_id: int, now: datetime = NOW) -> SyncSummary:
-    start, end = default_window(now)
+    start, end = NudgeConfig.from_settings().subject_window(now)
     return sync_user_connections(user_id, now=now, window_start=start, window_end=end)
 
 

@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from scheduled_sends.config import QueueConfig
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.queue import statements, transitions
 from tenancy.scope import rls_bypass, tenant_scope
 from tests.conftest import utc
@@ -31,7 +31,7 @@ def big_queue(transactional_db):  # committed, so the owner can analyze (data.an
 
 
 def _claim_params() -> dict[str, object]:
-    return transitions.claim_params(NOW, QueueConfig.from_settings())
+    return transitions.claim_params(NOW, NudgeConfig.from_settings())
 
 
 def test_claim_walks_the_due_index_and_stops_at_limit(big_queue):
@@ -68,6 +68,26 @@ def test_claim_walks_the_due_index_and_stops_at_limit(big_queue):
         for n in nodes
         if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "scheduled_sends"
     ]
+
+
+def test_a_receipt_finds_its_row_through_the_provider_message_index(big_queue):
+    """A provider's callback names only its message id; among 120,000 rows it is one
+    index lookup, because the statement says the index's own condition."""
+    with rls_bypass():
+        nodes = explain_json(
+            statements.RECORD_RECEIPT,
+            {
+                "provider_message_id": "SM-1",
+                "status": "delivered",
+                "error_code": "",
+                "rank": 4,
+                "now": NOW,
+            },
+        )
+    scans = [n for n in nodes if "Scan" in n["Node Type"]]
+    assert [(n["Node Type"], n.get("Index Name")) for n in scans] == [
+        ("Index Scan", "sends_provider_message_idx")
+    ], nodes
 
 
 def test_claim_with_nothing_due_is_the_same_plan(transactional_db):

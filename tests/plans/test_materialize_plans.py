@@ -16,8 +16,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from calendars.models import CalendarEvent, ConnectionStatus, FollowUp
-from scheduled_sends.config import QueueConfig
-from scheduled_sends.materialize import plan_for_user, subject_window
+from nudgeproject.config import NudgeConfig
+from scheduled_sends.materialize import plan_for_user
 from scheduled_sends.models import DeliverySettings, ScheduledSend
 from tenancy.scope import support_scope, tenant_scope
 from tests.conftest import utc
@@ -45,8 +45,8 @@ def _users_with_settings() -> list[int]:
 
 def _querysets(user_id: int):
     """The querysets ``plan_for_user`` builds (checked against it below)."""
-    config = QueueConfig.from_settings()
-    start, end = subject_window(NOW, config)
+    config = NudgeConfig.from_settings()
+    start, end = config.subject_window(NOW)
     events = CalendarEvent.objects.filter(
         user_id=user_id, starts_at__gt=start, starts_at__lte=end
     ).exclude(connection__status=ConnectionStatus.NEEDS_REAUTH)
@@ -60,7 +60,7 @@ def _ran_by_plan_for_user(user_id: int) -> list[str]:
     with tenant_scope(user_id):
         with CaptureQueriesContext(connection) as captured:
             delivery = DeliverySettings.objects.get(user_id=user_id)
-            plan_for_user(user_id, delivery, NOW, QueueConfig.from_settings())
+            plan_for_user(user_id, delivery, NOW, NudgeConfig.from_settings())
     return [q["sql"] for q in captured.captured_queries]
 
 

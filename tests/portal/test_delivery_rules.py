@@ -171,7 +171,7 @@ def test_a_held_nudge_sent_a_little_early_by_smoothing_still_goes(make_user, now
     minutes earlier, into the quiet period's last minutes, without a skip."""
     import uuid
 
-    from scheduled_sends.config import QueueConfig
+    from nudgeproject.config import NudgeConfig
     from scheduled_sends.queue.transitions import ClaimedSend
     from scheduled_sends.subjects import Delivery, Skip, decide, read_facts
 
@@ -197,7 +197,7 @@ def test_a_held_nudge_sent_a_little_early_by_smoothing_still_goes(make_user, now
         attempts=0,
         send_started_at=None,
     )
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     facts = read_facts([claimed])[claimed.id]
     assert isinstance(decide(claimed, facts, quiet_end - timedelta(minutes=4), config), Delivery)
     # A row whose intended instant is inside quiet hours (settings changed since) is skipped.

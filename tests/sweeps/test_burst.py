@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduled_sends.config import QueueConfig
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.health import check_health
 from scheduled_sends.lateness import LatenessSummary, merged_p95
@@ -138,7 +138,7 @@ def test_every_users_first_nudge_of_a_minute_goes_before_anyones_second(make_use
     for user in others:
         add_follow_up(user, HOUR + timedelta(seconds=59))
     run_materialize(NOW)
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     at = HOUR - timedelta(minutes=9)  # the whole minute is due
     first = transitions.claim_due(at, config, limit=11)
     assert {row.user_id for row in first} == {heavy.pk} | {user.pk for user in others}
@@ -156,7 +156,7 @@ def test_one_batch_comes_back_in_the_claims_fair_order(make_user, settings):
         add_follow_up(user, HOUR + timedelta(seconds=59))
     run_materialize(NOW)
     batch = transitions.claim_due(
-        HOUR - timedelta(minutes=9), QueueConfig.from_settings(), limit=100
+        HOUR - timedelta(minutes=9), NudgeConfig.from_settings(), limit=100
     )
     assert len(batch) == 40
     # Delivery sends in this order: everyone's first before the heavy user's second.

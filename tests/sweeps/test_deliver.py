@@ -9,6 +9,7 @@ from typing import ClassVar
 import pytest
 from django.core.management import call_command
 
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.channels.base import (
     NudgeMessage,
     PermanentSendError,
@@ -18,7 +19,6 @@ from scheduled_sends.channels.base import (
     UnconfirmedSendError,
 )
 from scheduled_sends.channels.recording import RecordingChannel
-from scheduled_sends.config import QueueConfig
 from scheduled_sends.deliver import INTERRUPTED_REASON, run_deliver
 from scheduled_sends.materialize import run_materialize
 from scheduled_sends.messages import compose
@@ -233,7 +233,7 @@ def test_a_run_killed_after_claiming_is_reclaimed_only_after_the_lease(
 ):
     user, _ = due_event
     settings.NUDGE_LEASE_SECONDS = 300
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     [claimed] = transitions.claim_due(FIRE, config)  # the run dies here: no settle-up
     assert run_deliver(FIRE + timedelta(minutes=1)).claimed == 0
     assert run_deliver(FIRE + timedelta(seconds=299)).claimed == 0
@@ -249,7 +249,7 @@ def test_a_run_killed_after_claiming_is_reclaimed_only_after_the_lease(
 
 def test_a_run_that_died_mid_send_is_not_sent_again(due_event, recording_channel):
     user, _ = due_event
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     [claimed] = transitions.claim_due(FIRE, config)
     assert transitions.settle_one(
         claimed, transitions.Transition.MARK_SENDING, FIRE, channel="console"
@@ -266,7 +266,7 @@ def test_a_claim_never_returns_more_than_its_batch(make_user):
     for minute in range(30):
         add_follow_up(user, NOW + timedelta(minutes=20 + minute))
     run_materialize(NOW)
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     at = NOW + timedelta(minutes=40)  # 14 rows fired within the last 15 minutes
     first = transitions.claim_due(at, config, limit=7)
     second = transitions.claim_due(at, config, limit=7)

@@ -11,9 +11,9 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.channels.base import NudgeMessage
 from scheduled_sends.channels.recording import RecordingChannel
-from scheduled_sends.config import QueueConfig
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import ScheduledSend
@@ -60,7 +60,7 @@ def _naive_delivery_run(barrier: threading.Barrier, channel: RecordingChannel) -
 
 def _claiming_delivery_run(barrier: threading.Barrier, channel: RecordingChannel) -> None:
     try:
-        claimed = claim_due(DUE, QueueConfig.from_settings())
+        claimed = claim_due(DUE, NudgeConfig.from_settings())
         barrier.wait()
         for row in claimed:
             receipt = channel.send(f"row:{row.id}", MESSAGE)
@@ -147,7 +147,7 @@ class FirstRunMidClaim(threading.Thread):
             with rls_bypass(), connection.cursor() as cursor:
                 cursor.execute("SELECT pg_backend_pid()")
                 self.backend_pid = cursor.fetchone()[0]
-                config = QueueConfig.from_settings()
+                config = NudgeConfig.from_settings()
                 cursor.execute(statements.CLAIM_DUE, claim_params(DUE, config, self.limit))
                 self.claimed_ids = [row[0] for row in cursor.fetchall()]
                 self.holding.set()

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.db import transaction
 from django.utils import timezone
 
-from scheduled_sends.config import QueueConfig
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.health import check_health
 from scheduled_sends.materialize import run_materialize
@@ -78,7 +78,7 @@ def test_overdue_rows_are_reported_when_deliver_stopped(queued):
 
 
 def test_claims_older_than_the_lease_are_reported(queued):
-    config = QueueConfig.from_settings()
+    config = NudgeConfig.from_settings()
     transitions.claim_due(FIRE, config)  # a run that died after claiming
     run_deliver(FIRE + timedelta(minutes=1))
     report = check_health(FIRE + config.lease + timedelta(seconds=30))

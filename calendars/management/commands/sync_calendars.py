@@ -10,8 +10,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from calendars.sync import ConnectionResult, SyncSummary, default_window, sync_user_connections
+from calendars.sync import ConnectionResult, SyncSummary, sync_user_connections
 from nudgeproject.command_line import NudgeCommand, instant, positive_int, require_users
+from nudgeproject.config import NudgeConfig
 
 
 class Command(NudgeCommand):
@@ -27,7 +28,7 @@ class Command(NudgeCommand):
         moment = now or timezone.now()
         if user is not None:
             require_users([user])
-        window_start, window_end = default_window(moment)
+        window_start, window_end = NudgeConfig.from_settings().subject_window(moment)
         users = get_user_model().objects.filter(is_active=True).order_by("pk")
         if user is not None:
             users = users.filter(pk=user)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
 
 from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
 from nudgeproject.command_line import NudgeCommand, instant, non_negative_int
+from nudgeproject.config import NudgeConfig
 from scheduled_sends.demo import seed_demo
 from scheduled_sends.models import Channel
 
@@ -54,7 +54,7 @@ class Command(NudgeCommand):
             follow_ups_per_user=options["follow_ups_per_user"],
             channel=options["channel"],
             start=start,
-            window=timedelta(minutes=settings.NUDGE_LOOKAHEAD_MINUTES),
+            window=NudgeConfig.from_settings().lookahead,
             username_prefix=options["prefix"],
             due_now=options["due_now"],
             password=password,

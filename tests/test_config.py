@@ -1,0 +1,98 @@
+"""The product's knobs: one validated object, read everywhere, refused loudly when unsafe."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from nudgeproject.checks import nudge_settings_are_valid
+from nudgeproject.config import NudgeConfig
+
+PROJECT = Path(__file__).resolve().parent.parent
+# Read straight from Django settings on purpose: database role names (settings
+# derive them; the bootstrap and migrations need them before any config) and
+# the calendar token keys (a secret, read by the one module that uses it).
+DIRECT_READS_ALLOWED = re.compile(r"settings\.(NUDGE_DB_\w+|CALENDAR_TOKEN_KEYS)")
+KNOB = re.compile(r"settings\.(NUDGE|CALENDAR|ICS)_\w+|getattr\(settings, f?\"(NUDGE|CALENDAR)")
+
+
+def test_no_module_reads_a_knob_around_the_config():
+    """One home: a knob read beside ``NudgeConfig`` escapes its validation and its docs."""
+    offenders = []
+    for path in PROJECT.glob("*/**/*.py"):
+        relative = path.relative_to(PROJECT)
+        if (
+            relative.parts[0] in {"tests", "bench", ".venv", "var"}
+            or "migrations" in relative.parts
+        ):
+            continue
+        if relative.as_posix() in {"nudgeproject/config.py", "nudgeproject/settings.py"}:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            code = DIRECT_READS_ALLOWED.sub("", line)
+            if KNOB.search(code) and not code.lstrip().startswith(("#", '"', "`")):
+                offenders.append(f"{relative}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+def test_check_names_every_unsafe_knob(settings):
+    settings.NUDGE_BATCH_SIZE = 0
+    settings.NUDGE_LEASE_SECONDS = 10
+    settings.CALENDAR_HTTP_TIMEOUT_SECONDS = 0
+
+    errors = nudge_settings_are_valid()
+
+    assert {error.id for error in errors} == {"nudge.E001"}
+    assert [error.msg for error in errors] == [
+        "NUDGE_BATCH_SIZE must be at least 1",
+        "CALENDAR_HTTP_TIMEOUT_SECONDS must be positive",
+        "NUDGE_LEASE_SECONDS must be at least twice NUDGE_RUN_BUDGET_SECONDS "
+        "(lease 10s, budget 55s)",
+    ]
+
+
+def test_check_is_quiet_with_the_defaults():
+    assert nudge_settings_are_valid() == []
+
+
+def test_manage_py_check_stops_on_an_unsafe_knob(settings, db):
+    settings.NUDGE_MAX_NUDGES_PER_USER = 0
+    with pytest.raises(SystemCheckError, match="NUDGE_MAX_NUDGES_PER_USER must be at least 1"):
+        call_command("check")
+
+
+def test_a_knob_of_the_wrong_type_is_a_check_error_not_a_crash(settings):
+    settings.NUDGE_GRACE_MINUTES = "fifteen"
+
+    [error] = nudge_settings_are_valid()
+
+    assert "missing or of the wrong type" in error.msg
+
+
+def test_a_sweep_refuses_an_unsafe_config_with_the_reason(settings):
+    settings.NUDGE_SMOOTHING_HEADROOM = 1.5
+    with pytest.raises(ValueError, match=r"NUDGE_SMOOTHING_HEADROOM must be in \(0, 1\]"):
+        NudgeConfig.from_settings()
+
+
+def test_the_default_lead_cannot_exceed_what_the_schema_stores(settings):
+    settings.NUDGE_DEFAULT_LEAD_MINUTES = 24 * 60 + 1
+    with pytest.raises(ValueError, match="NUDGE_DEFAULT_LEAD_MINUTES must be between 0 and 1440"):
+        NudgeConfig.from_settings()
+
+
+def test_sync_and_materialise_read_the_same_window(settings):
+    settings.NUDGE_GRACE_MINUTES = 20
+    settings.NUDGE_LOOKAHEAD_MINUTES = 60
+    settings.NUDGE_MAX_LEAD_MINUTES = 30
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    assert NudgeConfig.from_settings().subject_window(now) == (
+        now - timedelta(minutes=20),
+        now + timedelta(minutes=90),
+    )
