@@ -113,11 +113,6 @@ class CalendarEvent(TenantModel):
     def __str__(self) -> str:
         return f"{self.title or '(untitled)'} at {self.starts_at:%Y-%m-%d %H:%M}Z"
 
-    @property
-    def nudgeable(self) -> bool:
-        """All-day, cancelled and declined events get no nudge."""
-        return not self.all_day and not self.declined and self.status != EventStatus.CANCELLED
-
 
 class FollowUp(TenantModel):
     """Something the user gave a time to."""

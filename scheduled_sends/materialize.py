@@ -25,7 +25,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, connections
 from django.db.models import BooleanField, ExpressionWrapper, F
 
-from calendars.models import CalendarEvent, ConnectionStatus, FollowUp
+from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
 from calendars.providers.normalize import sorted_leads
 from calendars.sync import sync_user_connections
 from nudgeproject.config import NudgeConfig
@@ -35,6 +35,7 @@ from scheduled_sends.queue import statements, states, transitions
 from scheduled_sends.queue.transitions import database_now
 from scheduled_sends.runlog import recorded_run
 from scheduled_sends.smoothing import smooth_bursts
+from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.materialize")
@@ -90,7 +91,14 @@ def plan_event_nudges(
     max_minutes = int(config.max_lead.total_seconds() // 60)
     planned = []
     for event in events:
-        if not event.nudgeable:
+        skip = event_skip_reason(
+            found=True,
+            cancelled=event.status == EventStatus.CANCELLED,
+            declined=event.declined,
+            all_day=event.all_day,
+            needs_reauth=False,  # those connections' events are not read (plan_for_user)
+        )
+        if skip:
             continue
         # Beyond the cap comes at the cap (ARCHITECTURE, "Reminders"); 0 is "at the time".
         # The sync already keeps the nearest few leads; rows written another way
@@ -114,7 +122,7 @@ def plan_follow_up_nudges(
     """A follow-up is nudged the user's default lead before it is due."""
     planned = []
     for follow_up in follow_ups:
-        if follow_up.done:
+        if follow_up_skip_reason(found=True, done=follow_up.done):
             continue
         intended_at = _held(hold, follow_up.due_at - default_lead, follow_up.due_at)
         if _in_window(intended_at, now, config):

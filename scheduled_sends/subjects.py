@@ -106,25 +106,49 @@ def read_facts(rows: Sequence[ClaimedSend]) -> dict[int, Facts]:
     return facts
 
 
-def _subject_gone(row: ClaimedSend, facts: Facts) -> Skip | None:
-    """Why the subject no longer deserves a nudge, if it does not."""
-    if row.kind == Kind.EVENT:
-        if not facts.found:
-            return Skip("event no longer in the calendar")
-        if facts.cancelled:
-            return Skip("event cancelled")
-        if facts.declined:
-            return Skip("event declined")
-        if facts.all_day:
-            return Skip("all-day event")
-        if facts.needs_reauth:
-            return Skip("calendar needs re-authorisation")
-        return None
-    if not facts.found:
-        return Skip("follow-up deleted")
-    if facts.done:
-        return Skip("follow-up already done")
+def event_skip_reason(
+    *, found: bool, cancelled: bool, declined: bool, all_day: bool, needs_reauth: bool
+) -> str | None:
+    """Why a calendar event deserves no nudge, if it does not.
+
+    The one statement of the rule: materialise plans nothing for such an event,
+    and delivery skips a row whose event has become one, with this reason.
+    """
+    if not found:
+        return "event no longer in the calendar"
+    if cancelled:
+        return "event cancelled"
+    if declined:
+        return "event declined"
+    if all_day:
+        return "all-day event"
+    if needs_reauth:
+        return "calendar needs re-authorisation"
     return None
+
+
+def follow_up_skip_reason(*, found: bool, done: bool) -> str | None:
+    """Why a follow-up deserves no nudge, if it does not (see ``event_skip_reason``)."""
+    if not found:
+        return "follow-up deleted"
+    if done:
+        return "follow-up already done"
+    return None
+
+
+def _subject_gone(row: ClaimedSend, facts: Facts) -> Skip | None:
+    """Why the subject, as it is now, no longer deserves a nudge."""
+    if row.kind == Kind.EVENT:
+        reason = event_skip_reason(
+            found=facts.found,
+            cancelled=facts.cancelled,
+            declined=facts.declined,
+            all_day=facts.all_day,
+            needs_reauth=facts.needs_reauth,
+        )
+    else:
+        reason = follow_up_skip_reason(found=facts.found, done=facts.done)
+    return Skip(reason) if reason else None
 
 
 def decide(

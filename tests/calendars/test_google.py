@@ -89,11 +89,11 @@ def test_all_day_cancelled_and_declined(fake_google, google_connection):
 
     rows = {e.provider_event_id: e for e in events_of(connection)}
     assert set(rows) == {"holiday", "declined", "accepted"}
-    assert rows["holiday"].all_day and not rows["holiday"].nudgeable
+    assert rows["holiday"].all_day
     # Midnight in the calendar's zone (Berlin, UTC+1).
     assert rows["holiday"].starts_at == datetime(2026, 12, 1, 23, 0, tzinfo=UTC)
-    assert rows["declined"].declined and not rows["declined"].nudgeable
-    assert not rows["accepted"].declined and rows["accepted"].nudgeable
+    assert rows["declined"].declined
+    assert not rows["accepted"].declined and not rows["accepted"].all_day
 
 
 def test_cancelling_a_stored_event_deletes_it(fake_google, google_connection):

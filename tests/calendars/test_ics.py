@@ -47,7 +47,7 @@ def test_google_style_feed_is_expanded_and_normalised(fake_ics, ics_connection):
         # The weekly's 12-09 occurrence is an EXDATE.
     ]
     declined = next(e for e in events_of(connection) if e.provider_event_id.startswith("declined"))
-    assert declined.declined and not declined.nudgeable
+    assert declined.declined
 
 
 def test_304_costs_no_parse_and_no_writes(fake_ics, ics_connection, monkeypatch):

