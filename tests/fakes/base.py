@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import random
+import selectors
+import socket
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -177,6 +179,30 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, fake: FakeProviderServer) -> None:
         self.fake = fake
         super().__init__(("127.0.0.1", 0), _Handler)
+        self._wake, self._waker = socket.socketpair()
+
+    def serve_until_stopped(self) -> None:
+        """Accept connections until :meth:`stop_serving`.
+
+        ``serve_forever`` only notices ``shutdown()`` at its next poll, so every
+        stop would wait out the poll interval; here the stop wakes the loop itself.
+        """
+        with selectors.DefaultSelector() as selector:
+            selector.register(self, selectors.EVENT_READ)
+            selector.register(self._wake, selectors.EVENT_READ)
+            while True:
+                for key, _ in selector.select():
+                    if key.fileobj is self._wake:
+                        return
+                    self._handle_request_noblock()  # one connection, answered on its own thread
+
+    def stop_serving(self) -> None:
+        self._waker.send(b"x")
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._wake.close()
+        self._waker.close()
 
 
 class FakeProviderServer:
@@ -197,11 +223,7 @@ class FakeProviderServer:
         self.stopping.clear()
         self._server = _Server(self)
         self._thread = threading.Thread(
-            # A short poll: stop() waits for serve_forever to notice, once per fake per test.
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name=type(self).__name__,
-            daemon=True,
+            target=self._server.serve_until_stopped, name=type(self).__name__, daemon=True
         )
         self._thread.start()
         return self
@@ -209,10 +231,11 @@ class FakeProviderServer:
     def stop(self) -> None:
         self.stopping.set()
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop_serving()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._server is not None:
+            self._server.server_close()
         self._server = self._thread = None
 
     def __enter__(self) -> Self:

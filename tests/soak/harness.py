@@ -67,6 +67,11 @@ GRACE = timedelta(minutes=15)
 LEASE = timedelta(seconds=300)
 CLIENT_TIMEOUT_SECONDS = 0.4
 SLOW_SECONDS = 0.9  # past the client timeout: a timeout, and the fake delivers nothing
+# A 429's Retry-After pauses the channel for every process on the database's real
+# clock while a step's simulated clock stands still, so the step's other sends on
+# that channel wait it out in wall time. 2 s takes the same paths (the shared pause,
+# rows given back or re-slotted behind it) as the providers' usual 5-10 s.
+RETRY_AFTER_SECONDS = 2
 TIMEZONES = [
     "UTC",
     "Europe/Berlin",
@@ -98,7 +103,7 @@ TWILIO_RANDOM_FAULTS = (
     tw.SERVER_ERROR,
     tw.SERVICE_UNAVAILABLE,
     tw.BAD_GATEWAY,
-    tw.TOO_MANY_REQUESTS,  # 429, Retry-After: 7
+    tw.twilio_error(20429, "Too Many Requests", 429, retry_after=str(RETRY_AFTER_SECONDS)),
     tw.CHANNEL_RATE_LIMIT,  # 429 without Retry-After
     tw.slow(SLOW_SECONDS),
     tw.slow(SLOW_SECONDS, delivers=True),  # accepted, then answered too late
@@ -107,7 +112,7 @@ TWILIO_RANDOM_FAULTS = (
 TELEGRAM_RANDOM_FAULTS = (
     tg.SERVER_ERROR,
     tg.BAD_GATEWAY,
-    tg.flood(7),
+    tg.flood(RETRY_AFTER_SECONDS),
     tg.slow(SLOW_SECONDS),
     tg.slow(SLOW_SECONDS, delivers=True),
     tg.BOT_KICKED,  # permanent
