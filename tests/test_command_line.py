@@ -11,6 +11,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
+from tests.support.processes import subprocess_env
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -39,6 +41,9 @@ def test_bad_arguments_get_one_line_and_a_failing_exit(argv, says):
         capture_output=True,
         text=True,
         timeout=60,
+        # A server named (the test database's): settings then skip starting the
+        # embedded one, and the argument error comes before any connection.
+        env=subprocess_env(),
     )
 
     assert done.returncode == 2, done.stderr
