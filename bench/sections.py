@@ -449,7 +449,7 @@ def notes(results: dict) -> str:
         "- **Drain / fairness**: separate `python -m bench.worker` processes, each running "
         "`run_deliver()` until a run claims nothing, with the recording channel "
         "(`NUDGE_CHANNEL_BACKENDS`, `NUDGE_RECORDING_FILE`); released together; claim latency "
-        "from a timer wrapped around `claim.claim_due` inside the worker.",
+        "from a timer wrapped around `transitions.claim_due` inside the worker.",
         f"- **Sizes below the issue's**: drain {s['drain_rows']:,} rows in the full run "
         + (
             "(50,000 in the separate drain-only run, 3b), "

@@ -2,7 +2,7 @@
 
 ``python -m bench.worker OUT.json READY GO`` — sets Django up (with the
 environment the parent gave it: the bench database, the recording channel),
-wraps ``scheduled_sends.claim.claim_due`` in a timer (here, not in product
+wraps ``scheduled_sends.queue.transitions.claim_due`` in a timer (here, not in product
 code), signals READY, waits for GO, then runs ``run_deliver()`` until a run
 claims nothing, and writes what it saw to OUT.json.
 """

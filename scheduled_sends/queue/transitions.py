@@ -94,7 +94,7 @@ def claim_params(now: datetime, config: NudgeConfig, limit: int | None = None) -
 
 
 def claim_due(now: datetime, config: NudgeConfig, limit: int | None = None) -> list[ClaimedSend]:
-    """Claim up to ``limit`` due rows in one statement, in the fair order (see queue_sql)."""
+    """Claim up to ``limit`` due rows in one statement, in the fair order (``CLAIM_DUE``)."""
     with rls_bypass(), connection.cursor() as cursor:
         cursor.execute(statements.CLAIM_DUE, claim_params(now, config, limit))
         rows = [ClaimedSend(*row) for row in cursor.fetchall()]
