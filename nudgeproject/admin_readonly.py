@@ -9,8 +9,8 @@ from django.http import HttpRequest
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Viewable with the view permission; nothing is added, edited or deleted here.
 
-    Actions that change something (a resync flag, a queue transition) take
-    the change permission explicitly; the object's form stays read-only.
+    A subclass whose action changes something gives it a permission of its own
+    (``calendars.admin``'s "resync"): "change" is always refused here.
     """
 
     def has_add_permission(self, request: HttpRequest) -> bool:

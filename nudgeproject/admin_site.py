@@ -116,8 +116,6 @@ class NudgeAdminSite(admin.AdminSite):
             "nudge_failing": [line for line in lines if not line.ok],
             "nudge_as_of": console.when(now),
             "nudge_charts": console.activity_panels(now),
-            "nudge_stuck_count": health.figures.get("stuck_claims", 0),
-            "nudge_stuck_url": links.to_queue("state=stuck"),
             **(extra_context or {}),
         }
         return super().index(request, extra_context=context)

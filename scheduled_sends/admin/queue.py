@@ -13,7 +13,7 @@ from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ObjectDoesNotExist
-from django.db.models import Case, IntegerField, QuerySet, Value, When
+from django.db.models import Case, IntegerField, QuerySet, When
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
@@ -185,7 +185,6 @@ class ScheduledSendAdmin(admin.ModelAdmin):
             .with_state(now, lease)
             .annotate(
                 problem_rank=Case(When(problem, then=0), default=1, output_field=IntegerField()),
-                as_of=Value(now),
             )
             .order_by(*self.get_ordering(request))
         )

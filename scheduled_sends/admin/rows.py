@@ -6,16 +6,19 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.http import HttpRequest
-from django.utils import timezone
 from django.utils.text import Truncator
 
 from scheduled_sends.models import ScheduledSend
+from scheduled_sends.queue.transitions import database_now
 from scheduled_sends.subjects import subject_titles
 
 
 def as_of(request: HttpRequest) -> datetime:
-    """One instant per request, so the filter, ordering and state column agree."""
-    return request.__dict__.setdefault("_nudge_as_of", timezone.now())
+    """One instant per request, on the database's clock: the filter, the ordering, the
+    state column and the refusals judge rows on the clock the transitions' fences use."""
+    if "_nudge_as_of" not in request.__dict__:
+        request.__dict__["_nudge_as_of"] = database_now()
+    return request.__dict__["_nudge_as_of"]
 
 
 def attach_subject_titles(rows: Iterable[ScheduledSend]) -> None:

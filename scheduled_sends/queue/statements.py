@@ -2,7 +2,7 @@
 
 The ORM covers the tenant-scoped reads; these are the statements whose exact
 shape matters: the idempotent insert, the one-statement claim, the fenced
-settle-ups, and the health counts. All parameters are bound (``%(name)s``).
+settle-ups, expiry, pruning and pacing. All parameters are bound (``%(name)s``).
 
 Every statement that reads due rows carries the same predicate as the
 partial index ``scheduled_sends_due_idx`` (``sent_at IS NULL AND outcome IS
@@ -118,7 +118,7 @@ SELECT ds.id IS NOT NULL, coalesce(ds.enabled, false), coalesce(ds.channel, ''),
 # fenced by its own claim token: a run whose lease expired and whose row was
 # claimed again cannot overwrite the newer claim. RETURNING names the rows
 # that matched; the rest were lost claims. Every statement takes the same
-# seven parallel arrays (see ``claim.Settlement``) and uses the ones it needs.
+# seven parallel arrays (see ``transitions.Settlement``) and uses the ones it needs.
 _GROUP = """
   FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(ats)s::timestamptz[],
               %(channels)s::text[], %(message_ids)s::text[], %(reasons)s::text[],

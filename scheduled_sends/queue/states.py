@@ -101,7 +101,12 @@ def due(now: Instant, grace: timedelta) -> Q:
 
 
 def claimable(now: Instant, grace: timedelta, lease: timedelta) -> Q:
-    """What the claim (``statements.CLAIM_DUE``) takes: due, nobody sending it, not held."""
+    """What the claim (``statements.CLAIM_DUE``) takes: due, nobody sending it, not held.
+
+    The claim also starts its index walk at the oldest minute a sendable row can be
+    in (grace plus ``NUDGE_MAX_EARLY_MINUTES``): a row moved further earlier than
+    that — only after lowering the setting — is left to expire, not claimed.
+    """
     return due(now, grace) & not_under_live_claim(now, lease) & ~waiting_for_provider(now)
 
 

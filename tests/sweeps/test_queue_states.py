@@ -16,6 +16,7 @@ from datetime import timedelta
 
 import pytest
 from django.db.models import Q
+from django.utils import timezone
 
 from nudgeproject.config import NudgeConfig
 from scheduled_sends.models import Kind, ScheduledSend
@@ -108,3 +109,75 @@ def test_health_counts_are_the_states_counted(every_kind_of_row):
     assert counts.awaiting_expiry == len(
         _ids(states.awaiting_expiry(NOW, config.grace, config.lease))
     )
+
+
+# --- support's transitions re-judge the row when they write ----------------------
+# The console refuses what it can see is wrong; these fences catch what changed
+# between its confirmation page and the click.
+
+
+def _one_row(user, **fields) -> ScheduledSend:
+    now = timezone.now()
+    values = {
+        "kind": Kind.FOLLOW_UP,
+        "ref_id": 1,
+        "fire_at": now - MINUTE,
+        "intended_at": now - MINUTE,
+        "subject_starts_at": now + 9 * MINUTE,
+        **fields,
+    }
+    with tenant_scope(user.pk):
+        return ScheduledSend.objects.create(user=user, **values)
+
+
+def _reload(row) -> ScheduledSend:
+    with tenant_scope(row.user_id):
+        return ScheduledSend.objects.get(pk=row.pk)
+
+
+def _as_support(transition, *args, **kwargs) -> bool:
+    with support_scope():
+        return transition(*args, **kwargs)
+
+
+def test_retry_refuses_a_failed_row_whose_grace_ran_out(make_user):
+    config = NudgeConfig.from_settings()
+    late = timezone.now() - config.grace - MINUTE
+    row = _one_row(make_user(), fire_at=late, intended_at=late, outcome="failed", attempts=1)
+    assert not _as_support(transitions.retry_failed, row.pk, config.grace)
+    assert _reload(row).outcome == "failed"
+
+    fresh = _one_row(make_user(), outcome="failed", attempts=1, last_error="[500] down")
+    assert _as_support(transitions.retry_failed, fresh.pk, config.grace)
+    assert (_reload(fresh).outcome, _reload(fresh).last_error) == (None, "")
+
+
+def test_skip_refuses_a_row_a_run_has_just_claimed(make_user):
+    config = NudgeConfig.from_settings()
+    now = timezone.now()
+    live = _one_row(make_user(), claimed_at=now, claim_token=uuid.uuid4())
+    assert not _as_support(transitions.skip_unsent, live.pk, "by support: test", config.lease)
+    assert _reload(live).outcome is None
+
+    stuck = _one_row(make_user(), claimed_at=now - config.lease - MINUTE, claim_token=uuid.uuid4())
+    assert _as_support(transitions.skip_unsent, stuck.pk, "by support: test", config.lease)
+    assert _reload(stuck).outcome == "skipped" and _reload(stuck).sent_at is not None
+
+
+def test_release_refuses_a_live_claim_and_a_started_send_unless_told(make_user):
+    config = NudgeConfig.from_settings()
+    now = timezone.now()
+    token = uuid.uuid4()
+    live = _one_row(make_user(), claimed_at=now, claim_token=token)
+    assert not _as_support(
+        transitions.release_stuck_claim, live.pk, token, config.lease, even_mid_send=False
+    )
+    assert _reload(live).claim_token == token
+
+    dead = now - config.lease - MINUTE
+    mid_send = _one_row(make_user(), claimed_at=dead, claim_token=token, send_started_at=dead)
+    release = transitions.release_stuck_claim
+    assert not _as_support(release, mid_send.pk, token, config.lease, even_mid_send=False)
+    assert not _as_support(release, mid_send.pk, uuid.uuid4(), config.lease, even_mid_send=True)
+    assert _as_support(release, mid_send.pk, token, config.lease, even_mid_send=True)
+    assert _reload(mid_send).claimed_at is None
