@@ -29,9 +29,10 @@ from django.template.response import SimpleTemplateResponse, TemplateResponse
 from django.urls import path
 from django.utils import timezone
 
+from core.config import NudgeConfig
+from core.display import when
 from nudgeproject import console
 from nudgeproject.admin_guard import audit_logger, guarded
-from nudgeproject.config import NudgeConfig
 from scheduled_sends import health
 from scheduled_sends.models import ScheduledSend, SweepRun
 from tenancy.scope import support_scope
@@ -114,7 +115,7 @@ class NudgeAdminSite(admin.AdminSite):
             "nudge_health": health,
             "nudge_lines": lines,
             "nudge_failing": [line for line in lines if not line.ok],
-            "nudge_as_of": console.when(now),
+            "nudge_as_of": when(now),
             "nudge_charts": console.activity_panels(now),
             **(extra_context or {}),
         }
@@ -152,7 +153,7 @@ class NudgeAdminSite(admin.AdminSite):
             "title": f"Nudges of {user.get_username()}",
             "subtitle": None,
             "nudge_user": user,
-            "nudge_as_of": console.when(now),
+            "nudge_as_of": when(now),
             "nudge_charts": console.activity_panels(now, user_id=user.pk),
             "nudge_queue_url": console.Links.for_user(request.user).to_queue(f"owner={user.pk}"),
         }

@@ -11,67 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from accounts.models import Channel
+from core.config import NudgeConfig
+from core.display import duration, plural, when
 from nudgeproject import svgchart
-from nudgeproject.config import NudgeConfig
 from nudgeproject.svgchart import Chart, Series
 from scheduled_sends import charts
 from scheduled_sends.lateness import BUCKETS
-from scheduled_sends.models import Channel, Outcome
+from scheduled_sends.models import Outcome
 
 BEYOND_LAST_BUCKET = BUCKETS[-2]  # the histogram's last finite bound
-
-# --- time -------------------------------------------------------------------------
-
-
-def when(instant: datetime | None, empty: str = "never") -> SafeString:
-    """An instant, written one way everywhere: ``2026-12-02 22:22 UTC``.
-
-    The page's script rewrites it into the viewer's own zone, in the same
-    shape; the UTC instant, to the second, stays on hover.
-    """
-    if instant is None:
-        return format_html("{}", empty)
-    utc = instant.astimezone(UTC)
-    return format_html(
-        '<time class="nudge-time" datetime="{}" title="{}">{}</time>',
-        utc.isoformat(),
-        f"{utc:%Y-%m-%d %H:%M:%S} UTC",
-        f"{utc:%Y-%m-%d %H:%M} UTC",
-    )
-
-
-def instant_column(field_name: str, description: str) -> Callable:
-    """A read-only admin column (list or form) for a timestamp, written as ``when`` writes it."""
-
-    def column(model_admin, obj) -> SafeString:
-        return when(getattr(obj, field_name), empty="-")
-
-    column.short_description = description
-    column.admin_order_field = field_name
-    return column
-
-
-def duration(seconds: float) -> str:
-    """A span in the unit a person would say: 90 s, 2 minutes, 3 hours."""
-    seconds = round(seconds)
-    if seconds < 120 and seconds % 60:
-        return f"{seconds} seconds"
-    if seconds < 2 * 3600:
-        minutes = seconds // 60
-        return "1 minute" if minutes == 1 else f"{minutes} minutes"
-    return f"{seconds // 3600} hours"
-
-
-def plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n:,} {one if n == 1 else (many or one + 's')}"
-
 
 # --- health -------------------------------------------------------------------------
 

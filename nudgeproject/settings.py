@@ -107,9 +107,12 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.postgres",
+    # The apps, ground floor first (docs/ARCHITECTURE.md, "Layers").
+    "core",
     "tenancy",
-    "scheduled_sends",
+    "accounts",
     "calendars",
+    "scheduled_sends",
     "portal",
 ]
 
@@ -309,7 +312,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "structured": {"()": "nudgeproject.log_format.KeyValueFormatter"},
+        "structured": {"()": "core.log_format.KeyValueFormatter"},
     },
     "handlers": {
         "stderr": {"class": "logging.StreamHandler", "formatter": "structured"},

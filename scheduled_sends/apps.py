@@ -6,5 +6,8 @@ class ScheduledSendsConfig(AppConfig):
     verbose_name = "Scheduled sends"
 
     def ready(self) -> None:
-        # The product's knobs are validated at start-up (they are mostly the queue's).
-        from nudgeproject import checks  # noqa: F401  (registers the system check)
+        # accounts (a floor down) announces settings changes; the queue follows them.
+        from accounts.signals import delivery_settings_changed
+        from scheduled_sends.materialize import refresh_queue
+
+        delivery_settings_changed.connect(refresh_queue, dispatch_uid="requeue-after-settings")

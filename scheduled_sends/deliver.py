@@ -35,8 +35,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from nudgeproject.config import NudgeConfig
-from portal.account import note_permanent_failure
+from accounts.actions import note_permanent_failure
+from core.config import NudgeConfig
 from scheduled_sends import subjects
 from scheduled_sends.channels.base import (
     Channel,
@@ -471,7 +471,7 @@ class DeliveryRun:
         elif isinstance(exc, PermanentSendError):
             self.settle(row, Transition.FAILED, at=at, reason=exc.describe())
             self.report.failed += 1
-            note_permanent_failure(row.user_id, delivery.channel, exc.code, str(exc))
+            note_permanent_failure(row.user_id, delivery.channel, exc.code, str(exc), at)
         elif isinstance(exc, UnconfirmedSendError):
             reason = f"{exc.describe()} — it may have been delivered; not resent"
             self.settle(row, Transition.FAILED, at=at, reason=reason)

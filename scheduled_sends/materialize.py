@@ -24,13 +24,15 @@ from datetime import datetime, timedelta
 from django.contrib.auth import get_user_model
 from django.db import connection, connections
 from django.db.models import BooleanField, ExpressionWrapper, F
+from django.utils import timezone
 
+from accounts.models import DeliverySettings
+from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
 from calendars.providers.normalize import sorted_leads
 from calendars.sync import sync_user_connections
-from nudgeproject.config import NudgeConfig
-from portal.rules import SkipReason, hold_for_quiet_hours, pause_reason
-from scheduled_sends.models import DeliverySettings, Kind, ScheduledSend, SweepRun
+from core.config import NudgeConfig
+from scheduled_sends.models import Kind, ScheduledSend, SweepRun
 from scheduled_sends.queue import statements, states, transitions
 from scheduled_sends.queue.transitions import database_now
 from scheduled_sends.runlog import recorded_run
@@ -75,7 +77,7 @@ IntendedTimeRule = Callable[[datetime, datetime], "datetime | SkipReason"] | Non
 
 def _held(hold: IntendedTimeRule, intended_at: datetime, starts_at: datetime) -> datetime:
     """Quiet hours move a nudge to their end; one they would skip keeps its time,
-    and delivery settles it ``skipped`` with the reason (portal.rules)."""
+    and delivery settles it ``skipped`` with the reason (accounts.rules)."""
     moved = hold(intended_at, starts_at) if hold else intended_at
     return moved if isinstance(moved, datetime) else intended_at
 
@@ -238,6 +240,22 @@ def materialize_user(user_id: int, now: datetime, config: NudgeConfig) -> UserRe
         channel = delivery.channel if delivery else ""
         result.queued = transitions.enqueue(user_id, channel, _ranked(to_insert, per_minute))
     return result
+
+
+def refresh_queue(user_id: int, now: datetime | None = None, **_signal_kwargs: object) -> None:
+    """Re-materialise one user now, so a change does not wait for the next sweep.
+
+    Called after a user's own change (a follow-up, a link, a calendar) and, as
+    the receiver of ``accounts.signals.delivery_settings_changed``, after their
+    settings changed. A failure is logged, not raised: the change itself is
+    saved, and the next sweep catches up.
+    """
+    try:
+        materialize_user(user_id, now or timezone.now(), NudgeConfig.from_settings())
+    except Exception:
+        logger.exception(
+            "re-materialising a user after a change failed", extra={"user_id": user_id}
+        )
 
 
 def _minute(instant: datetime) -> datetime:

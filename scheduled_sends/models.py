@@ -1,63 +1,22 @@
-"""The queue (``scheduled_sends``), per-user delivery settings, and the sweep run log."""
+"""The queue (``scheduled_sends``), the channels' shared pacing, and the sweep run log.
+
+A person's delivery settings live in ``accounts``, one floor down."""
 
 from __future__ import annotations
 
-import re
-import zoneinfo
 from datetime import UTC, timedelta
 
-from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models.functions import Now, TruncMinute
 
-from nudgeproject.config import NudgeConfig
+from accounts.models import Channel
 from scheduled_sends.queue.states import Outcome, ScheduledSendQuerySet
 from tenancy.models import TenantModel
-
-# [0-9], not \d: \d also matches Arabic-Indic and fullwidth digits.
-E164 = re.compile(r"\+[1-9][0-9]{6,14}")
-MAX_LEAD_MINUTES = 24 * 60
-
-
-def validate_e164(value: str) -> None:
-    if value and not E164.fullmatch(value):
-        raise ValidationError(
-            "Enter the number in E.164 form: a '+', the country code and the number, "
-            "digits only (e.g. +14155550100)."
-        )
-
-
-def validate_timezone(value: str) -> None:
-    # The IANA names, not whatever ZoneInfo opens: it also reads "posix/…" and
-    # "right/…" files, which are zone files, not names a user would recognise.
-    if value not in zoneinfo.available_timezones():
-        raise ValidationError(
-            f"{value!r} is not an IANA time zone (e.g. Europe/Berlin, America/New_York)."
-        )
-
-
-LEAD_RANGE = f"The lead must be between 0 and {MAX_LEAD_MINUTES} minutes (24 hours)."
-
-
-def validate_lead_minutes(value: int) -> None:
-    if not 0 <= value <= MAX_LEAD_MINUTES:
-        raise ValidationError(f"{LEAD_RANGE} {value} is outside that.")
-
-
-def validate_telegram_chat_id(value: str) -> None:
-    if value and not re.fullmatch(r"-?[0-9]{1,20}|@[A-Za-z][A-Za-z0-9_]{3,31}", value):
-        raise ValidationError("A Telegram chat id is a number (or @channelusername).")
 
 
 class Kind(models.TextChoices):
     EVENT = "event", "Calendar event"
     FOLLOW_UP = "follow_up", "Follow-up"
-
-
-class Channel(models.TextChoices):
-    WHATSAPP = "whatsapp", "WhatsApp"
-    TELEGRAM = "telegram", "Telegram"
-    CONSOLE = "console", "Console (development)"
 
 
 class ScheduledSend(TenantModel):
@@ -195,87 +154,6 @@ class ScheduledSend(TenantModel):
         if self.outcome != Outcome.SENT or self.sent_at is None:
             return None
         return self.sent_at - self.intended_at
-
-
-def default_lead_minutes() -> int:
-    """A new user's lead: NUDGE_DEFAULT_LEAD_MINUTES, read when the row is made."""
-    return int(NudgeConfig.from_settings().default_lead.total_seconds() // 60)
-
-
-class DeliverySettings(TenantModel):
-    """Where and how one user's nudges go."""
-
-    user = models.OneToOneField(
-        "auth.User", on_delete=models.CASCADE, related_name="delivery_settings"
-    )
-    enabled = models.BooleanField(default=True)
-    channel = models.CharField(max_length=16, choices=Channel.choices, default=Channel.CONSOLE)
-    whatsapp_number = models.CharField(
-        max_length=16, blank=True, default="", validators=[validate_e164]
-    )
-    telegram_chat_id = models.CharField(
-        max_length=64, blank=True, default="", validators=[validate_telegram_chat_id]
-    )
-    timezone = models.CharField(max_length=64, default="UTC", validators=[validate_timezone])
-    default_lead_minutes = models.PositiveIntegerField(
-        default=default_lead_minutes,
-        validators=[validate_lead_minutes],
-    )
-    capped_nudges = models.PositiveIntegerField(
-        db_default=0,
-        help_text="Nudges the last materialise run left out: more than the per-user limits "
-        "allow in one minute or one look-ahead (NUDGE_MAX_NUDGES_PER_USER…).",
-    )
-    capped_at = models.DateTimeField(
-        null=True, blank=True, help_text="When the per-user limits last left nudges out."
-    )
-    # Self-service (the end-user area): a pause the user can read the reason of,
-    # quiet hours in their zone, a channel found unreachable, and WhatsApp opt-in.
-    paused = models.BooleanField(default=False)
-    paused_reason = models.CharField(max_length=200, blank=True, default="")
-    paused_at = models.DateTimeField(null=True, blank=True)
-    quiet_start = models.TimeField(
-        null=True, blank=True, help_text="Local time; none = no quiet hours."
-    )
-    quiet_end = models.TimeField(null=True, blank=True)
-    unreachable_channel = models.CharField(
-        max_length=16,
-        choices=Channel.choices,
-        blank=True,
-        default="",
-        help_text="The provider said this user cannot be reached here; cleared by relinking.",
-    )
-    unreachable_reason = models.CharField(max_length=200, blank=True, default="")
-    unreachable_at = models.DateTimeField(null=True, blank=True)
-    whatsapp_opted_in_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        db_table = "delivery_settings"
-        verbose_name_plural = "delivery settings"
-        constraints = [
-            models.CheckConstraint(
-                name="delivery_settings_lead_in_range",
-                condition=models.Q(default_lead_minutes__gte=0)
-                & models.Q(default_lead_minutes__lte=MAX_LEAD_MINUTES),
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.get_channel_display()} for user {self.user_id}"
-
-    def clean(self) -> None:
-        if self.channel == Channel.WHATSAPP and not self.whatsapp_number:
-            raise ValidationError({"whatsapp_number": "WhatsApp delivery needs a number."})
-        if self.channel == Channel.TELEGRAM and not self.telegram_chat_id:
-            raise ValidationError({"telegram_chat_id": "Telegram delivery needs a chat id."})
-
-    def address(self) -> str:
-        """The recipient address for the configured channel."""
-        if self.channel == Channel.WHATSAPP:
-            return self.whatsapp_number
-        if self.channel == Channel.TELEGRAM:
-            return self.telegram_chat_id
-        return f"user:{self.user_id}"
 
 
 class ChannelPacing(models.Model):

@@ -3,7 +3,7 @@
 import django.core.validators
 from django.db import migrations, models
 
-import scheduled_sends.models
+import accounts.models
 
 
 class Migration(migrations.Migration):
@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
             model_name="deliverysettings",
             name="default_lead_minutes",
             field=models.PositiveIntegerField(
-                default=scheduled_sends.models.default_lead_minutes,
+                default=accounts.models.default_lead_minutes,
                 validators=[
                     django.core.validators.MinValueValidator(0),
                     django.core.validators.MaxValueValidator(1440),

@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-import scheduled_sends.models
+import accounts.models
 
 
 class Migration(migrations.Migration):
@@ -15,8 +15,8 @@ class Migration(migrations.Migration):
             model_name="deliverysettings",
             name="default_lead_minutes",
             field=models.PositiveIntegerField(
-                default=scheduled_sends.models.default_lead_minutes,
-                validators=[scheduled_sends.models.validate_lead_minutes],
+                default=accounts.models.default_lead_minutes,
+                validators=[accounts.models.validate_lead_minutes],
             ),
         ),
     ]

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
-from scheduled_sends.models import DeliverySettings
+from accounts.models import DeliverySettings
+from portal.followups import create_follow_up
+from scheduled_sends.models import ScheduledSend
 from tenancy.scope import tenant_scope
 
 
@@ -15,7 +20,7 @@ def settings_of(user) -> DeliverySettings:
 
 
 def change_url(user) -> str:
-    return reverse("admin:scheduled_sends_deliverysettings_change", args=[settings_of(user).pk])
+    return reverse("admin:accounts_deliverysettings_change", args=[settings_of(user).pk])
 
 
 def form_data(**overrides) -> dict:
@@ -92,6 +97,32 @@ def test_settings_list_shows_every_tenant(staff_client, make_user):
     make_user("alice")
     make_user("bob")
 
-    response = staff_client.get(reverse("admin:scheduled_sends_deliverysettings_changelist"))
+    response = staff_client.get(reverse("admin:accounts_deliverysettings_changelist"))
 
     assert response.context["cl"].result_count == 2
+
+
+def test_support_edit_requeues_the_user_at_once(
+    staff_client, make_user, django_capture_on_commit_callbacks
+):
+    """Support's change of the lead moves the user's queued nudge without waiting
+    for the next sweep: the admin saves through ``accounts.actions.update_settings``,
+    which re-materialises the user once the request's transaction commits."""
+    alice = make_user("alice")
+    due_at = timezone.now() + timedelta(hours=2)
+    create_follow_up(alice.pk, "Send the contract", due_at, timezone.now())
+    with tenant_scope(alice.pk):
+        lead = DeliverySettings.objects.get(user=alice).default_lead_minutes
+        queued = list(ScheduledSend.objects.filter(user_id=alice.pk).values_list("intended_at"))
+    assert queued == [(due_at - timedelta(minutes=lead),)]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = staff_client.post(
+            change_url(alice),
+            form_data(channel="console", whatsapp_number="", default_lead_minutes="45"),
+        )
+
+    assert response.status_code == 302
+    with tenant_scope(alice.pk):
+        queued = list(ScheduledSend.objects.filter(user_id=alice.pk).values_list("intended_at"))
+    assert queued == [(due_at - timedelta(minutes=45),)]

@@ -1,7 +1,9 @@
 """A user's delivery settings as support edits them: channel, address, zone, lead.
 
 Validation is the model's (``DeliverySettings`` and its field validators);
-the form only words it for this page.
+the form only words it for this page. Saving goes through
+``accounts.actions.update_settings``, the same write the user's own settings
+page makes, so a support edit re-queues the user once the request commits.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
-from nudgeproject.console import instant_column
-from portal.rules import pause_reason
-from scheduled_sends.models import LEAD_RANGE, MAX_LEAD_MINUTES, DeliverySettings
+from accounts.actions import EDITABLE, update_settings
+from accounts.models import LEAD_RANGE, MAX_LEAD_MINUTES, DeliverySettings
+from accounts.rules import pause_reason
+from core.display import instant_column
 
 
 class DeliverySettingsForm(forms.ModelForm):
@@ -92,3 +96,9 @@ class DeliverySettingsAdmin(admin.ModelAdmin):
         """The user's charts: look-ahead, lateness and outcomes of their nudges."""
         url = reverse("admin:nudge_user_activity", args=[obj.user_id])
         return format_html('<a href="{}">charts</a>', url)
+
+    def save_model(self, request: HttpRequest, obj: DeliverySettings, form, change: bool) -> None:
+        """The one write action, not ``obj.save()``: support's edit re-queues like the user's."""
+        changes = {name: form.cleaned_data[name] for name in form.changed_data if name in EDITABLE}
+        saved = update_settings(obj.user_id, changes, timezone.now())
+        obj.pk = saved.pk

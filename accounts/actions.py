@@ -1,0 +1,197 @@
+"""Every write to a person's delivery state: by the person, by support, by a provider.
+
+``update_settings`` is the one way settings change — the user area and the
+admin both call it — and it ends by announcing the change
+(``signals.delivery_settings_changed``) once it has committed, so the queue
+is re-materialised for that user at once rather than at the next sweep.
+``mark_unreachable`` is the provider's way in: it writes the flag only,
+because it is called from inside a delivery run, which must not re-plan a
+user on the side (delivery re-checks the holds for every row it resolves, and
+the next materialise withdraws what no longer should go).
+
+Each function opens the user's own ``tenant_scope`` (scopes do not nest, so
+callers must not hold one) — except inside the admin's ``support_scope``,
+where the write joins the request's transaction and the announcement waits
+for its commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+
+from django.db import transaction
+
+from accounts.models import Channel, DeliverySettings, default_lead_minutes
+from accounts.signals import delivery_settings_changed
+from tenancy.scope import current_scope, tenant_scope
+
+logger = logging.getLogger("nudge.accounts")
+
+# Pause reasons, as the user reads them on the settings page.
+PAUSED_BY_USER = "you paused nudges"
+PAUSED_BY_TELEGRAM_STOP = "you sent /stop to the bot in Telegram"
+PAUSED_BY_WHATSAPP_STOP = "you replied STOP on WhatsApp"
+PAUSED_BY_STOP = {
+    Channel.TELEGRAM: PAUSED_BY_TELEGRAM_STOP,
+    Channel.WHATSAPP: PAUSED_BY_WHATSAPP_STOP,
+}
+
+# What ``update_settings`` may change: the settings page's fields and the admin form's.
+EDITABLE = frozenset(
+    {
+        "enabled",
+        "channel",
+        "timezone",
+        "default_lead_minutes",
+        "quiet_start",
+        "quiet_end",
+        "paused",
+        "whatsapp_number",
+        "telegram_chat_id",
+    }
+)
+
+
+def ensure_settings(user_id: int) -> DeliverySettings:
+    """The user's settings, created on first use with the configured default lead.
+
+    Must run inside the user's scope (or support's).
+    """
+    delivery, _ = DeliverySettings.objects.get_or_create(
+        user_id=user_id,
+        defaults={"default_lead_minutes": default_lead_minutes()},
+    )
+    return delivery
+
+
+@contextlib.contextmanager
+def _settings_scope(user_id: int) -> Iterator[None]:
+    """The user's own scope; inside the admin's support scope, that one."""
+    if current_scope() == "support_scope()":
+        yield
+    else:
+        with tenant_scope(user_id):
+            yield
+
+
+def announce_change(user_id: int, now: datetime) -> None:
+    """Tell the floors above that what should be queued for ``user_id`` changed.
+
+    Outside any scope the change has committed: announce now. Inside support's
+    scope (the admin request's transaction), announce when that commits.
+    """
+
+    def send() -> None:
+        delivery_settings_changed.send(sender=DeliverySettings, user_id=user_id, now=now)
+
+    if current_scope() is None:
+        send()
+    else:
+        transaction.on_commit(send)
+
+
+def pause(delivery: DeliverySettings, reason: str, now: datetime) -> None:
+    delivery.paused = True
+    delivery.paused_reason = reason
+    delivery.paused_at = now
+
+
+def resume(delivery: DeliverySettings) -> None:
+    delivery.paused = False
+    delivery.paused_reason = ""
+    delivery.paused_at = None
+
+
+def update_settings(user_id: int, changes: Mapping[str, object], now: datetime) -> DeliverySettings:
+    """Apply ``changes`` to the user's settings, validated as the model says, and re-queue.
+
+    ``paused`` is a switch: turning it on records the user's own reason,
+    turning it off clears whatever paused them. Raises ``ValidationError``
+    (nothing saved) when the result is not valid — a channel without its
+    address, a zone that is not a zone.
+    """
+    unknown = set(changes) - EDITABLE
+    if unknown:
+        raise ValueError(f"not a setting update_settings may change: {sorted(unknown)}")
+    with _settings_scope(user_id):
+        delivery = ensure_settings(user_id)
+        for name, value in changes.items():
+            if name == "paused":
+                if value and not delivery.paused:
+                    pause(delivery, PAUSED_BY_USER, now)
+                elif not value and delivery.paused:
+                    resume(delivery)
+            else:
+                setattr(delivery, name, value)
+        delivery.full_clean(exclude=["user"])
+        delivery.save()
+    announce_change(user_id, now)
+    return delivery
+
+
+# Provider answers that mean "this person cannot be reached here" (see provider facts):
+# Telegram 403 for a blocked bot or a deleted account; Twilio 21610 (replied STOP)
+# and 63024 (invalid message recipient).
+_TELEGRAM_UNREACHABLE = {
+    "bot was blocked by the user": "you blocked the bot in Telegram",
+    "user is deactivated": "your Telegram account is deactivated",
+}
+_WHATSAPP_UNREACHABLE = {
+    "21610": "you replied STOP on WhatsApp, so WhatsApp refuses our messages",
+    "63024": "WhatsApp says this number cannot receive messages",
+}
+
+
+def unreachable_reason(channel: str, code: str, message: str) -> str | None:
+    """The user-readable reason a permanent send error means unreachable, else None."""
+    if channel == Channel.TELEGRAM and code == "403":
+        lowered = message.lower()
+        for needle, reason in _TELEGRAM_UNREACHABLE.items():
+            if needle in lowered:
+                return reason
+        return None
+    if channel == Channel.WHATSAPP:
+        return _WHATSAPP_UNREACHABLE.get(code)
+    return None
+
+
+def mark_unreachable(user_id: int, channel: str, reason: str, now: datetime) -> bool:
+    """Stop sending to a channel the provider says cannot reach the user, until they relink.
+
+    Writes the flag only (see the module's docstring). Returns whether anything
+    changed: a later failure of the same kind changes nothing.
+    """
+    with tenant_scope(user_id):
+        delivery = DeliverySettings.objects.filter(user_id=user_id).first()
+        if delivery is None or delivery.channel != channel:
+            return False
+        if delivery.unreachable_channel == channel:
+            return False
+        delivery.unreachable_channel = channel
+        delivery.unreachable_reason = reason
+        delivery.unreachable_at = now
+        delivery.save(update_fields=["unreachable_channel", "unreachable_reason", "unreachable_at"])
+    logger.warning(
+        "channel unreachable; nudges held until the user relinks",
+        extra={"user_id": user_id, "channel": channel},
+    )
+    return True
+
+
+def note_permanent_failure(
+    user_id: int, channel: str, code: str, message: str, now: datetime
+) -> None:
+    """Deliver's hook for a permanent send error: mark unreachable when it means that.
+
+    Never raises: the row is already settled, and the sweep must go on.
+    """
+    reason = unreachable_reason(channel, code, message)
+    if reason is None:
+        return
+    try:
+        mark_unreachable(user_id, channel, reason, now)
+    except Exception:
+        logger.exception("marking a channel unreachable failed", extra={"user_id": user_id})

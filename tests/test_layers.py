@@ -1,0 +1,68 @@
+"""The apps' import graph has floors: an app imports only the floors below it.
+
+Run alone with ``python -m pytest tests/test_layers.py``; the failure lists
+every upward import (lazy ones inside functions too) with its file and line.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Ground floor first; docs/ARCHITECTURE.md ("Layers") says what each holds.
+LAYERS = ("core", "tenancy", "accounts", "calendars", "scheduled_sends", "portal", "nudgeproject")
+FLOOR = {app: floor for floor, app in enumerate(LAYERS)}
+
+
+def imports_between_apps() -> dict[tuple[str, str], list[str]]:
+    """(importing app, imported app) -> where, for every import of one app by another."""
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for app in LAYERS:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    target = name.split(".")[0]
+                    if target in FLOOR and target != app:
+                        where = f"{path.relative_to(ROOT)}:{node.lineno} imports {name}"
+                        edges[(app, target)].append(where)
+    return edges
+
+
+def test_every_app_is_on_a_floor():
+    apps = {p.parent.name for p in ROOT.glob("*/apps.py")}
+    assert apps <= set(LAYERS), f"apps without a floor in LAYERS: {apps - set(LAYERS)}"
+
+
+def test_no_app_imports_upward():
+    upward = [
+        where
+        for (importer, imported), places in imports_between_apps().items()
+        if FLOOR[imported] > FLOOR[importer]
+        for where in places
+    ]
+    assert not upward, "upward imports:\n" + "\n".join(upward)
+
+
+def test_no_two_apps_import_each_other():
+    edges = imports_between_apps()
+    pairs = sorted({tuple(sorted(pair)) for pair in edges if pair[::-1] in edges})
+    assert not pairs, f"two-way pairs: {pairs}"
+
+
+@pytest.mark.parametrize("app", LAYERS)
+def test_the_check_sees_imports(app):
+    """Not vacuous: every app but the ground floor imports something below it."""
+    if app == "core":
+        return
+    assert any(importer == app for importer, _ in imports_between_apps())
