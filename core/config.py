@@ -17,23 +17,106 @@ settings, each read by the one module that uses it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
 
-# The channels whose send rate is a setting of its own; others are unpaced.
+# The longest lead the schema allows (``delivery_settings_lead_in_range``).
+SCHEMA_MAX_LEAD = timedelta(hours=24)
+
+
+def minutes(value: float) -> timedelta:
+    return timedelta(minutes=value)
+
+
+def seconds(value: float) -> timedelta:
+    return timedelta(seconds=value)
+
+
+def as_is(value: float) -> float:
+    return value
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One setting: its name (a Django setting and environment variable), the
+    attribute of ``NudgeConfig`` it becomes, its default in the setting's own
+    unit — stated here and nowhere else — and how the value becomes the attribute."""
+
+    setting: str
+    attribute: str
+    default: int | float
+    convert: Callable[[float], object] = as_is
+
+
+# Every knob. ``nudgeproject/settings.py`` reads each from the environment with
+# this default (``knob_settings``); docs/OPERATIONS.md explains each, and
+# ``tests/test_config.py`` holds the two to each other.
+KNOBS: tuple[Knob, ...] = (
+    # --- the queue ---
+    Knob("NUDGE_LOOKAHEAD_MINUTES", "lookahead", 180, minutes),
+    Knob("NUDGE_DEFAULT_LEAD_MINUTES", "default_lead", 10, minutes),
+    Knob("NUDGE_MAX_LEAD_MINUTES", "max_lead", 24 * 60, minutes),
+    Knob("NUDGE_GRACE_MINUTES", "grace", 15, minutes),
+    Knob("NUDGE_LEASE_SECONDS", "lease", 300, seconds),
+    Knob("NUDGE_BATCH_SIZE", "batch_size", 200),
+    Knob("NUDGE_RUN_BUDGET_SECONDS", "run_budget_seconds", 55),
+    Knob("NUDGE_RETRY_DELAY_SECONDS", "retry_delay", 60, seconds),
+    Knob("NUDGE_SEND_CONCURRENCY", "send_concurrency", 32),
+    # Messages per second per channel across all deliver processes; 0 = unpaced.
+    Knob("NUDGE_TELEGRAM_RATE", "telegram_rate", 25.0),
+    Knob("NUDGE_WHATSAPP_RATE", "whatsapp_rate", 60.0),
+    Knob("NUDGE_CONSOLE_RATE", "console_rate", 0.0),
+    Knob("NUDGE_PER_CHAT_INTERVAL_SECONDS", "per_chat_interval", 1.0),
+    Knob("NUDGE_MAX_EARLY_MINUTES", "max_early", 6, minutes),
+    Knob("NUDGE_SMOOTHING_HEADROOM", "smoothing_headroom", 0.9),
+    # What one tenant may put on the shared queue (see materialize.cap_per_user).
+    Knob("NUDGE_MAX_NUDGES_PER_USER", "max_nudges_per_user", 200),
+    Knob("NUDGE_MAX_NUDGES_PER_USER_MINUTE", "max_nudges_per_user_minute", 10),
+    # A materialise run stops visiting users after this and hands over.
+    Knob("NUDGE_MATERIALIZE_BUDGET_SECONDS", "materialize_budget_seconds", 780),
+    # --- health ---
+    # A due row unclaimed for longer than this means delivery is not happening.
+    Knob("NUDGE_HEALTH_OVERDUE_SECONDS", "overdue_after", 120, seconds),
+    Knob("NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS", "max_p95_lateness", 60, seconds),
+    Knob("NUDGE_HEALTH_DELIVER_STALE_MINUTES", "deliver_stale_after", 5, minutes),
+    Knob("NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES", "materialize_stale_after", 45, minutes),
+    # --- calendars ---
+    Knob("CALENDAR_HTTP_TIMEOUT_SECONDS", "calendar_http_timeout_seconds", 15.0),
+    Knob("CALENDAR_SYNC_BUDGET_SECONDS", "calendar_sync_budget_seconds", 60.0),
+    Knob("CALENDAR_SYNC_USER_BUDGET_SECONDS", "calendar_sync_user_budget_seconds", 120.0),
+    Knob("ICS_MAX_BYTES", "ics_max_bytes", 5 * 1024 * 1024),
+    # --- the end-user area ---
+    Knob("NUDGE_LINK_CODE_MINUTES", "link_code_lifetime", 15, minutes),
+)
+
+# The channels whose send rate is a knob of its own; others are unpaced.
 RATE_SETTINGS = {
     "telegram": "NUDGE_TELEGRAM_RATE",
     "whatsapp": "NUDGE_WHATSAPP_RATE",
     "console": "NUDGE_CONSOLE_RATE",
 }
-# The longest lead the schema allows (``delivery_settings_lead_in_range``).
-SCHEMA_MAX_LEAD = timedelta(hours=24)
+
+
+def knob_settings(env: Callable[..., object]) -> dict[str, int | float]:
+    """Each knob read from the environment (a ``django-environ`` ``Env``) with its default,
+    for ``nudgeproject/settings.py``."""
+    return {
+        knob.setting: (env.float if isinstance(knob.default, float) else env.int)(
+            knob.setting, default=knob.default
+        )
+        for knob in KNOBS
+    }
 
 
 @dataclass(frozen=True)
 class NudgeConfig:
+    """The knobs, typed. Built once at an entry point (a command, a view, a cron
+    route) and passed down; its attributes are ``KNOBS``' attributes, plus the
+    channels' sender classes."""
+
     # --- the queue ---
     lookahead: timedelta
     default_lead: timedelta
@@ -43,68 +126,41 @@ class NudgeConfig:
     batch_size: int
     run_budget_seconds: float
     retry_delay: timedelta
-    send_concurrency: int = 32
-    # Messages per second per channel across all deliver processes; 0 = unpaced.
-    channel_rates: dict[str, float] = field(default_factory=dict)
-    per_chat_interval: float = 1.0
-    max_early: timedelta = timedelta(minutes=6)
-    smoothing_headroom: float = 0.9
-    # What one tenant may put on the shared queue (see materialize.cap_per_user).
-    max_nudges_per_user: int = 200
-    max_nudges_per_user_minute: int = 10
-    # A materialise run stops visiting users after this and hands over.
-    materialize_budget_seconds: float = 780.0
-    # Which class sends each channel (dotted paths).
-    channel_backends: dict[str, str] = field(default_factory=dict)
+    send_concurrency: int
+    telegram_rate: float
+    whatsapp_rate: float
+    console_rate: float
+    per_chat_interval: float
+    max_early: timedelta
+    smoothing_headroom: float
+    max_nudges_per_user: int
+    max_nudges_per_user_minute: int
+    materialize_budget_seconds: float
     # --- health ---
-    # A due row unclaimed for longer than this means delivery is not happening.
-    overdue_after: timedelta = timedelta(seconds=120)
-    max_p95_lateness: timedelta = timedelta(seconds=60)
-    deliver_stale_after: timedelta = timedelta(minutes=5)
-    materialize_stale_after: timedelta = timedelta(minutes=45)
+    overdue_after: timedelta
+    max_p95_lateness: timedelta
+    deliver_stale_after: timedelta
+    materialize_stale_after: timedelta
     # --- calendars ---
-    calendar_http_timeout_seconds: float = 15.0
-    calendar_sync_budget_seconds: float = 60.0
-    calendar_sync_user_budget_seconds: float = 120.0
-    ics_max_bytes: int = 5 * 1024 * 1024
+    calendar_http_timeout_seconds: float
+    calendar_sync_budget_seconds: float
+    calendar_sync_user_budget_seconds: float
+    ics_max_bytes: int
     # --- the end-user area ---
-    link_code_lifetime: timedelta = timedelta(minutes=15)
+    link_code_lifetime: timedelta
+    # Which class sends each channel (dotted paths; NUDGE_CHANNEL_BACKENDS).
+    channel_backends: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, *, validate: bool = True) -> NudgeConfig:
         """The knobs as they are set now; invalid ones raise ``ValueError`` (unless the
         caller wants to list them itself, as the system check does)."""
         config = cls(
-            lookahead=timedelta(minutes=settings.NUDGE_LOOKAHEAD_MINUTES),
-            default_lead=timedelta(minutes=settings.NUDGE_DEFAULT_LEAD_MINUTES),
-            max_lead=timedelta(minutes=settings.NUDGE_MAX_LEAD_MINUTES),
-            grace=timedelta(minutes=settings.NUDGE_GRACE_MINUTES),
-            lease=timedelta(seconds=settings.NUDGE_LEASE_SECONDS),
-            batch_size=settings.NUDGE_BATCH_SIZE,
-            run_budget_seconds=settings.NUDGE_RUN_BUDGET_SECONDS,
-            retry_delay=timedelta(seconds=settings.NUDGE_RETRY_DELAY_SECONDS),
-            send_concurrency=settings.NUDGE_SEND_CONCURRENCY,
-            channel_rates={
-                channel: float(getattr(settings, name)) for channel, name in RATE_SETTINGS.items()
+            **{
+                knob.attribute: knob.convert(getattr(settings, knob.setting, knob.default))
+                for knob in KNOBS
             },
-            per_chat_interval=settings.NUDGE_PER_CHAT_INTERVAL_SECONDS,
-            max_early=timedelta(minutes=settings.NUDGE_MAX_EARLY_MINUTES),
-            smoothing_headroom=settings.NUDGE_SMOOTHING_HEADROOM,
-            max_nudges_per_user=settings.NUDGE_MAX_NUDGES_PER_USER,
-            max_nudges_per_user_minute=settings.NUDGE_MAX_NUDGES_PER_USER_MINUTE,
-            materialize_budget_seconds=settings.NUDGE_MATERIALIZE_BUDGET_SECONDS,
             channel_backends=dict(settings.NUDGE_CHANNEL_BACKENDS),
-            overdue_after=timedelta(seconds=settings.NUDGE_HEALTH_OVERDUE_SECONDS),
-            max_p95_lateness=timedelta(seconds=settings.NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS),
-            deliver_stale_after=timedelta(minutes=settings.NUDGE_HEALTH_DELIVER_STALE_MINUTES),
-            materialize_stale_after=timedelta(
-                minutes=settings.NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES
-            ),
-            calendar_http_timeout_seconds=settings.CALENDAR_HTTP_TIMEOUT_SECONDS,
-            calendar_sync_budget_seconds=settings.CALENDAR_SYNC_BUDGET_SECONDS,
-            calendar_sync_user_budget_seconds=settings.CALENDAR_SYNC_USER_BUDGET_SECONDS,
-            ics_max_bytes=settings.ICS_MAX_BYTES,
-            link_code_lifetime=timedelta(minutes=settings.NUDGE_LINK_CODE_MINUTES),
         )
         if validate:
             config.validate()
@@ -121,6 +177,11 @@ class NudgeConfig:
         start up to the look-ahead plus the longest lead honoured. Sync fetches it,
         materialise plans from it."""
         return now - self.grace, now + self.lookahead + self.max_lead
+
+    @property
+    def channel_rates(self) -> dict[str, float]:
+        """Messages per second per paced channel, across all deliver processes; 0 = unpaced."""
+        return {channel: getattr(self, f"{channel}_rate") for channel in RATE_SETTINGS}
 
     def rate(self, channel: str) -> float:
         """Messages per second ``channel`` may send; 0 means unpaced."""

@@ -16,6 +16,8 @@ from urllib.parse import unquote
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from core.config import knob_settings
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = BASE_DIR / "var"
 
@@ -173,8 +175,6 @@ EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
 EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
 EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="nudge@localhost")
-# How long a Telegram link or a WhatsApp confirmation code stays usable.
-NUDGE_LINK_CODE_MINUTES = env.int("NUDGE_LINK_CODE_MINUTES", default=15)
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(STATE_DIR / "static"))
@@ -195,58 +195,10 @@ SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
-# --- The queue's knobs --------------------------------------------------------
-NUDGE_LOOKAHEAD_MINUTES = env.int("NUDGE_LOOKAHEAD_MINUTES", default=180)
-NUDGE_DEFAULT_LEAD_MINUTES = env.int("NUDGE_DEFAULT_LEAD_MINUTES", default=10)
-# Longest reminder lead honoured; a calendar may carry "4 weeks before".
-NUDGE_MAX_LEAD_MINUTES = env.int("NUDGE_MAX_LEAD_MINUTES", default=24 * 60)
-# A nudge more than this late is wrong, not late: it expires unsent.
-NUDGE_GRACE_MINUTES = env.int("NUDGE_GRACE_MINUTES", default=15)
-# A claim older than this is presumed dead and may be claimed again.
-NUDGE_LEASE_SECONDS = env.int("NUDGE_LEASE_SECONDS", default=300)
-NUDGE_BATCH_SIZE = env.int("NUDGE_BATCH_SIZE", default=200)
-# A deliver run stops claiming (and releases what it has not sent) after this.
-# Close to the cron minute: during a burst the runs are what carries the
-# channel's rate, and a run overlapping the next one is safe (SKIP LOCKED,
-# fenced settle-ups, one shared send budget).
-NUDGE_RUN_BUDGET_SECONDS = env.int("NUDGE_RUN_BUDGET_SECONDS", default=55)
-# A transiently failed send waits this long before it may be claimed again, so
-# a provider outage is not hammered by every batch of the same run.
-NUDGE_RETRY_DELAY_SECONDS = env.int("NUDGE_RETRY_DELAY_SECONDS", default=60)
-# Sends a deliver process keeps in flight at once (threads; the provider's
-# latency, not our CPU, is what they wait on).
-NUDGE_SEND_CONCURRENCY = env.int("NUDGE_SEND_CONCURRENCY", default=32)
-# Messages per second each channel may send, across every deliver process at
-# once (the budget lives in PostgreSQL). Set them under the provider's limit:
-# Telegram allows about 30/s per bot, Twilio 80/s per WhatsApp sender.
-NUDGE_TELEGRAM_RATE = env.float("NUDGE_TELEGRAM_RATE", default=25.0)
-NUDGE_WHATSAPP_RATE = env.float("NUDGE_WHATSAPP_RATE", default=60.0)
-# The console (development) channel; 0 means unpaced.
-NUDGE_CONSOLE_RATE = env.float("NUDGE_CONSOLE_RATE", default=0.0)
-# Telegram allows about one message a second to one chat.
-NUDGE_PER_CHAT_INTERVAL_SECONDS = env.float("NUDGE_PER_CHAT_INTERVAL_SECONDS", default=1.0)
-# Burst smoothing: a minute holding more nudges than its channel carries
-# (rate x 60 x headroom) has its excess moved earlier, never later, by at most
-# this many minutes. 0 turns smoothing off.
-NUDGE_MAX_EARLY_MINUTES = env.int("NUDGE_MAX_EARLY_MINUTES", default=6)
-NUDGE_SMOOTHING_HEADROOM = env.float("NUDGE_SMOOTHING_HEADROOM", default=0.9)
-# What one tenant may put on the shared queue: nudges per look-ahead and per
-# minute (distinct reminders per event: calendars/providers/normalize.py). What
-# falls out is counted in the run log and shown on the user's settings in the admin.
-NUDGE_MAX_NUDGES_PER_USER = env.int("NUDGE_MAX_NUDGES_PER_USER", default=200)
-NUDGE_MAX_NUDGES_PER_USER_MINUTE = env.int("NUDGE_MAX_NUDGES_PER_USER_MINUTE", default=10)
-# A materialise run stops visiting users after this many seconds (inside its
-# 15-minute cycle) and the next run resumes where it stopped.
-NUDGE_MATERIALIZE_BUDGET_SECONDS = env.int("NUDGE_MATERIALIZE_BUDGET_SECONDS", default=780)
-# Health: p95 lateness (sent_at - intended instant) over the last 15 minutes.
-NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS = env.int("NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS", default=60)
-# Health: how stale the last successful run of each sweep may be.
-NUDGE_HEALTH_DELIVER_STALE_MINUTES = env.int("NUDGE_HEALTH_DELIVER_STALE_MINUTES", default=5)
-NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES = env.int(
-    "NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES", default=45
-)
-# Health: a due row unclaimed for longer than this means delivery is not happening.
-NUDGE_HEALTH_OVERDUE_SECONDS = env.int("NUDGE_HEALTH_OVERDUE_SECONDS", default=120)
+# --- The product's knobs (NUDGE_*, CALENDAR_*, ICS_*) -------------------------
+# Each is read from the environment with its one default, stated in
+# core/config.py (KNOBS); docs/OPERATIONS.md says what each does.
+globals().update(knob_settings(env))
 
 # Which class sends each channel; JSON in the environment overrides entries.
 NUDGE_CHANNEL_BACKENDS = {
@@ -299,12 +251,6 @@ MICROSOFT_LOGIN_BASE_URL = env.str(
 MICROSOFT_GRAPH_BASE_URL = env.str(
     "MICROSOFT_GRAPH_BASE_URL", default="https://graph.microsoft.com/v1.0"
 )
-CALENDAR_HTTP_TIMEOUT_SECONDS = env.float("CALENDAR_HTTP_TIMEOUT_SECONDS", default=15.0)
-ICS_MAX_BYTES = env.int("ICS_MAX_BYTES", default=5 * 1024 * 1024)
-# One connection's whole sync (download, parse, pages); past it the sync is abandoned.
-CALENDAR_SYNC_BUDGET_SECONDS = env.float("CALENDAR_SYNC_BUDGET_SECONDS", default=60.0)
-# All of one user's connections together, per materialise run.
-CALENDAR_SYNC_USER_BUDGET_SECONDS = env.float("CALENDAR_SYNC_USER_BUDGET_SECONDS", default=120.0)
 
 # --- Logging ------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

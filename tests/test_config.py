@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from core.checks import nudge_settings_are_valid
-from core.config import NudgeConfig
+from core.config import KNOBS, NudgeConfig, knob_settings
 
 PROJECT = Path(__file__).resolve().parent.parent
 # Read straight from Django settings on purpose: database role names (settings
@@ -96,3 +96,24 @@ def test_sync_and_materialise_read_the_same_window(settings):
         now - timedelta(minutes=20),
         now + timedelta(minutes=90),
     )
+
+
+def test_each_default_is_stated_once_and_documented():
+    """A knob's default lives in ``KNOBS`` alone: settings.py names no knob of its
+    own, and docs/OPERATIONS.md's tables give each knob with that default."""
+    settings_source = (PROJECT / "nudgeproject" / "settings.py").read_text()
+    operations = (PROJECT / "docs" / "OPERATIONS.md").read_text()
+    for knob in KNOBS:
+        assert f"{knob.setting} =" not in settings_source, knob.setting
+        documented = re.search(rf"^\| `{knob.setting}` \| `([^`]*)` \|", operations, re.M)
+        assert documented, f"{knob.setting} is not in docs/OPERATIONS.md's tables"
+        assert float(documented.group(1)) == float(knob.default), knob.setting
+
+
+def test_a_knob_set_in_the_environment_reaches_the_config(monkeypatch):
+    import environ
+
+    monkeypatch.setenv("NUDGE_GRACE_MINUTES", "7")
+    values = knob_settings(environ.Env())
+    assert values["NUDGE_GRACE_MINUTES"] == 7
+    assert values["NUDGE_LEASE_SECONDS"] == 300  # unset: the default
