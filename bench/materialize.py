@@ -32,6 +32,7 @@ def run(sizes, users: list[int]) -> dict:
                 channel="console",
                 start=start,
                 window=config.lookahead,
+                default_lead=config.default_lead,
                 username_prefix="bm-",
             )
         )

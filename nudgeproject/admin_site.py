@@ -104,10 +104,11 @@ class NudgeAdminSite(admin.AdminSite):
 
     def index(self, request: HttpRequest, extra_context: dict | None = None):
         """The state in words, every check as a sentence, and the queue's pictures."""
+        config = NudgeConfig.from_settings()
         health = _health_summary(request)
         links = console.Links.for_user(request.user)
         if health.checks:
-            lines = console.health_lines(health.checks, health.figures, links)
+            lines = console.health_lines(health.checks, health.figures, links, config)
         else:
             lines = console.figure_lines(health.figures, links)
         now = timezone.now()
@@ -116,7 +117,7 @@ class NudgeAdminSite(admin.AdminSite):
             "nudge_lines": lines,
             "nudge_failing": [line for line in lines if not line.ok],
             "nudge_as_of": when(now),
-            "nudge_charts": console.activity_panels(now),
+            "nudge_charts": console.activity_panels(now, config),
             **(extra_context or {}),
         }
         return super().index(request, extra_context=context)
@@ -154,7 +155,9 @@ class NudgeAdminSite(admin.AdminSite):
             "subtitle": None,
             "nudge_user": user,
             "nudge_as_of": when(now),
-            "nudge_charts": console.activity_panels(now, user_id=user.pk),
+            "nudge_charts": console.activity_panels(
+                now, NudgeConfig.from_settings(), user_id=user.pk
+            ),
             "nudge_queue_url": console.Links.for_user(request.user).to_queue(f"owner={user.pk}"),
         }
         request.current_app = self.name

@@ -73,7 +73,7 @@ class Links:
         return f"{self.runs}?{query}" if self.runs else ""
 
 
-def _sweep_line(sweep: str, figures: dict[str, Any], links: Links) -> Callable:
+def _sweep_line(sweep: str, figures: dict[str, Any], links: Links, config: NudgeConfig) -> Callable:
     doing = {"deliver": "Nudges are being sent", "materialize": "Upcoming nudges are being queued"}
     not_doing = {
         "deliver": "Nudges are not being sent",
@@ -88,7 +88,7 @@ def _sweep_line(sweep: str, figures: dict[str, Any], links: Links) -> Callable:
                 "{}: the last {} run succeeded at {}.", doing[sweep], sweep, when(last)
             )
             return HealthLine(check.name, True, text, runs, f"{sweep} runs")
-        limit: timedelta = getattr(NudgeConfig.from_settings(), f"{sweep}_stale_after")
+        limit: timedelta = getattr(config, f"{sweep}_stale_after")
         if last is None:
             text = format_html("{}: no {} run has succeeded yet.", not_doing[sweep], sweep)
         else:
@@ -116,9 +116,10 @@ def _failed_run_line(sweep: str, links: Links) -> Callable:
     return line
 
 
-def health_lines(report_checks: list, figures: dict[str, Any], links: Links) -> list[HealthLine]:
+def health_lines(
+    report_checks: list, figures: dict[str, Any], links: Links, config: NudgeConfig
+) -> list[HealthLine]:
     """Every check as a sentence, failing ones first."""
-    config = NudgeConfig.from_settings()
     overdue = duration(config.overdue_after.total_seconds())
     lease = duration(config.lease.total_seconds())
 
@@ -216,8 +217,8 @@ def health_lines(report_checks: list, figures: dict[str, Any], links: Links) -> 
 
     sentences: dict[str, Callable] = {
         "row_level_security": rls,
-        "deliver_recent": _sweep_line("deliver", figures, links),
-        "materialize_recent": _sweep_line("materialize", figures, links),
+        "deliver_recent": _sweep_line("deliver", figures, links, config),
+        "materialize_recent": _sweep_line("materialize", figures, links, config),
         "deliver_last_run": _failed_run_line("deliver", links),
         "materialize_last_run": _failed_run_line("materialize", links),
         "overdue_unclaimed": overdue_unclaimed,
@@ -369,7 +370,7 @@ def _seconds(value: float) -> str:
     return svgchart.figure(round(value, 1), "s")
 
 
-def lateness_panels(data: charts.Lateness, *, prefix: str) -> list[Panel]:
+def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) -> list[Panel]:
     """p50 / p95 / max per quarter-hour, and how the day's lateness is spread."""
     slots = data.quarters
     ticks = _relative_ticks(
@@ -386,7 +387,7 @@ def lateness_panels(data: charts.Lateness, *, prefix: str) -> list[Panel]:
         )
         for name in ("p50", "p95", "max")
     ]
-    threshold = round(NudgeConfig.from_settings().max_p95_lateness.total_seconds())
+    threshold = round(config.max_p95_lateness.total_seconds())
     over = [q for q in data.by_quarter.values() if q.p95 > threshold]
     chart = Chart(
         f"{prefix}lateness",
@@ -515,13 +516,15 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
     return panels
 
 
-def activity_panels(now: datetime, user_id: int | None = None) -> dict[str, list[Panel]]:
+def activity_panels(
+    now: datetime, config: NudgeConfig, user_id: int | None = None
+) -> dict[str, list[Panel]]:
     """The three charts, for everyone or for one user (capacity only for everyone)."""
     prefix = f"user{user_id}-" if user_id is not None else ""
     return {
         "look_ahead": look_ahead_panels(
-            charts.look_ahead(now, user_id), prefix=prefix, one_user=user_id is not None
+            charts.look_ahead(now, config, user_id), prefix=prefix, one_user=user_id is not None
         ),
-        "lateness": lateness_panels(charts.lateness(now, user_id), prefix=prefix),
-        "outcomes": outcome_panels(charts.outcomes(now, user_id), prefix=prefix),
+        "lateness": lateness_panels(charts.lateness(now, config, user_id), config, prefix=prefix),
+        "outcomes": outcome_panels(charts.outcomes(now, config, user_id), prefix=prefix),
     }

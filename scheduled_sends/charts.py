@@ -77,9 +77,12 @@ def _rows(user_id: int | None) -> QuerySet[ScheduledSend]:
     return rows if user_id is None else rows.filter(user_id=user_id)
 
 
-def _settled_between(start: datetime, end: datetime, user_id: int | None) -> QuerySet:
-    """Rows meant for ``[start, end)``, found through the ``fire_at`` index."""
-    max_early = NudgeConfig.from_settings().max_early
+def settled_between(
+    start: datetime, end: datetime, config: NudgeConfig, user_id: int | None
+) -> QuerySet:
+    """Rows meant for ``[start, end)``, found through the ``fire_at`` index (a row may
+    have been sent up to ``max_early`` before its intended instant)."""
+    max_early = config.max_early
     return (
         _rows(user_id)
         .filter(outcome__isnull=False, fire_at__gte=start - max_early, fire_at__lt=end)
@@ -98,7 +101,7 @@ class LookAhead:
     capacity: dict[str, int | None]
 
 
-def look_ahead(now: datetime, user_id: int | None = None) -> LookAhead:
+def look_ahead(now: datetime, config: NudgeConfig, user_id: int | None = None) -> LookAhead:
     """Unsettled nudges per planned send minute and channel, from this minute on."""
     start = floor_to(now, timedelta(minutes=1))
     minutes = int(LOOK_AHEAD / timedelta(minutes=1))
@@ -107,7 +110,6 @@ def look_ahead(now: datetime, user_id: int | None = None) -> LookAhead:
         slot = int((minute - start) / timedelta(minutes=1))
         per_channel.setdefault(channel, [0] * minutes)[slot] += n
     # Paced channels always appear, so their capacity is visible before the queue fills.
-    config = NudgeConfig.from_settings()
     for channel in config.channel_rates:
         if config.rate(channel) > 0:
             per_channel.setdefault(channel, [0] * minutes)
@@ -170,17 +172,17 @@ def _lateness_seconds() -> Extract:
     return Extract(late, "epoch")
 
 
-def lateness(now: datetime, user_id: int | None = None) -> Lateness:
+def lateness(now: datetime, config: NudgeConfig, user_id: int | None = None) -> Lateness:
     """p50 / p95 / max lateness per quarter-hour over the last day, and its histogram."""
     end = floor_to(now, QUARTER) + QUARTER
     start = end - HISTORY
     by_quarter = {}
-    for row in lateness_query(start, end, user_id):
+    for row in lateness_query(start, end, config, user_id):
         slot = int((row["quarter"] - start) / QUARTER)
         by_quarter[slot] = LatenessQuarter(
             row["quarter"], row["n"], row["p50"], row["p95"], float(row["top"])
         )
-    counts = dict(histogram_query(start, end, user_id))
+    counts = dict(histogram_query(start, end, config, user_id))
     histogram = [(bound, counts.get(i, 0)) for i, bound in enumerate(BUCKETS)]
     return Lateness(
         start=start,
@@ -190,18 +192,22 @@ def lateness(now: datetime, user_id: int | None = None) -> Lateness:
     )
 
 
-def _sent_between(start: datetime, end: datetime, user_id: int | None) -> QuerySet:
+def _sent_between(
+    start: datetime, end: datetime, config: NudgeConfig, user_id: int | None
+) -> QuerySet:
     return (
-        _settled_between(start, end, user_id)
+        settled_between(start, end, config, user_id)
         .filter(outcome=Outcome.SENT)
         .annotate(late=_lateness_seconds())
     )
 
 
-def lateness_query(start: datetime, end: datetime, user_id: int | None = None) -> QuerySet:
+def lateness_query(
+    start: datetime, end: datetime, config: NudgeConfig, user_id: int | None = None
+) -> QuerySet:
     """Per intended quarter-hour: rows sent, p50 / p95 / max lateness in seconds."""
     return (
-        _sent_between(start, end, user_id)
+        _sent_between(start, end, config, user_id)
         .annotate(quarter=_quarter_of("intended_at"))
         .values("quarter")
         .annotate(
@@ -213,7 +219,9 @@ def lateness_query(start: datetime, end: datetime, user_id: int | None = None) -
     )
 
 
-def histogram_query(start: datetime, end: datetime, user_id: int | None = None) -> QuerySet:
+def histogram_query(
+    start: datetime, end: datetime, config: NudgeConfig, user_id: int | None = None
+) -> QuerySet:
     """(bucket index into ``BUCKETS``, rows) for the rows sent in the window."""
     bucket = Case(
         *[
@@ -225,7 +233,7 @@ def histogram_query(start: datetime, end: datetime, user_id: int | None = None) 
         output_field=IntegerField(),
     )
     return (
-        _sent_between(start, end, user_id)
+        _sent_between(start, end, config, user_id)
         .annotate(bucket=bucket)
         .values("bucket")
         .annotate(n=Count("id"))
@@ -277,14 +285,14 @@ class Outcomes:
         return sorted(totals.items(), key=lambda item: (-item[1], item[0]))
 
 
-def outcomes(now: datetime, user_id: int | None = None) -> Outcomes:
+def outcomes(now: datetime, config: NudgeConfig, user_id: int | None = None) -> Outcomes:
     """Settled nudges per intended hour over the last day: outcomes, retries, reasons."""
     end = floor_to(now, timedelta(hours=1)) + timedelta(hours=1)
     start = end - HISTORY
     hours = [
         OutcomeHour(start + timedelta(hours=i)) for i in range(int(HISTORY / timedelta(hours=1)))
     ]
-    for hour, outcome, reason, n, retried in outcomes_query(start, end, user_id):
+    for hour, outcome, reason, n, retried in outcomes_query(start, end, config, user_id):
         bucket = hours[int((hour - start) / timedelta(hours=1))]
         bucket.counts[outcome] = bucket.counts.get(outcome, 0) + n
         bucket.retried += retried
@@ -294,10 +302,12 @@ def outcomes(now: datetime, user_id: int | None = None) -> Outcomes:
     return Outcomes(start=start, hours=hours)
 
 
-def outcomes_query(start: datetime, end: datetime, user_id: int | None = None) -> QuerySet:
+def outcomes_query(
+    start: datetime, end: datetime, config: NudgeConfig, user_id: int | None = None
+) -> QuerySet:
     """(intended hour, outcome, failure reason, rows, rows retried) for settled rows."""
     return (
-        _settled_between(start, end, user_id)
+        settled_between(start, end, config, user_id)
         .annotate(
             hour=Trunc("intended_at", "hour", tzinfo=UTC),
             reason=Case(

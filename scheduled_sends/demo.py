@@ -12,7 +12,6 @@ from django.contrib.auth.hashers import make_password
 
 from accounts.models import Channel, DeliverySettings
 from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
-from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
 
 TITLES = [
@@ -55,6 +54,7 @@ def seed_demo(
     due_now: int = 0,
     password: str | None = None,
     progress=None,
+    default_lead: timedelta,
 ) -> DemoSummary:
     """Create (or top up) demo users ``{prefix}1…{prefix}N`` with their data.
 
@@ -65,7 +65,7 @@ def seed_demo(
     shared: demo accounts only); otherwise their password is unusable.
     """
     summary = DemoSummary()
-    soon = start + NudgeConfig.from_settings().default_lead
+    soon = start + default_lead
     User = get_user_model()
     unusable = make_password(password)
     existing = set(

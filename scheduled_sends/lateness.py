@@ -36,6 +36,7 @@ class LatenessSummary:
     p95: float | None
     max: float | None
     histogram: list[list[float | int | None]]  # [[upper bound in s or None for "more"], count]
+    total: float = 0.0  # the latenesses added up (a histogram's sum, for /metrics)
 
     @classmethod
     def of(cls, latenesses: Iterable[float]) -> LatenessSummary:
@@ -49,6 +50,7 @@ class LatenessSummary:
             p95=percentile(values, 0.95),
             max=values[-1] if values else None,
             histogram=[[_label(bound), n] for bound, n in zip(BUCKETS, counts, strict=True) if n],
+            total=sum(values),
         )
 
     def as_counts(self) -> dict[str, object]:
@@ -62,6 +64,7 @@ class LatenessSummary:
             "lateness_p95_seconds": rounded(self.p95),
             "lateness_max_seconds": rounded(self.max),
             "lateness_histogram": self.histogram,
+            "lateness_sum_seconds": round(self.total, 3),
         }
 
 

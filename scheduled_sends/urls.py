@@ -6,6 +6,7 @@ from scheduled_sends import cron_routes, receipts, views
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", views.metrics_view, name="metrics"),
 ]
 
 # Provider callbacks and cron triggers: machine callers, signed or bearing a secret.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -117,3 +118,56 @@ def test_a_knob_set_in_the_environment_reaches_the_config(monkeypatch):
     values = knob_settings(environ.Env())
     assert values["NUDGE_GRACE_MINUTES"] == 7
     assert values["NUDGE_LEASE_SECONDS"] == 300  # unset: the default
+
+
+# Where the config is built: entry points — commands, views, cron routes, the
+# admin's pages, the system check — and the few functions that start a piece of
+# work on their own (a sweep's run, a re-plan after a user's change, a new row's
+# default). Everything below them is handed the config it runs with.
+ENTRY_MODULES = re.compile(
+    r"(^|/)(management/commands/[^/]+|views|cron_routes|api|webhooks|admin|admin_site|checks)\.py$"
+    r"|/admin/[^/]+\.py$"
+)
+# Not yet handed their config (being passed down on this branch); empty when done.
+NOT_YET_PASSED_DOWN = {
+    "calendars/connect.py",
+    "calendars/providers/base.py",
+    "calendars/providers/ics.py",
+    "calendars/providers/oauth_paging.py",
+    "calendars/sync.py",
+    "portal/calendar_links.py",
+    "portal/tokens.py",
+    "scheduled_sends/channels/base.py",
+    "scheduled_sends/channels/telegram.py",
+    "scheduled_sends/materialize.py",
+}
+ENTRY_FUNCTIONS = {
+    "scheduled_sends/deliver.py": {"run_deliver"},
+    "scheduled_sends/materialize.py": {"run_materialize", "refresh_queue"},
+    "scheduled_sends/health.py": {"check_health"},
+    "accounts/models.py": {"default_lead_minutes"},
+}
+
+
+def test_the_config_is_built_at_entry_points_and_passed_down():
+    offenders = []
+    for path in sorted(PROJECT.glob("*/**/*.py")):
+        relative = path.relative_to(PROJECT).as_posix()
+        if relative.split("/")[0] in {"tests", "bench", ".venv", "var"} or ENTRY_MODULES.search(
+            relative
+        ):
+            continue
+        tree = ast.parse(path.read_text())
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and node.attr == "from_settings"
+                    and function.name not in ENTRY_FUNCTIONS.get(relative, set())
+                    and relative != "core/config.py"
+                    and relative not in NOT_YET_PASSED_DOWN
+                ):
+                    offenders.append(f"{relative}:{node.lineno} in {function.name}()")
+    assert sorted(set(offenders)) == []

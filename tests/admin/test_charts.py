@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from core.config import NudgeConfig
 from nudgeproject import svgchart
 from scheduled_sends import charts
 from scheduled_sends.lateness import BUCKETS
@@ -78,7 +79,7 @@ def test_look_ahead_capacity_is_what_smoothing_levels_to(settings, db):
     settings.NUDGE_WHATSAPP_RATE = 2.5
     settings.NUDGE_RUN_BUDGET_SECONDS = 50
     settings.NUDGE_SMOOTHING_HEADROOM = 0.8
-    look_ahead = charts.look_ahead(timezone.now())
+    look_ahead = charts.look_ahead(timezone.now(), NudgeConfig.from_settings())
     assert look_ahead.capacity["telegram"] == 400  # 10/s x 50 s x 0.8
     assert look_ahead.capacity["whatsapp"] == 100
     assert look_ahead.capacity.get("console") is None
@@ -244,8 +245,8 @@ def test_lateness_is_measured_from_the_intended_instant(staff_client, make_user,
     )
 
     with support_scope():
-        data = charts.lateness(now)
-        outcomes = charts.outcomes(now)
+        data = charts.lateness(now, NudgeConfig.from_settings())
+        outcomes = charts.outcomes(now, NudgeConfig.from_settings())
 
     (quarter,) = data.by_quarter.values()
     assert quarter.start == charts.floor_to(intended, charts.QUARTER)

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 import scheduled_sends.health
+from core.config import NudgeConfig
 from scheduled_sends.models import SweepRun
 from tenancy.scope import current_scope
 
@@ -129,7 +130,10 @@ def test_every_failing_check_reads_as_a_sentence_with_its_rows(db):
     checks = [HealthCheck(name, False, "the check's detail: why") for name in names]
 
     lines = {
-        line.name: line for line in health_lines(checks, figures, Links(queue="/q/", runs="/r/"))
+        line.name: line
+        for line in health_lines(
+            checks, figures, Links(queue="/q/", runs="/r/"), NudgeConfig.from_settings()
+        )
     }
 
     expected = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.config import NudgeConfig
 from scheduled_sends import charts
 from tenancy.scope import support_scope
 from tests.conftest import utc
@@ -35,11 +36,16 @@ def _queries(user_id: int | None) -> dict[str, object]:
     minute = charts.floor_to(NOW, charts.timedelta(minutes=1))
     quarter_end = charts.floor_to(NOW, charts.QUARTER) + charts.QUARTER
     hour_end = charts.floor_to(NOW, charts.timedelta(hours=1)) + charts.timedelta(hours=1)
+    config = NudgeConfig.from_settings()
     return {
         "look-ahead": charts.look_ahead_query(minute, user_id),
-        "lateness": charts.lateness_query(quarter_end - charts.HISTORY, quarter_end, user_id),
-        "histogram": charts.histogram_query(quarter_end - charts.HISTORY, quarter_end, user_id),
-        "outcomes": charts.outcomes_query(hour_end - charts.HISTORY, hour_end, user_id),
+        "lateness": charts.lateness_query(
+            quarter_end - charts.HISTORY, quarter_end, config, user_id
+        ),
+        "histogram": charts.histogram_query(
+            quarter_end - charts.HISTORY, quarter_end, config, user_id
+        ),
+        "outcomes": charts.outcomes_query(hour_end - charts.HISTORY, hour_end, config, user_id),
     }
 
 

@@ -48,13 +48,15 @@ class Command(NudgeCommand):
             password = secrets.token_urlsafe(9)
         if password is not None and len(password) < 8:
             raise CommandError("--password must be at least 8 characters")
+        config = NudgeConfig.from_settings()
         summary = seed_demo(
             users=options["users"],
             events_per_user=options["events_per_user"],
             follow_ups_per_user=options["follow_ups_per_user"],
             channel=options["channel"],
             start=start,
-            window=NudgeConfig.from_settings().lookahead,
+            window=config.lookahead,
+            default_lead=config.default_lead,
             username_prefix=options["prefix"],
             due_now=options["due_now"],
             password=password,

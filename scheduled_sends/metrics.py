@@ -1,0 +1,210 @@
+"""``GET /metrics``: what every machine's sweeps did, in Prometheus' text format.
+
+Each process writes its run log and summary line; an operator's monitoring
+wants one place to scrape. Everything here is read from PostgreSQL at scrape
+time — the run log (``sweep_runs``), the queue under the bypass (counts only,
+no user data) and health's own checks — so one scrape sees the cron jobs of
+every machine at once, and a machine that stopped running them is seen too
+(its runs stop, and their age grows). Nothing is kept in process memory.
+
+The metrics mirror ``nudge_health``: ``nudge_health_check_ok`` per check is
+the alert operators start from (docs/OPERATIONS.md, "Metrics and alerts");
+the rest say how far from the line things are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from datetime import datetime
+
+from django.db.models import Count, Max
+from prometheus_client.core import (
+    CollectorRegistry,
+    GaugeHistogramMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from core.config import NudgeConfig
+from scheduled_sends import charts
+from scheduled_sends.health import LATENESS_WINDOW, HealthReport
+from scheduled_sends.lateness import BUCKETS
+from scheduled_sends.models import ScheduledSend, SweepRun
+from scheduled_sends.queue.states import unsettled
+from tenancy.scope import rls_bypass
+
+# What /metrics answers with: the text exposition format.
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+# Counters the deliver and materialize runs record, summed over the window.
+DELIVER_COUNTS = ("sent", "skipped", "failed", "expired", "retried", "rate_limited")
+SYNC_COUNTS = (
+    "calendars_synced",
+    "calendars_unchanged",
+    "calendars_failed",
+    "calendars_needing_reauth",
+    "calendars_deferred",
+)
+
+
+class QueueCollector:
+    """Collects once per scrape, at ``now``, with the given health report."""
+
+    def __init__(self, now: datetime, config: NudgeConfig, health: HealthReport) -> None:
+        self.now, self.config, self.health = now, config, health
+
+    def collect(self) -> Iterator[Metric]:
+        # The queue's figures in one short bypass transaction (counts only, as
+        # health's): one snapshot, and the sweeper role cannot read anything else.
+        with rls_bypass():
+            live = list(
+                ScheduledSend.objects.filter(unsettled())
+                .with_state(self.now, self.config.lease)
+                .values_list("queue_state", "channel")
+                .annotate(n=Count("id"))
+                .order_by()
+            )
+            settled = list(
+                charts.settled_between(
+                    self.now - LATENESS_WINDOW, self.now, self.config, user_id=None
+                )
+                .values_list("outcome", "channel")
+                .annotate(n=Count("id"))
+                .order_by()
+            )
+            look_ahead = charts.look_ahead(self.now, self.config)
+        yield from self._health()
+        yield from self._queue(live, settled)
+        yield from self._look_ahead(look_ahead)
+        yield from self._runs()
+
+    def _health(self) -> Iterator[Metric]:
+        checks = GaugeMetricFamily(
+            "nudge_health_check_ok",
+            "1 when the health check passes (as nudge_health)",
+            labels=["check"],
+        )
+        for check in self.health.checks:
+            checks.add_metric([check.name], 1.0 if check.ok else 0.0)
+        yield checks
+        yield GaugeMetricFamily(
+            "nudge_health_ok", "1 when every health check passes", self.health.ok
+        )
+
+    def _queue(self, live: list, settled: list) -> Iterator[Metric]:
+        rows = GaugeMetricFamily(
+            "nudge_queue_rows",
+            "Unsettled queue rows by state and channel",
+            labels=["state", "channel"],
+        )
+        for state, channel, n in live:
+            rows.add_metric([state, channel or "none"], n)
+        yield rows
+        for name in ("due_backlog", "overdue_unclaimed", "stuck_claims", "awaiting_expiry"):
+            if name in self.health.figures:
+                yield GaugeMetricFamily(
+                    f"nudge_queue_{name}",
+                    f"Health's {name.replace('_', ' ')} count",
+                    float(self.health.figures[name]),  # type: ignore[arg-type]
+                )
+        outcomes = GaugeMetricFamily(
+            "nudge_outcomes_last_15m",
+            "Rows settled with each outcome, by channel, intended in the last 15 minutes",
+            labels=["outcome", "channel"],
+        )
+        for outcome, channel, n in settled:
+            outcomes.add_metric([outcome, channel or "none"], n)
+        yield outcomes
+
+    def _look_ahead(self, data: charts.LookAhead) -> Iterator[Metric]:
+        load = GaugeMetricFamily(
+            "nudge_lookahead_rows",
+            "Nudges planned over the next three hours, by channel",
+            labels=["channel"],
+        )
+        peak = GaugeMetricFamily(
+            "nudge_lookahead_peak_minute_rows",
+            "The busiest minute's planned nudges over the next three hours, by channel",
+            labels=["channel"],
+        )
+        capacity = GaugeMetricFamily(
+            "nudge_channel_capacity_per_minute",
+            "Nudges a minute can carry on time (rate x run budget x headroom), by channel",
+            labels=["channel"],
+        )
+        for channel, minutes in data.per_channel.items():
+            load.add_metric([channel or "none"], sum(minutes))
+            peak.add_metric([channel or "none"], max(minutes, default=0))
+            if data.capacity.get(channel) is not None:
+                capacity.add_metric([channel], data.capacity[channel])
+        yield from (load, peak, capacity)
+
+    def _runs(self) -> Iterator[Metric]:
+        window = SweepRun.objects.filter(
+            as_of__gt=self.now - LATENESS_WINDOW, as_of__lte=self.now
+        ).values_list("sweep", "counts")
+        totals: dict[str, float] = {}
+        histogram = dict.fromkeys(BUCKETS, 0)
+        lateness_sum = 0.0
+        for sweep, counts in window:
+            names = DELIVER_COUNTS if sweep == SweepRun.Sweep.DELIVER else SYNC_COUNTS
+            for name in names:
+                totals[name] = totals.get(name, 0) + float(counts.get(name, 0) or 0)
+            if sweep == SweepRun.Sweep.DELIVER:
+                # Only non-empty buckets are logged, by bound (None: beyond the last).
+                for bound, n in counts.get("lateness_histogram") or []:
+                    histogram[math.inf if bound is None else float(bound)] += int(n)
+                lateness_sum += float(counts.get("lateness_sum_seconds") or 0)
+        for name in (*DELIVER_COUNTS, *SYNC_COUNTS):
+            yield GaugeMetricFamily(
+                f"nudge_{name}_last_15m",
+                f"{name.replace('_', ' ')} summed over the runs of the last 15 minutes",
+                totals.get(name, 0.0),
+            )
+        cumulative, buckets = 0, []
+        for bound in BUCKETS:
+            cumulative += histogram[bound]
+            buckets.append(("+Inf" if bound == math.inf else f"{bound:g}", cumulative))
+        yield GaugeHistogramMetricFamily(
+            "nudge_lateness_seconds_last_15m",
+            "Lateness of sent nudges (sent_at - intended instant), runs of the last 15 minutes",
+            buckets=buckets,
+            gsum_value=lateness_sum,
+        )
+        yield from self._run_ages()
+
+    def _run_ages(self) -> Iterator[Metric]:
+        age = GaugeMetricFamily(
+            "nudge_sweep_last_success_age_seconds",
+            "Seconds since the last successful run of each sweep acted",
+            labels=["sweep"],
+        )
+        duration = GaugeMetricFamily(
+            "nudge_sweep_last_duration_seconds",
+            "How long the last finished run of each sweep took",
+            labels=["sweep"],
+        )
+        for sweep in SweepRun.Sweep.values:
+            last_ok = SweepRun.objects.filter(sweep=sweep, status=SweepRun.Status.OK).aggregate(
+                at=Max("as_of")
+            )["at"]
+            if last_ok is not None:
+                age.add_metric([sweep], max(0.0, (self.now - last_ok).total_seconds()))
+            last = (
+                SweepRun.objects.filter(sweep=sweep, finished_at__isnull=False)
+                .order_by("-as_of")
+                .values_list("counts", flat=True)
+                .first()
+            )
+            if last is not None and "seconds" in last:
+                duration.add_metric([sweep], float(last["seconds"]))
+        yield from (age, duration)
+
+
+def render(now: datetime, config: NudgeConfig, health: HealthReport) -> bytes:
+    """The scrape's body."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(QueueCollector(now, config, health))
+    return generate_latest(registry)

@@ -1,0 +1,82 @@
+"""GET /metrics: what every machine's sweeps did, scraped as Prometheus would.
+
+The body is parsed by ``prometheus_client``'s own parser, so a malformed
+exposition fails here as it would fail a real scrape.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduled_sends.deliver import run_deliver
+from tests.channels.queue import queue_follow_up
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "cron-secret-for-metrics-0123456789"
+
+
+@pytest.fixture
+def cron_secret(settings):
+    settings.CRON_SECRET = SECRET
+    return SECRET
+
+
+def scrape(client) -> dict[str, list]:
+    response = client.get("/metrics", secure=True, headers={"Authorization": f"Bearer {SECRET}"})
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("text/plain; version=")
+    return {
+        family.name: family.samples
+        for family in text_string_to_metric_families(response.content.decode())
+    }
+
+
+def value(samples: list, **labels: str) -> float:
+    """The samples with these labels, added up (none: 0)."""
+    return sum(s.value for s in samples if all(s.labels.get(k) == v for k, v in labels.items()))
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong"])
+def test_without_the_cron_secret_nothing_is_told(client, cron_secret, authorization):
+    headers = {"Authorization": authorization} if authorization else {}
+    response = client.get("/metrics", secure=True, headers=headers)
+    assert response.status_code == 401
+    assert b"nudge_" not in response.content
+
+
+def test_disabled_with_the_cron_routes(client, settings):
+    settings.CRON_SECRET = ""
+    assert client.get("/metrics", secure=True).status_code == 403
+
+
+def test_the_queue_runs_and_health_as_one_scrape(client, cron_secret, recording_channel, make_user):
+    now = timezone.now()
+    for i in range(2):
+        queue_follow_up(make_user(), f"Due {i}", now=now)
+    later = queue_follow_up(make_user(), "Later", now=now + timedelta(hours=1))
+    channel = later.channel or "none"  # a row queued before its user chose a channel
+
+    before = scrape(client)
+    # Three rows wait on the console channel; nothing has run, so health fails.
+    assert value(before["nudge_queue_rows"], state="pending", channel=channel) == 3
+    assert value(before["nudge_health_check_ok"], check="deliver_recent") == 0
+    assert value(before["nudge_health_ok"]) == 0
+    assert value(before["nudge_lookahead_rows"], channel=channel) >= 1
+
+    report = run_deliver()
+    assert report.sent == 2
+
+    after = scrape(client)
+    assert value(after["nudge_queue_rows"], state="pending", channel=channel) == 1
+    assert value(after["nudge_outcomes_last_15m"], outcome="sent") == 2
+    assert value(after["nudge_sent_last_15m"]) == 2
+    assert value(after["nudge_health_check_ok"], check="deliver_recent") == 1
+    assert value(after["nudge_sweep_last_success_age_seconds"], sweep="deliver") < 60
+    # The lateness histogram counts the two sends, cumulatively up to +Inf.
+    buckets = [s for s in after["nudge_lateness_seconds_last_15m"] if s.name.endswith("_bucket")]
+    assert buckets[-1].labels["le"] == "+Inf" and buckets[-1].value == 2
