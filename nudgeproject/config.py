@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
@@ -28,6 +29,18 @@ RATE_SETTINGS = {
     "whatsapp": "NUDGE_WHATSAPP_RATE",
     "console": "NUDGE_CONSOLE_RATE",
 }
+def _push_base_url_ok(url: str) -> bool:
+    """Providers post only to https (Google refuses anything else); loopback is for tests."""
+    if not url:
+        return True
+    parts = urlsplit(url)
+    if parts.query or parts.fragment or not parts.hostname:
+        return False
+    return parts.scheme == "https" or (
+        parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1")
+    )
+
+
 # The longest lead the schema allows (``delivery_settings_lead_in_range``).
 SCHEMA_MAX_LEAD = timedelta(hours=24)
 
@@ -67,6 +80,10 @@ class NudgeConfig:
     calendar_sync_budget_seconds: float = 60.0
     calendar_sync_user_budget_seconds: float = 120.0
     ics_max_bytes: int = 5 * 1024 * 1024
+    # Push (calendars/push/): where providers post notifications ("" = poll only),
+    # and how often a calendar with live push is fetched anyway.
+    calendar_push_base_url: str = ""
+    calendar_safety_poll: timedelta = timedelta(hours=6)
     # --- the end-user area ---
     link_code_lifetime: timedelta = timedelta(minutes=15)
 
@@ -104,6 +121,8 @@ class NudgeConfig:
             calendar_sync_budget_seconds=settings.CALENDAR_SYNC_BUDGET_SECONDS,
             calendar_sync_user_budget_seconds=settings.CALENDAR_SYNC_USER_BUDGET_SECONDS,
             ics_max_bytes=settings.ICS_MAX_BYTES,
+            calendar_push_base_url=settings.CALENDAR_PUSH_BASE_URL,
+            calendar_safety_poll=timedelta(minutes=settings.CALENDAR_SAFETY_POLL_MINUTES),
             link_code_lifetime=timedelta(minutes=settings.NUDGE_LINK_CODE_MINUTES),
         )
         if validate:
@@ -186,6 +205,15 @@ class NudgeConfig:
         ):
             require(seconds > 0, f"{name} must be positive")
         require(self.ics_max_bytes >= 1, "ICS_MAX_BYTES must be at least 1")
+        require(
+            timedelta(minutes=15) <= self.calendar_safety_poll <= timedelta(hours=24),
+            "CALENDAR_SAFETY_POLL_MINUTES must be between 15 and 1440",
+        )
+        require(
+            _push_base_url_ok(self.calendar_push_base_url),
+            "CALENDAR_PUSH_BASE_URL must be empty or an https:// address without a query "
+            "(plain http only on a loopback host)",
+        )
         # A run may overrun its budget by one send; the lease must outlast it
         # comfortably, or a live run's rows could be claimed a second time.
         require(

@@ -302,6 +302,11 @@ ICS_MAX_BYTES = env.int("ICS_MAX_BYTES", default=5 * 1024 * 1024)
 CALENDAR_SYNC_BUDGET_SECONDS = env.float("CALENDAR_SYNC_BUDGET_SECONDS", default=60.0)
 # All of one user's connections together, per materialise run.
 CALENDAR_SYNC_USER_BUDGET_SECONDS = env.float("CALENDAR_SYNC_USER_BUDGET_SECONDS", default=120.0)
+# Push from Google and Microsoft: the public https address this site is reached at
+# (notifications go to <it>/calendars/push/...); empty = every calendar is polled.
+CALENDAR_PUSH_BASE_URL = env.str("CALENDAR_PUSH_BASE_URL", default="")
+# A calendar with live push is fetched when notified and at least this often.
+CALENDAR_SAFETY_POLL_MINUTES = env.int("CALENDAR_SAFETY_POLL_MINUTES", default=360)
 
 # --- Logging ------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

@@ -9,6 +9,17 @@ tokens are checked (401 otherwise). ``calendarView`` filters by
 mailbox in that zone would). ``next_answers`` scripts the next calendarView
 answers (429 with Retry-After, 503, garbage).
 
+Push: ``POST /subscriptions`` validates both URLs first, as Graph does (a
+POST with ``?validationToken=…`` that must answer 200, ``text/plain``, the
+token echoed, within 10 s), refuses an expiry beyond 4,230 minutes, and
+answers the subscription; ``PATCH`` renews, ``DELETE`` removes (recorded in
+``deleted``). :meth:`FakeGraph.change` edits the events and POSTs a change
+notification (``{value: [{subscriptionId, clientState, changeType,
+resource, resourceData, ...}]}``) to every live subscription;
+:meth:`FakeGraph.lifecycle` sends ``reauthorizationRequired``,
+``subscriptionRemoved`` (the subscription is dropped) or ``missed``.
+Subscriptions expire by :attr:`FakeGraph.push`'s clock.
+
     with FakeGraph() as graph:
         settings.MICROSOFT_GRAPH_BASE_URL = graph.graph_base_url
         settings.MICROSOFT_LOGIN_BASE_URL = graph.login_base_url
@@ -17,15 +28,21 @@ answers (429 with Retry-After, 503, garbage).
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import secrets
 import time
-from datetime import UTC, datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 from zoneinfo import ZoneInfo
 
+import requests
+
 from tests.fakes.base import Answer, FakeProviderServer, RecordedRequest
+from tests.fakes.push import Posted, PushPoster
 
 CLIENT_ID = "00000000-0000-0000-0000-00000000c1d0"
 CLIENT_SECRET = "graph-test-client-secret"
@@ -34,6 +51,26 @@ ACCOUNT = "someone@contoso.example"
 TOKEN_PATH = f"/{TENANT}/oauth2/v2.0/token"
 VIEW = re.compile(r"^/v1\.0/me(/calendars/[^/]+)?/calendarView$")
 PACIFIC = ZoneInfo("America/Los_Angeles")
+SUBSCRIPTIONS = "/v1.0/subscriptions"
+SUBSCRIPTION = re.compile(r"^/v1\.0/subscriptions/(?P<id>[^/]+)$")
+MAX_MINUTES = 4230
+TENANT_ID = "00000000-0000-0000-0000-0000000000aa"
+USER_OBJECT_ID = "00000000-0000-0000-0000-0000000000bb"
+
+
+@dataclass
+class Subscription:
+    id: str
+    resource: str
+    change_type: str
+    notification_url: str
+    lifecycle_url: str
+    client_state: str
+    expiration: datetime
+
+
+def _graph_error(status: int, code: str, message: str = "") -> Answer:
+    return Answer.json(status, {"error": {"code": code, "message": message}})
 
 
 def graph_time(moment: datetime, zone=UTC, zone_name: str = "UTC") -> dict[str, str]:
@@ -70,8 +107,13 @@ def graph_event(
 
 class FakeGraph(FakeProviderServer):
     def __init__(self) -> None:
+        self.push = PushPoster()
         super().__init__()
         self.reset_state()
+
+    def stop(self) -> None:
+        self.push.join()
+        super().stop()
 
     def reset_state(self) -> None:
         self.events: list[dict[str, Any]] = []
@@ -82,6 +124,83 @@ class FakeGraph(FakeProviderServer):
         self.next_answers: list[Answer] = []
         self.page_size_cap = 1000
         self._ids = itertools.count(1)
+        self.subscriptions: dict[str, Subscription] = {}
+        self.deleted: list[str] = []
+        self.next_subscription_answers: list[Answer] = []
+        if hasattr(self, "push"):
+            self.push.reset()
+
+    # --- push helpers for tests ---------------------------------------------------
+    def live_subscriptions(self) -> list[Subscription]:
+        now = self.push.now()
+        with self.lock:
+            return [s for s in self.subscriptions.values() if s.expiration > now]
+
+    def subscription_calls(self, method: str | None = None) -> list[RecordedRequest]:
+        with self.lock:
+            return [
+                r
+                for r in self.requests
+                if r.path.startswith(SUBSCRIPTIONS) and method in (None, r.method)
+            ]
+
+    def change(
+        self, mutate: Callable[[list[dict[str, Any]]], None], change_type: str = "updated"
+    ) -> list[Posted]:
+        """Edit the events (in place) and notify every live subscription, one POST each."""
+        with self.lock:
+            before = {e["id"] for e in self.events}
+            mutate(self.events)
+            after = {e["id"] for e in self.events}
+        changed = sorted(before ^ after) or sorted(after)[:1] or ["deleted"]
+        return [self._notify(sub, change_type, changed[0]) for sub in self.live_subscriptions()]
+
+    def notification(self, sub: Subscription, change_type: str, event_id: str) -> dict[str, Any]:
+        resource = f"Users/{USER_OBJECT_ID}/Events/{event_id}"
+        return {
+            "value": [
+                {
+                    "subscriptionId": sub.id,
+                    "subscriptionExpirationDateTime": sub.expiration.isoformat(),
+                    "changeType": change_type,
+                    "resource": resource,
+                    "resourceData": {
+                        "@odata.type": "#Microsoft.Graph.Event",
+                        "@odata.id": resource,
+                        "@odata.etag": f'W/"{secrets.token_hex(8)}"',
+                        "id": event_id,
+                    },
+                    "clientState": sub.client_state,
+                    "tenantId": TENANT_ID,
+                }
+            ]
+        }
+
+    def _notify(self, sub: Subscription, change_type: str, event_id: str) -> Posted:
+        return self.push.post(
+            sub.notification_url,
+            headers={},
+            json_body=self.notification(sub, change_type, event_id),
+        )
+
+    def lifecycle(self, subscription_id: str, event: str) -> Posted:
+        """A lifecycle notification; ``subscriptionRemoved`` drops the subscription first."""
+        with self.lock:
+            sub = self.subscriptions[subscription_id]
+            if event == "subscriptionRemoved":
+                del self.subscriptions[subscription_id]
+        body = {
+            "value": [
+                {
+                    "subscriptionId": sub.id,
+                    "subscriptionExpirationDateTime": sub.expiration.isoformat(),
+                    "tenantId": TENANT_ID,
+                    "clientState": sub.client_state,
+                    "lifecycleEvent": event,
+                }
+            ]
+        }
+        return self.push.post(sub.lifecycle_url, headers={}, json_body=body)
 
     @property
     def graph_base_url(self) -> str:
@@ -137,6 +256,10 @@ class FakeGraph(FakeProviderServer):
             return Answer.json(200, {"mail": ACCOUNT, "userPrincipalName": ACCOUNT})
         if VIEW.match(parts.path):
             return self._view(params, headers)
+        if method == "POST" and parts.path == SUBSCRIPTIONS:
+            return self._subscribe(body)
+        if method in ("PATCH", "DELETE") and (match := SUBSCRIPTION.match(parts.path)):
+            return self._subscription(method, match["id"], body)
         return Answer.json(404, {"error": {"code": "ResourceNotFound"}})
 
     def _token(self, params: dict[str, str]) -> Answer:
@@ -174,6 +297,111 @@ class FakeGraph(FakeProviderServer):
                 "refresh_token": refresh,
             },
         )
+
+    def _expiry(self, value: Any) -> datetime | Answer:
+        try:
+            expiry = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            return _graph_error(400, "InvalidRequest", "expirationDateTime is invalid")
+        now = self.push.now()
+        if expiry <= now or expiry > now + timedelta(minutes=MAX_MINUTES):
+            return _graph_error(
+                400, "InvalidRequest", "Subscription expiration can only be 4230 minutes from now"
+            )
+        return expiry
+
+    def _validate(self, url: str) -> bool:
+        """Graph's handshake: the endpoint must echo the token, as text/plain, within 10 s."""
+        token = f"Validation: Testing client application reachability {secrets.token_hex(8)}"
+        try:
+            response = requests.post(
+                url,
+                params={"validationToken": token},
+                headers={"Content-Type": "text/plain"},
+                timeout=10,
+            )
+        except requests.RequestException:
+            return False
+        return (
+            response.status_code == 200
+            and response.headers.get("Content-Type", "").startswith("text/plain")
+            and response.text == token
+        )
+
+    def _subscribe(self, body: bytes) -> Answer:
+        with self.lock:
+            scripted = (
+                self.next_subscription_answers.pop(0) if self.next_subscription_answers else None
+            )
+        if scripted:
+            return scripted
+        try:
+            request = json.loads(body)
+            resource, url = request["resource"], request["notificationUrl"]
+            change_type = request["changeType"]
+        except (ValueError, KeyError, TypeError):
+            return _graph_error(400, "InvalidRequest")
+        expiry = self._expiry(request.get("expirationDateTime"))
+        if isinstance(expiry, Answer):
+            return expiry
+        if len(str(request.get("clientState", ""))) > 128:
+            return _graph_error(400, "InvalidRequest", "clientState is longer than 128")
+        if not re.match(r"^me(/calendars/[^/]+)?/events$", resource):
+            return _graph_error(400, "InvalidRequest", "unsupported resource")
+        lifecycle = request.get("lifecycleNotificationUrl") or ""
+        for address in filter(None, (url, lifecycle)):
+            if not self._validate(address):
+                return _graph_error(
+                    400, "ValidationError", "Subscription validation request failed."
+                )
+        sub = Subscription(
+            id=f"{secrets.token_hex(4)}-{secrets.token_hex(2)}-{secrets.token_hex(6)}",
+            resource=resource,
+            change_type=change_type,
+            notification_url=url,
+            lifecycle_url=lifecycle,
+            client_state=str(request.get("clientState", "")),
+            expiration=expiry,
+        )
+        with self.lock:
+            self.subscriptions[sub.id] = sub
+        return Answer.json(201, self._subscription_json(sub))
+
+    def _subscription_json(self, sub: Subscription) -> dict[str, Any]:
+        return {
+            "@odata.context": "https://graph.microsoft.com/v1.0/$metadata#subscriptions/$entity",
+            "id": sub.id,
+            "resource": sub.resource,
+            "changeType": sub.change_type,
+            "clientState": None,  # Graph does not echo it back
+            "notificationUrl": sub.notification_url,
+            "lifecycleNotificationUrl": sub.lifecycle_url,
+            "expirationDateTime": sub.expiration.isoformat().replace("+00:00", "Z"),
+        }
+
+    def _subscription(self, method: str, subscription_id: str, body: bytes) -> Answer:
+        now = self.push.now()
+        with self.lock:
+            sub = self.subscriptions.get(subscription_id)
+            if sub is not None and sub.expiration <= now:
+                del self.subscriptions[subscription_id]  # Graph forgets an expired one
+                sub = None
+        if sub is None:
+            return _graph_error(404, "ResourceNotFound", "The object was not found.")
+        if method == "DELETE":
+            with self.lock:
+                del self.subscriptions[subscription_id]
+                self.deleted.append(subscription_id)
+            return Answer(204, b"")
+        try:
+            expiry = self._expiry(json.loads(body).get("expirationDateTime"))
+        except (ValueError, AttributeError):
+            return _graph_error(400, "InvalidRequest")
+        if isinstance(expiry, Answer):
+            return expiry
+        with self.lock:
+            sub.expiration = expiry
+        return Answer.json(200, self._subscription_json(sub))
 
     def _render(self, event: dict[str, Any], utc: bool) -> dict[str, Any]:
         zone, name = (UTC, "UTC") if utc else (PACIFIC, "Pacific Standard Time")
