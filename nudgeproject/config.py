@@ -29,6 +29,8 @@ RATE_SETTINGS = {
     "whatsapp": "NUDGE_WHATSAPP_RATE",
     "console": "NUDGE_CONSOLE_RATE",
 }
+
+
 def _push_base_url_ok(url: str) -> bool:
     """Providers post only to https (Google refuses anything else); loopback is for tests."""
     if not url:
