@@ -96,6 +96,9 @@ class FakeGoogle(FakeProviderServer):
         self.next_token_answers: list[Answer] = []
         self.next_watch_answers: list[Answer] = []
         self.channels: dict[str, Channel] = {}
+        # For syncToken: a version per change, and the ids each change deleted.
+        self.version = 0
+        self.deleted: dict[str, list[tuple[str, int]]] = {}
         self.stopped: list[str] = []
         self._counter = itertools.count(1)
         self._numbers = random.Random(7)
@@ -138,7 +141,15 @@ class FakeGoogle(FakeProviderServer):
     ) -> list[Posted]:
         """Edit the calendar's events (in place) and notify its channels."""
         with self.lock:
-            mutate(self.events.setdefault(calendar, []))
+            events = self.events.setdefault(calendar, [])
+            before = {e["id"]: repr(sorted(e.items())) for e in events}
+            mutate(events)
+            self.version += 1
+            for event in events:
+                if before.get(event["id"]) != repr(sorted(event.items())):
+                    event["_v"] = self.version
+            gone = set(before) - {e["id"] for e in events}
+            self.deleted.setdefault(calendar, []).extend((i, self.version) for i in gone)
         return self.notify(calendar)
 
     def _headers(self, channel: Channel, state: str) -> dict[str, str]:
@@ -354,6 +365,17 @@ class FakeGoogle(FakeProviderServer):
             return _error(400, "this fake only expands recurring events", "badRequest")
         if "syncToken" in params and ("timeMin" in params or "timeMax" in params):
             return _error(400, "Sync token cannot be used with other request restrictions.", "x")
+        incremental = "timeMin" not in params and "timeMax" not in params
+        tombstones: list[dict[str, Any]] = []
+        if "syncToken" in params:
+            since = int(params["syncToken"])
+            events = [e for e in events if e.get("_v", 0) > since]
+            with self.lock:
+                tombstones = [
+                    {"kind": "calendar#event", "id": i, "status": "cancelled"}
+                    for i, v in self.deleted.get(calendar, [])
+                    if v > since
+                ]
         low_sentinel, high_sentinel = (
             datetime.min.replace(tzinfo=UTC),
             datetime.max.replace(tzinfo=UTC),
@@ -367,7 +389,8 @@ class FakeGoogle(FakeProviderServer):
         events.sort(key=lambda e: _instant(e.get("start")) or low_sentinel)
         page_size = int(params.get("maxResults", 250))
         offset = int(params.get("pageToken", 0))
-        page = events[offset : offset + page_size]
+        page = [{k: v for k, v in e.items() if not k.startswith("_")} for e in events]
+        page = page[offset : offset + page_size] + (tombstones if offset == 0 else [])
         payload: dict[str, Any] = {
             "kind": "calendar#events",
             "summary": ACCOUNT,
@@ -377,6 +400,9 @@ class FakeGoogle(FakeProviderServer):
         }
         if offset + page_size < len(events):
             payload["nextPageToken"] = str(offset + page_size)
+        elif incremental:
+            with self.lock:
+                payload["nextSyncToken"] = str(self.version)
         return Answer(200, json.dumps(payload).encode(), (("Content-Type", "application/json"),))
 
 

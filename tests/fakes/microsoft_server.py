@@ -49,7 +49,7 @@ CLIENT_SECRET = "graph-test-client-secret"
 TENANT = "common"
 ACCOUNT = "someone@contoso.example"
 TOKEN_PATH = f"/{TENANT}/oauth2/v2.0/token"
-VIEW = re.compile(r"^/v1\.0/me(/calendars/[^/]+)?/calendarView$")
+VIEW = re.compile(r"^/v1\.0/me(/calendars/(?P<calendar>[^/]+))?/calendarView(?P<delta>/delta)?$")
 PACIFIC = ZoneInfo("America/Los_Angeles")
 SUBSCRIPTIONS = "/v1.0/subscriptions"
 SUBSCRIPTION = re.compile(r"^/v1\.0/subscriptions/(?P<id>[^/]+)$")
@@ -117,6 +117,11 @@ class FakeGraph(FakeProviderServer):
 
     def reset_state(self) -> None:
         self.events: list[dict[str, Any]] = []
+        # Other calendars by id (``/me/calendars/{id}/...``); any other id reads ``events``.
+        self.calendars: dict[str, list[dict[str, Any]]] = {}
+        # For calendarView/delta: a version per change, and what each change removed.
+        self.version = 0
+        self.removed: dict[str, list[tuple[str, int]]] = {}
         self.expires_in = 3600
         self.access_tokens: set[str] = set()
         self.refresh_tokens: set[str] = set()
@@ -144,16 +149,35 @@ class FakeGraph(FakeProviderServer):
                 if r.path.startswith(SUBSCRIPTIONS) and method in (None, r.method)
             ]
 
+    def calendar(self, calendar_id: str | None) -> list[dict[str, Any]]:
+        """A calendar's event list (the default one for ``None``/primary/unknown ids)."""
+        return self.calendars.get(calendar_id or "", self.events)
+
     def change(
-        self, mutate: Callable[[list[dict[str, Any]]], None], change_type: str = "updated"
+        self,
+        mutate: Callable[[list[dict[str, Any]]], None],
+        change_type: str = "updated",
+        calendar: str | None = None,
     ) -> list[Posted]:
-        """Edit the events (in place) and notify every live subscription, one POST each."""
+        """Edit a calendar's events (in place) and notify each live subscription on it."""
         with self.lock:
-            before = {e["id"] for e in self.events}
-            mutate(self.events)
-            after = {e["id"] for e in self.events}
-        changed = sorted(before ^ after) or sorted(after)[:1] or ["deleted"]
-        return [self._notify(sub, change_type, changed[0]) for sub in self.live_subscriptions()]
+            events = self.calendar(calendar)
+            before = {e["id"]: repr(sorted(e.items())) for e in events}
+            mutate(events)
+            self.version += 1
+            after = {e["id"]: e for e in events}
+            changed = [i for i, e in after.items() if before.get(i) != repr(sorted(e.items()))]
+            for event_id in changed:
+                after[event_id]["_v"] = self.version
+            gone = sorted(set(before) - set(after))
+            self.removed.setdefault(calendar or "", []).extend((i, self.version) for i in gone)
+        first = (changed + gone + ["deleted"])[0]
+        resource = "me/events" if calendar in (None, "", "primary") else None
+        return [
+            self._notify(sub, change_type, first)
+            for sub in self.live_subscriptions()
+            if sub.resource == (resource or f"me/calendars/{calendar}/events")
+        ]
 
     def notification(self, sub: Subscription, change_type: str, event_id: str) -> dict[str, Any]:
         resource = f"Users/{USER_OBJECT_ID}/Events/{event_id}"
@@ -254,8 +278,10 @@ class FakeGraph(FakeProviderServer):
             return Answer.json(401, {"error": {"code": "InvalidAuthenticationToken"}})
         if parts.path == "/v1.0/me":
             return Answer.json(200, {"mail": ACCOUNT, "userPrincipalName": ACCOUNT})
-        if VIEW.match(parts.path):
-            return self._view(params, headers)
+        if match := VIEW.match(parts.path):
+            if match["delta"]:
+                return self._delta(match["calendar"], params, headers)
+            return self._view(params, headers, match["calendar"])
         if method == "POST" and parts.path == SUBSCRIPTIONS:
             return self._subscribe(body)
         if method in ("PATCH", "DELETE") and (match := SUBSCRIPTION.match(parts.path)):
@@ -403,6 +429,40 @@ class FakeGraph(FakeProviderServer):
             sub.expiration = expiry
         return Answer.json(200, self._subscription_json(sub))
 
+    def _delta(
+        self, calendar: str | None, params: dict[str, str], headers: dict[str, str]
+    ) -> Answer:
+        """``calendarView/delta``: the range's events and a deltaLink; with its
+        ``$deltatoken``, only what changed since (removals as ``@removed``)."""
+        utc = 'outlook.timezone="UTC"' in headers.get("Prefer", "")
+        try:
+            low = datetime.fromisoformat(params["startDateTime"])
+            high = datetime.fromisoformat(params["endDateTime"])
+            since = int(params.get("$deltatoken", -1))
+        except (KeyError, ValueError):
+            return Answer.json(400, {"error": {"code": "ErrorInvalidParameter"}})
+        with self.lock:
+            events = [
+                e
+                for e in self.calendar(calendar)
+                if e["_end"] > low and e["_start"] < high and e.get("_v", 0) > since
+            ]
+            removed = [i for i, v in self.removed.get(calendar or "", []) if v > since]
+            version = self.version
+        value = [self._render(e, utc) for e in sorted(events, key=lambda e: e["_start"])]
+        if since >= 0:
+            value += [{"id": i, "@removed": {"reason": "deleted"}} for i in removed]
+        query = urlencode({**params, "$deltatoken": str(version)})
+        path = f"/me/calendars/{calendar}" if calendar else "/me"
+        return Answer.json(
+            200,
+            {
+                "@odata.context": "https://graph.microsoft.com/v1.0/$metadata#Collection(event)",
+                "value": value,
+                "@odata.deltaLink": f"{self.url}/v1.0{path}/calendarView/delta?{query}",
+            },
+        )
+
     def _render(self, event: dict[str, Any], utc: bool) -> dict[str, Any]:
         zone, name = (UTC, "UTC") if utc else (PACIFIC, "Pacific Standard Time")
         rendered = {k: v for k, v in event.items() if not k.startswith("_")}
@@ -410,10 +470,12 @@ class FakeGraph(FakeProviderServer):
         rendered["end"] = graph_time(event["_end"], zone, name)
         return rendered
 
-    def _view(self, params: dict[str, str], headers: dict[str, str]) -> Answer:
+    def _view(
+        self, params: dict[str, str], headers: dict[str, str], calendar: str | None = None
+    ) -> Answer:
         with self.lock:
             scripted = self.next_answers.pop(0) if self.next_answers else None
-            events = list(self.events)
+            events = list(self.calendar(calendar))
         if scripted:
             return scripted
         if "startDateTime" not in params or "endDateTime" not in params:
