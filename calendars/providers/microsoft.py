@@ -9,7 +9,9 @@ adds state to lose. Pinning a wide fixed range instead (say, a week, then
 re-initialising) would also cost one call per run and store a week of events
 the sweep never reads. The plain query is one call per run (96 a day at the
 15-minute cadence; measured in tests/calendars/test_call_budget.py), and an
-event missing from it is deleted locally.
+event missing from it is deleted locally. With push a fetch follows each
+change; a delta answer would be smaller but still one request (measured:
+``python -m bench.push``).
 
 Times are requested in UTC (``Prefer: outlook.timezone="UTC"``); an answer in
 another IANA zone is still read correctly. Refresh tokens rotate: each
