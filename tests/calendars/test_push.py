@@ -340,3 +340,65 @@ def _staff(client):
     )
     client.force_login(staff)
     return client
+
+
+def test_reauthorization_required_renews_at_the_next_minute(graph_setup, fake_graph):
+    _user, connection = graph_setup
+    subscription_id = reload(connection).push_channel_id
+    assert fake_graph.lifecycle(subscription_id, "reauthorizationRequired").status == 202
+    # Polled until renewed; renewed (PATCH, same subscription) by the next minute job.
+    assert reload(connection).push_expires_at <= timezone.now()
+    fake_graph.push.clock = None
+    assert run_sync_changed(timezone.now()).channels == {"renewed": 1}
+    assert reload(connection).push_channel_id == subscription_id
+    assert reload(connection).push_state == PushState.LIVE
+    assert len(fake_graph.subscription_calls("PATCH")) == 1
+
+
+def test_missed_notifications_fetch_again(graph_setup, fake_graph):
+    _user, connection = graph_setup
+    calls = len(fake_graph.view_calls())
+    assert fake_graph.lifecycle(reload(connection).push_channel_id, "missed").status == 202
+    assert run_sync_changed(T + minutes(2)).connections == {"synced": 1}
+    assert len(fake_graph.view_calls()) == calls + 1
+
+
+def test_connecting_through_oauth_enrolls_the_connection(make_user, fake_google):
+    from calendars.connect import store_oauth_connection
+    from calendars.oauth import TokenGrant
+
+    user = make_user()
+    access, refresh = fake_google.issue_tokens()
+    grant = TokenGrant(access_token=access, refresh_token=refresh, expires_at=T + minutes(60))
+    connection = store_oauth_connection(user.pk, "google", account="me@example.com", grant=grant)
+    work = PushWork.objects.get(connection_id=connection.pk)
+    assert work.user_id == user.pk and work.maintain_at is not None
+
+
+@pytest.mark.parametrize(
+    ("url", "ok"),
+    [
+        ("", True),
+        ("https://nudge.example.com", True),
+        ("http://127.0.0.1:8000", True),
+        ("http://nudge.example.com", False),
+        ("https://nudge.example.com/?x=1", False),
+    ],
+)
+def test_the_public_address_must_be_https(settings, url, ok):
+    from nudgeproject.config import NudgeConfig
+
+    settings.CALENDAR_PUSH_BASE_URL = url
+    problems = NudgeConfig.from_settings(validate=False).problems()
+    assert any("CALENDAR_PUSH_BASE_URL" in p for p in problems) is not ok
+
+
+def test_sync_changed_command_says_when_push_is_off(db, settings):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    settings.CALENDAR_PUSH_BASE_URL = ""
+    out = StringIO()
+    call_command("sync_changed", "--now", "2026-12-02T08:00:00Z", stdout=out)
+    assert "push is not configured" in out.getvalue()
