@@ -402,3 +402,16 @@ def test_sync_changed_command_says_when_push_is_off(db, settings):
     out = StringIO()
     call_command("sync_changed", "--now", "2026-12-02T08:00:00Z", stdout=out)
     assert "push is not configured" in out.getvalue()
+
+
+def test_health_fails_when_notified_calendars_wait(db, settings):
+    settings.CALENDAR_PUSH_BASE_URL = "https://nudge.example.com"
+    now = timezone.now()
+    PushWork.objects.create(connection_id=1, user_id=1, polling=False)
+    PushWork.objects.create(connection_id=2, user_id=1, polling=True)
+    check = next(c for c in check_health(now).checks if c.name == "calendar_push")
+    assert check.ok and "1 calendars on push, 1 polled" in check.detail
+
+    PushWork.objects.filter(connection_id=1).update(changed_at=now - minutes(6))
+    check = next(c for c in check_health(now).checks if c.name == "calendar_push")
+    assert not check.ok and "sync_changed" in check.detail
