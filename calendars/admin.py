@@ -11,13 +11,22 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 from django.utils.text import Truncator
 
-from calendars.models import CalendarConnection, CalendarEvent, FollowUp
+from calendars.models import CalendarConnection, CalendarEvent, FollowUp, PushState
+from calendars.push.freshness import PUSH_PROVIDERS, push_live
 from core.admin_readonly import ReadOnlyAdmin
+from core.config import NudgeConfig
 from core.display import instant_column
 
 SECRET_FIELDS = ("access_token_encrypted", "refresh_token_encrypted", "feed_url_encrypted")
+PUSH_IDENTIFIERS = (
+    "push_channel_id",
+    "push_resource_id",
+    "push_secret_digest",
+    "push_message_number",
+)
 
 
 @admin.register(CalendarConnection)
@@ -27,6 +36,7 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
     retry_after_ = instant_column("retry_after", "retry after")
     token_expires = instant_column("token_expires_at", "token expires")
     created = instant_column("created_at", "created")
+    push_expires = instant_column("push_expires_at", "push expires")
     list_display = (
         "id",
         "user",
@@ -37,8 +47,9 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
         "last_error_short",
         "retry_after_",
         "resync_requested",
+        "push",
     )
-    list_filter = ("provider", "status", "resync_requested")
+    list_filter = ("provider", "status", "resync_requested", "push_state")
     list_select_related = ("user",)
     search_fields = ("account", "user__username", "user__email")
     # An explicit allow-list: a column added to the model later stays hidden
@@ -56,16 +67,31 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
         "token_expires",
         "allow_private_network",
         "resync_requested",
+        "push",
+        "push_expires",
+        "push_error",
         "created",
     )
     readonly_fields = fields
-    exclude = (*SECRET_FIELDS, "sync_state")
+    # The channel's ids and secret digest are left out with the secrets.
+    exclude = (*SECRET_FIELDS, "sync_state", *PUSH_IDENTIFIERS)
     actions = ("resync_now",)
 
     def has_resync_permission(self, request: HttpRequest) -> bool:
         """Resync is a change to the connection, so it takes the change permission."""
         opts = self.opts
         return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+
+    @admin.display(description="push")
+    def push(self, obj: CalendarConnection) -> str:
+        """Whether the provider tells us about changes, or the calendar is polled, and why."""
+        if obj.provider not in PUSH_PROVIDERS:
+            return "polled (conditional GET)" if obj.provider == "ics" else "—"
+        if obj.push_state == PushState.LIVE and not push_live(
+            obj, timezone.now(), NudgeConfig.from_settings()
+        ):
+            return "polled: push lapsed (expired or not configured)"
+        return obj.get_push_state_display()
 
     @admin.display(description="last error")
     def last_error_short(self, obj: CalendarConnection) -> str:

@@ -22,6 +22,7 @@ from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.oauth import TokenGrant
 from calendars.providers.base import ConnectionSnapshot, ProviderError
 from calendars.providers.ics import IcsFeedProvider, check_feed_url, feed_host
+from calendars.push import worklist
 from calendars.sync import apply_events, owner_facts
 from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
@@ -97,4 +98,6 @@ def store_oauth_connection(
         connection.retry_after = None
         connection.resync_requested = True
         connection.save()
+    # Due a push channel now: the minute job makes it (or leaves it polled).
+    worklist.enroll(connection.pk, user_id, timezone.now())
     return connection

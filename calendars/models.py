@@ -26,6 +26,16 @@ class ConnectionStatus(models.TextChoices):
     ERROR = "error", "Last sync failed"
 
 
+class PushState(models.TextChoices):
+    """Whether the provider tells us about changes (calendars/push/); anything but
+    LIVE (with an expiry still ahead) means the calendar is polled every cycle."""
+
+    NONE = "", "Polled (no push)"
+    LIVE = "live", "Push live"
+    FAILED = "failed", "Polled: push could not be set up"
+    LAPSED = "lapsed", "Polled: push lapsed or was removed"
+
+
 class CalendarConnection(TenantModel):
     """A user's connected calendar account. Tokens are encrypted at rest."""
 
@@ -56,6 +66,19 @@ class CalendarConnection(TenantModel):
         help_text="An ICS feed on a private or loopback address (connect_ics --allow-private).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Push: the provider's channel (Google) or subscription (Graph) id, Google's
+    # resource id, and a digest of the secret the provider echoes back (the
+    # secret itself is never needed again, so it is not kept).
+    push_state = models.CharField(
+        max_length=8, choices=PushState.choices, default=PushState.NONE, blank=True
+    )
+    push_channel_id = models.CharField(max_length=255, blank=True, default="")
+    push_resource_id = models.CharField(max_length=255, blank=True, default="")
+    push_secret_digest = models.CharField(max_length=64, blank=True, default="")
+    push_expires_at = models.DateTimeField(null=True, blank=True)
+    # Google numbers a channel's messages increasingly: a number not above this is a replay.
+    push_message_number = models.BigIntegerField(default=0)
+    push_error = models.CharField(max_length=255, blank=True, default="")
 
     class Meta:
         db_table = "calendar_connections"
@@ -135,3 +158,37 @@ class FollowUp(TenantModel):
 
     def __str__(self) -> str:
         return f"{self.title} due {self.due_at:%Y-%m-%d %H:%M}Z"
+
+
+class PushWork(models.Model):
+    """The minute job's to-do list for push: which connections were notified, and
+    which channels need creating or renewing by when.
+
+    Deliberately not a tenant table: the minute job must find due work across
+    every user without a bypass, the way materialize lists ``auth_user``. It
+    holds ids and instants only — nothing about a calendar but "look at it";
+    the connection itself is read and written in its owner's tenant scope.
+    ``polling`` mirrors "push is not live" so health can count fallbacks.
+    """
+
+    connection_id = models.BigIntegerField(primary_key=True)
+    user_id = models.BigIntegerField()
+    # Set by a verified notification; a flood leaves one row, so one sync.
+    changed_at = models.DateTimeField(null=True, blank=True)
+    # When the channel must be created, renewed or retried.
+    maintain_at = models.DateTimeField(null=True, blank=True)
+    polling = models.BooleanField(default=True)
+
+    class Meta:
+        db_table = "calendar_push_work"
+        indexes = [
+            models.Index(
+                fields=["changed_at"],
+                name="push_work_changed_idx",
+                condition=models.Q(changed_at__isnull=False),
+            ),
+            models.Index(fields=["maintain_at"], name="push_work_maintain_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"push work for connection {self.connection_id}"

@@ -50,6 +50,7 @@ from calendars.providers.base import (
     RetryLater,
     call_count,
 )
+from calendars.push.freshness import fetch_window
 from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
 
@@ -78,6 +79,7 @@ class Outcome:
     BACKING_OFF = "backing_off"  # inside retry_after; not contacted
     DEFERRED = "deferred"  # the user's sync budget was spent; synced next run
     GONE = "gone"  # deleted while we were fetching
+    FRESH = "fresh"  # push is live and the stored copy will do; not contacted
 
 
 @dataclass
@@ -201,6 +203,12 @@ def sync_connection(
         if connection.retry_after and connection.retry_after > now:
             message = f"backing off until {connection.retry_after:%Y-%m-%d %H:%M}Z"
             return ConnectionResult(connection_id, provider_name, Outcome.BACKING_OFF, message)
+        window = fetch_window(
+            connection, now, window_start, window_end, NudgeConfig.from_settings()
+        )
+        if window is None:  # push is live and the stored copy covers the window
+            return ConnectionResult(connection_id, provider_name, Outcome.FRESH)
+        window_start, window_end = window
         try:
             snapshot = snapshot_of(connection)
         except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:

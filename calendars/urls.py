@@ -1,4 +1,5 @@
-"""Routes of connected calendars: OAuth consent and callbacks (mounted at /calendars/)."""
+"""Routes of connected calendars (mounted at /calendars/): OAuth consent and callbacks,
+and the push endpoints Google and Graph post to."""
 
 from django.urls import path
 
@@ -11,4 +12,7 @@ urlpatterns = [
     path("google/callback/", views.google_callback, name="google_callback"),
     path("microsoft/connect/", views.microsoft_connect, name="microsoft_connect"),
     path("microsoft/callback/", views.microsoft_callback, name="microsoft_callback"),
+    path("push/google/", views.google_push, name="google_push"),
+    path("push/microsoft/", views.microsoft_push, name="microsoft_push"),
+    path("push/microsoft/lifecycle/", views.microsoft_lifecycle, name="microsoft_lifecycle"),
 ]

@@ -9,6 +9,7 @@ columns; nothing here logs or echoes them.
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,13 +21,15 @@ from django.core import signing
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
 
 from calendars import oauth
 from calendars.connect import store_oauth_connection
 from calendars.models import Provider
 from calendars.providers import google, microsoft
 from calendars.providers.base import ProviderError
+from calendars.push import notifications
 
 STATE_SALT = "calendars.oauth.state"
 STATE_MAX_AGE_SECONDS = 600
@@ -158,3 +161,49 @@ def microsoft_connect(request: HttpRequest) -> HttpResponse:
 @login_required
 def microsoft_callback(request: HttpRequest) -> HttpResponse:
     return _callback(request, FLOWS[Provider.MICROSOFT])
+
+
+# --- Push endpoints: called by Google and Graph, not by browsers ----------------------
+# CSRF-exempt (no cookies are involved; each notification carries its own
+# secret, checked in calendars/push/notifications.py). They only mark a
+# connection changed, in one short transaction, and answer at once.
+
+MAX_VALIDATION_TOKEN = 1024
+
+
+@csrf_exempt
+@require_POST
+def google_push(request: HttpRequest) -> HttpResponse:
+    verdict = notifications.google(request.headers, timezone.now())
+    # 200 for anything genuine (a replay included: Google retries what is not 2xx).
+    return HttpResponse(status=403 if verdict == notifications.Verdict.REJECTED else 200)
+
+
+def _graph(request: HttpRequest, *, lifecycle: bool) -> HttpResponse:
+    token = request.GET.get("validationToken")
+    if token is not None:
+        # Graph's handshake when a subscription is made: echo the token as plain
+        # text within 10 seconds.
+        if len(token) > MAX_VALIDATION_TOKEN:
+            return HttpResponse(status=400)
+        return HttpResponse(token, content_type="text/plain; charset=utf-8")
+    try:
+        body = json.loads(request.body)
+    except ValueError:
+        return HttpResponse(status=400)
+    verdicts = notifications.graph(body, timezone.now(), lifecycle=lifecycle)
+    if all(v == notifications.Verdict.REJECTED for v in verdicts):
+        return HttpResponse(status=403)
+    return HttpResponse(status=202)
+
+
+@csrf_exempt
+@require_POST
+def microsoft_push(request: HttpRequest) -> HttpResponse:
+    return _graph(request, lifecycle=False)
+
+
+@csrf_exempt
+@require_POST
+def microsoft_lifecycle(request: HttpRequest) -> HttpResponse:
+    return _graph(request, lifecycle=True)

@@ -20,6 +20,8 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
@@ -47,8 +49,8 @@ class Knob:
 
     setting: str
     attribute: str
-    default: int | float
-    convert: Callable[[float], object] = as_is
+    default: int | float | str
+    convert: Callable[..., object] = as_is
 
 
 # Every knob. ``nudgeproject/settings.py`` reads each from the environment with
@@ -88,6 +90,11 @@ KNOBS: tuple[Knob, ...] = (
     Knob("CALENDAR_SYNC_BUDGET_SECONDS", "calendar_sync_budget_seconds", 60.0),
     Knob("CALENDAR_SYNC_USER_BUDGET_SECONDS", "calendar_sync_user_budget_seconds", 120.0),
     Knob("ICS_MAX_BYTES", "ics_max_bytes", 5 * 1024 * 1024),
+    # Push from Google and Microsoft: the public https address providers post to
+    # (<it>/calendars/push/...); empty = every calendar is polled.
+    Knob("CALENDAR_PUSH_BASE_URL", "calendar_push_base_url", ""),
+    # A calendar with live push is fetched when notified and at least this often.
+    Knob("CALENDAR_SAFETY_POLL_MINUTES", "calendar_safety_poll", 360, minutes),
     # --- the end-user area ---
     Knob("NUDGE_LINK_CODE_MINUTES", "link_code_lifetime", 15, minutes),
 )
@@ -100,15 +107,26 @@ RATE_SETTINGS = {
 }
 
 
-def knob_settings(env: Callable[..., object]) -> dict[str, int | float]:
+def knob_settings(env: Any) -> dict[str, int | float | str]:
     """Each knob read from the environment (a ``django-environ`` ``Env``) with its default,
-    for ``nudgeproject/settings.py``."""
+    for ``nudgeproject/settings.py``; the default's type says how the value is read."""
+    readers = {float: env.float, int: env.int, str: env.str}
     return {
-        knob.setting: (env.float if isinstance(knob.default, float) else env.int)(
-            knob.setting, default=knob.default
-        )
+        knob.setting: readers[type(knob.default)](knob.setting, default=knob.default)
         for knob in KNOBS
     }
+
+
+def _push_base_url_ok(url: str) -> bool:
+    """Providers post only to https (Google refuses anything else); loopback is for tests."""
+    if not url:
+        return True
+    parts = urlsplit(url)
+    if parts.query or parts.fragment or not parts.hostname:
+        return False
+    return parts.scheme == "https" or (
+        parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1")
+    )
 
 
 @dataclass(frozen=True)
@@ -146,6 +164,10 @@ class NudgeConfig:
     calendar_sync_budget_seconds: float
     calendar_sync_user_budget_seconds: float
     ics_max_bytes: int
+    # Push (calendars/push/): where providers post notifications ("" = poll only),
+    # and how often a calendar with live push is fetched anyway.
+    calendar_push_base_url: str
+    calendar_safety_poll: timedelta
     # --- the end-user area ---
     link_code_lifetime: timedelta
     # Which class sends each channel (dotted paths; NUDGE_CHANNEL_BACKENDS).
@@ -247,6 +269,15 @@ class NudgeConfig:
         ):
             require(seconds > 0, f"{name} must be positive")
         require(self.ics_max_bytes >= 1, "ICS_MAX_BYTES must be at least 1")
+        require(
+            timedelta(minutes=15) <= self.calendar_safety_poll <= timedelta(hours=24),
+            "CALENDAR_SAFETY_POLL_MINUTES must be between 15 and 1440",
+        )
+        require(
+            _push_base_url_ok(self.calendar_push_base_url),
+            "CALENDAR_PUSH_BASE_URL must be empty or an https:// address without a query "
+            "(plain http only on a loopback host)",
+        )
         # A run may overrun its budget by one send; the lease must outlast it
         # comfortably, or a live run's rows could be claimed a second time.
         require(

@@ -1,7 +1,8 @@
 """The calendars page's two actions beyond the OAuth views: list and disconnect.
 
 Disconnecting deletes the connection (its events and tokens go with it) in
-the user's scope, then revokes the refresh token at the provider where the
+the user's scope, stops its push channel (Google ``channels.stop``, Graph
+``DELETE /subscriptions``), then revokes the refresh token at the provider where the
 provider offers revocation — Google does (RFC 7009 endpoint); Microsoft's
 identity platform has no per-token revocation for an app, so there the
 tokens are only deleted. No scope is open during the network call.
@@ -18,6 +19,7 @@ from django.conf import settings
 
 from calendars import crypto
 from calendars.models import CalendarConnection, Provider
+from calendars.push.channels import push_channel_of, stop_push_channel
 from core.config import NudgeConfig
 from portal.followups import MAX_ID
 from scheduled_sends.materialize import refresh_queue
@@ -73,8 +75,11 @@ def disconnect(user_id: int, connection_id: int, now: datetime) -> Disconnected 
                 refresh_token = crypto.decrypt(connection.refresh_token_encrypted)
             except Exception:
                 logger.warning("a stored Google token could not be decrypted for revocation")
+        push_channel = push_channel_of(connection)
         connection.delete()
     refresh_queue(user_id, now)
+    # Stop the push channel before revoking: stopping needs the grant.
+    stop_push_channel(connection_id, push_channel, now)
     if provider == Provider.GOOGLE:
         revoked = bool(refresh_token) and revoke_google(refresh_token)
         note = "access revoked at Google" if revoked else "Google did not confirm revocation"

@@ -15,7 +15,8 @@ an outage look quiet:
   nudges arrived after their intended instant, and any that expired unsent.
   A queue that delivers everything, but late, is failing too;
 
-plus the row-level-security check of the deployment itself.
+plus the row-level-security check of the deployment itself, and whether
+calendar push is keeping up (calendars/push/worklist.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from datetime import datetime, timedelta
 
 from django.db import DatabaseError
 
+from calendars.push.worklist import push_health
 from core.config import NudgeConfig
 from scheduled_sends.lateness import BUCKETS, merged_p95
 from scheduled_sends.models import SweepRun
@@ -190,6 +192,10 @@ def check_health(now: datetime | None = None) -> HealthReport:
         )
 
     _check_on_time(report, now, config)
+
+    push = push_health(now, bool(config.calendar_push_base_url))
+    report.figures.update(push.figures)
+    report.add("calendar_push", push.ok, push.detail)
 
     # Independent of the bypass: what materialize saw inside each user's scope.
     if last_materialize is not None:

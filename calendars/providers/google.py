@@ -12,6 +12,9 @@ sync is many pages, and a 410 Gone means doing it all again. The window
 query is one page of a day's events, keeps the local copy bounded to what the
 sweep can use, deletes by absence (no tombstones to miss), and has no token
 state to lose. Its cost is re-reading ~a day's events each run, a few KB.
+With push (calendars/push/) a fetch follows each change; a syncToken answer
+would then be smaller (~0.4 KB against ~3.5 KB) but still one request, and
+quotas count requests (measured: ``python -m bench.push``).
 
 Reminders: ``reminders.overrides`` with method ``popup``, or, when
 ``reminders.useDefault`` is true, the calendar's ``defaultReminders`` that
@@ -38,10 +41,12 @@ from calendars.providers.base import (
     MalformedPayload,
     ProviderError,
     ProviderEvent,
+    RetryLater,
     json_body,
     provider_request,
 )
 from calendars.providers.oauth_paging import PagedListApi, PageRequest, fetch_pages
+from calendars.push.freshness import covered_window
 
 logger = logging.getLogger("nudge.calendars.google")
 
@@ -121,7 +126,9 @@ class GoogleCalendarProvider(CalendarProvider):
         # Every page repeats the calendar's default reminders and zone.
         first_page = pages.bodies[0]
         zone = n.zone_or_none(first_page.get("timeZone"))
-        return self._result(pages.items, first_page.get("defaultReminders"), zone)
+        result = self._result(pages.items, first_page.get("defaultReminders"), zone)
+        result.sync_state = covered_window(window_start, window_end)
+        return result
 
     def _result(self, items: list[Any], default_reminders: Any, zone: tzinfo | None) -> FetchResult:
         result = FetchResult(changed=True)
@@ -229,3 +236,71 @@ def account_name(access_token: str) -> str:
     if response.status_code != 200:
         raise ProviderError(f"google: reading the primary calendar answered {response.status_code}")
     return n.optional_str(json_body(response, NAME).get("id"))[:255]
+
+
+# --- Push: events.watch and channels.stop (used by calendars/push/channels.py) ----------
+
+# The channel life asked for; Google may grant less, and says so in ``expiration``.
+WATCH_TTL_SECONDS = 7 * 24 * 3600
+
+
+def _api_post(
+    snapshot: ConnectionSnapshot, path: str, payload: dict[str, Any]
+) -> requests.Response:
+    """One authorised POST with the snapshot's (fresh) token; refreshed tokens travel
+    back on the snapshot for the caller to store."""
+    url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}{path}"
+    return provider_request(
+        NAME,
+        "api",
+        "POST",
+        url,
+        json=payload,
+        headers={"Authorization": f"Bearer {snapshot.access_token}"},
+        secrets=snapshot.secrets(),
+    )
+
+
+def _push_error(response: requests.Response, operation: str) -> ProviderError:
+    if response.status_code == 429 or response.status_code >= 500 or _is_rate_limit_403(response):
+        return RetryLater(f"google: {operation} answered HTTP {response.status_code}")
+    return ProviderError(f"google: {operation} answered HTTP {response.status_code}")
+
+
+def watch(
+    snapshot: ConnectionSnapshot,
+    *,
+    channel_id: str,
+    token: str,
+    address: str,
+    now: datetime,
+) -> tuple[str, datetime]:
+    """``events.watch`` on the connection's calendar: (resourceId, expiration)."""
+    oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
+    calendar = quote(snapshot.calendar_id or "primary", safe="@.")
+    payload = {
+        "id": channel_id,
+        "type": "web_hook",
+        "address": address,
+        "token": token,
+        "params": {"ttl": str(WATCH_TTL_SECONDS)},
+    }
+    response = _api_post(snapshot, f"/calendars/{calendar}/events/watch", payload)
+    if response.status_code != 200:
+        raise _push_error(response, "events.watch")
+    body = json_body(response, NAME)
+    try:
+        resource_id = n.require_str(body.get("resourceId"), "resourceId")
+        expiration = datetime.fromtimestamp(int(body["expiration"]) / 1000, UTC)
+    except (KeyError, TypeError, ValueError):
+        raise MalformedPayload("google: events.watch answer lacks resourceId/expiration") from None
+    return resource_id, expiration
+
+
+def stop_channel(
+    snapshot: ConnectionSnapshot, *, channel_id: str, resource_id: str, now: datetime
+) -> bool:
+    """``channels.stop``; True when Google stopped it or no longer knows it (404)."""
+    oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
+    response = _api_post(snapshot, "/channels/stop", {"id": channel_id, "resourceId": resource_id})
+    return response.status_code in (200, 204, 404)

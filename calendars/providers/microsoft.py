@@ -9,7 +9,9 @@ adds state to lose. Pinning a wide fixed range instead (say, a week, then
 re-initialising) would also cost one call per run and store a week of events
 the sweep never reads. The plain query is one call per run (96 a day at the
 15-minute cadence; measured in tests/calendars/test_call_budget.py), and an
-event missing from it is deleted locally.
+event missing from it is deleted locally. With push a fetch follows each
+change; a delta answer would be smaller but still one request (measured:
+``python -m bench.push``).
 
 Times are requested in UTC (``Prefer: outlook.timezone="UTC"``); an answer in
 another IANA zone is still read correctly. Refresh tokens rotate: each
@@ -19,10 +21,11 @@ refresh's new refresh token is stored (``offline_access`` scope).
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
+import requests
 from django.conf import settings
 from urllib3.exceptions import LocationParseError
 from urllib3.util import parse_url
@@ -36,10 +39,12 @@ from calendars.providers.base import (
     MalformedPayload,
     ProviderError,
     ProviderEvent,
+    RetryLater,
     json_body,
     provider_request,
 )
 from calendars.providers.oauth_paging import PagedListApi, PageRequest, fetch_pages
+from calendars.push.freshness import covered_window
 
 logger = logging.getLogger("nudge.calendars.microsoft")
 
@@ -134,7 +139,9 @@ class MicrosoftGraphProvider(CalendarProvider):
             "$top": PAGE_SIZE,
         }
         first = PageRequest(calendar_view_url(snapshot.calendar_id), params)
-        return self._result(fetch_pages(calendar_view(), first, snapshot, now).items)
+        result = self._result(fetch_pages(calendar_view(), first, snapshot, now).items)
+        result.sync_state = covered_window(window_start, window_end)
+        return result
 
     def _result(self, items: list[Any]) -> FetchResult:
         result = FetchResult(changed=True)
@@ -209,3 +216,91 @@ def account_name(access_token: str) -> str:
         raise ProviderError(f"microsoft: reading /me answered {response.status_code}")
     body = json_body(response, NAME)
     return (n.optional_str(body.get("mail")) or n.optional_str(body.get("userPrincipalName")))[:255]
+
+
+# --- Push: subscriptions (used by calendars/push/channels.py) --------------------------
+
+# Outlook events allow at most 4,230 minutes; a little less leaves room for clock skew.
+SUBSCRIPTION_MINUTES = 4200
+
+
+def events_resource(calendar_id: str) -> str:
+    if calendar_id in ("", "primary"):
+        return "me/events"
+    return f"me/calendars/{quote(calendar_id, safe='')}/events"
+
+
+def _subscription_call(
+    snapshot: ConnectionSnapshot, method: str, path: str, now: datetime, payload: Any = None
+) -> requests.Response:
+    """One authorised call on /subscriptions with a fresh token (stored by the caller)."""
+    oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
+    return provider_request(
+        NAME,
+        "api",
+        method,
+        f"{settings.MICROSOFT_GRAPH_BASE_URL.rstrip('/')}{path}",
+        json=payload,
+        headers={"Authorization": f"Bearer {snapshot.access_token}"},
+        secrets=snapshot.secrets(),
+    )
+
+
+def _subscription(response: requests.Response, operation: str) -> tuple[str, datetime]:
+    if response.status_code == 429 or response.status_code >= 500:
+        raise RetryLater(f"microsoft: {operation} answered HTTP {response.status_code}")
+    if response.status_code not in (200, 201):
+        raise ProviderError(f"microsoft: {operation} answered HTTP {response.status_code}")
+    body = json_body(response, NAME)
+    try:
+        return (
+            n.require_str(body.get("id"), "id"),
+            n.parse_datetime(body.get("expirationDateTime"), "expirationDateTime"),
+        )
+    except (KeyError, TypeError, ValueError):
+        raise MalformedPayload(f"microsoft: {operation} answer lacks id/expiry") from None
+
+
+def subscribe(
+    snapshot: ConnectionSnapshot,
+    *,
+    notification_url: str,
+    lifecycle_url: str,
+    client_state: str,
+    now: datetime,
+) -> tuple[str, datetime]:
+    """``POST /subscriptions`` on the calendar's events: (subscription id, expiry).
+
+    Graph validates ``notification_url`` before answering (our endpoint echoes
+    the validationToken), so this returns only once the endpoint has answered.
+    """
+    payload = {
+        "changeType": "created,updated,deleted",
+        "notificationUrl": notification_url,
+        "lifecycleNotificationUrl": lifecycle_url,
+        "resource": events_resource(snapshot.calendar_id),
+        "expirationDateTime": _iso(now + timedelta(minutes=SUBSCRIPTION_MINUTES)),
+        "clientState": client_state,
+    }
+    response = _subscription_call(snapshot, "POST", "/subscriptions", now, payload)
+    return _subscription(response, "POST /subscriptions")
+
+
+def renew_subscription(
+    snapshot: ConnectionSnapshot, subscription_id: str, now: datetime
+) -> tuple[str, datetime] | None:
+    """``PATCH /subscriptions/{id}`` with a new expiry (also answers reauthorizationRequired);
+    None when Graph no longer knows the subscription (404), which must then be made again."""
+    payload = {"expirationDateTime": _iso(now + timedelta(minutes=SUBSCRIPTION_MINUTES))}
+    path = f"/subscriptions/{quote(subscription_id, safe='')}"
+    response = _subscription_call(snapshot, "PATCH", path, now, payload)
+    if response.status_code == 404:
+        return None
+    return _subscription(response, "PATCH /subscriptions")
+
+
+def delete_subscription(snapshot: ConnectionSnapshot, subscription_id: str, now: datetime) -> bool:
+    """``DELETE /subscriptions/{id}``; True when deleted or already unknown (404)."""
+    path = f"/subscriptions/{quote(subscription_id, safe='')}"
+    response = _subscription_call(snapshot, "DELETE", path, now)
+    return response.status_code in (200, 204, 404)

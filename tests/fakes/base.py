@@ -166,7 +166,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timed out) before the answer
 
-    do_GET = do_POST = _serve
+    do_GET = do_POST = do_PATCH = do_DELETE = _serve
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silent: request lines carry secrets (the Telegram token is in the path)."""

@@ -9,6 +9,17 @@ refused together with ``timeMin``/``timeMax`` (as Google does), time filtering
 ``timeZone`` on the response. ``next_answers`` scripts the next events.list
 answers (429, 500, garbage).
 
+Push: ``events.watch`` makes a channel (``{id, resourceId, resourceUri,
+token, expiration}``, the life capped at :data:`MAX_TTL_SECONDS`) and sends its
+``sync`` message; :meth:`FakeGoogle.notify` POSTs ``exists`` to every live
+channel on a calendar with Google's headers (``X-Goog-Channel-ID``,
+``-Token``, ``-Expiration``, ``X-Goog-Resource-ID``/``-URI``/``-State``,
+``X-Goog-Message-Number``, increasing but not consecutive) and no body;
+:meth:`FakeGoogle.change` edits a calendar and notifies, as a user's edit
+does. Channels expire by :attr:`FakeGoogle.push`'s clock; ``channels.stop``
+ends one and is recorded (``stopped``). ``next_watch_answers`` scripts
+``events.watch`` failures.
+
     with FakeGoogle() as google:
         settings.GOOGLE_API_BASE_URL = google.api_base_url
         settings.GOOGLE_TOKEN_URL = google.token_url
@@ -18,21 +29,41 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 import re
 import secrets
 import time
-from datetime import UTC, date, datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from datetime import time as dtime
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.fakes.base import Answer, FakeProviderServer, RecordedRequest
+from tests.fakes.push import Posted, PushPoster
 
 CLIENT_ID = "google-test-client-id.apps.example"
 CLIENT_SECRET = "google-test-client-secret"
 ACCOUNT = "someone@example.com"
 EVENTS = re.compile(r"^/calendar/v3/calendars/(?P<calendar>[^/]+)/events$")
 CALENDAR = re.compile(r"^/calendar/v3/calendars/(?P<calendar>[^/]+)$")
+WATCH = re.compile(r"^/calendar/v3/calendars/(?P<calendar>[^/]+)/events/watch$")
+STOP = "/calendar/v3/channels/stop"
+MAX_TTL_SECONDS = 7 * 24 * 3600
+CHANNEL_ID = re.compile(r"^[A-Za-z0-9\-_+/=]{1,64}$")
+
+
+@dataclass
+class Channel:
+    id: str
+    resource_id: str
+    calendar: str
+    address: str
+    token: str
+    expiration: datetime
+    message_number: int = 1
+    stopped: bool = False
 
 
 def _instant(when: Any) -> datetime | None:
@@ -63,11 +94,82 @@ class FakeGoogle(FakeProviderServer):
         self.codes: dict[str, str] = {}
         self.next_answers: list[Answer] = []
         self.next_token_answers: list[Answer] = []
+        self.next_watch_answers: list[Answer] = []
+        self.channels: dict[str, Channel] = {}
+        # For syncToken: a version per change, and the ids each change deleted.
+        self.version = 0
+        self.deleted: dict[str, list[tuple[str, int]]] = {}
+        self.stopped: list[str] = []
         self._counter = itertools.count(1)
+        self._numbers = random.Random(7)
+        if hasattr(self, "push"):
+            self.push.reset()
 
     def __init__(self) -> None:
+        self.push = PushPoster()
         super().__init__()
         self.reset_state()
+
+    def stop(self) -> None:
+        self.push.join()
+        super().stop()
+
+    # --- push helpers for tests ---------------------------------------------------
+    def live_channels(self, calendar: str | None = None) -> list[Channel]:
+        now = self.push.now()
+        with self.lock:
+            return [
+                c
+                for c in self.channels.values()
+                if not c.stopped and c.expiration > now and calendar in (None, c.calendar)
+            ]
+
+    def watch_calls(self) -> list[RecordedRequest]:
+        with self.lock:
+            return [r for r in self.requests if r.path.endswith("/events/watch")]
+
+    def stop_calls(self) -> list[RecordedRequest]:
+        with self.lock:
+            return [r for r in self.requests if r.path == STOP]
+
+    def notify(self, calendar: str = "primary", state: str = "exists") -> list[Posted]:
+        """What Google does after a change: one POST per live channel on the calendar."""
+        return [self._post(channel, state) for channel in self.live_channels(calendar)]
+
+    def change(
+        self, mutate: Callable[[list[dict[str, Any]]], None], calendar: str = "primary"
+    ) -> list[Posted]:
+        """Edit the calendar's events (in place) and notify its channels."""
+        with self.lock:
+            events = self.events.setdefault(calendar, [])
+            before = {e["id"]: repr(sorted(e.items())) for e in events}
+            mutate(events)
+            self.version += 1
+            for event in events:
+                if before.get(event["id"]) != repr(sorted(event.items())):
+                    event["_v"] = self.version
+            gone = set(before) - {e["id"] for e in events}
+            self.deleted.setdefault(calendar, []).extend((i, self.version) for i in gone)
+        return self.notify(calendar)
+
+    def _headers(self, channel: Channel, state: str) -> dict[str, str]:
+        with self.lock:
+            if state != "sync":
+                channel.message_number += self._numbers.randint(1, 5)
+            number = channel.message_number
+        return {
+            "X-Goog-Channel-ID": channel.id,
+            "X-Goog-Channel-Token": channel.token,
+            "X-Goog-Channel-Expiration": channel.expiration.strftime("%a, %d %b %Y %H:%M:%S GMT"),
+            "X-Goog-Resource-ID": channel.resource_id,
+            "X-Goog-Resource-URI": f"{self.api_base_url}/calendars/{channel.calendar}/events",
+            "X-Goog-Resource-State": state,
+            "X-Goog-Message-Number": str(number),
+            "Content-Length": "0",
+        }
+
+    def _post(self, channel: Channel, state: str) -> Posted:
+        return self.push.post(channel.address, headers=self._headers(channel, state))
 
     # --- helpers for tests ----------------------------------------------------
     @property
@@ -153,6 +255,10 @@ class FakeGoogle(FakeProviderServer):
             return _error(401, "Invalid Credentials", "authError")
         if match := EVENTS.match(parts.path):
             return self._events(unquote(match["calendar"]), params)
+        if method == "POST" and (match := WATCH.match(parts.path)):
+            return self._watch(unquote(match["calendar"]), body)
+        if method == "POST" and parts.path == STOP:
+            return self._stop(body)
         if CALENDAR.match(parts.path):
             return Answer.json(200, {"id": ACCOUNT, "summary": ACCOUNT})
         return _error(404, "Not Found", "notFound")
@@ -190,6 +296,63 @@ class FakeGoogle(FakeProviderServer):
             payload["refresh_token"] = refresh
         return Answer.json(200, payload)
 
+    def _watch(self, calendar: str, body: bytes) -> Answer:
+        with self.lock:
+            scripted = self.next_watch_answers.pop(0) if self.next_watch_answers else None
+        if scripted:
+            return scripted
+        try:
+            request = json.loads(body)
+            channel_id, address = request["id"], request["address"]
+            ttl = int((request.get("params") or {}).get("ttl", MAX_TTL_SECONDS))
+        except (ValueError, KeyError, TypeError):
+            return _error(400, "Invalid request", "badRequest")
+        if request.get("type") not in ("web_hook", "webhook"):
+            return _error(400, "Invalid channel type", "invalid")
+        if not CHANNEL_ID.match(str(channel_id)) or len(str(request.get("token", ""))) > 256:
+            return _error(400, "Invalid channel id or token", "invalid")
+        if not urlsplit(address).scheme.startswith("http"):
+            return _error(400, "WebHook callback must be HTTPS", "push.webhookUrlNotHttps")
+        with self.lock:
+            if calendar not in self.events:
+                return _error(404, "Not Found", "notFound")
+            if channel_id in self.channels:
+                return _error(400, f"Channel id {channel_id} not unique", "channelIdNotUnique")
+            channel = Channel(
+                id=channel_id,
+                resource_id=f"res-{calendar}-{secrets.token_hex(4)}",
+                calendar=calendar,
+                address=address,
+                token=str(request.get("token", "")),
+                expiration=self.push.now() + timedelta(seconds=min(ttl, MAX_TTL_SECONDS)),
+            )
+            self.channels[channel_id] = channel
+        self.push.post_later(channel.address, headers=self._headers(channel, "sync"))
+        return Answer.json(
+            200,
+            {
+                "kind": "api#channel",
+                "id": channel.id,
+                "resourceId": channel.resource_id,
+                "resourceUri": f"{self.api_base_url}/calendars/{calendar}/events",
+                "token": channel.token,
+                "expiration": str(int(channel.expiration.timestamp() * 1000)),
+            },
+        )
+
+    def _stop(self, body: bytes) -> Answer:
+        try:
+            request = json.loads(body)
+        except ValueError:
+            return _error(400, "Invalid request", "badRequest")
+        with self.lock:
+            channel = self.channels.get(str(request.get("id")))
+            if channel is None or channel.resource_id != request.get("resourceId"):
+                return _error(404, "Channel not found", "notFound")
+            channel.stopped = True
+            self.stopped.append(channel.id)
+        return Answer(204, b"")
+
     def _events(self, calendar: str, params: dict[str, str]) -> Answer:
         with self.lock:
             scripted = self.next_answers.pop(0) if self.next_answers else None
@@ -202,6 +365,17 @@ class FakeGoogle(FakeProviderServer):
             return _error(400, "this fake only expands recurring events", "badRequest")
         if "syncToken" in params and ("timeMin" in params or "timeMax" in params):
             return _error(400, "Sync token cannot be used with other request restrictions.", "x")
+        incremental = "timeMin" not in params and "timeMax" not in params
+        tombstones: list[dict[str, Any]] = []
+        if "syncToken" in params:
+            since = int(params["syncToken"])
+            events = [e for e in events if e.get("_v", 0) > since]
+            with self.lock:
+                tombstones = [
+                    {"kind": "calendar#event", "id": i, "status": "cancelled"}
+                    for i, v in self.deleted.get(calendar, [])
+                    if v > since
+                ]
         low_sentinel, high_sentinel = (
             datetime.min.replace(tzinfo=UTC),
             datetime.max.replace(tzinfo=UTC),
@@ -215,7 +389,8 @@ class FakeGoogle(FakeProviderServer):
         events.sort(key=lambda e: _instant(e.get("start")) or low_sentinel)
         page_size = int(params.get("maxResults", 250))
         offset = int(params.get("pageToken", 0))
-        page = events[offset : offset + page_size]
+        page = [{k: v for k, v in e.items() if not k.startswith("_")} for e in events]
+        page = page[offset : offset + page_size] + (tombstones if offset == 0 else [])
         payload: dict[str, Any] = {
             "kind": "calendar#events",
             "summary": ACCOUNT,
@@ -225,6 +400,9 @@ class FakeGoogle(FakeProviderServer):
         }
         if offset + page_size < len(events):
             payload["nextPageToken"] = str(offset + page_size)
+        elif incremental:
+            with self.lock:
+                payload["nextSyncToken"] = str(self.version)
         return Answer(200, json.dumps(payload).encode(), (("Content-Type", "application/json"),))
 
 

@@ -9,6 +9,17 @@ tokens are checked (401 otherwise). ``calendarView`` filters by
 mailbox in that zone would). ``next_answers`` scripts the next calendarView
 answers (429 with Retry-After, 503, garbage).
 
+Push: ``POST /subscriptions`` validates both URLs first, as Graph does (a
+POST with ``?validationToken=…`` that must answer 200, ``text/plain``, the
+token echoed, within 10 s), refuses an expiry beyond 4,230 minutes, and
+answers the subscription; ``PATCH`` renews, ``DELETE`` removes (recorded in
+``deleted``). :meth:`FakeGraph.change` edits the events and POSTs a change
+notification (``{value: [{subscriptionId, clientState, changeType,
+resource, resourceData, ...}]}``) to every live subscription;
+:meth:`FakeGraph.lifecycle` sends ``reauthorizationRequired``,
+``subscriptionRemoved`` (the subscription is dropped) or ``missed``.
+Subscriptions expire by :attr:`FakeGraph.push`'s clock.
+
     with FakeGraph() as graph:
         settings.MICROSOFT_GRAPH_BASE_URL = graph.graph_base_url
         settings.MICROSOFT_LOGIN_BASE_URL = graph.login_base_url
@@ -17,23 +28,49 @@ answers (429 with Retry-After, 503, garbage).
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import secrets
 import time
-from datetime import UTC, datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 from zoneinfo import ZoneInfo
 
+import requests
+
 from tests.fakes.base import Answer, FakeProviderServer, RecordedRequest
+from tests.fakes.push import Posted, PushPoster
 
 CLIENT_ID = "00000000-0000-0000-0000-00000000c1d0"
 CLIENT_SECRET = "graph-test-client-secret"
 TENANT = "common"
 ACCOUNT = "someone@contoso.example"
 TOKEN_PATH = f"/{TENANT}/oauth2/v2.0/token"
-VIEW = re.compile(r"^/v1\.0/me(/calendars/[^/]+)?/calendarView$")
+VIEW = re.compile(r"^/v1\.0/me(/calendars/(?P<calendar>[^/]+))?/calendarView(?P<delta>/delta)?$")
 PACIFIC = ZoneInfo("America/Los_Angeles")
+SUBSCRIPTIONS = "/v1.0/subscriptions"
+SUBSCRIPTION = re.compile(r"^/v1\.0/subscriptions/(?P<id>[^/]+)$")
+MAX_MINUTES = 4230
+TENANT_ID = "00000000-0000-0000-0000-0000000000aa"
+USER_OBJECT_ID = "00000000-0000-0000-0000-0000000000bb"
+
+
+@dataclass
+class Subscription:
+    id: str
+    resource: str
+    change_type: str
+    notification_url: str
+    lifecycle_url: str
+    client_state: str
+    expiration: datetime
+
+
+def _graph_error(status: int, code: str, message: str = "") -> Answer:
+    return Answer.json(status, {"error": {"code": code, "message": message}})
 
 
 def graph_time(moment: datetime, zone=UTC, zone_name: str = "UTC") -> dict[str, str]:
@@ -70,11 +107,21 @@ def graph_event(
 
 class FakeGraph(FakeProviderServer):
     def __init__(self) -> None:
+        self.push = PushPoster()
         super().__init__()
         self.reset_state()
 
+    def stop(self) -> None:
+        self.push.join()
+        super().stop()
+
     def reset_state(self) -> None:
         self.events: list[dict[str, Any]] = []
+        # Other calendars by id (``/me/calendars/{id}/...``); any other id reads ``events``.
+        self.calendars: dict[str, list[dict[str, Any]]] = {}
+        # For calendarView/delta: a version per change, and what each change removed.
+        self.version = 0
+        self.removed: dict[str, list[tuple[str, int]]] = {}
         self.expires_in = 3600
         self.access_tokens: set[str] = set()
         self.refresh_tokens: set[str] = set()
@@ -82,6 +129,102 @@ class FakeGraph(FakeProviderServer):
         self.next_answers: list[Answer] = []
         self.page_size_cap = 1000
         self._ids = itertools.count(1)
+        self.subscriptions: dict[str, Subscription] = {}
+        self.deleted: list[str] = []
+        self.next_subscription_answers: list[Answer] = []
+        if hasattr(self, "push"):
+            self.push.reset()
+
+    # --- push helpers for tests ---------------------------------------------------
+    def live_subscriptions(self) -> list[Subscription]:
+        now = self.push.now()
+        with self.lock:
+            return [s for s in self.subscriptions.values() if s.expiration > now]
+
+    def subscription_calls(self, method: str | None = None) -> list[RecordedRequest]:
+        with self.lock:
+            return [
+                r
+                for r in self.requests
+                if r.path.startswith(SUBSCRIPTIONS) and method in (None, r.method)
+            ]
+
+    def calendar(self, calendar_id: str | None) -> list[dict[str, Any]]:
+        """A calendar's event list (the default one for ``None``/primary/unknown ids)."""
+        return self.calendars.get(calendar_id or "", self.events)
+
+    def change(
+        self,
+        mutate: Callable[[list[dict[str, Any]]], None],
+        change_type: str = "updated",
+        calendar: str | None = None,
+    ) -> list[Posted]:
+        """Edit a calendar's events (in place) and notify each live subscription on it."""
+        with self.lock:
+            events = self.calendar(calendar)
+            before = {e["id"]: repr(sorted(e.items())) for e in events}
+            mutate(events)
+            self.version += 1
+            after = {e["id"]: e for e in events}
+            changed = [i for i, e in after.items() if before.get(i) != repr(sorted(e.items()))]
+            for event_id in changed:
+                after[event_id]["_v"] = self.version
+            gone = sorted(set(before) - set(after))
+            self.removed.setdefault(calendar or "", []).extend((i, self.version) for i in gone)
+        first = (changed + gone + ["deleted"])[0]
+        resource = "me/events" if calendar in (None, "", "primary") else None
+        return [
+            self._notify(sub, change_type, first)
+            for sub in self.live_subscriptions()
+            if sub.resource == (resource or f"me/calendars/{calendar}/events")
+        ]
+
+    def notification(self, sub: Subscription, change_type: str, event_id: str) -> dict[str, Any]:
+        resource = f"Users/{USER_OBJECT_ID}/Events/{event_id}"
+        return {
+            "value": [
+                {
+                    "subscriptionId": sub.id,
+                    "subscriptionExpirationDateTime": sub.expiration.isoformat(),
+                    "changeType": change_type,
+                    "resource": resource,
+                    "resourceData": {
+                        "@odata.type": "#Microsoft.Graph.Event",
+                        "@odata.id": resource,
+                        "@odata.etag": f'W/"{secrets.token_hex(8)}"',
+                        "id": event_id,
+                    },
+                    "clientState": sub.client_state,
+                    "tenantId": TENANT_ID,
+                }
+            ]
+        }
+
+    def _notify(self, sub: Subscription, change_type: str, event_id: str) -> Posted:
+        return self.push.post(
+            sub.notification_url,
+            headers={},
+            json_body=self.notification(sub, change_type, event_id),
+        )
+
+    def lifecycle(self, subscription_id: str, event: str) -> Posted:
+        """A lifecycle notification; ``subscriptionRemoved`` drops the subscription first."""
+        with self.lock:
+            sub = self.subscriptions[subscription_id]
+            if event == "subscriptionRemoved":
+                del self.subscriptions[subscription_id]
+        body = {
+            "value": [
+                {
+                    "subscriptionId": sub.id,
+                    "subscriptionExpirationDateTime": sub.expiration.isoformat(),
+                    "tenantId": TENANT_ID,
+                    "clientState": sub.client_state,
+                    "lifecycleEvent": event,
+                }
+            ]
+        }
+        return self.push.post(sub.lifecycle_url, headers={}, json_body=body)
 
     @property
     def graph_base_url(self) -> str:
@@ -135,8 +278,14 @@ class FakeGraph(FakeProviderServer):
             return Answer.json(401, {"error": {"code": "InvalidAuthenticationToken"}})
         if parts.path == "/v1.0/me":
             return Answer.json(200, {"mail": ACCOUNT, "userPrincipalName": ACCOUNT})
-        if VIEW.match(parts.path):
-            return self._view(params, headers)
+        if match := VIEW.match(parts.path):
+            if match["delta"]:
+                return self._delta(match["calendar"], params, headers)
+            return self._view(params, headers, match["calendar"])
+        if method == "POST" and parts.path == SUBSCRIPTIONS:
+            return self._subscribe(body)
+        if method in ("PATCH", "DELETE") and (match := SUBSCRIPTION.match(parts.path)):
+            return self._subscription(method, match["id"], body)
         return Answer.json(404, {"error": {"code": "ResourceNotFound"}})
 
     def _token(self, params: dict[str, str]) -> Answer:
@@ -175,6 +324,145 @@ class FakeGraph(FakeProviderServer):
             },
         )
 
+    def _expiry(self, value: Any) -> datetime | Answer:
+        try:
+            expiry = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            return _graph_error(400, "InvalidRequest", "expirationDateTime is invalid")
+        now = self.push.now()
+        if expiry <= now or expiry > now + timedelta(minutes=MAX_MINUTES):
+            return _graph_error(
+                400, "InvalidRequest", "Subscription expiration can only be 4230 minutes from now"
+            )
+        return expiry
+
+    def _validate(self, url: str) -> bool:
+        """Graph's handshake: the endpoint must echo the token, as text/plain, within 10 s."""
+        token = f"Validation: Testing client application reachability {secrets.token_hex(8)}"
+        try:
+            response = requests.post(
+                url,
+                params={"validationToken": token},
+                headers={"Content-Type": "text/plain"},
+                timeout=10,
+            )
+        except requests.RequestException:
+            return False
+        return (
+            response.status_code == 200
+            and response.headers.get("Content-Type", "").startswith("text/plain")
+            and response.text == token
+        )
+
+    def _subscribe(self, body: bytes) -> Answer:
+        with self.lock:
+            scripted = (
+                self.next_subscription_answers.pop(0) if self.next_subscription_answers else None
+            )
+        if scripted:
+            return scripted
+        try:
+            request = json.loads(body)
+            resource, url = request["resource"], request["notificationUrl"]
+            change_type = request["changeType"]
+        except (ValueError, KeyError, TypeError):
+            return _graph_error(400, "InvalidRequest")
+        expiry = self._expiry(request.get("expirationDateTime"))
+        if isinstance(expiry, Answer):
+            return expiry
+        if len(str(request.get("clientState", ""))) > 128:
+            return _graph_error(400, "InvalidRequest", "clientState is longer than 128")
+        if not re.match(r"^me(/calendars/[^/]+)?/events$", resource):
+            return _graph_error(400, "InvalidRequest", "unsupported resource")
+        lifecycle = request.get("lifecycleNotificationUrl") or ""
+        for address in filter(None, (url, lifecycle)):
+            if not self._validate(address):
+                return _graph_error(
+                    400, "ValidationError", "Subscription validation request failed."
+                )
+        sub = Subscription(
+            id=f"{secrets.token_hex(4)}-{secrets.token_hex(2)}-{secrets.token_hex(6)}",
+            resource=resource,
+            change_type=change_type,
+            notification_url=url,
+            lifecycle_url=lifecycle,
+            client_state=str(request.get("clientState", "")),
+            expiration=expiry,
+        )
+        with self.lock:
+            self.subscriptions[sub.id] = sub
+        return Answer.json(201, self._subscription_json(sub))
+
+    def _subscription_json(self, sub: Subscription) -> dict[str, Any]:
+        return {
+            "@odata.context": "https://graph.microsoft.com/v1.0/$metadata#subscriptions/$entity",
+            "id": sub.id,
+            "resource": sub.resource,
+            "changeType": sub.change_type,
+            "clientState": None,  # Graph does not echo it back
+            "notificationUrl": sub.notification_url,
+            "lifecycleNotificationUrl": sub.lifecycle_url,
+            "expirationDateTime": sub.expiration.isoformat().replace("+00:00", "Z"),
+        }
+
+    def _subscription(self, method: str, subscription_id: str, body: bytes) -> Answer:
+        now = self.push.now()
+        with self.lock:
+            sub = self.subscriptions.get(subscription_id)
+            if sub is not None and sub.expiration <= now:
+                del self.subscriptions[subscription_id]  # Graph forgets an expired one
+                sub = None
+        if sub is None:
+            return _graph_error(404, "ResourceNotFound", "The object was not found.")
+        if method == "DELETE":
+            with self.lock:
+                del self.subscriptions[subscription_id]
+                self.deleted.append(subscription_id)
+            return Answer(204, b"")
+        try:
+            expiry = self._expiry(json.loads(body).get("expirationDateTime"))
+        except (ValueError, AttributeError):
+            return _graph_error(400, "InvalidRequest")
+        if isinstance(expiry, Answer):
+            return expiry
+        with self.lock:
+            sub.expiration = expiry
+        return Answer.json(200, self._subscription_json(sub))
+
+    def _delta(
+        self, calendar: str | None, params: dict[str, str], headers: dict[str, str]
+    ) -> Answer:
+        """``calendarView/delta``: the range's events and a deltaLink; with its
+        ``$deltatoken``, only what changed since (removals as ``@removed``)."""
+        utc = 'outlook.timezone="UTC"' in headers.get("Prefer", "")
+        try:
+            low = datetime.fromisoformat(params["startDateTime"])
+            high = datetime.fromisoformat(params["endDateTime"])
+            since = int(params.get("$deltatoken", -1))
+        except (KeyError, ValueError):
+            return Answer.json(400, {"error": {"code": "ErrorInvalidParameter"}})
+        with self.lock:
+            events = [
+                e
+                for e in self.calendar(calendar)
+                if e["_end"] > low and e["_start"] < high and e.get("_v", 0) > since
+            ]
+            removed = [i for i, v in self.removed.get(calendar or "", []) if v > since]
+            version = self.version
+        value = [self._render(e, utc) for e in sorted(events, key=lambda e: e["_start"])]
+        if since >= 0:
+            value += [{"id": i, "@removed": {"reason": "deleted"}} for i in removed]
+        query = urlencode({**params, "$deltatoken": str(version)})
+        path = f"/me/calendars/{calendar}" if calendar else "/me"
+        return Answer.json(
+            200,
+            {
+                "@odata.context": "https://graph.microsoft.com/v1.0/$metadata#Collection(event)",
+                "value": value,
+                "@odata.deltaLink": f"{self.url}/v1.0{path}/calendarView/delta?{query}",
+            },
+        )
+
     def _render(self, event: dict[str, Any], utc: bool) -> dict[str, Any]:
         zone, name = (UTC, "UTC") if utc else (PACIFIC, "Pacific Standard Time")
         rendered = {k: v for k, v in event.items() if not k.startswith("_")}
@@ -182,10 +470,12 @@ class FakeGraph(FakeProviderServer):
         rendered["end"] = graph_time(event["_end"], zone, name)
         return rendered
 
-    def _view(self, params: dict[str, str], headers: dict[str, str]) -> Answer:
+    def _view(
+        self, params: dict[str, str], headers: dict[str, str], calendar: str | None = None
+    ) -> Answer:
         with self.lock:
             scripted = self.next_answers.pop(0) if self.next_answers else None
-            events = list(self.events)
+            events = list(self.calendar(calendar))
         if scripted:
             return scripted
         if "startDateTime" not in params or "endDateTime" not in params:

@@ -1,0 +1,253 @@
+"""Creating, renewing and stopping a connection's push channel.
+
+Google: ``events.watch`` makes a channel that expires and cannot be extended,
+so renewal is a new channel, then ``channels.stop`` of the old one (the old
+one keeps working until the new one exists: no gap). Graph: ``POST
+/subscriptions`` once, then ``PATCH`` with a later expiry (which also answers
+``reauthorizationRequired``); a subscription Graph no longer knows is made
+again. Both are renewed :data:`RENEW_BEFORE` their expiry by the minute job.
+
+Each call goes read → HTTP → write like a sync: the connection is read and
+its tokens decrypted in the owner's scope, the scope is closed for the
+provider call, and a new scope writes the outcome (and any refreshed tokens).
+A channel that cannot be made leaves the connection polled (``failed``) and
+is tried again an hour later; one that could not be renewed but has not
+expired yet stays live and is tried again sooner.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.core.exceptions import ImproperlyConfigured
+from django.urls import reverse
+
+from calendars import crypto
+from calendars.models import CalendarConnection, ConnectionStatus, Provider, PushState
+from calendars.providers import google, microsoft
+from calendars.providers.base import ConnectionSnapshot, ProviderError
+from calendars.push import secrets as push_secrets
+from calendars.push import worklist
+from calendars.push.freshness import PUSH_PROVIDERS
+from calendars.sync import snapshot_of, store_tokens
+from core.config import NudgeConfig
+from tenancy.scope import tenant_scope
+
+logger = logging.getLogger("nudge.calendars.push")
+
+RENEW_BEFORE = timedelta(hours=12)
+RETRY_RENEWAL_AFTER = timedelta(minutes=15)
+RETRY_CREATION_AFTER = timedelta(hours=1)
+
+
+class Outcome:
+    CREATED = "created"
+    RENEWED = "renewed"
+    KEPT = "kept"  # live and not due
+    FAILED = "failed"
+    DISABLED = "disabled"  # push not configured, or the connection cannot have it
+    GONE = "gone"
+
+
+def endpoint(config: NudgeConfig, name: str) -> str:
+    """The public address of one of our push endpoints (``calendars:<name>``)."""
+    return config.calendar_push_base_url.rstrip("/") + reverse(f"calendars:{name}")
+
+
+def google_channel_id(user_id: int, connection_id: int) -> str:
+    """Names its owner, so a notification can be checked inside the owner's tenant scope."""
+    return f"nudge-{user_id}-{connection_id}-{push_secrets.new_secret()[:16]}"
+
+
+def graph_client_state(user_id: int, secret: str) -> str:
+    """``<user id>.<secret>``: the user id finds the tenant, the secret proves it is Graph."""
+    return f"{user_id}.{secret}"
+
+
+def maintain(user_id: int, connection_id: int, now: datetime) -> str:
+    """Create or renew the connection's channel when due; records the outcome on both tables."""
+    config = NudgeConfig.from_settings()
+    if not config.calendar_push_base_url:
+        return Outcome.DISABLED
+    with tenant_scope(user_id):
+        connection = CalendarConnection.objects.filter(pk=connection_id).first()
+        if connection is None or connection.provider not in PUSH_PROVIDERS:
+            worklist.forget(connection_id)
+            return Outcome.GONE
+        if connection.status == ConnectionStatus.NEEDS_REAUTH:
+            # Only the user can fix it; reconnecting enrolls the connection again.
+            worklist.schedule(connection_id, None, polling=True)
+            return Outcome.DISABLED
+        live = connection.push_state == PushState.LIVE and (
+            connection.push_expires_at is not None and connection.push_expires_at > now
+        )
+        if live and connection.push_expires_at - now > RENEW_BEFORE:
+            worklist.schedule(
+                connection_id, connection.push_expires_at - RENEW_BEFORE, polling=False
+            )
+            return Outcome.KEPT
+        old_channel, old_resource = connection.push_channel_id, connection.push_resource_id
+        try:
+            snapshot = snapshot_of(connection)
+        except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
+            return _failed(user_id, connection_id, live, now, str(exc))
+
+    secret = push_secrets.new_secret()
+    try:
+        if connection.provider == Provider.GOOGLE:
+            channel_id = google_channel_id(user_id, connection_id)
+            resource_id, expires_at = google.watch(
+                snapshot,
+                channel_id=channel_id,
+                token=secret,
+                address=endpoint(config, "google_push"),
+                now=now,
+            )
+            outcome = Outcome.RENEWED if old_channel else Outcome.CREATED
+        else:
+            resource_id = ""
+            channel_id, expires_at, outcome = _graph_subscription(
+                snapshot, user_id, old_channel, secret, config, now
+            )
+    except ProviderError as exc:
+        _store_tokens(user_id, connection_id, snapshot)
+        return _failed(
+            user_id, connection_id, live, now, crypto.scrub(str(exc), *snapshot.secrets())
+        )
+
+    with tenant_scope(user_id):
+        connection = CalendarConnection.objects.select_for_update().filter(pk=connection_id).first()
+        if connection is None:
+            gone = True
+        else:
+            gone = False
+            if snapshot.credentials_changed:
+                store_tokens(connection, snapshot)
+            connection.push_state = PushState.LIVE
+            connection.push_expires_at = expires_at
+            connection.push_error = ""
+            if channel_id != connection.push_channel_id:
+                connection.push_channel_id = channel_id
+                connection.push_resource_id = resource_id
+                connection.push_message_number = 0
+            if secret_digest := _new_digest(connection.provider, outcome, secret):
+                connection.push_secret_digest = secret_digest
+            connection.save(
+                update_fields=[
+                    "push_state",
+                    "push_expires_at",
+                    "push_error",
+                    "push_channel_id",
+                    "push_resource_id",
+                    "push_message_number",
+                    "push_secret_digest",
+                ]
+            )
+    if gone:  # disconnected while we were creating it: do not leave it running
+        stop(snapshot, channel_id, resource_id, now)
+        worklist.forget(connection_id)
+        return Outcome.GONE
+    if connection.provider == Provider.GOOGLE and old_channel and old_channel != channel_id:
+        stop(snapshot, old_channel, old_resource, now)
+    worklist.schedule(connection_id, expires_at - RENEW_BEFORE, polling=False)
+    logger.info("push channel %s for connection %s until %s", outcome, connection_id, expires_at)
+    return outcome
+
+
+def _new_digest(provider: str, outcome: str, secret: str) -> str:
+    """A renewed Graph subscription keeps the clientState it was created with."""
+    if provider == Provider.MICROSOFT and outcome == Outcome.RENEWED:
+        return ""
+    return push_secrets.digest(secret)
+
+
+def _graph_subscription(
+    snapshot: ConnectionSnapshot,
+    user_id: int,
+    subscription_id: str,
+    secret: str,
+    config: NudgeConfig,
+    now: datetime,
+) -> tuple[str, datetime, str]:
+    """Renew the subscription when Graph still has it, else create one."""
+    if subscription_id:
+        renewed = microsoft.renew_subscription(snapshot, subscription_id, now)
+        if renewed is not None:
+            return renewed[0], renewed[1], Outcome.RENEWED
+    new_id, expires_at = microsoft.subscribe(
+        snapshot,
+        notification_url=endpoint(config, "microsoft_push"),
+        lifecycle_url=endpoint(config, "microsoft_lifecycle"),
+        client_state=graph_client_state(user_id, secret),
+        now=now,
+    )
+    return new_id, expires_at, Outcome.CREATED
+
+
+def _store_tokens(user_id: int, connection_id: int, snapshot: ConnectionSnapshot) -> None:
+    if not snapshot.credentials_changed:
+        return
+    with tenant_scope(user_id):
+        connection = CalendarConnection.objects.select_for_update().filter(pk=connection_id).first()
+        if connection is not None:
+            store_tokens(connection, snapshot)
+
+
+def _failed(user_id: int, connection_id: int, live: bool, now: datetime, message: str) -> str:
+    """Still-live channels are retried soon; otherwise the connection is polled, visibly."""
+    with tenant_scope(user_id):
+        changes = {"push_error": message[:255]}
+        if not live:
+            changes["push_state"] = PushState.FAILED
+        CalendarConnection.objects.filter(pk=connection_id).update(**changes)
+    retry = RETRY_RENEWAL_AFTER if live else RETRY_CREATION_AFTER
+    worklist.schedule(connection_id, now + retry, polling=not live)
+    logger.warning("push channel for connection %s failed: %s", connection_id, message)
+    return Outcome.FAILED
+
+
+def stop(snapshot: ConnectionSnapshot, channel_id: str, resource_id: str, now: datetime) -> bool:
+    """Stop a channel (Google) or delete a subscription (Graph); best effort, never raises."""
+    if not channel_id:
+        return True
+    try:
+        if snapshot.provider == Provider.GOOGLE:
+            return google.stop_channel(
+                snapshot, channel_id=channel_id, resource_id=resource_id, now=now
+            )
+        return microsoft.delete_subscription(snapshot, channel_id, now)
+    except ProviderError as exc:
+        logger.warning(
+            "stopping push channel for connection %s failed: %s",
+            snapshot.connection_id,
+            crypto.scrub(str(exc), *snapshot.secrets()),
+        )
+        return False
+
+
+def push_channel_of(
+    connection: CalendarConnection,
+) -> tuple[ConnectionSnapshot, str, str] | None:
+    """What stopping the connection's channel needs, read in its owner's scope before a
+    disconnect deletes it: (snapshot with tokens, channel id, resource id), or None."""
+    if connection.provider not in PUSH_PROVIDERS or not connection.push_channel_id:
+        return None
+    try:
+        snapshot = snapshot_of(connection)
+    except (crypto.SecretDecryptionError, ImproperlyConfigured):
+        return None
+    return snapshot, connection.push_channel_id, connection.push_resource_id
+
+
+def stop_push_channel(
+    connection_id: int,
+    channel: tuple[ConnectionSnapshot, str, str] | None,
+    now: datetime,
+) -> bool:
+    """After a disconnect: stop the channel (no scope open) and drop the work row."""
+    worklist.forget(connection_id)
+    if channel is None:
+        return True
+    snapshot, channel_id, resource_id = channel
+    return stop(snapshot, channel_id, resource_id, now)
