@@ -15,12 +15,12 @@ from django.utils import timezone
 
 from calendars.models import PushState, PushWork
 from calendars.push import worklist
-from calendars.push.minute import run_sync_changed
 from portal.calendar_links import disconnect
 from scheduled_sends.channels.recording import RecordingChannel
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.health import check_health
 from scheduled_sends.materialize import run_materialize
+from scheduled_sends.sync_changed import run_sync_changed
 from tests.calendars.conftest import NOW, reload
 from tests.calendars.push_support import enroll, minutes, pending_nudges, serve_app, titles
 from tests.fakes.google_server import google_event

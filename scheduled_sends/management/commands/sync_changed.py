@@ -1,7 +1,7 @@
 """manage.py sync_changed [--now ISO] — the push minute job (its own cron line, every minute).
 
 Creates or renews due push channels, then fetches the calendars providers
-said changed and re-queues their users' nudges (calendars/push/minute.py).
+said changed and re-queues their users' nudges (scheduled_sends/sync_changed.py).
 Exits non-zero when a user's re-sync failed.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from calendars.push.minute import run_sync_changed
 from core.command_line import NudgeCommand, instant
 from scheduled_sends.queue.transitions import database_now
+from scheduled_sends.sync_changed import run_sync_changed
 
 
 class Command(NudgeCommand):
