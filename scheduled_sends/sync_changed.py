@@ -57,7 +57,7 @@ def run_sync_changed(now: datetime) -> MinuteReport:
         return report
     for work in worklist.take_maintenance(now):
         try:
-            report.channels[channels.maintain(work.user_id, work.connection_id, now)] += 1
+            report.channels[channels.maintain(work.user_id, work.connection_id, now, config)] += 1
         except Exception:
             logger.exception("push channel maintenance failed for %s", work.connection_id)
             report.channels["error"] += 1

@@ -148,6 +148,7 @@ ENTRY_FUNCTIONS = {
     "scheduled_sends/deliver.py": {"run_deliver"},
     "scheduled_sends/materialize.py": {"run_materialize", "refresh_queue"},
     "scheduled_sends/health.py": {"check_health"},
+    "scheduled_sends/sync_changed.py": {"run_sync_changed"},
     "accounts/models.py": {"default_lead_minutes"},
 }
 

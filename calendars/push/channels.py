@@ -65,9 +65,8 @@ def graph_client_state(user_id: int, secret: str) -> str:
     return f"{user_id}.{secret}"
 
 
-def maintain(user_id: int, connection_id: int, now: datetime) -> str:
+def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfig) -> str:
     """Create or renew the connection's channel when due; records the outcome on both tables."""
-    config = NudgeConfig.from_settings()
     if not config.calendar_push_base_url:
         return Outcome.DISABLED
     with tenant_scope(user_id):
