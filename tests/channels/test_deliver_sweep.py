@@ -124,7 +124,7 @@ def test_telegram_flood_control_pauses_the_channel_and_the_run_resumes_after_it(
         queue_follow_up(user, f"Task {i}", now=now, fired_ago=timedelta(seconds=50 - i))
         for i, user in enumerate(users)
     ]
-    fake_telegram.plan.on_call(1, telegram.flood(2))
+    fake_telegram.plan.on_call(1, telegram.flood(1))  # Telegram's shortest retry_after
 
     report = run_deliver()  # the real clock: the pause passes within the run
     assert (report.sent, report.rate_limited) == (3, 1)
@@ -133,7 +133,7 @@ def test_telegram_flood_control_pauses_the_channel_and_the_run_resumes_after_it(
     assert limited.attempts == 1 and limited.last_error == ""
     # Nothing went to Telegram during the pause it asked for.
     flood_at = fake_telegram.sends()[0].at
-    assert all(d.at >= flood_at + 2 for d in fake_telegram.delivered)
+    assert all(d.at >= flood_at + 1 for d in fake_telegram.delivered)
     assert all(row.outcome == "sent" for row in others)
 
 
