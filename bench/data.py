@@ -169,6 +169,7 @@ def _queue_template(user_id: int, at: datetime):
         user_id=user_id,
         kind=Kind.FOLLOW_UP,
         ref_id=0,
+        intended_at=at - timedelta(days=400),
         fire_at=at - timedelta(days=400),
         subject_starts_at=at - timedelta(days=400),
         sent_at=at - timedelta(days=400),

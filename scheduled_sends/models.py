@@ -142,12 +142,6 @@ class ScheduledSend(TenantModel):
     def __str__(self) -> str:
         return f"{self.get_kind_display()} #{self.ref_id} at {self.intended_at:%Y-%m-%d %H:%M}Z"
 
-    def save(self, *args, **kwargs) -> None:
-        # A nudge nobody moved is sent at the instant it is meant for.
-        if self.intended_at is None:
-            self.intended_at = self.fire_at
-        super().save(*args, **kwargs)
-
     @property
     def lateness(self) -> timedelta | None:
         """How late it arrived (negative: early); None until sent."""

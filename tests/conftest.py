@@ -27,35 +27,53 @@ RECORDING_BACKENDS = {
 }
 
 
+# The test settings, for this process (below) and for the ``manage.py`` children
+# the tests start (tests/support/processes.py). Telegram's one message a second
+# per chat is spacing no test waits for except the one that guards it
+# (tests/channels/test_pacing.py), which sets its own interval.
+TEST_SETTINGS = {"NUDGE_PER_CHAT_INTERVAL_SECONDS": 0.0}
+
+
 def utc(*args: int) -> datetime:
     return datetime(*args, tzinfo=UTC)
 
 
+@pytest.fixture(autouse=True)
+def _test_settings(settings) -> None:
+    for name, value in TEST_SETTINGS.items():
+        setattr(settings, name, value)
+
+
+def new_user(
+    username: str,
+    *,
+    channel: str = "console",
+    timezone: str = "UTC",
+    default_lead_minutes: int = 10,
+    enabled: bool = True,
+    **settings_fields,
+) -> User:
+    """A user with delivery settings (written inside the user's own scope)."""
+    user = User.objects.create_user(username=username)
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.create(
+            user=user,
+            channel=channel,
+            timezone=timezone,
+            default_lead_minutes=default_lead_minutes,
+            enabled=enabled,
+            **settings_fields,
+        )
+    return user
+
+
 @pytest.fixture
 def make_user(db) -> Callable[..., User]:
-    """Create a user with delivery settings (written inside the user's own scope)."""
+    """Create a user with delivery settings (``new_user``), named ``userN`` by default."""
     counter = iter(range(1, 1_000_000))
 
-    def make(
-        username: str | None = None,
-        *,
-        channel: str = "console",
-        timezone: str = "UTC",
-        default_lead_minutes: int = 10,
-        enabled: bool = True,
-        **settings_fields,
-    ) -> User:
-        user = User.objects.create_user(username=username or f"user{next(counter)}")
-        with tenant_scope(user.pk):
-            DeliverySettings.objects.create(
-                user=user,
-                channel=channel,
-                timezone=timezone,
-                default_lead_minutes=default_lead_minutes,
-                enabled=enabled,
-                **settings_fields,
-            )
-        return user
+    def make(username: str | None = None, **fields) -> User:
+        return new_user(username or f"user{next(counter)}", **fields)
 
     return make
 

@@ -13,11 +13,18 @@ from core.config import NudgeConfig
 from portal.models import OptInRecord
 from portal.tokens import new_api_token, new_telegram_code
 from scheduled_sends.models import ScheduledSend
-from scheduled_sends.queue.transitions import Transition, claim_due, settle_one
+from scheduled_sends.queue.transitions import (
+    NewNudge,
+    Transition,
+    claim_due,
+    enqueue,
+    settle_one,
+)
 from tenancy.checks import rls_problems
 from tenancy.models import tenant_models
 from tenancy.scope import ScopeError, current_scope, rls_bypass, support_scope, tenant_scope
 from tests.conftest import utc
+from tests.support.queue import queue_nudge
 
 NOW = utc(2026, 12, 2, 15, 0)
 TENANT_TABLES = [
@@ -43,13 +50,14 @@ def _seed(user) -> None:
             starts_at=NOW + timedelta(minutes=5),
         )
         FollowUp.objects.create(user=user, title="Call back", due_at=NOW + timedelta(hours=1))
-        ScheduledSend.objects.create(
-            user=user,
-            kind="event",
-            ref_id=event.pk,
-            fire_at=NOW - timedelta(minutes=5),
-            subject_starts_at=event.starts_at,
-        )
+    queue_nudge(
+        user.pk,
+        kind="event",
+        ref_id=event.pk,
+        at=NOW - timedelta(minutes=5),
+        subject_starts_at=event.starts_at,
+    )
+    with tenant_scope(user.pk):
         new_telegram_code(user.pk, NOW)
         new_api_token(user.pk, "host")
         OptInRecord.objects.create(
@@ -133,10 +141,9 @@ def test_forged_writes_for_another_tenant_are_refused(tenants, table):
 
 def test_forged_insert_for_another_tenant_is_refused(tenants):
     a, b = tenants
+    forged = NewNudge("follow_up", 1, NOW, NOW, 0)
     with pytest.raises(DatabaseError, match="row-level security"), tenant_scope(a.pk):
-        ScheduledSend.objects.create(
-            user=b, kind="follow_up", ref_id=1, fire_at=NOW, subject_starts_at=NOW
-        )
+        enqueue(b.pk, "console", [forged])
 
 
 def test_bypass_claims_and_settles_every_tenants_due_rows(tenants):

@@ -20,8 +20,9 @@ from scheduled_sends.health import check_health
 from scheduled_sends.models import ScheduledSend
 from tenancy.checks import rls_problems
 from tenancy.rls import SWEEPER_UPDATABLE_COLUMNS, TENANT_PREDICATE, across_tenants
-from tenancy.scope import rls_bypass, tenant_scope
+from tenancy.scope import rls_bypass
 from tests.conftest import admin_url, owner_conninfo, utc
+from tests.support.queue import queue_nudge
 
 NOW = utc(2026, 12, 2, 15, 0)
 
@@ -65,10 +66,7 @@ def test_the_application_role_cannot_alter_the_schema_or_its_roles(db, statement
 
 def test_the_sweeper_may_update_state_columns_but_never_who_or_what_a_row_is_for(make_user):
     user = make_user()
-    with tenant_scope(user.pk):
-        row = ScheduledSend.objects.create(
-            user=user, kind="follow_up", ref_id=1, fire_at=NOW, subject_starts_at=NOW
-        )
+    row = queue_nudge(user.pk, ref_id=1, at=NOW, subject_starts_at=NOW)
     state = ", ".join(f"{column} = {column}" for column in SWEEPER_UPDATABLE_COLUMNS)
     with rls_bypass(), connection.cursor() as cursor:
         cursor.execute(f"UPDATE scheduled_sends SET {state} WHERE id = %s", [row.pk])  # noqa: S608
@@ -262,10 +260,7 @@ def test_the_application_role_owning_the_database_or_another_table_is_caught():
 def test_a_data_migration_reaches_every_tenants_rows_and_leaves_force_on(make_user):
     """FORCE binds the owner too: a plain backfill UPDATE in a migration changes nothing."""
     for user in (make_user("alice"), make_user("bob")):
-        with tenant_scope(user.pk):
-            ScheduledSend.objects.create(
-                user=user, kind="follow_up", ref_id=1, fire_at=NOW, subject_starts_at=NOW
-            )
+        queue_nudge(user.pk, ref_id=1, at=NOW, subject_starts_at=NOW)
     backfill = "UPDATE scheduled_sends SET last_error = 'backfilled'"
     with psycopg.connect(owner_conninfo()) as owner:  # one transaction, as a migration
         assert owner.execute(backfill).rowcount == 0  # what a plain RunSQL would do

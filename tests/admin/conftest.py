@@ -78,6 +78,7 @@ def make_send(db) -> Callable[..., ScheduledSend]:
         values = {
             "kind": "follow_up",
             "ref_id": next(refs),
+            "intended_at": fire_at,
             "subject_starts_at": fire_at + timedelta(minutes=10),
             **fields,
         }

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -22,6 +25,7 @@ from nudgeproject import svgchart
 from scheduled_sends import charts
 from scheduled_sends.lateness import BUCKETS
 from tenancy.scope import support_scope
+from tests.conftest import new_user
 
 from .console_data import (
     FAILURE_REASONS,
@@ -29,6 +33,7 @@ from .console_data import (
     KNOWN_OUTCOMES,
     SPIKE_TELEGRAM,
     TRICKLE_PER_MINUTE,
+    Seeded,
     seed_console,
 )
 
@@ -49,27 +54,114 @@ def y_max(html: str, chart_id: str) -> float:
     return float(re.search(rf'id="{chart_id}"[^>]* data-y-max="([\d.]+)"', html).group(1))
 
 
-@pytest.fixture
-def seeded(make_user):
-    alice, bob = make_user("alice"), make_user("bob")
-    return seed_console([alice.pk, bob.pk], timezone.now()), alice, bob
+@pytest.fixture(scope="class")
+def seeded(django_db_setup, django_db_blocker) -> Iterator[tuple[Seeded, User, User]]:
+    """A day of queue history (about 2,400 rows) made once for the tests that only
+    read it: committed, and flushed after the last of them, as a transactional
+    test's own rows are."""
+    with django_db_blocker.unblock():
+        alice, bob = new_user("alice"), new_user("bob")
+        try:
+            yield seed_console([alice.pk, bob.pk], timezone.now()), alice, bob
+        finally:
+            call_command("flush", interactive=False, verbosity=0)
 
 
-def test_look_ahead_draws_the_spike_against_capacity(staff_client, seeded):
-    html = staff_client.get(INDEX).content.decode()
+class TestOneSeededDay:
+    """What the landing page and a user's page draw of the same day of rows."""
 
-    (spike,) = marks(html, "lookahead-telegram")
-    assert spike["data-value"] == str(SPIKE_TELEGRAM)
-    top = y_max(html, "lookahead-telegram")
-    assert top == 2000  # the axis rounds 1,800 up
-    assert float(spike["height"]) == pytest.approx(SPIKE_TELEGRAM / top * svgchart.PLOT_HEIGHT)
-    whatsapp = marks(html, "lookahead-whatsapp")
-    assert len(whatsapp) == 179  # every minute after this one
-    assert {bar["data-value"] for bar in whatsapp} == {str(TRICKLE_PER_MINUTE)}
-    assert "1,800 nudges planned; busiest minute 1,800 against 1,237 a minute" in html
-    assert "1 minute over capacity" in html
-    # The capacity line, where smoothing levels a minute to.
-    assert re.search(r'polyline class="line" data-series="capacity per minute"', html)
+    def test_look_ahead_draws_the_spike_against_capacity(self, staff_client, seeded):
+        html = staff_client.get(INDEX).content.decode()
+
+        (spike,) = marks(html, "lookahead-telegram")
+        assert spike["data-value"] == str(SPIKE_TELEGRAM)
+        top = y_max(html, "lookahead-telegram")
+        assert top == 2000  # the axis rounds 1,800 up
+        assert float(spike["height"]) == pytest.approx(SPIKE_TELEGRAM / top * svgchart.PLOT_HEIGHT)
+        whatsapp = marks(html, "lookahead-whatsapp")
+        assert len(whatsapp) == 179  # every minute after this one
+        assert {bar["data-value"] for bar in whatsapp} == {str(TRICKLE_PER_MINUTE)}
+        assert "1,800 nudges planned; busiest minute 1,800 against 1,237 a minute" in html
+        assert "1 minute over capacity" in html
+        # The capacity line, where smoothing levels a minute to.
+        assert re.search(r'polyline class="line" data-series="capacity per minute"', html)
+
+    def test_lateness_draws_percentiles_and_histogram(self, staff_client, seeded):
+        data, _, _ = seeded
+        html = staff_client.get(INDEX).content.decode()
+
+        slot = int(
+            (
+                data.lateness_quarter
+                - (charts.floor_to(data.now, charts.QUARTER) + charts.QUARTER - charts.HISTORY)
+            )
+            / charts.QUARTER
+        )
+        points = {
+            p["data-series"]: p["data-value"]
+            for p in marks(html, "lateness", "circle")
+            if p["data-slot"] == str(slot)
+        }
+        # 1..10 s and 100 s: the median is 6 s; p95 interpolates 10 and 100.
+        assert points == {"p50": "6", "p95": "55", "max": "100"}
+        histogram = {
+            bar["data-slot"]: bar["data-value"] for bar in marks(html, "lateness-histogram")
+        }
+        bounds = list(BUCKETS)
+        # The 40 sends of the outcomes hour went out 2 s late.
+        assert histogram == {
+            str(bounds.index(5)): "45",
+            str(bounds.index(10)): "5",
+            str(bounds.index(120)): "1",
+        }
+        assert "worst quarter-hour p95 55 s" in html
+        assert "0 quarter-hours over the 60 s limit" in html
+
+    def test_outcomes_per_hour_and_failures_by_reason(self, staff_client, seeded):
+        html = staff_client.get(INDEX).content.decode()
+
+        slot = str(23 - KNOWN_HOUR_AGO)
+        drawn = {
+            b["data-series"]: b["data-value"]
+            for b in marks(html, "outcomes")
+            if b["data-slot"] == slot
+        }
+        assert drawn == {k: str(v) for k, v in KNOWN_OUTCOMES.items()}
+        retried = [p for p in marks(html, "outcomes", "circle") if p["data-slot"] == slot]
+        assert [p["data-value"] for p in retried] == ["13"]  # 6 sent + 7 failed had attempts > 0
+        reasons = {b["data-series"]: b["data-value"] for b in marks(html, "failures")}
+        assert reasons == {reason: str(n) for reason, n in FAILURE_REASONS.items()}
+        assert "400 invalid number: 4; 403 bot was blocked by the user: 3" in html
+
+    def test_a_users_page_draws_only_their_rows(self, staff_client, support_user, seeded, caplog):
+        _, alice, _bob = seeded
+        url = reverse("admin:nudge_user_activity", args=[alice.pk])
+
+        with caplog.at_level(logging.INFO, logger="nudge.admin.audit"):
+            html = staff_client.get(url).content.decode()
+
+        (audit,) = [r for r in caplog.records if r.name == "nudge.admin.audit"]
+        assert (audit.staff_user_id, audit.filters["owner"]) == (support_user.pk, str(alice.pk))
+        prefix = f"user{alice.pk}-"
+        (spike,) = marks(html, f"{prefix}lookahead-telegram")
+        assert spike["data-value"] == str(SPIKE_TELEGRAM // 2)  # round-robin over two users
+        assert "capacity per minute" not in html  # one user never fills a channel
+        sent = sum(
+            int(b["data-value"])
+            for b in marks(html, f"{prefix}outcomes")
+            if b["data-series"] == "sent"
+        )
+        assert sent == (KNOWN_OUTCOMES["sent"] + 11) // 2
+        their_rows = re.search(r'href="([^"]+)" id="nudge-user-queue-link"', html)
+        listed = staff_client.get(their_rows.group(1).replace("&amp;", "&")).context["cl"]
+        assert {row.user_id for row in listed.result_list} == {alice.pk}
+        assert listed.has_active_filters
+        assert listed.result_count < listed.full_result_count  # bob's rows are filtered out
+        # Reachable from the user's row in the queue and in the delivery settings.
+        queue = staff_client.get(reverse("admin:scheduled_sends_scheduledsend_changelist")).content
+        assert f'href="{url}"'.encode() in queue
+        delivery = staff_client.get(reverse("admin:accounts_deliverysettings_changelist"))
+        assert f'href="{url}"'.encode() in delivery.content
 
 
 def test_look_ahead_capacity_is_what_smoothing_levels_to(settings, db):
@@ -83,80 +175,6 @@ def test_look_ahead_capacity_is_what_smoothing_levels_to(settings, db):
     assert look_ahead.capacity["telegram"] == 400  # 10/s x 50 s x 0.8
     assert look_ahead.capacity["whatsapp"] == 100
     assert look_ahead.capacity.get("console") is None
-
-
-def test_lateness_draws_percentiles_and_histogram(staff_client, seeded):
-    data, _, _ = seeded
-    html = staff_client.get(INDEX).content.decode()
-
-    slot = int(
-        (
-            data.lateness_quarter
-            - (charts.floor_to(data.now, charts.QUARTER) + charts.QUARTER - charts.HISTORY)
-        )
-        / charts.QUARTER
-    )
-    points = {
-        p["data-series"]: p["data-value"]
-        for p in marks(html, "lateness", "circle")
-        if p["data-slot"] == str(slot)
-    }
-    # 1..10 s and 100 s: the median is 6 s; p95 interpolates 10 and 100.
-    assert points == {"p50": "6", "p95": "55", "max": "100"}
-    histogram = {bar["data-slot"]: bar["data-value"] for bar in marks(html, "lateness-histogram")}
-    bounds = list(BUCKETS)
-    # The 40 sends of the outcomes hour went out 2 s late.
-    assert histogram == {
-        str(bounds.index(5)): "45",
-        str(bounds.index(10)): "5",
-        str(bounds.index(120)): "1",
-    }
-    assert "worst quarter-hour p95 55 s" in html
-    assert "0 quarter-hours over the 60 s limit" in html
-
-
-def test_outcomes_per_hour_and_failures_by_reason(staff_client, seeded):
-    html = staff_client.get(INDEX).content.decode()
-
-    slot = str(23 - KNOWN_HOUR_AGO)
-    drawn = {
-        b["data-series"]: b["data-value"] for b in marks(html, "outcomes") if b["data-slot"] == slot
-    }
-    assert drawn == {k: str(v) for k, v in KNOWN_OUTCOMES.items()}
-    retried = [p for p in marks(html, "outcomes", "circle") if p["data-slot"] == slot]
-    assert [p["data-value"] for p in retried] == ["13"]  # 6 sent + 7 failed had attempts > 0
-    reasons = {b["data-series"]: b["data-value"] for b in marks(html, "failures")}
-    assert reasons == {reason: str(n) for reason, n in FAILURE_REASONS.items()}
-    assert "400 invalid number: 4; 403 bot was blocked by the user: 3" in html
-
-
-def test_a_users_page_draws_only_their_rows(staff_client, support_user, seeded, caplog):
-    _, alice, _bob = seeded
-    url = reverse("admin:nudge_user_activity", args=[alice.pk])
-
-    with caplog.at_level(logging.INFO, logger="nudge.admin.audit"):
-        html = staff_client.get(url).content.decode()
-
-    (audit,) = [r for r in caplog.records if r.name == "nudge.admin.audit"]
-    assert (audit.staff_user_id, audit.filters["owner"]) == (support_user.pk, str(alice.pk))
-    prefix = f"user{alice.pk}-"
-    (spike,) = marks(html, f"{prefix}lookahead-telegram")
-    assert spike["data-value"] == str(SPIKE_TELEGRAM // 2)  # round-robin over two users
-    assert "capacity per minute" not in html  # one user never fills a channel
-    sent = sum(
-        int(b["data-value"]) for b in marks(html, f"{prefix}outcomes") if b["data-series"] == "sent"
-    )
-    assert sent == (KNOWN_OUTCOMES["sent"] + 11) // 2
-    their_rows = re.search(r'href="([^"]+)" id="nudge-user-queue-link"', html)
-    listed = staff_client.get(their_rows.group(1).replace("&amp;", "&")).context["cl"]
-    assert {row.user_id for row in listed.result_list} == {alice.pk}
-    assert listed.has_active_filters
-    assert listed.result_count < listed.full_result_count  # bob's rows are filtered out
-    # Reachable from the user's row in the queue and in the delivery settings.
-    queue = staff_client.get(reverse("admin:scheduled_sends_scheduledsend_changelist")).content
-    assert f'href="{url}"'.encode() in queue
-    delivery = staff_client.get(reverse("admin:accounts_deliverysettings_changelist"))
-    assert f'href="{url}"'.encode() in delivery.content
 
 
 def test_an_empty_queue_draws_empty_charts_in_words(staff_client, db):

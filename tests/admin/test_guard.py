@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 
 import pytest
 from cryptography.fernet import Fernet
@@ -42,15 +43,47 @@ def test_a_query_string_cannot_filter_on_hidden_columns(staff_client, feed, quer
     assert staff_client.get(f"{CONNECTIONS}?{query}").status_code == 400
 
 
-@pytest.mark.parametrize("query", ["provider__exact=ics", "status__exact=ok", "q=alice", "o=1", ""])
-def test_the_pages_own_filters_still_work(staff_client, feed, query):
-    assert staff_client.get(f"{CONNECTIONS}?{query}").status_code == 200
+@pytest.mark.parametrize(
+    ("query", "listed"),
+    [
+        ("provider__exact=ics", {"alice"}),
+        ("provider__exact=google", {"bob"}),
+        ("status__exact=active", {"alice"}),
+        ("status__exact=error", {"bob"}),
+        ("status__exact=needs_reauth", set()),
+        ("q=alice", {"alice"}),
+        ("q=bob", {"bob"}),
+        ("o=1", {"alice", "bob"}),
+        ("", {"alice", "bob"}),
+    ],
+)
+def test_the_pages_own_filters_still_work(staff_client, feed, make_user, query, listed):
+    bob = make_user("bob")
+    with tenant_scope(bob.pk):
+        CalendarConnection.objects.create(
+            user=bob, provider=Provider.GOOGLE, account="bob@example.com", status="error"
+        )
+    response = staff_client.get(f"{CONNECTIONS}?{query}")
+    assert response.status_code == 200
+    assert {row.user.username for row in response.context["cl"].result_list} == listed
 
 
-def test_the_queue_filters_still_work(staff_client):
+def test_the_queue_filters_still_work(staff_client, make_user, make_send, make_state_rows):
+    alice, bob = make_user("alice"), make_user("bob")
+    rows = make_state_rows(alice)
+    last_year = make_send(bob, kind="event", fire_at=datetime(2025, 6, 1, 9, 0, tzinfo=UTC))
     since = "fire_at__gte=2026-01-01+00:00:00%2B00:00"
-    for query in ("state=stuck", "kind__exact=event", since, "q=x"):
-        assert staff_client.get(f"{QUEUE}?{query}").status_code == 200, query
+    everything = {row.pk for row in rows.values()} | {last_year.pk}
+    for query, listed in [
+        ("state=stuck", {rows["stuck"].pk}),
+        ("kind__exact=event", {last_year.pk}),
+        (since, everything - {last_year.pk}),
+        ("q=bob", {last_year.pk}),
+        ("q=x", set()),
+    ]:
+        response = staff_client.get(f"{QUEUE}?{query}")
+        assert response.status_code == 200, query
+        assert {row.pk for row in response.context["cl"].result_list} == listed, query
 
 
 def test_staff_reads_of_tenant_rows_are_logged(staff_client, support_user, feed, caplog):

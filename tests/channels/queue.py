@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from calendars.models import FollowUp
-from scheduled_sends.models import Kind, ScheduledSend
+from scheduled_sends.models import ScheduledSend
 from tenancy.scope import tenant_scope
+from tests.support.queue import queue_nudge
 
 
 def queue_follow_up(
@@ -20,13 +21,9 @@ def queue_follow_up(
     """A follow-up due ``starts_in`` from ``now`` whose nudge fell due ``fired_ago``."""
     with tenant_scope(user.pk):
         follow_up = FollowUp.objects.create(user=user, title=title, due_at=now + starts_in)
-        return ScheduledSend.objects.create(
-            user=user,
-            kind=Kind.FOLLOW_UP,
-            ref_id=follow_up.pk,
-            fire_at=now - fired_ago,
-            subject_starts_at=follow_up.due_at,
-        )
+    return queue_nudge(
+        user.pk, ref_id=follow_up.pk, at=now - fired_ago, subject_starts_at=follow_up.due_at
+    )
 
 
 def reload(row: ScheduledSend) -> ScheduledSend:

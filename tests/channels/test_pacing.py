@@ -8,12 +8,14 @@ with a round-trip latency and Telegram's flood control (429 + retry_after).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 
 import pytest
 from django.utils import timezone
 
+from scheduled_sends.deliver import run_deliver
 from tests.channels.queue import queue_follow_up
 from tests.fakes.telegram_server import BOT_TOKEN, FakeTelegram
 from tests.support.processes import manage, subprocess_env
@@ -87,3 +89,30 @@ def test_a_slow_provider_is_called_concurrently(make_user):
         # One at a time that is 60 x 0.2 s = 12 s; twenty in flight, well under.
         took = float(re.search(r"in ([0-9.]+)s", out)[1])
         assert took < 6, out
+
+
+@pytest.mark.django_db
+def test_one_chat_gets_its_messages_an_interval_apart(make_user, telegram_settings, fake_telegram):
+    """Telegram refuses more than about one message a second to one chat: a user's
+    nudges of one minute leave ``NUDGE_PER_CHAT_INTERVAL_SECONDS`` apart, while
+    another chat's nudge is not held behind them. (The other tests run with the
+    interval at 0; this one sets it, shorter than production's second.)"""
+    interval = 0.4
+    telegram_settings.NUDGE_PER_CHAT_INTERVAL_SECONDS = interval
+    now = timezone.now().replace(microsecond=0)
+    busy = make_user(channel="telegram", telegram_chat_id="830001")
+    other = make_user(channel="telegram", telegram_chat_id="830002")
+    for n in range(3):
+        queue_follow_up(busy, f"Task {n}", now=now)
+    queue_follow_up(other, "Lunch", now=now)
+
+    report = run_deliver()  # the real clock: the spacing is waited out within the run
+
+    assert report.sent == 4
+    arrivals = sorted(d.at for d in fake_telegram.delivered if d.recipient == "830001")
+    assert len(arrivals) == 3
+    gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
+    # At the channel's rate alone (25/s) they would be 0.04 s apart.
+    assert min(gaps) >= 0.8 * interval, gaps
+    [lunch] = [d.at for d in fake_telegram.delivered if d.recipient == "830002"]
+    assert lunch < arrivals[-1], "the other chat waited behind the busy one"

@@ -12,9 +12,9 @@ from django.test.utils import CaptureQueriesContext
 
 from calendars.models import FollowUp
 from scheduled_sends.deliver import run_deliver
-from scheduled_sends.models import Kind, ScheduledSend
 from tenancy.scope import tenant_scope
 from tests.conftest import utc
+from tests.support.queue import queue_nudge
 
 NOW = utc(2026, 12, 2, 15, 0)
 # The one statement that reads a claimed row's facts (statements.RESOLVE_NUDGE).
@@ -28,13 +28,12 @@ def _queue_due(make_user, count: int, round_no: int) -> None:
             follow_up = FollowUp.objects.create(
                 user=user, title=f"Follow-up {i}", due_at=NOW + timedelta(minutes=10)
             )
-            ScheduledSend.objects.create(
-                user=user,
-                kind=Kind.FOLLOW_UP,
-                ref_id=follow_up.pk,
-                fire_at=NOW - timedelta(seconds=30),
-                subject_starts_at=follow_up.due_at,
-            )
+        queue_nudge(
+            user.pk,
+            ref_id=follow_up.pk,
+            at=NOW - timedelta(seconds=30),
+            subject_starts_at=follow_up.due_at,
+        )
 
 
 def _statements_for_one_run() -> tuple[int, int, int, int]:

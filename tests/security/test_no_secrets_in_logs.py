@@ -145,7 +145,8 @@ def providers(settings):
 TWILIO_FAULTS = [
     tw.SERVER_ERROR,
     tw.BAD_GATEWAY,
-    tw.TOO_MANY_REQUESTS,
+    # The 429 paths, with the shortest Retry-After: a run waits the pause out.
+    tw.twilio_error(20429, "Too Many Requests", 429, retry_after="1"),
     tw.INVALID_TO,
     tw.slow(1.5),
     tw.twilio_error(20003, f"Authenticate {TWILIO_TOKEN}", 401, name="echo"),
@@ -153,7 +154,7 @@ TWILIO_FAULTS = [
 TELEGRAM_FAULTS = [
     tg.SERVER_ERROR,
     tg.BAD_GATEWAY,
-    tg.flood(3),
+    tg.flood(1),
     tg.CHAT_NOT_FOUND,
     tg.BOT_BLOCKED,
     tg.slow(1.5),

@@ -18,6 +18,7 @@ from calendars.models import FollowUp
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import ScopeError, current_scope, tenant_scope
 from tests.conftest import utc
+from tests.support.queue import queue_nudge
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOW = utc(2026, 12, 2, 15, 0)
@@ -279,10 +280,7 @@ def test_queue_rows_are_never_read_unscoped_through_the_orm(make_user):
     """Belt and braces for the scan: an unscoped ORM read of any tenant model is empty."""
     a = make_user("alice")
     _seed(a)
-    with tenant_scope(a.pk):
-        ScheduledSend.objects.create(
-            user=a, kind="follow_up", ref_id=1, fire_at=NOW, subject_starts_at=NOW
-        )
+    queue_nudge(a.pk, ref_id=1, at=NOW, subject_starts_at=NOW)
     assert ScheduledSend.objects.count() == 0
     assert FollowUp.objects.count() == 0
     assert DeliverySettings.objects.count() == 0

@@ -27,10 +27,14 @@ def test_database_url() -> str:
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    """The environment for a child ``manage.py``: the test database, a fixed key."""
+    """The environment for a child ``manage.py``: the test database, a fixed key,
+    the test settings."""
     from django.conf import settings
 
+    from tests.conftest import TEST_SETTINGS
+
     env = dict(os.environ)
+    env.update({name: str(value) for name, value in TEST_SETTINGS.items()})
     env.update(
         {
             "DATABASE_URL": test_database_url(),

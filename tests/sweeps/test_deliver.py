@@ -1,4 +1,5 @@
-"""The delivery sweep: once, on time, to the right person — or a clear reason why not."""
+"""The delivery sweep: once, on time, to the right person — or a clear reason why not;
+through the real channels, each provider answer settled as the channel interface says."""
 
 from __future__ import annotations
 
@@ -8,15 +9,13 @@ from typing import ClassVar
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
 from scheduled_sends.channels.base import (
     NudgeMessage,
-    PermanentSendError,
-    RateLimited,
     SendReceipt,
-    TransientSendError,
     UnconfirmedSendError,
 )
 from scheduled_sends.channels.recording import RecordingChannel
@@ -26,7 +25,10 @@ from scheduled_sends.messages import compose
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
 from tenancy.scope import tenant_scope
+from tests.channels.queue import queue_follow_up, reload
 from tests.conftest import utc
+from tests.fakes import telegram_server as telegram
+from tests.fakes import twilio_server as twilio
 from tests.sweeps.factories import add_event, add_follow_up, rows, update
 
 NOW = utc(2026, 12, 2, 14, 0)
@@ -167,32 +169,6 @@ def test_a_user_who_turned_nudges_off_is_skipped(due_event, recording_channel):
     assert recording_channel.sent == []
 
 
-def test_a_transient_failure_is_retried_the_next_minute(due_event, scripted):
-    user, _ = due_event
-    scripted.script[f"user:{user.pk}"] = deque([TransientSendError("timed out", code="timeout")])
-    report = run_deliver(FIRE)
-    assert (report.retried, report.sent) == (1, 0)
-    row = only_row(user)
-    assert row.outcome is None and row.sent_at is None and row.claimed_at is None
-    assert (row.attempts, row.last_error) == (1, "[timeout] timed out")
-    report = run_deliver(FIRE + timedelta(minutes=1))
-    assert report.sent == 1
-    assert only_row(user).outcome == "sent"
-    assert len(scripted.sent) == 1
-
-
-def test_a_permanent_failure_is_never_retried(due_event, scripted):
-    user, _ = due_event
-    scripted.script[f"user:{user.pk}"] = deque(
-        [PermanentSendError("chat not found", code="400"), None]
-    )
-    run_deliver(FIRE)
-    row = only_row(user)
-    assert (row.outcome, row.sent_at, row.last_error) == ("failed", None, "[400] chat not found")
-    assert run_deliver(FIRE + timedelta(minutes=1)).claimed == 0
-    assert scripted.sent == []
-
-
 def test_an_unconfirmed_send_is_not_resent(due_event, scripted):
     """A read timeout: the provider may have delivered it; a retry could say it twice."""
     user, _ = due_event
@@ -204,19 +180,6 @@ def test_an_unconfirmed_send_is_not_resent(due_event, scripted):
     row = only_row(user)
     assert row.outcome == "failed" and "may have been delivered; not resent" in row.last_error
     assert run_deliver(FIRE + timedelta(minutes=1)).claimed == 0
-
-
-def test_a_rate_limited_row_waits_out_retry_after_and_is_then_sent(make_user, scripted):
-    user = make_user()
-    add_event(user, NOW + timedelta(hours=1))
-    run_materialize(NOW)
-    scripted.script[f"user:{user.pk}"] = deque([RateLimited("slow down", retry_after=150)])
-    report = run_deliver(FIRE)
-    assert (report.retried, report.rate_limited, report.sent) == (1, 1, 0)
-    assert only_row(user).not_before == FIRE + timedelta(seconds=150)
-    assert run_deliver(FIRE + timedelta(minutes=1)).claimed == 0
-    assert run_deliver(FIRE + timedelta(minutes=3)).sent == 1
-    assert only_row(user).outcome == "sent"
 
 
 def test_a_row_past_grace_is_expired_and_never_sent(due_event, recording_channel, settings):
@@ -340,3 +303,192 @@ def test_the_command_prints_the_summary_and_exits_zero(due_event, recording_chan
         capsys.readouterr().out
     )
     assert SweepRun.objects.get(sweep="deliver").counts["sent"] == 1
+
+
+# --- Provider answers, end to end: the real channels against the fake servers ---
+# Each answer settles the row the way the channel interface promises: transient →
+# retried on the next run; permanent → failed with the provider's code, never
+# retried; rate limited → not sent again before ``retry_after``, the channel
+# paused for that long, and the run carries on with the others.
+
+TELEGRAM_500 = "[network] Telegram unreachable: Internal Server Error"
+
+
+@pytest.fixture
+def now():
+    return timezone.now().replace(microsecond=0)
+
+
+@pytest.fixture
+def channels(twilio_settings, telegram_settings):
+    """Both real channels pointed at their fakes."""
+    return twilio_settings
+
+
+def telegram_user(make_user, chat_id: str):
+    return make_user(channel="telegram", telegram_chat_id=chat_id)
+
+
+def whatsapp_user(make_user, number: str):
+    return make_user(channel="whatsapp", whatsapp_number=number)
+
+
+def test_transient_error_is_retried_on_the_next_run(channels, make_user, fake_telegram, now):
+    row = queue_follow_up(telegram_user(make_user, "1001"), "Call the bank", now=now)
+    fake_telegram.plan.on_call(1, telegram.SERVER_ERROR)
+
+    first = run_deliver(now)
+    after_first = reload(row)
+    assert (first.sent, first.retried) == (0, 1)
+    assert after_first.outcome is None and after_first.sent_at is None
+    assert after_first.attempts == 1
+    assert after_first.claimed_at is None
+    assert after_first.last_error == TELEGRAM_500
+    assert after_first.not_before == now + timedelta(seconds=60)  # NUDGE_RETRY_DELAY_SECONDS
+
+    second = run_deliver(now + timedelta(minutes=1))
+    after_second = reload(row)
+    assert second.sent == 1
+    assert after_second.outcome == "sent"
+    [delivered] = fake_telegram.delivered  # sent once
+    assert after_second.provider_message_id == delivered.message_id
+    assert "Call the bank" in delivered.text
+
+
+def test_whatsapp_server_error_is_retried_then_sent(channels, make_user, fake_twilio, now):
+    row = queue_follow_up(whatsapp_user(make_user, "+15550001111"), "Dentist", now=now)
+    fake_twilio.plan.on_call(1, twilio.SERVICE_UNAVAILABLE)
+
+    run_deliver(now)
+    assert (reload(row).outcome, reload(row).attempts) == (None, 1)
+    run_deliver(now + timedelta(minutes=1))
+    settled = reload(row)
+    assert settled.outcome == "sent"
+    assert settled.channel == "whatsapp"
+    assert settled.provider_message_id == fake_twilio.delivered[0].message_id
+
+
+@pytest.mark.parametrize(
+    ("fault", "code"),
+    [
+        (twilio.INVALID_TO, "21211"),
+        (twilio.UNSUBSCRIBED, "21610"),
+        (twilio.OUTSIDE_WINDOW, "63016"),
+    ],
+)
+def test_whatsapp_permanent_error_settles_failed_with_the_code(
+    channels, make_user, fake_twilio, now, fault, code
+):
+    row = queue_follow_up(whatsapp_user(make_user, "+15550002222"), "Gym", now=now)
+    fake_twilio.plan.for_recipient("whatsapp:+15550002222", fault)
+
+    report = run_deliver(now)
+    settled = reload(row)
+    assert report.failed == 1
+    assert settled.outcome == "failed"
+    assert settled.last_error.startswith(f"[{code}]")
+    assert settled.sent_at is None
+    # Never retried.
+    run_deliver(now + timedelta(minutes=1))
+    assert len(fake_twilio.sends()) == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "code", "description"),
+    [
+        (telegram.CHAT_NOT_FOUND, "400", "Telegram bad request: Chat not found"),
+        (telegram.BOT_BLOCKED, "403", "Telegram refused: Forbidden: bot was blocked by the user"),
+    ],
+)
+def test_telegram_permanent_error_settles_failed_with_the_code(
+    channels, make_user, fake_telegram, now, fault, code, description
+):
+    row = queue_follow_up(telegram_user(make_user, "2002"), "Gym", now=now)
+    fake_telegram.plan.for_recipient("2002", fault)
+
+    run_deliver(now)
+    settled = reload(row)
+    assert (settled.outcome, settled.sent_at) == ("failed", None)
+    assert settled.last_error == f"[{code}] {description}"
+    # Never retried, never delivered.
+    assert run_deliver(now + timedelta(minutes=1)).claimed == 0
+    assert len(fake_telegram.sends()) == 1
+    assert fake_telegram.delivered == []
+
+
+def test_telegram_flood_control_pauses_the_channel_and_the_run_resumes_after_it(
+    channels, make_user, fake_telegram, now, settings
+):
+    settings.NUDGE_TELEGRAM_RATE = 2  # slots 0.5 s apart: the others wait when the 429 comes
+    users = [telegram_user(make_user, str(3000 + i)) for i in range(3)]
+    rows = [
+        queue_follow_up(user, f"Task {i}", now=now, fired_ago=timedelta(seconds=50 - i))
+        for i, user in enumerate(users)
+    ]
+    fake_telegram.plan.on_call(1, telegram.flood(1))  # Telegram's shortest retry_after
+
+    report = run_deliver()  # the real clock: the pause passes within the run
+    assert (report.sent, report.rate_limited) == (3, 1)
+    assert sorted(d.recipient for d in fake_telegram.delivered) == ["3000", "3001", "3002"]
+    limited, *others = (reload(row) for row in rows)
+    assert limited.attempts == 1 and limited.last_error == ""
+    # Nothing went to Telegram during the pause it asked for.
+    flood_at = fake_telegram.sends()[0].at
+    assert all(d.at >= flood_at + 1 for d in fake_telegram.delivered)
+    assert all(row.outcome == "sent" for row in others)
+
+
+def test_whatsapp_retry_after_is_honoured_and_other_channels_carry_on(
+    channels, make_user, fake_twilio, fake_telegram, now, settings
+):
+    settings.NUDGE_WHATSAPP_RATE = 2  # the second number waits for its slot
+    wa_rows = [
+        queue_follow_up(whatsapp_user(make_user, f"+1555000{i:04d}"), f"WA {i}", now=now)
+        for i in range(2)
+    ]
+    tg_row = queue_follow_up(telegram_user(make_user, "4004"), "TG", now=now)
+    fake_twilio.plan.on_call(
+        1, twilio.twilio_error(20429, "Too Many Requests", 429, retry_after="1")
+    )
+
+    report = run_deliver(now)  # a replay: rows handed back wait for a later run
+    assert (report.sent, report.rate_limited, report.retried) == (1, 1, 1)  # Telegram not paused
+    assert reload(tg_row).outcome == "sent"
+    assert len(fake_twilio.sends()) == 1  # the other number was not tried into the pause
+    assert all(reload(row).outcome is None for row in wa_rows)
+    assert max(reload(row).not_before for row in wa_rows) == now + timedelta(seconds=1)
+    assert reload(wa_rows[0]).attempts + reload(wa_rows[1]).attempts == 1
+
+    assert run_deliver(now + timedelta(milliseconds=500)).claimed == 0
+    assert run_deliver(now + timedelta(seconds=2)).sent == 2
+    assert len(fake_twilio.delivered) == 2
+
+
+def test_the_three_channels_are_interchangeable(
+    channels, make_user, fake_twilio, fake_telegram, now, capsys
+):
+    rows = [
+        queue_follow_up(make_user(channel="console"), "Console", now=now),
+        queue_follow_up(telegram_user(make_user, "5005"), "Telegram", now=now),
+        queue_follow_up(whatsapp_user(make_user, "+15550005555"), "WhatsApp", now=now),
+    ]
+    report = run_deliver(now)
+    assert report.sent == 3
+    assert [reload(row).channel for row in rows] == ["console", "telegram", "whatsapp"]
+    assert "Console" in capsys.readouterr().out
+    assert len(fake_telegram.delivered) == len(fake_twilio.delivered) == 1
+
+
+def test_markup_title_arrives_as_plain_text_at_both_providers(
+    channels, make_user, fake_twilio, fake_telegram, now
+):
+    title = "*_[]()~`>#+-=|{}.!<b>&amp;"
+    queue_follow_up(telegram_user(make_user, "6006"), title, now=now)
+    queue_follow_up(whatsapp_user(make_user, "+15550006666"), title, now=now)
+
+    assert run_deliver(now).sent == 2
+    [tg] = fake_telegram.delivered
+    [wa] = fake_twilio.delivered
+    assert tg.text.startswith(f"Reminder: {title} is due at ")
+    assert wa.params["Body"] == tg.text
+    assert "parse_mode" not in tg.params
