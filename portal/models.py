@@ -46,7 +46,10 @@ class ApiToken(TenantModel):
     hint = models.CharField(max_length=12, help_text="The token's last characters, for display.")
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # None: the token works until it is revoked (or its owner's password changes).
+    expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_how = models.CharField(max_length=120, blank=True, default="")
 
     class Meta:
         db_table = "portal_api_tokens"
