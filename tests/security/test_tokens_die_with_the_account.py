@@ -96,7 +96,11 @@ def test_changing_the_password_revokes_the_tokens(owner, django_capture_on_commi
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(
             "/accounts/password_change/",
-            {"old_password": PASSWORD, "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+            {
+                "old_password": PASSWORD,
+                "new_password1": NEW_PASSWORD,
+                "new_password2": NEW_PASSWORD,
+            },
         )
     assert response.status_code == 302, response.content
     assert api_status(token) == 401
