@@ -69,6 +69,11 @@ class NudgeConfig:
     ics_max_bytes: int = 5 * 1024 * 1024
     # --- the end-user area ---
     link_code_lifetime: timedelta = timedelta(minutes=15)
+    # --- sign-in and password reset (portal/signin.py) ---
+    signin_failure_limit: int = 10
+    signin_lockout: timedelta = timedelta(minutes=15)
+    password_resets_per_address_hour: int = 3
+    password_resets_per_client_hour: int = 10
 
     @classmethod
     def from_settings(cls, *, validate: bool = True) -> NudgeConfig:
@@ -105,6 +110,10 @@ class NudgeConfig:
             calendar_sync_user_budget_seconds=settings.CALENDAR_SYNC_USER_BUDGET_SECONDS,
             ics_max_bytes=settings.ICS_MAX_BYTES,
             link_code_lifetime=timedelta(minutes=settings.NUDGE_LINK_CODE_MINUTES),
+            signin_failure_limit=settings.NUDGE_SIGNIN_FAILURE_LIMIT,
+            signin_lockout=timedelta(minutes=settings.NUDGE_SIGNIN_LOCKOUT_MINUTES),
+            password_resets_per_address_hour=settings.NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR,
+            password_resets_per_client_hour=settings.NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR,
         )
         if validate:
             config.validate()
@@ -186,6 +195,13 @@ class NudgeConfig:
         ):
             require(seconds > 0, f"{name} must be positive")
         require(self.ics_max_bytes >= 1, "ICS_MAX_BYTES must be at least 1")
+        for name, count in (
+            ("NUDGE_SIGNIN_FAILURE_LIMIT", self.signin_failure_limit),
+            ("NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR", self.password_resets_per_address_hour),
+            ("NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR", self.password_resets_per_client_hour),
+        ):
+            require(count >= 1, f"{name} must be at least 1")
+        require(self.signin_lockout > positive, "NUDGE_SIGNIN_LOCKOUT_MINUTES must be positive")
         # A run may overrun its budget by one send; the lease must outlast it
         # comfortably, or a live run's rows could be claimed a second time.
         require(

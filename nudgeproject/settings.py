@@ -111,6 +111,7 @@ INSTALLED_APPS = [
     "scheduled_sends",
     "calendars",
     "portal",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -121,6 +122,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "nudgeproject.urls"
@@ -170,6 +173,28 @@ EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
 EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
 EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="nudge@localhost")
+# --- Sign-in throttling (django-axes) and password-reset limits -------------
+# The first backend refuses a locked-out sign-in before any password is hashed.
+AUTHENTICATION_BACKENDS = [
+    "portal.signin.ThrottledSignIn",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Failed sign-ins per account, and separately per client address, before that
+# account or address is locked for NUDGE_SIGNIN_LOCKOUT_MINUTES (both login pages).
+NUDGE_SIGNIN_FAILURE_LIMIT = env.int("NUDGE_SIGNIN_FAILURE_LIMIT", default=10)
+NUDGE_SIGNIN_LOCKOUT_MINUTES = env.int("NUDGE_SIGNIN_LOCKOUT_MINUTES", default=15)
+# Reset mails per address, and requests per client address, in any hour.
+NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR = env.int("NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR", default=3)
+NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR = env.int("NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR", default=10)
+# Read through NudgeConfig at each attempt (portal/signin.py).
+AXES_FAILURE_LIMIT = "portal.signin.failure_limit"
+AXES_COOLOFF_TIME = "portal.signin.lockout_duration"
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own, not the pair
+AXES_CLIENT_IP_CALLABLE = "portal.signin.client_address"
+AXES_LOCKOUT_CALLABLE = "portal.signin.locked_out"
+AXES_RESET_ON_SUCCESS = False  # a success must not wipe a guesser's count for the address
+AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are not stored; failures are
+
 # How long a Telegram link or a WhatsApp confirmation code stays usable.
 NUDGE_LINK_CODE_MINUTES = env.int("NUDGE_LINK_CODE_MINUTES", default=15)
 
