@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 from zoneinfo import ZoneInfo
 
-from tests.fakes.base import Answer, FakeProviderServer, RecordedRequest
+from tests.fakes.base import Answer, FakeProviderServer, RecordedRequest, pkce_verifier_matches
 
 CLIENT_ID = "00000000-0000-0000-0000-00000000c1d0"
 CLIENT_SECRET = "graph-test-client-secret"
@@ -79,6 +79,7 @@ class FakeGraph(FakeProviderServer):
         self.access_tokens: set[str] = set()
         self.refresh_tokens: set[str] = set()
         self.codes: set[str] = set()
+        self.challenges: dict[str, str] = {}  # code -> PKCE challenge given at consent
         self.next_answers: list[Answer] = []
         self.page_size_cap = 1000
         self._ids = itertools.count(1)
@@ -98,10 +99,12 @@ class FakeGraph(FakeProviderServer):
             self.refresh_tokens.add(refresh)
         return access, refresh
 
-    def issue_code(self) -> str:
+    def issue_code(self, code_challenge: str = "") -> str:
+        """With the consent page's PKCE challenge, only the matching verifier redeems it."""
         code = self._mint("code")
         with self.lock:
             self.codes.add(code)
+            self.challenges[code] = code_challenge
         return code
 
     def revoke_all(self) -> None:
@@ -150,6 +153,9 @@ class FakeGraph(FakeProviderServer):
                 if params.get("code") not in self.codes:
                     return Answer.json(400, {"error": "invalid_grant"})
                 self.codes.discard(params["code"])
+                challenge = self.challenges.pop(params["code"], "")
+                if not pkce_verifier_matches(challenge, params.get("code_verifier")):
+                    return Answer.json(400, {"error": "invalid_grant"})
             elif grant == "refresh_token":
                 if params.get("refresh_token") not in self.refresh_tokens:
                     return Answer.json(
