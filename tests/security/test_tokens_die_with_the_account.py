@@ -238,3 +238,28 @@ def test_staff_without_the_change_permission_cannot_revoke(owner):
         "/admin/portal/apitoken/", {"action": "revoke", "_selected_action": [str(stored.pk)]}
     )
     assert api_status(token) == 200
+
+
+def test_support_deactivating_a_user_in_the_admin_revokes_their_tokens(
+    owner, support_client, django_capture_on_commit_callbacks
+):
+    """issue 23 item 1: the admin's save runs in the support scope; the revocation follows
+    its commit (scopes do not nest) and still happens."""
+    token = token_for(owner)
+    joined = timezone.localtime(owner.date_joined)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = support_client.post(
+            f"/admin/auth/user/{owner.pk}/change/",
+            {
+                "username": owner.username,
+                "email": owner.email,
+                "date_joined_0": f"{joined:%Y-%m-%d}",
+                "date_joined_1": f"{joined:%H:%M:%S}",
+                # is_active left unticked: the account is deactivated
+            },
+        )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert not User.objects.get(pk=owner.pk).is_active
+    assert tokens_of(owner)[0].revoked_how == "account deactivated"
+    User.objects.filter(pk=owner.pk).update(is_active=True)
+    assert api_status(token) == 401
