@@ -30,7 +30,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from portal.models import PasswordResetRequest
 
 logger = logging.getLogger("nudge.signin")

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from portal.models import ApiToken
 from portal.tokens import new_api_token
 from scheduled_sends.deliver import run_deliver
