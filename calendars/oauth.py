@@ -1,12 +1,18 @@
 """OAuth 2 token endpoint calls shared by Google and Microsoft (plain ``requests``).
 
 Both speak RFC 6749: the authorisation-code exchange at connect time and the
-refresh-token grant before an events call. ``invalid_grant`` (and Microsoft's
+refresh-token grant before an events call. The code exchange carries a PKCE
+verifier (RFC 7636, S256): a code intercepted on its way back to us (a
+leaky redirect, a log) cannot be exchanged by anyone without the verifier,
+which never leaves the user's session. ``invalid_grant`` (and Microsoft's
 ``interaction_required``) means consent is gone: the connection needs the user.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -88,14 +94,44 @@ def _token_grant(
     return _grant_from(response, endpoint, now)
 
 
+@dataclass(frozen=True)
+class Pkce:
+    """A PKCE pair: the verifier stays with us, the challenge goes to the consent page."""
+
+    verifier: str = field(repr=False)
+
+    @classmethod
+    def new(cls) -> Pkce:
+        # 64 random bytes: 86 characters of the unreserved alphabet (43-128 allowed).
+        return cls(secrets.token_urlsafe(64))
+
+    @property
+    def challenge(self) -> str:
+        return s256_challenge(self.verifier)
+
+    def authorize_params(self) -> dict[str, str]:
+        return {"code_challenge": self.challenge, "code_challenge_method": "S256"}
+
+
+def s256_challenge(verifier: str) -> str:
+    """BASE64URL(SHA256(verifier)) without padding (RFC 7636 section 4.2)."""
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
 def exchange_code(
-    endpoint: TokenEndpoint, *, code: str, redirect_uri: str, now: datetime
+    endpoint: TokenEndpoint, *, code: str, redirect_uri: str, code_verifier: str, now: datetime
 ) -> TokenGrant:
-    """The authorisation-code grant at the end of the consent redirect."""
+    """The authorisation-code grant at the end of the consent redirect, with its PKCE verifier."""
     return _token_grant(
         endpoint,
-        {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri},
-        (code,),
+        {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect_uri,
+            "code_verifier": code_verifier,
+        },
+        (code, code_verifier),
         now,
     )
 

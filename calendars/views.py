@@ -3,8 +3,10 @@
 The ``state`` parameter is signed with Django's signing (salted, ten minutes)
 and carries the user's id, the provider and a nonce kept in the session, so a
 callback is accepted only by the same logged-in user, once, for the provider
-that started it. Tokens go straight from the token endpoint into encrypted
-columns; nothing here logs or echoes them.
+that started it. The session also keeps the PKCE verifier whose S256 challenge
+went to the consent page (``oauth.Pkce``); the code exchange sends it. Tokens
+go straight from the token endpoint into encrypted columns; nothing here logs
+or echoes them.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from calendars.push import notifications
 STATE_SALT = "calendars.oauth.state"
 STATE_MAX_AGE_SECONDS = 600
 SESSION_NONCE_KEY = "calendars_oauth_nonce"
+SESSION_VERIFIER_KEY = "calendars_oauth_pkce_verifier"
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,8 @@ def _connect(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
         return _text(f"{flow.label} is not configured on this server.", status=503)
     nonce = secrets.token_urlsafe(16)
     request.session[SESSION_NONCE_KEY] = nonce
+    pkce = oauth.Pkce.new()
+    request.session[SESSION_VERIFIER_KEY] = pkce.verifier
     state = signing.dumps({"u": request.user.pk, "p": flow.provider, "n": nonce}, salt=STATE_SALT)
     params = {
         "client_id": flow.client_id(),
@@ -93,6 +98,7 @@ def _connect(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
         "response_type": "code",
         "scope": flow.scope,
         "state": state,
+        **pkce.authorize_params(),
         **flow.extra_params,
     }
     return HttpResponseRedirect(f"{flow.authorize_url()}?{urlencode(params)}")
@@ -121,13 +127,15 @@ def _callback(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
     if request.GET.get("error"):
         return _text(f"{flow.label} was not connected: consent was not given.", 400)
     code = request.GET.get("code", "")
-    if not code:
+    verifier = request.session.pop(SESSION_VERIFIER_KEY, "")
+    if not code or not verifier:
         return _text("The provider sent no authorisation code; please connect again.", 400)
     try:
         grant = oauth.exchange_code(
             flow.token_endpoint(),
             code=code,
             redirect_uri=_redirect_uri(request, flow),
+            code_verifier=verifier,
             now=timezone.now(),
         )
         if not grant.refresh_token:

@@ -97,6 +97,11 @@ KNOBS: tuple[Knob, ...] = (
     Knob("CALENDAR_SAFETY_POLL_MINUTES", "calendar_safety_poll", 360, minutes),
     # --- the end-user area ---
     Knob("NUDGE_LINK_CODE_MINUTES", "link_code_lifetime", 15, minutes),
+    # --- sign-in and password reset (portal/signin.py) ---
+    Knob("NUDGE_SIGNIN_FAILURE_LIMIT", "signin_failure_limit", 10),
+    Knob("NUDGE_SIGNIN_LOCKOUT_MINUTES", "signin_lockout", 15, minutes),
+    Knob("NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR", "password_resets_per_address_hour", 3),
+    Knob("NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR", "password_resets_per_client_hour", 10),
 )
 
 # The channels whose send rate is a knob of its own; others are unpaced.
@@ -170,6 +175,11 @@ class NudgeConfig:
     calendar_safety_poll: timedelta
     # --- the end-user area ---
     link_code_lifetime: timedelta
+    # --- sign-in and password reset (portal/signin.py) ---
+    signin_failure_limit: int
+    signin_lockout: timedelta
+    password_resets_per_address_hour: int
+    password_resets_per_client_hour: int
     # Which class sends each channel (dotted paths; NUDGE_CHANNEL_BACKENDS).
     channel_backends: dict[str, str] = field(default_factory=dict)
 
@@ -269,6 +279,13 @@ class NudgeConfig:
         ):
             require(seconds > 0, f"{name} must be positive")
         require(self.ics_max_bytes >= 1, "ICS_MAX_BYTES must be at least 1")
+        for name, count in (
+            ("NUDGE_SIGNIN_FAILURE_LIMIT", self.signin_failure_limit),
+            ("NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR", self.password_resets_per_address_hour),
+            ("NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR", self.password_resets_per_client_hour),
+        ):
+            require(count >= 1, f"{name} must be at least 1")
+        require(self.signin_lockout > positive, "NUDGE_SIGNIN_LOCKOUT_MINUTES must be positive")
         require(
             timedelta(minutes=15) <= self.calendar_safety_poll <= timedelta(hours=24),
             "CALENDAR_SAFETY_POLL_MINUTES must be between 15 and 1440",

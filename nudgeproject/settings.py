@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import environ
+from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from core.config import knob_settings
@@ -116,16 +117,21 @@ INSTALLED_APPS = [
     "calendars",
     "scheduled_sends",
     "portal",
+    "axes",
+    "csp",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "nudgeproject.urls"
@@ -142,6 +148,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "csp.context_processors.nonce",
             ],
         },
     },
@@ -175,6 +182,20 @@ EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
 EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
 EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="nudge@localhost")
+# --- Sign-in throttling (django-axes) and password-reset limits -------------
+# The first backend refuses a locked-out sign-in before any password is hashed.
+AUTHENTICATION_BACKENDS = [
+    "portal.signin.ThrottledSignIn",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Limits: NUDGE_SIGNIN_* and NUDGE_PASSWORD_RESET_* (core/config.py), read at each attempt.
+AXES_FAILURE_LIMIT = "portal.signin.failure_limit"
+AXES_COOLOFF_TIME = "portal.signin.lockout_duration"
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own, not the pair
+AXES_CLIENT_IP_CALLABLE = "portal.signin.client_address"
+AXES_LOCKOUT_CALLABLE = "portal.signin.locked_out"
+AXES_RESET_ON_SUCCESS = False  # a success must not wipe a guesser's count for the address
+AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are not stored; failures are
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(STATE_DIR / "static"))
@@ -194,6 +215,22 @@ SECURE_PROXY_SSL_HEADER = (
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# Content-Security-Policy (django-csp) on every response: the end-user area and the
+# admin load nothing from elsewhere; the few inline <style>/<script> blocks carry
+# the per-response nonce ({{ CSP_NONCE }}); no inline style attributes, no eval.
+# A form may post only here, or on to Telegram (Link Telegram redirects to t.me).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, NONCE],
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF, "https://t.me"],
+    }
+}
 
 # --- The product's knobs (NUDGE_*, CALENDAR_*, ICS_*) -------------------------
 # Each is read from the environment with its one default, stated in

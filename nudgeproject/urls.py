@@ -2,10 +2,19 @@
 health, and provider callbacks."""
 
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
+
+from portal.signin import ThrottledPasswordResetForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # Before Django's own routes: the reset form that limits and mails off the request.
+    path(
+        "accounts/password_reset/",
+        auth_views.PasswordResetView.as_view(form_class=ThrottledPasswordResetForm),
+        name="password_reset",
+    ),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("scheduled_sends.urls")),
     path("", include("portal.machine_urls")),

@@ -1,11 +1,21 @@
-"""Support's read-only view of consent: who agreed to messages, when, how, for which address."""
+"""Support's views of the end-user area: consent records, and API tokens (with revoke).
+
+Staff see a token's name, its last characters, its use, expiry and revocation;
+never its digest. Reads are audited by the shared guard (``admin_guard``);
+a revocation is logged to the same audit logger and to the admin's history.
+"""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
 
 from core.admin_readonly import ReadOnlyAdmin
-from portal.models import OptInRecord
+from nudgeproject.admin_guard import audit_logger
+from portal.models import ApiToken, OptInRecord
+from portal.tokens import revoke_api_tokens
 
 
 @admin.register(OptInRecord)
@@ -15,3 +25,84 @@ class OptInRecordAdmin(ReadOnlyAdmin):
     list_select_related = ("user",)
     search_fields = ("user__username", "user__email")
     ordering = ("-recorded_at",)
+
+
+class TokenStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        return [("live", "live"), ("expired", "expired"), ("revoked", "revoked")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> QuerySet[ApiToken]:
+        now = timezone.now()
+        if self.value() == "revoked":
+            return queryset.exclude(revoked_at=None)
+        if self.value() == "expired":
+            return queryset.filter(revoked_at=None, expires_at__lte=now)
+        if self.value() == "live":
+            return queryset.filter(revoked_at=None).exclude(expires_at__lte=now)
+        return queryset
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    list_display = (
+        "user",
+        "name",
+        "hint",
+        "created_at",
+        "last_used_at",
+        "expires",
+        "revoked_at",
+        "revoked_how",
+    )
+    list_filter = (TokenStateFilter,)
+    list_select_related = ("user",)
+    search_fields = ("user__username", "user__email", "name")
+    ordering = ("-created_at",)
+    # An allow-list: the digest is never shown.
+    fields = (
+        "user",
+        "name",
+        "hint",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+        "revoked_how",
+    )
+    readonly_fields = fields
+    actions = ("revoke",)
+
+    @admin.display(description="expires", ordering="expires_at")
+    def expires(self, obj: ApiToken) -> str:
+        return "never" if obj.expires_at is None else f"{obj.expires_at:%Y-%m-%d %H:%M}Z"
+
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
+        """Revoking changes the token, so it takes the change permission."""
+        return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
+
+    @admin.action(permissions=["revoke"], description="Revoke the selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        # Runs in the admin's support scope, which may update any tenant's tokens.
+        now = timezone.now()
+        tokens = list(queryset.filter(revoked_at=None).only("pk", "user_id", "name"))
+        by_user: dict[int, list[int]] = {}
+        for token in tokens:
+            by_user.setdefault(token.user_id, []).append(token.pk)
+        how = f"revoked by support ({request.user.get_username()})"
+        revoked = sum(revoke_api_tokens(user, how, now, ids) for user, ids in by_user.items())
+        for token in tokens:
+            self.log_change(request, token, "Revoked by support.")
+        audit_logger.info(
+            "staff revoked API tokens",
+            extra={
+                "staff_user_id": request.user.pk,
+                "staff_username": request.user.get_username(),
+                "model": ApiToken._meta.label,
+                "rows": [str(token.pk) for token in tokens],
+                "filters": {},
+            },
+        )
+        self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)

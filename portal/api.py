@@ -46,7 +46,8 @@ def error(status: int, message: str, **headers: str) -> JsonResponse:
 
 
 def token_owner(request: HttpRequest) -> int | None:
-    """The user id the request's bearer token belongs to, when the token is live."""
+    """The user id the request's bearer token belongs to, when the token is live
+    (unrevoked, unexpired, and its owner active: ``api_token_is_live``)."""
     scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer":
         return None
@@ -76,7 +77,9 @@ def api_view(methods: dict[str, str]) -> Callable:
             user_id = token_owner(request)
             if user_id is None:
                 return error(
-                    401, "missing, unknown or revoked API token", WWW_Authenticate="Bearer"
+                    401,
+                    "missing, unknown, expired or revoked API token",
+                    WWW_Authenticate="Bearer",
                 )
             try:
                 return view(request, user_id, *args, **kwargs)
@@ -99,6 +102,9 @@ def _body(request: HttpRequest, allowed: dict[str, type]) -> dict[str, Any]:
         data = json.loads(request.body)
     except (ValueError, UnicodeDecodeError):
         raise BadRequest("the body is not valid JSON") from None
+    except RecursionError:
+        # 16 KiB of "[" nests deeper than the parser's stack: refused, not a 500.
+        raise BadRequest("the body is nested too deeply") from None
     if not isinstance(data, dict):
         raise BadRequest("the body must be a JSON object")
     unknown = sorted(set(data) - set(allowed))

@@ -72,6 +72,15 @@ class FollowUpForm(forms.Form):
 
 class ApiTokenForm(forms.Form):
     name = forms.CharField(max_length=80, label="Token name", initial="host product")
+    # Days; "" is no expiry (the token works until revoked or the password changes).
+    expires_in = forms.TypedChoiceField(
+        choices=[("", "Never"), ("30", "In 30 days"), ("90", "In 90 days"), ("365", "In a year")],
+        coerce=int,
+        empty_value=None,
+        required=False,
+        initial="",
+        label="Expires",
+    )
 
 
 class WhatsAppNumberForm(forms.Form):

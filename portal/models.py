@@ -46,7 +46,10 @@ class ApiToken(TenantModel):
     hint = models.CharField(max_length=12, help_text="The token's last characters, for display.")
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # None: the token works until it is revoked (or its owner's password changes).
+    expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_how = models.CharField(max_length=120, blank=True, default="")
 
     class Meta:
         db_table = "portal_api_tokens"
@@ -113,3 +116,27 @@ class TelegramUpdateSeen(models.Model):
 
     def __str__(self) -> str:
         return f"Telegram update {self.update_id}"
+
+
+class PasswordResetRequest(models.Model):
+    """One asked-for reset mail, for the hourly limits: *not* a tenant table.
+
+    Asked for before anyone is known (the address may belong to nobody), so it
+    names no user; it holds keyed digests of the address and the client, never
+    either, and rows older than an hour are deleted as new ones arrive.
+    """
+
+    address_digest = models.CharField(max_length=64)
+    client_digest = models.CharField(max_length=64)
+    requested_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "portal_password_reset_requests"
+        indexes = [
+            models.Index(fields=["requested_at"], name="portal_pw_reset_at_idx"),
+            models.Index(fields=["address_digest"], name="portal_pw_reset_address_idx"),
+            models.Index(fields=["client_digest"], name="portal_pw_reset_client_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"password reset request at {self.requested_at:%Y-%m-%d %H:%M}Z"

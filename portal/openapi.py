@@ -44,7 +44,7 @@ DUE_AT = {
     "format": "date-time",
     "description": "ISO 8601 with a UTC offset, in the future (a naive time is refused).",
 }
-UNAUTHORIZED = _error("Missing, unknown or revoked token.")
+UNAUTHORIZED = _error("Missing, unknown, expired or revoked token, or its owner is deactivated.")
 BAD_REQUEST = _error(
     "Unknown fields, wrong types, a time without offset or in the past, a title too long."
 )

@@ -201,6 +201,19 @@ def resume_offset() -> int | None:
     return None if last is None else last + 1
 
 
+def prune_updates_seen(cutoff: datetime) -> int:
+    """Forget update ids received before ``cutoff``, except the newest (``resume_offset``).
+
+    Telegram keeps an unconfirmed update for at most 24 hours, so an id older
+    than that can no longer be replayed by it; the log need not grow forever.
+    """
+    newest = TelegramUpdateSeen.objects.aggregate(last=Max("update_id"))["last"]
+    deleted, _ = (
+        TelegramUpdateSeen.objects.filter(received_at__lt=cutoff).exclude(update_id=newest).delete()
+    )
+    return deleted
+
+
 def poll_once(client: BotClient, offset: int | None, timeout: int, now: datetime) -> int | None:
     """One ``getUpdates`` round: handle each update, answer it; the next offset."""
     for update in client.get_updates(offset, timeout):

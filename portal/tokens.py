@@ -5,6 +5,12 @@ Both kinds of secret that arrive from outside a session name their owner
 for the API), so they are checked *inside* the owner's tenant scope: no
 lookup ever reads another tenant's rows. A secret pasted under another user's
 id simply matches nothing there.
+
+An API token is live while it is not revoked, not past its expiry, and its
+owner is active. A password change or reset and a deactivation revoke every
+token of the account (``revoke_api_tokens``, called from ``portal.signals``);
+the owner's ``is_active`` is checked on every call as well, for a deactivation
+that bypassed the model (a bulk ``update``).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.db.models import Q
 from django.utils.crypto import salted_hmac
 
 from accounts.models import Channel
@@ -25,6 +32,7 @@ from portal.models import ApiToken, LinkCode
 API_TOKEN_PREFIX = "nudge"  # noqa: S105 — a label, not a secret
 MAX_CODE_ATTEMPTS = 5
 MAX_CODES_PER_HOUR = 5
+MAX_USER_ID = 2**63 - 1  # a PostgreSQL bigint
 # Telegram's deep-link payload: up to 64 characters of A-Z a-z 0-9 _ -.
 _TELEGRAM_PAYLOAD = re.compile(r"(?P<user>[1-9][0-9]{0,18})-(?P<secret>[A-Za-z0-9_-]{20,44})")
 _API_TOKEN = re.compile(r"nudge_(?P<user>[1-9][0-9]{0,18})_(?P<secret>[A-Za-z0-9_-]{20,64})")
@@ -50,14 +58,19 @@ class OwnedSecret:
     secret: str
 
 
+def _owned(match: re.Match[str] | None) -> OwnedSecret | None:
+    # Nineteen digits pass the pattern but may exceed a bigint: no such user, not a crash.
+    if match is None or int(match["user"]) > MAX_USER_ID:
+        return None
+    return OwnedSecret(int(match["user"]), match["secret"])
+
+
 def parse_telegram_payload(payload: str) -> OwnedSecret | None:
-    match = _TELEGRAM_PAYLOAD.fullmatch(payload or "")
-    return OwnedSecret(int(match["user"]), match["secret"]) if match else None
+    return _owned(_TELEGRAM_PAYLOAD.fullmatch(payload or ""))
 
 
 def parse_api_token(token: str) -> OwnedSecret | None:
-    match = _API_TOKEN.fullmatch(token or "")
-    return OwnedSecret(int(match["user"]), match["secret"]) if match else None
+    return _owned(_API_TOKEN.fullmatch(token or ""))
 
 
 def new_telegram_code(user_id: int, now: datetime) -> str:
@@ -141,21 +154,46 @@ def use_whatsapp_code(user_id: int, code: str, now: datetime) -> str | None:
     return pending.address
 
 
-def new_api_token(user_id: int, name: str) -> tuple[ApiToken, str]:
+def new_api_token(
+    user_id: int, name: str, expires_at: datetime | None = None
+) -> tuple[ApiToken, str]:
     """Create a token; the plaintext is returned once and never stored. Inside the scope."""
     secret = secrets.token_urlsafe(32)
     plaintext = f"{API_TOKEN_PREFIX}_{user_id}_{secret}"
     token = ApiToken.objects.create(
-        user_id=user_id, name=name, secret_digest=digest(secret), hint=plaintext[-4:]
+        user_id=user_id,
+        name=name,
+        secret_digest=digest(secret),
+        hint=plaintext[-4:],
+        expires_at=expires_at,
     )
     return token, plaintext
 
 
+def live_api_tokens(user_id: int, now: datetime):
+    """The user's tokens that still work: not revoked, not expired. Inside the scope."""
+    return ApiToken.objects.filter(user_id=user_id, revoked_at=None).filter(
+        Q(expires_at=None) | Q(expires_at__gt=now)
+    )
+
+
 def api_token_is_live(owned: OwnedSecret, now: datetime) -> bool:
-    """Whether the token is the owner's and not revoked; stamps its use. Inside the scope."""
+    """Whether the token is the owner's, unrevoked, unexpired and its owner active;
+    stamps its use. Inside the scope."""
     return (
-        ApiToken.objects.filter(
-            user_id=owned.user_id, secret_digest=digest(owned.secret), revoked_at=None
-        ).update(last_used_at=now)
+        live_api_tokens(owned.user_id, now)
+        .filter(secret_digest=digest(owned.secret), user__is_active=True)
+        .update(last_used_at=now)
         == 1
     )
+
+
+def revoke_api_tokens(user_id: int, how: str, now: datetime, token_ids=None) -> int:
+    """Revoke the user's live tokens (or those of ``token_ids``), saying why.
+
+    Inside the user's scope, or the support scope (the admin's action).
+    """
+    tokens = ApiToken.objects.filter(user_id=user_id, revoked_at=None)
+    if token_ids is not None:
+        tokens = tokens.filter(pk__in=token_ids)
+    return tokens.update(revoked_at=now, revoked_how=how[:120])

@@ -10,6 +10,8 @@ user after their scope has closed — scopes do not nest.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -33,7 +35,7 @@ from portal.forms import (
     WhatsAppNumberForm,
 )
 from portal.models import ApiToken, LinkCode, OptInRecord
-from portal.tokens import new_api_token, new_telegram_code
+from portal.tokens import new_api_token, new_telegram_code, revoke_api_tokens
 from scheduled_sends.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 
@@ -169,6 +171,7 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                     "tokens": list(
                         ApiToken.objects.filter(user_id=user_id, revoked_at=None).order_by("pk")
                     ),
+                    "now": now,
                     "token_form": extra.pop("token_form", None) or ApiTokenForm(),
                     "number_form": extra.pop("number_form", None) or WhatsAppNumberForm(),
                     "code_form": extra.pop("code_form", None) or WhatsAppCodeForm(),
@@ -216,6 +219,12 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     }
     with tenant_scope(user_id):
         problem = _channel_problem(ensure_settings(user_id), changes["channel"])
+        delivery = ensure_settings(user_id)
+        for name in ("channel", "timezone", "default_lead_minutes", "quiet_start", "quiet_end"):
+            setattr(delivery, name, data[name])
+        problem = _channel_problem(delivery)
+        if problem is None:
+            delivery.save()
     if problem is not None:
         form.add_error("channel", problem)
         return _settings_page(request, form)
@@ -282,8 +291,10 @@ def api_token_create(request: HttpRequest) -> HttpResponse:
     form = ApiTokenForm(request.POST)
     if not form.is_valid():
         return _settings_page(request, token_form=form)
+    days = form.cleaned_data["expires_in"]
+    expires_at = timezone.now() + timedelta(days=days) if days else None
     with tenant_scope(request.user.pk):
-        _, plaintext = new_api_token(request.user.pk, form.cleaned_data["name"])
+        _, plaintext = new_api_token(request.user.pk, form.cleaned_data["name"], expires_at)
     # Shown once, in this response only: never put into a cookie or the session.
     response = _settings_page(request, new_token=plaintext)
     response["Cache-Control"] = "no-store"
@@ -297,9 +308,7 @@ def api_token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     if not 0 < token_id <= followups.MAX_ID:
         raise Http404("No such token.")
     with tenant_scope(user_id):
-        revoked = ApiToken.objects.filter(user_id=user_id, pk=token_id, revoked_at=None).update(
-            revoked_at=timezone.now()
-        )
+        revoked = revoke_api_tokens(user_id, "revoked by the user", timezone.now(), [token_id])
     if not revoked:
         raise Http404("No such token.")
     messages.success(request, "Token revoked.")

@@ -202,7 +202,8 @@ def materialize_user(user_id: int, now: datetime, config: NudgeConfig) -> UserRe
     # subject), so the commit need not wait for the disk: waiting for the
     # flush was most of a user's time.
     with tenant_scope(user_id, relaxed_commit=True):
-        delivery = DeliverySettings.objects.filter(user_id=user_id).first()
+        # A deactivated user is planned nothing (their pending rows are withdrawn).
+        delivery = DeliverySettings.objects.filter(user_id=user_id, user__is_active=True).first()
         planned = plan_for_user(user_id, delivery, now, config)
         result.skipped_disabled = planned is None
         planned, result.capped = cap_per_user(planned or [], config)

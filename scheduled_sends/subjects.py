@@ -86,6 +86,8 @@ class Facts:
     unreachable_reason: str
     quiet_start: time | None
     quiet_end: time | None
+    # A deactivated account is sent nothing, whatever is still queued for it.
+    user_active: bool = True
 
 
 def read_facts(rows: Sequence[ClaimedSend]) -> dict[int, Facts]:
@@ -156,6 +158,8 @@ def decide(
     row: ClaimedSend, facts: Facts, now: datetime, config: NudgeConfig
 ) -> Delivery | Skip | Undeliverable:
     """Send, skip (with the reason) or fail, from what is true now."""
+    if not facts.user_active:
+        return Skip("account deactivated")
     if not facts.has_settings or not facts.enabled:
         return Skip("nudges are turned off for this user")
     held = pause_reason(facts)

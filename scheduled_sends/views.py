@@ -5,10 +5,17 @@ Anyone may ask whether the service is healthy; only the cron caller (its
 bearer secret) or a signed-in active staff user learns why: the checks' text
 names roles, tables and error classes, and the figures describe the queue —
 an attacker's map, and none of an uptime monitor's business.
+
+The full report is about forty statements. An anonymous caller gets the
+verdict of the last report this process made within ``ANONYMOUS_VERDICT_SECONDS``
+(the process's cache), so a flood of anonymous requests costs one report per
+process per interval, not one per request; a monitor polling every 30-60 s
+still sees every change, at most that many seconds late.
 """
 
 from __future__ import annotations
 
+from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
@@ -19,6 +26,9 @@ from scheduled_sends.cron_routes import carries_cron_secret, refusal
 from scheduled_sends.health import check_health
 from scheduled_sends.queue.transitions import database_now
 
+ANONYMOUS_VERDICT_SECONDS = 10
+_VERDICT_KEY = "nudge:healthz:anonymous-verdict"
+
 
 def may_see_details(request: HttpRequest) -> bool:
     user = request.user
@@ -28,12 +38,16 @@ def may_see_details(request: HttpRequest) -> bool:
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    report = check_health()
-    status = 200 if report.ok else 503
     if not may_see_details(request):
-        return JsonResponse({"ok": report.ok}, status=status)
+        ok = cache.get(_VERDICT_KEY)
+        if ok is None:
+            ok = check_health().ok
+            cache.set(_VERDICT_KEY, ok, ANONYMOUS_VERDICT_SECONDS)
+        return JsonResponse({"ok": ok}, status=200 if ok else 503)
+    report = check_health()
+    cache.set(_VERDICT_KEY, report.ok, ANONYMOUS_VERDICT_SECONDS)
     # Counts and check names only: nothing here identifies a user.
-    return JsonResponse(report.as_dict(), status=status)
+    return JsonResponse(report.as_dict(), status=200 if report.ok else 503)
 
 
 @never_cache

@@ -78,6 +78,16 @@ def make_user(db) -> Callable[..., User]:
     return make
 
 
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    """Each test starts with an empty cache (the anonymous /healthz verdict lives there)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.fixture
 def recording_channel(settings):
     """Route every channel to the in-memory recording channel."""

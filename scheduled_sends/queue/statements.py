@@ -103,7 +103,8 @@ SELECT ds.id IS NOT NULL, coalesce(ds.enabled, false), coalesce(ds.channel, ''),
        coalesce(fu.done, false),
        coalesce(ds.paused, false), coalesce(ds.paused_reason, ''),
        coalesce(ds.unreachable_channel, ''), coalesce(ds.unreachable_reason, ''),
-       ds.quiet_start, ds.quiet_end
+       ds.quiet_start, ds.quiet_end,
+       EXISTS (SELECT 1 FROM auth_user AS u WHERE u.id = %(user_id)s AND u.is_active)
   FROM (VALUES (1)) AS one (x)
   LEFT JOIN delivery_settings AS ds ON ds.user_id = %(user_id)s
   LEFT JOIN calendar_events AS ev

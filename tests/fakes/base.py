@@ -10,6 +10,8 @@ where they land (:attr:`FakeProviderServer.delivered`), not where they were sent
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import random
 import selectors
@@ -203,6 +205,14 @@ class _Server(ThreadingHTTPServer):
         super().server_close()
         self._wake.close()
         self._waker.close()
+
+
+def pkce_verifier_matches(challenge: str, verifier: str | None) -> bool:
+    """RFC 7636 S256, as the providers check it: no challenge at consent, nothing to check."""
+    if not challenge:
+        return True
+    digest = hashlib.sha256((verifier or "").encode()).digest()
+    return bool(verifier) and base64.urlsafe_b64encode(digest).rstrip(b"=").decode() == challenge
 
 
 class FakeProviderServer:

@@ -40,7 +40,7 @@ from datetime import time as dtime
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests.fakes.base import Answer, FakeProviderServer, RecordedRequest
+from tests.fakes.base import Answer, FakeProviderServer, RecordedRequest, pkce_verifier_matches
 from tests.fakes.push import Posted, PushPoster
 
 CLIENT_ID = "google-test-client-id.apps.example"
@@ -92,6 +92,7 @@ class FakeGoogle(FakeProviderServer):
         self.access_tokens: set[str] = set()
         self.refresh_tokens: set[str] = set()
         self.codes: dict[str, str] = {}
+        self.challenges: dict[str, str] = {}  # code -> PKCE challenge given at consent
         self.next_answers: list[Answer] = []
         self.next_token_answers: list[Answer] = []
         self.next_watch_answers: list[Answer] = []
@@ -191,11 +192,13 @@ class FakeGoogle(FakeProviderServer):
             self.refresh_tokens.add(refresh)
         return access, refresh
 
-    def issue_code(self) -> str:
-        """An authorisation code the callback can exchange."""
+    def issue_code(self, code_challenge: str = "") -> str:
+        """An authorisation code the callback can exchange; with the consent page's PKCE
+        challenge, only together with the matching verifier."""
         code = f"4/code-{secrets.token_hex(6)}"
         with self.lock:
             self.codes[code] = f"1//refresh-{secrets.token_hex(8)}"
+            self.challenges[code] = code_challenge
         return code
 
     def revoke_all(self) -> None:
@@ -273,8 +276,12 @@ class FakeGoogle(FakeProviderServer):
         grant = params.get("grant_type")
         with self.lock:
             if grant == "authorization_code":
-                refresh = self.codes.pop(params.get("code", ""), None)
-                if refresh is None:
+                code = params.get("code", "")
+                refresh = self.codes.pop(code, None)
+                challenge = self.challenges.pop(code, "")
+                if refresh is None or not pkce_verifier_matches(
+                    challenge, params.get("code_verifier")
+                ):
                     return Answer.json(400, {"error": "invalid_grant"})
                 self.refresh_tokens.add(refresh)
             elif grant == "refresh_token":

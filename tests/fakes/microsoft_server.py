@@ -41,7 +41,7 @@ from zoneinfo import ZoneInfo
 
 import requests
 
-from tests.fakes.base import Answer, FakeProviderServer, RecordedRequest
+from tests.fakes.base import Answer, FakeProviderServer, RecordedRequest, pkce_verifier_matches
 from tests.fakes.push import Posted, PushPoster
 
 CLIENT_ID = "00000000-0000-0000-0000-00000000c1d0"
@@ -126,6 +126,7 @@ class FakeGraph(FakeProviderServer):
         self.access_tokens: set[str] = set()
         self.refresh_tokens: set[str] = set()
         self.codes: set[str] = set()
+        self.challenges: dict[str, str] = {}  # code -> PKCE challenge given at consent
         self.next_answers: list[Answer] = []
         self.page_size_cap = 1000
         self._ids = itertools.count(1)
@@ -241,10 +242,12 @@ class FakeGraph(FakeProviderServer):
             self.refresh_tokens.add(refresh)
         return access, refresh
 
-    def issue_code(self) -> str:
+    def issue_code(self, code_challenge: str = "") -> str:
+        """With the consent page's PKCE challenge, only the matching verifier redeems it."""
         code = self._mint("code")
         with self.lock:
             self.codes.add(code)
+            self.challenges[code] = code_challenge
         return code
 
     def revoke_all(self) -> None:
@@ -299,6 +302,9 @@ class FakeGraph(FakeProviderServer):
                 if params.get("code") not in self.codes:
                     return Answer.json(400, {"error": "invalid_grant"})
                 self.codes.discard(params["code"])
+                challenge = self.challenges.pop(params["code"], "")
+                if not pkce_verifier_matches(challenge, params.get("code_verifier")):
+                    return Answer.json(400, {"error": "invalid_grant"})
             elif grant == "refresh_token":
                 if params.get("refresh_token") not in self.refresh_tokens:
                     return Answer.json(

@@ -17,6 +17,7 @@ from calendars import crypto
 from calendars.models import CalendarConnection, FollowUp
 from tenancy.scope import tenant_scope
 from tests.fakes.google_server import FakeGoogle
+from tests.security.test_signin_throttle import wait_for_mailers
 
 from .conftest import PASSWORD, local_input, pending
 
@@ -64,9 +65,11 @@ def test_sign_out_is_a_post(signed_in):
     assert client.get(reverse("portal:home")).status_code == 302
 
 
+@pytest.mark.django_db(transaction=True)  # the mail is sent by a thread after the commit
 def test_password_reset_sends_a_working_link(client, person):
     person("ana")
     client.post(reverse("password_reset"), {"email": "ana@example.com"})
+    wait_for_mailers()
     assert len(mail.outbox) == 1
     link = re.search(r"https?://\S+", mail.outbox[0].body).group(0)
     form_page = client.get(link, follow=True)

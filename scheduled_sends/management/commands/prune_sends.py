@@ -1,4 +1,5 @@
-"""manage.py prune_sends --older-than DAYS — retention for settled rows."""
+"""manage.py prune_sends --older-than DAYS — retention for settled rows (and the
+Telegram update-id log, which is only a replay guard)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import timedelta
 from django.core.management.base import CommandParser
 
 from core.command_line import NudgeCommand, positive_int
+from portal.telegram import prune_updates_seen
 from scheduled_sends.queue.transitions import database_now, prune_settled
 
 
@@ -31,3 +33,5 @@ class Command(NudgeCommand):
         self.stdout.write(
             f"prune_sends: deleted {deleted} settled rows fired before {cutoff:%Y-%m-%d %H:%M}Z"
         )
+        updates = prune_updates_seen(cutoff)
+        self.stdout.write(f"prune_sends: forgot {updates} Telegram update ids seen before then")

@@ -1,0 +1,46 @@
+"""A user's API tokens die with the account's credentials.
+
+A password change or reset and a deactivation revoke every token the user
+has, whichever way they happen (the Settings page, the reset mail, the admin,
+``manage.py changepassword``), because each of them saves the user. The
+revocation runs once the user's save has committed: the save may happen inside
+the admin's support scope, and scopes do not nest. (The API also refuses an
+inactive owner on every call, for a deactivation that bypassed ``save``.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models.signals import post_save
+from django.dispatch import receiver
+from django.utils import timezone
+
+from portal.tokens import revoke_api_tokens
+from tenancy.scope import tenant_scope
+
+PASSWORD_CHANGED = "password changed"  # noqa: S105 — a reason, not a secret
+DEACTIVATED = "account deactivated"
+
+
+def _revoke(user_id: int, how: str) -> None:
+    with tenant_scope(user_id):
+        revoke_api_tokens(user_id, how, timezone.now())
+
+
+@receiver(post_save, sender=get_user_model(), dispatch_uid="portal.revoke_tokens_on_user_save")
+def revoke_tokens_on_user_save(sender: type, instance: Any, created: bool, **kwargs: Any) -> None:
+    if created:
+        return
+    # ``set_password`` leaves the new password on ``_password`` until the save
+    # after it; a hash upgrade on sign-in clears it first, so it does not count.
+    if not instance.is_active:
+        how = DEACTIVATED
+    elif getattr(instance, "_password", None) is not None:
+        how = PASSWORD_CHANGED
+    else:
+        return
+    user_id = instance.pk
+    transaction.on_commit(lambda: _revoke(user_id, how))

@@ -1,0 +1,165 @@
+"""Sign-in resists guessing; password reset tells nothing and floods nobody.
+
+* **Sign-in throttling** is django-axes (a maintained Jazzband package that
+  supports Django 5.2; it hooks Django's own ``authenticate``, so both
+  ``/accounts/login/`` and ``/admin/login/`` are covered by one backend). After
+  ``signin_failure_limit`` failures for one account, or from one client address,
+  that account or address is refused for ``signin_lockout`` before any password
+  is hashed; the page says so (``registration/locked_out.html``, HTTP 429).
+  Support lifts a lock by deleting the "access attempt" rows in the admin, or
+  with ``manage.py axes_reset_username NAME`` / ``axes_reset_ip ADDRESS``.
+* **Password reset** counts requests per address and per client address in a
+  table of keyed digests, and sends the mail from a thread started after the
+  request's commit: the request does the same work whether or not the address
+  belongs to anyone, so neither its answer nor its time tells.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime, timedelta
+from typing import Any
+
+from axes.backends import AxesStandaloneBackend
+from django.conf import settings
+from django.contrib.auth.forms import PasswordResetForm
+from django.db import connection, transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.crypto import salted_hmac
+
+from core.config import NudgeConfig
+from portal.models import PasswordResetRequest
+
+logger = logging.getLogger("nudge.signin")
+
+
+class ThrottledSignIn(AxesStandaloneBackend):
+    """django-axes' lockout check, first in ``AUTHENTICATION_BACKENDS``.
+
+    ``authenticate`` without a request is no client's sign-in (the test
+    client's ``login()``, code checking a password): there is nothing to count.
+    """
+
+    def authenticate(self, request: HttpRequest | None, *args: Any, **kwargs: Any) -> None:
+        if request is None:
+            return None
+        return super().authenticate(request, *args, **kwargs)
+
+
+def client_address(request: HttpRequest) -> str:
+    """The client's address: behind the TLS proxy, the one the proxy appended last.
+
+    Earlier ``X-Forwarded-For`` entries are the client's to write, so a
+    guesser could pose as anyone; the last one is the proxy's.
+    """
+    if settings.SECURE_PROXY_SSL_HEADER:
+        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").rsplit(",", 1)[-1].strip()
+        if forwarded:
+            return forwarded
+    return request.META.get("REMOTE_ADDR", "")
+
+
+def failure_limit(request: HttpRequest, credentials: dict | None) -> int:
+    """Failed sign-ins allowed per account and per client (``AXES_FAILURE_LIMIT``)."""
+    return NudgeConfig.from_settings().signin_failure_limit
+
+
+def lockout_duration(request: HttpRequest | None = None) -> timedelta:
+    """How long a lock lasts (``AXES_COOLOFF_TIME``)."""
+    return NudgeConfig.from_settings().signin_lockout
+
+
+def locked_out(
+    request: HttpRequest, original_response: HttpResponse | None, credentials: dict | None
+) -> HttpResponse:
+    """The page a locked-out sign-in gets, on either login page (``AXES_LOCKOUT_CALLABLE``)."""
+    lockout = lockout_duration()
+    minutes = int(lockout.total_seconds() // 60)
+    response = render(request, "registration/locked_out.html", {"minutes": minutes}, status=429)
+    response["Retry-After"] = str(int(lockout.total_seconds()))
+    return response
+
+
+def _digest(kind: str, value: str) -> str:
+    return salted_hmac(f"portal.password_reset.{kind}", value, algorithm="sha256").hexdigest()
+
+
+def reset_allowed(address: str, client: str, now: datetime) -> bool:
+    """Record a reset request unless the address or the client is over its hourly limit."""
+    config = NudgeConfig.from_settings()
+    by_address = _digest("address", address.strip().lower())
+    by_client = _digest("client", client)
+    hour_ago = now - timedelta(hours=1)
+    with transaction.atomic():
+        PasswordResetRequest.objects.filter(requested_at__lt=hour_ago).delete()
+        recent = PasswordResetRequest.objects.filter(requested_at__gte=hour_ago)
+        if (
+            recent.filter(address_digest=by_address).count()
+            >= config.password_resets_per_address_hour
+            or recent.filter(client_digest=by_client).count()
+            >= config.password_resets_per_client_hour
+        ):
+            return False
+        PasswordResetRequest.objects.create(
+            address_digest=by_address, client_digest=by_client, requested_at=now
+        )
+    return True
+
+
+class ThrottledPasswordResetForm(PasswordResetForm):
+    """Django's reset form, limited per address and client, mailing after the response."""
+
+    def save(
+        self,
+        domain_override: str | None = None,
+        subject_template_name: str = "registration/password_reset_subject.txt",
+        email_template_name: str = "registration/password_reset_email.html",
+        use_https: bool = False,
+        token_generator: Any = None,
+        from_email: str | None = None,
+        request: HttpRequest | None = None,
+        html_email_template_name: str | None = None,
+        extra_email_context: dict | None = None,
+    ) -> None:
+        email = self.cleaned_data["email"]
+        if request is None or not reset_allowed(email, client_address(request), timezone.now()):
+            logger.warning(
+                "password reset refused: over the hourly limit for the address or client"
+            )
+            return
+        options = {
+            # The thread has no request: the link's host and scheme are taken now.
+            "domain_override": domain_override or request.get_host(),
+            "subject_template_name": subject_template_name,
+            "email_template_name": email_template_name,
+            "use_https": use_https,
+            "from_email": from_email,
+            "html_email_template_name": html_email_template_name,
+            "extra_email_context": extra_email_context,
+        }
+        if token_generator is not None:
+            options["token_generator"] = token_generator
+        transaction.on_commit(lambda: start_mailer(email, options))
+
+
+def start_mailer(email: str, options: dict) -> threading.Thread:
+    thread = threading.Thread(
+        target=_send_reset_mail, args=(email, options), name="password-reset-mail", daemon=True
+    )
+    thread.start()
+    return thread
+
+
+def _send_reset_mail(email: str, options: dict) -> None:
+    """Look the address up and mail each of its active users (Django's own form does it)."""
+    try:
+        form = PasswordResetForm({"email": email})
+        if form.is_valid():
+            form.save(**options)
+    except Exception:
+        logger.exception("password reset mail could not be sent")
+    finally:
+        connection.close()  # this thread's own connection
