@@ -1,9 +1,15 @@
-"""The support console's read-only admin: one definition for every page that only shows."""
+"""The support console's read-only admin: one definition for every page that only shows;
+and the staff audit log every app's admin writes to."""
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib import admin
 from django.http import HttpRequest
+
+# Who looked at or changed which tenant rows (``nudgeproject.admin_guard`` logs reads).
+audit_logger = logging.getLogger("nudge.admin.audit")
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

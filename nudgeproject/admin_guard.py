@@ -16,7 +16,6 @@ admin class cannot forget it.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.contrib import admin
@@ -25,9 +24,8 @@ from django.core.exceptions import FieldDoesNotExist
 from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponseBase
 
+from core.admin_readonly import audit_logger
 from tenancy.models import TenantModel
-
-audit_logger = logging.getLogger("nudge.admin.audit")
 
 # Across a relation, only the related row's key may be matched.
 _RELATION_TAILS = {"id", "pk", "exact", "in", "isnull"}

@@ -12,8 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from core.admin_readonly import ReadOnlyAdmin
-from nudgeproject.admin_guard import audit_logger
+from core.admin_readonly import ReadOnlyAdmin, audit_logger
 from portal.models import ApiToken, OptInRecord
 from portal.tokens import revoke_api_tokens
 

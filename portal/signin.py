@@ -87,9 +87,8 @@ def _digest(kind: str, value: str) -> str:
     return salted_hmac(f"portal.password_reset.{kind}", value, algorithm="sha256").hexdigest()
 
 
-def reset_allowed(address: str, client: str, now: datetime) -> bool:
+def reset_allowed(address: str, client: str, now: datetime, config: NudgeConfig) -> bool:
     """Record a reset request unless the address or the client is over its hourly limit."""
-    config = NudgeConfig.from_settings()
     by_address = _digest("address", address.strip().lower())
     by_client = _digest("client", client)
     hour_ago = now - timedelta(hours=1)
@@ -125,7 +124,9 @@ class ThrottledPasswordResetForm(PasswordResetForm):
         extra_email_context: dict | None = None,
     ) -> None:
         email = self.cleaned_data["email"]
-        if request is None or not reset_allowed(email, client_address(request), timezone.now()):
+        if request is None or not reset_allowed(
+            email, client_address(request), timezone.now(), NudgeConfig.from_settings()
+        ):
             logger.warning(
                 "password reset refused: over the hourly limit for the address or client"
             )

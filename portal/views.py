@@ -219,12 +219,6 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     }
     with tenant_scope(user_id):
         problem = _channel_problem(ensure_settings(user_id), changes["channel"])
-        delivery = ensure_settings(user_id)
-        for name in ("channel", "timezone", "default_lead_minutes", "quiet_start", "quiet_end"):
-            setattr(delivery, name, data[name])
-        problem = _channel_problem(delivery)
-        if problem is None:
-            delivery.save()
     if problem is not None:
         form.add_error("channel", problem)
         return _settings_page(request, form)

@@ -150,6 +150,8 @@ ENTRY_FUNCTIONS = {
     "scheduled_sends/health.py": {"check_health"},
     "scheduled_sends/sync_changed.py": {"run_sync_changed"},
     "accounts/models.py": {"default_lead_minutes"},
+    # django-axes calls these for each sign-in attempt; Django's reset view calls save().
+    "portal/signin.py": {"failure_limit", "lockout_duration", "save"},
 }
 
 

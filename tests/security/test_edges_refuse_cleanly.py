@@ -105,14 +105,14 @@ def test_the_cron_caller_still_gets_a_fresh_report(db, settings):
     assert "checks" in body and len(detailed) > 10
 
 
-def test_prune_sends_forgets_old_telegram_update_ids_but_the_newest(db):
-    """issue 23 item 8: ``portal_telegram_updates_seen`` is pruned with the queue's retention,
-    keeping the newest id (the poller resumes after it)."""
+def test_prune_inbound_forgets_old_telegram_update_ids_but_the_newest(db):
+    """issue 23 item 8: ``portal_telegram_updates_seen`` is pruned (``prune_inbound``, on
+    the retention cron line), keeping the newest id (the poller resumes after it)."""
     long_ago = timezone.now() - timedelta(days=30)
     for update_id in (100, 101, 102):
         TelegramUpdateSeen.objects.create(update_id=update_id)
     TelegramUpdateSeen.objects.filter(update_id__in=[100, 101, 102]).update(received_at=long_ago)
     TelegramUpdateSeen.objects.create(update_id=50)  # recent (ids need not be in order)
-    call_command("prune_sends", "--older-than", "7")
+    call_command("prune_inbound", "--older-than", "7")
     assert sorted(TelegramUpdateSeen.objects.values_list("update_id", flat=True)) == [50, 102]
     assert telegram.resume_offset() == 103

@@ -1,5 +1,7 @@
-"""manage.py prune_sends --older-than DAYS — retention for settled rows (and the
-Telegram update-id log, which is only a replay guard)."""
+"""manage.py prune_sends --older-than DAYS — retention for settled rows.
+
+(What the end-user area keeps of inbound messages is pruned by ``manage.py
+prune_inbound``, on the same cron line.)"""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ from datetime import timedelta
 from django.core.management.base import CommandParser
 
 from core.command_line import NudgeCommand, positive_int
-from portal.telegram import prune_updates_seen
 from scheduled_sends.queue.transitions import database_now, prune_settled
 
 
@@ -33,5 +34,3 @@ class Command(NudgeCommand):
         self.stdout.write(
             f"prune_sends: deleted {deleted} settled rows fired before {cutoff:%Y-%m-%d %H:%M}Z"
         )
-        updates = prune_updates_seen(cutoff)
-        self.stdout.write(f"prune_sends: forgot {updates} Telegram update ids seen before then")
