@@ -152,7 +152,7 @@ class FakeGoogle(FakeProviderServer):
             self.deleted.setdefault(calendar, []).extend((i, self.version) for i in gone)
         return self.notify(calendar)
 
-    def _headers(self, channel: Channel, state: str) -> dict[str, str]:
+    def headers_for(self, channel: Channel, state: str) -> dict[str, str]:
         with self.lock:
             if state != "sync":
                 channel.message_number += self._numbers.randint(1, 5)
@@ -169,7 +169,7 @@ class FakeGoogle(FakeProviderServer):
         }
 
     def _post(self, channel: Channel, state: str) -> Posted:
-        return self.push.post(channel.address, headers=self._headers(channel, state))
+        return self.push.post(channel.address, headers=self.headers_for(channel, state))
 
     # --- helpers for tests ----------------------------------------------------
     @property
@@ -327,7 +327,7 @@ class FakeGoogle(FakeProviderServer):
                 expiration=self.push.now() + timedelta(seconds=min(ttl, MAX_TTL_SECONDS)),
             )
             self.channels[channel_id] = channel
-        self.push.post_later(channel.address, headers=self._headers(channel, "sync"))
+        self.push.post_later(channel.address, headers=self.headers_for(channel, "sync"))
         return Answer.json(
             200,
             {
