@@ -153,6 +153,7 @@ class FakeGoogle(FakeProviderServer):
         return self.notify(calendar)
 
     def headers_for(self, channel: Channel, state: str) -> dict[str, str]:
+        """Google's headers for the channel's next message (its number advanced)."""
         with self.lock:
             if state != "sync":
                 channel.message_number += self._numbers.randint(1, 5)
