@@ -132,10 +132,10 @@ class Day:
     def _connect(self, provider: str, index: int, cal: str) -> int:
         from django.contrib.auth import get_user_model
 
+        from accounts.models import DeliverySettings
         from calendars import crypto
         from calendars.models import CalendarConnection
         from calendars.push import worklist
-        from scheduled_sends.models import DeliverySettings
         from tenancy.scope import tenant_scope
 
         user = get_user_model().objects.create_user(

@@ -16,9 +16,9 @@ from django.utils.text import Truncator
 
 from calendars.models import CalendarConnection, CalendarEvent, FollowUp, PushState
 from calendars.push.freshness import PUSH_PROVIDERS, push_live
-from nudgeproject.admin_readonly import ReadOnlyAdmin
-from nudgeproject.config import NudgeConfig
-from nudgeproject.console import instant_column
+from core.admin_readonly import ReadOnlyAdmin
+from core.config import NudgeConfig
+from core.display import instant_column
 
 SECRET_FIELDS = ("access_token_encrypted", "refresh_token_encrypted", "feed_url_encrypted")
 PUSH_IDENTIFIERS = (

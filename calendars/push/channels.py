@@ -31,7 +31,7 @@ from calendars.push import secrets as push_secrets
 from calendars.push import worklist
 from calendars.push.freshness import PUSH_PROVIDERS
 from calendars.sync import snapshot_of, store_tokens
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.calendars.push")

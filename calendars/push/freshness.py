@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from calendars.models import CalendarConnection, ConnectionStatus, Provider, PushState
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 
 PUSH_PROVIDERS = (Provider.GOOGLE, Provider.MICROSOFT)
 

@@ -22,7 +22,7 @@ from datetime import datetime
 
 from calendars.push import channels, worklist
 from calendars.sync import ConnectionResult, sync_connection
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.materialize import materialize_user
 
 logger = logging.getLogger("nudge.calendars.push")

@@ -386,7 +386,7 @@ def test_connecting_through_oauth_enrolls_the_connection(make_user, fake_google)
     ],
 )
 def test_the_public_address_must_be_https(settings, url, ok):
-    from nudgeproject.config import NudgeConfig
+    from core.config import NudgeConfig
 
     settings.CALENDAR_PUSH_BASE_URL = url
     problems = NudgeConfig.from_settings(validate=False).problems()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.core.management.base import CommandError
 
 from calendars.push.minute import run_sync_changed
-from nudgeproject.command_line import NudgeCommand, instant
+from core.command_line import NudgeCommand, instant
 from scheduled_sends.queue.transitions import database_now
 
 
