@@ -243,7 +243,7 @@ def test_forged_unknown_and_replayed_google_notifications_change_nothing(
 ):
     user, connection = google_setup
     channel = fake_google.live_channels()[0]
-    genuine = fake_google._headers(channel, "exists")
+    genuine = fake_google.headers_for(channel, "exists")
 
     def post(**changes: str) -> int:
         headers = {**genuine, **changes}

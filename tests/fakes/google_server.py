@@ -153,7 +153,8 @@ class FakeGoogle(FakeProviderServer):
             self.deleted.setdefault(calendar, []).extend((i, self.version) for i in gone)
         return self.notify(calendar)
 
-    def _headers(self, channel: Channel, state: str) -> dict[str, str]:
+    def headers_for(self, channel: Channel, state: str) -> dict[str, str]:
+        """Google's headers for the channel's next message (its number advanced)."""
         with self.lock:
             if state != "sync":
                 channel.message_number += self._numbers.randint(1, 5)
@@ -170,7 +171,7 @@ class FakeGoogle(FakeProviderServer):
         }
 
     def _post(self, channel: Channel, state: str) -> Posted:
-        return self.push.post(channel.address, headers=self._headers(channel, state))
+        return self.push.post(channel.address, headers=self.headers_for(channel, state))
 
     # --- helpers for tests ----------------------------------------------------
     @property
@@ -334,7 +335,7 @@ class FakeGoogle(FakeProviderServer):
                 expiration=self.push.now() + timedelta(seconds=min(ttl, MAX_TTL_SECONDS)),
             )
             self.channels[channel_id] = channel
-        self.push.post_later(channel.address, headers=self._headers(channel, "sync"))
+        self.push.post_later(channel.address, headers=self.headers_for(channel, "sync"))
         return Answer.json(
             200,
             {
