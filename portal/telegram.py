@@ -77,19 +77,17 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
     if owned is None:
         return BAD_CODE
     with tenant_scope(owned.user_id):
-        if use_telegram_code(owned, now):
-            account.bind_address(
+        linked = use_telegram_code(owned, now)
+        if linked:
+            previous = account.bind_address(
                 account.ensure_settings(owned.user_id),
                 Channel.TELEGRAM,
                 chat_id,
                 "sent the one-time link to the bot (/start)",
                 now,
             )
-            linked = True
-        else:
-            linked = False
     if linked:
-        account.refresh_queue(owned.user_id, now)
+        account.after_link(owned.user_id, previous, Channel.TELEGRAM, chat_id, now)
         return LINKED
     if account.owner_of(Channel.TELEGRAM, chat_id) == owned.user_id:
         return ALREADY_LINKED

@@ -10,6 +10,8 @@ user after their scope has closed — scopes do not nest.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -30,7 +32,7 @@ from portal.forms import (
     WhatsAppCodeForm,
     WhatsAppNumberForm,
 )
-from portal.models import ApiToken, LinkCode, OptInRecord
+from portal.models import AccountNotice, ApiToken, LinkCode, OptInRecord
 from portal.tokens import new_api_token, new_telegram_code
 from scheduled_sends.models import Channel, DeliverySettings
 from tenancy.scope import tenant_scope
@@ -180,9 +182,33 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                         OptInRecord.objects.filter(user_id=user_id).order_by("-recorded_at")[:5]
                     ),
                     "telegram_ready": bool(settings.TELEGRAM_BOT_USERNAME),
+                    "confirmed": _confirmed(delivery),
+                    "notices": list(
+                        AccountNotice.objects.filter(
+                            user_id=user_id, created_at__gt=now - NOTICE_DAYS
+                        ).order_by("-created_at")[:5]
+                    ),
                     **extra,
                 },
             )
+
+
+NOTICE_DAYS = timedelta(days=30)
+
+
+def _confirmed(delivery: DeliverySettings) -> dict[str, bool]:
+    """Per channel: the linked address has the user's own opt-in on record. Only then
+    does the page say it is confirmed. Inside the user's scope."""
+    return {
+        channel: bool(address)
+        and OptInRecord.objects.filter(
+            user_id=delivery.user_id, channel=channel, address=address
+        ).exists()
+        for channel, address in (
+            (Channel.TELEGRAM, delivery.telegram_chat_id),
+            (Channel.WHATSAPP, delivery.whatsapp_number),
+        )
+    }
 
 
 def _initial(delivery: DeliverySettings) -> dict:

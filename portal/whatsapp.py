@@ -93,7 +93,7 @@ def confirm_code(user_id: int, code: str, now: datetime) -> bool:
     with tenant_scope(user_id):
         number = use_whatsapp_code(user_id, code, now)
         if number is not None:
-            account.bind_address(
+            previous = account.bind_address(
                 account.ensure_settings(user_id),
                 Channel.WHATSAPP,
                 number,
@@ -102,7 +102,7 @@ def confirm_code(user_id: int, code: str, now: datetime) -> bool:
             )
     if number is None:
         return False
-    account.refresh_queue(user_id, now)
+    account.after_link(user_id, previous, Channel.WHATSAPP, number, now)
     return True
 
 

@@ -47,6 +47,22 @@ class DeliverySettingsForm(forms.ModelForm):
             f"0 to {MAX_LEAD_MINUTES} minutes.",
         }
 
+    ADDRESSES = ("whatsapp_number", "telegram_chat_id")
+    NO_NEW_ADDRESS = (
+        "Support can clear an address but not set or change one: the user links it "
+        "themselves from their Settings page, which records their consent."
+    )
+
+    def clean(self):
+        """An address may stay as it is or be cleared, never set: only the user's own
+        confirmation links one. A cleared address in use leaves no channel set up."""
+        cleaned = super().clean()
+        for name in self.ADDRESSES:
+            before = getattr(self.instance, name, "") if self.instance.pk else ""
+            if cleaned.get(name) and cleaned[name] != before:
+                self.add_error(name, self.NO_NEW_ADDRESS)
+        return cleaned
+
 
 @admin.register(DeliverySettings)
 class DeliverySettingsAdmin(admin.ModelAdmin):

@@ -1,4 +1,10 @@
-"""The development channel: prints the nudge instead of sending it."""
+"""The development channel: prints the nudge instead of sending it.
+
+Outside development it must never "send": it would print a user's private
+titles into the service's log and record them delivered. The rules
+(``portal.rules.pause_reason``) skip such rows with a reason, and the channel
+itself refuses as a last line.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,17 @@ import sys
 import uuid
 from typing import TextIO
 
-from scheduled_sends.channels.base import Channel, NudgeMessage, SendReceipt
+from django.conf import settings
+
+from scheduled_sends.channels.base import Channel, NudgeMessage, PermanentSendError, SendReceipt
+
+NOT_IN_PRODUCTION = "the console channel is for development only; link Telegram or WhatsApp"
+
+
+def development() -> bool:
+    """The project's one notion of development: DEBUG on, or the embedded database.
+    Neither means a real deployment."""
+    return bool(settings.DEBUG or settings.EMBEDDED_DATABASE)
 
 
 class ConsoleChannel(Channel):
@@ -16,6 +32,8 @@ class ConsoleChannel(Channel):
         self.stream = stream or sys.stdout
 
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        if not development():
+            raise PermanentSendError(NOT_IN_PRODUCTION)
         receipt = SendReceipt(provider_message_id=f"console-{uuid.uuid4().hex[:12]}")
         self.stream.write(f"  → {address}: {message.text}\n")
         self.stream.flush()

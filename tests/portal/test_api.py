@@ -10,8 +10,10 @@ import requests
 from django.utils import timezone
 
 from calendars.models import FollowUp
+from portal.account import ensure_settings
 from portal.followups import TITLE_MAX_CHARS
 from portal.tokens import new_api_token
+from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope
 
 from .conftest import pending
@@ -30,6 +32,8 @@ def api(http_live_server, person):
     user = person("ana")
     with tenant_scope(user.pk):
         _, token = new_api_token(user.pk, "host")
+        ensure_settings(user.pk)  # on the development console: a channel to plan for
+        DeliverySettings.objects.filter(user_id=user.pk).update(channel="console")
     session = requests.Session()
     session.headers["Authorization"] = f"Bearer {token}"
     yield user, session, f"{http_live_server.url}/api"
