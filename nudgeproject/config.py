@@ -69,6 +69,13 @@ class NudgeConfig:
     ics_max_bytes: int = 5 * 1024 * 1024
     # --- the end-user area ---
     link_code_lifetime: timedelta = timedelta(minutes=15)
+    link_code_retention: timedelta = timedelta(hours=24)
+    inbound_seen_retention: timedelta = timedelta(days=90)
+    # Per-user caps (a user past one is refused with the limit named) and the API's rate.
+    max_calendars_per_user: int = 10
+    max_follow_ups_per_user: int = 500
+    max_api_tokens_per_user: int = 10
+    api_requests_per_minute: int = 60
 
     @classmethod
     def from_settings(cls, *, validate: bool = True) -> NudgeConfig:
@@ -105,6 +112,12 @@ class NudgeConfig:
             calendar_sync_user_budget_seconds=settings.CALENDAR_SYNC_USER_BUDGET_SECONDS,
             ics_max_bytes=settings.ICS_MAX_BYTES,
             link_code_lifetime=timedelta(minutes=settings.NUDGE_LINK_CODE_MINUTES),
+            link_code_retention=timedelta(hours=settings.NUDGE_LINK_CODE_RETENTION_HOURS),
+            inbound_seen_retention=timedelta(days=settings.NUDGE_INBOUND_SEEN_DAYS),
+            max_calendars_per_user=settings.NUDGE_MAX_CALENDARS_PER_USER,
+            max_follow_ups_per_user=settings.NUDGE_MAX_FOLLOW_UPS_PER_USER,
+            max_api_tokens_per_user=settings.NUDGE_MAX_API_TOKENS_PER_USER,
+            api_requests_per_minute=settings.NUDGE_API_REQUESTS_PER_MINUTE,
         )
         if validate:
             config.validate()
@@ -186,6 +199,22 @@ class NudgeConfig:
         ):
             require(seconds > 0, f"{name} must be positive")
         require(self.ics_max_bytes >= 1, "ICS_MAX_BYTES must be at least 1")
+        for name, cap in (
+            ("NUDGE_MAX_CALENDARS_PER_USER", self.max_calendars_per_user),
+            ("NUDGE_MAX_FOLLOW_UPS_PER_USER", self.max_follow_ups_per_user),
+            ("NUDGE_MAX_API_TOKENS_PER_USER", self.max_api_tokens_per_user),
+            ("NUDGE_API_REQUESTS_PER_MINUTE", self.api_requests_per_minute),
+        ):
+            require(cap >= 1, f"{name} must be at least 1")
+        # The hourly allowance of WhatsApp codes counts the last hour's codes.
+        require(
+            self.link_code_retention >= max(timedelta(hours=1), self.link_code_lifetime),
+            "NUDGE_LINK_CODE_RETENTION_HOURS must be at least 1 and cover NUDGE_LINK_CODE_MINUTES",
+        )
+        require(
+            self.inbound_seen_retention >= timedelta(days=1),
+            "NUDGE_INBOUND_SEEN_DAYS must be at least 1",
+        )
         # A run may overrun its budget by one send; the lease must outlast it
         # comfortably, or a live run's rows could be claimed a second time.
         require(

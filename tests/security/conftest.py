@@ -12,3 +12,4 @@ from tests.portal.conftest import (  # noqa: F401 — fixtures for the portal-si
     person,
     signed_in,
 )
+from tests.portal.test_whatsapp import wa  # noqa: F401 — fixture
