@@ -73,7 +73,7 @@ class NudgeConfig:
     inbound_seen_retention: timedelta = timedelta(days=90)
     # Per-user caps (a user past one is refused with the limit named) and the API's rate.
     max_calendars_per_user: int = 10
-    max_follow_ups_per_user: int = 500
+    max_follow_ups_per_user: int = 1000
     max_api_tokens_per_user: int = 10
     api_requests_per_minute: int = 60
 

@@ -174,7 +174,7 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="nudge@localhost")
 NUDGE_LINK_CODE_MINUTES = env.int("NUDGE_LINK_CODE_MINUTES", default=15)
 # Per-user caps and the API's per-token rate (docs/OPERATIONS.md, "Addresses, consent and caps").
 NUDGE_MAX_CALENDARS_PER_USER = env.int("NUDGE_MAX_CALENDARS_PER_USER", default=10)
-NUDGE_MAX_FOLLOW_UPS_PER_USER = env.int("NUDGE_MAX_FOLLOW_UPS_PER_USER", default=500)
+NUDGE_MAX_FOLLOW_UPS_PER_USER = env.int("NUDGE_MAX_FOLLOW_UPS_PER_USER", default=1000)
 NUDGE_MAX_API_TOKENS_PER_USER = env.int("NUDGE_MAX_API_TOKENS_PER_USER", default=10)
 NUDGE_API_REQUESTS_PER_MINUTE = env.int("NUDGE_API_REQUESTS_PER_MINUTE", default=60)
 # How long used or expired link codes, and inbound Twilio message ids, are kept.

@@ -21,7 +21,7 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
-from portal import followups
+from portal import api_rate, followups
 from portal.account import ensure_settings
 from portal.followups import FollowUpChange, FollowUpInvalid
 from portal.openapi import schema
@@ -78,6 +78,9 @@ def api_view(methods: dict[str, str]) -> Callable:
                 return error(
                     401, "missing, unknown or revoked API token", WWW_Authenticate="Bearer"
                 )
+            wait = api_rate.seconds_to_wait(request, user_id, timezone.now())
+            if wait is not None:
+                return error(429, "too many requests with this token", Retry_After=str(wait))
             try:
                 return view(request, user_id, *args, **kwargs)
             except BadRequest as exc:

@@ -47,6 +47,9 @@ class ApiToken(TenantModel):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # The API's per-token rate (portal/api_rate.py): requests in the current minute.
+    rate_window_at = models.DateTimeField(null=True, blank=True)
+    rate_requests = models.PositiveIntegerField(default=0)
 
     class Meta:
         db_table = "portal_api_tokens"

@@ -20,8 +20,9 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from calendars.connect import ConnectError, connect_ics_feed
+from calendars.connect import ConnectError, add_ics_feed
 from calendars.models import ConnectionStatus
+from nudgeproject.config import NudgeConfig
 from portal import account, calendar_links, followups, telegram, timeline, whatsapp
 from portal.followups import FollowUpChange, FollowUpInvalid
 from portal.forms import (
@@ -307,8 +308,15 @@ def api_token_create(request: HttpRequest) -> HttpResponse:
     form = ApiTokenForm(request.POST)
     if not form.is_valid():
         return _settings_page(request, token_form=form)
+    cap = NudgeConfig.from_settings().max_api_tokens_per_user
     with tenant_scope(request.user.pk):
-        _, plaintext = new_api_token(request.user.pk, form.cleaned_data["name"])
+        live = ApiToken.objects.filter(user_id=request.user.pk, revoked_at=None).count()
+        plaintext = (
+            None if live >= cap else new_api_token(request.user.pk, form.cleaned_data["name"])[1]
+        )
+    if plaintext is None:
+        form.add_error("name", f"You have {live} tokens, the most allowed; revoke one first.")
+        return _settings_page(request, token_form=form)
     # Shown once, in this response only: never put into a cookie or the session.
     response = _settings_page(request, new_token=plaintext)
     response["Cache-Control"] = "no-store"
@@ -346,8 +354,10 @@ def _calendars_page(request: HttpRequest, ics_form: IcsFeedForm | None = None) -
             "portal/calendars.html",
             {
                 "connections": connections,
+                "checking": calendar_links.checking(connections),
                 "ics_form": ics_form or IcsFeedForm(),
                 "NEEDS_REAUTH": ConnectionStatus.NEEDS_REAUTH,
+                "ERROR": ConnectionStatus.ERROR,
             },
         )
 
@@ -358,12 +368,12 @@ def calendar_add_ics(request: HttpRequest) -> HttpResponse:
     form = IcsFeedForm(request.POST)
     if form.is_valid():
         try:
-            connect_ics_feed(request.user.pk, form.cleaned_data["url"])
+            add_ics_feed(request.user.pk, form.cleaned_data["url"])
         except ConnectError as exc:
             form.add_error("url", str(exc))
         else:
-            account.refresh_queue(request.user.pk)
-            messages.success(request, "Calendar added.")
+            calendar_links.check_in_background(request.user.pk)
+            messages.success(request, "Calendar added: checking it now.")
             return redirect("portal:calendars")
     return _calendars_page(request, ics_form=form)
 

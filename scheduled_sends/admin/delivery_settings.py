@@ -53,15 +53,15 @@ class DeliverySettingsForm(forms.ModelForm):
         "themselves from their Settings page, which records their consent."
     )
 
-    def clean(self):
+    def _post_clean(self) -> None:
         """An address may stay as it is or be cleared, never set: only the user's own
-        confirmation links one. A cleared address in use leaves no channel set up."""
-        cleaned = super().clean()
+        confirmation links one. (After the model's own validation, so a malformed
+        value is still explained as such.)"""
+        super()._post_clean()
         for name in self.ADDRESSES:
-            before = getattr(self.instance, name, "") if self.instance.pk else ""
-            if cleaned.get(name) and cleaned[name] != before:
+            value = self.cleaned_data.get(name)
+            if name not in self.errors and value and value != (self.initial.get(name) or ""):
                 self.add_error(name, self.NO_NEW_ADDRESS)
-        return cleaned
 
 
 @admin.register(DeliverySettings)

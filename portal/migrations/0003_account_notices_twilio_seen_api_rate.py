@@ -1,6 +1,7 @@
 """Notices a user reads on their Settings page (a tenant table, under row-level
-security), and the inbound Twilio MessageSids already handled (not a tenant
-table: sids only, like the Telegram update log)."""
+security); the inbound Twilio MessageSids already handled (not a tenant table:
+sids only, like the Telegram update log); and each API token's request count
+for the current minute (the per-token rate limit)."""
 
 import django.db.models.deletion
 from django.conf import settings
@@ -16,6 +17,16 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AddField(
+            model_name="apitoken",
+            name="rate_requests",
+            field=models.PositiveIntegerField(default=0),
+        ),
+        migrations.AddField(
+            model_name="apitoken",
+            name="rate_window_at",
+            field=models.DateTimeField(blank=True, null=True),
+        ),
         migrations.CreateModel(
             name="TwilioMessageSeen",
             fields=[
