@@ -10,6 +10,7 @@ tokens are only deleted. No scope is open during the network call.
 from __future__ import annotations
 
 import logging
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,12 +36,26 @@ logger = logging.getLogger("nudge.portal")
 _CHECKS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="calendar-check")
 
 
-def check_in_background(user_id: int) -> Future:
-    """Sync the user's calendars (the new one among them) and re-plan, in the background."""
+_WAITING: set[int] = set()  # users with a check queued and not yet started
+_WAITING_LOCK = threading.Lock()
+
+
+def check_in_background(user_id: int) -> Future | None:
+    """Sync the user's calendars (the new one among them) and re-plan, in the background.
+
+    One queued check per user: adding calendars in a burst does not queue a burst of
+    fetches (None when one is already waiting; it will see the new calendar too).
+    """
+    with _WAITING_LOCK:
+        if user_id in _WAITING:
+            return None
+        _WAITING.add(user_id)
     return _CHECKS.submit(_check, user_id)
 
 
 def _check(user_id: int) -> None:
+    with _WAITING_LOCK:
+        _WAITING.discard(user_id)  # from now on, a new calendar needs a check of its own
     try:
         refresh_calendars_and_queue(user_id)
     finally:

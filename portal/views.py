@@ -266,9 +266,11 @@ def link_telegram(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Telegram is not configured on this server.")
         return redirect("portal:settings")
     user_id = request.user.pk
+    now = timezone.now()
     with tenant_scope(user_id):
         account.ensure_settings(user_id)
-        code = new_telegram_code(user_id, timezone.now())
+        whatsapp.prune_link_codes(user_id, now)
+        code = new_telegram_code(user_id, now)
     # Opens the bot in Telegram, which sends it "/start <code>".
     return HttpResponseRedirect(telegram.link_url(code))
 

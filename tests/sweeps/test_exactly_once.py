@@ -113,6 +113,7 @@ def test_concurrent_deliver_processes_send_each_row_exactly_once(make_user, tmp_
         NUDGE_RECORDING_FILE=str(record_file),
         NUDGE_RECORDING_DELAY_SECONDS="0.01",
         LOG_LEVEL="WARNING",
+        DEBUG="true",  # the console channel only sends in development (issue 23)
     )
     workers = [
         manage("deliver", "--now", DUE.isoformat(), "--batch-size", "20", env=env) for _ in range(4)
