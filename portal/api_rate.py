@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from django.http import HttpRequest
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from portal.models import ApiToken
 from portal.tokens import digest, parse_api_token
 from tenancy.scope import tenant_scope

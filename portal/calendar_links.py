@@ -21,9 +21,9 @@ from django.db import connection as db_connection
 
 from calendars import crypto
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
-from nudgeproject.config import NudgeConfig
-from portal.account import refresh_calendars_and_queue, refresh_queue
+from core.config import NudgeConfig
 from portal.followups import MAX_ID
+from scheduled_sends.materialize import refresh_calendars_and_queue, refresh_queue
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.portal")

@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from calendars.models import FollowUp
-from nudgeproject.config import NudgeConfig
-from portal.account import refresh_queue
+from core.config import NudgeConfig
+from scheduled_sends.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 
 TITLE_MAX_CHARS = 200

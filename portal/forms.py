@@ -7,9 +7,9 @@ from functools import cache
 
 from django import forms
 
+from accounts.models import MAX_LEAD_MINUTES, Channel
 from portal.followups import TITLE_MAX_CHARS
 from scheduled_sends.channels.console import development
-from scheduled_sends.models import MAX_LEAD_MINUTES, Channel
 
 
 @cache

@@ -20,9 +20,11 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.actions import ensure_settings
+from accounts.models import Channel, DeliverySettings
 from calendars.connect import ConnectError, add_ics_feed
 from calendars.models import ConnectionStatus
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from portal import account, calendar_links, followups, telegram, timeline, whatsapp
 from portal.followups import FollowUpChange, FollowUpInvalid
 from portal.forms import (
@@ -35,7 +37,6 @@ from portal.forms import (
 )
 from portal.models import AccountNotice, ApiToken, LinkCode, OptInRecord
 from portal.tokens import new_api_token, new_telegram_code
-from scheduled_sends.models import Channel, DeliverySettings
 from tenancy.scope import tenant_scope
 
 
@@ -67,7 +68,7 @@ def _add_follow_up(
 
 def _zone(user_id: int):
     with tenant_scope(user_id):
-        return timeline.zone_of(account.ensure_settings(user_id).timezone)
+        return timeline.zone_of(ensure_settings(user_id).timezone)
 
 
 @login_required
@@ -80,7 +81,7 @@ def home(request: HttpRequest) -> HttpResponse:
         return added
     now = timezone.now()
     with tenant_scope(user_id), timezone.override(zone):
-        delivery = account.ensure_settings(user_id)
+        delivery = ensure_settings(user_id)
         return render(
             request,
             "portal/home.html",
@@ -158,7 +159,7 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
     user_id = request.user.pk
     now = timezone.now()
     with tenant_scope(user_id):
-        delivery = account.ensure_settings(user_id)
+        delivery = ensure_settings(user_id)
         with timezone.override(timeline.zone_of(delivery.timezone)):
             return render(
                 request,
@@ -230,14 +231,14 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         return _settings_page(request)
     user_id = request.user.pk
     with tenant_scope(user_id):
-        current_channel = account.ensure_settings(user_id).channel
+        current_channel = ensure_settings(user_id).channel
     form = SettingsForm(request.POST, current_channel=current_channel)
     if not form.is_valid():
         return _settings_page(request, form)
     now = timezone.now()
     data = form.cleaned_data
     with tenant_scope(user_id):
-        delivery = account.ensure_settings(user_id)
+        delivery = ensure_settings(user_id)
         for name in ("channel", "timezone", "default_lead_minutes", "quiet_start", "quiet_end"):
             setattr(delivery, name, data[name])
         problem = _channel_problem(delivery)
@@ -268,7 +269,7 @@ def link_telegram(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
     now = timezone.now()
     with tenant_scope(user_id):
-        account.ensure_settings(user_id)
+        ensure_settings(user_id)
         whatsapp.prune_link_codes(user_id, now)
         code = new_telegram_code(user_id, now)
     # Opens the bot in Telegram, which sends it "/start <code>".

@@ -17,7 +17,9 @@ from django.core.exceptions import ValidationError
 from twilio.base.exceptions import TwilioException, TwilioRestException
 from twilio.rest import Client
 
-from nudgeproject.config import NudgeConfig
+from accounts.actions import PAUSED_BY_WHATSAPP_STOP, ensure_settings
+from accounts.models import Channel, validate_e164
+from core.config import NudgeConfig
 from portal import account
 from portal.models import LinkCode, TwilioMessageSeen
 from portal.tokens import TooManyCodes, new_whatsapp_code, use_whatsapp_code
@@ -26,7 +28,6 @@ from scheduled_sends.channels.whatsapp import (
     classify_twilio_error,
     whatsapp_address,
 )
-from scheduled_sends.models import Channel, validate_e164
 from tenancy.scope import tenant_scope
 
 STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT"})
@@ -123,7 +124,7 @@ def confirm_code(user_id: int, code: str, now: datetime) -> bool:
         number = use_whatsapp_code(user_id, code, now)
         if number is not None:
             previous = account.bind_address(
-                account.ensure_settings(user_id),
+                ensure_settings(user_id),
                 Channel.WHATSAPP,
                 number,
                 "entered the code sent to this number on the website",
@@ -157,5 +158,5 @@ def handle_inbound(params: dict[str, str], now: datetime) -> account.InboundResu
     if not first_time(params.get("MessageSid", ""), now):
         return None
     if command == "stop":
-        return account.pause_from(Channel.WHATSAPP, number, account.PAUSED_BY_WHATSAPP_STOP, now)
+        return account.pause_from(Channel.WHATSAPP, number, PAUSED_BY_WHATSAPP_STOP, now)
     return account.resume_from(Channel.WHATSAPP, number, "replied START on WhatsApp", now)

@@ -2,7 +2,7 @@
 
 Outside development it must never "send": it would print a user's private
 titles into the service's log and record them delivered. The rules
-(``portal.rules.pause_reason``) skip such rows with a reason, and the channel
+(``accounts.rules.pause_reason``) skip such rows with a reason, and the channel
 itself refuses as a last line.
 """
 

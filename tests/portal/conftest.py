@@ -9,8 +9,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from portal.account import ensure_settings
-from scheduled_sends.models import DeliverySettings, ScheduledSend
+from accounts.actions import ensure_settings
+from accounts.models import DeliverySettings
+from scheduled_sends.models import ScheduledSend
 from tenancy.scope import tenant_scope
 from tests.admin.conftest import _plain_http  # noqa: F401 — autouse: plain http for the client
 from tests.admin.test_browser import (  # noqa: F401 — fixtures

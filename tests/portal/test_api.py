@@ -9,11 +9,11 @@ import pytest
 import requests
 from django.utils import timezone
 
+from accounts.actions import ensure_settings
+from accounts.models import DeliverySettings
 from calendars.models import FollowUp
-from portal.account import ensure_settings
 from portal.followups import TITLE_MAX_CHARS
 from portal.tokens import new_api_token
-from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope
 
 from .conftest import pending

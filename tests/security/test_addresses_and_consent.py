@@ -9,12 +9,14 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.actions import PAUSED_BY_WHATSAPP_STOP, ensure_settings
+from accounts.admin import DeliverySettingsForm
+from accounts.models import DeliverySettings
 from portal import account, followups, telegram
 from portal.models import OptInRecord
-from scheduled_sends.admin.delivery_settings import DeliverySettingsForm
 from scheduled_sends.channels.console import NOT_IN_PRODUCTION
 from scheduled_sends.deliver import run_deliver
-from scheduled_sends.models import DeliverySettings, ScheduledSend
+from scheduled_sends.models import ScheduledSend
 from tenancy.scope import tenant_scope
 from tests.portal.conftest import pending, queued
 from tests.portal.test_telegram import link_code, post_update
@@ -73,9 +75,7 @@ def test_a_number_confirmed_by_another_account_leaves_the_first(signed_in, now):
     assert settings_of(ana).whatsapp_number == ""
     assert settings_of(bob).whatsapp_number == number
     assert account.owner_of("whatsapp", number) == bob.pk
-    assert account.pause_from("whatsapp", number, account.PAUSED_BY_WHATSAPP_STOP, now).user_id == (
-        bob.pk
-    )
+    assert account.pause_from("whatsapp", number, PAUSED_BY_WHATSAPP_STOP, now).user_id == (bob.pk)
 
 
 def admin_form(delivery: DeliverySettings, **changes) -> DeliverySettingsForm:
@@ -116,7 +116,7 @@ def test_settings_never_says_confirmed_without_an_opt_in_record(signed_in):
     """issue 23 item 4: an address set without the user's opt-in was shown as "Confirmed"."""
     ana, browser = signed_in("ana")
     with tenant_scope(ana.pk):
-        account.ensure_settings(ana.pk)
+        ensure_settings(ana.pk)
         DeliverySettings.objects.filter(user_id=ana.pk).update(
             whatsapp_number="+14155550100", telegram_chat_id="5550009"
         )

@@ -12,7 +12,7 @@ from django.db import connection
 
 from calendars.providers import ics
 from calendars.providers.base import FetchResult
-from nudgeproject.log_format import KeyValueFormatter
+from core.log_format import KeyValueFormatter
 from tests.conftest import admin_url
 from tests.support.processes import PROJECT_ROOT, subprocess_env
 
