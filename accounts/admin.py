@@ -51,6 +51,22 @@ class DeliverySettingsForm(forms.ModelForm):
             f"0 to {MAX_LEAD_MINUTES} minutes.",
         }
 
+    ADDRESSES = ("whatsapp_number", "telegram_chat_id")
+    NO_NEW_ADDRESS = (
+        "Support can clear an address but not set or change one: the user links it "
+        "themselves from their Settings page, which records their consent."
+    )
+
+    def _post_clean(self) -> None:
+        """An address may stay as it is or be cleared, never set: only the user's own
+        confirmation links one. (After the model's own validation, so a malformed
+        value is still explained as such.)"""
+        super()._post_clean()
+        for name in self.ADDRESSES:
+            value = self.cleaned_data.get(name)
+            if name not in self.errors and value and value != (self.initial.get(name) or ""):
+                self.add_error(name, self.NO_NEW_ADDRESS)
+
 
 @admin.register(DeliverySettings)
 class DeliverySettingsAdmin(admin.ModelAdmin):

@@ -70,7 +70,8 @@ class DeliverySettings(TenantModel):
         "auth.User", on_delete=models.CASCADE, related_name="delivery_settings"
     )
     enabled = models.BooleanField(default=True)
-    channel = models.CharField(max_length=16, choices=Channel.choices, default=Channel.CONSOLE)
+    # Blank until the user links a channel: nothing is planned for them before that.
+    channel = models.CharField(max_length=16, choices=Channel.choices, blank=True, default="")
     whatsapp_number = models.CharField(
         max_length=16, blank=True, default="", validators=[validate_e164]
     )

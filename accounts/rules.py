@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import Protocol
 
+from core.deployment import NOT_IN_PRODUCTION, development
+
+NOT_SET_UP = "no channel set up yet: link Telegram or WhatsApp in Settings"
+
 
 class HoldSettings(Protocol):
     """The fields of ``DeliverySettings`` these rules read."""
@@ -34,7 +38,12 @@ class SkipReason:
 
 
 def pause_reason(settings: HoldSettings) -> SkipReason | None:
-    """Nudges are held while the user paused them or their channel is unreachable."""
+    """Nudges are held while the user paused them, has no channel yet (or only the
+    development console outside development), or their channel is unreachable."""
+    if not settings.channel:
+        return SkipReason(NOT_SET_UP)
+    if settings.channel == "console" and not development():
+        return SkipReason(NOT_IN_PRODUCTION)
     if settings.paused:
         return SkipReason(f"nudges paused: {settings.paused_reason or 'paused by you'}")
     if settings.unreachable_channel and settings.unreachable_channel == settings.channel:

@@ -12,6 +12,7 @@ worth protecting from a user-supplied URL.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
@@ -27,20 +28,76 @@ from calendars.sync import apply_events, owner_facts
 from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
 
+logger = logging.getLogger("nudge.calendars")
+
+# One refusal for every address the server will not fetch: saying "resolves to a
+# private address" apart from "cannot resolve" would let a user map the internal
+# network's names through this form. The detail goes to the log.
+REFUSED = (
+    "This address cannot be used. Give the public http(s) address of the calendar "
+    "(the ICS or iCal link your calendar service shows)."
+)
+
 
 class ConnectError(Exception):
     """The connection could not be made; the message is safe to show."""
 
 
+def vet_feed_url(user_id: int, url: str, *, allow_private: bool, say_why: bool = False) -> None:
+    """Refuse an address the server will not fetch: to a user in the same words whatever
+    the cause; to the operator's command line (``say_why``) with the cause."""
+    try:
+        check_feed_url(url, allow_private=allow_private)
+    except ProviderError as exc:
+        reason = crypto.scrub(str(exc), url)
+        logger.info("refused an ICS address", extra={"user_id": user_id, "reason": reason})
+        raise ConnectError(reason if say_why else REFUSED) from None
+
+
+def check_calendar_cap(user_id: int) -> None:
+    """Refuse one more calendar past ``NUDGE_MAX_CALENDARS_PER_USER``. Inside the scope."""
+    cap = NudgeConfig.from_settings().max_calendars_per_user
+    held = (
+        CalendarConnection.objects.filter(user_id=user_id).exclude(provider=Provider.LOCAL).count()
+    )
+    if held >= cap:
+        raise ConnectError(
+            f"You have {held} calendars connected, the most allowed ({cap}). "
+            "Disconnect one to add another."
+        )
+
+
+def add_ics_feed(user_id: int, url: str, *, allow_private: bool = False) -> CalendarConnection:
+    """The website's connect: validate the address in the request and store it; the
+    first fetch happens in the background (``portal.calendar_links.check_in_background``),
+    so a slow feed never holds a web worker. Until it has run, the connection has
+    never synced, which the calendars page shows as "checking…"."""
+    vet_feed_url(user_id, url, allow_private=allow_private)
+    with tenant_scope(user_id):
+        check_calendar_cap(user_id)
+        return CalendarConnection.objects.create(
+            user_id=user_id,
+            provider=Provider.ICS,
+            account=feed_host(url)[:255],
+            calendar_id="",
+            feed_url_encrypted=crypto.encrypt(url),
+            allow_private_network=allow_private,
+            resync_requested=True,
+        )
+
+
 def connect_ics_feed(
     user_id: int, url: str, *, allow_private: bool = False, now: datetime | None = None
 ) -> CalendarConnection:
-    """Validate the address, fetch and parse the feed once, then store it encrypted."""
+    """Validate the address, fetch and parse the feed once, then store it encrypted
+    (the command line's connect, which may wait for the feed)."""
     if not get_user_model().objects.filter(pk=user_id).exists():
         raise ConnectError(f"no user with id {user_id}")
     now = now or timezone.now()
+    vet_feed_url(user_id, url, allow_private=allow_private, say_why=True)
     window_start, window_end = NudgeConfig.from_settings().subject_window(now)
     with tenant_scope(user_id):
+        check_calendar_cap(user_id)
         zone, emails = owner_facts(user_id)
     snapshot = ConnectionSnapshot(
         connection_id=0,
@@ -56,7 +113,6 @@ def connect_ics_feed(
         owner_emails=emails,
     )
     try:
-        check_feed_url(url, allow_private=allow_private)
         fetched = IcsFeedProvider().fetch(
             snapshot, now=now, window_start=window_start, window_end=window_end
         )
@@ -86,9 +142,14 @@ def store_oauth_connection(
     resets the status and asks for a full sync.
     """
     with tenant_scope(user_id):
-        connection, _created = CalendarConnection.objects.get_or_create(
+        connection = CalendarConnection.objects.filter(
             user_id=user_id, provider=provider, account=account[:255]
-        )
+        ).first()
+        if connection is None:
+            check_calendar_cap(user_id)
+            connection = CalendarConnection(
+                user_id=user_id, provider=provider, account=account[:255]
+            )
         connection.access_token_encrypted = crypto.encrypt(grant.access_token)
         if grant.refresh_token:
             connection.refresh_token_encrypted = crypto.encrypt(grant.refresh_token)

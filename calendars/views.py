@@ -27,7 +27,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from calendars import oauth
-from calendars.connect import store_oauth_connection
+from calendars.connect import ConnectError, store_oauth_connection
 from calendars.models import Provider
 from calendars.providers import google, microsoft
 from calendars.providers.base import ProviderError
@@ -143,7 +143,10 @@ def _callback(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
         account = flow.account_name(grant.access_token)
     except ProviderError as exc:
         return _text(f"{flow.label} could not be connected: {exc}", 502)
-    store_oauth_connection(request.user.pk, flow.provider, account=account, grant=grant)
+    try:
+        store_oauth_connection(request.user.pk, flow.provider, account=account, grant=grant)
+    except ConnectError as exc:  # the per-user calendar cap
+        return _text(f"{flow.label} could not be connected: {exc}", 409)
     return _text(f"{flow.label} connected ({account}). Reminders start with the next sync.")
 
 

@@ -37,6 +37,14 @@ def seconds(value: float) -> timedelta:
     return timedelta(seconds=value)
 
 
+def hours(value: float) -> timedelta:
+    return timedelta(hours=value)
+
+
+def days(value: float) -> timedelta:
+    return timedelta(days=value)
+
+
 def as_is(value: float) -> float:
     return value
 
@@ -97,6 +105,14 @@ KNOBS: tuple[Knob, ...] = (
     Knob("CALENDAR_SAFETY_POLL_MINUTES", "calendar_safety_poll", 360, minutes),
     # --- the end-user area ---
     Knob("NUDGE_LINK_CODE_MINUTES", "link_code_lifetime", 15, minutes),
+    # How long used or expired link codes, and inbound Twilio message ids, are kept.
+    Knob("NUDGE_LINK_CODE_RETENTION_HOURS", "link_code_retention", 24, hours),
+    Knob("NUDGE_INBOUND_SEEN_DAYS", "inbound_seen_retention", 90, days),
+    # Per-user caps (a user past one is refused with the limit named) and the API's rate.
+    Knob("NUDGE_MAX_CALENDARS_PER_USER", "max_calendars_per_user", 10),
+    Knob("NUDGE_MAX_FOLLOW_UPS_PER_USER", "max_follow_ups_per_user", 1000),
+    Knob("NUDGE_MAX_API_TOKENS_PER_USER", "max_api_tokens_per_user", 10),
+    Knob("NUDGE_API_REQUESTS_PER_MINUTE", "api_requests_per_minute", 60),
     # --- sign-in and password reset (portal/signin.py) ---
     Knob("NUDGE_SIGNIN_FAILURE_LIMIT", "signin_failure_limit", 10),
     Knob("NUDGE_SIGNIN_LOCKOUT_MINUTES", "signin_lockout", 15, minutes),
@@ -175,6 +191,12 @@ class NudgeConfig:
     calendar_safety_poll: timedelta
     # --- the end-user area ---
     link_code_lifetime: timedelta
+    link_code_retention: timedelta
+    inbound_seen_retention: timedelta
+    max_calendars_per_user: int
+    max_follow_ups_per_user: int
+    max_api_tokens_per_user: int
+    api_requests_per_minute: int
     # --- sign-in and password reset (portal/signin.py) ---
     signin_failure_limit: int
     signin_lockout: timedelta
@@ -279,6 +301,22 @@ class NudgeConfig:
         ):
             require(seconds > 0, f"{name} must be positive")
         require(self.ics_max_bytes >= 1, "ICS_MAX_BYTES must be at least 1")
+        for name, cap in (
+            ("NUDGE_MAX_CALENDARS_PER_USER", self.max_calendars_per_user),
+            ("NUDGE_MAX_FOLLOW_UPS_PER_USER", self.max_follow_ups_per_user),
+            ("NUDGE_MAX_API_TOKENS_PER_USER", self.max_api_tokens_per_user),
+            ("NUDGE_API_REQUESTS_PER_MINUTE", self.api_requests_per_minute),
+        ):
+            require(cap >= 1, f"{name} must be at least 1")
+        # The hourly allowance of WhatsApp codes counts the last hour's codes.
+        require(
+            self.link_code_retention >= max(timedelta(hours=1), self.link_code_lifetime),
+            "NUDGE_LINK_CODE_RETENTION_HOURS must be at least 1 and cover NUDGE_LINK_CODE_MINUTES",
+        )
+        require(
+            self.inbound_seen_retention >= timedelta(days=1),
+            "NUDGE_INBOUND_SEEN_DAYS must be at least 1",
+        )
         for name, count in (
             ("NUDGE_SIGNIN_FAILURE_LIMIT", self.signin_failure_limit),
             ("NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR", self.password_resets_per_address_hour),

@@ -2,14 +2,31 @@
 
 Log calls pass their details as ``extra={...}``; the default formatter
 drops them, which would leave "sweep finished" with nothing to grep for.
+
+One record is one line: control characters in the message and in every field
+are escaped (a calendar's event UID or a provider's error text is outside
+input, and a newline in it would otherwise write a forged line into the log).
+A traceback keeps its lines, each indented, so only a real record starts a line.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+# C0 and C1 controls, DEL, and the Unicode line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape(text: str) -> str:
+    """``text`` with every control character written as its JSON escape (``\\n``)."""
+    return _CONTROL.sub(lambda match: json.dumps(match.group())[1:-1], text)
+
+
+def _indented(block: str) -> str:
+    return "\n".join("  " + escape(line) for line in block.splitlines())
 
 
 class KeyValueFormatter(logging.Formatter):
@@ -17,10 +34,18 @@ class KeyValueFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+        record.message = escape(record.getMessage())
+        record.asctime = self.formatTime(record, self.datefmt)
+        text = escape(self.formatMessage(record))
         fields = {k: v for k, v in vars(record).items() if k not in _STANDARD}
         if fields:
             text += " " + " ".join(
-                f"{key}={json.dumps(value, default=str)}" for key, value in sorted(fields.items())
+                f"{escape(str(key))}={json.dumps(value, default=str)}"
+                for key, value in sorted(fields.items())
             )
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        for block in (record.exc_text, record.stack_info and self.formatStack(record.stack_info)):
+            if block:
+                text += "\n" + _indented(block)
         return text

@@ -117,7 +117,8 @@ class NudgeAdminSite(admin.AdminSite):
             "nudge_lines": lines,
             "nudge_failing": [line for line in lines if not line.ok],
             "nudge_as_of": when(now),
-            "nudge_charts": console.activity_panels(now, config),
+            # Counts across every tenant: only for staff who may view the queue.
+            "nudge_charts": console.activity_panels(now, config) if links.queue else None,
             **(extra_context or {}),
         }
         return super().index(request, extra_context=context)

@@ -9,6 +9,7 @@ an instant (``when``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -447,6 +448,34 @@ def _bucket_label(histogram: list[tuple[float, int]], i: int) -> str:
 OUTCOME_ORDER = (Outcome.SENT, Outcome.SKIPPED, Outcome.FAILED, Outcome.EXPIRED)
 
 
+_PROVIDER_CODE = re.compile(r"\[([A-Za-z0-9_.-]{1,32})\]")
+
+
+def reason_code(last_error: str) -> str:
+    """A failure reason as a short code for the charts, never the recorded text: a
+    provider's message may quote a phone number, and the charts are read by staff
+    who may not see the rows. (Classified by the error's code prefix until the
+    queue records a failure kind of its own.)"""
+    if "may have been delivered" in last_error or "answer was unreadable" in last_error:
+        return "unconfirmed"
+    if last_error.startswith("delivery was interrupted"):
+        return "interrupted"
+    match = _PROVIDER_CODE.match(last_error)
+    if match:
+        return f"provider error {match[1]}"
+    if last_error.startswith("no address configured"):
+        return "no address"
+    return "other"
+
+
+def _by_code(failures: dict[str, int]) -> dict[str, int]:
+    coded: dict[str, int] = {}
+    for reason, n in failures.items():
+        code = reason_code(reason)
+        coded[code] = coded.get(code, 0) + n
+    return coded
+
+
 def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
     """Outcomes per hour (stacked), retries as a line, and failures by reason."""
     slots = len(data.hours)
@@ -485,10 +514,11 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
             ],
         )
     ]
-    reasons = data.failure_reasons
+    hourly = [_by_code(h.failures) for h in data.hours]
+    reasons = sorted(_by_code(dict(data.failure_reasons)).items(), key=lambda item: -item[1])
     palette = ("#c62828", "#ad1457", "#6a1b9a", "#4527a0", "#283593", "#00695c")
     failure_series = [
-        Series(reason, [h.failures.get(reason, 0) for h in data.hours], palette[i % len(palette)])
+        Series(reason, [h.get(reason, 0) for h in hourly], palette[i % len(palette)])
         for i, (reason, _) in enumerate(reasons)
     ]
     reason_chart = Chart(
@@ -507,8 +537,8 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
             ["hour from", "reason", "failures"],
             [
                 [when(h.start), reason, n]
-                for h in data.hours
-                for reason, n in sorted(h.failures.items())
+                for h, failures in zip(data.hours, hourly, strict=True)
+                for reason, n in sorted(failures.items())
             ],
             "Hours not listed had no failures.",
         )

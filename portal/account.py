@@ -16,20 +16,30 @@ from datetime import datetime
 
 from accounts.actions import PAUSED_BY_STOP, ensure_settings, pause, resume
 from accounts.models import Channel, DeliverySettings
-from portal.models import ChannelAddress, OptInRecord
+from portal.models import AccountNotice, ChannelAddress, OptInRecord
 from portal.tokens import address_digest
 from scheduled_sends.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.portal")
 
+# Why an opt-in was withdrawn when another account confirmed the same address.
+LINKED_ELSEWHERE = "linked to another account"
 
-def _remember_address(user_id: int, channel: str, address: str) -> None:
-    ChannelAddress.objects.update_or_create(
+
+def _remember_address(user_id: int, channel: str, address: str) -> int | None:
+    """Point the directory at ``user_id``; the account it named before, if another."""
+    entry, _ = ChannelAddress.objects.select_for_update().get_or_create(
         channel=channel,
         address_digest=address_digest(channel, address),
         defaults={"user_id": user_id},
     )
+    previous = entry.user_id
+    if previous != user_id:
+        entry.user_id = user_id
+        entry.save(update_fields=["user_id", "updated_at"])
+        return previous
+    return None
 
 
 def owner_of(channel: str, address: str) -> int | None:
@@ -43,8 +53,14 @@ def owner_of(channel: str, address: str) -> int | None:
     )
 
 
-def bind_address(delivery: DeliverySettings, channel: str, address: str, method: str, now) -> None:
-    """Make ``address`` the user's ``channel`` and deliver there. Inside the user's scope."""
+def bind_address(
+    delivery: DeliverySettings, channel: str, address: str, method: str, now
+) -> int | None:
+    """Make ``address`` the user's ``channel`` and deliver there. Inside the user's scope.
+
+    Returns the other account that held the address until now: the caller must
+    ``release_address`` it once this scope is closed (one address, one owner).
+    """
     if channel == Channel.TELEGRAM:
         delivery.telegram_chat_id = address
     else:
@@ -62,14 +78,58 @@ def bind_address(delivery: DeliverySettings, channel: str, address: str, method:
     OptInRecord.objects.create(
         user_id=delivery.user_id, channel=channel, address=address, method=method, recorded_at=now
     )
-    _remember_address(delivery.user_id, channel, address)
+    return _remember_address(delivery.user_id, channel, address)
 
 
 def link_address(user_id: int, channel: str, address: str, method: str, now: datetime) -> None:
     """Bind a confirmed chat or number to the user and start delivering there."""
     with tenant_scope(user_id):
-        bind_address(ensure_settings(user_id), channel, address, method, now)
+        previous = bind_address(ensure_settings(user_id), channel, address, method, now)
+    after_link(user_id, previous, channel, address, now)
+
+
+def after_link(
+    user_id: int, previous: int | None, channel: str, address: str, now: datetime
+) -> None:
+    """What follows a bind, outside any scope: the former holder loses the address,
+    then the new owner's queue is refreshed."""
+    if previous is not None:
+        release_address(previous, channel, address, now)
     refresh_queue(user_id, now)
+
+
+def release_address(user_id: int, channel: str, address: str, now: datetime) -> bool:
+    """Another account confirmed ``address``: clear it from ``user_id`` (in *their*
+    scope), withdraw their opt-in, and tell them on their Settings page."""
+    with tenant_scope(user_id):
+        delivery = DeliverySettings.objects.filter(user_id=user_id).first()
+        if delivery is None or linked_address(delivery, channel) != address:
+            return False
+        if channel == Channel.TELEGRAM:
+            delivery.telegram_chat_id = ""
+        else:
+            delivery.whatsapp_number = ""
+            delivery.whatsapp_opted_in_at = None
+        if delivery.channel == channel:
+            delivery.channel = ""  # not set up: nothing is planned until they link again
+        if delivery.unreachable_channel == channel:
+            delivery.unreachable_channel, delivery.unreachable_reason = "", ""
+            delivery.unreachable_at = None
+        delivery.save()
+        OptInRecord.objects.filter(
+            user_id=user_id, channel=channel, address=address, withdrawn_at=None
+        ).update(withdrawn_at=now, withdrawn_how=LINKED_ELSEWHERE)
+        label = Channel(channel).label
+        AccountNotice.objects.create(
+            user_id=user_id,
+            created_at=now,
+            text=f"Your {label} {'chat' if channel == Channel.TELEGRAM else 'number'} was "
+            "linked to another nudge account, so it was removed from yours and your nudges "
+            f"no longer go there. Link {label} again if it is yours.",
+        )
+    logger.warning("address moved to another account", extra={"user_id": user_id})
+    refresh_queue(user_id, now)
+    return True
 
 
 def linked_address(delivery: DeliverySettings, channel: str) -> str:

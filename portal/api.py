@@ -22,7 +22,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
 from accounts.actions import ensure_settings
-from portal import followups
+from portal import api_rate, followups
 from portal.followups import FollowUpChange, FollowUpInvalid
 from portal.openapi import schema
 from portal.tokens import api_token_is_live, parse_api_token
@@ -81,6 +81,9 @@ def api_view(methods: dict[str, str]) -> Callable:
                     "missing, unknown, expired or revoked API token",
                     WWW_Authenticate="Bearer",
                 )
+            wait = api_rate.seconds_to_wait(request, user_id, timezone.now())
+            if wait is not None:
+                return error(429, "too many requests with this token", Retry_After=str(wait))
             try:
                 return view(request, user_id, *args, **kwargs)
             except BadRequest as exc:

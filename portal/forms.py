@@ -6,9 +6,9 @@ import zoneinfo
 from functools import cache
 
 from django import forms
-from django.conf import settings
 
 from accounts.models import MAX_LEAD_MINUTES, Channel
+from core.deployment import development
 from portal.followups import TITLE_MAX_CHARS
 
 
@@ -46,12 +46,17 @@ class SettingsForm(forms.Form):
 
     def __init__(self, *args, current_channel: str = "", **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        # The console channel prints to the server's log: offered in development,
-        # or kept while it is what the user still has (every new user starts there).
-        if not (settings.DEBUG or settings.EMBEDDED_DATABASE) and current_channel != "console":
-            self.fields["channel"].choices = [
-                choice for choice in Channel.choices if choice[0] != Channel.CONSOLE
-            ]
+        # The console channel prints to the server's log: offered in development only
+        # (kept in the list while an older account still has it, so the form saves).
+        choices = [
+            choice
+            for choice in Channel.choices
+            if choice[0] != Channel.CONSOLE or development() or current_channel == "console"
+        ]
+        if not current_channel:  # a new user: nothing linked yet
+            choices.insert(0, ("", "Not set up yet: link Telegram or WhatsApp below"))
+            self.fields["channel"].required = False
+        self.fields["channel"].choices = choices
 
     def clean(self):
         cleaned = super().clean()

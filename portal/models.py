@@ -50,6 +50,9 @@ class ApiToken(TenantModel):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     revoked_how = models.CharField(max_length=120, blank=True, default="")
+    # The API's per-token rate (portal/api_rate.py): requests in the current minute.
+    rate_window_at = models.DateTimeField(null=True, blank=True)
+    rate_requests = models.PositiveIntegerField(default=0)
 
     class Meta:
         db_table = "portal_api_tokens"
@@ -140,3 +143,35 @@ class PasswordResetRequest(models.Model):
 
     def __str__(self) -> str:
         return f"password reset request at {self.requested_at:%Y-%m-%d %H:%M}Z"
+
+
+class AccountNotice(TenantModel):
+    """Something done to a user's account that they did not do on the website, shown on
+    their Settings page: e.g. another account linked the chat or number they had."""
+
+    text = models.CharField(max_length=300)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "portal_account_notices"
+        indexes = [models.Index(fields=["user", "-created_at"], name="portal_notices_user_idx")]
+
+    def __str__(self) -> str:
+        return f"notice for user {self.user_id} at {self.created_at:%Y-%m-%d %H:%M}Z"
+
+
+class TwilioMessageSeen(models.Model):
+    """Inbound Twilio MessageSids already handled, so a captured signed STOP or START
+    replayed later does nothing. Holds no user data; pruned after
+    ``NUDGE_INBOUND_SEEN_DAYS`` (Twilio's signature has no timestamp, so the table
+    is what refuses a replay)."""
+
+    message_sid = models.CharField(max_length=64, primary_key=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "portal_twilio_messages_seen"
+        indexes = [models.Index(fields=["received_at"], name="portal_twilio_seen_at_idx")]
+
+    def __str__(self) -> str:
+        return f"Twilio message {self.message_sid}"

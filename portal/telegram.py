@@ -32,7 +32,6 @@ from scheduled_sends.channels.telegram import (
     bot_api_base_url,
     install_token_filter,
 )
-from scheduled_sends.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 
 WEBHOOK_SECRET_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -79,19 +78,17 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
     if owned is None:
         return BAD_CODE
     with tenant_scope(owned.user_id):
-        if use_telegram_code(owned, now):
-            account.bind_address(
+        linked = use_telegram_code(owned, now)
+        if linked:
+            previous = account.bind_address(
                 ensure_settings(owned.user_id),
                 Channel.TELEGRAM,
                 chat_id,
                 "sent the one-time link to the bot (/start)",
                 now,
             )
-            linked = True
-        else:
-            linked = False
     if linked:
-        refresh_queue(owned.user_id, now)
+        account.after_link(owned.user_id, previous, Channel.TELEGRAM, chat_id, now)
         return LINKED
     if account.owner_of(Channel.TELEGRAM, chat_id) == owned.user_id:
         return ALREADY_LINKED

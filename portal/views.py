@@ -22,8 +22,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.actions import ensure_settings, update_settings
 from accounts.models import Channel, DeliverySettings
-from calendars.connect import ConnectError, connect_ics_feed
+from calendars.connect import ConnectError, add_ics_feed
 from calendars.models import ConnectionStatus
+from core.config import NudgeConfig
 from portal import calendar_links, followups, telegram, timeline, whatsapp
 from portal.followups import FollowUpChange, FollowUpInvalid
 from portal.forms import (
@@ -34,9 +35,8 @@ from portal.forms import (
     WhatsAppCodeForm,
     WhatsAppNumberForm,
 )
-from portal.models import ApiToken, LinkCode, OptInRecord
+from portal.models import AccountNotice, ApiToken, LinkCode, OptInRecord
 from portal.tokens import new_api_token, new_telegram_code, revoke_api_tokens
-from scheduled_sends.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 
 
@@ -185,9 +185,33 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                         OptInRecord.objects.filter(user_id=user_id).order_by("-recorded_at")[:5]
                     ),
                     "telegram_ready": bool(settings.TELEGRAM_BOT_USERNAME),
+                    "confirmed": _confirmed(delivery),
+                    "notices": list(
+                        AccountNotice.objects.filter(
+                            user_id=user_id, created_at__gt=now - NOTICE_DAYS
+                        ).order_by("-created_at")[:5]
+                    ),
                     **extra,
                 },
             )
+
+
+NOTICE_DAYS = timedelta(days=30)
+
+
+def _confirmed(delivery: DeliverySettings) -> dict[str, bool]:
+    """Per channel: the linked address has the user's own opt-in on record. Only then
+    does the page say it is confirmed. Inside the user's scope."""
+    return {
+        channel: bool(address)
+        and OptInRecord.objects.filter(
+            user_id=delivery.user_id, channel=channel, address=address
+        ).exists()
+        for channel, address in (
+            (Channel.TELEGRAM, delivery.telegram_chat_id),
+            (Channel.WHATSAPP, delivery.whatsapp_number),
+        )
+    }
 
 
 def _initial(delivery: DeliverySettings) -> dict:
@@ -243,9 +267,11 @@ def link_telegram(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Telegram is not configured on this server.")
         return redirect("portal:settings")
     user_id = request.user.pk
+    now = timezone.now()
     with tenant_scope(user_id):
         ensure_settings(user_id)
-        code = new_telegram_code(user_id, timezone.now())
+        whatsapp.prune_link_codes(user_id, now)
+        code = new_telegram_code(user_id, now)
     # Opens the bot in Telegram, which sends it "/start <code>".
     return HttpResponseRedirect(telegram.link_url(code))
 
@@ -287,8 +313,17 @@ def api_token_create(request: HttpRequest) -> HttpResponse:
         return _settings_page(request, token_form=form)
     days = form.cleaned_data["expires_in"]
     expires_at = timezone.now() + timedelta(days=days) if days else None
+    cap = NudgeConfig.from_settings().max_api_tokens_per_user
     with tenant_scope(request.user.pk):
-        _, plaintext = new_api_token(request.user.pk, form.cleaned_data["name"], expires_at)
+        live = ApiToken.objects.filter(user_id=request.user.pk, revoked_at=None).count()
+        plaintext = (
+            None
+            if live >= cap
+            else new_api_token(request.user.pk, form.cleaned_data["name"], expires_at)[1]
+        )
+    if plaintext is None:
+        form.add_error("name", f"You have {live} tokens, the most allowed; revoke one first.")
+        return _settings_page(request, token_form=form)
     # Shown once, in this response only: never put into a cookie or the session.
     response = _settings_page(request, new_token=plaintext)
     response["Cache-Control"] = "no-store"
@@ -324,8 +359,10 @@ def _calendars_page(request: HttpRequest, ics_form: IcsFeedForm | None = None) -
             "portal/calendars.html",
             {
                 "connections": connections,
+                "checking": calendar_links.checking(connections),
                 "ics_form": ics_form or IcsFeedForm(),
                 "NEEDS_REAUTH": ConnectionStatus.NEEDS_REAUTH,
+                "ERROR": ConnectionStatus.ERROR,
             },
         )
 
@@ -336,12 +373,12 @@ def calendar_add_ics(request: HttpRequest) -> HttpResponse:
     form = IcsFeedForm(request.POST)
     if form.is_valid():
         try:
-            connect_ics_feed(request.user.pk, form.cleaned_data["url"])
+            add_ics_feed(request.user.pk, form.cleaned_data["url"])
         except ConnectError as exc:
             form.add_error("url", str(exc))
         else:
-            refresh_queue(request.user.pk)
-            messages.success(request, "Calendar added.")
+            calendar_links.check_in_background(request.user.pk)
+            messages.success(request, "Calendar added: checking it now.")
             return redirect("portal:calendars")
     return _calendars_page(request, ics_form=form)
 

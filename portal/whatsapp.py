@@ -9,6 +9,7 @@ messages (error 21610) until START, so pausing here keeps the queue honest.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 
 from django.conf import settings
@@ -18,18 +19,20 @@ from twilio.rest import Client
 
 from accounts.actions import PAUSED_BY_WHATSAPP_STOP, ensure_settings
 from accounts.models import Channel, validate_e164
+from core.config import NudgeConfig
 from portal import account
+from portal.models import LinkCode, TwilioMessageSeen
 from portal.tokens import TooManyCodes, new_whatsapp_code, use_whatsapp_code
 from scheduled_sends.channels.whatsapp import (
     BaseUrlHttpClient,
     classify_twilio_error,
     whatsapp_address,
 )
-from scheduled_sends.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 
 STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT"})
 START_WORDS = frozenset({"START", "YES", "UNSTOP", "OPTIN"})
+_MESSAGE_SID = re.compile(r"[A-Z]{2}[0-9a-f]{32}")
 
 
 class WhatsAppLinkError(Exception):
@@ -66,6 +69,7 @@ def send_code(user_id: int, number: str, now: datetime) -> None:
     client, http = _client()
     try:
         with tenant_scope(user_id):
+            prune_link_codes(user_id, now)
             code = new_whatsapp_code(user_id, number, now)
     except TooManyCodes:
         raise WhatsAppLinkError(
@@ -79,10 +83,11 @@ def send_code(user_id: int, number: str, now: datetime) -> None:
             content_variables=json.dumps({"1": code}),
         )
     except TwilioRestException as exc:
-        raise WhatsAppLinkError(
-            "The code could not be sent: "
-            + classify_twilio_error(exc, http.last_response_headers).describe()
-        ) from None
+        # Redacted as delivery's errors are: Twilio's text may quote our credentials.
+        error = classify_twilio_error(exc, http.last_response_headers).redacted(
+            settings.TWILIO_AUTH_TOKEN, settings.TWILIO_ACCOUNT_SID
+        )
+        raise WhatsAppLinkError("The code could not be sent: " + error.describe()) from None
     except (TwilioException, OSError) as exc:
         raise WhatsAppLinkError(f"The code could not be sent ({type(exc).__name__}).") from None
     finally:
@@ -90,12 +95,35 @@ def send_code(user_id: int, number: str, now: datetime) -> None:
             http.session.close()
 
 
+def prune_link_codes(user_id: int, now: datetime) -> int:
+    """Forget the user's link codes (and the numbers they were sent to) once they are
+    past use and past the hourly allowance's count. Inside the user's scope."""
+    cutoff = now - NudgeConfig.from_settings().link_code_retention
+    deleted, _ = LinkCode.objects.filter(user_id=user_id, created_at__lt=cutoff).delete()
+    return deleted
+
+
+def first_time(message_sid: str, now: datetime) -> bool:
+    """Record an inbound MessageSid; False for a replay or a message without one.
+
+    Twilio's signature covers the form but carries no timestamp, so a captured
+    signed STOP could otherwise be replayed after START. Sids older than
+    ``NUDGE_INBOUND_SEEN_DAYS`` are pruned here (an indexed range, usually empty).
+    """
+    if not _MESSAGE_SID.fullmatch(message_sid):
+        return False
+    cutoff = now - NudgeConfig.from_settings().inbound_seen_retention
+    TwilioMessageSeen.objects.filter(received_at__lt=cutoff).delete()
+    _, created = TwilioMessageSeen.objects.get_or_create(message_sid=message_sid)
+    return created
+
+
 def confirm_code(user_id: int, code: str, now: datetime) -> bool:
     """Bind the number when the code is right, recording the opt-in."""
     with tenant_scope(user_id):
         number = use_whatsapp_code(user_id, code, now)
         if number is not None:
-            account.bind_address(
+            previous = account.bind_address(
                 ensure_settings(user_id),
                 Channel.WHATSAPP,
                 number,
@@ -104,7 +132,7 @@ def confirm_code(user_id: int, code: str, now: datetime) -> bool:
             )
     if number is None:
         return False
-    refresh_queue(user_id, now)
+    account.after_link(user_id, previous, Channel.WHATSAPP, number, now)
     return True
 
 
@@ -126,6 +154,8 @@ def handle_inbound(params: dict[str, str], now: datetime) -> account.InboundResu
     command = command_of(params)
     number = params.get("From", "").strip().removeprefix("whatsapp:")
     if command is None or not number:
+        return None
+    if not first_time(params.get("MessageSid", ""), now):
         return None
     if command == "stop":
         return account.pause_from(Channel.WHATSAPP, number, PAUSED_BY_WHATSAPP_STOP, now)

@@ -259,6 +259,20 @@ def refresh_queue(user_id: int, now: datetime | None = None, **_signal_kwargs: o
         )
 
 
+def refresh_calendars_and_queue(user_id: int, now: datetime | None = None) -> None:
+    """Sync the user's calendars, then re-materialise them: a new connection's
+    events are nudged without waiting for the next sweep. Never raises."""
+    now = now or timezone.now()
+    start, end = NudgeConfig.from_settings().subject_window(now)
+    try:
+        sync_user_connections(user_id, now=now, window_start=start, window_end=end)
+    except Exception:
+        logger.exception(
+            "syncing a user's calendars after a change failed", extra={"user_id": user_id}
+        )
+    refresh_queue(user_id, now)
+
+
 def _minute(instant: datetime) -> datetime:
     return instant.replace(second=0, microsecond=0)
 

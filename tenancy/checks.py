@@ -29,6 +29,7 @@ from tenancy.rls import (
     CHECK_REACHABLE_BYPASS,
     CHECK_ROLE,
     CHECK_SESSION_DEFAULTS,
+    CHECK_SESSION_ROLE,
     CHECK_SWEEPER_IDENTITY_UPDATES,
     CHECK_TABLES,
     QUEUE_IDENTITY_COLUMNS,
@@ -148,21 +149,50 @@ def _migrating(using: str) -> bool:
     return connections[using].settings_dict.get("USER") == settings.NUDGE_DB_OWNER_ROLE
 
 
+def connected_bypassing(using: str = DEFAULT_DB_ALIAS) -> str | None:
+    """The session's own role when it is a superuser or has BYPASSRLS, else None.
+
+    Asked first and on its own: connected so, row-level security never applies,
+    and the rest of the check may not even be able to run (the support role
+    its policies name may not exist), which must not soften the verdict.
+    """
+    with connections[using].cursor() as cursor:
+        cursor.execute(CHECK_SESSION_ROLE)
+        row = cursor.fetchone()
+    return row[0] if row and row[1] else None
+
+
 @checks.register("nudge")
 def check_row_level_security(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     # Tables not created yet (before the first migrate) are not checked; the
     # roles are, so migrations never run for a role that would skip RLS.
+    messages: list[checks.CheckMessage] = []
+    try:
+        bypassing = connected_bypassing()
+    except DatabaseError:
+        bypassing = None  # unreachable: said below
+    if bypassing is not None:
+        messages.append(
+            checks.Error(
+                f"connected to PostgreSQL as {bypassing!r}, a superuser (or BYPASSRLS) role: "
+                "row-level security never applies, so tenants are not isolated",
+                hint="Connect as the application's own role (DATABASE_URL); "
+                "see docs/OPERATIONS.md, 'Database roles'.",
+                id="tenancy.E002",
+            )
+        )
     try:
         problems = role_problems() if _migrating(DEFAULT_DB_ALIAS) else rls_problems()
     except DatabaseError as exc:
         return [
+            *messages,
             checks.Warning(
                 f"could not verify row-level security: {exc}".strip(),
                 hint="Is the database reachable? `manage.py bootstrap_db` creates it.",
                 id="tenancy.W001",
-            )
+            ),
         ]
-    return [
+    return messages + [
         checks.Error(
             problem,
             hint="See docs/ARCHITECTURE.md, 'Tenant isolation'.",

@@ -158,6 +158,10 @@ def across_tenants(table: str, statement: str) -> migrations.RunSQL:
 
 # --- Catalog queries for the "RLS is what we installed" check (tenancy/checks.py) ---
 CHECK_ROLE = "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s"
+# The role this session is really connected as, whatever the settings name.
+CHECK_SESSION_ROLE = (
+    "SELECT current_user, rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
+)
 # Every role the login role can become with SET ROLE (pg_has_role MEMBER
 # follows memberships transitively), and whether it skips RLS.
 CHECK_REACHABLE_BYPASS = """

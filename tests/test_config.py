@@ -146,7 +146,11 @@ NOT_YET_PASSED_DOWN = {
 }
 ENTRY_FUNCTIONS = {
     "scheduled_sends/deliver.py": {"run_deliver"},
-    "scheduled_sends/materialize.py": {"run_materialize", "refresh_queue"},
+    "scheduled_sends/materialize.py": {
+        "run_materialize",
+        "refresh_queue",
+        "refresh_calendars_and_queue",
+    },
     "scheduled_sends/health.py": {"check_health"},
     "scheduled_sends/sync_changed.py": {"run_sync_changed"},
     "accounts/models.py": {"default_lead_minutes"},

@@ -10,7 +10,7 @@ from django.db import DatabaseError, connection, transaction
 
 from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
 from core.config import NudgeConfig
-from portal.models import OptInRecord
+from portal.models import AccountNotice, OptInRecord
 from portal.tokens import new_api_token, new_telegram_code
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue.transitions import (
@@ -36,6 +36,7 @@ TENANT_TABLES = [
     "portal_link_codes",
     "portal_api_tokens",
     "portal_opt_ins",
+    "portal_account_notices",
 ]
 
 
@@ -63,6 +64,7 @@ def _seed(user) -> None:
         OptInRecord.objects.create(
             user=user, channel="telegram", address="1", method="test", recorded_at=NOW
         )
+        AccountNotice.objects.create(user=user, text="a notice", created_at=NOW)
 
 
 @pytest.fixture

@@ -1,4 +1,10 @@
-"""The development channel: prints the nudge instead of sending it."""
+"""The development channel: prints the nudge instead of sending it.
+
+Outside development it must never "send": it would print a user's private
+titles into the service's log and record them delivered. The rules
+(``accounts.rules.pause_reason``) skip such rows with a reason, and the channel
+itself refuses as a last line.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,8 @@ import sys
 import uuid
 from typing import TextIO
 
-from scheduled_sends.channels.base import Channel, NudgeMessage, SendReceipt
+from core.deployment import NOT_IN_PRODUCTION, development
+from scheduled_sends.channels.base import Channel, NudgeMessage, PermanentSendError, SendReceipt
 
 
 class ConsoleChannel(Channel):
@@ -16,6 +23,8 @@ class ConsoleChannel(Channel):
         self.stream = stream or sys.stdout
 
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        if not development():
+            raise PermanentSendError(NOT_IN_PRODUCTION)
         receipt = SendReceipt(provider_message_id=f"console-{uuid.uuid4().hex[:12]}")
         self.stream.write(f"  → {address}: {message.text}\n")
         self.stream.flush()

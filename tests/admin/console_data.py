@@ -26,7 +26,8 @@ KNOWN_LATENESS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 100]
 KNOWN_HOUR_AGO = 3
 KNOWN_OUTCOMES = {"sent": 40, "skipped": 5, "failed": 7, "expired": 2}
 KNOWN_RETRIED = 6  # sent rows with a failed attempt behind them
-FAILURE_REASONS = {"400 invalid number": 4, "403 bot was blocked by the user": 3}
+# As deliver records them ("[code] provider text"); the charts show only the code.
+FAILURE_REASONS = {"[400] invalid number +15550100": 4, "[403] bot was blocked by the user": 3}
 
 
 @dataclass

@@ -9,6 +9,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from accounts.actions import ensure_settings
+from accounts.models import DeliverySettings
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import tenant_scope
 from tests.admin.conftest import _plain_http  # noqa: F401 — autouse: plain http for the client
@@ -47,9 +49,16 @@ def person(db) -> Callable[..., User]:
 
 
 @pytest.fixture
-def signed_in(person) -> Callable[[str], tuple[User, Client]]:
-    def make(username: str) -> tuple[User, Client]:
+def signed_in(person) -> Callable[..., tuple[User, Client]]:
+    """A signed-in user; on the development console channel unless ``channel`` says
+    otherwise ("" is a brand-new user with nothing linked)."""
+
+    def make(username: str, channel: str = "console") -> tuple[User, Client]:
         user = person(username)
+        if channel:
+            with tenant_scope(user.pk):
+                ensure_settings(user.pk)
+                DeliverySettings.objects.filter(user_id=user.pk).update(channel=channel)
         client = Client()
         client.force_login(user)
         return user, client

@@ -9,6 +9,8 @@ import pytest
 import requests
 from django.utils import timezone
 
+from accounts.actions import ensure_settings
+from accounts.models import DeliverySettings
 from calendars.models import FollowUp
 from portal.followups import TITLE_MAX_CHARS
 from portal.tokens import new_api_token
@@ -30,6 +32,8 @@ def api(http_live_server, person):
     user = person("ana")
     with tenant_scope(user.pk):
         _, token = new_api_token(user.pk, "host")
+        ensure_settings(user.pk)  # on the development console: a channel to plan for
+        DeliverySettings.objects.filter(user_id=user.pk).update(channel="console")
     session = requests.Session()
     session.headers["Authorization"] = f"Bearer {token}"
     yield user, session, f"{http_live_server.url}/api"

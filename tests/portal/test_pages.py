@@ -333,7 +333,7 @@ def test_the_console_channel_is_not_offered_once_a_real_channel_is_chosen(signed
     settings.EMBEDDED_DATABASE = False  # production: not the development default
     user, client = signed_in("ana")
     page = client.get(reverse("portal:settings")).content.decode()
-    assert '<option value="console" selected>' in page  # a new user's starting point
+    assert '<option value="console" selected>' in page  # an older account still on it
     with tenant_scope(user.pk):
         DeliverySettings.objects.filter(user_id=user.pk).update(
             channel="telegram", telegram_chat_id="5550001"

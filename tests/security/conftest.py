@@ -6,3 +6,10 @@ from tests.fakes.fixtures import (  # noqa: F401 — fixtures
     telegram_settings,
     twilio_settings,
 )
+from tests.portal.conftest import (  # noqa: F401 — fixtures for the portal-side tests
+    _plain_http,
+    bot,
+    person,
+    signed_in,
+)
+from tests.portal.test_whatsapp import wa  # noqa: F401 — fixture

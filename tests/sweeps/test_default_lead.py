@@ -20,7 +20,7 @@ def test_a_new_users_lead_is_the_configured_default(db, settings):
     settings.NUDGE_DEFAULT_LEAD_MINUTES = 25
     user = get_user_model().objects.create_user(username="fresh")
     with tenant_scope(user.pk):
-        DeliverySettings.objects.create(user=user)
+        DeliverySettings.objects.create(user=user, channel="console")  # a channel to plan for
     follow_up = add_follow_up(user, NOW + timedelta(hours=1))
 
     run_materialize(NOW)

@@ -159,6 +159,7 @@ def test_concurrent_deliver_processes_send_each_row_exactly_once(make_user, fake
         # still lasts seconds, so the workers overlap (asserted below).
         NUDGE_TELEGRAM_RATE="100",
         LOG_LEVEL="WARNING",
+        DEBUG="true",  # the console channel only sends in development (issue 23)
     )
 
     rounds = []

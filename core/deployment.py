@@ -1,0 +1,17 @@
+"""Development or a real deployment: the project's one notion of it.
+
+The console channel prints a user's private titles; it exists for development
+only, and both the hold rules (``accounts.rules``) and the channel itself ask
+here before letting it "send".
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+NOT_IN_PRODUCTION = "the console channel is for development only; link Telegram or WhatsApp"
+
+
+def development() -> bool:
+    """DEBUG on, or the embedded database: neither means a real deployment."""
+    return bool(settings.DEBUG or settings.EMBEDDED_DATABASE)
