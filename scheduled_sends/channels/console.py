@@ -6,10 +6,10 @@ import sys
 import uuid
 from typing import TextIO
 
-from scheduled_sends.channels.base import Channel, NudgeMessage, SendReceipt
+from scheduled_sends.channels.base import NudgeMessage, Sender, SendReceipt
 
 
-class ConsoleChannel(Channel):
+class ConsoleChannel(Sender):
     name = "console"
 
     def __init__(self, stream: TextIO | None = None) -> None:

@@ -52,7 +52,7 @@ from django.db import connection
 
 from calendars.models import CalendarConnection, CalendarEvent, EventStatus, FollowUp, Provider
 from scheduled_sends.channels.whatsapp import whatsapp_address
-from scheduled_sends.deliver import INTERRUPTED_REASON
+from scheduled_sends.failures import INTERRUPTED_REASON
 from scheduled_sends.models import DeliverySettings, Kind, ScheduledSend, SweepRun
 from scheduled_sends.queue.transitions import EXPIRED_REASON
 from tenancy.scope import support_scope, tenant_scope
