@@ -22,6 +22,7 @@ from nudgeproject import svgchart
 from nudgeproject.config import NudgeConfig
 from nudgeproject.svgchart import Chart, Series
 from scheduled_sends import charts
+from scheduled_sends.health import Check
 from scheduled_sends.lateness import BUCKETS
 from scheduled_sends.models import Channel, Outcome
 
@@ -258,28 +259,26 @@ def health_lines(report_checks: list, figures: dict[str, Any], links: Links) -> 
         text = format_html("The sweeper role cannot read the queue: {}", check.detail)
         return HealthLine(check.name, check.ok, text)
 
-    sentences: dict[str, Callable] = {
-        "row_level_security": rls,
-        "deliver_recent": _sweep_line("deliver", figures, links),
-        "materialize_recent": _sweep_line("materialize", figures, links),
-        "deliver_last_run": _failed_run_line("deliver", links),
-        "materialize_last_run": _failed_run_line("materialize", links),
-        "overdue_unclaimed": overdue_unclaimed,
-        "stuck_claims": stuck,
-        "delivery_keeping_up": keeping_up,
-        "queue_readable": queue_readable,
-        "nudges_on_time": on_time,
-        "nothing_expired": nothing_expired,
+    # One sentence per check, and no fallback: a new check without its
+    # sentence fails here (and in tests/admin/test_index.py), not quietly on the page.
+    sentences: dict[Check, Callable] = {
+        Check.ROW_LEVEL_SECURITY: rls,
+        Check.DELIVER_RECENT: _sweep_line("deliver", figures, links),
+        Check.MATERIALIZE_RECENT: _sweep_line("materialize", figures, links),
+        Check.DELIVER_LAST_RUN: _failed_run_line("deliver", links),
+        Check.MATERIALIZE_LAST_RUN: _failed_run_line("materialize", links),
+        Check.OVERDUE_UNCLAIMED: overdue_unclaimed,
+        Check.STUCK_CLAIMS: stuck,
+        Check.DELIVERY_KEEPING_UP: keeping_up,
+        Check.QUEUE_READABLE: queue_readable,
+        Check.NUDGES_ON_TIME: on_time,
+        Check.NOTHING_EXPIRED: nothing_expired,
     }
-    lines = [sentences.get(check.name, _any_check)(check) for check in report_checks]
+    missing = set(Check) - set(sentences)
+    if missing:
+        raise LookupError(f"health checks without a console sentence: {sorted(missing)}")
+    lines = [sentences[Check(check.name)](check) for check in report_checks]
     return sorted(lines, key=lambda line: line.ok)
-
-
-def _any_check(check) -> HealthLine:
-    """A check without a sentence here yet: its own words (and the charts, if about lateness)."""
-    text = format_html("{}: {}", check.name.replace("_", " ").capitalize(), check.detail)
-    link = "#lateness" if "late" in check.name else ""
-    return HealthLine(check.name, check.ok, text, link, "see the lateness chart" if link else "")
 
 
 def figure_lines(figures: dict[str, Any], links: Links) -> list[HealthLine]:
