@@ -45,7 +45,7 @@ from scheduled_sends.models import SweepRun
 from scheduled_sends.pacing import ChannelPacer, SendGate
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.transitions import ClaimedSend, Settlement, Transition
-from scheduled_sends.runlog import recorded_run
+from scheduled_sends.runlog import DeliverCounts, recorded_run
 from scheduled_sends.subjects import Delivery, SendAttempt, Verdict, describe_unexpected
 
 logger = logging.getLogger("nudge.deliver")
@@ -112,14 +112,14 @@ class DeliverReport:
         return text
 
     def as_dict(self) -> dict[str, object]:
+        late = self.lateness()
+        read_back = DeliverCounts(self.sent, self.expired, tuple(late.histogram))
         return {
             "as_of": self.as_of.isoformat(),
             "claimed": self.claimed,
-            "sent": self.sent,
             "skipped": self.skipped,
             "retried": self.retried,
             "failed": self.failed,
-            "expired": self.expired,
             "released": self.released,
             "lost_claims": self.lost_claims,
             "rate_limited": self.rate_limited,
@@ -127,7 +127,8 @@ class DeliverReport:
             "batches": self.batches,
             "seconds": round(self.seconds, 3),
             "sends_per_second": round(self.sends_per_second, 2),
-            **self.lateness().as_counts(),
+            **late.as_counts(),
+            **read_back.as_dict(),
             "ok": self.ok,
         }
 

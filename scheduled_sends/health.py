@@ -30,6 +30,7 @@ from nudgeproject.config import NudgeConfig
 from scheduled_sends.lateness import BUCKETS, merged_p95
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue.transitions import database_now, queue_counts
+from scheduled_sends.runlog import DeliverCounts, MaterializeCounts
 from tenancy.checks import rls_problems
 
 
@@ -136,10 +137,10 @@ def _check_on_time(report: HealthReport, now: datetime, config: NudgeConfig) -> 
         sweep=SweepRun.Sweep.DELIVER, as_of__gt=now - LATENESS_WINDOW, as_of__lte=now
     ).values_list("counts", flat=True)
     histograms, expired, sent = [], 0, 0
-    for counts in runs:
-        histograms.append(counts.get("lateness_histogram") or [])
-        expired += int(counts.get("expired", 0))
-        sent += int(counts.get("sent", 0))
+    for counts in map(DeliverCounts.from_counts, runs):
+        histograms.append(counts.lateness_histogram)
+        expired += counts.expired
+        sent += counts.sent
     p95 = merged_p95(histograms)
     limit = config.max_p95_lateness.total_seconds()
     report.figures.update(
@@ -220,7 +221,7 @@ def check_health(now: datetime | None = None) -> HealthReport:
 
     # Independent of the bypass: what materialize saw inside each user's scope.
     if last_materialize is not None:
-        seen = int(last_materialize.counts.get("overdue_unclaimed", 0))
+        seen = MaterializeCounts.from_counts(last_materialize.counts).overdue_unclaimed
         hint = " — if the queue counts above say 0, the claim cannot see the queue" if seen else ""
         report.figures["overdue_seen_by_materialize"] = seen
         report.add(

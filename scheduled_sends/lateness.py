@@ -52,7 +52,8 @@ class LatenessSummary:
         )
 
     def as_counts(self) -> dict[str, object]:
-        """The run log's fields (``SweepRun.counts``)."""
+        """The run log's fields people read (``SweepRun.counts``; the histogram,
+        which health reads back, is ``runlog.DeliverCounts``)."""
 
         def rounded(value: float | None) -> float | None:
             return None if value is None else round(value, 3)
@@ -61,7 +62,6 @@ class LatenessSummary:
             "lateness_p50_seconds": rounded(self.p50),
             "lateness_p95_seconds": rounded(self.p95),
             "lateness_max_seconds": rounded(self.max),
-            "lateness_histogram": self.histogram,
         }
 
 
