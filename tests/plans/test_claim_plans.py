@@ -82,6 +82,7 @@ def test_a_receipt_finds_its_row_through_the_provider_message_index(big_queue):
                 "error_code": "",
                 "rank": 4,
                 "now": NOW,
+                "failure_kind": "",
             },
         )
     scans = [n for n in nodes if "Scan" in n["Node Type"]]
