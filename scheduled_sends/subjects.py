@@ -31,9 +31,10 @@ from datetime import datetime, time, timedelta
 
 from django.db.models import Value
 
+from accounts.models import DeliverySettings
+from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
-from nudgeproject.config import NudgeConfig
-from portal.rules import SkipReason, hold_for_quiet_hours, pause_reason
+from core.config import NudgeConfig
 from scheduled_sends import failures
 from scheduled_sends.channels.base import (
     NudgeMessage,
@@ -44,7 +45,7 @@ from scheduled_sends.channels.base import (
 )
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.messages import compose
-from scheduled_sends.models import DeliverySettings, Kind, ScheduledSend
+from scheduled_sends.models import Kind, ScheduledSend
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.transitions import ClaimedSend, Transition
 from tenancy.scope import tenant_reads
@@ -111,7 +112,7 @@ class Facts:
     all_day: bool
     needs_reauth: bool
     done: bool
-    # Self-service holds (portal.rules reads these by name).
+    # Self-service holds (accounts.rules reads these by name).
     paused: bool
     paused_reason: str
     unreachable_channel: str

@@ -31,7 +31,7 @@ from typing import ClassVar
 
 from django.utils.module_loading import import_string
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.failures import FailureKind
 
 REDACTED = "[redacted]"
