@@ -9,7 +9,6 @@ an instant (``when``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -25,6 +24,7 @@ from core.display import duration, plural, when
 from nudgeproject import svgchart
 from nudgeproject.svgchart import Chart, Series
 from scheduled_sends import charts
+from scheduled_sends.health import Check
 from scheduled_sends.lateness import BUCKETS
 from scheduled_sends.models import Outcome
 
@@ -216,28 +216,26 @@ def health_lines(
         text = format_html("The sweeper role cannot read the queue: {}", check.detail)
         return HealthLine(check.name, check.ok, text)
 
-    sentences: dict[str, Callable] = {
-        "row_level_security": rls,
-        "deliver_recent": _sweep_line("deliver", figures, links, config),
-        "materialize_recent": _sweep_line("materialize", figures, links, config),
-        "deliver_last_run": _failed_run_line("deliver", links),
-        "materialize_last_run": _failed_run_line("materialize", links),
-        "overdue_unclaimed": overdue_unclaimed,
-        "stuck_claims": stuck,
-        "delivery_keeping_up": keeping_up,
-        "queue_readable": queue_readable,
-        "nudges_on_time": on_time,
-        "nothing_expired": nothing_expired,
+    # One sentence per check, and no fallback: a new check without its
+    # sentence fails here (and in tests/admin/test_index.py), not quietly on the page.
+    sentences: dict[Check, Callable] = {
+        Check.ROW_LEVEL_SECURITY: rls,
+        Check.DELIVER_RECENT: _sweep_line("deliver", figures, links, config),
+        Check.MATERIALIZE_RECENT: _sweep_line("materialize", figures, links, config),
+        Check.DELIVER_LAST_RUN: _failed_run_line("deliver", links),
+        Check.MATERIALIZE_LAST_RUN: _failed_run_line("materialize", links),
+        Check.OVERDUE_UNCLAIMED: overdue_unclaimed,
+        Check.STUCK_CLAIMS: stuck,
+        Check.DELIVERY_KEEPING_UP: keeping_up,
+        Check.QUEUE_READABLE: queue_readable,
+        Check.NUDGES_ON_TIME: on_time,
+        Check.NOTHING_EXPIRED: nothing_expired,
     }
-    lines = [sentences.get(check.name, _any_check)(check) for check in report_checks]
+    missing = set(Check) - set(sentences)
+    if missing:
+        raise LookupError(f"health checks without a console sentence: {sorted(missing)}")
+    lines = [sentences[Check(check.name)](check) for check in report_checks]
     return sorted(lines, key=lambda line: line.ok)
-
-
-def _any_check(check) -> HealthLine:
-    """A check without a sentence here yet: its own words (and the charts, if about lateness)."""
-    text = format_html("{}: {}", check.name.replace("_", " ").capitalize(), check.detail)
-    link = "#lateness" if "late" in check.name else ""
-    return HealthLine(check.name, check.ok, text, link, "see the lateness chart" if link else "")
 
 
 def figure_lines(figures: dict[str, Any], links: Links) -> list[HealthLine]:
@@ -448,34 +446,6 @@ def _bucket_label(histogram: list[tuple[float, int]], i: int) -> str:
 OUTCOME_ORDER = (Outcome.SENT, Outcome.SKIPPED, Outcome.FAILED, Outcome.EXPIRED)
 
 
-_PROVIDER_CODE = re.compile(r"\[([A-Za-z0-9_.-]{1,32})\]")
-
-
-def reason_code(last_error: str) -> str:
-    """A failure reason as a short code for the charts, never the recorded text: a
-    provider's message may quote a phone number, and the charts are read by staff
-    who may not see the rows. (Classified by the error's code prefix until the
-    queue records a failure kind of its own.)"""
-    if "may have been delivered" in last_error or "answer was unreadable" in last_error:
-        return "unconfirmed"
-    if last_error.startswith("delivery was interrupted"):
-        return "interrupted"
-    match = _PROVIDER_CODE.match(last_error)
-    if match:
-        return f"provider error {match[1]}"
-    if last_error.startswith("no address configured"):
-        return "no address"
-    return "other"
-
-
-def _by_code(failures: dict[str, int]) -> dict[str, int]:
-    coded: dict[str, int] = {}
-    for reason, n in failures.items():
-        code = reason_code(reason)
-        coded[code] = coded.get(code, 0) + n
-    return coded
-
-
 def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
     """Outcomes per hour (stacked), retries as a line, and failures by reason."""
     slots = len(data.hours)
@@ -514,11 +484,10 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
             ],
         )
     ]
-    hourly = [_by_code(h.failures) for h in data.hours]
-    reasons = sorted(_by_code(dict(data.failure_reasons)).items(), key=lambda item: -item[1])
+    reasons = data.failure_reasons
     palette = ("#c62828", "#ad1457", "#6a1b9a", "#4527a0", "#283593", "#00695c")
     failure_series = [
-        Series(reason, [h.get(reason, 0) for h in hourly], palette[i % len(palette)])
+        Series(reason, [h.failures.get(reason, 0) for h in data.hours], palette[i % len(palette)])
         for i, (reason, _) in enumerate(reasons)
     ]
     reason_chart = Chart(
@@ -537,8 +506,8 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
             ["hour from", "reason", "failures"],
             [
                 [when(h.start), reason, n]
-                for h, failures in zip(data.hours, hourly, strict=True)
-                for reason, n in sorted(failures.items())
+                for h in data.hours
+                for reason, n in sorted(h.failures.items())
             ],
             "Hours not listed had no failures.",
         )

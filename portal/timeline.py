@@ -2,7 +2,8 @@
 
 Both read the user's own queue rows inside their scope (callers hold it) and
 phrase each row the way a person asks about it: what, when in their zone,
-and — for anything not sent — why, in the words delivery recorded.
+and — for anything not sent — why, in the words delivery recorded (a failure's
+words composed from its kind, ``scheduled_sends/failures.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
+from scheduled_sends.failures import history_reason
 from scheduled_sends.models import Kind, Outcome, ScheduledSend
 from scheduled_sends.queue.states import unsettled
 from scheduled_sends.subjects import subject_titles
@@ -58,9 +60,7 @@ def _entries(rows: list[ScheduledSend], planned: bool) -> list[Entry]:
     titles = subject_titles(rows)
     entries = []
     for row in rows:
-        reason = row.last_error
-        if row.outcome == Outcome.EXPIRED:
-            reason = "it could not be sent in time"
+        reason = history_reason(row.outcome, row.failure_kind, row.last_error)
         entries.append(
             Entry(
                 send_id=row.pk,

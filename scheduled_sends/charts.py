@@ -9,7 +9,8 @@ their cost follows the window's rows, not the table's size:
 * lateness — sent rows by intended quarter-hour: p50 / p95 / max of
   ``sent_at - intended_at``, and a histogram over the same buckets the
   deliver run log uses;
-* outcomes — settled rows by intended hour, by outcome, failures by reason,
+* outcomes — settled rows by intended hour, by outcome, failures by kind
+  (``failures.FailureKind``, named by ``failures.label``),
   and how many of each had a failed attempt behind them (``attempts > 0``).
 
 The settled windows filter ``fire_at`` (``scheduled_sends_settled_idx``)
@@ -42,17 +43,17 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Extract, Left, Trunc
+from django.db.models.functions import Extract, Trunc
 
 from accounts.models import Channel
 from core.config import NudgeConfig
+from scheduled_sends import failures
 from scheduled_sends.lateness import BUCKETS
 from scheduled_sends.models import Outcome, ScheduledSend
 
 LOOK_AHEAD = timedelta(hours=3)
 HISTORY = timedelta(hours=24)
 QUARTER = timedelta(minutes=15)
-REASON_CHARS = 160
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -260,7 +261,7 @@ class OutcomeHour:
     start: datetime
     counts: dict[str, int] = field(default_factory=dict)  # outcome -> rows
     retried: int = 0  # rows with a failed attempt behind them (attempts > 0)
-    failures: dict[str, int] = field(default_factory=dict)  # reason -> rows
+    failures: dict[str, int] = field(default_factory=dict)  # failure kind's label -> rows
 
 
 @dataclass
@@ -277,7 +278,7 @@ class Outcomes:
 
     @property
     def failure_reasons(self) -> list[tuple[str, int]]:
-        """Every failure reason over the day, most frequent first."""
+        """Every kind of failure over the day (by its label), most frequent first."""
         totals: dict[str, int] = {}
         for hour in self.hours:
             for reason, n in hour.failures.items():
@@ -286,18 +287,18 @@ class Outcomes:
 
 
 def outcomes(now: datetime, config: NudgeConfig, user_id: int | None = None) -> Outcomes:
-    """Settled nudges per intended hour over the last day: outcomes, retries, reasons."""
+    """Settled nudges per intended hour over the last day: outcomes, retries, failure kinds."""
     end = floor_to(now, timedelta(hours=1)) + timedelta(hours=1)
     start = end - HISTORY
     hours = [
         OutcomeHour(start + timedelta(hours=i)) for i in range(int(HISTORY / timedelta(hours=1)))
     ]
-    for hour, outcome, reason, n, retried in outcomes_query(start, end, config, user_id):
+    for hour, outcome, kind, n, retried in outcomes_query(start, end, config, user_id):
         bucket = hours[int((hour - start) / timedelta(hours=1))]
         bucket.counts[outcome] = bucket.counts.get(outcome, 0) + n
         bucket.retried += retried
         if outcome == Outcome.FAILED:
-            key = reason or "(no reason recorded)"
+            key = failures.label(kind)
             bucket.failures[key] = bucket.failures.get(key, 0) + n
     return Outcomes(start=start, hours=hours)
 
@@ -305,16 +306,13 @@ def outcomes(now: datetime, config: NudgeConfig, user_id: int | None = None) -> 
 def outcomes_query(
     start: datetime, end: datetime, config: NudgeConfig, user_id: int | None = None
 ) -> QuerySet:
-    """(intended hour, outcome, failure reason, rows, rows retried) for settled rows."""
+    """(intended hour, outcome, failure kind, rows, rows retried) for settled rows."""
     return (
         settled_between(start, end, config, user_id)
         .annotate(
             hour=Trunc("intended_at", "hour", tzinfo=UTC),
-            reason=Case(
-                When(outcome=Outcome.FAILED, then=Left("last_error", REASON_CHARS)),
-                default=Value(""),
-            ),
+            failure=Case(When(outcome=Outcome.FAILED, then="failure_kind"), default=Value("")),
         )
-        .values_list("hour", "outcome", "reason")
+        .values_list("hour", "outcome", "failure")
         .annotate(n=Count("id"), retried=Count("id", filter=Q(attempts__gt=0)))
     )

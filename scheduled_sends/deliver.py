@@ -4,9 +4,9 @@ One run settles rows that fell past grace as ``expired``, then, until nothing
 is due or its budget is spent, keeps up to ``NUDGE_SEND_CONCURRENCY`` sends
 in flight. Each claimed row goes through:
 
-1. a row whose previous claimant died mid-send is settled ``failed`` — the
-   provider may already have the message, and a duplicate nudge is worse
-   than a missing one that support can see;
+1. a row whose previous claimant died mid-send is settled ``failed``
+   (interrupted) — the provider may already have the message, and a
+   duplicate nudge is worse than a missing one that support can see;
 2. re-enter the owner's tenant scope and re-resolve the subject and the
    channel (still there, still at this time, not done, nudges still on):
    ``subjects.py``, one read per row, one read-only transaction per batch;
@@ -14,8 +14,9 @@ in flight. Each claimed row goes through:
    every deliver process) and, per chat, a second since the last message;
 4. fenced ``send_started_at`` stamp — for every row whose slot has come, in
    one statement — then the send, on a worker thread, outside any transaction;
-5. settle, fenced by the claim token, grouped with the other rows that
-   finished meanwhile: one transaction per flush, not two per row.
+5. settle as ``subjects.classify`` says, fenced by the claim token, grouped
+   with the other rows that finished meanwhile: one transaction per flush,
+   not two per row.
 
 Claims come in bounded batches, oldest minute first, each user's first
 nudge of a minute before anyone's second. A 429 pauses that channel for every
@@ -38,41 +39,16 @@ from datetime import datetime, timedelta
 from accounts.actions import note_permanent_failure
 from core.config import NudgeConfig
 from scheduled_sends import subjects
-from scheduled_sends.channels.base import (
-    Channel,
-    PermanentSendError,
-    RateLimited,
-    SendError,
-    TransientSendError,
-    UnconfirmedSendError,
-    get_channel,
-)
+from scheduled_sends.channels.base import Sender, get_sender
 from scheduled_sends.lateness import LatenessSummary
 from scheduled_sends.models import SweepRun
 from scheduled_sends.pacing import ChannelPacer, SendGate
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.transitions import ClaimedSend, Settlement, Transition
-from scheduled_sends.runlog import recorded_run
-from scheduled_sends.subjects import Delivery, Skip, Undeliverable
+from scheduled_sends.runlog import DeliverCounts, recorded_run
+from scheduled_sends.subjects import Delivery, SendAttempt, Verdict, describe_unexpected
 
 logger = logging.getLogger("nudge.deliver")
-
-UNUSABLE_RECEIPT = (
-    "the channel accepted the message but returned no usable message id; "
-    "it may have been delivered, so it is not resent"
-)
-INTERRUPTED_REASON = (
-    "delivery was interrupted mid-send (the worker died); not resent, to avoid a duplicate"
-)
-
-
-def describe_unexpected(exc: BaseException) -> str:
-    """``Type: message`` for last_error, even for an exception whose str() fails."""
-    try:
-        text = str(exc)
-    except Exception:
-        text = "(unprintable)"
-    return f"{type(exc).__name__}: {text}"[:1000]
 
 
 @dataclass
@@ -101,6 +77,17 @@ class DeliverReport:
     def sends_per_second(self) -> float:
         return self.sent / self.seconds if self.seconds > 0 else 0.0
 
+    def count(self, transition: Transition) -> None:
+        """One more row settled this way."""
+        name = {
+            Transition.SENT: "sent",
+            Transition.SKIPPED: "skipped",
+            Transition.FAILED: "failed",
+            Transition.RETRY: "retried",
+            Transition.RELEASE: "released",
+        }[transition]
+        setattr(self, name, getattr(self, name) + 1)
+
     def lateness(self) -> LatenessSummary:
         return LatenessSummary.of(self.latenesses)
 
@@ -125,14 +112,14 @@ class DeliverReport:
         return text
 
     def as_dict(self) -> dict[str, object]:
+        late = self.lateness()
+        read_back = DeliverCounts(self.sent, self.expired, tuple(late.histogram))
         return {
             "as_of": self.as_of.isoformat(),
             "claimed": self.claimed,
-            "sent": self.sent,
             "skipped": self.skipped,
             "retried": self.retried,
             "failed": self.failed,
-            "expired": self.expired,
             "released": self.released,
             "lost_claims": self.lost_claims,
             "rate_limited": self.rate_limited,
@@ -140,7 +127,8 @@ class DeliverReport:
             "batches": self.batches,
             "seconds": round(self.seconds, 3),
             "sends_per_second": round(self.sends_per_second, 2),
-            **self.lateness().as_counts(),
+            **late.as_counts(),
+            **read_back.as_dict(),
             "ok": self.ok,
         }
 
@@ -152,19 +140,6 @@ class Outgoing:
     row: ClaimedSend
     delivery: Delivery
     deadline: float = 0.0  # monotonic instant its send slot opens
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """What one send returned, and when (monotonic), from the worker thread."""
-
-    finished: float
-    receipt: object = None
-    error: BaseException | None = None
-    # The channel was paused by a 429 while this row waited for its slot.
-    not_tried: bool = False
-    # This process reached the row's send slot too late to use it (see SendGate).
-    slot_missed: bool = False
 
 
 # Settle-ups are flushed in groups of this many, or after FLUSH_SECONDS.
@@ -184,7 +159,7 @@ class DeliveryRun:
         self.fixed_now = fixed_now
         self.report = report
         self.started = time.monotonic()
-        self.channels: dict[str, Channel] = {}
+        self.senders: dict[str, Sender] = {}
         self.pacer = ChannelPacer(config)
         # channel -> monotonic instant a 429 paused it until; read by the workers.
         self.paused_until: dict[str, float] = {}
@@ -192,7 +167,7 @@ class DeliveryRun:
         # Rows this run holds, by stage.
         self.waiting: dict[str, list[Outgoing]] = {}  # per channel, in claim order
         self.scheduled: list[tuple[float, int, Outgoing]] = []  # heap by deadline
-        self.in_flight: dict[Future[Attempt], Outgoing] = {}
+        self.in_flight: dict[Future[SendAttempt], Outgoing] = {}
         self._sequence = itertools.count()
         self.settlements: list[Settlement] = []
         self._first_unflushed: float | None = None
@@ -224,16 +199,16 @@ class DeliveryRun:
     def budget_spent(self) -> bool:
         return time.monotonic() - self.started >= self.config.run_budget_seconds
 
-    def channel(self, name: str) -> Channel:
-        if name not in self.channels:
-            self.channels[name] = get_channel(name)
-        return self.channels[name]
+    def sender(self, channel: str) -> Sender:
+        if channel not in self.senders:
+            self.senders[channel] = get_sender(channel)
+        return self.senders[channel]
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
-        for channel in self.channels.values():
+        for sender in self.senders.values():
             try:
-                channel.close()
+                sender.close()
             except Exception:
                 logger.exception("closing a channel failed")
 
@@ -258,13 +233,25 @@ class DeliveryRun:
         matched = transitions.apply(group)
         self.report.lost_claims += sum(1 for s in group if s.row.id not in matched)
 
+    def conclude(self, row: ClaimedSend, verdict: Verdict, at: datetime, channel: str = "") -> None:
+        """Settle a row as its verdict says, and count it."""
+        self.settle(
+            row,
+            verdict.transition,
+            at=at,
+            channel=channel,
+            message_id=verdict.message_id,
+            reason=verdict.reason,
+            failure_kind=verdict.failure_kind,
+            not_before=at + verdict.wait if verdict.wait is not None else None,
+        )
+        self.report.count(verdict.transition)
+        if verdict.problem:
+            self.report.errors.append(verdict.problem)
+
     def retry_later(self, row: ClaimedSend, reason: str) -> None:
         """Hand a transiently failed row back for a later run, counting the attempt."""
-        now = self.now()
-        self.settle(
-            row, Transition.RETRY, at=now, reason=reason, not_before=now + self.config.retry_delay
-        )
-        self.report.retried += 1
+        self.conclude(row, subjects.retry(reason, self.config.retry_delay), self.now())
 
     # --- the pipeline -----------------------------------------------------
     def run(self) -> None:
@@ -314,10 +301,9 @@ class DeliveryRun:
 
     def admit(self, batch: list[ClaimedSend]) -> None:
         """Resolve claimed rows: settle each at once, or queue it for its channel's slot."""
-        interrupted = [row for row in batch if row.send_started_at is not None]
-        for row in interrupted:
-            self.settle(row, Transition.FAILED, reason=INTERRUPTED_REASON)
-            self.report.failed += 1
+        for row in batch:
+            if row.send_started_at is not None:
+                self.conclude(row, subjects.INTERRUPTED, self.now())
         fresh = [row for row in batch if row.send_started_at is None]
         try:
             facts = subjects.read_facts(fresh)
@@ -338,14 +324,10 @@ class DeliveryRun:
                 self.retry_later(row, f"{type(exc).__name__} while resolving")
                 self.report.errors.append(type(exc).__name__)
                 continue
-            if isinstance(outcome, Skip):
-                self.settle(row, Transition.SKIPPED, at=now, reason=outcome.reason)
-                self.report.skipped += 1
-            elif isinstance(outcome, Undeliverable):
-                self.settle(row, Transition.FAILED, reason=outcome.reason)
-                self.report.failed += 1
-            else:
+            if isinstance(outcome, Delivery):
                 self.waiting.setdefault(outcome.channel, []).append(Outgoing(row, outcome))
+            else:
+                self.conclude(row, outcome, now)
 
     def schedule_waiting(self) -> None:
         """Give waiting rows send slots from their channel's shared budget.
@@ -373,10 +355,10 @@ class DeliveryRun:
         due: list[Outgoing] = []
         while self.scheduled and self.scheduled[0][0] <= horizon:
             due.append(heapq.heappop(self.scheduled)[2])
-        ready: list[tuple[Outgoing, Channel]] = []
+        ready: list[tuple[Outgoing, Sender]] = []
         for outgoing in due:
             try:
-                ready.append((outgoing, self.channel(outgoing.delivery.channel)))
+                ready.append((outgoing, self.sender(outgoing.delivery.channel)))
             except Exception as exc:
                 # A channel that cannot even be built (bad backend setting): no
                 # send was attempted, so the row is retried later, loudly.
@@ -392,13 +374,13 @@ class DeliveryRun:
                 for o, _ in ready
             ]
         )
-        for outgoing, channel in ready:
+        for outgoing, sender in ready:
             if outgoing.row.id not in marked:
                 # The claim is no longer ours: sending now could duplicate.
                 self.report.lost_claims += 1
                 continue
             gate = self.pacer.gate(outgoing.delivery.channel)
-            future = self.pool.submit(_send_at, channel, gate, outgoing, self.paused_until)
+            future = self.pool.submit(_send_at, sender, gate, outgoing, self.paused_until)
             self.in_flight[future] = outgoing
 
     def wait_for_progress(self) -> None:
@@ -423,10 +405,9 @@ class DeliveryRun:
             self.settle(outgoing.row, Transition.RELEASE)
             self.report.released += 1
 
-    def settle_attempt(self, outgoing: Outgoing, attempt: Attempt) -> None:
+    def settle_attempt(self, outgoing: Outgoing, attempt: SendAttempt) -> None:
         row, delivery = outgoing.row, outgoing.delivery
         at = self.at(attempt.finished)
-        exc = attempt.error
         if attempt.slot_missed:
             # Still claimed and stamped by us, never sent: it waits, first in
             # line, for a fresh slot and is stamped again before it goes.
@@ -441,70 +422,49 @@ class DeliveryRun:
             self.report.released += 1
             self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
             return
-        if exc is None:
-            message_id = getattr(attempt.receipt, "provider_message_id", None)
-            if not isinstance(message_id, str) or not message_id:
-                # Accepted, but we cannot say what: a channel bug. Sent, probably;
-                # not sent again, and loud.
-                reason = f"{UNUSABLE_RECEIPT} ({type(attempt.receipt).__name__})"
-                self.settle(row, Transition.FAILED, at=at, reason=reason)
-                self.report.failed += 1
-                self.report.errors.append("unusable receipt")
-                return
-            self.settle(
-                row, Transition.SENT, at=at, channel=delivery.channel, message_id=message_id
-            )
-            self.report.sent += 1
-            self.report.latenesses.append((at - row.intended_at).total_seconds())
-        elif isinstance(exc, RateLimited):
-            wait_seconds = max(1.0, exc.retry_after or 60.0)
+        verdict = subjects.classify(attempt, self.config.retry_delay)
+        if verdict.rate_limited and verdict.wait is not None:
+            wait_seconds = verdict.wait.total_seconds()
             resume = attempt.finished + wait_seconds
             self.paused_until[delivery.channel] = max(
                 self.paused_until.get(delivery.channel, 0.0), resume
             )
             self.pacer.pause(delivery.channel, wait_seconds)
-            not_before = at + timedelta(seconds=wait_seconds)
-            self.settle(row, Transition.RETRY, at=at, reason=exc.describe(), not_before=not_before)
-            self.report.retried += 1
             self.report.rate_limited += 1
             self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
-        elif isinstance(exc, PermanentSendError):
-            self.settle(row, Transition.FAILED, at=at, reason=exc.describe())
-            self.report.failed += 1
-            note_permanent_failure(row.user_id, delivery.channel, exc.code, str(exc), at)
-        elif isinstance(exc, UnconfirmedSendError):
-            reason = f"{exc.describe()} — it may have been delivered; not resent"
-            self.settle(row, Transition.FAILED, at=at, reason=reason)
-            self.report.failed += 1
-        elif isinstance(exc, TransientSendError | SendError):
-            # An unclassified channel error is retried too: it is bounded by grace.
-            self.retry_later(row, exc.describe())
-        else:
-            # A bug or an unexpected library error: retry (bounded by grace), loudly.
-            logger.error("channel raised unexpectedly", exc_info=exc, extra={"send_id": row.id})
-            self.retry_later(row, describe_unexpected(exc))
-            self.report.errors.append(type(exc).__name__)
+        if verdict.unexpected:
+            logger.error(
+                "channel raised unexpectedly", exc_info=attempt.error, extra={"send_id": row.id}
+            )
+        if verdict.transition is Transition.RETRY and not verdict.rate_limited:
+            at = self.now()  # a retry's wait runs from now, as a resolve failure's does
+        self.conclude(row, verdict, at, channel=delivery.channel)
+        if verdict.transition is Transition.SENT:
+            self.report.latenesses.append((at - row.intended_at).total_seconds())
+        if verdict.refusal is not None:
+            refusal = verdict.refusal
+            note_permanent_failure(row.user_id, delivery.channel, refusal.code, str(refusal), at)
 
 
 def _send_at(
-    channel: Channel, gate: SendGate | None, outgoing: Outgoing, paused_until: dict[str, float]
-) -> Attempt:
+    sender: Sender, gate: SendGate | None, outgoing: Outgoing, paused_until: dict[str, float]
+) -> SendAttempt:
     """On a worker thread: wait for the row's slot, send, and say how it went."""
-    channel.warm_up()
+    sender.warm_up()
     delay = outgoing.deadline - time.monotonic()
     if delay > 0:
         time.sleep(delay)
     if gate is not None:
         gate.wait_turn()
         if gate.missed(outgoing.deadline):
-            return Attempt(finished=time.monotonic(), slot_missed=True)
+            return SendAttempt(finished=time.monotonic(), slot_missed=True)
     if paused_until.get(outgoing.delivery.channel, 0.0) > time.monotonic():
-        return Attempt(finished=time.monotonic(), not_tried=True)
+        return SendAttempt(finished=time.monotonic(), not_tried=True)
     try:
-        receipt = channel.send(outgoing.delivery.address, outgoing.delivery.message)
+        receipt = sender.send(outgoing.delivery.address, outgoing.delivery.message)
     except BaseException as exc:  # settled by the run's thread, never lost here
-        return Attempt(finished=time.monotonic(), error=exc)
-    return Attempt(finished=time.monotonic(), receipt=receipt)
+        return SendAttempt(finished=time.monotonic(), error=exc)
+    return SendAttempt(finished=time.monotonic(), receipt=receipt)
 
 
 def run_deliver(

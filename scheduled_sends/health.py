@@ -21,6 +21,7 @@ calendar push is keeping up (calendars/push/worklist.py).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -31,12 +32,39 @@ from core.config import NudgeConfig
 from scheduled_sends.lateness import BUCKETS, merged_p95
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue.transitions import database_now, queue_counts
+from scheduled_sends.runlog import DeliverCounts, MaterializeCounts
 from tenancy.checks import rls_problems
+
+
+class Check(enum.StrEnum):
+    """Every check health makes; the console has one sentence for each (``console.py``)."""
+
+    ROW_LEVEL_SECURITY = "row_level_security"
+    DELIVER_RECENT = "deliver_recent"
+    MATERIALIZE_RECENT = "materialize_recent"
+    DELIVER_LAST_RUN = "deliver_last_run"
+    MATERIALIZE_LAST_RUN = "materialize_last_run"
+    QUEUE_READABLE = "queue_readable"
+    OVERDUE_UNCLAIMED = "overdue_unclaimed"
+    STUCK_CLAIMS = "stuck_claims"
+    NUDGES_ON_TIME = "nudges_on_time"
+    NOTHING_EXPIRED = "nothing_expired"
+    DELIVERY_KEEPING_UP = "delivery_keeping_up"
+
+    @classmethod
+    def recent(cls, sweep: str) -> Check:
+        """Did a ``sweep`` run succeed recently?"""
+        return cls(f"{sweep}_recent")
+
+    @classmethod
+    def last_run(cls, sweep: str) -> Check:
+        """Did the last ``sweep`` run fail?"""
+        return cls(f"{sweep}_last_run")
 
 
 @dataclass(frozen=True)
 class HealthCheck:
-    name: str
+    name: Check
     ok: bool
     detail: str
 
@@ -51,7 +79,7 @@ class HealthReport:
     def ok(self) -> bool:
         return all(check.ok for check in self.checks)
 
-    def add(self, name: str, ok: bool, detail: str) -> None:
+    def add(self, name: Check, ok: bool, detail: str) -> None:
         self.checks.append(HealthCheck(name, ok, detail))
 
     def as_dict(self) -> dict[str, object]:
@@ -82,22 +110,22 @@ def _check_recent(
     report.figures[f"last_{sweep}_at"] = last_ok.as_of if last_ok else None
     if last_any is not None and last_any.status == SweepRun.Status.FAILED:
         report.add(
-            f"{sweep}_last_run",
+            Check.last_run(sweep),
             False,
             f"the last {sweep} run failed: {last_any.error or last_any.summary}"[:500],
         )
     if last_ok is None:
-        report.add(f"{sweep}_recent", False, f"no successful {sweep} run recorded yet")
+        report.add(Check.recent(sweep), False, f"no successful {sweep} run recorded yet")
     elif now - last_ok.as_of > stale_after:
         age = int((now - last_ok.as_of).total_seconds() // 60)
         report.add(
-            f"{sweep}_recent",
+            Check.recent(sweep),
             False,
             f"no successful {sweep} run for {age} min (limit {stale_after.seconds // 60} min)",
         )
     else:
         at = f"{last_ok.as_of:%H:%M:%S}Z"
-        report.add(f"{sweep}_recent", True, f"last successful {sweep} at {at}")
+        report.add(Check.recent(sweep), True, f"last successful {sweep} at {at}")
     return last_ok
 
 
@@ -111,10 +139,10 @@ def _check_on_time(report: HealthReport, now: datetime, config: NudgeConfig) -> 
         sweep=SweepRun.Sweep.DELIVER, as_of__gt=now - LATENESS_WINDOW, as_of__lte=now
     ).values_list("counts", flat=True)
     histograms, expired, sent = [], 0, 0
-    for counts in runs:
-        histograms.append(counts.get("lateness_histogram") or [])
-        expired += int(counts.get("expired", 0))
-        sent += int(counts.get("sent", 0))
+    for counts in map(DeliverCounts.from_counts, runs):
+        histograms.append(counts.lateness_histogram)
+        expired += counts.expired
+        sent += counts.sent
     p95 = merged_p95(histograms)
     limit = config.max_p95_lateness.total_seconds()
     report.figures.update(
@@ -127,12 +155,12 @@ def _check_on_time(report: HealthReport, now: datetime, config: NudgeConfig) -> 
     else:
         detail = f"p95 lateness over the last 15 min is at most {p95:g} s"
     report.add(
-        "nudges_on_time",
+        Check.NUDGES_ON_TIME,
         p95 is None or p95 <= limit,
         f"{detail} (limit {limit:g} s) over {sent} sent",
     )
     report.add(
-        "nothing_expired",
+        Check.NOTHING_EXPIRED,
         expired == 0,
         f"{expired} nudges expired unsent in the last 15 min (past "
         f"{int(config.grace.total_seconds() // 60)} min grace)",
@@ -147,7 +175,7 @@ def check_health(now: datetime | None = None) -> HealthReport:
 
     problems = rls_problems()
     report.add(
-        "row_level_security",
+        Check.ROW_LEVEL_SECURITY,
         not problems,
         "; ".join(problems) or "enforced on every tenant table for a non-superuser role",
     )
@@ -169,7 +197,7 @@ def check_health(now: datetime | None = None) -> HealthReport:
     try:
         counts = queue_counts(now, config)
     except DatabaseError as exc:
-        report.add("queue_readable", False, f"the sweeper role cannot read the queue: {exc}")
+        report.add(Check.QUEUE_READABLE, False, f"the sweeper role cannot read the queue: {exc}")
     else:
         report.figures.update(
             due_backlog=counts.due_backlog,
@@ -179,13 +207,13 @@ def check_health(now: datetime | None = None) -> HealthReport:
             oldest_due_fire_at=counts.oldest_due_fire_at,
         )
         report.add(
-            "overdue_unclaimed",
+            Check.OVERDUE_UNCLAIMED,
             counts.overdue_unclaimed == 0,
             f"{counts.overdue_unclaimed} rows due more than "
             f"{overdue_after.seconds}s ago are unclaimed",
         )
         report.add(
-            "stuck_claims",
+            Check.STUCK_CLAIMS,
             counts.stuck_claims == 0,
             f"{counts.stuck_claims} claims are older than the lease "
             f"({config.lease.seconds}s): their runs died",
@@ -199,11 +227,11 @@ def check_health(now: datetime | None = None) -> HealthReport:
 
     # Independent of the bypass: what materialize saw inside each user's scope.
     if last_materialize is not None:
-        seen = int(last_materialize.counts.get("overdue_unclaimed", 0))
+        seen = MaterializeCounts.from_counts(last_materialize.counts).overdue_unclaimed
         hint = " — if the queue counts above say 0, the claim cannot see the queue" if seen else ""
         report.figures["overdue_seen_by_materialize"] = seen
         report.add(
-            "delivery_keeping_up",
+            Check.DELIVERY_KEEPING_UP,
             seen == 0,
             f"{seen} rows whose time had passed were still undelivered and unclaimed when "
             f"materialize ran at {last_materialize.as_of:%H:%M}Z" + hint,

@@ -54,7 +54,8 @@ class LatenessSummary:
         )
 
     def as_counts(self) -> dict[str, object]:
-        """The run log's fields (``SweepRun.counts``)."""
+        """The run log's fields people read (``SweepRun.counts``; the histogram,
+        which health reads back, is ``runlog.DeliverCounts``)."""
 
         def rounded(value: float | None) -> float | None:
             return None if value is None else round(value, 3)

@@ -35,7 +35,7 @@ from core.config import NudgeConfig
 from scheduled_sends.models import Kind, ScheduledSend, SweepRun
 from scheduled_sends.queue import statements, states, transitions
 from scheduled_sends.queue.transitions import database_now
-from scheduled_sends.runlog import recorded_run
+from scheduled_sends.runlog import MaterializeCounts, recorded_run
 from scheduled_sends.smoothing import smooth_bursts
 from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
 from tenancy.scope import tenant_scope
@@ -351,7 +351,6 @@ class MaterializeReport:
             "users": self.users,
             "queued": self.queued,
             "removed": self.removed,
-            "overdue_unclaimed": self.overdue,
             "capped_users": self.capped_users,
             "capped_nudges": self.capped_nudges,
             "disabled_users": self.disabled_users,
@@ -363,10 +362,9 @@ class MaterializeReport:
             "calendars_deferred": self.calendars_deferred,
             "provider_calls": self.provider_calls,
             "moved_earlier": self.moved_earlier,
-            "cut_short": self.cut_short,
-            "resume_after": self.resume_after,
             "seconds": round(self.seconds, 3),
             "ok": self.ok,
+            **MaterializeCounts(self.overdue, self.cut_short, self.resume_after).as_dict(),
         }
 
 
@@ -511,9 +509,8 @@ def _resume_point() -> int:
         .values_list("counts", flat=True)
         .first()
     )
-    if last and last.get("cut_short"):
-        return int(last.get("resume_after") or 0)
-    return 0
+    counts = MaterializeCounts.from_counts(last)
+    return counts.resume_after if counts.cut_short else 0
 
 
 @contextmanager

@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models.functions import Now, TruncMinute
 
 from accounts.models import Channel
+from scheduled_sends.failures import FailureKind
 from scheduled_sends.queue.states import Outcome, ScheduledSendQuerySet
 from tenancy.models import TenantModel
 
@@ -74,6 +75,13 @@ class ScheduledSend(TenantModel):
         null=True, blank=True, help_text="A provider's rate limit asked us to wait until then."
     )
     last_error = models.TextField(blank=True, db_default="")
+    failure_kind = models.CharField(
+        max_length=20,
+        choices=FailureKind.choices,
+        blank=True,
+        db_default="",
+        help_text="What went wrong (scheduled_sends/failures.py); last_error says it in words.",
+    )
     channel = models.CharField(max_length=16, choices=Channel.choices, blank=True, db_default="")
     provider_message_id = models.CharField(max_length=128, blank=True, db_default="")
     delivery_status = models.CharField(
@@ -104,6 +112,14 @@ class ScheduledSend(TenantModel):
             models.CheckConstraint(
                 condition=models.Q(fire_at__lte=models.F("intended_at")),
                 name="scheduled_sends_never_later_than_intended",
+            ),
+            # A failure kind only on a failed row, or a sent one the provider
+            # later reported undelivered.
+            models.CheckConstraint(
+                name="scheduled_sends_failure_kind_matches_outcome",
+                condition=models.Q(failure_kind="")
+                | (models.Q(outcome="failed") & ~models.Q(failure_kind="undelivered"))
+                | models.Q(outcome="sent", failure_kind="undelivered"),
             ),
         ]
         # The table's fillfactor (50: room on each page for the claim's

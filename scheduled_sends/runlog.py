@@ -9,9 +9,11 @@ titles, addresses or other user data.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import MISSING, dataclass, fields
 from datetime import datetime
+from typing import Self
 
 from django.db import DatabaseError
 from django.utils import timezone
@@ -19,6 +21,50 @@ from django.utils import timezone
 from scheduled_sends.models import SweepRun
 
 logger = logging.getLogger("nudge.runlog")
+
+
+class RunCounts:
+    """The figures of a run that code reads back from the log (``SweepRun.counts``).
+
+    Each name is spelt once, as a field: the run's report writes them with
+    :meth:`as_dict` (beside figures only people read), and health or the next
+    run reads them with :meth:`from_counts`, which tolerates an older run's
+    entry that lacks one.
+    """
+
+    @classmethod
+    def from_counts(cls, counts: Mapping[str, object] | None) -> Self:
+        counts = counts or {}
+        values = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            default = f.default if f.default is not MISSING else f.default_factory()
+            raw = counts.get(f.name)
+            values[f.name] = default if raw is None else type(default)(raw)
+        return cls(**values)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            f.name: list(value) if isinstance(value := getattr(self, f.name), tuple) else value
+            for f in fields(self)  # type: ignore[arg-type]
+        }
+
+
+@dataclass(frozen=True)
+class DeliverCounts(RunCounts):
+    """What health reads of a deliver run: sends, expiries, the lateness histogram."""
+
+    sent: int = 0
+    expired: int = 0
+    lateness_histogram: tuple = ()  # [[upper bound in s, or None for "more"], count]
+
+
+@dataclass(frozen=True)
+class MaterializeCounts(RunCounts):
+    """What health and the next run read of a materialize run."""
+
+    overdue_unclaimed: int = 0  # due rows nobody had claimed, seen in each user's scope
+    cut_short: bool = False  # the budget ran out: the next run resumes after ...
+    resume_after: int = 0  # ... this user id
 
 
 @contextmanager

@@ -8,10 +8,15 @@ transaction for the whole batch (``tenancy.scope.tenant_reads``), and
 :func:`decide` turns that into one of three answers:
 
 * :class:`Delivery` — send this message to this address on this channel;
-* :class:`Skip` — nothing worth saying (subject gone, moved, begun, done;
-  nudges turned off or paused, quiet hours): settled ``skipped`` with the
-  reason support (and the user) reads;
-* :class:`Undeliverable` — a problem on our side, e.g. no address: ``failed``.
+* a :class:`Verdict` — how the row settles instead: ``skipped`` with the
+  reason support (and the user) reads (subject gone, moved, begun, done;
+  nudges turned off or paused, quiet hours), or ``failed`` for a problem on
+  our side (no address).
+
+Once sent, :func:`classify` turns what the channel's sender answered (a
+:class:`SendAttempt`) into the row's :class:`Verdict`: sent, failed with its
+kind (``failures.py``), or retried. Both are pure: delivery only carries them
+out.
 
 The message is composed here, at send time, so a nudge that burst smoothing
 moved earlier says how long is really left ("in 14 min").
@@ -21,8 +26,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime, time
+from dataclasses import dataclass, fields
+from datetime import datetime, time, timedelta
 
 from django.db.models import Value
 
@@ -30,11 +35,19 @@ from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
 from core.config import NudgeConfig
-from scheduled_sends.channels.base import NudgeMessage
+from scheduled_sends import failures
+from scheduled_sends.channels.base import (
+    NudgeMessage,
+    PermanentSendError,
+    RateLimited,
+    SendError,
+    UnconfirmedSendError,
+)
+from scheduled_sends.failures import FailureKind
 from scheduled_sends.messages import compose
 from scheduled_sends.models import Kind, ScheduledSend
 from scheduled_sends.queue import statements
-from scheduled_sends.queue.transitions import ClaimedSend
+from scheduled_sends.queue.transitions import ClaimedSend, Transition
 from tenancy.scope import tenant_reads
 
 
@@ -48,17 +61,37 @@ class Delivery:
 
 
 @dataclass(frozen=True)
-class Skip:
-    """Nothing worth saying: the row is settled ``skipped`` with this reason."""
+class Verdict:
+    """How a claimed row settles, as data: the transition and what it writes."""
 
-    reason: str
+    transition: Transition
+    reason: str = ""
+    failure_kind: str = ""
+    message_id: str = ""
+    wait: timedelta | None = None  # not before this long after settling (retries)
+    rate_limited: bool = False  # a 429: the channel pauses for ``wait``
+    problem: str = ""  # what fails the run's health ("" for the user's or provider's doing)
+    unexpected: bool = False  # an exception no channel should raise: logged as a bug
+    refusal: PermanentSendError | None = None  # may mean the person cannot be reached
 
 
-@dataclass(frozen=True)
-class Undeliverable:
-    """A permanent problem on our side (e.g. no number configured): ``failed``."""
+def skip(reason: str) -> Verdict:
+    """Nothing worth saying: settled ``skipped`` with this reason."""
+    return Verdict(Transition.SKIPPED, reason)
 
-    reason: str
+
+def fail(kind: FailureKind, detail: str = "") -> Verdict:
+    """Settled ``failed``, never resent; ``last_error`` composed from the kind."""
+    return Verdict(Transition.FAILED, failures.reason(kind, detail), kind)
+
+
+def retry(reason: str, wait: timedelta, *, problem: str = "", unexpected: bool = False) -> Verdict:
+    """Handed back for a later claim after ``wait``, counting the attempt."""
+    return Verdict(Transition.RETRY, reason, wait=wait, problem=problem, unexpected=unexpected)
+
+
+# A claim that finds ``send_started_at`` set: its run died mid-send.
+INTERRUPTED = fail(FailureKind.INTERRUPTED)
 
 
 @dataclass(frozen=True)
@@ -90,6 +123,10 @@ class Facts:
     user_active: bool = True
 
 
+if tuple(f.name for f in fields(Facts)) != tuple(statements.RESOLVE_COLUMNS):
+    raise ImportError("subjects.Facts and statements.RESOLVE_COLUMNS must name the same columns")
+
+
 def read_facts(rows: Sequence[ClaimedSend]) -> dict[int, Facts]:
     """Each row's facts, read in its owner's scope; one read-only transaction for all."""
     facts: dict[int, Facts] = {}
@@ -105,7 +142,7 @@ def read_facts(rows: Sequence[ClaimedSend]) -> dict[int, Facts]:
         for row in rows:
             params = {"user_id": row.user_id, "kind": row.kind, "ref_id": row.ref_id}
             found = read(row.user_id, statements.RESOLVE_NUDGE, {**params, **constants})
-            facts[row.id] = Facts(*found)
+            facts[row.id] = Facts(**dict(zip(statements.RESOLVE_COLUMNS, found, strict=True)))
     return facts
 
 
@@ -139,7 +176,7 @@ def follow_up_skip_reason(*, found: bool, done: bool) -> str | None:
     return None
 
 
-def _subject_gone(row: ClaimedSend, facts: Facts) -> Skip | None:
+def _subject_gone(row: ClaimedSend, facts: Facts) -> Verdict | None:
     """Why the subject, as it is now, no longer deserves a nudge."""
     if row.kind == Kind.EVENT:
         reason = event_skip_reason(
@@ -151,36 +188,36 @@ def _subject_gone(row: ClaimedSend, facts: Facts) -> Skip | None:
         )
     else:
         reason = follow_up_skip_reason(found=facts.found, done=facts.done)
-    return Skip(reason) if reason else None
+    return skip(reason) if reason else None
 
 
 def decide(
     row: ClaimedSend, facts: Facts, now: datetime, config: NudgeConfig
-) -> Delivery | Skip | Undeliverable:
+) -> Delivery | Verdict:
     """Send, skip (with the reason) or fail, from what is true now."""
     if not facts.user_active:
-        return Skip("account deactivated")
+        return skip("account deactivated")
     if not facts.has_settings or not facts.enabled:
-        return Skip("nudges are turned off for this user")
+        return skip("nudges are turned off for this user")
     held = pause_reason(facts)
     if held is not None:
-        return Skip(held.reason)
+        return skip(held.reason)
     gone = _subject_gone(row, facts)
     if gone is not None:
         return gone
     starts_at = facts.starts_at
     if starts_at != row.subject_starts_at:
-        return Skip("subject moved; its new time has its own nudge")
+        return skip("subject moved; its new time has its own nudge")
     # A nudge meant for the very start ("at the time of the event", lead 0)
     # is still worth sending within grace; one meant before it is not.
     if starts_at <= now and row.intended_at < starts_at:
-        return Skip("subject already begun")
+        return skip("subject already begun")
     # Quiet hours bind the intended instant (smoothing may send a little earlier).
     quiet = hold_for_quiet_hours(row.intended_at, starts_at, facts)
     if isinstance(quiet, SkipReason):
-        return Skip(quiet.reason)
+        return skip(quiet.reason)
     if quiet != row.intended_at:
-        return Skip(f"quiet hours: moved to {quiet:%H:%M}Z, where it has its own nudge")
+        return skip(f"quiet hours: moved to {quiet:%H:%M}Z, where it has its own nudge")
     settings = DeliverySettings(
         user_id=row.user_id,
         channel=facts.channel,
@@ -189,7 +226,9 @@ def decide(
     )
     address = settings.address()
     if not address:
-        return Undeliverable(f"no address configured for the {facts.channel} channel")
+        return fail(
+            FailureKind.NO_ADDRESS, f"no address configured for the {facts.channel} channel"
+        )
     message = compose(
         kind=row.kind,
         title=facts.title,
@@ -199,6 +238,64 @@ def decide(
         valid_until=row.intended_at + config.grace,
     )
     return Delivery(channel=facts.channel, address=address, message=message)
+
+
+@dataclass(frozen=True)
+class SendAttempt:
+    """What one send returned, and when (monotonic), from the worker thread."""
+
+    finished: float
+    receipt: object = None
+    error: BaseException | None = None
+    # The channel was paused by a 429 while this row waited for its slot.
+    not_tried: bool = False
+    # This process reached the row's send slot too late to use it (see SendGate).
+    slot_missed: bool = False
+
+
+def describe_unexpected(exc: BaseException) -> str:
+    """``Type: message`` for last_error, even for an exception whose str() fails."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = "(unprintable)"
+    return f"{type(exc).__name__}: {text}"[:1000]
+
+
+def classify(attempt: SendAttempt, retry_delay: timedelta) -> Verdict:
+    """How a send that was tried settles, from what the sender answered.
+
+    Accepted with a message id: sent. Refused for good, or possibly delivered
+    (no answer, an answer we cannot read, no message id): failed with its kind,
+    never resent — a duplicate nudge is worse than a missing one support can
+    see. A 429: retried after the provider's wait. Anything else: retried
+    (bounded by grace); an exception no channel should raise fails the run's health.
+    """
+    exc = attempt.error
+    if exc is None:
+        message_id = getattr(attempt.receipt, "provider_message_id", None)
+        if not isinstance(message_id, str) or not message_id:
+            # Accepted, but we cannot say what: a channel bug. Sent, probably.
+            return Verdict(
+                Transition.FAILED,
+                failures.no_message_id(attempt.receipt),
+                FailureKind.UNUSABLE_RECEIPT,
+                problem="unusable receipt",
+            )
+        return Verdict(Transition.SENT, message_id=message_id)
+    if isinstance(exc, RateLimited):
+        wait = timedelta(seconds=max(1.0, exc.retry_after or 60.0))
+        return Verdict(Transition.RETRY, exc.describe(), wait=wait, rate_limited=True)
+    if isinstance(exc, PermanentSendError):
+        return Verdict(
+            Transition.FAILED, failures.reason(exc.kind, exc.describe()), exc.kind, refusal=exc
+        )
+    if isinstance(exc, UnconfirmedSendError):
+        return fail(exc.kind, exc.describe())
+    if isinstance(exc, SendError):
+        # Transient, or an unclassified channel error: retried, bounded by grace.
+        return retry(exc.describe(), retry_delay)
+    return retry(describe_unexpected(exc), retry_delay, problem=type(exc).__name__, unexpected=True)
 
 
 def subject_titles(rows: Iterable[ScheduledSend]) -> dict[tuple[str, int], str]:

@@ -13,6 +13,8 @@ plans and still needs an explicit, transaction-local act to use.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.conf import settings
 from django.db import migrations
 
@@ -231,6 +233,7 @@ SWEEPER_UPDATABLE_COLUMNS = (
     "delivery_error_code",
     "delivery_updated_at",
     "fire_at",
+    "failure_kind",
 )
 
 
@@ -238,15 +241,15 @@ SWEEPER_UPDATABLE_COLUMNS = (
 QUEUE_IDENTITY_COLUMNS = ("user_id", "kind", "ref_id", "intended_at")
 
 
-def restrict_sweeper_updates(table: str) -> migrations.RunSQL:
+def restrict_sweeper_updates(table: str, columns: Sequence[str]) -> migrations.RunSQL:
     """Narrow the sweeper's UPDATE on ``table`` to the queue's state columns.
 
     Revoking the table-wide UPDATE first also clears any column grants, so
-    the result is exactly ``SWEEPER_UPDATABLE_COLUMNS``; SELECT and DELETE
-    (retention) stay as they were.
+    the result is exactly ``columns`` (the state columns the table had when
+    the migration was written); SELECT and DELETE (retention) stay as they were.
     """
     role = _role(settings.NUDGE_DB_SWEEPER_ROLE)
-    columns = ", ".join(SWEEPER_UPDATABLE_COLUMNS)
+    columns = ", ".join(columns)
     return migrations.RunSQL(
         sql=[
             f"REVOKE UPDATE ON {table} FROM {role}",
@@ -256,6 +259,16 @@ def restrict_sweeper_updates(table: str) -> migrations.RunSQL:
             f"REVOKE UPDATE ON {table} FROM {role}",
             f"GRANT UPDATE ON {table} TO {role}",
         ],
+    )
+
+
+def grant_sweeper_updates(table: str, columns: Sequence[str]) -> migrations.RunSQL:
+    """Let the sweeper update state columns a later migration adds (see above)."""
+    role = _role(settings.NUDGE_DB_SWEEPER_ROLE)
+    listed = ", ".join(columns)
+    return migrations.RunSQL(
+        sql=[f"GRANT UPDATE ({listed}) ON {table} TO {role}"],
+        reverse_sql=[f"REVOKE UPDATE ({listed}) ON {table} FROM {role}"],
     )
 
 

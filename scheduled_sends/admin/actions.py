@@ -21,8 +21,8 @@ from django.template.response import TemplateResponse
 
 from core.config import NudgeConfig
 from core.display import when
+from scheduled_sends import failures
 from scheduled_sends.admin.rows import as_of, attach_subject_titles, owner_name, subject_label
-from scheduled_sends.deliver import INTERRUPTED_REASON, UNUSABLE_RECEIPT
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.states import Outcome, State
@@ -35,32 +35,19 @@ MID_SEND_REFUSAL = (
 MAY_HAVE_REACHED_REFUSAL = (
     "it may already have reached the user; tick 'send again' to retry it anyway"
 )
-# The failure reasons deliver records when a send's outcome is unknown (see
-# docs/OPERATIONS.md, "a user didn't get a nudge"): such a row was not resent
-# because the message may have arrived.
-UNCONFIRMED_MARKERS = (
-    INTERRUPTED_REASON,
-    UNUSABLE_RECEIPT,
-    "it may have been delivered",
-    "answer was unreadable",
-)
-
-# An attempt on one row: None when it changed, else why it did not.
-Attempt = Callable[[ScheduledSend], str | None]
+# Support's try on one row: None when it changed, else why it did not.
+RowAction = Callable[[ScheduledSend], str | None]
 
 
 def delivery_doubt(obj: ScheduledSend) -> str:
-    """Why a failed row may nevertheless have reached the user ("" when it cannot have)."""
-    if obj.last_error == INTERRUPTED_REASON:
-        return (
-            "its deliver run died mid-send, so the provider may already have delivered it; "
-            "retrying may send it twice (check the provider first)"
-        )
-    if any(marker in obj.last_error for marker in UNCONFIRMED_MARKERS):
-        return (
-            "the provider got the request but its answer was lost or unreadable, so it may "
-            "already have been delivered; retrying may send it twice (check the provider first)"
-        )
+    """Why a failed row may nevertheless have reached the user ("" when it cannot have).
+
+    Read from the row's failure kind (docs/OPERATIONS.md, "a user didn't get a
+    nudge"): such a row was not resent because the message may have arrived.
+    """
+    doubt = failures.doubt(obj.failure_kind)
+    if doubt:
+        return doubt
     if obj.provider_message_id:
         return (
             f"the provider accepted it (message {obj.provider_message_id}); "
@@ -140,7 +127,7 @@ def _act(
     modeladmin: admin.ModelAdmin,
     request: HttpRequest,
     rows: list[tuple[ScheduledSend, str | None]],
-    attempt: Attempt,
+    attempt: RowAction,
     log_message: Callable[[ScheduledSend], str],
     done: str,
 ) -> None:

@@ -119,6 +119,7 @@ class ScheduledSendAdmin(admin.ModelAdmin):
         OwnerFilter,
         "kind",
         "channel",
+        "failure_kind",
         ("fire_at", admin.DateFieldListFilter),
     )
     search_fields = ("user__username", "user__email", "=provider_message_id")
@@ -143,6 +144,7 @@ class ScheduledSendAdmin(admin.ModelAdmin):
         "outcome",
         "attempts",
         "not_before_",
+        "failure_kind",
         "last_error",
         "channel",
         "provider_message_id",

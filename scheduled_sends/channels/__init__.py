@@ -1,25 +1,25 @@
-"""Delivery channels: one small interface (``base.Channel``), one module each."""
+"""Delivery channels: one small interface (``base.Sender``), one module each."""
 
 from scheduled_sends.channels.base import (
-    Channel,
     NudgeMessage,
     PermanentSendError,
     RateLimited,
+    Sender,
     SendError,
     SendReceipt,
     TransientSendError,
     UnconfirmedSendError,
-    get_channel,
+    get_sender,
 )
 
 __all__ = [
-    "Channel",
     "NudgeMessage",
     "PermanentSendError",
     "RateLimited",
     "SendError",
     "SendReceipt",
+    "Sender",
     "TransientSendError",
     "UnconfirmedSendError",
-    "get_channel",
+    "get_sender",
 ]

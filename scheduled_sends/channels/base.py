@@ -1,21 +1,24 @@
-"""The channel interface every delivery channel implements.
+"""The interface every delivery channel implements (:class:`Sender`).
 
-A channel sends one already-composed message to one address and answers in
-one of four ways, which the deliver sweep turns into the row's settlement:
+A sender sends one already-composed message to one address and answers in
+one of these ways, which ``subjects.classify`` turns into the row's settlement:
 
 * returns a :class:`SendReceipt` — delivered to the provider: ``sent``;
 * raises :class:`RateLimited` — retry after ``retry_after`` seconds, and stop
   using this channel for the rest of the run;
 * raises :class:`TransientSendError` — timeout, 5xx, network: retried next run;
 * raises :class:`PermanentSendError` — invalid number, bot blocked, chat not
-  found: settled ``failed`` with the provider's code, never retried;
+  found: settled ``failed`` with the provider's code, never retried; its
+  ``kind`` says whose problem it is (the provider refused, our configuration,
+  an accepted message whose answer could not be read);
 * raises :class:`UnconfirmedSendError` — the request reached the provider but
   no answer came back (a read timeout): it may have been delivered, and a
   retry could deliver it twice, so it is settled ``failed`` with that reason.
   A timeout before the request left (connecting) is transient instead.
 
-Channels are called outside any database transaction and must not touch
-the database.
+The channel *name* (``whatsapp``, ``telegram``) is ``models.Channel``; a
+sender is the code behind one. Senders are called outside any database
+transaction and must not touch the database.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import ClassVar
 from django.utils.module_loading import import_string
 
 from core.config import NudgeConfig
+from scheduled_sends.failures import FailureKind
 
 REDACTED = "[redacted]"
 
@@ -50,11 +54,16 @@ class SendReceipt:
 
 
 class SendError(Exception):
-    """A send that did not go through. ``code`` is the provider's own error code."""
+    """A send that did not go through. ``code`` is the provider's own error code;
+    ``kind`` what a failure settled from it is (``failures.FailureKind``)."""
 
-    def __init__(self, message: str, *, code: str = "") -> None:
+    kind: FailureKind = FailureKind.REFUSED
+
+    def __init__(self, message: str, *, code: str = "", kind: FailureKind | None = None) -> None:
         super().__init__(message)
         self.code = code
+        if kind is not None:
+            self.kind = kind
 
     def describe(self) -> str:
         return f"[{self.code}] {self}" if self.code else str(self)
@@ -92,9 +101,11 @@ class PermanentSendError(SendError):
 class UnconfirmedSendError(SendError):
     """The provider may have the message; resending risks a duplicate nudge."""
 
+    kind = FailureKind.UNCONFIRMED
 
-class Channel(ABC):
-    """Sends nudges over one medium."""
+
+class Sender(ABC):
+    """Sends nudges over one channel (``models.Channel`` names the channels)."""
 
     name: ClassVar[str]
 
@@ -112,14 +123,16 @@ class Channel(ABC):
 
 
 @cache
-def _channel_class(dotted_path: str) -> type[Channel]:
+def _sender_class(dotted_path: str) -> type[Sender]:
     return import_string(dotted_path)
 
 
-def get_channel(name: str) -> Channel:
-    """A fresh instance of the channel configured for ``name``."""
+def get_sender(channel: str) -> Sender:
+    """A fresh instance of the sender configured for ``channel``."""
     try:
-        dotted_path = NudgeConfig.from_settings().channel_backends[name]
+        dotted_path = NudgeConfig.from_settings().channel_backends[channel]
     except KeyError:
-        raise PermanentSendError(f"no channel is configured for {name!r}") from None
-    return _channel_class(dotted_path)()
+        raise PermanentSendError(
+            f"no channel is configured for {channel!r}", kind=FailureKind.CONFIGURATION
+        ) from None
+    return _sender_class(dotted_path)()

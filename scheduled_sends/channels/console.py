@@ -13,10 +13,15 @@ import uuid
 from typing import TextIO
 
 from core.deployment import NOT_IN_PRODUCTION, development
-from scheduled_sends.channels.base import Channel, NudgeMessage, PermanentSendError, SendReceipt
+from scheduled_sends.channels.base import (
+    NudgeMessage,
+    PermanentSendError,
+    Sender,
+    SendReceipt,
+)
 
 
-class ConsoleChannel(Channel):
+class ConsoleChannel(Sender):
     name = "console"
 
     def __init__(self, stream: TextIO | None = None) -> None:

@@ -17,7 +17,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import ClassVar
 
-from scheduled_sends.channels.base import Channel, NudgeMessage, SendReceipt
+from scheduled_sends.channels.base import NudgeMessage, Sender, SendReceipt
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Recorded:
     pid: int
 
 
-class RecordingChannel(Channel):
+class RecordingChannel(Sender):
     name = "recording"
     sent: ClassVar[list[Recorded]] = []
     _lock: ClassVar[threading.Lock] = threading.Lock()

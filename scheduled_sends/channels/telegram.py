@@ -53,15 +53,16 @@ from telegram.request import HTTPXRequest
 
 from core.config import NudgeConfig
 from scheduled_sends.channels.base import (
-    Channel,
     NudgeMessage,
     PermanentSendError,
     RateLimited,
+    Sender,
     SendError,
     SendReceipt,
     TransientSendError,
     UnconfirmedSendError,
 )
+from scheduled_sends.failures import FailureKind
 
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 REDACTED = "<bot-token>"
@@ -133,6 +134,7 @@ def unreadable_acceptance(what: str) -> PermanentSendError:
         f"Telegram accepted the message but its answer was unreadable ({what}); "
         "not resent, to avoid a duplicate",
         code="protocol",
+        kind=FailureKind.UNUSABLE_RECEIPT,
     )
 
 
@@ -150,7 +152,9 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
     if isinstance(exc, InvalidToken):
         # The library's own message quotes the token.
         return PermanentSendError(
-            "Telegram rejected the bot token: check TELEGRAM_BOT_TOKEN", code="401"
+            "Telegram rejected the bot token: check TELEGRAM_BOT_TOKEN",
+            code="401",
+            kind=FailureKind.CONFIGURATION,
         )
     if isinstance(exc, ChatMigrated):
         return PermanentSendError(
@@ -181,7 +185,7 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
     )
 
 
-class TelegramChannel(Channel):
+class TelegramChannel(Sender):
     """Sends through one Bot on one private event loop per instance."""
 
     name = "telegram"
@@ -213,7 +217,9 @@ class TelegramChannel(Channel):
             if self._bot is None:
                 if not self._token:
                     raise PermanentSendError(
-                        "Telegram is not configured: TELEGRAM_BOT_TOKEN empty", code="config"
+                        "Telegram is not configured: TELEGRAM_BOT_TOKEN empty",
+                        code="config",
+                        kind=FailureKind.CONFIGURATION,
                     )
                 try:
                     self._bot = Bot(
@@ -225,7 +231,9 @@ class TelegramChannel(Channel):
                 except InvalidToken:
                     # Raised for a token with whitespace; the message may quote it.
                     raise PermanentSendError(
-                        "TELEGRAM_BOT_TOKEN is malformed", code="config"
+                        "TELEGRAM_BOT_TOKEN is malformed",
+                        code="config",
+                        kind=FailureKind.CONFIGURATION,
                     ) from None
             return self._bot
 

@@ -42,14 +42,15 @@ from twilio.rest import Client
 
 from core.http_retry_after import parse_retry_after
 from scheduled_sends.channels.base import (
-    Channel,
     NudgeMessage,
     PermanentSendError,
     RateLimited,
+    Sender,
     SendReceipt,
     TransientSendError,
     UnconfirmedSendError,
 )
+from scheduled_sends.failures import FailureKind
 
 # Twilio keeps an unsent message queued for at most this long (its own limit is
 # larger); a nudge is never worth more than a few hours anyway.
@@ -159,6 +160,7 @@ def unreadable_acceptance(what: str) -> PermanentSendError:
         f"Twilio accepted the message but its answer was unreadable ({what}); "
         "not resent, to avoid a duplicate",
         code="protocol",
+        kind=FailureKind.UNUSABLE_RECEIPT,
     )
 
 
@@ -168,7 +170,7 @@ def whatsapp_address(number: str) -> str:
     return number if number.startswith("whatsapp:") else f"whatsapp:{number}"
 
 
-class WhatsAppChannel(Channel):
+class WhatsAppChannel(Sender):
     """Sends through Twilio; one client and connection pool per instance (one run)."""
 
     name = "whatsapp"
@@ -203,7 +205,9 @@ class WhatsAppChannel(Channel):
             missing = self._missing_settings()
             if missing:
                 raise PermanentSendError(
-                    f"WhatsApp is not configured: {', '.join(missing)} empty", code="config"
+                    f"WhatsApp is not configured: {', '.join(missing)} empty",
+                    code="config",
+                    kind=FailureKind.CONFIGURATION,
                 )
             http_client = BaseUrlHttpClient(self.base_url, timeout=self.timeout)
             client = Client(self.account_sid, self._auth_token, http_client=http_client)
@@ -258,7 +262,9 @@ class WhatsAppChannel(Channel):
             ) from exc
         except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema) as exc:
             raise PermanentSendError(
-                f"TWILIO_API_BASE_URL is not a usable URL ({type(exc).__name__})", code="config"
+                f"TWILIO_API_BASE_URL is not a usable URL ({type(exc).__name__})",
+                code="config",
+                kind=FailureKind.CONFIGURATION,
             ) from exc
         except (requests.RequestException, TwilioException) as exc:
             raise TransientSendError(

@@ -13,4 +13,25 @@ from tenancy.rls import restrict_sweeper_updates
 class Migration(migrations.Migration):
     dependencies = [("scheduled_sends", "0006_delivery_pipeline")]
 
-    operations = [restrict_sweeper_updates("scheduled_sends")]
+    operations = [
+        restrict_sweeper_updates(
+            "scheduled_sends",
+            # The state columns as they were then; later ones are granted by their migrations.
+            (
+                "claimed_at",
+                "claim_token",
+                "send_started_at",
+                "sent_at",
+                "outcome",
+                "attempts",
+                "not_before",
+                "last_error",
+                "channel",
+                "provider_message_id",
+                "delivery_status",
+                "delivery_error_code",
+                "delivery_updated_at",
+                "fire_at",
+            ),
+        )
+    ]

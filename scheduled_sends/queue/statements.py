@@ -92,19 +92,35 @@ RETURNING s.id
 # subjects.py): the owner's delivery settings and the subject's current state,
 # in one statement. Row-level security limits every table to the owner; the
 # user_id conditions say the same for the reader. Always exactly one row.
-RESOLVE_NUDGE = """
-SELECT ds.id IS NOT NULL, coalesce(ds.enabled, false), coalesce(ds.channel, ''),
-       coalesce(ds.whatsapp_number, ''), coalesce(ds.telegram_chat_id, ''),
-       coalesce(ds.timezone, 'UTC'),
-       coalesce(ev.id, fu.id) IS NOT NULL, coalesce(ev.title, fu.title, ''),
-       coalesce(ev.starts_at, fu.due_at),
-       coalesce(ev.status = %(cancelled)s, false), coalesce(ev.declined, false),
-       coalesce(ev.all_day, false), coalesce(cc.status = %(needs_reauth)s, false),
-       coalesce(fu.done, false),
-       coalesce(ds.paused, false), coalesce(ds.paused_reason, ''),
-       coalesce(ds.unreachable_channel, ''), coalesce(ds.unreachable_reason, ''),
-       ds.quiet_start, ds.quiet_end,
-       EXISTS (SELECT 1 FROM auth_user AS u WHERE u.id = %(user_id)s AND u.is_active)
+# Each column is named once, here; ``subjects.Facts`` has exactly these fields,
+# in this order, and reads the row by these names.
+RESOLVE_COLUMNS: dict[str, str] = {
+    "has_settings": "ds.id IS NOT NULL",
+    "enabled": "coalesce(ds.enabled, false)",
+    "channel": "coalesce(ds.channel, '')",
+    "whatsapp_number": "coalesce(ds.whatsapp_number, '')",
+    "telegram_chat_id": "coalesce(ds.telegram_chat_id, '')",
+    "timezone": "coalesce(ds.timezone, 'UTC')",
+    "found": "coalesce(ev.id, fu.id) IS NOT NULL",
+    "title": "coalesce(ev.title, fu.title, '')",
+    "starts_at": "coalesce(ev.starts_at, fu.due_at)",
+    "cancelled": "coalesce(ev.status = %(cancelled)s, false)",
+    "declined": "coalesce(ev.declined, false)",
+    "all_day": "coalesce(ev.all_day, false)",
+    "needs_reauth": "coalesce(cc.status = %(needs_reauth)s, false)",
+    "done": "coalesce(fu.done, false)",
+    "paused": "coalesce(ds.paused, false)",
+    "paused_reason": "coalesce(ds.paused_reason, '')",
+    "unreachable_channel": "coalesce(ds.unreachable_channel, '')",
+    "unreachable_reason": "coalesce(ds.unreachable_reason, '')",
+    "quiet_start": "ds.quiet_start",
+    "quiet_end": "ds.quiet_end",
+    "user_active": "EXISTS (SELECT 1 FROM auth_user AS u WHERE u.id = %(user_id)s AND u.is_active)",
+}
+RESOLVE_NUDGE = (
+    "SELECT "
+    + ",\n       ".join(f"{expression} AS {name}" for name, expression in RESOLVE_COLUMNS.items())
+    + """
   FROM (VALUES (1)) AS one (x)
   LEFT JOIN delivery_settings AS ds ON ds.user_id = %(user_id)s
   LEFT JOIN calendar_events AS ev
@@ -113,18 +129,19 @@ SELECT ds.id IS NOT NULL, coalesce(ds.enabled, false), coalesce(ds.channel, ''),
   LEFT JOIN follow_ups AS fu
          ON %(kind)s = %(follow_up)s AND fu.id = %(ref_id)s AND fu.user_id = %(user_id)s
 """
+)
 
 # Every settle-up is a group: one statement for all rows of a batch that take
 # the same transition, one transaction for all of a flush. Each row is still
 # fenced by its own claim token: a run whose lease expired and whose row was
 # claimed again cannot overwrite the newer claim. RETURNING names the rows
 # that matched; the rest were lost claims. Every statement takes the same
-# seven parallel arrays (see ``transitions.Settlement``) and uses the ones it needs.
+# eight parallel arrays (see ``transitions.Settlement``) and uses the ones it needs.
 _GROUP = """
   FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(ats)s::timestamptz[],
               %(channels)s::text[], %(message_ids)s::text[], %(reasons)s::text[],
-              %(not_befores)s::timestamptz[])
-       AS v(id, token, at, channel, message_id, reason, not_before)
+              %(not_befores)s::timestamptz[], %(failure_kinds)s::text[])
+       AS v(id, token, at, channel, message_id, reason, not_before, failure_kind)
  WHERE s.id = v.id AND s.claim_token = v.token AND s.sent_at IS NULL AND s.outcome IS NULL
 RETURNING s.id
 """
@@ -149,7 +166,8 @@ UPDATE scheduled_sends AS s
 
 SETTLE_FAILED = f"""
 UPDATE scheduled_sends AS s
-   SET outcome = 'failed', last_error = v.reason, attempts = s.attempts + 1
+   SET outcome = 'failed', last_error = v.reason, failure_kind = v.failure_kind,
+       attempts = s.attempts + 1
 {_GROUP}"""
 
 # A transient failure (or a provider's 429): let a later claim try again,
@@ -186,10 +204,13 @@ RECEIPT_RANKS = {
 _RANK_OF_STORED = " ".join(
     f"WHEN '{status}' THEN {rank}" for status, rank in RECEIPT_RANKS.items() if status
 )
+# A sent row the provider reports undelivered gets that failure kind (and
+# loses it again if a later receipt of higher rank, "read", says otherwise).
 RECORD_RECEIPT = f"""
 UPDATE scheduled_sends
    SET delivery_status = %(status)s, delivery_error_code = %(error_code)s,
-       delivery_updated_at = %(now)s
+       delivery_updated_at = %(now)s,
+       failure_kind = CASE WHEN outcome = 'sent' THEN %(failure_kind)s ELSE failure_kind END
  WHERE provider_message_id = %(provider_message_id)s
    AND NOT (provider_message_id = '')
    AND (%(rank)s > CASE delivery_status {_RANK_OF_STORED} ELSE 0 END

@@ -37,6 +37,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 
 from core.config import NudgeConfig
+from scheduled_sends.failures import UNDELIVERED_STATUSES, FailureKind
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.states import (
@@ -153,6 +154,7 @@ class Settlement:
     message_id: str = ""
     reason: str = ""
     not_before: datetime | None = None
+    failure_kind: str = ""  # a failures.FailureKind for FAILED
 
 
 def _group_params(settlements: Sequence[Settlement]) -> dict[str, list[object]]:
@@ -164,6 +166,7 @@ def _group_params(settlements: Sequence[Settlement]) -> dict[str, list[object]]:
         "message_ids": [s.message_id[:128] for s in settlements],
         "reasons": [s.reason for s in settlements],
         "not_befores": [s.not_before for s in settlements],
+        "failure_kinds": [str(s.failure_kind) for s in settlements],
     }
 
 
@@ -199,7 +202,8 @@ def record_receipt(
 
     The receipt names only the provider's message id, not a tenant, so this is
     settle-up bookkeeping under the bypass. Out-of-order receipts never move a
-    row's status backwards.
+    row's status backwards. A sent row the provider gave up on gets the failure
+    kind ``undelivered``.
     """
     status = status.strip().lower()
     rank = statements.RECEIPT_RANKS.get(status)
@@ -213,6 +217,9 @@ def record_receipt(
                 "status": status,
                 "error_code": (error_code or "")[:32],
                 "rank": rank,
+                "failure_kind": FailureKind.UNDELIVERED.value
+                if status in UNDELIVERED_STATUSES
+                else "",
                 "now": now or database_now(),
             },
         )
@@ -358,6 +365,7 @@ def retry_failed(row_id: int, grace: timedelta) -> bool:
         ).update(
             outcome=None,
             last_error="",
+            failure_kind="",
             claimed_at=None,
             claim_token=None,
             send_started_at=None,

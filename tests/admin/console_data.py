@@ -11,7 +11,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from scheduled_sends import failures
 from scheduled_sends.charts import floor_to
+from scheduled_sends.failures import FailureKind
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import support_scope
 
@@ -26,8 +28,11 @@ KNOWN_LATENESS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 100]
 KNOWN_HOUR_AGO = 3
 KNOWN_OUTCOMES = {"sent": 40, "skipped": 5, "failed": 7, "expired": 2}
 KNOWN_RETRIED = 6  # sent rows with a failed attempt behind them
-# As deliver records them ("[code] provider text"); the charts show only the code.
-FAILURE_REASONS = {"[400] invalid number +15550100": 4, "[403] bot was blocked by the user": 3}
+# Failures by kind, each with what last_error said.
+FAILURES = {
+    (FailureKind.REFUSED, "[400] invalid number"): 4,
+    (FailureKind.UNCONFIRMED, "[timeout] Telegram did not answer in time"): 3,
+}
 
 
 @dataclass
@@ -83,9 +88,16 @@ def seed_console(user_ids: list[int], now: datetime) -> Seeded:
         )
     for _ in range(KNOWN_OUTCOMES["skipped"]):
         add(at, sent_at=at, outcome="skipped", last_error="event cancelled")
-    for reason, count in FAILURE_REASONS.items():
+    for (kind, reason), count in FAILURES.items():
         for _ in range(count):
-            add(at, outcome="failed", attempts=1, last_error=reason, channel="telegram")
+            add(
+                at,
+                outcome="failed",
+                attempts=1,
+                last_error=failures.reason(kind, reason),
+                failure_kind=kind,
+                channel="telegram",
+            )
     for _ in range(KNOWN_OUTCOMES["expired"]):
         add(at, outcome="expired")
 

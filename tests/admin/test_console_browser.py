@@ -21,7 +21,7 @@ from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
 from accounts.models import DeliverySettings
-from scheduled_sends.deliver import INTERRUPTED_REASON
+from scheduled_sends.failures import INTERRUPTED_REASON, FailureKind
 from scheduled_sends.models import SweepRun
 from tenancy.scope import support_scope
 
@@ -163,6 +163,7 @@ def test_every_console_page_reads_at_1440_and_390(
         outcome="failed",
         attempts=1,
         last_error=INTERRUPTED_REASON,
+        failure_kind=FailureKind.INTERRUPTED,
         send_started_at=timezone.now() - timedelta(minutes=3),
     )
     run = SweepRun.objects.create(

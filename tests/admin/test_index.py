@@ -102,21 +102,9 @@ def test_index_falls_back_to_its_own_queries_when_health_fails(staff_client, que
 def test_every_failing_check_reads_as_a_sentence_with_its_rows(db):
     """Each of health's checks, failing, as support reads it: the figure, and where to look."""
     from nudgeproject.console import Links, health_lines
-    from scheduled_sends.health import HealthCheck
+    from scheduled_sends.health import Check, HealthCheck
 
-    names = [
-        "row_level_security",
-        "deliver_last_run",
-        "deliver_recent",
-        "materialize_recent",
-        "overdue_unclaimed",
-        "stuck_claims",
-        "nudges_on_time",
-        "nothing_expired",
-        "delivery_keeping_up",
-        "queue_readable",
-        "some_future_check",
-    ]
+    names = list(Check)
     figures = {
         "overdue_unclaimed": 37,
         "stuck_claims": 1,
@@ -160,13 +148,27 @@ def test_every_failing_check_reads_as_a_sentence_with_its_rows(db):
             "The last deliver run failed: why",
             "/r/?sweep__exact=deliver&status__exact=failed",
         ),
-        "some_future_check": ("Some future check: the check&#x27;s detail: why", ""),
     }
     for name, (words, link) in expected.items():
         assert words in lines[name].sentence, (name, lines[name].sentence)
         assert lines[name].link == link, name
-    # No code identifiers in what support reads (a check without a sentence yet aside).
-    assert "_" not in "".join(
-        line.sentence for name, line in lines.items() if name != "some_future_check"
-    )
+    # Every check has its own sentence, failing and passing, and no code identifiers in it.
+    assert set(lines) == set(Check)
+    assert "_" not in "".join(line.sentence for line in lines.values())
     assert not any(line.ok for line in lines.values())
+    passing = health_lines([HealthCheck(name, True, "fine") for name in Check], {}, Links())
+    assert {line.name for line in passing} == set(Check)
+    assert "_" not in "".join(line.sentence for line in passing)
+
+
+def test_a_check_without_a_sentence_cannot_reach_the_page(db, monkeypatch):
+    """A new check added to health without its sentence fails loudly, never falls back."""
+    import enum
+
+    from nudgeproject import console
+    from scheduled_sends.health import Check, HealthCheck
+
+    extended = enum.StrEnum("Check", {m.name: m.value for m in Check} | {"NEW": "new_check"})
+    monkeypatch.setattr(console, "Check", extended)
+    with pytest.raises(LookupError, match="new_check"):
+        console.health_lines([HealthCheck(Check.STUCK_CLAIMS, True, "")], {}, console.Links())

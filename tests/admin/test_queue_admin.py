@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from scheduled_sends.deliver import INTERRUPTED_REASON
+from scheduled_sends.failures import INTERRUPTED_REASON, FailureKind
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue.states import State, in_state
 from tenancy.scope import support_scope
@@ -320,17 +320,42 @@ def test_retry_now_inside_grace(staff_client, make_user, make_state_rows):
     assert len(log_messages(failed)) == 1
 
 
+def test_a_refusal_is_retried_without_a_warning_and_loses_its_kind(
+    staff_client, make_user, make_send
+):
+    """The provider said no: it cannot have arrived, whatever its words happen to say."""
+    now = timezone.now()
+    refused = make_send(
+        make_user("alice"),
+        fire_at=now - timedelta(minutes=2),
+        outcome="failed",
+        attempts=1,
+        last_error="[400] Telegram bad request: it may have been delivered elsewhere",
+        failure_kind=FailureKind.REFUSED,
+    )
+
+    page = run_action(staff_client, "retry_now", [refused]).content.decode()
+    assert "retrying may send it twice" not in page
+
+    confirm_action(staff_client, "retry_now", [refused])
+    row = reload(refused)
+    assert (row.outcome, row.failure_kind, row.last_error) == (None, "", "")
+
+
 @pytest.mark.parametrize(
-    "reason",
+    ("kind", "reason"),
     [
-        INTERRUPTED_REASON,
-        "[timeout] Twilio did not answer in time — it may have been delivered; not resent",
-        "Telegram accepted the message but its answer was unreadable (no JSON); "
-        "not resent, to avoid a duplicate",
+        (FailureKind.INTERRUPTED, INTERRUPTED_REASON),
+        (
+            FailureKind.UNCONFIRMED,
+            "[timeout] Twilio did not answer in time — it may have been delivered; not resent",
+        ),
+        # The kind decides, not the words: support is warned whatever last_error says.
+        (FailureKind.UNUSABLE_RECEIPT, "[protocol] Telegram said something odd"),
     ],
 )
 def test_retry_of_a_send_that_may_have_arrived_warns_and_asks_again(
-    staff_client, make_user, make_send, reason
+    staff_client, make_user, make_send, kind, reason
 ):
     now = timezone.now()
     doubtful = make_send(
@@ -339,6 +364,7 @@ def test_retry_of_a_send_that_may_have_arrived_warns_and_asks_again(
         outcome="failed",
         attempts=1,
         last_error=reason,
+        failure_kind=kind,
         send_started_at=now - timedelta(minutes=2),
     )
 

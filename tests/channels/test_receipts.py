@@ -68,6 +68,14 @@ def test_a_failure_receipt_records_the_error_code(client, sent_row):
     post(client, receipt(sent_row, "undelivered", "63016"))
     row = reload(sent_row)
     assert (row.delivery_status, row.delivery_error_code) == ("undelivered", "63016")
+    assert (row.outcome, row.failure_kind) == ("sent", "undelivered")
+
+
+def test_a_later_read_receipt_clears_the_undelivered_kind(client, sent_row):
+    post(client, receipt(sent_row, "failed", "30008"))
+    assert reload(sent_row).failure_kind == "undelivered"
+    post(client, receipt(sent_row, "read"))
+    assert (reload(sent_row).delivery_status, reload(sent_row).failure_kind) == ("read", "")
 
 
 def test_statuses_only_move_forward(client, sent_row):
@@ -82,7 +90,7 @@ def test_a_late_failure_of_the_same_rank_does_not_overwrite_delivered(client, se
     post(client, receipt(sent_row, "delivered"))
     post(client, receipt(sent_row, "failed", "30008"))
     row = reload(sent_row)
-    assert (row.delivery_status, row.delivery_error_code) == ("delivered", "")
+    assert (row.delivery_status, row.delivery_error_code, row.failure_kind) == ("delivered", "", "")
 
 
 @pytest.mark.parametrize(

@@ -97,6 +97,7 @@ class TestOverABigQueue:
                     "error_code": "",
                     "rank": 4,
                     "now": NOW,
+                    "failure_kind": "",
                 },
             )
         scans = [n for n in nodes if "Scan" in n["Node Type"]]

@@ -175,8 +175,8 @@ def test_a_held_nudge_sent_a_little_early_by_smoothing_still_goes(make_user, now
     import uuid
 
     from core.config import NudgeConfig
-    from scheduled_sends.queue.transitions import ClaimedSend
-    from scheduled_sends.subjects import Delivery, Skip, decide, read_facts
+    from scheduled_sends.queue.transitions import ClaimedSend, Transition
+    from scheduled_sends.subjects import Delivery, decide, read_facts
 
     user = make_user(channel="console")
     quiet_end = now + timedelta(minutes=55)  # the nudge is intended at +50: held to +55
@@ -206,4 +206,26 @@ def test_a_held_nudge_sent_a_little_early_by_smoothing_still_goes(make_user, now
     # A row whose intended instant is inside quiet hours (settings changed since) is skipped.
     inside = ClaimedSend(**{**claimed.__dict__, "intended_at": now + timedelta(minutes=5)})
     skipped = decide(inside, facts, now + timedelta(minutes=5), config)
-    assert isinstance(skipped, Skip) and skipped.reason.startswith("quiet hours: moved to")
+    assert skipped.transition is Transition.SKIPPED
+    assert skipped.reason.startswith("quiet hours: moved to")
+
+
+def test_history_words_a_failure_from_its_kind(make_user, now):
+    """The user's history reads the row's failure kind when no words were recorded."""
+    from core.config import NudgeConfig
+    from portal import timeline
+    from scheduled_sends.failures import FailureKind
+    from scheduled_sends.queue import transitions
+
+    user = make_user(channel="console")
+    with tenant_scope(user.pk):
+        transitions.enqueue(
+            user.pk, "console", [transitions.NewNudge("follow_up", 999_999, now, now, 0)]
+        )
+    [claimed] = transitions.claim_due(now, NudgeConfig.from_settings())
+    assert transitions.settle_one(
+        claimed, transitions.Transition.FAILED, now, failure_kind=FailureKind.INTERRUPTED
+    )
+    with tenant_scope(user.pk):
+        [entry] = timeline.history(user.pk, now + timedelta(minutes=1))
+    assert entry.describe() == "failed: Interrupted mid-send (may have been delivered)"

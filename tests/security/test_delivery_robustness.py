@@ -17,6 +17,7 @@ from django.utils import timezone
 from scheduled_sends.channels.base import NudgeMessage, SendReceipt
 from scheduled_sends.channels.recording import RecordingChannel
 from scheduled_sends.deliver import run_deliver
+from scheduled_sends.failures import FailureKind
 from scheduled_sends.models import SweepRun
 from tests.channels.queue import queue_follow_up, reload
 from tests.fakes.base import Fault
@@ -127,6 +128,7 @@ def test_a_malformed_receipt_does_not_strand_the_batch(exploding, batch, receipt
     assert (report.claimed, report.sent, report.failed) == (5, 4, 1)
     bad = reload(rows[2])
     assert bad.outcome == "failed" and "no usable message id" in bad.last_error
+    assert bad.failure_kind == FailureKind.UNUSABLE_RECEIPT
     assert all(reload(row).outcome == "sent" for i, row in enumerate(rows) if i != 2)
 
 

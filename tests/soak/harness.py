@@ -53,7 +53,7 @@ from django.db import connection
 from accounts.models import DeliverySettings
 from calendars.models import CalendarConnection, CalendarEvent, EventStatus, FollowUp, Provider
 from scheduled_sends.channels.whatsapp import whatsapp_address
-from scheduled_sends.deliver import INTERRUPTED_REASON
+from scheduled_sends.failures import FailureKind
 from scheduled_sends.models import Kind, ScheduledSend, SweepRun
 from scheduled_sends.queue.transitions import EXPIRED_REASON
 from tenancy.scope import support_scope, tenant_scope
@@ -96,8 +96,6 @@ DECOR = [
     "Quarterly planning " + "very long " * 40,
 ]
 SUMMARY = re.compile(r"retry (\d+)")
-# How deliver words a send that timed out after reaching the provider.
-UNCONFIRMED = "may have been delivered; not resent"
 TIME_IN_TEXT = re.compile(r" (?:starts|is due) at (?:\w{3} )?(\d\d:\d\d) \(")
 
 TWILIO_RANDOM_FAULTS = (
@@ -644,11 +642,11 @@ class Soak:
                 state = "claimed" if row.claimed_at else "pending"
                 violations.append(f"{label} left {state} (attempts {row.attempts})")
                 continue
-            if row.outcome == "failed" and row.last_error == INTERRUPTED_REASON:
+            if row.outcome == "failed" and row.failure_kind == FailureKind.INTERRUPTED:
                 outcomes["failed (interrupted mid-send)"] += 1
                 interrupted_delivered += len(got)
                 continue
-            if row.outcome == "failed" and UNCONFIRMED in row.last_error:
+            if row.outcome == "failed" and row.failure_kind == FailureKind.UNCONFIRMED:
                 outcomes["failed (unconfirmed: timed out)"] += 1
                 unconfirmed_delivered += len(got)
                 continue

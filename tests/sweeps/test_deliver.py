@@ -15,11 +15,14 @@ from accounts.models import DeliverySettings
 from core.config import NudgeConfig
 from scheduled_sends.channels.base import (
     NudgeMessage,
+    PermanentSendError,
     SendReceipt,
+    TransientSendError,
     UnconfirmedSendError,
 )
 from scheduled_sends.channels.recording import RecordingChannel
-from scheduled_sends.deliver import INTERRUPTED_REASON, run_deliver
+from scheduled_sends.deliver import run_deliver
+from scheduled_sends.failures import INTERRUPTED_REASON, FailureKind
 from scheduled_sends.materialize import run_materialize
 from scheduled_sends.messages import compose
 from scheduled_sends.models import SweepRun
@@ -169,6 +172,33 @@ def test_a_user_who_turned_nudges_off_is_skipped(due_event, recording_channel):
     assert recording_channel.sent == []
 
 
+def test_a_transient_failure_is_retried_the_next_minute(due_event, scripted):
+    user, _ = due_event
+    scripted.script[f"user:{user.pk}"] = deque([TransientSendError("timed out", code="timeout")])
+    report = run_deliver(FIRE)
+    assert (report.retried, report.sent) == (1, 0)
+    row = only_row(user)
+    assert row.outcome is None and row.sent_at is None and row.claimed_at is None
+    assert (row.attempts, row.last_error) == (1, "[timeout] timed out")
+    report = run_deliver(FIRE + timedelta(minutes=1))
+    assert report.sent == 1
+    assert only_row(user).outcome == "sent"
+    assert len(scripted.sent) == 1
+
+
+def test_a_permanent_failure_is_never_retried(due_event, scripted):
+    user, _ = due_event
+    scripted.script[f"user:{user.pk}"] = deque(
+        [PermanentSendError("chat not found", code="400"), None]
+    )
+    run_deliver(FIRE)
+    row = only_row(user)
+    assert (row.outcome, row.sent_at, row.last_error) == ("failed", None, "[400] chat not found")
+    assert row.failure_kind == FailureKind.REFUSED
+    assert run_deliver(FIRE + timedelta(minutes=1)).claimed == 0
+    assert scripted.sent == []
+
+
 def test_an_unconfirmed_send_is_not_resent(due_event, scripted):
     """A read timeout: the provider may have delivered it; a retry could say it twice."""
     user, _ = due_event
@@ -179,6 +209,7 @@ def test_an_unconfirmed_send_is_not_resent(due_event, scripted):
     assert (report.failed, report.retried) == (1, 0)
     row = only_row(user)
     assert row.outcome == "failed" and "may have been delivered; not resent" in row.last_error
+    assert row.failure_kind == FailureKind.UNCONFIRMED
     assert run_deliver(FIRE + timedelta(minutes=1)).claimed == 0
 
 
@@ -221,7 +252,8 @@ def test_a_run_that_died_mid_send_is_not_sent_again(due_event, recording_channel
     # … then the process is killed
     report = run_deliver(FIRE + config.lease + timedelta(seconds=1))
     assert (report.claimed, report.failed, report.sent) == (1, 1, 0)
-    assert only_row(user).last_error == INTERRUPTED_REASON
+    row = only_row(user)
+    assert (row.last_error, row.failure_kind) == (INTERRUPTED_REASON, FailureKind.INTERRUPTED)
     assert recording_channel.sent == []
 
 
@@ -295,6 +327,43 @@ def test_a_missing_address_fails_visibly(make_user, recording_channel):
     row = only_row(user)
     assert row.outcome == "failed"
     assert "no address configured for the telegram channel" in row.last_error
+    assert row.failure_kind == FailureKind.NO_ADDRESS
+
+
+def test_our_own_configuration_and_an_unreadable_acceptance_fail_with_their_kinds(
+    make_user, scripted
+):
+    """The channel knows whose problem it is; the row carries that, not just words."""
+    config_user, odd_user = make_user(), make_user()
+    for user in (config_user, odd_user):
+        add_event(user, NOW + timedelta(hours=1))
+    run_materialize(NOW)
+    scripted.script[f"user:{config_user.pk}"] = deque(
+        [PermanentSendError("token empty", code="config", kind=FailureKind.CONFIGURATION)]
+    )
+    scripted.script[f"user:{odd_user.pk}"] = deque(
+        [
+            PermanentSendError(
+                "answer unreadable", code="protocol", kind=FailureKind.UNUSABLE_RECEIPT
+            )
+        ]
+    )
+    report = run_deliver(FIRE)
+    assert report.failed == 2
+    assert only_row(config_user).failure_kind == FailureKind.CONFIGURATION
+    assert only_row(odd_user).failure_kind == FailureKind.UNUSABLE_RECEIPT
+    assert only_row(odd_user).last_error == "[protocol] answer unreadable"
+
+
+def test_sent_skipped_and_retried_rows_carry_no_failure_kind(make_user, scripted):
+    user = make_user()
+    add_event(user, NOW + timedelta(hours=1))
+    run_materialize(NOW)
+    scripted.script[f"user:{user.pk}"] = deque([TransientSendError("down", code="500")])
+    run_deliver(FIRE)
+    assert (only_row(user).outcome, only_row(user).failure_kind) == (None, "")
+    run_deliver(FIRE + timedelta(minutes=2))
+    assert (only_row(user).outcome, only_row(user).failure_kind) == ("sent", "")
 
 
 def test_the_command_prints_the_summary_and_exits_zero(due_event, recording_channel, capsys):

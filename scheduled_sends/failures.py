@@ -1,0 +1,91 @@
+"""Why a nudge failed, as a value, and every sentence said about it.
+
+A failed row carries its :class:`FailureKind` (``scheduled_sends.failure_kind``),
+set by the code that knows it: the channel that raised (a refusal, our own
+configuration, an answer it could not read, no answer), delivery's own
+settle-ups (a run that died mid-send, a receipt without a message id, no
+address) and the provider's later receipt (undelivered). The support console,
+the user's history and the charts read the kind; the words are composed here
+and nowhere else, so a page never has to recognise a failure by its text.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from scheduled_sends.queue.states import Outcome
+
+
+class FailureKind(models.TextChoices):
+    """What went wrong; stored in ``failure_kind`` ("" when nothing did)."""
+
+    REFUSED = "refused", "The provider refused it"
+    CONFIGURATION = "configuration", "Our channel configuration"
+    NO_ADDRESS = "no_address", "No address for the channel"
+    UNCONFIRMED = "unconfirmed", "No answer from the provider (may have been delivered)"
+    UNUSABLE_RECEIPT = "unusable_receipt", "Unusable answer (may have been delivered)"
+    INTERRUPTED = "interrupted", "Interrupted mid-send (may have been delivered)"
+    UNDELIVERED = "undelivered", "Sent, but the provider reported it undelivered"
+
+
+# A failure whose message may nevertheless have reached the user: it was not
+# resent, and support is warned before retrying it.
+MAY_HAVE_BEEN_DELIVERED = frozenset(
+    {FailureKind.UNCONFIRMED, FailureKind.UNUSABLE_RECEIPT, FailureKind.INTERRUPTED}
+)
+
+# Receipt statuses that mean the provider gave up on a message it had accepted.
+UNDELIVERED_STATUSES = ("undelivered", "failed")
+
+INTERRUPTED_REASON = (
+    "delivery was interrupted mid-send (the worker died); not resent, to avoid a duplicate"
+)
+UNUSABLE_RECEIPT = (
+    "the channel accepted the message but returned no usable message id; "
+    "it may have been delivered, so it is not resent"
+)
+NOT_RESENT = " — it may have been delivered; not resent"
+
+
+def reason(kind: FailureKind, detail: str = "") -> str:
+    """The row's ``last_error`` for a failure of ``kind``; ``detail`` is what the
+    channel (or the check) said, e.g. ``[403] Telegram refused: …``."""
+    if kind == FailureKind.INTERRUPTED:
+        return INTERRUPTED_REASON
+    if kind == FailureKind.UNCONFIRMED:
+        return f"{detail}{NOT_RESENT}"
+    return detail
+
+
+def no_message_id(receipt: object) -> str:
+    """``last_error`` when a channel returned a receipt without a usable message id."""
+    return f"{UNUSABLE_RECEIPT} ({type(receipt).__name__})"
+
+
+def label(kind: str) -> str:
+    """The kind as the console's charts and filters name it."""
+    return FailureKind(kind).label if kind in FailureKind.values else "(kind not recorded)"
+
+
+def doubt(kind: str) -> str:
+    """Why a row failed this way may have reached the user ("" when it cannot have)."""
+    if kind == FailureKind.INTERRUPTED:
+        return (
+            "its deliver run died mid-send, so the provider may already have delivered it; "
+            "retrying may send it twice (check the provider first)"
+        )
+    if kind in MAY_HAVE_BEEN_DELIVERED:
+        return (
+            "the provider got the request but its answer was lost or unreadable, so it may "
+            "already have been delivered; retrying may send it twice (check the provider first)"
+        )
+    return ""
+
+
+def history_reason(outcome: str, kind: str, last_error: str) -> str:
+    """What the user's history says after "skipped:", "failed:" or "expired:"."""
+    if outcome == Outcome.EXPIRED:
+        return "it could not be sent in time"
+    if outcome == Outcome.FAILED and not last_error and kind:
+        return label(kind)
+    return last_error

@@ -1,0 +1,29 @@
+"""The figures code reads back from the run log are named once, as typed fields."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from scheduled_sends.deliver import DeliverReport
+from scheduled_sends.materialize import MaterializeReport
+from scheduled_sends.runlog import DeliverCounts, MaterializeCounts
+
+
+def test_a_deliver_report_writes_what_health_reads_back():
+    report = DeliverReport(as_of=datetime(2026, 12, 2, tzinfo=UTC), sent=2, expired=1)
+    report.latenesses = [3.0, 40.0]
+    counts = DeliverCounts.from_counts(report.as_dict())
+    assert (counts.sent, counts.expired) == (2, 1)
+    assert sum(n for _, n in counts.lateness_histogram) == 2
+
+
+def test_a_materialize_report_writes_where_the_next_run_resumes():
+    report = MaterializeReport(as_of=datetime(2026, 12, 2, tzinfo=UTC))
+    report.overdue, report.cut_short, report.resume_after = 3, True, 42
+    assert MaterializeCounts.from_counts(report.as_dict()) == MaterializeCounts(3, True, 42)
+
+
+def test_an_older_or_empty_entry_reads_as_zeros():
+    assert DeliverCounts.from_counts({}) == DeliverCounts()
+    assert MaterializeCounts.from_counts(None) == MaterializeCounts()
+    assert MaterializeCounts.from_counts({"cut_short": True}).resume_after == 0
