@@ -14,7 +14,7 @@ from tenancy.scope import rls_bypass, tenant_scope
 from tests.conftest import owner_conninfo, utc
 
 NOW = utc(2026, 12, 2, 15, 0)
-MIGRATION = importlib.import_module("scheduled_sends.migrations.0014_failure_kind")
+MIGRATION = importlib.import_module("scheduled_sends.migrations.0015_failure_kind")
 
 # last_error as deliver and the channels wrote it -> the kind the backfill tells from it.
 WRITTEN = {
