@@ -212,6 +212,10 @@ def health_lines(
         )
         return HealthLine(check.name, False, text, links.to_queue("state=expired"), "view expired")
 
+    def calendar_push(check) -> HealthLine:
+        text = format_html("Calendar push: {}.", check.detail)
+        return HealthLine(check.name, check.ok, text)
+
     def queue_readable(check) -> HealthLine:
         text = format_html("The sweeper role cannot read the queue: {}", check.detail)
         return HealthLine(check.name, check.ok, text)
@@ -230,6 +234,7 @@ def health_lines(
         Check.QUEUE_READABLE: queue_readable,
         Check.NUDGES_ON_TIME: on_time,
         Check.NOTHING_EXPIRED: nothing_expired,
+        Check.CALENDAR_PUSH: calendar_push,
     }
     missing = set(Check) - set(sentences)
     if missing:

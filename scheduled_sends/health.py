@@ -50,6 +50,7 @@ class Check(enum.StrEnum):
     NUDGES_ON_TIME = "nudges_on_time"
     NOTHING_EXPIRED = "nothing_expired"
     DELIVERY_KEEPING_UP = "delivery_keeping_up"
+    CALENDAR_PUSH = "calendar_push"
 
     @classmethod
     def recent(cls, sweep: str) -> Check:
@@ -223,7 +224,7 @@ def check_health(now: datetime | None = None) -> HealthReport:
 
     push = push_health(now, bool(config.calendar_push_base_url))
     report.figures.update(push.figures)
-    report.add("calendar_push", push.ok, push.detail)
+    report.add(Check.CALENDAR_PUSH, push.ok, push.detail)
 
     # Independent of the bypass: what materialize saw inside each user's scope.
     if last_materialize is not None:

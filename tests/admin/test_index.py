@@ -156,7 +156,12 @@ def test_every_failing_check_reads_as_a_sentence_with_its_rows(db):
     assert set(lines) == set(Check)
     assert "_" not in "".join(line.sentence for line in lines.values())
     assert not any(line.ok for line in lines.values())
-    passing = health_lines([HealthCheck(name, True, "fine") for name in Check], {}, Links())
+    passing = health_lines(
+        [HealthCheck(name, True, "fine") for name in Check],
+        {},
+        Links(),
+        NudgeConfig.from_settings(),
+    )
     assert {line.name for line in passing} == set(Check)
     assert "_" not in "".join(line.sentence for line in passing)
 
@@ -171,4 +176,9 @@ def test_a_check_without_a_sentence_cannot_reach_the_page(db, monkeypatch):
     extended = enum.StrEnum("Check", {m.name: m.value for m in Check} | {"NEW": "new_check"})
     monkeypatch.setattr(console, "Check", extended)
     with pytest.raises(LookupError, match="new_check"):
-        console.health_lines([HealthCheck(Check.STUCK_CLAIMS, True, "")], {}, console.Links())
+        console.health_lines(
+            [HealthCheck(Check.STUCK_CLAIMS, True, "")],
+            {},
+            console.Links(),
+            NudgeConfig.from_settings(),
+        )

@@ -40,7 +40,9 @@ HISTORY = timedelta(days=120)
 def _users_with_settings() -> list[int]:
     user_ids = make_users(USERS, prefix="planmat")
     with support_scope():
-        DeliverySettings.objects.bulk_create([DeliverySettings(user_id=u) for u in user_ids])
+        DeliverySettings.objects.bulk_create(
+            [DeliverySettings(user_id=u, channel="console") for u in user_ids]
+        )
     return user_ids
 
 
