@@ -66,6 +66,10 @@ class NudgeConfig:
     calendar_http_timeout_seconds: float = 15.0
     calendar_sync_budget_seconds: float = 60.0
     calendar_sync_user_budget_seconds: float = 120.0
+    # Connections fetched at once by one sweep process, and at most this many of
+    # them from one feed host (host and port), so a slow host cannot take every slot.
+    calendar_sync_concurrency: int = 64
+    calendar_sync_per_host: int = 16
     ics_max_bytes: int = 5 * 1024 * 1024
     # --- the end-user area ---
     link_code_lifetime: timedelta = timedelta(minutes=15)
@@ -103,6 +107,8 @@ class NudgeConfig:
             calendar_http_timeout_seconds=settings.CALENDAR_HTTP_TIMEOUT_SECONDS,
             calendar_sync_budget_seconds=settings.CALENDAR_SYNC_BUDGET_SECONDS,
             calendar_sync_user_budget_seconds=settings.CALENDAR_SYNC_USER_BUDGET_SECONDS,
+            calendar_sync_concurrency=settings.CALENDAR_SYNC_CONCURRENCY,
+            calendar_sync_per_host=settings.CALENDAR_SYNC_PER_HOST,
             ics_max_bytes=settings.ICS_MAX_BYTES,
             link_code_lifetime=timedelta(minutes=settings.NUDGE_LINK_CODE_MINUTES),
         )
@@ -185,6 +191,14 @@ class NudgeConfig:
             ("CALENDAR_SYNC_USER_BUDGET_SECONDS", self.calendar_sync_user_budget_seconds),
         ):
             require(seconds > 0, f"{name} must be positive")
+        require(
+            1 <= self.calendar_sync_concurrency <= 512,
+            "CALENDAR_SYNC_CONCURRENCY must be between 1 and 512",
+        )
+        require(
+            1 <= self.calendar_sync_per_host <= self.calendar_sync_concurrency,
+            "CALENDAR_SYNC_PER_HOST must be at least 1 and at most CALENDAR_SYNC_CONCURRENCY",
+        )
         require(self.ics_max_bytes >= 1, "ICS_MAX_BYTES must be at least 1")
         # A run may overrun its budget by one send; the lease must outlast it
         # comfortably, or a live run's rows could be claimed a second time.

@@ -302,6 +302,9 @@ ICS_MAX_BYTES = env.int("ICS_MAX_BYTES", default=5 * 1024 * 1024)
 CALENDAR_SYNC_BUDGET_SECONDS = env.float("CALENDAR_SYNC_BUDGET_SECONDS", default=60.0)
 # All of one user's connections together, per materialise run.
 CALENDAR_SYNC_USER_BUDGET_SECONDS = env.float("CALENDAR_SYNC_USER_BUDGET_SECONDS", default=120.0)
+# Connections fetched at once per sweep process, and at most so many from one feed host.
+CALENDAR_SYNC_CONCURRENCY = env.int("CALENDAR_SYNC_CONCURRENCY", default=64)
+CALENDAR_SYNC_PER_HOST = env.int("CALENDAR_SYNC_PER_HOST", default=16)
 
 # --- Logging ------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from calendars.providers import ics as ics_provider
+from calendars.providers import ics_fetch, ics_parse
 from calendars.providers.base import ProviderError
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
 from tests.calendars.ics_samples import FEED, SINGLE, runaway
@@ -59,7 +59,7 @@ def test_304_costs_no_parse_and_no_writes(fake_ics, ics_connection, monkeypatch)
     def must_not_parse(*args, **kwargs):
         raise AssertionError("a 304 must not be parsed")
 
-    monkeypatch.setattr(ics_provider, "parse_feed", must_not_parse)
+    monkeypatch.setattr(ics_parse, "parse_feed", must_not_parse)
     summary = run_sync(connection.user_id, NOW + timedelta(minutes=15))
 
     assert summary.unchanged == 1 and summary.provider_calls == 1
@@ -75,7 +75,7 @@ def test_same_body_without_validators_is_not_parsed_either(fake_ics, ics_connect
     fake_ics.body = FEED
     connection = ics_connection()
     run_sync(connection.user_id)
-    monkeypatch.setattr(ics_provider, "parse_feed", lambda *a, **k: pytest.fail("parsed"))
+    monkeypatch.setattr(ics_parse, "parse_feed", lambda *a, **k: pytest.fail("parsed"))
 
     assert run_sync(connection.user_id, NOW + timedelta(minutes=15)).unchanged == 1
 
@@ -250,13 +250,13 @@ def test_private_addresses_are_refused_unless_allowed(fake_ics, ics_connection):
 )
 def test_feed_url_check(url):
     with pytest.raises(ProviderError):
-        ics_provider.check_feed_url(url, allow_private=False)
+        ics_fetch.check_feed_url(url, allow_private=False)
 
 
 def test_feed_url_check_allows_private_only_when_asked():
-    ics_provider.check_feed_url("http://127.0.0.1:8000/x.ics", allow_private=True)
+    ics_fetch.check_feed_url("http://127.0.0.1:8000/x.ics", allow_private=True)
     with pytest.raises(ProviderError):
-        ics_provider.check_feed_url("ftp://127.0.0.1/x.ics", allow_private=True)
+        ics_fetch.check_feed_url("ftp://127.0.0.1/x.ics", allow_private=True)
 
 
 @pytest.mark.parametrize("status", [404, 410, 401])
