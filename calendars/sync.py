@@ -27,13 +27,17 @@ goes on with the stored copy.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 import traceback
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
 from django.db.models import F
 from django.utils import timezone
 
@@ -47,8 +51,9 @@ from calendars.providers.base import (
     ProviderError,
     ProviderEvent,
     RetryLater,
-    call_count,
+    calls_in_thread,
 )
+from calendars.providers.ics_fetch import feed_origin
 from nudgeproject.config import NudgeConfig
 from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope
@@ -140,42 +145,138 @@ def sync_user_connections(
 ) -> SyncSummary:
     """Sync every connection of ``user_id`` over the window; never raises per connection.
 
-    The user's connections share ``CALENDAR_SYNC_USER_BUDGET_SECONDS``: once
-    it is spent, the rest keep their stored copy this run (``deferred``) and
-    go first next run (least recently synced first), so one tenant with many
-    slow calendars cannot hold the sweep, and none of theirs starves.
+    On the calling thread, one connection after another (a page re-queueing
+    one user, ``sync_calendars --user``); the sweep syncs many users at once
+    through :class:`SyncPool`, with the same rules.
+    """
+    with SyncPool(now=now, window_start=window_start, window_end=window_end, concurrency=1) as pool:
+        pool.add_user(user_id)
+        return dict(pool.drain())[user_id]
+
+
+def connection_ids_to_sync(user_id: int) -> list[int]:
+    """The user's synced connections, least recently synced first; read in their scope.
+
+    Least recently synced first, so a user whose budget ran out last run gets
+    the calendars it left out synced first this run, and none of theirs starves.
     """
     with tenant_scope(user_id):
-        connection_ids = list(
+        return list(
             CalendarConnection.objects.filter(user_id=user_id)
             .exclude(provider=Provider.LOCAL)
             .order_by(F("last_synced_at").asc(nulls_first=True), "pk")
             .values_list("pk", flat=True)
         )
-    summary = SyncSummary(connections=len(connection_ids))
-    deadline = time.monotonic() + NudgeConfig.from_settings().calendar_sync_user_budget_seconds
-    for connection_id in connection_ids:
-        if time.monotonic() >= deadline:
-            summary.add(
-                ConnectionResult(
-                    connection_id,
-                    "?",
-                    Outcome.DEFERRED,
-                    "the user's calendar sync budget was spent; synced next run",
-                )
-            )
-            continue
+
+
+def fetch_decision(connection: CalendarConnection, now: datetime) -> ConnectionResult | None:
+    """Whether the provider is asked about ``connection`` in this run: None to fetch,
+    else the result that stands for this run. The one place such a decision goes."""
+    if connection.status == ConnectionStatus.NEEDS_REAUTH:
+        return ConnectionResult(connection.pk, connection.provider, Outcome.SKIPPED_REAUTH)
+    if connection.retry_after and connection.retry_after > now:
+        message = f"backing off until {connection.retry_after:%Y-%m-%d %H:%M}Z"
+        return ConnectionResult(connection.pk, connection.provider, Outcome.BACKING_OFF, message)
+    return None
+
+
+@dataclass
+class FetchJob:
+    """One connection between its read and its write: what the provider is given and
+    what came back. Only ``fetch_job`` runs off the sweep's thread, and it touches
+    no database."""
+
+    user_id: int
+    connection_id: int
+    provider: str
+    snapshot: ConnectionSnapshot | None
+    refresh_token_at_read: str = ""
+    # The feed's server (host:port) for the per-host cap; None for OAuth providers,
+    # whose shared rate is paced elsewhere.
+    host: str | None = None
+    error: ProviderError | None = None
+    fetched: FetchResult | None = None
+    calls: int = 0
+    seconds: float = 0.0
+
+
+def read_connection(user_id: int, connection_id: int, now: datetime) -> FetchJob | ConnectionResult:
+    """The connection's row and secrets, read inside the owner's scope; a result instead
+    when it is gone or not to be fetched now (``fetch_decision``)."""
+    with tenant_scope(user_id):
+        connection = CalendarConnection.objects.filter(pk=connection_id).first()
+        if connection is None:
+            return ConnectionResult(connection_id, "?", Outcome.GONE)
+        decided = fetch_decision(connection, now)
+        if decided is not None:
+            return decided
+        job = FetchJob(user_id, connection_id, connection.provider, snapshot=None)
         try:
-            result = sync_connection(
-                user_id, connection_id, now=now, window_start=window_start, window_end=window_end
-            )
-        except Exception as exc:  # e.g. the database failing mid-write: count it, go on
-            logger.exception("calendar sync failed for connection %s", connection_id)
-            result = ConnectionResult(
-                connection_id, "?", Outcome.FAILED, f"internal error ({type(exc).__name__})"
-            )
-        summary.add(result)
-    return summary
+            job.snapshot = snapshot_of(connection)
+        except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
+            job.error = ProviderError(str(exc))
+            return job
+    job.refresh_token_at_read = job.snapshot.refresh_token
+    if job.provider == Provider.ICS and job.snapshot.feed_url:
+        job.host = feed_origin(job.snapshot.feed_url)
+    return job
+
+
+def fetch_job(
+    job: FetchJob, *, now: datetime, window_start: datetime, window_end: datetime
+) -> None:
+    """Call the provider for one connection, with no scope open; on any thread.
+
+    The connection's budget (``CALENDAR_SYNC_BUDGET_SECONDS``) starts here, not
+    when it was read, so time spent waiting for a free slot is not charged to it.
+    """
+    snapshot = job.snapshot
+    assert snapshot is not None
+    started, calls = time.monotonic(), calls_in_thread()
+    snapshot.deadline = started + NudgeConfig.from_settings().calendar_sync_budget_seconds
+    try:
+        job.fetched = get_provider(job.provider).fetch(
+            snapshot, now=now, window_start=window_start, window_end=window_end
+        )
+    except ProviderError as exc:
+        job.error = exc
+    except Exception as exc:  # a bug in one provider must not stop the sweep
+        job.error = ProviderError(f"{job.provider}: internal error ({type(exc).__name__})")
+        logger.error(
+            "calendar sync crashed for connection %s: %s",
+            job.connection_id,
+            crypto.scrub("".join(traceback.format_exception(exc)), *snapshot.secrets()),
+        )
+    job.calls = calls_in_thread() - calls
+    job.seconds = time.monotonic() - started
+
+
+def write_job(job: FetchJob, now: datetime) -> ConnectionResult:
+    """Write one connection's outcome inside the owner's scope (a new one, after the fetch)."""
+    snapshot, error = job.snapshot, job.error
+    secrets = snapshot.secrets() if snapshot else ()
+    result = ConnectionResult(job.connection_id, job.provider, Outcome.FAILED)
+    with tenant_scope(job.user_id):
+        connection = (
+            CalendarConnection.objects.select_for_update().filter(pk=job.connection_id).first()
+        )
+        if connection is None:
+            result.outcome = Outcome.GONE
+        else:
+            if isinstance(error, NeedsReauth) and _rotated_meanwhile(
+                connection, job.refresh_token_at_read
+            ):
+                # A concurrent sync spent and replaced the refresh token we sent
+                # (Microsoft rotates them): our invalid_grant says nothing about consent.
+                error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
+            if snapshot is not None and snapshot.credentials_changed:
+                store_tokens(connection, snapshot)
+            if error is not None:
+                _record_failure(connection, error, now, secrets, result)
+            elif job.fetched is not None and snapshot is not None:
+                _record_success(connection, snapshot, job.fetched, now, result)
+    result.provider_calls = job.calls
+    return result
 
 
 def sync_connection(
@@ -186,67 +287,233 @@ def sync_connection(
     window_start: datetime,
     window_end: datetime,
 ) -> ConnectionResult:
-    """One connection: read its row, call its provider (no scope open), write the outcome."""
-    calls_before = call_count()
-    snapshot: ConnectionSnapshot | None = None
-    error: ProviderError | None = None
-    fetched: FetchResult | None = None
-    with tenant_scope(user_id):
-        connection = CalendarConnection.objects.filter(pk=connection_id).first()
-        if connection is None:
-            return ConnectionResult(connection_id, "?", Outcome.GONE)
-        provider_name = connection.provider
-        if connection.status == ConnectionStatus.NEEDS_REAUTH:
-            return ConnectionResult(connection_id, provider_name, Outcome.SKIPPED_REAUTH)
-        if connection.retry_after and connection.retry_after > now:
-            message = f"backing off until {connection.retry_after:%Y-%m-%d %H:%M}Z"
-            return ConnectionResult(connection_id, provider_name, Outcome.BACKING_OFF, message)
-        try:
-            snapshot = snapshot_of(connection)
-        except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
-            error = ProviderError(str(exc))
-
-    refresh_token_at_read = snapshot.refresh_token if snapshot else ""
-    if snapshot is not None:
-        snapshot.deadline = (
-            time.monotonic() + NudgeConfig.from_settings().calendar_sync_budget_seconds
-        )
-        try:
-            fetched = get_provider(provider_name).fetch(
-                snapshot, now=now, window_start=window_start, window_end=window_end
-            )
-        except ProviderError as exc:
-            error = exc
-        except Exception as exc:  # a bug in one provider must not stop the sweep
-            error = ProviderError(f"{provider_name}: internal error ({type(exc).__name__})")
-            logger.error(
-                "calendar sync crashed for connection %s: %s",
-                connection_id,
-                crypto.scrub("".join(traceback.format_exception(exc)), *snapshot.secrets()),
-            )
-
-    secrets = snapshot.secrets() if snapshot else ()
-    result = ConnectionResult(connection_id, provider_name, Outcome.FAILED)
-    with tenant_scope(user_id):
-        connection = CalendarConnection.objects.select_for_update().filter(pk=connection_id).first()
-        if connection is None:
-            result.outcome = Outcome.GONE
-        else:
-            if isinstance(error, NeedsReauth) and _rotated_meanwhile(
-                connection, refresh_token_at_read
-            ):
-                # A concurrent sync spent and replaced the refresh token we sent
-                # (Microsoft rotates them): our invalid_grant says nothing about consent.
-                error = RetryLater(f"{provider_name}: refresh token was rotated by another sync")
-            if snapshot is not None and snapshot.credentials_changed:
-                store_tokens(connection, snapshot)
-            if error is not None:
-                _record_failure(connection, error, now, secrets, result)
-            elif fetched is not None and snapshot is not None:
-                _record_success(connection, snapshot, fetched, now, result)
-    result.provider_calls = call_count() - calls_before
+    """One connection on the calling thread: read its row, call its provider, write."""
+    job = read_connection(user_id, connection_id, now)
+    if isinstance(job, ConnectionResult):
+        _log_result(job)
+        return job
+    if job.snapshot is not None:
+        fetch_job(job, now=now, window_start=window_start, window_end=window_end)
+    result = write_job(job, now)
     _log_result(result)
     return result
+
+
+@dataclass
+class _UserSync:
+    summary: SyncSummary
+    waiting: deque[int]  # connection ids not started yet, in order
+    spent: float = 0.0  # seconds this user's fetches took, against their budget
+
+
+class SyncPool:
+    """Many users' connections fetched at once; every database read and write on the
+    calling thread, in the owner's scope, as one connection at a time did.
+
+    Up to ``CALENDAR_SYNC_CONCURRENCY`` provider calls are in flight, at most
+    ``CALENDAR_SYNC_PER_HOST`` of them to one feed server, so a tenant's slow
+    host holds a few slots while everyone else's feeds go on. One user's
+    connections go one after another and share ``CALENDAR_SYNC_USER_BUDGET_SECONDS``
+    (seconds their fetches took): once spent, the rest keep their stored copy
+    this run (``deferred``) and go first next run. Past ``deadline``
+    (monotonic: the sweep's budget) nothing new is started.
+
+    Threads rather than asyncio: the provider clients are synchronous
+    (``requests``, urllib3 with a pinned socket and a deadline timer, the
+    forked parse) and so are the pacing calls made beside them; a thread
+    waiting on a socket holds no lock, and BENCHMARKS.md measures the two.
+    A worker thread closes any database connection it opened as it ends.
+    ``concurrency=1`` runs every fetch on the calling thread.
+    """
+
+    def __init__(
+        self,
+        *,
+        now: datetime,
+        window_start: datetime,
+        window_end: datetime,
+        concurrency: int | None = None,
+        deadline: float | None = None,
+    ) -> None:
+        config = NudgeConfig.from_settings()
+        self.now, self.window_start, self.window_end = now, window_start, window_end
+        self.concurrency = concurrency or config.calendar_sync_concurrency
+        self.per_host = min(config.calendar_sync_per_host, self.concurrency)
+        self.user_budget = config.calendar_sync_user_budget_seconds
+        self.deadline = deadline
+        self._users: dict[int, _UserSync] = {}
+        self._ready: deque[int] = deque()  # users whose next connection may start
+        self._parked: dict[str, deque[FetchJob]] = defaultdict(deque)  # waiting for their host
+        self._per_host: Counter[str] = Counter()
+        self._in_flight = 0
+        self._finished: deque[tuple[int, SyncSummary]] = deque()
+        self._inbox: queue.SimpleQueue[FetchJob | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[FetchJob] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def __enter__(self) -> SyncPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for _thread in self._threads:
+            self._inbox.put(None)
+        for thread in self._threads:
+            thread.join()
+
+    def users_in_flight(self) -> int:
+        """Users added whose connections are not all done yet."""
+        return len(self._users)
+
+    def add_user(self, user_id: int) -> None:
+        """Queue the user's connections (raises only if their list cannot be read)."""
+        ids = connection_ids_to_sync(user_id)
+        user = _UserSync(SyncSummary(connections=len(ids)), deque(ids))
+        if not ids:
+            self._finished.append((user_id, user.summary))
+            return
+        self._users[user_id] = user
+        self._ready.append(user_id)
+        self._dispatch()
+
+    def finished(self, *, wait: bool = False) -> list[tuple[int, SyncSummary]]:
+        """Users whose every connection is done (in the order they finished); with
+        ``wait``, blocks until there is at least one while any is still going."""
+        self._dispatch()
+        self._collect(block=False)
+        while wait and not self._finished and self._users:
+            self._collect(block=True)
+        done = list(self._finished)
+        self._finished.clear()
+        return done
+
+    def drain(self) -> list[tuple[int, SyncSummary]]:
+        """Wait for every user added; their summaries."""
+        done = []
+        while self._users or self._finished:
+            done += self.finished(wait=True)
+        return done
+
+    # --- the dispatcher ---------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        while self._in_flight < self.concurrency:
+            job = self._next_job()
+            if job is None:
+                return
+            self._start(job)
+
+    def _next_job(self) -> FetchJob | None:
+        """A parked job whose host has room, else the next ready user's next connection."""
+        for host, parked in self._parked.items():
+            if parked and self._per_host[host] < self.per_host:
+                return parked.popleft()
+        while self._ready:
+            user_id = self._ready.popleft()
+            user = self._users[user_id]
+            connection_id = user.waiting.popleft()
+            if self._out_of_time(user):
+                self._defer_rest(user_id, user, connection_id)
+                continue
+            try:
+                job = read_connection(user_id, connection_id, self.now)
+            except Exception as exc:  # e.g. the database failing mid-read: count it, go on
+                logger.exception("calendar sync failed for connection %s", connection_id)
+                job = _internal_error(connection_id, exc)
+            if isinstance(job, ConnectionResult) or job.snapshot is None:
+                self._done(user_id, job)
+                continue
+            if job.host is not None and self._per_host[job.host] >= self.per_host:
+                self._parked[job.host].append(job)
+                continue
+            return job
+        return None
+
+    def _out_of_time(self, user: _UserSync) -> bool:
+        past_run = self.deadline is not None and time.monotonic() >= self.deadline
+        return past_run or user.spent >= self.user_budget
+
+    def _defer_rest(self, user_id: int, user: _UserSync, connection_id: int) -> None:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            why = "the run's time budget was spent; synced next run"
+        else:
+            why = "the user's calendar sync budget was spent; synced next run"
+        for deferred in (connection_id, *user.waiting):
+            user.summary.add(ConnectionResult(deferred, "?", Outcome.DEFERRED, why))
+        user.waiting.clear()
+        self._finish_user(user_id)
+
+    def _start(self, job: FetchJob) -> None:
+        self._in_flight += 1
+        if job.host is not None:
+            self._per_host[job.host] += 1
+        if self.concurrency == 1:
+            self._fetch(job)  # on this thread; collected like any other
+            return
+        if len(self._threads) < self._in_flight:
+            thread = threading.Thread(target=self._work, name="calendar-sync", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        self._inbox.put(job)
+
+    def _fetch(self, job: FetchJob) -> None:
+        fetch_job(job, now=self.now, window_start=self.window_start, window_end=self.window_end)
+        self._outbox.put(job)
+
+    def _work(self) -> None:
+        try:
+            while (job := self._inbox.get()) is not None:
+                self._fetch(job)
+        finally:
+            connections.close_all()  # this thread's own, if a provider call opened one
+
+    def _collect(self, *, block: bool) -> None:
+        """Write what came back (on this thread), then start what that made room for."""
+        try:
+            job = self._outbox.get(timeout=1.0) if block else self._outbox.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            self._in_flight -= 1
+            if job.host is not None:
+                self._per_host[job.host] -= 1
+            user = self._users[job.user_id]
+            user.spent += job.seconds
+            try:
+                result = write_job(job, self.now)
+            except Exception as exc:  # e.g. the database failing mid-write: count it, go on
+                logger.exception("calendar sync failed for connection %s", job.connection_id)
+                result = _internal_error(job.connection_id, exc)
+            self._done(job.user_id, result)
+            try:
+                job = self._outbox.get_nowait()
+            except queue.Empty:
+                break
+        self._dispatch()
+
+    def _done(self, user_id: int, outcome: FetchJob | ConnectionResult) -> None:
+        """Count one connection's result; the user's next connection may start."""
+        if isinstance(outcome, FetchJob):  # read, but nothing to fetch with (no secrets)
+            try:
+                outcome = write_job(outcome, self.now)
+            except Exception as exc:
+                logger.exception("calendar sync failed for connection %s", outcome.connection_id)
+                outcome = _internal_error(outcome.connection_id, exc)
+        _log_result(outcome)
+        user = self._users[user_id]
+        user.summary.add(outcome)
+        if user.waiting:
+            self._ready.append(user_id)
+        else:
+            self._finish_user(user_id)
+
+    def _finish_user(self, user_id: int) -> None:
+        self._finished.append((user_id, self._users.pop(user_id).summary))
+
+
+def _internal_error(connection_id: int, exc: Exception) -> ConnectionResult:
+    return ConnectionResult(
+        connection_id, "?", Outcome.FAILED, f"internal error ({type(exc).__name__})"
+    )
 
 
 def owner_facts(user_id: int) -> tuple[str, tuple[str, ...]]:
