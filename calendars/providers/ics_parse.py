@@ -135,6 +135,7 @@ def parse_feed(
         raise MalformedPayload(f"ics: more than {MAX_COMPONENTS} events in the feed; refused")
     result = FetchResult(changed=True, calendar_name=str(calendar.get("X-WR-CALNAME", ""))[:255])
     _repair_events(calendar, result)
+    _anchor_floating_until(calendar)
     feed_zone = n.zone_or_none(str(calendar.get("X-WR-TIMEZONE", "")))
     zone = feed_zone or n.zone_or_none(timezone)
     calendar = _localise_floating(calendar, feed_zone, zone)
@@ -318,6 +319,35 @@ def _repair_events(calendar: Any, result: FetchResult) -> None:
         else:
             kept.append(component)
     calendar.subcomponents = kept
+
+
+def _anchor_floating_until(calendar: Any) -> None:
+    """Read an RRULE's UNTIL written without a zone in its series' zone, as UTC.
+
+    RFC 5545 wants UNTIL in UTC when DTSTART has a zone, but clients in the wild
+    write the local time (``UNTIL=20261209T100000`` for a 10:00 New York series,
+    meaning its last occurrence's own start); read as UTC, the series would end
+    hours early west of Greenwich and its last occurrence get no nudge. Runs
+    before floating times are given the feed's or the reader's zone, which is
+    the meaning of a floating *series*, not of a zoned series' UNTIL.
+    """
+    for event in calendar.walk("VEVENT"):
+        try:
+            start = event["DTSTART"].dt
+        except (KeyError, ValueError):
+            continue
+        if not isinstance(start, datetime) or start.tzinfo is None:
+            continue
+        for rule in _rules(event):
+            until = rule.get("UNTIL")
+            values = until if isinstance(until, list) else [until]
+            if any(isinstance(v, datetime) and v.tzinfo is None for v in values):
+                rule["UNTIL"] = [
+                    v.replace(tzinfo=start.tzinfo).astimezone(UTC)
+                    if isinstance(v, datetime) and v.tzinfo is None
+                    else v
+                    for v in values
+                ]
 
 
 def _is_empty_rule(rule: Any) -> bool:
