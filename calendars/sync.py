@@ -1,9 +1,10 @@
 """Sync each connected calendar into local rows, once per materialize run.
 
-Called by the materialize sweep for one user before it reads that user's
-events, so a provider call per connection per run is the ceiling (plus a token
-refresh when one is due, and extra pages only for a calendar with more events
-in a day than a page holds).
+The materialize sweep hands users to a :class:`SyncPool`, which fetches many
+users' connections at once and reports each user when all of theirs are done;
+the sweep then reads that user's events. A provider call per connection per
+run is the ceiling (plus a token refresh when one is due, and extra pages only
+for a calendar with more events in a day than a page holds).
 
 Each connection goes read → HTTP → write: its row is read and its secrets
 decrypted inside the owner's ``tenant_scope``, the scope is closed, the
@@ -154,19 +155,21 @@ def sync_user_connections(
         return dict(pool.drain())[user_id]
 
 
-def connection_ids_to_sync(user_id: int) -> list[int]:
-    """The user's synced connections, least recently synced first; read in their scope.
+def read_user_connections(user_id: int, now: datetime) -> list[FetchJob | ConnectionResult]:
+    """Every synced connection of the user, read in one scope of theirs: a job to fetch,
+    or the result that stands for it this run (``fetch_decision``).
 
     Least recently synced first, so a user whose budget ran out last run gets
     the calendars it left out synced first this run, and none of theirs starves.
     """
     with tenant_scope(user_id):
-        return list(
+        rows = list(
             CalendarConnection.objects.filter(user_id=user_id)
             .exclude(provider=Provider.LOCAL)
             .order_by(F("last_synced_at").asc(nulls_first=True), "pk")
-            .values_list("pk", flat=True)
         )
+        facts = owner_facts(user_id) if rows else ("", ())
+        return [_job_for(connection, now, facts) for connection in rows]
 
 
 def fetch_decision(connection: CalendarConnection, now: datetime) -> ConnectionResult | None:
@@ -201,21 +204,26 @@ class FetchJob:
 
 
 def read_connection(user_id: int, connection_id: int, now: datetime) -> FetchJob | ConnectionResult:
-    """The connection's row and secrets, read inside the owner's scope; a result instead
-    when it is gone or not to be fetched now (``fetch_decision``)."""
+    """One connection's row and secrets, read inside the owner's scope."""
     with tenant_scope(user_id):
         connection = CalendarConnection.objects.filter(pk=connection_id).first()
         if connection is None:
             return ConnectionResult(connection_id, "?", Outcome.GONE)
-        decided = fetch_decision(connection, now)
-        if decided is not None:
-            return decided
-        job = FetchJob(user_id, connection_id, connection.provider, snapshot=None)
-        try:
-            job.snapshot = snapshot_of(connection)
-        except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
-            job.error = ProviderError(str(exc))
-            return job
+        return _job_for(connection, now, owner_facts(user_id))
+
+
+def _job_for(
+    connection: CalendarConnection, now: datetime, facts: tuple[str, tuple[str, ...]]
+) -> FetchJob | ConnectionResult:
+    decided = fetch_decision(connection, now)
+    if decided is not None:
+        return decided
+    job = FetchJob(connection.user_id, connection.pk, connection.provider, snapshot=None)
+    try:
+        job.snapshot = snapshot_of(connection, facts)
+    except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
+        job.error = ProviderError(str(exc))
+        return job
     job.refresh_token_at_read = job.snapshot.refresh_token
     if job.provider == Provider.ICS and job.snapshot.feed_url:
         job.host = feed_origin(job.snapshot.feed_url)
@@ -256,7 +264,12 @@ def write_job(job: FetchJob, now: datetime) -> ConnectionResult:
     snapshot, error = job.snapshot, job.error
     secrets = snapshot.secrets() if snapshot else ()
     result = ConnectionResult(job.connection_id, job.provider, Outcome.FAILED)
-    with tenant_scope(job.user_id):
+    # The copy, its validators and its status are a cache of the provider: a server
+    # crash losing the last fraction of a second of them costs one re-fetch, so the
+    # commit need not wait for the disk — unless it stores refreshed tokens, which
+    # Microsoft rotates: losing those would leave only a spent refresh token.
+    relaxed = snapshot is None or not snapshot.credentials_changed
+    with tenant_scope(job.user_id, relaxed_commit=relaxed):
         connection = (
             CalendarConnection.objects.select_for_update().filter(pk=job.connection_id).first()
         )
@@ -302,7 +315,7 @@ def sync_connection(
 @dataclass
 class _UserSync:
     summary: SyncSummary
-    waiting: deque[int]  # connection ids not started yet, in order
+    waiting: deque[FetchJob | ConnectionResult]  # not started yet, in order
     spent: float = 0.0  # seconds this user's fetches took, against their budget
 
 
@@ -365,10 +378,10 @@ class SyncPool:
         return len(self._users)
 
     def add_user(self, user_id: int) -> None:
-        """Queue the user's connections (raises only if their list cannot be read)."""
-        ids = connection_ids_to_sync(user_id)
-        user = _UserSync(SyncSummary(connections=len(ids)), deque(ids))
-        if not ids:
+        """Queue the user's connections (raises only if they cannot be read)."""
+        read = read_user_connections(user_id, self.now)
+        user = _UserSync(SyncSummary(connections=len(read)), deque(read))
+        if not read:
             self._finished.append((user_id, user.summary))
             return
         self._users[user_id] = user
@@ -410,15 +423,10 @@ class SyncPool:
         while self._ready:
             user_id = self._ready.popleft()
             user = self._users[user_id]
-            connection_id = user.waiting.popleft()
+            job = user.waiting.popleft()
             if self._out_of_time(user):
-                self._defer_rest(user_id, user, connection_id)
+                self._defer_rest(user_id, user, job)
                 continue
-            try:
-                job = read_connection(user_id, connection_id, self.now)
-            except Exception as exc:  # e.g. the database failing mid-read: count it, go on
-                logger.exception("calendar sync failed for connection %s", connection_id)
-                job = _internal_error(connection_id, exc)
             if isinstance(job, ConnectionResult) or job.snapshot is None:
                 self._done(user_id, job)
                 continue
@@ -432,13 +440,19 @@ class SyncPool:
         past_run = self.deadline is not None and time.monotonic() >= self.deadline
         return past_run or user.spent >= self.user_budget
 
-    def _defer_rest(self, user_id: int, user: _UserSync, connection_id: int) -> None:
+    def _defer_rest(
+        self, user_id: int, user: _UserSync, first: FetchJob | ConnectionResult
+    ) -> None:
         if self.deadline is not None and time.monotonic() >= self.deadline:
             why = "the run's time budget was spent; synced next run"
         else:
             why = "the user's calendar sync budget was spent; synced next run"
-        for deferred in (connection_id, *user.waiting):
-            user.summary.add(ConnectionResult(deferred, "?", Outcome.DEFERRED, why))
+        for item in (first, *user.waiting):
+            if isinstance(item, ConnectionResult):  # not to be fetched anyway
+                user.summary.add(item)
+            else:
+                result = ConnectionResult(item.connection_id, item.provider, Outcome.DEFERRED, why)
+                user.summary.add(result)
         user.waiting.clear()
         self._finish_user(user_id)
 
@@ -525,9 +539,12 @@ def owner_facts(user_id: int) -> tuple[str, tuple[str, ...]]:
     return zone or "", tuple(filter(None, [email]))
 
 
-def snapshot_of(connection: CalendarConnection) -> ConnectionSnapshot:
-    """What the provider needs, secrets decrypted; read inside the tenant scope."""
-    zone, emails = owner_facts(connection.user_id)
+def snapshot_of(
+    connection: CalendarConnection, facts: tuple[str, tuple[str, ...]] | None = None
+) -> ConnectionSnapshot:
+    """What the provider needs, secrets decrypted; read inside the tenant scope
+    (``facts``: the owner's zone and addresses, when already read)."""
+    zone, emails = facts if facts is not None else owner_facts(connection.user_id)
     return ConnectionSnapshot(
         connection_id=connection.pk,
         user_id=connection.user_id,

@@ -252,14 +252,14 @@ def test_one_users_failure_is_counted_and_the_sweep_goes_on(make_user, monkeypat
     for user in (good, bad, also_good):
         add_event(user, NOW + timedelta(hours=1))
 
-    real = calendar_sync.connection_ids_to_sync
+    real = calendar_sync.read_user_connections
 
-    def connections_of(user_id):
+    def connections_of(user_id, now):
         if user_id == bad.pk:
             raise ValueError("malformed calendar payload")
-        return real(user_id)
+        return real(user_id, now)
 
-    monkeypatch.setattr(calendar_sync, "connection_ids_to_sync", connections_of)
+    monkeypatch.setattr(calendar_sync, "read_user_connections", connections_of)
     report = run_materialize(NOW)
     assert (report.users, report.failed_users, report.queued) == (3, 1, 2)
     assert not report.ok
