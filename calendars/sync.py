@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import sys
 import threading
 import time
 import traceback
@@ -64,6 +65,8 @@ logger = logging.getLogger("nudge.calendars.sync")
 DEFAULT_BACKOFF = timedelta(minutes=5)
 MAX_BACKOFF = timedelta(hours=24)
 MAX_ERROR_LENGTH = 1000
+# Seconds a thread may hold the GIL while others wait, during a concurrent sync.
+SWITCH_INTERVAL = 0.0002
 EVENT_FIELDS = (
     "title",
     "starts_at",
@@ -363,8 +366,15 @@ class SyncPool:
         self._inbox: queue.SimpleQueue[FetchJob | None] = queue.SimpleQueue()
         self._outbox: queue.SimpleQueue[FetchJob] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
+        self._switch_interval = 0.0
 
     def __enter__(self) -> SyncPool:
+        if self.concurrency > 1:
+            # The sweep's own thread makes every database round trip; after each one
+            # it must win the GIL back from the workers, which by default may take
+            # 5 ms a time. A short interval halved a run here (BENCHMARKS.md).
+            self._switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -372,6 +382,8 @@ class SyncPool:
             self._inbox.put(None)
         for thread in self._threads:
             thread.join()
+        if self.concurrency > 1:
+            sys.setswitchinterval(self._switch_interval)
 
     def users_in_flight(self) -> int:
         """Users added whose connections are not all done yet."""
