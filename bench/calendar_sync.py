@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import json
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -199,7 +200,11 @@ def measure(tree: Tree, provider: str, users: int) -> dict[str, Any]:
 
 def _materialize(tree: Tree, now: datetime, env: dict[str, str]) -> dict[str, Any]:
     """One ``manage.py materialize`` (calendars synced), read from its summary line."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = tree.run("materialize", "--now", now.isoformat(), **env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # The process and its forked parses, start-up included: what a free core would need.
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     found = SUMMARY.search(out)
     if found is None:
         raise RuntimeError(f"{tree.label}: no summary in {out!r}")
@@ -213,6 +218,7 @@ def _materialize(tree: Tree, now: datetime, env: dict[str, str]) -> dict[str, An
         "failed": failed,
         "seconds": seconds,
         "users_per_second": round(users / seconds, 1),
+        "cpu_seconds": round(cpu, 1),
     }
 
 

@@ -172,7 +172,17 @@ def read_user_connections(user_id: int, now: datetime) -> list[FetchJob | Connec
             .order_by(F("last_synced_at").asc(nulls_first=True), "pk")
         )
         facts = owner_facts(user_id) if rows else ("", ())
-        return [_job_for(connection, now, facts) for connection in rows]
+        return [_job_or_failure(connection, now, facts) for connection in rows]
+
+
+def _job_or_failure(
+    connection: CalendarConnection, now: datetime, facts: tuple[str, tuple[str, ...]]
+) -> FetchJob | ConnectionResult:
+    try:
+        return _job_for(connection, now, facts)
+    except Exception as exc:  # one connection's bug must not cost the user's others
+        logger.exception("calendar sync failed for connection %s", connection.pk)
+        return _internal_error(connection.pk, exc)
 
 
 def fetch_decision(connection: CalendarConnection, now: datetime) -> ConnectionResult | None:
