@@ -64,7 +64,7 @@ from datetime import datetime
 from django.contrib.auth import get_user_model
 from calendars import crypto
 from calendars.models import CalendarConnection
-from scheduled_sends.models import DeliverySettings
+from accounts.models import DeliverySettings
 from tenancy.scope import tenant_scope
 spec = json.loads(open(os.environ["CSB_SEED_FILE"]).read())
 users = get_user_model().objects.bulk_create(

@@ -24,7 +24,7 @@ from calendars.providers.base import ConnectionSnapshot, ProviderError
 from calendars.providers.ics import IcsFeedProvider
 from calendars.providers.ics_fetch import check_feed_url, feed_host
 from calendars.sync import apply_events, owner_facts
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
 
 

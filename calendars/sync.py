@@ -43,6 +43,7 @@ from django.db import connections
 from django.db.models import F
 from django.utils import timezone
 
+from accounts.models import DeliverySettings
 from calendars import crypto
 from calendars.models import CalendarConnection, CalendarEvent, ConnectionStatus, Provider
 from calendars.providers import get_provider
@@ -56,8 +57,7 @@ from calendars.providers.base import (
     calls_in_thread,
 )
 from calendars.providers.ics_fetch import feed_origin
-from nudgeproject.config import NudgeConfig
-from scheduled_sends.models import DeliverySettings
+from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.calendars.sync")

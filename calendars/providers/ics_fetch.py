@@ -36,7 +36,7 @@ from calendars.providers.untrusted_fetch import (
     parse_target,
     vetted_address,
 )
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 
 NAME = "ics"
 DOWNLOAD_SECONDS = 30.0

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from calendars.sync import SyncPool
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.materialize import run_materialize
 from tests.calendars.conftest import NOW, events_of, make_connection
 from tests.calendars.ics_samples import SINGLE
