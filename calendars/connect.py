@@ -22,7 +22,8 @@ from calendars import crypto
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.oauth import TokenGrant
 from calendars.providers.base import ConnectionSnapshot, ProviderError
-from calendars.providers.ics import IcsFeedProvider, check_feed_url, feed_host
+from calendars.providers.ics import IcsFeedProvider
+from calendars.providers.ics_fetch import check_feed_url, feed_host
 from calendars.push import worklist
 from calendars.sync import apply_events, owner_facts
 from core.config import NudgeConfig

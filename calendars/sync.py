@@ -1,9 +1,10 @@
 """Sync each connected calendar into local rows, once per materialize run.
 
-Called by the materialize sweep for one user before it reads that user's
-events, so a provider call per connection per run is the ceiling (plus a token
-refresh when one is due, and extra pages only for a calendar with more events
-in a day than a page holds).
+The materialize sweep hands users to a :class:`SyncPool`, which fetches many
+users' connections at once and reports each user when all of theirs are done;
+the sweep then reads that user's events. A provider call per connection per
+run is the ceiling (plus a token refresh when one is due, and extra pages only
+for a calendar with more events in a day than a page holds).
 
 Each connection goes read → HTTP → write: its row is read and its secrets
 decrypted inside the owner's ``tenant_scope``, the scope is closed, the
@@ -27,13 +28,18 @@ goes on with the stored copy.
 from __future__ import annotations
 
 import logging
+import queue
+import sys
+import threading
 import time
 import traceback
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
 from django.db.models import F
 from django.utils import timezone
 
@@ -48,17 +54,23 @@ from calendars.providers.base import (
     ProviderError,
     ProviderEvent,
     RetryLater,
-    call_count,
+    calls_in_thread,
 )
+from calendars.providers.ics_fetch import feed_origin
 from calendars.push.freshness import fetch_window
 from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
+
+# A window of subjects' start instants: (from, to].
+Window = tuple[datetime, datetime]
 
 logger = logging.getLogger("nudge.calendars.sync")
 
 DEFAULT_BACKOFF = timedelta(minutes=5)
 MAX_BACKOFF = timedelta(hours=24)
 MAX_ERROR_LENGTH = 1000
+# Seconds a thread may hold the GIL while others wait, during a concurrent sync.
+SWITCH_INTERVAL = 0.0002
 EVENT_FIELDS = (
     "title",
     "starts_at",
@@ -142,42 +154,178 @@ def sync_user_connections(
 ) -> SyncSummary:
     """Sync every connection of ``user_id`` over the window; never raises per connection.
 
-    The user's connections share ``CALENDAR_SYNC_USER_BUDGET_SECONDS``: once
-    it is spent, the rest keep their stored copy this run (``deferred``) and
-    go first next run (least recently synced first), so one tenant with many
-    slow calendars cannot hold the sweep, and none of theirs starves.
+    On the calling thread, one connection after another (a page re-queueing
+    one user, ``sync_calendars --user``); the sweep syncs many users at once
+    through :class:`SyncPool`, with the same rules.
+    """
+    with SyncPool(now=now, window_start=window_start, window_end=window_end, concurrency=1) as pool:
+        pool.add_user(user_id)
+        return dict(pool.drain())[user_id]
+
+
+def read_user_connections(
+    user_id: int, now: datetime, window: Window
+) -> list[FetchJob | ConnectionResult]:
+    """Every synced connection of the user, read in one scope of theirs: a job to fetch,
+    or the result that stands for it this run (``fetch_decision``).
+
+    Least recently synced first, so a user whose budget ran out last run gets
+    the calendars it left out synced first this run, and none of theirs starves.
     """
     with tenant_scope(user_id):
-        connection_ids = list(
+        rows = list(
             CalendarConnection.objects.filter(user_id=user_id)
             .exclude(provider=Provider.LOCAL)
             .order_by(F("last_synced_at").asc(nulls_first=True), "pk")
-            .values_list("pk", flat=True)
         )
-    summary = SyncSummary(connections=len(connection_ids))
-    deadline = time.monotonic() + NudgeConfig.from_settings().calendar_sync_user_budget_seconds
-    for connection_id in connection_ids:
-        if time.monotonic() >= deadline:
-            summary.add(
-                ConnectionResult(
-                    connection_id,
-                    "?",
-                    Outcome.DEFERRED,
-                    "the user's calendar sync budget was spent; synced next run",
-                )
-            )
-            continue
-        try:
-            result = sync_connection(
-                user_id, connection_id, now=now, window_start=window_start, window_end=window_end
-            )
-        except Exception as exc:  # e.g. the database failing mid-write: count it, go on
-            logger.exception("calendar sync failed for connection %s", connection_id)
-            result = ConnectionResult(
-                connection_id, "?", Outcome.FAILED, f"internal error ({type(exc).__name__})"
-            )
-        summary.add(result)
-    return summary
+        facts = owner_facts(user_id) if rows else ("", ())
+        return [_job_or_failure(connection, now, window, facts) for connection in rows]
+
+
+def _job_or_failure(
+    connection: CalendarConnection,
+    now: datetime,
+    window: Window,
+    facts: tuple[str, tuple[str, ...]],
+) -> FetchJob | ConnectionResult:
+    try:
+        return _job_for(connection, now, window, facts)
+    except Exception as exc:  # one connection's bug must not cost the user's others
+        logger.exception("calendar sync failed for connection %s", connection.pk)
+        return _internal_error(connection.pk, exc)
+
+
+def fetch_decision(
+    connection: CalendarConnection, now: datetime, window: Window
+) -> ConnectionResult | Window:
+    """Whether the provider is asked about ``connection`` in this run, and over which
+    window (push may widen it); else the result that stands for this run. The one
+    place such a decision goes."""
+    if connection.status == ConnectionStatus.NEEDS_REAUTH:
+        return ConnectionResult(connection.pk, connection.provider, Outcome.SKIPPED_REAUTH)
+    if connection.retry_after and connection.retry_after > now:
+        message = f"backing off until {connection.retry_after:%Y-%m-%d %H:%M}Z"
+        return ConnectionResult(connection.pk, connection.provider, Outcome.BACKING_OFF, message)
+    fetch_over = fetch_window(connection, now, *window, NudgeConfig.from_settings())
+    if fetch_over is None:  # push is live and the stored copy covers the window
+        return ConnectionResult(connection.pk, connection.provider, Outcome.FRESH)
+    return fetch_over
+
+
+@dataclass
+class FetchJob:
+    """One connection between its read and its write: what the provider is given and
+    what came back. Only ``fetch_job`` runs off the sweep's thread, and it touches
+    no database."""
+
+    user_id: int
+    connection_id: int
+    provider: str
+    snapshot: ConnectionSnapshot | None
+    window: Window | None = None  # what the provider is asked for (fetch_decision)
+    refresh_token_at_read: str = ""
+    # The feed's server (host:port) for the per-host cap; None for OAuth providers,
+    # whose shared rate is paced elsewhere.
+    host: str | None = None
+    error: ProviderError | None = None
+    fetched: FetchResult | None = None
+    calls: int = 0
+    seconds: float = 0.0
+
+
+def read_connection(
+    user_id: int, connection_id: int, now: datetime, window: Window
+) -> FetchJob | ConnectionResult:
+    """One connection's row and secrets, read inside the owner's scope."""
+    with tenant_scope(user_id):
+        connection = CalendarConnection.objects.filter(pk=connection_id).first()
+        if connection is None:
+            return ConnectionResult(connection_id, "?", Outcome.GONE)
+        return _job_for(connection, now, window, owner_facts(user_id))
+
+
+def _job_for(
+    connection: CalendarConnection,
+    now: datetime,
+    window: Window,
+    facts: tuple[str, tuple[str, ...]],
+) -> FetchJob | ConnectionResult:
+    decided = fetch_decision(connection, now, window)
+    if isinstance(decided, ConnectionResult):
+        return decided
+    job = FetchJob(
+        connection.user_id, connection.pk, connection.provider, snapshot=None, window=decided
+    )
+    try:
+        job.snapshot = snapshot_of(connection, facts)
+    except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
+        job.error = ProviderError(str(exc))
+        return job
+    job.refresh_token_at_read = job.snapshot.refresh_token
+    if job.provider == Provider.ICS and job.snapshot.feed_url:
+        job.host = feed_origin(job.snapshot.feed_url)
+    return job
+
+
+def fetch_job(job: FetchJob, *, now: datetime) -> None:
+    """Call the provider for one connection, with no scope open; on any thread.
+
+    The connection's budget (``CALENDAR_SYNC_BUDGET_SECONDS``) starts here, not
+    when it was read, so time spent waiting for a free slot is not charged to it.
+    """
+    snapshot, window = job.snapshot, job.window
+    assert snapshot is not None and window is not None
+    window_start, window_end = window
+    started, calls = time.monotonic(), calls_in_thread()
+    snapshot.deadline = started + NudgeConfig.from_settings().calendar_sync_budget_seconds
+    try:
+        job.fetched = get_provider(job.provider).fetch(
+            snapshot, now=now, window_start=window_start, window_end=window_end
+        )
+    except ProviderError as exc:
+        job.error = exc
+    except Exception as exc:  # a bug in one provider must not stop the sweep
+        job.error = ProviderError(f"{job.provider}: internal error ({type(exc).__name__})")
+        logger.error(
+            "calendar sync crashed for connection %s: %s",
+            job.connection_id,
+            crypto.scrub("".join(traceback.format_exception(exc)), *snapshot.secrets()),
+        )
+    job.calls = calls_in_thread() - calls
+    job.seconds = time.monotonic() - started
+
+
+def write_job(job: FetchJob, now: datetime) -> ConnectionResult:
+    """Write one connection's outcome inside the owner's scope (a new one, after the fetch)."""
+    snapshot, error = job.snapshot, job.error
+    secrets = snapshot.secrets() if snapshot else ()
+    result = ConnectionResult(job.connection_id, job.provider, Outcome.FAILED)
+    # The copy, its validators and its status are a cache of the provider: a server
+    # crash losing the last fraction of a second of them costs one re-fetch, so the
+    # commit need not wait for the disk — unless it stores refreshed tokens, which
+    # Microsoft rotates: losing those would leave only a spent refresh token.
+    relaxed = snapshot is None or not snapshot.credentials_changed
+    with tenant_scope(job.user_id, relaxed_commit=relaxed):
+        connection = (
+            CalendarConnection.objects.select_for_update().filter(pk=job.connection_id).first()
+        )
+        if connection is None:
+            result.outcome = Outcome.GONE
+        else:
+            if isinstance(error, NeedsReauth) and _rotated_meanwhile(
+                connection, job.refresh_token_at_read
+            ):
+                # A concurrent sync spent and replaced the refresh token we sent
+                # (Microsoft rotates them): our invalid_grant says nothing about consent.
+                error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
+            if snapshot is not None and snapshot.credentials_changed:
+                store_tokens(connection, snapshot)
+            if error is not None:
+                _record_failure(connection, error, now, secrets, result)
+            elif job.fetched is not None and snapshot is not None:
+                _record_success(connection, snapshot, job.fetched, now, result)
+    result.provider_calls = job.calls
+    return result
 
 
 def sync_connection(
@@ -188,73 +336,243 @@ def sync_connection(
     window_start: datetime,
     window_end: datetime,
 ) -> ConnectionResult:
-    """One connection: read its row, call its provider (no scope open), write the outcome."""
-    calls_before = call_count()
-    snapshot: ConnectionSnapshot | None = None
-    error: ProviderError | None = None
-    fetched: FetchResult | None = None
-    with tenant_scope(user_id):
-        connection = CalendarConnection.objects.filter(pk=connection_id).first()
-        if connection is None:
-            return ConnectionResult(connection_id, "?", Outcome.GONE)
-        provider_name = connection.provider
-        if connection.status == ConnectionStatus.NEEDS_REAUTH:
-            return ConnectionResult(connection_id, provider_name, Outcome.SKIPPED_REAUTH)
-        if connection.retry_after and connection.retry_after > now:
-            message = f"backing off until {connection.retry_after:%Y-%m-%d %H:%M}Z"
-            return ConnectionResult(connection_id, provider_name, Outcome.BACKING_OFF, message)
-        window = fetch_window(
-            connection, now, window_start, window_end, NudgeConfig.from_settings()
-        )
-        if window is None:  # push is live and the stored copy covers the window
-            return ConnectionResult(connection_id, provider_name, Outcome.FRESH)
-        window_start, window_end = window
-        try:
-            snapshot = snapshot_of(connection)
-        except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
-            error = ProviderError(str(exc))
-
-    refresh_token_at_read = snapshot.refresh_token if snapshot else ""
-    if snapshot is not None:
-        snapshot.deadline = (
-            time.monotonic() + NudgeConfig.from_settings().calendar_sync_budget_seconds
-        )
-        try:
-            fetched = get_provider(provider_name).fetch(
-                snapshot, now=now, window_start=window_start, window_end=window_end
-            )
-        except ProviderError as exc:
-            error = exc
-        except Exception as exc:  # a bug in one provider must not stop the sweep
-            error = ProviderError(f"{provider_name}: internal error ({type(exc).__name__})")
-            logger.error(
-                "calendar sync crashed for connection %s: %s",
-                connection_id,
-                crypto.scrub("".join(traceback.format_exception(exc)), *snapshot.secrets()),
-            )
-
-    secrets = snapshot.secrets() if snapshot else ()
-    result = ConnectionResult(connection_id, provider_name, Outcome.FAILED)
-    with tenant_scope(user_id):
-        connection = CalendarConnection.objects.select_for_update().filter(pk=connection_id).first()
-        if connection is None:
-            result.outcome = Outcome.GONE
-        else:
-            if isinstance(error, NeedsReauth) and _rotated_meanwhile(
-                connection, refresh_token_at_read
-            ):
-                # A concurrent sync spent and replaced the refresh token we sent
-                # (Microsoft rotates them): our invalid_grant says nothing about consent.
-                error = RetryLater(f"{provider_name}: refresh token was rotated by another sync")
-            if snapshot is not None and snapshot.credentials_changed:
-                store_tokens(connection, snapshot)
-            if error is not None:
-                _record_failure(connection, error, now, secrets, result)
-            elif fetched is not None and snapshot is not None:
-                _record_success(connection, snapshot, fetched, now, result)
-    result.provider_calls = call_count() - calls_before
+    """One connection on the calling thread: read its row, call its provider, write."""
+    job = read_connection(user_id, connection_id, now, (window_start, window_end))
+    if isinstance(job, ConnectionResult):
+        _log_result(job)
+        return job
+    if job.snapshot is not None:
+        fetch_job(job, now=now)
+    result = write_job(job, now)
     _log_result(result)
     return result
+
+
+@dataclass
+class _UserSync:
+    summary: SyncSummary
+    waiting: deque[FetchJob | ConnectionResult]  # not started yet, in order
+    spent: float = 0.0  # seconds this user's fetches took, against their budget
+
+
+class SyncPool:
+    """Many users' connections fetched at once; every database read and write on the
+    calling thread, in the owner's scope, as one connection at a time did.
+
+    Up to ``CALENDAR_SYNC_CONCURRENCY`` provider calls are in flight, at most
+    ``CALENDAR_SYNC_PER_HOST`` of them to one feed server, so a tenant's slow
+    host holds a few slots while everyone else's feeds go on. One user's
+    connections go one after another and share ``CALENDAR_SYNC_USER_BUDGET_SECONDS``
+    (seconds their fetches took): once spent, the rest keep their stored copy
+    this run (``deferred``) and go first next run. Past ``deadline``
+    (monotonic: the sweep's budget) nothing new is started.
+
+    Threads rather than asyncio: the provider clients are synchronous
+    (``requests``, urllib3 with a pinned socket and a deadline timer, the
+    forked parse) and so are the pacing calls made beside them; a thread
+    waiting on a socket holds no lock, and BENCHMARKS.md measures the two.
+    A worker thread closes any database connection it opened as it ends.
+    ``concurrency=1`` runs every fetch on the calling thread.
+    """
+
+    def __init__(
+        self,
+        *,
+        now: datetime,
+        window_start: datetime,
+        window_end: datetime,
+        concurrency: int | None = None,
+        deadline: float | None = None,
+    ) -> None:
+        config = NudgeConfig.from_settings()
+        self.now, self.window_start, self.window_end = now, window_start, window_end
+        self.concurrency = concurrency or config.calendar_sync_concurrency
+        self.per_host = min(config.calendar_sync_per_host, self.concurrency)
+        self.user_budget = config.calendar_sync_user_budget_seconds
+        self.deadline = deadline
+        self._users: dict[int, _UserSync] = {}
+        self._ready: deque[int] = deque()  # users whose next connection may start
+        self._parked: dict[str, deque[FetchJob]] = defaultdict(deque)  # waiting for their host
+        self._per_host: Counter[str] = Counter()
+        self._in_flight = 0
+        self._finished: deque[tuple[int, SyncSummary]] = deque()
+        self._inbox: queue.SimpleQueue[FetchJob | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[FetchJob] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._switch_interval = 0.0
+
+    def __enter__(self) -> SyncPool:
+        if self.concurrency > 1:
+            # The sweep's own thread makes every database round trip; after each one
+            # it must win the GIL back from the workers, which by default may take
+            # 5 ms a time. A short interval halved a run here (BENCHMARKS.md).
+            self._switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for _thread in self._threads:
+            self._inbox.put(None)
+        for thread in self._threads:
+            thread.join()
+        if self.concurrency > 1:
+            sys.setswitchinterval(self._switch_interval)
+
+    def users_in_flight(self) -> int:
+        """Users added whose connections are not all done yet."""
+        return len(self._users)
+
+    def add_user(self, user_id: int) -> None:
+        """Queue the user's connections (raises only if they cannot be read)."""
+        read = read_user_connections(user_id, self.now, (self.window_start, self.window_end))
+        user = _UserSync(SyncSummary(connections=len(read)), deque(read))
+        if not read:
+            self._finished.append((user_id, user.summary))
+            return
+        self._users[user_id] = user
+        self._ready.append(user_id)
+        self._dispatch()
+
+    def finished(self, *, wait: bool = False) -> list[tuple[int, SyncSummary]]:
+        """Users whose every connection is done (in the order they finished); with
+        ``wait``, blocks until there is at least one while any is still going."""
+        self._dispatch()
+        self._collect(block=False)
+        while wait and not self._finished and self._users:
+            self._collect(block=True)
+        done = list(self._finished)
+        self._finished.clear()
+        return done
+
+    def drain(self) -> list[tuple[int, SyncSummary]]:
+        """Wait for every user added; their summaries."""
+        done = []
+        while self._users or self._finished:
+            done += self.finished(wait=True)
+        return done
+
+    # --- the dispatcher ---------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        while self._in_flight < self.concurrency:
+            job = self._next_job()
+            if job is None:
+                return
+            self._start(job)
+
+    def _next_job(self) -> FetchJob | None:
+        """A parked job whose host has room, else the next ready user's next connection."""
+        for host, parked in self._parked.items():
+            if parked and self._per_host[host] < self.per_host:
+                return parked.popleft()
+        while self._ready:
+            user_id = self._ready.popleft()
+            user = self._users[user_id]
+            job = user.waiting.popleft()
+            if self._out_of_time(user):
+                self._defer_rest(user_id, user, job)
+                continue
+            if isinstance(job, ConnectionResult) or job.snapshot is None:
+                self._done(user_id, job)
+                continue
+            if job.host is not None and self._per_host[job.host] >= self.per_host:
+                self._parked[job.host].append(job)
+                continue
+            return job
+        return None
+
+    def _out_of_time(self, user: _UserSync) -> bool:
+        past_run = self.deadline is not None and time.monotonic() >= self.deadline
+        return past_run or user.spent >= self.user_budget
+
+    def _defer_rest(
+        self, user_id: int, user: _UserSync, first: FetchJob | ConnectionResult
+    ) -> None:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            why = "the run's time budget was spent; synced next run"
+        else:
+            why = "the user's calendar sync budget was spent; synced next run"
+        for item in (first, *user.waiting):
+            if isinstance(item, ConnectionResult):  # not to be fetched anyway
+                user.summary.add(item)
+            else:
+                result = ConnectionResult(item.connection_id, item.provider, Outcome.DEFERRED, why)
+                user.summary.add(result)
+        user.waiting.clear()
+        self._finish_user(user_id)
+
+    def _start(self, job: FetchJob) -> None:
+        self._in_flight += 1
+        if job.host is not None:
+            self._per_host[job.host] += 1
+        if self.concurrency == 1:
+            self._fetch(job)  # on this thread; collected like any other
+            return
+        if len(self._threads) < self._in_flight:
+            thread = threading.Thread(target=self._work, name="calendar-sync", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        self._inbox.put(job)
+
+    def _fetch(self, job: FetchJob) -> None:
+        fetch_job(job, now=self.now)
+        self._outbox.put(job)
+
+    def _work(self) -> None:
+        try:
+            while (job := self._inbox.get()) is not None:
+                self._fetch(job)
+        finally:
+            connections.close_all()  # this thread's own, if a provider call opened one
+
+    def _collect(self, *, block: bool) -> None:
+        """Write what came back (on this thread), then start what that made room for."""
+        try:
+            job = self._outbox.get(timeout=1.0) if block else self._outbox.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            self._in_flight -= 1
+            if job.host is not None:
+                self._per_host[job.host] -= 1
+            user = self._users[job.user_id]
+            user.spent += job.seconds
+            try:
+                result = write_job(job, self.now)
+            except Exception as exc:  # e.g. the database failing mid-write: count it, go on
+                logger.exception("calendar sync failed for connection %s", job.connection_id)
+                result = _internal_error(job.connection_id, exc)
+            self._done(job.user_id, result)
+            try:
+                job = self._outbox.get_nowait()
+            except queue.Empty:
+                break
+        self._dispatch()
+
+    def _done(self, user_id: int, outcome: FetchJob | ConnectionResult) -> None:
+        """Count one connection's result; the user's next connection may start."""
+        if isinstance(outcome, FetchJob):  # read, but nothing to fetch with (no secrets)
+            try:
+                outcome = write_job(outcome, self.now)
+            except Exception as exc:
+                logger.exception("calendar sync failed for connection %s", outcome.connection_id)
+                outcome = _internal_error(outcome.connection_id, exc)
+        _log_result(outcome)
+        user = self._users[user_id]
+        user.summary.add(outcome)
+        if user.waiting:
+            self._ready.append(user_id)
+        else:
+            self._finish_user(user_id)
+
+    def _finish_user(self, user_id: int) -> None:
+        self._finished.append((user_id, self._users.pop(user_id).summary))
+
+
+def _internal_error(connection_id: int, exc: Exception) -> ConnectionResult:
+    return ConnectionResult(
+        connection_id, "?", Outcome.FAILED, f"internal error ({type(exc).__name__})"
+    )
 
 
 def owner_facts(user_id: int) -> tuple[str, tuple[str, ...]]:
@@ -266,9 +584,12 @@ def owner_facts(user_id: int) -> tuple[str, tuple[str, ...]]:
     return zone or "", tuple(filter(None, [email]))
 
 
-def snapshot_of(connection: CalendarConnection) -> ConnectionSnapshot:
-    """What the provider needs, secrets decrypted; read inside the tenant scope."""
-    zone, emails = owner_facts(connection.user_id)
+def snapshot_of(
+    connection: CalendarConnection, facts: tuple[str, tuple[str, ...]] | None = None
+) -> ConnectionSnapshot:
+    """What the provider needs, secrets decrypted; read inside the tenant scope
+    (``facts``: the owner's zone and addresses, when already read)."""
+    zone, emails = facts if facts is not None else owner_facts(connection.user_id)
     return ConnectionSnapshot(
         connection_id=connection.pk,
         user_id=connection.user_id,

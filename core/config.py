@@ -98,6 +98,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("CALENDAR_SYNC_BUDGET_SECONDS", "calendar_sync_budget_seconds", 60.0),
     Knob("CALENDAR_SYNC_USER_BUDGET_SECONDS", "calendar_sync_user_budget_seconds", 120.0),
     Knob("ICS_MAX_BYTES", "ics_max_bytes", 5 * 1024 * 1024),
+    # Connections fetched at once by one sweep process, and at most this many of
+    # them from one feed host (host and port), so a slow host cannot take every slot.
+    Knob("CALENDAR_SYNC_CONCURRENCY", "calendar_sync_concurrency", 64),
+    Knob("CALENDAR_SYNC_PER_HOST", "calendar_sync_per_host", 16),
     # Push from Google and Microsoft: the public https address providers post to
     # (<it>/calendars/push/...); empty = every calendar is polled.
     Knob("CALENDAR_PUSH_BASE_URL", "calendar_push_base_url", ""),
@@ -185,6 +189,8 @@ class NudgeConfig:
     calendar_sync_budget_seconds: float
     calendar_sync_user_budget_seconds: float
     ics_max_bytes: int
+    calendar_sync_concurrency: int
+    calendar_sync_per_host: int
     # Push (calendars/push/): where providers post notifications ("" = poll only),
     # and how often a calendar with live push is fetched anyway.
     calendar_push_base_url: str
@@ -301,6 +307,12 @@ class NudgeConfig:
         ):
             require(seconds > 0, f"{name} must be positive")
         require(self.ics_max_bytes >= 1, "ICS_MAX_BYTES must be at least 1")
+        require(
+            1 <= self.calendar_sync_concurrency <= 512,
+            "CALENDAR_SYNC_CONCURRENCY must be between 1 and 512",
+        )
+        # Above the concurrency it simply caps nothing.
+        require(self.calendar_sync_per_host >= 1, "CALENDAR_SYNC_PER_HOST must be at least 1")
         for name, cap in (
             ("NUDGE_MAX_CALENDARS_PER_USER", self.max_calendars_per_user),
             ("NUDGE_MAX_FOLLOW_UPS_PER_USER", self.max_follow_ups_per_user),

@@ -17,7 +17,7 @@ import multiprocessing
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -30,7 +30,7 @@ from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
 from calendars.providers.normalize import sorted_leads
-from calendars.sync import sync_user_connections
+from calendars.sync import SyncPool, SyncSummary, sync_user_connections
 from core.config import NudgeConfig
 from scheduled_sends.models import Kind, ScheduledSend, SweepRun
 from scheduled_sends.queue import statements, states, transitions
@@ -320,6 +320,8 @@ class MaterializeReport:
     overlapped: bool = False
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
+    # Users queued so far in this process (``users`` counts those taken); for progress.
+    visited: int = 0
 
     @property
     def ok(self) -> bool:
@@ -425,41 +427,78 @@ def materialize_share(
 ) -> MaterializeReport:
     """Visit one share of the users (all of them by default); no run log, no smoothing.
 
-    Stops at ``deadline`` (monotonic) and says where (``resume_after``), so
-    the next run starts there instead of with the same users again.
+    Calendars are fetched many at once (``calendars.sync.SyncPool``): up to
+    twice ``CALENDAR_SYNC_CONCURRENCY`` users are in the pool, and each is
+    queued from the stored copy as soon as all of its connections are done.
+    Stops taking users at ``deadline`` (monotonic), finishes those taken, and
+    says where it stopped (``resume_after``), so the next run starts there
+    instead of with the same users again.
     """
     config = NudgeConfig.from_settings()
     report = MaterializeReport(as_of=now)
     window_start, window_end = config.subject_window(now)
-    for user_id in users_to_visit(user_ids, share=share, shares=shares, start_after=start_after):
-        if deadline is not None and time.monotonic() >= deadline:
-            report.cut_short = True
-            break
-        report.resume_after = user_id
-        report.users += 1
-        try:
-            if sync_calendars:
-                _absorb_sync(
-                    report,
-                    sync_user_connections(
-                        user_id, now=now, window_start=window_start, window_end=window_end
-                    ),
-                )
-            result = materialize_user(user_id, now, config)
-        except Exception as exc:
-            report.failed_users += 1
-            report.errors.append(f"user {user_id}: {type(exc).__name__}")
-            logger.exception("materialize failed for one user", extra={"user_id": user_id})
-            continue
-        report.queued += result.queued
-        report.removed += result.removed
-        report.overdue += result.overdue
-        report.capped_users += bool(result.capped)
-        report.capped_nudges += result.capped
-        report.disabled_users += result.skipped_disabled
-        if progress and report.users % 1000 == 0:
-            progress(report)
+    visit = functools.partial(_visit, report, now=now, config=config, progress=progress)
+    pool = (
+        SyncPool(now=now, window_start=window_start, window_end=window_end, deadline=deadline)
+        if sync_calendars
+        else None
+    )
+    users = users_to_visit(user_ids, share=share, shares=shares, start_after=start_after)
+    with pool or nullcontext():
+        for user_id in users:
+            if deadline is not None and time.monotonic() >= deadline:
+                report.cut_short = True
+                break
+            report.resume_after = user_id
+            report.users += 1
+            if pool is None:
+                visit(user_id, None)
+                continue
+            try:
+                pool.add_user(user_id)
+            except Exception as exc:
+                _user_failed(report, user_id, exc)
+                continue
+            full = pool.users_in_flight() >= 2 * pool.concurrency
+            for done_id, summary in pool.finished(wait=full):
+                visit(done_id, summary)
+        for done_id, summary in pool.drain() if pool else ():
+            visit(done_id, summary)
     return report
+
+
+def _visit(
+    report: MaterializeReport,
+    user_id: int,
+    synced: SyncSummary | None,
+    *,
+    now: datetime,
+    config: NudgeConfig,
+    progress=None,
+) -> None:
+    """Queue one user from the stored copy (their calendars already synced, or not)."""
+    if synced is not None:
+        _absorb_sync(report, synced)
+    try:
+        result = materialize_user(user_id, now, config)
+    except Exception as exc:
+        _user_failed(report, user_id, exc)
+        return
+    report.queued += result.queued
+    report.removed += result.removed
+    report.overdue += result.overdue
+    report.capped_users += bool(result.capped)
+    report.capped_nudges += result.capped
+    report.disabled_users += result.skipped_disabled
+    report.visited += 1
+    if progress and report.visited % 1000 == 0:
+        progress(report)
+
+
+def _user_failed(report: MaterializeReport, user_id: int, exc: Exception) -> None:
+    report.failed_users += 1
+    report.errors.append(f"user {user_id}: {type(exc).__name__}")
+    logger.exception("materialize failed for one user", extra={"user_id": user_id})
 
 
 def _share_in_child(now: datetime, share: int, shares: int, options: dict) -> dict:
@@ -579,7 +618,7 @@ def _locked_run(now, config, started, user_ids, progress, sync_calendars, worker
     return report
 
 
-def _absorb_sync(report: MaterializeReport, summary) -> None:
+def _absorb_sync(report: MaterializeReport, summary: SyncSummary) -> None:
     report.calendars_synced += summary.synced
     report.calendars_unchanged += summary.unchanged
     report.calendars_failed += summary.failed

@@ -27,6 +27,9 @@ from core.http_retry_after import parse_retry_after
 
 _calls: Counter[tuple[str, str]] = Counter()
 _calls_lock = threading.Lock()
+# The same count for the calling thread alone: a connection's fetch runs on one
+# thread, so concurrent syncs can each tell their own requests (``calls_in_thread``).
+_thread_calls = threading.local()
 
 CallKind = Literal["api", "token"]
 
@@ -35,6 +38,12 @@ def record_call(provider: str, kind: CallKind) -> None:
     """Count one HTTP request made to a provider (``api``: events/feed; ``token``: OAuth)."""
     with _calls_lock:
         _calls[(provider, kind)] += 1
+    _thread_calls.count = getattr(_thread_calls, "count", 0) + 1
+
+
+def calls_in_thread() -> int:
+    """Requests made by the calling thread so far (every provider and kind)."""
+    return getattr(_thread_calls, "count", 0)
 
 
 def call_count(provider: str | None = None, kind: CallKind | None = None) -> int:

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from calendars.providers import ics as ics_provider
+from calendars.providers import ics_fetch, ics_parse
 from calendars.providers.base import ProviderError
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
-from tests.calendars.ics_samples import FEED, SINGLE, runaway
+from tests.calendars.ics_samples import FEED, SINGLE, crlf, runaway
 from tests.fakes.base import Answer
 
 
@@ -59,7 +59,7 @@ def test_304_costs_no_parse_and_no_writes(fake_ics, ics_connection, monkeypatch)
     def must_not_parse(*args, **kwargs):
         raise AssertionError("a 304 must not be parsed")
 
-    monkeypatch.setattr(ics_provider, "parse_feed", must_not_parse)
+    monkeypatch.setattr(ics_parse, "parse_feed", must_not_parse)
     summary = run_sync(connection.user_id, NOW + timedelta(minutes=15))
 
     assert summary.unchanged == 1 and summary.provider_calls == 1
@@ -75,7 +75,7 @@ def test_same_body_without_validators_is_not_parsed_either(fake_ics, ics_connect
     fake_ics.body = FEED
     connection = ics_connection()
     run_sync(connection.user_id)
-    monkeypatch.setattr(ics_provider, "parse_feed", lambda *a, **k: pytest.fail("parsed"))
+    monkeypatch.setattr(ics_parse, "parse_feed", lambda *a, **k: pytest.fail("parsed"))
 
     assert run_sync(connection.user_id, NOW + timedelta(minutes=15)).unchanged == 1
 
@@ -250,13 +250,13 @@ def test_private_addresses_are_refused_unless_allowed(fake_ics, ics_connection):
 )
 def test_feed_url_check(url):
     with pytest.raises(ProviderError):
-        ics_provider.check_feed_url(url, allow_private=False)
+        ics_fetch.check_feed_url(url, allow_private=False)
 
 
 def test_feed_url_check_allows_private_only_when_asked():
-    ics_provider.check_feed_url("http://127.0.0.1:8000/x.ics", allow_private=True)
+    ics_fetch.check_feed_url("http://127.0.0.1:8000/x.ics", allow_private=True)
     with pytest.raises(ProviderError):
-        ics_provider.check_feed_url("ftp://127.0.0.1/x.ics", allow_private=True)
+        ics_fetch.check_feed_url("ftp://127.0.0.1/x.ics", allow_private=True)
 
 
 @pytest.mark.parametrize("status", [404, 410, 401])
@@ -283,3 +283,47 @@ def test_debug_logging_does_not_leak_the_feed_address(fake_ics, ics_connection, 
         run_sync(connection.user_id, NOW + timedelta(minutes=15))
 
     assert caplog.records and fake_ics.secret not in caplog.text
+
+
+def floating_until_series(until: str) -> bytes:
+    """A daily meeting at 10:00 in New York whose UNTIL is written without a zone."""
+    return crlf(
+        f"""
+BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//hand written//EN
+BEGIN:VEVENT
+UID:standup@example.com
+DTSTART;TZID=America/New_York:20261201T100000
+DTEND;TZID=America/New_York:20261201T103000
+RRULE:FREQ=DAILY;UNTIL={until}
+SUMMARY:Standup
+END:VEVENT
+END:VCALENDAR
+"""
+    )
+
+
+@pytest.mark.parametrize("reader_zone", ["", "Asia/Tokyo"])  # the reader's zone plays no part
+def test_a_floating_until_is_read_in_the_series_zone_and_keeps_the_last_occurrence(
+    fake_ics, ics_connection, make_user, reader_zone
+):
+    """UNTIL 20261203T100000 means 10:00 in New York (15:00Z), the last occurrence's own
+    start; read as UTC it ends the series five hours before it."""
+    user = make_user(timezone=reader_zone or "UTC")
+    fake_ics.body = floating_until_series("20261203T100000")
+    connection = ics_connection(user)
+
+    assert run_sync(connection.user_id).synced == 1
+
+    starts = [e.starts_at for e in events_of(connection)]
+    assert starts == [utc(2026, 12, 2, 15), utc(2026, 12, 3, 15)]
+
+
+def test_an_until_in_utc_still_means_utc(fake_ics, ics_connection):
+    fake_ics.body = floating_until_series("20261203T100000Z")  # before 15:00Z: no 12-03
+    connection = ics_connection()
+
+    run_sync(connection.user_id)
+
+    assert [e.starts_at for e in events_of(connection)] == [utc(2026, 12, 2, 15)]

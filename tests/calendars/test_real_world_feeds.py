@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from accounts.models import DeliverySettings
-from calendars.providers.ics import parse_feed, parse_seconds
+from calendars.providers.ics_parse import parse_feed, parse_seconds
 from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import tenant_scope

@@ -5,6 +5,8 @@ address in iCal format" is). Conditional requests get a 304 when the body is
 unchanged; ``etags=False`` serves no validators at all. ``next_answers``
 scripts the next answers (429, 500, a redirect); ``gzip_body=True`` sends the
 body gzip-encoded, so a small download can expand past the size bound.
+``latency`` holds every answer back that many seconds (a real host's round
+trip), and ``max_in_flight`` is the most requests it was answering at once.
 
     with FakeIcsFeed() as feed:
         feed.body = ICS_TEXT
@@ -37,6 +39,9 @@ class FakeIcsFeed(FakeProviderServer):
         self.next_answers: list[Answer] = []
         self.full_responses = 0
         self.not_modified = 0
+        self.latency = 0.0
+        self.in_flight = 0
+        self.max_in_flight = 0
 
     @property
     def feed_path(self) -> str:
@@ -65,8 +70,20 @@ class FakeIcsFeed(FakeProviderServer):
             return [r for r in self.requests if r.path == self.feed_path]
 
     def answer(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Answer:
+        with self.lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.latency:
+                self.stopping.wait(self.latency)
+            return self._answer(method, path, headers)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    def _answer(self, method: str, path: str, headers: dict[str, str]) -> Answer:
         parts = urlsplit(path)
-        self.record(RecordedRequest(method, parts.path, headers, {}, body, time.time()))
+        self.record(RecordedRequest(method, parts.path, headers, {}, b"", time.time()))
         with self.lock:
             scripted = self.next_answers.pop(0) if self.next_answers else None
             content, etag, modified = self._body, self.etag, self.last_modified

@@ -10,8 +10,8 @@ from django.core.management import call_command
 from django.db import connection
 
 from accounts.models import DeliverySettings
+from calendars import sync as calendar_sync
 from calendars.models import ConnectionStatus, EventStatus
-from scheduled_sends import materialize
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.materialize import refresh_queue, run_materialize
 from scheduled_sends.models import SweepRun
@@ -252,14 +252,14 @@ def test_one_users_failure_is_counted_and_the_sweep_goes_on(make_user, monkeypat
     for user in (good, bad, also_good):
         add_event(user, NOW + timedelta(hours=1))
 
-    real = materialize.sync_user_connections
+    real = calendar_sync.read_user_connections
 
-    def sync(user_id, **kwargs):
+    def connections_of(user_id, now, window):
         if user_id == bad.pk:
             raise ValueError("malformed calendar payload")
-        return real(user_id, **kwargs)
+        return real(user_id, now, window)
 
-    monkeypatch.setattr(materialize, "sync_user_connections", sync)
+    monkeypatch.setattr(calendar_sync, "read_user_connections", connections_of)
     report = run_materialize(NOW)
     assert (report.users, report.failed_users, report.queued) == (3, 1, 2)
     assert not report.ok

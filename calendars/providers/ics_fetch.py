@@ -1,0 +1,167 @@
+"""Fetching an ICS feed: a conditional GET through ``untrusted_fetch``, bounded.
+
+The feed's address is a secret (it grants read access to the calendar), so it
+is only ever shown as its host, and redirects are followed by hand so every
+hop is parsed, vetted against private networks and pinned like the first
+(``untrusted_fetch``). The download — every hop, connect and body — is cut at
+``DOWNLOAD_SECONDS`` by a deadline at the socket, and the body at
+``ICS_MAX_BYTES`` after decompression. Reading what came back is
+``ics_parse``'s; deciding when to ask conditionally is the provider's (``ics``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from urllib.parse import urljoin
+
+import urllib3
+from urllib3.exceptions import HTTPError, LocationParseError
+
+from calendars.providers import untrusted_fetch
+from calendars.providers.base import (
+    ConnectionSnapshot,
+    MalformedPayload,
+    NeedsReauth,
+    ProviderError,
+    RetryLater,
+    raise_for_transient,
+    record_call,
+    time_left,
+)
+from calendars.providers.untrusted_fetch import (
+    Answer,
+    Deadline,
+    UnsafeAddress,
+    display_host,
+    parse_target,
+    vetted_address,
+)
+from core.config import NudgeConfig
+
+NAME = "ics"
+DOWNLOAD_SECONDS = 30.0
+MAX_REDIRECTS = 3
+# A feed that cannot be downloaded within DOWNLOAD_SECONDS (a drip-feeding or
+# overloaded host) is left alone this long; its stored copy keeps nudging.
+SLOW_FEED_BACKOFF = timedelta(hours=1)
+_REDIRECTS = {301, 302, 303, 307, 308}
+# The address no longer works (reset by its owner, or revoked): only the user can fix it.
+# 403 is left out: CDNs and WAFs send it for passing reasons too.
+_GONE = {401, 404, 410}
+
+
+# The address checks live with the fetch that obeys them (untrusted_fetch).
+UnsafeFeedUrl = UnsafeAddress
+
+
+def feed_host(url: str) -> str:
+    """The part of a feed address that may be shown: its host."""
+    return display_host(url)
+
+
+def feed_origin(url: str) -> str:
+    """The server a feed is fetched from, ``host:port``: what the sweep's per-host
+    cap counts (``CALENDAR_SYNC_PER_HOST``). Never shown: it is part of a secret."""
+    try:
+        parsed = urllib3.util.parse_url(url)
+    except LocationParseError:
+        return "?"
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return f"{(parsed.host or '?').lower()}:{port}"
+
+
+def check_feed_url(url: str, *, allow_private: bool) -> None:
+    """http/https only, read as the HTTP client reads it; refuse private hosts (SSRF)."""
+    vetted_address(parse_target(url, NAME), allow_private=allow_private, label=NAME)
+
+
+def fetch_feed(
+    snapshot: ConnectionSnapshot, stored: dict[str, str] | None, now: datetime
+) -> tuple[dict[str, str], bytes | None]:
+    """GET the feed; the validators to store and the body (None: a 304, unchanged).
+
+    ``stored`` holds the ETag / Last-Modified of the copy we keep when that copy
+    may be reused: the request is then conditional. None asks unconditionally.
+    """
+    headers = {"Accept": "text/calendar, */*;q=0.5"}
+    if stored and stored.get("etag"):
+        headers["If-None-Match"] = stored["etag"]
+    if stored and stored.get("last_modified"):
+        headers["If-Modified-Since"] = stored["last_modified"]
+    deadline = Deadline(min(DOWNLOAD_SECONDS, time_left(snapshot, NAME)))
+    try:
+        with _get(snapshot, headers, deadline) as answer:
+            return _read(answer, stored, now, deadline)
+    finally:
+        deadline.cancel()
+
+
+def _read(
+    response: Answer, stored: dict[str, str] | None, now: datetime, deadline: Deadline
+) -> tuple[dict[str, str], bytes | None]:
+    """The validators to store and the body (None: unchanged, a 304)."""
+    raise_for_transient(response, NAME, now)
+    kept = stored or {}
+    validators = {
+        "etag": response.headers.get("ETag", kept.get("etag", "")),
+        "last_modified": response.headers.get("Last-Modified", kept.get("last_modified", "")),
+    }
+    if response.status_code == 304 and stored is not None:
+        return validators, None
+    if response.status_code in _GONE:
+        raise NeedsReauth(
+            f"ics: the feed answered HTTP {response.status_code}; its address may have "
+            "been reset — connect the new address"
+        )
+    if response.status_code != 200:
+        raise ProviderError(f"ics: the feed answered HTTP {response.status_code}")
+    return validators, _bounded_body(response, deadline)
+
+
+def _get(snapshot: ConnectionSnapshot, headers: dict[str, str], deadline: Deadline) -> Answer:
+    """GET the feed, following redirects by hand: each hop parsed, vetted and pinned."""
+    url = snapshot.feed_url
+    for _hop in range(MAX_REDIRECTS + 1):
+        target = parse_target(url, NAME)
+        address = vetted_address(target, allow_private=snapshot.allow_private_network, label=NAME)
+        record_call(NAME, "api")
+        answer = untrusted_fetch.get(
+            target,
+            address,
+            headers,
+            deadline=deadline,
+            timeout=NudgeConfig.from_settings().calendar_http_timeout_seconds,
+            label=NAME,
+        )
+        location = answer.headers.get("Location")
+        if answer.status_code not in _REDIRECTS or not location:
+            return answer
+        answer.close()
+        url = urljoin(url, location)
+    raise ProviderError("ics: too many redirects")
+
+
+def _bounded_body(response: Answer, deadline: Deadline) -> bytes:
+    """The body, cut at ICS_MAX_BYTES (decompressed) and at the fetch's deadline."""
+    limit = NudgeConfig.from_settings().ics_max_bytes
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise MalformedPayload(f"ics: the feed is larger than {limit} bytes; refused")
+    body = bytearray()
+    try:
+        for chunk in response.chunks(64 * 1024):
+            body += chunk
+            if len(body) > limit:
+                raise MalformedPayload(f"ics: the feed is larger than {limit} bytes; refused")
+            if deadline.remaining() <= 0:
+                break
+    except (HTTPError, OSError):
+        if not deadline.expired:
+            raise ProviderError("ics: the download was interrupted") from None
+    if deadline.expired or deadline.remaining() <= 0:
+        # The socket was shut at the deadline: what arrived is not the whole feed.
+        raise RetryLater(
+            f"ics: the download took longer than {deadline.seconds:.0f}s; trying again later",
+            retry_after=SLOW_FEED_BACKOFF,
+        )
+    return bytes(body)

@@ -1,0 +1,660 @@
+"""Reading an ICS feed: repairs, zones, reminders, the bounded expansion.
+
+A feed has no query API, so the whole body is parsed and every recurrence
+expanded locally over the window. Bounds, so one hostile or broken feed cannot
+burn a sweep: single events days outside the window are dropped as text
+before parsing; every RRULE's expansion work is estimated before expanding
+(``FREQ=SECONDLY`` with no end, or a minutely rule begun years ago, is
+refused); occurrences and components are capped; and the parse runs in a
+child process with a CPU limit, killed at a deadline that grows with the
+feed's size (``parse_seconds``), which also stops rules that can never match.
+Any of these rejects the whole feed with a clear error and the previous copy
+stays. One unusable *event* (a broken RRULE, a garbled date) costs only that
+event or series, skipped and reported on the connection.
+
+Fetching the body is ``ics_fetch``'s; this module never touches the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import multiprocessing
+import re
+import resource
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta, tzinfo
+from typing import Any
+
+import icalendar
+import recurring_ical_events
+import x_wr_timezone
+
+from calendars.providers import normalize as n
+from calendars.providers.base import FetchResult, MalformedPayload, ProviderError, ProviderEvent
+
+logger = logging.getLogger("nudge.calendars.ics")
+
+# The parse deadline grows with the feed, so the size limit and the deadline
+# agree. The worst case measured (a Google-shaped export in which every event
+# is a series, so nothing can be dropped unparsed) took 1.1-2.1 s per MB on a
+# busy 2-core host; 4 s per MB — 23 s for a feed at the 5 MiB limit — leaves
+# about 2x over the slowest run, while a small hostile feed gets seconds.
+PARSE_SECONDS_BASE = 2.0
+PARSE_SECONDS_PER_MB = 4.0
+# A single event that ends this long before the window, or starts this long
+# after it, cannot touch it in any zone (offsets are within +-14 h); it is
+# dropped before parsing.
+DATING_MARGIN = timedelta(days=2)
+MAX_COMPONENTS = 20_000
+MAX_OCCURRENCES = 5_000
+# Recurrence steps a single RRULE may take from its DTSTART to the horizon, and
+# all of them together (~100k steps a second in recurring-ical-events).
+MAX_STEPS_PER_RULE = 50_000
+MAX_STEPS_TOTAL = 200_000
+_FREQ_SECONDS = {
+    "SECONDLY": 1,
+    "MINUTELY": 60,
+    "HOURLY": 3600,
+    "DAILY": 86_400,
+    "WEEKLY": 604_800,
+    "MONTHLY": 28 * 86_400,
+    "YEARLY": 365 * 86_400,
+}
+_BY_PART_SECONDS = {
+    "BYSECOND": 1,
+    "BYMINUTE": 60,
+    "BYHOUR": 3600,
+    "BYDAY": 86_400,
+    "BYMONTHDAY": 86_400,
+    "BYYEARDAY": 86_400,
+    "BYWEEKNO": 604_800,
+    "BYMONTH": 28 * 86_400,
+}
+# Alarms that notify on the device. EMAIL, Apple's ``ACTION:NONE`` placeholder
+# and PROCEDURE are not reminders for a chat nudge (ARCHITECTURE, "Reminders").
+_NOTIFYING_ACTIONS = {"DISPLAY", "AUDIO"}
+MAX_PROBLEMS_LISTED = 5
+
+
+@dataclass(frozen=True)
+class _Override:
+    """A component that edits one occurrence (or, with RANGE=THISANDFUTURE, every later one)."""
+
+    start: date | datetime  # its own DTSTART, as written
+    recurrence_id: date | datetime  # the occurrence it replaces, as written
+
+
+@dataclass
+class _SeriesFacts:
+    recurring: set[str] = field(default_factory=set)
+    # Each series' first start: the anchor of its absolute alarms.
+    starts: dict[str, datetime] = field(default_factory=dict)
+    # (UID, RECURRENCE-ID in UTC) -> the editing component.
+    overrides: dict[tuple[str, datetime], _Override] = field(default_factory=dict)
+    # Series whose reminders were capped (reported once, not per occurrence).
+    capped: set[str] = field(default_factory=set)
+
+
+def parse_feed(
+    body: bytes,
+    *,
+    start: datetime,
+    end: datetime,
+    timezone: str = "",
+    addresses: Iterable[str] = (),
+    seconds: float | None = None,
+) -> FetchResult:
+    """Every occurrence overlapping [start, end) as ProviderEvents.
+
+    ``timezone`` is the reader's zone: floating times (RFC 5545 §3.3.5 form 1)
+    mean the same wall-clock time wherever the reader is, so they are read in
+    it unless the feed names its own zone (X-WR-TIMEZONE). ``addresses`` are
+    the reader's e-mail addresses, to recognise invitations they declined.
+
+    One unusable event costs that event (or its series), never the feed: it is
+    skipped and listed in ``problems``. MalformedPayload only when the feed as a
+    whole is unusable or hostile.
+    """
+    seconds = parse_seconds(len(body)) if seconds is None else seconds
+    deadline = time.monotonic() + seconds
+    if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"BEGIN:VCALENDAR"):
+        raise MalformedPayload("ics: the response is not an iCalendar feed (no BEGIN:VCALENDAR)")
+    body = _drop_single_events_outside(
+        _drop_nameless_timezones(body), start - DATING_MARGIN, end + DATING_MARGIN
+    )
+    try:
+        calendar = icalendar.Calendar.from_ical(body)
+    except Exception as exc:  # icalendar raises assorted types on broken input
+        raise MalformedPayload(f"ics: cannot parse the feed ({type(exc).__name__})") from None
+    if len(calendar.walk("VEVENT")) > MAX_COMPONENTS:
+        raise MalformedPayload(f"ics: more than {MAX_COMPONENTS} events in the feed; refused")
+    result = FetchResult(changed=True, calendar_name=str(calendar.get("X-WR-CALNAME", ""))[:255])
+    _repair_events(calendar, result)
+    _anchor_floating_until(calendar)
+    feed_zone = n.zone_or_none(str(calendar.get("X-WR-TIMEZONE", "")))
+    zone = feed_zone or n.zone_or_none(timezone)
+    calendar = _localise_floating(calendar, feed_zone, zone)
+    components = calendar.walk("VEVENT")
+    _check_recurrence_work(components, end, zone)
+    facts = _series_facts(components, zone)
+    occurrences = _expand(calendar, start, end, result, deadline)
+    if len(occurrences) > MAX_OCCURRENCES:
+        raise MalformedPayload(
+            f"ics: more than {MAX_OCCURRENCES} occurrences before {end:%Y-%m-%d}; refused"
+        )
+    mine = frozenset(filter(None, (_address(a) for a in addresses)))
+    for occurrence in occurrences:
+        if time.monotonic() > deadline:
+            raise MalformedPayload(f"ics: reading the feed took longer than {seconds:.0f}s")
+        try:
+            event = _event(occurrence, zone, facts, mine, result)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            result.skipped_events += 1
+            _note(result, str(occurrence.get("UID", "?")), f"unreadable occurrence ({exc})")
+            continue
+        if event is None:
+            result.cancelled_events += 1
+        else:
+            result.events.append(event)
+    return result
+
+
+def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
+    """``parse_feed`` in a child process that is killed at its deadline.
+
+    The parse checks its deadline as it goes, but a recurrence rule that can
+    never match (30 February by BYMONTH/BYMONTHDAY) makes dateutil walk to the
+    year 9999 inside one call — seconds of CPU per rule, with no point at
+    which to look at a clock, and an UNTIL does not stop it (dateutil checks
+    UNTIL only on dates that match). So the parse runs in a forked child with
+    a CPU limit, and the parent waits at most the deadline, then kills it.
+    Forking costs a few milliseconds; the child never touches the database.
+    """
+    seconds = options.pop("seconds", None) or parse_seconds(len(body))
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_parse_in_child, args=(send, body, seconds, options))
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(seconds + 0.5):
+            raise MalformedPayload(f"ics: reading the feed took longer than {seconds:.0f}s")
+        outcome = receive.recv()
+    except EOFError:  # killed by its CPU limit, or out of memory
+        raise MalformedPayload(
+            f"ics: reading the feed took longer than {seconds:.0f}s of CPU"
+        ) from None
+    finally:
+        receive.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+    if isinstance(outcome, ProviderError):
+        raise outcome
+    return outcome
+
+
+def _parse_in_child(send: Any, body: bytes, seconds: float, options: dict[str, Any]) -> None:
+    cpu = math.ceil(seconds) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    try:
+        outcome: FetchResult | ProviderError = parse_feed(body, seconds=seconds, **options)
+    except ProviderError as exc:
+        outcome = exc
+    except Exception as exc:  # a bug must come back as a message, not a silent child
+        outcome = MalformedPayload(f"ics: cannot read the feed ({type(exc).__name__})")
+    send.send(outcome)
+    send.close()
+
+
+def parse_seconds(size: int) -> float:
+    """The parse deadline of a feed of ``size`` bytes (see PARSE_SECONDS_PER_MB)."""
+    return PARSE_SECONDS_BASE + PARSE_SECONDS_PER_MB * size / 1_000_000
+
+
+_VEVENT_BLOCK = re.compile(rb"^BEGIN:VEVENT\r?$.*?^END:VEVENT\r?$\n?", re.M | re.S)
+# Lines that make a block more than one fixed interval (or that we do not date here).
+_NOT_A_PAST_SINGLE = re.compile(rb"^(?:RRULE|RDATE|EXRULE|RECURRENCE-ID|DURATION)[;:]", re.M)
+_DTSTART_DATE = re.compile(rb"^DTSTART(?:;[^\r\n]*?)?:(\d{8})(?:T\d{6}Z?)?\r?$", re.M)
+_DTEND_DATE = re.compile(rb"^DTEND(?:;[^\r\n]*?)?:(\d{8})(?:T\d{6}Z?)?\r?$", re.M)
+
+
+def _drop_single_events_outside(body: bytes, after: datetime, before: datetime) -> bytes:
+    """Remove, as text, single events that end before ``after`` or start after ``before``.
+
+    A calendar export is mostly history (and some far future), and parsing is
+    most of the cost of a feed (icalendar reads ~1.3 MB/s here); an event that
+    does not repeat, is not an edited occurrence and lies days outside the
+    window cannot produce an occurrence in it. Anything this cannot date is
+    kept for the parser.
+    """
+    first, last = (moment.strftime("%Y%m%d").encode() for moment in (after, before))
+
+    def keep(match: re.Match[bytes]) -> bytes:
+        block = match.group(0)
+        if _NOT_A_PAST_SINGLE.search(block):
+            return block
+        start = _DTSTART_DATE.search(block)
+        if start is None:
+            return block
+        end = _DTEND_DATE.search(block)
+        ends = max(start.group(1), end.group(1) if end else b"")
+        return b"" if ends < first or start.group(1) > last else block
+
+    return _VEVENT_BLOCK.sub(keep, body)
+
+
+def _note(result: FetchResult, uid: str, problem: str) -> None:
+    """Record a skipped or repaired event for the connection's report (a few, then a count)."""
+    logger.warning("ics: %s: %s", uid[:80], problem)
+    if len(result.problems) < MAX_PROBLEMS_LISTED:
+        result.problems.append(f"UID {uid[:80]}: {problem}")
+
+
+def _drop_nameless_timezones(body: bytes) -> bytes:
+    """Remove VTIMEZONE blocks whose TZID is empty: nothing can refer to them, and the
+    parser refuses the whole feed for one (seen in hand-made and converted feeds)."""
+    if not re.search(rb"(?m)^TZID:[ \t]*\r?$", body):
+        return body
+    lines = body.splitlines(keepends=True)
+    kept: list[bytes] = []
+    block: list[bytes] | None = None
+    for line in lines:
+        upper = line.strip().upper()
+        if block is None and upper == b"BEGIN:VTIMEZONE":
+            block = [line]
+        elif block is not None:
+            block.append(line)
+            if upper == b"END:VTIMEZONE":
+                if not any(re.fullmatch(rb"TZID:[ \t]*", b.strip()) for b in block):
+                    kept.extend(block)
+                block = None
+        else:
+            kept.append(line)
+    return b"".join(kept + (block or []))
+
+
+def _repair_events(calendar: Any, result: FetchResult) -> None:
+    """Make each event usable on its own, or remove its series and say so.
+
+    An event without a UID gets a stable derived one (RFC 5545 requires a UID,
+    but booking systems and hand-made feeds omit it); an empty ``RRULE:`` means
+    "does not repeat"; a series with a property the expansion cannot read (an
+    RRULE like ``BYDAY=MO, TU``, an unknown FREQ, a garbled date) is skipped.
+    """
+    events = [c for c in calendar.subcomponents if c.name == "VEVENT"]
+    seen: Counter[str] = Counter()
+    for event in events:
+        if not str(event.get("UID", "")).strip():
+            event["UID"] = _derived_uid(event, seen)
+            _note(result, event["UID"], "no UID; kept under an id derived from its start and title")
+        rules = event.get("RRULE")
+        if isinstance(rules, list):
+            rules = [rule for rule in rules if not _is_empty_rule(rule)]
+            if rules:
+                event["RRULE"] = rules
+            else:
+                del event["RRULE"]
+        elif rules is not None and _is_empty_rule(rules):
+            del event["RRULE"]
+    broken: dict[str, int] = {}
+    for event in events:
+        uid = str(event["UID"])
+        problem = _unreadable(event)
+        if problem is not None and uid not in broken:
+            _note(result, uid, f"{problem}; the series is skipped")
+            broken[uid] = 0
+    if not broken:
+        return
+    kept = []
+    for component in calendar.subcomponents:
+        uid = str(component.get("UID", ""))
+        if component.name == "VEVENT" and uid in broken:
+            result.skipped_events += 1
+        else:
+            kept.append(component)
+    calendar.subcomponents = kept
+
+
+def _anchor_floating_until(calendar: Any) -> None:
+    """Read an RRULE's UNTIL written without a zone in its series' zone, as UTC.
+
+    RFC 5545 wants UNTIL in UTC when DTSTART has a zone, but clients in the wild
+    write the local time (``UNTIL=20261209T100000`` for a 10:00 New York series,
+    meaning its last occurrence's own start); read as UTC, the series would end
+    hours early west of Greenwich and its last occurrence get no nudge. Runs
+    before floating times are given the feed's or the reader's zone, which is
+    the meaning of a floating *series*, not of a zoned series' UNTIL.
+    """
+    for event in calendar.walk("VEVENT"):
+        try:
+            start = event["DTSTART"].dt
+        except (KeyError, ValueError):
+            continue
+        if not isinstance(start, datetime) or start.tzinfo is None:
+            continue
+        for rule in _rules(event):
+            until = rule.get("UNTIL")
+            values = until if isinstance(until, list) else [until]
+            if any(isinstance(v, datetime) and v.tzinfo is None for v in values):
+                rule["UNTIL"] = [
+                    v.replace(tzinfo=start.tzinfo).astimezone(UTC)
+                    if isinstance(v, datetime) and v.tzinfo is None
+                    else v
+                    for v in values
+                ]
+
+
+def _is_empty_rule(rule: Any) -> bool:
+    return isinstance(rule, icalendar.vRecur) and not rule
+
+
+def _derived_uid(event: Any, seen: Counter[str]) -> str:
+    """The same event gets the same id on every fetch; an edited one is a new event."""
+    text = "\x1f".join(_raw(event.get(name)) for name in ("DTSTART", "SUMMARY", "RRULE"))
+    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:32]
+    ordinal = seen[digest]
+    seen[digest] += 1
+    return f"nouid-{digest}" + (f"-{ordinal}" if ordinal else "")
+
+
+def _raw(value: Any) -> str:
+    if value is None:
+        return ""
+    try:
+        return value.to_ical().decode("utf-8", "replace")
+    except Exception:  # a broken property still has a stable text form
+        return str(value)
+
+
+def _unreadable(event: Any) -> str | None:
+    """Why the expansion could not use this event, or None."""
+    if event.get("DTSTART") is None:
+        return "no DTSTART"
+    for name in ("DTSTART", "DTEND", "DURATION", "RECURRENCE-ID"):
+        if name in event:
+            try:
+                event[name].dt  # noqa: B018 — reading is the check
+            except ValueError:
+                return f"unreadable {name}"
+    for name in ("RDATE", "EXDATE"):
+        values = event.get(name)
+        for value in values if isinstance(values, list) else [values] if values else []:
+            try:
+                value.dts  # noqa: B018
+            except ValueError:
+                return f"unreadable {name}"
+    for rule in _rules(event):
+        try:
+            freq = str(_first(rule, "FREQ") or "").upper()
+        except ValueError:
+            return "invalid RRULE"
+        if freq not in _FREQ_SECONDS:
+            return f"RRULE with unknown FREQ {freq[:20]!r}"
+    return None
+
+
+class _KeepParams:
+    """Keep a value's parameters (RANGE=THISANDFUTURE, VALUE) when a walker replaces it."""
+
+    def walk_value_vDDDTypes(self, value: Any) -> Any:
+        new = super().walk_value_vDDDTypes(value)  # type: ignore[misc]
+        if new is not value:
+            for key, param in value.params.items():
+                if key.upper() != "TZID":
+                    new.params.setdefault(key, param)
+        return new
+
+
+class _XWrTimezoneWalker(_KeepParams, x_wr_timezone.UTCChangingWalker):
+    """x-wr-timezone takes any zone without a TZNAME (Outlook's VTIMEZONEs omit it)
+    for a floating time and moves it into X-WR-TIMEZONE; only a naive time floats."""
+
+    def is_Floating(self, dt: datetime) -> bool:
+        return dt.tzinfo is None
+
+
+class _FloatingWalker(_KeepParams, x_wr_timezone.CalendarWalker):
+    """Read floating times in the reader's zone; times with a zone or in UTC keep it."""
+
+    def __init__(self, zone: tzinfo) -> None:
+        self.zone = zone
+
+    def walk_value_datetime(self, dt: datetime) -> datetime:
+        return dt.replace(tzinfo=self.zone) if dt.tzinfo is None else dt
+
+
+def _localise_floating(calendar: Any, feed_zone: tzinfo | None, zone: tzinfo | None) -> Any:
+    """Give floating times a zone before expanding, so a series, its EXDATEs and its
+    RECURRENCE-IDs are all read the same way: the feed's X-WR-TIMEZONE (as Google means
+    it, UTC times included) or else the reader's zone. The property is dropped so
+    recurring-ical-events does not convert a second time."""
+    if feed_zone is not None:
+        calendar = _XWrTimezoneWalker(feed_zone).walk(calendar)
+    elif zone is not None:
+        calendar = _FloatingWalker(zone).walk(calendar)
+    calendar.pop("X-WR-TIMEZONE", None)
+    return calendar
+
+
+def _expand(
+    calendar: Any, start: datetime, end: datetime, result: FetchResult, deadline: float
+) -> list[Any]:
+    """All occurrences in [start, end); a series the library fails on is skipped alone."""
+    try:
+        return recurring_ical_events.of(calendar, skip_bad_series=True).between(start, end)
+    except Exception:  # the library raises its own and icalendar's errors
+        logger.info("ics: the feed does not expand as a whole; expanding series by series")
+    zones = [c for c in calendar.subcomponents if c.name == "VTIMEZONE"]
+    series: dict[str, list[Any]] = defaultdict(list)
+    for component in calendar.subcomponents:
+        if component.name == "VEVENT":
+            series[str(component.get("UID", ""))].append(component)
+    occurrences: list[Any] = []
+    for uid, components in series.items():
+        if time.monotonic() > deadline:
+            raise MalformedPayload("ics: reading the feed took longer than its deadline")
+        part = icalendar.Calendar()
+        part.subcomponents = [*zones, *components]
+        try:
+            query = recurring_ical_events.of(part, skip_bad_series=True)
+            occurrences += query.between(start, end)
+        except Exception as exc:
+            result.skipped_events += len(components)
+            _note(result, uid, f"cannot expand the series ({type(exc).__name__}); skipped")
+    return occurrences
+
+
+def _as_utc(value: date | datetime, zone: tzinfo | None) -> datetime:
+    """A DATE as midnight in the feed's zone; a floating time read in it; both as UTC."""
+    if not isinstance(value, datetime):
+        return n.start_of_day(value, zone)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=zone or UTC)
+    return value.astimezone(UTC)
+
+
+def _rules(component: Any) -> list[Any]:
+    rules = component.get("RRULE")
+    if rules is None:
+        return []
+    return rules if isinstance(rules, list) else [rules]
+
+
+def _first(rule: Any, key: str) -> Any:
+    value = rule.get(key)
+    if isinstance(value, list):
+        return value[0] if value else None
+    return value
+
+
+def _check_recurrence_work(components: Iterable[Any], end: datetime, zone: tzinfo | None) -> None:
+    """Estimate each RRULE's steps from DTSTART to ``end`` and refuse runaway ones."""
+    total = 0.0
+    for component in components:
+        for rule in _rules(component):
+            freq = str(_first(rule, "FREQ") or "").upper()
+            if freq not in _FREQ_SECONDS:
+                raise MalformedPayload(f"ics: a recurrence has an unknown FREQ {freq!r}")
+            try:
+                interval = max(int(_first(rule, "INTERVAL") or 1), 1)
+                start = _as_utc(component["DTSTART"].dt, zone)
+            except (KeyError, TypeError, ValueError):
+                continue  # the expansion skips a bad series; nothing to estimate
+            stop = end
+            until = _first(rule, "UNTIL")
+            if isinstance(until, date):
+                stop = min(stop, _as_utc(until, zone))
+            steps = max((stop - start).total_seconds(), 0) / (_FREQ_SECONDS[freq] * interval)
+            for part, unit in _BY_PART_SECONDS.items():
+                # A part finer than the frequency multiplies the candidates per step.
+                if _FREQ_SECONDS[freq] > unit and rule.get(part):
+                    steps *= len(rule[part])
+            count = _first(rule, "COUNT")
+            if count is not None:
+                steps = min(steps, int(count))
+            total += steps
+            if steps > MAX_STEPS_PER_RULE or total > MAX_STEPS_TOTAL:
+                raise MalformedPayload(
+                    f"ics: a recurrence (FREQ={freq}) needs ~{int(steps)} steps to reach "
+                    f"{end:%Y-%m-%d}; unbounded high-frequency recurrences are refused"
+                )
+
+
+def _series_facts(components: Iterable[Any], zone: tzinfo | None) -> _SeriesFacts:
+    """Which UIDs recur, each series' first start, and the components that edit occurrences."""
+    facts = _SeriesFacts()
+    for component in components:
+        uid = str(component.get("UID", ""))
+        recurrence_id = component.get("RECURRENCE-ID")
+        if component.get("RRULE") or component.get("RDATE") or recurrence_id is not None:
+            facts.recurring.add(uid)
+        try:
+            start = component["DTSTART"].dt
+            if recurrence_id is None:
+                facts.starts[uid] = _as_utc(start, zone)
+            else:
+                key = (uid, _as_utc(recurrence_id.dt, zone))
+                facts.overrides[key] = _Override(start, recurrence_id.dt)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass
+    return facts
+
+
+def _this_and_future(recurrence_id: Any) -> bool:
+    return str(recurrence_id.params.get("RANGE", "")).upper() == "THISANDFUTURE"
+
+
+def _event(
+    occurrence: Any,
+    zone: tzinfo | None,
+    facts: _SeriesFacts,
+    addresses: frozenset[str],
+    result: FetchResult,
+) -> ProviderEvent | None:
+    """One occurrence as a ProviderEvent; None when it is cancelled."""
+    uid = n.require_str(str(occurrence.get("UID", "")), "UID")
+    status = str(occurrence.get("STATUS", "")).upper()
+    if status == "CANCELLED":
+        return None
+    raw_start = occurrence["DTSTART"].dt
+    all_day = not isinstance(raw_start, datetime)
+    starts_at = _as_utc(raw_start, zone)
+    ends_at = _as_utc(occurrence["DTEND"].dt, zone) if occurrence.get("DTEND") else None
+    occurrence_start = None
+    anchor = facts.starts.get(uid, starts_at)
+    recurrence_id = occurrence.get("RECURRENCE-ID")
+    if recurrence_id is not None:
+        written = _as_utc(recurrence_id.dt, zone)
+        override = facts.overrides.get((uid, written))
+        if override is not None:
+            # An edited occurrence's absolute alarm belongs to the edit, not the series.
+            anchor = _as_utc(override.start, zone)
+        if uid in facts.recurring:
+            occurrence_start = written
+            if override is not None and _this_and_future(recurrence_id):
+                # Occurrences carried along by RANGE=THISANDFUTURE keep the edit's
+                # RECURRENCE-ID; each one's own is its start moved back by the edit's shift.
+                shift = override.start - override.recurrence_id
+                occurrence_start = _as_utc(raw_start - shift, zone)
+    leads = _alarm_leads(occurrence, starts_at, ends_at, anchor)
+    if len(leads) > n.MAX_LEADS_PER_EVENT and uid not in facts.capped:
+        facts.capped.add(uid)
+        kept = n.MAX_LEADS_PER_EVENT
+        _note(result, uid, f"{len(leads)} reminders; the {kept} nearest the start kept")
+    return ProviderEvent(
+        provider_event_id=n.event_id(uid),
+        occurrence_start=occurrence_start,
+        title=n.title(str(occurrence.get("SUMMARY", ""))),
+        starts_at=starts_at,
+        ends_at=ends_at,
+        all_day=all_day,
+        status="tentative" if status == "TENTATIVE" else "confirmed",
+        declined=_declined(occurrence, addresses),
+        reminder_minutes=n.sorted_leads(set(leads)),
+    )
+
+
+def _alarm_leads(
+    occurrence: Any, starts_at: datetime, ends_at: datetime | None, anchor: datetime
+) -> tuple[int, ...]:
+    """Minutes before the occurrence's start of each display/audio alarm.
+
+    A trigger related to the END is moved by the occurrence's duration; an
+    absolute trigger keeps its distance from the start of the component that
+    carries it (the series' first start, or the edited occurrence's own) —
+    RFC 5545 gives it one instant; repeating that lead is the useful reading.
+    ``TRIGGER:PT0S`` is lead 0: "at the time of the event". REPEAT/DURATION
+    (the alarm's snoozes) add nothing: one nudge per alarm.
+    """
+    leads: set[int] = set()
+    for alarm in occurrence.subcomponents:
+        if alarm.name != "VALARM":
+            continue
+        if str(alarm.get("ACTION", "DISPLAY")).strip().upper() not in _NOTIFYING_ACTIONS:
+            continue
+        try:
+            trigger = alarm.get("TRIGGER")
+            value = trigger.dt if trigger is not None else None
+        except ValueError:
+            continue  # an unreadable trigger costs that alarm only
+        if isinstance(value, timedelta):
+            offset = value
+            if str(trigger.params.get("RELATED", "START")).upper() == "END":
+                offset += (ends_at or starts_at) - starts_at
+            lead = -offset
+        elif isinstance(value, datetime):
+            lead = anchor - _as_utc(value, None)
+        else:
+            continue
+        minutes = int(lead.total_seconds() // 60)
+        if minutes >= 0:
+            leads.add(minutes)
+    return tuple(sorted(leads))
+
+
+def _address(value: str) -> str:
+    """``mailto:Me@Example.com`` and ``me@example.com`` as one comparable address."""
+    text = value.strip().lower()
+    return text[len("mailto:") :] if text.startswith("mailto:") else text
+
+
+def _declined(occurrence: Any, addresses: frozenset[str]) -> bool:
+    """Declined by the reader: an ATTENDEE with one of their addresses (as its value,
+    or in the EMAIL parameter iCloud uses) and PARTSTAT=DECLINED."""
+    if not addresses:
+        return False
+    attendees = occurrence.get("ATTENDEE") or []
+    if not isinstance(attendees, list):
+        attendees = [attendees]
+    for attendee in attendees:
+        if str(attendee.params.get("PARTSTAT", "")).upper() != "DECLINED":
+            continue
+        if {_address(str(attendee)), _address(str(attendee.params.get("EMAIL", "")))} & addresses:
+            return True
+    return False

@@ -1,0 +1,126 @@
+"""Many calendars at once: the sweep's sync pool against feed hosts on 127.0.0.1.
+
+Each fake host answers after a fixed latency and counts the requests it is
+answering at once, so the tests see what a provider sees: how many of our
+requests overlap, and how many reach one host.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from calendars.sync import SyncPool
+from core.config import NudgeConfig
+from scheduled_sends.materialize import run_materialize
+from tests.calendars.conftest import NOW, events_of, make_connection
+from tests.calendars.ics_samples import SINGLE
+from tests.fakes.ics_server import FakeIcsFeed
+from tests.sweeps.factories import rows
+
+
+@pytest.fixture
+def feed_hosts() -> Iterator[list[FakeIcsFeed]]:
+    """Two feed hosts (two servers, each its own host:port), serving the same feed."""
+    with FakeIcsFeed() as first, FakeIcsFeed() as second:
+        for host in (first, second):
+            host.body = SINGLE
+        yield [first, second]
+
+
+def feed_users(make_user, host: FakeIcsFeed, count: int) -> list:
+    users = [make_user() for _ in range(count)]
+    for user in users:
+        make_connection(
+            user, "ics", account="feed", feed_url=host.feed_url, allow_private_network=True
+        )
+    return users
+
+
+def test_feeds_are_fetched_at_once_and_every_user_is_queued(make_user, settings, feed_hosts):
+    settings.CALENDAR_SYNC_CONCURRENCY = 16
+    settings.CALENDAR_SYNC_PER_HOST = 16
+    host = feed_hosts[0]
+    host.latency = 0.3
+    users = feed_users(make_user, host, 12)
+
+    started = time.monotonic()
+    report = run_materialize(NOW)
+    elapsed = time.monotonic() - started
+
+    # One at a time this is 12 x 0.3 s = 3.6 s of waiting alone.
+    assert elapsed < 1.8, elapsed
+    assert host.max_in_flight >= 6
+    assert (report.users, report.calendars_synced, report.queued) == (12, 12, 12)
+    assert report.provider_calls == 12
+    assert all(len(rows(user)) == 1 for user in users)
+
+
+def test_one_slow_host_holds_at_most_its_cap_and_other_hosts_go_on(make_user, settings, feed_hosts):
+    settings.CALENDAR_SYNC_CONCURRENCY = 4
+    settings.CALENDAR_SYNC_PER_HOST = 2
+    slow, fast = feed_hosts
+    slow.latency, fast.latency = 1.0, 0.05
+    slow_users = feed_users(make_user, slow, 4)  # added first: they would take every slot
+    fast_users = feed_users(make_user, fast, 6)
+    start, end = NudgeConfig.from_settings().subject_window(NOW)
+
+    finished_at: dict[int, float] = {}
+    started = time.monotonic()
+    with SyncPool(now=NOW, window_start=start, window_end=end) as pool:
+        for user in slow_users + fast_users:
+            pool.add_user(user.pk)
+        for user_id, summary in pool.drain():
+            assert summary.synced == 1
+            finished_at[user_id] = time.monotonic() - started
+
+    assert slow.max_in_flight == 2 and fast.max_in_flight <= 2
+    last_fast = max(finished_at[user.pk] for user in fast_users)
+    first_slow = min(finished_at[user.pk] for user in slow_users)
+    # Every fast feed is in while the slow host still holds its first two.
+    assert last_fast < first_slow, (last_fast, first_slow)
+    assert max(finished_at.values()) < 3.5  # two rounds of the slow host, not four
+    for user in slow_users + fast_users:
+        assert [e.provider_event_id for e in events_of_user(user)] == ["single@example.com"]
+
+
+def events_of_user(user) -> list:
+    from calendars.models import CalendarConnection
+    from tenancy.scope import tenant_scope
+
+    with tenant_scope(user.pk):
+        connection = CalendarConnection.objects.get(user_id=user.pk)
+    return events_of(connection)
+
+
+def test_a_users_connections_go_one_after_another(make_user, settings, feed_hosts):
+    """One tenant's many calendars take one slot, not many (and share the user's budget)."""
+    settings.CALENDAR_SYNC_CONCURRENCY = 8
+    host = feed_hosts[0]
+    host.latency = 0.2
+    user = make_user()
+    for i in range(4):
+        make_connection(
+            user, "ics", account=f"feed{i}", feed_url=host.feed_url, allow_private_network=True
+        )
+
+    report = run_materialize(NOW)
+
+    assert report.calendars_synced == 4 and host.max_in_flight == 1
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "per_host", "problem"),
+    [
+        (0, 1, "CALENDAR_SYNC_CONCURRENCY must be between 1 and 512"),
+        (513, 1, "CALENDAR_SYNC_CONCURRENCY must be between 1 and 512"),
+        (8, 0, "CALENDAR_SYNC_PER_HOST must be at least 1"),
+    ],
+)
+def test_the_sync_knobs_are_validated(settings, concurrency, per_host, problem):
+    settings.CALENDAR_SYNC_CONCURRENCY = concurrency
+    settings.CALENDAR_SYNC_PER_HOST = per_host
+    with pytest.raises(ValueError, match=problem):
+        NudgeConfig.from_settings()
