@@ -136,6 +136,8 @@ NOT_YET_PASSED_DOWN = {
     "calendars/connect.py",
     "calendars/providers/base.py",
     "calendars/providers/ics.py",
+    "calendars/providers/ics_fetch.py",
+    "calendars/providers/ics_parse.py",
     "calendars/providers/oauth_paging.py",
     "calendars/sync.py",
     "portal/api_rate.py",
