@@ -47,6 +47,10 @@ class NudgeConfig:
     # Messages per second per channel across all deliver processes; 0 = unpaced.
     channel_rates: dict[str, float] = field(default_factory=dict)
     per_chat_interval: float = 1.0
+    # A 429 multiplies a budget's rate in force by this; each minute without one
+    # gives back this share of the ceiling (scheduled_sends/pacing.py).
+    pacing_backoff: float = 0.8
+    pacing_recovery_per_minute: float = 0.1
     max_early: timedelta = timedelta(minutes=6)
     smoothing_headroom: float = 0.9
     # What one tenant may put on the shared queue (see materialize.cap_per_user).
@@ -67,6 +71,13 @@ class NudgeConfig:
     calendar_sync_budget_seconds: float = 60.0
     calendar_sync_user_budget_seconds: float = 120.0
     ics_max_bytes: int = 5 * 1024 * 1024
+    # Provider requests a minute, shared by every process; 0 = unpaced. Google
+    # publishes 10,000 a minute per project and 600 per user; Graph (Outlook)
+    # 10,000 per 10 minutes per app and mailbox, 130,000 per 10 s per app.
+    google_project_rate_per_minute: float = 8000.0
+    google_user_rate_per_minute: float = 480.0
+    graph_app_rate_per_minute: float = 600_000.0
+    graph_mailbox_rate_per_minute: float = 800.0
     # --- the end-user area ---
     link_code_lifetime: timedelta = timedelta(minutes=15)
 
@@ -88,6 +99,8 @@ class NudgeConfig:
                 channel: float(getattr(settings, name)) for channel, name in RATE_SETTINGS.items()
             },
             per_chat_interval=settings.NUDGE_PER_CHAT_INTERVAL_SECONDS,
+            pacing_backoff=settings.NUDGE_PACING_BACKOFF,
+            pacing_recovery_per_minute=settings.NUDGE_PACING_RECOVERY_PER_MINUTE,
             max_early=timedelta(minutes=settings.NUDGE_MAX_EARLY_MINUTES),
             smoothing_headroom=settings.NUDGE_SMOOTHING_HEADROOM,
             max_nudges_per_user=settings.NUDGE_MAX_NUDGES_PER_USER,
@@ -104,6 +117,10 @@ class NudgeConfig:
             calendar_sync_budget_seconds=settings.CALENDAR_SYNC_BUDGET_SECONDS,
             calendar_sync_user_budget_seconds=settings.CALENDAR_SYNC_USER_BUDGET_SECONDS,
             ics_max_bytes=settings.ICS_MAX_BYTES,
+            google_project_rate_per_minute=settings.CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE,
+            google_user_rate_per_minute=settings.CALENDAR_GOOGLE_USER_RATE_PER_MINUTE,
+            graph_app_rate_per_minute=settings.CALENDAR_GRAPH_APP_RATE_PER_MINUTE,
+            graph_mailbox_rate_per_minute=settings.CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE,
             link_code_lifetime=timedelta(minutes=settings.NUDGE_LINK_CODE_MINUTES),
         )
         if validate:
@@ -172,6 +189,18 @@ class NudgeConfig:
         )
         for channel, rate in self.channel_rates.items():
             require(rate >= 0, f"{RATE_SETTINGS.get(channel, channel)} must not be negative")
+        require(0 < self.pacing_backoff < 1, "NUDGE_PACING_BACKOFF must be in (0, 1)")
+        require(
+            0 < self.pacing_recovery_per_minute <= 1,
+            "NUDGE_PACING_RECOVERY_PER_MINUTE must be in (0, 1]",
+        )
+        for name, per_minute in (
+            ("CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE", self.google_project_rate_per_minute),
+            ("CALENDAR_GOOGLE_USER_RATE_PER_MINUTE", self.google_user_rate_per_minute),
+            ("CALENDAR_GRAPH_APP_RATE_PER_MINUTE", self.graph_app_rate_per_minute),
+            ("CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE", self.graph_mailbox_rate_per_minute),
+        ):
+            require(per_minute >= 0, f"{name} must not be negative")
         require(self.max_nudges_per_user >= 1, "NUDGE_MAX_NUDGES_PER_USER must be at least 1")
         require(
             self.max_nudges_per_user_minute >= 1,

@@ -222,6 +222,10 @@ NUDGE_WHATSAPP_RATE = env.float("NUDGE_WHATSAPP_RATE", default=60.0)
 NUDGE_CONSOLE_RATE = env.float("NUDGE_CONSOLE_RATE", default=0.0)
 # Telegram allows about one message a second to one chat.
 NUDGE_PER_CHAT_INTERVAL_SECONDS = env.float("NUDGE_PER_CHAT_INTERVAL_SECONDS", default=1.0)
+# A provider's 429 lowers that budget's rate for every process (x backoff); each
+# minute without one gives back this share of the configured rate.
+NUDGE_PACING_BACKOFF = env.float("NUDGE_PACING_BACKOFF", default=0.8)
+NUDGE_PACING_RECOVERY_PER_MINUTE = env.float("NUDGE_PACING_RECOVERY_PER_MINUTE", default=0.1)
 # Burst smoothing: a minute holding more nudges than its channel carries
 # (rate x 60 x headroom) has its excess moved earlier, never later, by at most
 # this many minutes. 0 turns smoothing off.
@@ -299,6 +303,20 @@ MICROSOFT_GRAPH_BASE_URL = env.str(
 CALENDAR_HTTP_TIMEOUT_SECONDS = env.float("CALENDAR_HTTP_TIMEOUT_SECONDS", default=15.0)
 ICS_MAX_BYTES = env.int("ICS_MAX_BYTES", default=5 * 1024 * 1024)
 # One connection's whole sync (download, parse, pages); past it the sync is abandoned.
+# Calendar API requests a minute, shared by every process (0 = unpaced): Google
+# per project and per user, Graph per app and per mailbox; ~80 % of the quotas.
+CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE = env.float(
+    "CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE", default=8000.0
+)
+CALENDAR_GOOGLE_USER_RATE_PER_MINUTE = env.float(
+    "CALENDAR_GOOGLE_USER_RATE_PER_MINUTE", default=480.0
+)
+CALENDAR_GRAPH_APP_RATE_PER_MINUTE = env.float(
+    "CALENDAR_GRAPH_APP_RATE_PER_MINUTE", default=600_000.0
+)
+CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE = env.float(
+    "CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE", default=800.0
+)
 CALENDAR_SYNC_BUDGET_SECONDS = env.float("CALENDAR_SYNC_BUDGET_SECONDS", default=60.0)
 # All of one user's connections together, per materialise run.
 CALENDAR_SYNC_USER_BUDGET_SECONDS = env.float("CALENDAR_SYNC_USER_BUDGET_SECONDS", default=120.0)
