@@ -211,27 +211,52 @@ def _shared() -> SharedBudgets:
         return _process_budgets
 
 
-def take_request_slot(budgets: Sequence[Budget], max_wait: float) -> float | None:
-    """For one request: the monotonic instant its slot opens in every budget.
+# budget name -> monotonic instant this process last heard a 429 in it (any thread).
+_limited_at: dict[str, float] = {}
 
-    None when one of them has no slot within ``max_wait`` seconds (paused by a
-    429, or taken): the caller gives up for now rather than hold a thread. A
-    slot taken meanwhile in the other budgets is left unused: the budgets
-    only ever err on the slow side.
+
+def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float) -> bool:
+    """For one request: wait (holding no transaction) until its slot opens in every
+    budget; False at once when one has no slot within ``max_wait`` seconds (paused
+    by a 429, or taken), so the caller gives up for now rather than hold a thread.
+
+    A slot is taken at most ``HORIZON`` ahead: further off, the caller sleeps
+    and asks again, so a 429 that pauses the budget meanwhile (stored in the
+    row) is seen before the request goes. A 429 this process hears while a
+    thread waits for its slot sends that thread back for a fresh one. A slot
+    taken in one budget but not used because another had none is left
+    unused: the budgets only ever err on the slow side.
     """
     paced = [b for b in budgets if b.ceiling > 0]
-    if not paced:
-        return time.monotonic()
-    grants = _shared().reserve(paced, 1, horizon=timedelta(seconds=max_wait))
-    if any(grant.count < 1 for grant in grants.values()):
-        return None
-    return max(grant.first for grant in grants.values())
+    give_up_at = time.monotonic() + max_wait
+    shared = _shared()
+    while paced:
+        asked = time.monotonic()
+        horizon = min(HORIZON.total_seconds(), max(0.0, give_up_at - asked))
+        grants = shared.reserve(paced, 1, horizon=timedelta(seconds=horizon))
+        opens_at = max(grant.first for grant in grants.values())
+        if opens_at > give_up_at:
+            return False
+        if any(grant.count < 1 for grant in grants.values()):
+            # Taken or paused until ``opens_at``: ask again just before it.
+            time.sleep(max(0.01, opens_at - time.monotonic() - HORIZON.total_seconds() / 2))
+            continue
+        delay = opens_at - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        with _process_lock:
+            limited = any(_limited_at.get(b.name, 0.0) > asked for b in paced)
+        if not limited:
+            return True
+    return True
 
 
 def request_rate_limited(budget: Budget, seconds: float) -> float:
     """A provider's 429 for a request paced in ``budget``; the rate in force after it."""
     if budget.ceiling <= 0:
         return 0.0
+    with _process_lock:
+        _limited_at[budget.name] = time.monotonic()
     return _shared().slow_down(budget, seconds)
 
 

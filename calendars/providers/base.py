@@ -25,7 +25,7 @@ import requests
 from calendars.crypto import scrub
 from nudgeproject.config import NudgeConfig
 from nudgeproject.http_retry_after import parse_retry_after
-from scheduled_sends.pacing import Budget, request_rate_limited, take_request_slot
+from scheduled_sends.pacing import Budget, request_rate_limited, wait_for_request_slot
 
 # --- The per-process call counter ------------------------------------------------
 
@@ -247,15 +247,11 @@ def _wait_for_slot(provider: str, budgets: list[Budget], snapshot: ConnectionSna
     max_wait = min(
         NudgeConfig.from_settings().calendar_http_timeout_seconds, time_left(snapshot, provider)
     )
-    opens_at = take_request_slot(budgets, max_wait)
-    if opens_at is None:
+    if not wait_for_request_slot(budgets, max_wait):
         raise RetryLater(
             f"{provider}: rate limited; no request slot within {max_wait:.0f}s",
             retry_after=timedelta(seconds=max_wait),
         )
-    delay = opens_at - time.monotonic()
-    if delay > 0:
-        time.sleep(delay)
 
 
 def provider_request(

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ class Quota:
     """A provider's rate limit: more than ``limit`` requests within any ``window``
     seconds (a sliding window, as Google documents) are refused with ``status``
     (429, or Google's 403 ``rateLimitExceeded``) and ``Retry-After``. Only
-    requests whose path matches ``paths`` count (all when None)."""
+    requests whose path (without the query) matches ``paths`` count (all when None)."""
 
     limit: int
     window: float = 1.0
@@ -167,7 +168,7 @@ class Quota:
 
     def refuses(self, path: str, at: float) -> bool:
         """Whether this request is over the limit; called under the server's lock."""
-        if self.paths is not None and not self.paths.search(path):
+        if self.paths is not None and not self.paths.search(urlsplit(path).path):
             return False
         self.counted += 1
         while self.accepted and self.accepted[0] <= at - self.window:
@@ -347,7 +348,10 @@ class FakeProviderServer:
             refused = quota is not None and quota.refuses(path, time.monotonic())
         if not refused:
             return None
-        self.record(RecordedRequest(method, path, headers, {}, body, time.time(), "rate-limited"))
+        recorded = RecordedRequest(
+            method, urlsplit(path).path, headers, {}, body, time.time(), "rate-limited"
+        )
+        self.record(recorded)
         return quota.answer()
 
     # --- to implement -----------------------------------------------------
