@@ -49,7 +49,7 @@ class NudgeConfig:
     per_chat_interval: float = 1.0
     # A 429 multiplies a budget's rate in force by this; each minute without one
     # gives back this share of the ceiling (scheduled_sends/pacing.py).
-    pacing_backoff: float = 0.8
+    pacing_backoff: float = 0.9
     pacing_recovery_per_minute: float = 0.1
     max_early: timedelta = timedelta(minutes=6)
     smoothing_headroom: float = 0.9

@@ -224,7 +224,7 @@ NUDGE_CONSOLE_RATE = env.float("NUDGE_CONSOLE_RATE", default=0.0)
 NUDGE_PER_CHAT_INTERVAL_SECONDS = env.float("NUDGE_PER_CHAT_INTERVAL_SECONDS", default=1.0)
 # A provider's 429 lowers that budget's rate for every process (x backoff); each
 # minute without one gives back this share of the configured rate.
-NUDGE_PACING_BACKOFF = env.float("NUDGE_PACING_BACKOFF", default=0.8)
+NUDGE_PACING_BACKOFF = env.float("NUDGE_PACING_BACKOFF", default=0.9)
 NUDGE_PACING_RECOVERY_PER_MINUTE = env.float("NUDGE_PACING_RECOVERY_PER_MINUTE", default=0.1)
 # Burst smoothing: a minute holding more nudges than its channel carries
 # (rate x 60 x headroom) has its excess moved earlier, never later, by at most
