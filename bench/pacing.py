@@ -52,8 +52,8 @@ from django.utils import timezone
 from calendars import crypto
 from calendars.models import CalendarConnection
 from calendars.sync import sync_user_connections
-from nudgeproject.config import NudgeConfig
-from scheduled_sends.models import DeliverySettings
+from core.config import NudgeConfig
+from accounts.models import DeliverySettings
 from tenancy.scope import tenant_scope
 spec = json.loads(os.environ["SBS_CAL"])
 User = get_user_model()

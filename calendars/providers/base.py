@@ -23,8 +23,8 @@ from typing import Any, Literal
 import requests
 
 from calendars.crypto import scrub
-from nudgeproject.config import NudgeConfig
-from nudgeproject.http_retry_after import parse_retry_after
+from core.config import NudgeConfig
+from core.http_retry_after import parse_retry_after
 from scheduled_sends.pacing import Budget, request_rate_limited, wait_for_request_slot
 
 # --- The per-process call counter ------------------------------------------------

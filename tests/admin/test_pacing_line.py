@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.pacing import Budget, SharedBudgets
 
 INDEX = reverse("admin:index")

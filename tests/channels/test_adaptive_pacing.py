@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.pacing import Budget, SharedBudgets, rates_in_force
 from tests.channels.queue import queue_follow_up
 from tests.fakes.telegram_server import BOT_TOKEN, FakeTelegram

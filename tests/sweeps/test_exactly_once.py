@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.channels.base import NudgeMessage
 from scheduled_sends.channels.recording import RecordingChannel
 from scheduled_sends.deliver import run_deliver
