@@ -82,6 +82,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("NUDGE_PER_CHAT_INTERVAL_SECONDS", "per_chat_interval", 1.0),
     Knob("NUDGE_MAX_EARLY_MINUTES", "max_early", 6, minutes),
     Knob("NUDGE_SMOOTHING_HEADROOM", "smoothing_headroom", 0.9),
+    # A 429 multiplies a budget's rate in force by this; each minute without one
+    # gives back this share of the ceiling (the pacer: pacing/pacer.py).
+    Knob("NUDGE_PACING_BACKOFF", "pacing_backoff", 0.9),
+    Knob("NUDGE_PACING_RECOVERY_PER_MINUTE", "pacing_recovery_per_minute", 0.1),
     # What one tenant may put on the shared queue (see materialize.cap_per_user).
     Knob("NUDGE_MAX_NUDGES_PER_USER", "max_nudges_per_user", 200),
     Knob("NUDGE_MAX_NUDGES_PER_USER_MINUTE", "max_nudges_per_user_minute", 10),
@@ -102,6 +106,13 @@ KNOBS: tuple[Knob, ...] = (
     # them from one feed host (host and port), so a slow host cannot take every slot.
     Knob("CALENDAR_SYNC_CONCURRENCY", "calendar_sync_concurrency", 64),
     Knob("CALENDAR_SYNC_PER_HOST", "calendar_sync_per_host", 16),
+    # Provider requests a minute, shared by every process; 0 = unpaced. Google
+    # publishes 10,000 a minute per project and 600 per user; Graph (Outlook)
+    # 10,000 per 10 minutes per app and mailbox, 130,000 per 10 s per app.
+    Knob("CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE", "google_project_rate_per_minute", 8000.0),
+    Knob("CALENDAR_GOOGLE_USER_RATE_PER_MINUTE", "google_user_rate_per_minute", 480.0),
+    Knob("CALENDAR_GRAPH_APP_RATE_PER_MINUTE", "graph_app_rate_per_minute", 600_000.0),
+    Knob("CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE", "graph_mailbox_rate_per_minute", 800.0),
     # Push from Google and Microsoft: the public https address providers post to
     # (<it>/calendars/push/...); empty = every calendar is polled.
     Knob("CALENDAR_PUSH_BASE_URL", "calendar_push_base_url", ""),
@@ -176,6 +187,8 @@ class NudgeConfig:
     per_chat_interval: float
     max_early: timedelta
     smoothing_headroom: float
+    pacing_backoff: float
+    pacing_recovery_per_minute: float
     max_nudges_per_user: int
     max_nudges_per_user_minute: int
     materialize_budget_seconds: float
@@ -191,6 +204,10 @@ class NudgeConfig:
     ics_max_bytes: int
     calendar_sync_concurrency: int
     calendar_sync_per_host: int
+    google_project_rate_per_minute: float
+    google_user_rate_per_minute: float
+    graph_app_rate_per_minute: float
+    graph_mailbox_rate_per_minute: float
     # Push (calendars/push/): where providers post notifications ("" = poll only),
     # and how often a calendar with live push is fetched anyway.
     calendar_push_base_url: str
@@ -300,6 +317,18 @@ class NudgeConfig:
         )
         require(self.max_early >= positive, "NUDGE_MAX_EARLY_MINUTES must not be negative")
         require(0 < self.smoothing_headroom <= 1, "NUDGE_SMOOTHING_HEADROOM must be in (0, 1]")
+        require(0 < self.pacing_backoff < 1, "NUDGE_PACING_BACKOFF must be in (0, 1)")
+        require(
+            0 < self.pacing_recovery_per_minute <= 1,
+            "NUDGE_PACING_RECOVERY_PER_MINUTE must be in (0, 1]",
+        )
+        for name, per_minute in (
+            ("CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE", self.google_project_rate_per_minute),
+            ("CALENDAR_GOOGLE_USER_RATE_PER_MINUTE", self.google_user_rate_per_minute),
+            ("CALENDAR_GRAPH_APP_RATE_PER_MINUTE", self.graph_app_rate_per_minute),
+            ("CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE", self.graph_mailbox_rate_per_minute),
+        ):
+            require(per_minute >= 0, f"{name} must not be negative")
         for name, seconds in (
             ("CALENDAR_HTTP_TIMEOUT_SECONDS", self.calendar_http_timeout_seconds),
             ("CALENDAR_SYNC_BUDGET_SECONDS", self.calendar_sync_budget_seconds),

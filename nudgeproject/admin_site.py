@@ -111,6 +111,7 @@ class NudgeAdminSite(admin.AdminSite):
             lines = console.health_lines(health.checks, health.figures, links, config)
         else:
             lines = console.figure_lines(health.figures, links)
+        lines += console.pacing_lines()
         now = timezone.now()
         context = {
             "nudge_health": health,

@@ -23,7 +23,7 @@ from core.config import NudgeConfig
 from core.display import duration, plural, when
 from nudgeproject import svgchart
 from nudgeproject.svgchart import Chart, Series
-from scheduled_sends import charts
+from scheduled_sends import charts, pacing
 from scheduled_sends.health import Check
 from scheduled_sends.lateness import BUCKETS
 from scheduled_sends.models import Outcome
@@ -274,6 +274,34 @@ def figure_lines(figures: dict[str, Any], links: Links) -> list[HealthLine]:
             "view them",
         ),
     ]
+
+
+def pacing_lines(states: list[pacing.BudgetState] | None = None) -> list[HealthLine]:
+    """Each shared rate in force, as a sentence: at its setting, or lowered by a
+    provider's 429 (and climbing back), or paused by its Retry-After."""
+    lines = []
+    for state in pacing.rates_in_force() if states is None else states:
+        calendar = state.budget.startswith(("google", "graph"))
+        scale, unit = (60, "/min") if calendar else (1, "/s")
+        rate, ceiling = state.rate * scale, state.ceiling * scale
+        if state.lowered:
+            text = format_html(
+                "{} paced at {}{} of its configured {}{}: lowered by a 429, climbing back.",
+                state.budget,
+                f"{rate:,.1f}",
+                unit,
+                f"{ceiling:,.1f}",
+                unit,
+            )
+        else:
+            text = format_html(
+                "{} paced at its configured {}{}.", state.budget, f"{ceiling:,.1f}", unit
+            )
+        if state.paused_for >= 1:
+            paused = duration(state.paused_for)
+            text = format_html("{} Paused for {} more (Retry-After).", text, paused)
+        lines.append(HealthLine(f"pacing_{state.budget}", True, text))
+    return lines
 
 
 # --- charts ---------------------------------------------------------------------------

@@ -20,10 +20,10 @@ in flight. Each claimed row goes through:
 
 Claims come in bounded batches, oldest minute first, each user's first
 nudge of a minute before anyone's second. A 429 pauses that channel for every
-process for ``retry_after`` and hands the row back to be claimed again later
-in the same run. A run that never comes back releases nothing; its claims
-expire after the lease. Rows it claimed but did not try (budget spent) are
-handed back at once.
+process for ``retry_after``, lowers its rate in force (``pacing.py``), and
+hands the row back to be claimed again later in the same run. A run that
+never comes back releases nothing; its claims expire after the lease. Rows
+it claimed but did not try (budget spent) are handed back at once.
 """
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ class DeliverReport:
     rate_limited: int = 0
     slots_missed: int = 0
     batches: int = 0
+    # channel -> messages a second in force when the run ended (a 429 lowers it)
+    rates: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     latenesses: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -105,6 +107,8 @@ class DeliverReport:
             )
         if self.rate_limited:
             text += f", {self.rate_limited} rate-limited (429)"
+        if self.rates:
+            text += "; rate " + ", ".join(f"{c} {r:.1f}/s" for c, r in sorted(self.rates.items()))
         if self.released:
             text += f", released {self.released} untried"
         if self.lost_claims:
@@ -125,6 +129,7 @@ class DeliverReport:
             "rate_limited": self.rate_limited,
             "slots_missed": self.slots_missed,
             "batches": self.batches,
+            "rates": {channel: round(rate, 2) for channel, rate in self.rates.items()},
             "seconds": round(self.seconds, 3),
             "sends_per_second": round(self.sends_per_second, 2),
             **late.as_counts(),
@@ -161,8 +166,6 @@ class DeliveryRun:
         self.started = time.monotonic()
         self.senders: dict[str, Sender] = {}
         self.pacer = ChannelPacer(config)
-        # channel -> monotonic instant a 429 paused it until; read by the workers.
-        self.paused_until: dict[str, float] = {}
         self.pool = ThreadPoolExecutor(config.send_concurrency, thread_name_prefix="nudge-send")
         # Rows this run holds, by stage.
         self.waiting: dict[str, list[Outgoing]] = {}  # per channel, in claim order
@@ -380,7 +383,7 @@ class DeliveryRun:
                 self.report.lost_claims += 1
                 continue
             gate = self.pacer.gate(outgoing.delivery.channel)
-            future = self.pool.submit(_send_at, sender, gate, outgoing, self.paused_until)
+            future = self.pool.submit(_send_at, sender, gate, outgoing, self.pacer)
             self.in_flight[future] = outgoing
 
     def wait_for_progress(self) -> None:
@@ -416,7 +419,7 @@ class DeliveryRun:
             return
         if attempt.not_tried:
             # A 429 paused the channel while this row waited: it was never sent.
-            resume = self.paused_until.get(delivery.channel, attempt.finished)
+            resume = max(self.pacer.resume_at(delivery.channel), attempt.finished)
             not_before = at + timedelta(seconds=max(0.0, resume - attempt.finished))
             self.settle(row, Transition.RELEASE, at=at, not_before=not_before)
             self.report.released += 1
@@ -426,9 +429,6 @@ class DeliveryRun:
         if verdict.rate_limited and verdict.wait is not None:
             wait_seconds = verdict.wait.total_seconds()
             resume = attempt.finished + wait_seconds
-            self.paused_until[delivery.channel] = max(
-                self.paused_until.get(delivery.channel, 0.0), resume
-            )
             self.pacer.pause(delivery.channel, wait_seconds)
             self.report.rate_limited += 1
             self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
@@ -447,7 +447,7 @@ class DeliveryRun:
 
 
 def _send_at(
-    sender: Sender, gate: SendGate | None, outgoing: Outgoing, paused_until: dict[str, float]
+    sender: Sender, gate: SendGate | None, outgoing: Outgoing, pacer: ChannelPacer
 ) -> SendAttempt:
     """On a worker thread: wait for the row's slot, send, and say how it went."""
     sender.warm_up()
@@ -455,10 +455,9 @@ def _send_at(
     if delay > 0:
         time.sleep(delay)
     if gate is not None:
-        gate.wait_turn()
-        if gate.missed(outgoing.deadline):
+        if not gate.take_turn(outgoing.deadline):
             return SendAttempt(finished=time.monotonic(), slot_missed=True)
-    if paused_until.get(outgoing.delivery.channel, 0.0) > time.monotonic():
+    if pacer.paused(outgoing.delivery.channel):
         return SendAttempt(finished=time.monotonic(), not_tried=True)
     try:
         receipt = sender.send(outgoing.delivery.address, outgoing.delivery.message)
@@ -488,6 +487,7 @@ def run_deliver(
             delivery_run.run()
         finally:
             delivery_run.close()
+            report.rates = dict(delivery_run.pacer.rates)
             report.seconds = time.monotonic() - started
             run.counts = report.as_dict()
             run.summary = report.summary()[:255]

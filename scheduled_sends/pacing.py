@@ -1,14 +1,24 @@
-"""Send pacing: a channel's rate holds across every deliver process at once.
+"""Pacing: named rate budgets that hold across every process at once, and learn.
 
-Several cron runs and workers overlap, so the budget cannot live in one
-process's memory. It lives in ``channel_pacing``: per channel, the next free
-send instant. A process reserves a run of consecutive slots ``1/rate``
-seconds apart — at most ``HORIZON`` ahead, so processes interleave rather
-than one hoarding the next minute — in one short statement, and then sends
-each message at its slot. Sending at the rate instead of into 429s is what
-keeps a burst on time; when a 429 comes anyway, :meth:`ChannelPacer.pause`
-pushes the channel's next slot past the provider's ``retry_after`` for every
-process.
+Several cron runs, workers and sync threads overlap, so a budget cannot live
+in one process's memory. It lives in ``channel_pacing``: per named budget (a
+channel such as ``telegram``; a calendar provider's ``google`` project or
+``google:user:<id>``, ``graph`` app or ``graph:mailbox:<id>``) the next free
+slot. A process reserves a run of consecutive slots ``1/rate`` seconds apart
+— at most ``HORIZON`` ahead, so processes interleave rather than one hoarding
+the next minute — in one short statement that holds no lock after it, and
+then uses each slot when it comes (never inside a transaction).
+
+**The rate learns (AIMD).** The configured rate is a ceiling; providers do
+not publish exact limits, and configured at a provider's limit a budget
+overshoots it now and then. A 429 (or Google's 403 ``rateLimitExceeded``)
+pushes the budget's next slot past the provider's ``Retry-After`` *and*
+multiplies its rate in force by ``NUDGE_PACING_BACKOFF`` — for every process,
+since both are stored in the row — once per pause, however many requests in
+flight answer 429 together. Each second without a 429 then gives back
+``NUDGE_PACING_RECOVERY_PER_MINUTE / 60`` of the ceiling, computed when the
+budget is read (no job raises it). A lowered rate never falls below
+``FLOOR`` x the ceiling.
 
 Slots are instants on the database's clock; each reservation answers that
 clock too, so a slot becomes a deadline on this process's monotonic clock
@@ -16,9 +26,8 @@ without trusting the host's wall clock. Reservations commit without waiting
 for the disk: the budget is coordination, not data, and losing its last
 fraction of a second in a server crash only lets one slot be used twice.
 A slot this process reaches late (a busy CPU, every worker thread taken) is
-not caught up in a burst: a
-:class:`SendGate` per channel keeps this process's own sends ``1/rate``
-apart at the instant they leave.
+not caught up in a burst: a :class:`SendGate` per channel keeps this
+process's own sends ``1/rate`` apart at the instant they leave.
 
 Telegram also allows only about one message a second to one chat; that
 spacing is kept per process (:meth:`ChannelPacer.chat_ready_at`): one user's
@@ -30,6 +39,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import connection
@@ -38,18 +49,221 @@ from core.config import NudgeConfig
 from scheduled_sends.queue import statements
 from tenancy.scope import unscoped_relaxed_commit
 
-# How far ahead one reservation may reach, in seconds.
+# How far ahead one reservation of send slots may reach.
 HORIZON = timedelta(seconds=1)
 # A fresh slot starts this far from now: time to stamp the row and hand it to a worker.
 LEAD = timedelta(milliseconds=100)
 # A slot reached later than this (or one slot interval, if longer) is not used.
 LATE_TOLERANCE = 0.25
+# A 429 never lowers a budget's rate below this share of its ceiling: at worst
+# a budget sends slowly, never not at all (the pause is what stops it).
+FLOOR = 0.1
+# A 429 lowers the rate at most once within this long (or the pause, if longer):
+# the requests in flight when the limit was hit answer 429 together.
+MIN_HOLD = timedelta(seconds=1)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A named rate shared by every process: ``ceiling`` per second, 0 = unpaced."""
+
+    name: str
+    ceiling: float
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Slots reserved in one budget: ``count`` from ``first`` (monotonic), ``rate`` apart."""
+
+    budget: str
+    first: float
+    count: int
+    rate: float
+
+    def deadlines(self) -> list[float]:
+        return [self.first + i / self.rate for i in range(self.count)]
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    """A budget as the console and the run log show it."""
+
+    budget: str
+    ceiling: float
+    rate: float
+    paused_for: float  # seconds until its next free slot, 0 when free now
+
+    @property
+    def lowered(self) -> bool:
+        return self.rate < self.ceiling * 0.999
+
+
+class SharedBudgets:
+    """The shared budgets' statements, for any thread (each has its own connection)."""
+
+    def __init__(self, config: NudgeConfig) -> None:
+        self.config = config
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _params(self) -> dict[str, float]:
+        return {"recovery": self.config.pacing_recovery_per_minute / 60}
+
+    def _ensure(self, names: Sequence[str]) -> None:
+        with self._lock:
+            missing = [name for name in names if name not in self._known]
+        if not missing:
+            return
+        with unscoped_relaxed_commit(), connection.cursor() as cursor:
+            cursor.execute(statements.ENSURE_PACING_ROWS, {"budgets": missing})
+        with self._lock:
+            self._known.update(missing)
+
+    def reserve(
+        self, budgets: Sequence[Budget], wanted: int, *, horizon: timedelta = HORIZON
+    ) -> dict[str, Grant]:
+        """Up to ``wanted`` slots in each budget, none beyond ``horizon`` from now."""
+        names = [b.name for b in budgets]
+        self._ensure(names)
+        grants = self._reserve(budgets, wanted, horizon)
+        missing = [name for name in names if name not in grants]
+        if missing:
+            # A row this process created is gone (a test's rollback, a manual
+            # clean-up): create it again.
+            with self._lock:
+                self._known.difference_update(missing)
+            self._ensure(missing)
+            grants = self._reserve(budgets, wanted, horizon)
+        return grants
+
+    def _reserve(
+        self, budgets: Sequence[Budget], wanted: int, horizon: timedelta
+    ) -> dict[str, Grant]:
+        # The database read its clock just after this instant; the commit that
+        # follows (however slow) must not shift the mapping.
+        asked_at = time.monotonic()
+        with unscoped_relaxed_commit(), connection.cursor() as cursor:
+            cursor.execute(
+                statements.RESERVE_SLOTS,
+                {
+                    "budgets": [b.name for b in budgets],
+                    "ceilings": [float(b.ceiling) for b in budgets],
+                    "wanted": wanted,
+                    "horizon": horizon,
+                    "lead": LEAD,
+                    **self._params(),
+                },
+            )
+            rows = cursor.fetchall()
+        return {
+            name: Grant(name, asked_at + (first_slot - db_now).total_seconds(), slots, rate)
+            for name, first_slot, slots, rate, db_now in rows
+        }
+
+    def slow_down(self, budget: Budget, seconds: float) -> float:
+        """A 429: nobody uses ``budget`` for ``seconds``, and its rate drops (once per pause).
+
+        Answers the rate in force after it.
+        """
+        params = {
+            "budget": budget.name,
+            "ceiling": float(budget.ceiling),
+            "wait": timedelta(seconds=seconds),
+            "hold": max(MIN_HOLD, timedelta(seconds=seconds)),
+            "floor": FLOOR,
+            "backoff": self.config.pacing_backoff,
+            **self._params(),
+        }
+        for _ in range(2):
+            self._ensure([budget.name])
+            with unscoped_relaxed_commit(), connection.cursor() as cursor:
+                cursor.execute(statements.SLOW_DOWN, params)
+                row = cursor.fetchone()
+            if row is not None:
+                return float(row[0])
+            with self._lock:  # the row is gone (see reserve): create it again
+                self._known.discard(budget.name)
+        return budget.ceiling
+
+    def states(self) -> list[BudgetState]:
+        """Budgets in use with their rate in force (per-user ones only when lowered or paused)."""
+        with connection.cursor() as cursor:
+            cursor.execute(statements.RATES_IN_FORCE, self._params())
+            return [BudgetState(*row) for row in cursor.fetchall()]
+
+
+def rates_in_force(config: NudgeConfig | None = None) -> list[BudgetState]:
+    """The budgets' rates in force now, as every process sees them."""
+    return SharedBudgets(config or NudgeConfig.from_settings()).states()
+
+
+_process_budgets: SharedBudgets | None = None
+_process_lock = threading.Lock()
+
+
+def _shared() -> SharedBudgets:
+    """This process's budgets object (thread-safe), rebuilt when the knobs change."""
+    global _process_budgets
+    config = NudgeConfig.from_settings()
+    with _process_lock:
+        if _process_budgets is None or _process_budgets.config != config:
+            _process_budgets = SharedBudgets(config)
+        return _process_budgets
+
+
+# budget name -> monotonic instant this process last heard a 429 in it (any thread).
+_limited_at: dict[str, float] = {}
+
+
+def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float) -> bool:
+    """For one request: wait (holding no transaction) until its slot opens in every
+    budget; False at once when one has no slot within ``max_wait`` seconds (paused
+    by a 429, or taken), so the caller gives up for now rather than hold a thread.
+
+    A slot is taken at most ``HORIZON`` ahead: further off, the caller sleeps
+    and asks again, so a 429 that pauses the budget meanwhile (stored in the
+    row) is seen before the request goes. A 429 this process hears while a
+    thread waits for its slot sends that thread back for a fresh one. A slot
+    taken in one budget but not used because another had none is left
+    unused: the budgets only ever err on the slow side.
+    """
+    paced = [b for b in budgets if b.ceiling > 0]
+    give_up_at = time.monotonic() + max_wait
+    shared = _shared()
+    while paced:
+        asked = time.monotonic()
+        horizon = min(HORIZON.total_seconds(), max(0.0, give_up_at - asked))
+        grants = shared.reserve(paced, 1, horizon=timedelta(seconds=horizon))
+        opens_at = max(grant.first for grant in grants.values())
+        if opens_at > give_up_at:
+            return False
+        if any(grant.count < 1 for grant in grants.values()):
+            # Taken or paused until ``opens_at``: ask again just before it.
+            time.sleep(max(0.01, opens_at - time.monotonic() - HORIZON.total_seconds() / 2))
+            continue
+        delay = opens_at - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        with _process_lock:
+            limited = any(_limited_at.get(b.name, 0.0) > asked for b in paced)
+        if not limited:
+            return True
+    return True
+
+
+def request_rate_limited(budget: Budget, seconds: float) -> float:
+    """A provider's 429 for a request paced in ``budget``; the rate in force after it."""
+    if budget.ceiling <= 0:
+        return 0.0
+    with _process_lock:
+        _limited_at[budget.name] = time.monotonic()
+    return _shared().slow_down(budget, seconds)
 
 
 class SendGate:
     """Keeps one process's sends on one channel at least ``interval`` apart, from any thread.
 
-    It also tells a slot this process reached too late (:meth:`missed`): that
+    It also tells a slot this process reached too late (:meth:`take_turn`): that
     slot's time has been given to other processes' next slots, so sending on
     it now would double the channel's rate for a moment. Such a row waits for
     a fresh slot instead.
@@ -63,36 +277,54 @@ class SendGate:
         self._lock = threading.Lock()
         self._next_at = 0.0
 
-    def missed(self, deadline: float) -> bool:
-        return time.monotonic() - deadline > self.tolerance
+    def retune(self, interval: float) -> None:
+        """Follow the channel's rate in force (a 429 lowered it, or it climbs back)."""
+        with self._lock:
+            self.interval = interval
+            self.tolerance = max(LATE_TOLERANCE, interval)
 
-    def wait_turn(self) -> None:
+    def take_turn(self, deadline: float) -> bool:
+        """Wait for this process's next turn on the channel and take it; False, at
+        once and without using a turn, when that turn comes too late for the slot
+        at ``deadline``. (A missed slot that still used a turn would push every
+        row after it late too: after a 429 lowers the rate, rows reserved at the
+        old spacing would then miss slot after slot.)"""
         with self._lock:
             now = time.monotonic()
             turn = max(now, self._next_at)
+            if turn - deadline > self.tolerance:
+                return False
             self._next_at = turn + self.interval
         if turn > now:
             time.sleep(turn - now)
+        return True
 
 
 class ChannelPacer:
-    """This process's view of the shared per-channel send budgets."""
+    """This process's view of the shared per-channel send budgets, and their pauses."""
 
     def __init__(self, config: NudgeConfig) -> None:
         self.config = config
+        self.budgets = SharedBudgets(config)
         self.gates: dict[str, SendGate | None] = {}
-        self._known_channels: set[str] = set()
         # channel -> monotonic instant before which asking again is pointless
         self._ask_again_at: dict[str, float] = {}
+        # channel -> monotonic instant a 429 paused it until (read by worker threads)
+        self._paused_until: dict[str, float] = {}
+        # channel -> the rate in force as this process last saw it
+        self.rates: dict[str, float] = {}
         self._chat_free_at: dict[tuple[str, str], float] = {}
 
     def paced(self, channel: str) -> bool:
         return self.config.rate(channel) > 0
 
+    def budget(self, channel: str) -> Budget:
+        return Budget(channel, self.config.rate(channel))
+
     def gate(self, channel: str) -> SendGate | None:
         """The channel's in-process spacing at send time; None when unpaced."""
         if channel not in self.gates:
-            rate = self.config.rate(channel)
+            rate = self.rates.get(channel) or self.config.rate(channel)
             self.gates[channel] = SendGate(1 / rate) if rate > 0 else None
         return self.gates[channel]
 
@@ -100,51 +332,37 @@ class ChannelPacer:
         """Up to ``wanted`` send deadlines (monotonic seconds), earliest first.
 
         Unpaced channels get ``wanted`` deadlines of "now". An empty answer
-        means the channel's budget is taken for the next ``HORIZON``.
+        means the channel's budget is taken (or paused) for the next ``HORIZON``.
         """
         now = time.monotonic()
         if wanted <= 0:
             return []
-        rate = self.config.rate(channel)
-        if rate <= 0:
-            return [now] * wanted
-        if self._ask_again_at.get(channel, 0.0) > now:
+        if not self.paced(channel):
+            return [now] * wanted if self.resume_at(channel) <= now else []
+        if max(self._ask_again_at.get(channel, 0.0), self.resume_at(channel)) > now:
             return []
-        self._ensure_row(channel)
-        # The database read its clock just after this instant; the commit that
-        # follows (however slow) must not shift the mapping.
-        asked_at = time.monotonic()
-        with unscoped_relaxed_commit(), connection.cursor() as cursor:
-            cursor.execute(
-                statements.RESERVE_SEND_SLOTS,
-                {
-                    "channel": channel,
-                    "wanted": wanted,
-                    "horizon": HORIZON,
-                    "lead": LEAD,
-                    "rate": rate,
-                },
-            )
-            first_slot, slots, db_now = cursor.fetchone()
-        first = asked_at + (first_slot - db_now).total_seconds()
-        deadlines = [first + i / rate for i in range(slots)]
-        if slots < wanted:
-            # Taken up to ``first + slots/rate``; ask once that is within reach.
-            free_at = first + slots / rate
+        grant = self.budgets.reserve([self.budget(channel)], wanted)[channel]
+        self._learn_rate(channel, grant.rate)
+        if grant.count < wanted:
+            # Taken up to ``first + count/rate``; ask once that is within reach.
+            free_at = grant.first + grant.count / grant.rate
             self._ask_again_at[channel] = free_at - HORIZON.total_seconds() / 2
-        return deadlines
+        return grant.deadlines()
 
     def pause(self, channel: str, seconds: float) -> None:
-        """The provider said 429: no process sends on ``channel`` for ``seconds``."""
+        """The provider said 429: no process sends on ``channel`` for ``seconds``,
+        and the channel's rate in force drops for every process."""
+        self._paused_until[channel] = max(self.resume_at(channel), time.monotonic() + seconds)
         if not self.paced(channel):
-            self._ask_again_at[channel] = time.monotonic() + seconds
             return
-        self._ensure_row(channel)
-        with unscoped_relaxed_commit(), connection.cursor() as cursor:
-            cursor.execute(
-                statements.PAUSE_CHANNEL, {"channel": channel, "wait": timedelta(seconds=seconds)}
-            )
-        self._ask_again_at[channel] = time.monotonic() + seconds - HORIZON.total_seconds()
+        self._learn_rate(channel, self.budgets.slow_down(self.budget(channel), seconds))
+
+    def resume_at(self, channel: str) -> float:
+        """The monotonic instant a 429 paused ``channel`` until (0: not paused)."""
+        return self._paused_until.get(channel, 0.0)
+
+    def paused(self, channel: str) -> bool:
+        return self.resume_at(channel) > time.monotonic()
 
     def chat_ready_at(self, channel: str, address: str, deadline: float) -> float:
         """The deadline pushed back so one chat gets at most one message per interval."""
@@ -153,9 +371,9 @@ class ChannelPacer:
         self._chat_free_at[key] = ready + self.config.per_chat_interval
         return ready
 
-    def _ensure_row(self, channel: str) -> None:
-        if channel in self._known_channels:
-            return
-        with connection.cursor() as cursor:
-            cursor.execute(statements.ENSURE_PACING_ROW, {"channel": channel})
-        self._known_channels.add(channel)
+    def _learn_rate(self, channel: str, rate: float) -> None:
+        """Keep this process's own spacing (the gate) at the shared rate in force."""
+        self.rates[channel] = rate
+        gate = self.gate(channel)
+        if gate is not None and rate > 0:
+            gate.retune(1 / rate)

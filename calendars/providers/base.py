@@ -1,10 +1,12 @@
 """The provider interface, its errors, and the HTTP plumbing every provider shares.
 
-A provider never touches the database: ``sync`` reads a ``ConnectionSnapshot``
+A provider never touches tenant data: ``sync`` reads a ``ConnectionSnapshot``
 inside the owner's tenant scope, closes the scope, hands the snapshot to
 ``fetch`` (network only), then opens the scope again to write what came back.
 Refreshed tokens travel back on the snapshot itself (``credentials_changed``),
-so they are stored even when the events call that follows them fails.
+so they are stored even when the events call that follows them fails. The
+one table a provider request touches is the shared pacing budget
+(:func:`provider_request`), outside any transaction while it waits.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import requests
@@ -22,6 +25,7 @@ import requests
 from calendars.crypto import scrub
 from core.config import NudgeConfig
 from core.http_retry_after import parse_retry_after
+from scheduled_sends.pacing import Budget, request_rate_limited, wait_for_request_slot
 
 # --- The per-process call counter ------------------------------------------------
 
@@ -221,6 +225,44 @@ def retry_after_delay(response: requests.Response, now: datetime) -> timedelta |
     return None if seconds is None else timedelta(seconds=seconds)
 
 
+# A 429 (or a 403 the provider calls a rate limit) without Retry-After pauses
+# the provider's budget this long.
+DEFAULT_RATE_LIMIT_PAUSE = timedelta(seconds=10)
+
+
+def request_budgets(provider: str, user_id: int) -> list[Budget]:
+    """The shared budgets one request to ``provider`` for ``user_id`` spends, app-wide
+    first: Google per project and per user, Graph per app and per mailbox (the
+    user's, as one nudge user reads one mailbox). Feeds have none."""
+    config = NudgeConfig.from_settings()
+    if provider == "google":
+        return [
+            Budget("google", config.google_project_rate_per_minute / 60),
+            Budget(f"google:user:{user_id}", config.google_user_rate_per_minute / 60),
+        ]
+    if provider == "microsoft":
+        return [
+            Budget("graph", config.graph_app_rate_per_minute / 60),
+            Budget(f"graph:mailbox:{user_id}", config.graph_mailbox_rate_per_minute / 60),
+        ]
+    return []
+
+
+def _wait_for_slot(provider: str, budgets: list[Budget], snapshot: ConnectionSnapshot) -> None:
+    """Wait (no transaction held) for the request's slot in every budget; RetryLater
+    when there is none within the HTTP timeout or the connection's budget, as when
+    a 429 paused the provider: this connection is tried again next cycle, and the
+    thread is free for a provider that is not paused."""
+    max_wait = min(
+        NudgeConfig.from_settings().calendar_http_timeout_seconds, time_left(snapshot, provider)
+    )
+    if not wait_for_request_slot(budgets, max_wait):
+        raise RetryLater(
+            f"{provider}: rate limited; no request slot within {max_wait:.0f}s",
+            retry_after=timedelta(seconds=max_wait),
+        )
+
+
 def provider_request(
     provider: str,
     kind: CallKind,
@@ -228,20 +270,39 @@ def provider_request(
     url: str,
     *,
     secrets: tuple[str, ...] = (),
+    paced_for: ConnectionSnapshot | None = None,
+    is_rate_limit_403: Callable[[requests.Response], bool] | None = None,
     **kwargs: Any,
 ) -> requests.Response:
     """One counted request with the calendar timeout; network failures become RetryLater.
 
+    With ``paced_for`` (the connection it serves), the request first waits for
+    its slot in the provider's shared budgets (:func:`request_budgets`, paced
+    across every process and thread by ``scheduled_sends/pacing.py``), and a
+    429 — or a 403 that ``is_rate_limit_403`` calls a rate limit — pauses the
+    provider-wide budget for its Retry-After and lowers its rate, for every
+    process; other providers go on.
+
     The exception text of a failed connection can contain the URL, so it is
     reduced to the exception's type and scrubbed of the connection's secrets.
     """
-    record_call(provider, kind)
     timeout = kwargs.pop("timeout", NudgeConfig.from_settings().calendar_http_timeout_seconds)
+    budgets = request_budgets(provider, paced_for.user_id) if paced_for is not None else []
+    if paced_for is not None and budgets:
+        _wait_for_slot(provider, budgets, paced_for)
+        timeout = min(timeout, time_left(paced_for, provider))
+    record_call(provider, kind)
     try:
-        return requests.request(method, url, timeout=timeout, **kwargs)
+        response = requests.request(method, url, timeout=timeout, **kwargs)
     except requests.RequestException as exc:
         message = scrub(f"{provider}: network error ({type(exc).__name__})", *secrets)
         raise RetryLater(message) from None
+    status = response.status_code
+    rate_403 = status == 403 and is_rate_limit_403 is not None and is_rate_limit_403(response)
+    if budgets and (status == 429 or rate_403):
+        delay = retry_after_delay(response, datetime.now(UTC)) or DEFAULT_RATE_LIMIT_PAUSE
+        request_rate_limited(budgets[0], delay.total_seconds())
+    return response
 
 
 def json_body(response: requests.Response, provider: str) -> dict[str, Any]:

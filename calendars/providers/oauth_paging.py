@@ -15,6 +15,9 @@ the same ways, so one loop owns what they share:
   403, 404 and other statuses → ProviderError; a page that is not a JSON
   object, or whose list is not a list → MalformedPayload.
 
+Every page request waits for its slot in the provider's shared budgets, and a
+429 or rate-limit 403 lowers them for every process (``provider_request``).
+
 A provider brings only its own: the first page's address, where a page keeps
 its list, how a page names the next one, and which 403s are rate limits.
 """
@@ -127,6 +130,8 @@ def _get(
         params=request.params,
         headers={**api.headers, "Authorization": f"Bearer {snapshot.access_token}"},
         secrets=snapshot.secrets(),
+        paced_for=snapshot,
+        is_rate_limit_403=api.is_rate_limit_403,
         timeout=min(
             NudgeConfig.from_settings().calendar_http_timeout_seconds,
             time_left(snapshot, api.provider),

@@ -227,8 +227,9 @@ def test_the_landing_page_costs_the_same_queries_whatever_the_queue(staff_client
 
 # Session and user; health (its row-level-security check reads roles and
 # policies, about 30 catalog statements, one per tenant table; run log, lateness
-# runs, queue counts); the scopes; the four chart queries. A new query here is a
-# decision (the end-user area's three tenant tables added three, account notices one).
+# runs, queue counts); the scopes; the four chart queries; the shared rates in
+# force. A new query here is a decision (the end-user area's three tenant tables
+# added three, account notices one).
 LANDING_QUERIES = 51
 CHART_QUERIES = 4  # look-ahead, lateness per quarter, lateness histogram, outcomes
 

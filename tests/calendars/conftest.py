@@ -38,6 +38,17 @@ def calendar_settings(settings):
 
 
 @pytest.fixture
+def unpaced_providers(settings):
+    """The shared request budgets off, for a test that replays later runs on a
+    simulated clock: a 429's pause is on the real clock and would hold them up."""
+    settings.CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE = 0
+    settings.CALENDAR_GOOGLE_USER_RATE_PER_MINUTE = 0
+    settings.CALENDAR_GRAPH_APP_RATE_PER_MINUTE = 0
+    settings.CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE = 0
+    return settings
+
+
+@pytest.fixture
 def fake_google(settings) -> Iterator[FakeGoogle]:
     with FakeGoogle() as server:
         settings.GOOGLE_CLIENT_ID = google_server.CLIENT_ID

@@ -254,6 +254,7 @@ def test_410_gone_keeps_the_copy_and_the_next_run_requeries_the_whole_window(
     assert reload(connection).status == "active"
 
 
+@pytest.mark.usefixtures("unpaced_providers")
 def test_429_with_retry_after_backs_off_then_retries(fake_google, google_connection):
     fake_google.events["primary"] = [google_event("a", T9, T9 + HOUR)]
     connection = google_connection()
@@ -280,6 +281,7 @@ def test_429_with_retry_after_backs_off_then_retries(fake_google, google_connect
     ],
     ids=["503", "403-rate-limit"],
 )
+@pytest.mark.usefixtures("unpaced_providers")
 def test_unavailable_or_rate_limited_retries_next_run(fake_google, google_connection, answer):
     connection = google_connection()
     fake_google.next_answers = [answer]

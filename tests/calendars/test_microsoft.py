@@ -196,6 +196,7 @@ def test_revoked_refresh_token_marks_needs_reauth(fake_graph, graph_connection):
     assert fake_graph.view_calls() == []
 
 
+@pytest.mark.usefixtures("unpaced_providers")
 def test_429_honours_retry_after(fake_graph, graph_connection):
     connection = graph_connection()
     fake_graph.next_answers = [

@@ -14,13 +14,17 @@ import base64
 import hashlib
 import json
 import random
+import re
 import selectors
 import socket
 import threading
+import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,50 @@ class FaultPlan:
         return None
 
 
+@dataclass
+class Quota:
+    """A provider's rate limit: more than ``limit`` requests within any ``window``
+    seconds (a sliding window, as Google documents) are refused with ``status``
+    (429, or Google's 403 ``rateLimitExceeded``) and ``Retry-After``. Only
+    requests whose path (without the query) matches ``paths`` count (all when None)."""
+
+    limit: int
+    window: float = 1.0
+    retry_after: int = 1
+    status: int = 429
+    paths: re.Pattern[str] | None = None
+    accepted: deque[float] = field(default_factory=deque)
+    refused: int = 0
+    counted: int = 0
+
+    def refuses(self, path: str, at: float) -> bool:
+        """Whether this request is over the limit; called under the server's lock."""
+        if self.paths is not None and not self.paths.search(urlsplit(path).path):
+            return False
+        self.counted += 1
+        while self.accepted and self.accepted[0] <= at - self.window:
+            self.accepted.popleft()
+        if len(self.accepted) >= self.limit:
+            self.refused += 1
+            return True
+        self.accepted.append(at)
+        return False
+
+    def answer(self) -> Answer:
+        reason = "rateLimitExceeded"
+        return Answer.json(
+            self.status,
+            {
+                "error": {
+                    "code": self.status,
+                    "message": "Rate Limit Exceeded",
+                    "errors": [{"reason": reason, "domain": "usageLimits"}],
+                }
+            },
+            ("Retry-After", str(self.retry_after)),
+        )
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -155,7 +203,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        answer = self.server.fake.answer(self.command, self.path, dict(self.headers), body)
+        fake = self.server.fake
+        answer = fake.over_quota(self.command, self.path, dict(self.headers), body)
+        if answer is None:
+            answer = fake.answer(self.command, self.path, dict(self.headers), body)
         if answer.delay and self.server.fake.stopping.wait(answer.delay):
             return
         try:
@@ -225,6 +276,8 @@ class FakeProviderServer:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.send_calls = 0
+        # A rate limit on the provider's API (see Quota); None: unlimited.
+        self.quota: Quota | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -295,6 +348,21 @@ class FakeProviderServer:
         with self.lock:
             self.send_calls += 1
             return self.send_calls, self.plan.choose(self.send_calls, recipient)
+
+    def over_quota(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> Answer | None:
+        """The quota's refusal for this request (recorded), or None to answer it."""
+        with self.lock:
+            quota = self.quota
+            refused = quota is not None and quota.refuses(path, time.monotonic())
+        if not refused:
+            return None
+        recorded = RecordedRequest(
+            method, urlsplit(path).path, headers, {}, body, time.time(), "rate-limited"
+        )
+        self.record(recorded)
+        return quota.answer()
 
     # --- to implement -----------------------------------------------------
     def answer(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Answer:

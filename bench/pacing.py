@@ -1,0 +1,196 @@
+"""Adaptive pacing (issue 20), side by side with a baseline commit.
+
+``python -m bench.pacing [--baseline REV] [--only burst,calendar] [--tag T] [--json PATH]``
+
+Two workloads, each version in its own database on one PostgreSQL server
+(``NUDGE_BENCH_ADMIN_URL``) and driven only through its own ``manage.py``,
+exactly as ``bench.sidebyside`` does (its ``Tree`` and ``rate`` workload are
+reused):
+
+* **burst** — 2,400 nudges meant for one minute, a fake Telegram allowing
+  10/s (429 + ``retry_after`` above it), ``NUDGE_TELEGRAM_RATE=10``: the rate
+  configured *at* the provider's limit. ``deliver`` every minute as cron runs
+  it; about 11 real minutes, both versions at once.
+* **calendar** — many Google connections synced at once from a thread pool
+  (``sync_user_connections`` per user, as a concurrent sweep would call it),
+  against a fake Google answering in 300 ms that refuses more than its quota
+  a second with 429 + ``Retry-After``, with the project rate configured at
+  exactly that quota. The versions run one after the other, each with a fresh
+  fake.
+
+Figures are printed and written as JSON (``bench/pacing.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from pathlib import Path
+
+from bench.sidebyside import ROOT, Tree, baseline_tree, rate
+from tests.fakes import google_server
+from tests.fakes.base import Answer, Quota
+from tests.fakes.google_server import FakeGoogle, google_event
+
+DEFAULT_BASELINE = "25ad87f"
+WORKLOADS = ("burst", "calendar")
+EVENTS = re.compile(r"/events$")
+# A Fernet key for the bench's throw-away database only.
+TOKEN_KEY = "bXFpYmVuY2gtcGFjaW5nLWtleS0wMDAwMDAwMDAwMDA="  # noqa: S105
+
+# Creates ``len(tokens)`` users, each with one Google connection, through the
+# version's own ORM and scopes, then syncs them from a thread pool; prints the outcomes.
+CALENDAR_SCRIPT = """
+import json, os, time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.utils import timezone
+from calendars import crypto
+from calendars.models import CalendarConnection
+from calendars.sync import sync_user_connections
+from core.config import NudgeConfig
+from accounts.models import DeliverySettings
+from tenancy.scope import tenant_scope
+spec = json.loads(os.environ["SBS_CAL"])
+User = get_user_model()
+now = timezone.now()
+users = User.objects.bulk_create(
+    [User(username=f"cal{i}") for i in range(len(spec["tokens"]))], batch_size=2000
+)
+for user, (access, refresh) in zip(users, spec["tokens"]):
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.create(user=user, channel="console", default_lead_minutes=10)
+        CalendarConnection.objects.create(
+            user=user, provider="google", account="someone@example.com",
+            access_token_encrypted=crypto.encrypt(access),
+            refresh_token_encrypted=crypto.encrypt(refresh),
+            token_expires_at=now + timedelta(hours=1),
+        )
+start, end = NudgeConfig.from_settings().subject_window(now)
+def one(user_id):
+    try:
+        summary = sync_user_connections(user_id, now=now, window_start=start, window_end=end)
+        return [[r.outcome, r.message] for r in summary.results]
+    finally:
+        connection.close()
+started = time.monotonic()
+with ThreadPoolExecutor(spec["threads"]) as pool:
+    results = [r for rs in pool.map(one, [u.pk for u in users]) for r in rs]
+print("SBS_RESULT " + json.dumps({"seconds": time.monotonic() - started, "results": results}))
+"""
+
+
+class SlowGoogle(FakeGoogle):
+    """The fake Google, answering every API call after a round trip."""
+
+    def __init__(self, latency: float) -> None:
+        super().__init__()
+        self.latency = latency
+
+    def answer(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Answer:
+        answer = super().answer(method, path, headers, body)
+        return Answer(answer.status, answer.body, answer.headers, self.latency)
+
+
+def calendar(
+    tree: Tree, connections: int, threads: int, quota: int, latency: float, configured: float
+) -> dict:
+    """``connections`` Google connections synced by ``threads`` threads at once against a
+    fake allowing ``quota`` requests a second; the project rate configured at ``configured``/s."""
+    tree.fresh_database()
+    with SlowGoogle(latency) as fake:
+        fake.events["primary"] = [
+            google_event("standup", *_today_at(9), summary="Standup"),
+        ]
+        fake.quota = Quota(limit=quota, window=1.0, retry_after=1, paths=EVENTS)
+        tokens = [fake.issue_tokens() for _ in range(connections)]
+        out = tree.run(
+            "shell",
+            "-c",
+            CALENDAR_SCRIPT,
+            SBS_CAL=json.dumps({"tokens": tokens, "threads": threads}),
+            CALENDAR_TOKEN_KEYS=TOKEN_KEY,
+            GOOGLE_CLIENT_ID=google_server.CLIENT_ID,
+            GOOGLE_CLIENT_SECRET=google_server.CLIENT_SECRET,
+            GOOGLE_TOKEN_URL=fake.token_url,
+            GOOGLE_API_BASE_URL=fake.api_base_url,
+            CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE=str(configured * 60),
+            # The per-user budget is not what this measures.
+            CALENDAR_GOOGLE_USER_RATE_PER_MINUTE="6000",
+        )
+        result = json.loads(out.split("SBS_RESULT ", 1)[1])
+        calls = fake.events_calls()
+    outcomes = [r[0] for r in result["results"]]
+    refused = sum(1 for c in calls if c.outcome == "rate-limited")
+    return {
+        "connections": connections,
+        "threads": threads,
+        "quota_per_s": quota,
+        "configured_per_s": configured,
+        "provider_latency_s": latency,
+        "requests": len(calls),
+        "answered_429": refused,
+        "share_429": refused / len(calls) if calls else 0.0,
+        "synced": outcomes.count("synced"),
+        "failed_429": sum(1 for o, m in result["results"] if o == "failed" and "429" in m),
+        "left_for_next_cycle": sum(1 for _, m in result["results"] if "no request slot" in m),
+        "seconds": result["seconds"],
+        "synced_per_s": outcomes.count("synced") / result["seconds"],
+    }
+
+
+def _today_at(hour: int):
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime.now(UTC).replace(hour=hour, minute=0, second=0, microsecond=0)
+    return start + timedelta(days=1), start + timedelta(days=1, hours=1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.pacing", description=__doc__)
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE)
+    parser.add_argument("--only", default="", help=f"comma-separated subset of {WORKLOADS}")
+    parser.add_argument("--tag", default="_pacing", help="suffix for this run's databases")
+    parser.add_argument("--json", default=str(ROOT / "bench" / "pacing.json"))
+    parser.add_argument("--connections", type=int, default=600)
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--quota", type=int, default=20, help="the calendar fake's requests/s")
+    parser.add_argument("--rows", type=int, default=2_400, help="the burst's nudges")
+    args = parser.parse_args()
+    only = [w for w in args.only.split(",") if w] or list(WORKLOADS)
+    target = Path(args.json)
+    results: dict = json.loads(target.read_text()) if target.exists() else {}
+    results["baseline"] = args.baseline
+
+    def save() -> None:
+        target.write_text(json.dumps(results, indent=1, default=str))
+
+    current = Tree("current", ROOT, args.tag)
+    with baseline_tree(args.baseline, args.tag) as baseline:
+        trees = [baseline, current]
+        if "calendar" in only:
+            print("== calendar: a sync of many connections against a quota", flush=True)
+            results["calendar"] = {
+                tree.label: calendar(
+                    tree, args.connections, args.threads, args.quota, 0.3, float(args.quota)
+                )
+                for tree in trees
+            }
+            print(json.dumps(results["calendar"], indent=1), flush=True)
+            save()
+        if "burst" in only:
+            print("== burst at the limit (real minutes: about 11)", flush=True)
+            started = time.time()
+            results["burst"] = rate(trees, args.rows, 10, 10.0)
+            results["burst"]["wall_s"] = time.time() - started
+            print(json.dumps(results["burst"], indent=1, default=str), flush=True)
+            save()
+    print(f"wrote {target}")
+
+
+if __name__ == "__main__":
+    main()

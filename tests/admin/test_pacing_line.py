@@ -1,0 +1,23 @@
+"""The admin landing page says each shared rate in force, and when a 429 lowered it."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+
+from core.config import NudgeConfig
+from scheduled_sends.pacing import Budget, SharedBudgets
+
+INDEX = reverse("admin:index")
+
+
+def test_the_landing_page_shows_a_rate_a_429_lowered(staff_client, settings):
+    settings.NUDGE_PACING_BACKOFF = 0.5
+    budgets = SharedBudgets(NudgeConfig.from_settings())
+    budgets.reserve([Budget("whatsapp", 60.0)], 1)
+    budgets.slow_down(Budget("telegram", 25.0), 30.0)
+
+    html = staff_client.get(INDEX).content.decode()
+
+    assert "whatsapp paced at its configured 60.0/s." in html
+    assert "telegram paced at 12.5/s of its configured 25.0/s: lowered by a 429" in html
+    assert "Paused for 30 seconds more (Retry-After)." in html or "Paused for 29 seconds" in html
