@@ -113,6 +113,7 @@ INSTALLED_APPS = [
     # The apps, ground floor first (docs/ARCHITECTURE.md, "Layers").
     "core",
     "tenancy",
+    "pacing",
     "accounts",
     "calendars",
     "scheduled_sends",

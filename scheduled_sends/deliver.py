@@ -38,11 +38,11 @@ from datetime import datetime, timedelta
 
 from accounts.actions import note_permanent_failure
 from core.config import NudgeConfig
+from pacing.pacer import ChannelPacer, SendGate
 from scheduled_sends import subjects
 from scheduled_sends.channels.base import Sender, get_sender
 from scheduled_sends.lateness import LatenessSummary
 from scheduled_sends.models import SweepRun
-from scheduled_sends.pacing import ChannelPacer, SendGate
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.transitions import ClaimedSend, Settlement, Transition
 from scheduled_sends.runlog import DeliverCounts, recorded_run

@@ -15,7 +15,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 # Ground floor first; docs/ARCHITECTURE.md ("Layers") says what each holds.
-LAYERS = ("core", "tenancy", "accounts", "calendars", "scheduled_sends", "portal", "nudgeproject")
+LAYERS = (
+    "core",
+    "tenancy",
+    "pacing",
+    "accounts",
+    "calendars",
+    "scheduled_sends",
+    "portal",
+    "nudgeproject",
+)
 FLOOR = {app: floor for floor, app in enumerate(LAYERS)}
 
 

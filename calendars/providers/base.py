@@ -25,7 +25,7 @@ import requests
 from calendars.crypto import scrub
 from core.config import NudgeConfig
 from core.http_retry_after import parse_retry_after
-from scheduled_sends.pacing import Budget, request_rate_limited, wait_for_request_slot
+from pacing.pacer import Budget, request_rate_limited, wait_for_request_slot
 
 # --- The per-process call counter ------------------------------------------------
 
@@ -278,7 +278,7 @@ def provider_request(
 
     With ``paced_for`` (the connection it serves), the request first waits for
     its slot in the provider's shared budgets (:func:`request_budgets`, paced
-    across every process and thread by ``scheduled_sends/pacing.py``), and a
+    across every process and thread by ``pacing/pacer.py``), and a
     429 — or a 403 that ``is_rate_limit_403`` calls a rate limit — pauses the
     provider-wide budget for its Retry-After and lowers its rate, for every
     process; other providers go on.

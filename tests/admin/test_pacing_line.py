@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import reverse
 
 from core.config import NudgeConfig
-from scheduled_sends.pacing import Budget, SharedBudgets
+from pacing.pacer import Budget, SharedBudgets
 
 INDEX = reverse("admin:index")
 

@@ -15,7 +15,7 @@ import pytest
 from django.db import connection as db_connection
 
 from calendars.sync import Outcome
-from scheduled_sends.pacing import rates_in_force
+from pacing.pacer import rates_in_force
 from tests.calendars.conftest import NOW, TEST_KEY, reload, run_sync
 from tests.fakes import google_server, microsoft_server
 from tests.fakes.base import Quota

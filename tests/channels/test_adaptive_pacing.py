@@ -16,7 +16,7 @@ import pytest
 from django.utils import timezone
 
 from core.config import NudgeConfig
-from scheduled_sends.pacing import Budget, SharedBudgets, rates_in_force
+from pacing.pacer import Budget, SharedBudgets, rates_in_force
 from tests.channels.queue import queue_follow_up
 from tests.fakes.telegram_server import BOT_TOKEN, FakeTelegram
 from tests.support.processes import manage, subprocess_env

@@ -46,7 +46,7 @@ from datetime import timedelta
 from django.db import connection
 
 from core.config import NudgeConfig
-from scheduled_sends.queue import statements
+from pacing import statements
 from tenancy.scope import unscoped_relaxed_commit
 
 # How far ahead one reservation of send slots may reach.

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class PacingConfig(AppConfig):
+    name = "pacing"
+    verbose_name = "Pacing"
