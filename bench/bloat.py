@@ -93,7 +93,7 @@ def _settle_all_pending_before(cutoff) -> int:
 
 
 def run(sizes, users: list[int]) -> dict:
-    from nudgeproject.config import NudgeConfig
+    from core.config import NudgeConfig
     from scheduled_sends.queue import transitions
 
     results: dict = {"waves": sizes.bloat_waves, "prune_days": 7}

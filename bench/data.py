@@ -62,7 +62,7 @@ def make_users(count: int, prefix: str) -> list[int]:
 
 
 def add_delivery_settings(user_ids: list[int], channel: str = "console") -> None:
-    from scheduled_sends.models import DeliverySettings
+    from accounts.models import DeliverySettings
 
     with support_scope():
         template = DeliverySettings.objects.create(user_id=user_ids[0], channel=channel)

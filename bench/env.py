@@ -139,7 +139,7 @@ class _Rollback(Exception):
 
 
 def claim_params(at, limit: int | None = None) -> dict[str, object]:
-    from nudgeproject.config import NudgeConfig
+    from core.config import NudgeConfig
     from scheduled_sends.queue import transitions
 
     return transitions.claim_params(at, NudgeConfig.from_settings(), limit)

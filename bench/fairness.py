@@ -21,7 +21,7 @@ from bench.drain import run_workers
 def _sent_offsets(start: float, burst_user: int) -> tuple[list[float], list[float], int, int]:
     from django.db import connection
 
-    from nudgeproject.config import NudgeConfig
+    from core.config import NudgeConfig
     from tenancy.scope import support_scope
 
     grace = NudgeConfig.from_settings().grace
@@ -73,7 +73,7 @@ def run(sizes, users: list[int]) -> dict:
                     }
                 )
     first = results["rounds"][0]
-    from nudgeproject.config import NudgeConfig
+    from core.config import NudgeConfig
 
     grace_s = NudgeConfig.from_settings().grace.total_seconds()
     rate = first["settled_per_second"]

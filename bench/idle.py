@@ -61,7 +61,7 @@ class LoopbackProvider:
 def naive_sweep(user_ids: list[int], at, provider: LoopbackProvider) -> int:
     """The per-tenant sweep: every tenant, every minute. Returns subjects found due."""
     from calendars.models import CalendarEvent, FollowUp
-    from nudgeproject.config import NudgeConfig
+    from core.config import NudgeConfig
     from tenancy.scope import tenant_scope
 
     config = NudgeConfig.from_settings()

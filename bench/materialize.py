@@ -16,7 +16,7 @@ from bench import data, env
 def run(sizes, users: list[int]) -> dict:
     from django.contrib.auth import get_user_model
 
-    from nudgeproject.config import NudgeConfig
+    from core.config import NudgeConfig
     from scheduled_sends.demo import seed_demo
     from scheduled_sends.materialize import run_materialize
 

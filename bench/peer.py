@@ -75,7 +75,7 @@ def _procrastinate(jobs: int) -> dict:
 def _ours(jobs: int, users: list[int]) -> dict:
     from django.db import connection
 
-    from nudgeproject.config import NudgeConfig
+    from core.config import NudgeConfig
     from scheduled_sends.queue import statements, transitions
     from tenancy.scope import tenant_scope
 

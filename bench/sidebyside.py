@@ -65,7 +65,7 @@ import json, os
 from datetime import datetime, timedelta
 from django.contrib.auth import get_user_model
 from calendars.models import FollowUp
-from scheduled_sends.models import DeliverySettings
+from accounts.models import DeliverySettings
 from tenancy.scope import tenant_scope
 User = get_user_model()
 for group in json.loads(os.environ["SBS_SEED"]):

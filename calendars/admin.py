@@ -14,8 +14,8 @@ from django.http import HttpRequest
 from django.utils.text import Truncator
 
 from calendars.models import CalendarConnection, CalendarEvent, FollowUp
-from nudgeproject.admin_readonly import ReadOnlyAdmin
-from nudgeproject.console import instant_column
+from core.admin_readonly import ReadOnlyAdmin
+from core.display import instant_column
 
 SECRET_FIELDS = ("access_token_encrypted", "refresh_token_encrypted", "feed_url_encrypted")
 

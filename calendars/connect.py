@@ -23,7 +23,7 @@ from calendars.oauth import TokenGrant
 from calendars.providers.base import ConnectionSnapshot, ProviderError
 from calendars.providers.ics import IcsFeedProvider, check_feed_url, feed_host
 from calendars.sync import apply_events, owner_facts
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
 
 

@@ -37,6 +37,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import F
 from django.utils import timezone
 
+from accounts.models import DeliverySettings
 from calendars import crypto
 from calendars.models import CalendarConnection, CalendarEvent, ConnectionStatus, Provider
 from calendars.providers import get_provider
@@ -49,8 +50,7 @@ from calendars.providers.base import (
     RetryLater,
     call_count,
 )
-from nudgeproject.config import NudgeConfig
-from scheduled_sends.models import DeliverySettings
+from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.calendars.sync")

@@ -29,9 +29,9 @@ from django.template.response import SimpleTemplateResponse, TemplateResponse
 from django.urls import path
 from django.utils import timezone
 
+from core.config import NudgeConfig
 from nudgeproject import console
 from nudgeproject.admin_guard import audit_logger, guarded
-from nudgeproject.config import NudgeConfig
 from scheduled_sends import health
 from scheduled_sends.models import ScheduledSend, SweepRun
 from tenancy.scope import support_scope

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core import checks
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 
 
 @checks.register()

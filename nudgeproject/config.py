@@ -6,7 +6,7 @@ rates and limits once, refuses combinations that would make the queue unsafe
 (with the setting's name and the reason), and is what every module reads —
 never ``settings.NUDGE_…`` directly. It is built at call time, so a test's
 ``settings`` override takes effect. ``manage.py check`` runs the validation
-too (``nudgeproject.checks``), and so does every management command that runs
+too (``core.checks``), and so does every management command that runs
 the system checks as it starts (the sweeps do), so a bad value stops a deploy
 or a cron line, not a sweep halfway.
 

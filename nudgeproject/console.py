@@ -18,12 +18,13 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from accounts.models import Channel
+from core.config import NudgeConfig
 from nudgeproject import svgchart
-from nudgeproject.config import NudgeConfig
 from nudgeproject.svgchart import Chart, Series
 from scheduled_sends import charts
 from scheduled_sends.lateness import BUCKETS
-from scheduled_sends.models import Channel, Outcome
+from scheduled_sends.models import Outcome
 
 BEYOND_LAST_BUCKET = BUCKETS[-2]  # the histogram's last finite bound
 

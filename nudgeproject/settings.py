@@ -309,7 +309,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "structured": {"()": "nudgeproject.log_format.KeyValueFormatter"},
+        "structured": {"()": "core.log_format.KeyValueFormatter"},
     },
     "handlers": {
         "stderr": {"class": "logging.StreamHandler", "formatter": "structured"},

@@ -15,10 +15,10 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from nudgeproject.config import NudgeConfig
+from accounts.models import Channel, DeliverySettings, default_lead_minutes
+from core.config import NudgeConfig
 from portal.models import ChannelAddress, OptInRecord
 from portal.tokens import address_digest
-from scheduled_sends.models import Channel, DeliverySettings, default_lead_minutes
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.portal")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from nudgeproject.admin_readonly import ReadOnlyAdmin
+from core.admin_readonly import ReadOnlyAdmin
 from portal.models import OptInRecord
 
 

@@ -21,8 +21,8 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
+from accounts.actions import ensure_settings
 from portal import followups
-from portal.account import ensure_settings
 from portal.followups import FollowUpChange, FollowUpInvalid
 from portal.openapi import schema
 from portal.tokens import api_token_is_live, parse_api_token

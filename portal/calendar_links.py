@@ -18,9 +18,9 @@ from django.conf import settings
 
 from calendars import crypto
 from calendars.models import CalendarConnection, Provider
-from nudgeproject.config import NudgeConfig
-from portal.account import refresh_queue
+from core.config import NudgeConfig
 from portal.followups import MAX_ID
+from scheduled_sends.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.portal")

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from calendars.models import FollowUp
-from portal.account import refresh_queue
+from scheduled_sends.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 
 TITLE_MAX_CHARS = 200

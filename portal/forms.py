@@ -8,8 +8,8 @@ from functools import cache
 from django import forms
 from django.conf import settings
 
+from accounts.models import MAX_LEAD_MINUTES, Channel
 from portal.followups import TITLE_MAX_CHARS
-from scheduled_sends.models import MAX_LEAD_MINUTES, Channel
 
 
 @cache

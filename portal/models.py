@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from scheduled_sends.models import Channel
+from accounts.models import Channel
 from tenancy.models import TenantModel
 
 

@@ -22,6 +22,8 @@ from telegram import Bot, Update
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
+from accounts.actions import PAUSED_BY_TELEGRAM_STOP, ensure_settings
+from accounts.models import Channel
 from portal import account
 from portal.models import TelegramUpdateSeen
 from portal.tokens import parse_telegram_payload, use_telegram_code
@@ -30,7 +32,7 @@ from scheduled_sends.channels.telegram import (
     bot_api_base_url,
     install_token_filter,
 )
-from scheduled_sends.models import Channel
+from scheduled_sends.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 
 WEBHOOK_SECRET_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -79,7 +81,7 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
     with tenant_scope(owned.user_id):
         if use_telegram_code(owned, now):
             account.bind_address(
-                account.ensure_settings(owned.user_id),
+                ensure_settings(owned.user_id),
                 Channel.TELEGRAM,
                 chat_id,
                 "sent the one-time link to the bot (/start)",
@@ -89,7 +91,7 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
         else:
             linked = False
     if linked:
-        account.refresh_queue(owned.user_id, now)
+        refresh_queue(owned.user_id, now)
         return LINKED
     if account.owner_of(Channel.TELEGRAM, chat_id) == owned.user_id:
         return ALREADY_LINKED
@@ -116,7 +118,7 @@ def handle_update(update: Update, now: datetime) -> Reply | None:
             return Reply(chat_id, RESUMED)
         return Reply(chat_id, ALREADY_LINKED if resumed.user_id else HELLO)
     if command == "/stop":
-        paused = account.pause_from(Channel.TELEGRAM, address, account.PAUSED_BY_TELEGRAM_STOP, now)
+        paused = account.pause_from(Channel.TELEGRAM, address, PAUSED_BY_TELEGRAM_STOP, now)
         return Reply(chat_id, PAUSED if paused.user_id else NOT_LINKED)
     return Reply(chat_id, HELP)
 

@@ -18,9 +18,9 @@ from datetime import datetime, timedelta
 
 from django.utils.crypto import salted_hmac
 
-from nudgeproject.config import NudgeConfig
+from accounts.models import Channel
+from core.config import NudgeConfig
 from portal.models import ApiToken, LinkCode
-from scheduled_sends.models import Channel
 
 API_TOKEN_PREFIX = "nudge"  # noqa: S105 — a label, not a secret
 MAX_CODE_ATTEMPTS = 5

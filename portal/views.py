@@ -18,6 +18,8 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.actions import ensure_settings
+from accounts.models import Channel, DeliverySettings
 from calendars.connect import ConnectError, connect_ics_feed
 from calendars.models import ConnectionStatus
 from portal import account, calendar_links, followups, telegram, timeline, whatsapp
@@ -32,7 +34,7 @@ from portal.forms import (
 )
 from portal.models import ApiToken, LinkCode, OptInRecord
 from portal.tokens import new_api_token, new_telegram_code
-from scheduled_sends.models import Channel, DeliverySettings
+from scheduled_sends.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 
 
@@ -64,7 +66,7 @@ def _add_follow_up(
 
 def _zone(user_id: int):
     with tenant_scope(user_id):
-        return timeline.zone_of(account.ensure_settings(user_id).timezone)
+        return timeline.zone_of(ensure_settings(user_id).timezone)
 
 
 @login_required
@@ -77,7 +79,7 @@ def home(request: HttpRequest) -> HttpResponse:
         return added
     now = timezone.now()
     with tenant_scope(user_id), timezone.override(zone):
-        delivery = account.ensure_settings(user_id)
+        delivery = ensure_settings(user_id)
         return render(
             request,
             "portal/home.html",
@@ -155,7 +157,7 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
     user_id = request.user.pk
     now = timezone.now()
     with tenant_scope(user_id):
-        delivery = account.ensure_settings(user_id)
+        delivery = ensure_settings(user_id)
         with timezone.override(timeline.zone_of(delivery.timezone)):
             return render(
                 request,
@@ -203,14 +205,14 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         return _settings_page(request)
     user_id = request.user.pk
     with tenant_scope(user_id):
-        current_channel = account.ensure_settings(user_id).channel
+        current_channel = ensure_settings(user_id).channel
     form = SettingsForm(request.POST, current_channel=current_channel)
     if not form.is_valid():
         return _settings_page(request, form)
     now = timezone.now()
     data = form.cleaned_data
     with tenant_scope(user_id):
-        delivery = account.ensure_settings(user_id)
+        delivery = ensure_settings(user_id)
         for name in ("channel", "timezone", "default_lead_minutes", "quiet_start", "quiet_end"):
             setattr(delivery, name, data[name])
         problem = _channel_problem(delivery)
@@ -240,7 +242,7 @@ def link_telegram(request: HttpRequest) -> HttpResponse:
         return redirect("portal:settings")
     user_id = request.user.pk
     with tenant_scope(user_id):
-        account.ensure_settings(user_id)
+        ensure_settings(user_id)
         code = new_telegram_code(user_id, timezone.now())
     # Opens the bot in Telegram, which sends it "/start <code>".
     return HttpResponseRedirect(telegram.link_url(code))
@@ -336,7 +338,7 @@ def calendar_add_ics(request: HttpRequest) -> HttpResponse:
         except ConnectError as exc:
             form.add_error("url", str(exc))
         else:
-            account.refresh_queue(request.user.pk)
+            refresh_queue(request.user.pk)
             messages.success(request, "Calendar added.")
             return redirect("portal:calendars")
     return _calendars_page(request, ics_form=form)

@@ -16,6 +16,8 @@ from django.core.exceptions import ValidationError
 from twilio.base.exceptions import TwilioException, TwilioRestException
 from twilio.rest import Client
 
+from accounts.actions import PAUSED_BY_WHATSAPP_STOP, ensure_settings
+from accounts.models import Channel, validate_e164
 from portal import account
 from portal.tokens import TooManyCodes, new_whatsapp_code, use_whatsapp_code
 from scheduled_sends.channels.whatsapp import (
@@ -23,7 +25,7 @@ from scheduled_sends.channels.whatsapp import (
     classify_twilio_error,
     whatsapp_address,
 )
-from scheduled_sends.models import Channel, validate_e164
+from scheduled_sends.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 
 STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT"})
@@ -94,7 +96,7 @@ def confirm_code(user_id: int, code: str, now: datetime) -> bool:
         number = use_whatsapp_code(user_id, code, now)
         if number is not None:
             account.bind_address(
-                account.ensure_settings(user_id),
+                ensure_settings(user_id),
                 Channel.WHATSAPP,
                 number,
                 "entered the code sent to this number on the website",
@@ -102,7 +104,7 @@ def confirm_code(user_id: int, code: str, now: datetime) -> bool:
             )
     if number is None:
         return False
-    account.refresh_queue(user_id, now)
+    refresh_queue(user_id, now)
     return True
 
 
@@ -126,5 +128,5 @@ def handle_inbound(params: dict[str, str], now: datetime) -> account.InboundResu
     if command is None or not number:
         return None
     if command == "stop":
-        return account.pause_from(Channel.WHATSAPP, number, account.PAUSED_BY_WHATSAPP_STOP, now)
+        return account.pause_from(Channel.WHATSAPP, number, PAUSED_BY_WHATSAPP_STOP, now)
     return account.resume_from(Channel.WHATSAPP, number, "replied START on WhatsApp", now)

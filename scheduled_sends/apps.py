@@ -7,4 +7,4 @@ class ScheduledSendsConfig(AppConfig):
 
     def ready(self) -> None:
         # The product's knobs are validated at start-up (they are mostly the queue's).
-        from nudgeproject import checks  # noqa: F401  (registers the system check)
+        from core import checks  # noqa: F401  (registers the system check)

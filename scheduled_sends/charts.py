@@ -44,9 +44,10 @@ from django.db.models import (
 )
 from django.db.models.functions import Extract, Left, Trunc
 
-from nudgeproject.config import NudgeConfig
+from accounts.models import Channel
+from core.config import NudgeConfig
 from scheduled_sends.lateness import BUCKETS
-from scheduled_sends.models import Channel, Outcome, ScheduledSend
+from scheduled_sends.models import Outcome, ScheduledSend
 
 LOOK_AHEAD = timedelta(hours=3)
 HISTORY = timedelta(hours=24)

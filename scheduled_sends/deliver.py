@@ -35,8 +35,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from nudgeproject.config import NudgeConfig
-from portal.account import note_permanent_failure
+from accounts.actions import note_permanent_failure
+from core.config import NudgeConfig
 from scheduled_sends import subjects
 from scheduled_sends.channels.base import (
     Channel,

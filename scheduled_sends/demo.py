@@ -10,9 +10,9 @@ from datetime import datetime, timedelta
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 
+from accounts.models import Channel, DeliverySettings
 from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
-from nudgeproject.config import NudgeConfig
-from scheduled_sends.models import Channel, DeliverySettings
+from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
 
 TITLES = [

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 
 from django.db import DatabaseError
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.lateness import BUCKETS, merged_p95
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue.transitions import database_now, queue_counts

@@ -25,12 +25,13 @@ from django.contrib.auth import get_user_model
 from django.db import connection, connections
 from django.db.models import BooleanField, ExpressionWrapper, F
 
+from accounts.models import DeliverySettings
+from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
 from calendars.providers.normalize import sorted_leads
 from calendars.sync import sync_user_connections
-from nudgeproject.config import NudgeConfig
-from portal.rules import SkipReason, hold_for_quiet_hours, pause_reason
-from scheduled_sends.models import DeliverySettings, Kind, ScheduledSend, SweepRun
+from core.config import NudgeConfig
+from scheduled_sends.models import Kind, ScheduledSend, SweepRun
 from scheduled_sends.queue import statements, states, transitions
 from scheduled_sends.queue.transitions import database_now
 from scheduled_sends.runlog import recorded_run
@@ -75,7 +76,7 @@ IntendedTimeRule = Callable[[datetime, datetime], "datetime | SkipReason"] | Non
 
 def _held(hold: IntendedTimeRule, intended_at: datetime, starts_at: datetime) -> datetime:
     """Quiet hours move a nudge to their end; one they would skip keeps its time,
-    and delivery settles it ``skipped`` with the reason (portal.rules)."""
+    and delivery settles it ``skipped`` with the reason (accounts.rules)."""
     moved = hold(intended_at, starts_at) if hold else intended_at
     return moved if isinstance(moved, datetime) else intended_at
 

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models.functions import Now, TruncMinute
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.queue.states import Outcome, ScheduledSendQuerySet
 from tenancy.models import TenantModel
 

@@ -34,7 +34,7 @@ from datetime import timedelta
 
 from django.db import connection
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.queue import statements
 from tenancy.scope import unscoped_relaxed_commit
 

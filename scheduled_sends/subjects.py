@@ -26,12 +26,13 @@ from datetime import datetime, time
 
 from django.db.models import Value
 
+from accounts.models import DeliverySettings
+from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
-from nudgeproject.config import NudgeConfig
-from portal.rules import SkipReason, hold_for_quiet_hours, pause_reason
+from core.config import NudgeConfig
 from scheduled_sends.channels.base import NudgeMessage
 from scheduled_sends.messages import compose
-from scheduled_sends.models import DeliverySettings, Kind, ScheduledSend
+from scheduled_sends.models import Kind, ScheduledSend
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.transitions import ClaimedSend
 from tenancy.scope import tenant_reads
@@ -78,7 +79,7 @@ class Facts:
     all_day: bool
     needs_reauth: bool
     done: bool
-    # Self-service holds (portal.rules reads these by name).
+    # Self-service holds (accounts.rules reads these by name).
     paused: bool
     paused_reason: str
     unreachable_channel: str

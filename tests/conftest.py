@@ -14,8 +14,8 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from psycopg.conninfo import make_conninfo
 
+from accounts.models import DeliverySettings
 from scheduled_sends.channels.recording import RecordingChannel
-from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope
 
 User = get_user_model()

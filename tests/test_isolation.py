@@ -9,7 +9,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 
 from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from portal.models import OptInRecord
 from portal.tokens import new_api_token, new_telegram_code
 from scheduled_sends.models import ScheduledSend

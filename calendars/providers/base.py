@@ -20,8 +20,8 @@ from typing import Any, Literal
 import requests
 
 from calendars.crypto import scrub
-from nudgeproject.config import NudgeConfig
-from nudgeproject.http_retry_after import parse_retry_after
+from core.config import NudgeConfig
+from core.http_retry_after import parse_retry_after
 
 # --- The per-process call counter ------------------------------------------------
 

@@ -71,7 +71,7 @@ from calendars.providers.untrusted_fetch import (
     parse_target,
     vetted_address,
 )
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 
 logger = logging.getLogger("nudge.calendars.ics")
 

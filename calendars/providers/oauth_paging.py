@@ -41,7 +41,7 @@ from calendars.providers.base import (
     retry_after_delay,
     time_left,
 )
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 
 # One page holds a normal calendar's whole window (2,500 events on Google, 500
 # on Graph), so more than one is rare. Four is a generous ceiling for a very

@@ -19,8 +19,8 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from nudgeproject.config import NudgeConfig
-from nudgeproject.console import when
+from core.config import NudgeConfig
+from core.display import when
 from scheduled_sends.admin.rows import as_of, attach_subject_titles, owner_name, subject_label
 from scheduled_sends.deliver import INTERRUPTED_REASON, UNUSABLE_RECEIPT
 from scheduled_sends.models import ScheduledSend

@@ -12,9 +12,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from nudgeproject.console import instant_column
-from portal.rules import pause_reason
-from scheduled_sends.models import LEAD_RANGE, MAX_LEAD_MINUTES, DeliverySettings
+from accounts.models import LEAD_RANGE, MAX_LEAD_MINUTES, DeliverySettings
+from accounts.rules import pause_reason
+from core.display import instant_column
 
 
 class DeliverySettingsForm(forms.ModelForm):

@@ -19,8 +19,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from nudgeproject.config import NudgeConfig
-from nudgeproject.console import instant_column, when
+from core.config import NudgeConfig
+from core.display import instant_column, when
 from scheduled_sends.admin import actions
 from scheduled_sends.admin.rows import as_of, attach_subject_titles, owner_name, subject_label
 from scheduled_sends.models import ScheduledSend

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from nudgeproject.admin_readonly import ReadOnlyAdmin
-from nudgeproject.console import instant_column
+from core.admin_readonly import ReadOnlyAdmin
+from core.display import instant_column
 from scheduled_sends.models import SweepRun
 
 

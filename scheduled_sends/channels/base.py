@@ -28,7 +28,7 @@ from typing import ClassVar
 
 from django.utils.module_loading import import_string
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 
 REDACTED = "[redacted]"
 

@@ -51,7 +51,7 @@ from telegram.error import (
 )
 from telegram.request import HTTPXRequest
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.channels.base import (
     Channel,
     NudgeMessage,

@@ -40,7 +40,7 @@ from twilio.http.http_client import TwilioHttpClient
 from twilio.http.response import Response
 from twilio.rest import Client
 
-from nudgeproject.http_retry_after import parse_retry_after
+from core.http_retry_after import parse_retry_after
 from scheduled_sends.channels.base import (
     Channel,
     NudgeMessage,

@@ -6,7 +6,7 @@ import sys
 
 from django.core.management.base import CommandParser
 
-from nudgeproject.command_line import NudgeCommand, instant
+from core.command_line import NudgeCommand, instant
 
 
 class SweepCommand(NudgeCommand):

@@ -6,8 +6,6 @@ import django.db.models.functions.datetime
 from django.conf import settings
 from django.db import migrations, models
 
-import scheduled_sends.models
-
 
 class Migration(migrations.Migration):
     initial = True
@@ -88,7 +86,7 @@ class Migration(migrations.Migration):
                         blank=True,
                         default="",
                         max_length=16,
-                        validators=[scheduled_sends.models.validate_e164],
+                        validators=[accounts.models.validate_e164],
                     ),
                 ),
                 (
@@ -97,7 +95,7 @@ class Migration(migrations.Migration):
                         blank=True,
                         default="",
                         max_length=64,
-                        validators=[scheduled_sends.models.validate_telegram_chat_id],
+                        validators=[accounts.models.validate_telegram_chat_id],
                     ),
                 ),
                 (
@@ -105,7 +103,7 @@ class Migration(migrations.Migration):
                     models.CharField(
                         default="UTC",
                         max_length=64,
-                        validators=[scheduled_sends.models.validate_timezone],
+                        validators=[accounts.models.validate_timezone],
                     ),
                 ),
                 (

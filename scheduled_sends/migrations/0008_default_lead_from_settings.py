@@ -3,8 +3,6 @@
 import django.core.validators
 from django.db import migrations, models
 
-import scheduled_sends.models
-
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -16,7 +14,7 @@ class Migration(migrations.Migration):
             model_name="deliverysettings",
             name="default_lead_minutes",
             field=models.PositiveIntegerField(
-                default=scheduled_sends.models.default_lead_minutes,
+                default=accounts.models.default_lead_minutes,
                 validators=[
                     django.core.validators.MinValueValidator(0),
                     django.core.validators.MaxValueValidator(1440),

@@ -2,8 +2,6 @@
 
 from django.db import migrations, models
 
-import scheduled_sends.models
-
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -15,8 +13,8 @@ class Migration(migrations.Migration):
             model_name="deliverysettings",
             name="default_lead_minutes",
             field=models.PositiveIntegerField(
-                default=scheduled_sends.models.default_lead_minutes,
-                validators=[scheduled_sends.models.validate_lead_minutes],
+                default=accounts.models.default_lead_minutes,
+                validators=[accounts.models.validate_lead_minutes],
             ),
         ),
     ]

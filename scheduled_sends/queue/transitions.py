@@ -36,7 +36,7 @@ from django.db import connection
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.states import (

@@ -159,7 +159,7 @@ class TestOneSeededDay:
         # Reachable from the user's row in the queue and in the delivery settings.
         queue = staff_client.get(reverse("admin:scheduled_sends_scheduledsend_changelist")).content
         assert f'href="{url}"'.encode() in queue
-        delivery = staff_client.get(reverse("admin:scheduled_sends_deliverysettings_changelist"))
+        delivery = staff_client.get(reverse("admin:accounts_deliverysettings_changelist"))
         assert f'href="{url}"'.encode() in delivery.content
 
 

@@ -20,8 +20,9 @@ from django.urls import reverse
 from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
+from accounts.models import DeliverySettings
 from scheduled_sends.deliver import INTERRUPTED_REASON
-from scheduled_sends.models import DeliverySettings, SweepRun
+from scheduled_sends.models import SweepRun
 from tenancy.scope import support_scope
 
 from .browser import (  # noqa: F401 - fixtures
@@ -89,7 +90,7 @@ def _pages(seeded_user_id: int, sweep_run_id: int, settings_id: int) -> list[tup
         ("sweep-run", reverse("admin:scheduled_sends_sweeprun_change", args=[sweep_run_id])),
         (
             "delivery-settings-change",
-            reverse("admin:scheduled_sends_deliverysettings_change", args=[settings_id]),
+            reverse("admin:accounts_deliverysettings_change", args=[settings_id]),
         ),
     ]
     for model in admin.site._registry:

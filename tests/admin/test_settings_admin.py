@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from scheduled_sends.models import DeliverySettings
+from accounts.models import DeliverySettings
 from tenancy.scope import tenant_scope
 
 
@@ -15,7 +15,7 @@ def settings_of(user) -> DeliverySettings:
 
 
 def change_url(user) -> str:
-    return reverse("admin:scheduled_sends_deliverysettings_change", args=[settings_of(user).pk])
+    return reverse("admin:accounts_deliverysettings_change", args=[settings_of(user).pk])
 
 
 def form_data(**overrides) -> dict:
@@ -92,6 +92,6 @@ def test_settings_list_shows_every_tenant(staff_client, make_user):
     make_user("alice")
     make_user("bob")
 
-    response = staff_client.get(reverse("admin:scheduled_sends_deliverysettings_changelist"))
+    response = staff_client.get(reverse("admin:accounts_deliverysettings_changelist"))
 
     assert response.context["cl"].result_count == 2

@@ -17,7 +17,7 @@ from calendars import crypto
 from calendars.models import CalendarConnection, CalendarEvent
 from calendars.providers.base import reset_call_counter
 from calendars.sync import SyncSummary, sync_user_connections
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
 from tests.fakes import google_server, microsoft_server
 from tests.fakes.fixtures import fake_telegram, telegram_settings  # noqa: F401 — fixtures

@@ -15,9 +15,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from accounts.models import DeliverySettings
 from calendars.providers.ics import parse_feed, parse_seconds
 from scheduled_sends.materialize import run_materialize
-from scheduled_sends.models import DeliverySettings, ScheduledSend
+from scheduled_sends.models import ScheduledSend
 from tenancy.scope import tenant_scope
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
 from tests.calendars.ics_samples import crlf

@@ -7,7 +7,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from nudgeproject.http_retry_after import MAX_RETRY_AFTER_SECONDS, parse_retry_after
+from core.http_retry_after import MAX_RETRY_AFTER_SECONDS, parse_retry_after
 
 NOW = datetime(2026, 12, 2, 8, 0, tzinfo=UTC)
 

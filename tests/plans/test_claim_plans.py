@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.queue import statements, transitions
 from tenancy.scope import rls_bypass, tenant_scope
 from tests.conftest import utc

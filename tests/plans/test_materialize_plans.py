@@ -15,10 +15,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from accounts.models import DeliverySettings
 from calendars.models import CalendarEvent, ConnectionStatus, FollowUp
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.materialize import plan_for_user
-from scheduled_sends.models import DeliverySettings, ScheduledSend
+from scheduled_sends.models import ScheduledSend
 from tenancy.scope import support_scope, tenant_scope
 from tests.conftest import utc
 from tests.plans.data import (

@@ -10,9 +10,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.models import DeliverySettings
 from portal import followups
 from scheduled_sends.deliver import run_deliver
-from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope
 from tests.fakes import telegram_server as tg
 from tests.fakes import twilio_server as tw
@@ -162,7 +162,7 @@ def test_support_sees_why_a_users_nudges_are_held(
     run_deliver(now)
     staff = get_user_model().objects.create_user("support", is_staff=True, is_superuser=True)
     client.force_login(staff)
-    page = client.get("/admin/scheduled_sends/deliverysettings/").content.decode()
+    page = client.get("/admin/accounts/deliverysettings/").content.decode()
     assert "telegram unreachable: you blocked the bot in Telegram" in page
 
 
@@ -171,7 +171,7 @@ def test_a_held_nudge_sent_a_little_early_by_smoothing_still_goes(make_user, now
     minutes earlier, into the quiet period's last minutes, without a skip."""
     import uuid
 
-    from nudgeproject.config import NudgeConfig
+    from core.config import NudgeConfig
     from scheduled_sends.queue.transitions import ClaimedSend
     from scheduled_sends.subjects import Delivery, Skip, decide, read_facts
 

@@ -11,12 +11,12 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.models import DeliverySettings
 from calendars.models import CalendarConnection, FollowUp
 from portal import followups
 from portal.models import ApiToken
 from portal.tokens import digest, new_api_token, new_telegram_code, parse_api_token
 from scheduled_sends.deliver import run_deliver
-from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope
 from tests.fakes.telegram_server import FakeTelegram
 

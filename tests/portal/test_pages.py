@@ -12,9 +12,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.models import DeliverySettings
 from calendars import crypto
 from calendars.models import CalendarConnection, FollowUp
-from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope
 from tests.fakes.google_server import FakeGoogle
 
@@ -316,7 +316,7 @@ def test_disconnecting_microsoft_deletes_its_tokens_and_events_leave_the_queue(s
             title="Board meeting",
             starts_at=timezone.now() + timedelta(minutes=45),
         )
-    from portal.account import refresh_queue
+    from scheduled_sends.materialize import refresh_queue
 
     refresh_queue(user.pk)
     assert len(pending(user)) == 1

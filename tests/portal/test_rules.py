@@ -7,7 +7,7 @@ from datetime import UTC, datetime, time, timedelta
 
 import pytest
 
-from portal.rules import SkipReason, hold_for_quiet_hours, pause_reason, quiet_hours_end
+from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason, quiet_hours_end
 
 
 @dataclass

@@ -12,10 +12,10 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.models import DeliverySettings
 from portal import telegram
 from portal.models import LinkCode, OptInRecord
 from portal.tokens import new_telegram_code
-from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope
 from tests.fakes.telegram_server import FakeTelegram
 

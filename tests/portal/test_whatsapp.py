@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 from twilio.request_validator import RequestValidator
 
+from accounts.models import DeliverySettings
 from portal.models import OptInRecord
-from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope
 from tests.fakes.fixtures import WHATSAPP_FROM
 from tests.fakes.twilio_server import ACCOUNT_SID, AUTH_TOKEN, INVALID_TO

@@ -8,8 +8,8 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError, connection
 
-from scheduled_sends.admin.delivery_settings import DeliverySettingsForm
-from scheduled_sends.models import MAX_LEAD_MINUTES, DeliverySettings
+from accounts.admin import DeliverySettingsForm
+from accounts.models import MAX_LEAD_MINUTES, DeliverySettings
 from tenancy.scope import tenant_scope
 
 pytestmark = pytest.mark.django_db

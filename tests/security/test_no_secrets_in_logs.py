@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from calendars import crypto
 from calendars.models import CalendarConnection, Provider
-from nudgeproject.log_format import KeyValueFormatter
+from core.log_format import KeyValueFormatter
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import ScheduledSend, SweepRun

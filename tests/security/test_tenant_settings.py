@@ -13,8 +13,9 @@ import pytest
 from django.core.signals import request_finished, request_started
 from django.db import DatabaseError, connection, transaction
 
+from accounts.models import DeliverySettings
 from calendars.models import FollowUp
-from scheduled_sends.models import DeliverySettings, ScheduledSend
+from scheduled_sends.models import ScheduledSend
 from tenancy.scope import ScopeError, current_scope, tenant_scope
 from tests.conftest import utc
 from tests.support.queue import queue_nudge

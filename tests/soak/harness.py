@@ -50,10 +50,11 @@ from typing import IO
 
 from django.db import connection
 
+from accounts.models import DeliverySettings
 from calendars.models import CalendarConnection, CalendarEvent, EventStatus, FollowUp, Provider
 from scheduled_sends.channels.whatsapp import whatsapp_address
 from scheduled_sends.deliver import INTERRUPTED_REASON
-from scheduled_sends.models import DeliverySettings, Kind, ScheduledSend, SweepRun
+from scheduled_sends.models import Kind, ScheduledSend, SweepRun
 from scheduled_sends.queue.transitions import EXPIRED_REASON
 from tenancy.scope import support_scope, tenant_scope
 from tests.fakes import telegram_server as tg
@@ -321,7 +322,7 @@ class Soak:
         # Recipients that always fail: two refused for good, one whose provider
         # keeps answering 500 (its nudges retry, then expire). Not "bot was
         # blocked": that marks the user unreachable and stops queueing them
-        # (portal.account.mark_unreachable), which tests/portal covers.
+        # (accounts.actions.mark_unreachable), which tests/portal covers.
         self.twilio.plan.for_recipient(self.tenants[0].address, tw.INVALID_TO)
         self.telegram.plan.for_recipient(self.tenants[1].address, tg.BOT_KICKED)
         self.telegram.plan.for_recipient(self.tenants[3].address, tg.SERVER_ERROR)

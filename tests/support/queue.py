@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from scheduled_sends.models import DeliverySettings, Kind, ScheduledSend
+from accounts.models import DeliverySettings
+from scheduled_sends.models import Kind, ScheduledSend
 from scheduled_sends.queue.transitions import NewNudge, enqueue
 from tenancy.scope import tenant_scope
 

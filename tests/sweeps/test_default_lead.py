@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 
-from scheduled_sends.admin.delivery_settings import DeliverySettingsForm
+from accounts.admin import DeliverySettingsForm
+from accounts.models import DeliverySettings
 from scheduled_sends.materialize import run_materialize
-from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope
 from tests.conftest import utc
 from tests.sweeps.factories import add_follow_up, rows

@@ -11,7 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from nudgeproject.config import NudgeConfig
+from accounts.models import DeliverySettings
+from core.config import NudgeConfig
 from scheduled_sends.channels.base import (
     NudgeMessage,
     SendReceipt,
@@ -21,7 +22,7 @@ from scheduled_sends.channels.recording import RecordingChannel
 from scheduled_sends.deliver import INTERRUPTED_REASON, run_deliver
 from scheduled_sends.materialize import run_materialize
 from scheduled_sends.messages import compose
-from scheduled_sends.models import DeliverySettings, SweepRun
+from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
 from tenancy.scope import tenant_scope
 from tests.channels.queue import queue_follow_up, reload

@@ -16,7 +16,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.channels.base import NudgeMessage
 from scheduled_sends.channels.recording import RecordingChannel
 from scheduled_sends.deliver import run_deliver

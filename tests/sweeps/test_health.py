@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.db import transaction
 from django.utils import timezone
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.health import check_health
 from scheduled_sends.materialize import run_materialize

@@ -9,12 +9,12 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from accounts.models import DeliverySettings
 from calendars.models import ConnectionStatus, EventStatus
-from portal.account import refresh_queue
 from scheduled_sends import materialize
 from scheduled_sends.deliver import run_deliver
-from scheduled_sends.materialize import run_materialize
-from scheduled_sends.models import DeliverySettings, SweepRun
+from scheduled_sends.materialize import refresh_queue, run_materialize
+from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
 from tenancy.scope import tenant_scope
 from tests.conftest import utc

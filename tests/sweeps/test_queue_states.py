@@ -18,7 +18,7 @@ import pytest
 from django.db.models import Q
 from django.utils import timezone
 
-from nudgeproject.config import NudgeConfig
+from core.config import NudgeConfig
 from scheduled_sends.models import Kind, ScheduledSend
 from scheduled_sends.queue import states, transitions
 from tenancy.scope import support_scope, tenant_scope

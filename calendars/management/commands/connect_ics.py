@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import CommandError, CommandParser
 
 from calendars.connect import ConnectError, connect_ics_feed
-from nudgeproject.command_line import NudgeCommand, instant, positive_int, require_users
+from core.command_line import NudgeCommand, instant, positive_int, require_users
 
 
 class Command(NudgeCommand):

@@ -11,7 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError
 
 from calendars.key_rotation import rotate_calendar_secrets
-from nudgeproject.command_line import NudgeCommand
+from core.command_line import NudgeCommand
 
 
 class Command(NudgeCommand):

@@ -11,8 +11,8 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from calendars.sync import ConnectionResult, SyncSummary, sync_user_connections
-from nudgeproject.command_line import NudgeCommand, instant, positive_int, require_users
-from nudgeproject.config import NudgeConfig
+from core.command_line import NudgeCommand, instant, positive_int, require_users
+from core.config import NudgeConfig
 
 
 class Command(NudgeCommand):

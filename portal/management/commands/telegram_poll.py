@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
-from nudgeproject.command_line import NudgeCommand
+from core.command_line import NudgeCommand
 from portal.telegram import BotClient, TelegramLinkError, poll_once, resume_offset
 
 

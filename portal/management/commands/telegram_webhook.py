@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 
-from nudgeproject.command_line import NudgeCommand
+from core.command_line import NudgeCommand
 from portal.telegram import BotClient, TelegramLinkError, webhook_secret_problem
 
 

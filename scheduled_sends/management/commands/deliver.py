@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import CommandParser
 
-from nudgeproject.command_line import positive_float, positive_int
+from core.command_line import positive_float, positive_int
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.management.sweep_command import SweepCommand
 

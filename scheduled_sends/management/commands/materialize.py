@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import CommandParser
 
-from nudgeproject.command_line import positive_int, require_users
+from core.command_line import positive_int, require_users
 from scheduled_sends.management.sweep_command import SweepCommand
 from scheduled_sends.materialize import run_materialize
 

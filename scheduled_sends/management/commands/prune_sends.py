@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.core.management.base import CommandParser
 
-from nudgeproject.command_line import NudgeCommand, positive_int
+from core.command_line import NudgeCommand, positive_int
 from scheduled_sends.queue.transitions import database_now, prune_settled
 
 

@@ -8,10 +8,10 @@ from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
-from nudgeproject.command_line import NudgeCommand, instant, non_negative_int
-from nudgeproject.config import NudgeConfig
+from accounts.models import Channel
+from core.command_line import NudgeCommand, instant, non_negative_int
+from core.config import NudgeConfig
 from scheduled_sends.demo import seed_demo
-from scheduled_sends.models import Channel
 
 
 class Command(NudgeCommand):

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 from psycopg import Error as PsycopgError
 
-from nudgeproject.command_line import NudgeCommand
+from core.command_line import NudgeCommand
 from tenancy.bootstrap import bootstrap, template_database_name
 
 
