@@ -73,7 +73,10 @@ for user, (access, refresh) in zip(users, spec["tokens"]):
 start, end = NudgeConfig.from_settings().subject_window(now)
 def one(user_id):
     try:
-        summary = sync_user_connections(user_id, now=now, window_start=start, window_end=end)
+        summary = sync_user_connections(
+            user_id, now=now, window_start=start, window_end=end,
+            config=NudgeConfig.from_settings(),
+        )
         return [[r.outcome, r.message] for r in summary.results]
     finally:
         connection.close()

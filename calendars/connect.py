@@ -55,9 +55,8 @@ def vet_feed_url(user_id: int, url: str, *, allow_private: bool, say_why: bool =
         raise ConnectError(reason if say_why else REFUSED) from None
 
 
-def check_calendar_cap(user_id: int) -> None:
-    """Refuse one more calendar past ``NUDGE_MAX_CALENDARS_PER_USER``. Inside the scope."""
-    cap = NudgeConfig.from_settings().max_calendars_per_user
+def check_calendar_cap(user_id: int, cap: int) -> None:
+    """Refuse one more calendar past ``cap`` (NUDGE_MAX_CALENDARS_PER_USER). Inside the scope."""
     held = (
         CalendarConnection.objects.filter(user_id=user_id).exclude(provider=Provider.LOCAL).count()
     )
@@ -68,14 +67,16 @@ def check_calendar_cap(user_id: int) -> None:
         )
 
 
-def add_ics_feed(user_id: int, url: str, *, allow_private: bool = False) -> CalendarConnection:
+def add_ics_feed(
+    user_id: int, url: str, *, config: NudgeConfig, allow_private: bool = False
+) -> CalendarConnection:
     """The website's connect: validate the address in the request and store it; the
     first fetch happens in the background (``portal.calendar_links.check_in_background``),
     so a slow feed never holds a web worker. Until it has run, the connection has
     never synced, which the calendars page shows as "checking…"."""
     vet_feed_url(user_id, url, allow_private=allow_private)
     with tenant_scope(user_id):
-        check_calendar_cap(user_id)
+        check_calendar_cap(user_id, config.max_calendars_per_user)
         return CalendarConnection.objects.create(
             user_id=user_id,
             provider=Provider.ICS,
@@ -88,7 +89,12 @@ def add_ics_feed(user_id: int, url: str, *, allow_private: bool = False) -> Cale
 
 
 def connect_ics_feed(
-    user_id: int, url: str, *, allow_private: bool = False, now: datetime | None = None
+    user_id: int,
+    url: str,
+    *,
+    config: NudgeConfig,
+    allow_private: bool = False,
+    now: datetime | None = None,
 ) -> CalendarConnection:
     """Validate the address, fetch and parse the feed once, then store it encrypted
     (the command line's connect, which may wait for the feed)."""
@@ -96,9 +102,9 @@ def connect_ics_feed(
         raise ConnectError(f"no user with id {user_id}")
     now = now or timezone.now()
     vet_feed_url(user_id, url, allow_private=allow_private, say_why=True)
-    window_start, window_end = NudgeConfig.from_settings().subject_window(now)
+    window_start, window_end = config.subject_window(now)
     with tenant_scope(user_id):
-        check_calendar_cap(user_id)
+        check_calendar_cap(user_id, config.max_calendars_per_user)
         zone, emails = owner_facts(user_id)
     snapshot = ConnectionSnapshot(
         connection_id=0,
@@ -108,6 +114,7 @@ def connect_ics_feed(
         account="",
         sync_state={},
         full_sync=True,
+        config=config,
         allow_private_network=allow_private,
         feed_url=url,
         owner_timezone=zone,
@@ -135,7 +142,7 @@ def connect_ics_feed(
 
 
 def store_oauth_connection(
-    user_id: int, provider: str, *, account: str, grant: TokenGrant
+    user_id: int, provider: str, *, account: str, grant: TokenGrant, config: NudgeConfig
 ) -> CalendarConnection:
     """Create the user's connection for this account, or give an existing one new tokens.
 
@@ -147,7 +154,7 @@ def store_oauth_connection(
             user_id=user_id, provider=provider, account=account[:255]
         ).first()
         if connection is None:
-            check_calendar_cap(user_id)
+            check_calendar_cap(user_id, config.max_calendars_per_user)
             connection = CalendarConnection(
                 user_id=user_id, provider=provider, account=account[:255]
             )

@@ -77,7 +77,11 @@ def _grant_from(response: requests.Response, endpoint: TokenEndpoint, now: datet
 
 
 def _token_grant(
-    endpoint: TokenEndpoint, grant: dict[str, str], secrets: tuple[str, ...], now: datetime
+    endpoint: TokenEndpoint,
+    grant: dict[str, str],
+    secrets: tuple[str, ...],
+    now: datetime,
+    timeout: float,
 ) -> TokenGrant:
     """POST one OAuth grant to the token endpoint, with our client credentials."""
     data = {**grant, "client_id": endpoint.client_id, "client_secret": endpoint.client_secret}
@@ -90,6 +94,7 @@ def _token_grant(
         endpoint.url,
         data=data,
         secrets=(*secrets, endpoint.client_secret),
+        timeout=timeout,
     )
     return _grant_from(response, endpoint, now)
 
@@ -120,7 +125,13 @@ def s256_challenge(verifier: str) -> str:
 
 
 def exchange_code(
-    endpoint: TokenEndpoint, *, code: str, redirect_uri: str, code_verifier: str, now: datetime
+    endpoint: TokenEndpoint,
+    *,
+    code: str,
+    redirect_uri: str,
+    code_verifier: str,
+    now: datetime,
+    timeout: float,
 ) -> TokenGrant:
     """The authorisation-code grant at the end of the consent redirect, with its PKCE verifier."""
     return _token_grant(
@@ -133,6 +144,7 @@ def exchange_code(
         },
         (code, code_verifier),
         now,
+        timeout,
     )
 
 
@@ -145,6 +157,7 @@ def refresh(endpoint: TokenEndpoint, snapshot: ConnectionSnapshot, now: datetime
         {"grant_type": "refresh_token", "refresh_token": snapshot.refresh_token},
         snapshot.secrets(),
         now,
+        snapshot.config.calendar_http_timeout_seconds,
     )
     snapshot.update_tokens(
         access_token=grant.access_token,

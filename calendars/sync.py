@@ -150,7 +150,12 @@ class SyncSummary:
 
 
 def sync_user_connections(
-    user_id: int, *, now: datetime, window_start: datetime, window_end: datetime
+    user_id: int,
+    *,
+    now: datetime,
+    window_start: datetime,
+    window_end: datetime,
+    config: NudgeConfig,
 ) -> SyncSummary:
     """Sync every connection of ``user_id`` over the window; never raises per connection.
 
@@ -158,13 +163,15 @@ def sync_user_connections(
     one user, ``sync_calendars --user``); the sweep syncs many users at once
     through :class:`SyncPool`, with the same rules.
     """
-    with SyncPool(now=now, window_start=window_start, window_end=window_end, concurrency=1) as pool:
+    with SyncPool(
+        now=now, window_start=window_start, window_end=window_end, config=config, concurrency=1
+    ) as pool:
         pool.add_user(user_id)
         return dict(pool.drain())[user_id]
 
 
 def read_user_connections(
-    user_id: int, now: datetime, window: Window
+    user_id: int, now: datetime, window: Window, config: NudgeConfig
 ) -> list[FetchJob | ConnectionResult]:
     """Every synced connection of the user, read in one scope of theirs: a job to fetch,
     or the result that stands for it this run (``fetch_decision``).
@@ -179,24 +186,25 @@ def read_user_connections(
             .order_by(F("last_synced_at").asc(nulls_first=True), "pk")
         )
         facts = owner_facts(user_id) if rows else ("", ())
-        return [_job_or_failure(connection, now, window, facts) for connection in rows]
+        return [_job_or_failure(connection, now, window, config, facts) for connection in rows]
 
 
 def _job_or_failure(
     connection: CalendarConnection,
     now: datetime,
     window: Window,
+    config: NudgeConfig,
     facts: tuple[str, tuple[str, ...]],
 ) -> FetchJob | ConnectionResult:
     try:
-        return _job_for(connection, now, window, facts)
+        return _job_for(connection, now, window, config, facts)
     except Exception as exc:  # one connection's bug must not cost the user's others
         logger.exception("calendar sync failed for connection %s", connection.pk)
         return _internal_error(connection.pk, exc)
 
 
 def fetch_decision(
-    connection: CalendarConnection, now: datetime, window: Window
+    connection: CalendarConnection, now: datetime, window: Window, config: NudgeConfig
 ) -> ConnectionResult | Window:
     """Whether the provider is asked about ``connection`` in this run, and over which
     window (push may widen it); else the result that stands for this run. The one
@@ -206,7 +214,7 @@ def fetch_decision(
     if connection.retry_after and connection.retry_after > now:
         message = f"backing off until {connection.retry_after:%Y-%m-%d %H:%M}Z"
         return ConnectionResult(connection.pk, connection.provider, Outcome.BACKING_OFF, message)
-    fetch_over = fetch_window(connection, now, *window, NudgeConfig.from_settings())
+    fetch_over = fetch_window(connection, now, *window, config)
     if fetch_over is None:  # push is live and the stored copy covers the window
         return ConnectionResult(connection.pk, connection.provider, Outcome.FRESH)
     return fetch_over
@@ -234,30 +242,31 @@ class FetchJob:
 
 
 def read_connection(
-    user_id: int, connection_id: int, now: datetime, window: Window
+    user_id: int, connection_id: int, now: datetime, window: Window, config: NudgeConfig
 ) -> FetchJob | ConnectionResult:
     """One connection's row and secrets, read inside the owner's scope."""
     with tenant_scope(user_id):
         connection = CalendarConnection.objects.filter(pk=connection_id).first()
         if connection is None:
             return ConnectionResult(connection_id, "?", Outcome.GONE)
-        return _job_for(connection, now, window, owner_facts(user_id))
+        return _job_for(connection, now, window, config, owner_facts(user_id))
 
 
 def _job_for(
     connection: CalendarConnection,
     now: datetime,
     window: Window,
+    config: NudgeConfig,
     facts: tuple[str, tuple[str, ...]],
 ) -> FetchJob | ConnectionResult:
-    decided = fetch_decision(connection, now, window)
+    decided = fetch_decision(connection, now, window, config)
     if isinstance(decided, ConnectionResult):
         return decided
     job = FetchJob(
         connection.user_id, connection.pk, connection.provider, snapshot=None, window=decided
     )
     try:
-        job.snapshot = snapshot_of(connection, facts)
+        job.snapshot = snapshot_of(connection, config, facts)
     except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
         job.error = ProviderError(str(exc))
         return job
@@ -277,7 +286,7 @@ def fetch_job(job: FetchJob, *, now: datetime) -> None:
     assert snapshot is not None and window is not None
     window_start, window_end = window
     started, calls = time.monotonic(), calls_in_thread()
-    snapshot.deadline = started + NudgeConfig.from_settings().calendar_sync_budget_seconds
+    snapshot.deadline = started + snapshot.config.calendar_sync_budget_seconds
     try:
         job.fetched = get_provider(job.provider).fetch(
             snapshot, now=now, window_start=window_start, window_end=window_end
@@ -335,9 +344,10 @@ def sync_connection(
     now: datetime,
     window_start: datetime,
     window_end: datetime,
+    config: NudgeConfig,
 ) -> ConnectionResult:
     """One connection on the calling thread: read its row, call its provider, write."""
-    job = read_connection(user_id, connection_id, now, (window_start, window_end))
+    job = read_connection(user_id, connection_id, now, (window_start, window_end), config)
     if isinstance(job, ConnectionResult):
         _log_result(job)
         return job
@@ -381,10 +391,11 @@ class SyncPool:
         now: datetime,
         window_start: datetime,
         window_end: datetime,
+        config: NudgeConfig,
         concurrency: int | None = None,
         deadline: float | None = None,
     ) -> None:
-        config = NudgeConfig.from_settings()
+        self.config = config
         self.now, self.window_start, self.window_end = now, window_start, window_end
         self.concurrency = concurrency or config.calendar_sync_concurrency
         self.per_host = min(config.calendar_sync_per_host, self.concurrency)
@@ -424,7 +435,9 @@ class SyncPool:
 
     def add_user(self, user_id: int) -> None:
         """Queue the user's connections (raises only if they cannot be read)."""
-        read = read_user_connections(user_id, self.now, (self.window_start, self.window_end))
+        read = read_user_connections(
+            user_id, self.now, (self.window_start, self.window_end), self.config
+        )
         user = _UserSync(SyncSummary(connections=len(read)), deque(read))
         if not read:
             self._finished.append((user_id, user.summary))
@@ -585,7 +598,9 @@ def owner_facts(user_id: int) -> tuple[str, tuple[str, ...]]:
 
 
 def snapshot_of(
-    connection: CalendarConnection, facts: tuple[str, tuple[str, ...]] | None = None
+    connection: CalendarConnection,
+    config: NudgeConfig,
+    facts: tuple[str, tuple[str, ...]] | None = None,
 ) -> ConnectionSnapshot:
     """What the provider needs, secrets decrypted; read inside the tenant scope
     (``facts``: the owner's zone and addresses, when already read)."""
@@ -598,6 +613,7 @@ def snapshot_of(
         account=connection.account,
         sync_state=dict(connection.sync_state or {}),
         full_sync=connection.resync_requested,
+        config=config,
         allow_private_network=connection.allow_private_network,
         access_token=crypto.decrypt(connection.access_token_encrypted),
         refresh_token=crypto.decrypt(connection.refresh_token_encrypted),

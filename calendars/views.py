@@ -32,6 +32,7 @@ from calendars.models import Provider
 from calendars.providers import google, microsoft
 from calendars.providers.base import ProviderError
 from calendars.push import notifications
+from core.config import NudgeConfig
 
 STATE_SALT = "calendars.oauth.state"
 STATE_MAX_AGE_SECONDS = 600
@@ -48,7 +49,7 @@ class OAuthFlow:
     extra_params: dict[str, str]
     scope: str
     token_endpoint: Callable[[], oauth.TokenEndpoint]
-    account_name: Callable[[str], str]
+    account_name: Callable[[str, float], str]
 
 
 FLOWS = {
@@ -130,6 +131,7 @@ def _callback(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
     verifier = request.session.pop(SESSION_VERIFIER_KEY, "")
     if not code or not verifier:
         return _text("The provider sent no authorisation code; please connect again.", 400)
+    config = NudgeConfig.from_settings()
     try:
         grant = oauth.exchange_code(
             flow.token_endpoint(),
@@ -137,14 +139,17 @@ def _callback(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
             redirect_uri=_redirect_uri(request, flow),
             code_verifier=verifier,
             now=timezone.now(),
+            timeout=config.calendar_http_timeout_seconds,
         )
         if not grant.refresh_token:
             return _text(f"{flow.label} sent no refresh token; please connect again.", 502)
-        account = flow.account_name(grant.access_token)
+        account = flow.account_name(grant.access_token, config.calendar_http_timeout_seconds)
     except ProviderError as exc:
         return _text(f"{flow.label} could not be connected: {exc}", 502)
     try:
-        store_oauth_connection(request.user.pk, flow.provider, account=account, grant=grant)
+        store_oauth_connection(
+            request.user.pk, flow.provider, account=account, grant=grant, config=config
+        )
     except ConnectError as exc:  # the per-user calendar cap
         return _text(f"{flow.label} could not be connected: {exc}", 409)
     return _text(f"{flow.label} connected ({account}). Reminders start with the next sync.")

@@ -192,19 +192,18 @@ class SharedBudgets:
             return [BudgetState(*row) for row in cursor.fetchall()]
 
 
-def rates_in_force(config: NudgeConfig | None = None) -> list[BudgetState]:
+def rates_in_force(config: NudgeConfig) -> list[BudgetState]:
     """The budgets' rates in force now, as every process sees them."""
-    return SharedBudgets(config or NudgeConfig.from_settings()).states()
+    return SharedBudgets(config).states()
 
 
 _process_budgets: SharedBudgets | None = None
 _process_lock = threading.Lock()
 
 
-def _shared() -> SharedBudgets:
+def _shared(config: NudgeConfig) -> SharedBudgets:
     """This process's budgets object (thread-safe), rebuilt when the knobs change."""
     global _process_budgets
-    config = NudgeConfig.from_settings()
     with _process_lock:
         if _process_budgets is None or _process_budgets.config != config:
             _process_budgets = SharedBudgets(config)
@@ -215,7 +214,7 @@ def _shared() -> SharedBudgets:
 _limited_at: dict[str, float] = {}
 
 
-def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float) -> bool:
+def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float, config: NudgeConfig) -> bool:
     """For one request: wait (holding no transaction) until its slot opens in every
     budget; False at once when one has no slot within ``max_wait`` seconds (paused
     by a 429, or taken), so the caller gives up for now rather than hold a thread.
@@ -229,7 +228,7 @@ def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float) -> bool:
     """
     paced = [b for b in budgets if b.ceiling > 0]
     give_up_at = time.monotonic() + max_wait
-    shared = _shared()
+    shared = _shared(config)
     while paced:
         asked = time.monotonic()
         horizon = min(HORIZON.total_seconds(), max(0.0, give_up_at - asked))
@@ -251,13 +250,13 @@ def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float) -> bool:
     return True
 
 
-def request_rate_limited(budget: Budget, seconds: float) -> float:
+def request_rate_limited(budget: Budget, seconds: float, config: NudgeConfig) -> float:
     """A provider's 429 for a request paced in ``budget``; the rate in force after it."""
     if budget.ceiling <= 0:
         return 0.0
     with _process_lock:
         _limited_at[budget.name] = time.monotonic()
-    return _shared().slow_down(budget, seconds)
+    return _shared(config).slow_down(budget, seconds)
 
 
 class SendGate:

@@ -22,6 +22,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
 from accounts.actions import ensure_settings
+from core.config import NudgeConfig
 from portal import api_rate, followups
 from portal.followups import FollowUpChange, FollowUpInvalid
 from portal.openapi import schema
@@ -81,7 +82,9 @@ def api_view(methods: dict[str, str]) -> Callable:
                     "missing, unknown, expired or revoked API token",
                     WWW_Authenticate="Bearer",
                 )
-            wait = api_rate.seconds_to_wait(request, user_id, timezone.now())
+            wait = api_rate.seconds_to_wait(
+                request, user_id, timezone.now(), NudgeConfig.from_settings()
+            )
             if wait is not None:
                 return error(429, "too many requests with this token", Retry_After=str(wait))
             try:
@@ -144,7 +147,9 @@ def follow_ups(request: HttpRequest, user_id: int) -> JsonResponse:
     missing = [name for name in CREATE_FIELDS if name not in data]
     if missing:
         raise BadRequest(f"missing field(s): {', '.join(missing)}")
-    created = followups.create_follow_up(user_id, data["title"], _instant(data["due_at"]), now)
+    created = followups.create_follow_up(
+        user_id, data["title"], _instant(data["due_at"]), now, NudgeConfig.from_settings()
+    )
     return JsonResponse(followups.as_json(created), status=201)
 
 

@@ -21,13 +21,15 @@ from tenancy.scope import tenant_scope
 WINDOW = timedelta(minutes=1)
 
 
-def seconds_to_wait(request: HttpRequest, user_id: int, now: datetime) -> int | None:
+def seconds_to_wait(
+    request: HttpRequest, user_id: int, now: datetime, config: NudgeConfig
+) -> int | None:
     """Count this request against its token; the seconds to wait when over the limit."""
     _, _, credentials = request.headers.get("Authorization", "").partition(" ")
     owned = parse_api_token(credentials.strip())
     if owned is None or owned.user_id != user_id:
         return None
-    limit = NudgeConfig.from_settings().api_requests_per_minute
+    limit = config.api_requests_per_minute
     with tenant_scope(user_id):
         token = (
             ApiToken.objects.select_for_update()

@@ -91,13 +91,13 @@ class Disconnected:
     note: str
 
 
-def revoke_google(refresh_token: str) -> bool:
+def revoke_google(refresh_token: str, timeout: float) -> bool:
     """Ask Google to revoke the grant; True when it did (or it was already gone)."""
     try:
         response = requests.post(
             settings.GOOGLE_REVOKE_URL,
             data={"token": refresh_token},
-            timeout=NudgeConfig.from_settings().calendar_http_timeout_seconds,
+            timeout=timeout,
         )
     except requests.RequestException as exc:
         logger.warning("Google token revocation failed", extra={"error": type(exc).__name__})
@@ -106,7 +106,9 @@ def revoke_google(refresh_token: str) -> bool:
     return response.status_code in (200, 400)
 
 
-def disconnect(user_id: int, connection_id: int, now: datetime) -> Disconnected | None:
+def disconnect(
+    user_id: int, connection_id: int, now: datetime, config: NudgeConfig
+) -> Disconnected | None:
     """Delete the user's connection and revoke where possible; None if it is not theirs."""
     if not 0 < connection_id <= MAX_ID:
         return None
@@ -122,13 +124,15 @@ def disconnect(user_id: int, connection_id: int, now: datetime) -> Disconnected 
                 refresh_token = crypto.decrypt(connection.refresh_token_encrypted)
             except Exception:
                 logger.warning("a stored Google token could not be decrypted for revocation")
-        push_channel = push_channel_of(connection)
+        push_channel = push_channel_of(connection, config)
         connection.delete()
     refresh_queue(user_id, now)
     # Stop the push channel before revoking: stopping needs the grant.
     stop_push_channel(connection_id, push_channel, now)
     if provider == Provider.GOOGLE:
-        revoked = bool(refresh_token) and revoke_google(refresh_token)
+        revoked = bool(refresh_token) and revoke_google(
+            refresh_token, config.calendar_http_timeout_seconds
+        )
         note = "access revoked at Google" if revoked else "Google did not confirm revocation"
         return Disconnected(label, revoked, note)
     if provider == Provider.MICROSOFT:

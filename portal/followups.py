@@ -75,20 +75,21 @@ def get_follow_up(user_id: int, follow_up_id: int) -> FollowUp | None:
         return FollowUp.objects.filter(user_id=user_id, pk=follow_up_id).first()
 
 
-def _check_cap(user_id: int) -> None:
+def _check_cap(user_id: int, cap: int) -> None:
     """At most ``NUDGE_MAX_FOLLOW_UPS_PER_USER`` follow-ups, done or not: every write
     and sweep of the user reads them. Inside the scope."""
-    cap = NudgeConfig.from_settings().max_follow_ups_per_user
     if FollowUp.objects.filter(user_id=user_id).count() >= cap:
         raise FollowUpInvalid(
             "", f"you have {cap} follow-ups, the most allowed; delete some to add more"
         )
 
 
-def create_follow_up(user_id: int, title: str, due_at: datetime, now: datetime) -> FollowUp:
+def create_follow_up(
+    user_id: int, title: str, due_at: datetime, now: datetime, config: NudgeConfig
+) -> FollowUp:
     title, due_at = clean_title(title), clean_due(due_at, now)
     with tenant_scope(user_id):
-        _check_cap(user_id)
+        _check_cap(user_id, config.max_follow_ups_per_user)
         follow_up = FollowUp.objects.create(user_id=user_id, title=title, due_at=due_at)
     refresh_queue(user_id, now)
     return follow_up

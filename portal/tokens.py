@@ -48,8 +48,8 @@ def address_digest(channel: str, address: str) -> str:
     return salted_hmac(f"portal.address.{channel}", address, algorithm="sha256").hexdigest()
 
 
-def _expiry(now: datetime) -> datetime:
-    return now + NudgeConfig.from_settings().link_code_lifetime
+def _expiry(now: datetime, config: NudgeConfig) -> datetime:
+    return now + config.link_code_lifetime
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def parse_api_token(token: str) -> OwnedSecret | None:
     return _owned(_API_TOKEN.fullmatch(token or ""))
 
 
-def new_telegram_code(user_id: int, now: datetime) -> str:
+def new_telegram_code(user_id: int, now: datetime, config: NudgeConfig) -> str:
     """A fresh deep-link payload; older unused ones stop working. Inside the user's scope."""
     LinkCode.objects.filter(user_id=user_id, channel=Channel.TELEGRAM, used_at=None).delete()
     secret = secrets.token_urlsafe(24)  # 32 characters
@@ -81,7 +81,7 @@ def new_telegram_code(user_id: int, now: datetime) -> str:
         user_id=user_id,
         channel=Channel.TELEGRAM,
         secret_digest=digest(secret),
-        expires_at=_expiry(now),
+        expires_at=_expiry(now, config),
     )
     return f"{user_id}-{secret}"
 
@@ -109,7 +109,7 @@ class TooManyCodes(Exception):
     """More confirmation messages were asked for than the hourly allowance."""
 
 
-def new_whatsapp_code(user_id: int, address: str, now: datetime) -> str:
+def new_whatsapp_code(user_id: int, address: str, now: datetime, config: NudgeConfig) -> str:
     """A six-digit code for ``address``; earlier unused codes stop working. Inside the scope.
 
     Each code is a paid template message to a number the user typed, so a user
@@ -129,7 +129,7 @@ def new_whatsapp_code(user_id: int, address: str, now: datetime) -> str:
         channel=Channel.WHATSAPP,
         address=address,
         secret_digest=_code_digest(user_id, address, code),
-        expires_at=_expiry(now),
+        expires_at=_expiry(now, config),
     )
     return code
 

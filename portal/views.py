@@ -47,7 +47,11 @@ def _create_follow_up(request: HttpRequest, form: FollowUpForm, zone) -> bool:
             return False
     try:
         followups.create_follow_up(
-            request.user.pk, form.cleaned_data["title"], form.cleaned_data["due_at"], timezone.now()
+            request.user.pk,
+            form.cleaned_data["title"],
+            form.cleaned_data["due_at"],
+            timezone.now(),
+            NudgeConfig.from_settings(),
         )
     except FollowUpInvalid as exc:
         form.add_error(exc.field if exc.field in form.fields else None, str(exc))
@@ -270,8 +274,9 @@ def link_telegram(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     with tenant_scope(user_id):
         ensure_settings(user_id)
-        whatsapp.prune_link_codes(user_id, now)
-        code = new_telegram_code(user_id, now)
+        config = NudgeConfig.from_settings()
+        whatsapp.prune_link_codes(user_id, now, config)
+        code = new_telegram_code(user_id, now, config)
     # Opens the bot in Telegram, which sends it "/start <code>".
     return HttpResponseRedirect(telegram.link_url(code))
 
@@ -283,7 +288,12 @@ def whatsapp_number(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _settings_page(request, number_form=form)
     try:
-        whatsapp.send_code(request.user.pk, form.cleaned_data["number"], timezone.now())
+        whatsapp.send_code(
+            request.user.pk,
+            form.cleaned_data["number"],
+            timezone.now(),
+            NudgeConfig.from_settings(),
+        )
     except whatsapp.WhatsAppLinkError as exc:
         form.add_error("number", str(exc))
         return _settings_page(request, number_form=form)
@@ -373,7 +383,9 @@ def calendar_add_ics(request: HttpRequest) -> HttpResponse:
     form = IcsFeedForm(request.POST)
     if form.is_valid():
         try:
-            add_ics_feed(request.user.pk, form.cleaned_data["url"])
+            add_ics_feed(
+                request.user.pk, form.cleaned_data["url"], config=NudgeConfig.from_settings()
+            )
         except ConnectError as exc:
             form.add_error("url", str(exc))
         else:
@@ -386,7 +398,9 @@ def calendar_add_ics(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def calendar_disconnect(request: HttpRequest, connection_id: int) -> HttpResponse:
-    result = calendar_links.disconnect(request.user.pk, connection_id, timezone.now())
+    result = calendar_links.disconnect(
+        request.user.pk, connection_id, timezone.now(), NudgeConfig.from_settings()
+    )
     if result is None:
         raise Http404("No such calendar.")
     messages.success(request, f"Disconnected {result.label}: {result.note}.")

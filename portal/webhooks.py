@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from core.config import NudgeConfig
 from portal import telegram, whatsapp
 from scheduled_sends.receipts import signature_is_valid
 
@@ -56,6 +57,6 @@ def twilio_inbound(request: HttpRequest) -> HttpResponse:
     if not signature_is_valid(request, settings.TWILIO_INBOUND_URL):
         logger.warning("refused an inbound Twilio message with a missing or bad signature")
         return HttpResponseForbidden("invalid signature")
-    whatsapp.handle_inbound(request.POST.dict(), timezone.now())
+    whatsapp.handle_inbound(request.POST.dict(), timezone.now(), NudgeConfig.from_settings())
     # Twilio answers STOP / START itself; we add nothing.
     return HttpResponse(EMPTY_TWIML, content_type="text/xml")

@@ -57,7 +57,7 @@ def _client() -> tuple[Client, BaseUrlHttpClient]:
     return client, http
 
 
-def send_code(user_id: int, number: str, now: datetime) -> None:
+def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> None:
     """Validate the number, make a code and send it through the confirmation template."""
     number = number.strip()
     try:
@@ -69,8 +69,8 @@ def send_code(user_id: int, number: str, now: datetime) -> None:
     client, http = _client()
     try:
         with tenant_scope(user_id):
-            prune_link_codes(user_id, now)
-            code = new_whatsapp_code(user_id, number, now)
+            prune_link_codes(user_id, now, config)
+            code = new_whatsapp_code(user_id, number, now, config)
     except TooManyCodes:
         raise WhatsAppLinkError(
             "Too many codes were sent in the last hour; try again later."
@@ -95,15 +95,15 @@ def send_code(user_id: int, number: str, now: datetime) -> None:
             http.session.close()
 
 
-def prune_link_codes(user_id: int, now: datetime) -> int:
+def prune_link_codes(user_id: int, now: datetime, config: NudgeConfig) -> int:
     """Forget the user's link codes (and the numbers they were sent to) once they are
     past use and past the hourly allowance's count. Inside the user's scope."""
-    cutoff = now - NudgeConfig.from_settings().link_code_retention
+    cutoff = now - config.link_code_retention
     deleted, _ = LinkCode.objects.filter(user_id=user_id, created_at__lt=cutoff).delete()
     return deleted
 
 
-def first_time(message_sid: str, now: datetime) -> bool:
+def first_time(message_sid: str, now: datetime, config: NudgeConfig) -> bool:
     """Record an inbound MessageSid; False for a replay or a message without one.
 
     Twilio's signature covers the form but carries no timestamp, so a captured
@@ -112,7 +112,7 @@ def first_time(message_sid: str, now: datetime) -> bool:
     """
     if not _MESSAGE_SID.fullmatch(message_sid):
         return False
-    cutoff = now - NudgeConfig.from_settings().inbound_seen_retention
+    cutoff = now - config.inbound_seen_retention
     TwilioMessageSeen.objects.filter(received_at__lt=cutoff).delete()
     _, created = TwilioMessageSeen.objects.get_or_create(message_sid=message_sid)
     return created
@@ -149,13 +149,15 @@ def command_of(params: dict[str, str]) -> str | None:
     return None
 
 
-def handle_inbound(params: dict[str, str], now: datetime) -> account.InboundResult | None:
+def handle_inbound(
+    params: dict[str, str], now: datetime, config: NudgeConfig
+) -> account.InboundResult | None:
     """Pause or resume the sender's nudges; None for a message that is neither."""
     command = command_of(params)
     number = params.get("From", "").strip().removeprefix("whatsapp:")
     if command is None or not number:
         return None
-    if not first_time(params.get("MessageSid", ""), now):
+    if not first_time(params.get("MessageSid", ""), now, config):
         return None
     if command == "stop":
         return account.pause_from(Channel.WHATSAPP, number, PAUSED_BY_WHATSAPP_STOP, now)

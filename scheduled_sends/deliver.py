@@ -204,7 +204,7 @@ class DeliveryRun:
 
     def sender(self, channel: str) -> Sender:
         if channel not in self.senders:
-            self.senders[channel] = get_sender(channel)
+            self.senders[channel] = get_sender(channel, self.config)
         return self.senders[channel]
 
     def close(self) -> None:

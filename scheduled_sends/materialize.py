@@ -263,9 +263,10 @@ def refresh_calendars_and_queue(user_id: int, now: datetime | None = None) -> No
     """Sync the user's calendars, then re-materialise them: a new connection's
     events are nudged without waiting for the next sweep. Never raises."""
     now = now or timezone.now()
-    start, end = NudgeConfig.from_settings().subject_window(now)
+    config = NudgeConfig.from_settings()
+    start, end = config.subject_window(now)
     try:
-        sync_user_connections(user_id, now=now, window_start=start, window_end=end)
+        sync_user_connections(user_id, now=now, window_start=start, window_end=end, config=config)
     except Exception:
         logger.exception(
             "syncing a user's calendars after a change failed", extra={"user_id": user_id}
@@ -417,6 +418,7 @@ _ADDITIVE = (
 def materialize_share(
     now: datetime,
     *,
+    config: NudgeConfig,
     user_ids: Iterable[int] | None = None,
     share: int = 0,
     shares: int = 1,
@@ -434,12 +436,17 @@ def materialize_share(
     says where it stopped (``resume_after``), so the next run starts there
     instead of with the same users again.
     """
-    config = NudgeConfig.from_settings()
     report = MaterializeReport(as_of=now)
     window_start, window_end = config.subject_window(now)
     visit = functools.partial(_visit, report, now=now, config=config, progress=progress)
     pool = (
-        SyncPool(now=now, window_start=window_start, window_end=window_end, deadline=deadline)
+        SyncPool(
+            now=now,
+            window_start=window_start,
+            window_end=window_end,
+            config=config,
+            deadline=deadline,
+        )
         if sync_calendars
         else None
     )
@@ -603,6 +610,7 @@ def _locked_run(now, config, started, user_ids, progress, sync_calendars, worker
             "start_after": 0 if user_ids is not None else _resume_point(),
             "deadline": started + config.materialize_budget_seconds,
             "sync_calendars": sync_calendars,
+            "config": config,
         }
         if workers > 1:
             report = _in_parallel(now, workers, options)

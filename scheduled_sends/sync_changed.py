@@ -75,6 +75,7 @@ def run_sync_changed(now: datetime) -> MinuteReport:
                     now=now,
                     window_start=window_start,
                     window_end=window_end,
+                    config=config,
                 )
                 report.connections[result.outcome] += 1
             user = materialize_user(user_id, now, config)

@@ -59,7 +59,7 @@ def _seed(user) -> None:
         subject_starts_at=event.starts_at,
     )
     with tenant_scope(user.pk):
-        new_telegram_code(user.pk, NOW)
+        new_telegram_code(user.pk, NOW, NudgeConfig.from_settings())
         new_api_token(user.pk, "host")
         OptInRecord.objects.create(
             user=user, channel="telegram", address="1", method="test", recorded_at=NOW

@@ -113,6 +113,8 @@ class ConnectionSnapshot:
     account: str
     sync_state: dict[str, Any]
     full_sync: bool
+    # The knobs the sync runs with (timeouts, budgets, request rates), from its entry point.
+    config: NudgeConfig = field(repr=False)
     allow_private_network: bool = False
     access_token: str = field(default="", repr=False)
     refresh_token: str = field(default="", repr=False)
@@ -204,7 +206,7 @@ class BudgetExceeded(RetryLater):
 def time_left(snapshot: ConnectionSnapshot, provider: str) -> float:
     """Seconds left of the connection's sync budget (CALENDAR_SYNC_BUDGET_SECONDS);
     BudgetExceeded once it is spent, so one connection cannot hold up the sweep."""
-    budget = NudgeConfig.from_settings().calendar_sync_budget_seconds
+    budget = snapshot.config.calendar_sync_budget_seconds
     if snapshot.deadline is None:
         return budget
     left = snapshot.deadline - time.monotonic()
@@ -230,11 +232,10 @@ def retry_after_delay(response: requests.Response, now: datetime) -> timedelta |
 DEFAULT_RATE_LIMIT_PAUSE = timedelta(seconds=10)
 
 
-def request_budgets(provider: str, user_id: int) -> list[Budget]:
+def request_budgets(provider: str, user_id: int, config: NudgeConfig) -> list[Budget]:
     """The shared budgets one request to ``provider`` for ``user_id`` spends, app-wide
     first: Google per project and per user, Graph per app and per mailbox (the
     user's, as one nudge user reads one mailbox). Feeds have none."""
-    config = NudgeConfig.from_settings()
     if provider == "google":
         return [
             Budget("google", config.google_project_rate_per_minute / 60),
@@ -253,10 +254,9 @@ def _wait_for_slot(provider: str, budgets: list[Budget], snapshot: ConnectionSna
     when there is none within the HTTP timeout or the connection's budget, as when
     a 429 paused the provider: this connection is tried again next cycle, and the
     thread is free for a provider that is not paused."""
-    max_wait = min(
-        NudgeConfig.from_settings().calendar_http_timeout_seconds, time_left(snapshot, provider)
-    )
-    if not wait_for_request_slot(budgets, max_wait):
+    config = snapshot.config
+    max_wait = min(config.calendar_http_timeout_seconds, time_left(snapshot, provider))
+    if not wait_for_request_slot(budgets, max_wait, config):
         raise RetryLater(
             f"{provider}: rate limited; no request slot within {max_wait:.0f}s",
             retry_after=timedelta(seconds=max_wait),
@@ -272,6 +272,7 @@ def provider_request(
     secrets: tuple[str, ...] = (),
     paced_for: ConnectionSnapshot | None = None,
     is_rate_limit_403: Callable[[requests.Response], bool] | None = None,
+    timeout: float,
     **kwargs: Any,
 ) -> requests.Response:
     """One counted request with the calendar timeout; network failures become RetryLater.
@@ -286,8 +287,11 @@ def provider_request(
     The exception text of a failed connection can contain the URL, so it is
     reduced to the exception's type and scrubbed of the connection's secrets.
     """
-    timeout = kwargs.pop("timeout", NudgeConfig.from_settings().calendar_http_timeout_seconds)
-    budgets = request_budgets(provider, paced_for.user_id) if paced_for is not None else []
+    budgets = (
+        request_budgets(provider, paced_for.user_id, paced_for.config)
+        if paced_for is not None
+        else []
+    )
     if paced_for is not None and budgets:
         _wait_for_slot(provider, budgets, paced_for)
         timeout = min(timeout, time_left(paced_for, provider))
@@ -301,7 +305,7 @@ def provider_request(
     rate_403 = status == 403 and is_rate_limit_403 is not None and is_rate_limit_403(response)
     if budgets and (status == 429 or rate_403):
         delay = retry_after_delay(response, datetime.now(UTC)) or DEFAULT_RATE_LIMIT_PAUSE
-        request_rate_limited(budgets[0], delay.total_seconds())
+        request_rate_limited(budgets[0], delay.total_seconds(), paced_for.config)
     return response
 
 

@@ -222,7 +222,7 @@ def _event(item: dict[str, Any], defaults: tuple[int, ...], zone: tzinfo | None)
     )
 
 
-def account_name(access_token: str) -> str:
+def account_name(access_token: str, timeout: float) -> str:
     """The connected account's address (the primary calendar's id), shown as its label."""
     url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}/calendars/primary"
     response = provider_request(
@@ -232,6 +232,7 @@ def account_name(access_token: str) -> str:
         url,
         headers={"Authorization": f"Bearer {access_token}"},
         secrets=(access_token,),
+        timeout=timeout,
     )
     if response.status_code != 200:
         raise ProviderError(f"google: reading the primary calendar answered {response.status_code}")
@@ -258,6 +259,7 @@ def _api_post(
         json=payload,
         headers={"Authorization": f"Bearer {snapshot.access_token}"},
         secrets=snapshot.secrets(),
+        timeout=snapshot.config.calendar_http_timeout_seconds,
     )
 
 

@@ -36,7 +36,6 @@ from calendars.providers.untrusted_fetch import (
     parse_target,
     vetted_address,
 )
-from core.config import NudgeConfig
 
 NAME = "ics"
 DOWNLOAD_SECONDS = 30.0
@@ -91,13 +90,17 @@ def fetch_feed(
     deadline = Deadline(min(DOWNLOAD_SECONDS, time_left(snapshot, NAME)))
     try:
         with _get(snapshot, headers, deadline) as answer:
-            return _read(answer, stored, now, deadline)
+            return _read(answer, stored, now, deadline, snapshot.config.ics_max_bytes)
     finally:
         deadline.cancel()
 
 
 def _read(
-    response: Answer, stored: dict[str, str] | None, now: datetime, deadline: Deadline
+    response: Answer,
+    stored: dict[str, str] | None,
+    now: datetime,
+    deadline: Deadline,
+    max_bytes: int,
 ) -> tuple[dict[str, str], bytes | None]:
     """The validators to store and the body (None: unchanged, a 304)."""
     raise_for_transient(response, NAME, now)
@@ -115,7 +118,7 @@ def _read(
         )
     if response.status_code != 200:
         raise ProviderError(f"ics: the feed answered HTTP {response.status_code}")
-    return validators, _bounded_body(response, deadline)
+    return validators, _bounded_body(response, deadline, max_bytes)
 
 
 def _get(snapshot: ConnectionSnapshot, headers: dict[str, str], deadline: Deadline) -> Answer:
@@ -130,7 +133,7 @@ def _get(snapshot: ConnectionSnapshot, headers: dict[str, str], deadline: Deadli
             address,
             headers,
             deadline=deadline,
-            timeout=NudgeConfig.from_settings().calendar_http_timeout_seconds,
+            timeout=snapshot.config.calendar_http_timeout_seconds,
             label=NAME,
         )
         location = answer.headers.get("Location")
@@ -141,9 +144,8 @@ def _get(snapshot: ConnectionSnapshot, headers: dict[str, str], deadline: Deadli
     raise ProviderError("ics: too many redirects")
 
 
-def _bounded_body(response: Answer, deadline: Deadline) -> bytes:
+def _bounded_body(response: Answer, deadline: Deadline, limit: int) -> bytes:
     """The body, cut at ICS_MAX_BYTES (decompressed) and at the fetch's deadline."""
-    limit = NudgeConfig.from_settings().ics_max_bytes
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > limit:
         raise MalformedPayload(f"ics: the feed is larger than {limit} bytes; refused")

@@ -200,7 +200,7 @@ def _event(item: dict[str, Any]) -> ProviderEvent:
     )
 
 
-def account_name(access_token: str) -> str:
+def account_name(access_token: str, timeout: float) -> str:
     """The signed-in user's address, shown as the connection's label."""
     url = f"{settings.MICROSOFT_GRAPH_BASE_URL.rstrip('/')}/me"
     response = provider_request(
@@ -211,6 +211,7 @@ def account_name(access_token: str) -> str:
         params={"$select": "mail,userPrincipalName"},
         headers={"Authorization": f"Bearer {access_token}"},
         secrets=(access_token,),
+        timeout=timeout,
     )
     if response.status_code != 200:
         raise ProviderError(f"microsoft: reading /me answered {response.status_code}")
@@ -243,6 +244,7 @@ def _subscription_call(
         json=payload,
         headers={"Authorization": f"Bearer {snapshot.access_token}"},
         secrets=snapshot.secrets(),
+        timeout=snapshot.config.calendar_http_timeout_seconds,
     )
 
 

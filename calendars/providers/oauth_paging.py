@@ -44,7 +44,6 @@ from calendars.providers.base import (
     retry_after_delay,
     time_left,
 )
-from core.config import NudgeConfig
 
 # One page holds a normal calendar's whole window (2,500 events on Google, 500
 # on Graph), so more than one is rare. Four is a generous ceiling for a very
@@ -133,8 +132,7 @@ def _get(
         paced_for=snapshot,
         is_rate_limit_403=api.is_rate_limit_403,
         timeout=min(
-            NudgeConfig.from_settings().calendar_http_timeout_seconds,
-            time_left(snapshot, api.provider),
+            snapshot.config.calendar_http_timeout_seconds, time_left(snapshot, api.provider)
         ),
     )
 

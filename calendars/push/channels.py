@@ -88,7 +88,7 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
             return Outcome.KEPT
         old_channel, old_resource = connection.push_channel_id, connection.push_resource_id
         try:
-            snapshot = snapshot_of(connection)
+            snapshot = snapshot_of(connection, config)
         except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
             return _failed(user_id, connection_id, live, now, str(exc))
 
@@ -226,14 +226,14 @@ def stop(snapshot: ConnectionSnapshot, channel_id: str, resource_id: str, now: d
 
 
 def push_channel_of(
-    connection: CalendarConnection,
+    connection: CalendarConnection, config: NudgeConfig
 ) -> tuple[ConnectionSnapshot, str, str] | None:
     """What stopping the connection's channel needs, read in its owner's scope before a
     disconnect deletes it: (snapshot with tokens, channel id, resource id), or None."""
     if connection.provider not in PUSH_PROVIDERS or not connection.push_channel_id:
         return None
     try:
-        snapshot = snapshot_of(connection)
+        snapshot = snapshot_of(connection, config)
     except (crypto.SecretDecryptionError, ImproperlyConfigured):
         return None
     return snapshot, connection.push_channel_id, connection.push_resource_id

@@ -127,10 +127,10 @@ def _sender_class(dotted_path: str) -> type[Sender]:
     return import_string(dotted_path)
 
 
-def get_sender(channel: str) -> Sender:
+def get_sender(channel: str, config: NudgeConfig) -> Sender:
     """A fresh instance of the sender configured for ``channel``."""
     try:
-        dotted_path = NudgeConfig.from_settings().channel_backends[channel]
+        dotted_path = config.channel_backends[channel]
     except KeyError:
         raise PermanentSendError(
             f"no channel is configured for {channel!r}", kind=FailureKind.CONFIGURATION

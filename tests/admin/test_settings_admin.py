@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import DeliverySettings
+from core.config import NudgeConfig
 from portal.followups import create_follow_up
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import tenant_scope
@@ -106,7 +107,9 @@ def test_support_edit_requeues_the_user_at_once(
     which re-materialises the user once the request's transaction commits."""
     alice = make_user("alice")
     due_at = timezone.now() + timedelta(hours=2)
-    create_follow_up(alice.pk, "Send the contract", due_at, timezone.now())
+    create_follow_up(
+        alice.pk, "Send the contract", due_at, timezone.now(), NudgeConfig.from_settings()
+    )
     with tenant_scope(alice.pk):
         lead = DeliverySettings.objects.get(user=alice).default_lead_minutes
         queued = list(ScheduledSend.objects.filter(user_id=alice.pk).values_list("intended_at"))

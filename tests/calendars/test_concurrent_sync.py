@@ -69,7 +69,9 @@ def test_one_slow_host_holds_at_most_its_cap_and_other_hosts_go_on(make_user, se
 
     finished_at: dict[int, float] = {}
     started = time.monotonic()
-    with SyncPool(now=NOW, window_start=start, window_end=end) as pool:
+    with SyncPool(
+        now=NOW, window_start=start, window_end=end, config=NudgeConfig.from_settings()
+    ) as pool:
         for user in slow_users + fast_users:
             pool.add_user(user.pk)
         for user_id, summary in pool.drain():

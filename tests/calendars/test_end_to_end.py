@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from calendars.connect import connect_ics_feed
+from core.config import NudgeConfig
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.materialize import run_materialize
 from tests.calendars.ics_samples import crlf
@@ -61,7 +62,13 @@ def test_weekly_meeting_nudged_once_thirty_minutes_before_via_telegram(
 ):
     fake_ics.body = WEEKLY
     user = make_user(channel="telegram", telegram_chat_id="1001", default_lead_minutes=10)
-    connect_ics_feed(user.pk, fake_ics.feed_url, allow_private=True, now=START)
+    connect_ics_feed(
+        user.pk,
+        fake_ics.feed_url,
+        allow_private=True,
+        now=START,
+        config=NudgeConfig.from_settings(),
+    )
 
     sent_at = run_the_morning(fake_ics, until=MEETING + timedelta(minutes=5))
 
@@ -78,7 +85,13 @@ def test_weekly_meeting_nudged_once_via_the_recording_channel(
 ):
     fake_ics.body = WEEKLY
     user = make_user(channel="console")
-    connect_ics_feed(user.pk, fake_ics.feed_url, allow_private=True, now=START)
+    connect_ics_feed(
+        user.pk,
+        fake_ics.feed_url,
+        allow_private=True,
+        now=START,
+        config=NudgeConfig.from_settings(),
+    )
 
     sent_at = run_the_morning(fake_ics, until=MEETING + timedelta(minutes=5))
 
@@ -106,9 +119,19 @@ def test_a_replay_queues_what_a_live_run_at_that_instant_queued(make_user, fake_
     and the replay queued nothing for the 09:00 meeting."""
     fake_ics.body = WEEKLY
     live, replayed = make_user(), make_user()
-    connect_ics_feed(live.pk, fake_ics.feed_url, allow_private=True, now=START)
     connect_ics_feed(
-        replayed.pk, fake_ics.feed_url, allow_private=True, now=START + timedelta(hours=10)
+        live.pk,
+        fake_ics.feed_url,
+        allow_private=True,
+        now=START,
+        config=NudgeConfig.from_settings(),
+    )
+    connect_ics_feed(
+        replayed.pk,
+        fake_ics.feed_url,
+        allow_private=True,
+        now=START + timedelta(hours=10),
+        config=NudgeConfig.from_settings(),
     )
 
     run_materialize(START, user_ids=[live.pk])
@@ -126,7 +149,13 @@ def test_an_at_the_time_of_event_reminder_arrives_at_the_start(
     the calendar side and sent when the meeting starts."""
     fake_ics.body = WEEKLY.replace(b"TRIGGER:-P0DT0H30M0S", b"TRIGGER:PT0S")
     user = make_user(channel="console")
-    connect_ics_feed(user.pk, fake_ics.feed_url, allow_private=True, now=START)
+    connect_ics_feed(
+        user.pk,
+        fake_ics.feed_url,
+        allow_private=True,
+        now=START,
+        config=NudgeConfig.from_settings(),
+    )
 
     sent_at = run_the_morning(fake_ics, until=MEETING + timedelta(minutes=5))
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from calendars.models import PushState, PushWork
 from calendars.push import worklist
+from core.config import NudgeConfig
 from portal.calendar_links import disconnect
 from scheduled_sends.channels.recording import RecordingChannel
 from scheduled_sends.deliver import run_deliver
@@ -285,7 +286,7 @@ def test_disconnect_stops_the_google_channel(google_setup, fake_google):
     user, connection = google_setup
     channel_id = reload(connection).push_channel_id
 
-    disconnect(user.pk, connection.pk, T + minutes(5))
+    disconnect(user.pk, connection.pk, T + minutes(5), NudgeConfig.from_settings())
 
     assert fake_google.stopped == [channel_id]
     assert not PushWork.objects.filter(connection_id=connection.pk).exists()
@@ -295,7 +296,7 @@ def test_disconnect_deletes_the_graph_subscription(graph_setup, fake_graph):
     user, connection = graph_setup
     subscription_id = reload(connection).push_channel_id
 
-    disconnect(user.pk, connection.pk, T + minutes(5))
+    disconnect(user.pk, connection.pk, T + minutes(5), NudgeConfig.from_settings())
 
     assert fake_graph.deleted == [subscription_id]
     assert fake_graph.live_subscriptions() == []
@@ -370,7 +371,9 @@ def test_connecting_through_oauth_enrolls_the_connection(make_user, fake_google)
     user = make_user()
     access, refresh = fake_google.issue_tokens()
     grant = TokenGrant(access_token=access, refresh_token=refresh, expires_at=T + minutes(60))
-    connection = store_oauth_connection(user.pk, "google", account="me@example.com", grant=grant)
+    connection = store_oauth_connection(
+        user.pk, "google", account="me@example.com", grant=grant, config=NudgeConfig.from_settings()
+    )
     work = PushWork.objects.get(connection_id=connection.pk)
     assert work.user_id == user.pk and work.maintain_at is not None
 

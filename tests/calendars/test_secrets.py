@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from calendars import crypto
 from calendars.sync import snapshot_of
+from core.config import NudgeConfig
 from tests.calendars.conftest import NOW, reload, run_sync
 from tests.fakes.base import Answer
 
@@ -68,7 +69,7 @@ def test_nothing_secret_in_str_repr_or_snapshot(google_connection):
     from tenancy.scope import tenant_scope
 
     with tenant_scope(connection.user_id):
-        snapshot = snapshot_of(connection)
+        snapshot = snapshot_of(connection, NudgeConfig.from_settings())
     shown = f"{connection} {connection!r} {snapshot!r}"
     assert access not in shown and refresh not in shown
     assert access not in connection.access_token_encrypted

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import DeliverySettings
+from core.config import NudgeConfig
 from portal import followups
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.materialize import refresh_queue
@@ -35,8 +36,12 @@ def settings_of(user) -> DeliverySettings:
 
 
 def two_follow_ups(user, now):
-    followups.create_follow_up(user.pk, "Call the bank", now + timedelta(minutes=10), now)
-    followups.create_follow_up(user.pk, "Book flights", now + timedelta(minutes=40), now)
+    followups.create_follow_up(
+        user.pk, "Call the bank", now + timedelta(minutes=10), now, NudgeConfig.from_settings()
+    )
+    followups.create_follow_up(
+        user.pk, "Book flights", now + timedelta(minutes=40), now, NudgeConfig.from_settings()
+    )
 
 
 @pytest.mark.parametrize(
@@ -141,7 +146,9 @@ def test_quiet_hours_skip_is_settled_with_a_reason_shown_in_history(
                 (fire + timedelta(minutes=60)).hour, (fire + timedelta(minutes=60)).minute
             ),
         )
-    followups.create_follow_up(user.pk, "Stretch", now + timedelta(minutes=15), now)
+    followups.create_follow_up(
+        user.pk, "Stretch", now + timedelta(minutes=15), now, NudgeConfig.from_settings()
+    )
     [row] = pending(user)
     assert row.intended_at == fire
     report = run_deliver(fire)
@@ -185,7 +192,9 @@ def test_a_held_nudge_sent_a_little_early_by_smoothing_still_goes(make_user, now
             quiet_start=time((now - timedelta(hours=1)).hour, (now - timedelta(hours=1)).minute),
             quiet_end=time(quiet_end.hour, quiet_end.minute),
         )
-    follow_up = followups.create_follow_up(user.pk, "Stand-up", now + timedelta(hours=1), now)
+    follow_up = followups.create_follow_up(
+        user.pk, "Stand-up", now + timedelta(hours=1), now, NudgeConfig.from_settings()
+    )
     [row] = pending(user)
     assert row.intended_at == quiet_end
     claimed = ClaimedSend(

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from calendars.models import CalendarConnection, FollowUp
+from core.config import NudgeConfig
 from portal import followups
 from portal.models import ApiToken
 from portal.tokens import digest, new_api_token, new_telegram_code, parse_api_token
@@ -28,11 +29,12 @@ def two(signed_in, recording_channel):
     """Alice and Bob, each with a follow-up, a nudge in history, a calendar and a token."""
     now = timezone.now()
     users = {}
+    config = NudgeConfig.from_settings()
     for name in ("alice", "bob"):
         user, client = signed_in(name)
         client.get(reverse("portal:home"))  # first visit: settings
         follow_up = followups.create_follow_up(
-            user.pk, f"{name}'s secret plan", now + timedelta(minutes=11), now
+            user.pk, f"{name}'s secret plan", now + timedelta(minutes=11), now, config
         )
         with tenant_scope(user.pk):
             connection = CalendarConnection.objects.create(
@@ -126,7 +128,7 @@ def test_a_telegram_link_code_under_another_users_id_links_nobody(two, settings)
     alice, bob = two
     settings.TELEGRAM_WEBHOOK_SECRET = "s3cret_Webhook-token_0123456789"
     with tenant_scope(alice["user"].pk):
-        code = new_telegram_code(alice["user"].pk, timezone.now())
+        code = new_telegram_code(alice["user"].pk, timezone.now(), NudgeConfig.from_settings())
     forged = f"{bob['user'].pk}-{code.split('-', 1)[1]}"
     post_update(Client(), FakeTelegram().push_message(4242, f"/start {forged}"))
     for owner in (alice, bob):

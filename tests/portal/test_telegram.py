@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import DeliverySettings
+from core.config import NudgeConfig
 from portal import telegram
 from portal.models import LinkCode, OptInRecord
 from portal.tokens import new_telegram_code
@@ -102,7 +103,9 @@ def test_a_code_works_once_and_expires(bot, signed_in, updates, client, settings
     assert settings_of(user).telegram_chat_id == str(CHAT)
     # An expired code links nothing.
     with tenant_scope(user.pk):
-        stale = new_telegram_code(user.pk, timezone.now() - timedelta(minutes=60))
+        stale = new_telegram_code(
+            user.pk, timezone.now() - timedelta(minutes=60), NudgeConfig.from_settings()
+        )
     late = post_update(client, updates.push_message(CHAT + 2, f"/start {stale}"))
     assert late.json()["text"] == telegram.BAD_CODE
     assert settings_of(user).telegram_chat_id == str(CHAT)

@@ -12,6 +12,7 @@ from django.utils import timezone
 from accounts.actions import PAUSED_BY_WHATSAPP_STOP, ensure_settings
 from accounts.admin import DeliverySettingsForm
 from accounts.models import DeliverySettings
+from core.config import NudgeConfig
 from core.deployment import NOT_IN_PRODUCTION
 from portal import account, followups, telegram
 from portal.models import OptInRecord
@@ -42,7 +43,9 @@ def test_linking_a_chat_takes_it_from_the_other_account_and_tells_its_owner(
     ana, ana_browser = signed_in("ana")
     bob, bob_browser = signed_in("bob")
     post_update(client, fake_telegram.push_message(CHAT, f"/start {link_code(ana_browser)}"))
-    followups.create_follow_up(ana.pk, "Ana's private call", now + timedelta(minutes=20), now)
+    followups.create_follow_up(
+        ana.pk, "Ana's private call", now + timedelta(minutes=20), now, NudgeConfig.from_settings()
+    )
     assert len(pending(ana)) == 1
 
     post_update(client, fake_telegram.push_message(CHAT, f"/start {link_code(bob_browser)}"))
@@ -131,7 +134,9 @@ def test_a_new_user_has_no_channel_and_nothing_is_planned(signed_in, now, record
     ana, browser = signed_in("ana", channel="")
     assert "Nudges are not set up yet" in browser.get(reverse("portal:home")).content.decode()
     assert settings_of(ana).channel == ""
-    followups.create_follow_up(ana.pk, "Dentist", now + timedelta(minutes=20), now)
+    followups.create_follow_up(
+        ana.pk, "Dentist", now + timedelta(minutes=20), now, NudgeConfig.from_settings()
+    )
     assert queued(ana) == []
     page = browser.get(reverse("portal:settings")).content.decode()
     assert '<option value="" selected>Not set up yet' in page
@@ -143,7 +148,9 @@ def test_a_console_row_outside_development_is_skipped_with_a_reason(
     """issue 23 item 6: outside development deliver printed private titles into its log
     and recorded them "sent"."""
     user = make_user(channel="console")
-    followups.create_follow_up(user.pk, "Private title", now + timedelta(minutes=10), now)
+    followups.create_follow_up(
+        user.pk, "Private title", now + timedelta(minutes=10), now, NudgeConfig.from_settings()
+    )
     [row] = pending(user)  # queued while in development
     settings.DEBUG = False
     settings.EMBEDDED_DATABASE = False  # a real deployment

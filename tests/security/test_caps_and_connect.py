@@ -14,6 +14,7 @@ from django.utils.html import escape
 
 from calendars.connect import REFUSED, ConnectError, add_ics_feed
 from calendars.models import CalendarConnection
+from core.config import NudgeConfig
 from portal import calendar_links, followups
 from portal.tokens import new_api_token
 from tenancy.scope import tenant_scope
@@ -59,7 +60,7 @@ def test_the_background_check_fetches_and_the_page_shows_the_result(signed_in):
     user, client = signed_in("ana")
     with FakeIcsFeed() as feed:
         feed.body = SINGLE
-        add_ics_feed(user.pk, feed.feed_url, allow_private=True)
+        add_ics_feed(user.pk, feed.feed_url, allow_private=True, config=NudgeConfig.from_settings())
         assert "Checking…" in client.get(reverse("portal:calendars")).content.decode()
         calendar_links.check_in_background(user.pk).result(timeout=60)
         assert len(feed.feed_calls()) == 1
@@ -88,9 +89,9 @@ def test_calendars_per_user_are_capped(signed_in, settings, monkeypatch):
     settings.NUDGE_MAX_CALENDARS_PER_USER = 2
     user, client = signed_in("ana")
     for n in range(2):
-        add_ics_feed(user.pk, f"http://93.184.216.34/{n}.ics")
+        add_ics_feed(user.pk, f"http://93.184.216.34/{n}.ics", config=NudgeConfig.from_settings())
     with pytest.raises(ConnectError, match="the most allowed"):
-        add_ics_feed(user.pk, "http://93.184.216.34/2.ics")
+        add_ics_feed(user.pk, "http://93.184.216.34/2.ics", config=NudgeConfig.from_settings())
     page = client.post(reverse("portal:calendar_add_ics"), {"url": PUBLIC_FEED}).content.decode()
     assert "the most allowed (2)" in page
     assert len(connections_of(user)) == 2
@@ -103,9 +104,13 @@ def test_follow_ups_per_user_are_capped(signed_in, settings):
     user, _ = signed_in("ana")
     now = timezone.now()
     for n in range(2):
-        followups.create_follow_up(user.pk, f"task {n}", now + timedelta(hours=1), now)
+        followups.create_follow_up(
+            user.pk, f"task {n}", now + timedelta(hours=1), now, NudgeConfig.from_settings()
+        )
     with pytest.raises(followups.FollowUpInvalid, match="the most allowed"):
-        followups.create_follow_up(user.pk, "one more", now + timedelta(hours=1), now)
+        followups.create_follow_up(
+            user.pk, "one more", now + timedelta(hours=1), now, NudgeConfig.from_settings()
+        )
     with tenant_scope(user.pk):
         _, token = new_api_token(user.pk, "host")
     answer = Client().post(

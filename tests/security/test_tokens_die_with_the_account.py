@@ -178,7 +178,9 @@ def test_materialize_plans_nothing_for_a_deactivated_account(make_user):
 
     now = timezone.now()
     user = make_user("gone")
-    followups.create_follow_up(user.pk, "Still here?", now + timedelta(minutes=30), now)
+    followups.create_follow_up(
+        user.pk, "Still here?", now + timedelta(minutes=30), now, NudgeConfig.from_settings()
+    )
     assert len(rows_of(user)) == 1
     User.objects.filter(pk=user.pk).update(is_active=False)
     result = materialize_user(user.pk, now, NudgeConfig.from_settings())

@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.urls import reverse
 from django.utils import timezone
 
+from core.config import NudgeConfig
 from portal import whatsapp
 from portal.models import LinkCode, TwilioMessageSeen
 from tenancy.scope import tenant_scope
@@ -34,11 +35,11 @@ def test_old_message_ids_are_pruned(db):
     now = timezone.now()
     TwilioMessageSeen.objects.create(message_sid="SM" + "0" * 32)
     TwilioMessageSeen.objects.filter().update(received_at=now - timedelta(days=91))
-    assert whatsapp.first_time("SM" + "1" * 32, now)
+    assert whatsapp.first_time("SM" + "1" * 32, now, NudgeConfig.from_settings())
     assert list(TwilioMessageSeen.objects.values_list("message_sid", flat=True)) == [
         "SM" + "1" * 32
     ]
-    assert not whatsapp.first_time("", now)  # no sid, no action
+    assert not whatsapp.first_time("", now, NudgeConfig.from_settings())  # no sid, no action
 
 
 def test_the_link_code_error_shown_to_the_user_is_redacted(wa, fake_twilio, signed_in):

@@ -6,6 +6,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from calendars.connect import ConnectError, connect_ics_feed
 from core.command_line import NudgeCommand, instant, positive_int, require_users
+from core.config import NudgeConfig
 
 
 class Command(NudgeCommand):
@@ -26,7 +27,13 @@ class Command(NudgeCommand):
     def handle(self, *args, user_id: int, url: str, allow_private: bool, now, **options) -> None:
         require_users([user_id], active=False)
         try:
-            connection = connect_ics_feed(user_id, url, allow_private=allow_private, now=now)
+            connection = connect_ics_feed(
+                user_id,
+                url,
+                config=NudgeConfig.from_settings(),
+                allow_private=allow_private,
+                now=now,
+            )
         except ConnectError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(

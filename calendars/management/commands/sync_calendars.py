@@ -28,14 +28,19 @@ class Command(NudgeCommand):
         moment = now or timezone.now()
         if user is not None:
             require_users([user])
-        window_start, window_end = NudgeConfig.from_settings().subject_window(moment)
+        config = NudgeConfig.from_settings()
+        window_start, window_end = config.subject_window(moment)
         users = get_user_model().objects.filter(is_active=True).order_by("pk")
         if user is not None:
             users = users.filter(pk=user)
         total = SyncSummary()
         for user_id in users.values_list("pk", flat=True).iterator():
             summary = sync_user_connections(
-                user_id, now=moment, window_start=window_start, window_end=window_end
+                user_id,
+                now=moment,
+                window_start=window_start,
+                window_end=window_end,
+                config=config,
             )
             for result in summary.results:
                 self.stdout.write(_progress_line(user_id, result))
