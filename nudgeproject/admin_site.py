@@ -33,6 +33,7 @@ from core.config import NudgeConfig
 from core.display import when
 from nudgeproject import console
 from nudgeproject.admin_guard import audit_logger, guarded
+from pacing import pacer
 from scheduled_sends import health
 from scheduled_sends.models import ScheduledSend, SweepRun
 from tenancy.scope import support_scope
@@ -111,7 +112,7 @@ class NudgeAdminSite(admin.AdminSite):
             lines = console.health_lines(health.checks, health.figures, links, config)
         else:
             lines = console.figure_lines(health.figures, links)
-        lines += console.pacing_lines()
+        lines += console.pacing_lines(pacer.rates_in_force(config))
         now = timezone.now()
         context = {
             "nudge_health": health,

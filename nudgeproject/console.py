@@ -277,11 +277,11 @@ def figure_lines(figures: dict[str, Any], links: Links) -> list[HealthLine]:
     ]
 
 
-def pacing_lines(states: list[pacer.BudgetState] | None = None) -> list[HealthLine]:
+def pacing_lines(states: list[pacer.BudgetState]) -> list[HealthLine]:
     """Each shared rate in force, as a sentence: at its setting, or lowered by a
     provider's 429 (and climbing back), or paused by its Retry-After."""
     lines = []
-    for state in pacer.rates_in_force() if states is None else states:
+    for state in states:
         calendar = state.budget.startswith(("google", "graph"))
         scale, unit = (60, "/min") if calendar else (1, "/s")
         rate, ceiling = state.rate * scale, state.ceiling * scale

@@ -7,6 +7,7 @@ every upward import (lazy ones inside functions too) with its file and line.
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -75,3 +76,21 @@ def test_the_check_sees_imports(app):
     if app == "core":
         return
     assert any(importer == app for importer, _ in imports_between_apps())
+
+
+def test_architectures_where_table_names_files_that_exist():
+    """docs/ARCHITECTURE.md's "Where each idea lives" table matches the tree: every
+    path it names (``a/{b,c}.py`` spelled out) exists."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    table = text.split("## Where each idea lives", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"`([a-z_]+/[A-Za-z0-9_/{},.*-]+)`", table)
+    paths = []
+    for path in named:
+        if "{" in path:
+            head, rest = path.split("{", 1)
+            options, tail = rest.split("}", 1)
+            paths += [head + option + tail for option in options.split(",")]
+        else:
+            paths.append(path)
+    assert len(paths) > 40
+    assert [p for p in paths if not (ROOT / p.rstrip("/")).exists()] == []

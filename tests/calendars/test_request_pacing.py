@@ -15,6 +15,7 @@ import pytest
 from django.db import connection as db_connection
 
 from calendars.sync import Outcome
+from core.config import NudgeConfig
 from pacing.pacer import rates_in_force
 from tests.calendars.conftest import NOW, TEST_KEY, reload, run_sync
 from tests.fakes import google_server, microsoft_server
@@ -48,7 +49,7 @@ def _sync_process(fake_google, fake_graph) -> str:
 
 
 def _google_rate() -> tuple[float, float]:
-    state = next(s for s in rates_in_force() if s.budget == "google")
+    state = next(s for s in rates_in_force(NudgeConfig.from_settings()) if s.budget == "google")
     return state.rate, state.ceiling
 
 
