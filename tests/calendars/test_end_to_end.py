@@ -57,18 +57,19 @@ def run_the_morning(fake_ics, until: datetime) -> list[datetime]:
     return sent_at
 
 
+def connect_feed(user, fake_ics, now=START):
+    """Connect the fake feed as the command line does (fetched at once)."""
+    return connect_ics_feed(
+        user.pk, fake_ics.feed_url, allow_private=True, now=now, config=NudgeConfig.from_settings()
+    )
+
+
 def test_weekly_meeting_nudged_once_thirty_minutes_before_via_telegram(
     make_user, fake_ics, fake_telegram, telegram_settings
 ):
     fake_ics.body = WEEKLY
     user = make_user(channel="telegram", telegram_chat_id="1001", default_lead_minutes=10)
-    connect_ics_feed(
-        user.pk,
-        fake_ics.feed_url,
-        allow_private=True,
-        now=START,
-        config=NudgeConfig.from_settings(),
-    )
+    connect_feed(user, fake_ics)
 
     sent_at = run_the_morning(fake_ics, until=MEETING + timedelta(minutes=5))
 
@@ -85,13 +86,7 @@ def test_weekly_meeting_nudged_once_via_the_recording_channel(
 ):
     fake_ics.body = WEEKLY
     user = make_user(channel="console")
-    connect_ics_feed(
-        user.pk,
-        fake_ics.feed_url,
-        allow_private=True,
-        now=START,
-        config=NudgeConfig.from_settings(),
-    )
+    connect_feed(user, fake_ics)
 
     sent_at = run_the_morning(fake_ics, until=MEETING + timedelta(minutes=5))
 
@@ -119,20 +114,8 @@ def test_a_replay_queues_what_a_live_run_at_that_instant_queued(make_user, fake_
     and the replay queued nothing for the 09:00 meeting."""
     fake_ics.body = WEEKLY
     live, replayed = make_user(), make_user()
-    connect_ics_feed(
-        live.pk,
-        fake_ics.feed_url,
-        allow_private=True,
-        now=START,
-        config=NudgeConfig.from_settings(),
-    )
-    connect_ics_feed(
-        replayed.pk,
-        fake_ics.feed_url,
-        allow_private=True,
-        now=START + timedelta(hours=10),
-        config=NudgeConfig.from_settings(),
-    )
+    connect_feed(live, fake_ics)
+    connect_feed(replayed, fake_ics, START + timedelta(hours=10))
 
     run_materialize(START, user_ids=[live.pk])
     run_materialize(START, user_ids=[replayed.pk])
@@ -149,13 +132,7 @@ def test_an_at_the_time_of_event_reminder_arrives_at_the_start(
     the calendar side and sent when the meeting starts."""
     fake_ics.body = WEEKLY.replace(b"TRIGGER:-P0DT0H30M0S", b"TRIGGER:PT0S")
     user = make_user(channel="console")
-    connect_ics_feed(
-        user.pk,
-        fake_ics.feed_url,
-        allow_private=True,
-        now=START,
-        config=NudgeConfig.from_settings(),
-    )
+    connect_feed(user, fake_ics)
 
     sent_at = run_the_morning(fake_ics, until=MEETING + timedelta(minutes=5))
 
