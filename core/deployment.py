@@ -13,5 +13,7 @@ NOT_IN_PRODUCTION = "the console channel is for development only; link Telegram 
 
 
 def development() -> bool:
-    """DEBUG on, or the embedded database: neither means a real deployment."""
-    return bool(settings.DEBUG or settings.EMBEDDED_DATABASE)
+    """DEBUG on, or the embedded database (neither means a real deployment), or a
+    server that allows the console channel explicitly (``ALLOW_CONSOLE_CHANNEL``:
+    staging, CI)."""
+    return bool(settings.DEBUG or settings.EMBEDDED_DATABASE or settings.ALLOW_CONSOLE_CHANNEL)

@@ -27,6 +27,10 @@ if (BASE_DIR / ".env").is_file():
     environ.Env.read_env(BASE_DIR / ".env")
 
 DEBUG = env.bool("DEBUG", default=False)
+# The development console channel (it prints nudges) is refused outside development
+# (DEBUG or the embedded database); a staging or CI server on a real database may
+# allow it explicitly.
+ALLOW_CONSOLE_CHANNEL = env.bool("ALLOW_CONSOLE_CHANNEL", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 
 # --- Database -------------------------------------------------------------

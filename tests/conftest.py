@@ -30,8 +30,10 @@ RECORDING_BACKENDS = {
 # The test settings, for this process (below) and for the ``manage.py`` children
 # the tests start (tests/support/processes.py). Telegram's one message a second
 # per chat is spacing no test waits for except the one that guards it
-# (tests/channels/test_pacing.py), which sets its own interval.
-TEST_SETTINGS = {"NUDGE_PER_CHAT_INTERVAL_SECONDS": 0.0}
+# (tests/channels/test_pacing.py), which sets its own interval. The suite runs on the
+# embedded database or on a CI server, both development: the console channel is
+# allowed there, except in the tests of a real deployment, which turn it off.
+TEST_SETTINGS = {"NUDGE_PER_CHAT_INTERVAL_SECONDS": 0.0, "ALLOW_CONSOLE_CHANNEL": True}
 
 
 def utc(*args: int) -> datetime:

@@ -285,6 +285,7 @@ def test_seed_demo_outside_development_makes_no_usable_password(client, db, sett
 
     settings.DEBUG = False
     settings.EMBEDDED_DATABASE = False  # a real server, not the development default
+    settings.ALLOW_CONSOLE_CHANNEL = False
     call_command("seed_demo", "--users", "1", "--prefix", "prod")
     assert "password" not in capsys.readouterr().out
     from django.contrib.auth import get_user_model
@@ -331,6 +332,7 @@ def test_disconnecting_microsoft_deletes_its_tokens_and_events_leave_the_queue(s
 def test_the_console_channel_is_not_offered_once_a_real_channel_is_chosen(signed_in, settings):
     settings.DEBUG = False
     settings.EMBEDDED_DATABASE = False  # production: not the development default
+    settings.ALLOW_CONSOLE_CHANNEL = False
     user, client = signed_in("ana")
     page = client.get(reverse("portal:settings")).content.decode()
     assert '<option value="console" selected>' in page  # an older account still on it

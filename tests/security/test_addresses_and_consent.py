@@ -154,6 +154,7 @@ def test_a_console_row_outside_development_is_skipped_with_a_reason(
     [row] = pending(user)  # queued while in development
     settings.DEBUG = False
     settings.EMBEDDED_DATABASE = False  # a real deployment
+    settings.ALLOW_CONSOLE_CHANNEL = False
     report = run_deliver(row.fire_at)
     assert (report.sent, report.skipped) == (0, 1)
     assert recording_channel.sent == []
