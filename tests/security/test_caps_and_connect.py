@@ -18,6 +18,7 @@ from core.config import NudgeConfig
 from portal import calendar_links, followups
 from portal.tokens import new_api_token
 from tenancy.scope import tenant_scope
+from tests.calendars.conftest import TEST_KEY
 from tests.calendars.ics_samples import SINGLE
 from tests.fakes.ics_server import FakeIcsFeed
 
@@ -32,6 +33,13 @@ class Deferred:
 
     def submit(self, fn, *args):
         self.jobs.append((fn, args))
+
+
+@pytest.fixture(autouse=True)
+def calendar_keys(settings):
+    """Calendar secrets need a key outside the embedded database (the suite also runs
+    against a real server)."""
+    settings.CALENDAR_TOKEN_KEYS = [TEST_KEY]
 
 
 def connections_of(user) -> list[CalendarConnection]:
