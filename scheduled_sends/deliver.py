@@ -117,16 +117,21 @@ class DeliverReport:
 
     def as_dict(self) -> dict[str, object]:
         late = self.lateness()
-        read_back = DeliverCounts(self.sent, self.expired, tuple(late.histogram))
+        read_back = DeliverCounts(
+            sent=self.sent,
+            expired=self.expired,
+            lateness_histogram=tuple(late.histogram),
+            skipped=self.skipped,
+            failed=self.failed,
+            retried=self.retried,
+            rate_limited=self.rate_limited,
+            lateness_sum_seconds=round(late.total, 3),
+        )
         return {
             "as_of": self.as_of.isoformat(),
             "claimed": self.claimed,
-            "skipped": self.skipped,
-            "retried": self.retried,
-            "failed": self.failed,
             "released": self.released,
             "lost_claims": self.lost_claims,
-            "rate_limited": self.rate_limited,
             "slots_missed": self.slots_missed,
             "batches": self.batches,
             "rates": {channel: round(rate, 2) for channel, rate in self.rates.items()},

@@ -54,8 +54,8 @@ class LatenessSummary:
         )
 
     def as_counts(self) -> dict[str, object]:
-        """The run log's fields people read (``SweepRun.counts``; the histogram,
-        which health reads back, is ``runlog.DeliverCounts``)."""
+        """The run log's fields people read (``SweepRun.counts``; the histogram and
+        the sum, which health and ``/metrics`` read back, are ``runlog.DeliverCounts``)."""
 
         def rounded(value: float | None) -> float | None:
             return None if value is None else round(value, 3)
@@ -64,9 +64,19 @@ class LatenessSummary:
             "lateness_p50_seconds": rounded(self.p50),
             "lateness_p95_seconds": rounded(self.p95),
             "lateness_max_seconds": rounded(self.max),
-            "lateness_histogram": self.histogram,
-            "lateness_sum_seconds": round(self.total, 3),
         }
+
+
+def merged_histogram(
+    histograms: Iterable[Sequence[Sequence[float | int | None]]],
+) -> dict[float, int]:
+    """Several runs' histograms as one: sends per bucket bound (inf: beyond the last)."""
+    totals: dict[float, int] = {}
+    for histogram in histograms:
+        for bound, count in histogram:
+            key = math.inf if bound is None else float(bound)
+            totals[key] = totals.get(key, 0) + int(count)
+    return totals
 
 
 def merged_p95(histograms: Iterable[Sequence[Sequence[float | int | None]]]) -> float | None:
@@ -74,11 +84,7 @@ def merged_p95(histograms: Iterable[Sequence[Sequence[float | int | None]]]) -> 
 
     A bucket bound, not an exact figure: "p95 ≤ 60 s" is what health needs.
     """
-    totals: dict[float, int] = {}
-    for histogram in histograms:
-        for bound, count in histogram:
-            key = math.inf if bound is None else float(bound)
-            totals[key] = totals.get(key, 0) + int(count)
+    totals = merged_histogram(histograms)
     total = sum(totals.values())
     if not total:
         return None

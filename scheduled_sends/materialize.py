@@ -358,16 +358,20 @@ class MaterializeReport:
             "capped_nudges": self.capped_nudges,
             "disabled_users": self.disabled_users,
             "failed_users": self.failed_users,
-            "calendars_synced": self.calendars_synced,
-            "calendars_unchanged": self.calendars_unchanged,
-            "calendars_failed": self.calendars_failed,
-            "calendars_needing_reauth": self.calendars_needing_reauth,
-            "calendars_deferred": self.calendars_deferred,
             "provider_calls": self.provider_calls,
             "moved_earlier": self.moved_earlier,
             "seconds": round(self.seconds, 3),
             "ok": self.ok,
-            **MaterializeCounts(self.overdue, self.cut_short, self.resume_after).as_dict(),
+            **MaterializeCounts(
+                overdue_unclaimed=self.overdue,
+                cut_short=self.cut_short,
+                resume_after=self.resume_after,
+                calendars_synced=self.calendars_synced,
+                calendars_unchanged=self.calendars_unchanged,
+                calendars_failed=self.calendars_failed,
+                calendars_needing_reauth=self.calendars_needing_reauth,
+                calendars_deferred=self.calendars_deferred,
+            ).as_dict(),
         }
 
 

@@ -30,9 +30,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from core.config import NudgeConfig
 from scheduled_sends import charts
 from scheduled_sends.health import LATENESS_WINDOW, HealthReport
-from scheduled_sends.lateness import BUCKETS
+from scheduled_sends.lateness import BUCKETS, merged_histogram
 from scheduled_sends.models import ScheduledSend, SweepRun
 from scheduled_sends.queue.states import unsettled
+from scheduled_sends.runlog import DeliverCounts, MaterializeCounts
 from tenancy.scope import rls_bypass
 
 # What /metrics answers with: the text exposition format.
@@ -146,17 +147,17 @@ class QueueCollector:
             as_of__gt=self.now - LATENESS_WINDOW, as_of__lte=self.now
         ).values_list("sweep", "counts")
         totals: dict[str, float] = {}
-        histogram = dict.fromkeys(BUCKETS, 0)
-        lateness_sum = 0.0
+        histograms, lateness_sum = [], 0.0
         for sweep, counts in window:
-            names = DELIVER_COUNTS if sweep == SweepRun.Sweep.DELIVER else SYNC_COUNTS
-            for name in names:
-                totals[name] = totals.get(name, 0) + float(counts.get(name, 0) or 0)
             if sweep == SweepRun.Sweep.DELIVER:
-                # Only non-empty buckets are logged, by bound (None: beyond the last).
-                for bound, n in counts.get("lateness_histogram") or []:
-                    histogram[math.inf if bound is None else float(bound)] += int(n)
-                lateness_sum += float(counts.get("lateness_sum_seconds") or 0)
+                run, names = DeliverCounts.from_counts(counts), DELIVER_COUNTS
+                histograms.append(run.lateness_histogram)
+                lateness_sum += run.lateness_sum_seconds
+            else:
+                run, names = MaterializeCounts.from_counts(counts), SYNC_COUNTS
+            for name in names:
+                totals[name] = totals.get(name, 0) + getattr(run, name)
+        histogram = merged_histogram(histograms)
         for name in (*DELIVER_COUNTS, *SYNC_COUNTS):
             yield GaugeMetricFamily(
                 f"nudge_{name}_last_15m",
@@ -165,7 +166,7 @@ class QueueCollector:
             )
         cumulative, buckets = 0, []
         for bound in BUCKETS:
-            cumulative += histogram[bound]
+            cumulative += histogram.get(bound, 0)
             buckets.append(("+Inf" if bound == math.inf else f"{bound:g}", cumulative))
         yield GaugeHistogramMetricFamily(
             "nudge_lateness_seconds_last_15m",

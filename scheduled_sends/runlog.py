@@ -51,20 +51,30 @@ class RunCounts:
 
 @dataclass(frozen=True)
 class DeliverCounts(RunCounts):
-    """What health reads of a deliver run: sends, expiries, the lateness histogram."""
+    """What health and ``/metrics`` read of a deliver run: its outcomes, 429s and lateness."""
 
     sent: int = 0
     expired: int = 0
     lateness_histogram: tuple = ()  # [[upper bound in s, or None for "more"], count]
+    skipped: int = 0
+    failed: int = 0
+    retried: int = 0
+    rate_limited: int = 0
+    lateness_sum_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
 class MaterializeCounts(RunCounts):
-    """What health and the next run read of a materialize run."""
+    """What health, the next run and ``/metrics`` read of a materialize run."""
 
     overdue_unclaimed: int = 0  # due rows nobody had claimed, seen in each user's scope
     cut_short: bool = False  # the budget ran out: the next run resumes after ...
     resume_after: int = 0  # ... this user id
+    calendars_synced: int = 0
+    calendars_unchanged: int = 0
+    calendars_failed: int = 0
+    calendars_needing_reauth: int = 0
+    calendars_deferred: int = 0
 
 
 @contextmanager
