@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import Protocol
 
-from core.deployment import NOT_IN_PRODUCTION, development
+from core.deployment import NOT_IN_PRODUCTION, console_channel_allowed
 
 NOT_SET_UP = "no channel set up yet: link Telegram or WhatsApp in Settings"
 
@@ -42,7 +42,7 @@ def pause_reason(settings: HoldSettings) -> SkipReason | None:
     development console outside development), or their channel is unreachable."""
     if not settings.channel:
         return SkipReason(NOT_SET_UP)
-    if settings.channel == "console" and not development():
+    if settings.channel == "console" and not console_channel_allowed():
         return SkipReason(NOT_IN_PRODUCTION)
     if settings.paused:
         return SkipReason(f"nudges paused: {settings.paused_reason or 'paused by you'}")

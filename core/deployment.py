@@ -1,8 +1,10 @@
 """Development or a real deployment: the project's one notion of it.
 
-The console channel prints a user's private titles; it exists for development
-only, and both the hold rules (``accounts.rules``) and the channel itself ask
-here before letting it "send".
+Development means DEBUG on or the embedded database; neither is a real
+deployment. The console channel prints a user's private titles, so it is
+allowed in development only — or on a server that allows it explicitly
+(``ALLOW_CONSOLE_CHANNEL``: staging, CI). The hold rules (``accounts.rules``),
+the settings form and the channel itself ask here before letting it "send".
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ NOT_IN_PRODUCTION = "the console channel is for development only; link Telegram 
 
 
 def development() -> bool:
-    """DEBUG on, or the embedded database (neither means a real deployment), or a
-    server that allows the console channel explicitly (``ALLOW_CONSOLE_CHANNEL``:
-    staging, CI)."""
-    return bool(settings.DEBUG or settings.EMBEDDED_DATABASE or settings.ALLOW_CONSOLE_CHANNEL)
+    """DEBUG on, or the embedded database."""
+    return bool(settings.DEBUG or settings.EMBEDDED_DATABASE)
+
+
+def console_channel_allowed() -> bool:
+    """In development, or where the server allows the console channel explicitly."""
+    return development() or bool(settings.ALLOW_CONSOLE_CHANNEL)

@@ -8,7 +8,7 @@ from functools import cache
 from django import forms
 
 from accounts.models import MAX_LEAD_MINUTES, Channel
-from core.deployment import development
+from core.deployment import console_channel_allowed
 from portal.followups import TITLE_MAX_CHARS
 
 
@@ -51,7 +51,9 @@ class SettingsForm(forms.Form):
         choices = [
             choice
             for choice in Channel.choices
-            if choice[0] != Channel.CONSOLE or development() or current_channel == "console"
+            if choice[0] != Channel.CONSOLE
+            or console_channel_allowed()
+            or current_channel == "console"
         ]
         if not current_channel:  # a new user: nothing linked yet
             choices.insert(0, ("", "Not set up yet: link Telegram or WhatsApp below"))

@@ -12,7 +12,7 @@ import sys
 import uuid
 from typing import TextIO
 
-from core.deployment import NOT_IN_PRODUCTION, development
+from core.deployment import NOT_IN_PRODUCTION, console_channel_allowed
 from scheduled_sends.channels.base import (
     NudgeMessage,
     PermanentSendError,
@@ -28,7 +28,7 @@ class ConsoleChannel(Sender):
         self.stream = stream or sys.stdout
 
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
-        if not development():
+        if not console_channel_allowed():
             raise PermanentSendError(NOT_IN_PRODUCTION)
         receipt = SendReceipt(provider_message_id=f"console-{uuid.uuid4().hex[:12]}")
         self.stream.write(f"  → {address}: {message.text}\n")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import secrets
 
-from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
 from accounts.models import Channel
 from core.command_line import NudgeCommand, instant, non_negative_int
 from core.config import NudgeConfig
+from core.deployment import development
 from scheduled_sends.demo import seed_demo
 
 
@@ -44,7 +44,7 @@ class Command(NudgeCommand):
     def handle(self, *args, **options) -> None:
         start = options["start"] or timezone.now()
         password = options["password"]
-        if password is None and (settings.DEBUG or settings.EMBEDDED_DATABASE):
+        if password is None and development():
             password = secrets.token_urlsafe(9)
         if password is not None and len(password) < 8:
             raise CommandError("--password must be at least 8 characters")
