@@ -26,7 +26,7 @@ from django.db import transaction
 
 from accounts.models import Channel, DeliverySettings, default_lead_minutes
 from accounts.signals import delivery_settings_changed
-from tenancy.scope import current_scope, tenant_scope
+from tenancy.scope import SUPPORT_SCOPE, current_scope, tenant_scope
 
 logger = logging.getLogger("nudge.accounts")
 
@@ -70,7 +70,7 @@ def ensure_settings(user_id: int) -> DeliverySettings:
 @contextlib.contextmanager
 def _settings_scope(user_id: int) -> Iterator[None]:
     """The user's own scope; inside the admin's support scope, that one."""
-    if current_scope() == "support_scope()":
+    if current_scope() == SUPPORT_SCOPE:
         yield
     else:
         with tenant_scope(user_id):

@@ -187,12 +187,14 @@ def rls_bypass(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
         yield
 
 
+# The name ``current_scope()`` gives the admin's support scope while it is open.
+SUPPORT_SCOPE = "support_scope()"
+
+
 @contextmanager
 def support_scope(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """Run the block as the support role: the staff admin's cross-tenant view."""
-    with _owned_transaction(
-        "support_scope()", using, tenant="", role=settings.NUDGE_DB_SUPPORT_ROLE
-    ):
+    with _owned_transaction(SUPPORT_SCOPE, using, tenant="", role=settings.NUDGE_DB_SUPPORT_ROLE):
         yield
 
 
