@@ -118,6 +118,15 @@ class CalendarEvent(TenantModel):
         blank=True,
         help_text="The event's own reminder lead times; empty means use the user's default.",
     )
+    location = models.CharField(
+        max_length=512, blank=True, default="", help_text="Where, as the calendar says it."
+    )
+    join_url = models.CharField(
+        max_length=2048,
+        blank=True,
+        default="",
+        help_text="An https link to a known meeting host, or empty (never an arbitrary link).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -79,6 +79,8 @@ EVENT_FIELDS = (
     "status",
     "declined",
     "reminder_minutes",
+    "location",
+    "join_url",
 )
 
 
@@ -764,6 +766,8 @@ def _row_values(event: ProviderEvent) -> dict[str, object]:
         "status": event.status,
         "declined": event.declined,
         "reminder_minutes": list(event.reminder_minutes),
+        "location": event.location,
+        "join_url": event.join_url,
     }
 
 

@@ -155,6 +155,8 @@ class ProviderEvent:
     status: str
     declined: bool
     reminder_minutes: tuple[int, ...]
+    location: str = ""
+    join_url: str = ""  # only ever a link that passed the known-meeting-host check
 
     @property
     def key(self) -> tuple[str, datetime | None]:

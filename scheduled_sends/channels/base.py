@@ -46,6 +46,8 @@ class NudgeMessage:
     local_time: str  # e.g. "15:00", in the user's time zone
     minutes_until: int  # whole minutes from now until the subject starts
     valid_for_seconds: int  # after this the nudge is wrong, not late
+    join_url: str = ""  # an https meeting link from a known host, or ""
+    location: str = ""  # where, shown when there is no link
 
 
 @dataclass(frozen=True)
