@@ -46,6 +46,9 @@ from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
 Act = NudgeAct.Act
 # WhatsApp's customer-service window: a text reply acts on a nudge sent within it.
 REPLY_WINDOW = timedelta(hours=24)
+# Acts are kept this long: past the history's seven days and any snooze's life
+# (a snooze lies inside the look-ahead), so a repeated tap is still recognised.
+ACT_RETENTION = timedelta(days=30)
 
 # What the person reads (the edited message, the toast, the WhatsApp reply).
 SNOOZED = "Snoozed until {until}"
@@ -136,7 +139,12 @@ def _caps_full(user_id: int, at: datetime, config: NudgeConfig) -> tuple[bool, i
 
 
 def _record(row: ScheduledSend, act: str, via: str, now: datetime, **fields: object) -> bool:
-    """Record the act once per message; False when it was recorded before (a repeat)."""
+    """Record the act once per message; False when it was recorded before (a repeat).
+
+    The user's acts older than ``ACT_RETENTION`` go here too (an indexed range,
+    usually empty): the table grows with taps, not forever.
+    """
+    NudgeAct.objects.filter(user_id=row.user_id, created_at__lt=now - ACT_RETENTION).delete()
     try:
         with transaction.atomic():
             NudgeAct.objects.create(
@@ -155,6 +163,16 @@ def _record(row: ScheduledSend, act: str, via: str, now: datetime, **fields: obj
     return True
 
 
+def _already_snoozed(row: ScheduledSend, now: datetime, tz_name: str) -> ActResult | None:
+    """The answer to a repeated Snooze on the same message, or None for the first."""
+    first = NudgeAct.objects.filter(
+        user_id=row.user_id, source_send_id=row.pk, act=Act.SNOOZE
+    ).first()
+    if first is None:
+        return None
+    return ActResult(ALREADY_SNOOZED.format(until=local_clock(first.snoozed_until, now, tz_name)))
+
+
 def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeConfig) -> ActResult:
     """Snooze the nudge of queue row ``send_id``. Inside the user's tenant scope."""
     row = ScheduledSend.objects.filter(user_id=user_id, pk=send_id).first()
@@ -162,11 +180,8 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
     if row is None or settings is None:
         return ActResult(UNKNOWN)
     tz_name = settings.timezone
-    earlier = NudgeAct.objects.filter(user_id=user_id, source_send_id=row.pk, act=Act.SNOOZE)
-    if (first := earlier.first()) is not None:
-        return ActResult(
-            ALREADY_SNOOZED.format(until=local_clock(first.snoozed_until, now, tz_name))
-        )
+    if (repeat := _already_snoozed(row, now, tz_name)) is not None:
+        return repeat
     starts_at, gone = _subject_now(row)
     if gone is not None:
         return ActResult(GONE.format(reason=gone))
@@ -185,7 +200,8 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
     if full:
         return ActResult(CAPPED)
     if not _record(row, Act.SNOOZE, via, now, snoozed_until=quiet):
-        return snooze(user_id, send_id, via, now, config)  # a concurrent tap won: say its answer
+        # A concurrent tap on the same button recorded first: say what it did.
+        return _already_snoozed(row, now, tz_name) or ActResult(UNKNOWN)
     transitions.enqueue_snoozed(
         user_id,
         settings.channel,
@@ -213,9 +229,11 @@ def record_done(user_id: int, send_id: int, via: str, now: datetime) -> ActResul
     follow_up = FollowUp.objects.filter(user_id=user_id, pk=row.ref_id).first()
     if follow_up is None:
         return ActResult(GONE.format(reason="follow-up deleted"))
-    recorded = _record(row, Act.DONE, via, now)
+    # Done already (on the website, or a tap before this one): withdraw what is
+    # left all the same, and record nothing twice.
+    recorded = not follow_up.done and _record(row, Act.DONE, via, now)
     transitions.withdraw_subject(user_id, row.kind, row.ref_id)
-    if follow_up.done or not recorded:
+    if not recorded:
         return ActResult(ALREADY_DONE)
     return ActResult(DONE, changed=True, follow_up_id=follow_up.pk)
 

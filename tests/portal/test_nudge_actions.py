@@ -10,9 +10,11 @@ inbound form from the fake Twilio.
 from __future__ import annotations
 
 import json
+import threading
 from datetime import datetime, time, timedelta
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
@@ -20,6 +22,7 @@ from accounts.models import Channel, DeliverySettings
 from calendars.models import FollowUp
 from core.config import NudgeConfig
 from portal import account, telegram, timeline
+from portal.nudge_actions import tap
 from scheduled_sends import action_tokens
 from scheduled_sends.channels.base import NudgeActions
 from scheduled_sends.channels.telegram import TelegramChannel
@@ -459,3 +462,32 @@ def test_tokens_fit_telegram_and_name_no_guessable_id():
     assert action_tokens.verify("d" + token[1:], "-1001234567890") is None
     assert action_tokens.verify(token, "-1001234567891") is None
     assert action_tokens.verify(str(2**63 - 1), "-1001234567890") is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_taps_at_once_queue_one_nudge(make_user):
+    """Item 4: idempotent under concurrency too (the webhook may take two updates at
+    once): the second tap waits on the first's record and answers with it."""
+    user = linked(make_user, Channel.TELEGRAM, str(CHAT))
+    now = _now()
+    row = queue_follow_up(user, "Call Bea", now=now, starts_in=timedelta(minutes=30))
+    token = action_tokens.sign("snooze", row.pk, str(CHAT))
+    config = NudgeConfig.from_settings()
+    barrier = threading.Barrier(2)
+    said: list[str] = []
+
+    def press() -> None:
+        try:
+            barrier.wait(5)
+            said.append(tap(Channel.TELEGRAM, str(CHAT), token, now, config).text)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=press) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(text.split(" until ")[0] for text in said) == ["Already snoozed", "Snoozed"]
+    assert len(acts(user)) == 1
+    assert len([r for r in pending_rows(user) if r.pk != row.pk]) == 1
