@@ -9,11 +9,13 @@ inbound form from the fake Twilio.
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 from datetime import datetime, time, timedelta
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
@@ -146,7 +148,7 @@ def test_an_event_with_a_link_has_join_and_snooze_but_no_done(tg, telegram_setti
     assert tg.markup_of(CHAT, 2) is None
 
 
-def test_snooze_queues_one_nudge_ten_minutes_on_and_edits_the_message(tg, ana):
+def test_snooze_queues_one_nudge_ten_minutes_on_and_edits_the_message(tg, ana, client):
     """Items 2 and 4: Snooze answers the callback, edits the message, queues one nudge."""
     now = _now()
     _row, message_id = sent_nudge(
@@ -173,6 +175,9 @@ def test_snooze_queues_one_nudge_ten_minutes_on_and_edits_the_message(tg, ana):
         [entry] = [e for e in timeline.history(ana.pk, now) if e.status == "snoozed"]
     assert entry.title == "Send the invoice"
     assert entry.describe().startswith(f"snoozed: until {local_clock(until, now, 'UTC')}")
+    client.force_login(ana)
+    home = client.get(reverse("portal:home")).content.decode()
+    assert f"snoozed: until {local_clock(until, now, 'UTC')}, from Telegram" in home
 
 
 def test_a_double_tap_queues_one_nudge_and_says_so(tg, ana):
@@ -491,3 +496,13 @@ def test_two_taps_at_once_queue_one_nudge(make_user):
     assert sorted(text.split(" until ")[0] for text in said) == ["Already snoozed", "Snoozed"]
     assert len(acts(user)) == 1
     assert len([r for r in pending_rows(user) if r.pk != row.pk]) == 1
+
+
+def test_the_telegram_poll_command_answers_a_tap(tg, ana):
+    """Item 2: ``manage.py telegram_poll`` handles callback_query like the webhook."""
+    now = _now()
+    _row, message_id = sent_nudge(tg, ana, "Pay rent", due_in=timedelta(minutes=40), now=now)
+    tg.push_tap(CHAT, message_id, buttons(tg, message_id)["Done"]["callback_data"])
+    call_command("telegram_poll", "--once", "--timeout", "0", stdout=io.StringIO())
+    assert answers(tg) == ["Done ✓"]
+    assert tg.text_of(CHAT, message_id).endswith("Done ✓")
