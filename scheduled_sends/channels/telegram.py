@@ -282,13 +282,19 @@ class TelegramChannel(Sender):
             self._initialized = asyncio.ensure_future(bot.initialize())
         await asyncio.shield(self._initialized)
 
-    async def _send(self, bot: Bot, address: str, message: NudgeMessage) -> SendReceipt:
+    async def _send(
+        self,
+        bot: Bot,
+        address: str,
+        message: NudgeMessage,
+        markup: InlineKeyboardMarkup | None,
+    ) -> SendReceipt:
         await self._initialize_once(bot)
         sent = await bot.send_message(
             chat_id=address,
             text=message.text,
             link_preview_options=LinkPreviewOptions(is_disabled=True),
-            reply_markup=keyboard(address, message),
+            reply_markup=markup,
         )
         chat_id, message_id = sent.chat.id, sent.message_id
         if not isinstance(chat_id, int) or not isinstance(message_id, int):
@@ -312,8 +318,10 @@ class TelegramChannel(Sender):
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
         """Send from any thread; blocks that thread until Telegram answers."""
         bot = self._get_bot()
+        # Built (and signed) on the calling worker thread, not on the shared loop.
+        markup = keyboard(address, message)
         future = asyncio.run_coroutine_threadsafe(
-            self._send(bot, address, message), self._get_loop()
+            self._send(bot, address, message, markup), self._get_loop()
         )
         try:
             return future.result()
