@@ -128,6 +128,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("NUDGE_MAX_FOLLOW_UPS_PER_USER", "max_follow_ups_per_user", 1000),
     Knob("NUDGE_MAX_API_TOKENS_PER_USER", "max_api_tokens_per_user", 10),
     Knob("NUDGE_API_REQUESTS_PER_MINUTE", "api_requests_per_minute", 60),
+    # Acting from a nudge (issue 22): how long Snooze waits, and the WhatsApp
+    # Content template with quick-reply buttons ("" = reply "snooze" / "done").
+    Knob("NUDGE_SNOOZE_MINUTES", "snooze", 10, minutes),
+    Knob("TWILIO_ACTIONS_CONTENT_SID", "whatsapp_actions_content_sid", ""),
     # --- sign-in and password reset (portal/signin.py) ---
     Knob("NUDGE_SIGNIN_FAILURE_LIMIT", "signin_failure_limit", 10),
     Knob("NUDGE_SIGNIN_LOCKOUT_MINUTES", "signin_lockout", 15, minutes),
@@ -220,6 +224,8 @@ class NudgeConfig:
     max_follow_ups_per_user: int
     max_api_tokens_per_user: int
     api_requests_per_minute: int
+    snooze: timedelta
+    whatsapp_actions_content_sid: str
     # --- sign-in and password reset (portal/signin.py) ---
     signin_failure_limit: int
     signin_lockout: timedelta
@@ -293,6 +299,10 @@ class NudgeConfig:
 
         positive = timedelta(0)
         require(self.batch_size >= 1, "NUDGE_BATCH_SIZE must be at least 1")
+        require(
+            timedelta(minutes=1) <= self.snooze <= timedelta(hours=24),
+            "NUDGE_SNOOZE_MINUTES must be between 1 and 1440",
+        )
         require(self.send_concurrency >= 1, "NUDGE_SEND_CONCURRENCY must be at least 1")
         require(self.lookahead > positive, "NUDGE_LOOKAHEAD_MINUTES must be positive")
         require(self.grace > positive, "NUDGE_GRACE_MINUTES must be positive")

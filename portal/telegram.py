@@ -6,6 +6,13 @@ method in the response body, so the web process makes no outbound call), and
 by long polling with ``getUpdates`` (``manage.py telegram_poll``, development).
 An update id is handled once: a replayed update changes nothing and gets no
 second answer.
+
+A tap on a nudge's button arrives as a ``callback_query``
+(:func:`handle_callback`): it is always answered (``answerCallbackQuery``, else
+the button spins), with what happened or why nothing did; when the tap
+changed something the message is edited to say so ("Snoozed until 15:05",
+"Done ✓"), keeping only its Join button. The webhook answers the callback in
+its response body and makes the edit as one outbound call.
 """
 
 from __future__ import annotations
@@ -18,13 +25,21 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Max
-from telegram import Bot, Update
+from telegram import (
+    Bot,
+    CallbackQuery,
+    InlineKeyboardMarkup,
+    LinkPreviewOptions,
+    Message,
+    Update,
+)
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
 from accounts.actions import PAUSED_BY_TELEGRAM_STOP, ensure_settings
 from accounts.models import Channel
-from portal import account
+from core.config import NudgeConfig
+from portal import account, nudge_actions
 from portal.models import TelegramUpdateSeen
 from portal.tokens import parse_telegram_payload, use_telegram_code
 from scheduled_sends.channels.telegram import (
@@ -32,8 +47,11 @@ from scheduled_sends.channels.telegram import (
     bot_api_base_url,
     install_token_filter,
 )
+from scheduled_sends.nudge_actions import NOT_HERE, ActResult
 from tenancy.scope import tenant_scope
 
+# Linking and /stop come as messages; a nudge's buttons as callback queries.
+ALLOWED_UPDATES = ["message", "callback_query"]
 WEBHOOK_SECRET_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 LINKED = "Linked. Your nudges will arrive in this chat. Send /stop to pause them."
@@ -61,6 +79,62 @@ class Reply:
     def as_webhook_answer(self) -> dict[str, Any]:
         """The Bot API call Telegram makes for us when it is the webhook's response."""
         return {"method": "sendMessage", "chat_id": self.chat_id, "text": self.text}
+
+
+@dataclass(frozen=True)
+class CallbackAnswer:
+    """What a button tap gets back: the toast, and the message's new text if it changed."""
+
+    callback_query_id: str
+    text: str
+    chat_id: int | None = None
+    message_id: int | None = None
+    new_text: str | None = None  # None: leave the message as it is
+    keep_markup: InlineKeyboardMarkup | None = None  # the URL buttons (Join) kept
+
+    def as_webhook_answer(self) -> dict[str, Any]:
+        return {
+            "method": "answerCallbackQuery",
+            "callback_query_id": self.callback_query_id,
+            "text": self.text,
+        }
+
+
+def _url_buttons_only(message: Message) -> InlineKeyboardMarkup | None:
+    """The message's URL buttons (Join) without the ones already used."""
+    markup = message.reply_markup
+    if markup is None:
+        return None
+    rows = [[b for b in row if b.url] for row in markup.inline_keyboard]
+    rows = [row for row in rows if row]
+    return InlineKeyboardMarkup(rows) if rows else None
+
+
+def _with_outcome(text: str, outcome: str) -> str:
+    """The nudge's text with what happened below it (after a blank line, once)."""
+    return f"{text}\n{outcome}" if "\n\n" in text else f"{text}\n\n{outcome}"
+
+
+def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) -> CallbackAnswer:
+    """Act on a button tap, as the chat it came from."""
+    message = query.message
+    chat_id = message.chat.id if message is not None else None
+    if chat_id is None:
+        result = ActResult(NOT_HERE)
+    else:
+        result = nudge_actions.tap(Channel.TELEGRAM, str(chat_id), query.data or "", now, config)
+    answer = CallbackAnswer(query.id, result.text)
+    text = getattr(message, "text", None)
+    if result.changed and isinstance(message, Message) and text:
+        return CallbackAnswer(
+            query.id,
+            result.text,
+            chat_id=chat_id,
+            message_id=message.message_id,
+            new_text=_with_outcome(text, result.text),
+            keep_markup=_url_buttons_only(message),
+        )
+    return answer
 
 
 def link_url(code: str) -> str:
@@ -95,10 +169,14 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
     return BAD_CODE
 
 
-def handle_update(update: Update, now: datetime) -> Reply | None:
+def handle_update(
+    update: Update, now: datetime, config: NudgeConfig
+) -> Reply | CallbackAnswer | None:
     """Act on one update; the answer to send, if any."""
     if not first_time(update.update_id):
         return None
+    if update.callback_query is not None:
+        return handle_callback(update.callback_query, now, config)
     message = update.message
     if message is None or not message.text:
         return None
@@ -161,14 +239,31 @@ class BotClient:
     def send(self, reply: Reply) -> None:
         self.call(self.bot.send_message(chat_id=reply.chat_id, text=reply.text))
 
+    def answer_callback(self, answer: CallbackAnswer) -> None:
+        self.call(self.bot.answer_callback_query(answer.callback_query_id, text=answer.text))
+
+    def edit(self, answer: CallbackAnswer) -> None:
+        """Edit the tapped message to say what happened (nothing to do when unchanged)."""
+        if answer.new_text is None:
+            return
+        self.call(
+            self.bot.edit_message_text(
+                answer.new_text,
+                chat_id=answer.chat_id,
+                message_id=answer.message_id,
+                reply_markup=answer.keep_markup,
+                link_preview_options=LinkPreviewOptions(is_disabled=True),
+            )
+        )
+
     def get_updates(self, offset: int | None, timeout: int) -> tuple[Update, ...]:
         return self.call(
-            self.bot.get_updates(offset=offset, timeout=timeout, allowed_updates=["message"])
+            self.bot.get_updates(offset=offset, timeout=timeout, allowed_updates=ALLOWED_UPDATES)
         )
 
     def set_webhook(self, url: str, secret: str) -> bool:
         return self.call(
-            self.bot.set_webhook(url=url, secret_token=secret, allowed_updates=["message"])
+            self.bot.set_webhook(url=url, secret_token=secret, allowed_updates=ALLOWED_UPDATES)
         )
 
     def delete_webhook(self) -> bool:
@@ -211,11 +306,20 @@ def prune_updates_seen(cutoff: datetime) -> int:
     return deleted
 
 
-def poll_once(client: BotClient, offset: int | None, timeout: int, now: datetime) -> int | None:
+def poll_once(
+    client: BotClient,
+    offset: int | None,
+    timeout: int,
+    now: datetime,
+    config: NudgeConfig,
+) -> int | None:
     """One ``getUpdates`` round: handle each update, answer it; the next offset."""
     for update in client.get_updates(offset, timeout):
-        reply = handle_update(update, now)
-        if reply is not None:
+        reply = handle_update(update, now, config)
+        if isinstance(reply, CallbackAnswer):
+            client.answer_callback(reply)
+            client.edit(reply)
+        elif reply is not None:
             client.send(reply)
         offset = update.update_id + 1
     return offset

@@ -1,4 +1,5 @@
-"""What the home page shows: the next nudges from the queue and the last days' outcomes.
+"""What the home page shows: the next nudges from the queue and the last days' outcomes,
+with what the person did from a nudge's message (Snooze, Done) among them.
 
 Both read the user's own queue rows inside their scope (callers hold it) and
 phrase each row the way a person asks about it: what, when in their zone,
@@ -13,7 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
 from scheduled_sends.failures import history_reason
-from scheduled_sends.models import Kind, Outcome, ScheduledSend
+from scheduled_sends.models import Kind, NudgeAct, Outcome, ScheduledSend
+from scheduled_sends.nudge_actions import acts_since
 from scheduled_sends.queue.states import unsettled
 from scheduled_sends.subjects import subject_titles
 
@@ -84,12 +86,33 @@ def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
     return _entries(rows, planned=True)
 
 
-def history(user_id: int, now: datetime, limit: int = 100) -> list[Entry]:
+def _act_entries(acts: list[NudgeAct], tz: tzinfo) -> list[Entry]:
+    titles = subject_titles(acts)
+    entries = []
+    for act in acts:
+        snoozed = act.act == NudgeAct.Act.SNOOZE
+        until = f"until {act.snoozed_until.astimezone(tz):%H:%M}, " if snoozed else ""
+        entries.append(
+            Entry(
+                send_id=act.source_send_id,
+                title=_title(titles, act),
+                kind="follow-up" if act.kind == Kind.FOLLOW_UP else "event",
+                at=act.created_at,
+                starts_at=act.subject_starts_at,
+                status="snoozed" if snoozed else "done",
+                reason=f"{until}from {act.get_via_display()}",
+            )
+        )
+    return entries
+
+
+def history(user_id: int, now: datetime, limit: int = 100, tz: tzinfo = UTC) -> list[Entry]:
+    """Outcomes and the person's own acts (Snooze, Done) of the last days, newest first."""
+    since = now - timedelta(days=HISTORY_DAYS)
     rows = list(
         ScheduledSend.objects.filter(
-            user_id=user_id,
-            outcome__isnull=False,
-            fire_at__gte=now - timedelta(days=HISTORY_DAYS),
+            user_id=user_id, outcome__isnull=False, fire_at__gte=since
         ).order_by("-fire_at", "-pk")[:limit]
     )
-    return _entries(rows, planned=False)
+    entries = _entries(rows, planned=False) + _act_entries(acts_since(user_id, since, limit), tz)
+    return sorted(entries, key=lambda entry: entry.at, reverse=True)[:limit]

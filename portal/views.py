@@ -92,7 +92,7 @@ def home(request: HttpRequest) -> HttpResponse:
             {
                 "delivery": delivery,
                 "upcoming": timeline.upcoming(user_id, now),
-                "history": timeline.history(user_id, now),
+                "history": timeline.history(user_id, now, tz=zone),
                 "form": form,
                 "history_days": timeline.HISTORY_DAYS,
             },

@@ -6,6 +6,12 @@ to ``setWebhook``, compared in constant time) and Twilio's
 ``X-Twilio-Signature`` (an HMAC over the URL and the form, keyed with the
 auth token). Both handlers are idempotent, so a provider's retry or a replay
 changes nothing twice.
+
+A tap on a nudge's Telegram button is answered in the response body
+(``answerCallbackQuery``); the message's edit ("Snoozed until 15:05") is the
+one outbound call the web process makes, and its failure only leaves the old
+text (the answer already said what happened). A WhatsApp reply that acted on
+a nudge ("snooze", "done", a quick-reply button) is answered in TwiML.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+from xml.sax.saxutils import escape
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, JsonResponse
@@ -22,6 +29,7 @@ from django.views.decorators.http import require_POST
 
 from core.config import NudgeConfig
 from portal import telegram, whatsapp
+from scheduled_sends.nudge_actions import ActResult
 from scheduled_sends.receipts import signature_is_valid
 
 logger = logging.getLogger("nudge.webhooks")
@@ -45,10 +53,27 @@ def telegram_webhook(request: HttpRequest) -> HttpResponse:
         update = None
     if update is None:
         return HttpResponse("not an update", status=400, content_type="text/plain")
-    reply = telegram.handle_update(update, timezone.now())
+    reply = telegram.handle_update(update, timezone.now(), NudgeConfig.from_settings())
     if reply is None:
         return HttpResponse(status=200)
+    if isinstance(reply, telegram.CallbackAnswer) and reply.new_text is not None:
+        _edit_tapped_message(reply)
     return JsonResponse(reply.as_webhook_answer())
+
+
+def _edit_tapped_message(answer: telegram.CallbackAnswer) -> None:
+    """Say on the message what the tap did; logged, never raised, when Telegram refuses."""
+    try:
+        client = telegram.BotClient()
+    except telegram.TelegramLinkError as exc:
+        logger.warning("cannot edit the tapped message", extra={"error": str(exc)})
+        return
+    try:
+        client.edit(answer)
+    except telegram.TelegramLinkError as exc:
+        logger.warning("editing the tapped message failed", extra={"error": str(exc)})
+    finally:
+        client.close()
 
 
 @csrf_exempt  # signed by Twilio instead
@@ -57,6 +82,19 @@ def twilio_inbound(request: HttpRequest) -> HttpResponse:
     if not signature_is_valid(request, settings.TWILIO_INBOUND_URL):
         logger.warning("refused an inbound Twilio message with a missing or bad signature")
         return HttpResponseForbidden("invalid signature")
-    whatsapp.handle_inbound(request.POST.dict(), timezone.now(), NudgeConfig.from_settings())
-    # Twilio answers STOP / START itself; we add nothing.
+    result = whatsapp.handle_inbound(
+        request.POST.dict(), timezone.now(), NudgeConfig.from_settings()
+    )
+    # Twilio answers STOP / START itself; we add nothing. A Snooze or Done is
+    # answered with what it did (a free-form reply: the person just wrote).
+    if isinstance(result, ActResult):
+        return HttpResponse(twiml_message(result.text), content_type="text/xml")
     return HttpResponse(EMPTY_TWIML, content_type="text/xml")
+
+
+def twiml_message(text: str) -> str:
+    """A TwiML answer that sends ``text`` back, escaped."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?><Response><Message>'
+        f"{escape(text)}</Message></Response>"
+    )

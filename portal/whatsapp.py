@@ -1,6 +1,11 @@
 """Linking a WhatsApp number: a code sent through an approved template, typed back
 on the website; and inbound STOP / START from Twilio's signed webhook.
 
+Snooze and Done come back as inbound messages too: a tapped quick-reply
+button of the actions template (``ButtonPayload``, a token signed for this
+number and nudge), or the words "snooze" / "done", which act on the sender's
+last nudge within WhatsApp's 24-hour window (``portal/nudge_actions.py``).
+
 Opt-out words are Twilio's defaults (its Advanced Opt-Out sets ``OptOutType``
 too, which wins when present). Twilio itself answers STOP and refuses further
 messages (error 21610) until START, so pausing here keeps the queue honest.
@@ -20,7 +25,7 @@ from twilio.rest import Client
 from accounts.actions import PAUSED_BY_WHATSAPP_STOP, ensure_settings
 from accounts.models import Channel, validate_e164
 from core.config import NudgeConfig
-from portal import account
+from portal import account, nudge_actions
 from portal.models import LinkCode, TwilioMessageSeen
 from portal.tokens import TooManyCodes, new_whatsapp_code, use_whatsapp_code
 from scheduled_sends.channels.whatsapp import (
@@ -28,6 +33,7 @@ from scheduled_sends.channels.whatsapp import (
     classify_twilio_error,
     whatsapp_address,
 )
+from scheduled_sends.nudge_actions import ActResult
 from tenancy.scope import tenant_scope
 
 STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT"})
@@ -151,14 +157,20 @@ def command_of(params: dict[str, str]) -> str | None:
 
 def handle_inbound(
     params: dict[str, str], now: datetime, config: NudgeConfig
-) -> account.InboundResult | None:
-    """Pause or resume the sender's nudges; None for a message that is neither."""
+) -> account.InboundResult | ActResult | None:
+    """Pause or resume the sender's nudges, or Snooze / Done one; None for anything else."""
     command = command_of(params)
     number = params.get("From", "").strip().removeprefix("whatsapp:")
-    if command is None or not number:
+    payload = params.get("ButtonPayload", "").strip()
+    act = nudge_actions.word_of(payload or params.get("Body", ""))
+    if (command is None and act is None and not payload) or not number:
         return None
     if not first_time(params.get("MessageSid", ""), now, config):
         return None
+    if payload and act is None:  # a button of the actions template: its signed token
+        return nudge_actions.tap(Channel.WHATSAPP, number, payload, now, config)
+    if act is not None:
+        return nudge_actions.reply(Channel.WHATSAPP, number, act, now, config)
     if command == "stop":
         return account.pause_from(Channel.WHATSAPP, number, PAUSED_BY_WHATSAPP_STOP, now)
     return account.resume_from(Channel.WHATSAPP, number, "replied START on WhatsApp", now)

@@ -32,7 +32,7 @@ from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, Follo
 from calendars.providers.normalize import sorted_leads
 from calendars.sync import SyncPool, SyncSummary, sync_user_connections
 from core.config import NudgeConfig
-from scheduled_sends.models import Kind, ScheduledSend, SweepRun
+from scheduled_sends.models import Kind, NudgeAct, ScheduledSend, SweepRun
 from scheduled_sends.queue import statements, states, transitions
 from scheduled_sends.queue.transitions import database_now
 from scheduled_sends.runlog import MaterializeCounts, recorded_run
@@ -176,15 +176,57 @@ def plan_for_user(
     default_lead = timedelta(minutes=delivery.default_lead_minutes)
     hold = functools.partial(hold_for_quiet_hours, settings=delivery)
     start, end = config.subject_window(now)
-    events = CalendarEvent.objects.filter(
-        user_id=user_id, starts_at__gt=start, starts_at__lte=end
-    ).exclude(connection__status=ConnectionStatus.NEEDS_REAUTH)
-    follow_ups = FollowUp.objects.filter(
-        user_id=user_id, done=False, due_at__gt=start, due_at__lte=end
+    events = list(
+        CalendarEvent.objects.filter(
+            user_id=user_id, starts_at__gt=start, starts_at__lte=end
+        ).exclude(connection__status=ConnectionStatus.NEEDS_REAUTH)
     )
-    return plan_event_nudges(events, default_lead, now, config, hold) + plan_follow_up_nudges(
-        follow_ups, default_lead, now, config, hold
+    follow_ups = list(
+        FollowUp.objects.filter(user_id=user_id, done=False, due_at__gt=start, due_at__lte=end)
     )
+    planned = plan_event_nudges(events, default_lead, now, config, hold)
+    planned += plan_follow_up_nudges(follow_ups, default_lead, now, config, hold)
+    return planned + plan_snoozed_nudges(user_id, events, follow_ups, now, config, hold)
+
+
+def plan_snoozed_nudges(
+    user_id: int,
+    events: Iterable[CalendarEvent],
+    follow_ups: Iterable[FollowUp],
+    now: datetime,
+    config: NudgeConfig,
+    hold: IntendedTimeRule = None,
+) -> list[PlannedNudge]:
+    """The nudges the user's Snooze taps asked for (``nudge_actions``), still ahead.
+
+    Planned like any other, so they count against the caps and are not withdrawn
+    as unplanned; a snooze lapses when its subject moved, went or was done.
+    """
+    starts = {
+        (Kind.EVENT, event.pk): event.starts_at
+        for event in events
+        if not event_skip_reason(
+            found=True,
+            cancelled=event.status == EventStatus.CANCELLED,
+            declined=event.declined,
+            all_day=event.all_day,
+            needs_reauth=False,  # not read (plan_for_user)
+        )
+    } | {(Kind.FOLLOW_UP, follow_up.pk): follow_up.due_at for follow_up in follow_ups}
+    snoozes = NudgeAct.objects.filter(
+        user_id=user_id,
+        act=NudgeAct.Act.SNOOZE,
+        snoozed_until__gt=now - config.grace,
+        snoozed_until__lte=now + config.lookahead,
+    ).values_list("kind", "ref_id", "snoozed_until", "subject_starts_at")
+    planned = []
+    for kind, ref_id, until, starts_at in snoozes:
+        if starts.get((kind, ref_id)) != starts_at:
+            continue
+        intended_at = _held(hold, until, starts_at)
+        if _in_window(intended_at, now, config):
+            planned.append(PlannedNudge(kind, ref_id, intended_at, starts_at))
+    return planned
 
 
 def materialize_user(user_id: int, now: datetime, config: NudgeConfig) -> UserResult:

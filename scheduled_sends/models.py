@@ -166,6 +166,54 @@ class ScheduledSend(TenantModel):
         return self.sent_at - self.intended_at
 
 
+class NudgeAct(TenantModel):
+    """Something the user did from a nudge's message: Snooze or Done.
+
+    One row per (nudge, act): a double tap, a replayed callback or a second
+    "snooze" reply finds the first and changes nothing. A snooze is also what
+    materialise plans the snoozed nudge from (``snoozed_until``), so the row
+    it queued is not withdrawn as unplanned; both acts show in the user's
+    history. ``source_send_id`` is not a foreign key: settled queue rows are
+    pruned, the record of what the user did outlives them.
+    """
+
+    class Act(models.TextChoices):
+        SNOOZE = "snooze", "Snoozed"
+        DONE = "done", "Marked done"
+
+    source_send_id = models.BigIntegerField(help_text="The queue row whose message was acted on.")
+    act = models.CharField(max_length=8, choices=Act.choices)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    ref_id = models.BigIntegerField()
+    subject_starts_at = models.DateTimeField()
+    snoozed_until = models.DateTimeField(
+        null=True, blank=True, help_text="The snoozed nudge's intended instant (snooze only)."
+    )
+    via = models.CharField(max_length=16, choices=Channel.choices)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "nudge_acts"
+        constraints = [
+            models.UniqueConstraint(
+                fields=("user", "source_send_id", "act"), name="nudge_acts_once_per_nudge"
+            ),
+            models.CheckConstraint(
+                name="nudge_acts_snooze_has_instant",
+                condition=models.Q(act="snooze", snoozed_until__isnull=False)
+                | models.Q(act="done", snoozed_until__isnull=True),
+            ),
+        ]
+        indexes = [
+            # Materialise's read of a user's live snoozes; the history's read by time.
+            models.Index(fields=["user", "snoozed_until"], name="nudge_acts_user_until_idx"),
+            models.Index(fields=["user", "created_at"], name="nudge_acts_user_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_act_display()} {self.kind} #{self.ref_id}"
+
+
 class SweepRun(models.Model):
     """One run of a sweep. Not a tenant table: it holds counts, never user data.
 

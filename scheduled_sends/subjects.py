@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, time, timedelta
 
 from django.db.models import Value
@@ -37,6 +37,7 @@ from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, Follo
 from core.config import NudgeConfig
 from scheduled_sends import failures
 from scheduled_sends.channels.base import (
+    NudgeActions,
     NudgeMessage,
     PermanentSendError,
     RateLimited,
@@ -236,6 +237,16 @@ def decide(
         now=now,
         tz_name=facts.timezone,
         valid_until=row.intended_at + config.grace,
+    )
+    # The buttons (Join, Snooze, Done) are bound to this row; channels without
+    # buttons ignore them.
+    message = replace(
+        message,
+        actions=NudgeActions(
+            send_id=row.id,
+            snooze_minutes=int(config.snooze.total_seconds() // 60),
+            can_mark_done=row.kind == Kind.FOLLOW_UP,
+        ),
     )
     return Delivery(channel=facts.channel, address=address, message=message)
 

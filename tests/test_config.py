@@ -143,6 +143,7 @@ ENTRY_FUNCTIONS = {
     # Senders are built from a dotted path (NUDGE_CHANNEL_BACKENDS) with no arguments,
     # and read their own provider settings as they start.
     "scheduled_sends/channels/telegram.py": {"__init__"},
+    "scheduled_sends/channels/whatsapp.py": {"__init__"},
     "accounts/models.py": {"default_lead_minutes"},
     # django-axes calls these for each sign-in attempt; Django's reset view calls save().
     "portal/signin.py": {"failure_limit", "lockout_duration", "save"},

@@ -12,7 +12,7 @@ from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provid
 from core.config import NudgeConfig
 from portal.models import AccountNotice, OptInRecord
 from portal.tokens import new_api_token, new_telegram_code
-from scheduled_sends.models import ScheduledSend
+from scheduled_sends.models import NudgeAct, ScheduledSend
 from scheduled_sends.queue.transitions import (
     NewNudge,
     Transition,
@@ -37,6 +37,7 @@ TENANT_TABLES = [
     "portal_api_tokens",
     "portal_opt_ins",
     "portal_account_notices",
+    "nudge_acts",
 ]
 
 
@@ -65,6 +66,17 @@ def _seed(user) -> None:
             user=user, channel="telegram", address="1", method="test", recorded_at=NOW
         )
         AccountNotice.objects.create(user=user, text="a notice", created_at=NOW)
+        NudgeAct.objects.create(
+            user=user,
+            source_send_id=1,
+            act=NudgeAct.Act.SNOOZE,
+            kind="event",
+            ref_id=event.pk,
+            subject_starts_at=event.starts_at,
+            snoozed_until=NOW + timedelta(minutes=1),
+            via="telegram",
+            created_at=NOW,
+        )
 
 
 @pytest.fixture

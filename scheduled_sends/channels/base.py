@@ -38,6 +38,16 @@ REDACTED = "[redacted]"
 
 
 @dataclass(frozen=True)
+class NudgeActions:
+    """What the person may do from the message: each button is a signed token
+    (``scheduled_sends.nudge_actions``) bound to this queue row and the address."""
+
+    send_id: int  # the queue row the message is sent for
+    snooze_minutes: int
+    can_mark_done: bool  # follow-ups only: an event is not "done"
+
+
+@dataclass(frozen=True)
 class NudgeMessage:
     """What to say, already composed in the recipient's time zone."""
 
@@ -48,6 +58,7 @@ class NudgeMessage:
     valid_for_seconds: int  # after this the nudge is wrong, not late
     join_url: str = ""  # an https meeting link from a known host, or ""
     location: str = ""  # where, shown when there is no link
+    actions: NudgeActions | None = None  # Snooze / Done buttons; None: a plain message
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,11 @@ share one bot, one HTTP connection pool (sized to ``NUDGE_SEND_CONCURRENCY``)
 and one ``getMe``.
 
 Messages go as plain text — never a ``parse_mode`` — so a title full of ``*``,
-``_`` or ``<b>`` arrives as typed, and link previews are off.
+``_`` or ``<b>`` arrives as typed, and link previews are off. Under each nudge
+an inline keyboard (:func:`keyboard`): *Join* (a URL button, when the event has
+a meeting link), *Snooze N min*, and for a follow-up *Done*; the last two carry
+signed tokens bound to the queue row and this chat (``action_tokens``), which
+``portal/telegram.py`` answers as ``callback_query`` updates.
 
 Errors:
 
@@ -38,7 +42,7 @@ from datetime import timedelta
 
 import httpx
 from django.conf import settings
-from telegram import Bot, LinkPreviewOptions
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions
 from telegram.error import (
     BadRequest,
     ChatMigrated,
@@ -52,6 +56,7 @@ from telegram.error import (
 from telegram.request import HTTPXRequest
 
 from core.config import NudgeConfig
+from scheduled_sends.action_tokens import DONE, SNOOZE, sign
 from scheduled_sends.channels.base import (
     NudgeMessage,
     PermanentSendError,
@@ -185,6 +190,26 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
     )
 
 
+def keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None:
+    """The buttons under a nudge, in one row; None when there is nothing to press."""
+    buttons = []
+    if message.join_url:
+        buttons.append(InlineKeyboardButton("Join", url=message.join_url))
+    actions = message.actions
+    if actions is not None:
+        buttons.append(
+            InlineKeyboardButton(
+                f"Snooze {actions.snooze_minutes} min",
+                callback_data=sign(SNOOZE, actions.send_id, address),
+            )
+        )
+        if actions.can_mark_done:
+            buttons.append(
+                InlineKeyboardButton("Done", callback_data=sign(DONE, actions.send_id, address))
+            )
+    return InlineKeyboardMarkup([buttons]) if buttons else None
+
+
 class TelegramChannel(Sender):
     """Sends through one Bot on one private event loop per instance."""
 
@@ -257,12 +282,19 @@ class TelegramChannel(Sender):
             self._initialized = asyncio.ensure_future(bot.initialize())
         await asyncio.shield(self._initialized)
 
-    async def _send(self, bot: Bot, address: str, message: NudgeMessage) -> SendReceipt:
+    async def _send(
+        self,
+        bot: Bot,
+        address: str,
+        message: NudgeMessage,
+        markup: InlineKeyboardMarkup | None,
+    ) -> SendReceipt:
         await self._initialize_once(bot)
         sent = await bot.send_message(
             chat_id=address,
             text=message.text,
             link_preview_options=LinkPreviewOptions(is_disabled=True),
+            reply_markup=markup,
         )
         chat_id, message_id = sent.chat.id, sent.message_id
         if not isinstance(chat_id, int) or not isinstance(message_id, int):
@@ -286,8 +318,10 @@ class TelegramChannel(Sender):
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
         """Send from any thread; blocks that thread until Telegram answers."""
         bot = self._get_bot()
+        # Built (and signed) on the calling worker thread, not on the shared loop.
+        markup = keyboard(address, message)
         future = asyncio.run_coroutine_threadsafe(
-            self._send(bot, address, message), self._get_loop()
+            self._send(bot, address, message, markup), self._get_loop()
         )
         try:
             return future.result()

@@ -13,6 +13,12 @@ Errors are sorted by what retrying can do about them:
   until the nudge expires; the code in ``last_error`` says what to fix;
 * 5xx, connect timeouts and failures to connect → :class:`TransientSendError`.
 
+With ``TWILIO_ACTIONS_CONTENT_SID`` set, every nudge goes through that
+Content template, whose two quick-reply buttons carry signed tokens for
+Snooze and Done (``content_variables`` 4 and 5, ``action_tokens``); a tap comes
+back to the inbound webhook as ``ButtonPayload``. Without it, the text nudge
+invites no buttons and the person can reply "snooze" or "done".
+
 A read timeout, or a connection dropped after the request went out, is
 ambiguous — Twilio may have accepted the message, and its Messages API has no
 idempotency key — so it is :class:`UnconfirmedSendError`,
@@ -40,7 +46,9 @@ from twilio.http.http_client import TwilioHttpClient
 from twilio.http.response import Response
 from twilio.rest import Client
 
+from core.config import NudgeConfig
 from core.http_retry_after import parse_retry_after
+from scheduled_sends.action_tokens import DONE, SNOOZE, sign
 from scheduled_sends.channels.base import (
     NudgeMessage,
     PermanentSendError,
@@ -179,6 +187,7 @@ class WhatsAppChannel(Sender):
         self.account_sid: str = settings.TWILIO_ACCOUNT_SID
         self.from_address: str = settings.TWILIO_WHATSAPP_FROM
         self.content_sid: str = settings.TWILIO_CONTENT_SID
+        self.actions_content_sid: str = NudgeConfig.from_settings().whatsapp_actions_content_sid
         self.status_callback: str = settings.TWILIO_STATUS_CALLBACK_URL
         self._auth_token: str = settings.TWILIO_AUTH_TOKEN
         self.base_url: str = settings.TWILIO_API_BASE_URL
@@ -224,7 +233,21 @@ class WhatsAppChannel(Sender):
             "from_": whatsapp_address(self.from_address),
             "validity_period": validity,
         }
-        if self.content_sid:
+        actions = message.actions
+        if self.actions_content_sid and actions is not None:
+            # Quick replies: each button's id is the token a tap sends back.
+            number = address.strip().removeprefix("whatsapp:")
+            parameters["content_sid"] = self.actions_content_sid
+            parameters["content_variables"] = json.dumps(
+                {
+                    "1": message.title,
+                    "2": message.local_time,
+                    "3": str(message.minutes_until),
+                    "4": sign(SNOOZE, actions.send_id, number),
+                    "5": sign(DONE, actions.send_id, number),
+                }
+            )
+        elif self.content_sid:
             # Business-initiated messages outside the 24-hour window need an
             # approved template (error 63016 otherwise).
             parameters["content_sid"] = self.content_sid

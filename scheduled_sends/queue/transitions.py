@@ -8,6 +8,9 @@ Who calls what, and in which scope:
   grouped (:func:`apply`), plus :func:`expire_past_grace`; these cross
   tenants, so they run under ``rls_bypass()``, which reaches
   ``scheduled_sends`` and nothing else;
+* the user acting from a message (Snooze, Done) — :func:`enqueue_snoozed`
+  and :func:`withdraw_subject`, in the user's ``tenant_scope`` (the caller's,
+  ``scheduled_sends.nudge_actions``);
 * support — :func:`release_stuck_claim`, :func:`retry_failed` and
   :func:`skip_unsent`, under the admin's ``support_scope`` (the caller's),
   each fenced by the state support saw (``states.py``);
@@ -327,6 +330,30 @@ def withdraw_unclaimed(ids: Sequence[int]) -> int:
         return 0
     deleted, _ = ScheduledSend.objects.filter(
         unsettled(), id__in=ids, claimed_at__isnull=True
+    ).delete()
+    return deleted
+
+
+# --- The user acting from a message: in the user's own tenant scope --------------
+
+
+def enqueue_snoozed(user_id: int, channel: str, nudge: NewNudge) -> bool:
+    """Queue the one nudge a Snooze asks for; False when that instant was queued already.
+
+    The unique key on the intended instant is what makes a double tap queue
+    one nudge: both taps ask for the same (subject, instant).
+    """
+    return enqueue(user_id, channel, [nudge]) == 1
+
+
+def withdraw_subject(user_id: int, kind: str, ref_id: int) -> int:
+    """Delete the subject's pending, unclaimed nudges (Done); how many went.
+
+    A row a deliver run has claimed is left to it: delivery reads the subject
+    again and settles it skipped ("follow-up already done").
+    """
+    deleted, _ = ScheduledSend.objects.filter(
+        unsettled(), user_id=user_id, kind=kind, ref_id=ref_id, claimed_at__isnull=True
     ).delete()
     return deleted
 

@@ -7,7 +7,16 @@ a wrong token answers 401 as Telegram does. For linking: ``getUpdates``
 ``getWebhookInfo``; :meth:`FakeTelegram.push_message` queues a user's
 message as the real update shape (``message`` with ``from``, ``chat``,
 ``date``, ``text`` and a ``bot_command`` entity). Message ids count up per chat, as
-Telegram's do. Errors are Telegram's own JSON answers, e.g.
+Telegram's do.
+
+For a nudge's buttons: every sent message is kept with its ``reply_markup``
+(:meth:`FakeTelegram.markup_of`); :meth:`FakeTelegram.push_tap` queues a
+``callback_query`` for a button of a sent message, shaped as Telegram shapes
+it (``id``, ``from``, ``message`` with its keyboard, ``chat_instance``,
+``data``); ``answerCallbackQuery`` and ``editMessageText`` are recorded
+(:meth:`FakeTelegram.calls`) and an edit changes the kept message.
+
+Errors are Telegram's own JSON answers, e.g.
 ``{"ok": false, "error_code": 400, "description": "Bad Request: chat not found"}``.
 
     with FakeTelegram() as telegram:
@@ -88,6 +97,13 @@ def parse_params(headers: dict[str, str], body: bytes) -> dict[str, Any]:
     return {k: v[-1] for k, v in parse_qs(body.decode(), keep_blank_values=True).items()}
 
 
+def _json_field(value: Any) -> Any:
+    """A structured parameter (``reply_markup``): JSON text in a form body, an object in JSON."""
+    if isinstance(value, str) and value:
+        return json.loads(value)
+    return value or None
+
+
 class FakeTelegram(FakeProviderServer):
     """The Bot API for one bot."""
 
@@ -118,6 +134,8 @@ class FakeTelegram(FakeProviderServer):
         self._accepted_at.clear()
         self.updates: list[dict[str, Any]] = []
         self.next_update_id = 100_000_001
+        # (chat id, message id) -> the message as sent or last edited.
+        self.messages: dict[tuple[str, int], dict[str, Any]] = {}
         self.webhook: dict[str, Any] = {}
 
     def _over_the_limit(self, at: float) -> bool:
@@ -171,6 +189,99 @@ class FakeTelegram(FakeProviderServer):
         with self.lock:
             self.updates.append(update)
         return update
+
+    def markup_of(self, chat_id: int | str, message_id: int) -> dict[str, Any] | None:
+        """The keyboard a kept message carries (None: no buttons)."""
+        with self.lock:
+            return self.messages[(str(chat_id), message_id)].get("reply_markup")
+
+    def text_of(self, chat_id: int | str, message_id: int) -> str:
+        with self.lock:
+            return self.messages[(str(chat_id), message_id)]["text"]
+
+    def push_tap(
+        self,
+        chat_id: int | str,
+        message_id: int,
+        callback_data: str,
+        *,
+        from_id: int | None = None,
+        in_chat: int | str | None = None,
+    ) -> dict[str, Any]:
+        """Queue a tap on a button carrying ``callback_data`` under a sent message.
+
+        ``in_chat`` makes the message appear in another chat (a forwarded copy, a
+        forged update) while keeping the keyboard: the button's token is what the
+        bot must check.
+        """
+        with self.lock:
+            kept = dict(self.messages[(str(chat_id), message_id)])
+            update_id = self.next_update_id
+            self.next_update_id += 1
+        chat = self._chat(str(in_chat if in_chat is not None else chat_id))
+        user_id = from_id if from_id is not None else chat["id"]
+        message = {
+            "message_id": message_id,
+            "from": self.me(),
+            "chat": chat,
+            "date": kept["date"],
+            "text": kept["text"],
+        }
+        if kept.get("reply_markup"):
+            message["reply_markup"] = kept["reply_markup"]
+        update = {
+            "update_id": update_id,
+            "callback_query": {
+                "id": str(4_000_000_000_000_000 + update_id),
+                "from": {"id": user_id, "is_bot": False, "first_name": "Ana"},
+                "message": message,
+                "chat_instance": str(-abs(hash(str(chat["id"])))),
+                "data": callback_data,
+            },
+        }
+        with self.lock:
+            self.updates.append(update)
+        return update
+
+    def _answer_callback(self, params: dict[str, Any]) -> Answer:
+        if not params.get("callback_query_id"):
+            return Answer.from_fault(
+                telegram_error(400, "Bad Request: query is too old", name="old-query")
+            )
+        return Answer.json(200, {"ok": True, "result": True})
+
+    def _edit_message_text(self, params: dict[str, Any]) -> Answer:
+        key = (str(params.get("chat_id", "")), int(params.get("message_id") or 0))
+        with self.lock:
+            kept = self.messages.get(key)
+            if kept is None:
+                return Answer.from_fault(
+                    telegram_error(
+                        400, "Bad Request: message to edit not found", name="edit-not-found"
+                    )
+                )
+            markup = _json_field(params.get("reply_markup"))
+            if kept["text"] == params.get("text") and kept.get("reply_markup") == markup:
+                return Answer.from_fault(
+                    telegram_error(
+                        400,
+                        "Bad Request: message is not modified: specified new message content "
+                        "and reply markup are exactly the same",
+                        name="not-modified",
+                    )
+                )
+            kept.update(text=str(params.get("text", "")), reply_markup=markup)
+            result = {
+                "message_id": key[1],
+                "date": kept["date"],
+                "edit_date": int(time.time()),
+                "chat": self._chat(key[0]),
+                "from": self.me(),
+                "text": kept["text"],
+            }
+            if markup:
+                result["reply_markup"] = markup
+        return Answer.json(200, {"ok": True, "result": result})
 
     def _get_updates(self, params: dict[str, Any]) -> Answer:
         if self.webhook.get("url"):
@@ -250,6 +361,12 @@ class FakeTelegram(FakeProviderServer):
         if api_method in ("setWebhook", "deleteWebhook", "getWebhookInfo"):
             self.record(request)
             return self._webhook_method(api_method, params)
+        if api_method == "answerCallbackQuery":
+            self.record(request)
+            return self._answer_callback(params)
+        if api_method == "editMessageText":
+            self.record(request)
+            return self._edit_message_text(params)
         if api_method != "sendMessage":
             self.record(request)
             return Answer.json(404, {"ok": False, "error_code": 404, "description": "Not Found"})
@@ -273,9 +390,15 @@ class FakeTelegram(FakeProviderServer):
             return Answer.from_fault(fault)
 
         chat = self._chat(chat_id)
+        markup = _json_field(params.get("reply_markup"))
         with self.lock:
             self._last_message_id[chat_id] += 1
             message_id = self._last_message_id[chat_id]
+            self.messages[(chat_id, message_id)] = {
+                "text": text,
+                "date": int(time.time()),
+                "reply_markup": markup,
+            }
         self.deliver(Delivered(chat_id, text, f"{chat['id']}:{message_id}", params, time.time()))
         request.outcome = "delivered"
         self.record(request)
@@ -286,6 +409,8 @@ class FakeTelegram(FakeProviderServer):
             "from": self.me(),
             "text": text,
         }
+        if markup:
+            result["reply_markup"] = markup
         answer = Answer.json(200, {"ok": True, "result": result})
         delay = fault.delay if fault is not None else self.latency
         return Answer(answer.status, answer.body, answer.headers, delay)

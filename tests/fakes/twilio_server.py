@@ -8,17 +8,28 @@ real error body ``{"code", "message", "more_info", "status"}``.
     with FakeTwilio() as twilio:
         twilio.plan.for_recipient("whatsapp:+15550001", INVALID_TO)
         settings.TWILIO_API_BASE_URL = twilio.url
+
+A message sent through a Content template is kept with its template
+(:meth:`FakeTwilio.templates`: ``ContentSid`` and the decoded
+``ContentVariables``). The other direction — a person writing back, or
+tapping a template's quick-reply button — is :meth:`FakeTwilio.inbound`, the
+form Twilio posts to the inbound webhook, signed with this account's auth
+token the way Twilio signs it (:meth:`FakeTwilio.post_inbound`).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import re
 import secrets
 import time
 from email.utils import formatdate
 from typing import Any
 from urllib.parse import parse_qs
+
+import requests
+from twilio.request_validator import RequestValidator
 
 from tests.fakes.base import Answer, Delivered, FakeProviderServer, Fault, RecordedRequest
 
@@ -90,6 +101,67 @@ class FakeTwilio(FakeProviderServer):
         super().__init__()
         self.account_sid = account_sid
         self.auth_token = auth_token
+
+    def templates(self) -> list[tuple[str, str, dict[str, str]]]:
+        """Each message sent through a Content template: (to, ContentSid, its variables)."""
+        with self.lock:
+            return [
+                (d.recipient, d.params["ContentSid"], json.loads(d.params["ContentVariables"]))
+                for d in self.delivered
+                if d.params.get("ContentSid")
+            ]
+
+    def inbound(
+        self,
+        number: str,
+        body: str,
+        *,
+        to: str,
+        button_payload: str = "",
+        replied_to: str = "",
+    ) -> dict[str, str]:
+        """The form Twilio posts for a WhatsApp message from ``number`` to our sender ``to``.
+
+        With ``button_payload`` it is a tapped quick reply: ``ButtonText`` is the
+        button's title (``body``), ``ButtonPayload`` its id, and
+        ``OriginalRepliedMessageSid`` the message the button was under.
+        """
+        sid = "SM" + secrets.token_hex(16)
+        params = {
+            "SmsMessageSid": sid,
+            "NumMedia": "0",
+            "ProfileName": "Ana",
+            "MessageType": "button" if button_payload else "text",
+            "SmsSid": sid,
+            "WaId": number.lstrip("+"),
+            "SmsStatus": "received",
+            "Body": body,
+            "To": f"whatsapp:{to}",
+            "NumSegments": "1",
+            "ReferralNumMedia": "0",
+            "MessageSid": sid,
+            "AccountSid": self.account_sid,
+            "From": f"whatsapp:{number}",
+            "ApiVersion": "2010-04-01",
+        }
+        if button_payload:
+            params |= {"ButtonText": body, "ButtonPayload": button_payload}
+            if replied_to:
+                params["OriginalRepliedMessageSid"] = replied_to
+        return params
+
+    def signature(self, url: str, params: dict[str, str]) -> str:
+        """``X-Twilio-Signature`` for a post of ``params`` to ``url``, keyed as Twilio keys it."""
+        return RequestValidator(self.auth_token).compute_signature(url, params)
+
+    def post_inbound(self, url: str, params: dict[str, str]) -> requests.Response:
+        """Post a signed inbound message to a running server at ``url``, as Twilio does."""
+        return requests.post(
+            url,
+            data=params,
+            headers={"X-Twilio-Signature": self.signature(url, params)},
+            timeout=10,
+        )
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         expected = base64.b64encode(f"{self.account_sid}:{self.auth_token}".encode()).decode()

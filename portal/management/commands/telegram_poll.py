@@ -6,11 +6,15 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
 from core.command_line import NudgeCommand
+from core.config import NudgeConfig
 from portal.telegram import BotClient, TelegramLinkError, poll_once, resume_offset
 
 
 class Command(NudgeCommand):
-    help = "Answer /start and /stop by long polling getUpdates (use the webhook in production)."
+    help = (
+        "Answer /start, /stop and nudge buttons by long polling getUpdates "
+        "(use the webhook in production)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="One getUpdates round, then exit.")
@@ -26,10 +30,11 @@ class Command(NudgeCommand):
             client = BotClient(poll_timeout=timeout)
         except TelegramLinkError as exc:
             raise CommandError(str(exc)) from None
+        config = NudgeConfig.from_settings()
         offset = resume_offset()
         try:
             while True:
-                offset = poll_once(client, offset, timeout, timezone.now())
+                offset = poll_once(client, offset, timeout, timezone.now(), config)
                 if options["once"]:
                     break
         except TelegramLinkError as exc:

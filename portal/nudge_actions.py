@@ -1,0 +1,72 @@
+"""Snooze and Done as they arrive from a chat: a Telegram button, a WhatsApp quick
+reply or the words "snooze" / "done".
+
+Who is acting is the chat or number the tap came from (the address directory,
+``account.owner_of``); what they act on is the signed token the button carried
+(``scheduled_sends.nudge_actions``), which verifies only for that address. The
+act itself runs inside the owner's tenant scope; Done then marks the
+follow-up done through the same action the website uses
+(``followups.change_follow_up``), which re-materialises the user.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from core.config import NudgeConfig
+from portal import account
+from portal.followups import FollowUpChange, change_follow_up
+from scheduled_sends import nudge_actions
+from scheduled_sends.action_tokens import Claim, verify
+from scheduled_sends.nudge_actions import Act, ActResult
+from tenancy.scope import tenant_scope
+
+SNOOZE_WORDS = frozenset({"SNOOZE", "LATER"})
+DONE_WORDS = frozenset({"DONE", "DONE ✓"})
+
+
+def _act(owner: int, claim: Claim, via: str, now: datetime, config: NudgeConfig) -> ActResult:
+    with tenant_scope(owner):
+        if claim.act == Act.SNOOZE:
+            result = nudge_actions.snooze(owner, claim.send_id, via, now, config)
+        else:
+            result = nudge_actions.record_done(owner, claim.send_id, via, now)
+    if result.follow_up_id is not None:
+        change_follow_up(owner, result.follow_up_id, FollowUpChange(done=True), now)
+    return result
+
+
+def tap(channel: str, address: str, token: str, now: datetime, config: NudgeConfig) -> ActResult:
+    """A button pressed in ``address``'s chat: verify its token, then act as its owner."""
+    claim = verify(token, address)
+    owner = account.owner_of(channel, address)
+    if claim is None or owner is None:
+        return ActResult(nudge_actions.NOT_HERE)
+    return _act(owner, claim, channel, now, config)
+
+
+def word_of(text: str) -> str | None:
+    """``snooze`` or ``done`` for a reply that is one of those words, else None."""
+    word = " ".join(text.split()).upper().rstrip(".!")
+    if word in SNOOZE_WORDS:
+        return Act.SNOOZE
+    if word in DONE_WORDS:
+        return Act.DONE
+    return None
+
+
+def reply(
+    channel: str, address: str, act: str, now: datetime, config: NudgeConfig
+) -> ActResult | None:
+    """A typed "snooze" / "done": acts on the sender's last nudge within the reply window.
+
+    None when the address belongs to nobody (the reply is not ours to answer).
+    """
+    owner = account.owner_of(channel, address)
+    if owner is None:
+        return None
+    with tenant_scope(owner):
+        send_id = nudge_actions.last_sent(owner, channel, now)
+    if send_id is None:
+        return ActResult(nudge_actions.NOTHING_TO_ACT_ON)
+    return _act(owner, Claim(act, send_id), channel, now, config)

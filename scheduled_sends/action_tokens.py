@@ -1,0 +1,55 @@
+"""The token a nudge's button carries: ``<act><queue row id in hex>.<MAC>``.
+
+The MAC is an HMAC-SHA256 (keyed from ``SECRET_KEY``, salted for this use)
+over the act, the queue row and the address the message went to — a Telegram
+chat id, a WhatsApp number — cut to 16 bytes. A token copied into another
+chat, or edited to name another row or act, verifies nowhere; the row id in
+it is useless without the key. At most 41 bytes: inside Telegram's 64-byte
+``callback_data``. Channels sign (no database needed); the portal verifies.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import re
+from dataclasses import dataclass
+
+from django.utils.crypto import salted_hmac
+
+SNOOZE = "snooze"
+DONE = "done"
+_SALT = "nudge.scheduled_sends.action_tokens"
+_ACT_LETTER = {SNOOZE: "s", DONE: "d"}
+_LETTER_ACT = {letter: act for act, letter in _ACT_LETTER.items()}
+_MAC_CHARS = 22  # 16 bytes, base64url without padding
+_TOKEN = re.compile(r"([sd])([0-9a-f]{1,16})\.([A-Za-z0-9_-]{22})")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a verified token names."""
+
+    act: str  # SNOOZE or DONE
+    send_id: int
+
+
+def _mac(act: str, send_id: int, address: str) -> str:
+    digest = salted_hmac(_SALT, f"{act}:{send_id}:{address.strip()}", algorithm="sha256").digest()
+    return base64.urlsafe_b64encode(digest[:16]).decode().rstrip("=")[:_MAC_CHARS]
+
+
+def sign(act: str, send_id: int, address: str) -> str:
+    """The token for ``act`` on queue row ``send_id``, sent to ``address``."""
+    return f"{_ACT_LETTER[act]}{send_id:x}.{_mac(act, send_id, address)}"
+
+
+def verify(token: str, address: str) -> Claim | None:
+    """The act and row a token names, when it was made for ``address``; else None."""
+    match = _TOKEN.fullmatch(token or "")
+    if match is None:
+        return None
+    act, send_id = _LETTER_ACT[match[1]], int(match[2], 16)
+    if not hmac.compare_digest(match[3], _mac(act, send_id, address)):
+        return None
+    return Claim(act, send_id)

@@ -1,0 +1,508 @@
+"""Issue 22, items 2-4: Snooze and Done from the nudge itself.
+
+Nudges are sent by the real delivery sweep through the real clients
+(python-telegram-bot, twilio) to the fake providers; taps come back the way
+the providers send them — a ``callback_query`` served by the fake Bot API's
+``getUpdates`` (``telegram_poll``) or posted to the webhook, and a signed
+inbound form from the fake Twilio.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from datetime import datetime, time, timedelta
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.models import Channel, DeliverySettings
+from calendars.models import FollowUp
+from core.config import NudgeConfig
+from portal import account, telegram, timeline
+from portal.nudge_actions import tap
+from scheduled_sends import action_tokens
+from scheduled_sends.channels.base import NudgeActions
+from scheduled_sends.channels.telegram import TelegramChannel
+from scheduled_sends.deliver import run_deliver
+from scheduled_sends.materialize import materialize_user
+from scheduled_sends.models import NudgeAct, ScheduledSend
+from scheduled_sends.nudge_actions import NOT_HERE, local_clock
+from tenancy.scope import tenant_scope
+from tests.channels.conftest import nudge
+from tests.channels.queue import queue_follow_up
+from tests.fakes.fixtures import WHATSAPP_FROM
+from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.twilio_server import FakeTwilio
+from tests.support.queue import queue_nudge
+
+from .conftest import WEBHOOK_SECRET
+
+CHAT = 5550001
+OTHER_CHAT = 5550002
+NUMBER = "+4915112345678"
+INBOUND_URL = "https://nudge.example/twilio/inbound"
+ACTIONS_TEMPLATE = "HX" + "ac71" * 8
+JOIN = "https://meet.google.com/abc-defg-hij"
+
+
+def _now() -> datetime:
+    return timezone.now().replace(microsecond=0)
+
+
+def linked(make_user, channel: str, address: str, **fields):
+    """A user whose chat or number is linked (in the address directory), as /start does."""
+    user = make_user(**fields)
+    account.link_address(user.pk, channel, address, "test", _now())
+    return user
+
+
+def pending_rows(user) -> list[ScheduledSend]:
+    with tenant_scope(user.pk):
+        return list(
+            ScheduledSend.objects.filter(user_id=user.pk, outcome__isnull=True).order_by(
+                "intended_at"
+            )
+        )
+
+
+def acts(user) -> list[NudgeAct]:
+    with tenant_scope(user.pk):
+        return list(NudgeAct.objects.filter(user_id=user.pk).order_by("pk"))
+
+
+def sent_nudge(fake: FakeTelegram, user, title: str, *, due_in: timedelta, now: datetime):
+    """A follow-up nudge delivered by the sweep: (queue row, its message id in the chat)."""
+    row = queue_follow_up(user, title, now=now, starts_in=due_in)
+    assert run_deliver(now).sent == 1
+    delivered = fake.delivered[-1]
+    return row, int(delivered.message_id.split(":")[1])
+
+
+def buttons(fake: FakeTelegram, message_id: int, chat: int = CHAT) -> dict[str, dict]:
+    markup = fake.markup_of(chat, message_id) or {"inline_keyboard": []}
+    return {button["text"]: button for row in markup["inline_keyboard"] for button in row}
+
+
+def poll(now: datetime) -> None:
+    """One telegram_poll round through the real library against the fake."""
+    client = telegram.BotClient()
+    try:
+        telegram.poll_once(client, telegram.resume_offset(), 0, now, NudgeConfig.from_settings())
+    finally:
+        client.close()
+
+
+def answers(fake: FakeTelegram) -> list[str]:
+    return [call.params.get("text", "") for call in fake.calls("answerCallbackQuery")]
+
+
+@pytest.fixture
+def tg(bot, fake_telegram):
+    return fake_telegram
+
+
+@pytest.fixture
+def ana(make_user, tg):
+    return linked(make_user, Channel.TELEGRAM, str(CHAT))
+
+
+# --- the buttons ---------------------------------------------------------------------
+
+
+def test_a_follow_up_nudge_carries_snooze_and_done_bound_to_its_row_and_chat(tg, ana):
+    """Item 2: an inline keyboard on each nudge; callback data signed, short, no bare id."""
+    now = _now()
+    row, message_id = sent_nudge(tg, ana, "Send the invoice", due_in=timedelta(minutes=30), now=now)
+    keys = buttons(tg, message_id)
+    assert list(keys) == ["Snooze 10 min", "Done"]
+    for button in keys.values():
+        data = button["callback_data"]
+        assert len(data.encode()) <= 64
+        assert data != str(row.pk)
+        assert action_tokens.verify(data, str(CHAT)).send_id == row.pk
+        assert action_tokens.verify(data, str(OTHER_CHAT)) is None
+
+
+def test_an_event_with_a_link_has_join_and_snooze_but_no_done(tg, telegram_settings):
+    """Item 2: Join is a URL button when there is a link; Done only for follow-ups."""
+    channel = TelegramChannel()
+    try:
+        actions = NudgeActions(send_id=41, snooze_minutes=10, can_mark_done=False)
+        channel.send(str(CHAT), nudge(join_url=JOIN, actions=actions))
+    finally:
+        channel.close()
+    keys = buttons(tg, 1)
+    assert list(keys) == ["Join", "Snooze 10 min"]
+    assert keys["Join"] == {"text": "Join", "url": JOIN}
+    # Without a link and without actions (the console, a test message): no keyboard.
+    channel = TelegramChannel()
+    try:
+        channel.send(str(CHAT), nudge())
+    finally:
+        channel.close()
+    assert tg.markup_of(CHAT, 2) is None
+
+
+def test_snooze_queues_one_nudge_ten_minutes_on_and_edits_the_message(tg, ana, client):
+    """Items 2 and 4: Snooze answers the callback, edits the message, queues one nudge."""
+    now = _now()
+    _row, message_id = sent_nudge(
+        tg, ana, "Send the invoice", due_in=timedelta(minutes=30), now=now
+    )
+    tg.push_tap(CHAT, message_id, buttons(tg, message_id)["Snooze 10 min"]["callback_data"])
+    poll(now)
+
+    until = (now + timedelta(minutes=10)).replace(second=0) + timedelta(
+        minutes=1 if now.second else 0
+    )
+    said = f"Snoozed until {local_clock(until, now, 'UTC')}"
+    assert answers(tg) == [said]
+    assert tg.text_of(CHAT, message_id).endswith(f"\n\n{said}")
+    assert tg.markup_of(CHAT, message_id) is None  # the used buttons are gone
+    [snoozed] = pending_rows(ana)
+    assert snoozed.intended_at == until
+    # Materialise plans it again rather than withdrawing it as unplanned (beside the
+    # follow-up's own reminder, the default lead before it is due).
+    materialize_user(ana.pk, now, NudgeConfig.from_settings())
+    assert until in [r.intended_at for r in pending_rows(ana)]
+    # The history says so.
+    with tenant_scope(ana.pk):
+        [entry] = [e for e in timeline.history(ana.pk, now) if e.status == "snoozed"]
+    assert entry.title == "Send the invoice"
+    assert entry.describe().startswith(f"snoozed: until {local_clock(until, now, 'UTC')}")
+    client.force_login(ana)
+    home = client.get(reverse("portal:home")).content.decode()
+    assert f"snoozed: until {local_clock(until, now, 'UTC')}, from Telegram" in home
+
+
+def test_a_double_tap_queues_one_nudge_and_says_so(tg, ana):
+    """Item 4: idempotent: two taps on the same button queue one nudge."""
+    now = _now()
+    _row, message_id = sent_nudge(tg, ana, "Call Bea", due_in=timedelta(minutes=30), now=now)
+    data = buttons(tg, message_id)["Snooze 10 min"]["callback_data"]
+    tg.push_tap(CHAT, message_id, data)
+    tg.push_tap(CHAT, message_id, data)
+    poll(now)
+    first, second = answers(tg)
+    assert first.startswith("Snoozed until ")
+    assert second == first.replace("Snoozed", "Already snoozed")
+    assert len(pending_rows(ana)) == 1
+    assert len(acts(ana)) == 1
+    assert len(tg.calls("editMessageText")) == 1
+
+
+def test_a_tap_from_another_chat_does_nothing_and_says_why(tg, ana, make_user):
+    """Item 2: callback data is bound to the chat the nudge went to."""
+    linked(make_user, Channel.TELEGRAM, str(OTHER_CHAT))
+    now = _now()
+    _row, message_id = sent_nudge(tg, ana, "Call Bea", due_in=timedelta(minutes=30), now=now)
+    data = buttons(tg, message_id)["Done"]["callback_data"]
+    tg.push_tap(CHAT, message_id, data, in_chat=OTHER_CHAT)
+    # A token edited to name another row fails too.
+    tg.push_tap(CHAT, message_id, data[0] + "1" + data[2:] if data[1] != "1" else "d2" + data[2:])
+    poll(now)
+    assert answers(tg) == [NOT_HERE] * 2
+    assert tg.calls("editMessageText") == []
+    assert acts(ana) == []
+    with tenant_scope(ana.pk):
+        assert not FollowUp.objects.get(user_id=ana.pk).done
+
+
+def test_a_tap_after_the_start_does_not_snooze(tg, ana):
+    """Item 4: never after the subject starts; the answer says it has started."""
+    now = _now()
+    row, message_id = sent_nudge(tg, ana, "Call Bea", due_in=timedelta(minutes=5), now=now)
+    tg.push_tap(CHAT, message_id, buttons(tg, message_id)["Snooze 10 min"]["callback_data"])
+    later = row.subject_starts_at + timedelta(minutes=1)
+    poll(later)
+    assert answers(tg) == [
+        f"Not snoozed: it started at {local_clock(row.subject_starts_at, later, 'UTC')}"
+    ]
+    assert pending_rows(ana) == []
+    assert tg.calls("editMessageText") == []
+
+
+def test_a_snooze_past_the_start_comes_at_the_start(tg, ana):
+    """Item 4: never after the subject starts — a 10-minute snooze 5 minutes before is at it."""
+    now = _now()
+    row, message_id = sent_nudge(tg, ana, "Call Bea", due_in=timedelta(minutes=5), now=now)
+    tg.push_tap(CHAT, message_id, buttons(tg, message_id)["Snooze 10 min"]["callback_data"])
+    poll(now)
+    start = local_clock(row.subject_starts_at, now, "UTC")
+    assert answers(tg) == [f"Snoozed until {start}, when it starts"]
+    [snoozed] = pending_rows(ana)
+    assert snoozed.intended_at == row.subject_starts_at
+
+
+def _quiet(user, start: datetime, end: datetime) -> None:
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user_id=user.pk).update(
+            quiet_start=time(start.hour, start.minute), quiet_end=time(end.hour, end.minute)
+        )
+
+
+def test_snooze_into_quiet_hours_waits_for_their_end_or_is_refused(tg, ana):
+    """Item 4: inside quiet hours, the existing rule: held to their end, or refused when
+    they last past the start; the answer says which."""
+    now = _now()
+    quiet_from = (now + timedelta(minutes=2)).replace(second=0)
+    quiet_to = (now + timedelta(minutes=40)).replace(second=0)
+    _soon, soon_id = sent_nudge(tg, ana, "Soon", due_in=timedelta(minutes=30), now=now)
+    later, later_id = sent_nudge(tg, ana, "Later", due_in=timedelta(minutes=90), now=now)
+    _quiet(ana, quiet_from, quiet_to)
+    tg.push_tap(CHAT, soon_id, buttons(tg, soon_id)["Snooze 10 min"]["callback_data"])
+    tg.push_tap(CHAT, later_id, buttons(tg, later_id)["Snooze 10 min"]["callback_data"])
+    poll(now)
+    end = local_clock(quiet_to, now, "UTC")
+    assert answers(tg) == [
+        f"Not snoozed: your quiet hours last until {end}, past its start",
+        f"Snoozed until {end}, when your quiet hours end",
+    ]
+    [held] = pending_rows(ana)
+    assert (held.ref_id, held.intended_at) == (later.ref_id, quiet_to)
+
+
+def test_done_marks_the_follow_up_done_and_withdraws_both_pending_reminders(tg, ana):
+    """Item 4: Done on a follow-up with two pending reminders (two intended instants)."""
+    now = _now()
+    row, message_id = sent_nudge(tg, ana, "Pay rent", due_in=timedelta(minutes=40), now=now)
+    for minutes in (10, 20):
+        queue_nudge(
+            ana.pk,
+            ref_id=row.ref_id,
+            at=now + timedelta(minutes=minutes),
+            subject_starts_at=row.subject_starts_at,
+        )
+    assert len(pending_rows(ana)) == 2
+    data = buttons(tg, message_id)["Done"]["callback_data"]
+    tg.push_tap(CHAT, message_id, data)
+    tg.push_tap(CHAT, message_id, data)
+    poll(now)
+    assert answers(tg) == ["Done ✓", "Already done ✓"]
+    assert tg.text_of(CHAT, message_id).endswith("\n\nDone ✓")
+    assert pending_rows(ana) == []
+    with tenant_scope(ana.pk):
+        assert FollowUp.objects.get(pk=row.ref_id).done
+        history = timeline.history(ana.pk, now)
+    assert [e.describe() for e in history if e.status == "done"] == ["done: from Telegram"]
+
+
+# --- the webhook -------------------------------------------------------------------------
+
+
+def post_update(client, update: dict):
+    return client.post(
+        reverse("telegram-webhook"),
+        json.dumps(update),
+        content_type="application/json",
+        HTTP_X_TELEGRAM_BOT_API_SECRET_TOKEN=WEBHOOK_SECRET,
+    )
+
+
+def test_the_webhook_answers_the_callback_and_edits_the_message_keeping_join(tg, ana, client):
+    """Item 2: callback_query through the webhook: answered in the response body, the
+    message edited outbound, its Join button kept; a replayed update does nothing."""
+    now = _now()
+    row = queue_follow_up(ana, "Standup", now=now, starts_in=timedelta(minutes=30))
+    channel = TelegramChannel()
+    try:
+        actions = NudgeActions(send_id=row.pk, snooze_minutes=10, can_mark_done=True)
+        channel.send(str(CHAT), nudge("Standup", join_url=JOIN, actions=actions))
+    finally:
+        channel.close()
+    update = tg.push_tap(CHAT, 1, buttons(tg, 1)["Snooze 10 min"]["callback_data"])
+    response = post_update(client, update)
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["method"] == "answerCallbackQuery"
+    assert answer["callback_query_id"] == update["callback_query"]["id"]
+    assert answer["text"].startswith("Snoozed until ")
+    assert tg.text_of(CHAT, 1).endswith(answer["text"])
+    assert tg.markup_of(CHAT, 1) == {"inline_keyboard": [[{"text": "Join", "url": JOIN}]]}
+    assert len(pending_rows(ana)) == 2  # the original (unsent here) and the snoozed one
+    # A replay of the same update: no answer, no second edit, nothing queued.
+    assert post_update(client, update).content == b""
+    assert len(tg.calls("editMessageText")) == 1
+    assert len(acts(ana)) == 1
+
+
+def test_webhook_and_polling_ask_telegram_for_callback_queries(tg):
+    """Item 2: allowed_updates must include callback_query, or taps never arrive."""
+    client = telegram.BotClient()
+    try:
+        client.set_webhook("https://nudge.example/telegram/webhook", WEBHOOK_SECRET)
+        client.delete_webhook()
+        client.get_updates(None, 0)
+    finally:
+        client.close()
+    assert tg.calls("setWebhook")[0].params["allowed_updates"] in (
+        '["message", "callback_query"]',
+        ["message", "callback_query"],
+    )
+    assert "callback_query" in str(tg.calls("getUpdates")[0].params["allowed_updates"])
+
+
+# --- WhatsApp ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def wa(twilio_settings):
+    twilio_settings.TWILIO_INBOUND_URL = INBOUND_URL
+    twilio_settings.TWILIO_ACTIONS_CONTENT_SID = ""
+    return twilio_settings
+
+
+@pytest.fixture
+def bea(make_user, wa):
+    return linked(make_user, Channel.WHATSAPP, NUMBER)
+
+
+def post_inbound(client, fake: FakeTwilio, params: dict[str, str]):
+    return client.post(
+        reverse("twilio-inbound"),
+        params,
+        HTTP_X_TWILIO_SIGNATURE=fake.signature(INBOUND_URL, params),
+    )
+
+
+def twiml_text(response) -> str:
+    body = response.content.decode()
+    assert response["Content-Type"].startswith("text/xml")
+    return body.split("<Message>", 1)[1].split("</Message>", 1)[0] if "<Message>" in body else ""
+
+
+def test_whatsapp_text_replies_snooze_and_done_act_on_the_last_nudge(wa, bea, fake_twilio, client):
+    """Item 3: without a template, "snooze" and "done" act on the last nudge (24-hour window)."""
+    now = _now()
+    row = queue_follow_up(bea, "Water plants", now=now, starts_in=timedelta(minutes=30))
+    assert run_deliver(now).sent == 1
+    assert "Body" in fake_twilio.delivered[-1].params  # text: no template configured
+
+    snoozed = post_inbound(
+        client, fake_twilio, fake_twilio.inbound(NUMBER, "Snooze", to=WHATSAPP_FROM)
+    )
+    assert twiml_text(snoozed).startswith("Snoozed until ")
+    assert len(pending_rows(bea)) == 1
+    done = post_inbound(client, fake_twilio, fake_twilio.inbound(NUMBER, "done", to=WHATSAPP_FROM))
+    assert twiml_text(done) == "Done ✓"
+    assert pending_rows(bea) == []  # the snoozed nudge withdrawn too
+    with tenant_scope(bea.pk):
+        assert FollowUp.objects.get(pk=row.ref_id).done
+    # A word from a number nobody linked: not ours to answer.
+    stranger = post_inbound(
+        client, fake_twilio, fake_twilio.inbound("+15550009999", "snooze", to=WHATSAPP_FROM)
+    )
+    assert twiml_text(stranger) == ""
+
+
+def test_whatsapp_reply_with_no_recent_nudge_says_so(wa, bea, fake_twilio, client):
+    """Item 3: only a nudge within the 24-hour window is acted on."""
+    response = post_inbound(
+        client, fake_twilio, fake_twilio.inbound(NUMBER, "snooze", to=WHATSAPP_FROM)
+    )
+    assert twiml_text(response) == "There is no nudge from the last 24 hours to act on"
+    assert pending_rows(bea) == []
+
+
+def test_whatsapp_buttons_come_from_the_content_template_when_configured(
+    wa, bea, fake_twilio, client
+):
+    """Item 3: quick replies through a Content template (content_sid + variables); the tapped
+    button's payload is the signed token; a replayed inbound does nothing."""
+    wa.TWILIO_ACTIONS_CONTENT_SID = ACTIONS_TEMPLATE
+    now = _now()
+    row = queue_follow_up(bea, "Water plants", now=now, starts_in=timedelta(minutes=30))
+    assert run_deliver(now).sent == 1
+    [(to, sid, variables)] = fake_twilio.templates()
+    assert (to, sid) == (f"whatsapp:{NUMBER}", ACTIONS_TEMPLATE)
+    assert variables["1"] == "Water plants"
+    assert action_tokens.verify(variables["4"], NUMBER) == action_tokens.Claim("snooze", row.pk)
+    assert action_tokens.verify(variables["5"], NUMBER) == action_tokens.Claim("done", row.pk)
+
+    tap = fake_twilio.inbound(
+        NUMBER, "Snooze 10 min", to=WHATSAPP_FROM, button_payload=variables["4"]
+    )
+    assert twiml_text(post_inbound(client, fake_twilio, tap)).startswith("Snoozed until ")
+    assert twiml_text(post_inbound(client, fake_twilio, tap)) == ""  # the same MessageSid again
+    assert len(pending_rows(bea)) == 1
+    # The token works only from the number it was sent to.
+    forged = fake_twilio.inbound(
+        "+15550009999", "Done", to=WHATSAPP_FROM, button_payload=variables["5"]
+    )
+    assert "does not belong" in twiml_text(post_inbound(client, fake_twilio, forged))
+    with tenant_scope(bea.pk):
+        assert not FollowUp.objects.get(pk=row.ref_id).done
+
+
+# --- caps -------------------------------------------------------------------------------
+
+
+def test_a_snooze_counts_against_the_per_user_caps(tg, ana, settings):
+    """Item 4: a snooze is counted by the per-user caps, and refused when they are full."""
+    settings.NUDGE_MAX_NUDGES_PER_USER = 1
+    now = _now()
+    row, message_id = sent_nudge(tg, ana, "Call Bea", due_in=timedelta(minutes=40), now=now)
+    queue_nudge(
+        ana.pk,
+        ref_id=row.ref_id,
+        at=now + timedelta(minutes=20),
+        subject_starts_at=row.subject_starts_at,
+    )
+    tg.push_tap(CHAT, message_id, buttons(tg, message_id)["Snooze 10 min"]["callback_data"])
+    poll(now)
+    assert answers(tg) == ["Not snoozed: you have as many nudges queued as allowed"]
+    assert len(pending_rows(ana)) == 1
+
+
+def test_tokens_fit_telegram_and_name_no_guessable_id():
+    """Item 2: at most 64 bytes; tampering with the act, the row or the chat fails."""
+    token = action_tokens.sign("snooze", 2**63 - 1, "-1001234567890")
+    assert len(token.encode()) <= 64
+    assert action_tokens.verify(token, "-1001234567890") == action_tokens.Claim("snooze", 2**63 - 1)
+    assert action_tokens.verify("d" + token[1:], "-1001234567890") is None
+    assert action_tokens.verify(token, "-1001234567891") is None
+    assert action_tokens.verify(str(2**63 - 1), "-1001234567890") is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_taps_at_once_queue_one_nudge(make_user):
+    """Item 4: idempotent under concurrency too (the webhook may take two updates at
+    once): the second tap waits on the first's record and answers with it."""
+    user = linked(make_user, Channel.TELEGRAM, str(CHAT))
+    now = _now()
+    row = queue_follow_up(user, "Call Bea", now=now, starts_in=timedelta(minutes=30))
+    token = action_tokens.sign("snooze", row.pk, str(CHAT))
+    config = NudgeConfig.from_settings()
+    barrier = threading.Barrier(2)
+    said: list[str] = []
+
+    def press() -> None:
+        try:
+            barrier.wait(5)
+            said.append(tap(Channel.TELEGRAM, str(CHAT), token, now, config).text)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=press) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(text.split(" until ")[0] for text in said) == ["Already snoozed", "Snoozed"]
+    assert len(acts(user)) == 1
+    assert len([r for r in pending_rows(user) if r.pk != row.pk]) == 1
+
+
+def test_the_telegram_poll_command_answers_a_tap(tg, ana):
+    """Item 2: ``manage.py telegram_poll`` handles callback_query like the webhook."""
+    now = _now()
+    _row, message_id = sent_nudge(tg, ana, "Pay rent", due_in=timedelta(minutes=40), now=now)
+    tg.push_tap(CHAT, message_id, buttons(tg, message_id)["Done"]["callback_data"])
+    call_command("telegram_poll", "--once", "--timeout", "0", stdout=io.StringIO())
+    assert answers(tg) == ["Done ✓"]
+    assert tg.text_of(CHAT, message_id).endswith("Done ✓")
