@@ -196,6 +196,12 @@ class FollowUp(TenantModel):
                 name="follow_ups_open_due_idx",
                 condition=models.Q(done=False),
             ),
+            # The few open repeating ones: their first time is no bound on the window.
+            models.Index(
+                fields=["user"],
+                name="follow_ups_open_repeating_idx",
+                condition=models.Q(done=False) & ~models.Q(repeat=""),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import connection, connections
-from django.db.models import BooleanField, ExpressionWrapper, F, Q
+from django.db.models import BooleanField, ExpressionWrapper, F
 from django.utils import timezone
 
 from accounts.models import DeliverySettings
@@ -218,12 +218,13 @@ def plan_for_user(
             calendar_skips_all_day=F("connection__skip_all_day"),
         )
     )
-    # A one-off due in the window; a repeating one that has begun by its end.
-    follow_ups = FollowUp.objects.filter(
-        Q(repeat="", due_at__gt=start) | ~Q(repeat=""),
-        user_id=user_id,
-        done=False,
-        due_at__lte=end,
+    # One read, each half on its own partial index: a one-off due in the window, and
+    # a repeating one that has begun by its end (calendars.repeat finds its occurrences).
+    open_follow_ups = FollowUp.objects.filter(user_id=user_id, done=False, due_at__lte=end)
+    follow_ups = (
+        open_follow_ups.filter(repeat="", due_at__gt=start)
+        .order_by()
+        .union(open_follow_ups.exclude(repeat="").order_by(), all=True)
     )
     return plan_event_nudges(events, default_lead, now, config, hold) + plan_follow_up_nudges(
         follow_ups, default_lead, now, config, hold
