@@ -23,7 +23,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.actions import ensure_settings, update_settings
 from accounts.models import Channel, DeliverySettings
 from calendars.connect import ConnectError, add_ics_feed
-from calendars.models import ConnectionStatus
+from calendars.models import ConnectionStatus, FollowUp
 from calendars.repeat import describe
 from core.config import NudgeConfig
 from portal import calendar_links, followups, telegram, timeline, whatsapp
@@ -46,13 +46,13 @@ def _zone_name(zone) -> str:
     return getattr(zone, "key", "UTC")
 
 
-def _create_follow_up(request: HttpRequest, form: FollowUpForm, zone) -> bool:
+def _create_follow_up(request: HttpRequest, form: FollowUpForm, zone) -> FollowUp | None:
     """Validate in the user's zone and create; errors land on the form."""
     with timezone.override(zone):
         if not form.is_valid():
-            return False
+            return None
     try:
-        followups.create_follow_up(
+        return followups.create_follow_up(
             request.user.pk,
             form.cleaned_data["title"],
             form.cleaned_data["due_at"],
@@ -62,8 +62,7 @@ def _create_follow_up(request: HttpRequest, form: FollowUpForm, zone) -> bool:
         )
     except FollowUpInvalid as exc:
         form.add_error(exc.field if exc.field in form.fields else None, str(exc))
-        return False
-    return True
+        return None
 
 
 def _add_follow_up(
@@ -71,10 +70,11 @@ def _add_follow_up(
 ) -> tuple[FollowUpForm, HttpResponse | None]:
     """The add form of a page, and the redirect after a successful POST of it."""
     form = FollowUpForm(request.POST or None, zone=zone)
-    if request.method == "POST" and _create_follow_up(request, form, zone):
-        due = timezone.localtime(form.cleaned_data["due_at"], zone)
-        title = form.cleaned_data["title"]
-        messages.success(request, f"Added “{title}”, due {due:%a %-d %b, %H:%M}.")
+    created = _create_follow_up(request, form, zone) if request.method == "POST" else None
+    if created is not None:
+        # The time a quick choice chose, or a repeating one's first occurrence.
+        due = timezone.localtime(followups.next_due(created, timezone.now()), zone)
+        messages.success(request, f"Added “{created.title}”, due {due:%a %-d %b, %H:%M}.")
         return form, redirect(back)
     return form, None
 
