@@ -189,3 +189,18 @@ def test_skip_all_day_events_is_a_calendars_choice(make_user):
 
     set_switches(user.pk, event.connection_id, nudges_on=True, skip_all_day=True, now=NOW)
     assert rows(user) == []
+
+
+def test_an_occurrence_the_rule_no_longer_has_is_skipped_not_sent(make_user, recording_channel):
+    """Recurring follow-ups, at send time: a row queued for Thursday's occurrence of a
+    weekly rule that now says Fridays only (changed behind the sweep's back) is skipped."""
+    user = make_user(default_lead_minutes=10)
+    weekly = add_follow_up(user, berlin(2026, 12, 3, 18, 0), title="Choir")  # a Thursday
+    update(user, weekly, repeat=Repeat.WEEKLY, repeat_weekdays=[3], repeat_zone="Europe/Berlin")
+    thursday = utc(2026, 12, 10, 15, 0)
+    assert run_materialize(thursday).queued == 1
+    update(user, weekly, repeat_weekdays=[4])
+    assert run_deliver(utc(2026, 12, 10, 16, 50)).sent == 0
+    assert recording_channel.sent == []
+    assert [r.outcome for r in rows(user)] == ["skipped"]
+    assert rows(user)[0].subject_starts_at == utc(2026, 12, 10, 17, 0)
