@@ -207,7 +207,9 @@ def follow_up(request: HttpRequest, user_id: int, follow_up_id: int) -> HttpResp
             done=data.get("done"),
             schedule=_schedule(data),
         )
-        found = followups.change_follow_up(user_id, follow_up_id, change, now)
+        found = followups.change_follow_up(
+            user_id, follow_up_id, change, now, NudgeConfig.from_settings()
+        )
     if found is None:
         return error(404, "no such follow-up")
     return JsonResponse(followups.as_json(found, now))

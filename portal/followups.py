@@ -231,9 +231,9 @@ def change_follow_up(
         if follow_up is None:
             return None
         if change.schedule is not None:
-            fields = _schedule_fields(
-                user_id, change.schedule, config or NudgeConfig.from_settings(), follow_up
-            )
+            if config is None:
+                raise TypeError("changing a follow-up's schedule needs the config (its lead cap)")
+            fields = _schedule_fields(user_id, change.schedule, config, follow_up)
             for name, value in fields.items():
                 setattr(follow_up, name, value)
         if title is not None:

@@ -149,7 +149,9 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
                 schedule=form.schedule(_zone_name(zone)),
             )
             try:
-                followups.change_follow_up(user_id, follow_up_id, change, timezone.now())
+                followups.change_follow_up(
+                    user_id, follow_up_id, change, timezone.now(), NudgeConfig.from_settings()
+                )
             except FollowUpInvalid as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, str(exc))
             else:
