@@ -143,9 +143,12 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
         }
         form = FollowUpForm(request.POST or None, initial=initial, zone=zone)
         if request.method == "POST" and form.is_valid():
+            due_at = form.cleaned_data["due_at"]
+            if due_at == found.due_at.replace(second=0, microsecond=0):
+                due_at = None  # the form shows minutes: left as it was, seconds and all
             change = FollowUpChange(
                 title=form.cleaned_data["title"],
-                due_at=form.cleaned_data["due_at"],
+                due_at=due_at,
                 schedule=form.schedule(_zone_name(zone)),
             )
             try:
