@@ -22,17 +22,25 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
 from accounts.actions import ensure_settings
+from calendars.repeat import WEEKDAY_NAMES
 from core.config import NudgeConfig
 from portal import api_rate, followups
-from portal.followups import FollowUpChange, FollowUpInvalid
+from portal.followups import FollowUpChange, FollowUpInvalid, Schedule
 from portal.openapi import schema
 from portal.tokens import api_token_is_live, parse_api_token
 from tenancy.scope import tenant_scope
 
-CREATE_FIELDS = {"title": str, "due_at": str}
-PATCH_FIELDS = {"title": str, "due_at": str, "done": bool}
+SCHEDULE_FIELDS = {
+    "repeat": str,
+    "repeat_weekdays": list,
+    "time_zone": str,
+    "reminder_minutes": list,
+}
+REQUIRED_FIELDS = ("title", "due_at")
+CREATE_FIELDS = {"title": str, "due_at": str, **SCHEDULE_FIELDS}
+PATCH_FIELDS = {"title": str, "due_at": str, "done": bool, **SCHEDULE_FIELDS}
 MAX_BODY_BYTES = 16 * 1024
-JSON_TYPES = {str: "a string", bool: "true or false"}
+JSON_TYPES = {str: "a string", bool: "true or false", list: "an array"}
 
 
 class BadRequest(Exception):
@@ -134,6 +142,28 @@ def _instant(value: str) -> datetime:
     return parsed
 
 
+def _weekday_numbers(names: list[Any]) -> list[int]:
+    try:
+        return [WEEKDAY_NAMES.index(name) for name in names]
+    except ValueError:
+        raise FollowUpInvalid(
+            "repeat_weekdays", f"repeat_weekdays are among: {', '.join(WEEKDAY_NAMES)}"
+        ) from None
+
+
+def _schedule(data: dict[str, Any]) -> Schedule | None:
+    """The schedule fields the body gave (None when it gave none)."""
+    if not set(data) & set(SCHEDULE_FIELDS):
+        return None
+    weekdays = data.get("repeat_weekdays")
+    return Schedule(
+        repeat=data.get("repeat"),
+        repeat_weekdays=_weekday_numbers(weekdays) if weekdays is not None else None,
+        time_zone=data.get("time_zone"),
+        reminder_minutes=data.get("reminder_minutes"),
+    )
+
+
 @api_view({"GET": "list", "POST": "create"})
 def follow_ups(request: HttpRequest, user_id: int) -> JsonResponse:
     now = timezone.now()
@@ -142,15 +172,20 @@ def follow_ups(request: HttpRequest, user_id: int) -> JsonResponse:
         if done not in (None, "true", "false"):
             raise BadRequest("done must be true or false")
         rows = followups.list_follow_ups(user_id, done=None if done is None else done == "true")
-        return JsonResponse({"follow_ups": [followups.as_json(f) for f in rows]})
+        return JsonResponse({"follow_ups": [followups.as_json(f, now) for f in rows]})
     data = _body(request, CREATE_FIELDS)
-    missing = [name for name in CREATE_FIELDS if name not in data]
+    missing = [name for name in REQUIRED_FIELDS if name not in data]
     if missing:
         raise BadRequest(f"missing field(s): {', '.join(missing)}")
     created = followups.create_follow_up(
-        user_id, data["title"], _instant(data["due_at"]), now, NudgeConfig.from_settings()
+        user_id,
+        data["title"],
+        _instant(data["due_at"]),
+        now,
+        NudgeConfig.from_settings(),
+        _schedule(data) or Schedule(),
     )
-    return JsonResponse(followups.as_json(created), status=201)
+    return JsonResponse(followups.as_json(created, now), status=201)
 
 
 @api_view({"GET": "read", "PATCH": "change", "DELETE": "delete"})
@@ -170,11 +205,14 @@ def follow_up(request: HttpRequest, user_id: int, follow_up_id: int) -> HttpResp
             title=data.get("title"),
             due_at=_instant(data["due_at"]) if "due_at" in data else None,
             done=data.get("done"),
+            schedule=_schedule(data),
         )
-        found = followups.change_follow_up(user_id, follow_up_id, change, now)
+        found = followups.change_follow_up(
+            user_id, follow_up_id, change, now, NudgeConfig.from_settings()
+        )
     if found is None:
         return error(404, "no such follow-up")
-    return JsonResponse(followups.as_json(found))
+    return JsonResponse(followups.as_json(found, now))
 
 
 @never_cache

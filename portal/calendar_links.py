@@ -1,4 +1,9 @@
-"""The calendars page's two actions beyond the OAuth views: list and disconnect.
+"""The calendars page's actions beyond the OAuth views: list, switch and disconnect.
+
+A calendar's switches (nudge its events at all; leave all-day events out) are
+saved in the user's scope, then the user is re-materialised: rows of a calendar
+switched off are withdrawn at once (materialize plans none for it), and a
+claimed one is skipped at send time with the reason (``subjects.event_skip_reason``).
 
 Disconnecting deletes the connection (its events and tokens go with it) in
 the user's scope, stops its push channel (Google ``channels.stop``, Graph
@@ -82,6 +87,22 @@ def list_connections(user_id: int) -> list[CalendarConnection]:
             .exclude(provider=Provider.LOCAL)
             .order_by("created_at")
         )
+
+
+def set_switches(
+    user_id: int, connection_id: int, *, nudges_on: bool, skip_all_day: bool, now: datetime
+) -> CalendarConnection | None:
+    """Save one calendar's two switches and re-plan; None if it is not the user's."""
+    if not 0 < connection_id <= MAX_ID:
+        return None
+    with tenant_scope(user_id):
+        connection = CalendarConnection.objects.filter(user_id=user_id, pk=connection_id).first()
+        if connection is None:
+            return None
+        connection.nudges_on, connection.skip_all_day = nudges_on, skip_all_day
+        connection.save(update_fields=["nudges_on", "skip_all_day"])
+    refresh_queue(user_id, now)
+    return connection
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,17 @@ after a change, so a follow-up due soon is nudged without waiting for a sweep.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, time, timedelta, tzinfo
 from typing import Any
 
+from django.utils import timezone
+
+from accounts.actions import ensure_settings
 from calendars.models import FollowUp
+from calendars.providers.normalize import MAX_LEADS_PER_EVENT
+from calendars.repeat import WEEKDAY_NAMES, Repeat, next_occurrence, zone_of
 from core.config import NudgeConfig
 from scheduled_sends.materialize import refresh_queue
 from tenancy.scope import tenant_scope
@@ -53,11 +59,114 @@ def clean_due(due_at: datetime, now: datetime) -> datetime:
     return due_at
 
 
+def clean_repeat(repeat: object, weekdays: object) -> tuple[str, list[int]]:
+    """The rule and its days (Python's numbers, Monday 0); days only for ``weekly``."""
+    if repeat == "once":
+        repeat = ""
+    if not isinstance(repeat, str) or repeat not in Repeat.values:
+        allowed = ", ".join(v or "once" for v in Repeat.values)
+        raise FollowUpInvalid("repeat", f"repeat must be one of: {allowed}")
+    if not isinstance(weekdays, list | tuple) or not all(
+        isinstance(day, int) and not isinstance(day, bool) and 0 <= day <= 6 for day in weekdays
+    ):
+        raise FollowUpInvalid("repeat_weekdays", "repeat_weekdays are days of the week")
+    if repeat == Repeat.WEEKLY and not weekdays:
+        raise FollowUpInvalid("repeat_weekdays", "pick at least one day of the week")
+    return repeat, sorted(set(weekdays)) if repeat == Repeat.WEEKLY else []
+
+
+def clean_reminders(minutes: object, config: NudgeConfig) -> list[int]:
+    """Distinct leads in minutes (0 is "at the time"), at most as many as an event may have."""
+    max_minutes = int(config.max_lead.total_seconds() // 60)
+    if not isinstance(minutes, list | tuple) or not all(
+        isinstance(m, int) and not isinstance(m, bool) for m in minutes
+    ):
+        raise FollowUpInvalid("reminder_minutes", "reminder_minutes must be whole minutes")
+    if any(not 0 <= m <= max_minutes for m in minutes):
+        raise FollowUpInvalid(
+            "reminder_minutes", f"a reminder is between 0 and {max_minutes} minutes before"
+        )
+    distinct = sorted(set(minutes))
+    if len(distinct) > MAX_LEADS_PER_EVENT:
+        raise FollowUpInvalid(
+            "reminder_minutes", f"at most {MAX_LEADS_PER_EVENT} reminders per follow-up"
+        )
+    return distinct
+
+
+def clean_zone(name: object) -> str:
+    if not isinstance(name, str) or not name or zone_of(name).key != name:
+        raise FollowUpInvalid("time_zone", "time_zone must be an IANA zone (e.g. Europe/Berlin)")
+    return name
+
+
+# Quick choices on the follow-up form: a label and the due time from now, in the
+# user's zone. "Tomorrow 9:00" is the wall-clock 9:00, whatever DST does overnight.
+QUICK_CHOICES = {
+    "in_1h": "In 1 h",
+    "in_3h": "In 3 h",
+    "tomorrow_morning": "Tomorrow 9:00",
+    "monday_morning": "Monday 9:00",
+}
+
+
+def quick_due(choice: str, now: datetime, zone: tzinfo) -> datetime:
+    """The due time a quick choice means, from ``now`` in ``zone``."""
+    if choice == "in_1h":
+        return now + timedelta(hours=1)
+    if choice == "in_3h":
+        return now + timedelta(hours=3)
+    today = now.astimezone(zone).date()
+    if choice == "tomorrow_morning":
+        day = today + timedelta(days=1)
+    elif choice == "monday_morning":
+        day = today + timedelta(days=7 - today.weekday())  # Monday next (never today)
+    else:
+        raise FollowUpInvalid("due_at", "unknown quick choice")
+    return datetime.combine(day, time(9, 0), tzinfo=zone)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How a follow-up comes back and when it is nudged. None keeps what a change's
+    follow-up has (a new one: once, in the owner's zone, at their default lead)."""
+
+    repeat: str | None = None
+    repeat_weekdays: Sequence[int] | None = None
+    time_zone: str | None = None
+    reminder_minutes: Sequence[int] | None = None
+
+
 @dataclass(frozen=True)
 class FollowUpChange:
     title: str | None = None
     due_at: datetime | None = None
     done: bool | None = None
+    schedule: Schedule | None = None
+
+
+def _schedule_fields(
+    user_id: int, schedule: Schedule, config: NudgeConfig, current: FollowUp | None = None
+) -> dict[str, Any]:
+    """The model fields of a cleaned schedule; inside the user's scope (reads their zone)."""
+
+    def given(value, kept, new):
+        return value if value is not None else (kept if current is not None else new)
+
+    repeat, weekdays = clean_repeat(
+        given(schedule.repeat, current and current.repeat, ""),
+        list(given(schedule.repeat_weekdays, current and current.repeat_weekdays, [])),
+    )
+    zone = given(schedule.time_zone, current and current.repeat_zone, None)
+    if zone is None:
+        zone = ensure_settings(user_id).timezone or "UTC"
+    reminders = given(schedule.reminder_minutes, current and current.reminder_minutes, [])
+    return {
+        "repeat": repeat,
+        "repeat_weekdays": weekdays,
+        "repeat_zone": clean_zone(zone),
+        "reminder_minutes": clean_reminders(list(reminders), config),
+    }
 
 
 def list_follow_ups(user_id: int, *, done: bool | None = None, limit: int = 500) -> list[FollowUp]:
@@ -85,32 +194,52 @@ def _check_cap(user_id: int, cap: int) -> None:
 
 
 def create_follow_up(
-    user_id: int, title: str, due_at: datetime, now: datetime, config: NudgeConfig
+    user_id: int,
+    title: str,
+    due_at: datetime,
+    now: datetime,
+    config: NudgeConfig,
+    schedule: Schedule = Schedule(),
 ) -> FollowUp:
+    """A new follow-up, due first at ``due_at`` (a repeating one's first time)."""
     title, due_at = clean_title(title), clean_due(due_at, now)
     with tenant_scope(user_id):
+        fields = _schedule_fields(user_id, schedule, config)
         _check_cap(user_id, config.max_follow_ups_per_user)
-        follow_up = FollowUp.objects.create(user_id=user_id, title=title, due_at=due_at)
+        follow_up = FollowUp.objects.create(user_id=user_id, title=title, due_at=due_at, **fields)
     refresh_queue(user_id, now)
     return follow_up
 
 
 def change_follow_up(
-    user_id: int, follow_up_id: int, change: FollowUpChange, now: datetime
+    user_id: int,
+    follow_up_id: int,
+    change: FollowUpChange,
+    now: datetime,
+    config: NudgeConfig | None = None,
 ) -> FollowUp | None:
-    """Apply ``change``; None when the user has no such follow-up."""
+    """Apply ``change``; None when the user has no such follow-up.
+
+    A due time left as it was is not checked again: a repeating follow-up's
+    first time is long past, and saving its title must still work.
+    """
     title = clean_title(change.title) if change.title is not None else None
-    due_at = clean_due(change.due_at, now) if change.due_at is not None else None
     if not 0 < follow_up_id <= MAX_ID:
         return None
     with tenant_scope(user_id):
         follow_up = FollowUp.objects.filter(user_id=user_id, pk=follow_up_id).first()
         if follow_up is None:
             return None
+        if change.schedule is not None:
+            if config is None:
+                raise TypeError("changing a follow-up's schedule needs the config (its lead cap)")
+            fields = _schedule_fields(user_id, change.schedule, config, follow_up)
+            for name, value in fields.items():
+                setattr(follow_up, name, value)
         if title is not None:
             follow_up.title = title
-        if due_at is not None:
-            follow_up.due_at = due_at
+        if change.due_at is not None and change.due_at != follow_up.due_at:
+            follow_up.due_at = clean_due(change.due_at, now)
         if change.done is not None:
             follow_up.done = change.done
         follow_up.save()
@@ -128,11 +257,34 @@ def delete_follow_up(user_id: int, follow_up_id: int, now: datetime) -> bool:
     return bool(deleted)
 
 
-def as_json(follow_up: FollowUp) -> dict[str, Any]:
+def next_due(follow_up: FollowUp, now: datetime) -> datetime | None:
+    """When it is next due: its one time, or a repeating one's next occurrence."""
+    if not follow_up.repeat:
+        return follow_up.due_at
+    return next_occurrence(
+        follow_up.due_at,
+        follow_up.repeat,
+        follow_up.repeat_weekdays,
+        follow_up.repeat_zone,
+        now - timedelta(microseconds=1),
+    )
+
+
+def _instant(moment: datetime | None) -> str | None:
+    return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+
+def as_json(follow_up: FollowUp, now: datetime | None = None) -> dict[str, Any]:
+    now = now or timezone.now()
     return {
         "id": follow_up.pk,
         "title": follow_up.title,
-        "due_at": follow_up.due_at.isoformat().replace("+00:00", "Z"),
+        "due_at": _instant(follow_up.due_at),
         "done": follow_up.done,
-        "created_at": follow_up.created_at.isoformat().replace("+00:00", "Z"),
+        "created_at": _instant(follow_up.created_at),
+        "repeat": follow_up.repeat or "once",
+        "repeat_weekdays": [WEEKDAY_NAMES[day] for day in follow_up.repeat_weekdays],
+        "time_zone": follow_up.repeat_zone,
+        "reminder_minutes": list(follow_up.reminder_minutes),
+        "next_due_at": _instant(next_due(follow_up, now)),
     }

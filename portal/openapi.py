@@ -6,8 +6,12 @@ that every route and status the API answers with is listed here.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from calendars.providers.normalize import MAX_LEADS_PER_EVENT
+from calendars.repeat import WEEKDAY_NAMES, Repeat
+from core.config import SCHEMA_MAX_LEAD
 from portal.followups import TITLE_MAX_CHARS
 
 
@@ -44,9 +48,45 @@ DUE_AT = {
     "format": "date-time",
     "description": "ISO 8601 with a UTC offset, in the future (a naive time is refused).",
 }
+REPEAT = {
+    "type": "string",
+    "enum": ["once", *(value for value in Repeat.values if value)],
+    "default": "once",
+    "description": "once; daily; weekdays (Monday to Friday); weekly on repeat_weekdays; "
+    "monthly on due_at's day of the month (months without that day are skipped). Each "
+    "occurrence keeps due_at's local time in time_zone, across daylight-saving changes; "
+    "due_at is the first occurrence, and done ends the series.",
+}
+REPEAT_WEEKDAYS = {
+    "type": "array",
+    "items": {"type": "string", "enum": list(WEEKDAY_NAMES)},
+    "uniqueItems": True,
+    "description": "The days of a weekly follow-up (required for weekly, ignored otherwise).",
+}
+TIME_ZONE = {
+    "type": "string",
+    "description": "The IANA zone whose wall clock a repeating follow-up keeps; "
+    "by default the owner's zone from their settings.",
+}
+REMINDER_MINUTES = {
+    "type": "array",
+    "items": {"type": "integer", "minimum": 0, "maximum": SCHEMA_MAX_LEAD // timedelta(minutes=1)},
+    "maxItems": MAX_LEADS_PER_EVENT,
+    "uniqueItems": True,
+    "description": "Nudge this many minutes before each occurrence, once per value "
+    "(0 is at the time; at most NUDGE_MAX_LEAD_MINUTES). Empty or absent: the owner's "
+    "default lead.",
+}
+SCHEDULE = {
+    "repeat": REPEAT,
+    "repeat_weekdays": REPEAT_WEEKDAYS,
+    "time_zone": TIME_ZONE,
+    "reminder_minutes": REMINDER_MINUTES,
+}
 UNAUTHORIZED = _error("Missing, unknown, expired or revoked token, or its owner is deactivated.")
 BAD_REQUEST = _error(
-    "Unknown fields, wrong types, a time without offset or in the past, a title too long."
+    "Unknown fields, wrong types, a time without offset or in the past, a title too long, "
+    "an unknown repeat, weekday or zone, or more reminders than allowed."
 )
 NOT_FOUND = _error("No follow-up with this id belongs to the token's owner.")
 
@@ -57,8 +97,9 @@ def schema(server_url: str) -> dict[str, Any]:
         "info": {
             "title": "nudge follow-ups API",
             "version": "1",
-            "description": "Follow-ups of the token's owner. Each one is nudged the owner's "
-            "default lead before it is due, over their linked channel.",
+            "description": "Follow-ups of the token's owner, once or repeating. Each "
+            "occurrence is nudged at each of its reminder_minutes (else the owner's default "
+            "lead) before it is due, over their linked channel.",
         },
         "servers": [{"url": server_url.rstrip("/")}],
         "security": [{"bearerToken": []}],
@@ -139,26 +180,45 @@ def schema(server_url: str) -> dict[str, Any]:
             "schemas": {
                 "FollowUp": {
                     "type": "object",
-                    "required": ["id", "title", "due_at", "done", "created_at"],
+                    "required": [
+                        "id",
+                        "title",
+                        "due_at",
+                        "done",
+                        "created_at",
+                        *SCHEDULE,
+                        "next_due_at",
+                    ],
                     "properties": {
                         "id": {"type": "integer"},
                         "title": TITLE,
                         "due_at": {"type": "string", "format": "date-time"},
                         "done": {"type": "boolean"},
                         "created_at": {"type": "string", "format": "date-time"},
+                        **SCHEDULE,
+                        "next_due_at": {
+                            "type": ["string", "null"],
+                            "format": "date-time",
+                            "description": "due_at, or a repeating follow-up's next occurrence.",
+                        },
                     },
                 },
                 "FollowUpCreate": {
                     "type": "object",
                     "required": ["title", "due_at"],
                     "additionalProperties": False,
-                    "properties": {"title": TITLE, "due_at": DUE_AT},
+                    "properties": {"title": TITLE, "due_at": DUE_AT, **SCHEDULE},
                 },
                 "FollowUpPatch": {
                     "type": "object",
                     "minProperties": 1,
                     "additionalProperties": False,
-                    "properties": {"title": TITLE, "due_at": DUE_AT, "done": {"type": "boolean"}},
+                    "properties": {
+                        "title": TITLE,
+                        "due_at": DUE_AT,
+                        "done": {"type": "boolean"},
+                        **SCHEDULE,
+                    },
                 },
                 "Error": {
                     "type": "object",

@@ -21,6 +21,11 @@ urlpatterns = [
     path("calendars/", views.calendars_page, name="calendars"),
     path("calendars/ics", views.calendar_add_ics, name="calendar_add_ics"),
     path(
+        "calendars/<int:connection_id>/switches",
+        views.calendar_switches,
+        name="calendar_switches",
+    ),
+    path(
         "calendars/<int:connection_id>/disconnect",
         views.calendar_disconnect,
         name="calendar_disconnect",

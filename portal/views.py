@@ -23,7 +23,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.actions import ensure_settings, update_settings
 from accounts.models import Channel, DeliverySettings
 from calendars.connect import ConnectError, add_ics_feed
-from calendars.models import ConnectionStatus
+from calendars.models import ConnectionStatus, FollowUp
+from calendars.repeat import describe
 from core.config import NudgeConfig
 from portal import calendar_links, followups, telegram, timeline, whatsapp
 from portal.followups import FollowUpChange, FollowUpInvalid
@@ -40,32 +41,40 @@ from portal.tokens import new_api_token, new_telegram_code, revoke_api_tokens
 from tenancy.scope import tenant_scope
 
 
-def _create_follow_up(request: HttpRequest, form: FollowUpForm, zone) -> bool:
+def _zone_name(zone) -> str:
+    """The zone's IANA name: the wall clock a repeating follow-up keeps."""
+    return getattr(zone, "key", "UTC")
+
+
+def _create_follow_up(request: HttpRequest, form: FollowUpForm, zone) -> FollowUp | None:
     """Validate in the user's zone and create; errors land on the form."""
     with timezone.override(zone):
         if not form.is_valid():
-            return False
+            return None
     try:
-        followups.create_follow_up(
+        return followups.create_follow_up(
             request.user.pk,
             form.cleaned_data["title"],
             form.cleaned_data["due_at"],
             timezone.now(),
             NudgeConfig.from_settings(),
+            form.schedule(_zone_name(zone)),
         )
     except FollowUpInvalid as exc:
         form.add_error(exc.field if exc.field in form.fields else None, str(exc))
-        return False
-    return True
+        return None
 
 
 def _add_follow_up(
     request: HttpRequest, zone, back: str
 ) -> tuple[FollowUpForm, HttpResponse | None]:
     """The add form of a page, and the redirect after a successful POST of it."""
-    form = FollowUpForm(request.POST or None)
-    if request.method == "POST" and _create_follow_up(request, form, zone):
-        messages.success(request, f"Added “{form.cleaned_data['title']}”.")
+    form = FollowUpForm(request.POST or None, zone=zone)
+    created = _create_follow_up(request, form, zone) if request.method == "POST" else None
+    if created is not None:
+        # The time a quick choice chose, or a repeating one's first occurrence.
+        due = timezone.localtime(followups.next_due(created, timezone.now()), zone)
+        messages.success(request, f"Added “{created.title}”, due {due:%a %-d %b, %H:%M}.")
         return form, redirect(back)
     return form, None
 
@@ -108,6 +117,10 @@ def follow_up_list(request: HttpRequest) -> HttpResponse:
     if added:
         return added
     rows = followups.list_follow_ups(user_id, limit=200)
+    now = timezone.now()
+    for row in rows:  # what the list shows: the next time, and how it repeats
+        row.next_due = followups.next_due(row, now)
+        row.repeats = describe(row.repeat, row.repeat_weekdays)
     with timezone.override(zone):
         return render(request, "portal/follow_ups.html", {"follow_ups": rows, "form": form})
 
@@ -121,14 +134,27 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
         raise Http404("No such follow-up.")
     zone = _zone(user_id)
     with timezone.override(zone):
-        initial = {"title": found.title, "due_at": timezone.localtime(found.due_at)}
-        form = FollowUpForm(request.POST or None, initial=initial)
+        initial = {
+            "title": found.title,
+            "due_at": timezone.localtime(found.due_at),
+            "repeat": found.repeat,
+            "repeat_weekdays": found.repeat_weekdays,
+            "reminder_minutes": found.reminder_minutes,
+        }
+        form = FollowUpForm(request.POST or None, initial=initial, zone=zone)
         if request.method == "POST" and form.is_valid():
+            due_at = form.cleaned_data["due_at"]
+            if due_at == found.due_at.replace(second=0, microsecond=0):
+                due_at = None  # the form shows minutes: left as it was, seconds and all
             change = FollowUpChange(
-                title=form.cleaned_data["title"], due_at=form.cleaned_data["due_at"]
+                title=form.cleaned_data["title"],
+                due_at=due_at,
+                schedule=form.schedule(_zone_name(zone)),
             )
             try:
-                followups.change_follow_up(user_id, follow_up_id, change, timezone.now())
+                followups.change_follow_up(
+                    user_id, follow_up_id, change, timezone.now(), NudgeConfig.from_settings()
+                )
             except FollowUpInvalid as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, str(exc))
             else:
@@ -393,6 +419,24 @@ def calendar_add_ics(request: HttpRequest) -> HttpResponse:
             messages.success(request, "Calendar added: checking it now.")
             return redirect("portal:calendars")
     return _calendars_page(request, ics_form=form)
+
+
+@login_required
+@require_POST
+def calendar_switches(request: HttpRequest, connection_id: int) -> HttpResponse:
+    """One calendar's "Nudge me for its events" and "Skip all-day events" switches."""
+    changed = calendar_links.set_switches(
+        request.user.pk,
+        connection_id,
+        nudges_on=request.POST.get("nudges_on") == "on",
+        skip_all_day=request.POST.get("skip_all_day") == "on",
+        now=timezone.now(),
+    )
+    if changed is None:
+        raise Http404("No such calendar.")
+    state = "on" if changed.nudges_on else "off"
+    messages.success(request, f"Nudges for {changed} are {state}.")
+    return redirect("portal:calendars")
 
 
 @login_required

@@ -30,6 +30,7 @@ from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
 from calendars.providers.normalize import sorted_leads
+from calendars.repeat import occurrences
 from calendars.sync import SyncPool, SyncSummary, sync_user_connections
 from core.config import NudgeConfig
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend, SweepRun
@@ -82,6 +83,20 @@ def _held(hold: IntendedTimeRule, intended_at: datetime, starts_at: datetime) ->
     return moved if isinstance(moved, datetime) else intended_at
 
 
+def _leads(
+    reminder_minutes: Iterable[int], default_lead: timedelta, config: NudgeConfig
+) -> list[timedelta]:
+    """The subject's own distinct leads, else the default: at most MAX_LEADS_PER_EVENT.
+
+    Beyond the cap comes at the cap (ARCHITECTURE, "Reminders"); 0 is "at the time".
+    The sync and the follow-up forms already keep to this; rows written another
+    way (imports, the admin) are held to the same rule here.
+    """
+    max_minutes = int(config.max_lead.total_seconds() // 60)
+    minutes = {min(m, max_minutes) for m in reminder_minutes if m >= 0}
+    return [timedelta(minutes=m) for m in sorted_leads(minutes)] or [default_lead]
+
+
 def plan_event_nudges(
     events: Iterable[CalendarEvent],
     default_lead: timedelta,
@@ -89,8 +104,12 @@ def plan_event_nudges(
     config: NudgeConfig,
     hold: IntendedTimeRule = None,
 ) -> list[PlannedNudge]:
-    """One nudge per distinct reminder lead of each event, else the user's default."""
-    max_minutes = int(config.max_lead.total_seconds() // 60)
+    """One nudge per distinct reminder lead of each event, else the user's default.
+
+    The event's calendar switches come as the annotations ``plan_for_user``
+    reads with it (``calendar_nudges_on``, ``calendar_skips_all_day``); an event
+    without them is on a calendar with the defaults.
+    """
     planned = []
     for event in events:
         skip = event_skip_reason(
@@ -99,15 +118,12 @@ def plan_event_nudges(
             declined=event.declined,
             all_day=event.all_day,
             needs_reauth=False,  # those connections' events are not read (plan_for_user)
+            calendar_off=not getattr(event, "calendar_nudges_on", True),
+            skip_all_day=getattr(event, "calendar_skips_all_day", True),
         )
         if skip:
             continue
-        # Beyond the cap comes at the cap (ARCHITECTURE, "Reminders"); 0 is "at the time".
-        # The sync already keeps the nearest few leads; rows written another way
-        # (imports, the admin) are held to the same rule here.
-        minutes = {min(m, max_minutes) for m in event.reminder_minutes if m >= 0}
-        leads = [timedelta(minutes=m) for m in sorted_leads(minutes)]
-        for lead in leads or [default_lead]:
+        for lead in _leads(event.reminder_minutes, default_lead, config):
             intended_at = _held(hold, event.starts_at - lead, event.starts_at)
             if _in_window(intended_at, now, config):
                 planned.append(PlannedNudge(Kind.EVENT, event.pk, intended_at, event.starts_at))
@@ -121,17 +137,35 @@ def plan_follow_up_nudges(
     config: NudgeConfig,
     hold: IntendedTimeRule = None,
 ) -> list[PlannedNudge]:
-    """A follow-up is nudged the user's default lead before it is due."""
-    planned = []
+    """Each occurrence of a follow-up is nudged each of its own leads before it
+    (else the user's default lead): one row per (occurrence, lead).
+
+    A repeating follow-up's occurrences are found in the subject window
+    (calendars.repeat, on the follow-up's own wall clock); when two of them
+    want the same instant (a daily one with leads of 0 and a day) the nearer
+    subject keeps it, as the queue's key allows one row per instant.
+    """
+    planned: dict[tuple[str, int, datetime], PlannedNudge] = {}
+    start, end = config.subject_window(now)
     for follow_up in follow_ups:
         if follow_up_skip_reason(found=True, done=follow_up.done):
             continue
-        intended_at = _held(hold, follow_up.due_at - default_lead, follow_up.due_at)
-        if _in_window(intended_at, now, config):
-            planned.append(
-                PlannedNudge(Kind.FOLLOW_UP, follow_up.pk, intended_at, follow_up.due_at)
-            )
-    return planned
+        leads = _leads(follow_up.reminder_minutes, default_lead, config)
+        due_times = occurrences(
+            follow_up.due_at,
+            follow_up.repeat,
+            follow_up.repeat_weekdays,
+            follow_up.repeat_zone,
+            start,
+            end,
+        )
+        for due_at in due_times:
+            for lead in leads:
+                intended_at = _held(hold, due_at - lead, due_at)
+                nudge = PlannedNudge(Kind.FOLLOW_UP, follow_up.pk, intended_at, due_at)
+                if _in_window(intended_at, now, config) and nudge.key not in planned:
+                    planned[nudge.key] = nudge
+    return list(planned.values())
 
 
 def cap_per_user(
@@ -177,12 +211,20 @@ def plan_for_user(
     hold = functools.partial(hold_for_quiet_hours, settings=delivery)
     start, end = config.subject_window(now)
     events = list(
-        CalendarEvent.objects.filter(
-            user_id=user_id, starts_at__gt=start, starts_at__lte=end
-        ).exclude(connection__status=ConnectionStatus.NEEDS_REAUTH)
+        CalendarEvent.objects.filter(user_id=user_id, starts_at__gt=start, starts_at__lte=end)
+        .exclude(connection__status=ConnectionStatus.NEEDS_REAUTH)
+        .annotate(
+            calendar_nudges_on=F("connection__nudges_on"),
+            calendar_skips_all_day=F("connection__skip_all_day"),
+        )
     )
+    # One read, each half on its own partial index: a one-off due in the window, and
+    # a repeating one that has begun by its end (calendars.repeat finds its occurrences).
+    open_follow_ups = FollowUp.objects.filter(user_id=user_id, done=False, due_at__lte=end)
     follow_ups = list(
-        FollowUp.objects.filter(user_id=user_id, done=False, due_at__gt=start, due_at__lte=end)
+        open_follow_ups.filter(repeat="", due_at__gt=start)
+        .order_by()
+        .union(open_follow_ups.exclude(repeat="").order_by(), all=True)
     )
     planned = plan_event_nudges(events, default_lead, now, config, hold)
     planned += plan_follow_up_nudges(follow_ups, default_lead, now, config, hold)
@@ -211,6 +253,8 @@ def plan_snoozed_nudges(
             declined=event.declined,
             all_day=event.all_day,
             needs_reauth=False,  # not read (plan_for_user)
+            calendar_off=not event.calendar_nudges_on,
+            skip_all_day=event.calendar_skips_all_day,
         )
     } | {(Kind.FOLLOW_UP, follow_up.pk): follow_up.due_at for follow_up in follow_ups}
     snoozes = NudgeAct.objects.filter(

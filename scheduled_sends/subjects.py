@@ -34,6 +34,7 @@ from django.db.models import Value
 from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
+from calendars.repeat import is_occurrence
 from core.config import NudgeConfig
 from scheduled_sends import failures
 from scheduled_sends.channels.base import (
@@ -122,6 +123,13 @@ class Facts:
     quiet_end: time | None
     # A deactivated account is sent nothing, whatever is still queued for it.
     user_active: bool = True
+    # The event's calendar: switched off on the Calendars page; all-day events left out.
+    calendar_off: bool = False
+    skip_all_day: bool = True
+    # A follow-up's repeat rule (calendars.repeat): which instants are still its own.
+    repeat: str = ""
+    repeat_weekdays: tuple[int, ...] = ()
+    repeat_zone: str = "UTC"
 
 
 if tuple(f.name for f in fields(Facts)) != tuple(statements.RESOLVE_COLUMNS):
@@ -148,20 +156,31 @@ def read_facts(rows: Sequence[ClaimedSend]) -> dict[int, Facts]:
 
 
 def event_skip_reason(
-    *, found: bool, cancelled: bool, declined: bool, all_day: bool, needs_reauth: bool
+    *,
+    found: bool,
+    cancelled: bool,
+    declined: bool,
+    all_day: bool,
+    needs_reauth: bool,
+    calendar_off: bool = False,
+    skip_all_day: bool = True,
 ) -> str | None:
     """Why a calendar event deserves no nudge, if it does not.
 
     The one statement of the rule: materialise plans nothing for such an event,
     and delivery skips a row whose event has become one, with this reason.
+    Declined events are always left out; all-day ones unless the user's
+    calendar takes them (``skip_all_day`` off on its Calendars card).
     """
     if not found:
         return "event no longer in the calendar"
+    if calendar_off:
+        return "nudges are off for this calendar"
     if cancelled:
         return "event cancelled"
     if declined:
         return "event declined"
-    if all_day:
+    if all_day and skip_all_day:
         return "all-day event"
     if needs_reauth:
         return "calendar needs re-authorisation"
@@ -186,10 +205,27 @@ def _subject_gone(row: ClaimedSend, facts: Facts) -> Verdict | None:
             declined=facts.declined,
             all_day=facts.all_day,
             needs_reauth=facts.needs_reauth,
+            calendar_off=facts.calendar_off,
+            skip_all_day=facts.skip_all_day,
         )
     else:
         reason = follow_up_skip_reason(found=facts.found, done=facts.done)
     return skip(reason) if reason else None
+
+
+def occurrence_start(row: ClaimedSend, facts: Facts) -> datetime | None:
+    """The subject's start this row is for: a repeating follow-up's occurrence if the
+    rule, as it is now, still has one at the row's instant; else the subject's one start."""
+    if row.kind != Kind.FOLLOW_UP or not facts.repeat or facts.starts_at is None:
+        return facts.starts_at
+    still = is_occurrence(
+        row.subject_starts_at,
+        facts.starts_at,
+        facts.repeat,
+        facts.repeat_weekdays,
+        facts.repeat_zone,
+    )
+    return row.subject_starts_at if still else facts.starts_at
 
 
 def decide(
@@ -206,7 +242,7 @@ def decide(
     gone = _subject_gone(row, facts)
     if gone is not None:
         return gone
-    starts_at = facts.starts_at
+    starts_at = occurrence_start(row, facts)
     if starts_at != row.subject_starts_at:
         return skip("subject moved; its new time has its own nudge")
     # A nudge meant for the very start ("at the time of the event", lead 0)

@@ -116,6 +116,12 @@ RESOLVE_COLUMNS: dict[str, str] = {
     "quiet_start": "ds.quiet_start",
     "quiet_end": "ds.quiet_end",
     "user_active": "EXISTS (SELECT 1 FROM auth_user AS u WHERE u.id = %(user_id)s AND u.is_active)",
+    # The calendar's switches (its Calendars card) and a follow-up's repeat rule.
+    "calendar_off": "coalesce(NOT cc.nudges_on, false)",
+    "skip_all_day": "coalesce(cc.skip_all_day, true)",
+    "repeat": "coalesce(fu.repeat, '')",
+    "repeat_weekdays": "coalesce(fu.repeat_weekdays, '{}')",
+    "repeat_zone": "coalesce(fu.repeat_zone, 'UTC')",
 }
 RESOLVE_NUDGE = (
     "SELECT "

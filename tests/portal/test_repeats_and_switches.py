@@ -1,0 +1,205 @@
+"""Issue 24, "what users of reminder tools expect", as a person meets it on the pages:
+quick choices on the follow-up form, repeat and reminders on it, and a calendar's
+on/off and all-day switches on the Calendars page."""
+
+from __future__ import annotations
+
+import zoneinfo
+from datetime import datetime, time, timedelta
+
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.models import DeliverySettings
+from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
+from calendars.repeat import Repeat
+from tenancy.scope import tenant_scope
+
+from .conftest import local_input, pending
+
+BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
+
+
+def _in_berlin(user) -> None:
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user_id=user.pk).update(timezone="Europe/Berlin")
+
+
+def _only_follow_up(user) -> FollowUp:
+    with tenant_scope(user.pk):
+        return FollowUp.objects.get(user_id=user.pk)
+
+
+def test_quick_choice_buttons_set_the_due_time_in_the_users_zone(signed_in):
+    """Quick choices: the form offers them, "Tomorrow 9:00" is 9:00 Berlin time the next
+    day with no time typed, and "In 1 h" is an hour from now; each is queued at once."""
+    user, client = signed_in("ana")
+    _in_berlin(user)
+    page = client.get(reverse("portal:follow_ups")).content.decode()
+    for value, label in (("in_1h", "In 1 h"), ("tomorrow_morning", "Tomorrow 9:00")):
+        assert f'name="quick" value="{value}">{label}</button>' in page
+
+    before = timezone.now()
+    response = client.post(
+        reverse("portal:follow_ups"), {"title": "Call the plumber", "quick": "tomorrow_morning"}
+    )
+    assert response.status_code == 302
+    tomorrow = before.astimezone(BERLIN).date() + timedelta(days=1)
+    assert _only_follow_up(user).due_at == datetime.combine(tomorrow, time(9), tzinfo=BERLIN)
+    listed = client.get(reverse("portal:follow_ups")).content.decode()
+    assert "due " in listed and "09:00" in listed  # the message says when
+
+    client.post(reverse("portal:follow_up_delete", args=[_only_follow_up(user).pk]))
+    client.post(reverse("portal:home"), {"title": "Tea", "quick": "in_1h"})
+    due = _only_follow_up(user).due_at
+    assert before + timedelta(hours=1) <= due <= timezone.now() + timedelta(hours=1)
+    assert [row.subject_starts_at for row in pending(user)] == [due]
+
+
+def test_without_a_time_or_a_quick_choice_the_form_says_what_to_do(signed_in):
+    """Quick choices: neither a typed time nor a button is a plain sentence, nothing saved."""
+    user, client = signed_in("ana")
+    response = client.post(reverse("portal:follow_ups"), {"title": "Someday"})
+    assert response.status_code == 200
+    assert "Pick a time, or one of the quick choices." in response.content.decode()
+    with tenant_scope(user.pk):
+        assert not FollowUp.objects.filter(user_id=user.pk).exists()
+
+
+def test_the_form_saves_a_repeat_and_several_reminders_and_the_list_shows_the_next_time(
+    signed_in,
+):
+    """Recurring follow-ups and several reminders per item, from the form: every weekday
+    at the typed local time, nudged 30 and 5 minutes before; the list shows "every
+    weekday" and the next time; saving the title later keeps the (past) first time."""
+    user, client = signed_in("ana")
+    _in_berlin(user)
+    first = (timezone.now() + timedelta(hours=2)).replace(second=0, microsecond=0)
+    response = client.post(
+        reverse("portal:follow_ups"),
+        {
+            "title": "Stand-up notes",
+            "due_at": local_input(first, BERLIN),
+            "repeat": "weekdays",
+            "reminder_minutes": ["30", "5"],
+        },
+    )
+    assert response.status_code == 302
+    saved = _only_follow_up(user)
+    assert (saved.repeat, saved.repeat_zone, saved.reminder_minutes) == (
+        Repeat.WEEKDAYS,
+        "Europe/Berlin",
+        [5, 30],
+    )
+    listed = client.get(reverse("portal:follow_ups")).content.decode()
+    assert "every weekday" in listed
+    if first.astimezone(BERLIN).weekday() < 5:  # a weekday: the first time is also the next
+        assert sorted(row.intended_at for row in pending(user)) == [
+            first - timedelta(minutes=30),
+            first - timedelta(minutes=5),
+        ]
+    with tenant_scope(user.pk):  # the series began long ago
+        FollowUp.objects.filter(pk=saved.pk).update(
+            due_at=first - timedelta(days=30, seconds=-17)  # as the API may set it
+        )
+    edit = reverse("portal:follow_up_edit", args=[saved.pk])
+    form = client.get(edit).content.decode()
+    assert 'value="weekdays" selected' in form
+    response = client.post(
+        edit,
+        {
+            "title": "Stand-up",
+            "due_at": local_input(first - timedelta(days=30), BERLIN),
+            "repeat": "weekdays",
+            "reminder_minutes": ["30", "5"],
+        },
+    )
+    assert response.status_code == 302, response.content.decode()
+    assert _only_follow_up(user).title == "Stand-up"
+
+
+def test_more_than_five_reminders_are_refused_on_the_form(signed_in):
+    """Several reminders per item, up to the per-event cap (five)."""
+    user, client = signed_in("ana")
+    response = client.post(
+        reverse("portal:follow_ups"),
+        {
+            "title": "Too many",
+            "quick": "in_3h",
+            "reminder_minutes": ["0", "5", "10", "15", "30", "60"],
+        },
+    )
+    assert response.status_code == 200
+    assert "at most 5 reminders" in response.content.decode()
+    with tenant_scope(user.pk):
+        assert not FollowUp.objects.filter(user_id=user.pk).exists()
+
+
+def _calendar_with_event(user, **event_fields) -> CalendarConnection:
+    with tenant_scope(user.pk):
+        calendar = CalendarConnection.objects.create(
+            user=user, provider=Provider.ICS, account="Team calendar"
+        )
+        starts_at = timezone.now() + timedelta(hours=1)
+        CalendarEvent.objects.create(
+            user=user,
+            connection=calendar,
+            provider_event_id="standup",
+            title="Team sync",
+            starts_at=starts_at,
+            ends_at=starts_at + timedelta(minutes=30),
+            **event_fields,
+        )
+    return calendar
+
+
+def test_switching_a_calendar_off_on_its_card_withdraws_its_nudges(signed_in):
+    """A per-calendar on/off switch on the Calendars page: unticking "Nudge me for its
+    events" withdraws the pending nudge at once; ticking it again queues it."""
+    user, client = signed_in("ana")
+    calendar = _calendar_with_event(user)
+    client.post(reverse("portal:calendar_switches", args=[calendar.pk]), {"nudges_on": "on"})
+    assert [row.kind for row in pending(user)] == ["event"]
+
+    page = client.get(reverse("portal:calendars")).content.decode()
+    assert 'name="nudges_on" checked' in page and "Nudge me for its events" in page
+    response = client.post(
+        reverse("portal:calendar_switches", args=[calendar.pk]), {"skip_all_day": "on"}
+    )
+    assert response.status_code == 302
+    assert pending(user) == []
+    page = client.get(reverse("portal:calendars")).content.decode()
+    assert "Nudges for ICS feed Team calendar are off." in page
+    assert 'name="nudges_on" checked' not in page
+    client.post(
+        reverse("portal:calendar_switches", args=[calendar.pk]),
+        {"nudges_on": "on", "skip_all_day": "on"},
+    )
+    assert [row.kind for row in pending(user)] == ["event"]
+
+
+def test_skip_all_day_events_on_the_calendars_card(signed_in):
+    """Skip all-day events: ticked by default (no nudge); unticked, the all-day event is
+    nudged."""
+    user, client = signed_in("ana")
+    calendar = _calendar_with_event(user, all_day=True)
+    page = client.get(reverse("portal:calendars")).content.decode()
+    assert 'name="skip_all_day" checked' in page
+    client.post(
+        reverse("portal:calendar_switches", args=[calendar.pk]),
+        {"nudges_on": "on", "skip_all_day": "on"},
+    )
+    assert pending(user) == []
+    client.post(reverse("portal:calendar_switches", args=[calendar.pk]), {"nudges_on": "on"})
+    assert [row.kind for row in pending(user)] == ["event"]
+
+
+def test_another_users_calendar_cannot_be_switched(signed_in):
+    """A per-calendar switch: only the owner's own calendars (404 otherwise)."""
+    owner, _ = signed_in("ana")
+    calendar = _calendar_with_event(owner)
+    _, other = signed_in("ben")
+    response = other.post(reverse("portal:calendar_switches", args=[calendar.pk]), {})
+    assert response.status_code == 404
+    with tenant_scope(owner.pk):
+        assert CalendarConnection.objects.get(pk=calendar.pk).nudges_on
