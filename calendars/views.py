@@ -18,11 +18,14 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core import signing
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
@@ -85,9 +88,26 @@ def _text(message: str, status: int = 200) -> HttpResponse:
     return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
 
 
+def available() -> dict[str, bool]:
+    """Per OAuth provider: whether this server has its credentials. The calendars
+    page offers only those, and says "not available on this server" of the rest."""
+    return {provider: bool(flow.client_id()) for provider, flow in FLOWS.items()}
+
+
+# Where a person is sent back to when a provider cannot be connected here: the
+# user area's calendars page (a route name, so no import of the layer above).
+CALENDARS_PAGE = "portal:calendars"
+
+
 def _connect(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
     if not flow.client_id():
-        return _text(f"{flow.label} is not configured on this server.", status=503)
+        # Reached by an old link or bookmark (the page offers no button then): back
+        # to the page, saying so, rather than a bare error page with no way on.
+        messages.error(
+            request,
+            gettext("%(provider)s is not available on this server.") % {"provider": flow.label},
+        )
+        return redirect(CALENDARS_PAGE)
     nonce = secrets.token_urlsafe(16)
     request.session[SESSION_NONCE_KEY] = nonce
     pkce = oauth.Pkce.new()

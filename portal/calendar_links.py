@@ -1,4 +1,4 @@
-"""The calendars page's two actions beyond the OAuth views: list and disconnect.
+"""The calendars page's actions beyond the OAuth views: list, find and disconnect.
 
 Disconnecting deletes the connection (its events and tokens go with it) in
 the user's scope, stops its push channel (Google ``channels.stop``, Graph
@@ -81,6 +81,19 @@ def list_connections(user_id: int) -> list[CalendarConnection]:
             CalendarConnection.objects.filter(user_id=user_id)
             .exclude(provider=Provider.LOCAL)
             .order_by("created_at")
+        )
+
+
+def find(user_id: int, connection_id: int) -> CalendarConnection | None:
+    """The user's connection of that id (not the internal local one), for the page
+    that asks before disconnecting it."""
+    if not 0 < connection_id <= MAX_ID:
+        return None
+    with tenant_scope(user_id):
+        return (
+            CalendarConnection.objects.filter(user_id=user_id, pk=connection_id)
+            .exclude(provider=Provider.LOCAL)
+            .first()
         )
 
 

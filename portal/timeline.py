@@ -2,8 +2,10 @@
 
 Both read the user's own queue rows inside their scope (callers hold it) and
 phrase each row the way a person asks about it: what, when in their zone,
-and — for anything not sent — why, in the words delivery recorded (a failure's
-words composed from its kind, ``scheduled_sends/failures.py``).
+and — for anything not sent — why, in plain words (``portal/plain_words.py``:
+never the reason delivery or support recorded). An upcoming nudge whose time
+has come says "now" rather than a time already past; history says when a
+nudge went, not when it was planned.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
-from scheduled_sends.failures import history_reason
+from django.utils.translation import gettext_lazy
+
+from portal.plain_words import PlainWords, for_outcome
 from scheduled_sends.models import Kind, Outcome, ScheduledSend
 from scheduled_sends.queue.states import unsettled
 from scheduled_sends.subjects import subject_titles
@@ -25,21 +29,36 @@ OUTCOME_WORDS = {
     Outcome.EXPIRED: "expired",
 }
 
+NOTHING_TO_SAY = PlainWords("")
+STATUS_LABELS = {
+    "planned": gettext_lazy("planned"),
+    "sent": gettext_lazy("sent"),
+    "skipped": gettext_lazy("skipped"),
+    "failed": gettext_lazy("failed"),
+    "expired": gettext_lazy("expired"),
+}
+
 
 @dataclass(frozen=True)
 class Entry:
     send_id: int
     title: str
     kind: str
-    at: datetime  # planned send time (upcoming) or when it was due to go (history)
+    # Upcoming: when it is planned to go (None: at once — its time has come).
+    # History: when it went (sent or skipped), else when it was meant to.
+    at: datetime | None
     starts_at: datetime
     status: str  # "planned", or an outcome word
-    reason: str = ""
+    words: PlainWords = NOTHING_TO_SAY
+
+    @property
+    def pill(self) -> str:
+        """The status in the user's language (``status`` stays the CSS class)."""
+        return str(STATUS_LABELS.get(self.status, self.status))
 
     def describe(self) -> str:
-        if self.status in ("planned", "sent"):
-            return self.status
-        return f"{self.status}: {self.reason}" if self.reason else self.status
+        """The pill and its sentence, as one line (tests and plain-text readers)."""
+        return f"{self.status}: {self.words.text}" if self.words.text else self.status
 
 
 def zone_of(name: str) -> tzinfo:
@@ -56,23 +75,30 @@ def _title(titles: dict[tuple[str, int], str], row: ScheduledSend) -> str:
     return title or ("(untitled event)" if row.kind == Kind.EVENT else "")
 
 
-def _entries(rows: list[ScheduledSend], planned: bool) -> list[Entry]:
+def _when(row: ScheduledSend, planned: bool, now: datetime) -> datetime | None:
+    if planned:
+        # A follow-up due sooner than the lead is queued with a time already past:
+        # it goes with the next deliver, which the page says as "now".
+        return row.fire_at if row.fire_at > now else None
+    return row.sent_at or row.fire_at
+
+
+def _entries(rows: list[ScheduledSend], planned: bool, now: datetime) -> list[Entry]:
     titles = subject_titles(rows)
-    entries = []
-    for row in rows:
-        reason = history_reason(row.outcome, row.failure_kind, row.last_error)
-        entries.append(
-            Entry(
-                send_id=row.pk,
-                title=_title(titles, row),
-                kind="follow-up" if row.kind == Kind.FOLLOW_UP else "event",
-                at=row.fire_at,
-                starts_at=row.subject_starts_at,
-                status="planned" if planned else OUTCOME_WORDS.get(row.outcome, row.outcome),
-                reason="" if planned or row.outcome == Outcome.SENT else reason,
-            )
+    return [
+        Entry(
+            send_id=row.pk,
+            title=_title(titles, row),
+            kind="follow-up" if row.kind == Kind.FOLLOW_UP else "event",
+            at=_when(row, planned, now),
+            starts_at=row.subject_starts_at,
+            status="planned" if planned else OUTCOME_WORDS.get(row.outcome, row.outcome),
+            words=NOTHING_TO_SAY
+            if planned
+            else for_outcome(row.outcome, row.failure_kind, row.last_error),
         )
-    return entries
+        for row in rows
+    ]
 
 
 def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
@@ -81,7 +107,7 @@ def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
         .filter(fire_at__gt=now - timedelta(minutes=30))
         .order_by("fire_at", "pk")[:limit]
     )
-    return _entries(rows, planned=True)
+    return _entries(rows, planned=True, now=now)
 
 
 def history(user_id: int, now: datetime, limit: int = 100) -> list[Entry]:
@@ -92,4 +118,4 @@ def history(user_id: int, now: datetime, limit: int = 100) -> list[Entry]:
             fire_at__gte=now - timedelta(days=HISTORY_DAYS),
         ).order_by("-fire_at", "-pk")[:limit]
     )
-    return _entries(rows, planned=False)
+    return _entries(rows, planned=False, now=now)

@@ -237,4 +237,6 @@ def test_history_words_a_failure_from_its_kind(make_user, now):
     )
     with tenant_scope(user.pk):
         [entry] = timeline.history(user.pk, now + timedelta(minutes=1))
-    assert entry.describe() == "failed: Interrupted mid-send (may have been delivered)"
+    assert entry.describe() == (
+        "failed: It may have arrived; it was not sent again, so you do not get it twice."
+    )
