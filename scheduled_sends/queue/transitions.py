@@ -37,6 +37,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 
 from core.config import NudgeConfig
+from scheduled_sends import lateness
 from scheduled_sends.failures import UNDELIVERED_STATUSES, FailureKind
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import statements
@@ -71,6 +72,12 @@ class ClaimedSend:
     attempts: int
     send_started_at: datetime | None
     user_rank: int = 0
+    created_at: datetime | None = None  # when it was queued: lateness counts from here at most
+
+    @property
+    def due_from(self) -> datetime:
+        """The instant lateness is measured from (``lateness.due_from``)."""
+        return lateness.due_from(self.intended_at, self.created_at)
 
 
 def database_now() -> datetime:

@@ -17,6 +17,8 @@ from portal import followups
 from portal.forms import IcsFeedForm, SettingsForm
 from portal.models import ApiToken
 from portal.tokens import parse_telegram_payload, use_telegram_code
+from scheduled_sends import charts
+from scheduled_sends.deliver import run_deliver
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import transitions
@@ -385,3 +387,22 @@ def test_the_user_pages_need_no_admin_password_page(signed_in):
     assert f'href="{reverse("portal:account")}"' in page
     assert "/accounts/password_change/" not in page
     assert django_settings.LOGIN_REDIRECT_URL == "portal:home"
+
+
+def test_a_follow_up_due_sooner_than_the_lead_is_not_counted_late(signed_in):
+    """Time shown rightly: a follow-up due sooner than the lead is not counted late —
+    lateness runs from when its nudge was queued, not from a time before that
+    (in the deliver run's figures and in the console's lateness chart)."""
+    user, _ = signed_in("ana")
+    now = timezone.now()
+    followups.create_follow_up(
+        user.pk, "Call back", now + timedelta(minutes=3), now, NudgeConfig.from_settings()
+    )
+    report = run_deliver(timezone.now() + timedelta(seconds=20))
+    assert report.sent == 1, report.summary()
+    [late] = report.latenesses
+    assert late < 60  # not the 7 minutes since "due - lead"
+    with tenant_scope(user.pk):
+        figures = charts.lateness(timezone.now(), NudgeConfig.from_settings(), user.pk)
+    assert figures.sent == 1
+    assert max(q.max for q in figures.by_quarter.values()) < 60
