@@ -171,9 +171,11 @@ class Lateness:
 def _lateness_seconds() -> Extract:
     # From when the row was queued, if that was after its intended instant
     # (lateness.due_from): a nudge cannot be late for a time before it existed.
-    late = ExpressionWrapper(
-        F("sent_at") - Greatest("intended_at", "created_at"), output_field=DurationField()
+    due_from = Case(
+        When(created_at__lte=F("sent_at"), then=Greatest("intended_at", "created_at")),
+        default=F("intended_at"),
     )
+    late = ExpressionWrapper(F("sent_at") - due_from, output_field=DurationField())
     return Extract(late, "epoch")
 
 

@@ -21,10 +21,14 @@ from datetime import datetime
 BUCKETS: tuple[float, ...] = (0, 5, 10, 15, 30, 45, 60, 90, 120, 300, 600, 900, math.inf)
 
 
-def due_from(intended_at: datetime, created_at: datetime | None) -> datetime:
+def due_from(intended_at: datetime, created_at: datetime | None, sent_at: datetime) -> datetime:
     """Lateness counts from the intended instant, or from when the row was queued
-    when that was later. (The charts say the same in SQL: ``charts._lateness_seconds``.)"""
-    return max(intended_at, created_at) if created_at is not None else intended_at
+    when that was later. A creation stamp after the send itself is a replay's or a
+    test's simulated clock (``created_at`` is the database's real one): then the
+    intended instant alone. (The charts say the same in SQL: ``charts._lateness_seconds``.)"""
+    if created_at is None or created_at > sent_at:
+        return intended_at
+    return max(intended_at, created_at)
 
 
 def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:

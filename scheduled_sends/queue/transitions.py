@@ -74,10 +74,10 @@ class ClaimedSend:
     user_rank: int = 0
     created_at: datetime | None = None  # when it was queued: lateness counts from here at most
 
-    @property
-    def due_from(self) -> datetime:
-        """The instant lateness is measured from (``lateness.due_from``)."""
-        return lateness.due_from(self.intended_at, self.created_at)
+    def lateness_at(self, sent_at: datetime) -> float:
+        """Seconds late, sent at ``sent_at`` (``lateness.due_from``)."""
+        due = lateness.due_from(self.intended_at, self.created_at, sent_at)
+        return (sent_at - due).total_seconds()
 
 
 def database_now() -> datetime:
