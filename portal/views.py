@@ -561,6 +561,8 @@ def account_page(request: HttpRequest) -> HttpResponse:
                 request, _("Password changed. Your API tokens were revoked; make new ones.")
             )
             return redirect("portal:account")
+    # Django's form focuses the old password; here the page opens on the e-mail.
+    password_form.fields["old_password"].widget.attrs.pop("autofocus", None)
     return render(
         request,
         "portal/account.html",
