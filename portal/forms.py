@@ -31,6 +31,32 @@ def canonical_zones() -> frozenset[str]:
     )
 
 
+# Older names browsers still report (ICU keeps them; Chrome says "Asia/Calcutta"),
+# for the zones a browser's detection is most often asked about: the canonical name.
+BROWSER_ZONE_ALIASES = {
+    "Asia/Calcutta": "Asia/Kolkata",
+    "Asia/Katmandu": "Asia/Kathmandu",
+    "Asia/Saigon": "Asia/Ho_Chi_Minh",
+    "Asia/Rangoon": "Asia/Yangon",
+    "Asia/Dacca": "Asia/Dhaka",
+    "Asia/Ulan_Bator": "Asia/Ulaanbaatar",
+    "Europe/Kiev": "Europe/Kyiv",
+    "Atlantic/Faeroe": "Atlantic/Faroe",
+    "America/Godthab": "America/Nuuk",
+    "America/Buenos_Aires": "America/Argentina/Buenos_Aires",
+    "America/Indianapolis": "America/Indiana/Indianapolis",
+    "America/Louisville": "America/Kentucky/Louisville",
+    "Pacific/Truk": "Pacific/Chuuk",
+    "Pacific/Ponape": "Pacific/Pohnpei",
+}
+
+
+def canonical_zone(name: str) -> str | None:
+    """The picker's name for a zone a browser reported; None when it has none."""
+    name = BROWSER_ZONE_ALIASES.get(name, name)
+    return name if name == "UTC" or name in canonical_zones() else None
+
+
 def timezone_choices(keep: str = "") -> list[tuple[str, str]]:
     """UTC, then the canonical zones by name; ``keep`` (an account's older choice,
     perhaps an alias) stays listed so its form still saves."""

@@ -13,6 +13,7 @@ urlpatterns = [
     path("follow-ups/<int:follow_up_id>/done", views.follow_up_done, name="follow_up_done"),
     path("follow-ups/<int:follow_up_id>/delete", views.follow_up_delete, name="follow_up_delete"),
     path("settings/", views.settings_page, name="settings"),
+    path("settings/zone", views.use_device_zone, name="use_device_zone"),
     path("settings/telegram", views.link_telegram, name="link_telegram"),
     path("settings/telegram/state", views.telegram_link_state, name="telegram_link_state"),
     path("settings/whatsapp", views.whatsapp_number, name="whatsapp_number"),

@@ -33,6 +33,7 @@ from core.config import NudgeConfig
 from portal import calendar_links, followups, plain_words, telegram, timeline, whatsapp
 from portal.followups import FollowUpChange, FollowUpInvalid
 from portal.forms import (
+    BROWSER_ZONE_ALIASES,
     AccountEmailForm,
     ApiTokenForm,
     FollowUpForm,
@@ -40,6 +41,7 @@ from portal.forms import (
     SettingsForm,
     WhatsAppCodeForm,
     WhatsAppNumberForm,
+    canonical_zone,
 )
 from portal.models import AccountNotice, ApiToken, LinkCode, OptInRecord
 from portal.tokens import new_api_token, new_telegram_code, revoke_api_tokens
@@ -107,6 +109,7 @@ def home(request: HttpRequest) -> HttpResponse:
                 "history": timeline.history(user_id, now),
                 "form": form,
                 "history_days": timeline.HISTORY_DAYS,
+                "zone_aliases": BROWSER_ZONE_ALIASES,
             },
         )
 
@@ -235,6 +238,7 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                     ),
                     "telegram_ready": bool(settings.TELEGRAM_BOT_USERNAME),
                     "whatsapp_ready": whatsapp.configured(),
+                    "zone_aliases": BROWSER_ZONE_ALIASES,
                     "confirmed": _confirmed(delivery),
                     "notices": list(
                         AccountNotice.objects.filter(
@@ -310,6 +314,22 @@ def _channel_problem(delivery: DeliverySettings, channel: str) -> str | None:
     if channel == Channel.WHATSAPP and not delivery.whatsapp_number:
         return "Confirm a WhatsApp number first (below), then choose it here."
     return None
+
+
+@login_required
+@require_POST
+def use_device_zone(request: HttpRequest) -> HttpResponse:
+    """Home's offer to a new user still on the server's UTC: their device's zone
+    (detected by the browser), in one press."""
+    zone = canonical_zone(request.POST.get("timezone", ""))
+    if zone is None:
+        messages.error(request, _("That time zone is not known here; choose yours in Settings."))
+        return redirect("portal:settings")
+    update_settings(request.user.pk, {"timezone": zone}, timezone.now())
+    messages.success(
+        request, _("Times are now shown in %(zone)s.") % {"zone": zone.replace("_", " ")}
+    )
+    return redirect("portal:home")
 
 
 @login_required

@@ -406,3 +406,16 @@ def test_a_follow_up_due_sooner_than_the_lead_is_not_counted_late(signed_in):
         figures = charts.lateness(timezone.now(), NudgeConfig.from_settings(), user.pk)
     assert figures.sent == 1
     assert max(q.max for q in figures.by_quarter.values()) < 60
+
+
+def test_a_new_account_is_offered_its_devices_zone(signed_in):
+    """Small things: browser detection as the default — Home offers a new account (still
+    on UTC) the zone its browser reports, stored by its canonical name."""
+    user, client = signed_in("ana")
+    assert 'id="zone-offer"' in client.get(reverse("portal:home")).content.decode()
+    client.post(reverse("portal:use_device_zone"), {"timezone": "Asia/Calcutta"})
+    with tenant_scope(user.pk):
+        assert DeliverySettings.objects.get(user_id=user.pk).timezone == "Asia/Kolkata"
+    assert 'id="zone-offer"' not in client.get(reverse("portal:home")).content.decode()
+    response = client.post(reverse("portal:use_device_zone"), {"timezone": "Mars/Olympus"})
+    assert response["Location"] == reverse("portal:settings")

@@ -78,7 +78,7 @@ def test_the_changed_user_pages_read_well_on_a_phone_and_a_desktop(http_live_ser
             executable_path=str(binary), headless=True, args=CHROMIUM_ARGS
         )
         try:
-            page = browser.new_context(viewport=PHONE).new_page()
+            page = browser.new_context(viewport=PHONE, timezone_id="America/New_York").new_page()
             page.goto(f"{base}/accounts/login/")
             page.fill("#id_username", "mia")
             page.fill("#id_password", PASSWORD)
@@ -120,6 +120,14 @@ def test_the_changed_user_pages_read_well_on_a_phone_and_a_desktop(http_live_ser
                 "mia@example.com"
             )
             shoot(page, "issue24-account")
+
+            # The account is still on UTC: Home offers the device's own zone.
+            page.goto(f"{base}/")
+            expect(page.locator("#zone-offer")).to_contain_text("America/New York")
+            shoot(page, "issue24-zone-offer")
+            page.click("#zone-offer-use")
+            expect(page.locator(".messages")).to_contain_text("now shown in America/New York")
+            expect(page.locator("#zone-offer")).to_have_count(0)
 
             page.locator("nav button").click()  # sign out
             expect(page.locator(".messages")).to_contain_text("You are signed out.")
