@@ -419,3 +419,14 @@ def test_a_new_account_is_offered_its_devices_zone(signed_in):
     assert 'id="zone-offer"' not in client.get(reverse("portal:home")).content.decode()
     response = client.post(reverse("portal:use_device_zone"), {"timezone": "Mars/Olympus"})
     assert response["Location"] == reverse("portal:settings")
+
+
+def test_a_broken_calendar_connect_ends_on_a_page_with_a_way_back(signed_in):
+    """Dead ends: the end of a Google or Microsoft connect (here an expired sign-in link)
+    is a page of the user area with a way back to Calendars, not bare text."""
+    _, client = signed_in("ana")
+    response = client.get(reverse("calendars:google_callback"), {"state": "stale", "code": "x"})
+    assert response.status_code == 400
+    text = response.content.decode()
+    assert "invalid or has expired" in text
+    assert f'href="{reverse("portal:calendars")}"' in text and 'aria-label="Main"' in text
