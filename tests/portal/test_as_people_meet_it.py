@@ -430,3 +430,11 @@ def test_a_broken_calendar_connect_ends_on_a_page_with_a_way_back(signed_in):
     text = response.content.decode()
     assert "invalid or has expired" in text
     assert f'href="{reverse("portal:calendars")}"' in text and 'aria-label="Main"' in text
+
+
+def test_the_old_password_change_address_leads_to_the_account_page(signed_in):
+    """Dead ends: ``/accounts/password_change/`` (the admin-styled form) leads to the
+    account page of the user area."""
+    _, client = signed_in("ana")
+    response = client.get("/accounts/password_change/")
+    assert response.status_code == 302 and response["Location"] == reverse("portal:account")

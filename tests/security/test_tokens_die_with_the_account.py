@@ -95,8 +95,9 @@ def test_changing_the_password_revokes_the_tokens(owner, django_capture_on_commi
     client.force_login(owner)
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(
-            "/accounts/password_change/",
+            "/account/",  # the user area's account page (issue 24)
             {
+                "change": "password",
                 "old_password": PASSWORD,
                 "new_password1": NEW_PASSWORD,
                 "new_password2": NEW_PASSWORD,
