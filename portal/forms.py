@@ -167,8 +167,23 @@ class FollowUpForm(forms.Form):
         return due
 
 
-class ApiTokenForm(forms.Form):
-    name = forms.CharField(max_length=80, label="Token name", initial="host product")
+class NoSilentCut:
+    """A form whose length limits are checked and said, never enforced by the page's
+    ``maxlength`` (a browser cuts a longer paste without a word)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            field.widget.attrs.pop("maxlength", None)
+
+
+class ApiTokenForm(NoSilentCut, forms.Form):
+    name = forms.CharField(
+        max_length=80,
+        label=_("Token name"),
+        initial="host product",
+        error_messages={"max_length": _("Keep the name to %(limit_value)s characters or fewer.")},
+    )
     # Days; "" is no expiry (the token works until revoked or the password changes).
     expires_in = forms.TypedChoiceField(
         choices=[("", "Never"), ("30", "In 30 days"), ("90", "In 90 days"), ("365", "In a year")],
@@ -220,7 +235,7 @@ class FeedAddressField(forms.URLField):
         return super().to_python(text)
 
 
-class IcsFeedForm(forms.Form):
+class IcsFeedForm(NoSilentCut, forms.Form):
     url = FeedAddressField(
         max_length=2000,
         label=_("Calendar address (ICS)"),

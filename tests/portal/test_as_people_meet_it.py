@@ -438,3 +438,14 @@ def test_the_old_password_change_address_leads_to_the_account_page(signed_in):
     _, client = signed_in("ana")
     response = client.get("/accounts/password_change/")
     assert response.status_code == 302 and response["Location"] == reverse("portal:account")
+
+
+def test_no_user_form_cuts_a_long_paste_in_the_page(signed_in):
+    """Small things: a long paste is never cut silently — no field of the user pages
+    carries a ``maxlength`` the browser would enforce without a word."""
+    _, client = signed_in("ana")
+    for name in ("portal:home", "portal:follow_ups", "portal:settings", "portal:calendars"):
+        page = client.get(reverse(name)).content.decode()
+        assert "maxlength" not in page, name
+    page = client.post(reverse("portal:api_token_create"), {"name": "n" * 300, "expires_in": ""})
+    assert "Keep the name to 80 characters or fewer." in page.content.decode()
