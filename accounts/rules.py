@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import Protocol
 
+from django.utils.translation import gettext
+
 from core.deployment import NOT_IN_PRODUCTION, console_channel_allowed
 
 NOT_SET_UP = "no channel set up yet: link Telegram or WhatsApp in Settings"
@@ -58,6 +60,22 @@ def _zone(name: str) -> zoneinfo.ZoneInfo | type[UTC]:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         return UTC
+
+
+def quiet_hours_problem(start: time | None, end: time | None) -> str | None:
+    """Why a pair of quiet hours cannot be saved, in a sentence; None when it can.
+
+    Equal ends would mean "none" to :func:`quiet_hours_end`, never "all day", so a
+    person who typed 22:00 to 22:00 is told rather than silently getting no quiet hours.
+    """
+    if (start is None) != (end is None):
+        return gettext("Give both ends of the quiet hours, or neither.")
+    if start is not None and start == end:
+        return gettext(
+            "Quiet hours need an end different from their start "
+            "(for example 22:00 until 07:00). Leave both empty for none."
+        )
+    return None
 
 
 def quiet_hours_end(moment: datetime, settings: HoldSettings) -> datetime | None:

@@ -18,11 +18,14 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core import signing
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
@@ -81,13 +84,37 @@ def _redirect_uri(request: HttpRequest, flow: OAuthFlow) -> str:
     return request.build_absolute_uri(reverse(f"calendars:{flow.provider}_callback"))
 
 
-def _text(message: str, status: int = 200) -> HttpResponse:
-    return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+def _text(request: HttpRequest, message: str, status: int = 200) -> HttpResponse:
+    """The end of a connect, good or bad: a page of the user area (its navigation, a
+    way back to Calendars), not a bare text page. The status code still says which."""
+    return render(
+        request,
+        "portal/calendar_result.html",
+        {"message": message, "connected": status < 400},
+        status=status,
+    )
+
+
+def available() -> dict[str, bool]:
+    """Per OAuth provider: whether this server has its credentials. The calendars
+    page offers only those, and says "not available on this server" of the rest."""
+    return {provider: bool(flow.client_id()) for provider, flow in FLOWS.items()}
+
+
+# Where a person is sent back to when a provider cannot be connected here: the
+# user area's calendars page (a route name, so no import of the layer above).
+CALENDARS_PAGE = "portal:calendars"
 
 
 def _connect(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
     if not flow.client_id():
-        return _text(f"{flow.label} is not configured on this server.", status=503)
+        # Reached by an old link or bookmark (the page offers no button then): back
+        # to the page, saying so, rather than a bare error page with no way on.
+        messages.error(
+            request,
+            gettext("%(provider)s is not available on this server.") % {"provider": flow.label},
+        )
+        return redirect(CALENDARS_PAGE)
     nonce = secrets.token_urlsafe(16)
     request.session[SESSION_NONCE_KEY] = nonce
     pkce = oauth.Pkce.new()
@@ -124,13 +151,15 @@ def _state_is_valid(request: HttpRequest, flow: OAuthFlow) -> bool:
 
 def _callback(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
     if not _state_is_valid(request, flow):
-        return _text("This sign-in link is invalid or has expired; please connect again.", 400)
+        return _text(
+            request, "This sign-in link is invalid or has expired; please connect again.", 400
+        )
     if request.GET.get("error"):
-        return _text(f"{flow.label} was not connected: consent was not given.", 400)
+        return _text(request, f"{flow.label} was not connected: consent was not given.", 400)
     code = request.GET.get("code", "")
     verifier = request.session.pop(SESSION_VERIFIER_KEY, "")
     if not code or not verifier:
-        return _text("The provider sent no authorisation code; please connect again.", 400)
+        return _text(request, "The provider sent no authorisation code; please connect again.", 400)
     config = NudgeConfig.from_settings()
     try:
         grant = oauth.exchange_code(
@@ -142,17 +171,19 @@ def _callback(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
             timeout=config.calendar_http_timeout_seconds,
         )
         if not grant.refresh_token:
-            return _text(f"{flow.label} sent no refresh token; please connect again.", 502)
+            return _text(request, f"{flow.label} sent no refresh token; please connect again.", 502)
         account = flow.account_name(grant.access_token, config.calendar_http_timeout_seconds)
     except ProviderError as exc:
-        return _text(f"{flow.label} could not be connected: {exc}", 502)
+        return _text(request, f"{flow.label} could not be connected: {exc}", 502)
     try:
         store_oauth_connection(
             request.user.pk, flow.provider, account=account, grant=grant, config=config
         )
     except ConnectError as exc:  # the per-user calendar cap
-        return _text(f"{flow.label} could not be connected: {exc}", 409)
-    return _text(f"{flow.label} connected ({account}). Reminders start with the next sync.")
+        return _text(request, f"{flow.label} could not be connected: {exc}", 409)
+    return _text(
+        request, f"{flow.label} connected ({account}). Reminders start with the next sync."
+    )
 
 
 @require_GET

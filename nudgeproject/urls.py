@@ -4,6 +4,7 @@ health, and provider callbacks."""
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from portal.signin import ThrottledPasswordResetForm
 
@@ -14,6 +15,12 @@ urlpatterns = [
         "accounts/password_reset/",
         auth_views.PasswordResetView.as_view(form_class=ThrottledPasswordResetForm),
         name="password_reset",
+    ),
+    # A person changes their password on their account page (the user area), not on
+    # Django's admin-styled form.
+    path(
+        "accounts/password_change/",
+        RedirectView.as_view(pattern_name="portal:account", permanent=False),
     ),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("scheduled_sends.urls")),

@@ -215,6 +215,14 @@ def follow_up(request: HttpRequest, user_id: int, follow_up_id: int) -> HttpResp
     return JsonResponse(followups.as_json(found, now))
 
 
+@csrf_exempt
+@never_cache
+def not_found(request: HttpRequest) -> JsonResponse:
+    """An address under /api/ that names no endpoint (or an id that is not a number):
+    answered in JSON like every other API error, so a client can read it."""
+    return error(404, "no such endpoint; see /api/schema")
+
+
 @never_cache
 def api_schema(request: HttpRequest) -> JsonResponse:
     return JsonResponse(schema(request.build_absolute_uri("/")), json_dumps_params={"indent": 2})

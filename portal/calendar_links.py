@@ -1,4 +1,4 @@
-"""The calendars page's actions beyond the OAuth views: list, switch and disconnect.
+"""The calendars page's actions beyond the OAuth views: list, find, switch and disconnect.
 
 A calendar's switches (nudge its events at all; leave all-day events out) are
 saved in the user's scope, then the user is re-materialised: rows of a calendar
@@ -103,6 +103,19 @@ def set_switches(
         connection.save(update_fields=["nudges_on", "skip_all_day"])
     refresh_queue(user_id, now)
     return connection
+
+
+def find(user_id: int, connection_id: int) -> CalendarConnection | None:
+    """The user's connection of that id (not the internal local one), for the page
+    that asks before disconnecting it."""
+    if not 0 < connection_id <= MAX_ID:
+        return None
+    with tenant_scope(user_id):
+        return (
+            CalendarConnection.objects.filter(user_id=user_id, pk=connection_id)
+            .exclude(provider=Provider.LOCAL)
+            .first()
+        )
 
 
 @dataclass(frozen=True)

@@ -2,53 +2,107 @@
 
 from __future__ import annotations
 
-import zoneinfo
+import re
 from datetime import UTC, datetime, tzinfo
 from functools import cache
+from importlib import resources
 
 from django import forms
+from django.core.exceptions import ValidationError
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
-from accounts.models import MAX_LEAD_MINUTES, Channel
+from accounts.models import MAX_LEAD_MINUTES, Channel, validate_e164
+from accounts.rules import quiet_hours_problem
 from calendars.repeat import WEEKDAY_NAMES, Repeat
 from core.deployment import console_channel_allowed
+from portal import plain_words
 from portal.followups import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_due
 
 
 @cache
-def timezone_choices() -> list[tuple[str, str]]:
-    """Every IANA zone this Python knows, by name (a real picker, not free text)."""
-    names = sorted(
-        name
-        for name in zoneinfo.available_timezones()
-        if "/" in name and not name.startswith(("Etc/", "SystemV/", "posix/", "right/"))
+def canonical_zones() -> frozenset[str]:
+    """The IANA zones a person picks from: the tz database's own list of one zone per
+    region (``zone.tab``), so no aliases ("US/Eastern", "Asia/Calcutta", "GB")."""
+    table = resources.files("tzdata.zoneinfo").joinpath("zone.tab").read_text("utf-8")
+    return frozenset(
+        line.split("\t")[2].strip()
+        for line in table.splitlines()
+        if line and not line.startswith("#")
     )
+
+
+# Older names browsers still report (ICU keeps them; Chrome says "Asia/Calcutta"),
+# for the zones a browser's detection is most often asked about: the canonical name.
+BROWSER_ZONE_ALIASES = {
+    "Asia/Calcutta": "Asia/Kolkata",
+    "Asia/Katmandu": "Asia/Kathmandu",
+    "Asia/Saigon": "Asia/Ho_Chi_Minh",
+    "Asia/Rangoon": "Asia/Yangon",
+    "Asia/Dacca": "Asia/Dhaka",
+    "Asia/Ulan_Bator": "Asia/Ulaanbaatar",
+    "Europe/Kiev": "Europe/Kyiv",
+    "Atlantic/Faeroe": "Atlantic/Faroe",
+    "America/Godthab": "America/Nuuk",
+    "America/Buenos_Aires": "America/Argentina/Buenos_Aires",
+    "America/Indianapolis": "America/Indiana/Indianapolis",
+    "America/Louisville": "America/Kentucky/Louisville",
+    "Pacific/Truk": "Pacific/Chuuk",
+    "Pacific/Ponape": "Pacific/Pohnpei",
+}
+
+
+def canonical_zone(name: str) -> str | None:
+    """The picker's name for a zone a browser reported; None when it has none."""
+    name = BROWSER_ZONE_ALIASES.get(name, name)
+    return name if name == "UTC" or name in canonical_zones() else None
+
+
+def timezone_choices(keep: str = "") -> list[tuple[str, str]]:
+    """UTC, then the canonical zones by name; ``keep`` (an account's older choice,
+    perhaps an alias) stays listed so its form still saves."""
+    names = sorted(canonical_zones() | ({keep} if keep and keep != "UTC" else set()))
     return [("UTC", "UTC"), *((name, name.replace("_", " ")) for name in names)]
+
+
+CLOCK_ATTRS = {
+    "type": "text",
+    "inputmode": "numeric",
+    "pattern": "([01][0-9]|2[0-3]):[0-5][0-9]",
+    "autocomplete": "off",
+}
 
 
 class SettingsForm(forms.Form):
     channel = forms.ChoiceField(choices=Channel.choices, label="Send nudges by")
-    timezone = forms.ChoiceField(choices=timezone_choices, label="Time zone")
+    timezone = forms.ChoiceField(choices=timezone_choices, label=_("Time zone"))
     default_lead_minutes = forms.IntegerField(
         min_value=0,
         max_value=MAX_LEAD_MINUTES,
         label="Nudge me this many minutes before",
         widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
     )
+    # Typed as 24-hour HH:MM, as every time in the app is shown: a browser's time
+    # picker follows its own locale and would show "10:00 PM".
     quiet_start = forms.TimeField(
         required=False,
-        label="Quiet from",
-        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
+        label=_("Quiet from"),
+        input_formats=["%H:%M"],
+        error_messages={"invalid": _("Give a 24-hour time, such as 22:00.")},
+        widget=forms.TimeInput(attrs=CLOCK_ATTRS | {"placeholder": "22:00"}, format="%H:%M"),
     )
     quiet_end = forms.TimeField(
         required=False,
-        label="until",
-        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
+        label=_("until"),
+        input_formats=["%H:%M"],
+        error_messages={"invalid": _("Give a 24-hour time, such as 07:00.")},
+        widget=forms.TimeInput(attrs=CLOCK_ATTRS | {"placeholder": "07:00"}, format="%H:%M"),
     )
     paused = forms.BooleanField(required=False, label="Pause all nudges")
 
-    def __init__(self, *args, current_channel: str = "", **kwargs) -> None:
+    def __init__(self, *args, current_channel: str = "", current_zone: str = "", **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["timezone"].choices = timezone_choices(current_zone)
         # The console channel prints to the server's log: offered in development only
         # (kept in the list while an older account still has it, so the form saves).
         choices = [
@@ -66,8 +120,9 @@ class SettingsForm(forms.Form):
     def clean(self):
         cleaned = super().clean()
         start, end = cleaned.get("quiet_start"), cleaned.get("quiet_end")
-        if (start is None) != (end is None):
-            raise forms.ValidationError("Give both ends of the quiet hours, or neither.")
+        problem = quiet_hours_problem(start, end)
+        if problem:
+            raise forms.ValidationError(problem)
         return cleaned
 
 
@@ -95,15 +150,26 @@ class FollowUpForm(forms.Form):
     """A follow-up: what, when (or a quick choice), how it repeats and when to nudge.
 
     A quick-choice button (``quick`` in the POST) sets the due time itself, in
-    the user's zone, and the typed time is not needed.
+    the user's zone, and the typed time is not needed. Every field is checked at
+    once, in sentences (portal/plain_words.py). The title has no ``maxlength`` in
+    the page: a browser would cut a long paste without a word; it is refused
+    here instead, saying how long it was.
     """
 
-    title = forms.CharField(max_length=TITLE_MAX_CHARS, label="What")
+    title = forms.CharField(
+        label=_("What"),
+        help_text=_("Up to %(limit)s characters.") % {"limit": TITLE_MAX_CHARS},
+        error_messages={"required": _("Say what to follow up on.")},
+    )
     due_at = forms.DateTimeField(
-        label="Due",
+        label=_("Due"),
         required=False,
         input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"],
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        error_messages={
+            "required": _("Say when it is due."),
+            "invalid": _("Give the date and time it is due."),
+        },
     )
     repeat = forms.ChoiceField(choices=Repeat.choices, required=False, label="Repeat")
     repeat_weekdays = forms.TypedMultipleChoiceField(
@@ -121,9 +187,18 @@ class FollowUpForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
     )
 
-    def __init__(self, *args, zone: tzinfo = UTC, now: datetime | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        zone: tzinfo = UTC,
+        now: datetime | None = None,
+        keep_due: datetime | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.zone, self.now = zone, now
+        # Editing: a due time left as it was is not "in the past" (the title may change).
+        self.keep_due = keep_due
         self.quick_choices = QUICK_CHOICES
         kept = set(self.initial.get("reminder_minutes") or ()) - {m for m, _ in REMINDER_CHOICES}
         if kept:
@@ -137,7 +212,7 @@ class FollowUpForm(forms.Form):
         if quick in QUICK_CHOICES:
             cleaned["due_at"] = quick_due(quick, self.now or timezone.now(), self.zone)
         elif cleaned.get("due_at") is None and "due_at" not in self.errors:
-            self.add_error("due_at", "Pick a time, or one of the quick choices.")
+            self.add_error("due_at", _("Pick a time, or one of the quick choices."))
         return cleaned
 
     def schedule(self, zone_name: str) -> Schedule:
@@ -149,9 +224,40 @@ class FollowUpForm(forms.Form):
             reminder_minutes=self.cleaned_data.get("reminder_minutes") or [],
         )
 
+    def clean_title(self) -> str:
+        title = self.cleaned_data["title"].strip()
+        if len(title) > TITLE_MAX_CHARS:
+            raise ValidationError(plain_words.title_too_long(len(title), TITLE_MAX_CHARS))
+        return title
 
-class ApiTokenForm(forms.Form):
-    name = forms.CharField(max_length=80, label="Token name", initial="host product")
+    def clean_due_at(self) -> datetime | None:
+        due = self.cleaned_data["due_at"]
+        if due is None:  # a quick choice, or "pick a time" (clean)
+            return None
+        kept = self.keep_due.replace(second=0, microsecond=0) if self.keep_due else None
+        unchanged = due == kept
+        if due <= timezone.now() and not unchanged:
+            raise ValidationError(plain_words.past_time())
+        return due
+
+
+class NoSilentCut:
+    """A form whose length limits are checked and said, never enforced by the page's
+    ``maxlength`` (a browser cuts a longer paste without a word)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            field.widget.attrs.pop("maxlength", None)
+
+
+class ApiTokenForm(NoSilentCut, forms.Form):
+    name = forms.CharField(
+        max_length=80,
+        label=_("Token name"),
+        initial="host product",
+        error_messages={"max_length": _("Keep the name to %(limit_value)s characters or fewer.")},
+    )
     # Days; "" is no expiry (the token works until revoked or the password changes).
     expires_in = forms.TypedChoiceField(
         choices=[("", "Never"), ("30", "In 30 days"), ("90", "In 90 days"), ("365", "In a year")],
@@ -165,12 +271,23 @@ class ApiTokenForm(forms.Form):
 
 class WhatsAppNumberForm(forms.Form):
     number = forms.CharField(
-        max_length=16,
-        label="WhatsApp number",
+        label=_("WhatsApp number"),
+        help_text=_("With the country code, for example +44 7700 900123."),
+        error_messages={"required": _("Enter your WhatsApp number.")},
         widget=forms.TextInput(
-            attrs={"inputmode": "tel", "placeholder": "+14155550100", "autocomplete": "tel"}
+            attrs={"inputmode": "tel", "placeholder": "+44 7700 900123", "autocomplete": "tel"}
         ),
     )
+
+    def clean_number(self) -> str:
+        """Spaces, dashes, dots and brackets as people write numbers are dropped;
+        what is left must be an international number."""
+        number = re.sub(r"[\s\-.()]", "", self.cleaned_data["number"])
+        try:
+            validate_e164(number)
+        except ValidationError:
+            raise ValidationError(plain_words.phone_number()) from None
+        return number
 
 
 class WhatsAppCodeForm(forms.Form):
@@ -182,5 +299,32 @@ class WhatsAppCodeForm(forms.Form):
     )
 
 
-class IcsFeedForm(forms.Form):
-    url = forms.URLField(max_length=2000, label="Calendar address (ICS)", assume_scheme="https")
+class FeedAddressField(forms.URLField):
+    """A calendar address: ``webcal://`` (what Apple and many sites publish) is the
+    same feed over https, so it is read as ``https://``."""
+
+    def to_python(self, value: object) -> str:
+        text = str(value or "").strip()
+        text = re.sub(r"^webcals?://", "https://", text, flags=re.IGNORECASE)
+        return super().to_python(text)
+
+
+class IcsFeedForm(NoSilentCut, forms.Form):
+    url = FeedAddressField(
+        max_length=2000,
+        label=_("Calendar address (ICS)"),
+        assume_scheme="https",
+        help_text=_("The https:// or webcal:// link your calendar service shows."),
+        error_messages={
+            "invalid": _("That is not a web address. Copy the calendar's link, e.g. https://…"),
+            "max_length": _("That address is too long for a calendar link."),
+        },
+    )
+
+
+class AccountEmailForm(forms.Form):
+    email = forms.EmailField(
+        label=_("E-mail address"),
+        help_text=_("Where a password reset link is sent."),
+        error_messages={"invalid": _("That is not an e-mail address, e.g. ana@example.com.")},
+    )

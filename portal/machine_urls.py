@@ -1,6 +1,6 @@
 """Routes for machines: the follow-ups API, its schema, and inbound provider webhooks."""
 
-from django.urls import path
+from django.urls import path, re_path
 
 from portal import api, webhooks
 
@@ -8,6 +8,8 @@ urlpatterns = [
     path("api/follow-ups", api.follow_ups, name="api-follow-ups"),
     path("api/follow-ups/<int:follow_up_id>", api.follow_up, name="api-follow-up"),
     path("api/schema", api.api_schema, name="api-schema"),
+    # Anything else under api/ (``/api/follow-ups/abc``): a JSON 404, not the site's page.
+    re_path(r"^api/", api.not_found, name="api-not-found"),
     path("telegram/webhook", webhooks.telegram_webhook, name="telegram-webhook"),
     path("twilio/inbound", webhooks.twilio_inbound, name="twilio-inbound"),
 ]

@@ -1,4 +1,4 @@
-"""A user's API tokens die with the account's credentials.
+"""A user's API tokens die with the account's credentials; signing out is said.
 
 A password change or reset and a deactivation revoke every token the user
 has, whichever way they happen (the Settings page, the reset mail, the admin,
@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth import get_user_model
+from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from portal.tokens import revoke_api_tokens
 from tenancy.scope import tenant_scope
@@ -44,3 +47,14 @@ def revoke_tokens_on_user_save(sender: type, instance: Any, created: bool, **kwa
         return
     user_id = instance.pk
     transaction.on_commit(lambda: _revoke(user_id, how))
+
+
+@receiver(user_logged_out, dispatch_uid="portal.say_signed_out")
+def say_signed_out(sender: type, request: Any, user: Any, **kwargs: Any) -> None:
+    """The sign-in page a person lands on after signing out says that they did.
+
+    Logout flushes the session after this runs; the message is written with the
+    response (the messages cookie), so it outlives the flush and shows once.
+    """
+    if request is not None:
+        messages.info(request, gettext("You are signed out."))

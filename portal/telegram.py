@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import segno
 from django.conf import settings
 from django.db.models import Max
 from telegram import (
@@ -40,7 +41,7 @@ from accounts.actions import PAUSED_BY_TELEGRAM_STOP, ensure_settings
 from accounts.models import Channel
 from core.config import NudgeConfig
 from portal import account, nudge_actions
-from portal.models import TelegramUpdateSeen
+from portal.models import LinkCode, TelegramUpdateSeen
 from portal.tokens import parse_telegram_payload, use_telegram_code
 from scheduled_sends.channels.telegram import (
     REDACTED,
@@ -139,6 +140,34 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
 
 def link_url(code: str) -> str:
     return f"https://t.me/{settings.TELEGRAM_BOT_USERNAME}?start={code}"
+
+
+def link_qr(url: str) -> str:
+    """The link as a QR code (an SVG ``data:`` URI) for a person at a desktop to scan
+    with the phone Telegram is on. Drawn here, not by a web service: the link
+    carries a one-time secret."""
+    return segno.make_qr(url, error="m").svg_data_uri(scale=5, border=2)
+
+
+class LinkState:
+    WAITING = "waiting"
+    LINKED = "linked"
+    EXPIRED = "expired"
+
+
+def link_state(user_id: int, now: datetime) -> str:
+    """Where the user's latest Telegram link stands, for the waiting page's check.
+    Inside the user's scope."""
+    latest = (
+        LinkCode.objects.filter(user_id=user_id, channel=Channel.TELEGRAM)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+    if latest is not None and latest.used_at is not None:
+        return LinkState.LINKED
+    if latest is not None and latest.expires_at > now:
+        return LinkState.WAITING
+    return LinkState.EXPIRED
 
 
 def first_time(update_id: int) -> bool:

@@ -3,8 +3,10 @@ with what the person did from a nudge's message (Snooze, Done) among them.
 
 Both read the user's own queue rows inside their scope (callers hold it) and
 phrase each row the way a person asks about it: what, when in their zone,
-and — for anything not sent — why, in the words delivery recorded (a failure's
-words composed from its kind, ``scheduled_sends/failures.py``).
+and — for anything not sent — why, in plain words (``portal/plain_words.py``:
+never the reason delivery or support recorded). An upcoming nudge whose time
+has come says "now" rather than a time already past; history says when a
+nudge went, not when it was planned.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
-from scheduled_sends.failures import history_reason
+from django.utils.translation import gettext_lazy
+
+from portal.plain_words import PlainWords, for_outcome
 from scheduled_sends.models import Kind, NudgeAct, Outcome, ScheduledSend
 from scheduled_sends.nudge_actions import acts_since
 from scheduled_sends.queue.states import unsettled
@@ -27,21 +31,38 @@ OUTCOME_WORDS = {
     Outcome.EXPIRED: "expired",
 }
 
+NOTHING_TO_SAY = PlainWords("")
+STATUS_LABELS = {
+    "planned": gettext_lazy("planned"),
+    "sent": gettext_lazy("sent"),
+    "skipped": gettext_lazy("skipped"),
+    "failed": gettext_lazy("failed"),
+    "expired": gettext_lazy("expired"),
+    "snoozed": gettext_lazy("snoozed"),
+    "done": gettext_lazy("done"),
+}
+
 
 @dataclass(frozen=True)
 class Entry:
     send_id: int
     title: str
     kind: str
-    at: datetime  # planned send time (upcoming) or when it was due to go (history)
+    # Upcoming: when it is planned to go (None: at once — its time has come).
+    # History: when it went (sent or skipped), else when it was meant to.
+    at: datetime | None
     starts_at: datetime
     status: str  # "planned", or an outcome word
-    reason: str = ""
+    words: PlainWords = NOTHING_TO_SAY
+
+    @property
+    def pill(self) -> str:
+        """The status in the user's language (``status`` stays the CSS class)."""
+        return str(STATUS_LABELS.get(self.status, self.status))
 
     def describe(self) -> str:
-        if self.status in ("planned", "sent"):
-            return self.status
-        return f"{self.status}: {self.reason}" if self.reason else self.status
+        """The pill and its sentence, as one line (tests and plain-text readers)."""
+        return f"{self.status}: {self.words.text}" if self.words.text else self.status
 
 
 def zone_of(name: str) -> tzinfo:
@@ -58,23 +79,30 @@ def _title(titles: dict[tuple[str, int], str], row: ScheduledSend) -> str:
     return title or ("(untitled event)" if row.kind == Kind.EVENT else "")
 
 
-def _entries(rows: list[ScheduledSend], planned: bool) -> list[Entry]:
+def _when(row: ScheduledSend, planned: bool, now: datetime) -> datetime | None:
+    if planned:
+        # A follow-up due sooner than the lead is queued with a time already past:
+        # it goes with the next deliver, which the page says as "now".
+        return row.fire_at if row.fire_at > now else None
+    return row.sent_at or row.fire_at
+
+
+def _entries(rows: list[ScheduledSend], planned: bool, now: datetime) -> list[Entry]:
     titles = subject_titles(rows)
-    entries = []
-    for row in rows:
-        reason = history_reason(row.outcome, row.failure_kind, row.last_error)
-        entries.append(
-            Entry(
-                send_id=row.pk,
-                title=_title(titles, row),
-                kind="follow-up" if row.kind == Kind.FOLLOW_UP else "event",
-                at=row.fire_at,
-                starts_at=row.subject_starts_at,
-                status="planned" if planned else OUTCOME_WORDS.get(row.outcome, row.outcome),
-                reason="" if planned or row.outcome == Outcome.SENT else reason,
-            )
+    return [
+        Entry(
+            send_id=row.pk,
+            title=_title(titles, row),
+            kind="follow-up" if row.kind == Kind.FOLLOW_UP else "event",
+            at=_when(row, planned, now),
+            starts_at=row.subject_starts_at,
+            status="planned" if planned else OUTCOME_WORDS.get(row.outcome, row.outcome),
+            words=NOTHING_TO_SAY
+            if planned
+            else for_outcome(row.outcome, row.failure_kind, row.last_error),
         )
-    return entries
+        for row in rows
+    ]
 
 
 def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
@@ -83,7 +111,7 @@ def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
         .filter(fire_at__gt=now - timedelta(minutes=30))
         .order_by("fire_at", "pk")[:limit]
     )
-    return _entries(rows, planned=True)
+    return _entries(rows, planned=True, now=now)
 
 
 def _act_entries(acts: list[NudgeAct], tz: tzinfo) -> list[Entry]:
@@ -100,7 +128,7 @@ def _act_entries(acts: list[NudgeAct], tz: tzinfo) -> list[Entry]:
                 at=act.created_at,
                 starts_at=act.subject_starts_at,
                 status="snoozed" if snoozed else "done",
-                reason=f"{until}from {act.get_via_display()}",
+                words=PlainWords(f"{until}from {act.get_via_display()}"),
             )
         )
     return entries
@@ -114,5 +142,6 @@ def history(user_id: int, now: datetime, limit: int = 100, tz: tzinfo = UTC) -> 
             user_id=user_id, outcome__isnull=False, fire_at__gte=since
         ).order_by("-fire_at", "-pk")[:limit]
     )
-    entries = _entries(rows, planned=False) + _act_entries(acts_since(user_id, since, limit), tz)
-    return sorted(entries, key=lambda entry: entry.at, reverse=True)[:limit]
+    entries = _entries(rows, planned=False, now=now)
+    entries += _act_entries(acts_since(user_id, since, limit), tz)
+    return sorted(entries, key=lambda entry: entry.at or now, reverse=True)[:limit]

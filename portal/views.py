@@ -10,31 +10,40 @@ user after their scope has closed — scopes do not nest.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.contrib.auth.forms import PasswordChangeForm
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_http_methods, require_POST
+from django.utils.translation import gettext as _
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.actions import ensure_settings, update_settings
 from accounts.models import Channel, DeliverySettings
 from calendars.connect import ConnectError, add_ics_feed
 from calendars.models import ConnectionStatus, FollowUp
 from calendars.repeat import describe
+from calendars.views import available as oauth_available
 from core.config import NudgeConfig
-from portal import calendar_links, followups, telegram, timeline, whatsapp
+from portal import calendar_links, followups, plain_words, telegram, timeline, whatsapp
 from portal.followups import FollowUpChange, FollowUpInvalid
 from portal.forms import (
+    BROWSER_ZONE_ALIASES,
+    AccountEmailForm,
     ApiTokenForm,
     FollowUpForm,
     IcsFeedForm,
     SettingsForm,
     WhatsAppCodeForm,
     WhatsAppNumberForm,
+    canonical_zone,
 )
 from portal.models import AccountNotice, ApiToken, LinkCode, OptInRecord
 from portal.tokens import new_api_token, new_telegram_code, revoke_api_tokens
@@ -61,8 +70,14 @@ def _create_follow_up(request: HttpRequest, form: FollowUpForm, zone) -> FollowU
             form.schedule(_zone_name(zone)),
         )
     except FollowUpInvalid as exc:
-        form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+        _refused(form, exc)
         return None
+
+
+def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
+    """A refusal from the follow-up rules, in words, on the field it is about."""
+    field = exc.field if exc.field in form.fields else None
+    form.add_error(field, plain_words.follow_up_error(exc.field, str(exc)))
 
 
 def _add_follow_up(
@@ -74,7 +89,11 @@ def _add_follow_up(
     if created is not None:
         # The time a quick choice chose, or a repeating one's first occurrence.
         due = timezone.localtime(followups.next_due(created, timezone.now()), zone)
-        messages.success(request, f"Added “{created.title}”, due {due:%a %-d %b, %H:%M}.")
+        messages.success(
+            request,
+            _("Added “%(title)s”, due %(due)s.")
+            % {"title": created.title, "due": f"{due:%a %-d %b, %H:%M}"},
+        )
         return form, redirect(back)
     return form, None
 
@@ -104,6 +123,7 @@ def home(request: HttpRequest) -> HttpResponse:
                 "history": timeline.history(user_id, now, tz=zone),
                 "form": form,
                 "history_days": timeline.HISTORY_DAYS,
+                "zone_aliases": ZONE_ALIASES_JSON,
             },
         )
 
@@ -141,7 +161,7 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
             "repeat_weekdays": found.repeat_weekdays,
             "reminder_minutes": found.reminder_minutes,
         }
-        form = FollowUpForm(request.POST or None, initial=initial, zone=zone)
+        form = FollowUpForm(request.POST or None, initial=initial, zone=zone, keep_due=found.due_at)
         if request.method == "POST" and form.is_valid():
             due_at = form.cleaned_data["due_at"]
             if due_at == found.due_at.replace(second=0, microsecond=0):
@@ -156,9 +176,11 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
                     user_id, follow_up_id, change, timezone.now(), NudgeConfig.from_settings()
                 )
             except FollowUpInvalid as exc:
-                form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+                _refused(form, exc)
             else:
-                messages.success(request, "Saved.")
+                messages.success(
+                    request, _("Saved “%(title)s”.") % {"title": form.cleaned_data["title"]}
+                )
                 return redirect("portal:follow_ups")
         return render(request, "portal/follow_up_edit.html", {"form": form, "follow_up": found})
 
@@ -172,16 +194,43 @@ def follow_up_done(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     )
     if changed is None:
         raise Http404("No such follow-up.")
-    messages.success(request, f"“{changed.title}” marked {'done' if done else 'open'}.")
+    messages.success(
+        request,
+        (_("“%(title)s” marked done.") if done else _("“%(title)s” reopened."))
+        % {"title": changed.title},
+    )
     return redirect("portal:follow_ups")
 
 
+def _confirm(request: HttpRequest, *, heading: str, consequence: str, submit: str, back: str):
+    """The page that asks before something is deleted or revoked, naming it."""
+    return render(
+        request,
+        "portal/confirm.html",
+        {"heading": heading, "consequence": consequence, "submit": submit, "back": back},
+    )
+
+
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def follow_up_delete(request: HttpRequest, follow_up_id: int) -> HttpResponse:
+    """GET asks (naming the follow-up), POST deletes and says what went."""
+    found = followups.get_follow_up(request.user.pk, follow_up_id)
+    if found is None:
+        raise Http404("No such follow-up.")
+    if request.method == "GET":
+        return _confirm(
+            request,
+            heading=_("Delete “%(title)s”?") % {"title": found.title},
+            consequence=_("It is removed, and any nudge still planned for it is not sent."),
+            submit=_("Delete follow-up"),
+            back="portal:follow_ups",
+        )
     if not followups.delete_follow_up(request.user.pk, follow_up_id, timezone.now()):
         raise Http404("No such follow-up.")
-    messages.success(request, "Deleted.")
+    messages.success(
+        request, _("Deleted “%(title)s”; its nudges are cancelled.") % {"title": found.title}
+    )
     return redirect("portal:follow_ups")
 
 
@@ -197,7 +246,11 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                 {
                     "delivery": delivery,
                     "form": form
-                    or SettingsForm(initial=_initial(delivery), current_channel=delivery.channel),
+                    or SettingsForm(
+                        initial=_initial(delivery),
+                        current_channel=delivery.channel,
+                        current_zone=delivery.timezone,
+                    ),
                     "tokens": list(
                         ApiToken.objects.filter(user_id=user_id, revoked_at=None).order_by("pk")
                     ),
@@ -215,6 +268,8 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                         OptInRecord.objects.filter(user_id=user_id).order_by("-recorded_at")[:5]
                     ),
                     "telegram_ready": bool(settings.TELEGRAM_BOT_USERNAME),
+                    "whatsapp_ready": whatsapp.configured(),
+                    "zone_aliases": ZONE_ALIASES_JSON,
                     "confirmed": _confirmed(delivery),
                     "notices": list(
                         AccountNotice.objects.filter(
@@ -227,6 +282,8 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
 
 
 NOTICE_DAYS = timedelta(days=30)
+# For the pages' zone detection (a data attribute: CSP allows no un-nonced script).
+ZONE_ALIASES_JSON = json.dumps(BROWSER_ZONE_ALIASES)
 
 
 def _confirmed(delivery: DeliverySettings) -> dict[str, bool]:
@@ -262,8 +319,10 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         return _settings_page(request)
     user_id = request.user.pk
     with tenant_scope(user_id):
-        current_channel = ensure_settings(user_id).channel
-    form = SettingsForm(request.POST, current_channel=current_channel)
+        current = ensure_settings(user_id)
+    form = SettingsForm(
+        request.POST, current_channel=current.channel, current_zone=current.timezone
+    )
     if not form.is_valid():
         return _settings_page(request, form)
     data = form.cleaned_data
@@ -278,7 +337,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         return _settings_page(request, form)
     # One write, re-queued once it has committed.
     update_settings(user_id, {**changes, "paused": data["paused"]}, timezone.now())
-    messages.success(request, "Settings saved.")
+    messages.success(request, _("Settings saved."))
     return redirect("portal:settings")
 
 
@@ -292,19 +351,60 @@ def _channel_problem(delivery: DeliverySettings, channel: str) -> str | None:
 
 @login_required
 @require_POST
+def use_device_zone(request: HttpRequest) -> HttpResponse:
+    """Home's offer to a new user still on the server's UTC: their device's zone
+    (detected by the browser), in one press."""
+    zone = canonical_zone(request.POST.get("timezone", ""))
+    if zone is None:
+        messages.error(request, _("That time zone is not known here; choose yours in Settings."))
+        return redirect("portal:settings")
+    update_settings(request.user.pk, {"timezone": zone}, timezone.now())
+    messages.success(
+        request, _("Times are now shown in %(zone)s.") % {"zone": zone.replace("_", " ")}
+    )
+    return redirect("portal:home")
+
+
+@login_required
+@require_POST
 def link_telegram(request: HttpRequest) -> HttpResponse:
+    """A fresh one-time link, shown on a page that waits for it to be used: a button
+    that opens the bot (on the phone), its QR code (at a desktop), and a check
+    that moves on to Settings once the bot has received "/start <code>"."""
     if not settings.TELEGRAM_BOT_USERNAME:
-        messages.error(request, "Telegram is not configured on this server.")
+        messages.error(request, _("Telegram is not available on this server."))
         return redirect("portal:settings")
     user_id = request.user.pk
     now = timezone.now()
+    config = NudgeConfig.from_settings()
     with tenant_scope(user_id):
         ensure_settings(user_id)
-        config = NudgeConfig.from_settings()
         whatsapp.prune_link_codes(user_id, now, config)
         code = new_telegram_code(user_id, now, config)
-    # Opens the bot in Telegram, which sends it "/start <code>".
-    return HttpResponseRedirect(telegram.link_url(code))
+    link = telegram.link_url(code)
+    response = render(
+        request,
+        "portal/telegram_link.html",
+        {
+            "link": link,
+            "qr": telegram.link_qr(link),
+            "expires_minutes": int(config.link_code_lifetime.total_seconds() // 60),
+        },
+    )
+    response["Cache-Control"] = "no-store"  # the link is a one-time secret
+    return response
+
+
+@login_required
+@require_GET
+@never_cache
+def telegram_link_state(request: HttpRequest) -> JsonResponse:
+    """What the waiting page polls: has the bot received the link yet?"""
+    with tenant_scope(request.user.pk):
+        state = telegram.link_state(request.user.pk, timezone.now())
+    if state == telegram.LinkState.LINKED:
+        messages.success(request, _("Telegram linked: nudges now go there."))
+    return JsonResponse({"state": state})
 
 
 @login_required
@@ -323,7 +423,7 @@ def whatsapp_number(request: HttpRequest) -> HttpResponse:
     except whatsapp.WhatsAppLinkError as exc:
         form.add_error("number", str(exc))
         return _settings_page(request, number_form=form)
-    messages.success(request, "We sent a six-digit code to that number on WhatsApp.")
+    messages.success(request, _("We sent a six-digit code to that number on WhatsApp."))
     return redirect("portal:settings")
 
 
@@ -334,10 +434,10 @@ def whatsapp_code(request: HttpRequest) -> HttpResponse:
     if form.is_valid() and whatsapp.confirm_code(
         request.user.pk, form.cleaned_data["code"], timezone.now()
     ):
-        messages.success(request, "WhatsApp confirmed: nudges now go there.")
+        messages.success(request, _("WhatsApp confirmed: nudges now go there."))
         return redirect("portal:settings")
     if form.is_valid():
-        form.add_error("code", "That code is wrong or has expired. Ask for a new one.")
+        form.add_error("code", _("That code is wrong or has expired. Ask for a new one."))
     return _settings_page(request, code_form=form)
 
 
@@ -358,25 +458,66 @@ def api_token_create(request: HttpRequest) -> HttpResponse:
             else new_api_token(request.user.pk, form.cleaned_data["name"], expires_at)[1]
         )
     if plaintext is None:
-        form.add_error("name", f"You have {live} tokens, the most allowed; revoke one first.")
+        form.add_error(
+            "name",
+            _("You have %(count)s tokens, the most allowed; revoke one first.") % {"count": live},
+        )
         return _settings_page(request, token_form=form)
-    # Shown once, in this response only: never put into a cookie or the session.
+    # Post, redirect, get: a refresh must not make a second token. The plaintext
+    # waits in the server-side session for exactly one page view, which pops it
+    # (never a cookie: sessions are stored in the database) and is not cached.
+    request.session[NEW_TOKEN_KEY] = plaintext
+    return redirect("portal:api_token_new")
+
+
+NEW_TOKEN_KEY = "portal_new_api_token"  # noqa: S105 — a session key's name, not a secret
+
+
+@login_required
+@require_GET
+def api_token_new(request: HttpRequest) -> HttpResponse:
+    """The new token, once: the first view pops it; a refresh finds it gone."""
+    plaintext = request.session.pop(NEW_TOKEN_KEY, None)
+    if plaintext is None:
+        return redirect("portal:settings")
     response = _settings_page(request, new_token=plaintext)
     response["Cache-Control"] = "no-store"
     return response
 
 
-@login_required
-@require_POST
-def api_token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
-    user_id = request.user.pk
+def _live_token(user_id: int, token_id: int) -> ApiToken | None:
     if not 0 < token_id <= followups.MAX_ID:
+        return None
+    with tenant_scope(user_id):
+        return ApiToken.objects.filter(user_id=user_id, pk=token_id, revoked_at=None).first()
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def api_token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    """GET asks (naming the token), POST revokes and says which."""
+    user_id = request.user.pk
+    token = _live_token(user_id, token_id)
+    if token is None:
         raise Http404("No such token.")
+    if request.method == "GET":
+        return _confirm(
+            request,
+            heading=_("Revoke the token “%(name)s” (…%(hint)s)?")
+            % {"name": token.name, "hint": token.hint},
+            consequence=_("Anything still using it is refused from now on. This cannot be undone."),
+            submit=_("Revoke token"),
+            back="portal:settings",
+        )
     with tenant_scope(user_id):
         revoked = revoke_api_tokens(user_id, "revoked by the user", timezone.now(), [token_id])
     if not revoked:
         raise Http404("No such token.")
-    messages.success(request, "Token revoked.")
+    messages.success(
+        request,
+        _("Revoked the token “%(name)s” (…%(hint)s); it no longer works.")
+        % {"name": token.name, "hint": token.hint},
+    )
     return redirect("portal:settings")
 
 
@@ -399,6 +540,7 @@ def _calendars_page(request: HttpRequest, ics_form: IcsFeedForm | None = None) -
                 "ics_form": ics_form or IcsFeedForm(),
                 "NEEDS_REAUTH": ConnectionStatus.NEEDS_REAUTH,
                 "ERROR": ConnectionStatus.ERROR,
+                "oauth_ready": oauth_available(),
             },
         )
 
@@ -416,7 +558,7 @@ def calendar_add_ics(request: HttpRequest) -> HttpResponse:
             form.add_error("url", str(exc))
         else:
             calendar_links.check_in_background(request.user.pk)
-            messages.success(request, "Calendar added: checking it now.")
+            messages.success(request, _("Calendar added: checking it now."))
             return redirect("portal:calendars")
     return _calendars_page(request, ics_form=form)
 
@@ -434,18 +576,84 @@ def calendar_switches(request: HttpRequest, connection_id: int) -> HttpResponse:
     )
     if changed is None:
         raise Http404("No such calendar.")
-    state = "on" if changed.nudges_on else "off"
-    messages.success(request, f"Nudges for {changed} are {state}.")
+    if changed.nudges_on:
+        messages.success(request, _("Nudges for %(calendar)s are on.") % {"calendar": changed})
+    else:
+        messages.success(request, _("Nudges for %(calendar)s are off.") % {"calendar": changed})
     return redirect("portal:calendars")
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def calendar_disconnect(request: HttpRequest, connection_id: int) -> HttpResponse:
+    """GET asks (naming the calendar), POST disconnects and says what happened."""
+    if request.method == "GET":
+        found = calendar_links.find(request.user.pk, connection_id)
+        if found is None:
+            raise Http404("No such calendar.")
+        return _confirm(
+            request,
+            heading=_("Disconnect %(calendar)s?") % {"calendar": found},
+            consequence=_("Its events are removed and get no more nudges."),
+            submit=_("Disconnect"),
+            back="portal:calendars",
+        )
     result = calendar_links.disconnect(
         request.user.pk, connection_id, timezone.now(), NudgeConfig.from_settings()
     )
     if result is None:
         raise Http404("No such calendar.")
-    messages.success(request, f"Disconnected {result.label}: {result.note}.")
+    messages.success(
+        request,
+        _("Disconnected %(label)s: %(note)s.") % {"label": result.label, "note": result.note},
+    )
     return redirect("portal:calendars")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def account_page(request: HttpRequest) -> HttpResponse:
+    """The signed-in person's own account: their e-mail address and password, in the
+    user area (the admin's password pages are for staff)."""
+    user = request.user
+    email_form = AccountEmailForm(initial={"email": user.email})
+    password_form = PasswordChangeForm(user)
+    if request.method == "POST" and request.POST.get("change") == "email":
+        email_form = AccountEmailForm(request.POST)
+        if email_form.is_valid():
+            user.email = email_form.cleaned_data["email"]
+            user.save(update_fields=["email"])
+            messages.success(request, _("E-mail address saved."))
+            return redirect("portal:account")
+    elif request.method == "POST" and request.POST.get("change") == "password":
+        password_form = PasswordChangeForm(user, request.POST)
+        if password_form.is_valid():
+            password_form.save()  # revokes the API tokens (portal/signals.py)
+            update_session_auth_hash(request, password_form.user)  # stay signed in here
+            messages.success(
+                request, _("Password changed. Your API tokens were revoked; make new ones.")
+            )
+            return redirect("portal:account")
+    # Django's form focuses the old password; here the page opens on the e-mail.
+    password_form.fields["old_password"].widget.attrs.pop("autofocus", None)
+    return render(
+        request,
+        "portal/account.html",
+        {"email_form": email_form, "password_form": password_form},
+    )
+
+
+# The site's icon, drawn inline: no static files server is needed.
+FAVICON_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">'
+    '<rect width="32" height="32" rx="7" fill="#2454c5"/>'
+    '<path d="M9 23V9h3l8 9V9h3v14h-3l-8-9v9z" fill="#fff"/></svg>'
+)
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico``, which browsers ask for whatever the page says."""
+    response = HttpResponse(FAVICON_SVG, content_type="image/svg+xml")
+    response["Cache-Control"] = "public, max-age=86400"
+    return response

@@ -45,18 +45,22 @@ class WhatsAppLinkError(Exception):
     """The code could not be sent; the message is safe to show to the user."""
 
 
+LINKING_SETTINGS = (
+    "TWILIO_ACCOUNT_SID",
+    "TWILIO_AUTH_TOKEN",
+    "TWILIO_WHATSAPP_FROM",
+    "TWILIO_CONFIRM_CONTENT_SID",
+)
+
+
+def configured() -> bool:
+    """Whether this server can send a confirmation code: the Settings page says
+    "not available" before anyone types a number when it cannot."""
+    return all(getattr(settings, name) for name in LINKING_SETTINGS)
+
+
 def _client() -> tuple[Client, BaseUrlHttpClient]:
-    missing = [
-        name
-        for name in (
-            "TWILIO_ACCOUNT_SID",
-            "TWILIO_AUTH_TOKEN",
-            "TWILIO_WHATSAPP_FROM",
-            "TWILIO_CONFIRM_CONTENT_SID",
-        )
-        if not getattr(settings, name)
-    ]
-    if missing:
+    if not configured():
         raise WhatsAppLinkError("WhatsApp linking is not configured on this server.")
     http = BaseUrlHttpClient(settings.TWILIO_API_BASE_URL, timeout=settings.CHANNEL_TIMEOUT_SECONDS)
     client = Client(settings.TWILIO_ACCOUNT_SID, settings.TWILIO_AUTH_TOKEN, http_client=http)

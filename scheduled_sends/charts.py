@@ -7,7 +7,7 @@ their cost follows the window's rows, not the table's size:
   channel, for the next three hours, through the live rows' partial index
   (``scheduled_sends_due_idx``: every live row is within the next few hours);
 * lateness — sent rows by intended quarter-hour: p50 / p95 / max of
-  ``sent_at - intended_at``, and a histogram over the same buckets the
+  ``sent_at - max(intended_at, created_at)``, and a histogram over the same buckets the
   deliver run log uses;
 * outcomes — settled rows by intended hour, by outcome, failures by kind
   (``failures.FailureKind``, named by ``failures.label``),
@@ -43,7 +43,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Extract, Trunc
+from django.db.models.functions import Extract, Greatest, Trunc
 
 from accounts.models import Channel
 from core.config import NudgeConfig
@@ -169,7 +169,13 @@ class Lateness:
 
 
 def _lateness_seconds() -> Extract:
-    late = ExpressionWrapper(F("sent_at") - F("intended_at"), output_field=DurationField())
+    # From when the row was queued, if that was after its intended instant
+    # (lateness.due_from): a nudge cannot be late for a time before it existed.
+    due_from = Case(
+        When(created_at__lte=F("sent_at"), then=Greatest("intended_at", "created_at")),
+        default=F("intended_at"),
+    )
+    late = ExpressionWrapper(F("sent_at") - due_from, output_field=DurationField())
     return Extract(late, "epoch")
 
 

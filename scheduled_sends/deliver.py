@@ -445,7 +445,7 @@ class DeliveryRun:
             at = self.now()  # a retry's wait runs from now, as a resolve failure's does
         self.conclude(row, verdict, at, channel=delivery.channel)
         if verdict.transition is Transition.SENT:
-            self.report.latenesses.append((at - row.intended_at).total_seconds())
+            self.report.latenesses.append(row.lateness_at(at))
         if verdict.refusal is not None:
             refusal = verdict.refusal
             note_permanent_failure(row.user_id, delivery.channel, refusal.code, str(refusal), at)

@@ -4,16 +4,15 @@ A failed row carries its :class:`FailureKind` (``scheduled_sends.failure_kind``)
 set by the code that knows it: the channel that raised (a refusal, our own
 configuration, an answer it could not read, no answer), delivery's own
 settle-ups (a run that died mid-send, a receipt without a message id, no
-address) and the provider's later receipt (undelivered). The support console,
-the user's history and the charts read the kind; the words are composed here
-and nowhere else, so a page never has to recognise a failure by its text.
+address) and the provider's later receipt (undelivered). The support console
+and the charts read the kind, in the words composed here; the user's history
+reads it too, in plain words of its own (``portal/plain_words.py``, a layer up),
+so no page has to recognise a failure by its text.
 """
 
 from __future__ import annotations
 
 from django.db import models
-
-from scheduled_sends.queue.states import Outcome
 
 
 class FailureKind(models.TextChoices):
@@ -80,12 +79,3 @@ def doubt(kind: str) -> str:
             "already have been delivered; retrying may send it twice (check the provider first)"
         )
     return ""
-
-
-def history_reason(outcome: str, kind: str, last_error: str) -> str:
-    """What the user's history says after "skipped:", "failed:" or "expired:"."""
-    if outcome == Outcome.EXPIRED:
-        return "it could not be sent in time"
-    if outcome == Outcome.FAILED and not last_error and kind:
-        return label(kind)
-    return last_error

@@ -1,8 +1,11 @@
 """Lateness: how long after its intended instant a nudge arrived.
 
-Per sent row, lateness = ``sent_at - intended_at`` (negative when burst
-smoothing sent it early). A deliver run summarises its rows as percentiles
-and a histogram over fixed buckets; histograms from many runs add up, so
+Per sent row, lateness = ``sent_at - max(intended_at, created_at)`` (negative
+when burst smoothing sent it early): a nudge queued after its intended instant
+— a follow-up due sooner than the lead, added a minute ago — could not have
+gone before it was queued, so it is late only from then (:func:`due_from`).
+A deliver run summarises its rows as percentiles and a histogram over fixed
+buckets; histograms from many runs add up, so
 health can read "p95 over the last 15 minutes" from the run log without
 scanning the queue.
 """
@@ -12,9 +15,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 # Upper bounds in seconds; a lateness lands in the first bucket it does not exceed.
 BUCKETS: tuple[float, ...] = (0, 5, 10, 15, 30, 45, 60, 90, 120, 300, 600, 900, math.inf)
+
+
+def due_from(intended_at: datetime, created_at: datetime | None, sent_at: datetime) -> datetime:
+    """Lateness counts from the intended instant, or from when the row was queued
+    when that was later. A creation stamp after the send itself is a replay's or a
+    test's simulated clock (``created_at`` is the database's real one): then the
+    intended instant alone. (The charts say the same in SQL: ``charts._lateness_seconds``.)"""
+    if created_at is None or created_at > sent_at:
+        return intended_at
+    return max(intended_at, created_at)
 
 
 def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:

@@ -59,7 +59,7 @@ UPDATE scheduled_sends AS s
   FROM due
  WHERE s.id = due.id
 RETURNING s.id, s.user_id, s.kind, s.ref_id, s.intended_at, s.fire_at, s.subject_starts_at,
-          s.claim_token, s.attempts, s.send_started_at, s.user_rank
+          s.claim_token, s.attempts, s.send_started_at, s.user_rank, s.created_at
 """
 
 # Rows that fell past the grace window of their intended instant unsent:

@@ -40,6 +40,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 
 from core.config import NudgeConfig
+from scheduled_sends import lateness
 from scheduled_sends.failures import UNDELIVERED_STATUSES, FailureKind
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import statements
@@ -74,6 +75,12 @@ class ClaimedSend:
     attempts: int
     send_started_at: datetime | None
     user_rank: int = 0
+    created_at: datetime | None = None  # when it was queued: lateness counts from here at most
+
+    def lateness_at(self, sent_at: datetime) -> float:
+        """Seconds late, sent at ``sent_at`` (``lateness.due_from``)."""
+        due = lateness.due_from(self.intended_at, self.created_at, sent_at)
+        return (sent_at - due).total_seconds()
 
 
 def database_now() -> datetime:

@@ -82,7 +82,6 @@ def test_a_new_user_sets_up_and_receives_a_follow_up_nudge(
     quiet_from = (now + timedelta(hours=3)).astimezone(BERLIN)
     quiet_until = (now + timedelta(hours=4)).astimezone(BERLIN)
     ARTIFACTS.mkdir(exist_ok=True)
-    opened: list[str] = []
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
@@ -90,14 +89,6 @@ def test_a_new_user_sets_up_and_receives_a_follow_up_nudge(
         )
         try:
             context = browser.new_context(viewport=PHONE, timezone_id="Europe/Berlin")
-            # "Link Telegram" opens t.me; stand in for the Telegram app.
-            context.route(
-                "https://t.me/**",
-                lambda route: (
-                    opened.append(route.request.url),
-                    route.fulfill(body="<p>Telegram</p>", content_type="text/html"),
-                ),
-            )
             page = context.new_page()
 
             page.goto(f"{base}/")
@@ -113,8 +104,13 @@ def test_a_new_user_sets_up_and_receives_a_follow_up_nudge(
             # The zone defaults from the browser's own.
             expect(page.locator("#id_timezone")).to_have_value("Europe/Berlin")
             page.click("#link-telegram")
-            page.wait_for_url("https://t.me/**")
-            [link] = opened
+            # A waiting page: the button for the phone, the QR code for a desktop.
+            expect(page.locator("#telegram-waiting")).to_contain_text("Waiting for Telegram")
+            expect(page.locator("#telegram-qr")).to_be_visible()
+            shoot(page, "telegram-waiting")
+            # "Open Telegram" is a plain link to t.me (the test reads it rather than
+            # leaving the waiting page, which is the one that notices the link).
+            link = page.locator("#open-telegram").get_attribute("href")
             assert link.startswith(f"https://t.me/{BOT_USERNAME}?start=")
             code = parse_qs(urlsplit(link).query)["start"][0]
 
@@ -125,7 +121,8 @@ def test_a_new_user_sets_up_and_receives_a_follow_up_nudge(
                 "Linked. Your nudges will arrive in this chat. Send /stop to pause them."
             ]
 
-            page.goto(f"{base}/settings/")
+            # The waiting page notices by itself and moves on to Settings.
+            page.wait_for_url(f"{base}/settings/#telegram", timeout=15_000)
             expect(page.locator("#telegram-linked")).to_be_visible()
             expect(page.locator("#id_channel")).to_have_value("telegram")
             page.select_option("#id_timezone", "Europe/Berlin")

@@ -122,7 +122,8 @@ def test_relinking_telegram_resumes_and_the_reason_is_shown_meanwhile(
     run_deliver(now)
     home = client.get(reverse("portal:home")).content.decode()
     assert "cannot reach you (you blocked the bot in Telegram)" in home
-    assert "failed: [403]" in home  # the history says what happened to the nudge
+    # The history says what happened to the nudge, in words (not the provider's "[403]").
+    assert "The messaging service would not take it." in home and "[403]" not in home
     post_update(client, fake_telegram.push_message(int(CHAT), f"/start {link_code(client)}"))
     assert settings_of(user).unreachable_channel == ""
     [row] = pending(user)
@@ -158,7 +159,7 @@ def test_quiet_hours_skip_is_settled_with_a_reason_shown_in_history(
     user.set_password("pw-for-the-page-1")
     user.save()
     client.force_login(user)
-    assert "skipped: quiet hours until" in client.get(reverse("portal:home")).content.decode()
+    assert "It fell in your quiet hours." in client.get(reverse("portal:home")).content.decode()
 
 
 def test_support_sees_why_a_users_nudges_are_held(
@@ -237,4 +238,6 @@ def test_history_words_a_failure_from_its_kind(make_user, now):
     )
     with tenant_scope(user.pk):
         [entry] = timeline.history(user.pk, now + timedelta(minutes=1))
-    assert entry.describe() == "failed: Interrupted mid-send (may have been delivered)"
+    assert entry.describe() == (
+        "failed: It may have arrived; it was not sent again, so you do not get it twice."
+    )

@@ -111,7 +111,7 @@ def test_a_follow_up_in_the_past_is_refused_with_a_message(signed_in):
         reverse("portal:follow_ups"), {"title": "Too late", "due_at": local_input(past, BERLIN)}
     )
     assert response.status_code == 200
-    assert b"in the past" in response.content
+    assert b"That time has already passed" in response.content
     with tenant_scope(user.pk):
         assert not FollowUp.objects.filter(user_id=user.pk).exists()
 

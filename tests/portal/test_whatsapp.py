@@ -99,15 +99,25 @@ def test_code_through_the_template_then_confirmed_links_the_number(wa, fake_twil
 
 
 @pytest.mark.parametrize(
-    "number", ["015112345678", "+49 151 1234", "+٤٩١٥١١٢٣٤٥٦٧٨", "whatsapp:+1"]
+    "number", ["015112345678", "+49 151 12ab", "+٤٩١٥١١٢٣٤٥٦٧٨", "whatsapp:+1"]
 )
 def test_numbers_not_in_e164_are_refused_before_anything_is_sent(
     wa, fake_twilio, signed_in, number
 ):
     _, client = signed_in("ana")
     response = client.post(reverse("portal:whatsapp_number"), {"number": number})
-    assert b"E.164" in response.content
+    # Said with an example number (issue 24), not "E.164".
+    assert b"for example +44 7700 900123" in response.content
     assert fake_twilio.requests == []
+
+
+def test_a_number_written_with_spaces_and_dashes_is_read_as_digits(wa, fake_twilio, signed_in):
+    """Issue 24, users see sentences: a number as people write it is accepted."""
+    _, client = signed_in("ana")
+    spaced = f"{NUMBER[:3]} {NUMBER[3:6]}-{NUMBER[6:]}"
+    response = client.post(reverse("portal:whatsapp_number"), {"number": spaced})
+    assert response.status_code == 302
+    assert len(fake_twilio.requests) == 1
 
 
 def test_wrong_codes_are_counted_and_then_nothing_works(wa, fake_twilio, signed_in):

@@ -35,7 +35,7 @@ document.addEventListener("securitypolicyviolation", function (e) {
 });
 """
 
-PORTAL_PAGES = ["/", "/follow-ups/", "/settings/", "/calendars/", "/accounts/password_change/"]
+PORTAL_PAGES = ["/", "/follow-ups/", "/settings/", "/calendars/", "/account/"]
 ADMIN_PAGES = [
     "/admin/",
     "/admin/portal/apitoken/",

@@ -1,0 +1,165 @@
+"""What the user area says about a nudge that did not go, and about a refused entry.
+
+One mapping, and the only one: a failed row's :class:`FailureKind`, a skipped
+row's recorded reason and the validation errors the lower layers raise become a
+sentence a person reads, with a "what you can do" link where there is one.
+The recorded words (``last_error``, a skip reason, ``FollowUpInvalid``'s
+message) are written for support and the API; they name settings, providers
+and field names, so they are never shown here as they are. Anything this
+module does not recognise gets a general sentence, not the raw text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.utils.translation import gettext as _
+
+from accounts.rules import NOT_SET_UP
+from core.deployment import NOT_IN_PRODUCTION
+from portal.followups import TITLE_MAX_CHARS
+from scheduled_sends.failures import MAY_HAVE_BEEN_DELIVERED, FailureKind
+from scheduled_sends.queue.states import Outcome
+
+SETTINGS = "portal:settings"
+FOLLOW_UPS = "portal:follow_ups"
+CALENDARS = "portal:calendars"
+
+
+@dataclass(frozen=True)
+class PlainWords:
+    """A sentence, and optionally where the user can do something about it."""
+
+    text: str
+    action: str = ""  # the link's words
+    url_name: str = ""  # a portal route, reversed by the template
+
+
+def _failure(kind: str) -> PlainWords:
+    if kind == FailureKind.CONFIGURATION:
+        return PlainWords(
+            _("This server could not send it: the channel is not set up here yet."),
+            _("Choose another channel"),
+            SETTINGS,
+        )
+    if kind == FailureKind.NO_ADDRESS:
+        return PlainWords(
+            _("There was nowhere to send it: no chat or number is linked."),
+            _("Link one in Settings"),
+            SETTINGS,
+        )
+    if kind == FailureKind.REFUSED:
+        return PlainWords(
+            _("The messaging service would not take it."),
+            _("Check your link in Settings"),
+            SETTINGS,
+        )
+    if kind == FailureKind.UNDELIVERED:
+        return PlainWords(
+            _("It was sent, but it could not reach your phone."),
+            _("Check your number in Settings"),
+            SETTINGS,
+        )
+    if kind in MAY_HAVE_BEEN_DELIVERED:
+        return PlainWords(
+            _("It may have arrived; it was not sent again, so you do not get it twice.")
+        )
+    return PlainWords(_("It could not be sent."))
+
+
+# A skipped row's reason as delivery or support recorded it (its start, since some
+# carry a detail after a colon) -> what the user reads.
+_SKIP_PREFIXES: tuple[tuple[str, str, str, str], ...] = (
+    # (recorded reason starts with, sentence, link words, link)
+    (NOT_SET_UP, "No way to reach you was set up yet.", "Link Telegram or WhatsApp", SETTINGS),
+    (
+        NOT_IN_PRODUCTION,
+        "Nudges were not going to your phone yet.",
+        "Link Telegram or WhatsApp",
+        SETTINGS,
+    ),
+    ("nudges paused", "Your nudges were paused.", "Resume in Settings", SETTINGS),
+    ("telegram unreachable", "Telegram could not reach you.", "Link it again", SETTINGS),
+    ("whatsapp unreachable", "WhatsApp could not reach you.", "Link it again", SETTINGS),
+    ("quiet hours", "It fell in your quiet hours.", "Change quiet hours", SETTINGS),
+    ("event no longer in the calendar", "The event was removed from your calendar.", "", ""),
+    ("event cancelled", "The event was cancelled.", "", ""),
+    ("event declined", "You declined the event.", "", ""),
+    ("all-day event", "All-day events are not nudged.", "", ""),
+    (
+        "calendar needs re-authorisation",
+        "Your calendar needs to be connected again.",
+        "Reconnect it",
+        CALENDARS,
+    ),
+    ("follow-up deleted", "The follow-up was deleted.", "", ""),
+    ("follow-up already done", "The follow-up was already done.", "", ""),
+    ("subject moved", "It moved; its new time has its own nudge.", "", ""),
+    ("subject already begun", "It had already begun.", "", ""),
+    ("account deactivated", "Your account was turned off.", "", ""),
+    ("nudges are turned off", "Nudges were turned off for your account.", "", ""),
+    # Support's own words stay with support: the user learns only who settled it.
+    ("skipped by support", "Our support team cancelled this nudge.", "", ""),
+)
+
+
+def _skipped(reason: str) -> PlainWords:
+    for start, text, action, url_name in _SKIP_PREFIXES:
+        if reason.startswith(start):
+            return PlainWords(_(text), _(action) if action else "", url_name)
+    return PlainWords(_("It was not sent."))
+
+
+def for_outcome(outcome: str | None, failure_kind: str, recorded_reason: str) -> PlainWords:
+    """Why a settled nudge did not simply go: what History says after its pill.
+
+    Empty words for a sent (or pending) row. ``recorded_reason`` is the row's
+    ``last_error`` — read only to recognise a skip's cause, never shown.
+    """
+    if outcome == Outcome.EXPIRED:
+        return PlainWords(_("It could not be sent in time."))
+    if outcome == Outcome.FAILED:
+        return _failure(failure_kind)
+    if outcome == Outcome.SKIPPED:
+        return _skipped(recorded_reason)
+    if outcome == Outcome.SENT and failure_kind == FailureKind.UNDELIVERED:
+        return _failure(failure_kind)
+    return PlainWords("")
+
+
+# --- Validation errors -----------------------------------------------------------------
+
+
+def past_time() -> str:
+    return _("That time has already passed. Pick a time later than now.")
+
+
+def title_too_long(length: int, limit: int) -> str:
+    return _("That is %(length)s characters; keep it to %(limit)s or fewer.") % {
+        "length": length,
+        "limit": limit,
+    }
+
+
+def phone_number() -> str:
+    return _(
+        "Enter the number with its country code, starting with +, "
+        "for example +44 7700 900123 or +1 415 555 0100."
+    )
+
+
+def follow_up_error(field: str, recorded: str) -> str:
+    """A ``FollowUpInvalid`` (written for the API, naming its fields) as a sentence."""
+    if field == "due_at" and "past" in recorded:
+        return past_time()
+    if field == "title" and "empty" in recorded:
+        return _("Say what to follow up on.")
+    if field == "title" and "control characters" in recorded:
+        return _("Remove the line breaks or special characters from the text.")
+    if field == "title" and "limit" in recorded:
+        return _("That is too long; keep it to %(limit)s characters or fewer.") % {
+            "limit": TITLE_MAX_CHARS
+        }
+    if not field and "most allowed" in recorded:
+        return _("You have as many follow-ups as allowed. Delete some to add more.")
+    return _("That could not be saved. Check the fields and try again.")

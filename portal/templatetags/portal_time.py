@@ -1,0 +1,29 @@
+"""How the user area writes an instant: 24-hour, in the active zone, the year when it
+is not this year's, and "now" for a nudge whose time has come."""
+
+from __future__ import annotations
+
+from datetime import datetime, time
+
+from django import template
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.translation import gettext as _
+
+register = template.Library()
+
+
+@register.filter
+def when(moment: datetime | None) -> str:
+    """``Thu 3 Dec, 14:05``; ``Mon 4 Jan 2027, 09:00`` in another year; "now" for None."""
+    if moment is None:
+        return _("now")
+    local = timezone.localtime(moment)
+    same_year = local.year == timezone.localtime(timezone.now()).year
+    return date_format(local, "D j M, H:i" if same_year else "D j M Y, H:i")
+
+
+@register.filter
+def clock(value: time | None) -> str:
+    """A wall-clock time in the app's 24-hour style (quiet hours, "held until")."""
+    return "" if value is None else value.strftime("%H:%M")
