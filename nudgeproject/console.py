@@ -167,6 +167,16 @@ def health_lines(
         if not n:
             text = format_html("Delivery was keeping up when the queue was last checked ({}).", at)
             return HealthLine(check.name, True, text)
+        if check.ok:  # true when materialize looked, cleared by the deliver runs since
+            text = format_html(
+                "Delivery has caught up: when the queue was last checked ({}), {} whose time "
+                "had passed {} unsent; deliver has sent or settled {} since.",
+                at,
+                plural(n, "nudge"),
+                "was" if n == 1 else "were",
+                "it" if n == 1 else "them",
+            )
+            return HealthLine(check.name, True, text)
         text = format_html(
             "When the queue was last checked ({}), {} whose time had passed "
             "{} still unsent and unclaimed.",

@@ -33,10 +33,12 @@ class Entry:
     kind: str
     at: datetime  # planned send time (upcoming) or when it was due to go (history)
     starts_at: datetime
-    status: str  # "planned", or an outcome word
+    status: str  # "planned", "due" (its time passed, not sent yet), or an outcome word
     reason: str = ""
 
     def describe(self) -> str:
+        if self.status == "due":
+            return "due, not sent yet"
         if self.status in ("planned", "sent"):
             return self.status
         return f"{self.status}: {self.reason}" if self.reason else self.status
@@ -56,7 +58,7 @@ def _title(titles: dict[tuple[str, int], str], row: ScheduledSend) -> str:
     return title or ("(untitled event)" if row.kind == Kind.EVENT else "")
 
 
-def _entries(rows: list[ScheduledSend], planned: bool) -> list[Entry]:
+def _entries(rows: list[ScheduledSend], planned: bool, now: datetime | None = None) -> list[Entry]:
     titles = subject_titles(rows)
     entries = []
     for row in rows:
@@ -68,11 +70,18 @@ def _entries(rows: list[ScheduledSend], planned: bool) -> list[Entry]:
                 kind="follow-up" if row.kind == Kind.FOLLOW_UP else "event",
                 at=row.fire_at,
                 starts_at=row.subject_starts_at,
-                status="planned" if planned else OUTCOME_WORDS.get(row.outcome, row.outcome),
+                status=_upcoming_status(row, now)
+                if planned
+                else OUTCOME_WORDS.get(row.outcome, row.outcome),
                 reason="" if planned or row.outcome == Outcome.SENT else reason,
             )
         )
     return entries
+
+
+def _upcoming_status(row: ScheduledSend, now: datetime | None) -> str:
+    """A time already passed is not "planned": deliver has not sent it yet."""
+    return "due" if now is not None and row.fire_at <= now else "planned"
 
 
 def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
@@ -81,7 +90,7 @@ def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
         .filter(fire_at__gt=now - timedelta(minutes=30))
         .order_by("fire_at", "pk")[:limit]
     )
-    return _entries(rows, planned=True)
+    return _entries(rows, planned=True, now=now)
 
 
 def history(user_id: int, now: datetime, limit: int = 100) -> list[Entry]:
