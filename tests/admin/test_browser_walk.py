@@ -114,7 +114,9 @@ COLUMNS_OFF_SCREEN = """
     const th = table.querySelector(`thead th.column-${name}`);
     if (!th) { off.push(`${name} (missing)`); continue; }
     const r = th.getBoundingClientRect();
-    if (r.right > right + 1 || r.width < 20) off.push(`${name} (${Math.round(r.right)} > ${Math.round(right)})`);
+    if (r.right > right + 1 || r.width < 20) {
+      off.push(`${name} (${Math.round(r.right)} > ${Math.round(right)})`);
+    }
   }
   return off;
 }

@@ -36,7 +36,7 @@ def test_a_future_now_is_refused_and_sends_nothing(due_in_an_hour, recording_cha
     """Issue 24, small things: "`deliver --now <a future instant>` really sends early"."""
     _, fire_at = due_in_an_hour
     later = (fire_at + timedelta(seconds=5)).isoformat()
-    with pytest.raises(CommandError, match="is in the future .* would send those nudges early"):
+    with pytest.raises(CommandError, match=r"is in the future .* would send those nudges early"):
         call_command("deliver", "--now", later, stdout=StringIO())
     assert recording_channel.sent == []
     assert _row().outcome is None and _row().claimed_at is None

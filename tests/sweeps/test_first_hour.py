@@ -78,9 +78,10 @@ def seen_overdue(make_user, recording_channel):
     run_materialize(now - timedelta(minutes=5))
     run_deliver(now - timedelta(minutes=5))  # deliver ran before, then stopped
     run_materialize(now)
-    assert SweepRun.objects.filter(sweep="materialize").latest("as_of").counts[
-        "overdue_unclaimed"
-    ] == 1
+    assert (
+        SweepRun.objects.filter(sweep="materialize").latest("as_of").counts["overdue_unclaimed"]
+        == 1
+    )
     return now
 
 
