@@ -351,7 +351,7 @@ class Panel:
 def _relative_ticks(slots: int, step: int, label: Callable[[int], str]) -> dict[int, str]:
     """A label every ``step`` slots and on the last, leaving out a regular one that
     would sit too close to the last (their text would overlap)."""
-    regular = {i: label(i) for i in range(0, slots, step) if slots - 1 - i > step * 3 // 4}
+    regular = {i: label(i) for i in range(0, slots, step) if slots - 1 - i >= step}
     return regular | {slots - 1: label(slots - 1)}
 
 

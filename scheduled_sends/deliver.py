@@ -554,8 +554,8 @@ class DryRun:
         return [head, *shown]
 
 
-def dry_run(now: datetime | None = None, limit: int = 50) -> DryRun:
+def dry_run(config: NudgeConfig, now: datetime | None = None, limit: int = 50) -> DryRun:
     """What ``run_deliver(now)`` would claim, read without claiming, sending or recording a run."""
     as_of = now or transitions.database_now()
-    total, rows = transitions.due_preview(as_of, NudgeConfig.from_settings(), limit)
+    total, rows = transitions.due_preview(as_of, config, limit)
     return DryRun(as_of, total, rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.management.base import CommandError, CommandParser
 
 from core.command_line import positive_float, positive_int
+from core.config import NudgeConfig
 from scheduled_sends import deliver
 from scheduled_sends.management.sweep_command import SweepCommand
 
@@ -43,7 +44,7 @@ class Command(SweepCommand):
         **options,
     ) -> None:
         if dry_run:
-            for line in deliver.dry_run(now).lines():
+            for line in deliver.dry_run(NudgeConfig.from_settings(), now).lines():
                 self.stdout.write(line)
             return
         if not simulated_clock:
