@@ -103,7 +103,7 @@ def _channel_for_unsent(obj: ScheduledSend) -> str:
     name = Channel(current).label if current in Channel.values else current
     if obj.channel and obj.channel != current:
         queued = Channel(obj.channel).label if obj.channel in Channel.values else obj.channel
-        return f"{name} (user's channel now; queued for {queued})"
+        return f"{name} (now; queued for {queued})"
     return name
 
 

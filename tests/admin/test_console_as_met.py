@@ -74,7 +74,7 @@ def test_a_pending_row_shows_the_users_channel_now(staff_client, make_user, make
         )
     response = staff_client.get(CHANGELIST)
     [delivery] = _cells(response, "delivery")
-    assert " ".join(delivery) == "Telegram (user's channel now; queued for WhatsApp)"
+    assert " ".join(delivery) == "Telegram (now; queued for WhatsApp)"
     assert reload(pending).channel == "whatsapp"  # the row itself is not rewritten
 
 
