@@ -544,7 +544,7 @@ class DryRun:
             f"nudge{'s' if self.total != 1 else ''}; nothing was sent"
         )
         shown = [
-            f"  #{row.id} user:{row.user_id} {row.kind} via {row.channel or 'the user channel'}"
+            f"  #{row.id} user:{row.user_id} {row.kind} via {row.channel or 'their channel'}"
             f", due {row.fire_at:%Y-%m-%d %H:%M:%S}Z"
             + (f" (attempt {row.attempts + 1})" if row.attempts else "")
             for row in self.rows
