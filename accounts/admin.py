@@ -25,6 +25,7 @@ class DeliverySettingsForm(forms.ModelForm):
     # Longer than the column, so a number typed with spaces gets the model's
     # E.164 explanation rather than only "at most 16 characters".
     whatsapp_number = forms.CharField(
+        label="WhatsApp number",
         max_length=64,
         required=False,
         help_text="E.164: '+', country code, number, digits only (e.g. +14155550100).",
@@ -85,7 +86,7 @@ class DeliverySettingsAdmin(admin.ModelAdmin):
     list_select_related = ("user",)
     search_fields = ("user__username", "user__email")
     raw_id_fields = ("user",)
-    # Written by materialise: how many nudges the per-user limits left out.
+    # Written by materialize: how many nudges the per-user limits left out.
     CAP_FIELDS = ("capped_nudges", "capped_at_")
     capped_at_ = instant_column("capped_at", "capped at")
     # Set by the user (end-user area), their messages, or a provider: shown, not edited here.

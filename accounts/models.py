@@ -73,7 +73,7 @@ class DeliverySettings(TenantModel):
     # Blank until the user links a channel: nothing is planned for them before that.
     channel = models.CharField(max_length=16, choices=Channel.choices, blank=True, default="")
     whatsapp_number = models.CharField(
-        max_length=16, blank=True, default="", validators=[validate_e164]
+        "WhatsApp number", max_length=16, blank=True, default="", validators=[validate_e164]
     )
     telegram_chat_id = models.CharField(
         max_length=64, blank=True, default="", validators=[validate_telegram_chat_id]
@@ -85,7 +85,7 @@ class DeliverySettings(TenantModel):
     )
     capped_nudges = models.PositiveIntegerField(
         db_default=0,
-        help_text="Nudges the last materialise run left out: more than the per-user limits "
+        help_text="Nudges the last materialize run left out: more than the per-user limits "
         "allow in one minute or one look-ahead (NUDGE_MAX_NUDGES_PER_USER…).",
     )
     capped_at = models.DateTimeField(
@@ -109,7 +109,7 @@ class DeliverySettings(TenantModel):
     )
     unreachable_reason = models.CharField(max_length=200, blank=True, default="")
     unreachable_at = models.DateTimeField(null=True, blank=True)
-    whatsapp_opted_in_at = models.DateTimeField(null=True, blank=True)
+    whatsapp_opted_in_at = models.DateTimeField("WhatsApp opted in at", null=True, blank=True)
 
     class Meta:
         db_table = "delivery_settings"

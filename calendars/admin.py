@@ -146,7 +146,8 @@ class CalendarEventAdmin(ReadOnlyAdmin):
 class FollowUpAdmin(ReadOnlyAdmin):
     due = instant_column("due_at", "due")
     created = instant_column("created_at", "created")
-    list_display = ("id", "title", "user", "due", "done", "created")
+    # Who, when, and where it stands, beside a title that wraps (issue 24).
+    list_display = ("id", "title_short", "user", "due", "state", "created")
     list_filter = ("done", ("due_at", admin.DateFieldListFilter))
     list_select_related = ("user",)
     search_fields = ("title", "user__username", "user__email")
@@ -154,3 +155,13 @@ class FollowUpAdmin(ReadOnlyAdmin):
     ordering = ("-due_at",)
     fields = ("user", "title", "due", "done", "created")
     readonly_fields = fields
+
+    @admin.display(description="title", ordering="title")
+    def title_short(self, obj: FollowUp) -> str:
+        return Truncator(obj.title).chars(80)
+
+    @admin.display(description="state", ordering="done")
+    def state(self, obj: FollowUp) -> str:
+        if obj.done:
+            return "done"
+        return "past due" if obj.due_at <= timezone.now() else "open"

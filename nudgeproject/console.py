@@ -167,6 +167,16 @@ def health_lines(
         if not n:
             text = format_html("Delivery was keeping up when the queue was last checked ({}).", at)
             return HealthLine(check.name, True, text)
+        if check.ok:  # true when materialize looked, cleared by the deliver runs since
+            text = format_html(
+                "Delivery has caught up: when the queue was last checked ({}), {} whose time "
+                "had passed {} unsent; deliver has sent or settled {} since.",
+                at,
+                plural(n, "nudge"),
+                "was" if n == 1 else "were",
+                "it" if n == 1 else "them",
+            )
+            return HealthLine(check.name, True, text)
         text = format_html(
             "When the queue was last checked ({}), {} whose time had passed "
             "{} still unsent and unclaimed.",
@@ -339,7 +349,10 @@ class Panel:
 
 
 def _relative_ticks(slots: int, step: int, label: Callable[[int], str]) -> dict[int, str]:
-    return {i: label(i) for i in range(0, slots, step)} | {slots - 1: label(slots - 1)}
+    """A label every ``step`` slots and on the last, leaving out a regular one that
+    would sit too close to the last (their text would overlap)."""
+    regular = {i: label(i) for i in range(0, slots, step) if slots - 1 - i >= step}
+    return regular | {slots - 1: label(slots - 1)}
 
 
 def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) -> list[Panel]:

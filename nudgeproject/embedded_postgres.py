@@ -6,7 +6,8 @@ partial indexes) — SQLite would run a different program. ``pgserver`` ships
 real PostgreSQL binaries in a wheel, so ``pip install`` is the only step. The
 server listens on a Unix socket inside the checkout's ``var/`` folder (no port
 to collide with), survives between commands (``cleanup_mode=None``: starting
-a cluster per ``manage.py`` call would cost a second each time), and is
+a cluster per ``manage.py`` call would cost a second each time; ``manage.py
+embedded_db stop`` stops it, ``tenancy/embedded_server.py``), and is
 bootstrapped with the same code as ``manage.py bootstrap_db`` so the
 application connects as the same DML-only role it uses in production, and
 migrations run as the same separate owner role (``nudge_owner``).
@@ -19,6 +20,7 @@ import warnings
 from pathlib import Path
 
 from tenancy.bootstrap import bootstrap
+from tenancy.embedded_server import data_dir as cluster_dir
 
 LOGIN_ROLE = "nudge"
 DATABASE = "nudge"
@@ -39,7 +41,7 @@ def database_settings(state_dir: Path) -> dict[str, str]:
         import pgserver
 
         state_dir.mkdir(parents=True, exist_ok=True)
-        data_dir = state_dir / "pgdata"
+        data_dir = cluster_dir(state_dir)
         server = pgserver.get_server(data_dir, cleanup_mode=None)
     socket_dir = server.get_postmaster_info().socket_dir
     stamp = _bootstrap_stamp(state_dir)

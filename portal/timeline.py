@@ -34,6 +34,7 @@ OUTCOME_WORDS = {
 NOTHING_TO_SAY = PlainWords("")
 STATUS_LABELS = {
     "planned": gettext_lazy("planned"),
+    "due": gettext_lazy("due, not sent yet"),
     "sent": gettext_lazy("sent"),
     "skipped": gettext_lazy("skipped"),
     "failed": gettext_lazy("failed"),
@@ -52,7 +53,7 @@ class Entry:
     # History: when it went (sent or skipped), else when it was meant to.
     at: datetime | None
     starts_at: datetime
-    status: str  # "planned", or an outcome word
+    status: str  # "planned", "due" (its time passed, not sent yet), or an outcome word
     words: PlainWords = NOTHING_TO_SAY
 
     @property
@@ -62,6 +63,8 @@ class Entry:
 
     def describe(self) -> str:
         """The pill and its sentence, as one line (tests and plain-text readers)."""
+        if self.status == "due":
+            return "due, not sent yet"
         return f"{self.status}: {self.words.text}" if self.words.text else self.status
 
 
@@ -96,13 +99,20 @@ def _entries(rows: list[ScheduledSend], planned: bool, now: datetime) -> list[En
             kind="follow-up" if row.kind == Kind.FOLLOW_UP else "event",
             at=_when(row, planned, now),
             starts_at=row.subject_starts_at,
-            status="planned" if planned else OUTCOME_WORDS.get(row.outcome, row.outcome),
+            status=_upcoming_status(row, now)
+            if planned
+            else OUTCOME_WORDS.get(row.outcome, row.outcome),
             words=NOTHING_TO_SAY
             if planned
             else for_outcome(row.outcome, row.failure_kind, row.last_error),
         )
         for row in rows
     ]
+
+
+def _upcoming_status(row: ScheduledSend, now: datetime) -> str:
+    """A time already passed is not "planned": deliver has not sent it yet."""
+    return "due" if row.fire_at <= now else "planned"
 
 
 def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:

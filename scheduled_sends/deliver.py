@@ -500,3 +500,62 @@ def run_deliver(
             run.status = SweepRun.Status.FAILED
             run.error = "; ".join(report.errors[:20]) or "lost claims"
     return report
+
+
+# --- the command's guard and its dry run (not the delivery pipeline) -----------------
+
+FUTURE_REFUSAL = (
+    "--now {now} is in the future (the database clock says {clock}): a real deliver run "
+    "would send those nudges early. Use --dry-run to see what would be sent, or "
+    "--simulated-clock where the whole world runs on that clock (tests, load simulations)"
+)
+
+
+class FutureInstantRefused(ValueError):
+    """``deliver --now`` ahead of the clock, without ``--dry-run`` or ``--simulated-clock``."""
+
+
+def refuse_future_instant(now: datetime | None) -> None:
+    """A replay (``--now`` in the past) re-runs what was due; a future instant sends early.
+
+    Real users would receive "starts in 10 min" before that is true, so a future
+    instant is refused unless the caller says the clock is simulated.
+    """
+    if now is None:
+        return
+    clock = transitions.database_now()
+    if now > clock:
+        raise FutureInstantRefused(
+            FUTURE_REFUSAL.format(now=now.isoformat(), clock=f"{clock:%Y-%m-%dT%H:%M:%S}Z")
+        )
+
+
+@dataclass
+class DryRun:
+    """What a deliver run at ``as_of`` would claim; nothing was claimed or sent."""
+
+    as_of: datetime
+    total: int
+    rows: list[transitions.DuePreview]
+
+    def lines(self) -> list[str]:
+        head = (
+            f"deliver --dry-run as of {self.as_of.isoformat()}: would claim {self.total} "
+            f"nudge{'s' if self.total != 1 else ''}; nothing was sent"
+        )
+        shown = [
+            f"  #{row.id} user:{row.user_id} {row.kind} via {row.channel or 'their channel'}"
+            f", due {row.fire_at:%Y-%m-%d %H:%M:%S}Z"
+            + (f" (attempt {row.attempts + 1})" if row.attempts else "")
+            for row in self.rows
+        ]
+        if self.total > len(self.rows):
+            shown.append(f"  … and {self.total - len(self.rows)} more")
+        return [head, *shown]
+
+
+def dry_run(config: NudgeConfig, now: datetime | None = None, limit: int = 50) -> DryRun:
+    """What ``run_deliver(now)`` would claim, read without claiming, sending or recording a run."""
+    as_of = now or transitions.database_now()
+    total, rows = transitions.due_preview(as_of, config, limit)
+    return DryRun(as_of, total, rows)

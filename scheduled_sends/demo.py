@@ -24,6 +24,7 @@ TITLES = [
     "Interview: backend engineer",
     "Lunch with Ana",
 ]
+EVENT_REMINDER = timedelta(minutes=30)
 FOLLOW_UPS = ["Send the proposal", "Call back Priya", "Renew the domain", "Reply to legal"]
 
 
@@ -61,11 +62,18 @@ def seed_demo(
     Existing demo users keep their data; running twice does not duplicate it.
     ``due_now`` follow-ups per user fall due one default lead from ``start``,
     so their nudges are due at once, on time: a demo with something to say.
+    Nothing is planned before ``start``: the other subjects come after those,
+    and an event's own reminder is kept only where it falls after ``start``,
+    so a deliver run right after the demo sends nothing late and the console
+    starts green.
     New users can sign in with ``password`` when one is given (hashed once and
     shared: demo accounts only); otherwise their password is unusable.
     """
     summary = DemoSummary()
     soon = start + default_lead
+    # The other subjects start after the "due now" ones, so their nudges (the
+    # default lead before them) are all still to come.
+    first, spread_over = soon, window - default_lead
     User = get_user_model()
     unusable = make_password(password)
     existing = set(
@@ -85,10 +93,10 @@ def seed_demo(
                 user=user, provider=Provider.LOCAL, account="demo calendar"
             )
             CalendarEvent.objects.bulk_create(
-                _events(user.pk, connection, events_per_user, start, window, index)
+                _events(user.pk, connection, events_per_user, first, spread_over, index, start)
             )
             FollowUp.objects.bulk_create(
-                _follow_ups(user.pk, follow_ups_per_user, start, window, index)
+                _follow_ups(user.pk, follow_ups_per_user, first, spread_over, index)
                 + [
                     FollowUp(user=user, title=f"Demo: check in ({n + 1})", due_at=soon)
                     for n in range(due_now)
@@ -102,16 +110,21 @@ def seed_demo(
     return summary
 
 
-def _spread(count: int, start: datetime, window: timedelta, offset: int) -> list[datetime]:
-    """``count`` instants across the window, on whole minutes, staggered per user."""
+def _spread(count: int, first: datetime, window: timedelta, offset: int) -> list[datetime]:
+    """``count`` instants after ``first`` across the window, whole minutes, staggered per user."""
     step = window / (count + 1)
-    base = start.replace(second=0, microsecond=0)
+    base = first.replace(second=0, microsecond=0)
+    if base < first:
+        base += timedelta(minutes=1)  # rounded up: never before ``first``
     return [base + step * (i + 1) + timedelta(minutes=(offset * 7 + i) % 5) for i in range(count)]
 
 
-def _events(user_id, connection, count, start, window, index) -> list[CalendarEvent]:
+def _events(user_id, connection, count, first, window, index, start) -> list[CalendarEvent]:
     events = []
-    for i, starts_at in enumerate(_spread(count, start, window, index)):
+    for i, starts_at in enumerate(_spread(count, first, window, index)):
+        # Every third event carries its own 30-minute reminder, unless that
+        # would fire before ``start`` (a nudge already late when it is queued).
+        own_reminder = i % 3 == 0 and starts_at - EVENT_REMINDER > start
         events.append(
             CalendarEvent(
                 user_id=user_id,
@@ -120,15 +133,14 @@ def _events(user_id, connection, count, start, window, index) -> list[CalendarEv
                 title=TITLES[(index + i) % len(TITLES)],
                 starts_at=starts_at,
                 ends_at=starts_at + timedelta(minutes=30),
-                # Every third event carries its own 30-minute reminder.
-                reminder_minutes=[30] if i % 3 == 0 else [],
+                reminder_minutes=[EVENT_REMINDER.seconds // 60] if own_reminder else [],
             )
         )
     return events
 
 
-def _follow_ups(user_id, count, start, window, index) -> list[FollowUp]:
+def _follow_ups(user_id, count, first, window, index) -> list[FollowUp]:
     return [
         FollowUp(user_id=user_id, title=FOLLOW_UPS[(index + i) % len(FOLLOW_UPS)], due_at=due_at)
-        for i, due_at in enumerate(_spread(count, start, window, index + 3))
+        for i, due_at in enumerate(_spread(count, first, window, index + 3))
     ]

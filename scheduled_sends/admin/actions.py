@@ -35,6 +35,10 @@ MID_SEND_REFUSAL = (
 MAY_HAVE_REACHED_REFUSAL = (
     "it may already have reached the user; tick 'send again' to retry it anyway"
 )
+CONFIGURATION_REFUSAL = (
+    "it failed for our channel configuration, and would fail again the same way: "
+    "fix the setting its error names (docs/OPERATIONS.md); deliver sends new nudges then"
+)
 # Support's try on one row: None when it changed, else why it did not.
 RowAction = Callable[[ScheduledSend], str | None]
 
@@ -232,6 +236,7 @@ def retry_now(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
             return MAY_HAVE_REACHED_REFUSAL
         if not transitions.retry_failed(obj.pk, config.grace):
             return "it changed, or left the grace window, meanwhile"
+        # (retry_failed's fence also leaves configuration failures alone.)
         return None
 
     _act(
@@ -248,6 +253,8 @@ def retry_now(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
 def _retry_refusal(obj: ScheduledSend, request: HttpRequest, config: NudgeConfig) -> str | None:
     if obj.outcome != Outcome.FAILED:
         return f"it is {obj.queue_state}, not failed"
+    if obj.failure_kind == failures.FailureKind.CONFIGURATION:
+        return CONFIGURATION_REFUSAL
     if obj.intended_at <= as_of(request) - config.grace:
         return (
             f"it is past the {int(config.grace.total_seconds() // 60)}-minute grace window "

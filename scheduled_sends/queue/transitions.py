@@ -48,6 +48,7 @@ from scheduled_sends.queue.states import (
     DueCounts,
     Outcome,
     State,
+    claimable,
     in_state,
     inside_grace,
     not_under_live_claim,
@@ -262,6 +263,31 @@ def queue_counts(now: datetime, config: NudgeConfig) -> DueCounts:
         )
 
 
+@dataclass(frozen=True)
+class DuePreview:
+    """A row a deliver run at some instant would claim: what ``deliver --dry-run`` lists."""
+
+    id: int
+    user_id: int
+    channel: str
+    kind: str
+    fire_at: datetime
+    attempts: int
+
+
+def due_preview(
+    now: datetime, config: NudgeConfig, limit: int = 50
+) -> tuple[int, list[DuePreview]]:
+    """What the claim would take at ``now`` (how many, and the first ``limit``); writes nothing."""
+    with rls_bypass():
+        rows = ScheduledSend.objects.filter(claimable(now, config.grace, config.lease))
+        total = rows.count()
+        first = rows.order_by("fire_at", "pk").values_list(
+            "id", "user_id", "channel", "kind", "fire_at", "attempts"
+        )[:limit]
+        return total, [DuePreview(*row) for row in first]
+
+
 def settle_one(row: ClaimedSend, transition: Transition, at: datetime, **fields: object) -> bool:
     """One row's transition in its own transaction; False if the claim was lost."""
     return row.id in apply([Settlement(row, transition, at, **fields)])
@@ -392,10 +418,14 @@ def retry_failed(row_id: int, grace: timedelta) -> bool:
     """Put a failed row back in the queue for the next deliver run; False if it cannot be.
 
     Only inside grace of its intended instant: later, the message would be wrong.
+    Never a row that failed for our channel configuration (``FailureKind.CONFIGURATION``):
+    it fails again until an operator fixes the settings, whatever support retries.
     """
     return bool(
         ScheduledSend.objects.filter(
-            Q(pk=row_id, outcome=Outcome.FAILED) & inside_grace(Now(), grace)
+            Q(pk=row_id, outcome=Outcome.FAILED)
+            & inside_grace(Now(), grace)
+            & ~Q(failure_kind=FailureKind.CONFIGURATION)
         ).update(
             outcome=None,
             last_error="",

@@ -258,7 +258,13 @@ def test_a_deliver_process_at_debug_leaks_no_secret(make_user, providers):
     outputs = []
     for token_env in ({}, {"TELEGRAM_BOT_TOKEN": WRONG_BOT_TOKEN}):
         process = manage(
-            "deliver", "--now", now.isoformat(), "--verbosity", "3", env={**env, **token_env}
+            "deliver",
+            "--now",
+            now.isoformat(),
+            "--simulated-clock",
+            "--verbosity",
+            "3",
+            env={**env, **token_env},
         )
         outputs.append(process.communicate(timeout=120))
         now += timedelta(minutes=1)

@@ -463,6 +463,7 @@ class Soak:
             "deliver",
             "--now",
             now.isoformat(),
+            "--simulated-clock",
             "--batch-size",
             "10",
             env=self._episode_env(mode, nth, marker),

@@ -116,7 +116,9 @@ def test_the_old_guarded_update_double_sends_and_the_claim_does_not(make_user, r
 def _run_workers(at: datetime, env: dict[str, str]) -> list[tuple[int, int]]:
     """The workers side by side, each a ``manage.py deliver``: (claimed, sent) of each."""
     workers = [
-        manage("deliver", "--now", at.isoformat(), "--batch-size", "25", env=env)
+        manage(
+            "deliver", "--now", at.isoformat(), "--simulated-clock", "--batch-size", "25", env=env
+        )
         for _ in range(WORKERS)
     ]
     counts = []
