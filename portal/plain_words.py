@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from django.utils.translation import gettext as _
 
 from accounts.rules import NOT_SET_UP
+from calendars.providers.normalize import MAX_LEADS_PER_EVENT
 from core.deployment import NOT_IN_PRODUCTION
 from portal.followups import TITLE_MAX_CHARS
 from scheduled_sends.failures import MAY_HAVE_BEEN_DELIVERED, FailureKind
@@ -160,6 +161,12 @@ def follow_up_error(field: str, recorded: str) -> str:
         return _("That is too long; keep it to %(limit)s characters or fewer.") % {
             "limit": TITLE_MAX_CHARS
         }
+    if field == "reminder_minutes" and "at most" in recorded:
+        return _("Pick at most %(count)s reminders.") % {"count": MAX_LEADS_PER_EVENT}
+    if field == "reminder_minutes":
+        return _("Pick reminders from the list.")
+    if field == "repeat_weekdays":
+        return _("Pick at least one day of the week.")
     if not field and "most allowed" in recorded:
         return _("You have as many follow-ups as allowed. Delete some to add more.")
     return _("That could not be saved. Check the fields and try again.")

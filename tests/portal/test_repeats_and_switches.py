@@ -130,7 +130,7 @@ def test_more_than_five_reminders_are_refused_on_the_form(signed_in):
         },
     )
     assert response.status_code == 200
-    assert "at most 5 reminders" in response.content.decode()
+    assert "Pick at most 5 reminders." in response.content.decode()
     with tenant_scope(user.pk):
         assert not FollowUp.objects.filter(user_id=user.pk).exists()
 
