@@ -6,8 +6,9 @@ import zoneinfo
 from functools import cache
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
-from accounts.models import MAX_LEAD_MINUTES, Channel
+from accounts.models import MAX_LEAD_MINUTES, Channel, Clock, Language
 from core.deployment import console_channel_allowed
 from portal.followups import TITLE_MAX_CHARS
 
@@ -24,25 +25,33 @@ def timezone_choices() -> list[tuple[str, str]]:
 
 
 class SettingsForm(forms.Form):
-    channel = forms.ChoiceField(choices=Channel.choices, label="Send nudges by")
-    timezone = forms.ChoiceField(choices=timezone_choices, label="Time zone")
+    channel = forms.ChoiceField(choices=Channel.choices, label=_("Send nudges by"))
+    timezone = forms.ChoiceField(choices=timezone_choices, label=_("Time zone"))
+    # Each language by its own name; the clock's two ways in the page's language.
+    # (Left out of a post, e.g. by an older page, they stay as they are.)
+    language = forms.ChoiceField(choices=Language.choices, label=_("Language"), required=False)
+    clock = forms.ChoiceField(
+        choices=[(Clock.H24, _("24-hour (15:00)")), (Clock.H12, _("12-hour (3:00 PM)"))],
+        label=_("Clock"),
+        required=False,
+    )
     default_lead_minutes = forms.IntegerField(
         min_value=0,
         max_value=MAX_LEAD_MINUTES,
-        label="Nudge me this many minutes before",
+        label=_("Nudge me this many minutes before"),
         widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
     )
     quiet_start = forms.TimeField(
         required=False,
-        label="Quiet from",
+        label=_("Quiet from"),
         widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
     )
     quiet_end = forms.TimeField(
         required=False,
-        label="until",
+        label=_("until"),
         widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
     )
-    paused = forms.BooleanField(required=False, label="Pause all nudges")
+    paused = forms.BooleanField(required=False, label=_("Pause all nudges"))
 
     def __init__(self, *args, current_channel: str = "", **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -56,7 +65,7 @@ class SettingsForm(forms.Form):
             or current_channel == "console"
         ]
         if not current_channel:  # a new user: nothing linked yet
-            choices.insert(0, ("", "Not set up yet: link Telegram or WhatsApp below"))
+            choices.insert(0, ("", _("Not set up yet: link Telegram or WhatsApp below")))
             self.fields["channel"].required = False
         self.fields["channel"].choices = choices
 
@@ -64,7 +73,7 @@ class SettingsForm(forms.Form):
         cleaned = super().clean()
         start, end = cleaned.get("quiet_start"), cleaned.get("quiet_end")
         if (start is None) != (end is None):
-            raise forms.ValidationError("Give both ends of the quiet hours, or neither.")
+            raise forms.ValidationError(_("Give both ends of the quiet hours, or neither."))
         return cleaned
 
 

@@ -32,7 +32,7 @@ from datetime import datetime, time, timedelta
 from django.db.models import Value
 
 from accounts.models import DeliverySettings
-from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
+from accounts.rules import SkipReason, held_by_quiet_hours, hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
 from core.config import NudgeConfig
 from scheduled_sends import failures
@@ -44,7 +44,7 @@ from scheduled_sends.channels.base import (
     UnconfirmedSendError,
 )
 from scheduled_sends.failures import FailureKind
-from scheduled_sends.messages import compose
+from scheduled_sends.messages import Shape, compose
 from scheduled_sends.models import Kind, ScheduledSend
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.transitions import ClaimedSend, Transition
@@ -121,6 +121,11 @@ class Facts:
     quiet_end: time | None
     # A deactivated account is sent nothing, whatever is still queued for it.
     user_active: bool = True
+    # How the message is written (the owner's language and clock) and what it may add.
+    language: str = "en"
+    clock: str = "24h"
+    location: str = ""
+    join_url: str = ""  # only ever a link that passed calendars.providers.meeting_links
 
 
 if tuple(f.name for f in fields(Facts)) != tuple(statements.RESOLVE_COLUMNS):
@@ -236,6 +241,11 @@ def decide(
         now=now,
         tz_name=facts.timezone,
         valid_until=row.intended_at + config.grace,
+        language=facts.language,
+        clock=facts.clock,
+        join_url=facts.join_url,
+        location=facts.location,
+        shape=Shape.QUIET_HOURS if held_by_quiet_hours(row.intended_at, facts) else Shape.REMINDER,
     )
     return Delivery(channel=facts.channel, address=address, message=message)
 

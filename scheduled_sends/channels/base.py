@@ -48,6 +48,7 @@ class NudgeMessage:
     valid_for_seconds: int  # after this the nudge is wrong, not late
     join_url: str = ""  # an https meeting link from a known host, or ""
     location: str = ""  # where, shown when there is no link
+    language: str = "en"  # the recipient's language (accounts.models.Language), for buttons
 
 
 @dataclass(frozen=True)

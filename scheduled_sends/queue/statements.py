@@ -116,6 +116,10 @@ RESOLVE_COLUMNS: dict[str, str] = {
     "quiet_start": "ds.quiet_start",
     "quiet_end": "ds.quiet_end",
     "user_active": "EXISTS (SELECT 1 FROM auth_user AS u WHERE u.id = %(user_id)s AND u.is_active)",
+    "language": "coalesce(ds.language, 'en')",
+    "clock": "coalesce(ds.clock, '24h')",
+    "location": "coalesce(ev.location, '')",
+    "join_url": "coalesce(ev.join_url, '')",
 }
 RESOLVE_NUDGE = (
     "SELECT "
