@@ -78,9 +78,9 @@ class SettingsForm(forms.Form):
 
 
 class FollowUpForm(forms.Form):
-    title = forms.CharField(max_length=TITLE_MAX_CHARS, label="What")
+    title = forms.CharField(max_length=TITLE_MAX_CHARS, label=_("What"))
     due_at = forms.DateTimeField(
-        label="Due",
+        label=_("Due"),
         input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"],
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )

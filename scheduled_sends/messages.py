@@ -26,7 +26,7 @@ year only when it is not this year. It is at most two lines: what and when,
 then the meeting's join link — or, without one, where it is, with every address
 removed (only a link that passed ``calendars.providers.meeting_links`` is ever
 sent). ``docs/MESSAGES.md`` shows every shape in every language; it is
-generated from this module (``python -m scheduled_sends.message_table``).
+generated from it by ``manage.py write_message_table``.
 """
 
 from __future__ import annotations
@@ -200,7 +200,7 @@ def _first_line(
     if kind == "follow_up":
         sentence = gettext("Reminder: %(text)s") % {"text": sentence}
     if shape == Shape.QUIET_HOURS:
-        sentence = gettext("%(text)s, after your quiet hours") % {"text": sentence}
+        sentence = gettext("%(text)s · held for your quiet hours") % {"text": sentence}
     return sentence
 
 

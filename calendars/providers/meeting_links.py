@@ -21,13 +21,18 @@ import re
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-MAX_URL_LENGTH = 2048  # CalendarEvent.join_url
+# Longer than any real meeting link, and short enough that a nudge with one stays
+# within WhatsApp's 1,600 characters (docs/MESSAGES.md; the column holds 2,048).
+MAX_URL_LENGTH = 1024
 MAX_LOCATION_LENGTH = 512  # CalendarEvent.location
 
 # A link in free text: a scheme and everything up to a space, a quote or a bracket.
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s<>\"'()\[\]{}]+")
 # Addresses a reader's app would turn into links, scheme or not.
-_LINKISH = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://|www\.)[^\s<>\"'()\[\]{}]*", re.I)
+# (With the brackets around one, so "Room 4 (https://…)" reads "Room 4".)
+_LINKISH = re.compile(
+    r"[(<\[]?(?:[A-Za-z][A-Za-z0-9+.-]*://|www\.)[^\s<>\"'()\[\]{}]*[)>\]]?", re.I
+)
 _TRAILING = ".,;:!?"
 _HOST = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+")
 
