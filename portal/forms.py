@@ -87,22 +87,27 @@ class FollowUpForm(forms.Form):
 
 
 class ApiTokenForm(forms.Form):
-    name = forms.CharField(max_length=80, label="Token name", initial="host product")
+    name = forms.CharField(max_length=80, label=_("Token name"), initial="host product")
     # Days; "" is no expiry (the token works until revoked or the password changes).
     expires_in = forms.TypedChoiceField(
-        choices=[("", "Never"), ("30", "In 30 days"), ("90", "In 90 days"), ("365", "In a year")],
+        choices=[
+            ("", _("Never")),
+            ("30", _("In 30 days")),
+            ("90", _("In 90 days")),
+            ("365", _("In a year")),
+        ],
         coerce=int,
         empty_value=None,
         required=False,
         initial="",
-        label="Expires",
+        label=_("Expires"),
     )
 
 
 class WhatsAppNumberForm(forms.Form):
     number = forms.CharField(
         max_length=16,
-        label="WhatsApp number",
+        label=_("WhatsApp number"),
         widget=forms.TextInput(
             attrs={"inputmode": "tel", "placeholder": "+14155550100", "autocomplete": "tel"}
         ),
@@ -112,8 +117,8 @@ class WhatsAppNumberForm(forms.Form):
 class WhatsAppCodeForm(forms.Form):
     code = forms.RegexField(
         regex=r"^\s*[0-9]{6}\s*$",
-        label="Code",
-        error_messages={"invalid": "The code is six digits."},
+        label=_("Code"),
+        error_messages={"invalid": _("The code is six digits.")},
         widget=forms.TextInput(attrs={"inputmode": "numeric", "autocomplete": "one-time-code"}),
     )
 

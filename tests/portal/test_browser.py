@@ -183,7 +183,7 @@ def test_home_and_settings_in_the_browsers_language_then_the_chosen_one(http_liv
         pytest.skip("no Chromium binary installed (apt-get install chromium)")
     base = http_live_server.url
     user = get_user_model().objects.create_user("lena", "lena@example.com", PASSWORD)
-    due = (timezone.now() + timedelta(hours=3)).replace(second=0, microsecond=0)
+    due = (timezone.now() + timedelta(hours=1)).replace(second=0, microsecond=0)
     ARTIFACTS.mkdir(exist_ok=True)
 
     with sync_playwright() as playwright:
@@ -209,6 +209,7 @@ def test_home_and_settings_in_the_browsers_language_then_the_chosen_one(http_liv
             expect(page.locator("#id_clock")).to_have_value("24h")
             shoot(page, "settings-de")
 
+            page.select_option("#id_channel", "console")  # linked (the development channel)
             page.select_option("#id_language", "es")
             page.select_option("#id_clock", "12h")
             page.click("#save-settings")

@@ -3,22 +3,24 @@ chosen in Settings, and used by Home, Settings, the navigation and the nudges.""
 
 from __future__ import annotations
 
+import zoneinfo
 from datetime import timedelta
 
 import pytest
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import dateformat, timezone, translation
 
 from accounts.models import DeliverySettings
 from accounts.rules import preferences_for
-from calendars.models import FollowUp
 from core.config import NudgeConfig
 from portal import followups
 from scheduled_sends.deliver import run_deliver
 from tenancy.scope import tenant_scope
 
 from .conftest import PASSWORD
+
+BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
 
 
 def settings_of(user) -> DeliverySettings:
@@ -58,7 +60,7 @@ def test_the_browser_does_not_override_a_saved_choice(signed_in):
 
 def test_preferences_ignore_a_wildcard_and_an_oversized_header():
     assert preferences_for("*") == {}
-    assert preferences_for("de," + "x" * 5000) == {"language": "de", "clock": "24h"}
+    assert preferences_for("de," + "x" * 5000) == {}  # unreadable: the defaults
 
 
 def test_settings_choose_the_language_and_clock_and_the_pages_follow(signed_in):
@@ -82,12 +84,14 @@ def test_settings_choose_the_language_and_clock_and_the_pages_follow(signed_in):
     saved = settings_of(user)
     assert (saved.language, saved.clock) == ("de", "12h")
 
-    due = timezone.now() + timedelta(hours=2)
-    with tenant_scope(user.pk):
-        FollowUp.objects.create(user_id=user.pk, title="Steuer", due_at=due)
+    now = timezone.now()
+    due = (now + timedelta(hours=1)).replace(second=0, microsecond=0)
+    followups.create_follow_up(user.pk, "Steuer", due, now, NudgeConfig.from_settings())
     home = client.get(reverse("portal:home")).content.decode()
     assert "Ihre Nudges" in home and "Demnächst" in home and "Wiedervorlagen" in home
-    assert " AM" in home or " PM" in home  # the 12-hour clock in the lists
+    with translation.override("de"):
+        twelve_hour = dateformat.format(due.astimezone(BERLIN), "g:i A")
+    assert f'Steuer <span class="muted">(follow-up um {twelve_hour})' in home
 
 
 def test_a_post_without_the_new_fields_keeps_them(signed_in):
@@ -118,4 +122,3 @@ def test_the_nudge_is_written_in_the_users_language_and_clock(signed_in, recordi
     [message] = recording_channel.sent
     assert message.text.startswith("Recordatorio: Llamar al banco vence a las ")
     assert message.text.replace("\u202f", " ").endswith("m. (en 10 min)")
-    assert message.language == "es"

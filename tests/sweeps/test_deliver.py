@@ -120,7 +120,8 @@ def test_a_nudge_for_another_day_names_the_day(make_user, recording_channel):
     add_event(user, utc(2026, 12, 3, 8, 0), title="Standup", reminder_minutes=[12 * 60])
     run_materialize(utc(2026, 12, 2, 19, 0))
     run_deliver(utc(2026, 12, 2, 20, 0))
-    assert [m.text for m in recording_channel.sent] == ["Standup starts tomorrow at 09:00 (in 12 h)"]
+    [message] = recording_channel.sent
+    assert message.text == "Standup starts tomorrow at 09:00 (in 12 h)"
 
 
 @pytest.mark.parametrize(
