@@ -37,11 +37,12 @@ import zoneinfo
 from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
 from functools import lru_cache
+from typing import Any
 
 from babel import Locale
-from babel.dates import format_skeleton, format_timedelta
+from babel.dates import DateTimePattern, format_timedelta, match_skeleton, parse_pattern
 from django.utils import translation
-from django.utils.translation import gettext, pgettext
+from django.utils.translation import trans_real
 
 from calendars.providers.meeting_links import without_links
 from scheduled_sends.channels.base import NudgeMessage
@@ -135,22 +136,28 @@ LANGUAGES = ("en", "de", "es", "fr", "pt-br")  # accounts.models.Language's valu
 CLOCKS = ("24h", "12h")
 
 
-def describe_lead(delta: timedelta) -> str:
-    """'in 10 min', 'in 2 h 5 min' or 'now' in the active language; a day or more
-    ahead (only a snoozed or hand-made nudge is) as the locale says it ('in 3 days')."""
+def describe_lead(delta: timedelta, language: str = "en") -> str:
+    """'in 10 min', 'in 2 h 5 min' or 'now' in ``language``; a day or more ahead
+    (only a snoozed or hand-made nudge is) as the locale says it ('in 3 days')."""
+    words = _words(language)
     minutes = max(0, round(delta.total_seconds() / 60))
     if minutes < 1:
-        return gettext("now")
+        return words.gettext("now")
     if minutes >= 24 * 60:
-        return format_timedelta(
-            delta, add_direction=True, locale=_locale(translation.get_language() or "en")
-        )
+        return format_timedelta(delta, add_direction=True, locale=_locale(language))
     hours, minutes = divmod(minutes, 60)
     if not hours:
-        return gettext("in %(minutes)d min") % {"minutes": minutes}
+        return words.gettext("in %(minutes)d min") % {"minutes": minutes}
     if not minutes:
-        return gettext("in %(hours)d h") % {"hours": hours}
-    return gettext("in %(hours)d h %(minutes)d min") % {"hours": hours, "minutes": minutes}
+        return words.gettext("in %(hours)d h") % {"hours": hours}
+    return words.gettext("in %(hours)d h %(minutes)d min") % {"hours": hours, "minutes": minutes}
+
+
+def _words(language: str) -> Any:
+    """The language's catalog, read directly: activating a language per nudge (a
+    thread-local switch, twice per message) costs more than composing the message.
+    Django caches the catalog; its ``gettext``/``pgettext`` are gettext's own."""
+    return trans_real.translation(language)
 
 
 @lru_cache(maxsize=16)
@@ -161,46 +168,67 @@ def _locale(language: str) -> Locale:
         return Locale.parse("en")
 
 
-def _time(moment: datetime, language: str, clock: str) -> str:
-    return format_skeleton("hm" if clock == "12h" else "Hm", moment, locale=_locale(language))
+@lru_cache(maxsize=64)
+def _pattern(language: str, skeleton: str) -> DateTimePattern:
+    """The locale's pattern for a skeleton ("Hm", "hm", "MMMEd", "yMMMEd"), found once."""
+    locale = _locale(language)
+    return parse_pattern(
+        locale.datetime_skeletons[match_skeleton(skeleton, locale.datetime_skeletons)]
+    )
 
 
-def _when(local_start: datetime, local_now: datetime, language: str, clock: str) -> tuple[str, str]:
-    """(the phrase after "starts", the day and time alone) in the active language."""
-    time_text = _time(local_start, language, clock)
+def _format(moment: datetime, language: str, skeleton: str) -> str:
+    return _pattern(language, skeleton).apply(moment, _locale(language))
+
+
+def _when(
+    local_start: datetime, local_now: datetime, language: str, time_text: str
+) -> tuple[str, str]:
+    """(the phrase after "starts", the day and time alone) in ``language``."""
+    words = _words(language)
     days_ahead = (local_start.date() - local_now.date()).days
     if days_ahead == 0:
-        return gettext("at %(time)s") % {"time": time_text}, time_text
+        return words.gettext("at %(time)s") % {"time": time_text}, time_text
     if days_ahead == 1:
-        tomorrow = pgettext("day", "tomorrow")
-        return gettext("tomorrow at %(time)s") % {"time": time_text}, f"{tomorrow} {time_text}"
+        tomorrow = words.pgettext("day", "tomorrow")
+        return words.gettext("tomorrow at %(time)s") % {"time": time_text}, (
+            f"{tomorrow} {time_text}"
+        )
     skeleton = "MMMEd" if local_start.year == local_now.year else "yMMMEd"
-    date_text = format_skeleton(skeleton, local_start, locale=_locale(language))
+    date_text = _format(local_start, language, skeleton)
     return (
-        gettext("on %(date)s at %(time)s") % {"date": date_text, "time": time_text},
+        words.gettext("on %(date)s at %(time)s") % {"date": date_text, "time": time_text},
         f"{date_text} {time_text}",
     )
 
 
 def _first_line(
-    *, kind: str, title: str, when: str, time_text: str, lead: str, at_start: bool, shape: Shape
+    words: Any,
+    *,
+    kind: str,
+    title: str,
+    when: str,
+    time_text: str,
+    lead: str,
+    at_start: bool,
+    shape: Shape,
 ) -> str:
     values = {"title": title, "when": when, "time": time_text, "lead": lead}
     if kind == "follow_up":
         if at_start:
-            sentence = gettext("%(title)s is due now (%(time)s)") % values
+            sentence = words.gettext("%(title)s is due now (%(time)s)") % values
         else:
-            sentence = gettext("%(title)s is due %(when)s (%(lead)s)") % values
+            sentence = words.gettext("%(title)s is due %(when)s (%(lead)s)") % values
     elif at_start:
-        sentence = gettext("%(title)s starts now (%(time)s)") % values
+        sentence = words.gettext("%(title)s starts now (%(time)s)") % values
     else:
-        sentence = gettext("%(title)s starts %(when)s (%(lead)s)") % values
+        sentence = words.gettext("%(title)s starts %(when)s (%(lead)s)") % values
     if shape == Shape.SNOOZED:
-        return gettext("Snoozed: %(text)s") % {"text": sentence}
+        return words.gettext("Snoozed: %(text)s") % {"text": sentence}
     if kind == "follow_up":
-        sentence = gettext("Reminder: %(text)s") % {"text": sentence}
+        sentence = words.gettext("Reminder: %(text)s") % {"text": sentence}
     if shape == Shape.QUIET_HOURS:
-        sentence = gettext("%(text)s · held for your quiet hours") % {"text": sentence}
+        sentence = words.gettext("%(text)s · held for your quiet hours") % {"text": sentence}
     return sentence
 
 
@@ -230,27 +258,26 @@ def compose(
     """
     tz, label = _zone(tz_name)
     language = language if language in LANGUAGES else "en"
+    words = _words(language)
     local_start = starts_at.astimezone(tz)
-    local_now = now.astimezone(tz)
-    with translation.override(language):
-        when, local_time = _when(local_start, local_now, language, clock)
-        time_text = _time(local_start, language, clock) + label
-        when += label
-        local_time += label
-        minutes_until = max(0, round((starts_at - now).total_seconds() / 60))
-        if kind == "follow_up":
-            clean = clean_title(title, gettext("your follow-up"))
-        else:
-            clean = clean_title(title, gettext("Your event"))
-        text = _first_line(
-            kind=kind,
-            title=clean,
-            when=when,
-            time_text=time_text,
-            lead=describe_lead(starts_at - now),
-            at_start=minutes_until < 1,
-            shape=shape,
-        )
+    time_text = _format(local_start, language, "hm" if clock == "12h" else "Hm")
+    when, local_time = _when(local_start, now.astimezone(tz), language, time_text)
+    minutes_until = max(0, round((starts_at - now).total_seconds() / 60))
+    if kind == "follow_up":
+        clean = clean_title(title, words.gettext("your follow-up"))
+    else:
+        clean = clean_title(title, words.gettext("Your event"))
+    text = _first_line(
+        words,
+        kind=kind,
+        title=clean,
+        when=when + label,
+        time_text=time_text + label,
+        lead=describe_lead(starts_at - now, language),
+        at_start=minutes_until < 1,
+        shape=shape,
+    )
+    local_time += label
     place = "" if join_url else clean_title(without_links(location), "")
     second_line = join_url or place
     if second_line:

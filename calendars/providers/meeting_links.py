@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 # Longer than any real meeting link, and short enough that a nudge with one stays
@@ -26,12 +27,14 @@ from urllib.parse import urlsplit
 MAX_URL_LENGTH = 1024
 MAX_LOCATION_LENGTH = 512  # CalendarEvent.location
 
-# A link in free text: a scheme and everything up to a space, a quote or a bracket.
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s<>\"'()\[\]{}]+")
+# An https link in free text: up to a space, a quote or a bracket. Only https can pass,
+# so only https is looked for — and a literal start keeps the scan linear in the text
+# (a scheme pattern would re-scan every run of letters: quadratic on a hostile feed).
+_URL_IN_TEXT = re.compile(r"https://[^\s<>\"'()\[\]{}]+", re.IGNORECASE)
 # Addresses a reader's app would turn into links, scheme or not.
 # (With the brackets around one, so "Room 4 (https://…)" reads "Room 4".)
 _LINKISH = re.compile(
-    r"[(<\[]?(?:[A-Za-z][A-Za-z0-9+.-]*://|www\.)[^\s<>\"'()\[\]{}]*[)>\]]?", re.I
+    r"[(<\[]?(?:\b[A-Za-z][A-Za-z0-9+.-]{0,31}://|www\.)[^\s<>\"'()\[\]{}]*[)>\]]?", re.I
 )
 _TRAILING = ".,;:!?"
 _HOST = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+")
@@ -69,16 +72,23 @@ def _acceptable(url: str, allowed: Iterable[str]) -> bool:
 
 
 def links_in(text: str) -> list[str]:
-    """Every ``scheme://…`` address in ``text``, without trailing punctuation."""
+    """Every ``https://…`` address in ``text``, without trailing punctuation."""
     return [match.rstrip(_TRAILING) for match in _URL_IN_TEXT.findall(text)]
 
 
 def join_url(candidates: Iterable[object], allowed: Iterable[str]) -> str:
     """The first link in ``candidates`` (fields or free text, in order) that may be sent."""
+    texts = tuple(c for c in candidates if isinstance(c, str) and c)
     allowed = tuple(allowed)
+    if not texts or not allowed:
+        return ""
+    return _first_acceptable(texts, allowed)
+
+
+@lru_cache(maxsize=512)
+def _first_acceptable(candidates: tuple[str, ...], allowed: tuple[str, ...]) -> str:
+    """Cached: every occurrence of a recurring event repeats its series' texts."""
     for candidate in candidates:
-        if not isinstance(candidate, str) or not candidate:
-            continue
         for url in links_in(candidate):
             if _acceptable(url, allowed):
                 return url
