@@ -248,7 +248,12 @@ def _event(
         reminder_minutes=leads,
         location=meeting_links.stored_location(item.get("location")),
         join_url=meeting_links.join_url(
-            [*_video_entry_points(item), item.get("hangoutLink"), item.get("location")],
+            [
+                *_video_entry_points(item),
+                item.get("hangoutLink"),
+                item.get("location"),
+                item.get("description"),
+            ],
             meeting_hosts,
         ),
     )

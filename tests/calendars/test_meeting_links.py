@@ -95,7 +95,8 @@ def test_a_stranger_cannot_put_a_link_into_our_message(make_user, fake_ics, ics_
 
 
 def test_google_conference_data_hangout_link_and_location(fake_google, google_connection):
-    """Google: a video entry point of conferenceData, else hangoutLink, else the location."""
+    """Google: a video entry point of conferenceData, else hangoutLink, else a link in the
+    location or the description (Google's descriptions are HTML)."""
     fake_google.events["primary"] = [
         google_event(
             "conference",
@@ -113,6 +114,13 @@ def test_google_conference_data_hangout_link_and_location(fake_google, google_co
         google_event("hangout", T9, T9 + HOUR, summary="Hangout", hangoutLink=MEET),
         google_event("where", T9, T9 + HOUR, summary="Where", location="Café Central, Wien"),
         google_event(
+            "pasted",
+            T9,
+            T9 + HOUR,
+            summary="Pasted",
+            description=f'<p>Join Zoom Meeting<br><a href="{ZOOM}">{ZOOM}</a></p>',
+        ),
+        google_event(
             "webex-lookalike",
             T9,
             T9 + HOUR,
@@ -128,6 +136,7 @@ def test_google_conference_data_hangout_link_and_location(fake_google, google_co
         "Conference": (ZOOM, "Room 4"),
         "Hangout": (MEET, ""),
         "Where": ("", "Café Central, Wien"),
+        "Pasted": (ZOOM, ""),
         "Lookalike": ("", "https://webex.com.evil.example/join"),
     }
 
