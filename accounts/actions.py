@@ -45,6 +45,8 @@ EDITABLE = frozenset(
         "enabled",
         "channel",
         "timezone",
+        "language",
+        "clock",
         "default_lead_minutes",
         "quiet_start",
         "quiet_end",
@@ -55,14 +57,19 @@ EDITABLE = frozenset(
 )
 
 
-def ensure_settings(user_id: int) -> DeliverySettings:
+def ensure_settings(
+    user_id: int, first_visit: Mapping[str, object] | None = None
+) -> DeliverySettings:
     """The user's settings, created on first use with the configured default lead.
 
+    ``first_visit`` holds what the creating request knows of the person (their
+    browser's language and clock, see ``accounts.rules.preferences_for``); it is
+    used only when the row is made, never over a choice already saved.
     Must run inside the user's scope (or support's).
     """
     delivery, _ = DeliverySettings.objects.get_or_create(
         user_id=user_id,
-        defaults={"default_lead_minutes": default_lead_minutes()},
+        defaults={"default_lead_minutes": default_lead_minutes(), **(first_visit or {})},
     )
     return delivery
 

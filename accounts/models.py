@@ -58,6 +58,24 @@ class Channel(models.TextChoices):
     CONSOLE = "console", "Console (development)"
 
 
+class Language(models.TextChoices):
+    """The languages nudges and the user area are written in (``locale/``); each
+    label in its own language, as a chooser shows it."""
+
+    ENGLISH = "en", "English"
+    GERMAN = "de", "Deutsch"
+    SPANISH = "es", "Español"
+    FRENCH = "fr", "Français"
+    BRAZILIAN_PORTUGUESE = "pt-br", "Português (Brasil)"
+
+
+class Clock(models.TextChoices):
+    """How times are written to the user: 15:00 or 3:00 PM."""
+
+    H24 = "24h", "24-hour (15:00)"
+    H12 = "12h", "12-hour (3:00 PM)"
+
+
 def default_lead_minutes() -> int:
     """A new user's lead: NUDGE_DEFAULT_LEAD_MINUTES, read when the row is made."""
     return int(NudgeConfig.from_settings().default_lead.total_seconds() // 60)
@@ -79,6 +97,9 @@ class DeliverySettings(TenantModel):
         max_length=64, blank=True, default="", validators=[validate_telegram_chat_id]
     )
     timezone = models.CharField(max_length=64, default="UTC", validators=[validate_timezone])
+    # Set from the browser's Accept-Language when the row is made in the user area.
+    language = models.CharField(max_length=8, choices=Language.choices, default=Language.ENGLISH)
+    clock = models.CharField(max_length=3, choices=Clock.choices, default=Clock.H24)
     default_lead_minutes = models.PositiveIntegerField(
         default=default_lead_minutes,
         validators=[validate_lead_minutes],

@@ -1,4 +1,5 @@
-"""Whether and when a nudge may go out for a user: pause, unreachable, quiet hours.
+"""Whether and when a nudge may go out for a user: pause, unreachable, quiet hours;
+and the language and clock a new user starts with.
 
 Pure functions over a user's settings, so the materialising sweep (plan) and
 the delivery sweep (resolve) apply exactly the same rules, and tests can
@@ -7,12 +8,15 @@ call them without a database.
 
 from __future__ import annotations
 
+import re
 import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import Protocol
 
+from babel import Locale, UnknownLocaleError
 from django.utils.translation import gettext
+from django.utils.translation.trans_real import parse_accept_lang_header
 
 from core.deployment import NOT_IN_PRODUCTION, console_channel_allowed
 
@@ -115,3 +119,52 @@ def hold_for_quiet_hours(
         return ends
     local_end = ends.astimezone(_zone(settings.timezone))
     return SkipReason(f"quiet hours until {local_end:%H:%M}, and it starts before they end")
+
+
+def held_by_quiet_hours(intended_at: datetime, settings: HoldSettings) -> bool:
+    """Whether a nudge meant for ``intended_at`` is one quiet hours held back: it falls
+    exactly where a quiet period ends (``hold_for_quiet_hours`` moves it there), so the
+    message can say why it comes with less notice than asked."""
+    just_before = intended_at - timedelta(seconds=1)
+    return quiet_hours_end(just_before, settings) == intended_at
+
+
+# The languages a person may choose (accounts.models.Language's values), and the
+# one a browser's language falls back to within its family (pt-PT reads pt-br).
+SUPPORTED_LANGUAGES = ("en", "de", "es", "fr", "pt-br")
+_FAMILY = {"pt": "pt-br"}
+_QUOTED = re.compile(r"'[^']*'")
+
+
+def _supported(tag: str) -> str | None:
+    if tag in SUPPORTED_LANGUAGES:
+        return tag
+    family = tag.split("-", 1)[0]
+    if family in SUPPORTED_LANGUAGES:
+        return family
+    return _FAMILY.get(family)
+
+
+def _clock_of(tag: str) -> str:
+    """ "12h" where the browser's locale writes times with a 12-hour clock (en-US, es-MX)."""
+    for candidate in (tag, tag.split("-", 1)[0]):
+        try:
+            pattern = Locale.parse(candidate, sep="-").time_formats["short"].pattern
+        except (UnknownLocaleError, ValueError, TypeError, KeyError):
+            continue
+        letters = _QUOTED.sub("", pattern)
+        return "12h" if "h" in letters or "K" in letters else "24h"
+    return "24h"
+
+
+def preferences_for(accept_language: str) -> dict[str, str]:
+    """A new person's ``language`` and ``clock`` from their browser's Accept-Language:
+    the first language (by preference) we write in, and the clock its region uses;
+    nothing when none of theirs is ours (the model's defaults apply)."""
+    for tag, _quality in parse_accept_lang_header(accept_language[:500]):
+        if tag == "*":
+            continue
+        language = _supported(tag)
+        if language is not None:
+            return {"language": language, "clock": _clock_of(tag)}
+    return {}

@@ -17,6 +17,7 @@ settings, each read by the one module that uses it.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -47,6 +48,22 @@ def days(value: float) -> timedelta:
 
 def as_is(value: float) -> float:
     return value
+
+
+def host_list(value: str) -> tuple[str, ...]:
+    """A comma-separated list of host names, lower-cased, blanks dropped."""
+    return tuple(host for host in (part.strip().lower() for part in value.split(",")) if host)
+
+
+# What a meeting-host entry may be: a host name, or ``*.`` and a host name.
+_LABEL = r"[a-z0-9]([a-z0-9-]*[a-z0-9])?"
+_MEETING_HOST = re.compile(rf"(\*\.)?{_LABEL}(\.{_LABEL})+")
+
+# The meeting services whose links a nudge may carry (calendars/providers/meeting_links.py).
+DEFAULT_MEETING_HOSTS = (
+    "meet.google.com,*.zoom.us,teams.microsoft.com,teams.live.com,*.webex.com,"
+    "whereby.com,meet.jit.si"
+)
 
 
 @dataclass(frozen=True)
@@ -102,6 +119,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("CALENDAR_SYNC_BUDGET_SECONDS", "calendar_sync_budget_seconds", 60.0),
     Knob("CALENDAR_SYNC_USER_BUDGET_SECONDS", "calendar_sync_user_budget_seconds", 120.0),
     Knob("ICS_MAX_BYTES", "ics_max_bytes", 5 * 1024 * 1024),
+    # The only hosts a nudge's join link may point to (https only; "*." = and subdomains).
+    Knob("CALENDAR_MEETING_HOSTS", "meeting_hosts", DEFAULT_MEETING_HOSTS, host_list),
     # Connections fetched at once by one sweep process, and at most this many of
     # them from one feed host (host and port), so a slow host cannot take every slot.
     Knob("CALENDAR_SYNC_CONCURRENCY", "calendar_sync_concurrency", 64),
@@ -206,6 +225,7 @@ class NudgeConfig:
     calendar_sync_budget_seconds: float
     calendar_sync_user_budget_seconds: float
     ics_max_bytes: int
+    meeting_hosts: tuple[str, ...]
     calendar_sync_concurrency: int
     calendar_sync_per_host: int
     google_project_rate_per_minute: float
@@ -346,6 +366,11 @@ class NudgeConfig:
         ):
             require(seconds > 0, f"{name} must be positive")
         require(self.ics_max_bytes >= 1, "ICS_MAX_BYTES must be at least 1")
+        require(
+            all(_MEETING_HOST.fullmatch(host) for host in self.meeting_hosts),
+            "CALENDAR_MEETING_HOSTS must be comma-separated host names (a leading '*.' "
+            "also allows its subdomains)",
+        )
         require(
             1 <= self.calendar_sync_concurrency <= 512,
             "CALENDAR_SYNC_CONCURRENCY must be between 1 and 512",

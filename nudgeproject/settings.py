@@ -167,6 +167,16 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
+# What nudges and the user area are written in (accounts.models.Language; each
+# person's own is on their delivery settings). Catalogs: locale/<lang>/LC_MESSAGES.
+LANGUAGES = [
+    ("en", "English"),
+    ("de", "Deutsch"),
+    ("es", "Español"),
+    ("fr", "Français"),
+    ("pt-br", "Português (Brasil)"),
+]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

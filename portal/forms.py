@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from accounts.models import MAX_LEAD_MINUTES, Channel, validate_e164
+from accounts.models import MAX_LEAD_MINUTES, Channel, Clock, Language, validate_e164
 from accounts.rules import quiet_hours_problem
 from calendars.repeat import WEEKDAY_NAMES, Repeat
 from core.deployment import console_channel_allowed
@@ -74,12 +74,20 @@ CLOCK_ATTRS = {
 
 
 class SettingsForm(forms.Form):
-    channel = forms.ChoiceField(choices=Channel.choices, label="Send nudges by")
+    channel = forms.ChoiceField(choices=Channel.choices, label=_("Send nudges by"))
     timezone = forms.ChoiceField(choices=timezone_choices, label=_("Time zone"))
+    # Each language by its own name; the clock's two ways in the page's language.
+    # (Left out of a post, e.g. by an older page, they stay as they are.)
+    language = forms.ChoiceField(choices=Language.choices, label=_("Language"), required=False)
+    clock = forms.ChoiceField(
+        choices=[(Clock.H24, _("24-hour (15:00)")), (Clock.H12, _("12-hour (3:00 PM)"))],
+        label=_("Clock"),
+        required=False,
+    )
     default_lead_minutes = forms.IntegerField(
         min_value=0,
         max_value=MAX_LEAD_MINUTES,
-        label="Nudge me this many minutes before",
+        label=_("Nudge me this many minutes before"),
         widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
     )
     # Typed as 24-hour HH:MM, as every time in the app is shown: a browser's time
@@ -98,7 +106,7 @@ class SettingsForm(forms.Form):
         error_messages={"invalid": _("Give a 24-hour time, such as 07:00.")},
         widget=forms.TimeInput(attrs=CLOCK_ATTRS | {"placeholder": "07:00"}, format="%H:%M"),
     )
-    paused = forms.BooleanField(required=False, label="Pause all nudges")
+    paused = forms.BooleanField(required=False, label=_("Pause all nudges"))
 
     def __init__(self, *args, current_channel: str = "", current_zone: str = "", **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -113,7 +121,7 @@ class SettingsForm(forms.Form):
             or current_channel == "console"
         ]
         if not current_channel:  # a new user: nothing linked yet
-            choices.insert(0, ("", "Not set up yet: link Telegram or WhatsApp below"))
+            choices.insert(0, ("", _("Not set up yet: link Telegram or WhatsApp below")))
             self.fields["channel"].required = False
         self.fields["channel"].choices = choices
 
@@ -260,12 +268,17 @@ class ApiTokenForm(NoSilentCut, forms.Form):
     )
     # Days; "" is no expiry (the token works until revoked or the password changes).
     expires_in = forms.TypedChoiceField(
-        choices=[("", "Never"), ("30", "In 30 days"), ("90", "In 90 days"), ("365", "In a year")],
+        choices=[
+            ("", _("Never")),
+            ("30", _("In 30 days")),
+            ("90", _("In 90 days")),
+            ("365", _("In a year")),
+        ],
         coerce=int,
         empty_value=None,
         required=False,
         initial="",
-        label="Expires",
+        label=_("Expires"),
     )
 
 
@@ -293,8 +306,8 @@ class WhatsAppNumberForm(forms.Form):
 class WhatsAppCodeForm(forms.Form):
     code = forms.RegexField(
         regex=r"^\s*[0-9]{6}\s*$",
-        label="Code",
-        error_messages={"invalid": "The code is six digits."},
+        label=_("Code"),
+        error_messages={"invalid": _("The code is six digits.")},
         widget=forms.TextInput(attrs={"inputmode": "numeric", "autocomplete": "one-time-code"}),
     )
 

@@ -20,7 +20,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import PasswordChangeForm
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -45,6 +45,7 @@ from portal.forms import (
     WhatsAppNumberForm,
     canonical_zone,
 )
+from portal.language import date_formats, in_users_language
 from portal.models import AccountNotice, ApiToken, LinkCode, OptInRecord
 from portal.tokens import new_api_token, new_telegram_code, revoke_api_tokens
 from tenancy.scope import tenant_scope
@@ -104,6 +105,7 @@ def _zone(user_id: int):
 
 
 @login_required
+@in_users_language
 @require_http_methods(["GET", "POST"])
 def home(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
@@ -124,6 +126,7 @@ def home(request: HttpRequest) -> HttpResponse:
                 "form": form,
                 "history_days": timeline.HISTORY_DAYS,
                 "zone_aliases": ZONE_ALIASES_JSON,
+                **date_formats(delivery),
             },
         )
 
@@ -276,6 +279,7 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                             user_id=user_id, created_at__gt=now - NOTICE_DAYS
                         ).order_by("-created_at")[:5]
                     ),
+                    **date_formats(delivery),
                     **extra,
                 },
             )
@@ -305,6 +309,8 @@ def _initial(delivery: DeliverySettings) -> dict:
     return {
         "channel": delivery.channel,
         "timezone": delivery.timezone,
+        "language": delivery.language,
+        "clock": delivery.clock,
         "default_lead_minutes": delivery.default_lead_minutes,
         "quiet_start": delivery.quiet_start,
         "quiet_end": delivery.quiet_end,
@@ -313,6 +319,7 @@ def _initial(delivery: DeliverySettings) -> dict:
 
 
 @login_required
+@in_users_language
 @require_http_methods(["GET", "POST"])
 def settings_page(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
@@ -330,6 +337,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         name: data[name]
         for name in ("channel", "timezone", "default_lead_minutes", "quiet_start", "quiet_end")
     }
+    changes.update({name: data[name] for name in ("language", "clock") if data[name]})
     with tenant_scope(user_id):
         problem = _channel_problem(ensure_settings(user_id), changes["channel"])
     if problem is not None:
@@ -337,15 +345,16 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         return _settings_page(request, form)
     # One write, re-queued once it has committed.
     update_settings(user_id, {**changes, "paused": data["paused"]}, timezone.now())
-    messages.success(request, _("Settings saved."))
+    with translation.override(changes.get("language") or translation.get_language()):
+        messages.success(request, _("Settings saved."))
     return redirect("portal:settings")
 
 
 def _channel_problem(delivery: DeliverySettings, channel: str) -> str | None:
     if channel == Channel.TELEGRAM and not delivery.telegram_chat_id:
-        return "Link Telegram first (below), then choose it here."
+        return _("Link Telegram first (below), then choose it here.")
     if channel == Channel.WHATSAPP and not delivery.whatsapp_number:
-        return "Confirm a WhatsApp number first (below), then choose it here."
+        return _("Confirm a WhatsApp number first (below), then choose it here.")
     return None
 
 
@@ -408,6 +417,7 @@ def telegram_link_state(request: HttpRequest) -> JsonResponse:
 
 
 @login_required
+@in_users_language
 @require_POST
 def whatsapp_number(request: HttpRequest) -> HttpResponse:
     form = WhatsAppNumberForm(request.POST)
@@ -428,6 +438,7 @@ def whatsapp_number(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@in_users_language
 @require_POST
 def whatsapp_code(request: HttpRequest) -> HttpResponse:
     form = WhatsAppCodeForm(request.POST)
@@ -442,6 +453,7 @@ def whatsapp_code(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@in_users_language
 @require_POST
 def api_token_create(request: HttpRequest) -> HttpResponse:
     form = ApiTokenForm(request.POST)

@@ -18,6 +18,15 @@ variation selector, or between the two halves of a flag.
 
 An unknown time zone (it passed validation once, or was written around it)
 does not stop the nudge: the time is given in UTC and says so.
+
+A nudge is written in the recipient's language (gettext, ``locale/``) and
+clock (12 or 24 hours), with dates and times as their locale writes them
+(Babel): the time alone today, "tomorrow" tomorrow, otherwise the date, with the
+year only when it is not this year. It is at most two lines: what and when,
+then the meeting's join link — or, without one, where it is, with every address
+removed (only a link that passed ``calendars.providers.meeting_links`` is ever
+sent). ``docs/MESSAGES.md`` shows every shape in every language; it is
+generated from it by ``manage.py write_message_table``.
 """
 
 from __future__ import annotations
@@ -26,7 +35,16 @@ import logging
 import unicodedata
 import zoneinfo
 from datetime import UTC, datetime, timedelta, tzinfo
+from enum import StrEnum
+from functools import lru_cache
+from typing import Any
 
+from babel import Locale
+from babel.dates import DateTimePattern, format_timedelta, match_skeleton, parse_pattern
+from django.utils import translation
+from django.utils.translation import trans_real
+
+from calendars.providers.meeting_links import without_links
 from scheduled_sends.channels.base import NudgeMessage
 
 logger = logging.getLogger("nudge.messages")
@@ -89,16 +107,6 @@ def clean_title(title: str, fallback: str) -> str:
     return folded[:cut_at].rstrip() + ELLIPSIS
 
 
-def describe_lead(delta: timedelta) -> str:
-    minutes = max(0, round(delta.total_seconds() / 60))
-    if minutes < 1:
-        return "now"
-    hours, minutes = divmod(minutes, 60)
-    if not hours:
-        return f"in {minutes} min"
-    return f"in {hours} h {minutes} min" if minutes else f"in {hours} h"
-
-
 def _zone(tz_name: str) -> tuple[tzinfo, str]:
     """The user's zone and the label its times need ("" for a known zone)."""
     try:
@@ -111,6 +119,119 @@ def _zone(tz_name: str) -> tuple[tzinfo, str]:
         return UTC, " UTC"
 
 
+class Shape(StrEnum):
+    """Why this nudge is sent, when that changes its words (``compose(shape=...)``).
+
+    ``REMINDER`` is the planned nudge (at the start itself it says "now");
+    ``SNOOZED`` the one a Snooze tap queued; ``QUIET_HOURS`` one that quiet hours
+    held back, so it comes with less notice than the person asked for.
+    """
+
+    REMINDER = "reminder"
+    SNOOZED = "snoozed"
+    QUIET_HOURS = "quiet_hours"
+
+
+LANGUAGES = ("en", "de", "es", "fr", "pt-br")  # accounts.models.Language's values
+CLOCKS = ("24h", "12h")
+
+
+def describe_lead(delta: timedelta, language: str = "en") -> str:
+    """'in 10 min', 'in 2 h 5 min' or 'now' in ``language``; a day or more ahead
+    (only a snoozed or hand-made nudge is) as the locale says it ('in 3 days')."""
+    words = _words(language)
+    minutes = max(0, round(delta.total_seconds() / 60))
+    if minutes < 1:
+        return words.gettext("now")
+    if minutes >= 24 * 60:
+        return format_timedelta(delta, add_direction=True, locale=_locale(language))
+    hours, minutes = divmod(minutes, 60)
+    if not hours:
+        return words.gettext("in %(minutes)d min") % {"minutes": minutes}
+    if not minutes:
+        return words.gettext("in %(hours)d h") % {"hours": hours}
+    return words.gettext("in %(hours)d h %(minutes)d min") % {"hours": hours, "minutes": minutes}
+
+
+def _words(language: str) -> Any:
+    """The language's catalog, read directly: activating a language per nudge (a
+    thread-local switch, twice per message) costs more than composing the message.
+    Django caches the catalog; its ``gettext``/``pgettext`` are gettext's own."""
+    return trans_real.translation(language)
+
+
+@lru_cache(maxsize=16)
+def _locale(language: str) -> Locale:
+    try:
+        return Locale.parse(translation.to_locale(language))
+    except (ValueError, TypeError):
+        return Locale.parse("en")
+
+
+@lru_cache(maxsize=64)
+def _pattern(language: str, skeleton: str) -> DateTimePattern:
+    """The locale's pattern for a skeleton ("Hm", "hm", "MMMEd", "yMMMEd"), found once."""
+    locale = _locale(language)
+    return parse_pattern(
+        locale.datetime_skeletons[match_skeleton(skeleton, locale.datetime_skeletons)]
+    )
+
+
+def _format(moment: datetime, language: str, skeleton: str) -> str:
+    return _pattern(language, skeleton).apply(moment, _locale(language))
+
+
+def _when(
+    local_start: datetime, local_now: datetime, language: str, time_text: str
+) -> tuple[str, str]:
+    """(the phrase after "starts", the day and time alone) in ``language``."""
+    words = _words(language)
+    days_ahead = (local_start.date() - local_now.date()).days
+    if days_ahead == 0:
+        return words.gettext("at %(time)s") % {"time": time_text}, time_text
+    if days_ahead == 1:
+        tomorrow = words.pgettext("day", "tomorrow")
+        return words.gettext("tomorrow at %(time)s") % {"time": time_text}, (
+            f"{tomorrow} {time_text}"
+        )
+    skeleton = "MMMEd" if local_start.year == local_now.year else "yMMMEd"
+    date_text = _format(local_start, language, skeleton)
+    return (
+        words.gettext("on %(date)s at %(time)s") % {"date": date_text, "time": time_text},
+        f"{date_text} {time_text}",
+    )
+
+
+def _first_line(
+    words: Any,
+    *,
+    kind: str,
+    title: str,
+    when: str,
+    time_text: str,
+    lead: str,
+    at_start: bool,
+    shape: Shape,
+) -> str:
+    values = {"title": title, "when": when, "time": time_text, "lead": lead}
+    if kind == "follow_up":
+        if at_start:
+            sentence = words.gettext("%(title)s is due now (%(time)s)") % values
+        else:
+            sentence = words.gettext("%(title)s is due %(when)s (%(lead)s)") % values
+    elif at_start:
+        sentence = words.gettext("%(title)s starts now (%(time)s)") % values
+    else:
+        sentence = words.gettext("%(title)s starts %(when)s (%(lead)s)") % values
+    if shape == Shape.SNOOZED:
+        return words.gettext("Snoozed: %(text)s") % {"text": sentence}
+    if kind == "follow_up":
+        sentence = words.gettext("Reminder: %(text)s") % {"text": sentence}
+    if shape == Shape.QUIET_HOURS:
+        sentence = words.gettext("%(text)s · held for your quiet hours") % {"text": sentence}
+    return sentence
+
+
 def compose(
     *,
     kind: str,
@@ -119,25 +240,55 @@ def compose(
     now: datetime,
     tz_name: str,
     valid_until: datetime,
+    language: str = "en",
+    clock: str = "24h",
+    join_url: str = "",
+    location: str = "",
+    shape: Shape = Shape.REMINDER,
 ) -> NudgeMessage:
-    """'Design review starts at 15:00 (in 10 min)', in the user's zone."""
+    """The nudge, in the user's zone, language and clock: at most two lines.
+
+    'Design review starts at 15:00 (in 10 min)', then the join link (or else the
+    location). ``kind`` is "event" or "follow_up"; ``language`` one of
+    ``LANGUAGES`` (another falls back to English), ``clock`` "24h" or "12h".
+    ``join_url`` must already have passed ``meeting_links.join_url`` (sync stores
+    nothing else). ``shape`` says why the nudge is sent (:class:`Shape`): a
+    Snooze tap's nudge passes ``Shape.SNOOZED``, a quiet-hours-held one
+    ``Shape.QUIET_HOURS``; a nudge less than a minute before the start says "now".
+    """
     tz, label = _zone(tz_name)
+    language = language if language in LANGUAGES else "en"
+    words = _words(language)
     local_start = starts_at.astimezone(tz)
-    local_time = local_start.strftime("%H:%M")
-    if local_start.date() != now.astimezone(tz).date():
-        local_time = local_start.strftime("%a %H:%M")
-    local_time += label
-    lead = describe_lead(starts_at - now)
+    time_text = _format(local_start, language, "hm" if clock == "12h" else "Hm")
+    when, local_time = _when(local_start, now.astimezone(tz), language, time_text)
+    minutes_until = max(0, round((starts_at - now).total_seconds() / 60))
     if kind == "follow_up":
-        clean = clean_title(title, "your follow-up")
-        text = f"Reminder: {clean} is due at {local_time} ({lead})"
+        clean = clean_title(title, words.gettext("your follow-up"))
     else:
-        clean = clean_title(title, "Your event")
-        text = f"{clean} starts at {local_time} ({lead})"
+        clean = clean_title(title, words.gettext("Your event"))
+    text = _first_line(
+        words,
+        kind=kind,
+        title=clean,
+        when=when + label,
+        time_text=time_text + label,
+        lead=describe_lead(starts_at - now, language),
+        at_start=minutes_until < 1,
+        shape=shape,
+    )
+    local_time += label
+    place = "" if join_url else clean_title(without_links(location), "")
+    second_line = join_url or place
+    if second_line:
+        text = f"{text}\n{second_line}"
     return NudgeMessage(
         text=text,
         title=clean,
         local_time=local_time,
-        minutes_until=max(0, round((starts_at - now).total_seconds() / 60)),
+        minutes_until=minutes_until,
         valid_for_seconds=max(1, int((valid_until - now).total_seconds())),
+        join_url=join_url,
+        location=place,
+        language=language,
     )

@@ -32,7 +32,7 @@ from datetime import datetime, time, timedelta
 from django.db.models import Value
 
 from accounts.models import DeliverySettings
-from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
+from accounts.rules import SkipReason, held_by_quiet_hours, hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
 from calendars.repeat import is_occurrence
 from core.config import NudgeConfig
@@ -46,7 +46,7 @@ from scheduled_sends.channels.base import (
     UnconfirmedSendError,
 )
 from scheduled_sends.failures import FailureKind
-from scheduled_sends.messages import compose
+from scheduled_sends.messages import Shape, compose
 from scheduled_sends.models import Kind, ScheduledSend
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.transitions import ClaimedSend, Transition
@@ -130,6 +130,11 @@ class Facts:
     repeat: str = ""
     repeat_weekdays: tuple[int, ...] = ()
     repeat_zone: str = "UTC"
+    # How the message is written (the owner's language and clock) and what it may add.
+    language: str = "en"
+    clock: str = "24h"
+    location: str = ""
+    join_url: str = ""  # only ever a link that passed calendars.providers.meeting_links
 
 
 if tuple(f.name for f in fields(Facts)) != tuple(statements.RESOLVE_COLUMNS):
@@ -273,6 +278,11 @@ def decide(
         now=now,
         tz_name=facts.timezone,
         valid_until=row.intended_at + config.grace,
+        language=facts.language,
+        clock=facts.clock,
+        join_url=facts.join_url,
+        location=facts.location,
+        shape=Shape.QUIET_HOURS if held_by_quiet_hours(row.intended_at, facts) else Shape.REMINDER,
     )
     # The buttons (Join, Snooze, Done) are bound to this row; channels without
     # buttons ignore them.

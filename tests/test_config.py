@@ -108,8 +108,10 @@ def test_each_default_is_stated_once_and_documented():
         assert f"{knob.setting} =" not in settings_source, knob.setting
         documented = re.search(rf"^\| `{knob.setting}` \| ([^|]*) \|", operations, re.M)
         assert documented, f"{knob.setting} is not in docs/OPERATIONS.md's tables"
-        if isinstance(knob.default, str):
-            assert "empty" in documented.group(1) and not knob.default, knob.setting
+        if isinstance(knob.default, str) and knob.default:
+            assert documented.group(1).strip() == f"`{knob.default}`", knob.setting
+        elif isinstance(knob.default, str):
+            assert "empty" in documented.group(1), knob.setting
         else:
             assert float(documented.group(1).strip("` ")) == float(knob.default), knob.setting
 

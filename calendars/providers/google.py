@@ -33,6 +33,7 @@ import requests
 from django.conf import settings
 
 from calendars import oauth
+from calendars.providers import meeting_links
 from calendars.providers import normalize as n
 from calendars.providers.base import (
     CalendarProvider,
@@ -126,11 +127,19 @@ class GoogleCalendarProvider(CalendarProvider):
         # Every page repeats the calendar's default reminders and zone.
         first_page = pages.bodies[0]
         zone = n.zone_or_none(first_page.get("timeZone"))
-        result = self._result(pages.items, first_page.get("defaultReminders"), zone)
+        result = self._result(
+            pages.items, first_page.get("defaultReminders"), zone, snapshot.config.meeting_hosts
+        )
         result.sync_state = covered_window(window_start, window_end)
         return result
 
-    def _result(self, items: list[Any], default_reminders: Any, zone: tzinfo | None) -> FetchResult:
+    def _result(
+        self,
+        items: list[Any],
+        default_reminders: Any,
+        zone: tzinfo | None,
+        meeting_hosts: tuple[str, ...],
+    ) -> FetchResult:
         result = FetchResult(changed=True)
         try:
             defaults = _popup_minutes(default_reminders or [])
@@ -144,7 +153,7 @@ class GoogleCalendarProvider(CalendarProvider):
                 if item.get("status") == "cancelled":
                     result.cancelled_events += 1
                     continue
-                result.events.append(_event(item, defaults, zone))
+                result.events.append(_event(item, defaults, zone, meeting_hosts))
             except (KeyError, TypeError, ValueError) as exc:
                 result.skipped_events += 1
                 logger.warning("google: skipped event %d: %s", index, exc)
@@ -182,7 +191,25 @@ def _when(value: Any, name: str, zone: tzinfo | None) -> tuple[datetime, bool]:
     raise KeyError(f"{name} has neither dateTime nor date")
 
 
-def _event(item: dict[str, Any], defaults: tuple[int, ...], zone: tzinfo | None) -> ProviderEvent:
+def _video_entry_points(item: dict[str, Any]) -> list[object]:
+    """The ``uri`` of each video entry point of ``conferenceData`` (Meet, or an add-on's)."""
+    conference = item.get("conferenceData")
+    points = conference.get("entryPoints") if isinstance(conference, dict) else None
+    if not isinstance(points, list):
+        return []
+    return [
+        point.get("uri")
+        for point in points
+        if isinstance(point, dict) and point.get("entryPointType") == "video"
+    ]
+
+
+def _event(
+    item: dict[str, Any],
+    defaults: tuple[int, ...],
+    zone: tzinfo | None,
+    meeting_hosts: tuple[str, ...],
+) -> ProviderEvent:
     own_id = n.require_str(item.get("id"), "id")
     series_id = item.get("recurringEventId")
     starts_at, all_day = _when(item.get("start"), "start", zone)
@@ -219,6 +246,16 @@ def _event(item: dict[str, Any], defaults: tuple[int, ...], zone: tzinfo | None)
         status=status,
         declined=declined,
         reminder_minutes=leads,
+        location=meeting_links.stored_location(item.get("location")),
+        join_url=meeting_links.join_url(
+            [
+                *_video_entry_points(item),
+                item.get("hangoutLink"),
+                item.get("location"),
+                item.get("description"),
+            ],
+            meeting_hosts,
+        ),
     )
 
 

@@ -66,6 +66,7 @@ class IcsFeedProvider(CalendarProvider):
             end=horizon,
             timezone=snapshot.owner_timezone,
             addresses=owner_addresses(snapshot),
+            meeting_hosts=snapshot.config.meeting_hosts,
             seconds=min(parse_seconds(len(body)), time_left(snapshot, NAME)),
         )
         result.sync_state = {

@@ -34,6 +34,7 @@ import icalendar
 import recurring_ical_events
 import x_wr_timezone
 
+from calendars.providers import meeting_links
 from calendars.providers import normalize as n
 from calendars.providers.base import FetchResult, MalformedPayload, ProviderError, ProviderEvent
 
@@ -108,6 +109,7 @@ def parse_feed(
     timezone: str = "",
     addresses: Iterable[str] = (),
     seconds: float | None = None,
+    meeting_hosts: Iterable[str] = (),
 ) -> FetchResult:
     """Every occurrence overlapping [start, end) as ProviderEvents.
 
@@ -115,6 +117,7 @@ def parse_feed(
     mean the same wall-clock time wherever the reader is, so they are read in
     it unless the feed names its own zone (X-WR-TIMEZONE). ``addresses`` are
     the reader's e-mail addresses, to recognise invitations they declined.
+    ``meeting_hosts`` are the hosts a join link may point to (none: no links).
 
     One unusable event costs that event (or its series), never the feed: it is
     skipped and listed in ``problems``. MalformedPayload only when the feed as a
@@ -148,11 +151,12 @@ def parse_feed(
             f"ics: more than {MAX_OCCURRENCES} occurrences before {end:%Y-%m-%d}; refused"
         )
     mine = frozenset(filter(None, (_address(a) for a in addresses)))
+    hosts = tuple(meeting_hosts)
     for occurrence in occurrences:
         if time.monotonic() > deadline:
             raise MalformedPayload(f"ics: reading the feed took longer than {seconds:.0f}s")
         try:
-            event = _event(occurrence, zone, facts, mine, result)
+            event = _event(occurrence, zone, facts, mine, result, hosts)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             result.skipped_events += 1
             _note(result, str(occurrence.get("UID", "?")), f"unreadable occurrence ({exc})")
@@ -556,6 +560,7 @@ def _event(
     facts: _SeriesFacts,
     addresses: frozenset[str],
     result: FetchResult,
+    meeting_hosts: tuple[str, ...] = (),
 ) -> ProviderEvent | None:
     """One occurrence as a ProviderEvent; None when it is cancelled."""
     uid = n.require_str(str(occurrence.get("UID", "")), "UID")
@@ -597,7 +602,21 @@ def _event(
         status="tentative" if status == "TENTATIVE" else "confirmed",
         declined=_declined(occurrence, addresses),
         reminder_minutes=n.sorted_leads(set(leads)),
+        location=meeting_links.stored_location(str(occurrence.get("LOCATION", ""))),
+        join_url=meeting_links.join_url(
+            [str(occurrence.get(name, "")) for name in _LINK_PROPERTIES], meeting_hosts
+        ),
     )
+
+
+# Where a feed keeps a meeting's link, the dedicated properties first.
+_LINK_PROPERTIES = (
+    "X-GOOGLE-CONFERENCE",
+    "X-MICROSOFT-SKYPETEAMSMEETINGURL",
+    "URL",
+    "LOCATION",
+    "DESCRIPTION",
+)
 
 
 def _alarm_leads(

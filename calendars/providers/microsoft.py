@@ -31,6 +31,7 @@ from urllib3.exceptions import LocationParseError
 from urllib3.util import parse_url
 
 from calendars import oauth
+from calendars.providers import meeting_links
 from calendars.providers import normalize as n
 from calendars.providers.base import (
     CalendarProvider,
@@ -53,7 +54,8 @@ SCOPE = "offline_access Calendars.Read User.Read"
 PAGE_SIZE = 500
 SELECT = (
     "id,subject,start,end,isAllDay,isCancelled,isReminderOn,reminderMinutesBeforeStart,"
-    "responseStatus,seriesMasterId,originalStart,type,showAs"
+    "responseStatus,seriesMasterId,originalStart,type,showAs,location,onlineMeeting,"
+    "onlineMeetingUrl"
 )
 
 
@@ -139,11 +141,12 @@ class MicrosoftGraphProvider(CalendarProvider):
             "$top": PAGE_SIZE,
         }
         first = PageRequest(calendar_view_url(snapshot.calendar_id), params)
-        result = self._result(fetch_pages(calendar_view(), first, snapshot, now).items)
+        pages = fetch_pages(calendar_view(), first, snapshot, now)
+        result = self._result(pages.items, snapshot.config.meeting_hosts)
         result.sync_state = covered_window(window_start, window_end)
         return result
 
-    def _result(self, items: list[Any]) -> FetchResult:
+    def _result(self, items: list[Any], meeting_hosts: tuple[str, ...]) -> FetchResult:
         result = FetchResult(changed=True)
         for index, item in enumerate(items):
             try:
@@ -152,7 +155,7 @@ class MicrosoftGraphProvider(CalendarProvider):
                 if n.require_bool(item.get("isCancelled"), "isCancelled"):
                     result.cancelled_events += 1
                     continue
-                result.events.append(_event(item))
+                result.events.append(_event(item, meeting_hosts))
             except (KeyError, TypeError, ValueError) as exc:
                 result.skipped_events += 1
                 logger.warning("microsoft: skipped event %d: %s", index, exc)
@@ -170,7 +173,19 @@ def _when(value: Any, name: str) -> datetime:
     return n.parse_datetime(value.get("dateTime"), name, zone)
 
 
-def _event(item: dict[str, Any]) -> ProviderEvent:
+def _where(item: dict[str, Any]) -> tuple[str, list[object]]:
+    """(the location's display name, the join-link candidates) of a Graph event."""
+    location = item.get("location")
+    display_name = location.get("displayName") if isinstance(location, dict) else None
+    online = item.get("onlineMeeting")
+    online_join = online.get("joinUrl") if isinstance(online, dict) else None
+    return (
+        meeting_links.stored_location(display_name),
+        [online_join, item.get("onlineMeetingUrl"), display_name],
+    )
+
+
+def _event(item: dict[str, Any], meeting_hosts: tuple[str, ...]) -> ProviderEvent:
     own_id = n.require_str(item.get("id"), "id")
     series_id = item.get("seriesMasterId")
     starts_at = _when(item.get("start"), "start")
@@ -187,6 +202,7 @@ def _event(item: dict[str, Any]) -> ProviderEvent:
         raise TypeError("responseStatus is not an object")
     response = response_status.get("response")
     tentative = response == "tentativelyAccepted" or item.get("showAs") == "tentative"
+    location, link_candidates = _where(item)
     return ProviderEvent(
         provider_event_id=n.event_id(series_id or own_id),
         occurrence_start=occurrence_start,
@@ -197,6 +213,8 @@ def _event(item: dict[str, Any]) -> ProviderEvent:
         status="tentative" if tentative else "confirmed",
         declined=response == "declined",
         reminder_minutes=leads,
+        location=location,
+        join_url=meeting_links.join_url(link_candidates, meeting_hosts),
     )
 
 

@@ -14,13 +14,17 @@ register = template.Library()
 
 
 @register.filter
-def when(moment: datetime | None) -> str:
-    """``Thu 3 Dec, 14:05``; ``Mon 4 Jan 2027, 09:00`` in another year; "now" for None."""
+def when(moment: datetime | None, time_format: str = "H:i") -> str:
+    """``Thu 3 Dec, 14:05``; ``Mon 4 Jan 2027, 09:00`` in another year; "now" for None.
+
+    ``time_format`` is the person's clock (``portal.language.date_formats``).
+    """
     if moment is None:
         return _("now")
     local = timezone.localtime(moment)
     same_year = local.year == timezone.localtime(timezone.now()).year
-    return date_format(local, "D j M, H:i" if same_year else "D j M Y, H:i")
+    day = "D j M" if same_year else "D j M Y"
+    return date_format(local, f"{day}, {time_format or 'H:i'}")
 
 
 @register.filter

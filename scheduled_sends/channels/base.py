@@ -59,6 +59,7 @@ class NudgeMessage:
     join_url: str = ""  # an https meeting link from a known host, or ""
     location: str = ""  # where, shown when there is no link
     actions: NudgeActions | None = None  # Snooze / Done buttons; None: a plain message
+    language: str = "en"  # the recipient's language (accounts.models.Language), for buttons
 
 
 @dataclass(frozen=True)

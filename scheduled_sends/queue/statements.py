@@ -122,6 +122,10 @@ RESOLVE_COLUMNS: dict[str, str] = {
     "repeat": "coalesce(fu.repeat, '')",
     "repeat_weekdays": "coalesce(fu.repeat_weekdays, '{}')",
     "repeat_zone": "coalesce(fu.repeat_zone, 'UTC')",
+    "language": "coalesce(ds.language, 'en')",
+    "clock": "coalesce(ds.clock, '24h')",
+    "location": "coalesce(ev.location, '')",
+    "join_url": "coalesce(ev.join_url, '')",
 }
 RESOLVE_NUDGE = (
     "SELECT "

@@ -469,9 +469,16 @@ class FakeGraph(FakeProviderServer):
             },
         )
 
-    def _render(self, event: dict[str, Any], utc: bool) -> dict[str, Any]:
+    def _render(self, event: dict[str, Any], utc: bool, select: str = "") -> dict[str, Any]:
+        """The event as Graph answers: only the ``$select``ed properties (and ``id``) when
+        the request names some, as Graph does, so a field we forget to ask for is missing."""
         zone, name = (UTC, "UTC") if utc else (PACIFIC, "Pacific Standard Time")
-        rendered = {k: v for k, v in event.items() if not k.startswith("_")}
+        wanted = {"id", *select.split(",")} if select else None
+        rendered = {
+            k: v
+            for k, v in event.items()
+            if not k.startswith("_") and (wanted is None or k in wanted)
+        }
         rendered["start"] = graph_time(event["_start"], zone, name)
         rendered["end"] = graph_time(event["_end"], zone, name)
         return rendered
@@ -495,7 +502,9 @@ class FakeGraph(FakeProviderServer):
         skip = int(params.get("$skip", 0))
         payload: dict[str, Any] = {
             "@odata.context": "https://graph.microsoft.com/v1.0/$metadata#users('me')/calendarView",
-            "value": [self._render(e, utc) for e in events[skip : skip + top]],
+            "value": [
+                self._render(e, utc, params.get("$select", "")) for e in events[skip : skip + top]
+            ],
         }
         if skip + top < len(events):
             query = {**params, "$skip": str(skip + top)}

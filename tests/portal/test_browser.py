@@ -4,7 +4,8 @@ follow-up due in 12 minutes, see its nudge in "upcoming", receive it.
 Headless Debian Chromium driven by Playwright against the live server, with
 the real Telegram channel and python-telegram-bot talking to the fake Bot API.
 Screenshots at 390 px and 1280 px go to test-artifacts/; at 390 px no page may
-scroll sideways.
+scroll sideways. A second person, with a German browser, sees Home and Settings
+in German, then chooses Spanish and a 12-hour clock (issue 22, item 5).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from django.db import connections
 from django.utils import timezone
 from playwright.sync_api import Page, expect, sync_playwright
 
+from core.config import NudgeConfig
+from portal import followups
 from scheduled_sends.deliver import run_deliver
 from tests.admin.test_browser import ARTIFACTS, CHROMIUM_ARGS, chromium_binary
 
@@ -88,7 +91,10 @@ def test_a_new_user_sets_up_and_receives_a_follow_up_nudge(
             executable_path=str(binary), headless=True, args=CHROMIUM_ARGS
         )
         try:
-            context = browser.new_context(viewport=PHONE, timezone_id="Europe/Berlin")
+            # A browser in Berlin, in British English: English pages, a 24-hour clock.
+            context = browser.new_context(
+                viewport=PHONE, timezone_id="Europe/Berlin", locale="en-GB"
+            )
             page = context.new_page()
 
             page.goto(f"{base}/")
@@ -159,5 +165,77 @@ def test_a_new_user_sets_up_and_receives_a_follow_up_nudge(
             shoot(page, "follow-ups")
             page.goto(f"{base}/calendars/")
             shoot(page, "calendars")
+        finally:
+            browser.close()
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_home_and_settings_in_the_browsers_language_then_the_chosen_one(http_live_server):
+    """Issue 22, item 5 ("How it is measured"): Settings and Home in two languages at
+    390 px. The first visit takes German and 24 hours from the browser; choosing
+    Español and 12 hours in Settings turns the pages (and the times on them) with it."""
+    binary = chromium_binary()
+    if binary is None:
+        pytest.skip("no Chromium binary installed (apt-get install chromium)")
+    base = http_live_server.url
+    user = get_user_model().objects.create_user("lena", "lena@example.com", PASSWORD)
+    due = (timezone.now() + timedelta(hours=1)).replace(second=0, microsecond=0)
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(binary), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            context = browser.new_context(
+                viewport=PHONE, timezone_id="Europe/Berlin", locale="de-DE"
+            )
+            page = context.new_page()
+            page.goto(f"{base}/accounts/login/")
+            page.fill("#id_username", "lena")
+            page.fill("#id_password", PASSWORD)
+            page.click("#sign-in")
+            expect(page.locator("h1")).to_have_text("Ihre Nudges")
+            expect(page.locator("nav")).to_contain_text("Einstellungen")
+            expect(page.locator("html")).to_have_attribute("lang", "de")
+
+            page.goto(f"{base}/settings/")
+            expect(page.locator("h1")).to_have_text("Einstellungen")
+            expect(page.locator("#id_language")).to_have_value("de")
+            expect(page.locator("#id_clock")).to_have_value("24h")
+            shoot(page, "settings-de")
+
+            page.select_option("#id_channel", "console")  # linked (the development channel)
+            page.select_option("#id_language", "es")
+            page.select_option("#id_clock", "12h")
+            page.click("#save-settings")
+            expect(page.locator(".messages")).to_contain_text("Ajustes guardados.")
+            expect(page.locator("h1")).to_have_text("Ajustes")
+            expect(page.locator("#save-settings")).to_have_text("Guardar ajustes")
+            shoot(page, "settings-es")
+
+            off_the_event_loop(
+                followups.create_follow_up,
+                user.pk,
+                "Llamar al banco",
+                due,
+                timezone.now(),
+                NudgeConfig.from_settings(),
+            )
+            page.goto(f"{base}/")
+            expect(page.locator("h1")).to_have_text("Tus avisos")
+            expect(page.locator("nav")).to_contain_text("Seguimientos")
+            upcoming = page.locator("#upcoming")
+            expect(upcoming).to_contain_text("Llamar al banco")
+            expect(upcoming).to_contain_text(due.astimezone(BERLIN).strftime("%-I:%M"))
+            shoot(page, "home-es")
+
+            page.goto(f"{base}/settings/")
+            page.select_option("#id_language", "de")
+            page.click("#save-settings")
+            page.goto(f"{base}/")
+            expect(page.locator("h1")).to_have_text("Ihre Nudges")
+            shoot(page, "home-de")
         finally:
             browser.close()

@@ -115,24 +115,37 @@ def test_a_follow_up_reads_as_a_reminder(make_user, recording_channel):
 
 def test_a_nudge_for_another_day_names_the_day(make_user, recording_channel):
     """An evening reminder for tomorrow morning's meeting: "at 09:00" alone would
-    read as today, so the message names the day."""
+    read as today, so the message says "tomorrow" (issue 22, item 5)."""
     user = make_user(timezone="Europe/Berlin")
     add_event(user, utc(2026, 12, 3, 8, 0), title="Standup", reminder_minutes=[12 * 60])
     run_materialize(utc(2026, 12, 2, 19, 0))
     run_deliver(utc(2026, 12, 2, 20, 0))
-    assert [m.text for m in recording_channel.sent] == ["Standup starts at Thu 09:00 (in 12 h)"]
+    [message] = recording_channel.sent
+    assert message.text == "Standup starts tomorrow at 09:00 (in 12 h)"
 
 
 @pytest.mark.parametrize(
-    ("tz_name", "now", "starts_at", "local_time"),
+    ("tz_name", "now", "starts_at", "local_time", "when"),
     [
         # 23:50 on Wednesday in Berlin; the start is Thursday there, Wednesday in UTC.
-        ("Europe/Berlin", utc(2026, 12, 2, 22, 50), utc(2026, 12, 2, 23, 0), "Thu 00:00"),
+        (
+            "Europe/Berlin",
+            utc(2026, 12, 2, 22, 50),
+            utc(2026, 12, 2, 23, 0),
+            "tomorrow 00:00",
+            "tomorrow at 00:00",
+        ),
         # 18:50 on Wednesday in New York; the start is Wednesday there, Thursday in UTC.
-        ("America/New_York", utc(2026, 12, 2, 23, 50), utc(2026, 12, 3, 0, 10), "19:10"),
+        (
+            "America/New_York",
+            utc(2026, 12, 2, 23, 50),
+            utc(2026, 12, 3, 0, 10),
+            "19:10",
+            "at 19:10",
+        ),
     ],
 )
-def test_the_day_is_named_by_the_users_calendar_not_utcs(tz_name, now, starts_at, local_time):
+def test_the_day_is_named_by_the_users_calendar_not_utcs(tz_name, now, starts_at, local_time, when):
     message = compose(
         kind="event",
         title="Late call",
@@ -142,7 +155,7 @@ def test_the_day_is_named_by_the_users_calendar_not_utcs(tz_name, now, starts_at
         valid_until=starts_at,
     )
     assert message.local_time == local_time
-    assert message.text.startswith(f"Late call starts at {local_time} (in ")
+    assert message.text.startswith(f"Late call starts {when} (in ")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,107 @@
+"""Which link a nudge may carry: the one place that decides.
+
+An invitation is written by whoever sent it, and anyone can invite you, so a
+link found in an event would otherwise let a stranger put any address into a
+message from our bot. A link is kept only when it is ``https``, on the default
+port, with no user name or password, and its host is on the configured list of
+meeting hosts (``CALENDAR_MEETING_HOSTS``: an entry ``meet.google.com`` is that
+host alone; ``*.zoom.us`` is ``zoom.us`` and every host under it). Every
+provider gives its candidates — structured fields first, then the free text of
+the location or description — to :func:`join_url`, which returns the first one
+that passes, or "".
+
+The location is kept as the calendar says it (bounded, without NUL); the
+message removes any address from it before showing it (:func:`without_links`),
+so a link that did not pass here cannot come back through the location.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from urllib.parse import urlsplit
+
+# Longer than any real meeting link, and short enough that a nudge with one stays
+# within WhatsApp's 1,600 characters (docs/MESSAGES.md; the column holds 2,048).
+MAX_URL_LENGTH = 1024
+MAX_LOCATION_LENGTH = 512  # CalendarEvent.location
+
+# An https link in free text: up to a space, a quote or a bracket. Only https can pass,
+# so only https is looked for — and a literal start keeps the scan linear in the text
+# (a scheme pattern would re-scan every run of letters: quadratic on a hostile feed).
+_URL_IN_TEXT = re.compile(r"https://[^\s<>\"'()\[\]{}]+", re.IGNORECASE)
+# Addresses a reader's app would turn into links, scheme or not.
+# (With the brackets around one, so "Room 4 (https://…)" reads "Room 4".)
+_LINKISH = re.compile(
+    r"[(<\[]?(?:\b[A-Za-z][A-Za-z0-9+.-]{0,31}://|www\.)[^\s<>\"'()\[\]{}]*[)>\]]?", re.I
+)
+_TRAILING = ".,;:!?"
+_HOST = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+")
+
+
+def host_allowed(host: str, allowed: Iterable[str]) -> bool:
+    """Whether ``host`` is on the list (``*.example.com`` covers it and its subdomains)."""
+    for entry in allowed:
+        if entry.startswith("*."):
+            base = entry[2:]
+            if host == base or host.endswith("." + base):
+                return True
+        elif host == entry:
+            return True
+    return False
+
+
+def _acceptable(url: str, allowed: Iterable[str]) -> bool:
+    if len(url) > MAX_URL_LENGTH or not url.isascii() or not url.isprintable():
+        return False
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
+    host = (parts.hostname or "").lower()
+    return (
+        parts.scheme.lower() == "https"
+        and port in (None, 443)
+        and parts.username is None
+        and parts.password is None
+        and _HOST.fullmatch(host) is not None
+        and host_allowed(host, allowed)
+    )
+
+
+def links_in(text: str) -> list[str]:
+    """Every ``https://…`` address in ``text``, without trailing punctuation."""
+    return [match.rstrip(_TRAILING) for match in _URL_IN_TEXT.findall(text)]
+
+
+def join_url(candidates: Iterable[object], allowed: Iterable[str]) -> str:
+    """The first link in ``candidates`` (fields or free text, in order) that may be sent."""
+    texts = tuple(c for c in candidates if isinstance(c, str) and c)
+    allowed = tuple(allowed)
+    if not texts or not allowed:
+        return ""
+    return _first_acceptable(texts, allowed)
+
+
+@lru_cache(maxsize=512)
+def _first_acceptable(candidates: tuple[str, ...], allowed: tuple[str, ...]) -> str:
+    """Cached: every occurrence of a recurring event repeats its series' texts."""
+    for candidate in candidates:
+        for url in links_in(candidate):
+            if _acceptable(url, allowed):
+                return url
+    return ""
+
+
+def stored_location(value: object) -> str:
+    """A storable location: text only, no NUL, within the column."""
+    if not isinstance(value, str):
+        return ""
+    return value.replace("\x00", "").strip()[:MAX_LOCATION_LENGTH]
+
+
+def without_links(text: str) -> str:
+    """``text`` with every address removed (what a location may show beside a nudge)."""
+    return " ".join(_LINKISH.sub(" ", text).split())
