@@ -4,13 +4,15 @@ Neither table is a tenant table; these run as the login role outside any
 tenant scope, like the read of the users to visit.
 """
 
-# Every ``size``-th active user id, in order: the upper bounds of a cycle's
-# slices (the last slice has none, so a user who signs up mid-cycle is in it).
+# Every ``size``-th active user id but the last, in order: the upper bounds of
+# a cycle's slices (the last slice has none, so a user who signs up mid-cycle
+# is in it).
 SLICE_BOUNDS = """
 SELECT id FROM (
-    SELECT id, row_number() OVER (ORDER BY id) AS n FROM auth_user WHERE is_active
+    SELECT id, row_number() OVER (ORDER BY id) AS n, count(*) OVER () AS total
+    FROM auth_user WHERE is_active
 ) AS numbered
-WHERE n %% %(size)s = 0
+WHERE n %% %(size)s = 0 AND n < total
 ORDER BY id
 """
 
