@@ -772,7 +772,9 @@ def _shared_run(now, config, started, progress, sync_calendars, workers) -> Mate
         else:
             report = _cycle_share(progress=progress, **options)
         _absorb_cycle_state(report, cycle, shared_cycle.cycle_state(cycle.starts_at, config))
-        _finish_run(run, report, config, started)
+        # Smoothing from this participant's own instant, not the cycle's: a
+        # late joiner must not move rows into minutes already being delivered.
+        _finish_run(run, report, config, started, smooth_at=max(now, cycle.as_of))
     return report
 
 
@@ -798,14 +800,16 @@ def _locked_run(now, config, started, user_ids, progress, sync_calendars, worker
             report = _in_parallel(now, workers, options)
         else:
             report = materialize_share(now, progress=progress, **options)
-        _finish_run(run, report, config, started)
+        _finish_run(run, report, config, started, smooth_at=now)
     return report
 
 
-def _finish_run(run: SweepRun, report: MaterializeReport, config: NudgeConfig, started) -> None:
+def _finish_run(
+    run: SweepRun, report: MaterializeReport, config: NudgeConfig, started, *, smooth_at: datetime
+) -> None:
     """Smooth (one participant at a time), then write the run's record."""
     with shared_cycle.smoothing_turn():
-        report.moved_earlier = smooth_bursts(report.as_of, config)
+        report.moved_earlier = smooth_bursts(smooth_at, config)
     report.seconds = time.monotonic() - started
     run.counts = report.as_dict()
     run.summary = report.summary()[:255]
