@@ -199,7 +199,7 @@ class Participation:
     slices_taken: int = 0
     slices_taken_over: int = 0
     slices_lost: int = 0  # taken over from this participant while it still worked
-    cut_short: bool = False  # its budget ran out with slices still free
+    cut_short: bool = False  # its budget ran out with slices nobody holds
     state: CycleState | None = None
 
 
@@ -225,8 +225,8 @@ def take_part(
     part = Participation(cycle=cycle.starts_at, me=me)
     while True:
         if time.monotonic() >= deadline:
-            state = cycle_state(cycle.starts_at, config)
-            part.cut_short = not state.complete
+            # Cut short only if it leaves slices nobody holds; others may finish theirs.
+            part.cut_short = cycle_state(cycle.starts_at, config).free > 0
             break
         taken = claim_slice(cycle.starts_at, me, config)
         if taken is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections import Counter
 from datetime import timedelta
 
 import pytest
@@ -155,6 +156,16 @@ def _waiting_on_locks() -> int:
         return cursor.fetchone()[0]
 
 
+def _start_together(args: tuple[str, ...], env: dict[str, str]) -> list:
+    """Two ``manage.py`` processes, held at the cycle's key until both arrived."""
+    with transaction.atomic():
+        MaterializeCycle.objects.create(starts_at=SLOT, as_of=NOW, slices=0)
+        both = [manage(*args, env=env), manage(*args, env=env)]
+        _wait_for(lambda: _waiting_on_locks() == 2)
+        MaterializeCycle.objects.filter(pk=SLOT).delete()  # they create it themselves
+    return both
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_materialize_processes_share_one_cycle_and_visit_every_user_once(make_user, settings):
     """Item 1: the same cron line on two machines: both take slices, every user once."""
@@ -162,12 +173,7 @@ def test_two_materialize_processes_share_one_cycle_and_visit_every_user_once(mak
     users = _users_with_follow_ups(make_user, 90)
     env = subprocess_env(NUDGE_MATERIALIZE_SLICE_USERS="3")
     args = ("materialize", "--now", NOW.isoformat(), "--no-sync")
-    # Hold the cycle's key until both have arrived, so they start the cycle together.
-    with transaction.atomic():
-        MaterializeCycle.objects.create(starts_at=SLOT, as_of=NOW, slices=0)
-        both = [manage(*args, env=env), manage(*args, env=env)]
-        _wait_for(lambda: _waiting_on_locks() == 2)
-        MaterializeCycle.objects.filter(pk=SLOT).delete()  # they create it themselves
+    both = _start_together(args, env)
     outputs = [p.communicate(timeout=120) for p in both]
     assert [p.returncode for p in both] == [0, 0], outputs
     _every_user_visited_once(users)
@@ -208,3 +214,25 @@ def test_a_participant_killed_mid_slice_leaves_it_to_be_taken_over_in_the_same_c
     _every_user_visited_once(users)
     assert sum(s.takeovers for s in _slices()) >= 1
     assert "taken over" in out and "3/3 done" in out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_participants_filling_the_same_minute_smooth_it_as_one_run_would(make_user, settings):
+    """Item 1: smoothing keeps working when several processes fill the same minute."""
+    five_a_minute = 5.5 / (55 * 0.9)  # x 55 s of a deliver run x 0.9 headroom
+    settings.NUDGE_TELEGRAM_RATE = five_a_minute
+    users = [make_user(channel="telegram", telegram_chat_id=str(9000 + i)) for i in range(20)]
+    intended = utc(2026, 12, 2, 15, 0) - timedelta(minutes=10)  # everyone's, by default lead
+    for user in users:
+        add_follow_up(user, intended + timedelta(minutes=10))
+    env = subprocess_env(NUDGE_MATERIALIZE_SLICE_USERS="2", NUDGE_TELEGRAM_RATE=repr(five_a_minute))
+    both = _start_together(("materialize", "--now", NOW.isoformat(), "--no-sync"), env)
+    outputs = [p.communicate(timeout=120) for p in both]
+    assert [p.returncode for p in both] == [0, 0], outputs
+    runs = list(SweepRun.objects.filter(sweep="materialize"))
+    assert len(runs) == 2 and all(run.counts["slices_taken"] > 0 for run in runs), outputs
+    queue = [row for user in users for row in rows(user)]
+    per_minute = Counter(row.fire_at for row in queue)
+    # What one run moves (test_burst): 15 nudges, 5 a minute, nothing moved twice.
+    assert per_minute == {intended - k * timedelta(minutes=1): 5 for k in range(4)}
+    assert sum(run.counts["moved_earlier"] for run in runs) == 15
