@@ -95,7 +95,7 @@ KNOBS: tuple[Knob, ...] = (
     # by every materialize process of the cycle; a slice's holder renews its
     # lease, and one whose lease lapsed (the holder died) is taken over.
     Knob("NUDGE_MATERIALIZE_SLICE_USERS", "materialize_slice_users", 250),
-    Knob("NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS", "materialize_slice_lease", 90, seconds),
+    Knob("NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS", "materialize_slice_lease", 180, seconds),
     # --- health ---
     # A due row unclaimed for longer than this means delivery is not happening.
     Knob("NUDGE_HEALTH_OVERDUE_SECONDS", "overdue_after", 120, seconds),
