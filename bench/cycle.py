@@ -27,6 +27,7 @@ from pathlib import Path
 import psycopg
 
 from bench.sidebyside import ADMIN_URL, Tree, _seed_group
+from scheduled_sends import cycle_statements as statements
 
 ROOT = Path(__file__).resolve().parents[1]
 RESET = "TRUNCATE scheduled_sends, materialize_slices, materialize_cycles, sweep_runs"
@@ -124,6 +125,33 @@ def killed(tree: Tree, now: str, users: int, per_user: int, lease: int) -> dict:
     }
 
 
+def claim_cost(tree: Tree, slices: int = 400) -> dict:
+    """One process claiming and finishing every slice of a 400-slice cycle (100,000 users)."""
+    with _admin(tree) as admin:
+        slot = admin.execute("SELECT date_trunc('hour', now()) + interval '1 day'").fetchone()[0]
+        admin.execute(
+            "INSERT INTO materialize_cycles (starts_at, as_of, slices, created_at) "
+            "VALUES (%s, %s, %s, now())",
+            (slot, slot, slices),
+        )
+        admin.execute(
+            "INSERT INTO materialize_slices (cycle_id, position, after_id, up_to, claimed_by, "
+            "users, takeovers) SELECT %s, i, i * 250, i * 250 + 250, '', 0, 0 "
+            "FROM generate_series(0, %s - 1) AS i",
+            (slot, slices),
+        )
+        params = {"cycle": slot, "me": "bench:1", "lease": timedelta(seconds=180)}
+        started = time.perf_counter()
+        claimed = 0
+        while row := admin.execute(statements.CLAIM_SLICE, params).fetchone():
+            admin.execute(statements.FINISH_SLICE, {**params, "slice": row[0], "users": 250})
+            claimed += 1
+        seconds = time.perf_counter() - started
+        admin.execute("DELETE FROM materialize_slices WHERE cycle_id = %s", (slot,))
+        admin.execute("DELETE FROM materialize_cycles WHERE starts_at = %s", (slot,))
+    return {"slices": claimed, "ms_per_claim_and_finish": round(1000 * seconds / claimed, 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=5_000)
@@ -131,8 +159,12 @@ def main() -> None:
     parser.add_argument("--processes", default="1,2,4")
     parser.add_argument("--lease", type=int, default=5)
     parser.add_argument("--tag", default="")
+    parser.add_argument("--claim-cost-only", action="store_true")
     args = parser.parse_args()
     tree = Tree("cycle", ROOT, args.tag)
+    if args.claim_cost_only:  # on the database a full run left
+        print(json.dumps(claim_cost(tree)), flush=True)
+        return
     tree.fresh_database()
     db_now = tree.database_now()
     seeded = time.monotonic()
@@ -152,6 +184,7 @@ def main() -> None:
         results["cycles"].append(cycle(tree, now, count, args.users, args.per_user))
         print(json.dumps(results["cycles"][-1]), flush=True)
     results["killed"] = killed(tree, now, args.users, args.per_user, args.lease)
+    results["claim_cost"] = claim_cost(tree)
     print(json.dumps(results, indent=1), flush=True)
 
 
