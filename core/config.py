@@ -108,6 +108,11 @@ KNOBS: tuple[Knob, ...] = (
     Knob("NUDGE_MAX_NUDGES_PER_USER_MINUTE", "max_nudges_per_user_minute", 10),
     # A materialise run stops visiting users after this and hands over.
     Knob("NUDGE_MATERIALIZE_BUDGET_SECONDS", "materialize_budget_seconds", 780),
+    # A cycle's users are split into slices of this many, claimed one at a time
+    # by every materialize process of the cycle; a slice's holder renews its
+    # lease, and one whose lease lapsed (the holder died) is taken over.
+    Knob("NUDGE_MATERIALIZE_SLICE_USERS", "materialize_slice_users", 250),
+    Knob("NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS", "materialize_slice_lease", 180, seconds),
     # --- health ---
     # A due row unclaimed for longer than this means delivery is not happening.
     Knob("NUDGE_HEALTH_OVERDUE_SECONDS", "overdue_after", 120, seconds),
@@ -215,6 +220,8 @@ class NudgeConfig:
     max_nudges_per_user: int
     max_nudges_per_user_minute: int
     materialize_budget_seconds: float
+    materialize_slice_users: int
+    materialize_slice_lease: timedelta
     # --- health ---
     overdue_after: timedelta
     max_p95_lateness: timedelta
@@ -337,6 +344,13 @@ class NudgeConfig:
         require(self.run_budget_seconds > 0, "NUDGE_RUN_BUDGET_SECONDS must be positive")
         require(
             self.materialize_budget_seconds > 0, "NUDGE_MATERIALIZE_BUDGET_SECONDS must be positive"
+        )
+        require(
+            self.materialize_slice_users >= 1, "NUDGE_MATERIALIZE_SLICE_USERS must be at least 1"
+        )
+        require(
+            self.materialize_slice_lease > positive,
+            "NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS must be positive",
         )
         for channel, rate in self.channel_rates.items():
             require(rate >= 0, f"{RATE_SETTINGS.get(channel, channel)} must not be negative")

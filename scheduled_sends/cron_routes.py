@@ -15,6 +15,7 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Callable
+from functools import partial
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
@@ -70,7 +71,8 @@ def run_sweep(name: str, run: Callable[[], object]) -> JsonResponse:
 @never_cache
 @require_POST
 def cron_materialize(request: HttpRequest) -> JsonResponse:
-    return refusal(request) or run_sweep("materialize", run_materialize)
+    # Like the command's cron line: joins the cycle of its slot (any number of hosts).
+    return refusal(request) or run_sweep("materialize", partial(run_materialize, shared=True))
 
 
 @csrf_exempt

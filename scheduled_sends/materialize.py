@@ -33,7 +33,8 @@ from calendars.providers.normalize import sorted_leads
 from calendars.repeat import occurrences
 from calendars.sync import SyncPool, SyncSummary, sync_user_connections
 from core.config import NudgeConfig
-from scheduled_sends.models import Kind, NudgeAct, ScheduledSend, SweepRun
+from scheduled_sends import cycle as shared_cycle
+from scheduled_sends.models import Kind, MaterializeCycle, NudgeAct, ScheduledSend, SweepRun
 from scheduled_sends.queue import statements, states, transitions
 from scheduled_sends.queue.transitions import database_now
 from scheduled_sends.runlog import MaterializeCounts, recorded_run
@@ -409,6 +410,14 @@ class MaterializeReport:
     errors: list[str] = field(default_factory=list)
     # Users queued so far in this process (``users`` counts those taken); for progress.
     visited: int = 0
+    # A shared cycle (scheduled_sends/cycle.py): its slot, and this run's part in it.
+    cycle: datetime | None = None
+    cycle_was_complete: bool = False  # found done on arrival: this run did nothing
+    participants: int = 0
+    slices_taken: int = 0
+    slices_taken_over: int = 0
+    cycle_slices: int = 0
+    cycle_slices_done: int = 0
 
     @property
     def ok(self) -> bool:
@@ -417,13 +426,27 @@ class MaterializeReport:
     def summary(self) -> str:
         if self.overlapped:
             return "materialize: another run is still in progress; this one did nothing"
+        if self.cycle_was_complete:
+            return (
+                f"materialize: cycle {self.cycle:%H:%M}Z is already complete "
+                f"({self.cycle_slices} slices, {self.participants} participants); "
+                "this one did nothing"
+            )
         text = (
             f"materialize: users {self.users}, queued {self.queued}, removed {self.removed}, "
             f"calendars synced {self.calendars_synced} (unchanged {self.calendars_unchanged}, "
             f"failed {self.calendars_failed}), failed users {self.failed_users}, "
             f"moved earlier {self.moved_earlier} in {self.seconds:.1f}s"
         )
-        if self.cut_short:
+        if self.cycle is not None:
+            text += (
+                f"; cycle {self.cycle:%H:%M}Z: took {self.slices_taken} slices"
+                f" ({self.slices_taken_over} taken over), {self.cycle_slices_done}"
+                f"/{self.cycle_slices} done, {self.participants} participants"
+            )
+        if self.cut_short and self.cycle is not None:
+            text += "; CUT SHORT by its budget, the next cycle starts with the slices left"
+        elif self.cut_short:
             text += f"; CUT SHORT by its budget, next run resumes after user {self.resume_after}"
         if self.capped_nudges:
             text += (
@@ -457,6 +480,12 @@ class MaterializeReport:
                 calendars_failed=self.calendars_failed,
                 calendars_needing_reauth=self.calendars_needing_reauth,
                 calendars_deferred=self.calendars_deferred,
+                cycle=self.cycle.isoformat() if self.cycle else "",
+                participants=self.participants,
+                slices_taken=self.slices_taken,
+                slices_taken_over=self.slices_taken_over,
+                cycle_slices=self.cycle_slices,
+                cycle_slices_done=self.cycle_slices_done,
             ).as_dict(),
         }
 
@@ -467,15 +496,20 @@ def users_to_visit(
     share: int = 0,
     shares: int = 1,
     start_after: int = 0,
+    after_id: int = 0,
+    up_to: int | None = None,
 ) -> Iterator[int]:
     """Active users by id, starting after ``start_after`` and wrapping round.
 
-    With ``shares`` > 1 only those whose id falls in ``share``. Starting where
-    a run cut short stopped means the same users are not the ones left out
-    every time. The sweep's only unscoped read (``auth_user`` is not a tenant
-    table).
+    With ``shares`` > 1 only those whose id falls in ``share``; with
+    ``after_id``/``up_to`` only those in that range (a cycle's slice). Starting
+    where a run cut short stopped means the same users are not the ones left
+    out every time. The sweep's only unscoped read (``auth_user`` is not a
+    tenant table).
     """
-    users = get_user_model().objects.filter(is_active=True)
+    users = get_user_model().objects.filter(is_active=True, pk__gt=after_id)
+    if up_to is not None:
+        users = users.filter(pk__lte=up_to)
     if user_ids is not None:
         users = users.filter(pk__in=list(user_ids))
     if shares > 1:
@@ -516,8 +550,15 @@ def materialize_share(
     deadline: float | None = None,
     progress=None,
     sync_calendars: bool = True,
+    after_id: int = 0,
+    up_to: int | None = None,
+    keep_going: Callable[[], bool] | None = None,
 ) -> MaterializeReport:
     """Visit one share of the users (all of them by default); no run log, no smoothing.
+
+    ``after_id``/``up_to`` narrow it to a cycle's slice; ``keep_going``, asked
+    before each user, renews the slice's lease and says False once it was
+    taken over (the taker visits the rest).
 
     Calendars are fetched many at once (``calendars.sync.SyncPool``): up to
     twice ``CALENDAR_SYNC_CONCURRENCY`` users are in the pool, and each is
@@ -540,11 +581,20 @@ def materialize_share(
         if sync_calendars
         else None
     )
-    users = users_to_visit(user_ids, share=share, shares=shares, start_after=start_after)
+    users = users_to_visit(
+        user_ids,
+        share=share,
+        shares=shares,
+        start_after=start_after,
+        after_id=after_id,
+        up_to=up_to,
+    )
     with pool or nullcontext():
         for user_id in users:
             if deadline is not None and time.monotonic() >= deadline:
                 report.cut_short = True
+                break
+            if keep_going is not None and not keep_going():
                 break
             report.resume_after = user_id
             report.users += 1
@@ -599,20 +649,27 @@ def _user_failed(report: MaterializeReport, user_id: int, exc: Exception) -> Non
 
 
 def _share_in_child(now: datetime, share: int, shares: int, options: dict) -> dict:
-    """A forked worker's share, as plain data for the parent."""
+    """A forked worker's share, as plain data for the parent.
+
+    In a shared cycle every worker is one more participant claiming slices;
+    otherwise it visits the users whose id % shares is its own.
+    """
     connections.close_all()  # never use the parent's connection from a child
     try:
-        report = materialize_share(now, share=share, shares=shares, **options)
+        if options.get("cycle") is not None:
+            report = _cycle_share(**options)
+        else:
+            report = materialize_share(now, share=share, shares=shares, **options)
     finally:
         connections.close_all()
     return {name: getattr(report, name) for name in (*_ADDITIVE, *_PER_SHARE)}
 
 
-_PER_SHARE = ("errors", "cut_short", "resume_after")
+_PER_SHARE = ("errors", "cut_short", "resume_after", "slices_taken", "slices_taken_over")
 
 
 def _in_parallel(now: datetime, workers: int, options: dict) -> MaterializeReport:
-    """Each of ``workers`` forked processes visits the users whose id % workers is its own.
+    """``workers`` forked processes: participants of the shared cycle, or shares by user id.
 
     Processes, not threads: a user's visit is Python work between short
     round trips, and a process per core is what makes it scale.
@@ -625,7 +682,7 @@ def _in_parallel(now: datetime, workers: int, options: dict) -> MaterializeRepor
         )
     report = MaterializeReport(as_of=now)
     for part in parts:
-        for name in _ADDITIVE:
+        for name in (*_ADDITIVE, "slices_taken", "slices_taken_over"):
             setattr(report, name, getattr(report, name) + part[name])
         report.errors.extend(part["errors"])
     cut = [part["resume_after"] for part in parts if part["cut_short"]]
@@ -636,8 +693,47 @@ def _in_parallel(now: datetime, workers: int, options: dict) -> MaterializeRepor
     return report
 
 
+def _cycle_share(
+    cycle: MaterializeCycle,
+    config: NudgeConfig,
+    deadline: float,
+    sync_calendars: bool = True,
+    progress=None,
+) -> MaterializeReport:
+    """This process's part of a shared cycle: slices claimed and visited until none is left."""
+    report = MaterializeReport(as_of=cycle.as_of)
+
+    def visit_slice(taken: shared_cycle.Slice, lease: shared_cycle.Lease) -> tuple[int, bool]:
+        part = materialize_share(
+            cycle.as_of,
+            config=config,
+            after_id=taken.after_id,
+            up_to=taken.up_to,
+            deadline=deadline,
+            sync_calendars=sync_calendars,
+            keep_going=lease.keep,
+        )
+        before = report.visited
+        for name in (*_ADDITIVE, "visited"):
+            setattr(report, name, getattr(report, name) + getattr(part, name))
+        report.errors.extend(part.errors)
+        if progress and report.visited // 1000 > before // 1000:
+            progress(report)
+        return part.users, not part.cut_short and lease.held
+
+    taking_part = shared_cycle.take_part(cycle, config, visit_slice, deadline=deadline)
+    report.cut_short = taking_part.cut_short
+    report.slices_taken = taking_part.slices_taken
+    report.slices_taken_over = taking_part.slices_taken_over
+    return report
+
+
 def _resume_point() -> int:
-    """Where the last run stopped, if its budget cut it short; else 0 (from the start)."""
+    """Where the last run stopped, if its budget cut it short; else 0 (from the start).
+
+    For runs of named users and direct calls; a shared cycle starts where the
+    previous cycle's slices stopped (``cycle.join_cycle``).
+    """
     last = (
         SweepRun.objects.filter(sweep=SweepRun.Sweep.MATERIALIZE)
         .exclude(status=SweepRun.Status.RUNNING)
@@ -651,11 +747,12 @@ def _resume_point() -> int:
 
 @contextmanager
 def _run_lock() -> Iterator[bool]:
-    """Whether this run holds the materialise lock (one run at a time, cluster-wide).
+    """Whether this run holds the materialise lock (one direct run at a time, cluster-wide).
 
-    A session-level advisory lock on a connection of its own, held for the
+    Only for runs outside a shared cycle (named users, direct calls): a
+    session-level advisory lock on a connection of its own, held for the
     whole run and released when that connection closes, even if the process
-    dies: a run that overlaps a slow one does nothing instead of piling up.
+    dies. Shared-cycle runs take no such lock: they join the cycle instead.
     """
     holder = connection.get_new_connection(connection.get_connection_params())
     try:
@@ -675,22 +772,63 @@ def run_materialize(
     progress=None,
     sync_calendars: bool = True,
     workers: int = 1,
+    shared: bool = False,
 ) -> MaterializeReport:
     """Materialise every active user's nudges for the look-ahead, then smooth bursts.
 
     One user's failure is logged and counted and the sweep goes on.
     ``progress``, if given, is called with the report every 1,000 users (one
     process only). ``workers`` > 1 splits the users over that many processes.
+    ``shared`` (the cron command) joins the cycle of ``now`` with every other
+    process running it, on any machine (``scheduled_sends/cycle.py``); a
+    cycle already complete is not run again.
     """
     if workers < 1:
         raise ValueError("workers must be at least 1")
     config = NudgeConfig.from_settings()
     started = time.monotonic()
     now = now or database_now()
+    if shared and user_ids is None:
+        return _shared_run(now, config, started, progress, sync_calendars, workers)
     with _run_lock() as acquired:
         if not acquired:
             return MaterializeReport(as_of=now, overlapped=True)
         return _locked_run(now, config, started, user_ids, progress, sync_calendars, workers)
+
+
+def _shared_run(now, config, started, progress, sync_calendars, workers) -> MaterializeReport:
+    """Take part in the cycle of ``now``; a complete cycle is reported, not recorded or run."""
+    cycle = shared_cycle.join_cycle(now, config)
+    state = shared_cycle.cycle_state(cycle.starts_at, config)
+    if state.complete:
+        report = MaterializeReport(as_of=cycle.as_of, cycle_was_complete=True)
+        _absorb_cycle_state(report, cycle, state)
+        return report
+    with recorded_run(SweepRun.Sweep.MATERIALIZE, cycle.as_of) as run:
+        options = {
+            "cycle": cycle,
+            "config": config,
+            "deadline": started + config.materialize_budget_seconds,
+            "sync_calendars": sync_calendars,
+        }
+        if workers > 1:
+            report = _in_parallel(cycle.as_of, workers, options)
+        else:
+            report = _cycle_share(progress=progress, **options)
+        _absorb_cycle_state(report, cycle, shared_cycle.cycle_state(cycle.starts_at, config))
+        # Smoothing from this participant's own instant, not the cycle's: a
+        # late joiner must not move rows into minutes already being delivered.
+        _finish_run(run, report, config, started, smooth_at=max(now, cycle.as_of))
+    return report
+
+
+def _absorb_cycle_state(
+    report: MaterializeReport, cycle: MaterializeCycle, state: shared_cycle.CycleState
+) -> None:
+    report.cycle = cycle.starts_at
+    report.participants = state.participants
+    report.cycle_slices = state.slices
+    report.cycle_slices_done = state.done
 
 
 def _locked_run(now, config, started, user_ids, progress, sync_calendars, workers):
@@ -706,14 +844,22 @@ def _locked_run(now, config, started, user_ids, progress, sync_calendars, worker
             report = _in_parallel(now, workers, options)
         else:
             report = materialize_share(now, progress=progress, **options)
-        report.moved_earlier = smooth_bursts(now, config)
-        report.seconds = time.monotonic() - started
-        run.counts = report.as_dict()
-        run.summary = report.summary()[:255]
-        if not report.ok:
-            run.status = SweepRun.Status.FAILED
-            run.error = "; ".join(report.errors[:20])
+        _finish_run(run, report, config, started, smooth_at=now)
     return report
+
+
+def _finish_run(
+    run: SweepRun, report: MaterializeReport, config: NudgeConfig, started, *, smooth_at: datetime
+) -> None:
+    """Smooth (one participant at a time), then write the run's record."""
+    with shared_cycle.smoothing_turn():
+        report.moved_earlier = smooth_bursts(smooth_at, config)
+    report.seconds = time.monotonic() - started
+    run.counts = report.as_dict()
+    run.summary = report.summary()[:255]
+    if not report.ok:
+        run.status = SweepRun.Status.FAILED
+        run.error = "; ".join(report.errors[:20])
 
 
 def _absorb_sync(report: MaterializeReport, summary: SyncSummary) -> None:

@@ -245,3 +245,55 @@ class SweepRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.sweep} {self.status} at {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+class MaterializeCycle(models.Model):
+    """One 15-minute materialise cycle, shared by every process that joins it.
+
+    Not a tenant table: it holds a slot, an instant and a count, never user
+    data. The first ``materialize`` of the slot creates it with its slices;
+    the others find it (``scheduled_sends/cycle.py``).
+    """
+
+    starts_at = models.DateTimeField(
+        primary_key=True, help_text="The cycle's slot: the run's instant floored to 15 minutes."
+    )
+    as_of = models.DateTimeField(help_text="The instant every participant plans from.")
+    slices = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "materialize_cycles"
+
+    def __str__(self) -> str:
+        return f"materialize cycle {self.starts_at:%Y-%m-%d %H:%M}"
+
+
+class MaterializeSlice(models.Model):
+    """A range of user ids of one cycle, claimed by one participant at a time.
+
+    Not a tenant table: user ids as range bounds and a participant's name
+    (host:pid), nothing a user wrote. ``claimed_at`` is a lease the holder
+    renews; a slice whose lease lapsed (its holder died) is taken over.
+    """
+
+    cycle = models.ForeignKey(MaterializeCycle, on_delete=models.CASCADE, related_name="slice_rows")
+    position = models.PositiveIntegerField(help_text="Claim order within the cycle.")
+    after_id = models.BigIntegerField(help_text="Users with an id above this ...")
+    up_to = models.BigIntegerField(null=True, help_text="... and up to this (none: no bound).")
+    claimed_by = models.CharField(max_length=100, blank=True, default="")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    done_at = models.DateTimeField(null=True, blank=True)
+    users = models.PositiveIntegerField(default=0)
+    takeovers = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        db_table = "materialize_slices"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cycle", "position"], name="materialize_slices_position_uniq"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"slice {self.position} of {self.cycle_id:%Y-%m-%d %H:%M}"

@@ -75,6 +75,14 @@ class MaterializeCounts(RunCounts):
     calendars_failed: int = 0
     calendars_needing_reauth: int = 0
     calendars_deferred: int = 0
+    # The shared cycle this run took part in (its slot, ISO 8601; "" for a run
+    # of named users), and how the cycle stood when this run left it.
+    cycle: str = ""
+    participants: int = 0
+    slices_taken: int = 0
+    slices_taken_over: int = 0
+    cycle_slices: int = 0
+    cycle_slices_done: int = 0
 
 
 @contextmanager

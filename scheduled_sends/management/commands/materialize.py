@@ -28,7 +28,7 @@ class Command(SweepCommand):
             "--workers",
             type=positive_int,
             default=1,
-            help="Split the users over this many processes (about one per core).",
+            help="Take part in the cycle with this many processes (about one per core).",
         )
 
     def handle(self, *args, now, user_ids, no_sync, workers, verbosity, **options) -> None:
@@ -37,7 +37,14 @@ class Command(SweepCommand):
                 self.stdout.write(f"  … {report.users} users, {report.queued} queued")
 
         user_ids = require_users(user_ids)
+        # The cron line joins the cycle of its slot with every other process
+        # running it, on any machine; a run of named users is its own.
         report = run_materialize(
-            now, user_ids=user_ids, progress=progress, sync_calendars=not no_sync, workers=workers
+            now,
+            user_ids=user_ids,
+            progress=progress,
+            sync_calendars=not no_sync,
+            workers=workers,
+            shared=user_ids is None,
         )
         self.finish(report)
