@@ -45,13 +45,15 @@ def _language(owner: int) -> str:
 def _act(owner: int, claim: Claim, via: str, now: datetime, config: NudgeConfig) -> ActResult:
     with tenant_scope(owner):
         language = _language(owner)
-        if claim.act == Act.SNOOZE:
-            result = nudge_actions.snooze(owner, claim.send_id, via, now, config)
-        else:
-            result = nudge_actions.record_done(owner, claim.send_id, via, now)
-    if result.follow_up_id is not None:
-        change_follow_up(owner, result.follow_up_id, FollowUpChange(done=True), now)
+    # The answer's words are formatted inside the act: the owner's language is active.
     with translation.override(language):
+        with tenant_scope(owner):
+            if claim.act == Act.SNOOZE:
+                result = nudge_actions.snooze(owner, claim.send_id, via, now, config)
+            else:
+                result = nudge_actions.record_done(owner, claim.send_id, via, now)
+        if result.follow_up_id is not None:
+            change_follow_up(owner, result.follow_up_id, FollowUpChange(done=True), now)
         return _in_words(result)
 
 
