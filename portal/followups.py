@@ -12,6 +12,7 @@ from datetime import datetime, time, timedelta, tzinfo
 from typing import Any
 
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from accounts.actions import ensure_settings
 from calendars.models import FollowUp
@@ -103,10 +104,10 @@ def clean_zone(name: object) -> str:
 # Quick choices on the follow-up form: a label and the due time from now, in the
 # user's zone. "Tomorrow 9:00" is the wall-clock 9:00, whatever DST does overnight.
 QUICK_CHOICES = {
-    "in_1h": "In 1 h",
-    "in_3h": "In 3 h",
-    "tomorrow_morning": "Tomorrow 9:00",
-    "monday_morning": "Monday 9:00",
+    "in_1h": gettext_lazy("In 1 h"),
+    "in_3h": gettext_lazy("In 3 h"),
+    "tomorrow_morning": gettext_lazy("Tomorrow 9:00"),
+    "monday_morning": gettext_lazy("Monday 9:00"),
 }
 
 

@@ -10,6 +10,7 @@ from importlib import resources
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from accounts.models import MAX_LEAD_MINUTES, Channel, Clock, Language, validate_e164
@@ -137,21 +138,49 @@ class SettingsForm(forms.Form):
 # The reminders a person ticks (minutes before); a value set through the API is
 # added to the list of the follow-up that has it, so saving the form keeps it.
 REMINDER_CHOICES = [
-    (0, "At the time"),
-    (5, "5 min"),
-    (10, "10 min"),
-    (15, "15 min"),
-    (30, "30 min"),
-    (60, "1 h"),
-    (120, "2 h"),
-    (1440, "1 day"),
+    (0, _("At the time")),
+    (5, _("5 min")),
+    (10, _("10 min")),
+    (15, _("15 min")),
+    (30, _("30 min")),
+    (60, _("1 h")),
+    (120, _("2 h")),
+    (1440, _("1 day")),
 ]
-WEEKDAY_CHOICES = [(number, name.capitalize()) for number, name in enumerate(WEEKDAY_NAMES)]
+# Short day names, in WEEKDAY_NAMES' order (Monday first), in the page's language.
+_WEEKDAY_LABELS = (_("Mon"), _("Tue"), _("Wed"), _("Thu"), _("Fri"), _("Sat"), _("Sun"))
+WEEKDAY_CHOICES = list(zip(range(len(WEEKDAY_NAMES)), _WEEKDAY_LABELS, strict=True))
+# The repeat rules (calendars.repeat.Repeat) in the page's language.
+REPEAT_CHOICES = [
+    (Repeat.ONCE, _("Once")),
+    (Repeat.DAILY, _("Every day")),
+    (Repeat.WEEKDAYS, _("Every weekday (Monday to Friday)")),
+    (Repeat.WEEKLY, _("Every week on the days ticked")),
+    (Repeat.MONTHLY, _("Every month on the same day")),
+]
+
+
+def repeat_words(repeat: str, weekdays: list[int]) -> str:
+    """A few words for the follow-up list ("every Mon, Wed"), in the page's language
+    (``calendars.repeat.describe`` says the same in English)."""
+    if repeat == Repeat.WEEKLY and weekdays:
+        names = ", ".join(str(_WEEKDAY_LABELS[d]) for d in sorted(set(weekdays)))
+        return gettext("every %(days)s") % {"days": names}
+    return {
+        Repeat.WEEKLY: gettext("every week"),
+        Repeat.DAILY: gettext("every day"),
+        Repeat.WEEKDAYS: gettext("every weekday"),
+        Repeat.MONTHLY: gettext("every month"),
+    }.get(repeat, "")
 
 
 def _minutes_label(minutes: int) -> str:
     hours, rest = divmod(minutes, 60)
-    return f"{hours} h {rest} min" if hours and rest else f"{hours} h" if hours else f"{rest} min"
+    if hours and rest:
+        return gettext("%(hours)s h %(minutes)s min") % {"hours": hours, "minutes": rest}
+    if hours:
+        return gettext("%(hours)s h") % {"hours": hours}
+    return gettext("%(minutes)s min") % {"minutes": rest}
 
 
 class FollowUpForm(forms.Form):
@@ -179,19 +208,19 @@ class FollowUpForm(forms.Form):
             "invalid": _("Give the date and time it is due."),
         },
     )
-    repeat = forms.ChoiceField(choices=Repeat.choices, required=False, label="Repeat")
+    repeat = forms.ChoiceField(choices=REPEAT_CHOICES, required=False, label=_("Repeat"))
     repeat_weekdays = forms.TypedMultipleChoiceField(
         choices=WEEKDAY_CHOICES,
         coerce=int,
         required=False,
-        label="On (weekly)",
+        label=_("On (weekly)"),
         widget=forms.CheckboxSelectMultiple,
     )
     reminder_minutes = forms.TypedMultipleChoiceField(
         choices=REMINDER_CHOICES,
         coerce=int,
         required=False,
-        label="Nudge me before",
+        label=_("Nudge me before"),
         widget=forms.CheckboxSelectMultiple,
     )
 

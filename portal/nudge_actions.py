@@ -6,13 +6,19 @@ Who is acting is the chat or number the tap came from (the address directory,
 (``scheduled_sends.nudge_actions``), which verifies only for that address. The
 act itself runs inside the owner's tenant scope; Done then marks the
 follow-up done through the same action the website uses
-(``followups.change_follow_up``), which re-materialises the user.
+(``followups.change_follow_up``), which re-materialises the user. The answer is
+written in the owner's language (their delivery settings), as their nudges are;
+an address that belongs to nobody is answered in the site's language.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
+from django.utils import translation
+
+from accounts.models import DeliverySettings
 from core.config import NudgeConfig
 from portal import account
 from portal.followups import FollowUpChange, change_follow_up
@@ -25,15 +31,30 @@ SNOOZE_WORDS = frozenset({"SNOOZE", "LATER"})
 DONE_WORDS = frozenset({"DONE", "DONE ✓"})
 
 
+def _in_words(result: ActResult) -> ActResult:
+    """The answer with its text written out in the active language (a plain str)."""
+    return replace(result, text=str(result.text))
+
+
+def _language(owner: int) -> str:
+    """The owner's language (inside their scope); English before they have settings."""
+    found = DeliverySettings.objects.filter(user_id=owner).values_list("language", flat=True)
+    return found.first() or "en"
+
+
 def _act(owner: int, claim: Claim, via: str, now: datetime, config: NudgeConfig) -> ActResult:
     with tenant_scope(owner):
-        if claim.act == Act.SNOOZE:
-            result = nudge_actions.snooze(owner, claim.send_id, via, now, config)
-        else:
-            result = nudge_actions.record_done(owner, claim.send_id, via, now)
-    if result.follow_up_id is not None:
-        change_follow_up(owner, result.follow_up_id, FollowUpChange(done=True), now)
-    return result
+        language = _language(owner)
+    # The answer's words are formatted inside the act: the owner's language is active.
+    with translation.override(language):
+        with tenant_scope(owner):
+            if claim.act == Act.SNOOZE:
+                result = nudge_actions.snooze(owner, claim.send_id, via, now, config)
+            else:
+                result = nudge_actions.record_done(owner, claim.send_id, via, now)
+        if result.follow_up_id is not None:
+            change_follow_up(owner, result.follow_up_id, FollowUpChange(done=True), now)
+        return _in_words(result)
 
 
 def tap(channel: str, address: str, token: str, now: datetime, config: NudgeConfig) -> ActResult:
@@ -41,7 +62,7 @@ def tap(channel: str, address: str, token: str, now: datetime, config: NudgeConf
     claim = verify(token, address)
     owner = account.owner_of(channel, address)
     if claim is None or owner is None:
-        return ActResult(nudge_actions.NOT_HERE)
+        return _in_words(ActResult(nudge_actions.NOT_HERE))
     return _act(owner, claim, channel, now, config)
 
 
@@ -68,5 +89,6 @@ def reply(
     with tenant_scope(owner):
         send_id = nudge_actions.last_sent(owner, channel, now)
     if send_id is None:
-        return ActResult(nudge_actions.NOTHING_TO_ACT_ON)
+        with tenant_scope(owner), translation.override(_language(owner)):
+            return _in_words(ActResult(nudge_actions.NOTHING_TO_ACT_ON))
     return _act(owner, Claim(act, send_id), channel, now, config)

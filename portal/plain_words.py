@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from accounts.rules import NOT_SET_UP
 from calendars.providers.normalize import MAX_LEADS_PER_EVENT
@@ -72,35 +73,65 @@ def _failure(kind: str) -> PlainWords:
 # carry a detail after a colon) -> what the user reads.
 _SKIP_PREFIXES: tuple[tuple[str, str, str, str], ...] = (
     # (recorded reason starts with, sentence, link words, link)
-    (NOT_SET_UP, "No way to reach you was set up yet.", "Link Telegram or WhatsApp", SETTINGS),
     (
-        NOT_IN_PRODUCTION,
-        "Nudges were not going to your phone yet.",
-        "Link Telegram or WhatsApp",
+        NOT_SET_UP,
+        gettext_noop("No way to reach you was set up yet."),
+        gettext_noop("Link Telegram or WhatsApp"),
         SETTINGS,
     ),
-    ("nudges paused", "Your nudges were paused.", "Resume in Settings", SETTINGS),
-    ("telegram unreachable", "Telegram could not reach you.", "Link it again", SETTINGS),
-    ("whatsapp unreachable", "WhatsApp could not reach you.", "Link it again", SETTINGS),
-    ("quiet hours", "It fell in your quiet hours.", "Change quiet hours", SETTINGS),
-    ("event no longer in the calendar", "The event was removed from your calendar.", "", ""),
-    ("event cancelled", "The event was cancelled.", "", ""),
-    ("event declined", "You declined the event.", "", ""),
-    ("all-day event", "All-day events are not nudged.", "", ""),
+    (
+        NOT_IN_PRODUCTION,
+        gettext_noop("Nudges were not going to your phone yet."),
+        gettext_noop("Link Telegram or WhatsApp"),
+        SETTINGS,
+    ),
+    (
+        "nudges paused",
+        gettext_noop("Your nudges were paused."),
+        gettext_noop("Resume in Settings"),
+        SETTINGS,
+    ),
+    (
+        "telegram unreachable",
+        gettext_noop("Telegram could not reach you."),
+        gettext_noop("Link it again"),
+        SETTINGS,
+    ),
+    (
+        "whatsapp unreachable",
+        gettext_noop("WhatsApp could not reach you."),
+        gettext_noop("Link it again"),
+        SETTINGS,
+    ),
+    (
+        "quiet hours",
+        gettext_noop("It fell in your quiet hours."),
+        gettext_noop("Change quiet hours"),
+        SETTINGS,
+    ),
+    (
+        "event no longer in the calendar",
+        gettext_noop("The event was removed from your calendar."),
+        "",
+        "",
+    ),
+    ("event cancelled", gettext_noop("The event was cancelled."), "", ""),
+    ("event declined", gettext_noop("You declined the event."), "", ""),
+    ("all-day event", gettext_noop("All-day events are not nudged."), "", ""),
     (
         "calendar needs re-authorisation",
-        "Your calendar needs to be connected again.",
-        "Reconnect it",
+        gettext_noop("Your calendar needs to be connected again."),
+        gettext_noop("Reconnect it"),
         CALENDARS,
     ),
-    ("follow-up deleted", "The follow-up was deleted.", "", ""),
-    ("follow-up already done", "The follow-up was already done.", "", ""),
-    ("subject moved", "It moved; its new time has its own nudge.", "", ""),
-    ("subject already begun", "It had already begun.", "", ""),
-    ("account deactivated", "Your account was turned off.", "", ""),
-    ("nudges are turned off", "Nudges were turned off for your account.", "", ""),
+    ("follow-up deleted", gettext_noop("The follow-up was deleted."), "", ""),
+    ("follow-up already done", gettext_noop("The follow-up was already done."), "", ""),
+    ("subject moved", gettext_noop("It moved; its new time has its own nudge."), "", ""),
+    ("subject already begun", gettext_noop("It had already begun."), "", ""),
+    ("account deactivated", gettext_noop("Your account was turned off."), "", ""),
+    ("nudges are turned off", gettext_noop("Nudges were turned off for your account."), "", ""),
     # Support's own words stay with support: the user learns only who settled it.
-    ("skipped by support", "Our support team cancelled this nudge.", "", ""),
+    ("skipped by support", gettext_noop("Our support team cancelled this nudge."), "", ""),
 )
 
 

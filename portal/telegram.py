@@ -121,7 +121,7 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
     message = query.message
     chat_id = message.chat.id if message is not None else None
     if chat_id is None:
-        result = ActResult(NOT_HERE)
+        result = ActResult(str(NOT_HERE))
     else:
         result = nudge_actions.tap(Channel.TELEGRAM, str(chat_id), query.data or "", now, config)
     answer = CallbackAnswer(query.id, result.text)

@@ -15,7 +15,7 @@ import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext, gettext_lazy
 
 from portal.plain_words import PlainWords, for_outcome
 from scheduled_sends.models import Kind, NudgeAct, Outcome, ScheduledSend
@@ -78,8 +78,13 @@ def zone_of(name: str) -> tzinfo:
 def _title(titles: dict[tuple[str, int], str], row: ScheduledSend) -> str:
     title = titles.get((row.kind, row.ref_id))
     if title is None:
-        return "(deleted)"
-    return title or ("(untitled event)" if row.kind == Kind.EVENT else "")
+        return gettext_lazy("(deleted)")
+    return title or (gettext_lazy("(untitled event)") if row.kind == Kind.EVENT else "")
+
+
+def _kind(kind: str) -> str:
+    """What the page calls a row's subject ("follow-up at 15:00"), in the page's language."""
+    return gettext_lazy("follow-up") if kind == Kind.FOLLOW_UP else gettext_lazy("event")
 
 
 def _when(row: ScheduledSend, planned: bool, now: datetime) -> datetime | None:
@@ -96,7 +101,7 @@ def _entries(rows: list[ScheduledSend], planned: bool, now: datetime) -> list[En
         Entry(
             send_id=row.pk,
             title=_title(titles, row),
-            kind="follow-up" if row.kind == Kind.FOLLOW_UP else "event",
+            kind=_kind(row.kind),
             at=_when(row, planned, now),
             starts_at=row.subject_starts_at,
             status=_upcoming_status(row, now)
@@ -129,16 +134,21 @@ def _act_entries(acts: list[NudgeAct], tz: tzinfo) -> list[Entry]:
     entries = []
     for act in acts:
         snoozed = act.act == NudgeAct.Act.SNOOZE
-        until = f"until {act.snoozed_until.astimezone(tz):%H:%M}, " if snoozed else ""
+        via = act.get_via_display()
+        if snoozed:
+            until = f"{act.snoozed_until.astimezone(tz):%H:%M}"
+            words = gettext("until %(time)s, from %(via)s") % {"time": until, "via": via}
+        else:
+            words = gettext("from %(via)s") % {"via": via}
         entries.append(
             Entry(
                 send_id=act.source_send_id,
                 title=_title(titles, act),
-                kind="follow-up" if act.kind == Kind.FOLLOW_UP else "event",
+                kind=_kind(act.kind),
                 at=act.created_at,
                 starts_at=act.subject_starts_at,
                 status="snoozed" if snoozed else "done",
-                words=PlainWords(f"{until}from {act.get_via_display()}"),
+                words=PlainWords(words),
             )
         )
     return entries

@@ -20,7 +20,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import PasswordChangeForm
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone, translation
+from django.utils import dateformat, timezone, translation
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -29,7 +29,6 @@ from accounts.actions import ensure_settings, update_settings
 from accounts.models import Channel, DeliverySettings
 from calendars.connect import ConnectError, add_ics_feed
 from calendars.models import ConnectionStatus, FollowUp
-from calendars.repeat import describe
 from calendars.views import available as oauth_available
 from core.config import NudgeConfig
 from portal import calendar_links, followups, plain_words, telegram, timeline, whatsapp
@@ -44,6 +43,7 @@ from portal.forms import (
     WhatsAppCodeForm,
     WhatsAppNumberForm,
     canonical_zone,
+    repeat_words,
 )
 from portal.language import date_formats, in_users_language
 from portal.models import AccountNotice, ApiToken, LinkCode, OptInRecord
@@ -93,7 +93,7 @@ def _add_follow_up(
         messages.success(
             request,
             _("Added “%(title)s”, due %(due)s.")
-            % {"title": created.title, "due": f"{due:%a %-d %b, %H:%M}"},
+            % {"title": created.title, "due": dateformat.format(due, "D j M, H:i")},
         )
         return form, redirect(back)
     return form, None
@@ -132,6 +132,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@in_users_language
 @require_http_methods(["GET", "POST"])
 def follow_up_list(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
@@ -143,12 +144,13 @@ def follow_up_list(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     for row in rows:  # what the list shows: the next time, and how it repeats
         row.next_due = followups.next_due(row, now)
-        row.repeats = describe(row.repeat, row.repeat_weekdays)
+        row.repeats = repeat_words(row.repeat, row.repeat_weekdays)
     with timezone.override(zone):
         return render(request, "portal/follow_ups.html", {"follow_ups": rows, "form": form})
 
 
 @login_required
+@in_users_language
 @require_http_methods(["GET", "POST"])
 def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     user_id = request.user.pk
@@ -189,6 +191,7 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
 
 
 @login_required
+@in_users_language
 @require_POST
 def follow_up_done(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     done = request.POST.get("done", "1") == "1"
@@ -215,6 +218,7 @@ def _confirm(request: HttpRequest, *, heading: str, consequence: str, submit: st
 
 
 @login_required
+@in_users_language
 @require_http_methods(["GET", "POST"])
 def follow_up_delete(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     """GET asks (naming the follow-up), POST deletes and says what went."""
@@ -359,6 +363,7 @@ def _channel_problem(delivery: DeliverySettings, channel: str) -> str | None:
 
 
 @login_required
+@in_users_language
 @require_POST
 def use_device_zone(request: HttpRequest) -> HttpResponse:
     """Home's offer to a new user still on the server's UTC: their device's zone
@@ -375,6 +380,7 @@ def use_device_zone(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@in_users_language
 @require_POST
 def link_telegram(request: HttpRequest) -> HttpResponse:
     """A fresh one-time link, shown on a page that waits for it to be used: a button
@@ -405,6 +411,7 @@ def link_telegram(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@in_users_language
 @require_GET
 @never_cache
 def telegram_link_state(request: HttpRequest) -> JsonResponse:
@@ -486,6 +493,7 @@ NEW_TOKEN_KEY = "portal_new_api_token"  # noqa: S105 — a session key's name, n
 
 
 @login_required
+@in_users_language
 @require_GET
 def api_token_new(request: HttpRequest) -> HttpResponse:
     """The new token, once: the first view pops it; a refresh finds it gone."""
@@ -505,6 +513,7 @@ def _live_token(user_id: int, token_id: int) -> ApiToken | None:
 
 
 @login_required
+@in_users_language
 @require_http_methods(["GET", "POST"])
 def api_token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     """GET asks (naming the token), POST revokes and says which."""
@@ -534,6 +543,7 @@ def api_token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
 
 
 @login_required
+@in_users_language
 @require_http_methods(["GET"])
 def calendars_page(request: HttpRequest) -> HttpResponse:
     return _calendars_page(request)
@@ -542,7 +552,9 @@ def calendars_page(request: HttpRequest) -> HttpResponse:
 def _calendars_page(request: HttpRequest, ics_form: IcsFeedForm | None = None) -> HttpResponse:
     user_id = request.user.pk
     connections = calendar_links.list_connections(user_id)
-    with timezone.override(_zone(user_id)):
+    with tenant_scope(user_id):
+        delivery = ensure_settings(user_id)
+    with timezone.override(timeline.zone_of(delivery.timezone)):
         return render(
             request,
             "portal/calendars.html",
@@ -553,11 +565,13 @@ def _calendars_page(request: HttpRequest, ics_form: IcsFeedForm | None = None) -
                 "NEEDS_REAUTH": ConnectionStatus.NEEDS_REAUTH,
                 "ERROR": ConnectionStatus.ERROR,
                 "oauth_ready": oauth_available(),
+                **date_formats(delivery),
             },
         )
 
 
 @login_required
+@in_users_language
 @require_POST
 def calendar_add_ics(request: HttpRequest) -> HttpResponse:
     form = IcsFeedForm(request.POST)
@@ -576,6 +590,7 @@ def calendar_add_ics(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@in_users_language
 @require_POST
 def calendar_switches(request: HttpRequest, connection_id: int) -> HttpResponse:
     """One calendar's "Nudge me for its events" and "Skip all-day events" switches."""
@@ -596,6 +611,7 @@ def calendar_switches(request: HttpRequest, connection_id: int) -> HttpResponse:
 
 
 @login_required
+@in_users_language
 @require_http_methods(["GET", "POST"])
 def calendar_disconnect(request: HttpRequest, connection_id: int) -> HttpResponse:
     """GET asks (naming the calendar), POST disconnects and says what happened."""
@@ -623,6 +639,7 @@ def calendar_disconnect(request: HttpRequest, connection_id: int) -> HttpRespons
 
 
 @login_required
+@in_users_language
 @require_http_methods(["GET", "POST"])
 def account_page(request: HttpRequest) -> HttpResponse:
     """The signed-in person's own account: their e-mail address and password, in the

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext_lazy
 
 from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason, quiet_hours_end
@@ -50,22 +51,23 @@ REPLY_WINDOW = timedelta(hours=24)
 # (a snooze lies inside the look-ahead), so a repeated tap is still recognised.
 ACT_RETENTION = timedelta(days=30)
 
-# What the person reads (the edited message, the toast, the WhatsApp reply).
-SNOOZED = "Snoozed until {until}"
-SNOOZED_TO_START = "Snoozed until {until}, when it starts"
-SNOOZED_PAST_QUIET = "Snoozed until {until}, when your quiet hours end"
-ALREADY_SNOOZED = "Already snoozed until {until}"
-TOO_LATE = "Not snoozed: it started at {start}"
-QUIET_PAST_START = "Not snoozed: your quiet hours last until {end}, past its start"
-CAPPED = "Not snoozed: you have as many nudges queued as allowed"
-HELD = "Not snoozed: {reason}"
-GONE = "Nothing to do: {reason}"
-DONE = "Done ✓"
-ALREADY_DONE = "Already done ✓"
-NOT_A_FOLLOW_UP = "Only a follow-up can be marked done"
-NOT_HERE = "This button does not belong to this chat"
-UNKNOWN = "This nudge is no longer known"
-NOTHING_TO_ACT_ON = "There is no nudge from the last 24 hours to act on"
+# What the person reads (the edited message, the toast, the WhatsApp reply), in the
+# language active when it is formatted (portal.nudge_actions: the owner's own).
+SNOOZED = gettext_lazy("Snoozed until {until}")
+SNOOZED_TO_START = gettext_lazy("Snoozed until {until}, when it starts")
+SNOOZED_PAST_QUIET = gettext_lazy("Snoozed until {until}, when your quiet hours end")
+ALREADY_SNOOZED = gettext_lazy("Already snoozed until {until}")
+TOO_LATE = gettext_lazy("Not snoozed: it started at {start}")
+QUIET_PAST_START = gettext_lazy("Not snoozed: your quiet hours last until {end}, past its start")
+CAPPED = gettext_lazy("Not snoozed: you have as many nudges queued as allowed")
+HELD = gettext_lazy("Not snoozed: {reason}")
+GONE = gettext_lazy("Nothing to do: {reason}")
+DONE = gettext_lazy("Done ✓")
+ALREADY_DONE = gettext_lazy("Already done ✓")
+NOT_A_FOLLOW_UP = gettext_lazy("Only a follow-up can be marked done")
+NOT_HERE = gettext_lazy("This button does not belong to this chat")
+UNKNOWN = gettext_lazy("This nudge is no longer known")
+NOTHING_TO_ACT_ON = gettext_lazy("There is no nudge from the last 24 hours to act on")
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from scheduled_sends.channels.base import (
 )
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.messages import Shape, compose
-from scheduled_sends.models import Kind, ScheduledSend
+from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.transitions import ClaimedSend, Transition
 from tenancy.scope import tenant_reads
@@ -135,6 +135,7 @@ class Facts:
     clock: str = "24h"
     location: str = ""
     join_url: str = ""  # only ever a link that passed calendars.providers.meeting_links
+    snoozed: bool = False  # queued by a Snooze tap: written as the snoozed shape
 
 
 if tuple(f.name for f in fields(Facts)) != tuple(statements.RESOLVE_COLUMNS):
@@ -151,10 +152,16 @@ def read_facts(rows: Sequence[ClaimedSend]) -> dict[int, Facts]:
         "follow_up": Kind.FOLLOW_UP.value,
         "cancelled": EventStatus.CANCELLED.value,
         "needs_reauth": ConnectionStatus.NEEDS_REAUTH.value,
+        "snooze": NudgeAct.Act.SNOOZE.value,
     }
     with tenant_reads() as read:
         for row in rows:
-            params = {"user_id": row.user_id, "kind": row.kind, "ref_id": row.ref_id}
+            params = {
+                "user_id": row.user_id,
+                "kind": row.kind,
+                "ref_id": row.ref_id,
+                "intended_at": row.intended_at,
+            }
             found = read(row.user_id, statements.RESOLVE_NUDGE, {**params, **constants})
             facts[row.id] = Facts(**dict(zip(statements.RESOLVE_COLUMNS, found, strict=True)))
     return facts
@@ -233,6 +240,15 @@ def occurrence_start(row: ClaimedSend, facts: Facts) -> datetime | None:
     return row.subject_starts_at if still else facts.starts_at
 
 
+def _shape(row: ClaimedSend, facts: Facts) -> Shape:
+    """Which words the nudge opens with: a snooze's own, a quiet-hours hold's, or a reminder's."""
+    if facts.snoozed:
+        return Shape.SNOOZED
+    if held_by_quiet_hours(row.intended_at, facts):
+        return Shape.QUIET_HOURS
+    return Shape.REMINDER
+
+
 def decide(
     row: ClaimedSend, facts: Facts, now: datetime, config: NudgeConfig
 ) -> Delivery | Verdict:
@@ -282,7 +298,7 @@ def decide(
         clock=facts.clock,
         join_url=facts.join_url,
         location=facts.location,
-        shape=Shape.QUIET_HOURS if held_by_quiet_hours(row.intended_at, facts) else Shape.REMINDER,
+        shape=_shape(row, facts),
     )
     # The buttons (Join, Snooze, Done) are bound to this row; channels without
     # buttons ignore them.

@@ -42,6 +42,8 @@ from datetime import timedelta
 
 import httpx
 from django.conf import settings
+from django.utils import translation
+from django.utils.translation import gettext
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions
 from telegram.error import (
     BadRequest,
@@ -192,20 +194,26 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
 
 def keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None:
     """The buttons under a nudge, in one row; None when there is nothing to press."""
+    with translation.override(message.language):
+        return _keyboard(address, message)
+
+
+def _keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None:
+    """The buttons, labelled in the active language (the nudge's own)."""
     buttons = []
     if message.join_url:
-        buttons.append(InlineKeyboardButton("Join", url=message.join_url))
+        buttons.append(InlineKeyboardButton(gettext("Join"), url=message.join_url))
     actions = message.actions
     if actions is not None:
+        label = gettext("Snooze %(minutes)s min") % {"minutes": actions.snooze_minutes}
         buttons.append(
-            InlineKeyboardButton(
-                f"Snooze {actions.snooze_minutes} min",
-                callback_data=sign(SNOOZE, actions.send_id, address),
-            )
+            InlineKeyboardButton(label, callback_data=sign(SNOOZE, actions.send_id, address))
         )
         if actions.can_mark_done:
             buttons.append(
-                InlineKeyboardButton("Done", callback_data=sign(DONE, actions.send_id, address))
+                InlineKeyboardButton(
+                    gettext("Done"), callback_data=sign(DONE, actions.send_id, address)
+                )
             )
     return InlineKeyboardMarkup([buttons]) if buttons else None
 

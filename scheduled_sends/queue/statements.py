@@ -126,6 +126,12 @@ RESOLVE_COLUMNS: dict[str, str] = {
     "clock": "coalesce(ds.clock, '24h')",
     "location": "coalesce(ev.location, '')",
     "join_url": "coalesce(ev.join_url, '')",
+    # A Snooze tap queued this row: an act of the same subject snoozed to its instant.
+    "snoozed": (
+        "EXISTS (SELECT 1 FROM nudge_acts AS na WHERE na.user_id = %(user_id)s"
+        " AND na.act = %(snooze)s AND na.kind = %(kind)s AND na.ref_id = %(ref_id)s"
+        " AND na.snoozed_until = %(intended_at)s)"
+    ),
 }
 RESOLVE_NUDGE = (
     "SELECT "

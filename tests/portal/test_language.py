@@ -91,7 +91,7 @@ def test_settings_choose_the_language_and_clock_and_the_pages_follow(signed_in):
     assert "Ihre Nudges" in home and "Demnächst" in home and "Wiedervorlagen" in home
     with translation.override("de"):
         twelve_hour = dateformat.format(due.astimezone(BERLIN), "g:i A")
-    assert f'Steuer <span class="muted">(follow-up um {twelve_hour})' in home
+    assert f'Steuer <span class="muted">(Wiedervorlage um {twelve_hour})' in home
 
 
 def test_a_post_without_the_new_fields_keeps_them(signed_in):

@@ -71,6 +71,8 @@ def test_the_resolve_query_and_the_facts_name_the_same_columns(db):
         "follow_up": "follow_up",
         "cancelled": "cancelled",
         "needs_reauth": "needs_reauth",
+        "snooze": "snooze",
+        "intended_at": None,
     }
     with connection.cursor() as cursor:
         cursor.execute(statements.RESOLVE_NUDGE, params)
