@@ -1,6 +1,7 @@
 """Adaptive pacing (issue 20), side by side with a baseline commit.
 
-``python -m bench.pacing [--baseline REV] [--only burst,calendar] [--tag T] [--json PATH]``
+``python -m bench.pacing [--baseline REV] [--current REV] [--only burst,calendar] [--tag T]
+[--json PATH]``
 
 Two workloads, each version in its own database on one PostgreSQL server
 (``NUDGE_BENCH_ADMIN_URL``) and driven only through its own ``manage.py``,
@@ -18,18 +19,26 @@ reused):
   exactly that quota. The versions run one after the other, each with a fresh
   fake.
 
-Figures are printed and written as JSON (``bench/pacing.json``).
+Figures are printed and written as JSON (``bench/pacing.json``), with every
+deliver run's summary line per version (read back from ``sweep_runs``), so a
+late tail can be traced to the minute that carried less than planned.
+``--current REV`` checks a commit out in a temporary worktree instead of
+running this checkout (so the checkout can change while the bench runs).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from bench.sidebyside import ROOT, Tree, baseline_tree, rate
+import psycopg
+
+from bench.sidebyside import ADMIN_URL, ROOT, Tree, baseline_tree, rate
 from tests.fakes import google_server
 from tests.fakes.base import Answer, Quota
 from tests.fakes.google_server import FakeGoogle, google_event
@@ -146,6 +155,25 @@ def calendar(
     }
 
 
+def deliver_runs(tree: Tree) -> list[str]:
+    """Each deliver run's start (seconds past its minute) and summary line, oldest first."""
+    with psycopg.connect(ADMIN_URL, dbname=tree.database) as admin:
+        rows = admin.execute(
+            "SELECT started_at, summary FROM sweep_runs WHERE sweep = 'deliver' ORDER BY started_at"
+        ).fetchall()
+    return [f"{started:%H:%M:%S.%f}"[:-3] + f" {summary}" for started, summary in rows]
+
+
+@contextlib.contextmanager
+def current_tree(rev: str, tag: str) -> Iterator[Tree]:
+    """This checkout, or ``rev`` checked out apart (labelled "current" either way)."""
+    if not rev:
+        yield Tree("current", ROOT, tag)
+        return
+    with baseline_tree(rev, tag) as tree:
+        yield Tree("current", tree.path, tag)
+
+
 def _today_at(hour: int):
     from datetime import UTC, datetime, timedelta
 
@@ -156,6 +184,7 @@ def _today_at(hour: int):
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.pacing", description=__doc__)
     parser.add_argument("--baseline", default=DEFAULT_BASELINE)
+    parser.add_argument("--current", default="", help="a commit to run instead of this checkout")
     parser.add_argument("--only", default="", help=f"comma-separated subset of {WORKLOADS}")
     parser.add_argument("--tag", default="_pacing", help="suffix for this run's databases")
     parser.add_argument("--json", default=str(ROOT / "bench" / "pacing.json"))
@@ -172,8 +201,10 @@ def main() -> None:
     def save() -> None:
         target.write_text(json.dumps(results, indent=1, default=str))
 
-    current = Tree("current", ROOT, args.tag)
-    with baseline_tree(args.baseline, args.tag) as baseline:
+    with (
+        baseline_tree(args.baseline, args.tag) as baseline,
+        current_tree(args.current, args.tag) as current,
+    ):
         trees = [baseline, current]
         if "calendar" in only:
             print("== calendar: a sync of many connections against a quota", flush=True)
@@ -190,6 +221,10 @@ def main() -> None:
             started = time.time()
             results["burst"] = rate(trees, args.rows, 10, 10.0)
             results["burst"]["wall_s"] = time.time() - started
+            if args.current:
+                results["burst"]["current_rev"] = args.current
+            for tree in trees:
+                results["burst"][tree.label]["runs"] = deliver_runs(tree)
             print(json.dumps(results["burst"], indent=1, default=str), flush=True)
             save()
     print(f"wrote {target}")
