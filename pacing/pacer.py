@@ -197,6 +197,12 @@ def rates_in_force(config: NudgeConfig) -> list[BudgetState]:
     return SharedBudgets(config).states()
 
 
+def channel_rates_in_force(config: NudgeConfig) -> dict[str, float]:
+    """Each paced channel's rate in force now (a channel never paced yet is absent)."""
+    paced = {channel for channel, rate in config.channel_rates.items() if rate > 0}
+    return {s.budget: s.rate for s in rates_in_force(config) if s.budget in paced}
+
+
 _process_budgets: SharedBudgets | None = None
 _process_lock = threading.Lock()
 
