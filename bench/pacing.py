@@ -155,13 +155,30 @@ def calendar(
     }
 
 
-def deliver_runs(tree: Tree) -> list[str]:
-    """Each deliver run's start (seconds past its minute) and summary line, oldest first."""
+def deliver_runs(tree: Tree) -> list[dict]:
+    """Each deliver run's start and end (seconds into its minute), counts and summary."""
     with psycopg.connect(ADMIN_URL, dbname=tree.database) as admin:
         rows = admin.execute(
-            "SELECT started_at, summary FROM sweep_runs WHERE sweep = 'deliver' ORDER BY started_at"
+            "SELECT started_at, finished_at, counts, summary FROM sweep_runs"
+            " WHERE sweep = 'deliver' ORDER BY started_at"
         ).fetchall()
-    return [f"{started:%H:%M:%S.%f}"[:-3] + f" {summary}" for started, summary in rows]
+    runs = []
+    for started, finished, counts, summary in rows:
+        minute = started.replace(second=0, microsecond=0)
+        runs.append(
+            {
+                "minute": f"{minute:%H:%M}",
+                "started_s": round((started - minute).total_seconds(), 1),
+                "finished_s": round((finished - minute).total_seconds(), 1) if finished else None,
+                **{
+                    key: counts.get(key)
+                    for key in ("claimed", "sent", "released", "slots_missed", "rate_limited")
+                },
+                "rates": counts.get("rates"),
+                "summary": summary,
+            }
+        )
+    return runs
 
 
 @contextlib.contextmanager

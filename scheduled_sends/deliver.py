@@ -23,7 +23,8 @@ nudge of a minute before anyone's second. A 429 pauses that channel for every
 process for ``retry_after``, lowers its rate in force (``pacing.py``), and
 hands the row back to be claimed again later in the same run. A run that
 never comes back releases nothing; its claims expire after the lease. Rows
-it claimed but did not try (budget spent) are handed back at once.
+it claimed but did not try (budget spent) are handed back at once — except
+those whose send slot is already reserved within the second: they go.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from datetime import datetime, timedelta
 
 from accounts.actions import note_permanent_failure
 from core.config import NudgeConfig
-from pacing.pacer import ChannelPacer, SendGate
+from pacing.pacer import HORIZON, ChannelPacer, SendGate
 from scheduled_sends import subjects
 from scheduled_sends.channels.base import Sender, get_sender
 from scheduled_sends.lateness import LatenessSummary
@@ -404,11 +405,20 @@ class DeliveryRun:
             time.sleep(min(timeout, 0.05))
 
     def give_back_untried(self) -> None:
-        """The budget is spent: rows not yet handed to a worker go back to the queue."""
+        """The budget is spent: rows without a send slot go back to the queue.
+
+        A row whose slot is reserved and comes within ``HORIZON`` still goes:
+        the slot is spent in the shared budget whoever holds it, so handing
+        the row back would leave the channel idle for that slot and send the
+        row a minute later from the next run (late, in a burst's last minute).
+        """
+        keep_until = time.monotonic() + HORIZON.total_seconds()
         untried = [o for rows in self.waiting.values() for o in rows]
-        untried += [entry[2] for entry in self.scheduled]
+        kept = [entry for entry in self.scheduled if entry[0] <= keep_until]
+        untried += [entry[2] for entry in self.scheduled if entry[0] > keep_until]
         self.waiting.clear()
-        self.scheduled.clear()
+        self.scheduled = kept
+        heapq.heapify(self.scheduled)
         for outgoing in untried:
             self.settle(outgoing.row, Transition.RELEASE)
             self.report.released += 1
