@@ -18,7 +18,8 @@ since both are stored in the row — once per pause, however many requests in
 flight answer 429 together. Each second without a 429 then gives back
 ``NUDGE_PACING_RECOVERY_PER_MINUTE / 60`` of the ceiling, computed when the
 budget is read (no job raises it). A lowered rate never falls below
-``FLOOR`` x the ceiling.
+``FLOOR`` x the ceiling. Burst smoothing plans each minute with the lower of
+the sawtooth's mean and the rate in force (:func:`channel_rates_in_force`).
 
 Slots are instants on the database's clock; each reservation answers that
 clock too, so a slot becomes a deadline on this process's monotonic clock
