@@ -1,6 +1,7 @@
 """Adaptive pacing (issue 20), side by side with a baseline commit.
 
-``python -m bench.pacing [--baseline REV] [--only burst,calendar] [--tag T] [--json PATH]``
+``python -m bench.pacing [--baseline REV] [--current REV] [--only burst,calendar] [--tag T]
+[--json PATH]``
 
 Two workloads, each version in its own database on one PostgreSQL server
 (``NUDGE_BENCH_ADMIN_URL``) and driven only through its own ``manage.py``,
@@ -9,8 +10,9 @@ reused):
 
 * **burst** — 2,400 nudges meant for one minute, a fake Telegram allowing
   10/s (429 + ``retry_after`` above it), ``NUDGE_TELEGRAM_RATE=10``: the rate
-  configured *at* the provider's limit. ``deliver`` every minute as cron runs
-  it; about 11 real minutes, both versions at once.
+  configured *at* the provider's limit. ``deliver`` started every minute as
+  cron starts it — whether or not the previous minute's run has ended; about
+  11 real minutes, both versions at once.
 * **calendar** — many Google connections synced at once from a thread pool
   (``sync_user_connections`` per user, as a concurrent sweep would call it),
   against a fake Google answering in 300 ms that refuses more than its quota
@@ -18,21 +20,41 @@ reused):
   exactly that quota. The versions run one after the other, each with a fresh
   fake.
 
-Figures are printed and written as JSON (``bench/pacing.json``).
+Figures are printed and written as JSON (``bench/pacing.json``), with every
+deliver run's summary line per version (read back from ``sweep_runs``), so a
+late tail can be traced to the minute that carried less than planned.
+``--current REV`` checks a commit out in a temporary worktree instead of
+running this checkout (so the checkout can change while the bench runs).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from bench.sidebyside import ROOT, Tree, baseline_tree, rate
+import psycopg
+
+from bench.sidebyside import (
+    ADMIN_URL,
+    LEAD,
+    ROOT,
+    Tree,
+    _lateness,
+    _percentile,
+    _seed_group,
+    _summary,
+    _telegram_env,
+    baseline_tree,
+)
 from tests.fakes import google_server
 from tests.fakes.base import Answer, Quota
 from tests.fakes.google_server import FakeGoogle, google_event
+from tests.fakes.telegram_server import FakeTelegram
 
 DEFAULT_BASELINE = "25ad87f"
 WORKLOADS = ("burst", "calendar")
@@ -146,6 +168,118 @@ def calendar(
     }
 
 
+def burst(trees: list[Tree], rows: int, provider_rate: int, configured_rate: float) -> dict:
+    """``rows`` nudges meant for one minute, a provider allowing ``provider_rate``/s with
+    429 + retry_after above it; ``deliver`` started at every minute as cron starts it,
+    both versions side by side, each with its own fake and database.
+
+    Unlike ``bench.sidebyside.rate`` (which waits for a minute's runs to end before
+    starting the next), a run still going when the minute turns does not hold the
+    next one back: on a loaded host a run's start-up alone takes 5-30 s, and waiting
+    shifted every later run by that much — not what cron does.
+    """
+    from datetime import UTC, datetime, timedelta
+
+    fakes: dict[str, FakeTelegram] = {}
+    materialize_s = {}
+    for tree in trees:
+        tree.fresh_database()
+    start = trees[0].database_now()
+    intended = (start + timedelta(minutes=9)).replace(second=0, microsecond=0)
+    for tree in trees:
+        tree.seed(_seed_group("rate", rows, 1, intended + LEAD))
+        fakes[tree.label] = FakeTelegram(max_per_second=provider_rate, retry_after=2).start()
+    env = {
+        label: _telegram_env(fake, NUDGE_TELEGRAM_RATE=str(configured_rate))
+        for label, fake in fakes.items()
+    }
+    try:
+        # Both versions' materialize at once: one after the other, on a loaded host,
+        # took four of the burst's nine minutes of lead before either could deliver.
+        planning = {
+            tree.label: tree.start(
+                "materialize", "--now", start.isoformat(), "--no-sync", **env[tree.label]
+            )
+            for tree in trees
+        }
+        for label, process in planning.items():
+            materialize_s[label] = float(re.search(r" in ([0-9.]+)s", _summary(process))[1])
+        started = []
+        end = intended + timedelta(minutes=1, seconds=30)
+        while datetime.now(UTC) < end:
+            started += [(tree.label, tree.start("deliver", **env[tree.label])) for tree in trees]
+            now = datetime.now(UTC)
+            next_minute = (now + timedelta(minutes=1)).replace(second=0, microsecond=0)
+            time.sleep(max(0.0, (next_minute - now).total_seconds()))
+        summaries: dict[str, list[str]] = {tree.label: [] for tree in trees}
+        for label, process in started:
+            summaries[label].append(_summary(process))
+        results = {}
+        for tree in trees:
+            fake = fakes[tree.label]
+            late = _lateness(fake, {f"rate{i}-0": intended.timestamp() for i in range(rows)})
+            in_window = [x for x in late if -360 <= x <= 60]
+            results[tree.label] = {
+                "rows": rows,
+                "delivered": len(late),
+                "share_in_window": len(in_window) / rows,
+                "worst_lateness_s": max(late) if late else None,
+                "earliest_s": min(late) if late else None,
+                "p95_lateness_s": _percentile(late, 0.95),
+                "floods_429": fake.flood_count(),
+                "send_calls": len(fake.sends()),
+                "busiest_second": fake.busiest_second(),
+                "outcomes": tree.outcomes(),
+                "deliver_runs": len(summaries[tree.label]),
+                "materialize_s": materialize_s[tree.label],
+            }
+        return {
+            "provider_rate": provider_rate,
+            "configured_rate": configured_rate,
+            "intended": intended.isoformat(),
+            **results,
+        }
+    finally:
+        for fake in fakes.values():
+            fake.stop()
+
+
+def deliver_runs(tree: Tree) -> list[dict]:
+    """Each deliver run's start and end (seconds into its minute), counts and summary."""
+    with psycopg.connect(ADMIN_URL, dbname=tree.database) as admin:
+        rows = admin.execute(
+            "SELECT started_at, finished_at, counts, summary FROM sweep_runs"
+            " WHERE sweep = 'deliver' ORDER BY started_at"
+        ).fetchall()
+    runs = []
+    for started, finished, counts, summary in rows:
+        minute = started.replace(second=0, microsecond=0)
+        runs.append(
+            {
+                "minute": f"{minute:%H:%M}",
+                "started_s": round((started - minute).total_seconds(), 1),
+                "finished_s": round((finished - minute).total_seconds(), 1) if finished else None,
+                **{
+                    key: counts.get(key)
+                    for key in ("claimed", "sent", "released", "slots_missed", "rate_limited")
+                },
+                "rates": counts.get("rates"),
+                "summary": summary,
+            }
+        )
+    return runs
+
+
+@contextlib.contextmanager
+def current_tree(rev: str, tag: str) -> Iterator[Tree]:
+    """This checkout, or ``rev`` checked out apart (labelled "current" either way)."""
+    if not rev:
+        yield Tree("current", ROOT, tag)
+        return
+    with baseline_tree(rev, tag) as tree:
+        yield Tree("current", tree.path, tag)
+
+
 def _today_at(hour: int):
     from datetime import UTC, datetime, timedelta
 
@@ -156,6 +290,7 @@ def _today_at(hour: int):
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.pacing", description=__doc__)
     parser.add_argument("--baseline", default=DEFAULT_BASELINE)
+    parser.add_argument("--current", default="", help="a commit to run instead of this checkout")
     parser.add_argument("--only", default="", help=f"comma-separated subset of {WORKLOADS}")
     parser.add_argument("--tag", default="_pacing", help="suffix for this run's databases")
     parser.add_argument("--json", default=str(ROOT / "bench" / "pacing.json"))
@@ -172,8 +307,10 @@ def main() -> None:
     def save() -> None:
         target.write_text(json.dumps(results, indent=1, default=str))
 
-    current = Tree("current", ROOT, args.tag)
-    with baseline_tree(args.baseline, args.tag) as baseline:
+    with (
+        baseline_tree(args.baseline, args.tag) as baseline,
+        current_tree(args.current, args.tag) as current,
+    ):
         trees = [baseline, current]
         if "calendar" in only:
             print("== calendar: a sync of many connections against a quota", flush=True)
@@ -188,8 +325,12 @@ def main() -> None:
         if "burst" in only:
             print("== burst at the limit (real minutes: about 11)", flush=True)
             started = time.time()
-            results["burst"] = rate(trees, args.rows, 10, 10.0)
+            results["burst"] = burst(trees, args.rows, 10, 10.0)
             results["burst"]["wall_s"] = time.time() - started
+            if args.current:
+                results["burst"]["current_rev"] = args.current
+            for tree in trees:
+                results["burst"][tree.label]["runs"] = deliver_runs(tree)
             print(json.dumps(results["burst"], indent=1, default=str), flush=True)
             save()
     print(f"wrote {target}")

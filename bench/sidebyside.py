@@ -65,7 +65,10 @@ import json, os
 from datetime import datetime, timedelta
 from django.contrib.auth import get_user_model
 from calendars.models import FollowUp
-from accounts.models import DeliverySettings
+try:
+    from accounts.models import DeliverySettings
+except ImportError:  # a baseline from before accounts owned it
+    from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope
 User = get_user_model()
 for group in json.loads(os.environ["SBS_SEED"]):

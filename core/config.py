@@ -297,16 +297,35 @@ class NudgeConfig:
         """Messages per second ``channel`` may send; 0 means unpaced."""
         return self.channel_rates.get(channel, 0.0)
 
-    def per_minute_capacity(self, channel: str) -> int | None:
+    def planning_rate(self, channel: str, rate_in_force: float | None = None) -> float:
+        """The rate smoothing may count on for ``channel``; 0 = unpaced.
+
+        Not the configured rate: that is a ceiling the adaptive pacer sits
+        under whenever it is at or above the provider's limit — a 429
+        multiplies the rate by ``pacing_backoff`` and it climbs back linearly,
+        so over each sawtooth it averages ``(1 + backoff) / 2`` of the ceiling.
+        Nothing says beforehand whether the ceiling is above the limit, so a
+        plan counts on that mean (a channel below its limit only sends a few
+        more nudges a little earlier); and on the rate in force when a 429
+        has lowered it further (the provider's limit is lower still).
+        """
+        ceiling = self.rate(channel)
+        if ceiling <= 0:
+            return 0.0
+        mean = ceiling * (1 + self.pacing_backoff) / 2
+        return mean if rate_in_force is None else max(0.0, min(mean, rate_in_force))
+
+    def per_minute_capacity(self, channel: str, rate_in_force: float | None = None) -> int | None:
         """How many nudges one minute may hold before smoothing moves some earlier.
 
-        What the channel's rate sends while a minute's deliver run is sending
-        (its budget, at most the minute), less the headroom. The console's
-        look-ahead chart draws this same line.
+        What the channel's planning rate (:meth:`planning_rate`) sends while a
+        minute's deliver run is sending (its budget, at most the minute), less
+        the headroom. The console's look-ahead chart draws this same line (at
+        the configured rate; smoothing also passes the rate in force).
         """
-        rate = self.rate(channel)
-        if rate <= 0:
+        if self.rate(channel) <= 0:
             return None
+        rate = self.planning_rate(channel, rate_in_force)
         sending_seconds = min(60.0, self.run_budget_seconds)
         return max(1, int(rate * sending_seconds * self.smoothing_headroom))
 

@@ -18,7 +18,8 @@ since both are stored in the row — once per pause, however many requests in
 flight answer 429 together. Each second without a 429 then gives back
 ``NUDGE_PACING_RECOVERY_PER_MINUTE / 60`` of the ceiling, computed when the
 budget is read (no job raises it). A lowered rate never falls below
-``FLOOR`` x the ceiling.
+``FLOOR`` x the ceiling. Burst smoothing plans each minute with the lower of
+the sawtooth's mean and the rate in force (:func:`channel_rates_in_force`).
 
 Slots are instants on the database's clock; each reservation answers that
 clock too, so a slot becomes a deadline on this process's monotonic clock
@@ -195,6 +196,12 @@ class SharedBudgets:
 def rates_in_force(config: NudgeConfig) -> list[BudgetState]:
     """The budgets' rates in force now, as every process sees them."""
     return SharedBudgets(config).states()
+
+
+def channel_rates_in_force(config: NudgeConfig) -> dict[str, float]:
+    """Each paced channel's rate in force now (a channel never paced yet is absent)."""
+    paced = {channel for channel, rate in config.channel_rates.items() if rate > 0}
+    return {s.budget: s.rate for s in rates_in_force(config) if s.budget in paced}
 
 
 _process_budgets: SharedBudgets | None = None

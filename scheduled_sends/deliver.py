@@ -23,7 +23,8 @@ nudge of a minute before anyone's second. A 429 pauses that channel for every
 process for ``retry_after``, lowers its rate in force (``pacing.py``), and
 hands the row back to be claimed again later in the same run. A run that
 never comes back releases nothing; its claims expire after the lease. Rows
-it claimed but did not try (budget spent) are handed back at once.
+it claimed but did not try (budget spent) are handed back at once — except
+those whose send slot is already reserved within the second: they go.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from datetime import datetime, timedelta
 
 from accounts.actions import note_permanent_failure
 from core.config import NudgeConfig
-from pacing.pacer import ChannelPacer, SendGate
+from pacing.pacer import HORIZON, ChannelPacer, SendGate
 from scheduled_sends import subjects
 from scheduled_sends.channels.base import Sender, get_sender
 from scheduled_sends.lateness import LatenessSummary
@@ -157,18 +158,31 @@ FLUSH_ROWS = 64
 FLUSH_SECONDS = 0.2
 # A scheduled row is stamped and handed to a worker this long before its slot.
 DISPATCH_AHEAD_SECONDS = 0.05
+# Past its budget, a run with due rows goes on until the next cron minute's run has
+# started (asked of the run log at most this often) ...
+HANDOVER_CHECK_SECONDS = 1.0
+# ... or, when none shows (cron stopped), for at most this much longer.
+HANDOVER_LIMIT_SECONDS = 60.0
 
 
 class DeliveryRun:
     """One deliver run's state: its clock, budget, channels, pipeline and counts."""
 
     def __init__(
-        self, config: NudgeConfig, fixed_now: datetime | None, report: DeliverReport
+        self,
+        config: NudgeConfig,
+        fixed_now: datetime | None,
+        report: DeliverReport,
+        run_id: int | None = None,
     ) -> None:
         self.config = config
         self.fixed_now = fixed_now
         self.report = report
         self.started = time.monotonic()
+        # This run's row in the run log: a later deliver row is the next run taking over.
+        self.run_id = run_id
+        self._taken_over = False
+        self._next_handover_check = 0.0
         self.senders: dict[str, Sender] = {}
         self.pacer = ChannelPacer(config)
         self.pool = ThreadPoolExecutor(config.send_concurrency, thread_name_prefix="nudge-send")
@@ -206,6 +220,45 @@ class DeliveryRun:
 
     def budget_spent(self) -> bool:
         return time.monotonic() - self.started >= self.config.run_budget_seconds
+
+    def hands_over(self) -> bool:
+        """Whether a live run past its budget still holds the channel until the next
+        run is up. A replay (``--now``, or no run log) stops at its budget."""
+        return self.fixed_now is None and self.run_id is not None
+
+    def must_stop(self) -> bool:
+        """Stop sending: hand back every row without a slot (see ``give_back_untried``).
+
+        At the budget for a replay; for a live run, once the budget and the
+        handover limit are both spent (no next run came).
+        """
+        limit = self.config.run_budget_seconds
+        if self.hands_over():
+            limit += HANDOVER_LIMIT_SECONDS
+        return time.monotonic() - self.started >= limit
+
+    def taken_over(self) -> bool:
+        """Past its budget, a live run claims no more once the next run has started.
+
+        Between one run's budget and the next run's first send lie the budget's
+        last seconds plus the next process's start-up (seconds on a loaded host):
+        in a burst's last minute, nudges waiting through that gap leave after
+        their +1 minute edge. So the run goes on claiming due rows until a later
+        deliver run is in the run log, then sends what it holds and ends; the
+        two overlap for a moment, which the claim and the shared pacing make
+        safe.
+        """
+        if not self.budget_spent():
+            return False
+        if self._taken_over or not self.hands_over():
+            return True
+        now = time.monotonic()
+        if now >= self._next_handover_check:
+            self._next_handover_check = now + HANDOVER_CHECK_SECONDS
+            self._taken_over = SweepRun.objects.filter(
+                sweep=SweepRun.Sweep.DELIVER, pk__gt=self.run_id
+            ).exists()
+        return self._taken_over
 
     def sender(self, channel: str) -> Sender:
         if channel not in self.senders:
@@ -266,14 +319,19 @@ class DeliveryRun:
         self.report.expired += transitions.expire_past_grace(self.now(), self.config)
         exhausted = False
         while True:
-            if self.budget_spent():
+            stop = self.must_stop() or (self.taken_over() and not self.hands_over())
+            if stop:
                 self.give_back_untried()
-            elif self.held() < self.max_held and (not exhausted or self.retries_claimable()):
+            elif (
+                not self.taken_over()
+                and self.held() < self.max_held
+                and (not exhausted or self.retries_claimable())
+            ):
                 exhausted = self.claim_more()
             self.schedule_waiting()
             self.dispatch_due()
             self.flush()
-            if not self.held() and (self.budget_spent() or not self.more_to_come(exhausted)):
+            if not self.held() and (stop or self.taken_over() or not self.more_to_come(exhausted)):
                 break
             self.wait_for_progress()
         self.flush(force=True)
@@ -288,7 +346,10 @@ class DeliveryRun:
             return True
         if self.retry_claim_at is None or self.fixed_now is not None:
             return False
-        return self.retry_claim_at < self.started + self.config.run_budget_seconds
+        claims_until = self.config.run_budget_seconds
+        if self.hands_over():
+            claims_until += HANDOVER_LIMIT_SECONDS
+        return self.retry_claim_at < self.started + claims_until
 
     def retries_claimable(self) -> bool:
         return self.retry_claim_at is not None and time.monotonic() >= self.retry_claim_at
@@ -404,11 +465,20 @@ class DeliveryRun:
             time.sleep(min(timeout, 0.05))
 
     def give_back_untried(self) -> None:
-        """The budget is spent: rows not yet handed to a worker go back to the queue."""
+        """The budget is spent: rows without a send slot go back to the queue.
+
+        A row whose slot is reserved and comes within ``HORIZON`` still goes:
+        the slot is spent in the shared budget whoever holds it, so handing
+        the row back would leave the channel idle for that slot and send the
+        row a minute later from the next run (late, in a burst's last minute).
+        """
+        keep_until = time.monotonic() + HORIZON.total_seconds()
         untried = [o for rows in self.waiting.values() for o in rows]
-        untried += [entry[2] for entry in self.scheduled]
+        kept = [entry for entry in self.scheduled if entry[0] <= keep_until]
+        untried += [entry[2] for entry in self.scheduled if entry[0] > keep_until]
         self.waiting.clear()
-        self.scheduled.clear()
+        self.scheduled = kept
+        heapq.heapify(self.scheduled)
         for outgoing in untried:
             self.settle(outgoing.row, Transition.RELEASE)
             self.report.released += 1
@@ -487,7 +557,7 @@ def run_deliver(
     as_of = now or transitions.database_now()
     report = DeliverReport(as_of=as_of)
     with recorded_run(SweepRun.Sweep.DELIVER, as_of) as run:
-        delivery_run = DeliveryRun(config, now, report)
+        delivery_run = DeliveryRun(config, now, report, run_id=run.pk)
         try:
             delivery_run.run()
         finally:

@@ -81,7 +81,7 @@ class TestOneSeededDay:
         whatsapp = marks(html, "lookahead-whatsapp")
         assert len(whatsapp) == 179  # every minute after this one
         assert {bar["data-value"] for bar in whatsapp} == {str(TRICKLE_PER_MINUTE)}
-        assert "1,800 nudges planned; busiest minute 1,800 against 1,237 a minute" in html
+        assert "1,800 nudges planned; busiest minute 1,800 against 1,175 a minute" in html
         assert "1 minute over capacity" in html
         # The capacity line, where smoothing levels a minute to.
         assert re.search(r'polyline class="line" data-series="capacity per minute"', html)
@@ -172,14 +172,15 @@ class TestOneSeededDay:
 
 def test_look_ahead_capacity_is_what_smoothing_levels_to(settings, db):
     """The line a spike is read against is the one smoothing moves nudges under: the
-    rate over a deliver run's budget (at most the minute), less the headroom."""
+    planning rate (the adaptive pacer's mean under the setting: 0.95 of it with backoff
+    0.9) over a deliver run's budget (at most the minute), less the headroom."""
     settings.NUDGE_TELEGRAM_RATE = 10
     settings.NUDGE_WHATSAPP_RATE = 2.5
     settings.NUDGE_RUN_BUDGET_SECONDS = 50
     settings.NUDGE_SMOOTHING_HEADROOM = 0.8
     look_ahead = charts.look_ahead(timezone.now(), NudgeConfig.from_settings())
-    assert look_ahead.capacity["telegram"] == 400  # 10/s x 50 s x 0.8
-    assert look_ahead.capacity["whatsapp"] == 100
+    assert look_ahead.capacity["telegram"] == 380  # 10/s x 0.95 x 50 s x 0.8
+    assert look_ahead.capacity["whatsapp"] == 95
     assert look_ahead.capacity.get("console") is None
 
 
