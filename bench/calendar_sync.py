@@ -66,7 +66,10 @@ from datetime import datetime
 from django.contrib.auth import get_user_model
 from calendars import crypto
 from calendars.models import CalendarConnection
-from accounts.models import DeliverySettings
+try:
+    from accounts.models import DeliverySettings
+except ImportError:  # the baseline, before settings moved to accounts
+    from scheduled_sends.models import DeliverySettings
 from tenancy.scope import tenant_scope
 spec = json.loads(open(os.environ["CSB_SEED_FILE"]).read())
 users = get_user_model().objects.bulk_create(
