@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import sys
 import threading
 import time
 import traceback
@@ -68,8 +67,6 @@ logger = logging.getLogger("nudge.calendars.sync")
 DEFAULT_BACKOFF = timedelta(minutes=5)
 MAX_BACKOFF = timedelta(hours=24)
 MAX_ERROR_LENGTH = 1000
-# Seconds a thread may hold the GIL while others wait, during a concurrent sync.
-SWITCH_INTERVAL = 0.0002
 EVENT_FIELDS = (
     "title",
     "starts_at",
@@ -448,7 +445,6 @@ class SyncPool:
         self._outbox: queue.SimpleQueue[tuple] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lanes: list[threading.Thread] = []
-        self._switch_interval = 0.0
 
     def __enter__(self) -> SyncPool:
         if self.concurrency > 1 and not connections[DEFAULT_DB_ALIAS].in_atomic_block:
@@ -458,12 +454,6 @@ class SyncPool:
             ]
             for lane in self._lanes:
                 lane.start()
-        if self.concurrency > 1:
-            # Each database round trip ends with its thread winning the GIL back
-            # from the others, which by default may take 5 ms a time. A short
-            # interval halved a run here (BENCHMARKS.md).
-            self._switch_interval = sys.getswitchinterval()
-            sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -473,8 +463,6 @@ class SyncPool:
             self._db_inbox.put(None)
         for thread in (*self._threads, *self._lanes):
             thread.join()
-        if self.concurrency > 1:
-            sys.setswitchinterval(self._switch_interval)
 
     def users_in_flight(self) -> int:
         """Users added whose connections are not all done (or not yet queued)."""
