@@ -29,22 +29,20 @@ from __future__ import annotations
 
 import logging
 import queue
-import sys
 import threading
 import time
 import traceback
 from collections import Counter, defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections
-from django.db.models import F
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
 
-from accounts.models import DeliverySettings
-from calendars import crypto
+from calendars import crypto, statements
 from calendars.models import CalendarConnection, CalendarEvent, ConnectionStatus, Provider
 from calendars.providers import get_provider
 from calendars.providers.base import (
@@ -69,8 +67,6 @@ logger = logging.getLogger("nudge.calendars.sync")
 DEFAULT_BACKOFF = timedelta(minutes=5)
 MAX_BACKOFF = timedelta(hours=24)
 MAX_ERROR_LENGTH = 1000
-# Seconds a thread may hold the GIL while others wait, during a concurrent sync.
-SWITCH_INTERVAL = 0.0002
 EVENT_FIELDS = (
     "title",
     "starts_at",
@@ -125,6 +121,9 @@ class SyncSummary:
     events_deleted: int = 0
     events_skipped: int = 0
     results: list[ConnectionResult] = field(default_factory=list)
+    # What the pool's ``then`` gave for the user, or the exception it raised (or the
+    # one their connections could not be read for); None without ``then``.
+    after: object = None
 
     def add(self, result: ConnectionResult) -> None:
         self.results.append(result)
@@ -183,12 +182,20 @@ def read_user_connections(
     """
     with tenant_scope(user_id):
         rows = list(
-            CalendarConnection.objects.filter(user_id=user_id)
-            .exclude(provider=Provider.LOCAL)
-            .order_by(F("last_synced_at").asc(nulls_first=True), "pk")
+            CalendarConnection.objects.raw(
+                statements.USER_CONNECTIONS, [user_id, Provider.LOCAL.value]
+            )
         )
-        facts = owner_facts(user_id) if rows else ("", ())
-        return [_job_or_failure(connection, now, window, config, facts) for connection in rows]
+        return [
+            _job_or_failure(connection, now, window, config, _facts_of(connection))
+            for connection in rows
+        ]
+
+
+def _facts_of(connection: CalendarConnection) -> tuple[str, tuple[str, ...]]:
+    """The owner's facts as ``statements.USER_CONNECTIONS`` carries them."""
+    email = getattr(connection, "owner_email", "")
+    return getattr(connection, "owner_timezone", ""), tuple(filter(None, [email]))
 
 
 def _job_or_failure(
@@ -308,33 +315,39 @@ def fetch_job(job: FetchJob, *, now: datetime) -> None:
 
 def write_job(job: FetchJob, now: datetime) -> ConnectionResult:
     """Write one connection's outcome inside the owner's scope (a new one, after the fetch)."""
+    with tenant_scope(job.user_id, relaxed_commit=_relaxed(job)):
+        return write_job_in_scope(job, now)
+
+
+def _relaxed(job: FetchJob) -> bool:
+    """The copy, its validators and its status are a cache of the provider: a server
+    crash losing the last fraction of a second of them costs one re-fetch, so the
+    commit need not wait for the disk — unless it stores refreshed tokens, which
+    Microsoft rotates: losing those would leave only a spent refresh token."""
+    return job.snapshot is None or not job.snapshot.credentials_changed
+
+
+def write_job_in_scope(job: FetchJob, now: datetime) -> ConnectionResult:
+    """``write_job`` inside the owner's scope, already open (``_relaxed`` says how)."""
     snapshot, error = job.snapshot, job.error
     secrets = snapshot.secrets() if snapshot else ()
     result = ConnectionResult(job.connection_id, job.provider, Outcome.FAILED)
-    # The copy, its validators and its status are a cache of the provider: a server
-    # crash losing the last fraction of a second of them costs one re-fetch, so the
-    # commit need not wait for the disk — unless it stores refreshed tokens, which
-    # Microsoft rotates: losing those would leave only a spent refresh token.
-    relaxed = snapshot is None or not snapshot.credentials_changed
-    with tenant_scope(job.user_id, relaxed_commit=relaxed):
-        connection = (
-            CalendarConnection.objects.select_for_update().filter(pk=job.connection_id).first()
-        )
-        if connection is None:
-            result.outcome = Outcome.GONE
-        else:
-            if isinstance(error, NeedsReauth) and _rotated_meanwhile(
-                connection, job.refresh_token_at_read
-            ):
-                # A concurrent sync spent and replaced the refresh token we sent
-                # (Microsoft rotates them): our invalid_grant says nothing about consent.
-                error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
-            if snapshot is not None and snapshot.credentials_changed:
-                store_tokens(connection, snapshot)
-            if error is not None:
-                _record_failure(connection, error, now, secrets, result)
-            elif job.fetched is not None and snapshot is not None:
-                _record_success(connection, snapshot, job.fetched, now, result)
+    connection = CalendarConnection.objects.select_for_update().filter(pk=job.connection_id).first()
+    if connection is None:
+        result.outcome = Outcome.GONE
+    else:
+        if isinstance(error, NeedsReauth) and _rotated_meanwhile(
+            connection, job.refresh_token_at_read
+        ):
+            # A concurrent sync spent and replaced the refresh token we sent
+            # (Microsoft rotates them): our invalid_grant says nothing about consent.
+            error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
+        if snapshot is not None and snapshot.credentials_changed:
+            store_tokens(connection, snapshot)
+        if error is not None:
+            _record_failure(connection, error, now, secrets, result)
+        elif job.fetched is not None and snapshot is not None:
+            _record_success(connection, snapshot, job.fetched, now, result)
     result.provider_calls = job.calls
     return result
 
@@ -362,14 +375,20 @@ def sync_connection(
 
 @dataclass
 class _UserSync:
-    summary: SyncSummary
-    waiting: deque[FetchJob | ConnectionResult]  # not started yet, in order
+    summary: SyncSummary = field(default_factory=SyncSummary)
+    waiting: deque[FetchJob | ConnectionResult] = field(default_factory=deque)  # in order
     spent: float = 0.0  # seconds this user's fetches took, against their budget
 
 
+Finished = tuple[int, SyncSummary]
+# A step of database work a lane runs; it answers what the sweep's thread is posted.
+_DbTask = tuple[Callable[..., tuple], tuple]
+_NOT_RUN = object()  # ``then`` has not run for this user yet
+
+
 class SyncPool:
-    """Many users' connections fetched at once; every database read and write on the
-    calling thread, in the owner's scope, as one connection at a time did.
+    """Many users' connections fetched at once; their database reads and writes on a
+    few database lanes, each in the owner's scope, as one connection at a time did.
 
     Up to ``CALENDAR_SYNC_CONCURRENCY`` provider calls are in flight, at most
     ``CALENDAR_SYNC_PER_HOST`` of them to one feed server, so a tenant's slow
@@ -379,12 +398,22 @@ class SyncPool:
     this run (``deferred``) and go first next run. Past ``deadline``
     (monotonic: the sweep's budget) nothing new is started.
 
+    Every database step — a user's read, each connection's write, and ``then``
+    (the sweep's queueing of the user, run inside the user's scope once all their
+    connections are done) — runs on one of ``CALENDAR_SYNC_DB_LANES`` threads, each
+    with its own database connection, closed when the pool ends. One thread making
+    every round trip in turn was what held a run back (BENCHMARKS.md); with
+    several lanes the round trips overlap, and the waiting ones hold no GIL. The
+    user's last write and ``then`` share one transaction. The calling thread only
+    dispatches. Inside a transaction it does not own (a test's), or with
+    ``concurrency=1``, every step runs on the calling thread instead: another
+    connection could not see that transaction's rows.
+
     Threads rather than asyncio: the provider clients are synchronous
     (``requests``, urllib3 with a pinned socket and a deadline timer, the
-    forked parse) and so are the pacing calls made beside them; a thread
+    parse child) and so are the pacing calls made beside them; a thread
     waiting on a socket holds no lock, and BENCHMARKS.md measures the two.
     A worker thread closes any database connection it opened as it ends.
-    ``concurrency=1`` runs every fetch on the calling thread.
     """
 
     def __init__(
@@ -396,6 +425,7 @@ class SyncPool:
         config: NudgeConfig,
         concurrency: int | None = None,
         deadline: float | None = None,
+        then: Callable[[int], object] | None = None,
     ) -> None:
         self.config = config
         self.now, self.window_start, self.window_end = now, window_start, window_end
@@ -403,54 +433,56 @@ class SyncPool:
         self.per_host = min(config.calendar_sync_per_host, self.concurrency)
         self.user_budget = config.calendar_sync_user_budget_seconds
         self.deadline = deadline
+        self.then = then
         self._users: dict[int, _UserSync] = {}
         self._ready: deque[int] = deque()  # users whose next connection may start
         self._parked: dict[str, deque[FetchJob]] = defaultdict(deque)  # waiting for their host
         self._per_host: Counter[str] = Counter()
         self._in_flight = 0
-        self._finished: deque[tuple[int, SyncSummary]] = deque()
+        self._finished: deque[Finished] = deque()
         self._inbox: queue.SimpleQueue[FetchJob | None] = queue.SimpleQueue()
-        self._outbox: queue.SimpleQueue[FetchJob] = queue.SimpleQueue()
+        self._db_inbox: queue.SimpleQueue[_DbTask | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[tuple] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
-        self._switch_interval = 0.0
+        self._lanes: list[threading.Thread] = []
 
     def __enter__(self) -> SyncPool:
-        if self.concurrency > 1:
-            # The sweep's own thread makes every database round trip; after each one
-            # it must win the GIL back from the workers, which by default may take
-            # 5 ms a time. A short interval halved a run here (BENCHMARKS.md).
-            self._switch_interval = sys.getswitchinterval()
-            sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL))
+        if self.concurrency > 1 and not connections[DEFAULT_DB_ALIAS].in_atomic_block:
+            self._lanes = [
+                threading.Thread(target=self._lane, name="calendar-sync-db", daemon=True)
+                for _ in range(self.config.calendar_sync_db_lanes)
+            ]
+            for lane in self._lanes:
+                lane.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         for _thread in self._threads:
             self._inbox.put(None)
-        for thread in self._threads:
+        for _lane in self._lanes:
+            self._db_inbox.put(None)
+        for thread in (*self._threads, *self._lanes):
             thread.join()
-        if self.concurrency > 1:
-            sys.setswitchinterval(self._switch_interval)
 
     def users_in_flight(self) -> int:
-        """Users added whose connections are not all done yet."""
+        """Users added whose connections are not all done (or not yet queued)."""
         return len(self._users)
 
     def add_user(self, user_id: int) -> None:
-        """Queue the user's connections (raises only if they cannot be read)."""
-        read = read_user_connections(
-            user_id, self.now, (self.window_start, self.window_end), self.config
-        )
-        user = _UserSync(SyncSummary(connections=len(read)), deque(read))
-        if not read:
-            self._finished.append((user_id, user.summary))
-            return
-        self._users[user_id] = user
-        self._ready.append(user_id)
+        """Queue the user: their connections are read on a lane, then fetched."""
+        self._users[user_id] = _UserSync()
+        self._on_db(_read_task, user_id, self.now, self.window, self.config)
         self._dispatch()
 
-    def finished(self, *, wait: bool = False) -> list[tuple[int, SyncSummary]]:
-        """Users whose every connection is done (in the order they finished); with
-        ``wait``, blocks until there is at least one while any is still going."""
+    @property
+    def window(self) -> Window:
+        return (self.window_start, self.window_end)
+
+    def finished(self, *, wait: bool = False) -> list[Finished]:
+        """Users whose every connection is done, and ``then`` run if given (in the order
+        they finished; ``SyncSummary.after`` holds what it gave). A user whose
+        connections could not be read comes with that exception as ``after``.
+        With ``wait``, blocks until there is one while any is still going."""
         self._dispatch()
         self._collect(block=False)
         while wait and not self._finished and self._users:
@@ -459,8 +491,8 @@ class SyncPool:
         self._finished.clear()
         return done
 
-    def drain(self) -> list[tuple[int, SyncSummary]]:
-        """Wait for every user added; their summaries."""
+    def drain(self) -> list[Finished]:
+        """Wait for every user added; as ``finished``."""
         done = []
         while self._users or self._finished:
             done += self.finished(wait=True)
@@ -487,8 +519,11 @@ class SyncPool:
             if self._out_of_time(user):
                 self._defer_rest(user_id, user, job)
                 continue
-            if isinstance(job, ConnectionResult) or job.snapshot is None:
+            if isinstance(job, ConnectionResult):
                 self._done(user_id, job)
+                continue
+            if job.snapshot is None:  # read, but nothing to fetch with (no secrets)
+                self._write(job)
                 continue
             if job.host is not None and self._per_host[job.host] >= self.per_host:
                 self._parked[job.host].append(job)
@@ -501,20 +536,23 @@ class SyncPool:
         return past_run or user.spent >= self.user_budget
 
     def _defer_rest(
-        self, user_id: int, user: _UserSync, first: FetchJob | ConnectionResult
+        self, user_id: int, user: _UserSync, first: FetchJob | ConnectionResult | None
     ) -> None:
+        self._defer(user, first)
+        self._finish_user(user_id)
+
+    def _defer(self, user: _UserSync, first: FetchJob | ConnectionResult | None) -> None:
         if self.deadline is not None and time.monotonic() >= self.deadline:
             why = "the run's time budget was spent; synced next run"
         else:
             why = "the user's calendar sync budget was spent; synced next run"
-        for item in (first, *user.waiting):
+        for item in (first, *user.waiting) if first is not None else user.waiting:
             if isinstance(item, ConnectionResult):  # not to be fetched anyway
                 user.summary.add(item)
             else:
                 result = ConnectionResult(item.connection_id, item.provider, Outcome.DEFERRED, why)
                 user.summary.add(result)
         user.waiting.clear()
-        self._finish_user(user_id)
 
     def _start(self, job: FetchJob) -> None:
         self._in_flight += 1
@@ -531,7 +569,7 @@ class SyncPool:
 
     def _fetch(self, job: FetchJob) -> None:
         fetch_job(job, now=self.now)
-        self._outbox.put(job)
+        self._outbox.put(("fetched", job))
 
     def _work(self) -> None:
         try:
@@ -540,48 +578,146 @@ class SyncPool:
         finally:
             connections.close_all()  # this thread's own, if a provider call opened one
 
-    def _collect(self, *, block: bool) -> None:
-        """Write what came back (on this thread), then start what that made room for."""
+    def _on_db(self, task: Callable[..., tuple], *args: object) -> None:
+        """Run a database step on a lane (or here, without lanes); its answer is collected."""
+        if self._lanes:
+            self._db_inbox.put((task, args))
+        else:
+            self._outbox.put(task(*args))
+
+    def _lane(self) -> None:
         try:
-            job = self._outbox.get(timeout=1.0) if block else self._outbox.get_nowait()
+            while (item := self._db_inbox.get()) is not None:
+                task, args = item
+                self._outbox.put(task(*args))
+        finally:
+            connections.close_all()  # this lane's own connection
+
+    def _collect(self, *, block: bool) -> None:
+        """Take in what came back, then start what that made room for."""
+        try:
+            answer = self._outbox.get(timeout=1.0) if block else self._outbox.get_nowait()
         except queue.Empty:
             return
         while True:
-            self._in_flight -= 1
-            if job.host is not None:
-                self._per_host[job.host] -= 1
-            user = self._users[job.user_id]
-            user.spent += job.seconds
+            self._take(answer)
             try:
-                result = write_job(job, self.now)
-            except Exception as exc:  # e.g. the database failing mid-write: count it, go on
-                logger.exception("calendar sync failed for connection %s", job.connection_id)
-                result = _internal_error(job.connection_id, exc)
-            self._done(job.user_id, result)
-            try:
-                job = self._outbox.get_nowait()
+                answer = self._outbox.get_nowait()
             except queue.Empty:
                 break
         self._dispatch()
 
-    def _done(self, user_id: int, outcome: FetchJob | ConnectionResult) -> None:
+    def _take(self, answer: tuple) -> None:
+        kind, *rest = answer
+        if kind == "fetched":
+            [job] = rest
+            self._in_flight -= 1
+            if job.host is not None:
+                self._per_host[job.host] -= 1
+            self._users[job.user_id].spent += job.seconds
+            self._write(job)
+        elif kind == "read":
+            user_id, read = rest
+            if isinstance(read, Exception):
+                self._users.pop(user_id)
+                self._finished.append((user_id, SyncSummary(after=read)))
+                return
+            user = self._users[user_id]
+            user.summary.connections = len(read)
+            user.waiting.extend(read)
+            if read:
+                self._ready.append(user_id)
+            else:
+                self._finish_user(user_id)
+        elif kind == "written":
+            job, result, after = rest
+            self._done(job.user_id, result, after)
+        else:  # "queued"
+            user_id, after = rest
+            self._finish(user_id, after)
+
+    def _write(self, job: FetchJob) -> None:
+        """Write one connection's outcome on a lane; when it is the user's last,
+        ``then`` goes in the same transaction."""
+        user = self._users[job.user_id]
+        last = self.then is not None and (not user.waiting or self._out_of_time(user))
+        if last:
+            self._defer(user, None)
+        self._on_db(_write_task, job, self.now, self.then if last else None)
+
+    def _done(self, user_id: int, result: ConnectionResult, after: object = _NOT_RUN) -> None:
         """Count one connection's result; the user's next connection may start."""
-        if isinstance(outcome, FetchJob):  # read, but nothing to fetch with (no secrets)
-            try:
-                outcome = write_job(outcome, self.now)
-            except Exception as exc:
-                logger.exception("calendar sync failed for connection %s", outcome.connection_id)
-                outcome = _internal_error(outcome.connection_id, exc)
-        _log_result(outcome)
+        _log_result(result)
         user = self._users[user_id]
-        user.summary.add(outcome)
+        user.summary.add(result)
         if user.waiting:
             self._ready.append(user_id)
+        elif after is not _NOT_RUN:
+            self._finish(user_id, after)
         else:
             self._finish_user(user_id)
 
     def _finish_user(self, user_id: int) -> None:
-        self._finished.append((user_id, self._users.pop(user_id).summary))
+        if self.then is None:
+            self._finish(user_id, None)
+        else:
+            self._on_db(_queue_task, user_id, self.then)
+
+    def _finish(self, user_id: int, after: object) -> None:
+        summary = self._users.pop(user_id).summary
+        summary.after = after
+        self._finished.append((user_id, summary))
+
+
+def _read_task(
+    user_id: int, now: datetime, window: Window, config: NudgeConfig
+) -> tuple[str, int, list[FetchJob | ConnectionResult] | Exception]:
+    try:
+        return ("read", user_id, read_user_connections(user_id, now, window, config))
+    except Exception as exc:  # the user is counted failed; the sweep goes on
+        return ("read", user_id, exc)
+
+
+def _write_task(
+    job: FetchJob, now: datetime, then: Callable[[int], object] | None
+) -> tuple[str, FetchJob, ConnectionResult, object]:
+    """A connection's write, and the user's ``then`` in the same transaction if given.
+
+    If ``then`` fails, the write is made again alone and ``then`` tried once more
+    in a scope of its own, so its failure never costs the synced copy.
+    """
+    writing = True
+    try:
+        with tenant_scope(job.user_id, relaxed_commit=_relaxed(job)):
+            result = write_job_in_scope(job, now)
+            writing = False
+            after = then(job.user_id) if then is not None else _NOT_RUN
+        return ("written", job, result, after)
+    except Exception as exc:  # e.g. the database failing mid-write: count it, go on
+        if writing:
+            logger.exception("calendar sync failed for connection %s", job.connection_id)
+            result = _internal_error(job.connection_id, exc)
+        else:
+            result = _write_alone(job, now)
+    return ("written", job, result, _queue_task(job.user_id, then)[2] if then else _NOT_RUN)
+
+
+def _write_alone(job: FetchJob, now: datetime) -> ConnectionResult:
+    try:
+        return write_job(job, now)
+    except Exception as exc:
+        logger.exception("calendar sync failed for connection %s", job.connection_id)
+        return _internal_error(job.connection_id, exc)
+
+
+def _queue_task(user_id: int, then: Callable[[int], object]) -> tuple[str, int, object]:
+    """``then`` in a scope of its own (the user had nothing to write); relaxed, as the
+    sweep's queueing is derived again by the next run."""
+    try:
+        with tenant_scope(user_id, relaxed_commit=True):
+            return ("queued", user_id, then(user_id))
+    except Exception as exc:
+        return ("queued", user_id, exc)
 
 
 def _internal_error(connection_id: int, exc: Exception) -> ConnectionResult:
@@ -591,11 +727,15 @@ def _internal_error(connection_id: int, exc: Exception) -> ConnectionResult:
 
 
 def owner_facts(user_id: int) -> tuple[str, tuple[str, ...]]:
-    """The user's time zone and e-mail addresses; read inside their tenant scope."""
-    zone = (
-        DeliverySettings.objects.filter(user_id=user_id).values_list("timezone", flat=True).first()
+    """The user's time zone and e-mail addresses; read inside their tenant scope,
+    in one query (the settings row, if any, joined to the user)."""
+    row = (
+        get_user_model()
+        .objects.filter(pk=user_id)
+        .values_list("delivery_settings__timezone", "email")
+        .first()
     )
-    email = get_user_model().objects.filter(pk=user_id).values_list("email", flat=True).first()
+    zone, email = row if row is not None else ("", "")
     return zone or "", tuple(filter(None, [email]))
 
 

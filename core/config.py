@@ -130,6 +130,9 @@ KNOBS: tuple[Knob, ...] = (
     # them from one feed host (host and port), so a slow host cannot take every slot.
     Knob("CALENDAR_SYNC_CONCURRENCY", "calendar_sync_concurrency", 64),
     Knob("CALENDAR_SYNC_PER_HOST", "calendar_sync_per_host", 16),
+    # Database connections one sweep process writes synced calendars and queues
+    # users on, each on a thread of its own, so round trips overlap.
+    Knob("CALENDAR_SYNC_DB_LANES", "calendar_sync_db_lanes", 6),
     # Provider requests a minute, shared by every process; 0 = unpaced. Google
     # publishes 10,000 a minute per project and 600 per user; Graph (Outlook)
     # 10,000 per 10 minutes per app and mailbox, 130,000 per 10 s per app.
@@ -235,6 +238,7 @@ class NudgeConfig:
     meeting_hosts: tuple[str, ...]
     calendar_sync_concurrency: int
     calendar_sync_per_host: int
+    calendar_sync_db_lanes: int
     google_project_rate_per_minute: float
     google_user_rate_per_minute: float
     graph_app_rate_per_minute: float
@@ -410,6 +414,10 @@ class NudgeConfig:
         )
         # Above the concurrency it simply caps nothing.
         require(self.calendar_sync_per_host >= 1, "CALENDAR_SYNC_PER_HOST must be at least 1")
+        require(
+            1 <= self.calendar_sync_db_lanes <= 64,
+            "CALENDAR_SYNC_DB_LANES must be between 1 and 64",
+        )
         for name, cap in (
             ("NUDGE_MAX_CALENDARS_PER_USER", self.max_calendars_per_user),
             ("NUDGE_MAX_FOLLOW_UPS_PER_USER", self.max_follow_ups_per_user),

@@ -283,50 +283,56 @@ def materialize_user(user_id: int, now: datetime, config: NudgeConfig) -> UserRe
     will really be sent. Deleting (rather than settling as skipped) lets an
     event moved away and back again be queued afresh.
     """
-    result = UserResult()
     # Everything written here is derived again by the next run (inserts are
     # idempotent, stale rows are found again, delivery re-checks every
     # subject), so the commit need not wait for the disk: waiting for the
     # flush was most of a user's time.
     with tenant_scope(user_id, relaxed_commit=True):
-        # A deactivated user is planned nothing (their pending rows are withdrawn).
-        delivery = DeliverySettings.objects.filter(user_id=user_id, user__is_active=True).first()
-        planned = plan_for_user(user_id, delivery, now, config)
-        result.skipped_disabled = planned is None
-        planned, result.capped = cap_per_user(planned or [], config)
-        if delivery is not None and delivery.capped_nudges != result.capped:
-            DeliverySettings.objects.filter(pk=delivery.pk).update(
-                capped_nudges=result.capped, capped_at=now if result.capped else None
-            )
-        wanted = {nudge.key: nudge for nudge in planned}
-        # Overdue: evidence that delivery is not happening, read in the user's
-        # own scope so a broken bypass cannot hide it (see health.py).
-        pending = (
-            ScheduledSend.objects.filter(
-                states.unsettled(), states.inside_grace(now, config.grace), user_id=user_id
-            )
-            .annotate(
-                overdue=ExpressionWrapper(
-                    states.overdue_unclaimed(now, config.grace, config.overdue_after),
-                    output_field=BooleanField(),
-                )
-            )
-            .values_list("id", "kind", "ref_id", "intended_at", "fire_at", "claimed_at", "overdue")
+        return queue_user_in_scope(user_id, now, config)
+
+
+def queue_user_in_scope(user_id: int, now: datetime, config: NudgeConfig) -> UserResult:
+    """``materialize_user`` inside the user's scope, already open: the sweep runs it
+    in the transaction that writes the user's last synced calendar (``SyncPool``)."""
+    result = UserResult()
+    # A deactivated user is planned nothing (their pending rows are withdrawn).
+    delivery = DeliverySettings.objects.filter(user_id=user_id, user__is_active=True).first()
+    planned = plan_for_user(user_id, delivery, now, config)
+    result.skipped_disabled = planned is None
+    planned, result.capped = cap_per_user(planned or [], config)
+    if delivery is not None and delivery.capped_nudges != result.capped:
+        DeliverySettings.objects.filter(pk=delivery.pk).update(
+            capped_nudges=result.capped, capped_at=now if result.capped else None
         )
-        stale_ids = []
-        per_minute: Counter[datetime] = Counter()  # this user's queued rows per send minute
-        for row_id, kind, ref_id, intended_at, fire_at, claimed_at, overdue in pending:
-            if (kind, ref_id, intended_at) in wanted:
-                wanted.pop((kind, ref_id, intended_at))
-                per_minute[_minute(fire_at)] += 1
-                result.overdue += overdue
-            elif claimed_at is None:
-                stale_ids.append(row_id)
-        result.removed = transitions.withdraw_unclaimed(stale_ids)
-        # Still in cap_per_user's order (earliest first), which the ranks follow.
-        to_insert = [nudge for nudge in wanted.values() if nudge.worth_queueing(now)]
-        channel = delivery.channel if delivery else ""
-        result.queued = transitions.enqueue(user_id, channel, _ranked(to_insert, per_minute))
+    wanted = {nudge.key: nudge for nudge in planned}
+    # Overdue: evidence that delivery is not happening, read in the user's
+    # own scope so a broken bypass cannot hide it (see health.py).
+    pending = (
+        ScheduledSend.objects.filter(
+            states.unsettled(), states.inside_grace(now, config.grace), user_id=user_id
+        )
+        .annotate(
+            overdue=ExpressionWrapper(
+                states.overdue_unclaimed(now, config.grace, config.overdue_after),
+                output_field=BooleanField(),
+            )
+        )
+        .values_list("id", "kind", "ref_id", "intended_at", "fire_at", "claimed_at", "overdue")
+    )
+    stale_ids = []
+    per_minute: Counter[datetime] = Counter()  # this user's queued rows per send minute
+    for row_id, kind, ref_id, intended_at, fire_at, claimed_at, overdue in pending:
+        if (kind, ref_id, intended_at) in wanted:
+            wanted.pop((kind, ref_id, intended_at))
+            per_minute[_minute(fire_at)] += 1
+            result.overdue += overdue
+        elif claimed_at is None:
+            stale_ids.append(row_id)
+    result.removed = transitions.withdraw_unclaimed(stale_ids)
+    # Still in cap_per_user's order (earliest first), which the ranks follow.
+    to_insert = [nudge for nudge in wanted.values() if nudge.worth_queueing(now)]
+    channel = delivery.channel if delivery else ""
+    result.queued = transitions.enqueue(user_id, channel, _ranked(to_insert, per_minute))
     return result
 
 
@@ -562,7 +568,8 @@ def materialize_share(
 
     Calendars are fetched many at once (``calendars.sync.SyncPool``): up to
     twice ``CALENDAR_SYNC_CONCURRENCY`` users are in the pool, and each is
-    queued from the stored copy as soon as all of its connections are done.
+    queued from the stored copy as soon as all of its connections are done, by
+    the pool's database lanes, in the transaction of the user's last write.
     Stops taking users at ``deadline`` (monotonic), finishes those taken, and
     says where it stopped (``resume_after``), so the next run starts there
     instead of with the same users again.
@@ -577,6 +584,7 @@ def materialize_share(
             window_end=window_end,
             config=config,
             deadline=deadline,
+            then=functools.partial(queue_user_in_scope, now=now, config=config),
         )
         if sync_calendars
         else None
@@ -601,11 +609,7 @@ def materialize_share(
             if pool is None:
                 visit(user_id, None)
                 continue
-            try:
-                pool.add_user(user_id)
-            except Exception as exc:
-                _user_failed(report, user_id, exc)
-                continue
+            pool.add_user(user_id)
             full = pool.users_in_flight() >= 2 * pool.concurrency
             for done_id, summary in pool.finished(wait=full):
                 visit(done_id, summary)
@@ -623,11 +627,18 @@ def _visit(
     config: NudgeConfig,
     progress=None,
 ) -> None:
-    """Queue one user from the stored copy (their calendars already synced, or not)."""
+    """Count one user queued from the stored copy: by the pool, in the transaction of
+    their last synced calendar (``synced.after``), or here (calendars not synced)."""
+    queued = None
     if synced is not None:
         _absorb_sync(report, synced)
+        queued = synced.after
     try:
-        result = materialize_user(user_id, now, config)
+        if isinstance(queued, Exception):
+            raise queued
+        result = (
+            queued if isinstance(queued, UserResult) else materialize_user(user_id, now, config)
+        )
     except Exception as exc:
         _user_failed(report, user_id, exc)
         return

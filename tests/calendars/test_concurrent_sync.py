@@ -7,14 +7,18 @@ requests overlap, and how many reach one host.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
+from django.db import connection
 
 from calendars.sync import SyncPool
 from core.config import NudgeConfig
 from scheduled_sends.materialize import run_materialize
+from scheduled_sends.queue import transitions
 from tests.calendars.conftest import NOW, events_of, make_connection
 from tests.calendars.ics_samples import SINGLE
 from tests.fakes.ics_server import FakeIcsFeed
@@ -126,3 +130,71 @@ def test_the_sync_knobs_are_validated(settings, concurrency, per_host, problem):
     settings.CALENDAR_SYNC_PER_HOST = per_host
     with pytest.raises(ValueError, match=problem):
         NudgeConfig.from_settings()
+
+
+def server_connections() -> int:
+    """Connections to this database other than our own (lanes left open would show)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_database_lanes_queue_every_user_once_and_close_their_connections(
+    make_user, settings, feed_hosts, monkeypatch
+):
+    """Issue 20, concurrent sync: the sweep's database work runs on
+    CALENDAR_SYNC_DB_LANES threads of its own (here, committed rows, so they run);
+    every user is synced and queued once, a second run queues nothing, and the
+    lanes' connections are closed when the run ends."""
+    settings.CALENDAR_SYNC_CONCURRENCY = 8
+    settings.CALENDAR_SYNC_DB_LANES = 3
+    feed_hosts[0].latency = 0.05
+    users = feed_users(make_user, feed_hosts[0], 10)
+    before = server_connections()
+    lanes_used = set()
+    real_enqueue = transitions.enqueue
+
+    def enqueue_noting_the_thread(*args, **kwargs):
+        lanes_used.add(threading.current_thread().name)
+        return real_enqueue(*args, **kwargs)
+
+    monkeypatch.setattr(transitions, "enqueue", enqueue_noting_the_thread)
+
+    report = run_materialize(NOW)
+    again = run_materialize(NOW + timedelta(minutes=1))
+
+    assert (report.users, report.calendars_synced, report.queued, report.ok) == (10, 10, 10, True)
+    assert (again.queued, again.calendars_unchanged) == (0, 10)
+    assert all(len(rows(user)) == 1 for user in users)
+    assert lanes_used == {"calendar-sync-db"}
+    assert server_connections() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_user_whose_queueing_fails_keeps_the_calendar_just_synced(
+    make_user, settings, feed_hosts, monkeypatch
+):
+    """Issue 20, concurrent sync: a user's last write and their queueing share one
+    transaction; when the queueing fails, the synced copy is still stored (written
+    again alone), the user is counted failed, and the others are queued."""
+    settings.CALENDAR_SYNC_CONCURRENCY = 4
+    settings.CALENDAR_SYNC_DB_LANES = 2
+    good, bad = feed_users(make_user, feed_hosts[0], 2)
+    real_enqueue = transitions.enqueue
+
+    def enqueue_failing_for_bad(user_id, *args, **kwargs):
+        if user_id == bad.pk:
+            raise RuntimeError("queue table unavailable")
+        return real_enqueue(user_id, *args, **kwargs)
+
+    monkeypatch.setattr(transitions, "enqueue", enqueue_failing_for_bad)
+
+    report = run_materialize(NOW)
+
+    assert (report.calendars_synced, report.queued, report.failed_users) == (2, 1, 1)
+    assert [e.provider_event_id for e in events_of_user(bad)] == ["single@example.com"]
+    assert len(rows(good)) == 1 and rows(bad) == []
