@@ -311,3 +311,32 @@ def grant_support_role() -> migrations.RunSQL:
     sees of tenant tables is still decided by the policies above.
     """
     return _dml_everywhere(settings.NUDGE_DB_SUPPORT_ROLE)
+
+
+def tenant_table_security(table: str, *, like: str) -> list[str]:
+    """Everything a tenant table's own row-level security and grants are, for ``table``,
+    a partition (or other copy) of tenant table ``like``.
+
+    PostgreSQL applies a partition's *own* flags, policies and grants when the
+    partition is named directly, not its parent's, and a new partition has
+    none of them: without these statements a role with the default DML grant
+    could read every tenant's rows of one day by naming that day's table.
+    """
+    login = _role(settings.NUDGE_DB_LOGIN_ROLE)
+    support = _role(settings.NUDGE_DB_SUPPORT_ROLE)
+    statements = [
+        f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
+        f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+        _tenant_policy(table),
+        _support_policy(table),
+        f"REVOKE ALL ON {table} FROM PUBLIC",
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {login}, {support}",
+    ]
+    if like in SWEEPER_TABLES:
+        sweeper = _role(settings.NUDGE_DB_SWEEPER_ROLE)
+        statements += [
+            _sweeper_policy(table),
+            f"GRANT SELECT, DELETE ON {table} TO {sweeper}",
+            f"GRANT UPDATE ({', '.join(SWEEPER_UPDATABLE_COLUMNS)}) ON {table} TO {sweeper}",
+        ]
+    return statements

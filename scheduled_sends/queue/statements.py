@@ -278,3 +278,55 @@ UPDATE scheduled_sends AS s
  WHERE s.id = moving.id
 RETURNING s.id
 """
+
+# --- Day partitions (scheduled_sends/queue/partitions.py) -----------------
+# The queue is range-partitioned by the intended instant's UTC day. Partitions
+# are made ahead and dropped by the owner role; the runtime role only reads
+# the catalog. A partition's range, as PostgreSQL deparses it: ``FROM
+# (MINVALUE)`` (the table as it was before partitioning) has no start.
+QUEUE_PARTITIONS = """
+SELECT c.relname,
+       (regexp_match(b.bound, 'FROM \\(''([^'']+)''\\)'))[1]::timestamptz,
+       (regexp_match(b.bound, 'TO \\(''([^'']+)''\\)'))[1]::timestamptz
+  FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid,
+       LATERAL (SELECT pg_get_expr(c.relpartbound, c.oid)) AS b (bound)
+ WHERE i.inhparent = 'scheduled_sends'::regclass
+ ORDER BY 3
+"""
+
+# A partition waits at most this long for its locks: making or dropping one
+# takes a brief exclusive lock on the parent, and a DDL statement queued
+# behind a long claim would queue every later claim behind itself.
+PARTITION_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '5s'"
+
+# Storage as the unpartitioned table had it (migrations 0002 and 0005): room on
+# each page for the claim's heap-only updates, and early autovacuum. A
+# partitioned parent holds no storage, so each partition carries these.
+PARTITION_STORAGE = (
+    "fillfactor = 50, autovacuum_vacuum_scale_factor = 0.02, "
+    "autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05"
+)
+
+# ``{name}`` is made by partitions.partition_name from a date, never from input.
+CREATE_DAY_PARTITION = (
+    "CREATE TABLE {name} PARTITION OF scheduled_sends "
+    "FOR VALUES FROM (%(start)s) TO (%(end)s) WITH (" + PARTITION_STORAGE + ")"
+)
+
+# Whether a range of days still holds work: rows neither sent nor settled are
+# not history, so retention leaves their partition (and them) alone. The
+# range prunes the plan to that partition; the predicate is the due index's.
+RANGE_HOLDS_UNSETTLED = """
+SELECT EXISTS (
+    SELECT 1 FROM scheduled_sends
+     WHERE intended_at >= %(start)s AND intended_at < %(end)s
+       AND sent_at IS NULL AND outcome IS NULL
+)
+"""
+
+# The planner's own row estimate of a partition (kept by ANALYZE and autovacuum).
+PARTITION_ROWS = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = %s::regclass"
+
+# Dropping a partition is a catalog change and a file unlinked: no row is
+# deleted, no WAL per row, nothing left for vacuum.
+DROP_PARTITION = "DROP TABLE {name}"
