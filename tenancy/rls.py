@@ -183,6 +183,14 @@ SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.rel
 # Everything else the login role could ALTER because it owns it (or can become
 # its owner): the database (ALTER DATABASE … SET role), the schema, and the
 # schema's other tables, sequences and views.
+# The partitions of tenant tables: each carries its own RLS flags, policies and
+# grants, which PostgreSQL applies when the partition is named directly.
+CHECK_PARTITIONS = """
+SELECT c.relname, p.relname
+  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
+ WHERE p.relnamespace = current_schema()::regnamespace AND p.relname = ANY(%(tables)s)
+ ORDER BY 1
+"""
 CHECK_OTHER_OWNED = """
 SELECT 'database ' || datname FROM pg_database
  WHERE datname = current_database() AND pg_has_role(%(login)s, datdba, 'MEMBER')

@@ -89,16 +89,22 @@ def covered_until(now: datetime, existing: list[Partition] | None = None) -> dat
     return reach
 
 
-def coverage_problem(now: datetime, needed_until: datetime) -> str | None:
-    """None when every instant materialize may queue (up to ``needed_until``) has a
-    partition; otherwise the sentence health shows."""
+# Health wants this much partitioned beyond the furthest instant materialize
+# queues, so a stopped make_partitions cron is reported days before an insert fails.
+COVERAGE_MARGIN = timedelta(days=2)
+
+
+def coverage_problem(now: datetime, queued_until: datetime) -> str | None:
+    """None when every instant materialize may queue (up to ``queued_until``), and
+    ``COVERAGE_MARGIN`` beyond, has a partition; otherwise the sentence health shows."""
     reach = covered_until(now)
     if reach is None:
-        return f"the queue has no partition for now ({now:%Y-%m-%d %H:%M}Z): inserts are failing"
-    if reach < needed_until:
+        return f"no partition holds now ({now:%Y-%m-%d %H:%M}Z): every insert fails"
+    if reach < queued_until + COVERAGE_MARGIN:
+        failing = "inserts past it fail now" if reach < queued_until else "they will fail"
         return (
-            f"the queue's partitions end at {reach:%Y-%m-%d %H:%M}Z but materialize queues "
-            f"up to {needed_until:%Y-%m-%d %H:%M}Z: inserts past the end fail"
+            f"partitioned only through {reach:%Y-%m-%d %H:%M}Z, and materialize queues up to "
+            f"{queued_until:%Y-%m-%d %H:%M}Z: {failing}; run manage.py make_partitions as the owner"
         )
     return None
 
