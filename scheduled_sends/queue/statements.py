@@ -37,16 +37,27 @@ RETURNING id
 # over live rows: the plan walks it in this order from the oldest minute that
 # can still be sent and stops after LIMIT rows. ``fire_minute`` is a UTC
 # ``timestamp`` (PostgreSQL generates it), hence the ``AT TIME ZONE 'UTC'``.
+# The queue is partitioned by the intended day: the two bounds on
+# ``intended_at`` (grace behind, a day and ``max_early`` ahead) prune the plan
+# to today's and tomorrow's partitions (and yesterday's, for grace after
+# midnight), not every day made ahead. The bound ahead is loose on purpose:
+# every row of today's partition meets it, so the planner's estimate of due
+# rows is not cut by a guessed selectivity, and it stays an index walk in
+# order (a Merge Append of the partitions' due indexes) that stops at LIMIT;
+# a tight bound (``max_early``) made it estimate fewer rows than LIMIT and
+# sort every due row instead. Joining on ``intended_at`` as well as ``id``
+# (the primary key is both) sends each row's update to its own partition.
 CLAIM_DUE = """
 WITH due AS (
-    SELECT id
+    SELECT id, intended_at
       FROM scheduled_sends
      WHERE sent_at IS NULL
        AND outcome IS NULL
        AND fire_minute <= (%(now)s::timestamptz AT TIME ZONE 'UTC')
        AND fire_minute > ((%(now)s::timestamptz - %(oldest)s) AT TIME ZONE 'UTC')
        AND fire_at <= %(now)s
-       AND intended_at > %(now)s::timestamptz - %(grace)s
+       AND intended_at > %(intended_after)s
+       AND intended_at < %(intended_before)s
        AND (claimed_at IS NULL OR claimed_at < %(now)s::timestamptz - %(lease)s)
        AND (not_before IS NULL OR not_before <= %(now)s)
      ORDER BY fire_minute, user_rank, fire_at
@@ -57,7 +68,7 @@ UPDATE scheduled_sends AS s
    SET claimed_at = %(now)s,
        claim_token = gen_random_uuid()
   FROM due
- WHERE s.id = due.id
+ WHERE s.id = due.id AND s.intended_at = due.intended_at
 RETURNING s.id, s.user_id, s.kind, s.ref_id, s.intended_at, s.fire_at, s.subject_starts_at,
           s.claim_token, s.attempts, s.send_started_at, s.user_rank
 """
