@@ -108,7 +108,14 @@ SELECT c.relname, p.relname, c.relkind = 'r' AND pg_relation_size(c.oid) = 0
 
 
 def explain_json(sql: str, params: object = None) -> list[dict]:
-    """The plan's nodes, a partition's scan named by its parent table and index.
+    """The plan's nodes, each partition's scan named by its parent (``named_by_parent``)."""
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+        return named_by_parent(plan_nodes(cursor.fetchone()[0]))
+
+
+def named_by_parent(nodes: list[dict]) -> list[dict]:
+    """Plan nodes with a partition's scan named by its parent table and index.
 
     The queue is partitioned by day (issue 25): PostgreSQL names each
     partition's own index in a plan, and its name is the partition's. The
@@ -117,8 +124,6 @@ def explain_json(sql: str, params: object = None) -> list[dict]:
     is free either way, and the planner, rightly, often does it sequentially.
     """
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
-        nodes = plan_nodes(cursor.fetchone()[0])
         cursor.execute(_PARENTS)
         rows = cursor.fetchall()
     parent = {name: parent for name, parent, _ in rows}
