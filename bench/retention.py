@@ -140,6 +140,17 @@ def _on_socket(tree, socket_dir: str):
     return tree
 
 
+def _wal_lsn(admin_url: str) -> str:
+    with psycopg.connect(admin_url) as conn:
+        return conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+
+
+def _wal_since(admin_url: str, lsn: str) -> int:
+    with psycopg.connect(admin_url) as conn:
+        query = "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)::bigint"
+        return conn.execute(query, [lsn]).fetchone()[0]
+
+
 def _sizes(admin_url: str, database: str) -> dict[str, int]:
     with psycopg.connect(admin_url, dbname=database) as conn:
         table, indexes = conn.execute(SIZES).fetchone()
@@ -154,7 +165,9 @@ def one_version(tree, admin_url: str, per_day: int, days: list[datetime]) -> dic
     )
     if tree.label == "current":
         tree.run("shell", "-c", DAY_PARTITIONS, RET=payload)
+    loaded_from = _wal_lsn(admin_url)
     tree.run("shell", "-c", LOAD, RET=payload)
+    load_wal = _wal_since(admin_url, loaded_from)
     with psycopg.connect(admin_url, dbname=tree.database, autocommit=True) as conn:
         conn.execute("ANALYZE scheduled_sends")
         rows = conn.execute("SELECT count(*) FROM scheduled_sends").fetchone()[0]
@@ -163,7 +176,13 @@ def one_version(tree, admin_url: str, per_day: int, days: list[datetime]) -> dic
         conn.execute("CHECKPOINT")
     out = tree.run("shell", "-c", MEASURE, RET_CUTOFF=(days[0] + timedelta(days=1)).isoformat())
     result = json.loads(out.split("RESULT ", 1)[1])
-    return {"rows": rows, "before": before, **result, "after": _sizes(admin_url, tree.database)}
+    return {
+        "rows": rows,
+        "load_wal_bytes": load_wal,  # WAL per queued row: the insert with every index
+        "before": before,
+        **result,
+        "after": _sizes(admin_url, tree.database),
+    }
 
 
 def main() -> None:
