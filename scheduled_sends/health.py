@@ -31,7 +31,7 @@ from calendars.push.worklist import push_health
 from core.config import NudgeConfig
 from scheduled_sends.lateness import BUCKETS, merged_p95
 from scheduled_sends.models import SweepRun
-from scheduled_sends.queue.partitions import coverage_problem, covered_until
+from scheduled_sends.queue.partitions import coverage_problem, covered_until, partitions
 from scheduled_sends.queue.transitions import database_now, queue_counts
 from scheduled_sends.runlog import DeliverCounts, MaterializeCounts
 from tenancy.checks import rls_problems
@@ -174,8 +174,9 @@ def _check_partitions(report: HealthReport, now: datetime, config: NudgeConfig) 
     """A missing day partition makes every insert for that day fail (there is no
     DEFAULT partition, on purpose): said here days before, from the catalog alone."""
     queued_until = now + config.lookahead + config.max_lead
-    problem = coverage_problem(now, queued_until)
-    reach = covered_until(now)
+    existing = partitions()
+    problem = coverage_problem(now, queued_until, existing)
+    reach = covered_until(now, existing)
     report.figures["partitioned_until"] = reach
     report.add(
         Check.QUEUE_PARTITIONS,

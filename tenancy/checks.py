@@ -36,7 +36,7 @@ from tenancy.rls import (
     QUEUE_IDENTITY_COLUMNS,
     SWEEPER_TABLES,
     PolicyShape,
-    deployed_policies,
+    deployed_policies_of,
     expected_policies,
 )
 
@@ -109,6 +109,7 @@ def schema_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
         tables = sorted([*tables, *parent_of])
         cursor.execute(CHECK_TABLES, {"login": login, "tables": tables})
         present = cursor.fetchall()
+        deployed_of = deployed_policies_of(cursor, [row[0] for row in present])
         for table, enabled, forced, table_owner, login_can_own, truncate in present:
             if not enabled:
                 problems.append(f"row-level security is not enabled on {table}")
@@ -126,23 +127,21 @@ def schema_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
             kind = parent_of.get(table, table) in SWEEPER_TABLES
             if kind not in expected:
                 expected[kind] = _expected(using, table)
-            deployed = deployed_policies(cursor, table)
-            problems.extend(_policy_problems(table, deployed, expected[kind]))
+            problems.extend(_policy_problems(table, deployed_of[table], expected[kind]))
         cursor.execute(CHECK_OTHER_OWNED, {"login": login, "tables": tables})
         for (thing,) in cursor.fetchall():
             problems.append(f"the database role {login!r} can act as the owner of {thing}")
-        queue_tables = {t for t, *_ in present if parent_of.get(t, t) in SWEEPER_TABLES}
-        for table in sorted(queue_tables):
-            cursor.execute(
-                CHECK_SWEEPER_IDENTITY_UPDATES,
-                {
-                    "table": table,
-                    "columns": list(QUEUE_IDENTITY_COLUMNS),
-                    "sweeper": settings.NUDGE_DB_SWEEPER_ROLE,
-                },
-            )
-            for (column,) in cursor.fetchall():
-                problems.append(f"the sweeper role may UPDATE {table}.{column} (re-own a row)")
+        queue_tables = sorted(t for t, *_ in present if parent_of.get(t, t) in SWEEPER_TABLES)
+        cursor.execute(
+            CHECK_SWEEPER_IDENTITY_UPDATES,
+            {
+                "tables": queue_tables,
+                "columns": list(QUEUE_IDENTITY_COLUMNS),
+                "sweeper": settings.NUDGE_DB_SWEEPER_ROLE,
+            },
+        )
+        for table, column in cursor.fetchall():
+            problems.append(f"the sweeper role may UPDATE {table}.{column} (re-own a row)")
     return problems
 
 

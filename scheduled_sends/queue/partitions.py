@@ -94,10 +94,12 @@ def covered_until(now: datetime, existing: list[Partition] | None = None) -> dat
 COVERAGE_MARGIN = timedelta(days=2)
 
 
-def coverage_problem(now: datetime, queued_until: datetime) -> str | None:
+def coverage_problem(
+    now: datetime, queued_until: datetime, existing: list[Partition] | None = None
+) -> str | None:
     """None when every instant materialize may queue (up to ``queued_until``), and
     ``COVERAGE_MARGIN`` beyond, has a partition; otherwise the sentence health shows."""
-    reach = covered_until(now)
+    reach = covered_until(now, existing)
     if reach is None:
         return f"no partition holds now ({now:%Y-%m-%d %H:%M}Z): every insert fails"
     if reach < queued_until + COVERAGE_MARGIN:

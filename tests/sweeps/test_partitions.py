@@ -159,6 +159,8 @@ def test_retention_drops_whole_aged_days_and_keeps_a_day_with_unsettled_rows(
         _row(bob, partial + 9 * HOUR, outcome="sent"),
     }
     kept_recent = _row(alice, partial + 15 * HOUR, outcome="sent")
+    # Months old and never settled: its partition (the one 0019 attached) stays.
+    kept_old_pending = _row(bob, database_now() - 90 * DAY, outcome=None)
 
     dropped = drop_aged_partitions(cutoff)
     deleted = prune_settled(cutoff, batch=1)
@@ -167,7 +169,8 @@ def test_retention_drops_whole_aged_days_and_keeps_a_day_with_unsettled_rows(
     assert partition_name(first) in {d.name for d in dropped}
     assert {partition_name(first + DAY), partition_name(first + 2 * DAY)} <= names
     assert partition_name(first) not in names
+    assert "scheduled_sends_before" in names
     assert deleted == len(deleted_settled)
     left = _remaining()
-    assert left == {kept_pending, kept_recent}
+    assert left == {kept_pending, kept_recent, kept_old_pending}
     assert not (dropped_rows | deleted_settled) & left
