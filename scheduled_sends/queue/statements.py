@@ -147,13 +147,16 @@ RESOLVE_NUDGE = (
 # fenced by its own claim token: a run whose lease expired and whose row was
 # claimed again cannot overwrite the newer claim. RETURNING names the rows
 # that matched; the rest were lost claims. Every statement takes the same
-# eight parallel arrays (see ``transitions.Settlement``) and uses the ones it needs.
+# nine parallel arrays (see ``transitions.Settlement``) and uses the ones it needs.
+# The row's ``intended_at`` (the claim returned it) sends each row's update to
+# its own day partition instead of probing every partition's primary key.
 _GROUP = """
-  FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(ats)s::timestamptz[],
-              %(channels)s::text[], %(message_ids)s::text[], %(reasons)s::text[],
-              %(not_befores)s::timestamptz[], %(failure_kinds)s::text[])
-       AS v(id, token, at, channel, message_id, reason, not_before, failure_kind)
- WHERE s.id = v.id AND s.claim_token = v.token AND s.sent_at IS NULL AND s.outcome IS NULL
+  FROM unnest(%(ids)s::bigint[], %(intended_ats)s::timestamptz[], %(tokens)s::uuid[],
+              %(ats)s::timestamptz[], %(channels)s::text[], %(message_ids)s::text[],
+              %(reasons)s::text[], %(not_befores)s::timestamptz[], %(failure_kinds)s::text[])
+       AS v(id, intended_at, token, at, channel, message_id, reason, not_before, failure_kind)
+ WHERE s.id = v.id AND s.intended_at = v.intended_at AND s.claim_token = v.token
+   AND s.sent_at IS NULL AND s.outcome IS NULL
 RETURNING s.id
 """
 

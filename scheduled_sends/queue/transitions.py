@@ -167,6 +167,7 @@ class Settlement:
 def _group_params(settlements: Sequence[Settlement]) -> dict[str, list[object]]:
     return {
         "ids": [s.row.id for s in settlements],
+        "intended_ats": [s.row.intended_at for s in settlements],
         "tokens": [s.row.claim_token for s in settlements],
         "ats": [s.at for s in settlements],
         "channels": [s.channel for s in settlements],

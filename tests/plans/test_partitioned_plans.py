@@ -89,22 +89,23 @@ def test_plans_over_day_partitions_at_a_million_rows(spread):
     assert not [n for n in nodes if n["Node Type"] in ("Sort", "Incremental Sort")]
     _no_seq_scan(nodes)
 
-    # A settle-up names rows by id alone, as do support's actions: every
-    # partition's primary key answers, led by id.
+    # A settle-up names rows by (id, intended_at), support's actions by id
+    # alone: every partition's primary key answers, led by id.
     with support_scope():
-        ids = list(ScheduledSend.objects.order_by("-pk").values_list("pk", flat=True)[:200])
-    group = transitions._group_params([])  # the statement's eight arrays, empty
-    group["ids"] = ids
+        rows = list(ScheduledSend.objects.order_by("-pk").values_list("pk", "intended_at")[:200])
+    ids = [pk for pk, _ in rows]
+    group = transitions._group_params([])  # the statement's nine arrays, empty
+    group["ids"], group["intended_ats"] = ids, [at for _, at in rows]
     for key in ("tokens", "ats", "channels", "message_ids", "reasons", "not_befores"):
         group[key] = [None] * len(ids)
     group["failure_kinds"] = [""] * len(ids)
     with rls_bypass():
         nodes = explain_json(statements.MARK_SENDING, group)
-    # (A day whose rows are all settled may answer from its due index instead:
-    # the statement's own "unsettled" condition, over an all but empty index.)
+    # (A day whose rows are all settled may answer from an index of unsettled
+    # rows instead — the statement's own condition — over an all but empty index.)
     used = {n.get("Index Name") for n in nodes if "Index Name" in n}
     assert "scheduled_sends_pkey" in used, nodes
-    assert used <= {"scheduled_sends_pkey", "scheduled_sends_due_idx"}, used
+    assert used <= {"scheduled_sends_pkey", "scheduled_sends_due_idx", "sends_user_pending_idx"}
     _no_seq_scan(nodes)
     with support_scope():
         nodes = explain_json("UPDATE scheduled_sends SET last_error = '' WHERE id = %s", [ids[0]])
