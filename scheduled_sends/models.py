@@ -35,7 +35,7 @@ class ScheduledSend(TenantModel):
     truncated to the UTC minute, a column PostgreSQL generates so no writer
     can let it drift. States and transitions: ``scheduled_sends/queue/``.
     The table is partitioned by the UTC day of ``intended_at`` (migration
-    ``0019``; ``queue/partitions.py``): its primary key is ``(id,
+    ``queue_partitioned_by_intended_day``; ``queue/partitions.py``): its primary key is ``(id,
     intended_at)``, while Django's pk stays ``id``, which one identity
     sequence keeps unique.
     """

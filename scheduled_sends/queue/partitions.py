@@ -1,7 +1,7 @@
 """The queue's day partitions: made ahead, checked by health, dropped whole by retention.
 
 ``scheduled_sends`` is range-partitioned by the UTC day of ``intended_at``
-(migration ``0019``); the unique key already holds that column, and the
+(migration ``queue_partitioned_by_intended_day``); the unique key already holds that column, and the
 primary key is ``(id, intended_at)`` in the database while Django keeps
 ``id`` as the model's pk (ids come from one identity sequence, so ``id``
 alone still names one row; every lookup by id is served by the primary key's

@@ -159,7 +159,7 @@ def test_retention_drops_whole_aged_days_and_keeps_a_day_with_unsettled_rows(
         _row(bob, partial + 9 * HOUR, outcome="sent"),
     }
     kept_recent = _row(alice, partial + 15 * HOUR, outcome="sent")
-    # Months old and never settled: its partition (the one 0019 attached) stays.
+    # Months old and never settled: its partition (the table the migration attached) stays.
     kept_old_pending = _row(bob, database_now() - 90 * DAY, outcome=None)
 
     dropped = drop_aged_partitions(cutoff)
