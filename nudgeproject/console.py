@@ -227,6 +227,10 @@ def health_lines(
         text = format_html("Calendar push: {}.", check.detail)
         return HealthLine(check.name, check.ok, text)
 
+    def queue_partitions(check) -> HealthLine:
+        text = format_html("Queue partitions: {}.", check.detail)
+        return HealthLine(check.name, check.ok, text)
+
     def queue_readable(check) -> HealthLine:
         text = format_html("The sweeper role cannot read the queue: {}", check.detail)
         return HealthLine(check.name, check.ok, text)
@@ -246,6 +250,7 @@ def health_lines(
         Check.NUDGES_ON_TIME: on_time,
         Check.NOTHING_EXPIRED: nothing_expired,
         Check.CALENDAR_PUSH: calendar_push,
+        Check.QUEUE_PARTITIONS: queue_partitions,
     }
     missing = set(Check) - set(sentences)
     if missing:

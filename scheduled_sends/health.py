@@ -31,6 +31,7 @@ from calendars.push.worklist import push_health
 from core.config import NudgeConfig
 from scheduled_sends.lateness import BUCKETS, merged_p95
 from scheduled_sends.models import SweepRun
+from scheduled_sends.queue.partitions import coverage_problem, covered_until, partitions
 from scheduled_sends.queue.transitions import database_now, queue_counts
 from scheduled_sends.runlog import DeliverCounts, MaterializeCounts
 from tenancy.checks import rls_problems
@@ -51,6 +52,7 @@ class Check(enum.StrEnum):
     NOTHING_EXPIRED = "nothing_expired"
     DELIVERY_KEEPING_UP = "delivery_keeping_up"
     CALENDAR_PUSH = "calendar_push"
+    QUEUE_PARTITIONS = "queue_partitions"
 
     @classmethod
     def recent(cls, sweep: str) -> Check:
@@ -168,6 +170,23 @@ def _check_on_time(report: HealthReport, now: datetime, config: NudgeConfig) -> 
     )
 
 
+def _check_partitions(report: HealthReport, now: datetime, config: NudgeConfig) -> None:
+    """A missing day partition makes every insert for that day fail (there is no
+    DEFAULT partition, on purpose): said here days before, from the catalog alone."""
+    queued_until = now + config.lookahead + config.max_lead
+    existing = partitions()
+    problem = coverage_problem(now, queued_until, existing)
+    reach = covered_until(now, existing)
+    report.figures["partitioned_until"] = reach
+    report.add(
+        Check.QUEUE_PARTITIONS,
+        problem is None,
+        problem
+        or f"partitioned through {reach:%Y-%m-%d %H:%M}Z, past everything materialize "
+        f"queues (up to {queued_until:%Y-%m-%d %H:%M}Z)",
+    )
+
+
 def check_health(now: datetime | None = None) -> HealthReport:
     """The queue's state; ``.ok`` is False when something needs a human."""
     config = NudgeConfig.from_settings()
@@ -221,6 +240,7 @@ def check_health(now: datetime | None = None) -> HealthReport:
         )
 
     _check_on_time(report, now, config)
+    _check_partitions(report, now, config)
 
     push = push_health(now, bool(config.calendar_push_base_url))
     report.figures.update(push.figures)

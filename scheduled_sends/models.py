@@ -34,6 +34,10 @@ class ScheduledSend(TenantModel):
     ``(fire_minute, user_rank, fire_at)``; ``fire_minute`` is ``fire_at``
     truncated to the UTC minute, a column PostgreSQL generates so no writer
     can let it drift. States and transitions: ``scheduled_sends/queue/``.
+    The table is partitioned by the UTC day of ``intended_at`` (migration
+    ``queue_partitioned_by_intended_day``; ``queue/partitions.py``): its primary key is ``(id,
+    intended_at)``, while Django's pk stays ``id``, which one identity
+    sequence keeps unique.
     """
 
     kind = models.CharField(max_length=16, choices=Kind.choices)

@@ -26,6 +26,7 @@ from tenancy.bootstrap import SESSION_SETTINGS_REFUSED
 from tenancy.models import tenant_models
 from tenancy.rls import (
     CHECK_OTHER_OWNED,
+    CHECK_PARTITIONS,
     CHECK_REACHABLE_BYPASS,
     CHECK_ROLE,
     CHECK_SESSION_DEFAULTS,
@@ -35,7 +36,7 @@ from tenancy.rls import (
     QUEUE_IDENTITY_COLUMNS,
     SWEEPER_TABLES,
     PolicyShape,
-    deployed_policies,
+    deployed_policies_of,
     expected_policies,
 )
 
@@ -102,8 +103,13 @@ def schema_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
     tables = sorted(model._meta.db_table for model in tenant_models())
     expected: dict[bool, dict[str, PolicyShape]] = {}  # rendered once per kind of table
     with connections[using].cursor() as cursor:
+        # A partition is checked as its parent is: named directly, its own apply.
+        cursor.execute(CHECK_PARTITIONS, {"tables": tables})
+        parent_of = dict(cursor.fetchall())
+        tables = sorted([*tables, *parent_of])
         cursor.execute(CHECK_TABLES, {"login": login, "tables": tables})
         present = cursor.fetchall()
+        deployed_of = deployed_policies_of(cursor, [row[0] for row in present])
         for table, enabled, forced, table_owner, login_can_own, truncate in present:
             if not enabled:
                 problems.append(f"row-level security is not enabled on {table}")
@@ -118,25 +124,24 @@ def schema_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
                 )
             if truncate:
                 problems.append(f"the database role {login!r} may TRUNCATE {table}, skipping RLS")
-            kind = table in SWEEPER_TABLES
+            kind = parent_of.get(table, table) in SWEEPER_TABLES
             if kind not in expected:
                 expected[kind] = _expected(using, table)
-            deployed = deployed_policies(cursor, table)
-            problems.extend(_policy_problems(table, deployed, expected[kind]))
+            problems.extend(_policy_problems(table, deployed_of[table], expected[kind]))
         cursor.execute(CHECK_OTHER_OWNED, {"login": login, "tables": tables})
         for (thing,) in cursor.fetchall():
             problems.append(f"the database role {login!r} can act as the owner of {thing}")
-        for table in sorted(SWEEPER_TABLES & {row[0] for row in present}):
-            cursor.execute(
-                CHECK_SWEEPER_IDENTITY_UPDATES,
-                {
-                    "table": table,
-                    "columns": list(QUEUE_IDENTITY_COLUMNS),
-                    "sweeper": settings.NUDGE_DB_SWEEPER_ROLE,
-                },
-            )
-            for (column,) in cursor.fetchall():
-                problems.append(f"the sweeper role may UPDATE {table}.{column} (re-own a row)")
+        queue_tables = sorted(t for t, *_ in present if parent_of.get(t, t) in SWEEPER_TABLES)
+        cursor.execute(
+            CHECK_SWEEPER_IDENTITY_UPDATES,
+            {
+                "tables": queue_tables,
+                "columns": list(QUEUE_IDENTITY_COLUMNS),
+                "sweeper": settings.NUDGE_DB_SWEEPER_ROLE,
+            },
+        )
+        for table, column in cursor.fetchall():
+            problems.append(f"the sweeper role may UPDATE {table}.{column} (re-own a row)")
     return problems
 
 

@@ -119,6 +119,22 @@ def deployed_policies(cursor, table: str) -> dict[str, PolicyShape]:
     return _policies(cursor, "current_schema()", table)
 
 
+_POLICY_SHAPES_OF_TABLES = """
+SELECT tablename, policyname, permissive, cmd, roles::text[], qual, with_check
+  FROM pg_policies WHERE schemaname = current_schema() AND tablename = ANY(%s)
+"""
+
+
+def deployed_policies_of(cursor, tables: Sequence[str]) -> dict[str, dict[str, PolicyShape]]:
+    """``deployed_policies`` of many tables in one query: a table per partition
+    must not cost the check (and the console's landing page) a query each."""
+    cursor.execute(_POLICY_SHAPES_OF_TABLES, [list(tables)])
+    shapes: dict[str, dict[str, PolicyShape]] = {table: {} for table in tables}
+    for table, *row in cursor.fetchall():
+        shapes[table][row[0]] = (*row[:3], tuple(sorted(row[3])), *row[4:])
+    return shapes
+
+
 def expected_policies(cursor, table: str) -> dict[str, PolicyShape]:
     """The policies the migrations install on tenant ``table``, deparsed by this server.
 
@@ -183,6 +199,14 @@ SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.rel
 # Everything else the login role could ALTER because it owns it (or can become
 # its owner): the database (ALTER DATABASE … SET role), the schema, and the
 # schema's other tables, sequences and views.
+# The partitions of tenant tables: each carries its own RLS flags, policies and
+# grants, which PostgreSQL applies when the partition is named directly.
+CHECK_PARTITIONS = """
+SELECT c.relname, p.relname
+  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
+ WHERE p.relnamespace = current_schema()::regnamespace AND p.relname = ANY(%(tables)s)
+ ORDER BY 1
+"""
 CHECK_OTHER_OWNED = """
 SELECT 'database ' || datname FROM pg_database
  WHERE datname = current_database() AND pg_has_role(%(login)s, datdba, 'MEMBER')
@@ -206,10 +230,12 @@ SELECT coalesce(r.rolname, 'every role') || coalesce(' in database ' || d.datnam
  ORDER BY 1, 2
 """
 CHECK_SWEEPER_IDENTITY_UPDATES = """
-SELECT attname FROM pg_attribute
- WHERE attrelid = to_regclass(%(table)s) AND attname = ANY(%(columns)s) AND NOT attisdropped
-   AND has_column_privilege(%(sweeper)s, attrelid, attnum, 'UPDATE')
- ORDER BY attnum
+SELECT c.relname, a.attname
+  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+ WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY(%(tables)s)
+   AND a.attname = ANY(%(columns)s) AND NOT a.attisdropped
+   AND has_column_privilege(%(sweeper)s, a.attrelid, a.attnum, 'UPDATE')
+ ORDER BY c.relname, a.attnum
 """
 
 
@@ -311,3 +337,32 @@ def grant_support_role() -> migrations.RunSQL:
     sees of tenant tables is still decided by the policies above.
     """
     return _dml_everywhere(settings.NUDGE_DB_SUPPORT_ROLE)
+
+
+def tenant_table_security(table: str, *, like: str) -> list[str]:
+    """Everything a tenant table's own row-level security and grants are, for ``table``,
+    a partition (or other copy) of tenant table ``like``.
+
+    PostgreSQL applies a partition's *own* flags, policies and grants when the
+    partition is named directly, not its parent's, and a new partition has
+    none of them: without these statements a role with the default DML grant
+    could read every tenant's rows of one day by naming that day's table.
+    """
+    login = _role(settings.NUDGE_DB_LOGIN_ROLE)
+    support = _role(settings.NUDGE_DB_SUPPORT_ROLE)
+    statements = [
+        f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
+        f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+        _tenant_policy(table),
+        _support_policy(table),
+        f"REVOKE ALL ON {table} FROM PUBLIC",
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {login}, {support}",
+    ]
+    if like in SWEEPER_TABLES:
+        sweeper = _role(settings.NUDGE_DB_SWEEPER_ROLE)
+        statements += [
+            _sweeper_policy(table),
+            f"GRANT SELECT, DELETE ON {table} TO {sweeper}",
+            f"GRANT UPDATE ({', '.join(SWEEPER_UPDATABLE_COLUMNS)}) ON {table} TO {sweeper}",
+        ]
+    return statements

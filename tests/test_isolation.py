@@ -13,6 +13,7 @@ from core.config import NudgeConfig
 from portal.models import AccountNotice, OptInRecord
 from portal.tokens import new_api_token, new_telegram_code
 from scheduled_sends.models import NudgeAct, ScheduledSend
+from scheduled_sends.queue.partitions import Partition, partitions
 from scheduled_sends.queue.transitions import (
     NewNudge,
     Transition,
@@ -22,6 +23,7 @@ from scheduled_sends.queue.transitions import (
 )
 from tenancy.checks import rls_problems
 from tenancy.models import tenant_models
+from tenancy.rls import deployed_policies
 from tenancy.scope import ScopeError, current_scope, rls_bypass, support_scope, tenant_scope
 from tests.conftest import utc
 from tests.support.queue import queue_nudge
@@ -316,3 +318,114 @@ def test_system_check_fails_when_force_is_missing(as_owner):
         "ALTER TABLE follow_ups FORCE ROW LEVEL SECURITY",
     )
     assert rls_problems() == ["row-level security is not forced on follow_ups"]
+
+
+# --- Partitions named directly (issue 25, item 3) ----------------------------
+# PostgreSQL applies a partition's own row-level security, policies and grants
+# when a query names the partition rather than ``scheduled_sends``; a partition
+# made without them would hand one day of every tenant's queue to any role
+# with the default DML grant.
+
+
+def _first_day_partition() -> Partition:
+    return next(part for part in partitions() if part.start is not None)
+
+
+@pytest.fixture
+def day_partition_tenants(make_user):
+    """Alice's and Bob's nudges in the first day partition (the seeded ones are
+    in the partition of everything before it)."""
+    part = _first_day_partition()
+    at = part.start + timedelta(hours=9)
+    a, b = make_user("alice"), make_user("bob")
+    for user in (a, b):
+        queue_nudge(user.pk, ref_id=user.pk, at=at, subject_starts_at=at + timedelta(minutes=10))
+    return part.name, a, b
+
+
+def test_a_day_partition_named_directly_shows_each_tenant_only_its_own(day_partition_tenants):
+    """Issue 25, item 3: the isolation suite probes a partition directly, as a
+    non-superuser role — unscoped it shows nothing, scoped only the tenant's rows."""
+    table, a, b = day_partition_tenants
+    with support_scope():
+        assert _owners(table) == {a.pk, b.pk}, "the rows must be in the probed partition"
+    assert _count(table) == 0
+    with tenant_scope(a.pk):
+        assert _owners(table) == {a.pk}
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {table} SET last_error = 'touched'")  # noqa: S608
+            assert cursor.rowcount == 1
+            cursor.execute(f"DELETE FROM {table} WHERE user_id = %s", [b.pk])  # noqa: S608
+            assert cursor.rowcount == 0
+    with support_scope():
+        assert _count(table) == 2
+
+
+def test_a_forged_insert_into_a_day_partition_is_refused(day_partition_tenants):
+    """Issue 25, item 3: the partition's own WITH CHECK refuses another tenant's row."""
+    table, a, b = day_partition_tenants
+    with tenant_scope(a.pk), connection.cursor() as cursor:
+        cursor.execute(f"SELECT intended_at FROM {table} LIMIT 1")  # noqa: S608
+        (at,) = cursor.fetchone()
+        with pytest.raises(DatabaseError, match="row-level security"), transaction.atomic():
+            cursor.execute(
+                f"INSERT INTO {table} (user_id, kind, ref_id, intended_at, fire_at, "  # noqa: S608
+                "subject_starts_at) VALUES (%s, 'follow_up', 999, %s, %s, %s)",
+                [b.pk, at, at, at],
+            )
+
+
+def test_the_bypass_reaches_a_day_partition_and_cannot_re_own_its_rows(day_partition_tenants):
+    """Issue 25, item 3: the sweeper's policy and column grants are on the partition too."""
+    table, a, b = day_partition_tenants
+    with rls_bypass():
+        assert _owners(table) == {a.pk, b.pk}
+        with pytest.raises(DatabaseError, match="permission denied"), transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(f"UPDATE {table} SET user_id = %s", [a.pk])  # noqa: S608
+
+
+def test_the_partition_before_the_days_is_probed_the_same_way(tenants):
+    """Issue 25, item 3: the existing table, attached as the first partition, keeps its own."""
+    a, b = tenants
+    with support_scope():
+        assert _owners("scheduled_sends_before") == {a.pk, b.pk}
+    assert _count("scheduled_sends_before") == 0
+    with tenant_scope(b.pk):
+        assert _owners("scheduled_sends_before") == {b.pk}
+
+
+_SECURITY = """
+SELECT c.relrowsecurity, c.relforcerowsecurity,
+       (SELECT array_agg(a::text ORDER BY a::text) FROM unnest(c.relacl) AS a),
+       (SELECT array_agg(attname || '=' || attacl::text ORDER BY attname)
+          FROM pg_attribute WHERE attrelid = c.oid AND attacl IS NOT NULL)
+  FROM pg_class c WHERE c.oid = %s::regclass
+"""
+
+
+def test_every_partition_carries_the_queues_flags_policies_and_grants(db):
+    """Issue 25, item 3: each partition has what its parent has, policy for policy,
+    grant for grant (the system check compares policies; this compares everything)."""
+    parts = partitions()
+    assert len(parts) >= 10, "the migration makes two weeks of day partitions"
+    with connection.cursor() as cursor:
+        cursor.execute(_SECURITY, ["scheduled_sends"])
+        parent = cursor.fetchone()
+        assert parent[:2] == (True, True)
+        parent_policies = deployed_policies(cursor, "scheduled_sends")
+        assert len(parent_policies) == 3
+        for part in parts:
+            cursor.execute(_SECURITY, [part.name])
+            assert cursor.fetchone() == parent, part.name
+            assert deployed_policies(cursor, part.name) == parent_policies, part.name
+
+
+def test_the_system_check_fails_when_a_partition_lost_force(as_owner):
+    """Issue 25, item 3: a partition is checked like a tenant table of its own."""
+    table = _first_day_partition().name
+    as_owner(
+        f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY",
+        f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+    )
+    assert rls_problems() == [f"row-level security is not forced on {table}"]

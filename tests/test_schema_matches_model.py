@@ -17,7 +17,7 @@ def _definition(index_name: str) -> str | None:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_get_indexdef(c.oid) FROM pg_class c "
-            "WHERE c.relname = %s AND c.relkind = 'i' AND pg_table_is_visible(c.oid)",
+            "WHERE c.relname = %s AND c.relkind IN ('i', 'I') AND pg_table_is_visible(c.oid)",
             [index_name],
         )
         row = cursor.fetchone()

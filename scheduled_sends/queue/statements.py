@@ -37,16 +37,27 @@ RETURNING id
 # over live rows: the plan walks it in this order from the oldest minute that
 # can still be sent and stops after LIMIT rows. ``fire_minute`` is a UTC
 # ``timestamp`` (PostgreSQL generates it), hence the ``AT TIME ZONE 'UTC'``.
+# The queue is partitioned by the intended day: the two bounds on
+# ``intended_at`` (grace behind, a day and ``max_early`` ahead) prune the plan
+# to today's and tomorrow's partitions (and yesterday's, for grace after
+# midnight), not every day made ahead. The bound ahead is loose on purpose:
+# every row of today's partition meets it, so the planner's estimate of due
+# rows is not cut by a guessed selectivity, and it stays an index walk in
+# order (a Merge Append of the partitions' due indexes) that stops at LIMIT;
+# a tight bound (``max_early``) made it estimate fewer rows than LIMIT and
+# sort every due row instead. Joining on ``intended_at`` as well as ``id``
+# (the primary key is both) sends each row's update to its own partition.
 CLAIM_DUE = """
 WITH due AS (
-    SELECT id
+    SELECT id, intended_at
       FROM scheduled_sends
      WHERE sent_at IS NULL
        AND outcome IS NULL
        AND fire_minute <= (%(now)s::timestamptz AT TIME ZONE 'UTC')
        AND fire_minute > ((%(now)s::timestamptz - %(oldest)s) AT TIME ZONE 'UTC')
        AND fire_at <= %(now)s
-       AND intended_at > %(now)s::timestamptz - %(grace)s
+       AND intended_at > %(intended_after)s
+       AND intended_at < %(intended_before)s
        AND (claimed_at IS NULL OR claimed_at < %(now)s::timestamptz - %(lease)s)
        AND (not_before IS NULL OR not_before <= %(now)s)
      ORDER BY fire_minute, user_rank, fire_at
@@ -57,7 +68,7 @@ UPDATE scheduled_sends AS s
    SET claimed_at = %(now)s,
        claim_token = gen_random_uuid()
   FROM due
- WHERE s.id = due.id
+ WHERE s.id = due.id AND s.intended_at = due.intended_at
 RETURNING s.id, s.user_id, s.kind, s.ref_id, s.intended_at, s.fire_at, s.subject_starts_at,
           s.claim_token, s.attempts, s.send_started_at, s.user_rank, s.created_at
 """
@@ -152,13 +163,16 @@ RESOLVE_NUDGE = (
 # fenced by its own claim token: a run whose lease expired and whose row was
 # claimed again cannot overwrite the newer claim. RETURNING names the rows
 # that matched; the rest were lost claims. Every statement takes the same
-# eight parallel arrays (see ``transitions.Settlement``) and uses the ones it needs.
+# nine parallel arrays (see ``transitions.Settlement``) and uses the ones it needs.
+# The row's ``intended_at`` (the claim returned it) sends each row's update to
+# its own day partition instead of probing every partition's primary key.
 _GROUP = """
-  FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(ats)s::timestamptz[],
-              %(channels)s::text[], %(message_ids)s::text[], %(reasons)s::text[],
-              %(not_befores)s::timestamptz[], %(failure_kinds)s::text[])
-       AS v(id, token, at, channel, message_id, reason, not_before, failure_kind)
- WHERE s.id = v.id AND s.claim_token = v.token AND s.sent_at IS NULL AND s.outcome IS NULL
+  FROM unnest(%(ids)s::bigint[], %(intended_ats)s::timestamptz[], %(tokens)s::uuid[],
+              %(ats)s::timestamptz[], %(channels)s::text[], %(message_ids)s::text[],
+              %(reasons)s::text[], %(not_befores)s::timestamptz[], %(failure_kinds)s::text[])
+       AS v(id, intended_at, token, at, channel, message_id, reason, not_before, failure_kind)
+ WHERE s.id = v.id AND s.intended_at = v.intended_at AND s.claim_token = v.token
+   AND s.sent_at IS NULL AND s.outcome IS NULL
 RETURNING s.id
 """
 
@@ -294,3 +308,55 @@ UPDATE scheduled_sends AS s
  WHERE s.id = moving.id
 RETURNING s.id
 """
+
+# --- Day partitions (scheduled_sends/queue/partitions.py) -----------------
+# The queue is range-partitioned by the intended instant's UTC day. Partitions
+# are made ahead and dropped by the owner role; the runtime role only reads
+# the catalog. A partition's range, as PostgreSQL deparses it: ``FROM
+# (MINVALUE)`` (the table as it was before partitioning) has no start.
+QUEUE_PARTITIONS = """
+SELECT c.relname,
+       (regexp_match(b.bound, 'FROM \\(''([^'']+)''\\)'))[1]::timestamptz,
+       (regexp_match(b.bound, 'TO \\(''([^'']+)''\\)'))[1]::timestamptz
+  FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid,
+       LATERAL (SELECT pg_get_expr(c.relpartbound, c.oid)) AS b (bound)
+ WHERE i.inhparent = 'scheduled_sends'::regclass
+ ORDER BY 3
+"""
+
+# A partition waits at most this long for its locks: making or dropping one
+# takes a brief exclusive lock on the parent, and a DDL statement queued
+# behind a long claim would queue every later claim behind itself.
+PARTITION_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '5s'"
+
+# Storage as the unpartitioned table had it (migrations 0002 and 0005): room on
+# each page for the claim's heap-only updates, and early autovacuum. A
+# partitioned parent holds no storage, so each partition carries these.
+PARTITION_STORAGE = (
+    "fillfactor = 50, autovacuum_vacuum_scale_factor = 0.02, "
+    "autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05"
+)
+
+# ``{name}`` is made by partitions.partition_name from a date, never from input.
+CREATE_DAY_PARTITION = (
+    "CREATE TABLE {name} PARTITION OF scheduled_sends "
+    "FOR VALUES FROM (%(start)s) TO (%(end)s) WITH (" + PARTITION_STORAGE + ")"
+)
+
+# Whether a range of days still holds work: rows neither sent nor settled are
+# not history, so retention leaves their partition (and them) alone. The
+# range prunes the plan to that partition; the predicate is the due index's.
+RANGE_HOLDS_UNSETTLED = """
+SELECT EXISTS (
+    SELECT 1 FROM scheduled_sends
+     WHERE intended_at >= %(start)s AND intended_at < %(end)s
+       AND sent_at IS NULL AND outcome IS NULL
+)
+"""
+
+# The planner's own row estimate of a partition (kept by ANALYZE and autovacuum).
+PARTITION_ROWS = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = %s::regclass"
+
+# Dropping a partition is a catalog change and a file unlinked: no row is
+# deleted, no WAL per row, nothing left for vacuum.
+DROP_PARTITION = "DROP TABLE {name}"

@@ -100,6 +100,13 @@ def claim_params(now: datetime, config: NudgeConfig, limit: int | None = None) -
         # instant, and is sendable until grace after it: the oldest minute
         # the index walk has to start from.
         "oldest": config.grace + config.max_early + timedelta(minutes=1),
+        # The intended instants a due row can have, as values, not expressions
+        # over ``now``: PostgreSQL prunes partitions while planning only on
+        # constants (``timestamptz ± interval`` is merely stable). Nothing fires
+        # more than max_early before its intended instant, so no due row is
+        # intended a day after that (see statements.CLAIM_DUE).
+        "intended_after": now - config.grace,
+        "intended_before": now + config.max_early + timedelta(days=1),
         "lease": config.lease,
         "limit": limit or config.batch_size,
     }
@@ -171,6 +178,7 @@ class Settlement:
 def _group_params(settlements: Sequence[Settlement]) -> dict[str, list[object]]:
     return {
         "ids": [s.row.id for s in settlements],
+        "intended_ats": [s.row.intended_at for s in settlements],
         "tokens": [s.row.claim_token for s in settlements],
         "ats": [s.at for s in settlements],
         "channels": [s.channel for s in settlements],

@@ -29,6 +29,7 @@ from tests.plans.data import (
     load_follow_ups,
     load_queue,
     make_users,
+    named_by_parent,
     plan_nodes,
 )
 
@@ -137,6 +138,6 @@ def test_pending_read_uses_the_user_index():
             outcome__isnull=True,
             intended_at__gt=NOW - timedelta(minutes=15),
         ).values_list("id", "kind", "ref_id", "intended_at", "fire_at")
-        nodes = plan_nodes(pending.explain(format="json"))
+        nodes = named_by_parent(plan_nodes(pending.explain(format="json")))
     scans = [n.get("Index Name") for n in nodes if "Index Name" in n]
     assert scans == ["sends_user_pending_idx"], nodes

@@ -1,20 +1,28 @@
 """manage.py prune_sends --older-than DAYS — retention for settled rows.
 
-(What the end-user area keeps of inbound messages is pruned by ``manage.py
-prune_inbound``, on the same cron line.)"""
+Whole day partitions older than the window are dropped (as the owner role: a
+catalog change, no per-row delete, nothing left for vacuum); what remains
+past the cut-off (the partial day, or a partition still holding unsettled
+rows) is deleted in batches. (What the end-user area keeps of inbound
+messages is pruned by ``manage.py prune_inbound``, on the same cron line.)"""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from django.core.management.base import CommandParser
+from django.db import OperationalError
 
 from core.command_line import NudgeCommand, positive_int
+from scheduled_sends.queue.partitions import drop_aged_partitions, owner_unreachable
 from scheduled_sends.queue.transitions import database_now, prune_settled
 
 
 class Command(NudgeCommand):
-    help = "Delete settled (sent, skipped, failed, expired) rows older than DAYS, in batches."
+    help = (
+        "Drop day partitions, then delete settled (sent, skipped, failed, expired) rows, "
+        "older than DAYS."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -28,9 +36,18 @@ class Command(NudgeCommand):
 
     def handle(self, *args, older_than: int, batch_size: int, **options) -> None:
         cutoff = database_now() - timedelta(days=older_than)
+        try:
+            dropped = drop_aged_partitions(
+                cutoff,
+                progress=lambda d: self.stdout.write(f"  … dropped {d.name} (~{d.rows} rows)"),
+            )
+        except OperationalError as exc:
+            self.stderr.write(owner_unreachable(exc))
+            dropped = []
         deleted = prune_settled(
             cutoff, batch_size, progress=lambda n: self.stdout.write(f"  … {n} deleted")
         )
         self.stdout.write(
-            f"prune_sends: deleted {deleted} settled rows fired before {cutoff:%Y-%m-%d %H:%M}Z"
+            f"prune_sends: deleted {deleted} settled rows fired before {cutoff:%Y-%m-%d %H:%M}Z; "
+            f"dropped {len(dropped)} day partitions"
         )
