@@ -204,8 +204,11 @@ def _unwind(abandoned) -> None:
 
 # --- only tenancy/scope.py may set the tenant or switch roles --------------------------
 
+# A transaction's own lock or statement timeout (partition maintenance) is not a
+# tenant or a role: ``SET LOCAL lock_timeout`` is allowed anywhere.
 FORBIDDEN = re.compile(
-    r"set_config\s*\(|SET\s+LOCAL\b|SET\s+ROLE\b|SET\s+SESSION\b|app\.current_user_id",
+    r"set_config\s*\(|SET\s+LOCAL\b(?!\s+(?:lock|statement)_timeout\b)|SET\s+ROLE\b"
+    r"|SET\s+SESSION\b|app\.current_user_id",
     re.IGNORECASE,
 )
 ALLOWED_FILE = "tenancy/scope.py"
@@ -269,6 +272,8 @@ def test_the_scan_is_not_vacuous():
     assert _offences_in("x = 1  # SET ROLE in a comment\n") == []
     assert _offences_in('"""Docs: SET LOCAL ROLE."""\n') == []
     assert _offences_in('q = "SELECT set_config(%s, %s, false)"\n') == ["set_config("]
+    assert _offences_in('q = "SET LOCAL lock_timeout = \'5s\'"\n') == []
+    assert _offences_in('q = "SET LOCAL app.x = 1"\n') == ["SET LOCAL"]
     assert _offences_in('q = f"set   role {name}"\n') == ["set   role"]
 
 
