@@ -107,6 +107,62 @@ for i, user in enumerate(users):
         )
 """
 
+# Times compose (and, where the version has one, the Telegram keyboard with its
+# signed callback data and its JSON form, as the library sends it) in-process,
+# on the same ten shapes as the seed; printed as JSON.
+MICRO = """
+import inspect, json, os, time
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from scheduled_sends import messages
+spec = json.loads(os.environ["SBS_MICRO"])
+params = inspect.signature(messages.compose).parameters
+now = datetime(2026, 12, 3, 14, 0, tzinfo=UTC)
+starts = now + timedelta(minutes=10)
+cases = []
+for i in range(10):
+    follow_up = i % 2 == 0
+    kw = dict(
+        kind="follow_up" if follow_up else "event",
+        title="Send the signed lease back to Ms Okafor" if follow_up else "Design review",
+        starts_at=starts, now=now, tz_name=spec["zones"][i % 5], valid_until=starts,
+    )
+    if "language" in params:
+        kw.update(language=spec["languages"][i % 5], clock="12h" if (i // 5) % 2 else "24h")
+    if "join_url" in params and not follow_up:
+        kw.update(join_url=spec["join_url"] if i % 4 == 1 else "", location=spec["location"])
+    cases.append(kw)
+started = time.perf_counter()
+composed = [messages.compose(**kw) for kw in cases]
+first_ten_ms = (time.perf_counter() - started) * 1000
+n = spec["n"]
+started = time.perf_counter()
+for j in range(n):
+    messages.compose(**cases[j % 10])
+out = {"first_ten_ms": first_ten_ms, "compose_us": (time.perf_counter() - started) / n * 1e6}
+try:
+    from scheduled_sends.channels.base import NudgeActions
+    from scheduled_sends.channels.telegram import keyboard
+except ImportError:
+    keyboard = None
+if keyboard is not None:
+    with_actions = [
+        replace(m, actions=NudgeActions(send_id=10_000 + j, snooze_minutes=10,
+                                        can_mark_done=cases[j]["kind"] == "follow_up"))
+        for j, m in enumerate(composed)
+    ]
+    started = time.perf_counter()
+    for j in range(n):
+        keyboard(str(5_000_000 + j), with_actions[j % 10])
+    out["keyboard_us"] = (time.perf_counter() - started) / n * 1e6
+    markups = [keyboard(str(5_000_000 + j), m) for j, m in enumerate(with_actions)]
+    started = time.perf_counter()
+    for j in range(n):
+        markups[j % 10].to_json()
+    out["keyboard_to_json_us"] = (time.perf_counter() - started) / n * 1e6
+print(json.dumps(out))
+"""
+
 SUMMARY_P95 = re.compile(r"p95 ([0-9.]+)s")
 SUMMARY_RATE = re.compile(r" in ([0-9.]+)s \(([0-9.]+)/s")
 
@@ -193,12 +249,23 @@ def one_round(tree: Tree, rows: int, provider_latency: float) -> dict:
     }
 
 
+def micro(tree: Tree, n: int = 20_000) -> dict:
+    """compose (and the keyboard) per message, in the version's own process."""
+    spec = {"n": n, "languages": LANGUAGES, "zones": ZONES, "join_url": JOIN_URL}
+    spec["location"] = LOCATION
+    out = tree.run("shell", "-c", MICRO, SBS_MICRO=json.dumps(spec))
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.compose", description=__doc__)
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="the git revision to compare")
     parser.add_argument("--rows", type=int, default=3000)
     parser.add_argument("--latency", type=float, default=0.1, help="the fake's answer time, s")
     parser.add_argument("--rounds", type=int, default=2, help="rounds per version, alternating")
+    parser.add_argument(
+        "--micro", action="store_true", help="only time compose and the keyboard in-process"
+    )
     parser.add_argument("--tag", default="_c22", help="suffix for this run's databases")
     parser.add_argument("--json", metavar="PATH", default=str(ROOT / "bench" / "compose.json"))
     args = parser.parse_args()
@@ -212,6 +279,13 @@ def main() -> None:
     target = Path(args.json)
     current = Tree("current", ROOT, args.tag)
     with baseline_tree(args.baseline, args.tag) as baseline:
+        if args.micro:
+            figures = {t.label: [micro(t) for _ in range(3)] for t in (baseline, current)}
+            print(json.dumps(figures, indent=1))
+            merged = json.loads(target.read_text()) if target.exists() else {}
+            merged["micro"] = figures
+            target.write_text(json.dumps(merged, indent=1, default=str))
+            return
         for n in range(args.rounds):
             for tree in (baseline, current):
                 print(f"== round {n + 1}: {tree.label}", flush=True)
