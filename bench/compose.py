@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -201,8 +202,13 @@ def one_round(tree: Tree, rows: int, provider_latency: float) -> dict:
         load = os.getloadavg()
         started_wall = time.time()
         started = time.monotonic()
+        # The deliver process is the only child reaped meanwhile: its CPU time,
+        # which the other load on the machine changes less than its wall time.
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         summary = _summary(tree.start("deliver", **env))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         seconds = time.monotonic() - started
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         delivered = list(fake.delivered)
     late = [d.at - intended for d in delivered]
     since_start = [d.at - started_wall for d in delivered]
@@ -230,6 +236,8 @@ def one_round(tree: Tree, rows: int, provider_latency: float) -> dict:
         # First to last arrival at the fake: the send pipeline alone.
         "first_arrival_after_start_s": arrivals[0] - started_wall if arrivals else None,
         "send_window_rows_per_second": len(arrivals) / window if window else None,
+        "deliver_cpu_s": cpu,
+        "cpu_ms_per_sent": cpu / max(1, len(delivered)) * 1000,
         "p50_lateness_s": _percentile(late, 0.50),
         "p95_lateness_s": _percentile(late, 0.95),
         "p95_since_run_start_s": _percentile(since_start, 0.95),
