@@ -3,11 +3,11 @@
 ``update_settings`` is the one way settings change — the user area and the
 admin both call it — and it ends by announcing the change
 (``signals.delivery_settings_changed``) once it has committed, so the queue
-is re-materialised for that user at once rather than at the next sweep.
+is re-materialized for that user at once rather than at the next sweep.
 ``mark_unreachable`` is the provider's way in: it writes the flag only,
 because it is called from inside a delivery run, which must not re-plan a
 user on the side (delivery re-checks the holds for every row it resolves, and
-the next materialise withdraws what no longer should go).
+the next materialize withdraws what no longer should go).
 
 Each function opens the user's own ``tenant_scope`` (scopes do not nest, so
 callers must not hold one) — except inside the admin's ``support_scope``,

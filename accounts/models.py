@@ -1,6 +1,6 @@
 """A person's delivery state: where and how their nudges go, and why they are held.
 
-``delivery_settings`` is read by materialise (planning), by delivery (each
+``delivery_settings`` is read by materialize (planning), by delivery (each
 row's owner, re-read in their scope) and by calendar sync (the zone floating
 times are read in); it is written only through ``accounts.actions``. The table
 keeps its name from when it lived in ``scheduled_sends``.

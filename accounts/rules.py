@@ -1,7 +1,7 @@
 """Whether and when a nudge may go out for a user: pause, unreachable, quiet hours;
 and the language and clock a new user starts with.
 
-Pure functions over a user's settings, so the materialising sweep (plan) and
+Pure functions over a user's settings, so the materializing sweep (plan) and
 the delivery sweep (resolve) apply exactly the same rules, and tests can
 call them without a database.
 """

@@ -1,8 +1,8 @@
 """What ``accounts`` tells the floors above it.
 
-``accounts`` sits below the queue, so it cannot call materialise itself; a
+``accounts`` sits below the queue, so it cannot call materialize itself; a
 change to what should be queued is announced instead, and ``scheduled_sends``
-(its ``AppConfig.ready``) answers by re-materialising that one user.
+(its ``AppConfig.ready``) answers by re-materializing that one user.
 """
 
 from django.dispatch import Signal

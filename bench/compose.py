@@ -175,7 +175,7 @@ def analyze(tree: Tree) -> None:
 
 
 def one_round(tree: Tree, rows: int, provider_latency: float) -> dict:
-    """Seed ``rows`` users due 30 s ago, materialise, ANALYZE, one 60-second deliver."""
+    """Seed ``rows`` users due 30 s ago, materialize, ANALYZE, one 60-second deliver."""
     tree.fresh_database()
     now = tree.database_now()
     starts = now + LEAD - timedelta(seconds=30)

@@ -1,4 +1,4 @@
-"""Issue 25, item 1: one materialise cycle shared by 1, 2 and 4 independent processes.
+"""Issue 25, item 1: one materialize cycle shared by 1, 2 and 4 independent processes.
 
 ``python -m bench.cycle [--users 5000] [--per-user 5] [--tag T]``
 

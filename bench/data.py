@@ -225,7 +225,7 @@ def queue_synthetic(
 
 
 def queue_follow_ups(tag: str, *, fire_at: datetime, spread: timedelta | None = None) -> int:
-    """Queue one due nudge per follow-up titled ``{tag}…`` (what materialise would
+    """Queue one due nudge per follow-up titled ``{tag}…`` (what materialize would
     write for it), firing at ``fire_at`` (plus up to ``spread``), in id order."""
     from scheduled_sends.models import ScheduledSend
 

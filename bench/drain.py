@@ -1,7 +1,7 @@
 """Workload 3: drain a due backlog with 1, 2 and 4 deliver worker processes.
 
 Each round queues the same due rows afresh (one per follow-up titled
-``bd…``, as materialise would write them), then starts the workers — separate
+``bd…``, as materialize would write them), then starts the workers — separate
 processes running ``run_deliver()`` against the bench database with the
 recording channel (``NUDGE_CHANNEL_BACKENDS`` / ``NUDGE_RECORDING_FILE``) —
 and waits. Settled rows per second run from the common start to the last

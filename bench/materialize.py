@@ -1,4 +1,4 @@
-"""Workload 4: materialise 10,000 users x 20 events, then the same window again.
+"""Workload 4: materialize 10,000 users x 20 events, then the same window again.
 
 Data through the product's own code: ``scheduled_sends.demo.seed_demo`` (each
 user's rows written inside their ``tenant_scope``), events spread over the
@@ -22,7 +22,7 @@ def run(sizes, users: list[int]) -> dict:
 
     config = NudgeConfig.from_settings()
     results = {"users": sizes.materialize_users, "events": sizes.materialize_events}
-    with env.stage(f"materialise: seed_demo {sizes.materialize_users:,} users"):
+    with env.stage(f"materialize: seed_demo {sizes.materialize_users:,} users"):
         start = env.now()
         seconds, _ = env.timed(
             lambda: seed_demo(
@@ -48,7 +48,7 @@ def run(sizes, users: list[int]) -> dict:
             env.vacuum(table)
     at = env.now()
     for label in ("first", "second"):
-        with env.stage(f"materialise: {label} run"):
+        with env.stage(f"materialize: {label} run"):
             seconds, report = env.timed(
                 lambda: run_materialize(at, user_ids=ids, sync_calendars=False)
             )

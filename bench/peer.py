@@ -8,7 +8,7 @@ connects with ``search_path=procrastinate``. Both queues do the same thing
 with their own API, side by side:
 
 * enqueue N jobs: Procrastinate's ``defer`` (one job per call) and
-  ``batch_defer`` (20 per call); ours, the materialiser's ``INSERT_NUDGES``
+  ``batch_defer`` (20 per call); ours, the materializer's ``INSERT_NUDGES``
   (20 rows per user, inside that user's ``tenant_scope``);
 * claim N jobs: Procrastinate's ``JobManager.fetch_job`` (one job per call —
   its only fetch); ours, ``transitions.claim_due`` with the default batch of 200,
@@ -103,7 +103,7 @@ def _ours(jobs: int, users: list[int]) -> dict:
                 },
             )
             made += len(cursor.fetchall())
-    figures[f"enqueue: materialiser's INSERT_NUDGES, {PER_USER} per user"] = _fig(
+    figures[f"enqueue: materializer's INSERT_NUDGES, {PER_USER} per user"] = _fig(
         made, time.perf_counter() - started
     )
     env.vacuum("scheduled_sends")

@@ -229,7 +229,7 @@ def fairness(r: dict) -> str:
 
 def materialize(r: dict) -> str:
     return (
-        f"### 4. Materialise: {r['users']:,} users x {r['events']} events in the window\n\n"
+        f"### 4. Materialize: {r['users']:,} users x {r['events']} events in the window\n\n"
         + table(
             ["run", "rows written", "seconds", "rows/s", "users/s"],
             [
@@ -380,14 +380,14 @@ def summary(results: dict) -> str:
         m = results["materialize"]
         rows.append(
             [
-                "second materialise writes nothing",
+                "second materialize writes nothing",
                 f"{m['second']['queued']} rows",
                 _ok(m["second"]["queued"] == 0),
             ]
         )
         rows.append(
             [
-                "second materialise costs a fraction of the first",
+                "second materialize costs a fraction of the first",
                 f"x{m['second_over_first']:.2f}",
                 "a fraction, not a small one" if m["second_over_first"] > 0.5 else "**met**",
             ]
@@ -433,7 +433,7 @@ def notes(results: dict) -> str:
         "each copying an ORM-made template row. For the idle-minute queues the secondary "
         "indexes are dropped and rebuilt from their own `pg_get_indexdef` around the bulk "
         "load (same indexes, built by sort: tighter than grown ones; workload 7 measures "
-        "grown ones). Materialise's data comes from `seed_demo` (per-user `tenant_scope` "
+        "grown ones). Materialize's data comes from `seed_demo` (per-user `tenant_scope` "
         "writes).",
         "- **DB time** is Planning + Execution Time of `EXPLAIN (ANALYZE, BUFFERS)` of the "
         "exact `statements.CLAIM_DUE` text under `rls_bypass()`, rolled back. **Whole run** is "
@@ -456,9 +456,9 @@ def notes(results: dict) -> str:
             if "drain_supplement" in results
             else "(not 50,000), "
         )
-        + f"materialise {s['materialize_users']:,} users (not 10,000), Procrastinate "
+        + f"materialize {s['materialize_users']:,} users (not 10,000), Procrastinate "
         f"{s['peer_jobs']:,} jobs. Every delivered row costs two WAL flushes here "
-        "(`mark_sending`, then the settle-up), ~5 ms each on this disk, and materialise one "
+        "(`mark_sending`, then the settle-up), ~5 ms each on this disk, and materialize one "
         "per user: at the issue's sizes those three workloads alone take over half an hour. "
         "Their figures are rates; the sizes that decide O(tenants) (1M rows, 100k tenants, "
         "1M settled) are the issue's.",
@@ -477,7 +477,7 @@ def notes(results: dict) -> str:
         lines += [
             "- **Fairness.** The plain `ORDER BY fire_at` serves a same-minute burst before "
             "everyone else (ties in heap order): the other tenants wait O(burst). Nobody fell "
-            "past grace at this size. Proposed fix, O(rows due) still: materialise stores "
+            "past grace at this size. Proposed fix, O(rows due) still: materialize stores "
             "`fire_minute` (fire_at truncated to the minute) and `tenant_rank` (the nudge's "
             "ordinal among the same user's nudges of that minute, 0 for the first); the "
             "partial index becomes `(fire_minute, tenant_rank, fire_at) WHERE sent_at IS NULL "
@@ -504,11 +504,11 @@ def notes(results: dict) -> str:
     if "materialize" in results:
         m = results["materialize"]
         lines += [
-            f"- **Materialise** is idempotent (second run wrote {m['second']['queued']} rows) "
+            f"- **Materialize** is idempotent (second run wrote {m['second']['queued']} rows) "
             f"but the second run still costs x{m['second_over_first']:.2f} of the first: it "
             "re-reads every user's settings, events, follow-ups and pending rows; only the "
             "insert's commit is saved. If that matters at scale: skip users whose subjects "
-            "did not change since their last materialise (an `updated_at` watermark).",
+            "did not change since their last materialize (an `updated_at` watermark).",
         ]
     if "drain" in results:
         lines += [
@@ -518,7 +518,7 @@ def notes(results: dict) -> str:
             "commit).",
         ]
     lines += [
-        "- **Materialiser's event read** (see tests/plans): with only a few dozen events per "
+        "- **Materializer's event read** (see tests/plans): with only a few dozen events per "
         "calendar connection the planner may drive it from the connection's foreign-key index "
         "instead of `calendar_events_user_start_idx` (as cheap at that size, but O(history)); "
         "with a realistic history it uses the window index. The plan test loads history.",
@@ -552,9 +552,9 @@ def scale(results: dict) -> str:
             "partial index, and prune deletes "
             f"{bloat['pruned'] / bloat['prune_seconds']:,.0f} rows/s.",
             "- **The limit: commits.** A delivered nudge is two transactions (`mark_sending`, "
-            "the settle-up), a materialised user one. Here (2 shared cores, ~5 ms per WAL "
+            "the settle-up), a materialized user one. Here (2 shared cores, ~5 ms per WAL "
             f"flush): {per_worker:.0f} rows/s with one deliver worker, {best:.0f} at best with "
-            f"more; materialise {m['users_per_second']:.0f} users/s per process, about "
+            f"more; materialize {m['users_per_second']:.0f} users/s per process, about "
             f"{round(m['users_per_second'] * 900, -3):,.0f} users per 15-minute cycle. A "
             "production primary (fast fsync, group commit, ~10k commits/s) would be roughly "
             "5k nudges/s — an estimate, not a measurement. The binding case is the top-of-"
@@ -562,7 +562,7 @@ def scale(results: dict) -> str:
             "tenant's burst delays everyone's.",
             "- **Next, in order.** (1) More deliver workers on more machines — already safe: "
             "SKIP LOCKED, fenced claim tokens, one clock (0 duplicates here with 4 processes); "
-            "materialise in parallel by user-id ranges (ON CONFLICT makes overlap harmless). "
+            "materialize in parallel by user-id ranges (ON CONFLICT makes overlap harmless). "
             "(2) Partition `scheduled_sends` by `fire_at` range (daily): the unique key already "
             "holds `fire_at`, each partition has its own partial due index, the claim's "
             "`fire_at` bounds prune to one or two partitions (an ordered Merge Append under "
@@ -570,7 +570,7 @@ def scale(results: dict) -> str:
             "DROP PARTITION instead of DELETE and VACUUM. (3) A streaming read replica for the "
             "admin's `support_scope` reads (policies and roles replicate; admin writes stay on "
             "the primary through a database router).",
-            "- **Distributed PostgreSQL (Citus, by `user_id`).** Tenant reads and materialise "
+            "- **Distributed PostgreSQL (Citus, by `user_id`).** Tenant reads and materialize "
             "route to one shard. The unscoped claim does not run: Citus executes FOR UPDATE "
             "(SKIP LOCKED passes through) only in router queries, an equality filter on the "
             "distribution column (citusdata/citus PR #2197); a multi-shard `SELECT … FOR "

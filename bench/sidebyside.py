@@ -795,7 +795,7 @@ def markdown(r: dict) -> str:
                     ]
                 )
         out += [
-            f"### Materialise: users with {plan['materialize_per_user']} follow-ups each over "
+            f"### Materialize: users with {plan['materialize_per_user']} follow-ups each over "
             "the 3-hour window (`--no-sync`)",
             "",
             _table(
@@ -818,13 +818,13 @@ def markdown(r: dict) -> str:
             "what the moved window brings in is written. Caveat: this "
             "server runs with autovacuum off, so a queue filled during the run is never "
             "analysed; at 10,000 users the planner, without statistics, may read a user's "
-            "pending rows through the claim's index (ARCHITECTURE, 'Materialise at scale'), "
+            "pending rows through the claim's index (ARCHITECTURE, 'Materialize at scale'), "
             "which a deployment with autovacuum on does not do.",
             "",
         ]
     out += [
         "*Below: round 1's figures (`python -m bench`), measured on the round-1 code; where "
-        "they speak of delivery rows/s, materialise users/s or fairness, the side-by-side "
+        "they speak of delivery rows/s, materialize users/s or fairness, the side-by-side "
         "figures above supersede them.*",
         "",
         END,

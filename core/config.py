@@ -106,7 +106,7 @@ KNOBS: tuple[Knob, ...] = (
     # What one tenant may put on the shared queue (see materialize.cap_per_user).
     Knob("NUDGE_MAX_NUDGES_PER_USER", "max_nudges_per_user", 200),
     Knob("NUDGE_MAX_NUDGES_PER_USER_MINUTE", "max_nudges_per_user_minute", 10),
-    # A materialise run stops visiting users after this and hands over.
+    # A materialize run stops visiting users after this and hands over.
     Knob("NUDGE_MATERIALIZE_BUDGET_SECONDS", "materialize_budget_seconds", 780),
     # A cycle's users are split into slices of this many, claimed one at a time
     # by every materialize process of the cycle; a slice's holder renews its
@@ -289,7 +289,7 @@ class NudgeConfig:
     def subject_window(self, now: datetime) -> tuple[datetime, datetime]:
         """Subjects whose nudges can fall in the look-ahead: from the grace window's
         start up to the look-ahead plus the longest lead honoured. Sync fetches it,
-        materialise plans from it."""
+        materialize plans from it."""
         return now - self.grace, now + self.lookahead + self.max_lead
 
     @property

@@ -5,7 +5,7 @@ confirmation (``link_address``, from the Telegram ``/start`` code or the
 WhatsApp code); "/stop" and "STOP" name only an address, so the directory
 (``ChannelAddress``) says whose it is before any scope is chosen. The settings
 themselves are written through ``accounts.actions``; after a change, the user
-is re-materialised (``refresh_queue``) so the queue follows at once.
+is re-materialized (``refresh_queue``) so the queue follows at once.
 """
 
 from __future__ import annotations

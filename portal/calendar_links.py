@@ -1,7 +1,7 @@
 """The calendars page's actions beyond the OAuth views: list, find, switch and disconnect.
 
 A calendar's switches (nudge its events at all; leave all-day events out) are
-saved in the user's scope, then the user is re-materialised: rows of a calendar
+saved in the user's scope, then the user is re-materialized: rows of a calendar
 switched off are withdrawn at once (materialize plans none for it), and a
 claimed one is skipped at send time with the reason (``subjects.event_skip_reason``).
 

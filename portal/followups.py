@@ -1,6 +1,6 @@
 """Follow-ups as the website and the API change them: one set of rules for both.
 
-Each function opens the user's scope itself and re-materialises the user
+Each function opens the user's scope itself and re-materializes the user
 after a change, so a follow-up due soon is nudged without waiting for a sweep.
 """
 

@@ -6,7 +6,7 @@ Who is acting is the chat or number the tap came from (the address directory,
 (``scheduled_sends.nudge_actions``), which verifies only for that address. The
 act itself runs inside the owner's tenant scope; Done then marks the
 follow-up done through the same action the website uses
-(``followups.change_follow_up``), which re-materialises the user. The answer is
+(``followups.change_follow_up``), which re-materializes the user. The answer is
 written in the owner's language (their delivery settings), as their nudges are;
 an address that belongs to nobody is answered in the site's language.
 """

@@ -4,7 +4,7 @@ settings (channels, quiet hours, API tokens) and calendars.
 Every read and write of tenant rows happens inside the signed-in user's own
 ``tenant_scope``, opened here per request (and rendered inside it, so a lazy
 query in a template still runs in it). Changes that affect the queue call the
-plain modules (portal.account, portal.followups, …), which re-materialise the
+plain modules (portal.account, portal.followups, …), which re-materialize the
 user after their scope has closed — scopes do not nest.
 """
 

@@ -1,4 +1,4 @@
-"""One materialise cycle shared by every process that runs it, on any machine.
+"""One materialize cycle shared by every process that runs it, on any machine.
 
 A cycle is the 15-minute slot a run belongs to. The first ``materialize`` of
 the slot splits the active users into slices (ranges of ids,

@@ -1,4 +1,4 @@
-"""The SQL of shared materialise cycles (``scheduled_sends/cycle.py``).
+"""The SQL of shared materialize cycles (``scheduled_sends/cycle.py``).
 
 Neither table is a tenant table; these run as the login role outside any
 tenant scope, like the read of the users to visit.

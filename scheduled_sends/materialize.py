@@ -1,4 +1,4 @@
-"""The materialising sweep (cron: every 15 minutes).
+"""The materializing sweep (cron: every 15 minutes).
 
 Work moves earlier: once per run, for each user, sync their calendars and
 write one ``scheduled_sends`` row per nudge due within the look-ahead, so
@@ -337,7 +337,7 @@ def queue_user_in_scope(user_id: int, now: datetime, config: NudgeConfig) -> Use
 
 
 def refresh_queue(user_id: int, now: datetime | None = None, **_signal_kwargs: object) -> None:
-    """Re-materialise one user now, so a change does not wait for the next sweep.
+    """Re-materialize one user now, so a change does not wait for the next sweep.
 
     Called after a user's own change (a follow-up, a link, a calendar) and, as
     the receiver of ``accounts.signals.delivery_settings_changed``, after their
@@ -348,12 +348,12 @@ def refresh_queue(user_id: int, now: datetime | None = None, **_signal_kwargs: o
         materialize_user(user_id, now or timezone.now(), NudgeConfig.from_settings())
     except Exception:
         logger.exception(
-            "re-materialising a user after a change failed", extra={"user_id": user_id}
+            "re-materializing a user after a change failed", extra={"user_id": user_id}
         )
 
 
 def refresh_calendars_and_queue(user_id: int, now: datetime | None = None) -> None:
-    """Sync the user's calendars, then re-materialise them: a new connection's
+    """Sync the user's calendars, then re-materialize them: a new connection's
     events are nudged without waiting for the next sweep. Never raises."""
     now = now or timezone.now()
     config = NudgeConfig.from_settings()
@@ -410,7 +410,7 @@ class MaterializeReport:
     # starts after ``resume_after``.
     cut_short: bool = False
     resume_after: int = 0
-    # Another run held the materialise lock: this one did nothing.
+    # Another run held the materialize lock: this one did nothing.
     overlapped: bool = False
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
@@ -758,7 +758,7 @@ def _resume_point() -> int:
 
 @contextmanager
 def _run_lock() -> Iterator[bool]:
-    """Whether this run holds the materialise lock (one direct run at a time, cluster-wide).
+    """Whether this run holds the materialize lock (one direct run at a time, cluster-wide).
 
     Only for runs outside a shared cycle (named users, direct calls): a
     session-level advisory lock on a connection of its own, held for the
@@ -785,7 +785,7 @@ def run_materialize(
     workers: int = 1,
     shared: bool = False,
 ) -> MaterializeReport:
-    """Materialise every active user's nudges for the look-ahead, then smooth bursts.
+    """Materialize every active user's nudges for the look-ahead, then smooth bursts.
 
     One user's failure is logged and counted and the sweep goes on.
     ``progress``, if given, is called with the report every 1,000 users (one

@@ -28,7 +28,7 @@ class ScheduledSend(TenantModel):
     successful send or a deliberate skip, never before and never on failure.
     ``intended_at`` is when the nudge is meant to arrive; ``fire_at`` is when
     it is sent, which burst smoothing may move earlier, never later. The
-    unique key ``(user_id, kind, ref_id, intended_at)`` makes materialising
+    unique key ``(user_id, kind, ref_id, intended_at)`` makes materializing
     the same window twice queue one nudge, however the send time moved. The
     claim stands on a partial index over unsettled rows in the order
     ``(fire_minute, user_rank, fire_at)``; ``fire_minute`` is ``fire_at``
@@ -59,7 +59,7 @@ class ScheduledSend(TenantModel):
         "everyone's first goes before anyone's second.",
     )
     subject_starts_at = models.DateTimeField(
-        help_text="When the subject starts, as materialised; a different start means it moved."
+        help_text="When the subject starts, as materialized; a different start means it moved."
     )
     claimed_at = models.DateTimeField(null=True, blank=True)
     claim_token = models.UUIDField(null=True, blank=True)
@@ -149,7 +149,7 @@ class ScheduledSend(TenantModel):
                 condition=~models.Q(provider_message_id=""),
                 name="sends_provider_message_idx",
             ),
-            # Materialise's read of one user's pending rows. Without it the planner,
+            # Materialize's read of one user's pending rows. Without it the planner,
             # short of statistics on a freshly filled queue, walks the claim's index
             # through every tenant's live rows for each user.
             models.Index(
@@ -175,7 +175,7 @@ class NudgeAct(TenantModel):
 
     One row per (nudge, act): a double tap, a replayed callback or a second
     "snooze" reply finds the first and changes nothing. A snooze is also what
-    materialise plans the snoozed nudge from (``snoozed_until``), so the row
+    materialize plans the snoozed nudge from (``snoozed_until``), so the row
     it queued is not withdrawn as unplanned; both acts show in the user's
     history. ``source_send_id`` is not a foreign key: settled queue rows are
     pruned, the record of what the user did outlives them.
@@ -209,7 +209,7 @@ class NudgeAct(TenantModel):
             ),
         ]
         indexes = [
-            # Materialise's read of a user's live snoozes; the history's read by time.
+            # Materialize's read of a user's live snoozes; the history's read by time.
             models.Index(fields=["user", "snoozed_until"], name="nudge_acts_user_until_idx"),
             models.Index(fields=["user", "created_at"], name="nudge_acts_user_created_idx"),
         ]
@@ -252,7 +252,7 @@ class SweepRun(models.Model):
 
 
 class MaterializeCycle(models.Model):
-    """One 15-minute materialise cycle, shared by every process that joins it.
+    """One 15-minute materialize cycle, shared by every process that joins it.
 
     Not a tenant table: it holds a slot, an instant and a count, never user
     data. The first ``materialize`` of the slot creates it with its slices;

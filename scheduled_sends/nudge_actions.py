@@ -16,7 +16,7 @@ transitions:
   the end of quiet hours if the instant falls inside them (and not at all if
   they last past the start, as for any nudge: ``accounts.rules``). It counts
   against the per-user caps like a planned nudge, and is recorded as a
-  :class:`NudgeAct`, from which materialise plans it again, so it is not
+  :class:`NudgeAct`, from which materialize plans it again, so it is not
   withdrawn as unplanned. A second tap on the same message finds the record
   and says when the first one snoozed to.
 * **Done** (follow-ups) records the act and withdraws the follow-up's pending

@@ -179,7 +179,7 @@ def event_skip_reason(
 ) -> str | None:
     """Why a calendar event deserves no nudge, if it does not.
 
-    The one statement of the rule: materialise plans nothing for such an event,
+    The one statement of the rule: materialize plans nothing for such an event,
     and delivery skips a row whose event has become one, with this reason.
     Declined events are always left out; all-day ones unless the user's
     calendar takes them (``skip_all_day`` off on its Calendars card).

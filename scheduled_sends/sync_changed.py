@@ -8,7 +8,7 @@ scaled on its own.
 
 Each run (1) creates or renews the channels that are due, then (2) fetches
 every connection notified since the last run, once however many
-notifications came, and re-materialises its user, so a cancelled meeting's
+notifications came, and re-materializes its user, so a cancelled meeting's
 nudge is withdrawn (or a moved one's moved) within a minute of the provider
 saying so. With push not configured it does nothing.
 """

@@ -86,7 +86,7 @@ def test_the_default_lead_cannot_exceed_what_the_schema_stores(settings):
         NudgeConfig.from_settings()
 
 
-def test_sync_and_materialise_read_the_same_window(settings):
+def test_sync_and_materialize_read_the_same_window(settings):
     settings.NUDGE_GRACE_MINUTES = 20
     settings.NUDGE_LOOKAHEAD_MINUTES = 60
     settings.NUDGE_MAX_LEAD_MINUTES = 30

@@ -7,7 +7,7 @@
 * ``worklist`` is the minute job's to-do list (``PushWork``): notified
   connections and channels due for creation or renewal.
 * ``minute`` is the minute job (``manage.py sync_changed``): it maintains due
-  channels, re-syncs changed connections and re-materialises their users.
+  channels, re-syncs changed connections and re-materializes their users.
 * ``freshness`` decides, for the sweep, whether a connection must be fetched
   now or its stored copy is enough (push live, window covered, safety poll
   not due).

@@ -166,7 +166,7 @@ class Migration(migrations.Migration):
                 (
                     "subject_starts_at",
                     models.DateTimeField(
-                        help_text="When the subject starts, as materialised; a different start means it moved."
+                        help_text="When the subject starts, as materialized; a different start means it moved."
                     ),
                 ),
                 ("claimed_at", models.DateTimeField(blank=True, null=True)),

@@ -1,6 +1,6 @@
 """The queue's two indexes, its storage settings, and row-level security.
 
-* ``scheduled_sends_nudge_uniq``: materialising the same window twice, or two
+* ``scheduled_sends_nudge_uniq``: materializing the same window twice, or two
   runs at once, queues one nudge (``INSERT … ON CONFLICT DO NOTHING``). It
   also serves every tenant-scoped read, which all lead with ``user_id``.
 * ``scheduled_sends_due_idx``: the claim's index — ``fire_at`` over live rows

@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
             name="capped_nudges",
             field=models.PositiveIntegerField(
                 db_default=0,
-                help_text="Nudges the last materialise run left out: more than the per-user limits allow in one minute or one look-ahead (NUDGE_MAX_NUDGES_PER_USER…).",
+                help_text="Nudges the last materialize run left out: more than the per-user limits allow in one minute or one look-ahead (NUDGE_MAX_NUDGES_PER_USER…).",
             ),
         ),
     ]

@@ -1,4 +1,4 @@
-"""Materialise cycles and their slices: how several processes share one cycle.
+"""Materialize cycles and their slices: how several processes share one cycle.
 
 Neither table is a tenant table (no row-level security): a cycle holds a slot,
 an instant and a count; a slice holds two user-id bounds and the name of the

@@ -10,7 +10,7 @@ NULL``), so the planner can walk that index in ``fire_at`` order and stop
 after ``LIMIT`` rows: cost O(rows due), never O(rows queued) or O(tenants).
 """
 
-# Materialise: one row per nudge; a second run over the same window, or a
+# Materialize: one row per nudge; a second run over the same window, or a
 # concurrent one, inserts nothing (the unique key on the *intended* instant
 # arbitrates, so a row whose send time was moved earlier still counts).
 INSERT_NUDGES = """
@@ -265,7 +265,7 @@ DELETE FROM scheduled_sends AS s
 
 CURRENT_TIME = "SELECT statement_timestamp()"
 
-# One materialise run at a time across the cluster: a session-level advisory
+# One materialize run at a time across the cluster: a session-level advisory
 # lock (released when its connection closes, even if the process dies). The
 # key is a fixed 64-bit number, 'nudge:materialize' hashed once.
 MATERIALIZE_LOCK_KEY = 0x6E75_6467_656D_6174

@@ -2,7 +2,7 @@
 
 A row's state is derived from its columns; nothing stores it. Each state is a
 ``Q`` here and nowhere else: the support console filters and labels rows with
-them, health counts with them, materialise annotates its own evidence with
+them, health counts with them, materialize annotates its own evidence with
 them, and the support transitions fence their writes with them. The claim's
 and expiry's raw statements (``statements.py``) carry the same conditions in
 the shape their plans need; ``tests/sweeps/test_queue_states.py`` holds the

@@ -2,7 +2,7 @@
 
 Who calls what, and in which scope:
 
-* materialise — :func:`enqueue` and :func:`withdraw_unclaimed`, in the
+* materialize — :func:`enqueue` and :func:`withdraw_unclaimed`, in the
   user's ``tenant_scope`` (the caller's);
 * deliver — :func:`claim_due`, then one :class:`Transition` per claimed row,
   grouped (:func:`apply`), plus :func:`expire_past_grace`; these cross
@@ -326,12 +326,12 @@ def load_per_minute(after: datetime, until: datetime) -> dict[str, dict[datetime
     return load
 
 
-# --- Materialise: in the user's own tenant scope --------------------------------
+# --- Materialize: in the user's own tenant scope --------------------------------
 
 
 @dataclass(frozen=True)
 class NewNudge:
-    """One row materialise wants queued."""
+    """One row materialize wants queued."""
 
     kind: str
     ref_id: int

@@ -104,7 +104,7 @@ def test_support_edit_requeues_the_user_at_once(
 ):
     """Support's change of the lead moves the user's queued nudge without waiting
     for the next sweep: the admin saves through ``accounts.actions.update_settings``,
-    which re-materialises the user once the request's transaction commits."""
+    which re-materializes the user once the request's transaction commits."""
     alice = make_user("alice")
     due_at = timezone.now() + timedelta(hours=2)
     create_follow_up(

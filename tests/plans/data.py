@@ -157,7 +157,7 @@ def _one_connection_each(user_ids: list[int]) -> None:
 def load_events(user_ids: list[int], now: datetime, *, per_user: int, span: timedelta) -> None:
     """One ICS connection per user and ``per_user`` events each, evenly over
     ``span`` centred on ``now``: a calendar keeps its history, and the
-    materialiser's window is a day and a bit of it."""
+    materializer's window is a day and a bit of it."""
     from calendars.models import CalendarEvent
 
     with support_scope():

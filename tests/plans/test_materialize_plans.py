@@ -1,4 +1,4 @@
-"""The materialiser's two per-user reads use their indexes: a user's events by
+"""The materializer's two per-user reads use their indexes: a user's events by
 start time, and a user's open follow-ups by due time (and the repeating ones by
 their own partial index).
 
@@ -125,7 +125,7 @@ def test_follow_up_read_uses_the_open_due_index():
 
 @pytest.mark.django_db(transaction=True)  # committed, so the owner can analyze (data.analyze)
 def test_pending_read_uses_the_user_index():
-    """Materialise reads one user's pending rows: through the per-user index, never by
+    """Materialize reads one user's pending rows: through the per-user index, never by
     walking every tenant's live rows in the claim's index."""
     user_ids = make_users(1_000, prefix="pendplan")
     load_queue(user_ids, NOW, due=2_000, future=40_000, settled=0)

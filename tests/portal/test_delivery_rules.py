@@ -89,7 +89,7 @@ def test_an_unreachable_channel_pauses_instead_of_failing_every_nudge(
     assert held.unreachable_channel == channel
     assert reason in held.unreachable_reason
     # Delivery writes the flag only (no re-planning inside a run); later runs
-    # do not try again, and the next materialise withdraws what is left.
+    # do not try again, and the next materialize withdraws what is left.
     run_deliver(now + timedelta(minutes=30))
     assert len(fake.sends()) == 1
     refresh_queue(user.pk, now + timedelta(minutes=31))

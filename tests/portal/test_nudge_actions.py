@@ -166,7 +166,7 @@ def test_snooze_queues_one_nudge_ten_minutes_on_and_edits_the_message(tg, ana, c
     assert tg.markup_of(CHAT, message_id) is None  # the used buttons are gone
     [snoozed] = pending_rows(ana)
     assert snoozed.intended_at == until
-    # Materialise plans it again rather than withdrawing it as unplanned (beside the
+    # Materialize plans it again rather than withdrawing it as unplanned (beside the
     # follow-up's own reminder, the default lead before it is due).
     materialize_user(ana.pk, now, NudgeConfig.from_settings())
     assert until in [r.intended_at for r in pending_rows(ana)]

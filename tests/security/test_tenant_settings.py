@@ -272,7 +272,7 @@ def test_the_scan_is_not_vacuous():
     assert _offences_in("x = 1  # SET ROLE in a comment\n") == []
     assert _offences_in('"""Docs: SET LOCAL ROLE."""\n') == []
     assert _offences_in('q = "SELECT set_config(%s, %s, false)"\n') == ["set_config("]
-    assert _offences_in('q = "SET LOCAL lock_timeout = \'5s\'"\n') == []
+    assert _offences_in("q = \"SET LOCAL lock_timeout = '5s'\"\n") == []
     assert _offences_in('q = "SET LOCAL app.x = 1"\n') == ["SET LOCAL"]
     assert _offences_in('q = f"set   role {name}"\n') == ["set   role"]
 

@@ -89,7 +89,7 @@ def test_materialize_spreads_a_burst_earlier_within_bounds(burst, settings):
         assert row.fire_at <= row.intended_at  # earlier, never later
 
 
-def test_re_materialising_reshuffles_nothing_and_duplicates_nothing(burst):
+def test_re_materializing_reshuffles_nothing_and_duplicates_nothing(burst):
     run_materialize(NOW)
     before = {row.pk: row.fire_at for row in _all_rows(burst)}
     again = run_materialize(NOW + timedelta(minutes=15))

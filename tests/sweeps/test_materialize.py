@@ -1,4 +1,4 @@
-"""The materialising sweep: which nudges get queued, once, and kept true."""
+"""The materializing sweep: which nudges get queued, once, and kept true."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def test_a_users_change_during_the_sweep_queues_their_nudges_once(
     make_user, recording_channel, monkeypatch
 ):
     """The sweep and a user's own change (``refresh_queue``, outside the run lock)
-    materialise the same user at once: both read the queue before either writes,
+    materialize the same user at once: both read the queue before either writes,
     and still each nudge is queued once and sent once."""
     user = make_user()
     add_event(user, NOW + timedelta(hours=1))
@@ -175,7 +175,7 @@ def test_a_users_change_during_the_sweep_queues_their_nudges_once(
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert len(writers) == 2, "the two materialisations did not overlap"
+    assert len(writers) == 2, "the two materializations did not overlap"
     [report] = reports
     assert report.ok
     assert sorted(r.kind for r in rows(user)) == ["event", "follow_up"], "a nudge was queued twice"

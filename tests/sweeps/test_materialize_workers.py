@@ -1,4 +1,4 @@
-"""Materialise at scale: split over processes it queues what one process would, once;
+"""Materialize at scale: split over processes it queues what one process would, once;
 runs never pile up on each other, and a run cut short hands over where it stopped."""
 
 from __future__ import annotations

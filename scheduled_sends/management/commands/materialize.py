@@ -22,7 +22,7 @@ class Command(SweepCommand):
             help="Only this user (repeatable).",
         )
         parser.add_argument(
-            "--no-sync", action="store_true", help="Materialise from local rows without syncing."
+            "--no-sync", action="store_true", help="Materialize from local rows without syncing."
         )
         parser.add_argument(
             "--workers",
