@@ -10,6 +10,7 @@ from importlib import resources
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
+from django.utils.functional import lazy
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
@@ -183,6 +184,12 @@ def _minutes_label(minutes: int) -> str:
     return gettext("%(minutes)s min") % {"minutes": rest}
 
 
+# Lazy as a whole: ``%`` on a lazy string would fix the language when the module loads.
+_title_limit_words = lazy(
+    lambda: _("Up to %(limit)s characters.") % {"limit": TITLE_MAX_CHARS}, str
+)
+
+
 class FollowUpForm(forms.Form):
     """A follow-up: what, when (or a quick choice), how it repeats and when to nudge.
 
@@ -195,7 +202,7 @@ class FollowUpForm(forms.Form):
 
     title = forms.CharField(
         label=_("What"),
-        help_text=_("Up to %(limit)s characters.") % {"limit": TITLE_MAX_CHARS},
+        help_text=_title_limit_words(),
         error_messages={"required": _("Say what to follow up on.")},
     )
     due_at = forms.DateTimeField(

@@ -99,6 +99,7 @@ def test_follow_ups_calendars_and_account_are_german_for_a_german_user(german):
         assert words in page
     assert "Morgen 9:00" in page and "Bearbeiten" in page and "Erledigt" in page
     assert "All follow-ups" not in page and "At the time" not in page
+    assert "Bis zu 200 Zeichen." in page and "Up to 200 characters." not in page
 
     page = client.get(reverse("portal:calendars")).content.decode()
     for words in ("Verbunden", "Ganztägige Termine auslassen", "Kalenderadresse hinzufügen"):
