@@ -30,7 +30,7 @@ from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
 from calendars.providers.normalize import sorted_leads
-from calendars.repeat import occurrences
+from calendars.repeat import is_occurrence, occurrences
 from calendars.sync import SyncPool, SyncSummary, sync_user_connections
 from core.config import NudgeConfig
 from scheduled_sends import cycle as shared_cycle
@@ -257,7 +257,8 @@ def plan_snoozed_nudges(
             calendar_off=not event.calendar_nudges_on,
             skip_all_day=event.calendar_skips_all_day,
         )
-    } | {(Kind.FOLLOW_UP, follow_up.pk): follow_up.due_at for follow_up in follow_ups}
+    }
+    open_follow_ups = {follow_up.pk: follow_up for follow_up in follow_ups}
     snoozes = NudgeAct.objects.filter(
         user_id=user_id,
         act=NudgeAct.Act.SNOOZE,
@@ -266,12 +267,31 @@ def plan_snoozed_nudges(
     ).values_list("kind", "ref_id", "snoozed_until", "subject_starts_at")
     planned = []
     for kind, ref_id, until, starts_at in snoozes:
-        if starts.get((kind, ref_id)) != starts_at:
+        if kind == Kind.FOLLOW_UP:
+            if not _still_an_occurrence(open_follow_ups.get(ref_id), starts_at):
+                continue
+        elif starts.get((kind, ref_id)) != starts_at:
             continue
         intended_at = _held(hold, until, starts_at)
         if _in_window(intended_at, now, config):
             planned.append(PlannedNudge(kind, ref_id, intended_at, starts_at))
     return planned
+
+
+def _still_an_occurrence(follow_up: FollowUp | None, starts_at: datetime) -> bool:
+    """Whether an open follow-up is still due at ``starts_at``: its due time, or for a
+    repeating one any occurrence its rule still has (a snooze of Tuesday's stand-up)."""
+    if follow_up is None:
+        return False
+    if starts_at == follow_up.due_at:
+        return True
+    return bool(follow_up.repeat) and is_occurrence(
+        starts_at,
+        follow_up.due_at,
+        follow_up.repeat,
+        follow_up.repeat_weekdays,
+        follow_up.repeat_zone,
+    )
 
 
 def materialize_user(user_id: int, now: datetime, config: NudgeConfig) -> UserResult:

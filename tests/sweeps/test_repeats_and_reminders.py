@@ -13,6 +13,7 @@ from calendars.repeat import Repeat, is_occurrence, occurrences
 from portal.calendar_links import set_switches
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.materialize import run_materialize
+from scheduled_sends.models import Kind, NudgeAct
 from tenancy.scope import tenant_scope
 from tests.conftest import utc
 from tests.sweeps.factories import add_event, add_follow_up, rows, update
@@ -204,3 +205,33 @@ def test_an_occurrence_the_rule_no_longer_has_is_skipped_not_sent(make_user, rec
     assert recording_channel.sent == []
     assert [r.outcome for r in rows(user)] == ["skipped"]
     assert rows(user)[0].subject_starts_at == utc(2026, 12, 10, 17, 0)
+
+
+def test_a_snooze_of_a_later_occurrence_of_a_repeating_follow_up_survives_the_re_plan(
+    make_user,
+):
+    """Issue 22 (Snooze as a queue operation) with issue 24's repeating follow-ups: a
+    snooze of today's occurrence of a daily follow-up (first due two days ago) is planned
+    again by the next materialize, not withdrawn for not being the series' first time."""
+    user = make_user(default_lead_minutes=10)
+    first = utc(2026, 12, 1, 9, 0)
+    daily = add_follow_up(user, first, title="Water the plants")
+    update(user, daily, repeat=Repeat.DAILY, repeat_zone="UTC")
+    now, today = utc(2026, 12, 3, 8, 50), utc(2026, 12, 3, 9, 0)
+    with tenant_scope(user.pk):
+        NudgeAct.objects.create(
+            user_id=user.pk,
+            source_send_id=1,
+            act=NudgeAct.Act.SNOOZE,
+            kind=Kind.FOLLOW_UP,
+            ref_id=daily.pk,
+            subject_starts_at=today,
+            snoozed_until=utc(2026, 12, 3, 8, 58),
+            via="telegram",
+            created_at=now,
+        )
+    run_materialize(now)
+    assert sorted(r.intended_at for r in rows(user) if r.subject_starts_at == today) == [
+        utc(2026, 12, 3, 8, 50),
+        utc(2026, 12, 3, 8, 58),
+    ]
