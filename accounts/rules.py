@@ -9,7 +9,6 @@ call them without a database.
 from __future__ import annotations
 
 import re
-import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import Protocol
@@ -19,6 +18,7 @@ from django.utils.translation import gettext
 from django.utils.translation.trans_real import parse_accept_lang_header
 
 from core.deployment import NOT_IN_PRODUCTION, console_channel_allowed
+from core.zones import zone_of
 
 NOT_SET_UP = "no channel set up yet: link Telegram or WhatsApp in Settings"
 
@@ -59,13 +59,6 @@ def pause_reason(settings: HoldSettings) -> SkipReason | None:
     return None
 
 
-def _zone(name: str) -> zoneinfo.ZoneInfo | type[UTC]:
-    try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return UTC
-
-
 def quiet_hours_problem(start: time | None, end: time | None) -> str | None:
     """Why a pair of quiet hours cannot be saved, in a sentence; None when it can.
 
@@ -91,7 +84,7 @@ def quiet_hours_end(moment: datetime, settings: HoldSettings) -> datetime | None
     start, end = settings.quiet_start, settings.quiet_end
     if start is None or end is None or start == end:
         return None
-    zone = _zone(settings.timezone)
+    zone = zone_of(settings.timezone)
     local = moment.astimezone(zone)
     clock = local.time().replace(tzinfo=None)
     if start < end:
@@ -117,7 +110,7 @@ def hold_for_quiet_hours(
         return fire_at
     if ends < starts_at:
         return ends
-    local_end = ends.astimezone(_zone(settings.timezone))
+    local_end = ends.astimezone(zone_of(settings.timezone))
     return SkipReason(f"quiet hours until {local_end:%H:%M}, and it starts before they end")
 
 

@@ -17,11 +17,16 @@ and the user area shows the next occurrence from it.
 
 from __future__ import annotations
 
-import zoneinfo
 from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.db import models
+
+from core.zones import zone_of
+
+if TYPE_CHECKING:  # calendars.models imports this module for its choices
+    from calendars.models import FollowUp
 
 
 class Repeat(models.TextChoices):
@@ -36,14 +41,6 @@ class Repeat(models.TextChoices):
 WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 # Far enough to reach the next "monthly on the 31st" from any day.
 _NEXT_HORIZON = timedelta(days=366)
-
-
-def zone_of(name: str) -> zoneinfo.ZoneInfo:
-    """The zone, or UTC for a name this Python does not know (never raises)."""
-    try:
-        return zoneinfo.ZoneInfo(name or "UTC")
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return zoneinfo.ZoneInfo("UTC")
 
 
 def _matches(day: date, repeat: str, weekdays: Sequence[int], first_day: date) -> bool:
@@ -103,15 +100,18 @@ def is_occurrence(
     return any(found == instant for found in window)
 
 
-def describe(repeat: str, weekdays: Sequence[int]) -> str:
-    """A few plain words for the user area ("every Mon, Wed")."""
-    if repeat == Repeat.WEEKLY and weekdays:
-        names = ", ".join(WEEKDAY_NAMES[d].capitalize() for d in sorted(set(weekdays)))
-        return f"every {names}"
-    if repeat == Repeat.WEEKLY:
-        return "every week"
-    return {
-        Repeat.DAILY: "every day",
-        Repeat.WEEKDAYS: "every weekday",
-        Repeat.MONTHLY: "every month",
-    }.get(repeat, "")
+def is_due_at(follow_up: FollowUp | None, instant: datetime) -> bool:
+    """Whether a follow-up is still due at ``instant``: its due time, or for a repeating
+    one any occurrence its rule still has (a snooze of Tuesday's stand-up). The planner
+    and a Snooze tap ask the same question here."""
+    if follow_up is None:
+        return False
+    if instant == follow_up.due_at:
+        return True
+    return bool(follow_up.repeat) and is_occurrence(
+        instant,
+        follow_up.due_at,
+        follow_up.repeat,
+        follow_up.repeat_weekdays,
+        follow_up.repeat_zone,
+    )

@@ -17,8 +17,9 @@ from django.utils.translation import gettext_lazy
 from accounts.actions import ensure_settings
 from calendars.models import FollowUp
 from calendars.providers.normalize import MAX_LEADS_PER_EVENT
-from calendars.repeat import WEEKDAY_NAMES, Repeat, next_occurrence, zone_of
+from calendars.repeat import WEEKDAY_NAMES, Repeat, next_occurrence
 from core.config import NudgeConfig
+from core.zones import zone_of
 from scheduled_sends.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 

@@ -162,8 +162,7 @@ REPEAT_CHOICES = [
 
 
 def repeat_words(repeat: str, weekdays: list[int]) -> str:
-    """A few words for the follow-up list ("every Mon, Wed"), in the page's language
-    (``calendars.repeat.describe`` says the same in English)."""
+    """A few words for the follow-up list ("every Mon, Wed"), in the page's language"""
     if repeat == Repeat.WEEKLY and weekdays:
         names = ", ".join(str(_WEEKDAY_LABELS[d]) for d in sorted(set(weekdays)))
         return gettext("every %(days)s") % {"days": names}

@@ -11,7 +11,6 @@ nudge went, not when it was planned.
 
 from __future__ import annotations
 
-import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
@@ -66,13 +65,6 @@ class Entry:
         if self.status == "due":
             return "due, not sent yet"
         return f"{self.status}: {self.words.text}" if self.words.text else self.status
-
-
-def zone_of(name: str) -> tzinfo:
-    try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return UTC
 
 
 def _title(titles: dict[tuple[str, int], str], row: ScheduledSend) -> str:

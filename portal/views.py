@@ -31,6 +31,7 @@ from calendars.connect import ConnectError, add_ics_feed
 from calendars.models import ConnectionStatus, FollowUp
 from calendars.views import available as oauth_available
 from core.config import NudgeConfig
+from core.zones import zone_of
 from portal import calendar_links, followups, plain_words, telegram, timeline, whatsapp
 from portal.followups import FollowUpChange, FollowUpInvalid
 from portal.forms import (
@@ -101,7 +102,7 @@ def _add_follow_up(
 
 def _zone(user_id: int):
     with tenant_scope(user_id):
-        return timeline.zone_of(ensure_settings(user_id).timezone)
+        return zone_of(ensure_settings(user_id).timezone)
 
 
 @login_required
@@ -246,7 +247,7 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
     now = timezone.now()
     with tenant_scope(user_id):
         delivery = ensure_settings(user_id)
-        with timezone.override(timeline.zone_of(delivery.timezone)):
+        with timezone.override(zone_of(delivery.timezone)):
             return render(
                 request,
                 "portal/settings.html",
@@ -554,7 +555,7 @@ def _calendars_page(request: HttpRequest, ics_form: IcsFeedForm | None = None) -
     connections = calendar_links.list_connections(user_id)
     with tenant_scope(user_id):
         delivery = ensure_settings(user_id)
-    with timezone.override(timeline.zone_of(delivery.timezone)):
+    with timezone.override(zone_of(delivery.timezone)):
         return render(
             request,
             "portal/calendars.html",

@@ -200,7 +200,6 @@ class Participation:
     slices_taken_over: int = 0
     slices_lost: int = 0  # taken over from this participant while it still worked
     cut_short: bool = False  # its budget ran out with slices nobody holds
-    state: CycleState | None = None
 
 
 # Visits one slice's users; returns (users visited, whether the whole slice was visited).
@@ -255,7 +254,6 @@ def take_part(
             continue
         if not finish_slice(taken.id, me, users):
             part.slices_lost += 1
-    part.state = cycle_state(cycle.starts_at, config)
     return part
 
 

@@ -30,7 +30,7 @@ from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
 from calendars.providers.normalize import sorted_leads
-from calendars.repeat import is_occurrence, occurrences
+from calendars.repeat import is_due_at, occurrences
 from calendars.sync import SyncPool, SyncSummary, sync_user_connections
 from core.config import NudgeConfig
 from scheduled_sends import cycle as shared_cycle
@@ -268,7 +268,7 @@ def plan_snoozed_nudges(
     planned = []
     for kind, ref_id, until, starts_at in snoozes:
         if kind == Kind.FOLLOW_UP:
-            if not _still_an_occurrence(open_follow_ups.get(ref_id), starts_at):
+            if not is_due_at(open_follow_ups.get(ref_id), starts_at):
                 continue
         elif starts.get((kind, ref_id)) != starts_at:
             continue
@@ -276,22 +276,6 @@ def plan_snoozed_nudges(
         if _in_window(intended_at, now, config):
             planned.append(PlannedNudge(kind, ref_id, intended_at, starts_at))
     return planned
-
-
-def _still_an_occurrence(follow_up: FollowUp | None, starts_at: datetime) -> bool:
-    """Whether an open follow-up is still due at ``starts_at``: its due time, or for a
-    repeating one any occurrence its rule still has (a snooze of Tuesday's stand-up)."""
-    if follow_up is None:
-        return False
-    if starts_at == follow_up.due_at:
-        return True
-    return bool(follow_up.repeat) and is_occurrence(
-        starts_at,
-        follow_up.due_at,
-        follow_up.repeat,
-        follow_up.repeat_weekdays,
-        follow_up.repeat_zone,
-    )
 
 
 def materialize_user(user_id: int, now: datetime, config: NudgeConfig) -> UserResult:

@@ -28,9 +28,8 @@ callback's toast); nothing here raises for a tap that cannot be honoured.
 
 from __future__ import annotations
 
-import zoneinfo
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext_lazy
@@ -38,7 +37,9 @@ from django.utils.translation import gettext_lazy
 from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason, quiet_hours_end
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
+from calendars.repeat import is_due_at
 from core.config import NudgeConfig
+from core.zones import zone_of
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.states import Outcome, unsettled
@@ -79,16 +80,9 @@ class ActResult:
     follow_up_id: int | None = None  # Done: the follow-up the portal marks done
 
 
-def _zone(name: str) -> tzinfo:
-    try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return UTC
-
-
 def local_clock(instant: datetime, now: datetime, tz_name: str) -> str:
     """'15:05', or 'Fri 15:05' when it is not today in the user's zone."""
-    zone = _zone(tz_name)
+    zone = zone_of(tz_name)
     local = instant.astimezone(zone)
     if local.date() != now.astimezone(zone).date():
         return local.strftime("%a %H:%M")
@@ -110,13 +104,20 @@ def _subject_now(row: ScheduledSend) -> tuple[datetime | None, str | None]:
             all_day=event is not None and event.all_day,
             needs_reauth=event is not None
             and event.connection.status == ConnectionStatus.NEEDS_REAUTH,
+            calendar_off=event is not None and not event.connection.nudges_on,
+            skip_all_day=event is None or event.connection.skip_all_day,
         )
         return (event.starts_at if event else None), reason
     follow_up = FollowUp.objects.filter(user_id=row.user_id, pk=row.ref_id).first()
     reason = follow_up_skip_reason(
         found=follow_up is not None, done=follow_up is not None and follow_up.done
     )
-    return (follow_up.due_at if follow_up else None), reason
+    if follow_up is None:
+        return None, reason
+    # A repeating follow-up's later occurrence starts when that occurrence is due.
+    if is_due_at(follow_up, row.subject_starts_at):
+        return row.subject_starts_at, reason
+    return follow_up.due_at, reason
 
 
 def _snooze_instant(now: datetime, snooze: timedelta) -> datetime:

@@ -506,3 +506,23 @@ def test_the_telegram_poll_command_answers_a_tap(tg, ana):
     call_command("telegram_poll", "--once", "--timeout", "0", stdout=io.StringIO())
     assert answers(tg) == ["Done ✓"]
     assert tg.text_of(CHAT, message_id).endswith("Done ✓")
+
+
+def test_snooze_on_a_later_occurrence_of_a_repeating_follow_up(tg, ana):
+    """Items 2 and 4 with issue 24's repeating follow-ups: today's nudge of a daily
+    follow-up first due two days ago snoozes (it starts at today's occurrence, not at
+    the series' first time), and the next materialize keeps the snooze."""
+    now = _now()
+    row, message_id = sent_nudge(tg, ana, "Water the plants", due_in=timedelta(minutes=30), now=now)
+    with tenant_scope(ana.pk):
+        FollowUp.objects.filter(pk=row.ref_id).update(
+            due_at=row.subject_starts_at - timedelta(days=2), repeat="daily", repeat_zone="UTC"
+        )
+    tg.push_tap(CHAT, message_id, buttons(tg, message_id)["Snooze 10 min"]["callback_data"])
+    poll(now)
+    until = (now + timedelta(minutes=10)).replace(second=0) + timedelta(
+        minutes=1 if now.second else 0
+    )
+    assert answers(tg) == [f"Snoozed until {local_clock(until, now, 'UTC')}"]
+    materialize_user(ana.pk, now, NudgeConfig.from_settings())
+    assert until in [r.intended_at for r in pending_rows(ana)]
