@@ -480,8 +480,16 @@ class DeliveryRun:
         self.scheduled = kept
         heapq.heapify(self.scheduled)
         for outgoing in untried:
-            self.settle(outgoing.row, Transition.RELEASE)
+            self.settle(outgoing.row, Transition.RELEASE, not_before=self._pause_end(outgoing))
             self.report.released += 1
+
+    def _pause_end(self, outgoing: Outgoing) -> datetime | None:
+        """When a row handed back may be claimed again: after its channel's 429 pause
+        (like a row the pause stopped mid-send), else at once."""
+        resume, now = self.pacer.resume_at(outgoing.delivery.channel), time.monotonic()
+        if resume <= now:
+            return None
+        return self.at(now) + timedelta(seconds=resume - now)
 
     def settle_attempt(self, outgoing: Outgoing, attempt: SendAttempt) -> None:
         row, delivery = outgoing.row, outgoing.delivery
