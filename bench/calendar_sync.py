@@ -192,8 +192,9 @@ def measure(tree: Tree, provider: str, users: int) -> dict[str, Any]:
         first = _materialize(tree, now, env)
         requests = sum(len(fake.requests) for fake in fakes)
         most_at_once = max((getattr(f, "max_in_flight", 0) for f in fakes), default=0)
-        # The next cron run: feeds answer 304, the APIs the same events, nothing new to queue.
-        again = _materialize(tree, now + timedelta(minutes=1), env)
+        # The next cron run (the next cycle: materialize runs each 15-minute cycle once):
+        # feeds answer 304, the APIs the same events, nothing new to queue.
+        again = _materialize(tree, now + timedelta(minutes=15), env)
     return {
         "provider": provider,
         **first,
