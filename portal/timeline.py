@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
+from django.utils.formats import date_format
 from django.utils.translation import gettext, gettext_lazy
 
 from portal.plain_words import PlainWords, for_outcome
@@ -121,14 +122,14 @@ def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
     return _entries(rows, planned=True, now=now)
 
 
-def _act_entries(acts: list[NudgeAct], tz: tzinfo) -> list[Entry]:
+def _act_entries(acts: list[NudgeAct], tz: tzinfo, time_format: str) -> list[Entry]:
     titles = subject_titles(acts)
     entries = []
     for act in acts:
         snoozed = act.act == NudgeAct.Act.SNOOZE
         via = act.get_via_display()
         if snoozed:
-            until = f"{act.snoozed_until.astimezone(tz):%H:%M}"
+            until = date_format(act.snoozed_until.astimezone(tz), time_format)
             words = gettext("until %(time)s, from %(via)s") % {"time": until, "via": via}
         else:
             words = gettext("from %(via)s") % {"via": via}
@@ -146,8 +147,11 @@ def _act_entries(acts: list[NudgeAct], tz: tzinfo) -> list[Entry]:
     return entries
 
 
-def history(user_id: int, now: datetime, limit: int = 100, tz: tzinfo = UTC) -> list[Entry]:
-    """Outcomes and the person's own acts (Snooze, Done) of the last days, newest first."""
+def history(
+    user_id: int, now: datetime, limit: int = 100, tz: tzinfo = UTC, time_format: str = "H:i"
+) -> list[Entry]:
+    """Outcomes and the person's own acts (Snooze, Done) of the last days, newest first;
+    times in ``tz`` on the person's clock (``time_format``, ``portal.language.date_formats``)."""
     since = now - timedelta(days=HISTORY_DAYS)
     rows = list(
         ScheduledSend.objects.filter(
@@ -155,5 +159,5 @@ def history(user_id: int, now: datetime, limit: int = 100, tz: tzinfo = UTC) -> 
         ).order_by("-fire_at", "-pk")[:limit]
     )
     entries = _entries(rows, planned=False, now=now)
-    entries += _act_entries(acts_since(user_id, since, limit), tz)
+    entries += _act_entries(acts_since(user_id, since, limit), tz, time_format)
     return sorted(entries, key=lambda entry: entry.at or now, reverse=True)[:limit]

@@ -20,7 +20,8 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import PasswordChangeForm
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.utils import dateformat, timezone, translation
+from django.utils import timezone, translation
+from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -85,16 +86,19 @@ def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
 def _add_follow_up(
     request: HttpRequest, zone, back: str
 ) -> tuple[FollowUpForm, HttpResponse | None]:
-    """The add form of a page, and the redirect after a successful POST of it."""
+    """The add form of a page, and the redirect after a successful POST of it (saying
+    when the follow-up is due, on the person's clock)."""
     form = FollowUpForm(request.POST or None, zone=zone)
     created = _create_follow_up(request, form, zone) if request.method == "POST" else None
     if created is not None:
         # The time a quick choice chose, or a repeating one's first occurrence.
         due = timezone.localtime(followups.next_due(created, timezone.now()), zone)
+        with tenant_scope(request.user.pk):
+            when_format = date_formats(ensure_settings(request.user.pk))["when_format"]
         messages.success(
             request,
             _("Added “%(title)s”, due %(due)s.")
-            % {"title": created.title, "due": dateformat.format(due, "D j M, H:i")},
+            % {"title": created.title, "due": date_format(due, when_format)},
         )
         return form, redirect(back)
     return form, None
@@ -123,7 +127,9 @@ def home(request: HttpRequest) -> HttpResponse:
             {
                 "delivery": delivery,
                 "upcoming": timeline.upcoming(user_id, now),
-                "history": timeline.history(user_id, now, tz=zone),
+                "history": timeline.history(
+                    user_id, now, tz=zone, time_format=date_formats(delivery)["time_format"]
+                ),
                 "form": form,
                 "history_days": timeline.HISTORY_DAYS,
                 "zone_aliases": ZONE_ALIASES_JSON,
@@ -146,8 +152,12 @@ def follow_up_list(request: HttpRequest) -> HttpResponse:
     for row in rows:  # what the list shows: the next time, and how it repeats
         row.next_due = followups.next_due(row, now)
         row.repeats = repeat_words(row.repeat, row.repeat_weekdays)
+    with tenant_scope(user_id):
+        formats = date_formats(ensure_settings(user_id))
     with timezone.override(zone):
-        return render(request, "portal/follow_ups.html", {"follow_ups": rows, "form": form})
+        return render(
+            request, "portal/follow_ups.html", {"follow_ups": rows, "form": form, **formats}
+        )
 
 
 @login_required

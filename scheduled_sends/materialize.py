@@ -538,7 +538,8 @@ class MaterializeReport:
         if self.cycle_was_complete:
             return (
                 f"materialize: cycle {self.cycle:%H:%M}Z is already complete "
-                f"({self.cycle_slices} slices, {self.participants} participants); "
+                f"({_counted(self.cycle_slices, 'slice')}, "
+                f"{_counted(self.participants, 'participant')}); "
                 "this one did nothing"
             )
         text = (
@@ -549,9 +550,9 @@ class MaterializeReport:
         )
         if self.cycle is not None:
             text += (
-                f"; cycle {self.cycle:%H:%M}Z: took {self.slices_taken} slices"
+                f"; cycle {self.cycle:%H:%M}Z: took {_counted(self.slices_taken, 'slice')}"
                 f" ({self.slices_taken_over} taken over), {self.cycle_slices_done}"
-                f"/{self.cycle_slices} done, {self.participants} participants"
+                f"/{self.cycle_slices} done, {_counted(self.participants, 'participant')}"
             )
         if self.cut_short and self.cycle is not None:
             text += "; CUT SHORT by its budget, the next cycle starts with the slices left"
@@ -597,6 +598,11 @@ class MaterializeReport:
                 cycle_slices_done=self.cycle_slices_done,
             ).as_dict(),
         }
+
+
+def _counted(count: int, noun: str) -> str:
+    """'1 slice', '3 slices': the run log is read by people."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def users_to_visit(

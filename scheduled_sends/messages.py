@@ -181,6 +181,20 @@ def _format(moment: datetime, language: str, skeleton: str) -> str:
     return _pattern(language, skeleton).apply(moment, _locale(language))
 
 
+def clock_text(
+    instant: datetime, now: datetime, tz_name: str, language: str = "en", clock: str = "24h"
+) -> str:
+    """A time as the person reads it — their zone, language and clock — with the
+    weekday when it is not today: '15:05', '3:05 PM', 'Fr. 15:05'."""
+    zone, _label = _zone(tz_name)
+    local = instant.astimezone(zone)
+    language = language if language in LANGUAGES else "en"
+    time_text = _format(local, language, "hm" if clock == "12h" else "Hm")
+    if local.date() != now.astimezone(zone).date():
+        return f"{_format(local, language, 'E')} {time_text}"
+    return time_text
+
+
 def _when(
     local_start: datetime, local_now: datetime, language: str, time_text: str
 ) -> tuple[str, str]:

@@ -39,7 +39,7 @@ from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason, quiet
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
 from calendars.repeat import is_due_at
 from core.config import NudgeConfig
-from core.zones import zone_of
+from scheduled_sends.messages import clock_text
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.states import Outcome, unsettled
@@ -80,13 +80,9 @@ class ActResult:
     follow_up_id: int | None = None  # Done: the follow-up the portal marks done
 
 
-def local_clock(instant: datetime, now: datetime, tz_name: str) -> str:
-    """'15:05', or 'Fri 15:05' when it is not today in the user's zone."""
-    zone = zone_of(tz_name)
-    local = instant.astimezone(zone)
-    if local.date() != now.astimezone(zone).date():
-        return local.strftime("%a %H:%M")
-    return local.strftime("%H:%M")
+def local_clock(instant: datetime, now: datetime, settings: DeliverySettings) -> str:
+    """A time in a tap's answer, on the person's zone, language and clock."""
+    return clock_text(instant, now, settings.timezone, settings.language, settings.clock)
 
 
 def _subject_now(row: ScheduledSend) -> tuple[datetime | None, str | None]:
@@ -166,14 +162,16 @@ def _record(row: ScheduledSend, act: str, via: str, now: datetime, **fields: obj
     return True
 
 
-def _already_snoozed(row: ScheduledSend, now: datetime, tz_name: str) -> ActResult | None:
+def _already_snoozed(
+    row: ScheduledSend, now: datetime, settings: DeliverySettings
+) -> ActResult | None:
     """The answer to a repeated Snooze on the same message, or None for the first."""
     first = NudgeAct.objects.filter(
         user_id=row.user_id, source_send_id=row.pk, act=Act.SNOOZE
     ).first()
     if first is None:
         return None
-    return ActResult(ALREADY_SNOOZED.format(until=local_clock(first.snoozed_until, now, tz_name)))
+    return ActResult(ALREADY_SNOOZED.format(until=local_clock(first.snoozed_until, now, settings)))
 
 
 def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeConfig) -> ActResult:
@@ -182,14 +180,13 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
     settings = DeliverySettings.objects.filter(user_id=user_id).first()
     if row is None or settings is None:
         return ActResult(UNKNOWN)
-    tz_name = settings.timezone
-    if (repeat := _already_snoozed(row, now, tz_name)) is not None:
+    if (repeat := _already_snoozed(row, now, settings)) is not None:
         return repeat
     starts_at, gone = _subject_now(row)
     if gone is not None:
         return ActResult(GONE.format(reason=gone))
     if starts_at <= now:
-        return ActResult(TOO_LATE.format(start=local_clock(starts_at, now, tz_name)))
+        return ActResult(TOO_LATE.format(start=local_clock(starts_at, now, settings)))
     held = pause_reason(settings)
     if held is not None:
         return ActResult(HELD.format(reason=held.reason))
@@ -198,19 +195,19 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
     quiet = hold_for_quiet_hours(until, starts_at, settings)
     if isinstance(quiet, SkipReason):
         ends = quiet_hours_end(until, settings) or until
-        return ActResult(QUIET_PAST_START.format(end=local_clock(ends, now, tz_name)))
+        return ActResult(QUIET_PAST_START.format(end=local_clock(ends, now, settings)))
     full, rank = _caps_full(user_id, quiet, config)
     if full:
         return ActResult(CAPPED)
     if not _record(row, Act.SNOOZE, via, now, snoozed_until=quiet):
         # A concurrent tap on the same button recorded first: say what it did.
-        return _already_snoozed(row, now, tz_name) or ActResult(UNKNOWN)
+        return _already_snoozed(row, now, settings) or ActResult(UNKNOWN)
     transitions.enqueue_snoozed(
         user_id,
         settings.channel,
         transitions.NewNudge(row.kind, row.ref_id, quiet, starts_at, min(rank, 32_767)),
     )
-    clock = local_clock(quiet, now, tz_name)
+    clock = local_clock(quiet, now, settings)
     if quiet != until:
         return ActResult(SNOOZED_PAST_QUIET.format(until=clock), changed=True)
     if until == starts_at and wanted > starts_at:

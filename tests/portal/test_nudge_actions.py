@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
-from datetime import datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from django.core.management import call_command
@@ -30,8 +31,9 @@ from scheduled_sends.channels.base import NudgeActions
 from scheduled_sends.channels.telegram import TelegramChannel
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.materialize import materialize_user
+from scheduled_sends.messages import clock_text
 from scheduled_sends.models import NudgeAct, ScheduledSend
-from scheduled_sends.nudge_actions import NOT_HERE, local_clock
+from scheduled_sends.nudge_actions import NOT_HERE
 from tenancy.scope import tenant_scope
 from tests.channels.conftest import nudge
 from tests.channels.queue import queue_follow_up
@@ -40,7 +42,7 @@ from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.twilio_server import FakeTwilio
 from tests.support.queue import queue_nudge
 
-from .conftest import WEBHOOK_SECRET
+from .conftest import WEBHOOK_SECRET, local_input
 
 CHAT = 5550001
 OTHER_CHAT = 5550002
@@ -160,7 +162,7 @@ def test_snooze_queues_one_nudge_ten_minutes_on_and_edits_the_message(tg, ana, c
     until = (now + timedelta(minutes=10)).replace(second=0) + timedelta(
         minutes=1 if now.second else 0
     )
-    said = f"Snoozed until {local_clock(until, now, 'UTC')}"
+    said = f"Snoozed until {clock_text(until, now, 'UTC')}"
     assert answers(tg) == [said]
     assert tg.text_of(CHAT, message_id).endswith(f"\n\n{said}")
     assert tg.markup_of(CHAT, message_id) is None  # the used buttons are gone
@@ -174,10 +176,39 @@ def test_snooze_queues_one_nudge_ten_minutes_on_and_edits_the_message(tg, ana, c
     with tenant_scope(ana.pk):
         [entry] = [e for e in timeline.history(ana.pk, now) if e.status == "snoozed"]
     assert entry.title == "Send the invoice"
-    assert entry.describe().startswith(f"snoozed: until {local_clock(until, now, 'UTC')}")
+    assert entry.describe().startswith(f"snoozed: until {clock_text(until, now, 'UTC')}")
     client.force_login(ana)
     home = client.get(reverse("portal:home")).content.decode()
-    assert f"until {local_clock(until, now, 'UTC')}, from Telegram" in home and ">snoozed<" in home
+    assert f"until {clock_text(until, now, 'UTC')}, from Telegram" in home and ">snoozed<" in home
+
+
+def test_a_person_on_the_12_hour_clock_reads_12_hour_times_after_a_tap(tg, ana, client):
+    """The tap's answer, the history and the follow-ups page all on the person's clock."""
+    with tenant_scope(ana.pk):
+        DeliverySettings.objects.filter(user_id=ana.pk).update(clock="12h")
+    now = _now()
+    _row, message_id = sent_nudge(
+        tg, ana, "Send the invoice", due_in=timedelta(minutes=30), now=now
+    )
+    tg.push_tap(CHAT, message_id, buttons(tg, message_id)["Snooze 10 min"]["callback_data"])
+    poll(now)
+
+    [said] = answers(tg)
+    twelve_hour = re.compile(r"\d{1,2}:\d{2}\s?[AP]M")
+    assert twelve_hour.search(said), said
+    client.force_login(ana)
+    home = client.get(reverse("portal:home")).content.decode()
+    until = twelve_hour.search(said).group(0)
+    assert f"until {until}, from Telegram" in home
+    listed = client.get(reverse("portal:follow_ups")).content.decode()
+    assert twelve_hour.search(listed), "the follow-ups list shows 24-hour times"
+    added = client.post(
+        reverse("portal:follow_ups"),
+        {"title": "Water the plants", "due_at": local_input(now + timedelta(hours=5), UTC)},
+        follow=True,
+    ).content.decode()
+    assert "Added “Water the plants”, due" in added
+    assert twelve_hour.search(added.split("Added “Water the plants”, due", 1)[1][:40])
 
 
 def test_a_double_tap_queues_one_nudge_and_says_so(tg, ana):
@@ -221,7 +252,7 @@ def test_a_tap_after_the_start_does_not_snooze(tg, ana):
     later = row.subject_starts_at + timedelta(minutes=1)
     poll(later)
     assert answers(tg) == [
-        f"Not snoozed: it started at {local_clock(row.subject_starts_at, later, 'UTC')}"
+        f"Not snoozed: it started at {clock_text(row.subject_starts_at, later, 'UTC')}"
     ]
     assert pending_rows(ana) == []
     assert tg.calls("editMessageText") == []
@@ -233,7 +264,7 @@ def test_a_snooze_past_the_start_comes_at_the_start(tg, ana):
     row, message_id = sent_nudge(tg, ana, "Call Bea", due_in=timedelta(minutes=5), now=now)
     tg.push_tap(CHAT, message_id, buttons(tg, message_id)["Snooze 10 min"]["callback_data"])
     poll(now)
-    start = local_clock(row.subject_starts_at, now, "UTC")
+    start = clock_text(row.subject_starts_at, now, "UTC")
     assert answers(tg) == [f"Snoozed until {start}, when it starts"]
     [snoozed] = pending_rows(ana)
     assert snoozed.intended_at == row.subject_starts_at
@@ -258,7 +289,7 @@ def test_snooze_into_quiet_hours_waits_for_their_end_or_is_refused(tg, ana):
     tg.push_tap(CHAT, soon_id, buttons(tg, soon_id)["Snooze 10 min"]["callback_data"])
     tg.push_tap(CHAT, later_id, buttons(tg, later_id)["Snooze 10 min"]["callback_data"])
     poll(now)
-    end = local_clock(quiet_to, now, "UTC")
+    end = clock_text(quiet_to, now, "UTC")
     assert answers(tg) == [
         f"Not snoozed: your quiet hours last until {end}, past its start",
         f"Snoozed until {end}, when your quiet hours end",
@@ -523,6 +554,6 @@ def test_snooze_on_a_later_occurrence_of_a_repeating_follow_up(tg, ana):
     until = (now + timedelta(minutes=10)).replace(second=0) + timedelta(
         minutes=1 if now.second else 0
     )
-    assert answers(tg) == [f"Snoozed until {local_clock(until, now, 'UTC')}"]
+    assert answers(tg) == [f"Snoozed until {clock_text(until, now, 'UTC')}"]
     materialize_user(ana.pk, now, NudgeConfig.from_settings())
     assert until in [r.intended_at for r in pending_rows(ana)]

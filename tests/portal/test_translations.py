@@ -17,8 +17,7 @@ from calendars.models import CalendarConnection, Provider
 from core.config import NudgeConfig
 from portal import followups
 from scheduled_sends.deliver import run_deliver
-from scheduled_sends.messages import Shape, compose
-from scheduled_sends.nudge_actions import local_clock
+from scheduled_sends.messages import Shape, clock_text, compose
 from tenancy.scope import tenant_scope
 
 from .test_nudge_actions import CHAT, answers, buttons, linked, pending_rows, poll, sent_nudge
@@ -139,7 +138,7 @@ def test_telegram_buttons_and_a_taps_answer_are_spanish_for_a_spanish_user(tg, e
     poll(now)
     [said] = answers(tg)
     [snoozed] = pending_rows(elena)
-    assert said == f"Pospuesto hasta las {local_clock(snoozed.intended_at, now, 'UTC')}"
+    assert said == f"Pospuesto hasta las {clock_text(snoozed.intended_at, now, 'UTC', 'es')}"
     assert tg.text_of(CHAT, message_id).endswith(said)
 
 

@@ -97,7 +97,7 @@ def test_a_complete_cycle_run_again_does_nothing_and_says_so(make_user, settings
     again = run_materialize(NOW + timedelta(minutes=5), sync_calendars=False, shared=True)
     assert again.cycle_was_complete and again.queued == 0 and again.users == 0
     assert again.summary() == (
-        "materialize: cycle 14:00Z is already complete (3 slices, 1 participants); "
+        "materialize: cycle 14:00Z is already complete (3 slices, 1 participant); "
         "this one did nothing"
     )
     (run,) = SweepRun.objects.filter(sweep="materialize")
