@@ -35,16 +35,23 @@ class LoopSummary:
         )
 
 
+def _materialize_as_cron_does():
+    return run_materialize(shared=True)
+
+
 def run_sweeps(
     stop: threading.Event,
     *,
     write: Callable[[str], None],
-    materialize: Callable = run_materialize,
+    materialize: Callable = _materialize_as_cron_does,
     deliver: Callable = run_deliver,
     clock: Callable[[], float] = time.monotonic,
     stamp: Callable[[], str] = lambda: time.strftime("%H:%M:%S"),
 ) -> LoopSummary:
     """Materialize now and every 15 minutes, deliver now and every minute, until ``stop``.
+
+    Materialize joins the shared cycle as the cron line does (a cycle another
+    process already completed is not run again).
 
     ``stop`` is checked between sweeps and wakes the wait between them, so
     setting it (the command does on Ctrl-C) ends the loop after the sweep in

@@ -44,8 +44,6 @@ from tenancy.scope import planning_scope, tenant_scope
 
 logger = logging.getLogger("nudge.materialize")
 
-# user_rank is a smallint; beyond this every further nudge shares the last rank.
-MAX_RANK = 32_767
 # Users planned and queued together (one ``planning_scope`` transaction): enough
 # that a statement's cost is spread thin, few enough that a failed set, planned
 # again one user at a time, costs a second or two.
@@ -481,7 +479,7 @@ def _ranked(
     ranked = []
     for nudge in nudges:
         minute = _minute(nudge.intended_at)
-        rank = min(per_minute[minute], MAX_RANK)
+        rank = min(per_minute[minute], transitions.MAX_RANK)
         per_minute[minute] += 1
         ranked.append(
             transitions.NewNudge(

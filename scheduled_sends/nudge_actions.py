@@ -205,7 +205,9 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
     transitions.enqueue_snoozed(
         user_id,
         settings.channel,
-        transitions.NewNudge(row.kind, row.ref_id, quiet, starts_at, min(rank, 32_767)),
+        transitions.NewNudge(
+            row.kind, row.ref_id, quiet, starts_at, min(rank, transitions.MAX_RANK)
+        ),
     )
     clock = local_clock(quiet, now, settings)
     if quiet != until:

@@ -2,8 +2,9 @@
 
 Who calls what, and in which scope:
 
-* materialize — :func:`enqueue` and :func:`withdraw_unclaimed`, in the
-  user's ``tenant_scope`` (the caller's);
+* materialize — :func:`enqueue_many` and :func:`withdraw_unclaimed`, in the
+  user's ``tenant_scope`` or the ``planning_scope`` of the set of users it
+  plans together (the caller's);
 * deliver — :func:`claim_due`, then one :class:`Transition` per claimed row,
   grouped (:func:`apply`), plus :func:`expire_past_grace`; these cross
   tenants, so they run under ``rls_bypass()``, which reaches
@@ -327,12 +328,16 @@ def load_per_minute(after: datetime, until: datetime) -> dict[str, dict[datetime
     return load
 
 
-# --- Materialize: in the user's own tenant scope --------------------------------
+# --- Materialize: in the user's tenant scope, or the planning scope of a set -------
+
+
+# user_rank is a smallint; beyond this every further nudge shares the last rank.
+MAX_RANK = 32_767
 
 
 @dataclass(frozen=True)
 class NewNudge:
-    """One row materialize wants queued."""
+    """One row materialize (or a Snooze) wants queued; ``user_rank`` at most ``MAX_RANK``."""
 
     kind: str
     ref_id: int
