@@ -370,27 +370,36 @@ def materialize_user(user_id: int, now: datetime, config: NudgeConfig) -> UserRe
         return queue_user_in_scope(user_id, now, config)
 
 
-def materialize_users(
-    user_ids: list[int], now: datetime, config: NudgeConfig
-) -> dict[int, UserResult | Exception]:
+@dataclass
+class PlannedSet:
+    """Each user's result (or the exception that was their result), and, when the set
+    could not be planned together, why: its users were then planned one at a time."""
+
+    results: dict[int, UserResult | Exception]
+    planned_alone_because: str = ""
+
+
+def materialize_users(user_ids: list[int], now: datetime, config: NudgeConfig) -> PlannedSet:
     """``materialize_user`` for a set of users, planned and queued together.
 
     One ``planning_scope`` transaction and a statement per step for all of
     them; if it fails, each user again in their own scope, so one user's bad
-    row costs that user alone (their exception is their result).
+    row costs that user alone. Said, not hidden: the run log counts such sets
+    (a planner role the bootstrap never made would otherwise only be slow).
     """
     try:
         with planning_scope(user_ids):
-            return dict(queue_users_in_scope(user_ids, now, config))
-    except Exception:
+            return PlannedSet(dict(queue_users_in_scope(user_ids, now, config)))
+    except Exception as exc:
         logger.warning("planning a set of users failed; each is planned alone", exc_info=True)
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
     results: dict[int, UserResult | Exception] = {}
     for user_id in user_ids:
         try:
             results[user_id] = materialize_user(user_id, now, config)
         except Exception as exc:
             results[user_id] = exc
-    return results
+    return PlannedSet(results, planned_alone_because=why)
 
 
 def queue_user_in_scope(user_id: int, now: datetime, config: NudgeConfig) -> UserResult:
@@ -507,6 +516,9 @@ class MaterializeReport:
     calendars_deferred: int = 0
     provider_calls: int = 0
     moved_earlier: int = 0
+    # Sets of users that could not be planned together (materialize_users) and why.
+    sets_planned_alone: int = 0
+    planned_alone_because: str = ""
     # The run's budget ran out before every user was visited; the next run
     # starts after ``resume_after``.
     cut_short: bool = False
@@ -561,6 +573,11 @@ class MaterializeReport:
                 f"; capped {self.capped_nudges} nudges of {self.capped_users} users "
                 "(per-user limits)"
             )
+        if self.sets_planned_alone:
+            text += (
+                f" — WARNING: {_counted(self.sets_planned_alone, 'set')} of users could not "
+                f"be planned together; each user was planned alone ({self.planned_alone_because})"
+            )
         if self.overdue:
             text += f" — WARNING: {self.overdue} due rows are still unclaimed (is deliver running?)"
         return text
@@ -577,6 +594,7 @@ class MaterializeReport:
             "failed_users": self.failed_users,
             "provider_calls": self.provider_calls,
             "moved_earlier": self.moved_earlier,
+            "sets_planned_alone": self.sets_planned_alone,
             "seconds": round(self.seconds, 3),
             "ok": self.ok,
             **MaterializeCounts(
@@ -649,6 +667,7 @@ _ADDITIVE = (
     "calendars_needing_reauth",
     "calendars_deferred",
     "provider_calls",
+    "sets_planned_alone",
 )
 
 
@@ -742,7 +761,11 @@ def _plan_and_count(
     """Plan and queue users together from the stored copy (``materialize_users``), then
     count each: a user whose calendars could not even be read is failed, not planned."""
     readable = [user_id for user_id, synced in ready if not _unreadable(synced)]
-    results = materialize_users(readable, now, config) if readable else {}
+    planned = materialize_users(readable, now, config) if readable else PlannedSet({})
+    results = planned.results
+    if planned.planned_alone_because:
+        report.sets_planned_alone += 1
+        report.planned_alone_because = planned.planned_alone_because
     for user_id, synced in ready:
         if synced is not None:
             _absorb_sync(report, synced)
@@ -788,7 +811,14 @@ def _share_in_child(now: datetime, share: int, shares: int, options: dict) -> di
     return {name: getattr(report, name) for name in (*_ADDITIVE, *_PER_SHARE)}
 
 
-_PER_SHARE = ("errors", "cut_short", "resume_after", "slices_taken", "slices_taken_over")
+_PER_SHARE = (
+    "errors",
+    "cut_short",
+    "resume_after",
+    "slices_taken",
+    "slices_taken_over",
+    "planned_alone_because",
+)
 
 
 def _in_parallel(now: datetime, workers: int, options: dict) -> MaterializeReport:
@@ -808,6 +838,7 @@ def _in_parallel(now: datetime, workers: int, options: dict) -> MaterializeRepor
         for name in (*_ADDITIVE, "slices_taken", "slices_taken_over"):
             setattr(report, name, getattr(report, name) + part[name])
         report.errors.extend(part["errors"])
+        report.planned_alone_because = report.planned_alone_because or part["planned_alone_because"]
     cut = [part["resume_after"] for part in parts if part["cut_short"]]
     if cut:
         # Shares advance together; resuming after the least advanced one
@@ -840,6 +871,7 @@ def _cycle_share(
         for name in (*_ADDITIVE, "visited"):
             setattr(report, name, getattr(report, name) + getattr(part, name))
         report.errors.extend(part.errors)
+        report.planned_alone_because = report.planned_alone_because or part.planned_alone_because
         if progress and report.visited // 1000 > before // 1000:
             progress(report)
         return part.users, not part.cut_short and lease.held

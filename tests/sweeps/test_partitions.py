@@ -127,15 +127,22 @@ def test_health_reports_partitions_that_end_too_soon(db):
 
 def test_materialize_reports_a_user_whose_day_has_no_partition(make_user):
     """Issue 25, item 3: materialize counts the user as failed (the run fails and
-    health shows it), never a silent no-op insert."""
-    user = make_user()
-    now = max(part.end for part in partitions()) + 30 * DAY
-    add_follow_up(user, now + HOUR)
+    health shows it), never a silent no-op insert. Planned in a set with another
+    user whose day exists: the set fails, each is planned alone, the other is
+    queued, and the run log says the set had to be split."""
+    fine, stranded = make_user("fine"), make_user("stranded")
+    last_day_ends = max(part.end for part in partitions())
+    now = last_day_ends - HOUR
+    add_follow_up(fine, now + HOUR / 2)  # its nudge falls on the last day made
+    add_follow_up(stranded, now + 2 * HOUR)  # the day after it: no partition
 
     report = run_materialize(now, sync_calendars=False)
 
     assert report.failed_users == 1
-    assert report.errors == [f"user {user.pk}: IntegrityError"]
+    assert report.errors == [f"user {stranded.pk}: IntegrityError"]
+    assert report.queued == 1 and report.sets_planned_alone == 1
+    assert "1 set of users could not be planned together" in report.summary()
+    assert "IntegrityError" in report.summary()
     assert SweepRun.objects.get(sweep=SweepRun.Sweep.MATERIALIZE).status == SweepRun.Status.FAILED
 
 
