@@ -166,8 +166,9 @@ def _analyze(tree: Tree) -> None:
         admin.execute("ANALYZE")
 
 
-def measure(tree: Tree, provider: str, users: int) -> dict[str, Any]:
-    """One fresh database, ``users`` users with one calendar each, one materialize run."""
+def measure(tree: Tree, provider: str, users: int, args: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One fresh database, ``users`` users with one calendar each, one materialize run
+    (``args`` added to its command line, e.g. ``--workers 2``)."""
     with ExitStack() as stack:
         if provider == "ics":
             fakes: list[Any] = [stack.enter_context(FakeIcsFeed()) for _ in range(ICS_HOSTS)]
@@ -189,12 +190,12 @@ def measure(tree: Tree, provider: str, users: int) -> dict[str, Any]:
         seed_file.write_text(json.dumps(specs))
         tree.run("shell", "-c", SEED, CSB_SEED_FILE=str(seed_file), **env)
         _analyze(tree)
-        first = _materialize(tree, now, env)
+        first = _materialize(tree, now, env, args)
         requests = sum(len(fake.requests) for fake in fakes)
         most_at_once = max((getattr(f, "max_in_flight", 0) for f in fakes), default=0)
         # The next cron run (the next cycle: materialize runs each 15-minute cycle once):
         # feeds answer 304, the APIs the same events, nothing new to queue.
-        again = _materialize(tree, now + timedelta(minutes=15), env)
+        again = _materialize(tree, now + timedelta(minutes=15), env, args)
     return {
         "provider": provider,
         **first,
@@ -204,10 +205,12 @@ def measure(tree: Tree, provider: str, users: int) -> dict[str, Any]:
     }
 
 
-def _materialize(tree: Tree, now: datetime, env: dict[str, str]) -> dict[str, Any]:
+def _materialize(
+    tree: Tree, now: datetime, env: dict[str, str], args: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """One ``manage.py materialize`` (calendars synced), read from its summary line."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = tree.run("materialize", "--now", now.isoformat(), **env)
+    out = tree.run("materialize", "--now", now.isoformat(), *args, **env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # The process and its forked parses, start-up included: what a free core would need.
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
@@ -317,6 +320,9 @@ def main() -> None:
     parser.add_argument("--providers", default="ics,google,microsoft")
     parser.add_argument("--transport", action="store_true", help="Add the threads/asyncio probe.")
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "calendar_sync.json")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="this checkout's materialize --workers (default 1)"
+    )
     parser.add_argument("--probe", choices=("threads", "asyncio"), help=argparse.SUPPRESS)
     parser.add_argument("--probe-concurrency", type=int, default=64, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -334,9 +340,12 @@ def main() -> None:
     with baseline_tree(args.baseline, TAG) if args.baseline_users else nullcontext() as baseline:
         current = Tree("current", ROOT, TAG)
         trees = [(baseline, args.baseline_users)] if baseline is not None else []
+        extra = ("--workers", str(args.workers)) if args.workers > 1 else ()
         for provider in args.providers.split(","):
             for tree, users in (*trees, (current, args.users)):
-                figures = {"version": tree.label, **measure(tree, provider, users)}
+                more = extra if tree is current else ()
+                figures = {"version": tree.label, **measure(tree, provider, users, more)}
+                figures["workers"] = args.workers if tree is current else 1
                 print(json.dumps(figures), flush=True)
                 results["runs"].append(figures)
     args.json.write_text(json.dumps(results, indent=2) + "\n")
