@@ -49,7 +49,12 @@ def test_no_shape_in_any_language_is_over_a_channels_limit():
     ("language", "starts", "reminder", "fallback"),
     [
         ("en", "Design review starts at 15:10 (in 10 min)", "Reminder: ", "your follow-up"),
-        ("de", "Design review beginnt um 15:10 (in 10 Min.)", "Erinnerung: ", "Ihre Wiedervorlage"),
+        (
+            "de",
+            "Design review beginnt um 15:10 (in 10 Min.)",
+            "Erinnerung: ",
+            "deine Wiedervorlage",
+        ),
         ("es", "Design review empieza a las 15:10 (en 10 min)", "Recordatorio: ", "tu seguimiento"),
         ("fr", "Design review commence à 15:10 (dans 10 min)", "Rappel : ", "votre suivi"),
         ("pt-br", "Design review começa às 15:10 (em 10 min)", "Lembrete: ", "seu acompanhamento"),

@@ -196,7 +196,7 @@ def test_home_and_settings_in_the_browsers_language_then_the_chosen_one(http_liv
             page.fill("#id_username", "lena")
             page.fill("#id_password", PASSWORD)
             page.click("#sign-in")
-            expect(page.locator("h1")).to_have_text("Ihre Nudges")
+            expect(page.locator("h1")).to_have_text("Deine Erinnerungen")
             expect(page.locator("nav")).to_contain_text("Einstellungen")
             expect(page.locator("html")).to_have_attribute("lang", "de")
 
@@ -235,7 +235,7 @@ def test_home_and_settings_in_the_browsers_language_then_the_chosen_one(http_liv
             page.select_option("#id_language", "de")
             page.click("#save-settings")
             page.goto(f"{base}/")
-            expect(page.locator("h1")).to_have_text("Ihre Nudges")
+            expect(page.locator("h1")).to_have_text("Deine Erinnerungen")
             shoot(page, "home-de")
         finally:
             browser.close()

@@ -88,7 +88,7 @@ def test_settings_choose_the_language_and_clock_and_the_pages_follow(signed_in):
     due = (now + timedelta(hours=1)).replace(second=0, microsecond=0)
     followups.create_follow_up(user.pk, "Steuer", due, now, NudgeConfig.from_settings())
     home = client.get(reverse("portal:home")).content.decode()
-    assert "Ihre Nudges" in home and "Demnächst" in home and "Wiedervorlagen" in home
+    assert "Deine Erinnerungen" in home and "Demnächst" in home and "Wiedervorlagen" in home
     with translation.override("de"):
         twelve_hour = dateformat.format(due.astimezone(BERLIN), "g:i A")
     assert f'Steuer <span class="muted">(Wiedervorlage um {twelve_hour})' in home
