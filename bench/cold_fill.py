@@ -44,7 +44,7 @@ from pathlib import Path
 
 import psycopg
 
-from bench.sidebyside import ADMIN_URL, Tree, baseline_tree
+from bench.sidebyside import ADMIN_URL, GIT, Tree, baseline_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BASELINE = "e367e4e"
@@ -292,7 +292,7 @@ def main() -> None:
                 save(f"baseline {args.baseline}", figures)
     if not args.skip_current:
         head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+            [GIT, "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip()
         tree = Tree("current", ROOT, args.tag)
         figures = []
