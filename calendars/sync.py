@@ -121,9 +121,8 @@ class SyncSummary:
     events_deleted: int = 0
     events_skipped: int = 0
     results: list[ConnectionResult] = field(default_factory=list)
-    # What the pool's ``then`` gave for the user, or the exception it raised (or the
-    # one their connections could not be read for); None without ``then``.
-    after: object = None
+    # Why the user's connections could not even be read (the user is failed, not planned).
+    unreadable: Exception | None = None
 
     def add(self, result: ConnectionResult) -> None:
         self.results.append(result)
@@ -383,7 +382,6 @@ class _UserSync:
 Finished = tuple[int, SyncSummary]
 # A step of database work a lane runs; it answers what the sweep's thread is posted.
 _DbTask = tuple[Callable[..., tuple], tuple]
-_NOT_RUN = object()  # ``then`` has not run for this user yet
 
 
 class SyncPool:
@@ -398,14 +396,13 @@ class SyncPool:
     this run (``deferred``) and go first next run. Past ``deadline``
     (monotonic: the sweep's budget) nothing new is started.
 
-    Every database step — a user's read, each connection's write, and ``then``
-    (the sweep's queueing of the user, run inside the user's scope once all their
-    connections are done) — runs on one of ``CALENDAR_SYNC_DB_LANES`` threads, each
-    with its own database connection, closed when the pool ends. One thread making
-    every round trip in turn was what held a run back (BENCHMARKS.md); with
-    several lanes the round trips overlap, and the waiting ones hold no GIL. The
-    user's last write and ``then`` share one transaction. The calling thread only
-    dispatches. Inside a transaction it does not own (a test's), or with
+    Every database step — a user's read and each connection's write — runs on
+    one of ``CALENDAR_SYNC_DB_LANES`` threads, each with its own database
+    connection, closed when the pool ends. One thread making every round trip in
+    turn was what held a run back (BENCHMARKS.md); with several lanes the round
+    trips overlap, and the waiting ones hold no GIL. The calling thread only
+    dispatches (and, in the sweep, plans the users who are done). Inside a
+    transaction it does not own (a test's), or with
     ``concurrency=1``, every step runs on the calling thread instead: another
     connection could not see that transaction's rows.
 
@@ -425,7 +422,6 @@ class SyncPool:
         config: NudgeConfig,
         concurrency: int | None = None,
         deadline: float | None = None,
-        then: Callable[[int], object] | None = None,
     ) -> None:
         self.config = config
         self.now, self.window_start, self.window_end = now, window_start, window_end
@@ -433,7 +429,6 @@ class SyncPool:
         self.per_host = min(config.calendar_sync_per_host, self.concurrency)
         self.user_budget = config.calendar_sync_user_budget_seconds
         self.deadline = deadline
-        self.then = then
         self._users: dict[int, _UserSync] = {}
         self._ready: deque[int] = deque()  # users whose next connection may start
         self._parked: dict[str, deque[FetchJob]] = defaultdict(deque)  # waiting for their host
@@ -479,9 +474,8 @@ class SyncPool:
         return (self.window_start, self.window_end)
 
     def finished(self, *, wait: bool = False) -> list[Finished]:
-        """Users whose every connection is done, and ``then`` run if given (in the order
-        they finished; ``SyncSummary.after`` holds what it gave). A user whose
-        connections could not be read comes with that exception as ``after``.
+        """Users whose every connection is done, in the order they finished. A user
+        whose connections could not be read comes with why (``unreadable``).
         With ``wait``, blocks until there is one while any is still going."""
         self._dispatch()
         self._collect(block=False)
@@ -620,7 +614,7 @@ class SyncPool:
             user_id, read = rest
             if isinstance(read, Exception):
                 self._users.pop(user_id)
-                self._finished.append((user_id, SyncSummary(after=read)))
+                self._finished.append((user_id, SyncSummary(unreadable=read)))
                 return
             user = self._users[user_id]
             user.summary.connections = len(read)
@@ -629,44 +623,26 @@ class SyncPool:
                 self._ready.append(user_id)
             else:
                 self._finish_user(user_id)
-        elif kind == "written":
-            job, result, after = rest
-            self._done(job.user_id, result, after)
-        else:  # "queued"
-            user_id, after = rest
-            self._finish(user_id, after)
+        else:  # "written"
+            job, result = rest
+            self._done(job.user_id, result)
 
     def _write(self, job: FetchJob) -> None:
-        """Write one connection's outcome on a lane; when it is the user's last,
-        ``then`` goes in the same transaction."""
-        user = self._users[job.user_id]
-        last = self.then is not None and (not user.waiting or self._out_of_time(user))
-        if last:
-            self._defer(user, None)
-        self._on_db(_write_task, job, self.now, self.then if last else None)
+        """Write one connection's outcome on a lane."""
+        self._on_db(_write_task, job, self.now)
 
-    def _done(self, user_id: int, result: ConnectionResult, after: object = _NOT_RUN) -> None:
+    def _done(self, user_id: int, result: ConnectionResult) -> None:
         """Count one connection's result; the user's next connection may start."""
         _log_result(result)
         user = self._users[user_id]
         user.summary.add(result)
         if user.waiting:
             self._ready.append(user_id)
-        elif after is not _NOT_RUN:
-            self._finish(user_id, after)
         else:
             self._finish_user(user_id)
 
     def _finish_user(self, user_id: int) -> None:
-        if self.then is None:
-            self._finish(user_id, None)
-        else:
-            self._on_db(_queue_task, user_id, self.then)
-
-    def _finish(self, user_id: int, after: object) -> None:
-        summary = self._users.pop(user_id).summary
-        summary.after = after
-        self._finished.append((user_id, summary))
+        self._finished.append((user_id, self._users.pop(user_id).summary))
 
 
 def _read_task(
@@ -678,46 +654,12 @@ def _read_task(
         return ("read", user_id, exc)
 
 
-def _write_task(
-    job: FetchJob, now: datetime, then: Callable[[int], object] | None
-) -> tuple[str, FetchJob, ConnectionResult, object]:
-    """A connection's write, and the user's ``then`` in the same transaction if given.
-
-    If ``then`` fails, the write is made again alone and ``then`` tried once more
-    in a scope of its own, so its failure never costs the synced copy.
-    """
-    writing = True
+def _write_task(job: FetchJob, now: datetime) -> tuple[str, FetchJob, ConnectionResult]:
     try:
-        with tenant_scope(job.user_id, relaxed_commit=_relaxed(job)):
-            result = write_job_in_scope(job, now)
-            writing = False
-            after = then(job.user_id) if then is not None else _NOT_RUN
-        return ("written", job, result, after)
+        return ("written", job, write_job(job, now))
     except Exception as exc:  # e.g. the database failing mid-write: count it, go on
-        if writing:
-            logger.exception("calendar sync failed for connection %s", job.connection_id)
-            result = _internal_error(job.connection_id, exc)
-        else:
-            result = _write_alone(job, now)
-    return ("written", job, result, _queue_task(job.user_id, then)[2] if then else _NOT_RUN)
-
-
-def _write_alone(job: FetchJob, now: datetime) -> ConnectionResult:
-    try:
-        return write_job(job, now)
-    except Exception as exc:
         logger.exception("calendar sync failed for connection %s", job.connection_id)
-        return _internal_error(job.connection_id, exc)
-
-
-def _queue_task(user_id: int, then: Callable[[int], object]) -> tuple[str, int, object]:
-    """``then`` in a scope of its own (the user had nothing to write); relaxed, as the
-    sweep's queueing is derived again by the next run."""
-    try:
-        with tenant_scope(user_id, relaxed_commit=True):
-            return ("queued", user_id, then(user_id))
-    except Exception as exc:
-        return ("queued", user_id, exc)
+        return ("written", job, _internal_error(job.connection_id, exc))
 
 
 def _internal_error(connection_id: int, exc: Exception) -> ConnectionResult:

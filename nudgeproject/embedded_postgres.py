@@ -25,7 +25,7 @@ from tenancy.embedded_server import data_dir as cluster_dir
 LOGIN_ROLE = "nudge"
 DATABASE = "nudge"
 # Bump when bootstrap() changes, so existing embedded clusters get repaired.
-BOOTSTRAP_VERSION = "2"
+BOOTSTRAP_VERSION = "3"
 
 
 def _bootstrap_stamp(data_dir: Path) -> Path:

@@ -85,11 +85,12 @@ NUDGE_DB_OWNER = {
     "PORT": str(_owner.get("PORT") or _database.get("PORT") or ""),
 }
 NUDGE_DB_OWNER_ROLE = NUDGE_DB_OWNER["USER"]
-# The two NOLOGIN roles the login role may enter. Always derived from the login
+# The NOLOGIN roles the login role may enter. Always derived from the login
 # role, as `bootstrap_db` creates them (tenancy/bootstrap.RoleNames): a name
 # of their own would be one the bootstrap never made.
 NUDGE_DB_SWEEPER_ROLE = f"{NUDGE_DB_LOGIN_ROLE}_sweeper"
 NUDGE_DB_SUPPORT_ROLE = f"{NUDGE_DB_LOGIN_ROLE}_support"
+NUDGE_DB_PLANNER_ROLE = f"{NUDGE_DB_LOGIN_ROLE}_planner"
 
 # --- Secrets ----------------------------------------------------------------
 SECRET_KEY = env.str("SECRET_KEY", default="")

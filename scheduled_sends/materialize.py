@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import connection, connections
-from django.db.models import BooleanField, ExpressionWrapper, F
+from django.db.models import BooleanField, ExpressionWrapper, F, QuerySet
 from django.utils import timezone
 
 from accounts.models import DeliverySettings
@@ -40,12 +40,16 @@ from scheduled_sends.queue.transitions import database_now
 from scheduled_sends.runlog import MaterializeCounts, recorded_run
 from scheduled_sends.smoothing import smooth_bursts
 from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
-from tenancy.scope import tenant_scope
+from tenancy.scope import planning_scope, tenant_scope
 
 logger = logging.getLogger("nudge.materialize")
 
 # user_rank is a smallint; beyond this every further nudge shares the last rank.
 MAX_RANK = 32_767
+# Users planned and queued together (one ``planning_scope`` transaction): enough
+# that a statement's cost is spread thin, few enough that a failed set, planned
+# again one user at a time, costs a second or two.
+PLANNED_TOGETHER = 200
 
 
 @dataclass(frozen=True)
@@ -199,41 +203,119 @@ class UserResult:
     skipped_disabled: bool = False
 
 
-def plan_for_user(
-    user_id: int, delivery: DeliverySettings | None, now: datetime, config: NudgeConfig
-) -> list[PlannedNudge] | None:
-    """The nudges the user should have queued now; None when nudges are off.
+@dataclass
+class UserSubjects:
+    """What planning reads about one user: their settings, the subjects in the window,
+    their live snoozes, and their rows already queued."""
 
-    Must run inside the user's tenant scope.
+    delivery: DeliverySettings | None = None
+    events: list[CalendarEvent] = field(default_factory=list)
+    follow_ups: list[FollowUp] = field(default_factory=list)
+    snoozes: list[tuple] = field(default_factory=list)
+    pending: list[tuple] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SubjectReads:
+    """The reads planning makes, one statement each however many users it plans.
+
+    Runs in whichever scope is open: a user's ``tenant_scope`` (one user) or
+    ``planning_scope`` (a slice of them); the plan tests EXPLAIN these querysets.
     """
-    if delivery is None or not delivery.enabled or pause_reason(delivery) is not None:
+
+    settings: QuerySet
+    events: QuerySet
+    follow_ups: QuerySet
+    snoozes: QuerySet
+    pending: QuerySet
+
+    @classmethod
+    def of(cls, user_ids: list[int], now: datetime, config: NudgeConfig) -> SubjectReads:
+        start, end = config.subject_window(now)
+        # One read of follow-ups, each half on its own partial index: a one-off due in the
+        # window, and a repeating one that has begun by its end (calendars.repeat).
+        open_follow_ups = FollowUp.objects.filter(user_id__in=user_ids, done=False, due_at__lte=end)
+        return cls(
+            # A deactivated user is planned nothing (their pending rows are withdrawn).
+            settings=DeliverySettings.objects.filter(user_id__in=user_ids, user__is_active=True),
+            events=CalendarEvent.objects.filter(
+                user_id__in=user_ids, starts_at__gt=start, starts_at__lte=end
+            )
+            .exclude(connection__status=ConnectionStatus.NEEDS_REAUTH)
+            .annotate(
+                calendar_nudges_on=F("connection__nudges_on"),
+                calendar_skips_all_day=F("connection__skip_all_day"),
+            ),
+            follow_ups=open_follow_ups.filter(repeat="", due_at__gt=start)
+            .order_by()
+            .union(open_follow_ups.exclude(repeat="").order_by(), all=True),
+            snoozes=NudgeAct.objects.filter(
+                user_id__in=user_ids,
+                act=NudgeAct.Act.SNOOZE,
+                snoozed_until__gt=now - config.grace,
+                snoozed_until__lte=now + config.lookahead,
+            ).values_list("user_id", "kind", "ref_id", "snoozed_until", "subject_starts_at"),
+            # Overdue: evidence that delivery is not happening, read in the owner's
+            # scope so a broken bypass cannot hide it (see health.py).
+            pending=ScheduledSend.objects.filter(
+                states.unsettled(), states.inside_grace(now, config.grace), user_id__in=user_ids
+            )
+            .annotate(
+                overdue=ExpressionWrapper(
+                    states.overdue_unclaimed(now, config.grace, config.overdue_after),
+                    output_field=BooleanField(),
+                )
+            )
+            .values_list(
+                "user_id", "id", "kind", "ref_id", "intended_at", "fire_at", "claimed_at", "overdue"
+            ),
+        )
+
+
+def read_subjects(
+    user_ids: list[int], now: datetime, config: NudgeConfig
+) -> dict[int, UserSubjects]:
+    """Everything planning ``user_ids`` needs, in at most five statements for them all."""
+    reads = SubjectReads.of(user_ids, now, config)
+    subjects = {user_id: UserSubjects() for user_id in user_ids}
+    for delivery in reads.settings:
+        subjects[delivery.user_id].delivery = delivery
+    planned = [u for u, s in subjects.items() if _nudges_on(s.delivery)]
+    if planned:
+        narrowed = SubjectReads.of(planned, now, config) if len(planned) < len(user_ids) else reads
+        for event in narrowed.events:
+            subjects[event.user_id].events.append(event)
+        for follow_up in narrowed.follow_ups:
+            subjects[follow_up.user_id].follow_ups.append(follow_up)
+        for user_id, *snooze in narrowed.snoozes:
+            subjects[user_id].snoozes.append(tuple(snooze))
+    for user_id, *row in reads.pending:
+        subjects[user_id].pending.append(tuple(row))
+    return subjects
+
+
+def _nudges_on(delivery: DeliverySettings | None) -> bool:
+    return delivery is not None and delivery.enabled and pause_reason(delivery) is None
+
+
+def plan_for_user(
+    subjects: UserSubjects, now: datetime, config: NudgeConfig
+) -> list[PlannedNudge] | None:
+    """The nudges the user should have queued now; None when nudges are off. No I/O."""
+    delivery = subjects.delivery
+    if not _nudges_on(delivery):
         return None
     default_lead = timedelta(minutes=delivery.default_lead_minutes)
     hold = functools.partial(hold_for_quiet_hours, settings=delivery)
-    start, end = config.subject_window(now)
-    events = list(
-        CalendarEvent.objects.filter(user_id=user_id, starts_at__gt=start, starts_at__lte=end)
-        .exclude(connection__status=ConnectionStatus.NEEDS_REAUTH)
-        .annotate(
-            calendar_nudges_on=F("connection__nudges_on"),
-            calendar_skips_all_day=F("connection__skip_all_day"),
-        )
+    planned = plan_event_nudges(subjects.events, default_lead, now, config, hold)
+    planned += plan_follow_up_nudges(subjects.follow_ups, default_lead, now, config, hold)
+    return planned + plan_snoozed_nudges(
+        subjects.snoozes, subjects.events, subjects.follow_ups, now, config, hold
     )
-    # One read, each half on its own partial index: a one-off due in the window, and
-    # a repeating one that has begun by its end (calendars.repeat finds its occurrences).
-    open_follow_ups = FollowUp.objects.filter(user_id=user_id, done=False, due_at__lte=end)
-    follow_ups = list(
-        open_follow_ups.filter(repeat="", due_at__gt=start)
-        .order_by()
-        .union(open_follow_ups.exclude(repeat="").order_by(), all=True)
-    )
-    planned = plan_event_nudges(events, default_lead, now, config, hold)
-    planned += plan_follow_up_nudges(follow_ups, default_lead, now, config, hold)
-    return planned + plan_snoozed_nudges(user_id, events, follow_ups, now, config, hold)
 
 
 def plan_snoozed_nudges(
-    user_id: int,
+    snoozes: Iterable[tuple],
     events: Iterable[CalendarEvent],
     follow_ups: Iterable[FollowUp],
     now: datetime,
@@ -242,8 +324,9 @@ def plan_snoozed_nudges(
 ) -> list[PlannedNudge]:
     """The nudges the user's Snooze taps asked for (``nudge_actions``), still ahead.
 
-    Planned like any other, so they count against the caps and are not withdrawn
-    as unplanned; a snooze lapses when its subject moved, went or was done.
+    ``snoozes`` are (kind, ref_id, snoozed_until, subject_starts_at). Planned
+    like any other, so they count against the caps and are not withdrawn as
+    unplanned; a snooze lapses when its subject moved, went or was done.
     """
     starts = {
         (Kind.EVENT, event.pk): event.starts_at
@@ -253,18 +336,12 @@ def plan_snoozed_nudges(
             cancelled=event.status == EventStatus.CANCELLED,
             declined=event.declined,
             all_day=event.all_day,
-            needs_reauth=False,  # not read (plan_for_user)
+            needs_reauth=False,  # not read (SubjectReads)
             calendar_off=not event.calendar_nudges_on,
             skip_all_day=event.calendar_skips_all_day,
         )
     }
     open_follow_ups = {follow_up.pk: follow_up for follow_up in follow_ups}
-    snoozes = NudgeAct.objects.filter(
-        user_id=user_id,
-        act=NudgeAct.Act.SNOOZE,
-        snoozed_until__gt=now - config.grace,
-        snoozed_until__lte=now + config.lookahead,
-    ).values_list("kind", "ref_id", "snoozed_until", "subject_starts_at")
     planned = []
     for kind, ref_id, until, starts_at in snoozes:
         if kind == Kind.FOLLOW_UP:
@@ -295,49 +372,71 @@ def materialize_user(user_id: int, now: datetime, config: NudgeConfig) -> UserRe
         return queue_user_in_scope(user_id, now, config)
 
 
+def materialize_users(
+    user_ids: list[int], now: datetime, config: NudgeConfig
+) -> dict[int, UserResult | Exception]:
+    """``materialize_user`` for a set of users, planned and queued together.
+
+    One ``planning_scope`` transaction and a statement per step for all of
+    them; if it fails, each user again in their own scope, so one user's bad
+    row costs that user alone (their exception is their result).
+    """
+    try:
+        with planning_scope(user_ids):
+            return dict(queue_users_in_scope(user_ids, now, config))
+    except Exception:
+        logger.warning("planning a set of users failed; each is planned alone", exc_info=True)
+    results: dict[int, UserResult | Exception] = {}
+    for user_id in user_ids:
+        try:
+            results[user_id] = materialize_user(user_id, now, config)
+        except Exception as exc:
+            results[user_id] = exc
+    return results
+
+
 def queue_user_in_scope(user_id: int, now: datetime, config: NudgeConfig) -> UserResult:
-    """``materialize_user`` inside the user's scope, already open: the sweep runs it
-    in the transaction that writes the user's last synced calendar (``SyncPool``)."""
-    result = UserResult()
-    # A deactivated user is planned nothing (their pending rows are withdrawn).
-    delivery = DeliverySettings.objects.filter(user_id=user_id, user__is_active=True).first()
-    planned = plan_for_user(user_id, delivery, now, config)
-    result.skipped_disabled = planned is None
-    planned, result.capped = cap_per_user(planned or [], config)
-    if delivery is not None and delivery.capped_nudges != result.capped:
-        DeliverySettings.objects.filter(pk=delivery.pk).update(
-            capped_nudges=result.capped, capped_at=now if result.capped else None
-        )
-    wanted = {nudge.key: nudge for nudge in planned}
-    # Overdue: evidence that delivery is not happening, read in the user's
-    # own scope so a broken bypass cannot hide it (see health.py).
-    pending = (
-        ScheduledSend.objects.filter(
-            states.unsettled(), states.inside_grace(now, config.grace), user_id=user_id
-        )
-        .annotate(
-            overdue=ExpressionWrapper(
-                states.overdue_unclaimed(now, config.grace, config.overdue_after),
-                output_field=BooleanField(),
+    """``materialize_user`` inside the user's scope, already open."""
+    return queue_users_in_scope([user_id], now, config)[user_id]
+
+
+def queue_users_in_scope(
+    user_ids: list[int], now: datetime, config: NudgeConfig
+) -> dict[int, UserResult]:
+    """Plan ``user_ids`` and bring their queue in line, inside the scope already open
+    (``tenant_scope`` of the one user, or ``planning_scope`` of them all)."""
+    subjects = read_subjects(user_ids, now, config)
+    results: dict[int, UserResult] = {}
+    stale_ids: list[int] = []
+    to_queue: list[tuple[int, str, transitions.NewNudge]] = []
+    for user_id in user_ids:
+        result = results[user_id] = UserResult()
+        user = subjects[user_id]
+        planned = plan_for_user(user, now, config)
+        result.skipped_disabled = planned is None
+        planned, result.capped = cap_per_user(planned or [], config)
+        if user.delivery is not None and user.delivery.capped_nudges != result.capped:
+            DeliverySettings.objects.filter(pk=user.delivery.pk).update(
+                capped_nudges=result.capped, capped_at=now if result.capped else None
             )
-        )
-        .values_list("id", "kind", "ref_id", "intended_at", "fire_at", "claimed_at", "overdue")
-    )
-    stale_ids = []
-    per_minute: Counter[datetime] = Counter()  # this user's queued rows per send minute
-    for row_id, kind, ref_id, intended_at, fire_at, claimed_at, overdue in pending:
-        if (kind, ref_id, intended_at) in wanted:
-            wanted.pop((kind, ref_id, intended_at))
-            per_minute[_minute(fire_at)] += 1
-            result.overdue += overdue
-        elif claimed_at is None:
-            stale_ids.append(row_id)
-    result.removed = transitions.withdraw_unclaimed(stale_ids)
-    # Still in cap_per_user's order (earliest first), which the ranks follow.
-    to_insert = [nudge for nudge in wanted.values() if nudge.worth_queueing(now)]
-    channel = delivery.channel if delivery else ""
-    result.queued = transitions.enqueue(user_id, channel, _ranked(to_insert, per_minute))
-    return result
+        wanted = {nudge.key: nudge for nudge in planned}
+        per_minute: Counter[datetime] = Counter()  # this user's queued rows per send minute
+        for row_id, kind, ref_id, intended_at, fire_at, claimed_at, overdue in user.pending:
+            if (kind, ref_id, intended_at) in wanted:
+                wanted.pop((kind, ref_id, intended_at))
+                per_minute[_minute(fire_at)] += 1
+                result.overdue += overdue
+            elif claimed_at is None:
+                stale_ids.append(row_id)
+        # Still in cap_per_user's order (earliest first), which the ranks follow.
+        to_insert = [nudge for nudge in wanted.values() if nudge.worth_queueing(now)]
+        channel = user.delivery.channel if user.delivery else ""
+        to_queue += [(user_id, channel, row) for row in _ranked(to_insert, per_minute)]
+    for user_id, removed in transitions.withdraw_unclaimed(stale_ids).items():
+        results[user_id].removed = removed
+    for user_id, queued in transitions.enqueue_many(to_queue).items():
+        results[user_id].queued = queued
+    return results
 
 
 def refresh_queue(user_id: int, now: datetime | None = None, **_signal_kwargs: object) -> None:
@@ -571,16 +670,16 @@ def materialize_share(
     taken over (the taker visits the rest).
 
     Calendars are fetched many at once (``calendars.sync.SyncPool``): up to
-    twice ``CALENDAR_SYNC_CONCURRENCY`` users are in the pool, and each is
-    queued from the stored copy as soon as all of its connections are done, by
-    the pool's database lanes, in the transaction of the user's last write.
+    twice ``CALENDAR_SYNC_CONCURRENCY`` users are in the pool. Users whose
+    calendars are done are planned and queued from the stored copy
+    ``PLANNED_TOGETHER`` at a time (``materialize_users``), a statement per
+    step for the lot.
     Stops taking users at ``deadline`` (monotonic), finishes those taken, and
     says where it stopped (``resume_after``), so the next run starts there
     instead of with the same users again.
     """
     report = MaterializeReport(as_of=now)
     window_start, window_end = config.subject_window(now)
-    visit = functools.partial(_visit, report, now=now, config=config, progress=progress)
     pool = (
         SyncPool(
             now=now,
@@ -588,7 +687,6 @@ def materialize_share(
             window_end=window_end,
             config=config,
             deadline=deadline,
-            then=functools.partial(queue_user_in_scope, now=now, config=config),
         )
         if sync_calendars
         else None
@@ -601,6 +699,13 @@ def materialize_share(
         after_id=after_id,
         up_to=up_to,
     )
+    ready: list[tuple[int, SyncSummary | None]] = []  # synced (or not syncing), to plan
+
+    def plan_ready(at_least: int) -> None:
+        if len(ready) >= at_least:
+            _plan_and_count(report, ready, now=now, config=config, progress=progress)
+            ready.clear()
+
     with pool or nullcontext():
         for user_id in users:
             if deadline is not None and time.monotonic() >= deadline:
@@ -611,50 +716,49 @@ def materialize_share(
             report.resume_after = user_id
             report.users += 1
             if pool is None:
-                visit(user_id, None)
-                continue
-            pool.add_user(user_id)
-            full = pool.users_in_flight() >= 2 * pool.concurrency
-            for done_id, summary in pool.finished(wait=full):
-                visit(done_id, summary)
-        for done_id, summary in pool.drain() if pool else ():
-            visit(done_id, summary)
+                ready.append((user_id, None))
+            else:
+                pool.add_user(user_id)
+                full = pool.users_in_flight() >= 2 * pool.concurrency
+                ready.extend(pool.finished(wait=full))
+            plan_ready(PLANNED_TOGETHER)
+        ready.extend(pool.drain() if pool else ())
+        plan_ready(1)
     return report
 
 
-def _visit(
+def _plan_and_count(
     report: MaterializeReport,
-    user_id: int,
-    synced: SyncSummary | None,
+    ready: list[tuple[int, SyncSummary | None]],
     *,
     now: datetime,
     config: NudgeConfig,
     progress=None,
 ) -> None:
-    """Count one user queued from the stored copy: by the pool, in the transaction of
-    their last synced calendar (``synced.after``), or here (calendars not synced)."""
-    queued = None
-    if synced is not None:
-        _absorb_sync(report, synced)
-        queued = synced.after
-    try:
-        if isinstance(queued, Exception):
-            raise queued
-        result = (
-            queued if isinstance(queued, UserResult) else materialize_user(user_id, now, config)
-        )
-    except Exception as exc:
-        _user_failed(report, user_id, exc)
-        return
-    report.queued += result.queued
-    report.removed += result.removed
-    report.overdue += result.overdue
-    report.capped_users += bool(result.capped)
-    report.capped_nudges += result.capped
-    report.disabled_users += result.skipped_disabled
-    report.visited += 1
-    if progress and report.visited % 1000 == 0:
-        progress(report)
+    """Plan and queue users together from the stored copy (``materialize_users``), then
+    count each: a user whose calendars could not even be read is failed, not planned."""
+    readable = [user_id for user_id, synced in ready if not _unreadable(synced)]
+    results = materialize_users(readable, now, config) if readable else {}
+    for user_id, synced in ready:
+        if synced is not None:
+            _absorb_sync(report, synced)
+        result = synced.unreadable if _unreadable(synced) else results[user_id]
+        if isinstance(result, Exception):
+            _user_failed(report, user_id, result)
+            continue
+        report.queued += result.queued
+        report.removed += result.removed
+        report.overdue += result.overdue
+        report.capped_users += bool(result.capped)
+        report.capped_nudges += result.capped
+        report.disabled_users += result.skipped_disabled
+        report.visited += 1
+        if progress and report.visited % 1000 == 0:
+            progress(report)
+
+
+def _unreadable(synced: SyncSummary | None) -> bool:
+    return synced is not None and synced.unreadable is not None
 
 
 def _user_failed(report: MaterializeReport, user_id: int, exc: Exception) -> None:

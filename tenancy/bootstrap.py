@@ -17,11 +17,13 @@ The roles, and why there are four:
   rewrite a policy or turn row-level security off. It is never a superuser
   and never has BYPASSRLS. It is ``NOINHERIT`` so that the policies written
   ``TO`` the two roles below never apply to it by accident — only an explicit
-  ``SET LOCAL ROLE`` enters them — and those two are the only roles it may
+  ``SET LOCAL ROLE`` enters them — and those three are the only roles it may
   enter.
 * the **sweeper role** (NOLOGIN) carries the one permissive policy that lets the
   delivery claim and its settle-up see every tenant's queue rows.
 * the **support role** (NOLOGIN) carries the staff admin's cross-tenant policies.
+* the **planner role** (NOLOGIN) carries the policies that let materialize
+  plan and queue a named set of users in one statement (``planning_scope``).
 
 Repairs on every run: role attributes, memberships (the login role loses any
 other; nobody keeps admin option), role- and database-level settings that
@@ -51,6 +53,7 @@ class RoleNames:
     owner: str
     sweeper: str
     support: str
+    planner: str
 
     @classmethod
     def for_login(cls, login: str, owner: str | None = None) -> RoleNames:
@@ -59,12 +62,13 @@ class RoleNames:
             owner=owner or f"{login}_owner",
             sweeper=f"{login}_sweeper",
             support=f"{login}_support",
+            planner=f"{login}_planner",
         )
 
     @property
-    def entered_by_login(self) -> tuple[str, str]:
+    def entered_by_login(self) -> tuple[str, str, str]:
         """The only roles the login role may SET ROLE into."""
-        return (self.sweeper, self.support)
+        return (self.sweeper, self.support, self.planner)
 
 
 # Settings that, fixed per role or per database, would apply to every session
@@ -101,7 +105,8 @@ def _ensure_role(
 
 
 def _repair_memberships(cur: psycopg.Cursor, roles: RoleNames) -> None:
-    """The login role is a member of the sweeper and support roles, and of nothing else."""
+    """The login role is a member of the sweeper, support and planner roles, and of
+    nothing else."""
     for member_of in roles.entered_by_login:
         # Membership only lets the login role *enter* these roles with SET ROLE;
         # NOINHERIT means it never holds their privileges or policies otherwise.
@@ -189,8 +194,8 @@ def _repair_database(admin_url: str, database: str, roles: RoleNames) -> None:
         conn.execute(sql.SQL("GRANT USAGE, CREATE ON SCHEMA public TO {}").format(owner))
         conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM {}, PUBLIC").format(login))
         conn.execute(
-            sql.SQL("GRANT USAGE ON SCHEMA public TO {}, {}, {}").format(
-                login, sql.Identifier(roles.sweeper), sql.Identifier(roles.support)
+            sql.SQL("GRANT USAGE ON SCHEMA public TO {}, {}").format(
+                login, sql.SQL(", ").join(sql.Identifier(name) for name in roles.entered_by_login)
             )
         )
         conn.execute(
@@ -199,7 +204,7 @@ def _repair_database(admin_url: str, database: str, roles: RoleNames) -> None:
             )
         )
         # TRUNCATE skips row-level security; REFERENCES and TRIGGER are schema
-        # work. None of the three roles that run application code needs them.
+        # work. None of the roles that run application code needs them.
         conn.execute(
             sql.SQL(
                 "REVOKE TRUNCATE, REFERENCES, TRIGGER ON ALL TABLES IN SCHEMA public FROM {}"
@@ -228,6 +233,7 @@ def bootstrap(
         _ensure_role(cur, roles.login, login=True, createdb=False, password=password)
         _ensure_role(cur, roles.sweeper, login=False, createdb=False, password=None)
         _ensure_role(cur, roles.support, login=False, createdb=False, password=None)
+        _ensure_role(cur, roles.planner, login=False, createdb=False, password=None)
         _repair_memberships(cur, roles)
         _reset_session_settings(cur, roles, databases)
         for name in databases:

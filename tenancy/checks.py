@@ -33,6 +33,7 @@ from tenancy.rls import (
     CHECK_SESSION_ROLE,
     CHECK_SWEEPER_IDENTITY_UPDATES,
     CHECK_TABLES,
+    PLANNER_GRANTS,
     QUEUE_IDENTITY_COLUMNS,
     SWEEPER_TABLES,
     PolicyShape,
@@ -101,7 +102,8 @@ def schema_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
     login, owner = settings.NUDGE_DB_LOGIN_ROLE, settings.NUDGE_DB_OWNER_ROLE
     problems: list[str] = []
     tables = sorted(model._meta.db_table for model in tenant_models())
-    expected: dict[bool, dict[str, PolicyShape]] = {}  # rendered once per kind of table
+    # Rendered once per kind of table: (a queue table, a table planning reads).
+    expected: dict[tuple[bool, bool], dict[str, PolicyShape]] = {}
     with connections[using].cursor() as cursor:
         # A partition is checked as its parent is: named directly, its own apply.
         cursor.execute(CHECK_PARTITIONS, {"tables": tables})
@@ -124,7 +126,8 @@ def schema_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
                 )
             if truncate:
                 problems.append(f"the database role {login!r} may TRUNCATE {table}, skipping RLS")
-            kind = parent_of.get(table, table) in SWEEPER_TABLES
+            parent = parent_of.get(table, table)
+            kind = (parent in SWEEPER_TABLES, parent in PLANNER_GRANTS)
             if kind not in expected:
                 expected[kind] = _expected(using, table)
             problems.extend(_policy_problems(table, deployed_of[table], expected[kind]))

@@ -18,15 +18,34 @@ from collections.abc import Sequence
 from django.conf import settings
 from django.db import migrations
 
-from tenancy.scope import TENANT_SETTING
+from tenancy.scope import PLANNING_SETTING, TENANT_SETTING
 
 # The (SELECT …) makes the setting an InitPlan, read once per statement.
 TENANT_PREDICATE = (
     f"user_id = (SELECT nullif(current_setting('{TENANT_SETTING}', true), '')::bigint)"
 )
+# The planner's: the users ``planning_scope`` named for this transaction, no one else.
+# (The outer cast makes the scalar sub-select an array for ANY, not a set of rows.)
+PLANNER_PREDICATE = (
+    "user_id = ANY (CAST((SELECT string_to_array(nullif(current_setting("
+    f"'{PLANNING_SETTING}', true), ''), ',')::bigint[]) AS bigint[]))"
+)
 TENANT_POLICY = "tenant_isolation"
 SWEEPER_POLICY = "sweeper_all_queue_rows"
 SUPPORT_POLICY = "support_all_rows"
+PLANNER_POLICY = "planner_named_users"
+
+# What planning a set of users reads and writes (``planning_scope``), table by
+# table: it reads the subjects and the settings, and writes only the queue
+# and the capped count. Each of these tables carries the planner's policy.
+PLANNER_GRANTS: dict[str, str] = {
+    "delivery_settings": "SELECT, UPDATE (capped_nudges, capped_at)",
+    "calendar_connections": "SELECT",
+    "calendar_events": "SELECT",
+    "follow_ups": "SELECT",
+    "nudge_acts": "SELECT",
+    "scheduled_sends": "SELECT, INSERT, DELETE",
+}
 
 
 def _role(name: str) -> str:
@@ -57,6 +76,51 @@ def _sweeper_policy(table: str) -> str:
     return (
         f"CREATE POLICY {SWEEPER_POLICY} ON {table} FOR ALL TO {sweeper} "
         "USING (true) WITH CHECK (true)"
+    )
+
+
+def _planner_policy(table: str) -> str:
+    planner = _role(settings.NUDGE_DB_PLANNER_ROLE)
+    return (
+        f"CREATE POLICY {PLANNER_POLICY} ON {table} FOR ALL TO {planner} "
+        f"USING ({PLANNER_PREDICATE}) WITH CHECK ({PLANNER_PREDICATE})"
+    )
+
+
+def planner_statements(table: str, *, like: str) -> list[str]:
+    """The planner's policy and grants on ``table`` (tenant table ``like`` or a partition
+    of it); run again, they leave the same result (the policy is replaced)."""
+    planner = _role(settings.NUDGE_DB_PLANNER_ROLE)
+    return [
+        f"DROP POLICY IF EXISTS {PLANNER_POLICY} ON {table}",
+        _planner_policy(table),
+        f"GRANT {PLANNER_GRANTS[like]} ON {table} TO {planner}",
+    ]
+
+
+def revoke_planner_statements(table: str) -> list[str]:
+    planner = _role(settings.NUDGE_DB_PLANNER_ROLE)
+    return [
+        f"REVOKE ALL ON {table} FROM {planner}",
+        f"DROP POLICY IF EXISTS {PLANNER_POLICY} ON {table}",
+    ]
+
+
+def grant_planner(table: str) -> migrations.RunSQL:
+    """Let ``planning_scope`` read (and, for the queue, write) ``table``'s rows of the
+    users it names: the policy ``TO`` the planner role and the table's grants."""
+    return migrations.RunSQL(
+        sql=planner_statements(table, like=table), reverse_sql=revoke_planner_statements(table)
+    )
+
+
+def grant_planner_user_reads() -> migrations.RunSQL:
+    """Whether a user is active, and nothing else of ``auth_user`` (not a tenant table:
+    a column grant keeps names, e-mail and password hashes out of the planner's reach)."""
+    planner = _role(settings.NUDGE_DB_PLANNER_ROLE)
+    return migrations.RunSQL(
+        sql=[f"GRANT SELECT (id, is_active) ON auth_user TO {planner}"],
+        reverse_sql=[f"REVOKE SELECT (id, is_active) ON auth_user FROM {planner}"],
     )
 
 
@@ -147,6 +211,8 @@ def expected_policies(cursor, table: str) -> dict[str, PolicyShape]:
     statements = [_tenant_policy(_PROBE), _support_policy(_PROBE)]
     if table in SWEEPER_TABLES:
         statements.append(_sweeper_policy(_PROBE))
+    if table in PLANNER_GRANTS:
+        statements.append(_planner_policy(_PROBE))
     for statement in statements:
         cursor.execute(statement)
     return _policies(
@@ -365,4 +431,6 @@ def tenant_table_security(table: str, *, like: str) -> list[str]:
             f"GRANT SELECT, DELETE ON {table} TO {sweeper}",
             f"GRANT UPDATE ({', '.join(SWEEPER_UPDATABLE_COLUMNS)}) ON {table} TO {sweeper}",
         ]
+    if like in PLANNER_GRANTS:
+        statements += planner_statements(table, like=like)
     return statements

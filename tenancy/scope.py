@@ -13,6 +13,12 @@ leak to the next user of a pooled or persistent connection:
   alone, so a careless read of anything else under it fails loudly.
 * :func:`support_scope` — the staff admin's cross-tenant view, by entering
   the NOLOGIN support role; used only by the admin site for staff users.
+* :func:`planning_scope` — a *named* set of users' rows, by entering the
+  NOLOGIN planner role with those ids set for the transaction: materialize
+  plans and queues a slice of users in one statement per step instead of a
+  transaction per user. The planner role may read what planning reads and
+  write only the queue and the capped count; its policies admit exactly the
+  listed users (docs/ARCHITECTURE.md, "Planning in sets").
 
 They refuse to nest and refuse to run inside a transaction they do not own:
 a ``SET LOCAL`` made inside a savepoint survives the savepoint's release, so
@@ -23,13 +29,14 @@ transaction they would run in is an implicit one that nobody has committed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 TENANT_SETTING = "app.current_user_id"
+PLANNING_SETTING = "app.planning_user_ids"
 _ACTIVE_FLAG = "_nudge_scope"
 # PostgreSQL bigint; anything larger cannot be a user id.
 _MAX_USER_ID = 2**63 - 1
@@ -50,7 +57,10 @@ def _validated_user_id(user_id: object) -> int:
 # One statement sets both transaction-local settings: the tenant, and the
 # role (``set_config('role', …)`` is ``SET LOCAL ROLE``, with the same
 # membership check). Bound parameters, so no value is ever spliced into SQL.
-_SET_SCOPE = "SELECT set_config(%s, %s, true), set_config('role', %s, true)"
+_SET_SCOPE = (
+    "SELECT set_config(%s, %s, true), set_config('role', %s, true), "
+    f"set_config('{PLANNING_SETTING}', %s, true)"
+)
 # The same, for work whose commit need not wait for the disk (see tenant_scope).
 _SET_SCOPE_RELAXED = _SET_SCOPE + ", set_config('synchronous_commit', 'off', true)"
 # The same, for a transaction that may only read (see tenant_reads).
@@ -69,6 +79,7 @@ def _owned_transaction(
     role: str,
     relaxed_commit: bool = False,
     read_only: bool = False,
+    planning: str = "",
 ) -> Iterator[None]:
     connection = connections[using]
     active = getattr(connection, _ACTIVE_FLAG, None)
@@ -95,7 +106,7 @@ def _owned_transaction(
                     enter = _SET_SCOPE_RELAXED
                 elif read_only:
                     enter = _SET_SCOPE_READ_ONLY
-                cursor.execute(enter, [TENANT_SETTING, tenant, role])
+                cursor.execute(enter, [TENANT_SETTING, tenant, role, planning])
                 yield
                 if read_only:
                     # Nothing to keep: ending in a rollback also undoes every
@@ -106,7 +117,7 @@ def _owned_transaction(
                 # release would keep it alive: reset explicitly there (a doomed
                 # transaction is rolled back anyway).
                 elif inside_test_wrapper and not connection.needs_rollback:
-                    cursor.execute(_SET_SCOPE, [TENANT_SETTING, "", "none"])
+                    cursor.execute(_SET_SCOPE, [TENANT_SETTING, "", "none", ""])
         finally:
             setattr(connection, _ACTIVE_FLAG, None)
 
@@ -184,6 +195,29 @@ def rls_bypass(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     Only the claim, the settle-up and their bookkeeping belong here.
     """
     with _owned_transaction("rls_bypass()", using, tenant="", role=settings.NUDGE_DB_SWEEPER_ROLE):
+        yield
+
+
+@contextmanager
+def planning_scope(user_ids: Sequence[int], *, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+    """Run the block as the planner role, seeing the rows of ``user_ids`` and no one else's.
+
+    For materialize alone: one slice of users planned and queued a statement
+    per step. The ids travel as a transaction-local setting the planner's
+    policies read; the commit, as in ``tenant_scope(relaxed_commit=True)``,
+    need not wait for the disk (the next run derives it all again).
+    """
+    ids = sorted({_validated_user_id(user_id) for user_id in user_ids})
+    if not ids:
+        raise ScopeError("planning_scope needs at least one user id")
+    with _owned_transaction(
+        f"planning_scope({len(ids)} users)",
+        using,
+        tenant="",
+        role=settings.NUDGE_DB_PLANNER_ROLE,
+        relaxed_commit=True,
+        planning=",".join(map(str, ids)),
+    ):
         yield
 
 

@@ -39,7 +39,7 @@ def admin():
     with psycopg.connect(url, autocommit=True) as conn:
         for database in (LOGIN, f"{LOGIN}_template"):
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(database)))
-        for role in (ROLES.login, ROLES.owner, ROLES.sweeper, ROLES.support):
+        for role in (ROLES.login, ROLES.owner, *ROLES.entered_by_login):
             conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
@@ -51,6 +51,7 @@ def test_bootstrap_is_idempotent_and_repairs_a_widened_role(admin):
         assert _role(cur, ROLES.owner) == (True, False, False, False, True)
         assert _role(cur, ROLES.sweeper) == (False, False, False, False, False)
         assert _role(cur, ROLES.support) == (False, False, False, False, False)
+        assert _role(cur, ROLES.planner) == (False, False, False, False, False)
         cur.execute(
             "SELECT datname, pg_get_userbyid(datdba) FROM pg_database WHERE datname LIKE %s",
             [f"{LOGIN}%"],
@@ -63,7 +64,7 @@ def test_bootstrap_is_idempotent_and_repairs_a_widened_role(admin):
         assert _role(cur, ROLES.login) == (True, False, False, False, False)
 
 
-def test_only_the_owner_can_create_tables_and_the_login_role_enters_only_its_two_roles(admin):
+def test_only_the_owner_can_create_tables_and_the_login_role_enters_only_its_roles(admin):
     """A NOINHERIT role loses pg_database_owner's rights on PostgreSQL 15+: granted back
     to the owner explicitly, and to the login role not at all."""
     bootstrap(admin, login=LOGIN, password=None, database=LOGIN)
@@ -74,7 +75,7 @@ def test_only_the_owner_can_create_tables_and_the_login_role_enters_only_its_two
             conn.execute("CREATE TABLE probe2 (id int)")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(ROLES.owner)))
-        for role in (ROLES.sweeper, ROLES.support):  # membership lets it enter these
+        for role in ROLES.entered_by_login:  # membership lets it enter these
             conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
             conn.execute("RESET ROLE")
 

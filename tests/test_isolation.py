@@ -23,8 +23,15 @@ from scheduled_sends.queue.transitions import (
 )
 from tenancy.checks import rls_problems
 from tenancy.models import tenant_models
-from tenancy.rls import deployed_policies
-from tenancy.scope import ScopeError, current_scope, rls_bypass, support_scope, tenant_scope
+from tenancy.rls import PLANNER_GRANTS, deployed_policies
+from tenancy.scope import (
+    ScopeError,
+    current_scope,
+    planning_scope,
+    rls_bypass,
+    support_scope,
+    tenant_scope,
+)
 from tests.conftest import utc
 from tests.support.queue import queue_nudge
 
@@ -414,7 +421,7 @@ def test_every_partition_carries_the_queues_flags_policies_and_grants(db):
         parent = cursor.fetchone()
         assert parent[:2] == (True, True)
         parent_policies = deployed_policies(cursor, "scheduled_sends")
-        assert len(parent_policies) == 3
+        assert len(parent_policies) == 4  # tenant, support, sweeper, planner
         for part in parts:
             cursor.execute(_SECURITY, [part.name])
             assert cursor.fetchone() == parent, part.name
@@ -429,3 +436,83 @@ def test_the_system_check_fails_when_a_partition_lost_force(as_owner):
         f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
     )
     assert rls_problems() == [f"row-level security is not forced on {table}"]
+
+
+# --- Planning in sets: the planner role sees the users it was given, no one else ---
+
+
+@pytest.mark.parametrize("table", sorted(PLANNER_GRANTS))
+def test_planning_scope_sees_only_the_users_it_names(tenants, make_user, table):
+    """A slice planned together (``planning_scope``) reads its own users' rows and not
+    another tenant's, in every table planning reads."""
+    a, b = tenants
+    carol = make_user("carol")  # named too: whatever rows she has, and only hers and Alice's
+    everyone = _seeded_owners(table)
+    assert everyone >= {a.pk, b.pk}
+    with planning_scope([a.pk, carol.pk]):
+        assert _owners(table) == everyone & {a.pk, carol.pk}
+    with planning_scope([b.pk]):
+        assert _owners(table) == {b.pk}
+
+
+@pytest.mark.parametrize("table", sorted(set(TENANT_TABLES) - set(PLANNER_GRANTS)))
+def test_planning_scope_cannot_read_what_planning_does_not_need(tenants, table):
+    """Tokens, link codes, opt-ins and notices are out of the planner's reach entirely."""
+    a, _ = tenants
+    with pytest.raises(DatabaseError, match="permission denied"), planning_scope([a.pk]):
+        _count(table)
+
+
+def test_planning_scope_refuses_a_row_for_a_user_it_does_not_name(tenants):
+    a, b = tenants
+    forged = NewNudge("follow_up", 999, NOW + timedelta(hours=1), NOW + timedelta(hours=2), 0)
+    with pytest.raises(DatabaseError, match="row-level security"), planning_scope([a.pk]):
+        enqueue(b.pk, "console", [forged])
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE delivery_settings SET channel = 'telegram'",
+        "UPDATE calendar_events SET title = 'changed'",
+        "UPDATE scheduled_sends SET user_id = user_id",
+        "SELECT password FROM auth_user",
+        "DELETE FROM follow_ups",
+    ],
+)
+def test_planning_scope_writes_only_the_queue_and_the_capped_count(tenants, statement):
+    """The planner may queue and withdraw nudges and record a capped count; it cannot
+    change a user's settings or subjects, re-own a row, or read a password hash."""
+    a, _ = tenants
+    with pytest.raises(DatabaseError, match="permission denied"), planning_scope([a.pk]):
+        with connection.cursor() as cursor:
+            cursor.execute(statement)
+
+
+def test_a_day_partition_named_directly_under_planning_scope(day_partition_tenants):
+    table, a, b = day_partition_tenants
+    with planning_scope([b.pk]):
+        assert _owners(table) == {b.pk}
+    with planning_scope([a.pk, b.pk]):
+        assert _owners(table) == {a.pk, b.pk}
+
+
+@pytest.mark.parametrize("value", ["1,2", "{1,2}", "on"])
+def test_the_planning_setting_alone_widens_nothing(tenants, value):
+    """Only entering the planner role reads the setting: set without it, nothing shows."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('app.planning_user_ids', %s, true)", [value])
+        assert _count("scheduled_sends") == 0
+
+
+@pytest.mark.parametrize("bad", [[], ["1"], [0], [True], [2**63]])
+def test_planning_scope_rejects_non_ids(db, bad):
+    with pytest.raises(ScopeError), planning_scope(bad):
+        pass
+
+
+def test_planning_scope_does_not_nest(tenants):
+    a, b = tenants
+    with planning_scope([a.pk]):
+        with pytest.raises(ScopeError, match="do not nest"), tenant_scope(b.pk):
+            pass

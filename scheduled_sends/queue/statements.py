@@ -16,13 +16,14 @@ after ``LIMIT`` rows: cost O(rows due), never O(rows queued) or O(tenants).
 INSERT_NUDGES = """
 INSERT INTO scheduled_sends (user_id, kind, ref_id, intended_at, fire_at, subject_starts_at,
                              user_rank, channel)
-SELECT %(user_id)s, n.kind, n.ref_id, n.intended_at, n.intended_at, n.subject_starts_at,
-       n.user_rank, %(channel)s
-  FROM unnest(%(kinds)s::text[], %(ref_ids)s::bigint[], %(intended_ats)s::timestamptz[],
-              %(starts)s::timestamptz[], %(ranks)s::smallint[])
-       AS n(kind, ref_id, intended_at, subject_starts_at, user_rank)
+SELECT n.user_id, n.kind, n.ref_id, n.intended_at, n.intended_at, n.subject_starts_at,
+       n.user_rank, n.channel
+  FROM unnest(%(user_ids)s::bigint[], %(kinds)s::text[], %(ref_ids)s::bigint[],
+              %(intended_ats)s::timestamptz[], %(starts)s::timestamptz[],
+              %(ranks)s::smallint[], %(channels)s::text[])
+       AS n(user_id, kind, ref_id, intended_at, subject_starts_at, user_rank, channel)
 ON CONFLICT (user_id, kind, ref_id, intended_at) DO NOTHING
-RETURNING id
+RETURNING user_id
 """
 
 # The claim. The locking sub-select sits in WITH because PostgreSQL evaluates

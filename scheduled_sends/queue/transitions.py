@@ -31,6 +31,7 @@ from __future__ import annotations
 import enum
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -341,38 +342,48 @@ class NewNudge:
 
 
 def enqueue(user_id: int, channel: str, nudges: Sequence[NewNudge]) -> int:
-    """Insert nudges idempotently (the unique key on the intended instant); how many were new."""
-    if not nudges:
-        return 0
+    """Insert one user's nudges idempotently; how many were new (``enqueue_many``)."""
+    return enqueue_many([(user_id, channel, nudge) for nudge in nudges])[user_id]
+
+
+def enqueue_many(rows: Sequence[tuple[int, str, NewNudge]]) -> Counter[int]:
+    """Insert (user, channel, nudge) rows idempotently, in one statement however many
+    users they are for (the unique key on the intended instant); new rows per user."""
+    if not rows:
+        return Counter()
     with connection.cursor() as cursor:
         cursor.execute(
             statements.INSERT_NUDGES,
             {
-                "user_id": user_id,
-                "channel": channel,
-                "kinds": [n.kind for n in nudges],
-                "ref_ids": [n.ref_id for n in nudges],
-                "intended_ats": [n.intended_at for n in nudges],
-                "starts": [n.subject_starts_at for n in nudges],
-                "ranks": [n.user_rank for n in nudges],
+                "user_ids": [user_id for user_id, _, _ in rows],
+                "kinds": [n.kind for _, _, n in rows],
+                "ref_ids": [n.ref_id for _, _, n in rows],
+                "intended_ats": [n.intended_at for _, _, n in rows],
+                "starts": [n.subject_starts_at for _, _, n in rows],
+                "ranks": [n.user_rank for _, _, n in rows],
+                "channels": [channel for _, channel, _ in rows],
             },
         )
-        return len(cursor.fetchall())
+        return Counter(user_id for (user_id,) in cursor.fetchall())
 
 
-def withdraw_unclaimed(ids: Sequence[int]) -> int:
-    """Delete pending rows that no longer match their subject; how many went.
+def withdraw_unclaimed(ids: Sequence[int]) -> Counter[int]:
+    """Delete pending rows that no longer match their subject; how many went, per user.
 
     Deleting rather than settling lets an event moved away and back be queued
     afresh. ``claimed_at IS NULL`` is re-checked under the row lock, so a row
     a deliver run claimed meanwhile is left to it.
     """
     if not ids:
-        return 0
-    deleted, _ = ScheduledSend.objects.filter(
-        unsettled(), id__in=ids, claimed_at__isnull=True
-    ).delete()
-    return deleted
+        return Counter()
+    # Locked first (the claim skips locked rows), so the count per user is exact.
+    owners = dict(
+        ScheduledSend.objects.filter(unsettled(), id__in=ids, claimed_at__isnull=True)
+        .select_for_update()
+        .values_list("id", "user_id")
+    )
+    ScheduledSend.objects.filter(id__in=list(owners)).delete()
+    return Counter(owners.values())
 
 
 # --- The user acting from a message: in the user's own tenant scope --------------

@@ -7,7 +7,6 @@ requests overlap, and how many reach one host.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -155,14 +154,14 @@ def test_database_lanes_queue_every_user_once_and_close_their_connections(
     feed_hosts[0].latency = 0.05
     users = feed_users(make_user, feed_hosts[0], 10)
     before = server_connections()
-    lanes_used = set()
-    real_enqueue = transitions.enqueue
+    inserts = []
+    real_enqueue = transitions.enqueue_many
 
-    def enqueue_noting_the_thread(*args, **kwargs):
-        lanes_used.add(threading.current_thread().name)
-        return real_enqueue(*args, **kwargs)
+    def enqueue_noting_whose(rows):
+        inserts.append(sorted({user_id for user_id, _, _ in rows}))
+        return real_enqueue(rows)
 
-    monkeypatch.setattr(transitions, "enqueue", enqueue_noting_the_thread)
+    monkeypatch.setattr(transitions, "enqueue_many", enqueue_noting_whose)
 
     report = run_materialize(NOW)
     again = run_materialize(NOW + timedelta(minutes=1))
@@ -170,7 +169,8 @@ def test_database_lanes_queue_every_user_once_and_close_their_connections(
     assert (report.users, report.calendars_synced, report.queued, report.ok) == (10, 10, 10, True)
     assert (again.queued, again.calendars_unchanged) == (0, 10)
     assert all(len(rows(user)) == 1 for user in users)
-    assert lanes_used == {"calendar-sync-db"}
+    # Planned and queued together once synced: one insert for the ten, none the next run.
+    assert [users for users in inserts if users] == [sorted(user.pk for user in users)]
     assert server_connections() == before
 
 
@@ -178,20 +178,20 @@ def test_database_lanes_queue_every_user_once_and_close_their_connections(
 def test_a_user_whose_queueing_fails_keeps_the_calendar_just_synced(
     make_user, settings, feed_hosts, monkeypatch
 ):
-    """Issue 20, concurrent sync: a user's last write and their queueing share one
-    transaction; when the queueing fails, the synced copy is still stored (written
-    again alone), the user is counted failed, and the others are queued."""
+    """Issue 20, concurrent sync: when a user's queueing fails, the synced copy is
+    still stored, the user is counted failed, and the others planned with them are
+    queued (each planned again alone)."""
     settings.CALENDAR_SYNC_CONCURRENCY = 4
     settings.CALENDAR_SYNC_DB_LANES = 2
     good, bad = feed_users(make_user, feed_hosts[0], 2)
-    real_enqueue = transitions.enqueue
+    real_enqueue = transitions.enqueue_many
 
-    def enqueue_failing_for_bad(user_id, *args, **kwargs):
-        if user_id == bad.pk:
+    def enqueue_failing_for_bad(rows):
+        if any(user_id == bad.pk for user_id, _, _ in rows):
             raise RuntimeError("queue table unavailable")
-        return real_enqueue(user_id, *args, **kwargs)
+        return real_enqueue(rows)
 
-    monkeypatch.setattr(transitions, "enqueue", enqueue_failing_for_bad)
+    monkeypatch.setattr(transitions, "enqueue_many", enqueue_failing_for_bad)
 
     report = run_materialize(NOW)
 

@@ -1,6 +1,7 @@
-"""The materializer's two per-user reads use their indexes: a user's events by
-start time, and a user's open follow-ups by due time (and the repeating ones by
-their own partial index).
+"""The materializer's reads use their indexes, for one user (``tenant_scope``) and
+for a set planned together (``planning_scope``): events by start time, open
+follow-ups by due time (and the repeating ones by their own partial index),
+pending rows by the per-user index.
 
 The data keeps a calendar's history (400 events and 400 follow-ups a user over
 120 days, ~4 of each inside the ~27-hour window). With only a few dozen events
@@ -17,11 +18,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from accounts.models import DeliverySettings
-from calendars.models import CalendarEvent, ConnectionStatus, FollowUp
 from core.config import NudgeConfig
-from scheduled_sends.materialize import plan_for_user
-from scheduled_sends.models import ScheduledSend
-from tenancy.scope import support_scope, tenant_scope
+from scheduled_sends.materialize import SubjectReads, read_subjects
+from tenancy.scope import planning_scope, support_scope, tenant_scope
 from tests.conftest import utc
 from tests.plans.data import (
     analyze,
@@ -48,27 +47,10 @@ def _users_with_settings() -> list[int]:
     return user_ids
 
 
-def _querysets(user_id: int):
-    """The querysets ``plan_for_user`` builds (checked against it below)."""
-    config = NudgeConfig.from_settings()
-    start, end = config.subject_window(NOW)
-    events = CalendarEvent.objects.filter(
-        user_id=user_id, starts_at__gt=start, starts_at__lte=end
-    ).exclude(connection__status=ConnectionStatus.NEEDS_REAUTH)
-    open_follow_ups = FollowUp.objects.filter(user_id=user_id, done=False, due_at__lte=end)
-    follow_ups = (
-        open_follow_ups.filter(repeat="", due_at__gt=start)
-        .order_by()
-        .union(open_follow_ups.exclude(repeat="").order_by(), all=True)
-    )
-    return events, follow_ups
-
-
-def _ran_by_plan_for_user(user_id: int) -> list[str]:
+def _ran_by_planning(user_id: int) -> list[str]:
     with tenant_scope(user_id):
         with CaptureQueriesContext(connection) as captured:
-            delivery = DeliverySettings.objects.get(user_id=user_id)
-            plan_for_user(user_id, delivery, NOW, NudgeConfig.from_settings())
+            read_subjects([user_id], NOW, NudgeConfig.from_settings())
     return [q["sql"] for q in captured.captured_queries]
 
 
@@ -82,14 +64,14 @@ def test_event_read_uses_the_user_start_index():
     load_events(user_ids, NOW, per_user=PER_USER, span=HISTORY)
     analyze("calendar_events", "calendar_connections")
     user_id = user_ids[7]
-    events, _ = _querysets(user_id)
+    events = SubjectReads.of([user_id], NOW, NudgeConfig.from_settings()).events
     with tenant_scope(user_id):
         nodes = plan_nodes(events.explain(format="json"))
         sql = str(events.query)
         found = len(list(events))
 
-    # The queryset here is the one plan_for_user runs (same WHERE, same joins).
-    ran = [q for q in _ran_by_plan_for_user(user_id) if 'FROM "calendar_events"' in q]
+    # The queryset here is the one planning runs (same WHERE, same joins).
+    ran = [q for q in _ran_by_planning(user_id) if 'FROM "calendar_events"' in q]
     assert len(ran) == 1 and _where(ran[0]).count("AND") == _where(sql).count("AND")
     assert 0 < found < PER_USER // 10
 
@@ -105,13 +87,13 @@ def test_follow_up_read_uses_the_open_due_index():
     load_follow_ups(user_ids, NOW, per_user=PER_USER, span=HISTORY)
     analyze("follow_ups")
     user_id = user_ids[11]
-    _, follow_ups = _querysets(user_id)
+    follow_ups = SubjectReads.of([user_id], NOW, NudgeConfig.from_settings()).follow_ups
     with tenant_scope(user_id):
         nodes = plan_nodes(follow_ups.explain(format="json"))
         sql = str(follow_ups.query)
         found = len(list(follow_ups))
 
-    ran = [q for q in _ran_by_plan_for_user(user_id) if 'FROM "follow_ups"' in q]
+    ran = [q for q in _ran_by_planning(user_id) if 'FROM "follow_ups"' in q]
     assert len(ran) == 1 and _where(ran[0]).count("AND") == _where(sql).count("AND")
     assert 0 < found < PER_USER // 10
 
@@ -131,13 +113,36 @@ def test_pending_read_uses_the_user_index():
     load_queue(user_ids, NOW, due=2_000, future=40_000, settled=0)
     analyze("scheduled_sends")
     user_id = user_ids[123]
+    pending = SubjectReads.of([user_id], NOW, NudgeConfig.from_settings()).pending
     with tenant_scope(user_id):
-        pending = ScheduledSend.objects.filter(
-            user_id=user_id,
-            sent_at__isnull=True,
-            outcome__isnull=True,
-            intended_at__gt=NOW - timedelta(minutes=15),
-        ).values_list("id", "kind", "ref_id", "intended_at", "fire_at")
         nodes = named_by_parent(plan_nodes(pending.explain(format="json")))
     scans = [n.get("Index Name") for n in nodes if "Index Name" in n]
     assert scans == ["sends_user_pending_idx"], nodes
+
+
+@pytest.mark.django_db(transaction=True)  # committed, so the owner can analyze (data.analyze)
+def test_a_set_planned_together_reads_through_the_same_indexes():
+    """``planning_scope``: 200 users' subjects and queue in one statement each, every
+    one through the index its one-user read uses, none by walking the table."""
+    user_ids = _users_with_settings()
+    load_events(user_ids, NOW, per_user=PER_USER // 4, span=HISTORY)
+    load_follow_ups(user_ids, NOW, per_user=PER_USER // 4, span=HISTORY)
+    load_queue(user_ids, NOW, due=2_000, future=40_000, settled=0)
+    analyze("calendar_events", "calendar_connections", "follow_ups", "scheduled_sends")
+    together = user_ids[100:300]
+    reads = SubjectReads.of(together, NOW, NudgeConfig.from_settings())
+    with planning_scope(together):
+        plans = {
+            name: named_by_parent(plan_nodes(getattr(reads, name).explain(format="json")))
+            for name in ("events", "follow_ups", "pending")
+        }
+        found = read_subjects(together, NOW, NudgeConfig.from_settings())
+    assert all(found[user_id].events for user_id in together[:20])
+    big = ("calendar_events", "follow_ups", "scheduled_sends")  # (500 connections may be walked)
+    for name, nodes in plans.items():
+        walked = [n for n in nodes if n["Node Type"] == "Seq Scan"]
+        assert not [n for n in walked if n["Relation Name"].startswith(big)], (name, nodes)
+    indexes = {name: {n.get("Index Name") for n in nodes} for name, nodes in plans.items()}
+    assert "calendar_events_user_start_idx" in indexes["events"], plans["events"]
+    assert {"follow_ups_open_due_idx", "follow_ups_open_repeating_idx"} <= indexes["follow_ups"]
+    assert indexes["pending"] - {None} == {"sends_user_pending_idx"}, plans["pending"]

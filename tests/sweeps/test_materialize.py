@@ -148,14 +148,14 @@ def test_a_users_change_during_the_sweep_queues_their_nudges_once(
     add_follow_up(user, NOW + timedelta(hours=1))
     both_read = threading.Barrier(2, timeout=10)
     writers = []
-    real_enqueue = transitions.enqueue
+    real_enqueue = transitions.enqueue_many
 
     def insert_once_both_have_read(*args, **kwargs):
         both_read.wait()  # neither has written yet: each saw an empty queue
         writers.append(threading.current_thread().name)
         return real_enqueue(*args, **kwargs)
 
-    monkeypatch.setattr(transitions, "enqueue", insert_once_both_have_read)
+    monkeypatch.setattr(transitions, "enqueue_many", insert_once_both_have_read)
     reports = []
 
     def sweep() -> None:

@@ -46,6 +46,6 @@ class Command(NudgeCommand):
         self.stdout.write(
             f"bootstrap_db: role {roles.login} (login, DML only, NOINHERIT, no superuser, "
             f"no BYPASSRLS), role {roles.owner} (owner, runs migrations), "
-            f"roles {roles.sweeper} and {roles.support} (NOLOGIN), "
+            f"roles {roles.sweeper}, {roles.support} and {roles.planner} (NOLOGIN), "
             f"databases {name} and {template_database_name(name)} — ready"
         )
