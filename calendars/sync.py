@@ -864,7 +864,7 @@ def apply_events(
     One statement (``statements.APPLY_EVENTS``) inside the owner's scope: rows
     keyed alike are updated in place and only when they differ, new ones
     inserted, the rest deleted."""
-    incoming: dict[tuple[str, datetime | None], list[object]] = {}
+    incoming: dict[tuple[str, datetime | None], dict[str, object]] = {}
     for event in events:
         if event.key in incoming:
             logger.warning("duplicate occurrence from the provider; keeping the last one")
