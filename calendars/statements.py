@@ -1,21 +1,171 @@
-"""The sync's hot read, by hand: one statement per user per run.
+"""The sync's hot statements, by hand: a few per connection per run.
 
-Raw SQL lives here because this read runs once per user in every sweep and
-the ORM built it afresh each time (a join and an ordering were most of the
-read's CPU); ``calendars.sync`` is its only user. It runs inside the owner's
-``tenant_scope``: row-level security admits only their rows.
+Raw SQL lives here because these run for every user in every sweep and the
+ORM built each afresh every time (compiling a query, building model
+instances, adapting each value in Python were most of the sync's CPU, and
+CPU per user is what caps a sweep's users per second); ``calendars.sync`` is
+their only user. Every one runs inside the owner's ``tenant_scope``: row-level
+security admits only their rows, and the inserts' ``WITH CHECK`` only rows of
+theirs. Parameters are always bound, never spliced.
 """
 
 # The user's synced connections, least recently synced first (a user whose budget
-# ran out last run gets the calendars it left out first), each carrying the
-# owner's e-mail and time zone (``owner_email``, ``owner_timezone``) so a
-# second query is not needed. ``auth_user`` is not a tenant table; the settings
-# row is the owner's own.
+# ran out last run gets the calendars it left out first), with only the columns
+# deciding whether to fetch and the provider's snapshot need (``sync.ConnectionRow``
+# names them, in this order; ``sync_state`` as JSON text, parsed by the caller),
+# then the owner's e-mail and time zone, so a second query is not needed.
+# ``auth_user`` is not a tenant table; the settings row is the owner's own.
 USER_CONNECTIONS = """
-SELECT c.*, u.email AS owner_email, coalesce(d.timezone, '') AS owner_timezone
+SELECT c.id, c.user_id, c.provider, c.account, c.calendar_id,
+       c.access_token_encrypted, c.refresh_token_encrypted, c.feed_url_encrypted,
+       c.token_expires_at, c.status, c.last_synced_at, c.retry_after, c.resync_requested,
+       c.allow_private_network, c.push_state, c.push_expires_at, c.sync_state::text,
+       u.email, coalesce(d.timezone, '')
 FROM calendar_connections c
 JOIN auth_user u ON u.id = c.user_id
 LEFT JOIN delivery_settings d ON d.user_id = c.user_id
 WHERE c.user_id = %s AND c.provider <> %s
 ORDER BY c.last_synced_at ASC NULLS FIRST, c.id
+"""
+
+# A connection's stored refresh token, its row locked for the rest of the write:
+# asked only when the provider refused the refresh token we read, to tell a
+# revoked grant from one a concurrent sync rotated meanwhile. No row: deleted.
+LOCK_FOR_ROTATION_CHECK = """
+SELECT refresh_token_encrypted FROM calendar_connections WHERE id = %s FOR UPDATE
+"""
+
+# Refreshed (for Microsoft, rotated) tokens, encrypted, stored with the outcome
+# in the same UPDATE (the outcome statements below, with_tokens).
+_TOKENS = """
+    access_token_encrypted = %(access)s,
+    refresh_token_encrypted = %(refresh)s,
+    token_expires_at = %(expires)s,"""
+
+# A successful fetch's outcome, in one UPDATE that also locks the row for the
+# rest of the write (the events). The status becomes active, any back-off ends,
+# the validators (and the window a push-live copy covers) are the fetch's. What
+# a changed copy left out is its ``last_error`` (%(note)s); an unchanged one
+# keeps the note it had, unless the connection was failing, whose error is
+# cleared (``status`` on the right is the row's before this UPDATE).
+# ``resync_requested`` is cleared only if it was set when the row was read
+# (%(full_sync)s): a request made while we fetched still gets its full sync.
+# Answers the resulting ``last_error``; no row: the connection was deleted.
+_RECORD_SUCCESS = """
+UPDATE calendar_connections SET{tokens}
+    last_synced_at = %(now)s,
+    last_error = CASE
+        WHEN %(changed)s THEN %(note)s
+        WHEN status <> %(active)s THEN ''
+        ELSE last_error
+    END,
+    status = %(active)s,
+    retry_after = NULL,
+    sync_state = %(sync_state)s::jsonb,
+    resync_requested = resync_requested AND NOT %(full_sync)s
+WHERE id = %(id)s
+RETURNING last_error
+"""
+RECORD_SUCCESS = _RECORD_SUCCESS.format(tokens="")
+RECORD_SUCCESS_WITH_TOKENS = _RECORD_SUCCESS.format(tokens=_TOKENS)
+
+# A failed fetch's outcome (the message already scrubbed of secrets); no row:
+# the connection was deleted.
+_RECORD_FAILURE = """
+UPDATE calendar_connections SET{tokens}
+    last_error = %(error)s,
+    status = %(status)s,
+    retry_after = %(retry_after)s
+WHERE id = %(id)s
+RETURNING id
+"""
+RECORD_FAILURE = _RECORD_FAILURE.format(tokens="")
+RECORD_FAILURE_WITH_TOKENS = _RECORD_FAILURE.format(tokens=_TOKENS)
+
+# Tokens alone, for a write with neither outcome (nothing was fetched or failed).
+STORE_TOKENS = """
+UPDATE calendar_connections SET
+    access_token_encrypted = %(access)s,
+    refresh_token_encrypted = %(refresh)s,
+    token_expires_at = %(expires)s
+WHERE id = %(id)s
+RETURNING id
+"""
+
+# Whether the connection is still there, its row locked for the rest of the write.
+LOCK_CONNECTION = """
+SELECT id FROM calendar_connections WHERE id = %s FOR UPDATE
+"""
+
+# Make a connection's stored events exactly the provider's, in one statement:
+# %(events)s is a JSON array of objects, one per occurrence (keys unique on
+# (provider_event_id, occurrence_start), in the provider's order). Rows keyed
+# alike are updated in place, and only when a compared column differs, so their
+# ids — which queued nudges reference — stay stable and an unchanged copy
+# writes nothing; new keys are inserted in the given order; rows whose key is
+# not given are deleted. ``IS NOT DISTINCT FROM`` matches a single event's null
+# occurrence_start, as the unique constraint (NULLS NOT DISTINCT) does. The
+# three parts read one snapshot and touch disjoint rows; the caller holds the
+# connection's row lock, so no other sync of it writes meanwhile. Answers
+# (created, updated, deleted).
+APPLY_EVENTS = """
+WITH incoming AS (
+    SELECT *
+    FROM ROWS FROM (
+        json_to_recordset(%(events)s::json) AS (
+            provider_event_id text, occurrence_start timestamptz, title text,
+            starts_at timestamptz, ends_at timestamptz, all_day boolean, status text,
+            declined boolean, reminder_minutes integer[], location text, join_url text
+        )
+    ) WITH ORDINALITY AS i(
+        provider_event_id, occurrence_start, title, starts_at, ends_at, all_day, status,
+        declined, reminder_minutes, location, join_url, position
+    )
+),
+deleted AS (
+    DELETE FROM calendar_events e
+    WHERE e.connection_id = %(connection)s
+      AND NOT EXISTS (
+          SELECT FROM incoming i
+          WHERE i.provider_event_id = e.provider_event_id
+            AND i.occurrence_start IS NOT DISTINCT FROM e.occurrence_start
+      )
+    RETURNING 1
+),
+updated AS (
+    UPDATE calendar_events e SET
+        title = i.title, starts_at = i.starts_at, ends_at = i.ends_at, all_day = i.all_day,
+        status = i.status, declined = i.declined, reminder_minutes = i.reminder_minutes,
+        location = i.location, join_url = i.join_url, updated_at = %(stamp)s
+    FROM incoming i
+    WHERE e.connection_id = %(connection)s
+      AND e.provider_event_id = i.provider_event_id
+      AND e.occurrence_start IS NOT DISTINCT FROM i.occurrence_start
+      AND (e.title, e.starts_at, e.ends_at, e.all_day, e.status, e.declined,
+           e.reminder_minutes, e.location, e.join_url)
+          IS DISTINCT FROM
+          (i.title, i.starts_at, i.ends_at, i.all_day, i.status, i.declined,
+           i.reminder_minutes, i.location, i.join_url)
+    RETURNING 1
+),
+created AS (
+    INSERT INTO calendar_events (
+        user_id, connection_id, provider_event_id, occurrence_start, title, starts_at,
+        ends_at, all_day, status, declined, reminder_minutes, location, join_url, updated_at
+    )
+    SELECT %(user)s, %(connection)s, i.provider_event_id, i.occurrence_start, i.title,
+           i.starts_at, i.ends_at, i.all_day, i.status, i.declined, i.reminder_minutes,
+           i.location, i.join_url, %(stamp)s
+    FROM incoming i
+    WHERE NOT EXISTS (
+        SELECT FROM calendar_events e
+        WHERE e.connection_id = %(connection)s
+          AND e.provider_event_id = i.provider_event_id
+          AND e.occurrence_start IS NOT DISTINCT FROM i.occurrence_start
+    )
+    ORDER BY i.position
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM created), (SELECT count(*) FROM updated),
+       (SELECT count(*) FROM deleted)
 """

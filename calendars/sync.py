@@ -27,6 +27,7 @@ goes on with the stored copy.
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
@@ -36,6 +37,7 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
@@ -43,7 +45,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
 
 from calendars import crypto, statements
-from calendars.models import CalendarConnection, CalendarEvent, ConnectionStatus, Provider
+from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.providers import get_provider
 from calendars.providers.base import (
     ConnectionSnapshot,
@@ -67,17 +69,6 @@ logger = logging.getLogger("nudge.calendars.sync")
 DEFAULT_BACKOFF = timedelta(minutes=5)
 MAX_BACKOFF = timedelta(hours=24)
 MAX_ERROR_LENGTH = 1000
-EVENT_FIELDS = (
-    "title",
-    "starts_at",
-    "ends_at",
-    "all_day",
-    "status",
-    "declined",
-    "reminder_minutes",
-    "location",
-    "join_url",
-)
 
 
 class Outcome:
@@ -179,26 +170,49 @@ def read_user_connections(
     Least recently synced first, so a user whose budget ran out last run gets
     the calendars it left out synced first this run, and none of theirs starves.
     """
-    with tenant_scope(user_id):
-        rows = list(
-            CalendarConnection.objects.raw(
-                statements.USER_CONNECTIONS, [user_id, Provider.LOCAL.value]
-            )
-        )
-        return [
-            _job_or_failure(connection, now, window, config, _facts_of(connection))
-            for connection in rows
-        ]
+    with tenant_scope(user_id), connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(statements.USER_CONNECTIONS, [user_id, Provider.LOCAL.value])
+        rows = cursor.fetchall()
+        jobs: list[FetchJob | ConnectionResult] = []
+        for *columns, state, email, zone in rows:
+            connection = ConnectionRow(*columns, sync_state=json.loads(state) if state else {})
+            facts = (zone, (email,) if email else ())
+            jobs.append(_job_or_failure(connection, now, window, config, facts))
+        return jobs
 
 
-def _facts_of(connection: CalendarConnection) -> tuple[str, tuple[str, ...]]:
-    """The owner's facts as ``statements.USER_CONNECTIONS`` carries them."""
-    email = getattr(connection, "owner_email", "")
-    return getattr(connection, "owner_timezone", ""), tuple(filter(None, [email]))
+class ConnectionRow(NamedTuple):
+    """A connection as ``statements.USER_CONNECTIONS`` reads it: the columns deciding
+    whether to fetch and building the provider's snapshot, named as the model's
+    fields are, so ``fetch_decision`` (and ``push.freshness``) and ``snapshot_of``
+    take it as they take a model instance. Building a tuple instead of a model
+    instance is most of what the read saves."""
+
+    id: int
+    user_id: int
+    provider: str
+    account: str
+    calendar_id: str
+    access_token_encrypted: str
+    refresh_token_encrypted: str
+    feed_url_encrypted: str
+    token_expires_at: datetime | None
+    status: str
+    last_synced_at: datetime | None
+    retry_after: datetime | None
+    resync_requested: bool
+    allow_private_network: bool
+    push_state: str
+    push_expires_at: datetime | None
+    sync_state: dict[str, Any]
+
+    @property
+    def pk(self) -> int:
+        return self.id
 
 
 def _job_or_failure(
-    connection: CalendarConnection,
+    connection: CalendarConnection | ConnectionRow,
     now: datetime,
     window: Window,
     config: NudgeConfig,
@@ -212,7 +226,10 @@ def _job_or_failure(
 
 
 def fetch_decision(
-    connection: CalendarConnection, now: datetime, window: Window, config: NudgeConfig
+    connection: CalendarConnection | ConnectionRow,
+    now: datetime,
+    window: Window,
+    config: NudgeConfig,
 ) -> ConnectionResult | Window:
     """Whether the provider is asked about ``connection`` in this run, and over which
     window (push may widen it); else the result that stands for this run. The one
@@ -261,7 +278,7 @@ def read_connection(
 
 
 def _job_for(
-    connection: CalendarConnection,
+    connection: CalendarConnection | ConnectionRow,
     now: datetime,
     window: Window,
     config: NudgeConfig,
@@ -327,28 +344,54 @@ def _relaxed(job: FetchJob) -> bool:
 
 
 def write_job_in_scope(job: FetchJob, now: datetime) -> ConnectionResult:
-    """``write_job`` inside the owner's scope, already open (``_relaxed`` says how)."""
+    """``write_job`` inside the owner's scope, already open (``_relaxed`` says how).
+
+    One hand-written UPDATE records the outcome (and any refreshed tokens), locking
+    the row for the rest of the write; a changed copy then takes one more statement
+    (``apply_events``). Only an ``invalid_grant`` reads the row first (under lock),
+    to tell a revoked grant from a refresh token rotated meanwhile."""
     snapshot, error = job.snapshot, job.error
-    secrets = snapshot.secrets() if snapshot else ()
     result = ConnectionResult(job.connection_id, job.provider, Outcome.FAILED)
-    connection = CalendarConnection.objects.select_for_update().filter(pk=job.connection_id).first()
-    if connection is None:
-        result.outcome = Outcome.GONE
-    else:
-        if isinstance(error, NeedsReauth) and _rotated_meanwhile(
-            connection, job.refresh_token_at_read
-        ):
-            # A concurrent sync spent and replaced the refresh token we sent
-            # (Microsoft rotates them): our invalid_grant says nothing about consent.
-            error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
-        if snapshot is not None and snapshot.credentials_changed:
-            store_tokens(connection, snapshot)
-        if error is not None:
-            _record_failure(connection, error, now, secrets, result)
-        elif job.fetched is not None and snapshot is not None:
-            _record_success(connection, snapshot, job.fetched, now, result)
     result.provider_calls = job.calls
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        if isinstance(error, NeedsReauth) and job.refresh_token_at_read:
+            cursor.execute(statements.LOCK_FOR_ROTATION_CHECK, [job.connection_id])
+            row = cursor.fetchone()
+            if row is None:
+                result.outcome = Outcome.GONE
+                return result
+            if _rotated_meanwhile(row[0], job.refresh_token_at_read):
+                # A concurrent sync spent and replaced the refresh token we sent
+                # (Microsoft rotates them): our invalid_grant says nothing about consent.
+                error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
+        tokens = _token_values(snapshot)
+        if error is not None:
+            secrets = snapshot.secrets() if snapshot else ()
+            found = _record_failure(cursor, job.connection_id, error, now, secrets, tokens, result)
+        elif job.fetched is not None and snapshot is not None:
+            found = _record_success(cursor, job, snapshot, job.fetched, now, tokens, result)
+        else:  # nothing fetched and nothing failed: only the tokens, if any, to keep
+            if tokens:
+                cursor.execute(statements.STORE_TOKENS, {**tokens, "id": job.connection_id})
+            else:
+                cursor.execute(statements.LOCK_CONNECTION, [job.connection_id])
+            found = cursor.fetchone() is not None
+    if not found:
+        result = ConnectionResult(job.connection_id, job.provider, Outcome.GONE)
+        result.provider_calls = job.calls
     return result
+
+
+def _token_values(snapshot: ConnectionSnapshot | None) -> dict[str, object]:
+    """Refreshed (and, for Microsoft, rotated) tokens as the outcome's UPDATE stores
+    them, encrypted; empty when the fetch left them as they were."""
+    if snapshot is None or not snapshot.credentials_changed:
+        return {}
+    return {
+        "access": crypto.encrypt(snapshot.access_token),
+        "refresh": crypto.encrypt(snapshot.refresh_token),
+        "expires": snapshot.token_expires_at,
+    }
 
 
 def sync_connection(
@@ -682,7 +725,7 @@ def owner_facts(user_id: int) -> tuple[str, tuple[str, ...]]:
 
 
 def snapshot_of(
-    connection: CalendarConnection,
+    connection: CalendarConnection | ConnectionRow,
     config: NudgeConfig,
     facts: tuple[str, tuple[str, ...]] | None = None,
 ) -> ConnectionSnapshot:
@@ -708,11 +751,12 @@ def snapshot_of(
     )
 
 
-def _rotated_meanwhile(connection: CalendarConnection, refresh_token_at_read: str) -> bool:
+def _rotated_meanwhile(stored_ciphertext: str, refresh_token_at_read: str) -> bool:
+    """Whether the stored refresh token is no longer the one the fetch was given."""
     if not refresh_token_at_read:
         return False
     try:
-        return crypto.decrypt(connection.refresh_token_encrypted) != refresh_token_at_read
+        return crypto.decrypt(stored_ciphertext) != refresh_token_at_read
     except (crypto.SecretDecryptionError, ImproperlyConfigured):
         return False
 
@@ -728,62 +772,72 @@ def store_tokens(connection: CalendarConnection, snapshot: ConnectionSnapshot) -
 
 
 def _record_failure(
-    connection: CalendarConnection,
+    cursor: Any,
+    connection_id: int,
     error: ProviderError,
     now: datetime,
     secrets: tuple[str, ...],
+    tokens: dict[str, object],
     result: ConnectionResult,
-) -> None:
+) -> bool:
+    """Store a failed fetch's outcome; whether the connection was still there."""
     message = crypto.scrub(str(error), *secrets)[:MAX_ERROR_LENGTH]
     result.message = message
-    connection.last_error = message
+    retry_after = None
     if isinstance(error, NeedsReauth):
         result.outcome = Outcome.NEEDS_REAUTH
-        connection.status = ConnectionStatus.NEEDS_REAUTH
-        connection.retry_after = None
+        status = ConnectionStatus.NEEDS_REAUTH
     else:
         result.outcome = Outcome.FAILED
-        connection.status = ConnectionStatus.ERROR
-        connection.retry_after = None
+        status = ConnectionStatus.ERROR
         if isinstance(error, RetryLater):
             delay = min(error.retry_after or DEFAULT_BACKOFF, MAX_BACKOFF)
-            connection.retry_after = now + delay
-    connection.save(update_fields=["last_error", "status", "retry_after"])
+            retry_after = now + delay
+    statement = statements.RECORD_FAILURE_WITH_TOKENS if tokens else statements.RECORD_FAILURE
+    params = {"error": message, "status": status.value, "retry_after": retry_after}
+    cursor.execute(statement, {**params, **tokens, "id": connection_id})
+    return cursor.fetchone() is not None
 
 
 def _record_success(
-    connection: CalendarConnection,
+    cursor: Any,
+    job: FetchJob,
     snapshot: ConnectionSnapshot,
     fetched: FetchResult,
     now: datetime,
+    tokens: dict[str, object],
     result: ConnectionResult,
-) -> None:
-    update_fields = ["last_synced_at", "last_error", "status", "retry_after", "sync_state"]
-    connection.last_synced_at = now
-    # What a successful sync left out is said where support looks (the last
-    # error), the status staying active; an unchanged feed keeps its note.
-    if fetched.changed:
-        connection.last_error = partial_sync_note(fetched)
-    elif connection.status != ConnectionStatus.ACTIVE:
-        connection.last_error = ""
-    result.message = connection.last_error
-    connection.status = ConnectionStatus.ACTIVE
-    connection.retry_after = None
-    connection.sync_state = fetched.sync_state
-    if snapshot.full_sync:
+) -> bool:
+    """Store a successful fetch's outcome and, if the copy changed, the events;
+    whether the connection was still there (nothing is written when it was not)."""
+    params = {
+        "now": now,
+        "changed": fetched.changed,
+        # What a successful sync left out is said where support looks (the last
+        # error), the status staying active; an unchanged feed keeps its note.
+        "note": partial_sync_note(fetched) if fetched.changed else "",
+        "active": ConnectionStatus.ACTIVE.value,
+        "sync_state": json.dumps(fetched.sync_state),
         # Cleared only if it was set when we read the row: a request made while
         # we were fetching still gets its full sync next run.
-        connection.resync_requested = False
-        update_fields.append("resync_requested")
+        "full_sync": snapshot.full_sync,
+        "id": job.connection_id,
+    }
+    statement = statements.RECORD_SUCCESS_WITH_TOKENS if tokens else statements.RECORD_SUCCESS
+    cursor.execute(statement, {**params, **tokens})
+    row = cursor.fetchone()
+    if row is None:
+        return False
+    result.message = row[0]
     if fetched.changed:
         result.outcome = Outcome.SYNCED
         result.created, result.updated, result.deleted = apply_events(
-            connection, fetched.events, now
+            ConnectionKey(job.connection_id, job.user_id), fetched.events, now
         )
         result.skipped_events = fetched.skipped_events
     else:
         result.outcome = Outcome.UNCHANGED
-    connection.save(update_fields=update_fields)
+    return True
 
 
 def partial_sync_note(fetched: FetchResult) -> str:
@@ -795,55 +849,46 @@ def partial_sync_note(fetched: FetchResult) -> str:
     return ("synced, with problems in the feed: " + "; ".join(parts))[:MAX_ERROR_LENGTH]
 
 
+class ConnectionKey(NamedTuple):
+    """Whose events ``apply_events`` writes: all it needs of a connection."""
+
+    pk: int
+    user_id: int
+
+
 def apply_events(
-    connection: CalendarConnection, events: list[ProviderEvent], now: datetime
+    connection: CalendarConnection | ConnectionKey, events: list[ProviderEvent], now: datetime
 ) -> tuple[int, int, int]:
-    """Make the connection's rows exactly ``events``; returns (created, updated, deleted)."""
-    incoming: dict[tuple[str, datetime | None], ProviderEvent] = {}
+    """Make the connection's rows exactly ``events``; returns (created, updated, deleted).
+
+    One statement (``statements.APPLY_EVENTS``) inside the owner's scope: rows
+    keyed alike are updated in place and only when they differ, new ones
+    inserted, the rest deleted."""
+    incoming: dict[tuple[str, datetime | None], dict[str, object]] = {}
     for event in events:
         if event.key in incoming:
             logger.warning("duplicate occurrence from the provider; keeping the last one")
-        incoming[event.key] = event
-    existing = {
-        (row.provider_event_id, row.occurrence_start): row
-        for row in CalendarEvent.objects.filter(connection=connection)
+        incoming[event.key] = _row_values(event)
+    params = {
+        "events": json.dumps(list(incoming.values()), ensure_ascii=False),
+        "connection": connection.pk,
+        "user": connection.user_id,
+        "stamp": timezone.now(),
     }
-    to_create: list[CalendarEvent] = []
-    to_update: list[CalendarEvent] = []
-    stamp = timezone.now()
-    for key, event in incoming.items():
-        values = _row_values(event)
-        row = existing.pop(key, None)
-        if row is None:
-            to_create.append(
-                CalendarEvent(
-                    user_id=connection.user_id,
-                    connection=connection,
-                    provider_event_id=event.provider_event_id,
-                    occurrence_start=event.occurrence_start,
-                    **values,
-                )
-            )
-        elif any(getattr(row, name) != value for name, value in values.items()):
-            for name, value in values.items():
-                setattr(row, name, value)
-            row.updated_at = stamp
-            to_update.append(row)
-    if to_create:
-        CalendarEvent.objects.bulk_create(to_create)
-    if to_update:
-        CalendarEvent.objects.bulk_update(to_update, [*EVENT_FIELDS, "updated_at"])
-    stale = [row.pk for row in existing.values()]
-    if stale:
-        CalendarEvent.objects.filter(pk__in=stale).delete()
-    return len(to_create), len(to_update), len(stale)
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(statements.APPLY_EVENTS, params)
+        created, updated, deleted = cursor.fetchone()
+    return created, updated, deleted
 
 
 def _row_values(event: ProviderEvent) -> dict[str, object]:
+    """One occurrence as ``statements.APPLY_EVENTS`` reads it (JSON; instants in ISO 8601)."""
     return {
+        "provider_event_id": event.provider_event_id,
+        "occurrence_start": _iso(event.occurrence_start),
         "title": event.title,
-        "starts_at": event.starts_at,
-        "ends_at": event.ends_at,
+        "starts_at": event.starts_at.isoformat(),
+        "ends_at": _iso(event.ends_at),
         "all_day": event.all_day,
         "status": event.status,
         "declined": event.declined,
@@ -851,6 +896,10 @@ def _row_values(event: ProviderEvent) -> dict[str, object]:
         "location": event.location,
         "join_url": event.join_url,
     }
+
+
+def _iso(instant: datetime | None) -> str | None:
+    return None if instant is None else instant.isoformat()
 
 
 def _log_result(result: ConnectionResult) -> None:

@@ -1,0 +1,143 @@
+"""The sync's writes, now hand-written statements (calendars/statements.py): what the
+ORM did before, kept — events updated in place, the outcome's columns, a connection
+deleted meanwhile, a resync requested meanwhile."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from calendars.models import CalendarConnection
+from calendars.providers import ics as ics_provider
+from calendars.providers.base import ProviderEvent
+from calendars.sync import apply_events
+from tenancy.scope import tenant_scope
+from tests.calendars.conftest import NOW, events_of, reload, run_sync
+from tests.calendars.ics_samples import FEED
+
+pytestmark = pytest.mark.django_db
+
+T9 = NOW + timedelta(hours=1)
+HOUR = timedelta(hours=1)
+
+
+def occurrence(event_id, starts_at, occurrence_start=None, **fields) -> ProviderEvent:
+    values = {
+        "title": "Design review",
+        "ends_at": starts_at + HOUR,
+        "all_day": False,
+        "status": "confirmed",
+        "declined": False,
+        "reminder_minutes": (10,),
+        **fields,
+    }
+    return ProviderEvent(event_id, occurrence_start, starts_at=starts_at, **values)
+
+
+def apply(connection, events):
+    with tenant_scope(connection.user_id):
+        return apply_events(connection, events, NOW)
+
+
+def test_events_are_updated_in_place_created_and_deleted(ics_connection):
+    connection = ics_connection()
+    series = [occurrence("s", T9 + i * HOUR, occurrence_start=T9 + i * HOUR) for i in range(3)]
+    assert apply(connection, [occurrence("a", T9), *series, occurrence("gone", T9)]) == (5, 0, 0)
+    ids = {(e.provider_event_id, e.occurrence_start): e.pk for e in events_of(connection)}
+    before = {e.pk: e.updated_at for e in events_of(connection)}
+
+    # Same keys, one single event and one instance changed, one row no longer there.
+    changed = [
+        occurrence("a", T9, title="Moved", reminder_minutes=(5, 15), location="Room 2"),
+        series[0],
+        occurrence("s", T9 + HOUR, occurrence_start=T9 + HOUR, declined=True, ends_at=None),
+        series[2],
+        occurrence("new", T9 + 3 * HOUR),
+    ]
+    assert apply(connection, changed) == (1, 2, 1)
+
+    rows = {(e.provider_event_id, e.occurrence_start): e for e in events_of(connection)}
+    assert set(rows) == {*ids, ("new", None)} - {("gone", None)}
+    for key, row in rows.items():
+        assert key == ("new", None) or row.pk == ids[key]  # ids kept: queued nudges point at them
+    moved = rows[("a", None)]
+    assert (moved.title, moved.reminder_minutes, moved.location) == ("Moved", [5, 15], "Room 2")
+    declined = rows[("s", T9 + HOUR)]
+    assert declined.declined and declined.ends_at is None
+    untouched = rows[("s", T9)]
+    assert untouched.updated_at == before[untouched.pk]  # nothing differed: not written
+
+    # The same set again writes nothing.
+    assert apply(connection, changed) == (0, 0, 0)
+
+
+def test_a_duplicate_occurrence_keeps_the_last_one(ics_connection):
+    connection = ics_connection()
+    twice = [occurrence("a", T9, title="first"), occurrence("a", T9, title="second")]
+    assert apply(connection, twice) == (1, 0, 0)
+    assert [e.title for e in events_of(connection)] == ["second"]
+
+
+def test_a_connection_deleted_while_fetching_is_gone_and_nothing_is_written(
+    fake_ics, ics_connection, monkeypatch
+):
+    fake_ics.body = FEED
+    connection = ics_connection()
+    original = ics_provider.IcsFeedProvider.fetch
+
+    def fetch_then_disconnected(self, snapshot, **kwargs):
+        result = original(self, snapshot, **kwargs)
+        with tenant_scope(snapshot.user_id):
+            CalendarConnection.objects.filter(pk=snapshot.connection_id).delete()
+        return result
+
+    monkeypatch.setattr(ics_provider.IcsFeedProvider, "fetch", fetch_then_disconnected)
+    summary = run_sync(connection.user_id)
+
+    assert [r.outcome for r in summary.results] == ["gone"]
+    assert events_of(connection) == []
+
+
+def test_a_resync_requested_while_fetching_is_kept_for_the_next_run(
+    fake_ics, ics_connection, monkeypatch
+):
+    fake_ics.body = FEED
+    connection = ics_connection()
+    original = ics_provider.IcsFeedProvider.fetch
+
+    def fetch_then_requested(self, snapshot, **kwargs):
+        result = original(self, snapshot, **kwargs)
+        with tenant_scope(snapshot.user_id):
+            CalendarConnection.objects.filter(pk=snapshot.connection_id).update(
+                resync_requested=True
+            )
+        return result
+
+    monkeypatch.setattr(ics_provider.IcsFeedProvider, "fetch", fetch_then_requested)
+    assert run_sync(connection.user_id).synced == 1
+    assert reload(connection).resync_requested is True
+    monkeypatch.undo()
+
+    assert run_sync(connection.user_id, NOW + timedelta(minutes=15)).synced == 1  # a full fetch
+    assert reload(connection).resync_requested is False
+
+
+def test_an_unchanged_feed_clears_a_failure_and_keeps_a_note(fake_ics, ics_connection):
+    fake_ics.body = FEED
+    connection = ics_connection()
+    assert run_sync(connection.user_id).synced == 1
+    with tenant_scope(connection.user_id):
+        CalendarConnection.objects.filter(pk=connection.pk).update(
+            status="error", last_error="ics: HTTP 503"
+        )
+    summary = run_sync(connection.user_id, NOW + timedelta(minutes=15))
+    assert summary.unchanged == 1
+    stored = reload(connection)
+    assert (stored.status, stored.last_error, stored.retry_after) == ("active", "", None)
+
+    with tenant_scope(connection.user_id):
+        CalendarConnection.objects.filter(pk=connection.pk).update(last_error="synced, with")
+    summary = run_sync(connection.user_id, NOW + timedelta(minutes=30))
+    assert summary.unchanged == 1 and summary.results[0].message == "synced, with"
+    assert reload(connection).last_error == "synced, with"
