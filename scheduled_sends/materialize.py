@@ -11,12 +11,14 @@ table). The bypass is never used here.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import multiprocessing
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -825,13 +827,30 @@ def _in_parallel(now: datetime, workers: int, options: dict) -> MaterializeRepor
     """``workers`` forked processes: participants of the shared cycle, or shares by user id.
 
     Processes, not threads: a user's visit is Python work between short
-    round trips, and a process per core is what makes it scale.
+    round trips, and a process per core is what makes it scale. Not a
+    ``multiprocessing.Pool``: its workers are daemonic and may not start the
+    child a feed is parsed in. The command's calendar concurrency and database
+    lanes are shared out among the forks, so ``--workers N`` holds as many
+    server connections as one process (each fetch thread keeps one for the
+    shared pacing), not N times as many.
     """
     connections.close_all()  # a forked child must not inherit a live connection
+    config: NudgeConfig = options["config"]
+    options = {
+        **options,
+        "config": dataclasses.replace(
+            config,
+            calendar_sync_concurrency=max(1, config.calendar_sync_concurrency // workers),
+            calendar_sync_db_lanes=max(1, config.calendar_sync_db_lanes // workers),
+        ),
+    }
     context = multiprocessing.get_context("fork")
-    with context.Pool(workers) as pool:
-        parts = pool.starmap(
-            _share_in_child, [(now, share, workers, options) for share in range(workers)]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        parts = list(
+            pool.map(
+                _share_in_child,
+                *zip(*[(now, share, workers, options) for share in range(workers)], strict=True),
+            )
         )
     report = MaterializeReport(as_of=now)
     for part in parts:

@@ -198,3 +198,21 @@ def test_a_user_whose_queueing_fails_keeps_the_calendar_just_synced(
     assert (report.calendars_synced, report.queued, report.failed_users) == (2, 1, 1)
     assert [e.provider_event_id for e in events_of_user(bad)] == ["single@example.com"]
     assert len(rows(good)) == 1 and rows(bad) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_workers_sync_feeds_each_parsed_in_a_child_of_its_fork(make_user, settings, feed_hosts):
+    """``materialize --workers 2`` syncs feeds too: each fork may start the child a
+    feed is parsed in (a ``multiprocessing.Pool``'s daemonic workers may not, and every
+    feed failed), and the two share the command's fetch slots rather than double them."""
+    settings.CALENDAR_SYNC_CONCURRENCY = 4
+    settings.CALENDAR_SYNC_PER_HOST = 4
+    feed_hosts[0].latency = 0.05
+    users = feed_users(make_user, feed_hosts[0], 8)
+
+    report = run_materialize(NOW, workers=2)
+
+    assert (report.users, report.calendars_synced, report.calendars_failed) == (8, 8, 0)
+    assert report.queued == 8 and report.ok
+    assert all(len(rows(user)) == 1 for user in users)
+    assert feed_hosts[0].max_in_flight <= 4
