@@ -41,6 +41,7 @@ from bench.cold_fill import (
     DEFAULT_BASELINE,
     admin,
     analyzing,
+    check,
     load,
     queue_tables,
     reset,
@@ -54,25 +55,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _check(tree: Tree, users: int, per_user: int) -> dict:
-    """Every user queued once: the rows, and (where the version has them) the slices."""
+    """Every user queued once: the rows (``cold_fill.check``), and (where the version has
+    them) the slices."""
+    result = check(tree, users, per_user)
+    if "materialize_slices" not in queue_tables(tree):
+        return result
     with admin(tree) as db:
-        queued, distinct_keys = db.execute(
-            "SELECT count(*), count(DISTINCT (user_id, kind, ref_id, intended_at)) "
-            "FROM scheduled_sends"
-        ).fetchone()
-        users_queued = db.execute(
-            "SELECT count(*) FROM (SELECT user_id FROM scheduled_sends GROUP BY user_id "
-            "HAVING count(*) = %s) AS whole",
-            (per_user,),
-        ).fetchone()[0]
-        result = {
-            "rows": queued,
-            "rows_expected": users * per_user,
-            "duplicates": queued - distinct_keys,
-            "users_with_all_rows": users_queued,
-        }
-        if "materialize_slices" not in queue_tables(tree):
-            return result
         slices, done, visited, takeovers, participants = db.execute(
             "SELECT count(*), count(done_at), sum(users), sum(takeovers), "
             "count(DISTINCT claimed_by) FROM materialize_slices"

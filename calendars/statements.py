@@ -38,9 +38,9 @@ SELECT refresh_token_encrypted FROM calendar_connections WHERE id = %s FOR UPDAT
 # Refreshed (for Microsoft, rotated) tokens, encrypted, stored with the outcome
 # in the same UPDATE (the outcome statements below, with_tokens).
 _TOKENS = """
-    access_token_encrypted = %(access)s,
-    refresh_token_encrypted = %(refresh)s,
-    token_expires_at = %(expires)s,"""
+    access_token_encrypted = %(access_token_encrypted)s,
+    refresh_token_encrypted = %(refresh_token_encrypted)s,
+    token_expires_at = %(token_expires_at)s,"""
 
 # A successful fetch's outcome, in one UPDATE that also locks the row for the
 # rest of the write (the events). The status becomes active, any back-off ends,
@@ -85,9 +85,9 @@ RECORD_FAILURE_WITH_TOKENS = _RECORD_FAILURE.format(tokens=_TOKENS)
 # Tokens alone, for a write with neither outcome (nothing was fetched or failed).
 STORE_TOKENS = """
 UPDATE calendar_connections SET
-    access_token_encrypted = %(access)s,
-    refresh_token_encrypted = %(refresh)s,
-    token_expires_at = %(expires)s
+    access_token_encrypted = %(access_token_encrypted)s,
+    refresh_token_encrypted = %(refresh_token_encrypted)s,
+    token_expires_at = %(token_expires_at)s
 WHERE id = %(id)s
 RETURNING id
 """

@@ -383,14 +383,20 @@ def write_job_in_scope(job: FetchJob, now: datetime) -> ConnectionResult:
 
 
 def _token_values(snapshot: ConnectionSnapshot | None) -> dict[str, object]:
-    """Refreshed (and, for Microsoft, rotated) tokens as the outcome's UPDATE stores
-    them, encrypted; empty when the fetch left them as they were."""
+    """Refreshed tokens as the outcome's UPDATE stores them (``encrypted_tokens``);
+    empty when the fetch left them as they were."""
     if snapshot is None or not snapshot.credentials_changed:
         return {}
+    return encrypted_tokens(snapshot)
+
+
+def encrypted_tokens(snapshot: ConnectionSnapshot) -> dict[str, object]:
+    """Refreshed (and, for Microsoft, rotated) tokens, encrypted, by column name: what
+    both the sync's hand-written UPDATE and ``store_tokens`` write."""
     return {
-        "access": crypto.encrypt(snapshot.access_token),
-        "refresh": crypto.encrypt(snapshot.refresh_token),
-        "expires": snapshot.token_expires_at,
+        "access_token_encrypted": crypto.encrypt(snapshot.access_token),
+        "refresh_token_encrypted": crypto.encrypt(snapshot.refresh_token),
+        "token_expires_at": snapshot.token_expires_at,
     }
 
 
@@ -763,12 +769,10 @@ def _rotated_meanwhile(stored_ciphertext: str, refresh_token_at_read: str) -> bo
 
 def store_tokens(connection: CalendarConnection, snapshot: ConnectionSnapshot) -> None:
     """Persist refreshed (and, for Microsoft, rotated) tokens, encrypted."""
-    connection.access_token_encrypted = crypto.encrypt(snapshot.access_token)
-    connection.refresh_token_encrypted = crypto.encrypt(snapshot.refresh_token)
-    connection.token_expires_at = snapshot.token_expires_at
-    connection.save(
-        update_fields=["access_token_encrypted", "refresh_token_encrypted", "token_expires_at"]
-    )
+    tokens = encrypted_tokens(snapshot)
+    for column, value in tokens.items():
+        setattr(connection, column, value)
+    connection.save(update_fields=list(tokens))
 
 
 def _record_failure(

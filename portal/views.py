@@ -84,7 +84,7 @@ def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
 
 
 def _add_follow_up(
-    request: HttpRequest, zone, back: str
+    request: HttpRequest, zone, when_format: str, back: str
 ) -> tuple[FollowUpForm, HttpResponse | None]:
     """The add form of a page, and the redirect after a successful POST of it (saying
     when the follow-up is due, on the person's clock)."""
@@ -93,8 +93,6 @@ def _add_follow_up(
     if created is not None:
         # The time a quick choice chose, or a repeating one's first occurrence.
         due = timezone.localtime(followups.next_due(created, timezone.now()), zone)
-        with tenant_scope(request.user.pk):
-            when_format = date_formats(ensure_settings(request.user.pk))["when_format"]
         messages.success(
             request,
             _("Added “%(title)s”, due %(due)s.")
@@ -104,9 +102,11 @@ def _add_follow_up(
     return form, None
 
 
-def _zone(user_id: int):
+def _zone_and_formats(user_id: int):
+    """The person's zone and date formats (their clock), from one read of their settings."""
     with tenant_scope(user_id):
-        return zone_of(ensure_settings(user_id).timezone)
+        delivery = ensure_settings(user_id)
+    return zone_of(delivery.timezone), date_formats(delivery)
 
 
 @login_required
@@ -114,8 +114,8 @@ def _zone(user_id: int):
 @require_http_methods(["GET", "POST"])
 def home(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
-    zone = _zone(user_id)
-    form, added = _add_follow_up(request, zone, "portal:home")
+    zone, formats = _zone_and_formats(user_id)
+    form, added = _add_follow_up(request, zone, formats["when_format"], "portal:home")
     if added:
         return added
     now = timezone.now()
@@ -143,8 +143,8 @@ def home(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def follow_up_list(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
-    zone = _zone(user_id)
-    form, added = _add_follow_up(request, zone, "portal:follow_ups")
+    zone, formats = _zone_and_formats(user_id)
+    form, added = _add_follow_up(request, zone, formats["when_format"], "portal:follow_ups")
     if added:
         return added
     rows = followups.list_follow_ups(user_id, limit=200)
@@ -152,8 +152,6 @@ def follow_up_list(request: HttpRequest) -> HttpResponse:
     for row in rows:  # what the list shows: the next time, and how it repeats
         row.next_due = followups.next_due(row, now)
         row.repeats = repeat_words(row.repeat, row.repeat_weekdays)
-    with tenant_scope(user_id):
-        formats = date_formats(ensure_settings(user_id))
     with timezone.override(zone):
         return render(
             request, "portal/follow_ups.html", {"follow_ups": rows, "form": form, **formats}
@@ -168,7 +166,7 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     found = followups.get_follow_up(user_id, follow_up_id)
     if found is None:
         raise Http404("No such follow-up.")
-    zone = _zone(user_id)
+    zone, _formats = _zone_and_formats(user_id)
     with timezone.override(zone):
         initial = {
             "title": found.title,

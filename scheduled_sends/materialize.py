@@ -22,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import repeat
 
 from django.contrib.auth import get_user_model
 from django.db import connection, connections
@@ -849,7 +850,10 @@ def _in_parallel(now: datetime, workers: int, options: dict) -> MaterializeRepor
         parts = list(
             pool.map(
                 _share_in_child,
-                *zip(*[(now, share, workers, options) for share in range(workers)], strict=True),
+                repeat(now),
+                range(workers),
+                repeat(workers),
+                repeat(options),
             )
         )
     report = MaterializeReport(as_of=now)

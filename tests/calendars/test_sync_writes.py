@@ -40,6 +40,20 @@ def apply(connection, events):
         return apply_events(connection, events, NOW)
 
 
+def while_fetching(monkeypatch, change) -> None:
+    """Let the feed be fetched, then ``change`` the connection's row (a queryset, in its
+    owner's scope) before the sync writes: what a user or another sync does meanwhile."""
+    original = ics_provider.IcsFeedProvider.fetch
+
+    def fetch_then_change(self, snapshot, **kwargs):
+        result = original(self, snapshot, **kwargs)
+        with tenant_scope(snapshot.user_id):
+            change(CalendarConnection.objects.filter(pk=snapshot.connection_id))
+        return result
+
+    monkeypatch.setattr(ics_provider.IcsFeedProvider, "fetch", fetch_then_change)
+
+
 def test_events_are_updated_in_place_created_and_deleted(ics_connection):
     connection = ics_connection()
     series = [occurrence("s", T9 + i * HOUR, occurrence_start=T9 + i * HOUR) for i in range(3)]
@@ -84,15 +98,7 @@ def test_a_connection_deleted_while_fetching_is_gone_and_nothing_is_written(
 ):
     fake_ics.body = FEED
     connection = ics_connection()
-    original = ics_provider.IcsFeedProvider.fetch
-
-    def fetch_then_disconnected(self, snapshot, **kwargs):
-        result = original(self, snapshot, **kwargs)
-        with tenant_scope(snapshot.user_id):
-            CalendarConnection.objects.filter(pk=snapshot.connection_id).delete()
-        return result
-
-    monkeypatch.setattr(ics_provider.IcsFeedProvider, "fetch", fetch_then_disconnected)
+    while_fetching(monkeypatch, lambda row: row.delete())
     summary = run_sync(connection.user_id)
 
     assert [r.outcome for r in summary.results] == ["gone"]
@@ -104,17 +110,7 @@ def test_a_resync_requested_while_fetching_is_kept_for_the_next_run(
 ):
     fake_ics.body = FEED
     connection = ics_connection()
-    original = ics_provider.IcsFeedProvider.fetch
-
-    def fetch_then_requested(self, snapshot, **kwargs):
-        result = original(self, snapshot, **kwargs)
-        with tenant_scope(snapshot.user_id):
-            CalendarConnection.objects.filter(pk=snapshot.connection_id).update(
-                resync_requested=True
-            )
-        return result
-
-    monkeypatch.setattr(ics_provider.IcsFeedProvider, "fetch", fetch_then_requested)
+    while_fetching(monkeypatch, lambda row: row.update(resync_requested=True))
     assert run_sync(connection.user_id).synced == 1
     assert reload(connection).resync_requested is True
     monkeypatch.undo()
