@@ -31,16 +31,20 @@ not caught up in a burst: a :class:`SendGate` per channel keeps this
 process's own sends ``1/rate`` apart at the instant they leave.
 
 Telegram also allows only about one message a second to one chat; that
-spacing is kept per process (:meth:`ChannelPacer.chat_ready_at`): one user's
-nudges of a minute are ranked apart by the claim's fair order, so they seldom
-meet in two processes at once, and a 429 for one chat is handled like any.
+spacing is kept per process: :meth:`ChannelPacer.chat_ready_at` plans one
+chat's slots an interval apart, and :meth:`ChannelPacer.chat_turn` makes the
+sends themselves leave one at a time, each an interval after the previous one
+was answered (the provider counts arrivals, not plans). One user's nudges of a
+minute are ranked apart by the claim's fair order, so they seldom meet in two
+processes at once, and a 429 for one chat is handled like any.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -320,6 +324,10 @@ class ChannelPacer:
         # channel -> the rate in force as this process last saw it
         self.rates: dict[str, float] = {}
         self._chat_free_at: dict[tuple[str, str], float] = {}
+        # (channel, address) -> the chat's send lock, and when its last send was answered
+        self._chat_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._chat_answered_at: dict[tuple[str, str], float] = {}
+        self._chat_locks_lock = threading.Lock()
 
     def paced(self, channel: str) -> bool:
         return self.config.rate(channel) > 0
@@ -376,6 +384,33 @@ class ChannelPacer:
         ready = max(deadline, self._chat_free_at.get(key, 0.0))
         self._chat_free_at[key] = ready + self.config.per_chat_interval
         return ready
+
+    @contextmanager
+    def chat_turn(self, channel: str, address: str) -> Iterator[None]:
+        """Hold one chat while a worker thread sends to it: its sends leave one at
+        a time, each ``per_chat_interval`` after the previous one was answered.
+
+        Planned instants an interval apart are not enough on their own: a first
+        send slow to leave (a new connection, a busy CPU) and a second that
+        leaves on time reach the provider closer together than planned, and the
+        provider counts what reaches it. The previous send's answer comes after
+        it arrived, so spacing from the answer keeps the arrivals apart.
+        """
+        interval = self.config.per_chat_interval
+        if interval <= 0:
+            yield
+            return
+        key = (channel, address)
+        with self._chat_locks_lock:
+            lock = self._chat_locks.setdefault(key, threading.Lock())
+        with lock:
+            answered_at = self._chat_answered_at.get(key)
+            if answered_at is not None:
+                time.sleep(max(0.0, answered_at + interval - time.monotonic()))
+            try:
+                yield
+            finally:
+                self._chat_answered_at[key] = time.monotonic()
 
     def _learn_rate(self, channel: str, rate: float) -> None:
         """Keep this process's own spacing (the gate) at the shared rate in force."""

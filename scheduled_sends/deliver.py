@@ -537,16 +537,18 @@ def _send_at(
     delay = outgoing.deadline - time.monotonic()
     if delay > 0:
         time.sleep(delay)
-    if gate is not None:
-        if not gate.take_turn(outgoing.deadline):
-            return SendAttempt(finished=time.monotonic(), slot_missed=True)
-    if pacer.paused(outgoing.delivery.channel):
-        return SendAttempt(finished=time.monotonic(), not_tried=True)
-    try:
-        receipt = sender.send(outgoing.delivery.address, outgoing.delivery.message)
-    except BaseException as exc:  # settled by the run's thread, never lost here
-        return SendAttempt(finished=time.monotonic(), error=exc)
-    return SendAttempt(finished=time.monotonic(), receipt=receipt)
+    delivery = outgoing.delivery
+    with pacer.chat_turn(delivery.channel, delivery.address):
+        if gate is not None:
+            if not gate.take_turn(outgoing.deadline):
+                return SendAttempt(finished=time.monotonic(), slot_missed=True)
+        if pacer.paused(delivery.channel):
+            return SendAttempt(finished=time.monotonic(), not_tried=True)
+        try:
+            receipt = sender.send(delivery.address, delivery.message)
+        except BaseException as exc:  # settled by the run's thread, never lost here
+            return SendAttempt(finished=time.monotonic(), error=exc)
+        return SendAttempt(finished=time.monotonic(), receipt=receipt)
 
 
 def run_deliver(
