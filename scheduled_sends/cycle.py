@@ -21,10 +21,11 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from django.db import IntegrityError, connection, transaction
 
@@ -202,36 +203,66 @@ class Participation:
     cut_short: bool = False  # its budget ran out with slices nobody holds
 
 
-# Visits one slice's users; returns (users visited, whether the whole slice was visited).
-VisitSlice = Callable[[Slice, Lease], tuple[int, bool]]
+@dataclass(eq=False)
+class Visit:
+    """A slice this participant took, as its visitor fills it in."""
+
+    taken: Slice
+    lease: Lease
+    users: int = 0  # users of the slice taken in
+    whole: bool = True  # every user taken in: not cut short by the budget, the lease kept
+
+
+class SliceVisitor(Protocol):
+    """Visits slices' users. Pipelined: ``start`` may return while the slice's last
+    users are still on their way (their calendars being fetched), so the next
+    slice's work starts before this one's ends; a slice is reported settled only
+    once every user of it is planned, and only then is it marked done."""
+
+    def start(self, visit: Visit) -> None:
+        """Take the slice's users in, renewing its lease as it goes."""
+
+    def settled(self) -> list[Visit]:
+        """Slices started whose every user is planned, not reported before; never waits."""
+
+    def finish(self) -> list[Visit]:
+        """Wait until every slice started is settled; those not reported before."""
 
 
 def take_part(
     cycle: MaterializeCycle,
     config: NudgeConfig,
-    visit_slice: VisitSlice,
+    visitor: SliceVisitor,
     *,
     deadline: float,
     me: str | None = None,
 ) -> Participation:
     """Claim and visit slices until none is left, the budget is spent or a newer cycle began.
 
-    With nothing free but slices still held by others, waits (polling) for
-    them to finish or for a lease to lapse, so a slice whose holder died is
-    taken over in this cycle, not the next.
+    The next slice is claimed as soon as the last one's users are all taken
+    in, so the visitor is never idle between slices. With nothing free but
+    slices still held by others, it first settles its own, then waits
+    (polling) for the others to finish or for a lease to lapse, so a slice
+    whose holder died is taken over in this cycle, not the next.
     """
     me = me or participant_name()
     part = Participation(cycle=cycle.starts_at, me=me)
     while True:
+        _settle(visitor.settled(), part)
         if time.monotonic() >= deadline:
+            _settle(visitor.finish(), part)
             # Cut short only if it leaves slices nobody holds; others may finish theirs.
             part.cut_short = cycle_state(cycle.starts_at, config).free > 0
-            break
+            return part
         taken = claim_slice(cycle.starts_at, me, config)
         if taken is None:
+            finished = visitor.finish()
+            if finished:  # ours are done now: the cycle may have changed meanwhile
+                _settle(finished, part)
+                continue
             state = cycle_state(cycle.starts_at, config)
             if state.complete or state.superseded:
-                break
+                return part
             wait = WAIT_POLL_SECONDS
             if state.first_lapse_seconds is not None:
                 wait = min(wait, max(state.first_lapse_seconds, 0.05))
@@ -244,17 +275,19 @@ def take_part(
                 "materialize took over a slice whose lease lapsed",
                 extra={"cycle": cycle.starts_at.isoformat(), "position": taken.position},
             )
-        lease = Lease(taken.id, me, config)
-        users, whole = visit_slice(taken, lease)
-        if not whole:
-            if lease.held:
-                release_slice(taken.id, me)
+        visitor.start(Visit(taken, Lease(taken.id, me, config)))
+
+
+def _settle(visits: list[Visit], part: Participation) -> None:
+    """Mark each settled slice done, or hand back one left half-visited."""
+    for visit in visits:
+        if not visit.whole:
+            if visit.lease.held:
+                release_slice(visit.taken.id, part.me)
             else:
                 part.slices_lost += 1
-            continue
-        if not finish_slice(taken.id, me, users):
+        elif not finish_slice(visit.taken.id, part.me, visit.users):
             part.slices_lost += 1
-    return part
 
 
 @contextmanager

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import repeat
@@ -685,86 +685,140 @@ def materialize_share(
     deadline: float | None = None,
     progress=None,
     sync_calendars: bool = True,
-    after_id: int = 0,
-    up_to: int | None = None,
-    keep_going: Callable[[], bool] | None = None,
 ) -> MaterializeReport:
     """Visit one share of the users (all of them by default); no run log, no smoothing.
 
-    ``after_id``/``up_to`` narrow it to a cycle's slice; ``keep_going``, asked
-    before each user, renews the slice's lease and says False once it was
-    taken over (the taker visits the rest).
-
-    Calendars are fetched many at once (``calendars.sync.SyncPool``): up to
-    twice ``CALENDAR_SYNC_CONCURRENCY`` users are in the pool. Users whose
-    calendars are done are planned and queued from the stored copy
-    ``PLANNED_TOGETHER`` at a time (``materialize_users``), a statement per
-    step for the lot.
     Stops taking users at ``deadline`` (monotonic), finishes those taken, and
     says where it stopped (``resume_after``), so the next run starts there
     instead of with the same users again.
     """
     report = MaterializeReport(as_of=now)
-    window_start, window_end = config.subject_window(now)
-    pool = (
-        SyncPool(
-            now=now,
-            window_start=window_start,
-            window_end=window_end,
-            config=config,
-            deadline=deadline,
-        )
-        if sync_calendars
-        else None
-    )
-    users = users_to_visit(
-        user_ids,
-        share=share,
-        shares=shares,
-        start_after=start_after,
-        after_id=after_id,
-        up_to=up_to,
-    )
-    ready: list[tuple[int, SyncSummary | None]] = []  # synced (or not syncing), to plan
-
-    def plan_ready(at_least: int) -> None:
-        if len(ready) >= at_least:
-            _plan_and_count(report, ready, now=now, config=config, progress=progress)
-            ready.clear()
-
-    with pool or nullcontext():
+    flow = UserFlow(report, config, deadline=deadline, sync=sync_calendars, progress=progress)
+    with flow:
+        users = users_to_visit(user_ids, share=share, shares=shares, start_after=start_after)
         for user_id in users:
             if deadline is not None and time.monotonic() >= deadline:
                 report.cut_short = True
                 break
-            if keep_going is not None and not keep_going():
-                break
             report.resume_after = user_id
-            report.users += 1
-            if pool is None:
-                ready.append((user_id, None))
-            else:
-                pool.add_user(user_id)
-                full = pool.users_in_flight() >= 2 * pool.concurrency
-                ready.extend(pool.finished(wait=full))
-            plan_ready(PLANNED_TOGETHER)
-        ready.extend(pool.drain() if pool else ())
-        plan_ready(1)
+            flow.add(user_id)
+        flow.finish()
     return report
+
+
+class UserFlow:
+    """Users on their way through a run: calendars synced many at a time
+    (``calendars.sync.SyncPool``, up to twice ``CALENDAR_SYNC_CONCURRENCY``
+    users in it), then planned and queued from the stored copy
+    ``PLANNED_TOGETHER`` at a time (``materialize_users``), a statement per
+    step for the lot.
+
+    One flow serves every slice a process takes in a cycle, each user tagged
+    with its slice: the next slice's fetches start while the last ones of the
+    slice before are still out. (A pool per slice drained at each slice's end;
+    at 250 users a slice, a third of a calendar-syncing run was that drain.)
+    A tag is settled once every user of it is planned.
+    """
+
+    def __init__(
+        self,
+        report: MaterializeReport,
+        config: NudgeConfig,
+        *,
+        deadline: float | None,
+        sync: bool = True,
+        progress=None,
+    ) -> None:
+        self.report, self.config, self.progress = report, config, progress
+        window_start, window_end = config.subject_window(report.as_of)
+        self.pool = (
+            SyncPool(
+                now=report.as_of,
+                window_start=window_start,
+                window_end=window_end,
+                config=config,
+                deadline=deadline,
+            )
+            if sync
+            else None
+        )
+        self._ready: list[tuple[int, SyncSummary | None]] = []  # synced (or not syncing)
+        self._tag_of: dict[int, object] = {}
+        self._unplanned: Counter[object] = Counter()  # tag -> its users not planned yet
+        self._closed: list[object] = []  # tags with every user added, not reported yet
+
+    def __enter__(self) -> UserFlow:
+        if self.pool is not None:
+            self.pool.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.__exit__(*exc)
+
+    def add(self, user_id: int, tag: object = None) -> None:
+        """Take a user in; waits only while the pool is full, planning whoever is ready."""
+        self.report.users += 1
+        self._tag_of[user_id] = tag
+        self._unplanned[tag] += 1
+        if self.pool is None:
+            self._ready.append((user_id, None))
+        else:
+            self.pool.add_user(user_id)
+            full = self.pool.users_in_flight() >= 2 * self.pool.concurrency
+            self._ready.extend(self.pool.finished(wait=full))
+        self._plan(PLANNED_TOGETHER)
+
+    def close(self, tag: object) -> None:
+        """No more users for ``tag``."""
+        self._closed.append(tag)
+
+    def settled(self) -> list[object]:
+        """Closed tags whose every user is planned, not reported before; never waits.
+
+        A closed tag whose remaining users are all synced is planned now, in a
+        set smaller than ``PLANNED_TOGETHER`` if need be, so its slice can be
+        marked done without waiting for the next slice's users to fill a set.
+        """
+        if self.pool is not None:
+            self._ready.extend(self.pool.finished())
+        synced = Counter(self._tag_of[user_id] for user_id, _ in self._ready)
+        if any(synced[tag] == self._unplanned[tag] > 0 for tag in self._closed):
+            self._plan(1)
+        return self._report_settled()
+
+    def finish(self) -> list[object]:
+        """Wait for every user taken in and plan them; the closed tags not reported before."""
+        if self.pool is not None:
+            self._ready.extend(self.pool.drain())
+        self._plan(1)
+        return self._report_settled()
+
+    def _report_settled(self) -> list[object]:
+        done = [tag for tag in self._closed if not self._unplanned[tag]]
+        self._closed = [tag for tag in self._closed if self._unplanned[tag]]
+        return done
+
+    def _plan(self, at_least: int) -> None:
+        if not self._ready or len(self._ready) < at_least:
+            return
+        ready, self._ready = self._ready, []
+        _plan_and_count(self.report, ready, config=self.config, progress=self.progress)
+        for user_id, _ in ready:
+            self._unplanned[self._tag_of.pop(user_id)] -= 1
 
 
 def _plan_and_count(
     report: MaterializeReport,
     ready: list[tuple[int, SyncSummary | None]],
     *,
-    now: datetime,
     config: NudgeConfig,
     progress=None,
 ) -> None:
     """Plan and queue users together from the stored copy (``materialize_users``), then
     count each: a user whose calendars could not even be read is failed, not planned."""
     readable = [user_id for user_id, synced in ready if not _unreadable(synced)]
-    planned = materialize_users(readable, now, config) if readable else PlannedSet({})
+    planned = materialize_users(readable, report.as_of, config) if readable else PlannedSet({})
     results = planned.results
     if planned.planned_alone_because:
         report.sets_planned_alone += 1
@@ -877,33 +931,53 @@ def _cycle_share(
     sync_calendars: bool = True,
     progress=None,
 ) -> MaterializeReport:
-    """This process's part of a shared cycle: slices claimed and visited until none is left."""
+    """This process's part of a shared cycle: slices claimed and visited until none is left,
+    every slice's users through one ``UserFlow``."""
     report = MaterializeReport(as_of=cycle.as_of)
-
-    def visit_slice(taken: shared_cycle.Slice, lease: shared_cycle.Lease) -> tuple[int, bool]:
-        part = materialize_share(
-            cycle.as_of,
-            config=config,
-            after_id=taken.after_id,
-            up_to=taken.up_to,
-            deadline=deadline,
-            sync_calendars=sync_calendars,
-            keep_going=lease.keep,
-        )
-        before = report.visited
-        for name in (*_ADDITIVE, "visited"):
-            setattr(report, name, getattr(report, name) + getattr(part, name))
-        report.errors.extend(part.errors)
-        report.planned_alone_because = report.planned_alone_because or part.planned_alone_because
-        if progress and report.visited // 1000 > before // 1000:
-            progress(report)
-        return part.users, not part.cut_short and lease.held
-
-    taking_part = shared_cycle.take_part(cycle, config, visit_slice, deadline=deadline)
+    with UserFlow(
+        report, config, deadline=deadline, sync=sync_calendars, progress=progress
+    ) as flow:
+        visitor = _SliceVisitor(flow, deadline)
+        taking_part = shared_cycle.take_part(cycle, config, visitor, deadline=deadline)
     report.cut_short = taking_part.cut_short
     report.slices_taken = taking_part.slices_taken
     report.slices_taken_over = taking_part.slices_taken_over
     return report
+
+
+class _SliceVisitor:
+    """A cycle's slices through one flow (``shared_cycle.SliceVisitor``)."""
+
+    def __init__(self, flow: UserFlow, deadline: float) -> None:
+        self.flow, self.deadline = flow, deadline
+        self.unsettled: list[shared_cycle.Visit] = []
+
+    def start(self, visit: shared_cycle.Visit) -> None:
+        for user_id in users_to_visit(after_id=visit.taken.after_id, up_to=visit.taken.up_to):
+            if time.monotonic() >= self.deadline:
+                visit.whole = False
+                break
+            # The slices before, whose last users are still out, keep their leases too.
+            for earlier in self.unsettled:
+                earlier.lease.keep()
+            if not visit.lease.keep():
+                visit.whole = False
+                break
+            self.flow.add(user_id, visit)
+            visit.users += 1
+        self.flow.close(visit)
+        self.unsettled.append(visit)
+
+    def settled(self) -> list[shared_cycle.Visit]:
+        return self._forget(self.flow.settled())
+
+    def finish(self) -> list[shared_cycle.Visit]:
+        return self._forget(self.flow.finish())
+
+    def _forget(self, done: list[object]) -> list[shared_cycle.Visit]:
+        visits = [visit for visit in self.unsettled if visit in done]
+        self.unsettled = [visit for visit in self.unsettled if visit not in done]
+        return visits
 
 
 def _resume_point() -> int:

@@ -61,6 +61,25 @@ def test_feeds_are_fetched_at_once_and_every_user_is_queued(make_user, settings,
     assert all(len(rows(user)) == 1 for user in users)
 
 
+def test_a_cycles_slices_overlap_instead_of_draining_one_by_one(make_user, settings, feed_hosts):
+    """The cron run takes the cycle a slice at a time, but the next slice's feeds are
+    fetched while the last ones of the slice before are still out: the sync pool is
+    never left to drain at a slice's end."""
+    settings.NUDGE_MATERIALIZE_SLICE_USERS = 3
+    settings.CALENDAR_SYNC_CONCURRENCY = 16
+    settings.CALENDAR_SYNC_PER_HOST = 16
+    host = feed_hosts[0]
+    host.latency = 0.3
+    users = feed_users(make_user, host, 12)
+
+    report = run_materialize(NOW, shared=True)
+
+    assert host.max_in_flight > 3, "each slice's feeds were fetched on their own"
+    assert (report.users, report.calendars_synced, report.queued) == (12, 12, 12)
+    assert report.slices_taken == report.cycle_slices_done == report.cycle_slices >= 4
+    assert all(len(rows(user)) == 1 for user in users)
+
+
 def test_one_slow_host_holds_at_most_its_cap_and_other_hosts_go_on(make_user, settings, feed_hosts):
     settings.CALENDAR_SYNC_CONCURRENCY = 4
     settings.CALENDAR_SYNC_PER_HOST = 2
