@@ -52,7 +52,7 @@ from django.db import connection
 
 from core.config import NudgeConfig
 from pacing import statements
-from tenancy.scope import unscoped_relaxed_commit
+from tenancy.scope import unscoped_relaxed
 
 # How far ahead one reservation of send slots may reach.
 HORIZON = timedelta(seconds=1)
@@ -119,8 +119,7 @@ class SharedBudgets:
             missing = [name for name in names if name not in self._known]
         if not missing:
             return
-        with unscoped_relaxed_commit(), connection.cursor() as cursor:
-            cursor.execute(statements.ENSURE_PACING_ROWS, {"budgets": missing})
+        unscoped_relaxed(statements.ENSURE_PACING_ROWS, {"budgets": missing})
         with self._lock:
             self._known.update(missing)
 
@@ -147,19 +146,17 @@ class SharedBudgets:
         # The database read its clock just after this instant; the commit that
         # follows (however slow) must not shift the mapping.
         asked_at = time.monotonic()
-        with unscoped_relaxed_commit(), connection.cursor() as cursor:
-            cursor.execute(
-                statements.RESERVE_SLOTS,
-                {
-                    "budgets": [b.name for b in budgets],
-                    "ceilings": [float(b.ceiling) for b in budgets],
-                    "wanted": wanted,
-                    "horizon": horizon,
-                    "lead": LEAD,
-                    **self._params(),
-                },
-            )
-            rows = cursor.fetchall()
+        rows = unscoped_relaxed(
+            statements.RESERVE_SLOTS,
+            {
+                "budgets": [b.name for b in budgets],
+                "ceilings": [float(b.ceiling) for b in budgets],
+                "wanted": wanted,
+                "horizon": horizon,
+                "lead": LEAD,
+                **self._params(),
+            },
+        )
         return {
             name: Grant(name, asked_at + (first_slot - db_now).total_seconds(), slots, rate)
             for name, first_slot, slots, rate, db_now in rows
@@ -181,11 +178,9 @@ class SharedBudgets:
         }
         for _ in range(2):
             self._ensure([budget.name])
-            with unscoped_relaxed_commit(), connection.cursor() as cursor:
-                cursor.execute(statements.SLOW_DOWN, params)
-                row = cursor.fetchone()
-            if row is not None:
-                return float(row[0])
+            rows = unscoped_relaxed(statements.SLOW_DOWN, params)
+            if rows:
+                return float(rows[0][0])
             with self._lock:  # the row is gone (see reserve): create it again
                 self._known.discard(budget.name)
         return budget.ceiling

@@ -174,6 +174,36 @@ def tenant_reads(
         yield read
 
 
+# Prefixed to one statement in the same round trip (client-side binding sends
+# both as one simple query, which PostgreSQL runs as one implicit transaction).
+_RELAXED_COMMIT_PREFIX = "SELECT set_config('synchronous_commit', 'off', true); "
+
+
+def unscoped_relaxed(
+    statement: str, params: dict[str, object], *, using: str = DEFAULT_DB_ALIAS
+) -> list[tuple]:
+    """One statement that sees no tenant's rows, as a transaction of its own that
+    commits without waiting for the disk; answers its rows (none if it has none).
+
+    Outside any transaction (the pacer's threads, a sweep between its scopes)
+    the statement travels with its setting in one round trip and is its own
+    transaction: a row it locks — a budget every process reserves from — is
+    held only while the server runs it, never across a round trip to a busy
+    client whose thread waits for the GIL. Inside a transaction it runs in
+    ``unscoped_relaxed_commit``, with that scope's rules (only a test's
+    wrapping transaction is allowed).
+    """
+    connection = connections[using]
+    if connection.in_atomic_block or not connection.get_autocommit():
+        with unscoped_relaxed_commit(using=using), connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            return cursor.fetchall() if cursor.description else []
+    with connection.cursor() as cursor:
+        cursor.execute(_RELAXED_COMMIT_PREFIX + statement, params)
+        cursor.nextset()
+        return cursor.fetchall() if cursor.description else []
+
+
 @contextmanager
 def unscoped_relaxed_commit(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """A transaction that sees no tenant's rows and commits without waiting for the disk.

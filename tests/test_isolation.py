@@ -31,6 +31,7 @@ from tenancy.scope import (
     rls_bypass,
     support_scope,
     tenant_scope,
+    unscoped_relaxed,
 )
 from tests.conftest import utc
 from tests.support.queue import queue_nudge
@@ -249,6 +250,26 @@ def test_scopes_refuse_a_transaction_they_do_not_own(tenants):
         for scope in (lambda: tenant_scope(a.pk), rls_bypass, support_scope):
             with pytest.raises(ScopeError, match="must own its transaction"), scope():
                 pass
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unscoped_relaxed_statement_is_a_transaction_of_its_own():
+    """The shared pacing's statements: outside any transaction each is one round
+    trip that is its own transaction — no tenant, no role, a commit that does
+    not wait for the disk — and leaves the session as it found it, so a budget
+    row it locks is never held while a busy client thread comes back to commit."""
+    statement = (
+        "SELECT current_setting('synchronous_commit'), "
+        "coalesce(current_setting('app.current_user_id', true), ''), current_user = session_user"
+    )
+    assert unscoped_relaxed(statement, {}) == [("off", "", True)]
+    assert not connection.in_atomic_block
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('synchronous_commit')")
+        assert cursor.fetchone() == ("on",)
+    assert connection.connection.info.transaction_status == 0  # idle: nothing left open
+    with transaction.atomic(), pytest.raises(ScopeError, match="must own its transaction"):
+        unscoped_relaxed(statement, {})  # inside someone else's transaction: refused
 
 
 def test_sequential_scopes_in_one_test_transaction_do_not_bleed(tenants):
