@@ -24,7 +24,7 @@ SELECT c.id, c.user_id, c.provider, c.account, c.calendar_id,
 FROM calendar_connections c
 JOIN auth_user u ON u.id = c.user_id
 LEFT JOIN delivery_settings d ON d.user_id = c.user_id
-WHERE c.user_id = %s AND c.provider <> %s
+WHERE c.user_id = %(user)s AND c.provider <> %(local)s
 ORDER BY c.last_synced_at ASC NULLS FIRST, c.id
 """
 

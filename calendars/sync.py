@@ -6,8 +6,8 @@ the sweep then reads that user's events. A provider call per connection per
 run is the ceiling (plus a token refresh when one is due, and extra pages only
 for a calendar with more events in a day than a page holds).
 
-Each connection goes read → HTTP → write: its row is read and its secrets
-decrypted inside the owner's ``tenant_scope``, the scope is closed, the
+Each connection goes read → HTTP → write: its row is read in the owner's
+scope (``tenant_read``, one round trip) and its secrets decrypted, the
 provider is called, and a new scope writes the outcome. A scope is never open
 across a network call (a slow provider must not hold a transaction), and one
 connection's failure is recorded on that connection and never raised.
@@ -59,7 +59,7 @@ from calendars.providers.base import (
 from calendars.providers.ics_fetch import feed_origin
 from calendars.push.freshness import fetch_window
 from core.config import NudgeConfig
-from tenancy.scope import tenant_scope
+from tenancy.scope import tenant_read, tenant_scope
 
 # A window of subjects' start instants: (from, to].
 Window = tuple[datetime, datetime]
@@ -164,21 +164,20 @@ def sync_user_connections(
 def read_user_connections(
     user_id: int, now: datetime, window: Window, config: NudgeConfig
 ) -> list[FetchJob | ConnectionResult]:
-    """Every synced connection of the user, read in one scope of theirs: a job to fetch,
+    """Every synced connection of the user, read in their scope in one round trip
+    (``tenant_read``): a job to fetch,
     or the result that stands for it this run (``fetch_decision``).
 
     Least recently synced first, so a user whose budget ran out last run gets
     the calendars it left out synced first this run, and none of theirs starves.
     """
-    with tenant_scope(user_id), connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute(statements.USER_CONNECTIONS, [user_id, Provider.LOCAL.value])
-        rows = cursor.fetchall()
-        jobs: list[FetchJob | ConnectionResult] = []
-        for *columns, state, email, zone in rows:
-            connection = ConnectionRow(*columns, sync_state=json.loads(state) if state else {})
-            facts = (zone, (email,) if email else ())
-            jobs.append(_job_or_failure(connection, now, window, config, facts))
-        return jobs
+    params = {"user": user_id, "local": Provider.LOCAL.value}
+    jobs: list[FetchJob | ConnectionResult] = []
+    for *columns, state, email, zone in tenant_read(user_id, statements.USER_CONNECTIONS, params):
+        connection = ConnectionRow(*columns, sync_state=json.loads(state) if state else {})
+        facts = (zone, (email,) if email else ())
+        jobs.append(_job_or_failure(connection, now, window, config, facts))
+    return jobs
 
 
 class ConnectionRow(NamedTuple):

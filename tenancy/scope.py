@@ -174,6 +174,39 @@ def tenant_reads(
         yield read
 
 
+# Prefixed to one read in the same round trip, for ``tenant_read``: the tenant,
+# no role, and a transaction that may only read.
+_ENTER_TENANT_READ = (
+    "SELECT set_config(%(_scope_setting)s, %(_scope_tenant)s, true), "
+    "set_config('role', 'none', true), set_config('transaction_read_only', 'on', true); "
+)
+
+
+def tenant_read(
+    user_id: int, statement: str, params: dict[str, object], *, using: str = DEFAULT_DB_ALIAS
+) -> list[tuple]:
+    """``statement`` (named parameters) seeing only ``user_id``'s rows, in one round trip;
+    answers its rows.
+
+    Outside any transaction the tenant travels with the statement as one
+    implicit, read-only transaction, exactly as ``tenant_scope`` would set it
+    (transaction-local, gone at its end): for the sync pool's lanes, which read
+    one user's connections after another, four round trips became one. Inside a
+    transaction it runs in ``tenant_scope``, with that scope's rules.
+    """
+    user_id = _validated_user_id(user_id)
+    connection = connections[using]
+    if connection.in_atomic_block or not connection.get_autocommit():
+        with tenant_scope(user_id, using=using), connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            return cursor.fetchall()
+    tenant = {"_scope_setting": TENANT_SETTING, "_scope_tenant": str(user_id)}
+    with connection.cursor() as cursor:
+        cursor.execute(_ENTER_TENANT_READ + statement, {**params, **tenant})
+        cursor.nextset()
+        return cursor.fetchall()
+
+
 # Prefixed to one statement in the same round trip (client-side binding sends
 # both as one simple query, which PostgreSQL runs as one implicit transaction).
 _RELAXED_COMMIT_PREFIX = "SELECT set_config('synchronous_commit', 'off', true); "

@@ -30,6 +30,7 @@ from tenancy.scope import (
     planning_scope,
     rls_bypass,
     support_scope,
+    tenant_read,
     tenant_scope,
     unscoped_relaxed,
 )
@@ -250,6 +251,25 @@ def test_scopes_refuse_a_transaction_they_do_not_own(tenants):
         for scope in (lambda: tenant_scope(a.pk), rls_bypass, support_scope):
             with pytest.raises(ScopeError, match="must own its transaction"), scope():
                 pass
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("table", TENANT_TABLES)
+def test_a_tenant_read_in_one_round_trip_sees_only_its_tenant(tenants, table):
+    """The sync pool's read: outside any transaction the tenant travels with the
+    statement, which sees that tenant's rows and nobody else's, may not write, and
+    leaves no setting behind for the connection's next user."""
+    a, b = tenants
+    assert _seeded_owners(table) == {a.pk, b.pk}
+    owners = f"SELECT DISTINCT user_id FROM {table}"  # noqa: S608 — fixed table names
+    assert tenant_read(a.pk, owners, {}) == [(a.pk,)]
+    assert tenant_read(b.pk, owners, {}) == [(b.pk,)]
+    assert _count(table) == 0  # nothing left behind: unscoped again
+    assert connection.connection.info.transaction_status == 0
+    with pytest.raises(DatabaseError, match="read-only"):
+        tenant_read(a.pk, f"DELETE FROM {table} RETURNING user_id", {})  # noqa: S608
+    with pytest.raises(ScopeError):
+        tenant_read("1 OR true", owners, {})
 
 
 @pytest.mark.django_db(transaction=True)
