@@ -32,7 +32,7 @@ ORDER BY c.last_synced_at ASC NULLS FIRST, c.id
 # asked only when the provider refused the refresh token we read, to tell a
 # revoked grant from one a concurrent sync rotated meanwhile. No row: deleted.
 LOCK_FOR_ROTATION_CHECK = """
-SELECT refresh_token_encrypted FROM calendar_connections WHERE id = %s FOR UPDATE
+SELECT refresh_token_encrypted FROM calendar_connections WHERE id = %(id)s FOR UPDATE
 """
 
 # Refreshed (for Microsoft, rotated) tokens, encrypted, stored with the outcome
@@ -94,7 +94,7 @@ RETURNING id
 
 # Whether the connection is still there, its row locked for the rest of the write.
 LOCK_CONNECTION = """
-SELECT id FROM calendar_connections WHERE id = %s FOR UPDATE
+SELECT id FROM calendar_connections WHERE id = %(id)s FOR UPDATE
 """
 
 # Make a connection's stored events exactly the provider's, in one statement:
@@ -106,7 +106,9 @@ SELECT id FROM calendar_connections WHERE id = %s FOR UPDATE
 # not given are deleted. ``IS NOT DISTINCT FROM`` matches a single event's null
 # occurrence_start, as the unique constraint (NULLS NOT DISTINCT) does. The
 # three parts read one snapshot and touch disjoint rows; the caller holds the
-# connection's row lock, so no other sync of it writes meanwhile. Answers
+# connection's row lock, so no other sync of it writes meanwhile, and nothing
+# is inserted for a connection that is gone (the sync sends this in the same
+# round trip as the outcome's UPDATE, whatever that UPDATE found). Answers
 # (created, updated, deleted).
 APPLY_EVENTS = """
 WITH incoming AS (
@@ -157,7 +159,8 @@ created AS (
            i.starts_at, i.ends_at, i.all_day, i.status, i.declined, i.reminder_minutes,
            i.location, i.join_url, %(stamp)s
     FROM incoming i
-    WHERE NOT EXISTS (
+    WHERE EXISTS (SELECT FROM calendar_connections c WHERE c.id = %(connection)s)
+      AND NOT EXISTS (
         SELECT FROM calendar_events e
         WHERE e.connection_id = %(connection)s
           AND e.provider_event_id = i.provider_event_id

@@ -59,7 +59,7 @@ from calendars.providers.base import (
 from calendars.providers.ics_fetch import feed_origin
 from calendars.push.freshness import fetch_window
 from core.config import NudgeConfig
-from tenancy.scope import tenant_read, tenant_scope
+from tenancy.scope import run_statements, tenant_read, tenant_scope, tenant_statements
 
 # A window of subjects' start instants: (from, to].
 Window = tuple[datetime, datetime]
@@ -329,9 +329,34 @@ def fetch_job(job: FetchJob, *, now: datetime) -> None:
 
 
 def write_job(job: FetchJob, now: datetime) -> ConnectionResult:
-    """Write one connection's outcome inside the owner's scope (a new one, after the fetch)."""
-    with tenant_scope(job.user_id, relaxed_commit=_relaxed(job)):
-        return write_job_in_scope(job, now)
+    """Write one connection's outcome in the owner's scope (a new one, after the fetch).
+
+    The outcome's statements (``OutcomeWrite``) go as one transaction in one
+    round trip (``tenant_statements``). Only an ``invalid_grant`` reads the row
+    first, under lock in the same transaction, to tell a revoked grant from a
+    refresh token rotated meanwhile."""
+    if isinstance(job.error, NeedsReauth) and job.refresh_token_at_read:
+        return _write_after_rotation_check(job, now)
+    write = OutcomeWrite.of(job, job.error, now)
+    answers = tenant_statements(
+        job.user_id, write.statements, write.params, relaxed_commit=_relaxed(job)
+    )
+    return write.result(answers)
+
+
+def _write_after_rotation_check(job: FetchJob, now: datetime) -> ConnectionResult:
+    error = job.error
+    with tenant_scope(job.user_id), connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(statements.LOCK_FOR_ROTATION_CHECK, {"id": job.connection_id})
+        row = cursor.fetchone()
+        if row is None:
+            return _gone(job)
+        if _rotated_meanwhile(row[0], job.refresh_token_at_read):
+            # A concurrent sync spent and replaced the refresh token we sent
+            # (Microsoft rotates them): our invalid_grant says nothing about consent.
+            error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
+        write = OutcomeWrite.of(job, error, now)
+        return write.result(run_statements(cursor, write.statements, write.params))
 
 
 def _relaxed(job: FetchJob) -> bool:
@@ -342,43 +367,61 @@ def _relaxed(job: FetchJob) -> bool:
     return job.snapshot is None or not job.snapshot.credentials_changed
 
 
-def write_job_in_scope(job: FetchJob, now: datetime) -> ConnectionResult:
-    """``write_job`` inside the owner's scope, already open (``_relaxed`` says how).
+def _gone(job: FetchJob) -> ConnectionResult:
+    """The connection was deleted while we fetched: nothing is written."""
+    return ConnectionResult(job.connection_id, job.provider, Outcome.GONE, provider_calls=job.calls)
 
-    One hand-written UPDATE records the outcome (and any refreshed tokens), locking
-    the row for the rest of the write; a changed copy then takes one more statement
-    (``apply_events``). Only an ``invalid_grant`` reads the row first (under lock),
-    to tell a revoked grant from a refresh token rotated meanwhile."""
-    snapshot, error = job.snapshot, job.error
-    result = ConnectionResult(job.connection_id, job.provider, Outcome.FAILED)
-    result.provider_calls = job.calls
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        if isinstance(error, NeedsReauth) and job.refresh_token_at_read:
-            cursor.execute(statements.LOCK_FOR_ROTATION_CHECK, [job.connection_id])
-            row = cursor.fetchone()
-            if row is None:
-                result.outcome = Outcome.GONE
-                return result
-            if _rotated_meanwhile(row[0], job.refresh_token_at_read):
-                # A concurrent sync spent and replaced the refresh token we sent
-                # (Microsoft rotates them): our invalid_grant says nothing about consent.
-                error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
+
+@dataclass
+class OutcomeWrite:
+    """One connection's outcome as the statements that write it, and how to read their
+    answers. One hand-written UPDATE records the outcome (and any refreshed tokens),
+    locking the row for the rest of the transaction; a changed copy takes one more
+    statement (``APPLY_EVENTS``), which inserts nothing if the row is gone."""
+
+    job: FetchJob
+    outcome: ConnectionResult  # filled in as far as it is known before writing
+    statements: list[str]
+    params: dict[str, object]
+
+    @classmethod
+    def of(cls, job: FetchJob, error: ProviderError | None, now: datetime) -> OutcomeWrite:
+        snapshot = job.snapshot
+        outcome = ConnectionResult(job.connection_id, job.provider, Outcome.FAILED)
+        outcome.provider_calls = job.calls
         tokens = _token_values(snapshot)
+        params: dict[str, object] = {**tokens, "id": job.connection_id}
         if error is not None:
             secrets = snapshot.secrets() if snapshot else ()
-            found = _record_failure(cursor, job.connection_id, error, now, secrets, tokens, result)
-        elif job.fetched is not None and snapshot is not None:
-            found = _record_success(cursor, job, snapshot, job.fetched, now, tokens, result)
-        else:  # nothing fetched and nothing failed: only the tokens, if any, to keep
-            if tokens:
-                cursor.execute(statements.STORE_TOKENS, {**tokens, "id": job.connection_id})
+            statement = _failure(error, now, secrets, outcome, params)
+            return cls(job, outcome, [statement], params)
+        if job.fetched is not None and snapshot is not None:
+            params |= _success_params(job.fetched, snapshot, now)
+            chosen = [
+                statements.RECORD_SUCCESS_WITH_TOKENS if tokens else statements.RECORD_SUCCESS
+            ]
+            if job.fetched.changed:
+                params |= _events_params(job.user_id, job.connection_id, job.fetched.events)
+                chosen.append(statements.APPLY_EVENTS)
+            return cls(job, outcome, chosen, params)
+        # Nothing fetched and nothing failed: only the tokens, if any, to keep.
+        chosen = [statements.STORE_TOKENS if tokens else statements.LOCK_CONNECTION]
+        return cls(job, outcome, chosen, params)
+
+    def result(self, answers: list[list[tuple]]) -> ConnectionResult:
+        """The connection's result from the statements' answers (in order)."""
+        outcome, fetched = self.outcome, self.job.fetched
+        if not answers[0]:  # the outcome's UPDATE found no row
+            return _gone(self.job)
+        if self.job.error is None and fetched is not None and self.job.snapshot is not None:
+            outcome.message = answers[0][0][0]
+            if fetched.changed:
+                outcome.outcome = Outcome.SYNCED
+                [(outcome.created, outcome.updated, outcome.deleted)] = answers[1]
+                outcome.skipped_events = fetched.skipped_events
             else:
-                cursor.execute(statements.LOCK_CONNECTION, [job.connection_id])
-            found = cursor.fetchone() is not None
-    if not found:
-        result = ConnectionResult(job.connection_id, job.provider, Outcome.GONE)
-        result.provider_calls = job.calls
-    return result
+                outcome.outcome = Outcome.UNCHANGED
+        return outcome
 
 
 def _token_values(snapshot: ConnectionSnapshot | None) -> dict[str, object]:
@@ -774,46 +817,36 @@ def store_tokens(connection: CalendarConnection, snapshot: ConnectionSnapshot) -
     connection.save(update_fields=list(tokens))
 
 
-def _record_failure(
-    cursor: Any,
-    connection_id: int,
+def _failure(
     error: ProviderError,
     now: datetime,
     secrets: tuple[str, ...],
-    tokens: dict[str, object],
-    result: ConnectionResult,
-) -> bool:
-    """Store a failed fetch's outcome; whether the connection was still there."""
+    outcome: ConnectionResult,
+    params: dict[str, object],
+) -> str:
+    """A failed fetch's outcome: its statement, with ``params`` and ``outcome`` filled in."""
     message = crypto.scrub(str(error), *secrets)[:MAX_ERROR_LENGTH]
-    result.message = message
+    outcome.message = message
     retry_after = None
     if isinstance(error, NeedsReauth):
-        result.outcome = Outcome.NEEDS_REAUTH
+        outcome.outcome = Outcome.NEEDS_REAUTH
         status = ConnectionStatus.NEEDS_REAUTH
     else:
-        result.outcome = Outcome.FAILED
+        outcome.outcome = Outcome.FAILED
         status = ConnectionStatus.ERROR
         if isinstance(error, RetryLater):
             delay = min(error.retry_after or DEFAULT_BACKOFF, MAX_BACKOFF)
             retry_after = now + delay
-    statement = statements.RECORD_FAILURE_WITH_TOKENS if tokens else statements.RECORD_FAILURE
-    params = {"error": message, "status": status.value, "retry_after": retry_after}
-    cursor.execute(statement, {**params, **tokens, "id": connection_id})
-    return cursor.fetchone() is not None
+    params |= {"error": message, "status": status.value, "retry_after": retry_after}
+    with_tokens = "access_token_encrypted" in params
+    return statements.RECORD_FAILURE_WITH_TOKENS if with_tokens else statements.RECORD_FAILURE
 
 
-def _record_success(
-    cursor: Any,
-    job: FetchJob,
-    snapshot: ConnectionSnapshot,
-    fetched: FetchResult,
-    now: datetime,
-    tokens: dict[str, object],
-    result: ConnectionResult,
-) -> bool:
-    """Store a successful fetch's outcome and, if the copy changed, the events;
-    whether the connection was still there (nothing is written when it was not)."""
-    params = {
+def _success_params(
+    fetched: FetchResult, snapshot: ConnectionSnapshot, now: datetime
+) -> dict[str, object]:
+    """A successful fetch's outcome, as ``statements.RECORD_SUCCESS`` takes it."""
+    return {
         "now": now,
         "changed": fetched.changed,
         # What a successful sync left out is said where support looks (the last
@@ -824,23 +857,7 @@ def _record_success(
         # Cleared only if it was set when we read the row: a request made while
         # we were fetching still gets its full sync next run.
         "full_sync": snapshot.full_sync,
-        "id": job.connection_id,
     }
-    statement = statements.RECORD_SUCCESS_WITH_TOKENS if tokens else statements.RECORD_SUCCESS
-    cursor.execute(statement, {**params, **tokens})
-    row = cursor.fetchone()
-    if row is None:
-        return False
-    result.message = row[0]
-    if fetched.changed:
-        result.outcome = Outcome.SYNCED
-        result.created, result.updated, result.deleted = apply_events(
-            ConnectionKey(job.connection_id, job.user_id), fetched.events, now
-        )
-        result.skipped_events = fetched.skipped_events
-    else:
-        result.outcome = Outcome.UNCHANGED
-    return True
 
 
 def partial_sync_note(fetched: FetchResult) -> str:
@@ -867,21 +884,28 @@ def apply_events(
     One statement (``statements.APPLY_EVENTS``) inside the owner's scope: rows
     keyed alike are updated in place and only when they differ, new ones
     inserted, the rest deleted."""
+    params = _events_params(connection.user_id, connection.pk, events)
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(statements.APPLY_EVENTS, params)
+        created, updated, deleted = cursor.fetchone()
+    return created, updated, deleted
+
+
+def _events_params(
+    user_id: int, connection_id: int, events: list[ProviderEvent]
+) -> dict[str, object]:
+    """The occurrences as ``statements.APPLY_EVENTS`` takes them (one per key)."""
     incoming: dict[tuple[str, datetime | None], dict[str, object]] = {}
     for event in events:
         if event.key in incoming:
             logger.warning("duplicate occurrence from the provider; keeping the last one")
         incoming[event.key] = _row_values(event)
-    params = {
+    return {
         "events": json.dumps(list(incoming.values()), ensure_ascii=False),
-        "connection": connection.pk,
-        "user": connection.user_id,
+        "connection": connection_id,
+        "user": user_id,
         "stamp": timezone.now(),
     }
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute(statements.APPLY_EVENTS, params)
-        created, updated, deleted = cursor.fetchone()
-    return created, updated, deleted
 
 
 def _row_values(event: ProviderEvent) -> dict[str, object]:

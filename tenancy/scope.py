@@ -20,6 +20,11 @@ leak to the next user of a pooled or persistent connection:
   write only the queue and the capped count; its policies admit exactly the
   listed users (docs/ARCHITECTURE.md, "Planning in sets").
 
+``tenant_read``, ``tenant_statements`` and ``unscoped_relaxed`` give the same
+guarantees to one short transaction in one round trip (the setting travels
+with the statements, which PostgreSQL runs as one implicit transaction); inside
+a transaction they fall back to the context managers.
+
 They refuse to nest and refuse to run inside a transaction they do not own:
 a ``SET LOCAL`` made inside a savepoint survives the savepoint's release, so
 a scope opened inside someone else's transaction would outlive its block. For
@@ -34,6 +39,7 @@ from contextlib import contextmanager
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.backends.utils import CursorWrapper
 
 TENANT_SETTING = "app.current_user_id"
 PLANNING_SETTING = "app.planning_user_ids"
@@ -174,12 +180,15 @@ def tenant_reads(
         yield read
 
 
-# Prefixed to one read in the same round trip, for ``tenant_read``: the tenant,
-# no role, and a transaction that may only read.
-_ENTER_TENANT_READ = (
+# Prefixed to statements in the same round trip (``tenant_read``,
+# ``tenant_statements``): the tenant and no role, as ``tenant_scope`` sets them;
+# a read may only read; a relaxed write commits without waiting for the disk.
+_ENTER_TENANT = (
     "SELECT set_config(%(_scope_setting)s, %(_scope_tenant)s, true), "
-    "set_config('role', 'none', true), set_config('transaction_read_only', 'on', true); "
+    "set_config('role', 'none', true)"
 )
+_ENTER_TENANT_READ = _ENTER_TENANT + ", set_config('transaction_read_only', 'on', true)"
+_ENTER_TENANT_RELAXED = _ENTER_TENANT + ", set_config('synchronous_commit', 'off', true)"
 
 
 def tenant_read(
@@ -202,9 +211,56 @@ def tenant_read(
             return cursor.fetchall()
     tenant = {"_scope_setting": TENANT_SETTING, "_scope_tenant": str(user_id)}
     with connection.cursor() as cursor:
-        cursor.execute(_ENTER_TENANT_READ + statement, {**params, **tenant})
+        cursor.execute(f"{_ENTER_TENANT_READ}; {statement}", {**params, **tenant})
         cursor.nextset()
         return cursor.fetchall()
+
+
+def tenant_statements(
+    user_id: int,
+    statements: Sequence[str],
+    params: dict[str, object],
+    *,
+    relaxed_commit: bool = False,
+    using: str = DEFAULT_DB_ALIAS,
+) -> list[list[tuple]]:
+    """``statements`` (sharing named ``params``) seeing only ``user_id``'s rows, as one
+    transaction; answers each statement's rows, in order.
+
+    Outside any transaction they travel with the tenant setting in one round
+    trip, which PostgreSQL runs as one implicit transaction: all of it or none
+    of it, the setting gone at its end — ``tenant_scope``'s guarantees, for the
+    sync pool's writes, one per connection. Inside a transaction it runs in
+    ``tenant_scope``, one statement after another.
+    """
+    user_id = _validated_user_id(user_id)
+    connection = connections[using]
+    if connection.in_atomic_block or not connection.get_autocommit():
+        with (
+            tenant_scope(user_id, relaxed_commit=relaxed_commit, using=using),
+            connection.cursor() as cursor,
+        ):
+            return run_statements(cursor, statements, params)
+    enter = _ENTER_TENANT_RELAXED if relaxed_commit else _ENTER_TENANT
+    tenant = {"_scope_setting": TENANT_SETTING, "_scope_tenant": str(user_id)}
+    with connection.cursor() as cursor:
+        cursor.execute("; ".join([enter, *statements]), {**params, **tenant})
+        answers = []
+        for _statement in statements:
+            cursor.nextset()
+            answers.append(cursor.fetchall() if cursor.description else [])
+        return answers
+
+
+def run_statements(
+    cursor: CursorWrapper, statements: Sequence[str], params: dict[str, object]
+) -> list[list[tuple]]:
+    """Each statement in turn on ``cursor`` (in a scope already open); their rows."""
+    answers = []
+    for statement in statements:
+        cursor.execute(statement, params)
+        answers.append(cursor.fetchall() if cursor.description else [])
+    return answers
 
 
 # Prefixed to one statement in the same round trip (client-side binding sends

@@ -32,6 +32,7 @@ from tenancy.scope import (
     support_scope,
     tenant_read,
     tenant_scope,
+    tenant_statements,
     unscoped_relaxed,
 )
 from tests.conftest import utc
@@ -270,6 +271,27 @@ def test_a_tenant_read_in_one_round_trip_sees_only_its_tenant(tenants, table):
         tenant_read(a.pk, f"DELETE FROM {table} RETURNING user_id", {})  # noqa: S608
     with pytest.raises(ScopeError):
         tenant_read("1 OR true", owners, {})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_tenant_statements_in_one_round_trip_are_one_transaction_of_one_tenant(tenants):
+    """The sync pool's writes: statements sent together in the tenant's scope touch
+    only that tenant's rows, all of them or none, and leave nothing behind."""
+    a, b = tenants
+    rename = "UPDATE calendar_connections SET account = %(account)s RETURNING user_id"
+    answers = tenant_statements(
+        a.pk, [rename, "SELECT count(*) FROM calendar_connections"], {"account": "renamed"}
+    )
+    assert answers == [[(a.pk,)], [(1,)]]
+    with support_scope():
+        accounts = dict(CalendarConnection.objects.values_list("user_id", "account"))
+    assert accounts[a.pk] == "renamed" and accounts[b.pk] != "renamed"
+    with pytest.raises(DatabaseError):  # the second fails: the first is undone with it
+        tenant_statements(b.pk, [rename, "SELECT 1 / 0"], {"account": "half"})
+    with support_scope():
+        assert CalendarConnection.objects.get(user_id=b.pk).account != "half"
+    assert _count("calendar_connections") == 0  # unscoped again
+    assert connection.connection.info.transaction_status == 0
 
 
 @pytest.mark.django_db(transaction=True)

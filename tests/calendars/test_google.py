@@ -372,16 +372,16 @@ def test_a_crash_writing_one_connection_does_not_stop_the_others(
     fake_google.events["primary"] = [google_event("a", T9, T9 + HOUR)]
     first = google_connection()
     google_connection(first.user)
-    real_apply = sync_module.apply_events
+    real_write = sync_module.tenant_statements
     calls = []
 
-    def apply_once_then_crash(connection, events, now):
-        calls.append(connection.pk)
+    def write_once_then_crash(user_id, statements, params, **options):
+        calls.append(params["id"])
         if len(calls) == 1:
             raise RuntimeError("database went away")
-        return real_apply(connection, events, now)
+        return real_write(user_id, statements, params, **options)
 
-    monkeypatch.setattr(sync_module, "apply_events", apply_once_then_crash)
+    monkeypatch.setattr(sync_module, "tenant_statements", write_once_then_crash)
     summary = run_sync(first.user_id)
 
     assert (summary.failed, summary.synced) == (1, 1)
