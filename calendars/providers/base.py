@@ -11,6 +11,7 @@ one table a provider request touches is the shared pacing budget
 
 from __future__ import annotations
 
+import http.cookiejar
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -265,6 +266,26 @@ def _wait_for_slot(provider: str, budgets: list[Budget], snapshot: ConnectionSna
         )
 
 
+_thread_sessions = threading.local()
+
+
+def _session() -> requests.Session:
+    """This thread's HTTP session for the providers' APIs.
+
+    Its connections are kept and reused, as Google and Graph expect, instead
+    of a new session, connection and (in production) TLS handshake per
+    request; and it keeps no cookies, so nothing one tenant's response set
+    travels with another tenant's request. Each fetch thread has its own: a
+    session is not shared between threads.
+    """
+    session = getattr(_thread_sessions, "session", None)
+    if session is None:
+        session = requests.Session()
+        session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+        _thread_sessions.session = session
+    return session
+
+
 def provider_request(
     provider: str,
     kind: CallKind,
@@ -299,7 +320,7 @@ def provider_request(
         timeout = min(timeout, time_left(paced_for, provider))
     record_call(provider, kind)
     try:
-        response = requests.request(method, url, timeout=timeout, **kwargs)
+        response = _session().request(method, url, timeout=timeout, **kwargs)
     except requests.RequestException as exc:
         message = scrub(f"{provider}: network error ({type(exc).__name__})", *secrets)
         raise RetryLater(message) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import UTC, datetime, timedelta
 
@@ -362,6 +363,30 @@ def test_no_tenant_scope_is_open_during_provider_calls(fake_google, google_conne
     run_sync(connection.user_id)
 
     assert seen == [None, None]
+
+
+def test_a_cookie_set_in_one_tenants_answer_never_travels_with_anothers_request(
+    fake_google, google_connection
+):
+    """Provider requests reuse the thread's connections (one session per thread),
+    but keep no cookies: what Google sets answering one tenant's request is not
+    sent with the next tenant's."""
+    fake_google.events["primary"] = [google_event("a", T9, T9 + HOUR)]
+    first, second = google_connection(), google_connection()
+    cookies_sent = []
+    original = fake_google.answer
+
+    def answer_setting_a_cookie(method, path, headers, body):
+        cookies_sent.extend(v for k, v in headers.items() if k.lower() == "cookie")
+        answer = original(method, path, headers, body)
+        cookie = ("Set-Cookie", f"session=user-{first.user_id}; Path=/")
+        return dataclasses.replace(answer, headers=(*answer.headers, cookie))
+
+    fake_google.answer = answer_setting_a_cookie
+    assert run_sync(first.user_id).synced == 1
+    assert run_sync(second.user_id).synced == 1
+
+    assert cookies_sent == []
 
 
 def test_a_crash_writing_one_connection_does_not_stop_the_others(
