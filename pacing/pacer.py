@@ -124,12 +124,19 @@ class SharedBudgets:
             self._known.update(missing)
 
     def reserve(
-        self, budgets: Sequence[Budget], wanted: int, *, horizon: timedelta = HORIZON
+        self,
+        budgets: Sequence[Budget],
+        wanted: int,
+        *,
+        horizon: timedelta = HORIZON,
+        lead: timedelta = LEAD,
     ) -> dict[str, Grant]:
-        """Up to ``wanted`` slots in each budget, none beyond ``horizon`` from now."""
+        """Up to ``wanted`` slots in each budget, none beyond ``horizon`` from now and
+        none sooner than ``lead`` from now (the hand-over time of a send slot; a
+        request about to go takes its slot with none)."""
         names = [b.name for b in budgets]
         self._ensure(names)
-        grants = self._reserve(budgets, wanted, horizon)
+        grants = self._reserve(budgets, wanted, horizon, lead)
         missing = [name for name in names if name not in grants]
         if missing:
             # A row this process created is gone (a test's rollback, a manual
@@ -137,11 +144,11 @@ class SharedBudgets:
             with self._lock:
                 self._known.difference_update(missing)
             self._ensure(missing)
-            grants = self._reserve(budgets, wanted, horizon)
+            grants = self._reserve(budgets, wanted, horizon, lead)
         return grants
 
     def _reserve(
-        self, budgets: Sequence[Budget], wanted: int, horizon: timedelta
+        self, budgets: Sequence[Budget], wanted: int, horizon: timedelta, lead: timedelta
     ) -> dict[str, Grant]:
         # The database read its clock just after this instant; the commit that
         # follows (however slow) must not shift the mapping.
@@ -153,7 +160,7 @@ class SharedBudgets:
                 "ceilings": [float(b.ceiling) for b in budgets],
                 "wanted": wanted,
                 "horizon": horizon,
-                "lead": LEAD,
+                "lead": lead,
                 **self._params(),
             },
         )
@@ -238,7 +245,10 @@ def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float, config: Nu
     while paced:
         asked = time.monotonic()
         horizon = min(HORIZON.total_seconds(), max(0.0, give_up_at - asked))
-        grants = shared.reserve(paced, 1, horizon=timedelta(seconds=horizon))
+        # No lead: the request goes as soon as its slot opens (a send slot's lead is
+        # the time to hand a row to a worker; a fetch thread is already there, and a
+        # lead would hold every request to an idle budget back by it).
+        grants = shared.reserve(paced, 1, horizon=timedelta(seconds=horizon), lead=timedelta(0))
         opens_at = max(grant.first for grant in grants.values())
         if opens_at > give_up_at:
             return False

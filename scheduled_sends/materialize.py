@@ -16,9 +16,9 @@ import functools
 import logging
 import multiprocessing
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -746,15 +746,29 @@ class UserFlow:
         self._tag_of: dict[int, object] = {}
         self._unplanned: Counter[object] = Counter()  # tag -> its users not planned yet
         self._closed: list[object] = []  # tags with every user added, not reported yet
+        # Sets handed to the planner thread, oldest first, with what they will answer.
+        self._planning: deque[tuple[list[tuple[int, SyncSummary | None]], Future]] = deque()
+        self._planner: ThreadPoolExecutor | None = None
 
     def __enter__(self) -> UserFlow:
         if self.pool is not None:
             self.pool.__enter__()
+        if self.pool is not None and not connection.in_atomic_block:
+            # Planning on a thread (and connection) of its own, so the run's thread
+            # goes on starting fetches while a set is planned. Not inside a
+            # transaction the flow does not own (a test's): another connection
+            # could not see its rows.
+            self._planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.pool is not None:
-            self.pool.__exit__(*exc)
+        try:
+            if self._planner is not None:
+                self._planner.submit(connections.close_all)  # the planner's own connection
+                self._planner.shutdown(wait=True)
+        finally:
+            if self.pool is not None:
+                self.pool.__exit__(*exc)
 
     def add(self, user_id: int, tag: object = None) -> None:
         """Take a user in; waits only while the pool is full, planning whoever is ready."""
@@ -785,6 +799,7 @@ class UserFlow:
         synced = Counter(self._tag_of[user_id] for user_id, _ in self._ready)
         if any(synced[tag] == self._unplanned[tag] > 0 for tag in self._closed):
             self._plan(1)
+        self._count_planned(wait_for=0)
         return self._report_settled()
 
     def finish(self) -> list[object]:
@@ -792,6 +807,7 @@ class UserFlow:
         if self.pool is not None:
             self._ready.extend(self.pool.drain())
         self._plan(1)
+        self._count_planned(wait_for=len(self._planning))
         return self._report_settled()
 
     def _report_settled(self) -> list[object]:
@@ -803,22 +819,45 @@ class UserFlow:
         if not self._ready or len(self._ready) < at_least:
             return
         ready, self._ready = self._ready, []
-        _plan_and_count(self.report, ready, config=self.config, progress=self.progress)
+        if self._planner is None:
+            self._counted(ready, _plan_set(ready, self.config, self.report.as_of))
+            return
+        self._planning.append(
+            (ready, self._planner.submit(_plan_set, ready, self.config, self.report.as_of))
+        )
+        # At most one set waits behind the one being planned: the rest wait as users.
+        self._count_planned(wait_for=len(self._planning) - 2)
+
+    def _count_planned(self, *, wait_for: int) -> None:
+        """Count the sets the planner is done with, oldest first, waiting for the
+        oldest ``wait_for`` of them to be done."""
+        while self._planning and (wait_for > 0 or self._planning[0][1].done()):
+            ready, future = self._planning.popleft()
+            self._counted(ready, future.result())
+            wait_for -= 1
+
+    def _counted(self, ready: list[tuple[int, SyncSummary | None]], planned: PlannedSet) -> None:
+        _count_set(self.report, ready, planned, self.progress)
         for user_id, _ in ready:
             self._unplanned[self._tag_of.pop(user_id)] -= 1
 
 
-def _plan_and_count(
+def _plan_set(
+    ready: list[tuple[int, SyncSummary | None]], config: NudgeConfig, now: datetime
+) -> PlannedSet:
+    """Plan and queue users together from the stored copy (``materialize_users``); a user
+    whose calendars could not even be read is left out (counted failed)."""
+    readable = [user_id for user_id, synced in ready if not _unreadable(synced)]
+    return materialize_users(readable, now, config) if readable else PlannedSet({})
+
+
+def _count_set(
     report: MaterializeReport,
     ready: list[tuple[int, SyncSummary | None]],
-    *,
-    config: NudgeConfig,
+    planned: PlannedSet,
     progress=None,
 ) -> None:
-    """Plan and queue users together from the stored copy (``materialize_users``), then
-    count each: a user whose calendars could not even be read is failed, not planned."""
-    readable = [user_id for user_id, synced in ready if not _unreadable(synced)]
-    planned = materialize_users(readable, report.as_of, config) if readable else PlannedSet({})
+    """Count a planned set's users into the report (on the run's own thread)."""
     results = planned.results
     if planned.planned_alone_because:
         report.sets_planned_alone += 1

@@ -9,7 +9,9 @@ nothing with the test but the database.
 from __future__ import annotations
 
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import pytest
 from django.db import connection as db_connection
@@ -127,3 +129,22 @@ def test_concurrent_syncs_above_googles_quota_learn_its_rate(
     assert len(synced) + len(waiting) + refused == 40, results
     assert len(synced) >= 25, results
     assert len([r for r in fake_google.events_calls() if not r.outcome]) == len(synced)
+
+
+def test_a_request_to_an_idle_budget_goes_at_once(
+    make_user, google_connection, fake_google, monkeypatch
+):
+    """A provider request takes its slot for now: a fetch thread is already there
+    to send it, so nothing holds it back when the budgets are idle (the send
+    slots' hand-over lead once held every such request back by 100 ms)."""
+    from pacing import pacer
+
+    slept: list[float] = []
+    clock = SimpleNamespace(monotonic=time.monotonic, sleep=slept.append)
+    monkeypatch.setattr(pacer, "time", clock)  # the pacer's own waits, nobody else's
+    connection = google_connection(make_user())
+
+    run_sync(connection.user_id)
+
+    assert reload(connection).status == "active"
+    assert slept == []
