@@ -144,6 +144,8 @@ def calendar(
             GOOGLE_TOKEN_URL=fake.token_url,
             GOOGLE_API_BASE_URL=fake.api_base_url,
             CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE=str(configured * 60),
+            # This fake counts a sliding second, not Google's minute: nothing to burst into.
+            CALENDAR_GOOGLE_PROJECT_BURST="0",
             # The per-user budget is not what this measures.
             CALENDAR_GOOGLE_USER_RATE_PER_MINUTE="6000",
         )

@@ -21,6 +21,18 @@ budget is read (no job raises it). A lowered rate never falls below
 ``FLOOR`` x the ceiling. Burst smoothing plans each minute with the lower of
 the sawtooth's mean and the rate in force (:func:`channel_rates_in_force`).
 
+**A burst, for a provider counting a sliding window.** Google counts its
+project quota over any minute, not per second, so even spacing leaves a run
+of many requests slower than the quota allows. A :class:`Budget` with a
+``burst`` (Google's project: ``CALENDAR_GOOGLE_PROJECT_BURST``) is a token
+bucket, the generic cell rate algorithm: when its slots went unused its next
+free slot may lag behind now by up to ``burst - 1`` slots, so after a quiet
+spell ``burst`` requests go at once and the next ones ``1/rate`` apart; any
+T seconds hold at most ``burst + rate x T`` slots. Only at the full ceiling:
+a budget a 429 lowered is spaced evenly until it has climbed back, so the
+search for the provider's real limit is not undone by bursts. The channels
+have none (Telegram counts per second and per chat).
+
 Slots are instants on the database's clock; each reservation answers that
 clock too, so a slot becomes a deadline on this process's monotonic clock
 without trusting the host's wall clock. Reservations commit without waiting
@@ -70,23 +82,41 @@ MIN_HOLD = timedelta(seconds=1)
 
 @dataclass(frozen=True)
 class Budget:
-    """A named rate shared by every process: ``ceiling`` per second, 0 = unpaced."""
+    """A named rate shared by every process: ``ceiling`` per second, 0 = unpaced.
+
+    ``burst``: how many requests may go at once after a quiet spell, for a
+    provider that counts over a sliding window (any T seconds then hold at
+    most ``burst + ceiling x T``); 0 spaces every request ``1/ceiling`` apart,
+    as a provider counting per second (or per chat) needs. Never while a 429
+    has lowered the rate.
+    """
 
     name: str
     ceiling: float
+    burst: int = 0
 
 
 @dataclass(frozen=True)
 class Grant:
-    """Slots reserved in one budget: ``count`` from ``first`` (monotonic), ``rate`` apart."""
+    """Slots reserved in one budget: ``count`` from ``first`` (monotonic), ``rate`` apart.
+
+    A budget's burst puts its first slots in the past: they open at ``earliest``
+    (the reservation's lead from when it was asked), all at once.
+    """
 
     budget: str
     first: float
     count: int
     rate: float
+    earliest: float
+
+    @property
+    def opens_at(self) -> float:
+        """When the first slot may be used."""
+        return max(self.first, self.earliest)
 
     def deadlines(self) -> list[float]:
-        return [self.first + i / self.rate for i in range(self.count)]
+        return [max(self.earliest, self.first + i / self.rate) for i in range(self.count)]
 
 
 @dataclass(frozen=True)
@@ -158,14 +188,18 @@ class SharedBudgets:
             {
                 "budgets": [b.name for b in budgets],
                 "ceilings": [float(b.ceiling) for b in budgets],
+                "bursts": [int(b.burst) for b in budgets],
                 "wanted": wanted,
                 "horizon": horizon,
                 "lead": lead,
                 **self._params(),
             },
         )
+        earliest = asked_at + lead.total_seconds()
         return {
-            name: Grant(name, asked_at + (first_slot - db_now).total_seconds(), slots, rate)
+            name: Grant(
+                name, asked_at + (first_slot - db_now).total_seconds(), slots, rate, earliest
+            )
             for name, first_slot, slots, rate, db_now in rows
         }
 
@@ -249,7 +283,7 @@ def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float, config: Nu
         # the time to hand a row to a worker; a fetch thread is already there, and a
         # lead would hold every request to an idle budget back by it).
         grants = shared.reserve(paced, 1, horizon=timedelta(seconds=horizon), lead=timedelta(0))
-        opens_at = max(grant.first for grant in grants.values())
+        opens_at = max(grant.opens_at for grant in grants.values())
         if opens_at > give_up_at:
             return False
         if any(grant.count < 1 for grant in grants.values()):

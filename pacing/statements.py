@@ -16,9 +16,11 @@ least({ceiling}, coalesce(p.rate + {ceiling} * %(recovery)s
                           {ceiling}))
 """
 
+# A new budget has been unused for a day: a budget with a burst has all of it
+# at once (see RESERVE_SLOTS); one without starts at its first slot from now.
 ENSURE_PACING_ROWS = """
 INSERT INTO channel_pacing (budget, next_slot_at)
-SELECT budget, clock_timestamp() FROM unnest(%(budgets)s::text[]) AS b(budget)
+SELECT budget, clock_timestamp() - interval '1 day' FROM unnest(%(budgets)s::text[]) AS b(budget)
 ON CONFLICT (budget) DO NOTHING
 """
 
@@ -27,18 +29,29 @@ ON CONFLICT (budget) DO NOTHING
 # (or ``lead`` from now: the time it takes to hand the work over, so a fresh
 # slot is not born late), but none further ahead than ``horizon``: a process
 # takes only what it can use soon, so concurrent processes interleave instead
-# of one hoarding the next minute. The rows are locked in name order (no
-# deadlock between two callers of several budgets) for this one statement
-# only. Answers, per budget, the first slot, how many were granted, the rate
+# of one hoarding the next minute.
+#
+# A budget with a ``burst`` (the generic cell rate algorithm: a token bucket)
+# may lag behind ``now + lead`` by up to ``burst - 1`` slots when its slots
+# went unused: after a quiet spell ``burst`` slots fall at once (the caller
+# uses a slot in the past at once) and the next ones ``1/rate`` apart, so any
+# T seconds hold at most ``burst + rate x T`` — what a provider counting over
+# a sliding window needs, rather than even spacing. Only at the full ceiling:
+# a budget a 429 lowered is spaced evenly until it has climbed back. Burst 0
+# (or 1) is even spacing.
+#
+# The rows are locked in name order (no deadlock between two callers of
+# several budgets) for this one statement only. Answers, per budget, the first
+# slot (in the past when the budget bursts), how many were granted, the rate
 # they are spaced at, and the database's clock, which the caller maps to its own.
 RESERVE_SLOTS = (
     """
 WITH wanted AS (
-    SELECT budget, ceiling
-      FROM unnest(%(budgets)s::text[], %(ceilings)s::float8[]) AS w(budget, ceiling)
+    SELECT budget, ceiling, burst
+      FROM unnest(%(budgets)s::text[], %(ceilings)s::float8[], %(bursts)s::int[])
+           AS w(budget, ceiling, burst)
 ), current AS (
-    SELECT p.budget, w.ceiling,
-           greatest(p.next_slot_at, clock_timestamp() + %(lead)s) AS first_slot,
+    SELECT p.budget, w.ceiling, w.burst, p.next_slot_at,
            clock_timestamp() AS now,
            """
     + _RATE_IN_FORCE.format(ceiling="w.ceiling")
@@ -47,12 +60,19 @@ WITH wanted AS (
       JOIN wanted AS w USING (budget)
      ORDER BY p.budget
        FOR UPDATE OF p
+), scheduled AS (
+    SELECT budget, ceiling, now, rate,
+           greatest(next_slot_at,
+                    now + %(lead)s
+                    - CASE WHEN rate >= ceiling THEN greatest(burst - 1, 0) ELSE 0 END
+                      * (interval '1 second' / rate)) AS first_slot
+      FROM current
 ), granted AS (
     SELECT budget, ceiling, first_slot, now, rate,
            least(%(wanted)s,
                  greatest(0, ceil(extract(epoch FROM (now + %(horizon)s - first_slot))
                                   * rate)))::int AS slots
-      FROM current
+      FROM scheduled
 )
 UPDATE channel_pacing AS p
    SET next_slot_at = g.first_slot + g.slots * (interval '1 second' / g.rate),

@@ -238,10 +238,20 @@ DEFAULT_RATE_LIMIT_PAUSE = timedelta(seconds=10)
 def request_budgets(provider: str, user_id: int, config: NudgeConfig) -> list[Budget]:
     """The shared budgets one request to ``provider`` for ``user_id`` spends, app-wide
     first: Google per project and per user, Graph per app and per mailbox (the
-    user's, as one nudge user reads one mailbox). Feeds have none."""
+    user's, as one nudge user reads one mailbox). Feeds have none.
+
+    Google's project budget may burst (``CALENDAR_GOOGLE_PROJECT_BURST``): Google
+    counts a sliding minute, so a run of many users need not be spaced evenly
+    under it. The per-user and Graph budgets are spaced evenly: one user's few
+    calendars gain little from a burst, and Graph's app rate is far above what
+    a sync asks."""
     if provider == "google":
         return [
-            Budget("google", config.google_project_rate_per_minute / 60),
+            Budget(
+                "google",
+                config.google_project_rate_per_minute / 60,
+                burst=config.google_project_burst,
+            ),
             Budget(f"google:user:{user_id}", config.google_user_rate_per_minute / 60),
         ]
     if provider == "microsoft":

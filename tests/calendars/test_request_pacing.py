@@ -103,6 +103,8 @@ def test_concurrent_syncs_above_googles_quota_learn_its_rate(
 ):
     # Configured at twice the quota: a few 429s teach every thread the rate.
     settings.CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE = 600  # 10/s
+    # This quota counts a sliding second: nothing to burst into.
+    settings.CALENDAR_GOOGLE_PROJECT_BURST = 0
     settings.NUDGE_PACING_BACKOFF = 0.5
     fake_google.quota = Quota(limit=5, window=1.0, retry_after=1, paths=EVENTS)
     connections = [google_connection(make_user()) for _ in range(40)]
