@@ -1,7 +1,7 @@
 """Calendar sync in one materialize run, side by side: users synced and queued per second.
 
 ``python -m bench.calendar_sync [--users 1000] [--baseline-users 100] [--baseline REV]
-[--providers ics,google,microsoft] [--json PATH]``
+[--providers ics,google,microsoft] [--json PATH] [--tag SUFFIX]``
 
 One ``manage.py materialize`` process, as cron runs it, default settings: every
 user has one calendar whose provider answers each request after 300 ms (the
@@ -323,6 +323,9 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, default=1, help="this checkout's materialize --workers (default 1)"
     )
+    parser.add_argument(
+        "--tag", default="", help="suffix of the databases' names, for runs going on at once"
+    )
     parser.add_argument("--probe", choices=("threads", "asyncio"), help=argparse.SUPPRESS)
     parser.add_argument("--probe-concurrency", type=int, default=64, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -337,8 +340,9 @@ def main() -> None:
     if args.transport:
         results["transport"] = transport()
         print(json.dumps(results["transport"]), flush=True)
-    with baseline_tree(args.baseline, TAG) if args.baseline_users else nullcontext() as baseline:
-        current = Tree("current", ROOT, TAG)
+    tag = TAG + args.tag
+    with baseline_tree(args.baseline, tag) if args.baseline_users else nullcontext() as baseline:
+        current = Tree("current", ROOT, tag)
         trees = [(baseline, args.baseline_users)] if baseline is not None else []
         extra = ("--workers", str(args.workers)) if args.workers > 1 else ()
         for provider in args.providers.split(","):

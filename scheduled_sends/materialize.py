@@ -922,11 +922,12 @@ def _in_parallel(now: datetime, workers: int, options: dict) -> MaterializeRepor
 
     Processes, not threads: a user's visit is Python work between short
     round trips, and a process per core is what makes it scale. Not a
-    ``multiprocessing.Pool``: its workers are daemonic and may not start the
-    child a feed is parsed in. The command's calendar concurrency and database
-    lanes are shared out among the forks, so ``--workers N`` holds as many
-    server connections as one process (each fetch thread keeps one for the
-    shared pacing), not N times as many.
+    ``multiprocessing.Pool``: its workers are daemonic and may not have
+    children (each feed's parse once was one); each fork starts its own parse
+    template (``calendars/providers/parse_template.py``). The command's
+    calendar concurrency and database lanes are shared out among the forks,
+    so ``--workers N`` holds as many server connections as one process (each
+    fetch thread keeps one for the shared pacing), not N times as many.
     """
     connections.close_all()  # a forked child must not inherit a live connection
     config: NudgeConfig = options["config"]

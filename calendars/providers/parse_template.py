@@ -1,0 +1,483 @@
+"""Where an ICS feed is parsed: a fresh child per feed, forked from a small warm template.
+
+Why a child at all: ``ics_parse.parse_feed_bounded`` (a rule that can never
+match burns CPU inside one dateutil call, where no deadline can be checked;
+only a CPU limit and a kill stop it).
+
+Why not fork the sweep: the sweep process is large (Django, ~100 MB) and runs
+~70 threads, so a fork of it cost ~10 ms of CPU per feed (copying page tables,
+copy-on-write faults, tearing the copy down) for a parse of ~0.5 ms, and each
+fork started cold, the sweep never parsing itself. Instead, each process that
+parses starts, once and lazily, a *template*: a fresh interpreter (exec'd, not
+forked; none of the sweep's secrets: no database address, no keys) that
+imports only the parse module, parses a warm-up feed, then forks a child per feed:
+about half the CPU for a small feed, 40 % for one with RRULEs (BENCHMARKS.md,
+"Issue 20: concurrent calendar sync").
+
+Why a fresh child per feed, never a reused worker: parsing leaves state behind
+(icalendar caches a feed's VTIMEZONE by its TZID, so one tenant's definition
+would change how another tenant's times are read). Each child starts from the
+template's clean warm state and exits after its one feed.
+
+How they talk: the parent and the template share a Unix SOCK_SEQPACKET pair
+(``control``). Per feed the parent makes a socket pair, passes one end to the
+template with ``socket.send_fds`` and a token; the template forks; the child
+says it started (one byte), reads the pickled request (body, seconds, options),
+sets RLIMIT_CPU, parses, writes the pickled outcome with its log records (the
+parent logs them) and exits. Past the wall
+deadline the parent asks the template to kill the token's child: the template
+reaps its own children, so a pid it kills is never a recycled one.
+
+Lifetime: the template exits when its control socket reaches EOF (its parent
+exited or was killed; no PDEATHSIG needed), killing the children it still has.
+A dead template is replaced by the next parse, and a feed whose child it never
+started is tried once more on the new one (a child that outlives a killed
+template still ends at its CPU limit). A forked copy of the parent
+(``materialize --workers``) forgets the parent's template and starts its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import logging
+import logging.handlers
+import math
+import multiprocessing.util
+import os
+import pickle
+import resource
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, NoReturn
+
+from calendars.providers.base import FetchResult, MalformedPayload, ProviderError
+
+# How long a new template may take to import and warm up (seconds of wall clock).
+START_SECONDS = 30.0
+# Extra wall-clock seconds over a feed's CPU seconds before its child is killed.
+WALL_GRACE_SECONDS = 0.5
+_READY = b"R"
+_STARTED = b"S"
+_PARSE = b"P"
+_KILL = b"K"
+_TOKEN = struct.Struct("!Q")
+_LENGTH = struct.Struct("!Q")
+_ROOT = str(Path(__file__).resolve().parents[2])
+# All of the sweep's environment the template gets: what the interpreter needs to start and
+# what decides how zones read. Never the database address, keys or tokens.
+PASSED_ENVIRONMENT = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LD_LIBRARY_PATH",
+    "PYTHONHOME",
+    "PYTHONTZPATH",
+    "TZ",
+    "TZDIR",
+)
+_MODULE = "calendars.providers.parse_template"
+
+# What a template parses before it says it is ready, so its children start warm (lazy
+# imports done, caches filled): series with exceptions and overrides, alarms, attendees,
+# zones, all-day and floating times, once with X-WR-TIMEZONE and once without. Its one
+# VTIMEZONE has a TZID no feed uses: a definition is cached by TZID into every child.
+_WARM_UP_FEED = b"""BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//nudge//warm-up//EN
+X-WR-CALNAME:warm-up
+X-WR-TIMEZONE:Europe/Berlin
+BEGIN:VTIMEZONE
+TZID:X-NUDGE-WARM-UP
+BEGIN:STANDARD
+DTSTART:19700101T000000
+TZOFFSETFROM:+0300
+TZOFFSETTO:+0300
+END:STANDARD
+END:VTIMEZONE
+BEGIN:VEVENT
+UID:weekly@warm-up.invalid
+DTSTART:20260105T090000Z
+DTEND:20260105T093000Z
+RRULE:FREQ=WEEKLY;BYDAY=MO,WE;UNTIL=20260301T000000Z
+EXDATE:20260107T090000Z
+SUMMARY:Weekly
+LOCATION:https://meet.example.com/abc
+BEGIN:VALARM
+ACTION:DISPLAY
+TRIGGER:-P0DT0H30M0S
+END:VALARM
+BEGIN:VALARM
+ACTION:EMAIL
+TRIGGER;RELATED=END:-PT75M
+END:VALARM
+END:VEVENT
+BEGIN:VEVENT
+UID:daily@warm-up.invalid
+DTSTART;TZID=America/New_York:20260105T090000
+DTEND;TZID=America/New_York:20260105T100000
+RRULE:FREQ=DAILY;COUNT=10
+SUMMARY:Daily
+ATTENDEE;CN=Me;PARTSTAT=DECLINED:mailto:me@warm-up.invalid
+BEGIN:VALARM
+ACTION:DISPLAY
+TRIGGER;VALUE=DATE-TIME:20260105T134500Z
+END:VALARM
+END:VEVENT
+BEGIN:VEVENT
+UID:daily@warm-up.invalid
+RECURRENCE-ID;TZID=America/New_York:20260106T090000
+DTSTART;TZID=America/New_York:20260106T110000
+DTEND;TZID=America/New_York:20260106T120000
+SUMMARY:Daily (moved)
+END:VEVENT
+BEGIN:VEVENT
+UID:daily@warm-up.invalid
+RECURRENCE-ID;TZID=America/New_York:20260107T090000
+DTSTART;TZID=America/New_York:20260107T090000
+STATUS:CANCELLED
+END:VEVENT
+BEGIN:VEVENT
+UID:fixed@warm-up.invalid
+DTSTART;TZID=X-NUDGE-WARM-UP:20260106T150000
+DURATION:PT1H
+SUMMARY:Custom zone
+END:VEVENT
+BEGIN:VEVENT
+DTSTART:20260106T180000
+DTEND:20260106T190000
+SUMMARY:Floating, no UID
+END:VEVENT
+BEGIN:VEVENT
+UID:allday@warm-up.invalid
+DTSTART;VALUE=DATE:20260108
+DTEND;VALUE=DATE:20260109
+SUMMARY:All day
+END:VEVENT
+END:VCALENDAR
+""".replace(b"\n", b"\r\n")
+
+
+class _TemplateLost(Exception):
+    """The template took a feed but never started its child (it died meanwhile)."""
+
+
+# --- the parent's side -------------------------------------------------------------------------
+
+
+class _Template:
+    """The parent's handle on its running template process."""
+
+    def __init__(self) -> None:
+        self.owner = os.getpid()
+        self.control, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        code = f"import {_MODULE} as t; t.serve({template_end.fileno()})"
+        try:
+            self.process = subprocess.Popen(  # noqa: S603 — our interpreter, our code
+                [sys.executable, "-c", code],
+                pass_fds=[template_end.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                env={
+                    **{name: os.environ[name] for name in PASSED_ENVIRONMENT if name in os.environ},
+                    "PYTHONPATH": _ROOT,
+                },
+                cwd=_ROOT,
+            )
+        finally:
+            template_end.close()
+        self.control.settimeout(START_SECONDS)
+        try:
+            ready = self.control.recv(1)
+        except OSError:
+            ready = b""
+        if ready != _READY:
+            self.close()
+            raise ProviderError("ics: the parse process did not start")
+        self.control.settimeout(None)
+        # Reaped at exit, so its CPU is counted as its parent's: atexit below, and this for a
+        # multiprocessing child (``materialize --workers``), which exits without atexit.
+        multiprocessing.util.Finalize(None, stop_template, exitpriority=0)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def usable(self) -> bool:
+        return self.owner == os.getpid() and self.process.poll() is None
+
+    def died(self) -> bool:
+        """Whether the template has exited, allowing it a moment to finish dying."""
+        try:
+            self.process.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Closing its socket ends the template (and its children); reap it if it is ours."""
+        self.control.close()
+        if self.owner != os.getpid():
+            return  # a forked copy's handle: the template is the original parent's
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+_lock = threading.Lock()
+_template: _Template | None = None
+_tokens = itertools.count(1)
+
+
+def _send(message: bytes, fds: list[int]) -> _Template:
+    """Send one control message to this process's template, starting one if there is none."""
+    global _template
+    with _lock:
+        for attempt in (1, 2):
+            if _template is not None and not _template.usable():
+                _template.close()
+                _template = None
+            if _template is None:
+                _template = _Template()
+            try:
+                socket.send_fds(_template.control, [message], fds)
+                return _template
+            except OSError:  # it died since the check; one fresh template, then give up
+                _template.close()
+                _template = None
+                if attempt == 2:
+                    raise
+    raise AssertionError("unreachable")
+
+
+def _kill(template: _Template, token: int) -> None:
+    """Ask the template to kill the child of ``token`` (if it still runs)."""
+    with _lock:
+        if template is _template and template.usable():
+            try:
+                template.control.send(_KILL + _TOKEN.pack(token))
+            except OSError:
+                pass  # the template is gone; the child still ends at its CPU limit
+
+
+def _forget(template: _Template) -> None:
+    global _template
+    with _lock:
+        if template is _template:
+            _template = None
+            template.close()
+
+
+def template_pid() -> int | None:
+    """The pid of this process's template, if it has one (tests and the bench use it)."""
+    with _lock:
+        return _template.pid if _template is not None and _template.usable() else None
+
+
+def stop_template() -> None:
+    """End this process's template and reap it."""
+    global _template
+    with _lock:
+        if _template is not None:
+            _template.close()
+            _template = None
+
+
+def _after_fork_in_child() -> None:
+    """A forked copy of the parent must not use the parent's template (nor its lock)."""
+    global _lock, _template
+    _lock = threading.Lock()
+    if _template is not None:
+        _template.control.close()
+        _template = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(stop_template)
+
+
+def parse_in_child(body: bytes, seconds: float, options: dict[str, Any]) -> FetchResult:
+    """``ics_parse.parse_feed`` of ``body`` in a fresh child with ``seconds`` of CPU.
+
+    The child is killed ``WALL_GRACE_SECONDS`` past ``seconds`` of wall clock.
+    MalformedPayload when it took too long or died (its CPU limit, out of
+    memory); the parse's own ProviderError as it was raised.
+    """
+    request = pickle.dumps((body, seconds, options), protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        outcome, records = _exchange(request, seconds)
+    except _TemplateLost:  # once more, on a new template
+        try:
+            outcome, records = _exchange(request, seconds)
+        except _TemplateLost:
+            raise ProviderError("ics: the parse process died before the feed was read") from None
+    for record in records:
+        logger = logging.getLogger(record.name)
+        if logger.isEnabledFor(record.levelno):
+            logger.handle(record)
+    if isinstance(outcome, ProviderError):
+        raise outcome
+    return outcome
+
+
+def _exchange(request: bytes, seconds: float) -> tuple[Any, list[logging.LogRecord]]:
+    token = next(_tokens)
+    mine, theirs = socket.socketpair()
+    with mine:
+        with theirs:
+            template = _send(_PARSE + _TOKEN.pack(token), [theirs.fileno()])
+        deadline = time.monotonic() + seconds + WALL_GRACE_SECONDS
+        answered = False
+        try:
+            if _receive_exactly(mine, 1, deadline) != _STARTED:
+                if template.died():
+                    _forget(template)
+                    raise _TemplateLost
+                raise ProviderError("ics: the parse process could not start a child")
+            _send_frame(mine, request, deadline)
+            answer = _receive_frame(mine, deadline)
+            answered = True
+        except TimeoutError:
+            raise MalformedPayload(
+                f"ics: reading the feed took longer than {seconds:.0f}s"
+            ) from None
+        except (EOFError, ConnectionError):  # killed by its CPU limit, or out of memory
+            raise MalformedPayload(
+                f"ics: reading the feed took longer than {seconds:.0f}s of CPU"
+            ) from None
+        finally:
+            if not answered:
+                _kill(template, token)
+    return pickle.loads(answer)  # noqa: S301 — written by our own child
+
+
+def _send_frame(sock: socket.socket, payload: bytes, deadline: float | None) -> None:
+    sock.settimeout(None if deadline is None else max(deadline - time.monotonic(), 0.001))
+    sock.sendall(_LENGTH.pack(len(payload)) + payload)
+
+
+def _receive_frame(sock: socket.socket, deadline: float | None) -> bytes:
+    (length,) = _LENGTH.unpack(_receive_exactly(sock, _LENGTH.size, deadline))
+    return _receive_exactly(sock, length, deadline)
+
+
+def _receive_exactly(sock: socket.socket, size: int, deadline: float | None) -> bytes:
+    """``size`` bytes, or b"" if the other end closed before the first; EOFError after it."""
+    chunks = bytearray()
+    while len(chunks) < size:
+        sock.settimeout(None if deadline is None else max(deadline - time.monotonic(), 0.001))
+        chunk = sock.recv(min(size - len(chunks), 1 << 20))
+        if not chunk:
+            if chunks or size != 1:
+                raise EOFError
+            return b""
+        chunks += chunk
+    return bytes(chunks)
+
+
+# --- the template's side -----------------------------------------------------------------------
+
+
+def serve(control_fd: int) -> None:
+    """The template's loop: fork a child per feed, kill on request, reap; exit at EOF."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the template ends
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a child killed at its limit dumps no feed
+    control = socket.socket(fileno=control_fd)
+    from calendars.providers import ics_parse
+
+    logging.getLogger("nudge").addHandler(logging.NullHandler())
+    _warm_up(ics_parse)
+    control.send(_READY)
+    children: dict[int, int] = {}  # token -> pid, until reaped
+    try:
+        while True:
+            readable, _, _ = select.select([control], [], [], 0.1 if children else None)
+            _reap(children)
+            if not readable:
+                continue
+            message, fds, _, _ = socket.recv_fds(control, 64, 1)
+            if not message:
+                return  # the parent is gone
+            kind, token = message[:1], _TOKEN.unpack(message[1:])[0]
+            if kind == _PARSE and fds:
+                with socket.socket(fileno=fds[0]) as feed:
+                    try:
+                        pid = os.fork()
+                    except OSError:
+                        continue  # the parent sees the feed's socket close unstarted
+                    if pid == 0:
+                        _child(feed, control)
+                    children[token] = pid
+            elif kind == _KILL and token in children:
+                os.kill(children[token], signal.SIGKILL)
+    finally:
+        for pid in children.values():
+            os.kill(pid, signal.SIGKILL)
+        for pid in children.values():
+            os.waitpid(pid, 0)
+
+
+def _warm_up(ics_parse: Any) -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    window = {
+        "start": start,
+        "end": start + timedelta(days=14),
+        "meeting_hosts": ("meet.example.com",),
+    }
+    ics_parse.parse_feed(_WARM_UP_FEED, addresses=("me@warm-up.invalid",), **window)
+    without_zone = _WARM_UP_FEED.replace(b"X-WR-TIMEZONE:Europe/Berlin\r\n", b"")
+    ics_parse.parse_feed(without_zone, timezone="Europe/Berlin", **window)
+
+
+def _reap(children: dict[int, int]) -> None:
+    for token, pid in list(children.items()):
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            del children[token]
+
+
+class _Records(list):
+    """A list a QueueHandler can put into: the child's log records, sent back to the parent."""
+
+    def put_nowait(self, record: logging.LogRecord) -> None:
+        self.append(record)
+
+
+def _child(feed: socket.socket, control: socket.socket) -> NoReturn:
+    """One feed: say so, read the request, limit the CPU, parse, answer, exit."""
+    from calendars.providers import ics_parse
+
+    code = 0
+    try:
+        control.close()
+        feed.sendall(_STARTED)
+        body, seconds, options = pickle.loads(_receive_frame(feed, None))  # noqa: S301
+        cpu = math.ceil(seconds) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        records = _Records()
+        nudge = logging.getLogger("nudge")
+        nudge.handlers = [logging.handlers.QueueHandler(records)]  # type: ignore[arg-type]
+        nudge.setLevel(logging.DEBUG)
+        try:
+            outcome: FetchResult | ProviderError = ics_parse.parse_feed(
+                body, seconds=seconds, **options
+            )
+        except ProviderError as exc:
+            outcome = exc
+        except Exception as exc:  # a bug must come back as a message, not a silent child
+            outcome = MalformedPayload(f"ics: cannot read the feed ({type(exc).__name__})")
+        _send_frame(feed, pickle.dumps((outcome, list(records))), None)
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
