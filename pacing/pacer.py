@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -419,13 +419,17 @@ class ChannelPacer:
 
     def chat_ready_at(self, channel: str, address: str, deadline: float) -> float:
         """The deadline pushed back so one chat gets at most one message per interval."""
-        key = (channel, address)
-        ready = max(deadline, self._chat_free_at.get(key, 0.0))
-        self._chat_free_at[key] = ready + self.config.per_chat_interval
+        key, interval = (channel, address), self.config.per_chat_interval
+        # After the plan before it, and after its last send's answer: a row that
+        # missed its slot waiting for that answer is not planned to miss again.
+        answered_at = self._chat_answered_at.get(key)
+        after_answer = answered_at + interval if answered_at is not None else 0.0
+        ready = max(deadline, self._chat_free_at.get(key, 0.0), after_answer)
+        self._chat_free_at[key] = ready + interval
         return ready
 
     @contextmanager
-    def chat_turn(self, channel: str, address: str) -> Iterator[None]:
+    def chat_turn(self, channel: str, address: str) -> Iterator[Callable[[], None]]:
         """Hold one chat while a worker thread sends to it: its sends leave one at
         a time, each ``per_chat_interval`` after the previous one was answered.
 
@@ -433,11 +437,14 @@ class ChannelPacer:
         send slow to leave (a new connection, a busy CPU) and a second that
         leaves on time reach the provider closer together than planned, and the
         provider counts what reaches it. The previous send's answer comes after
-        it arrived, so spacing from the answer keeps the arrivals apart.
+        it arrived, so spacing from the answer keeps the arrivals apart. The block
+        calls what it is given once the provider answered (or the send failed);
+        a turn that sent nothing (its slot missed, the channel paused) leaves the
+        chat as it was.
         """
         interval = self.config.per_chat_interval
         if interval <= 0:
-            yield
+            yield lambda: None
             return
         key = (channel, address)
         with self._chat_locks_lock:
@@ -446,10 +453,7 @@ class ChannelPacer:
             answered_at = self._chat_answered_at.get(key)
             if answered_at is not None:
                 time.sleep(max(0.0, answered_at + interval - time.monotonic()))
-            try:
-                yield
-            finally:
-                self._chat_answered_at[key] = time.monotonic()
+            yield lambda: self._chat_answered_at.__setitem__(key, time.monotonic())
 
     def _learn_rate(self, channel: str, rate: float) -> None:
         """Keep this process's own spacing (the gate) at the shared rate in force."""

@@ -538,7 +538,7 @@ def _send_at(
     if delay > 0:
         time.sleep(delay)
     delivery = outgoing.delivery
-    with pacer.chat_turn(delivery.channel, delivery.address):
+    with pacer.chat_turn(delivery.channel, delivery.address) as answered:
         if gate is not None:
             if not gate.take_turn(outgoing.deadline):
                 return SendAttempt(finished=time.monotonic(), slot_missed=True)
@@ -548,6 +548,8 @@ def _send_at(
             receipt = sender.send(delivery.address, delivery.message)
         except BaseException as exc:  # settled by the run's thread, never lost here
             return SendAttempt(finished=time.monotonic(), error=exc)
+        finally:
+            answered()
         return SendAttempt(finished=time.monotonic(), receipt=receipt)
 
 

@@ -796,10 +796,16 @@ class UserFlow:
         """
         if self.pool is not None:
             self._ready.extend(self.pool.finished())
-        synced = Counter(self._tag_of[user_id] for user_id, _ in self._ready)
-        if any(synced[tag] == self._unplanned[tag] > 0 for tag in self._closed):
-            self._plan(1)
         self._count_planned(wait_for=0)
+        # Synced and not yet in a set, or in a set the planner has not answered yet.
+        on_the_way = Counter(self._tag_of[user_id] for user_id, _ in self._ready)
+        if not any(on_the_way[tag] for tag in self._closed):
+            return self._report_settled()
+        for ready, _future in self._planning:
+            on_the_way.update(self._tag_of[user_id] for user_id, _ in ready)
+        if any(on_the_way[tag] == self._unplanned[tag] > 0 for tag in self._closed):
+            self._plan(1)
+            self._count_planned(wait_for=0)
         return self._report_settled()
 
     def finish(self) -> list[object]:

@@ -38,7 +38,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, Error, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
 TENANT_SETTING = "app.current_user_id"
@@ -180,6 +181,20 @@ def tenant_reads(
         yield read
 
 
+@contextmanager
+def _own_transaction_cursor(connection: BaseDatabaseWrapper) -> Iterator[CursorWrapper]:
+    """A cursor for statements that are their own implicit transaction. A connection
+    the server dropped is closed on the way out, so the next use reconnects — as a
+    scope's failed rollback does — instead of failing until the process ends."""
+    try:
+        with connection.cursor() as cursor:
+            yield cursor
+    except Error:
+        if not connection.is_usable():
+            connection.close()
+        raise
+
+
 # Prefixed to statements in the same round trip (``tenant_read``,
 # ``tenant_statements``): the tenant and no role, as ``tenant_scope`` sets them;
 # a read may only read; a relaxed write commits without waiting for the disk.
@@ -210,7 +225,7 @@ def tenant_read(
             cursor.execute(statement, params)
             return cursor.fetchall()
     tenant = {"_scope_setting": TENANT_SETTING, "_scope_tenant": str(user_id)}
-    with connection.cursor() as cursor:
+    with _own_transaction_cursor(connection) as cursor:
         cursor.execute(f"{_ENTER_TENANT_READ}; {statement}", {**params, **tenant})
         cursor.nextset()
         return cursor.fetchall()
@@ -243,7 +258,7 @@ def tenant_statements(
             return run_statements(cursor, statements, params)
     enter = _ENTER_TENANT_RELAXED if relaxed_commit else _ENTER_TENANT
     tenant = {"_scope_setting": TENANT_SETTING, "_scope_tenant": str(user_id)}
-    with connection.cursor() as cursor:
+    with _own_transaction_cursor(connection) as cursor:
         cursor.execute("; ".join([enter, *statements]), {**params, **tenant})
         answers = []
         for _statement in statements:
@@ -265,7 +280,10 @@ def run_statements(
 
 # Prefixed to one statement in the same round trip (client-side binding sends
 # both as one simple query, which PostgreSQL runs as one implicit transaction).
-_RELAXED_COMMIT_PREFIX = "SELECT set_config('synchronous_commit', 'off', true); "
+_RELAXED_COMMIT_PREFIX = (
+    f"SELECT set_config('{TENANT_SETTING}', '', true), set_config('role', 'none', true), "
+    "set_config('synchronous_commit', 'off', true); "
+)
 
 
 def unscoped_relaxed(
@@ -287,7 +305,7 @@ def unscoped_relaxed(
         with unscoped_relaxed_commit(using=using), connection.cursor() as cursor:
             cursor.execute(statement, params)
             return cursor.fetchall() if cursor.description else []
-    with connection.cursor() as cursor:
+    with _own_transaction_cursor(connection) as cursor:
         cursor.execute(_RELAXED_COMMIT_PREFIX + statement, params)
         cursor.nextset()
         return cursor.fetchall() if cursor.description else []

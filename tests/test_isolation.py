@@ -295,6 +295,25 @@ def test_tenant_statements_in_one_round_trip_are_one_transaction_of_one_tenant(t
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_one_round_trip_read_reconnects_after_the_server_dropped_its_connection(tenants):
+    """A lane's connection the server dropped (a failover, an idle-session kill)
+    fails the read that meets it, and the next read reconnects: it is not left
+    broken for the rest of the run."""
+    a, _ = tenants
+    owners = "SELECT DISTINCT user_id FROM calendar_connections"
+    assert tenant_read(a.pk, owners, {}) == [(a.pk,)]
+    other = connection.get_new_connection(connection.get_connection_params())
+    try:
+        other.autocommit = True
+        other.execute("SELECT pg_terminate_backend(%s)", [connection.connection.info.backend_pid])
+    finally:
+        other.close()
+    with pytest.raises(DatabaseError):
+        tenant_read(a.pk, owners, {})
+    assert tenant_read(a.pk, owners, {}) == [(a.pk,)]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_an_unscoped_relaxed_statement_is_a_transaction_of_its_own():
     """The shared pacing's statements: outside any transaction each is one round
     trip that is its own transaction — no tenant, no role, a commit that does

@@ -12,6 +12,7 @@ one table a provider request touches is the shared pacing budget
 from __future__ import annotations
 
 import http.cookiejar
+import os
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -277,6 +278,9 @@ def _wait_for_slot(provider: str, budgets: list[Budget], snapshot: ConnectionSna
 
 
 _thread_sessions = threading.local()
+# A forked process (``materialize --workers``) opens its own connections: a kept-alive
+# socket shared with the parent would interleave two processes' requests.
+os.register_at_fork(after_in_child=lambda: _thread_sessions.__dict__.clear())
 
 
 def _session() -> requests.Session:

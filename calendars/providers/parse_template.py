@@ -189,7 +189,10 @@ class _Template:
                 stdout=subprocess.DEVNULL,
                 env={
                     **{name: os.environ[name] for name in PASSED_ENVIRONMENT if name in os.environ},
-                    "PYTHONPATH": _ROOT,
+                    # The project first, then whatever path the deployment runs with.
+                    "PYTHONPATH": os.pathsep.join(
+                        filter(None, [_ROOT, os.environ.get("PYTHONPATH", "")])
+                    ),
                 },
                 cwd=_ROOT,
             )

@@ -118,3 +118,27 @@ def test_one_chat_gets_its_messages_an_interval_apart(make_user, telegram_settin
     assert min(gaps) >= interval, gaps
     [lunch] = [d.at for d in fake_telegram.delivered if d.recipient == "830002"]
     assert lunch < arrivals[-1], "the other chat waited behind the busy one"
+
+
+@pytest.mark.django_db
+def test_a_slow_provider_does_not_make_one_chats_next_nudges_miss_their_slots(
+    make_user, telegram_settings, fake_telegram
+):
+    """Each answer takes longer than a slot may be late: the next nudge of the chat
+    waits for it, may miss its channel slot once, and is then planned after the
+    answer — not a slot each time, late by the same amount, until the run ends."""
+    interval = 0.4
+    telegram_settings.NUDGE_PER_CHAT_INTERVAL_SECONDS = interval
+    telegram_settings.NUDGE_TELEGRAM_RATE = 25
+    fake_telegram.latency = 0.35
+    now = timezone.now().replace(microsecond=0)
+    busy = make_user(channel="telegram", telegram_chat_id="830003")
+    for n in range(3):
+        queue_follow_up(busy, f"Task {n}", now=now)
+
+    report = run_deliver(budget_seconds=20)
+
+    assert (report.sent, report.released) == (3, 0), report.summary()
+    assert report.slots_missed <= 2, report.summary()
+    arrivals = sorted(d.at for d in fake_telegram.delivered if d.recipient == "830003")
+    assert min(later - earlier for earlier, later in itertools.pairwise(arrivals)) >= interval
