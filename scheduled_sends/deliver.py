@@ -46,7 +46,7 @@ from scheduled_sends.lateness import LatenessSummary
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.transitions import ClaimedSend, Settlement, Transition
-from scheduled_sends.runlog import DeliverCounts, recorded_run
+from scheduled_sends.runlog import DeliverCounts, outlived_after, recorded_run
 from scheduled_sends.subjects import Delivery, SendAttempt, Verdict, describe_unexpected
 
 logger = logging.getLogger("nudge.deliver")
@@ -568,7 +568,9 @@ def run_deliver(
     started = time.monotonic()
     as_of = now or transitions.database_now()
     report = DeliverReport(as_of=as_of)
-    with recorded_run(SweepRun.Sweep.DELIVER, as_of) as run:
+    with recorded_run(
+        SweepRun.Sweep.DELIVER, as_of, outlived=outlived_after(config.run_budget_seconds)
+    ) as run:
         delivery_run = DeliveryRun(config, now, report, run_id=run.pk)
         try:
             delivery_run.run()

@@ -40,7 +40,7 @@ from scheduled_sends import cycle as shared_cycle
 from scheduled_sends.models import Kind, MaterializeCycle, NudgeAct, ScheduledSend, SweepRun
 from scheduled_sends.queue import statements, states, transitions
 from scheduled_sends.queue.transitions import database_now
-from scheduled_sends.runlog import MaterializeCounts, recorded_run
+from scheduled_sends.runlog import MaterializeCounts, outlived_after, recorded_run
 from scheduled_sends.smoothing import smooth_bursts
 from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
 from tenancy.scope import planning_scope, tenant_scope
@@ -1102,7 +1102,11 @@ def _shared_run(now, config, started, progress, sync_calendars, workers) -> Mate
         report = MaterializeReport(as_of=cycle.as_of, cycle_was_complete=True)
         _absorb_cycle_state(report, cycle, state)
         return report
-    with recorded_run(SweepRun.Sweep.MATERIALIZE, cycle.as_of) as run:
+    with recorded_run(
+        SweepRun.Sweep.MATERIALIZE,
+        cycle.as_of,
+        outlived=outlived_after(config.materialize_budget_seconds),
+    ) as run:
         options = {
             "cycle": cycle,
             "config": config,
@@ -1130,7 +1134,9 @@ def _absorb_cycle_state(
 
 
 def _locked_run(now, config, started, user_ids, progress, sync_calendars, workers):
-    with recorded_run(SweepRun.Sweep.MATERIALIZE, now) as run:
+    with recorded_run(
+        SweepRun.Sweep.MATERIALIZE, now, outlived=outlived_after(config.materialize_budget_seconds)
+    ) as run:
         options = {
             "user_ids": list(user_ids) if user_ids is not None else None,
             "start_after": 0 if user_ids is not None else _resume_point(),

@@ -245,7 +245,15 @@ class SweepRun(models.Model):
 
     class Meta:
         db_table = "sweep_runs"
-        indexes = [models.Index(fields=["sweep", "-as_of"], name="sweep_runs_recent_idx")]
+        indexes = [
+            models.Index(fields=["sweep", "-as_of"], name="sweep_runs_recent_idx"),
+            # The few runs still "running", for closing those that never finished.
+            models.Index(
+                fields=["sweep", "started_at"],
+                condition=models.Q(status="running"),
+                name="sweep_runs_running_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.sweep} {self.status} at {self.started_at:%Y-%m-%d %H:%M:%S}"

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import MISSING, dataclass, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Self
 
 from django.db import DatabaseError
@@ -85,13 +85,49 @@ class MaterializeCounts(RunCounts):
     cycle_slices_done: int = 0
 
 
+NEVER_FINISHED = (
+    "never finished: the process ended (killed, or its machine lost) before recording its end"
+)
+
+
+def outlived_after(budget_seconds: float) -> timedelta:
+    """How long a run of this budget may stay "running" before it is taken for dead.
+
+    Twice the budget and five minutes more: a run past its budget still
+    finishes the sends in flight, smooths and writes its record, and a slow
+    but live run marked too early would only rewrite its own record at its end.
+    """
+    return timedelta(seconds=2 * budget_seconds + 300)
+
+
+def close_runs_that_never_finished(sweep: str, outlived: timedelta) -> int:
+    """Mark this sweep's runs still "running" after ``outlived`` as failed, never finished.
+
+    A SIGKILL, an OOM kill or a lost machine leaves no chance to record the end,
+    and a record that says "running" forever reads like work in progress. Each
+    run closes its own sweep's dead runs as it starts, so the log says what
+    happened within one run of it (by the wall clock: ``started_at`` is always
+    the real instant, whatever ``--now`` a run acts for).
+    """
+    now = timezone.now()
+    closed = SweepRun.objects.filter(
+        sweep=sweep, status=SweepRun.Status.RUNNING, started_at__lt=now - outlived
+    ).update(status=SweepRun.Status.FAILED, finished_at=now, error=NEVER_FINISHED)
+    if closed:
+        logger.error("sweep runs never finished", extra={"sweep": sweep, "runs": closed})
+    return closed
+
+
 @contextmanager
-def recorded_run(sweep: str, as_of: datetime) -> Iterator[SweepRun]:
+def recorded_run(sweep: str, as_of: datetime, *, outlived: timedelta) -> Iterator[SweepRun]:
     """Record a sweep run; the caller fills ``run.counts`` and ``run.summary``.
 
     An exception marks the run failed (and propagates); otherwise the run is
-    ok unless the caller set ``run.status`` itself.
+    ok unless the caller set ``run.status`` itself. Runs of the same sweep
+    that were still "running" after ``outlived`` are closed first, as never
+    finished.
     """
+    close_runs_that_never_finished(sweep, outlived)
     run = SweepRun.objects.create(sweep=sweep, as_of=as_of)
     try:
         yield run
@@ -107,8 +143,8 @@ def recorded_run(sweep: str, as_of: datetime) -> Iterator[SweepRun]:
         try:
             run.save(update_fields=["status", "finished_at", "counts", "error", "summary"])
         except DatabaseError:
-            # The connection itself may be what failed; the run stays "running",
-            # which health reports as a run that never finished.
+            # The connection itself may be what failed; the run stays "running"
+            # until the sweep's next run closes it as never finished.
             logger.exception("could not record the end of the %s run", sweep)
         logger.info(
             "sweep finished",
