@@ -30,7 +30,8 @@ reaps its own children, so a pid it kills is never a recycled one.
 
 Lifetime: the template exits when its control socket reaches EOF (its parent
 exited or was killed; no PDEATHSIG needed), killing the children it still has.
-A dead template is replaced by the next parse, and a feed whose child it never
+A dead template is replaced by the next parse, and so is a stuck one (alive, but
+no child started within the feed's deadline); a feed whose child it never
 started is tried once more on the new one (a child that outlives a killed
 template still ends at its CPU limit). A forked copy of the parent
 (``materialize --workers``) forgets the parent's template and starts its own.
@@ -274,11 +275,14 @@ def _kill(template: _Template, token: int) -> None:
                 pass  # the template is gone; the child still ends at its CPU limit
 
 
-def _forget(template: _Template) -> None:
+def _forget(template: _Template, *, kill: bool = False) -> None:
+    """Stop using ``template``; ``kill`` for one that no longer answers its socket."""
     global _template
     with _lock:
         if template is _template:
             _template = None
+            if kill and template.usable():
+                template.process.kill()  # its children still end at their CPU limit
             template.close()
 
 
@@ -324,7 +328,9 @@ def parse_in_child(body: bytes, seconds: float, options: dict[str, Any]) -> Fetc
         try:
             outcome, records = _exchange(request, seconds)
         except _TemplateLost:
-            raise ProviderError("ics: the parse process died before the feed was read") from None
+            raise ProviderError(
+                "ics: the parse process died or hung before the feed was read"
+            ) from None
     for record in records:
         logger = logging.getLogger(record.name)
         if logger.isEnabledFor(record.levelno):
@@ -341,17 +347,24 @@ def _exchange(request: bytes, seconds: float) -> tuple[Any, list[logging.LogReco
         with theirs:
             template = _send(_PARSE + _TOKEN.pack(token), [theirs.fileno()])
         deadline = time.monotonic() + seconds + WALL_GRACE_SECONDS
-        answered = False
+        started = answered = False
         try:
             if _receive_exactly(mine, 1, deadline) != _STARTED:
                 if template.died():
                     _forget(template)
                     raise _TemplateLost
                 raise ProviderError("ics: the parse process could not start a child")
+            started = True
             _send_frame(mine, request, deadline)
             answer = _receive_frame(mine, deadline)
             answered = True
         except TimeoutError:
+            if not started:
+                # The child says it started before it reads a byte of the feed: no feed
+                # is to blame, the template is stuck (stopped, or hung). Replace it, or
+                # every feed after this one would wait out its deadline and be blamed.
+                _forget(template, kill=True)
+                raise _TemplateLost from None
             raise MalformedPayload(
                 f"ics: reading the feed took longer than {seconds:.0f}s"
             ) from None

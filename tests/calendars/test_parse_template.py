@@ -2,7 +2,7 @@
 
 What the sweep relies on: feeds parsed at once from many threads each get their
 own result; nothing one feed defines reaches the next; a hostile feed is killed
-at its deadline and costs only itself; a template that dies is replaced; a
+at its deadline and costs only itself; a template that dies or hangs is replaced; a
 fork of the sweep (``materialize --workers``) starts its own; the template
 ends with its parent and holds no database address or key.
 """
@@ -141,6 +141,23 @@ def test_a_killed_template_is_replaced_and_the_next_feed_still_parses():
 
         assert parse_feed_bounded(FEED, **WINDOW) == parse_feed(FEED, **WINDOW)
         assert parse_template.template_pid() not in (None, killed)
+
+
+def test_a_stuck_template_is_replaced_and_the_feed_is_not_blamed():
+    """A template that no longer starts children (here: stopped) must not make every
+    feed wait out its deadline and come back "took longer than"."""
+    parse_feed_bounded(SINGLE, **WINDOW)
+    stuck = parse_template.template_pid()
+    os.kill(stuck, signal.SIGSTOP)
+    try:
+        result = parse_feed_bounded(FEED, seconds=1.0, **WINDOW)
+
+        assert result == parse_feed(FEED, **WINDOW)
+        assert parse_template.template_pid() not in (None, stuck)
+        assert wait_until(lambda: not running(stuck))
+    finally:
+        if running(stuck):
+            os.kill(stuck, signal.SIGKILL)
 
 
 def _parse_in_fork(send) -> None:
