@@ -118,6 +118,24 @@ def close_runs_that_never_finished(sweep: str, outlived: timedelta) -> int:
     return closed
 
 
+def prune_run_log(cutoff: datetime, batch: int = 5000) -> int:
+    """Delete run-log entries started before ``cutoff``, in batches; returns how many.
+
+    Two sweeps write about 1,500 entries a day; kept forever the log would
+    grow without end. It is pruned with the queue's history (``prune_sends``),
+    so a run and the rows it settled leave together.
+    """
+    total = 0
+    while True:
+        doomed = list(
+            SweepRun.objects.filter(started_at__lt=cutoff).values_list("pk", flat=True)[:batch]
+        )
+        if doomed:
+            total += SweepRun.objects.filter(pk__in=doomed).delete()[0]
+        if len(doomed) < batch:
+            return total
+
+
 @contextmanager
 def recorded_run(sweep: str, as_of: datetime, *, outlived: timedelta) -> Iterator[SweepRun]:
     """Record a sweep run; the caller fills ``run.counts`` and ``run.summary``.

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.core.management import call_command
 
-from scheduled_sends.models import Kind, ScheduledSend
+from scheduled_sends.models import Kind, ScheduledSend, SweepRun
 from scheduled_sends.queue.transitions import database_now
 from tenancy.scope import support_scope, tenant_scope
 
@@ -72,3 +72,21 @@ def test_prune_deletes_exactly_the_old_settled_rows_of_every_tenant(make_user, c
     call_command("prune_sends", "--older-than", "30")
     assert "prune_sends: deleted 0 settled rows" in capsys.readouterr().out
     assert remaining_ids() == kept
+
+
+def test_prune_deletes_the_run_log_of_before_the_cut_off_and_keeps_the_rest(db, capsys):
+    now = database_now()
+    ages = {"old": 30 * DAY + HOUR, "older": 200 * DAY, "recent": 30 * DAY - HOUR, "new": HOUR}
+    runs = {}
+    for name, age in ages.items():
+        run = SweepRun.objects.create(
+            sweep=SweepRun.Sweep.DELIVER, as_of=now - age, status=SweepRun.Status.OK
+        )
+        SweepRun.objects.filter(pk=run.pk).update(started_at=now - age)
+        runs[name] = run.pk
+
+    call_command("prune_sends", "--older-than", "30", "--batch-size", "1")
+
+    assert "; deleted 2 run-log entries" in capsys.readouterr().out
+    left = set(SweepRun.objects.values_list("pk", flat=True))
+    assert left == {runs["recent"], runs["new"]}

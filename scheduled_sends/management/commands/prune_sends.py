@@ -3,8 +3,9 @@
 Whole day partitions older than the window are dropped (as the owner role: a
 catalog change, no per-row delete, nothing left for vacuum); what remains
 past the cut-off (the partial day, or a partition still holding unsettled
-rows) is deleted in batches. (What the end-user area keeps of inbound
-messages is pruned by ``manage.py prune_inbound``, on the same cron line.)"""
+rows) is deleted in batches, and so are the sweeps' run-log entries of before
+the cut-off. (What the end-user area keeps of inbound messages is pruned by
+``manage.py prune_inbound``, on the same cron line.)"""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from django.db import OperationalError
 from core.command_line import NudgeCommand, positive_int
 from scheduled_sends.queue.partitions import drop_aged_partitions, owner_unreachable
 from scheduled_sends.queue.transitions import database_now, prune_settled
+from scheduled_sends.runlog import prune_run_log
 
 
 class Command(NudgeCommand):
     help = (
         "Drop day partitions, then delete settled (sent, skipped, failed, expired) rows, "
-        "older than DAYS."
+        "older than DAYS, and the sweeps' run-log entries of before then."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -47,7 +49,8 @@ class Command(NudgeCommand):
         deleted = prune_settled(
             cutoff, batch_size, progress=lambda n: self.stdout.write(f"  … {n} deleted")
         )
+        runs = prune_run_log(cutoff, batch_size)
         self.stdout.write(
             f"prune_sends: deleted {deleted} settled rows fired before {cutoff:%Y-%m-%d %H:%M}Z; "
-            f"dropped {len(dropped)} day partitions"
+            f"dropped {len(dropped)} day partitions; deleted {runs} run-log entries"
         )
