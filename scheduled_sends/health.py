@@ -264,6 +264,26 @@ def _dealt_with_since(after: datetime) -> tuple[int, int]:
     return count, dealt
 
 
+def _overdue_seen_by_cycle(materialize: SweepRun) -> int:
+    """Overdue rows the last materialize saw, over every participant of its cycle.
+
+    Each participant counts only the users of the slices it took, so the last
+    run alone would see a fraction of the queue; its cycle's finished runs
+    together saw every user once.
+    """
+    counts = MaterializeCounts.from_counts(materialize.counts)
+    if not counts.cycle:  # a run of named users, or one from before shared cycles
+        return counts.overdue_unclaimed
+    participants = (
+        SweepRun.objects.filter(
+            sweep=SweepRun.Sweep.MATERIALIZE, as_of=materialize.as_of, counts__cycle=counts.cycle
+        )
+        .exclude(status=SweepRun.Status.RUNNING)
+        .values_list("counts", flat=True)
+    )
+    return sum(MaterializeCounts.from_counts(c).overdue_unclaimed for c in participants)
+
+
 def _check_keeping_up(report: HealthReport, materialize: SweepRun, live_overdue) -> None:
     """What the last materialize saw, cleared once deliver has caught up since.
 
@@ -275,7 +295,7 @@ def _check_keeping_up(report: HealthReport, materialize: SweepRun, live_overdue)
     or behind) before the rare one: only a deliver that runs and deals with
     nothing while the bypassed count reads empty means the claim is blind.
     """
-    seen = MaterializeCounts.from_counts(materialize.counts).overdue_unclaimed
+    seen = _overdue_seen_by_cycle(materialize)
     at = f"{materialize.as_of:%H:%M}Z"
     report.figures["overdue_seen_by_materialize"] = seen
     report.figures["overdue_seen_cleared"] = False

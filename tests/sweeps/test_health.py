@@ -14,6 +14,7 @@ from core.config import NudgeConfig
 from scheduled_sends.deliver import run_deliver
 from scheduled_sends.health import check_health
 from scheduled_sends.materialize import run_materialize
+from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
 from tests.conftest import utc
 from tests.sweeps.factories import add_event
@@ -161,3 +162,27 @@ def test_healthz_answers_200_when_healthy(client, make_user, recording_channel):
     response = client.get("/healthz", secure=True)
     assert response.status_code == 200
     assert response.json() == {"ok": True}
+
+
+def test_what_materialize_saw_overdue_adds_up_over_every_participant_of_its_cycle(db):
+    """Each participant of a shared cycle looks only at its own slices' users."""
+    cycle = {"cycle": NOW.isoformat()}
+    for overdue in (2, 3):
+        SweepRun.objects.create(
+            sweep=SweepRun.Sweep.MATERIALIZE,
+            as_of=NOW,
+            status=SweepRun.Status.OK,
+            counts={**cycle, "overdue_unclaimed": overdue},
+        )
+    # Another cycle's run is not this one's participant.
+    SweepRun.objects.create(
+        sweep=SweepRun.Sweep.MATERIALIZE,
+        as_of=NOW - timedelta(minutes=15),
+        status=SweepRun.Status.OK,
+        counts={"cycle": (NOW - timedelta(minutes=15)).isoformat(), "overdue_unclaimed": 7},
+    )
+
+    report = check_health(NOW + timedelta(minutes=1))
+
+    assert report.figures["overdue_seen_by_materialize"] == 5
+    assert "delivery_keeping_up" in failing(report)
