@@ -62,9 +62,10 @@ def test_feeds_are_fetched_at_once_and_every_user_is_queued(make_user, settings,
     report = run_materialize(NOW)
     elapsed = time.monotonic() - started
 
-    # One at a time this is 12 x 0.3 s = 3.6 s of waiting alone.
-    assert elapsed < 1.8, elapsed
+    # Many in flight at once is the behaviour; the time only has to beat one at a time,
+    # which is 12 x 0.3 s = 3.6 s of waiting alone (a loaded machine stretches the rest).
     assert host.max_in_flight >= 6
+    assert elapsed < 3.6, elapsed
     assert (report.users, report.calendars_synced, report.queued) == (12, 12, 12)
     assert report.provider_calls == 12
     assert all(len(rows(user)) == 1 for user in users)
