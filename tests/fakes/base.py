@@ -228,6 +228,11 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # socketserver listens with a backlog of 5: a burst of new connections from
+    # several deliver processes overflowed it, and the kernel reset connections
+    # whose request had already gone out — "hung up without answering" from a
+    # fake, which a provider's front end does not do. Listen like a server.
+    request_queue_size = 1024
 
     def __init__(self, fake: FakeProviderServer) -> None:
         self.fake = fake
