@@ -64,6 +64,7 @@ class DeliverReport:
     released: int = 0
     lost_claims: int = 0
     rate_limited: int = 0
+    rate_limited_by_channel: dict[str, int] = field(default_factory=dict)
     slots_missed: int = 0
     batches: int = 0
     # channel -> messages a second in force when the run ended (a 429 lowers it)
@@ -126,6 +127,7 @@ class DeliverReport:
             failed=self.failed,
             retried=self.retried,
             rate_limited=self.rate_limited,
+            rate_limited_by_channel=dict(self.rate_limited_by_channel),
             lateness_sum_seconds=round(late.total, 3),
         )
         return {
@@ -514,6 +516,8 @@ class DeliveryRun:
             resume = attempt.finished + wait_seconds
             self.pacer.pause(delivery.channel, wait_seconds)
             self.report.rate_limited += 1
+            by_channel = self.report.rate_limited_by_channel
+            by_channel[delivery.channel] = by_channel.get(delivery.channel, 0) + 1
             self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
         if verdict.unexpected:
             logger.error(

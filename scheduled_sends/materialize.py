@@ -36,11 +36,12 @@ from calendars.providers.normalize import sorted_leads
 from calendars.repeat import is_due_at, occurrences
 from calendars.sync import SyncPool, SyncSummary, sync_user_connections
 from core.config import NudgeConfig
+from pacing.pacer import rates_in_force
 from scheduled_sends import cycle as shared_cycle
 from scheduled_sends.models import Kind, MaterializeCycle, NudgeAct, ScheduledSend, SweepRun
 from scheduled_sends.queue import statements, states, transitions
 from scheduled_sends.queue.transitions import database_now
-from scheduled_sends.runlog import MaterializeCounts, outlived_after, recorded_run
+from scheduled_sends.runlog import MaterializeCounts, add_outcomes, outlived_after, recorded_run
 from scheduled_sends.smoothing import smooth_bursts
 from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
 from tenancy.scope import planning_scope, tenant_scope
@@ -518,6 +519,10 @@ class MaterializeReport:
     calendars_needing_reauth: int = 0
     calendars_deferred: int = 0
     provider_calls: int = 0
+    # provider -> sync outcome -> calendars (calendars.sync.Outcome), for /metrics.
+    calendar_outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Shared budget -> requests a second in force as the run ended (a 429 lowers it).
+    rates: dict[str, float] = field(default_factory=dict)
     moved_earlier: int = 0
     # Sets of users that could not be planned together (materialize_users) and why.
     sets_planned_alone: int = 0
@@ -571,6 +576,8 @@ class MaterializeReport:
             text += "; CUT SHORT by its budget, the next cycle starts with the slices left"
         elif self.cut_short:
             text += f"; CUT SHORT by its budget, next run resumes after user {self.resume_after}"
+        if self.rates:
+            text += "; rate " + ", ".join(f"{b} {r:.1f}/s" for b, r in sorted(self.rates.items()))
         if self.capped_nudges:
             text += (
                 f"; capped {self.capped_nudges} nudges of {self.capped_users} users "
@@ -609,6 +616,8 @@ class MaterializeReport:
                 calendars_failed=self.calendars_failed,
                 calendars_needing_reauth=self.calendars_needing_reauth,
                 calendars_deferred=self.calendars_deferred,
+                calendar_outcomes=self.calendar_outcomes,
+                rates={budget: round(rate, 2) for budget, rate in self.rates.items()},
                 cycle=self.cycle.isoformat() if self.cycle else "",
                 participants=self.participants,
                 slices_taken=self.slices_taken,
@@ -915,6 +924,7 @@ def _share_in_child(now: datetime, share: int, shares: int, options: dict) -> di
 
 _PER_SHARE = (
     "errors",
+    "calendar_outcomes",
     "cut_short",
     "resume_after",
     "slices_taken",
@@ -931,9 +941,10 @@ def _in_parallel(now: datetime, workers: int, options: dict) -> MaterializeRepor
     ``multiprocessing.Pool``: its workers are daemonic and may not have
     children (each feed's parse once was one); each fork starts its own parse
     template (``calendars/providers/parse_template.py``). The command's
-    calendar concurrency and database lanes are shared out among the forks,
-    so ``--workers N`` holds as many server connections as one process (each
-    fetch thread keeps one for the shared pacing), not N times as many.
+    calendar concurrency, per-host cap and database lanes are shared out among
+    the forks, so ``--workers N`` holds as many server connections as one
+    process (each fetch thread keeps one for the shared pacing), not N times as
+    many, and one feed host still gets at most ``CALENDAR_SYNC_PER_HOST`` at once.
     """
     connections.close_all()  # a forked child must not inherit a live connection
     config: NudgeConfig = options["config"]
@@ -942,6 +953,7 @@ def _in_parallel(now: datetime, workers: int, options: dict) -> MaterializeRepor
         "config": dataclasses.replace(
             config,
             calendar_sync_concurrency=max(1, config.calendar_sync_concurrency // workers),
+            calendar_sync_per_host=max(1, config.calendar_sync_per_host // workers),
             calendar_sync_db_lanes=max(1, config.calendar_sync_db_lanes // workers),
         ),
     }
@@ -961,6 +973,7 @@ def _in_parallel(now: datetime, workers: int, options: dict) -> MaterializeRepor
         for name in (*_ADDITIVE, "slices_taken", "slices_taken_over"):
             setattr(report, name, getattr(report, name) + part[name])
         report.errors.extend(part["errors"])
+        add_outcomes(report.calendar_outcomes, part["calendar_outcomes"])
         report.planned_alone_because = report.planned_alone_because or part["planned_alone_because"]
     cut = [part["resume_after"] for part in parts if part["cut_short"]]
     if cut:
@@ -1158,6 +1171,14 @@ def _finish_run(
     """Smooth (one participant at a time), then write the run's record."""
     with shared_cycle.smoothing_turn():
         report.moved_earlier = smooth_bursts(smooth_at, config)
+    if report.provider_calls:
+        # The providers' app-wide rates as every process now sees them (a 429
+        # anywhere lowers them); per-user budgets and the channels are left out.
+        report.rates = {
+            state.budget: state.rate
+            for state in rates_in_force(config)
+            if ":" not in state.budget and state.budget not in config.channel_rates
+        }
     report.seconds = time.monotonic() - started
     run.counts = report.as_dict()
     run.summary = report.summary()[:255]
@@ -1173,3 +1194,5 @@ def _absorb_sync(report: MaterializeReport, summary: SyncSummary) -> None:
     report.calendars_needing_reauth += summary.needs_reauth
     report.calendars_deferred += summary.deferred
     report.provider_calls += summary.provider_calls
+    for result in summary.results:
+        add_outcomes(report.calendar_outcomes, {result.provider: {result.outcome: 1}})

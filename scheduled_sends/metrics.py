@@ -28,26 +28,20 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from core.config import NudgeConfig
+from pacing.pacer import rates_in_force
 from scheduled_sends import charts
 from scheduled_sends.health import LATENESS_WINDOW, HealthReport
-from scheduled_sends.lateness import BUCKETS, merged_histogram
+from scheduled_sends.lateness import BUCKETS
 from scheduled_sends.models import ScheduledSend, SweepRun
 from scheduled_sends.queue.states import unsettled
-from scheduled_sends.runlog import DeliverCounts, MaterializeCounts
+from scheduled_sends.runlog import DeliverCounts, MaterializeCounts, add_outcomes
 from tenancy.scope import rls_bypass
 
 # What /metrics answers with: the text exposition format.
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
-# Counters the deliver and materialize runs record, summed over the window.
-DELIVER_COUNTS = ("sent", "skipped", "failed", "expired", "retried", "rate_limited")
-SYNC_COUNTS = (
-    "calendars_synced",
-    "calendars_unchanged",
-    "calendars_failed",
-    "calendars_needing_reauth",
-    "calendars_deferred",
-)
+# Counters the deliver runs record, summed over the window.
+DELIVER_COUNTS = ("sent", "skipped", "failed", "expired", "retried")
 
 
 class QueueCollector:
@@ -75,10 +69,17 @@ class QueueCollector:
                 .annotate(n=Count("id"))
                 .order_by()
             )
+            lateness = list(
+                charts.channel_histogram_query(
+                    self.now - LATENESS_WINDOW, self.now, self.config
+                ).order_by()
+            )
             look_ahead = charts.look_ahead(self.now, self.config)
         yield from self._health()
         yield from self._queue(live, settled)
+        yield from self._lateness(lateness)
         yield from self._look_ahead(look_ahead)
+        yield from self._pacing()
         yield from self._runs()
 
     def _health(self) -> Iterator[Metric]:
@@ -119,6 +120,48 @@ class QueueCollector:
             outcomes.add_metric([outcome, channel or "none"], n)
         yield outcomes
 
+    def _lateness(self, rows: list) -> Iterator[Metric]:
+        """Lateness of the nudges sent for the last 15 minutes, by channel, from the
+        queue itself: every machine's sends, whichever run made them."""
+        counts: dict[str, list[int]] = {}
+        sums: dict[str, float] = {}
+        for channel, bucket, n, late_sum in rows:
+            key = channel or "none"
+            counts.setdefault(key, [0] * len(BUCKETS))[bucket] += n
+            sums[key] = sums.get(key, 0.0) + float(late_sum or 0.0)
+        family = GaugeHistogramMetricFamily(
+            "nudge_lateness_seconds_last_15m",
+            "Lateness of sent nudges (sent_at - intended instant) intended in the last "
+            "15 minutes, by channel",
+            labels=["channel"],
+        )
+        for channel, per_bucket in sorted(counts.items()):
+            cumulative, buckets = 0, []
+            for bound, n in zip(BUCKETS, per_bucket, strict=True):
+                cumulative += n
+                buckets.append(("+Inf" if bound == math.inf else f"{bound:g}", cumulative))
+            family.add_metric([channel], buckets, gsum_value=sums[channel])
+        yield family
+
+    def _pacing(self) -> Iterator[Metric]:
+        """The shared rates in force (every process's view: a 429 anywhere lowers
+        them), app-wide budgets only: per-user budgets would be a series per user."""
+        rate = GaugeMetricFamily(
+            "nudge_pacing_rate_per_second",
+            "Requests a second in force for each shared budget (channels and providers)",
+            labels=["budget"],
+        )
+        ceiling = GaugeMetricFamily(
+            "nudge_pacing_ceiling_per_second",
+            "The configured ceiling each shared budget climbs back to",
+            labels=["budget"],
+        )
+        for state in rates_in_force(self.config):
+            if ":" not in state.budget:
+                rate.add_metric([state.budget], state.rate)
+                ceiling.add_metric([state.budget], state.ceiling)
+        yield from (rate, ceiling)
+
     def _look_ahead(self, data: charts.LookAhead) -> Iterator[Metric]:
         load = GaugeMetricFamily(
             "nudge_lookahead_rows",
@@ -147,33 +190,43 @@ class QueueCollector:
             as_of__gt=self.now - LATENESS_WINDOW, as_of__lte=self.now
         ).values_list("sweep", "counts")
         totals: dict[str, float] = {}
-        histograms, lateness_sum = [], 0.0
+        limited: dict[str, int] = {}
+        syncs: dict[str, dict[str, int]] = {}
         for sweep, counts in window:
             if sweep == SweepRun.Sweep.DELIVER:
-                run, names = DeliverCounts.from_counts(counts), DELIVER_COUNTS
-                histograms.append(run.lateness_histogram)
-                lateness_sum += run.lateness_sum_seconds
+                run = DeliverCounts.from_counts(counts)
+                for name in DELIVER_COUNTS:
+                    totals[name] = totals.get(name, 0) + getattr(run, name)
+                by_channel = run.rate_limited_by_channel or (
+                    {"unknown": run.rate_limited} if run.rate_limited else {}
+                )
+                for channel, n in by_channel.items():
+                    limited[channel] = limited.get(channel, 0) + int(n)
             else:
-                run, names = MaterializeCounts.from_counts(counts), SYNC_COUNTS
-            for name in names:
-                totals[name] = totals.get(name, 0) + getattr(run, name)
-        histogram = merged_histogram(histograms)
-        for name in (*DELIVER_COUNTS, *SYNC_COUNTS):
+                add_outcomes(syncs, MaterializeCounts.from_counts(counts).calendar_outcomes)
+        for name in DELIVER_COUNTS:
             yield GaugeMetricFamily(
                 f"nudge_{name}_last_15m",
-                f"{name.replace('_', ' ')} summed over the runs of the last 15 minutes",
+                f"{name.replace('_', ' ')} summed over the deliver runs of the last 15 minutes",
                 totals.get(name, 0.0),
             )
-        cumulative, buckets = 0, []
-        for bound in BUCKETS:
-            cumulative += histogram.get(bound, 0)
-            buckets.append(("+Inf" if bound == math.inf else f"{bound:g}", cumulative))
-        yield GaugeHistogramMetricFamily(
-            "nudge_lateness_seconds_last_15m",
-            "Lateness of sent nudges (sent_at - intended instant), runs of the last 15 minutes",
-            buckets=buckets,
-            gsum_value=lateness_sum,
+        rate_limited = GaugeMetricFamily(
+            "nudge_rate_limited_last_15m",
+            "Sends answered 429 (rate limited), by channel, deliver runs of the last 15 minutes",
+            labels=["channel"],
         )
+        for channel, n in sorted(limited.items()):
+            rate_limited.add_metric([channel], n)
+        yield rate_limited
+        outcomes = GaugeMetricFamily(
+            "nudge_calendar_syncs_last_15m",
+            "Calendars by sync outcome and provider, materialize runs of the last 15 minutes",
+            labels=["provider", "outcome"],
+        )
+        for provider, by_outcome in sorted(syncs.items()):
+            for outcome, n in sorted(by_outcome.items()):
+                outcomes.add_metric([provider, outcome], n)
+        yield outcomes
         yield from self._run_ages()
 
     def _run_ages(self) -> Iterator[Metric]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Self
 
@@ -61,6 +61,7 @@ class DeliverCounts(RunCounts):
     retried: int = 0
     rate_limited: int = 0
     lateness_sum_seconds: float = 0.0
+    rate_limited_by_channel: dict = field(default_factory=dict)  # channel -> 429s
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,10 @@ class MaterializeCounts(RunCounts):
     calendars_failed: int = 0
     calendars_needing_reauth: int = 0
     calendars_deferred: int = 0
+    # provider -> sync outcome -> calendars; /metrics labels sync outcomes with them.
+    calendar_outcomes: dict = field(default_factory=dict)
+    # The providers' app-wide request rates in force as the run ended (req/s).
+    rates: dict = field(default_factory=dict)
     # The shared cycle this run took part in (its slot, ISO 8601; "" for a run
     # of named users), and how the cycle stood when this run left it.
     cycle: str = ""
@@ -83,6 +88,17 @@ class MaterializeCounts(RunCounts):
     slices_taken_over: int = 0
     cycle_slices: int = 0
     cycle_slices_done: int = 0
+
+
+def add_outcomes(
+    into: dict[str, dict[str, int]], more: Mapping[str, Mapping[str, int]]
+) -> dict[str, dict[str, int]]:
+    """Add ``more``'s counts, by provider and outcome, to ``into`` (and return it)."""
+    for provider, outcomes in more.items():
+        counts = into.setdefault(provider, {})
+        for outcome, n in outcomes.items():
+            counts[outcome] = counts.get(outcome, 0) + int(n)
+    return into
 
 
 NEVER_FINISHED = (

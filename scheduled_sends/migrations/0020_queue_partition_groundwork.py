@@ -1,6 +1,6 @@
 """Groundwork for partitioning the queue by day, done without a long lock (issue 25).
 
-Migration 0019 turns ``scheduled_sends`` into a table partitioned by the UTC
+Migration 0021 turns ``scheduled_sends`` into a table partitioned by the UTC
 day of ``intended_at`` and attaches the existing table, rows and all, as its
 first partition: everything intended before a bound a few days ahead. For
 that attach to be a catalog change, the existing table must already prove

@@ -4,7 +4,7 @@ One short transaction, catalog changes only, on a table of any size:
 
 1. the existing table becomes ``scheduled_sends_before`` (its indexes are
    renamed out of the way, its primary key moves onto the ``(id,
-   intended_at)`` index 0018 built, and its identity is handed to the new
+   intended_at)`` index 0020 built, and its identity is handed to the new
    parent, continuing after the last id ever issued);
 2. a partitioned ``scheduled_sends`` is created like it, with the same
    constraints, indexes, foreign key, row-level security, policies and grants;
@@ -12,7 +12,7 @@ One short transaction, catalog changes only, on a table of any size:
    unique keys must hold the partition key (Django's state keeps ``id`` as the
    pk; ids still come from one sequence, so ``id`` names one row);
 3. the old table is attached as the partition of everything intended before
-   the bound 0018 validated: PostgreSQL sees that the CHECK implies the
+   the bound 0020 validated: PostgreSQL sees that the CHECK implies the
    range and skips the scan, and every index the parent wants already exists
    on it, so nothing is built;
 4. day partitions follow from the bound for two weeks (``make_partitions``

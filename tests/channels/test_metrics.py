@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scheduled_sends.deliver import run_deliver
 from tests.channels.queue import queue_follow_up
+from tests.fakes import telegram_server as telegram
 
 pytestmark = pytest.mark.django_db
 
@@ -80,3 +81,32 @@ def test_the_queue_runs_and_health_as_one_scrape(client, cron_secret, recording_
     # The lateness histogram counts the two sends, cumulatively up to +Inf.
     buckets = [s for s in after["nudge_lateness_seconds_last_15m"] if s.name.endswith("_bucket")]
     assert buckets[-1].labels["le"] == "+Inf" and buckets[-1].value == 2
+
+
+def test_429s_lateness_and_the_rate_in_force_by_channel(
+    client, cron_secret, make_user, telegram_settings, fake_telegram
+):
+    telegram_settings.NUDGE_TELEGRAM_RATE = 10
+    fake_telegram.plan.on_call(1, telegram.flood(1))
+    now = timezone.now().replace(microsecond=0)
+    user = make_user(channel="telegram", telegram_chat_id="840001")
+    queue_follow_up(user, "Standup", now=now)
+
+    report = run_deliver(budget_seconds=10)
+    assert (report.rate_limited, report.sent) == (1, 1), report.summary()
+
+    metrics = scrape(client)
+    assert value(metrics["nudge_rate_limited_last_15m"], channel="telegram") == 1
+    assert value(metrics["nudge_rate_limited_last_15m"], channel="whatsapp") == 0
+    # The 429 lowered Telegram's rate for every process; it climbs back later.
+    rate = value(metrics["nudge_pacing_rate_per_second"], budget="telegram")
+    assert 0 < rate < value(metrics["nudge_pacing_ceiling_per_second"], budget="telegram")
+    # The nudge went out about a second late (the 429's retry_after), on Telegram.
+    buckets = [
+        s
+        for s in metrics["nudge_lateness_seconds_last_15m"]
+        if s.name.endswith("_bucket") and s.labels["channel"] == "telegram"
+    ]
+    assert buckets[-1].labels["le"] == "+Inf" and buckets[-1].value == 1
+    late = metrics["nudge_lateness_seconds_last_15m_gsum"]  # the text format's own family
+    assert [s.labels["channel"] for s in late] == ["telegram"] and late[0].value >= 0.9

@@ -4,9 +4,11 @@
 three days before now (the tail of the partition the migration attached, then
 two day partitions and today's), 10,000 due and 90,000 ahead today. The
 claim, the settle-ups and support's actions by id, a tenant's reads,
-materialize's per-user read and the console's charts keep their index plans,
-and the claim's plan holds only the days a due row can be in. Plan shapes
-only, never timings.
+materialize's per-user read, a tenant's charts and ``/metrics``' 15 minutes keep
+their index plans; everyone's 24-hour charts reach only the last day's
+partitions (scanning most of a day whole may be the cheaper plan); and the
+claim's plan holds only the days a due row can be in. Plan shapes only, never
+timings.
 """
 
 from __future__ import annotations
@@ -134,26 +136,28 @@ def test_plans_over_day_partitions_at_a_million_rows(spread):
     # The console's charts: through an index; history only from the last day's partitions.
     minute = charts.floor_to(now, timedelta(minutes=1))
     quarter_end = charts.floor_to(now, charts.QUARTER) + charts.QUARTER
+    hour_end = charts.floor_to(now, timedelta(hours=1)) + timedelta(hours=1)
+    history = quarter_end - charts.HISTORY
     for who in (None, tenant):
         queries = {
             "look-ahead": charts.look_ahead_query(minute, who),
-            "lateness": charts.lateness_query(
-                quarter_end - charts.HISTORY, quarter_end, config, who
-            ),
+            "lateness": charts.lateness_query(history, quarter_end, config, who),
+            "histogram": charts.histogram_query(history, quarter_end, config, who),
+            "outcomes": charts.outcomes_query(hour_end - charts.HISTORY, hour_end, config, who),
         }
         for name, queryset in queries.items():
             with support_scope():
                 sql, sql_params = queryset.query.sql_with_params()
                 nodes = explain_json(sql, sql_params)
-            if who is None and name == "lateness":
-                # Everyone's last 24 hours is most of the day's partition: scanning it
-                # whole can be the cheaper plan (how lateness is computed moves the
-                # planner's choice). What must hold is below: older days are pruned.
+            if who is None and name != "look-ahead":
+                # Everyone's last 24 hours is most of a day partition's rows: scanning
+                # those (and only those) whole can be the cheaper plan, and the planner
+                # may take it. What must hold is below: older days are pruned away.
                 pass
             else:
                 _no_seq_scan(nodes)
                 assert [n for n in nodes if "Index Name" in n], (who, name)
-            if name == "lateness":  # by intended instant: older days are pruned away
+            if name != "look-ahead":  # by intended instant: older days are pruned away
                 touched = {n["Partition Name"] for n in nodes if "Partition Name" in n}
                 assert touched <= {_partition_of(now - DAY), today}, (who, touched)
             else:  # by fire minute, over live rows: each day's due index, all but empty
@@ -162,3 +166,19 @@ def test_plans_over_day_partitions_at_a_million_rows(spread):
                     "sends_user_pending_idx",
                     "scheduled_sends_nudge_uniq",
                 }, (who, nodes)
+
+    # /metrics' lateness by channel: everyone's last 15 minutes, a sliver of today's
+    # partition, through the settled rows' index.
+    with rls_bypass():
+        sql, sql_params = (
+            charts.channel_histogram_query(now - timedelta(minutes=15), now, config)
+            .order_by()
+            .query.sql_with_params()
+        )
+        nodes = explain_json(sql, sql_params)
+    _no_seq_scan(nodes)
+    assert "scheduled_sends_settled_idx" in {n.get("Index Name") for n in nodes}, nodes
+    assert {n["Partition Name"] for n in nodes if "Partition Name" in n} <= {
+        _partition_of(now - DAY),
+        today,
+    }
