@@ -3,13 +3,17 @@
 Simulated time advances one minute per step (``--now``). Each step runs 2 to 4
 deliver workers (separate processes) at the same instant; every 15 simulated
 minutes materialize runs — sometimes twice at once, sometimes beside the
-deliver workers. Meanwhile:
+deliver workers; either way its users are split into small slices, so every
+run of a cycle takes several and runs at once share them. Meanwhile:
 
 * the fake Twilio and Telegram servers answer a seeded fraction of sends
   with 500/502/503, 429 with ``Retry-After``, answers held past the client
   timeout, and permanent refusals; a few recipients always fail;
 * a ``manage.py deliver`` process is SIGKILLed mid-batch while it holds
   claims (and one row marked mid-send);
+* a materialize participant is SIGKILLed holding a slice while two others
+  share its cycle and two deliver workers send beside them; its slice's lease
+  lapses and another participant takes it over in the same cycle;
 * another has its database backend terminated (``pg_terminate_backend``)
   between the provider's answer and the settle-up;
 * events are moved, cancelled, deleted and re-added, follow-ups done, a
@@ -27,7 +31,9 @@ received: sent at most once; never before ``fire_at`` (which smoothing may
 have moved earlier) nor at or after ``intended_at + grace`` (in simulated
 time: the step whose runs sent it); and settled — sent, skipped with a
 reason, failed with an error, or expired — none left pending or claimed.
-Subjects nobody touched must each have had their nudge queued.
+Subjects nobody touched must each have had their nudge queued, no nudge may
+have two queue rows, and the cycle with the killed participant must be
+complete, every user visited.
 """
 
 from __future__ import annotations
@@ -53,8 +59,9 @@ from django.db import connection
 from accounts.models import DeliverySettings
 from calendars.models import CalendarConnection, CalendarEvent, EventStatus, FollowUp, Provider
 from scheduled_sends.channels.whatsapp import whatsapp_address
+from scheduled_sends.cycle import cycle_start
 from scheduled_sends.failures import FailureKind
-from scheduled_sends.models import Kind, ScheduledSend, SweepRun
+from scheduled_sends.models import Kind, MaterializeSlice, ScheduledSend, SweepRun
 from scheduled_sends.queue.transitions import EXPIRED_REASON
 from tenancy.scope import support_scope, tenant_scope
 from tests.fakes import telegram_server as tg
@@ -66,6 +73,10 @@ from tests.support.processes import PROJECT_ROOT, manage, subprocess_env
 START = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=15)
 LEASE = timedelta(seconds=300)
+# Several slices per cycle, so the runs of one cycle share it; a lease short enough
+# that a killed participant's slice is taken over within the step.
+SLICE_USERS = 5
+SLICE_LEASE_SECONDS = 3
 CLIENT_TIMEOUT_SECONDS = 0.4
 SLOW_SECONDS = 0.9  # past the client timeout: a timeout, and the fake delivers nothing
 # A 429's Retry-After pauses the channel for every process on the database's real
@@ -96,6 +107,7 @@ DECOR = [
     "Quarterly planning " + "very long " * 40,
 ]
 SUMMARY = re.compile(r"retry (\d+)")
+SENT = re.compile(r"\bsent (\d+)")
 TIME_IN_TEXT = re.compile(r" (?:starts|is due) at (?:\w{3} )?(\d\d:\d\d) \(")
 
 TWILIO_RANDOM_FAULTS = (
@@ -249,6 +261,7 @@ class Soak:
         self.episodes: Counter[str] = Counter()
         self.mutations: Counter[str] = Counter()
         self.step_seconds: dict[int, float] = {}
+        self.killed_cycles: list[datetime] = []  # cycles a participant was killed in
         self.env = subprocess_env(
             TWILIO_ACCOUNT_SID=tw.ACCOUNT_SID,
             TWILIO_AUTH_TOKEN=tw.AUTH_TOKEN,
@@ -265,6 +278,8 @@ class Soak:
             NUDGE_LOOKAHEAD_MINUTES="180",
             NUDGE_RUN_BUDGET_SECONDS="45",
             NUDGE_BATCH_SIZE="12",
+            NUDGE_MATERIALIZE_SLICE_USERS=str(SLICE_USERS),
+            NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS=str(SLICE_LEASE_SECONDS),
             # A tiny headroom makes a few nudges a minute "a burst", so smoothing
             # moves rows earlier throughout the soak and exactly-once is proven
             # with it; the send rates themselves stay as configured.
@@ -284,6 +299,8 @@ class Soak:
         for hour in range(0, self.config.minutes, 60):
             if hour + 20 <= self.config.minutes - 10:
                 episodes[hour + 20] = "kill"
+            if hour + 30 <= self.config.minutes - 10:
+                episodes[hour + 30] = "kill materialize"
             if hour + 40 <= self.config.minutes - 10:
                 episodes[hour + 40] = "terminate"
         return episodes
@@ -517,17 +534,72 @@ class Soak:
         finally:
             _reap(process)
 
+    def kill_materialize_mid_cycle(self, now: datetime) -> None:
+        """The step's runs, with a materialize participant SIGKILLed holding a slice.
+
+        It stops on its 3rd user (``tests/soak/worker.py``), the cycle's first
+        slice held; then two more participants join the cycle and two deliver
+        workers run beside them. Once another participant has a slice the stalled
+        one is killed; its lease lapses and it is taken over in this cycle.
+        """
+        marker = self.tmp / f"stall-{now:%H%M}.json"
+        env = {
+            **self.env,
+            "NUDGE_SOAK_EPISODE": "stall-in-slice",
+            "NUDGE_SOAK_EPISODE_AT": "3",
+            "NUDGE_SOAK_MARKER": str(marker),
+        }
+        victim = Worker(env, self.tmp / f"stalled-materialize-{now:%H%M}.log")
+        try:
+            victim.start("materialize", now)
+            seen = self._wait_for(marker, victim.process)
+            if seen is None:
+                self.episodes["kill materialize: never reached its 3rd user"] += 1
+                self._collect([victim])
+                return
+            shuffled = self.rng.sample(self.workers, len(self.workers))
+            materializers, deliverers = shuffled[:2], shuffled[2:4]
+            for worker in materializers:
+                worker.start("materialize", now)
+            for worker in deliverers:
+                worker.start("deliver", now)
+            self._wait_for_another_participant(cycle_start(now), seen["participant"])
+            os.kill(victim.process.pid, signal.SIGKILL)
+            assert victim.process.wait(timeout=30) == -signal.SIGKILL
+            self.episodes["SIGKILL mid-cycle (materialize)"] += 1
+            self.killed_cycles.append(cycle_start(now))
+            self._collect([*materializers, *deliverers])
+            beside = self.run_results[-len(deliverers) :]
+            self.episodes["sent beside the killed cycle"] += sum(
+                int(m[1]) for r in beside for m in [SENT.search(r.get("out", ""))] if m
+            )
+        finally:
+            victim.stop()
+
+    @staticmethod
+    def _wait_for_another_participant(cycle: datetime, stalled: str, timeout: float = 60) -> None:
+        """Until a participant other than the stalled one holds or has done a slice."""
+        others = MaterializeSlice.objects.filter(cycle_id=cycle).exclude(
+            claimed_by__in=["", stalled]
+        )
+        deadline = time.monotonic() + timeout
+        while not others.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
     # --- the clock ----------------------------------------------------------------
     def step(self, minute: int, *, faults: bool) -> None:
         cfg = self.config
         now = cfg.start + timedelta(minutes=minute)
         step = Step(now, time.time())
-        if faults:
-            episode = self.episode_minutes().get(minute)
-            if episode == "kill":
-                self.kill_mid_batch(now)
-            elif episode == "terminate":
-                self.terminate_backend(now)
+        episode = self.episode_minutes().get(minute) if faults else None
+        if episode == "kill":
+            self.kill_mid_batch(now)
+        elif episode == "terminate":
+            self.terminate_backend(now)
+        elif episode == "kill materialize":
+            self.kill_materialize_mid_cycle(now)
+            self._stepped(minute, step)
+            return
         deliverers = self.rng.sample(self.workers, self.rng.randint(2, min(4, len(self.workers))))
         started: list[Worker] = []
         if minute % 15 == 0:
@@ -549,6 +621,9 @@ class Soak:
             worker.start("deliver", now)
             started.append(worker)
         self._collect(started)
+        self._stepped(minute, step)
+
+    def _stepped(self, minute: int, step: Step) -> None:
         step.wall_end = time.time()
         self.step_seconds[minute] = step.wall_end - step.wall_start
         self.steps.append(step)
@@ -594,6 +669,12 @@ class Soak:
 
         def key(tenant: Tenant, token: str, hhmm: str) -> tuple[str, str, str]:
             return (tenant.address, token, hhmm)
+
+        for queue_key, count in Counter(
+            (row.user_id, row.kind, row.ref_id, row.intended_at) for row in rows
+        ).items():
+            if count > 1:
+                violations.append(f"queue key {queue_key} held by {count} rows")
 
         by_key: dict[tuple[str, str, str], ScheduledSend] = {}
         for row in rows:
@@ -677,6 +758,11 @@ class Soak:
                 violations.append(f"untouched {s.kind} {s.token} (fire {fire:%H:%M}) never queued")
         lost += unqueued
 
+        killed_cycles = [self._cycle_outcome(starts_at) for starts_at in self.killed_cycles]
+        for outcome in killed_cycles:
+            if outcome["done"] != outcome["slices"] or outcome["users"] != len(self.tenants):
+                violations.append(f"cycle with a killed participant left incomplete: {outcome}")
+
         skip_reasons = Counter(
             row.last_error.split(";")[0] for row in rows if row.outcome == "skipped"
         )
@@ -711,6 +797,7 @@ class Soak:
             "skip reasons": dict(skip_reasons.most_common()),
             "mutations": dict(self.mutations),
             "episodes": dict(self.episodes),
+            "cycles with a participant killed": killed_cycles,
             "sweep runs": dict(Counter(f"{sweep} {status}" for sweep, status in runs)),
             "worker runs exiting non-zero": len(failed_runs),
             "step seconds (median, max)": _median_max(list(self.step_seconds.values())),
@@ -725,6 +812,19 @@ class Soak:
         for failed in failed_runs[:5]:
             violations.append(f"a steady run failed: {failed.get('err', '')[-500:]}")
         return result
+
+    @staticmethod
+    def _cycle_outcome(starts_at: datetime) -> dict[str, object]:
+        """What an operator reads of a cycle: slices, done, how many finished them, takeovers."""
+        slices = list(MaterializeSlice.objects.filter(cycle_id=starts_at))
+        return {
+            "cycle": f"{starts_at:%H:%M}",
+            "slices": len(slices),
+            "done": sum(s.done_at is not None for s in slices),
+            "finished by": len({s.claimed_by for s in slices if s.done_at is not None}),
+            "taken over": sum(s.takeovers for s in slices),
+            "users": sum(s.users for s in slices),
+        }
 
 
 def _reap(process: subprocess.Popen) -> None:

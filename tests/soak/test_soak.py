@@ -56,6 +56,13 @@ def test_soak_short(make_user, fake_twilio, fake_telegram, tmp_path, soak_report
     assert counts["episodes"].get("SIGKILL mid-batch") == 1
     assert counts["episodes"].get("pg_terminate_backend mid-run") == 1
     assert counts["episodes"].get("materialize overlap", 0) >= 1
+    # Materialize participants share a cycle beside deliver workers; one is killed
+    # holding a slice, which another takes over: the cycle completes, everyone visited.
+    assert counts["episodes"].get("SIGKILL mid-cycle (materialize)") == 1
+    assert counts["episodes"].get("sent beside the killed cycle", 0) > 0
+    [killed] = counts["cycles with a participant killed"]
+    assert killed["slices"] >= 8 and killed["done"] == killed["slices"]
+    assert killed["taken over"] >= 1 and killed["users"] == counts["tenants"]
     assert sum(counts["mutations"].values()) >= 10
     assert counts["moved earlier by smoothing"] >= 5  # exactly once with smoothing, too
 

@@ -13,16 +13,49 @@ the command printed. Everything else (logs, a channel that prints) goes to
 stderr. The faults that need a process of its own — SIGKILL mid-batch, a
 terminated database connection — use ``manage.py`` processes instead
 (``tests/support/processes.py``).
+
+With ``NUDGE_SOAK_EPISODE=stall-in-slice`` the worker is the materialize
+participant the soak SIGKILLs mid-cycle: on the N-th user it takes in
+(``NUDGE_SOAK_EPISODE_AT``) it stamps the marker file and sleeps, holding its
+slice, until it is killed.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import sys
 import time
 import traceback
+from pathlib import Path
+
+
+def _stall_in_slice_if_asked() -> None:
+    """Make this process stop mid-slice, its lease running out, as a dying host would.
+
+    The slice's users are visited in milliseconds, so a kill timed from outside
+    would usually land between slices; this makes "killed holding a slice" certain.
+    """
+    if os.environ.get("NUDGE_SOAK_EPISODE") != "stall-in-slice":
+        return
+    from scheduled_sends import cycle
+    from scheduled_sends.materialize import UserFlow
+    from tests.soak.channels import _mark
+
+    at = int(os.environ["NUDGE_SOAK_EPISODE_AT"])
+    marker = Path(os.environ["NUDGE_SOAK_MARKER"])
+    taken = itertools.count(1)
+    take_in = UserFlow.add
+
+    def add(flow: UserFlow, user_id: int, tag: object = None) -> None:
+        take_in(flow, user_id, tag)
+        if next(taken) == at:
+            _mark(marker, participant=cycle.participant_name(), user_id=user_id)
+            time.sleep(120)  # killed long before this ends
+
+    UserFlow.add = add  # type: ignore[method-assign]
 
 
 def main() -> None:
@@ -34,6 +67,8 @@ def main() -> None:
     django.setup()
     from django.core.management import call_command
     from django.db import connection
+
+    _stall_in_slice_if_asked()
 
     protocol.write(json.dumps({"ready": os.getpid()}) + "\n")
     for line in sys.stdin:

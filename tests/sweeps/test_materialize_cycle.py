@@ -12,13 +12,15 @@ import signal
 import time
 from collections import Counter
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from django.db import connection, transaction
 
 from core.config import NudgeConfig
 from scheduled_sends import cycle
-from scheduled_sends.materialize import run_materialize
+from scheduled_sends import materialize as materialize_module
+from scheduled_sends.materialize import UserFlow, run_materialize
 from scheduled_sends.models import MaterializeCycle, MaterializeSlice, SweepRun
 from scheduled_sends.runlog import MaterializeCounts
 from tests.conftest import utc
@@ -137,6 +139,85 @@ def test_a_cycle_cut_short_by_the_budget_leaves_slices_the_next_cycle_starts_wit
     assert nxt.cycle == SLOT + timedelta(minutes=15) and not nxt.cut_short
     first = MaterializeSlice.objects.get(cycle_id=nxt.cycle, position=0)
     assert first.after_id == users[1].pk
+
+
+class _BudgetClock:
+    """The monotonic clock materialize and the cycle budget by, with the run's budget
+    spent at a chosen moment: the budget ends mid-slice however fast the machine is."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
+    def install(self, monkeypatch) -> None:
+        clock = SimpleNamespace(monotonic=self.monotonic, sleep=time.sleep)
+        monkeypatch.setattr(materialize_module, "time", clock)
+        monkeypatch.setattr(cycle, "time", clock)
+
+
+def _budget_spent_after(users: int, budget: float, monkeypatch) -> None:
+    """This process's runs spend their whole ``budget`` once they have taken ``users`` in."""
+    clock = _BudgetClock()
+    clock.install(monkeypatch)
+    take_in = UserFlow.add
+
+    def add(flow: UserFlow, user_id: int, tag: object = None) -> None:
+        take_in(flow, user_id, tag)
+        if flow.report.users == users:
+            clock.ahead = budget
+
+    monkeypatch.setattr(UserFlow, "add", add)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_participant_out_of_budget_mid_slice_hands_it_back_for_another_to_finish(
+    make_user, settings, monkeypatch
+):
+    """Item 1: the run budget with several participants. One whose budget ends
+    part-way through a slice hands the slice back at once (not left leased for
+    minutes), and another run of the same cycle finishes it: every user queued once."""
+    settings.NUDGE_MATERIALIZE_SLICE_USERS = 5
+    settings.NUDGE_MATERIALIZE_BUDGET_SECONDS = 600
+    users = _users_with_follow_ups(make_user, 15)  # three slices of five
+    _budget_spent_after(7, 600, monkeypatch)  # the whole first slice, two of the second
+
+    cut = run_materialize(NOW, sync_calendars=False, shared=True)
+    assert cut.cut_short and "CUT SHORT" in cut.summary()
+    assert (cut.users, cut.queued) == (7, 7)  # the users it took in are queued all the same
+    assert (cut.slices_taken, cut.slices_taken_over) == (2, 0)
+    assert (cut.cycle_slices_done, cut.cycle_slices) == (1, 3)
+    first, second, third = _slices()
+    assert first.done_at is not None and first.users == 5
+    # Handed back, not held: free for the next participant now, not when a lease lapses.
+    assert (second.done_at, second.claimed_by, second.claimed_at) == (None, "", None)
+    assert (third.done_at, third.claimed_by) == (None, "")
+    assert cycle.cycle_state(SLOT, NudgeConfig.from_settings()).free == 2
+    monkeypatch.undo()
+
+    # Another process, same cycle, with the usual three-minute slice lease and a
+    # budget well short of it: it finishes only if the slice was really handed back.
+    env = subprocess_env(NUDGE_MATERIALIZE_SLICE_USERS="5", NUDGE_MATERIALIZE_BUDGET_SECONDS="30")
+    later = (NOW + timedelta(minutes=2)).isoformat()
+    other = manage("materialize", "--now", later, "--no-sync", env=env)
+    out, err = other.communicate(timeout=120)
+    assert other.returncode == 0, err
+    assert "took 2 slices (0 taken over), 3/3 done, 2 participants" in out, out
+    assert "CUT SHORT" not in out
+    _every_user_visited_once(users)
+    assert sum(s.takeovers for s in _slices()) == 0  # handed over, nobody's lease lapsed
+
+    cut_run, finishing_run = (
+        MaterializeCounts.from_counts(run.counts)
+        for run in SweepRun.objects.filter(sweep="materialize").order_by("started_at", "pk")
+    )
+    assert (cut_run.cut_short, cut_run.slices_taken, cut_run.cycle_slices_done) == (True, 2, 1)
+    assert (finishing_run.cut_short, finishing_run.slices_taken) == (False, 2)
+    assert (finishing_run.slices_taken_over, finishing_run.cycle_slices_done) == (0, 3)
+    assert {cut_run.cycle, finishing_run.cycle} == {SLOT.isoformat()}
+    queued = SweepRun.objects.filter(sweep="materialize").values_list("counts__queued", flat=True)
+    assert sorted(queued) == [7, 8]  # the second queued only the users the first had not
 
 
 def _wait_for(condition, timeout: float = 60.0, every: float = 0.02) -> None:
