@@ -80,6 +80,9 @@ class CalendarConnection(TenantModel):
     push_expires_at = models.DateTimeField(null=True, blank=True)
     # Google numbers a channel's messages increasingly: a number not above this is a replay.
     push_message_number = models.BigIntegerField(default=0)
+    # Graph asked to re-authorise the subscription that expires at this instant
+    # (reauthorizationRequired); answered, and cleared, by the next renewal.
+    push_reauthorize_expiry = models.DateTimeField(null=True, blank=True)
     push_error = models.CharField(max_length=255, blank=True, default="")
     # The user's choices for this calendar (the Calendars page): whether its events
     # are nudged at all, and whether all-day ones are left out (they have no hour).

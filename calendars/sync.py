@@ -34,7 +34,7 @@ import threading
 import time
 import traceback
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -94,6 +94,9 @@ class ConnectionResult:
     updated: int = 0
     deleted: int = 0
     skipped_events: int = 0
+    # Not before this may the provider be asked again (a back-off: this run's, or
+    # one still running), so a caller can come back then.
+    retry_after: datetime | None = None
 
 
 @dataclass
@@ -162,21 +165,32 @@ def sync_user_connections(
 
 
 def read_user_connections(
-    user_id: int, now: datetime, window: Window, config: NudgeConfig
+    user_id: int,
+    now: datetime,
+    window: Window,
+    config: NudgeConfig,
+    only: Collection[int] | None = None,
 ) -> list[FetchJob | ConnectionResult]:
-    """Every synced connection of the user, read in their scope in one round trip
-    (``tenant_read``): a job to fetch,
+    """Every synced connection of the user (or those of ``only``), read in their
+    scope in one round trip (``tenant_read``): a job to fetch,
     or the result that stands for it this run (``fetch_decision``).
+    A connection of ``only`` the user no longer has is ``gone``.
 
     Least recently synced first, so a user whose budget ran out last run gets
     the calendars it left out synced first this run, and none of theirs starves.
     """
     params = {"user": user_id, "local": Provider.LOCAL.value}
     jobs: list[FetchJob | ConnectionResult] = []
+    seen: set[int] = set()
     for *columns, state, email, zone in tenant_read(user_id, statements.USER_CONNECTIONS, params):
         connection = ConnectionRow(*columns, sync_state=json.loads(state) if state else {})
+        if only is not None and connection.id not in only:
+            continue
+        seen.add(connection.id)
         facts = (zone, (email,) if email else ())
         jobs.append(_job_or_failure(connection, now, window, config, facts))
+    if only is not None:
+        jobs += [ConnectionResult(cid, "?", Outcome.GONE) for cid in only if cid not in seen]
     return jobs
 
 
@@ -237,7 +251,13 @@ def fetch_decision(
         return ConnectionResult(connection.pk, connection.provider, Outcome.SKIPPED_REAUTH)
     if connection.retry_after and connection.retry_after > now:
         message = f"backing off until {connection.retry_after:%Y-%m-%d %H:%M}Z"
-        return ConnectionResult(connection.pk, connection.provider, Outcome.BACKING_OFF, message)
+        return ConnectionResult(
+            connection.pk,
+            connection.provider,
+            Outcome.BACKING_OFF,
+            message,
+            retry_after=connection.retry_after,
+        )
     fetch_over = fetch_window(connection, now, *window, config)
     if fetch_over is None:  # push is live and the stored copy covers the window
         return ConnectionResult(connection.pk, connection.provider, Outcome.FRESH)
@@ -263,17 +283,6 @@ class FetchJob:
     fetched: FetchResult | None = None
     calls: int = 0
     seconds: float = 0.0
-
-
-def read_connection(
-    user_id: int, connection_id: int, now: datetime, window: Window, config: NudgeConfig
-) -> FetchJob | ConnectionResult:
-    """One connection's row and secrets, read inside the owner's scope."""
-    with tenant_scope(user_id):
-        connection = CalendarConnection.objects.filter(pk=connection_id).first()
-        if connection is None:
-            return ConnectionResult(connection_id, "?", Outcome.GONE)
-        return _job_for(connection, now, window, config, owner_facts(user_id))
 
 
 def _job_for(
@@ -442,27 +451,6 @@ def encrypted_tokens(snapshot: ConnectionSnapshot) -> dict[str, object]:
     }
 
 
-def sync_connection(
-    user_id: int,
-    connection_id: int,
-    *,
-    now: datetime,
-    window_start: datetime,
-    window_end: datetime,
-    config: NudgeConfig,
-) -> ConnectionResult:
-    """One connection on the calling thread: read its row, call its provider, write."""
-    job = read_connection(user_id, connection_id, now, (window_start, window_end), config)
-    if isinstance(job, ConnectionResult):
-        _log_result(job)
-        return job
-    if job.snapshot is not None:
-        fetch_job(job, now=now)
-    result = write_job(job, now)
-    _log_result(result)
-    return result
-
-
 @dataclass
 class _UserSync:
     summary: SyncSummary = field(default_factory=SyncSummary)
@@ -554,10 +542,11 @@ class SyncPool:
         """Users added whose connections are not all done (or not yet queued)."""
         return len(self._users)
 
-    def add_user(self, user_id: int) -> None:
-        """Queue the user: their connections are read on a lane, then fetched."""
+    def add_user(self, user_id: int, connection_ids: Collection[int] | None = None) -> None:
+        """Queue the user: their connections (or only ``connection_ids``: what push
+        said changed) are read on a lane, then fetched. Once until they are finished."""
         self._users[user_id] = _UserSync()
-        self._on_db(_read_task, user_id, self.now, self.window, self.config)
+        self._on_db(_read_task, user_id, self.now, self.window, self.config, connection_ids)
         self._dispatch()
 
     @property
@@ -737,10 +726,16 @@ class SyncPool:
 
 
 def _read_task(
-    user_id: int, now: datetime, window: Window, config: NudgeConfig
+    user_id: int,
+    now: datetime,
+    window: Window,
+    config: NudgeConfig,
+    only: Collection[int] | None = None,
 ) -> tuple[str, int, list[FetchJob | ConnectionResult] | Exception]:
     try:
-        return ("read", user_id, read_user_connections(user_id, now, window, config))
+        if only is None:  # the sweep's call, as it always was
+            return ("read", user_id, read_user_connections(user_id, now, window, config))
+        return ("read", user_id, read_user_connections(user_id, now, window, config, only=only))
     except Exception as exc:  # the user is counted failed; the sweep goes on
         return ("read", user_id, exc)
 
@@ -836,7 +831,7 @@ def _failure(
         status = ConnectionStatus.ERROR
         if isinstance(error, RetryLater):
             delay = min(error.retry_after or DEFAULT_BACKOFF, MAX_BACKOFF)
-            retry_after = now + delay
+            retry_after = outcome.retry_after = now + delay
     params |= {"error": message, "status": status.value, "retry_after": retry_after}
     with_tokens = "access_token_encrypted" in params
     return statements.RECORD_FAILURE_WITH_TOKENS if with_tokens else statements.RECORD_FAILURE

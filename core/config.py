@@ -141,8 +141,7 @@ KNOBS: tuple[Knob, ...] = (
     # bucket; pacing/pacer.py): Google counts a sliding minute, so any minute
     # then holds at most this plus the rate a minute. The rate plus the burst
     # must stay within the project's quota a minute (8,000 + 1,500 of 10,000:
-    # the rest for requests a little late on their slots and the unpaced
-    # watch/stop calls). 0 = evenly spaced.
+    # the rest for requests a little late on their slots). 0 = evenly spaced.
     Knob("CALENDAR_GOOGLE_PROJECT_BURST", "google_project_burst", 1500),
     Knob("CALENDAR_GOOGLE_USER_RATE_PER_MINUTE", "google_user_rate_per_minute", 480.0),
     Knob("CALENDAR_GRAPH_APP_RATE_PER_MINUTE", "graph_app_rate_per_minute", 600_000.0),

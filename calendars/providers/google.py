@@ -286,7 +286,8 @@ def _api_post(
     snapshot: ConnectionSnapshot, path: str, payload: dict[str, Any]
 ) -> requests.Response:
     """One authorised POST with the snapshot's (fresh) token; refreshed tokens travel
-    back on the snapshot for the caller to store."""
+    back on the snapshot for the caller to store. Paced in the same shared budgets
+    as the fetches, so a rate limit here pauses and lowers Google for every process."""
     url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}{path}"
     return provider_request(
         NAME,
@@ -296,6 +297,8 @@ def _api_post(
         json=payload,
         headers={"Authorization": f"Bearer {snapshot.access_token}"},
         secrets=snapshot.secrets(),
+        paced_for=snapshot,
+        is_rate_limit_403=_is_rate_limit_403,
         timeout=snapshot.config.calendar_http_timeout_seconds,
     )
 

@@ -252,7 +252,11 @@ def events_resource(calendar_id: str) -> str:
 def _subscription_call(
     snapshot: ConnectionSnapshot, method: str, path: str, now: datetime, payload: Any = None
 ) -> requests.Response:
-    """One authorised call on /subscriptions with a fresh token (stored by the caller)."""
+    """One authorised call on /subscriptions with a fresh token (stored by the caller).
+
+    Paced in the same shared budgets as the fetches, so a 429 here pauses and
+    lowers Graph for every process, as one on ``calendarView`` does.
+    """
     oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
     return provider_request(
         NAME,
@@ -262,6 +266,7 @@ def _subscription_call(
         json=payload,
         headers={"Authorization": f"Bearer {snapshot.access_token}"},
         secrets=snapshot.secrets(),
+        paced_for=snapshot,
         timeout=snapshot.config.calendar_http_timeout_seconds,
     )
 
@@ -317,6 +322,18 @@ def renew_subscription(
     if response.status_code == 404:
         return None
     return _subscription(response, "PATCH /subscriptions")
+
+
+def get_subscription(
+    snapshot: ConnectionSnapshot, subscription_id: str, now: datetime
+) -> tuple[str, datetime] | None:
+    """``GET /subscriptions/{id}``: (id, expiry) as Graph knows it now, or None when Graph
+    no longer has it (404). What a lifecycle notification claims is checked against this."""
+    path = f"/subscriptions/{quote(subscription_id, safe='')}"
+    response = _subscription_call(snapshot, "GET", path, now)
+    if response.status_code == 404:
+        return None
+    return _subscription(response, "GET /subscriptions")
 
 
 def delete_subscription(snapshot: ConnectionSnapshot, subscription_id: str, now: datetime) -> bool:

@@ -7,6 +7,14 @@ one keeps working until the new one exists: no gap). Graph: ``POST
 ``reauthorizationRequired``); a subscription Graph no longer knows is made
 again. Both are renewed :data:`RENEW_BEFORE` their expiry by the minute job.
 
+A Graph lifecycle notification only brings maintenance forward (see
+``notifications``), so a live Graph subscription taken before it is due is
+checked with ``GET /subscriptions/{id}``: gone (404) — the calendar falls
+back to polling, visibly (``lapsed``), is fetched, and a new subscription is
+made; still there — renewed if a ``reauthorizationRequired`` about its
+current expiry was noted, else nothing changes. So a replayed lifecycle
+notification costs one GET and changes nothing.
+
 Each call goes read → HTTP → write like a sync: the connection is read and
 its tokens decrypted in the owner's scope, the scope is closed for the
 provider call, and a new scope writes the outcome (and any refreshed tokens).
@@ -27,8 +35,8 @@ from calendars import crypto
 from calendars.models import CalendarConnection, ConnectionStatus, Provider, PushState
 from calendars.providers import google, microsoft
 from calendars.providers.base import ConnectionSnapshot, ProviderError
+from calendars.push import notifications, worklist
 from calendars.push import secrets as push_secrets
-from calendars.push import worklist
 from calendars.push.freshness import PUSH_PROVIDERS
 from calendars.sync import snapshot_of, store_tokens
 from core.config import NudgeConfig
@@ -39,6 +47,7 @@ logger = logging.getLogger("nudge.calendars.push")
 RENEW_BEFORE = timedelta(hours=12)
 RETRY_RENEWAL_AFTER = timedelta(minutes=15)
 RETRY_CREATION_AFTER = timedelta(hours=1)
+REMOVED = "Graph removed the subscription"
 
 
 class Outcome:
@@ -81,16 +90,34 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
         live = connection.push_state == PushState.LIVE and (
             connection.push_expires_at is not None and connection.push_expires_at > now
         )
-        if live and connection.push_expires_at - now > RENEW_BEFORE:
-            worklist.schedule(
-                connection_id, connection.push_expires_at - RENEW_BEFORE, polling=False
-            )
+        held_expiry = connection.push_expires_at
+        due = not live or held_expiry - now <= RENEW_BEFORE or _reauthorization_noted(connection)
+        if not due and connection.provider == Provider.GOOGLE:
+            worklist.schedule(connection_id, held_expiry - RENEW_BEFORE, polling=False)
             return Outcome.KEPT
         old_channel, old_resource = connection.push_channel_id, connection.push_resource_id
         try:
             snapshot = snapshot_of(connection, config)
         except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
             return _failed(user_id, connection_id, live, now, str(exc))
+
+    lapsed = False
+    if not due:  # Graph, taken early (a lifecycle notification): ask Graph what is true
+        try:
+            found = microsoft.get_subscription(snapshot, old_channel, now)
+        except ProviderError as exc:
+            _store_tokens(user_id, connection_id, snapshot)
+            return _failed(
+                user_id, connection_id, live, now, crypto.scrub(str(exc), *snapshot.secrets())
+            )
+        _store_tokens(user_id, connection_id, snapshot)
+        if found is None:
+            _lapse(user_id, connection_id, now)
+            live, lapsed, old_channel = False, True, ""
+        elif found[1] - now > RENEW_BEFORE:
+            worklist.schedule(connection_id, found[1] - RENEW_BEFORE, polling=False)
+            return Outcome.KEPT
+        # else Graph's expiry is nearer than ours: renew now.
 
     secret = push_secrets.new_secret()
     try:
@@ -112,7 +139,12 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
     except ProviderError as exc:
         _store_tokens(user_id, connection_id, snapshot)
         return _failed(
-            user_id, connection_id, live, now, crypto.scrub(str(exc), *snapshot.secrets())
+            user_id,
+            connection_id,
+            live,
+            now,
+            crypto.scrub(str(exc), *snapshot.secrets()),
+            lapsed=lapsed,
         )
 
     with tenant_scope(user_id):
@@ -126,10 +158,11 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
             connection.push_state = PushState.LIVE
             connection.push_expires_at = expires_at
             connection.push_error = ""
+            connection.push_reauthorize_expiry = None  # answered by this renewal
             if channel_id != connection.push_channel_id:
+                connection.push_message_number = 0  # a new channel numbers from 1
                 connection.push_channel_id = channel_id
                 connection.push_resource_id = resource_id
-                connection.push_message_number = 0
             if secret_digest := _new_digest(connection.provider, outcome, secret):
                 connection.push_secret_digest = secret_digest
             connection.save(
@@ -140,6 +173,7 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
                     "push_channel_id",
                     "push_resource_id",
                     "push_message_number",
+                    "push_reauthorize_expiry",
                     "push_secret_digest",
                 ]
             )
@@ -152,6 +186,32 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
     worklist.schedule(connection_id, expires_at - RENEW_BEFORE, polling=False)
     logger.info("push channel %s for connection %s until %s", outcome, connection_id, expires_at)
     return outcome
+
+
+def _reauthorization_noted(connection: CalendarConnection) -> bool:
+    """Whether Graph asked to re-authorise the subscription as it is now (its expiry
+    unchanged since); noted by ``notifications``, answered by a renewal."""
+    return (
+        connection.provider == Provider.MICROSOFT
+        and connection.push_expires_at is not None
+        and connection.push_reauthorize_expiry is not None
+        and notifications.same_second(
+            connection.push_reauthorize_expiry, connection.push_expires_at
+        )
+    )
+
+
+def _lapse(user_id: int, connection_id: int, now: datetime) -> None:
+    """Graph no longer has the subscription: polled, visibly, and fetched at once
+    (changes since it went were not notified)."""
+    with tenant_scope(user_id):
+        CalendarConnection.objects.filter(pk=connection_id).update(
+            push_state=PushState.LAPSED,
+            push_error=REMOVED,
+            resync_requested=True,
+        )
+    worklist.mark_changed(connection_id, now)
+    logger.info("push subscription of connection %s is gone at Graph", connection_id)
 
 
 def _new_digest(provider: str, outcome: str, secret: str) -> str:
@@ -193,12 +253,23 @@ def _store_tokens(user_id: int, connection_id: int, snapshot: ConnectionSnapshot
             store_tokens(connection, snapshot)
 
 
-def _failed(user_id: int, connection_id: int, live: bool, now: datetime, message: str) -> str:
-    """Still-live channels are retried soon; otherwise the connection is polled, visibly."""
+def _failed(
+    user_id: int,
+    connection_id: int,
+    live: bool,
+    now: datetime,
+    message: str,
+    *,
+    lapsed: bool = False,
+) -> str:
+    """Still-live channels are retried soon; otherwise the connection is polled, visibly
+    (``lapsed`` when Graph removed the subscription and a new one could not be made)."""
     with tenant_scope(user_id):
+        if lapsed:
+            message = f"{REMOVED}; a new one failed: {message}"
         changes = {"push_error": message[:255]}
         if not live:
-            changes["push_state"] = PushState.FAILED
+            changes["push_state"] = PushState.LAPSED if lapsed else PushState.FAILED
         CalendarConnection.objects.filter(pk=connection_id).update(**changes)
     retry = RETRY_RENEWAL_AFTER if live else RETRY_CREATION_AFTER
     worklist.schedule(connection_id, now + retry, polling=not live)

@@ -1,6 +1,8 @@
 """Whether a connection must be fetched now, or its stored copy will do.
 
-The one place that decides it (called once, from ``calendars.sync.sync_connection``).
+The one place that decides it: called only from ``calendars.sync.fetch_decision``,
+which every read of a connection goes through — the sweep's ``SyncPool`` (by
+way of ``read_user_connections``), which the minute job uses too.
 Without live push every cycle fetches, as before: ICS keeps its conditional
 GET (a 304 costs nothing), and Google and Graph re-query the window. With live
 push the provider tells us when something changed, so a Google or Graph

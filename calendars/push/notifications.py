@@ -13,6 +13,18 @@ digest (constant-time). Anything else — forged, for a stopped channel, for
 another user — changes nothing. Google numbers a channel's messages
 increasingly, so a number not above the last one seen is a replay and is
 ignored.
+
+Graph's notifications carry no number, so a captured one could be sent again.
+They are made harmless to replay instead of detected: a change or a
+``missed`` only asks for a fetch of the calendar as it is now (a replay costs
+one fetch and changes no data), and a lifecycle notification
+(``reauthorizationRequired``, ``subscriptionRemoved``) changes no push state
+at all. It only brings the channel's maintenance forward to the next minute
+job, which asks Graph (``GET /subscriptions/{id}``) and acts on the answer
+(:func:`calendars.push.channels.maintain`). A ``reauthorizationRequired``
+names the expiry of the subscription it is about; only one about the expiry
+we hold is noted (``push_reauthorize_expiry``), so
+once answered by a renewal — which moves the expiry — its replays ask nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from calendars.models import CalendarConnection, Provider, PushState
+from calendars.providers import normalize as n
 from calendars.push import secrets as push_secrets
 from calendars.push import worklist
 from tenancy.scope import tenant_scope
@@ -111,25 +124,40 @@ def _graph_item(item: Any, now: datetime, lifecycle: bool) -> str:
         ):
             return Verdict.REJECTED
         connection_id = connection.pk
-        maintain_now = False
-        if event == "reauthorizationRequired":
-            # Renew (PATCH re-authorises) at the next minute; polled until then.
-            connection.push_expires_at = now
-            connection.save(update_fields=["push_expires_at"])
-            maintain_now = True
-        elif event == "subscriptionRemoved":
-            connection.push_state = PushState.LAPSED
-            connection.push_error = "Graph removed the subscription"
-            connection.resync_requested = True
-            connection.save(update_fields=["push_state", "push_error", "resync_requested"])
-            maintain_now = True
-        elif event in (None, "missed"):
+        if event in (None, "missed"):
+            # "Fetch again": a replay costs one fetch of the calendar as it is now,
+            # which changes no stored data.
             connection.resync_requested = True
             connection.save(update_fields=["resync_requested"])
+        elif event in ("reauthorizationRequired", "subscriptionRemoved"):
+            if connection.push_state != PushState.LIVE:
+                return Verdict.NOTED  # already polled, its channel already due a retry
+            if event == "reauthorizationRequired":
+                _note_reauthorization(connection, item.get("subscriptionExpirationDateTime"))
+            live = connection.push_expires_at is not None and connection.push_expires_at > now
+            # Nothing else is believed: the minute job asks Graph what is true.
+            worklist.schedule(connection_id, now, polling=not live)
+            return Verdict.ACCEPTED
         else:
             return Verdict.NOTED
-    if maintain_now:
-        worklist.schedule(connection_id, now, polling=True)
-    if event != "reauthorizationRequired":
-        worklist.mark_changed(connection_id, now)
+    worklist.mark_changed(connection_id, now)
     return Verdict.ACCEPTED
+
+
+def same_second(first: datetime, second: datetime) -> bool:
+    """Whether two expiries are one: Graph writes fractions of a second its own way."""
+    return int(first.timestamp()) == int(second.timestamp())
+
+
+def _note_reauthorization(connection: CalendarConnection, claimed_expiry: Any) -> None:
+    """Note a request to re-authorise the subscription as it is now; one about an
+    earlier expiry (already renewed: a replay) or naming none is not noted."""
+    try:
+        claimed = n.parse_datetime(claimed_expiry, "subscriptionExpirationDateTime")
+    except (TypeError, ValueError):
+        return
+    held = connection.push_expires_at
+    if held is None or not same_second(claimed, held):
+        return
+    connection.push_reauthorize_expiry = held
+    connection.save(update_fields=["push_reauthorize_expiry"])

@@ -1,20 +1,35 @@
 """The minute job's to-do list (``calendar_push_work``): what to look at, and when.
 
 Rows are keyed by connection. A verified notification sets ``changed_at``
-only where it is empty, so a flood of notifications is one row and one sync;
-the minute job takes the row (clearing ``changed_at``) *before* it fetches,
-so a change notified during the fetch marks it again for the next minute.
+only where it is empty, so a flood of notifications is one row and one sync.
+
+The minute job *holds* the marks it takes rather than clearing them, and
+settles each when its connection is done (``settle_changed``): cleared once
+fetched and its user re-queued; put back as it was when the job ran out of
+time before fetching it; held until a back-off ends when the provider must
+wait. A job that is killed loses nothing: its held marks fall due again when
+:data:`CHANGE_LEASE` runs out. A notification for a held row marks it again
+at once, so a change notified during the fetch is fetched by the next job.
+
+A held mark is stored :data:`HOLD` beyond the instant it falls due (on the
+database's clock), so it compares apart from any notification's instant,
+whatever clock the notifier went by (a replayed ``now`` included), and health
+never counts it as a change waiting.
 ``maintain_at`` says when the connection's channel must be created, renewed
-or retried. Taking work locks rows with SKIP LOCKED, so two overlapping
-minute jobs never do the same row twice.
+or retried. Taking work locks rows with SKIP LOCKED, and a held row is not
+offered again before it falls due, so two overlapping minute jobs never do
+the same row twice.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import DateTimeField, ExpressionWrapper, Q
+from django.db.models.functions import Now
 
 from calendars.models import PushWork
 
@@ -23,12 +38,22 @@ from calendars.models import PushWork
 MAINTENANCE_LEASE = timedelta(minutes=10)
 # Per minute job; more waits for the next minute.
 TAKE_LIMIT = 5000
+# A taken change is not offered again for this long: longer than a minute job
+# may run (its cron line's timeout), so a live job's marks are never taken twice
+# and a killed job's come back on their own.
+CHANGE_LEASE = timedelta(minutes=5)
+# How far beyond its due instant a held mark is stored: far past any instant a
+# notification is marked with, so "held" needs no clock but the database's.
+HOLD = timedelta(days=1000 * 365)
 
 
 @dataclass(frozen=True)
 class Work:
     connection_id: int
     user_id: int
+    # A taken change: when it was marked (or fell due), and the hold it has until settled.
+    changed_at: datetime | None = None
+    held_as: datetime | None = None
 
 
 def enroll(connection_id: int, user_id: int, now: datetime) -> None:
@@ -39,11 +64,16 @@ def enroll(connection_id: int, user_id: int, now: datetime) -> None:
 
 
 def mark_changed(connection_id: int, now: datetime) -> bool:
-    """Record that the provider says the connection changed; False if it was already marked."""
+    """Record that the provider says the connection changed; False if it was already marked.
+
+    A row held by a minute job (or until a back-off ends) is marked
+    again at ``now``: its job may have fetched before the change, so the next
+    job must fetch it, and settling the hold leaves a newer mark alone."""
+    held = Q(changed_at__gt=ExpressionWrapper(Now() + HOLD / 2, output_field=DateTimeField()))
     return bool(
-        PushWork.objects.filter(connection_id=connection_id, changed_at__isnull=True).update(
-            changed_at=now
-        )
+        PushWork.objects.filter(
+            held | Q(changed_at__isnull=True), connection_id=connection_id
+        ).update(changed_at=now)
     )
 
 
@@ -57,17 +87,71 @@ def forget(connection_id: int) -> None:
     PushWork.objects.filter(connection_id=connection_id).delete()
 
 
+# Hold the oldest marks that are due (plain ones, and holds whose instant has come),
+# each until CHANGE_LEASE from now; answers each with when it was marked or fell due.
+_TAKE_CHANGED = """
+WITH taken AS (
+    SELECT connection_id, changed_at FROM calendar_push_work
+    WHERE changed_at <= statement_timestamp() + %(hold)s
+    ORDER BY changed_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE calendar_push_work w SET changed_at = statement_timestamp() + %(lease)s + %(hold)s
+FROM taken t
+WHERE w.connection_id = t.connection_id
+RETURNING w.connection_id, w.user_id,
+    CASE WHEN t.changed_at > statement_timestamp() + %(hold)s / 2
+         THEN t.changed_at - %(hold)s ELSE t.changed_at END,
+    w.changed_at
+"""
+
+# Each taken row's mark as the job leaves it (NULL: cleared), only where the row
+# still has this job's hold: a notification meanwhile marked it anew.
+_SETTLE_CHANGED = """
+UPDATE calendar_push_work w SET changed_at = v.mark
+FROM unnest(%(ids)s::bigint[], %(marks)s::timestamptz[], %(holds)s::timestamptz[])
+    AS v(id, mark, held_as)
+WHERE w.connection_id = v.id AND w.changed_at = v.held_as
+"""
+
+
 def take_changed(limit: int = TAKE_LIMIT) -> list[Work]:
-    """The notified connections, oldest first, their marks cleared."""
-    with transaction.atomic():
-        rows = list(
-            PushWork.objects.select_for_update(skip_locked=True)
-            .filter(changed_at__isnull=False)
-            .order_by("changed_at")
-            .values_list("connection_id", "user_id")[:limit]
-        )
-        PushWork.objects.filter(connection_id__in=[cid for cid, _ in rows]).update(changed_at=None)
-    return [Work(cid, uid) for cid, uid in rows]
+    """The notified connections, oldest first, each held for :data:`CHANGE_LEASE`.
+
+    Settle them with ``settle_changed``; one never settled (the job was killed)
+    is offered again when its hold runs out."""
+    with connection.cursor() as cursor:
+        cursor.execute(_TAKE_CHANGED, {"limit": limit, "lease": CHANGE_LEASE, "hold": HOLD})
+        rows = cursor.fetchall()
+    taken = sorted(rows, key=lambda row: (row[2], row[0]))  # the oldest mark first
+    return [Work(*row) for row in taken]
+
+
+def settle_changed(
+    taken: Iterable[Work], *, done: Collection[int], due: Mapping[int, datetime]
+) -> None:
+    """Settle taken changes: those of ``done`` are cleared; those of ``due`` held
+    until the instant given (a back-off's end); the rest put back as they were,
+    due now."""
+    settled = [work for work in taken if work.held_as is not None]
+    if not settled:
+        return
+
+    def mark(work: Work) -> datetime | None:
+        if work.connection_id in done:
+            return None
+        if work.connection_id in due:
+            return due[work.connection_id] + HOLD
+        return work.changed_at
+
+    params = {
+        "ids": [work.connection_id for work in settled],
+        "marks": [mark(work) for work in settled],
+        "holds": [work.held_as for work in settled],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_SETTLE_CHANGED, params)
 
 
 def take_maintenance(now: datetime, limit: int = TAKE_LIMIT) -> list[Work]:
@@ -83,6 +167,15 @@ def take_maintenance(now: datetime, limit: int = TAKE_LIMIT) -> list[Work]:
             maintain_at=now + MAINTENANCE_LEASE
         )
     return [Work(cid, uid) for cid, uid in rows]
+
+
+def release_maintenance(works: Iterable[Work], now: datetime) -> None:
+    """Channels taken but not started (the job ran out of time): due again now, so
+    the next minute job does them rather than the lease's end."""
+    PushWork.objects.filter(
+        connection_id__in=[work.connection_id for work in works],
+        maintain_at=now + MAINTENANCE_LEASE,
+    ).update(maintain_at=now)
 
 
 # A mark or a due channel older than this means the minute job is not running.
@@ -107,7 +200,12 @@ def push_health(now: datetime, push_configured: bool) -> PushHealth:
     figures = {
         "push_live": rows.filter(polling=False).count(),
         "push_polling": rows.filter(polling=True).count(),
-        "push_changes_waiting": rows.filter(changed_at__lt=now - STALE_CHANGE).count(),
+        # Marks older than STALE_CHANGE, and holds that fell due that long ago (a
+        # killed job's, not taken since).
+        "push_changes_waiting": rows.filter(
+            Q(changed_at__lt=now - STALE_CHANGE)
+            | Q(changed_at__gt=now + HOLD / 2, changed_at__lt=now - STALE_CHANGE + HOLD)
+        ).count(),
         "push_channels_overdue": rows.filter(maintain_at__lt=now - STALE_MAINTENANCE).count(),
     }
     stuck = figures["push_changes_waiting"] or figures["push_channels_overdue"]

@@ -9,6 +9,8 @@ writes is seen).
 
 from __future__ import annotations
 
+import html
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +20,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from django.core.handlers.wsgi import WSGIHandler
 from django.db import connections
+from django.test import Client
 
 from calendars.models import CalendarConnection, CalendarEvent
 from calendars.push import worklist
@@ -86,3 +89,14 @@ def titles(connection: CalendarConnection) -> list[str]:
 
 def minutes(n: float) -> timedelta:
     return timedelta(minutes=n)
+
+
+def admin_push_cell(client: Client, connection: CalendarConnection, **filters: str) -> str | None:
+    """The push column of the connection's own row on the admin's connection list
+    (with ``filters`` as the sidebar sets them); None when the row is not listed."""
+    page = client.get("/admin/calendars/calendarconnection/", filters).content.decode()
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", page, re.S):
+        if f"/calendarconnection/{connection.pk}/change/" in row:
+            cell = re.search(r'<td class="field-push">(.*?)</td>', row, re.S)
+            return html.unescape(cell[1]).strip() if cell else ""
+    return None

@@ -22,8 +22,16 @@ from scheduled_sends.deliver import run_deliver
 from scheduled_sends.health import check_health
 from scheduled_sends.materialize import run_materialize
 from scheduled_sends.sync_changed import run_sync_changed
+from tenancy.scope import tenant_scope
 from tests.calendars.conftest import NOW, reload
-from tests.calendars.push_support import enroll, minutes, pending_nudges, serve_app, titles
+from tests.calendars.push_support import (
+    admin_push_cell,
+    enroll,
+    minutes,
+    pending_nudges,
+    serve_app,
+    titles,
+)
 from tests.fakes.google_server import google_event
 from tests.fakes.microsoft_server import graph_event
 
@@ -69,6 +77,20 @@ def graph_setup(push_settings, fake_graph, graph_connection, make_user):
     enroll(connection, T)
     assert run_sync_changed(T).channels == {"created": 1}
     run_materialize(T, user_ids=[user.pk])
+    return user, connection
+
+
+@pytest.fixture
+def graph_on_real_clock(push_settings, fake_graph, graph_connection, make_user):
+    """A Graph subscription made at the real time: the app stamps what its endpoints
+    receive with the real clock, so tests of lifecycle notifications follow it."""
+    fake_graph.push.clock = None
+    fake_graph.events = [graph_event("review", START, START + minutes(30), reminder=10)]
+    user = make_user()
+    connection = graph_connection(user)
+    now = timezone.now()
+    enroll(connection, now)
+    assert run_sync_changed(now).channels == {"created": 1}
     return user, connection
 
 
@@ -177,29 +199,71 @@ def test_graph_validation_handshake_echoes_the_token(app_url):
 
 
 def test_a_removed_subscription_falls_back_to_polling_and_shows_in_admin_and_health(
-    graph_setup, fake_graph, client, settings
+    graph_on_real_clock, fake_graph, client
 ):
-    user, connection = graph_setup
+    user, connection = graph_on_real_clock
     subscription_id = reload(connection).push_channel_id
+    fake_graph.next_subscription_answers = [_graph_error(503)]  # the first new one fails
     assert fake_graph.lifecycle(subscription_id, "subscriptionRemoved").status == 202
+    # Nothing is believed from the notification itself ...
+    assert reload(connection).push_state == PushState.LIVE
 
-    assert reload(connection).push_state == PushState.LAPSED
-    health = check_health(T + minutes(1))
+    # ... the next minute job asks Graph, which no longer has it: polled, and fetched now.
+    now = timezone.now() + minutes(1)
+    calls = len(fake_graph.view_calls())
+    report = run_sync_changed(now)
+    assert report.channels == {"failed": 1} and report.connections == {"synced": 1}
+    assert len(fake_graph.view_calls()) == calls + 1
+    row = reload(connection)
+    assert row.push_state == PushState.LAPSED
+    assert row.push_error.startswith("Graph removed the subscription")
+    health = check_health(now)
     push_check = next(c for c in health.checks if c.name == "calendar_push")
     assert "1 polled" in push_check.detail
     staff = _staff(client)
-    page = staff.get("/admin/calendars/calendarconnection/").content.decode()
-    assert "Polled: push lapsed or was removed" in page
+    assert admin_push_cell(staff, connection) == "Polled: push lapsed or was removed"
+    assert admin_push_cell(staff, connection, push_state__exact="lapsed") is not None
+    assert admin_push_cell(staff, connection, push_state__exact="live") is None
     # Polled every cycle meanwhile.
     calls = len(fake_graph.view_calls())
-    run_materialize(T + minutes(15), user_ids=[user.pk])
+    run_materialize(now + minutes(15), user_ids=[user.pk])
     assert len(fake_graph.view_calls()) == calls + 1
-    # The minute job makes a new subscription, and push is live again. (The
-    # lifecycle notification arrived on the real clock; the job follows it.)
-    fake_graph.push.clock = None
-    assert run_sync_changed(timezone.now()).channels == {"created": 1}
+    # An hour later the minute job makes a new subscription, and push is live again.
+    fake_graph.push.clock = now + minutes(61)
+    assert run_sync_changed(now + minutes(61)).channels == {"created": 1}
     assert reload(connection).push_state == PushState.LIVE
-    assert fake_graph.live_subscriptions()[0].id != subscription_id
+    assert [s.id for s in fake_graph.live_subscriptions()] != [subscription_id]
+    assert admin_push_cell(staff, connection) == "Push live"
+
+
+def test_replayed_graph_lifecycle_notifications_change_nothing(
+    graph_on_real_clock, fake_graph, client
+):
+    _user, connection = graph_on_real_clock
+    sub = fake_graph.live_subscriptions()[0]
+    # A genuine reauthorizationRequired, answered by the next minute job.
+    genuine = fake_graph.lifecycle(sub.id, "reauthorizationRequired")
+    later = timezone.now() + minutes(1)
+    assert run_sync_changed(later).channels == {"renewed": 1}
+    answered = reload(connection)
+    patches = len(fake_graph.subscription_calls("PATCH"))
+
+    # Sent again by someone who captured it; and a subscriptionRemoved for the
+    # subscription Graph still has (its clientState captured likewise).
+    assert fake_graph.push.replay(genuine).status == 202
+    removal = fake_graph.lifecycle_body(sub, "subscriptionRemoved")
+    assert fake_graph.push.post(sub.lifecycle_url, headers={}, json_body=removal).status == 202
+    report = run_sync_changed(later + minutes(1))
+
+    assert report.channels == {"kept": 1} and report.connections == {}
+    row = reload(connection)
+    assert row.push_state == PushState.LIVE and row.push_error == ""
+    assert row.push_expires_at == answered.push_expires_at
+    assert row.push_channel_id == sub.id
+    assert len(fake_graph.subscription_calls("PATCH")) == patches
+    assert [s.id for s in fake_graph.live_subscriptions()] == [sub.id]
+    assert not PushWork.objects.get(connection_id=connection.pk).polling
+    assert admin_push_cell(_staff(client), connection) == "Push live"
 
 
 def test_a_lapsed_google_channel_falls_back_to_polling(google_setup, fake_google, client):
@@ -216,8 +280,13 @@ def test_a_lapsed_google_channel_falls_back_to_polling(google_setup, fake_google
     calls = len(fake_google.events_calls())
     run_materialize(after, user_ids=[user.pk])
     assert len(fake_google.events_calls()) == calls + 1  # polled
-    page = _staff(client).get("/admin/calendars/calendarconnection/").content.decode()
-    assert "push lapsed" in page
+    # The admin reads the real clock: the channel ran out by it too.
+    with tenant_scope(user.pk):
+        type(connection).objects.filter(pk=connection.pk).update(
+            push_expires_at=timezone.now() - minutes(1)
+        )
+    cell = admin_push_cell(_staff(client), connection)
+    assert cell == "polled: push lapsed (expired or not configured)"
 
 
 def test_a_channel_that_cannot_be_created_leaves_the_calendar_polled(
@@ -261,9 +330,13 @@ def test_forged_unknown_and_replayed_google_notifications_change_nothing(
     assert worklist.take_changed() == []
 
     assert post() == 200  # the genuine one
-    assert post() == 200  # its replay: answered, ignored
-    assert len(worklist.take_changed()) == 1
-    assert run_sync_changed(T + minutes(2)).connections == {}
+    assert run_sync_changed(T + minutes(2)).connections == {"synced": 1}
+    calls = len(fake_google.events_calls())
+
+    assert post() == 200  # its replay, after the change was fetched: answered, ignored
+    assert not reload(connection).resync_requested
+    assert run_sync_changed(T + minutes(3)).connections == {}
+    assert len(fake_google.events_calls()) == calls
 
 
 def test_a_forged_graph_client_state_changes_nothing(graph_setup, fake_graph, app_url):
@@ -327,6 +400,12 @@ def test_without_a_public_address_nothing_changes(
     assert len(fake_google.events_calls()) == 2  # polled every cycle, as before
 
 
+def _graph_error(status: int):
+    from tests.fakes.microsoft_server import _graph_error
+
+    return _graph_error(status, "ServiceUnavailable", "scripted")
+
+
 def fake_google_error(status: int, reason: str = "backendError"):
     from tests.fakes.google_server import _error
 
@@ -343,16 +422,18 @@ def _staff(client):
     return client
 
 
-def test_reauthorization_required_renews_at_the_next_minute(graph_setup, fake_graph):
-    _user, connection = graph_setup
-    subscription_id = reload(connection).push_channel_id
-    assert fake_graph.lifecycle(subscription_id, "reauthorizationRequired").status == 202
-    # Polled until renewed; renewed (PATCH, same subscription) by the next minute job.
-    assert reload(connection).push_expires_at <= timezone.now()
-    fake_graph.push.clock = None
-    assert run_sync_changed(timezone.now()).channels == {"renewed": 1}
-    assert reload(connection).push_channel_id == subscription_id
-    assert reload(connection).push_state == PushState.LIVE
+def test_reauthorization_required_renews_at_the_next_minute(graph_on_real_clock, fake_graph):
+    _user, connection = graph_on_real_clock
+    before = reload(connection)
+    assert fake_graph.lifecycle(before.push_channel_id, "reauthorizationRequired").status == 202
+    # Still on push until the minute job, which asks Graph and renews (PATCH re-authorises).
+    row = reload(connection)
+    assert row.push_state == PushState.LIVE and row.push_expires_at == before.push_expires_at
+    assert run_sync_changed(timezone.now() + minutes(1)).channels == {"renewed": 1}
+    after = reload(connection)
+    assert after.push_channel_id == before.push_channel_id
+    assert after.push_state == PushState.LIVE
+    assert after.push_expires_at > before.push_expires_at
     assert len(fake_graph.subscription_calls("PATCH")) == 1
 
 

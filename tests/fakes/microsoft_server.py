@@ -12,12 +12,14 @@ answers (429 with Retry-After, 503, garbage).
 Push: ``POST /subscriptions`` validates both URLs first, as Graph does (a
 POST with ``?validationToken=…`` that must answer 200, ``text/plain``, the
 token echoed, within 10 s), refuses an expiry beyond 4,230 minutes, and
-answers the subscription; ``PATCH`` renews, ``DELETE`` removes (recorded in
-``deleted``). :meth:`FakeGraph.change` edits the events and POSTs a change
-notification (``{value: [{subscriptionId, clientState, changeType,
-resource, resourceData, ...}]}``) to every live subscription;
+answers the subscription; ``GET`` reads it back (404 once removed or
+expired), ``PATCH`` renews, ``DELETE`` removes (recorded in ``deleted``).
+:meth:`FakeGraph.change` edits the events and POSTs a change notification
+(``{value: [{subscriptionId, clientState, changeType, resource,
+resourceData, ...}]}``) to every live subscription;
 :meth:`FakeGraph.lifecycle` sends ``reauthorizationRequired``,
-``subscriptionRemoved`` (the subscription is dropped) or ``missed``.
+``subscriptionRemoved`` (the subscription is dropped) or ``missed``, built
+by :meth:`FakeGraph.lifecycle_body` (which a test may send as it likes).
 Subscriptions expire by :attr:`FakeGraph.push`'s clock.
 
     with FakeGraph() as graph:
@@ -214,7 +216,13 @@ class FakeGraph(FakeProviderServer):
             sub = self.subscriptions[subscription_id]
             if event == "subscriptionRemoved":
                 del self.subscriptions[subscription_id]
-        body = {
+        return self.push.post(
+            sub.lifecycle_url, headers={}, json_body=self.lifecycle_body(sub, event)
+        )
+
+    def lifecycle_body(self, sub: Subscription, event: str) -> dict[str, Any]:
+        """What Graph posts to the lifecycle URL about ``sub`` as it is now."""
+        return {
             "value": [
                 {
                     "subscriptionId": sub.id,
@@ -225,7 +233,6 @@ class FakeGraph(FakeProviderServer):
                 }
             ]
         }
-        return self.push.post(sub.lifecycle_url, headers={}, json_body=body)
 
     @property
     def graph_base_url(self) -> str:
@@ -287,7 +294,7 @@ class FakeGraph(FakeProviderServer):
             return self._view(params, headers, match["calendar"])
         if method == "POST" and parts.path == SUBSCRIPTIONS:
             return self._subscribe(body)
-        if method in ("PATCH", "DELETE") and (match := SUBSCRIPTION.match(parts.path)):
+        if method in ("GET", "PATCH", "DELETE") and (match := SUBSCRIPTION.match(parts.path)):
             return self._subscription(method, match["id"], body)
         return Answer.json(404, {"error": {"code": "ResourceNotFound"}})
 
@@ -420,6 +427,8 @@ class FakeGraph(FakeProviderServer):
                 sub = None
         if sub is None:
             return _graph_error(404, "ResourceNotFound", "The object was not found.")
+        if method == "GET":
+            return Answer.json(200, self._subscription_json(sub))
         if method == "DELETE":
             with self.lock:
                 del self.subscriptions[subscription_id]

@@ -53,6 +53,10 @@ class PushPoster:
             self.posted.append(posted)
         return posted
 
+    def replay(self, posted: Posted) -> Posted:
+        """Send a recorded notification again, byte for byte what was captured."""
+        return self.post(posted.url, headers=posted.headers, json_body=posted.body)
+
     def post_later(self, url: str, *, headers: dict[str, str], delay: float = 0.05) -> None:
         def send() -> None:
             time.sleep(delay)
