@@ -26,6 +26,21 @@ ON CONFLICT (user_id, kind, ref_id, intended_at) DO NOTHING
 RETURNING user_id
 """
 
+# Materialize: pending rows that no longer match their subject, deleted, the
+# owners answered one per row. One statement, no SELECT … FOR UPDATE first: the
+# planner role (planning_scope) may delete but not update the queue, and
+# PostgreSQL asks UPDATE for a row lock. The DELETE locks each row itself and,
+# when a deliver run claimed one meanwhile, re-checks ``claimed_at IS NULL`` on
+# the claimed version and leaves it to that run.
+WITHDRAW_UNCLAIMED = """
+DELETE FROM scheduled_sends
+ WHERE id = ANY(%(ids)s::bigint[])
+   AND sent_at IS NULL
+   AND outcome IS NULL
+   AND claimed_at IS NULL
+RETURNING user_id
+"""
+
 # The claim. The locking sub-select sits in WITH because PostgreSQL evaluates
 # a WITH query once; the same sub-select under ``WHERE id IN (…)`` may be
 # re-run inside a join and update more rows than LIMIT (bug report #15715,

@@ -377,18 +377,13 @@ def withdraw_unclaimed(ids: Sequence[int]) -> Counter[int]:
 
     Deleting rather than settling lets an event moved away and back be queued
     afresh. ``claimed_at IS NULL`` is re-checked under the row lock, so a row
-    a deliver run claimed meanwhile is left to it.
+    a deliver run claimed meanwhile is left to it (``statements.WITHDRAW_UNCLAIMED``).
     """
     if not ids:
         return Counter()
-    # Locked first (the claim skips locked rows), so the count per user is exact.
-    owners = dict(
-        ScheduledSend.objects.filter(unsettled(), id__in=ids, claimed_at__isnull=True)
-        .select_for_update()
-        .values_list("id", "user_id")
-    )
-    ScheduledSend.objects.filter(id__in=list(owners)).delete()
-    return Counter(owners.values())
+    with connection.cursor() as cursor:
+        cursor.execute(statements.WITHDRAW_UNCLAIMED, {"ids": list(ids)})
+        return Counter(user_id for (user_id,) in cursor.fetchall())
 
 
 # --- The user acting from a message: in the user's own tenant scope --------------

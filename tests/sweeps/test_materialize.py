@@ -190,6 +190,8 @@ def test_moving_an_event_re_times_its_nudge_and_drops_the_stale_one(make_user, r
     update(user, event, starts_at=NOW + timedelta(hours=2))
     report = run_materialize(NOW + timedelta(minutes=15))
     assert (report.queued, report.removed) == (1, 1)
+    # Withdrawn within the set's planning, not by the fallback of one user at a time.
+    assert report.sets_planned_alone == 0, report.planned_alone_because
     assert [r.fire_at for r in rows(user)] == [NOW + timedelta(minutes=110)]
     # At the old fire time nothing is due, and nothing is sent.
     run_deliver(NOW + timedelta(minutes=50))
@@ -214,6 +216,7 @@ def test_cancelled_deleted_and_done_subjects_lose_their_pending_rows(make_user):
     update(user, retimed, due_at=NOW + timedelta(hours=2, minutes=30))
     report = run_materialize(NOW + timedelta(minutes=1))
     assert (report.removed, report.queued) == (4, 1)
+    assert report.sets_planned_alone == 0, report.planned_alone_because
     assert [(r.kind, r.ref_id) for r in rows(user)] == [("follow_up", retimed.pk)]
 
 
