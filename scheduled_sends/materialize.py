@@ -541,6 +541,8 @@ class MaterializeReport:
     cycle: datetime | None = None
     cycle_was_complete: bool = False  # found done on arrival: this run did nothing
     participants: int = 0
+    # Who this run is in the cycle (host:pid, as slices name their holder).
+    participant: str = ""
     slices_taken: int = 0
     slices_taken_over: int = 0
     cycle_slices: int = 0
@@ -620,6 +622,7 @@ class MaterializeReport:
                 rates={budget: round(rate, 2) for budget, rate in self.rates.items()},
                 cycle=self.cycle.isoformat() if self.cycle else "",
                 participants=self.participants,
+                participant=self.participant,
                 slices_taken=self.slices_taken,
                 slices_taken_over=self.slices_taken_over,
                 cycle_slices=self.cycle_slices,
@@ -1131,6 +1134,9 @@ def _shared_run(now, config, started, progress, sync_calendars, workers) -> Mate
         else:
             report = _cycle_share(progress=progress, **options)
         _absorb_cycle_state(report, cycle, shared_cycle.cycle_state(cycle.starts_at, config))
+        report.participant = shared_cycle.participant_name()
+        if workers > 1:
+            report.participant += f" and its {workers} forks"
         # Smoothing from this participant's own instant, not the cycle's: a
         # late joiner must not move rows into minutes already being delivered.
         _finish_run(run, report, config, started, smooth_at=max(now, cycle.as_of))

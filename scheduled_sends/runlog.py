@@ -84,6 +84,7 @@ class MaterializeCounts(RunCounts):
     # of named users), and how the cycle stood when this run left it.
     cycle: str = ""
     participants: int = 0
+    participant: str = ""  # this run's host:pid, as the cycle's slices name their holder
     slices_taken: int = 0
     slices_taken_over: int = 0
     cycle_slices: int = 0

@@ -18,5 +18,8 @@ class SweepRunAdmin(ReadOnlyAdmin):
     fields = ("sweep", "status", "started", "acted_for", "finished", "summary", "counts", "error")
     readonly_fields = fields
     list_filter = ("sweep", "status")
+    # "cycle 14:45Z" lists one cycle's participants; a host (or host:pid) one
+    # machine's runs, which the run's counts name (``participant``).
+    search_fields = ("summary", "counts")
     date_hierarchy = "started_at"
     ordering = ("-started_at",)
