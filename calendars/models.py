@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.db.models.functions import Least
 
 from calendars.providers.normalize import MAX_LEADS_PER_EVENT
 from calendars.repeat import Repeat
@@ -226,6 +227,11 @@ class PushWork(models.Model):
     user_id = models.BigIntegerField()
     # Set by a verified notification; a flood leaves one row, so one sync.
     changed_at = models.DateTimeField(null=True, blank=True)
+    # The mark a minute job took and is fetching for, held until
+    # ``change_held_until`` (the database's clock): settled when the fetch is done,
+    # put back if the job runs out of time, offered again if the job dies.
+    taken_change_at = models.DateTimeField(null=True, blank=True)
+    change_held_until = models.DateTimeField(null=True, blank=True)
     # When the channel must be created, renewed or retried.
     maintain_at = models.DateTimeField(null=True, blank=True)
     polling = models.BooleanField(default=True)
@@ -239,6 +245,12 @@ class PushWork(models.Model):
                 condition=models.Q(changed_at__isnull=False),
             ),
             models.Index(fields=["maintain_at"], name="push_work_maintain_idx"),
+            models.Index(
+                Least("changed_at", "taken_change_at"),
+                name="push_work_change_order_idx",
+                condition=models.Q(changed_at__isnull=False)
+                | models.Q(taken_change_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

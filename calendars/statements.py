@@ -7,6 +7,9 @@ CPU per user is what caps a sweep's users per second); ``calendars.sync`` is
 their only user. Every one runs inside the owner's ``tenant_scope``: row-level
 security admits only their rows, and the inserts' ``WITH CHECK`` only rows of
 theirs. Parameters are always bound, never spliced.
+
+At the end, the push work list's take and settle (``calendars.push.worklist``):
+that table is not a tenant table, and holds ids and instants only.
 """
 
 # The user's synced connections, least recently synced first (a user whose budget
@@ -171,4 +174,47 @@ created AS (
 )
 SELECT (SELECT count(*) FROM created), (SELECT count(*) FROM updated),
        (SELECT count(*) FROM deleted)
+"""
+
+
+# --- The push work list (calendars.push.worklist): not a tenant table ---------------
+
+# The minute job takes the oldest changes waiting — new marks, and a dead job's
+# takes whose hold ran out — and holds each until ``lease`` from now (the
+# database's clock). Ordered and found through ``push_work_change_order_idx``.
+# A new mark moves into ``taken_change_at`` (the older one kept, when a dead
+# job's take is taken again), leaving ``changed_at`` free for a notification
+# that comes while the fetch is out. Answers what each take is settled by.
+TAKE_CHANGED = """
+WITH taken AS (
+    SELECT connection_id
+      FROM calendar_push_work
+     WHERE (changed_at IS NOT NULL OR taken_change_at IS NOT NULL)
+       AND (change_held_until IS NULL OR change_held_until <= statement_timestamp())
+     ORDER BY least(changed_at, taken_change_at)
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE calendar_push_work AS w
+   SET taken_change_at = least(w.changed_at, w.taken_change_at),
+       changed_at = NULL,
+       change_held_until = statement_timestamp() + %(lease)s
+  FROM taken
+ WHERE w.connection_id = taken.connection_id
+RETURNING w.connection_id, w.user_id, w.taken_change_at, w.change_held_until
+"""
+
+# Each take as its job leaves it, only where the row still holds this job's take
+# (``change_held_until`` unchanged): done — let go; not reached — its mark back
+# in ``changed_at`` (the older of it and a newer notification's); a back-off —
+# held until the provider's instant (``until``), then offered again.
+SETTLE_CHANGED = """
+UPDATE calendar_push_work AS w
+   SET changed_at = CASE WHEN v.outcome = 'back' THEN least(w.changed_at, w.taken_change_at)
+                         ELSE w.changed_at END,
+       taken_change_at = CASE WHEN v.outcome = 'wait' THEN w.taken_change_at END,
+       change_held_until = CASE WHEN v.outcome = 'wait' THEN v.until END
+  FROM unnest(%(ids)s::bigint[], %(outcomes)s::text[], %(untils)s::timestamptz[],
+              %(holds)s::timestamptz[]) AS v(id, outcome, until, held_until)
+ WHERE w.connection_id = v.id AND w.change_held_until = v.held_until
 """

@@ -3,18 +3,15 @@
 Rows are keyed by connection. A verified notification sets ``changed_at``
 only where it is empty, so a flood of notifications is one row and one sync.
 
-The minute job *holds* the marks it takes rather than clearing them, and
-settles each when its connection is done (``settle_changed``): cleared once
-fetched and its user re-queued; put back as it was when the job ran out of
-time before fetching it; held until a back-off ends when the provider must
-wait. A job that is killed loses nothing: its held marks fall due again when
-:data:`CHANGE_LEASE` runs out. A notification for a held row marks it again
-at once, so a change notified during the fetch is fetched by the next job.
+The minute job *takes* a mark into ``taken_change_at`` and holds it until
+``change_held_until`` (:data:`CHANGE_LEASE` on the database's clock), and
+settles it when its connection is done (``settle_changed``): let go once
+fetched and its user re-queued; put back into ``changed_at`` when the job ran
+out of time before fetching it; held until a back-off ends when the provider
+must wait. A job that is killed loses nothing: its takes are offered again
+when their hold runs out. A notification during the fetch sets ``changed_at``
+again, so a change notified meanwhile is fetched by the next job.
 
-A held mark is stored :data:`HOLD` beyond the instant it falls due (on the
-database's clock), so it compares apart from any notification's instant,
-whatever clock the notifier went by (a replayed ``now`` included), and health
-never counts it as a change waiting.
 ``maintain_at`` says when the connection's channel must be created, renewed
 or retried. Taking work locks rows with SKIP LOCKED, and a held row is not
 offered again before it falls due, so two overlapping minute jobs never do
@@ -28,9 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, Q
-from django.db.models.functions import Now
+from django.db.models import Q
 
+from calendars import statements
 from calendars.models import PushWork
 
 # A channel taken for maintenance is not offered again for this long (its job
@@ -42,18 +39,15 @@ TAKE_LIMIT = 5000
 # may run (its cron line's timeout), so a live job's marks are never taken twice
 # and a killed job's come back on their own.
 CHANGE_LEASE = timedelta(minutes=5)
-# How far beyond its due instant a held mark is stored: far past any instant a
-# notification is marked with, so "held" needs no clock but the database's.
-HOLD = timedelta(days=1000 * 365)
 
 
 @dataclass(frozen=True)
 class Work:
     connection_id: int
     user_id: int
-    # A taken change: when it was marked (or fell due), and the hold it has until settled.
+    # A taken change: when it was marked, and until when this job holds it.
     changed_at: datetime | None = None
-    held_as: datetime | None = None
+    held_until: datetime | None = None
 
 
 def enroll(connection_id: int, user_id: int, now: datetime) -> None:
@@ -66,14 +60,12 @@ def enroll(connection_id: int, user_id: int, now: datetime) -> None:
 def mark_changed(connection_id: int, now: datetime) -> bool:
     """Record that the provider says the connection changed; False if it was already marked.
 
-    A row held by a minute job (or until a back-off ends) is marked
-    again at ``now``: its job may have fetched before the change, so the next
-    job must fetch it, and settling the hold leaves a newer mark alone."""
-    held = Q(changed_at__gt=ExpressionWrapper(Now() + HOLD / 2, output_field=DateTimeField()))
+    A row a minute job is fetching for (its mark taken) is marked again: the
+    job may have fetched before the change, so the next job must fetch it."""
     return bool(
-        PushWork.objects.filter(
-            held | Q(changed_at__isnull=True), connection_id=connection_id
-        ).update(changed_at=now)
+        PushWork.objects.filter(connection_id=connection_id, changed_at__isnull=True).update(
+            changed_at=now
+        )
     )
 
 
@@ -87,42 +79,13 @@ def forget(connection_id: int) -> None:
     PushWork.objects.filter(connection_id=connection_id).delete()
 
 
-# Hold the oldest marks that are due (plain ones, and holds whose instant has come),
-# each until CHANGE_LEASE from now; answers each with when it was marked or fell due.
-_TAKE_CHANGED = """
-WITH taken AS (
-    SELECT connection_id, changed_at FROM calendar_push_work
-    WHERE changed_at <= statement_timestamp() + %(hold)s
-    ORDER BY changed_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE calendar_push_work w SET changed_at = statement_timestamp() + %(lease)s + %(hold)s
-FROM taken t
-WHERE w.connection_id = t.connection_id
-RETURNING w.connection_id, w.user_id,
-    CASE WHEN t.changed_at > statement_timestamp() + %(hold)s / 2
-         THEN t.changed_at - %(hold)s ELSE t.changed_at END,
-    w.changed_at
-"""
-
-# Each taken row's mark as the job leaves it (NULL: cleared), only where the row
-# still has this job's hold: a notification meanwhile marked it anew.
-_SETTLE_CHANGED = """
-UPDATE calendar_push_work w SET changed_at = v.mark
-FROM unnest(%(ids)s::bigint[], %(marks)s::timestamptz[], %(holds)s::timestamptz[])
-    AS v(id, mark, held_as)
-WHERE w.connection_id = v.id AND w.changed_at = v.held_as
-"""
-
-
 def take_changed(limit: int = TAKE_LIMIT) -> list[Work]:
     """The notified connections, oldest first, each held for :data:`CHANGE_LEASE`.
 
     Settle them with ``settle_changed``; one never settled (the job was killed)
     is offered again when its hold runs out."""
     with connection.cursor() as cursor:
-        cursor.execute(_TAKE_CHANGED, {"limit": limit, "lease": CHANGE_LEASE, "hold": HOLD})
+        cursor.execute(statements.TAKE_CHANGED, {"limit": limit, "lease": CHANGE_LEASE})
         rows = cursor.fetchall()
     taken = sorted(rows, key=lambda row: (row[2], row[0]))  # the oldest mark first
     return [Work(*row) for row in taken]
@@ -134,24 +97,23 @@ def settle_changed(
     """Settle taken changes: those of ``done`` are cleared; those of ``due`` held
     until the instant given (a back-off's end); the rest put back as they were,
     due now."""
-    settled = [work for work in taken if work.held_as is not None]
+    settled = [work for work in taken if work.held_until is not None]
     if not settled:
         return
 
-    def mark(work: Work) -> datetime | None:
+    def outcome(work: Work) -> str:
         if work.connection_id in done:
-            return None
-        if work.connection_id in due:
-            return due[work.connection_id] + HOLD
-        return work.changed_at
+            return "done"
+        return "wait" if work.connection_id in due else "back"
 
     params = {
         "ids": [work.connection_id for work in settled],
-        "marks": [mark(work) for work in settled],
-        "holds": [work.held_as for work in settled],
+        "outcomes": [outcome(work) for work in settled],
+        "untils": [due.get(work.connection_id) for work in settled],
+        "holds": [work.held_until for work in settled],
     }
     with connection.cursor() as cursor:
-        cursor.execute(_SETTLE_CHANGED, params)
+        cursor.execute(statements.SETTLE_CHANGED, params)
 
 
 def take_maintenance(now: datetime, limit: int = TAKE_LIMIT) -> list[Work]:
@@ -200,11 +162,11 @@ def push_health(now: datetime, push_configured: bool) -> PushHealth:
     figures = {
         "push_live": rows.filter(polling=False).count(),
         "push_polling": rows.filter(polling=True).count(),
-        # Marks older than STALE_CHANGE, and holds that fell due that long ago (a
-        # killed job's, not taken since).
+        # Marks older than STALE_CHANGE, and takes whose hold ran out that long ago
+        # (a killed job's, not taken since).
         "push_changes_waiting": rows.filter(
             Q(changed_at__lt=now - STALE_CHANGE)
-            | Q(changed_at__gt=now + HOLD / 2, changed_at__lt=now - STALE_CHANGE + HOLD)
+            | Q(taken_change_at__isnull=False, change_held_until__lt=now - STALE_CHANGE)
         ).count(),
         "push_channels_overdue": rows.filter(maintain_at__lt=now - STALE_MAINTENANCE).count(),
     }
