@@ -549,6 +549,13 @@ class SyncPool:
         self._on_db(_read_task, user_id, self.now, self.window, self.config, connection_ids)
         self._dispatch()
 
+    def admit(self, user_id: int, connection_ids: Collection[int] | None = None) -> list[Finished]:
+        """Add the user, then hand back the users finished so far, waiting for one
+        while the pool holds twice its concurrency in users: enough queued to keep
+        every fetch slot busy, no more held in memory."""
+        self.add_user(user_id, connection_ids)
+        return self.finished(wait=self.users_in_flight() >= 2 * self.concurrency)
+
     @property
     def window(self) -> Window:
         return (self.window_start, self.window_end)
@@ -733,9 +740,7 @@ def _read_task(
     only: Collection[int] | None = None,
 ) -> tuple[str, int, list[FetchJob | ConnectionResult] | Exception]:
     try:
-        if only is None:  # the sweep's call, as it always was
-            return ("read", user_id, read_user_connections(user_id, now, window, config))
-        return ("read", user_id, read_user_connections(user_id, now, window, config, only=only))
+        return ("read", user_id, read_user_connections(user_id, now, window, config, only))
     except Exception as exc:  # the user is counted failed; the sweep goes on
         return ("read", user_id, exc)
 

@@ -790,9 +790,7 @@ class UserFlow:
         if self.pool is None:
             self._ready.append((user_id, None))
         else:
-            self.pool.add_user(user_id)
-            full = self.pool.users_in_flight() >= 2 * self.pool.concurrency
-            self._ready.extend(self.pool.finished(wait=full))
+            self._ready.extend(self.pool.admit(user_id))
         self._plan(PLANNED_TOGETHER)
 
     def close(self, tag: object) -> None:

@@ -165,9 +165,7 @@ class _ChangedRun:
             for user_id, connection_ids in by_user.items():
                 if time.monotonic() >= self.deadline:
                     break  # the rest keep their marks
-                pool.add_user(user_id, connection_ids)
-                full = pool.users_in_flight() >= 2 * pool.concurrency
-                self._requeue(pool, pool.finished(wait=full))
+                self._requeue(pool, pool.admit(user_id, connection_ids))
             self._requeue(pool, pool.drain())
 
     def _requeue(self, pool: SyncPool, done: list[Finished]) -> None:

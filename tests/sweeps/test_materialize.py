@@ -257,10 +257,10 @@ def test_one_users_failure_is_counted_and_the_sweep_goes_on(make_user, monkeypat
 
     real = calendar_sync.read_user_connections
 
-    def connections_of(user_id, now, window, config):
+    def connections_of(user_id, now, window, config, only=None):
         if user_id == bad.pk:
             raise ValueError("malformed calendar payload")
-        return real(user_id, now, window, config)
+        return real(user_id, now, window, config, only)
 
     monkeypatch.setattr(calendar_sync, "read_user_connections", connections_of)
     report = run_materialize(NOW)
