@@ -132,6 +132,12 @@ class BudgetState:
     def lowered(self) -> bool:
         return self.rate < self.ceiling * 0.999
 
+    @property
+    def app_wide(self) -> bool:
+        """A channel's or a provider's own budget, not one user's (those are named
+        ``provider:kind:id``): what run logs and metrics show, a series per budget."""
+        return ":" not in self.budget
+
 
 class SharedBudgets:
     """The shared budgets' statements, for any thread (each has its own connection)."""

@@ -33,6 +33,7 @@ import heapq
 import itertools
 import logging
 import time
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -63,8 +64,8 @@ class DeliverReport:
     expired: int = 0
     released: int = 0
     lost_claims: int = 0
-    rate_limited: int = 0
-    rate_limited_by_channel: dict[str, int] = field(default_factory=dict)
+    # channel -> sends answered 429
+    rate_limited_by_channel: Counter[str] = field(default_factory=Counter)
     slots_missed: int = 0
     batches: int = 0
     # channel -> messages a second in force when the run ended (a 429 lowers it)
@@ -76,6 +77,10 @@ class DeliverReport:
     @property
     def ok(self) -> bool:
         return self.lost_claims == 0 and not self.errors
+
+    @property
+    def rate_limited(self) -> int:
+        return self.rate_limited_by_channel.total()
 
     @property
     def sends_per_second(self) -> float:
@@ -128,7 +133,6 @@ class DeliverReport:
             retried=self.retried,
             rate_limited=self.rate_limited,
             rate_limited_by_channel=dict(self.rate_limited_by_channel),
-            lateness_sum_seconds=round(late.total, 3),
         )
         return {
             "as_of": self.as_of.isoformat(),
@@ -515,9 +519,7 @@ class DeliveryRun:
             wait_seconds = verdict.wait.total_seconds()
             resume = attempt.finished + wait_seconds
             self.pacer.pause(delivery.channel, wait_seconds)
-            self.report.rate_limited += 1
-            by_channel = self.report.rate_limited_by_channel
-            by_channel[delivery.channel] = by_channel.get(delivery.channel, 0) + 1
+            self.report.rate_limited_by_channel[delivery.channel] += 1
             self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
         if verdict.unexpected:
             logger.error(

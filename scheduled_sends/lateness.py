@@ -50,7 +50,6 @@ class LatenessSummary:
     p95: float | None
     max: float | None
     histogram: list[list[float | int | None]]  # [[upper bound in s or None for "more"], count]
-    total: float = 0.0  # the latenesses added up (a histogram's sum, for /metrics)
 
     @classmethod
     def of(cls, latenesses: Iterable[float]) -> LatenessSummary:
@@ -64,12 +63,11 @@ class LatenessSummary:
             p95=percentile(values, 0.95),
             max=values[-1] if values else None,
             histogram=[[_label(bound), n] for bound, n in zip(BUCKETS, counts, strict=True) if n],
-            total=sum(values),
         )
 
     def as_counts(self) -> dict[str, object]:
-        """The run log's fields people read (``SweepRun.counts``; the histogram and
-        the sum, which health and ``/metrics`` read back, are ``runlog.DeliverCounts``)."""
+        """The run log's fields people read (``SweepRun.counts``; the histogram, which
+        health reads back, is ``runlog.DeliverCounts``)."""
 
         def rounded(value: float | None) -> float | None:
             return None if value is None else round(value, 3)

@@ -1177,11 +1177,11 @@ def _finish_run(
         report.moved_earlier = smooth_bursts(smooth_at, config)
     if report.provider_calls:
         # The providers' app-wide rates as every process now sees them (a 429
-        # anywhere lowers them); per-user budgets and the channels are left out.
+        # anywhere lowers them); the channels' are deliver's to report.
         report.rates = {
             state.budget: state.rate
             for state in rates_in_force(config)
-            if ":" not in state.budget and state.budget not in config.channel_rates
+            if state.app_wide and state.budget not in config.channel_rates
         }
     report.seconds = time.monotonic() - started
     run.counts = report.as_dict()

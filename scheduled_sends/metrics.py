@@ -157,7 +157,7 @@ class QueueCollector:
             labels=["budget"],
         )
         for state in rates_in_force(self.config):
-            if ":" not in state.budget:
+            if state.app_wide:
                 rate.add_metric([state.budget], state.rate)
                 ceiling.add_metric([state.budget], state.ceiling)
         yield from (rate, ceiling)

@@ -60,7 +60,6 @@ class DeliverCounts(RunCounts):
     failed: int = 0
     retried: int = 0
     rate_limited: int = 0
-    lateness_sum_seconds: float = 0.0
     rate_limited_by_channel: dict = field(default_factory=dict)  # channel -> 429s
 
 
