@@ -118,6 +118,7 @@ class NudgeAdminSite(admin.AdminSite):
             "nudge_health": health,
             "nudge_lines": lines,
             "nudge_failing": [line for line in lines if not line.ok],
+            "nudge_warnings": [line for line in lines if line.ok and line.warning],
             "nudge_as_of": when(now),
             # Counts across every tenant: only for staff who may view the queue.
             "nudge_charts": console.activity_panels(now, config) if links.queue else None,

@@ -43,6 +43,7 @@ class HealthLine:
     sentence: SafeString
     link: str = ""
     link_text: str = ""
+    warning: bool = False  # passing, with something to look at: never "all clear"
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,9 @@ class Links:
 
 
 def _sweep_line(sweep: str, figures: dict[str, Any], links: Links, config: NudgeConfig) -> Callable:
-    doing = {"deliver": "Nudges are being sent", "materialize": "Upcoming nudges are being queued"}
+    # A deliver run that succeeds may still have sent nothing (every send failing):
+    # this line says only that the sweep runs; the sends' own checks say what came of it.
+    doing = {"deliver": "Deliver is running", "materialize": "Upcoming nudges are being queued"}
     not_doing = {
         "deliver": "Nudges are not being sent",
         "materialize": "Upcoming nudges are not being queued",
@@ -235,6 +238,37 @@ def health_lines(
         text = format_html("The sweeper role cannot read the queue: {}", check.detail)
         return HealthLine(check.name, check.ok, text)
 
+    def channels_configured(check) -> HealthLine:
+        if check.ok:
+            text = format_html("{}", "No send failed on our own channel configuration.")
+            return HealthLine(check.name, True, text)
+        text = format_html(
+            "Sends are failing on our channel configuration — fix the setting named here: {}.",
+            check.detail,
+        )
+        return HealthLine(
+            check.name,
+            False,
+            text,
+            links.to_queue("failure_kind__exact=configuration"),
+            "view them",
+        )
+
+    def sends_succeeding(check) -> HealthLine:
+        if check.ok and not check.warning:
+            text = format_html("{}", "No send failed at a provider in the last 15 minutes.")
+            return HealthLine(check.name, True, text)
+        verdict = "Sends are failing" if not check.ok else "Some sends failed"
+        text = format_html("{}: {}.", verdict, check.detail)
+        return HealthLine(
+            check.name,
+            check.ok,
+            text,
+            links.to_queue("state=failed"),
+            "view failed sends",
+            warning=check.warning,
+        )
+
     # One sentence per check, and no fallback: a new check without its
     # sentence fails here (and in tests/admin/test_index.py), not quietly on the page.
     sentences: dict[Check, Callable] = {
@@ -251,12 +285,14 @@ def health_lines(
         Check.NOTHING_EXPIRED: nothing_expired,
         Check.CALENDAR_PUSH: calendar_push,
         Check.QUEUE_PARTITIONS: queue_partitions,
+        Check.CHANNELS_CONFIGURED: channels_configured,
+        Check.SENDS_SUCCEEDING: sends_succeeding,
     }
     missing = set(Check) - set(sentences)
     if missing:
         raise LookupError(f"health checks without a console sentence: {sorted(missing)}")
     lines = [sentences[Check(check.name)](check) for check in report_checks]
-    return sorted(lines, key=lambda line: line.ok)
+    return sorted(lines, key=lambda line: (line.ok, not line.warning))
 
 
 def figure_lines(figures: dict[str, Any], links: Links) -> list[HealthLine]:

@@ -43,6 +43,7 @@ from core.config import NudgeConfig
 from pacing.pacer import HORIZON, ChannelPacer, SendGate
 from scheduled_sends import subjects
 from scheduled_sends.channels.base import Sender, get_sender
+from scheduled_sends.failures import TRANSIENT, FailureKind
 from scheduled_sends.lateness import LatenessSummary
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
@@ -66,6 +67,11 @@ class DeliverReport:
     lost_claims: int = 0
     # channel -> sends answered 429
     rate_limited_by_channel: Counter[str] = field(default_factory=Counter)
+    sent_by_channel: Counter[str] = field(default_factory=Counter)
+    # channel -> failure kind ("transient" for a retry) -> rows
+    failures_by_channel: dict[str, Counter[str]] = field(default_factory=dict)
+    # channel -> what it said of our configuration (names the setting to fix)
+    configuration_errors: dict[str, str] = field(default_factory=dict)
     slots_missed: int = 0
     batches: int = 0
     # channel -> messages a second in force when the run ended (a 429 lowers it)
@@ -96,6 +102,17 @@ class DeliverReport:
             Transition.RELEASE: "released",
         }[transition]
         setattr(self, name, getattr(self, name) + 1)
+
+    def count_attempt(self, channel: str, verdict: Verdict) -> None:
+        """What a send on ``channel`` came to, for health's failed-sends checks."""
+        if verdict.transition is Transition.SENT:
+            self.sent_by_channel[channel] += 1
+        elif verdict.transition is Transition.FAILED:
+            self.failures_by_channel.setdefault(channel, Counter())[verdict.failure_kind] += 1
+            if verdict.failure_kind == FailureKind.CONFIGURATION:
+                self.configuration_errors.setdefault(channel, verdict.problem or verdict.reason)
+        elif verdict.transition is Transition.RETRY and not verdict.rate_limited:
+            self.failures_by_channel.setdefault(channel, Counter())[TRANSIENT] += 1
 
     def lateness(self) -> LatenessSummary:
         return LatenessSummary.of(self.latenesses)
@@ -133,6 +150,9 @@ class DeliverReport:
             retried=self.retried,
             rate_limited=self.rate_limited,
             rate_limited_by_channel=dict(self.rate_limited_by_channel),
+            sent_by_channel=dict(self.sent_by_channel),
+            failures_by_channel={c: dict(k) for c, k in self.failures_by_channel.items()},
+            configuration_errors=dict(self.configuration_errors),
         )
         return {
             "as_of": self.as_of.isoformat(),
@@ -313,7 +333,9 @@ class DeliveryRun:
             not_before=at + verdict.wait if verdict.wait is not None else None,
         )
         self.report.count(verdict.transition)
-        if verdict.problem:
+        if channel:
+            self.report.count_attempt(channel, verdict)
+        if verdict.problem and verdict.problem not in self.report.errors:
             self.report.errors.append(verdict.problem)
 
     def retry_later(self, row: ClaimedSend, reason: str) -> None:

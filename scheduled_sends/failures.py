@@ -33,6 +33,10 @@ MAY_HAVE_BEEN_DELIVERED = frozenset(
     {FailureKind.UNCONFIRMED, FailureKind.UNUSABLE_RECEIPT, FailureKind.INTERRUPTED}
 )
 
+# How the run log counts a send handed back after a provider or network error
+# (the row was retried, not failed, so it has no FailureKind).
+TRANSIENT = "transient"
+
 # Receipt statuses that mean the provider gave up on a message it had accepted.
 UNDELIVERED_STATUSES = ("undelivered", "failed")
 
@@ -64,6 +68,11 @@ def no_message_id(receipt: object) -> str:
 def label(kind: str) -> str:
     """The kind as the console's charts and filters name it."""
     return FailureKind(kind).label if kind in FailureKind.values else "(kind not recorded)"
+
+
+def count_label(kind: str) -> str:
+    """A kind in health's counts ("3 refused, 2 transient")."""
+    return "provider or network error, retried" if kind == TRANSIENT else label(kind)
 
 
 def doubt(kind: str) -> str:

@@ -14,6 +14,10 @@ an outage look quiet:
 * lateness: the deliver runs of the last 15 minutes — p95 of how late sent
   nudges arrived after their intended instant, and any that expired unsent.
   A queue that delivers everything, but late, is failing too;
+* sends: the same runs' failures by channel and kind — our own channel
+  configuration failing is red and names the setting; provider errors are a
+  warning with their counts, red past ``FAILING_SHARE`` of the attempts. A
+  run that claims and sends nothing must not read as a quiet minute;
 
 plus the row-level-security check of the deployment itself, and whether
 calendar push is keeping up (calendars/push/worklist.py).
@@ -29,6 +33,8 @@ from django.db import DatabaseError
 
 from calendars.push.worklist import push_health
 from core.config import NudgeConfig
+from scheduled_sends import failures
+from scheduled_sends.failures import FailureKind
 from scheduled_sends.lateness import BUCKETS, merged_p95
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue.partitions import coverage_problem, covered_until, partitions
@@ -53,6 +59,8 @@ class Check(enum.StrEnum):
     DELIVERY_KEEPING_UP = "delivery_keeping_up"
     CALENDAR_PUSH = "calendar_push"
     QUEUE_PARTITIONS = "queue_partitions"
+    CHANNELS_CONFIGURED = "channels_configured"
+    SENDS_SUCCEEDING = "sends_succeeding"
 
     @classmethod
     def recent(cls, sweep: str) -> Check:
@@ -67,9 +75,13 @@ class Check(enum.StrEnum):
 
 @dataclass(frozen=True)
 class HealthCheck:
+    """One check's verdict. ``ok`` False needs a human now (red); ``warning`` is a
+    passing check with something to look at (amber), never "all clear"."""
+
     name: Check
     ok: bool
     detail: str
+    warning: bool = False
 
 
 @dataclass
@@ -82,12 +94,24 @@ class HealthReport:
     def ok(self) -> bool:
         return all(check.ok for check in self.checks)
 
-    def add(self, name: Check, ok: bool, detail: str) -> None:
-        self.checks.append(HealthCheck(name, ok, detail))
+    @property
+    def warnings(self) -> list[HealthCheck]:
+        return [check for check in self.checks if check.ok and check.warning]
+
+    @property
+    def verdict(self) -> str:
+        """One word that the console, ``nudge_health`` and ``/metrics`` all say."""
+        if not self.ok:
+            return "unhealthy"
+        return "warning" if self.warnings else "healthy"
+
+    def add(self, name: Check, ok: bool, detail: str, *, warning: bool = False) -> None:
+        self.checks.append(HealthCheck(name, ok, detail, warning and ok))
 
     def as_dict(self) -> dict[str, object]:
         return {
             "ok": self.ok,
+            "verdict": self.verdict,
             "as_of": self.as_of.isoformat(),
             "checks": [vars(check) for check in self.checks],
             "figures": {
@@ -136,13 +160,18 @@ LATENESS_WINDOW = timedelta(minutes=15)
 LATE_BEYOND = int(BUCKETS[-2])
 
 
-def _check_on_time(report: HealthReport, now: datetime, config: NudgeConfig) -> None:
-    """p95 lateness and expiries over the deliver runs of the last 15 minutes."""
+def _deliver_runs_in_window(now: datetime) -> list[DeliverCounts]:
+    """The deliver runs of the last 15 minutes, oldest first."""
     runs = SweepRun.objects.filter(
         sweep=SweepRun.Sweep.DELIVER, as_of__gt=now - LATENESS_WINDOW, as_of__lte=now
-    ).values_list("counts", flat=True)
+    ).order_by("as_of", "pk")
+    return [DeliverCounts.from_counts(counts) for counts in runs.values_list("counts", flat=True)]
+
+
+def _check_on_time(report: HealthReport, runs: list[DeliverCounts], config: NudgeConfig) -> None:
+    """p95 lateness and expiries over the deliver runs of the last 15 minutes."""
     histograms, expired, sent = [], 0, 0
-    for counts in map(DeliverCounts.from_counts, runs):
+    for counts in runs:
         histograms.append(counts.lateness_histogram)
         expired += counts.expired
         sent += counts.sent
@@ -152,7 +181,7 @@ def _check_on_time(report: HealthReport, now: datetime, config: NudgeConfig) -> 
         sent_last_15_min=sent, expired_last_15_min=expired, lateness_p95_bucket_seconds=p95
     )
     if p95 is None:
-        detail = "no nudges sent in the last 15 min"
+        detail = "no nudges sent in the last 15 min, so lateness cannot be judged"
     elif p95 == float("inf"):
         detail = f"p95 lateness over the last 15 min is beyond {LATE_BEYOND} s"
     else:
@@ -168,6 +197,63 @@ def _check_on_time(report: HealthReport, now: datetime, config: NudgeConfig) -> 
         f"{expired} nudges expired unsent in the last 15 min (past "
         f"{int(config.grace.total_seconds() // 60)} min grace)",
     )
+
+
+# Provider errors (refusals, no answer, retries after a network error) turn the
+# sends check red once they are this share of the window's attempts, and at least
+# FAILING_MIN_ERRORS of them. A healthy channel's refusals are a few people who
+# blocked the bot or have no WhatsApp, a few percent of sends at most; a quarter
+# failing means the provider or our account is failing for many people. The floor
+# keeps one person's refusal in a quiet minute (1 of 1) a warning, not an outage.
+FAILING_SHARE = 0.25
+FAILING_MIN_ERRORS = 5
+
+
+def _check_sends(report: HealthReport, runs: list[DeliverCounts]) -> None:
+    """Failed sends of the last 15 minutes, by channel and kind.
+
+    A configuration failure fails every send on its channel until someone fixes
+    a setting: red, naming it, until a later send on that channel succeeds.
+    Other failures are the provider's or one person's: a warning with counts,
+    red past ``FAILING_SHARE`` of the attempts.
+    """
+    broken: dict[str, tuple[str, int]] = {}  # channel -> (what it said, failed since)
+    errors: dict[str, int] = {}
+    sent = 0
+    for counts in runs:
+        for channel, n in counts.sent_by_channel.items():
+            sent += int(n)
+            if int(n):
+                broken.pop(channel, None)  # a send went through since: fixed
+        for channel, kinds in counts.failures_by_channel.items():
+            for kind, n in kinds.items():
+                if kind == FailureKind.CONFIGURATION:
+                    said, before = broken.get(channel, ("", 0))
+                    said = counts.configuration_errors.get(channel) or said
+                    broken[channel] = (said, before + int(n))
+                else:
+                    errors[kind] = errors.get(kind, 0) + int(n)
+    report.figures.update(
+        sends_failed_configuration_last_15_min=sum(n for _, n in broken.values()),
+        send_errors_last_15_min=sum(errors.values()),
+    )
+    if broken:
+        detail = "; ".join(
+            f"{channel}: {said} ({n} sends failed)" for channel, (said, n) in sorted(broken.items())
+        )
+        report.add(Check.CHANNELS_CONFIGURED, False, detail)
+    else:
+        report.add(Check.CHANNELS_CONFIGURED, True, "no send failed on our channel configuration")
+    failed = sum(errors.values())
+    attempts = sent + failed
+    by_kind = ", ".join(f"{n} {failures.count_label(k)}" for k, n in sorted(errors.items()))
+    if not failed:
+        report.add(Check.SENDS_SUCCEEDING, True, f"no provider error over {attempts} sends")
+        return
+    share = failed / attempts
+    detail = f"{failed} of {attempts} send attempts failed in the last 15 min ({by_kind})"
+    red = share >= FAILING_SHARE and failed >= FAILING_MIN_ERRORS
+    report.add(Check.SENDS_SUCCEEDING, not red, detail, warning=True)
 
 
 def _check_partitions(report: HealthReport, now: datetime, config: NudgeConfig) -> None:
@@ -222,6 +308,7 @@ def check_health(now: datetime | None = None) -> HealthReport:
         report.figures.update(
             due_backlog=counts.due_backlog,
             overdue_unclaimed=counts.overdue_unclaimed,
+            waiting_to_retry=counts.waiting_to_retry,
             stuck_claims=counts.stuck_claims,
             awaiting_expiry=counts.awaiting_expiry,
             oldest_due_fire_at=counts.oldest_due_fire_at,
@@ -230,7 +317,12 @@ def check_health(now: datetime | None = None) -> HealthReport:
             Check.OVERDUE_UNCLAIMED,
             counts.overdue_unclaimed == 0,
             f"{counts.overdue_unclaimed} rows due more than "
-            f"{overdue_after.seconds}s ago are unclaimed",
+            f"{overdue_after.seconds}s ago are unclaimed"
+            + (
+                f" ({counts.waiting_to_retry} more are waiting to be retried)"
+                if counts.waiting_to_retry
+                else ""
+            ),
         )
         report.add(
             Check.STUCK_CLAIMS,
@@ -239,7 +331,9 @@ def check_health(now: datetime | None = None) -> HealthReport:
             f"({config.lease.seconds}s): their runs died",
         )
 
-    _check_on_time(report, now, config)
+    window = _deliver_runs_in_window(now)
+    _check_sends(report, window)
+    _check_on_time(report, window, config)
     _check_partitions(report, now, config)
 
     push = push_health(now, bool(config.calendar_push_base_url))

@@ -88,12 +88,27 @@ class QueueCollector:
             "1 when the health check passes (as nudge_health)",
             labels=["check"],
         )
+        warnings = GaugeMetricFamily(
+            "nudge_health_check_warning",
+            "1 when the check passes with something to look at (WARN in nudge_health)",
+            labels=["check"],
+        )
         for check in self.health.checks:
             checks.add_metric([check.name], 1.0 if check.ok else 0.0)
+            warnings.add_metric([check.name], 1.0 if check.warning else 0.0)
         yield checks
+        yield warnings
         yield GaugeMetricFamily(
             "nudge_health_ok", "1 when every health check passes", self.health.ok
         )
+        verdict = GaugeMetricFamily(
+            "nudge_health_verdict",
+            "1 for the verdict nudge_health and the console state now",
+            labels=["verdict"],
+        )
+        for name in ("healthy", "warning", "unhealthy"):
+            verdict.add_metric([name], 1.0 if self.health.verdict == name else 0.0)
+        yield verdict
 
     def _queue(self, live: list, settled: list) -> Iterator[Metric]:
         rows = GaugeMetricFamily(
@@ -104,7 +119,13 @@ class QueueCollector:
         for state, channel, n in live:
             rows.add_metric([state, channel or "none"], n)
         yield rows
-        for name in ("due_backlog", "overdue_unclaimed", "stuck_claims", "awaiting_expiry"):
+        for name in (
+            "due_backlog",
+            "overdue_unclaimed",
+            "waiting_to_retry",
+            "stuck_claims",
+            "awaiting_expiry",
+        ):
             if name in self.health.figures:
                 yield GaugeMetricFamily(
                     f"nudge_queue_{name}",

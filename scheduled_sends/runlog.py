@@ -61,6 +61,12 @@ class DeliverCounts(RunCounts):
     retried: int = 0
     rate_limited: int = 0
     rate_limited_by_channel: dict = field(default_factory=dict)  # channel -> 429s
+    sent_by_channel: dict = field(default_factory=dict)  # channel -> sends accepted
+    # channel -> failure kind -> rows settled failed; "transient" for a retry after a
+    # provider or network error (a 429 is counted apart, above).
+    failures_by_channel: dict = field(default_factory=dict)
+    # channel -> what the channel said of our own configuration (names the setting)
+    configuration_errors: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -360,8 +360,15 @@ def classify(attempt: SendAttempt, retry_delay: timedelta) -> Verdict:
         wait = timedelta(seconds=max(1.0, exc.retry_after or 60.0))
         return Verdict(Transition.RETRY, exc.describe(), wait=wait, rate_limited=True)
     if isinstance(exc, PermanentSendError):
+        # Our own configuration fails every send on the channel, not one person's:
+        # the run fails loudly (health names the setting), the others are the user's.
+        problem = exc.describe() if exc.kind == FailureKind.CONFIGURATION else ""
         return Verdict(
-            Transition.FAILED, failures.reason(exc.kind, exc.describe()), exc.kind, refusal=exc
+            Transition.FAILED,
+            failures.reason(exc.kind, exc.describe()),
+            exc.kind,
+            refusal=exc,
+            problem=problem,
         )
     if isinstance(exc, UnconfirmedSendError):
         return fail(exc.kind, exc.describe())

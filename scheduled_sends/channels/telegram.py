@@ -283,10 +283,15 @@ class TelegramChannel(Sender):
             return self._loop
 
     async def _initialize_once(self, bot: Bot) -> None:
-        """``getMe`` once for all concurrent sends; a failure lets the next send retry."""
-        if self._initialized is None or (
-            self._initialized.done() and self._initialized.exception() is not None
-        ):
+        """``getMe`` once for all concurrent sends.
+
+        A network failure lets the next send try again; a rejected token does
+        not (it will not start working within this run), so every later send
+        fails with the same answer without asking Telegram again.
+        """
+        previous = self._initialized
+        failed = previous is not None and previous.done() and previous.exception() is not None
+        if previous is None or (failed and not isinstance(previous.exception(), InvalidToken)):
             self._initialized = asyncio.ensure_future(bot.initialize())
         await asyncio.shield(self._initialized)
 

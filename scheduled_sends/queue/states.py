@@ -116,12 +116,24 @@ def waiting_for_provider(now: Instant) -> Q:
 
 
 def overdue_unclaimed(now: Instant, grace: timedelta, overdue_after: timedelta) -> Q:
-    """Due longer than ``overdue_after``, unclaimed, not held back: delivery is not happening."""
+    """Claimable for longer than ``overdue_after`` and still unclaimed: delivery is not happening.
+
+    A row handed back to wait (a retry after a network error, a provider's 429)
+    becomes claimable again at ``not_before``, so it is overdue only once that
+    instant is ``overdue_after`` behind: a row waiting for its retry is not a
+    sign of a dead deliver cron.
+    """
+    long_ago = now - overdue_after
     return (
         due(now, grace)
-        & Q(claimed_at__isnull=True, fire_at__lte=now - overdue_after)
-        & ~waiting_for_provider(now)
+        & Q(claimed_at__isnull=True, fire_at__lte=long_ago)
+        & (Q(not_before__isnull=True) | Q(not_before__lte=long_ago))
     )
+
+
+def waiting_to_retry(now: Instant, grace: timedelta) -> Q:
+    """Due, tried before and handed back: waiting for the next deliver run to try again."""
+    return due(now, grace) & Q(claimed_at__isnull=True, attempts__gt=0)
 
 
 def awaiting_expiry(now: Instant, grace: timedelta, lease: timedelta) -> Q:
@@ -150,6 +162,7 @@ class ScheduledSendQuerySet(models.QuerySet):
             **self.filter(unsettled(), fire_minute__lte=now, fire_at__lte=now).aggregate(
                 due_backlog=Count("pk", filter=inside_grace(now, grace)),
                 overdue_unclaimed=Count("pk", filter=overdue_unclaimed(now, grace, overdue_after)),
+                waiting_to_retry=Count("pk", filter=waiting_to_retry(now, grace)),
                 stuck_claims=Count("pk", filter=in_state(State.STUCK, now, lease)),
                 awaiting_expiry=Count("pk", filter=awaiting_expiry(now, grace, lease)),
                 oldest_due_fire_at=Min("fire_at"),
@@ -161,6 +174,7 @@ class ScheduledSendQuerySet(models.QuerySet):
 class DueCounts:
     due_backlog: int
     overdue_unclaimed: int
+    waiting_to_retry: int
     stuck_claims: int
     awaiting_expiry: int
     oldest_due_fire_at: datetime | None

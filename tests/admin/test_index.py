@@ -59,7 +59,7 @@ def test_index_shows_the_health_report(staff_client, queue):
     html = response.content.decode()
     assert "Needs attention:" in html  # no materialize run yet
     assert "Upcoming nudges are not being queued: no materialize run has succeeded yet." in html
-    assert "Nudges are being sent: the last deliver run succeeded at" in html
+    assert "Deliver is running: the last deliver run succeeded at" in html
 
 
 def test_check_health_runs_outside_the_support_scope(staff_client, monkeypatch, db):
@@ -147,6 +147,15 @@ def test_every_failing_check_reads_as_a_sentence_with_its_rows(db):
         "deliver_last_run": (
             "The last deliver run failed: why",
             "/r/?sweep__exact=deliver&status__exact=failed",
+        ),
+        "channels_configured": (
+            "Sends are failing on our channel configuration — fix the setting named here: "
+            "the check&#x27;s detail: why.",
+            "/q/?failure_kind__exact=configuration",
+        ),
+        "sends_succeeding": (
+            "Sends are failing: the check&#x27;s detail: why.",
+            "/q/?state=failed",
         ),
     }
     for name, (words, link) in expected.items():

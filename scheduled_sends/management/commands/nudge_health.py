@@ -10,9 +10,19 @@ from django.core.management.base import CommandParser
 from scheduled_sends.health import check_health
 from scheduled_sends.management.sweep_command import SweepCommand
 
+# The last line; the console's headline and /metrics' nudge_health_verdict say the same.
+VERDICT_LINES = {
+    "healthy": "healthy",
+    "warning": "healthy, with {n} warning(s) to look at (WARN above)",
+    "unhealthy": "UNHEALTHY",
+}
+
 
 class Command(SweepCommand):
-    help = "Report the queue's health; exit 1 when something is wrong (for monitors and cron)."
+    help = (
+        "Report the queue's health; exit 1 when something needs a human now (for monitors "
+        "and cron). Warnings (WARN) are printed but exit 0."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         super().add_arguments(parser)
@@ -24,11 +34,11 @@ class Command(SweepCommand):
             self.stdout.write(_dumps(report.as_dict()))
         else:
             for check in report.checks:
-                mark = "ok  " if check.ok else "FAIL"
+                mark = "FAIL" if not check.ok else "WARN" if check.warning else "ok  "
                 self.stdout.write(f"{mark} {check.name}: {check.detail}")
             figures = ", ".join(f"{k}={v}" for k, v in report.as_dict()["figures"].items())
             self.stdout.write(f"figures: {figures}")
-            self.stdout.write("healthy" if report.ok else "UNHEALTHY")
+            self.stdout.write(VERDICT_LINES[report.verdict].format(n=len(report.warnings)))
         if not report.ok:
             sys.exit(1)
 
