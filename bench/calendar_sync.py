@@ -324,7 +324,7 @@ def main() -> None:
     parser.add_argument("--baseline", default=DEFAULT_BASELINE)
     parser.add_argument("--providers", default="ics,google,microsoft")
     parser.add_argument("--transport", action="store_true", help="Add the threads/asyncio probe.")
-    parser.add_argument("--json", type=Path, default=ROOT / "bench" / "calendar_sync.json")
+    parser.add_argument("--json", type=Path, default=ROOT / "bench/history/calendar_sync.json")
     parser.add_argument(
         "--workers", type=int, default=1, help="this checkout's materialize --workers (default 1)"
     )

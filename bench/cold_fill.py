@@ -273,7 +273,7 @@ def main() -> None:
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="git revision; '' skips")
     parser.add_argument("--skip-current", action="store_true")
     parser.add_argument("--tag", default="")
-    parser.add_argument("--json", default=str(ROOT / "bench" / "cold_fill.json"))
+    parser.add_argument("--json", default=str(ROOT / "bench/history/cold_fill.json"))
     args = parser.parse_args()
     target = Path(args.json)
 

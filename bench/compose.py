@@ -275,7 +275,7 @@ def main() -> None:
         "--micro", action="store_true", help="only time compose and the keyboard in-process"
     )
     parser.add_argument("--tag", default="_c22", help="suffix for this run's databases")
-    parser.add_argument("--json", metavar="PATH", default=str(ROOT / "bench" / "compose.json"))
+    parser.add_argument("--json", metavar="PATH", default=str(ROOT / "bench/history/compose.json"))
     args = parser.parse_args()
     results: dict = {
         "baseline": args.baseline,

@@ -22,7 +22,7 @@ process with ``--workers 1`` and ``--workers 2``.
 Autovacuum is off on the bench server: a thread runs ``ANALYZE
 scheduled_sends`` every 60 s during each cycle (``bench.cold_fill``). The run
 budget is raised so a slow cycle is measured whole. Load averages before and
-after each run. Writes ``bench/cycle.json``; BENCHMARKS.md's "Issue 25"
+after each run. Writes ``bench/history/cycle.json``; BENCHMARKS.md's "Issue 25"
 section is written from it by hand.
 """
 
@@ -180,7 +180,7 @@ def main() -> None:
     parser.add_argument("--no-kill", action="store_true")
     parser.add_argument("--lease", type=int, default=5)
     parser.add_argument("--tag", default="")
-    parser.add_argument("--json", default=str(ROOT / "bench" / "cycle.json"))
+    parser.add_argument("--json", default=str(ROOT / "bench/history/cycle.json"))
     parser.add_argument("--claim-cost-only", action="store_true")
     args = parser.parse_args()
     if args.claim_cost_only:  # on the database a full run left

@@ -20,7 +20,7 @@ reused):
   exactly that quota. The versions run one after the other, each with a fresh
   fake.
 
-Figures are printed and written as JSON (``bench/pacing.json``), with every
+Figures are printed and written as JSON (``bench/history/pacing.json``), with every
 deliver run's summary line per version (read back from ``sweep_runs``), so a
 late tail can be traced to the minute that carried less than planned.
 ``--current REV`` checks a commit out in a temporary worktree instead of
@@ -295,7 +295,7 @@ def main() -> None:
     parser.add_argument("--current", default="", help="a commit to run instead of this checkout")
     parser.add_argument("--only", default="", help=f"comma-separated subset of {WORKLOADS}")
     parser.add_argument("--tag", default="_pacing", help="suffix for this run's databases")
-    parser.add_argument("--json", default=str(ROOT / "bench" / "pacing.json"))
+    parser.add_argument("--json", default=str(ROOT / "bench/history/pacing.json"))
     parser.add_argument("--connections", type=int, default=600)
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--quota", type=int, default=20, help="the calendar fake's requests/s")

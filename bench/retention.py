@@ -189,7 +189,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default=DEFAULT_BASELINE)
     parser.add_argument("--per-day", type=int, default=250_000)
-    parser.add_argument("--json", type=Path, default=ROOT / "bench" / "retention.json")
+    parser.add_argument("--json", type=Path, default=ROOT / "bench/history/retention.json")
     args = parser.parse_args()
     with private_cluster() as (admin_url, socket_dir):
         os.environ["NUDGE_BENCH_ADMIN_URL"] = admin_url

@@ -1,7 +1,8 @@
 """``python -m bench [--quick] [--only idle,drain,…] [--no-report]``
 
 Builds ``<name>_bench`` afresh from the template (see bench/env.py), runs the
-workloads in order, prints a table per workload and writes BENCHMARKS.md
+workloads in order, prints a table per workload and writes
+bench/history/bench-<date>.md, from which BENCHMARKS.md is edited by hand
 (``--quick``: smaller sizes, writes bench/QUICK.md instead, not committed).
 """
 
@@ -16,6 +17,8 @@ from pathlib import Path
 from bench import env
 
 ROOT = Path(__file__).resolve().parent.parent
+# Where a full run's markdown goes; BENCHMARKS.md is edited by hand from it.
+REPORT = f"bench/history/bench-{time.strftime('%Y-%m-%d')}.md"
 
 
 @dataclass(frozen=True)
@@ -99,14 +102,16 @@ def main() -> None:
         "--json", metavar="PATH", help="with --no-report: still save the raw figures here"
     )
     parser.add_argument(
-        "--report-from", metavar="JSON", help="only re-render BENCHMARKS.md from saved figures"
+        "--report-from",
+        metavar="JSON",
+        help="only re-render the report (bench/history/bench-<date>.md) from saved figures",
     )
     args = parser.parse_args()
     if args.report_from:
         from bench import report
 
         results = json.loads(Path(args.report_from).read_text())
-        target = ROOT / ("BENCHMARKS.md" if results["mode"] == "full" else "bench/QUICK.md")
+        target = ROOT / (REPORT if results["mode"] == "full" else "bench/QUICK.md")
         target.write_text(report.markdown(results))
         print(f"wrote {target.relative_to(ROOT)}")
         return
@@ -140,7 +145,7 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     if not args.no_report:
-        target = ROOT / ("BENCHMARKS.md" if not args.quick else "bench/QUICK.md")
+        target = ROOT / (REPORT if not args.quick else "bench/QUICK.md")
         target.write_text(report.markdown(results))
         (ROOT / "bench" / "last_run.json").write_text(json.dumps(results, indent=1, default=str))
         print(f"wrote {target.relative_to(ROOT)}")

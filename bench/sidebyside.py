@@ -16,8 +16,8 @@ Telegram Bot API (tests/fakes) answers with a round-trip latency and, where
 the workload is about rate limits, with Telegram's flood control (429 +
 ``retry_after``); what arrives there, and when, is the measurement.
 
-Figures are printed and written as JSON; ``python -m bench`` renders them
-into BENCHMARKS.md (``--sidebyside-from``).
+Figures are printed and written as JSON; the markdown section goes to
+``bench/history/sidebyside-<date>.md``, from which BENCHMARKS.md is edited by hand.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ GIT = shutil.which("git") or "git"
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# Where the rendered section goes; BENCHMARKS.md is edited by hand from it.
+REPORT = f"bench/history/sidebyside-{time.strftime('%Y-%m-%d')}.md"
 
 from bench.worker import start_released  # noqa: E402
 from tests.fakes.telegram_server import BOT_TOKEN, FakeTelegram  # noqa: E402
@@ -547,14 +549,16 @@ def main() -> None:
     parser.add_argument(
         "--tag", default="", help="suffix for this run's databases, to run two at once"
     )
-    parser.add_argument("--json", metavar="PATH", default=str(ROOT / "bench" / "sidebyside.json"))
     parser.add_argument(
-        "--report-from", metavar="JSON", help="only render BENCHMARKS.md's section from figures"
+        "--json", metavar="PATH", default=str(ROOT / "bench/history/sidebyside.json")
+    )
+    parser.add_argument(
+        "--report-from", metavar="JSON", help=f"only render the section ({REPORT}) from figures"
     )
     args = parser.parse_args()
     if args.report_from:
-        write_report(json.loads(Path(args.report_from).read_text()), ROOT / "BENCHMARKS.md")
-        print("wrote BENCHMARKS.md")
+        write_report(json.loads(Path(args.report_from).read_text()), ROOT / REPORT)
+        print(f"wrote {REPORT}")
         return
     only = [w for w in args.only.split(",") if w] or list(WORKLOADS)
     unknown = set(only) - set(WORKLOADS)
@@ -576,8 +580,8 @@ def main() -> None:
     save(results)
     print(f"wrote {target}")
     if not args.quick:
-        write_report(json.loads(target.read_text()), ROOT / "BENCHMARKS.md")
-        print("wrote BENCHMARKS.md")
+        write_report(json.loads(target.read_text()), ROOT / REPORT)
+        print(f"wrote {REPORT}")
 
 
 # --- the report ------------------------------------------------------------------------
@@ -614,7 +618,7 @@ def markdown(r: dict) -> str:
         "(tests/fakes), each version in its own freshly migrated database, data written "
         "through each version's own ORM and tenant scopes, nudges queued by its `materialize` "
         "and sent by its `deliver`, on the real clock. Two cores shared with other work: read "
-        "the ratios. Raw figures: `bench/sidebyside.json`.",
+        "the ratios. Raw figures: `bench/history/sidebyside.json`.",
         "",
     ]
     if r.get("note"):
