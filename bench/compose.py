@@ -115,7 +115,7 @@ MICRO = """
 import inspect, json, os, time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from scheduled_sends import messages
+from messaging import messages
 spec = json.loads(os.environ["SBS_MICRO"])
 params = inspect.signature(messages.compose).parameters
 now = datetime(2026, 12, 3, 14, 0, tzinfo=UTC)
@@ -142,8 +142,8 @@ for j in range(n):
     messages.compose(**cases[j % 10])
 out = {"first_ten_ms": first_ten_ms, "compose_us": (time.perf_counter() - started) / n * 1e6}
 try:
-    from scheduled_sends.channels.base import NudgeActions
-    from scheduled_sends.channels.telegram import keyboard
+    from messaging.channels.base import NudgeActions
+    from messaging.channels.telegram import keyboard
 except ImportError:
     keyboard = None
 if keyboard is not None:

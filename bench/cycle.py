@@ -118,7 +118,7 @@ def killed(tree: Tree, now: str, users: int, per_user: int, lease: int) -> dict:
 
 def claim_cost(tree: Tree, slices: int = 400) -> dict:
     """One process claiming and finishing every slice of a 400-slice cycle (100,000 users)."""
-    from scheduled_sends import cycle_statements as statements
+    from sweeps import cycle_statements as statements
 
     with admin(tree) as db:
         slot = db.execute("SELECT date_trunc('hour', now()) + interval '1 day'").fetchone()[0]

@@ -154,7 +154,7 @@ def main() -> None:
     args = parser.parse_args()
     setup_django()
     import calendars.sync  # noqa: F401 — the sweep's modules, for its size
-    import scheduled_sends.materialize  # noqa: F401
+    import sweeps.materialize  # noqa: F401
     from calendars.providers import parse_template
     from calendars.providers.ics_parse import parse_feed_bounded
     from tests.calendars.ics_samples import FEED

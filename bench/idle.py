@@ -84,7 +84,7 @@ def naive_sweep(user_ids: list[int], at, provider: LoopbackProvider) -> int:
 
 
 def run(sizes, users: list[int]) -> dict:
-    from scheduled_sends.deliver import run_deliver
+    from sweeps.deliver import run_deliver
 
     results = {"rows": sizes.idle_rows, "reps": sizes.reps * 3, "by_tenants": []}
     provider = LoopbackProvider()

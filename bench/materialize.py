@@ -1,6 +1,6 @@
 """Workload 4: materialize 10,000 users x 20 events, then the same window again.
 
-Data through the product's own code: ``scheduled_sends.demo.seed_demo`` (each
+Data through the product's own code: ``sweeps.demo.seed_demo`` (each
 user's rows written inside their ``tenant_scope``), events spread over the
 look-ahead window. Then ``run_materialize(now, user_ids=…, sync_calendars=False)``
 twice with the same ``now``: the second must write nothing.
@@ -17,8 +17,8 @@ def run(sizes, users: list[int]) -> dict:
     from django.contrib.auth import get_user_model
 
     from core.config import NudgeConfig
-    from scheduled_sends.demo import seed_demo
-    from scheduled_sends.materialize import run_materialize
+    from sweeps.demo import seed_demo
+    from sweeps.materialize import run_materialize
 
     config = NudgeConfig.from_settings()
     results = {"users": sizes.materialize_users, "events": sizes.materialize_events}

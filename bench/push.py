@@ -267,8 +267,8 @@ class Day:
         return change.new_start in pending and change.old_start not in pending
 
     def run(self) -> dict[str, Any]:
-        from scheduled_sends.materialize import run_materialize
-        from scheduled_sends.sync_changed import run_sync_changed
+        from sweeps.materialize import run_materialize
+        from sweeps.sync_changed import run_sync_changed
 
         plan = self.plan_changes()
         waiting: list[Change] = []
@@ -388,15 +388,13 @@ def cancelled_three_minutes_before(app_url: str) -> dict[str, Any]:
     """The issue's case, through deliver: a meeting cancelled 3 minutes before its nudge."""
     from django.conf import settings
 
-    from scheduled_sends.deliver import run_deliver
-    from scheduled_sends.materialize import run_materialize
     from scheduled_sends.models import ScheduledSend
-    from scheduled_sends.sync_changed import run_sync_changed
+    from sweeps.deliver import run_deliver
+    from sweeps.materialize import run_materialize
+    from sweeps.sync_changed import run_sync_changed
     from tenancy.scope import tenant_scope
 
-    settings.NUDGE_CHANNEL_BACKENDS = {
-        "console": "scheduled_sends.channels.recording.RecordingChannel"
-    }
+    settings.NUDGE_CHANNEL_BACKENDS = {"console": "messaging.channels.recording.RecordingChannel"}
     day = Day(10, 0, 0, True, app_url, "cancel")
     day.setup()
     try:

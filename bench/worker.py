@@ -57,8 +57,8 @@ def main() -> None:
     from bench import env
 
     env.setup_django()
-    from scheduled_sends.deliver import run_deliver
     from scheduled_sends.queue import transitions
+    from sweeps.deliver import run_deliver
 
     original = transitions.claim_due
     claims: list[tuple[float, int]] = []

@@ -8,7 +8,7 @@ import logging
 from django.contrib import admin
 from django.http import HttpRequest
 
-# Who looked at or changed which tenant rows (``nudgeproject.admin_guard`` logs reads).
+# Who looked at or changed which tenant rows (``console.admin_guard`` logs reads).
 audit_logger = logging.getLogger("nudge.admin.audit")
 
 

@@ -11,4 +11,4 @@ class NudgeAdminConfig(AdminConfig):
     site whose views run under ``support_scope()``; there is no unscoped admin.
     """
 
-    default_site = "nudgeproject.admin_site.NudgeAdminSite"
+    default_site = "console.admin_site.NudgeAdminSite"

@@ -122,7 +122,10 @@ INSTALLED_APPS = [
     "accounts",
     "calendars",
     "scheduled_sends",
+    "messaging",
+    "sweeps",
     "portal",
+    "console",
     "axes",
     "csp",
 ]
@@ -255,9 +258,9 @@ globals().update(knob_settings(env))
 
 # Which class sends each channel; JSON in the environment overrides entries.
 NUDGE_CHANNEL_BACKENDS = {
-    "console": "scheduled_sends.channels.console.ConsoleChannel",
-    "telegram": "scheduled_sends.channels.telegram.TelegramChannel",
-    "whatsapp": "scheduled_sends.channels.whatsapp.WhatsAppChannel",
+    "console": "messaging.channels.console.ConsoleChannel",
+    "telegram": "messaging.channels.telegram.TelegramChannel",
+    "whatsapp": "messaging.channels.whatsapp.WhatsAppChannel",
 }
 NUDGE_CHANNEL_BACKENDS.update(json.loads(env.str("NUDGE_CHANNEL_BACKENDS", default="{}")))
 

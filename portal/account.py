@@ -18,7 +18,7 @@ from accounts.actions import PAUSED_BY_STOP, ensure_settings, pause, resume
 from accounts.models import Channel, DeliverySettings
 from portal.models import AccountNotice, ChannelAddress, OptInRecord
 from portal.tokens import address_digest
-from scheduled_sends.materialize import refresh_queue
+from sweeps.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.portal")

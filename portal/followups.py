@@ -20,7 +20,7 @@ from calendars.providers.normalize import MAX_LEADS_PER_EVENT
 from calendars.repeat import WEEKDAY_NAMES, Repeat, next_occurrence
 from core.config import NudgeConfig
 from core.zones import zone_of
-from scheduled_sends.materialize import refresh_queue
+from sweeps.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 
 TITLE_MAX_CHARS = 200

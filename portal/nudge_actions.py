@@ -3,7 +3,7 @@ reply or the words "snooze" / "done".
 
 Who is acting is the chat or number the tap came from (the address directory,
 ``account.owner_of``); what they act on is the signed token the button carried
-(``scheduled_sends.nudge_actions``), which verifies only for that address. The
+(``messaging.nudge_actions``), which verifies only for that address. The
 act itself runs inside the owner's tenant scope; Done then marks the
 follow-up done through the same action the website uses
 (``followups.change_follow_up``), which re-materializes the user. The answer is
@@ -20,11 +20,11 @@ from django.utils import translation
 
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
+from messaging import nudge_actions
+from messaging.action_tokens import Claim, verify
+from messaging.nudge_actions import Act, ActResult
 from portal import account
 from portal.followups import FollowUpChange, change_follow_up
-from scheduled_sends import nudge_actions
-from scheduled_sends.action_tokens import Claim, verify
-from scheduled_sends.nudge_actions import Act, ActResult
 from tenancy.scope import tenant_scope
 
 SNOOZE_WORDS = frozenset({"SNOOZE", "LATER"})

@@ -40,15 +40,15 @@ from telegram.request import HTTPXRequest
 from accounts.actions import PAUSED_BY_TELEGRAM_STOP, ensure_settings
 from accounts.models import Channel
 from core.config import NudgeConfig
-from portal import account, nudge_actions
-from portal.models import LinkCode, TelegramUpdateSeen
-from portal.tokens import parse_telegram_payload, use_telegram_code
-from scheduled_sends.channels.telegram import (
+from messaging.channels.telegram import (
     REDACTED,
     bot_api_base_url,
     install_token_filter,
 )
-from scheduled_sends.nudge_actions import NOT_HERE, ActResult
+from messaging.nudge_actions import NOT_HERE, ActResult
+from portal import account, nudge_actions
+from portal.models import LinkCode, TelegramUpdateSeen
+from portal.tokens import parse_telegram_payload, use_telegram_code
 from tenancy.scope import tenant_scope
 
 # Linking and /stop come as messages; a nudge's buttons as callback queries.

@@ -17,9 +17,9 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from django.utils.formats import date_format
 from django.utils.translation import gettext, gettext_lazy
 
+from messaging.nudge_actions import acts_since
 from portal.plain_words import PlainWords, for_outcome
 from scheduled_sends.models import Kind, NudgeAct, Outcome, ScheduledSend
-from scheduled_sends.nudge_actions import acts_since
 from scheduled_sends.queue.states import unsettled
 from scheduled_sends.subjects import subject_titles
 

@@ -28,9 +28,9 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from core.config import NudgeConfig
+from messaging.nudge_actions import ActResult
+from messaging.receipts import signature_is_valid
 from portal import telegram, whatsapp
-from scheduled_sends.nudge_actions import ActResult
-from scheduled_sends.receipts import signature_is_valid
 
 logger = logging.getLogger("nudge.webhooks")
 

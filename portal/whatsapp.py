@@ -25,15 +25,15 @@ from twilio.rest import Client
 from accounts.actions import PAUSED_BY_WHATSAPP_STOP, ensure_settings
 from accounts.models import Channel, validate_e164
 from core.config import NudgeConfig
-from portal import account, nudge_actions
-from portal.models import LinkCode, TwilioMessageSeen
-from portal.tokens import TooManyCodes, new_whatsapp_code, use_whatsapp_code
-from scheduled_sends.channels.whatsapp import (
+from messaging.channels.whatsapp import (
     BaseUrlHttpClient,
     classify_twilio_error,
     whatsapp_address,
 )
-from scheduled_sends.nudge_actions import ActResult
+from messaging.nudge_actions import ActResult
+from portal import account, nudge_actions
+from portal.models import LinkCode, TwilioMessageSeen
+from portal.tokens import TooManyCodes, new_whatsapp_code, use_whatsapp_code
 from tenancy.scope import tenant_scope
 
 STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT"})

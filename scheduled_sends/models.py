@@ -264,7 +264,7 @@ class MaterializeCycle(models.Model):
 
     Not a tenant table: it holds a slot, an instant and a count, never user
     data. The first ``materialize`` of the slot creates it with its slices;
-    the others find it (``scheduled_sends/cycle.py``).
+    the others find it (``sweeps/cycle.py``).
     """
 
     starts_at = models.DateTimeField(

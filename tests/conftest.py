@@ -15,15 +15,15 @@ from django.db import connection
 from psycopg.conninfo import make_conninfo
 
 from accounts.models import DeliverySettings
-from scheduled_sends.channels.recording import RecordingChannel
+from messaging.channels.recording import RecordingChannel
 from tenancy.scope import tenant_scope
 
 User = get_user_model()
 
 RECORDING_BACKENDS = {
-    "console": "scheduled_sends.channels.recording.RecordingChannel",
-    "telegram": "scheduled_sends.channels.recording.RecordingChannel",
-    "whatsapp": "scheduled_sends.channels.recording.RecordingChannel",
+    "console": "messaging.channels.recording.RecordingChannel",
+    "telegram": "messaging.channels.recording.RecordingChannel",
+    "whatsapp": "messaging.channels.recording.RecordingChannel",
 }
 
 

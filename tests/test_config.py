@@ -134,18 +134,18 @@ ENTRY_MODULES = re.compile(
     r"|/admin/[^/]+\.py$"
 )
 ENTRY_FUNCTIONS = {
-    "scheduled_sends/deliver.py": {"run_deliver"},
-    "scheduled_sends/materialize.py": {
+    "sweeps/deliver.py": {"run_deliver"},
+    "sweeps/materialize.py": {
         "run_materialize",
         "refresh_queue",
         "refresh_calendars_and_queue",
     },
-    "scheduled_sends/health.py": {"check_health"},
-    "scheduled_sends/sync_changed.py": {"run_sync_changed"},
+    "console/health.py": {"check_health"},
+    "sweeps/sync_changed.py": {"run_sync_changed"},
     # Senders are built from a dotted path (NUDGE_CHANNEL_BACKENDS) with no arguments,
     # and read their own provider settings as they start.
-    "scheduled_sends/channels/telegram.py": {"__init__"},
-    "scheduled_sends/channels/whatsapp.py": {"__init__"},
+    "messaging/channels/telegram.py": {"__init__"},
+    "messaging/channels/whatsapp.py": {"__init__"},
     "accounts/models.py": {"default_lead_minutes"},
     # django-axes calls these for each sign-in attempt; Django's reset view calls save().
     "portal/signin.py": {"failure_limit", "lockout_duration", "save"},

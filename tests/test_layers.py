@@ -23,7 +23,10 @@ LAYERS = (
     "accounts",
     "calendars",
     "scheduled_sends",
+    "messaging",
+    "sweeps",
     "portal",
+    "console",
     "nudgeproject",
 )
 FLOOR = {app: floor for floor, app in enumerate(LAYERS)}

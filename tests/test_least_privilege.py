@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 from django.core.management.base import SystemCheckError
 from django.db import DatabaseError, connection, transaction
 
-from scheduled_sends.health import check_health
+from console.health import check_health
 from scheduled_sends.models import ScheduledSend
 from tenancy.checks import rls_problems
 from tenancy.rls import SWEEPER_UPDATABLE_COLUMNS, TENANT_PREDICATE, across_tenants

@@ -7,7 +7,7 @@
 * ``worklist`` is the minute job's to-do list (``PushWork``): notified
   connections and channels due for creation, renewal or a check.
 * The minute job itself (``manage.py sync_changed``) lives in
-  ``scheduled_sends/sync_changed.py``: it maintains due channels, re-syncs
+  ``sweeps/sync_changed.py``: it maintains due channels, re-syncs
   changed connections and re-materializes their users.
 * ``freshness`` decides, for the sweep, whether a connection must be fetched
   now or its stored copy is enough (push live, window covered, safety poll

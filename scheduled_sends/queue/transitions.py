@@ -11,7 +11,7 @@ Who calls what, and in which scope:
   ``scheduled_sends`` and nothing else;
 * the user acting from a message (Snooze, Done) — :func:`enqueue_snoozed`
   and :func:`withdraw_subject`, in the user's ``tenant_scope`` (the caller's,
-  ``scheduled_sends.nudge_actions``);
+  ``messaging.nudge_actions``);
 * support — :func:`release_stuck_claim`, :func:`retry_failed` and
   :func:`skip_unsent`, under the admin's ``support_scope`` (the caller's),
   each fenced by the state support saw (``states.py``);

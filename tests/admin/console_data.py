@@ -11,8 +11,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from console.charts import floor_to
 from scheduled_sends import failures
-from scheduled_sends.charts import floor_to
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import support_scope

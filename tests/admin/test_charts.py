@@ -20,9 +20,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from console import charts, svgchart
 from core.config import NudgeConfig
-from nudgeproject import svgchart
-from scheduled_sends import charts, failures
+from scheduled_sends import failures
 from scheduled_sends.lateness import BUCKETS
 from tenancy.scope import support_scope
 from tests.conftest import new_user

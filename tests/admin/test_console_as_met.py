@@ -10,9 +10,8 @@ from html import unescape
 from django.utils import timezone
 
 from accounts.models import DeliverySettings
-from nudgeproject import svgchart
-from nudgeproject.console import look_ahead_panels, outcome_panels
-from scheduled_sends import charts
+from console import charts, svgchart
+from console.sentences import look_ahead_panels, outcome_panels
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.queue import transitions
 from tenancy.scope import tenant_scope

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-import scheduled_sends.health
+import console.health
 from core.config import NudgeConfig
 from scheduled_sends.models import SweepRun
 from tenancy.scope import current_scope
@@ -64,14 +64,14 @@ def test_index_shows_the_health_report(staff_client, queue):
 
 def test_check_health_runs_outside_the_support_scope(staff_client, monkeypatch, db):
     """It opens its own scope for the queue counts, and scopes refuse to nest."""
-    real = scheduled_sends.health.check_health
+    real = console.health.check_health
     scopes: list[str | None] = []
 
     def spy(now=None):
         scopes.append(current_scope())
         return real(now)
 
-    monkeypatch.setattr(scheduled_sends.health, "check_health", spy)
+    monkeypatch.setattr(console.health, "check_health", spy)
 
     with record_scopes() as seen:
         assert staff_client.get(INDEX).status_code == 200
@@ -85,7 +85,7 @@ def test_index_falls_back_to_its_own_queries_when_health_fails(staff_client, que
     def broken(now=None):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(scheduled_sends.health, "check_health", broken)
+    monkeypatch.setattr(console.health, "check_health", broken)
 
     response = staff_client.get(INDEX)
 
@@ -101,8 +101,8 @@ def test_index_falls_back_to_its_own_queries_when_health_fails(staff_client, que
 
 def test_every_failing_check_reads_as_a_sentence_with_its_rows(db):
     """Each of health's checks, failing, as support reads it: the figure, and where to look."""
-    from nudgeproject.console import Links, health_lines
-    from scheduled_sends.health import Check, HealthCheck
+    from console.health import Check, HealthCheck
+    from console.sentences import Links, health_lines
 
     names = list(Check)
     figures = {
@@ -179,15 +179,15 @@ def test_a_check_without_a_sentence_cannot_reach_the_page(db, monkeypatch):
     """A new check added to health without its sentence fails loudly, never falls back."""
     import enum
 
-    from nudgeproject import console
-    from scheduled_sends.health import Check, HealthCheck
+    from console import sentences
+    from console.health import Check, HealthCheck
 
     extended = enum.StrEnum("Check", {m.name: m.value for m in Check} | {"NEW": "new_check"})
-    monkeypatch.setattr(console, "Check", extended)
+    monkeypatch.setattr(sentences, "Check", extended)
     with pytest.raises(LookupError, match="new_check"):
-        console.health_lines(
+        sentences.health_lines(
             [HealthCheck(Check.STUCK_CLAIMS, True, "")],
             {},
-            console.Links(),
+            sentences.Links(),
             NudgeConfig.from_settings(),
         )

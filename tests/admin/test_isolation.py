@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from accounts.models import DeliverySettings
-from nudgeproject.admin_site import SUPPORT_SCOPED_ATTR
+from console.admin_site import SUPPORT_SCOPED_ATTR
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import current_scope
 

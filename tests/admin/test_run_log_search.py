@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduled_sends.cycle import participant_name
-from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import SweepRun
+from sweeps.cycle import participant_name
+from sweeps.materialize import run_materialize
 
 pytestmark = pytest.mark.django_db
 

@@ -17,8 +17,8 @@ from django.db import connection
 from calendars.providers.ics_parse import parse_feed_bounded
 from calendars.sync import SyncPool
 from core.config import NudgeConfig
-from scheduled_sends.materialize import run_materialize
 from scheduled_sends.queue import transitions
+from sweeps.materialize import run_materialize
 from tests.calendars.conftest import NOW, events_of, make_connection
 from tests.calendars.ics_samples import SINGLE
 from tests.fakes.ics_server import FakeIcsFeed

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 from calendars.connect import connect_ics_feed
 from core.config import NudgeConfig
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.materialize import run_materialize
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
 from tests.calendars.ics_samples import crlf
 
 START = datetime(2026, 12, 2, 7, 0, tzinfo=UTC)

@@ -22,8 +22,8 @@ from django.contrib.auth import get_user_model
 
 from calendars.providers import ics_fetch, untrusted_fetch
 from calendars.providers.base import ProviderError
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.materialize import run_materialize
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
 from tests.calendars.conftest import NOW, events_of, make_connection, reload, run_sync
 from tests.calendars.ics_samples import SINGLE, crlf
 from tests.fakes.ics_server import FakeIcsFeed

@@ -10,8 +10,8 @@ import pytest
 from calendars.connect import connect_ics_feed
 from calendars.providers.meeting_links import join_url, without_links
 from core.config import DEFAULT_MEETING_HOSTS, NudgeConfig, host_list
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.materialize import run_materialize
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
 from tests.calendars.conftest import events_of, run_sync
 from tests.calendars.ics_samples import crlf
 from tests.fakes.google_server import google_event

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from scheduled_sends.materialize import run_materialize
+from sweeps.materialize import run_materialize
 from tests.calendars.conftest import make_connection
 from tests.calendars.ics_samples import SINGLE
 from tests.channels.test_metrics import SECRET, scrape, value

@@ -15,13 +15,13 @@ from django.utils import timezone
 
 from calendars.models import PushState, PushWork
 from calendars.push import worklist
+from console.health import check_health
 from core.config import NudgeConfig
+from messaging.channels.recording import RecordingChannel
 from portal.calendar_links import disconnect
-from scheduled_sends.channels.recording import RecordingChannel
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.health import check_health
-from scheduled_sends.materialize import run_materialize
-from scheduled_sends.sync_changed import run_sync_changed
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
+from sweeps.sync_changed import run_sync_changed
 from tenancy.scope import tenant_scope
 from tests.calendars.conftest import NOW, reload
 from tests.calendars.push_support import (

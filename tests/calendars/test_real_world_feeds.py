@@ -17,8 +17,8 @@ import pytest
 
 from accounts.models import DeliverySettings
 from calendars.providers.ics_parse import parse_feed, parse_seconds
-from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import ScheduledSend
+from sweeps.materialize import run_materialize
 from tenancy.scope import tenant_scope
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
 from tests.calendars.ics_samples import crlf

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduled_sends.channels.base import NudgeMessage
+from messaging.channels.base import NudgeMessage
 from tests.fakes.fixtures import (  # noqa: F401 — fixtures
     fake_telegram,
     fake_twilio,

@@ -108,7 +108,7 @@ def test_materialize_with_the_secret_reports_like_the_command(client, cron_secre
 
 
 def test_a_failed_run_answers_500(client, cron_secret, monkeypatch):
-    import scheduled_sends.cron_routes as cron_routes
+    import sweeps.cron_routes as cron_routes
 
     def broken(*args, **kwargs):
         raise RuntimeError("database went away")
@@ -120,8 +120,8 @@ def test_a_failed_run_answers_500(client, cron_secret, monkeypatch):
 
 
 def test_a_run_that_reports_trouble_answers_500_with_its_report(client, cron_secret, monkeypatch):
-    import scheduled_sends.cron_routes as cron_routes
-    from scheduled_sends.deliver import DeliverReport
+    import sweeps.cron_routes as cron_routes
+    from sweeps.deliver import DeliverReport
 
     report = DeliverReport(as_of=timezone.now(), claimed=1, lost_claims=1)
     monkeypatch.setattr(cron_routes, "run_deliver", lambda: report)

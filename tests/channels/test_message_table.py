@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from accounts.rules import held_by_quiet_hours
-from scheduled_sends.message_table import CHANNEL_LIMITS, over_limit, render
-from scheduled_sends.messages import LANGUAGES, Shape, compose
+from messaging.message_table import CHANNEL_LIMITS, over_limit, render
+from messaging.messages import LANGUAGES, Shape, compose
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "MESSAGES.md"
 NOW = datetime(2026, 12, 3, 14, 0, tzinfo=UTC)  # 15:00 in Berlin

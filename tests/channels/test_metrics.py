@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduled_sends.deliver import run_deliver
+from sweeps.deliver import run_deliver
 from tests.channels.queue import queue_follow_up
 from tests.fakes import telegram_server as telegram
 

@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 from django.utils import timezone
 
-from scheduled_sends.deliver import run_deliver
+from sweeps.deliver import run_deliver
 from tests.channels.queue import queue_follow_up
 from tests.fakes.telegram_server import BOT_TOKEN, FakeTelegram
 from tests.support.processes import manage, subprocess_env

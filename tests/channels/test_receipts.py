@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 from twilio.request_validator import RequestValidator
 
-from scheduled_sends.deliver import run_deliver
+from sweeps.deliver import run_deliver
 from tests.channels.queue import queue_follow_up, reload
 from tests.fakes.twilio_server import ACCOUNT_SID, AUTH_TOKEN
 

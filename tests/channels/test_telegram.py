@@ -8,13 +8,13 @@ import socket
 
 import pytest
 
-from scheduled_sends.channels.base import (
+from messaging.channels.base import (
     PermanentSendError,
     RateLimited,
     TransientSendError,
     UnconfirmedSendError,
 )
-from scheduled_sends.channels.telegram import REDACTED, TelegramChannel
+from messaging.channels.telegram import REDACTED, TelegramChannel
 from tests.channels.conftest import nudge
 from tests.fakes import telegram_server as telegram
 from tests.fakes.base import Fault

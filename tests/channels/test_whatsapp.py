@@ -11,13 +11,13 @@ from email.utils import formatdate
 import pytest
 from twilio.base.exceptions import TwilioRestException, TwilioServiceException
 
-from scheduled_sends.channels.base import (
+from messaging.channels.base import (
     PermanentSendError,
     RateLimited,
     TransientSendError,
     UnconfirmedSendError,
 )
-from scheduled_sends.channels.whatsapp import (
+from messaging.channels.whatsapp import (
     MAX_VALIDITY_SECONDS,
     WhatsAppChannel,
     classify_twilio_error,
@@ -245,7 +245,7 @@ def test_logs_of_failing_sends_never_contain_the_auth_token(
 
 
 def test_base_url_keeps_path_and_query(fake_twilio: FakeTwilio):
-    from scheduled_sends.channels.whatsapp import BaseUrlHttpClient
+    from messaging.channels.whatsapp import BaseUrlHttpClient
 
     client = BaseUrlHttpClient(fake_twilio.url + "/proxy/")
     assert (

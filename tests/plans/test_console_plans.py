@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from console import charts
 from core.config import NudgeConfig
-from scheduled_sends import charts
 from tenancy.scope import support_scope
 from tests.conftest import utc
 from tests.plans.data import analyze, explain_json, load_history, load_queue, make_users

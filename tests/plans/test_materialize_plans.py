@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
-from scheduled_sends.materialize import SubjectReads, read_subjects
+from sweeps.materialize import SubjectReads, read_subjects
 from tenancy.scope import planning_scope, support_scope, tenant_scope
 from tests.conftest import utc
 from tests.plans.data import (

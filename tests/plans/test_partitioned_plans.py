@@ -18,8 +18,8 @@ from datetime import datetime, timedelta
 import pytest
 from django.db import connection
 
+from console import charts
 from core.config import NudgeConfig
-from scheduled_sends import charts
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import statements, transitions
 from scheduled_sends.queue.partitions import DAY, partitions

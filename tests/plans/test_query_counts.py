@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from calendars.models import FollowUp
-from scheduled_sends.deliver import run_deliver
+from sweeps.deliver import run_deliver
 from tenancy.scope import tenant_scope
 from tests.conftest import utc
 from tests.support.queue import queue_nudge

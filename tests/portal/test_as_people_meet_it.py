@@ -12,16 +12,16 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import DeliverySettings
+from console import charts
 from core.config import NudgeConfig
 from portal import followups
 from portal.forms import IcsFeedForm, SettingsForm
 from portal.models import ApiToken
 from portal.tokens import parse_telegram_payload, use_telegram_code
-from scheduled_sends import charts
-from scheduled_sends.deliver import run_deliver
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import transitions
+from sweeps.deliver import run_deliver
 from tenancy.scope import support_scope, tenant_scope
 
 from .conftest import PASSWORD, pending

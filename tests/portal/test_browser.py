@@ -24,7 +24,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 from core.config import NudgeConfig
 from portal import followups
-from scheduled_sends.deliver import run_deliver
+from sweeps.deliver import run_deliver
 from tests.admin.test_browser import ARTIFACTS, CHROMIUM_ARGS, chromium_binary
 
 from .conftest import BOT_USERNAME, PASSWORD

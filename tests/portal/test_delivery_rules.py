@@ -13,8 +13,8 @@ from django.utils import timezone
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
 from portal import followups
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.materialize import refresh_queue
+from sweeps.deliver import run_deliver
+from sweeps.materialize import refresh_queue
 from tenancy.scope import tenant_scope
 from tests.fakes import telegram_server as tg
 from tests.fakes import twilio_server as tw
@@ -184,7 +184,8 @@ def test_a_held_nudge_sent_a_little_early_by_smoothing_still_goes(make_user, now
 
     from core.config import NudgeConfig
     from scheduled_sends.queue.transitions import ClaimedSend, Transition
-    from scheduled_sends.subjects import Delivery, decide, read_facts
+    from scheduled_sends.subjects import read_facts
+    from sweeps.verdicts import Delivery, decide
 
     user = make_user(channel="console")
     quiet_end = now + timedelta(minutes=55)  # the nudge is intended at +50: held to +55

@@ -17,7 +17,7 @@ from core.config import NudgeConfig
 from portal import followups
 from portal.models import ApiToken
 from portal.tokens import digest, new_api_token, new_telegram_code, parse_api_token
-from scheduled_sends.deliver import run_deliver
+from sweeps.deliver import run_deliver
 from tenancy.scope import tenant_scope
 from tests.fakes.telegram_server import FakeTelegram
 

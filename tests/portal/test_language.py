@@ -15,7 +15,7 @@ from accounts.models import DeliverySettings
 from accounts.rules import preferences_for
 from core.config import NudgeConfig
 from portal import followups
-from scheduled_sends.deliver import run_deliver
+from sweeps.deliver import run_deliver
 from tenancy.scope import tenant_scope
 
 from .conftest import PASSWORD

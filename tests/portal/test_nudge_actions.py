@@ -24,16 +24,16 @@ from django.utils import timezone
 from accounts.models import Channel, DeliverySettings
 from calendars.models import FollowUp
 from core.config import NudgeConfig
+from messaging import action_tokens
+from messaging.channels.base import NudgeActions
+from messaging.channels.telegram import TelegramChannel
+from messaging.messages import clock_text
+from messaging.nudge_actions import NOT_HERE
 from portal import account, telegram, timeline
 from portal.nudge_actions import tap
-from scheduled_sends import action_tokens
-from scheduled_sends.channels.base import NudgeActions
-from scheduled_sends.channels.telegram import TelegramChannel
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.materialize import materialize_user
-from scheduled_sends.messages import clock_text
 from scheduled_sends.models import NudgeAct, ScheduledSend
-from scheduled_sends.nudge_actions import NOT_HERE
+from sweeps.deliver import run_deliver
+from sweeps.materialize import materialize_user
 from tenancy.scope import tenant_scope
 from tests.channels.conftest import nudge
 from tests.channels.queue import queue_follow_up

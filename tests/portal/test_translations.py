@@ -15,9 +15,9 @@ from django.utils import timezone
 from accounts.models import Channel, DeliverySettings
 from calendars.models import CalendarConnection, Provider
 from core.config import NudgeConfig
+from messaging.messages import Shape, clock_text, compose
 from portal import followups
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.messages import Shape, clock_text, compose
+from sweeps.deliver import run_deliver
 from tenancy.scope import tenant_scope
 
 from .test_nudge_actions import CHAT, answers, buttons, linked, pending_rows, poll, sent_nudge

@@ -16,8 +16,8 @@ from core.config import NudgeConfig
 from core.deployment import NOT_IN_PRODUCTION
 from portal import account, followups, telegram
 from portal.models import OptInRecord
-from scheduled_sends.deliver import run_deliver
 from scheduled_sends.models import ScheduledSend
+from sweeps.deliver import run_deliver
 from tenancy.scope import tenant_scope
 from tests.portal.conftest import pending, queued
 from tests.portal.test_telegram import link_code, post_update

@@ -14,8 +14,8 @@ import inspect
 
 import pytest
 
-from scheduled_sends import cron_routes
 from scheduled_sends.models import SweepRun
+from sweeps import cron_routes
 
 pytestmark = pytest.mark.django_db
 

@@ -14,11 +14,11 @@ from typing import ClassVar
 import pytest
 from django.utils import timezone
 
-from scheduled_sends.channels.base import NudgeMessage, SendReceipt
-from scheduled_sends.channels.recording import RecordingChannel
-from scheduled_sends.deliver import run_deliver
+from messaging.channels.base import NudgeMessage, SendReceipt
+from messaging.channels.recording import RecordingChannel
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.models import SweepRun
+from sweeps.deliver import run_deliver
 from tests.channels.queue import queue_follow_up, reload
 from tests.fakes.base import Fault
 

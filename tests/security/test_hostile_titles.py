@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.messages import ELLIPSIS, MAX_TITLE_CHARS, clean_title, compose
+from messaging.messages import ELLIPSIS, MAX_TITLE_CHARS, clean_title, compose
+from sweeps.deliver import run_deliver
 from tests.channels.queue import queue_follow_up, reload
 from tests.conftest import utc
 

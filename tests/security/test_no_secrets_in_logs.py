@@ -25,9 +25,9 @@ from django.utils import timezone
 from calendars import crypto
 from calendars.models import CalendarConnection, Provider
 from core.log_format import KeyValueFormatter
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import ScheduledSend, SweepRun
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
 from tenancy.scope import support_scope, tenant_scope
 from tests.channels.queue import queue_follow_up
 from tests.fakes import telegram_server as tg
@@ -221,7 +221,7 @@ def test_failing_sends_and_runs_leak_no_secret(
     # A run that fails outright (its channel class cannot even be imported).
     settings.NUDGE_CHANNEL_BACKENDS = {
         **settings.NUDGE_CHANNEL_BACKENDS,
-        "whatsapp": "scheduled_sends.channels.nowhere.Missing",
+        "whatsapp": "messaging.channels.nowhere.Missing",
     }
     assert not run_deliver(later + timedelta(minutes=1)).ok
 

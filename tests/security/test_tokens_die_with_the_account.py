@@ -18,8 +18,8 @@ from django.utils.http import urlsafe_base64_encode
 from core.config import NudgeConfig
 from portal.models import ApiToken
 from portal.tokens import new_api_token
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.materialize import materialize_user
+from sweeps.deliver import run_deliver
+from sweeps.materialize import materialize_user
 from tenancy.scope import tenant_scope
 from tests.channels.queue import queue_follow_up, reload, rows_of
 

@@ -25,9 +25,9 @@ import os
 import time
 from pathlib import Path
 
-from scheduled_sends.channels.base import NudgeMessage, SendReceipt
-from scheduled_sends.channels.telegram import TelegramChannel
-from scheduled_sends.channels.whatsapp import WhatsAppChannel
+from messaging.channels.base import NudgeMessage, SendReceipt
+from messaging.channels.telegram import TelegramChannel
+from messaging.channels.whatsapp import WhatsAppChannel
 
 _sends = itertools.count(1)
 _held: list[int] = []  # the first successful send at or after N, once

@@ -58,11 +58,11 @@ from django.db import connection
 
 from accounts.models import DeliverySettings
 from calendars.models import CalendarConnection, CalendarEvent, EventStatus, FollowUp, Provider
-from scheduled_sends.channels.whatsapp import whatsapp_address
-from scheduled_sends.cycle import cycle_start
+from messaging.channels.whatsapp import whatsapp_address
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.models import Kind, MaterializeSlice, ScheduledSend, SweepRun
 from scheduled_sends.queue.transitions import EXPIRED_REASON
+from sweeps.cycle import cycle_start
 from tenancy.scope import support_scope, tenant_scope
 from tests.fakes import telegram_server as tg
 from tests.fakes import twilio_server as tw

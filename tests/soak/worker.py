@@ -40,8 +40,8 @@ def _stall_in_slice_if_asked() -> None:
     """
     if os.environ.get("NUDGE_SOAK_EPISODE") != "stall-in-slice":
         return
-    from scheduled_sends import cycle
-    from scheduled_sends.materialize import UserFlow
+    from sweeps import cycle
+    from sweeps.materialize import UserFlow
     from tests.soak.channels import _mark
 
     at = int(os.environ["NUDGE_SOAK_EPISODE_AT"])

@@ -9,14 +9,14 @@ from datetime import timedelta
 import pytest
 
 from accounts.models import DeliverySettings
+from console.health import check_health
 from core.config import NudgeConfig
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.health import check_health
 from scheduled_sends.lateness import LatenessSummary, merged_p95
-from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
-from scheduled_sends.smoothing import Move, plan_moves
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
+from sweeps.smoothing import Move, plan_moves
 from tenancy.scope import tenant_scope
 from tests.conftest import utc
 from tests.sweeps.factories import add_event, add_follow_up, rows

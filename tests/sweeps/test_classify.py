@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduled_sends.channels.base import (
+from messaging.channels.base import (
     PermanentSendError,
     RateLimited,
     SendError,
@@ -17,7 +17,8 @@ from scheduled_sends.channels.base import (
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.transitions import Transition
-from scheduled_sends.subjects import Facts, SendAttempt, classify
+from scheduled_sends.subjects import Facts
+from sweeps.verdicts import SendAttempt, classify
 
 DELAY = timedelta(seconds=90)
 

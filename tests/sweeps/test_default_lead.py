@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 
 from accounts.admin import DeliverySettingsForm
 from accounts.models import DeliverySettings
-from scheduled_sends.materialize import run_materialize
+from sweeps.materialize import run_materialize
 from tenancy.scope import tenant_scope
 from tests.conftest import utc
 from tests.sweeps.factories import add_follow_up, rows

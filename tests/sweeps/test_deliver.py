@@ -13,20 +13,20 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
-from scheduled_sends.channels.base import (
+from messaging.channels.base import (
     NudgeMessage,
     PermanentSendError,
     SendReceipt,
     TransientSendError,
     UnconfirmedSendError,
 )
-from scheduled_sends.channels.recording import RecordingChannel
-from scheduled_sends.deliver import run_deliver
+from messaging.channels.recording import RecordingChannel
+from messaging.messages import compose
 from scheduled_sends.failures import INTERRUPTED_REASON, FailureKind
-from scheduled_sends.materialize import run_materialize
-from scheduled_sends.messages import compose
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
 from tenancy.scope import tenant_scope
 from tests.channels.queue import queue_follow_up, reload
 from tests.conftest import utc

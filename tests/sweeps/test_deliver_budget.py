@@ -11,11 +11,11 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from scheduled_sends.channels.base import NudgeMessage, SendReceipt
-from scheduled_sends.channels.recording import RecordingChannel
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.materialize import run_materialize
+from messaging.channels.base import NudgeMessage, SendReceipt
+from messaging.channels.recording import RecordingChannel
 from scheduled_sends.models import SweepRun
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
 from tests.channels.queue import queue_follow_up
 from tests.conftest import utc
 from tests.sweeps.factories import add_follow_up, rows

@@ -11,8 +11,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import ScheduledSend, SweepRun
+from sweeps.materialize import run_materialize
 from tenancy.scope import support_scope
 from tests.sweeps.factories import add_follow_up
 

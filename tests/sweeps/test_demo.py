@@ -8,8 +8,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.materialize import run_materialize
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
 from tests.conftest import utc
 
 START = utc(2026, 12, 2, 8, 0)

@@ -17,13 +17,13 @@ from django.db import connection
 from django.utils import timezone
 
 from core.config import NudgeConfig
-from scheduled_sends.channels.base import NudgeMessage
-from scheduled_sends.channels.recording import RecordingChannel
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.materialize import run_materialize
+from messaging.channels.base import NudgeMessage
+from messaging.channels.recording import RecordingChannel
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.transitions import Transition, claim_due, claim_params, settle_one
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
 from tenancy.scope import rls_bypass, support_scope
 from tests.channels.queue import queue_follow_up, rows_of
 from tests.conftest import utc

@@ -12,15 +12,15 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from console.health import Check, check_health
+from console.sentences import Links, health_lines
 from core.config import NudgeConfig
-from nudgeproject.console import Links, health_lines
 from portal.timeline import upcoming
-from scheduled_sends import dev_loop
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.demo import seed_demo
-from scheduled_sends.health import Check, check_health
-from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import ScheduledSend, SweepRun
+from sweeps import dev_loop
+from sweeps.deliver import run_deliver
+from sweeps.demo import seed_demo
+from sweeps.materialize import run_materialize
 from tenancy.scope import support_scope, tenant_scope
 from tests.conftest import utc
 from tests.sweeps.factories import add_event, add_follow_up

@@ -10,12 +10,12 @@ from django.core.management import call_command
 from django.db import transaction
 from django.utils import timezone
 
+from console.health import check_health
 from core.config import NudgeConfig
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.health import check_health
-from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
 from tests.conftest import utc
 from tests.sweeps.factories import add_event
 
@@ -92,7 +92,7 @@ def test_no_runs_at_all_is_unhealthy(db):
 
 
 def test_a_failed_last_run_is_reported(queued, monkeypatch):
-    from scheduled_sends import deliver
+    from sweeps import deliver
 
     def broken(*args, **kwargs):
         raise ConnectionError("database went away")

@@ -14,12 +14,12 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from console import metrics
+from console.health import FAILING_MIN_ERRORS, check_health
 from core.config import NudgeConfig
-from scheduled_sends import metrics
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.health import FAILING_MIN_ERRORS, check_health
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
+from sweeps.deliver import run_deliver
 from tests.channels.queue import queue_follow_up
 from tests.conftest import utc
 from tests.fakes.telegram_server import BOT_BLOCKED

@@ -12,10 +12,10 @@ from django.db import connection
 from accounts.models import DeliverySettings
 from calendars import sync as calendar_sync
 from calendars.models import ConnectionStatus, EventStatus
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.materialize import refresh_queue, run_materialize
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
+from sweeps.deliver import run_deliver
+from sweeps.materialize import refresh_queue, run_materialize
 from tenancy.scope import tenant_scope
 from tests.conftest import utc
 from tests.sweeps.factories import add_event, add_follow_up, rows, update

@@ -18,11 +18,11 @@ import pytest
 from django.db import connection, transaction
 
 from core.config import NudgeConfig
-from scheduled_sends import cycle
-from scheduled_sends import materialize as materialize_module
-from scheduled_sends.materialize import UserFlow, run_materialize
 from scheduled_sends.models import MaterializeCycle, MaterializeSlice, SweepRun
 from scheduled_sends.runlog import MaterializeCounts
+from sweeps import cycle
+from sweeps import materialize as materialize_module
+from sweeps.materialize import UserFlow, run_materialize
 from tests.conftest import utc
 from tests.support.processes import manage, subprocess_env
 from tests.sweeps.factories import add_follow_up, rows

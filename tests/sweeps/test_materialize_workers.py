@@ -10,9 +10,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from scheduled_sends.materialize import _resume_point, run_materialize, users_to_visit
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import statements
+from sweeps.materialize import _resume_point, run_materialize, users_to_visit
 from tests.conftest import utc
 from tests.sweeps.factories import add_event, add_follow_up, rows
 

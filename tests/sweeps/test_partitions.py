@@ -12,8 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.db import IntegrityError
 
-from scheduled_sends.health import Check, check_health
-from scheduled_sends.materialize import run_materialize
+from console.health import Check, check_health
 from scheduled_sends.models import Kind, ScheduledSend, SweepRun
 from scheduled_sends.queue.partitions import (
     DAY,
@@ -24,6 +23,7 @@ from scheduled_sends.queue.partitions import (
     partitions,
 )
 from scheduled_sends.queue.transitions import database_now, prune_settled
+from sweeps.materialize import run_materialize
 from tenancy.checks import rls_problems
 from tenancy.rls import tenant_table_security
 from tenancy.scope import support_scope, tenant_scope

@@ -11,9 +11,9 @@ from accounts.models import DeliverySettings
 from calendars.models import CalendarConnection
 from calendars.repeat import Repeat, is_occurrence, occurrences
 from portal.calendar_links import set_switches
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import Kind, NudgeAct
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
 from tenancy.scope import tenant_scope
 from tests.conftest import utc
 from tests.sweeps.factories import add_event, add_follow_up, rows, update

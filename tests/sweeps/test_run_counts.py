@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from scheduled_sends.deliver import DeliverReport
-from scheduled_sends.materialize import MaterializeReport
 from scheduled_sends.runlog import DeliverCounts, MaterializeCounts
+from sweeps.deliver import DeliverReport
+from sweeps.materialize import MaterializeReport
 
 
 def test_a_deliver_report_writes_what_health_reads_back():

@@ -6,10 +6,10 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from scheduled_sends.deliver import run_deliver
-from scheduled_sends.materialize import run_materialize
 from scheduled_sends.models import SweepRun
 from scheduled_sends.runlog import NEVER_FINISHED
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
 from tests.conftest import utc
 
 NOW = utc(2026, 12, 2, 10, 0)

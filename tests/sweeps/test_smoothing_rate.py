@@ -11,7 +11,7 @@ import pytest
 
 from core.config import NudgeConfig
 from pacing.pacer import Budget, SharedBudgets, channel_rates_in_force
-from scheduled_sends.materialize import run_materialize
+from sweeps.materialize import run_materialize
 from tests.conftest import utc
 from tests.sweeps.factories import add_event, rows
 

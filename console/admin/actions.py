@@ -1,0 +1,326 @@
+"""Support's three actions on queue rows: confirm, call the queue's transition, report.
+
+Each action shows a confirmation page first — which rows will change, which
+will not and why, and which may already have reached the user — then calls
+one transition of ``scheduled_sends/queue/transitions.py`` per row. The
+transitions carry the fences (judged on the database's clock); this module
+only words them: a row whose fence no longer holds is reported as "changed
+meanwhile", never overwritten.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+
+from console.admin.rows import as_of, attach_subject_titles, owner_name, subject_label
+from core.config import NudgeConfig
+from core.display import when
+from scheduled_sends import failures
+from scheduled_sends.models import ScheduledSend
+from scheduled_sends.queue import transitions
+from scheduled_sends.queue.states import Outcome, State
+
+CONFIRM_TEMPLATE = "admin/scheduled_sends/scheduledsend/confirm_action.html"
+MID_SEND_REFUSAL = (
+    "its send had started, so it may already have been delivered; "
+    "tick 'send again' to release it anyway"
+)
+MAY_HAVE_REACHED_REFUSAL = (
+    "it may already have reached the user; tick 'send again' to retry it anyway"
+)
+CONFIGURATION_REFUSAL = (
+    "it failed for our channel configuration, and would fail again the same way: "
+    "fix the setting its error names (docs/OPERATIONS.md); deliver sends new nudges then"
+)
+# Support's try on one row: None when it changed, else why it did not.
+RowAction = Callable[[ScheduledSend], str | None]
+
+
+def delivery_doubt(obj: ScheduledSend) -> str:
+    """Why a failed row may nevertheless have reached the user ("" when it cannot have).
+
+    Read from the row's failure kind (docs/OPERATIONS.md, "a user didn't get a
+    nudge"): such a row was not resent because the message may have arrived.
+    """
+    doubt = failures.doubt(obj.failure_kind)
+    if doubt:
+        return doubt
+    if obj.provider_message_id:
+        return (
+            f"the provider accepted it (message {obj.provider_message_id}); "
+            "retrying may send it twice"
+        )
+    return ""
+
+
+class SkipReasonForm(forms.Form):
+    reason = forms.CharField(
+        max_length=200,
+        help_text="Stored on the row as 'skipped by support: <reason>'.",
+        widget=forms.TextInput(attrs={"size": 60}),
+    )
+
+
+def _doubt(action: str, obj: ScheduledSend) -> str:
+    """Why acting on a row may send a message the user already has ("" if it cannot)."""
+    if action == "release_claim" and obj.send_started_at is not None:
+        return "its send had started: it may already have been sent"
+    if action == "retry_now":
+        return delivery_doubt(obj)
+    return ""
+
+
+def _confirm(
+    modeladmin: admin.ModelAdmin,
+    request: HttpRequest,
+    *,
+    action: str,
+    title: str,
+    explanation: str,
+    rows: list[tuple[ScheduledSend, str | None]],
+    submit: str,
+    form: forms.Form | None = None,
+) -> TemplateResponse:
+    """The intermediate page: what will happen to which row, and why not to others."""
+    attach_subject_titles(obj for obj, _ in rows)
+    doubts = {obj.pk: _doubt(action, obj) for obj, refusal in rows if refusal is None}
+    eligible = [obj for obj, refusal in rows if refusal is None]
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": title,
+        "subtitle": None,
+        "opts": modeladmin.model._meta,
+        "action": action,
+        "explanation": explanation,
+        "rows": [
+            {
+                "obj": obj,
+                "owner": owner_name(obj),
+                "subject": subject_label(obj),
+                "fire_at": when(obj.fire_at),
+                "state": obj.queue_state,
+                "refusal": refusal,
+                "doubt": doubts.get(obj.pk, ""),
+                "send_started": when(obj.send_started_at),
+            }
+            for obj, refusal in rows
+        ],
+        "eligible": eligible,
+        "count_sentence": _count_sentence(
+            selected=len(rows),
+            eligible=len(eligible),
+            doubtful=sum(1 for doubt in doubts.values() if doubt),
+        ),
+        "submit": submit,
+        "form": form,
+        "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        "media": modeladmin.media,
+    }
+    request.current_app = modeladmin.admin_site.name
+    return TemplateResponse(request, CONFIRM_TEMPLATE, context)
+
+
+def _act(
+    modeladmin: admin.ModelAdmin,
+    request: HttpRequest,
+    rows: list[tuple[ScheduledSend, str | None]],
+    attempt: RowAction,
+    log_message: Callable[[ScheduledSend], str],
+    done: str,
+) -> None:
+    """Attempt each eligible row, log what changed, and say what did and did not."""
+    changed, refusals = 0, [(obj, why) for obj, why in rows if why]
+    for obj, why in rows:
+        if why:
+            continue
+        refusal = attempt(obj)
+        if refusal:
+            refusals.append((obj, refusal))
+            continue
+        changed += 1
+        modeladmin.log_change(request, obj, log_message(obj))
+    if changed:
+        modeladmin.message_user(request, done.format(n=changed), messages.SUCCESS)
+    if refusals:
+        modeladmin.message_user(
+            request,
+            "Not changed: " + "; ".join(f"#{obj.pk} {why}" for obj, why in refusals),
+            messages.WARNING,
+        )
+
+
+def _send_again(request: HttpRequest, obj: ScheduledSend) -> bool:
+    return request.POST.get(f"send_again_{obj.pk}") == "yes"
+
+
+@admin.action(permissions=["change"], description="Release stuck claim (claimable now)")
+def release_claim(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
+    """Make a dead run's claim claimable now, fenced on the token support saw."""
+    lease = NudgeConfig.from_settings().lease
+    rows = [(obj, _release_refusal(obj)) for obj in queryset]
+    if request.POST.get("post") != "yes":
+        return _confirm(
+            modeladmin,
+            request,
+            action="release_claim",
+            title="Release stuck claims",
+            explanation=(
+                "The deliver run holding each claim is presumed dead. Releasing "
+                "lets the next run claim and send the row. A row whose send had "
+                "started may already have reached the user, so releasing it can "
+                "send it twice: it is released only when you tick 'send again' "
+                "(check the provider first). Left alone, the next deliver run "
+                "settles such a row as failed (interrupted)."
+            ),
+            rows=rows,
+            submit="Yes, release",
+        )
+
+    def attempt(obj: ScheduledSend) -> str | None:
+        send_again = _send_again(request, obj)
+        if obj.send_started_at is not None and not send_again:
+            return MID_SEND_REFUSAL
+        token = _uuid_or_none(request.POST.get(f"claim_token_{obj.pk}"))
+        if not transitions.release_stuck_claim(obj.pk, token, lease, even_mid_send=send_again):
+            return "its claim changed after the confirmation page"
+        return None
+
+    def log_message(obj: ScheduledSend) -> str:
+        message = f"Released stuck claim {obj.claim_token} (support)."
+        if obj.send_started_at is not None:
+            message += f" Its send had started at {obj.send_started_at:%Y-%m-%d %H:%M:%S}Z."
+        return message
+
+    _act(modeladmin, request, rows, attempt, log_message, "Released {n} stuck claim(s).")
+    return None
+
+
+def _release_refusal(obj: ScheduledSend) -> str | None:
+    if obj.queue_state == State.STUCK:
+        return None
+    if obj.queue_state == State.CLAIMED:
+        return "its claim is still live (a deliver run may be sending it)"
+    return f"it is {obj.queue_state}, not a stuck claim"
+
+
+@admin.action(permissions=["change"], description="Retry failed send now")
+def retry_now(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
+    """Clear a failed row's outcome so the next deliver run sends it, inside the grace."""
+    config = NudgeConfig.from_settings()
+    grace_minutes = int(config.grace.total_seconds() // 60)
+    rows = [(obj, _retry_refusal(obj, request, config)) for obj in queryset]
+    if request.POST.get("post") != "yes":
+        return _confirm(
+            modeladmin,
+            request,
+            action="retry_now",
+            title="Retry failed sends now",
+            explanation=(
+                f"Each failed row is put back in the queue; the next deliver run "
+                f"sends it. Only rows still inside the {grace_minutes}-minute grace "
+                f"window after their intended time can be retried."
+            ),
+            rows=rows,
+            submit="Yes, retry",
+        )
+
+    def attempt(obj: ScheduledSend) -> str | None:
+        if delivery_doubt(obj) and not _send_again(request, obj):
+            return MAY_HAVE_REACHED_REFUSAL
+        if not transitions.retry_failed(obj.pk, config.grace):
+            return "it changed, or left the grace window, meanwhile"
+        # (retry_failed's fence also leaves configuration failures alone.)
+        return None
+
+    _act(
+        modeladmin,
+        request,
+        rows,
+        attempt,
+        lambda obj: f"Retry requested by support (was failed: {obj.last_error[:200]}).",
+        "Queued {n} send(s) for retry.",
+    )
+    return None
+
+
+def _retry_refusal(obj: ScheduledSend, request: HttpRequest, config: NudgeConfig) -> str | None:
+    if obj.outcome != Outcome.FAILED:
+        return f"it is {obj.queue_state}, not failed"
+    if obj.failure_kind == failures.FailureKind.CONFIGURATION:
+        return CONFIGURATION_REFUSAL
+    if obj.intended_at <= as_of(request) - config.grace:
+        return (
+            f"it is past the {int(config.grace.total_seconds() // 60)}-minute grace window "
+            f"(meant for {obj.intended_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC); "
+            "a nudge that late is wrong, not late"
+        )
+    return None
+
+
+@admin.action(permissions=["change"], description="Skip (settle without sending)")
+def skip(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
+    """Settle unsent rows as skipped, with the reason support typed."""
+    lease = NudgeConfig.from_settings().lease
+    rows = [(obj, _skip_refusal(obj)) for obj in queryset]
+    form = SkipReasonForm(request.POST if request.POST.get("post") == "yes" else None)
+    if not form.is_valid():
+        return _confirm(
+            modeladmin,
+            request,
+            action="skip",
+            title="Skip sends",
+            explanation="Each row is settled as skipped and will not be sent.",
+            rows=rows,
+            submit="Yes, skip",
+            form=form,
+        )
+    reason = f"skipped by support: {form.cleaned_data['reason']}"
+
+    def attempt(obj: ScheduledSend) -> str | None:
+        if not transitions.skip_unsent(obj.pk, reason, lease):
+            return "it was settled or claimed meanwhile"
+        return None
+
+    _act(modeladmin, request, rows, attempt, lambda obj: reason, "Skipped {n} send(s).")
+    return None
+
+
+def _skip_refusal(obj: ScheduledSend) -> str | None:
+    if obj.queue_state == State.CLAIMED:
+        return "its claim is still live (a deliver run may be sending it)"
+    if obj.outcome:
+        return f"it is already settled ({obj.outcome})"
+    return None
+
+
+def _count_sentence(*, selected: int, eligible: int, doubtful: int) -> str:
+    """How many rows the action will touch, said before it does."""
+
+    def rows(n: int) -> str:
+        return f"{n} row" if n == 1 else f"{n} rows"
+
+    if not eligible:
+        return f"This will change none of the {rows(selected)} you selected."
+    sentence = f"This will change {rows(eligible)} of the {rows(selected)} you selected"
+    if eligible < selected:
+        sentence += f"; {rows(selected - eligible)} will be left alone (reasons below)"
+    if doubtful:
+        sentence += (
+            f". {rows(doubtful)} may already have reached the user and "
+            f"{'is' if doubtful == 1 else 'are'} changed only if you tick 'send again'"
+        )
+    return sentence + "."
+
+
+def _uuid_or_none(value: str | None) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value or "")
+    except ValueError:
+        return None

@@ -1,0 +1,285 @@
+"""The queue as support reads it: problems first, each row's state in words.
+
+The change form is read-only: a full-row save could overwrite a deliver
+run's claim or settle-up. Rows change only through the three actions
+(``actions.py``), which call the queue's own transitions.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+
+from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ObjectDoesNotExist
+from django.db.models import Case, IntegerField, QuerySet, When
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.text import Truncator
+
+from accounts.models import Channel
+from console.admin import actions
+from console.admin.rows import as_of, attach_subject_titles, owner_name, subject_label
+from core.config import NudgeConfig
+from core.display import instant_column, when
+from scheduled_sends.models import ScheduledSend
+from scheduled_sends.queue import states
+
+
+class ScheduledSendChangeList(ChangeList):
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        attach_subject_titles(self.result_list)
+
+
+class StateFilter(admin.SimpleListFilter):
+    """The derived states (``queue/states.py``) as filters."""
+
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        return states.State.choices
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() in states.State.values:
+            lease = NudgeConfig.from_settings().lease
+            return queryset.in_state(self.value(), as_of(request), lease)
+        return queryset
+
+
+class DueFilter(admin.SimpleListFilter):
+    """Rows health counts as overdue and unclaimed: its sentence links to exactly these."""
+
+    title = "due"
+    parameter_name = "due"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> tuple:
+        return (("overdue", "Overdue, unclaimed"),)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "overdue":
+            config = NudgeConfig.from_settings()
+            return queryset.filter(
+                states.overdue_unclaimed(as_of(request), config.grace, config.overdue_after)
+            )
+        return queryset
+
+
+class OwnerFilter(admin.SimpleListFilter):
+    """One user's rows, by id: where a user's charts page sends support.
+
+    Offered only once chosen (listing every user would not fit a sidebar); the
+    search box finds a user by name.
+    """
+
+    title = "owner"
+    parameter_name = "owner"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        value = self.value()
+        if not (value and value.isdigit()):
+            return []
+        names = get_user_model().objects.filter(pk=int(value)).values_list("username", flat=True)
+        return [(value, next(iter(names), f"user #{value}"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        if value and value.isdigit():
+            return queryset.filter(user_id=int(value))
+        return queryset
+
+
+def _channel_for_unsent(obj: ScheduledSend) -> str:
+    """The user's channel now, for a row not yet sent; the queued one noted when it differs."""
+    try:
+        current = obj.user.delivery_settings.channel
+    except ObjectDoesNotExist:
+        current = ""
+    if not current:
+        return "no channel chosen yet"
+    name = Channel(current).label if current in Channel.values else current
+    if obj.channel and obj.channel != current:
+        queued = Channel(obj.channel).label if obj.channel in Channel.values else obj.channel
+        return f"{name} (now; queued for {queued})"
+    return name
+
+
+def _user_zone(obj: ScheduledSend) -> str:
+    try:
+        return obj.user.delivery_settings.timezone or "UTC"
+    except ObjectDoesNotExist:
+        return "UTC"
+
+
+@admin.register(ScheduledSend)
+class ScheduledSendAdmin(admin.ModelAdmin):
+    # Eight columns fit beside the filters at 1280 px: the two zones of "fires"
+    # share a cell, and the subject, error and delivery wrap (a long unbroken
+    # title breaks anywhere) rather than push state and delivery off-screen.
+    list_display = (
+        "id",
+        "owner",
+        "subject_with_kind",
+        "fires",
+        "state_label",
+        "attempts_label",
+        "last_error_short",
+        "delivery",
+    )
+    list_display_links = ("id",)
+    list_filter = (
+        StateFilter,
+        DueFilter,
+        OwnerFilter,
+        "kind",
+        "channel",
+        "failure_kind",
+        ("fire_at", admin.DateFieldListFilter),
+    )
+    search_fields = ("user__username", "user__email", "=provider_message_id")
+    search_help_text = "Username or e-mail (partial), or a provider message id (exact)."
+    list_select_related = ("user", "user__delivery_settings")
+    date_hierarchy = "fire_at"
+    list_per_page = 50
+    actions = (actions.release_claim, actions.retry_now, actions.skip)
+    fields = (
+        "owner",
+        "kind",
+        "ref_id",
+        "subject",
+        "state_label",
+        "fire_at_utc",
+        "fire_at_local",
+        "subject_starts_at_",
+        "claimed_at_",
+        "claim_token",
+        "send_started_at_",
+        "sent_at_",
+        "outcome",
+        "attempts_label",
+        "not_before_",
+        "failure_kind",
+        "last_error",
+        "channel",
+        "provider_message_id",
+        "delivery_status",
+        "delivery_error_code",
+        "delivery_updated_at_",
+        "created_at_",
+    )
+    readonly_fields = fields
+
+    subject_starts_at_ = instant_column("subject_starts_at", "subject starts")
+    claimed_at_ = instant_column("claimed_at", "claimed at")
+    send_started_at_ = instant_column("send_started_at", "send started at")
+    sent_at_ = instant_column("sent_at", "sent at")
+    not_before_ = instant_column("not_before", "not before")
+    delivery_updated_at_ = instant_column("delivery_updated_at", "receipt updated at")
+    created_at_ = instant_column("created_at", "created at")
+
+    # --- access ---------------------------------------------------------------
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # rows come from the materialize sweep only
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # a deleted row would be materialized again; skip it instead
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        # Model-level "change" gates the actions; an object's form stays read-only.
+        if obj is not None:
+            return False
+        return super().has_change_permission(request)
+
+    # --- list -------------------------------------------------------------------
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ScheduledSend]:
+        """Every row with its state (``queue_state``), problems first."""
+        now, lease = as_of(request), NudgeConfig.from_settings().lease
+        problem = states.in_any_state(states.PROBLEM_STATES, now, lease)
+        # Not super(): it would order by problem_rank before that annotation exists.
+        return (
+            self.model._default_manager.select_related("user", "user__delivery_settings")
+            .with_state(now, lease)
+            .annotate(
+                problem_rank=Case(When(problem, then=0), default=1, output_field=IntegerField()),
+            )
+            .order_by(*self.get_ordering(request))
+        )
+
+    def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
+        return ("problem_rank", "-fire_at")
+
+    def get_changelist(self, request: HttpRequest, **kwargs):
+        return ScheduledSendChangeList
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field=None):
+        obj = super().get_object(request, object_id, from_field)
+        if obj is not None:
+            attach_subject_titles([obj])
+        return obj
+
+    @admin.display(description="owner", ordering="user__username")
+    def owner(self, obj: ScheduledSend) -> str:
+        url = reverse("admin:nudge_user_activity", args=[obj.user_id])
+        return format_html('<a href="{}" title="this user\'s charts">{}</a>', url, owner_name(obj))
+
+    @admin.display(description="subject")
+    def subject(self, obj: ScheduledSend) -> str:
+        return subject_label(obj)
+
+    @admin.display(description="subject")
+    def subject_with_kind(self, obj: ScheduledSend) -> str:
+        if getattr(obj, "subject_title", None) is None:
+            return subject_label(obj)
+        return f"{obj.get_kind_display()}: {subject_label(obj)}"
+
+    @admin.display(description="delivery")
+    def delivery(self, obj: ScheduledSend) -> str:
+        """Channel, the provider's receipt and its message id, as far as known.
+
+        An unsent row goes out on the user's channel as it is when it is sent
+        (deliver re-reads the settings), not the one it was queued with: that
+        is the channel shown, and the queued one only when it differs.
+        """
+        channel = obj.get_channel_display()
+        if obj.outcome is None:
+            channel = _channel_for_unsent(obj)
+        parts = [channel, obj.delivery_status, obj.provider_message_id]
+        return " · ".join(part for part in parts if part) or "-"
+
+    @admin.display(description="tries")
+    def attempts_label(self, obj: ScheduledSend) -> str:
+        """Sends tried: ``attempts`` counts failed tries, so a sent row adds its success."""
+        tries = obj.attempts + (1 if obj.outcome == states.Outcome.SENT else 0)
+        return str(tries)
+
+    @admin.display(description="fires (yours · user's zone)", ordering="fire_at")
+    def fires(self, obj: ScheduledSend) -> str:
+        return format_html(
+            '{}<br><span class="nudge-user-zone">{}</span>',
+            when(obj.fire_at),
+            self.fire_at_local(obj),
+        )
+
+    @admin.display(description="fires", ordering="fire_at")
+    def fire_at_utc(self, obj: ScheduledSend) -> str:
+        return when(obj.fire_at)
+
+    @admin.display(description="fires (user's zone)", ordering="fire_at")
+    def fire_at_local(self, obj: ScheduledSend) -> str:
+        zone = _user_zone(obj)
+        try:
+            local = obj.fire_at.astimezone(zoneinfo.ZoneInfo(zone))
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            return f"(unknown zone {zone})"
+        return f"{local:%Y-%m-%d %H:%M} {zone}"
+
+    @admin.display(description="state", ordering="problem_rank")
+    def state_label(self, obj: ScheduledSend) -> str:
+        return obj.queue_state
+
+    @admin.display(description="last error")
+    def last_error_short(self, obj: ScheduledSend) -> str:
+        return Truncator(obj.last_error).chars(60)

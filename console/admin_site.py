@@ -1,0 +1,209 @@
+"""The support console: Django's admin, with every staff view in ``support_scope()``.
+
+Tenant tables carry FORCE row-level security, so the application's role sees
+nothing of them outside a scope. The admin is cross-tenant by nature; rather
+than loosen a policy, each admin view for an authenticated, active staff user
+runs inside ``support_scope()`` — one transaction, entered with ``SET LOCAL
+ROLE`` into the NOLOGIN support role — and its response is rendered inside the
+same transaction, because a ``TemplateResponse`` renders lazily, after the
+view has returned. Login, logout, anonymous and non-staff requests never
+enter the scope, and nothing outside ``admin_view`` does either.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import wraps
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.db.models import Max
+from django.http import HttpRequest, HttpResponseBase
+from django.shortcuts import get_object_or_404
+from django.template.response import SimpleTemplateResponse, TemplateResponse
+from django.urls import path
+from django.utils import timezone
+
+from console import health, sentences
+from console.admin_guard import audit_logger, guarded
+from core.config import NudgeConfig
+from core.display import when
+from pacing import pacer
+from scheduled_sends.models import ScheduledSend, SweepRun
+from tenancy.scope import support_scope
+
+logger = logging.getLogger("nudge.admin")
+
+# Set on every view wrapper that enters the support scope, so tests can walk
+# the URL configuration and prove no other route carries it.
+SUPPORT_SCOPED_ATTR = "support_scoped"
+_HEALTH_ATTR = "_nudge_health"
+
+
+@dataclass
+class HealthSummary:
+    """What the index shows about the sweeps, whichever way it was computed."""
+
+    figures: dict[str, Any]
+    ok: bool | None = None
+    checks: list[Any] = field(default_factory=list)
+    source: str = "check_health"
+    error: str = ""
+
+
+class NudgeAdminSite(admin.AdminSite):
+    site_header = "nudge support"
+    site_title = "nudge support"
+    index_title = "Support console"
+    site_url = None  # the service has no pages of its own to "view"
+    enable_nav_sidebar = False  # the queue's list is wide; give it the room
+    index_template = "admin/nudge_index.html"
+
+    def register(self, model_or_iterable, admin_class=None, **options) -> None:
+        """Every admin gets the shared lookup guard and read audit (``admin_guard``)."""
+        super().register(model_or_iterable, guarded(admin_class or admin.ModelAdmin), **options)
+
+    def admin_view(self, view: Callable, cacheable: bool = False) -> Callable:
+        """Django's staff check and CSRF protection around a support-scoped view.
+
+        ``super().admin_view`` redirects anonymous and non-staff requests to
+        the login page before the wrapped view is ever called, so only an
+        active staff user's request reaches ``support_scope()``.
+        """
+        return super().admin_view(self._support_scoped(view), cacheable)
+
+    def _support_scoped(self, view: Callable) -> Callable:
+        if view == self.logout:
+            # Logout touches nothing but the session; it needs no tenant rows.
+            return view
+        collect_health = view == self.index
+
+        @wraps(view)
+        def scoped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            if not self.has_permission(request):
+                # Unreachable through admin_view; never widen access if it is not.
+                return view(request, *args, **kwargs)
+            if collect_health:
+                # check_health enters its own scope (scopes refuse to nest), so
+                # it runs first, as the plain application role.
+                setattr(request, _HEALTH_ATTR, _run_check_health())
+            with support_scope():
+                response = view(request, *args, **kwargs)
+                if isinstance(response, SimpleTemplateResponse):
+                    # Lazy rendering would otherwise query after the scope ended.
+                    response.render()
+            return response
+
+        setattr(scoped, SUPPORT_SCOPED_ATTR, True)
+        return scoped
+
+    def index(self, request: HttpRequest, extra_context: dict | None = None):
+        """The state in words, every check as a sentence, and the queue's pictures."""
+        config = NudgeConfig.from_settings()
+        health = _health_summary(request)
+        links = sentences.Links.for_user(request.user)
+        if health.checks:
+            lines = sentences.health_lines(health.checks, health.figures, links, config)
+        else:
+            lines = sentences.figure_lines(health.figures, links)
+        lines += sentences.pacing_lines(pacer.rates_in_force(config))
+        now = timezone.now()
+        context = {
+            "nudge_health": health,
+            "nudge_lines": lines,
+            "nudge_failing": [line for line in lines if not line.ok],
+            "nudge_warnings": [line for line in lines if line.ok and line.warning],
+            "nudge_as_of": when(now),
+            # Counts across every tenant: only for staff who may view the queue.
+            "nudge_charts": sentences.activity_panels(now, config) if links.queue else None,
+            **(extra_context or {}),
+        }
+        return super().index(request, extra_context=context)
+
+    def get_urls(self) -> list:
+        return [
+            path(
+                "nudge/user/<int:user_id>/activity/",
+                self.admin_view(self.user_activity),
+                name="nudge_user_activity",
+            ),
+            *super().get_urls(),
+        ]
+
+    def user_activity(self, request: HttpRequest, user_id: int) -> HttpResponseBase:
+        """The landing page's three charts for one user's nudges."""
+        if not sentences.Links.for_user(request.user).queue:
+            raise PermissionDenied
+        user = get_object_or_404(get_user_model(), pk=user_id)
+        # Counts, not rows, but of one tenant's queue: logged like any staff read of it.
+        audit_logger.info(
+            "staff viewed tenant rows",
+            extra={
+                "staff_user_id": request.user.pk,
+                "staff_username": request.user.get_username(),
+                "model": "scheduled_sends.ScheduledSend",
+                "rows": [],
+                "filters": {"owner": str(user.pk), "view": "charts"},
+            },
+        )
+        now = timezone.now()
+        context = {
+            **self.each_context(request),
+            "title": f"Nudges of {user.get_username()}",
+            "subtitle": None,
+            "nudge_user": user,
+            "nudge_as_of": when(now),
+            "nudge_charts": sentences.activity_panels(
+                now, NudgeConfig.from_settings(), user_id=user.pk
+            ),
+            "nudge_queue_url": sentences.Links.for_user(request.user).to_queue(f"owner={user.pk}"),
+        }
+        request.current_app = self.name
+        return TemplateResponse(request, "admin/nudge_user_activity.html", context)
+
+
+def _run_check_health() -> Any:
+    """The health report, or the exception that stopped it (the index must still render)."""
+    try:
+        return health.check_health()
+    except Exception as exc:
+        logger.exception("check_health failed on the admin index")
+        return exc
+
+
+def _health_summary(request: HttpRequest) -> HealthSummary:
+    report = getattr(request, _HEALTH_ATTR, None)
+    if report is None or isinstance(report, Exception):
+        summary = HealthSummary(figures=_figures_from_queries(), source="admin queries")
+        if report is not None:
+            summary.error = f"check_health failed: {type(report).__name__}"
+        return summary
+    return HealthSummary(figures=dict(report.figures), ok=report.ok, checks=list(report.checks))
+
+
+def _figures_from_queries() -> dict[str, Any]:
+    """Health's figures, read under the admin's scope when check_health could not run.
+
+    The same counts as health's (``ScheduledSend.objects.due_counts``), so the
+    page says the same numbers whichever way they were read.
+    """
+    config = NudgeConfig.from_settings()
+    now = timezone.now()
+    # As check_health reads it: the instant the last successful run acted for.
+    last: dict[str, datetime | None] = {
+        sweep: SweepRun.objects.filter(sweep=sweep, status=SweepRun.Status.OK).aggregate(
+            at=Max("as_of")
+        )["at"]
+        for sweep in (SweepRun.Sweep.DELIVER, SweepRun.Sweep.MATERIALIZE)
+    }
+    counts = ScheduledSend.objects.due_counts(now, config.grace, config.lease, config.overdue_after)
+    return {
+        "last_deliver_at": last[SweepRun.Sweep.DELIVER],
+        "last_materialize_at": last[SweepRun.Sweep.MATERIALIZE],
+        **vars(counts),
+    }

@@ -1,0 +1,63 @@
+"""GET /healthz, the health report for uptime checks (200 healthy, 503 not), and
+GET /metrics, the same and more in Prometheus' text format for the cron caller.
+
+Anyone may ask whether the service is healthy; only the cron caller (its
+bearer secret) or a signed-in active staff user learns why: the checks' text
+names roles, tables and error classes, and the figures describe the queue —
+an attacker's map, and none of an uptime monitor's business.
+
+The full report is about forty statements. An anonymous caller gets the
+verdict of the last report this process made within ``ANONYMOUS_VERDICT_SECONDS``
+(the process's cache), so a flood of anonymous requests costs one report per
+process per interval, not one per request; a monitor polling every 30-60 s
+still sees every change, at most that many seconds late.
+"""
+
+from __future__ import annotations
+
+from django.core.cache import cache
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from console import metrics
+from console.health import check_health
+from core.config import NudgeConfig
+from scheduled_sends.queue.transitions import database_now
+from sweeps.cron_routes import carries_cron_secret, refusal
+
+ANONYMOUS_VERDICT_SECONDS = 10
+_VERDICT_KEY = "nudge:healthz:anonymous-verdict"
+
+
+def may_see_details(request: HttpRequest) -> bool:
+    user = request.user
+    return carries_cron_secret(request) or (user.is_active and user.is_staff)
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    if not may_see_details(request):
+        ok = cache.get(_VERDICT_KEY)
+        if ok is None:
+            ok = check_health().ok
+            cache.set(_VERDICT_KEY, ok, ANONYMOUS_VERDICT_SECONDS)
+        return JsonResponse({"ok": ok}, status=200 if ok else 503)
+    report = check_health()
+    cache.set(_VERDICT_KEY, report.ok, ANONYMOUS_VERDICT_SECONDS)
+    # Counts and check names only: nothing here identifies a user.
+    return JsonResponse(report.as_dict(), status=200 if report.ok else 503)
+
+
+@never_cache
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus scrapes with the cron bearer secret (``authorization`` in its
+    scrape config); anyone else is refused as by the cron routes."""
+    refused = refusal(request)
+    if refused is not None:
+        return refused
+    now = database_now()
+    body = metrics.render(now, NudgeConfig.from_settings(), check_health(now))
+    return HttpResponse(body, content_type=metrics.CONTENT_TYPE)

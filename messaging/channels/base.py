@@ -1,0 +1,152 @@
+"""The interface every delivery channel implements (:class:`Sender`).
+
+A sender sends one already-composed message to one address and answers in
+one of these ways, which ``sweeps.verdicts.classify`` turns into the row's settlement:
+
+* returns a :class:`SendReceipt` — delivered to the provider: ``sent``;
+* raises :class:`RateLimited` — retry after ``retry_after`` seconds, and stop
+  using this channel for the rest of the run;
+* raises :class:`TransientSendError` — timeout, 5xx, network: retried next run;
+* raises :class:`PermanentSendError` — invalid number, bot blocked, chat not
+  found: settled ``failed`` with the provider's code, never retried; its
+  ``kind`` says whose problem it is (the provider refused, our configuration,
+  an accepted message whose answer could not be read);
+* raises :class:`UnconfirmedSendError` — the request reached the provider but
+  no answer came back (a read timeout): it may have been delivered, and a
+  retry could deliver it twice, so it is settled ``failed`` with that reason.
+  A timeout before the request left (connecting) is transient instead.
+
+The channel *name* (``whatsapp``, ``telegram``) is ``models.Channel``; a
+sender is the code behind one. Senders are called outside any database
+transaction and must not touch the database.
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from functools import cache
+from typing import ClassVar
+
+from django.utils.module_loading import import_string
+
+from core.config import NudgeConfig
+from scheduled_sends.failures import FailureKind
+
+REDACTED = "[redacted]"
+
+
+@dataclass(frozen=True)
+class NudgeActions:
+    """What the person may do from the message: each button is a signed token
+    (``messaging.nudge_actions``) bound to this queue row and the address."""
+
+    send_id: int  # the queue row the message is sent for
+    snooze_minutes: int
+    can_mark_done: bool  # follow-ups only: an event is not "done"
+
+
+@dataclass(frozen=True)
+class NudgeMessage:
+    """What to say, already composed in the recipient's time zone."""
+
+    text: str  # the full plain-text message
+    title: str  # the subject's title, sanitised and truncated
+    local_time: str  # e.g. "15:00", in the user's time zone
+    minutes_until: int  # whole minutes from now until the subject starts
+    valid_for_seconds: int  # after this the nudge is wrong, not late
+    join_url: str = ""  # an https meeting link from a known host, or ""
+    location: str = ""  # where, shown when there is no link
+    actions: NudgeActions | None = None  # Snooze / Done buttons; None: a plain message
+    language: str = "en"  # the recipient's language (accounts.models.Language), for buttons
+
+
+@dataclass(frozen=True)
+class SendReceipt:
+    provider_message_id: str
+
+
+class SendError(Exception):
+    """A send that did not go through. ``code`` is the provider's own error code;
+    ``kind`` what a failure settled from it is (``failures.FailureKind``)."""
+
+    kind: FailureKind = FailureKind.REFUSED
+
+    def __init__(self, message: str, *, code: str = "", kind: FailureKind | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        if kind is not None:
+            self.kind = kind
+
+    def describe(self) -> str:
+        return f"[{self.code}] {self}" if self.code else str(self)
+
+    def redacted(self, *secrets: str) -> SendError:
+        """This error with every secret replaced: providers quote credentials back
+        in error messages, and the message ends up in ``last_error``."""
+        text = str(self)
+        for secret in secrets:
+            if secret:
+                text = text.replace(secret, REDACTED)
+        if text == str(self):
+            return self
+        clone = copy.copy(self)
+        clone.args = (text,)
+        return clone
+
+
+class TransientSendError(SendError):
+    """Worth trying again later: timeouts, 5xx, connection failures."""
+
+    def __init__(self, message: str, *, code: str = "", retry_after: float | None = None) -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
+
+
+class RateLimited(TransientSendError):
+    """The provider asked us to slow down; honour ``retry_after`` (seconds)."""
+
+
+class PermanentSendError(SendError):
+    """Trying again cannot help: the address or the account is wrong."""
+
+
+class UnconfirmedSendError(SendError):
+    """The provider may have the message; resending risks a duplicate nudge."""
+
+    kind = FailureKind.UNCONFIRMED
+
+
+class Sender(ABC):
+    """Sends nudges over one channel (``models.Channel`` names the channels)."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        """Send ``message`` to ``address`` or raise a :class:`SendError`."""
+
+    def warm_up(self) -> None:  # noqa: B027 — optional hook, most channels need none
+        """Do once-per-run set-up now (a login call, say), before a send slot is waited
+        for, so the first message leaves at its slot and not a round trip later.
+        Must not raise: a failure here shows again, classified, in :meth:`send`."""
+
+    def close(self) -> None:  # noqa: B027 — optional hook, most channels hold nothing
+        """Release connections at the end of a run."""
+
+
+@cache
+def _sender_class(dotted_path: str) -> type[Sender]:
+    return import_string(dotted_path)
+
+
+def get_sender(channel: str, config: NudgeConfig) -> Sender:
+    """A fresh instance of the sender configured for ``channel``."""
+    try:
+        dotted_path = config.channel_backends[channel]
+    except KeyError:
+        raise PermanentSendError(
+            f"no channel is configured for {channel!r}", kind=FailureKind.CONFIGURATION
+        ) from None
+    return _sender_class(dotted_path)()

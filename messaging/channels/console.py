@@ -1,0 +1,36 @@
+"""The development channel: prints the nudge instead of sending it.
+
+Outside development it must never "send": it would print a user's private
+titles into the service's log and record them delivered. The rules
+(``accounts.rules.pause_reason``) skip such rows with a reason, and the channel
+itself refuses as a last line.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from typing import TextIO
+
+from core.deployment import NOT_IN_PRODUCTION, console_channel_allowed
+from messaging.channels.base import (
+    NudgeMessage,
+    PermanentSendError,
+    Sender,
+    SendReceipt,
+)
+
+
+class ConsoleChannel(Sender):
+    name = "console"
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stdout
+
+    def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        if not console_channel_allowed():
+            raise PermanentSendError(NOT_IN_PRODUCTION)
+        receipt = SendReceipt(provider_message_id=f"console-{uuid.uuid4().hex[:12]}")
+        self.stream.write(f"  → {address}: {message.text}\n")
+        self.stream.flush()
+        return receipt

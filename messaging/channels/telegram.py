@@ -1,0 +1,363 @@
+"""Telegram through the Bot API, with python-telegram-bot.
+
+The library is async and the deliver sweep sends from a pool of worker
+threads, so each channel instance owns one event loop running on a thread of
+its own, started on first use and stopped by :meth:`close`. Every worker's
+send is a coroutine submitted to that loop: all of a run's concurrent sends
+share one bot, one HTTP connection pool (sized to ``NUDGE_SEND_CONCURRENCY``)
+and one ``getMe``.
+
+Messages go as plain text — never a ``parse_mode`` — so a title full of ``*``,
+``_`` or ``<b>`` arrives as typed, and link previews are off. Under each nudge
+an inline keyboard (:func:`keyboard`): *Join* (a URL button, when the event has
+a meeting link), *Snooze N min*, and for a follow-up *Done*; the last two carry
+signed tokens bound to the queue row and this chat (``action_tokens``), which
+``portal/telegram.py`` answers as ``callback_query`` updates.
+
+Errors:
+
+* ``RetryAfter`` (HTTP 429) → :class:`RateLimited` with Telegram's ``retry_after``;
+* ``BadRequest`` ("chat not found", …), ``Forbidden`` (bot blocked, kicked),
+  ``ChatMigrated`` and ``InvalidToken`` → :class:`PermanentSendError`;
+* ``TimedOut`` while connecting or waiting for a pooled connection,
+  ``NetworkError`` (connection failures, 5xx) → :class:`TransientSendError`;
+* ``TimedOut`` after the request was sent, or a ``NetworkError`` from a
+  connection dropped before the answer → :class:`UnconfirmedSendError`:
+  Telegram may have delivered it, and the Bot API has no idempotency key;
+* a 200 whose body is unusable → :class:`PermanentSendError` ("protocol"): the
+  message has probably gone out, and a duplicate is worse than a visible miss.
+
+The bot token is part of every Bot API URL, and the library puts it into some
+messages and debug logs; nothing this module raises or lets through the
+library's loggers contains it (see :class:`TokenRedactingFilter`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import warnings
+from datetime import timedelta
+
+import httpx
+from django.conf import settings
+from django.utils import translation
+from django.utils.translation import gettext
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
+from telegram.request import HTTPXRequest
+
+from core.config import NudgeConfig
+from messaging.action_tokens import DONE, SNOOZE, sign
+from messaging.channels.base import (
+    NudgeMessage,
+    PermanentSendError,
+    RateLimited,
+    Sender,
+    SendError,
+    SendReceipt,
+    TransientSendError,
+    UnconfirmedSendError,
+)
+from scheduled_sends.failures import FailureKind
+
+DEFAULT_BASE_URL = "https://api.telegram.org/bot"
+REDACTED = "<bot-token>"
+# The loggers that write Bot API URLs (which contain the token): the bot's
+# own (DEBUG) and httpx's request line (INFO). A logger's filters see only
+# records logged on it by name, so these are the exact names the libraries use.
+TOKEN_BEARING_LOGGERS = ("telegram.Bot", "httpx")
+
+
+class TokenRedactingFilter(logging.Filter):
+    """Replaces the bot token in a record's message before any handler sees it.
+
+    Settings keep ``httpx`` at WARNING, but ``telegram.Bot`` logs the API URL
+    (token included) at DEBUG, and a DEBUG root logger while chasing a bug
+    must not put the token into the logs.
+    """
+
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self.token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if self.token in message:
+            record.msg = message.replace(self.token, REDACTED)
+            record.args = None
+        return True
+
+
+def install_token_filter(token: str) -> None:
+    """Attach one redacting filter for ``token`` to each token-bearing logger."""
+    for name in TOKEN_BEARING_LOGGERS:
+        target = logging.getLogger(name)
+        if not any(
+            isinstance(existing, TokenRedactingFilter) and existing.token == token
+            for existing in target.filters
+        ):
+            target.addFilter(TokenRedactingFilter(token))
+
+
+def bot_api_base_url(configured: str) -> str:
+    """The Bot API prefix the token is appended to: ``https://api.telegram.org/bot``.
+
+    Operators naturally write the server's address without the ``/bot``
+    suffix; accept both.
+    """
+    base = (configured or DEFAULT_BASE_URL).rstrip("/")
+    return base if base.endswith("/bot") else f"{base}/bot"
+
+
+def retry_after_seconds(exc: RetryAfter) -> float:
+    """``RetryAfter.retry_after`` in seconds, whichever type this library version hands out."""
+    with warnings.catch_warnings():
+        # v22 warns that the attribute will become a timedelta; both are handled.
+        warnings.simplefilter("ignore")
+        value = exc.retry_after
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return float(value)
+
+
+def unreadable_acceptance(what: str) -> PermanentSendError:
+    """Telegram said 200 but the answer is unusable: probably sent, so not sent again.
+
+    A duplicate nudge is worse than a missing one that support can see in
+    ``last_error`` (the same rule as a send interrupted mid-way).
+    """
+    return PermanentSendError(
+        f"Telegram accepted the message but its answer was unreadable ({what}); "
+        "not resent, to avoid a duplicate",
+        code="protocol",
+        kind=FailureKind.UNUSABLE_RECEIPT,
+    )
+
+
+def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
+    """The channel error a library exception stands for (see the module docstring)."""
+
+    def clean(text: str) -> str:
+        return text.replace(token, REDACTED) if token else text
+
+    if isinstance(exc, RetryAfter):
+        seconds = retry_after_seconds(exc)
+        return RateLimited(
+            f"Telegram flood control: retry in {seconds:g} s", code="429", retry_after=seconds
+        )
+    if isinstance(exc, InvalidToken):
+        # The library's own message quotes the token.
+        return PermanentSendError(
+            "Telegram rejected the bot token: check TELEGRAM_BOT_TOKEN",
+            code="401",
+            kind=FailureKind.CONFIGURATION,
+        )
+    if isinstance(exc, ChatMigrated):
+        return PermanentSendError(
+            f"Telegram group became a supergroup; its chat id is now {exc.new_chat_id}",
+            code="chat_migrated",
+        )
+    if isinstance(exc, Forbidden):
+        return PermanentSendError(f"Telegram refused: {clean(exc.message)}", code="403")
+    if isinstance(exc, BadRequest):  # a NetworkError subclass: must come before it
+        return PermanentSendError(f"Telegram bad request: {clean(exc.message)}", code="400")
+    if isinstance(exc, TimedOut):
+        # The library chains the httpx timeout; only a connect or pool timeout
+        # proves the request never left.
+        if isinstance(exc.__cause__, httpx.ConnectTimeout | httpx.PoolTimeout):
+            return TransientSendError("could not reach Telegram in time", code="timeout")
+        return UnconfirmedSendError("Telegram did not answer in time", code="timeout")
+    if isinstance(exc, NetworkError):
+        if isinstance(exc.__cause__, httpx.RemoteProtocolError | httpx.ReadError):
+            # The request went out and the connection dropped before the answer.
+            return UnconfirmedSendError("Telegram hung up without answering", code="network")
+        return TransientSendError(f"Telegram unreachable: {clean(exc.message)}", code="network")
+    if type(exc) is TelegramError:
+        # Raised bare only when a 2xx body is not the JSON the Bot API sends;
+        # error answers come back as the subclasses above.
+        return unreadable_acceptance(clean(exc.message))
+    return TransientSendError(
+        f"Telegram error {type(exc).__name__}: {clean(exc.message)}", code="telegram"
+    )
+
+
+def keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None:
+    """The buttons under a nudge, in one row; None when there is nothing to press."""
+    with translation.override(message.language):
+        return _keyboard(address, message)
+
+
+def _keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None:
+    """The buttons, labelled in the active language (the nudge's own)."""
+    buttons = []
+    if message.join_url:
+        buttons.append(InlineKeyboardButton(gettext("Join"), url=message.join_url))
+    actions = message.actions
+    if actions is not None:
+        label = gettext("Snooze %(minutes)s min") % {"minutes": actions.snooze_minutes}
+        buttons.append(
+            InlineKeyboardButton(label, callback_data=sign(SNOOZE, actions.send_id, address))
+        )
+        if actions.can_mark_done:
+            buttons.append(
+                InlineKeyboardButton(
+                    gettext("Done"), callback_data=sign(DONE, actions.send_id, address)
+                )
+            )
+    return InlineKeyboardMarkup([buttons]) if buttons else None
+
+
+class TelegramChannel(Sender):
+    """Sends through one Bot on one private event loop per instance."""
+
+    name = "telegram"
+
+    def __init__(self) -> None:
+        self._token: str = settings.TELEGRAM_BOT_TOKEN
+        self.base_url: str = bot_api_base_url(settings.TELEGRAM_API_BASE_URL)
+        self.timeout: float = settings.CHANNEL_TIMEOUT_SECONDS
+        self.pool_size: int = NudgeConfig.from_settings().send_concurrency
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._bot: Bot | None = None
+        self._initialized: asyncio.Future[None] | None = None
+        if self._token:
+            install_token_filter(self._token)
+
+    def _request(self, pool_size: int) -> HTTPXRequest:
+        return HTTPXRequest(
+            connection_pool_size=pool_size,
+            connect_timeout=self.timeout,
+            read_timeout=self.timeout,
+            write_timeout=self.timeout,
+            pool_timeout=self.timeout,
+        )
+
+    def _get_bot(self) -> Bot:
+        with self._lock:
+            if self._bot is None:
+                if not self._token:
+                    raise PermanentSendError(
+                        "Telegram is not configured: TELEGRAM_BOT_TOKEN empty",
+                        code="config",
+                        kind=FailureKind.CONFIGURATION,
+                    )
+                try:
+                    self._bot = Bot(
+                        self._token,
+                        base_url=self.base_url,
+                        request=self._request(pool_size=self.pool_size),
+                        get_updates_request=self._request(pool_size=1),  # never used here
+                    )
+                except InvalidToken:
+                    # Raised for a token with whitespace; the message may quote it.
+                    raise PermanentSendError(
+                        "TELEGRAM_BOT_TOKEN is malformed",
+                        code="config",
+                        kind=FailureKind.CONFIGURATION,
+                    ) from None
+            return self._bot
+
+    def _get_loop(self) -> asyncio.AbstractEventLoop:
+        """The channel's event loop, running on its own daemon thread."""
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="telegram-channel", daemon=True
+                )
+                thread.start()
+                self._loop, self._loop_thread = loop, thread
+            return self._loop
+
+    async def _initialize_once(self, bot: Bot) -> None:
+        """``getMe`` once for all concurrent sends.
+
+        A network failure lets the next send try again; a rejected token does
+        not (it will not start working within this run), so every later send
+        fails with the same answer without asking Telegram again.
+        """
+        previous = self._initialized
+        failed = previous is not None and previous.done() and previous.exception() is not None
+        if previous is None or (failed and not isinstance(previous.exception(), InvalidToken)):
+            self._initialized = asyncio.ensure_future(bot.initialize())
+        await asyncio.shield(self._initialized)
+
+    async def _send(
+        self,
+        bot: Bot,
+        address: str,
+        message: NudgeMessage,
+        markup: InlineKeyboardMarkup | None,
+    ) -> SendReceipt:
+        await self._initialize_once(bot)
+        sent = await bot.send_message(
+            chat_id=address,
+            text=message.text,
+            link_preview_options=LinkPreviewOptions(is_disabled=True),
+            reply_markup=markup,
+        )
+        chat_id, message_id = sent.chat.id, sent.message_id
+        if not isinstance(chat_id, int) or not isinstance(message_id, int):
+            raise unreadable_acceptance(f"message id {message_id!r} in chat {chat_id!r}")
+        # message_id is unique only within its chat.
+        return SendReceipt(provider_message_id=f"{chat_id}:{message_id}")
+
+    def warm_up(self) -> None:
+        """``getMe`` before the first slot, not inside it."""
+        ready = self._initialized
+        if ready is not None and ready.done() and ready.exception() is None:
+            return  # already done: no hop to the loop's thread per send
+        try:
+            bot = self._get_bot()
+            asyncio.run_coroutine_threadsafe(self._initialize_once(bot), self._get_loop()).result(
+                self.timeout
+            )
+        except Exception:  # noqa: S110 — send() reports the same failure, classified
+            pass
+
+    def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        """Send from any thread; blocks that thread until Telegram answers."""
+        bot = self._get_bot()
+        # Built (and signed) on the calling worker thread, not on the shared loop.
+        markup = keyboard(address, message)
+        future = asyncio.run_coroutine_threadsafe(
+            self._send(bot, address, message, markup), self._get_loop()
+        )
+        try:
+            return future.result()
+        except TelegramError as exc:
+            # from None: the library's exception (and its cause) may quote the token.
+            raise classify_telegram_error(exc, self._token) from None
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            # The library turning a 2xx answer into a Message failed.
+            raise unreadable_acceptance(type(exc).__name__) from None
+
+    def close(self) -> None:
+        with self._lock:
+            loop, thread, bot = self._loop, self._loop_thread, self._bot
+            self._loop = self._loop_thread = self._bot = None
+            self._initialized = None
+        if loop is None:
+            return
+        try:
+            if bot is not None:
+                asyncio.run_coroutine_threadsafe(bot.shutdown(), loop).result(self.timeout)
+            asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result(self.timeout)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(timeout=self.timeout)
+            loop.close()

@@ -1,0 +1,310 @@
+"""WhatsApp through Twilio's Programmable Messaging API.
+
+Errors are sorted by what retrying can do about them:
+
+* rate limits (HTTP 429, 20429, 63017, 63018, 63038) → :class:`RateLimited`,
+  with Twilio's ``Retry-After`` header when it sends one;
+* the recipient or the request is wrong (21211 invalid 'To', 21610 opted out
+  with STOP, 21614 not a mobile, 63016 outside the 24-hour window without a
+  template, and any other 4xx) → :class:`PermanentSendError`;
+* our own configuration is wrong (20003 authentication, 21408 region not
+  enabled, missing credentials) → also :class:`PermanentSendError`: retrying
+  the same request every minute cannot fix a credential, only hammers the API
+  until the nudge expires; the code in ``last_error`` says what to fix;
+* 5xx, connect timeouts and failures to connect → :class:`TransientSendError`.
+
+With ``TWILIO_ACTIONS_CONTENT_SID`` set, every nudge goes through that
+Content template, whose two quick-reply buttons carry signed tokens for
+Snooze and Done (``content_variables`` 4 and 5, ``action_tokens``); a tap comes
+back to the inbound webhook as ``ButtonPayload``. Without it, the text nudge
+invites no buttons and the person can reply "snooze" or "done".
+
+A read timeout, or a connection dropped after the request went out, is
+ambiguous — Twilio may have accepted the message, and its Messages API has no
+idempotency key — so it is :class:`UnconfirmedSendError`,
+settled failed rather than risking a duplicate. A 2xx answer we cannot read
+(no sid, not JSON) is the other ambiguous case, and is not retried either:
+see :func:`unreadable_acceptance`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+import urllib3
+from django.conf import settings
+from twilio.base.exceptions import (
+    TwilioException,
+    TwilioRestException,
+    TwilioServiceException,
+)
+from twilio.http.http_client import TwilioHttpClient
+from twilio.http.response import Response
+from twilio.rest import Client
+
+from core.config import NudgeConfig
+from core.http_retry_after import parse_retry_after
+from messaging.action_tokens import DONE, SNOOZE, sign
+from messaging.channels.base import (
+    NudgeMessage,
+    PermanentSendError,
+    RateLimited,
+    Sender,
+    SendReceipt,
+    TransientSendError,
+    UnconfirmedSendError,
+)
+from scheduled_sends.failures import FailureKind
+
+# Twilio keeps an unsent message queued for at most this long (its own limit is
+# larger); a nudge is never worth more than a few hours anyway.
+MAX_VALIDITY_SECONDS = 14_400
+MIN_VALIDITY_SECONDS = 1  # Twilio's minimum
+# When a rate limit comes without Retry-After: try again on the next minute's run.
+DEFAULT_RETRY_AFTER_SECONDS = 60.0
+
+RATE_LIMIT_CODES = {
+    20429: "too many requests",
+    63017: "account message rate exceeded",
+    63018: "WhatsApp sender rate limit exceeded for the channel",
+}
+# A daily cap: nothing more goes out on this account for a while.
+DAILY_LIMIT_CODE = 63038
+DAILY_LIMIT_RETRY_AFTER_SECONDS = 3600.0
+# Named for the reader; any other 4xx is permanent too.
+PERMANENT_CODES = {
+    20003: "authentication failed: check TWILIO_ACCOUNT_SID / TWILIO_AUTH_TOKEN",
+    21211: "invalid 'To' number",
+    21408: "sending to this region is not enabled on the account",
+    21610: "recipient unsubscribed (replied STOP)",
+    21614: "'To' is not a mobile number",
+    63016: "outside the 24-hour window and no approved template (set TWILIO_CONTENT_SID)",
+}
+# 4xx statuses that describe the moment, not the request.
+RETRYABLE_4XX = {408, 409, 423, 425}
+
+
+class BaseUrlHttpClient(TwilioHttpClient):
+    """Twilio's own HTTP client, pointed at another host, remembering response headers.
+
+    The library builds ``https://api.twilio.com/...`` URLs; this keeps their
+    path and query and swaps scheme and host for ``base_url`` (a test server,
+    a proxy). It also keeps the last response's headers per thread, because
+    :class:`TwilioRestException` drops them and ``Retry-After`` lives there.
+    """
+
+    def __init__(self, base_url: str = "", *, timeout: float | None = None) -> None:
+        super().__init__(timeout=timeout)
+        self.base_url = base_url.rstrip("/")
+        self._local = threading.local()
+
+    def rewrite(self, url: str) -> str:
+        if not self.base_url:
+            return url
+        base = urlsplit(self.base_url)
+        original = urlsplit(url)
+        return urlunsplit((base.scheme, base.netloc, base.path + original.path, original.query, ""))
+
+    def request(self, method: str, url: str, *args, **kwargs) -> Response:
+        self._local.headers = {}
+        response = super().request(method, self.rewrite(url), *args, **kwargs)
+        self._local.headers = dict(response.headers or {})
+        return response
+
+    @property
+    def last_response_headers(self) -> Mapping[str, str]:
+        return getattr(self._local, "headers", {})
+
+
+def _detail(exc: TwilioRestException | TwilioServiceException) -> str:
+    # Not str(exc): on a terminal the library decorates it with ANSI colours.
+    if isinstance(exc, TwilioServiceException):
+        return f"{exc.title} - {exc.detail}" if exc.detail else str(exc.title or "")
+    return str(exc.msg or "").removeprefix("Unable to create record: ")
+
+
+def classify_twilio_error(
+    exc: TwilioRestException | TwilioServiceException, headers: Mapping[str, str] | None = None
+) -> TransientSendError | PermanentSendError:
+    """The channel error a Twilio API error stands for (see the module docstring)."""
+    status = int(exc.status or 0)
+    code = int(exc.code) if str(exc.code or "").isdigit() else status
+    detail = _detail(exc) or f"HTTP {status}"
+    code_text = str(code) if code else str(status)
+    lower_headers = {k.lower(): v for k, v in (headers or {}).items()}
+
+    if status == 429 or code in RATE_LIMIT_CODES:
+        retry_after = parse_retry_after(lower_headers.get("retry-after"))
+        return RateLimited(
+            f"Twilio rate limit: {RATE_LIMIT_CODES.get(code, detail)}",
+            code=code_text,
+            retry_after=retry_after if retry_after is not None else DEFAULT_RETRY_AFTER_SECONDS,
+        )
+    if code == DAILY_LIMIT_CODE:
+        return RateLimited(
+            "Twilio daily message limit reached",
+            code=code_text,
+            retry_after=DAILY_LIMIT_RETRY_AFTER_SECONDS,
+        )
+    if code in PERMANENT_CODES:
+        return PermanentSendError(f"Twilio: {PERMANENT_CODES[code]} ({detail})", code=code_text)
+    if status >= 500 or status in RETRYABLE_4XX or status == 0:
+        return TransientSendError(f"Twilio HTTP {status}: {detail}", code=code_text)
+    return PermanentSendError(f"Twilio HTTP {status}: {detail}", code=code_text)
+
+
+def unreadable_acceptance(what: str) -> PermanentSendError:
+    """Twilio said 2xx (accepted) but the answer is unusable.
+
+    The message has probably gone out; like a send interrupted mid-way, it
+    is not sent again, because a duplicate nudge is worse than a missing one
+    that support can see in ``last_error``.
+    """
+    return PermanentSendError(
+        f"Twilio accepted the message but its answer was unreadable ({what}); "
+        "not resent, to avoid a duplicate",
+        code="protocol",
+        kind=FailureKind.UNUSABLE_RECEIPT,
+    )
+
+
+def whatsapp_address(number: str) -> str:
+    """``whatsapp:+14155550100`` from an E.164 number (or an already prefixed one)."""
+    number = number.strip()
+    return number if number.startswith("whatsapp:") else f"whatsapp:{number}"
+
+
+class WhatsAppChannel(Sender):
+    """Sends through Twilio; one client and connection pool per instance (one run)."""
+
+    name = "whatsapp"
+
+    def __init__(self) -> None:
+        self.account_sid: str = settings.TWILIO_ACCOUNT_SID
+        self.from_address: str = settings.TWILIO_WHATSAPP_FROM
+        self.content_sid: str = settings.TWILIO_CONTENT_SID
+        self.actions_content_sid: str = NudgeConfig.from_settings().whatsapp_actions_content_sid
+        self.status_callback: str = settings.TWILIO_STATUS_CALLBACK_URL
+        self._auth_token: str = settings.TWILIO_AUTH_TOKEN
+        self.base_url: str = settings.TWILIO_API_BASE_URL
+        self.timeout: float = settings.CHANNEL_TIMEOUT_SECONDS
+        # One Twilio client (and HTTP session) per sending thread: a requests
+        # Session is not promised to be thread-safe, and a client per thread
+        # keeps each thread's connection pool warm across its sends.
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._http_clients: list[BaseUrlHttpClient] = []
+
+    def _missing_settings(self) -> list[str]:
+        required = {
+            "TWILIO_ACCOUNT_SID": self.account_sid,
+            "TWILIO_AUTH_TOKEN": self._auth_token,
+            "TWILIO_WHATSAPP_FROM": self.from_address,
+        }
+        return [name for name, value in required.items() if not value]
+
+    def _twilio(self) -> tuple[Client, BaseUrlHttpClient]:
+        """This thread's Twilio client and the HTTP client that remembers its headers."""
+        client = getattr(self._local, "client", None)
+        if client is None:
+            missing = self._missing_settings()
+            if missing:
+                raise PermanentSendError(
+                    f"WhatsApp is not configured: {', '.join(missing)} empty",
+                    code="config",
+                    kind=FailureKind.CONFIGURATION,
+                )
+            http_client = BaseUrlHttpClient(self.base_url, timeout=self.timeout)
+            client = Client(self.account_sid, self._auth_token, http_client=http_client)
+            self._local.client, self._local.http_client = client, http_client
+            with self._lock:
+                self._http_clients.append(http_client)
+        return client, self._local.http_client
+
+    def message_parameters(self, address: str, message: NudgeMessage) -> dict[str, object]:
+        """What goes to ``messages.create``: a template when one is configured, else a body."""
+        validity = max(MIN_VALIDITY_SECONDS, min(message.valid_for_seconds, MAX_VALIDITY_SECONDS))
+        parameters: dict[str, object] = {
+            "to": whatsapp_address(address),
+            "from_": whatsapp_address(self.from_address),
+            "validity_period": validity,
+        }
+        actions = message.actions
+        if self.actions_content_sid and actions is not None:
+            # Quick replies: each button's id is the token a tap sends back.
+            number = address.strip().removeprefix("whatsapp:")
+            parameters["content_sid"] = self.actions_content_sid
+            parameters["content_variables"] = json.dumps(
+                {
+                    "1": message.title,
+                    "2": message.local_time,
+                    "3": str(message.minutes_until),
+                    "4": sign(SNOOZE, actions.send_id, number),
+                    "5": sign(DONE, actions.send_id, number),
+                }
+            )
+        elif self.content_sid:
+            # Business-initiated messages outside the 24-hour window need an
+            # approved template (error 63016 otherwise).
+            parameters["content_sid"] = self.content_sid
+            parameters["content_variables"] = json.dumps(
+                {"1": message.title, "2": message.local_time, "3": str(message.minutes_until)}
+            )
+        else:
+            parameters["body"] = message.text
+        if self.status_callback:
+            parameters["status_callback"] = self.status_callback
+        return parameters
+
+    def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        client, http_client = self._twilio()
+        try:
+            created = client.messages.create(**self.message_parameters(address, message))
+        except (TwilioRestException, TwilioServiceException) as exc:
+            error = classify_twilio_error(exc, http_client.last_response_headers)
+            # from None: the library's exception may quote our credentials back.
+            raise error.redacted(self._auth_token) from None
+        except requests.ConnectTimeout as exc:
+            raise TransientSendError("could not reach Twilio in time", code="timeout") from exc
+        except requests.Timeout as exc:
+            # The request left; Twilio may have queued it (no idempotency key).
+            raise UnconfirmedSendError("Twilio did not answer in time", code="timeout") from exc
+        except requests.ConnectionError as exc:
+            if exc.args and isinstance(exc.args[0], urllib3.exceptions.ProtocolError):
+                # The connection dropped after the request went out: Twilio may
+                # have queued it. Only a failure to connect is safe to retry.
+                raise UnconfirmedSendError(
+                    "Twilio hung up without answering", code="network"
+                ) from exc
+            raise TransientSendError(
+                f"cannot reach Twilio ({type(exc).__name__})", code="network"
+            ) from exc
+        except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema) as exc:
+            raise PermanentSendError(
+                f"TWILIO_API_BASE_URL is not a usable URL ({type(exc).__name__})",
+                code="config",
+                kind=FailureKind.CONFIGURATION,
+            ) from exc
+        except (requests.RequestException, TwilioException) as exc:
+            raise TransientSendError(
+                f"unexpected failure talking to Twilio ({type(exc).__name__})", code="protocol"
+            ) from exc
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:
+            # Only a 2xx body is parsed by us rather than by the library's error path.
+            raise unreadable_acceptance(type(exc).__name__) from exc
+        sid = created.sid
+        if not isinstance(sid, str) or not sid:
+            raise unreadable_acceptance(f"sid {sid!r}")
+        return SendReceipt(provider_message_id=sid)
+
+    def close(self) -> None:
+        with self._lock:
+            http_clients, self._http_clients = self._http_clients, []
+        for http_client in http_clients:
+            if http_client.session is not None:
+                http_client.session.close()
+        self._local = threading.local()

@@ -1,0 +1,308 @@
+"""Compose the nudge's text in the recipient's time zone.
+
+Plain text only: titles come from calendars anyone can invite you to, so
+they are never given to a provider as markup. What is removed, and why:
+
+* control characters (tabs, newlines, NUL, ESC, …) become spaces, and runs of
+  whitespace fold to one — a title cannot add lines to the message;
+* explicit bidirectional formatting (LRE/RLE/PDF/LRO/RLO and the isolates) is
+  dropped: an unterminated right-to-left override in a title would otherwise
+  reverse the rest of the message on screen, time included. Right-to-left
+  text itself (Hebrew, Arabic) passes through untouched, as do emoji;
+* lone surrogates, which cannot be encoded and would fail every send.
+
+Long titles are cut at a word boundary when there is one in the second half,
+and never inside a user-perceived character: not between a letter and its
+combining marks, inside an emoji ZWJ sequence, before a skin-tone modifier or
+variation selector, or between the two halves of a flag.
+
+An unknown time zone (it passed validation once, or was written around it)
+does not stop the nudge: the time is given in UTC and says so.
+
+A nudge is written in the recipient's language (gettext, ``locale/``) and
+clock (12 or 24 hours), with dates and times as their locale writes them
+(Babel): the time alone today, "tomorrow" tomorrow, otherwise the date, with the
+year only when it is not this year. It is at most two lines: what and when,
+then the meeting's join link — or, without one, where it is, with every address
+removed (only a link that passed ``calendars.providers.meeting_links`` is ever
+sent). ``docs/MESSAGES.md`` shows every shape in every language; it is
+generated from it by ``manage.py write_message_table``.
+"""
+
+from __future__ import annotations
+
+import logging
+import unicodedata
+import zoneinfo
+from datetime import UTC, datetime, timedelta, tzinfo
+from enum import StrEnum
+from functools import lru_cache
+from typing import Any
+
+from babel import Locale
+from babel.dates import DateTimePattern, format_timedelta, match_skeleton, parse_pattern
+from django.utils import translation
+from django.utils.translation import trans_real
+
+from calendars.providers.meeting_links import without_links
+from messaging.channels.base import NudgeMessage
+
+logger = logging.getLogger("nudge.messages")
+
+MAX_TITLE_CHARS = 120
+ELLIPSIS = "…"
+
+# Explicit directional embeddings, overrides and isolates (not the plain marks).
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_SPACE_CATEGORIES = frozenset({"Cc", "Zl", "Zp"})
+ZWJ = "\u200d"
+
+
+def _is_regional_indicator(char: str) -> bool:
+    return "\U0001f1e6" <= char <= "\U0001f1ff"
+
+
+def _extends_previous(char: str) -> bool:
+    """Whether ``char`` belongs to the character before it (no boundary before it)."""
+    return (
+        unicodedata.category(char) in {"Mn", "Me", "Mc"}
+        or char == ZWJ
+        or "\ufe00" <= char <= "\ufe0f"  # variation selectors
+        or "\U000e0100" <= char <= "\U000e01ef"
+        or "\U0001f3fb" <= char <= "\U0001f3ff"  # skin-tone modifiers
+        or "\U000e0020" <= char <= "\U000e007f"  # tag characters (subdivision flags)
+    )
+
+
+def _boundary_at_or_before(text: str, index: int) -> int:
+    """The largest index <= ``index`` where ``text`` may be cut between characters."""
+    while 0 < index < len(text) and (_extends_previous(text[index]) or text[index - 1] == ZWJ):
+        index -= 1
+    # Regional indicators pair up from the start of their run: keep whole flags.
+    run = 0
+    while run < index and _is_regional_indicator(text[index - 1 - run]):
+        run += 1
+    if run % 2 and index < len(text) and _is_regional_indicator(text[index]):
+        index -= 1
+    return index
+
+
+def clean_title(title: str, fallback: str) -> str:
+    """Plain, one-line, bounded text from an untrusted title (see the module docstring)."""
+    visible = "".join(
+        " " if unicodedata.category(char) in _SPACE_CATEGORIES else char
+        for char in title
+        if char not in BIDI_CONTROLS and unicodedata.category(char) != "Cs"
+    )
+    folded = " ".join(visible.split())
+    if not folded:
+        return fallback
+    if len(folded) <= MAX_TITLE_CHARS:
+        return folded
+    cut_at = MAX_TITLE_CHARS - len(ELLIPSIS)
+    space = folded.rfind(" ", 0, cut_at + 1)
+    if space >= MAX_TITLE_CHARS // 2:
+        cut_at = space
+    cut_at = _boundary_at_or_before(folded, cut_at)
+    return folded[:cut_at].rstrip() + ELLIPSIS
+
+
+def _zone(tz_name: str) -> tuple[tzinfo, str]:
+    """The user's zone and the label its times need ("" for a known zone)."""
+    try:
+        return zoneinfo.ZoneInfo(tz_name), ""
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError, OSError):
+        logger.warning(
+            "unknown time zone on delivery settings; the nudge gives the time in UTC",
+            extra={"tz_name": str(tz_name)[:64]},
+        )
+        return UTC, " UTC"
+
+
+class Shape(StrEnum):
+    """Why this nudge is sent, when that changes its words (``compose(shape=...)``).
+
+    ``REMINDER`` is the planned nudge (at the start itself it says "now");
+    ``SNOOZED`` the one a Snooze tap queued; ``QUIET_HOURS`` one that quiet hours
+    held back, so it comes with less notice than the person asked for.
+    """
+
+    REMINDER = "reminder"
+    SNOOZED = "snoozed"
+    QUIET_HOURS = "quiet_hours"
+
+
+LANGUAGES = ("en", "de", "es", "fr", "pt-br")  # accounts.models.Language's values
+CLOCKS = ("24h", "12h")
+
+
+def describe_lead(delta: timedelta, language: str = "en") -> str:
+    """'in 10 min', 'in 2 h 5 min' or 'now' in ``language``; a day or more ahead
+    (only a snoozed or hand-made nudge is) as the locale says it ('in 3 days')."""
+    words = _words(language)
+    minutes = max(0, round(delta.total_seconds() / 60))
+    if minutes < 1:
+        return words.gettext("now")
+    if minutes >= 24 * 60:
+        return format_timedelta(delta, add_direction=True, locale=_locale(language))
+    hours, minutes = divmod(minutes, 60)
+    if not hours:
+        return words.gettext("in %(minutes)d min") % {"minutes": minutes}
+    if not minutes:
+        return words.gettext("in %(hours)d h") % {"hours": hours}
+    return words.gettext("in %(hours)d h %(minutes)d min") % {"hours": hours, "minutes": minutes}
+
+
+def _words(language: str) -> Any:
+    """The language's catalog, read directly: activating a language per nudge (a
+    thread-local switch, twice per message) costs more than composing the message.
+    Django caches the catalog; its ``gettext``/``pgettext`` are gettext's own."""
+    return trans_real.translation(language)
+
+
+@lru_cache(maxsize=16)
+def _locale(language: str) -> Locale:
+    try:
+        return Locale.parse(translation.to_locale(language))
+    except (ValueError, TypeError):
+        return Locale.parse("en")
+
+
+@lru_cache(maxsize=64)
+def _pattern(language: str, skeleton: str) -> DateTimePattern:
+    """The locale's pattern for a skeleton ("Hm", "hm", "MMMEd", "yMMMEd"), found once."""
+    locale = _locale(language)
+    return parse_pattern(
+        locale.datetime_skeletons[match_skeleton(skeleton, locale.datetime_skeletons)]
+    )
+
+
+def _format(moment: datetime, language: str, skeleton: str) -> str:
+    return _pattern(language, skeleton).apply(moment, _locale(language))
+
+
+def clock_text(
+    instant: datetime, now: datetime, tz_name: str, language: str = "en", clock: str = "24h"
+) -> str:
+    """A time as the person reads it — their zone, language and clock — with the
+    weekday when it is not today: '15:05', '3:05 PM', 'Fr. 15:05'."""
+    zone, _label = _zone(tz_name)
+    local = instant.astimezone(zone)
+    language = language if language in LANGUAGES else "en"
+    time_text = _format(local, language, "hm" if clock == "12h" else "Hm")
+    if local.date() != now.astimezone(zone).date():
+        return f"{_format(local, language, 'E')} {time_text}"
+    return time_text
+
+
+def _when(
+    local_start: datetime, local_now: datetime, language: str, time_text: str
+) -> tuple[str, str]:
+    """(the phrase after "starts", the day and time alone) in ``language``."""
+    words = _words(language)
+    days_ahead = (local_start.date() - local_now.date()).days
+    if days_ahead == 0:
+        return words.gettext("at %(time)s") % {"time": time_text}, time_text
+    if days_ahead == 1:
+        tomorrow = words.pgettext("day", "tomorrow")
+        return words.gettext("tomorrow at %(time)s") % {"time": time_text}, (
+            f"{tomorrow} {time_text}"
+        )
+    skeleton = "MMMEd" if local_start.year == local_now.year else "yMMMEd"
+    date_text = _format(local_start, language, skeleton)
+    return (
+        words.gettext("on %(date)s at %(time)s") % {"date": date_text, "time": time_text},
+        f"{date_text} {time_text}",
+    )
+
+
+def _first_line(
+    words: Any,
+    *,
+    kind: str,
+    title: str,
+    when: str,
+    time_text: str,
+    lead: str,
+    at_start: bool,
+    shape: Shape,
+) -> str:
+    values = {"title": title, "when": when, "time": time_text, "lead": lead}
+    if kind == "follow_up":
+        if at_start:
+            sentence = words.gettext("%(title)s is due now (%(time)s)") % values
+        else:
+            sentence = words.gettext("%(title)s is due %(when)s (%(lead)s)") % values
+    elif at_start:
+        sentence = words.gettext("%(title)s starts now (%(time)s)") % values
+    else:
+        sentence = words.gettext("%(title)s starts %(when)s (%(lead)s)") % values
+    if shape == Shape.SNOOZED:
+        return words.gettext("Snoozed: %(text)s") % {"text": sentence}
+    if kind == "follow_up":
+        sentence = words.gettext("Reminder: %(text)s") % {"text": sentence}
+    if shape == Shape.QUIET_HOURS:
+        sentence = words.gettext("%(text)s · held for your quiet hours") % {"text": sentence}
+    return sentence
+
+
+def compose(
+    *,
+    kind: str,
+    title: str,
+    starts_at: datetime,
+    now: datetime,
+    tz_name: str,
+    valid_until: datetime,
+    language: str = "en",
+    clock: str = "24h",
+    join_url: str = "",
+    location: str = "",
+    shape: Shape = Shape.REMINDER,
+) -> NudgeMessage:
+    """The nudge, in the user's zone, language and clock: at most two lines.
+
+    'Design review starts at 15:00 (in 10 min)', then the join link (or else the
+    location). ``kind`` is "event" or "follow_up"; ``language`` one of
+    ``LANGUAGES`` (another falls back to English), ``clock`` "24h" or "12h".
+    ``join_url`` must already have passed ``meeting_links.join_url`` (sync stores
+    nothing else). ``shape`` says why the nudge is sent (:class:`Shape`): a
+    Snooze tap's nudge passes ``Shape.SNOOZED``, a quiet-hours-held one
+    ``Shape.QUIET_HOURS``; a nudge less than a minute before the start says "now".
+    """
+    tz, label = _zone(tz_name)
+    language = language if language in LANGUAGES else "en"
+    words = _words(language)
+    local_start = starts_at.astimezone(tz)
+    time_text = _format(local_start, language, "hm" if clock == "12h" else "Hm")
+    when, local_time = _when(local_start, now.astimezone(tz), language, time_text)
+    minutes_until = max(0, round((starts_at - now).total_seconds() / 60))
+    if kind == "follow_up":
+        clean = clean_title(title, words.gettext("your follow-up"))
+    else:
+        clean = clean_title(title, words.gettext("Your event"))
+    text = _first_line(
+        words,
+        kind=kind,
+        title=clean,
+        when=when + label,
+        time_text=time_text + label,
+        lead=describe_lead(starts_at - now, language),
+        at_start=minutes_until < 1,
+        shape=shape,
+    )
+    local_time += label
+    place = "" if join_url else clean_title(without_links(location), "")
+    second_line = join_url or place
+    if second_line:
+        text = f"{text}\n{second_line}"
+    return NudgeMessage(
+        text=text,
+        title=clean,
+        local_time=local_time,
+        minutes_until=minutes_until,
+        valid_for_seconds=max(1, int((valid_until - now).total_seconds())),
+        join_url=join_url,
+        location=place,
+        language=language,
+    )

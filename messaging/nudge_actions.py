@@ -1,0 +1,267 @@
+"""Snooze and Done from a nudge's own message: the signed button tokens and the rules.
+
+A button carries a token, not an id a stranger could guess or change:
+``<act><row id in hex>.<MAC>``, the MAC an HMAC (keyed from ``SECRET_KEY``)
+over the act, the queue row and the address the message went to (a Telegram
+chat id, a WhatsApp number). So a token copied into another chat, or edited
+to name another row, verifies nowhere, and every token fits Telegram's
+64-byte ``callback_data`` (at most 41 bytes).
+
+What a verified tap does is decided here, inside the owner's tenant scope
+(the caller's, ``portal/nudge_actions.py``), and written through the queue's
+transitions:
+
+* **Snooze** queues one new nudge at the tap plus ``NUDGE_SNOOZE_MINUTES``,
+  rounded up to the minute — at the subject's start if that comes first, at
+  the end of quiet hours if the instant falls inside them (and not at all if
+  they last past the start, as for any nudge: ``accounts.rules``). It counts
+  against the per-user caps like a planned nudge, and is recorded as a
+  :class:`NudgeAct`, from which materialize plans it again, so it is not
+  withdrawn as unplanned. A second tap on the same message finds the record
+  and says when the first one snoozed to.
+* **Done** (follow-ups) records the act and withdraws the follow-up's pending
+  nudges; marking the follow-up itself done is the portal's action.
+
+Each answer is a sentence for the person (the message's new text, the
+callback's toast); nothing here raises for a tap that cannot be honoured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils.translation import gettext_lazy
+
+from accounts.models import DeliverySettings
+from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason, quiet_hours_end
+from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
+from calendars.repeat import is_due_at
+from core.config import NudgeConfig
+from messaging.messages import clock_text
+from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
+from scheduled_sends.queue import transitions
+from scheduled_sends.queue.states import Outcome, unsettled
+from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
+
+Act = NudgeAct.Act
+# WhatsApp's customer-service window: a text reply acts on a nudge sent within it.
+REPLY_WINDOW = timedelta(hours=24)
+# Acts are kept this long: past the history's seven days and any snooze's life
+# (a snooze lies inside the look-ahead), so a repeated tap is still recognised.
+ACT_RETENTION = timedelta(days=30)
+
+# What the person reads (the edited message, the toast, the WhatsApp reply), in the
+# language active when it is formatted (portal.nudge_actions: the owner's own).
+SNOOZED = gettext_lazy("Snoozed until {until}")
+SNOOZED_TO_START = gettext_lazy("Snoozed until {until}, when it starts")
+SNOOZED_PAST_QUIET = gettext_lazy("Snoozed until {until}, when your quiet hours end")
+ALREADY_SNOOZED = gettext_lazy("Already snoozed until {until}")
+TOO_LATE = gettext_lazy("Not snoozed: it started at {start}")
+QUIET_PAST_START = gettext_lazy("Not snoozed: your quiet hours last until {end}, past its start")
+CAPPED = gettext_lazy("Not snoozed: you have as many nudges queued as allowed")
+HELD = gettext_lazy("Not snoozed: {reason}")
+GONE = gettext_lazy("Nothing to do: {reason}")
+DONE = gettext_lazy("Done ✓")
+ALREADY_DONE = gettext_lazy("Already done ✓")
+NOT_A_FOLLOW_UP = gettext_lazy("Only a follow-up can be marked done")
+NOT_HERE = gettext_lazy("This button does not belong to this chat")
+UNKNOWN = gettext_lazy("This nudge is no longer known")
+NOTHING_TO_ACT_ON = gettext_lazy("There is no nudge from the last 24 hours to act on")
+
+
+@dataclass(frozen=True)
+class ActResult:
+    """What a tap did, in words, and whether it changed anything."""
+
+    text: str
+    changed: bool = False
+    follow_up_id: int | None = None  # Done: the follow-up the portal marks done
+
+
+def local_clock(instant: datetime, now: datetime, settings: DeliverySettings) -> str:
+    """A time in a tap's answer, on the person's zone, language and clock."""
+    return clock_text(instant, now, settings.timezone, settings.language, settings.clock)
+
+
+def _subject_now(row: ScheduledSend) -> tuple[datetime | None, str | None]:
+    """The subject's start as it is now, or why it deserves no nudge."""
+    if row.kind == Kind.EVENT:
+        event = (
+            CalendarEvent.objects.filter(user_id=row.user_id, pk=row.ref_id)
+            .select_related("connection")
+            .first()
+        )
+        reason = event_skip_reason(
+            found=event is not None,
+            cancelled=event is not None and event.status == EventStatus.CANCELLED,
+            declined=event is not None and event.declined,
+            all_day=event is not None and event.all_day,
+            needs_reauth=event is not None
+            and event.connection.status == ConnectionStatus.NEEDS_REAUTH,
+            calendar_off=event is not None and not event.connection.nudges_on,
+            skip_all_day=event is None or event.connection.skip_all_day,
+        )
+        return (event.starts_at if event else None), reason
+    follow_up = FollowUp.objects.filter(user_id=row.user_id, pk=row.ref_id).first()
+    reason = follow_up_skip_reason(
+        found=follow_up is not None, done=follow_up is not None and follow_up.done
+    )
+    if follow_up is None:
+        return None, reason
+    # A repeating follow-up's later occurrence starts when that occurrence is due.
+    if is_due_at(follow_up, row.subject_starts_at):
+        return row.subject_starts_at, reason
+    return follow_up.due_at, reason
+
+
+def _snooze_instant(now: datetime, snooze: timedelta) -> datetime:
+    """The tap plus the snooze, rounded up to the minute: 'until 15:05' is exact."""
+    target = now + snooze
+    whole = target.replace(second=0, microsecond=0)
+    return whole if whole == target else whole + timedelta(minutes=1)
+
+
+def _caps_full(user_id: int, at: datetime, config: NudgeConfig) -> tuple[bool, int]:
+    """Whether one more nudge would break the per-user caps; the rank it would take."""
+    pending = ScheduledSend.objects.filter(unsettled(), user_id=user_id)
+    minute = at.replace(second=0, microsecond=0)
+    in_minute = pending.filter(
+        fire_at__gte=minute, fire_at__lt=minute + timedelta(minutes=1)
+    ).count()
+    full = (
+        pending.count() >= config.max_nudges_per_user
+        or in_minute >= config.max_nudges_per_user_minute
+    )
+    return full, in_minute
+
+
+def _record(row: ScheduledSend, act: str, via: str, now: datetime, **fields: object) -> bool:
+    """Record the act once per message; False when it was recorded before (a repeat).
+
+    The user's acts older than ``ACT_RETENTION`` go here too (an indexed range,
+    usually empty): the table grows with taps, not forever.
+    """
+    NudgeAct.objects.filter(user_id=row.user_id, created_at__lt=now - ACT_RETENTION).delete()
+    try:
+        with transaction.atomic():
+            NudgeAct.objects.create(
+                user_id=row.user_id,
+                source_send_id=row.pk,
+                act=act,
+                kind=row.kind,
+                ref_id=row.ref_id,
+                subject_starts_at=row.subject_starts_at,
+                via=via,
+                created_at=now,
+                **fields,
+            )
+    except IntegrityError:
+        return False
+    return True
+
+
+def _already_snoozed(
+    row: ScheduledSend, now: datetime, settings: DeliverySettings
+) -> ActResult | None:
+    """The answer to a repeated Snooze on the same message, or None for the first."""
+    first = NudgeAct.objects.filter(
+        user_id=row.user_id, source_send_id=row.pk, act=Act.SNOOZE
+    ).first()
+    if first is None:
+        return None
+    return ActResult(ALREADY_SNOOZED.format(until=local_clock(first.snoozed_until, now, settings)))
+
+
+def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeConfig) -> ActResult:
+    """Snooze the nudge of queue row ``send_id``. Inside the user's tenant scope."""
+    row = ScheduledSend.objects.filter(user_id=user_id, pk=send_id).first()
+    settings = DeliverySettings.objects.filter(user_id=user_id).first()
+    if row is None or settings is None:
+        return ActResult(UNKNOWN)
+    if (repeat := _already_snoozed(row, now, settings)) is not None:
+        return repeat
+    starts_at, gone = _subject_now(row)
+    if gone is not None:
+        return ActResult(GONE.format(reason=gone))
+    if starts_at <= now:
+        return ActResult(TOO_LATE.format(start=local_clock(starts_at, now, settings)))
+    held = pause_reason(settings)
+    if held is not None:
+        return ActResult(HELD.format(reason=held.reason))
+    wanted = _snooze_instant(now, config.snooze)
+    until = min(wanted, starts_at)
+    quiet = hold_for_quiet_hours(until, starts_at, settings)
+    if isinstance(quiet, SkipReason):
+        ends = quiet_hours_end(until, settings) or until
+        return ActResult(QUIET_PAST_START.format(end=local_clock(ends, now, settings)))
+    full, rank = _caps_full(user_id, quiet, config)
+    if full:
+        return ActResult(CAPPED)
+    if not _record(row, Act.SNOOZE, via, now, snoozed_until=quiet):
+        # A concurrent tap on the same button recorded first: say what it did.
+        return _already_snoozed(row, now, settings) or ActResult(UNKNOWN)
+    transitions.enqueue_snoozed(
+        user_id,
+        settings.channel,
+        transitions.NewNudge(
+            row.kind, row.ref_id, quiet, starts_at, min(rank, transitions.MAX_RANK)
+        ),
+    )
+    clock = local_clock(quiet, now, settings)
+    if quiet != until:
+        return ActResult(SNOOZED_PAST_QUIET.format(until=clock), changed=True)
+    if until == starts_at and wanted > starts_at:
+        return ActResult(SNOOZED_TO_START.format(until=clock), changed=True)
+    return ActResult(SNOOZED.format(until=clock), changed=True)
+
+
+def record_done(user_id: int, send_id: int, via: str, now: datetime) -> ActResult:
+    """Record Done on row ``send_id``'s follow-up and withdraw its pending nudges.
+
+    Inside the user's tenant scope; the caller then marks the follow-up done
+    (``follow_up_id`` in the answer) through the portal's own action.
+    """
+    row = ScheduledSend.objects.filter(user_id=user_id, pk=send_id).first()
+    if row is None:
+        return ActResult(UNKNOWN)
+    if row.kind != Kind.FOLLOW_UP:
+        return ActResult(NOT_A_FOLLOW_UP)
+    follow_up = FollowUp.objects.filter(user_id=user_id, pk=row.ref_id).first()
+    if follow_up is None:
+        return ActResult(GONE.format(reason="follow-up deleted"))
+    # Done already (on the website, or a tap before this one): withdraw what is
+    # left all the same, and record nothing twice.
+    recorded = not follow_up.done and _record(row, Act.DONE, via, now)
+    transitions.withdraw_subject(user_id, row.kind, row.ref_id)
+    if not recorded:
+        return ActResult(ALREADY_DONE)
+    return ActResult(DONE, changed=True, follow_up_id=follow_up.pk)
+
+
+def last_sent(user_id: int, channel: str, now: datetime) -> int | None:
+    """The queue row of the user's last nudge on ``channel`` within the reply window.
+
+    What a WhatsApp text reply ("snooze", "done") acts on. Inside the user's scope.
+    """
+    return (
+        ScheduledSend.objects.filter(
+            user_id=user_id,
+            channel=channel,
+            outcome=Outcome.SENT,
+            sent_at__gt=now - REPLY_WINDOW,
+        )
+        .order_by("-sent_at", "-pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+
+
+def acts_since(user_id: int, since: datetime, limit: int = 100) -> list[NudgeAct]:
+    """The user's Snooze and Done taps since ``since``, newest first (their history)."""
+    return list(
+        NudgeAct.objects.filter(user_id=user_id, created_at__gte=since).order_by(
+            "-created_at", "-pk"
+        )[:limit]
+    )

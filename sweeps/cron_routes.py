@@ -1,0 +1,82 @@
+"""POST /cron/materialize and POST /cron/deliver: the sweeps for hosts whose cron speaks HTTP.
+
+Same code as ``manage.py materialize`` / ``manage.py deliver``, same run log,
+same one-line summary. The caller proves itself with
+``Authorization: Bearer <CRON_SECRET>``; an empty CRON_SECRET turns the
+routes off. Nothing runs, and no run is logged, for a refused request.
+
+The deliver sweep sends messages inside the request, for up to
+NUDGE_RUN_BUDGET_SECONDS plus one send: the web server's request timeout
+must be longer than that.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Callable
+from functools import partial
+
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
+
+logger = logging.getLogger("nudge.cron")
+
+
+def bearer_token(request: HttpRequest) -> str:
+    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" else ""
+
+
+def carries_cron_secret(request: HttpRequest) -> bool:
+    """Whether the request's bearer token is the (non-empty) cron secret."""
+    secret = settings.CRON_SECRET
+    # Compared as bytes: compare_digest refuses non-ASCII str, and a header may hold anything.
+    return bool(secret) and hmac.compare_digest(bearer_token(request).encode(), secret.encode())
+
+
+def refusal(request: HttpRequest) -> JsonResponse | None:
+    """Why this request may not run a sweep, as the response to give; None when it may."""
+    secret = settings.CRON_SECRET
+    if not secret:
+        return JsonResponse({"ok": False, "error": "cron routes are disabled"}, status=403)
+    if not carries_cron_secret(request):
+        response = JsonResponse({"ok": False, "error": "missing or wrong cron secret"}, status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="cron"'
+        return response
+    return None
+
+
+def run_sweep(name: str, run: Callable[[], object]) -> JsonResponse:
+    """Run one sweep; 200 with its report when it went well, 500 when not."""
+    try:
+        report = run()
+    except Exception as exc:
+        # The run log has already recorded the failure; say which, not how.
+        logger.exception("cron-triggered %s run raised", name)
+        return JsonResponse(
+            {"ok": False, "summary": f"{name}: failed ({type(exc).__name__})"}, status=500
+        )
+    payload = {**report.as_dict(), "summary": report.summary(), "ok": report.ok}
+    return JsonResponse(payload, status=200 if report.ok else 500)
+
+
+@csrf_exempt  # a machine caller with a bearer secret, not a browser session
+@never_cache
+@require_POST
+def cron_materialize(request: HttpRequest) -> JsonResponse:
+    # Like the command's cron line: joins the cycle of its slot (any number of hosts).
+    return refusal(request) or run_sweep("materialize", partial(run_materialize, shared=True))
+
+
+@csrf_exempt
+@never_cache
+@require_POST
+def cron_deliver(request: HttpRequest) -> JsonResponse:
+    return refusal(request) or run_sweep("deliver", run_deliver)

@@ -1,0 +1,307 @@
+"""One materialize cycle shared by every process that runs it, on any machine.
+
+A cycle is the 15-minute slot a run belongs to. The first ``materialize`` of
+the slot splits the active users into slices (ranges of ids,
+``NUDGE_MATERIALIZE_SLICE_USERS`` each) in ``materialize_slices``; every
+participant — the same cron line on M machines, or ``--workers N`` forks —
+claims one slice at a time (``FOR UPDATE SKIP LOCKED``), visits its users and
+marks it done. The holder renews the slice's lease as it goes; a slice whose
+lease lapsed (its holder died) is taken over in the same cycle. A participant
+that finds nothing free waits while others still hold slices, so someone is
+always left to take over a dead one's. No coordinator but PostgreSQL.
+
+Everything here runs as the login role outside any tenant scope: neither
+table is a tenant table. Visiting a slice's users is the caller's (each user
+in their own scope, ``materialize.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from django.db import IntegrityError, connection, transaction
+
+from core.config import NudgeConfig
+from scheduled_sends.models import MaterializeCycle, MaterializeSlice
+from sweeps import cycle_statements as sql
+
+logger = logging.getLogger("nudge.materialize")
+
+CYCLE = timedelta(minutes=15)
+# Cycles (and their slices) are kept this long: enough to read yesterday's.
+KEEP_CYCLES = timedelta(days=2)
+# How often a participant with nothing free looks again while others hold slices.
+WAIT_POLL_SECONDS = 1.0
+
+
+def cycle_start(instant: datetime) -> datetime:
+    """The cycle an instant belongs to: its 15-minute slot."""
+    floored = instant.replace(second=0, microsecond=0)
+    return floored - timedelta(minutes=floored.minute % 15)
+
+
+def participant_name() -> str:
+    """Who holds a slice, as an operator would look for it: host and process id."""
+    return f"{socket.gethostname()}:{os.getpid()}"[:100]
+
+
+@dataclass(frozen=True)
+class Slice:
+    id: int
+    position: int
+    after_id: int
+    up_to: int | None
+    taken_over: bool
+
+
+@dataclass(frozen=True)
+class CycleState:
+    slices: int
+    done: int
+    free: int
+    participants: int
+    first_lapse_seconds: float | None  # until the first lease held by anyone lapses
+    superseded: bool  # a newer cycle exists
+
+    @property
+    def complete(self) -> bool:
+        return self.done == self.slices
+
+
+def join_cycle(now: datetime, config: NudgeConfig) -> MaterializeCycle:
+    """The cycle of ``now``, created with its slices by the first to arrive.
+
+    Created in one transaction with its slices: a participant arriving at the
+    same instant waits on the cycle's key, then reads what the first wrote.
+    Every participant plans from the cycle's ``as_of``, the first one's instant.
+    """
+    starts_at = cycle_start(now)
+    existing = MaterializeCycle.objects.filter(pk=starts_at).first()
+    if existing is not None:
+        return existing
+    try:
+        with transaction.atomic():
+            cycle = MaterializeCycle.objects.create(starts_at=starts_at, as_of=now, slices=0)
+            bounds = _slice_bounds(config.materialize_slice_users)
+            ranges = list(zip([0, *bounds], [*bounds, None], strict=True))
+            cycle.slices = len(ranges)
+            cycle.save(update_fields=["slices"])
+            MaterializeSlice.objects.bulk_create(
+                MaterializeSlice(cycle=cycle, position=position, after_id=after, up_to=up_to)
+                for position, (after, up_to) in _rotated(ranges, _resume_after(starts_at))
+            )
+            _prune(starts_at)
+    except IntegrityError:
+        return MaterializeCycle.objects.get(pk=starts_at)
+    return cycle
+
+
+def _slice_bounds(size: int) -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql.SLICE_BOUNDS, {"size": size})
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _resume_after(starts_at: datetime) -> int:
+    """Where the previous cycle stopped, if its participants' budgets left slices undone."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.FIRST_UNDONE_AFTER, {"cycle": starts_at})
+        row = cursor.fetchone()
+    return row[0] if row else 0
+
+
+def _rotated(
+    ranges: list[tuple[int, int | None]], resume_after: int
+) -> Iterator[tuple[int, tuple[int, int | None]]]:
+    """Claim order starting where the last cycle stopped, so the users a short
+    cycle leaves out are not the same ones every time."""
+    first = next((i for i, (after, _) in enumerate(ranges) if after >= resume_after), 0)
+    order = ranges[first:] + ranges[:first]
+    return enumerate(order)
+
+
+def _prune(starts_at: datetime) -> None:
+    old = MaterializeCycle.objects.filter(starts_at__lt=starts_at - KEEP_CYCLES)
+    MaterializeSlice.objects.filter(cycle__in=old).delete()
+    old.delete()
+
+
+def claim_slice(cycle: datetime, me: str, config: NudgeConfig) -> Slice | None:
+    """The next free slice of the cycle, now held by ``me``; None if none is free."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql.CLAIM_SLICE, {"cycle": cycle, "me": me, "lease": config.materialize_slice_lease}
+        )
+        row = cursor.fetchone()
+    return Slice(*row) if row else None
+
+
+def renew_lease(slice_id: int, me: str) -> bool:
+    """Still ours? Renews the lease; False once another participant took it over."""
+    return _holder_update(sql.RENEW_LEASE, slice_id, me)
+
+
+def finish_slice(slice_id: int, me: str, users: int) -> bool:
+    """Mark the slice done; False if it was taken over (then the taker finishes it)."""
+    return _holder_update(sql.FINISH_SLICE, slice_id, me, users=users)
+
+
+def release_slice(slice_id: int, me: str) -> bool:
+    """Hand back a slice left half-visited, for the next participant to take at once."""
+    return _holder_update(sql.RELEASE_SLICE, slice_id, me)
+
+
+def _holder_update(statement: str, slice_id: int, me: str, **params: object) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(statement, {"slice": slice_id, "me": me, **params})
+        return cursor.rowcount == 1
+
+
+def cycle_state(cycle: datetime, config: NudgeConfig) -> CycleState:
+    with connection.cursor() as cursor:
+        cursor.execute(sql.CYCLE_STATE, {"cycle": cycle, "lease": config.materialize_slice_lease})
+        slices, done, free, participants, lapse, superseded = cursor.fetchone()
+    return CycleState(
+        slices, done, free, participants, None if lapse is None else float(lapse), superseded
+    )
+
+
+class Lease:
+    """The holder's side of a slice's lease: renewed a few times per lease period."""
+
+    def __init__(self, slice_id: int, me: str, config: NudgeConfig) -> None:
+        self.slice_id, self.me = slice_id, me
+        self.every = config.materialize_slice_lease.total_seconds() / 3
+        self.renewed = time.monotonic()
+        self.held = True
+
+    def keep(self) -> bool:
+        """Called between users: renew when due; False once the slice was taken over."""
+        if self.held and time.monotonic() - self.renewed >= self.every:
+            self.held = renew_lease(self.slice_id, self.me)
+            self.renewed = time.monotonic()
+        return self.held
+
+
+@dataclass
+class Participation:
+    """What one participant did in a cycle, and how the cycle stood when it left."""
+
+    cycle: datetime
+    me: str
+    slices_taken: int = 0
+    slices_taken_over: int = 0
+    slices_lost: int = 0  # taken over from this participant while it still worked
+    cut_short: bool = False  # its budget ran out with slices nobody holds
+
+
+@dataclass(eq=False)
+class Visit:
+    """A slice this participant took, as its visitor fills it in."""
+
+    taken: Slice
+    lease: Lease
+    users: int = 0  # users of the slice taken in
+    whole: bool = True  # every user taken in: not cut short by the budget, the lease kept
+
+
+class SliceVisitor(Protocol):
+    """Visits slices' users. Pipelined: ``start`` may return while the slice's last
+    users are still on their way (their calendars being fetched), so the next
+    slice's work starts before this one's ends; a slice is reported settled only
+    once every user of it is planned, and only then is it marked done."""
+
+    def start(self, visit: Visit) -> None:
+        """Take the slice's users in, renewing its lease as it goes."""
+
+    def settled(self) -> list[Visit]:
+        """Slices started whose every user is planned, not reported before; never waits."""
+
+    def finish(self) -> list[Visit]:
+        """Wait until every slice started is settled; those not reported before."""
+
+
+def take_part(
+    cycle: MaterializeCycle,
+    config: NudgeConfig,
+    visitor: SliceVisitor,
+    *,
+    deadline: float,
+    me: str | None = None,
+) -> Participation:
+    """Claim and visit slices until none is left, the budget is spent or a newer cycle began.
+
+    The next slice is claimed as soon as the last one's users are all taken
+    in, so the visitor is never idle between slices. With nothing free but
+    slices still held by others, it first settles its own, then waits
+    (polling) for the others to finish or for a lease to lapse, so a slice
+    whose holder died is taken over in this cycle, not the next.
+    """
+    me = me or participant_name()
+    part = Participation(cycle=cycle.starts_at, me=me)
+    while True:
+        _settle(visitor.settled(), part)
+        if time.monotonic() >= deadline:
+            _settle(visitor.finish(), part)
+            # Cut short only if it leaves slices nobody holds; others may finish theirs.
+            part.cut_short = cycle_state(cycle.starts_at, config).free > 0
+            return part
+        taken = claim_slice(cycle.starts_at, me, config)
+        if taken is None:
+            finished = visitor.finish()
+            if finished:  # ours are done now: the cycle may have changed meanwhile
+                _settle(finished, part)
+                continue
+            state = cycle_state(cycle.starts_at, config)
+            if state.complete or state.superseded:
+                return part
+            wait = WAIT_POLL_SECONDS
+            if state.first_lapse_seconds is not None:
+                wait = min(wait, max(state.first_lapse_seconds, 0.05))
+            time.sleep(max(0.0, min(wait, deadline - time.monotonic())))
+            continue
+        part.slices_taken += 1
+        part.slices_taken_over += taken.taken_over
+        if taken.taken_over:
+            logger.warning(
+                "materialize took over a slice whose lease lapsed",
+                extra={"cycle": cycle.starts_at.isoformat(), "position": taken.position},
+            )
+        visitor.start(Visit(taken, Lease(taken.id, me, config)))
+
+
+def _settle(visits: list[Visit], part: Participation) -> None:
+    """Mark each settled slice done, or hand back one left half-visited."""
+    for visit in visits:
+        if not visit.whole:
+            if visit.lease.held:
+                release_slice(visit.taken.id, part.me)
+            else:
+                part.slices_lost += 1
+        elif not finish_slice(visit.taken.id, part.me, visit.users):
+            part.slices_lost += 1
+
+
+@contextmanager
+def smoothing_turn() -> Iterator[None]:
+    """One participant smooths at a time, each from the load the last one left.
+
+    ``smooth_bursts`` plans moves from one read of the per-minute load and
+    then applies them: two at once would both fill the same earlier minute.
+    A session lock, released when the connection ends if the process dies.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql.SMOOTHING_LOCK)
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(sql.SMOOTHING_UNLOCK)

@@ -1,0 +1,88 @@
+"""The SQL of shared materialize cycles (``sweeps/cycle.py``).
+
+Neither table is a tenant table; these run as the login role outside any
+tenant scope, like the read of the users to visit.
+"""
+
+# Every ``size``-th active user id but the last, in order: the upper bounds of
+# a cycle's slices (the last slice has none, so a user who signs up mid-cycle
+# is in it).
+SLICE_BOUNDS = """
+SELECT id FROM (
+    SELECT id, row_number() OVER (ORDER BY id) AS n, count(*) OVER () AS total
+    FROM auth_user WHERE is_active
+) AS numbered
+WHERE n %% %(size)s = 0 AND n < total
+ORDER BY id
+"""
+
+# One slice nobody holds, or whose holder's lease lapsed, first in claim order;
+# rows another participant is claiming at this instant are skipped, not waited
+# for. Nothing is claimed once a newer cycle exists: a run that outlived its
+# slot leaves the rest to the cycle that superseded it.
+CLAIM_SLICE = """
+UPDATE materialize_slices AS s
+SET claimed_by = %(me)s,
+    claimed_at = statement_timestamp(),
+    takeovers = s.takeovers + (s.claimed_at IS NOT NULL)::int
+FROM (
+    SELECT id FROM materialize_slices
+    WHERE cycle_id = %(cycle)s
+      AND done_at IS NULL
+      AND (claimed_at IS NULL OR claimed_at < statement_timestamp() - %(lease)s)
+      AND NOT EXISTS (SELECT 1 FROM materialize_cycles WHERE starts_at > %(cycle)s)
+    ORDER BY position
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+) AS free
+WHERE s.id = free.id
+RETURNING s.id, s.position, s.after_id, s.up_to, s.takeovers > 0
+"""
+
+# The holder's lease, renewed while it works; no row means it was taken over.
+RENEW_LEASE = """
+UPDATE materialize_slices SET claimed_at = statement_timestamp()
+WHERE id = %(slice)s AND claimed_by = %(me)s AND done_at IS NULL
+"""
+
+# Done once: only the holder of an unfinished slice can finish it.
+FINISH_SLICE = """
+UPDATE materialize_slices SET done_at = statement_timestamp(), users = %(users)s
+WHERE id = %(slice)s AND claimed_by = %(me)s AND done_at IS NULL
+"""
+
+# Where a cycle stands: slices, done, still free, participants, and the
+# seconds until the first lease held by someone else lapses (none: nothing held).
+CYCLE_STATE = """
+SELECT count(*),
+       count(done_at),
+       count(*) FILTER (WHERE done_at IS NULL AND claimed_at IS NULL),
+       count(DISTINCT claimed_by) FILTER (WHERE claimed_by <> ''),
+       extract(epoch FROM min(claimed_at + %(lease)s - statement_timestamp())
+               FILTER (WHERE done_at IS NULL AND claimed_at IS NOT NULL)),
+       EXISTS (SELECT 1 FROM materialize_cycles WHERE starts_at > %(cycle)s)
+FROM materialize_slices
+WHERE cycle_id = %(cycle)s
+"""
+
+# The first slice, in claim order, a cycle left undone: the next cycle starts there.
+FIRST_UNDONE_AFTER = """
+SELECT after_id FROM materialize_slices
+WHERE cycle_id = (SELECT max(starts_at) FROM materialize_cycles WHERE starts_at < %(cycle)s)
+  AND done_at IS NULL
+ORDER BY position
+LIMIT 1
+"""
+
+# Burst smoothing, one participant at a time (session lock, released by its
+# connection's end even if the process dies): each plans from the load the
+# previous one left.
+SMOOTHING_LOCK_KEY = 0x6E75_6467_6573_6D74
+SMOOTHING_LOCK = f"SELECT pg_advisory_lock({SMOOTHING_LOCK_KEY})"
+SMOOTHING_UNLOCK = f"SELECT pg_advisory_unlock({SMOOTHING_LOCK_KEY})"
+
+# A slice its holder could not finish (its budget ran out mid-slice): free at once.
+RELEASE_SLICE = """
+UPDATE materialize_slices SET claimed_by = '', claimed_at = NULL
+WHERE id = %(slice)s AND claimed_by = %(me)s AND done_at IS NULL
+"""

@@ -1,0 +1,674 @@
+"""The delivery sweep (cron: every minute): a pipeline that keeps sends in flight.
+
+One run settles rows that fell past grace as ``expired``, then, until nothing
+is due or its budget is spent, keeps up to ``NUDGE_SEND_CONCURRENCY`` sends
+in flight. Each claimed row goes through:
+
+1. a row whose previous claimant died mid-send is settled ``failed``
+   (interrupted) — the provider may already have the message, and a
+   duplicate nudge is worse than a missing one that support can see;
+2. re-enter the owner's tenant scope and re-resolve the subject and the
+   channel (still there, still at this time, not done, nudges still on):
+   ``subjects.py``, one read per row, one read-only transaction per batch;
+3. wait for a send slot of its channel (``pacing.py``: the rate is shared by
+   every deliver process) and, per chat, a second since the last message;
+4. fenced ``send_started_at`` stamp — for every row whose slot has come, in
+   one statement — then the send, on a worker thread, outside any transaction;
+5. settle as ``verdicts.classify`` says, fenced by the claim token, grouped
+   with the other rows that finished meanwhile: one transaction per flush,
+   not two per row.
+
+Claims come in bounded batches, oldest minute first, each user's first
+nudge of a minute before anyone's second. A 429 pauses that channel for every
+process for ``retry_after``, lowers its rate in force (``pacing.py``), and
+hands the row back to be claimed again later in the same run. A run that
+never comes back releases nothing; its claims expire after the lease. Rows
+it claimed but did not try (budget spent) are handed back at once — except
+those whose send slot is already reserved within the second: they go.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import time
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from accounts.actions import note_permanent_failure
+from core.config import NudgeConfig
+from messaging.channels.base import Sender, get_sender
+from pacing.pacer import HORIZON, ChannelPacer, SendGate
+from scheduled_sends import subjects
+from scheduled_sends.failures import TRANSIENT, FailureKind
+from scheduled_sends.lateness import LatenessSummary
+from scheduled_sends.models import SweepRun
+from scheduled_sends.queue import transitions
+from scheduled_sends.queue.transitions import ClaimedSend, Settlement, Transition
+from scheduled_sends.runlog import DeliverCounts, outlived_after, recorded_run
+from sweeps import verdicts
+from sweeps.verdicts import Delivery, SendAttempt, Verdict, describe_unexpected
+
+logger = logging.getLogger("nudge.deliver")
+
+
+@dataclass
+class DeliverReport:
+    as_of: datetime
+    claimed: int = 0
+    sent: int = 0
+    skipped: int = 0
+    retried: int = 0
+    failed: int = 0
+    expired: int = 0
+    released: int = 0
+    lost_claims: int = 0
+    # channel -> sends answered 429
+    rate_limited_by_channel: Counter[str] = field(default_factory=Counter)
+    sent_by_channel: Counter[str] = field(default_factory=Counter)
+    # channel -> failure kind ("transient" for a retry) -> rows
+    failures_by_channel: dict[str, Counter[str]] = field(default_factory=dict)
+    # channel -> what it said of our configuration (names the setting to fix)
+    configuration_errors: dict[str, str] = field(default_factory=dict)
+    slots_missed: int = 0
+    batches: int = 0
+    # channel -> messages a second in force when the run ended (a 429 lowers it)
+    rates: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+    latenesses: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.lost_claims == 0 and not self.errors
+
+    @property
+    def rate_limited(self) -> int:
+        return self.rate_limited_by_channel.total()
+
+    @property
+    def sends_per_second(self) -> float:
+        return self.sent / self.seconds if self.seconds > 0 else 0.0
+
+    def count(self, transition: Transition) -> None:
+        """One more row settled this way."""
+        name = {
+            Transition.SENT: "sent",
+            Transition.SKIPPED: "skipped",
+            Transition.FAILED: "failed",
+            Transition.RETRY: "retried",
+            Transition.RELEASE: "released",
+        }[transition]
+        setattr(self, name, getattr(self, name) + 1)
+
+    def count_attempt(self, channel: str, verdict: Verdict) -> None:
+        """What a send on ``channel`` came to, for health's failed-sends checks."""
+        if verdict.transition is Transition.SENT:
+            self.sent_by_channel[channel] += 1
+        elif verdict.transition is Transition.FAILED:
+            self.failures_by_channel.setdefault(channel, Counter())[verdict.failure_kind] += 1
+            if verdict.failure_kind == FailureKind.CONFIGURATION:
+                self.configuration_errors.setdefault(channel, verdict.problem or verdict.reason)
+        elif verdict.transition is Transition.RETRY and not verdict.rate_limited:
+            self.failures_by_channel.setdefault(channel, Counter())[TRANSIENT] += 1
+
+    def lateness(self) -> LatenessSummary:
+        return LatenessSummary.of(self.latenesses)
+
+    def summary(self) -> str:
+        text = (
+            f"deliver: claimed {self.claimed}, sent {self.sent}, skipped {self.skipped}, "
+            f"retry {self.retried}, failed {self.failed}, expired {self.expired} "
+            f"in {self.seconds:.1f}s"
+        )
+        if self.sent:
+            late = self.lateness()
+            text += (
+                f" ({self.sends_per_second:.1f}/s; lateness p50 {late.p50:.1f}s, "
+                f"p95 {late.p95:.1f}s, max {late.max:.1f}s)"
+            )
+        if self.rate_limited:
+            text += f", {self.rate_limited} rate-limited (429)"
+        if self.rates:
+            text += "; rate " + ", ".join(f"{c} {r:.1f}/s" for c, r in sorted(self.rates.items()))
+        if self.released:
+            text += f", released {self.released} untried"
+        if self.lost_claims:
+            text += f" — WARNING: {self.lost_claims} settle-ups matched no row (lost claims)"
+        return text
+
+    def as_dict(self) -> dict[str, object]:
+        late = self.lateness()
+        read_back = DeliverCounts(
+            sent=self.sent,
+            expired=self.expired,
+            lateness_histogram=tuple(late.histogram),
+            skipped=self.skipped,
+            failed=self.failed,
+            retried=self.retried,
+            rate_limited=self.rate_limited,
+            rate_limited_by_channel=dict(self.rate_limited_by_channel),
+            sent_by_channel=dict(self.sent_by_channel),
+            failures_by_channel={c: dict(k) for c, k in self.failures_by_channel.items()},
+            configuration_errors=dict(self.configuration_errors),
+        )
+        return {
+            "as_of": self.as_of.isoformat(),
+            "claimed": self.claimed,
+            "released": self.released,
+            "lost_claims": self.lost_claims,
+            "slots_missed": self.slots_missed,
+            "batches": self.batches,
+            "rates": {channel: round(rate, 2) for channel, rate in self.rates.items()},
+            "seconds": round(self.seconds, 3),
+            "sends_per_second": round(self.sends_per_second, 2),
+            **late.as_counts(),
+            **read_back.as_dict(),
+            "ok": self.ok,
+        }
+
+
+@dataclass
+class Outgoing:
+    """A resolved row on its way: waiting for a slot, scheduled, or in flight."""
+
+    row: ClaimedSend
+    delivery: Delivery
+    deadline: float = 0.0  # monotonic instant its send slot opens
+
+
+# Settle-ups are flushed in groups of this many, or after FLUSH_SECONDS.
+FLUSH_ROWS = 64
+FLUSH_SECONDS = 0.2
+# A scheduled row is stamped and handed to a worker this long before its slot.
+DISPATCH_AHEAD_SECONDS = 0.05
+# Past its budget, a run with due rows goes on until the next cron minute's run has
+# started (asked of the run log at most this often) ...
+HANDOVER_CHECK_SECONDS = 1.0
+# ... or, when none shows (cron stopped), for at most this much longer.
+HANDOVER_LIMIT_SECONDS = 60.0
+
+
+class DeliveryRun:
+    """One deliver run's state: its clock, budget, channels, pipeline and counts."""
+
+    def __init__(
+        self,
+        config: NudgeConfig,
+        fixed_now: datetime | None,
+        report: DeliverReport,
+        run_id: int | None = None,
+    ) -> None:
+        self.config = config
+        self.fixed_now = fixed_now
+        self.report = report
+        self.started = time.monotonic()
+        # This run's row in the run log: a later deliver row is the next run taking over.
+        self.run_id = run_id
+        self._taken_over = False
+        self._next_handover_check = 0.0
+        self.senders: dict[str, Sender] = {}
+        self.pacer = ChannelPacer(config)
+        self.pool = ThreadPoolExecutor(config.send_concurrency, thread_name_prefix="nudge-send")
+        # Rows this run holds, by stage.
+        self.waiting: dict[str, list[Outgoing]] = {}  # per channel, in claim order
+        self.scheduled: list[tuple[float, int, Outgoing]] = []  # heap by deadline
+        self.in_flight: dict[Future[SendAttempt], Outgoing] = {}
+        self._sequence = itertools.count()
+        self.settlements: list[Settlement] = []
+        self._first_unflushed: float | None = None
+        # Rows handed back after a 429 become claimable again at this instant.
+        self.retry_claim_at: float | None = None
+        self.max_held = max(config.batch_size, 2 * config.send_concurrency)
+        self._clock_anchor: datetime = report.as_of
+        self._clock_read_at = time.monotonic()
+
+    # --- clock and budget -------------------------------------------------
+    def sync_clock(self) -> None:
+        """Re-read the database clock (once per claim, not once per statement)."""
+        if self.fixed_now is None:
+            self._clock_anchor = transitions.database_now()
+            self._clock_read_at = time.monotonic()
+
+    def at(self, monotonic_instant: float) -> datetime:
+        """A monotonic instant on the database's clock (``--now`` when replaying)."""
+        if self.fixed_now is not None:
+            return self.fixed_now
+        return self._clock_anchor + timedelta(seconds=monotonic_instant - self._clock_read_at)
+
+    def now(self) -> datetime:
+        """The fixed ``--now`` of a replay, else the database clock as last read,
+        advanced by this process's monotonic clock: one clock for every worker,
+        without a round trip per row."""
+        return self.at(time.monotonic())
+
+    def budget_spent(self) -> bool:
+        return time.monotonic() - self.started >= self.config.run_budget_seconds
+
+    def hands_over(self) -> bool:
+        """Whether a live run past its budget still holds the channel until the next
+        run is up. A replay (``--now``, or no run log) stops at its budget."""
+        return self.fixed_now is None and self.run_id is not None
+
+    def must_stop(self) -> bool:
+        """Stop sending: hand back every row without a slot (see ``give_back_untried``).
+
+        At the budget for a replay; for a live run, once the budget and the
+        handover limit are both spent (no next run came).
+        """
+        limit = self.config.run_budget_seconds
+        if self.hands_over():
+            limit += HANDOVER_LIMIT_SECONDS
+        return time.monotonic() - self.started >= limit
+
+    def taken_over(self) -> bool:
+        """Past its budget, a live run claims no more once the next run has started.
+
+        Between one run's budget and the next run's first send lie the budget's
+        last seconds plus the next process's start-up (seconds on a loaded host):
+        in a burst's last minute, nudges waiting through that gap leave after
+        their +1 minute edge. So the run goes on claiming due rows until a later
+        deliver run is in the run log, then sends what it holds and ends; the
+        two overlap for a moment, which the claim and the shared pacing make
+        safe.
+        """
+        if not self.budget_spent():
+            return False
+        if self._taken_over or not self.hands_over():
+            return True
+        now = time.monotonic()
+        if now >= self._next_handover_check:
+            self._next_handover_check = now + HANDOVER_CHECK_SECONDS
+            self._taken_over = SweepRun.objects.filter(
+                sweep=SweepRun.Sweep.DELIVER, pk__gt=self.run_id
+            ).exists()
+        return self._taken_over
+
+    def sender(self, channel: str) -> Sender:
+        if channel not in self.senders:
+            self.senders[channel] = get_sender(channel, self.config)
+        return self.senders[channel]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        for sender in self.senders.values():
+            try:
+                sender.close()
+            except Exception:
+                logger.exception("closing a channel failed")
+
+    def held(self) -> int:
+        waiting = sum(len(rows) for rows in self.waiting.values())
+        return waiting + len(self.scheduled) + len(self.in_flight)
+
+    # --- settling, in groups ----------------------------------------------
+    def settle(self, row: ClaimedSend, transition: Transition, **fields: object) -> None:
+        at = fields.pop("at", None) or self.now()
+        self.settlements.append(Settlement(row, transition, at, **fields))
+        if self._first_unflushed is None:
+            self._first_unflushed = time.monotonic()
+
+    def flush(self, *, force: bool = False) -> None:
+        if not self.settlements:
+            return
+        age = time.monotonic() - (self._first_unflushed or time.monotonic())
+        if not force and len(self.settlements) < FLUSH_ROWS and age < FLUSH_SECONDS:
+            return
+        group, self.settlements, self._first_unflushed = self.settlements, [], None
+        matched = transitions.apply(group)
+        self.report.lost_claims += sum(1 for s in group if s.row.id not in matched)
+
+    def conclude(self, row: ClaimedSend, verdict: Verdict, at: datetime, channel: str = "") -> None:
+        """Settle a row as its verdict says, and count it."""
+        self.settle(
+            row,
+            verdict.transition,
+            at=at,
+            channel=channel,
+            message_id=verdict.message_id,
+            reason=verdict.reason,
+            failure_kind=verdict.failure_kind,
+            not_before=at + verdict.wait if verdict.wait is not None else None,
+        )
+        self.report.count(verdict.transition)
+        if channel:
+            self.report.count_attempt(channel, verdict)
+        if verdict.problem and verdict.problem not in self.report.errors:
+            self.report.errors.append(verdict.problem)
+
+    def retry_later(self, row: ClaimedSend, reason: str) -> None:
+        """Hand a transiently failed row back for a later run, counting the attempt."""
+        self.conclude(row, verdicts.retry(reason, self.config.retry_delay), self.now())
+
+    # --- the pipeline -----------------------------------------------------
+    def run(self) -> None:
+        self.report.expired += transitions.expire_past_grace(self.now(), self.config)
+        exhausted = False
+        while True:
+            stop = self.must_stop() or (self.taken_over() and not self.hands_over())
+            if stop:
+                self.give_back_untried()
+            elif (
+                not self.taken_over()
+                and self.held() < self.max_held
+                and (not exhausted or self.retries_claimable())
+            ):
+                exhausted = self.claim_more()
+            self.schedule_waiting()
+            self.dispatch_due()
+            self.flush()
+            if not self.held() and (stop or self.taken_over() or not self.more_to_come(exhausted)):
+                break
+            self.wait_for_progress()
+        self.flush(force=True)
+
+    def more_to_come(self, exhausted: bool) -> bool:
+        """Whether it is worth waiting: more due rows, or 429'd rows due back in budget.
+
+        A replay (``--now``) has a clock that does not move, so rows handed
+        back until later are never due again within it.
+        """
+        if not exhausted:
+            return True
+        if self.retry_claim_at is None or self.fixed_now is not None:
+            return False
+        claims_until = self.config.run_budget_seconds
+        if self.hands_over():
+            claims_until += HANDOVER_LIMIT_SECONDS
+        return self.retry_claim_at < self.started + claims_until
+
+    def retries_claimable(self) -> bool:
+        return self.retry_claim_at is not None and time.monotonic() >= self.retry_claim_at
+
+    def claim_more(self) -> bool:
+        """Claim up to the room left; True when the queue had no more due rows."""
+        self.flush(force=True)  # rows handed back must be visible to the claim
+        limit = min(self.config.batch_size, self.max_held - self.held())
+        self.sync_clock()
+        batch = transitions.claim_due(self.now(), self.config, limit=limit)
+        if self.retries_claimable():
+            self.retry_claim_at = None
+        if batch:
+            self.report.batches += 1
+            self.report.claimed += len(batch)
+            self.admit(batch)
+        return len(batch) < limit
+
+    def admit(self, batch: list[ClaimedSend]) -> None:
+        """Resolve claimed rows: settle each at once, or queue it for its channel's slot."""
+        for row in batch:
+            if row.send_started_at is not None:
+                self.conclude(row, verdicts.INTERRUPTED, self.now())
+        fresh = [row for row in batch if row.send_started_at is None]
+        try:
+            facts = subjects.read_facts(fresh)
+        except Exception as exc:
+            # The batch's read failed as a whole: hand every row back, loudly.
+            logger.exception("reading the claimed rows' subjects failed")
+            for row in fresh:
+                self.retry_later(row, f"{type(exc).__name__} while resolving")
+            self.report.errors.append(type(exc).__name__)
+            return
+        now = self.now()
+        for row in fresh:
+            try:
+                outcome = verdicts.decide(row, facts[row.id], now, self.config)
+            except Exception as exc:
+                # One row's bad data must not strand the rest of the batch.
+                logger.exception("resolving a claimed row failed", extra={"send_id": row.id})
+                self.retry_later(row, f"{type(exc).__name__} while resolving")
+                self.report.errors.append(type(exc).__name__)
+                continue
+            if isinstance(outcome, Delivery):
+                self.waiting.setdefault(outcome.channel, []).append(Outgoing(row, outcome))
+            else:
+                self.conclude(row, outcome, now)
+
+    def schedule_waiting(self) -> None:
+        """Give waiting rows send slots from their channel's shared budget.
+
+        Only as many as there are free worker threads: a slot reserved for a
+        row that then queues behind busy threads would be used late, or not
+        at all.
+        """
+        free = self.config.send_concurrency - len(self.in_flight) - len(self.scheduled)
+        for channel, rows in self.waiting.items():
+            if not rows or free <= 0:
+                continue
+            deadlines = self.pacer.reserve(channel, min(len(rows), free))
+            free -= len(deadlines)
+            taken, self.waiting[channel] = rows[: len(deadlines)], rows[len(deadlines) :]
+            for outgoing, deadline in zip(taken, deadlines, strict=True):
+                outgoing.deadline = self.pacer.chat_ready_at(
+                    channel, outgoing.delivery.address, deadline
+                )
+                heapq.heappush(self.scheduled, (outgoing.deadline, next(self._sequence), outgoing))
+
+    def dispatch_due(self) -> None:
+        """Stamp ``send_started_at`` on every row whose slot has come, then send them."""
+        horizon = time.monotonic() + DISPATCH_AHEAD_SECONDS
+        due: list[Outgoing] = []
+        while self.scheduled and self.scheduled[0][0] <= horizon:
+            due.append(heapq.heappop(self.scheduled)[2])
+        ready: list[tuple[Outgoing, Sender]] = []
+        for outgoing in due:
+            try:
+                ready.append((outgoing, self.sender(outgoing.delivery.channel)))
+            except Exception as exc:
+                # A channel that cannot even be built (bad backend setting): no
+                # send was attempted, so the row is retried later, loudly.
+                logger.exception("building a channel failed", extra={"send_id": outgoing.row.id})
+                self.retry_later(outgoing.row, describe_unexpected(exc))
+                self.report.errors.append(type(exc).__name__)
+        if not ready:
+            return
+        now = self.now()
+        marked = transitions.apply(
+            [
+                Settlement(o.row, Transition.MARK_SENDING, now, channel=o.delivery.channel)
+                for o, _ in ready
+            ]
+        )
+        for outgoing, sender in ready:
+            if outgoing.row.id not in marked:
+                # The claim is no longer ours: sending now could duplicate.
+                self.report.lost_claims += 1
+                continue
+            gate = self.pacer.gate(outgoing.delivery.channel)
+            future = self.pool.submit(_send_at, sender, gate, outgoing, self.pacer)
+            self.in_flight[future] = outgoing
+
+    def wait_for_progress(self) -> None:
+        """Sleep until a send finishes, a slot opens or a flush is due (bounded)."""
+        timeout = FLUSH_SECONDS
+        if self.scheduled:
+            timeout = min(timeout, max(0.0, self.scheduled[0][0] - time.monotonic()))
+        if self.in_flight:
+            done, _ = wait(list(self.in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
+            for future in done:
+                self.settle_attempt(self.in_flight.pop(future), future.result())
+        elif timeout > 0:
+            time.sleep(min(timeout, 0.05))
+
+    def give_back_untried(self) -> None:
+        """The budget is spent: rows without a send slot go back to the queue.
+
+        A row whose slot is reserved and comes within ``HORIZON`` still goes:
+        the slot is spent in the shared budget whoever holds it, so handing
+        the row back would leave the channel idle for that slot and send the
+        row a minute later from the next run (late, in a burst's last minute).
+        """
+        keep_until = time.monotonic() + HORIZON.total_seconds()
+        untried = [o for rows in self.waiting.values() for o in rows]
+        kept = [entry for entry in self.scheduled if entry[0] <= keep_until]
+        untried += [entry[2] for entry in self.scheduled if entry[0] > keep_until]
+        self.waiting.clear()
+        self.scheduled = kept
+        heapq.heapify(self.scheduled)
+        for outgoing in untried:
+            self.settle(outgoing.row, Transition.RELEASE, not_before=self._pause_end(outgoing))
+            self.report.released += 1
+
+    def _pause_end(self, outgoing: Outgoing) -> datetime | None:
+        """When a row handed back may be claimed again: after its channel's 429 pause
+        (like a row the pause stopped mid-send), else at once."""
+        resume, now = self.pacer.resume_at(outgoing.delivery.channel), time.monotonic()
+        if resume <= now:
+            return None
+        return self.at(now) + timedelta(seconds=resume - now)
+
+    def settle_attempt(self, outgoing: Outgoing, attempt: SendAttempt) -> None:
+        row, delivery = outgoing.row, outgoing.delivery
+        at = self.at(attempt.finished)
+        if attempt.slot_missed:
+            # Still claimed and stamped by us, never sent: it waits, first in
+            # line, for a fresh slot and is stamped again before it goes.
+            self.waiting.setdefault(delivery.channel, []).insert(0, outgoing)
+            self.report.slots_missed += 1
+            return
+        if attempt.not_tried:
+            # A 429 paused the channel while this row waited: it was never sent.
+            resume = max(self.pacer.resume_at(delivery.channel), attempt.finished)
+            not_before = at + timedelta(seconds=max(0.0, resume - attempt.finished))
+            self.settle(row, Transition.RELEASE, at=at, not_before=not_before)
+            self.report.released += 1
+            self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
+            return
+        verdict = verdicts.classify(attempt, self.config.retry_delay)
+        if verdict.rate_limited and verdict.wait is not None:
+            wait_seconds = verdict.wait.total_seconds()
+            resume = attempt.finished + wait_seconds
+            self.pacer.pause(delivery.channel, wait_seconds)
+            self.report.rate_limited_by_channel[delivery.channel] += 1
+            self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
+        if verdict.unexpected:
+            logger.error(
+                "channel raised unexpectedly", exc_info=attempt.error, extra={"send_id": row.id}
+            )
+        if verdict.transition is Transition.RETRY and not verdict.rate_limited:
+            at = self.now()  # a retry's wait runs from now, as a resolve failure's does
+        self.conclude(row, verdict, at, channel=delivery.channel)
+        if verdict.transition is Transition.SENT:
+            self.report.latenesses.append(row.lateness_at(at))
+        if verdict.refusal is not None:
+            refusal = verdict.refusal
+            note_permanent_failure(row.user_id, delivery.channel, refusal.code, str(refusal), at)
+
+
+def _send_at(
+    sender: Sender, gate: SendGate | None, outgoing: Outgoing, pacer: ChannelPacer
+) -> SendAttempt:
+    """On a worker thread: wait for the row's slot, send, and say how it went."""
+    sender.warm_up()
+    delay = outgoing.deadline - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    delivery = outgoing.delivery
+    with pacer.chat_turn(delivery.channel, delivery.address) as answered:
+        if gate is not None:
+            if not gate.take_turn(outgoing.deadline):
+                return SendAttempt(finished=time.monotonic(), slot_missed=True)
+        if pacer.paused(delivery.channel):
+            return SendAttempt(finished=time.monotonic(), not_tried=True)
+        try:
+            receipt = sender.send(delivery.address, delivery.message)
+        except BaseException as exc:  # settled by the run's thread, never lost here
+            return SendAttempt(finished=time.monotonic(), error=exc)
+        finally:
+            answered()
+        return SendAttempt(finished=time.monotonic(), receipt=receipt)
+
+
+def run_deliver(
+    now: datetime | None = None,
+    *,
+    batch_size: int | None = None,
+    budget_seconds: float | None = None,
+) -> DeliverReport:
+    """Deliver everything due now, in bounded batches, within the run's budget."""
+    config = NudgeConfig.from_settings()
+    if batch_size is not None:
+        config = config.replace(batch_size=batch_size)
+    if budget_seconds is not None:
+        config = config.replace(run_budget_seconds=budget_seconds)
+    started = time.monotonic()
+    as_of = now or transitions.database_now()
+    report = DeliverReport(as_of=as_of)
+    with recorded_run(
+        SweepRun.Sweep.DELIVER, as_of, outlived=outlived_after(config.run_budget_seconds)
+    ) as run:
+        delivery_run = DeliveryRun(config, now, report, run_id=run.pk)
+        try:
+            delivery_run.run()
+        finally:
+            delivery_run.close()
+            report.rates = dict(delivery_run.pacer.rates)
+            report.seconds = time.monotonic() - started
+            run.counts = report.as_dict()
+            run.summary = report.summary()[:255]
+        if not report.ok:
+            run.status = SweepRun.Status.FAILED
+            run.error = "; ".join(report.errors[:20]) or "lost claims"
+    return report
+
+
+# --- the command's guard and its dry run (not the delivery pipeline) -----------------
+
+FUTURE_REFUSAL = (
+    "--now {now} is in the future (the database clock says {clock}): a real deliver run "
+    "would send those nudges early. Use --dry-run to see what would be sent, or "
+    "--simulated-clock where the whole world runs on that clock (tests, load simulations)"
+)
+
+
+class FutureInstantRefused(ValueError):
+    """``deliver --now`` ahead of the clock, without ``--dry-run`` or ``--simulated-clock``."""
+
+
+def refuse_future_instant(now: datetime | None) -> None:
+    """A replay (``--now`` in the past) re-runs what was due; a future instant sends early.
+
+    Real users would receive "starts in 10 min" before that is true, so a future
+    instant is refused unless the caller says the clock is simulated.
+    """
+    if now is None:
+        return
+    clock = transitions.database_now()
+    if now > clock:
+        raise FutureInstantRefused(
+            FUTURE_REFUSAL.format(now=now.isoformat(), clock=f"{clock:%Y-%m-%dT%H:%M:%S}Z")
+        )
+
+
+@dataclass
+class DryRun:
+    """What a deliver run at ``as_of`` would claim; nothing was claimed or sent."""
+
+    as_of: datetime
+    total: int
+    rows: list[transitions.DuePreview]
+
+    def lines(self) -> list[str]:
+        head = (
+            f"deliver --dry-run as of {self.as_of.isoformat()}: would claim {self.total} "
+            f"nudge{'s' if self.total != 1 else ''}; nothing was sent"
+        )
+        shown = [
+            f"  #{row.id} user:{row.user_id} {row.kind} via {row.channel or 'their channel'}"
+            f", due {row.fire_at:%Y-%m-%d %H:%M:%S}Z"
+            + (f" (attempt {row.attempts + 1})" if row.attempts else "")
+            for row in self.rows
+        ]
+        if self.total > len(self.rows):
+            shown.append(f"  … and {self.total - len(self.rows)} more")
+        return [head, *shown]
+
+
+def dry_run(config: NudgeConfig, now: datetime | None = None, limit: int = 50) -> DryRun:
+    """What ``run_deliver(now)`` would claim, read without claiming, sending or recording a run."""
+    as_of = now or transitions.database_now()
+    total, rows = transitions.due_preview(as_of, config, limit)
+    return DryRun(as_of, total, rows)

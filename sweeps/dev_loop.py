@@ -1,0 +1,87 @@
+"""``manage.py run_sweeps``: a development machine's cron jobs, in one process.
+
+Production runs ``materialize`` every 15 minutes and ``deliver`` every minute
+from cron (docs/OPERATIONS.md). A developer trying the product has no cron, and
+without ``deliver`` every minute the nudges they add never go and Home shows
+their times passing. This loop runs the same two sweeps on the same cadence,
+prints each run's summary line, and stops between runs when asked (Ctrl-C):
+a sweep is never cut off mid-send, so no claim is left for the lease to expire.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sweeps.deliver import run_deliver
+from sweeps.materialize import run_materialize
+
+MATERIALIZE_EVERY = timedelta(minutes=15)
+DELIVER_EVERY = timedelta(minutes=1)
+
+
+@dataclass
+class LoopSummary:
+    materialize_runs: int = 0
+    deliver_runs: int = 0
+
+    def sentence(self) -> str:
+        return (
+            f"run_sweeps: stopped after {self.materialize_runs} materialize and "
+            f"{self.deliver_runs} deliver runs"
+        )
+
+
+def _materialize_as_cron_does():
+    return run_materialize(shared=True)
+
+
+def run_sweeps(
+    stop: threading.Event,
+    *,
+    write: Callable[[str], None],
+    materialize: Callable = _materialize_as_cron_does,
+    deliver: Callable = run_deliver,
+    clock: Callable[[], float] = time.monotonic,
+    stamp: Callable[[], str] = lambda: time.strftime("%H:%M:%S"),
+) -> LoopSummary:
+    """Materialize now and every 15 minutes, deliver now and every minute, until ``stop``.
+
+    Materialize joins the shared cycle as the cron line does (a cycle another
+    process already completed is not run again).
+
+    ``stop`` is checked between sweeps and wakes the wait between them, so
+    setting it (the command does on Ctrl-C) ends the loop after the sweep in
+    progress. A failed sweep is reported and the loop goes on, as cron would.
+    """
+    summary = LoopSummary()
+    next_materialize = next_deliver = clock()
+    write(
+        f"run_sweeps: materialize every {MATERIALIZE_EVERY.seconds // 60} min, deliver every "
+        f"minute; Ctrl-C stops after the sweep in progress"
+    )
+    while not stop.is_set():
+        if clock() >= next_materialize:
+            next_materialize = clock() + MATERIALIZE_EVERY.total_seconds()
+            write(f"{stamp()} {_run('materialize', materialize)}")
+            summary.materialize_runs += 1
+        if stop.is_set():
+            break
+        if clock() >= next_deliver:
+            next_deliver = clock() + DELIVER_EVERY.total_seconds()
+            write(f"{stamp()} {_run('deliver', deliver)}")
+            summary.deliver_runs += 1
+        stop.wait(max(0.0, min(next_materialize, next_deliver) - clock()))
+    write(summary.sentence())
+    return summary
+
+
+def _run(name: str, sweep: Callable) -> str:
+    """One sweep's summary line; an exception is a line too (cron would mail it)."""
+    try:
+        return sweep().summary()
+    except Exception as exc:
+        return f"{name} failed: {type(exc).__name__}: {exc}"

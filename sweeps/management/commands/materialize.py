@@ -1,0 +1,50 @@
+"""manage.py materialize — cron: every 15 minutes."""
+
+from __future__ import annotations
+
+from django.core.management.base import CommandParser
+
+from core.command_line import positive_int, require_users
+from sweeps.management.sweep_command import SweepCommand
+from sweeps.materialize import run_materialize
+
+
+class Command(SweepCommand):
+    help = "Sync calendars and queue every nudge due within the look-ahead window."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        super().add_arguments(parser)
+        parser.add_argument(
+            "--user",
+            type=positive_int,
+            action="append",
+            dest="user_ids",
+            help="Only this user (repeatable).",
+        )
+        parser.add_argument(
+            "--no-sync", action="store_true", help="Materialize from local rows without syncing."
+        )
+        parser.add_argument(
+            "--workers",
+            type=positive_int,
+            default=1,
+            help="Take part in the cycle with this many processes (about one per core).",
+        )
+
+    def handle(self, *args, now, user_ids, no_sync, workers, verbosity, **options) -> None:
+        def progress(report) -> None:
+            if verbosity >= 1:
+                self.stdout.write(f"  … {report.users} users, {report.queued} queued")
+
+        user_ids = require_users(user_ids)
+        # The cron line joins the cycle of its slot with every other process
+        # running it, on any machine; a run of named users is its own.
+        report = run_materialize(
+            now,
+            user_ids=user_ids,
+            progress=progress,
+            sync_calendars=not no_sync,
+            workers=workers,
+            shared=user_ids is None,
+        )
+        self.finish(report)

@@ -1,0 +1,29 @@
+"""manage.py sync_changed [--now ISO] — the push minute job (its own cron line, every minute).
+
+Creates or renews due push channels, then fetches the calendars providers
+said changed and re-queues their users' nudges (sweeps/sync_changed.py).
+Exits non-zero when a user's re-sync failed.
+"""
+
+from __future__ import annotations
+
+from django.core.management.base import CommandError
+
+from core.command_line import NudgeCommand, instant
+from scheduled_sends.queue.transitions import database_now
+from sweeps.sync_changed import run_sync_changed
+
+
+class Command(NudgeCommand):
+    help = "Act on push notifications: renew channels, re-sync changed calendars, re-queue."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--now", type=instant, help="Pretend it is this ISO-8601 instant (default: now)."
+        )
+
+    def handle(self, *args, now, **options) -> None:
+        report = run_sync_changed(now or database_now())
+        self.stdout.write(report.summary())
+        if report.failed_users:
+            raise CommandError(f"{report.failed_users} user(s) could not be re-synced")

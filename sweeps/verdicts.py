@@ -1,0 +1,245 @@
+"""How a claimed nudge settles: sent, skipped with its reason, failed, or retried.
+
+:func:`decide` turns a row and its :class:`~scheduled_sends.subjects.Facts`
+(the owner's settings and the subject as it is now) into one of two answers:
+
+* :class:`Delivery` — send this message to this address on this channel;
+* a :class:`Verdict` — how the row settles instead: ``skipped`` with the
+  reason support (and the user) reads (subject gone, moved, begun, done;
+  nudges turned off or paused, quiet hours), or ``failed`` for a problem on
+  our side (no address).
+
+Once sent, :func:`classify` turns what the channel's sender answered (a
+:class:`SendAttempt`) into the row's :class:`Verdict`: sent, failed with its
+kind (``scheduled_sends/failures.py``), or retried. Both are pure: delivery
+only carries them out.
+
+The message is composed here, at send time, so a nudge that burst smoothing
+moved earlier says how long is really left ("in 14 min").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from accounts.models import DeliverySettings
+from accounts.rules import SkipReason, held_by_quiet_hours, hold_for_quiet_hours, pause_reason
+from core.config import NudgeConfig
+from messaging.channels.base import (
+    NudgeActions,
+    NudgeMessage,
+    PermanentSendError,
+    RateLimited,
+    SendError,
+    UnconfirmedSendError,
+)
+from messaging.messages import Shape, compose
+from scheduled_sends import failures
+from scheduled_sends.failures import FailureKind
+from scheduled_sends.models import Kind
+from scheduled_sends.queue.transitions import ClaimedSend, Transition
+from scheduled_sends.subjects import (
+    Facts,
+    event_skip_reason,
+    follow_up_skip_reason,
+    occurrence_start,
+)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A resolved nudge: where it goes and what it says."""
+
+    channel: str
+    address: str
+    message: NudgeMessage
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a claimed row settles, as data: the transition and what it writes."""
+
+    transition: Transition
+    reason: str = ""
+    failure_kind: str = ""
+    message_id: str = ""
+    wait: timedelta | None = None  # not before this long after settling (retries)
+    rate_limited: bool = False  # a 429: the channel pauses for ``wait``
+    problem: str = ""  # what fails the run's health ("" for the user's or provider's doing)
+    unexpected: bool = False  # an exception no channel should raise: logged as a bug
+    refusal: PermanentSendError | None = None  # may mean the person cannot be reached
+
+
+def skip(reason: str) -> Verdict:
+    """Nothing worth saying: settled ``skipped`` with this reason."""
+    return Verdict(Transition.SKIPPED, reason)
+
+
+def fail(kind: FailureKind, detail: str = "") -> Verdict:
+    """Settled ``failed``, never resent; ``last_error`` composed from the kind."""
+    return Verdict(Transition.FAILED, failures.reason(kind, detail), kind)
+
+
+def retry(reason: str, wait: timedelta, *, problem: str = "", unexpected: bool = False) -> Verdict:
+    """Handed back for a later claim after ``wait``, counting the attempt."""
+    return Verdict(Transition.RETRY, reason, wait=wait, problem=problem, unexpected=unexpected)
+
+
+# A claim that finds ``send_started_at`` set: its run died mid-send.
+INTERRUPTED = fail(FailureKind.INTERRUPTED)
+
+
+def _subject_gone(row: ClaimedSend, facts: Facts) -> Verdict | None:
+    """Why the subject, as it is now, no longer deserves a nudge."""
+    if row.kind == Kind.EVENT:
+        reason = event_skip_reason(
+            found=facts.found,
+            cancelled=facts.cancelled,
+            declined=facts.declined,
+            all_day=facts.all_day,
+            needs_reauth=facts.needs_reauth,
+            calendar_off=facts.calendar_off,
+            skip_all_day=facts.skip_all_day,
+        )
+    else:
+        reason = follow_up_skip_reason(found=facts.found, done=facts.done)
+    return skip(reason) if reason else None
+
+
+def _shape(row: ClaimedSend, facts: Facts) -> Shape:
+    """Which words the nudge opens with: a snooze's own, a quiet-hours hold's, or a reminder's."""
+    if facts.snoozed:
+        return Shape.SNOOZED
+    if held_by_quiet_hours(row.intended_at, facts):
+        return Shape.QUIET_HOURS
+    return Shape.REMINDER
+
+
+def decide(
+    row: ClaimedSend, facts: Facts, now: datetime, config: NudgeConfig
+) -> Delivery | Verdict:
+    """Send, skip (with the reason) or fail, from what is true now."""
+    if not facts.user_active:
+        return skip("account deactivated")
+    if not facts.has_settings or not facts.enabled:
+        return skip("nudges are turned off for this user")
+    held = pause_reason(facts)
+    if held is not None:
+        return skip(held.reason)
+    gone = _subject_gone(row, facts)
+    if gone is not None:
+        return gone
+    starts_at = occurrence_start(row, facts)
+    if starts_at != row.subject_starts_at:
+        return skip("subject moved; its new time has its own nudge")
+    # A nudge meant for the very start ("at the time of the event", lead 0)
+    # is still worth sending within grace; one meant before it is not.
+    if starts_at <= now and row.intended_at < starts_at:
+        return skip("subject already begun")
+    # Quiet hours bind the intended instant (smoothing may send a little earlier).
+    quiet = hold_for_quiet_hours(row.intended_at, starts_at, facts)
+    if isinstance(quiet, SkipReason):
+        return skip(quiet.reason)
+    if quiet != row.intended_at:
+        return skip(f"quiet hours: moved to {quiet:%H:%M}Z, where it has its own nudge")
+    settings = DeliverySettings(
+        user_id=row.user_id,
+        channel=facts.channel,
+        whatsapp_number=facts.whatsapp_number,
+        telegram_chat_id=facts.telegram_chat_id,
+    )
+    address = settings.address()
+    if not address:
+        return fail(
+            FailureKind.NO_ADDRESS, f"no address configured for the {facts.channel} channel"
+        )
+    message = compose(
+        kind=row.kind,
+        title=facts.title,
+        starts_at=starts_at,
+        now=now,
+        tz_name=facts.timezone,
+        valid_until=row.intended_at + config.grace,
+        language=facts.language,
+        clock=facts.clock,
+        join_url=facts.join_url,
+        location=facts.location,
+        shape=_shape(row, facts),
+    )
+    # The buttons (Join, Snooze, Done) are bound to this row; channels without
+    # buttons ignore them.
+    message = replace(
+        message,
+        actions=NudgeActions(
+            send_id=row.id,
+            snooze_minutes=int(config.snooze.total_seconds() // 60),
+            can_mark_done=row.kind == Kind.FOLLOW_UP,
+        ),
+    )
+    return Delivery(channel=facts.channel, address=address, message=message)
+
+
+@dataclass(frozen=True)
+class SendAttempt:
+    """What one send returned, and when (monotonic), from the worker thread."""
+
+    finished: float
+    receipt: object = None
+    error: BaseException | None = None
+    # The channel was paused by a 429 while this row waited for its slot.
+    not_tried: bool = False
+    # This process reached the row's send slot too late to use it (see SendGate).
+    slot_missed: bool = False
+
+
+def describe_unexpected(exc: BaseException) -> str:
+    """``Type: message`` for last_error, even for an exception whose str() fails."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = "(unprintable)"
+    return f"{type(exc).__name__}: {text}"[:1000]
+
+
+def classify(attempt: SendAttempt, retry_delay: timedelta) -> Verdict:
+    """How a send that was tried settles, from what the sender answered.
+
+    Accepted with a message id: sent. Refused for good, or possibly delivered
+    (no answer, an answer we cannot read, no message id): failed with its kind,
+    never resent — a duplicate nudge is worse than a missing one support can
+    see. A 429: retried after the provider's wait. Anything else: retried
+    (bounded by grace); an exception no channel should raise fails the run's health.
+    """
+    exc = attempt.error
+    if exc is None:
+        message_id = getattr(attempt.receipt, "provider_message_id", None)
+        if not isinstance(message_id, str) or not message_id:
+            # Accepted, but we cannot say what: a channel bug. Sent, probably.
+            return Verdict(
+                Transition.FAILED,
+                failures.no_message_id(attempt.receipt),
+                FailureKind.UNUSABLE_RECEIPT,
+                problem="unusable receipt",
+            )
+        return Verdict(Transition.SENT, message_id=message_id)
+    if isinstance(exc, RateLimited):
+        wait = timedelta(seconds=max(1.0, exc.retry_after or 60.0))
+        return Verdict(Transition.RETRY, exc.describe(), wait=wait, rate_limited=True)
+    if isinstance(exc, PermanentSendError):
+        # Our own configuration fails every send on the channel, not one person's:
+        # the run fails loudly (health names the setting), the others are the user's.
+        problem = exc.describe() if exc.kind == FailureKind.CONFIGURATION else ""
+        return Verdict(
+            Transition.FAILED,
+            failures.reason(exc.kind, exc.describe()),
+            exc.kind,
+            refusal=exc,
+            problem=problem,
+        )
+    if isinstance(exc, UnconfirmedSendError):
+        return fail(exc.kind, exc.describe())
+    if isinstance(exc, SendError):
+        # Transient, or an unclassified channel error: retried, bounded by grace.
+        return retry(exc.describe(), retry_delay)
+    return retry(describe_unexpected(exc), retry_delay, problem=type(exc).__name__, unexpected=True)
