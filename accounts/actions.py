@@ -2,7 +2,7 @@
 
 ``update_settings`` is the one way settings change — the user area and the
 admin both call it — and it ends by announcing the change
-(``signals.delivery_settings_changed``) once it has committed, so the queue
+(``signals.plan_changed``) once it has committed, so the queue
 is re-materialized for that user at once rather than at the next sweep.
 ``mark_unreachable`` is the provider's way in: it writes the flag only,
 because it is called from inside a delivery run, which must not re-plan a
@@ -25,7 +25,7 @@ from datetime import datetime
 from django.db import transaction
 
 from accounts.models import Channel, DeliverySettings, default_lead_minutes
-from accounts.signals import delivery_settings_changed
+from accounts.signals import plan_changed
 from tenancy.scope import SUPPORT_SCOPE, current_scope, tenant_scope
 
 logger = logging.getLogger("nudge.accounts")
@@ -92,7 +92,7 @@ def announce_change(user_id: int, now: datetime) -> None:
     """
 
     def send() -> None:
-        delivery_settings_changed.send(sender=DeliverySettings, user_id=user_id, now=now)
+        plan_changed.send(sender=DeliverySettings, user_id=user_id, now=now)
 
     if current_scope() is None:
         send()

@@ -159,3 +159,18 @@ class DeliverySettings(TenantModel):
         if self.channel == Channel.TELEGRAM:
             return self.telegram_chat_id
         return f"user:{self.user_id}"
+
+
+class AccountNotice(TenantModel):
+    """Something done to a user's account that they did not do on the website, shown on
+    their Settings page: e.g. another account linked the chat or number they had."""
+
+    text = models.CharField(max_length=300)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "portal_account_notices"
+        indexes = [models.Index(fields=["user", "-created_at"], name="portal_notices_user_idx")]
+
+    def __str__(self) -> str:
+        return f"notice for user {self.user_id} at {self.created_at:%Y-%m-%d %H:%M}Z"

@@ -59,7 +59,7 @@ SEED = """
 import json, os
 from datetime import datetime
 from bench import data
-from calendars.models import FollowUp
+from followups.models import FollowUp
 try:
     from accounts.models import DeliverySettings
 except ImportError:  # a baseline from before accounts owned it

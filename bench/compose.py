@@ -66,7 +66,8 @@ import json, os
 from datetime import datetime, timedelta
 from django.contrib.auth import get_user_model
 from accounts.models import DeliverySettings
-from calendars.models import CalendarConnection, CalendarEvent, FollowUp
+from calendars.models import CalendarConnection, CalendarEvent
+from followups.models import FollowUp
 from tenancy.scope import tenant_scope
 spec = json.loads(os.environ["SBS_SEED"])
 User = get_user_model()
@@ -143,7 +144,7 @@ for j in range(n):
 out = {"first_ten_ms": first_ten_ms, "compose_us": (time.perf_counter() - started) / n * 1e6}
 try:
     from messaging.channels.base import NudgeActions
-    from messaging.channels.telegram import keyboard
+    from messaging.telegram.send import keyboard
 except ImportError:
     keyboard = None
 if keyboard is not None:

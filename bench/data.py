@@ -78,7 +78,8 @@ def add_delivery_settings(user_ids: list[int], channel: str = "console") -> None
 def add_subjects(user_ids: list[int], now: datetime, per_user: int) -> None:
     """One connection, ``per_user`` events and ``per_user`` follow-ups a user, over
     the next two days (what a naive per-tenant sweep would look through)."""
-    from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
+    from calendars.models import CalendarConnection, CalendarEvent, Provider
+    from followups.models import FollowUp
 
     params = {"ids": user_ids, "users": len(user_ids), "per_user": per_user, "now": now}
     with support_scope():
@@ -137,7 +138,7 @@ def add_follow_ups(
 ) -> None:
     """``count`` follow-ups titled ``{tag}{n}``, round-robin over ``user_ids``
     (the first user takes ``first_user_gets`` of them before the round-robin)."""
-    from calendars.models import FollowUp
+    from followups.models import FollowUp
 
     with support_scope():
         template = FollowUp.objects.create(user_id=user_ids[0], title="template", due_at=due_at)

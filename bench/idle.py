@@ -60,8 +60,9 @@ class LoopbackProvider:
 
 def naive_sweep(user_ids: list[int], at, provider: LoopbackProvider) -> int:
     """The per-tenant sweep: every tenant, every minute. Returns subjects found due."""
-    from calendars.models import CalendarEvent, FollowUp
+    from calendars.models import CalendarEvent
     from core.config import NudgeConfig
+    from followups.models import FollowUp
     from tenancy.scope import tenant_scope
 
     config = NudgeConfig.from_settings()

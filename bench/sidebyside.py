@@ -66,7 +66,7 @@ SEED = """
 import json, os
 from datetime import datetime, timedelta
 from django.contrib.auth import get_user_model
-from calendars.models import FollowUp
+from followups.models import FollowUp
 try:
     from accounts.models import DeliverySettings
 except ImportError:  # a baseline from before accounts owned it

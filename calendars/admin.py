@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.text import Truncator
 
-from calendars.models import CalendarConnection, CalendarEvent, FollowUp, PushState
+from calendars.models import CalendarConnection, CalendarEvent, PushState
 from calendars.push.freshness import PUSH_PROVIDERS, push_live
 from core.admin_readonly import ReadOnlyAdmin
 from core.config import NudgeConfig
@@ -140,28 +140,3 @@ class CalendarEventAdmin(ReadOnlyAdmin):
         "updated",
     )
     readonly_fields = fields
-
-
-@admin.register(FollowUp)
-class FollowUpAdmin(ReadOnlyAdmin):
-    due = instant_column("due_at", "due")
-    created = instant_column("created_at", "created")
-    # Who, when, and where it stands, beside a title that wraps (issue 24).
-    list_display = ("id", "title_short", "user", "due", "state", "created")
-    list_filter = ("done", ("due_at", admin.DateFieldListFilter))
-    list_select_related = ("user",)
-    search_fields = ("title", "user__username", "user__email")
-    date_hierarchy = "due_at"
-    ordering = ("-due_at",)
-    fields = ("user", "title", "due", "done", "created")
-    readonly_fields = fields
-
-    @admin.display(description="title", ordering="title")
-    def title_short(self, obj: FollowUp) -> str:
-        return Truncator(obj.title).chars(80)
-
-    @admin.display(description="state", ordering="done")
-    def state(self, obj: FollowUp) -> str:
-        if obj.done:
-            return "done"
-        return "past due" if obj.due_at <= timezone.now() else "open"

@@ -5,7 +5,7 @@ from django.apps import AppConfig
 
 class CalendarsConfig(AppConfig):
     name = "calendars"
-    verbose_name = "Calendars and follow-ups"
+    verbose_name = "Calendars"
 
     def ready(self) -> None:
         # urllib3 logs each request line (path and query) at DEBUG, and an ICS

@@ -8,7 +8,7 @@ to name another row, verifies nowhere, and every token fits Telegram's
 64-byte ``callback_data`` (at most 41 bytes).
 
 What a verified tap does is decided here, inside the owner's tenant scope
-(the caller's, ``portal/nudge_actions.py``), and written through the queue's
+(the caller's, ``messaging/from_chat.py``), and written through the queue's
 transitions:
 
 * **Snooze** queues one new nudge at the tap plus ``NUDGE_SNOOZE_MINUTES``,
@@ -36,9 +36,10 @@ from django.utils.translation import gettext_lazy
 
 from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason, quiet_hours_end
-from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
-from calendars.repeat import is_due_at
+from calendars.models import CalendarEvent, ConnectionStatus, EventStatus
 from core.config import NudgeConfig
+from followups.models import FollowUp
+from followups.repeat import is_due_at
 from messaging.messages import clock_text
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue import transitions
@@ -53,7 +54,7 @@ REPLY_WINDOW = timedelta(hours=24)
 ACT_RETENTION = timedelta(days=30)
 
 # What the person reads (the edited message, the toast, the WhatsApp reply), in the
-# language active when it is formatted (portal.nudge_actions: the owner's own).
+# language active when it is formatted (messaging.from_chat: the owner's own).
 SNOOZED = gettext_lazy("Snoozed until {until}")
 SNOOZED_TO_START = gettext_lazy("Snoozed until {until}, when it starts")
 SNOOZED_PAST_QUIET = gettext_lazy("Snoozed until {until}, when your quiet hours end")

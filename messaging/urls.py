@@ -1,9 +1,12 @@
-"""Provider callbacks: Twilio's delivery receipts, signed (``receipts``)."""
+"""The providers' calls into us: inbound messages and taps (``webhooks``), signed or
+carrying the bot's secret, and Twilio's delivery receipts (``receipts``)."""
 
 from django.urls import path
 
-from messaging import receipts
+from messaging import receipts, webhooks
 
 urlpatterns = [
+    path("telegram/webhook", webhooks.telegram_webhook, name="telegram-webhook"),
+    path("twilio/inbound", webhooks.twilio_inbound, name="twilio-inbound"),
     path("twilio/status", receipts.twilio_status, name="twilio-status"),
 ]

@@ -121,6 +121,7 @@ INSTALLED_APPS = [
     "pacing",
     "accounts",
     "calendars",
+    "followups",
     "scheduled_sends",
     "messaging",
     "sweeps",
@@ -259,8 +260,8 @@ globals().update(knob_settings(env))
 # Which class sends each channel; JSON in the environment overrides entries.
 NUDGE_CHANNEL_BACKENDS = {
     "console": "messaging.channels.console.ConsoleChannel",
-    "telegram": "messaging.channels.telegram.TelegramChannel",
-    "whatsapp": "messaging.channels.whatsapp.WhatsAppChannel",
+    "telegram": "messaging.telegram.send.TelegramChannel",
+    "whatsapp": "messaging.whatsapp.send.WhatsAppChannel",
 }
 NUDGE_CHANNEL_BACKENDS.update(json.loads(env.str("NUDGE_CHANNEL_BACKENDS", default="{}")))
 

@@ -13,17 +13,8 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from core.admin_readonly import ReadOnlyAdmin, audit_logger
-from portal.models import ApiToken, OptInRecord
+from portal.models import ApiToken
 from portal.tokens import revoke_api_tokens
-
-
-@admin.register(OptInRecord)
-class OptInRecordAdmin(ReadOnlyAdmin):
-    list_display = ("user", "channel", "address", "method", "recorded_at", "withdrawn_at")
-    list_filter = ("channel",)
-    list_select_related = ("user",)
-    search_fields = ("user__username", "user__email")
-    ordering = ("-recorded_at",)
 
 
 class TokenStateFilter(admin.SimpleListFilter):

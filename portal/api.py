@@ -22,10 +22,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
 from accounts.actions import ensure_settings
-from calendars.repeat import WEEKDAY_NAMES
 from core.config import NudgeConfig
-from portal import api_rate, followups
-from portal.followups import FollowUpChange, FollowUpInvalid, Schedule
+from followups import actions as followups
+from followups.actions import FollowUpChange, FollowUpInvalid, Schedule
+from followups.repeat import WEEKDAY_NAMES
+from portal import api_rate
 from portal.openapi import schema
 from portal.tokens import api_token_is_live, parse_api_token
 from tenancy.scope import tenant_scope

@@ -14,8 +14,9 @@ from datetime import datetime, timedelta
 from django.http import HttpRequest
 
 from core.config import NudgeConfig
+from messaging.link_codes import digest
 from portal.models import ApiToken
-from portal.tokens import digest, parse_api_token
+from portal.tokens import parse_api_token
 from tenancy.scope import tenant_scope
 
 WINDOW = timedelta(minutes=1)

@@ -16,10 +16,10 @@ from django.utils.translation import gettext_lazy as _
 
 from accounts.models import MAX_LEAD_MINUTES, Channel, Clock, Language, validate_e164
 from accounts.rules import quiet_hours_problem
-from calendars.repeat import WEEKDAY_NAMES, Repeat
 from core.deployment import console_channel_allowed
+from followups.actions import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_due
+from followups.repeat import WEEKDAY_NAMES, Repeat
 from portal import plain_words
-from portal.followups import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_due
 
 
 @cache
@@ -151,7 +151,7 @@ REMINDER_CHOICES = [
 # Short day names, in WEEKDAY_NAMES' order (Monday first), in the page's language.
 _WEEKDAY_LABELS = (_("Mon"), _("Tue"), _("Wed"), _("Thu"), _("Fri"), _("Sat"), _("Sun"))
 WEEKDAY_CHOICES = list(zip(range(len(WEEKDAY_NAMES)), _WEEKDAY_LABELS, strict=True))
-# The repeat rules (calendars.repeat.Repeat) in the page's language.
+# The repeat rules (followups.repeat.Repeat) in the page's language.
 REPEAT_CHOICES = [
     (Repeat.ONCE, _("Once")),
     (Repeat.DAILY, _("Every day")),

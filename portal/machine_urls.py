@@ -1,8 +1,8 @@
-"""Routes for machines: the follow-ups API, its schema, and inbound provider webhooks."""
+"""Routes for machines: the follow-ups API and its schema."""
 
 from django.urls import path, re_path
 
-from portal import api, webhooks
+from portal import api
 
 urlpatterns = [
     path("api/follow-ups", api.follow_ups, name="api-follow-ups"),
@@ -10,6 +10,4 @@ urlpatterns = [
     path("api/schema", api.api_schema, name="api-schema"),
     # Anything else under api/ (``/api/follow-ups/abc``): a JSON 404, not the site's page.
     re_path(r"^api/", api.not_found, name="api-not-found"),
-    path("telegram/webhook", webhooks.telegram_webhook, name="telegram-webhook"),
-    path("twilio/inbound", webhooks.twilio_inbound, name="twilio-inbound"),
 ]

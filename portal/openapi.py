@@ -10,9 +10,9 @@ from datetime import timedelta
 from typing import Any
 
 from calendars.providers.normalize import MAX_LEADS_PER_EVENT
-from calendars.repeat import WEEKDAY_NAMES, Repeat
 from core.config import SCHEMA_MAX_LEAD
-from portal.followups import TITLE_MAX_CHARS
+from followups.actions import TITLE_MAX_CHARS
+from followups.repeat import WEEKDAY_NAMES, Repeat
 
 
 def _error(description: str) -> dict[str, Any]:

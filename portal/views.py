@@ -4,7 +4,7 @@ settings (channels, quiet hours, API tokens) and calendars.
 Every read and write of tenant rows happens inside the signed-in user's own
 ``tenant_scope``, opened here per request (and rendered inside it, so a lazy
 query in a template still runs in it). Changes that affect the queue call the
-plain modules (portal.account, portal.followups, …), which re-materialize the
+plain modules (messaging.addresses, followups.actions, …), which re-materialize the
 user after their scope has closed — scopes do not nest.
 """
 
@@ -27,14 +27,20 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.actions import ensure_settings, update_settings
-from accounts.models import Channel, DeliverySettings
+from accounts.models import AccountNotice, Channel, DeliverySettings
 from calendars.connect import ConnectError, add_ics_feed
-from calendars.models import ConnectionStatus, FollowUp
+from calendars.models import ConnectionStatus
 from calendars.views import available as oauth_available
 from core.config import NudgeConfig
 from core.zones import zone_of
-from portal import calendar_links, followups, plain_words, telegram, timeline, whatsapp
-from portal.followups import FollowUpChange, FollowUpInvalid
+from followups import actions as followups
+from followups.actions import FollowUpChange, FollowUpInvalid
+from followups.models import FollowUp
+from messaging.link_codes import new_telegram_code
+from messaging.models import LinkCode, OptInRecord
+from messaging.telegram import bot as telegram
+from messaging.whatsapp import inbound as whatsapp
+from portal import calendar_links, plain_words, timeline
 from portal.forms import (
     BROWSER_ZONE_ALIASES,
     AccountEmailForm,
@@ -48,8 +54,8 @@ from portal.forms import (
     repeat_words,
 )
 from portal.language import date_formats, in_users_language
-from portal.models import AccountNotice, ApiToken, LinkCode, OptInRecord
-from portal.tokens import new_api_token, new_telegram_code, revoke_api_tokens
+from portal.models import ApiToken
+from portal.tokens import new_api_token, revoke_api_tokens
 from tenancy.scope import tenant_scope
 
 

@@ -21,8 +21,9 @@ from datetime import datetime, time
 
 from django.db.models import Value
 
-from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
-from calendars.repeat import is_occurrence
+from calendars.models import CalendarEvent, ConnectionStatus, EventStatus
+from followups.models import FollowUp
+from followups.repeat import is_occurrence
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.transitions import ClaimedSend
@@ -59,7 +60,7 @@ class Facts:
     # The event's calendar: switched off on the Calendars page; all-day events left out.
     calendar_off: bool = False
     skip_all_day: bool = True
-    # A follow-up's repeat rule (calendars.repeat): which instants are still its own.
+    # A follow-up's repeat rule (followups.repeat): which instants are still its own.
     repeat: str = ""
     repeat_weekdays: tuple[int, ...] = ()
     repeat_zone: str = "UTC"

@@ -6,8 +6,8 @@ class SweepsConfig(AppConfig):
     verbose_name = "Sweeps"
 
     def ready(self) -> None:
-        # accounts (a floor down) announces settings changes; the queue follows them.
-        from accounts.signals import delivery_settings_changed
+        # Lower floors announce a person's changes; the queue follows them.
+        from accounts.signals import plan_changed
         from sweeps.materialize import refresh_queue
 
-        delivery_settings_changed.connect(refresh_queue, dispatch_uid="requeue-after-settings")
+        plan_changed.connect(refresh_queue, dispatch_uid="replan-after-a-change")

@@ -11,7 +11,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 
 from accounts.models import Channel, DeliverySettings
-from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
+from calendars.models import CalendarConnection, CalendarEvent, Provider
+from followups.models import FollowUp
 from tenancy.scope import tenant_scope
 
 TITLES = [

@@ -31,11 +31,12 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
-from calendars.models import CalendarEvent, ConnectionStatus, EventStatus, FollowUp
+from calendars.models import CalendarEvent, ConnectionStatus, EventStatus
 from calendars.providers.normalize import sorted_leads
-from calendars.repeat import is_due_at, occurrences
 from calendars.sync import SyncPool, SyncSummary, sync_user_connections
 from core.config import NudgeConfig
+from followups.models import FollowUp
+from followups.repeat import is_due_at, occurrences
 from pacing.pacer import rates_in_force
 from scheduled_sends.models import Kind, MaterializeCycle, NudgeAct, ScheduledSend, SweepRun
 from scheduled_sends.queue import statements, states, transitions
@@ -148,7 +149,7 @@ def plan_follow_up_nudges(
     (else the user's default lead): one row per (occurrence, lead).
 
     A repeating follow-up's occurrences are found in the subject window
-    (calendars.repeat, on the follow-up's own wall clock); when two of them
+    (followups.repeat, on the follow-up's own wall clock); when two of them
     want the same instant (a daily one with leads of 0 and a day) the nearer
     subject keeps it, as the queue's key allows one row per instant.
     """
@@ -235,7 +236,7 @@ class SubjectReads:
     def of(cls, user_ids: list[int], now: datetime, config: NudgeConfig) -> SubjectReads:
         start, end = config.subject_window(now)
         # One read of follow-ups, each half on its own partial index: a one-off due in the
-        # window, and a repeating one that has begun by its end (calendars.repeat).
+        # window, and a repeating one that has begun by its end (followups.repeat).
         open_follow_ups = FollowUp.objects.filter(user_id__in=user_ids, done=False, due_at__lte=end)
         return cls(
             # A deactivated user is planned nothing (their pending rows are withdrawn).
@@ -454,7 +455,7 @@ def refresh_queue(user_id: int, now: datetime | None = None, **_signal_kwargs: o
     """Re-materialize one user now, so a change does not wait for the next sweep.
 
     Called after a user's own change (a follow-up, a link, a calendar) and, as
-    the receiver of ``accounts.signals.delivery_settings_changed``, after their
+    the receiver of ``accounts.signals.plan_changed``, after their
     settings changed. A failure is logged, not raised: the change itself is
     saved, and the next sweep catches up.
     """

@@ -144,8 +144,8 @@ ENTRY_FUNCTIONS = {
     "sweeps/sync_changed.py": {"run_sync_changed"},
     # Senders are built from a dotted path (NUDGE_CHANNEL_BACKENDS) with no arguments,
     # and read their own provider settings as they start.
-    "messaging/channels/telegram.py": {"__init__"},
-    "messaging/channels/whatsapp.py": {"__init__"},
+    "messaging/telegram/send.py": {"__init__"},
+    "messaging/whatsapp/send.py": {"__init__"},
     "accounts/models.py": {"default_lead_minutes"},
     # django-axes calls these for each sign-in attempt; Django's reset view calls save().
     "portal/signin.py": {"failure_limit", "lockout_duration", "save"},

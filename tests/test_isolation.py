@@ -8,10 +8,13 @@ from datetime import timedelta
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
+from accounts.models import AccountNotice
+from calendars.models import CalendarConnection, CalendarEvent, Provider
 from core.config import NudgeConfig
-from portal.models import AccountNotice, OptInRecord
-from portal.tokens import new_api_token, new_telegram_code
+from followups.models import FollowUp
+from messaging.link_codes import new_telegram_code
+from messaging.models import OptInRecord
+from portal.tokens import new_api_token
 from scheduled_sends.models import NudgeAct, ScheduledSend
 from scheduled_sends.queue.partitions import Partition, partitions
 from scheduled_sends.queue.transitions import (

@@ -22,6 +22,7 @@ LAYERS = (
     "pacing",
     "accounts",
     "calendars",
+    "followups",
     "scheduled_sends",
     "messaging",
     "sweeps",

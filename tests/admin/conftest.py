@@ -18,7 +18,8 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 from django.utils import timezone
 
-from calendars.models import CalendarConnection, CalendarEvent, FollowUp
+from calendars.models import CalendarConnection, CalendarEvent
+from followups.models import FollowUp
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import current_scope, tenant_scope
 

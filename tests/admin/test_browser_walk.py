@@ -60,7 +60,7 @@ KEY_COLUMNS = {
         "last_error_short",
         "delivery",
     ),
-    "calendars-followup": ("title_short", "user", "due", "state"),
+    "followups-followup": ("title_short", "user", "due", "state"),
     "calendars-calendarevent": ("title", "user", "starts", "status"),
 }
 
@@ -151,7 +151,7 @@ def _console_pages(user_id: int, ids: dict[str, int]) -> list[tuple[str, str]]:
         ("send", reverse("admin:scheduled_sends_scheduledsend_change", args=[ids["send"]])),
         ("sent-send", reverse("admin:scheduled_sends_scheduledsend_change", args=[ids["sent"]])),
         ("sweep-run", reverse("admin:scheduled_sends_sweeprun_change", args=[ids["run"]])),
-        ("follow-up", reverse("admin:calendars_followup_change", args=[ids["follow_up"]])),
+        ("follow-up", reverse("admin:followups_followup_change", args=[ids["follow_up"]])),
         (
             "delivery-settings",
             reverse("admin:accounts_deliverysettings_change", args=[ids["settings"]]),

@@ -84,7 +84,7 @@ def test_the_follow_ups_list_shows_owner_due_and_state(staff_client, make_user, 
     make_follow_up(
         alice, "Renew the domain " + "x" * 300, due_at=timezone.now() - timedelta(hours=1)
     )
-    response = staff_client.get("/admin/calendars/followup/")
+    response = staff_client.get("/admin/followups/followup/")
     html = response.content.decode()
     for column in ("title_short", "user", "due", "state"):
         assert f" column-{column}" in html, column

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
-from portal.followups import create_follow_up
+from followups.actions import create_follow_up
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import tenant_scope
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from calendars.models import FollowUp
+from followups.models import FollowUp
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import tenant_scope
 from tests.support.queue import queue_nudge

@@ -14,7 +14,7 @@ from messaging.channels.base import (
     TransientSendError,
     UnconfirmedSendError,
 )
-from messaging.channels.telegram import REDACTED, TelegramChannel
+from messaging.telegram.send import REDACTED, TelegramChannel
 from tests.channels.conftest import nudge
 from tests.fakes import telegram_server as telegram
 from tests.fakes.base import Fault

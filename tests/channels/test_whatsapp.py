@@ -17,7 +17,7 @@ from messaging.channels.base import (
     TransientSendError,
     UnconfirmedSendError,
 )
-from messaging.channels.whatsapp import (
+from messaging.whatsapp.send import (
     MAX_VALIDITY_SECONDS,
     WhatsAppChannel,
     classify_twilio_error,
@@ -245,7 +245,7 @@ def test_logs_of_failing_sends_never_contain_the_auth_token(
 
 
 def test_base_url_keeps_path_and_query(fake_twilio: FakeTwilio):
-    from messaging.channels.whatsapp import BaseUrlHttpClient
+    from messaging.whatsapp.send import BaseUrlHttpClient
 
     client = BaseUrlHttpClient(fake_twilio.url + "/proxy/")
     assert (

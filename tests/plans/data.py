@@ -190,7 +190,7 @@ def load_events(user_ids: list[int], now: datetime, *, per_user: int, span: time
 
 def load_follow_ups(user_ids: list[int], now: datetime, *, per_user: int, span: timedelta) -> None:
     """``per_user`` follow-ups each, evenly over ``span``; every fourth is done."""
-    from calendars.models import FollowUp
+    from followups.models import FollowUp
 
     with support_scope():
         template = FollowUp.objects.create(

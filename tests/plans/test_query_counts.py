@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from calendars.models import FollowUp
+from followups.models import FollowUp
 from sweeps.deliver import run_deliver
 from tenancy.scope import tenant_scope
 from tests.conftest import utc

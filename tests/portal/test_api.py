@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from accounts.actions import ensure_settings
 from accounts.models import DeliverySettings
-from calendars.models import FollowUp
-from portal.followups import TITLE_MAX_CHARS
+from followups.actions import TITLE_MAX_CHARS
+from followups.models import FollowUp
 from portal.tokens import new_api_token
 from tenancy.scope import tenant_scope
 

@@ -9,7 +9,7 @@ import pytest
 import requests
 from django.utils import timezone
 
-from calendars.repeat import Repeat
+from followups.repeat import Repeat
 
 from .conftest import pending
 from .test_api import _plain_http, api, follow_ups_of  # noqa: F401 — fixtures

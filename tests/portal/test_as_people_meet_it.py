@@ -14,10 +14,10 @@ from django.utils import timezone
 from accounts.models import DeliverySettings
 from console import charts
 from core.config import NudgeConfig
-from portal import followups
+from followups import actions as followups
+from messaging.link_codes import parse_telegram_payload, use_telegram_code
 from portal.forms import IcsFeedForm, SettingsForm
 from portal.models import ApiToken
-from portal.tokens import parse_telegram_payload, use_telegram_code
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import transitions

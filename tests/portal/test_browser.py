@@ -23,7 +23,7 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect, sync_playwright
 
 from core.config import NudgeConfig
-from portal import followups
+from followups import actions as followups
 from sweeps.deliver import run_deliver
 from tests.admin.test_browser import ARTIFACTS, CHROMIUM_ARGS, chromium_binary
 

@@ -15,7 +15,8 @@ from playwright.sync_api import expect, sync_playwright
 
 from accounts.actions import ensure_settings
 from accounts.models import DeliverySettings
-from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
+from calendars.models import CalendarConnection, CalendarEvent, Provider
+from followups.models import FollowUp
 from tenancy.scope import tenant_scope
 from tests.admin.test_browser import ARTIFACTS, CHROMIUM_ARGS, chromium_binary
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
-from portal import followups
+from followups import actions as followups
 from sweeps.deliver import run_deliver
 from sweeps.materialize import refresh_queue
 from tenancy.scope import tenant_scope

@@ -12,11 +12,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import DeliverySettings
-from calendars.models import CalendarConnection, FollowUp
+from calendars.models import CalendarConnection
 from core.config import NudgeConfig
-from portal import followups
+from followups import actions as followups
+from followups.models import FollowUp
+from messaging.link_codes import digest, new_telegram_code
 from portal.models import ApiToken
-from portal.tokens import digest, new_api_token, new_telegram_code, parse_api_token
+from portal.tokens import new_api_token, parse_api_token
 from sweeps.deliver import run_deliver
 from tenancy.scope import tenant_scope
 from tests.fakes.telegram_server import FakeTelegram

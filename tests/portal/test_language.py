@@ -14,7 +14,7 @@ from django.utils import dateformat, timezone, translation
 from accounts.models import DeliverySettings
 from accounts.rules import preferences_for
 from core.config import NudgeConfig
-from portal import followups
+from followups import actions as followups
 from sweeps.deliver import run_deliver
 from tenancy.scope import tenant_scope
 

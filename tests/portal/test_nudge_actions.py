@@ -22,15 +22,17 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import Channel, DeliverySettings
-from calendars.models import FollowUp
 from core.config import NudgeConfig
+from followups.models import FollowUp
 from messaging import action_tokens
+from messaging import addresses as account
 from messaging.channels.base import NudgeActions
-from messaging.channels.telegram import TelegramChannel
+from messaging.from_chat import tap
 from messaging.messages import clock_text
 from messaging.nudge_actions import NOT_HERE
-from portal import account, telegram, timeline
-from portal.nudge_actions import tap
+from messaging.telegram import bot as telegram
+from messaging.telegram.send import TelegramChannel
+from portal import timeline
 from scheduled_sends.models import NudgeAct, ScheduledSend
 from sweeps.deliver import run_deliver
 from sweeps.materialize import materialize_user

@@ -11,8 +11,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import DeliverySettings
-from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
-from calendars.repeat import Repeat
+from calendars.models import CalendarConnection, CalendarEvent, Provider
+from followups.models import FollowUp
+from followups.repeat import Repeat
 from tenancy.scope import tenant_scope
 
 from .conftest import local_input, pending

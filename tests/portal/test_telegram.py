@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
-from portal import telegram
-from portal.models import LinkCode, OptInRecord
-from portal.tokens import new_telegram_code
+from messaging.link_codes import new_telegram_code
+from messaging.models import LinkCode, OptInRecord
+from messaging.telegram import bot as telegram
 from tenancy.scope import tenant_scope
 from tests.fakes.telegram_server import FakeTelegram
 

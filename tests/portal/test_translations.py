@@ -15,8 +15,8 @@ from django.utils import timezone
 from accounts.models import Channel, DeliverySettings
 from calendars.models import CalendarConnection, Provider
 from core.config import NudgeConfig
+from followups import actions as followups
 from messaging.messages import Shape, clock_text, compose
-from portal import followups
 from sweeps.deliver import run_deliver
 from tenancy.scope import tenant_scope
 

@@ -18,7 +18,7 @@ from playwright.sync_api import expect, sync_playwright
 from accounts.actions import ensure_settings
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
-from portal import followups
+from followups import actions as followups
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.queue import transitions
 from tenancy.scope import support_scope, tenant_scope

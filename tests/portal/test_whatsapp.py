@@ -14,7 +14,7 @@ from django.utils import timezone
 from twilio.request_validator import RequestValidator
 
 from accounts.models import DeliverySettings
-from portal.models import OptInRecord
+from messaging.models import OptInRecord
 from tenancy.scope import tenant_scope
 from tests.fakes.fixtures import WHATSAPP_FROM
 from tests.fakes.twilio_server import ACCOUNT_SID, AUTH_TOKEN, INVALID_TO
@@ -244,5 +244,5 @@ def test_support_reads_the_consent_record(wa, fake_twilio, signed_in, client):
     link(user_client, fake_twilio)
     staff = get_user_model().objects.create_user("support", is_staff=True, is_superuser=True)
     client.force_login(staff)
-    page = client.get("/admin/portal/optinrecord/").content.decode()
+    page = client.get("/admin/messaging/optinrecord/").content.decode()
     assert NUMBER in page and "entered the code" in page

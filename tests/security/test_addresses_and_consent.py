@@ -14,8 +14,10 @@ from accounts.admin import DeliverySettingsForm
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
 from core.deployment import NOT_IN_PRODUCTION
-from portal import account, followups, telegram
-from portal.models import OptInRecord
+from followups import actions as followups
+from messaging import addresses as account
+from messaging.models import OptInRecord
+from messaging.telegram import bot as telegram
 from scheduled_sends.models import ScheduledSend
 from sweeps.deliver import run_deliver
 from tenancy.scope import tenant_scope

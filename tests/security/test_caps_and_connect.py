@@ -15,7 +15,8 @@ from django.utils.html import escape
 from calendars.connect import REFUSED, ConnectError, add_ics_feed
 from calendars.models import CalendarConnection
 from core.config import NudgeConfig
-from portal import calendar_links, followups
+from followups import actions as followups
+from portal import calendar_links
 from portal.tokens import new_api_token
 from tenancy.scope import tenant_scope
 from tests.calendars.conftest import TEST_KEY

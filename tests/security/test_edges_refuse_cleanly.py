@@ -13,8 +13,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from portal import telegram
-from portal.models import TelegramUpdateSeen
+from messaging.models import TelegramUpdateSeen
+from messaging.telegram import bot as telegram
 from portal.tokens import new_api_token
 from tenancy.scope import tenant_scope
 from tests.fakes.telegram_server import FakeTelegram

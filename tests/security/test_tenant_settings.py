@@ -14,7 +14,7 @@ from django.core.signals import request_finished, request_started
 from django.db import DatabaseError, connection, transaction
 
 from accounts.models import DeliverySettings
-from calendars.models import FollowUp
+from followups.models import FollowUp
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import ScopeError, current_scope, tenant_scope
 from tests.conftest import utc

@@ -175,7 +175,7 @@ def test_deliver_sends_nothing_to_a_deactivated_account(make_user, recording_cha
 def test_materialize_plans_nothing_for_a_deactivated_account(make_user):
     """issue 23 item 1: materializing a deactivated user (e.g. after an API write) queues
     nothing and withdraws what was pending."""
-    from portal import followups
+    from followups import actions as followups
 
     now = timezone.now()
     user = make_user("gone")

@@ -8,8 +8,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.config import NudgeConfig
-from portal import whatsapp
-from portal.models import LinkCode, TwilioMessageSeen
+from messaging.models import LinkCode, TwilioMessageSeen
+from messaging.whatsapp import inbound as whatsapp
 from tenancy.scope import tenant_scope
 from tests.fakes.twilio_server import ACCOUNT_SID, AUTH_TOKEN, twilio_error
 from tests.portal.test_whatsapp import NUMBER, inbound, link, post_inbound, settings_of

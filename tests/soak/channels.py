@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 from messaging.channels.base import NudgeMessage, SendReceipt
-from messaging.channels.telegram import TelegramChannel
-from messaging.channels.whatsapp import WhatsAppChannel
+from messaging.telegram.send import TelegramChannel
+from messaging.whatsapp.send import WhatsAppChannel
 
 _sends = itertools.count(1)
 _held: list[int] = []  # the first successful send at or after N, once

@@ -57,8 +57,9 @@ from typing import IO
 from django.db import connection
 
 from accounts.models import DeliverySettings
-from calendars.models import CalendarConnection, CalendarEvent, EventStatus, FollowUp, Provider
-from messaging.channels.whatsapp import whatsapp_address
+from calendars.models import CalendarConnection, CalendarEvent, EventStatus, Provider
+from followups.models import FollowUp
+from messaging.whatsapp.send import whatsapp_address
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.models import Kind, MaterializeSlice, ScheduledSend, SweepRun
 from scheduled_sends.queue.transitions import EXPIRED_REASON

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from calendars.models import CalendarConnection, CalendarEvent, FollowUp, Provider
+from calendars.models import CalendarConnection, CalendarEvent, Provider
+from followups.models import FollowUp
 from scheduled_sends.models import ScheduledSend
 from tenancy.scope import tenant_scope
 

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 from accounts.models import DeliverySettings
 from calendars.models import CalendarConnection
-from calendars.repeat import Repeat, is_occurrence, occurrences
+from followups.repeat import Repeat, is_occurrence, occurrences
 from portal.calendar_links import set_switches
 from scheduled_sends.models import Kind, NudgeAct
 from sweeps.deliver import run_deliver

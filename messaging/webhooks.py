@@ -30,7 +30,8 @@ from django.views.decorators.http import require_POST
 from core.config import NudgeConfig
 from messaging.nudge_actions import ActResult
 from messaging.receipts import signature_is_valid
-from portal import telegram, whatsapp
+from messaging.telegram import bot as telegram
+from messaging.whatsapp import inbound as whatsapp
 
 logger = logging.getLogger("nudge.webhooks")
 

@@ -26,7 +26,7 @@ from django.db import models
 from core.zones import zone_of
 
 if TYPE_CHECKING:  # calendars.models imports this module for its choices
-    from calendars.models import FollowUp
+    from followups.models import FollowUp
 
 
 class Repeat(models.TextChoices):

@@ -13,7 +13,7 @@ from django.core.management.base import CommandParser
 from django.utils import timezone
 
 from core.command_line import NudgeCommand, positive_int
-from portal.telegram import prune_updates_seen
+from messaging.telegram.bot import prune_updates_seen
 
 
 class Command(NudgeCommand):

@@ -2,7 +2,7 @@
 reply or the words "snooze" / "done".
 
 Who is acting is the chat or number the tap came from (the address directory,
-``account.owner_of``); what they act on is the signed token the button carried
+``addresses.owner_of``); what they act on is the signed token the button carried
 (``messaging.nudge_actions``), which verifies only for that address. The
 act itself runs inside the owner's tenant scope; Done then marks the
 follow-up done through the same action the website uses
@@ -20,11 +20,10 @@ from django.utils import translation
 
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
-from messaging import nudge_actions
+from followups.actions import FollowUpChange, change_follow_up
+from messaging import addresses, nudge_actions
 from messaging.action_tokens import Claim, verify
 from messaging.nudge_actions import Act, ActResult
-from portal import account
-from portal.followups import FollowUpChange, change_follow_up
 from tenancy.scope import tenant_scope
 
 SNOOZE_WORDS = frozenset({"SNOOZE", "LATER"})
@@ -60,7 +59,7 @@ def _act(owner: int, claim: Claim, via: str, now: datetime, config: NudgeConfig)
 def tap(channel: str, address: str, token: str, now: datetime, config: NudgeConfig) -> ActResult:
     """A button pressed in ``address``'s chat: verify its token, then act as its owner."""
     claim = verify(token, address)
-    owner = account.owner_of(channel, address)
+    owner = addresses.owner_of(channel, address)
     if claim is None or owner is None:
         return _in_words(ActResult(nudge_actions.NOT_HERE))
     return _act(owner, claim, channel, now, config)
@@ -83,7 +82,7 @@ def reply(
 
     None when the address belongs to nobody (the reply is not ours to answer).
     """
-    owner = account.owner_of(channel, address)
+    owner = addresses.owner_of(channel, address)
     if owner is None:
         return None
     with tenant_scope(owner):

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 
 from core.command_line import NudgeCommand
-from portal.telegram import BotClient, TelegramLinkError, webhook_secret_problem
+from messaging.telegram.bot import BotClient, TelegramLinkError, webhook_secret_problem
 
 
 class Command(NudgeCommand):

@@ -12,7 +12,7 @@ Messages go as plain text — never a ``parse_mode`` — so a title full of ``*`
 an inline keyboard (:func:`keyboard`): *Join* (a URL button, when the event has
 a meeting link), *Snooze N min*, and for a follow-up *Done*; the last two carry
 signed tokens bound to the queue row and this chat (``action_tokens``), which
-``portal/telegram.py`` answers as ``callback_query`` updates.
+``messaging/telegram/bot.py`` answers as ``callback_query`` updates.
 
 Errors:
 

@@ -40,15 +40,15 @@ from telegram.request import HTTPXRequest
 from accounts.actions import PAUSED_BY_TELEGRAM_STOP, ensure_settings
 from accounts.models import Channel
 from core.config import NudgeConfig
-from messaging.channels.telegram import (
+from messaging import addresses, from_chat
+from messaging.link_codes import parse_telegram_payload, use_telegram_code
+from messaging.models import LinkCode, TelegramUpdateSeen
+from messaging.nudge_actions import NOT_HERE, ActResult
+from messaging.telegram.send import (
     REDACTED,
     bot_api_base_url,
     install_token_filter,
 )
-from messaging.nudge_actions import NOT_HERE, ActResult
-from portal import account, nudge_actions
-from portal.models import LinkCode, TelegramUpdateSeen
-from portal.tokens import parse_telegram_payload, use_telegram_code
 from tenancy.scope import tenant_scope
 
 # Linking and /stop come as messages; a nudge's buttons as callback queries.
@@ -123,7 +123,7 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
     if chat_id is None:
         result = ActResult(str(NOT_HERE))
     else:
-        result = nudge_actions.tap(Channel.TELEGRAM, str(chat_id), query.data or "", now, config)
+        result = from_chat.tap(Channel.TELEGRAM, str(chat_id), query.data or "", now, config)
     answer = CallbackAnswer(query.id, result.text)
     text = getattr(message, "text", None)
     if result.changed and isinstance(message, Message) and text:
@@ -183,7 +183,7 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
     with tenant_scope(owned.user_id):
         linked = use_telegram_code(owned, now)
         if linked:
-            previous = account.bind_address(
+            previous = addresses.bind_address(
                 ensure_settings(owned.user_id),
                 Channel.TELEGRAM,
                 chat_id,
@@ -191,9 +191,9 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
                 now,
             )
     if linked:
-        account.after_link(owned.user_id, previous, Channel.TELEGRAM, chat_id, now)
+        addresses.after_link(owned.user_id, previous, Channel.TELEGRAM, chat_id, now)
         return LINKED
-    if account.owner_of(Channel.TELEGRAM, chat_id) == owned.user_id:
+    if addresses.owner_of(Channel.TELEGRAM, chat_id) == owned.user_id:
         return ALREADY_LINKED
     return BAD_CODE
 
@@ -217,12 +217,12 @@ def handle_update(
         payload = rest.strip()
         if payload:
             return Reply(chat_id, _link(payload, address, now))
-        resumed = account.resume_from(Channel.TELEGRAM, address, "sent /start in Telegram", now)
+        resumed = addresses.resume_from(Channel.TELEGRAM, address, "sent /start in Telegram", now)
         if resumed.changed:
             return Reply(chat_id, RESUMED)
         return Reply(chat_id, ALREADY_LINKED if resumed.user_id else HELLO)
     if command == "/stop":
-        paused = account.pause_from(Channel.TELEGRAM, address, PAUSED_BY_TELEGRAM_STOP, now)
+        paused = addresses.pause_from(Channel.TELEGRAM, address, PAUSED_BY_TELEGRAM_STOP, now)
         return Reply(chat_id, PAUSED if paused.user_id else NOT_LINKED)
     return Reply(chat_id, HELP)
 

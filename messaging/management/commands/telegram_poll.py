@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from core.command_line import NudgeCommand
 from core.config import NudgeConfig
-from portal.telegram import BotClient, TelegramLinkError, poll_once, resume_offset
+from messaging.telegram.bot import BotClient, TelegramLinkError, poll_once, resume_offset
 
 
 class Command(NudgeCommand):

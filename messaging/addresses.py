@@ -5,7 +5,8 @@ confirmation (``link_address``, from the Telegram ``/start`` code or the
 WhatsApp code); "/stop" and "STOP" name only an address, so the directory
 (``ChannelAddress``) says whose it is before any scope is chosen. The settings
 themselves are written through ``accounts.actions``; after a change, the user
-is re-materialized (``refresh_queue``) so the queue follows at once.
+is announced (``accounts.actions.announce_change``) and re-planned, so the queue
+follows at once.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from accounts.actions import PAUSED_BY_STOP, ensure_settings, pause, resume
-from accounts.models import Channel, DeliverySettings
-from portal.models import AccountNotice, ChannelAddress, OptInRecord
-from portal.tokens import address_digest
-from sweeps.materialize import refresh_queue
+from accounts.actions import PAUSED_BY_STOP, announce_change, ensure_settings, pause, resume
+from accounts.models import AccountNotice, Channel, DeliverySettings
+from messaging.link_codes import address_digest
+from messaging.models import ChannelAddress, OptInRecord
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.portal")
@@ -95,7 +95,7 @@ def after_link(
     then the new owner's queue is refreshed."""
     if previous is not None:
         release_address(previous, channel, address, now)
-    refresh_queue(user_id, now)
+    announce_change(user_id, now)
 
 
 def release_address(user_id: int, channel: str, address: str, now: datetime) -> bool:
@@ -128,7 +128,7 @@ def release_address(user_id: int, channel: str, address: str, now: datetime) -> 
             f"no longer go there. Link {label} again if it is yours.",
         )
     logger.warning("address moved to another account", extra={"user_id": user_id})
-    refresh_queue(user_id, now)
+    announce_change(user_id, now)
     return True
 
 
@@ -165,7 +165,7 @@ def pause_from(channel: str, address: str, reason: str, now: datetime) -> Inboun
             user_id=user_id, channel=channel, address=address, withdrawn_at=None
         ).update(withdrawn_at=now, withdrawn_how=reason)
     if changed:
-        refresh_queue(user_id, now)
+        announce_change(user_id, now)
     return InboundResult(user_id, changed)
 
 
@@ -187,5 +187,5 @@ def resume_from(channel: str, address: str, method: str, now: datetime) -> Inbou
                 user_id=user_id, channel=channel, address=address, method=method, recorded_at=now
             )
     if changed:
-        refresh_queue(user_id, now)
+        announce_change(user_id, now)
     return InboundResult(user_id, changed)

@@ -4,7 +4,7 @@ on the website; and inbound STOP / START from Twilio's signed webhook.
 Snooze and Done come back as inbound messages too: a tapped quick-reply
 button of the actions template (``ButtonPayload``, a token signed for this
 number and nudge), or the words "snooze" / "done", which act on the sender's
-last nudge within WhatsApp's 24-hour window (``portal/nudge_actions.py``).
+last nudge within WhatsApp's 24-hour window (``messaging/from_chat.py``).
 
 Opt-out words are Twilio's defaults (its Advanced Opt-Out sets ``OptOutType``
 too, which wins when present). Twilio itself answers STOP and refuses further
@@ -25,15 +25,15 @@ from twilio.rest import Client
 from accounts.actions import PAUSED_BY_WHATSAPP_STOP, ensure_settings
 from accounts.models import Channel, validate_e164
 from core.config import NudgeConfig
-from messaging.channels.whatsapp import (
+from messaging import addresses, from_chat
+from messaging.link_codes import TooManyCodes, new_whatsapp_code, use_whatsapp_code
+from messaging.models import LinkCode, TwilioMessageSeen
+from messaging.nudge_actions import ActResult
+from messaging.whatsapp.send import (
     BaseUrlHttpClient,
     classify_twilio_error,
     whatsapp_address,
 )
-from messaging.nudge_actions import ActResult
-from portal import account, nudge_actions
-from portal.models import LinkCode, TwilioMessageSeen
-from portal.tokens import TooManyCodes, new_whatsapp_code, use_whatsapp_code
 from tenancy.scope import tenant_scope
 
 STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT"})
@@ -133,7 +133,7 @@ def confirm_code(user_id: int, code: str, now: datetime) -> bool:
     with tenant_scope(user_id):
         number = use_whatsapp_code(user_id, code, now)
         if number is not None:
-            previous = account.bind_address(
+            previous = addresses.bind_address(
                 ensure_settings(user_id),
                 Channel.WHATSAPP,
                 number,
@@ -142,7 +142,7 @@ def confirm_code(user_id: int, code: str, now: datetime) -> bool:
             )
     if number is None:
         return False
-    account.after_link(user_id, previous, Channel.WHATSAPP, number, now)
+    addresses.after_link(user_id, previous, Channel.WHATSAPP, number, now)
     return True
 
 
@@ -161,20 +161,20 @@ def command_of(params: dict[str, str]) -> str | None:
 
 def handle_inbound(
     params: dict[str, str], now: datetime, config: NudgeConfig
-) -> account.InboundResult | ActResult | None:
+) -> addresses.InboundResult | ActResult | None:
     """Pause or resume the sender's nudges, or Snooze / Done one; None for anything else."""
     command = command_of(params)
     number = params.get("From", "").strip().removeprefix("whatsapp:")
     payload = params.get("ButtonPayload", "").strip()
-    act = nudge_actions.word_of(payload or params.get("Body", ""))
+    act = from_chat.word_of(payload or params.get("Body", ""))
     if (command is None and act is None and not payload) or not number:
         return None
     if not first_time(params.get("MessageSid", ""), now, config):
         return None
     if payload and act is None:  # a button of the actions template: its signed token
-        return nudge_actions.tap(Channel.WHATSAPP, number, payload, now, config)
+        return from_chat.tap(Channel.WHATSAPP, number, payload, now, config)
     if act is not None:
-        return nudge_actions.reply(Channel.WHATSAPP, number, act, now, config)
+        return from_chat.reply(Channel.WHATSAPP, number, act, now, config)
     if command == "stop":
-        return account.pause_from(Channel.WHATSAPP, number, PAUSED_BY_WHATSAPP_STOP, now)
-    return account.resume_from(Channel.WHATSAPP, number, "replied START on WhatsApp", now)
+        return addresses.pause_from(Channel.WHATSAPP, number, PAUSED_BY_WHATSAPP_STOP, now)
+    return addresses.resume_from(Channel.WHATSAPP, number, "replied START on WhatsApp", now)

@@ -1,7 +1,8 @@
-"""Follow-ups as the website and the API change them: one set of rules for both.
+"""The one way a follow-up is created or changed, whatever the door (website, API, chat).
 
-Each function opens the user's scope itself and re-materializes the user
-after a change, so a follow-up due soon is nudged without waiting for a sweep.
+Each function opens the user's scope itself and announces the change once it
+has committed (``accounts.actions.announce_change``); the sweeps re-plan the
+user, so a follow-up due soon is nudged without waiting for a sweep.
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ from typing import Any
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
-from accounts.actions import ensure_settings
-from calendars.models import FollowUp
+from accounts.actions import announce_change, ensure_settings
 from calendars.providers.normalize import MAX_LEADS_PER_EVENT
-from calendars.repeat import WEEKDAY_NAMES, Repeat, next_occurrence
 from core.config import NudgeConfig
 from core.zones import zone_of
-from sweeps.materialize import refresh_queue
+from followups.models import FollowUp
+from followups.repeat import WEEKDAY_NAMES, Repeat, next_occurrence
 from tenancy.scope import tenant_scope
 
 TITLE_MAX_CHARS = 200
@@ -209,7 +209,7 @@ def create_follow_up(
         fields = _schedule_fields(user_id, schedule, config)
         _check_cap(user_id, config.max_follow_ups_per_user)
         follow_up = FollowUp.objects.create(user_id=user_id, title=title, due_at=due_at, **fields)
-    refresh_queue(user_id, now)
+    announce_change(user_id, now)
     return follow_up
 
 
@@ -245,7 +245,7 @@ def change_follow_up(
         if change.done is not None:
             follow_up.done = change.done
         follow_up.save()
-    refresh_queue(user_id, now)
+    announce_change(user_id, now)
     return follow_up
 
 
@@ -255,7 +255,7 @@ def delete_follow_up(user_id: int, follow_up_id: int, now: datetime) -> bool:
     with tenant_scope(user_id):
         deleted, _ = FollowUp.objects.filter(user_id=user_id, pk=follow_up_id).delete()
     if deleted:
-        refresh_queue(user_id, now)
+        announce_change(user_id, now)
     return bool(deleted)
 
 

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class FollowUpsConfig(AppConfig):
+    name = "followups"
+    verbose_name = "Follow-ups"
