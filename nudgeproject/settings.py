@@ -209,12 +209,20 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 # Limits: NUDGE_SIGNIN_* and NUDGE_PASSWORD_RESET_* (core/config.py), read at each attempt.
+# Why these, against axes' other options: portal/signin.py and OPERATIONS.md "Security model".
 AXES_FAILURE_LIMIT = "portal.signin.failure_limit"
 AXES_COOLOFF_TIME = "portal.signin.lockout_duration"
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own, not the pair
+# The pair, never either alone: a stranger's guesses cannot lock the owner out from
+# elsewhere, and one address's guesses at many names lock out nobody else.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# A try while locked is refused unchecked and not recorded: it cannot make the lock last
+# longer, which ends its cool-off after the failure that reached the limit.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_CLIENT_IP_CALLABLE = "portal.signin.client_address"
 AXES_LOCKOUT_CALLABLE = "portal.signin.locked_out"
-AXES_RESET_ON_SUCCESS = False  # a success must not wipe a guesser's count for the address
+# A success from a shared address must not hand a guesser at the same account, from
+# there, a fresh count; a completed password reset does lift it (portal/signin.py).
+AXES_RESET_ON_SUCCESS = False
 AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are not stored; failures are
 
 STATIC_URL = "static/"

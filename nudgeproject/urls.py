@@ -6,7 +6,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from portal.signin import ThrottledPasswordResetForm
+from portal.signin import ThrottledPasswordResetForm, UnlockingSetPasswordForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -15,6 +15,12 @@ urlpatterns = [
         "accounts/password_reset/",
         auth_views.PasswordResetView.as_view(form_class=ThrottledPasswordResetForm),
         name="password_reset",
+    ),
+    # The reset link's form: a new password set there also lifts the sign-in locks.
+    path(
+        "accounts/reset/<uidb64>/<token>/",
+        auth_views.PasswordResetConfirmView.as_view(form_class=UnlockingSetPasswordForm),
+        name="password_reset_confirm",
     ),
     # A person changes their password on their account page (the user area), not on
     # Django's admin-styled form.

@@ -1,13 +1,34 @@
-"""Sign-in resists guessing; password reset tells nothing and floods nobody.
+"""Sign-in resists guessing without letting a stranger lock anyone out; password
+reset tells nothing and floods nobody.
 
 * **Sign-in throttling** is django-axes (a maintained Jazzband package that
   supports Django 5.2; it hooks Django's own ``authenticate``, so both
-  ``/accounts/login/`` and ``/admin/login/`` are covered by one backend). After
-  ``signin_failure_limit`` failures for one account, or from one client address,
-  that account or address is refused for ``signin_lockout`` before any password
-  is hashed; the page says so (``registration/locked_out.html``, HTTP 429).
-  Support lifts a lock by deleting the "access attempt" rows in the admin, or
-  with ``manage.py axes_reset_username NAME`` / ``axes_reset_ip ADDRESS``.
+  ``/accounts/login/`` and ``/admin/login/`` are covered by one backend). Its
+  count is kept per *account and client address together*
+  (``AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]``): after
+  ``signin_failure_limit`` failures at one name from one address, that name is
+  refused *from that address* for ``signin_lockout`` (``AXES_COOLOFF_TIME``),
+  before any password is hashed; the page says so (``registration/locked_out.html``,
+  HTTP 429, ``Retry-After``). The owner signing in from anywhere else, and every
+  other account from that address — staff on ``/admin/login/`` included — are
+  not affected.
+
+  How axes counts: one row per (name, address, user agent) holds the failures
+  and the time of the last one; the rows newer than the cool-off are summed. A
+  count therefore lives as long as failures come less than a cool-off apart and
+  starts again after a cool-off of quiet. With axes' default
+  (``AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = True``) a try *while
+  locked* is recorded too and moves that time forward, so one try every 14
+  minutes kept a 15-minute lock forever; it is off here: a locked try is refused
+  unchecked and not recorded, and the lock ends one cool-off after the failure
+  that reached the limit. (``AXES_USE_ATTEMPT_EXPIRATION`` would not help: its
+  expiry is pushed later by each failure the same way, and the lock check still
+  reads the last failure's time.)
+
+  Ways back: the lock ends by itself; a completed password reset lifts every
+  lock on the account (:class:`UnlockingSetPasswordForm`, axes' ``reset``);
+  support deletes the "access attempt" rows in the admin, or runs
+  ``manage.py axes_reset_username NAME``.
 * **Password reset** counts requests per address and per client address in a
   table of keyed digests, and sends the mail from a thread started after the
   request's commit: the request does the same work whether or not the address
@@ -17,14 +38,19 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from datetime import datetime, timedelta
 from typing import Any
 
 from axes.backends import AxesStandaloneBackend
+from axes.helpers import get_client_username
+from axes.models import AccessAttempt
+from axes.utils import reset as reset_sign_in_locks
 from django.conf import settings
-from django.contrib.auth.forms import PasswordResetForm
+from django.contrib.auth.forms import PasswordResetForm, SetPasswordForm
 from django.db import connection, transaction
+from django.db.models import Max
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -72,15 +98,45 @@ def lockout_duration(request: HttpRequest | None = None) -> timedelta:
     return NudgeConfig.from_settings().signin_lockout
 
 
+def lock_left(request: HttpRequest, credentials: dict | None) -> timedelta:
+    """At most how long this name stays locked from this address: a cool-off from its
+    latest recorded failure (tries while locked are not recorded, so this never grows)."""
+    lockout = lockout_duration(request)
+    latest = AccessAttempt.objects.filter(
+        username=get_client_username(request, credentials),
+        ip_address=getattr(request, "axes_ip_address", None) or client_address(request),
+    ).aggregate(latest=Max("attempt_time"))["latest"]
+    if latest is None:
+        return lockout
+    return min(lockout, max(timedelta(seconds=1), latest + lockout - timezone.now()))
+
+
 def locked_out(
     request: HttpRequest, original_response: HttpResponse | None, credentials: dict | None
 ) -> HttpResponse:
     """The page a locked-out sign-in gets, on either login page (``AXES_LOCKOUT_CALLABLE``)."""
-    lockout = lockout_duration()
-    minutes = int(lockout.total_seconds() // 60)
+    seconds = math.ceil(lock_left(request, credentials).total_seconds())
+    minutes = math.ceil(seconds / 60)
     response = render(request, "registration/locked_out.html", {"minutes": minutes}, status=429)
-    response["Retry-After"] = str(int(lockout.total_seconds()))
+    response["Retry-After"] = str(seconds)
     return response
+
+
+class UnlockingSetPasswordForm(SetPasswordForm):
+    """The reset link's new-password form: setting the password lifts the account's locks.
+
+    Following the mailed link proves the mailbox, which is what a lock guards the
+    password of; every address's count for the name goes (a guesser's too: their
+    guesses were at the old password).
+    """
+
+    def save(self, commit: bool = True) -> Any:
+        user = super().save(commit=commit)
+        if commit:
+            lifted = reset_sign_in_locks(username=user.get_username())
+            if lifted:
+                logger.info("a password reset lifted the account's sign-in locks")
+        return user
 
 
 def _digest(kind: str, value: str) -> str:
