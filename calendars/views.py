@@ -11,7 +11,6 @@ or echoes them.
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from calendars.models import Provider
 from calendars.providers import google, microsoft
 from calendars.providers.base import ProviderError
 from calendars.push import notifications
+from core import json_input
 from core.config import NudgeConfig
 
 STATE_SALT = "calendars.oauth.state"
@@ -234,11 +234,21 @@ def _graph(request: HttpRequest, *, lifecycle: bool) -> HttpResponse:
         if len(token) > MAX_VALIDATION_TOKEN:
             return HttpResponse(status=400)
         return HttpResponse(token, content_type="text/plain; charset=utf-8")
+    # Refused before it is read or parsed: a stranger may post anything here. The
+    # body is read only up to its declared length, so the declaration bounds it.
     try:
-        body = json.loads(request.body)
+        declared = int(request.headers.get("Content-Length") or 0)
     except ValueError:
+        declared = -1
+    if declared < 0:
         return HttpResponse(status=400)
-    verdicts = notifications.graph(body, timezone.now(), lifecycle=lifecycle)
+    if declared > notifications.MAX_GRAPH_BODY_BYTES:
+        return HttpResponse(status=413)
+    try:
+        batch = json_input.parse(request.body)
+    except json_input.JsonInputError:
+        return HttpResponse(status=400)
+    verdicts = notifications.graph(batch, timezone.now(), lifecycle=lifecycle)
     if all(v == notifications.Verdict.REJECTED for v in verdicts):
         return HttpResponse(status=403)
     return HttpResponse(status=202)

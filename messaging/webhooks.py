@@ -17,7 +17,6 @@ a nudge ("snooze", "done", a quick-reply button) is answered in TwiML.
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from xml.sax.saxutils import escape
 
@@ -27,6 +26,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from core import json_input
 from core.config import NudgeConfig
 from messaging.nudge_actions import ActResult
 from messaging.receipts import signature_is_valid
@@ -49,8 +49,8 @@ def telegram_webhook(request: HttpRequest) -> HttpResponse:
         logger.warning("refused a Telegram update with a missing or wrong secret header")
         return HttpResponseForbidden("invalid secret token")
     try:
-        update = telegram.parse_update(json.loads(request.body))
-    except (ValueError, UnicodeDecodeError):
+        update = telegram.parse_update(json_input.parse(request.body))
+    except json_input.JsonInputError:
         update = None
     if update is None:
         return HttpResponse("not an update", status=400, content_type="text/plain")

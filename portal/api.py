@@ -9,7 +9,6 @@ nothing written; the schema is ``GET /api/schema`` (portal/openapi.py).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime
 from functools import wraps
@@ -22,6 +21,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
 from accounts.actions import ensure_settings
+from core import json_input
 from core.config import NudgeConfig
 from followups import actions as followups
 from followups.actions import FollowUpChange, FollowUpInvalid, Schedule
@@ -114,12 +114,10 @@ def _body(request: HttpRequest, allowed: dict[str, type]) -> dict[str, Any]:
     if not request.content_type.startswith("application/json"):
         raise BadRequest("send a JSON body with Content-Type: application/json")
     try:
-        data = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequest("the body is not valid JSON") from None
-    except RecursionError:
-        # 16 KiB of "[" nests deeper than the parser's stack: refused, not a 500.
-        raise BadRequest("the body is nested too deeply") from None
+        # 16 KiB of "[" would nest deeper than the parser's stack: refused, not a 500.
+        data = json_input.parse(request.body)
+    except json_input.JsonInputError as exc:
+        raise BadRequest(str(exc)) from None
     if not isinstance(data, dict):
         raise BadRequest("the body must be a JSON object")
     unknown = sorted(set(data) - set(allowed))

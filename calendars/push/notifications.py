@@ -12,7 +12,22 @@ channel or subscription id as its current one, and the secret must match its
 digest (constant-time). Anything else — forged, for a stopped channel, for
 another user — changes nothing. Google numbers a channel's messages
 increasingly, so a number not above the last one seen is a replay and is
-ignored.
+ignored. The number is a header anyone holding one captured notification can
+rewrite, so it is believed only within bounds: digits only, at most
+``MAX_MESSAGE_NUMBER`` (PostgreSQL's bigint), and it becomes the channel's new
+high-water mark only when it is at most ``MESSAGE_NUMBER_WINDOW`` ahead of the
+last one (a number far ahead still asks for a fetch, which is harmless, but
+cannot make every later genuine message look like a replay). A renewed channel
+is a new channel (a new id) and numbers from zero again.
+
+Graph posts batches (``{"value": [...]}``), and a stranger can post one too.
+Rejecting a forged batch costs what rejecting one forged notification costs:
+the body and the number of items are capped (``MAX_GRAPH_BODY_BYTES``,
+``MAX_GRAPH_ITEMS``), every item's shape is checked before any database work,
+items are grouped by subscription and clientState so each group is checked
+once, and the first group that fails the check ends the batch (Graph's own
+batches carry only our clientStates; nothing after a forged group is looked
+at, and a genuine one lost that way is caught by the safety poll).
 
 Graph's notifications carry no number, so a captured one could be sent again.
 They are made harmless to replay instead of detected: a change or a
@@ -32,6 +47,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -45,7 +61,15 @@ logger = logging.getLogger("nudge.calendars.push")
 
 GOOGLE_CHANNEL = re.compile(r"^nudge-(?P<user>[1-9][0-9]{0,17})-(?P<connection>[1-9][0-9]{0,17})-")
 GRAPH_CLIENT_STATE = re.compile(r"^(?P<user>[1-9][0-9]{0,17})\.(?P<secret>[A-Za-z0-9_-]{1,100})$")
+# Graph's basic notifications are under a kilobyte each; a batch of a thousand fits.
+MAX_GRAPH_BODY_BYTES = 1024 * 1024
 MAX_GRAPH_ITEMS = 1000
+MAX_SUBSCRIPTION_ID = 255  # the column's length
+# Google's X-Goog-Message-Number: digits, within PostgreSQL's bigint.
+MESSAGE_NUMBER = re.compile(r"[0-9]{1,19}")
+MAX_MESSAGE_NUMBER = 2**63 - 1
+# How far ahead of the last number one may be and still become the new mark.
+MESSAGE_NUMBER_WINDOW = 1_000_000
 
 
 class Verdict:
@@ -59,12 +83,9 @@ def google(headers: Mapping[str, str], now: datetime) -> str:
     """One Google notification, from its headers (Google sends no body worth reading)."""
     channel_id = headers.get("X-Goog-Channel-Id", "")
     match = GOOGLE_CHANNEL.match(channel_id)
-    try:
-        number = int(headers.get("X-Goog-Message-Number", ""))
-    except ValueError:
-        return Verdict.REJECTED
+    number = message_number(headers.get("X-Goog-Message-Number", ""))
     state = headers.get("X-Goog-Resource-State", "")
-    if match is None or state not in ("sync", "exists", "not_exists"):
+    if match is None or number is None or state not in ("sync", "exists", "not_exists"):
         return Verdict.REJECTED
     user_id, connection_id = int(match["user"]), int(match["connection"])
     with tenant_scope(user_id):
@@ -83,64 +104,140 @@ def google(headers: Mapping[str, str], now: datetime) -> str:
             return Verdict.REJECTED
         if number <= connection.push_message_number:
             return Verdict.REPLAY
-        connection.push_message_number = number
-        fields = ["push_message_number"]
+        fields = []
+        if number - connection.push_message_number <= MESSAGE_NUMBER_WINDOW:
+            connection.push_message_number = number
+            fields.append("push_message_number")
+        else:
+            logger.info(
+                "a Google message number far ahead of the last one was not kept as the mark",
+                extra={"connection_id": connection_id},
+            )
         if state != "sync":
             connection.resync_requested = True
             fields.append("resync_requested")
-        connection.save(update_fields=fields)
+        if fields:
+            connection.save(update_fields=fields)
     if state == "sync":
         return Verdict.NOTED
     worklist.mark_changed(connection_id, now)
     return Verdict.ACCEPTED
 
 
+def message_number(raw: str) -> int | None:
+    """Google's message number from its header; None unless it is plain digits
+    within PostgreSQL's bigint (no sign, no spaces, no other scripts' digits)."""
+    if not MESSAGE_NUMBER.fullmatch(raw):
+        return None
+    number = int(raw)
+    return number if number <= MAX_MESSAGE_NUMBER else None
+
+
+@dataclass
+class _Group:
+    """The items of one batch naming one subscription with one clientState."""
+
+    user_id: int
+    subscription_id: str
+    secret: str
+    items: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+
+
 def graph(body: Any, now: datetime, *, lifecycle: bool) -> list[str]:
-    """A Graph notification batch (``{"value": [...]}``); one verdict per item."""
+    """A Graph notification batch (``{"value": [...]}``); one verdict per item.
+
+    Every item's shape is checked first, without the database; the rest are
+    grouped by (subscription, clientState) and each group is checked once.
+    The first group that fails ends the batch: it and every later group are
+    rejected unlooked-at, so a thousand forged items cost one check.
+    """
     items = body.get("value") if isinstance(body, dict) else None
-    if not isinstance(items, list):
+    if not isinstance(items, list) or not items or len(items) > MAX_GRAPH_ITEMS:
         return [Verdict.REJECTED]
-    return [_graph_item(item, now, lifecycle) for item in items[:MAX_GRAPH_ITEMS]]
+    verdicts = [Verdict.REJECTED] * len(items)
+    groups: dict[tuple[str, str], _Group] = {}
+    for index, item in enumerate(items):
+        shaped = _shaped(item, lifecycle)
+        if shaped is None:
+            continue
+        user_id, subscription_id, secret = shaped
+        group = groups.setdefault(
+            (subscription_id, f"{user_id}.{secret}"), _Group(user_id, subscription_id, secret)
+        )
+        group.items.append((index, item))
+    for group in groups.values():
+        outcome = _graph_group(group, now)
+        if outcome is None:
+            break  # forged: nothing after it is looked at
+        for index, verdict in outcome.items():
+            verdicts[index] = verdict
+    return verdicts
 
 
-def _graph_item(item: Any, now: datetime, lifecycle: bool) -> str:
+def _shaped(item: Any, lifecycle: bool) -> tuple[int, str, str] | None:
+    """(user id, subscription id, secret) of an item shaped like Graph's, else None."""
     if not isinstance(item, dict):
-        return Verdict.REJECTED
+        return None
     subscription_id = item.get("subscriptionId")
-    match = GRAPH_CLIENT_STATE.match(str(item.get("clientState") or ""))
-    event = item.get("lifecycleEvent")
-    if match is None or not isinstance(subscription_id, str) or not subscription_id:
-        return Verdict.REJECTED
-    if lifecycle != (event is not None):
-        return Verdict.REJECTED  # a change on the lifecycle URL or the reverse: not Graph
-    with tenant_scope(int(match["user"])):
+    client_state = item.get("clientState")
+    if not isinstance(subscription_id, str) or not isinstance(client_state, str):
+        return None
+    if not 0 < len(subscription_id) <= MAX_SUBSCRIPTION_ID:
+        return None
+    match = GRAPH_CLIENT_STATE.match(client_state)
+    if match is None:
+        return None
+    if lifecycle != (item.get("lifecycleEvent") is not None):
+        return None  # a change on the lifecycle URL or the reverse: not Graph
+    return int(match["user"]), subscription_id, match["secret"]
+
+
+def _graph_group(group: _Group, now: datetime) -> dict[int, str] | None:
+    """Each item's verdict, once the group's subscription and secret are checked;
+    None when they are not ours (forged, stopped, another user's)."""
+    verdicts: dict[int, str] = {}
+    changed = False
+    with tenant_scope(group.user_id):
         connection = (
             CalendarConnection.objects.select_for_update()
-            .filter(provider=Provider.MICROSOFT, push_channel_id=subscription_id[:255])
+            .filter(provider=Provider.MICROSOFT, push_channel_id=group.subscription_id)
             .first()
         )
         if connection is None or not push_secrets.matches(
-            match["secret"], connection.push_secret_digest
+            group.secret, connection.push_secret_digest
         ):
-            return Verdict.REJECTED
-        connection_id = connection.pk
-        if event in (None, "missed"):
+            return None
+        for index, item in group.items:
+            verdicts[index] = _graph_item(connection, item, now)
+            changed = changed or _is_change(item)
+        if changed:
             # "Fetch again": a replay costs one fetch of the calendar as it is now,
             # which changes no stored data.
             connection.resync_requested = True
             connection.save(update_fields=["resync_requested"])
-        elif event in ("reauthorizationRequired", "subscriptionRemoved"):
-            if connection.push_state != PushState.LIVE:
-                return Verdict.NOTED  # already polled, its channel already due a retry
-            if event == "reauthorizationRequired":
-                _note_reauthorization(connection, item.get("subscriptionExpirationDateTime"))
-            live = connection.push_expires_at is not None and connection.push_expires_at > now
-            # Nothing else is believed: the minute job asks Graph what is true.
-            worklist.schedule(connection_id, now, polling=not live)
-            return Verdict.ACCEPTED
-        else:
-            return Verdict.NOTED
-    worklist.mark_changed(connection_id, now)
+    if changed:
+        worklist.mark_changed(connection.pk, now)
+    return verdicts
+
+
+def _is_change(item: dict[str, Any]) -> bool:
+    return item.get("lifecycleEvent") in (None, "missed")
+
+
+def _graph_item(connection: CalendarConnection, item: dict[str, Any], now: datetime) -> str:
+    """One checked item of ``connection``'s subscription; inside its owner's scope."""
+    if _is_change(item):
+        return Verdict.ACCEPTED  # the group marks the connection once
+    event = item.get("lifecycleEvent")
+    if event not in ("reauthorizationRequired", "subscriptionRemoved"):
+        return Verdict.NOTED
+    if connection.push_state != PushState.LIVE:
+        return Verdict.NOTED  # already polled, its channel already due a retry
+    if event == "reauthorizationRequired":
+        _note_reauthorization(connection, item.get("subscriptionExpirationDateTime"))
+    live = connection.push_expires_at is not None and connection.push_expires_at > now
+    # Nothing else is believed: the minute job asks Graph what is true.
+    worklist.schedule(connection.pk, now, polling=not live)
     return Verdict.ACCEPTED
 
 

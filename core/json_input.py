@@ -1,0 +1,65 @@
+"""A JSON body from outside, read once, with a nesting limit.
+
+Python's parser recurses once per ``[`` or ``{``: a few kilobytes of brackets
+nest deeper than its stack and raise ``RecursionError``, which no caller
+expects (a 500). :func:`parse` counts the nesting first, in one pass over the
+text with strings left out, and refuses anything deeper than ``max_depth``
+before the parser sees it. Used by every endpoint that reads JSON a stranger
+may send: the API (``portal/api.py``), Graph's push endpoints
+(``calendars/views.py``) and Telegram's webhook (``messaging/webhooks.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import accumulate
+from typing import Any
+
+# The API's objects nest two deep, Graph's notifications four; well above both.
+MAX_DEPTH = 32
+
+# A JSON string, escapes included (unrolled, so linear on any input).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+class JsonInputError(ValueError):
+    """The body is not JSON this service reads; the message is safe to show."""
+
+
+class NotJson(JsonInputError):
+    """Not valid JSON (or not text)."""
+
+
+class TooDeep(JsonInputError):
+    """Nested deeper than the limit."""
+
+
+def nesting_depth(text: str) -> int:
+    """How deep the arrays and objects of ``text`` nest (brackets inside strings
+    do not count). Malformed text gets a number too; the parser refuses it later."""
+    brackets = _NOT_A_BRACKET.sub("", _STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def parse(body: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
+    """The value ``body`` holds; :class:`TooDeep` past ``max_depth`` levels,
+    :class:`NotJson` for anything that is not JSON (bad text, bad encoding)."""
+    if isinstance(body, bytes | bytearray):
+        try:
+            # As json.loads itself decodes bytes: UTF-8, -16 or -32 by their first bytes.
+            text = bytes(body).decode(json.detect_encoding(body), "surrogatepass")
+        except UnicodeDecodeError:
+            raise NotJson("the body is not valid JSON") from None
+    else:
+        text = body
+    if nesting_depth(text) > max_depth:
+        raise TooDeep("the body is nested too deeply")
+    try:
+        return json.loads(text)
+    except RecursionError:  # only with a max_depth beyond the interpreter's stack
+        raise TooDeep("the body is nested too deeply") from None
+    except ValueError:
+        raise NotJson("the body is not valid JSON") from None
