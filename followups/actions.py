@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy
 from accounts.actions import announce_change, ensure_settings
 from calendars.providers.normalize import MAX_LEADS_PER_EVENT
 from core.config import NudgeConfig
-from core.zones import zone_of
+from core.zones import known_zone
 from followups.models import FollowUp
 from followups.repeat import WEEKDAY_NAMES, Repeat, next_occurrence
 from tenancy.scope import tenant_scope
@@ -97,9 +97,10 @@ def clean_reminders(minutes: object, config: NudgeConfig) -> list[int]:
 
 
 def clean_zone(name: object) -> str:
-    if not isinstance(name, str) or not name or zone_of(name).key != name:
+    zone = known_zone(name)  # never raises, whatever a request sent
+    if zone is None:
         raise FollowUpInvalid("time_zone", "time_zone must be an IANA zone (e.g. Europe/Berlin)")
-    return name
+    return zone.key
 
 
 # Quick choices on the follow-up form: a label and the due time from now, in the
