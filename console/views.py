@@ -1,10 +1,13 @@
 """GET /healthz, the health report for uptime checks (200 healthy, 503 not), and
-GET /metrics, the same and more in Prometheus' text format for the cron caller.
+GET /metrics, the same and more in Prometheus' text format for the scraper.
 
-Anyone may ask whether the service is healthy; only the cron caller (its
-bearer secret) or a signed-in active staff user learns why: the checks' text
-names roles, tables and error classes, and the figures describe the queue —
-an attacker's map, and none of an uptime monitor's business.
+Anyone may ask whether the service is healthy; only an operator's machine (the
+cron or the metrics bearer secret) or a signed-in active staff user learns
+why: the checks' text names roles, tables and error classes, and the figures
+describe the queue — an attacker's map, and none of an uptime monitor's
+business. ``/metrics`` takes only ``METRICS_SECRET``, a credential that can read
+and do nothing else: the cron secret, which can also run the sweeps, is not
+handed to a scraper (an empty ``METRICS_SECRET`` turns ``/metrics`` off).
 
 The full report is about forty statements. An anonymous caller gets the
 verdict of the last report this process made within ``ANONYMOUS_VERDICT_SECONDS``
@@ -24,7 +27,7 @@ from console import metrics
 from console.health import check_health
 from core.config import NudgeConfig
 from scheduled_sends.queue.transitions import database_now
-from sweeps.cron_routes import carries_cron_secret, refusal
+from sweeps.cron_routes import carries_secret, refusal
 
 ANONYMOUS_VERDICT_SECONDS = 10
 _VERDICT_KEY = "nudge:healthz:anonymous-verdict"
@@ -32,7 +35,11 @@ _VERDICT_KEY = "nudge:healthz:anonymous-verdict"
 
 def may_see_details(request: HttpRequest) -> bool:
     user = request.user
-    return carries_cron_secret(request) or (user.is_active and user.is_staff)
+    return (
+        carries_secret(request, "CRON_SECRET")
+        or carries_secret(request, "METRICS_SECRET")
+        or (user.is_active and user.is_staff)
+    )
 
 
 @never_cache
@@ -53,9 +60,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @never_cache
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """Prometheus scrapes with the cron bearer secret (``authorization`` in its
-    scrape config); anyone else is refused as by the cron routes."""
-    refused = refusal(request)
+    """Prometheus scrapes with the metrics bearer secret (``authorization`` in its
+    scrape config); anyone else, the cron caller included, is refused."""
+    refused = refusal(request, "METRICS_SECRET")
     if refused is not None:
         return refused
     now = database_now()

@@ -295,6 +295,9 @@ CHANNEL_TIMEOUT_SECONDS = env.float("CHANNEL_TIMEOUT_SECONDS", default=10.0)
 
 # HTTP cron routes (POST /cron/…): bearer secret; empty disables the routes.
 CRON_SECRET = env.str("CRON_SECRET", default="")
+# GET /metrics (read-only; the cron secret is not accepted there): bearer secret;
+# empty disables /metrics.
+METRICS_SECRET = env.str("METRICS_SECRET", default="")
 
 # --- Providers: calendars ---------------------------------------------------
 # Fernet key(s) for tokens at rest, comma-separated, newest first.

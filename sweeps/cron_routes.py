@@ -5,6 +5,11 @@ same one-line summary. The caller proves itself with
 ``Authorization: Bearer <CRON_SECRET>``; an empty CRON_SECRET turns the
 routes off. Nothing runs, and no run is logged, for a refused request.
 
+The bearer check takes the name of the setting that holds the secret, so each
+credential is checked the same way and opens only its own routes:
+``CRON_SECRET`` these, ``METRICS_SECRET`` the read-only ``GET /metrics``
+(``console/views.py``).
+
 The deliver sweep sends messages inside the request, for up to
 NUDGE_RUN_BUDGET_SECONDS plus one send: the web server's request timeout
 must be longer than that.
@@ -34,21 +39,33 @@ def bearer_token(request: HttpRequest) -> str:
     return credentials.strip() if scheme.lower() == "bearer" else ""
 
 
-def carries_cron_secret(request: HttpRequest) -> bool:
-    """Whether the request's bearer token is the (non-empty) cron secret."""
-    secret = settings.CRON_SECRET
+# Per bearer secret (by its setting's name): the realm a 401 names, and what an
+# empty one has turned off.
+REALMS = {
+    "CRON_SECRET": ("cron", "cron routes are disabled"),
+    "METRICS_SECRET": ("metrics", "metrics are disabled"),
+}
+
+
+def carries_secret(request: HttpRequest, setting: str) -> bool:
+    """Whether the request's bearer token is the (non-empty) secret the setting
+    named ``setting`` holds (``CRON_SECRET``, ``METRICS_SECRET``)."""
+    secret = getattr(settings, setting)
     # Compared as bytes: compare_digest refuses non-ASCII str, and a header may hold anything.
     return bool(secret) and hmac.compare_digest(bearer_token(request).encode(), secret.encode())
 
 
-def refusal(request: HttpRequest) -> JsonResponse | None:
-    """Why this request may not run a sweep, as the response to give; None when it may."""
-    secret = settings.CRON_SECRET
-    if not secret:
-        return JsonResponse({"ok": False, "error": "cron routes are disabled"}, status=403)
-    if not carries_cron_secret(request):
-        response = JsonResponse({"ok": False, "error": "missing or wrong cron secret"}, status=401)
-        response["WWW-Authenticate"] = 'Bearer realm="cron"'
+def refusal(request: HttpRequest, setting: str) -> JsonResponse | None:
+    """Why this request may not use the routes ``setting``'s secret opens, as the
+    response to give (403 when the secret is empty, 401 when not presented); None
+    when it may."""
+    realm, disabled = REALMS[setting]
+    if not getattr(settings, setting):
+        return JsonResponse({"ok": False, "error": disabled}, status=403)
+    if not carries_secret(request, setting):
+        wrong = f"missing or wrong {realm} secret"
+        response = JsonResponse({"ok": False, "error": wrong}, status=401)
+        response["WWW-Authenticate"] = f'Bearer realm="{realm}"'
         return response
     return None
 
@@ -72,11 +89,12 @@ def run_sweep(name: str, run: Callable[[], object]) -> JsonResponse:
 @require_POST
 def cron_materialize(request: HttpRequest) -> JsonResponse:
     # Like the command's cron line: joins the cycle of its slot (any number of hosts).
-    return refusal(request) or run_sweep("materialize", partial(run_materialize, shared=True))
+    refused = refusal(request, "CRON_SECRET")
+    return refused or run_sweep("materialize", partial(run_materialize, shared=True))
 
 
 @csrf_exempt
 @never_cache
 @require_POST
 def cron_deliver(request: HttpRequest) -> JsonResponse:
-    return refusal(request) or run_sweep("deliver", run_deliver)
+    return refusal(request, "CRON_SECRET") or run_sweep("deliver", run_deliver)

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 def test_sync_outcomes_are_labelled_by_provider(
     client, settings, make_user, fake_ics, ics_connection, google_connection
 ):
-    settings.CRON_SECRET = SECRET
+    settings.METRICS_SECRET = SECRET
     fake_ics.body = SINGLE
     ics_connection()
     make_connection(

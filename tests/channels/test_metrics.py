@@ -18,12 +18,12 @@ from tests.fakes import telegram_server as telegram
 
 pytestmark = pytest.mark.django_db
 
-SECRET = "cron-secret-for-metrics-0123456789"
+SECRET = "metrics-secret-for-scrapes-0123456789"
 
 
 @pytest.fixture
-def cron_secret(settings):
-    settings.CRON_SECRET = SECRET
+def metrics_secret(settings):
+    settings.METRICS_SECRET = SECRET
     return SECRET
 
 
@@ -43,19 +43,24 @@ def value(samples: list, **labels: str) -> float:
 
 
 @pytest.mark.parametrize("authorization", [None, "Bearer wrong"])
-def test_without_the_cron_secret_nothing_is_told(client, cron_secret, authorization):
+def test_without_the_metrics_secret_nothing_is_told(client, metrics_secret, authorization):
     headers = {"Authorization": authorization} if authorization else {}
     response = client.get("/metrics", secure=True, headers=headers)
     assert response.status_code == 401
     assert b"nudge_" not in response.content
 
 
-def test_disabled_with_the_cron_routes(client, settings):
-    settings.CRON_SECRET = ""
+def test_disabled_without_a_metrics_secret(client, settings):
+    settings.METRICS_SECRET = ""
+    settings.CRON_SECRET = "a-cron-secret-that-opens-no-metrics"
     assert client.get("/metrics", secure=True).status_code == 403
+    headers = {"Authorization": "Bearer a-cron-secret-that-opens-no-metrics"}
+    assert client.get("/metrics", secure=True, headers=headers).status_code == 403
 
 
-def test_the_queue_runs_and_health_as_one_scrape(client, cron_secret, recording_channel, make_user):
+def test_the_queue_runs_and_health_as_one_scrape(
+    client, metrics_secret, recording_channel, make_user
+):
     now = timezone.now()
     for i in range(2):
         queue_follow_up(make_user(), f"Due {i}", now=now)
@@ -84,7 +89,7 @@ def test_the_queue_runs_and_health_as_one_scrape(client, cron_secret, recording_
 
 
 def test_429s_lateness_and_the_rate_in_force_by_channel(
-    client, cron_secret, make_user, telegram_settings, fake_telegram
+    client, metrics_secret, make_user, telegram_settings, fake_telegram
 ):
     telegram_settings.NUDGE_TELEGRAM_RATE = 10
     fake_telegram.plan.on_call(1, telegram.flood(1))
