@@ -1,4 +1,5 @@
-"""What the end-user area adds: API tokens and the hourly limits of reset mails.
+"""What the end-user area adds: API tokens, each account's API rate, and the hourly
+limits of reset mails.
 
 Secrets are stored as SHA-256 digests only (they are long and random, so a
 plain digest is enough); the plaintext is shown once and never kept.
@@ -6,6 +7,7 @@ plain digest is enough); the plaintext is shown once and never kept.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from tenancy.models import TenantModel
@@ -24,9 +26,6 @@ class ApiToken(TenantModel):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     revoked_how = models.CharField(max_length=120, blank=True, default="")
-    # The API's per-token rate (portal/api_rate.py): requests in the current minute.
-    rate_window_at = models.DateTimeField(null=True, blank=True)
-    rate_requests = models.PositiveIntegerField(default=0)
 
     class Meta:
         db_table = "portal_api_tokens"
@@ -36,6 +35,27 @@ class ApiToken(TenantModel):
 
     def __str__(self) -> str:
         return f"API token {self.name!r} of user {self.user_id}"
+
+
+class ApiRate(TenantModel):
+    """One account's API requests in the current minute (``portal/api_rate.py``).
+
+    The limit is the account's, whichever of its tokens a request carries: a
+    token revoked and made again starts no fresh minute. One row per user,
+    written by one upsert (``portal/statements.py``).
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    window_at = models.DateTimeField()  # when the current minute began
+    requests = models.PositiveIntegerField()  # requests counted in it, this one included
+
+    class Meta:
+        db_table = "portal_api_rates"
+
+    def __str__(self) -> str:
+        return f"API requests of user {self.user_id} since {self.window_at:%H:%M:%S}Z"
 
 
 class PasswordResetRequest(models.Model):

@@ -1,4 +1,5 @@
-"""A user's API tokens die with the account's credentials; signing out is said.
+"""A user's API tokens die with the account's credentials; signing out is said;
+revoked tokens are pruned when messaging's retention line runs.
 
 A password change or reset and a deactivation revoke every token the user
 has, whichever way they happen (the Settings page, the reset mail, the admin,
@@ -21,8 +22,9 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from portal.tokens import revoke_api_tokens
-from tenancy.scope import tenant_scope
+from messaging.signals import prune_due
+from portal.tokens import REVOKED_TOKENS_KEPT, prune_revoked_api_tokens, revoke_api_tokens
+from tenancy.scope import support_scope, tenant_scope
 
 PASSWORD_CHANGED = "password changed"  # noqa: S105 — a reason, not a secret
 DEACTIVATED = "account deactivated"
@@ -58,3 +60,11 @@ def say_signed_out(sender: type, request: Any, user: Any, **kwargs: Any) -> None
     """
     if request is not None:
         messages.info(request, gettext("You are signed out."))
+
+
+@receiver(prune_due, dispatch_uid="portal.prune_revoked_api_tokens")
+def prune_revoked_tokens(sender: type, now: Any, **kwargs: Any) -> tuple[str, int]:
+    """``manage.py prune_inbound`` ran: delete the API tokens revoked long enough ago."""
+    with support_scope():
+        deleted = prune_revoked_api_tokens(now)
+    return f"API tokens revoked more than {REVOKED_TOKENS_KEPT.days} days ago", deleted

@@ -9,13 +9,18 @@ owner is active. A password change or reset and a deactivation revoke every
 token of the account (``revoke_api_tokens``, called from ``portal.signals``);
 the owner's ``is_active`` is checked on every call as well, for a deactivation
 that bypassed the model (a bulk ``update``).
+
+A revoked token's row is kept ``REVOKED_TOKENS_KEPT`` (support reads when and
+why it was revoked), then deleted by ``manage.py prune_inbound``
+(:func:`prune_revoked_api_tokens`): making and revoking tokens leaves no
+unbounded trail of rows.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Q
 
@@ -23,6 +28,7 @@ from messaging.link_codes import OwnedSecret, digest, owned_secret
 from portal.models import ApiToken
 
 API_TOKEN_PREFIX = "nudge"  # noqa: S105 — a label, not a secret
+REVOKED_TOKENS_KEPT = timedelta(days=30)
 _API_TOKEN = re.compile(r"nudge_(?P<user>[1-9][0-9]{0,18})_(?P<secret>[A-Za-z0-9_-]{20,64})")
 
 
@@ -73,3 +79,10 @@ def revoke_api_tokens(user_id: int, how: str, now: datetime, token_ids=None) -> 
     if token_ids is not None:
         tokens = tokens.filter(pk__in=token_ids)
     return tokens.update(revoked_at=now, revoked_how=how[:120])
+
+
+def prune_revoked_api_tokens(now: datetime) -> int:
+    """Delete every account's tokens revoked more than ``REVOKED_TOKENS_KEPT`` before
+    ``now``. Inside the support scope: the only one that reaches every tenant's rows."""
+    deleted, _ = ApiToken.objects.filter(revoked_at__lt=now - REVOKED_TOKENS_KEPT).delete()
+    return deleted

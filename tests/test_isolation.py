@@ -14,6 +14,7 @@ from core.config import NudgeConfig
 from followups.models import FollowUp
 from messaging.link_codes import new_telegram_code
 from messaging.models import OptInRecord
+from portal.models import ApiRate
 from portal.tokens import new_api_token
 from scheduled_sends.models import NudgeAct, ScheduledSend
 from scheduled_sends.queue.partitions import Partition, partitions
@@ -50,6 +51,7 @@ TENANT_TABLES = [
     "follow_ups",
     "portal_link_codes",
     "portal_api_tokens",
+    "portal_api_rates",
     "portal_opt_ins",
     "portal_account_notices",
     "nudge_acts",
@@ -77,6 +79,7 @@ def _seed(user) -> None:
     with tenant_scope(user.pk):
         new_telegram_code(user.pk, NOW, NudgeConfig.from_settings())
         new_api_token(user.pk, "host")
+        ApiRate.objects.create(user=user, window_at=NOW, requests=1)
         OptInRecord.objects.create(
             user=user, channel="telegram", address="1", method="test", recorded_at=NOW
         )

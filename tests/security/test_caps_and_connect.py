@@ -1,5 +1,5 @@
 """Calendar connect off the request, one refusal for unusable addresses, per-user caps
-and the API's per-token rate limit. Real HTTP to a fake feed; the real API views."""
+and the API's per-account rate limit. Real HTTP to a fake feed; the real API views."""
 
 from __future__ import annotations
 
@@ -140,8 +140,9 @@ def test_api_tokens_per_user_are_capped(signed_in, settings):
     assert "the most allowed" in page and "Your new API token" not in page
 
 
-def test_the_api_is_rate_limited_per_token(signed_in, settings):
-    """issue 23 item 7: no API rate limit (429 with Retry-After past the limit)."""
+def test_the_api_is_rate_limited_per_account(signed_in, settings):
+    """issue 23 item 7: no API rate limit (429 with Retry-After past the limit); issue 34
+    finding 3: the limit is the account's, not each token's."""
     settings.NUDGE_API_REQUESTS_PER_MINUTE = 3
     user, _ = signed_in("ana")
     with tenant_scope(user.pk):
@@ -156,4 +157,4 @@ def test_the_api_is_rate_limited_per_token(signed_in, settings):
     refused = get(first)
     assert refused.status_code == 429
     assert 1 <= int(refused["Retry-After"]) <= 60
-    assert get(second).status_code == 200  # per token, not per user
+    assert get(second).status_code == 429  # per account, not per token

@@ -3,6 +3,10 @@
 The Telegram update-id log only guards against a replayed update, and Telegram
 keeps an unconfirmed update for at most a day; ids older than that can go
 (the newest is kept: polling resumes after it). Run it beside ``prune_sends``.
+
+Then it announces ``messaging.signals.prune_due``: what the floors above keep
+goes by its own retention (the portal: API tokens revoked more than 30 days
+before).
 """
 
 from __future__ import annotations
@@ -13,16 +17,22 @@ from django.core.management.base import CommandParser
 from django.utils import timezone
 
 from core.command_line import NudgeCommand, positive_int
+from messaging.signals import prune_due
 from messaging.telegram.bot import prune_updates_seen
 
 
 class Command(NudgeCommand):
-    help = "Forget inbound replay guards (Telegram update ids) older than DAYS."
+    help = (
+        "Forget inbound replay guards (Telegram update ids) older than DAYS; then what "
+        "the end-user area keeps past its own retention (revoked API tokens)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--older-than", type=positive_int, required=True, metavar="DAYS")
 
     def handle(self, *args, older_than: int, **options) -> None:
-        cutoff = timezone.now() - timedelta(days=older_than)
-        updates = prune_updates_seen(cutoff)
+        now = timezone.now()
+        updates = prune_updates_seen(now - timedelta(days=older_than))
         self.stdout.write(f"prune_inbound: forgot {updates} Telegram update ids seen before then")
+        for _receiver, (what, count) in prune_due.send(sender=self.__class__, now=now):
+            self.stdout.write(f"prune_inbound: deleted {count} {what}")
