@@ -9,16 +9,23 @@ last nudge within WhatsApp's 24-hour window (``messaging/from_chat.py``).
 Opt-out words are Twilio's defaults (its Advanced Opt-Out sets ``OptOutType``
 too, which wins when present). Twilio itself answers STOP and refuses further
 messages (error 21610) until START, so pausing here keeps the queue honest.
+
+When a code cannot be sent, the person reads plain words about what they can
+do (check the number, or try again later); what went wrong — Twilio's error,
+the settings to check — goes to the ``nudge.whatsapp`` log, redacted, never to
+the page.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from datetime import datetime
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext
 from twilio.base.exceptions import TwilioException, TwilioRestException
 from twilio.rest import Client
 
@@ -36,6 +43,8 @@ from messaging.whatsapp.send import (
 )
 from tenancy.scope import tenant_scope
 
+logger = logging.getLogger("nudge.whatsapp")
+
 STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT"})
 START_WORDS = frozenset({"START", "YES", "UNSTOP", "OPTIN"})
 _MESSAGE_SID = re.compile(r"[A-Z]{2}[0-9a-f]{32}")
@@ -43,6 +52,43 @@ _MESSAGE_SID = re.compile(r"[A-Z]{2}[0-9a-f]{32}")
 
 class WhatsAppLinkError(Exception):
     """The code could not be sent; the message is safe to show to the user."""
+
+
+# Twilio's answers that mean the number, not this server: the person can fix them.
+NUMBER_REFUSED_CODES = frozenset(
+    {
+        21211,  # not a valid number
+        21614,  # not a mobile number
+        63003,  # not on WhatsApp
+    }
+)
+
+
+def _not_working() -> WhatsAppLinkError:
+    return WhatsAppLinkError(
+        gettext("WhatsApp linking is not working on this server right now; try again later.")
+    )
+
+
+# The number replied STOP to ours; Twilio sends it nothing until it replies START.
+UNSUBSCRIBED_CODE = 21610
+
+
+def _unsubscribed() -> WhatsAppLinkError:
+    return WhatsAppLinkError(
+        gettext(
+            "That number has stopped our WhatsApp messages. Send START to us on WhatsApp, "
+            "then ask for a new code."
+        )
+    )
+
+
+def _number_refused() -> WhatsAppLinkError:
+    return WhatsAppLinkError(
+        gettext(
+            "WhatsApp could not reach that number. Check it, with its country code, and try again."
+        )
+    )
 
 
 LINKING_SETTINGS = (
@@ -61,7 +107,9 @@ def configured() -> bool:
 
 def _client() -> tuple[Client, BaseUrlHttpClient]:
     if not configured():
-        raise WhatsAppLinkError("WhatsApp linking is not configured on this server.")
+        missing = [name for name in LINKING_SETTINGS if not getattr(settings, name)]
+        logger.warning("cannot send a WhatsApp link code: %s empty", ", ".join(missing))
+        raise _not_working()
     http = BaseUrlHttpClient(settings.TWILIO_API_BASE_URL, timeout=settings.CHANNEL_TIMEOUT_SECONDS)
     client = Client(settings.TWILIO_ACCOUNT_SID, settings.TWILIO_AUTH_TOKEN, http_client=http)
     return client, http
@@ -75,7 +123,7 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
     except ValidationError as exc:
         raise WhatsAppLinkError(exc.messages[0]) from None
     if not number:
-        raise WhatsAppLinkError("Enter your WhatsApp number.")
+        raise WhatsAppLinkError(gettext("Enter your WhatsApp number."))
     client, http = _client()
     try:
         with tenant_scope(user_id):
@@ -83,7 +131,7 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
             code = new_whatsapp_code(user_id, number, now, config)
     except TooManyCodes:
         raise WhatsAppLinkError(
-            "Too many codes were sent in the last hour; try again later."
+            gettext("Too many codes were sent in the last hour; try again later.")
         ) from None
     try:
         client.messages.create(
@@ -97,9 +145,24 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
         error = classify_twilio_error(exc, http.last_response_headers).redacted(
             settings.TWILIO_AUTH_TOKEN, settings.TWILIO_ACCOUNT_SID
         )
-        raise WhatsAppLinkError("The code could not be sent: " + error.describe()) from None
+        logger.warning(
+            "could not send a WhatsApp link code: %s",
+            error.describe(),
+            extra={"user_id": user_id},
+        )
+        code = int(error.code) if error.code.isdigit() else 0
+        if code in NUMBER_REFUSED_CODES:
+            raise _number_refused() from None
+        if code == UNSUBSCRIBED_CODE:
+            raise _unsubscribed() from None
+        raise _not_working() from None
     except (TwilioException, OSError) as exc:
-        raise WhatsAppLinkError(f"The code could not be sent ({type(exc).__name__}).") from None
+        logger.warning(
+            "could not send a WhatsApp link code: %s",
+            type(exc).__name__,
+            extra={"user_id": user_id},
+        )
+        raise _not_working() from None
     finally:
         if http.session is not None:
             http.session.close()
