@@ -168,7 +168,7 @@ def _analyze(tree: Tree) -> None:
 
 def measure(tree: Tree, provider: str, users: int, args: tuple[str, ...] = ()) -> dict[str, Any]:
     """One fresh database, ``users`` users with one calendar each, one materialize run
-    (``args`` added to its command line, e.g. ``--workers 2``)."""
+    (``args`` added to its command line, e.g. ``--no-sync``)."""
     with ExitStack() as stack:
         if provider == "ics":
             fakes: list[Any] = [stack.enter_context(FakeIcsFeed()) for _ in range(ICS_HOSTS)]
@@ -326,9 +326,6 @@ def main() -> None:
     parser.add_argument("--transport", action="store_true", help="Add the threads/asyncio probe.")
     parser.add_argument("--json", type=Path, default=ROOT / "bench/history/calendar_sync.json")
     parser.add_argument(
-        "--workers", type=int, default=1, help="this checkout's materialize --workers (default 1)"
-    )
-    parser.add_argument(
         "--tag", default="", help="suffix of the databases' names, for runs going on at once"
     )
     parser.add_argument("--probe", choices=("threads", "asyncio"), help=argparse.SUPPRESS)
@@ -349,12 +346,11 @@ def main() -> None:
     with baseline_tree(args.baseline, tag) if args.baseline_users else nullcontext() as baseline:
         current = Tree("current", ROOT, tag)
         trees = [(baseline, args.baseline_users)] if baseline is not None else []
-        extra = ("--workers", str(args.workers)) if args.workers > 1 else ()
+        extra = ()
         for provider in args.providers.split(","):
             for tree, users in (*trees, (current, args.users)):
                 more = extra if tree is current else ()
                 figures = {"version": tree.label, **measure(tree, provider, users, more)}
-                figures["workers"] = args.workers if tree is current else 1
                 print(json.dumps(figures), flush=True)
                 results["runs"].append(figures)
     args.json.write_text(json.dumps(results, indent=2) + "\n")

@@ -30,7 +30,7 @@ from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.push.channels import push_channel_of, stop_push_channel
 from core.config import NudgeConfig
 from followups.actions import MAX_ID
-from sweeps.materialize import refresh_calendars_and_queue, refresh_queue
+from sweeps.replan import refresh_calendars_and_queue, refresh_queue
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.portal")

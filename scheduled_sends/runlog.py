@@ -74,8 +74,7 @@ class MaterializeCounts(RunCounts):
     """What health, the next run and ``/metrics`` read of a materialize run."""
 
     overdue_unclaimed: int = 0  # due rows nobody had claimed, seen in each user's scope
-    cut_short: bool = False  # the budget ran out: the next run resumes after ...
-    resume_after: int = 0  # ... this user id
+    cut_short: bool = False  # the budget ran out: the next cycle starts with the slices left
     calendars_synced: int = 0
     calendars_unchanged: int = 0
     calendars_failed: int = 0

@@ -8,6 +8,6 @@ class SweepsConfig(AppConfig):
     def ready(self) -> None:
         # Lower floors announce a person's changes; the queue follows them.
         from accounts.signals import plan_changed
-        from sweeps.materialize import refresh_queue
+        from sweeps.replan import refresh_queue
 
         plan_changed.connect(refresh_queue, dispatch_uid="replan-after-a-change")

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Callable
-from functools import partial
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
@@ -90,7 +89,7 @@ def run_sweep(name: str, run: Callable[[], object]) -> JsonResponse:
 def cron_materialize(request: HttpRequest) -> JsonResponse:
     # Like the command's cron line: joins the cycle of its slot (any number of hosts).
     refused = refusal(request, "CRON_SECRET")
-    return refused or run_sweep("materialize", partial(run_materialize, shared=True))
+    return refused or run_sweep("materialize", run_materialize)
 
 
 @csrf_exempt

@@ -35,15 +35,11 @@ class LoopSummary:
         )
 
 
-def _materialize_as_cron_does():
-    return run_materialize(shared=True)
-
-
 def run_sweeps(
     stop: threading.Event,
     *,
     write: Callable[[str], None],
-    materialize: Callable = _materialize_as_cron_does,
+    materialize: Callable = run_materialize,
     deliver: Callable = run_deliver,
     clock: Callable[[], float] = time.monotonic,
     stamp: Callable[[], str] = lambda: time.strftime("%H:%M:%S"),

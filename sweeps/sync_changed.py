@@ -52,7 +52,7 @@ from datetime import datetime
 from calendars.push import channels, worklist
 from calendars.sync import ConnectionResult, Finished, Outcome, SyncPool, SyncSummary
 from core.config import NudgeConfig
-from sweeps.materialize import materialize_user
+from sweeps.replan import materialize_user
 
 logger = logging.getLogger("nudge.calendars.push")
 

@@ -281,15 +281,6 @@ DELETE FROM scheduled_sends AS s
 
 CURRENT_TIME = "SELECT statement_timestamp()"
 
-# One materialize run at a time across the cluster: a session-level advisory
-# lock (released when its connection closes, even if the process dies). The
-# key is a fixed 64-bit number, 'nudge:materialize' hashed once.
-MATERIALIZE_LOCK_KEY = 0x6E75_6467_656D_6174
-TRY_MATERIALIZE_LOCK = f"SELECT pg_try_advisory_lock({MATERIALIZE_LOCK_KEY})"
-# Released explicitly at the end of a run: a closed connection's backend may
-# take a moment to go, and the next run must not find the lock still held.
-MATERIALIZE_UNLOCK = f"SELECT pg_advisory_unlock({MATERIALIZE_LOCK_KEY})"
-
 # --- Burst smoothing -----------------------------------------------------
 # How many pending, unclaimed nudges each minute of the look-ahead holds per
 # channel. A range scan of the due index (``fire_minute`` leads it).

@@ -29,8 +29,8 @@ def listed(staff_client, query: str) -> str:
 
 def test_a_cycle_and_a_machine_are_found_by_search(staff_client, make_user):
     make_user()
-    run_materialize(NOW, sync_calendars=False, shared=True)
-    run_materialize(NOW + timedelta(minutes=15), sync_calendars=False, shared=True)
+    run_materialize(NOW, sync_calendars=False)
+    run_materialize(NOW + timedelta(minutes=15), sync_calendars=False)
 
     runs = SweepRun.objects.filter(sweep=SweepRun.Sweep.MATERIALIZE).order_by("as_of")
     assert [run.counts["participant"] for run in runs] == [participant_name()] * 2

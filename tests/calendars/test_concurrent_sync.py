@@ -17,11 +17,13 @@ from django.db import connection
 from calendars.providers.ics_parse import parse_feed_bounded
 from calendars.sync import SyncPool
 from core.config import NudgeConfig
+from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
 from sweeps.materialize import run_materialize
-from tests.calendars.conftest import NOW, events_of, make_connection
+from tests.calendars.conftest import NOW, TEST_KEY, events_of, make_connection
 from tests.calendars.ics_samples import SINGLE
 from tests.fakes.ics_server import FakeIcsFeed
+from tests.support.processes import manage, subprocess_env
 from tests.sweeps.factories import rows
 
 
@@ -82,7 +84,7 @@ def test_a_cycles_slices_overlap_instead_of_draining_one_by_one(make_user, setti
     host.latency = 0.3
     users = feed_users(make_user, host, 12)
 
-    report = run_materialize(NOW, shared=True)
+    report = run_materialize(NOW)
 
     assert host.max_in_flight > 3, "each slice's feeds were fetched on their own"
     assert (report.users, report.calendars_synced, report.queued) == (12, 12, 12)
@@ -194,7 +196,7 @@ def test_database_lanes_queue_every_user_once_and_close_their_connections(
     monkeypatch.setattr(transitions, "enqueue_many", enqueue_noting_whose)
 
     report = run_materialize(NOW)
-    again = run_materialize(NOW + timedelta(minutes=1))
+    again = run_materialize(NOW + timedelta(minutes=15))  # the next cycle
 
     assert (report.users, report.calendars_synced, report.queued, report.ok) == (10, 10, 10, True)
     assert (again.queued, again.calendars_unchanged) == (0, 10)
@@ -231,18 +233,27 @@ def test_a_user_whose_queueing_fails_keeps_the_calendar_just_synced(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_workers_sync_feeds_each_parsed_in_a_child_of_its_fork(make_user, settings, feed_hosts):
-    """``materialize --workers 2`` syncs feeds too: each fork may start the child a
-    feed is parsed in (a ``multiprocessing.Pool``'s daemonic workers may not, and every
-    feed failed), and the two share the command's fetch slots rather than double them."""
-    settings.CALENDAR_SYNC_CONCURRENCY = 4
-    settings.CALENDAR_SYNC_PER_HOST = 4
+def test_two_processes_on_one_cron_line_sync_feeds_each_parsed_in_its_own_child(
+    make_user, feed_hosts
+):
+    """Two ``materialize`` processes started at once (what ``--workers 2`` was) share
+    the cycle's users and sync their feeds: each process starts the child a feed is
+    parsed in, and each holds its own per-host cap, so the host sees at most both."""
     feed_hosts[0].latency = 0.05
     users = feed_users(make_user, feed_hosts[0], 8)
+    env = subprocess_env(
+        CALENDAR_TOKEN_KEYS=TEST_KEY,  # the key the feeds' addresses were stored under
+        CALENDAR_SYNC_CONCURRENCY="2",
+        CALENDAR_SYNC_PER_HOST="2",
+        NUDGE_MATERIALIZE_SLICE_USERS="2",
+    )
+    processes = [manage("materialize", "--now", NOW.isoformat(), env=env) for _ in range(2)]
+    outputs = [process.communicate(timeout=120) for process in processes]
 
-    report = run_materialize(NOW, workers=2)
-
-    assert (report.users, report.calendars_synced, report.calendars_failed) == (8, 8, 0)
-    assert report.queued == 8 and report.ok
+    assert [process.returncode for process in processes] == [0, 0], outputs
+    runs = SweepRun.objects.filter(sweep="materialize", status="ok")
+    assert sum(run.counts["users"] for run in runs) == 8
+    synced = [(run.counts["calendars_synced"], run.counts["calendar_outcomes"]) for run in runs]
+    assert sum(n for n, _ in synced) == 8, synced
     assert all(len(rows(user)) == 1 for user in users)
     assert feed_hosts[0].max_in_flight <= 4

@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
-from sweeps.materialize import SubjectReads, read_subjects
+from sweeps.replan import SubjectReads, read_subjects
 from tenancy.scope import planning_scope, support_scope, tenant_scope
 from tests.conftest import utc
 from tests.plans.data import (

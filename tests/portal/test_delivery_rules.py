@@ -14,7 +14,7 @@ from accounts.models import DeliverySettings
 from core.config import NudgeConfig
 from followups import actions as followups
 from sweeps.deliver import run_deliver
-from sweeps.materialize import refresh_queue
+from sweeps.replan import refresh_queue
 from tenancy.scope import tenant_scope
 from tests.fakes import telegram_server as tg
 from tests.fakes import twilio_server as tw

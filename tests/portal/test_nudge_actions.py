@@ -35,7 +35,7 @@ from messaging.telegram.send import TelegramChannel
 from portal import timeline
 from scheduled_sends.models import NudgeAct, ScheduledSend
 from sweeps.deliver import run_deliver
-from sweeps.materialize import materialize_user
+from sweeps.replan import materialize_user
 from tenancy.scope import tenant_scope
 from tests.channels.conftest import nudge
 from tests.channels.queue import queue_follow_up

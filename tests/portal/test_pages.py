@@ -321,7 +321,7 @@ def test_disconnecting_microsoft_deletes_its_tokens_and_events_leave_the_queue(s
             title="Board meeting",
             starts_at=timezone.now() + timedelta(minutes=45),
         )
-    from sweeps.materialize import refresh_queue
+    from sweeps.replan import refresh_queue
 
     refresh_queue(user.pk)
     assert len(pending(user)) == 1

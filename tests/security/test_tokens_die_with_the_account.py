@@ -19,7 +19,7 @@ from core.config import NudgeConfig
 from portal.models import ApiToken
 from portal.tokens import new_api_token
 from sweeps.deliver import run_deliver
-from sweeps.materialize import materialize_user
+from sweeps.replan import materialize_user
 from tenancy.scope import tenant_scope
 from tests.channels.queue import queue_follow_up, reload, rows_of
 

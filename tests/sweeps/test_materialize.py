@@ -15,7 +15,8 @@ from calendars.models import ConnectionStatus, EventStatus
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
 from sweeps.deliver import run_deliver
-from sweeps.materialize import refresh_queue, run_materialize
+from sweeps.materialize import run_materialize
+from sweeps.replan import refresh_queue
 from tenancy.scope import tenant_scope
 from tests.conftest import utc
 from tests.sweeps.factories import add_event, add_follow_up, rows, update
@@ -79,7 +80,7 @@ def test_a_long_reminder_lead_is_queued_while_the_event_is_far_away(make_user):
     # A day-ahead reminder for an event 20 h away fired 4 h ago: past grace, not queued.
     assert rows(user) == []
     add_event(user, NOW + timedelta(hours=25), reminder_minutes=[24 * 60])
-    run_materialize(NOW)
+    run_materialize(NOW + timedelta(minutes=15))  # the next cycle
     assert [r.fire_at for r in rows(user)] == [NOW + timedelta(hours=1)]
 
 
@@ -214,7 +215,7 @@ def test_cancelled_deleted_and_done_subjects_lose_their_pending_rows(make_user):
         type(deleted).objects.filter(pk=deleted.pk).delete()
     update(user, done, done=True)
     update(user, retimed, due_at=NOW + timedelta(hours=2, minutes=30))
-    report = run_materialize(NOW + timedelta(minutes=1))
+    report = run_materialize(NOW + timedelta(minutes=15))  # the next cycle
     assert (report.removed, report.queued) == (4, 1)
     assert report.sets_planned_alone == 0, report.planned_alone_because
     assert [(r.kind, r.ref_id) for r in rows(user)] == [("follow_up", retimed.pk)]

@@ -93,10 +93,10 @@ def test_a_complete_cycle_run_again_does_nothing_and_says_so(make_user, settings
     """Item 1: a second run of the same cycle after it is complete does nothing but says so."""
     settings.NUDGE_MATERIALIZE_SLICE_USERS = 2
     users = _users_with_follow_ups(make_user, 5)
-    first = run_materialize(NOW, sync_calendars=False, shared=True)
+    first = run_materialize(NOW, sync_calendars=False)
     assert (first.users, first.queued, first.cycle_slices_done, first.cycle_slices) == (5, 5, 3, 3)
     _every_user_visited_once(users)
-    again = run_materialize(NOW + timedelta(minutes=5), sync_calendars=False, shared=True)
+    again = run_materialize(NOW + timedelta(minutes=5), sync_calendars=False)
     assert again.cycle_was_complete and again.queued == 0 and again.users == 0
     assert again.summary() == (
         "materialize: cycle 14:00Z is already complete (3 slices, 1 participant); "
@@ -112,11 +112,11 @@ def test_a_complete_cycle_run_again_does_nothing_and_says_so(make_user, settings
 
 
 @pytest.mark.django_db(transaction=True)
-def test_workers_take_part_in_the_cycle_and_queue_every_user_once(make_user, settings):
-    """Item 1: ``--workers N`` reuses the same mechanism: N participants, each user once."""
+def test_runs_arriving_one_after_another_each_take_the_slices_left(make_user, settings):
+    """Item 1: a participant that arrives while slices are left takes them; each user once."""
     settings.NUDGE_MATERIALIZE_SLICE_USERS = 2
     users = _users_with_follow_ups(make_user, 12)
-    report = run_materialize(NOW, sync_calendars=False, shared=True, workers=3)
+    report = run_materialize(NOW, sync_calendars=False)
     assert (report.users, report.queued, report.failed_users) == (12, 12, 0)
     assert report.slices_taken == report.cycle_slices == 6
     _every_user_visited_once(users)
@@ -130,12 +130,12 @@ def test_a_cycle_cut_short_by_the_budget_leaves_slices_the_next_cycle_starts_wit
     settings.NUDGE_MATERIALIZE_SLICE_USERS = 2
     users = _users_with_follow_ups(make_user, 5)
     settings.NUDGE_MATERIALIZE_BUDGET_SECONDS = 1e-9  # spent before the first slice
-    cut = run_materialize(NOW, sync_calendars=False, shared=True)
+    cut = run_materialize(NOW, sync_calendars=False)
     assert cut.cut_short and cut.users == 0 and "CUT SHORT" in cut.summary()
     # Pretend the cut cycle had done its first slice: the next starts with the second.
     MaterializeSlice.objects.filter(cycle_id=SLOT, position=0).update(done_at=NOW)
     settings.NUDGE_MATERIALIZE_BUDGET_SECONDS = 780
-    nxt = run_materialize(NOW + timedelta(minutes=15), sync_calendars=False, shared=True)
+    nxt = run_materialize(NOW + timedelta(minutes=15), sync_calendars=False)
     assert nxt.cycle == SLOT + timedelta(minutes=15) and not nxt.cut_short
     first = MaterializeSlice.objects.get(cycle_id=nxt.cycle, position=0)
     assert first.after_id == users[1].pk
@@ -183,7 +183,7 @@ def test_a_participant_out_of_budget_mid_slice_hands_it_back_for_another_to_fini
     users = _users_with_follow_ups(make_user, 15)  # three slices of five
     _budget_spent_after(7, 600, monkeypatch)  # the whole first slice, two of the second
 
-    cut = run_materialize(NOW, sync_calendars=False, shared=True)
+    cut = run_materialize(NOW, sync_calendars=False)
     assert cut.cut_short and "CUT SHORT" in cut.summary()
     assert (cut.users, cut.queued) == (7, 7)  # the users it took in are queued all the same
     assert (cut.slices_taken, cut.slices_taken_over) == (2, 0)

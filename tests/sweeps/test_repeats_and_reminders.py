@@ -130,7 +130,7 @@ def test_three_reminders_per_follow_up_queue_three_rows_held_to_the_users_cap(ma
     assert {r.ref_id for r in rows(user)} == {item.pk}
 
     settings.NUDGE_MAX_NUDGES_PER_USER = 2
-    report = run_materialize(NOW + timedelta(minutes=1))
+    report = run_materialize(NOW + timedelta(minutes=15))  # the next cycle
     assert (report.removed, report.capped_nudges) == (1, 1)
     assert [r.fire_at for r in rows(user)] == [
         NOW + timedelta(minutes=60),

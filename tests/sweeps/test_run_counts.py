@@ -17,13 +17,13 @@ def test_a_deliver_report_writes_what_health_reads_back():
     assert sum(n for _, n in counts.lateness_histogram) == 2
 
 
-def test_a_materialize_report_writes_where_the_next_run_resumes():
+def test_a_materialize_report_writes_what_health_reads_back():
     report = MaterializeReport(as_of=datetime(2026, 12, 2, tzinfo=UTC))
-    report.overdue, report.cut_short, report.resume_after = 3, True, 42
-    assert MaterializeCounts.from_counts(report.as_dict()) == MaterializeCounts(3, True, 42)
+    report.overdue, report.cut_short = 3, True
+    assert MaterializeCounts.from_counts(report.as_dict()) == MaterializeCounts(3, True)
 
 
 def test_an_older_or_empty_entry_reads_as_zeros():
     assert DeliverCounts.from_counts({}) == DeliverCounts()
     assert MaterializeCounts.from_counts(None) == MaterializeCounts()
-    assert MaterializeCounts.from_counts({"cut_short": True}).resume_after == 0
+    assert MaterializeCounts.from_counts({"cut_short": True}).overdue_unclaimed == 0

@@ -24,14 +24,8 @@ class Command(SweepCommand):
         parser.add_argument(
             "--no-sync", action="store_true", help="Materialize from local rows without syncing."
         )
-        parser.add_argument(
-            "--workers",
-            type=positive_int,
-            default=1,
-            help="Take part in the cycle with this many processes (about one per core).",
-        )
 
-    def handle(self, *args, now, user_ids, no_sync, workers, verbosity, **options) -> None:
+    def handle(self, *args, now, user_ids, no_sync, verbosity, **options) -> None:
         def progress(report) -> None:
             if verbosity >= 1:
                 self.stdout.write(f"  … {report.users} users, {report.queued} queued")
@@ -40,11 +34,6 @@ class Command(SweepCommand):
         # The cron line joins the cycle of its slot with every other process
         # running it, on any machine; a run of named users is its own.
         report = run_materialize(
-            now,
-            user_ids=user_ids,
-            progress=progress,
-            sync_calendars=not no_sync,
-            workers=workers,
-            shared=user_ids is None,
+            now, user_ids=user_ids, progress=progress, sync_calendars=not no_sync
         )
         self.finish(report)

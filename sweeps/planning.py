@@ -1,0 +1,261 @@
+"""Planning, pure: which nudges a person should have queued now, from what is stored.
+
+No I/O: the subjects (settings, events in the window, open follow-ups, live
+snoozes) come in, and the nudges to queue come out with their intended
+instants, held by quiet hours, capped per user and ranked for the claim's
+fairness. ``sweeps/replan.py`` reads the subjects and writes the queue;
+``sweeps/materialize.py`` runs it for everyone once a cycle.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from accounts.models import DeliverySettings
+from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
+from calendars.models import CalendarEvent, EventStatus
+from calendars.providers.normalize import sorted_leads
+from core.config import NudgeConfig
+from followups.models import FollowUp
+from followups.repeat import is_due_at, occurrences
+from scheduled_sends.models import Kind
+from scheduled_sends.queue import transitions
+from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
+
+
+@dataclass(frozen=True)
+class PlannedNudge:
+    kind: str
+    ref_id: int
+    intended_at: datetime  # subject start - lead; the send time starts here
+    subject_starts_at: datetime
+
+    @property
+    def key(self) -> tuple[str, int, datetime]:
+        return (self.kind, self.ref_id, self.intended_at)
+
+    def worth_queueing(self, now: datetime) -> bool:
+        """A nudge first queued now must still precede its subject.
+
+        A row already queued for a subject that has since begun is left for
+        delivery to settle (skipped, with the reason support will look for).
+        """
+        return self.subject_starts_at > now
+
+
+def _in_window(intended_at: datetime, now: datetime, config: NudgeConfig) -> bool:
+    """Inside the look-ahead, and if already past, still inside the grace window."""
+    return now - config.grace < intended_at <= now + config.lookahead
+
+
+# (intended instant, subject start) -> when the nudge may go, or why it may not.
+IntendedTimeRule = Callable[[datetime, datetime], "datetime | SkipReason"] | None
+
+
+def _held(hold: IntendedTimeRule, intended_at: datetime, starts_at: datetime) -> datetime:
+    """Quiet hours move a nudge to their end; one they would skip keeps its time,
+    and delivery settles it ``skipped`` with the reason (accounts.rules)."""
+    moved = hold(intended_at, starts_at) if hold else intended_at
+    return moved if isinstance(moved, datetime) else intended_at
+
+
+def _leads(
+    reminder_minutes: Iterable[int], default_lead: timedelta, config: NudgeConfig
+) -> list[timedelta]:
+    """The subject's own distinct leads, else the default: at most MAX_LEADS_PER_EVENT.
+
+    Beyond the cap comes at the cap (ARCHITECTURE, "Reminders"); 0 is "at the time".
+    The sync and the follow-up forms already keep to this; rows written another
+    way (imports, the admin) are held to the same rule here.
+    """
+    max_minutes = int(config.max_lead.total_seconds() // 60)
+    minutes = {min(m, max_minutes) for m in reminder_minutes if m >= 0}
+    return [timedelta(minutes=m) for m in sorted_leads(minutes)] or [default_lead]
+
+
+def plan_event_nudges(
+    events: Iterable[CalendarEvent],
+    default_lead: timedelta,
+    now: datetime,
+    config: NudgeConfig,
+    hold: IntendedTimeRule = None,
+) -> list[PlannedNudge]:
+    """One nudge per distinct reminder lead of each event, else the user's default.
+
+    The event's calendar switches come as the annotations ``plan_for_user``
+    reads with it (``calendar_nudges_on``, ``calendar_skips_all_day``); an event
+    without them is on a calendar with the defaults.
+    """
+    planned = []
+    for event in events:
+        skip = event_skip_reason(
+            found=True,
+            cancelled=event.status == EventStatus.CANCELLED,
+            declined=event.declined,
+            all_day=event.all_day,
+            needs_reauth=False,  # those connections' events are not read (plan_for_user)
+            calendar_off=not getattr(event, "calendar_nudges_on", True),
+            skip_all_day=getattr(event, "calendar_skips_all_day", True),
+        )
+        if skip:
+            continue
+        for lead in _leads(event.reminder_minutes, default_lead, config):
+            intended_at = _held(hold, event.starts_at - lead, event.starts_at)
+            if _in_window(intended_at, now, config):
+                planned.append(PlannedNudge(Kind.EVENT, event.pk, intended_at, event.starts_at))
+    return planned
+
+
+def plan_follow_up_nudges(
+    follow_ups: Iterable[FollowUp],
+    default_lead: timedelta,
+    now: datetime,
+    config: NudgeConfig,
+    hold: IntendedTimeRule = None,
+) -> list[PlannedNudge]:
+    """Each occurrence of a follow-up is nudged each of its own leads before it
+    (else the user's default lead): one row per (occurrence, lead).
+
+    A repeating follow-up's occurrences are found in the subject window
+    (followups.repeat, on the follow-up's own wall clock); when two of them
+    want the same instant (a daily one with leads of 0 and a day) the nearer
+    subject keeps it, as the queue's key allows one row per instant.
+    """
+    planned: dict[tuple[str, int, datetime], PlannedNudge] = {}
+    start, end = config.subject_window(now)
+    for follow_up in follow_ups:
+        if follow_up_skip_reason(found=True, done=follow_up.done):
+            continue
+        leads = _leads(follow_up.reminder_minutes, default_lead, config)
+        due_times = occurrences(
+            follow_up.due_at,
+            follow_up.repeat,
+            follow_up.repeat_weekdays,
+            follow_up.repeat_zone,
+            start,
+            end,
+        )
+        for due_at in due_times:
+            for lead in leads:
+                intended_at = _held(hold, due_at - lead, due_at)
+                nudge = PlannedNudge(Kind.FOLLOW_UP, follow_up.pk, intended_at, due_at)
+                if _in_window(intended_at, now, config) and nudge.key not in planned:
+                    planned[nudge.key] = nudge
+    return list(planned.values())
+
+
+def cap_per_user(
+    planned: list[PlannedNudge], config: NudgeConfig
+) -> tuple[list[PlannedNudge], int]:
+    """At most so many nudges per minute and per look-ahead for one user; how many fell out.
+
+    One tenant's feed must not flood the shared queue: the earliest nudges
+    are kept, the rest dropped — counted, recorded on the user's settings and
+    in the run log, never silently.
+    """
+    kept, per_minute = [], Counter()
+    for nudge in sorted(planned, key=lambda n: (n.intended_at, n.kind, n.ref_id)):
+        minute = minute_of(nudge.intended_at)
+        if len(kept) >= config.max_nudges_per_user:
+            break
+        if per_minute[minute] >= config.max_nudges_per_user_minute:
+            continue
+        per_minute[minute] += 1
+        kept.append(nudge)
+    return kept, len(planned) - len(kept)
+
+
+@dataclass
+class UserSubjects:
+    """What planning reads about one user: their settings, the subjects in the window,
+    their live snoozes, and their rows already queued."""
+
+    delivery: DeliverySettings | None = None
+    events: list[CalendarEvent] = field(default_factory=list)
+    follow_ups: list[FollowUp] = field(default_factory=list)
+    snoozes: list[tuple] = field(default_factory=list)
+    pending: list[tuple] = field(default_factory=list)
+
+
+def nudges_on(delivery: DeliverySettings | None) -> bool:
+    return delivery is not None and delivery.enabled and pause_reason(delivery) is None
+
+
+def plan_for_user(
+    subjects: UserSubjects, now: datetime, config: NudgeConfig
+) -> list[PlannedNudge] | None:
+    """The nudges the user should have queued now; None when nudges are off. No I/O."""
+    delivery = subjects.delivery
+    if not nudges_on(delivery):
+        return None
+    default_lead = timedelta(minutes=delivery.default_lead_minutes)
+    hold = functools.partial(hold_for_quiet_hours, settings=delivery)
+    planned = plan_event_nudges(subjects.events, default_lead, now, config, hold)
+    planned += plan_follow_up_nudges(subjects.follow_ups, default_lead, now, config, hold)
+    return planned + plan_snoozed_nudges(
+        subjects.snoozes, subjects.events, subjects.follow_ups, now, config, hold
+    )
+
+
+def plan_snoozed_nudges(
+    snoozes: Iterable[tuple],
+    events: Iterable[CalendarEvent],
+    follow_ups: Iterable[FollowUp],
+    now: datetime,
+    config: NudgeConfig,
+    hold: IntendedTimeRule = None,
+) -> list[PlannedNudge]:
+    """The nudges the user's Snooze taps asked for (``nudge_actions``), still ahead.
+
+    ``snoozes`` are (kind, ref_id, snoozed_until, subject_starts_at). Planned
+    like any other, so they count against the caps and are not withdrawn as
+    unplanned; a snooze lapses when its subject moved, went or was done.
+    """
+    starts = {
+        (Kind.EVENT, event.pk): event.starts_at
+        for event in events
+        if not event_skip_reason(
+            found=True,
+            cancelled=event.status == EventStatus.CANCELLED,
+            declined=event.declined,
+            all_day=event.all_day,
+            needs_reauth=False,  # not read (SubjectReads)
+            calendar_off=not event.calendar_nudges_on,
+            skip_all_day=event.calendar_skips_all_day,
+        )
+    }
+    open_follow_ups = {follow_up.pk: follow_up for follow_up in follow_ups}
+    planned = []
+    for kind, ref_id, until, starts_at in snoozes:
+        if kind == Kind.FOLLOW_UP:
+            if not is_due_at(open_follow_ups.get(ref_id), starts_at):
+                continue
+        elif starts.get((kind, ref_id)) != starts_at:
+            continue
+        intended_at = _held(hold, until, starts_at)
+        if _in_window(intended_at, now, config):
+            planned.append(PlannedNudge(kind, ref_id, intended_at, starts_at))
+    return planned
+
+
+def minute_of(instant: datetime) -> datetime:
+    return instant.replace(second=0, microsecond=0)
+
+
+def ranked(nudges: list[PlannedNudge], per_minute: Counter[datetime]) -> list[transitions.NewNudge]:
+    """Each nudge ranked after the user's rows already in its minute (the claim's fairness)."""
+    ranked = []
+    for nudge in nudges:
+        minute = minute_of(nudge.intended_at)
+        rank = min(per_minute[minute], transitions.MAX_RANK)
+        per_minute[minute] += 1
+        ranked.append(
+            transitions.NewNudge(
+                nudge.kind, nudge.ref_id, nudge.intended_at, nudge.subject_starts_at, rank
+            )
+        )
+    return ranked
