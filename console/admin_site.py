@@ -29,7 +29,7 @@ from django.template.response import SimpleTemplateResponse, TemplateResponse
 from django.urls import path
 from django.utils import timezone
 
-from console import health, sentences
+from console import health, panels, sentences
 from console.admin_guard import audit_logger, guarded
 from core.config import NudgeConfig
 from core.display import when
@@ -120,7 +120,7 @@ class NudgeAdminSite(admin.AdminSite):
             "nudge_warnings": [line for line in lines if line.ok and line.warning],
             "nudge_as_of": when(now),
             # Counts across every tenant: only for staff who may view the queue.
-            "nudge_charts": sentences.activity_panels(now, config) if links.queue else None,
+            "nudge_charts": panels.activity_panels(now, config) if links.queue else None,
             **(extra_context or {}),
         }
         return super().index(request, extra_context=context)
@@ -158,7 +158,7 @@ class NudgeAdminSite(admin.AdminSite):
             "subtitle": None,
             "nudge_user": user,
             "nudge_as_of": when(now),
-            "nudge_charts": sentences.activity_panels(
+            "nudge_charts": panels.activity_panels(
                 now, NudgeConfig.from_settings(), user_id=user.pk
             ),
             "nudge_queue_url": sentences.Links.for_user(request.user).to_queue(f"owner={user.pk}"),

@@ -33,9 +33,8 @@ import heapq
 import itertools
 import logging
 import time
-from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from accounts.actions import note_permanent_failure
@@ -43,132 +42,15 @@ from core.config import NudgeConfig
 from messaging.channels.base import Sender, get_sender
 from pacing.pacer import HORIZON, ChannelPacer, SendGate
 from scheduled_sends import subjects
-from scheduled_sends.failures import TRANSIENT, FailureKind
-from scheduled_sends.lateness import LatenessSummary
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.transitions import ClaimedSend, Settlement, Transition
-from scheduled_sends.runlog import DeliverCounts, outlived_after, recorded_run
+from scheduled_sends.runlog import outlived_after, recorded_run
 from sweeps import verdicts
+from sweeps.deliver_report import DeliverReport
 from sweeps.verdicts import Delivery, SendAttempt, Verdict, describe_unexpected
 
 logger = logging.getLogger("nudge.deliver")
-
-
-@dataclass
-class DeliverReport:
-    as_of: datetime
-    claimed: int = 0
-    sent: int = 0
-    skipped: int = 0
-    retried: int = 0
-    failed: int = 0
-    expired: int = 0
-    released: int = 0
-    lost_claims: int = 0
-    # channel -> sends answered 429
-    rate_limited_by_channel: Counter[str] = field(default_factory=Counter)
-    sent_by_channel: Counter[str] = field(default_factory=Counter)
-    # channel -> failure kind ("transient" for a retry) -> rows
-    failures_by_channel: dict[str, Counter[str]] = field(default_factory=dict)
-    # channel -> what it said of our configuration (names the setting to fix)
-    configuration_errors: dict[str, str] = field(default_factory=dict)
-    slots_missed: int = 0
-    batches: int = 0
-    # channel -> messages a second in force when the run ended (a 429 lowers it)
-    rates: dict[str, float] = field(default_factory=dict)
-    seconds: float = 0.0
-    latenesses: list[float] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.lost_claims == 0 and not self.errors
-
-    @property
-    def rate_limited(self) -> int:
-        return self.rate_limited_by_channel.total()
-
-    @property
-    def sends_per_second(self) -> float:
-        return self.sent / self.seconds if self.seconds > 0 else 0.0
-
-    def count(self, transition: Transition) -> None:
-        """One more row settled this way."""
-        name = {
-            Transition.SENT: "sent",
-            Transition.SKIPPED: "skipped",
-            Transition.FAILED: "failed",
-            Transition.RETRY: "retried",
-            Transition.RELEASE: "released",
-        }[transition]
-        setattr(self, name, getattr(self, name) + 1)
-
-    def count_attempt(self, channel: str, verdict: Verdict) -> None:
-        """What a send on ``channel`` came to, for health's failed-sends checks."""
-        if verdict.transition is Transition.SENT:
-            self.sent_by_channel[channel] += 1
-        elif verdict.transition is Transition.FAILED:
-            self.failures_by_channel.setdefault(channel, Counter())[verdict.failure_kind] += 1
-            if verdict.failure_kind == FailureKind.CONFIGURATION:
-                self.configuration_errors.setdefault(channel, verdict.problem or verdict.reason)
-        elif verdict.transition is Transition.RETRY and not verdict.rate_limited:
-            self.failures_by_channel.setdefault(channel, Counter())[TRANSIENT] += 1
-
-    def lateness(self) -> LatenessSummary:
-        return LatenessSummary.of(self.latenesses)
-
-    def summary(self) -> str:
-        text = (
-            f"deliver: claimed {self.claimed}, sent {self.sent}, skipped {self.skipped}, "
-            f"retry {self.retried}, failed {self.failed}, expired {self.expired} "
-            f"in {self.seconds:.1f}s"
-        )
-        if self.sent:
-            late = self.lateness()
-            text += (
-                f" ({self.sends_per_second:.1f}/s; lateness p50 {late.p50:.1f}s, "
-                f"p95 {late.p95:.1f}s, max {late.max:.1f}s)"
-            )
-        if self.rate_limited:
-            text += f", {self.rate_limited} rate-limited (429)"
-        if self.rates:
-            text += "; rate " + ", ".join(f"{c} {r:.1f}/s" for c, r in sorted(self.rates.items()))
-        if self.released:
-            text += f", released {self.released} untried"
-        if self.lost_claims:
-            text += f" — WARNING: {self.lost_claims} settle-ups matched no row (lost claims)"
-        return text
-
-    def as_dict(self) -> dict[str, object]:
-        late = self.lateness()
-        read_back = DeliverCounts(
-            sent=self.sent,
-            expired=self.expired,
-            lateness_histogram=tuple(late.histogram),
-            skipped=self.skipped,
-            failed=self.failed,
-            retried=self.retried,
-            rate_limited=self.rate_limited,
-            rate_limited_by_channel=dict(self.rate_limited_by_channel),
-            sent_by_channel=dict(self.sent_by_channel),
-            failures_by_channel={c: dict(k) for c, k in self.failures_by_channel.items()},
-            configuration_errors=dict(self.configuration_errors),
-        )
-        return {
-            "as_of": self.as_of.isoformat(),
-            "claimed": self.claimed,
-            "released": self.released,
-            "lost_claims": self.lost_claims,
-            "slots_missed": self.slots_missed,
-            "batches": self.batches,
-            "rates": {channel: round(rate, 2) for channel, rate in self.rates.items()},
-            "seconds": round(self.seconds, 3),
-            "sends_per_second": round(self.sends_per_second, 2),
-            **late.as_counts(),
-            **read_back.as_dict(),
-            "ok": self.ok,
-        }
 
 
 @dataclass

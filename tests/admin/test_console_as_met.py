@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from console import charts, svgchart
-from console.sentences import look_ahead_panels, outcome_panels
+from console.panels import look_ahead_panels, outcome_panels
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.queue import transitions
 from tenancy.scope import tenant_scope

@@ -1,0 +1,285 @@
+"""The console's pictures: the queue's charts as panels, each with its figures as a table.
+
+``console.charts`` counts rows; this module draws them (``console.svgchart``)
+and writes the words around them, in the same words as the health sentences
+(``console.sentences``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils.safestring import SafeString
+
+from accounts.models import Channel
+from console import charts, svgchart
+from console.svgchart import Chart, Series
+from core.config import NudgeConfig
+from core.display import plural, when
+from scheduled_sends.lateness import BUCKETS
+from scheduled_sends.models import Outcome
+
+BEYOND_LAST_BUCKET = BUCKETS[-2]  # the histogram's last finite bound
+
+# --- charts ---------------------------------------------------------------------------
+
+COLOURS = {
+    Outcome.SENT: "#2e7d32",
+    Outcome.SKIPPED: "#8d8d8d",
+    Outcome.FAILED: "#c62828",
+    Outcome.EXPIRED: "#ef6c00",
+    "retried": "#1565c0",
+    Channel.WHATSAPP: "#1b8a3a",
+    Channel.TELEGRAM: "#2374b8",
+    Channel.CONSOLE: "#6d6d6d",
+    "": "#a0a0a0",
+    "capacity": "#c62828",
+    "p50": "#2374b8",
+    "p95": "#ef6c00",
+    "max": "#c62828",
+}
+CHANNEL_NAMES = {**dict(Channel.choices), "": "Channel not chosen yet"}
+
+
+@dataclass
+class Panel:
+    """One chart: its picture, what it shows in a sentence, and its figures as a table."""
+
+    panel_id: str
+    title: str
+    svg: SafeString
+    caption: str
+    head: list[str]
+    rows: list[list[Any]] = field(default_factory=list)
+    table_note: str = ""
+
+
+def _relative_ticks(slots: int, step: int, label: Callable[[int], str]) -> dict[int, str]:
+    """A label every ``step`` slots and on the last, leaving out a regular one that
+    would sit too close to the last (their text would overlap)."""
+    regular = {i: label(i) for i in range(0, slots, step) if slots - 1 - i >= step}
+    return regular | {slots - 1: label(slots - 1)}
+
+
+def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) -> list[Panel]:
+    """One chart per channel: nudges per planned minute, and the minute's capacity."""
+    ticks = _relative_ticks(
+        data.minutes, 30, lambda i: "now" if i == 0 else f"+{i // 60}h{i % 60:02d}"
+    )
+    panels = []
+    for channel, counts in data.per_channel.items():
+        name = CHANNEL_NAMES.get(channel, channel)
+        capacity = None if one_user else data.capacity.get(channel)
+        lines = []
+        if capacity:
+            lines.append(
+                Series(
+                    "capacity per minute",
+                    [capacity] * data.minutes,
+                    COLOURS["capacity"],
+                    dashed=True,
+                )
+            )
+        chart = Chart(
+            f"{prefix}lookahead-{channel or 'unassigned'}",
+            f"{name}: nudges per minute, next 3 hours",
+            data.minutes,
+            ticks,
+            empty_text="No nudges planned in the next 3 hours.",
+        )
+        svg = svgchart.bar_chart(
+            chart, [Series(f"{name} nudges", counts, COLOURS.get(channel, "#888"))], lines
+        )
+        peak = max(counts, default=0)
+        caption = f"{plural(sum(counts), 'nudge')} planned; busiest minute {peak:,}"
+        if not peak:
+            caption = "Nothing planned"
+        if capacity:
+            caption += f"{' against' if peak else '; the channel carries'} {capacity:,} a minute"
+            over = sum(1 for n in counts if n > capacity)
+            if over:
+                caption += f"; {plural(over, 'minute')} over capacity"
+        rows = [
+            [when(data.start + timedelta(minutes=i)), n, capacity if capacity else "unpaced"]
+            for i, n in enumerate(counts)
+            if n
+        ]
+        panels.append(
+            Panel(
+                chart.chart_id,
+                chart.title,
+                svg,
+                caption + ".",
+                ["minute", "nudges", "capacity"],
+                rows,
+                "Minutes not listed have no nudges.",
+            )
+        )
+    return panels
+
+
+def _seconds(value: float) -> str:
+    return svgchart.figure(round(value, 1), "s")
+
+
+def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) -> list[Panel]:
+    """p50 / p95 / max per quarter-hour, and how the day's lateness is spread."""
+    slots = data.quarters
+    ticks = _relative_ticks(
+        slots, 16, lambda i: "now" if i == slots - 1 else f"-{(slots - i) // 4}h"
+    )
+    series = [
+        Series(
+            name,
+            [
+                getattr(data.by_quarter[i], name) if i in data.by_quarter else None
+                for i in range(slots)
+            ],
+            COLOURS[name],
+        )
+        for name in ("p50", "p95", "max")
+    ]
+    threshold = round(config.max_p95_lateness.total_seconds())
+    over = [q for q in data.by_quarter.values() if q.p95 > threshold]
+    chart = Chart(
+        f"{prefix}lateness",
+        "Lateness of sent nudges per quarter-hour, last 24 hours (seconds)",
+        slots,
+        ticks,
+        unit="s",
+        empty_text="No nudges were sent in the last 24 hours.",
+    )
+    caption = f"{plural(data.sent, 'nudge')} sent"
+    if data.by_quarter:
+        worst = max(data.by_quarter.values(), key=lambda q: q.p95)
+        caption += f"; worst quarter-hour p95 {_seconds(worst.p95)}"
+        caption += f"; {plural(len(over), 'quarter-hour')} over the {threshold} s limit"
+    lines = svgchart.line_chart(chart, series)
+    histogram_chart = Chart(
+        f"{prefix}lateness-histogram",
+        "How late sent nudges were, last 24 hours",
+        len(data.histogram),
+        {i: _bucket_label(data.histogram, i) for i in range(len(data.histogram))},
+        empty_text="No nudges were sent in the last 24 hours.",
+    )
+    histogram = svgchart.bar_chart(
+        histogram_chart, [Series("nudges", [n for _, n in data.histogram], COLOURS["p50"])]
+    )
+    return [
+        Panel(
+            chart.chart_id,
+            chart.title,
+            lines,
+            caption + ".",
+            ["quarter-hour from", "sent", "p50", "p95", "max"],
+            [
+                [when(q.start), q.sent, _seconds(q.p50), _seconds(q.p95), _seconds(q.max)]
+                for _, q in sorted(data.by_quarter.items())
+            ],
+            "Quarter-hours not listed sent nothing.",
+        ),
+        Panel(
+            histogram_chart.chart_id,
+            histogram_chart.title,
+            histogram,
+            "Each bar counts the nudges that arrived at most this late (0 s: on time or early).",
+            ["lateness", "nudges"],
+            [[_bucket_label(data.histogram, i), n] for i, (_, n) in enumerate(data.histogram)],
+        ),
+    ]
+
+
+def _bucket_label(histogram: list[tuple[float, int]], i: int) -> str:
+    bound = histogram[i][0]
+    if bound == float("inf"):
+        return f">{histogram[i - 1][0]:.0f}s"
+    return f"≤{bound:.0f}s"
+
+
+OUTCOME_ORDER = (Outcome.SENT, Outcome.SKIPPED, Outcome.FAILED, Outcome.EXPIRED)
+
+
+def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
+    """Outcomes per hour (stacked), retries as a line, and failures by reason."""
+    slots = len(data.hours)
+    ticks = _relative_ticks(
+        slots, 4, lambda i: "this hour" if i == slots - 1 else f"-{slots - 1 - i}h"
+    )
+    stacks = [
+        Series(str(outcome.value), [h.counts.get(outcome, 0) for h in data.hours], COLOURS[outcome])
+        for outcome in OUTCOME_ORDER
+    ]
+    retried = Series(
+        "retried",
+        [h.retried for h in data.hours],
+        COLOURS["retried"],
+        dashed=True,
+        mark_zero=False,
+    )
+    chart = Chart(
+        f"{prefix}outcomes",
+        "Outcomes per hour, last 24 hours (by the hour each nudge was meant for)",
+        slots,
+        ticks,
+        empty_text="No nudges were settled in the last 24 hours.",
+    )
+    totals = ", ".join(f"{data.total(o):,} {o.value}" for o in OUTCOME_ORDER)
+    panels = [
+        Panel(
+            chart.chart_id,
+            chart.title,
+            svgchart.bar_chart(chart, stacks, [retried]),
+            f"{totals}; {data.retried:,} retried (had a failed attempt).",
+            ["hour from", *[o.value for o in OUTCOME_ORDER], "retried"],
+            [
+                [when(h.start), *[h.counts.get(o, 0) for o in OUTCOME_ORDER], h.retried]
+                for h in data.hours
+            ],
+        )
+    ]
+    reasons = data.failure_reasons
+    palette = ("#c62828", "#ad1457", "#6a1b9a", "#4527a0", "#283593", "#00695c")
+    failure_series = [
+        Series(reason, [h.failures.get(reason, 0) for h in data.hours], palette[i % len(palette)])
+        for i, (reason, _) in enumerate(reasons)
+    ]
+    reason_chart = Chart(
+        f"{prefix}failures",
+        "Failures per hour by reason, last 24 hours",
+        slots,
+        ticks,
+        empty_text="No failures in the last 24 hours.",
+    )
+    panels.append(
+        Panel(
+            reason_chart.chart_id,
+            reason_chart.title,
+            svgchart.bar_chart(reason_chart, failure_series),
+            "; ".join(f"{reason}: {n:,}" for reason, n in reasons) or "No failures.",
+            ["hour from", "reason", "failures"],
+            [
+                [when(h.start), reason, n]
+                for h in data.hours
+                for reason, n in sorted(h.failures.items())
+            ],
+            "Hours not listed had no failures.",
+        )
+    )
+    return panels
+
+
+def activity_panels(
+    now: datetime, config: NudgeConfig, user_id: int | None = None
+) -> dict[str, list[Panel]]:
+    """The three charts, for everyone or for one user (capacity only for everyone)."""
+    prefix = f"user{user_id}-" if user_id is not None else ""
+    return {
+        "look_ahead": look_ahead_panels(
+            charts.look_ahead(now, config, user_id), prefix=prefix, one_user=user_id is not None
+        ),
+        "lateness": lateness_panels(charts.lateness(now, config, user_id), config, prefix=prefix),
+        "outcomes": outcome_panels(charts.outcomes(now, config, user_id), prefix=prefix),
+    }
