@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from calendars.providers.meeting_links import MAX_URL_LENGTH
 from messaging.channels.base import NudgeMessage
 from messaging.messages import CLOCKS, LANGUAGES, MAX_TITLE_CHARS, Shape, compose
+from messaging.telegram.send import keyboard
 
 # What one message may hold, in characters, per channel (provider facts):
 # Telegram's sendMessage text, and the body of a WhatsApp message through Twilio.
@@ -74,6 +75,35 @@ EXAMPLES = (
         composed_at=datetime(2026, 12, 4, 6, 0, tzinfo=UTC),
     ),
     Example("next year", "event", "Planning", timedelta(days=30), location=ROOM),
+)
+
+
+# Text from an invitation, which anyone can send: the addresses in an event's title
+# and place are defanged (``messages.neutralise_links``); the join link — https, an
+# allowed meeting host — is the one link. A follow-up is the person's own words.
+PHISHING_TITLE = "Payroll: confirm your bank details at https://evil.example/login"
+PHISHING_PLACE = "Dial in: zoom-us.evil.example/j/123 or bit.ly/x9"
+FROM_STRANGERS = (
+    Example(
+        "invitation, no join link",
+        "event",
+        PHISHING_TITLE,
+        timedelta(minutes=10),
+        location=PHISHING_PLACE,
+    ),
+    Example(
+        "invitation with a join link",
+        "event",
+        PHISHING_PLACE,
+        timedelta(minutes=10),
+        join_url=MEET,
+    ),
+    Example(
+        "your own follow-up",
+        "follow_up",
+        "Pay the rent at https://bank.example/pay",
+        timedelta(minutes=10),
+    ),
 )
 
 
@@ -154,4 +184,46 @@ def render() -> str:
                 f"| {example.name} | {LANGUAGE_NAMES[language]} | {_cell(h24)} | {_cell(h12)} "
                 f"| {len(h24)} |"
             )
+    lines += _from_strangers()
     return "\n".join(lines) + "\n"
+
+
+def _buttons(nudge: NudgeMessage) -> str:
+    """The Telegram message's link buttons, as its sender makes them (Snooze and Done,
+    added per queue row, are not links)."""
+    markup = keyboard("0", nudge)
+    rows = markup.inline_keyboard if markup else ()
+    links = [f"[{b.text} → {b.url}]" for row in rows for b in row if b.url]
+    return "<br>" + " ".join(links) if links else ""
+
+
+def _from_strangers() -> list[str]:
+    """The section on text from invitations: what each channel is sent."""
+    lines = [
+        "",
+        "## Text from an invitation",
+        "",
+        "Anyone can invite you, so an event's title and place are a stranger's words, and "
+        "Telegram and WhatsApp turn any address in a message — with a scheme, `www.` or a "
+        "bare domain — into a link. In an event's title and location every address is "
+        "defanged: the scheme is dropped and each dot of the host is written `[.]`, so the "
+        "reader sees where it points and no app makes it a link. The join link (https, an "
+        "allowed meeting host) stays the one link: the message's second line and "
+        "Telegram's *Join* button. A follow-up is the person's own words and keeps its "
+        "text. The examples: an invitation titled "
+        f"“{PHISHING_TITLE}” at “{PHISHING_PLACE}”, one titled with that place and "
+        "carrying a Meet link, and a follow-up with its own link.",
+        "",
+        "| example | language | Telegram: the message, its link buttons "
+        "| WhatsApp: the body (with a template, `{{1}}`) |",
+        "|---|---|---|---|",
+    ]
+    for example in FROM_STRANGERS:
+        for language in LANGUAGES:
+            nudge = message(example, language, "24h")
+            telegram = _cell(nudge.text) + _buttons(nudge)
+            whatsapp = f"{_cell(nudge.text)}<br>`{{{{1}}}}`: {_cell(nudge.title)}"
+            lines.append(
+                f"| {example.name} | {LANGUAGE_NAMES[language]} | {telegram} | {whatsapp} |"
+            )
+    return lines

@@ -11,6 +11,19 @@ they are never given to a provider as markup. What is removed, and why:
   text itself (Hebrew, Arabic) passes through untouched, as do emoji;
 * lone surrogates, which cannot be encoded and would fail every send.
 
+An event's text — its title and its place — is written by whoever sent the
+invitation, and Telegram and WhatsApp turn any address in a message into a
+link: "https://…", "www.…", and bare domains too ("bit.ly/x9",
+"zoom-us.evil.example/j/123"). So in an event's title and location every
+address is *defanged* (:func:`neutralise_links`): the scheme is dropped and
+each dot of its host name is written "[.]" — "evil[.]example/login". The
+person still reads where it points (and may type it, if they trust it); no app
+makes it a link. Dots between a name and a word of two or more letters are
+taken for a host ("Node[.]js" too: a stray bracket costs less than a link we
+cannot vouch for); a number like "4.2" is left alone. The one link an event's
+nudge carries is its join link, which only an allowed meeting host passes
+(below). A follow-up's title is the person's own and is kept as written.
+
 Long titles are cut at a word boundary when there is one in the second half,
 and never inside a user-perceived character: not between a letter and its
 combining marks, inside an emoji ZWJ sequence, before a skin-tone modifier or
@@ -32,6 +45,7 @@ generated from it by ``manage.py write_message_table``.
 from __future__ import annotations
 
 import logging
+import re
 import unicodedata
 import zoneinfo
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -87,14 +101,51 @@ def _boundary_at_or_before(text: str, index: int) -> int:
     return index
 
 
-def clean_title(title: str, fallback: str) -> str:
-    """Plain, one-line, bounded text from an untrusted title (see the module docstring)."""
+# Characters an app may skip inside an address (soft hyphen, zero-width space and
+# joiners, word joiner, invisible operators, BOM): an address with one in it is
+# still taken for one.
+_INVISIBLE = "\u00ad\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff"
+# A scheme ("https://", "tg://"): dropped, so no app sees a URL's start.
+_SCHEME = re.compile(r"\b[a-z][a-z0-9+.-]{0,31}://", re.IGNORECASE)
+# A dot of a host name: ASCII or one of the dots IDNA reads as one.
+_HOST_DOT = f"[{_INVISIBLE}]*[.\u3002\uff0e\uff61][{_INVISIBLE}]*"
+_LABEL = rf"[^\W_](?:[\w{_INVISIBLE}-]{{0,62}}[^\W_])?"
+# A host: labels, then a top-level name of two or more letters (or an IDNA "xn--"
+# one) not running on into a letter or digit; or an IPv4 address.
+_HOST = re.compile(
+    rf"(?:{_LABEL}{_HOST_DOT})+(?:xn--[a-z0-9-]+|[^\W\d_]{{2,63}})(?![^\W_])"
+    rf"|(?<![\w.])\d{{1,3}}(?:{_HOST_DOT}\d{{1,3}}){{3}}(?![^\W_])",
+    re.IGNORECASE,
+)
+_DOTS = re.compile(_HOST_DOT)
+_ANY_DOT = re.compile("[.\u3002\uff0e\uff61]")
+DEFANGED_DOT = "[.]"
+
+
+def neutralise_links(text: str) -> str:
+    """``text`` with no address an app would make a link: each scheme dropped, each
+    dot of a host name written "[.]" ("https://evil.example/login" reads
+    "evil[.]example/login"). For text from strangers (see the module docstring)."""
+    if not _ANY_DOT.search(text) and "://" not in text:
+        return text  # most titles: no host, no scheme, nothing to scan for
+    without_schemes = _SCHEME.sub("", text)
+    return _HOST.sub(lambda host: _DOTS.sub(DEFANGED_DOT, host.group()), without_schemes)
+
+
+def clean_title(title: str, fallback: str, *, from_a_stranger: bool = False) -> str:
+    """Plain, one-line, bounded text from an untrusted title (see the module docstring);
+    ``from_a_stranger`` (an event's title or place): with its addresses defanged."""
     visible = "".join(
         " " if unicodedata.category(char) in _SPACE_CATEGORIES else char
         for char in title
         if char not in BIDI_CONTROLS and unicodedata.category(char) != "Cs"
     )
     folded = " ".join(visible.split())
+    if from_a_stranger:
+        # After the characters above are gone (a dropped override cannot join an
+        # address back together) and before the cut (a cut "evil[.]exa…" is no link).
+        # Only what the cut can keep is read: the scan stays short on a huge title.
+        folded = neutralise_links(folded[: 2 * MAX_TITLE_CHARS])
     if not folded:
         return fallback
     if len(folded) <= MAX_TITLE_CHARS:
@@ -266,9 +317,11 @@ def compose(
     location). ``kind`` is "event" or "follow_up"; ``language`` one of
     ``LANGUAGES`` (another falls back to English), ``clock`` "24h" or "12h".
     ``join_url`` must already have passed ``meeting_links.join_url`` (sync stores
-    nothing else). ``shape`` says why the nudge is sent (:class:`Shape`): a
-    Snooze tap's nudge passes ``Shape.SNOOZED``, a quiet-hours-held one
-    ``Shape.QUIET_HOURS``; a nudge less than a minute before the start says "now".
+    nothing else). Any kind but "follow_up" is text from a stranger: its title
+    and location are defanged (:func:`neutralise_links`); the join link is not.
+    ``shape`` says why the nudge is sent (:class:`Shape`): a Snooze tap's nudge
+    passes ``Shape.SNOOZED``, a quiet-hours-held one ``Shape.QUIET_HOURS``; a
+    nudge less than a minute before the start says "now".
     """
     tz, label = _zone(tz_name)
     language = language if language in LANGUAGES else "en"
@@ -277,10 +330,11 @@ def compose(
     time_text = _format(local_start, language, "hm" if clock == "12h" else "Hm")
     when, local_time = _when(local_start, now.astimezone(tz), language, time_text)
     minutes_until = max(0, round((starts_at - now).total_seconds() / 60))
+    # The person wrote their follow-up; anyone may have written an event's words.
     if kind == "follow_up":
         clean = clean_title(title, words.gettext("your follow-up"))
     else:
-        clean = clean_title(title, words.gettext("Your event"))
+        clean = clean_title(title, words.gettext("Your event"), from_a_stranger=True)
     text = _first_line(
         words,
         kind=kind,
@@ -292,7 +346,7 @@ def compose(
         shape=shape,
     )
     local_time += label
-    place = "" if join_url else clean_title(without_links(location), "")
+    place = "" if join_url else clean_title(without_links(location), "", from_a_stranger=True)
     second_line = join_url or place
     if second_line:
         text = f"{text}\n{second_line}"

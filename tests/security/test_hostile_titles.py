@@ -45,9 +45,15 @@ def assert_whole_characters(cut: str, original: str) -> None:
 
 
 def test_markup_is_passed_through_as_plain_text():
-    nudge = message(MARKUP)
-    assert nudge.text == f"{MARKUP} starts at 15:00 (in 10 min)"
+    """Markup is text; in an event's title its link also loses its scheme (issue 34
+    finding 4: tests/security/test_strangers_links.py)."""
+    nudge = message(MARKUP, kind="follow_up")
+    assert nudge.text == f"Reminder: {MARKUP} is due at 15:00 (in 10 min)"
     assert nudge.title == MARKUP
+    event = message(MARKUP)
+    plain = MARKUP.replace("[link](http://x)", "[link](x)")
+    assert event.text == f"{plain} starts at 15:00 (in 10 min)"
+    assert event.title == plain
 
 
 @pytest.mark.parametrize(
