@@ -73,7 +73,7 @@ from django.db import connection
 from django.utils import timezone
 from calendars import crypto
 from calendars.models import CalendarConnection
-from calendars.sync import sync_user_connections
+from calendars.sync_pool import sync_user_connections
 from core.config import NudgeConfig
 from accounts.models import DeliverySettings
 from tenancy.scope import tenant_scope

@@ -24,7 +24,8 @@ from datetime import datetime
 from django.contrib.auth import get_user_model
 from django.db import connection, connections
 
-from calendars.sync import SyncPool, SyncSummary
+from calendars.sync import SyncSummary
+from calendars.sync_pool import SyncPool
 from core.config import NudgeConfig
 from pacing.pacer import rates_in_force
 from scheduled_sends.models import MaterializeCycle, SweepRun
@@ -185,7 +186,7 @@ def users_to_visit(
 
 class UserFlow:
     """Users on their way through a run: calendars synced many at a time
-    (``calendars.sync.SyncPool``, up to twice ``CALENDAR_SYNC_CONCURRENCY``
+    (``calendars.sync_pool.SyncPool``, up to twice ``CALENDAR_SYNC_CONCURRENCY``
     users in it), then planned and queued from the stored copy
     ``PLANNED_TOGETHER`` at a time (``materialize_users``), a statement per
     step for the lot.

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from calendars.models import CalendarEvent, ConnectionStatus
-from calendars.sync import sync_user_connections
+from calendars.sync_pool import sync_user_connections
 from core.config import NudgeConfig
 from followups.models import FollowUp
 from scheduled_sends.models import NudgeAct, ScheduledSend

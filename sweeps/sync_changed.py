@@ -50,7 +50,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from calendars.push import channels, worklist
-from calendars.sync import ConnectionResult, Finished, Outcome, SyncPool, SyncSummary
+from calendars.sync import ConnectionResult, Outcome, SyncSummary
+from calendars.sync_pool import Finished, SyncPool
 from core.config import NudgeConfig
 from sweeps.replan import materialize_user
 

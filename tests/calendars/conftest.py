@@ -16,7 +16,8 @@ from cryptography.fernet import Fernet
 from calendars import crypto
 from calendars.models import CalendarConnection, CalendarEvent
 from calendars.providers.base import reset_call_counter
-from calendars.sync import SyncSummary, sync_user_connections
+from calendars.sync import SyncSummary
+from calendars.sync_pool import sync_user_connections
 from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
 from tests.fakes import google_server, microsoft_server

@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 
 from calendars.providers.ics_parse import parse_feed_bounded
-from calendars.sync import SyncPool
+from calendars.sync_pool import SyncPool
 from core.config import NudgeConfig
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from accounts.models import DeliverySettings
-from calendars import sync as calendar_sync
+from calendars import sync_pool as calendar_sync
 from calendars.models import ConnectionStatus, EventStatus
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions

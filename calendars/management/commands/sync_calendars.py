@@ -10,7 +10,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from calendars.sync import ConnectionResult, SyncSummary, sync_user_connections
+from calendars.sync import ConnectionResult, SyncSummary
+from calendars.sync_pool import sync_user_connections
 from core.command_line import NudgeCommand, instant, positive_int, require_users
 from core.config import NudgeConfig
 

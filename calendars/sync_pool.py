@@ -1,0 +1,362 @@
+"""Many users' calendars synced at once: the sweep's fetch pool.
+
+:class:`SyncPool` fetches many connections concurrently (bounded, at most
+``CALENDAR_SYNC_PER_HOST`` from one host, each user's fetches within their own
+budget) and does the database work of each on a few lanes of its own, by the
+per-connection rules of ``calendars.sync``. ``sync_user_connections`` is the
+same pool with one slot, for one user on the calling thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from calendars.sync import (
+    ConnectionResult,
+    FetchJob,
+    Outcome,
+    SyncSummary,
+    fetch_job,
+    internal_error,
+    log_result,
+    read_user_connections,
+    write_job,
+)
+from core.config import NudgeConfig
+
+logger = logging.getLogger("nudge.calendars.sync")
+
+# A window of subjects' start instants: (from, to].
+Window = tuple[datetime, datetime]
+
+
+def sync_user_connections(
+    user_id: int,
+    *,
+    now: datetime,
+    window_start: datetime,
+    window_end: datetime,
+    config: NudgeConfig,
+) -> SyncSummary:
+    """Sync every connection of ``user_id`` over the window; never raises per connection.
+
+    On the calling thread, one connection after another (a page re-queueing
+    one user, ``sync_calendars --user``); the sweep syncs many users at once
+    through :class:`SyncPool`, with the same rules.
+    """
+    with SyncPool(
+        now=now, window_start=window_start, window_end=window_end, config=config, concurrency=1
+    ) as pool:
+        pool.add_user(user_id)
+        return dict(pool.drain())[user_id]
+
+
+@dataclass
+class _UserSync:
+    summary: SyncSummary = field(default_factory=SyncSummary)
+    waiting: deque[FetchJob | ConnectionResult] = field(default_factory=deque)  # in order
+    spent: float = 0.0  # seconds this user's fetches took, against their budget
+
+
+Finished = tuple[int, SyncSummary]
+# A step of database work a lane runs; it answers what the sweep's thread is posted.
+_DbTask = tuple[Callable[..., tuple], tuple]
+
+
+class SyncPool:
+    """Many users' connections fetched at once; their database reads and writes on a
+    few database lanes, each in the owner's scope, as one connection at a time did.
+
+    Up to ``CALENDAR_SYNC_CONCURRENCY`` provider calls are in flight, at most
+    ``CALENDAR_SYNC_PER_HOST`` of them to one feed server, so a tenant's slow
+    host holds a few slots while everyone else's feeds go on. One user's
+    connections go one after another and share ``CALENDAR_SYNC_USER_BUDGET_SECONDS``
+    (seconds their fetches took): once spent, the rest keep their stored copy
+    this run (``deferred``) and go first next run. Past ``deadline``
+    (monotonic: the sweep's budget) nothing new is started.
+
+    Every database step — a user's read and each connection's write — runs on
+    one of ``CALENDAR_SYNC_DB_LANES`` threads, each with its own database
+    connection, closed when the pool ends. One thread making every round trip in
+    turn was what held a run back (BENCHMARKS.md); with several lanes the round
+    trips overlap, and the waiting ones hold no GIL. The calling thread only
+    dispatches (and, in the sweep, plans the users who are done). Inside a
+    transaction it does not own (a test's), or with
+    ``concurrency=1``, every step runs on the calling thread instead: another
+    connection could not see that transaction's rows.
+
+    Threads rather than asyncio: the provider clients are synchronous
+    (``requests``, urllib3 with a pinned socket and a deadline timer, the
+    parse child) and so are the pacing calls made beside them; a thread
+    waiting on a socket holds no lock, and BENCHMARKS.md measures the two.
+    A worker thread closes any database connection it opened as it ends.
+    """
+
+    def __init__(
+        self,
+        *,
+        now: datetime,
+        window_start: datetime,
+        window_end: datetime,
+        config: NudgeConfig,
+        concurrency: int | None = None,
+        deadline: float | None = None,
+    ) -> None:
+        self.config = config
+        self.now, self.window_start, self.window_end = now, window_start, window_end
+        self.concurrency = concurrency or config.calendar_sync_concurrency
+        self.per_host = min(config.calendar_sync_per_host, self.concurrency)
+        self.user_budget = config.calendar_sync_user_budget_seconds
+        self.deadline = deadline
+        self._users: dict[int, _UserSync] = {}
+        self._ready: deque[int] = deque()  # users whose next connection may start
+        self._parked: dict[str, deque[FetchJob]] = defaultdict(deque)  # waiting for their host
+        self._per_host: Counter[str] = Counter()
+        self._in_flight = 0
+        self._finished: deque[Finished] = deque()
+        self._inbox: queue.SimpleQueue[FetchJob | None] = queue.SimpleQueue()
+        self._db_inbox: queue.SimpleQueue[_DbTask | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[tuple] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lanes: list[threading.Thread] = []
+
+    def __enter__(self) -> SyncPool:
+        if self.concurrency > 1 and not connections[DEFAULT_DB_ALIAS].in_atomic_block:
+            self._lanes = [
+                threading.Thread(target=self._lane, name="calendar-sync-db", daemon=True)
+                for _ in range(self.config.calendar_sync_db_lanes)
+            ]
+            for lane in self._lanes:
+                lane.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for _thread in self._threads:
+            self._inbox.put(None)
+        for _lane in self._lanes:
+            self._db_inbox.put(None)
+        for thread in (*self._threads, *self._lanes):
+            thread.join()
+
+    def users_in_flight(self) -> int:
+        """Users added whose connections are not all done (or not yet queued)."""
+        return len(self._users)
+
+    def add_user(self, user_id: int, connection_ids: Collection[int] | None = None) -> None:
+        """Queue the user: their connections (or only ``connection_ids``: what push
+        said changed) are read on a lane, then fetched. Once until they are finished."""
+        self._users[user_id] = _UserSync()
+        self._on_db(_read_task, user_id, self.now, self.window, self.config, connection_ids)
+        self._dispatch()
+
+    def admit(self, user_id: int, connection_ids: Collection[int] | None = None) -> list[Finished]:
+        """Add the user, then hand back the users finished so far, waiting for one
+        while the pool holds twice its concurrency in users: enough queued to keep
+        every fetch slot busy, no more held in memory."""
+        self.add_user(user_id, connection_ids)
+        return self.finished(wait=self.users_in_flight() >= 2 * self.concurrency)
+
+    @property
+    def window(self) -> Window:
+        return (self.window_start, self.window_end)
+
+    def finished(self, *, wait: bool = False) -> list[Finished]:
+        """Users whose every connection is done, in the order they finished. A user
+        whose connections could not be read comes with why (``unreadable``).
+        With ``wait``, blocks until there is one while any is still going."""
+        self._dispatch()
+        self._collect(block=False)
+        while wait and not self._finished and self._users:
+            self._collect(block=True)
+        done = list(self._finished)
+        self._finished.clear()
+        return done
+
+    def drain(self) -> list[Finished]:
+        """Wait for every user added; as ``finished``."""
+        done = []
+        while self._users or self._finished:
+            done += self.finished(wait=True)
+        return done
+
+    # --- the dispatcher ---------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        while self._in_flight < self.concurrency:
+            job = self._next_job()
+            if job is None:
+                return
+            self._start(job)
+
+    def _next_job(self) -> FetchJob | None:
+        """A parked job whose host has room, else the next ready user's next connection."""
+        for host, parked in self._parked.items():
+            if parked and self._per_host[host] < self.per_host:
+                return parked.popleft()
+        while self._ready:
+            user_id = self._ready.popleft()
+            user = self._users[user_id]
+            job = user.waiting.popleft()
+            if self._out_of_time(user):
+                self._defer_rest(user_id, user, job)
+                continue
+            if isinstance(job, ConnectionResult):
+                self._done(user_id, job)
+                continue
+            if job.snapshot is None:  # read, but nothing to fetch with (no secrets)
+                self._write(job)
+                continue
+            if job.host is not None and self._per_host[job.host] >= self.per_host:
+                self._parked[job.host].append(job)
+                continue
+            return job
+        return None
+
+    def _out_of_time(self, user: _UserSync) -> bool:
+        past_run = self.deadline is not None and time.monotonic() >= self.deadline
+        return past_run or user.spent >= self.user_budget
+
+    def _defer_rest(
+        self, user_id: int, user: _UserSync, first: FetchJob | ConnectionResult | None
+    ) -> None:
+        self._defer(user, first)
+        self._finish_user(user_id)
+
+    def _defer(self, user: _UserSync, first: FetchJob | ConnectionResult | None) -> None:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            why = "the run's time budget was spent; synced next run"
+        else:
+            why = "the user's calendar sync budget was spent; synced next run"
+        for item in (first, *user.waiting) if first is not None else user.waiting:
+            if isinstance(item, ConnectionResult):  # not to be fetched anyway
+                user.summary.add(item)
+            else:
+                result = ConnectionResult(item.connection_id, item.provider, Outcome.DEFERRED, why)
+                user.summary.add(result)
+        user.waiting.clear()
+
+    def _start(self, job: FetchJob) -> None:
+        self._in_flight += 1
+        if job.host is not None:
+            self._per_host[job.host] += 1
+        if self.concurrency == 1:
+            self._fetch(job)  # on this thread; collected like any other
+            return
+        if len(self._threads) < self._in_flight:
+            thread = threading.Thread(target=self._work, name="calendar-sync", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        self._inbox.put(job)
+
+    def _fetch(self, job: FetchJob) -> None:
+        fetch_job(job, now=self.now)
+        self._outbox.put(("fetched", job))
+
+    def _work(self) -> None:
+        try:
+            while (job := self._inbox.get()) is not None:
+                self._fetch(job)
+        finally:
+            connections.close_all()  # this thread's own, if a provider call opened one
+
+    def _on_db(self, task: Callable[..., tuple], *args: object) -> None:
+        """Run a database step on a lane (or here, without lanes); its answer is collected."""
+        if self._lanes:
+            self._db_inbox.put((task, args))
+        else:
+            self._outbox.put(task(*args))
+
+    def _lane(self) -> None:
+        try:
+            while (item := self._db_inbox.get()) is not None:
+                task, args = item
+                self._outbox.put(task(*args))
+        finally:
+            connections.close_all()  # this lane's own connection
+
+    def _collect(self, *, block: bool) -> None:
+        """Take in what came back, then start what that made room for."""
+        try:
+            answer = self._outbox.get(timeout=1.0) if block else self._outbox.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            self._take(answer)
+            try:
+                answer = self._outbox.get_nowait()
+            except queue.Empty:
+                break
+        self._dispatch()
+
+    def _take(self, answer: tuple) -> None:
+        kind, *rest = answer
+        if kind == "fetched":
+            [job] = rest
+            self._in_flight -= 1
+            if job.host is not None:
+                self._per_host[job.host] -= 1
+            self._users[job.user_id].spent += job.seconds
+            self._write(job)
+        elif kind == "read":
+            user_id, read = rest
+            if isinstance(read, Exception):
+                self._users.pop(user_id)
+                self._finished.append((user_id, SyncSummary(unreadable=read)))
+                return
+            user = self._users[user_id]
+            user.summary.connections = len(read)
+            user.waiting.extend(read)
+            if read:
+                self._ready.append(user_id)
+            else:
+                self._finish_user(user_id)
+        else:  # "written"
+            job, result = rest
+            self._done(job.user_id, result)
+
+    def _write(self, job: FetchJob) -> None:
+        """Write one connection's outcome on a lane."""
+        self._on_db(_write_task, job, self.now)
+
+    def _done(self, user_id: int, result: ConnectionResult) -> None:
+        """Count one connection's result; the user's next connection may start."""
+        log_result(result)
+        user = self._users[user_id]
+        user.summary.add(result)
+        if user.waiting:
+            self._ready.append(user_id)
+        else:
+            self._finish_user(user_id)
+
+    def _finish_user(self, user_id: int) -> None:
+        self._finished.append((user_id, self._users.pop(user_id).summary))
+
+
+def _read_task(
+    user_id: int,
+    now: datetime,
+    window: Window,
+    config: NudgeConfig,
+    only: Collection[int] | None = None,
+) -> tuple[str, int, list[FetchJob | ConnectionResult] | Exception]:
+    try:
+        return ("read", user_id, read_user_connections(user_id, now, window, config, only))
+    except Exception as exc:  # the user is counted failed; the sweep goes on
+        return ("read", user_id, exc)
+
+
+def _write_task(job: FetchJob, now: datetime) -> tuple[str, FetchJob, ConnectionResult]:
+    try:
+        return ("written", job, write_job(job, now))
+    except Exception as exc:  # e.g. the database failing mid-write: count it, go on
+        logger.exception("calendar sync failed for connection %s", job.connection_id)
+        return ("written", job, internal_error(job.connection_id, exc))
