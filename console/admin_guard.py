@@ -6,6 +6,14 @@
   deliberately hides. Here a lookup must start at a field the admin displays
   (list columns, list filters, date hierarchy, form fields); across a relation
   only its key may be matched. Anything else is Django's "disallowed lookup" (400).
+* **Only the filters the page offers.** A list then takes only the parameters
+  its own sidebar, search box, date drill-down and column headers make: each
+  list filter's generated parameters (``kind__exact``, ``fire_at__gte``, a
+  simple filter's name), ``q`` where the page has a search box, the date
+  hierarchy's ``__year`` / ``__month`` / ``__day`` as dates, and ``o`` naming
+  sortable columns by index. Anything else (``?claim_token__isnull=1`` on a
+  field that is only shown, ``?o=-8.1``, a NUL byte, a year past 9998) is a
+  400, never a query and never a 500.
 * **Staff reads of tenant rows leave a trace.** Every list or detail page of a
   tenant model logs who looked, at which rows, with which filters, to the
   ``nudge.admin.audit`` logger.
@@ -16,10 +24,12 @@ admin class cannot forget it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.views.main import IGNORED_PARAMS
+from django.contrib.admin.exceptions import DisallowedModelAdminLookup
+from django.contrib.admin.views.main import IGNORED_PARAMS, ORDER_VAR, SEARCH_VAR, ChangeList
 from django.core.exceptions import FieldDoesNotExist
 from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponseBase
@@ -33,8 +43,78 @@ _RELATION_TAILS = {"id", "pk", "exact", "in", "isnull"}
 _NOT_FILTERS = (set(IGNORED_PARAMS) | {"p"}) - {"q"}
 
 
+# One column of ``o``: its index in the list, "-" first for descending.
+_ORDER_PART = re.compile(r"-?[0-9]{1,3}")
+# The date hierarchy's parts, as its links write them. A year stops at 9998: the
+# drill-down's end is the next year, and 10000 is past what a date can hold.
+_DATE_PARTS = {"year": (1, 9998), "month": (1, 12), "day": (1, 31)}
+
+
+class OfferedFiltersOnly(ChangeList):
+    """A change list that takes only the parameters its page makes (see above)."""
+
+    def get_filters(self, request: HttpRequest):
+        asked = set(self.get_filters_params())
+        self._refuse_hostile_values(request)
+        self._refuse_unoffered_ordering()
+        self._refuse_unoffered_search()
+        generated = self._check_date_hierarchy(asked)
+        specs, has_filters, remaining, duplicates, active = super().get_filters(request)
+        # What no filter took, the date hierarchy's own bounds apart, is not offered.
+        unoffered = sorted((set(remaining) & asked) - generated)
+        if unoffered:
+            raise DisallowedModelAdminLookup(f"Filtering by {unoffered[0]} is not offered")
+        return specs, has_filters, remaining, duplicates, active
+
+    def _refuse_hostile_values(self, request: HttpRequest) -> None:
+        # PostgreSQL refuses a NUL in text, as an error no filter expects.
+        for key, values in request.GET.lists():
+            if "\x00" in key or any("\x00" in value for value in values):
+                raise DisallowedModelAdminLookup("a NUL byte in the query string")
+
+    def _refuse_unoffered_ordering(self) -> None:
+        order = self.params.get(ORDER_VAR)
+        if not order:
+            return  # no ordering, or the header's "remove sorting" link (o=)
+        parts = order.split(".")
+        if len({part.removeprefix("-") for part in parts}) < len(parts):
+            raise DisallowedModelAdminLookup(f"{ORDER_VAR}={order} names a column twice")
+        for part in parts:
+            if not _ORDER_PART.fullmatch(part):
+                raise DisallowedModelAdminLookup(f"{ORDER_VAR}={order} is not a column order")
+            index = int(part.removeprefix("-"))
+            if index >= len(self.list_display):
+                raise DisallowedModelAdminLookup(f"{ORDER_VAR}={order} names no column")
+            name = self.list_display[index]
+            sortable = self.sortable_by is None or name in self.sortable_by
+            if not (sortable and self.get_ordering_field(name)):
+                raise DisallowedModelAdminLookup(f"{ORDER_VAR}={order} names no sortable column")
+
+    def _refuse_unoffered_search(self) -> None:
+        if self.params.get(SEARCH_VAR) and not self.search_fields:
+            raise DisallowedModelAdminLookup("this list has no search")
+
+    def _check_date_hierarchy(self, asked: set[str]) -> set[str]:
+        """The bounds the date hierarchy adds (when its year is asked), after
+        checking its parts are the numbers its links write."""
+        if not self.date_hierarchy:
+            return set()
+        for part, (low, high) in _DATE_PARTS.items():
+            value = self.params.get(f"{self.date_hierarchy}__{part}")
+            if value is None:
+                continue
+            if not (value.isascii() and value.isdigit() and low <= int(value) <= high):
+                raise DisallowedModelAdminLookup(f"{part}={value} is not a date part")
+        if f"{self.date_hierarchy}__year" not in asked:
+            return set()
+        return {f"{self.date_hierarchy}__gte", f"{self.date_hierarchy}__lt"}
+
+
 class ShownFieldsOnly:
     """Mixed into every ModelAdmin by ``NudgeAdminSite.register``."""
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return offered_filters_only(super().get_changelist(request, **kwargs))
 
     def _shown_names(self, request: HttpRequest | None) -> tuple[set[str], set[str]]:
         """(field names the admin shows, parameter names of its own simple filters)."""
@@ -97,6 +177,19 @@ def _audit(request: HttpRequest, model: type, rows: list[Any]) -> None:
             "filters": filters,
         },
     )
+
+
+def offered_filters_only(changelist_class: type[ChangeList]) -> type[ChangeList]:
+    """``changelist_class`` (Django's, or an admin's own) taking only offered filters."""
+    if issubclass(changelist_class, OfferedFiltersOnly):
+        return changelist_class
+    return _WRAPPED.setdefault(
+        changelist_class,
+        type(changelist_class.__name__, (OfferedFiltersOnly, changelist_class), {}),
+    )
+
+
+_WRAPPED: dict[type[ChangeList], type[ChangeList]] = {}
 
 
 def guarded(admin_class: type[admin.ModelAdmin]) -> type[admin.ModelAdmin]:

@@ -125,9 +125,11 @@ def test_kind_and_channel_filters(staff_client, make_user, make_send):
     event = make_send(alice, kind="event", channel="telegram")
     follow_up = make_send(alice, kind="follow_up", channel="whatsapp")
 
-    assert result_ids(staff_client.get(CHANGELIST, {"kind": "event"})) == {event.pk}
-    assert result_ids(staff_client.get(CHANGELIST, {"kind": "follow_up"})) == {follow_up.pk}
-    assert result_ids(staff_client.get(CHANGELIST, {"channel": "telegram"})) == {event.pk}
+    # The parameters the sidebar's links make (a bare ``kind=`` is not offered: 400).
+    assert result_ids(staff_client.get(CHANGELIST, {"kind__exact": "event"})) == {event.pk}
+    assert result_ids(staff_client.get(CHANGELIST, {"kind__exact": "follow_up"})) == {follow_up.pk}
+    assert result_ids(staff_client.get(CHANGELIST, {"channel__exact": "telegram"})) == {event.pk}
+    assert staff_client.get(CHANGELIST, {"kind": "event"}).status_code == 400
     assert result_ids(staff_client.get(CHANGELIST, {"channel__exact": "whatsapp"})) == {
         follow_up.pk
     }
