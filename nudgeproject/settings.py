@@ -243,6 +243,9 @@ SECURE_PROXY_SSL_HEADER = (
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# A refused form gets a page of the site (its style under the CSP nonce, plain words),
+# not Django's, whose inline <style> the policy blocks.
+CSRF_FAILURE_VIEW = "nudgeproject.views.csrf_failure"
 # Content-Security-Policy (django-csp) on every response: the end-user area and the
 # admin load nothing from elsewhere; the few inline <style>/<script> blocks carry
 # the per-response nonce ({{ CSP_NONCE }}); no inline style attributes, no eval.
