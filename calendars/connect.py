@@ -70,14 +70,15 @@ def check_calendar_cap(user_id: int, cap: int) -> None:
 def add_ics_feed(
     user_id: int, url: str, *, config: NudgeConfig, allow_private: bool = False
 ) -> CalendarConnection:
-    """The website's connect: validate the address in the request and store it; the
-    first fetch happens in the background (``portal.calendar_links.check_in_background``),
-    so a slow feed never holds a web worker. Until it has run, the connection has
-    never synced, which the calendars page shows as "checking…"."""
+    """The website's connect: validate the address in the request and store it, with a
+    request for its first fetch in the same transaction; the minute job fetches it
+    (``sweeps/sync_changed.py``), so a slow feed never holds a web worker. Until
+    then the connection has never synced, which the calendars page shows as
+    "checking…"."""
     vet_feed_url(user_id, url, allow_private=allow_private)
     with tenant_scope(user_id):
         check_calendar_cap(user_id, config.max_calendars_per_user)
-        return CalendarConnection.objects.create(
+        connection = CalendarConnection.objects.create(
             user_id=user_id,
             provider=Provider.ICS,
             account=feed_host(url)[:255],
@@ -86,6 +87,8 @@ def add_ics_feed(
             allow_private_network=allow_private,
             resync_requested=True,
         )
+        worklist.request_fetch(connection.pk, user_id, timezone.now(), push_capable=False)
+        return connection
 
 
 def connect_ics_feed(
@@ -167,6 +170,9 @@ def store_oauth_connection(
         connection.retry_after = None
         connection.resync_requested = True
         connection.save()
-    # Due a push channel now: the minute job makes it (or leaves it polled).
-    worklist.enroll(connection.pk, user_id, timezone.now())
+        # In the same transaction: a push channel due now, and the first fetch; the
+        # minute job does both (or leaves the calendar polled).
+        now = timezone.now()
+        worklist.enroll(connection.pk, user_id, now)
+        worklist.request_fetch(connection.pk, user_id, now, push_capable=True)
     return connection

@@ -157,14 +157,16 @@ class CalendarEvent(TenantModel):
 
 
 class PushWork(models.Model):
-    """The minute job's to-do list for push: which connections were notified, and
-    which channels need creating or renewing by when.
+    """The minute job's to-do list: which connections must be fetched (a provider
+    notified a change, or a person added or reconnected a calendar), and which
+    push channels need creating or renewing by when.
 
     Deliberately not a tenant table: the minute job must find due work across
     every user without a bypass, the way materialize lists ``auth_user``. It
     holds ids and instants only — nothing about a calendar but "look at it";
     the connection itself is read and written in its owner's tenant scope.
-    ``polling`` mirrors "push is not live" so health can count fallbacks.
+    ``polling`` mirrors "push is not live" so health can count fallbacks, among
+    the rows of calendars that can have push (``push_capable``: not an ICS feed).
     """
 
     connection_id = models.BigIntegerField(primary_key=True)
@@ -179,6 +181,7 @@ class PushWork(models.Model):
     # When the channel must be created, renewed or retried.
     maintain_at = models.DateTimeField(null=True, blank=True)
     polling = models.BooleanField(default=True)
+    push_capable = models.BooleanField(default=True)
 
     class Meta:
         db_table = "calendar_push_work"

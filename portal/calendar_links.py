@@ -16,61 +16,26 @@ tokens are only deleted. No scope is open during the network call.
 from __future__ import annotations
 
 import logging
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
 import requests
 from django.conf import settings
-from django.db import connection as db_connection
 
 from calendars import crypto
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.push.channels import push_channel_of, stop_push_channel
 from core.config import NudgeConfig
 from followups.actions import MAX_ID
-from sweeps.replan import refresh_calendars_and_queue, refresh_queue
+from sweeps.replan import refresh_queue
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.portal")
 
 
-# The first fetch of a calendar added on the website runs here, off the request: a
-# slow feed holds one of these threads, never a web worker (the webhooks, the API
-# and the cron routes share those). Bounded, so adding calendars quickly queues
-# checks rather than multiplying threads.
-_CHECKS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="calendar-check")
-
-
-_WAITING: set[int] = set()  # users with a check queued and not yet started
-_WAITING_LOCK = threading.Lock()
-
-
-def check_in_background(user_id: int) -> Future | None:
-    """Sync the user's calendars (the new one among them) and re-plan, in the background.
-
-    One queued check per user: adding calendars in a burst does not queue a burst of
-    fetches (None when one is already waiting; it will see the new calendar too).
-    """
-    with _WAITING_LOCK:
-        if user_id in _WAITING:
-            return None
-        _WAITING.add(user_id)
-    return _CHECKS.submit(_check, user_id)
-
-
-def _check(user_id: int) -> None:
-    with _WAITING_LOCK:
-        _WAITING.discard(user_id)  # from now on, a new calendar needs a check of its own
-    try:
-        refresh_calendars_and_queue(user_id)
-    finally:
-        db_connection.close()  # this thread's own connection; nothing may linger
-
-
 def checking(connections: list[CalendarConnection]) -> set[int]:
-    """The connections whose first fetch has not finished: "checking…" on the page."""
+    """The connections whose first fetch has not finished: "checking…" on the page
+    (the minute job fetches them, ``calendars.push.worklist.request_fetch``)."""
     return {
         item.pk
         for item in connections

@@ -598,7 +598,6 @@ def calendar_add_ics(request: HttpRequest) -> HttpResponse:
         except ConnectError as exc:
             form.add_error("url", str(exc))
         else:
-            calendar_links.check_in_background(request.user.pk)
             messages.success(request, _("Calendar added: checking it now."))
             return redirect("portal:calendars")
     return _calendars_page(request, ics_form=form)

@@ -1,9 +1,10 @@
 """``manage.py run_sweeps``: a development machine's cron jobs, in one process.
 
-Production runs ``materialize`` every 15 minutes and ``deliver`` every minute
-from cron (docs/OPERATIONS.md). A developer trying the product has no cron, and
-without ``deliver`` every minute the nudges they add never go and Home shows
-their times passing. This loop runs the same two sweeps on the same cadence,
+Production runs ``materialize`` every 15 minutes, and ``deliver`` and the minute
+job (``sync_changed``) every minute, from cron (docs/OPERATIONS.md). A developer
+trying the product has no cron, and without ``deliver`` every minute the nudges
+they add never go and Home shows their times passing; without the minute job a
+calendar they add is never fetched. This loop runs the same jobs on the same cadence,
 prints each run's summary line, and stops between runs when asked (Ctrl-C):
 a sweep is never cut off mid-send, so no claim is left for the lease to expire.
 """
@@ -16,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from scheduled_sends.queue.transitions import database_now
 from sweeps.deliver import run_deliver
 from sweeps.materialize import run_materialize
+from sweeps.sync_changed import run_sync_changed
 
 MATERIALIZE_EVERY = timedelta(minutes=15)
 DELIVER_EVERY = timedelta(minutes=1)
@@ -35,16 +38,23 @@ class LoopSummary:
         )
 
 
+def minute_job():
+    """The minute job as its cron line runs it: at the database's clock."""
+    return run_sync_changed(database_now())
+
+
 def run_sweeps(
     stop: threading.Event,
     *,
     write: Callable[[str], None],
     materialize: Callable = run_materialize,
     deliver: Callable = run_deliver,
+    minute: Callable = minute_job,
     clock: Callable[[], float] = time.monotonic,
     stamp: Callable[[], str] = lambda: time.strftime("%H:%M:%S"),
 ) -> LoopSummary:
-    """Materialize now and every 15 minutes, deliver now and every minute, until ``stop``.
+    """Materialize now and every 15 minutes, deliver and the minute job now and every
+    minute, until ``stop``.
 
     Materialize joins the shared cycle as the cron line does (a cycle another
     process already completed is not run again).
@@ -69,6 +79,7 @@ def run_sweeps(
         if clock() >= next_deliver:
             next_deliver = clock() + DELIVER_EVERY.total_seconds()
             write(f"{stamp()} {_run('deliver', deliver)}")
+            write(f"{stamp()} {_run('sync_changed', minute)}")
             summary.deliver_runs += 1
         stop.wait(max(0.0, min(next_materialize, next_deliver) - clock()))
     write(summary.sentence())

@@ -20,7 +20,6 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from calendars.models import CalendarEvent, ConnectionStatus
-from calendars.sync_pool import sync_user_connections
 from core.config import NudgeConfig
 from followups.models import FollowUp
 from scheduled_sends.models import NudgeAct, ScheduledSend
@@ -233,18 +232,3 @@ def refresh_queue(user_id: int, now: datetime | None = None, **_signal_kwargs: o
         logger.exception(
             "re-materializing a user after a change failed", extra={"user_id": user_id}
         )
-
-
-def refresh_calendars_and_queue(user_id: int, now: datetime | None = None) -> None:
-    """Sync the user's calendars, then re-materialize them: a new connection's
-    events are nudged without waiting for the next sweep. Never raises."""
-    now = now or timezone.now()
-    config = NudgeConfig.from_settings()
-    start, end = config.subject_window(now)
-    try:
-        sync_user_connections(user_id, now=now, window_start=start, window_end=end, config=config)
-    except Exception:
-        logger.exception(
-            "syncing a user's calendars after a change failed", extra={"user_id": user_id}
-        )
-    refresh_queue(user_id, now)

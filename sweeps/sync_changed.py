@@ -1,4 +1,10 @@
-"""The minute job (``manage.py sync_changed``): act on what push said.
+"""The minute job (``manage.py sync_changed``): the one place work after a change is done.
+
+Two kinds of change ask for a fetch, and both leave a mark in the work list
+(``calendars.push.worklist``) in the transaction that made them: a provider
+saying a calendar changed (push), and a person adding or reconnecting a
+calendar (``worklist.request_fetch``). No web request fetches anything; this
+job does, within a minute.
 
 Its own cron line rather than a step of ``deliver``: delivery's minute is
 spent claiming and sending what is due at the top of the minute, and a
@@ -10,7 +16,8 @@ Each run (1) creates or renews the channels that are due, then (2) fetches
 every connection notified since the last run (or found lapsed by step 1),
 once however many notifications came, and re-materializes its user, so a
 cancelled meeting's nudge is withdrawn (or a moved one's moved) within a
-minute of the provider saying so. With push not configured it does nothing.
+minute of the provider saying so. With push not configured it skips step 1 and
+still fetches the calendars people added.
 
 The fetches go through the materialize sweep's ``SyncPool``, so the same
 bounds hold: ``CALENDAR_SYNC_CONCURRENCY`` at once, ``CALENDAR_SYNC_PER_HOST``,
@@ -81,9 +88,9 @@ class MinuteReport:
     left_marked: int = 0
 
     def summary(self) -> str:
-        if not self.push_configured:
-            return "sync_changed: push is not configured (CALENDAR_PUSH_BASE_URL); nothing to do"
         channels_ = ", ".join(f"{k} {v}" for k, v in sorted(self.channels.items())) or "none due"
+        if not self.push_configured:
+            channels_ = "none (push is not configured: CALENDAR_PUSH_BASE_URL)"
         synced = ", ".join(f"{k} {v}" for k, v in sorted(self.connections.items())) or "none"
         return (
             f"sync_changed: channels: {channels_}; changed connections: {synced}; "
@@ -95,12 +102,11 @@ class MinuteReport:
 def run_sync_changed(now: datetime, *, budget_seconds: float = RUN_BUDGET_SECONDS) -> MinuteReport:
     config = NudgeConfig.from_settings()
     report = MinuteReport(push_configured=bool(config.calendar_push_base_url))
-    if not report.push_configured:
-        return report
     started = time.monotonic()
     deadline = started + budget_seconds
-    # Channels first: a lapsed one found there is marked changed, and fetched below.
-    _maintain_channels(now, config, started + CHANNELS_SHARE * budget_seconds, report)
+    if report.push_configured:
+        # Channels first: a lapsed one found there is marked changed, and fetched below.
+        _maintain_channels(now, config, started + CHANNELS_SHARE * budget_seconds, report)
     _ChangedRun(now, config, deadline, report).run()
     return report
 

@@ -136,7 +136,7 @@ ENTRY_MODULES = re.compile(
 ENTRY_FUNCTIONS = {
     "sweeps/deliver.py": {"run_deliver"},
     "sweeps/materialize.py": {"run_materialize"},
-    "sweeps/replan.py": {"refresh_queue", "refresh_calendars_and_queue"},
+    "sweeps/replan.py": {"refresh_queue"},
     "console/health.py": {"check_health"},
     "sweeps/sync_changed.py": {"run_sync_changed"},
     # Senders are built from a dotted path (NUDGE_CHANNEL_BACKENDS) with no arguments,

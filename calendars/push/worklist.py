@@ -57,6 +57,21 @@ def enroll(connection_id: int, user_id: int, now: datetime) -> None:
     )
 
 
+def request_fetch(connection_id: int, user_id: int, now: datetime, *, push_capable: bool) -> None:
+    """A person's change needs this connection fetched (a calendar added or reconnected).
+
+    Recorded in the caller's transaction, beside the change; the minute job
+    (``sweeps/sync_changed.py``) fetches it and re-plans the user, so no web
+    request ever waits on a provider.
+    """
+    _, created = PushWork.objects.get_or_create(
+        connection_id=connection_id,
+        defaults={"user_id": user_id, "changed_at": now, "push_capable": push_capable},
+    )
+    if not created:
+        mark_changed(connection_id, now)
+
+
 def mark_changed(connection_id: int, now: datetime) -> bool:
     """Record that the provider says the connection changed; False if it was already marked.
 
@@ -154,14 +169,23 @@ class PushHealth:
 
 def push_health(now: datetime, push_configured: bool) -> PushHealth:
     """Push as health sees it, from the work list alone (no tenant rows are read)."""
-    if not push_configured:
-        return PushHealth(
-            True, "push is not configured (CALENDAR_PUSH_BASE_URL): every calendar is polled", {}
-        )
     rows = PushWork.objects
+    if not push_configured:
+        # The minute job still fetches what people added: a mark left waiting means
+        # its cron line is not running.
+        waiting = rows.filter(changed_at__lt=now - STALE_CHANGE).count()
+        detail = "push is not configured (CALENDAR_PUSH_BASE_URL): every calendar is polled"
+        if waiting:
+            detail += (
+                f"; {waiting} calendars people added or reconnected not fetched for "
+                f"{STALE_CHANGE.seconds // 60} min: is `manage.py sync_changed` running "
+                "every minute?"
+            )
+        return PushHealth(not waiting, detail, {"push_changes_waiting": waiting})
+    pushed = rows.filter(push_capable=True)
     figures = {
-        "push_live": rows.filter(polling=False).count(),
-        "push_polling": rows.filter(polling=True).count(),
+        "push_live": pushed.filter(polling=False).count(),
+        "push_polling": pushed.filter(polling=True).count(),
         # Marks older than STALE_CHANGE, and takes whose hold ran out that long ago
         # (a killed job's, not taken since).
         "push_changes_waiting": rows.filter(
