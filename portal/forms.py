@@ -20,6 +20,7 @@ from core.deployment import console_channel_allowed
 from followups.actions import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_due
 from followups.repeat import WEEKDAY_NAMES, Repeat
 from portal import plain_words
+from portal.email_change import same_address
 
 
 @cache
@@ -371,8 +372,35 @@ class IcsFeedForm(NoSilentCut, forms.Form):
 
 
 class AccountEmailForm(forms.Form):
+    """A new address, asked for with the current password; it takes effect only when the
+    link mailed to it is followed (``portal.email_change``)."""
+
     email = forms.EmailField(
         label=_("E-mail address"),
-        help_text=_("Where a password reset link is sent."),
+        help_text=_(
+            "Where a password reset link is sent. A new address takes effect when you "
+            "follow the link we mail to it."
+        ),
         error_messages={"invalid": _("That is not an e-mail address, e.g. ana@example.com.")},
     )
+    password = forms.CharField(
+        label=_("Current password"),
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+    )
+
+    def __init__(self, user, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def clean_email(self) -> str:
+        address = self.cleaned_data["email"]
+        if same_address(address, self.user.email):
+            raise ValidationError(gettext("That is already your address."))
+        return address
+
+    def clean_password(self) -> str:
+        password = self.cleaned_data["password"]
+        if not self.user.check_password(password):
+            raise ValidationError(gettext("That is not your current password."))
+        return password

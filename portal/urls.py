@@ -22,6 +22,7 @@ urlpatterns = [
     path("settings/tokens/new", views.api_token_new, name="api_token_new"),
     path("settings/tokens/<int:token_id>/revoke", views.api_token_revoke, name="api_token_revoke"),
     path("account/", views.account_page, name="account"),
+    path("account/email/<str:token>/", views.email_confirm, name="email_confirm"),
     path("favicon.ico", views.favicon, name="favicon"),
     path("calendars/", views.calendars_page, name="calendars"),
     path("calendars/ics", views.calendar_add_ics, name="calendar_add_ics"),

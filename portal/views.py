@@ -18,8 +18,10 @@ from django.contrib import messages
 from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import PasswordChangeForm
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.formats import date_format
 from django.utils.translation import gettext as _
@@ -40,7 +42,7 @@ from messaging.link_codes import new_telegram_code
 from messaging.models import LinkCode, OptInRecord
 from messaging.telegram import bot as telegram
 from messaging.whatsapp import inbound as whatsapp
-from portal import calendar_links, plain_words, timeline
+from portal import calendar_links, email_change, plain_words, timeline
 from portal.forms import (
     BROWSER_ZONE_ALIASES,
     AccountEmailForm,
@@ -55,6 +57,7 @@ from portal.forms import (
 )
 from portal.language import date_formats, in_users_language
 from portal.models import ApiToken
+from portal.signin import client_address, reset_allowed
 from portal.tokens import new_api_token, revoke_api_tokens
 from tenancy.scope import tenant_scope
 
@@ -659,14 +662,11 @@ def account_page(request: HttpRequest) -> HttpResponse:
     """The signed-in person's own account: their e-mail address and password, in the
     user area (the admin's password pages are for staff)."""
     user = request.user
-    email_form = AccountEmailForm(initial={"email": user.email})
+    email_form = AccountEmailForm(user, initial={"email": user.email})
     password_form = PasswordChangeForm(user)
     if request.method == "POST" and request.POST.get("change") == "email":
-        email_form = AccountEmailForm(request.POST)
-        if email_form.is_valid():
-            user.email = email_form.cleaned_data["email"]
-            user.save(update_fields=["email"])
-            messages.success(request, _("E-mail address saved."))
+        email_form = AccountEmailForm(user, request.POST)
+        if email_form.is_valid() and _ask_to_change_email(request, email_form):
             return redirect("portal:account")
     elif request.method == "POST" and request.POST.get("change") == "password":
         password_form = PasswordChangeForm(user, request.POST)
@@ -684,6 +684,80 @@ def account_page(request: HttpRequest) -> HttpResponse:
         "portal/account.html",
         {"email_form": email_form, "password_form": password_form},
     )
+
+
+def _ask_to_change_email(request: HttpRequest, form: AccountEmailForm) -> bool:
+    """Mail the link to the new address and the notice to the old (``email_change``);
+    whether it went (the hourly limits of our mails may refuse it, said on the form).
+
+    The answer is the same whether or not another account holds the address."""
+    user, new_address = request.user, form.cleaned_data["email"]
+    config = NudgeConfig.from_settings()
+    if not reset_allowed(new_address, client_address(request), timezone.now(), config):
+        form.add_error(
+            "email", _("Too many e-mails were asked for in the last hour. Try again later.")
+        )
+        return False
+    token = email_change.link_token(user, new_address)
+    link = request.build_absolute_uri(reverse("portal:email_confirm", args=[token]))
+    mails = email_change.request_mails(user, new_address, link)
+    transaction.on_commit(lambda: email_change.start_mailer(user.pk, mails))
+    messages.success(
+        request,
+        _(
+            "Check the inbox of %(address)s and follow the link there within %(hours)s "
+            "hours. Until then your address stays %(current)s."
+        )
+        % {
+            "address": new_address,
+            "hours": int(email_change.LINK_VALID_FOR.total_seconds() // 3600),
+            "current": user.email or "—",
+        },
+    )
+    return True
+
+
+def _language_of(user_id: int) -> str:
+    with tenant_scope(user_id):
+        saved = (
+            DeliverySettings.objects.filter(user_id=user_id)
+            .values_list("language", flat=True)
+            .first()
+        )
+    return saved or settings.LANGUAGE_CODE
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+def email_confirm(request: HttpRequest, token: str) -> HttpResponse:
+    """The link mailed to a new address: shows the address, changes it on Confirm.
+
+    No sign-in needed (the link may be opened on another device): the signed token
+    names the account, and it was asked for with the password."""
+    link = email_change.read_link(token)
+    if link is not None:
+        language = _language_of(link.user.pk)
+    elif request.user.is_authenticated:
+        language = _language_of(request.user.pk)
+    else:
+        language = settings.LANGUAGE_CODE
+    with translation.override(language):
+        if link is None:
+            state, address, status = "unusable", "", 400
+        elif request.method == "GET":
+            state, address, status = "ask", link.new_address, 200
+        else:
+            old_address = email_change.make_change(link)
+            email_change.send_now(email_change.changed_notice(old_address, link.new_address))
+            state, address, status = "done", link.new_address, 200
+        response = render(
+            request,
+            "portal/email_confirm.html",
+            {"state": state, "address": address},
+            status=status,
+        )
+    response.headers.setdefault("Content-Language", language)
+    return response
 
 
 # The site's icon, drawn inline: no static files server is needed.
