@@ -25,7 +25,8 @@ from calendars.providers.base import ConnectionSnapshot, ProviderError
 from calendars.providers.ics import IcsFeedProvider
 from calendars.providers.ics_fetch import check_feed_url, feed_host
 from calendars.push import worklist
-from calendars.sync import apply_events, owner_facts
+from calendars.snapshot import owner_facts
+from calendars.sync import apply_events
 from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
 

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
@@ -55,11 +54,17 @@ from calendars.providers.base import (
 )
 from calendars.providers.ics_fetch import feed_origin
 from calendars.push.freshness import fetch_window
+from calendars.snapshot import (
+    rotated_meanwhile,
+    snapshot_of,
+    token_values,
+)
 from core.config import NudgeConfig
 from tenancy.scope import run_statements, tenant_read, tenant_scope, tenant_statements
 
 # A window of subjects' start instants: (from, to].
 Window = tuple[datetime, datetime]
+
 
 logger = logging.getLogger("nudge.calendars.sync")
 
@@ -336,7 +341,7 @@ def _write_after_rotation_check(job: FetchJob, now: datetime) -> ConnectionResul
         row = cursor.fetchone()
         if row is None:
             return _gone(job)
-        if _rotated_meanwhile(row[0], job.refresh_token_at_read):
+        if rotated_meanwhile(row[0], job.refresh_token_at_read):
             # A concurrent sync spent and replaced the refresh token we sent
             # (Microsoft rotates them): our invalid_grant says nothing about consent.
             error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
@@ -374,7 +379,7 @@ class OutcomeWrite:
         snapshot = job.snapshot
         outcome = ConnectionResult(job.connection_id, job.provider, Outcome.FAILED)
         outcome.provider_calls = job.calls
-        tokens = _token_values(snapshot)
+        tokens = token_values(snapshot)
         params: dict[str, object] = {**tokens, "id": job.connection_id}
         if error is not None:
             secrets = snapshot.secrets() if snapshot else ()
@@ -409,86 +414,10 @@ class OutcomeWrite:
         return outcome
 
 
-def _token_values(snapshot: ConnectionSnapshot | None) -> dict[str, object]:
-    """Refreshed tokens as the outcome's UPDATE stores them (``encrypted_tokens``);
-    empty when the fetch left them as they were."""
-    if snapshot is None or not snapshot.credentials_changed:
-        return {}
-    return encrypted_tokens(snapshot)
-
-
-def encrypted_tokens(snapshot: ConnectionSnapshot) -> dict[str, object]:
-    """Refreshed (and, for Microsoft, rotated) tokens, encrypted, by column name: what
-    both the sync's hand-written UPDATE and ``store_tokens`` write."""
-    return {
-        "access_token_encrypted": crypto.encrypt(snapshot.access_token),
-        "refresh_token_encrypted": crypto.encrypt(snapshot.refresh_token),
-        "token_expires_at": snapshot.token_expires_at,
-    }
-
-
 def internal_error(connection_id: int, exc: Exception) -> ConnectionResult:
     return ConnectionResult(
         connection_id, "?", Outcome.FAILED, f"internal error ({type(exc).__name__})"
     )
-
-
-def owner_facts(user_id: int) -> tuple[str, tuple[str, ...]]:
-    """The user's time zone and e-mail addresses; read inside their tenant scope,
-    in one query (the settings row, if any, joined to the user)."""
-    row = (
-        get_user_model()
-        .objects.filter(pk=user_id)
-        .values_list("delivery_settings__timezone", "email")
-        .first()
-    )
-    zone, email = row if row is not None else ("", "")
-    return zone or "", tuple(filter(None, [email]))
-
-
-def snapshot_of(
-    connection: CalendarConnection | ConnectionRow,
-    config: NudgeConfig,
-    facts: tuple[str, tuple[str, ...]] | None = None,
-) -> ConnectionSnapshot:
-    """What the provider needs, secrets decrypted; read inside the tenant scope
-    (``facts``: the owner's zone and addresses, when already read)."""
-    zone, emails = facts if facts is not None else owner_facts(connection.user_id)
-    return ConnectionSnapshot(
-        connection_id=connection.pk,
-        user_id=connection.user_id,
-        provider=connection.provider,
-        calendar_id=connection.calendar_id,
-        account=connection.account,
-        sync_state=dict(connection.sync_state or {}),
-        full_sync=connection.resync_requested,
-        config=config,
-        allow_private_network=connection.allow_private_network,
-        access_token=crypto.decrypt(connection.access_token_encrypted),
-        refresh_token=crypto.decrypt(connection.refresh_token_encrypted),
-        token_expires_at=connection.token_expires_at,
-        feed_url=crypto.decrypt(connection.feed_url_encrypted),
-        owner_timezone=zone,
-        owner_emails=emails,
-    )
-
-
-def _rotated_meanwhile(stored_ciphertext: str, refresh_token_at_read: str) -> bool:
-    """Whether the stored refresh token is no longer the one the fetch was given."""
-    if not refresh_token_at_read:
-        return False
-    try:
-        return crypto.decrypt(stored_ciphertext) != refresh_token_at_read
-    except (crypto.SecretDecryptionError, ImproperlyConfigured):
-        return False
-
-
-def store_tokens(connection: CalendarConnection, snapshot: ConnectionSnapshot) -> None:
-    """Persist refreshed (and, for Microsoft, rotated) tokens, encrypted."""
-    tokens = encrypted_tokens(snapshot)
-    for column, value in tokens.items():
-        setattr(connection, column, value)
-    connection.save(update_fields=list(tokens))
 
 
 def _failure(

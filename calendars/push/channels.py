@@ -38,7 +38,7 @@ from calendars.providers.base import ConnectionSnapshot, ProviderError
 from calendars.push import notifications, worklist
 from calendars.push import secrets as push_secrets
 from calendars.push.freshness import PUSH_PROVIDERS
-from calendars.sync import snapshot_of, store_tokens
+from calendars.snapshot import snapshot_of, store_tokens
 from core.config import NudgeConfig
 from tenancy.scope import tenant_scope
 

@@ -10,7 +10,7 @@ from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 from calendars import crypto
-from calendars.sync import snapshot_of
+from calendars.snapshot import snapshot_of
 from core.config import NudgeConfig
 from tests.calendars.conftest import NOW, reload, run_sync
 from tests.fakes.base import Answer

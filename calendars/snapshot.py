@@ -1,0 +1,98 @@
+"""What a fetch is given about a connection (its secrets decrypted, its owner's zone
+and addresses), and the tokens a fetch refreshed, encrypted again for storing."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
+
+from calendars import crypto
+from calendars.models import CalendarConnection
+from calendars.providers.base import (
+    ConnectionSnapshot,
+)
+from core.config import NudgeConfig
+
+# A window of subjects' start instants: (from, to].
+Window = tuple[datetime, datetime]
+if TYPE_CHECKING:
+    from calendars.sync import ConnectionRow
+
+
+def token_values(snapshot: ConnectionSnapshot | None) -> dict[str, object]:
+    """Refreshed tokens as the outcome's UPDATE stores them (``encrypted_tokens``);
+    empty when the fetch left them as they were."""
+    if snapshot is None or not snapshot.credentials_changed:
+        return {}
+    return encrypted_tokens(snapshot)
+
+
+def encrypted_tokens(snapshot: ConnectionSnapshot) -> dict[str, object]:
+    """Refreshed (and, for Microsoft, rotated) tokens, encrypted, by column name: what
+    both the sync's hand-written UPDATE and ``store_tokens`` write."""
+    return {
+        "access_token_encrypted": crypto.encrypt(snapshot.access_token),
+        "refresh_token_encrypted": crypto.encrypt(snapshot.refresh_token),
+        "token_expires_at": snapshot.token_expires_at,
+    }
+
+
+def owner_facts(user_id: int) -> tuple[str, tuple[str, ...]]:
+    """The user's time zone and e-mail addresses; read inside their tenant scope,
+    in one query (the settings row, if any, joined to the user)."""
+    row = (
+        get_user_model()
+        .objects.filter(pk=user_id)
+        .values_list("delivery_settings__timezone", "email")
+        .first()
+    )
+    zone, email = row if row is not None else ("", "")
+    return zone or "", tuple(filter(None, [email]))
+
+
+def snapshot_of(
+    connection: CalendarConnection | ConnectionRow,
+    config: NudgeConfig,
+    facts: tuple[str, tuple[str, ...]] | None = None,
+) -> ConnectionSnapshot:
+    """What the provider needs, secrets decrypted; read inside the tenant scope
+    (``facts``: the owner's zone and addresses, when already read)."""
+    zone, emails = facts if facts is not None else owner_facts(connection.user_id)
+    return ConnectionSnapshot(
+        connection_id=connection.pk,
+        user_id=connection.user_id,
+        provider=connection.provider,
+        calendar_id=connection.calendar_id,
+        account=connection.account,
+        sync_state=dict(connection.sync_state or {}),
+        full_sync=connection.resync_requested,
+        config=config,
+        allow_private_network=connection.allow_private_network,
+        access_token=crypto.decrypt(connection.access_token_encrypted),
+        refresh_token=crypto.decrypt(connection.refresh_token_encrypted),
+        token_expires_at=connection.token_expires_at,
+        feed_url=crypto.decrypt(connection.feed_url_encrypted),
+        owner_timezone=zone,
+        owner_emails=emails,
+    )
+
+
+def rotated_meanwhile(stored_ciphertext: str, refresh_token_at_read: str) -> bool:
+    """Whether the stored refresh token is no longer the one the fetch was given."""
+    if not refresh_token_at_read:
+        return False
+    try:
+        return crypto.decrypt(stored_ciphertext) != refresh_token_at_read
+    except (crypto.SecretDecryptionError, ImproperlyConfigured):
+        return False
+
+
+def store_tokens(connection: CalendarConnection, snapshot: ConnectionSnapshot) -> None:
+    """Persist refreshed (and, for Microsoft, rotated) tokens, encrypted."""
+    tokens = encrypted_tokens(snapshot)
+    for column, value in tokens.items():
+        setattr(connection, column, value)
+    connection.save(update_fields=list(tokens))
