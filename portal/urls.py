@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from portal import views
+from portal import account_views, calendar_views, settings_views, views
 
 app_name = "portal"
 
@@ -12,28 +12,32 @@ urlpatterns = [
     path("follow-ups/<int:follow_up_id>/", views.follow_up_edit, name="follow_up_edit"),
     path("follow-ups/<int:follow_up_id>/done", views.follow_up_done, name="follow_up_done"),
     path("follow-ups/<int:follow_up_id>/delete", views.follow_up_delete, name="follow_up_delete"),
-    path("settings/", views.settings_page, name="settings"),
-    path("settings/zone", views.use_device_zone, name="use_device_zone"),
-    path("settings/telegram", views.link_telegram, name="link_telegram"),
-    path("settings/telegram/state", views.telegram_link_state, name="telegram_link_state"),
-    path("settings/whatsapp", views.whatsapp_number, name="whatsapp_number"),
-    path("settings/whatsapp/code", views.whatsapp_code, name="whatsapp_code"),
-    path("settings/tokens", views.api_token_create, name="api_token_create"),
-    path("settings/tokens/new", views.api_token_new, name="api_token_new"),
-    path("settings/tokens/<int:token_id>/revoke", views.api_token_revoke, name="api_token_revoke"),
-    path("account/", views.account_page, name="account"),
-    path("account/email/<str:token>/", views.email_confirm, name="email_confirm"),
+    path("settings/", settings_views.settings_page, name="settings"),
+    path("settings/zone", settings_views.use_device_zone, name="use_device_zone"),
+    path("settings/telegram", settings_views.link_telegram, name="link_telegram"),
+    path("settings/telegram/state", settings_views.telegram_link_state, name="telegram_link_state"),
+    path("settings/whatsapp", settings_views.whatsapp_number, name="whatsapp_number"),
+    path("settings/whatsapp/code", settings_views.whatsapp_code, name="whatsapp_code"),
+    path("settings/tokens", settings_views.api_token_create, name="api_token_create"),
+    path("settings/tokens/new", settings_views.api_token_new, name="api_token_new"),
+    path(
+        "settings/tokens/<int:token_id>/revoke",
+        settings_views.api_token_revoke,
+        name="api_token_revoke",
+    ),
+    path("account/", account_views.account_page, name="account"),
+    path("account/email/<str:token>/", account_views.email_confirm, name="email_confirm"),
     path("favicon.ico", views.favicon, name="favicon"),
-    path("calendars/", views.calendars_page, name="calendars"),
-    path("calendars/ics", views.calendar_add_ics, name="calendar_add_ics"),
+    path("calendars/", calendar_views.calendars_page, name="calendars"),
+    path("calendars/ics", calendar_views.calendar_add_ics, name="calendar_add_ics"),
     path(
         "calendars/<int:connection_id>/switches",
-        views.calendar_switches,
+        calendar_views.calendar_switches,
         name="calendar_switches",
     ),
     path(
         "calendars/<int:connection_id>/disconnect",
-        views.calendar_disconnect,
+        calendar_views.calendar_disconnect,
         name="calendar_disconnect",
     ),
 ]

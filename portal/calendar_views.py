@@ -1,0 +1,120 @@
+"""The Calendars page: add an ICS feed, switch a calendar's nudges, disconnect."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_http_methods, require_POST
+
+from accounts.actions import ensure_settings
+from calendars.connect import ConnectError, add_ics_feed
+from calendars.models import ConnectionStatus
+from calendars.views import available as oauth_available
+from core.config import NudgeConfig
+from core.zones import zone_of
+from portal import calendar_links
+from portal.forms import (
+    IcsFeedForm,
+)
+from portal.language import date_formats, in_users_language
+from portal.views import confirm_page
+from tenancy.scope import tenant_scope
+
+
+@login_required
+@in_users_language
+@require_http_methods(["GET"])
+def calendars_page(request: HttpRequest) -> HttpResponse:
+    return _calendars_page(request)
+
+
+def _calendars_page(request: HttpRequest, ics_form: IcsFeedForm | None = None) -> HttpResponse:
+    user_id = request.user.pk
+    connections = calendar_links.list_connections(user_id)
+    with tenant_scope(user_id):
+        delivery = ensure_settings(user_id)
+    with timezone.override(zone_of(delivery.timezone)):
+        return render(
+            request,
+            "portal/calendars.html",
+            {
+                "connections": connections,
+                "checking": calendar_links.checking(connections),
+                "ics_form": ics_form or IcsFeedForm(),
+                "NEEDS_REAUTH": ConnectionStatus.NEEDS_REAUTH,
+                "ERROR": ConnectionStatus.ERROR,
+                "oauth_ready": oauth_available(),
+                **date_formats(delivery),
+            },
+        )
+
+
+@login_required
+@in_users_language
+@require_POST
+def calendar_add_ics(request: HttpRequest) -> HttpResponse:
+    form = IcsFeedForm(request.POST)
+    if form.is_valid():
+        try:
+            add_ics_feed(
+                request.user.pk, form.cleaned_data["url"], config=NudgeConfig.from_settings()
+            )
+        except ConnectError as exc:
+            form.add_error("url", str(exc))
+        else:
+            messages.success(request, _("Calendar added: checking it now."))
+            return redirect("portal:calendars")
+    return _calendars_page(request, ics_form=form)
+
+
+@login_required
+@in_users_language
+@require_POST
+def calendar_switches(request: HttpRequest, connection_id: int) -> HttpResponse:
+    """One calendar's "Nudge me for its events" and "Skip all-day events" switches."""
+    changed = calendar_links.set_switches(
+        request.user.pk,
+        connection_id,
+        nudges_on=request.POST.get("nudges_on") == "on",
+        skip_all_day=request.POST.get("skip_all_day") == "on",
+        now=timezone.now(),
+    )
+    if changed is None:
+        raise Http404("No such calendar.")
+    if changed.nudges_on:
+        messages.success(request, _("Nudges for %(calendar)s are on.") % {"calendar": changed})
+    else:
+        messages.success(request, _("Nudges for %(calendar)s are off.") % {"calendar": changed})
+    return redirect("portal:calendars")
+
+
+@login_required
+@in_users_language
+@require_http_methods(["GET", "POST"])
+def calendar_disconnect(request: HttpRequest, connection_id: int) -> HttpResponse:
+    """GET asks (naming the calendar), POST disconnects and says what happened."""
+    if request.method == "GET":
+        found = calendar_links.find(request.user.pk, connection_id)
+        if found is None:
+            raise Http404("No such calendar.")
+        return confirm_page(
+            request,
+            heading=_("Disconnect %(calendar)s?") % {"calendar": found},
+            consequence=_("Its events are removed and get no more nudges."),
+            submit=_("Disconnect"),
+            back="portal:calendars",
+        )
+    result = calendar_links.disconnect(
+        request.user.pk, connection_id, timezone.now(), NudgeConfig.from_settings()
+    )
+    if result is None:
+        raise Http404("No such calendar.")
+    messages.success(
+        request,
+        _("Disconnected %(label)s: %(note)s.") % {"label": result.label, "note": result.note},
+    )
+    return redirect("portal:calendars")

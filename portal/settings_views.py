@@ -1,0 +1,335 @@
+"""The Settings page: zone, leads, quiet hours, pause, linking Telegram and WhatsApp, API tokens."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from accounts.actions import ensure_settings, update_settings
+from accounts.models import AccountNotice, Channel, DeliverySettings
+from core.config import NudgeConfig
+from core.zones import zone_of
+from followups import actions as followups
+from messaging.link_codes import new_telegram_code
+from messaging.models import LinkCode, OptInRecord
+from messaging.telegram import bot as telegram
+from messaging.whatsapp import inbound as whatsapp
+from portal.forms import (
+    ApiTokenForm,
+    SettingsForm,
+    WhatsAppCodeForm,
+    WhatsAppNumberForm,
+    canonical_zone,
+)
+from portal.language import date_formats, in_users_language
+from portal.models import ApiToken
+from portal.tokens import new_api_token, revoke_api_tokens
+from portal.views import ZONE_ALIASES_JSON, confirm_page
+from tenancy.scope import tenant_scope
+
+NOTICE_DAYS = timedelta(days=30)
+
+
+def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **extra) -> HttpResponse:
+    user_id = request.user.pk
+    now = timezone.now()
+    with tenant_scope(user_id):
+        delivery = ensure_settings(user_id)
+        with timezone.override(zone_of(delivery.timezone)):
+            return render(
+                request,
+                "portal/settings.html",
+                {
+                    "delivery": delivery,
+                    "form": form
+                    or SettingsForm(
+                        initial=_initial(delivery),
+                        current_channel=delivery.channel,
+                        current_zone=delivery.timezone,
+                    ),
+                    "tokens": list(
+                        ApiToken.objects.filter(user_id=user_id, revoked_at=None).order_by("pk")
+                    ),
+                    "now": now,
+                    "token_form": extra.pop("token_form", None) or ApiTokenForm(),
+                    "number_form": extra.pop("number_form", None) or WhatsAppNumberForm(),
+                    "code_form": extra.pop("code_form", None) or WhatsAppCodeForm(),
+                    "code_pending": LinkCode.objects.filter(
+                        user_id=user_id,
+                        channel=Channel.WHATSAPP,
+                        used_at=None,
+                        expires_at__gt=now,
+                    ).exists(),
+                    "opt_ins": list(
+                        OptInRecord.objects.filter(user_id=user_id).order_by("-recorded_at")[:5]
+                    ),
+                    "telegram_ready": bool(settings.TELEGRAM_BOT_USERNAME),
+                    "whatsapp_ready": whatsapp.configured(),
+                    "zone_aliases": ZONE_ALIASES_JSON,
+                    "confirmed": _confirmed(delivery),
+                    "notices": list(
+                        AccountNotice.objects.filter(
+                            user_id=user_id, created_at__gt=now - NOTICE_DAYS
+                        ).order_by("-created_at")[:5]
+                    ),
+                    **date_formats(delivery),
+                    **extra,
+                },
+            )
+
+
+def _confirmed(delivery: DeliverySettings) -> dict[str, bool]:
+    """Per channel: the linked address has the user's own opt-in on record. Only then
+    does the page say it is confirmed. Inside the user's scope."""
+    return {
+        channel: bool(address)
+        and OptInRecord.objects.filter(
+            user_id=delivery.user_id, channel=channel, address=address
+        ).exists()
+        for channel, address in (
+            (Channel.TELEGRAM, delivery.telegram_chat_id),
+            (Channel.WHATSAPP, delivery.whatsapp_number),
+        )
+    }
+
+
+def _initial(delivery: DeliverySettings) -> dict:
+    return {
+        "channel": delivery.channel,
+        "timezone": delivery.timezone,
+        "language": delivery.language,
+        "clock": delivery.clock,
+        "default_lead_minutes": delivery.default_lead_minutes,
+        "quiet_start": delivery.quiet_start,
+        "quiet_end": delivery.quiet_end,
+        "paused": delivery.paused,
+    }
+
+
+@login_required
+@in_users_language
+@require_http_methods(["GET", "POST"])
+def settings_page(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        return _settings_page(request)
+    user_id = request.user.pk
+    with tenant_scope(user_id):
+        current = ensure_settings(user_id)
+    form = SettingsForm(
+        request.POST, current_channel=current.channel, current_zone=current.timezone
+    )
+    if not form.is_valid():
+        return _settings_page(request, form)
+    data = form.cleaned_data
+    changes = {
+        name: data[name]
+        for name in ("channel", "timezone", "default_lead_minutes", "quiet_start", "quiet_end")
+    }
+    changes.update({name: data[name] for name in ("language", "clock") if data[name]})
+    with tenant_scope(user_id):
+        problem = _channel_problem(ensure_settings(user_id), changes["channel"])
+    if problem is not None:
+        form.add_error("channel", problem)
+        return _settings_page(request, form)
+    # One write, re-queued once it has committed.
+    update_settings(user_id, {**changes, "paused": data["paused"]}, timezone.now())
+    with translation.override(changes.get("language") or translation.get_language()):
+        messages.success(request, _("Settings saved."))
+    return redirect("portal:settings")
+
+
+def _channel_problem(delivery: DeliverySettings, channel: str) -> str | None:
+    if channel == Channel.TELEGRAM and not delivery.telegram_chat_id:
+        return _("Link Telegram first (below), then choose it here.")
+    if channel == Channel.WHATSAPP and not delivery.whatsapp_number:
+        return _("Confirm a WhatsApp number first (below), then choose it here.")
+    return None
+
+
+@login_required
+@in_users_language
+@require_POST
+def use_device_zone(request: HttpRequest) -> HttpResponse:
+    """Home's offer to a new user still on the server's UTC: their device's zone
+    (detected by the browser), in one press."""
+    zone = canonical_zone(request.POST.get("timezone", ""))
+    if zone is None:
+        messages.error(request, _("That time zone is not known here; choose yours in Settings."))
+        return redirect("portal:settings")
+    update_settings(request.user.pk, {"timezone": zone}, timezone.now())
+    messages.success(
+        request, _("Times are now shown in %(zone)s.") % {"zone": zone.replace("_", " ")}
+    )
+    return redirect("portal:home")
+
+
+@login_required
+@in_users_language
+@require_POST
+def link_telegram(request: HttpRequest) -> HttpResponse:
+    """A fresh one-time link, shown on a page that waits for it to be used: a button
+    that opens the bot (on the phone), its QR code (at a desktop), and a check
+    that moves on to Settings once the bot has received "/start <code>"."""
+    if not settings.TELEGRAM_BOT_USERNAME:
+        messages.error(request, _("Telegram is not available on this server."))
+        return redirect("portal:settings")
+    user_id = request.user.pk
+    now = timezone.now()
+    config = NudgeConfig.from_settings()
+    with tenant_scope(user_id):
+        ensure_settings(user_id)
+        whatsapp.prune_link_codes(user_id, now, config)
+        code = new_telegram_code(user_id, now, config)
+    link = telegram.link_url(code)
+    response = render(
+        request,
+        "portal/telegram_link.html",
+        {
+            "link": link,
+            "qr": telegram.link_qr(link),
+            "expires_minutes": int(config.link_code_lifetime.total_seconds() // 60),
+        },
+    )
+    response["Cache-Control"] = "no-store"  # the link is a one-time secret
+    return response
+
+
+@login_required
+@in_users_language
+@require_GET
+@never_cache
+def telegram_link_state(request: HttpRequest) -> JsonResponse:
+    """What the waiting page polls: has the bot received the link yet?"""
+    with tenant_scope(request.user.pk):
+        state = telegram.link_state(request.user.pk, timezone.now())
+    if state == telegram.LinkState.LINKED:
+        messages.success(request, _("Telegram linked: nudges now go there."))
+    return JsonResponse({"state": state})
+
+
+@login_required
+@in_users_language
+@require_POST
+def whatsapp_number(request: HttpRequest) -> HttpResponse:
+    form = WhatsAppNumberForm(request.POST)
+    if not form.is_valid():
+        return _settings_page(request, number_form=form)
+    try:
+        whatsapp.send_code(
+            request.user.pk,
+            form.cleaned_data["number"],
+            timezone.now(),
+            NudgeConfig.from_settings(),
+        )
+    except whatsapp.WhatsAppLinkError as exc:
+        form.add_error("number", str(exc))
+        return _settings_page(request, number_form=form)
+    messages.success(request, _("We sent a six-digit code to that number on WhatsApp."))
+    return redirect("portal:settings")
+
+
+@login_required
+@in_users_language
+@require_POST
+def whatsapp_code(request: HttpRequest) -> HttpResponse:
+    form = WhatsAppCodeForm(request.POST)
+    if form.is_valid() and whatsapp.confirm_code(
+        request.user.pk, form.cleaned_data["code"], timezone.now()
+    ):
+        messages.success(request, _("WhatsApp confirmed: nudges now go there."))
+        return redirect("portal:settings")
+    if form.is_valid():
+        form.add_error("code", _("That code is wrong or has expired. Ask for a new one."))
+    return _settings_page(request, code_form=form)
+
+
+@login_required
+@in_users_language
+@require_POST
+def api_token_create(request: HttpRequest) -> HttpResponse:
+    form = ApiTokenForm(request.POST)
+    if not form.is_valid():
+        return _settings_page(request, token_form=form)
+    days = form.cleaned_data["expires_in"]
+    expires_at = timezone.now() + timedelta(days=days) if days else None
+    cap = NudgeConfig.from_settings().max_api_tokens_per_user
+    with tenant_scope(request.user.pk):
+        live = ApiToken.objects.filter(user_id=request.user.pk, revoked_at=None).count()
+        plaintext = (
+            None
+            if live >= cap
+            else new_api_token(request.user.pk, form.cleaned_data["name"], expires_at)[1]
+        )
+    if plaintext is None:
+        form.add_error(
+            "name",
+            _("You have %(count)s tokens, the most allowed; revoke one first.") % {"count": live},
+        )
+        return _settings_page(request, token_form=form)
+    # Post, redirect, get: a refresh must not make a second token. The plaintext
+    # waits in the server-side session for exactly one page view, which pops it
+    # (never a cookie: sessions are stored in the database) and is not cached.
+    request.session[NEW_TOKEN_KEY] = plaintext
+    return redirect("portal:api_token_new")
+
+
+NEW_TOKEN_KEY = "portal_new_api_token"  # noqa: S105 — a session key's name, not a secret
+
+
+@login_required
+@in_users_language
+@require_GET
+def api_token_new(request: HttpRequest) -> HttpResponse:
+    """The new token, once: the first view pops it; a refresh finds it gone."""
+    plaintext = request.session.pop(NEW_TOKEN_KEY, None)
+    if plaintext is None:
+        return redirect("portal:settings")
+    response = _settings_page(request, new_token=plaintext)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _live_token(user_id: int, token_id: int) -> ApiToken | None:
+    if not 0 < token_id <= followups.MAX_ID:
+        return None
+    with tenant_scope(user_id):
+        return ApiToken.objects.filter(user_id=user_id, pk=token_id, revoked_at=None).first()
+
+
+@login_required
+@in_users_language
+@require_http_methods(["GET", "POST"])
+def api_token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    """GET asks (naming the token), POST revokes and says which."""
+    user_id = request.user.pk
+    token = _live_token(user_id, token_id)
+    if token is None:
+        raise Http404("No such token.")
+    if request.method == "GET":
+        return confirm_page(
+            request,
+            heading=_("Revoke the token “%(name)s” (…%(hint)s)?")
+            % {"name": token.name, "hint": token.hint},
+            consequence=_("Anything still using it is refused from now on. This cannot be undone."),
+            submit=_("Revoke token"),
+            back="portal:settings",
+        )
+    with tenant_scope(user_id):
+        revoked = revoke_api_tokens(user_id, "revoked by the user", timezone.now(), [token_id])
+    if not revoked:
+        raise Http404("No such token.")
+    messages.success(
+        request,
+        _("Revoked the token “%(name)s” (…%(hint)s); it no longer works.")
+        % {"name": token.name, "hint": token.hint},
+    )
+    return redirect("portal:settings")
