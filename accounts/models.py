@@ -105,6 +105,9 @@ class DeliverySettings(TenantModel):
         validators=[validate_lead_minutes],
     )
     capped_nudges = models.PositiveIntegerField(
+        # Both: the database's for rows written in SQL, Python's for a new instance
+        # (the admin's add page shows it before the row exists; issue 33).
+        default=0,
         db_default=0,
         help_text="Nudges the last materialize run left out: more than the per-user limits "
         "allow in one minute or one look-ahead (NUDGE_MAX_NUDGES_PER_USER…).",

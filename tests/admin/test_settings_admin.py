@@ -125,3 +125,23 @@ def test_support_edit_requeues_the_user_at_once(
     with tenant_scope(alice.pk):
         queued = list(ScheduledSend.objects.filter(user_id=alice.pk).values_list("intended_at"))
     assert queued == [(due_at - timedelta(minutes=45),)]
+
+
+def test_add_page_answers_and_creates_the_row(staff_client, support_user):
+    """issue 33: Delivery settings → Add (and "Save and add another") answered 500
+    because ``capped_nudges`` had only a database default."""
+    add_url = reverse("admin:accounts_deliverysettings_add")
+    assert staff_client.get(add_url).status_code == 200
+
+    owner = support_user.__class__.objects.create_user("carol", "carol@example.com", "x")
+    data = form_data(user=str(owner.pk), _addanother="1")
+    response = staff_client.post(add_url, data)
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert response["Location"].endswith(add_url)
+    stored = settings_of(owner)
+    assert (stored.timezone, stored.default_lead_minutes, stored.capped_nudges) == (
+        "Europe/Berlin",
+        30,
+        0,
+    )
