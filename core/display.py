@@ -31,6 +31,16 @@ def when(instant: datetime | None, empty: str = "never") -> SafeString:
     )
 
 
+def when_text(instant: datetime, seconds: bool = True) -> str:
+    """An instant as plain text, in UTC and saying so: ``2026-12-02 22:22:05 UTC``.
+
+    For places no script rewrites (a page's title, an object's name), so the
+    zone is written out rather than left for the reader to guess.
+    """
+    shape = "%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M"
+    return f"{instant.astimezone(UTC):{shape}} UTC"
+
+
 def instant_column(field_name: str, description: str) -> Callable:
     """A read-only admin column (list or form) for a timestamp, written as ``when`` writes it."""
 

@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models.functions import Now, TruncMinute
 
 from accounts.models import Channel
+from core.display import when_text
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.queue.states import Outcome, ScheduledSendQuerySet
 from tenancy.models import TenantModel
@@ -256,7 +257,10 @@ class SweepRun(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.sweep} {self.status} at {self.started_at:%Y-%m-%d %H:%M:%S}"
+        # Its zone written out: the run's page shows its instants in the viewer's zone
+        # beside this title (issue 33).
+        started = when_text(self.started_at) if self.started_at else "(not started)"
+        return f"{self.sweep} {self.status} at {started}"
 
 
 class MaterializeCycle(models.Model):

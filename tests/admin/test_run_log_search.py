@@ -39,3 +39,29 @@ def test_a_cycle_and_a_machine_are_found_by_search(staff_client, make_user):
     assert "cycle 14:45Z" in page and "cycle 15:00Z" not in page
     assert "cycle 15:00Z" in listed(staff_client, socket.gethostname())
     assert "cycle 14:45Z" not in listed(staff_client, "no-such-host:1")
+
+
+def test_run_page_title_states_its_zone_and_counts_are_a_table(staff_client):
+    """issue 33: a run's title mixed zones (UTC written without a zone beside fields in
+    the viewer's zone) and its counts were raw JSON."""
+    run = SweepRun.objects.create(
+        sweep=SweepRun.Sweep.DELIVER,
+        status=SweepRun.Status.OK,
+        as_of=NOW,
+        counts={"sent": 3, "failed": 0, "lateness": {"p50_seconds": 4, "max_seconds": 61}},
+    )
+    started = datetime(2026, 12, 4, 18, 26, 32, tzinfo=UTC)
+    SweepRun.objects.filter(pk=run.pk).update(started_at=started)
+
+    response = staff_client.get(f"/admin/scheduled_sends/sweeprun/{run.pk}/change/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "deliver ok at 2026-12-04 18:26:32 UTC" in page
+    assert "18:26:32</h2>" not in page and "18:26:32 UTC</h2>" in page
+    assert '"sent"' not in page and "{&quot;" not in page and "&quot;sent&quot;" not in page
+    assert '<th scope="row">sent</th><td>3</td>' in page
+    # A nested dict is a table of its own, inside its key's row.
+    assert '<th scope="row">lateness</th><td><table class="nudge-counts"><tbody>' in page
+    assert '<tr><th scope="row">p50_seconds</th><td>4</td></tr>' in page
+    assert '<tr><th scope="row">max_seconds</th><td>61</td></tr>' in page
