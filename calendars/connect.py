@@ -17,17 +17,18 @@ from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.utils import timezone
+from django.utils.translation import gettext
 
-from calendars import crypto
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
-from calendars.oauth import TokenGrant
-from calendars.providers.base import ConnectionSnapshot, ProviderError
-from calendars.providers.ics import IcsFeedProvider
-from calendars.providers.ics_fetch import check_feed_url, feed_host
 from calendars.push import worklist
 from calendars.snapshot import owner_facts
 from calendars.sync import apply_events
 from core.config import NudgeConfig
+from providers import crypto
+from providers.base import ConnectionSnapshot, ProviderError
+from providers.ics import IcsFeedProvider
+from providers.ics_fetch import check_feed_url, feed_host
+from providers.oauth import TokenGrant
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.calendars")
@@ -53,7 +54,9 @@ def vet_feed_url(user_id: int, url: str, *, allow_private: bool, say_why: bool =
     except ProviderError as exc:
         reason = crypto.scrub(str(exc), url)
         logger.info("refused an ICS address", extra={"user_id": user_id, "reason": reason})
-        raise ConnectError(reason if say_why else REFUSED) from None
+        # Written in the language of the request that asked (issue 33); the constant
+        # stays English for the log and the command line.
+        raise ConnectError(reason if say_why else gettext(REFUSED)) from None
 
 
 def check_calendar_cap(user_id: int, cap: int) -> None:

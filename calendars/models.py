@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models.functions import Least
+from django.utils.translation import gettext_lazy as _
 
 from tenancy.models import TenantModel
 
@@ -16,15 +17,15 @@ from tenancy.models import TenantModel
 class Provider(models.TextChoices):
     GOOGLE = "google", "Google Calendar"
     MICROSOFT = "microsoft", "Microsoft 365"
-    ICS = "ics", "ICS feed"
+    ICS = "ics", _("ICS feed")
     # Events written locally (demo data, imports): nothing to sync.
-    LOCAL = "local", "Local events (not synced)"
+    LOCAL = "local", _("Local events (not synced)")
 
 
 class ConnectionStatus(models.TextChoices):
-    ACTIVE = "active", "Active"
-    NEEDS_REAUTH = "needs_reauth", "Needs re-authorisation"
-    ERROR = "error", "Last sync failed"
+    ACTIVE = "active", _("Active")
+    NEEDS_REAUTH = "needs_reauth", _("Needs re-authorisation")
+    ERROR = "error", _("Last sync failed")
 
 
 class PushState(models.TextChoices):
@@ -43,7 +44,7 @@ class CalendarConnection(TenantModel):
     provider = models.CharField(max_length=16, choices=Provider.choices)
     account = models.CharField(max_length=255, blank=True, default="")
     calendar_id = models.CharField(max_length=255, blank=True, default="primary")
-    # Encrypted with calendars.crypto; never shown in the admin or in errors.
+    # Encrypted with providers.crypto; never shown in the admin or in errors.
     access_token_encrypted = models.TextField(blank=True, default="")
     refresh_token_encrypted = models.TextField(blank=True, default="")
     feed_url_encrypted = models.TextField(

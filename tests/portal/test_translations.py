@@ -11,8 +11,10 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
 from accounts.models import Channel, DeliverySettings
+from calendars.connect import REFUSED
 from calendars.models import CalendarConnection, Provider
 from core.config import NudgeConfig
 from followups import actions as followups
@@ -176,3 +178,32 @@ def test_a_snoozed_nudge_reads_as_snoozed(tg, elena):
     ).text
     assert as_snoozed != as_reminder
     assert text.splitlines()[0] == as_snoozed.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("language", "words"),
+    [
+        ("de", ("Aktiv", "ICS-Kalender", "Diese Adresse kann nicht verwendet werden.")),
+        ("es", ("Activo", "Calendario ICS", "Esta dirección no se puede usar.")),
+    ],
+)
+def test_calendars_page_status_type_and_refusal_are_translated(signed_in, language, words):
+    """issue 33: German and Spanish Calendars pages still showed English for a
+    connection's status ("Active"), its type ("ICS feed") and the refusal sentence."""
+    user, client = signed_in(f"cal_{language}")
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user_id=user.pk).update(language=language)
+        CalendarConnection.objects.create(
+            user_id=user.pk, provider=Provider.ICS, account="Team", last_synced_at=timezone.now()
+        )
+
+    shown = client.get(reverse("portal:calendars")).content.decode()
+    refused = client.post(
+        reverse("portal:calendar_add_ics"), {"url": "http://127.0.0.1:8080/cal.ics"}
+    ).content.decode()
+
+    for page in (shown, refused):
+        assert words[0] in page and words[1] in page
+        for english in ("Active", "ICS feed", escape(REFUSED), REFUSED[:28]):
+            assert english not in page
+    assert words[2] in refused
