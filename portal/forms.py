@@ -10,6 +10,7 @@ from importlib import resources
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.functional import lazy
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
@@ -68,12 +69,19 @@ def timezone_choices(keep: str = "") -> list[tuple[str, str]]:
     return [("UTC", "UTC"), *((name, name.replace("_", " ")) for name in names)]
 
 
-CLOCK_ATTRS = {
-    "type": "text",
-    "inputmode": "numeric",
-    "pattern": "([01][0-9]|2[0-3]):[0-5][0-9]",
-    "autocomplete": "off",
-}
+# A time of day typed either way (issue 33): "21:00", "9:00 pm", "9pm", "9 p.m.".
+CLOCK_ATTRS = {"type": "text", "autocomplete": "off"}
+CLOCK_INPUTS = ["%H:%M", "%I:%M %p", "%I:%M%p", "%I %p", "%I%p"]
+
+
+class ClockTimeField(forms.TimeField):
+    """A time of day on either clock: 24-hour ("21:00") or 12-hour ("9:00 pm")."""
+
+    def to_python(self, value):
+        if isinstance(value, str):
+            value = re.sub(r"\s+", " ", value.strip().lower().replace(".", ""))
+            value = re.sub(r"^(\d{1,2})(\d{2})( ?[ap]m)$", r"\1:\2\3", value)
+        return super().to_python(value)
 
 
 class SettingsForm(forms.Form):
@@ -93,26 +101,38 @@ class SettingsForm(forms.Form):
         label=_("Nudge me this many minutes before"),
         widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
     )
-    # Typed as 24-hour HH:MM, as every time in the app is shown: a browser's time
-    # picker follows its own locale and would show "10:00 PM".
-    quiet_start = forms.TimeField(
+    # Typed on either clock, "22:00" or "10:00 pm" (a browser's time picker follows
+    # its own locale, not the person's choice); shown on theirs (``__init__``).
+    quiet_start = ClockTimeField(
         required=False,
         label=_("Quiet from"),
-        input_formats=["%H:%M"],
-        error_messages={"invalid": _("Give a 24-hour time, such as 22:00.")},
+        input_formats=CLOCK_INPUTS,
+        error_messages={"invalid": _("Give a time such as 22:00 or 10:00 pm.")},
         widget=forms.TimeInput(attrs=CLOCK_ATTRS | {"placeholder": "22:00"}, format="%H:%M"),
     )
-    quiet_end = forms.TimeField(
+    quiet_end = ClockTimeField(
         required=False,
         label=_("until"),
-        input_formats=["%H:%M"],
-        error_messages={"invalid": _("Give a 24-hour time, such as 07:00.")},
+        input_formats=CLOCK_INPUTS,
+        error_messages={"invalid": _("Give a time such as 07:00 or 7:00 am.")},
         widget=forms.TimeInput(attrs=CLOCK_ATTRS | {"placeholder": "07:00"}, format="%H:%M"),
     )
     paused = forms.BooleanField(required=False, label=_("Pause all nudges"))
 
-    def __init__(self, *args, current_channel: str = "", current_zone: str = "", **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        current_channel: str = "",
+        current_zone: str = "",
+        current_clock: str = "",
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
+        if current_clock == Clock.H12:  # shown on the person's clock (either is accepted)
+            for name, example in (("quiet_start", "10:00 PM"), ("quiet_end", "7:00 AM")):
+                widget = self.fields[name].widget
+                widget.format = "%I:%M %p"
+                widget.attrs["placeholder"] = example
         self.fields["timezone"].choices = timezone_choices(current_zone)
         # The console channel prints to the server's log: offered in development only
         # (kept in the list while an older account still has it, so the form saves).
@@ -190,6 +210,24 @@ _title_limit_words = lazy(
 )
 
 
+# The morning quick choices on a 12-hour clock: "Tomorrow 9:00 AM" (issue 33).
+QUICK_CHOICES_AT = {
+    "tomorrow_morning": _("Tomorrow %(time)s"),
+    "monday_morning": _("Monday %(time)s"),
+}
+
+
+def quick_choices(clock: str) -> dict[str, str]:
+    """The quick choices' labels on the person's clock, in the active language."""
+    if clock != Clock.H12:
+        return QUICK_CHOICES
+    nine = date_format(datetime(2001, 1, 1, 9, 0), "g:i A")
+    return {
+        value: QUICK_CHOICES_AT[value] % {"time": nine} if value in QUICK_CHOICES_AT else label
+        for value, label in QUICK_CHOICES.items()
+    }
+
+
 class FollowUpForm(forms.Form):
     """A follow-up: what, when (or a quick choice), how it repeats and when to nudge.
 
@@ -237,13 +275,14 @@ class FollowUpForm(forms.Form):
         zone: tzinfo = UTC,
         now: datetime | None = None,
         keep_due: datetime | None = None,
+        clock: str = Clock.H24,
         **kwargs,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.zone, self.now = zone, now
         # Editing: a due time left as it was is not "in the past" (the title may change).
         self.keep_due = keep_due
-        self.quick_choices = QUICK_CHOICES
+        self.quick_choices = quick_choices(clock)
         kept = set(self.initial.get("reminder_minutes") or ()) - {m for m, _ in REMINDER_CHOICES}
         if kept:
             self.fields["reminder_minutes"].choices = sorted(

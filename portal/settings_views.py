@@ -55,6 +55,7 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                         initial=_initial(delivery),
                         current_channel=delivery.channel,
                         current_zone=delivery.timezone,
+                        current_clock=delivery.clock,
                     ),
                     "tokens": list(
                         ApiToken.objects.filter(user_id=user_id, revoked_at=None).order_by("pk")
@@ -125,7 +126,10 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     with tenant_scope(user_id):
         current = ensure_settings(user_id)
     form = SettingsForm(
-        request.POST, current_channel=current.channel, current_zone=current.timezone
+        request.POST,
+        current_channel=current.channel,
+        current_zone=current.timezone,
+        current_clock=current.clock,
     )
     if not form.is_valid():
         return _settings_page(request, form)

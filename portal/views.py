@@ -71,11 +71,12 @@ def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
 
 
 def _add_follow_up(
-    request: HttpRequest, zone, when_format: str, back: str
+    request: HttpRequest, zone, formats: dict[str, str], back: str
 ) -> tuple[FollowUpForm, HttpResponse | None]:
     """The add form of a page, and the redirect after a successful POST of it (saying
     when the follow-up is due, on the person's clock)."""
-    form = FollowUpForm(request.POST or None, zone=zone)
+    when_format = formats["when_format"]
+    form = FollowUpForm(request.POST or None, zone=zone, clock=formats["clock"])
     created = _create_follow_up(request, form, zone) if request.method == "POST" else None
     if created is not None:
         # The time a quick choice chose, or a repeating one's first occurrence.
@@ -102,7 +103,7 @@ def _zone_and_formats(user_id: int):
 def home(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
     zone, formats = _zone_and_formats(user_id)
-    form, added = _add_follow_up(request, zone, formats["when_format"], "portal:home")
+    form, added = _add_follow_up(request, zone, formats, "portal:home")
     if added:
         return added
     now = timezone.now()
@@ -131,7 +132,7 @@ def home(request: HttpRequest) -> HttpResponse:
 def follow_up_list(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
     zone, formats = _zone_and_formats(user_id)
-    form, added = _add_follow_up(request, zone, formats["when_format"], "portal:follow_ups")
+    form, added = _add_follow_up(request, zone, formats, "portal:follow_ups")
     if added:
         return added
     rows = followups.list_follow_ups(user_id, limit=200)
@@ -162,7 +163,13 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
             "repeat_weekdays": found.repeat_weekdays,
             "reminder_minutes": found.reminder_minutes,
         }
-        form = FollowUpForm(request.POST or None, initial=initial, zone=zone, keep_due=found.due_at)
+        form = FollowUpForm(
+            request.POST or None,
+            initial=initial,
+            zone=zone,
+            keep_due=found.due_at,
+            clock=_formats["clock"],
+        )
         if request.method == "POST" and form.is_valid():
             due_at = form.cleaned_data["due_at"]
             if due_at == found.due_at.replace(second=0, microsecond=0):

@@ -456,3 +456,49 @@ def test_no_user_form_cuts_a_long_paste_in_the_page(signed_in):
         assert "maxlength" not in page, name
     page = client.post(reverse("portal:api_token_create"), {"name": "n" * 300, "expires_in": ""})
     assert "Keep the name to 80 characters or fewer." in page.content.decode()
+
+
+def test_quick_choices_are_written_on_a_12_hour_clock(signed_in):
+    """issue 33: quick choices read "Tomorrow 9:00" for a person on a 12-hour clock."""
+    user, client = signed_in("ana")
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user_id=user.pk).update(clock="12h")
+    page = client.get(reverse("portal:follow_ups")).content.decode()
+    assert 'value="tomorrow_morning">Tomorrow 9:00 AM</button>' in page
+    assert 'value="monday_morning">Monday 9:00 AM</button>' in page
+    assert "Tomorrow 9:00<" not in page
+
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user_id=user.pk).update(clock="24h")
+    page = client.get(reverse("portal:follow_ups")).content.decode()
+    assert 'value="tomorrow_morning">Tomorrow 9:00</button>' in page
+
+
+def test_quiet_hours_accept_either_clock_and_say_so(signed_in):
+    """issue 33: quiet hours demanded "a 24-hour time"; "9:00 pm" and "21:00" are both
+    taken, and the page and its refusal say so in plain words."""
+    user, client = signed_in("ana")
+    data = {"channel": "console", "timezone": "UTC", "default_lead_minutes": "10"}
+    for start, end in (("9:00 pm", "7:00 am"), ("21:00", "07:00"), ("9pm", "7 a.m.")):
+        response = client.post(
+            reverse("portal:settings"), {**data, "quiet_start": start, "quiet_end": end}
+        )
+        assert response.status_code == 302, (start, end)
+        with tenant_scope(user.pk):
+            stored = DeliverySettings.objects.get(user_id=user.pk)
+        assert (stored.quiet_start, stored.quiet_end) == (time(21, 0), time(7, 0))
+
+    page = client.get(reverse("portal:settings")).content.decode()
+    assert "such as 22:00 or 10:00 pm" in page
+
+    page = client.post(
+        reverse("portal:settings"), {**data, "quiet_start": "25:00", "quiet_end": "7:00 am"}
+    ).content.decode()
+    assert "Give a time such as 22:00 or 10:00 pm." in page
+    assert "Give a 24-hour time" not in page
+
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user_id=user.pk).update(clock="12h")
+    page = client.get(reverse("portal:settings")).content.decode()
+    field = re.search(r"<input[^>]*id=\"id_quiet_start\"[^>]*>", page).group(0)
+    assert 'value="09:00 PM"' in field
