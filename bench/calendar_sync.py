@@ -64,7 +64,7 @@ SEED = """
 import json, os
 from datetime import datetime
 from django.contrib.auth import get_user_model
-from calendars import crypto
+from providers import crypto
 from calendars.models import CalendarConnection
 try:
     from accounts.models import DeliverySettings

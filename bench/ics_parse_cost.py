@@ -10,7 +10,7 @@ feed is parsed ``--feeds`` times one after another
 - **fork per feed**: the bounded parse as it was until this change (``f4ebbb3``,
   copied below): a ``multiprocessing`` fork of this process per feed;
 - **template**: ``ics_parse.parse_feed_bounded`` now, a fork per feed of the small
-  warm template process (``calendars/providers/parse_template.py``);
+  warm template process (``providers/parse_template.py``);
 - **in process**: ``parse_feed`` itself, warm, the floor (measured in a fork, so that
   this process stays as cold as the sweep, which never parses a feed itself).
 
@@ -51,8 +51,8 @@ WINDOW = {
 
 def _fork_per_feed(body: bytes, **options: Any) -> Any:
     """``parse_feed_bounded`` as of ``f4ebbb3``: a fork of the calling process per feed."""
-    from calendars.providers.base import MalformedPayload, ProviderError
-    from calendars.providers.ics_parse import parse_seconds
+    from providers.base import MalformedPayload, ProviderError
+    from providers.ics_parse import parse_seconds
 
     seconds = options.pop("seconds", None) or parse_seconds(len(body))
     context = multiprocessing.get_context("fork")
@@ -75,8 +75,8 @@ def _fork_per_feed(body: bytes, **options: Any) -> Any:
 
 
 def _parse_in_fork(send: Any, body: bytes, seconds: float, options: dict[str, Any]) -> None:
-    from calendars.providers.base import MalformedPayload, ProviderError
-    from calendars.providers.ics_parse import parse_feed
+    from providers.base import MalformedPayload, ProviderError
+    from providers.ics_parse import parse_feed
 
     cpu = math.ceil(seconds) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -93,7 +93,7 @@ def _parse_in_fork(send: Any, body: bytes, seconds: float, options: dict[str, An
 def _cpu_seconds() -> tuple[float, float]:
     """CPU of this process, and of everything it had parse for it: its reaped children
     (the forks), the template and the template's reaped children."""
-    from calendars.providers import parse_template
+    from providers import parse_template
 
     own, children = (
         usage.ru_utime + usage.ru_stime
@@ -137,7 +137,7 @@ def _in_process(body: bytes, feeds: int) -> dict[str, float]:
 
 
 def _time_in_process(send: Any, body: bytes, feeds: int) -> None:
-    from calendars.providers.ics_parse import parse_feed
+    from providers.ics_parse import parse_feed
 
     parse_feed(body, **WINDOW)
     wall, cpu = time.monotonic(), time.process_time()
@@ -155,8 +155,8 @@ def main() -> None:
     setup_django()
     import calendars.sync  # noqa: F401 — the sweep's modules, for its size
     import sweeps.materialize  # noqa: F401
-    from calendars.providers import parse_template
-    from calendars.providers.ics_parse import parse_feed_bounded
+    from providers import parse_template
+    from providers.ics_parse import parse_feed_bounded
     from tests.calendars.ics_samples import FEED
 
     idle = threading.Event()

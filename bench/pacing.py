@@ -71,7 +71,7 @@ from datetime import timedelta
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
-from calendars import crypto
+from providers import crypto
 from calendars.models import CalendarConnection
 from calendars.sync_pool import sync_user_connections
 from core.config import NudgeConfig

@@ -133,9 +133,9 @@ class Day:
         from django.contrib.auth import get_user_model
 
         from accounts.models import DeliverySettings
-        from calendars import crypto
         from calendars.models import CalendarConnection
         from calendars.push import worklist
+        from providers import crypto
         from tenancy.scope import tenant_scope
 
         user = get_user_model().objects.create_user(

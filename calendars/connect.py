@@ -19,16 +19,16 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from calendars import crypto
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
-from calendars.oauth import TokenGrant
-from calendars.providers.base import ConnectionSnapshot, ProviderError
-from calendars.providers.ics import IcsFeedProvider
-from calendars.providers.ics_fetch import check_feed_url, feed_host
 from calendars.push import worklist
 from calendars.snapshot import owner_facts
 from calendars.sync import apply_events
 from core.config import NudgeConfig
+from providers import crypto
+from providers.base import ConnectionSnapshot, ProviderError
+from providers.ics import IcsFeedProvider
+from providers.ics_fetch import check_feed_url, feed_host
+from providers.oauth import TokenGrant
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.calendars")

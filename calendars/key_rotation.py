@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 from django.contrib.auth import get_user_model
 
-from calendars import crypto
 from calendars.models import CalendarConnection
+from providers import crypto
 from tenancy.scope import tenant_scope
 
-# Every column that holds a calendar secret encrypted with calendars.crypto.
+# Every column that holds a calendar secret encrypted with providers.crypto.
 SECRET_COLUMNS = ("access_token_encrypted", "refresh_token_encrypted", "feed_url_encrypted")
 
 

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 
-from calendars import crypto
 from calendars.models import CalendarConnection
-from calendars.providers.base import (
+from core.config import NudgeConfig
+from providers import crypto
+from providers.base import (
     ConnectionSnapshot,
 )
-from core.config import NudgeConfig
 
 # A window of subjects' start instants: (from, to].
 Window = tuple[datetime, datetime]

@@ -40,10 +40,17 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
 
-from calendars import crypto, statements
+from calendars import statements
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
-from calendars.providers import get_provider
-from calendars.providers.base import (
+from calendars.push.freshness import fetch_window
+from calendars.snapshot import (
+    rotated_meanwhile,
+    snapshot_of,
+    token_values,
+)
+from core.config import NudgeConfig
+from providers import crypto, get_provider
+from providers.base import (
     ConnectionSnapshot,
     FetchResult,
     NeedsReauth,
@@ -52,14 +59,7 @@ from calendars.providers.base import (
     RetryLater,
     calls_in_thread,
 )
-from calendars.providers.ics_fetch import feed_origin
-from calendars.push.freshness import fetch_window
-from calendars.snapshot import (
-    rotated_meanwhile,
-    snapshot_of,
-    token_values,
-)
-from core.config import NudgeConfig
+from providers.ics_fetch import feed_origin
 from tenancy.scope import run_statements, tenant_read, tenant_scope, tenant_statements
 
 # A window of subjects' start instants: (from, to].

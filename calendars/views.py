@@ -28,16 +28,15 @@ from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from calendars import oauth
 from calendars.connect import ConnectError, store_oauth_connection
 from calendars.models import Provider
-from calendars.providers import google, microsoft
-from calendars.providers.base import ProviderError
 from calendars.push import notifications
 from core import json_input
 from core.config import NudgeConfig
+from providers import google, microsoft, oauth
+from providers.base import ProviderError
 
-STATE_SALT = "calendars.oauth.state"
+STATE_SALT = "providers.oauth.state"
 STATE_MAX_AGE_SECONDS = 600
 SESSION_NONCE_KEY = "calendars_oauth_nonce"
 SESSION_VERIFIER_KEY = "calendars_oauth_pkce_verifier"

@@ -59,7 +59,7 @@ def host_list(value: str) -> tuple[str, ...]:
 _LABEL = r"[a-z0-9]([a-z0-9-]*[a-z0-9])?"
 _MEETING_HOST = re.compile(rf"(\*\.)?{_LABEL}(\.{_LABEL})+")
 
-# The meeting services whose links a nudge may carry (calendars/providers/meeting_links.py).
+# The meeting services whose links a nudge may carry (providers/meeting_links.py).
 DEFAULT_MEETING_HOSTS = (
     "meet.google.com,*.zoom.us,teams.microsoft.com,teams.live.com,*.webex.com,"
     "whereby.com,meet.jit.si"

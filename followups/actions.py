@@ -16,11 +16,11 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
 from accounts.actions import announce_change, ensure_settings
-from calendars.providers.normalize import MAX_LEADS_PER_EVENT
 from core.config import NudgeConfig
 from core.zones import known_zone
 from followups.models import FollowUp
 from followups.repeat import WEEKDAY_NAMES, Repeat, next_occurrence
+from providers.normalize import MAX_LEADS_PER_EVENT
 from tenancy.scope import tenant_scope
 
 TITLE_MAX_CHARS = 200

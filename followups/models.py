@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
-from calendars.providers.normalize import MAX_LEADS_PER_EVENT
 from followups.repeat import Repeat
+from providers.normalize import MAX_LEADS_PER_EVENT
 from tenancy.models import TenantModel
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from calendars.providers.meeting_links import MAX_URL_LENGTH
 from messaging.channels.base import NudgeMessage
 from messaging.messages import CLOCKS, LANGUAGES, MAX_TITLE_CHARS, Shape, compose
 from messaging.telegram.send import keyboard
+from providers.meeting_links import MAX_URL_LENGTH
 
 # What one message may hold, in characters, per channel (provider facts):
 # Telegram's sendMessage text, and the body of a WhatsApp message through Twilio.

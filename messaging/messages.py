@@ -37,7 +37,7 @@ clock (12 or 24 hours), with dates and times as their locale writes them
 (Babel): the time alone today, "tomorrow" tomorrow, otherwise the date, with the
 year only when it is not this year. It is at most two lines: what and when,
 then the meeting's join link — or, without one, where it is, with every address
-removed (only a link that passed ``calendars.providers.meeting_links`` is ever
+removed (only a link that passed ``providers.meeting_links`` is ever
 sent). ``docs/MESSAGES.md`` shows every shape in every language; it is
 generated from it by ``manage.py write_message_table``.
 """
@@ -58,8 +58,8 @@ from babel.dates import DateTimePattern, format_timedelta, match_skeleton, parse
 from django.utils import translation
 from django.utils.translation import trans_real
 
-from calendars.providers.meeting_links import without_links
 from messaging.channels.base import NudgeMessage
+from providers.meeting_links import without_links
 
 logger = logging.getLogger("nudge.messages")
 

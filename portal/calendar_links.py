@@ -22,11 +22,11 @@ from datetime import datetime
 import requests
 from django.conf import settings
 
-from calendars import crypto
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.push.channels import push_channel_of, stop_push_channel
 from core.config import NudgeConfig
 from followups.actions import MAX_ID
+from providers import crypto
 from sweeps.replan import refresh_queue
 from tenancy.scope import tenant_scope
 

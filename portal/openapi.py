@@ -9,10 +9,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from calendars.providers.normalize import MAX_LEADS_PER_EVENT
 from core.config import SCHEMA_MAX_LEAD
 from followups.actions import TITLE_MAX_CHARS
 from followups.repeat import WEEKDAY_NAMES, Repeat
+from providers.normalize import MAX_LEADS_PER_EVENT
 
 
 def _error(description: str) -> dict[str, Any]:

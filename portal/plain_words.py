@@ -17,9 +17,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from accounts.rules import NOT_SET_UP
-from calendars.providers.normalize import MAX_LEADS_PER_EVENT
 from core.deployment import NOT_IN_PRODUCTION
 from followups.actions import TITLE_MAX_CHARS
+from providers.normalize import MAX_LEADS_PER_EVENT
 from scheduled_sends.failures import MAY_HAVE_BEEN_DELIVERED, FailureKind
 from scheduled_sends.queue.states import Outcome
 

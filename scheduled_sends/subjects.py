@@ -68,7 +68,7 @@ class Facts:
     language: str = "en"
     clock: str = "24h"
     location: str = ""
-    join_url: str = ""  # only ever a link that passed calendars.providers.meeting_links
+    join_url: str = ""  # only ever a link that passed providers.meeting_links
     snoozed: bool = False  # queued by a Snooze tap: written as the snoozed shape
 
 

@@ -3,7 +3,7 @@
 A cycle is the 15-minute slot a run belongs to. The first ``materialize`` of
 the slot splits the active users into slices (ranges of ids,
 ``NUDGE_MATERIALIZE_SLICE_USERS`` each) in ``materialize_slices``; every
-participant — the same cron line on M machines, or ``--workers N`` forks —
+participant — the same cron line run by several processes, on one machine or M —
 claims one slice at a time (``FOR UPDATE SKIP LOCKED``), visits its users and
 marks it done. The holder renews the slice's lease as it goes; a slice whose
 lease lapsed (its holder died) is taken over in the same cycle. A participant

@@ -18,10 +18,10 @@ from datetime import datetime, timedelta
 from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, EventStatus
-from calendars.providers.normalize import sorted_leads
 from core.config import NudgeConfig
 from followups.models import FollowUp
 from followups.repeat import is_due_at, occurrences
+from providers.normalize import sorted_leads
 from scheduled_sends.models import Kind
 from scheduled_sends.queue import transitions
 from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason

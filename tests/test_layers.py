@@ -21,6 +21,7 @@ LAYERS = (
     "tenancy",
     "pacing",
     "accounts",
+    "providers",
     "calendars",
     "followups",
     "scheduled_sends",

@@ -31,15 +31,14 @@ from datetime import datetime, timedelta
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import reverse
 
-from calendars import crypto
 from calendars.models import CalendarConnection, ConnectionStatus, Provider, PushState
-from calendars.providers import google, microsoft
-from calendars.providers.base import ConnectionSnapshot, ProviderError
 from calendars.push import notifications, worklist
 from calendars.push import secrets as push_secrets
 from calendars.push.freshness import PUSH_PROVIDERS
 from calendars.snapshot import snapshot_of, store_tokens
 from core.config import NudgeConfig
+from providers import crypto, google, microsoft
+from providers.base import ConnectionSnapshot, ProviderError
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.calendars.push")

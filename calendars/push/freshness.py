@@ -33,11 +33,6 @@ from core.config import NudgeConfig
 PUSH_PROVIDERS = (Provider.GOOGLE, Provider.MICROSOFT)
 
 
-def covered_window(window_start: datetime, window_end: datetime) -> dict[str, Any]:
-    """What a Google or Graph fetch stores in ``sync_state``: the window its copy covers."""
-    return {"window_start": window_start.isoformat(), "window_end": window_end.isoformat()}
-
-
 def _covers(state: dict[str, Any], start: datetime, end: datetime) -> bool:
     try:
         stored_start = datetime.fromisoformat(state["window_start"])

@@ -52,9 +52,9 @@ from datetime import datetime
 from typing import Any
 
 from calendars.models import CalendarConnection, Provider, PushState
-from calendars.providers import normalize as n
 from calendars.push import secrets as push_secrets
 from calendars.push import worklist
+from providers import normalize as n
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.calendars.push")

@@ -9,8 +9,8 @@ import pytest
 from cryptography.fernet import Fernet
 from django.urls import reverse
 
-from calendars import crypto
 from calendars.models import CalendarConnection, Provider
+from providers import crypto
 from tenancy.scope import tenant_scope
 
 CONNECTIONS = reverse("admin:calendars_calendarconnection_changelist")

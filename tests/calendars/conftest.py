@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 
-from calendars import crypto
 from calendars.models import CalendarConnection, CalendarEvent
-from calendars.providers.base import reset_call_counter
 from calendars.sync import SyncSummary
 from calendars.sync_pool import sync_user_connections
 from core.config import NudgeConfig
+from providers import crypto
+from providers.base import reset_call_counter
 from tenancy.scope import tenant_scope
 from tests.fakes import google_server, microsoft_server
 from tests.fakes.fixtures import fake_telegram, telegram_settings  # noqa: F401 — fixtures

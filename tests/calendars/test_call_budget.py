@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from calendars.providers.base import call_count, reset_call_counter
+from providers.base import call_count, reset_call_counter
 from tests.calendars.conftest import NOW, run_sync
 from tests.calendars.ics_samples import FEED
 from tests.fakes.google_server import google_event

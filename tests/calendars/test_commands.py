@@ -7,8 +7,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from calendars import crypto
 from calendars.models import CalendarConnection, CalendarEvent
+from providers import crypto
 from tenancy.scope import tenant_scope
 from tests.calendars.ics_samples import FEED, SINGLE
 from tests.fakes.base import Answer

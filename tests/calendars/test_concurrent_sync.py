@@ -14,9 +14,9 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from calendars.providers.ics_parse import parse_feed_bounded
 from calendars.sync_pool import SyncPool
 from core.config import NudgeConfig
+from providers.ics_parse import parse_feed_bounded
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
 from sweeps.materialize import run_materialize

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connections
 
-from calendars import crypto
-from calendars.providers import google as google_provider
-from calendars.providers.base import call_count
+from providers import crypto
+from providers import google as google_provider
+from providers.base import call_count
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
 from tests.fakes.base import Answer
 from tests.fakes.google_server import google_event

@@ -20,8 +20,8 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 
-from calendars.providers import ics_fetch, untrusted_fetch
-from calendars.providers.base import ProviderError
+from providers import ics_fetch, untrusted_fetch
+from providers.base import ProviderError
 from sweeps.deliver import run_deliver
 from sweeps.materialize import run_materialize
 from tests.calendars.conftest import NOW, events_of, make_connection, reload, run_sync
@@ -281,7 +281,7 @@ def test_rules_that_never_match_cannot_burn_the_sweep(fake_ics, ics_connection):
 
 
 def test_the_bounded_parse_returns_what_the_parse_returns():
-    from calendars.providers.ics_parse import parse_feed, parse_feed_bounded
+    from providers.ics_parse import parse_feed, parse_feed_bounded
     from tests.calendars.ics_samples import FEED
 
     window = {"start": NOW, "end": NOW + timedelta(days=7), "timezone": "Europe/Berlin"}
@@ -289,7 +289,7 @@ def test_the_bounded_parse_returns_what_the_parse_returns():
 
 
 def test_a_parse_error_comes_back_from_the_child():
-    from calendars.providers.ics_parse import parse_feed_bounded
+    from providers.ics_parse import parse_feed_bounded
 
     with pytest.raises(ProviderError, match="not an iCalendar feed"):
         parse_feed_bounded(b"<html></html>", start=NOW, end=NOW + timedelta(days=1))

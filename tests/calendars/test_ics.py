@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from calendars.providers import ics as ics_provider
-from calendars.providers import ics_fetch
-from calendars.providers.base import ProviderError
+from providers import ics as ics_provider
+from providers import ics_fetch
+from providers.base import ProviderError
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
 from tests.calendars.ics_samples import FEED, SINGLE, crlf, runaway
 from tests.fakes.base import Answer

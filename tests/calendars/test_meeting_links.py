@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from calendars.connect import connect_ics_feed
-from calendars.providers.meeting_links import join_url, without_links
 from core.config import DEFAULT_MEETING_HOSTS, NudgeConfig, host_list
+from providers.meeting_links import join_url, without_links
 from sweeps.deliver import run_deliver
 from sweeps.materialize import run_materialize
 from tests.calendars.conftest import events_of, run_sync

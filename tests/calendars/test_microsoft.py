@@ -7,8 +7,8 @@ from email.utils import format_datetime
 
 import pytest
 
-from calendars import crypto
-from calendars.providers import microsoft as graph_provider
+from providers import crypto
+from providers import microsoft as graph_provider
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
 from tests.fakes.base import Answer
 from tests.fakes.microsoft_server import FakeGraph, graph_event

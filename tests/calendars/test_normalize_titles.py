@@ -1,6 +1,6 @@
 """Titles from providers are stored whatever they contain."""
 
-from calendars.providers import normalize
+from providers import normalize
 
 
 def test_nul_characters_are_dropped_and_long_titles_bounded():

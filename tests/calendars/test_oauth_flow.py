@@ -7,9 +7,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.core import signing
 
-from calendars import crypto
 from calendars.models import CalendarConnection
 from calendars.views import STATE_SALT
+from providers import crypto
 from tenancy.scope import tenant_scope
 from tests.calendars.conftest import run_sync
 from tests.fakes import google_server, microsoft_server

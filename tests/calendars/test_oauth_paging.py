@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 import pytest
 
 from calendars.models import CalendarConnection
-from calendars.providers import google as google_provider
-from calendars.providers import microsoft as graph_provider
-from calendars.providers.oauth_paging import MAX_PAGES
+from providers import google as google_provider
+from providers import microsoft as graph_provider
+from providers.oauth_paging import MAX_PAGES
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
 from tests.fakes.base import Answer, RecordedRequest
 from tests.fakes.google_server import FakeGoogle, google_event

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from calendars.providers import parse_template
-from calendars.providers.base import MalformedPayload
-from calendars.providers.ics_parse import parse_feed, parse_feed_bounded
+from providers import parse_template
+from providers.base import MalformedPayload
+from providers.ics_parse import parse_feed, parse_feed_bounded
 from tests.calendars.conftest import NOW
 from tests.calendars.ics_samples import FEED, SINGLE, crlf
 from tests.calendars.test_hostile_feeds import never_matching
@@ -186,8 +186,8 @@ def test_a_forked_process_starts_its_own_template():
 def test_the_template_ends_with_its_parent():
     script = (
         "from datetime import datetime, timedelta, UTC\n"
-        "from calendars.providers.ics_parse import parse_feed_bounded\n"
-        "from calendars.providers import parse_template\n"
+        "from providers.ics_parse import parse_feed_bounded\n"
+        "from providers import parse_template\n"
         "from tests.calendars.ics_samples import SINGLE\n"
         "now = datetime(2026, 12, 2, tzinfo=UTC)\n"
         "parse_feed_bounded(SINGLE, start=now, end=now + timedelta(days=1))\n"

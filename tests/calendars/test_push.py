@@ -447,7 +447,7 @@ def test_missed_notifications_fetch_again(graph_setup, fake_graph):
 
 def test_connecting_through_oauth_enrolls_the_connection(make_user, fake_google):
     from calendars.connect import store_oauth_connection
-    from calendars.oauth import TokenGrant
+    from providers.oauth import TokenGrant
 
     user = make_user()
     access, refresh = fake_google.issue_tokens()

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from accounts.models import DeliverySettings
-from calendars.providers.ics_parse import parse_feed, parse_seconds
+from providers.ics_parse import parse_feed, parse_seconds
 from scheduled_sends.models import ScheduledSend
 from sweeps.materialize import run_materialize
 from tenancy.scope import tenant_scope

@@ -19,11 +19,11 @@ from itertools import pairwise
 import pytest
 from django.db import connection as db_connection
 
-from calendars.providers.base import ConnectionSnapshot, request_budgets
-from calendars.providers.google import GoogleCalendarProvider
 from calendars.sync import Outcome
 from core.config import NudgeConfig
 from pacing.pacer import LEAD, Budget, ChannelPacer, SharedBudgets
+from providers.base import ConnectionSnapshot, request_budgets
+from providers.google import GoogleCalendarProvider
 from tests.calendars.conftest import NOW, run_sync
 from tests.fakes.base import Quota
 

@@ -9,9 +9,9 @@ import pytest
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
-from calendars import crypto
 from calendars.snapshot import snapshot_of
 from core.config import NudgeConfig
+from providers import crypto
 from tests.calendars.conftest import NOW, reload, run_sync
 from tests.fakes.base import Answer
 

@@ -18,8 +18,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from calendars.models import PushWork
-from calendars.providers.ics_parse import parse_feed_bounded
 from calendars.push import worklist
+from providers.ics_parse import parse_feed_bounded
 from sweeps.sync_changed import run_sync_changed
 from tests.calendars.conftest import NOW, make_connection
 from tests.calendars.ics_samples import SINGLE

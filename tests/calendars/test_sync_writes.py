@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 
 from calendars.models import CalendarConnection
-from calendars.providers import ics as ics_provider
-from calendars.providers.base import ProviderEvent
 from calendars.sync import apply_events
+from providers import ics as ics_provider
+from providers.base import ProviderEvent
 from tenancy.scope import tenant_scope
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
 from tests.calendars.ics_samples import FEED

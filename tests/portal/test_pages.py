@@ -13,9 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import DeliverySettings
-from calendars import crypto
 from calendars.models import CalendarConnection
 from followups.models import FollowUp
+from providers import crypto
 from tenancy.scope import tenant_scope
 from tests.fakes.google_server import FakeGoogle
 from tests.security.test_signin_throttle import wait_for_mailers

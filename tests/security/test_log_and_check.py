@@ -10,9 +10,9 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
-from calendars.providers import ics_repair
-from calendars.providers.base import FetchResult
 from core.log_format import KeyValueFormatter
+from providers import ics_repair
+from providers.base import FetchResult
 from tests.conftest import admin_url
 from tests.support.processes import PROJECT_ROOT, subprocess_env
 

@@ -22,9 +22,9 @@ from cryptography.fernet import Fernet
 from django.db import connection
 from django.utils import timezone
 
-from calendars import crypto
 from calendars.models import CalendarConnection, Provider
 from core.log_format import KeyValueFormatter
+from providers import crypto
 from scheduled_sends.models import ScheduledSend, SweepRun
 from sweeps.deliver import run_deliver
 from sweeps.materialize import run_materialize

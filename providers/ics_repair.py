@@ -18,7 +18,7 @@ from typing import Any
 
 import icalendar
 
-from calendars.providers.base import FetchResult
+from providers.base import FetchResult
 
 _VEVENT_BLOCK = re.compile(rb"^BEGIN:VEVENT\r?$.*?^END:VEVENT\r?$\n?", re.M | re.S)
 # Lines that make a block more than one fixed interval (or that we do not date here).

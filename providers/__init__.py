@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from calendars.providers.base import CalendarProvider
+from providers.base import CalendarProvider
 
 
 def get_provider(name: str) -> CalendarProvider:
     """The provider implementation for a ``Provider`` value."""
-    from calendars.providers.google import GoogleCalendarProvider
-    from calendars.providers.ics import IcsFeedProvider
-    from calendars.providers.microsoft import MicrosoftGraphProvider
+    from providers.google import GoogleCalendarProvider
+    from providers.ics import IcsFeedProvider
+    from providers.microsoft import MicrosoftGraphProvider
 
     implementations: dict[str, type[CalendarProvider]] = {
         "google": GoogleCalendarProvider,

@@ -40,7 +40,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import HTTPError, LocationParseError
 
-from calendars.providers.base import ProviderError, RetryLater
+from providers.base import ProviderError, RetryLater
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 

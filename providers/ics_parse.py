@@ -29,11 +29,11 @@ import icalendar
 import recurring_ical_events
 import x_wr_timezone
 
-from calendars.providers import ics_repair as repair
-from calendars.providers import meeting_links, parse_template
-from calendars.providers import normalize as n
-from calendars.providers.base import FetchResult, MalformedPayload, ProviderEvent
-from calendars.providers.ics_repair import FREQ_SECONDS, first_value, rules_of
+from providers import ics_repair as repair
+from providers import meeting_links, parse_template
+from providers import normalize as n
+from providers.base import FetchResult, MalformedPayload, ProviderEvent
+from providers.ics_repair import FREQ_SECONDS, first_value, rules_of
 
 logger = logging.getLogger("nudge.calendars.ics")
 

@@ -33,8 +33,8 @@ exited or was killed; no PDEATHSIG needed), killing the children it still has.
 A dead template is replaced by the next parse, and so is a stuck one (alive, but
 no child started within the feed's deadline); a feed whose child it never
 started is tried once more on the new one (a child that outlives a killed
-template still ends at its CPU limit). A forked copy of the parent
-(``materialize --workers``) forgets the parent's template and starts its own.
+template still ends at its CPU limit). A forked copy of the parent forgets the
+parent's template and starts its own.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
-from calendars.providers.base import FetchResult, MalformedPayload, ProviderError
+from providers.base import FetchResult, MalformedPayload, ProviderError
 
 # How long a new template may take to import and warm up (seconds of wall clock).
 START_SECONDS = 30.0
@@ -72,7 +72,7 @@ _PARSE = b"P"
 _KILL = b"K"
 _TOKEN = struct.Struct("!Q")
 _LENGTH = struct.Struct("!Q")
-_ROOT = str(Path(__file__).resolve().parents[2])
+_ROOT = str(Path(__file__).resolve().parents[1])
 # All of the sweep's environment the template gets: what the interpreter needs to start and
 # what decides how zones read. Never the database address, keys or tokens.
 PASSED_ENVIRONMENT = (
@@ -86,7 +86,7 @@ PASSED_ENVIRONMENT = (
     "TZ",
     "TZDIR",
 )
-_MODULE = "calendars.providers.parse_template"
+_MODULE = "providers.parse_template"
 
 # What a template parses before it says it is ready, so its children start warm (lazy
 # imports done, caches filled): series with exceptions and overrides, alarms, attendees,
@@ -209,7 +209,7 @@ class _Template:
             raise ProviderError("ics: the parse process did not start")
         self.control.settimeout(None)
         # Reaped at exit, so its CPU is counted as its parent's: atexit below, and this for a
-        # multiprocessing child (``materialize --workers``), which exits without atexit.
+        # multiprocessing child, which exits without atexit.
         multiprocessing.util.Finalize(None, stop_template, exitpriority=0)
 
     @property
@@ -410,7 +410,7 @@ def serve(control_fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the template ends
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a child killed at its limit dumps no feed
     control = socket.socket(fileno=control_fd)
-    from calendars.providers import ics_parse
+    from providers import ics_parse
 
     logging.getLogger("nudge").addHandler(logging.NullHandler())
     _warm_up(ics_parse)
@@ -471,7 +471,7 @@ class _Records(list):
 
 def _child(feed: socket.socket, control: socket.socket) -> NoReturn:
     """One feed: say so, read the request, limit the CPU, parse, answer, exit."""
-    from calendars.providers import ics_parse
+    from providers import ics_parse
 
     code = 0
     try:

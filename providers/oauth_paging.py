@@ -31,8 +31,8 @@ from typing import Any
 
 import requests
 
-from calendars import oauth
-from calendars.providers.base import (
+from providers import oauth
+from providers.base import (
     ConnectionSnapshot,
     MalformedPayload,
     NeedsReauth,

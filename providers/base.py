@@ -24,10 +24,10 @@ from typing import Any, Literal
 
 import requests
 
-from calendars.crypto import scrub
 from core.config import NudgeConfig
 from core.http_retry_after import parse_retry_after
 from pacing.pacer import Budget, request_rate_limited, wait_for_request_slot
+from providers.crypto import scrub
 
 # --- The per-process call counter ------------------------------------------------
 
@@ -278,7 +278,7 @@ def _wait_for_slot(provider: str, budgets: list[Budget], snapshot: ConnectionSna
 
 
 _thread_sessions = threading.local()
-# A forked process (``materialize --workers``) opens its own connections: a kept-alive
+# A forked process (a pre-forking server's worker) opens its own connections: a kept-alive
 # socket shared with the parent would interleave two processes' requests.
 os.register_at_fork(after_in_child=lambda: _thread_sessions.__dict__.clear())
 
@@ -373,3 +373,8 @@ def raise_for_transient(response: requests.Response, provider: str, now: datetim
     if response.status_code == 429 or response.status_code >= 500:
         delay = retry_after_delay(response, now)
         raise RetryLater(f"{provider}: HTTP {response.status_code}", retry_after=delay)
+
+
+def covered_window(window_start: datetime, window_end: datetime) -> dict[str, Any]:
+    """What a Google or Graph fetch stores in ``sync_state``: the window its copy covers."""
+    return {"window_start": window_start.isoformat(), "window_end": window_end.isoformat()}

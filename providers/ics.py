@@ -20,15 +20,15 @@ import hashlib
 from datetime import datetime, timedelta
 from typing import Any
 
-from calendars.providers.base import (
+from providers.base import (
     CalendarProvider,
     ConnectionSnapshot,
     FetchResult,
     ProviderError,
     time_left,
 )
-from calendars.providers.ics_fetch import NAME, fetch_feed
-from calendars.providers.ics_parse import parse_feed_bounded, parse_seconds
+from providers.ics_fetch import NAME, fetch_feed
+from providers.ics_parse import parse_feed_bounded, parse_seconds
 
 EXPAND_AHEAD = timedelta(days=6)
 

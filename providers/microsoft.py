@@ -30,10 +30,9 @@ from django.conf import settings
 from urllib3.exceptions import LocationParseError
 from urllib3.util import parse_url
 
-from calendars import oauth
-from calendars.providers import meeting_links
-from calendars.providers import normalize as n
-from calendars.providers.base import (
+from providers import meeting_links, oauth
+from providers import normalize as n
+from providers.base import (
     CalendarProvider,
     ConnectionSnapshot,
     FetchResult,
@@ -41,11 +40,11 @@ from calendars.providers.base import (
     ProviderError,
     ProviderEvent,
     RetryLater,
+    covered_window,
     json_body,
     provider_request,
 )
-from calendars.providers.oauth_paging import PagedListApi, PageRequest, fetch_pages
-from calendars.push.freshness import covered_window
+from providers.oauth_paging import PagedListApi, PageRequest, fetch_pages
 
 logger = logging.getLogger("nudge.calendars.microsoft")
 

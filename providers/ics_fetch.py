@@ -17,8 +17,8 @@ from urllib.parse import urljoin
 import urllib3
 from urllib3.exceptions import HTTPError, LocationParseError
 
-from calendars.providers import untrusted_fetch
-from calendars.providers.base import (
+from providers import untrusted_fetch
+from providers.base import (
     ConnectionSnapshot,
     MalformedPayload,
     NeedsReauth,
@@ -28,7 +28,7 @@ from calendars.providers.base import (
     record_call,
     time_left,
 )
-from calendars.providers.untrusted_fetch import (
+from providers.untrusted_fetch import (
     Answer,
     Deadline,
     UnsafeAddress,

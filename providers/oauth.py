@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 import requests
 
-from calendars.providers.base import (
+from providers.base import (
     ConnectionSnapshot,
     MalformedPayload,
     NeedsReauth,
