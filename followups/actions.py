@@ -51,6 +51,12 @@ def clean_title(title: object) -> str:
     return title
 
 
+# How far ahead a follow-up may be due: further is a typo (2999 for 2029) more
+# often than a plan, and nothing would be said about it for years (issue 33).
+MAX_DUE_YEARS = 5
+MAX_DUE_AHEAD = timedelta(days=MAX_DUE_YEARS * 365 + 2)
+
+
 def clean_due(due_at: datetime, now: datetime) -> datetime:
     if due_at.tzinfo is None or due_at.utcoffset() is None:
         raise FollowUpInvalid(
@@ -58,6 +64,10 @@ def clean_due(due_at: datetime, now: datetime) -> datetime:
         )
     if due_at <= now:
         raise FollowUpInvalid("due_at", "due_at is in the past")
+    if due_at > now + MAX_DUE_AHEAD:
+        raise FollowUpInvalid(
+            "due_at", f"due_at is too far ahead: at most {MAX_DUE_YEARS} years from now"
+        )
     return due_at
 
 

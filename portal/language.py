@@ -56,4 +56,5 @@ def date_formats(delivery: DeliverySettings) -> dict[str, str]:
         "short_format": f"j M, {time_format}",
         "long_format": f"j M Y, {time_format}",
         "when_format": f"D j M, {time_format}",
+        "when_year_format": f"D j M Y, {time_format}",
     }

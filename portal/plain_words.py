@@ -18,7 +18,7 @@ from django.utils.translation import gettext_noop
 
 from accounts.rules import NOT_SET_UP
 from core.deployment import NOT_IN_PRODUCTION
-from followups.actions import TITLE_MAX_CHARS
+from followups.actions import MAX_DUE_YEARS, TITLE_MAX_CHARS
 from providers.normalize import MAX_LEADS_PER_EVENT
 from scheduled_sends.failures import MAY_HAVE_BEEN_DELIVERED, FailureKind
 from scheduled_sends.queue.states import Outcome
@@ -166,6 +166,13 @@ def past_time() -> str:
     return _("That time has already passed. Pick a time later than now.")
 
 
+def too_far_ahead() -> str:
+    return _(
+        "That is more than %(years)s years ahead. Check the year, or pick a date "
+        "within the next %(years)s years."
+    ) % {"years": MAX_DUE_YEARS}
+
+
 def title_too_long(length: int, limit: int) -> str:
     return _("That is %(length)s characters; keep it to %(limit)s or fewer.") % {
         "length": length,
@@ -184,6 +191,8 @@ def follow_up_error(field: str, recorded: str) -> str:
     """A ``FollowUpInvalid`` (written for the API, naming its fields) as a sentence."""
     if field == "due_at" and "past" in recorded:
         return past_time()
+    if field == "due_at" and "too far ahead" in recorded:
+        return too_far_ahead()
     if field == "title" and "empty" in recorded:
         return _("Say what to follow up on.")
     if field == "title" and "control characters" in recorded:

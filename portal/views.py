@@ -80,7 +80,10 @@ def _add_follow_up(
     created = _create_follow_up(request, form, zone) if request.method == "POST" else None
     if created is not None:
         # The time a quick choice chose, or a repeating one's first occurrence.
-        due = timezone.localtime(followups.next_due(created, timezone.now()), zone)
+        now = timezone.now()
+        due = timezone.localtime(followups.next_due(created, now), zone)
+        if due.year != timezone.localtime(now, zone).year:  # the year said when not this one
+            when_format = formats["when_year_format"]
         messages.success(
             request,
             _("Added “%(title)s”, due %(due)s.")

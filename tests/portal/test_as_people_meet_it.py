@@ -502,3 +502,40 @@ def test_quiet_hours_accept_either_clock_and_say_so(signed_in):
     page = client.get(reverse("portal:settings")).content.decode()
     field = re.search(r"<input[^>]*id=\"id_quiet_start\"[^>]*>", page).group(0)
     assert 'value="09:00 PM"' in field
+
+
+def test_a_far_future_date_is_refused_and_the_confirmation_says_the_year(signed_in):
+    """issue 33: year 2999 was accepted silently, and the confirmation dropped the year."""
+    now = timezone.now()
+    # The one rule (website, API and chat): more than 5 years ahead is refused.
+    with pytest.raises(followups.FollowUpInvalid, match="too far ahead"):
+        followups.clean_due(now.replace(year=2999, month=1, day=1), now)
+    in_four_years = now + timedelta(days=4 * 365)
+    assert followups.clean_due(in_four_years, now) == in_four_years
+
+    _user, client = signed_in("ana")
+    page = client.post(
+        reverse("portal:follow_ups"), {"title": "Typo", "due_at": "2999-03-01T09:00"}
+    ).content.decode()
+    assert "That is more than 5 years ahead. Check the year" in page
+    assert "Typo" not in client.get(reverse("portal:follow_ups")).content.decode()
+
+    next_year = now.replace(year=now.year + 1, month=3, day=1, hour=9, minute=0)
+    response = client.post(
+        reverse("portal:follow_ups"),
+        {"title": "Renew", "due_at": next_year.strftime("%Y-%m-%dT%H:%M")},
+        follow=True,
+    )
+    said = response.content.decode()
+    assert re.search(rf"Added “Renew”, due \w+ 1 Mar {now.year + 1}, 09:00\.", said)
+
+    soon = now + timedelta(hours=2)
+    response = client.post(
+        reverse("portal:follow_ups"),
+        {"title": "Soon", "due_at": soon.strftime("%Y-%m-%dT%H:%M")},
+        follow=True,
+    )
+    said = response.content.decode()
+    shown_year = str(soon.year)
+    added = re.search(r"Added “Soon”, due ([^<]*)\.", said).group(1)
+    assert (shown_year in added) == (soon.year != now.year), added
