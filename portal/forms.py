@@ -84,20 +84,53 @@ class ClockTimeField(forms.TimeField):
         return super().to_python(value)
 
 
+# The Settings form's refusals in plain words, never Django's stock "Select a valid
+# choice. X is not one of the available choices." (issue 33). The lead's words are lazy
+# as a whole (see ``_title_limit_words``).
+_lead_words = lazy(
+    lambda: _("Give a whole number of minutes from 0 to %(max)s.") % {"max": MAX_LEAD_MINUTES},
+    str,
+)
+LEAD_ERRORS = {
+    code: _lead_words() for code in ("required", "invalid", "min_value", "max_value", "step_size")
+}
+ZONE_ERRORS = {
+    "required": _("Pick your time zone from the list."),
+    "invalid_choice": _("That is not a time zone we know. Pick yours from the list."),
+}
+CHANNEL_ERRORS = {
+    "required": _("Pick how nudges reach you."),
+    "invalid_choice": _("Pick how nudges reach you from the list."),
+}
+LANGUAGE_ERRORS = {"invalid_choice": _("Pick a language from the list.")}
+CLOCK_ERRORS = {"invalid_choice": _("Pick the 24-hour or the 12-hour clock.")}
+
+
 class SettingsForm(forms.Form):
-    channel = forms.ChoiceField(choices=Channel.choices, label=_("Send nudges by"))
-    timezone = forms.ChoiceField(choices=timezone_choices, label=_("Time zone"))
+    channel = forms.ChoiceField(
+        choices=Channel.choices, label=_("Send nudges by"), error_messages=CHANNEL_ERRORS
+    )
+    timezone = forms.ChoiceField(
+        choices=timezone_choices, label=_("Time zone"), error_messages=ZONE_ERRORS
+    )
     # Each language by its own name; the clock's two ways in the page's language.
     # (Left out of a post, e.g. by an older page, they stay as they are.)
-    language = forms.ChoiceField(choices=Language.choices, label=_("Language"), required=False)
+    language = forms.ChoiceField(
+        choices=Language.choices,
+        label=_("Language"),
+        required=False,
+        error_messages=LANGUAGE_ERRORS,
+    )
     clock = forms.ChoiceField(
         choices=[(Clock.H24, _("24-hour (15:00)")), (Clock.H12, _("12-hour (3:00 PM)"))],
         label=_("Clock"),
         required=False,
+        error_messages=CLOCK_ERRORS,
     )
     default_lead_minutes = forms.IntegerField(
         min_value=0,
         max_value=MAX_LEAD_MINUTES,
+        error_messages=LEAD_ERRORS,
         label=_("Nudge me this many minutes before"),
         widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
     )

@@ -211,7 +211,7 @@ def test_time_zone_is_a_picker_of_iana_zones(signed_in):
         reverse("portal:settings"),
         {"channel": "console", "timezone": "Mars/Olympus_Mons", "default_lead_minutes": 10},
     )
-    assert b"Select a valid choice" in response.content
+    assert "That is not a time zone we know." in response.content.decode()
 
 
 @pytest.fixture
@@ -346,5 +346,34 @@ def test_the_console_channel_is_not_offered_once_a_real_channel_is_chosen(signed
         reverse("portal:settings"),
         {"channel": "console", "timezone": "UTC", "default_lead_minutes": 10},
     )
-    assert b"Select a valid choice" in response.content
+    assert "Pick how nudges reach you from the list." in response.content.decode()
     assert settings_of(user).channel == "telegram"
+
+
+@pytest.mark.parametrize(
+    ("language", "zone_words", "lead_words"),
+    [
+        ("en", "That is not a time zone we know.", "from 0 to 1440."),
+        ("de", "Diese Zeitzone kennen wir nicht.", "zwischen 0 und 1440 an."),
+        ("es", "No conocemos esa zona horaria.", "entre 0 y 1440."),
+        ("fr", "Nous ne connaissons pas ce fuseau horaire.", "entre 0 et 1440."),
+        ("pt_BR", "Não conhecemos esse fuso horário.", "entre 0 e 1440."),
+    ],
+)
+def test_settings_errors_are_plain_words_in_the_persons_language(
+    signed_in, language, zone_words, lead_words
+):
+    """issue 33: the Settings form answered an invalid zone or lead in Django's stock
+    wording ("Select a valid choice. Mars/Olympus_Mons is not one of…")."""
+    user, client = signed_in("ana")
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user_id=user.pk).update(language=language)
+    for lead in ("1441", "-5", "ten"):
+        page = client.post(
+            reverse("portal:settings"),
+            {"channel": "console", "timezone": "Mars/Olympus_Mons", "default_lead_minutes": lead},
+        ).content.decode()
+        assert zone_words in page and lead_words in page, lead
+        for stock in ("Select a valid choice", "is not one of", "Ensure this value", "Enter a"):
+            assert stock not in page
+    assert settings_of(user).timezone != "Mars/Olympus_Mons"
