@@ -95,7 +95,7 @@ def api_view(methods: dict[str, str]) -> Callable:
                 request, user_id, timezone.now(), NudgeConfig.from_settings()
             )
             if wait is not None:
-                return error(429, "too many requests with this token", Retry_After=str(wait))
+                return error(429, "too many requests from this account", Retry_After=str(wait))
             try:
                 return view(request, user_id, *args, **kwargs)
             except BadRequest as exc:
