@@ -27,7 +27,7 @@ from core.config import NudgeConfig
 from providers import crypto
 from providers.base import ConnectionSnapshot, ProviderError
 from providers.ics import IcsFeedProvider
-from providers.ics_fetch import check_feed_url, feed_host
+from providers.ics_fetch import check_feed_url, feed_address, feed_host
 from providers.oauth import TokenGrant
 from tenancy.scope import tenant_scope
 
@@ -48,7 +48,8 @@ class ConnectError(Exception):
 
 def vet_feed_url(user_id: int, url: str, *, allow_private: bool, say_why: bool = False) -> None:
     """Refuse an address the server will not fetch: to a user in the same words whatever
-    the cause; to the operator's command line (``say_why``) with the cause."""
+    the cause; to the operator's command line (``say_why``) with the cause, and for a
+    private one the way to allow it."""
     try:
         check_feed_url(url, allow_private=allow_private)
     except ProviderError as exc:
@@ -56,6 +57,8 @@ def vet_feed_url(user_id: int, url: str, *, allow_private: bool, say_why: bool =
         logger.info("refused an ICS address", extra={"user_id": user_id, "reason": reason})
         # Written in the language of the request that asked (issue 33); the constant
         # stays English for the log and the command line.
+        if say_why and "private or local address" in reason and not allow_private:
+            reason += " (a feed on this machine or your own network: add --allow-private)"
         raise ConnectError(reason if say_why else gettext(REFUSED)) from None
 
 
@@ -79,6 +82,7 @@ def add_ics_feed(
     (``sweeps/sync_changed.py``), so a slow feed never holds a web worker. Until
     then the connection has never synced, which the calendars page shows as
     "checking…"."""
+    url = feed_address(url)
     vet_feed_url(user_id, url, allow_private=allow_private)
     with tenant_scope(user_id):
         check_calendar_cap(user_id, config.max_calendars_per_user)
@@ -108,6 +112,7 @@ def connect_ics_feed(
     if not get_user_model().objects.filter(pk=user_id).exists():
         raise ConnectError(f"no user with id {user_id}")
     now = now or timezone.now()
+    url = feed_address(url)
     vet_feed_url(user_id, url, allow_private=allow_private, say_why=True)
     window_start, window_end = config.subject_window(now)
     with tenant_scope(user_id):

@@ -22,6 +22,7 @@ from followups.actions import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_du
 from followups.repeat import WEEKDAY_NAMES, Repeat
 from portal import plain_words
 from portal.email_change import same_address
+from providers.ics_fetch import feed_address
 
 
 @cache
@@ -425,9 +426,7 @@ class FeedAddressField(forms.URLField):
     same feed over https, so it is read as ``https://``."""
 
     def to_python(self, value: object) -> str:
-        text = str(value or "").strip()
-        text = re.sub(r"^webcals?://", "https://", text, flags=re.IGNORECASE)
-        return super().to_python(text)
+        return super().to_python(feed_address(str(value or "")))
 
 
 class IcsFeedForm(NoSilentCut, forms.Form):

@@ -11,6 +11,7 @@ hop is parsed, vetted against private networks and pinned like the first
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from urllib.parse import urljoin
 
@@ -67,6 +68,12 @@ def feed_origin(url: str) -> str:
         return "?"
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     return f"{(parsed.host or '?').lower()}:{port}"
+
+
+def feed_address(url: str) -> str:
+    """The address as it is fetched: ``webcal://`` (what Apple and many sites publish)
+    is the same feed over https, so it is read as ``https://``; blanks around it go."""
+    return re.sub(r"^webcals?://", "https://", url.strip(), flags=re.IGNORECASE)
 
 
 def check_feed_url(url: str, *, allow_private: bool) -> None:

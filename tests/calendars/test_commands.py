@@ -47,6 +47,36 @@ def test_connect_ics_refuses_private_hosts_without_the_flag(make_user, fake_ics)
     assert connections_of(user.pk) == [] and fake_ics.feed_calls() == []
 
 
+def test_connect_ics_names_the_flag_for_a_local_feed(make_user, fake_ics):
+    """issue 33: a local test feed needed ``--allow-private``, named only in an OPERATIONS
+    table: the refusal says how to allow it."""
+    fake_ics.body = SINGLE
+    with pytest.raises(CommandError, match="add --allow-private"):
+        call_command("connect_ics", str(make_user().pk), fake_ics.feed_url)
+
+
+def test_connect_ics_accepts_webcal_as_the_user_area_does(make_user, fake_ics):
+    """issue 33: ``connect_ics`` refused ``webcal://`` although the user area accepts it.
+    It is read as https, as the user area reads it (one rule: providers.ics_fetch)."""
+    user = make_user()
+    webcal = fake_ics.feed_url.replace("http://", "webcal://", 1)
+    with pytest.raises(CommandError) as caught:
+        call_command("connect_ics", str(user.pk), webcal, "--allow-private")
+    # Read as https: the fake speaks plain http, so the TLS handshake is what fails,
+    # not the scheme check.
+    assert "must be an http:// or https:// URL" not in str(caught.value)
+    assert fake_ics.secret not in str(caught.value)
+
+
+def test_connect_ics_tells_an_unresolvable_host_from_a_private_one(make_user):
+    """issue 33: an unresolvable host got the same refusal as a private one."""
+    user = make_user()
+    with pytest.raises(CommandError, match=r"cannot resolve calendar\.invalid"):
+        call_command("connect_ics", str(user.pk), "https://calendar.invalid/x.ics")
+    with pytest.raises(CommandError, match="private or local address"):
+        call_command("connect_ics", str(user.pk), "https://10.1.2.3/x.ics")
+
+
 @pytest.mark.parametrize("url", ["ftp://example.com/x.ics", "not a url"])
 def test_connect_ics_refuses_other_schemes(make_user, url):
     user = make_user()

@@ -14,7 +14,9 @@ class Command(NudgeCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("user_id", type=positive_int)
-        parser.add_argument("url", help="The feed's secret address (http or https).")
+        parser.add_argument(
+            "url", help="The feed's secret address (https://, http:// or webcal://)."
+        )
         parser.add_argument(
             "--allow-private",
             action="store_true",
