@@ -79,3 +79,25 @@ def test_a_bootstrap_that_cannot_connect_says_so_in_one_line():
 
     assert str(caught.value).startswith("bootstrap failed: ")
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.django_db
+def test_a_missing_secret_key_is_one_line_not_a_traceback():
+    """issue 33: without SECRET_KEY, ``run_sweeps`` outside development stopped with a
+    traceback through Django's start-up. It names the setting in one line."""
+    env = subprocess_env()
+    env.pop("SECRET_KEY")
+    done = subprocess.run(
+        [sys.executable, "manage.py", "run_sweeps"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "nudge: SECRET_KEY is not set. It has no default outside the embedded development "
+        "database. (docs/OPERATIONS.md lists the settings)"
+    ]
