@@ -182,6 +182,22 @@ def _schedule_fields(
     }
 
 
+def first_time(due_at: datetime, fields: dict[str, Any]) -> datetime:
+    """A repeating follow-up's first time is its rule's first occurrence at or after the
+    time typed: weekly on Mon and Thu, typed for a Saturday, is first due the Monday, so
+    the list, the Edit form and the admin all say the same day."""
+    if not fields["repeat"]:
+        return due_at
+    first = next_occurrence(
+        due_at,
+        fields["repeat"],
+        fields["repeat_weekdays"],
+        fields["repeat_zone"],
+        due_at - timedelta(microseconds=1),
+    )
+    return first or due_at
+
+
 def list_follow_ups(user_id: int, *, done: bool | None = None, limit: int = 500) -> list[FollowUp]:
     with tenant_scope(user_id):
         rows = FollowUp.objects.filter(user_id=user_id)
@@ -219,6 +235,7 @@ def create_follow_up(
     with tenant_scope(user_id):
         fields = _schedule_fields(user_id, schedule, config)
         _check_cap(user_id, config.max_follow_ups_per_user)
+        due_at = first_time(due_at, fields)
         follow_up = FollowUp.objects.create(user_id=user_id, title=title, due_at=due_at, **fields)
     announce_change(user_id, now)
     return follow_up
@@ -253,6 +270,13 @@ def change_follow_up(
             follow_up.title = title
         if change.due_at is not None and change.due_at != follow_up.due_at:
             follow_up.due_at = clean_due(change.due_at, now)
+        if change.due_at is not None or change.schedule is not None:
+            schedule = {
+                "repeat": follow_up.repeat,
+                "repeat_weekdays": follow_up.repeat_weekdays,
+                "repeat_zone": follow_up.repeat_zone,
+            }
+            follow_up.due_at = first_time(follow_up.due_at, schedule)
         if change.done is not None:
             follow_up.done = change.done
         follow_up.save()

@@ -204,3 +204,37 @@ def test_another_users_calendar_cannot_be_switched(signed_in):
     assert response.status_code == 404
     with tenant_scope(owner.pk):
         assert CalendarConnection.objects.get(pk=calendar.pk).nudges_on
+
+
+def test_a_weekly_follow_up_typed_for_another_day_is_first_due_on_a_ticked_day(make_user):
+    """issue 33: typed for Sat 5 Dec with Mon and Thu ticked, it was listed as Mon 7 Dec
+    while its Edit form and the admin said 5 Dec. Its first time is now the Monday,
+    whichever page reads it."""
+    from core.config import NudgeConfig
+    from followups import actions
+
+    user = make_user(timezone="Europe/Berlin")
+    berlin = zoneinfo.ZoneInfo("Europe/Berlin")
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=berlin)
+    saturday = datetime(2026, 12, 5, 9, 0, tzinfo=berlin)
+    schedule = actions.Schedule(repeat=Repeat.WEEKLY, repeat_weekdays=[0, 3])
+
+    created = actions.create_follow_up(
+        user.pk, "Stand-up", saturday, now, NudgeConfig.from_settings(), schedule
+    )
+
+    monday = datetime(2026, 12, 7, 9, 0, tzinfo=berlin)
+    assert created.due_at == monday  # what the Edit form and the admin show
+    assert actions.next_due(created, now) == monday  # what the list shows
+    # Ticking Saturday too makes the typed day the first again.
+    changed = actions.change_follow_up(
+        user.pk,
+        created.pk,
+        actions.FollowUpChange(
+            due_at=saturday,
+            schedule=actions.Schedule(repeat=Repeat.WEEKLY, repeat_weekdays=[0, 3, 5]),
+        ),
+        now,
+        NudgeConfig.from_settings(),
+    )
+    assert changed.due_at == saturday
