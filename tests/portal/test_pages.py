@@ -377,3 +377,20 @@ def test_settings_errors_are_plain_words_in_the_persons_language(
         for stock in ("Select a valid choice", "is not one of", "Ensure this value", "Enter a"):
             assert stock not in page
     assert settings_of(user).timezone != "Mars/Olympus_Mons"
+
+
+def test_the_edit_page_offers_no_add_it_due_buttons(signed_in):
+    """issue 33: the Edit page offered the "Or add it due:" quick buttons, which belong
+    to adding a follow-up, not to changing one; Home and Follow-ups keep them."""
+    user, client = signed_in("ana")
+    due = timezone.now() + timedelta(minutes=30)
+    client.post(
+        reverse("portal:follow_ups"),
+        {"title": "Draft", "due_at": local_input(due, zoneinfo.ZoneInfo("UTC"))},
+    )
+    with tenant_scope(user.pk):
+        follow_up = FollowUp.objects.get(user_id=user.pk)
+    edit = client.get(reverse("portal:follow_up_edit", args=[follow_up.pk])).content.decode()
+    assert "Or add it due:" not in edit and 'name="quick"' not in edit
+    listing = client.get(reverse("portal:follow_ups")).content.decode()
+    assert "Or add it due:" in listing and 'name="quick"' in listing
