@@ -21,6 +21,7 @@ from core.zones import zone_of
 from followups import actions as followups
 from messaging.link_codes import new_telegram_code
 from messaging.models import LinkCode, OptInRecord
+from messaging.offered import channels_offered
 from messaging.telegram import bot as telegram
 from messaging.whatsapp import inbound as whatsapp
 from portal.forms import (
@@ -40,6 +41,7 @@ NOTICE_DAYS = timedelta(days=30)
 
 
 def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **extra) -> HttpResponse:
+    offered = channels_offered()
     user_id = request.user.pk
     now = timezone.now()
     with tenant_scope(user_id):
@@ -73,8 +75,9 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                     "opt_ins": list(
                         OptInRecord.objects.filter(user_id=user_id).order_by("-recorded_at")[:5]
                     ),
-                    "telegram_ready": bool(settings.TELEGRAM_BOT_USERNAME),
-                    "whatsapp_ready": whatsapp.configured(),
+                    "telegram_ready": offered["telegram"],
+                    "whatsapp_ready": offered["whatsapp"],
+                    "offered": offered,
                     "zone_aliases": ZONE_ALIASES_JSON,
                     "confirmed": _confirmed(delivery),
                     "notices": list(

@@ -27,6 +27,7 @@ from core.zones import zone_of
 from followups import actions as followups
 from followups.actions import FollowUpChange, FollowUpInvalid
 from followups.models import FollowUp
+from messaging.offered import channels_offered
 from portal import plain_words, timeline
 from portal.forms import (
     BROWSER_ZONE_ALIASES,
@@ -124,6 +125,7 @@ def home(request: HttpRequest) -> HttpResponse:
                 "form": form,
                 "history_days": timeline.HISTORY_DAYS,
                 "zone_aliases": ZONE_ALIASES_JSON,
+                "offered": channels_offered(),
                 **date_formats(delivery),
             },
         )

@@ -49,7 +49,9 @@ def test_sign_in_then_first_visit_creates_settings_with_the_configured_lead(
     page = client.get(reverse("portal:home"))
     assert page.status_code == 200
     assert settings_of(user).default_lead_minutes == 25
-    assert b"Link Telegram or WhatsApp" in page.content
+    # The banner: not set up yet, and what this server offers (here: no chat channel).
+    assert b'id="status-unlinked"' in page.content
+    assert b"Nudges are not set up yet." in page.content
 
 
 def test_wrong_password_stays_on_the_sign_in_page(client, person):
@@ -394,3 +396,19 @@ def test_the_edit_page_offers_no_add_it_due_buttons(signed_in):
     assert "Or add it due:" not in edit and 'name="quick"' not in edit
     listing = client.get(reverse("portal:follow_ups")).content.decode()
     assert "Or add it due:" in listing and 'name="quick"' in listing
+
+
+def test_the_linking_banner_points_to_what_the_server_offers(signed_in, settings):
+    """issue 33: the "Link Telegram or WhatsApp" banner led to two "not available on this
+    server" lines. It names only the channels this server offers, or says there is none."""
+    settings.TELEGRAM_BOT_USERNAME = ""
+    settings.TWILIO_ACCOUNT_SID = settings.TWILIO_AUTH_TOKEN = settings.TWILIO_WHATSAPP_FROM = ""
+    _user, client = signed_in("ana")
+    home = client.get(reverse("portal:home")).content.decode()
+    assert "Link Telegram or WhatsApp" not in home
+    assert "This server has no chat channel set up yet" in home
+
+    settings.TELEGRAM_BOT_USERNAME = "nudge_bot"
+    home = client.get(reverse("portal:home")).content.decode()
+    banner = home.split('id="status-unlinked"', 1)[1].split("</p>", 1)[0]
+    assert "Link Telegram" in banner and "WhatsApp" not in banner
