@@ -46,12 +46,10 @@ def checking(connections: list[CalendarConnection]) -> set[int]:
 
 
 def list_connections(user_id: int) -> list[CalendarConnection]:
+    """Every calendar whose events the person may be nudged for, the local one (the
+    demo's events) included: it can be switched off, though not disconnected."""
     with tenant_scope(user_id):
-        return list(
-            CalendarConnection.objects.filter(user_id=user_id)
-            .exclude(provider=Provider.LOCAL)
-            .order_by("created_at")
-        )
+        return list(CalendarConnection.objects.filter(user_id=user_id).order_by("created_at"))
 
 
 def set_switches(

@@ -238,3 +238,30 @@ def test_a_weekly_follow_up_typed_for_another_day_is_first_due_on_a_ticked_day(m
         NudgeConfig.from_settings(),
     )
     assert changed.due_at == saturday
+
+
+def test_the_demo_calendar_is_listed_and_can_be_switched_off(signed_in):
+    """issue 33: Calendars said "No calendars connected." while Home listed the demo's
+    events from a hidden local calendar. It is listed, can be switched off (its nudges
+    withdrawn), and has no Disconnect (there is nothing to disconnect from)."""
+    user, client = signed_in("ana")
+    with tenant_scope(user.pk):
+        demo = CalendarConnection.objects.create(
+            user=user, provider=Provider.LOCAL, account="demo calendar"
+        )
+        CalendarEvent.objects.create(
+            user=user,
+            connection=demo,
+            provider_event_id="demo-1",
+            title="Demo: check in",
+            starts_at=timezone.now() + timedelta(minutes=40),
+            ends_at=timezone.now() + timedelta(minutes=70),
+        )
+    client.post(reverse("portal:calendar_switches", args=[demo.pk]), {"nudges_on": "on"})
+    assert [row.kind for row in pending(user)] == ["event"]
+
+    page = client.get(reverse("portal:calendars")).content.decode()
+    assert "No calendars connected." not in page and "demo calendar" in page
+    assert reverse("portal:calendar_disconnect", args=[demo.pk]) not in page
+    client.post(reverse("portal:calendar_switches", args=[demo.pk]), {})
+    assert pending(user) == []
