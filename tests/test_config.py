@@ -130,7 +130,7 @@ def test_a_knob_set_in_the_environment_reaches_the_config(monkeypatch):
 # work on their own (a sweep's run, a re-plan after a user's change, a new row's
 # default). Everything below them is handed the config it runs with.
 ENTRY_MODULES = re.compile(
-    r"(^|/)(management/commands/[^/]+|views|cron_routes|api|webhooks|admin|admin_site|checks)\.py$"
+    r"(^|/)(management/commands/[^/]+|[a-z_]*views|cron_routes|api|webhooks|admin|admin_site|checks)\.py$"
     r"|/admin/[^/]+\.py$"
 )
 ENTRY_FUNCTIONS = {
