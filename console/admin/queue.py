@@ -119,15 +119,17 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     # Eight columns fit beside the filters at 1280 px: the two zones of "fires"
     # share a cell, and the subject, error and delivery wrap (a long unbroken
     # title breaks anywhere) rather than push state and delivery off-screen.
+    # What support reads first, first: on a phone the columns past the screen's edge
+    # scroll, so the row's state and what went wrong lead (issue 33).
     list_display = (
         "id",
-        "owner",
-        "subject_with_kind",
-        "fires",
         "state_label",
         "attempts_label",
         "last_error_short",
         "delivery",
+        "fires",
+        "owner",
+        "subject_with_kind",
     )
     list_display_links = ("id",)
     list_filter = (

@@ -64,6 +64,20 @@ KEY_COLUMNS = {
     "calendars-calendarevent": ("title", "user", "starts", "status"),
 }
 
+# At 390 px (issue 33): the queue's state, tries and error on the first screen, and
+# every list's filters above its rows.
+PHONE_KEY_COLUMNS = {
+    "scheduled_sends-scheduledsend": ("state_label", "attempts_label", "last_error_short"),
+}
+FILTERS_BEFORE_ROWS = """
+() => {
+  const filters = document.querySelector("#changelist-filter");
+  const rows = document.querySelector("#result_list");
+  if (!filters || !rows) return true;
+  return filters.getBoundingClientRect().top < rows.getBoundingClientRect().top;
+}
+"""
+
 # Per page: does it scroll sideways, and is there a way back?
 PAGE_FACTS = """
 () => {
@@ -265,8 +279,10 @@ def test_every_page_at_390_and_1280(
     console_pages = _console_pages(ids["user"], ids)
     changelists = {_name(model) for model in admin.site._registry} | {"queue-failed"}
     KEY_COLUMNS["queue-failed"] = KEY_COLUMNS["scheduled_sends-scheduledsend"]
+    PHONE_KEY_COLUMNS["queue-failed"] = PHONE_KEY_COLUMNS["scheduled_sends-scheduledsend"]
     seen: dict[tuple[str, int], dict] = {}
     columns_off: dict[str, list[str]] = {}
+    phone_facts: dict[str, dict] = {}
 
     # No ORM below: Playwright's sync API runs an event loop in this thread.
     with sync_playwright() as playwright:
@@ -302,6 +318,12 @@ def test_every_page_at_390_and_1280(
                         columns_off[name] = console.evaluate(
                             COLUMNS_OFF_SCREEN, list(KEY_COLUMNS.get(name, ()))
                         )
+                    if width == PHONE and name in changelists:
+                        keys = list(PHONE_KEY_COLUMNS.get(name, ()))
+                        phone_facts[name] = {
+                            "off": console.evaluate(COLUMNS_OFF_SCREEN, keys) if keys else [],
+                            "filters_first": console.evaluate(FILTERS_BEFORE_ROWS),
+                        }
         finally:
             browser.close()
 
@@ -335,6 +357,10 @@ def test_every_page_at_390_and_1280(
     assert ("console-index", PHONE) in charts_drawn and ("console-index", DESKTOP) in charts_drawn
     assert no_way_back == []
     assert columns_off == {}
+    # issue 33: at 390 px the queue's key columns were off screen and the filters sat
+    # below the list.
+    assert {name: f["off"] for name, f in phone_facts.items() if f["off"]} == {}
+    assert [name for name, f in phone_facts.items() if not f["filters_first"]] == []
     assert small_text == {}
     assert "Whatsapp" not in console_text
     assert "materialise" not in console_text.lower()
