@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tenancy.bootstrap import bootstrap
@@ -32,23 +34,41 @@ def _bootstrap_stamp(data_dir: Path) -> Path:
     return data_dir / ".nudge-bootstrap"
 
 
+@contextmanager
+def _one_at_a_time(state_dir: Path) -> Iterator[None]:
+    """Let one process at a time start and bootstrap the cluster.
+
+    Several processes may load the settings at once on a fresh checkout (the
+    test suite's workers, say): one creates the data directory, runs initdb and
+    the bootstrap, and the others wait and then find it all done.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: pgserver's own lock covers the start
+        yield
+        return
+    with open(state_dir / "pgdata.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
 def database_settings(state_dir: Path) -> dict[str, str]:
     """Start (or reuse) the embedded server and return Django connection settings."""
-    with warnings.catch_warnings():
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings(), _one_at_a_time(state_dir):
         # platformdirs warns when XDG_RUNTIME_DIR is unset (cron, containers);
         # pgserver then falls back to /tmp, which is fine for its lock file.
         warnings.simplefilter("ignore")
         import pgserver
 
-        state_dir.mkdir(parents=True, exist_ok=True)
         data_dir = cluster_dir(state_dir)
         server = pgserver.get_server(data_dir, cleanup_mode=None)
-    socket_dir = server.get_postmaster_info().socket_dir
-    stamp = _bootstrap_stamp(state_dir)
-    expected = hashlib.sha256(f"{BOOTSTRAP_VERSION}:{data_dir}".encode()).hexdigest()
-    if not stamp.exists() or stamp.read_text() != expected:
-        bootstrap(server.get_uri(), login=LOGIN_ROLE, password=None, database=DATABASE)
-        stamp.write_text(expected)
+        socket_dir = server.get_postmaster_info().socket_dir
+        stamp = _bootstrap_stamp(state_dir)
+        expected = hashlib.sha256(f"{BOOTSTRAP_VERSION}:{data_dir}".encode()).hexdigest()
+        if not stamp.exists() or stamp.read_text() != expected:
+            bootstrap(server.get_uri(), login=LOGIN_ROLE, password=None, database=DATABASE)
+            stamp.write_text(expected)
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": DATABASE,

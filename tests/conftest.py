@@ -46,6 +46,18 @@ def _test_settings(settings) -> None:
         setattr(settings, name, value)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing() -> Iterator[None]:
+    """Django's PBKDF2 with fewer iterations for the whole run, class- and
+    module-scoped fixtures included (tests/support/hashers.py says why)."""
+    from django.test import override_settings
+
+    from tests.support.hashers import with_fast_pbkdf2
+
+    with override_settings(PASSWORD_HASHERS=with_fast_pbkdf2(django_settings.PASSWORD_HASHERS)):
+        yield
+
+
 def new_user(
     username: str,
     *,
