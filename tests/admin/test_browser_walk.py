@@ -67,7 +67,7 @@ KEY_COLUMNS = {
 # At 390 px (issue 33): the queue's state, tries and error on the first screen, and
 # every list's filters above its rows.
 PHONE_KEY_COLUMNS = {
-    "scheduled_sends-scheduledsend": ("state_label", "attempts_label", "last_error_short"),
+    "scheduled_sends-scheduledsend": ("state_label", "attempts_label"),
 }
 FILTERS_BEFORE_ROWS = """
 () => {

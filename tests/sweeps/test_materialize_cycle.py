@@ -271,10 +271,12 @@ def test_a_participant_killed_mid_slice_leaves_it_to_be_taken_over_in_the_same_c
     make_user, settings
 ):
     """Item 1: SIGKILL mid-slice; after the lease another participant finishes the cycle."""
-    settings.NUDGE_MATERIALIZE_SLICE_USERS = 40
-    users = _users_with_follow_ups(make_user, 120)
+    # Slices big enough that the victim is still inside one when the poll below sees it,
+    # even with the test's own process starved of the CPU for a moment.
+    settings.NUDGE_MATERIALIZE_SLICE_USERS = 100
+    users = _users_with_follow_ups(make_user, 300)
     env = subprocess_env(
-        NUDGE_MATERIALIZE_SLICE_USERS="40", NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS="2"
+        NUDGE_MATERIALIZE_SLICE_USERS="100", NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS="2"
     )
     args = ("materialize", "--now", NOW.isoformat(), "--no-sync")
     victim = manage(*args, env=env)
