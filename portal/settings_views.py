@@ -41,7 +41,6 @@ NOTICE_DAYS = timedelta(days=30)
 
 
 def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **extra) -> HttpResponse:
-    offered = channels_offered()
     user_id = request.user.pk
     now = timezone.now()
     with tenant_scope(user_id):
@@ -75,9 +74,7 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                     "opt_ins": list(
                         OptInRecord.objects.filter(user_id=user_id).order_by("-recorded_at")[:5]
                     ),
-                    "telegram_ready": offered["telegram"],
-                    "whatsapp_ready": offered["whatsapp"],
-                    "offered": offered,
+                    "offered": channels_offered(),
                     "zone_aliases": ZONE_ALIASES_JSON,
                     "confirmed": _confirmed(delivery),
                     "notices": list(

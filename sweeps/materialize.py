@@ -449,7 +449,7 @@ def run_materialize(
     now = now or database_now()
     deadline = started + config.materialize_budget_seconds
     if user_ids is not None:
-        return _named_run(now, config, started, list(user_ids), progress, sync_calendars)
+        return _named_run(now, config, started, deadline, list(user_ids), progress, sync_calendars)
     cycle = shared_cycle.join_cycle(now, config)
     state = shared_cycle.cycle_state(cycle.starts_at, config)
     if state.complete:
@@ -470,9 +470,10 @@ def run_materialize(
     return report
 
 
-def _named_run(now, config, started, user_ids, progress, sync_calendars) -> MaterializeReport:
+def _named_run(
+    now, config, started, deadline, user_ids, progress, sync_calendars
+) -> MaterializeReport:
     """The named users, synced and planned through one flow, in a run of their own."""
-    deadline = started + config.materialize_budget_seconds
     with recorded_run(
         SweepRun.Sweep.MATERIALIZE, now, outlived=outlived_after(config.materialize_budget_seconds)
     ) as run:
