@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
-
-from django.db import DEFAULT_DB_ALIAS, connections
 
 from calendars.sync import (
     ConnectionResult,
@@ -32,6 +29,7 @@ from calendars.sync import (
     write_job,
 )
 from core.config import NudgeConfig
+from core.executor import Executor
 
 logger = logging.getLogger("nudge.calendars.sync")
 
@@ -68,8 +66,6 @@ class _UserSync:
 
 
 Finished = tuple[int, SyncSummary]
-# A step of database work a lane runs; it answers what the sweep's thread is posted.
-_DbTask = tuple[Callable[..., tuple], tuple]
 
 
 class SyncPool:
@@ -84,21 +80,10 @@ class SyncPool:
     this run (``deferred``) and go first next run. Past ``deadline``
     (monotonic: the sweep's budget) nothing new is started.
 
-    Every database step — a user's read and each connection's write — runs on
-    one of ``CALENDAR_SYNC_DB_LANES`` threads, each with its own database
-    connection, closed when the pool ends. One thread making every round trip in
-    turn was what held a run back (BENCHMARKS.md); with several lanes the round
-    trips overlap, and the waiting ones hold no GIL. The calling thread only
-    dispatches (and, in the sweep, plans the users who are done). Inside a
-    transaction it does not own (a test's), or with
-    ``concurrency=1``, every step runs on the calling thread instead: another
-    connection could not see that transaction's rows.
-
-    Threads rather than asyncio: the provider clients are synchronous
-    (``requests``, urllib3 with a pinned socket and a deadline timer, the
-    parse child) and so are the pacing calls made beside them; a thread
-    waiting on a socket holds no lock, and BENCHMARKS.md measures the two.
-    A worker thread closes any database connection it opened as it ends.
+    Every database step (a user's read, each connection's write) runs on one of
+    ``CALENDAR_SYNC_DB_LANES`` workers with their own connections, so round trips
+    overlap; the calling thread only dispatches. Both run on ``core.executor``,
+    inline with ``concurrency=1`` or inside a transaction the pool does not own.
     """
 
     def __init__(
@@ -123,29 +108,18 @@ class SyncPool:
         self._per_host: Counter[str] = Counter()
         self._in_flight = 0
         self._finished: deque[Finished] = deque()
-        self._inbox: queue.SimpleQueue[FetchJob | None] = queue.SimpleQueue()
-        self._db_inbox: queue.SimpleQueue[_DbTask | None] = queue.SimpleQueue()
-        self._outbox: queue.SimpleQueue[tuple] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        self._lanes: list[threading.Thread] = []
+        self._outbox: queue.SimpleQueue[tuple] = queue.SimpleQueue()  # answers to take in
+        threaded = self.concurrency > 1
+        # Fetches touch the database only through pacing, on connections of their own.
+        self._fetches = Executor(self.concurrency if threaded else 0, "sync", database=False)
+        self._db = Executor(config.calendar_sync_db_lanes if threaded else 0, "sync-db")
 
     def __enter__(self) -> SyncPool:
-        if self.concurrency > 1 and not connections[DEFAULT_DB_ALIAS].in_atomic_block:
-            self._lanes = [
-                threading.Thread(target=self._lane, name="calendar-sync-db", daemon=True)
-                for _ in range(self.config.calendar_sync_db_lanes)
-            ]
-            for lane in self._lanes:
-                lane.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for _thread in self._threads:
-            self._inbox.put(None)
-        for _lane in self._lanes:
-            self._db_inbox.put(None)
-        for thread in (*self._threads, *self._lanes):
-            thread.join()
+        self._fetches.close()
+        self._db.close()
 
     def users_in_flight(self) -> int:
         """Users added whose connections are not all done (or not yet queued)."""
@@ -248,40 +222,18 @@ class SyncPool:
         self._in_flight += 1
         if job.host is not None:
             self._per_host[job.host] += 1
-        if self.concurrency == 1:
-            self._fetch(job)  # on this thread; collected like any other
-            return
-        if len(self._threads) < self._in_flight:
-            thread = threading.Thread(target=self._work, name="calendar-sync", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        self._inbox.put(job)
+        self._fetches.submit(self._fetch, job)
 
     def _fetch(self, job: FetchJob) -> None:
         fetch_job(job, now=self.now)
         self._outbox.put(("fetched", job))
 
-    def _work(self) -> None:
-        try:
-            while (job := self._inbox.get()) is not None:
-                self._fetch(job)
-        finally:
-            connections.close_all()  # this thread's own, if a provider call opened one
-
     def _on_db(self, task: Callable[..., tuple], *args: object) -> None:
-        """Run a database step on a lane (or here, without lanes); its answer is collected."""
-        if self._lanes:
-            self._db_inbox.put((task, args))
-        else:
-            self._outbox.put(task(*args))
+        """Run a database step on a lane (or here, inline); its answer is collected."""
+        self._db.submit(self._answer, task, args)
 
-    def _lane(self) -> None:
-        try:
-            while (item := self._db_inbox.get()) is not None:
-                task, args = item
-                self._outbox.put(task(*args))
-        finally:
-            connections.close_all()  # this lane's own connection
+    def _answer(self, task: Callable[..., tuple], args: tuple) -> None:
+        self._outbox.put(task(*args))
 
     def _collect(self, *, block: bool) -> None:
         """Take in what came back, then start what that made room for."""

@@ -40,6 +40,8 @@ from django.db import connection
 from django.utils.crypto import constant_time_compare, salted_hmac
 from django.utils.translation import gettext as _
 
+from core.executor import spawn
+
 logger = logging.getLogger("nudge.account")
 
 LINK_VALID_FOR = timedelta(hours=24)
@@ -158,9 +160,7 @@ def changed_notice(old_address: str, new_address: str) -> EmailMessage | None:
 
 def start_mailer(user_id: int, mails: Mails) -> threading.Thread:
     """Look the address up and send the mails after the response (see the docstring)."""
-    thread = threading.Thread(target=_send, args=(user_id, mails), name=MAILER_THREAD, daemon=True)
-    thread.start()
-    return thread
+    return spawn(MAILER_THREAD, _send, user_id, mails)
 
 
 def _send(user_id: int, mails: Mails) -> None:

@@ -57,6 +57,7 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
 from core.config import NudgeConfig
+from core.executor import spawn
 from portal.models import PasswordResetRequest
 
 logger = logging.getLogger("nudge.signin")
@@ -203,11 +204,7 @@ class ThrottledPasswordResetForm(PasswordResetForm):
 
 
 def start_mailer(email: str, options: dict) -> threading.Thread:
-    thread = threading.Thread(
-        target=_send_reset_mail, args=(email, options), name="password-reset-mail", daemon=True
-    )
-    thread.start()
-    return thread
+    return spawn("password-reset-mail", _send_reset_mail, email, options)
 
 
 def _send_reset_mail(email: str, options: dict) -> None:

@@ -33,12 +33,13 @@ import heapq
 import itertools
 import logging
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from accounts.actions import note_permanent_failure
 from core.config import NudgeConfig
+from core.executor import Executor
 from messaging.channels.base import Sender, get_sender
 from pacing.pacer import HORIZON, ChannelPacer, SendGate
 from scheduled_sends import subjects
@@ -94,7 +95,8 @@ class DeliveryRun:
         self._next_handover_check = 0.0
         self.senders: dict[str, Sender] = {}
         self.pacer = ChannelPacer(config)
-        self.pool = ThreadPoolExecutor(config.send_concurrency, thread_name_prefix="nudge-send")
+        # Sends reach the database only through pacing, on the workers' own connections.
+        self.pool = Executor(config.send_concurrency, "send", database=False)
         # Rows this run holds, by stage.
         self.waiting: dict[str, list[Outgoing]] = {}  # per channel, in claim order
         self.scheduled: list[tuple[float, int, Outgoing]] = []  # heap by deadline
@@ -175,7 +177,7 @@ class DeliveryRun:
         return self.senders[channel]
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True)
+        self.pool.close()
         for sender in self.senders.values():
             try:
                 sender.close()

@@ -17,16 +17,16 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
-from django.db import connection, connections
 
 from calendars.sync import SyncSummary
 from calendars.sync_pool import SyncPool
 from core.config import NudgeConfig
+from core.executor import Executor
 from pacing.pacer import rates_in_force
 from scheduled_sends.models import MaterializeCycle, SweepRun
 from scheduled_sends.queue.transitions import database_now
@@ -224,26 +224,20 @@ class UserFlow:
         self._tag_of: dict[int, object] = {}
         self._unplanned: Counter[object] = Counter()  # tag -> its users not planned yet
         self._closed: list[object] = []  # tags with every user added, not reported yet
-        # Sets handed to the planner thread, oldest first, with what they will answer.
+        # Sets handed to the planner, oldest first, with what they will answer.
         self._planning: deque[tuple[list[tuple[int, SyncSummary | None]], Future]] = deque()
-        self._planner: ThreadPoolExecutor | None = None
+        # Planning on a worker (and connection) of its own while the run's thread
+        # goes on starting fetches; inline when nothing is fetched.
+        self._planner = Executor(1 if sync else 0, "plan")
 
     def __enter__(self) -> UserFlow:
         if self.pool is not None:
             self.pool.__enter__()
-        if self.pool is not None and not connection.in_atomic_block:
-            # Planning on a thread (and connection) of its own, so the run's thread
-            # goes on starting fetches while a set is planned. Not inside a
-            # transaction the flow does not own (a test's): another connection
-            # could not see its rows.
-            self._planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
         return self
 
     def __exit__(self, *exc: object) -> None:
         try:
-            if self._planner is not None:
-                self._planner.submit(connections.close_all)  # the planner's own connection
-                self._planner.shutdown(wait=True)
+            self._planner.close()
         finally:
             if self.pool is not None:
                 self.pool.__exit__(*exc)
@@ -301,7 +295,7 @@ class UserFlow:
         if not self._ready or len(self._ready) < at_least:
             return
         ready, self._ready = self._ready, []
-        if self._planner is None:
+        if self._planner.inline:
             self._counted(ready, _plan_set(ready, self.config, self.report.as_of))
             return
         self._planning.append(

@@ -99,3 +99,23 @@ def test_architectures_where_table_names_files_that_exist():
             paths.append(path)
     assert len(paths) > 40
     assert [p for p in paths if not (ROOT / p.rstrip("/")).exists()] == []
+
+
+# Concurrency has one primitive (core/executor.py); the untrusted parse forks for isolation.
+POOL_PRIMITIVES = re.compile(
+    r"ThreadPoolExecutor|ProcessPoolExecutor|threading\.Thread\(|multiprocessing\.Pool"
+    r"|os\.fork\(|asyncio\.to_thread|run_in_executor"
+)
+POOL_OWNERS = {"core/executor.py", "providers/parse_template.py"}
+
+
+def test_one_pool_primitive():
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for app in LAYERS
+        for path in sorted((ROOT / app).rglob("*.py"))
+        if str(path.relative_to(ROOT)) not in POOL_OWNERS
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if POOL_PRIMITIVES.search(line)
+    ]
+    assert not found, "threads or forks outside core/executor.py:\n" + "\n".join(found)

@@ -58,6 +58,7 @@ from telegram.error import (
 from telegram.request import HTTPXRequest
 
 from core.config import NudgeConfig
+from core.executor import spawn
 from messaging.action_tokens import DONE, SNOOZE, sign
 from messaging.channels.base import (
     NudgeMessage,
@@ -275,10 +276,7 @@ class TelegramChannel(Sender):
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="telegram-channel", daemon=True
-                )
-                thread.start()
+                thread = spawn("telegram-channel", loop.run_forever)
                 self._loop, self._loop_thread = loop, thread
             return self._loop
 
