@@ -157,6 +157,46 @@ class CalendarEvent(TenantModel):
         return f"{self.title or '(untitled)'} at {self.starts_at:%Y-%m-%d %H:%M}Z"
 
 
+class ProviderRelease(TenantModel):
+    """What a disconnected calendar leaves at its provider to undo: its push channel
+    and, at Google, its grant. Written in the owner's scope as the connection is
+    deleted; the minute job undoes it and deletes the row (``calendars/release.py``)."""
+
+    connection_id = models.BigIntegerField(unique=True)
+    provider = models.CharField(max_length=16, choices=Provider.choices)
+    account = models.CharField(max_length=255, blank=True, default="")
+    access_token_encrypted = models.TextField(blank=True, default="")
+    refresh_token_encrypted = models.TextField(blank=True, default="")
+    token_expires_at = models.DateTimeField(null=True, blank=True)
+    push_channel_id = models.CharField(max_length=255, blank=True, default="")
+    push_resource_id = models.CharField(max_length=255, blank=True, default="")
+    requested_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "calendar_releases"
+        indexes = [models.Index(fields=["user"], name="calendar_releases_user_idx")]
+
+    def __str__(self) -> str:
+        return f"release of disconnected connection {self.connection_id}"
+
+
+class ReleaseWork(models.Model):
+    """The minute job's list of releases to do across users: ids and an instant only
+    (like ``PushWork``, not a tenant table); the release itself is read in its
+    owner's scope. ``due_at`` moves ahead while a job holds the row."""
+
+    connection_id = models.BigIntegerField(primary_key=True)
+    user_id = models.BigIntegerField()
+    due_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "calendar_release_work"
+        indexes = [models.Index(fields=["due_at"], name="release_work_due_idx")]
+
+    def __str__(self) -> str:
+        return f"release work for connection {self.connection_id}"
+
+
 class PushWork(models.Model):
     """The minute job's to-do list: which connections must be fetched (a provider
     notified a change, or a person added or reconnected a calendar), and which

@@ -108,9 +108,7 @@ def calendar_disconnect(request: HttpRequest, connection_id: int) -> HttpRespons
             submit=_("Disconnect"),
             back="portal:calendars",
         )
-    result = calendar_links.disconnect(
-        request.user.pk, connection_id, timezone.now(), NudgeConfig.from_settings()
-    )
+    result = calendar_links.disconnect(request.user.pk, connection_id, timezone.now())
     if result is None:
         raise Http404("No such calendar.")
     messages.success(

@@ -345,3 +345,15 @@ def stop_channel(
     oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
     response = _api_post(snapshot, "/channels/stop", {"id": channel_id, "resourceId": resource_id})
     return response.status_code in (200, 204, 404)
+
+
+def revoke_grant(refresh_token: str, timeout: float) -> bool:
+    """Revoke the grant (RFC 7009); True when Google did, or it was already gone."""
+    try:
+        response = requests.post(
+            settings.GOOGLE_REVOKE_URL, data={"token": refresh_token}, timeout=timeout
+        )
+    except requests.RequestException as exc:
+        logger.warning("Google token revocation failed", extra={"error": type(exc).__name__})
+        return False
+    return response.status_code in (200, 400)  # 400 invalid_token: nothing left to revoke

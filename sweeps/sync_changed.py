@@ -16,8 +16,9 @@ Each run (1) creates or renews the channels that are due, then (2) fetches
 every connection notified since the last run (or found lapsed by step 1),
 once however many notifications came, and re-materializes its user, so a
 cancelled meeting's nudge is withdrawn (or a moved one's moved) within a
-minute of the provider saying so. With push not configured it skips step 1 and
-still fetches the calendars people added.
+minute of the provider saying so, and (3) undoes the calendars people
+disconnected at their provider (``sweeps/release.py``). With push not
+configured it skips step 1 and still does the rest.
 
 The fetches go through the materialize sweep's ``SyncPool``, so the same
 bounds hold: ``CALENDAR_SYNC_CONCURRENCY`` at once, ``CALENDAR_SYNC_PER_HOST``,
@@ -60,6 +61,7 @@ from calendars.push import channels, worklist
 from calendars.sync import ConnectionResult, Outcome, SyncSummary
 from calendars.sync_pool import Finished, SyncPool
 from core.config import NudgeConfig
+from sweeps.release import ReleaseReport, release_due
 from sweeps.replan import materialize_user
 
 logger = logging.getLogger("nudge.calendars.push")
@@ -86,6 +88,8 @@ class MinuteReport:
     # Changed connections taken but still marked when the run ended (not fetched
     # before the deadline, or their provider must wait): a later minute job's.
     left_marked: int = 0
+    # Disconnected calendars undone at their provider (``calendars/release.py``).
+    released: ReleaseReport = field(default_factory=ReleaseReport)
 
     def summary(self) -> str:
         channels_ = ", ".join(f"{k} {v}" for k, v in sorted(self.channels.items())) or "none due"
@@ -95,7 +99,9 @@ class MinuteReport:
         return (
             f"sync_changed: channels: {channels_}; changed connections: {synced}; "
             f"users {self.users}, queued {self.queued}, removed {self.removed}, "
-            f"failed users {self.failed_users}, left marked {self.left_marked}"
+            f"failed users {self.failed_users}, left marked {self.left_marked}; "
+            f"disconnected calendars released {self.released.released} "
+            f"(grants revoked {self.released.revoked}, not confirmed {self.released.failed})"
         )
 
 
@@ -108,6 +114,7 @@ def run_sync_changed(now: datetime, *, budget_seconds: float = RUN_BUDGET_SECOND
         # Channels first: a lapsed one found there is marked changed, and fetched below.
         _maintain_channels(now, config, started + CHANNELS_SHARE * budget_seconds, report)
     _ChangedRun(now, config, deadline, report).run()
+    report.released = release_due(now, config)
     return report
 
 

@@ -9,7 +9,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 
 from accounts.models import AccountNotice
-from calendars.models import CalendarConnection, CalendarEvent, Provider
+from calendars.models import CalendarConnection, CalendarEvent, Provider, ProviderRelease
 from core.config import NudgeConfig
 from followups.models import FollowUp
 from messaging.link_codes import new_telegram_code
@@ -48,6 +48,7 @@ TENANT_TABLES = [
     "delivery_settings",
     "calendar_connections",
     "calendar_events",
+    "calendar_releases",
     "follow_ups",
     "portal_link_codes",
     "portal_api_tokens",
@@ -84,6 +85,9 @@ def _seed(user) -> None:
             user=user, channel="telegram", address="1", method="test", recorded_at=NOW
         )
         AccountNotice.objects.create(user=user, text="a notice", created_at=NOW)
+        ProviderRelease.objects.create(
+            user=user, connection_id=10_000 + user.pk, provider=Provider.GOOGLE, requested_at=NOW
+        )
         NudgeAct.objects.create(
             user=user,
             source_send_id=1,

@@ -119,3 +119,82 @@ def test_one_pool_primitive():
         if POOL_PRIMITIVES.search(line)
     ]
     assert not found, "threads or forks outside core/executor.py:\n" + "\n".join(found)
+
+
+# What talks to a calendar provider over the network. A portal view must never reach
+# one: a person's change is recorded, and the minute job calls the provider.
+CALENDAR_PROVIDER_CLIENTS = {
+    "providers.google",
+    "providers.microsoft",
+    "providers.ics",
+    "providers.ics_fetch",
+    "providers.untrusted_fetch",
+    "providers.oauth",
+    "providers.oauth_paging",
+    "calendars.sync",
+    "calendars.sync_pool",
+    "calendars.push.channels",
+}
+
+
+# Names a page may import from a client module: they make no request to a provider.
+PURE_HELPERS = {
+    # Reads webcal:// as https://, and vets an address (resolving its host name to
+    # refuse private networks) before it is saved; the feed itself is not fetched.
+    "providers.ics_fetch": {"feed_address", "check_feed_url"},
+    # Records a new feed and asks the minute job to fetch it (beside the command
+    # line's connect, which fetches at once and is not a page's).
+    "calendars.connect": {"ConnectError", "add_ics_feed"},
+    # Which OAuth credentials this server has (settings only).
+    "calendars.views": {"available"},
+}
+
+
+def _module_file(name: str) -> Path | None:
+    for candidate in (
+        ROOT / f"{name.replace('.', '/')}.py",
+        ROOT / name.replace(".", "/") / "__init__.py",
+    ):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def reachable_from(start: list[str]) -> dict[str, str | None]:
+    """Project modules imported, directly or through others (lazy imports too): module ->
+    by whom. An import of only :data:`PURE_HELPERS` from a module does not follow it."""
+    seen: dict[str, str | None] = {}
+    stack: list[tuple[str, str | None]] = [(name, None) for name in start]
+    while stack:
+        name, by = stack.pop()
+        path = _module_file(name)
+        if name in seen or path is None:
+            continue
+        seen[name] = by
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                stack += [(alias.name, name) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = {alias.name for alias in node.names}
+                if names <= PURE_HELPERS.get(node.module, set()):
+                    continue
+                stack.append((node.module, name))
+                stack += [(f"{node.module}.{alias}", name) for alias in names]
+    return seen
+
+
+def test_no_portal_view_reaches_a_calendar_provider_client():
+    portal = [f"portal.{path.stem}" for path in sorted((ROOT / "portal").glob("*.py"))]
+    seen = reachable_from(portal)
+    chains = []
+    for client in sorted(CALENDAR_PROVIDER_CLIENTS & seen.keys()):
+        chain, by = [client], seen[client]
+        while by is not None:
+            chain.append(by)
+            by = seen[by]
+        chains.append(" <- ".join(chain))
+    assert not chains, "the portal reaches a provider client:\n" + "\n".join(chains)
+
+
+def test_the_reach_check_sees_a_path():
+    assert "providers.google" in reachable_from(["sweeps.sync_changed"])

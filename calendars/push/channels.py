@@ -293,30 +293,3 @@ def stop(snapshot: ConnectionSnapshot, channel_id: str, resource_id: str, now: d
             crypto.scrub(str(exc), *snapshot.secrets()),
         )
         return False
-
-
-def push_channel_of(
-    connection: CalendarConnection, config: NudgeConfig
-) -> tuple[ConnectionSnapshot, str, str] | None:
-    """What stopping the connection's channel needs, read in its owner's scope before a
-    disconnect deletes it: (snapshot with tokens, channel id, resource id), or None."""
-    if connection.provider not in PUSH_PROVIDERS or not connection.push_channel_id:
-        return None
-    try:
-        snapshot = snapshot_of(connection, config)
-    except (crypto.SecretDecryptionError, ImproperlyConfigured):
-        return None
-    return snapshot, connection.push_channel_id, connection.push_resource_id
-
-
-def stop_push_channel(
-    connection_id: int,
-    channel: tuple[ConnectionSnapshot, str, str] | None,
-    now: datetime,
-) -> bool:
-    """After a disconnect: stop the channel (no scope open) and drop the work row."""
-    worklist.forget(connection_id)
-    if channel is None:
-        return True
-    snapshot, channel_id, resource_id = channel
-    return stop(snapshot, channel_id, resource_id, now)

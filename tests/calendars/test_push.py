@@ -359,7 +359,9 @@ def test_disconnect_stops_the_google_channel(google_setup, fake_google):
     user, connection = google_setup
     channel_id = reload(connection).push_channel_id
 
-    disconnect(user.pk, connection.pk, T + minutes(5), NudgeConfig.from_settings())
+    disconnect(user.pk, connection.pk, T + minutes(5))
+    assert fake_google.stopped == []  # not from the request
+    run_sync_changed(T + minutes(5))
 
     assert fake_google.stopped == [channel_id]
     assert not PushWork.objects.filter(connection_id=connection.pk).exists()
@@ -369,7 +371,8 @@ def test_disconnect_deletes_the_graph_subscription(graph_setup, fake_graph):
     user, connection = graph_setup
     subscription_id = reload(connection).push_channel_id
 
-    disconnect(user.pk, connection.pk, T + minutes(5), NudgeConfig.from_settings())
+    disconnect(user.pk, connection.pk, T + minutes(5))
+    run_sync_changed(T + minutes(5))
 
     assert fake_graph.deleted == [subscription_id]
     assert fake_graph.live_subscriptions() == []

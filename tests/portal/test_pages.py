@@ -16,6 +16,7 @@ from accounts.models import DeliverySettings
 from calendars.models import CalendarConnection
 from followups.models import FollowUp
 from providers import crypto
+from sweeps.sync_changed import run_sync_changed
 from tenancy.scope import tenant_scope
 from tests.fakes.google_server import FakeGoogle
 from tests.security.test_signin_throttle import wait_for_mailers
@@ -238,10 +239,18 @@ def test_disconnecting_google_deletes_tokens_and_revokes_at_google(signed_in, fa
     page = client.get(reverse("portal:calendars")).content.decode()
     assert "ana@example.com" in page and "Needs re-authorisation" in page
     response = client.post(reverse("portal:calendar_disconnect", args=[connection.pk]), follow=True)
-    assert "access revoked at Google" in response.content.decode()
-    assert "1//refresh-abc" not in fake_google.refresh_tokens
+    # The page answers without calling Google, and says when the grant goes.
+    assert "revoked within a minute" in response.content.decode()
+    assert "1//refresh-abc" in fake_google.refresh_tokens
     with tenant_scope(user.pk):
         assert not CalendarConnection.objects.filter(user_id=user.pk).exists()
+
+    report = run_sync_changed(timezone.now())  # the minute job
+
+    assert "1//refresh-abc" not in fake_google.refresh_tokens
+    assert (report.released.released, report.released.revoked) == (1, 1)
+    assert "disconnected calendars released 1 (grants revoked 1" in report.summary()
+    assert run_sync_changed(timezone.now()).released.released == 0  # done once
 
 
 def test_the_pages_need_a_session(client, db):

@@ -1,0 +1,61 @@
+"""What a disconnected calendar leaves at its provider, recorded in the request.
+
+A disconnect deletes the connection in the person's request and, in the same
+transaction, records what the provider still holds (``ProviderRelease``); the
+minute job undoes it (``sweeps/release.py``). No web request calls a provider.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from calendars.models import CalendarConnection, Provider, ProviderRelease, ReleaseWork
+from calendars.push.freshness import PUSH_PROVIDERS
+
+# A release taken by a minute job is not offered again for this long; a killed job's
+# come back after it.
+RELEASE_LEASE = timedelta(minutes=10)
+TAKE_LIMIT = 200  # per minute job; more wait for the next
+
+
+def request_release(connection: CalendarConnection, now: datetime) -> None:
+    """Record what ``connection`` holds at its provider; in its owner's scope, before
+    it is deleted. Nothing is recorded for a calendar that holds nothing there."""
+    holds_grant = connection.provider == Provider.GOOGLE and connection.refresh_token_encrypted
+    holds_channel = connection.provider in PUSH_PROVIDERS and connection.push_channel_id
+    if not (holds_grant or holds_channel):
+        return
+    ProviderRelease.objects.update_or_create(
+        connection_id=connection.pk,
+        defaults={
+            "user_id": connection.user_id,
+            "provider": connection.provider,
+            "account": connection.account,
+            "access_token_encrypted": connection.access_token_encrypted,
+            "refresh_token_encrypted": connection.refresh_token_encrypted,
+            "token_expires_at": connection.token_expires_at,
+            "push_channel_id": connection.push_channel_id,
+            "push_resource_id": connection.push_resource_id,
+            "requested_at": now,
+        },
+    )
+    ReleaseWork.objects.update_or_create(
+        connection_id=connection.pk, defaults={"user_id": connection.user_id, "due_at": now}
+    )
+
+
+def take_due(now: datetime) -> list[tuple[int, int]]:
+    """(connection id, owner) of the due releases, each held for :data:`RELEASE_LEASE`."""
+    with transaction.atomic():
+        taken = list(
+            ReleaseWork.objects.select_for_update(skip_locked=True)
+            .filter(due_at__lte=now)
+            .order_by("due_at")
+            .values_list("connection_id", "user_id")[:TAKE_LIMIT]
+        )
+        ReleaseWork.objects.filter(connection_id__in=[c for c, _ in taken]).update(
+            due_at=now + RELEASE_LEASE
+        )
+    return taken
