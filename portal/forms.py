@@ -111,7 +111,7 @@ class SettingsForm(forms.Form):
     timezone = forms.ChoiceField(
         choices=timezone_choices, label=_("Time zone"), error_messages=ZONE_ERRORS
     )
-    # Optional: a post without them leaves them as they are.
+    # Language and clock are optional: a post without them leaves them as they are.
     language = forms.ChoiceField(
         choices=Language.choices,
         label=_("Language"),
