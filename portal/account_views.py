@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import update_session_auth_hash
-from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import PasswordChangeForm
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
@@ -19,17 +18,13 @@ from django.views.decorators.http import require_http_methods
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
 from portal import email_change
-from portal.forms import (
-    AccountEmailForm,
-)
-from portal.language import in_users_language
+from portal.forms import AccountEmailForm
+from portal.language import user_page
 from portal.signin import client_address, reset_allowed
 from tenancy.scope import tenant_scope
 
 
-@login_required
-@in_users_language
-@require_http_methods(["GET", "POST"])
+@user_page("GET", "POST")
 def account_page(request: HttpRequest) -> HttpResponse:
     """The signed-in person's own account: their e-mail address and password, in the
     user area (the admin's password pages are for staff)."""
@@ -130,6 +125,3 @@ def email_confirm(request: HttpRequest, token: str) -> HttpResponse:
         )
     response.headers.setdefault("Content-Language", language)
     return response
-
-
-# The site's icon, drawn inline: no static files server is needed.

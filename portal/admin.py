@@ -1,8 +1,6 @@
-"""Support's views of the end-user area: consent records, and API tokens (with revoke).
+"""Support's view of API tokens, with revoke; never a token's digest.
 
-Staff see a token's name, its last characters, its use, expiry and revocation;
-never its digest. Reads are audited by the shared guard (``admin_guard``);
-a revocation is logged to the same audit logger and to the admin's history.
+A revocation is logged to the audit logger and to the admin's history.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The JSON API for the host product: follow-ups, authenticated by per-user tokens.
 
-``Authorization: Bearer nudge_<user id>_<secret>``. The token is checked in
-its named owner's tenant scope and every read and write runs in that scope,
-so a token can reach nothing but its owner's rows; a session cookie is not
-accepted (no CSRF exposure). Bad input is a 400 with one clear message and
-nothing written; the schema is ``GET /api/schema`` (portal/openapi.py).
+``Authorization: Bearer nudge_<user id>_<secret>``, checked and served in the owner's
+tenant scope; a session cookie is not accepted (no CSRF exposure). Bad input is a
+400 with one message and nothing written.
 """
 
 from __future__ import annotations
@@ -56,8 +54,7 @@ def error(status: int, message: str, **headers: str) -> JsonResponse:
 
 
 def token_owner(request: HttpRequest) -> int | None:
-    """The user id the request's bearer token belongs to, when the token is live
-    (unrevoked, unexpired, and its owner active: ``api_token_is_live``)."""
+    """The user id the request's bearer token belongs to, when the token is live."""
     scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer":
         return None
@@ -71,11 +68,9 @@ def token_owner(request: HttpRequest) -> int | None:
     return owned.user_id if live else None
 
 
-def api_view(methods: dict[str, str]) -> Callable:
-    """Token authentication, method dispatch and JSON errors around an endpoint.
-
-    ``methods`` maps an HTTP method to the name of the handler below.
-    """
+def api_view(*methods: str) -> Callable:
+    """Token authentication, the allowed ``methods``, the rate limit and JSON errors
+    around an endpoint."""
 
     def decorate(view: Callable) -> Callable:
         @csrf_exempt
@@ -98,9 +93,7 @@ def api_view(methods: dict[str, str]) -> Callable:
                 return error(429, "too many requests from this account", Retry_After=str(wait))
             try:
                 return view(request, user_id, *args, **kwargs)
-            except BadRequest as exc:
-                return error(400, str(exc))
-            except FollowUpInvalid as exc:
+            except (BadRequest, FollowUpInvalid) as exc:
                 return error(400, str(exc))
 
         return wrapper
@@ -163,7 +156,7 @@ def _schedule(data: dict[str, Any]) -> Schedule | None:
     )
 
 
-@api_view({"GET": "list", "POST": "create"})
+@api_view("GET", "POST")
 def follow_ups(request: HttpRequest, user_id: int) -> JsonResponse:
     now = timezone.now()
     if request.method == "GET":
@@ -187,7 +180,7 @@ def follow_ups(request: HttpRequest, user_id: int) -> JsonResponse:
     return JsonResponse(followups.as_json(created, now), status=201)
 
 
-@api_view({"GET": "read", "PATCH": "change", "DELETE": "delete"})
+@api_view("GET", "PATCH", "DELETE")
 def follow_up(request: HttpRequest, user_id: int, follow_up_id: int) -> HttpResponse:
     now = timezone.now()
     if request.method == "GET":
@@ -217,8 +210,7 @@ def follow_up(request: HttpRequest, user_id: int, follow_up_id: int) -> HttpResp
 @csrf_exempt
 @never_cache
 def not_found(request: HttpRequest) -> JsonResponse:
-    """An address under /api/ that names no endpoint (or an id that is not a number):
-    answered in JSON like every other API error, so a client can read it."""
+    """An address under /api/ that names no endpoint: a JSON 404 a client can read."""
     return error(404, "no such endpoint; see /api/schema")
 
 

@@ -1,13 +1,8 @@
 """The API's rate limit: ``NUDGE_API_REQUESTS_PER_MINUTE`` per account.
 
-A fixed one-minute window counted on the account's own row
-(``portal_api_rates``, one per user, in the owner's scope), whichever token a
-request carries: revoking a token and making another starts no fresh minute
-(issue 34; the count used to live on each token's row). Every web process
-shares it (no per-process cache); one upsert counts the request and reads the
-window back, so concurrent requests count one after another on the row's lock.
-Past the limit the API answers 429 with ``Retry-After`` (the seconds left in
-the window).
+A fixed one-minute window on the account's own row, whichever token a request
+carries, so a new token starts no fresh minute. One upsert counts and reads back,
+shared by every web process.
 """
 
 from __future__ import annotations

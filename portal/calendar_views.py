@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.actions import ensure_settings
 from calendars.connect import ConnectError, add_ics_feed
@@ -17,17 +15,13 @@ from calendars.views import available as oauth_available
 from core.config import NudgeConfig
 from core.zones import zone_of
 from portal import calendar_links
-from portal.forms import (
-    IcsFeedForm,
-)
-from portal.language import date_formats, in_users_language
+from portal.forms import IcsFeedForm
+from portal.language import date_formats, user_page
 from portal.views import confirm_page
 from tenancy.scope import tenant_scope
 
 
-@login_required
-@in_users_language
-@require_http_methods(["GET"])
+@user_page("GET")
 def calendars_page(request: HttpRequest) -> HttpResponse:
     return _calendars_page(request)
 
@@ -53,9 +47,7 @@ def _calendars_page(request: HttpRequest, ics_form: IcsFeedForm | None = None) -
         )
 
 
-@login_required
-@in_users_language
-@require_POST
+@user_page("POST")
 def calendar_add_ics(request: HttpRequest) -> HttpResponse:
     form = IcsFeedForm(request.POST)
     if form.is_valid():
@@ -71,9 +63,7 @@ def calendar_add_ics(request: HttpRequest) -> HttpResponse:
     return _calendars_page(request, ics_form=form)
 
 
-@login_required
-@in_users_language
-@require_POST
+@user_page("POST")
 def calendar_switches(request: HttpRequest, connection_id: int) -> HttpResponse:
     """One calendar's "Nudge me for its events" and "Skip all-day events" switches."""
     changed = calendar_links.set_switches(
@@ -92,9 +82,7 @@ def calendar_switches(request: HttpRequest, connection_id: int) -> HttpResponse:
     return redirect("portal:calendars")
 
 
-@login_required
-@in_users_language
-@require_http_methods(["GET", "POST"])
+@user_page("GET", "POST")
 def calendar_disconnect(request: HttpRequest, connection_id: int) -> HttpResponse:
     """GET asks (naming the calendar), POST disconnects and says what happened."""
     if request.method == "GET":

@@ -37,8 +37,7 @@ def canonical_zones() -> frozenset[str]:
     )
 
 
-# Older names browsers still report (ICU keeps them; Chrome says "Asia/Calcutta"),
-# for the zones a browser's detection is most often asked about: the canonical name.
+# Old names browsers still report (Chrome says "Asia/Calcutta") -> the canonical name.
 BROWSER_ZONE_ALIASES = {
     "Asia/Calcutta": "Asia/Kolkata",
     "Asia/Katmandu": "Asia/Kathmandu",
@@ -70,13 +69,12 @@ def timezone_choices(keep: str = "") -> list[tuple[str, str]]:
     return [("UTC", "UTC"), *((name, name.replace("_", " ")) for name in names)]
 
 
-# A time of day typed either way (issue 33): "21:00", "9:00 pm", "9pm", "9 p.m.".
 CLOCK_ATTRS = {"type": "text", "autocomplete": "off"}
 CLOCK_INPUTS = ["%H:%M", "%I:%M %p", "%I:%M%p", "%I %p", "%I%p"]
 
 
 class ClockTimeField(forms.TimeField):
-    """A time of day on either clock: 24-hour ("21:00") or 12-hour ("9:00 pm")."""
+    """A time of day on either clock: "21:00", "9:00 pm", "9pm", "9 p.m."."""
 
     def to_python(self, value):
         if isinstance(value, str):
@@ -85,9 +83,8 @@ class ClockTimeField(forms.TimeField):
         return super().to_python(value)
 
 
-# The Settings form's refusals in plain words, never Django's stock "Select a valid
-# choice. X is not one of the available choices." (issue 33). The lead's words are lazy
-# as a whole (see ``_title_limit_words``).
+# Refusals in plain words, never Django's stock "Select a valid choice. X is not one of
+# the available choices."; lazy as a whole (see ``_title_limit_words``).
 _lead_words = lazy(
     lambda: _("Give a whole number of minutes from 0 to %(max)s.") % {"max": MAX_LEAD_MINUTES},
     str,
@@ -114,8 +111,7 @@ class SettingsForm(forms.Form):
     timezone = forms.ChoiceField(
         choices=timezone_choices, label=_("Time zone"), error_messages=ZONE_ERRORS
     )
-    # Each language by its own name; the clock's two ways in the page's language.
-    # (Left out of a post, e.g. by an older page, they stay as they are.)
+    # Language and clock are optional: a post without them leaves them as they are.
     language = forms.ChoiceField(
         choices=Language.choices,
         label=_("Language"),
@@ -135,8 +131,8 @@ class SettingsForm(forms.Form):
         label=_("Nudge me this many minutes before"),
         widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
     )
-    # Typed on either clock, "22:00" or "10:00 pm" (a browser's time picker follows
-    # its own locale, not the person's choice); shown on theirs (``__init__``).
+    # Typed on either clock (a browser's time picker follows its own locale, not the
+    # person's choice); shown on theirs (``__init__``).
     quiet_start = ClockTimeField(
         required=False,
         label=_("Quiet from"),
@@ -168,8 +164,7 @@ class SettingsForm(forms.Form):
                 widget.format = "%I:%M %p"
                 widget.attrs["placeholder"] = example
         self.fields["timezone"].choices = timezone_choices(current_zone)
-        # The console channel prints to the server's log: offered in development only
-        # (kept in the list while an older account still has it, so the form saves).
+        # Console prints to the server's log: development only, or while the account has it.
         choices = [
             choice
             for choice in Channel.choices
@@ -191,8 +186,7 @@ class SettingsForm(forms.Form):
         return cleaned
 
 
-# The reminders a person ticks (minutes before); a value set through the API is
-# added to the list of the follow-up that has it, so saving the form keeps it.
+# Minutes before; a value set through the API joins its follow-up's list (``__init__``).
 REMINDER_CHOICES = [
     (0, _("At the time")),
     (5, _("5 min")),
@@ -206,7 +200,6 @@ REMINDER_CHOICES = [
 # Short day names, in WEEKDAY_NAMES' order (Monday first), in the page's language.
 _WEEKDAY_LABELS = (_("Mon"), _("Tue"), _("Wed"), _("Thu"), _("Fri"), _("Sat"), _("Sun"))
 WEEKDAY_CHOICES = list(zip(range(len(WEEKDAY_NAMES)), _WEEKDAY_LABELS, strict=True))
-# The repeat rules (followups.repeat.Repeat) in the page's language.
 REPEAT_CHOICES = [
     (Repeat.ONCE, _("Once")),
     (Repeat.DAILY, _("Every day")),
@@ -244,7 +237,7 @@ _title_limit_words = lazy(
 )
 
 
-# The morning quick choices on a 12-hour clock: "Tomorrow 9:00 AM" (issue 33).
+# The morning quick choices on a 12-hour clock: "Tomorrow 9:00 AM".
 QUICK_CHOICES_AT = {
     "tomorrow_morning": _("Tomorrow %(time)s"),
     "monday_morning": _("Monday %(time)s"),
@@ -265,11 +258,8 @@ def quick_choices(clock: str) -> dict[str, str]:
 class FollowUpForm(forms.Form):
     """A follow-up: what, when (or a quick choice), how it repeats and when to nudge.
 
-    A quick-choice button (``quick`` in the POST) sets the due time itself, in
-    the user's zone, and the typed time is not needed. Every field is checked at
-    once, in sentences (portal/plain_words.py). The title has no ``maxlength`` in
-    the page: a browser would cut a long paste without a word; it is refused
-    here instead, saying how long it was.
+    A quick choice (``quick`` in the POST) sets the due time in the user's zone. The
+    title has no ``maxlength`` (a browser cuts a long paste silently): it is refused here.
     """
 
     title = forms.CharField(
@@ -307,13 +297,12 @@ class FollowUpForm(forms.Form):
         self,
         *args,
         zone: tzinfo = UTC,
-        now: datetime | None = None,
         keep_due: datetime | None = None,
         clock: str = Clock.H24,
         **kwargs,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.zone, self.now = zone, now
+        self.zone = zone
         # Editing: a due time left as it was is not "in the past" (the title may change).
         self.keep_due = keep_due
         self.quick_choices = quick_choices(clock)
@@ -327,7 +316,7 @@ class FollowUpForm(forms.Form):
         cleaned = super().clean()
         quick = self.data.get("quick")
         if quick in QUICK_CHOICES:
-            cleaned["due_at"] = quick_due(quick, self.now or timezone.now(), self.zone)
+            cleaned["due_at"] = quick_due(quick, timezone.now(), self.zone)
         elif cleaned.get("due_at") is None and "due_at" not in self.errors:
             self.add_error("due_at", _("Pick a time, or one of the quick choices."))
         return cleaned

@@ -1,10 +1,8 @@
 """The user area in the person's own language and clock.
 
-A signed-in person's pages are written in the language saved on their
-delivery settings (``accounts.models.Language``), activated for the request by
-:func:`in_users_language`. The first page that makes their settings row — the
-first visit after signing up — sets that language and the 12/24-hour clock from
-the browser's ``Accept-Language`` (``accounts.rules.preferences_for``); after
+Pages are written in the language saved on the person's delivery settings. The
+first page that makes that row (the first visit after signing up) sets the
+language and the 12/24-hour clock from the browser's ``Accept-Language``; after
 that only the Settings page changes them. There is no ``LocaleMiddleware``: the
 admin and the signed-out pages stay in the site's language.
 """
@@ -14,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 
+from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.utils import translation
+from django.views.decorators.http import require_http_methods
 
 from accounts.actions import ensure_settings
 from accounts.models import Clock, DeliverySettings
@@ -25,25 +25,31 @@ from tenancy.scope import tenant_scope
 View = Callable[..., HttpResponse]
 
 
-def settings_on_first_visit(request: HttpRequest) -> DeliverySettings:
-    """The signed-in person's settings; made now, from their browser, if this is the first."""
-    user_id = request.user.pk
-    with tenant_scope(user_id):
-        return ensure_settings(user_id, preferences_for(request.headers.get("Accept-Language", "")))
-
-
 def in_users_language(view: View) -> View:
-    """Run ``view`` (behind ``login_required``) in the person's language."""
+    """Run ``view`` (behind ``login_required``) in the person's language, making their
+    settings from the browser's preferences on a first visit."""
 
     @wraps(view)
     def wrapped(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
-        language = settings_on_first_visit(request).language
+        user_id = request.user.pk
+        with tenant_scope(user_id):
+            accept = request.headers.get("Accept-Language", "")
+            language = ensure_settings(user_id, preferences_for(accept)).language
         with translation.override(language):
             response = view(request, *args, **kwargs)
         response.headers.setdefault("Content-Language", language)
         return response
 
     return wrapped
+
+
+def user_page(*methods: str) -> Callable[[View], View]:
+    """A signed-in person's page, in their language, answering only ``methods``."""
+
+    def decorate(view: View) -> View:
+        return login_required(in_users_language(require_http_methods(list(methods))(view)))
+
+    return decorate
 
 
 def date_formats(delivery: DeliverySettings) -> dict[str, str]:

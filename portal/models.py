@@ -1,8 +1,6 @@
-"""What the end-user area adds: API tokens, each account's API rate, and the hourly
-limits of reset mails.
+"""API tokens, each account's API rate, and the hourly limits of reset mails.
 
-Secrets are stored as SHA-256 digests only (they are long and random, so a
-plain digest is enough); the plaintext is shown once and never kept.
+Token secrets are long and random, so a plain SHA-256 digest is all that is kept.
 """
 
 from __future__ import annotations
@@ -38,12 +36,8 @@ class ApiToken(TenantModel):
 
 
 class ApiRate(TenantModel):
-    """One account's API requests in the current minute (``portal/api_rate.py``).
-
-    The limit is the account's, whichever of its tokens a request carries: a
-    token revoked and made again starts no fresh minute. One row per user,
-    written by one upsert (``portal/statements.py``).
-    """
+    """One account's API requests in the current minute, whichever of its tokens a
+    request carries (``portal.api_rate``)."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
@@ -61,9 +55,8 @@ class ApiRate(TenantModel):
 class PasswordResetRequest(models.Model):
     """One asked-for reset mail, for the hourly limits: *not* a tenant table.
 
-    Asked for before anyone is known (the address may belong to nobody), so it
-    names no user; it holds keyed digests of the address and the client, never
-    either, and rows older than an hour are deleted as new ones arrive.
+    Asked for before anyone is known, so it names no user; it keeps keyed digests of
+    the address and the client, never either, and rows older than an hour are deleted.
     """
 
     address_digest = models.CharField(max_length=64)

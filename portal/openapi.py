@@ -1,8 +1,5 @@
-"""The OpenAPI 3.1 description of the follow-ups API, served at ``GET /api/schema``.
-
-Written by hand next to the code it describes (portal/api.py); a test checks
-that every route and status the API answers with is listed here.
-"""
+"""The OpenAPI 3.1 description of the follow-ups API, served at ``GET /api/schema``;
+written by hand, and a test checks it lists every route and status ``portal.api`` answers."""
 
 from __future__ import annotations
 
@@ -15,25 +12,16 @@ from followups.repeat import WEEKDAY_NAMES, Repeat
 from providers.normalize import MAX_LEADS_PER_EVENT
 
 
+def _json(name: str) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}
+
+
 def _error(description: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-    }
+    return {"description": description, "content": _json("Error")}
 
 
 def _follow_up(description: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FollowUp"}}},
-    }
-
-
-def _body(name: str) -> dict[str, Any]:
-    return {
-        "required": True,
-        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
-    }
+    return {"description": description, "content": _json("FollowUp")}
 
 
 ID_PARAMETER = {
@@ -131,7 +119,7 @@ def schema(server_url: str) -> dict[str, Any]:
                 },
                 "post": {
                     "summary": "Create a follow-up",
-                    "requestBody": _body("FollowUpCreate"),
+                    "requestBody": {"required": True, "content": _json("FollowUpCreate")},
                     "responses": {
                         "201": _follow_up("Created."),
                         "400": BAD_REQUEST,
@@ -151,7 +139,7 @@ def schema(server_url: str) -> dict[str, Any]:
                 },
                 "patch": {
                     "summary": "Change the title, the due time, or mark it done",
-                    "requestBody": _body("FollowUpPatch"),
+                    "requestBody": {"required": True, "content": _json("FollowUpPatch")},
                     "responses": {
                         "200": _follow_up("Changed."),
                         "400": BAD_REQUEST,

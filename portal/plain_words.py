@@ -1,12 +1,8 @@
 """What the user area says about a nudge that did not go, and about a refused entry.
 
-One mapping, and the only one: a failed row's :class:`FailureKind`, a skipped
-row's recorded reason and the validation errors the lower layers raise become a
-sentence a person reads, with a "what you can do" link where there is one.
-The recorded words (``last_error``, a skip reason, ``FollowUpInvalid``'s
-message) are written for support and the API; they name settings, providers
-and field names, so they are never shown here as they are. Anything this
-module does not recognise gets a general sentence, not the raw text.
+A failure kind, a skip reason or a validation error becomes a sentence, with a "what
+you can do" link where there is one. The recorded words are written for support and
+the API, so they are never shown; anything unrecognised gets a general sentence.
 """
 
 from __future__ import annotations
@@ -69,10 +65,9 @@ def _failure(kind: str) -> PlainWords:
     return PlainWords(_("It could not be sent."))
 
 
-# A skipped row's reason as delivery or support recorded it (its start, since some
-# carry a detail after a colon) -> what the user reads.
+# (recorded reason starts with, sentence, link words, link): some reasons carry a
+# detail after a colon.
 _SKIP_PREFIXES: tuple[tuple[str, str, str, str], ...] = (
-    # (recorded reason starts with, sentence, link words, link)
     (
         NOT_SET_UP,
         gettext_noop("No way to reach you was set up yet."),
@@ -144,10 +139,7 @@ def _skipped(reason: str) -> PlainWords:
 
 def for_outcome(outcome: str | None, failure_kind: str, recorded_reason: str) -> PlainWords:
     """Why a settled nudge did not simply go: what History says after its pill.
-
-    Empty words for a sent (or pending) row. ``recorded_reason`` is the row's
-    ``last_error`` — read only to recognise a skip's cause, never shown.
-    """
+    Empty for a sent or pending row; ``recorded_reason`` (``last_error``) is never shown."""
     if outcome == Outcome.EXPIRED:
         return PlainWords(_("It could not be sent in time."))
     if outcome == Outcome.FAILED:
@@ -157,9 +149,6 @@ def for_outcome(outcome: str | None, failure_kind: str, recorded_reason: str) ->
     if outcome == Outcome.SENT and failure_kind == FailureKind.UNDELIVERED:
         return _failure(failure_kind)
     return PlainWords("")
-
-
-# --- Validation errors -----------------------------------------------------------------
 
 
 def past_time() -> str:

@@ -6,13 +6,11 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.actions import ensure_settings, update_settings
 from accounts.models import AccountNotice, Channel, DeliverySettings
@@ -31,7 +29,7 @@ from portal.forms import (
     WhatsAppNumberForm,
     canonical_zone,
 )
-from portal.language import date_formats, in_users_language
+from portal.language import date_formats, user_page
 from portal.models import ApiToken
 from portal.tokens import new_api_token, revoke_api_tokens
 from portal.views import ZONE_ALIASES_JSON, confirm_page
@@ -116,9 +114,7 @@ def _initial(delivery: DeliverySettings) -> dict:
     }
 
 
-@login_required
-@in_users_language
-@require_http_methods(["GET", "POST"])
+@user_page("GET", "POST")
 def settings_page(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return _settings_page(request)
@@ -159,9 +155,7 @@ def _channel_problem(delivery: DeliverySettings, channel: str) -> str | None:
     return None
 
 
-@login_required
-@in_users_language
-@require_POST
+@user_page("POST")
 def use_device_zone(request: HttpRequest) -> HttpResponse:
     """Home's offer to a new user still on the server's UTC: their device's zone
     (detected by the browser), in one press."""
@@ -176,9 +170,7 @@ def use_device_zone(request: HttpRequest) -> HttpResponse:
     return redirect("portal:home")
 
 
-@login_required
-@in_users_language
-@require_POST
+@user_page("POST")
 def link_telegram(request: HttpRequest) -> HttpResponse:
     """A fresh one-time link, shown on a page that waits for it to be used: a button
     that opens the bot (on the phone), its QR code (at a desktop), and a check
@@ -207,9 +199,7 @@ def link_telegram(request: HttpRequest) -> HttpResponse:
     return response
 
 
-@login_required
-@in_users_language
-@require_GET
+@user_page("GET")
 @never_cache
 def telegram_link_state(request: HttpRequest) -> JsonResponse:
     """What the waiting page polls: has the bot received the link yet?"""
@@ -220,9 +210,7 @@ def telegram_link_state(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"state": state})
 
 
-@login_required
-@in_users_language
-@require_POST
+@user_page("POST")
 def whatsapp_number(request: HttpRequest) -> HttpResponse:
     form = WhatsAppNumberForm(request.POST)
     if not form.is_valid():
@@ -241,9 +229,7 @@ def whatsapp_number(request: HttpRequest) -> HttpResponse:
     return redirect("portal:settings")
 
 
-@login_required
-@in_users_language
-@require_POST
+@user_page("POST")
 def whatsapp_code(request: HttpRequest) -> HttpResponse:
     form = WhatsAppCodeForm(request.POST)
     if form.is_valid() and whatsapp.confirm_code(
@@ -256,9 +242,7 @@ def whatsapp_code(request: HttpRequest) -> HttpResponse:
     return _settings_page(request, code_form=form)
 
 
-@login_required
-@in_users_language
-@require_POST
+@user_page("POST")
 def api_token_create(request: HttpRequest) -> HttpResponse:
     form = ApiTokenForm(request.POST)
     if not form.is_valid():
@@ -279,9 +263,8 @@ def api_token_create(request: HttpRequest) -> HttpResponse:
             _("You have %(count)s tokens, the most allowed; revoke one first.") % {"count": live},
         )
         return _settings_page(request, token_form=form)
-    # Post, redirect, get: a refresh must not make a second token. The plaintext
-    # waits in the server-side session for exactly one page view, which pops it
-    # (never a cookie: sessions are stored in the database) and is not cached.
+    # Post/redirect/get, so a refresh makes no second token: the plaintext waits in the
+    # server-side session (never a cookie) for the one uncached view that pops it.
     request.session[NEW_TOKEN_KEY] = plaintext
     return redirect("portal:api_token_new")
 
@@ -289,9 +272,7 @@ def api_token_create(request: HttpRequest) -> HttpResponse:
 NEW_TOKEN_KEY = "portal_new_api_token"  # noqa: S105 — a session key's name, not a secret
 
 
-@login_required
-@in_users_language
-@require_GET
+@user_page("GET")
 def api_token_new(request: HttpRequest) -> HttpResponse:
     """The new token, once: the first view pops it; a refresh finds it gone."""
     plaintext = request.session.pop(NEW_TOKEN_KEY, None)
@@ -309,9 +290,7 @@ def _live_token(user_id: int, token_id: int) -> ApiToken | None:
         return ApiToken.objects.filter(user_id=user_id, pk=token_id, revoked_at=None).first()
 
 
-@login_required
-@in_users_language
-@require_http_methods(["GET", "POST"])
+@user_page("GET", "POST")
 def api_token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     """GET asks (naming the token), POST revokes and says which."""
     user_id = request.user.pk

@@ -1,12 +1,9 @@
 """A user's API tokens die with the account's credentials; signing out is said;
-revoked tokens are pruned when messaging's retention line runs.
+revoked tokens are pruned when ``manage.py prune_inbound`` runs.
 
-A password change or reset and a deactivation revoke every token the user
-has, whichever way they happen (the Settings page, the reset mail, the admin,
-``manage.py changepassword``), because each of them saves the user. The
-revocation runs once the user's save has committed: the save may happen inside
-the admin's support scope, and scopes do not nest. (The API also refuses an
-inactive owner on every call, for a deactivation that bypassed ``save``.)
+A password change or reset and a deactivation, whichever way they happen, save the
+user; the revocation runs once that save has committed, since it may happen inside
+the admin's support scope and scopes do not nest.
 """
 
 from __future__ import annotations
@@ -53,11 +50,8 @@ def revoke_tokens_on_user_save(sender: type, instance: Any, created: bool, **kwa
 
 @receiver(user_logged_out, dispatch_uid="portal.say_signed_out")
 def say_signed_out(sender: type, request: Any, user: Any, **kwargs: Any) -> None:
-    """The sign-in page a person lands on after signing out says that they did.
-
-    Logout flushes the session after this runs; the message is written with the
-    response (the messages cookie), so it outlives the flush and shows once.
-    """
+    """The sign-in page after signing out says so: the message travels in the messages
+    cookie, so it outlives logout's session flush."""
     if request is not None:
         messages.info(request, gettext("You are signed out."))
 

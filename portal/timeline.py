@@ -1,12 +1,8 @@
-"""What the home page shows: the next nudges from the queue and the last days' outcomes,
-with what the person did from a nudge's message (Snooze, Done) among them.
+"""What the home page shows: the next nudges and the last days' outcomes, with the
+person's own Snooze and Done among them.
 
-Both read the user's own queue rows inside their scope (callers hold it) and
-phrase each row the way a person asks about it: what, when in their zone,
-and — for anything not sent — why, in plain words (``portal/plain_words.py``:
-never the reason delivery or support recorded). An upcoming nudge whose time
-has come says "now" rather than a time already past; history says when a
-nudge went, not when it was planned.
+Both read the user's queue rows inside their scope (callers hold it). Anything not
+sent says why in plain words (``portal.plain_words``), never the recorded reason.
 """
 
 from __future__ import annotations
@@ -19,18 +15,11 @@ from django.utils.translation import gettext, gettext_lazy
 
 from messaging.nudge_actions import acts_since
 from portal.plain_words import PlainWords, for_outcome
-from scheduled_sends.models import Kind, NudgeAct, Outcome, ScheduledSend
+from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue.states import unsettled
 from scheduled_sends.subjects import subject_titles
 
 HISTORY_DAYS = 7
-OUTCOME_WORDS = {
-    Outcome.SENT: "sent",
-    Outcome.SKIPPED: "skipped",
-    Outcome.FAILED: "failed",
-    Outcome.EXPIRED: "expired",
-}
-
 NOTHING_TO_SAY = PlainWords("")
 STATUS_LABELS = {
     "planned": gettext_lazy("planned"),
@@ -97,9 +86,7 @@ def _entries(rows: list[ScheduledSend], planned: bool, now: datetime) -> list[En
             kind=_kind(row.kind),
             at=_when(row, planned, now),
             starts_at=row.subject_starts_at,
-            status=_upcoming_status(row, now)
-            if planned
-            else OUTCOME_WORDS.get(row.outcome, row.outcome),
+            status=_upcoming_status(row, now) if planned else row.outcome,
             words=NOTHING_TO_SAY
             if planned
             else for_outcome(row.outcome, row.failure_kind, row.last_error),

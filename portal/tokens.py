@@ -1,19 +1,10 @@
 """API tokens: made, stored as digests, checked inside their owner's scope.
 
-A token names its owner (``nudge_<user id>_<secret>``), so it is checked
-*inside* the owner's tenant scope: no lookup ever reads another tenant's rows.
-A token pasted under another user's id simply matches nothing there.
-
-An API token is live while it is not revoked, not past its expiry, and its
-owner is active. A password change or reset and a deactivation revoke every
-token of the account (``revoke_api_tokens``, called from ``portal.signals``);
-the owner's ``is_active`` is checked on every call as well, for a deactivation
-that bypassed the model (a bulk ``update``).
-
-A revoked token's row is kept ``REVOKED_TOKENS_KEPT`` (support reads when and
-why it was revoked), then deleted by ``manage.py prune_inbound``
-(:func:`prune_revoked_api_tokens`): making and revoking tokens leaves no
-unbounded trail of rows.
+A token names its owner (``nudge_<user id>_<secret>``), so it is checked inside
+that owner's tenant scope: a token under another user's id matches nothing there.
+A token is live while unrevoked, unexpired and its owner active (checked on every
+call, for a deactivation that bypassed ``save``). A revoked row is kept
+``REVOKED_TOKENS_KEPT`` for support, then pruned.
 """
 
 from __future__ import annotations
@@ -52,19 +43,17 @@ def new_api_token(
     return token, plaintext
 
 
-def live_api_tokens(user_id: int, now: datetime):
-    """The user's tokens that still work: not revoked, not expired. Inside the scope."""
-    return ApiToken.objects.filter(user_id=user_id, revoked_at=None).filter(
-        Q(expires_at=None) | Q(expires_at__gt=now)
-    )
-
-
 def api_token_is_live(owned: OwnedSecret, now: datetime) -> bool:
     """Whether the token is the owner's, unrevoked, unexpired and its owner active;
     stamps its use. Inside the scope."""
     return (
-        live_api_tokens(owned.user_id, now)
-        .filter(secret_digest=digest(owned.secret), user__is_active=True)
+        ApiToken.objects.filter(
+            user_id=owned.user_id,
+            revoked_at=None,
+            secret_digest=digest(owned.secret),
+            user__is_active=True,
+        )
+        .filter(Q(expires_at=None) | Q(expires_at__gt=now))
         .update(last_used_at=now)
         == 1
     )
@@ -72,9 +61,7 @@ def api_token_is_live(owned: OwnedSecret, now: datetime) -> bool:
 
 def revoke_api_tokens(user_id: int, how: str, now: datetime, token_ids=None) -> int:
     """Revoke the user's live tokens (or those of ``token_ids``), saying why.
-
-    Inside the user's scope, or the support scope (the admin's action).
-    """
+    Inside the user's scope, or the support scope (the admin's action)."""
     tokens = ApiToken.objects.filter(user_id=user_id, revoked_at=None)
     if token_ids is not None:
         tokens = tokens.filter(pk__in=token_ids)

@@ -1,11 +1,9 @@
-"""The end-user area's pages: home (upcoming, history, quick add), follow-ups,
-settings (channels, quiet hours, API tokens) and calendars.
+"""The end-user area's home (upcoming, history, quick add) and follow-up pages.
 
-Every read and write of tenant rows happens inside the signed-in user's own
-``tenant_scope``, opened here per request (and rendered inside it, so a lazy
-query in a template still runs in it). Changes that affect the queue call the
-plain modules (messaging.addresses, followups.actions, …), which re-materialize the
-user after their scope has closed — scopes do not nest.
+Tenant rows are read inside the signed-in user's own ``tenant_scope``, and pages
+that read them render inside it (a lazy query in a template runs there too).
+Changes go through ``followups.actions``, which re-materializes the user after
+their scope has closed: scopes do not nest.
 """
 
 from __future__ import annotations
@@ -13,13 +11,12 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET
 
 from accounts.actions import ensure_settings
 from core.config import NudgeConfig
@@ -29,12 +26,8 @@ from followups.actions import FollowUpChange, FollowUpInvalid
 from followups.models import FollowUp
 from messaging.offered import channels_offered
 from portal import plain_words, timeline
-from portal.forms import (
-    BROWSER_ZONE_ALIASES,
-    FollowUpForm,
-    repeat_words,
-)
-from portal.language import date_formats, in_users_language
+from portal.forms import BROWSER_ZONE_ALIASES, FollowUpForm, repeat_words
+from portal.language import date_formats, user_page
 from tenancy.scope import tenant_scope
 
 # For the pages' zone detection (a data attribute: CSP allows no un-nonced script).
@@ -101,9 +94,7 @@ def _zone_and_formats(user_id: int):
     return zone_of(delivery.timezone), date_formats(delivery)
 
 
-@login_required
-@in_users_language
-@require_http_methods(["GET", "POST"])
+@user_page("GET", "POST")
 def home(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
     zone, formats = _zone_and_formats(user_id)
@@ -131,9 +122,7 @@ def home(request: HttpRequest) -> HttpResponse:
         )
 
 
-@login_required
-@in_users_language
-@require_http_methods(["GET", "POST"])
+@user_page("GET", "POST")
 def follow_up_list(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
     zone, formats = _zone_and_formats(user_id)
@@ -151,9 +140,7 @@ def follow_up_list(request: HttpRequest) -> HttpResponse:
         )
 
 
-@login_required
-@in_users_language
-@require_http_methods(["GET", "POST"])
+@user_page("GET", "POST")
 def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     user_id = request.user.pk
     found = followups.get_follow_up(user_id, follow_up_id)
@@ -198,9 +185,7 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
         return render(request, "portal/follow_up_edit.html", {"form": form, "follow_up": found})
 
 
-@login_required
-@in_users_language
-@require_POST
+@user_page("POST")
 def follow_up_done(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     done = request.POST.get("done", "1") == "1"
     changed = followups.change_follow_up(
@@ -225,9 +210,7 @@ def confirm_page(request: HttpRequest, *, heading: str, consequence: str, submit
     )
 
 
-@login_required
-@in_users_language
-@require_http_methods(["GET", "POST"])
+@user_page("GET", "POST")
 def follow_up_delete(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     """GET asks (naming the follow-up), POST deletes and says what went."""
     found = followups.get_follow_up(request.user.pk, follow_up_id)
@@ -249,6 +232,7 @@ def follow_up_delete(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     return redirect("portal:follow_ups")
 
 
+# The site's icon, drawn inline: no static files server is needed.
 FAVICON_SVG = (
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">'
     '<rect width="32" height="32" rx="7" fill="#2454c5"/>'

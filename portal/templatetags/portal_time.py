@@ -1,9 +1,9 @@
-"""How the user area writes an instant: 24-hour, in the active zone, the year when it
-is not this year's, and "now" for a nudge whose time has come."""
+"""How the user area writes an instant: in the active zone, on the person's clock, the
+year when it is not this year's, and "now" for a nudge whose time has come."""
 
 from __future__ import annotations
 
-from datetime import datetime, time
+from datetime import datetime
 
 from django import template
 from django.utils import timezone
@@ -25,9 +25,3 @@ def when(moment: datetime | None, time_format: str = "H:i") -> str:
     same_year = local.year == timezone.localtime(timezone.now()).year
     day = "D j M" if same_year else "D j M Y"
     return date_format(local, f"{day}, {time_format or 'H:i'}")
-
-
-@register.filter
-def clock(value: time | None) -> str:
-    """A wall-clock time in the app's 24-hour style (quiet hours, "held until")."""
-    return "" if value is None else value.strftime("%H:%M")
