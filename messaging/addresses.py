@@ -1,12 +1,9 @@
 """Linking an address to a person, and what their messages from it do.
 
-A chat or number becomes a person's channel only through their own
-confirmation (``link_address``, from the Telegram ``/start`` code or the
-WhatsApp code); "/stop" and "STOP" name only an address, so the directory
-(``ChannelAddress``) says whose it is before any scope is chosen. The settings
-themselves are written through ``accounts.actions``; after a change, the user
-is announced (``accounts.actions.announce_change``) and re-planned, so the queue
-follows at once.
+A chat or number becomes a person's channel only through their own confirmation
+(a link code); "/stop" and "STOP" name only an address, so the directory
+(``ChannelAddress``) says whose it is before any scope is chosen. After a change
+the user is announced (``accounts.actions.announce_change``) and re-planned.
 """
 
 from __future__ import annotations
@@ -57,10 +54,7 @@ def bind_address(
     delivery: DeliverySettings, channel: str, address: str, method: str, now
 ) -> int | None:
     """Make ``address`` the user's ``channel`` and deliver there. Inside the user's scope.
-
-    Returns the other account that held the address until now: the caller must
-    ``release_address`` it once this scope is closed (one address, one owner).
-    """
+    Returns the account that held the address before, for :func:`after_link`."""
     if channel == Channel.TELEGRAM:
         delivery.telegram_chat_id = address
     else:
