@@ -1,14 +1,11 @@
 """Snooze and Done as they arrive from a chat: a Telegram button, a WhatsApp quick
 reply or the words "snooze" / "done".
 
-Who is acting is the chat or number the tap came from (the address directory,
-``addresses.owner_of``); what they act on is the signed token the button carried
-(``messaging.nudge_actions``), which verifies only for that address. The
-act itself runs inside the owner's tenant scope; Done then marks the
-follow-up done through the same action the website uses
-(``followups.change_follow_up``), which re-materializes the user. The answer is
-written in the owner's language (their delivery settings), as their nudges are;
-an address that belongs to nobody is answered in the site's language.
+Who acts is the owner of the chat or number (``addresses.owner_of``); what they
+act on is the token the button carried, which verifies only for that address.
+The act runs in the owner's tenant scope, and Done then marks the follow-up done
+through the website's own action. Answers are in the owner's language (an
+address that belongs to nobody: the site's).
 """
 
 from __future__ import annotations
