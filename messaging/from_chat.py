@@ -1,11 +1,7 @@
 """Snooze and Done as they arrive from a chat: a Telegram button, a WhatsApp quick
-reply or the words "snooze" / "done".
-
-Who acts is the owner of the chat or number (``addresses.owner_of``); what they
-act on is the token the button carried, which verifies only for that address.
-The act runs in the owner's tenant scope, and Done then marks the follow-up done
-through the website's own action. Answers are in the owner's language (an
-address that belongs to nobody: the site's).
+reply or the words "snooze" / "done". Who acts is the address's owner; a button's
+token verifies only for that address. The act runs in the owner's tenant scope,
+and the answer is in the owner's language (the site's for an unknown address).
 """
 
 from __future__ import annotations

@@ -37,10 +37,6 @@ def address_digest(channel: str, address: str) -> str:
     return salted_hmac(f"portal.address.{channel}", address, algorithm="sha256").hexdigest()
 
 
-def _expiry(now: datetime, config: NudgeConfig) -> datetime:
-    return now + config.link_code_lifetime
-
-
 @dataclass(frozen=True)
 class OwnedSecret:
     user_id: int
@@ -66,7 +62,7 @@ def new_telegram_code(user_id: int, now: datetime, config: NudgeConfig) -> str:
         user_id=user_id,
         channel=Channel.TELEGRAM,
         secret_digest=digest(secret),
-        expires_at=_expiry(now, config),
+        expires_at=now + config.link_code_lifetime,
     )
     return f"{user_id}-{secret}"
 
@@ -111,7 +107,7 @@ def new_whatsapp_code(user_id: int, address: str, now: datetime, config: NudgeCo
         channel=Channel.WHATSAPP,
         address=address,
         secret_digest=_code_digest(user_id, address, code),
-        expires_at=_expiry(now, config),
+        expires_at=now + config.link_code_lifetime,
     )
     return code
 

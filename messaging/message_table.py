@@ -74,7 +74,6 @@ EXAMPLES = (
 )
 
 
-# Text from an invitation, which anyone can send (``messages.neutralise_links``).
 PHISHING_TITLE = "Payroll: confirm your bank details at https://evil.example/login"
 PHISHING_PLACE = "Dial in: zoom-us.evil.example/j/123 or bit.ly/x9"
 FROM_STRANGERS = (

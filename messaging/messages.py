@@ -1,20 +1,14 @@
 """Compose a nudge's plain text in the recipient's zone, language and clock.
 
-Titles come from calendars anyone can invite you to, so they are never given to
-a provider as markup, and :func:`clean_title` makes them one bounded line:
-control characters become spaces; explicit bidi formatting (an unterminated
-override would reverse the rest of the message, time included) and lone
-surrogates (they fail every send) are dropped; a long title is cut at a word
-boundary in its second half if there is one, never inside a user-perceived
-character. Right-to-left text and emoji pass untouched.
-
-Telegram and WhatsApp make a link of any address, bare domains too, so every
-address in an event's title and location is defanged (:func:`neutralise_links`);
-the one link a nudge carries is a join link ``providers.meeting_links`` passed.
-A follow-up's title is the person's own and is kept as written.
-
-An unknown time zone does not stop the nudge: the time is given in UTC and says
-so. ``docs/MESSAGES.md`` (``manage.py write_message_table``) shows every shape.
+Titles come from calendars anyone can invite you to, so :func:`clean_title`
+makes them one bounded plain line: no control characters, no explicit bidi
+formatting (an unterminated override would reverse the rest of the message), no
+lone surrogates (they fail every send), and a long title cut at a word boundary,
+never inside a user-perceived character. Telegram and WhatsApp make a link of
+any address, so an event's title and location are defanged
+(:func:`neutralise_links`): its one link is a join link ``providers.meeting_links``
+passed. An unknown time zone gives the time in UTC, and says so.
+``docs/MESSAGES.md`` (``manage.py write_message_table``) shows every shape.
 """
 
 from __future__ import annotations

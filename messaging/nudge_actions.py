@@ -1,17 +1,12 @@
-"""What a verified Snooze or Done tap does: decided inside the owner's tenant scope
-(the caller's, ``messaging.from_chat``), written through the queue's transitions.
+"""What a verified Snooze or Done tap does, inside the owner's tenant scope (the
+caller's, ``messaging.from_chat``), written through the queue's transitions.
 
-* **Snooze** queues one new nudge at the tap plus ``NUDGE_SNOOZE_MINUTES``,
-  rounded up to the minute: at the subject's start if that comes first, at the
-  end of quiet hours if it falls inside them (not at all if they last past the
-  start). It counts against the per-user caps, and its :class:`NudgeAct` is
-  what materialize plans it again from; a repeated tap says when the first one
-  snoozed to.
-* **Done** (follow-ups) records the act and withdraws the follow-up's pending
-  nudges; the portal's action marks the follow-up itself done.
-
-Each answer is a sentence for the person; nothing here raises for a tap that
-cannot be honoured.
+Snooze queues one nudge at the tap plus ``NUDGE_SNOOZE_MINUTES`` (rounded up to
+the minute, no later than the start, after quiet hours), counted against the
+per-user caps and recorded as a :class:`NudgeAct` that materialize plans it again
+from. Done (follow-ups) records the act and withdraws the pending nudges. Each
+answer is a sentence for the person; nothing here raises for a tap that cannot
+be honoured.
 """
 
 from __future__ import annotations

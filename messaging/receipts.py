@@ -21,7 +21,6 @@ from scheduled_sends.queue.transitions import record_receipt
 logger = logging.getLogger("nudge.receipts")
 
 SIGNATURE_HEADER = "X-Twilio-Signature"
-# Outbound message statuses Twilio reports; anything else is acknowledged and ignored.
 KNOWN_STATUSES = frozenset(
     {"accepted", "queued", "sending", "sent", "delivered", "read", "undelivered", "failed"}
 )

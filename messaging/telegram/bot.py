@@ -26,6 +26,7 @@ from telegram import (
     LinkPreviewOptions,
     Message,
     Update,
+    WebhookInfo,
 )
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
@@ -285,13 +286,8 @@ class BotClient:
     def delete_webhook(self) -> bool:
         return self.call(self.bot.delete_webhook())
 
-    def webhook_info(self) -> dict[str, Any]:
-        info = self.call(self.bot.get_webhook_info())
-        return {
-            "url": info.url,
-            "pending_update_count": info.pending_update_count,
-            "last_error_message": info.last_error_message or "",
-        }
+    def webhook_info(self) -> WebhookInfo:
+        return self.call(self.bot.get_webhook_info())
 
     def close(self) -> None:
         try:

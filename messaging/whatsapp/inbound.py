@@ -1,12 +1,8 @@
 """Linking a WhatsApp number (a code sent through an approved template, typed back
-on the website), and what comes back through Twilio's signed inbound webhook:
-STOP / START, a quick-reply button's signed token, or the words "snooze" / "done"
-(``messaging.from_chat``).
-
-Opt-out words are Twilio's defaults (``OptOutType`` wins when present); Twilio
-itself refuses to message a number that said STOP (21610) until START, so
-pausing here keeps the queue honest. When a code cannot be sent the person reads
-what they can do; what went wrong goes, redacted, to the ``nudge.whatsapp`` log.
+on the website), and Twilio's signed inbound messages: STOP / START (Twilio's
+default words; ``OptOutType`` wins), a quick-reply token, or "snooze" / "done".
+When a code cannot be sent the person reads what they can do; what went wrong
+goes, redacted, to the ``nudge.whatsapp`` log.
 """
 
 from __future__ import annotations

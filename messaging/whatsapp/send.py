@@ -1,17 +1,10 @@
 """WhatsApp through Twilio's Programmable Messaging API.
 
-Errors are sorted by what retrying can do: rate limits are :class:`RateLimited`
-(with Twilio's ``Retry-After`` when it sends one); a wrong recipient or request
-(any 4xx but the few in ``RETRYABLE_4XX``) and our own wrong configuration
-(retrying cannot fix a credential) are :class:`PermanentSendError`; 5xx and
-failures to connect are :class:`TransientSendError`. A read timeout or a
-connection dropped after the request went out is :class:`UnconfirmedSendError`,
-and an unreadable 2xx is not retried either: Twilio may have accepted the
-message, and its Messages API has no idempotency key.
-
-With ``TWILIO_ACTIONS_CONTENT_SID`` set, every nudge goes through that Content
-template, whose quick replies carry signed Snooze and Done tokens; without it,
-the person can reply "snooze" or "done".
+A read timeout, a connection dropped after the request went out, or an
+unreadable 2xx is never retried: Twilio may have accepted the message, and its
+Messages API has no idempotency key. With ``TWILIO_ACTIONS_CONTENT_SID`` set, a
+nudge's quick replies carry signed Snooze and Done tokens; without it, the
+person can reply "snooze" or "done".
 """
 
 from __future__ import annotations
@@ -58,10 +51,8 @@ RATE_LIMIT_CODES = {
     63017: "account message rate exceeded",
     63018: "WhatsApp sender rate limit exceeded for the channel",
 }
-# A daily cap: nothing more goes out on this account for a while.
 DAILY_LIMIT_CODE = 63038
 DAILY_LIMIT_RETRY_AFTER_SECONDS = 3600.0
-# Named for the reader; any other 4xx is permanent too.
 PERMANENT_CODES = {
     20003: "authentication failed: check TWILIO_ACCOUNT_SID / TWILIO_AUTH_TOKEN",
     21211: "invalid 'To' number",
@@ -112,7 +103,9 @@ def _detail(exc: TwilioRestException | TwilioServiceException) -> str:
 def classify_twilio_error(
     exc: TwilioRestException | TwilioServiceException, headers: Mapping[str, str] | None = None
 ) -> TransientSendError | PermanentSendError:
-    """The channel error a Twilio API error stands for."""
+    """The channel error a Twilio API error stands for: a rate limit retries later;
+    any 4xx but ``RETRYABLE_4XX`` is permanent (a wrong credential too: retrying
+    cannot fix it); 5xx is transient."""
     status = int(exc.status or 0)
     code = int(exc.code) if str(exc.code or "").isdigit() else status
     detail = _detail(exc) or f"HTTP {status}"
@@ -210,27 +203,19 @@ class WhatsAppChannel(Sender):
             "from_": whatsapp_address(self.from_address),
             "validity_period": validity,
         }
+        content_sid = self.content_sid
+        variables = {"1": message.title, "2": message.local_time, "3": str(message.minutes_until)}
         actions = message.actions
         if self.actions_content_sid and actions is not None:
             # Quick replies: each button's id is the token a tap sends back.
             number = address.strip().removeprefix("whatsapp:")
-            parameters["content_sid"] = self.actions_content_sid
-            parameters["content_variables"] = json.dumps(
-                {
-                    "1": message.title,
-                    "2": message.local_time,
-                    "3": str(message.minutes_until),
-                    "4": sign(SNOOZE, actions.send_id, number),
-                    "5": sign(DONE, actions.send_id, number),
-                }
-            )
-        elif self.content_sid:
-            # Business-initiated messages outside the 24-hour window need an
-            # approved template (error 63016 otherwise).
-            parameters["content_sid"] = self.content_sid
-            parameters["content_variables"] = json.dumps(
-                {"1": message.title, "2": message.local_time, "3": str(message.minutes_until)}
-            )
+            content_sid = self.actions_content_sid
+            variables["4"] = sign(SNOOZE, actions.send_id, number)
+            variables["5"] = sign(DONE, actions.send_id, number)
+        if content_sid:
+            # Outside the 24-hour window a business message needs an approved template.
+            parameters["content_sid"] = content_sid
+            parameters["content_variables"] = json.dumps(variables)
         else:
             parameters["body"] = message.text
         if self.status_callback:
