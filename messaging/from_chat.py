@@ -71,10 +71,8 @@ def word_of(text: str) -> str | None:
 def reply(
     channel: str, address: str, act: str, now: datetime, config: NudgeConfig
 ) -> ActResult | None:
-    """A typed "snooze" / "done": acts on the sender's last nudge within the reply window.
-
-    None when the address belongs to nobody (the reply is not ours to answer).
-    """
+    """A typed "snooze" / "done": acts on the sender's last nudge within the reply window;
+    None when the address belongs to nobody (not ours to answer)."""
     owner = addresses.owner_of(channel, address)
     if owner is None:
         return None

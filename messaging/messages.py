@@ -274,14 +274,10 @@ def compose(
     location: str = "",
     shape: Shape = Shape.REMINDER,
 ) -> NudgeMessage:
-    """The nudge, in the user's zone, language and clock: at most two lines.
-
-    'Design review starts at 15:00 (in 10 min)', then the join link (or else the
-    location, with its links removed). ``kind`` is "event" or "follow_up";
-    ``language`` one of ``LANGUAGES`` (else English), ``clock`` "24h" or "12h".
-    ``join_url`` must have passed ``meeting_links.join_url``. Any kind but
-    "follow_up" is text from a stranger: its title and location are defanged.
-    """
+    """'Design review starts at 15:00 (in 10 min)', then the join link (or else the
+    location, with its links removed). ``kind`` is "event" or "follow_up" (the
+    person's own title, not defanged); ``language`` one of ``LANGUAGES`` (else
+    English); ``clock`` "24h" or "12h"; ``join_url`` passed ``meeting_links.join_url``."""
     tz, label = _zone(tz_name)
     language = language if language in LANGUAGES else "en"
     words = _words(language)

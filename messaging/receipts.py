@@ -27,11 +27,8 @@ KNOWN_STATUSES = frozenset(
 
 
 def signature_is_valid(request: HttpRequest, configured_url: str | None = None) -> bool:
-    """Whether the request is signed with our auth token for the URL Twilio called.
-
-    ``configured_url`` is the public URL Twilio was given for this webhook
-    (default: TWILIO_STATUS_CALLBACK_URL); empty means the request's own.
-    """
+    """Whether the request is signed with our auth token for ``configured_url``, the URL
+    Twilio was given (default: TWILIO_STATUS_CALLBACK_URL; empty: the request's own)."""
     auth_token = settings.TWILIO_AUTH_TOKEN
     signature = request.headers.get(SIGNATURE_HEADER, "")
     if not auth_token or not signature:

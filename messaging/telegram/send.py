@@ -112,11 +112,8 @@ def unreadable_acceptance(what: str) -> PermanentSendError:
 
 
 def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
-    """The channel error a library exception stands for, with the token redacted.
-
-    A timeout or a dropped connection after the request left is unconfirmed:
-    Telegram may have delivered it, and the Bot API has no idempotency key.
-    """
+    """The channel error a library exception stands for, with the token redacted. After
+    the request left, a timeout or drop is unconfirmed (the API has no idempotency key)."""
 
     def clean(text: str) -> str:
         return text.replace(token, REDACTED) if token else text

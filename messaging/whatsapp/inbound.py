@@ -160,11 +160,8 @@ def prune_link_codes(user_id: int, now: datetime, config: NudgeConfig) -> int:
 
 
 def first_time(message_sid: str, now: datetime, config: NudgeConfig) -> bool:
-    """Record an inbound MessageSid; False for a replay or a message without one.
-
-    Twilio's signature has no timestamp, so this is what refuses a captured STOP
-    replayed after START. Sids older than ``NUDGE_INBOUND_SEEN_DAYS`` are pruned.
-    """
+    """Record an inbound MessageSid; False for a replay (Twilio's signature has no
+    timestamp) or a message without one. Prunes sids past ``NUDGE_INBOUND_SEEN_DAYS``."""
     if not _MESSAGE_SID.fullmatch(message_sid):
         return False
     cutoff = now - config.inbound_seen_retention
