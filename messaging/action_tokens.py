@@ -1,11 +1,9 @@
 """The token a nudge's button carries: ``<act><queue row id in hex>.<MAC>``.
 
-The MAC is an HMAC-SHA256 (keyed from ``SECRET_KEY``, salted for this use)
-over the act, the queue row and the address the message went to — a Telegram
-chat id, a WhatsApp number — cut to 16 bytes. A token copied into another
-chat, or edited to name another row or act, verifies nowhere; the row id in
-it is useless without the key. At most 41 bytes: inside Telegram's 64-byte
-``callback_data``. Channels sign (no database needed); the portal verifies.
+The MAC is a salted HMAC-SHA256 from ``SECRET_KEY`` over the act, the queue row
+and the address the message went to, cut to 16 bytes, so a token copied into
+another chat or edited verifies nowhere. At most 41 bytes: inside Telegram's
+64-byte ``callback_data``.
 """
 
 from __future__ import annotations

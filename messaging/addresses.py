@@ -1,12 +1,9 @@
 """Linking an address to a person, and what their messages from it do.
 
-A chat or number becomes a person's channel only through their own
-confirmation (``link_address``, from the Telegram ``/start`` code or the
-WhatsApp code); "/stop" and "STOP" name only an address, so the directory
-(``ChannelAddress``) says whose it is before any scope is chosen. The settings
-themselves are written through ``accounts.actions``; after a change, the user
-is announced (``accounts.actions.announce_change``) and re-planned, so the queue
-follows at once.
+A chat or number becomes a person's channel only through their own confirmation
+(a link code); "/stop" and "STOP" name only an address, so the directory
+(``ChannelAddress``) says whose it is before any scope is chosen. After a change
+the user is announced (``accounts.actions.announce_change``) and re-planned.
 """
 
 from __future__ import annotations
@@ -57,20 +54,9 @@ def bind_address(
     delivery: DeliverySettings, channel: str, address: str, method: str, now
 ) -> int | None:
     """Make ``address`` the user's ``channel`` and deliver there. Inside the user's scope.
-
-    Returns the other account that held the address until now: the caller must
-    ``release_address`` it once this scope is closed (one address, one owner).
-    """
-    if channel == Channel.TELEGRAM:
-        delivery.telegram_chat_id = address
-    else:
-        delivery.whatsapp_number = address
-        delivery.whatsapp_opted_in_at = now
+    Returns the account that held the address before, for :func:`after_link`."""
+    _set_address(delivery, channel, address, now)
     delivery.channel = channel
-    if delivery.unreachable_channel == channel:
-        delivery.unreachable_channel = ""
-        delivery.unreachable_reason = ""
-        delivery.unreachable_at = None
     if delivery.paused and delivery.paused_reason in PAUSED_BY_STOP.values():
         resume(delivery)
     delivery.full_clean()
@@ -105,16 +91,9 @@ def release_address(user_id: int, channel: str, address: str, now: datetime) -> 
         delivery = DeliverySettings.objects.filter(user_id=user_id).first()
         if delivery is None or linked_address(delivery, channel) != address:
             return False
-        if channel == Channel.TELEGRAM:
-            delivery.telegram_chat_id = ""
-        else:
-            delivery.whatsapp_number = ""
-            delivery.whatsapp_opted_in_at = None
+        _set_address(delivery, channel, "", None)
         if delivery.channel == channel:
             delivery.channel = ""  # not set up: nothing is planned until they link again
-        if delivery.unreachable_channel == channel:
-            delivery.unreachable_channel, delivery.unreachable_reason = "", ""
-            delivery.unreachable_at = None
         delivery.save()
         OptInRecord.objects.filter(
             user_id=user_id, channel=channel, address=address, withdrawn_at=None
@@ -130,6 +109,20 @@ def release_address(user_id: int, channel: str, address: str, now: datetime) -> 
     logger.warning("address moved to another account", extra={"user_id": user_id})
     announce_change(user_id, now)
     return True
+
+
+def _set_address(
+    delivery: DeliverySettings, channel: str, address: str, opted_in_at: datetime | None
+) -> None:
+    """Write (or clear) the ``channel`` address, which is no longer known unreachable."""
+    if channel == Channel.TELEGRAM:
+        delivery.telegram_chat_id = address
+    else:
+        delivery.whatsapp_number = address
+        delivery.whatsapp_opted_in_at = opted_in_at
+    if delivery.unreachable_channel == channel:
+        delivery.unreachable_channel = delivery.unreachable_reason = ""
+        delivery.unreachable_at = None
 
 
 def linked_address(delivery: DeliverySettings, channel: str) -> str:

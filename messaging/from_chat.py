@@ -1,14 +1,7 @@
 """Snooze and Done as they arrive from a chat: a Telegram button, a WhatsApp quick
-reply or the words "snooze" / "done".
-
-Who is acting is the chat or number the tap came from (the address directory,
-``addresses.owner_of``); what they act on is the signed token the button carried
-(``messaging.nudge_actions``), which verifies only for that address. The
-act itself runs inside the owner's tenant scope; Done then marks the
-follow-up done through the same action the website uses
-(``followups.change_follow_up``), which re-materializes the user. The answer is
-written in the owner's language (their delivery settings), as their nudges are;
-an address that belongs to nobody is answered in the site's language.
+reply or the words "snooze" / "done". Who acts is the address's owner; a button's
+token verifies only for that address. The act runs in the owner's tenant scope,
+and the answer is in the owner's language (the site's for an unknown address).
 """
 
 from __future__ import annotations
@@ -78,10 +71,8 @@ def word_of(text: str) -> str | None:
 def reply(
     channel: str, address: str, act: str, now: datetime, config: NudgeConfig
 ) -> ActResult | None:
-    """A typed "snooze" / "done": acts on the sender's last nudge within the reply window.
-
-    None when the address belongs to nobody (the reply is not ours to answer).
-    """
+    """A typed "snooze" / "done": acts on the sender's last nudge within the reply window;
+    None when the address belongs to nobody (not ours to answer)."""
     owner = addresses.owner_of(channel, address)
     if owner is None:
         return None

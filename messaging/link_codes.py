@@ -1,10 +1,8 @@
 """One-time link codes for Telegram and WhatsApp: made, stored as digests, spent once.
 
 A Telegram deep link names its owner (``<user id>-<secret>``), so it is checked
-*inside* the owner's tenant scope: no lookup ever reads another tenant's rows.
-A WhatsApp code is six digits sent to the number being linked, keyed and bound
-to that number; a few wrong tries spend it. ``digest`` and ``owned_secret`` are
-shared with the API's tokens (``portal.tokens``), which name their owner too.
+inside the owner's tenant scope. A WhatsApp code is six digits, keyed and bound
+to the number it was sent to; a few wrong tries spend it.
 """
 
 from __future__ import annotations
@@ -39,10 +37,6 @@ def address_digest(channel: str, address: str) -> str:
     return salted_hmac(f"portal.address.{channel}", address, algorithm="sha256").hexdigest()
 
 
-def _expiry(now: datetime, config: NudgeConfig) -> datetime:
-    return now + config.link_code_lifetime
-
-
 @dataclass(frozen=True)
 class OwnedSecret:
     user_id: int
@@ -61,14 +55,14 @@ def parse_telegram_payload(payload: str) -> OwnedSecret | None:
 
 
 def new_telegram_code(user_id: int, now: datetime, config: NudgeConfig) -> str:
-    """A fresh deep-link payload; older unused ones stop working. Inside the user's scope."""
+    """A fresh deep-link payload; older unused ones stop working. Inside the scope."""
     LinkCode.objects.filter(user_id=user_id, channel=Channel.TELEGRAM, used_at=None).delete()
     secret = secrets.token_urlsafe(24)  # 32 characters
     LinkCode.objects.create(
         user_id=user_id,
         channel=Channel.TELEGRAM,
         secret_digest=digest(secret),
-        expires_at=_expiry(now, config),
+        expires_at=now + config.link_code_lifetime,
     )
     return f"{user_id}-{secret}"
 
@@ -98,10 +92,7 @@ class TooManyCodes(Exception):
 
 def new_whatsapp_code(user_id: int, address: str, now: datetime, config: NudgeConfig) -> str:
     """A six-digit code for ``address``; earlier unused codes stop working. Inside the scope.
-
-    Each code is a paid template message to a number the user typed, so a user
-    gets at most MAX_CODES_PER_HOUR of them.
-    """
+    Raises :class:`TooManyCodes` past ``MAX_CODES_PER_HOUR`` (each is a paid message)."""
     recent = LinkCode.objects.filter(
         user_id=user_id, channel=Channel.WHATSAPP, created_at__gt=now - timedelta(hours=1)
     )
@@ -116,7 +107,7 @@ def new_whatsapp_code(user_id: int, address: str, now: datetime, config: NudgeCo
         channel=Channel.WHATSAPP,
         address=address,
         secret_digest=_code_digest(user_id, address, code),
-        expires_at=_expiry(now, config),
+        expires_at=now + config.link_code_lifetime,
     )
     return code
 

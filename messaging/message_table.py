@@ -1,11 +1,8 @@
-"""Every shape of nudge in every language, made by the real composer: the table in
-``docs/MESSAGES.md``.
+"""``docs/MESSAGES.md``: every shape of nudge in every language, by the real composer.
 
-``tests/channels/test_message_table.py`` fails when the file differs from what
-:func:`render` makes now, or when any shape — at its longest: the longest title
-and the longest link a nudge may carry — is over a channel's limit. Regenerate
-the file with ``manage.py write_message_table`` after changing the words
-(``messages.py`` or ``locale/``).
+Regenerate it with ``manage.py write_message_table`` after changing the words
+(``messages.py`` or ``locale/``); a test fails while it is out of date, or when a
+shape at its longest is over a channel's limit.
 """
 
 from __future__ import annotations
@@ -18,8 +15,7 @@ from messaging.messages import CLOCKS, LANGUAGES, MAX_TITLE_CHARS, Shape, compos
 from messaging.telegram.send import keyboard
 from providers.meeting_links import MAX_URL_LENGTH
 
-# What one message may hold, in characters, per channel (provider facts):
-# Telegram's sendMessage text, and the body of a WhatsApp message through Twilio.
+# What one message may hold, in characters: Telegram's text, a Twilio WhatsApp body.
 CHANNEL_LIMITS = {"telegram": 4096, "whatsapp": 1600}
 
 LANGUAGE_NAMES = {
@@ -78,9 +74,6 @@ EXAMPLES = (
 )
 
 
-# Text from an invitation, which anyone can send: the addresses in an event's title
-# and place are defanged (``messages.neutralise_links``); the join link — https, an
-# allowed meeting host — is the one link. A follow-up is the person's own words.
 PHISHING_TITLE = "Payroll: confirm your bank details at https://evil.example/login"
 PHISHING_PLACE = "Dial in: zoom-us.evil.example/j/123 or bit.ly/x9"
 FROM_STRANGERS = (
@@ -189,8 +182,7 @@ def render() -> str:
 
 
 def _buttons(nudge: NudgeMessage) -> str:
-    """The Telegram message's link buttons, as its sender makes them (Snooze and Done,
-    added per queue row, are not links)."""
+    """The Telegram message's link buttons, as its sender makes them."""
     markup = keyboard("0", nudge)
     rows = markup.inline_keyboard if markup else ()
     links = [f"[{b.text} → {b.url}]" for row in rows for b in row if b.url]

@@ -1,45 +1,14 @@
-"""Compose the nudge's text in the recipient's time zone.
+"""Compose a nudge's plain text in the recipient's zone, language and clock.
 
-Plain text only: titles come from calendars anyone can invite you to, so
-they are never given to a provider as markup. What is removed, and why:
-
-* control characters (tabs, newlines, NUL, ESC, …) become spaces, and runs of
-  whitespace fold to one — a title cannot add lines to the message;
-* explicit bidirectional formatting (LRE/RLE/PDF/LRO/RLO and the isolates) is
-  dropped: an unterminated right-to-left override in a title would otherwise
-  reverse the rest of the message on screen, time included. Right-to-left
-  text itself (Hebrew, Arabic) passes through untouched, as do emoji;
-* lone surrogates, which cannot be encoded and would fail every send.
-
-An event's text — its title and its place — is written by whoever sent the
-invitation, and Telegram and WhatsApp turn any address in a message into a
-link: "https://…", "www.…", and bare domains too ("bit.ly/x9",
-"zoom-us.evil.example/j/123"). So in an event's title and location every
-address is *defanged* (:func:`neutralise_links`): the scheme is dropped and
-each dot of its host name is written "[.]" — "evil[.]example/login". The
-person still reads where it points (and may type it, if they trust it); no app
-makes it a link. Dots between a name and a word of two or more letters are
-taken for a host ("Node[.]js" too: a stray bracket costs less than a link we
-cannot vouch for); a number like "4.2" is left alone. The one link an event's
-nudge carries is its join link, which only an allowed meeting host passes
-(below). A follow-up's title is the person's own and is kept as written.
-
-Long titles are cut at a word boundary when there is one in the second half,
-and never inside a user-perceived character: not between a letter and its
-combining marks, inside an emoji ZWJ sequence, before a skin-tone modifier or
-variation selector, or between the two halves of a flag.
-
-An unknown time zone (it passed validation once, or was written around it)
-does not stop the nudge: the time is given in UTC and says so.
-
-A nudge is written in the recipient's language (gettext, ``locale/``) and
-clock (12 or 24 hours), with dates and times as their locale writes them
-(Babel): the time alone today, "tomorrow" tomorrow, otherwise the date, with the
-year only when it is not this year. It is at most two lines: what and when,
-then the meeting's join link — or, without one, where it is, with every address
-removed (only a link that passed ``providers.meeting_links`` is ever
-sent). ``docs/MESSAGES.md`` shows every shape in every language; it is
-generated from it by ``manage.py write_message_table``.
+Titles come from calendars anyone can invite you to, so :func:`clean_title`
+makes them one bounded plain line: no control characters, no explicit bidi
+formatting (an unterminated override would reverse the rest of the message), no
+lone surrogates (they fail every send), and a long title cut at a word boundary,
+never inside a user-perceived character. Telegram and WhatsApp make a link of
+any address, so an event's title and location are defanged
+(:func:`neutralise_links`): its one link is a join link ``providers.meeting_links``
+passed. An unknown time zone gives the time in UTC, and says so.
+``docs/MESSAGES.md`` (``manage.py write_message_table``) shows every shape.
 """
 
 from __future__ import annotations
@@ -101,9 +70,8 @@ def _boundary_at_or_before(text: str, index: int) -> int:
     return index
 
 
-# Characters an app may skip inside an address (soft hyphen, zero-width space and
-# joiners, word joiner, invisible operators, BOM): an address with one in it is
-# still taken for one.
+# Characters an app skips inside an address (soft hyphen, zero-width characters,
+# invisible operators, BOM): an address with one in it is still an address.
 _INVISIBLE = "\u00ad\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff"
 # A scheme ("https://", "tg://"): dropped, so no app sees a URL's start.
 _SCHEME = re.compile(r"\b[a-z][a-z0-9+.-]{0,31}://", re.IGNORECASE)
@@ -125,16 +93,17 @@ DEFANGED_DOT = "[.]"
 def neutralise_links(text: str) -> str:
     """``text`` with no address an app would make a link: each scheme dropped, each
     dot of a host name written "[.]" ("https://evil.example/login" reads
-    "evil[.]example/login"). For text from strangers (see the module docstring)."""
+    "evil[.]example/login"). A dot before a word of two or more letters is taken for
+    a host's ("Node[.]js" too: a stray bracket costs less than a link); "4.2" is not."""
     if not _ANY_DOT.search(text) and "://" not in text:
-        return text  # most titles: no host, no scheme, nothing to scan for
+        return text  # most titles: nothing to scan for
     without_schemes = _SCHEME.sub("", text)
     return _HOST.sub(lambda host: _DOTS.sub(DEFANGED_DOT, host.group()), without_schemes)
 
 
 def clean_title(title: str, fallback: str, *, from_a_stranger: bool = False) -> str:
-    """Plain, one-line, bounded text from an untrusted title (see the module docstring);
-    ``from_a_stranger`` (an event's title or place): with its addresses defanged."""
+    """Plain, one-line, bounded text from an untrusted title; ``from_a_stranger`` (an
+    event's title or place): with its addresses defanged."""
     visible = "".join(
         " " if unicodedata.category(char) in _SPACE_CATEGORIES else char
         for char in title
@@ -142,9 +111,8 @@ def clean_title(title: str, fallback: str, *, from_a_stranger: bool = False) -> 
     )
     folded = " ".join(visible.split())
     if from_a_stranger:
-        # After the characters above are gone (a dropped override cannot join an
-        # address back together) and before the cut (a cut "evil[.]exa…" is no link).
-        # Only what the cut can keep is read: the scan stays short on a huge title.
+        # After the drops above (a dropped override cannot join an address back
+        # together), before the cut, and only on what the cut can keep.
         folded = neutralise_links(folded[: 2 * MAX_TITLE_CHARS])
     if not folded:
         return fallback
@@ -171,12 +139,8 @@ def _zone(tz_name: str) -> tuple[tzinfo, str]:
 
 
 class Shape(StrEnum):
-    """Why this nudge is sent, when that changes its words (``compose(shape=...)``).
-
-    ``REMINDER`` is the planned nudge (at the start itself it says "now");
-    ``SNOOZED`` the one a Snooze tap queued; ``QUIET_HOURS`` one that quiet hours
-    held back, so it comes with less notice than the person asked for.
-    """
+    """Why this nudge is sent, when that changes its words: the planned one, the
+    one a Snooze tap queued, or one quiet hours held back (with less notice)."""
 
     REMINDER = "reminder"
     SNOOZED = "snoozed"
@@ -205,9 +169,8 @@ def describe_lead(delta: timedelta, language: str = "en") -> str:
 
 
 def _words(language: str) -> Any:
-    """The language's catalog, read directly: activating a language per nudge (a
-    thread-local switch, twice per message) costs more than composing the message.
-    Django caches the catalog; its ``gettext``/``pgettext`` are gettext's own."""
+    """The language's (cached) catalog, read directly: activating a language per
+    nudge costs more than composing the message."""
     return trans_real.translation(language)
 
 
@@ -311,18 +274,10 @@ def compose(
     location: str = "",
     shape: Shape = Shape.REMINDER,
 ) -> NudgeMessage:
-    """The nudge, in the user's zone, language and clock: at most two lines.
-
-    'Design review starts at 15:00 (in 10 min)', then the join link (or else the
-    location). ``kind`` is "event" or "follow_up"; ``language`` one of
-    ``LANGUAGES`` (another falls back to English), ``clock`` "24h" or "12h".
-    ``join_url`` must already have passed ``meeting_links.join_url`` (sync stores
-    nothing else). Any kind but "follow_up" is text from a stranger: its title
-    and location are defanged (:func:`neutralise_links`); the join link is not.
-    ``shape`` says why the nudge is sent (:class:`Shape`): a Snooze tap's nudge
-    passes ``Shape.SNOOZED``, a quiet-hours-held one ``Shape.QUIET_HOURS``; a
-    nudge less than a minute before the start says "now".
-    """
+    """'Design review starts at 15:00 (in 10 min)', then the join link (or else the
+    location, with its links removed). ``kind`` is "event" or "follow_up" (the
+    person's own title, not defanged); ``language`` one of ``LANGUAGES`` (else
+    English); ``clock`` "24h" or "12h"; ``join_url`` passed ``meeting_links.join_url``."""
     tz, label = _zone(tz_name)
     language = language if language in LANGUAGES else "en"
     words = _words(language)
@@ -330,7 +285,6 @@ def compose(
     time_text = _format(local_start, language, "hm" if clock == "12h" else "Hm")
     when, local_time = _when(local_start, now.astimezone(tz), language, time_text)
     minutes_until = max(0, round((starts_at - now).total_seconds() / 60))
-    # The person wrote their follow-up; anyone may have written an event's words.
     if kind == "follow_up":
         clean = clean_title(title, words.gettext("your follow-up"))
     else:

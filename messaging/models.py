@@ -1,10 +1,5 @@
-"""What linking a chat needs: one-time link codes, opt-in records, the address
-directory inbound messages are matched by, and the replay guards of inbound
-updates.
-
-Secrets are stored as SHA-256 digests only (they are long and random, so a
-plain digest is enough); the plaintext is shown once and never kept.
-"""
+"""What linking a chat needs: link codes (stored as digests only), opt-in records,
+the address directory inbound messages are matched by, and inbound replay guards."""
 
 from __future__ import annotations
 
@@ -16,11 +11,8 @@ from tenancy.models import TenantModel
 
 
 class LinkCode(TenantModel):
-    """A one-time secret proving who is linking a channel.
-
-    Telegram: the deep-link payload's secret part. WhatsApp: the six-digit
-    code sent to ``address``. Expires, and works once (``used_at``).
-    """
+    """A one-time secret proving who is linking a channel: the Telegram deep link's
+    secret, or the WhatsApp code sent to ``address``. Expires, and works once."""
 
     channel = models.CharField(max_length=16, choices=Channel.choices)
     secret_digest = models.CharField(max_length=64)
@@ -57,13 +49,9 @@ class OptInRecord(TenantModel):
 
 
 class ChannelAddress(models.Model):
-    """Which user a Telegram chat or WhatsApp number belongs to: *not* a tenant table.
-
-    An inbound message ("/stop", "STOP") names only its sender, and no tenant
-    scope can be chosen before the owner is known. The directory holds a
-    keyed digest of the address (HMAC with SECRET_KEY), never the address, and
-    the owner is re-checked against their own settings inside their scope.
-    """
+    """Which user a chat or number belongs to: *not* a tenant table, since an inbound
+    message names only its sender. Holds a keyed digest of the address, never the
+    address; the owner is re-checked against their settings inside their scope."""
 
     channel = models.CharField(max_length=16, choices=Channel.choices)
     address_digest = models.CharField(max_length=64)
@@ -96,10 +84,8 @@ class TelegramUpdateSeen(models.Model):
 
 
 class TwilioMessageSeen(models.Model):
-    """Inbound Twilio MessageSids already handled, so a captured signed STOP or START
-    replayed later does nothing. Holds no user data; pruned after
-    ``NUDGE_INBOUND_SEEN_DAYS`` (Twilio's signature has no timestamp, so the table
-    is what refuses a replay)."""
+    """Inbound Twilio MessageSids already handled, so a replayed STOP or START does
+    nothing. Holds no user data; pruned after ``NUDGE_INBOUND_SEEN_DAYS``."""
 
     message_sid = models.CharField(max_length=64, primary_key=True)
     received_at = models.DateTimeField(auto_now_add=True)

@@ -1,29 +1,12 @@
-"""Snooze and Done from a nudge's own message: the signed button tokens and the rules.
+"""What a verified Snooze or Done tap does, inside the owner's tenant scope (the
+caller's, ``messaging.from_chat``), written through the queue's transitions.
 
-A button carries a token, not an id a stranger could guess or change:
-``<act><row id in hex>.<MAC>``, the MAC an HMAC (keyed from ``SECRET_KEY``)
-over the act, the queue row and the address the message went to (a Telegram
-chat id, a WhatsApp number). So a token copied into another chat, or edited
-to name another row, verifies nowhere, and every token fits Telegram's
-64-byte ``callback_data`` (at most 41 bytes).
-
-What a verified tap does is decided here, inside the owner's tenant scope
-(the caller's, ``messaging/from_chat.py``), and written through the queue's
-transitions:
-
-* **Snooze** queues one new nudge at the tap plus ``NUDGE_SNOOZE_MINUTES``,
-  rounded up to the minute — at the subject's start if that comes first, at
-  the end of quiet hours if the instant falls inside them (and not at all if
-  they last past the start, as for any nudge: ``accounts.rules``). It counts
-  against the per-user caps like a planned nudge, and is recorded as a
-  :class:`NudgeAct`, from which materialize plans it again, so it is not
-  withdrawn as unplanned. A second tap on the same message finds the record
-  and says when the first one snoozed to.
-* **Done** (follow-ups) records the act and withdraws the follow-up's pending
-  nudges; marking the follow-up itself done is the portal's action.
-
-Each answer is a sentence for the person (the message's new text, the
-callback's toast); nothing here raises for a tap that cannot be honoured.
+Snooze queues one nudge at the tap plus ``NUDGE_SNOOZE_MINUTES`` (rounded up to
+the minute, no later than the start, after quiet hours), counted against the
+per-user caps and recorded as a :class:`NudgeAct` that materialize plans it again
+from. Done (follow-ups) records the act and withdraws the pending nudges. Each
+answer is a sentence for the person; nothing here raises for a tap that cannot
+be honoured.
 """
 
 from __future__ import annotations
@@ -49,12 +32,10 @@ from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
 Act = NudgeAct.Act
 # WhatsApp's customer-service window: a text reply acts on a nudge sent within it.
 REPLY_WINDOW = timedelta(hours=24)
-# Acts are kept this long: past the history's seven days and any snooze's life
-# (a snooze lies inside the look-ahead), so a repeated tap is still recognised.
+# Past the history's seven days and any snooze's life: a repeated tap is recognised.
 ACT_RETENTION = timedelta(days=30)
 
-# What the person reads (the edited message, the toast, the WhatsApp reply), in the
-# language active when it is formatted (messaging.from_chat: the owner's own).
+# What the person reads, in the language active when it is formatted (the owner's).
 SNOOZED = gettext_lazy("Snoozed until {until}")
 SNOOZED_TO_START = gettext_lazy("Snoozed until {until}, when it starts")
 SNOOZED_PAST_QUIET = gettext_lazy("Snoozed until {until}, when your quiet hours end")
@@ -140,10 +121,7 @@ def _caps_full(user_id: int, at: datetime, config: NudgeConfig) -> tuple[bool, i
 
 def _record(row: ScheduledSend, act: str, via: str, now: datetime, **fields: object) -> bool:
     """Record the act once per message; False when it was recorded before (a repeat).
-
-    The user's acts older than ``ACT_RETENTION`` go here too (an indexed range,
-    usually empty): the table grows with taps, not forever.
-    """
+    The user's acts older than ``ACT_RETENTION`` are deleted here."""
     NudgeAct.objects.filter(user_id=row.user_id, created_at__lt=now - ACT_RETENTION).delete()
     try:
         with transaction.atomic():
@@ -220,10 +198,7 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
 
 def record_done(user_id: int, send_id: int, via: str, now: datetime) -> ActResult:
     """Record Done on row ``send_id``'s follow-up and withdraw its pending nudges.
-
-    Inside the user's tenant scope; the caller then marks the follow-up done
-    (``follow_up_id`` in the answer) through the portal's own action.
-    """
+    Inside the user's scope; the caller marks the follow-up (``follow_up_id``) done."""
     row = ScheduledSend.objects.filter(user_id=user_id, pk=send_id).first()
     if row is None:
         return ActResult(UNKNOWN)
@@ -232,8 +207,7 @@ def record_done(user_id: int, send_id: int, via: str, now: datetime) -> ActResul
     follow_up = FollowUp.objects.filter(user_id=user_id, pk=row.ref_id).first()
     if follow_up is None:
         return ActResult(GONE.format(reason="follow-up deleted"))
-    # Done already (on the website, or a tap before this one): withdraw what is
-    # left all the same, and record nothing twice.
+    # Done already (on the website, or by an earlier tap): still withdraw what is left.
     recorded = not follow_up.done and _record(row, Act.DONE, via, now)
     transitions.withdraw_subject(user_id, row.kind, row.ref_id)
     if not recorded:
@@ -242,10 +216,8 @@ def record_done(user_id: int, send_id: int, via: str, now: datetime) -> ActResul
 
 
 def last_sent(user_id: int, channel: str, now: datetime) -> int | None:
-    """The queue row of the user's last nudge on ``channel`` within the reply window.
-
-    What a WhatsApp text reply ("snooze", "done") acts on. Inside the user's scope.
-    """
+    """The user's last nudge on ``channel`` within the reply window, which a typed
+    "snooze" or "done" acts on. Inside the user's scope."""
     return (
         ScheduledSend.objects.filter(
             user_id=user_id,

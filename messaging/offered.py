@@ -1,8 +1,5 @@
 """Which chat channels a person can link on this server: those whose settings are set.
-
-One answer for every page that speaks of linking (the Settings page's buttons, the
-banner on Home and Settings), so none points a person at a channel that is not there.
-"""
+One answer for every page that speaks of linking."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """POST /twilio/status: Twilio's delivery receipts for WhatsApp messages.
 
-Twilio calls the ``status_callback`` URL given with each message as it moves
-through queued → sent → delivered → read (or undelivered / failed). The
-request carries no session and no CSRF token; it is trusted only because of
-its ``X-Twilio-Signature``: an HMAC, keyed with the auth token, over the exact
-URL Twilio called plus the sorted form fields. So the URL checked is the one
-Twilio was told (TWILIO_STATUS_CALLBACK_URL), not one rebuilt from headers a
-proxy may have rewritten; without that setting it is the request's own.
-
-The row is found by its provider message id across tenants, which only the
-claim module may do (``record_receipt``); statuses there only move forward.
+Trusted only for its ``X-Twilio-Signature``, an HMAC over the exact URL Twilio
+called: the URL checked is the one Twilio was told, not one rebuilt from headers
+a proxy may have rewritten. ``record_receipt`` finds the row across tenants and
+only moves its status forward.
 """
 
 from __future__ import annotations
@@ -27,18 +21,14 @@ from scheduled_sends.queue.transitions import record_receipt
 logger = logging.getLogger("nudge.receipts")
 
 SIGNATURE_HEADER = "X-Twilio-Signature"
-# Outbound message statuses Twilio reports; anything else is acknowledged and ignored.
 KNOWN_STATUSES = frozenset(
     {"accepted", "queued", "sending", "sent", "delivered", "read", "undelivered", "failed"}
 )
 
 
 def signature_is_valid(request: HttpRequest, configured_url: str | None = None) -> bool:
-    """Whether the request is signed with our auth token for the URL Twilio called.
-
-    ``configured_url`` is the public URL Twilio was given for this webhook
-    (default: TWILIO_STATUS_CALLBACK_URL); empty means the request's own.
-    """
+    """Whether the request is signed with our auth token for ``configured_url``, the URL
+    Twilio was given (default: TWILIO_STATUS_CALLBACK_URL; empty: the request's own)."""
     auth_token = settings.TWILIO_AUTH_TOKEN
     signature = request.headers.get(SIGNATURE_HEADER, "")
     if not auth_token or not signature:
@@ -66,8 +56,7 @@ def twilio_status(request: HttpRequest) -> HttpResponse:
 
     updated = record_receipt(message_sid, status, error_code)
     if not updated:
-        # A receipt for a message we do not hold (pruned, or another app's sender),
-        # or one older than the status already recorded.
+        # A message we do not hold, or a status older than the one recorded.
         logger.info(
             "Twilio status callback matched no row to move forward",
             extra={"message_sid": message_sid, "status": status},

@@ -1,5 +1,4 @@
-"""The providers' calls into us: inbound messages and taps (``webhooks``), signed or
-carrying the bot's secret, and Twilio's delivery receipts (``receipts``)."""
+"""The providers' calls into us: inbound messages and taps, and delivery receipts."""
 
 from django.urls import path
 

@@ -1,17 +1,9 @@
 """Inbound webhooks: Telegram updates and Twilio's inbound WhatsApp messages.
 
-Neither carries a session or a CSRF token; each is trusted only because of
-its proof: Telegram's ``X-Telegram-Bot-Api-Secret-Token`` (the secret given
-to ``setWebhook``, compared in constant time) and Twilio's
-``X-Twilio-Signature`` (an HMAC over the URL and the form, keyed with the
-auth token). Both handlers are idempotent, so a provider's retry or a replay
-changes nothing twice.
-
-A tap on a nudge's Telegram button is answered in the response body
-(``answerCallbackQuery``); the message's edit ("Snoozed until 15:05") is the
-one outbound call the web process makes, and its failure only leaves the old
-text (the answer already said what happened). A WhatsApp reply that acted on
-a nudge ("snooze", "done", a quick-reply button) is answered in TwiML.
+Neither carries a session or a CSRF token: each is trusted only for Telegram's
+secret header or Twilio's signature, and both are idempotent. A Telegram tap is
+answered in the response body; editing the tapped message is the one outbound
+call, and its failure only leaves the old text.
 """
 
 from __future__ import annotations
@@ -86,8 +78,7 @@ def twilio_inbound(request: HttpRequest) -> HttpResponse:
     result = whatsapp.handle_inbound(
         request.POST.dict(), timezone.now(), NudgeConfig.from_settings()
     )
-    # Twilio answers STOP / START itself; we add nothing. A Snooze or Done is
-    # answered with what it did (a free-form reply: the person just wrote).
+    # Twilio answers STOP / START itself; a Snooze or Done says what it did.
     if isinstance(result, ActResult):
         return HttpResponse(twiml_message(result.text), content_type="text/xml")
     return HttpResponse(EMPTY_TWIML, content_type="text/xml")

@@ -1,24 +1,12 @@
 """The interface every delivery channel implements (:class:`Sender`).
 
-A sender sends one already-composed message to one address and answers in
-one of these ways, which ``sweeps.verdicts.classify`` turns into the row's settlement:
-
-* returns a :class:`SendReceipt` — delivered to the provider: ``sent``;
-* raises :class:`RateLimited` — retry after ``retry_after`` seconds, and stop
-  using this channel for the rest of the run;
-* raises :class:`TransientSendError` — timeout, 5xx, network: retried next run;
-* raises :class:`PermanentSendError` — invalid number, bot blocked, chat not
-  found: settled ``failed`` with the provider's code, never retried; its
-  ``kind`` says whose problem it is (the provider refused, our configuration,
-  an accepted message whose answer could not be read);
-* raises :class:`UnconfirmedSendError` — the request reached the provider but
-  no answer came back (a read timeout): it may have been delivered, and a
-  retry could deliver it twice, so it is settled ``failed`` with that reason.
-  A timeout before the request left (connecting) is transient instead.
-
-The channel *name* (``whatsapp``, ``telegram``) is ``models.Channel``; a
-sender is the code behind one. Senders are called outside any database
-transaction and must not touch the database.
+A sender sends one composed message to one address, outside any database
+transaction and without touching the database, and either returns a
+:class:`SendReceipt` or raises one of the errors below, which
+``sweeps.verdicts.classify`` turns into the row's settlement: rate-limited (retry
+after ``retry_after`` and spare the channel for the run), transient (retried next
+run), permanent (failed, never retried) or unconfirmed (the provider may have it:
+failed rather than risk a duplicate).
 """
 
 from __future__ import annotations
@@ -39,8 +27,7 @@ REDACTED = "[redacted]"
 
 @dataclass(frozen=True)
 class NudgeActions:
-    """What the person may do from the message: each button is a signed token
-    (``messaging.nudge_actions``) bound to this queue row and the address."""
+    """What the person may do from the message (``messaging.action_tokens``)."""
 
     send_id: int  # the queue row the message is sent for
     snooze_minutes: int
@@ -69,7 +56,7 @@ class SendReceipt:
 
 class SendError(Exception):
     """A send that did not go through. ``code`` is the provider's own error code;
-    ``kind`` what a failure settled from it is (``failures.FailureKind``)."""
+    ``kind`` whose problem a failure settled from it is (``failures.FailureKind``)."""
 
     kind: FailureKind = FailureKind.REFUSED
 
@@ -83,8 +70,7 @@ class SendError(Exception):
         return f"[{self.code}] {self}" if self.code else str(self)
 
     def redacted(self, *secrets: str) -> SendError:
-        """This error with every secret replaced: providers quote credentials back
-        in error messages, and the message ends up in ``last_error``."""
+        """This error with every secret replaced (providers quote credentials back)."""
         text = str(self)
         for secret in secrets:
             if secret:
@@ -128,9 +114,8 @@ class Sender(ABC):
         """Send ``message`` to ``address`` or raise a :class:`SendError`."""
 
     def warm_up(self) -> None:  # noqa: B027 — optional hook, most channels need none
-        """Do once-per-run set-up now (a login call, say), before a send slot is waited
-        for, so the first message leaves at its slot and not a round trip later.
-        Must not raise: a failure here shows again, classified, in :meth:`send`."""
+        """Do once-per-run set-up before the first send slot. Must not raise: a
+        failure here shows again, classified, in :meth:`send`."""
 
     def close(self) -> None:  # noqa: B027 — optional hook, most channels hold nothing
         """Release connections at the end of a run."""

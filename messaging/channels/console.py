@@ -1,9 +1,7 @@
 """The development channel: prints the nudge instead of sending it.
 
-Outside development it must never "send": it would print a user's private
-titles into the service's log and record them delivered. The rules
-(``accounts.rules.pause_reason``) skip such rows with a reason, and the channel
-itself refuses as a last line.
+Outside development it refuses (a last line behind ``accounts.rules``): it would
+print private titles into the log and record them delivered.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """A channel that records what it would send: for tests and benchmarks.
 
-In-process it keeps a list; across processes (several deliver workers) it
-appends one JSON line per message to ``NUDGE_RECORDING_FILE`` — a single
-``write`` on an ``O_APPEND`` file, so lines from concurrent workers never
-interleave — and the test counts what landed there. ``NUDGE_RECORDING_DELAY_SECONDS``
-adds a provider-like latency to each send.
+In-process it keeps a list; across processes it appends one JSON line per message
+to ``NUDGE_RECORDING_FILE`` (one ``O_APPEND`` write: lines never interleave).
+``NUDGE_RECORDING_DELAY_SECONDS`` adds a provider-like latency to each send.
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ class RecordingChannel(Sender):
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
-        # Optional latency, so concurrent workers really overlap in tests.
         delay = float(os.environ.get("NUDGE_RECORDING_DELAY_SECONDS", "0") or 0)
         if delay:
             time.sleep(delay)

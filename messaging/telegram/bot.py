@@ -1,18 +1,11 @@
-"""Linking a Telegram chat: the bot's side of ``/start <code>`` and ``/stop``.
+"""The bot's side of linking (``/start <code>``, ``/stop``) and of a nudge's buttons.
 
-Updates arrive two ways and meet in :func:`handle_update`: by webhook
-(production; ``POST /telegram/webhook``, answered with the reply as a Bot API
-method in the response body, so the web process makes no outbound call), and
-by long polling with ``getUpdates`` (``manage.py telegram_poll``, development).
-An update id is handled once: a replayed update changes nothing and gets no
-second answer.
-
-A tap on a nudge's button arrives as a ``callback_query``
-(:func:`handle_callback`): it is always answered (``answerCallbackQuery``, else
-the button spins), with what happened or why nothing did; when the tap
-changed something the message is edited to say so ("Snoozed until 15:05",
-"Done ✓"), keeping only its Join button. The webhook answers the callback in
-its response body and makes the edit as one outbound call.
+Updates come by webhook (production: the reply is the response body, so the
+web process makes no outbound call) or by ``getUpdates`` long polling
+(``manage.py telegram_poll``); both meet in :func:`handle_update`, and an
+update id is handled once. A button tap is always answered, else the button
+spins; when it changed something the message is edited to say so, keeping
+only its Join button.
 """
 
 from __future__ import annotations
@@ -33,6 +26,7 @@ from telegram import (
     LinkPreviewOptions,
     Message,
     Update,
+    WebhookInfo,
 )
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
@@ -43,7 +37,7 @@ from core.config import NudgeConfig
 from messaging import addresses, from_chat
 from messaging.link_codes import parse_telegram_payload, use_telegram_code
 from messaging.models import LinkCode, TelegramUpdateSeen
-from messaging.nudge_actions import NOT_HERE, ActResult
+from messaging.nudge_actions import NOT_HERE
 from messaging.telegram.send import (
     REDACTED,
     bot_api_base_url,
@@ -51,7 +45,6 @@ from messaging.telegram.send import (
 )
 from tenancy.scope import tenant_scope
 
-# Linking and /stop come as messages; a nudge's buttons as callback queries.
 ALLOWED_UPDATES = ["message", "callback_query"]
 WEBHOOK_SECRET_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
@@ -78,7 +71,7 @@ class Reply:
     text: str
 
     def as_webhook_answer(self) -> dict[str, Any]:
-        """The Bot API call Telegram makes for us when it is the webhook's response."""
+        """The Bot API call Telegram makes for us as the webhook's response."""
         return {"method": "sendMessage", "chat_id": self.chat_id, "text": self.text}
 
 
@@ -121,21 +114,18 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
     message = query.message
     chat_id = message.chat.id if message is not None else None
     if chat_id is None:
-        result = ActResult(str(NOT_HERE))
-    else:
-        result = from_chat.tap(Channel.TELEGRAM, str(chat_id), query.data or "", now, config)
-    answer = CallbackAnswer(query.id, result.text)
-    text = getattr(message, "text", None)
-    if result.changed and isinstance(message, Message) and text:
+        return CallbackAnswer(query.id, str(NOT_HERE))
+    result = from_chat.tap(Channel.TELEGRAM, str(chat_id), query.data or "", now, config)
+    if result.changed and isinstance(message, Message) and message.text:
         return CallbackAnswer(
             query.id,
             result.text,
             chat_id=chat_id,
             message_id=message.message_id,
-            new_text=_with_outcome(text, result.text),
+            new_text=_with_outcome(message.text, result.text),
             keep_markup=_url_buttons_only(message),
         )
-    return answer
+    return CallbackAnswer(query.id, result.text)
 
 
 def link_url(code: str) -> str:
@@ -143,9 +133,8 @@ def link_url(code: str) -> str:
 
 
 def link_qr(url: str) -> str:
-    """The link as a QR code (an SVG ``data:`` URI) for a person at a desktop to scan
-    with the phone Telegram is on. Drawn here, not by a web service: the link
-    carries a one-time secret."""
+    """The link as a QR code (an SVG ``data:`` URI), drawn here and not by a web
+    service: the link carries a one-time secret."""
     return segno.make_qr(url, error="m").svg_data_uri(scale=5, border=2)
 
 
@@ -156,8 +145,7 @@ class LinkState:
 
 
 def link_state(user_id: int, now: datetime) -> str:
-    """Where the user's latest Telegram link stands, for the waiting page's check.
-    Inside the user's scope."""
+    """Where the user's latest Telegram link stands. Inside the user's scope."""
     latest = (
         LinkCode.objects.filter(user_id=user_id, channel=Channel.TELEGRAM)
         .order_by("-created_at", "-pk")
@@ -298,13 +286,8 @@ class BotClient:
     def delete_webhook(self) -> bool:
         return self.call(self.bot.delete_webhook())
 
-    def webhook_info(self) -> dict[str, Any]:
-        info = self.call(self.bot.get_webhook_info())
-        return {
-            "url": info.url,
-            "pending_update_count": info.pending_update_count,
-            "last_error_message": info.last_error_message or "",
-        }
+    def webhook_info(self) -> WebhookInfo:
+        return self.call(self.bot.get_webhook_info())
 
     def close(self) -> None:
         try:
@@ -316,18 +299,15 @@ class BotClient:
 
 
 def resume_offset() -> int | None:
-    """Where a (re)started poller continues: after the last update handled, which
-    also confirms it to Telegram, so a restart does not fetch it again."""
+    """Where a (re)started poller continues: after the last update handled (which
+    confirms it to Telegram)."""
     last = TelegramUpdateSeen.objects.aggregate(last=Max("update_id"))["last"]
     return None if last is None else last + 1
 
 
 def prune_updates_seen(cutoff: datetime) -> int:
-    """Forget update ids received before ``cutoff``, except the newest (``resume_offset``).
-
-    Telegram keeps an unconfirmed update for at most 24 hours, so an id older
-    than that can no longer be replayed by it; the log need not grow forever.
-    """
+    """Forget update ids received before ``cutoff``, except the newest (``resume_offset``);
+    Telegram replays an unconfirmed update for at most 24 hours."""
     newest = TelegramUpdateSeen.objects.aggregate(last=Max("update_id"))["last"]
     deleted, _ = (
         TelegramUpdateSeen.objects.filter(received_at__lt=cutoff).exclude(update_id=newest).delete()

@@ -1,35 +1,13 @@
 """Telegram through the Bot API, with python-telegram-bot.
 
-The library is async and the deliver sweep sends from a pool of worker
-threads, so each channel instance owns one event loop running on a thread of
-its own, started on first use and stopped by :meth:`close`. Every worker's
-send is a coroutine submitted to that loop: all of a run's concurrent sends
-share one bot, one HTTP connection pool (sized to ``NUDGE_SEND_CONCURRENCY``)
-and one ``getMe``.
+The library is async and the deliver sweep sends from worker threads, so each
+channel instance owns one event loop on a thread of its own (started on first
+use, stopped by :meth:`close`): a run's concurrent sends share one bot, one
+HTTP connection pool (``NUDGE_SEND_CONCURRENCY``) and one ``getMe``.
 
-Messages go as plain text — never a ``parse_mode`` — so a title full of ``*``,
-``_`` or ``<b>`` arrives as typed, and link previews are off. Under each nudge
-an inline keyboard (:func:`keyboard`): *Join* (a URL button, when the event has
-a meeting link), *Snooze N min*, and for a follow-up *Done*; the last two carry
-signed tokens bound to the queue row and this chat (``action_tokens``), which
-``messaging/telegram/bot.py`` answers as ``callback_query`` updates.
-
-Errors:
-
-* ``RetryAfter`` (HTTP 429) → :class:`RateLimited` with Telegram's ``retry_after``;
-* ``BadRequest`` ("chat not found", …), ``Forbidden`` (bot blocked, kicked),
-  ``ChatMigrated`` and ``InvalidToken`` → :class:`PermanentSendError`;
-* ``TimedOut`` while connecting or waiting for a pooled connection,
-  ``NetworkError`` (connection failures, 5xx) → :class:`TransientSendError`;
-* ``TimedOut`` after the request was sent, or a ``NetworkError`` from a
-  connection dropped before the answer → :class:`UnconfirmedSendError`:
-  Telegram may have delivered it, and the Bot API has no idempotency key;
-* a 200 whose body is unusable → :class:`PermanentSendError` ("protocol"): the
-  message has probably gone out, and a duplicate is worse than a visible miss.
-
-The bot token is part of every Bot API URL, and the library puts it into some
-messages and debug logs; nothing this module raises or lets through the
-library's loggers contains it (see :class:`TokenRedactingFilter`).
+Messages go as plain text, never with a ``parse_mode``, and without link
+previews; the buttons are :func:`keyboard`'s. The bot token is in every Bot API
+URL: nothing this module raises or lets through the library's loggers holds it.
 """
 
 from __future__ import annotations
@@ -74,19 +52,14 @@ from scheduled_sends.failures import FailureKind
 
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 REDACTED = "<bot-token>"
-# The loggers that write Bot API URLs (which contain the token): the bot's
-# own (DEBUG) and httpx's request line (INFO). A logger's filters see only
-# records logged on it by name, so these are the exact names the libraries use.
+# The loggers that write Bot API URLs, by exact name: a logger's filters see
+# only the records logged on it.
 TOKEN_BEARING_LOGGERS = ("telegram.Bot", "httpx")
 
 
 class TokenRedactingFilter(logging.Filter):
-    """Replaces the bot token in a record's message before any handler sees it.
-
-    Settings keep ``httpx`` at WARNING, but ``telegram.Bot`` logs the API URL
-    (token included) at DEBUG, and a DEBUG root logger while chasing a bug
-    must not put the token into the logs.
-    """
+    """Replaces the bot token in a record's message before any handler sees it
+    (``telegram.Bot`` logs API URLs at DEBUG)."""
 
     def __init__(self, token: str) -> None:
         super().__init__()
@@ -112,19 +85,15 @@ def install_token_filter(token: str) -> None:
 
 
 def bot_api_base_url(configured: str) -> str:
-    """The Bot API prefix the token is appended to: ``https://api.telegram.org/bot``.
-
-    Operators naturally write the server's address without the ``/bot``
-    suffix; accept both.
-    """
+    """The prefix the token is appended to, from an address with or without ``/bot``."""
     base = (configured or DEFAULT_BASE_URL).rstrip("/")
     return base if base.endswith("/bot") else f"{base}/bot"
 
 
 def retry_after_seconds(exc: RetryAfter) -> float:
-    """``RetryAfter.retry_after`` in seconds, whichever type this library version hands out."""
+    """``RetryAfter.retry_after`` in seconds, whether a number or a timedelta."""
     with warnings.catch_warnings():
-        # v22 warns that the attribute will become a timedelta; both are handled.
+        # v22 warns that the attribute will become a timedelta.
         warnings.simplefilter("ignore")
         value = exc.retry_after
     if isinstance(value, timedelta):
@@ -133,11 +102,8 @@ def retry_after_seconds(exc: RetryAfter) -> float:
 
 
 def unreadable_acceptance(what: str) -> PermanentSendError:
-    """Telegram said 200 but the answer is unusable: probably sent, so not sent again.
-
-    A duplicate nudge is worse than a missing one that support can see in
-    ``last_error`` (the same rule as a send interrupted mid-way).
-    """
+    """Telegram said 200 but the answer is unusable: probably sent, so not sent again
+    (a duplicate is worse than a miss support can see in ``last_error``)."""
     return PermanentSendError(
         f"Telegram accepted the message but its answer was unreadable ({what}); "
         "not resent, to avoid a duplicate",
@@ -147,7 +113,8 @@ def unreadable_acceptance(what: str) -> PermanentSendError:
 
 
 def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
-    """The channel error a library exception stands for (see the module docstring)."""
+    """The channel error a library exception stands for, with the token redacted. After
+    the request left, a timeout or drop is unconfirmed (the API has no idempotency key)."""
 
     def clean(text: str) -> str:
         return text.replace(token, REDACTED) if token else text
@@ -194,28 +161,20 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
 
 
 def keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None:
-    """The buttons under a nudge, in one row; None when there is nothing to press."""
-    with translation.override(message.language):
-        return _keyboard(address, message)
-
-
-def _keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None:
-    """The buttons, labelled in the active language (the nudge's own)."""
+    """Join (a URL), Snooze and, for a follow-up, Done, in one row and the nudge's
+    language; the last two carry tokens signed for this row and chat. None: no buttons."""
     buttons = []
-    if message.join_url:
-        buttons.append(InlineKeyboardButton(gettext("Join"), url=message.join_url))
     actions = message.actions
-    if actions is not None:
-        label = gettext("Snooze %(minutes)s min") % {"minutes": actions.snooze_minutes}
-        buttons.append(
-            InlineKeyboardButton(label, callback_data=sign(SNOOZE, actions.send_id, address))
-        )
-        if actions.can_mark_done:
-            buttons.append(
-                InlineKeyboardButton(
-                    gettext("Done"), callback_data=sign(DONE, actions.send_id, address)
-                )
-            )
+    with translation.override(message.language):
+        if message.join_url:
+            buttons.append(InlineKeyboardButton(gettext("Join"), url=message.join_url))
+        if actions is not None:
+            label = gettext("Snooze %(minutes)s min") % {"minutes": actions.snooze_minutes}
+            snooze = sign(SNOOZE, actions.send_id, address)
+            buttons.append(InlineKeyboardButton(label, callback_data=snooze))
+            if actions.can_mark_done:
+                done = sign(DONE, actions.send_id, address)
+                buttons.append(InlineKeyboardButton(gettext("Done"), callback_data=done))
     return InlineKeyboardMarkup([buttons]) if buttons else None
 
 
@@ -281,12 +240,8 @@ class TelegramChannel(Sender):
             return self._loop
 
     async def _initialize_once(self, bot: Bot) -> None:
-        """``getMe`` once for all concurrent sends.
-
-        A network failure lets the next send try again; a rejected token does
-        not (it will not start working within this run), so every later send
-        fails with the same answer without asking Telegram again.
-        """
+        """``getMe`` once for all concurrent sends; a failure lets the next send try
+        again, except a rejected token (it will not start working within this run)."""
         previous = self._initialized
         failed = previous is not None and previous.done() and previous.exception() is not None
         if previous is None or (failed and not isinstance(previous.exception(), InvalidToken)):

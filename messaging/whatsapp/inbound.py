@@ -1,19 +1,8 @@
-"""Linking a WhatsApp number: a code sent through an approved template, typed back
-on the website; and inbound STOP / START from Twilio's signed webhook.
-
-Snooze and Done come back as inbound messages too: a tapped quick-reply
-button of the actions template (``ButtonPayload``, a token signed for this
-number and nudge), or the words "snooze" / "done", which act on the sender's
-last nudge within WhatsApp's 24-hour window (``messaging/from_chat.py``).
-
-Opt-out words are Twilio's defaults (its Advanced Opt-Out sets ``OptOutType``
-too, which wins when present). Twilio itself answers STOP and refuses further
-messages (error 21610) until START, so pausing here keeps the queue honest.
-
-When a code cannot be sent, the person reads plain words about what they can
-do (check the number, or try again later); what went wrong — Twilio's error,
-the settings to check — goes to the ``nudge.whatsapp`` log, redacted, never to
-the page.
+"""Linking a WhatsApp number (a code sent through an approved template, typed back
+on the website), and Twilio's signed inbound messages: STOP / START (Twilio's
+default words; ``OptOutType`` wins), a quick-reply token, or "snooze" / "done".
+When a code cannot be sent the person reads what they can do; what went wrong
+goes, redacted, to the ``nudge.whatsapp`` log.
 """
 
 from __future__ import annotations
@@ -54,14 +43,9 @@ class WhatsAppLinkError(Exception):
     """The code could not be sent; the message is safe to show to the user."""
 
 
-# Twilio's answers that mean the number, not this server: the person can fix them.
-NUMBER_REFUSED_CODES = frozenset(
-    {
-        21211,  # not a valid number
-        21614,  # not a mobile number
-        63003,  # not on WhatsApp
-    }
-)
+# Twilio's answers that mean the number (invalid, not mobile, not on WhatsApp),
+# which the person can fix.
+NUMBER_REFUSED_CODES = frozenset({21211, 21614, 63003})
 
 
 def _not_working() -> WhatsAppLinkError:
@@ -100,8 +84,7 @@ LINKING_SETTINGS = (
 
 
 def configured() -> bool:
-    """Whether this server can send a confirmation code: the Settings page says
-    "not available" before anyone types a number when it cannot."""
+    """Whether this server can send a confirmation code."""
     return all(getattr(settings, name) for name in LINKING_SETTINGS)
 
 
@@ -169,20 +152,16 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
 
 
 def prune_link_codes(user_id: int, now: datetime, config: NudgeConfig) -> int:
-    """Forget the user's link codes (and the numbers they were sent to) once they are
-    past use and past the hourly allowance's count. Inside the user's scope."""
+    """Forget the user's link codes (and their numbers) past ``link_code_retention``.
+    Inside the user's scope."""
     cutoff = now - config.link_code_retention
     deleted, _ = LinkCode.objects.filter(user_id=user_id, created_at__lt=cutoff).delete()
     return deleted
 
 
 def first_time(message_sid: str, now: datetime, config: NudgeConfig) -> bool:
-    """Record an inbound MessageSid; False for a replay or a message without one.
-
-    Twilio's signature covers the form but carries no timestamp, so a captured
-    signed STOP could otherwise be replayed after START. Sids older than
-    ``NUDGE_INBOUND_SEEN_DAYS`` are pruned here (an indexed range, usually empty).
-    """
+    """Record an inbound MessageSid; False for a replay (Twilio's signature has no
+    timestamp) or a message without one. Prunes sids past ``NUDGE_INBOUND_SEEN_DAYS``."""
     if not _MESSAGE_SID.fullmatch(message_sid):
         return False
     cutoff = now - config.inbound_seen_retention

@@ -1,30 +1,10 @@
 """WhatsApp through Twilio's Programmable Messaging API.
 
-Errors are sorted by what retrying can do about them:
-
-* rate limits (HTTP 429, 20429, 63017, 63018, 63038) → :class:`RateLimited`,
-  with Twilio's ``Retry-After`` header when it sends one;
-* the recipient or the request is wrong (21211 invalid 'To', 21610 opted out
-  with STOP, 21614 not a mobile, 63016 outside the 24-hour window without a
-  template, and any other 4xx) → :class:`PermanentSendError`;
-* our own configuration is wrong (20003 authentication, 21408 region not
-  enabled, missing credentials) → also :class:`PermanentSendError`: retrying
-  the same request every minute cannot fix a credential, only hammers the API
-  until the nudge expires; the code in ``last_error`` says what to fix;
-* 5xx, connect timeouts and failures to connect → :class:`TransientSendError`.
-
-With ``TWILIO_ACTIONS_CONTENT_SID`` set, every nudge goes through that
-Content template, whose two quick-reply buttons carry signed tokens for
-Snooze and Done (``content_variables`` 4 and 5, ``action_tokens``); a tap comes
-back to the inbound webhook as ``ButtonPayload``. Without it, the text nudge
-invites no buttons and the person can reply "snooze" or "done".
-
-A read timeout, or a connection dropped after the request went out, is
-ambiguous — Twilio may have accepted the message, and its Messages API has no
-idempotency key — so it is :class:`UnconfirmedSendError`,
-settled failed rather than risking a duplicate. A 2xx answer we cannot read
-(no sid, not JSON) is the other ambiguous case, and is not retried either:
-see :func:`unreadable_acceptance`.
+A read timeout, a connection dropped after the request went out, or an
+unreadable 2xx is never retried: Twilio may have accepted the message, and its
+Messages API has no idempotency key. With ``TWILIO_ACTIONS_CONTENT_SID`` set, a
+nudge's quick replies carry signed Snooze and Done tokens; without it, the
+person can reply "snooze" or "done".
 """
 
 from __future__ import annotations
@@ -60,8 +40,7 @@ from messaging.channels.base import (
 )
 from scheduled_sends.failures import FailureKind
 
-# Twilio keeps an unsent message queued for at most this long (its own limit is
-# larger); a nudge is never worth more than a few hours anyway.
+# How long Twilio may keep an unsent message queued: a nudge is worth no more.
 MAX_VALIDITY_SECONDS = 14_400
 MIN_VALIDITY_SECONDS = 1  # Twilio's minimum
 # When a rate limit comes without Retry-After: try again on the next minute's run.
@@ -72,10 +51,8 @@ RATE_LIMIT_CODES = {
     63017: "account message rate exceeded",
     63018: "WhatsApp sender rate limit exceeded for the channel",
 }
-# A daily cap: nothing more goes out on this account for a while.
 DAILY_LIMIT_CODE = 63038
 DAILY_LIMIT_RETRY_AFTER_SECONDS = 3600.0
-# Named for the reader; any other 4xx is permanent too.
 PERMANENT_CODES = {
     20003: "authentication failed: check TWILIO_ACCOUNT_SID / TWILIO_AUTH_TOKEN",
     21211: "invalid 'To' number",
@@ -89,13 +66,9 @@ RETRYABLE_4XX = {408, 409, 423, 425}
 
 
 class BaseUrlHttpClient(TwilioHttpClient):
-    """Twilio's own HTTP client, pointed at another host, remembering response headers.
-
-    The library builds ``https://api.twilio.com/...`` URLs; this keeps their
-    path and query and swaps scheme and host for ``base_url`` (a test server,
-    a proxy). It also keeps the last response's headers per thread, because
-    :class:`TwilioRestException` drops them and ``Retry-After`` lives there.
-    """
+    """Twilio's own HTTP client, sent to ``base_url``'s scheme and host (a test
+    server, a proxy), keeping the last response's headers per thread:
+    :class:`TwilioRestException` drops them, and ``Retry-After`` lives there."""
 
     def __init__(self, base_url: str = "", *, timeout: float | None = None) -> None:
         super().__init__(timeout=timeout)
@@ -130,7 +103,9 @@ def _detail(exc: TwilioRestException | TwilioServiceException) -> str:
 def classify_twilio_error(
     exc: TwilioRestException | TwilioServiceException, headers: Mapping[str, str] | None = None
 ) -> TransientSendError | PermanentSendError:
-    """The channel error a Twilio API error stands for (see the module docstring)."""
+    """The channel error a Twilio API error stands for: a rate limit retries later;
+    any 4xx but ``RETRYABLE_4XX`` is permanent (a wrong credential too: retrying
+    cannot fix it); 5xx is transient."""
     status = int(exc.status or 0)
     code = int(exc.code) if str(exc.code or "").isdigit() else status
     detail = _detail(exc) or f"HTTP {status}"
@@ -158,12 +133,8 @@ def classify_twilio_error(
 
 
 def unreadable_acceptance(what: str) -> PermanentSendError:
-    """Twilio said 2xx (accepted) but the answer is unusable.
-
-    The message has probably gone out; like a send interrupted mid-way, it
-    is not sent again, because a duplicate nudge is worse than a missing one
-    that support can see in ``last_error``.
-    """
+    """Twilio said 2xx but the answer is unusable: probably sent, so not sent again
+    (a duplicate is worse than a miss support can see in ``last_error``)."""
     return PermanentSendError(
         f"Twilio accepted the message but its answer was unreadable ({what}); "
         "not resent, to avoid a duplicate",
@@ -192,9 +163,8 @@ class WhatsAppChannel(Sender):
         self._auth_token: str = settings.TWILIO_AUTH_TOKEN
         self.base_url: str = settings.TWILIO_API_BASE_URL
         self.timeout: float = settings.CHANNEL_TIMEOUT_SECONDS
-        # One Twilio client (and HTTP session) per sending thread: a requests
-        # Session is not promised to be thread-safe, and a client per thread
-        # keeps each thread's connection pool warm across its sends.
+        # A Twilio client (and requests Session, not promised thread-safe) per
+        # sending thread, which keeps that thread's connection pool warm.
         self._local = threading.local()
         self._lock = threading.Lock()
         self._http_clients: list[BaseUrlHttpClient] = []
@@ -233,27 +203,19 @@ class WhatsAppChannel(Sender):
             "from_": whatsapp_address(self.from_address),
             "validity_period": validity,
         }
+        content_sid = self.content_sid
+        variables = {"1": message.title, "2": message.local_time, "3": str(message.minutes_until)}
         actions = message.actions
         if self.actions_content_sid and actions is not None:
             # Quick replies: each button's id is the token a tap sends back.
             number = address.strip().removeprefix("whatsapp:")
-            parameters["content_sid"] = self.actions_content_sid
-            parameters["content_variables"] = json.dumps(
-                {
-                    "1": message.title,
-                    "2": message.local_time,
-                    "3": str(message.minutes_until),
-                    "4": sign(SNOOZE, actions.send_id, number),
-                    "5": sign(DONE, actions.send_id, number),
-                }
-            )
-        elif self.content_sid:
-            # Business-initiated messages outside the 24-hour window need an
-            # approved template (error 63016 otherwise).
-            parameters["content_sid"] = self.content_sid
-            parameters["content_variables"] = json.dumps(
-                {"1": message.title, "2": message.local_time, "3": str(message.minutes_until)}
-            )
+            content_sid = self.actions_content_sid
+            variables["4"] = sign(SNOOZE, actions.send_id, number)
+            variables["5"] = sign(DONE, actions.send_id, number)
+        if content_sid:
+            # Outside the 24-hour window a business message needs an approved template.
+            parameters["content_sid"] = content_sid
+            parameters["content_variables"] = json.dumps(variables)
         else:
             parameters["body"] = message.text
         if self.status_callback:
@@ -275,8 +237,7 @@ class WhatsAppChannel(Sender):
             raise UnconfirmedSendError("Twilio did not answer in time", code="timeout") from exc
         except requests.ConnectionError as exc:
             if exc.args and isinstance(exc.args[0], urllib3.exceptions.ProtocolError):
-                # The connection dropped after the request went out: Twilio may
-                # have queued it. Only a failure to connect is safe to retry.
+                # Dropped after the request went out: Twilio may have queued it.
                 raise UnconfirmedSendError(
                     "Twilio hung up without answering", code="network"
                 ) from exc

@@ -1,13 +1,5 @@
-"""manage.py prune_inbound --older-than DAYS — forget old inbound replay guards.
-
-The Telegram update-id log only guards against a replayed update, and Telegram
-keeps an unconfirmed update for at most a day; ids older than that can go
-(the newest is kept: polling resumes after it). Run it beside ``prune_sends``.
-
-Then it announces ``messaging.signals.prune_due``: what the floors above keep
-goes by its own retention (the portal: API tokens revoked more than 30 days
-before).
-"""
+"""manage.py prune_inbound --older-than DAYS — forget old Telegram update ids, then
+announce ``messaging.signals.prune_due`` so the floors above prune what they keep."""
 
 from __future__ import annotations
 

@@ -42,15 +42,11 @@ class Command(NudgeCommand):
                 self.stdout.write("telegram_webhook: deleted (telegram_poll can be used now)")
             else:
                 info = client.webhook_info()
-                self.stdout.write(
-                    f"telegram_webhook: url {info['url'] or '(none)'}, "
-                    f"pending updates {info['pending_update_count']}"
-                    + (
-                        f", last error: {info['last_error_message']}"
-                        if info["last_error_message"]
-                        else ""
-                    )
-                )
+                line = f"telegram_webhook: url {info.url or '(none)'}, "
+                line += f"pending updates {info.pending_update_count}"
+                if info.last_error_message:
+                    line += f", last error: {info.last_error_message}"
+                self.stdout.write(line)
         except TelegramLinkError as exc:
             raise CommandError(str(exc)) from None
         finally:
