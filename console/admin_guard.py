@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -174,17 +175,12 @@ def audit_read(request: HttpRequest, label: str, rows: list[str], filters: dict)
     )
 
 
+@functools.cache
 def offered_filters_only(changelist_class: type[ChangeList]) -> type[ChangeList]:
     """``changelist_class`` (Django's, or an admin's own) taking only offered filters."""
     if issubclass(changelist_class, OfferedFiltersOnly):
         return changelist_class
-    return _WRAPPED.setdefault(
-        changelist_class,
-        type(changelist_class.__name__, (OfferedFiltersOnly, changelist_class), {}),
-    )
-
-
-_WRAPPED: dict[type[ChangeList], type[ChangeList]] = {}
+    return type(changelist_class.__name__, (OfferedFiltersOnly, changelist_class), {})
 
 
 def guarded(admin_class: type[admin.ModelAdmin]) -> type[admin.ModelAdmin]:

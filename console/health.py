@@ -261,24 +261,19 @@ def check_health(now: datetime | None = None) -> HealthReport:
         report, SweepRun.Sweep.MATERIALIZE, now, config.materialize_stale_after
     )
 
-    overdue_after = config.overdue_after
     try:
         counts = queue_counts(now, config)
     except DatabaseError as exc:
         report.add(Check.QUEUE_READABLE, False, f"the sweeper role cannot read the queue: {exc}")
     else:
         report.figures.update(vars(counts))
-        report.add(
-            Check.OVERDUE_UNCLAIMED,
-            counts.overdue_unclaimed == 0,
+        overdue = (
             f"{counts.overdue_unclaimed} rows due more than "
-            f"{overdue_after.seconds}s ago are unclaimed"
-            + (
-                f" ({counts.waiting_to_retry} more are waiting to be retried)"
-                if counts.waiting_to_retry
-                else ""
-            ),
+            f"{config.overdue_after.seconds}s ago are unclaimed"
         )
+        if counts.waiting_to_retry:
+            overdue += f" ({counts.waiting_to_retry} more are waiting to be retried)"
+        report.add(Check.OVERDUE_UNCLAIMED, counts.overdue_unclaimed == 0, overdue)
         report.add(
             Check.STUCK_CLAIMS,
             counts.stuck_claims == 0,
