@@ -47,14 +47,11 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Percentile(Aggregate):
-    """PostgreSQL's ``percentile_cont``: the exact interpolated percentile."""
+    """PostgreSQL's ``percentile_cont``: the exact interpolated percentile at ``fraction``."""
 
     function = "percentile_cont"
     template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
     output_field = FloatField()
-
-    def __init__(self, expression, fraction: float, **extra):
-        super().__init__(expression, fraction=float(fraction), **extra)
 
 
 def floor_to(instant: datetime, step: timedelta) -> datetime:
@@ -196,8 +193,8 @@ def lateness_query(
         .values("quarter")
         .annotate(
             n=Count("id"),
-            p50=Percentile("late", 0.5),
-            p95=Percentile("late", 0.95),
+            p50=Percentile("late", fraction=0.5),
+            p95=Percentile("late", fraction=0.95),
             top=Max("late"),
         )
     )

@@ -16,7 +16,7 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from console.admin.rows import as_of, attach_subject_titles, owner_name, subject_label
+from console.admin.rows import as_of, attach_subject_titles, subject_label
 from core.config import NudgeConfig
 from core.display import when
 from scheduled_sends import failures
@@ -95,7 +95,7 @@ def _confirm(
         "rows": [
             {
                 "obj": obj,
-                "owner": owner_name(obj),
+                "owner": obj.user.username,
                 "subject": subject_label(obj),
                 "fire_at": when(obj.fire_at),
                 "state": obj.queue_state,

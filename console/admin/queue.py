@@ -20,7 +20,7 @@ from django.utils.text import Truncator
 
 from accounts.models import Channel
 from console.admin import actions
-from console.admin.rows import as_of, attach_subject_titles, owner_name, subject_label
+from console.admin.rows import as_of, attach_subject_titles, subject_label
 from core.config import NudgeConfig
 from core.display import instant_column, when
 from scheduled_sends.models import ScheduledSend
@@ -222,7 +222,9 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     @admin.display(description="owner", ordering="user__username")
     def owner(self, obj: ScheduledSend) -> str:
         url = reverse("admin:nudge_user_activity", args=[obj.user_id])
-        return format_html('<a href="{}" title="this user\'s charts">{}</a>', url, owner_name(obj))
+        return format_html(
+            '<a href="{}" title="this user\'s charts">{}</a>', url, obj.user.username
+        )
 
     @admin.display(description="subject")
     def subject(self, obj: ScheduledSend) -> str:

@@ -29,10 +29,6 @@ def attach_subject_titles(rows: Iterable[ScheduledSend]) -> None:
         row.subject_title = titles.get((row.kind, row.ref_id))
 
 
-def owner_name(obj: ScheduledSend) -> str:
-    return obj.user.username
-
-
 def subject_label(obj: ScheduledSend) -> str:
     """The subject's title as support reads it, or what is known of a gone one."""
     title = getattr(obj, "subject_title", None)
