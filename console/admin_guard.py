@@ -1,29 +1,21 @@
 """What every admin page of the support console shares: narrow query strings, audited reads.
 
-* **Lookups only on what the page shows.** Django's admin accepts a query-string
-  filter on any local field (``?sync_state__contains=…``,
-  ``?feed_url_encrypted__startswith=…``): a yes/no oracle on columns the page
-  deliberately hides. Here a lookup must start at a field the admin displays
-  (list columns, list filters, date hierarchy, form fields); across a relation
-  only its key may be matched. Anything else is Django's "disallowed lookup" (400).
-* **Only the filters the page offers.** A list then takes only the parameters
-  its own sidebar, search box, date drill-down and column headers make: each
-  list filter's generated parameters (``kind__exact``, ``fire_at__gte``, a
-  simple filter's name), ``q`` where the page has a search box, the date
-  hierarchy's ``__year`` / ``__month`` / ``__day`` as dates, and ``o`` naming
-  sortable columns by index. Anything else (``?claim_token__isnull=1`` on a
-  field that is only shown, ``?o=-8.1``, a NUL byte, a year past 9998) is a
-  400, never a query and never a 500.
-* **Staff reads of tenant rows leave a trace.** Every list or detail page of a
-  tenant model logs who looked, at which rows, with which filters, to the
-  ``nudge.admin.audit`` logger.
+* A lookup must start at a field the admin shows (list columns, list filters,
+  date hierarchy, form fields), and across a relation match only its key:
+  Django would otherwise answer ``?feed_url_encrypted__startswith=…``, a yes/no
+  oracle on hidden columns.
+* A list takes only the parameters its own sidebar, search box, date drill-down
+  and column headers make; anything else (``?o=-8.1``, a NUL byte, a year past
+  9998) is a 400, never a query and never a 500.
+* Every list or detail page of a tenant model logs who read which rows, with
+  which filters, to ``nudge.admin.audit``.
 
-``NudgeAdminSite.register`` mixes this into every registered admin, so a new
-admin class cannot forget it.
+``NudgeAdminSite.register`` mixes this into every registered admin.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -164,32 +156,31 @@ class ShownFieldsOnly:
 
 
 def _audit(request: HttpRequest, model: type, rows: list[Any]) -> None:
-    if not issubclass(model, TenantModel):
-        return
-    filters = {key: value for key, value in request.GET.items() if key not in _NOT_FILTERS}
+    if issubclass(model, TenantModel):
+        filters = {key: value for key, value in request.GET.items() if key not in _NOT_FILTERS}
+        audit_read(request, model._meta.label, [str(row) for row in rows], filters)
+
+
+def audit_read(request: HttpRequest, label: str, rows: list[str], filters: dict) -> None:
+    """Log a staff user's read of tenant rows (of the model ``label``)."""
     audit_logger.info(
         "staff viewed tenant rows",
         extra={
             "staff_user_id": request.user.pk,
             "staff_username": request.user.get_username(),
-            "model": model._meta.label,
-            "rows": [str(row) for row in rows],
+            "model": label,
+            "rows": rows,
             "filters": filters,
         },
     )
 
 
+@functools.cache
 def offered_filters_only(changelist_class: type[ChangeList]) -> type[ChangeList]:
     """``changelist_class`` (Django's, or an admin's own) taking only offered filters."""
     if issubclass(changelist_class, OfferedFiltersOnly):
         return changelist_class
-    return _WRAPPED.setdefault(
-        changelist_class,
-        type(changelist_class.__name__, (OfferedFiltersOnly, changelist_class), {}),
-    )
-
-
-_WRAPPED: dict[type[ChangeList], type[ChangeList]] = {}
+    return type(changelist_class.__name__, (OfferedFiltersOnly, changelist_class), {})
 
 
 def guarded(admin_class: type[admin.ModelAdmin]) -> type[admin.ModelAdmin]:

@@ -1,13 +1,9 @@
 """The support console: Django's admin, with every staff view in ``support_scope()``.
 
-Tenant tables carry FORCE row-level security, so the application's role sees
-nothing of them outside a scope. The admin is cross-tenant by nature; rather
-than loosen a policy, each admin view for an authenticated, active staff user
-runs inside ``support_scope()`` — one transaction, entered with ``SET LOCAL
-ROLE`` into the NOLOGIN support role — and its response is rendered inside the
-same transaction, because a ``TemplateResponse`` renders lazily, after the
-view has returned. Login, logout, anonymous and non-staff requests never
-enter the scope, and nothing outside ``admin_view`` does either.
+Tenant tables carry FORCE row-level security; rather than loosen a policy, each
+admin view for an active staff user runs in ``support_scope()`` (one transaction
+as the NOLOGIN support role) and renders its response inside it. Login, logout,
+anonymous and non-staff requests never enter the scope.
 """
 
 from __future__ import annotations
@@ -15,14 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import wraps
 from typing import Any
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
-from django.db.models import Max
 from django.http import HttpRequest, HttpResponseBase
 from django.shortcuts import get_object_or_404
 from django.template.response import SimpleTemplateResponse, TemplateResponse
@@ -30,7 +24,7 @@ from django.urls import path
 from django.utils import timezone
 
 from console import health, panels, sentences
-from console.admin_guard import audit_logger, guarded
+from console.admin_guard import audit_read, guarded
 from core.config import NudgeConfig
 from core.display import when
 from pacing import pacer
@@ -39,8 +33,7 @@ from tenancy.scope import support_scope
 
 logger = logging.getLogger("nudge.admin")
 
-# Set on every view wrapper that enters the support scope, so tests can walk
-# the URL configuration and prove no other route carries it.
+# Marks every view wrapper that enters the support scope (tests walk the URLs for it).
 SUPPORT_SCOPED_ATTR = "support_scoped"
 _HEALTH_ATTR = "_nudge_health"
 
@@ -69,12 +62,7 @@ class NudgeAdminSite(admin.AdminSite):
         super().register(model_or_iterable, guarded(admin_class or admin.ModelAdmin), **options)
 
     def admin_view(self, view: Callable, cacheable: bool = False) -> Callable:
-        """Django's staff check and CSRF protection around a support-scoped view.
-
-        ``super().admin_view`` redirects anonymous and non-staff requests to
-        the login page before the wrapped view is ever called, so only an
-        active staff user's request reaches ``support_scope()``.
-        """
+        """Django's staff check (a redirect to login) and CSRF protection, then the scope."""
         return super().admin_view(self._support_scoped(view), cacheable)
 
     def _support_scoped(self, view: Callable) -> Callable:
@@ -89,14 +77,12 @@ class NudgeAdminSite(admin.AdminSite):
                 # Unreachable through admin_view; never widen access if it is not.
                 return view(request, *args, **kwargs)
             if collect_health:
-                # check_health enters its own scope (scopes refuse to nest), so
-                # it runs first, as the plain application role.
+                # check_health enters its own scope, and scopes refuse to nest.
                 setattr(request, _HEALTH_ATTR, _run_check_health())
             with support_scope():
                 response = view(request, *args, **kwargs)
                 if isinstance(response, SimpleTemplateResponse):
-                    # Lazy rendering would otherwise query after the scope ended.
-                    response.render()
+                    response.render()  # lazily, it would query after the scope ended
             return response
 
         setattr(scoped, SUPPORT_SCOPED_ATTR, True)
@@ -140,17 +126,9 @@ class NudgeAdminSite(admin.AdminSite):
         if not sentences.Links.for_user(request.user).queue:
             raise PermissionDenied
         user = get_object_or_404(get_user_model(), pk=user_id)
-        # Counts, not rows, but of one tenant's queue: logged like any staff read of it.
-        audit_logger.info(
-            "staff viewed tenant rows",
-            extra={
-                "staff_user_id": request.user.pk,
-                "staff_username": request.user.get_username(),
-                "model": "scheduled_sends.ScheduledSend",
-                "rows": [],
-                "filters": {"owner": str(user.pk), "view": "charts"},
-            },
-        )
+        # Counts, not rows, but of one tenant's queue: audited like any staff read of it.
+        filters = {"owner": str(user.pk), "view": "charts"}
+        audit_read(request, ScheduledSend._meta.label, [], filters)
         now = timezone.now()
         context = {
             **self.each_context(request),
@@ -187,23 +165,13 @@ def _health_summary(request: HttpRequest) -> HealthSummary:
 
 
 def _figures_from_queries() -> dict[str, Any]:
-    """Health's figures, read under the admin's scope when check_health could not run.
-
-    The same counts as health's (``ScheduledSend.objects.due_counts``), so the
-    page says the same numbers whichever way they were read.
-    """
+    """Health's figures, counted as health counts them, under the admin's scope."""
     config = NudgeConfig.from_settings()
-    now = timezone.now()
-    # As check_health reads it: the instant the last successful run acted for.
-    last: dict[str, datetime | None] = {
-        sweep: SweepRun.objects.filter(sweep=sweep, status=SweepRun.Status.OK).aggregate(
-            at=Max("as_of")
-        )["at"]
-        for sweep in (SweepRun.Sweep.DELIVER, SweepRun.Sweep.MATERIALIZE)
-    }
-    counts = ScheduledSend.objects.due_counts(now, config.grace, config.lease, config.overdue_after)
+    counts = ScheduledSend.objects.due_counts(
+        timezone.now(), config.grace, config.lease, config.overdue_after
+    )
     return {
-        "last_deliver_at": last[SweepRun.Sweep.DELIVER],
-        "last_materialize_at": last[SweepRun.Sweep.MATERIALIZE],
+        "last_deliver_at": health.last_success_at(SweepRun.Sweep.DELIVER),
+        "last_materialize_at": health.last_success_at(SweepRun.Sweep.MATERIALIZE),
         **vars(counts),
     }

@@ -1,23 +1,11 @@
 """The figures behind the support console's charts, read from the queue.
 
-Four grouped queries, each bounded by a time window on an indexed column, so
-their cost follows the window's rows, not the table's size:
-
-* look-ahead — unsettled rows by planned send minute (``fire_at``) and
-  channel, for the next three hours, through the live rows' partial index
-  (``scheduled_sends_due_idx``: every live row is within the next few hours);
-* lateness — sent rows by intended quarter-hour: p50 / p95 / max of
-  ``sent_at - max(intended_at, created_at)``, and a histogram over the same buckets the
-  deliver run log uses;
-* outcomes — settled rows by intended hour, by outcome, failures by kind
-  (``failures.FailureKind``, named by ``failures.label``),
-  and how many of each had a failed attempt behind them (``attempts > 0``).
-
-The settled windows filter ``fire_at`` (``scheduled_sends_settled_idx``)
-widened by how far smoothing may have moved a send earlier, and then
-``intended_at`` exactly. Every function takes an optional ``user_id``: the
-same charts for one tenant, through the ``user_id`` index. Callers run them
-in the support scope (the console) or a tenant scope.
+Each query is bounded by a time window on an indexed column, so its cost follows
+the window's rows, not the table's: the look-ahead reads the live rows' partial
+index on ``fire_at``; the settled windows read ``fire_at`` widened by
+``max_early`` (smoothing may send early), then filter ``intended_at`` exactly.
+Every function takes an optional ``user_id`` (one tenant's charts); callers run
+them in the support scope or a tenant scope.
 """
 
 from __future__ import annotations
@@ -59,14 +47,11 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Percentile(Aggregate):
-    """PostgreSQL's ``percentile_cont``: the exact interpolated percentile."""
+    """PostgreSQL's ``percentile_cont``: the exact interpolated percentile at ``fraction``."""
 
     function = "percentile_cont"
     template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
     output_field = FloatField()
-
-    def __init__(self, expression, fraction: float, **extra):
-        super().__init__(expression, fraction=float(fraction), **extra)
 
 
 def floor_to(instant: datetime, step: timedelta) -> datetime:
@@ -90,9 +75,6 @@ def settled_between(
         .filter(outcome__isnull=False, fire_at__gte=start - max_early, fire_at__lt=end)
         .filter(intended_at__gte=start, intended_at__lt=end)
     )
-
-
-# --- look-ahead -------------------------------------------------------------------
 
 
 @dataclass
@@ -145,9 +127,6 @@ def _channel_order(channel: str) -> tuple[int, str]:
     return (known.index(channel), channel) if channel in known else (len(known), channel)
 
 
-# --- lateness ------------------------------------------------------------------------
-
-
 @dataclass
 class LatenessQuarter:
     start: datetime
@@ -170,8 +149,7 @@ class Lateness:
 
 
 def _lateness_seconds() -> Extract:
-    # From when the row was queued, if that was after its intended instant
-    # (lateness.due_from): a nudge cannot be late for a time before it existed.
+    # As ``lateness.due_from``: a nudge cannot be late for a time before it was queued.
     due_from = Case(
         When(created_at__lte=F("sent_at"), then=Greatest("intended_at", "created_at")),
         default=F("intended_at"),
@@ -192,12 +170,7 @@ def lateness(now: datetime, config: NudgeConfig, user_id: int | None = None) -> 
         )
     counts = dict(histogram_query(start, end, config, user_id))
     histogram = [(bound, counts.get(i, 0)) for i, bound in enumerate(BUCKETS)]
-    return Lateness(
-        start=start,
-        quarters=int(HISTORY / QUARTER),
-        by_quarter=by_quarter,
-        histogram=histogram,
-    )
+    return Lateness(start, int(HISTORY / QUARTER), by_quarter, histogram)
 
 
 def _sent_between(
@@ -220,8 +193,8 @@ def lateness_query(
         .values("quarter")
         .annotate(
             n=Count("id"),
-            p50=Percentile("late", 0.5),
-            p95=Percentile("late", 0.95),
+            p50=Percentile("late", fraction=0.5),
+            p95=Percentile("late", fraction=0.95),
             top=Max("late"),
         )
     )
@@ -274,9 +247,6 @@ def _quarter_of(column: str) -> Func:
         function="date_bin",
         output_field=DateTimeField(),
     )
-
-
-# --- outcomes --------------------------------------------------------------------------
 
 
 @dataclass

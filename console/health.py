@@ -1,26 +1,10 @@
 """Telling an outage from a quiet minute.
 
-A claim that matches nothing because the bypass was never set, a deliver
-cron that stopped, and a quiet minute all print "claimed 0". Health looks at
-the queue from three independent angles, so no single broken piece can make
-an outage look quiet:
-
-* the run log — did each sweep succeed recently?
-* the live queue, read under the bypass — rows overdue and unclaimed, claims
-  older than the lease;
-* the last materialize run's own observation, made in each user's tenant
-  scope and so independent of the bypass — rows whose time has passed and
-  that nobody claimed;
-* lateness: the deliver runs of the last 15 minutes — p95 of how late sent
-  nudges arrived after their intended instant, and any that expired unsent.
-  A queue that delivers everything, but late, is failing too;
-* sends: the same runs' failures by channel and kind — our own channel
-  configuration failing is red and names the setting; provider errors are a
-  warning with their counts, red past ``FAILING_SHARE`` of the attempts. A
-  run that claims and sends nothing must not read as a quiet minute;
-
-plus the row-level-security check of the deployment itself, and whether
-calendar push is keeping up (calendars/push/worklist.py).
+A blind claim, a stopped deliver cron and a quiet minute all print "claimed 0",
+so health reads the queue from independent angles: the run log, the live queue
+under the bypass, what the last materialize saw inside each user's own scope,
+the last 15 minutes' lateness and failed sends, queue partitions, calendar push,
+and the deployment's row-level security.
 """
 
 from __future__ import annotations
@@ -44,7 +28,7 @@ from tenancy.checks import rls_problems
 
 
 class Check(enum.StrEnum):
-    """Every check health makes; the console has one sentence for each (``console.py``)."""
+    """Every check health makes; ``console.sentences`` has one sentence for each."""
 
     ROW_LEVEL_SECURITY = "row_level_security"
     DELIVER_RECENT = "deliver_recent"
@@ -61,16 +45,6 @@ class Check(enum.StrEnum):
     QUEUE_PARTITIONS = "queue_partitions"
     CHANNELS_CONFIGURED = "channels_configured"
     SENDS_SUCCEEDING = "sends_succeeding"
-
-    @classmethod
-    def recent(cls, sweep: str) -> Check:
-        """Did a ``sweep`` run succeed recently?"""
-        return cls(f"{sweep}_recent")
-
-    @classmethod
-    def last_run(cls, sweep: str) -> Check:
-        """Did the last ``sweep`` run fail?"""
-        return cls(f"{sweep}_last_run")
 
 
 @dataclass(frozen=True)
@@ -129,30 +103,31 @@ def _last_run(sweep: str, *, ok_only: bool) -> SweepRun | None:
     return runs.first()
 
 
+def last_success_at(sweep: str) -> datetime | None:
+    """The instant the last successful ``sweep`` run acted for (None before the first)."""
+    last_ok = _last_run(sweep, ok_only=True)
+    return last_ok.as_of if last_ok else None
+
+
 def _check_recent(
     report: HealthReport, sweep: str, now: datetime, stale_after: timedelta
 ) -> SweepRun | None:
+    """Did the last ``sweep`` run fail, and did one succeed within ``stale_after``?"""
     last_ok = _last_run(sweep, ok_only=True)
     last_any = _last_run(sweep, ok_only=False)
     report.figures[f"last_{sweep}_at"] = last_ok.as_of if last_ok else None
     if last_any is not None and last_any.status == SweepRun.Status.FAILED:
-        report.add(
-            Check.last_run(sweep),
-            False,
-            f"the last {sweep} run failed: {last_any.error or last_any.summary}"[:500],
-        )
+        said = f"the last {sweep} run failed: {last_any.error or last_any.summary}"
+        report.add(Check(f"{sweep}_last_run"), False, said[:500])
+    recent = Check(f"{sweep}_recent")
     if last_ok is None:
-        report.add(Check.recent(sweep), False, f"no successful {sweep} run recorded yet")
+        report.add(recent, False, f"no successful {sweep} run recorded yet")
     elif now - last_ok.as_of > stale_after:
         age = int((now - last_ok.as_of).total_seconds() // 60)
-        report.add(
-            Check.recent(sweep),
-            False,
-            f"no successful {sweep} run for {age} min (limit {stale_after.seconds // 60} min)",
-        )
+        limit = stale_after.seconds // 60
+        report.add(recent, False, f"no successful {sweep} run for {age} min (limit {limit} min)")
     else:
-        at = f"{last_ok.as_of:%H:%M:%S}Z"
-        report.add(Check.recent(sweep), True, f"last successful {sweep} at {at}")
+        report.add(recent, True, f"last successful {sweep} at {last_ok.as_of:%H:%M:%S}Z")
     return last_ok
 
 
@@ -199,12 +174,9 @@ def _check_on_time(report: HealthReport, runs: list[DeliverCounts], config: Nudg
     )
 
 
-# Provider errors (refusals, no answer, retries after a network error) turn the
-# sends check red once they are this share of the window's attempts, and at least
-# FAILING_MIN_ERRORS of them. A healthy channel's refusals are a few people who
-# blocked the bot or have no WhatsApp, a few percent of sends at most; a quarter
-# failing means the provider or our account is failing for many people. The floor
-# keeps one person's refusal in a quiet minute (1 of 1) a warning, not an outage.
+# Provider errors turn the sends check red at this share of the window's attempts
+# and at least FAILING_MIN_ERRORS of them: a healthy channel loses a few percent to
+# people who blocked the bot, and the floor keeps one refusal in a quiet minute amber.
 FAILING_SHARE = 0.25
 FAILING_MIN_ERRORS = 5
 
@@ -212,10 +184,8 @@ FAILING_MIN_ERRORS = 5
 def _check_sends(report: HealthReport, runs: list[DeliverCounts]) -> None:
     """Failed sends of the last 15 minutes, by channel and kind.
 
-    A configuration failure fails every send on its channel until someone fixes
-    a setting: red, naming it, until a later send on that channel succeeds.
-    Other failures are the provider's or one person's: a warning with counts,
-    red past ``FAILING_SHARE`` of the attempts.
+    A configuration failure is red, naming the setting, until a later send on
+    its channel succeeds; other failures are amber, red past ``FAILING_SHARE``.
     """
     broken: dict[str, tuple[str, int]] = {}  # channel -> (what it said, failed since)
     errors: dict[str, int] = {}
@@ -286,44 +256,24 @@ def check_health(now: datetime | None = None) -> HealthReport:
         "; ".join(problems) or "enforced on every tenant table for a non-superuser role",
     )
 
-    _check_recent(
-        report,
-        SweepRun.Sweep.DELIVER,
-        now,
-        config.deliver_stale_after,
-    )
+    _check_recent(report, SweepRun.Sweep.DELIVER, now, config.deliver_stale_after)
     last_materialize = _check_recent(
-        report,
-        SweepRun.Sweep.MATERIALIZE,
-        now,
-        config.materialize_stale_after,
+        report, SweepRun.Sweep.MATERIALIZE, now, config.materialize_stale_after
     )
 
-    overdue_after = config.overdue_after
     try:
         counts = queue_counts(now, config)
     except DatabaseError as exc:
         report.add(Check.QUEUE_READABLE, False, f"the sweeper role cannot read the queue: {exc}")
     else:
-        report.figures.update(
-            due_backlog=counts.due_backlog,
-            overdue_unclaimed=counts.overdue_unclaimed,
-            waiting_to_retry=counts.waiting_to_retry,
-            stuck_claims=counts.stuck_claims,
-            awaiting_expiry=counts.awaiting_expiry,
-            oldest_due_fire_at=counts.oldest_due_fire_at,
-        )
-        report.add(
-            Check.OVERDUE_UNCLAIMED,
-            counts.overdue_unclaimed == 0,
+        report.figures.update(vars(counts))
+        overdue = (
             f"{counts.overdue_unclaimed} rows due more than "
-            f"{overdue_after.seconds}s ago are unclaimed"
-            + (
-                f" ({counts.waiting_to_retry} more are waiting to be retried)"
-                if counts.waiting_to_retry
-                else ""
-            ),
+            f"{config.overdue_after.seconds}s ago are unclaimed"
         )
+        if counts.waiting_to_retry:
+            overdue += f" ({counts.waiting_to_retry} more are waiting to be retried)"
+        report.add(Check.OVERDUE_UNCLAIMED, counts.overdue_unclaimed == 0, overdue)
         report.add(
             Check.STUCK_CLAIMS,
             counts.stuck_claims == 0,
@@ -359,14 +309,10 @@ def _dealt_with_since(after: datetime) -> tuple[int, int]:
 
 
 def _overdue_seen_by_cycle(materialize: SweepRun) -> int:
-    """Overdue rows the last materialize saw, over every participant of its cycle.
-
-    Each participant counts only the users of the slices it took, so the last
-    run alone would see a fraction of the queue; its cycle's finished runs
-    together saw every user once.
-    """
+    """Overdue rows the last materialize saw, summed over its cycle's finished runs
+    (each participant counts only the users of the slices it took)."""
     counts = MaterializeCounts.from_counts(materialize.counts)
-    if not counts.cycle:  # a run of named users, or one from before shared cycles
+    if not counts.cycle:  # a run of named users
         return counts.overdue_unclaimed
     participants = (
         SweepRun.objects.filter(
@@ -378,17 +324,13 @@ def _overdue_seen_by_cycle(materialize: SweepRun) -> int:
     return sum(MaterializeCounts.from_counts(c).overdue_unclaimed for c in participants)
 
 
-def _check_keeping_up(report: HealthReport, materialize: SweepRun, live_overdue) -> None:
-    """What the last materialize saw, cleared once deliver has caught up since.
-
-    Materialize's observation lasts until the next materialize (15 minutes), but
-    its cause may clear in one: a deliver run since then that dealt with at
-    least as many rows, with nothing overdue in the queue now, shows the claim
-    sees the queue and delivery is moving. The check then passes and says when
-    it was last true. The hint names the ordinary cause (deliver not running,
-    or behind) before the rare one: only a deliver that runs and deals with
-    nothing while the bypassed count reads empty means the claim is blind.
-    """
+def _check_keeping_up(
+    report: HealthReport, materialize: SweepRun, live_overdue: int | None
+) -> None:
+    """What the last materialize saw, cleared once deliver runs since have dealt with
+    at least as many rows and nothing is overdue now. The hint names the ordinary
+    causes first: only a deliver that deals with nothing while the bypassed count
+    reads empty means the claim is blind."""
     seen = _overdue_seen_by_cycle(materialize)
     at = f"{materialize.as_of:%H:%M}Z"
     report.figures["overdue_seen_by_materialize"] = seen
@@ -416,8 +358,6 @@ def _check_keeping_up(report: HealthReport, materialize: SweepRun, live_overdue)
     elif live_overdue:
         hint = f"; the queue counts see {live_overdue} overdue too: deliver is falling behind"
     elif dealt == 0 and live_overdue == 0:
-        # Deliver runs, claims nothing, and the bypassed count sees nothing: the
-        # one case where the rows exist only for the users' own scopes.
         hint = (
             "; deliver is running and the queue counts say 0 overdue, so the claim "
             "cannot see the queue (the sweeper role's row-level security bypass)"

@@ -1,15 +1,9 @@
 """``GET /metrics``: what every machine's sweeps did, in Prometheus' text format.
 
-Each process writes its run log and summary line; an operator's monitoring
-wants one place to scrape. Everything here is read from PostgreSQL at scrape
-time — the run log (``sweep_runs``), the queue under the bypass (counts only,
-no user data) and health's own checks — so one scrape sees the cron jobs of
-every machine at once, and a machine that stopped running them is seen too
-(its runs stop, and their age grows). Nothing is kept in process memory.
-
-The metrics mirror ``nudge_health``: ``nudge_health_check_ok`` per check is
-the alert operators start from (docs/OPERATIONS.md, "Metrics and alerts");
-the rest say how far from the line things are.
+Everything is read from PostgreSQL at scrape time (the run log, the queue's
+counts under the bypass, health's checks) and nothing is kept in process
+memory, so one scrape sees every machine's cron jobs, and a machine that stopped
+is seen too. ``nudge_health_check_ok`` mirrors ``nudge_health``'s checks.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ import math
 from collections.abc import Iterator
 from datetime import datetime
 
-from django.db.models import Count, Max
+from django.db.models import Count
 from prometheus_client.core import (
     CollectorRegistry,
     GaugeHistogramMetricFamily,
@@ -28,7 +22,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from console import charts
-from console.health import LATENESS_WINDOW, HealthReport
+from console.health import LATENESS_WINDOW, HealthReport, last_success_at
 from core.config import NudgeConfig
 from pacing.pacer import rates_in_force
 from scheduled_sends.lateness import BUCKETS
@@ -37,9 +31,7 @@ from scheduled_sends.queue.states import unsettled
 from scheduled_sends.runlog import DeliverCounts, MaterializeCounts, add_outcomes
 from tenancy.scope import rls_bypass
 
-# What /metrics answers with: the text exposition format.
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-
 # Counters the deliver runs record, summed over the window.
 DELIVER_COUNTS = ("sent", "skipped", "failed", "expired", "retried")
 
@@ -51,8 +43,7 @@ class QueueCollector:
         self.now, self.config, self.health = now, config, health
 
     def collect(self) -> Iterator[Metric]:
-        # The queue's figures in one short bypass transaction (counts only, as
-        # health's): one snapshot, and the sweeper role cannot read anything else.
+        # One short bypass transaction for one snapshot; counts only, as health's.
         with rls_bypass():
             live = list(
                 ScheduledSend.objects.filter(unsettled())
@@ -262,9 +253,7 @@ class QueueCollector:
             labels=["sweep"],
         )
         for sweep in SweepRun.Sweep.values:
-            last_ok = SweepRun.objects.filter(sweep=sweep, status=SweepRun.Status.OK).aggregate(
-                at=Max("as_of")
-            )["at"]
+            last_ok = last_success_at(sweep)
             if last_ok is not None:
                 age.add_metric([sweep], max(0.0, (self.now - last_ok).total_seconds()))
             last = (

@@ -1,9 +1,5 @@
-"""The console's pictures: the queue's charts as panels, each with its figures as a table.
-
-``console.charts`` counts rows; this module draws them (``console.svgchart``)
-and writes the words around them, in the same words as the health sentences
-(``console.sentences``).
-"""
+"""The console's pictures: ``console.charts``' counts drawn as panels, each with a
+caption and its figures as a table."""
 
 from __future__ import annotations
 
@@ -19,12 +15,7 @@ from console import charts, svgchart
 from console.svgchart import Chart, Series
 from core.config import NudgeConfig
 from core.display import plural, when
-from scheduled_sends.lateness import BUCKETS
 from scheduled_sends.models import Outcome
-
-BEYOND_LAST_BUCKET = BUCKETS[-2]  # the histogram's last finite bound
-
-# --- charts ---------------------------------------------------------------------------
 
 COLOURS = {
     Outcome.SENT: "#2e7d32",
@@ -73,16 +64,9 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
     for channel, counts in data.per_channel.items():
         name = CHANNEL_NAMES.get(channel, channel)
         capacity = None if one_user else data.capacity.get(channel)
-        lines = []
-        if capacity:
-            lines.append(
-                Series(
-                    "capacity per minute",
-                    [capacity] * data.minutes,
-                    COLOURS["capacity"],
-                    dashed=True,
-                )
-            )
+        capacity_line = Series(
+            "capacity per minute", [capacity] * data.minutes, COLOURS["capacity"], dashed=True
+        )
         chart = Chart(
             f"{prefix}lookahead-{channel or 'unassigned'}",
             f"{name}: nudges per minute, next 3 hours",
@@ -90,9 +74,8 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
             ticks,
             empty_text="No nudges planned in the next 3 hours.",
         )
-        svg = svgchart.bar_chart(
-            chart, [Series(f"{name} nudges", counts, COLOURS.get(channel, "#888"))], lines
-        )
+        bars = Series(f"{name} nudges", counts, COLOURS.get(channel, "#888"))
+        svg = svgchart.bar_chart(chart, [bars], [capacity_line] if capacity else [])
         peak = max(counts, default=0)
         caption = f"{plural(sum(counts), 'nudge')} planned; busiest minute {peak:,}"
         if not peak:

@@ -1,9 +1,5 @@
-"""What the support console says: one sentence per health check.
-
-``console.health`` decides whether something needs a human; this module turns
-each check into what a support person reads, with its figure and a link to the
-rows behind it (the pictures are ``console.panels``).
-"""
+"""What the support console says: each health check as a sentence, with its figure
+and a link to the rows behind it."""
 
 from __future__ import annotations
 
@@ -16,15 +12,10 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from console.health import Check
+from console.health import LATE_BEYOND, Check
 from core.config import NudgeConfig
 from core.display import duration, plural, when
 from pacing import pacer
-from scheduled_sends.lateness import BUCKETS
-
-BEYOND_LAST_BUCKET = BUCKETS[-2]  # the histogram's last finite bound
-
-# --- health -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -69,16 +60,26 @@ class Links:
         return f"{self.runs}?{query}" if self.runs else ""
 
 
-def _sweep_line(sweep: str, figures: dict[str, Any], links: Links, config: NudgeConfig) -> Callable:
-    # A deliver run that succeeds may still have sent nothing (every send failing):
-    # this line says only that the sweep runs; the sends' own checks say what came of it.
+def _detail_line(template: str) -> Callable:
+    """A check whose own detail, put into ``template``, is its sentence."""
+    return lambda check: HealthLine(check.name, check.ok, format_html(template, check.detail))
+
+
+def health_lines(
+    report_checks: list, figures: dict[str, Any], links: Links, config: NudgeConfig
+) -> list[HealthLine]:
+    """Every check as a sentence, failing ones first."""
+    overdue = duration(config.overdue_after.total_seconds())
+    lease = duration(config.lease.total_seconds())
     doing = {"deliver": "Deliver is running", "materialize": "Upcoming nudges are being queued"}
     not_doing = {
         "deliver": "Nudges are not being sent",
         "materialize": "Upcoming nudges are not being queued",
     }
 
-    def line(check) -> HealthLine:
+    def sweep_runs(check) -> HealthLine:
+        # Says only that the sweep runs: a deliver run that sent nothing is the sends' checks'.
+        sweep = check.name.removesuffix("_recent")
         last = figures.get(f"last_{sweep}_at")
         runs = links.to_runs(f"sweep__exact={sweep}")
         if check.ok:
@@ -99,27 +100,14 @@ def _sweep_line(sweep: str, figures: dict[str, Any], links: Links, config: Nudge
             )
         return HealthLine(check.name, False, text, runs, f"view {sweep} runs")
 
-    return line
-
-
-def _failed_run_line(sweep: str, links: Links) -> Callable:
-    def line(check) -> HealthLine:
+    def failed_run(check) -> HealthLine:
+        sweep = check.name.removesuffix("_last_run")
         query = f"sweep__exact={sweep}&status__exact=failed"
         if check.ok:
             text = format_html("The last {} run did not fail.", sweep)
         else:
             text = format_html("The last {} run failed: {}", sweep, check.detail.split(": ", 1)[-1])
         return HealthLine(check.name, check.ok, text, links.to_runs(query), "view failed runs")
-
-    return line
-
-
-def health_lines(
-    report_checks: list, figures: dict[str, Any], links: Links, config: NudgeConfig
-) -> list[HealthLine]:
-    """Every check as a sentence, failing ones first."""
-    overdue = duration(config.overdue_after.total_seconds())
-    lease = duration(config.lease.total_seconds())
 
     def rls(check) -> HealthLine:
         if check.ok:
@@ -193,7 +181,7 @@ def health_lines(
                 "Nudges are going out late: of {} in the last 15 minutes, the slowest 5% "
                 "arrived more than {} after their time (limit {} s).",
                 plural(sent, "nudge") + " sent",
-                duration(BEYOND_LAST_BUCKET),
+                duration(LATE_BEYOND),
                 limit,
             )
         else:
@@ -218,18 +206,6 @@ def health_lines(
             "it" if n == 1 else "they",
         )
         return HealthLine(check.name, False, text, links.to_queue("state=expired"), "view expired")
-
-    def calendar_push(check) -> HealthLine:
-        text = format_html("Calendar push: {}.", check.detail)
-        return HealthLine(check.name, check.ok, text)
-
-    def queue_partitions(check) -> HealthLine:
-        text = format_html("Queue partitions: {}.", check.detail)
-        return HealthLine(check.name, check.ok, text)
-
-    def queue_readable(check) -> HealthLine:
-        text = format_html("The sweeper role cannot read the queue: {}", check.detail)
-        return HealthLine(check.name, check.ok, text)
 
     def channels_configured(check) -> HealthLine:
         if check.ok:
@@ -262,22 +238,21 @@ def health_lines(
             warning=check.warning,
         )
 
-    # One sentence per check, and no fallback: a new check without its
-    # sentence fails here (and in tests/admin/test_index.py), not quietly on the page.
+    # No fallback: a check without its sentence fails here, not quietly on the page.
     sentences: dict[Check, Callable] = {
         Check.ROW_LEVEL_SECURITY: rls,
-        Check.DELIVER_RECENT: _sweep_line("deliver", figures, links, config),
-        Check.MATERIALIZE_RECENT: _sweep_line("materialize", figures, links, config),
-        Check.DELIVER_LAST_RUN: _failed_run_line("deliver", links),
-        Check.MATERIALIZE_LAST_RUN: _failed_run_line("materialize", links),
+        Check.DELIVER_RECENT: sweep_runs,
+        Check.MATERIALIZE_RECENT: sweep_runs,
+        Check.DELIVER_LAST_RUN: failed_run,
+        Check.MATERIALIZE_LAST_RUN: failed_run,
         Check.OVERDUE_UNCLAIMED: overdue_unclaimed,
         Check.STUCK_CLAIMS: stuck,
         Check.DELIVERY_KEEPING_UP: keeping_up,
-        Check.QUEUE_READABLE: queue_readable,
+        Check.QUEUE_READABLE: _detail_line("The sweeper role cannot read the queue: {}"),
         Check.NUDGES_ON_TIME: on_time,
         Check.NOTHING_EXPIRED: nothing_expired,
-        Check.CALENDAR_PUSH: calendar_push,
-        Check.QUEUE_PARTITIONS: queue_partitions,
+        Check.CALENDAR_PUSH: _detail_line("Calendar push: {}."),
+        Check.QUEUE_PARTITIONS: _detail_line("Queue partitions: {}."),
         Check.CHANNELS_CONFIGURED: channels_configured,
         Check.SENDS_SUCCEEDING: sends_succeeding,
     }
@@ -322,8 +297,7 @@ def figure_lines(figures: dict[str, Any], links: Links) -> list[HealthLine]:
 
 
 def pacing_lines(states: list[pacer.BudgetState]) -> list[HealthLine]:
-    """Each shared rate in force, as a sentence: at its setting, or lowered by a
-    provider's 429 (and climbing back), or paused by its Retry-After."""
+    """Each shared rate in force: at its setting, lowered by a 429, or paused."""
     lines = []
     for state in states:
         calendar = state.budget.startswith(("google", "graph"))

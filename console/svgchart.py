@@ -1,16 +1,9 @@
-"""Small server-rendered SVG charts for the support console.
+"""Small server-rendered SVG charts (bars, lines, a reference line), without JavaScript.
 
-No JavaScript and no plotting dependency: the console needs bars, lines and a
-reference line, drawn from a few hundred numbers, and an SVG string built
-here is smaller than any library's output and testable as text. Every drawn
-mark carries its figure (``data-value``) and a ``<title>`` tooltip, so tests
-and screen-reader users read the numbers that were drawn, not a picture of them.
-
-Charts scale to their container's width (``viewBox``), and their text with
-them: drawn at 13 units, text is 9.6 px tall at the 560 px a chart keeps on a
-desktop, but would be 5 px at a phone's 350. The console's stylesheet
-(``templates/admin/base_site.html``) enlarges chart text on narrow screens,
-and hides every other label (``minor``) of a dense axis so they do not collide.
+Every drawn mark carries its figure (``data-value``) and a ``<title>`` tooltip,
+so tests and screen readers read the numbers drawn. Charts scale with their
+container (``viewBox``), text too: ``templates/admin/base_site.html`` enlarges
+chart text on narrow screens and hides the ``minor`` labels of a dense axis.
 """
 
 from __future__ import annotations
@@ -25,7 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 WIDTH = 760
 HEIGHT = 220
 MARGIN_LEFT = 64  # room for a y label at the enlarged phone size
-FONT_SIZE = 13  # viewBox units; see the module's docstring
+FONT_SIZE = 13  # viewBox units: 9.6 px at a desktop's 560 px chart
 DENSE_AXIS = 8  # more x labels than this: every other one is minor
 MARGIN_RIGHT = 12
 MARGIN_TOP = 12
@@ -42,8 +35,8 @@ class Series:
     values: Sequence[float | None]
     colour: str
     dashed: bool = False
-    points: bool = True  # a reference line (a capacity) has no figures of its own to mark
-    mark_zero: bool = True  # False: a zero is drawn by the line alone (a mostly-zero count)
+    points: bool = True  # False for a reference line (a capacity): no figures to mark
+    mark_zero: bool = True  # False: a zero is drawn by the line alone
 
 
 @dataclass

@@ -1,19 +1,11 @@
-"""GET /healthz, the health report for uptime checks (200 healthy, 503 not), and
-GET /metrics, the same and more in Prometheus' text format for the scraper.
+"""GET /healthz (200 healthy, 503 not) for uptime checks, and GET /metrics for Prometheus.
 
-Anyone may ask whether the service is healthy; only an operator's machine (the
-cron or the metrics bearer secret) or a signed-in active staff user learns
-why: the checks' text names roles, tables and error classes, and the figures
-describe the queue — an attacker's map, and none of an uptime monitor's
-business. ``/metrics`` takes only ``METRICS_SECRET``, a credential that can read
-and do nothing else: the cron secret, which can also run the sweeps, is not
-handed to a scraper (an empty ``METRICS_SECRET`` turns ``/metrics`` off).
-
-The full report is about forty statements. An anonymous caller gets the
-verdict of the last report this process made within ``ANONYMOUS_VERDICT_SECONDS``
-(the process's cache), so a flood of anonymous requests costs one report per
-process per interval, not one per request; a monitor polling every 30-60 s
-still sees every change, at most that many seconds late.
+Anyone may ask whether the service is healthy; only the cron or metrics secret
+or an active staff user learns why, since the checks name roles, tables and the
+queue's figures. ``/metrics`` takes only ``METRICS_SECRET``, which can read and
+do nothing else (empty: ``/metrics`` is off). An anonymous caller gets the
+verdict cached for ``ANONYMOUS_VERDICT_SECONDS``, so a flood costs one report
+(about forty statements) per process per interval.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Support's three actions on queue rows: confirm, call the queue's transition, report.
 
-Each action shows a confirmation page first — which rows will change, which
-will not and why, and which may already have reached the user — then calls
-one transition of ``scheduled_sends/queue/transitions.py`` per row. The
-transitions carry the fences (judged on the database's clock); this module
-only words them: a row whose fence no longer holds is reported as "changed
-meanwhile", never overwritten.
+The confirmation page says which rows will change, which will not and why, and
+which may already have reached the user. The transitions carry the fences: a
+row whose fence no longer holds is reported as changed meanwhile, never overwritten.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from console.admin.rows import as_of, attach_subject_titles, owner_name, subject_label
+from console.admin.rows import as_of, attach_subject_titles, subject_label
 from core.config import NudgeConfig
 from core.display import when
 from scheduled_sends import failures
@@ -44,11 +41,7 @@ RowAction = Callable[[ScheduledSend], str | None]
 
 
 def delivery_doubt(obj: ScheduledSend) -> str:
-    """Why a failed row may nevertheless have reached the user ("" when it cannot have).
-
-    Read from the row's failure kind (docs/OPERATIONS.md, "a user didn't get a
-    nudge"): such a row was not resent because the message may have arrived.
-    """
+    """Why a failed row may nevertheless have reached the user ("" when it cannot have)."""
     doubt = failures.doubt(obj.failure_kind)
     if doubt:
         return doubt
@@ -102,7 +95,7 @@ def _confirm(
         "rows": [
             {
                 "obj": obj,
-                "owner": owner_name(obj),
+                "owner": obj.user.username,
                 "subject": subject_label(obj),
                 "fire_at": when(obj.fire_at),
                 "state": obj.queue_state,
@@ -236,7 +229,6 @@ def retry_now(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
             return MAY_HAVE_REACHED_REFUSAL
         if not transitions.retry_failed(obj.pk, config.grace):
             return "it changed, or left the grace window, meanwhile"
-        # (retry_failed's fence also leaves configuration failures alone.)
         return None
 
     _act(

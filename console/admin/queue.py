@@ -1,8 +1,7 @@
 """The queue as support reads it: problems first, each row's state in words.
 
-The change form is read-only: a full-row save could overwrite a deliver
-run's claim or settle-up. Rows change only through the three actions
-(``actions.py``), which call the queue's own transitions.
+The change form is read-only (a full-row save could overwrite a deliver run's
+claim); rows change only through ``actions``, which call the queue's transitions.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from django.utils.text import Truncator
 
 from accounts.models import Channel
 from console.admin import actions
-from console.admin.rows import as_of, attach_subject_titles, owner_name, subject_label
+from console.admin.rows import as_of, attach_subject_titles, subject_label
 from core.config import NudgeConfig
 from core.display import instant_column, when
 from scheduled_sends.models import ScheduledSend
@@ -100,11 +99,13 @@ def _channel_for_unsent(obj: ScheduledSend) -> str:
         current = ""
     if not current:
         return "no channel chosen yet"
-    name = Channel(current).label if current in Channel.values else current
     if obj.channel and obj.channel != current:
-        queued = Channel(obj.channel).label if obj.channel in Channel.values else obj.channel
-        return f"{name} (now; queued for {queued})"
-    return name
+        return f"{_channel_name(current)} (now; queued for {_channel_name(obj.channel)})"
+    return _channel_name(current)
+
+
+def _channel_name(channel: str) -> str:
+    return Channel(channel).label if channel in Channel.values else channel
 
 
 def _user_zone(obj: ScheduledSend) -> str:
@@ -116,11 +117,8 @@ def _user_zone(obj: ScheduledSend) -> str:
 
 @admin.register(ScheduledSend)
 class ScheduledSendAdmin(admin.ModelAdmin):
-    # Eight columns fit beside the filters at 1280 px: the two zones of "fires"
-    # share a cell, and the subject, error and delivery wrap (a long unbroken
-    # title breaks anywhere) rather than push state and delivery off-screen.
-    # What support reads first, first: on a phone the columns past the screen's edge
-    # scroll, so the row's state and what went wrong lead (issue 33).
+    # Eight columns fit beside the filters at 1280 px (both zones of "fires" share a
+    # cell); state and what went wrong lead, since a phone scrolls the rest away.
     list_display = (
         "id",
         "state_label",
@@ -174,6 +172,7 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     )
     readonly_fields = fields
 
+    fire_at_utc = instant_column("fire_at", "fires")
     subject_starts_at_ = instant_column("subject_starts_at", "subject starts")
     claimed_at_ = instant_column("claimed_at", "claimed at")
     send_started_at_ = instant_column("send_started_at", "send started at")
@@ -182,7 +181,6 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     delivery_updated_at_ = instant_column("delivery_updated_at", "receipt updated at")
     created_at_ = instant_column("created_at", "created at")
 
-    # --- access ---------------------------------------------------------------
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # rows come from the materialize sweep only
 
@@ -195,7 +193,6 @@ class ScheduledSendAdmin(admin.ModelAdmin):
             return False
         return super().has_change_permission(request)
 
-    # --- list -------------------------------------------------------------------
     def get_queryset(self, request: HttpRequest) -> QuerySet[ScheduledSend]:
         """Every row with its state (``queue_state``), problems first."""
         now, lease = as_of(request), NudgeConfig.from_settings().lease
@@ -225,7 +222,9 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     @admin.display(description="owner", ordering="user__username")
     def owner(self, obj: ScheduledSend) -> str:
         url = reverse("admin:nudge_user_activity", args=[obj.user_id])
-        return format_html('<a href="{}" title="this user\'s charts">{}</a>', url, owner_name(obj))
+        return format_html(
+            '<a href="{}" title="this user\'s charts">{}</a>', url, obj.user.username
+        )
 
     @admin.display(description="subject")
     def subject(self, obj: ScheduledSend) -> str:
@@ -239,12 +238,8 @@ class ScheduledSendAdmin(admin.ModelAdmin):
 
     @admin.display(description="delivery")
     def delivery(self, obj: ScheduledSend) -> str:
-        """Channel, the provider's receipt and its message id, as far as known.
-
-        An unsent row goes out on the user's channel as it is when it is sent
-        (deliver re-reads the settings), not the one it was queued with: that
-        is the channel shown, and the queued one only when it differs.
-        """
+        """Channel, the provider's receipt and its message id, as far as known. An unsent
+        row shows the user's channel now: deliver re-reads it when it sends."""
         channel = obj.get_channel_display()
         if obj.outcome is None:
             channel = _channel_for_unsent(obj)
@@ -264,10 +259,6 @@ class ScheduledSendAdmin(admin.ModelAdmin):
             when(obj.fire_at),
             self.fire_at_local(obj),
         )
-
-    @admin.display(description="fires", ordering="fire_at")
-    def fire_at_utc(self, obj: ScheduledSend) -> str:
-        return when(obj.fire_at)
 
     @admin.display(description="fires (user's zone)", ordering="fire_at")
     def fire_at_local(self, obj: ScheduledSend) -> str:

@@ -14,8 +14,8 @@ from scheduled_sends.subjects import subject_titles
 
 
 def as_of(request: HttpRequest) -> datetime:
-    """One instant per request, on the database's clock: the filter, the ordering, the
-    state column and the refusals judge rows on the clock the transitions' fences use."""
+    """One instant per request, on the database's clock: the clock the transitions'
+    fences judge rows by."""
     if "_nudge_as_of" not in request.__dict__:
         request.__dict__["_nudge_as_of"] = database_now()
     return request.__dict__["_nudge_as_of"]
@@ -27,10 +27,6 @@ def attach_subject_titles(rows: Iterable[ScheduledSend]) -> None:
     titles = subject_titles(rows)
     for row in rows:
         row.subject_title = titles.get((row.kind, row.ref_id))
-
-
-def owner_name(obj: ScheduledSend) -> str:
-    return obj.user.username
 
 
 def subject_label(obj: ScheduledSend) -> str:

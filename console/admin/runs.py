@@ -31,15 +31,14 @@ class SweepRunAdmin(ReadOnlyAdmin):
     )
     readonly_fields = fields
     list_filter = ("sweep", "status")
-    # "cycle 14:45Z" lists one cycle's participants; a host (or host:pid) one
-    # machine's runs, which the run's counts name (``participant``).
+    # "cycle 14:45Z" finds one cycle's runs; a host (or host:pid), one machine's.
     search_fields = ("summary", "counts")
     date_hierarchy = "started_at"
     ordering = ("-started_at",)
 
     @admin.display(description="counts")
     def counts_table(self, obj: SweepRun) -> SafeString:
-        """The run's counts as a table, key and value, a nested dict as nested rows (issue 33)."""
+        """The run's counts as a table, key and value, a nested dict as nested rows."""
         return counts_table(obj.counts)
 
 
