@@ -50,6 +50,11 @@ def parse_datetime(value: object, name: str, zone: tzinfo | None = None) -> date
     return parsed.astimezone(UTC)
 
 
+def utc_text(moment: datetime) -> str:
+    """``moment`` in UTC to the second, as Google and Graph take an instant."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def parse_date(value: object, name: str) -> date:
     return date.fromisoformat(require_str(value, name))
 
@@ -81,9 +86,7 @@ def title(value: object) -> str:
     return optional_str(value).replace("\x00", "")[:MAX_TITLE_LENGTH]
 
 
-# Google allows five reminders per event; more is a flood, not a preference. Each
-# lead is one queued row per occurrence, so a feed with 180 alarms per event
-# would queue 180 nudges each. The five nearest the start are kept.
+# As Google allows: each lead is one queued row per occurrence, so more is a flood.
 MAX_LEADS_PER_EVENT = 5
 
 
