@@ -54,13 +54,6 @@ def token_endpoint() -> oauth.TokenEndpoint:
     )
 
 
-def _error_reasons(body: Any) -> set[str]:
-    try:
-        return {e["reason"] for e in body["error"]["errors"] if isinstance(e.get("reason"), str)}
-    except (KeyError, TypeError):
-        return set()
-
-
 def _next_page(body: dict[str, Any], current: PageRequest) -> PageRequest | None:
     """The same query with the page's ``nextPageToken``; None on the last page."""
     token = body.get("nextPageToken")
@@ -73,7 +66,12 @@ def _next_page(body: dict[str, Any], current: PageRequest) -> PageRequest | None
 
 def _is_rate_limit_403(response: requests.Response) -> bool:
     """Google answers some rate limits with 403 and says so only in the error's reason."""
-    return bool(_error_reasons(_json_or_none(response)) & _RATE_LIMIT_REASONS)
+    try:
+        errors = response.json()["error"]["errors"]
+        reasons = {e["reason"] for e in errors if isinstance(e.get("reason"), str)}
+    except (ValueError, KeyError, TypeError):
+        return False
+    return bool(reasons & _RATE_LIMIT_REASONS)
 
 
 def events_list() -> PagedListApi:
@@ -130,13 +128,6 @@ def _default_reminders(value: Any) -> tuple[int, ...]:
     except (KeyError, TypeError, ValueError):
         logger.warning("google: unusable defaultReminders; ignoring them")
         return ()
-
-
-def _json_or_none(response: requests.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return None
 
 
 def _popup_minutes(reminders: Any) -> tuple[int, ...]:

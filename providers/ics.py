@@ -75,8 +75,7 @@ class IcsFeedProvider(CalendarProvider):
 def _covers(
     state: dict[str, Any], snapshot: ConnectionSnapshot, start: datetime, end: datetime
 ) -> bool:
-    """Whether the stored copy was expanded over this whole window (a replay's too), in the
-    reader's zone, which decides what floating times mean."""
+    """Whether the stored copy was expanded over this whole window in the reader's zone."""
     expanded_from = _parse_state_time(state.get("expanded_from"))
     expanded_until = _parse_state_time(state.get("expanded_until"))
     return (
@@ -89,8 +88,7 @@ def _covers(
 
 
 def owner_addresses(snapshot: ConnectionSnapshot) -> tuple[str, ...]:
-    """The addresses that are "me" in the feed's attendee lists: the account, when it is an
-    address, and the user's e-mail addresses."""
+    """The addresses that are "me" in attendee lists: the account, if an address, and the user's."""
     return tuple(a for a in (snapshot.account, *snapshot.owner_emails) if "@" in a)
 
 

@@ -57,8 +57,7 @@ def feed_origin(url: str) -> str:
 
 
 def feed_address(url: str) -> str:
-    """The address as it is fetched: ``webcal://`` (what Apple and many sites publish)
-    is the same feed over https, so it is read as ``https://``; blanks around it go."""
+    """The address as fetched: trimmed, and ``webcal://`` (Apple's) read as ``https://``."""
     return re.sub(r"^webcals?://", "https://", url.strip(), flags=re.IGNORECASE)
 
 

@@ -393,8 +393,7 @@ def _address(value: str) -> str:
 
 
 def _declined(occurrence: Any, addresses: frozenset[str]) -> bool:
-    """An ATTENDEE with PARTSTAT=DECLINED and one of the reader's addresses (as its value,
-    or in the EMAIL parameter iCloud uses)."""
+    """Whether an ATTENDEE with one of ``addresses`` (or iCloud's EMAIL parameter) DECLINED."""
     if not addresses:
         return False
     attendees = occurrence.get("ATTENDEE") or []

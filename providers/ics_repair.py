@@ -78,8 +78,7 @@ def note(result: FetchResult, uid: str, problem: str) -> None:
 
 
 def drop_nameless_timezones(body: bytes) -> bytes:
-    """Remove VTIMEZONE blocks whose TZID is empty: nothing can refer to them, and the
-    parser refuses the whole feed for one."""
+    """Remove VTIMEZONEs with an empty TZID: unusable, and the parser refuses a feed with one."""
     if not re.search(rb"(?m)^TZID:[ \t]*\r?$", body):
         return body
     lines = body.splitlines(keepends=True)

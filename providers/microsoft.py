@@ -65,11 +65,11 @@ def authorize_url() -> str:
     return f"{base}/{settings.MICROSOFT_TENANT}/oauth2/v2.0/authorize"
 
 
-def calendar_view_url(calendar_id: str) -> str:
-    base = settings.MICROSOFT_GRAPH_BASE_URL.rstrip("/")
+def _calendar_path(calendar_id: str) -> str:
+    """The calendar under Graph's base: the user's default one, or one by its id."""
     if calendar_id in ("", "primary"):
-        return f"{base}/me/calendarView"
-    return f"{base}/me/calendars/{quote(calendar_id, safe='')}/calendarView"
+        return "me"
+    return f"me/calendars/{quote(calendar_id, safe='')}"
 
 
 def _on_configured_graph(url: str) -> bool:
@@ -123,7 +123,8 @@ class MicrosoftGraphProvider(CalendarProvider):
             "$select": SELECT,
             "$top": PAGE_SIZE,
         }
-        first = PageRequest(calendar_view_url(snapshot.calendar_id), params)
+        base = settings.MICROSOFT_GRAPH_BASE_URL.rstrip("/")
+        first = PageRequest(f"{base}/{_calendar_path(snapshot.calendar_id)}/calendarView", params)
         pages = fetch_pages(calendar_view(), first, snapshot, now)
         result = events_of(
             pages.items,
@@ -215,12 +216,6 @@ def account_name(access_token: str, timeout: float) -> str:
 SUBSCRIPTION_MINUTES = 4200
 
 
-def events_resource(calendar_id: str) -> str:
-    if calendar_id in ("", "primary"):
-        return "me/events"
-    return f"me/calendars/{quote(calendar_id, safe='')}/events"
-
-
 def _subscription_call(
     snapshot: ConnectionSnapshot, method: str, path: str, now: datetime, payload: Any = None
 ) -> requests.Response:
@@ -268,7 +263,7 @@ def subscribe(
         "changeType": "created,updated,deleted",
         "notificationUrl": notification_url,
         "lifecycleNotificationUrl": lifecycle_url,
-        "resource": events_resource(snapshot.calendar_id),
+        "resource": f"{_calendar_path(snapshot.calendar_id)}/events",
         "expirationDateTime": n.utc_text(now + timedelta(minutes=SUBSCRIPTION_MINUTES)),
         "clientState": client_state,
     }

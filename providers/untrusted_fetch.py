@@ -215,8 +215,7 @@ def get(
     timeout: float,
     label: str,
 ) -> Answer:
-    """One GET to ``target`` over a connection pinned to ``address``; network
-    failures become RetryLater (their text can name the address, so it is dropped)."""
+    """One GET over a connection pinned to ``address``; network failures become RetryLater."""
     if deadline.remaining() <= 0:
         raise ProviderError(f"{label}: the download took longer than {deadline.seconds:.0f}s")
     options: dict[str, Any] = {
