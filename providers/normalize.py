@@ -26,9 +26,9 @@ def optional_str(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def require_bool(value: object, name: str, default: bool = False) -> bool:
+def require_bool(value: object, name: str) -> bool:
     if value is None:
-        return default
+        return False
     if not isinstance(value, bool):
         raise TypeError(f"{name} is not a boolean")
     return value
