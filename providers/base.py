@@ -1,17 +1,15 @@
 """The provider interface, its errors, and the HTTP plumbing every provider shares.
 
-A provider never touches tenant data: ``sync`` reads a ``ConnectionSnapshot``
-inside the owner's tenant scope, closes the scope, hands the snapshot to
-``fetch`` (network only), then opens the scope again to write what came back.
-Refreshed tokens travel back on the snapshot itself (``credentials_changed``),
-so they are stored even when the events call that follows them fails. The
-one table a provider request touches is the shared pacing budget
-(:func:`provider_request`), outside any transaction while it waits.
+A provider never touches tenant data: it gets a ``ConnectionSnapshot`` read inside the
+owner's tenant scope and returns what it fetched; refreshed tokens travel back on the
+snapshot (``credentials_changed``), so they are stored even when a later call fails. The
+one table a provider request touches is the shared pacing budget, outside any transaction.
 """
 
 from __future__ import annotations
 
 import http.cookiejar
+import logging
 import os
 import threading
 import time
@@ -29,12 +27,9 @@ from core.http_retry_after import parse_retry_after
 from pacing.pacer import Budget, request_rate_limited, wait_for_request_slot
 from providers.crypto import scrub
 
-# --- The per-process call counter ------------------------------------------------
-
 _calls: Counter[tuple[str, str]] = Counter()
 _calls_lock = threading.Lock()
-# The same count for the calling thread alone: a connection's fetch runs on one
-# thread, so concurrent syncs can each tell their own requests (``calls_in_thread``).
+# A connection's fetch runs on one thread, so concurrent syncs can each count their own.
 _thread_calls = threading.local()
 
 CallKind = Literal["api", "token"]
@@ -67,9 +62,6 @@ def reset_call_counter() -> None:
         _calls.clear()
 
 
-# --- Errors --------------------------------------------------------------------
-
-
 class ProviderError(Exception):
     """A connection's sync failed; the message is safe to log and store (no secrets)."""
 
@@ -98,15 +90,9 @@ class MalformedPayload(ProviderError):
     outcome = "malformed"
 
 
-# --- What goes in and what comes out -----------------------------------------
-
-
 @dataclass
 class ConnectionSnapshot:
-    """What a provider may know about one connection, read inside the tenant scope.
-
-    Secrets are excluded from ``repr`` so a snapshot in a traceback leaks nothing.
-    """
+    """What a provider may know about one connection; secrets stay out of ``repr``."""
 
     connection_id: int
     user_id: int
@@ -115,7 +101,6 @@ class ConnectionSnapshot:
     account: str
     sync_state: dict[str, Any]
     full_sync: bool
-    # The knobs the sync runs with (timeouts, budgets, request rates), from its entry point.
     config: NudgeConfig = field(repr=False)
     allow_private_network: bool = False
     access_token: str = field(default="", repr=False)
@@ -123,8 +108,7 @@ class ConnectionSnapshot:
     token_expires_at: datetime | None = None
     feed_url: str = field(default="", repr=False)
     credentials_changed: bool = False
-    # The reader: their zone gives floating ICS times a meaning, their e-mail
-    # addresses recognise the invitations they declined.
+    # Their zone gives floating ICS times a meaning; their addresses spot declined invitations.
     owner_timezone: str = ""
     owner_emails: tuple[str, ...] = field(default=(), repr=False)
     # time.monotonic() by which this connection's sync must be done (its budget).
@@ -167,27 +151,44 @@ class ProviderEvent:
 
 @dataclass
 class FetchResult:
-    """A provider's answer for one run.
-
-    ``changed=False`` means "nothing to write" (an ICS 304); otherwise ``events``
-    is the connection's complete set, and local rows not in it are deleted.
-    """
+    """A provider's answer: ``changed=False`` is "nothing to write"; otherwise ``events`` is
+    the connection's complete set, and local rows not in it are deleted."""
 
     changed: bool
     events: list[ProviderEvent] = field(default_factory=list)
     sync_state: dict[str, Any] = field(default_factory=dict)
     skipped_events: int = 0
     cancelled_events: int = 0
-    # Events skipped or repaired, in words support can act on (no secrets, no titles).
-    problems: list[str] = field(default_factory=list)
-    # A name the feed gives itself (ICS X-WR-CALNAME), for the connection's label.
+    problems: list[str] = field(default_factory=list)  # for support: no secrets, no titles
     calendar_name: str = ""
 
 
+def events_of(
+    items: list[Any],
+    logger: logging.Logger,
+    provider: str,
+    *,
+    cancelled: Callable[[dict[str, Any]], bool],
+    event: Callable[[dict[str, Any]], ProviderEvent],
+) -> FetchResult:
+    """A JSON provider's items as a result; one unusable item is skipped, never the sync."""
+    result = FetchResult(changed=True)
+    for index, item in enumerate(items):
+        try:
+            if not isinstance(item, dict):
+                raise TypeError("event is not an object")
+            if cancelled(item):
+                result.cancelled_events += 1
+                continue
+            result.events.append(event(item))
+        except (KeyError, TypeError, ValueError) as exc:
+            result.skipped_events += 1
+            logger.warning("%s: skipped event %d: %s", provider, index, exc)
+    return result
+
+
 class CalendarProvider(ABC):
-    """One calendar service. ``fetch`` makes at most one events request per page
-    (one page covers a normal calendar's window) plus a token refresh when due;
-    after a 401 the OAuth providers refresh once and ask for that page again."""
+    """One calendar service."""
 
     name: str
 
@@ -208,8 +209,7 @@ class BudgetExceeded(RetryLater):
 
 
 def time_left(snapshot: ConnectionSnapshot, provider: str) -> float:
-    """Seconds left of the connection's sync budget (CALENDAR_SYNC_BUDGET_SECONDS);
-    BudgetExceeded once it is spent, so one connection cannot hold up the sweep."""
+    """Seconds left of the connection's sync budget; BudgetExceeded once it is spent."""
     budget = snapshot.config.calendar_sync_budget_seconds
     if snapshot.deadline is None:
         return budget
@@ -222,30 +222,19 @@ def time_left(snapshot: ConnectionSnapshot, provider: str) -> float:
     return left
 
 
-# --- HTTP ------------------------------------------------------------------------
-
-
 def retry_after_delay(response: requests.Response, now: datetime) -> timedelta | None:
     """The response's Retry-After as a RetryLater delay; None when absent or unusable."""
     seconds = parse_retry_after(response.headers.get("Retry-After"), now=now)
     return None if seconds is None else timedelta(seconds=seconds)
 
 
-# A 429 (or a 403 the provider calls a rate limit) without Retry-After pauses
-# the provider's budget this long.
+# How long a rate limit without Retry-After pauses the provider's budget.
 DEFAULT_RATE_LIMIT_PAUSE = timedelta(seconds=10)
 
 
 def request_budgets(provider: str, user_id: int, config: NudgeConfig) -> list[Budget]:
-    """The shared budgets one request to ``provider`` for ``user_id`` spends, app-wide
-    first: Google per project and per user, Graph per app and per mailbox (the
-    user's, as one nudge user reads one mailbox). Feeds have none.
-
-    Google's project budget may burst (``CALENDAR_GOOGLE_PROJECT_BURST``): Google
-    counts a sliding minute, so a run of many users need not be spaced evenly
-    under it. The per-user and Graph budgets are spaced evenly: one user's few
-    calendars gain little from a burst, and Graph's app rate is far above what
-    a sync asks."""
+    """The shared budgets one request spends, app-wide first (feeds have none). Only
+    Google's project budget may burst: Google counts a sliding minute."""
     if provider == "google":
         return [
             Budget(
@@ -264,10 +253,8 @@ def request_budgets(provider: str, user_id: int, config: NudgeConfig) -> list[Bu
 
 
 def _wait_for_slot(provider: str, budgets: list[Budget], snapshot: ConnectionSnapshot) -> None:
-    """Wait (no transaction held) for the request's slot in every budget; RetryLater
-    when there is none within the HTTP timeout or the connection's budget, as when
-    a 429 paused the provider: this connection is tried again next cycle, and the
-    thread is free for a provider that is not paused."""
+    """Wait (no transaction held) for the request's slot in every budget; RetryLater when
+    there is none in time, so the thread is free for a provider that is not paused."""
     config = snapshot.config
     max_wait = min(config.calendar_http_timeout_seconds, time_left(snapshot, provider))
     if not wait_for_request_slot(budgets, max_wait, config):
@@ -278,20 +265,13 @@ def _wait_for_slot(provider: str, budgets: list[Budget], snapshot: ConnectionSna
 
 
 _thread_sessions = threading.local()
-# A forked process (a pre-forking server's worker) opens its own connections: a kept-alive
-# socket shared with the parent would interleave two processes' requests.
+# A kept-alive socket shared with a forked child would interleave two processes' requests.
 os.register_at_fork(after_in_child=lambda: _thread_sessions.__dict__.clear())
 
 
 def _session() -> requests.Session:
-    """This thread's HTTP session for the providers' APIs.
-
-    Its connections are kept and reused, as Google and Graph expect, instead
-    of a new session, connection and (in production) TLS handshake per
-    request; and it keeps no cookies, so nothing one tenant's response set
-    travels with another tenant's request. Each fetch thread has its own: a
-    session is not shared between threads.
-    """
+    """This thread's HTTP session: connections kept for reuse, and no cookies, so nothing
+    one tenant's response set travels with another tenant's request."""
     session = getattr(_thread_sessions, "session", None)
     if session is None:
         session = requests.Session()
@@ -312,17 +292,12 @@ def provider_request(
     timeout: float,
     **kwargs: Any,
 ) -> requests.Response:
-    """One counted request with the calendar timeout; network failures become RetryLater.
+    """One counted request; network failures become RetryLater, their text reduced to the
+    exception's type and scrubbed of ``secrets`` (it can contain the URL).
 
-    With ``paced_for`` (the connection it serves), the request first waits for
-    its slot in the provider's shared budgets (:func:`request_budgets`, paced
-    across every process and thread by ``pacing/pacer.py``), and a
-    429 — or a 403 that ``is_rate_limit_403`` calls a rate limit — pauses the
-    provider-wide budget for its Retry-After and lowers its rate, for every
-    process; other providers go on.
-
-    The exception text of a failed connection can contain the URL, so it is
-    reduced to the exception's type and scrubbed of the connection's secrets.
+    With ``paced_for`` (the connection it serves) the request first waits for its slot in
+    the provider's shared budgets, and a 429, or a 403 that ``is_rate_limit_403`` calls a
+    rate limit, pauses and slows the provider's budget for every process.
     """
     budgets = (
         request_budgets(provider, paced_for.user_id, paced_for.config)

@@ -1,15 +1,10 @@
 """Encryption at rest for calendar secrets: OAuth tokens and ICS feed addresses.
 
-Keys come from ``settings.CALENDAR_TOKEN_KEYS`` (Fernet keys, newest first) and
-are combined in a ``MultiFernet``: the newest key encrypts, every key decrypts,
-so a key is rotated by prepending a new one and, once ``rotate_ciphertext``
-has rewritten the rows, dropping the old one.
-
-Development mode (the embedded database, where ``SECRET_KEY`` itself may be a
-generated local file) derives a key from ``SECRET_KEY`` when none is
-configured, so a fresh checkout can connect a calendar. Anywhere else a
-missing key is a configuration error, raised when a secret is first needed
-rather than at import, so a deployment without calendars still starts.
+``CALENDAR_TOKEN_KEYS`` are Fernet keys, newest first: the newest encrypts, every key
+decrypts, so a key is rotated by prepending a new one and, once ``rotate_ciphertext`` has
+rewritten the rows, dropping the old one. With the embedded database and no key, one is
+derived from ``SECRET_KEY``; anywhere else a missing key is raised when a secret is first
+needed, so a deployment without calendars still starts.
 """
 
 from __future__ import annotations
@@ -32,7 +27,6 @@ class SecretDecryptionError(RuntimeError):
     """A stored secret could not be decrypted with any configured key."""
 
 
-# Never carries the ciphertext.
 _UNREADABLE = (
     "a stored calendar secret cannot be decrypted with CALENDAR_TOKEN_KEYS (was its key removed?)"
 )

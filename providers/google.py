@@ -1,25 +1,13 @@
 """Google Calendar API v3: ``events.list`` over the sweep's window, every run.
 
-Why a window re-query and not ``syncToken``: both cost one ``events.list``
-call per run (96 a day at the 15-minute cadence; measured in
-tests/calendars/test_call_budget.py), so the call count does not decide it.
-``syncToken`` cannot be combined with ``timeMin``/``timeMax``, so an
-incremental sync must cover a range that is open towards the future — an
-event that drifts into our 27-hour window without changing would otherwise
-never be reported. With ``singleEvents=true`` that range expands every
-infinite series (a daily stand-up is hundreds of stored instances), the first
-sync is many pages, and a 410 Gone means doing it all again. The window
-query is one page of a day's events, keeps the local copy bounded to what the
-sweep can use, deletes by absence (no tombstones to miss), and has no token
-state to lose. Its cost is re-reading ~a day's events each run, a few KB.
-With push (calendars/push/) a fetch follows each change; a syncToken answer
-would then be smaller (~0.4 KB against ~3.5 KB) but still one request, and
-quotas count requests (measured: ``python -m bench.push``).
+Not ``syncToken``: it costs the same one call per run, but cannot be combined with
+``timeMin``/``timeMax``, so it would expand every infinite series over an open range and
+could lose its state to a 410. The window query is one page, deletes by absence, and keeps
+the local copy bounded to what the sweep can use (measured: tests/calendars/test_call_budget.py,
+``python -m bench.push``).
 
-Reminders: ``reminders.overrides`` with method ``popup``, or, when
-``reminders.useDefault`` is true, the calendar's ``defaultReminders`` that
-``events.list`` returns alongside the items. No popup reminder → an empty
-list, which the sweep reads as "use the user's default lead".
+Reminders: ``popup`` overrides, or with ``useDefault`` the calendar's ``defaultReminders``.
+None is an empty list, which the sweep reads as "use the user's default lead".
 """
 
 from __future__ import annotations
@@ -43,6 +31,7 @@ from providers.base import (
     ProviderEvent,
     RetryLater,
     covered_window,
+    events_of,
     json_body,
     provider_request,
 )
@@ -65,17 +54,6 @@ def token_endpoint() -> oauth.TokenEndpoint:
     )
 
 
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _error_reasons(body: Any) -> set[str]:
-    try:
-        return {e["reason"] for e in body["error"]["errors"] if isinstance(e.get("reason"), str)}
-    except (KeyError, TypeError):
-        return set()
-
-
 def _next_page(body: dict[str, Any], current: PageRequest) -> PageRequest | None:
     """The same query with the page's ``nextPageToken``; None on the last page."""
     token = body.get("nextPageToken")
@@ -88,7 +66,12 @@ def _next_page(body: dict[str, Any], current: PageRequest) -> PageRequest | None
 
 def _is_rate_limit_403(response: requests.Response) -> bool:
     """Google answers some rate limits with 403 and says so only in the error's reason."""
-    return bool(_error_reasons(_json_or_none(response)) & _RATE_LIMIT_REASONS)
+    try:
+        errors = response.json()["error"]["errors"]
+        reasons = {e["reason"] for e in errors if isinstance(e.get("reason"), str)}
+    except (ValueError, KeyError, TypeError):
+        return False
+    return bool(reasons & _RATE_LIMIT_REASONS)
 
 
 def events_list() -> PagedListApi:
@@ -117,8 +100,8 @@ class GoogleCalendarProvider(CalendarProvider):
         calendar = quote(snapshot.calendar_id or "primary", safe="@.")
         url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}/calendars/{calendar}/events"
         params = {
-            "timeMin": _rfc3339(window_start),
-            "timeMax": _rfc3339(window_end),
+            "timeMin": n.utc_text(window_start),
+            "timeMax": n.utc_text(window_end),
             "singleEvents": "true",
             "maxResults": PAGE_SIZE,
         }
@@ -126,44 +109,25 @@ class GoogleCalendarProvider(CalendarProvider):
         # Every page repeats the calendar's default reminders and zone.
         first_page = pages.bodies[0]
         zone = n.zone_or_none(first_page.get("timeZone"))
-        result = self._result(
-            pages.items, first_page.get("defaultReminders"), zone, snapshot.config.meeting_hosts
+        defaults = _default_reminders(first_page.get("defaultReminders"))
+        hosts = snapshot.config.meeting_hosts
+        result = events_of(
+            pages.items,
+            logger,
+            NAME,
+            cancelled=lambda item: item.get("status") == "cancelled",
+            event=lambda item: _event(item, defaults, zone, hosts),
         )
         result.sync_state = covered_window(window_start, window_end)
         return result
 
-    def _result(
-        self,
-        items: list[Any],
-        default_reminders: Any,
-        zone: tzinfo | None,
-        meeting_hosts: tuple[str, ...],
-    ) -> FetchResult:
-        result = FetchResult(changed=True)
-        try:
-            defaults = _popup_minutes(default_reminders or [])
-        except (KeyError, TypeError, ValueError):
-            logger.warning("google: unusable defaultReminders; ignoring them")
-            defaults = ()
-        for index, item in enumerate(items):
-            try:
-                if not isinstance(item, dict):
-                    raise TypeError("event is not an object")
-                if item.get("status") == "cancelled":
-                    result.cancelled_events += 1
-                    continue
-                result.events.append(_event(item, defaults, zone, meeting_hosts))
-            except (KeyError, TypeError, ValueError) as exc:
-                result.skipped_events += 1
-                logger.warning("google: skipped event %d: %s", index, exc)
-        return result
 
-
-def _json_or_none(response: requests.Response) -> Any:
+def _default_reminders(value: Any) -> tuple[int, ...]:
     try:
-        return response.json()
-    except ValueError:
-        return None
+        return _popup_minutes(value or [])
+    except (KeyError, TypeError, ValueError):
+        logger.warning("google: unusable defaultReminders; ignoring them")
+        return ()
 
 
 def _popup_minutes(reminders: Any) -> tuple[int, ...]:
@@ -275,18 +239,14 @@ def account_name(access_token: str, timeout: float) -> str:
     return n.optional_str(json_body(response, NAME).get("id"))[:255]
 
 
-# --- Push: events.watch and channels.stop (used by calendars/push/channels.py) ----------
-
-# The channel life asked for; Google may grant less, and says so in ``expiration``.
+# Push. The channel life asked for; Google may grant less, and says so in ``expiration``.
 WATCH_TTL_SECONDS = 7 * 24 * 3600
 
 
 def _api_post(
     snapshot: ConnectionSnapshot, path: str, payload: dict[str, Any]
 ) -> requests.Response:
-    """One authorised POST with the snapshot's (fresh) token; refreshed tokens travel
-    back on the snapshot for the caller to store. Paced in the same shared budgets
-    as the fetches, so a rate limit here pauses and lowers Google for every process."""
+    """One authorised POST with the snapshot's token, paced in the fetches' shared budgets."""
     url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}{path}"
     return provider_request(
         NAME,

@@ -1,17 +1,10 @@
-"""ICS feed URLs: conditional GET, recurrences expanded locally, one provider.
+"""ICS feed URLs: a conditional GET, recurrences expanded locally.
 
-A feed has no query API, so each parse expands occurrences over the window
-(from its start to ``EXPAND_AHEAD`` past its end) and records both ends and
-the reader's zone. While that still covers the window, runs send
-``If-None-Match`` / ``If-Modified-Since``; a 304 costs no parsing and no
-writes. When the window outruns the expansion (every few days), or a replay
-asks for an earlier window, or the reader's zone changed, the run fetches
-unconditionally and re-expands. A 200 whose body hashes the same as last time
-is also "unchanged".
-
-The two halves live apart: ``ics_fetch`` (the address, the bounded download)
-and ``ics_parse`` (repairs, zones, reminders, the bounded expansion in a child
-process). The whole sync of one connection has ``CALENDAR_SYNC_BUDGET_SECONDS``.
+Each parse expands occurrences from the window's start to ``EXPAND_AHEAD`` past its end and
+records both ends and the reader's zone. While that still covers the window, runs fetch
+conditionally; a 304, or a 200 whose body hashes the same, is "unchanged" (no parsing, no
+writes). Otherwise (the window outran the expansion, a replay, a new zone) the run fetches
+unconditionally and re-expands.
 """
 
 from __future__ import annotations
@@ -82,12 +75,7 @@ class IcsFeedProvider(CalendarProvider):
 def _covers(
     state: dict[str, Any], snapshot: ConnectionSnapshot, start: datetime, end: datetime
 ) -> bool:
-    """Whether the stored copy was expanded over this whole window, for this reader.
-
-    Both ends count: a replay (``--now`` earlier than the last run) must expand
-    again rather than reuse occurrences that begin after its window opened.
-    The reader's zone counts too: it decides what floating times mean.
-    """
+    """Whether the stored copy was expanded over this whole window in the reader's zone."""
     expanded_from = _parse_state_time(state.get("expanded_from"))
     expanded_until = _parse_state_time(state.get("expanded_until"))
     return (
@@ -100,9 +88,7 @@ def _covers(
 
 
 def owner_addresses(snapshot: ConnectionSnapshot) -> tuple[str, ...]:
-    """The addresses that are "me" in this feed's attendee lists: the connection's
-    account when it is an address (Google names a feed by it) and the user's e-mail
-    (Outlook and iCloud feeds carry neither name nor owner)."""
+    """The addresses that are "me" in attendee lists: the account, if an address, and the user's."""
     return tuple(a for a in (snapshot.account, *snapshot.owner_emails) if "@" in a)
 
 

@@ -1,12 +1,9 @@
 """Fetching an ICS feed: a conditional GET through ``untrusted_fetch``, bounded.
 
-The feed's address is a secret (it grants read access to the calendar), so it
-is only ever shown as its host, and redirects are followed by hand so every
-hop is parsed, vetted against private networks and pinned like the first
-(``untrusted_fetch``). The download — every hop, connect and body — is cut at
-``DOWNLOAD_SECONDS`` by a deadline at the socket, and the body at
-``ICS_MAX_BYTES`` after decompression. Reading what came back is
-``ics_parse``'s; deciding when to ask conditionally is the provider's (``ics``).
+The feed's address is a secret (it grants read access to the calendar), so it is only ever
+shown as its host. Redirects are followed by hand so every hop is vetted and pinned like the
+first. The download is cut at ``DOWNLOAD_SECONDS`` and the body at ``ICS_MAX_BYTES``
+after decompression.
 """
 
 from __future__ import annotations
@@ -29,39 +26,28 @@ from providers.base import (
     record_call,
     time_left,
 )
-from providers.untrusted_fetch import (
-    Answer,
-    Deadline,
-    UnsafeAddress,
-    display_host,
-    parse_target,
-    vetted_address,
-)
+from providers.untrusted_fetch import Answer, Deadline, parse_target, vetted_address
 
 NAME = "ics"
 DOWNLOAD_SECONDS = 30.0
 MAX_REDIRECTS = 3
-# A feed that cannot be downloaded within DOWNLOAD_SECONDS (a drip-feeding or
-# overloaded host) is left alone this long; its stored copy keeps nudging.
+# A feed too slow to download is left alone this long; its stored copy keeps nudging.
 SLOW_FEED_BACKOFF = timedelta(hours=1)
 _REDIRECTS = {301, 302, 303, 307, 308}
-# The address no longer works (reset by its owner, or revoked): only the user can fix it.
-# 403 is left out: CDNs and WAFs send it for passing reasons too.
+# The address was reset or revoked: only the user can fix it (CDNs send 403 for passing reasons).
 _GONE = {401, 404, 410}
 
 
-# The address checks live with the fetch that obeys them (untrusted_fetch).
-UnsafeFeedUrl = UnsafeAddress
-
-
 def feed_host(url: str) -> str:
-    """The part of a feed address that may be shown: its host."""
-    return display_host(url)
+    """The part of a feed address that may be shown: its host, as the client reads it."""
+    try:
+        return urllib3.util.parse_url(url).host or "?"
+    except LocationParseError:
+        return "?"
 
 
 def feed_origin(url: str) -> str:
-    """The server a feed is fetched from, ``host:port``: what the sweep's per-host
-    cap counts (``CALENDAR_SYNC_PER_HOST``). Never shown: it is part of a secret."""
+    """``host:port``, what the sweep's per-host cap counts. Never shown: part of a secret."""
     try:
         parsed = urllib3.util.parse_url(url)
     except LocationParseError:
@@ -71,8 +57,7 @@ def feed_origin(url: str) -> str:
 
 
 def feed_address(url: str) -> str:
-    """The address as it is fetched: ``webcal://`` (what Apple and many sites publish)
-    is the same feed over https, so it is read as ``https://``; blanks around it go."""
+    """The address as fetched: trimmed, and ``webcal://`` (Apple's) read as ``https://``."""
     return re.sub(r"^webcals?://", "https://", url.strip(), flags=re.IGNORECASE)
 
 
@@ -84,10 +69,10 @@ def check_feed_url(url: str, *, allow_private: bool) -> None:
 def fetch_feed(
     snapshot: ConnectionSnapshot, stored: dict[str, str] | None, now: datetime
 ) -> tuple[dict[str, str], bytes | None]:
-    """GET the feed; the validators to store and the body (None: a 304, unchanged).
+    """GET the feed: the validators to store and the body (None: a 304, unchanged).
 
-    ``stored`` holds the ETag / Last-Modified of the copy we keep when that copy
-    may be reused: the request is then conditional. None asks unconditionally.
+    ``stored`` holds the ETag / Last-Modified of a copy that may be reused, making the request
+    conditional; None asks unconditionally.
     """
     headers = {"Accept": "text/calendar, */*;q=0.5"}
     if stored and stored.get("etag"):
@@ -109,7 +94,6 @@ def _read(
     deadline: Deadline,
     max_bytes: int,
 ) -> tuple[dict[str, str], bytes | None]:
-    """The validators to store and the body (None: unchanged, a 304)."""
     raise_for_transient(response, NAME, now)
     kept = stored or {}
     validators = {
@@ -129,7 +113,7 @@ def _read(
 
 
 def _get(snapshot: ConnectionSnapshot, headers: dict[str, str], deadline: Deadline) -> Answer:
-    """GET the feed, following redirects by hand: each hop parsed, vetted and pinned."""
+    """GET the feed, following redirects by hand."""
     url = snapshot.feed_url
     for _hop in range(MAX_REDIRECTS + 1):
         target = parse_target(url, NAME)
@@ -168,7 +152,6 @@ def _bounded_body(response: Answer, deadline: Deadline, limit: int) -> bytes:
         if not deadline.expired:
             raise ProviderError("ics: the download was interrupted") from None
     if deadline.expired or deadline.remaining() <= 0:
-        # The socket was shut at the deadline: what arrived is not the whole feed.
         raise RetryLater(
             f"ics: the download took longer than {deadline.seconds:.0f}s; trying again later",
             retry_after=SLOW_FEED_BACKOFF,

@@ -1,18 +1,11 @@
-"""Reading an ICS feed: repairs, zones, reminders, the bounded expansion.
+"""Reading an ICS feed: repairs, zones, reminders, the bounded expansion (no network).
 
-A feed has no query API, so the whole body is parsed and every recurrence
-expanded locally over the window. Bounds, so one hostile or broken feed cannot
-burn a sweep: single events days outside the window are dropped as text
-before parsing; every RRULE's expansion work is estimated before expanding
-(``FREQ=SECONDLY`` with no end, or a minutely rule begun years ago, is
-refused); occurrences and components are capped; and the parse runs in a
-child process (``parse_template``) with a CPU limit, killed at a deadline that
-grows with the feed's size (``parse_seconds``), which also stops rules that can
-never match. Any of these rejects the whole feed with a clear error and the
-previous copy stays. One unusable *event* (a broken RRULE, a garbled date) costs only that
-event or series, skipped and reported on the connection.
-
-Fetching the body is ``ics_fetch``'s; this module never touches the network.
+The whole body is parsed and every recurrence expanded locally over the window, within
+bounds so one hostile feed cannot burn a sweep: single events days outside the window are
+dropped as text; each RRULE's work is estimated before expanding; components and
+occurrences are capped; and the parse runs in a CPU-limited child killed at a deadline that
+grows with the feed (``parse_seconds``). A bound rejects the whole feed and the previous copy
+stays; one unusable event costs only that event or series, reported on the connection.
 """
 
 from __future__ import annotations
@@ -37,21 +30,15 @@ from providers.ics_repair import FREQ_SECONDS, first_value, rules_of
 
 logger = logging.getLogger("nudge.calendars.ics")
 
-# The parse deadline grows with the feed, so the size limit and the deadline
-# agree. The worst case measured (a Google-shaped export in which every event
-# is a series, so nothing can be dropped unparsed) took 1.1-2.1 s per MB on a
-# busy 2-core host; 4 s per MB — 23 s for a feed at the 5 MiB limit — leaves
-# about 2x over the slowest run, while a small hostile feed gets seconds.
+# The worst case measured (every event a series, so nothing is dropped unparsed) took
+# 1.1-2.1 s per MB on a busy 2-core host; 4 s per MB leaves about 2x over it.
 PARSE_SECONDS_BASE = 2.0
 PARSE_SECONDS_PER_MB = 4.0
-# A single event that ends this long before the window, or starts this long
-# after it, cannot touch it in any zone (offsets are within +-14 h); it is
-# dropped before parsing.
+# A single event this far outside the window cannot touch it in any zone (offsets are +-14 h).
 DATING_MARGIN = timedelta(days=2)
 MAX_COMPONENTS = 20_000
 MAX_OCCURRENCES = 5_000
-# Recurrence steps a single RRULE may take from its DTSTART to the horizon, and
-# all of them together (~100k steps a second in recurring-ical-events).
+# Recurrence steps from DTSTART to the horizon, per RRULE and in all (~100k steps a second).
 MAX_STEPS_PER_RULE = 50_000
 MAX_STEPS_TOTAL = 200_000
 _BY_PART_SECONDS = {
@@ -64,8 +51,7 @@ _BY_PART_SECONDS = {
     "BYWEEKNO": 604_800,
     "BYMONTH": 28 * 86_400,
 }
-# Alarms that notify on the device. EMAIL, Apple's ``ACTION:NONE`` placeholder
-# and PROCEDURE are not reminders for a chat nudge (ARCHITECTURE, "Reminders").
+# Alarms that notify on the device; EMAIL, PROCEDURE and Apple's ACTION:NONE are no reminders.
 _NOTIFYING_ACTIONS = {"DISPLAY", "AUDIO"}
 
 
@@ -80,12 +66,10 @@ class _Override:
 @dataclass
 class _SeriesFacts:
     recurring: set[str] = field(default_factory=set)
-    # Each series' first start: the anchor of its absolute alarms.
-    starts: dict[str, datetime] = field(default_factory=dict)
+    starts: dict[str, datetime] = field(default_factory=dict)  # anchors of absolute alarms
     # (UID, RECURRENCE-ID in UTC) -> the editing component.
     overrides: dict[tuple[str, datetime], _Override] = field(default_factory=dict)
-    # Series whose reminders were capped (reported once, not per occurrence).
-    capped: set[str] = field(default_factory=set)
+    capped: set[str] = field(default_factory=set)  # reported once, not per occurrence
 
 
 def parse_feed(
@@ -100,15 +84,10 @@ def parse_feed(
 ) -> FetchResult:
     """Every occurrence overlapping [start, end) as ProviderEvents.
 
-    ``timezone`` is the reader's zone: floating times (RFC 5545 §3.3.5 form 1)
-    mean the same wall-clock time wherever the reader is, so they are read in
-    it unless the feed names its own zone (X-WR-TIMEZONE). ``addresses`` are
-    the reader's e-mail addresses, to recognise invitations they declined.
-    ``meeting_hosts`` are the hosts a join link may point to (none: no links).
-
-    One unusable event costs that event (or its series), never the feed: it is
-    skipped and listed in ``problems``. MalformedPayload only when the feed as a
-    whole is unusable or hostile.
+    Floating times are read in ``timezone`` (the reader's) unless the feed names its own
+    (X-WR-TIMEZONE). ``addresses`` recognise invitations the reader declined;
+    ``meeting_hosts`` are the hosts a join link may point to (none: no links). An unusable
+    event is skipped and listed in ``problems``; MalformedPayload only for the whole feed.
     """
     seconds = parse_seconds(len(body)) if seconds is None else seconds
     deadline = time.monotonic() + seconds
@@ -156,17 +135,10 @@ def parse_feed(
 
 
 def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
-    """``parse_feed`` in a child process that is killed at its deadline.
+    """``parse_feed`` in a CPU-limited child (``parse_template``) killed at its deadline.
 
-    The parse checks its deadline as it goes, but a recurrence rule that can
-    never match (30 February by BYMONTH/BYMONTHDAY) makes dateutil walk to the
-    year 9999 inside one call — seconds of CPU per rule, with no point at
-    which to look at a clock, and an UNTIL does not stop it (dateutil checks
-    UNTIL only on dates that match). So the parse runs in a child with a CPU
-    limit, and the parent waits at most the deadline, then has it killed. The
-    child is a fresh fork of a small warm template process, one per feed
-    (``parse_template``: cheaper than forking the sweep, and nothing carries
-    from one feed to the next); it never touches the database.
+    A rule that can never match (30 February) makes dateutil walk to the year 9999 inside
+    one call, UNTIL notwithstanding, with no point at which to look at a clock.
     """
     seconds = options.pop("seconds", None) or parse_seconds(len(body))
     for name in ("addresses", "meeting_hosts"):
@@ -193,8 +165,7 @@ class _KeepParams:
 
 
 class _XWrTimezoneWalker(_KeepParams, x_wr_timezone.UTCChangingWalker):
-    """x-wr-timezone takes any zone without a TZNAME (Outlook's VTIMEZONEs omit it)
-    for a floating time and moves it into X-WR-TIMEZONE; only a naive time floats."""
+    """Only a naive time floats (x-wr-timezone also moves zones without a TZNAME, as Outlook's)."""
 
     def is_Floating(self, dt: datetime) -> bool:
         return dt.tzinfo is None
@@ -211,10 +182,9 @@ class _FloatingWalker(_KeepParams, x_wr_timezone.CalendarWalker):
 
 
 def _localise_floating(calendar: Any, feed_zone: tzinfo | None, zone: tzinfo | None) -> Any:
-    """Give floating times a zone before expanding, so a series, its EXDATEs and its
-    RECURRENCE-IDs are all read the same way: the feed's X-WR-TIMEZONE (as Google means
-    it, UTC times included) or else the reader's zone. The property is dropped so
-    recurring-ical-events does not convert a second time."""
+    """Give floating times the feed's X-WR-TIMEZONE (UTC times too, as Google means it) or
+    else the reader's zone, before expanding, so a series, its EXDATEs and RECURRENCE-IDs
+    agree. The property is dropped so recurring-ical-events does not convert again."""
     if feed_zone is not None:
         calendar = _XWrTimezoneWalker(feed_zone).walk(calendar)
     elif zone is not None:
@@ -346,8 +316,7 @@ def _event(
         if uid in facts.recurring:
             occurrence_start = written
             if override is not None and _this_and_future(recurrence_id):
-                # Occurrences carried along by RANGE=THISANDFUTURE keep the edit's
-                # RECURRENCE-ID; each one's own is its start moved back by the edit's shift.
+                # Carried along by RANGE=THISANDFUTURE: its own id is its start less the shift.
                 shift = override.start - override.recurrence_id
                 occurrence_start = _as_utc(raw_start - shift, zone)
     leads = _alarm_leads(occurrence, starts_at, ends_at, anchor)
@@ -387,12 +356,9 @@ def _alarm_leads(
 ) -> tuple[int, ...]:
     """Minutes before the occurrence's start of each display/audio alarm.
 
-    A trigger related to the END is moved by the occurrence's duration; an
-    absolute trigger keeps its distance from the start of the component that
-    carries it (the series' first start, or the edited occurrence's own) —
-    RFC 5545 gives it one instant; repeating that lead is the useful reading.
-    ``TRIGGER:PT0S`` is lead 0: "at the time of the event". REPEAT/DURATION
-    (the alarm's snoozes) add nothing: one nudge per alarm.
+    An absolute trigger keeps its distance from ``anchor`` (the start of the component that
+    carries it): RFC 5545 gives it one instant, repeating the lead is the useful reading.
+    REPEAT/DURATION (snoozes) add nothing: one nudge per alarm.
     """
     leads: set[int] = set()
     for alarm in occurrence.subcomponents:
@@ -427,8 +393,7 @@ def _address(value: str) -> str:
 
 
 def _declined(occurrence: Any, addresses: frozenset[str]) -> bool:
-    """Declined by the reader: an ATTENDEE with one of their addresses (as its value,
-    or in the EMAIL parameter iCloud uses) and PARTSTAT=DECLINED."""
+    """Whether an ATTENDEE with one of ``addresses`` (or iCloud's EMAIL parameter) DECLINED."""
     if not addresses:
         return False
     attendees = occurrence.get("ATTENDEE") or []

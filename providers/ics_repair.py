@@ -1,11 +1,4 @@
-"""Repairs to a feed before and as it is read: what real calendars get wrong.
-
-Single events days outside the window are dropped as text before parsing (the
-cheap bound); nameless VTIMEZONEs are dropped; events missing a UID, or with an
-unreadable date or rule, are repaired or skipped alone and noted on the result;
-an UNTIL of a floating series is anchored in the series' own zone. Used by
-``ics_parse.parse_feed``; none of it touches the network.
-"""
+"""Repairs to a feed before and as ``ics_parse`` reads it: what real calendars get wrong."""
 
 from __future__ import annotations
 
@@ -58,11 +51,8 @@ def first_value(rule: Any, key: str) -> Any:
 def drop_single_events_outside(body: bytes, after: datetime, before: datetime) -> bytes:
     """Remove, as text, single events that end before ``after`` or start after ``before``.
 
-    A calendar export is mostly history (and some far future), and parsing is
-    most of the cost of a feed (icalendar reads ~1.3 MB/s here); an event that
-    does not repeat, is not an edited occurrence and lies days outside the
-    window cannot produce an occurrence in it. Anything this cannot date is
-    kept for the parser.
+    An export is mostly history, and parsing is most of a feed's cost (~1.3 MB/s). What
+    repeats, edits an occurrence, or cannot be dated here is kept for the parser.
     """
     first, last = (moment.strftime("%Y%m%d").encode() for moment in (after, before))
 
@@ -88,8 +78,7 @@ def note(result: FetchResult, uid: str, problem: str) -> None:
 
 
 def drop_nameless_timezones(body: bytes) -> bytes:
-    """Remove VTIMEZONE blocks whose TZID is empty: nothing can refer to them, and the
-    parser refuses the whole feed for one (seen in hand-made and converted feeds)."""
+    """Remove VTIMEZONEs with an empty TZID: unusable, and the parser refuses a feed with one."""
     if not re.search(rb"(?m)^TZID:[ \t]*\r?$", body):
         return body
     lines = body.splitlines(keepends=True)
@@ -113,10 +102,8 @@ def drop_nameless_timezones(body: bytes) -> bytes:
 def repair_events(calendar: Any, result: FetchResult) -> None:
     """Make each event usable on its own, or remove its series and say so.
 
-    An event without a UID gets a stable derived one (RFC 5545 requires a UID,
-    but booking systems and hand-made feeds omit it); an empty ``RRULE:`` means
-    "does not repeat"; a series with a property the expansion cannot read (an
-    RRULE like ``BYDAY=MO, TU``, an unknown FREQ, a garbled date) is skipped.
+    An event without a UID gets a stable derived one; an empty ``RRULE:`` means "does not
+    repeat"; a series with a property the expansion cannot read is skipped.
     """
     events = [c for c in calendar.subcomponents if c.name == "VEVENT"]
     seen: Counter[str] = Counter()
@@ -153,14 +140,11 @@ def repair_events(calendar: Any, result: FetchResult) -> None:
 
 
 def anchor_floating_until(calendar: Any) -> None:
-    """Read an RRULE's UNTIL written without a zone in its series' zone, as UTC.
+    """Read a zoned series' UNTIL written without a zone in the series' zone, as UTC.
 
-    RFC 5545 wants UNTIL in UTC when DTSTART has a zone, but clients in the wild
-    write the local time (``UNTIL=20261209T100000`` for a 10:00 New York series,
-    meaning its last occurrence's own start); read as UTC, the series would end
-    hours early west of Greenwich and its last occurrence get no nudge. Runs
-    before floating times are given the feed's or the reader's zone, which is
-    the meaning of a floating *series*, not of a zoned series' UNTIL.
+    RFC 5545 wants UTC there, but clients write the local time of the last start; read as
+    UTC, the series would end hours early west of Greenwich. Runs before floating times
+    get the feed's or the reader's zone, which is not what a zoned series' UNTIL means.
     """
     for event in calendar.walk("VEVENT"):
         try:

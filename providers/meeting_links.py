@@ -1,18 +1,10 @@
 """Which link a nudge may carry: the one place that decides.
 
-An invitation is written by whoever sent it, and anyone can invite you, so a
-link found in an event would otherwise let a stranger put any address into a
-message from our bot. A link is kept only when it is ``https``, on the default
-port, with no user name or password, and its host is on the configured list of
-meeting hosts (``CALENDAR_MEETING_HOSTS``: an entry ``meet.google.com`` is that
-host alone; ``*.zoom.us`` is ``zoom.us`` and every host under it). Every
-provider gives its candidates — structured fields first, then the free text of
-the location or description — to :func:`join_url`, which returns the first one
-that passes, or "".
-
-The location is kept as the calendar says it (bounded, without NUL); the
-message removes any address from it before showing it (:func:`without_links`),
-so a link that did not pass here cannot come back through the location.
+Anyone can invite you, so a link from an event would let a stranger put any address into a
+message from our bot. A link is kept only when it is ``https`` on the default port, without
+userinfo, to a host on ``CALENDAR_MEETING_HOSTS`` (``*.zoom.us`` covers ``zoom.us`` and its
+subdomains). The location is stored as written; the message removes every address from it
+(:func:`without_links`), so a link refused here cannot come back through it.
 """
 
 from __future__ import annotations
@@ -22,17 +14,14 @@ from collections.abc import Iterable
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-# Longer than any real meeting link, and short enough that a nudge with one stays
-# within WhatsApp's 1,600 characters (docs/MESSAGES.md; the column holds 2,048).
+# Longer than any real meeting link; a nudge with one stays within WhatsApp's 1,600 characters.
 MAX_URL_LENGTH = 1024
 MAX_LOCATION_LENGTH = 512  # CalendarEvent.location
 
-# An https link in free text: up to a space, a quote or a bracket. Only https can pass,
-# so only https is looked for — and a literal start keeps the scan linear in the text
+# Only https can pass, so only https is looked for: a literal start keeps the scan linear
 # (a scheme pattern would re-scan every run of letters: quadratic on a hostile feed).
 _URL_IN_TEXT = re.compile(r"https://[^\s<>\"'()\[\]{}]+", re.IGNORECASE)
-# Addresses a reader's app would turn into links, scheme or not.
-# (With the brackets around one, so "Room 4 (https://…)" reads "Room 4".)
+# What a reader's app would turn into a link, with brackets around it: "Room 4 (https://…)".
 _LINKISH = re.compile(
     r"[(<\[]?(?:\b[A-Za-z][A-Za-z0-9+.-]{0,31}://|www\.)[^\s<>\"'()\[\]{}]*[)>\]]?", re.I
 )

@@ -1,27 +1,17 @@
 """Microsoft Graph: ``calendarView`` over the sweep's window, every run.
 
-Why a plain re-query and not ``calendarView/delta``: a delta link is bound to
-the ``startDateTime``/``endDateTime`` of the round that created it, and our
-window moves every run. Following a moving window with delta means starting a
-new delta round each run — an initial request and its pages before the first
-``deltaLink`` — which costs at least what one ``calendarView`` call costs and
-adds state to lose. Pinning a wide fixed range instead (say, a week, then
-re-initialising) would also cost one call per run and store a week of events
-the sweep never reads. The plain query is one call per run (96 a day at the
-15-minute cadence; measured in tests/calendars/test_call_budget.py), and an
-event missing from it is deleted locally. With push a fetch follows each
-change; a delta answer would be smaller but still one request (measured:
-``python -m bench.push``).
+Not ``calendarView/delta``: a delta link is bound to the range of the round that created
+it, and our window moves every run, so delta would cost at least the same one call per
+run and add state to lose. An event missing from the answer is deleted locally.
 
-Times are requested in UTC (``Prefer: outlook.timezone="UTC"``); an answer in
-another IANA zone is still read correctly. Refresh tokens rotate: each
-refresh's new refresh token is stored (``offline_access`` scope).
+Times are asked for in UTC (an answer in another IANA zone is still read correctly).
+Refresh tokens rotate: each refresh's new refresh token is stored.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -41,6 +31,7 @@ from providers.base import (
     ProviderEvent,
     RetryLater,
     covered_window,
+    events_of,
     json_body,
     provider_request,
 )
@@ -74,23 +65,16 @@ def authorize_url() -> str:
     return f"{base}/{settings.MICROSOFT_TENANT}/oauth2/v2.0/authorize"
 
 
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def calendar_view_url(calendar_id: str) -> str:
-    base = settings.MICROSOFT_GRAPH_BASE_URL.rstrip("/")
+def _calendar_path(calendar_id: str) -> str:
+    """The calendar under Graph's base: the user's default one, or one by its id."""
     if calendar_id in ("", "primary"):
-        return f"{base}/me/calendarView"
-    return f"{base}/me/calendars/{quote(calendar_id, safe='')}/calendarView"
+        return "me"
+    return f"me/calendars/{quote(calendar_id, safe='')}"
 
 
 def _on_configured_graph(url: str) -> bool:
-    """Whether ``url`` has the configured Graph scheme, host and port (and no userinfo).
-
-    Read with urllib3's parser, the one ``requests`` sends by, so the check and
-    the request cannot disagree about where the bearer token goes.
-    """
+    """Whether ``url`` has the configured Graph scheme, host and port (and no userinfo),
+    read with the parser ``requests`` sends by, so both agree where the bearer token goes."""
     try:
         link, graph = parse_url(url), parse_url(settings.MICROSOFT_GRAPH_BASE_URL)
     except LocationParseError:
@@ -134,30 +118,22 @@ class MicrosoftGraphProvider(CalendarProvider):
         window_end: datetime,
     ) -> FetchResult:
         params = {
-            "startDateTime": _iso(window_start),
-            "endDateTime": _iso(window_end),
+            "startDateTime": n.utc_text(window_start),
+            "endDateTime": n.utc_text(window_end),
             "$select": SELECT,
             "$top": PAGE_SIZE,
         }
-        first = PageRequest(calendar_view_url(snapshot.calendar_id), params)
+        base = settings.MICROSOFT_GRAPH_BASE_URL.rstrip("/")
+        first = PageRequest(f"{base}/{_calendar_path(snapshot.calendar_id)}/calendarView", params)
         pages = fetch_pages(calendar_view(), first, snapshot, now)
-        result = self._result(pages.items, snapshot.config.meeting_hosts)
+        result = events_of(
+            pages.items,
+            logger,
+            NAME,
+            cancelled=lambda item: n.require_bool(item.get("isCancelled"), "isCancelled"),
+            event=lambda item: _event(item, snapshot.config.meeting_hosts),
+        )
         result.sync_state = covered_window(window_start, window_end)
-        return result
-
-    def _result(self, items: list[Any], meeting_hosts: tuple[str, ...]) -> FetchResult:
-        result = FetchResult(changed=True)
-        for index, item in enumerate(items):
-            try:
-                if not isinstance(item, dict):
-                    raise TypeError("event is not an object")
-                if n.require_bool(item.get("isCancelled"), "isCancelled"):
-                    result.cancelled_events += 1
-                    continue
-                result.events.append(_event(item, meeting_hosts))
-            except (KeyError, TypeError, ValueError) as exc:
-                result.skipped_events += 1
-                logger.warning("microsoft: skipped event %d: %s", index, exc)
         return result
 
 
@@ -236,26 +212,14 @@ def account_name(access_token: str, timeout: float) -> str:
     return (n.optional_str(body.get("mail")) or n.optional_str(body.get("userPrincipalName")))[:255]
 
 
-# --- Push: subscriptions (used by calendars/push/channels.py) --------------------------
-
-# Outlook events allow at most 4,230 minutes; a little less leaves room for clock skew.
+# Push. Outlook events allow at most 4,230 minutes; a little less leaves room for clock skew.
 SUBSCRIPTION_MINUTES = 4200
-
-
-def events_resource(calendar_id: str) -> str:
-    if calendar_id in ("", "primary"):
-        return "me/events"
-    return f"me/calendars/{quote(calendar_id, safe='')}/events"
 
 
 def _subscription_call(
     snapshot: ConnectionSnapshot, method: str, path: str, now: datetime, payload: Any = None
 ) -> requests.Response:
-    """One authorised call on /subscriptions with a fresh token (stored by the caller).
-
-    Paced in the same shared budgets as the fetches, so a 429 here pauses and
-    lowers Graph for every process, as one on ``calendarView`` does.
-    """
+    """One authorised call on /subscriptions with a fresh token, paced like the fetches."""
     oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
     return provider_request(
         NAME,
@@ -293,17 +257,14 @@ def subscribe(
     client_state: str,
     now: datetime,
 ) -> tuple[str, datetime]:
-    """``POST /subscriptions`` on the calendar's events: (subscription id, expiry).
-
-    Graph validates ``notification_url`` before answering (our endpoint echoes
-    the validationToken), so this returns only once the endpoint has answered.
-    """
+    """``POST /subscriptions`` on the calendar's events: (subscription id, expiry), once
+    Graph has validated ``notification_url`` (our endpoint echoes the validationToken)."""
     payload = {
         "changeType": "created,updated,deleted",
         "notificationUrl": notification_url,
         "lifecycleNotificationUrl": lifecycle_url,
-        "resource": events_resource(snapshot.calendar_id),
-        "expirationDateTime": _iso(now + timedelta(minutes=SUBSCRIPTION_MINUTES)),
+        "resource": f"{_calendar_path(snapshot.calendar_id)}/events",
+        "expirationDateTime": n.utc_text(now + timedelta(minutes=SUBSCRIPTION_MINUTES)),
         "clientState": client_state,
     }
     response = _subscription_call(snapshot, "POST", "/subscriptions", now, payload)
@@ -315,7 +276,7 @@ def renew_subscription(
 ) -> tuple[str, datetime] | None:
     """``PATCH /subscriptions/{id}`` with a new expiry (also answers reauthorizationRequired);
     None when Graph no longer knows the subscription (404), which must then be made again."""
-    payload = {"expirationDateTime": _iso(now + timedelta(minutes=SUBSCRIPTION_MINUTES))}
+    payload = {"expirationDateTime": n.utc_text(now + timedelta(minutes=SUBSCRIPTION_MINUTES))}
     path = f"/subscriptions/{quote(subscription_id, safe='')}"
     response = _subscription_call(snapshot, "PATCH", path, now, payload)
     if response.status_code == 404:
@@ -326,8 +287,7 @@ def renew_subscription(
 def get_subscription(
     snapshot: ConnectionSnapshot, subscription_id: str, now: datetime
 ) -> tuple[str, datetime] | None:
-    """``GET /subscriptions/{id}``: (id, expiry) as Graph knows it now, or None when Graph
-    no longer has it (404). What a lifecycle notification claims is checked against this."""
+    """``GET /subscriptions/{id}``: (id, expiry) as Graph knows it now, or None (404)."""
     path = f"/subscriptions/{quote(subscription_id, safe='')}"
     response = _subscription_call(snapshot, "GET", path, now)
     if response.status_code == 404:

@@ -26,9 +26,9 @@ def optional_str(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def require_bool(value: object, name: str, default: bool = False) -> bool:
+def require_bool(value: object, name: str) -> bool:
     if value is None:
-        return default
+        return False
     if not isinstance(value, bool):
         raise TypeError(f"{name} is not a boolean")
     return value
@@ -48,6 +48,11 @@ def parse_datetime(value: object, name: str, zone: tzinfo | None = None) -> date
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=zone or UTC)
     return parsed.astimezone(UTC)
+
+
+def utc_text(moment: datetime) -> str:
+    """``moment`` in UTC to the second, as Google and Graph take an instant."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_date(value: object, name: str) -> date:
@@ -81,9 +86,7 @@ def title(value: object) -> str:
     return optional_str(value).replace("\x00", "")[:MAX_TITLE_LENGTH]
 
 
-# Google allows five reminders per event; more is a flood, not a preference. Each
-# lead is one queued row per occurrence, so a feed with 180 alarms per event
-# would queue 180 nudges each. The five nearest the start are kept.
+# As Google allows: each lead is one queued row per occurrence, so more is a flood.
 MAX_LEADS_PER_EVENT = 5
 
 

@@ -1,11 +1,8 @@
-"""OAuth 2 token endpoint calls shared by Google and Microsoft (plain ``requests``).
+"""OAuth 2 token endpoint calls shared by Google and Microsoft (RFC 6749).
 
-Both speak RFC 6749: the authorisation-code exchange at connect time and the
-refresh-token grant before an events call. The code exchange carries a PKCE
-verifier (RFC 7636, S256): a code intercepted on its way back to us (a
-leaky redirect, a log) cannot be exchanged by anyone without the verifier,
-which never leaves the user's session. ``invalid_grant`` (and Microsoft's
-``interaction_required``) means consent is gone: the connection needs the user.
+The code exchange carries a PKCE verifier (RFC 7636, S256), so an intercepted code is
+useless without the verifier, which never leaves the user's session. ``invalid_grant`` and
+its kin mean consent is gone: the connection needs the user.
 """
 
 from __future__ import annotations
@@ -110,18 +107,11 @@ class Pkce:
         # 64 random bytes: 86 characters of the unreserved alphabet (43-128 allowed).
         return cls(secrets.token_urlsafe(64))
 
-    @property
-    def challenge(self) -> str:
-        return s256_challenge(self.verifier)
-
     def authorize_params(self) -> dict[str, str]:
-        return {"code_challenge": self.challenge, "code_challenge_method": "S256"}
-
-
-def s256_challenge(verifier: str) -> str:
-    """BASE64URL(SHA256(verifier)) without padding (RFC 7636 section 4.2)."""
-    digest = hashlib.sha256(verifier.encode("ascii")).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+        """The S256 challenge, BASE64URL(SHA256(verifier)) without padding (RFC 7636 4.2)."""
+        digest = hashlib.sha256(self.verifier.encode("ascii")).digest()
+        challenge = base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+        return {"code_challenge": challenge, "code_challenge_method": "S256"}
 
 
 def exchange_code(

@@ -1,25 +1,12 @@
 """Reading a paged list from an OAuth-protected calendar API (Google, Microsoft Graph).
 
-Both list a window's events a page at a time under a bearer token, and fail
-the same ways, so one loop owns what they share:
-
-* the token: refreshed before the first page when it is due, and once more
-  after a 401. An access token can be revoked or expire early; one refresh
-  tells which (``invalid_grant`` from the token endpoint → NeedsReauth), and a
-  401 for the refreshed token is NeedsReauth too. Never a second refresh: a
-  token the API keeps refusing is not fixed by another, and Microsoft rotates
-  the refresh token each time.
-* the page limit, :data:`MAX_PAGES`, the same for every provider.
-* the error mapping: 429 and 5xx (and a 403 the provider calls a rate limit)
-  → RetryLater honouring Retry-After; 401 after the refresh → NeedsReauth;
-  403, 404 and other statuses → ProviderError; a page that is not a JSON
-  object, or whose list is not a list → MalformedPayload.
-
-Every page request waits for its slot in the provider's shared budgets, and a
-429 or rate-limit 403 lowers them for every process (``provider_request``).
-
-A provider brings only its own: the first page's address, where a page keeps
-its list, how a page names the next one, and which 403s are rate limits.
+The token is refreshed before the first page when due, and once more after a 401; never a
+second time (a token the API keeps refusing is not fixed by another, and Microsoft rotates
+the refresh token each time), so a 401 after it is NeedsReauth. 429 and 5xx (and a 403 the
+provider calls a rate limit) are RetryLater; 403, 404 and other statuses ProviderError; a
+page that is not a JSON object, or whose list is not a list, MalformedPayload. A provider
+brings only its own: the first page's address, where a page keeps its list, how a page names
+the next one, and which 403s are rate limits.
 """
 
 from __future__ import annotations
@@ -45,12 +32,9 @@ from providers.base import (
     time_left,
 )
 
-# One page holds a normal calendar's whole window (2,500 events on Google, 500
-# on Graph), so more than one is rare. Four is a generous ceiling for a very
-# busy calendar; beyond it the answer is refused as malformed, so a provider
-# that keeps naming a next page (a loop, a bug) cannot spend the connection's
-# sync budget or grow its copy without bound. The retry after a 401 asks for
-# the same page again and is not counted.
+# One page holds a normal calendar's whole window; beyond this the answer is refused as
+# malformed, so a provider that keeps naming a next page cannot spend the sync budget.
+# The retry after a 401 is not counted.
 MAX_PAGES = 4
 
 
@@ -74,8 +58,7 @@ class PagedListApi:
     operation: str  # the endpoint as errors name it, e.g. "events.list"
     items_key: str  # where a page keeps its list
     token_endpoint: oauth.TokenEndpoint
-    # The next page named by a page's body, None on the last page; MalformedPayload
-    # when the body names one that must not be followed.
+    # None on the last page; MalformedPayload for a next page that must not be followed.
     next_page: Callable[[dict[str, Any], PageRequest], PageRequest | None]
     headers: Mapping[str, str] = field(default_factory=dict)
     is_rate_limit_403: Callable[[requests.Response], bool] = _never

@@ -1,40 +1,21 @@
 """Where an ICS feed is parsed: a fresh child per feed, forked from a small warm template.
 
-Why a child at all: ``ics_parse.parse_feed_bounded`` (a rule that can never
-match burns CPU inside one dateutil call, where no deadline can be checked;
-only a CPU limit and a kill stop it).
+A child, because a rule that can never match burns CPU inside one dateutil call where no
+deadline can be checked: only RLIMIT_CPU and a kill stop it. A template, because forking the
+large, threaded sweep costs ~20 times the parse; the template is exec'd, not forked, so it holds
+none of the sweep's secrets (no database address, no keys), and imports only the parse module.
+A fresh child per feed, never a reused worker: icalendar caches a VTIMEZONE by its TZID, so one
+tenant's definition would change how another tenant's times are read.
 
-Why not fork the sweep: the sweep process is large (Django, ~100 MB) and runs
-~70 threads, so a fork of it cost ~10 ms of CPU per feed (copying page tables,
-copy-on-write faults, tearing the copy down) for a parse of ~0.5 ms, and each
-fork started cold, the sweep never parsing itself. Instead, each process that
-parses starts, once and lazily, a *template*: a fresh interpreter (exec'd, not
-forked; none of the sweep's secrets: no database address, no keys) that
-imports only the parse module, parses a warm-up feed, then forks a child per feed:
-about half the CPU for a small feed, 40 % for one with RRULEs (BENCHMARKS.md,
-"Issue 20: concurrent calendar sync").
+Per feed the parent passes the template (over a SOCK_SEQPACKET ``control`` pair) one end of a
+new socket pair and a token; the template forks; the child says it started (one byte), reads
+the pickled request, sets RLIMIT_CPU, parses, answers with the pickled outcome and its log
+records, and exits. Past the wall deadline the parent asks the template to kill the token's
+child: the template reaps its own children, so a pid it kills is never a recycled one.
 
-Why a fresh child per feed, never a reused worker: parsing leaves state behind
-(icalendar caches a feed's VTIMEZONE by its TZID, so one tenant's definition
-would change how another tenant's times are read). Each child starts from the
-template's clean warm state and exits after its one feed.
-
-How they talk: the parent and the template share a Unix SOCK_SEQPACKET pair
-(``control``). Per feed the parent makes a socket pair, passes one end to the
-template with ``socket.send_fds`` and a token; the template forks; the child
-says it started (one byte), reads the pickled request (body, seconds, options),
-sets RLIMIT_CPU, parses, writes the pickled outcome with its log records (the
-parent logs them) and exits. Past the wall
-deadline the parent asks the template to kill the token's child: the template
-reaps its own children, so a pid it kills is never a recycled one.
-
-Lifetime: the template exits when its control socket reaches EOF (its parent
-exited or was killed; no PDEATHSIG needed), killing the children it still has.
-A dead template is replaced by the next parse, and so is a stuck one (alive, but
-no child started within the feed's deadline); a feed whose child it never
-started is tried once more on the new one (a child that outlives a killed
-template still ends at its CPU limit). A forked copy of the parent forgets the
-parent's template and starts its own.
+The template exits at EOF on its control socket (its parent is gone), killing its children. A
+dead or stuck template (no child started within the deadline) is replaced by the next parse,
+and the feed tried once more on the new one. A forked copy of the parent starts its own.
 """
 
 from __future__ import annotations
@@ -62,9 +43,7 @@ from typing import Any, NoReturn
 
 from providers.base import FetchResult, MalformedPayload, ProviderError
 
-# How long a new template may take to import and warm up (seconds of wall clock).
-START_SECONDS = 30.0
-# Extra wall-clock seconds over a feed's CPU seconds before its child is killed.
+START_SECONDS = 30.0  # wall clock for a new template to import and warm up
 WALL_GRACE_SECONDS = 0.5
 _READY = b"R"
 _STARTED = b"S"
@@ -73,8 +52,7 @@ _KILL = b"K"
 _TOKEN = struct.Struct("!Q")
 _LENGTH = struct.Struct("!Q")
 _ROOT = str(Path(__file__).resolve().parents[1])
-# All of the sweep's environment the template gets: what the interpreter needs to start and
-# what decides how zones read. Never the database address, keys or tokens.
+# The only environment the template gets: what the interpreter needs and what decides zones.
 PASSED_ENVIRONMENT = (
     "PATH",
     "LANG",
@@ -88,10 +66,9 @@ PASSED_ENVIRONMENT = (
 )
 _MODULE = "providers.parse_template"
 
-# What a template parses before it says it is ready, so its children start warm (lazy
-# imports done, caches filled): series with exceptions and overrides, alarms, attendees,
-# zones, all-day and floating times, once with X-WR-TIMEZONE and once without. Its one
-# VTIMEZONE has a TZID no feed uses: a definition is cached by TZID into every child.
+# Parsed (with and without X-WR-TIMEZONE) before the template is ready, so its children start
+# with lazy imports done and caches filled. Its VTIMEZONE's TZID is one no feed uses, as a
+# definition is cached by TZID into every child.
 _WARM_UP_FEED = b"""BEGIN:VCALENDAR
 VERSION:2.0
 PRODID:-//nudge//warm-up//EN
@@ -190,7 +167,6 @@ class _Template:
                 stdout=subprocess.DEVNULL,
                 env={
                     **{name: os.environ[name] for name in PASSED_ENVIRONMENT if name in os.environ},
-                    # The project first, then whatever path the deployment runs with.
                     "PYTHONPATH": os.pathsep.join(
                         filter(None, [_ROOT, os.environ.get("PYTHONPATH", "")])
                     ),
@@ -208,13 +184,8 @@ class _Template:
             self.close()
             raise ProviderError("ics: the parse process did not start")
         self.control.settimeout(None)
-        # Reaped at exit, so its CPU is counted as its parent's: atexit below, and this for a
-        # multiprocessing child, which exits without atexit.
+        # Reaped at exit so its CPU counts as its parent's; a multiprocessing child skips atexit.
         multiprocessing.util.Finalize(None, stop_template, exitpriority=0)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
 
     def usable(self) -> bool:
         return self.owner == os.getpid() and self.process.poll() is None
@@ -289,7 +260,7 @@ def _forget(template: _Template, *, kill: bool = False) -> None:
 def template_pid() -> int | None:
     """The pid of this process's template, if it has one (tests and the bench use it)."""
     with _lock:
-        return _template.pid if _template is not None and _template.usable() else None
+        return _template.process.pid if _template is not None and _template.usable() else None
 
 
 def stop_template() -> None:
@@ -315,12 +286,9 @@ atexit.register(stop_template)
 
 
 def parse_in_child(body: bytes, seconds: float, options: dict[str, Any]) -> FetchResult:
-    """``ics_parse.parse_feed`` of ``body`` in a fresh child with ``seconds`` of CPU.
-
-    The child is killed ``WALL_GRACE_SECONDS`` past ``seconds`` of wall clock.
-    MalformedPayload when it took too long or died (its CPU limit, out of
-    memory); the parse's own ProviderError as it was raised.
-    """
+    """``ics_parse.parse_feed`` of ``body`` in a fresh child with ``seconds`` of CPU, killed
+    ``WALL_GRACE_SECONDS`` later by the wall clock. MalformedPayload when it took too long or
+    died; the parse's own ProviderError as raised."""
     request = pickle.dumps((body, seconds, options), protocol=pickle.HIGHEST_PROTOCOL)
     try:
         outcome, records = _exchange(request, seconds)
@@ -360,9 +328,8 @@ def _exchange(request: bytes, seconds: float) -> tuple[Any, list[logging.LogReco
             answered = True
         except TimeoutError:
             if not started:
-                # The child says it started before it reads a byte of the feed: no feed
-                # is to blame, the template is stuck (stopped, or hung). Replace it, or
-                # every feed after this one would wait out its deadline and be blamed.
+                # No feed is to blame: the template is stuck. Replace it, or every later
+                # feed would wait out its deadline and be blamed.
                 _forget(template, kill=True)
                 raise _TemplateLost from None
             raise MalformedPayload(

@@ -1,27 +1,14 @@
-"""Fetching an address a tenant gave us: decided once, vetted, pinned and bounded.
+"""Fetching an address a tenant gave us: parsed once, vetted, pinned and bounded.
 
-A feed address is the one input a tenant fully controls, so the fetch must go
-exactly where it was checked, and no answer may hold a sweep for long:
-
-* **One parser.** The address is parsed once, with urllib3's ``parse_url``
-  (the parser the HTTP client itself uses), and the request is built from
-  that parse — so the guard and the client cannot disagree about the host.
-  Backslashes, control characters, whitespace and userinfo (``user@``) are
-  refused outright: they exist in feed addresses only to confuse parsers.
-* **One resolution.** The host is resolved once; every address it resolves
-  to must be public (not private, loopback, link-local, shared, reserved,
-  documentation, multicast, NAT64 ``64:ff9b::/96`` and ``64:ff9b:1::/48``,
-  6to4, Teredo, or an IPv4-mapped private address), and the connection is
-  made to the first of them — the TCP connection is pinned to the vetted
-  address and its peer checked, while TLS still verifies the host name.
-  A DNS answer that changes between check and connect changes nothing.
-  Each redirect hop is parsed, vetted and pinned the same way.
-* **One deadline.** The whole fetch — every hop, connect and body — has a
-  wall-clock deadline enforced at the socket: when it passes, a timer shuts
-  the socket down, so a host that drips a byte every few seconds cannot keep
-  a read alive (a read timeout restarts with every byte).
-
-No proxy from the environment is used: the peer must be the vetted address.
+The address is parsed once, with urllib3's ``parse_url`` (the HTTP client's own parser),
+and the request built from that parse, so the guard and the client cannot disagree about
+the host; backslashes, control characters, whitespace and userinfo are refused. The host is
+resolved once; every address must be public (``is_public``), and the TCP connection is
+pinned to the first and its peer checked, while TLS still verifies the host name: a DNS
+answer that changes between check and connect changes nothing. Each redirect hop is
+handled the same way by the caller. The whole fetch has one wall-clock deadline enforced at
+the socket (a read timeout restarts with every byte a drip-feeding host sends). No proxy
+from the environment is used: the peer must be the vetted address.
 """
 
 from __future__ import annotations
@@ -44,8 +31,7 @@ from providers.base import ProviderError, RetryLater
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
-# Ranges Python's ``is_global`` lets through that still reach inside: NAT64
-# (RFC 6052, RFC 8215) translates to any IPv4 address, 6to4 and Teredo embed one.
+# Global to ``is_global`` yet leading inside: NAT64 reaches any IPv4; 6to4 and Teredo embed one.
 _DENIED_V6 = tuple(
     ipaddress.ip_network(net)
     for net in ("64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "2001::/32")
@@ -83,14 +69,6 @@ def parse_target(url: str, label: str) -> Target:
         raise UnsafeAddress(f"{label}: the address must not carry a user name or password")
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     return Target(parsed.scheme, parsed.host.strip("[]"), port, parsed.request_uri)
-
-
-def display_host(url: str) -> str:
-    """The part of an address that may be shown: its host, as the client reads it."""
-    try:
-        return urllib3.util.parse_url(url).host or "?"
-    except LocationParseError:
-        return "?"
 
 
 def resolve(host: str, port: int) -> list[str]:
@@ -237,24 +215,20 @@ def get(
     timeout: float,
     label: str,
 ) -> Answer:
-    """One GET to ``target`` over a connection pinned to ``address``; network
-    failures become RetryLater (their text can name the address, so it is dropped)."""
+    """One GET over a connection pinned to ``address``; network failures become RetryLater."""
     if deadline.remaining() <= 0:
         raise ProviderError(f"{label}: the download took longer than {deadline.seconds:.0f}s")
-    pool_timeout = urllib3.Timeout(connect=timeout, read=timeout)
-    common = {"timeout": pool_timeout, "maxsize": 1, "retries": False}
-    pinning = {"pinned": address, "deadline": deadline}
+    options: dict[str, Any] = {
+        "timeout": urllib3.Timeout(connect=timeout, read=timeout),
+        "maxsize": 1,
+        "retries": False,
+        "pinned": address,
+        "deadline": deadline,
+    }
     if target.scheme == "https":
-        pool: HTTPConnectionPool = _TLSPool(
-            target.host,
-            target.port,
-            cert_reqs="CERT_REQUIRED",
-            ca_certs=ca_bundle(),
-            **common,
-            **pinning,
-        )
-    else:
-        pool = _Pool(target.host, target.port, **common, **pinning)
+        options.update(cert_reqs="CERT_REQUIRED", ca_certs=ca_bundle())
+    pool_class = _TLSPool if target.scheme == "https" else _Pool
+    pool: HTTPConnectionPool = pool_class(target.host, target.port, **options)
     try:
         response = pool.urlopen(
             "GET",
