@@ -15,7 +15,7 @@ import enum
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -108,25 +108,30 @@ def claim_due(now: datetime, config: NudgeConfig, limit: int | None = None) -> l
     return rows
 
 
-def expire_past_grace(now: datetime, config: NudgeConfig, batch: int = 1000) -> int:
-    """Settle rows that can no longer be sent on time as ``expired``."""
+def _in_batches(
+    statement: str,
+    params: dict[str, object],
+    batch: int,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Run ``statement`` (``LIMIT %(limit)s``) under the bypass, one short transaction
+    per batch, until a batch falls short; how many rows it touched."""
     total = 0
     while True:
         with rls_bypass(), connection.cursor() as cursor:
-            cursor.execute(
-                statements.EXPIRE_PAST_GRACE,
-                {
-                    "now": now,
-                    "grace": config.grace,
-                    "lease": config.lease,
-                    "limit": batch,
-                    "reason": EXPIRED_REASON,
-                },
-            )
-            expired = cursor.rowcount
-        total += expired
-        if expired < batch:
+            cursor.execute(statement, {**params, "limit": batch})
+            touched = cursor.rowcount
+        total += touched
+        if progress and touched:
+            progress(total)
+        if touched < batch:
             return total
+
+
+def expire_past_grace(now: datetime, config: NudgeConfig, batch: int = 1000) -> int:
+    """Settle rows that can no longer be sent on time as ``expired``."""
+    params = {"now": now, "grace": config.grace, "lease": config.lease, "reason": EXPIRED_REASON}
+    return _in_batches(statements.EXPIRE_PAST_GRACE, params, batch)
 
 
 class Transition(enum.Enum):
@@ -223,16 +228,7 @@ def record_receipt(
 
 def prune_settled(cutoff: datetime, batch: int = 5000, progress=None) -> int:
     """Delete settled rows fired before ``cutoff``, one short transaction per batch; how many."""
-    total = 0
-    while True:
-        with rls_bypass(), connection.cursor() as cursor:
-            cursor.execute(statements.PRUNE_SETTLED, {"cutoff": cutoff, "limit": batch})
-            deleted = cursor.rowcount
-        total += deleted
-        if progress and deleted:
-            progress(total)
-        if deleted < batch:
-            return total
+    return _in_batches(statements.PRUNE_SETTLED, {"cutoff": cutoff}, batch, progress)
 
 
 def queue_counts(now: datetime, config: NudgeConfig) -> DueCounts:
