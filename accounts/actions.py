@@ -150,10 +150,8 @@ def unreachable_reason(channel: str, code: str, message: str) -> str | None:
 
 
 def mark_unreachable(user_id: int, channel: str, reason: str, now: datetime) -> bool:
-    """Stop sending to a channel the provider says cannot reach the user, until they relink.
-
-    Writes the flag only; returns whether anything changed.
-    """
+    """Stop sending to a channel the provider says cannot reach the user, until they
+    relink. Writes the flag only; returns whether anything changed."""
     with tenant_scope(user_id):
         delivery = DeliverySettings.objects.filter(user_id=user_id).first()
         if delivery is None or delivery.channel != channel:
@@ -175,9 +173,7 @@ def note_permanent_failure(
     user_id: int, channel: str, code: str, message: str, now: datetime
 ) -> None:
     """Deliver's hook for a permanent send error: mark unreachable when it means that.
-
-    Never raises: the row is already settled, and the sweep must go on.
-    """
+    Never raises: the row is already settled, and the sweep must go on."""
     reason = unreachable_reason(channel, code, message)
     if reason is None:
         return

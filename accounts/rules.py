@@ -59,9 +59,7 @@ def pause_reason(settings: HoldSettings) -> SkipReason | None:
 
 def quiet_hours_problem(start: time | None, end: time | None) -> str | None:
     """Why a pair of quiet hours cannot be saved, in a sentence; None when it can.
-
-    Equal ends would silently mean "none", so they are refused.
-    """
+    Equal ends would silently mean "none", so they are refused."""
     if (start is None) != (end is None):
         return gettext("Give both ends of the quiet hours, or neither.")
     if start is not None and start == end:

@@ -11,10 +11,8 @@ MAX_RETRY_AFTER_SECONDS = 86_400.0
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait, between 0 and a day; None when absent or unusable.
-
-    A date already past, or a negative count, means 0. Dates are read against ``now``.
-    """
+    """Seconds to wait, between 0 and a day (a past date or negative count: 0); None
+    when absent or unusable. Dates are read against ``now``."""
     if not value or not value.strip():
         return None
     value = value.strip()

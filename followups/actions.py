@@ -243,10 +243,8 @@ def change_follow_up(
     now: datetime,
     config: NudgeConfig | None = None,
 ) -> FollowUp | None:
-    """Apply ``change``; None when the user has no such follow-up.
-
-    An unchanged due time is not checked again (a repeating one's is long past).
-    """
+    """Apply ``change``; None when the user has no such follow-up. An unchanged due
+    time is not checked again (a repeating one's is long past)."""
     title = clean_title(change.title) if change.title is not None else None
     if not 0 < follow_up_id <= MAX_ID:
         return None

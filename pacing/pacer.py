@@ -61,10 +61,8 @@ class Budget:
 
 @dataclass(frozen=True)
 class Grant:
-    """Slots reserved in one budget: ``count`` from ``first`` (monotonic), ``rate`` apart.
-
-    A burst's slots in the past all open at ``earliest``.
-    """
+    """Slots reserved in one budget: ``count`` from ``first`` (monotonic), ``rate`` apart;
+    a burst's slots in the past all open at ``earliest``."""
 
     budget: str
     first: float
@@ -167,10 +165,8 @@ class SharedBudgets:
         }
 
     def slow_down(self, budget: Budget, seconds: float) -> float:
-        """A 429: nobody uses ``budget`` for ``seconds``, and its rate drops (once per pause).
-
-        Answers the rate in force after it.
-        """
+        """A 429: nobody uses ``budget`` for ``seconds``, and its rate drops (once per
+        pause); the rate in force after it."""
         params = {
             "budget": budget.name,
             "ceiling": float(budget.ceiling),
@@ -333,10 +329,8 @@ class ChannelPacer:
         return self.gates[channel]
 
     def reserve(self, channel: str, wanted: int) -> list[float]:
-        """Up to ``wanted`` send deadlines (monotonic seconds), earliest first.
-
-        Unpaced channels get "now"; an empty answer means taken or paused for ``HORIZON``.
-        """
+        """Up to ``wanted`` send deadlines (monotonic seconds), earliest first; "now" when
+        unpaced, none when taken or paused for ``HORIZON``."""
         now = time.monotonic()
         if wanted <= 0:
             return []

@@ -16,11 +16,8 @@ BUCKETS: tuple[float, ...] = (0, 5, 10, 15, 30, 45, 60, 90, 120, 300, 600, 900, 
 
 
 def due_from(intended_at: datetime, created_at: datetime | None, sent_at: datetime) -> datetime:
-    """The intended instant, or when the row was queued if later.
-
-    A ``created_at`` after the send is a simulated clock's: then the intended
-    instant alone (``charts._lateness_seconds`` says the same in SQL).
-    """
+    """The intended instant, or when the row was queued if later; a ``created_at``
+    after the send is a simulated clock's, ignored (as ``charts._lateness_seconds``)."""
     if created_at is None or created_at > sent_at:
         return intended_at
     return max(intended_at, created_at)

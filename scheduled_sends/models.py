@@ -201,10 +201,7 @@ class NudgeAct(TenantModel):
 
 
 class SweepRun(models.Model):
-    """One run of a sweep; ``nudge_health`` reads it to tell a quiet minute from an outage.
-
-    Not a tenant table: it holds counts, never user data.
-    """
+    """One run of a sweep, so health can tell a quiet minute from an outage; no user data."""
 
     class Sweep(models.TextChoices):
         MATERIALIZE = "materialize"
@@ -243,10 +240,7 @@ class SweepRun(models.Model):
 
 
 class MaterializeCycle(models.Model):
-    """One 15-minute materialize cycle, shared by every process that joins it.
-
-    Not a tenant table: a slot, an instant and a count, never user data.
-    """
+    """One 15-minute materialize cycle, shared by every process that joins it; no user data."""
 
     starts_at = models.DateTimeField(
         primary_key=True, help_text="The cycle's slot: the run's instant floored to 15 minutes."
@@ -263,10 +257,8 @@ class MaterializeCycle(models.Model):
 
 
 class MaterializeSlice(models.Model):
-    """A range of user ids of one cycle, claimed by one participant at a time.
-
-    Not a tenant table. ``claimed_at`` is a renewed lease; a lapsed one is taken over.
-    """
+    """A range of user ids of one cycle, claimed by one participant at a time (not a tenant
+    table). ``claimed_at`` is a renewed lease; a lapsed one is taken over."""
 
     cycle = models.ForeignKey(MaterializeCycle, on_delete=models.CASCADE, related_name="slice_rows")
     position = models.PositiveIntegerField(help_text="Claim order within the cycle.")

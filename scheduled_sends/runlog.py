@@ -21,10 +21,8 @@ logger = logging.getLogger("nudge.runlog")
 
 
 class RunCounts:
-    """The figures of a run that code reads back from ``SweepRun.counts``.
-
-    :meth:`from_counts` tolerates an older run's entry that lacks a field.
-    """
+    """The figures of a run that code reads back from ``SweepRun.counts``;
+    :meth:`from_counts` tolerates an older entry that lacks a field."""
 
     @classmethod
     def from_counts(cls, counts: Mapping[str, object] | None) -> Self:
@@ -102,10 +100,8 @@ NEVER_FINISHED = (
 
 
 def outlived_after(budget_seconds: float) -> timedelta:
-    """How long a run of this budget may stay "running" before it is taken for dead.
-
-    Generous: a run past its budget still finishes sends in flight and writes its record.
-    """
+    """How long a run of this budget may stay "running" before it is taken for dead
+    (generous: a run past its budget still finishes its sends and its record)."""
     return timedelta(seconds=2 * budget_seconds + 300)
 
 

@@ -142,10 +142,8 @@ def occurrence_start(row: ClaimedSend, facts: Facts) -> datetime | None:
 
 
 def subject_titles(rows: Iterable[ScheduledSend]) -> dict[tuple[str, int], str]:
-    """``(kind, ref_id)`` → the subject's title now, in one query, in the caller's scope.
-
-    A gone subject is absent.
-    """
+    """``(kind, ref_id)`` → the subject's title now (a gone subject is absent), in one
+    query, in the caller's scope."""
     ids: dict[str, set[int]] = defaultdict(set)
     for row in rows:
         ids[row.kind].add(row.ref_id)

@@ -149,10 +149,8 @@ def _migrating(using: str) -> bool:
 
 
 def connected_bypassing(using: str = DEFAULT_DB_ALIAS) -> str | None:
-    """The session's own role when it is a superuser or has BYPASSRLS, else None.
-
-    Asked on its own, so a failure of the rest of the check cannot soften this verdict.
-    """
+    """The session's own role when it is a superuser or has BYPASSRLS, else None; asked
+    on its own, so a failure of the rest of the check cannot soften this verdict."""
     with connections[using].cursor() as cursor:
         cursor.execute(CHECK_SESSION_ROLE)
         row = cursor.fetchone()

@@ -7,10 +7,7 @@ from django.db import models
 
 
 class TenantModel(models.Model):
-    """A row owned by one user.
-
-    A subclass's migration must apply ``tenancy.rls.enable_tenant_rls``; the check enforces it.
-    """
+    """A row owned by one user; its migration must apply ``tenancy.rls.enable_tenant_rls``."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,

@@ -189,9 +189,7 @@ def deployed_policies_of(cursor, tables: Sequence[str]) -> dict[str, dict[str, P
 
 def expected_policies(cursor, table: str) -> dict[str, PolicyShape]:
     """The policies the migrations install on tenant ``table``, deparsed by this server.
-
-    Creates them on a temporary table: the caller must roll the transaction back.
-    """
+    Creates them on a temporary table: the caller must roll the transaction back."""
     cursor.execute(f"CREATE TEMPORARY TABLE {_PROBE} (user_id bigint) ON COMMIT DROP")
     statements = [_tenant_policy(_PROBE), _support_policy(_PROBE)]
     if table in SWEEPER_TABLES:

@@ -110,11 +110,8 @@ def _owned_transaction(
 def tenant_scope(
     user_id: int, *, using: str = DEFAULT_DB_ALIAS, relaxed_commit: bool = False
 ) -> Iterator[None]:
-    """Run the block in a transaction that sees only ``user_id``'s rows.
-
-    ``relaxed_commit`` (``synchronous_commit = off``) is for work the next run
-    derives again anyway. Never for delivery.
-    """
+    """Run the block in a transaction that sees only ``user_id``'s rows. ``relaxed_commit``
+    (``synchronous_commit = off``) is for work the next run derives again; never delivery."""
     user_id = _validated_user_id(user_id)
     with _owned_transaction(
         f"tenant_scope({user_id})",
@@ -270,10 +267,8 @@ def unscoped_relaxed(
 
 @contextmanager
 def unscoped_relaxed_commit(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
-    """A transaction that sees no tenant's rows and commits without waiting for the disk.
-
-    For bookkeeping whose loss in a server crash is harmless (the shared send budget).
-    """
+    """A transaction that sees no tenant's rows and commits without waiting for the disk,
+    for bookkeeping whose loss in a server crash is harmless (the shared send budget)."""
     with _owned_transaction(
         "unscoped_relaxed_commit()", using, tenant="", role="none", relaxed_commit=True
     ):
@@ -282,10 +277,8 @@ def unscoped_relaxed_commit(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
 
 @contextmanager
 def rls_bypass(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
-    """Run the block as the sweeper role: every tenant's queue rows, nothing else.
-
-    Only the claim, the settle-up and their bookkeeping belong here.
-    """
+    """Run the block as the sweeper role: every tenant's queue rows, nothing else. Only
+    the claim, the settle-up and their bookkeeping belong here."""
     with _owned_transaction("rls_bypass()", using, tenant="", role=settings.NUDGE_DB_SWEEPER_ROLE):
         yield
 
@@ -293,9 +286,7 @@ def rls_bypass(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
 @contextmanager
 def planning_scope(user_ids: Sequence[int], *, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """Run the block as the planner role, seeing the rows of ``user_ids`` and no one else's.
-
-    For materialize alone; the commit is relaxed (the next run derives it all again).
-    """
+    For materialize alone; the commit is relaxed (the next run derives it all again)."""
     ids = sorted({_validated_user_id(user_id) for user_id in user_ids})
     if not ids:
         raise ScopeError("planning_scope needs at least one user id")

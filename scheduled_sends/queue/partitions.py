@@ -99,9 +99,7 @@ def coverage_problem(
 def make_partitions(today: date, days_ahead: int) -> list[str]:
     """Create each missing day partition from ``today`` through ``today + days_ahead``,
     as the owner, with the parent's row-level security and grants; the names made.
-
-    A day inside another partition's range is left to it. Idempotent.
-    """
+    Idempotent."""
     made: list[str] = []
     with connected_as_owner(), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(statements.PARTITION_LOCK_TIMEOUT)

@@ -93,10 +93,8 @@ def due(now: Instant, grace: timedelta) -> Q:
 
 
 def claimable(now: Instant, grace: timedelta, lease: timedelta) -> Q:
-    """What the claim (``statements.CLAIM_DUE``) takes: due, nobody sending it, not held.
-
-    The claim also bounds its walk by grace plus ``NUDGE_MAX_EARLY_MINUTES``.
-    """
+    """What the claim (``statements.CLAIM_DUE``) takes: due, nobody sending it, not held
+    (the claim also bounds its walk by grace plus ``NUDGE_MAX_EARLY_MINUTES``)."""
     return due(now, grace) & not_under_live_claim(now, lease) & ~waiting_for_provider(now)
 
 
@@ -106,10 +104,8 @@ def waiting_for_provider(now: Instant) -> Q:
 
 
 def overdue_unclaimed(now: Instant, grace: timedelta, overdue_after: timedelta) -> Q:
-    """Claimable for longer than ``overdue_after`` and still unclaimed: delivery is not happening.
-
-    A row waiting for its retry counts from ``not_before``.
-    """
+    """Claimable for longer than ``overdue_after`` and still unclaimed: delivery is not
+    happening. A row waiting for its retry counts from ``not_before``."""
     long_ago = now - overdue_after
     return (
         due(now, grace)

@@ -174,10 +174,8 @@ def _group_params(settlements: Sequence[Settlement]) -> dict[str, list[object]]:
 
 
 def apply(settlements: Sequence[Settlement]) -> set[int]:
-    """Apply transitions in one transaction; the ids that matched.
-
-    A missing id lost its claim: after ``MARK_SENDING`` it must not be sent.
-    """
+    """Apply transitions in one transaction; the ids that matched. A missing id lost
+    its claim: after ``MARK_SENDING`` it must not be sent."""
     by_transition: dict[Transition, list[Settlement]] = {}
     for settlement in settlements:
         by_transition.setdefault(settlement.transition, []).append(settlement)
@@ -271,9 +269,7 @@ def settle_one(row: ClaimedSend, transition: Transition, at: datetime, **fields:
 
 def smooth_minute(channel: str, minute: datetime, count: int, by: timedelta) -> int:
     """Move up to ``count`` unplaced nudges of ``minute`` earlier by ``by``; how many moved.
-
-    Changes only ``fire_at``, never the intended instant (the unique key).
-    """
+    Only ``fire_at`` changes, never the intended instant (the unique key)."""
     with rls_bypass(), connection.cursor() as cursor:
         cursor.execute(
             statements.MOVE_EARLIER,
@@ -334,9 +330,7 @@ def enqueue_many(rows: Sequence[tuple[int, str, NewNudge]]) -> Counter[int]:
 
 def withdraw_unclaimed(ids: Sequence[int]) -> Counter[int]:
     """Delete pending, unclaimed rows that no longer match their subject; how many per user.
-
-    Deleting rather than settling lets an event moved away and back be queued afresh.
-    """
+    Deleting rather than settling lets an event moved away and back be queued afresh."""
     if not ids:
         return Counter()
     with connection.cursor() as cursor:
@@ -350,10 +344,8 @@ def enqueue_snoozed(user_id: int, channel: str, nudge: NewNudge) -> bool:
 
 
 def withdraw_subject(user_id: int, kind: str, ref_id: int) -> int:
-    """Delete the subject's pending, unclaimed nudges (Done); how many went.
-
-    A claimed row is left to its run, which re-reads the subject and skips it.
-    """
+    """Delete the subject's pending, unclaimed nudges (Done); how many went. A claimed
+    row is left to its run, which re-reads the subject and skips it."""
     deleted, _ = ScheduledSend.objects.filter(
         unsettled(), user_id=user_id, kind=kind, ref_id=ref_id, claimed_at__isnull=True
     ).delete()
