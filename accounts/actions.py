@@ -1,18 +1,10 @@
 """Every write to a person's delivery state: by the person, by support, by a provider.
 
-``update_settings`` is the one way settings change — the user area and the
-admin both call it — and it ends by announcing the change
-(``signals.plan_changed``) once it has committed, so the queue
-is re-materialized for that user at once rather than at the next sweep.
-``mark_unreachable`` is the provider's way in: it writes the flag only,
-because it is called from inside a delivery run, which must not re-plan a
-user on the side (delivery re-checks the holds for every row it resolves, and
-the next materialize withdraws what no longer should go).
-
-Each function opens the user's own ``tenant_scope`` (scopes do not nest, so
-callers must not hold one) — except inside the admin's ``support_scope``,
-where the write joins the request's transaction and the announcement waits
-for its commit.
+``update_settings`` is the one way settings change; once committed it announces
+``signals.plan_changed`` so the user is re-planned at once. ``mark_unreachable``
+writes the flag only: it runs inside a delivery run, which must not re-plan.
+Each function opens the user's ``tenant_scope`` (callers must not hold one),
+except inside the admin's ``support_scope``, whose transaction it joins.
 """
 
 from __future__ import annotations
@@ -62,10 +54,8 @@ def ensure_settings(
 ) -> DeliverySettings:
     """The user's settings, created on first use with the configured default lead.
 
-    ``first_visit`` holds what the creating request knows of the person (their
-    browser's language and clock, see ``accounts.rules.preferences_for``); it is
-    used only when the row is made, never over a choice already saved.
-    Must run inside the user's scope (or support's).
+    ``first_visit`` (e.g. the browser's language and clock) applies only when
+    the row is made. Must run inside the user's scope (or support's).
     """
     delivery, _ = DeliverySettings.objects.get_or_create(
         user_id=user_id,
@@ -85,11 +75,8 @@ def _settings_scope(user_id: int) -> Iterator[None]:
 
 
 def announce_change(user_id: int, now: datetime) -> None:
-    """Tell the floors above that what should be queued for ``user_id`` changed.
-
-    Outside any scope the change has committed: announce now. Inside support's
-    scope (the admin request's transaction), announce when that commits.
-    """
+    """Tell the floors above that what should be queued for ``user_id`` changed,
+    now or, inside a scope, when its transaction commits."""
 
     def send() -> None:
         plan_changed.send(sender=DeliverySettings, user_id=user_id, now=now)
@@ -115,10 +102,8 @@ def resume(delivery: DeliverySettings) -> None:
 def update_settings(user_id: int, changes: Mapping[str, object], now: datetime) -> DeliverySettings:
     """Apply ``changes`` to the user's settings, validated as the model says, and re-queue.
 
-    ``paused`` is a switch: turning it on records the user's own reason,
-    turning it off clears whatever paused them. Raises ``ValidationError``
-    (nothing saved) when the result is not valid — a channel without its
-    address, a zone that is not a zone.
+    Turning ``paused`` on records the user's own reason; off clears any pause.
+    Raises ``ValidationError`` (nothing saved) when the result is not valid.
     """
     unknown = set(changes) - EDITABLE
     if unknown:
@@ -139,9 +124,8 @@ def update_settings(user_id: int, changes: Mapping[str, object], now: datetime) 
     return delivery
 
 
-# Provider answers that mean "this person cannot be reached here" (see provider facts):
-# Telegram 403 for a blocked bot or a deleted account; Twilio 21610 (replied STOP)
-# and 63024 (invalid message recipient).
+# Provider answers that mean "this person cannot be reached here": Telegram 403s,
+# Twilio 21610 (replied STOP) and 63024 (invalid recipient).
 _TELEGRAM_UNREACHABLE = {
     "bot was blocked by the user": "you blocked the bot in Telegram",
     "user is deactivated": "your Telegram account is deactivated",
@@ -166,11 +150,8 @@ def unreachable_reason(channel: str, code: str, message: str) -> str | None:
 
 
 def mark_unreachable(user_id: int, channel: str, reason: str, now: datetime) -> bool:
-    """Stop sending to a channel the provider says cannot reach the user, until they relink.
-
-    Writes the flag only (see the module's docstring). Returns whether anything
-    changed: a later failure of the same kind changes nothing.
-    """
+    """Stop sending to a channel the provider says cannot reach the user, until they
+    relink. Writes the flag only; returns whether anything changed."""
     with tenant_scope(user_id):
         delivery = DeliverySettings.objects.filter(user_id=user_id).first()
         if delivery is None or delivery.channel != channel:
@@ -192,9 +173,7 @@ def note_permanent_failure(
     user_id: int, channel: str, code: str, message: str, now: datetime
 ) -> None:
     """Deliver's hook for a permanent send error: mark unreachable when it means that.
-
-    Never raises: the row is already settled, and the sweep must go on.
-    """
+    Never raises: the row is already settled, and the sweep must go on."""
     reason = unreachable_reason(channel, code, message)
     if reason is None:
         return

@@ -1,9 +1,7 @@
 """A user's delivery settings as support edits them: channel, address, zone, lead.
 
-Validation is the model's (``DeliverySettings`` and its field validators);
-the form only words it for this page. Saving goes through
-``accounts.actions.update_settings``, the same write the user's own settings
-page makes, so a support edit re-queues the user once the request commits.
+Validation is the model's; saving goes through ``accounts.actions.update_settings``,
+so a support edit re-queues the user like the user's own.
 """
 
 from __future__ import annotations
@@ -59,9 +57,8 @@ class DeliverySettingsForm(forms.ModelForm):
     )
 
     def _post_clean(self) -> None:
-        """An address may stay as it is or be cleared, never set: only the user's own
-        confirmation links one. (After the model's own validation, so a malformed
-        value is still explained as such.)"""
+        """An address may stay or be cleared, never set: only the user's confirmation links
+        one. Runs after the model's validation, so a malformed value is explained as such."""
         super()._post_clean()
         for name in self.ADDRESSES:
             value = self.cleaned_data.get(name)

@@ -1,9 +1,6 @@
 """A person's delivery state: where and how their nudges go, and why they are held.
 
-``delivery_settings`` is read by materialize (planning), by delivery (each
-row's owner, re-read in their scope) and by calendar sync (the zone floating
-times are read in); it is written only through ``accounts.actions``. The table
-keeps its name from when it lived in ``scheduled_sends``.
+Written only through ``accounts.actions``.
 """
 
 from __future__ import annotations
@@ -31,8 +28,7 @@ def validate_e164(value: str) -> None:
 
 
 def validate_timezone(value: str) -> None:
-    # The IANA names, not whatever ZoneInfo opens: it also reads "posix/…" and
-    # "right/…" files, which are zone files, not names a user would recognise.
+    # The IANA names, not whatever ZoneInfo opens (it also reads "posix/…" files).
     if value not in zoneinfo.available_timezones():
         raise ValidationError(
             f"{value!r} is not an IANA time zone (e.g. Europe/Berlin, America/New_York)."
@@ -59,8 +55,7 @@ class Channel(models.TextChoices):
 
 
 class Language(models.TextChoices):
-    """The languages nudges and the user area are written in (``locale/``); each
-    label in its own language, as a chooser shows it."""
+    """The languages nudges and the user area are written in; labels in their own language."""
 
     ENGLISH = "en", "English"
     GERMAN = "de", "Deutsch"
@@ -105,8 +100,7 @@ class DeliverySettings(TenantModel):
         validators=[validate_lead_minutes],
     )
     capped_nudges = models.PositiveIntegerField(
-        # Both: the database's for rows written in SQL, Python's for a new instance
-        # (the admin's add page shows it before the row exists; issue 33).
+        # Both: the database's for rows written in SQL, Python's for a new instance.
         default=0,
         db_default=0,
         help_text="Nudges the last materialize run left out: more than the per-user limits "
@@ -115,8 +109,7 @@ class DeliverySettings(TenantModel):
     capped_at = models.DateTimeField(
         null=True, blank=True, help_text="When the per-user limits last left nudges out."
     )
-    # Self-service (the end-user area): a pause the user can read the reason of,
-    # quiet hours in their zone, a channel found unreachable, and WhatsApp opt-in.
+    # Self-service: pause, quiet hours (user's zone), unreachable channel, WhatsApp opt-in.
     paused = models.BooleanField(default=False)
     paused_reason = models.CharField(max_length=200, blank=True, default="")
     paused_at = models.DateTimeField(null=True, blank=True)
@@ -165,8 +158,7 @@ class DeliverySettings(TenantModel):
 
 
 class AccountNotice(TenantModel):
-    """Something done to a user's account that they did not do on the website, shown on
-    their Settings page: e.g. another account linked the chat or number they had."""
+    """Something done to a user's account not by them on the website, shown on Settings."""
 
     text = models.CharField(max_length=300)
     created_at = models.DateTimeField()

@@ -1,9 +1,7 @@
 """Whether and when a nudge may go out for a user: pause, unreachable, quiet hours;
 and the language and clock a new user starts with.
 
-Pure functions over a user's settings, so the materializing sweep (plan) and
-the delivery sweep (resolve) apply exactly the same rules, and tests can
-call them without a database.
+Pure functions, so materialize and delivery apply exactly the same rules.
 """
 
 from __future__ import annotations
@@ -61,10 +59,7 @@ def pause_reason(settings: HoldSettings) -> SkipReason | None:
 
 def quiet_hours_problem(start: time | None, end: time | None) -> str | None:
     """Why a pair of quiet hours cannot be saved, in a sentence; None when it can.
-
-    Equal ends would mean "none" to :func:`quiet_hours_end`, never "all day", so a
-    person who typed 22:00 to 22:00 is told rather than silently getting no quiet hours.
-    """
+    Equal ends would silently mean "none", so they are refused."""
     if (start is None) != (end is None):
         return gettext("Give both ends of the quiet hours, or neither.")
     if start is not None and start == end:
@@ -115,15 +110,13 @@ def hold_for_quiet_hours(
 
 
 def held_by_quiet_hours(intended_at: datetime, settings: HoldSettings) -> bool:
-    """Whether a nudge meant for ``intended_at`` is one quiet hours held back: it falls
-    exactly where a quiet period ends (``hold_for_quiet_hours`` moves it there), so the
-    message can say why it comes with less notice than asked."""
+    """Whether quiet hours held back a nudge to ``intended_at`` (it falls exactly where
+    a quiet period ends), so the message can say why it comes with less notice."""
     just_before = intended_at - timedelta(seconds=1)
     return quiet_hours_end(just_before, settings) == intended_at
 
 
-# The languages a person may choose (accounts.models.Language's values), and the
-# one a browser's language falls back to within its family (pt-PT reads pt-br).
+# accounts.models.Language's values, and a family's fallback (pt-PT reads pt-br).
 SUPPORTED_LANGUAGES = ("en", "de", "es", "fr", "pt-br")
 _FAMILY = {"pt": "pt-br"}
 _QUOTED = re.compile(r"'[^']*'")
@@ -151,9 +144,8 @@ def _clock_of(tag: str) -> str:
 
 
 def preferences_for(accept_language: str) -> dict[str, str]:
-    """A new person's ``language`` and ``clock`` from their browser's Accept-Language:
-    the first language (by preference) we write in, and the clock its region uses;
-    nothing when none of theirs is ours (the model's defaults apply)."""
+    """A new person's ``language`` and ``clock`` from Accept-Language: the first
+    supported language and its region's clock; empty when none is supported."""
     for tag, _quality in parse_accept_lang_header(accept_language[:500]):
         if tag == "*":
             continue

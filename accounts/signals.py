@@ -1,10 +1,4 @@
-"""What a person's changes tell the floors above them.
-
-``accounts`` and ``followups`` sit below the sweeps, so they cannot call
-materialize themselves; a change to what should be queued is announced
-instead, and ``sweeps`` (its ``AppConfig.ready``) answers by re-planning that
-one user.
-"""
+"""What a person's changes tell the floors above them: ``sweeps`` re-plans the user."""
 
 from django.dispatch import Signal
 

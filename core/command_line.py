@@ -1,12 +1,9 @@
 """What every management command shares about its command line.
 
-Cron authors read one line on stderr and an exit code, so bad input is refused
-with exactly that: ``manage.py deliver: error: argument --now: 'yesterday' is
-not an ISO-8601 date-time`` and exit 2 — never a traceback (a ``CommandError``
-raised by an argparse ``type`` escapes Django's handler, which is why the
-types here raise ``ArgumentTypeError``), never the usage block, never a silent
-default. Checks that need the database (does this user exist?) run in
-``handle`` and raise ``CommandError``, which Django prints as one line, exit 1.
+Bad input is one line on stderr and exit 2, never a traceback or the usage
+block. The types raise ``ArgumentTypeError``: a ``CommandError`` from an
+argparse ``type`` escapes Django's handler. Database checks run in ``handle``
+and raise ``CommandError`` (one line, exit 1).
 """
 
 from __future__ import annotations
@@ -81,8 +78,8 @@ def _number(value: str, kind: type, description: str) -> Any:
 
 
 def require_users(user_ids: Iterable[int] | None, *, active: bool = True) -> list[int] | None:
-    """The given user ids, each checked to exist (and be active, when the command
-    only visits active users); None stays None ("everyone")."""
+    """The given user ids, each checked to exist (and, if ``active``, be active);
+    None stays None ("everyone")."""
     if user_ids is None:
         return None
     wanted = sorted(set(user_ids))

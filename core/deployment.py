@@ -1,10 +1,7 @@
 """Development or a real deployment: the project's one notion of it.
 
-Development means DEBUG on or the embedded database; neither is a real
-deployment. The console channel prints a user's private titles, so it is
-allowed in development only — or on a server that allows it explicitly
-(``ALLOW_CONSOLE_CHANNEL``: staging, CI). The hold rules (``accounts.rules``),
-the settings form and the channel itself ask here before letting it "send".
+The console channel prints a user's private titles, so it is allowed only in
+development or where ``ALLOW_CONSOLE_CHANNEL`` says so (staging, CI).
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""One way of writing an instant (and a span, and a count) everywhere staff read them.
-
-The console and every app's admin pages write an instant as ``when`` does, so
-the page's one script can rewrite them all into the viewer's zone. It lives on
-the ground floor because app admins (below the site) use it too.
-"""
+"""One way of writing an instant (and a span, and a count) everywhere staff read them."""
 
 from __future__ import annotations
 
@@ -15,11 +10,8 @@ from django.utils.safestring import SafeString
 
 
 def when(instant: datetime | None, empty: str = "never") -> SafeString:
-    """An instant, written one way everywhere: ``2026-12-02 22:22 UTC``.
-
-    The page's script rewrites it into the viewer's own zone, in the same
-    shape; the UTC instant, to the second, stays on hover.
-    """
+    """An instant, written one way everywhere: ``2026-12-02 22:22 UTC``; the page's
+    script rewrites it into the viewer's zone, the UTC instant stays on hover."""
     if instant is None:
         return format_html("{}", empty)
     utc = instant.astimezone(UTC)
@@ -32,11 +24,8 @@ def when(instant: datetime | None, empty: str = "never") -> SafeString:
 
 
 def when_text(instant: datetime, seconds: bool = True) -> str:
-    """An instant as plain text, in UTC and saying so: ``2026-12-02 22:22:05 UTC``.
-
-    For places no script rewrites (a page's title, an object's name), so the
-    zone is written out rather than left for the reader to guess.
-    """
+    """An instant as plain text, in UTC and saying so: ``2026-12-02 22:22:05 UTC``,
+    for places no script rewrites (a page's title, an object's name)."""
     shape = "%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M"
     return f"{instant.astimezone(UTC):{shape}} UTC"
 

@@ -1,10 +1,4 @@
-"""The HTTP ``Retry-After`` header, read one way for every client that meets it.
-
-Calendar APIs, OAuth token endpoints, ICS hosts and Twilio all send it with a
-429 or a 503. RFC 9110 allows delay-seconds or an HTTP-date. Each caller turns
-the seconds into what it stores (a timedelta for a calendar connection, float
-seconds for a channel) and decides what "no usable header" means for it.
-"""
+"""The HTTP ``Retry-After`` header (RFC 9110: delay-seconds or an HTTP-date), read one way."""
 
 from __future__ import annotations
 
@@ -12,19 +6,13 @@ import math
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-# Nothing we wait for is worth more than a day: a nudge is stale within hours,
-# and a calendar connection backs off a day at the most. A larger value is a
-# server's mistake, not a plan, so it is cut down rather than obeyed.
+# Nothing we wait for is worth more than a day; a larger value is cut down.
 MAX_RETRY_AFTER_SECONDS = 86_400.0
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait, between 0 and a day; None when absent or unusable.
-
-    A date already past, or a negative count, means "now" (0): a server whose
-    clock runs behind ours still asked us to retry, not to stop. ``now`` is the
-    caller's clock, so a sweep running at a given instant reads dates against it.
-    """
+    """Seconds to wait, between 0 and a day (a past date or negative count: 0); None
+    when absent or unusable. Dates are read against ``now``."""
     if not value or not value.strip():
         return None
     value = value.strip()

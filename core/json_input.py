@@ -1,12 +1,8 @@
 """A JSON body from outside, read once, with a nesting limit.
 
-Python's parser recurses once per ``[`` or ``{``: a few kilobytes of brackets
-nest deeper than its stack and raise ``RecursionError``, which no caller
-expects (a 500). :func:`parse` counts the nesting first, in one pass over the
-text with strings left out, and refuses anything deeper than ``max_depth``
-before the parser sees it. Used by every endpoint that reads JSON a stranger
-may send: the API (``portal/api.py``), Graph's push endpoints
-(``calendars/views.py``) and Telegram's webhook (``messaging/webhooks.py``).
+Python's parser recurses once per ``[`` or ``{``, so a few kilobytes of
+brackets raise ``RecursionError`` (a 500). :func:`parse` counts the nesting
+first, in one linear pass, and refuses anything deeper than ``max_depth``.
 """
 
 from __future__ import annotations

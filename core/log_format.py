@@ -1,12 +1,7 @@
-"""A log format that keeps structured fields: ``message key=value …``.
+"""A log format that keeps the ``extra={...}`` fields: ``message key=value …``.
 
-Log calls pass their details as ``extra={...}``; the default formatter
-drops them, which would leave "sweep finished" with nothing to grep for.
-
-One record is one line: control characters in the message and in every field
-are escaped (a calendar's event UID or a provider's error text is outside
-input, and a newline in it would otherwise write a forged line into the log).
-A traceback keeps its lines, each indented, so only a real record starts a line.
+One record is one line: control characters everywhere are escaped, so outside
+input cannot forge a log line. A traceback's lines are indented.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""A time zone from its stored name, never raising.
+"""A time zone from its name, never raising.
 
-A zone name passed validation when it was saved, but the tz database a
-process runs with may not know it (an older tzdata, a name written around the
-form): every reader falls back to UTC rather than failing a page or a sweep.
-
-A name from a request is looked up the same way, so it may be anything: a
-directory of the tz database ("Europe"), a name longer than a file name may
-be, a path. ``zoneinfo`` answers those with ``OSError`` or ``ValueError``
-rather than "not found"; both mean "no such zone" here, and a name longer than
-any zone's is not looked up at all.
+A stored name the process's tz database does not know falls back to UTC. A
+name from a request may be anything (a directory, a path, too long); those
+mean "no such zone" too.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The one way a follow-up is created or changed, whatever the door (website, API, chat).
 
-Each function opens the user's scope itself and announces the change once it
-has committed (``accounts.actions.announce_change``); the sweeps re-plan the
-user, so a follow-up due soon is nudged without waiting for a sweep.
+Each function opens the user's scope itself and, once committed, announces the
+change so the user is re-planned at once.
 """
 
 from __future__ import annotations
@@ -51,8 +50,7 @@ def clean_title(title: object) -> str:
     return title
 
 
-# How far ahead a follow-up may be due: further is a typo (2999 for 2029) more
-# often than a plan, and nothing would be said about it for years (issue 33).
+# Further ahead is a typo (2999 for 2029) more often than a plan.
 MAX_DUE_YEARS = 5
 MAX_DUE_AHEAD = timedelta(days=MAX_DUE_YEARS * 365 + 2)
 
@@ -113,8 +111,7 @@ def clean_zone(name: object) -> str:
     return zone.key
 
 
-# Quick choices on the follow-up form: a label and the due time from now, in the
-# user's zone. "Tomorrow 9:00" is the wall-clock 9:00, whatever DST does overnight.
+# The follow-up form's quick choices; "Tomorrow 9:00" is wall-clock 9:00 in the user's zone.
 QUICK_CHOICES = {
     "in_1h": gettext_lazy("In 1 h"),
     "in_3h": gettext_lazy("In 3 h"),
@@ -141,8 +138,8 @@ def quick_due(choice: str, now: datetime, zone: tzinfo) -> datetime:
 
 @dataclass(frozen=True)
 class Schedule:
-    """How a follow-up comes back and when it is nudged. None keeps what a change's
-    follow-up has (a new one: once, in the owner's zone, at their default lead)."""
+    """How a follow-up comes back and when it is nudged; None keeps the current value
+    (for a new one: once, in the owner's zone, at their default lead)."""
 
     repeat: str | None = None
     repeat_weekdays: Sequence[int] | None = None
@@ -183,9 +180,8 @@ def _schedule_fields(
 
 
 def first_time(due_at: datetime, fields: dict[str, Any]) -> datetime:
-    """A repeating follow-up's first time is its rule's first occurrence at or after the
-    time typed: weekly on Mon and Thu, typed for a Saturday, is first due the Monday, so
-    the list, the Edit form and the admin all say the same day."""
+    """A repeating follow-up's first time: its rule's first occurrence at or after ``due_at``
+    (weekly on Mon and Thu, typed for a Saturday, is first due the Monday)."""
     if not fields["repeat"]:
         return due_at
     first = next_occurrence(
@@ -214,8 +210,7 @@ def get_follow_up(user_id: int, follow_up_id: int) -> FollowUp | None:
 
 
 def _check_cap(user_id: int, cap: int) -> None:
-    """At most ``NUDGE_MAX_FOLLOW_UPS_PER_USER`` follow-ups, done or not: every write
-    and sweep of the user reads them. Inside the scope."""
+    """At most ``cap`` follow-ups, done or not; inside the scope."""
     if FollowUp.objects.filter(user_id=user_id).count() >= cap:
         raise FollowUpInvalid(
             "", f"you have {cap} follow-ups, the most allowed; delete some to add more"
@@ -248,11 +243,8 @@ def change_follow_up(
     now: datetime,
     config: NudgeConfig | None = None,
 ) -> FollowUp | None:
-    """Apply ``change``; None when the user has no such follow-up.
-
-    A due time left as it was is not checked again: a repeating follow-up's
-    first time is long past, and saving its title must still work.
-    """
+    """Apply ``change``; None when the user has no such follow-up. An unchanged due
+    time is not checked again (a repeating one's is long past)."""
     title = clean_title(change.title) if change.title is not None else None
     if not 0 < follow_up_id <= MAX_ID:
         return None

@@ -15,7 +15,6 @@ from followups.models import FollowUp
 class FollowUpAdmin(ReadOnlyAdmin):
     due = instant_column("due_at", "due")
     created = instant_column("created_at", "created")
-    # Who, when, and where it stands, beside a title that wraps (issue 24).
     list_display = ("id", "title_short", "user", "due", "state", "created")
     list_filter = ("done", ("due_at", admin.DateFieldListFilter))
     list_select_related = ("user",)

@@ -46,7 +46,7 @@ class FollowUp(TenantModel):
             ),
         ]
         indexes = [
-            # The missing index the old design began with: open follow-ups by due time.
+            # Open follow-ups by due time.
             models.Index(
                 fields=["user", "due_at"],
                 name="follow_ups_open_due_idx",

@@ -1,18 +1,9 @@
 """A follow-up's repeat rule: a small RRULE subset, kept on a local wall clock.
 
-``daily``, ``weekdays`` (Monday to Friday), ``weekly`` on given days, and
-``monthly`` on the day of the month of the first time. Every occurrence is at
-the first time's local time of day in the follow-up's own zone, so "every
-weekday 9:00" stays 9:00 across a daylight-saving change (its UTC instant
-moves). A local time the change skips (02:30 on a spring-forward night) comes
-the length of the gap later; one it repeats comes at its first instance.
-
-Monthly on a day some months lack (the 29th to the 31st) skips those months,
-as RFC 5545's ``BYMONTHDAY`` does: "every month on the 31st" is never moved to
-the 30th, so it never comes twice close together or on a day nobody chose.
-
-Pure: materialize plans with it, delivery checks a claimed row against it,
-and the user area shows the next occurrence from it.
+Every occurrence is at the first time's local time of day in the follow-up's
+zone, across daylight-saving changes; a skipped local time comes the gap's
+length later, a repeated one at its first instance. Monthly on a day some
+months lack skips those months, as RFC 5545's ``BYMONTHDAY`` does.
 """
 
 from __future__ import annotations
@@ -101,9 +92,8 @@ def is_occurrence(
 
 
 def is_due_at(follow_up: FollowUp | None, instant: datetime) -> bool:
-    """Whether a follow-up is still due at ``instant``: its due time, or for a repeating
-    one any occurrence its rule still has (a snooze of Tuesday's stand-up). The planner
-    and a Snooze tap ask the same question here."""
+    """Whether a follow-up is still due at ``instant``: its due time, or any occurrence
+    a repeating one's rule still has."""
     if follow_up is None:
         return False
     if instant == follow_up.due_at:

@@ -10,9 +10,7 @@ class ChannelPacing(models.Model):
     """One named send or request budget, shared by every process: its next free
     slot and the rate in force after a provider's 429.
 
-    Not a tenant table: it holds budget names (a channel, ``google``,
-    ``google:user:<id>``), instants and rates, no user data.
-    See ``pacing/pacer.py``.
+    Not a tenant table: budget names, instants and rates, no user data.
     """
 
     budget = models.CharField(max_length=64, primary_key=True)

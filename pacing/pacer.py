@@ -1,54 +1,20 @@
 """Pacing: named rate budgets that hold across every process at once, and learn.
 
-Several cron runs, workers and sync threads overlap, so a budget cannot live
-in one process's memory. It lives in ``channel_pacing``: per named budget (a
-channel such as ``telegram``; a calendar provider's ``google`` project or
-``google:user:<id>``, ``graph`` app or ``graph:mailbox:<id>``) the next free
-slot. A process reserves a run of consecutive slots ``1/rate`` seconds apart
-— at most ``HORIZON`` ahead, so processes interleave rather than one hoarding
-the next minute — in one short statement that holds no lock after it, and
-then uses each slot when it comes (never inside a transaction).
+Each budget (a channel, or a provider's project, user or mailbox) keeps its
+next free slot in ``channel_pacing``. A process reserves consecutive slots
+``1/rate`` apart, at most ``HORIZON`` ahead, in one short statement, and uses
+each when it comes (never inside a transaction). Slots are on the database's
+clock and become deadlines on this process's monotonic clock.
 
-**The rate learns (AIMD).** The configured rate is a ceiling; providers do
-not publish exact limits, and configured at a provider's limit a budget
-overshoots it now and then. A 429 (or Google's 403 ``rateLimitExceeded``)
-pushes the budget's next slot past the provider's ``Retry-After`` *and*
-multiplies its rate in force by ``NUDGE_PACING_BACKOFF`` — for every process,
-since both are stored in the row — once per pause, however many requests in
-flight answer 429 together. Each second without a 429 then gives back
-``NUDGE_PACING_RECOVERY_PER_MINUTE / 60`` of the ceiling, computed when the
-budget is read (no job raises it). A lowered rate never falls below
-``FLOOR`` x the ceiling. Burst smoothing plans each minute with the lower of
-the sawtooth's mean and the rate in force (:func:`channel_rates_in_force`).
-
-**A burst, for a provider counting a sliding window.** Google counts its
-project quota over any minute, not per second, so even spacing leaves a run
-of many requests slower than the quota allows. A :class:`Budget` with a
-``burst`` (Google's project: ``CALENDAR_GOOGLE_PROJECT_BURST``) is a token
-bucket, the generic cell rate algorithm: when its slots went unused its next
-free slot may lag behind now by up to ``burst - 1`` slots, so after a quiet
-spell ``burst`` requests go at once and the next ones ``1/rate`` apart; any
-T seconds hold at most ``burst + rate x T`` slots. Only at the full ceiling:
-a budget a 429 lowered is spaced evenly until it has climbed back, so the
-search for the provider's real limit is not undone by bursts. The channels
-have none (Telegram counts per second and per chat).
-
-Slots are instants on the database's clock; each reservation answers that
-clock too, so a slot becomes a deadline on this process's monotonic clock
-without trusting the host's wall clock. Reservations commit without waiting
-for the disk: the budget is coordination, not data, and losing its last
-fraction of a second in a server crash only lets one slot be used twice.
-A slot this process reaches late (a busy CPU, every worker thread taken) is
-not caught up in a burst: a :class:`SendGate` per channel keeps this
-process's own sends ``1/rate`` apart at the instant they leave.
-
-Telegram also allows only about one message a second to one chat; that
-spacing is kept per process: :meth:`ChannelPacer.chat_ready_at` plans one
-chat's slots an interval apart, and :meth:`ChannelPacer.chat_turn` makes the
-sends themselves leave one at a time, each an interval after the previous one
-was answered (the provider counts arrivals, not plans). One user's nudges of a
-minute are ranked apart by the claim's fair order, so they seldom meet in two
-processes at once, and a 429 for one chat is handled like any.
+The configured rate is a ceiling (AIMD): a 429 pauses the budget past
+``Retry-After`` and multiplies its rate by ``NUDGE_PACING_BACKOFF``, once per
+pause and for every process; each second without one gives back
+``NUDGE_PACING_RECOVERY_PER_MINUTE / 60`` of the ceiling, never below ``FLOOR``.
+A budget with a ``burst`` (a provider counting a sliding window) is a token
+bucket, but only at its full ceiling. Reservations commit without waiting for
+the disk: a lost one only lets a slot be used twice. A :class:`SendGate` keeps
+this process's sends ``1/rate`` apart, and ``chat_turn`` one chat's sends an
+interval after the previous answer (providers count arrivals, not plans).
 """
 
 from __future__ import annotations
@@ -72,8 +38,7 @@ HORIZON = timedelta(seconds=1)
 LEAD = timedelta(milliseconds=100)
 # A slot reached later than this (or one slot interval, if longer) is not used.
 LATE_TOLERANCE = 0.25
-# A 429 never lowers a budget's rate below this share of its ceiling: at worst
-# a budget sends slowly, never not at all (the pause is what stops it).
+# A 429 never lowers a budget's rate below this share of its ceiling.
 FLOOR = 0.1
 # A 429 lowers the rate at most once within this long (or the pause, if longer):
 # the requests in flight when the limit was hit answer 429 together.
@@ -84,11 +49,9 @@ MIN_HOLD = timedelta(seconds=1)
 class Budget:
     """A named rate shared by every process: ``ceiling`` per second, 0 = unpaced.
 
-    ``burst``: how many requests may go at once after a quiet spell, for a
-    provider that counts over a sliding window (any T seconds then hold at
-    most ``burst + ceiling x T``); 0 spaces every request ``1/ceiling`` apart,
-    as a provider counting per second (or per chat) needs. Never while a 429
-    has lowered the rate.
+    ``burst``: how many requests may go at once after a quiet spell (any T
+    seconds hold at most ``burst + ceiling x T``); 0 spaces every request
+    evenly. Never while a 429 has lowered the rate.
     """
 
     name: str
@@ -98,11 +61,8 @@ class Budget:
 
 @dataclass(frozen=True)
 class Grant:
-    """Slots reserved in one budget: ``count`` from ``first`` (monotonic), ``rate`` apart.
-
-    A budget's burst puts its first slots in the past: they open at ``earliest``
-    (the reservation's lead from when it was asked), all at once.
-    """
+    """Slots reserved in one budget: ``count`` from ``first`` (monotonic), ``rate`` apart;
+    a burst's slots in the past all open at ``earliest``."""
 
     budget: str
     first: float
@@ -134,8 +94,7 @@ class BudgetState:
 
     @property
     def app_wide(self) -> bool:
-        """A channel's or a provider's own budget, not one user's (those are named
-        ``provider:kind:id``): what run logs and metrics show, a series per budget."""
+        """A channel's or provider's own budget, not one user's (``provider:kind:id``)."""
         return ":" not in self.budget
 
 
@@ -167,16 +126,13 @@ class SharedBudgets:
         horizon: timedelta = HORIZON,
         lead: timedelta = LEAD,
     ) -> dict[str, Grant]:
-        """Up to ``wanted`` slots in each budget, none beyond ``horizon`` from now and
-        none sooner than ``lead`` from now (the hand-over time of a send slot; a
-        request about to go takes its slot with none)."""
+        """Up to ``wanted`` slots in each budget, between ``lead`` and ``horizon`` from now."""
         names = [b.name for b in budgets]
         self._ensure(names)
         grants = self._reserve(budgets, wanted, horizon, lead)
         missing = [name for name in names if name not in grants]
         if missing:
-            # A row this process created is gone (a test's rollback, a manual
-            # clean-up): create it again.
+            # A row this process created is gone (a rollback): create it again.
             with self._lock:
                 self._known.difference_update(missing)
             self._ensure(missing)
@@ -186,8 +142,7 @@ class SharedBudgets:
     def _reserve(
         self, budgets: Sequence[Budget], wanted: int, horizon: timedelta, lead: timedelta
     ) -> dict[str, Grant]:
-        # The database read its clock just after this instant; the commit that
-        # follows (however slow) must not shift the mapping.
+        # Taken before the statement: a slow commit must not shift the mapping.
         asked_at = time.monotonic()
         rows = unscoped_relaxed(
             statements.RESERVE_SLOTS,
@@ -210,10 +165,8 @@ class SharedBudgets:
         }
 
     def slow_down(self, budget: Budget, seconds: float) -> float:
-        """A 429: nobody uses ``budget`` for ``seconds``, and its rate drops (once per pause).
-
-        Answers the rate in force after it.
-        """
+        """A 429: nobody uses ``budget`` for ``seconds``, and its rate drops (once per
+        pause); the rate in force after it."""
         params = {
             "budget": budget.name,
             "ceiling": float(budget.ceiling),
@@ -269,15 +222,11 @@ _limited_at: dict[str, float] = {}
 
 def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float, config: NudgeConfig) -> bool:
     """For one request: wait (holding no transaction) until its slot opens in every
-    budget; False at once when one has no slot within ``max_wait`` seconds (paused
-    by a 429, or taken), so the caller gives up for now rather than hold a thread.
+    budget; False at once when one has no slot within ``max_wait`` seconds.
 
-    A slot is taken at most ``HORIZON`` ahead: further off, the caller sleeps
-    and asks again, so a 429 that pauses the budget meanwhile (stored in the
-    row) is seen before the request goes. A 429 this process hears while a
-    thread waits for its slot sends that thread back for a fresh one. A slot
-    taken in one budget but not used because another had none is left
-    unused: the budgets only ever err on the slow side.
+    Slots are taken at most ``HORIZON`` ahead, so a 429 meanwhile is seen before
+    the request goes; one heard while waiting sends the thread back for a fresh
+    slot. Slots taken but unused are lost: budgets only err on the slow side.
     """
     paced = [b for b in budgets if b.ceiling > 0]
     give_up_at = time.monotonic() + max_wait
@@ -285,9 +234,7 @@ def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float, config: Nu
     while paced:
         asked = time.monotonic()
         horizon = min(HORIZON.total_seconds(), max(0.0, give_up_at - asked))
-        # No lead: the request goes as soon as its slot opens (a send slot's lead is
-        # the time to hand a row to a worker; a fetch thread is already there, and a
-        # lead would hold every request to an idle budget back by it).
+        # No lead: the fetching thread is already there to use the slot.
         grants = shared.reserve(paced, 1, horizon=timedelta(seconds=horizon), lead=timedelta(0))
         opens_at = max(grant.opens_at for grant in grants.values())
         if opens_at > give_up_at:
@@ -318,16 +265,12 @@ def request_rate_limited(budget: Budget, seconds: float, config: NudgeConfig) ->
 class SendGate:
     """Keeps one process's sends on one channel at least ``interval`` apart, from any thread.
 
-    It also tells a slot this process reached too late (:meth:`take_turn`): that
-    slot's time has been given to other processes' next slots, so sending on
-    it now would double the channel's rate for a moment. Such a row waits for
-    a fresh slot instead.
+    A slot reached too late is refused (:meth:`take_turn`): its time belongs to
+    other processes' next slots, and sending now would double the rate.
     """
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
-        # Later than this after its slot, a send would crowd the slots after it;
-        # tighter, a busy machine would miss slot after slot and send nothing.
         self.tolerance = max(LATE_TOLERANCE, interval)
         self._lock = threading.Lock()
         self._next_at = 0.0
@@ -340,10 +283,8 @@ class SendGate:
 
     def take_turn(self, deadline: float) -> bool:
         """Wait for this process's next turn on the channel and take it; False, at
-        once and without using a turn, when that turn comes too late for the slot
-        at ``deadline``. (A missed slot that still used a turn would push every
-        row after it late too: after a 429 lowers the rate, rows reserved at the
-        old spacing would then miss slot after slot.)"""
+        once and without using a turn, when that turn comes too late for ``deadline``
+        (a used turn would push every row after it late too)."""
         with self._lock:
             now = time.monotonic()
             turn = max(now, self._next_at)
@@ -388,11 +329,8 @@ class ChannelPacer:
         return self.gates[channel]
 
     def reserve(self, channel: str, wanted: int) -> list[float]:
-        """Up to ``wanted`` send deadlines (monotonic seconds), earliest first.
-
-        Unpaced channels get ``wanted`` deadlines of "now". An empty answer
-        means the channel's budget is taken (or paused) for the next ``HORIZON``.
-        """
+        """Up to ``wanted`` send deadlines (monotonic seconds), earliest first; "now" when
+        unpaced, none when taken or paused for ``HORIZON``."""
         now = time.monotonic()
         if wanted <= 0:
             return []
@@ -426,8 +364,7 @@ class ChannelPacer:
     def chat_ready_at(self, channel: str, address: str, deadline: float) -> float:
         """The deadline pushed back so one chat gets at most one message per interval."""
         key, interval = (channel, address), self.config.per_chat_interval
-        # After the plan before it, and after its last send's answer: a row that
-        # missed its slot waiting for that answer is not planned to miss again.
+        # Also after the last send's answer, so a row is not planned to miss again.
         answered_at = self._chat_answered_at.get(key)
         after_answer = answered_at + interval if answered_at is not None else 0.0
         ready = max(deadline, self._chat_free_at.get(key, 0.0), after_answer)
@@ -439,14 +376,9 @@ class ChannelPacer:
         """Hold one chat while a worker thread sends to it: its sends leave one at
         a time, each ``per_chat_interval`` after the previous one was answered.
 
-        Planned instants an interval apart are not enough on their own: a first
-        send slow to leave (a new connection, a busy CPU) and a second that
-        leaves on time reach the provider closer together than planned, and the
-        provider counts what reaches it. The previous send's answer comes after
-        it arrived, so spacing from the answer keeps the arrivals apart. The block
-        calls what it is given once the provider answered (or the send failed);
-        a turn that sent nothing (its slot missed, the channel paused) leaves the
-        chat as it was.
+        Spacing from the answer keeps arrivals apart where planned instants
+        cannot. The block calls what it is given once the provider answered (or
+        the send failed); a turn that sent nothing leaves the chat as it was.
         """
         interval = self.config.per_chat_interval
         if interval <= 0:

@@ -1,49 +1,26 @@
-"""The pacer's SQL: named send and request budgets shared by every process.
+"""The pacer's SQL: named send and request budgets shared by every process."""
 
-Raw SQL lives here because its shape matters (row locks taken in name order,
-the rate in force computed when read); ``pacing.pacer`` is its only user.
-"""
-
-# --- Pacing: named send/request budgets, shared by every process ---
-# (pacing/pacer.py). A budget's rate in force is its ceiling (the
-# configured rate, passed by the caller) unless a 429 lowered it: then it is
-# the lowered ``rate`` plus ``recovery`` x ceiling for every second since
-# ``rate_since``, capped at the ceiling — additive increase computed when read,
-# so nothing has to run to raise it again.
+# The ceiling, or after a 429 the lowered ``rate`` plus ``recovery`` x ceiling
+# per second since ``rate_since``, capped: computed when read, so nothing runs to raise it.
 _RATE_IN_FORCE = """
 least({ceiling}, coalesce(p.rate + {ceiling} * %(recovery)s
                                    * extract(epoch FROM clock_timestamp() - p.rate_since),
                           {ceiling}))
 """
 
-# A new budget has been unused for a day: a budget with a burst has all of it
-# at once (see RESERVE_SLOTS); one without starts at its first slot from now.
+# A new budget counts as unused for a day, so a burst is all available at once.
 ENSURE_PACING_ROWS = """
 INSERT INTO channel_pacing (budget, next_slot_at)
 SELECT budget, clock_timestamp() - interval '1 day' FROM unnest(%(budgets)s::text[]) AS b(budget)
 ON CONFLICT (budget) DO NOTHING
 """
 
-# Reserve up to ``wanted`` consecutive slots in each named budget, ``1/rate``
-# seconds apart at the rate in force, starting at the budget's next free slot
-# (or ``lead`` from now: the time it takes to hand the work over, so a fresh
-# slot is not born late), but none further ahead than ``horizon``: a process
-# takes only what it can use soon, so concurrent processes interleave instead
-# of one hoarding the next minute.
-#
-# A budget with a ``burst`` (the generic cell rate algorithm: a token bucket)
-# may lag behind ``now + lead`` by up to ``burst - 1`` slots when its slots
-# went unused: after a quiet spell ``burst`` slots fall at once (the caller
-# uses a slot in the past at once) and the next ones ``1/rate`` apart, so any
-# T seconds hold at most ``burst + rate x T`` — what a provider counting over
-# a sliding window needs, rather than even spacing. Only at the full ceiling:
-# a budget a 429 lowered is spaced evenly until it has climbed back. Burst 0
-# (or 1) is even spacing.
-#
-# The rows are locked in name order (no deadlock between two callers of
-# several budgets) for this one statement only. Answers, per budget, the first
-# slot (in the past when the budget bursts), how many were granted, the rate
-# they are spaced at, and the database's clock, which the caller maps to its own.
+# Up to ``wanted`` slots per budget ``1/rate`` apart, from the next free slot
+# or ``lead`` from now, none beyond ``horizon`` (so processes interleave). A
+# budget with a ``burst`` at its full ceiling (generic cell rate algorithm) may
+# lag ``burst - 1`` slots behind, so a quiet spell's burst falls at once. Rows
+# are locked in name order (no deadlock). Answers the first slot, the count,
+# the rate and the database's clock, per budget.
 RESERVE_SLOTS = (
     """
 WITH wanted AS (
@@ -83,11 +60,8 @@ RETURNING g.budget, g.first_slot, g.slots, g.rate, g.now
 """
 )
 
-# A provider said 429 (or a 403 it calls a rate limit): nobody uses the budget
-# before ``wait`` has passed, and its rate in force is multiplied by
-# ``backoff`` (never below ``floor`` x ceiling). Once per ``hold``: the other
-# requests already in flight when the limit was hit answer 429 too, and they
-# are the same news, not a reason to lower the rate again.
+# A 429: pause for ``wait`` and multiply the rate by ``backoff`` (not below
+# ``floor`` x ceiling), once per ``hold``: requests in flight answer 429 together.
 SLOW_DOWN = (
     """
 UPDATE channel_pacing AS p
@@ -105,9 +79,7 @@ RETURNING """
     + _RATE_IN_FORCE.format(ceiling="%(ceiling)s")
 )
 
-# Every budget's rate in force and pause, for the console and the run log.
-# Per-user budgets (a ``:`` in the name) are many: only the lowered or paused
-# ones are listed.
+# Every budget's rate in force and pause; per-user ones only when lowered or paused.
 RATES_IN_FORCE = (
     """
 SELECT p.budget, p.ceiling, """

@@ -1,13 +1,6 @@
 """Why a nudge failed, as a value, and every sentence said about it.
 
-A failed row carries its :class:`FailureKind` (``scheduled_sends.failure_kind``),
-set by the code that knows it: the channel that raised (a refusal, our own
-configuration, an answer it could not read, no answer), delivery's own
-settle-ups (a run that died mid-send, a receipt without a message id, no
-address) and the provider's later receipt (undelivered). The support console
-and the charts read the kind, in the words composed here; the user's history
-reads it too, in plain words of its own (``portal/plain_words.py``, a layer up),
-so no page has to recognise a failure by its text.
+Pages read the :class:`FailureKind`, never recognise a failure by its text.
 """
 
 from __future__ import annotations
@@ -27,14 +20,12 @@ class FailureKind(models.TextChoices):
     UNDELIVERED = "undelivered", "Sent, but the provider reported it undelivered"
 
 
-# A failure whose message may nevertheless have reached the user: it was not
-# resent, and support is warned before retrying it.
+# May have reached the user: not resent, and support is warned before retrying.
 MAY_HAVE_BEEN_DELIVERED = frozenset(
     {FailureKind.UNCONFIRMED, FailureKind.UNUSABLE_RECEIPT, FailureKind.INTERRUPTED}
 )
 
-# How the run log counts a send handed back after a provider or network error
-# (the row was retried, not failed, so it has no FailureKind).
+# The run log's count of retries after a provider or network error (no FailureKind).
 TRANSIENT = "transient"
 
 # Receipt statuses that mean the provider gave up on a message it had accepted.
@@ -51,8 +42,7 @@ NOT_RESENT = " — it may have been delivered; not resent"
 
 
 def reason(kind: FailureKind, detail: str = "") -> str:
-    """The row's ``last_error`` for a failure of ``kind``; ``detail`` is what the
-    channel (or the check) said, e.g. ``[403] Telegram refused: …``."""
+    """The row's ``last_error`` for a failure of ``kind``; ``detail`` is what the channel said."""
     if kind == FailureKind.INTERRUPTED:
         return INTERRUPTED_REASON
     if kind == FailureKind.UNCONFIRMED:

@@ -1,13 +1,7 @@
-"""Lateness: how long after its intended instant a nudge arrived.
+"""Lateness: ``sent_at - max(intended_at, created_at)``, negative when sent early.
 
-Per sent row, lateness = ``sent_at - max(intended_at, created_at)`` (negative
-when burst smoothing sent it early): a nudge queued after its intended instant
-— a follow-up due sooner than the lead, added a minute ago — could not have
-gone before it was queued, so it is late only from then (:func:`due_from`).
-A deliver run summarises its rows as percentiles and a histogram over fixed
-buckets; histograms from many runs add up, so
-health can read "p95 over the last 15 minutes" from the run log without
-scanning the queue.
+A deliver run summarises its rows as percentiles and a fixed-bucket histogram;
+histograms add up, so health reads p95 from the run log without scanning the queue.
 """
 
 from __future__ import annotations
@@ -22,10 +16,8 @@ BUCKETS: tuple[float, ...] = (0, 5, 10, 15, 30, 45, 60, 90, 120, 300, 600, 900, 
 
 
 def due_from(intended_at: datetime, created_at: datetime | None, sent_at: datetime) -> datetime:
-    """Lateness counts from the intended instant, or from when the row was queued
-    when that was later. A creation stamp after the send itself is a replay's or a
-    test's simulated clock (``created_at`` is the database's real one): then the
-    intended instant alone. (The charts say the same in SQL: ``charts._lateness_seconds``.)"""
+    """The intended instant, or when the row was queued if later; a ``created_at``
+    after the send is a simulated clock's, ignored (as ``charts._lateness_seconds``)."""
     if created_at is None or created_at > sent_at:
         return intended_at
     return max(intended_at, created_at)
@@ -66,8 +58,7 @@ class LatenessSummary:
         )
 
     def as_counts(self) -> dict[str, object]:
-        """The run log's fields people read (``SweepRun.counts``; the histogram, which
-        health reads back, is ``runlog.DeliverCounts``)."""
+        """The run log's fields people read (the histogram is ``runlog.DeliverCounts``)."""
 
         def rounded(value: float | None) -> float | None:
             return None if value is None else round(value, 3)
@@ -92,10 +83,7 @@ def merged_histogram(
 
 
 def merged_p95(histograms: Iterable[Sequence[Sequence[float | int | None]]]) -> float | None:
-    """The p95 bucket bound over several runs' histograms (None: no sends; inf: beyond).
-
-    A bucket bound, not an exact figure: "p95 ≤ 60 s" is what health needs.
-    """
+    """The p95 bucket bound over several runs' histograms (None: no sends; inf: beyond)."""
     totals = merged_histogram(histograms)
     total = sum(totals.values())
     if not total:

@@ -1,6 +1,4 @@
-"""The queue (``scheduled_sends``), the channels' shared pacing, and the sweep run log.
-
-A person's delivery settings live in ``accounts``, one floor down."""
+"""The queue (``scheduled_sends``), the user's acts on nudges, and the sweep run log."""
 
 from __future__ import annotations
 
@@ -24,21 +22,11 @@ class Kind(models.TextChoices):
 class ScheduledSend(TenantModel):
     """One nudge: this subject, for this user, at this instant.
 
-    ``claimed_at`` is not ``sent_at``: a claim is a lease a deliver run holds
-    while it sends, and it expires; ``sent_at`` is stamped only after a
-    successful send or a deliberate skip, never before and never on failure.
-    ``intended_at`` is when the nudge is meant to arrive; ``fire_at`` is when
-    it is sent, which burst smoothing may move earlier, never later. The
-    unique key ``(user_id, kind, ref_id, intended_at)`` makes materializing
-    the same window twice queue one nudge, however the send time moved. The
-    claim stands on a partial index over unsettled rows in the order
-    ``(fire_minute, user_rank, fire_at)``; ``fire_minute`` is ``fire_at``
-    truncated to the UTC minute, a column PostgreSQL generates so no writer
-    can let it drift. States and transitions: ``scheduled_sends/queue/``.
-    The table is partitioned by the UTC day of ``intended_at`` (migration
-    ``queue_partitioned_by_intended_day``; ``queue/partitions.py``): its primary key is ``(id,
-    intended_at)``, while Django's pk stays ``id``, which one identity
-    sequence keeps unique.
+    ``claimed_at`` is an expiring lease; ``sent_at`` is stamped only after a
+    successful send or a deliberate skip. The unique key on ``intended_at``
+    makes materializing twice queue one nudge, however ``fire_at`` moved.
+    Partitioned by the UTC day of ``intended_at``: the primary key is ``(id,
+    intended_at)``, Django's pk stays ``id`` (one identity sequence keeps it unique).
     """
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -127,12 +115,9 @@ class ScheduledSend(TenantModel):
                 | models.Q(outcome="sent", failure_kind="undelivered"),
             ),
         ]
-        # The table's fillfactor (50: room on each page for the claim's
-        # heap-only updates) is set by migration 0005; Django cannot say it.
+        # fillfactor is set per partition (statements.PARTITION_STORAGE).
         indexes = [
-            # The claim: oldest minute first, everyone's first nudge of a minute
-            # before anyone's second, over unsettled rows only, so its size
-            # follows the live work and the plan stops after LIMIT rows.
+            # The claim's order, over unsettled rows only.
             models.Index(
                 fields=["fire_minute", "user_rank", "fire_at"],
                 condition=models.Q(sent_at__isnull=True) & models.Q(outcome__isnull=True),
@@ -150,9 +135,8 @@ class ScheduledSend(TenantModel):
                 condition=~models.Q(provider_message_id=""),
                 name="sends_provider_message_idx",
             ),
-            # Materialize's read of one user's pending rows. Without it the planner,
-            # short of statistics on a freshly filled queue, walks the claim's index
-            # through every tenant's live rows for each user.
+            # Materialize's read of one user's pending rows (without it, a freshly
+            # filled queue's plan walks the claim's index through every tenant).
             models.Index(
                 fields=["user", "intended_at"],
                 condition=models.Q(sent_at__isnull=True, outcome__isnull=True),
@@ -174,12 +158,9 @@ class ScheduledSend(TenantModel):
 class NudgeAct(TenantModel):
     """Something the user did from a nudge's message: Snooze or Done.
 
-    One row per (nudge, act): a double tap, a replayed callback or a second
-    "snooze" reply finds the first and changes nothing. A snooze is also what
-    materialize plans the snoozed nudge from (``snoozed_until``), so the row
-    it queued is not withdrawn as unplanned; both acts show in the user's
-    history. ``source_send_id`` is not a foreign key: settled queue rows are
-    pruned, the record of what the user did outlives them.
+    One row per (nudge, act), so a double tap or replayed callback changes
+    nothing. Materialize plans snoozed nudges from ``snoozed_until``.
+    ``source_send_id`` is no foreign key: queue rows are pruned, acts outlive them.
     """
 
     class Act(models.TextChoices):
@@ -220,11 +201,7 @@ class NudgeAct(TenantModel):
 
 
 class SweepRun(models.Model):
-    """One run of a sweep. Not a tenant table: it holds counts, never user data.
-
-    A quiet minute and an outage must not look the same; this log, read by
-    ``nudge_health``, is how they are told apart.
-    """
+    """One run of a sweep, so health can tell a quiet minute from an outage; no user data."""
 
     class Sweep(models.TextChoices):
         MATERIALIZE = "materialize"
@@ -257,19 +234,13 @@ class SweepRun(models.Model):
         ]
 
     def __str__(self) -> str:
-        # Its zone written out: the run's page shows its instants in the viewer's zone
-        # beside this title (issue 33).
+        # Zone written out: the run's page shows instants in the viewer's zone beside it.
         started = when_text(self.started_at) if self.started_at else "(not started)"
         return f"{self.sweep} {self.status} at {started}"
 
 
 class MaterializeCycle(models.Model):
-    """One 15-minute materialize cycle, shared by every process that joins it.
-
-    Not a tenant table: it holds a slot, an instant and a count, never user
-    data. The first ``materialize`` of the slot creates it with its slices;
-    the others find it (``sweeps/cycle.py``).
-    """
+    """One 15-minute materialize cycle, shared by every process that joins it; no user data."""
 
     starts_at = models.DateTimeField(
         primary_key=True, help_text="The cycle's slot: the run's instant floored to 15 minutes."
@@ -286,12 +257,8 @@ class MaterializeCycle(models.Model):
 
 
 class MaterializeSlice(models.Model):
-    """A range of user ids of one cycle, claimed by one participant at a time.
-
-    Not a tenant table: user ids as range bounds and a participant's name
-    (host:pid), nothing a user wrote. ``claimed_at`` is a lease the holder
-    renews; a slice whose lease lapsed (its holder died) is taken over.
-    """
+    """A range of user ids of one cycle, claimed by one participant at a time (not a tenant
+    table). ``claimed_at`` is a renewed lease; a lapsed one is taken over."""
 
     cycle = models.ForeignKey(MaterializeCycle, on_delete=models.CASCADE, related_name="slice_rows")
     position = models.PositiveIntegerField(help_text="Claim order within the cycle.")

@@ -1,9 +1,6 @@
 """The sweep run log: every run records itself, so silence is never ambiguous.
 
-A run that crashed, a run that never started and a run that found nothing
-due all print nothing alarming on their own; the log (``sweep_runs``) plus
-``nudge_health`` tell them apart. It holds counts and error classes, never
-titles, addresses or other user data.
+It holds counts and error classes, never titles, addresses or other user data.
 """
 
 from __future__ import annotations
@@ -24,13 +21,8 @@ logger = logging.getLogger("nudge.runlog")
 
 
 class RunCounts:
-    """The figures of a run that code reads back from the log (``SweepRun.counts``).
-
-    Each name is spelt once, as a field: the run's report writes them with
-    :meth:`as_dict` (beside figures only people read), and health or the next
-    run reads them with :meth:`from_counts`, which tolerates an older run's
-    entry that lacks one.
-    """
+    """The figures of a run that code reads back from ``SweepRun.counts``;
+    :meth:`from_counts` tolerates an older entry that lacks a field."""
 
     @classmethod
     def from_counts(cls, counts: Mapping[str, object] | None) -> Self:
@@ -62,10 +54,9 @@ class DeliverCounts(RunCounts):
     rate_limited: int = 0
     rate_limited_by_channel: dict = field(default_factory=dict)  # channel -> 429s
     sent_by_channel: dict = field(default_factory=dict)  # channel -> sends accepted
-    # channel -> failure kind -> rows settled failed; "transient" for a retry after a
-    # provider or network error (a 429 is counted apart, above).
+    # channel -> failure kind -> rows; "transient" for a retry (429s counted apart).
     failures_by_channel: dict = field(default_factory=dict)
-    # channel -> what the channel said of our own configuration (names the setting)
+    # channel -> what the channel said of our configuration (names the setting)
     configuration_errors: dict = field(default_factory=dict)
 
 
@@ -80,12 +71,9 @@ class MaterializeCounts(RunCounts):
     calendars_failed: int = 0
     calendars_needing_reauth: int = 0
     calendars_deferred: int = 0
-    # provider -> sync outcome -> calendars; /metrics labels sync outcomes with them.
-    calendar_outcomes: dict = field(default_factory=dict)
-    # The providers' app-wide request rates in force as the run ended (req/s).
-    rates: dict = field(default_factory=dict)
-    # The shared cycle this run took part in (its slot, ISO 8601; "" for a run
-    # of named users), and how the cycle stood when this run left it.
+    calendar_outcomes: dict = field(default_factory=dict)  # provider -> outcome -> calendars
+    rates: dict = field(default_factory=dict)  # providers' request rates at the end (req/s)
+    # The shared cycle's slot (ISO 8601; "" for named users) and how it stood at the end.
     cycle: str = ""
     participants: int = 0
     participant: str = ""  # this run's host:pid, as the cycle's slices name their holder
@@ -112,23 +100,16 @@ NEVER_FINISHED = (
 
 
 def outlived_after(budget_seconds: float) -> timedelta:
-    """How long a run of this budget may stay "running" before it is taken for dead.
-
-    Twice the budget and five minutes more: a run past its budget still
-    finishes the sends in flight, smooths and writes its record, and a slow
-    but live run marked too early would only rewrite its own record at its end.
-    """
+    """How long a run of this budget may stay "running" before it is taken for dead
+    (generous: a run past its budget still finishes its sends and its record)."""
     return timedelta(seconds=2 * budget_seconds + 300)
 
 
 def close_runs_that_never_finished(sweep: str, outlived: timedelta) -> int:
     """Mark this sweep's runs still "running" after ``outlived`` as failed, never finished.
 
-    A SIGKILL, an OOM kill or a lost machine leaves no chance to record the end,
-    and a record that says "running" forever reads like work in progress. Each
-    run closes its own sweep's dead runs as it starts, so the log says what
-    happened within one run of it (by the wall clock: ``started_at`` is always
-    the real instant, whatever ``--now`` a run acts for).
+    A killed process cannot record its end. Measured by the wall clock
+    (``started_at``), whatever ``--now`` a run acts for.
     """
     now = timezone.now()
     closed = SweepRun.objects.filter(
@@ -140,12 +121,7 @@ def close_runs_that_never_finished(sweep: str, outlived: timedelta) -> int:
 
 
 def prune_run_log(cutoff: datetime, batch: int = 5000) -> int:
-    """Delete run-log entries started before ``cutoff``, in batches; returns how many.
-
-    Two sweeps write about 1,500 entries a day; kept forever the log would
-    grow without end. It is pruned with the queue's history (``prune_sends``),
-    so a run and the rows it settled leave together.
-    """
+    """Delete run-log entries started before ``cutoff``, in batches; returns how many."""
     total = 0
     while True:
         doomed = list(
@@ -161,10 +137,8 @@ def prune_run_log(cutoff: datetime, batch: int = 5000) -> int:
 def recorded_run(sweep: str, as_of: datetime, *, outlived: timedelta) -> Iterator[SweepRun]:
     """Record a sweep run; the caller fills ``run.counts`` and ``run.summary``.
 
-    An exception marks the run failed (and propagates); otherwise the run is
-    ok unless the caller set ``run.status`` itself. Runs of the same sweep
-    that were still "running" after ``outlived`` are closed first, as never
-    finished.
+    An exception marks the run failed (and propagates); otherwise it is ok
+    unless the caller set ``run.status``. Dead runs of the sweep are closed first.
     """
     close_runs_that_never_finished(sweep, outlived)
     run = SweepRun.objects.create(sweep=sweep, as_of=as_of)
@@ -182,8 +156,7 @@ def recorded_run(sweep: str, as_of: datetime, *, outlived: timedelta) -> Iterato
         try:
             run.save(update_fields=["status", "finished_at", "counts", "error", "summary"])
         except DatabaseError:
-            # The connection itself may be what failed; the run stays "running"
-            # until the sweep's next run closes it as never finished.
+            # The connection may be what failed; the next run closes this one.
             logger.exception("could not record the end of the %s run", sweep)
         logger.info(
             "sweep finished",

@@ -1,15 +1,8 @@
 """What a nudge is about, and whether it still deserves one: the subject rules.
 
-A claimed row names its owner and its subject (a calendar event or a
-follow-up). Just before sending, delivery reads — in the owner's tenant scope
-— the owner's delivery settings and the subject as it is *now*, in one
-statement per row (``statements.RESOLVE_NUDGE``) inside one read-only
-transaction for the whole batch (``tenancy.scope.tenant_reads``): the
-:class:`Facts` that ``sweeps.verdicts.decide`` turns into a send or a skip.
-
-The skip rules (:func:`event_skip_reason`, :func:`follow_up_skip_reason`) are
-stated once here: materialize plans nothing for such a subject, delivery skips
-a row whose subject has become one, and Snooze refuses to re-queue it.
+Just before sending, delivery reads each claimed row's :class:`Facts` (owner
+settings and subject as they are now) in the owner's tenant scope. The skip
+rules are stated once here, for materialize, delivery and Snooze alike.
 """
 
 from __future__ import annotations
@@ -48,7 +41,7 @@ class Facts:
     all_day: bool
     needs_reauth: bool
     done: bool
-    # Self-service holds (accounts.rules reads these by name).
+    # accounts.rules reads these by name.
     paused: bool
     paused_reason: str
     unreachable_channel: str
@@ -57,14 +50,11 @@ class Facts:
     quiet_end: time | None
     # A deactivated account is sent nothing, whatever is still queued for it.
     user_active: bool = True
-    # The event's calendar: switched off on the Calendars page; all-day events left out.
     calendar_off: bool = False
     skip_all_day: bool = True
-    # A follow-up's repeat rule (followups.repeat): which instants are still its own.
     repeat: str = ""
     repeat_weekdays: tuple[int, ...] = ()
     repeat_zone: str = "UTC"
-    # How the message is written (the owner's language and clock) and what it may add.
     language: str = "en"
     clock: str = "24h"
     location: str = ""
@@ -111,13 +101,7 @@ def event_skip_reason(
     calendar_off: bool = False,
     skip_all_day: bool = True,
 ) -> str | None:
-    """Why a calendar event deserves no nudge, if it does not.
-
-    The one statement of the rule: materialize plans nothing for such an event,
-    and delivery skips a row whose event has become one, with this reason.
-    Declined events are always left out; all-day ones unless the user's
-    calendar takes them (``skip_all_day`` off on its Calendars card).
-    """
+    """Why a calendar event deserves no nudge, if it does not."""
     if not found:
         return "event no longer in the calendar"
     if calendar_off:
@@ -158,11 +142,8 @@ def occurrence_start(row: ClaimedSend, facts: Facts) -> datetime | None:
 
 
 def subject_titles(rows: Iterable[ScheduledSend]) -> dict[tuple[str, int], str]:
-    """``(kind, ref_id)`` → the subject's title now, in one query; a gone subject is absent.
-
-    Reads in the caller's scope: the user's own in the end-user area, every
-    tenant's in the support console.
-    """
+    """``(kind, ref_id)`` → the subject's title now (a gone subject is absent), in one
+    query, in the caller's scope."""
     ids: dict[str, set[int]] = defaultdict(set)
     for row in rows:
         ids[row.kind].add(row.ref_id)

@@ -1,41 +1,23 @@
 """Create or repair the database roles and databases the application needs.
 
-Runs from an *admin* connection (a superuser, or a role with CREATEROLE and
-CREATEDB) and is idempotent: running it twice, or against a half-built
-server, converges on the same state. It is plain psycopg with no Django
-imports because the embedded default calls it while settings are loading.
+Runs from an *admin* connection and is idempotent: against a half-built server
+it converges on the same state. Plain psycopg, no Django: the embedded default
+calls it while settings are loading.
 
-The roles, and why there are four:
+* the **owner role** owns the databases and every table; only ``migrate``,
+  ``flush`` and test set-up connect as it. Nobody is a member of it.
+* the **login role** (``DATABASE_URL``) runs the application: DML only, no
+  ownership or CREATE, so it cannot alter a table or a policy. ``NOINHERIT``,
+  so the policies ``TO`` the three NOLOGIN roles below apply only after an
+  explicit ``SET LOCAL ROLE``, and those are the only roles it may enter.
+* the **sweeper**, **support** and **planner** roles carry the cross-tenant
+  policies of ``rls_bypass``, ``support_scope`` and ``planning_scope``.
 
-* the **owner role** (``<login>_owner``, or the user of ``DATABASE_OWNER_URL``)
-  owns the databases and every table. Only ``migrate``, ``flush`` and the
-  test-database set-up connect as it (``tenancy/owner.py``). It is a login
-  role, never a superuser, never BYPASSRLS, and nobody is a member of it.
-* the **login role** (the user in ``DATABASE_URL``) is what the application
-  runs as: DML on the tables (granted by migration ``tenancy/0002``), nothing
-  else — no ownership, no CREATE, no CREATEDB, so it cannot alter a table,
-  rewrite a policy or turn row-level security off. It is never a superuser
-  and never has BYPASSRLS. It is ``NOINHERIT`` so that the policies written
-  ``TO`` the two roles below never apply to it by accident — only an explicit
-  ``SET LOCAL ROLE`` enters them — and those three are the only roles it may
-  enter.
-* the **sweeper role** (NOLOGIN) carries the one permissive policy that lets the
-  delivery claim and its settle-up see every tenant's queue rows.
-* the **support role** (NOLOGIN) carries the staff admin's cross-tenant policies.
-* the **planner role** (NOLOGIN) carries the policies that let materialize
-  plan and queue a named set of users in one statement (``planning_scope``).
-
-Repairs on every run: role attributes, memberships (the login role loses any
-other; nobody keeps admin option), role- and database-level settings that
-would pre-set a tenant or a role for every session, ownership (anything the
-login role owns — the layout before the owner role existed — is handed to
-the owner), and TRUNCATE/REFERENCES/TRIGGER grants to the three roles that
-run application code. Policies and the DML grants are the migrations'.
-
-A ``NOINHERIT`` role also stops inheriting the implicit ``pg_database_owner``
-role, so on PostgreSQL 15 it cannot create tables in ``public`` of its own
-database until granted ``USAGE, CREATE`` there. Test databases are created
-from ``<database>_template``, which carries that grant, for the same reason.
+None is a superuser or BYPASSRLS. Each run also repairs memberships, session
+defaults that would pre-set a tenant or role, ownership, and TRUNCATE,
+REFERENCES and TRIGGER grants; policies and DML grants are the migrations'.
+A ``NOINHERIT`` owner needs ``USAGE, CREATE`` on ``public`` granted explicitly
+(PostgreSQL 15), and test databases copy ``<database>_template``, which has it.
 """
 
 from __future__ import annotations
@@ -77,7 +59,7 @@ SESSION_SETTINGS_REFUSED = ("app.%", "role", "session_authorization", "row_secur
 
 
 def template_database_name(database: str) -> str:
-    """The database that test databases are copied from (see module docstring)."""
+    """The database that test databases are copied from."""
     return f"{database}_template"
 
 
@@ -86,8 +68,7 @@ def _ensure_role(
 ) -> None:
     cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [name])
     verb = "ALTER" if cur.fetchone() else "CREATE"
-    # NOSUPERUSER / NOBYPASSRLS are repaired on every run: a role that somehow
-    # gained them would make every policy decorative.
+    # Repaired every run: a SUPERUSER or BYPASSRLS role makes every policy decorative.
     options = [
         "LOGIN" if login else "NOLOGIN",
         "NOINHERIT",
@@ -108,8 +89,7 @@ def _repair_memberships(cur: psycopg.Cursor, roles: RoleNames) -> None:
     """The login role is a member of the sweeper, support and planner roles, and of
     nothing else."""
     for member_of in roles.entered_by_login:
-        # Membership only lets the login role *enter* these roles with SET ROLE;
-        # NOINHERIT means it never holds their privileges or policies otherwise.
+        # NOINHERIT: membership only lets the login role enter them with SET ROLE.
         cur.execute(
             sql.SQL("GRANT {} TO {}").format(sql.Identifier(member_of), sql.Identifier(roles.login))
         )
@@ -203,8 +183,7 @@ def _repair_database(admin_url: str, database: str, roles: RoleNames) -> None:
                 sql.Identifier(database), login
             )
         )
-        # TRUNCATE skips row-level security; REFERENCES and TRIGGER are schema
-        # work. None of the roles that run application code needs them.
+        # TRUNCATE skips row-level security; REFERENCES and TRIGGER are schema work.
         conn.execute(
             sql.SQL(
                 "REVOKE TRUNCATE, REFERENCES, TRIGGER ON ALL TABLES IN SCHEMA public FROM {}"

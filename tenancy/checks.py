@@ -1,19 +1,10 @@
 """System check: refuse to run quietly where row-level security is not what we installed.
 
-Isolation is decorative when the application's role, or any role it can
-``SET ROLE`` into, is a superuser or has BYPASSRLS; when it can act as the
-owner of a table, the schema or the database (and so ALTER a table, disable
-row security, rewrite a policy or set a session default for everyone); when
-a tenant table lost ENABLE/FORCE; when a policy was added, dropped or
-rewritten (one extra permissive ``USING (true)`` policy opens a
-table to everyone); when a role or database default pre-sets a tenant or a
-role for every session; or when the sweeper may re-own a queue row. Names are
-not enough — the policies' contents are compared with what the migrations
-install (``tenancy.rls.expected_policies``).
-
-``manage.py check`` (and every command that runs checks) and ``nudge_health``
-fail on any of these. While ``migrate`` runs, the schema is the thing being
-changed, so the system check then only looks at the roles.
+Isolation is decorative when the login role (or a role it can enter) skips
+RLS or can act as an owner; when a tenant table lost ENABLE/FORCE; when a
+policy's contents differ from what the migrations install; when a session
+default pre-sets a tenant or role; or when the sweeper may re-own a queue row.
+While ``migrate`` runs, only the roles are checked: the schema is being changed.
 """
 
 from __future__ import annotations
@@ -158,12 +149,8 @@ def _migrating(using: str) -> bool:
 
 
 def connected_bypassing(using: str = DEFAULT_DB_ALIAS) -> str | None:
-    """The session's own role when it is a superuser or has BYPASSRLS, else None.
-
-    Asked first and on its own: connected so, row-level security never applies,
-    and the rest of the check may not even be able to run (the support role
-    its policies name may not exist), which must not soften the verdict.
-    """
+    """The session's own role when it is a superuser or has BYPASSRLS, else None; asked
+    on its own, so a failure of the rest of the check cannot soften this verdict."""
     with connections[using].cursor() as cursor:
         cursor.execute(CHECK_SESSION_ROLE)
         row = cursor.fetchone()
@@ -172,8 +159,7 @@ def connected_bypassing(using: str = DEFAULT_DB_ALIAS) -> str | None:
 
 @checks.register("nudge")
 def check_row_level_security(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    # Tables not created yet (before the first migrate) are not checked; the
-    # roles are, so migrations never run for a role that would skip RLS.
+    # Before the first migrate only the roles can be checked.
     messages: list[checks.CheckMessage] = []
     try:
         bypassing = connected_bypassing()

@@ -7,12 +7,7 @@ from django.db import models
 
 
 class TenantModel(models.Model):
-    """A row owned by one user.
-
-    Every concrete subclass's table must carry ENABLE + FORCE row-level
-    security with the tenant policy (``tenancy.rls.enable_tenant_rls`` in its
-    migration); ``manage.py check`` refuses to pass otherwise.
-    """
+    """A row owned by one user; its migration must apply ``tenancy.rls.enable_tenant_rls``."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,

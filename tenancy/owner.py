@@ -1,13 +1,8 @@
 """Connecting as the owner (migration) role, for the few jobs that change the schema.
 
-The application's login role has DML only: it cannot alter a table, rewrite
-or drop a policy, or turn row-level security off, so a future SQL bug in the
-application cannot either. The tables belong to a separate owner role. Only
-three things connect as it: ``manage.py migrate``, ``manage.py flush`` (a
-``TRUNCATE`` skips row-level security, so the login role may not) and the
-creation of test databases. They swap the credentials of the same Django
-connection for the duration, so migrations, the migration recorder and
-``post_migrate`` all run as the owner, and the login role is back afterwards.
+The login role has DML only; the tables belong to the owner role. The jobs that
+need it swap the same Django connection's credentials for the duration, so
+migrations and ``post_migrate`` run as the owner and the login role is back after.
 """
 
 from __future__ import annotations

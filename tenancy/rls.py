@@ -1,14 +1,9 @@
 """Row-level security DDL for tenant tables, as reversible migration operations.
 
-One definition of the tenant predicate, used by every app's migrations and by
-the system check that verifies the deployed database still carries it.
-
-The bypass is role-gated rather than a flag OR'ed into the tenant policy:
-measured on PostgreSQL 15 with a million queued rows, any flag term in the
-policy costs the claim its early stop (it sorts every due row) and costs
-policy-only tenant reads their ``user_id`` index. A policy ``TO`` a NOLOGIN
-role that the NOINHERIT login role enters with ``SET LOCAL ROLE`` keeps both
-plans and still needs an explicit, transaction-local act to use.
+The one definition of the tenant predicate, for the migrations and the check.
+The bypass is a policy ``TO`` a NOLOGIN role entered with ``SET LOCAL ROLE``,
+not a flag OR'ed into the tenant policy: any flag term costs the claim its
+early stop and tenant reads their ``user_id`` index.
 """
 
 from __future__ import annotations
@@ -24,8 +19,7 @@ from tenancy.scope import PLANNING_SETTING, TENANT_SETTING
 TENANT_PREDICATE = (
     f"user_id = (SELECT nullif(current_setting('{TENANT_SETTING}', true), '')::bigint)"
 )
-# The planner's: the users ``planning_scope`` named for this transaction, no one else.
-# (The outer cast makes the scalar sub-select an array for ANY, not a set of rows.)
+# The users ``planning_scope`` named; the outer cast makes the sub-select an array for ANY.
 PLANNER_PREDICATE = (
     "user_id = ANY (CAST((SELECT string_to_array(nullif(current_setting("
     f"'{PLANNING_SETTING}', true), ''), ',')::bigint[]) AS bigint[]))"
@@ -35,9 +29,7 @@ SWEEPER_POLICY = "sweeper_all_queue_rows"
 SUPPORT_POLICY = "support_all_rows"
 PLANNER_POLICY = "planner_named_users"
 
-# What planning a set of users reads and writes (``planning_scope``), table by
-# table: it reads the subjects and the settings, and writes only the queue
-# and the capped count. Each of these tables carries the planner's policy.
+# What ``planning_scope`` may do per table; each of these carries the planner's policy.
 PLANNER_GRANTS: dict[str, str] = {
     "delivery_settings": "SELECT, UPDATE (capped_nudges, capped_at)",
     "calendar_connections": "SELECT",
@@ -89,7 +81,7 @@ def _planner_policy(table: str) -> str:
 
 def planner_statements(table: str, *, like: str) -> list[str]:
     """The planner's policy and grants on ``table`` (tenant table ``like`` or a partition
-    of it); run again, they leave the same result (the policy is replaced)."""
+    of it); idempotent (the policy is replaced)."""
     planner = _role(settings.NUDGE_DB_PLANNER_ROLE)
     return [
         f"DROP POLICY IF EXISTS {PLANNER_POLICY} ON {table}",
@@ -107,16 +99,14 @@ def revoke_planner_statements(table: str) -> list[str]:
 
 
 def grant_planner(table: str) -> migrations.RunSQL:
-    """Let ``planning_scope`` read (and, for the queue, write) ``table``'s rows of the
-    users it names: the policy ``TO`` the planner role and the table's grants."""
+    """Let ``planning_scope`` reach ``table``'s rows of the users it names."""
     return migrations.RunSQL(
         sql=planner_statements(table, like=table), reverse_sql=revoke_planner_statements(table)
     )
 
 
 def grant_planner_user_reads() -> migrations.RunSQL:
-    """Whether a user is active, and nothing else of ``auth_user`` (not a tenant table:
-    a column grant keeps names, e-mail and password hashes out of the planner's reach)."""
+    """Whether a user is active, and nothing else of ``auth_user`` (a column grant)."""
     planner = _role(settings.NUDGE_DB_PLANNER_ROLE)
     return migrations.RunSQL(
         sql=[f"GRANT SELECT (id, is_active) ON auth_user TO {planner}"],
@@ -125,11 +115,10 @@ def grant_planner_user_reads() -> migrations.RunSQL:
 
 
 def enable_tenant_rls(table: str) -> migrations.RunSQL:
-    """ENABLE + FORCE row-level security on ``table`` with the tenant policy.
+    """ENABLE + FORCE row-level security on ``table`` with the tenant and support policies.
 
-    The tenant policy applies to PUBLIC: any role that is not explicitly given
-    a wider policy sees one tenant at a time, or nothing. The support role's
-    policy is the staff admin's cross-tenant view (see ``support_scope``).
+    The tenant policy applies to PUBLIC: a role without a wider policy sees one
+    tenant at a time, or nothing.
     """
     return migrations.RunSQL(
         sql=[
@@ -190,8 +179,7 @@ SELECT tablename, policyname, permissive, cmd, roles::text[], qual, with_check
 
 
 def deployed_policies_of(cursor, tables: Sequence[str]) -> dict[str, dict[str, PolicyShape]]:
-    """``deployed_policies`` of many tables in one query: a table per partition
-    must not cost the check (and the console's landing page) a query each."""
+    """``deployed_policies`` of many tables (every partition) in one query."""
     cursor.execute(_POLICY_SHAPES_OF_TABLES, [list(tables)])
     shapes: dict[str, dict[str, PolicyShape]] = {table: {} for table in tables}
     for table, *row in cursor.fetchall():
@@ -201,12 +189,7 @@ def deployed_policies_of(cursor, tables: Sequence[str]) -> dict[str, dict[str, P
 
 def expected_policies(cursor, table: str) -> dict[str, PolicyShape]:
     """The policies the migrations install on tenant ``table``, deparsed by this server.
-
-    The migrations' own statements are run against a scratch temporary table
-    inside a transaction the caller rolls back, so the comparison is with the
-    server's canonical text of exactly what the migrations create, on any
-    PostgreSQL version.
-    """
+    Creates them on a temporary table: the caller must roll the transaction back."""
     cursor.execute(f"CREATE TEMPORARY TABLE {_PROBE} (user_id bigint) ON COMMIT DROP")
     statements = [_tenant_policy(_PROBE), _support_policy(_PROBE)]
     if table in SWEEPER_TABLES:
@@ -223,12 +206,8 @@ def expected_policies(cursor, table: str) -> dict[str, PolicyShape]:
 def across_tenants(table: str, statement: str) -> migrations.RunSQL:
     """A data migration over every tenant's rows of ``table`` (forward only).
 
-    Migrations run as the owner role, and ``FORCE ROW LEVEL SECURITY`` binds
-    the owner like everyone else: with no tenant set it sees no rows, so a
-    backfill ``UPDATE`` silently changes nothing (and a following ``NOT NULL``
-    fails). Only the owner may lift FORCE, and it does so for this
-    statement alone, inside the migration's transaction: no other session
-    ever sees the table without it.
+    FORCE binds the owner too, so a backfill would silently change nothing; FORCE
+    is lifted for this statement alone, inside the migration's transaction.
     """
     return migrations.RunSQL(
         sql=[
@@ -240,14 +219,13 @@ def across_tenants(table: str, statement: str) -> migrations.RunSQL:
     )
 
 
-# --- Catalog queries for the "RLS is what we installed" check (tenancy/checks.py) ---
+# --- Catalog queries for tenancy/checks.py ---
 CHECK_ROLE = "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s"
 # The role this session is really connected as, whatever the settings name.
 CHECK_SESSION_ROLE = (
     "SELECT current_user, rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
 )
-# Every role the login role can become with SET ROLE (pg_has_role MEMBER
-# follows memberships transitively), and whether it skips RLS.
+# Roles the login role can become (transitively) that skip RLS.
 CHECK_REACHABLE_BYPASS = """
 SELECT rolname FROM pg_roles
  WHERE rolname <> %(login)s AND pg_has_role(%(login)s, oid, 'MEMBER')
@@ -262,17 +240,14 @@ SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.rel
  WHERE n.nspname = current_schema() AND c.relname = ANY(%(tables)s)
  ORDER BY c.relname
 """
-# Everything else the login role could ALTER because it owns it (or can become
-# its owner): the database (ALTER DATABASE … SET role), the schema, and the
-# schema's other tables, sequences and views.
-# The partitions of tenant tables: each carries its own RLS flags, policies and
-# grants, which PostgreSQL applies when the partition is named directly.
+# Each partition carries its own RLS flags, policies and grants.
 CHECK_PARTITIONS = """
 SELECT c.relname, p.relname
   FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
  WHERE p.relnamespace = current_schema()::regnamespace AND p.relname = ANY(%(tables)s)
  ORDER BY 1
 """
+# Whatever else the login role owns (or can become the owner of) and could ALTER.
 CHECK_OTHER_OWNED = """
 SELECT 'database ' || datname FROM pg_database
  WHERE datname = current_database() AND pg_has_role(%(login)s, datdba, 'MEMBER')
@@ -305,11 +280,8 @@ SELECT c.relname, a.attname
 """
 
 
-# What a delivery run writes to a queue row under the bypass: the claim, the
-# settle-ups, receipts, and burst smoothing (which moves ``fire_at`` earlier).
-# Never ``user_id``, ``kind``, ``ref_id`` or ``intended_at``: the sweeper sees
-# every tenant's rows, so it must not be able to re-own or re-aim one. A later
-# migration that adds a state column adds it here and grants it.
+# What the sweeper may write to a queue row. Never the identity columns: it sees
+# every tenant's rows, so it must not re-own or re-aim one.
 SWEEPER_UPDATABLE_COLUMNS = (
     "claimed_at",
     "claim_token",
@@ -334,12 +306,7 @@ QUEUE_IDENTITY_COLUMNS = ("user_id", "kind", "ref_id", "intended_at")
 
 
 def restrict_sweeper_updates(table: str, columns: Sequence[str]) -> migrations.RunSQL:
-    """Narrow the sweeper's UPDATE on ``table`` to the queue's state columns.
-
-    Revoking the table-wide UPDATE first also clears any column grants, so
-    the result is exactly ``columns`` (the state columns the table had when
-    the migration was written); SELECT and DELETE (retention) stay as they were.
-    """
+    """Narrow the sweeper's UPDATE on ``table`` to exactly ``columns``; SELECT and DELETE stay."""
     role = _role(settings.NUDGE_DB_SWEEPER_ROLE)
     columns = ", ".join(columns)
     return migrations.RunSQL(
@@ -355,7 +322,7 @@ def restrict_sweeper_updates(table: str, columns: Sequence[str]) -> migrations.R
 
 
 def grant_sweeper_updates(table: str, columns: Sequence[str]) -> migrations.RunSQL:
-    """Let the sweeper update state columns a later migration adds (see above)."""
+    """Let the sweeper update state columns a later migration adds."""
     role = _role(settings.NUDGE_DB_SWEEPER_ROLE)
     listed = ", ".join(columns)
     return migrations.RunSQL(
@@ -365,12 +332,8 @@ def grant_sweeper_updates(table: str, columns: Sequence[str]) -> migrations.RunS
 
 
 def _dml_everywhere(role_name: str) -> migrations.RunSQL:
-    """DML on every table and sequence of the schema, now and for tables made later.
-
-    Migrations run as the owner role (``tenancy/owner.py``), so the default
-    privileges set here are the owner's: every table a later migration
-    creates is granted the moment it exists.
-    """
+    """DML on every table and sequence of the schema, now and (the owner's default
+    privileges) for tables later migrations make."""
     role = _role(role_name)
     tables = "SELECT, INSERT, UPDATE, DELETE"
     return migrations.RunSQL(
@@ -396,23 +359,15 @@ def grant_runtime_role() -> migrations.RunSQL:
 
 
 def grant_support_role() -> migrations.RunSQL:
-    """Table privileges for the support role, now and for tables made later.
-
-    The staff admin runs whole requests as this role (sessions, users, the
-    admin log), so it needs ordinary privileges everywhere; which *rows* it
-    sees of tenant tables is still decided by the policies above.
-    """
+    """DML for the support role, which runs whole admin requests; policies still pick its rows."""
     return _dml_everywhere(settings.NUDGE_DB_SUPPORT_ROLE)
 
 
 def tenant_table_security(table: str, *, like: str) -> list[str]:
-    """Everything a tenant table's own row-level security and grants are, for ``table``,
-    a partition (or other copy) of tenant table ``like``.
+    """Tenant table ``like``'s row-level security and grants, for ``table``, a partition of it.
 
-    PostgreSQL applies a partition's *own* flags, policies and grants when the
-    partition is named directly, not its parent's, and a new partition has
-    none of them: without these statements a role with the default DML grant
-    could read every tenant's rows of one day by naming that day's table.
+    PostgreSQL applies a partition's *own* when it is named directly, and a new
+    one has none: without these, naming it would read every tenant's rows.
     """
     login = _role(settings.NUDGE_DB_LOGIN_ROLE)
     support = _role(settings.NUDGE_DB_SUPPORT_ROLE)

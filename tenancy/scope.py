@@ -1,35 +1,21 @@
 """The only place that sets ``app.*`` settings or switches database roles.
 
-Every tenant table carries ``FORCE ROW LEVEL SECURITY`` with a policy that
-admits a row only when ``user_id`` equals ``app.current_user_id``. Code reaches
-tenant data in exactly one of three ways, each a context manager that opens
-its own transaction and makes its setting transaction-local, so nothing can
-leak to the next user of a pooled or persistent connection:
+Every tenant table carries ``FORCE ROW LEVEL SECURITY``, admitting a row only
+when ``user_id`` equals ``app.current_user_id``. Tenant data is reached only
+through these scopes, each opening its own transaction with transaction-local
+settings, so nothing leaks to the next user of a pooled connection:
 
-* :func:`tenant_scope` — one user's rows. Everything user-facing runs here.
-* :func:`rls_bypass` — every tenant's *queue* rows, by entering the NOLOGIN
-  sweeper role. Used only by the delivery claim, its settle-up, and the
-  queue's health counts; the sweeper role has privileges on ``scheduled_sends``
-  alone, so a careless read of anything else under it fails loudly.
-* :func:`support_scope` — the staff admin's cross-tenant view, by entering
-  the NOLOGIN support role; used only by the admin site for staff users.
-* :func:`planning_scope` — a *named* set of users' rows, by entering the
-  NOLOGIN planner role with those ids set for the transaction: materialize
-  plans and queues a slice of users in one statement per step instead of a
-  transaction per user. The planner role may read what planning reads and
-  write only the queue and the capped count; its policies admit exactly the
-  listed users (docs/ARCHITECTURE.md, "Planning in sets").
+* :func:`tenant_scope` — one user's rows; everything user-facing.
+* :func:`rls_bypass` — every tenant's *queue* rows (the NOLOGIN sweeper role,
+  privileged on ``scheduled_sends`` alone).
+* :func:`support_scope` — the staff admin's cross-tenant view (support role).
+* :func:`planning_scope` — a *named* set of users' rows (planner role), for
+  materialize.
 
 ``tenant_read``, ``tenant_statements`` and ``unscoped_relaxed`` give the same
-guarantees to one short transaction in one round trip (the setting travels
-with the statements, which PostgreSQL runs as one implicit transaction); inside
-a transaction they fall back to the context managers.
-
-They refuse to nest and refuse to run inside a transaction they do not own:
-a ``SET LOCAL`` made inside a savepoint survives the savepoint's release, so
-a scope opened inside someone else's transaction would outlive its block. For
-the same reason they refuse a connection with autocommit off, where the
-transaction they would run in is an implicit one that nobody has committed.
+guarantees in one round trip (one implicit transaction). Scopes refuse to nest,
+to run inside a transaction they do not own, and to run with autocommit off: a
+``SET LOCAL`` would otherwise outlive the block.
 """
 
 from __future__ import annotations
@@ -61,16 +47,13 @@ def _validated_user_id(user_id: object) -> int:
     return user_id
 
 
-# One statement sets both transaction-local settings: the tenant, and the
-# role (``set_config('role', …)`` is ``SET LOCAL ROLE``, with the same
-# membership check). Bound parameters, so no value is ever spliced into SQL.
+# ``set_config('role', …, true)`` is ``SET LOCAL ROLE`` with the same membership
+# check. Bound parameters: no value is ever spliced into SQL.
 _SET_SCOPE = (
     "SELECT set_config(%s, %s, true), set_config('role', %s, true), "
     f"set_config('{PLANNING_SETTING}', %s, true)"
 )
-# The same, for work whose commit need not wait for the disk (see tenant_scope).
 _SET_SCOPE_RELAXED = _SET_SCOPE + ", set_config('synchronous_commit', 'off', true)"
-# The same, for a transaction that may only read (see tenant_reads).
 _SET_SCOPE_READ_ONLY = _SET_SCOPE + ", set_config('transaction_read_only', 'on', true)"
 # Prefixed to a read in the same round trip: the read is a separate statement,
 # so the policy's InitPlan sees the new tenant when it starts.
@@ -93,12 +76,9 @@ def _owned_transaction(
     if active:
         raise ScopeError(f"{kind} cannot be opened inside {active}; scopes do not nest")
     if not connection.in_atomic_block and not connection.get_autocommit():
-        # With autocommit off, atomic() neither begins nor commits: the block's
-        # SET LOCAL would live on until someone else's commit, past the scope.
+        # atomic() would neither begin nor commit: SET LOCAL would outlive the scope.
         raise ScopeError(f"{kind} needs autocommit on; it would outlive its block otherwise")
-    # Django's test wrapper (an outer atomic block marked _from_testcase) is
-    # the only transaction a scope may run inside; durable=True enforces the
-    # same rule a second time.
+    # Only Django's test wrapper may enclose a scope; durable=True enforces it again.
     inside_test_wrapper = connection.in_atomic_block
     if inside_test_wrapper and not all(
         getattr(block, "_from_testcase", False) for block in connection.atomic_blocks
@@ -116,13 +96,10 @@ def _owned_transaction(
                 cursor.execute(enter, [TENANT_SETTING, tenant, role, planning])
                 yield
                 if read_only:
-                    # Nothing to keep: ending in a rollback also undoes every
-                    # setting when the block is a test wrapper's savepoint.
+                    # A rollback also undoes the settings inside a test wrapper.
                     transaction.set_rollback(True, using=using)
-                # Our own transaction's commit or rollback reverts SET LOCAL. Under
-                # a test's wrapping transaction the block is a savepoint, whose
-                # release would keep it alive: reset explicitly there (a doomed
-                # transaction is rolled back anyway).
+                # Under a test wrapper the block is a savepoint, whose release
+                # would keep SET LOCAL alive: reset it explicitly.
                 elif inside_test_wrapper and not connection.needs_rollback:
                     cursor.execute(_SET_SCOPE, [TENANT_SETTING, "", "none", ""])
         finally:
@@ -133,13 +110,8 @@ def _owned_transaction(
 def tenant_scope(
     user_id: int, *, using: str = DEFAULT_DB_ALIAS, relaxed_commit: bool = False
 ) -> Iterator[None]:
-    """Run the block in a transaction that sees only ``user_id``'s rows.
-
-    ``relaxed_commit`` lets the commit return before it reaches the disk
-    (``synchronous_commit = off`` for this transaction only): for work that
-    the next run derives again anyway, where a server crash losing the last
-    fraction of a second of it costs one run's delay. Never for delivery.
-    """
+    """Run the block in a transaction that sees only ``user_id``'s rows. ``relaxed_commit``
+    (``synchronous_commit = off``) is for work the next run derives again; never delivery."""
     user_id = _validated_user_id(user_id)
     with _owned_transaction(
         f"tenant_scope({user_id})",
@@ -157,13 +129,9 @@ def tenant_reads(
 ) -> Iterator[Callable[[int, str, dict[str, object]], tuple | None]]:
     """One read-only transaction that reads several tenants' rows, one tenant at a time.
 
-    Yields ``read(user_id, statement, params)``: it runs ``statement`` (named
-    parameters) seeing only that user's rows, exactly as inside
-    ``tenant_scope(user_id)``, and answers its first row. Entering the user's
-    scope travels with the statement, so a read costs one round trip, not a
-    transaction. The transaction is READ ONLY and ends in a rollback: nothing
-    can be written in it, whichever tenant is current. For delivery, which
-    reads a little about many users in a row.
+    Yields ``read(user_id, statement, params)``, which answers the first row of
+    ``statement`` seeing only that user's rows, in one round trip. The
+    transaction is READ ONLY and ends in a rollback.
     """
     with _owned_transaction("tenant_reads()", using, tenant="", role="none", read_only=True):
         connection = connections[using]
@@ -183,9 +151,8 @@ def tenant_reads(
 
 @contextmanager
 def _own_transaction_cursor(connection: BaseDatabaseWrapper) -> Iterator[CursorWrapper]:
-    """A cursor for statements that are their own implicit transaction. A connection
-    the server dropped is closed on the way out, so the next use reconnects — as a
-    scope's failed rollback does — instead of failing until the process ends."""
+    """A cursor for statements that are their own implicit transaction; a connection
+    the server dropped is closed on the way out, so the next use reconnects."""
     try:
         with connection.cursor() as cursor:
             yield cursor
@@ -195,9 +162,7 @@ def _own_transaction_cursor(connection: BaseDatabaseWrapper) -> Iterator[CursorW
         raise
 
 
-# Prefixed to statements in the same round trip (``tenant_read``,
-# ``tenant_statements``): the tenant and no role, as ``tenant_scope`` sets them;
-# a read may only read; a relaxed write commits without waiting for the disk.
+# Prefixed to statements in the same round trip: what ``tenant_scope`` sets.
 _ENTER_TENANT = (
     "SELECT set_config(%(_scope_setting)s, %(_scope_tenant)s, true), "
     "set_config('role', 'none', true)"
@@ -212,11 +177,8 @@ def tenant_read(
     """``statement`` (named parameters) seeing only ``user_id``'s rows, in one round trip;
     answers its rows.
 
-    Outside any transaction the tenant travels with the statement as one
-    implicit, read-only transaction, exactly as ``tenant_scope`` would set it
-    (transaction-local, gone at its end): for the sync pool's lanes, which read
-    one user's connections after another, four round trips became one. Inside a
-    transaction it runs in ``tenant_scope``, with that scope's rules.
+    Outside any transaction: one implicit, read-only transaction. Inside one:
+    ``tenant_scope``, with its rules.
     """
     user_id = _validated_user_id(user_id)
     connection = connections[using]
@@ -242,11 +204,8 @@ def tenant_statements(
     """``statements`` (sharing named ``params``) seeing only ``user_id``'s rows, as one
     transaction; answers each statement's rows, in order.
 
-    Outside any transaction they travel with the tenant setting in one round
-    trip, which PostgreSQL runs as one implicit transaction: all of it or none
-    of it, the setting gone at its end — ``tenant_scope``'s guarantees, for the
-    sync pool's writes, one per connection. Inside a transaction it runs in
-    ``tenant_scope``, one statement after another.
+    Outside any transaction: one round trip, one implicit transaction. Inside
+    one: ``tenant_scope``, one statement after another.
     """
     user_id = _validated_user_id(user_id)
     connection = connections[using]
@@ -278,8 +237,7 @@ def run_statements(
     return answers
 
 
-# Prefixed to one statement in the same round trip (client-side binding sends
-# both as one simple query, which PostgreSQL runs as one implicit transaction).
+# Prefixed to one statement: client-side binding sends both as one implicit transaction.
 _RELAXED_COMMIT_PREFIX = (
     f"SELECT set_config('{TENANT_SETTING}', '', true), set_config('role', 'none', true), "
     "set_config('synchronous_commit', 'off', true); "
@@ -292,13 +250,9 @@ def unscoped_relaxed(
     """One statement that sees no tenant's rows, as a transaction of its own that
     commits without waiting for the disk; answers its rows (none if it has none).
 
-    Outside any transaction (the pacer's threads, a sweep between its scopes)
-    the statement travels with its setting in one round trip and is its own
-    transaction: a row it locks — a budget every process reserves from — is
-    held only while the server runs it, never across a round trip to a busy
-    client whose thread waits for the GIL. Inside a transaction it runs in
-    ``unscoped_relaxed_commit``, with that scope's rules (only a test's
-    wrapping transaction is allowed).
+    Outside any transaction it is one round trip, so a row it locks (a shared
+    budget) is never held across a client's pause. Inside one:
+    ``unscoped_relaxed_commit``, with its rules.
     """
     connection = connections[using]
     if connection.in_atomic_block or not connection.get_autocommit():
@@ -313,12 +267,8 @@ def unscoped_relaxed(
 
 @contextmanager
 def unscoped_relaxed_commit(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
-    """A transaction that sees no tenant's rows and commits without waiting for the disk.
-
-    For bookkeeping outside tenant data whose loss in a server crash is
-    harmless (the shared send budget), where waiting for the WAL flush would
-    be the slowest part.
-    """
+    """A transaction that sees no tenant's rows and commits without waiting for the disk,
+    for bookkeeping whose loss in a server crash is harmless (the shared send budget)."""
     with _owned_transaction(
         "unscoped_relaxed_commit()", using, tenant="", role="none", relaxed_commit=True
     ):
@@ -327,10 +277,8 @@ def unscoped_relaxed_commit(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
 
 @contextmanager
 def rls_bypass(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
-    """Run the block as the sweeper role: every tenant's queue rows, nothing else.
-
-    Only the claim, the settle-up and their bookkeeping belong here.
-    """
+    """Run the block as the sweeper role: every tenant's queue rows, nothing else. Only
+    the claim, the settle-up and their bookkeeping belong here."""
     with _owned_transaction("rls_bypass()", using, tenant="", role=settings.NUDGE_DB_SWEEPER_ROLE):
         yield
 
@@ -338,12 +286,7 @@ def rls_bypass(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
 @contextmanager
 def planning_scope(user_ids: Sequence[int], *, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """Run the block as the planner role, seeing the rows of ``user_ids`` and no one else's.
-
-    For materialize alone: one slice of users planned and queued a statement
-    per step. The ids travel as a transaction-local setting the planner's
-    policies read; the commit, as in ``tenant_scope(relaxed_commit=True)``,
-    need not wait for the disk (the next run derives it all again).
-    """
+    For materialize alone; the commit is relaxed (the next run derives it all again)."""
     ids = sorted({_validated_user_id(user_id) for user_id in user_ids})
     if not ids:
         raise ScopeError("planning_scope needs at least one user id")

@@ -1,23 +1,11 @@
-"""The queue's day partitions: made ahead, checked by health, dropped whole by retention.
+"""The queue's day partitions (UTC day of ``intended_at``): made ahead, checked by
+health, dropped whole by retention.
 
-``scheduled_sends`` is range-partitioned by the UTC day of ``intended_at``
-(migration ``queue_partitioned_by_intended_day``); the unique key already holds that column, and the
-primary key is ``(id, intended_at)`` in the database while Django keeps
-``id`` as the model's pk (ids come from one identity sequence, so ``id``
-alone still names one row; every lookup by id is served by the primary key's
-leading column in each partition).
-
-The runtime role is DML-only, so partitions are created and dropped by the
-owner role (``tenancy/owner.py``): ``manage.py make_partitions`` on its own
-cron line, and ``manage.py prune_sends``, which drops the days that aged out
-of retention before it deletes what is left row by row. There is no DEFAULT
-partition on purpose: an insert for a day nobody made fails loudly
-(materialize reports the user as failed), and health says so first
-(:func:`coverage_problem`), days ahead.
-
-Each partition gets the parent's FORCE row-level security, policies and
-grants (``tenancy.rls.tenant_table_security``): PostgreSQL applies a
-partition's own when it is named directly.
+The runtime role is DML-only, so partitions are created and dropped as the
+owner role. There is no DEFAULT partition on purpose: an insert for a missing
+day fails loudly, and health warns days ahead (:func:`coverage_problem`). Each
+partition gets the parent's FORCE row-level security, policies and grants:
+PostgreSQL applies a partition's own when it is named directly.
 """
 
 from __future__ import annotations
@@ -72,8 +60,7 @@ def partitions() -> list[Partition]:
 
 
 def covered_until(now: datetime, existing: list[Partition] | None = None) -> datetime | None:
-    """How far, from ``now``, intended instants have a partition without a gap; None if
-    ``now`` itself has none."""
+    """How far from ``now`` partitions reach without a gap; None if ``now`` has none."""
     reach = None
     for part in sorted(existing if existing is not None else partitions(), key=lambda p: p.end):
         if part.end <= now:
@@ -89,16 +76,14 @@ def covered_until(now: datetime, existing: list[Partition] | None = None) -> dat
     return reach
 
 
-# Health wants this much partitioned beyond the furthest instant materialize
-# queues, so a stopped make_partitions cron is reported days before an insert fails.
+# A stopped make_partitions cron is reported this long before an insert fails.
 COVERAGE_MARGIN = timedelta(days=2)
 
 
 def coverage_problem(
     now: datetime, queued_until: datetime, existing: list[Partition] | None = None
 ) -> str | None:
-    """None when every instant materialize may queue (up to ``queued_until``), and
-    ``COVERAGE_MARGIN`` beyond, has a partition; otherwise the sentence health shows."""
+    """None when partitions reach ``COVERAGE_MARGIN`` past ``queued_until``; else why not."""
     reach = covered_until(now, existing)
     if reach is None:
         return f"no partition holds now ({now:%Y-%m-%d %H:%M}Z): every insert fails"
@@ -114,10 +99,7 @@ def coverage_problem(
 def make_partitions(today: date, days_ahead: int) -> list[str]:
     """Create each missing day partition from ``today`` through ``today + days_ahead``,
     as the owner, with the parent's row-level security and grants; the names made.
-
-    A day already inside another partition's range (the one the migration
-    attached, which reaches a few days ahead) is left to it. Idempotent.
-    """
+    Idempotent."""
     made: list[str] = []
     with connected_as_owner(), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(statements.PARTITION_LOCK_TIMEOUT)
@@ -141,14 +123,9 @@ def drop_aged_partitions(cutoff: datetime, progress: Callable[[Dropped], None] |
     """Drop every partition whose whole range is before ``cutoff`` and that holds only
     settled rows; what was dropped.
 
-    ``cutoff`` is retention's, on ``fire_at``; ``fire_at <= intended_at``, so a
-    partition whose intended instants all precede the cut-off holds only rows
-    the batched delete would delete too. A partition still holding unsettled
-    rows is kept (they are work, or evidence that delivery is stuck), and the
-    batched delete takes its settled rows. Which partitions qualify is read
-    under the bypass, the one role that sees every tenant's rows; the drop
-    itself is the owner's. Returns ``[]`` without the owner's connection when
-    nothing qualifies.
+    Safe because ``fire_at <= intended_at``: such a partition holds only rows the
+    batched delete would take too. Qualifying is read under the bypass; the drop
+    is the owner's, connected only when something qualifies.
     """
     aged = [part for part in partitions() if part.end <= cutoff]
     droppable = []

@@ -1,18 +1,12 @@
-"""Every raw SQL statement the queue runs, in one place.
+"""Every raw SQL statement the queue runs; all parameters are bound (``%(name)s``).
 
-The ORM covers the tenant-scoped reads; these are the statements whose exact
-shape matters: the idempotent insert, the one-statement claim, the fenced
-settle-ups, expiry, pruning and pacing. All parameters are bound (``%(name)s``).
-
-Every statement that reads due rows carries the same predicate as the
-partial index ``scheduled_sends_due_idx`` (``sent_at IS NULL AND outcome IS
-NULL``), so the planner can walk that index in ``fire_at`` order and stop
-after ``LIMIT`` rows: cost O(rows due), never O(rows queued) or O(tenants).
+Every statement that reads due rows carries the predicate of the partial index
+``scheduled_sends_due_idx`` (``sent_at IS NULL AND outcome IS NULL``), so its
+cost is O(rows due), never O(rows queued) or O(tenants).
 """
 
-# Materialize: one row per nudge; a second run over the same window, or a
-# concurrent one, inserts nothing (the unique key on the *intended* instant
-# arbitrates, so a row whose send time was moved earlier still counts).
+# Idempotent: the unique key on the *intended* instant arbitrates, so a row
+# whose send time was moved earlier still counts.
 INSERT_NUDGES = """
 INSERT INTO scheduled_sends (user_id, kind, ref_id, intended_at, fire_at, subject_starts_at,
                              user_rank, channel)
@@ -26,12 +20,9 @@ ON CONFLICT (user_id, kind, ref_id, intended_at) DO NOTHING
 RETURNING user_id
 """
 
-# Materialize: pending rows that no longer match their subject, deleted, the
-# owners answered one per row. One statement, no SELECT … FOR UPDATE first: the
-# planner role (planning_scope) may delete but not update the queue, and
-# PostgreSQL asks UPDATE for a row lock. The DELETE locks each row itself and,
-# when a deliver run claimed one meanwhile, re-checks ``claimed_at IS NULL`` on
-# the claimed version and leaves it to that run.
+# No SELECT … FOR UPDATE: the planner role may delete but not update the
+# queue. The DELETE re-checks ``claimed_at IS NULL`` on a row claimed
+# meanwhile and leaves it to that run.
 WITHDRAW_UNCLAIMED = """
 DELETE FROM scheduled_sends
  WHERE id = ANY(%(ids)s::bigint[])
@@ -42,27 +33,17 @@ RETURNING user_id
 """
 
 # The claim. The locking sub-select sits in WITH because PostgreSQL evaluates
-# a WITH query once; the same sub-select under ``WHERE id IN (…)`` may be
-# re-run inside a join and update more rows than LIMIT (bug report #15715,
-# answered as expected behaviour). SKIP LOCKED lets concurrent runs step over
-# each other's rows instead of queueing behind a slow send.
+# it once; under ``WHERE id IN (…)`` it may be re-run inside a join and update
+# more rows than LIMIT (PostgreSQL bug report #15715).
 #
-# Order: oldest minute first; within a minute every user's first nudge before
-# anyone's second (``user_rank``), so one tenant's burst cannot hold back the
-# others. ``scheduled_sends_due_idx`` is ``(fire_minute, user_rank, fire_at)``
-# over live rows: the plan walks it in this order from the oldest minute that
-# can still be sent and stops after LIMIT rows. ``fire_minute`` is a UTC
-# ``timestamp`` (PostgreSQL generates it), hence the ``AT TIME ZONE 'UTC'``.
-# The queue is partitioned by the intended day: the two bounds on
-# ``intended_at`` (grace behind, a day and ``max_early`` ahead) prune the plan
-# to today's and tomorrow's partitions (and yesterday's, for grace after
-# midnight), not every day made ahead. The bound ahead is loose on purpose:
-# every row of today's partition meets it, so the planner's estimate of due
-# rows is not cut by a guessed selectivity, and it stays an index walk in
-# order (a Merge Append of the partitions' due indexes) that stops at LIMIT;
-# a tight bound (``max_early``) made it estimate fewer rows than LIMIT and
-# sort every due row instead. Joining on ``intended_at`` as well as ``id``
-# (the primary key is both) sends each row's update to its own partition.
+# Order: oldest minute first, then every user's first nudge before anyone's
+# second (``user_rank``), so one tenant's burst cannot hold back the others;
+# the plan walks ``scheduled_sends_due_idx`` in this order and stops at LIMIT.
+# ``fire_minute`` is a UTC ``timestamp``, hence ``AT TIME ZONE 'UTC'``. The
+# ``intended_at`` bounds prune the plan to yesterday's, today's and
+# tomorrow's day partitions. The bound ahead is loose on purpose: a tight one
+# made the planner estimate fewer rows than LIMIT and sort every due row.
+# Joining on ``intended_at`` as well as ``id`` routes each update to its partition.
 CLAIM_DUE = """
 WITH due AS (
     SELECT id, intended_at
@@ -89,9 +70,8 @@ RETURNING s.id, s.user_id, s.kind, s.ref_id, s.intended_at, s.fire_at, s.subject
           s.claim_token, s.attempts, s.send_started_at, s.user_rank, s.created_at
 """
 
-# Rows that fell past the grace window of their intended instant unsent:
-# settled ``expired``, never sent, so the partial index holds only live work.
-# Claimed rows whose lease is still running belong to their claimant.
+# Unsent rows past the grace window: settled ``expired``. Rows under a live
+# lease belong to their claimant.
 EXPIRE_PAST_GRACE = """
 WITH stale AS (
     SELECT id
@@ -115,12 +95,9 @@ UPDATE scheduled_sends AS s
 RETURNING s.id
 """
 
-# What delivery reads about one claimed row, in its owner's tenant scope (see
-# subjects.py): the owner's delivery settings and the subject's current state,
-# in one statement. Row-level security limits every table to the owner; the
-# user_id conditions say the same for the reader. Always exactly one row.
-# Each column is named once, here; ``subjects.Facts`` has exactly these fields,
-# in this order, and reads the row by these names.
+# One claimed row's owner settings and subject state, read in the owner's
+# tenant scope; always exactly one row. ``subjects.Facts`` has exactly these
+# fields, in this order.
 RESOLVE_COLUMNS: dict[str, str] = {
     "has_settings": "ds.id IS NOT NULL",
     "enabled": "coalesce(ds.enabled, false)",
@@ -174,14 +151,10 @@ RESOLVE_NUDGE = (
 """
 )
 
-# Every settle-up is a group: one statement for all rows of a batch that take
-# the same transition, one transaction for all of a flush. Each row is still
-# fenced by its own claim token: a run whose lease expired and whose row was
-# claimed again cannot overwrite the newer claim. RETURNING names the rows
-# that matched; the rest were lost claims. Every statement takes the same
-# nine parallel arrays (see ``transitions.Settlement``) and uses the ones it needs.
-# The row's ``intended_at`` (the claim returned it) sends each row's update to
-# its own day partition instead of probing every partition's primary key.
+# A settle-up over a group of rows, each fenced by its own claim token so a
+# lost claim cannot overwrite a newer one; RETURNING names the rows that
+# matched. Every statement takes the same parallel arrays
+# (``transitions.Settlement``); ``intended_at`` routes each update to its partition.
 _GROUP = """
   FROM unnest(%(ids)s::bigint[], %(intended_ats)s::timestamptz[], %(tokens)s::uuid[],
               %(ats)s::timestamptz[], %(channels)s::text[], %(message_ids)s::text[],
@@ -192,8 +165,7 @@ _GROUP = """
 RETURNING s.id
 """
 
-# Just before the provider is called. Doubles as a last check that the claim
-# is still ours: a row this does not return must not be sent.
+# Just before the provider is called: a row this does not return must not be sent.
 MARK_SENDING = f"""
 UPDATE scheduled_sends AS s
    SET send_started_at = v.at, channel = v.channel
@@ -216,26 +188,21 @@ UPDATE scheduled_sends AS s
        attempts = s.attempts + 1
 {_GROUP}"""
 
-# A transient failure (or a provider's 429): let a later claim try again,
-# after ``not_before``, counting the attempt.
+# A transient failure or 429: a later claim retries after ``not_before``.
 SETTLE_RETRY = f"""
 UPDATE scheduled_sends AS s
    SET claimed_at = NULL, claim_token = NULL, send_started_at = NULL,
        attempts = s.attempts + 1, last_error = v.reason, not_before = v.not_before
 {_GROUP}"""
 
-# Claimed but not attempted (the run's budget ran out, or a 429 paused the
-# channel before the row's slot came): hand the row back without counting an
-# attempt. Nothing reached the provider, so a ``send_started_at`` stamped
-# for it is cleared too.
+# Claimed but not attempted: handed back without counting an attempt.
 RELEASE_UNTRIED = f"""
 UPDATE scheduled_sends AS s
    SET claimed_at = NULL, claim_token = NULL, send_started_at = NULL, not_before = v.not_before
 {_GROUP}"""
 
-# A provider's delivery receipt (e.g. Twilio's status callback). Receipts
-# arrive out of order; a status only replaces one of lower rank (or repeats
-# itself), so a late "failed" cannot overwrite "delivered" of the same rank.
+# Receipts arrive out of order; a status only replaces one of lower rank (or
+# repeats itself), so a late "failed" cannot overwrite "delivered".
 RECEIPT_RANKS = {
     "": 0,
     "accepted": 1,
@@ -250,8 +217,7 @@ RECEIPT_RANKS = {
 _RANK_OF_STORED = " ".join(
     f"WHEN '{status}' THEN {rank}" for status, rank in RECEIPT_RANKS.items() if status
 )
-# A sent row the provider reports undelivered gets that failure kind (and
-# loses it again if a later receipt of higher rank, "read", says otherwise).
+# A sent row reported undelivered gets that failure kind ("read" clears it).
 RECORD_RECEIPT = f"""
 UPDATE scheduled_sends
    SET delivery_status = %(status)s, delivery_error_code = %(error_code)s,
@@ -263,7 +229,6 @@ UPDATE scheduled_sends
         OR delivery_status = %(status)s)
 """
 
-# Retention: settled rows older than the cut-off, a bounded batch at a time.
 PRUNE_SETTLED = """
 WITH old AS (
     SELECT id
@@ -281,9 +246,7 @@ DELETE FROM scheduled_sends AS s
 
 CURRENT_TIME = "SELECT statement_timestamp()"
 
-# --- Burst smoothing -----------------------------------------------------
-# How many pending, unclaimed nudges each minute of the look-ahead holds per
-# channel. A range scan of the due index (``fire_minute`` leads it).
+# Pending, unclaimed nudges per channel and minute: a range scan of the due index.
 LOAD_PER_MINUTE = """
 SELECT channel, fire_minute, count(*)
   FROM scheduled_sends
@@ -293,10 +256,8 @@ SELECT channel, fire_minute, count(*)
  GROUP BY channel, fire_minute
 """
 
-# Move up to ``count`` nudges of one over-full minute ``by`` earlier. Only rows
-# still at their intended instant move (a row placed once stays placed, so a
-# second run reshuffles nothing), the heaviest users' extra nudges first
-# (highest ``user_rank``): their burst is what overfilled the minute.
+# Only rows still at their intended instant move (a second run reshuffles
+# nothing), the heaviest users' extra nudges (highest ``user_rank``) first.
 MOVE_EARLIER = """
 WITH moving AS (
     SELECT id
@@ -316,11 +277,7 @@ UPDATE scheduled_sends AS s
 RETURNING s.id
 """
 
-# --- Day partitions (scheduled_sends/queue/partitions.py) -----------------
-# The queue is range-partitioned by the intended instant's UTC day. Partitions
-# are made ahead and dropped by the owner role; the runtime role only reads
-# the catalog. A partition's range, as PostgreSQL deparses it: ``FROM
-# (MINVALUE)`` (the table as it was before partitioning) has no start.
+# Partitions and their ranges; ``FROM (MINVALUE)`` (the pre-partitioning table) has no start.
 QUEUE_PARTITIONS = """
 SELECT c.relname,
        (regexp_match(b.bound, 'FROM \\(''([^'']+)''\\)'))[1]::timestamptz,
@@ -331,14 +288,11 @@ SELECT c.relname,
  ORDER BY 3
 """
 
-# A partition waits at most this long for its locks: making or dropping one
-# takes a brief exclusive lock on the parent, and a DDL statement queued
-# behind a long claim would queue every later claim behind itself.
+# DDL queued behind a long claim would queue every later claim behind itself.
 PARTITION_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '5s'"
 
-# Storage as the unpartitioned table had it (migrations 0002 and 0005): room on
-# each page for the claim's heap-only updates, and early autovacuum. A
-# partitioned parent holds no storage, so each partition carries these.
+# Room for the claim's heap-only updates, and early autovacuum; a partitioned
+# parent holds no storage, so each partition carries these.
 PARTITION_STORAGE = (
     "fillfactor = 50, autovacuum_vacuum_scale_factor = 0.02, "
     "autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05"
@@ -350,9 +304,7 @@ CREATE_DAY_PARTITION = (
     "FOR VALUES FROM (%(start)s) TO (%(end)s) WITH (" + PARTITION_STORAGE + ")"
 )
 
-# Whether a range of days still holds work: rows neither sent nor settled are
-# not history, so retention leaves their partition (and them) alone. The
-# range prunes the plan to that partition; the predicate is the due index's.
+# Retention leaves a partition that still holds unsettled rows alone.
 RANGE_HOLDS_UNSETTLED = """
 SELECT EXISTS (
     SELECT 1 FROM scheduled_sends
@@ -364,6 +316,4 @@ SELECT EXISTS (
 # The planner's own row estimate of a partition (kept by ANALYZE and autovacuum).
 PARTITION_ROWS = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = %s::regclass"
 
-# Dropping a partition is a catalog change and a file unlinked: no row is
-# deleted, no WAL per row, nothing left for vacuum.
 DROP_PARTITION = "DROP TABLE {name}"

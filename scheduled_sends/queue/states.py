@@ -1,15 +1,7 @@
-"""What state a queue row is in, defined once, as queryset conditions.
+"""What state a queue row is in, derived from its columns, defined once as ``Q``s.
 
-A row's state is derived from its columns; nothing stores it. Each state is a
-``Q`` here and nowhere else: the support console filters and labels rows with
-them, health counts with them, materialize annotates its own evidence with
-them, and the support transitions fence their writes with them. The claim's
-and expiry's raw statements (``statements.py``) carry the same conditions in
-the shape their plans need; ``tests/sweeps/test_queue_states.py`` holds the
-two to each other.
-
-``now`` may be an instant or ``Now()``: the transitions pass the database's
-clock, so every fence is judged on one clock whichever machine acts.
+The raw claim and expiry statements carry the same conditions in the shape
+their plans need. ``now`` may be an instant or ``Now()`` (the database's clock).
 """
 
 from __future__ import annotations
@@ -101,12 +93,8 @@ def due(now: Instant, grace: timedelta) -> Q:
 
 
 def claimable(now: Instant, grace: timedelta, lease: timedelta) -> Q:
-    """What the claim (``statements.CLAIM_DUE``) takes: due, nobody sending it, not held.
-
-    The claim also starts its index walk at the oldest minute a sendable row can be
-    in (grace plus ``NUDGE_MAX_EARLY_MINUTES``): a row moved further earlier than
-    that — only after lowering the setting — is left to expire, not claimed.
-    """
+    """What the claim (``statements.CLAIM_DUE``) takes: due, nobody sending it, not held
+    (the claim also bounds its walk by grace plus ``NUDGE_MAX_EARLY_MINUTES``)."""
     return due(now, grace) & not_under_live_claim(now, lease) & ~waiting_for_provider(now)
 
 
@@ -116,13 +104,8 @@ def waiting_for_provider(now: Instant) -> Q:
 
 
 def overdue_unclaimed(now: Instant, grace: timedelta, overdue_after: timedelta) -> Q:
-    """Claimable for longer than ``overdue_after`` and still unclaimed: delivery is not happening.
-
-    A row handed back to wait (a retry after a network error, a provider's 429)
-    becomes claimable again at ``not_before``, so it is overdue only once that
-    instant is ``overdue_after`` behind: a row waiting for its retry is not a
-    sign of a dead deliver cron.
-    """
+    """Claimable for longer than ``overdue_after`` and still unclaimed: delivery is not
+    happening. A row waiting for its retry counts from ``not_before``."""
     long_ago = now - overdue_after
     return (
         due(now, grace)
@@ -154,10 +137,7 @@ class ScheduledSendQuerySet(models.QuerySet):
     def due_counts(
         self, now: datetime, grace: timedelta, lease: timedelta, overdue_after: timedelta
     ) -> DueCounts:
-        """Counts over the part of the queue whose send time has come; no user data.
-
-        Read as one range of the claim's index (``fire_minute`` leads it).
-        """
+        """Counts over the queue's due part (one range of the claim's index); no user data."""
         return DueCounts(
             **self.filter(unsettled(), fire_minute__lte=now, fire_at__lte=now).aggregate(
                 due_backlog=Count("pk", filter=inside_grace(now, grace)),

@@ -1,30 +1,12 @@
 """Every write that moves a queue row, each defined once, on the database's clock.
 
-Who calls what, and in which scope:
-
-* materialize — :func:`enqueue_many` and :func:`withdraw_unclaimed`, in the
-  user's ``tenant_scope`` or the ``planning_scope`` of the set of users it
-  plans together (the caller's);
-* deliver — :func:`claim_due`, then one :class:`Transition` per claimed row,
-  grouped (:func:`apply`), plus :func:`expire_past_grace`; these cross
-  tenants, so they run under ``rls_bypass()``, which reaches
-  ``scheduled_sends`` and nothing else;
-* the user acting from a message (Snooze, Done) — :func:`enqueue_snoozed`
-  and :func:`withdraw_subject`, in the user's ``tenant_scope`` (the caller's,
-  ``messaging.nudge_actions``);
-* support — :func:`release_stuck_claim`, :func:`retry_failed` and
-  :func:`skip_unsent`, under the admin's ``support_scope`` (the caller's),
-  each fenced by the state support saw (``states.py``);
-* bookkeeping — smoothing moves, delivery receipts and retention pruning,
-  under the bypass.
-
-Every transition of a claimed row is one statement over a group of rows
-(:class:`Settlement`), and a group of groups is one ``rls_bypass()``
-transaction: delivery pays one commit per flush, not two per row. The claim
-has to find due rows before it can know whose they are, so it cannot carry a
-tenant; everything between claim and settle-up — reading the user's settings
-and subject, composing, sending — happens in the owner's ``tenant_scope`` or
-outside the database, never under the bypass.
+Scopes: materialize, Snooze and Done run in the caller's ``tenant_scope`` (or
+``planning_scope``); support writes in the caller's ``support_scope``, fenced
+by the state support saw. The claim, settle-ups, expiry, smoothing, receipts
+and pruning cross tenants, so they take ``rls_bypass()`` here, which reaches
+``scheduled_sends`` only. Settle-ups are grouped: one statement per
+transition, one transaction per flush. Everything between claim and
+settle-up happens in the owner's ``tenant_scope``, never under the bypass.
 """
 
 from __future__ import annotations
@@ -33,7 +15,7 @@ import enum
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -94,19 +76,14 @@ def database_now() -> datetime:
 
 
 def claim_params(now: datetime, config: NudgeConfig, limit: int | None = None) -> dict:
-    """The claim statement's parameters (also what plan tests and benchmarks EXPLAIN)."""
+    """The claim statement's parameters (plan tests and benchmarks EXPLAIN with these)."""
     return {
         "now": now,
         "grace": config.grace,
-        # A row moved earlier waits at most max_early before its intended
-        # instant, and is sendable until grace after it: the oldest minute
-        # the index walk has to start from.
+        # Fired at most max_early before intended, sendable until grace after.
         "oldest": config.grace + config.max_early + timedelta(minutes=1),
-        # The intended instants a due row can have, as values, not expressions
-        # over ``now``: PostgreSQL prunes partitions while planning only on
-        # constants (``timestamptz ± interval`` is merely stable). Nothing fires
-        # more than max_early before its intended instant, so no due row is
-        # intended a day after that (see statements.CLAIM_DUE).
+        # Values, not expressions over ``now``: PostgreSQL prunes partitions
+        # at plan time only on constants (see statements.CLAIM_DUE).
         "intended_after": now - config.grace,
         "intended_before": now + config.max_early + timedelta(days=1),
         "lease": config.lease,
@@ -131,25 +108,30 @@ def claim_due(now: datetime, config: NudgeConfig, limit: int | None = None) -> l
     return rows
 
 
-def expire_past_grace(now: datetime, config: NudgeConfig, batch: int = 1000) -> int:
-    """Settle rows that can no longer be sent on time as ``expired``."""
+def _in_batches(
+    statement: str,
+    params: dict[str, object],
+    batch: int,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Run ``statement`` (``LIMIT %(limit)s``) under the bypass, one short transaction
+    per batch, until a batch falls short; how many rows it touched."""
     total = 0
     while True:
         with rls_bypass(), connection.cursor() as cursor:
-            cursor.execute(
-                statements.EXPIRE_PAST_GRACE,
-                {
-                    "now": now,
-                    "grace": config.grace,
-                    "lease": config.lease,
-                    "limit": batch,
-                    "reason": EXPIRED_REASON,
-                },
-            )
-            expired = cursor.rowcount
-        total += expired
-        if expired < batch:
+            cursor.execute(statement, {**params, "limit": batch})
+            touched = cursor.rowcount
+        total += touched
+        if progress and touched:
+            progress(total)
+        if touched < batch:
             return total
+
+
+def expire_past_grace(now: datetime, config: NudgeConfig, batch: int = 1000) -> int:
+    """Settle rows that can no longer be sent on time as ``expired``."""
+    params = {"now": now, "grace": config.grace, "lease": config.lease, "reason": EXPIRED_REASON}
+    return _in_batches(statements.EXPIRE_PAST_GRACE, params, batch)
 
 
 class Transition(enum.Enum):
@@ -192,11 +174,8 @@ def _group_params(settlements: Sequence[Settlement]) -> dict[str, list[object]]:
 
 
 def apply(settlements: Sequence[Settlement]) -> set[int]:
-    """Apply a group of transitions in one transaction; the ids that matched.
-
-    A row missing from the answer had lost its claim (lease expired and
-    re-claimed): for ``MARK_SENDING`` that means it must not be sent.
-    """
+    """Apply transitions in one transaction; the ids that matched. A missing id lost
+    its claim: after ``MARK_SENDING`` it must not be sent."""
     by_transition: dict[Transition, list[Settlement]] = {}
     for settlement in settlements:
         by_transition.setdefault(settlement.transition, []).append(settlement)
@@ -219,12 +198,10 @@ def apply(settlements: Sequence[Settlement]) -> set[int]:
 def record_receipt(
     provider_message_id: str, status: str, error_code: str, now: datetime | None = None
 ) -> int:
-    """Record a provider's delivery receipt on the row it belongs to; rows updated.
+    """Record a provider's delivery receipt by message id; rows updated.
 
-    The receipt names only the provider's message id, not a tenant, so this is
-    settle-up bookkeeping under the bypass. Out-of-order receipts never move a
-    row's status backwards. A sent row the provider gave up on gets the failure
-    kind ``undelivered``.
+    Runs under the bypass (a receipt names no tenant). A status never moves
+    backwards; a sent row the provider gave up on gets failure kind ``undelivered``.
     """
     status = status.strip().lower()
     rank = statements.RECEIPT_RANKS.get(status)
@@ -248,21 +225,8 @@ def record_receipt(
 
 
 def prune_settled(cutoff: datetime, batch: int = 5000, progress=None) -> int:
-    """Delete settled rows whose fire time is before ``cutoff``; returns how many.
-
-    Each batch is its own short transaction, so pruning never holds locks on
-    more than ``batch`` rows or competes with the claim for long.
-    """
-    total = 0
-    while True:
-        with rls_bypass(), connection.cursor() as cursor:
-            cursor.execute(statements.PRUNE_SETTLED, {"cutoff": cutoff, "limit": batch})
-            deleted = cursor.rowcount
-        total += deleted
-        if progress and deleted:
-            progress(total)
-        if deleted < batch:
-            return total
+    """Delete settled rows fired before ``cutoff``, one short transaction per batch; how many."""
+    return _in_batches(statements.PRUNE_SETTLED, {"cutoff": cutoff}, batch, progress)
 
 
 def queue_counts(now: datetime, config: NudgeConfig) -> DueCounts:
@@ -305,11 +269,7 @@ def settle_one(row: ClaimedSend, transition: Transition, at: datetime, **fields:
 
 def smooth_minute(channel: str, minute: datetime, count: int, by: timedelta) -> int:
     """Move up to ``count`` unplaced nudges of ``minute`` earlier by ``by``; how many moved.
-
-    A queue transition of pending rows across tenants, so it runs under the
-    bypass like the claim; it changes only ``fire_at`` (never the intended
-    instant, so the unique key and the message are untouched).
-    """
+    Only ``fire_at`` changes, never the intended instant (the unique key)."""
     with rls_bypass(), connection.cursor() as cursor:
         cursor.execute(
             statements.MOVE_EARLIER,
@@ -326,9 +286,6 @@ def load_per_minute(after: datetime, until: datetime) -> dict[str, dict[datetime
         for channel, minute, count in cursor.fetchall():
             load.setdefault(channel, {})[minute.replace(tzinfo=UTC)] = count
     return load
-
-
-# --- Materialize: in the user's tenant scope, or the planning scope of a set -------
 
 
 # user_rank is a smallint; beyond this every further nudge shares the last rank.
@@ -352,8 +309,7 @@ def enqueue(user_id: int, channel: str, nudges: Sequence[NewNudge]) -> int:
 
 
 def enqueue_many(rows: Sequence[tuple[int, str, NewNudge]]) -> Counter[int]:
-    """Insert (user, channel, nudge) rows idempotently, in one statement however many
-    users they are for (the unique key on the intended instant); new rows per user."""
+    """Insert (user, channel, nudge) rows idempotently in one statement; new rows per user."""
     if not rows:
         return Counter()
     with connection.cursor() as cursor:
@@ -373,12 +329,8 @@ def enqueue_many(rows: Sequence[tuple[int, str, NewNudge]]) -> Counter[int]:
 
 
 def withdraw_unclaimed(ids: Sequence[int]) -> Counter[int]:
-    """Delete pending rows that no longer match their subject; how many went, per user.
-
-    Deleting rather than settling lets an event moved away and back be queued
-    afresh. ``claimed_at IS NULL`` is re-checked under the row lock, so a row
-    a deliver run claimed meanwhile is left to it (``statements.WITHDRAW_UNCLAIMED``).
-    """
+    """Delete pending, unclaimed rows that no longer match their subject; how many per user.
+    Deleting rather than settling lets an event moved away and back be queued afresh."""
     if not ids:
         return Counter()
     with connection.cursor() as cursor:
@@ -386,31 +338,18 @@ def withdraw_unclaimed(ids: Sequence[int]) -> Counter[int]:
         return Counter(user_id for (user_id,) in cursor.fetchall())
 
 
-# --- The user acting from a message: in the user's own tenant scope --------------
-
-
 def enqueue_snoozed(user_id: int, channel: str, nudge: NewNudge) -> bool:
-    """Queue the one nudge a Snooze asks for; False when that instant was queued already.
-
-    The unique key on the intended instant is what makes a double tap queue
-    one nudge: both taps ask for the same (subject, instant).
-    """
+    """Queue a Snooze's nudge; False when that instant was queued already (a double tap)."""
     return enqueue(user_id, channel, [nudge]) == 1
 
 
 def withdraw_subject(user_id: int, kind: str, ref_id: int) -> int:
-    """Delete the subject's pending, unclaimed nudges (Done); how many went.
-
-    A row a deliver run has claimed is left to it: delivery reads the subject
-    again and settles it skipped ("follow-up already done").
-    """
+    """Delete the subject's pending, unclaimed nudges (Done); how many went. A claimed
+    row is left to its run, which re-reads the subject and skips it."""
     deleted, _ = ScheduledSend.objects.filter(
         unsettled(), user_id=user_id, kind=kind, ref_id=ref_id, claimed_at__isnull=True
     ).delete()
     return deleted
-
-
-# --- Support: in the admin's support scope, fenced by the state support saw ------
 
 
 def release_stuck_claim(
@@ -418,10 +357,8 @@ def release_stuck_claim(
 ) -> bool:
     """Make a dead run's claim claimable now; False if the row is no longer that stuck claim.
 
-    Fenced on the claim token support was shown, so a claim taken since is
-    never released. A row whose send had started may already have reached the
-    user; it is released only when ``even_mid_send`` (support ticked "send
-    again"), and otherwise also refused if the dead run stamps it meanwhile.
+    Fenced on the claim token support saw. A row whose send had started may
+    have reached the user, so it is released only when ``even_mid_send``.
     """
     fence = Q(pk=row_id, claim_token=claim_token) & in_state(State.STUCK, Now(), lease)
     if not even_mid_send:
@@ -434,11 +371,10 @@ def release_stuck_claim(
 
 
 def retry_failed(row_id: int, grace: timedelta) -> bool:
-    """Put a failed row back in the queue for the next deliver run; False if it cannot be.
+    """Requeue a failed row; False if it cannot be.
 
-    Only inside grace of its intended instant: later, the message would be wrong.
-    Never a row that failed for our channel configuration (``FailureKind.CONFIGURATION``):
-    it fails again until an operator fixes the settings, whatever support retries.
+    Only inside grace (later, the message would be wrong), and never a
+    ``FailureKind.CONFIGURATION`` failure (it fails until an operator fixes settings).
     """
     return bool(
         ScheduledSend.objects.filter(
@@ -458,10 +394,7 @@ def retry_failed(row_id: int, grace: timedelta) -> bool:
 
 
 def skip_unsent(row_id: int, reason: str, lease: timedelta) -> bool:
-    """Settle an unsent row as skipped; False if it was settled or claimed meanwhile.
-
-    Never a row under a live claim: a run mid-send cannot be overtaken.
-    """
+    """Settle an unsent row as skipped; False if it was settled or is under a live claim."""
     return bool(
         ScheduledSend.objects.filter(
             Q(pk=row_id) & unsettled() & not_under_live_claim(Now(), lease)

@@ -1,7 +1,6 @@
-"""manage.py make_partitions --days-ahead N — the queue's day partitions, made ahead.
+"""manage.py make_partitions --days-ahead N: the queue's day partitions, made ahead.
 
-Runs as the owner role (the application's role cannot create tables), on a
-cron line of its own, daily. Idempotent. Logic: scheduled_sends/queue/partitions.py."""
+Runs as the owner role, daily, on a cron line of its own. Idempotent."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""manage.py prune_sends --older-than DAYS — retention for settled rows.
+"""manage.py prune_sends --older-than DAYS: retention for settled rows.
 
-Whole day partitions older than the window are dropped (as the owner role: a
-catalog change, no per-row delete, nothing left for vacuum); what remains
-past the cut-off (the partial day, or a partition still holding unsettled
-rows) is deleted in batches, and so are the sweeps' run-log entries of before
-the cut-off. (What the end-user area keeps of inbound messages is pruned by
-``manage.py prune_inbound``, on the same cron line.)"""
+Whole aged day partitions are dropped as the owner role; what remains past the
+cut-off, and the sweeps' run-log entries, are deleted in batches."""
 
 from __future__ import annotations
 

@@ -11,10 +11,8 @@ from tenancy.owner import connected_as_owner
 
 
 class Command(migrate.Command):
-    # The system checks run below, on the owner's connection, where the RLS
-    # check looks at the roles only: the schema is what this command is about
-    # to change (a database that predates a grant-narrowing migration must
-    # still be able to apply it).
+    # Checks run below, on the owner's connection, where the RLS check looks at
+    # the roles only: the schema is what this command is about to change.
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser) -> None:
