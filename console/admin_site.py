@@ -4,11 +4,15 @@ Tenant tables carry FORCE row-level security; rather than loosen a policy, each
 admin view for an active staff user runs in ``support_scope()`` (one transaction
 as the NOLOGIN support role) and renders its response inside it. Login, logout,
 anonymous and non-staff requests never enter the scope.
+
+Inside the scope the viewing staff member's own zone (their DeliverySettings,
+else UTC) is active, so every instant a page writes reads in that one zone.
 """
 
 from __future__ import annotations
 
 import logging
+import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import wraps
@@ -23,6 +27,7 @@ from django.template.response import SimpleTemplateResponse, TemplateResponse
 from django.urls import path
 from django.utils import timezone
 
+from accounts.models import DeliverySettings
 from console import health, panels, sentences
 from console.admin_guard import audit_read, guarded
 from core.config import NudgeConfig
@@ -79,7 +84,7 @@ class NudgeAdminSite(admin.AdminSite):
             if collect_health:
                 # check_health enters its own scope, and scopes refuse to nest.
                 setattr(request, _HEALTH_ATTR, _run_check_health())
-            with support_scope():
+            with support_scope(), timezone.override(_viewer_zone(request)):
                 response = view(request, *args, **kwargs)
                 if isinstance(response, SimpleTemplateResponse):
                     response.render()  # lazily, it would query after the scope ended
@@ -143,6 +148,22 @@ class NudgeAdminSite(admin.AdminSite):
         }
         request.current_app = self.name
         return TemplateResponse(request, "admin/nudge_user_activity.html", context)
+
+
+def _viewer_zone(request: HttpRequest) -> zoneinfo.ZoneInfo:
+    """The staff member's own zone, from their DeliverySettings; UTC without one.
+
+    Read inside ``support_scope()``: the support role sees every tenant's settings.
+    """
+    name = (
+        DeliverySettings.objects.filter(user_id=request.user.pk)
+        .values_list("timezone", flat=True)
+        .first()
+    )
+    try:
+        return zoneinfo.ZoneInfo(name or "UTC")
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return zoneinfo.ZoneInfo("UTC")
 
 
 def _run_check_health() -> Any:

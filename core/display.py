@@ -1,33 +1,47 @@
-"""One way of writing an instant (and a span, and a count) everywhere staff read them."""
+"""One way of writing an instant (and a span, and a count) everywhere staff read them.
+
+The console and every app's admin pages write an instant as ``when`` does: in
+the active zone (Django's ``timezone.activate``; the admin site activates the
+viewing staff member's own), named by its abbreviation, with the UTC instant on
+hover. Outside a request that activates a zone, that is ``TIME_ZONE``, UTC. It
+lives on the ground floor because app admins (below the site) use it too.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 
-def when(instant: datetime | None, empty: str = "never") -> SafeString:
-    """An instant, written one way everywhere: ``2026-12-02 22:22 UTC``; the page's
-    script rewrites it into the viewer's zone, the UTC instant stays on hover."""
+def when(instant: datetime | None, empty: str = "never", seconds: bool = False) -> SafeString:
+    """An instant, written one way everywhere: ``2026-12-02 23:22 CET``, in the active zone.
+
+    The UTC instant, to the second, is its ``title`` (shown on hover), and its
+    ``datetime`` attribute, so one page never reads in two zones.
+    """
     if instant is None:
         return format_html("{}", empty)
     utc = instant.astimezone(UTC)
     return format_html(
         '<time class="nudge-time" datetime="{}" title="{}">{}</time>',
-        utc.isoformat(),
+        f"{utc:%Y-%m-%dT%H:%M:%S}Z",
         f"{utc:%Y-%m-%d %H:%M:%S} UTC",
-        f"{utc:%Y-%m-%d %H:%M} UTC",
+        when_text(instant, seconds=seconds),
     )
 
 
 def when_text(instant: datetime, seconds: bool = True) -> str:
-    """An instant as plain text, in UTC and saying so: ``2026-12-02 22:22:05 UTC``,
-    for places no script rewrites (a page's title, an object's name)."""
-    shape = "%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M"
-    return f"{instant.astimezone(UTC):{shape}} UTC"
+    """An instant as plain text, in the active zone and naming it: ``2026-12-02 22:22:05 UTC``.
+
+    For places no markup can go (a page's title, an object's name), so the
+    zone is written out rather than left for the reader to guess.
+    """
+    shape = "%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z"
+    return f"{timezone.localtime(instant):{shape}}"
 
 
 def instant_column(field_name: str, description: str) -> Callable:

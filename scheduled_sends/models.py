@@ -145,7 +145,8 @@ class ScheduledSend(TenantModel):
         ]
 
     def __str__(self) -> str:
-        return f"{self.get_kind_display()} #{self.ref_id} at {self.intended_at:%Y-%m-%d %H:%M}Z"
+        # Its zone written out, the active one: the admin shows it beside the row's instants.
+        return f"{self.get_kind_display()} #{self.ref_id} at {when_text(self.intended_at, False)}"
 
     @property
     def lateness(self) -> timedelta | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import UTC
 
 from django import forms
 from django.contrib import admin, messages
@@ -18,7 +17,7 @@ from django.template.response import TemplateResponse
 
 from console.admin.rows import as_of, attach_subject_titles, subject_label
 from core.config import NudgeConfig
-from core.display import when
+from core.display import when, when_text
 from scheduled_sends import failures
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import transitions
@@ -250,7 +249,7 @@ def _retry_refusal(obj: ScheduledSend, request: HttpRequest, config: NudgeConfig
     if obj.intended_at <= as_of(request) - config.grace:
         return (
             f"it is past the {int(config.grace.total_seconds() // 60)}-minute grace window "
-            f"(meant for {obj.intended_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC); "
+            f"(meant for {when_text(obj.intended_at, seconds=False)}); "
             "a nudge that late is wrong, not late"
         )
     return None

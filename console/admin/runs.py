@@ -9,7 +9,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from core.admin_readonly import ReadOnlyAdmin
-from core.display import instant_column
+from core.display import instant_column, when
 from scheduled_sends.models import SweepRun
 
 
@@ -35,6 +35,14 @@ class SweepRunAdmin(ReadOnlyAdmin):
     search_fields = ("summary", "counts")
     date_hierarchy = "started_at"
     ordering = ("-started_at",)
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        """The run's title, its start written as every other instant (zone named, UTC on hover)."""
+        if obj is not None and obj.started_at:
+            context["subtitle"] = format_html(
+                "{} {} at {}", obj.sweep, obj.status, when(obj.started_at, seconds=True)
+            )
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     @admin.display(description="counts")
     def counts_table(self, obj: SweepRun) -> SafeString:

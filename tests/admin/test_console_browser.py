@@ -23,7 +23,7 @@ from playwright.sync_api import expect, sync_playwright
 from accounts.models import DeliverySettings
 from scheduled_sends.failures import INTERRUPTED_REASON, FailureKind
 from scheduled_sends.models import SweepRun
-from tenancy.scope import support_scope
+from tenancy.scope import support_scope, tenant_scope
 
 from .browser import (  # noqa: F401 - fixtures
     ARTIFACTS,
@@ -123,9 +123,13 @@ def open_page() -> Iterator:
 
 @pytest.fixture
 def support(db):
-    return get_user_model().objects.create_user(
+    """Support staff whose own zone is the browser's, so the pages read in that zone."""
+    user = get_user_model().objects.create_user(
         "support", "support@example.com", PASSWORD, is_staff=True, is_superuser=True
     )
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.create(user=user, timezone=VIEWER_ZONE)
+    return user
 
 
 def _look(page, url: str, name: str) -> dict:

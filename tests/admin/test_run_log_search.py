@@ -58,7 +58,7 @@ def test_run_page_title_states_its_zone_and_counts_are_a_table(staff_client):
     assert response.status_code == 200
     page = response.content.decode()
     assert "deliver ok at 2026-12-04 18:26:32 UTC" in page
-    assert "18:26:32</h2>" not in page and "18:26:32 UTC</h2>" in page
+    assert "18:26:32</time></h2>" not in page and "18:26:32 UTC</time></h2>" in page
     assert '"sent"' not in page and "{&quot;" not in page and "&quot;sent&quot;" not in page
     assert '<th scope="row">sent</th><td>3</td>' in page
     # A nested dict is a table of its own, inside its key's row.
