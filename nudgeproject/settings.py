@@ -38,6 +38,7 @@ EMBEDDED_DATABASE = not env.str("DATABASE_URL", default="")
 if EMBEDDED_DATABASE:
     from nudgeproject.embedded_postgres import database_settings
 
+    # Started on the first connection, not here (tenancy/backend).
     _database = database_settings(STATE_DIR)
 else:
     _database = env.db_url("DATABASE_URL")
