@@ -134,6 +134,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files from STATIC_ROOT (`manage.py collectstatic`), answered before the
+    # session and the database are touched: the web server needs no other file server.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -228,6 +231,12 @@ AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are not stored; failures a
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(STATE_DIR / "static"))
+# collectstatic also writes a gzip copy of each file, which WhiteNoise serves to
+# clients that accept it; file names stay as they are (no manifest to keep in step).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 
 # --- Production hardening (on whenever DEBUG is off) -----------------------
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
