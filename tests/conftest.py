@@ -116,10 +116,14 @@ def admin_url() -> str:
     if os.environ.get("NUDGE_TEST_ADMIN_URL"):
         return os.environ["NUDGE_TEST_ADMIN_URL"]
     if django_settings.EMBEDDED_DATABASE:
-        return (
-            f"postgresql://postgres:@/postgres?host={django_settings.DATABASES['default']['HOST']}"
-        )
+        return f"postgresql://postgres:@/postgres?host={server_host()}"
     pytest.skip("set NUDGE_TEST_ADMIN_URL to run tests that need a superuser on this server")
+
+
+def server_host() -> str:
+    """The test database's host: as configured, or the embedded server's socket
+    folder (which the backend fills in once the server runs)."""
+    return connection.get_connection_params().get("host") or ""
 
 
 def owner_conninfo() -> str:
@@ -128,7 +132,7 @@ def owner_conninfo() -> str:
         "dbname": connection.settings_dict["NAME"],  # the test database
         "user": owner["USER"],
         "password": owner["PASSWORD"] or None,
-        "host": owner["HOST"] or None,
+        "host": owner["HOST"] or server_host() or None,
         "port": owner["PORT"] or None,
     }
     return make_conninfo(**{key: value for key, value in params.items() if value})

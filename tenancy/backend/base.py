@@ -1,15 +1,25 @@
-"""Django's PostgreSQL backend, with test databases created by the owner role.
+"""Django's PostgreSQL backend, with test databases created by the owner role
+and the embedded development server started on the first connection.
 
 The login role has no CREATEDB and owns nothing, so creating a test database
 from ``<database>_template``, migrating it and dropping it afterwards happen as
 the owner role (``tenancy/owner.py``) — the same layout as production: the
 test suite then runs as the DML-only login role against tables it does not own.
+
+With ``DATABASE_URL`` unset the settings carry ``EMBEDDED_STATE_DIR`` and no
+``HOST``: each new connection asks ``tenancy/embedded_server.py`` for the
+running server's socket folder (starting it when it is not running) and writes
+it into ``HOST``, so commands that never connect start nothing.
 """
 
 from __future__ import annotations
 
-from django.db.backends.postgresql import base, creation
+from pathlib import Path
+from typing import Any
 
+from django.db.backends.postgresql import base, client, creation
+
+from tenancy import embedded_server
 from tenancy.owner import connected_as_owner
 
 
@@ -23,5 +33,21 @@ class DatabaseCreation(creation.DatabaseCreation):
             return super().destroy_test_db(*args, **kwargs)
 
 
+class DatabaseClient(client.DatabaseClient):
+    def runshell(self, parameters: list[str]) -> None:
+        """``manage.py dbshell``: psql is given ``HOST``, so resolve it first."""
+        self.connection.get_connection_params()
+        super().runshell(parameters)
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     creation_class = DatabaseCreation
+    client_class = DatabaseClient
+
+    def get_connection_params(self) -> dict[str, Any]:
+        """Django's parameters; on the embedded server, its socket folder as ``host``
+        (started first if need be) — and in ``settings_dict["HOST"]`` from then on."""
+        state_dir = self.settings_dict.get("EMBEDDED_STATE_DIR")
+        if state_dir:
+            self.settings_dict["HOST"] = embedded_server.socket_dir(Path(state_dir))
+        return super().get_connection_params()

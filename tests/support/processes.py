@@ -20,7 +20,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 def test_database_url() -> str:
     """A DATABASE_URL for the database this test run is using right now."""
     db = connection.settings_dict
-    host = quote(db["HOST"] or "", safe="")
+    # The parameters, not the settings: the embedded server's socket folder is
+    # known only once it runs (tenancy/backend).
+    host = quote(connection.get_connection_params().get("host") or "", safe="")
     port = f":{db['PORT']}" if db.get("PORT") else ""
     password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
     return f"postgres://{quote(db['USER'], safe='')}{password}@{host}{port}/{db['NAME']}"
