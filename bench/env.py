@@ -76,7 +76,9 @@ def child_env(**extra: str) -> dict[str, str]:
         }
     )
     env.update(extra)
-    return env
+    from core.config import with_tuning
+
+    return with_tuning(env)
 
 
 def sql(statement: str, params: object = None) -> list[tuple]:

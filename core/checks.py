@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 from django.core import checks
 
-from core.config import NudgeConfig
+from core.config import TUNING_VARIABLE, NudgeConfig, stray_tuning
 
 
 @checks.register()
@@ -17,4 +19,19 @@ def nudge_settings_are_valid(app_configs=None, **kwargs) -> list[checks.CheckMes
     return [
         checks.Error(problem, hint="See the settings table in docs/OPERATIONS.md.", id="nudge.E001")
         for problem in problems
+    ]
+
+
+@checks.register()
+def no_tuning_in_the_environment(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """Internal tuning is not read from the environment: say so rather than ignore it."""
+    return [
+        checks.Warning(
+            f"{name} is set in the environment, but it is internal tuning, not a setting: "
+            "it is ignored",
+            hint=f"The settings are in docs/OPERATIONS.md; tests change tuning through "
+            f"{TUNING_VARIABLE}.",
+            id="nudge.W002",
+        )
+        for name in stray_tuning(os.environ)
     ]

@@ -1,14 +1,13 @@
 """The product's knobs: one typed, validated object, read everywhere.
 
-Django settings (``nudgeproject/settings.py``) read the environment; this
-turns the ``NUDGE_*``, ``CALENDAR_*`` and ``ICS_*`` settings into durations,
-rates and limits once, refuses combinations that would make the queue unsafe
-(with the setting's name and the reason), and is what every module reads —
+A few knobs are public settings an operator sets in the environment; the rest
+are internal tuning, the product's constants with a line on why, changed only
+by tests and benchmarks (``NUDGE_TUNING``). ``NudgeConfig`` turns them into
+durations, rates and limits once, refuses combinations that would make the
+queue unsafe (naming the knob and the reason), and is what every module reads —
 never ``settings.NUDGE_…`` directly. It is built at call time, so a test's
-``settings`` override takes effect. ``manage.py check`` runs the validation
-too (``core.checks``), and so does every management command that runs
-the system checks as it starts (the sweeps do), so a bad value stops a deploy
-or a cron line, not a sweep halfway.
+``settings`` override takes effect; ``manage.py check`` and every sweep's start
+run the same validation (``core.checks``).
 
 Secrets and provider addresses (tokens, keys, base URLs) stay plain Django
 settings, each read by the one module that uses it.
@@ -17,14 +16,16 @@ settings, each read by the one module that uses it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 # The longest lead the schema allows (``delivery_settings_lead_in_range``).
 SCHEMA_MAX_LEAD = timedelta(hours=24)
@@ -76,6 +77,10 @@ class Knob:
     attribute: str
     default: int | float | str
     convert: Callable[..., object] = as_is
+    # Public: an operator sets it in the environment (docs/OPERATIONS.md, "Settings").
+    # Otherwise internal tuning: its default is the product's constant, changed only
+    # by tests and benchmarks through NUDGE_TUNING.
+    public: bool = False
 
 
 # Every knob. ``nudgeproject/settings.py`` reads each from the environment with
@@ -84,7 +89,7 @@ class Knob:
 KNOBS: tuple[Knob, ...] = (
     # --- the queue ---
     Knob("NUDGE_LOOKAHEAD_MINUTES", "lookahead", 180, minutes),
-    Knob("NUDGE_DEFAULT_LEAD_MINUTES", "default_lead", 10, minutes),
+    Knob("NUDGE_DEFAULT_LEAD_MINUTES", "default_lead", 10, minutes, public=True),
     Knob("NUDGE_MAX_LEAD_MINUTES", "max_lead", 24 * 60, minutes),
     Knob("NUDGE_GRACE_MINUTES", "grace", 15, minutes),
     Knob("NUDGE_LEASE_SECONDS", "lease", 300, seconds),
@@ -93,8 +98,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("NUDGE_RETRY_DELAY_SECONDS", "retry_delay", 60, seconds),
     Knob("NUDGE_SEND_CONCURRENCY", "send_concurrency", 32),
     # Messages per second per channel across all deliver processes; 0 = unpaced.
-    Knob("NUDGE_TELEGRAM_RATE", "telegram_rate", 25.0),
-    Knob("NUDGE_WHATSAPP_RATE", "whatsapp_rate", 60.0),
+    Knob("NUDGE_TELEGRAM_RATE", "telegram_rate", 25.0, public=True),
+    Knob("NUDGE_WHATSAPP_RATE", "whatsapp_rate", 60.0, public=True),
     Knob("NUDGE_CONSOLE_RATE", "console_rate", 0.0),
     Knob("NUDGE_PER_CHAT_INTERVAL_SECONDS", "per_chat_interval", 1.0),
     Knob("NUDGE_MAX_EARLY_MINUTES", "max_early", 6, minutes),
@@ -164,7 +169,7 @@ KNOBS: tuple[Knob, ...] = (
     # Acting from a nudge (issue 22): how long Snooze waits, and the WhatsApp
     # Content template with quick-reply buttons ("" = reply "snooze" / "done").
     Knob("NUDGE_SNOOZE_MINUTES", "snooze", 10, minutes),
-    Knob("TWILIO_ACTIONS_CONTENT_SID", "whatsapp_actions_content_sid", ""),
+    Knob("TWILIO_ACTIONS_CONTENT_SID", "whatsapp_actions_content_sid", "", public=True),
     # --- sign-in and password reset (portal/signin.py) ---
     Knob("NUDGE_SIGNIN_FAILURE_LIMIT", "signin_failure_limit", 10),
     Knob("NUDGE_SIGNIN_LOCKOUT_MINUTES", "signin_lockout", 15, minutes),
@@ -180,14 +185,55 @@ RATE_SETTINGS = {
 }
 
 
-def knob_settings(env: Any) -> dict[str, int | float | str]:
-    """Each knob read from the environment (a ``django-environ`` ``Env``) with its default,
-    for ``nudgeproject/settings.py``; the default's type says how the value is read."""
+# Tests and benchmarks change internal tuning in a child process through this
+# variable (JSON: {"NUDGE_BATCH_SIZE": 4, …}); it is not an operator setting.
+TUNING_VARIABLE = "NUDGE_TUNING"
+
+
+def knob_settings(
+    env: Any, derived: Mapping[str, int | float | str] | None = None
+) -> dict[str, int | float | str]:
+    """Every knob as a Django setting, for ``nudgeproject/settings.py``: public ones read
+    from the environment (a ``django-environ`` ``Env``), the ``derived`` ones as given
+    (from a public setting), the rest at their default unless ``NUDGE_TUNING`` changes
+    them; the default's type says how a value is read."""
     readers = {float: env.float, int: env.int, str: env.str}
-    return {
+    values = {
         knob.setting: readers[type(knob.default)](knob.setting, default=knob.default)
+        if knob.public
+        else knob.default
         for knob in KNOBS
     }
+    values.update(derived or {})
+    tuning = json.loads(env.str(TUNING_VARIABLE, default="{}"))
+    unknown = sorted(set(tuning) - {knob.setting for knob in KNOBS if not knob.public})
+    if unknown:
+        raise ImproperlyConfigured(f"{TUNING_VARIABLE} names no internal tuning: {unknown}")
+    for knob in KNOBS:
+        if knob.setting in tuning:
+            values[knob.setting] = type(knob.default)(tuning[knob.setting])
+    return values
+
+
+def with_tuning(environment: dict[str, str]) -> dict[str, str]:
+    """A child process's environment with the tuning it names moved into ``NUDGE_TUNING``
+    (tests and benchmarks write ``NUDGE_BATCH_SIZE="4"`` as for any setting); the
+    names stay too, for an older commit that read them directly."""
+    tuning = {
+        knob.setting: environment[knob.setting]
+        for knob in KNOBS
+        if not knob.public and knob.setting in environment
+    }
+    if not tuning:
+        return environment
+    return {**environment, TUNING_VARIABLE: json.dumps(tuning)}
+
+
+def stray_tuning(environment: Mapping[str, str]) -> list[str]:
+    """Internal tuning names set in the environment, where they change nothing."""
+    if TUNING_VARIABLE in environment:
+        return []
+    return [knob.setting for knob in KNOBS if not knob.public and knob.setting in environment]
 
 
 def _push_base_url_ok(url: str) -> bool:

@@ -28,7 +28,7 @@ KNOWN_STATUSES = frozenset(
 
 def signature_is_valid(request: HttpRequest, configured_url: str | None = None) -> bool:
     """Whether the request is signed with our auth token for ``configured_url``, the URL
-    Twilio was given (default: TWILIO_STATUS_CALLBACK_URL; empty: the request's own)."""
+    Twilio was given (derived from PUBLIC_BASE_URL; without it, the request's own)."""
     auth_token = settings.TWILIO_AUTH_TOKEN
     signature = request.headers.get(SIGNATURE_HEADER, "")
     if not auth_token or not signature:

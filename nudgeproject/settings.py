@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 from pathlib import Path
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import environ
 from csp.constants import NONCE, NONE, SELF
@@ -22,16 +22,33 @@ from core.config import knob_settings
 BASE_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = BASE_DIR / "var"
 
+# The public settings: ``env`` reads each (docs/OPERATIONS.md "Settings" says what
+# each does and why; at most 30). ``seam`` reads what only development, tests and
+# benchmarks set: the fakes' addresses and switches, never production's.
 env = environ.Env()
+seam = environ.Env()
 if (BASE_DIR / ".env").is_file():
     environ.Env.read_env(BASE_DIR / ".env")
 
 DEBUG = env.bool("DEBUG", default=False)
+# The site's public https origin (e.g. https://nudge.example.com): the webhook
+# addresses given to Telegram, Twilio, Google and Microsoft derive from it, and forms
+# posted through the TLS proxy are trusted from it. Empty: no push, no webhooks.
+PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="").rstrip("/")
+_public = urlsplit(PUBLIC_BASE_URL)
+if PUBLIC_BASE_URL and (
+    _public.scheme not in ("https", "http") or not _public.hostname or _public.query
+):
+    raise ImproperlyConfigured(
+        "PUBLIC_BASE_URL must be the site's https:// origin, e.g. https://nudge.example.com"
+    )
+ALLOWED_HOSTS = env.list(
+    "ALLOWED_HOSTS",
+    default=[_public.hostname] if _public.hostname else ["localhost", "127.0.0.1", "[::1]"],
+)
 # The development console channel (it prints nudges) is refused outside development
-# (DEBUG or the embedded database); a staging or CI server on a real database may
-# allow it explicitly.
-ALLOW_CONSOLE_CHANNEL = env.bool("ALLOW_CONSOLE_CHANNEL", default=False)
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+# (DEBUG or the embedded database); a staging or CI server may allow it.
+ALLOW_CONSOLE_CHANNEL = seam.bool("ALLOW_CONSOLE_CHANNEL", default=False)
 
 # --- Database -------------------------------------------------------------
 EMBEDDED_DATABASE = not env.str("DATABASE_URL", default="")
@@ -51,15 +68,15 @@ else:
 _database["ENGINE"] = "tenancy.backend"
 _database.setdefault("OPTIONS", {})
 _database["OPTIONS"].setdefault("application_name", "nudge")
-_database["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
+_database["CONN_MAX_AGE"] = 0  # a connection per request; pool in front (pgbouncer) if needed
 _database["TEST"] = {
     # Test databases are copied from a template that carries the schema
     # grants a NOINHERIT login role needs (see tenancy/bootstrap.py).
     "TEMPLATE": f"{_database['NAME']}_template",
 }
-if env.str("TEST_DATABASE_NAME", default=""):
+if seam.str("TEST_DATABASE_NAME", default=""):
     # Lets several test runs share one server without sharing a test database.
-    _database["TEST"]["NAME"] = env.str("TEST_DATABASE_NAME")
+    _database["TEST"]["NAME"] = seam.str("TEST_DATABASE_NAME")
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -193,18 +210,14 @@ USE_TZ = True
 # --- The end-user area ----------------------------------------------------------
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "portal:home"
-# Password-reset mail: printed to the console in development; SMTP otherwise.
-EMAIL_BACKEND = env.str(
-    "EMAIL_BACKEND",
-    default="django.core.mail.backends.console.EmailBackend"
-    if DEBUG or EMBEDDED_DATABASE
-    else "django.core.mail.backends.smtp.EmailBackend",
+# Password-reset mail, one URL (smtp+tls://user:password@host:587, consolemail://):
+# printed to the console in development, SMTP on this machine otherwise.
+globals().update(
+    env.email_url(
+        "EMAIL_URL",
+        default="consolemail://" if DEBUG or EMBEDDED_DATABASE else "smtp://localhost:25",
+    )
 )
-EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
-EMAIL_PORT = env.int("EMAIL_PORT", default=25)
-EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
-EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
-EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="nudge@localhost")
 # --- Sign-in throttling (django-axes) and password-reset limits -------------
 # The first backend refuses a locked-out sign-in before any password is hashed.
@@ -230,7 +243,8 @@ AXES_RESET_ON_SUCCESS = False
 AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are not stored; failures are
 
 STATIC_URL = "static/"
-STATIC_ROOT = env.path("STATIC_ROOT", default=str(STATE_DIR / "static"))
+# What collectstatic writes and WhiteNoise serves.
+STATIC_ROOT = seam.path("STATIC_ROOT", default=str(STATE_DIR / "static"))
 # collectstatic also writes a gzip copy of each file, which WhiteNoise serves to
 # clients that accept it; file names stay as they are (no manifest to keep in step).
 STORAGES = {
@@ -239,12 +253,12 @@ STORAGES = {
 }
 
 # --- Production hardening (on whenever DEBUG is off) -----------------------
-SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
-SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
-CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
-SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
+SECURE_SSL_REDIRECT = not DEBUG
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SECURE_HSTS_SECONDS = 0 if DEBUG else 31536000
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
-SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SECURE_HSTS_PRELOAD = False  # a one-way door: submit the site to the preload list knowingly
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_PROXY_SSL_HEADER = (
@@ -252,7 +266,7 @@ SECURE_PROXY_SSL_HEADER = (
 )
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
-CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+CSRF_TRUSTED_ORIGINS = [f"{_public.scheme}://{_public.netloc}"] if PUBLIC_BASE_URL else []
 # A refused form gets a page of the site (its style under the CSP nonce, plain words),
 # not Django's, whose inline <style> the policy blocks.
 CSRF_FAILURE_VIEW = "nudgeproject.views.csrf_failure"
@@ -274,9 +288,9 @@ CONTENT_SECURITY_POLICY = {
 }
 
 # --- The product's knobs (NUDGE_*, CALENDAR_*, ICS_*) -------------------------
-# Each is read from the environment with its one default, stated in
-# core/config.py (KNOBS); docs/OPERATIONS.md says what each does.
-globals().update(knob_settings(env))
+# Defaults in core/config.py (KNOBS); the public ones are read from the environment.
+# Google and Microsoft post change notifications under the public origin.
+globals().update(knob_settings(env, derived={"CALENDAR_PUSH_BASE_URL": PUBLIC_BASE_URL}))
 
 # Which class sends each channel; JSON in the environment overrides entries.
 NUDGE_CHANNEL_BACKENDS = {
@@ -284,27 +298,28 @@ NUDGE_CHANNEL_BACKENDS = {
     "telegram": "messaging.telegram.send.TelegramChannel",
     "whatsapp": "messaging.whatsapp.send.WhatsAppChannel",
 }
-NUDGE_CHANNEL_BACKENDS.update(json.loads(env.str("NUDGE_CHANNEL_BACKENDS", default="{}")))
+NUDGE_CHANNEL_BACKENDS.update(json.loads(seam.str("NUDGE_CHANNEL_BACKENDS", default="{}")))
 
 # --- Providers: delivery channels ------------------------------------------
 TWILIO_ACCOUNT_SID = env.str("TWILIO_ACCOUNT_SID", default="")
 TWILIO_AUTH_TOKEN = env.str("TWILIO_AUTH_TOKEN", default="")
 TWILIO_WHATSAPP_FROM = env.str("TWILIO_WHATSAPP_FROM", default="")
-TWILIO_API_BASE_URL = env.str("TWILIO_API_BASE_URL", default="")
+TWILIO_API_BASE_URL = seam.str("TWILIO_API_BASE_URL", default="")
 TWILIO_CONTENT_SID = env.str("TWILIO_CONTENT_SID", default="")
-TWILIO_STATUS_CALLBACK_URL = env.str("TWILIO_STATUS_CALLBACK_URL", default="")
+# Delivery receipts (empty without a public origin: none are asked for).
+TWILIO_STATUS_CALLBACK_URL = f"{PUBLIC_BASE_URL}/twilio/status" if PUBLIC_BASE_URL else ""
 TELEGRAM_BOT_TOKEN = env.str("TELEGRAM_BOT_TOKEN", default="")
-TELEGRAM_API_BASE_URL = env.str("TELEGRAM_API_BASE_URL", default="")
+TELEGRAM_API_BASE_URL = seam.str("TELEGRAM_API_BASE_URL", default="")
 # The bot's @username without the "@", for https://t.me/<username>?start=<code> links.
 TELEGRAM_BOT_USERNAME = env.str("TELEGRAM_BOT_USERNAME", default="")
 # Checked on X-Telegram-Bot-Api-Secret-Token; empty turns POST /telegram/webhook off.
 TELEGRAM_WEBHOOK_SECRET = env.str("TELEGRAM_WEBHOOK_SECRET", default="")
-TELEGRAM_WEBHOOK_URL = env.str("TELEGRAM_WEBHOOK_URL", default="")
+TELEGRAM_WEBHOOK_URL = f"{PUBLIC_BASE_URL}/telegram/webhook" if PUBLIC_BASE_URL else ""
 # Approved WhatsApp template for the confirmation code ({{1}} = the code).
 TWILIO_CONFIRM_CONTENT_SID = env.str("TWILIO_CONFIRM_CONTENT_SID", default="")
 # The exact public URL Twilio posts inbound messages to (signatures cover it).
-TWILIO_INBOUND_URL = env.str("TWILIO_INBOUND_URL", default="")
-CHANNEL_TIMEOUT_SECONDS = env.float("CHANNEL_TIMEOUT_SECONDS", default=10.0)
+TWILIO_INBOUND_URL = f"{PUBLIC_BASE_URL}/twilio/inbound" if PUBLIC_BASE_URL else ""
+CHANNEL_TIMEOUT_SECONDS = seam.float("CHANNEL_TIMEOUT_SECONDS", default=10.0)
 
 # HTTP cron routes (POST /cron/…): bearer secret; empty disables the routes.
 CRON_SECRET = env.str("CRON_SECRET", default="")
@@ -317,19 +332,21 @@ METRICS_SECRET = env.str("METRICS_SECRET", default="")
 CALENDAR_TOKEN_KEYS = env.list("CALENDAR_TOKEN_KEYS", default=[])
 GOOGLE_CLIENT_ID = env.str("GOOGLE_CLIENT_ID", default="")
 GOOGLE_CLIENT_SECRET = env.str("GOOGLE_CLIENT_SECRET", default="")
-GOOGLE_AUTH_URL = env.str("GOOGLE_AUTH_URL", default="https://accounts.google.com/o/oauth2/v2/auth")
-GOOGLE_TOKEN_URL = env.str("GOOGLE_TOKEN_URL", default="https://oauth2.googleapis.com/token")
-GOOGLE_REVOKE_URL = env.str("GOOGLE_REVOKE_URL", default="https://oauth2.googleapis.com/revoke")
-GOOGLE_API_BASE_URL = env.str(
+GOOGLE_AUTH_URL = seam.str(
+    "GOOGLE_AUTH_URL", default="https://accounts.google.com/o/oauth2/v2/auth"
+)
+GOOGLE_TOKEN_URL = seam.str("GOOGLE_TOKEN_URL", default="https://oauth2.googleapis.com/token")
+GOOGLE_REVOKE_URL = seam.str("GOOGLE_REVOKE_URL", default="https://oauth2.googleapis.com/revoke")
+GOOGLE_API_BASE_URL = seam.str(
     "GOOGLE_API_BASE_URL", default="https://www.googleapis.com/calendar/v3"
 )
 MICROSOFT_CLIENT_ID = env.str("MICROSOFT_CLIENT_ID", default="")
 MICROSOFT_CLIENT_SECRET = env.str("MICROSOFT_CLIENT_SECRET", default="")
 MICROSOFT_TENANT = env.str("MICROSOFT_TENANT", default="common")
-MICROSOFT_LOGIN_BASE_URL = env.str(
+MICROSOFT_LOGIN_BASE_URL = seam.str(
     "MICROSOFT_LOGIN_BASE_URL", default="https://login.microsoftonline.com"
 )
-MICROSOFT_GRAPH_BASE_URL = env.str(
+MICROSOFT_GRAPH_BASE_URL = seam.str(
     "MICROSOFT_GRAPH_BASE_URL", default="https://graph.microsoft.com/v1.0"
 )
 

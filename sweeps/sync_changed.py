@@ -94,7 +94,7 @@ class MinuteReport:
     def summary(self) -> str:
         channels_ = ", ".join(f"{k} {v}" for k, v in sorted(self.channels.items())) or "none due"
         if not self.push_configured:
-            channels_ = "none (push is not configured: CALENDAR_PUSH_BASE_URL)"
+            channels_ = "none (push is not configured: PUBLIC_BASE_URL)"
         synced = ", ".join(f"{k} {v}" for k, v in sorted(self.connections.items())) or "none"
         return (
             f"sync_changed: channels: {channels_}; changed connections: {synced}; "

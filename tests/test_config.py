@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -99,30 +100,78 @@ def test_sync_and_materialize_read_the_same_window(settings):
     )
 
 
-def test_each_default_is_stated_once_and_documented():
-    """A knob's default lives in ``KNOBS`` alone: settings.py names no knob of its
-    own, and docs/OPERATIONS.md's tables give each knob with that default."""
-    settings_source = (PROJECT / "nudgeproject" / "settings.py").read_text()
+def public_settings() -> set[str]:
+    """What an operator sets: each environment variable ``settings.py`` reads with
+    ``env`` (not ``seam``: the fakes' addresses), and the public knobs."""
+    source = (PROJECT / "nudgeproject" / "settings.py").read_text()
+    read = set(re.findall(r'\benv\.\w+\(\s*"([A-Z][A-Z0-9_]*)"', source))
+    return read | {knob.setting for knob in KNOBS if knob.public}
+
+
+def operations_settings_table() -> dict[str, str]:
+    """docs/OPERATIONS.md's "Settings" table: setting -> its default column."""
     operations = (PROJECT / "docs" / "OPERATIONS.md").read_text()
+    section = operations.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \| ([^|]*) \|", section, re.M))
+
+
+def test_the_public_settings_fit_one_table():
+    """An operator can hold them in their head: at most 30, each in the table, none
+    missing from it, and each public knob with its one default."""
+    table = operations_settings_table()
+    assert len(public_settings()) <= 30
+    assert set(table) == public_settings()
+    for knob in KNOBS:
+        assert knob.public or f"`{knob.setting}`" not in table, knob.setting
+        if not knob.public:
+            continue
+        default = table[knob.setting].strip()
+        if isinstance(knob.default, str):
+            assert default == (f"`{knob.default}`" if knob.default else "empty"), knob.setting
+        else:
+            assert float(default.strip("`")) == float(knob.default), knob.setting
+
+
+def test_each_default_is_stated_once():
+    """A knob's default lives in ``KNOBS`` alone: settings.py names no knob of its own."""
+    settings_source = (PROJECT / "nudgeproject" / "settings.py").read_text()
     for knob in KNOBS:
         assert f"{knob.setting} =" not in settings_source, knob.setting
-        documented = re.search(rf"^\| `{knob.setting}` \| ([^|]*) \|", operations, re.M)
-        assert documented, f"{knob.setting} is not in docs/OPERATIONS.md's tables"
-        if isinstance(knob.default, str) and knob.default:
-            assert documented.group(1).strip() == f"`{knob.default}`", knob.setting
-        elif isinstance(knob.default, str):
-            assert "empty" in documented.group(1), knob.setting
-        else:
-            assert float(documented.group(1).strip("` ")) == float(knob.default), knob.setting
 
 
-def test_a_knob_set_in_the_environment_reaches_the_config(monkeypatch):
+def test_a_public_knob_set_in_the_environment_reaches_the_config(monkeypatch):
     import environ
 
-    monkeypatch.setenv("NUDGE_GRACE_MINUTES", "7")
+    monkeypatch.setenv("NUDGE_DEFAULT_LEAD_MINUTES", "7")
     values = knob_settings(environ.Env())
-    assert values["NUDGE_GRACE_MINUTES"] == 7
-    assert values["NUDGE_LEASE_SECONDS"] == 300  # unset: the default
+    assert values["NUDGE_DEFAULT_LEAD_MINUTES"] == 7
+    assert values["NUDGE_TELEGRAM_RATE"] == 25.0  # unset: the default
+
+
+def test_internal_tuning_is_not_read_from_the_environment_and_says_so(monkeypatch):
+    """Tuning is the product's constant: set in the environment it changes nothing,
+    and ``manage.py check`` warns with its name; a test changes it through NUDGE_TUNING."""
+    import environ
+
+    from core.checks import no_tuning_in_the_environment
+
+    monkeypatch.setenv("NUDGE_GRACE_MINUTES", "7")
+    assert knob_settings(environ.Env())["NUDGE_GRACE_MINUTES"] == 15
+    [warning] = no_tuning_in_the_environment()
+    assert warning.msg.startswith("NUDGE_GRACE_MINUTES is set in the environment")
+
+    monkeypatch.setenv("NUDGE_TUNING", json.dumps({"NUDGE_GRACE_MINUTES": 7}))
+    assert knob_settings(environ.Env())["NUDGE_GRACE_MINUTES"] == 7
+    assert no_tuning_in_the_environment() == []
+
+
+def test_tuning_that_names_a_public_setting_or_nothing_is_refused(monkeypatch):
+    import environ
+    from django.core.exceptions import ImproperlyConfigured
+
+    monkeypatch.setenv("NUDGE_TUNING", json.dumps({"NUDGE_TELEGRAM_RATE": 1}))
+    with pytest.raises(ImproperlyConfigured, match="NUDGE_TELEGRAM_RATE"):
+        knob_settings(environ.Env())
 
 
 # Where the config is built: entry points — commands, views, cron routes, the

@@ -217,8 +217,8 @@ def test_env_example_names_every_setting_read():
     """Every environment variable the settings module and core/config.py read is in
     ``.env.example``, with a comment line above it."""
     settings_source = (PROJECT_ROOT / "nudgeproject" / "settings.py").read_text()
-    read = set(re.findall(r'env\.\w+\(\s*"([A-Z][A-Z0-9_]*)"', settings_source))
-    read |= {knob.setting for knob in KNOBS}
+    read = set(re.findall(r'\benv\.\w+\(\s*"([A-Z][A-Z0-9_]*)"', settings_source))
+    read |= {knob.setting for knob in KNOBS if knob.public}
     example = (PROJECT_ROOT / ".env.example").read_text().splitlines()
     assignment = re.compile(r"^#?([A-Z][A-Z0-9_]*)=")
     named: dict[str, int] = {}

@@ -174,7 +174,7 @@ def push_health(now: datetime, push_configured: bool) -> PushHealth:
         # The minute job still fetches what people added: a mark left waiting means
         # its cron line is not running.
         waiting = rows.filter(changed_at__lt=now - STALE_CHANGE).count()
-        detail = "push is not configured (CALENDAR_PUSH_BASE_URL): every calendar is polled"
+        detail = "push is not configured (PUBLIC_BASE_URL): every calendar is polled"
         if waiting:
             detail += (
                 f"; {waiting} calendars people added or reconnected not fetched for "

@@ -33,6 +33,7 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     the test settings."""
     from django.conf import settings
 
+    from core.config import with_tuning
     from tests.conftest import TEST_SETTINGS
 
     env = dict(os.environ)
@@ -45,7 +46,7 @@ def subprocess_env(**extra: str) -> dict[str, str]:
         }
     )
     env.update(extra)
-    return env
+    return with_tuning(env)
 
 
 def manage(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:

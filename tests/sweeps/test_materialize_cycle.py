@@ -280,11 +280,18 @@ def test_a_participant_killed_mid_slice_leaves_it_to_be_taken_over_in_the_same_c
     )
     args = ("materialize", "--now", NOW.isoformat(), "--no-sync")
     victim = manage(*args, env=env)
+    # On a loaded machine the child may take long to start: wait longer, and if it
+    # ended instead, say how.
     _wait_for(
-        lambda: MaterializeSlice.objects.filter(
-            cycle_id=SLOT, claimed_at__isnull=False, done_at__isnull=True
-        ).exists()
+        lambda: (
+            victim.poll() is not None
+            or MaterializeSlice.objects.filter(
+                cycle_id=SLOT, claimed_at__isnull=False, done_at__isnull=True
+            ).exists()
+        ),
+        timeout=180.0,
     )
+    assert victim.poll() is None, f"the victim ended before it was killed: {victim.communicate()}"
     victim.send_signal(signal.SIGKILL)
     victim.wait(timeout=30)
     held = MaterializeSlice.objects.filter(cycle_id=SLOT, done_at__isnull=True).exclude(

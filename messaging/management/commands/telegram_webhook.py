@@ -17,7 +17,7 @@ class Command(NudgeCommand):
         parser.add_argument(
             "--url",
             default="",
-            help="Public https URL of /telegram/webhook (TELEGRAM_WEBHOOK_URL).",
+            help="Public https URL of /telegram/webhook (default: from PUBLIC_BASE_URL).",
         )
 
     def handle(self, *args, **options) -> None:
@@ -25,7 +25,7 @@ class Command(NudgeCommand):
         url = options["url"] or settings.TELEGRAM_WEBHOOK_URL
         if action == "set":
             if not url.startswith("https://"):
-                raise CommandError("set needs an https:// URL (--url or TELEGRAM_WEBHOOK_URL)")
+                raise CommandError("set needs an https:// URL (--url, or PUBLIC_BASE_URL set)")
             problem = webhook_secret_problem(settings.TELEGRAM_WEBHOOK_SECRET)
             if problem:
                 raise CommandError(problem)
