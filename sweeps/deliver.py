@@ -366,7 +366,6 @@ class DeliveryRun:
             self.report.slots_missed += 1
             return
         if attempt.not_tried:
-            # A 429 paused the channel while this row waited: it was never sent.
             resume = max(self.pacer.resume_at(delivery.channel), attempt.finished)
             not_before = at + timedelta(seconds=max(0.0, resume - attempt.finished))
             self.settle(row, Transition.RELEASE, at=at, not_before=not_before)

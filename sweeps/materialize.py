@@ -428,8 +428,7 @@ def run_materialize(
         report = _cycle_share(cycle, config, deadline, sync_calendars, progress)
         _absorb_cycle_state(report, cycle, shared_cycle.cycle_state(cycle.starts_at, config))
         report.participant = shared_cycle.participant_name()
-        # From this participant's instant: a late joiner must not move rows into
-        # minutes already being delivered.
+        # A late joiner must not move rows into minutes already being delivered.
         _finish_run(run, report, config, started, smooth_at=max(now, cycle.as_of))
     return report
 
