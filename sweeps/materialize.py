@@ -289,7 +289,27 @@ class UserFlow:
             wait_for -= 1
 
     def _counted(self, ready: list[tuple[int, SyncSummary | None]], planned: PlannedSet) -> None:
-        _count_set(self.report, ready, planned, self.progress)
+        """Count a planned set's users into the report (on the run's own thread)."""
+        report = self.report
+        if planned.planned_alone_because:
+            report.sets_planned_alone += 1
+            report.planned_alone_because = planned.planned_alone_because
+        for user_id, synced in ready:
+            if synced is not None:
+                _absorb_sync(report, synced)
+            result = synced.unreadable if _unreadable(synced) else planned.results[user_id]
+            if isinstance(result, Exception):
+                _user_failed(report, user_id, result)
+                continue
+            report.queued += result.queued
+            report.removed += result.removed
+            report.overdue += result.overdue
+            report.capped_users += bool(result.capped)
+            report.capped_nudges += result.capped
+            report.disabled_users += result.skipped_disabled
+            report.visited += 1
+            if self.progress and report.visited % 1000 == 0:
+                self.progress(report)
         for user_id, _ in ready:
             self._unplanned[self._tag_of.pop(user_id)] -= 1
 
@@ -300,34 +320,6 @@ def _plan_set(
     """Plan users together; one whose calendars could not be read is left out (failed)."""
     readable = [user_id for user_id, synced in ready if not _unreadable(synced)]
     return materialize_users(readable, now, config) if readable else PlannedSet({})
-
-
-def _count_set(
-    report: MaterializeReport,
-    ready: list[tuple[int, SyncSummary | None]],
-    planned: PlannedSet,
-    progress=None,
-) -> None:
-    results = planned.results
-    if planned.planned_alone_because:
-        report.sets_planned_alone += 1
-        report.planned_alone_because = planned.planned_alone_because
-    for user_id, synced in ready:
-        if synced is not None:
-            _absorb_sync(report, synced)
-        result = synced.unreadable if _unreadable(synced) else results[user_id]
-        if isinstance(result, Exception):
-            _user_failed(report, user_id, result)
-            continue
-        report.queued += result.queued
-        report.removed += result.removed
-        report.overdue += result.overdue
-        report.capped_users += bool(result.capped)
-        report.capped_nudges += result.capped
-        report.disabled_users += result.skipped_disabled
-        report.visited += 1
-        if progress and report.visited % 1000 == 0:
-            progress(report)
 
 
 def _unreadable(synced: SyncSummary | None) -> bool:
