@@ -1,18 +1,10 @@
 """POST /cron/materialize and POST /cron/deliver: the sweeps for hosts whose cron speaks HTTP.
 
-Same code as ``manage.py materialize`` / ``manage.py deliver``, same run log,
-same one-line summary. The caller proves itself with
-``Authorization: Bearer <CRON_SECRET>``; an empty CRON_SECRET turns the
-routes off. Nothing runs, and no run is logged, for a refused request.
-
-The bearer check takes the name of the setting that holds the secret, so each
-credential is checked the same way and opens only its own routes:
-``CRON_SECRET`` these, ``METRICS_SECRET`` the read-only ``GET /metrics``
-(``console/views.py``).
-
-The deliver sweep sends messages inside the request, for up to
-NUDGE_RUN_BUDGET_SECONDS plus one send: the web server's request timeout
-must be longer than that.
+Same code, run log and summary as the commands. The caller sends
+``Authorization: Bearer <CRON_SECRET>``; an empty CRON_SECRET turns the routes
+off, and a refused request runs and logs nothing. Deliver sends inside the
+request for up to NUDGE_RUN_BUDGET_SECONDS plus one send: the web server's
+request timeout must be longer.
 """
 
 from __future__ import annotations
@@ -38,8 +30,7 @@ def bearer_token(request: HttpRequest) -> str:
     return credentials.strip() if scheme.lower() == "bearer" else ""
 
 
-# Per bearer secret (by its setting's name): the realm a 401 names, and what an
-# empty one has turned off.
+# Per bearer secret setting: the realm a 401 names, and what an empty one turns off.
 REALMS = {
     "CRON_SECRET": ("cron", "cron routes are disabled"),
     "METRICS_SECRET": ("metrics", "metrics are disabled"),
@@ -47,17 +38,14 @@ REALMS = {
 
 
 def carries_secret(request: HttpRequest, setting: str) -> bool:
-    """Whether the request's bearer token is the (non-empty) secret the setting
-    named ``setting`` holds (``CRON_SECRET``, ``METRICS_SECRET``)."""
+    """Whether the request's bearer token is the non-empty secret in ``setting``."""
     secret = getattr(settings, setting)
     # Compared as bytes: compare_digest refuses non-ASCII str, and a header may hold anything.
     return bool(secret) and hmac.compare_digest(bearer_token(request).encode(), secret.encode())
 
 
 def refusal(request: HttpRequest, setting: str) -> JsonResponse | None:
-    """Why this request may not use the routes ``setting``'s secret opens, as the
-    response to give (403 when the secret is empty, 401 when not presented); None
-    when it may."""
+    """The refusal to answer (403: secret empty, 401: not presented), or None."""
     realm, disabled = REALMS[setting]
     if not getattr(settings, setting):
         return JsonResponse({"ok": False, "error": disabled}, status=403)
@@ -87,7 +75,6 @@ def run_sweep(name: str, run: Callable[[], object]) -> JsonResponse:
 @never_cache
 @require_POST
 def cron_materialize(request: HttpRequest) -> JsonResponse:
-    # Like the command's cron line: joins the cycle of its slot (any number of hosts).
     refused = refusal(request, "CRON_SECRET")
     return refused or run_sweep("materialize", run_materialize)
 

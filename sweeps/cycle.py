@@ -1,18 +1,13 @@
-"""One materialize cycle shared by every process that runs it, on any machine.
+"""One materialize cycle (a 15-minute slot) shared by every process that runs it.
 
-A cycle is the 15-minute slot a run belongs to. The first ``materialize`` of
-the slot splits the active users into slices (ranges of ids,
-``NUDGE_MATERIALIZE_SLICE_USERS`` each) in ``materialize_slices``; every
-participant — the same cron line run by several processes, on one machine or M —
-claims one slice at a time (``FOR UPDATE SKIP LOCKED``), visits its users and
-marks it done. The holder renews the slice's lease as it goes; a slice whose
-lease lapsed (its holder died) is taken over in the same cycle. A participant
-that finds nothing free waits while others still hold slices, so someone is
-always left to take over a dead one's. No coordinator but PostgreSQL.
+The first run of the slot splits the active users into slices of
+``NUDGE_MATERIALIZE_SLICE_USERS`` ids; every participant claims one slice at a
+time (``FOR UPDATE SKIP LOCKED``), renews its lease while visiting its users,
+and marks it done. A slice whose lease lapsed is taken over in the same cycle,
+and a participant with nothing free waits while others hold slices, so a dead
+holder's slice is always taken over. No coordinator but PostgreSQL.
 
-Everything here runs as the login role outside any tenant scope: neither
-table is a tenant table. Visiting a slice's users is the caller's (each user
-in their own scope, ``materialize.py``).
+Runs as the login role outside any tenant scope: neither table is a tenant table.
 """
 
 from __future__ import annotations
@@ -35,8 +30,6 @@ from sweeps import cycle_statements as sql
 
 logger = logging.getLogger("nudge.materialize")
 
-CYCLE = timedelta(minutes=15)
-# Cycles (and their slices) are kept this long: enough to read yesterday's.
 KEEP_CYCLES = timedelta(days=2)
 # How often a participant with nothing free looks again while others hold slices.
 WAIT_POLL_SECONDS = 1.0
@@ -77,12 +70,9 @@ class CycleState:
 
 
 def join_cycle(now: datetime, config: NudgeConfig) -> MaterializeCycle:
-    """The cycle of ``now``, created with its slices by the first to arrive.
-
-    Created in one transaction with its slices: a participant arriving at the
-    same instant waits on the cycle's key, then reads what the first wrote.
-    Every participant plans from the cycle's ``as_of``, the first one's instant.
-    """
+    """The cycle of ``now``, created with its slices in one transaction by the first
+    to arrive (one arriving at the same instant waits on the key, then reads it).
+    Every participant plans from the cycle's ``as_of``, the first one's instant."""
     starts_at = cycle_start(now)
     existing = MaterializeCycle.objects.filter(pk=starts_at).first()
     if existing is not None:
@@ -111,7 +101,7 @@ def _slice_bounds(size: int) -> list[int]:
 
 
 def _resume_after(starts_at: datetime) -> int:
-    """Where the previous cycle stopped, if its participants' budgets left slices undone."""
+    """Where the previous cycle stopped, if it left slices undone."""
     with connection.cursor() as cursor:
         cursor.execute(sql.FIRST_UNDONE_AFTER, {"cycle": starts_at})
         row = cursor.fetchone()
@@ -121,8 +111,8 @@ def _resume_after(starts_at: datetime) -> int:
 def _rotated(
     ranges: list[tuple[int, int | None]], resume_after: int
 ) -> Iterator[tuple[int, tuple[int, int | None]]]:
-    """Claim order starting where the last cycle stopped, so the users a short
-    cycle leaves out are not the same ones every time."""
+    """Claim order from where the last cycle stopped, so a short cycle does not
+    leave out the same users every time."""
     first = next((i for i, (after, _) in enumerate(ranges) if after >= resume_after), 0)
     order = ranges[first:] + ranges[:first]
     return enumerate(order)
@@ -184,7 +174,7 @@ class Lease:
         self.held = True
 
     def keep(self) -> bool:
-        """Called between users: renew when due; False once the slice was taken over."""
+        """Renew when due; False once the slice was taken over."""
         if self.held and time.monotonic() - self.renewed >= self.every:
             self.held = renew_lease(self.slice_id, self.me)
             self.renewed = time.monotonic()
@@ -214,10 +204,9 @@ class Visit:
 
 
 class SliceVisitor(Protocol):
-    """Visits slices' users. Pipelined: ``start`` may return while the slice's last
-    users are still on their way (their calendars being fetched), so the next
-    slice's work starts before this one's ends; a slice is reported settled only
-    once every user of it is planned, and only then is it marked done."""
+    """Visits slices' users, pipelined: ``start`` may return while the slice's last
+    users are still being fetched; a slice is settled (and marked done) only once
+    every user of it is planned."""
 
     def start(self, visit: Visit) -> None:
         """Take the slice's users in, renewing its lease as it goes."""
@@ -235,17 +224,14 @@ def take_part(
     visitor: SliceVisitor,
     *,
     deadline: float,
-    me: str | None = None,
 ) -> Participation:
     """Claim and visit slices until none is left, the budget is spent or a newer cycle began.
 
-    The next slice is claimed as soon as the last one's users are all taken
-    in, so the visitor is never idle between slices. With nothing free but
-    slices still held by others, it first settles its own, then waits
-    (polling) for the others to finish or for a lease to lapse, so a slice
-    whose holder died is taken over in this cycle, not the next.
+    With nothing free but slices held by others, it settles its own, then polls
+    until they finish or a lease lapses, so a dead holder's slice is taken over
+    in this cycle, not the next.
     """
-    me = me or participant_name()
+    me = participant_name()
     part = Participation(cycle=cycle.starts_at, me=me)
     while True:
         _settle(visitor.settled(), part)
@@ -292,12 +278,8 @@ def _settle(visits: list[Visit], part: Participation) -> None:
 
 @contextmanager
 def smoothing_turn() -> Iterator[None]:
-    """One participant smooths at a time, each from the load the last one left.
-
-    ``smooth_bursts`` plans moves from one read of the per-minute load and
-    then applies them: two at once would both fill the same earlier minute.
-    A session lock, released when the connection ends if the process dies.
-    """
+    """One participant smooths at a time: two planning from the same load read would
+    both fill the same earlier minute. A session lock, freed if the process dies."""
     with connection.cursor() as cursor:
         cursor.execute(sql.SMOOTHING_LOCK)
     try:

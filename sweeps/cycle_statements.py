@@ -1,12 +1,7 @@
-"""The SQL of shared materialize cycles (``sweeps/cycle.py``).
+"""The SQL of shared materialize cycles (``sweeps/cycle.py``); not tenant tables."""
 
-Neither table is a tenant table; these run as the login role outside any
-tenant scope, like the read of the users to visit.
-"""
-
-# Every ``size``-th active user id but the last, in order: the upper bounds of
-# a cycle's slices (the last slice has none, so a user who signs up mid-cycle
-# is in it).
+# Every ``size``-th active user id but the last: the slices' upper bounds (the
+# last slice has none, so a user who signs up mid-cycle is in it).
 SLICE_BOUNDS = """
 SELECT id FROM (
     SELECT id, row_number() OVER (ORDER BY id) AS n, count(*) OVER () AS total
@@ -16,10 +11,8 @@ WHERE n %% %(size)s = 0 AND n < total
 ORDER BY id
 """
 
-# One slice nobody holds, or whose holder's lease lapsed, first in claim order;
-# rows another participant is claiming at this instant are skipped, not waited
-# for. Nothing is claimed once a newer cycle exists: a run that outlived its
-# slot leaves the rest to the cycle that superseded it.
+# The first free slice in claim order (nobody holds it, or the lease lapsed),
+# skipping rows being claimed; none once a newer cycle exists.
 CLAIM_SLICE = """
 UPDATE materialize_slices AS s
 SET claimed_by = %(me)s,
@@ -51,8 +44,8 @@ UPDATE materialize_slices SET done_at = statement_timestamp(), users = %(users)s
 WHERE id = %(slice)s AND claimed_by = %(me)s AND done_at IS NULL
 """
 
-# Where a cycle stands: slices, done, still free, participants, and the
-# seconds until the first lease held by someone else lapses (none: nothing held).
+# Slices, done, free, participants, seconds until the first held lease lapses,
+# and whether a newer cycle exists.
 CYCLE_STATE = """
 SELECT count(*),
        count(done_at),
@@ -74,9 +67,7 @@ ORDER BY position
 LIMIT 1
 """
 
-# Burst smoothing, one participant at a time (session lock, released by its
-# connection's end even if the process dies): each plans from the load the
-# previous one left.
+# Burst smoothing, one participant at a time (a session lock).
 SMOOTHING_LOCK_KEY = 0x6E75_6467_6573_6D74
 SMOOTHING_LOCK = f"SELECT pg_advisory_lock({SMOOTHING_LOCK_KEY})"
 SMOOTHING_UNLOCK = f"SELECT pg_advisory_unlock({SMOOTHING_LOCK_KEY})"

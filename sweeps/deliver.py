@@ -1,30 +1,16 @@
-"""The delivery sweep (cron: every minute): a pipeline that keeps sends in flight.
+"""The delivery sweep (cron: every minute): rows past grace are settled
+``expired``, then up to ``NUDGE_SEND_CONCURRENCY`` sends are kept in flight
+until nothing is due or the run's budget is spent.
 
-One run settles rows that fell past grace as ``expired``, then, until nothing
-is due or its budget is spent, keeps up to ``NUDGE_SEND_CONCURRENCY`` sends
-in flight. Each claimed row goes through:
-
-1. a row whose previous claimant died mid-send is settled ``failed``
-   (interrupted) — the provider may already have the message, and a
-   duplicate nudge is worse than a missing one that support can see;
-2. re-enter the owner's tenant scope and re-resolve the subject and the
-   channel (still there, still at this time, not done, nudges still on):
-   ``subjects.py``, one read per row, one read-only transaction per batch;
-3. wait for a send slot of its channel (``pacing.py``: the rate is shared by
-   every deliver process) and, per chat, a second since the last message;
-4. fenced ``send_started_at`` stamp — for every row whose slot has come, in
-   one statement — then the send, on a worker thread, outside any transaction;
-5. settle as ``verdicts.classify`` says, fenced by the claim token, grouped
-   with the other rows that finished meanwhile: one transaction per flush,
-   not two per row.
-
-Claims come in bounded batches, oldest minute first, each user's first
-nudge of a minute before anyone's second. A 429 pauses that channel for every
-process for ``retry_after``, lowers its rate in force (``pacing.py``), and
-hands the row back to be claimed again later in the same run. A run that
-never comes back releases nothing; its claims expire after the lease. Rows
-it claimed but did not try (budget spent) are handed back at once — except
-those whose send slot is already reserved within the second: they go.
+A claimed row whose claimant died mid-send is settled ``failed`` (a duplicate
+nudge is worse than a missing one support can see). The rest are re-resolved
+in the owner's scope, wait for their channel's shared send slot (and a second
+per chat), are stamped ``send_started_at`` (fenced), sent on a worker thread
+outside any transaction, and settled by claim token in grouped flushes. A 429
+pauses the channel for every process and hands the row back for later in the
+run. Rows claimed but untried when the budget ends are handed back, except
+those whose slot is reserved within the second; a run that dies releases
+nothing, and its claims expire with the lease.
 """
 
 from __future__ import annotations
@@ -63,15 +49,13 @@ class Outgoing:
     deadline: float = 0.0  # monotonic instant its send slot opens
 
 
-# Settle-ups are flushed in groups of this many, or after FLUSH_SECONDS.
 FLUSH_ROWS = 64
 FLUSH_SECONDS = 0.2
 # A scheduled row is stamped and handed to a worker this long before its slot.
 DISPATCH_AHEAD_SECONDS = 0.05
-# Past its budget, a run with due rows goes on until the next cron minute's run has
-# started (asked of the run log at most this often) ...
+# Past its budget, a live run goes on until the next run has started (asked of
+# the run log at most this often), or for at most HANDOVER_LIMIT_SECONDS more.
 HANDOVER_CHECK_SECONDS = 1.0
-# ... or, when none shows (cron stopped), for at most this much longer.
 HANDOVER_LIMIT_SECONDS = 60.0
 
 
@@ -89,7 +73,6 @@ class DeliveryRun:
         self.fixed_now = fixed_now
         self.report = report
         self.started = time.monotonic()
-        # This run's row in the run log: a later deliver row is the next run taking over.
         self.run_id = run_id
         self._taken_over = False
         self._next_handover_check = 0.0
@@ -97,7 +80,6 @@ class DeliveryRun:
         self.pacer = ChannelPacer(config)
         # Sends reach the database only through pacing, on the workers' own connections.
         self.pool = Executor(config.send_concurrency, "send", database=False)
-        # Rows this run holds, by stage.
         self.waiting: dict[str, list[Outgoing]] = {}  # per channel, in claim order
         self.scheduled: list[tuple[float, int, Outgoing]] = []  # heap by deadline
         self.in_flight: dict[Future[SendAttempt], Outgoing] = {}
@@ -110,7 +92,6 @@ class DeliveryRun:
         self._clock_anchor: datetime = report.as_of
         self._clock_read_at = time.monotonic()
 
-    # --- clock and budget -------------------------------------------------
     def sync_clock(self) -> None:
         """Re-read the database clock (once per claim, not once per statement)."""
         if self.fixed_now is None:
@@ -124,40 +105,29 @@ class DeliveryRun:
         return self._clock_anchor + timedelta(seconds=monotonic_instant - self._clock_read_at)
 
     def now(self) -> datetime:
-        """The fixed ``--now`` of a replay, else the database clock as last read,
-        advanced by this process's monotonic clock: one clock for every worker,
-        without a round trip per row."""
+        """The database clock as last read, advanced by the monotonic clock (no round trip)."""
         return self.at(time.monotonic())
 
     def budget_spent(self) -> bool:
         return time.monotonic() - self.started >= self.config.run_budget_seconds
 
     def hands_over(self) -> bool:
-        """Whether a live run past its budget still holds the channel until the next
-        run is up. A replay (``--now``, or no run log) stops at its budget."""
+        """A live run hands over to the next; a replay (``--now``, no run log) just stops."""
         return self.fixed_now is None and self.run_id is not None
 
     def must_stop(self) -> bool:
-        """Stop sending: hand back every row without a slot (see ``give_back_untried``).
-
-        At the budget for a replay; for a live run, once the budget and the
-        handover limit are both spent (no next run came).
-        """
+        """Hand back every row without a slot: the budget (plus any handover limit) is spent."""
         limit = self.config.run_budget_seconds
         if self.hands_over():
             limit += HANDOVER_LIMIT_SECONDS
         return time.monotonic() - self.started >= limit
 
     def taken_over(self) -> bool:
-        """Past its budget, a live run claims no more once the next run has started.
+        """Past its budget, a live run claims until a later deliver run is in the run log.
 
-        Between one run's budget and the next run's first send lie the budget's
-        last seconds plus the next process's start-up (seconds on a loaded host):
-        in a burst's last minute, nudges waiting through that gap leave after
-        their +1 minute edge. So the run goes on claiming due rows until a later
-        deliver run is in the run log, then sends what it holds and ends; the
-        two overlap for a moment, which the claim and the shared pacing make
-        safe.
+        Otherwise nudges would wait through the next process's start-up and go
+        late in a burst's last minute; the brief overlap is safe under the claim
+        and the shared pacing.
         """
         if not self.budget_spent():
             return False
@@ -188,7 +158,6 @@ class DeliveryRun:
         waiting = sum(len(rows) for rows in self.waiting.values())
         return waiting + len(self.scheduled) + len(self.in_flight)
 
-    # --- settling, in groups ----------------------------------------------
     def settle(self, row: ClaimedSend, transition: Transition, **fields: object) -> None:
         at = fields.pop("at", None) or self.now()
         self.settlements.append(Settlement(row, transition, at, **fields))
@@ -206,7 +175,6 @@ class DeliveryRun:
         self.report.lost_claims += sum(1 for s in group if s.row.id not in matched)
 
     def conclude(self, row: ClaimedSend, verdict: Verdict, at: datetime, channel: str = "") -> None:
-        """Settle a row as its verdict says, and count it."""
         self.settle(
             row,
             verdict.transition,
@@ -224,10 +192,8 @@ class DeliveryRun:
             self.report.errors.append(verdict.problem)
 
     def retry_later(self, row: ClaimedSend, reason: str) -> None:
-        """Hand a transiently failed row back for a later run, counting the attempt."""
         self.conclude(row, verdicts.retry(reason, self.config.retry_delay), self.now())
 
-    # --- the pipeline -----------------------------------------------------
     def run(self) -> None:
         self.report.expired += transitions.expire_past_grace(self.now(), self.config)
         exhausted = False
@@ -250,11 +216,7 @@ class DeliveryRun:
         self.flush(force=True)
 
     def more_to_come(self, exhausted: bool) -> bool:
-        """Whether it is worth waiting: more due rows, or 429'd rows due back in budget.
-
-        A replay (``--now``) has a clock that does not move, so rows handed
-        back until later are never due again within it.
-        """
+        """More due rows, or 429'd rows due back within the run (never in a replay)."""
         if not exhausted:
             return True
         if self.retry_claim_at is None or self.fixed_now is not None:
@@ -282,7 +244,7 @@ class DeliveryRun:
         return len(batch) < limit
 
     def admit(self, batch: list[ClaimedSend]) -> None:
-        """Resolve claimed rows: settle each at once, or queue it for its channel's slot."""
+        """Settle each claimed row at once, or queue it for its channel's slot."""
         for row in batch:
             if row.send_started_at is not None:
                 self.conclude(row, verdicts.INTERRUPTED, self.now())
@@ -290,7 +252,6 @@ class DeliveryRun:
         try:
             facts = subjects.read_facts(fresh)
         except Exception as exc:
-            # The batch's read failed as a whole: hand every row back, loudly.
             logger.exception("reading the claimed rows' subjects failed")
             for row in fresh:
                 self.retry_later(row, f"{type(exc).__name__} while resolving")
@@ -312,12 +273,8 @@ class DeliveryRun:
                 self.conclude(row, outcome, now)
 
     def schedule_waiting(self) -> None:
-        """Give waiting rows send slots from their channel's shared budget.
-
-        Only as many as there are free worker threads: a slot reserved for a
-        row that then queues behind busy threads would be used late, or not
-        at all.
-        """
+        """Give waiting rows their channel's shared send slots, no more than free workers
+        (a slot reserved for a row stuck behind busy threads would be used late)."""
         free = self.config.send_concurrency - len(self.in_flight) - len(self.scheduled)
         for channel, rows in self.waiting.items():
             if not rows or free <= 0:
@@ -342,8 +299,7 @@ class DeliveryRun:
             try:
                 ready.append((outgoing, self.sender(outgoing.delivery.channel)))
             except Exception as exc:
-                # A channel that cannot even be built (bad backend setting): no
-                # send was attempted, so the row is retried later, loudly.
+                # A bad backend setting: nothing was sent, so retry later, loudly.
                 logger.exception("building a channel failed", extra={"send_id": outgoing.row.id})
                 self.retry_later(outgoing.row, describe_unexpected(exc))
                 self.report.errors.append(type(exc).__name__)
@@ -378,12 +334,10 @@ class DeliveryRun:
             time.sleep(min(timeout, 0.05))
 
     def give_back_untried(self) -> None:
-        """The budget is spent: rows without a send slot go back to the queue.
+        """Hand rows without a send slot back to the queue.
 
-        A row whose slot is reserved and comes within ``HORIZON`` still goes:
-        the slot is spent in the shared budget whoever holds it, so handing
-        the row back would leave the channel idle for that slot and send the
-        row a minute later from the next run (late, in a burst's last minute).
+        A row whose reserved slot comes within ``HORIZON`` still goes: the slot
+        is spent in the shared budget whoever holds it.
         """
         keep_until = time.monotonic() + HORIZON.total_seconds()
         untried = [o for rows in self.waiting.values() for o in rows]
@@ -397,8 +351,7 @@ class DeliveryRun:
             self.report.released += 1
 
     def _pause_end(self, outgoing: Outgoing) -> datetime | None:
-        """When a row handed back may be claimed again: after its channel's 429 pause
-        (like a row the pause stopped mid-send), else at once."""
+        """When a row handed back may be claimed again: after its channel's 429 pause."""
         resume, now = self.pacer.resume_at(outgoing.delivery.channel), time.monotonic()
         if resume <= now:
             return None
@@ -408,13 +361,11 @@ class DeliveryRun:
         row, delivery = outgoing.row, outgoing.delivery
         at = self.at(attempt.finished)
         if attempt.slot_missed:
-            # Still claimed and stamped by us, never sent: it waits, first in
-            # line, for a fresh slot and is stamped again before it goes.
+            # Never sent: first in line for a fresh slot, stamped again before it goes.
             self.waiting.setdefault(delivery.channel, []).insert(0, outgoing)
             self.report.slots_missed += 1
             return
         if attempt.not_tried:
-            # A 429 paused the channel while this row waited: it was never sent.
             resume = max(self.pacer.resume_at(delivery.channel), attempt.finished)
             not_before = at + timedelta(seconds=max(0.0, resume - attempt.finished))
             self.settle(row, Transition.RELEASE, at=at, not_before=not_before)
@@ -499,8 +450,6 @@ def run_deliver(
     return report
 
 
-# --- the command's guard and its dry run (not the delivery pipeline) -----------------
-
 FUTURE_REFUSAL = (
     "--now {now} is in the future (the database clock says {clock}): a real deliver run "
     "would send those nudges early. Use --dry-run to see what would be sent, or "
@@ -513,11 +462,7 @@ class FutureInstantRefused(ValueError):
 
 
 def refuse_future_instant(now: datetime | None) -> None:
-    """A replay (``--now`` in the past) re-runs what was due; a future instant sends early.
-
-    Real users would receive "starts in 10 min" before that is true, so a future
-    instant is refused unless the caller says the clock is simulated.
-    """
+    """Refuse a ``--now`` ahead of the database clock: it would send nudges early."""
     if now is None:
         return
     clock = transitions.database_now()
@@ -552,7 +497,7 @@ class DryRun:
 
 
 def dry_run(config: NudgeConfig, now: datetime | None = None, limit: int = 50) -> DryRun:
-    """What ``run_deliver(now)`` would claim, read without claiming, sending or recording a run."""
+    """What ``run_deliver(now)`` would claim; nothing is claimed, sent or recorded."""
     as_of = now or transitions.database_now()
     total, rows = transitions.due_preview(as_of, config, limit)
     return DryRun(as_of, total, rows)

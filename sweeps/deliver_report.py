@@ -25,16 +25,14 @@ class DeliverReport:
     expired: int = 0
     released: int = 0
     lost_claims: int = 0
-    # channel -> sends answered 429
     rate_limited_by_channel: Counter[str] = field(default_factory=Counter)
     sent_by_channel: Counter[str] = field(default_factory=Counter)
     # channel -> failure kind ("transient" for a retry) -> rows
     failures_by_channel: dict[str, Counter[str]] = field(default_factory=dict)
-    # channel -> what it said of our configuration (names the setting to fix)
     configuration_errors: dict[str, str] = field(default_factory=dict)
     slots_missed: int = 0
     batches: int = 0
-    # channel -> messages a second in force when the run ended (a 429 lowers it)
+    # channel -> messages a second in force when the run ended
     rates: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     latenesses: list[float] = field(default_factory=list)
@@ -53,7 +51,6 @@ class DeliverReport:
         return self.sent / self.seconds if self.seconds > 0 else 0.0
 
     def count(self, transition: Transition) -> None:
-        """One more row settled this way."""
         name = {
             Transition.SENT: "sent",
             Transition.SKIPPED: "skipped",

@@ -1,6 +1,5 @@
-"""Demo data: users with delivery settings, calendar events and follow-ups
-spread over the look-ahead window. Used by the README's first command and
-by the benchmarks, through the same tenant-scoped writes as the product."""
+"""Demo users with delivery settings, events and follow-ups over the look-ahead,
+written through the same tenant-scoped writes as the product."""
 
 from __future__ import annotations
 
@@ -58,22 +57,16 @@ def seed_demo(
     progress=None,
     default_lead: timedelta,
 ) -> DemoSummary:
-    """Create (or top up) demo users ``{prefix}1…{prefix}N`` with their data.
+    """Create the missing demo users ``{prefix}1…{prefix}N`` with their data.
 
-    Existing demo users keep their data; running twice does not duplicate it.
-    ``due_now`` follow-ups per user fall due one default lead from ``start``,
-    so their nudges are due at once, on time: a demo with something to say.
-    Nothing is planned before ``start``: the other subjects come after those,
-    and an event's own reminder is kept only where it falls after ``start``,
-    so a deliver run right after the demo sends nothing late and the console
-    starts green.
-    New users can sign in with ``password`` when one is given (hashed once and
-    shared: demo accounts only); otherwise their password is unusable.
+    ``due_now`` follow-ups per user fall due one default lead from ``start``, so
+    their nudges are due at once; nothing is due before ``start``, so a deliver
+    run right after sends nothing late. New users share ``password`` (hashed
+    once) if given, else an unusable one.
     """
     summary = DemoSummary()
     soon = start + default_lead
-    # The other subjects start after the "due now" ones, so their nudges (the
-    # default lead before them) are all still to come.
+    # The other subjects start after the "due now" ones, so their nudges are still ahead.
     first, spread_over = soon, window - default_lead
     User = get_user_model()
     unusable = make_password(password)
@@ -123,8 +116,7 @@ def _spread(count: int, first: datetime, window: timedelta, offset: int) -> list
 def _events(user_id, connection, count, first, window, index, start) -> list[CalendarEvent]:
     events = []
     for i, starts_at in enumerate(_spread(count, first, window, index)):
-        # Every third event carries its own 30-minute reminder, unless that
-        # would fire before ``start`` (a nudge already late when it is queued).
+        # Every third event has its own reminder, unless it would fire before ``start``.
         own_reminder = i % 3 == 0 and starts_at - EVENT_REMINDER > start
         events.append(
             CalendarEvent(

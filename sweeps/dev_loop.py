@@ -1,12 +1,8 @@
 """``manage.py run_sweeps``: a development machine's cron jobs, in one process.
 
-Production runs ``materialize`` every 15 minutes, and ``deliver`` and the minute
-job (``sync_changed``) every minute, from cron (docs/OPERATIONS.md). A developer
-trying the product has no cron, and without ``deliver`` every minute the nudges
-they add never go and Home shows their times passing; without the minute job a
-calendar they add is never fetched. This loop runs the same jobs on the same cadence,
-prints each run's summary line, and stops between runs when asked (Ctrl-C):
-a sweep is never cut off mid-send, so no claim is left for the lease to expire.
+Runs materialize every 15 minutes, and deliver and the minute job every minute,
+printing each summary line; Ctrl-C stops between runs, so no sweep is cut off
+mid-send.
 """
 
 from __future__ import annotations
@@ -53,15 +49,9 @@ def run_sweeps(
     clock: Callable[[], float] = time.monotonic,
     stamp: Callable[[], str] = lambda: time.strftime("%H:%M:%S"),
 ) -> LoopSummary:
-    """Materialize now and every 15 minutes, deliver and the minute job now and every
-    minute, until ``stop``.
+    """Run the sweeps on cron's cadence until ``stop`` (checked between sweeps).
 
-    Materialize joins the shared cycle as the cron line does (a cycle another
-    process already completed is not run again).
-
-    ``stop`` is checked between sweeps and wakes the wait between them, so
-    setting it (the command does on Ctrl-C) ends the loop after the sweep in
-    progress. A failed sweep is reported and the loop goes on, as cron would.
+    A failed sweep is reported and the loop goes on, as cron would.
     """
     summary = LoopSummary()
     next_materialize = next_deliver = clock()
@@ -87,7 +77,7 @@ def run_sweeps(
 
 
 def _run(name: str, sweep: Callable) -> str:
-    """One sweep's summary line; an exception is a line too (cron would mail it)."""
+    """One sweep's summary line, or its exception's."""
     try:
         return sweep().summary()
     except Exception as exc:

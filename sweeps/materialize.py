@@ -1,14 +1,10 @@
-"""The materializing sweep (cron: every 15 minutes), one way: the shared cycle.
+"""The materializing sweep (cron: every 15 minutes): once a cycle, sync each
+user's calendars and queue one ``scheduled_sends`` row per nudge due within the
+look-ahead, so delivery is a single indexed claim. Every process running the
+cron line takes part in its slot's shared cycle (``sweeps/cycle.py``).
 
-Work moves earlier: once a cycle, for each user, sync their calendars and
-write one ``scheduled_sends`` row per nudge due within the look-ahead, so that
-delivery is a single indexed claim rather than a per-tenant scan. Every
-process running the cron line, on any machine, takes part in the cycle of its
-slot (``sweeps/cycle.py``): more capacity is more of the same process.
-
-Everything about a user happens inside that user's scope; the only unscoped
-read is the list of users to visit (``auth_user`` is not a tenant table). The
-bypass is never used here.
+Everything about a user happens in that user's scope; the only unscoped read
+is the list of users (``auth_user`` is not a tenant table). No bypass.
 """
 
 from __future__ import annotations
@@ -37,9 +33,8 @@ from sweeps.smoothing import smooth_bursts
 
 logger = logging.getLogger("nudge.materialize")
 
-# Users planned and queued together (one ``planning_scope`` transaction): enough
-# that a statement's cost is spread thin, few enough that a failed set, planned
-# again one user at a time, costs a second or two.
+# Users planned together in one ``planning_scope`` transaction: enough to spread a
+# statement's cost, few enough that a failed set replanned one by one is cheap.
 PLANNED_TOGETHER = 200
 
 
@@ -60,27 +55,21 @@ class MaterializeReport:
     calendars_needing_reauth: int = 0
     calendars_deferred: int = 0
     provider_calls: int = 0
-    # provider -> sync outcome -> calendars (calendars.sync.Outcome), for /metrics.
+    # provider -> sync outcome -> calendars, for /metrics.
     calendar_outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
-    # Shared budget -> requests a second in force as the run ended (a 429 lowers it).
+    # Shared budget -> requests a second in force as the run ended.
     rates: dict[str, float] = field(default_factory=dict)
     moved_earlier: int = 0
-    # Sets of users that could not be planned together (materialize_users) and why.
     sets_planned_alone: int = 0
     planned_alone_because: str = ""
-    # The run's budget ran out before every user was visited: the next cycle
-    # starts with the slices left.
     cut_short: bool = False
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
-    # Users queued so far in this process (``users`` counts those taken); for progress.
-    visited: int = 0
-    # A shared cycle (sweeps/cycle.py): its slot, and this run's part in it.
+    visited: int = 0  # users planned so far (``users`` counts those taken in)
     cycle: datetime | None = None
     cycle_was_complete: bool = False  # found done on arrival: this run did nothing
     participants: int = 0
-    # Who this run is in the cycle (host:pid, as slices name their holder).
-    participant: str = ""
+    participant: str = ""  # host:pid, as slices name their holder
     slices_taken: int = 0
     slices_taken_over: int = 0
     cycle_slices: int = 0
@@ -167,15 +156,13 @@ class MaterializeReport:
 
 
 def _counted(count: int, noun: str) -> str:
-    """'1 slice', '3 slices': the run log is read by people."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def users_to_visit(
     user_ids: Iterable[int] | None = None, *, after_id: int = 0, up_to: int | None = None
 ) -> Iterator[int]:
-    """Active users by id: those named, or those of a cycle's slice (``after_id`` < id
-    <= ``up_to``). The sweep's only unscoped read (``auth_user`` is not a tenant table)."""
+    """Active user ids: those named, or a slice's (``after_id`` < id <= ``up_to``). Unscoped."""
     users = get_user_model().objects.filter(is_active=True, pk__gt=after_id)
     if up_to is not None:
         users = users.filter(pk__lte=up_to)
@@ -185,16 +172,11 @@ def users_to_visit(
 
 
 class UserFlow:
-    """Users on their way through a run: calendars synced many at a time
-    (``calendars.sync_pool.SyncPool``, up to twice ``CALENDAR_SYNC_CONCURRENCY``
-    users in it), then planned and queued from the stored copy
-    ``PLANNED_TOGETHER`` at a time (``materialize_users``), a statement per
-    step for the lot.
+    """Users through a run: calendars synced many at a time (``SyncPool``), then
+    planned from the stored copy ``PLANNED_TOGETHER`` at a time.
 
-    One flow serves every slice a process takes in a cycle, each user tagged
-    with its slice: the next slice's fetches start while the last ones of the
-    slice before are still out. (A pool per slice drained at each slice's end;
-    at 250 users a slice, a third of a calendar-syncing run was that drain.)
+    One flow serves every slice a process takes, each user tagged with its
+    slice, so the next slice's fetches start while the last ones are still out.
     A tag is settled once every user of it is planned.
     """
 
@@ -220,14 +202,12 @@ class UserFlow:
             if sync
             else None
         )
-        self._ready: list[tuple[int, SyncSummary | None]] = []  # synced (or not syncing)
+        self._ready: list[tuple[int, SyncSummary | None]] = []
         self._tag_of: dict[int, object] = {}
         self._unplanned: Counter[object] = Counter()  # tag -> its users not planned yet
         self._closed: list[object] = []  # tags with every user added, not reported yet
-        # Sets handed to the planner, oldest first, with what they will answer.
         self._planning: deque[tuple[list[tuple[int, SyncSummary | None]], Future]] = deque()
-        # Planning on a worker (and connection) of its own while the run's thread
-        # goes on starting fetches; inline when nothing is fetched.
+        # Planning on its own worker and connection while fetches go on; inline without sync.
         self._planner = Executor(1 if sync else 0, "plan")
 
     def __enter__(self) -> UserFlow:
@@ -254,20 +234,17 @@ class UserFlow:
         self._plan(PLANNED_TOGETHER)
 
     def close(self, tag: object) -> None:
-        """No more users for ``tag``."""
         self._closed.append(tag)
 
     def settled(self) -> list[object]:
         """Closed tags whose every user is planned, not reported before; never waits.
 
         A closed tag whose remaining users are all synced is planned now, in a
-        set smaller than ``PLANNED_TOGETHER`` if need be, so its slice can be
-        marked done without waiting for the next slice's users to fill a set.
+        smaller set if need be, so its slice need not wait for the next to fill one.
         """
         if self.pool is not None:
             self._ready.extend(self.pool.finished())
         self._count_planned(wait_for=0)
-        # Synced and not yet in a set, or in a set the planner has not answered yet.
         on_the_way = Counter(self._tag_of[user_id] for user_id, _ in self._ready)
         if not any(on_the_way[tag] for tag in self._closed):
             return self._report_settled()
@@ -305,15 +282,34 @@ class UserFlow:
         self._count_planned(wait_for=len(self._planning) - 2)
 
     def _count_planned(self, *, wait_for: int) -> None:
-        """Count the sets the planner is done with, oldest first, waiting for the
-        oldest ``wait_for`` of them to be done."""
+        """Count finished sets, oldest first, waiting for the oldest ``wait_for``."""
         while self._planning and (wait_for > 0 or self._planning[0][1].done()):
             ready, future = self._planning.popleft()
             self._counted(ready, future.result())
             wait_for -= 1
 
     def _counted(self, ready: list[tuple[int, SyncSummary | None]], planned: PlannedSet) -> None:
-        _count_set(self.report, ready, planned, self.progress)
+        """Count a planned set's users into the report (on the run's own thread)."""
+        report = self.report
+        if planned.planned_alone_because:
+            report.sets_planned_alone += 1
+            report.planned_alone_because = planned.planned_alone_because
+        for user_id, synced in ready:
+            if synced is not None:
+                _absorb_sync(report, synced)
+            result = synced.unreadable if _unreadable(synced) else planned.results[user_id]
+            if isinstance(result, Exception):
+                _user_failed(report, user_id, result)
+                continue
+            report.queued += result.queued
+            report.removed += result.removed
+            report.overdue += result.overdue
+            report.capped_users += bool(result.capped)
+            report.capped_nudges += result.capped
+            report.disabled_users += result.skipped_disabled
+            report.visited += 1
+            if self.progress and report.visited % 1000 == 0:
+                self.progress(report)
         for user_id, _ in ready:
             self._unplanned[self._tag_of.pop(user_id)] -= 1
 
@@ -321,39 +317,9 @@ class UserFlow:
 def _plan_set(
     ready: list[tuple[int, SyncSummary | None]], config: NudgeConfig, now: datetime
 ) -> PlannedSet:
-    """Plan and queue users together from the stored copy (``materialize_users``); a user
-    whose calendars could not even be read is left out (counted failed)."""
+    """Plan users together; one whose calendars could not be read is left out (failed)."""
     readable = [user_id for user_id, synced in ready if not _unreadable(synced)]
     return materialize_users(readable, now, config) if readable else PlannedSet({})
-
-
-def _count_set(
-    report: MaterializeReport,
-    ready: list[tuple[int, SyncSummary | None]],
-    planned: PlannedSet,
-    progress=None,
-) -> None:
-    """Count a planned set's users into the report (on the run's own thread)."""
-    results = planned.results
-    if planned.planned_alone_because:
-        report.sets_planned_alone += 1
-        report.planned_alone_because = planned.planned_alone_because
-    for user_id, synced in ready:
-        if synced is not None:
-            _absorb_sync(report, synced)
-        result = synced.unreadable if _unreadable(synced) else results[user_id]
-        if isinstance(result, Exception):
-            _user_failed(report, user_id, result)
-            continue
-        report.queued += result.queued
-        report.removed += result.removed
-        report.overdue += result.overdue
-        report.capped_users += bool(result.capped)
-        report.capped_nudges += result.capped
-        report.disabled_users += result.skipped_disabled
-        report.visited += 1
-        if progress and report.visited % 1000 == 0:
-            progress(report)
 
 
 def _unreadable(synced: SyncSummary | None) -> bool:
@@ -373,8 +339,7 @@ def _cycle_share(
     sync_calendars: bool = True,
     progress=None,
 ) -> MaterializeReport:
-    """This process's part of a shared cycle: slices claimed and visited until none is left,
-    every slice's users through one ``UserFlow``."""
+    """This process's part of a shared cycle, every slice through one ``UserFlow``."""
     report = MaterializeReport(as_of=cycle.as_of)
     with UserFlow(
         report, config, deadline=deadline, sync=sync_calendars, progress=progress
@@ -388,7 +353,7 @@ def _cycle_share(
 
 
 class _SliceVisitor:
-    """A cycle's slices through one flow (``shared_cycle.SliceVisitor``)."""
+    """A cycle's slices through one flow (a ``shared_cycle.SliceVisitor``)."""
 
     def __init__(self, flow: UserFlow, deadline: float) -> None:
         self.flow, self.deadline = flow, deadline
@@ -399,7 +364,7 @@ class _SliceVisitor:
             if time.monotonic() >= self.deadline:
                 visit.whole = False
                 break
-            # The slices before, whose last users are still out, keep their leases too.
+            # Earlier slices, whose last users are still out, keep their leases too.
             for earlier in self.unsettled:
                 earlier.lease.keep()
             if not visit.lease.keep():
@@ -429,14 +394,11 @@ def run_materialize(
     progress=None,
     sync_calendars: bool = True,
 ) -> MaterializeReport:
-    """Take part in the cycle of ``now`` (every active user's nudges for the
-    look-ahead, with every other process running it), then smooth bursts.
+    """Take part in the cycle of ``now``, then smooth bursts.
 
-    A cycle already complete is reported, not run again. With ``user_ids``,
-    only those users are synced and planned (``materialize --user``), in a run
-    of their own: the queue's unique key makes it safe beside a cycle. One
-    user's failure is logged and counted and the sweep goes on. ``progress``,
-    if given, is called with the report every 1,000 users.
+    A complete cycle is reported, not run again. ``user_ids`` plans only those
+    users in a run of their own (safe beside a cycle: the queue's unique key).
+    One user's failure is logged and counted. ``progress`` is called every 1,000 users.
     """
     config = NudgeConfig.from_settings()
     started = time.monotonic()
@@ -458,8 +420,7 @@ def run_materialize(
         report = _cycle_share(cycle, config, deadline, sync_calendars, progress)
         _absorb_cycle_state(report, cycle, shared_cycle.cycle_state(cycle.starts_at, config))
         report.participant = shared_cycle.participant_name()
-        # Smoothing from this participant's own instant, not the cycle's: a
-        # late joiner must not move rows into minutes already being delivered.
+        # A late joiner must not move rows into minutes already being delivered.
         _finish_run(run, report, config, started, smooth_at=max(now, cycle.as_of))
     return report
 
@@ -467,7 +428,6 @@ def run_materialize(
 def _named_run(
     now, config, started, deadline, user_ids, progress, sync_calendars
 ) -> MaterializeReport:
-    """The named users, synced and planned through one flow, in a run of their own."""
     with recorded_run(
         SweepRun.Sweep.MATERIALIZE, now, outlived=outlived_after(config.materialize_budget_seconds)
     ) as run:
@@ -501,8 +461,7 @@ def _finish_run(
     with shared_cycle.smoothing_turn():
         report.moved_earlier = smooth_bursts(smooth_at, config)
     if report.provider_calls:
-        # The providers' app-wide rates as every process now sees them (a 429
-        # anywhere lowers them); the channels' are deliver's to report.
+        # The providers' shared rates; the channels' are deliver's to report.
         report.rates = {
             state.budget: state.rate
             for state in rates_in_force(config)

@@ -1,10 +1,7 @@
 """Planning, pure: which nudges a person should have queued now, from what is stored.
 
-No I/O: the subjects (settings, events in the window, open follow-ups, live
-snoozes) come in, and the nudges to queue come out with their intended
-instants, held by quiet hours, capped per user and ranked for the claim's
-fairness. ``sweeps/replan.py`` reads the subjects and writes the queue;
-``sweeps/materialize.py`` runs it for everyone once a cycle.
+No I/O: subjects come in; nudges come out at their intended instants, held by
+quiet hours, capped per user and ranked for the claim's fairness.
 """
 
 from __future__ import annotations
@@ -39,11 +36,8 @@ class PlannedNudge:
         return (self.kind, self.ref_id, self.intended_at)
 
     def worth_queueing(self, now: datetime) -> bool:
-        """A nudge first queued now must still precede its subject.
-
-        A row already queued for a subject that has since begun is left for
-        delivery to settle (skipped, with the reason support will look for).
-        """
+        """A nudge first queued now must still precede its subject (a row already
+        queued is left for delivery to settle, skipped with its reason)."""
         return self.subject_starts_at > now
 
 
@@ -53,25 +47,22 @@ def _in_window(intended_at: datetime, now: datetime, config: NudgeConfig) -> boo
 
 
 # (intended instant, subject start) -> when the nudge may go, or why it may not.
-IntendedTimeRule = Callable[[datetime, datetime], "datetime | SkipReason"] | None
+IntendedTimeRule = Callable[[datetime, datetime], "datetime | SkipReason"]
 
 
 def _held(hold: IntendedTimeRule, intended_at: datetime, starts_at: datetime) -> datetime:
     """Quiet hours move a nudge to their end; one they would skip keeps its time,
     and delivery settles it ``skipped`` with the reason (accounts.rules)."""
-    moved = hold(intended_at, starts_at) if hold else intended_at
+    moved = hold(intended_at, starts_at)
     return moved if isinstance(moved, datetime) else intended_at
 
 
 def _leads(
     reminder_minutes: Iterable[int], default_lead: timedelta, config: NudgeConfig
 ) -> list[timedelta]:
-    """The subject's own distinct leads, else the default: at most MAX_LEADS_PER_EVENT.
-
-    Beyond the cap comes at the cap (ARCHITECTURE, "Reminders"); 0 is "at the time".
-    The sync and the follow-up forms already keep to this; rows written another
-    way (imports, the admin) are held to the same rule here.
-    """
+    """The subject's own distinct leads (at most MAX_LEADS_PER_EVENT, none beyond
+    ``max_lead``; 0 is "at the time"), else the default. Holds rows written by
+    any path (imports, the admin) to the rule the forms and sync keep."""
     max_minutes = int(config.max_lead.total_seconds() // 60)
     minutes = {min(m, max_minutes) for m in reminder_minutes if m >= 0}
     return [timedelta(minutes=m) for m in sorted_leads(minutes)] or [default_lead]
@@ -82,26 +73,12 @@ def plan_event_nudges(
     default_lead: timedelta,
     now: datetime,
     config: NudgeConfig,
-    hold: IntendedTimeRule = None,
+    hold: IntendedTimeRule,
 ) -> list[PlannedNudge]:
-    """One nudge per distinct reminder lead of each event, else the user's default.
-
-    The event's calendar switches come as the annotations ``plan_for_user``
-    reads with it (``calendar_nudges_on``, ``calendar_skips_all_day``); an event
-    without them is on a calendar with the defaults.
-    """
+    """One nudge per distinct reminder lead of each event, else the user's default."""
     planned = []
     for event in events:
-        skip = event_skip_reason(
-            found=True,
-            cancelled=event.status == EventStatus.CANCELLED,
-            declined=event.declined,
-            all_day=event.all_day,
-            needs_reauth=False,  # those connections' events are not read (plan_for_user)
-            calendar_off=not getattr(event, "calendar_nudges_on", True),
-            skip_all_day=getattr(event, "calendar_skips_all_day", True),
-        )
-        if skip:
+        if _event_skipped(event):
             continue
         for lead in _leads(event.reminder_minutes, default_lead, config):
             intended_at = _held(hold, event.starts_at - lead, event.starts_at)
@@ -115,15 +92,12 @@ def plan_follow_up_nudges(
     default_lead: timedelta,
     now: datetime,
     config: NudgeConfig,
-    hold: IntendedTimeRule = None,
+    hold: IntendedTimeRule,
 ) -> list[PlannedNudge]:
-    """Each occurrence of a follow-up is nudged each of its own leads before it
-    (else the user's default lead): one row per (occurrence, lead).
+    """One nudge per (occurrence in the subject window, lead) of each follow-up.
 
-    A repeating follow-up's occurrences are found in the subject window
-    (followups.repeat, on the follow-up's own wall clock); when two of them
-    want the same instant (a daily one with leads of 0 and a day) the nearer
-    subject keeps it, as the queue's key allows one row per instant.
+    When two occurrences want the same instant the nearer keeps it: the queue's
+    key allows one row per instant.
     """
     planned: dict[tuple[str, int, datetime], PlannedNudge] = {}
     start, end = config.subject_window(now)
@@ -151,12 +125,8 @@ def plan_follow_up_nudges(
 def cap_per_user(
     planned: list[PlannedNudge], config: NudgeConfig
 ) -> tuple[list[PlannedNudge], int]:
-    """At most so many nudges per minute and per look-ahead for one user; how many fell out.
-
-    One tenant's feed must not flood the shared queue: the earliest nudges
-    are kept, the rest dropped — counted, recorded on the user's settings and
-    in the run log, never silently.
-    """
+    """The user's earliest nudges within the per-minute and per-look-ahead caps, and
+    how many fell out (counted, never silently: one feed must not flood the queue)."""
     kept, per_minute = [], Counter()
     for nudge in sorted(planned, key=lambda n: (n.intended_at, n.kind, n.ref_id)):
         minute = minute_of(nudge.intended_at)
@@ -171,8 +141,7 @@ def cap_per_user(
 
 @dataclass
 class UserSubjects:
-    """What planning reads about one user: their settings, the subjects in the window,
-    their live snoozes, and their rows already queued."""
+    """What planning reads about one user."""
 
     delivery: DeliverySettings | None = None
     events: list[CalendarEvent] = field(default_factory=list)
@@ -207,27 +176,15 @@ def plan_snoozed_nudges(
     follow_ups: Iterable[FollowUp],
     now: datetime,
     config: NudgeConfig,
-    hold: IntendedTimeRule = None,
+    hold: IntendedTimeRule,
 ) -> list[PlannedNudge]:
-    """The nudges the user's Snooze taps asked for (``nudge_actions``), still ahead.
+    """The nudges the user's Snooze taps asked for, still ahead.
 
-    ``snoozes`` are (kind, ref_id, snoozed_until, subject_starts_at). Planned
-    like any other, so they count against the caps and are not withdrawn as
-    unplanned; a snooze lapses when its subject moved, went or was done.
+    ``snoozes`` are (kind, ref_id, snoozed_until, subject_starts_at). Planned like
+    any other (capped, not withdrawn); a snooze lapses when its subject moved,
+    went or was done.
     """
-    starts = {
-        (Kind.EVENT, event.pk): event.starts_at
-        for event in events
-        if not event_skip_reason(
-            found=True,
-            cancelled=event.status == EventStatus.CANCELLED,
-            declined=event.declined,
-            all_day=event.all_day,
-            needs_reauth=False,  # not read (SubjectReads)
-            calendar_off=not event.calendar_nudges_on,
-            skip_all_day=event.calendar_skips_all_day,
-        )
-    }
+    starts = {(Kind.EVENT, e.pk): e.starts_at for e in events if not _event_skipped(e)}
     open_follow_ups = {follow_up.pk: follow_up for follow_up in follow_ups}
     planned = []
     for kind, ref_id, until, starts_at in snoozes:
@@ -240,6 +197,22 @@ def plan_snoozed_nudges(
         if _in_window(intended_at, now, config):
             planned.append(PlannedNudge(kind, ref_id, intended_at, starts_at))
     return planned
+
+
+def _event_skipped(event: CalendarEvent) -> bool:
+    """Whether an event deserves no nudge. Its calendar's switches come as annotations
+    (``SubjectReads``); without them, a calendar's defaults."""
+    return bool(
+        event_skip_reason(
+            found=True,
+            cancelled=event.status == EventStatus.CANCELLED,
+            declined=event.declined,
+            all_day=event.all_day,
+            needs_reauth=False,  # those connections' events are not read
+            calendar_off=not getattr(event, "calendar_nudges_on", True),
+            skip_all_day=getattr(event, "calendar_skips_all_day", True),
+        )
+    )
 
 
 def minute_of(instant: datetime) -> datetime:

@@ -1,9 +1,8 @@
 """The minute job's step that undoes disconnected calendars at their provider.
 
-For each release a disconnect recorded (``calendars/release.py``): stop the push
-channel, then revoke Google's grant (stopping needs the grant), then delete the
-record. Microsoft offers no per-token revocation, so there only the subscription
-goes. Best effort, each tried once, what failed logged and counted.
+Stop the push channel, then revoke Google's grant (stopping needs it), then
+delete the record; Microsoft has no per-token revocation. Best effort, each
+tried once, failures logged and counted.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ class ReleaseReport:
 
 
 def release_due(now: datetime, config: NudgeConfig) -> ReleaseReport:
-    """Undo every recorded release that is due; best effort, each tried once."""
+    """Undo every recorded release that is due."""
     report = ReleaseReport()
     for connection_id, user_id in take_due(now):
         with tenant_scope(user_id):

@@ -1,11 +1,6 @@
-"""Bringing a set of people's queue in line with what they should have queued now.
-
-Reads what planning needs (``SubjectReads``, at most five statements however
-many users), plans them (``sweeps/planning.py``), then inserts what is missing
-and withdraws what no longer should go, inside their scope. The cycle
-(``sweeps/materialize.py``) calls it a set of users at a time; a person's own
-change calls it for that person (``refresh_queue``, the receiver of
-``accounts.signals.plan_changed``).
+"""Bringing a set of people's queue in line with what they should have queued now:
+read what planning needs, plan, insert what is missing and withdraw what should
+no longer go, inside their scope.
 """
 
 from __future__ import annotations
@@ -48,11 +43,8 @@ class UserResult:
 
 @dataclass(frozen=True)
 class SubjectReads:
-    """The reads planning makes, one statement each however many users it plans.
-
-    Runs in whichever scope is open: a user's ``tenant_scope`` (one user) or
-    ``planning_scope`` (a slice of them); the plan tests EXPLAIN these querysets.
-    """
+    """The reads planning makes, one statement each however many users, in whichever
+    scope is open (``tenant_scope`` or ``planning_scope``). The plan tests EXPLAIN them."""
 
     settings: QuerySet
     events: QuerySet
@@ -63,8 +55,8 @@ class SubjectReads:
     @classmethod
     def of(cls, user_ids: list[int], now: datetime, config: NudgeConfig) -> SubjectReads:
         start, end = config.subject_window(now)
-        # One read of follow-ups, each half on its own partial index: a one-off due in the
-        # window, and a repeating one that has begun by its end (followups.repeat).
+        # Each half on its own partial index: a one-off due in the window, and a
+        # repeating one begun by its end.
         open_follow_ups = FollowUp.objects.filter(user_id__in=user_ids, done=False, due_at__lte=end)
         return cls(
             # A deactivated user is planned nothing (their pending rows are withdrawn).
@@ -128,36 +120,27 @@ def read_subjects(
 def materialize_user(user_id: int, now: datetime, config: NudgeConfig) -> UserResult:
     """Bring one user's pending queue in line with their calendar and follow-ups.
 
-    Inserts what is missing (idempotently) and deletes pending, unclaimed rows
-    that no longer match their subject — moved, cancelled, deleted, done,
-    re-timed, or the user turned nudges off — so the queue holds only what
-    will really be sent. Deleting (rather than settling as skipped) lets an
-    event moved away and back again be queued afresh.
+    Inserts what is missing (idempotently) and deletes unclaimed rows that no
+    longer match their subject, so an event moved away and back is queued afresh.
     """
-    # Everything written here is derived again by the next run (inserts are
-    # idempotent, stale rows are found again, delivery re-checks every
-    # subject), so the commit need not wait for the disk: waiting for the
-    # flush was most of a user's time.
+    # The next run derives all of this again, so the commit need not wait for the disk.
     with tenant_scope(user_id, relaxed_commit=True):
-        return queue_user_in_scope(user_id, now, config)
+        return queue_users_in_scope([user_id], now, config)[user_id]
 
 
 @dataclass
 class PlannedSet:
-    """Each user's result (or the exception that was their result), and, when the set
-    could not be planned together, why: its users were then planned one at a time."""
+    """Each user's result (or exception), and why the set was planned one by one, if it was."""
 
     results: dict[int, UserResult | Exception]
     planned_alone_because: str = ""
 
 
 def materialize_users(user_ids: list[int], now: datetime, config: NudgeConfig) -> PlannedSet:
-    """``materialize_user`` for a set of users, planned and queued together.
+    """``materialize_user`` for a set of users in one ``planning_scope`` transaction.
 
-    One ``planning_scope`` transaction and a statement per step for all of
-    them; if it fails, each user again in their own scope, so one user's bad
-    row costs that user alone. Said, not hidden: the run log counts such sets
-    (a planner role the bootstrap never made would otherwise only be slow).
+    If it fails, each user again in their own scope, so one bad row costs one
+    user; the run log counts such sets, so a missing planner role is not just slow.
     """
     try:
         with planning_scope(user_ids):
@@ -174,16 +157,10 @@ def materialize_users(user_ids: list[int], now: datetime, config: NudgeConfig) -
     return PlannedSet(results, planned_alone_because=why)
 
 
-def queue_user_in_scope(user_id: int, now: datetime, config: NudgeConfig) -> UserResult:
-    """``materialize_user`` inside the user's scope, already open."""
-    return queue_users_in_scope([user_id], now, config)[user_id]
-
-
 def queue_users_in_scope(
     user_ids: list[int], now: datetime, config: NudgeConfig
 ) -> dict[int, UserResult]:
-    """Plan ``user_ids`` and bring their queue in line, inside the scope already open
-    (``tenant_scope`` of the one user, or ``planning_scope`` of them all)."""
+    """Plan ``user_ids`` and bring their queue in line, inside the scope already open."""
     subjects = read_subjects(user_ids, now, config)
     results: dict[int, UserResult] = {}
     stale_ids: list[int] = []
@@ -219,12 +196,9 @@ def queue_users_in_scope(
 
 
 def refresh_queue(user_id: int, now: datetime | None = None, **_signal_kwargs: object) -> None:
-    """Re-materialize one user now, so a change does not wait for the next sweep.
+    """Re-materialize one user after their change (receiver of ``plan_changed``).
 
-    Called after a user's own change (a follow-up, a link, a calendar) and, as
-    the receiver of ``accounts.signals.plan_changed``, after their
-    settings changed. A failure is logged, not raised: the change itself is
-    saved, and the next sweep catches up.
+    A failure is logged, not raised: the change is saved and the next sweep catches up.
     """
     try:
         materialize_user(user_id, now or timezone.now(), NudgeConfig.from_settings())

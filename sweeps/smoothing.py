@@ -1,28 +1,15 @@
-"""Burst smoothing: see the top of the hour coming and spread it, earlier only.
+"""Burst smoothing: spread the top of the hour's nudges into earlier minutes.
 
-Most meetings start on the hour, so most nudges fall due in the same minute.
-The queue knows three hours ahead how many nudges each minute holds per
-channel; where a minute holds more than its channel carries in a minute
-(planning rate x the run's sending seconds x headroom), the excess is moved
-into the nearest earlier minutes with room, at most
-``NUDGE_MAX_EARLY_MINUTES`` earlier — never later, since
-a late nudge is the product failing and an early one just says "in 14 min"
-(the text is composed at send time). Only rows still at their intended
-instant move, the heaviest users' extra nudges first; a row placed once
-stays placed, so running this again reshuffles nothing. The intended
-instant, and so the queue's unique key, never changes.
+Where a minute of the look-ahead holds more than its channel carries in a
+minute, the excess moves into the nearest earlier minutes with room, at most
+``NUDGE_MAX_EARLY_MINUTES`` earlier — never later: a late nudge is the product
+failing, an early one just says "in 14 min". Only rows still at their intended
+instant move, so running this again reshuffles nothing; the intended instant
+(the queue's key) never changes.
 
-The planning rate is not the configured one (``NudgeConfig.planning_rate``):
-the adaptive pacer (``pacing/pacer.py``) holds a channel configured at its
-provider's limit to a sawtooth under it, averaging ``(1 + backoff) / 2`` of
-the setting, and lower still after 429s found a lower limit — which the plan
-reads from the shared rate in force, so a minute is filled only with what the
-channel will really carry. The last minute of a burst has no later minute to
-spill into on time; planning at the configured rate left its tail a few
-seconds past the +1 minute edge (BENCHMARKS.md, issue 20).
-
-The plan (:func:`plan_moves`) is plain arithmetic over minute counts; the
-moves are queue transitions in ``transitions.py``.
+Capacity comes from the rate in force (``NudgeConfig.planning_rate``), not the
+configured one: the adaptive pacer holds a channel below its setting, and a
+burst's last minute has no later minute to spill into on time.
 """
 
 from __future__ import annotations
@@ -52,13 +39,8 @@ class Move:
 def plan_moves(
     load: Mapping[datetime, int], capacity: int, first_open: datetime, max_early: timedelta
 ) -> list[Move]:
-    """Moves that bring every minute within ``capacity`` where earlier room allows.
-
-    ``load`` counts movable and placed rows per minute; rows may move only
-    into minutes from ``first_open`` on (never into a minute already being
-    delivered). Minutes are visited oldest first and fill the nearest earlier
-    room first, so nudges move as little as they can.
-    """
+    """Moves that bring every minute within ``capacity`` where earlier room allows,
+    into minutes from ``first_open`` on, nearest room first."""
     load = dict(load)
     moves = []
     for minute in sorted(load):
@@ -84,8 +66,7 @@ def smooth_bursts(now: datetime, config: NudgeConfig) -> int:
     """Spread over-full minutes of the look-ahead earlier; how many nudges moved."""
     if config.max_early <= timedelta(0):
         return 0
-    # The minute after next is the first a move may land in: the current and
-    # next minutes may already be being claimed.
+    # The current and next minutes may already be being claimed.
     first_open = now.replace(second=0, microsecond=0) + 2 * MINUTE
     loads = transitions.load_per_minute(first_open - MINUTE, now + config.lookahead)
     if not loads:

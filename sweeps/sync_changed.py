@@ -1,52 +1,17 @@
 """The minute job (``manage.py sync_changed``): the one place work after a change is done.
 
-Two kinds of change ask for a fetch, and both leave a mark in the work list
-(``calendars.push.worklist``) in the transaction that made them: a provider
-saying a calendar changed (push), and a person adding or reconnecting a
-calendar (``worklist.request_fetch``). No web request fetches anything; this
-job does, within a minute.
+Each run (1) creates or renews the push channels that are due, (2) fetches every
+connection marked changed in the work list (a push notification, or a person
+adding or reconnecting a calendar) once, and re-materializes its user, and
+(3) undoes the calendars people disconnected (``sweeps/release.py``). No web
+request fetches anything. It is its own cron line so a slow provider never
+makes a nudge late; fetches go through ``SyncPool`` with the materialize
+sweep's bounds, each in the owner's tenant scope.
 
-Its own cron line rather than a step of ``deliver``: delivery's minute is
-spent claiming and sending what is due at the top of the minute, and a
-provider fetch may take up to ``CALENDAR_HTTP_TIMEOUT_SECONDS`` — a slow
-Google must never make a nudge late. Apart, each can fail, be timed and be
-scaled on its own.
-
-Each run (1) creates or renews the channels that are due, then (2) fetches
-every connection notified since the last run (or found lapsed by step 1),
-once however many notifications came, and re-materializes its user, so a
-cancelled meeting's nudge is withdrawn (or a moved one's moved) within a
-minute of the provider saying so, and (3) undoes the calendars people
-disconnected at their provider (``sweeps/release.py``). With push not
-configured it skips step 1 and still does the rest.
-
-The fetches go through the materialize sweep's ``SyncPool``, so the same
-bounds hold: ``CALENDAR_SYNC_CONCURRENCY`` at once, ``CALENDAR_SYNC_PER_HOST``,
-one user's connections one after another within their
-``CALENDAR_SYNC_USER_BUDGET_SECONDS``, the shared provider pacing, and each
-read and write in the owner's tenant scope. Only the connections that were
-notified are fetched, not the user's others.
-
-The run starts no new work :data:`RUN_BUDGET_SECONDS` after it began (fetches
-and channel calls already out finish), well inside the minute and the cron
-line's ``timeout``; channels get at most half of it (:data:`CHANNELS_SHARE`),
-and those not reached are due again at once.
-
-The changes it takes are held, not cleared (``calendars.push.worklist``): a
-change is cleared only once its connection was fetched (or needs nothing
-fetched) and its user re-queued; one not fetched before the deadline is put
-back as it was, and one whose fetch must back off is held until the back-off
-ends — so a later minute job fetches it, not the 15-minute cycle. A run that
-fails with an exception puts its unfinished changes back the same way. A run
-that is killed cannot (the cron line's ``timeout`` sends SIGTERM, which
-Python does not turn into an exception; SIGKILL; a machine lost): its
-unfinished changes stay held until ``worklist.CHANGE_LEASE`` (5 minutes) runs
-out and are then taken by the next minute job, and their connections keep
-``resync_requested``, so the 15-minute sweep fetches them too. A kill delays
-a change by up to the lease; it never drops it.
-
-Each user's connections are re-queued as soon as their fetches are in, on
-the run's thread, between dispatching more fetches.
+Changes taken are held, not cleared: one is cleared only once fetched (or
+needing nothing) and its user re-queued; one not reached is put back, one that
+must back off is held until the back-off ends. A killed run's changes stay held
+until ``worklist.CHANGE_LEASE`` runs out: delayed, never dropped.
 """
 
 from __future__ import annotations
@@ -66,13 +31,10 @@ from sweeps.replan import materialize_user
 
 logger = logging.getLogger("nudge.calendars.push")
 
-# The run starts no new fetch or channel call after this many seconds: what is
-# out then finishes (each fetch within CALENDAR_SYNC_BUDGET_SECONDS), and the
-# next minute's run starts on time with what this one left.
+# No new fetch or channel call starts after this; what is out finishes.
 RUN_BUDGET_SECONDS = 45.0
-# Channels are worked on for at most this share of it, so a backlog of channels
-# (every calendar enrolled at once) cannot leave the changes no time; a channel
-# is renewed half a day before it runs out, a change may be minutes from a nudge.
+# Channels get at most this share of it: a channel is renewed half a day before
+# it runs out, a change may be minutes from a nudge.
 CHANNELS_SHARE = 0.5
 
 
@@ -85,10 +47,7 @@ class MinuteReport:
     queued: int = 0
     removed: int = 0
     failed_users: int = 0
-    # Changed connections taken but still marked when the run ended (not fetched
-    # before the deadline, or their provider must wait): a later minute job's.
-    left_marked: int = 0
-    # Disconnected calendars undone at their provider (``calendars/release.py``).
+    left_marked: int = 0  # changes taken but left for a later run
     released: ReleaseReport = field(default_factory=ReleaseReport)
 
     def summary(self) -> str:
@@ -111,7 +70,7 @@ def run_sync_changed(now: datetime, *, budget_seconds: float = RUN_BUDGET_SECOND
     started = time.monotonic()
     deadline = started + budget_seconds
     if report.push_configured:
-        # Channels first: a lapsed one found there is marked changed, and fetched below.
+        # Channels first: a lapsed one is marked changed, and fetched below.
         _maintain_channels(now, config, started + CHANNELS_SHARE * budget_seconds, report)
     _ChangedRun(now, config, deadline, report).run()
     report.released = release_due(now, config)
@@ -121,8 +80,7 @@ def run_sync_changed(now: datetime, *, budget_seconds: float = RUN_BUDGET_SECOND
 def _maintain_channels(
     now: datetime, config: NudgeConfig, deadline: float, report: MinuteReport
 ) -> None:
-    """Create or renew the due channels until the deadline; those not reached are
-    due again at once, for the next minute job."""
+    """Create or renew the due channels until the deadline; the rest are due again at once."""
     if time.monotonic() >= deadline:
         return
     due = worklist.take_maintenance(now)
@@ -139,17 +97,15 @@ def _maintain_channels(
 
 
 class _ChangedRun:
-    """One run's changed connections: taken (held), fetched through a ``SyncPool``,
-    each user re-queued as their fetches finish, and every hold settled at the
-    end, whatever happened."""
+    """One run's changed connections: taken (held), fetched, each user re-queued as
+    their fetches finish, and every hold settled at the end, whatever happened."""
 
     def __init__(
         self, now: datetime, config: NudgeConfig, deadline: float, report: MinuteReport
     ) -> None:
         self.now, self.config, self.deadline, self.report = now, config, deadline, report
         self.taken: list[worklist.Work] = []
-        # How the taken changes are left: cleared (done), held until a back-off
-        # ends (due), or else put back as they were, for the next run.
+        # Taken changes end cleared (done), held until a back-off (due), or put back.
         self.done: set[int] = set()
         self.due: dict[int, datetime] = {}
 
@@ -214,9 +170,8 @@ class _ChangedRun:
             self._settle(result)
 
     def _settle(self, result: ConnectionResult) -> None:
-        """How a connection's change is left once its user is re-queued: put back if
-        it was not fetched; held until the back-off ends if the provider must wait;
-        else done (synced, unchanged, gone, or waiting for the user to reconnect)."""
+        """Leave a re-queued user's change: put back if not fetched, held while the
+        provider must wait, else done."""
         if result.outcome == Outcome.DEFERRED:
             return
         if result.outcome in (Outcome.FAILED, Outcome.BACKING_OFF) and result.retry_after:

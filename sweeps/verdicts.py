@@ -1,21 +1,9 @@
 """How a claimed nudge settles: sent, skipped with its reason, failed, or retried.
 
-:func:`decide` turns a row and its :class:`~scheduled_sends.subjects.Facts`
-(the owner's settings and the subject as it is now) into one of two answers:
-
-* :class:`Delivery` — send this message to this address on this channel;
-* a :class:`Verdict` — how the row settles instead: ``skipped`` with the
-  reason support (and the user) reads (subject gone, moved, begun, done;
-  nudges turned off or paused, quiet hours), or ``failed`` for a problem on
-  our side (no address).
-
-Once sent, :func:`classify` turns what the channel's sender answered (a
-:class:`SendAttempt`) into the row's :class:`Verdict`: sent, failed with its
-kind (``scheduled_sends/failures.py``), or retried. Both are pure: delivery
-only carries them out.
-
-The message is composed here, at send time, so a nudge that burst smoothing
-moved earlier says how long is really left ("in 14 min").
+Pure: :func:`decide` turns a row and its current ``Facts`` into a
+:class:`Delivery` or a :class:`Verdict`; :func:`classify` turns a send's
+:class:`SendAttempt` into a :class:`Verdict`. The message is composed at send
+time, so a nudge smoothing moved earlier says how long is really left.
 """
 
 from __future__ import annotations
@@ -72,17 +60,15 @@ class Verdict:
 
 
 def skip(reason: str) -> Verdict:
-    """Nothing worth saying: settled ``skipped`` with this reason."""
     return Verdict(Transition.SKIPPED, reason)
 
 
 def fail(kind: FailureKind, detail: str = "") -> Verdict:
-    """Settled ``failed``, never resent; ``last_error`` composed from the kind."""
+    """Settled ``failed``, never resent."""
     return Verdict(Transition.FAILED, failures.reason(kind, detail), kind)
 
 
 def retry(reason: str, wait: timedelta, *, problem: str = "", unexpected: bool = False) -> Verdict:
-    """Handed back for a later claim after ``wait``, counting the attempt."""
     return Verdict(Transition.RETRY, reason, wait=wait, problem=problem, unexpected=unexpected)
 
 
@@ -108,7 +94,7 @@ def _subject_gone(row: ClaimedSend, facts: Facts) -> Verdict | None:
 
 
 def _shape(row: ClaimedSend, facts: Facts) -> Shape:
-    """Which words the nudge opens with: a snooze's own, a quiet-hours hold's, or a reminder's."""
+    """Which words the nudge opens with."""
     if facts.snoozed:
         return Shape.SNOOZED
     if held_by_quiet_hours(row.intended_at, facts):
@@ -137,7 +123,7 @@ def decide(
     # is still worth sending within grace; one meant before it is not.
     if starts_at <= now and row.intended_at < starts_at:
         return skip("subject already begun")
-    # Quiet hours bind the intended instant (smoothing may send a little earlier).
+    # Quiet hours bind the intended instant, not the (smoothed) send time.
     quiet = hold_for_quiet_hours(row.intended_at, starts_at, facts)
     if isinstance(quiet, SkipReason):
         return skip(quiet.reason)
@@ -167,8 +153,7 @@ def decide(
         location=facts.location,
         shape=_shape(row, facts),
     )
-    # The buttons (Join, Snooze, Done) are bound to this row; channels without
-    # buttons ignore them.
+    # Buttons bound to this row; channels without buttons ignore them.
     message = replace(
         message,
         actions=NudgeActions(
@@ -187,10 +172,8 @@ class SendAttempt:
     finished: float
     receipt: object = None
     error: BaseException | None = None
-    # The channel was paused by a 429 while this row waited for its slot.
-    not_tried: bool = False
-    # This process reached the row's send slot too late to use it (see SendGate).
-    slot_missed: bool = False
+    not_tried: bool = False  # a 429 paused the channel while the row waited
+    slot_missed: bool = False  # reached its send slot too late (see SendGate)
 
 
 def describe_unexpected(exc: BaseException) -> str:
@@ -203,19 +186,18 @@ def describe_unexpected(exc: BaseException) -> str:
 
 
 def classify(attempt: SendAttempt, retry_delay: timedelta) -> Verdict:
-    """How a send that was tried settles, from what the sender answered.
+    """How a tried send settles.
 
-    Accepted with a message id: sent. Refused for good, or possibly delivered
-    (no answer, an answer we cannot read, no message id): failed with its kind,
-    never resent — a duplicate nudge is worse than a missing one support can
-    see. A 429: retried after the provider's wait. Anything else: retried
-    (bounded by grace); an exception no channel should raise fails the run's health.
+    Refused for good, or possibly delivered (no answer, no readable message id):
+    failed, never resent — a duplicate is worse than a missing nudge support can
+    see. A 429 or any other error: retried (bounded by grace); an exception no
+    channel should raise also fails the run's health.
     """
     exc = attempt.error
     if exc is None:
         message_id = getattr(attempt.receipt, "provider_message_id", None)
         if not isinstance(message_id, str) or not message_id:
-            # Accepted, but we cannot say what: a channel bug. Sent, probably.
+            # Accepted, but we cannot say what: a channel bug. Probably sent.
             return Verdict(
                 Transition.FAILED,
                 failures.no_message_id(attempt.receipt),
@@ -227,8 +209,7 @@ def classify(attempt: SendAttempt, retry_delay: timedelta) -> Verdict:
         wait = timedelta(seconds=max(1.0, exc.retry_after or 60.0))
         return Verdict(Transition.RETRY, exc.describe(), wait=wait, rate_limited=True)
     if isinstance(exc, PermanentSendError):
-        # Our own configuration fails every send on the channel, not one person's:
-        # the run fails loudly (health names the setting), the others are the user's.
+        # Our own configuration fails every send on the channel: fail the run loudly.
         problem = exc.describe() if exc.kind == FailureKind.CONFIGURATION else ""
         return Verdict(
             Transition.FAILED,
@@ -240,6 +221,5 @@ def classify(attempt: SendAttempt, retry_delay: timedelta) -> Verdict:
     if isinstance(exc, UnconfirmedSendError):
         return fail(exc.kind, exc.describe())
     if isinstance(exc, SendError):
-        # Transient, or an unclassified channel error: retried, bounded by grace.
         return retry(exc.describe(), retry_delay)
     return retry(describe_unexpected(exc), retry_delay, problem=type(exc).__name__, unexpected=True)

@@ -31,8 +31,6 @@ class Command(SweepCommand):
                 self.stdout.write(f"  … {report.users} users, {report.queued} queued")
 
         user_ids = require_users(user_ids)
-        # The cron line joins the cycle of its slot with every other process
-        # running it, on any machine; a run of named users is its own.
         report = run_materialize(
             now, user_ids=user_ids, progress=progress, sync_calendars=not no_sync
         )

@@ -1,9 +1,4 @@
-"""manage.py sync_changed [--now ISO] — the push minute job (its own cron line, every minute).
-
-Creates or renews due push channels, then fetches the calendars providers
-said changed and re-queues their users' nudges (sweeps/sync_changed.py).
-Exits non-zero when a user's re-sync failed.
-"""
+"""manage.py sync_changed — the minute job (its own cron line); fails when a user's re-sync did."""
 
 from __future__ import annotations
 
