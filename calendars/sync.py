@@ -30,11 +30,7 @@ from django.utils import timezone
 from calendars import statements
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.push.freshness import fetch_window
-from calendars.snapshot import (
-    rotated_meanwhile,
-    snapshot_of,
-    token_values,
-)
+from calendars.snapshot import rotated_meanwhile, snapshot_of, token_values
 from core.config import NudgeConfig
 from providers import crypto, get_provider
 from providers.base import (
@@ -151,7 +147,11 @@ def read_user_connections(
             continue
         seen.add(connection.id)
         facts = (zone, (email,) if email else ())
-        jobs.append(_job_or_failure(connection, now, window, config, facts))
+        try:
+            jobs.append(_job_for(connection, now, window, config, facts))
+        except Exception as exc:  # one connection's bug must not cost the user's others
+            logger.exception("calendar sync failed for connection %s", connection.pk)
+            jobs.append(internal_error(connection.pk, exc))
     if only is not None:
         jobs += [ConnectionResult(cid, "?", Outcome.GONE) for cid in only if cid not in seen]
     return jobs
@@ -182,20 +182,6 @@ class ConnectionRow(NamedTuple):
     @property
     def pk(self) -> int:
         return self.id
-
-
-def _job_or_failure(
-    connection: CalendarConnection | ConnectionRow,
-    now: datetime,
-    window: Window,
-    config: NudgeConfig,
-    facts: tuple[str, tuple[str, ...]],
-) -> FetchJob | ConnectionResult:
-    try:
-        return _job_for(connection, now, window, config, facts)
-    except Exception as exc:  # one connection's bug must not cost the user's others
-        logger.exception("calendar sync failed for connection %s", connection.pk)
-        return internal_error(connection.pk, exc)
 
 
 def fetch_decision(

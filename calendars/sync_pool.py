@@ -79,7 +79,7 @@ class SyncPool:
         deadline: float | None = None,
     ) -> None:
         self.config = config
-        self.now, self.window_start, self.window_end = now, window_start, window_end
+        self.now, self.window = now, (window_start, window_end)
         self.concurrency = concurrency or config.calendar_sync_concurrency
         self.per_host = min(config.calendar_sync_per_host, self.concurrency)
         self.user_budget = config.calendar_sync_user_budget_seconds
@@ -103,10 +103,6 @@ class SyncPool:
         self._fetches.close()
         self._db.close()
 
-    def users_in_flight(self) -> int:
-        """Users added whose connections are not all done (or not yet queued)."""
-        return len(self._users)
-
     def add_user(self, user_id: int, connection_ids: Collection[int] | None = None) -> None:
         """Queue the user: their connections (or only ``connection_ids``: what push
         said changed) are read on a lane, then fetched. Once until they are finished."""
@@ -119,11 +115,7 @@ class SyncPool:
         while the pool holds twice its concurrency in users (every slot kept busy,
         no more held in memory)."""
         self.add_user(user_id, connection_ids)
-        return self.finished(wait=self.users_in_flight() >= 2 * self.concurrency)
-
-    @property
-    def window(self) -> Window:
-        return (self.window_start, self.window_end)
+        return self.finished(wait=len(self._users) >= 2 * self.concurrency)
 
     def finished(self, *, wait: bool = False) -> list[Finished]:
         """Users whose every connection is done, in the order they finished (one whose
