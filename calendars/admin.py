@@ -1,9 +1,7 @@
-"""Read-only support views of connected calendars, their events, and follow-ups.
+"""Read-only support views of connected calendars and their events.
 
-Connections carry encrypted OAuth tokens and an ICS feed's secret address.
-Those columns are named nowhere below — not in a list, a form, a filter or a
-search — so no admin page can render, filter on or probe them. The one write
-is "resync now", which only raises a flag the next materialize run acts on.
+The secret columns (tokens, a feed's address) are named nowhere below, so no admin
+page can render, filter on or probe them. The one write is "resync now", a flag.
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ PUSH_IDENTIFIERS = (
 
 @admin.register(CalendarConnection)
 class CalendarConnectionAdmin(ReadOnlyAdmin):
-    # Every timestamp written the console's one way (viewer's zone, UTC on hover).
     last_synced = instant_column("last_synced_at", "last synced")
     retry_after_ = instant_column("retry_after", "retry after")
     token_expires = instant_column("token_expires_at", "token expires")
@@ -52,9 +49,7 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
     list_filter = ("provider", "status", "resync_requested", "push_state")
     list_select_related = ("user",)
     search_fields = ("account", "user__username", "user__email")
-    # An explicit allow-list: a column added to the model later stays hidden
-    # until someone decides it is safe to show. sync_state (provider sync
-    # tokens) is left out with the secrets.
+    # An allow-list: a new column stays hidden until someone decides it is safe.
     fields = (
         "user",
         "provider",
@@ -73,7 +68,6 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
         "created",
     )
     readonly_fields = fields
-    # The channel's ids and secret digest are left out with the secrets.
     exclude = (*SECRET_FIELDS, "sync_state", *PUSH_IDENTIFIERS)
     actions = ("resync_now",)
 
@@ -99,7 +93,6 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
 
     @admin.action(permissions=["resync"], description="Resync now (on the next materialize run)")
     def resync_now(self, request: HttpRequest, queryset: QuerySet[CalendarConnection]) -> None:
-        # Only the flag: the sync itself runs in the sweep, in the owner's scope.
         connections = list(queryset.only("pk", "provider", "account", "user_id"))
         CalendarConnection.objects.filter(pk__in=[c.pk for c in connections]).update(
             resync_requested=True

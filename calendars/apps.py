@@ -8,8 +8,6 @@ class CalendarsConfig(AppConfig):
     verbose_name = "Calendars"
 
     def ready(self) -> None:
-        # urllib3 logs each request line (path and query) at DEBUG, and an ICS
-        # feed's path is its secret: that logger never goes below INFO, even
-        # when the root logger is turned down to DEBUG.
+        # urllib3 logs each request's path at DEBUG, and an ICS feed's path is its secret.
         urllib3_logger = logging.getLogger("urllib3.connectionpool")
         urllib3_logger.setLevel(max(urllib3_logger.level, logging.INFO))

@@ -1,13 +1,10 @@
 """Creating connections: an ICS feed address, or the tokens from an OAuth callback.
-
-Kept out of the views and commands so both stay thin. The same rule as the
-sync holds: no tenant scope is open during a network call.
+No tenant scope is open during a network call.
 
 A feed on a private or loopback address is refused unless explicitly allowed
-(``connect_ics --allow-private``), and the choice is stored on the connection
-and re-checked on every fetch and redirect. ``DEBUG`` deliberately does not
-relax it: staging often runs with DEBUG on and still has an internal network
-worth protecting from a user-supplied URL.
+(``connect_ics --allow-private``); the choice is stored and re-checked on every
+fetch and redirect. ``DEBUG`` does not relax it: staging runs with DEBUG on and
+still has an internal network to protect.
 """
 
 from __future__ import annotations
@@ -33,9 +30,7 @@ from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.calendars")
 
-# One refusal for every address the server will not fetch: saying "resolves to a
-# private address" apart from "cannot resolve" would let a user map the internal
-# network's names through this form. The detail goes to the log.
+# One refusal for every cause, so a user cannot map internal names through the form.
 REFUSED = (
     "This address cannot be used. Give the public http(s) address of the calendar "
     "(the ICS or iCal link your calendar service shows)."
@@ -55,8 +50,7 @@ def vet_feed_url(user_id: int, url: str, *, allow_private: bool, say_why: bool =
     except ProviderError as exc:
         reason = crypto.scrub(str(exc), url)
         logger.info("refused an ICS address", extra={"user_id": user_id, "reason": reason})
-        # Written in the language of the request that asked (issue 33); the constant
-        # stays English for the log and the command line.
+        # Translated for the user; the constant stays English for the log.
         if say_why and "private or local address" in reason and not allow_private:
             reason += " (a feed on this machine or your own network: add --allow-private)"
         raise ConnectError(reason if say_why else gettext(REFUSED)) from None
@@ -77,11 +71,8 @@ def check_calendar_cap(user_id: int, cap: int) -> None:
 def add_ics_feed(
     user_id: int, url: str, *, config: NudgeConfig, allow_private: bool = False
 ) -> CalendarConnection:
-    """The website's connect: validate the address in the request and store it, with a
-    request for its first fetch in the same transaction; the minute job fetches it
-    (``sweeps/sync_changed.py``), so a slow feed never holds a web worker. Until
-    then the connection has never synced, which the calendars page shows as
-    "checking…"."""
+    """The website's connect: validate the address and store it with a request for its
+    first fetch, which the minute job does, so a slow feed never holds a web worker."""
     url = feed_address(url)
     vet_feed_url(user_id, url, allow_private=allow_private)
     with tenant_scope(user_id):
@@ -156,11 +147,8 @@ def connect_ics_feed(
 def store_oauth_connection(
     user_id: int, provider: str, *, account: str, grant: TokenGrant, config: NudgeConfig
 ) -> CalendarConnection:
-    """Create the user's connection for this account, or give an existing one new tokens.
-
-    Reconnecting is how a ``needs_reauth`` connection is repaired, so it
-    resets the status and asks for a full sync.
-    """
+    """Create the user's connection for this account, or give an existing one new tokens
+    (which repairs a ``needs_reauth`` one: the status is reset and a full sync asked)."""
     with tenant_scope(user_id):
         connection = CalendarConnection.objects.filter(
             user_id=user_id, provider=provider, account=account[:255]
@@ -179,8 +167,7 @@ def store_oauth_connection(
         connection.retry_after = None
         connection.resync_requested = True
         connection.save()
-        # In the same transaction: a push channel due now, and the first fetch; the
-        # minute job does both (or leaves the calendar polled).
+        # In the same transaction: a push channel due now, and the first fetch.
         now = timezone.now()
         worklist.enroll(connection.pk, user_id, now)
         worklist.request_fetch(connection.pk, user_id, now, push_capable=True)

@@ -1,13 +1,9 @@
 """Re-encrypt every stored calendar secret under the newest key, so an old key can go.
 
-``CALENDAR_TOKEN_KEYS`` is newest first: the newest key encrypts, every key
-decrypts. Retiring a key means prepending a new one, rewriting every secret
-column with it (this module), then dropping the old key. Each user's
-connections are rewritten inside that user's own tenant scope, one short
-transaction per user with the rows locked, so a sync storing fresh tokens at
-the same moment either goes first (and is rotated) or waits (and writes with
-the newest key itself). A secret no configured key can read is counted and
-left as it is — the connection already fails to sync and needs reconnecting.
+Each user's connections are rewritten in their own tenant scope, one short
+transaction with the rows locked, so a sync storing fresh tokens meanwhile either
+goes first (and is rotated) or waits. A secret no configured key can read is
+counted and left as it is (that connection already needs reconnecting).
 """
 
 from __future__ import annotations
@@ -20,7 +16,6 @@ from calendars.models import CalendarConnection
 from providers import crypto
 from tenancy.scope import tenant_scope
 
-# Every column that holds a calendar secret encrypted with providers.crypto.
 SECRET_COLUMNS = ("access_token_encrypted", "refresh_token_encrypted", "feed_url_encrypted")
 
 

@@ -1,8 +1,5 @@
-"""Connected calendars, their persisted events, and timed follow-ups.
-
-Events are a local, incrementally synced copy so that "what does this user
-have in ten minutes" is an indexed read, not a provider round trip.
-"""
+"""Connected calendars and a local copy of their events, so "what does this user
+have in ten minutes" is an indexed read, not a provider round trip."""
 
 from __future__ import annotations
 
@@ -29,8 +26,7 @@ class ConnectionStatus(models.TextChoices):
 
 
 class PushState(models.TextChoices):
-    """Whether the provider tells us about changes (calendars/push/); anything but
-    LIVE (with an expiry still ahead) means the calendar is polled every cycle."""
+    """Anything but LIVE (with an expiry ahead) means the calendar is polled every cycle."""
 
     NONE = "", "Polled (no push)"
     LIVE = "live", "Push live"
@@ -68,9 +64,8 @@ class CalendarConnection(TenantModel):
         help_text="An ICS feed on a private or loopback address (connect_ics --allow-private).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    # Push: the provider's channel (Google) or subscription (Graph) id, Google's
-    # resource id, and a digest of the secret the provider echoes back (the
-    # secret itself is never needed again, so it is not kept).
+    # Push: the Google channel or Graph subscription id, Google's resource id, and a
+    # digest of the secret the provider echoes back.
     push_state = models.CharField(
         max_length=8, choices=PushState.choices, default=PushState.NONE, blank=True
     )
@@ -80,12 +75,10 @@ class CalendarConnection(TenantModel):
     push_expires_at = models.DateTimeField(null=True, blank=True)
     # Google numbers a channel's messages increasingly: a number not above this is a replay.
     push_message_number = models.BigIntegerField(default=0)
-    # Graph asked to re-authorise the subscription that expires at this instant
-    # (reauthorizationRequired); answered, and cleared, by the next renewal.
+    # Graph asked to re-authorise the subscription expiring then; cleared by a renewal.
     push_reauthorize_expiry = models.DateTimeField(null=True, blank=True)
     push_error = models.CharField(max_length=255, blank=True, default="")
-    # The user's choices for this calendar (the Calendars page): whether its events
-    # are nudged at all, and whether all-day ones are left out (they have no hour).
+    # The user's choices for this calendar (the Calendars page).
     nudges_on = models.BooleanField(default=True, help_text="Nudge this calendar's events.")
     skip_all_day = models.BooleanField(
         default=True, help_text="Leave all-day events out (they are nudged at midnight)."
@@ -112,8 +105,7 @@ class CalendarEvent(TenantModel):
         CalendarConnection, on_delete=models.CASCADE, related_name="events"
     )
     provider_event_id = models.CharField(max_length=512)
-    # The occurrence's original start for a recurring series' instance
-    # (RECURRENCE-ID); null for a single event. Part of the upsert key.
+    # A recurring series' instance's RECURRENCE-ID; null for a single event. Part of the key.
     occurrence_start = models.DateTimeField(null=True, blank=True)
     title = models.CharField(max_length=1024, blank=True, default="")
     starts_at = models.DateTimeField()
@@ -158,9 +150,8 @@ class CalendarEvent(TenantModel):
 
 
 class ProviderRelease(TenantModel):
-    """What a disconnected calendar leaves at its provider to undo: its push channel
-    and, at Google, its grant. Written in the owner's scope as the connection is
-    deleted; the minute job undoes it and deletes the row (``calendars/release.py``)."""
+    """What a disconnected calendar leaves at its provider to undo (its push channel,
+    and at Google its grant); the minute job undoes it and deletes the row."""
 
     connection_id = models.BigIntegerField(unique=True)
     provider = models.CharField(max_length=16, choices=Provider.choices)
@@ -181,9 +172,8 @@ class ProviderRelease(TenantModel):
 
 
 class ReleaseWork(models.Model):
-    """The minute job's list of releases to do across users: ids and an instant only
-    (like ``PushWork``, not a tenant table); the release itself is read in its
-    owner's scope. ``due_at`` moves ahead while a job holds the row."""
+    """The minute job's releases to do across users: ids and an instant only, so not a
+    tenant table. ``due_at`` moves ahead while a job holds the row."""
 
     connection_id = models.BigIntegerField(primary_key=True)
     user_id = models.BigIntegerField()
@@ -198,25 +188,17 @@ class ReleaseWork(models.Model):
 
 
 class PushWork(models.Model):
-    """The minute job's to-do list: which connections must be fetched (a provider
-    notified a change, or a person added or reconnected a calendar), and which
-    push channels need creating or renewing by when.
-
-    Deliberately not a tenant table: the minute job must find due work across
-    every user without a bypass, the way materialize lists ``auth_user``. It
-    holds ids and instants only — nothing about a calendar but "look at it";
-    the connection itself is read and written in its owner's tenant scope.
-    ``polling`` mirrors "push is not live" so health can count fallbacks, among
-    the rows of calendars that can have push (``push_capable``: not an ICS feed).
+    """The minute job's to-do list: connections to fetch, and push channels to create
+    or renew by when. Not a tenant table, so due work is found across users without
+    a bypass; it holds ids and instants only. ``polling`` mirrors "push is not live"
+    so health can count fallbacks among ``push_capable`` rows (not ICS feeds).
     """
 
     connection_id = models.BigIntegerField(primary_key=True)
     user_id = models.BigIntegerField()
     # Set by a verified notification; a flood leaves one row, so one sync.
     changed_at = models.DateTimeField(null=True, blank=True)
-    # The mark a minute job took and is fetching for, held until
-    # ``change_held_until`` (the database's clock): settled when the fetch is done,
-    # put back if the job runs out of time, offered again if the job dies.
+    # The mark a minute job took, held until ``change_held_until`` (``worklist``).
     taken_change_at = models.DateTimeField(null=True, blank=True)
     change_held_until = models.DateTimeField(null=True, blank=True)
     # When the channel must be created, renewed or retried.

@@ -1,8 +1,5 @@
-"""What a disconnected calendar leaves at its provider, recorded in the request.
-
-A disconnect deletes the connection in the person's request and, in the same
-transaction, records what the provider still holds (``ProviderRelease``); the
-minute job undoes it (``sweeps/release.py``). No web request calls a provider.
+"""What a disconnected calendar leaves at its provider, recorded in the same
+transaction as the delete for the minute job to undo: no web request calls a provider.
 """
 
 from __future__ import annotations
@@ -14,8 +11,7 @@ from django.db import transaction
 from calendars.models import CalendarConnection, Provider, ProviderRelease, ReleaseWork
 from calendars.push.freshness import PUSH_PROVIDERS
 
-# A release taken by a minute job is not offered again for this long; a killed job's
-# come back after it.
+# A release taken by a minute job is not offered again for this long.
 RELEASE_LEASE = timedelta(minutes=10)
 TAKE_LIMIT = 200  # per minute job; more wait for the next
 

@@ -3,7 +3,6 @@ and addresses), and the tokens a fetch refreshed, encrypted again for storing.""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
@@ -12,27 +11,21 @@ from django.core.exceptions import ImproperlyConfigured
 from calendars.models import CalendarConnection
 from core.config import NudgeConfig
 from providers import crypto
-from providers.base import (
-    ConnectionSnapshot,
-)
+from providers.base import ConnectionSnapshot
 
-# A window of subjects' start instants: (from, to].
-Window = tuple[datetime, datetime]
 if TYPE_CHECKING:
     from calendars.sync import ConnectionRow
 
 
 def token_values(snapshot: ConnectionSnapshot | None) -> dict[str, object]:
-    """Refreshed tokens as the outcome's UPDATE stores them (``encrypted_tokens``);
-    empty when the fetch left them as they were."""
+    """Refreshed tokens, encrypted; empty when the fetch left them as they were."""
     if snapshot is None or not snapshot.credentials_changed:
         return {}
     return encrypted_tokens(snapshot)
 
 
 def encrypted_tokens(snapshot: ConnectionSnapshot) -> dict[str, object]:
-    """Refreshed (and, for Microsoft, rotated) tokens, encrypted, by column name: what
-    both the sync's hand-written UPDATE and ``store_tokens`` write."""
+    """Refreshed (for Microsoft, rotated) tokens, encrypted, by column name."""
     return {
         "access_token_encrypted": crypto.encrypt(snapshot.access_token),
         "refresh_token_encrypted": crypto.encrypt(snapshot.refresh_token),
@@ -41,8 +34,7 @@ def encrypted_tokens(snapshot: ConnectionSnapshot) -> dict[str, object]:
 
 
 def owner_facts(user_id: int) -> tuple[str, tuple[str, ...]]:
-    """The user's time zone and e-mail addresses; read inside their tenant scope,
-    in one query (the settings row, if any, joined to the user)."""
+    """The user's time zone and e-mail addresses, in one query inside their scope."""
     row = (
         get_user_model()
         .objects.filter(pk=user_id)
@@ -91,7 +83,7 @@ def rotated_meanwhile(stored_ciphertext: str, refresh_token_at_read: str) -> boo
 
 
 def store_tokens(connection: CalendarConnection, snapshot: ConnectionSnapshot) -> None:
-    """Persist refreshed (and, for Microsoft, rotated) tokens, encrypted."""
+    """Persist refreshed tokens, encrypted."""
     tokens = encrypted_tokens(snapshot)
     for column, value in tokens.items():
         setattr(connection, column, value)

@@ -1,23 +1,13 @@
-"""The sync's hot statements, by hand: a few per connection per run.
+"""The sync's hot statements, by hand: they run for every user in every sweep, and
+building them through the ORM was most of the sync's CPU.
 
-Raw SQL lives here because these run for every user in every sweep and the
-ORM built each afresh every time (compiling a query, building model
-instances, adapting each value in Python were most of the sync's CPU, and
-CPU per user is what caps a sweep's users per second); ``calendars.sync`` is
-their only user. Every one runs inside the owner's ``tenant_scope``: row-level
-security admits only their rows, and the inserts' ``WITH CHECK`` only rows of
-theirs. Parameters are always bound, never spliced.
-
-At the end, the push work list's take and settle (``calendars.push.worklist``):
-that table is not a tenant table, and holds ids and instants only.
+Every one runs inside the owner's ``tenant_scope`` (row-level security admits only
+their rows), except the push work list's at the end, which is not a tenant table.
+Parameters are always bound, never spliced.
 """
 
-# The user's synced connections, least recently synced first (a user whose budget
-# ran out last run gets the calendars it left out first), with only the columns
-# deciding whether to fetch and the provider's snapshot need (``sync.ConnectionRow``
-# names them, in this order; ``sync_state`` as JSON text, parsed by the caller),
-# then the owner's e-mail and time zone, so a second query is not needed.
-# ``auth_user`` is not a tenant table; the settings row is the owner's own.
+# The user's synced connections, least recently synced first, as ``sync.ConnectionRow``
+# names them (``sync_state`` as JSON text), then the owner's e-mail and time zone.
 USER_CONNECTIONS = """
 SELECT c.id, c.user_id, c.provider, c.account, c.calendar_id,
        c.access_token_encrypted, c.refresh_token_encrypted, c.feed_url_encrypted,
@@ -31,29 +21,22 @@ WHERE c.user_id = %(user)s AND c.provider <> %(local)s
 ORDER BY c.last_synced_at ASC NULLS FIRST, c.id
 """
 
-# A connection's stored refresh token, its row locked for the rest of the write:
-# asked only when the provider refused the refresh token we read, to tell a
-# revoked grant from one a concurrent sync rotated meanwhile. No row: deleted.
+# A connection's stored refresh token, its row locked for the rest of the write.
 LOCK_FOR_ROTATION_CHECK = """
 SELECT refresh_token_encrypted FROM calendar_connections WHERE id = %(id)s FOR UPDATE
 """
 
-# Refreshed (for Microsoft, rotated) tokens, encrypted, stored with the outcome
-# in the same UPDATE (the outcome statements below, with_tokens).
+# Refreshed tokens, encrypted, stored in the outcome's UPDATE (``_WITH_TOKENS``).
 _TOKENS = """
     access_token_encrypted = %(access_token_encrypted)s,
     refresh_token_encrypted = %(refresh_token_encrypted)s,
     token_expires_at = %(token_expires_at)s,"""
 
-# A successful fetch's outcome, in one UPDATE that also locks the row for the
-# rest of the write (the events). The status becomes active, any back-off ends,
-# the validators (and the window a push-live copy covers) are the fetch's. What
-# a changed copy left out is its ``last_error`` (%(note)s); an unchanged one
-# keeps the note it had, unless the connection was failing, whose error is
-# cleared (``status`` on the right is the row's before this UPDATE).
-# ``resync_requested`` is cleared only if it was set when the row was read
-# (%(full_sync)s): a request made while we fetched still gets its full sync.
-# Answers the resulting ``last_error``; no row: the connection was deleted.
+# A successful fetch's outcome, locking the row for the rest of the write. What a
+# changed copy left out is its ``last_error`` (%(note)s); an unchanged one keeps its
+# note unless the connection was failing (``status`` on the right is the old one).
+# ``resync_requested`` is cleared only if it was set when the row was read, so a
+# request made while we fetched still gets its full sync. No row: deleted.
 _RECORD_SUCCESS = """
 UPDATE calendar_connections SET{tokens}
     last_synced_at = %(now)s,
@@ -72,8 +55,7 @@ RETURNING last_error
 RECORD_SUCCESS = _RECORD_SUCCESS.format(tokens="")
 RECORD_SUCCESS_WITH_TOKENS = _RECORD_SUCCESS.format(tokens=_TOKENS)
 
-# A failed fetch's outcome (the message already scrubbed of secrets); no row:
-# the connection was deleted.
+# A failed fetch's outcome (the message already scrubbed of secrets); no row: deleted.
 _RECORD_FAILURE = """
 UPDATE calendar_connections SET{tokens}
     last_error = %(error)s,
@@ -100,19 +82,13 @@ LOCK_CONNECTION = """
 SELECT id FROM calendar_connections WHERE id = %(id)s FOR UPDATE
 """
 
-# Make a connection's stored events exactly the provider's, in one statement:
-# %(events)s is a JSON array of objects, one per occurrence (keys unique on
-# (provider_event_id, occurrence_start), in the provider's order). Rows keyed
-# alike are updated in place, and only when a compared column differs, so their
-# ids — which queued nudges reference — stay stable and an unchanged copy
-# writes nothing; new keys are inserted in the given order; rows whose key is
-# not given are deleted. ``IS NOT DISTINCT FROM`` matches a single event's null
-# occurrence_start, as the unique constraint (NULLS NOT DISTINCT) does. The
-# three parts read one snapshot and touch disjoint rows; the caller holds the
-# connection's row lock, so no other sync of it writes meanwhile, and nothing
-# is inserted for a connection that is gone (the sync sends this in the same
-# round trip as the outcome's UPDATE, whatever that UPDATE found). Answers
-# (created, updated, deleted).
+# Make a connection's stored events exactly %(events)s (a JSON array, one object per
+# unique (provider_event_id, occurrence_start), in the provider's order). Rows keyed
+# alike are updated in place, only when they differ, so their ids (which queued
+# nudges reference) stay stable; new keys are inserted in order; the rest deleted.
+# ``IS NOT DISTINCT FROM`` matches a null occurrence_start as the unique constraint
+# does. The caller holds the connection's row lock; nothing is inserted for a
+# connection that is gone. Answers (created, updated, deleted).
 APPLY_EVENTS = """
 WITH incoming AS (
     SELECT *
@@ -177,14 +153,12 @@ SELECT (SELECT count(*) FROM created), (SELECT count(*) FROM updated),
 """
 
 
-# --- The push work list (calendars.push.worklist): not a tenant table ---------------
+# The push work list (``calendars.push.worklist``): not a tenant table.
 
-# The minute job takes the oldest changes waiting — new marks, and a dead job's
-# takes whose hold ran out — and holds each until ``lease`` from now (the
-# database's clock). Ordered and found through ``push_work_change_order_idx``.
-# A new mark moves into ``taken_change_at`` (the older one kept, when a dead
-# job's take is taken again), leaving ``changed_at`` free for a notification
-# that comes while the fetch is out. Answers what each take is settled by.
+# The oldest changes waiting (new marks, and dead jobs' takes whose hold ran out),
+# each held until ``lease`` from now; through ``push_work_change_order_idx``. A mark
+# moves into ``taken_change_at``, leaving ``changed_at`` free for a notification
+# that comes while the fetch is out.
 TAKE_CHANGED = """
 WITH taken AS (
     SELECT connection_id
@@ -204,10 +178,9 @@ UPDATE calendar_push_work AS w
 RETURNING w.connection_id, w.user_id, w.taken_change_at, w.change_held_until
 """
 
-# Each take as its job leaves it, only where the row still holds this job's take
-# (``change_held_until`` unchanged): done — let go; not reached — its mark back
-# in ``changed_at`` (the older of it and a newer notification's); a back-off —
-# held until the provider's instant (``until``), then offered again.
+# Each take as its job leaves it, where the row still holds this job's take: done,
+# let go; 'back', its mark back in ``changed_at`` (the older of the two); 'wait',
+# held until ``until`` (a back-off's end).
 SETTLE_CHANGED = """
 UPDATE calendar_push_work AS w
    SET changed_at = CASE WHEN v.outcome = 'back' THEN least(w.changed_at, w.taken_change_at)

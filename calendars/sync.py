@@ -1,28 +1,15 @@
 """Sync each connected calendar into local rows, once per materialize run.
 
-The materialize sweep hands users to a :class:`SyncPool`, which fetches many
-users' connections at once and reports each user when all of theirs are done;
-the sweep then reads that user's events. A provider call per connection per
-run is the ceiling (plus a token refresh when one is due, and extra pages only
-for a calendar with more events in a day than a page holds).
+Each connection goes read → HTTP → write: its row is read in the owner's scope
+and its secrets decrypted, the provider is called with no scope open (a slow
+provider must not hold a transaction), and a new scope writes the outcome. One
+connection's failure is recorded on it and never raised.
 
-Each connection goes read → HTTP → write: its row is read in the owner's
-scope (``tenant_read``, one round trip) and its secrets decrypted, the
-provider is called, and a new scope writes the outcome. A scope is never open
-across a network call (a slow provider must not hold a transaction), and one
-connection's failure is recorded on that connection and never raised.
-
-Outcomes: success replaces the connection's local copy with exactly what the
-provider returned (rows keyed by (connection, provider_event_id,
-occurrence_start) are updated in place so their ids — which queued nudges
-reference — stay stable; rows no longer returned are deleted). ``invalid_grant``
-→ ``needs_reauth`` (no calendar nudges until the user reconnects); 429/5xx →
-``retry_after`` (honouring Retry-After) and the previous copy stays; a
-malformed answer → ``last_error`` and the previous copy stays. A success that
-had to skip unusable events says so in ``last_error`` with the status active.
-Each connection's provider call has ``CALENDAR_SYNC_BUDGET_SECONDS``; past it
-the sync is abandoned like a 5xx (``retry_after`` an hour on), and the sweep
-goes on with the stored copy.
+Success makes the local copy exactly what the provider returned, updating rows
+in place so their ids (which queued nudges reference) stay stable.
+``invalid_grant`` → ``needs_reauth``; 429/5xx, or a call past
+``CALENDAR_SYNC_BUDGET_SECONDS`` → ``retry_after``; a malformed answer →
+``last_error``. A failure keeps the previous copy.
 """
 
 from __future__ import annotations
@@ -43,11 +30,7 @@ from django.utils import timezone
 from calendars import statements
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.push.freshness import fetch_window
-from calendars.snapshot import (
-    rotated_meanwhile,
-    snapshot_of,
-    token_values,
-)
+from calendars.snapshot import rotated_meanwhile, snapshot_of, token_values
 from core.config import NudgeConfig
 from providers import crypto, get_provider
 from providers.base import (
@@ -96,8 +79,7 @@ class ConnectionResult:
     updated: int = 0
     deleted: int = 0
     skipped_events: int = 0
-    # Not before this may the provider be asked again (a back-off: this run's, or
-    # one still running), so a caller can come back then.
+    # When the provider may be asked again (a back-off), so a caller can come back then.
     retry_after: datetime | None = None
 
 
@@ -152,14 +134,10 @@ def read_user_connections(
     config: NudgeConfig,
     only: Collection[int] | None = None,
 ) -> list[FetchJob | ConnectionResult]:
-    """Every synced connection of the user (or those of ``only``), read in their
-    scope in one round trip (``tenant_read``): a job to fetch,
-    or the result that stands for it this run (``fetch_decision``).
-    A connection of ``only`` the user no longer has is ``gone``.
-
-    Least recently synced first, so a user whose budget ran out last run gets
-    the calendars it left out synced first this run, and none of theirs starves.
-    """
+    """Each synced connection of the user (or of ``only``; one no longer theirs is
+    ``gone``), read in their scope in one round trip: a job to fetch, or the result
+    standing for it this run. Least recently synced first, so none starves when
+    the user's budget runs out."""
     params = {"user": user_id, "local": Provider.LOCAL.value}
     jobs: list[FetchJob | ConnectionResult] = []
     seen: set[int] = set()
@@ -169,18 +147,19 @@ def read_user_connections(
             continue
         seen.add(connection.id)
         facts = (zone, (email,) if email else ())
-        jobs.append(_job_or_failure(connection, now, window, config, facts))
+        try:
+            jobs.append(_job_for(connection, now, window, config, facts))
+        except Exception as exc:  # one connection's bug must not cost the user's others
+            logger.exception("calendar sync failed for connection %s", connection.pk)
+            jobs.append(internal_error(connection.pk, exc))
     if only is not None:
         jobs += [ConnectionResult(cid, "?", Outcome.GONE) for cid in only if cid not in seen]
     return jobs
 
 
 class ConnectionRow(NamedTuple):
-    """A connection as ``statements.USER_CONNECTIONS`` reads it: the columns deciding
-    whether to fetch and building the provider's snapshot, named as the model's
-    fields are, so ``fetch_decision`` (and ``push.freshness``) and ``snapshot_of``
-    take it as they take a model instance. Building a tuple instead of a model
-    instance is most of what the read saves."""
+    """A connection as ``statements.USER_CONNECTIONS`` reads it, named as the model's
+    fields so ``fetch_decision`` and ``snapshot_of`` take either (a tuple is cheaper)."""
 
     id: int
     user_id: int
@@ -205,29 +184,14 @@ class ConnectionRow(NamedTuple):
         return self.id
 
 
-def _job_or_failure(
-    connection: CalendarConnection | ConnectionRow,
-    now: datetime,
-    window: Window,
-    config: NudgeConfig,
-    facts: tuple[str, tuple[str, ...]],
-) -> FetchJob | ConnectionResult:
-    try:
-        return _job_for(connection, now, window, config, facts)
-    except Exception as exc:  # one connection's bug must not cost the user's others
-        logger.exception("calendar sync failed for connection %s", connection.pk)
-        return internal_error(connection.pk, exc)
-
-
 def fetch_decision(
     connection: CalendarConnection | ConnectionRow,
     now: datetime,
     window: Window,
     config: NudgeConfig,
 ) -> ConnectionResult | Window:
-    """Whether the provider is asked about ``connection`` in this run, and over which
-    window (push may widen it); else the result that stands for this run. The one
-    place such a decision goes."""
+    """The window to ask the provider about ``connection`` over in this run (push may
+    widen it), else the result that stands for this run."""
     if connection.status == ConnectionStatus.NEEDS_REAUTH:
         return ConnectionResult(connection.pk, connection.provider, Outcome.SKIPPED_REAUTH)
     if connection.retry_after and connection.retry_after > now:
@@ -257,8 +221,7 @@ class FetchJob:
     snapshot: ConnectionSnapshot | None
     window: Window | None = None  # what the provider is asked for (fetch_decision)
     refresh_token_at_read: str = ""
-    # The feed's server (host:port) for the per-host cap; None for OAuth providers,
-    # whose shared rate is paced elsewhere.
+    # The feed's host:port for the per-host cap; None for OAuth providers (paced elsewhere).
     host: str | None = None
     error: ProviderError | None = None
     fetched: FetchResult | None = None
@@ -291,11 +254,8 @@ def _job_for(
 
 
 def fetch_job(job: FetchJob, *, now: datetime) -> None:
-    """Call the provider for one connection, with no scope open; on any thread.
-
-    The connection's budget (``CALENDAR_SYNC_BUDGET_SECONDS``) starts here, not
-    when it was read, so time spent waiting for a free slot is not charged to it.
-    """
+    """Call the provider for one connection, with no scope open; on any thread. The
+    budget starts here, so time spent waiting for a free slot is not charged to it."""
     snapshot, window = job.snapshot, job.window
     assert snapshot is not None and window is not None
     window_start, window_end = window
@@ -319,12 +279,9 @@ def fetch_job(job: FetchJob, *, now: datetime) -> None:
 
 
 def write_job(job: FetchJob, now: datetime) -> ConnectionResult:
-    """Write one connection's outcome in the owner's scope (a new one, after the fetch).
-
-    The outcome's statements (``OutcomeWrite``) go as one transaction in one
-    round trip (``tenant_statements``). Only an ``invalid_grant`` reads the row
-    first, under lock in the same transaction, to tell a revoked grant from a
-    refresh token rotated meanwhile."""
+    """Write one connection's outcome in the owner's scope, as one transaction in one
+    round trip. Only an ``invalid_grant`` reads the row first, under lock, to tell
+    a revoked grant from a refresh token rotated meanwhile."""
     if isinstance(job.error, NeedsReauth) and job.refresh_token_at_read:
         return _write_after_rotation_check(job, now)
     write = OutcomeWrite.of(job, job.error, now)
@@ -350,10 +307,9 @@ def _write_after_rotation_check(job: FetchJob, now: datetime) -> ConnectionResul
 
 
 def _relaxed(job: FetchJob) -> bool:
-    """The copy, its validators and its status are a cache of the provider: a server
-    crash losing the last fraction of a second of them costs one re-fetch, so the
-    commit need not wait for the disk — unless it stores refreshed tokens, which
-    Microsoft rotates: losing those would leave only a spent refresh token."""
+    """The copy is a cache of the provider (a crash losing it costs one re-fetch), so
+    the commit need not wait for the disk, unless it stores refreshed tokens:
+    Microsoft rotates them, and losing those leaves only a spent refresh token."""
     return job.snapshot is None or not job.snapshot.credentials_changed
 
 
@@ -365,9 +321,8 @@ def _gone(job: FetchJob) -> ConnectionResult:
 @dataclass
 class OutcomeWrite:
     """One connection's outcome as the statements that write it, and how to read their
-    answers. One hand-written UPDATE records the outcome (and any refreshed tokens),
-    locking the row for the rest of the transaction; a changed copy takes one more
-    statement (``APPLY_EVENTS``), which inserts nothing if the row is gone."""
+    answers: an UPDATE of the outcome (and tokens) locking the row, then, for a
+    changed copy, ``APPLY_EVENTS`` (which inserts nothing if the row is gone)."""
 
     job: FetchJob
     outcome: ConnectionResult  # filled in as far as it is known before writing
@@ -452,13 +407,9 @@ def _success_params(
     return {
         "now": now,
         "changed": fetched.changed,
-        # What a successful sync left out is said where support looks (the last
-        # error), the status staying active; an unchanged feed keeps its note.
         "note": partial_sync_note(fetched) if fetched.changed else "",
         "active": ConnectionStatus.ACTIVE.value,
         "sync_state": json.dumps(fetched.sync_state),
-        # Cleared only if it was set when we read the row: a request made while
-        # we were fetching still gets its full sync next run.
         "full_sync": snapshot.full_sync,
     }
 
@@ -472,21 +423,11 @@ def partial_sync_note(fetched: FetchResult) -> str:
     return ("synced, with problems in the feed: " + "; ".join(parts))[:MAX_ERROR_LENGTH]
 
 
-class ConnectionKey(NamedTuple):
-    """Whose events ``apply_events`` writes: all it needs of a connection."""
-
-    pk: int
-    user_id: int
-
-
 def apply_events(
-    connection: CalendarConnection | ConnectionKey, events: list[ProviderEvent], now: datetime
+    connection: CalendarConnection, events: list[ProviderEvent], now: datetime
 ) -> tuple[int, int, int]:
-    """Make the connection's rows exactly ``events``; returns (created, updated, deleted).
-
-    One statement (``statements.APPLY_EVENTS``) inside the owner's scope: rows
-    keyed alike are updated in place and only when they differ, new ones
-    inserted, the rest deleted."""
+    """Make the connection's rows exactly ``events`` (``statements.APPLY_EVENTS``);
+    inside the owner's scope. Returns (created, updated, deleted)."""
     params = _events_params(connection.user_id, connection.pk, events)
     with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
         cursor.execute(statements.APPLY_EVENTS, params)

@@ -1,11 +1,5 @@
-"""Many users' calendars synced at once: the sweep's fetch pool.
-
-:class:`SyncPool` fetches many connections concurrently (bounded, at most
-``CALENDAR_SYNC_PER_HOST`` from one host, each user's fetches within their own
-budget) and does the database work of each on a few lanes of its own, by the
-per-connection rules of ``calendars.sync``. ``sync_user_connections`` is the
-same pool with one slot, for one user on the calling thread.
-"""
+"""The sweep's fetch pool: many users' calendars synced at once, by the
+per-connection rules of ``calendars.sync``."""
 
 from __future__ import annotations
 
@@ -22,6 +16,7 @@ from calendars.sync import (
     FetchJob,
     Outcome,
     SyncSummary,
+    Window,
     fetch_job,
     internal_error,
     log_result,
@@ -33,9 +28,6 @@ from core.executor import Executor
 
 logger = logging.getLogger("nudge.calendars.sync")
 
-# A window of subjects' start instants: (from, to].
-Window = tuple[datetime, datetime]
-
 
 def sync_user_connections(
     user_id: int,
@@ -45,12 +37,8 @@ def sync_user_connections(
     window_end: datetime,
     config: NudgeConfig,
 ) -> SyncSummary:
-    """Sync every connection of ``user_id`` over the window; never raises per connection.
-
-    On the calling thread, one connection after another (a page re-queueing
-    one user, ``sync_calendars --user``); the sweep syncs many users at once
-    through :class:`SyncPool`, with the same rules.
-    """
+    """Sync every connection of ``user_id`` over the window, one after another on the
+    calling thread; never raises per connection."""
     with SyncPool(
         now=now, window_start=window_start, window_end=window_end, config=config, concurrency=1
     ) as pool:
@@ -69,21 +57,15 @@ Finished = tuple[int, SyncSummary]
 
 
 class SyncPool:
-    """Many users' connections fetched at once; their database reads and writes on a
-    few database lanes, each in the owner's scope, as one connection at a time did.
+    """Many users' connections fetched at once; each database step (a user's read, a
+    connection's write) on one of ``CALENDAR_SYNC_DB_LANES`` lanes, in the owner's scope.
 
     Up to ``CALENDAR_SYNC_CONCURRENCY`` provider calls are in flight, at most
-    ``CALENDAR_SYNC_PER_HOST`` of them to one feed server, so a tenant's slow
-    host holds a few slots while everyone else's feeds go on. One user's
-    connections go one after another and share ``CALENDAR_SYNC_USER_BUDGET_SECONDS``
-    (seconds their fetches took): once spent, the rest keep their stored copy
-    this run (``deferred``) and go first next run. Past ``deadline``
-    (monotonic: the sweep's budget) nothing new is started.
-
-    Every database step (a user's read, each connection's write) runs on one of
-    ``CALENDAR_SYNC_DB_LANES`` workers with their own connections, so round trips
-    overlap; the calling thread only dispatches. Both run on ``core.executor``,
-    inline with ``concurrency=1`` or inside a transaction the pool does not own.
+    ``CALENDAR_SYNC_PER_HOST`` to one feed server, so a slow host holds only a few
+    slots. One user's connections go one after another and share
+    ``CALENDAR_SYNC_USER_BUDGET_SECONDS``: once spent, the rest are ``deferred`` (and
+    go first next run). Past ``deadline`` (monotonic) nothing new is started. With
+    ``concurrency=1``, or inside a transaction the pool does not own, all runs inline.
     """
 
     def __init__(
@@ -97,7 +79,7 @@ class SyncPool:
         deadline: float | None = None,
     ) -> None:
         self.config = config
-        self.now, self.window_start, self.window_end = now, window_start, window_end
+        self.now, self.window = now, (window_start, window_end)
         self.concurrency = concurrency or config.calendar_sync_concurrency
         self.per_host = min(config.calendar_sync_per_host, self.concurrency)
         self.user_budget = config.calendar_sync_user_budget_seconds
@@ -121,10 +103,6 @@ class SyncPool:
         self._fetches.close()
         self._db.close()
 
-    def users_in_flight(self) -> int:
-        """Users added whose connections are not all done (or not yet queued)."""
-        return len(self._users)
-
     def add_user(self, user_id: int, connection_ids: Collection[int] | None = None) -> None:
         """Queue the user: their connections (or only ``connection_ids``: what push
         said changed) are read on a lane, then fetched. Once until they are finished."""
@@ -134,19 +112,15 @@ class SyncPool:
 
     def admit(self, user_id: int, connection_ids: Collection[int] | None = None) -> list[Finished]:
         """Add the user, then hand back the users finished so far, waiting for one
-        while the pool holds twice its concurrency in users: enough queued to keep
-        every fetch slot busy, no more held in memory."""
+        while the pool holds twice its concurrency in users (every slot kept busy,
+        no more held in memory)."""
         self.add_user(user_id, connection_ids)
-        return self.finished(wait=self.users_in_flight() >= 2 * self.concurrency)
-
-    @property
-    def window(self) -> Window:
-        return (self.window_start, self.window_end)
+        return self.finished(wait=len(self._users) >= 2 * self.concurrency)
 
     def finished(self, *, wait: bool = False) -> list[Finished]:
-        """Users whose every connection is done, in the order they finished. A user
-        whose connections could not be read comes with why (``unreadable``).
-        With ``wait``, blocks until there is one while any is still going."""
+        """Users whose every connection is done, in the order they finished (one whose
+        connections could not be read says why: ``unreadable``). With ``wait``, blocks
+        until there is one while any is still going."""
         self._dispatch()
         self._collect(block=False)
         while wait and not self._finished and self._users:
@@ -161,8 +135,6 @@ class SyncPool:
         while self._users or self._finished:
             done += self.finished(wait=True)
         return done
-
-    # --- the dispatcher ---------------------------------------------------------
 
     def _dispatch(self) -> None:
         while self._in_flight < self.concurrency:
@@ -195,28 +167,28 @@ class SyncPool:
             return job
         return None
 
+    def _past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
     def _out_of_time(self, user: _UserSync) -> bool:
-        past_run = self.deadline is not None and time.monotonic() >= self.deadline
-        return past_run or user.spent >= self.user_budget
+        return self._past_deadline() or user.spent >= self.user_budget
 
     def _defer_rest(
-        self, user_id: int, user: _UserSync, first: FetchJob | ConnectionResult | None
+        self, user_id: int, user: _UserSync, first: FetchJob | ConnectionResult
     ) -> None:
-        self._defer(user, first)
-        self._finish_user(user_id)
-
-    def _defer(self, user: _UserSync, first: FetchJob | ConnectionResult | None) -> None:
-        if self.deadline is not None and time.monotonic() >= self.deadline:
+        """Count ``first`` and the user's remaining connections deferred; finish the user."""
+        if self._past_deadline():
             why = "the run's time budget was spent; synced next run"
         else:
             why = "the user's calendar sync budget was spent; synced next run"
-        for item in (first, *user.waiting) if first is not None else user.waiting:
+        for item in (first, *user.waiting):
             if isinstance(item, ConnectionResult):  # not to be fetched anyway
                 user.summary.add(item)
             else:
                 result = ConnectionResult(item.connection_id, item.provider, Outcome.DEFERRED, why)
                 user.summary.add(result)
         user.waiting.clear()
+        self._finish_user(user_id)
 
     def _start(self, job: FetchJob) -> None:
         self._in_flight += 1

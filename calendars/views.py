@@ -1,12 +1,9 @@
-"""OAuth 2 authorisation-code flow for Google and Microsoft: connect, then callback.
+"""OAuth 2 authorisation-code flow for Google and Microsoft, and the push endpoints.
 
-The ``state`` parameter is signed with Django's signing (salted, ten minutes)
-and carries the user's id, the provider and a nonce kept in the session, so a
-callback is accepted only by the same logged-in user, once, for the provider
-that started it. The session also keeps the PKCE verifier whose S256 challenge
-went to the consent page (``oauth.Pkce``); the code exchange sends it. Tokens
-go straight from the token endpoint into encrypted columns; nothing here logs
-or echoes them.
+The signed ``state`` (ten minutes) carries the user's id, the provider and a
+nonce kept in the session, so a callback is accepted only by the same user, once,
+for the provider that started it. The session also keeps the PKCE verifier.
+Tokens go straight into encrypted columns; nothing here logs or echoes them.
 """
 
 from __future__ import annotations
@@ -84,8 +81,7 @@ def _redirect_uri(request: HttpRequest, flow: OAuthFlow) -> str:
 
 
 def _text(request: HttpRequest, message: str, status: int = 200) -> HttpResponse:
-    """The end of a connect, good or bad: a page of the user area (its navigation, a
-    way back to Calendars), not a bare text page. The status code still says which."""
+    """The end of a connect, good or bad, as a page of the user area; the status says which."""
     return render(
         request,
         "portal/calendar_result.html",
@@ -95,20 +91,17 @@ def _text(request: HttpRequest, message: str, status: int = 200) -> HttpResponse
 
 
 def available() -> dict[str, bool]:
-    """Per OAuth provider: whether this server has its credentials. The calendars
-    page offers only those, and says "not available on this server" of the rest."""
+    """Per OAuth provider: whether this server has its credentials."""
     return {provider: bool(flow.client_id()) for provider, flow in FLOWS.items()}
 
 
-# Where a person is sent back to when a provider cannot be connected here: the
-# user area's calendars page (a route name, so no import of the layer above).
+# A route name, so no import of the layer above.
 CALENDARS_PAGE = "portal:calendars"
 
 
 def _connect(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
     if not flow.client_id():
-        # Reached by an old link or bookmark (the page offers no button then): back
-        # to the page, saying so, rather than a bare error page with no way on.
+        # Reached by an old link (the page offers no button then): back, saying so.
         messages.error(
             request,
             gettext("%(provider)s is not available on this server.") % {"provider": flow.label},
@@ -209,10 +202,8 @@ def microsoft_callback(request: HttpRequest) -> HttpResponse:
     return _callback(request, FLOWS[Provider.MICROSOFT])
 
 
-# --- Push endpoints: called by Google and Graph, not by browsers ----------------------
-# CSRF-exempt (no cookies are involved; each notification carries its own
-# secret, checked in calendars/push/notifications.py). They only mark a
-# connection changed, in one short transaction, and answer at once.
+# Push endpoints, posted to by Google and Graph: CSRF-exempt (no cookies; each
+# notification carries its own secret).
 
 MAX_VALIDATION_TOKEN = 1024
 
@@ -221,20 +212,18 @@ MAX_VALIDATION_TOKEN = 1024
 @require_POST
 def google_push(request: HttpRequest) -> HttpResponse:
     verdict = notifications.google(request.headers, timezone.now())
-    # 200 for anything genuine (a replay included: Google retries what is not 2xx).
+    # 200 for a replay too: Google retries what is not 2xx.
     return HttpResponse(status=403 if verdict == notifications.Verdict.REJECTED else 200)
 
 
 def _graph(request: HttpRequest, *, lifecycle: bool) -> HttpResponse:
     token = request.GET.get("validationToken")
     if token is not None:
-        # Graph's handshake when a subscription is made: echo the token as plain
-        # text within 10 seconds.
+        # Graph's handshake when a subscription is made: echo the token as plain text.
         if len(token) > MAX_VALIDATION_TOKEN:
             return HttpResponse(status=400)
         return HttpResponse(token, content_type="text/plain; charset=utf-8")
-    # Refused before it is read or parsed: a stranger may post anything here. The
-    # body is read only up to its declared length, so the declaration bounds it.
+    # Refused before it is read: the body is read only up to its declared length.
     try:
         declared = int(request.headers.get("Content-Length") or 0)
     except ValueError:

@@ -1,26 +1,17 @@
-"""Creating, renewing and stopping a connection's push channel.
+"""Creating, renewing and stopping a connection's push channel, :data:`RENEW_BEFORE`
+its expiry.
 
-Google: ``events.watch`` makes a channel that expires and cannot be extended,
-so renewal is a new channel, then ``channels.stop`` of the old one (the old
-one keeps working until the new one exists: no gap). Graph: ``POST
-/subscriptions`` once, then ``PATCH`` with a later expiry (which also answers
-``reauthorizationRequired``); a subscription Graph no longer knows is made
-again. Both are renewed :data:`RENEW_BEFORE` their expiry by the minute job.
+A Google channel cannot be extended: renewal makes a new one, then stops the old
+(no gap). A Graph subscription is PATCHed to a later expiry, or made again when
+Graph no longer knows it. A live Graph subscription taken early (a lifecycle
+notification) is first checked with ``GET /subscriptions/{id}``: gone, the
+calendar is polled (``lapsed``), fetched, and subscribed again; still there, it
+is renewed only if a ``reauthorizationRequired`` about its current expiry was
+noted. So a replayed lifecycle notification costs one GET and changes nothing.
 
-A Graph lifecycle notification only brings maintenance forward (see
-``notifications``), so a live Graph subscription taken before it is due is
-checked with ``GET /subscriptions/{id}``: gone (404) — the calendar falls
-back to polling, visibly (``lapsed``), is fetched, and a new subscription is
-made; still there — renewed if a ``reauthorizationRequired`` about its
-current expiry was noted, else nothing changes. So a replayed lifecycle
-notification costs one GET and changes nothing.
-
-Each call goes read → HTTP → write like a sync: the connection is read and
-its tokens decrypted in the owner's scope, the scope is closed for the
-provider call, and a new scope writes the outcome (and any refreshed tokens).
-A channel that cannot be made leaves the connection polled (``failed``) and
-is tried again an hour later; one that could not be renewed but has not
-expired yet stays live and is tried again sooner.
+Like a sync, no tenant scope is open during a provider call. A channel that
+cannot be made leaves the connection polled (``failed``), retried an hour later;
+one that could not be renewed but has not expired stays live, retried sooner.
 """
 
 from __future__ import annotations
@@ -82,8 +73,7 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
         if connection is None or connection.provider not in PUSH_PROVIDERS:
             worklist.forget(connection_id)
             return Outcome.GONE
-        if connection.status == ConnectionStatus.NEEDS_REAUTH:
-            # Only the user can fix it; reconnecting enrolls the connection again.
+        if connection.status == ConnectionStatus.NEEDS_REAUTH:  # reconnecting enrolls it again
             worklist.schedule(connection_id, None, polling=True)
             return Outcome.DISABLED
         live = connection.push_state == PushState.LIVE and (

@@ -1,25 +1,10 @@
 """Whether a connection must be fetched now, or its stored copy will do.
 
-The one place that decides it: called only from ``calendars.sync.fetch_decision``,
-which every read of a connection goes through — the sweep's ``SyncPool`` (by
-way of ``read_user_connections``), which the minute job uses too.
-Without live push every cycle fetches, as before: ICS keeps its conditional
-GET (a 304 costs nothing), and Google and Graph re-query the window. With live
-push the provider tells us when something changed, so a Google or Graph
-calendar is fetched only when
-
-* it was notified (``resync_requested``, set by a verified notification or
-  by support's "resync now"),
-* its stored window no longer covers the sweep's (the look-ahead moved past
-  it, or a replay asks for an earlier instant),
-* the safety poll is due (``CALENDAR_SAFETY_POLL_MINUTES`` since the last
-  fetch): a notification lost on the way costs at most that long,
-* or it is not healthy (never synced, failing, or in need of reauthorisation
-  — the last is skipped by sync before this is asked).
-
-A connection with live push is fetched over a window widened by the safety
-poll, so the stored copy covers the look-ahead until the next safety poll
-and the two triggers coincide.
+Without live push every cycle fetches. With it, a Google or Graph calendar is
+fetched only when notified (``resync_requested``), when its stored window no
+longer covers the sweep's, when the safety poll is due (a lost notification costs
+at most ``CALENDAR_SAFETY_POLL_MINUTES``), or when it is not healthy; and over a
+window widened by the safety poll, so coverage and the poll run out together.
 """
 
 from __future__ import annotations

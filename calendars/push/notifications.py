@@ -1,45 +1,27 @@
 """What arrives at the push endpoints, checked, and turned into "fetch this calendar".
 
-A notification only marks its connection changed (``resync_requested`` on the
-connection, ``changed_at`` on the work list); the minute job fetches. So an
-endpoint answers in one short transaction, well inside Google's and Graph's
-deadlines, and a flood costs one sync.
+A notification only marks its connection changed; the minute job fetches. So an
+endpoint answers in one short transaction and a flood costs one sync.
 
-Nothing is believed before it is checked, inside the owner's tenant scope:
-the user id a notification names (in Google's channel id, in Graph's
-clientState) only chooses the scope; the connection must have that exact
-channel or subscription id as its current one, and the secret must match its
-digest (constant-time). Anything else — forged, for a stopped channel, for
-another user — changes nothing. Google numbers a channel's messages
-increasingly, so a number not above the last one seen is a replay and is
-ignored. The number is a header anyone holding one captured notification can
-rewrite, so it is believed only within bounds: digits only, at most
-``MAX_MESSAGE_NUMBER`` (PostgreSQL's bigint), and it becomes the channel's new
-high-water mark only when it is at most ``MESSAGE_NUMBER_WINDOW`` ahead of the
-last one (a number far ahead still asks for a fetch, which is harmless, but
-cannot make every later genuine message look like a replay). A renewed channel
-is a new channel (a new id) and numbers from zero again.
+Nothing is believed before it is checked inside the owner's tenant scope: the
+user id a notification names only chooses the scope; the connection must hold
+that exact channel or subscription id, and the secret must match its digest.
+Anything else changes nothing. Google numbers a channel's messages, so a number
+not above the last one is a replay. Anyone holding a captured notification can
+rewrite that header, so a number becomes the new mark only within
+``MESSAGE_NUMBER_WINDOW`` of the last (one far ahead still asks for a harmless
+fetch, but cannot make later genuine messages look like replays).
 
-Graph posts batches (``{"value": [...]}``), and a stranger can post one too.
-Rejecting a forged batch costs what rejecting one forged notification costs:
-the body and the number of items are capped (``MAX_GRAPH_BODY_BYTES``,
-``MAX_GRAPH_ITEMS``), every item's shape is checked before any database work,
-items are grouped by subscription and clientState so each group is checked
-once, and the first group that fails the check ends the batch (Graph's own
-batches carry only our clientStates; nothing after a forged group is looked
-at, and a genuine one lost that way is caught by the safety poll).
-
-Graph's notifications carry no number, so a captured one could be sent again.
-They are made harmless to replay instead of detected: a change or a
-``missed`` only asks for a fetch of the calendar as it is now (a replay costs
-one fetch and changes no data), and a lifecycle notification
-(``reauthorizationRequired``, ``subscriptionRemoved``) changes no push state
-at all. It only brings the channel's maintenance forward to the next minute
-job, which asks Graph (``GET /subscriptions/{id}``) and acts on the answer
-(:func:`calendars.push.channels.maintain`). A ``reauthorizationRequired``
-names the expiry of the subscription it is about; only one about the expiry
-we hold is noted (``push_reauthorize_expiry``), so
-once answered by a renewal — which moves the expiry — its replays ask nothing.
+A stranger can post a Graph batch too, so rejecting one costs what rejecting one
+notification costs: body and items are capped, every item's shape is checked
+before any database work, each (subscription, clientState) group is checked once,
+and the first forged group ends the batch (a genuine one lost that way is caught
+by the safety poll). Graph's notifications carry no number, so they are made
+harmless to replay: a change asks for a fetch of the calendar as it is now, and a
+lifecycle notification changes no push state, only brings the channel's
+maintenance forward (``channels.maintain`` asks Graph). A
+``reauthorizationRequired`` is noted only about the expiry we hold, so once a
+renewal moves that expiry its replays ask nothing.
 """
 
 from __future__ import annotations
@@ -61,7 +43,7 @@ logger = logging.getLogger("nudge.calendars.push")
 
 GOOGLE_CHANNEL = re.compile(r"^nudge-(?P<user>[1-9][0-9]{0,17})-(?P<connection>[1-9][0-9]{0,17})-")
 GRAPH_CLIENT_STATE = re.compile(r"^(?P<user>[1-9][0-9]{0,17})\.(?P<secret>[A-Za-z0-9_-]{1,100})$")
-# Graph's basic notifications are under a kilobyte each; a batch of a thousand fits.
+# A Graph notification is under a kilobyte; a batch of a thousand fits.
 MAX_GRAPH_BODY_BYTES = 1024 * 1024
 MAX_GRAPH_ITEMS = 1000
 MAX_SUBSCRIPTION_ID = 255  # the column's length
@@ -144,13 +126,9 @@ class _Group:
 
 
 def graph(body: Any, now: datetime, *, lifecycle: bool) -> list[str]:
-    """A Graph notification batch (``{"value": [...]}``); one verdict per item.
-
-    Every item's shape is checked first, without the database; the rest are
-    grouped by (subscription, clientState) and each group is checked once.
-    The first group that fails ends the batch: it and every later group are
-    rejected unlooked-at, so a thousand forged items cost one check.
-    """
+    """A Graph notification batch (``{"value": [...]}``); one verdict per item. The
+    first group that fails its check ends the batch: it and every later group are
+    rejected unlooked-at, so a thousand forged items cost one check."""
     items = body.get("value") if isinstance(body, dict) else None
     if not isinstance(items, list) or not items or len(items) > MAX_GRAPH_ITEMS:
         return [Verdict.REJECTED]
@@ -211,8 +189,6 @@ def _graph_group(group: _Group, now: datetime) -> dict[int, str] | None:
             verdicts[index] = _graph_item(connection, item, now)
             changed = changed or _is_change(item)
         if changed:
-            # "Fetch again": a replay costs one fetch of the calendar as it is now,
-            # which changes no stored data.
             connection.resync_requested = True
             connection.save(update_fields=["resync_requested"])
     if changed:

@@ -1,9 +1,6 @@
-"""The shared secret a provider echoes on every notification (Google's channel
-``token``, Graph's ``clientState``), and how we recognise it.
-
-Only a SHA-256 digest is stored: the secret is sent once, when the channel is
-created, and never needed again, so there is nothing to decrypt or rotate.
-It is long and random, so a slow hash would add nothing (as for API tokens).
+"""The secret a provider echoes on every notification (Google's channel ``token``,
+Graph's ``clientState``). Only its SHA-256 digest is stored: it is never needed
+again, and it is long and random, so a slow hash would add nothing.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
-"""The minute job's to-do list (``calendar_push_work``): what to look at, and when.
+"""The minute job's to-do list (``calendar_push_work``), one row per connection.
 
-Rows are keyed by connection. A verified notification sets ``changed_at``
-only where it is empty, so a flood of notifications is one row and one sync.
-
-The minute job *takes* a mark into ``taken_change_at`` and holds it until
-``change_held_until`` (:data:`CHANGE_LEASE` on the database's clock), and
-settles it when its connection is done (``settle_changed``): let go once
-fetched and its user re-queued; put back into ``changed_at`` when the job ran
-out of time before fetching it; held until a back-off ends when the provider
-must wait. A job that is killed loses nothing: its takes are offered again
-when their hold runs out. A notification during the fetch sets ``changed_at``
-again, so a change notified meanwhile is fetched by the next job.
-
-``maintain_at`` says when the connection's channel must be created, renewed
-or retried. Taking work locks rows with SKIP LOCKED, and a held row is not
-offered again before it falls due, so two overlapping minute jobs never do
-the same row twice.
+A notification sets ``changed_at`` only where it is empty, so a flood is one
+sync. The minute job takes a mark, holds it for :data:`CHANGE_LEASE` (the
+database's clock) and settles it when done; a killed job's takes are offered
+again when their hold runs out, and a notification during the fetch marks the row
+again for the next job. ``maintain_at`` says when the channel must be created,
+renewed or retried. Work is taken with SKIP LOCKED and held, so overlapping
+minute jobs never do the same row twice.
 """
 
 from __future__ import annotations
@@ -30,14 +21,11 @@ from django.db.models import Q
 from calendars import statements
 from calendars.models import PushWork
 
-# A channel taken for maintenance is not offered again for this long (its job
-# is doing it, or died doing it).
+# A channel taken for maintenance is not offered again for this long.
 MAINTENANCE_LEASE = timedelta(minutes=10)
 # Per minute job; more waits for the next minute.
 TAKE_LIMIT = 5000
-# A taken change is not offered again for this long: longer than a minute job
-# may run (its cron line's timeout), so a live job's marks are never taken twice
-# and a killed job's come back on their own.
+# Longer than a minute job may run, so a live job's marks are never taken twice.
 CHANGE_LEASE = timedelta(minutes=5)
 
 
@@ -58,12 +46,8 @@ def enroll(connection_id: int, user_id: int, now: datetime) -> None:
 
 
 def request_fetch(connection_id: int, user_id: int, now: datetime, *, push_capable: bool) -> None:
-    """A person's change needs this connection fetched (a calendar added or reconnected).
-
-    Recorded in the caller's transaction, beside the change; the minute job
-    (``sweeps/sync_changed.py``) fetches it and re-plans the user, so no web
-    request ever waits on a provider.
-    """
+    """A calendar added or reconnected needs fetching: recorded in the caller's
+    transaction for the minute job, so no web request waits on a provider."""
     _, created = PushWork.objects.get_or_create(
         connection_id=connection_id,
         defaults={"user_id": user_id, "changed_at": now, "push_capable": push_capable},
@@ -73,10 +57,8 @@ def request_fetch(connection_id: int, user_id: int, now: datetime, *, push_capab
 
 
 def mark_changed(connection_id: int, now: datetime) -> bool:
-    """Record that the provider says the connection changed; False if it was already marked.
-
-    A row a minute job is fetching for (its mark taken) is marked again: the
-    job may have fetched before the change, so the next job must fetch it."""
+    """Record that the connection changed; False if it was already marked. A row whose
+    mark is taken is marked again: its job may have fetched before the change."""
     return bool(
         PushWork.objects.filter(connection_id=connection_id, changed_at__isnull=True).update(
             changed_at=now
@@ -95,10 +77,8 @@ def forget(connection_id: int) -> None:
 
 
 def take_changed(limit: int = TAKE_LIMIT) -> list[Work]:
-    """The notified connections, oldest first, each held for :data:`CHANGE_LEASE`.
-
-    Settle them with ``settle_changed``; one never settled (the job was killed)
-    is offered again when its hold runs out."""
+    """The notified connections, oldest first, each held for :data:`CHANGE_LEASE`
+    until ``settle_changed``."""
     with connection.cursor() as cursor:
         cursor.execute(statements.TAKE_CHANGED, {"limit": limit, "lease": CHANGE_LEASE})
         rows = cursor.fetchall()
@@ -171,8 +151,7 @@ def push_health(now: datetime, push_configured: bool) -> PushHealth:
     """Push as health sees it, from the work list alone (no tenant rows are read)."""
     rows = PushWork.objects
     if not push_configured:
-        # The minute job still fetches what people added: a mark left waiting means
-        # its cron line is not running.
+        # The minute job still fetches what people added.
         waiting = rows.filter(changed_at__lt=now - STALE_CHANGE).count()
         detail = "push is not configured (PUBLIC_BASE_URL): every calendar is polled"
         if waiting:
@@ -186,8 +165,7 @@ def push_health(now: datetime, push_configured: bool) -> PushHealth:
     figures = {
         "push_live": pushed.filter(polling=False).count(),
         "push_polling": pushed.filter(polling=True).count(),
-        # Marks older than STALE_CHANGE, and takes whose hold ran out that long ago
-        # (a killed job's, not taken since).
+        # Old marks, and a killed job's takes whose hold ran out that long ago.
         "push_changes_waiting": rows.filter(
             Q(changed_at__lt=now - STALE_CHANGE)
             | Q(taken_change_at__isnull=False, change_held_until__lt=now - STALE_CHANGE)

@@ -1,8 +1,7 @@
 """manage.py rotate_calendar_keys — re-encrypt every calendar secret under the newest key.
 
 Run after prepending a new key to CALENDAR_TOKEN_KEYS; once it reports no
-unreadable secrets, the old key can be removed. Exits 1 when any secret could
-not be read with the configured keys.
+unreadable secrets (else it exits 1), the old key can be removed.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""manage.py sync_calendars [--user ID] [--now ISO] — sync connected calendars now.
-
-The materialize sweep already syncs every run; this is for operators and
-development. Exits non-zero when any connection failed in this run.
-"""
+"""manage.py sync_calendars [--user ID] [--now ISO] — sync connected calendars now,
+for operators and development. Exits non-zero when any connection failed."""
 
 from __future__ import annotations
 
