@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.db import transaction
-
 from calendars.models import CalendarConnection, Provider, ProviderRelease, ReleaseWork
 from calendars.push.freshness import PUSH_PROVIDERS
+from calendars.push.worklist import take_leased
 
 # A release taken by a minute job is not offered again for this long.
 RELEASE_LEASE = timedelta(minutes=10)
@@ -44,14 +43,4 @@ def request_release(connection: CalendarConnection, now: datetime) -> None:
 
 def take_due(now: datetime) -> list[tuple[int, int]]:
     """(connection id, owner) of the due releases, each held for :data:`RELEASE_LEASE`."""
-    with transaction.atomic():
-        taken = list(
-            ReleaseWork.objects.select_for_update(skip_locked=True)
-            .filter(due_at__lte=now)
-            .order_by("due_at")
-            .values_list("connection_id", "user_id")[:TAKE_LIMIT]
-        )
-        ReleaseWork.objects.filter(connection_id__in=[c for c, _ in taken]).update(
-            due_at=now + RELEASE_LEASE
-        )
-    return taken
+    return take_leased(ReleaseWork, "due_at", now, RELEASE_LEASE, TAKE_LIMIT)

@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.db.models import Q
 
 from calendars import statements
@@ -113,17 +113,27 @@ def settle_changed(
 
 def take_maintenance(now: datetime, limit: int = TAKE_LIMIT) -> list[Work]:
     """Connections whose channel is due now, leased for :data:`MAINTENANCE_LEASE`."""
+    rows = take_leased(PushWork, "maintain_at", now, MAINTENANCE_LEASE, limit)
+    return [Work(cid, uid) for cid, uid in rows]
+
+
+def take_leased(
+    model: type[models.Model], due: str, now: datetime, lease: timedelta, limit: int
+) -> list[tuple[int, int]]:
+    """(connection id, user id) of ``model``'s rows due by ``now``, oldest first; each is
+    moved ``lease`` ahead so no other job takes it meanwhile (SKIP LOCKED), and comes
+    back by itself if the job taking it dies."""
     with transaction.atomic():
         rows = list(
-            PushWork.objects.select_for_update(skip_locked=True)
-            .filter(maintain_at__lte=now)
-            .order_by("maintain_at")
+            model.objects.select_for_update(skip_locked=True)
+            .filter(**{f"{due}__lte": now})
+            .order_by(due)
             .values_list("connection_id", "user_id")[:limit]
         )
-        PushWork.objects.filter(connection_id__in=[cid for cid, _ in rows]).update(
-            maintain_at=now + MAINTENANCE_LEASE
+        model.objects.filter(connection_id__in=[cid for cid, _ in rows]).update(
+            **{due: now + lease}
         )
-    return [Work(cid, uid) for cid, uid in rows]
+    return rows
 
 
 def release_maintenance(works: Iterable[Work], now: datetime) -> None:
