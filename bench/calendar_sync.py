@@ -64,7 +64,10 @@ SEED = """
 import json, os
 from datetime import datetime
 from django.contrib.auth import get_user_model
-from providers import crypto
+try:
+    from providers import crypto
+except ImportError:  # the baseline, before the providers had a room of their own
+    from calendars import crypto
 from calendars.models import CalendarConnection
 try:
     from accounts.models import DeliverySettings

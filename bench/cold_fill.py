@@ -59,7 +59,10 @@ SEED = """
 import json, os
 from datetime import datetime
 from bench import data
-from followups.models import FollowUp
+try:
+    from followups.models import FollowUp
+except ImportError:  # a baseline from before follow-ups had a room of their own
+    from calendars.models import FollowUp
 try:
     from accounts.models import DeliverySettings
 except ImportError:  # a baseline from before accounts owned it
