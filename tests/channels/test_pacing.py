@@ -139,6 +139,9 @@ def test_a_slow_provider_does_not_make_one_chats_next_nudges_miss_their_slots(
     report = run_deliver(budget_seconds=20)
 
     assert (report.sent, report.released) == (3, 0), report.summary()
-    assert report.slots_missed <= 2, report.summary()
+    # At most once a nudge: the chat's 2nd and 3rd miss the slot planned before the
+    # answer came; on a loaded machine the 1st may too. Planned a slot at a time,
+    # each would miss several.
+    assert report.slots_missed <= 3, report.summary()
     arrivals = sorted(d.at for d in fake_telegram.delivered if d.recipient == "830003")
     assert min(later - earlier for earlier, later in itertools.pairwise(arrivals)) >= interval
