@@ -72,14 +72,17 @@ class SyncPool:
         self,
         *,
         now: datetime,
-        window_start: datetime,
-        window_end: datetime,
         config: NudgeConfig,
+        window_start: datetime | None = None,
+        window_end: datetime | None = None,
         concurrency: int | None = None,
         deadline: float | None = None,
     ) -> None:
+        """The window defaults to the subjects' window at ``now`` (``subject_window``)."""
         self.config = config
-        self.now, self.window = now, (window_start, window_end)
+        default_start, default_end = config.subject_window(now)
+        self.now = now
+        self.window = (window_start or default_start, window_end or default_end)
         self.concurrency = concurrency or config.calendar_sync_concurrency
         self.per_host = min(config.calendar_sync_per_host, self.concurrency)
         self.user_budget = config.calendar_sync_user_budget_seconds

@@ -115,12 +115,14 @@ class DeliveryRun:
         """A live run hands over to the next; a replay (``--now``, no run log) just stops."""
         return self.fixed_now is None and self.run_id is not None
 
+    def claims_until(self) -> float:
+        """Seconds from the start this run may hold rows: its budget, plus the handover."""
+        handover = HANDOVER_LIMIT_SECONDS if self.hands_over() else 0.0
+        return self.config.run_budget_seconds + handover
+
     def must_stop(self) -> bool:
         """Hand back every row without a slot: the budget (plus any handover limit) is spent."""
-        limit = self.config.run_budget_seconds
-        if self.hands_over():
-            limit += HANDOVER_LIMIT_SECONDS
-        return time.monotonic() - self.started >= limit
+        return time.monotonic() - self.started >= self.claims_until()
 
     def taken_over(self) -> bool:
         """Past its budget, a live run claims until a later deliver run is in the run log.
@@ -221,10 +223,7 @@ class DeliveryRun:
             return True
         if self.retry_claim_at is None or self.fixed_now is not None:
             return False
-        claims_until = self.config.run_budget_seconds
-        if self.hands_over():
-            claims_until += HANDOVER_LIMIT_SECONDS
-        return self.retry_claim_at < self.started + claims_until
+        return self.retry_claim_at < self.started + self.claims_until()
 
     def retries_claimable(self) -> bool:
         return self.retry_claim_at is not None and time.monotonic() >= self.retry_claim_at

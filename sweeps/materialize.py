@@ -190,18 +190,7 @@ class UserFlow:
         progress=None,
     ) -> None:
         self.report, self.config, self.progress = report, config, progress
-        window_start, window_end = config.subject_window(report.as_of)
-        self.pool = (
-            SyncPool(
-                now=report.as_of,
-                window_start=window_start,
-                window_end=window_end,
-                config=config,
-                deadline=deadline,
-            )
-            if sync
-            else None
-        )
+        self.pool = SyncPool(now=report.as_of, config=config, deadline=deadline) if sync else None
         self._ready: list[tuple[int, SyncSummary | None]] = []
         self._tag_of: dict[int, object] = {}
         self._unplanned: Counter[object] = Counter()  # tag -> its users not planned yet

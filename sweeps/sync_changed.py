@@ -124,14 +124,7 @@ class _ChangedRun:
         by_user: defaultdict[int, list[int]] = defaultdict(list)
         for work in self.taken:
             by_user[work.user_id].append(work.connection_id)
-        window_start, window_end = self.config.subject_window(self.now)
-        with SyncPool(
-            now=self.now,
-            window_start=window_start,
-            window_end=window_end,
-            config=self.config,
-            deadline=self.deadline,
-        ) as pool:
+        with SyncPool(now=self.now, config=self.config, deadline=self.deadline) as pool:
             for user_id, connection_ids in by_user.items():
                 if time.monotonic() >= self.deadline:
                     break  # the rest keep their marks
