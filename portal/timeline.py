@@ -116,7 +116,10 @@ def _act_entries(acts: list[NudgeAct], tz: tzinfo, time_format: str) -> list[Ent
         snoozed = act.act == NudgeAct.Act.SNOOZE
         via = act.get_via_display()
         if snoozed:
-            until = date_format(act.snoozed_until.astimezone(tz), time_format)
+            local = act.snoozed_until.astimezone(tz)
+            until = date_format(local, time_format)
+            if local.date() != act.created_at.astimezone(tz).date():
+                until = f"{date_format(local, 'D')} {until}"  # the next day: say which
             words = gettext("until %(time)s, from %(via)s") % {"time": until, "via": via}
         else:
             words = gettext("from %(via)s") % {"via": via}

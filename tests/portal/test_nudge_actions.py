@@ -559,3 +559,34 @@ def test_snooze_on_a_later_occurrence_of_a_repeating_follow_up(tg, ana):
     assert answers(tg) == [f"Snoozed until {clock_text(until, now, 'UTC')}"]
     materialize_user(ana.pk, now, NudgeConfig.from_settings())
     assert until in [r.intended_at for r in pending_rows(ana)]
+
+
+def test_a_snooze_past_midnight_names_the_day_it_ends(make_user):
+    """The history writes an entry's time alone: a snooze ending the next day says which."""
+    from datetime import UTC, datetime
+
+    from portal import timeline
+    from scheduled_sends.models import NudgeAct
+
+    ana = make_user()
+    late = datetime(2026, 12, 4, 23, 57, tzinfo=UTC)  # a Friday
+    with tenant_scope(ana.pk):
+        for source, tapped in ((1, late), (2, late.replace(hour=20))):
+            until = tapped + timedelta(minutes=10)
+            NudgeAct.objects.create(
+                user=ana,
+                source_send_id=source,
+                act=NudgeAct.Act.SNOOZE,
+                kind="follow_up",
+                ref_id=source,
+                subject_starts_at=until + timedelta(hours=1),
+                snoozed_until=until,
+                via="telegram",
+                created_at=tapped,
+            )
+        entries = timeline.history(ana.pk, late)
+    words = sorted(e.describe() for e in entries if e.status == "snoozed")
+    assert words == [
+        "snoozed: until 21:07, from Telegram",
+        "snoozed: until Sat 00:07, from Telegram",
+    ]

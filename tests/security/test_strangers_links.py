@@ -7,6 +7,7 @@ a follow-up, which the person wrote, keeps its text."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -72,9 +73,12 @@ def test_a_phishing_url_in_an_invitation_reaches_neither_channel_as_a_link(
     for text in (tg.text, body):
         assert_no_link(text)
         first, second = text.split("\n")
-        assert first.startswith(
-            "Payroll: confirm your bank details at evil[.]example/login starts at "
-        )
+        # "starts tomorrow at" when the run is minutes before midnight.
+        assert re.match(
+            r"Payroll: confirm your bank details at evil\[\.\]example/login starts "
+            r"(tomorrow )?at ",
+            first,
+        ), first
         assert second == "Dial in: zoom-us[.]evil[.]example/j/123 or bit[.]ly/x9"
     markup = json.loads(tg.params["reply_markup"])
     assert all("url" not in button for row in markup["inline_keyboard"] for button in row)
@@ -126,7 +130,7 @@ def test_a_follow_ups_own_url_is_kept(channels, make_user, fake_telegram, fake_t
     assert run_deliver(now).sent == 2
     [tg] = fake_telegram.delivered
     [wa] = fake_twilio.delivered
-    assert tg.text.startswith(f"Reminder: {title} is due at ")
+    assert re.match(rf"Reminder: {re.escape(title)} is due (tomorrow )?at ", tg.text), tg.text
     assert wa.params["Body"] == tg.text
 
 
