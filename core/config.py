@@ -83,9 +83,10 @@ class Knob:
     public: bool = False
 
 
-# Every knob. ``nudgeproject/settings.py`` reads each from the environment with
-# this default (``knob_settings``); docs/OPERATIONS.md explains each, and
-# ``tests/test_config.py`` holds the two to each other.
+# Every knob, with its one default. ``nudgeproject/settings.py`` reads the public ones
+# from the environment (``knob_settings``); docs/OPERATIONS.md's "Settings" table names
+# them and its "Internal tuning" explains the rest; ``tests/test_config.py`` holds the
+# table to the code.
 KNOBS: tuple[Knob, ...] = (
     # --- the queue ---
     Knob("NUDGE_LOOKAHEAD_MINUTES", "lookahead", 180, minutes),
@@ -188,6 +189,8 @@ RATE_SETTINGS = {
 # Tests and benchmarks change internal tuning in a child process through this
 # variable (JSON: {"NUDGE_BATCH_SIZE": 4, …}); it is not an operator setting.
 TUNING_VARIABLE = "NUDGE_TUNING"
+# The knobs that are internal tuning, by setting name.
+TUNING_SETTINGS = frozenset(knob.setting for knob in KNOBS if not knob.public)
 
 
 def knob_settings(
@@ -206,7 +209,7 @@ def knob_settings(
     }
     values.update(derived or {})
     tuning = json.loads(env.str(TUNING_VARIABLE, default="{}"))
-    unknown = sorted(set(tuning) - {knob.setting for knob in KNOBS if not knob.public})
+    unknown = sorted(set(tuning) - TUNING_SETTINGS)
     if unknown:
         raise ImproperlyConfigured(f"{TUNING_VARIABLE} names no internal tuning: {unknown}")
     for knob in KNOBS:
@@ -219,11 +222,7 @@ def with_tuning(environment: dict[str, str]) -> dict[str, str]:
     """A child process's environment with the tuning it names moved into ``NUDGE_TUNING``
     (tests and benchmarks write ``NUDGE_BATCH_SIZE="4"`` as for any setting); the
     names stay too, for an older commit that read them directly."""
-    tuning = {
-        knob.setting: environment[knob.setting]
-        for knob in KNOBS
-        if not knob.public and knob.setting in environment
-    }
+    tuning = {name: environment[name] for name in TUNING_SETTINGS if name in environment}
     if not tuning:
         return environment
     return {**environment, TUNING_VARIABLE: json.dumps(tuning)}
@@ -233,7 +232,11 @@ def stray_tuning(environment: Mapping[str, str]) -> list[str]:
     """Internal tuning names set in the environment, where they change nothing."""
     if TUNING_VARIABLE in environment:
         return []
-    return [knob.setting for knob in KNOBS if not knob.public and knob.setting in environment]
+    return [
+        knob.setting
+        for knob in KNOBS
+        if knob.setting in TUNING_SETTINGS and knob.setting in environment
+    ]
 
 
 def _push_base_url_ok(url: str) -> bool:

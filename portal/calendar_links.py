@@ -8,7 +8,6 @@ with the reason (``subjects.event_skip_reason``). Nothing here calls a provider.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -20,8 +19,6 @@ from calendars.release import request_release
 from followups.actions import MAX_ID
 from sweeps.replan import refresh_queue
 from tenancy.scope import tenant_scope
-
-logger = logging.getLogger("nudge.portal")
 
 
 def checking(connections: list[CalendarConnection]) -> set[int]:
