@@ -96,16 +96,16 @@ class NudgeAdminSite(admin.AdminSite):
     def index(self, request: HttpRequest, extra_context: dict | None = None):
         """The state in words, every check as a sentence, and the queue's pictures."""
         config = NudgeConfig.from_settings()
-        health = _health_summary(request)
+        summary = _health_summary(request)
         links = sentences.Links.for_user(request.user)
-        if health.checks:
-            lines = sentences.health_lines(health.checks, health.figures, links, config)
+        if summary.checks:
+            lines = sentences.health_lines(summary.checks, summary.figures, links, config)
         else:
-            lines = sentences.figure_lines(health.figures, links)
+            lines = sentences.figure_lines(summary.figures, links)
         lines += sentences.pacing_lines(pacer.rates_in_force(config))
         now = timezone.now()
         context = {
-            "nudge_health": health,
+            "nudge_health": summary,
             "nudge_lines": lines,
             "nudge_failing": [line for line in lines if not line.ok],
             "nudge_warnings": [line for line in lines if line.ok and line.warning],
