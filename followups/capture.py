@@ -294,7 +294,8 @@ def parse(
         found = _dateparser_parse(text.span_of(relative), language, zone, now)
         if found is not None and found > now:
             text.take(relative)
-            return Captured(text.title(), found.astimezone(zone))
+            # To the minute, as the person's clock says it ("in 30 minutes" at 10:00:45).
+            return Captured(text.title(), found.astimezone(zone).replace(second=0, microsecond=0))
     clock = _read_clock(text)
     day = _read_day(text, language, zone, now)
     title = text.title()

@@ -230,6 +230,18 @@ def _when(
     )
 
 
+def when_text(
+    instant: datetime, now: datetime, tz_name: str, language: str = "en", clock: str = "24h"
+) -> str:
+    """'at 15:10', 'tomorrow at 3:10 PM', 'on Fri, Dec 10 at 15:10': when something is,
+    as the person's zone, language and clock write it (a chat's answers)."""
+    tz, label = _zone(tz_name)
+    language = language if language in LANGUAGES else "en"
+    local = instant.astimezone(tz)
+    time_text = _format(local, language, "hm" if clock == "12h" else "Hm")
+    return _when(local, now.astimezone(tz), language, time_text)[0] + label
+
+
 def _first_line(
     words: Any,
     *,

@@ -1,0 +1,383 @@
+"""What a linked chat can ask of nudge in words, on Telegram and WhatsApp alike:
+capture a follow-up ("remind me tomorrow at 9 to call Anna", ``/remind …``), undo
+it or change its time, pick among an ask-back's choices, ``/next``, ``/today``
+and ``/help``; in the owner's language and clock.
+
+Only a linked chat whose opt-in stands can create anything (STOP withdraws it,
+START gives it back). A capture goes through ``followups.actions`` like the
+website's and the API's, with their caps, and at most ``CAPTURES_PER_HOUR`` an
+hour. Text that is none of these gets the help answer at most once an hour. The
+channel renders an :class:`Answer`: Telegram as buttons, WhatsApp as the reply
+words. The replay guards are the callers' (each inbound message is read once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.utils.translation import gettext, gettext_lazy, override
+
+from accounts.models import DeliverySettings
+from core.config import NudgeConfig
+from followups import capture
+from followups.actions import (
+    FollowUpChange,
+    FollowUpInvalid,
+    change_follow_up,
+    create_follow_up,
+    delete_follow_up,
+    get_follow_up,
+)
+from messaging import action_tokens, addresses
+from messaging.messages import clean_title, when_text
+from messaging.models import ChatRecord, OptInRecord
+from scheduled_sends.day import items_between
+from tenancy.scope import tenant_scope
+
+CAPTURES_PER_HOUR = 20
+HELP_EVERY = timedelta(hours=1)
+# "undo", a new time, or a number answers the capture or ask-back this recent.
+ANSWER_WINDOW = timedelta(minutes=30)
+NEXT_HORIZON = timedelta(days=7)
+MAX_CHOICES = 4
+
+COMMANDS = ("next", "today", "help", "remind")
+UNDO_WORDS = frozenset({"undo", "rückgängig", "deshacer", "annuler", "desfazer"})
+
+# What the person reads (the owner's language is active when these are formatted).
+SAVED = gettext_lazy("Saved: “{title}” {when}.")
+MOVED = gettext_lazy("Moved: “{title}” {when}.")
+UNDONE = gettext_lazy("Undone: “{title}” is deleted.")
+NOTHING_TO_UNDO = gettext_lazy("There is nothing to undo.")
+NOT_SAVED = gettext_lazy("Not saved: {reason}")
+TOO_MANY = gettext_lazy("Not saved: that is {count} captures in the last hour. Try again later.")
+ASK = gettext_lazy("When exactly, for “{title}”?")
+ASK_REPLY = gettext_lazy("Reply with the number.")
+NO_TIME = gettext_lazy(
+    "When should I remind you? Write it with a time, for example: "
+    "“tomorrow at 9 call Anna” or “in 2 hours check the oven”."
+)
+UNDO_HINT = gettext_lazy("Reply “undo” to delete it, or send a new time to change it.")
+NEW_TIME = gettext_lazy("Send the new time, for example “tomorrow at 10”.")
+NEXT = gettext_lazy("Next: {title} {when}")
+NOTHING_NEXT = gettext_lazy("Nothing in the next 7 days.")
+TODAY = gettext_lazy("Today:")
+NOTHING_TODAY = gettext_lazy("Nothing more today.")
+NOT_CONSENTING = gettext_lazy("This chat's nudges are stopped. Send /start to turn them on.")
+HELP = gettext_lazy(
+    "Write what and when, for example “tomorrow at 9 call Anna”, and I will remind you.\n"
+    "/next: what comes next\n"
+    "/today: the rest of today\n"
+    "/remind: remind me (/remind in 2 hours check the oven)\n"
+    "/stop: no more nudges here, /start: nudges again"
+)
+UNDO_BUTTON = gettext_lazy("Undo")
+CHANGE_BUTTON = gettext_lazy("Change time")
+JOIN_BUTTON = gettext_lazy("Join")
+DEFAULT_TITLE = gettext_lazy("Reminder")
+
+# The Telegram command menu (setMyCommands), each described in each language.
+MENU = (
+    ("next", gettext_lazy("What comes next")),
+    ("today", gettext_lazy("The rest of today")),
+    ("remind", gettext_lazy("Remind me: /remind tomorrow at 9 call Anna")),
+    ("help", gettext_lazy("What I can do")),
+    ("stop", gettext_lazy("No more nudges here")),
+)
+
+
+@dataclass(frozen=True)
+class Button:
+    label: str
+    token: str = ""  # a signed act (action_tokens), or
+    url: str = ""  # a link (Join)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Telegram shows ``text`` and the buttons; WhatsApp ``text`` and ``reply_words``
+    (what to type instead of pressing)."""
+
+    text: str
+    buttons: tuple[Button, ...] = ()
+    reply_words: str = ""
+    changed: bool = False
+
+    def for_whatsapp(self) -> str:
+        return f"{self.text}\n{self.reply_words}" if self.reply_words else self.text
+
+
+@dataclass(frozen=True)
+class _Person:
+    user_id: int
+    channel: str
+    address: str
+    settings: DeliverySettings
+
+    def when(self, instant: datetime, now: datetime) -> str:
+        s = self.settings
+        return when_text(instant, now, s.timezone, s.language, s.clock)
+
+
+def _person(channel: str, address: str) -> _Person | None:
+    """The chat's owner when the chat is linked to them and their opt-in stands."""
+    owner = addresses.owner_of(channel, address)
+    if owner is None:
+        return None
+    with tenant_scope(owner):
+        settings = DeliverySettings.objects.filter(user_id=owner).first()
+        if settings is None or addresses.linked_address(settings, channel) != address:
+            return None
+        consenting = OptInRecord.objects.filter(
+            user_id=owner, channel=channel, address=address, withdrawn_at=None
+        ).exists()
+    return (
+        _Person(owner, channel, address, settings)
+        if consenting
+        else _Person(owner, "", "", settings)
+    )
+
+
+def pick_id(ask_id: int, index: int) -> int:
+    """A choice's id in a PICK token: the ask-back's record and the choice's place."""
+    return ask_id * MAX_CHOICES + index
+
+
+def _record(person: _Person, kind: str, now: datetime, **fields: object) -> ChatRecord:
+    return ChatRecord.objects.create(
+        user_id=person.user_id, kind=kind, channel=person.channel, created_at=now, **fields
+    )
+
+
+def _latest(person: _Person, kind: str, now: datetime) -> ChatRecord | None:
+    return (
+        ChatRecord.objects.filter(
+            user_id=person.user_id,
+            kind=kind,
+            channel=person.channel,
+            created_at__gt=now - ANSWER_WINDOW,
+        )
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+
+
+def _saved(
+    person: _Person, follow_up_id: int, title: str, due_at: datetime, now: datetime, text
+) -> Answer:
+    sign = action_tokens.sign
+    return Answer(
+        str(text).format(title=title, when=person.when(due_at, now)),
+        buttons=(
+            Button(str(UNDO_BUTTON), sign(action_tokens.UNDO, follow_up_id, person.address)),
+            Button(str(CHANGE_BUTTON), sign(action_tokens.RETIME, follow_up_id, person.address)),
+        ),
+        reply_words=str(UNDO_HINT),
+        changed=True,
+    )
+
+
+def _create(
+    person: _Person, title: str, due_at: datetime, now: datetime, config: NudgeConfig
+) -> Answer:
+    title = clean_title(title, str(DEFAULT_TITLE))
+    with tenant_scope(person.user_id):
+        count = ChatRecord.objects.filter(
+            user_id=person.user_id,
+            kind=ChatRecord.Kind.CAPTURE,
+            created_at__gt=now - timedelta(hours=1),
+        ).count()
+    if count >= CAPTURES_PER_HOUR:
+        return Answer(str(TOO_MANY).format(count=count))
+    try:
+        follow_up = create_follow_up(person.user_id, title, due_at, now, config)
+    except FollowUpInvalid as exc:
+        return Answer(str(NOT_SAVED).format(reason=exc))
+    with tenant_scope(person.user_id):
+        _record(person, ChatRecord.Kind.CAPTURE, now, follow_up_id=follow_up.pk, title=title)
+    return _saved(person, follow_up.pk, title, follow_up.due_at, now, SAVED)
+
+
+def _retime(person: _Person, follow_up_id: int, due_at: datetime, now: datetime) -> Answer:
+    try:
+        follow_up = change_follow_up(
+            person.user_id, follow_up_id, FollowUpChange(due_at=due_at), now
+        )
+    except FollowUpInvalid as exc:
+        return Answer(str(NOT_SAVED).format(reason=exc))
+    if follow_up is None:
+        return Answer(str(NOTHING_TO_UNDO))
+    return _saved(person, follow_up.pk, follow_up.title, follow_up.due_at, now, MOVED)
+
+
+def _undo(person: _Person, follow_up_id: int, now: datetime) -> Answer:
+    follow_up = get_follow_up(person.user_id, follow_up_id)
+    if follow_up is None or not delete_follow_up(person.user_id, follow_up_id, now):
+        return Answer(str(NOTHING_TO_UNDO))
+    return Answer(str(UNDONE).format(title=follow_up.title), changed=True)
+
+
+def _ask(person: _Person, asked: capture.AskBack, now: datetime) -> Answer:
+    title = clean_title(asked.title, str(DEFAULT_TITLE))
+    choices = asked.choices[:MAX_CHOICES]
+    with tenant_scope(person.user_id):
+        record = _record(person, ChatRecord.Kind.ASK, now, title=title, choices=list(choices))
+    labels = [person.when(choice, now) for choice in choices]
+    buttons = tuple(
+        Button(label, action_tokens.sign(action_tokens.PICK, pick_id(record.pk, i), person.address))
+        for i, label in enumerate(labels)
+    )
+    numbered = "\n".join(f"{i}. {label}" for i, label in enumerate(labels, start=1))
+    return Answer(
+        str(ASK).format(title=title), buttons=buttons, reply_words=f"{numbered}\n{ASK_REPLY}"
+    )
+
+
+def _pick(
+    person: _Person, record: ChatRecord | None, index: int, now: datetime, config: NudgeConfig
+) -> Answer | None:
+    if record is None or not 0 <= index < len(record.choices):
+        return None
+    with tenant_scope(person.user_id):
+        taken = ChatRecord.objects.filter(pk=record.pk, kind=ChatRecord.Kind.ASK).delete()[0]
+    if not taken:  # a second tap on the same ask-back
+        return Answer(str(NOTHING_TO_UNDO))
+    return _create(person, record.title, record.choices[index], now, config)
+
+
+def _next(person: _Person, now: datetime) -> Answer:
+    with tenant_scope(person.user_id):
+        items = items_between(person.user_id, now, now + NEXT_HORIZON)
+    if not items:
+        return Answer(str(NOTHING_NEXT))
+    item = items[0]
+    title = clean_title(item.title, str(DEFAULT_TITLE), from_a_stranger=item.kind == "event")
+    text = str(NEXT).format(title=title, when=person.when(item.starts_at, now))
+    if item.join_url:
+        return Answer(
+            f"{text}\n{item.join_url}", buttons=(Button(str(JOIN_BUTTON), url=item.join_url),)
+        )
+    return Answer(text)
+
+
+def day_lines(items, person_when, now: datetime) -> list[str]:
+    """One line per item: its time, then its title (events' addresses defanged)."""
+    lines = []
+    for item in items:
+        title = clean_title(item.title, str(DEFAULT_TITLE), from_a_stranger=item.kind == "event")
+        lines.append(f"• {person_when(item.starts_at)} {title}")
+    return lines
+
+
+def _today(person: _Person, now: datetime) -> Answer:
+    zone = capture.zone_of(person.settings.timezone)
+    local = now.astimezone(zone)
+    midnight = datetime.combine(local.date() + timedelta(days=1), datetime.min.time(), tzinfo=zone)
+    with tenant_scope(person.user_id):
+        items = items_between(person.user_id, now, midnight)
+    if not items:
+        return Answer(str(NOTHING_TODAY))
+    s = person.settings
+    lines = day_lines(items, lambda at: when_text(at, now, s.timezone, s.language, s.clock), now)
+    buttons = tuple(
+        Button(f"{JOIN_BUTTON!s}: {i.title[:40]}", url=i.join_url) for i in items if i.join_url
+    )
+    return Answer("\n".join([str(TODAY), *lines]), buttons=buttons[:5])
+
+
+def _help_once_an_hour(person: _Person, now: datetime, text) -> Answer | None:
+    with tenant_scope(person.user_id):
+        recent = ChatRecord.objects.filter(
+            user_id=person.user_id, kind=ChatRecord.Kind.HELP, created_at__gt=now - HELP_EVERY
+        ).exists()
+        if recent:
+            return None
+        _record(person, ChatRecord.Kind.HELP, now)
+    return Answer(str(text))
+
+
+def _command(text: str) -> tuple[str, str]:
+    """("next", "") for "/next@nudge_bot" or "Next"; ("", text) for anything else."""
+    head, _, rest = text.strip().partition(" ")
+    word = head.split("@", 1)[0].lower().lstrip("/")
+    if word in COMMANDS and (head.startswith("/") or not rest.strip()):
+        return word, rest.strip()
+    return "", text.strip()
+
+
+def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> Answer | None:
+    command, rest = _command(text)
+    if command == "help":
+        return Answer(str(HELP))
+    if command == "next":
+        return _next(person, now)
+    if command == "today":
+        return _today(person, now)
+    if command == "remind" and not rest:
+        return Answer(str(NO_TIME))
+    lowered = rest.lower().strip(" .!")
+    with tenant_scope(person.user_id):
+        last_capture = _latest(person, ChatRecord.Kind.CAPTURE, now)
+        last_ask = _latest(person, ChatRecord.Kind.ASK, now)
+    if lowered in UNDO_WORDS:
+        return (
+            _undo(person, last_capture.follow_up_id, now)
+            if last_capture
+            else Answer(str(NOTHING_TO_UNDO))
+        )
+    if lowered.isdigit() and last_ask is not None:
+        return _pick(person, last_ask, int(lowered) - 1, now, config)
+    s = person.settings
+    read = capture.parse(rest, s.language, s.timezone, now)
+    if isinstance(read, capture.Captured):
+        if not read.title and last_capture is not None:  # a new time for the last capture
+            return _retime(person, last_capture.follow_up_id, read.due_at, now)
+        return _create(person, read.title, read.due_at, now, config)
+    if isinstance(read, capture.AskBack):
+        return _ask(person, read, now)
+    if isinstance(read, capture.NoTime) or command == "remind":
+        return Answer(str(NO_TIME))
+    return _help_once_an_hour(person, now, HELP)
+
+
+def answer(
+    channel: str, address: str, text: str, now: datetime, config: NudgeConfig
+) -> Answer | None:
+    """The answer to a message from ``address``; None for a chat nobody linked, and
+    for chatter already answered with help in the last hour."""
+    person = _person(channel, address)
+    if person is None:
+        return None
+    with override(person.settings.language):
+        if not person.channel:
+            return _help_once_an_hour(person, now, NOT_CONSENTING)
+        return _words(person, text, now, config)
+
+
+def tap(
+    channel: str, address: str, claim: action_tokens.Claim, now: datetime, config: NudgeConfig
+) -> Answer:
+    """A capture's Undo / Change time, or an ask-back's choice, pressed in ``address``'s chat."""
+    person = _person(channel, address)
+    if person is None or not person.channel:
+        return Answer(gettext("This button does not belong to this chat"))
+    with override(person.settings.language):
+        if claim.act == action_tokens.UNDO:
+            return _undo(person, claim.send_id, now)
+        if claim.act == action_tokens.RETIME:
+            with tenant_scope(person.user_id):
+                found = get_follow_up(person.user_id, claim.send_id)
+                if found is not None:
+                    _record(
+                        person,
+                        ChatRecord.Kind.CAPTURE,
+                        now,
+                        follow_up_id=found.pk,
+                        title=found.title,
+                    )
+            return Answer(str(NEW_TIME) if found else str(NOTHING_TO_UNDO))
+        ask_id, index = divmod(claim.send_id, MAX_CHOICES)
+        with tenant_scope(person.user_id):
+            record = ChatRecord.objects.filter(user_id=person.user_id, pk=ask_id).first()
+        return _pick(person, record, index, now, config) or Answer(str(NOTHING_TO_UNDO))
