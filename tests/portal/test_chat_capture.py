@@ -1,3 +1,4 @@
+# ruff: noqa: F811 — the fixtures imported from test_nudge_actions are used as arguments
 """Issue 36: a follow-up captured in the chat, undone or moved; /next and /today; the
 command menu. End to end through the real clients against the fake providers: an
 update served by the fake Bot API's getUpdates or posted to the webhook, a signed
@@ -10,14 +11,11 @@ import sys
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-import pytest
 from django.core.management import call_command
 
 from accounts.models import Channel, DeliverySettings
 from followups.models import FollowUp
 from messaging import chat
-from messaging.models import ChatRecord
-from scheduled_sends.models import ScheduledSend
 from sweeps.deliver import run_deliver
 from tenancy.scope import tenant_scope
 from tests.fakes.fixtures import WHATSAPP_FROM
@@ -149,7 +147,7 @@ def test_captures_answer_in_the_persons_language_and_clock(tg, ana):
     set_zone(ana, language="en", clock="12h")
     tg.push_message(CHAT, "tomorrow at 18:30 gym")
     poll(now)
-    assert replies(tg)[-1].text == "Saved: “gym” tomorrow at 6:30\u202fPM."
+    assert replies(tg)[-1].text == "Saved: “gym” tomorrow at 6:30 PM."
 
 
 def test_a_stopped_chat_creates_nothing_until_start(tg, ana):
