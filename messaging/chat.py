@@ -13,13 +13,16 @@ words. The replay guards are the callers' (each inbound message is read once).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 
 from django.utils.translation import gettext, gettext_lazy, override
 
+from accounts.actions import update_settings
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
+from core.zones import zone_of
 from followups import capture
 from followups.actions import (
     FollowUpChange,
@@ -42,7 +45,9 @@ ANSWER_WINDOW = timedelta(minutes=30)
 NEXT_HORIZON = timedelta(days=7)
 MAX_CHOICES = 4
 
-COMMANDS = ("next", "today", "help", "remind")
+COMMANDS = ("next", "today", "help", "remind", "agenda")
+_AGENDA_TIME = re.compile(r"(\d{1,2})(?:[:h.](\d{2}))?\s*(am|pm)?")
+OFF_WORDS = frozenset({"off", "aus", "no", "non", "nein", "desligar", "apagar", "desactiver"})
 UNDO_WORDS = frozenset({"undo", "rückgängig", "deshacer", "annuler", "desfazer"})
 
 # What the person reads (the owner's language is active when these are formatted).
@@ -70,8 +75,12 @@ HELP = gettext_lazy(
     "/next: what comes next\n"
     "/today: the rest of today\n"
     "/remind: remind me (/remind in 2 hours check the oven)\n"
+    "/agenda 7:30: your day's list each morning (/agenda off: none)\n"
     "/stop: no more nudges here, /start: nudges again"
 )
+AGENDA_SET = gettext_lazy("Your agenda will come each day {when}.")
+AGENDA_OFF = gettext_lazy("No more agenda.")
+AGENDA_HOW = gettext_lazy("Send “/agenda 7:30” for a daily agenda at 7:30, or “/agenda off”.")
 UNDO_BUTTON = gettext_lazy("Undo")
 CHANGE_BUTTON = gettext_lazy("Change time")
 JOIN_BUTTON = gettext_lazy("Join")
@@ -82,6 +91,7 @@ MENU = (
     ("next", gettext_lazy("What comes next")),
     ("today", gettext_lazy("The rest of today")),
     ("remind", gettext_lazy("Remind me: /remind tomorrow at 9 call Anna")),
+    ("agenda", gettext_lazy("A daily agenda: /agenda 7:30, or /agenda off")),
     ("help", gettext_lazy("What I can do")),
     ("stop", gettext_lazy("No more nudges here")),
 )
@@ -271,7 +281,7 @@ def day_lines(items, person_when, now: datetime) -> list[str]:
 
 
 def _today(person: _Person, now: datetime) -> Answer:
-    zone = capture.zone_of(person.settings.timezone)
+    zone = zone_of(person.settings.timezone)
     local = now.astimezone(zone)
     midnight = datetime.combine(local.date() + timedelta(days=1), datetime.min.time(), tzinfo=zone)
     with tenant_scope(person.user_id):
@@ -284,6 +294,30 @@ def _today(person: _Person, now: datetime) -> Answer:
         Button(f"{JOIN_BUTTON!s}: {i.title[:40]}", url=i.join_url) for i in items if i.join_url
     )
     return Answer("\n".join([str(TODAY), *lines]), buttons=buttons[:5])
+
+
+def _agenda(person: _Person, rest: str, now: datetime) -> Answer:
+    """/agenda 7:30 (or 7:30 pm) sets the daily agenda's time, /agenda off turns it off."""
+    if rest.lower() in OFF_WORDS:
+        update_settings(person.user_id, {"agenda_at": None}, now)
+        return Answer(str(AGENDA_OFF))
+    match = _AGENDA_TIME.fullmatch(rest.lower().replace(" ", ""))
+    if match is None:
+        return Answer(str(AGENDA_HOW))
+    hour, minute = int(match[1]), int(match[2] or 0)
+    if match[3]:
+        hour = hour % 12 + (12 if match[3] == "pm" else 0)
+    if hour > 23 or minute > 59:
+        return Answer(str(AGENDA_HOW))
+    at = time(hour, minute)
+    update_settings(person.user_id, {"agenda_at": at}, now)
+    zone = zone_of(person.settings.timezone)
+    local = now.astimezone(zone)
+    # The next time it comes, as the person's clock writes it.
+    next_at = datetime.combine(local.date(), at, tzinfo=zone)
+    if next_at <= now:
+        next_at = datetime.combine(local.date() + timedelta(days=1), at, tzinfo=zone)
+    return Answer(str(AGENDA_SET).format(when=person.when(next_at, now)))
 
 
 def _help_once_an_hour(person: _Person, now: datetime, text) -> Answer | None:
@@ -314,6 +348,8 @@ def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> An
         return _next(person, now)
     if command == "today":
         return _today(person, now)
+    if command == "agenda":
+        return _agenda(person, rest, now)
     if command == "remind" and not rest:
         return Answer(str(NO_TIME))
     lowered = rest.lower().strip(" .!")

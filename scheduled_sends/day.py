@@ -5,7 +5,7 @@ morning agenda read it; inside the person's tenant scope."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 
 from django.db.models import Q
 
@@ -15,6 +15,16 @@ from followups.repeat import occurrences
 from scheduled_sends.models import Kind
 
 MAX_ITEMS = 30  # a day's list in one message
+
+
+def day_ref(day: date) -> int:
+    """An agenda row's ``ref_id``: its local day as YYYYMMDD."""
+    return day.year * 10000 + day.month * 100 + day.day
+
+
+def day_of(ref_id: int) -> date:
+    """The local day an agenda row is for."""
+    return date(ref_id // 10000, ref_id // 100 % 100, ref_id % 100)
 
 
 @dataclass(frozen=True)
