@@ -197,3 +197,20 @@ def test_turning_the_agenda_off_withdraws_its_row(db):
     assert len(_agenda_rows([user.pk])) == 1
     update_settings(user.pk, {"agenda_at": None}, now)
     assert _agenda_rows([user.pk]) == []
+
+
+def test_the_agenda_is_its_own_kind_in_the_consoles_charts(fast_telegram, fake_telegram, db):
+    from console import charts, panels
+
+    at = datetime(2026, 12, 4, 7, 30, tzinfo=UTC)
+    user = _person("charted", "UTC", 555_006)
+    _follow_up(user, "Dentist", at.replace(hour=7, minute=40))
+    materialize_user(user.pk, at - timedelta(hours=2), NudgeConfig.from_settings())
+    assert run_deliver(at).sent == 2  # the agenda and the dentist's nudge (10 min before)
+    config = NudgeConfig.from_settings()
+    with rls_bypass():  # as the console reads it: every tenant's rows
+        data = charts.outcomes(at + timedelta(minutes=5), config)
+    [hour] = [h for h in data.hours if h.sent_by_kind]
+    assert hour.sent_by_kind == {"agenda": 1, "follow_up": 1}
+    [kinds] = [p for p in panels.outcome_panels(data, prefix="") if p.panel_id == "kinds"]
+    assert kinds.caption == "Calendar event: 0; Follow-up: 1; Agenda: 1."
