@@ -203,6 +203,7 @@ def test_help_lists_the_commands_and_the_menu_is_set_per_language(tg, ana, capsy
         "next",
         "today",
         "remind",
+        "agenda",
         "help",
         "stop",
     ]
@@ -271,3 +272,20 @@ def test_the_delivery_path_never_imports_dateparser():
         [sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_the_agenda_is_offered_from_the_chat(tg, ana):
+    now = datetime(2026, 12, 3, 14, 0, tzinfo=ZoneInfo("UTC"))
+    set_zone(ana, language="de")
+    tg.push_message(CHAT, "/agenda 7:30")
+    tg.push_message(CHAT, "/agenda whenever")
+    poll(now)
+    with tenant_scope(ana.pk):
+        assert DeliverySettings.objects.get(user_id=ana.pk).agenda_at.isoformat() == "07:30:00"
+    set_text, how_text = (r.text for r in replies(tg))
+    assert set_text == "Deine Tagesübersicht kommt jeden Tag, zuerst morgen um 07:30."
+    assert how_text.startswith("Sende „/agenda 7:30“")
+    tg.push_message(CHAT, "/agenda off")
+    poll(now)
+    with tenant_scope(ana.pk):
+        assert DeliverySettings.objects.get(user_id=ana.pk).agenda_at is None
