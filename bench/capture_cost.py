@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from io import BytesIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+GIT = shutil.which("git") or "git"
 
 IMPORT_DATEPARSER = """
 import time
@@ -74,6 +76,7 @@ print(json.dumps({"seconds": statistics.median(per_phrase),
 
 DELIVER_IMPORTS = """
 import os
+import shutil
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "nudgeproject.settings")
 import django
 django.setup()
@@ -99,7 +102,7 @@ def _run(code: str, cwd: Path) -> dict:
 
 def _baseline_tree(commit: str, into: Path) -> Path:
     archive = subprocess.run(
-        ["git", "archive", "--format=tar", commit], cwd=ROOT, capture_output=True, check=True
+        [GIT, "archive", "--format=tar", commit], cwd=ROOT, capture_output=True, check=True
     ).stdout
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
