@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 
-from django.utils.translation import gettext, gettext_lazy, override
+from django.utils.translation import gettext, override
 
 from accounts.actions import update_settings
 from accounts.models import DeliverySettings
@@ -33,7 +33,24 @@ from followups.actions import (
     get_follow_up,
 )
 from messaging import action_tokens, addresses
-from messaging.messages import clean_title, when_text
+from messaging import chat_words as words
+from messaging.chat_words import (
+    AGENDA_HOW,
+    AGENDA_OFF,
+    AGENDA_SET,
+    DEFAULT_TITLE,
+    HELP,
+    MOVED,
+    NEW_TIME,
+    NO_TIME,
+    NOT_CONSENTING,
+    NOT_SAVED,
+    NOTHING_TO_UNDO,
+    TOO_MANY,
+    UNDONE,
+    Answer,
+)
+from messaging.messages import clean_title
 from messaging.models import ChatRecord, OptInRecord
 from scheduled_sends.day import items_between
 from tenancy.scope import tenant_scope
@@ -43,79 +60,11 @@ HELP_EVERY = timedelta(hours=1)
 # "undo", a new time, or a number answers the capture or ask-back this recent.
 ANSWER_WINDOW = timedelta(minutes=30)
 NEXT_HORIZON = timedelta(days=7)
-MAX_CHOICES = 4
 
 COMMANDS = ("next", "today", "help", "remind", "agenda")
 _AGENDA_TIME = re.compile(r"(\d{1,2})(?:[:h.](\d{2}))?\s*(am|pm)?")
 OFF_WORDS = frozenset({"off", "aus", "no", "non", "nein", "desligar", "apagar", "desactiver"})
 UNDO_WORDS = frozenset({"undo", "rückgängig", "deshacer", "annuler", "desfazer"})
-
-# What the person reads (the owner's language is active when these are formatted).
-SAVED = gettext_lazy("Saved: “{title}” {when}.")
-MOVED = gettext_lazy("Moved: “{title}” {when}.")
-UNDONE = gettext_lazy("Undone: “{title}” is deleted.")
-NOTHING_TO_UNDO = gettext_lazy("There is nothing to undo.")
-NOT_SAVED = gettext_lazy("Not saved: {reason}")
-TOO_MANY = gettext_lazy("Not saved: that is {count} captures in the last hour. Try again later.")
-ASK = gettext_lazy("When exactly, for “{title}”?")
-ASK_REPLY = gettext_lazy("Reply with the number.")
-NO_TIME = gettext_lazy(
-    "When should I remind you? Write it with a time, for example: "
-    "“tomorrow at 9 call Anna” or “in 2 hours check the oven”."
-)
-UNDO_HINT = gettext_lazy("Reply “undo” to delete it, or send a new time to change it.")
-NEW_TIME = gettext_lazy("Send the new time, for example “tomorrow at 10”.")
-NEXT = gettext_lazy("Next: {title} {when}")
-NOTHING_NEXT = gettext_lazy("Nothing in the next 7 days.")
-TODAY = gettext_lazy("Today:")
-NOTHING_TODAY = gettext_lazy("Nothing more today.")
-NOT_CONSENTING = gettext_lazy("This chat's nudges are stopped. Send /start to turn them on.")
-HELP = gettext_lazy(
-    "Write what and when, for example “tomorrow at 9 call Anna”, and I will remind you.\n"
-    "/next: what comes next\n"
-    "/today: the rest of today\n"
-    "/remind: remind me (/remind in 2 hours check the oven)\n"
-    "/agenda 7:30: your day's list each morning (/agenda off: none)\n"
-    "/stop: no more nudges here, /start: nudges again"
-)
-AGENDA_SET = gettext_lazy("Your agenda will come each day {when}.")
-AGENDA_OFF = gettext_lazy("No more agenda.")
-AGENDA_HOW = gettext_lazy("Send “/agenda 7:30” for a daily agenda at 7:30, or “/agenda off”.")
-UNDO_BUTTON = gettext_lazy("Undo")
-CHANGE_BUTTON = gettext_lazy("Change time")
-JOIN_BUTTON = gettext_lazy("Join")
-DEFAULT_TITLE = gettext_lazy("Reminder")
-
-# The Telegram command menu (setMyCommands), each described in each language.
-MENU = (
-    ("next", gettext_lazy("What comes next")),
-    ("today", gettext_lazy("The rest of today")),
-    ("remind", gettext_lazy("Remind me: /remind tomorrow at 9 call Anna")),
-    ("agenda", gettext_lazy("A daily agenda: /agenda 7:30, or /agenda off")),
-    ("help", gettext_lazy("What I can do")),
-    ("stop", gettext_lazy("No more nudges here")),
-)
-
-
-@dataclass(frozen=True)
-class Button:
-    label: str
-    token: str = ""  # a signed act (action_tokens), or
-    url: str = ""  # a link (Join)
-
-
-@dataclass(frozen=True)
-class Answer:
-    """Telegram shows ``text`` and the buttons; WhatsApp ``text`` and ``reply_words``
-    (what to type instead of pressing)."""
-
-    text: str
-    buttons: tuple[Button, ...] = ()
-    reply_words: str = ""
-    changed: bool = False
-
-    def for_whatsapp(self) -> str:
-        return f"{self.text}\n{self.reply_words}" if self.reply_words else self.text
 
 
 @dataclass(frozen=True)
@@ -126,8 +75,7 @@ class _Person:
     settings: DeliverySettings
 
     def when(self, instant: datetime, now: datetime) -> str:
-        s = self.settings
-        return when_text(instant, now, s.timezone, s.language, s.clock)
+        return words.when(self.settings, instant, now)
 
 
 def _person(channel: str, address: str) -> _Person | None:
@@ -149,11 +97,6 @@ def _person(channel: str, address: str) -> _Person | None:
     )
 
 
-def pick_id(ask_id: int, index: int) -> int:
-    """A choice's id in a PICK token: the ask-back's record and the choice's place."""
-    return ask_id * MAX_CHOICES + index
-
-
 def _record(person: _Person, kind: str, now: datetime, **fields: object) -> ChatRecord:
     return ChatRecord.objects.create(
         user_id=person.user_id, kind=kind, channel=person.channel, created_at=now, **fields
@@ -170,21 +113,6 @@ def _latest(person: _Person, kind: str, now: datetime) -> ChatRecord | None:
         )
         .order_by("-created_at", "-pk")
         .first()
-    )
-
-
-def _saved(
-    person: _Person, follow_up_id: int, title: str, due_at: datetime, now: datetime, text
-) -> Answer:
-    sign = action_tokens.sign
-    return Answer(
-        str(text).format(title=title, when=person.when(due_at, now)),
-        buttons=(
-            Button(str(UNDO_BUTTON), sign(action_tokens.UNDO, follow_up_id, person.address)),
-            Button(str(CHANGE_BUTTON), sign(action_tokens.RETIME, follow_up_id, person.address)),
-        ),
-        reply_words=str(UNDO_HINT),
-        changed=True,
     )
 
 
@@ -206,7 +134,7 @@ def _create(
         return Answer(str(NOT_SAVED).format(reason=exc))
     with tenant_scope(person.user_id):
         _record(person, ChatRecord.Kind.CAPTURE, now, follow_up_id=follow_up.pk, title=title)
-    return _saved(person, follow_up.pk, title, follow_up.due_at, now, SAVED)
+    return words.saved(person.settings, person.address, follow_up.pk, title, follow_up.due_at, now)
 
 
 def _retime(person: _Person, follow_up_id: int, due_at: datetime, now: datetime) -> Answer:
@@ -218,7 +146,9 @@ def _retime(person: _Person, follow_up_id: int, due_at: datetime, now: datetime)
         return Answer(str(NOT_SAVED).format(reason=exc))
     if follow_up is None:
         return Answer(str(NOTHING_TO_UNDO))
-    return _saved(person, follow_up.pk, follow_up.title, follow_up.due_at, now, MOVED)
+    return words.saved(
+        person.settings, person.address, follow_up.pk, follow_up.title, follow_up.due_at, now, MOVED
+    )
 
 
 def _undo(person: _Person, follow_up_id: int, now: datetime) -> Answer:
@@ -226,22 +156,6 @@ def _undo(person: _Person, follow_up_id: int, now: datetime) -> Answer:
     if follow_up is None or not delete_follow_up(person.user_id, follow_up_id, now):
         return Answer(str(NOTHING_TO_UNDO))
     return Answer(str(UNDONE).format(title=follow_up.title), changed=True)
-
-
-def _ask(person: _Person, asked: capture.AskBack, now: datetime) -> Answer:
-    title = clean_title(asked.title, str(DEFAULT_TITLE))
-    choices = asked.choices[:MAX_CHOICES]
-    with tenant_scope(person.user_id):
-        record = _record(person, ChatRecord.Kind.ASK, now, title=title, choices=list(choices))
-    labels = [person.when(choice, now) for choice in choices]
-    buttons = tuple(
-        Button(label, action_tokens.sign(action_tokens.PICK, pick_id(record.pk, i), person.address))
-        for i, label in enumerate(labels)
-    )
-    numbered = "\n".join(f"{i}. {label}" for i, label in enumerate(labels, start=1))
-    return Answer(
-        str(ASK).format(title=title), buttons=buttons, reply_words=f"{numbered}\n{ASK_REPLY}"
-    )
 
 
 def _pick(
@@ -254,46 +168,6 @@ def _pick(
     if not taken:  # a second tap on the same ask-back
         return Answer(str(NOTHING_TO_UNDO))
     return _create(person, record.title, record.choices[index], now, config)
-
-
-def _next(person: _Person, now: datetime) -> Answer:
-    with tenant_scope(person.user_id):
-        items = items_between(person.user_id, now, now + NEXT_HORIZON)
-    if not items:
-        return Answer(str(NOTHING_NEXT))
-    item = items[0]
-    title = clean_title(item.title, str(DEFAULT_TITLE), from_a_stranger=item.kind == "event")
-    text = str(NEXT).format(title=title, when=person.when(item.starts_at, now))
-    if item.join_url:
-        return Answer(
-            f"{text}\n{item.join_url}", buttons=(Button(str(JOIN_BUTTON), url=item.join_url),)
-        )
-    return Answer(text)
-
-
-def day_lines(items, person_when, now: datetime) -> list[str]:
-    """One line per item: its time, then its title (events' addresses defanged)."""
-    lines = []
-    for item in items:
-        title = clean_title(item.title, str(DEFAULT_TITLE), from_a_stranger=item.kind == "event")
-        lines.append(f"• {person_when(item.starts_at)} {title}")
-    return lines
-
-
-def _today(person: _Person, now: datetime) -> Answer:
-    zone = zone_of(person.settings.timezone)
-    local = now.astimezone(zone)
-    midnight = datetime.combine(local.date() + timedelta(days=1), datetime.min.time(), tzinfo=zone)
-    with tenant_scope(person.user_id):
-        items = items_between(person.user_id, now, midnight)
-    if not items:
-        return Answer(str(NOTHING_TODAY))
-    s = person.settings
-    lines = day_lines(items, lambda at: when_text(at, now, s.timezone, s.language, s.clock), now)
-    buttons = tuple(
-        Button(f"{JOIN_BUTTON!s}: {i.title[:40]}", url=i.join_url) for i in items if i.join_url
-    )
-    return Answer("\n".join([str(TODAY), *lines]), buttons=buttons[:5])
 
 
 def _agenda(person: _Person, rest: str, now: datetime) -> Answer:
@@ -318,6 +192,24 @@ def _agenda(person: _Person, rest: str, now: datetime) -> Answer:
     if next_at <= now:
         next_at = datetime.combine(local.date() + timedelta(days=1), at, tzinfo=zone)
     return Answer(str(AGENDA_SET).format(when=person.when(next_at, now)))
+
+
+def _ask(person: _Person, read: capture.AskBack, now: datetime) -> Answer:
+    """Record the ask-back's choices (for a tap or a numbered reply), then ask."""
+    title = clean_title(read.title, str(DEFAULT_TITLE))
+    choices = read.choices[: words.MAX_CHOICES]
+    with tenant_scope(person.user_id):
+        record = _record(person, ChatRecord.Kind.ASK, now, title=title, choices=list(choices))
+    return words.asked(person.settings, person.address, record.pk, title, choices, now)
+
+
+def _rest_of_today(person: _Person, now: datetime) -> list:
+    zone = zone_of(person.settings.timezone)
+    midnight = datetime.combine(
+        now.astimezone(zone).date() + timedelta(days=1), time(0), tzinfo=zone
+    )
+    with tenant_scope(person.user_id):
+        return items_between(person.user_id, now, midnight)
 
 
 def _help_once_an_hour(person: _Person, now: datetime, text) -> Answer | None:
@@ -345,9 +237,11 @@ def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> An
     if command == "help":
         return Answer(str(HELP))
     if command == "next":
-        return _next(person, now)
+        with tenant_scope(person.user_id):
+            items = items_between(person.user_id, now, now + NEXT_HORIZON)
+        return words.next_up(person.settings, items, now)
     if command == "today":
-        return _today(person, now)
+        return words.today(person.settings, _rest_of_today(person, now), now)
     if command == "agenda":
         return _agenda(person, rest, now)
     if command == "remind" and not rest:
@@ -413,7 +307,7 @@ def tap(
                         title=found.title,
                     )
             return Answer(str(NEW_TIME) if found else str(NOTHING_TO_UNDO))
-        ask_id, index = divmod(claim.send_id, MAX_CHOICES)
+        ask_id, index = divmod(claim.send_id, words.MAX_CHOICES)
         with tenant_scope(person.user_id):
             record = ChatRecord.objects.filter(user_id=person.user_id, pk=ask_id).first()
         return _pick(person, record, index, now, config) or Answer(str(NOTHING_TO_UNDO))

@@ -37,7 +37,7 @@ from telegram.request import HTTPXRequest
 from accounts.actions import PAUSED_BY_TELEGRAM_STOP, ensure_settings
 from accounts.models import Channel
 from core.config import NudgeConfig
-from messaging import action_tokens, addresses, chat, from_chat
+from messaging import action_tokens, addresses, chat, chat_words, from_chat
 from messaging.link_codes import parse_telegram_payload, use_telegram_code
 from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
@@ -84,7 +84,7 @@ class Reply:
         return answer
 
 
-def markup_of(buttons: tuple[chat.Button, ...]) -> InlineKeyboardMarkup | None:
+def markup_of(buttons: tuple[chat_words.Button, ...]) -> InlineKeyboardMarkup | None:
     """A chat answer's buttons, one row each (Join opens its link, the others act)."""
     if not buttons:
         return None
@@ -315,7 +315,9 @@ class BotClient:
         English, then each other language by its ``language_code``."""
         for language in LANGUAGES:
             with override(language):
-                commands = [BotCommand(name, str(description)) for name, description in chat.MENU]
+                commands = [
+                    BotCommand(name, str(description)) for name, description in chat_words.MENU
+                ]
             code = None if language == "en" else language.split("-", 1)[0]
             self.call(self.bot.set_my_commands(commands, language_code=code))
         return len(LANGUAGES)
