@@ -14,7 +14,7 @@ from typing import Any
 from django.utils.translation import gettext_lazy
 
 from messaging import action_tokens
-from messaging.messages import clean_title, when_text
+from messaging.messages import clean_title, clock_text, when_text
 from scheduled_sends.day import Item
 
 MAX_CHOICES = 4
@@ -155,7 +155,11 @@ def today(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
     """/today: one line per item left today, its time then its title; Join buttons."""
     if not items:
         return Answer(str(NOTHING_TODAY))
-    lines = [f"• {when(reader, item.starts_at, now)} {_title(item)}" for item in items]
+    lines = [
+        f"• {clock_text(item.starts_at, now, reader.timezone, reader.language, reader.clock)}"
+        f" {_title(item)}"
+        for item in items
+    ]
     buttons = tuple(
         Button(f"{JOIN_BUTTON!s}: {_title(i)[:40]}", url=i.join_url) for i in items if i.join_url
     )

@@ -188,7 +188,7 @@ def test_next_and_today_answer_from_the_persons_own_rows_only(tg, ana, make_user
     poll(now)
     next_answer, today_answer = (r.text for r in replies(tg))
     assert next_answer == "Next: Water plants at 12:00"
-    assert today_answer == "Today:\n• at 12:00 Water plants\n• at 13:00 Call Bob"
+    assert today_answer == "Today:\n• 12:00 Water plants\n• 13:00 Call Bob"
     assert "secret" not in next_answer + today_answer
 
 
