@@ -60,6 +60,7 @@ HELP_EVERY = timedelta(hours=1)
 # "undo", a new time, or a number answers the capture or ask-back this recent.
 ANSWER_WINDOW = timedelta(minutes=30)
 NEXT_HORIZON = timedelta(days=7)
+KEEP_RECORDS = timedelta(days=1)
 
 COMMANDS = ("next", "today", "help", "remind", "agenda")
 _AGENDA_TIME = re.compile(r"(\d{1,2})(?:[:h.](\d{2}))?\s*(am|pm)?")
@@ -98,6 +99,9 @@ def _person(channel: str, address: str) -> _Person | None:
 
 
 def _record(person: _Person, kind: str, now: datetime, **fields: object) -> ChatRecord:
+    """Note what the chat did, inside the person's scope; what is older than every
+    window that reads it (the hour's cap, help's hour, an answer's 30 minutes) goes."""
+    ChatRecord.objects.filter(user_id=person.user_id, created_at__lt=now - KEEP_RECORDS).delete()
     return ChatRecord.objects.create(
         user_id=person.user_id, kind=kind, channel=person.channel, created_at=now, **fields
     )

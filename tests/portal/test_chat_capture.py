@@ -16,6 +16,7 @@ from django.core.management import call_command
 from accounts.models import Channel, DeliverySettings
 from followups.models import FollowUp
 from messaging import chat
+from messaging.models import ChatRecord
 from sweeps.deliver import run_deliver
 from tenancy.scope import tenant_scope
 from tests.fakes.fixtures import WHATSAPP_FROM
@@ -289,3 +290,14 @@ def test_the_agenda_is_offered_from_the_chat(tg, ana):
     poll(now)
     with tenant_scope(ana.pk):
         assert DeliverySettings.objects.get(user_id=ana.pk).agenda_at is None
+
+
+def test_the_chats_records_are_kept_a_day(tg, ana):
+    now = _now()
+    tg.push_message(CHAT, "in 2 hours check the oven")
+    poll(now - timedelta(days=2))
+    tg.push_message(CHAT, "in 3 hours check the oven again")
+    poll(now)
+    with tenant_scope(ana.pk):
+        kept = list(ChatRecord.objects.filter(user_id=ana.pk).values_list("title", flat=True))
+    assert kept == ["check the oven again"]
