@@ -45,6 +45,7 @@ EDITABLE = frozenset(
         "paused",
         "whatsapp_number",
         "telegram_chat_id",
+        "agenda_at",
     }
 )
 

@@ -255,6 +255,7 @@ class OutcomeHour:
     counts: dict[str, int] = field(default_factory=dict)  # outcome -> rows
     retried: int = 0  # rows with a failed attempt behind them (attempts > 0)
     failures: dict[str, int] = field(default_factory=dict)  # failure kind's label -> rows
+    sent_by_kind: dict[str, int] = field(default_factory=dict)  # queue kind -> rows sent
 
 
 @dataclass
@@ -286,10 +287,12 @@ def outcomes(now: datetime, config: NudgeConfig, user_id: int | None = None) -> 
     hours = [
         OutcomeHour(start + timedelta(hours=i)) for i in range(int(HISTORY / timedelta(hours=1)))
     ]
-    for hour, outcome, kind, n, retried in outcomes_query(start, end, config, user_id):
+    for hour, outcome, kind, nudge_kind, n, retried in outcomes_query(start, end, config, user_id):
         bucket = hours[int((hour - start) / timedelta(hours=1))]
         bucket.counts[outcome] = bucket.counts.get(outcome, 0) + n
         bucket.retried += retried
+        if outcome == Outcome.SENT:
+            bucket.sent_by_kind[nudge_kind] = bucket.sent_by_kind.get(nudge_kind, 0) + n
         if outcome == Outcome.FAILED:
             key = failures.label(kind)
             bucket.failures[key] = bucket.failures.get(key, 0) + n
@@ -299,13 +302,13 @@ def outcomes(now: datetime, config: NudgeConfig, user_id: int | None = None) -> 
 def outcomes_query(
     start: datetime, end: datetime, config: NudgeConfig, user_id: int | None = None
 ) -> QuerySet:
-    """(intended hour, outcome, failure kind, rows, rows retried) for settled rows."""
+    """(intended hour, outcome, failure kind, queue kind, rows, rows retried) for settled rows."""
     return (
         settled_between(start, end, config, user_id)
         .annotate(
             hour=Trunc("intended_at", "hour", tzinfo=UTC),
             failure=Case(When(outcome=Outcome.FAILED, then="failure_kind"), default=Value("")),
         )
-        .values_list("hour", "outcome", "failure")
+        .values_list("hour", "outcome", "failure", "kind")
         .annotate(n=Count("id"), retried=Count("id", filter=Q(attempts__gt=0)))
     )

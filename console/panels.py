@@ -15,7 +15,7 @@ from console import charts, svgchart
 from console.svgchart import Chart, Series
 from core.config import NudgeConfig
 from core.display import plural, when
-from scheduled_sends.models import Outcome
+from scheduled_sends.models import Kind, Outcome
 
 COLOURS = {
     Outcome.SENT: "#2e7d32",
@@ -223,6 +223,7 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
             ],
         )
     ]
+    panels.append(_kind_panel(data, ticks, prefix=prefix))
     reasons = data.failure_reasons
     palette = ("#c62828", "#ad1457", "#6a1b9a", "#4527a0", "#283593", "#00695c")
     failure_series = [
@@ -252,6 +253,38 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
         )
     )
     return panels
+
+
+KIND_COLOURS = {Kind.EVENT: "#2374b8", Kind.FOLLOW_UP: "#6a1b9a", Kind.AGENDA: "#ef6c00"}
+
+
+def _kind_panel(data: charts.Outcomes, ticks: dict[int, str], *, prefix: str) -> Panel:
+    """Sent nudges per hour, stacked by kind: events, follow-ups and the agenda."""
+    stacks = [
+        Series(kind.label, [h.sent_by_kind.get(kind, 0) for h in data.hours], KIND_COLOURS[kind])
+        for kind in Kind
+    ]
+    chart = Chart(
+        f"{prefix}kinds",
+        "Sent per hour by kind, last 24 hours",
+        len(data.hours),
+        ticks,
+        empty_text="Nothing was sent in the last 24 hours.",
+    )
+    totals = {kind: sum(h.sent_by_kind.get(kind, 0) for h in data.hours) for kind in Kind}
+    return Panel(
+        chart.chart_id,
+        chart.title,
+        svgchart.bar_chart(chart, stacks),
+        "; ".join(f"{kind.label}: {totals[kind]:,}" for kind in Kind) + ".",
+        ["hour from", *[kind.label for kind in Kind]],
+        [
+            [when(h.start), *[h.sent_by_kind.get(kind, 0) for kind in Kind]]
+            for h in data.hours
+            if h.sent_by_kind
+        ],
+        "Hours not listed sent nothing.",
+    )
 
 
 def activity_panels(

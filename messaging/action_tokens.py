@@ -1,4 +1,4 @@
-"""The token a nudge's button carries: ``<act><queue row id in hex>.<MAC>``.
+"""The token a nudge's (or a chat answer's) button carries: ``<act><queue row id in hex>.<MAC>``.
 
 The MAC is a salted HMAC-SHA256 from ``SECRET_KEY`` over the act, the queue row
 and the address the message went to, cut to 16 bytes, so a token copied into
@@ -17,19 +17,24 @@ from django.utils.crypto import salted_hmac
 
 SNOOZE = "snooze"
 DONE = "done"
+# A captured follow-up's buttons (the id is the follow-up's) and an ask-back's
+# choices (the id names the ask and the choice: ``chat.pick_id``).
+UNDO = "undo"
+RETIME = "retime"
+PICK = "pick"
 _SALT = "nudge.scheduled_sends.action_tokens"
-_ACT_LETTER = {SNOOZE: "s", DONE: "d"}
+_ACT_LETTER = {SNOOZE: "s", DONE: "d", UNDO: "u", RETIME: "t", PICK: "p"}
 _LETTER_ACT = {letter: act for act, letter in _ACT_LETTER.items()}
 _MAC_CHARS = 22  # 16 bytes, base64url without padding
-_TOKEN = re.compile(r"([sd])([0-9a-f]{1,16})\.([A-Za-z0-9_-]{22})")
+_TOKEN = re.compile(r"([sdutp])([0-9a-f]{1,16})\.([A-Za-z0-9_-]{22})")
 
 
 @dataclass(frozen=True)
 class Claim:
     """What a verified token names."""
 
-    act: str  # SNOOZE or DONE
-    send_id: int
+    act: str  # SNOOZE, DONE, UNDO, RETIME or PICK
+    send_id: int  # the queue row; for UNDO / RETIME the follow-up, for PICK the choice
 
 
 def _mac(act: str, send_id: int, address: str) -> str:

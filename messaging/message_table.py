@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from messaging import chat_table
 from messaging.channels.base import NudgeMessage
 from messaging.messages import CLOCKS, LANGUAGES, MAX_TITLE_CHARS, Shape, compose
 from messaging.telegram.send import keyboard
@@ -178,6 +179,7 @@ def render() -> str:
                 f"| {len(h24)} |"
             )
     lines += _from_strangers()
+    lines += chat_table.section(NOW, ZONE, MEET, LANGUAGE_NAMES, _cell)
     return "\n".join(lines) + "\n"
 
 

@@ -17,7 +17,8 @@ import logging
 import re
 import unicodedata
 import zoneinfo
-from datetime import UTC, datetime, timedelta, tzinfo
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any
@@ -230,6 +231,18 @@ def _when(
     )
 
 
+def when_text(
+    instant: datetime, now: datetime, tz_name: str, language: str = "en", clock: str = "24h"
+) -> str:
+    """'at 15:10', 'tomorrow at 3:10 PM', 'on Fri, Dec 10 at 15:10': when something is,
+    as the person's zone, language and clock write it (a chat's answers)."""
+    tz, label = _zone(tz_name)
+    language = language if language in LANGUAGES else "en"
+    local = instant.astimezone(tz)
+    time_text = _format(local, language, "hm" if clock == "12h" else "Hm")
+    return _when(local, now.astimezone(tz), language, time_text)[0] + label
+
+
 def _first_line(
     words: Any,
     *,
@@ -313,4 +326,61 @@ def compose(
         join_url=join_url,
         location=place,
         language=language,
+    )
+
+
+# WhatsApp's limit less room for the last line: a longer day is cut, and says so.
+AGENDA_MAX_CHARS = 1500
+
+
+def compose_agenda(
+    items: Sequence[Any],
+    *,
+    day: date,
+    now: datetime,
+    tz_name: str,
+    valid_until: datetime,
+    language: str = "en",
+    clock: str = "24h",
+) -> NudgeMessage:
+    """The morning agenda: 'Your day, Fri, Dec 4:' then one line per event or
+    follow-up (``scheduled_sends.day.Item``), its time and title (an event's
+    addresses defanged), an event's join link on the next line; the links also
+    come as Join buttons where the channel has them."""
+    tz, label = _zone(tz_name)
+    language = language if language in LANGUAGES else "en"
+    words = _words(language)
+    day_text = _format(datetime.combine(day, time(12), tzinfo=tz), language, "MMMEd")
+    head = words.gettext("Your day, %(date)s:") % {"date": day_text}
+    lines, links = [head], []
+    skeleton = "hm" if clock == "12h" else "Hm"
+    for shown, item in enumerate(items):
+        stranger = item.kind == "event"
+        title = clean_title(
+            item.title,
+            words.gettext("Your event" if stranger else "your follow-up"),
+            from_a_stranger=stranger,
+        )
+        when = (
+            words.gettext("all day")
+            if item.all_day
+            else _format(item.starts_at.astimezone(tz), language, skeleton) + label
+        )
+        line = f"• {when} {title}" + (f"\n  {item.join_url}" if item.join_url else "")
+        more = words.gettext("… and %(count)d more") % {"count": len(items) - shown}
+        if sum(len(x) + 1 for x in lines) + len(line) + len(more) > AGENDA_MAX_CHARS:
+            lines.append(more)
+            break
+        lines.append(line)
+        if item.join_url:
+            links.append((f"{words.gettext('Join')}: {title[:40]}", item.join_url))
+    first = items[0].starts_at if items else now
+    return NudgeMessage(
+        text="\n".join(lines),
+        title=head.rstrip(":"),
+        local_time=_format(first.astimezone(tz), language, skeleton) + label,
+        minutes_until=max(0, round((first - now).total_seconds() / 60)),
+        valid_for_seconds=max(1, int((valid_until - now).total_seconds())),
+        language=language,
+        links=tuple(links[:8]),
     )

@@ -4,6 +4,7 @@ the address directory inbound messages are matched by, and inbound replay guards
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from accounts.models import Channel
@@ -96,3 +97,30 @@ class TwilioMessageSeen(models.Model):
 
     def __str__(self) -> str:
         return f"Twilio message {self.message_sid}"
+
+
+class ChatRecord(TenantModel):
+    """What the chat did for its person: a capture (its follow-up, for Undo and the
+    hourly cap), an ask-back (its choices, for a numbered reply), a help answer
+    (at most one an hour)."""
+
+    class Kind(models.TextChoices):
+        CAPTURE = "capture"
+        ASK = "ask"
+        HELP = "help"
+
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    channel = models.CharField(max_length=16, choices=Channel.choices)
+    created_at = models.DateTimeField()
+    follow_up_id = models.BigIntegerField(null=True, blank=True)
+    title = models.CharField(max_length=200, blank=True, default="")
+    choices = ArrayField(models.DateTimeField(), default=list, blank=True)
+
+    class Meta:
+        db_table = "chat_records"
+        indexes = [
+            models.Index(fields=["user", "kind", "created_at"], name="chat_records_user_kind_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"chat {self.kind} of user {self.user_id}"

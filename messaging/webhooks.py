@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 
 from core import json_input
 from core.config import NudgeConfig
+from messaging import chat
 from messaging.nudge_actions import ActResult
 from messaging.receipts import signature_is_valid
 from messaging.telegram import bot as telegram
@@ -81,6 +82,8 @@ def twilio_inbound(request: HttpRequest) -> HttpResponse:
     # Twilio answers STOP / START itself; a Snooze or Done says what it did.
     if isinstance(result, ActResult):
         return HttpResponse(twiml_message(result.text), content_type="text/xml")
+    if isinstance(result, chat.Answer):
+        return HttpResponse(twiml_message(result.for_whatsapp()), content_type="text/xml")
     return HttpResponse(EMPTY_TWIML, content_type="text/xml")
 
 

@@ -148,6 +148,13 @@ class SettingsForm(forms.Form):
         widget=forms.TimeInput(attrs=CLOCK_ATTRS | {"placeholder": "07:00"}, format="%H:%M"),
     )
     paused = forms.BooleanField(required=False, label=_("Pause all nudges"))
+    agenda_at = ClockTimeField(
+        required=False,
+        label=_("Send my agenda at"),
+        input_formats=CLOCK_INPUTS,
+        error_messages={"invalid": _("Give a time such as 07:30 or 7:30 am.")},
+        widget=forms.TimeInput(attrs=CLOCK_ATTRS | {"placeholder": "07:30"}, format="%H:%M"),
+    )
 
     def __init__(
         self,
@@ -159,7 +166,11 @@ class SettingsForm(forms.Form):
     ) -> None:
         super().__init__(*args, **kwargs)
         if current_clock == Clock.H12:  # shown on the person's clock (either is accepted)
-            for name, example in (("quiet_start", "10:00 PM"), ("quiet_end", "7:00 AM")):
+            for name, example in (
+                ("quiet_start", "10:00 PM"),
+                ("quiet_end", "7:00 AM"),
+                ("agenda_at", "7:30 AM"),
+            ):
                 widget = self.fields[name].widget
                 widget.format = "%I:%M %p"
                 widget.attrs["placeholder"] = example

@@ -111,6 +111,7 @@ def _initial(delivery: DeliverySettings) -> dict:
         "quiet_start": delivery.quiet_start,
         "quiet_end": delivery.quiet_end,
         "paused": delivery.paused,
+        "agenda_at": delivery.agenda_at,
     }
 
 
@@ -132,7 +133,14 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     data = form.cleaned_data
     changes = {
         name: data[name]
-        for name in ("channel", "timezone", "default_lead_minutes", "quiet_start", "quiet_end")
+        for name in (
+            "channel",
+            "timezone",
+            "default_lead_minutes",
+            "quiet_start",
+            "quiet_end",
+            "agenda_at",
+        )
     }
     changes.update({name: data[name] for name in ("language", "clock") if data[name]})
     with tenant_scope(user_id):

@@ -17,6 +17,8 @@ from tenancy.models import TenantModel
 class Kind(models.TextChoices):
     EVENT = "event", "Calendar event"
     FOLLOW_UP = "follow_up", "Follow-up"
+    # The day's list at the person's chosen time; ``ref_id`` is the local day (YYYYMMDD).
+    AGENDA = "agenda", "Agenda"
 
 
 class ScheduledSend(TenantModel):

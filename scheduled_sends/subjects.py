@@ -10,17 +10,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from datetime import datetime, time
+from datetime import datetime, time, timedelta
 
 from django.db.models import Value
 
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus
 from followups.models import FollowUp
 from followups.repeat import is_occurrence
+from scheduled_sends.day import Item, items_between
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.transitions import ClaimedSend
-from tenancy.scope import tenant_reads
+from tenancy.scope import tenant_reads, tenant_scope
 
 
 @dataclass(frozen=True)
@@ -163,3 +164,15 @@ def subject_titles(rows: Iterable[ScheduledSend]) -> dict[tuple[str, int], str]:
         .order_by()
     )
     return {(kind, pk): title for pk, title, kind in events.union(follow_ups, all=True)}
+
+
+def read_agendas(rows: Sequence[ClaimedSend]) -> dict[int, list[Item]]:
+    """Each agenda row's items: its day's events and follow-ups from its instant to the
+    day's end (``subject_starts_at``), read in its owner's scope."""
+    agendas: dict[int, list[Item]] = {}
+    for row in rows:
+        if row.kind == Kind.AGENDA:
+            with tenant_scope(row.user_id):
+                after = row.intended_at - timedelta(seconds=1)
+                agendas[row.id] = items_between(row.user_id, after, row.subject_starts_at)
+    return agendas

@@ -250,6 +250,7 @@ class DeliveryRun:
         fresh = [row for row in batch if row.send_started_at is None]
         try:
             facts = subjects.read_facts(fresh)
+            agendas = subjects.read_agendas(fresh)
         except Exception as exc:
             logger.exception("reading the claimed rows' subjects failed")
             for row in fresh:
@@ -259,7 +260,7 @@ class DeliveryRun:
         now = self.now()
         for row in fresh:
             try:
-                outcome = verdicts.decide(row, facts[row.id], now, self.config)
+                outcome = verdicts.decide(row, facts[row.id], now, self.config, agendas.get(row.id))
             except Exception as exc:
                 # One row's bad data must not strand the rest of the batch.
                 logger.exception("resolving a claimed row failed", extra={"send_id": row.id})

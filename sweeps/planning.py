@@ -10,15 +10,17 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 
 from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, EventStatus
 from core.config import NudgeConfig
+from core.zones import zone_of
 from followups.models import FollowUp
 from followups.repeat import is_due_at, occurrences
 from providers.normalize import sorted_leads
+from scheduled_sends.day import day_ref
 from scheduled_sends.models import Kind
 from scheduled_sends.queue import transitions
 from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
@@ -126,9 +128,11 @@ def cap_per_user(
     planned: list[PlannedNudge], config: NudgeConfig
 ) -> tuple[list[PlannedNudge], int]:
     """The user's earliest nudges within the per-minute and per-look-ahead caps, and
-    how many fell out (counted, never silently: one feed must not flood the queue)."""
-    kept, per_minute = [], Counter()
-    for nudge in sorted(planned, key=lambda n: (n.intended_at, n.kind, n.ref_id)):
+    how many fell out (counted, never silently: one feed must not flood the queue).
+    The agenda, at most one a day, is outside these caps."""
+    kept, per_minute = [n for n in planned if n.kind == Kind.AGENDA], Counter()
+    others = [n for n in planned if n.kind != Kind.AGENDA]
+    for nudge in sorted(others, key=lambda n: (n.intended_at, n.kind, n.ref_id)):
         minute = minute_of(nudge.intended_at)
         if len(kept) >= config.max_nudges_per_user:
             break
@@ -165,9 +169,30 @@ def plan_for_user(
     hold = functools.partial(hold_for_quiet_hours, settings=delivery)
     planned = plan_event_nudges(subjects.events, default_lead, now, config, hold)
     planned += plan_follow_up_nudges(subjects.follow_ups, default_lead, now, config, hold)
+    planned += plan_agenda(delivery, now, config, hold)
     return planned + plan_snoozed_nudges(
         subjects.snoozes, subjects.events, subjects.follow_ups, now, config, hold
     )
+
+
+def plan_agenda(
+    delivery: DeliverySettings, now: datetime, config: NudgeConfig, hold: IntendedTimeRule
+) -> list[PlannedNudge]:
+    """The morning agenda: one a local day at the person's chosen time (moved by
+    quiet hours like any nudge); its subject is the day, which ends at local midnight."""
+    if delivery.agenda_at is None:
+        return []
+    zone = zone_of(delivery.timezone)
+    today = now.astimezone(zone).date()
+    planned = []
+    for day in (today - timedelta(days=1), today, today + timedelta(days=1)):
+        wall = datetime.combine(day, delivery.agenda_at.replace(second=0, microsecond=0))
+        intended = wall.replace(tzinfo=zone).astimezone(UTC)
+        day_end = datetime.combine(day + timedelta(days=1), time(0), tzinfo=zone).astimezone(UTC)
+        intended_at = _held(hold, intended, day_end)
+        if _in_window(intended_at, now, config):
+            planned.append(PlannedNudge(Kind.AGENDA, day_ref(day), intended_at, day_end))
+    return planned
 
 
 def plan_snoozed_nudges(

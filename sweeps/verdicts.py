@@ -22,8 +22,9 @@ from messaging.channels.base import (
     SendError,
     UnconfirmedSendError,
 )
-from messaging.messages import Shape, compose
+from messaging.messages import Shape, compose, compose_agenda
 from scheduled_sends import failures
+from scheduled_sends.day import Item, day_of
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.models import Kind
 from scheduled_sends.queue.transitions import ClaimedSend, Transition
@@ -102,10 +103,57 @@ def _shape(row: ClaimedSend, facts: Facts) -> Shape:
     return Shape.REMINDER
 
 
-def decide(
-    row: ClaimedSend, facts: Facts, now: datetime, config: NudgeConfig
+def _address(row: ClaimedSend, facts: Facts) -> str | Verdict:
+    """Where the owner's nudges go now, or the failure of having nowhere."""
+    settings = DeliverySettings(
+        user_id=row.user_id,
+        channel=facts.channel,
+        whatsapp_number=facts.whatsapp_number,
+        telegram_chat_id=facts.telegram_chat_id,
+    )
+    address = settings.address()
+    if not address:
+        return fail(
+            FailureKind.NO_ADDRESS, f"no address configured for the {facts.channel} channel"
+        )
+    return address
+
+
+def _agenda(
+    row: ClaimedSend, facts: Facts, now: datetime, config: NudgeConfig, items: list[Item]
 ) -> Delivery | Verdict:
-    """Send, skip (with the reason) or fail, from what is true now."""
+    """The morning agenda: its day's list, or nothing worth saying on an empty day."""
+    if not items:
+        return skip("nothing on the day")
+    quiet = hold_for_quiet_hours(row.intended_at, row.subject_starts_at, facts)
+    if isinstance(quiet, SkipReason):
+        return skip(quiet.reason)
+    if quiet != row.intended_at:
+        return skip(f"quiet hours: moved to {quiet:%H:%M}Z, where it has its own nudge")
+    address = _address(row, facts)
+    if isinstance(address, Verdict):
+        return address
+    message = compose_agenda(
+        items,
+        day=day_of(row.ref_id),
+        now=now,
+        tz_name=facts.timezone,
+        valid_until=row.intended_at + config.grace,
+        language=facts.language,
+        clock=facts.clock,
+    )
+    return Delivery(channel=facts.channel, address=address, message=message)
+
+
+def decide(
+    row: ClaimedSend,
+    facts: Facts,
+    now: datetime,
+    config: NudgeConfig,
+    agenda: list[Item] | None = None,
+) -> Delivery | Verdict:
+    """Send, skip (with the reason) or fail, from what is true now; ``agenda`` is an
+    agenda row's items (``subjects.read_agendas``)."""
     if not facts.user_active:
         return skip("account deactivated")
     if not facts.has_settings or not facts.enabled:
@@ -113,6 +161,8 @@ def decide(
     held = pause_reason(facts)
     if held is not None:
         return skip(held.reason)
+    if row.kind == Kind.AGENDA:
+        return _agenda(row, facts, now, config, agenda or [])
     gone = _subject_gone(row, facts)
     if gone is not None:
         return gone
@@ -129,17 +179,9 @@ def decide(
         return skip(quiet.reason)
     if quiet != row.intended_at:
         return skip(f"quiet hours: moved to {quiet:%H:%M}Z, where it has its own nudge")
-    settings = DeliverySettings(
-        user_id=row.user_id,
-        channel=facts.channel,
-        whatsapp_number=facts.whatsapp_number,
-        telegram_chat_id=facts.telegram_chat_id,
-    )
-    address = settings.address()
-    if not address:
-        return fail(
-            FailureKind.NO_ADDRESS, f"no address configured for the {facts.channel} channel"
-        )
+    address = _address(row, facts)
+    if isinstance(address, Verdict):
+        return address
     message = compose(
         kind=row.kind,
         title=facts.title,

@@ -13,7 +13,7 @@ from calendars.models import CalendarConnection, CalendarEvent, Provider, Provid
 from core.config import NudgeConfig
 from followups.models import FollowUp
 from messaging.link_codes import new_telegram_code
-from messaging.models import OptInRecord
+from messaging.models import ChatRecord, OptInRecord
 from portal.models import ApiRate
 from portal.tokens import new_api_token
 from scheduled_sends.models import NudgeAct, ScheduledSend
@@ -56,6 +56,7 @@ TENANT_TABLES = [
     "portal_opt_ins",
     "portal_account_notices",
     "nudge_acts",
+    "chat_records",
 ]
 
 
@@ -87,6 +88,9 @@ def _seed(user) -> None:
         AccountNotice.objects.create(user=user, text="a notice", created_at=NOW)
         ProviderRelease.objects.create(
             user=user, connection_id=10_000 + user.pk, provider=Provider.GOOGLE, requested_at=NOW
+        )
+        ChatRecord.objects.create(
+            user=user, kind=ChatRecord.Kind.HELP, channel="telegram", created_at=NOW
         )
         NudgeAct.objects.create(
             user=user,

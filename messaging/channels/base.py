@@ -47,6 +47,7 @@ class NudgeMessage:
     location: str = ""  # where, shown when there is no link
     actions: NudgeActions | None = None  # Snooze / Done buttons; None: a plain message
     language: str = "en"  # the recipient's language (accounts.models.Language), for buttons
+    links: tuple[tuple[str, str], ...] = ()  # (label, https link): more Join buttons (the agenda)
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,12 @@ from typing import Any
 import segno
 from django.conf import settings
 from django.db.models import Max
+from django.utils.translation import override
 from telegram import (
     Bot,
+    BotCommand,
     CallbackQuery,
+    InlineKeyboardButton,
     InlineKeyboardMarkup,
     LinkPreviewOptions,
     Message,
@@ -34,8 +37,9 @@ from telegram.request import HTTPXRequest
 from accounts.actions import PAUSED_BY_TELEGRAM_STOP, ensure_settings
 from accounts.models import Channel
 from core.config import NudgeConfig
-from messaging import addresses, from_chat
+from messaging import action_tokens, addresses, chat, chat_words, from_chat
 from messaging.link_codes import parse_telegram_payload, use_telegram_code
+from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
 from messaging.nudge_actions import NOT_HERE
 from messaging.telegram.send import (
@@ -69,10 +73,31 @@ class TelegramLinkError(Exception):
 class Reply:
     chat_id: int
     text: str
+    markup: InlineKeyboardMarkup | None = None
 
     def as_webhook_answer(self) -> dict[str, Any]:
         """The Bot API call Telegram makes for us as the webhook's response."""
-        return {"method": "sendMessage", "chat_id": self.chat_id, "text": self.text}
+        answer = {"method": "sendMessage", "chat_id": self.chat_id, "text": self.text}
+        if self.markup is not None:
+            answer["reply_markup"] = self.markup.to_dict()
+            answer["link_preview_options"] = {"is_disabled": True}
+        return answer
+
+
+def markup_of(buttons: tuple[chat_words.Button, ...]) -> InlineKeyboardMarkup | None:
+    """A chat answer's buttons, one row each (Join opens its link, the others act)."""
+    if not buttons:
+        return None
+    return InlineKeyboardMarkup(
+        [
+            [
+                InlineKeyboardButton(b.label, url=b.url)
+                if b.url
+                else InlineKeyboardButton(b.label, callback_data=b.token)
+            ]
+            for b in buttons
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -115,6 +140,23 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
     chat_id = message.chat.id if message is not None else None
     if chat_id is None:
         return CallbackAnswer(query.id, str(NOT_HERE))
+    claim = action_tokens.verify(query.data or "", str(chat_id))
+    if claim is not None and claim.act in (
+        action_tokens.UNDO,
+        action_tokens.RETIME,
+        action_tokens.PICK,
+    ):
+        answer = chat.tap(Channel.TELEGRAM, str(chat_id), claim, now, config)
+        if answer.changed and isinstance(message, Message) and message.text:
+            return CallbackAnswer(
+                query.id,
+                answer.text,
+                chat_id=chat_id,
+                message_id=message.message_id,
+                new_text=_with_outcome(message.text, answer.text),
+                keep_markup=markup_of(answer.buttons),
+            )
+        return CallbackAnswer(query.id, answer.text)
     result = from_chat.tap(Channel.TELEGRAM, str(chat_id), query.data or "", now, config)
     if result.changed and isinstance(message, Message) and message.text:
         return CallbackAnswer(
@@ -212,7 +254,12 @@ def handle_update(
     if command == "/stop":
         paused = addresses.pause_from(Channel.TELEGRAM, address, PAUSED_BY_TELEGRAM_STOP, now)
         return Reply(chat_id, PAUSED if paused.user_id else NOT_LINKED)
-    return Reply(chat_id, HELP)
+    answer = chat.answer(Channel.TELEGRAM, address, message.text, now, config)
+    if answer is not None:
+        return Reply(chat_id, answer.text, markup_of(answer.buttons))
+    if command.startswith("/") and addresses.owner_of(Channel.TELEGRAM, address) is None:
+        return Reply(chat_id, HELP)
+    return None
 
 
 def parse_update(data: object) -> Update | None:
@@ -254,7 +301,26 @@ class BotClient:
             ) from None
 
     def send(self, reply: Reply) -> None:
-        self.call(self.bot.send_message(chat_id=reply.chat_id, text=reply.text))
+        self.call(
+            self.bot.send_message(
+                chat_id=reply.chat_id,
+                text=reply.text,
+                reply_markup=reply.markup,
+                link_preview_options=LinkPreviewOptions(is_disabled=True),
+            )
+        )
+
+    def set_commands(self) -> int:
+        """The command menu (setMyCommands), once per language: the default in
+        English, then each other language by its ``language_code``."""
+        for language in LANGUAGES:
+            with override(language):
+                commands = [
+                    BotCommand(name, str(description)) for name, description in chat_words.MENU
+                ]
+            code = None if language == "en" else language.split("-", 1)[0]
+            self.call(self.bot.set_my_commands(commands, language_code=code))
+        return len(LANGUAGES)
 
     def answer_callback(self, answer: CallbackAnswer) -> None:
         self.call(self.bot.answer_callback_query(answer.callback_query_id, text=answer.text))

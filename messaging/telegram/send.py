@@ -162,7 +162,8 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
 
 def keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None:
     """Join (a URL), Snooze and, for a follow-up, Done, in one row and the nudge's
-    language; the last two carry tokens signed for this row and chat. None: no buttons."""
+    language; the last two carry tokens signed for this row and chat; then the
+    agenda's Join links, one a row. None: no buttons."""
     buttons = []
     actions = message.actions
     with translation.override(message.language):
@@ -175,7 +176,9 @@ def keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None
             if actions.can_mark_done:
                 done = sign(DONE, actions.send_id, address)
                 buttons.append(InlineKeyboardButton(gettext("Done"), callback_data=done))
-    return InlineKeyboardMarkup([buttons]) if buttons else None
+    rows = [buttons] if buttons else []
+    rows += [[InlineKeyboardButton(label, url=url)] for label, url in message.links]
+    return InlineKeyboardMarkup(rows) if rows else None
 
 
 class TelegramChannel(Sender):

@@ -1,6 +1,7 @@
 """Linking a WhatsApp number (a code sent through an approved template, typed back
 on the website), and Twilio's signed inbound messages: STOP / START (Twilio's
-default words; ``OptOutType`` wins), a quick-reply token, or "snooze" / "done".
+default words; ``OptOutType`` wins), a quick-reply token, "snooze" / "done", or
+anything else a linked person writes (``messaging.chat``).
 When a code cannot be sent the person reads what they can do; what went wrong
 goes, redacted, to the ``nudge.whatsapp`` log.
 """
@@ -21,7 +22,7 @@ from twilio.rest import Client
 from accounts.actions import PAUSED_BY_WHATSAPP_STOP, ensure_settings
 from accounts.models import Channel, validate_e164
 from core.config import NudgeConfig
-from messaging import addresses, from_chat
+from messaging import addresses, chat, from_chat
 from messaging.link_codes import TooManyCodes, new_whatsapp_code, use_whatsapp_code
 from messaging.models import LinkCode, TwilioMessageSeen
 from messaging.nudge_actions import ActResult
@@ -203,13 +204,15 @@ def command_of(params: dict[str, str]) -> str | None:
 
 def handle_inbound(
     params: dict[str, str], now: datetime, config: NudgeConfig
-) -> addresses.InboundResult | ActResult | None:
-    """Pause or resume the sender's nudges, or Snooze / Done one; None for anything else."""
+) -> addresses.InboundResult | ActResult | chat.Answer | None:
+    """Pause or resume the sender's nudges, Snooze / Done one, or answer what they
+    wrote (``messaging.chat``: a capture, "undo", /next…); None when there is no answer."""
     command = command_of(params)
     number = params.get("From", "").strip().removeprefix("whatsapp:")
     payload = params.get("ButtonPayload", "").strip()
-    act = from_chat.word_of(payload or params.get("Body", ""))
-    if (command is None and act is None and not payload) or not number:
+    body = params.get("Body", "")
+    act = from_chat.word_of(payload or body)
+    if not number or (command is None and act is None and not payload and not body.strip()):
         return None
     if not first_time(params.get("MessageSid", ""), now, config):
         return None
@@ -219,4 +222,6 @@ def handle_inbound(
         return from_chat.reply(Channel.WHATSAPP, number, act, now, config)
     if command == "stop":
         return addresses.pause_from(Channel.WHATSAPP, number, PAUSED_BY_WHATSAPP_STOP, now)
-    return addresses.resume_from(Channel.WHATSAPP, number, "replied START on WhatsApp", now)
+    if command == "start":
+        return addresses.resume_from(Channel.WHATSAPP, number, "replied START on WhatsApp", now)
+    return chat.answer(Channel.WHATSAPP, number, body, now, config)

@@ -137,6 +137,8 @@ class FakeTelegram(FakeProviderServer):
         # (chat id, message id) -> the message as sent or last edited.
         self.messages: dict[tuple[str, int], dict[str, Any]] = {}
         self.webhook: dict[str, Any] = {}
+        # setMyCommands: language code ("" the default) -> the commands.
+        self.command_menus: dict[str, Any] = {}
 
     def _over_the_limit(self, at: float) -> bool:
         """Flood control: whether this send would be one too many within a second."""
@@ -361,6 +363,12 @@ class FakeTelegram(FakeProviderServer):
         if api_method in ("setWebhook", "deleteWebhook", "getWebhookInfo"):
             self.record(request)
             return self._webhook_method(api_method, params)
+        if api_method == "setMyCommands":
+            self.record(request)
+            with self.lock:
+                code = str(params.get("language_code") or "")
+                self.command_menus[code] = _json_field(params.get("commands"))
+            return Answer.json(200, {"ok": True, "result": True})
         if api_method == "answerCallbackQuery":
             self.record(request)
             return self._answer_callback(params)

@@ -1,4 +1,5 @@
-"""manage.py telegram_webhook set|delete|info — manage the bot's webhook."""
+"""manage.py telegram_webhook set|delete|info — manage the bot's webhook (set also
+sets the command menu, per language)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,10 @@ class Command(NudgeCommand):
         try:
             if action == "set":
                 client.set_webhook(url, settings.TELEGRAM_WEBHOOK_SECRET)
-                self.stdout.write(f"telegram_webhook: set to {url}")
+                menus = client.set_commands()
+                self.stdout.write(
+                    f"telegram_webhook: set to {url}; command menu in {menus} languages"
+                )
             elif action == "delete":
                 client.delete_webhook()
                 self.stdout.write("telegram_webhook: deleted (telegram_poll can be used now)")

@@ -1,0 +1,317 @@
+"""What a linked chat can ask of nudge in words, on Telegram and WhatsApp alike:
+capture a follow-up ("remind me tomorrow at 9 to call Anna", ``/remind …``), undo
+it or change its time, pick among an ask-back's choices, ``/next``, ``/today``
+and ``/help``; in the owner's language and clock.
+
+Only a linked chat whose opt-in stands can create anything (STOP withdraws it,
+START gives it back). A capture goes through ``followups.actions`` like the
+website's and the API's, with their caps, and at most ``CAPTURES_PER_HOUR`` an
+hour. Text that is none of these gets the help answer at most once an hour. The
+channel renders an :class:`Answer`: Telegram as buttons, WhatsApp as the reply
+words. The replay guards are the callers' (each inbound message is read once).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+
+from django.utils.translation import gettext, override
+
+from accounts.actions import update_settings
+from accounts.models import DeliverySettings
+from core.config import NudgeConfig
+from core.zones import zone_of
+from followups import capture
+from followups.actions import (
+    FollowUpChange,
+    FollowUpInvalid,
+    change_follow_up,
+    create_follow_up,
+    delete_follow_up,
+    get_follow_up,
+)
+from messaging import action_tokens, addresses
+from messaging import chat_words as words
+from messaging.chat_words import (
+    AGENDA_HOW,
+    AGENDA_OFF,
+    AGENDA_SET,
+    DEFAULT_TITLE,
+    HELP,
+    MOVED,
+    NEW_TIME,
+    NO_TIME,
+    NOT_CONSENTING,
+    NOT_SAVED,
+    NOTHING_TO_UNDO,
+    TOO_MANY,
+    UNDONE,
+    Answer,
+)
+from messaging.messages import clean_title
+from messaging.models import ChatRecord, OptInRecord
+from scheduled_sends.day import items_between
+from tenancy.scope import tenant_scope
+
+CAPTURES_PER_HOUR = 20
+HELP_EVERY = timedelta(hours=1)
+# "undo", a new time, or a number answers the capture or ask-back this recent.
+ANSWER_WINDOW = timedelta(minutes=30)
+NEXT_HORIZON = timedelta(days=7)
+KEEP_RECORDS = timedelta(days=1)
+
+COMMANDS = ("next", "today", "help", "remind", "agenda")
+_AGENDA_TIME = re.compile(r"(\d{1,2})(?:[:h.](\d{2}))?\s*(am|pm)?")
+OFF_WORDS = frozenset({"off", "aus", "no", "non", "nein", "desligar", "apagar", "desactiver"})
+UNDO_WORDS = frozenset({"undo", "rückgängig", "deshacer", "annuler", "desfazer"})
+
+
+@dataclass(frozen=True)
+class _Person:
+    user_id: int
+    channel: str
+    address: str
+    settings: DeliverySettings
+
+    def when(self, instant: datetime, now: datetime) -> str:
+        return words.when(self.settings, instant, now)
+
+
+def _person(channel: str, address: str) -> _Person | None:
+    """The chat's owner when the chat is linked to them and their opt-in stands."""
+    owner = addresses.owner_of(channel, address)
+    if owner is None:
+        return None
+    with tenant_scope(owner):
+        settings = DeliverySettings.objects.filter(user_id=owner).first()
+        if settings is None or addresses.linked_address(settings, channel) != address:
+            return None
+        consenting = OptInRecord.objects.filter(
+            user_id=owner, channel=channel, address=address, withdrawn_at=None
+        ).exists()
+    return (
+        _Person(owner, channel, address, settings)
+        if consenting
+        else _Person(owner, "", "", settings)
+    )
+
+
+def _record(person: _Person, kind: str, now: datetime, **fields: object) -> ChatRecord:
+    """Note what the chat did, inside the person's scope; what is older than every
+    window that reads it (the hour's cap, help's hour, an answer's 30 minutes) goes."""
+    ChatRecord.objects.filter(user_id=person.user_id, created_at__lt=now - KEEP_RECORDS).delete()
+    return ChatRecord.objects.create(
+        user_id=person.user_id, kind=kind, channel=person.channel, created_at=now, **fields
+    )
+
+
+def _latest(person: _Person, kind: str, now: datetime) -> ChatRecord | None:
+    return (
+        ChatRecord.objects.filter(
+            user_id=person.user_id,
+            kind=kind,
+            channel=person.channel,
+            created_at__gt=now - ANSWER_WINDOW,
+        )
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+
+
+def _create(
+    person: _Person, title: str, due_at: datetime, now: datetime, config: NudgeConfig
+) -> Answer:
+    title = clean_title(title, str(DEFAULT_TITLE))
+    with tenant_scope(person.user_id):
+        count = ChatRecord.objects.filter(
+            user_id=person.user_id,
+            kind=ChatRecord.Kind.CAPTURE,
+            created_at__gt=now - timedelta(hours=1),
+        ).count()
+    if count >= CAPTURES_PER_HOUR:
+        return Answer(str(TOO_MANY).format(count=count))
+    try:
+        follow_up = create_follow_up(person.user_id, title, due_at, now, config)
+    except FollowUpInvalid as exc:
+        return Answer(str(NOT_SAVED).format(reason=exc))
+    with tenant_scope(person.user_id):
+        _record(person, ChatRecord.Kind.CAPTURE, now, follow_up_id=follow_up.pk, title=title)
+    return words.saved(person.settings, person.address, follow_up.pk, title, follow_up.due_at, now)
+
+
+def _retime(person: _Person, follow_up_id: int, due_at: datetime, now: datetime) -> Answer:
+    try:
+        follow_up = change_follow_up(
+            person.user_id, follow_up_id, FollowUpChange(due_at=due_at), now
+        )
+    except FollowUpInvalid as exc:
+        return Answer(str(NOT_SAVED).format(reason=exc))
+    if follow_up is None:
+        return Answer(str(NOTHING_TO_UNDO))
+    return words.saved(
+        person.settings, person.address, follow_up.pk, follow_up.title, follow_up.due_at, now, MOVED
+    )
+
+
+def _undo(person: _Person, follow_up_id: int, now: datetime) -> Answer:
+    follow_up = get_follow_up(person.user_id, follow_up_id)
+    if follow_up is None or not delete_follow_up(person.user_id, follow_up_id, now):
+        return Answer(str(NOTHING_TO_UNDO))
+    return Answer(str(UNDONE).format(title=follow_up.title), changed=True)
+
+
+def _pick(
+    person: _Person, record: ChatRecord | None, index: int, now: datetime, config: NudgeConfig
+) -> Answer | None:
+    if record is None or not 0 <= index < len(record.choices):
+        return None
+    with tenant_scope(person.user_id):
+        taken = ChatRecord.objects.filter(pk=record.pk, kind=ChatRecord.Kind.ASK).delete()[0]
+    if not taken:  # a second tap on the same ask-back
+        return Answer(str(NOTHING_TO_UNDO))
+    return _create(person, record.title, record.choices[index], now, config)
+
+
+def _agenda(person: _Person, rest: str, now: datetime) -> Answer:
+    """/agenda 7:30 (or 7:30 pm) sets the daily agenda's time, /agenda off turns it off."""
+    if rest.lower() in OFF_WORDS:
+        update_settings(person.user_id, {"agenda_at": None}, now)
+        return Answer(str(AGENDA_OFF))
+    match = _AGENDA_TIME.fullmatch(rest.lower().replace(" ", ""))
+    if match is None:
+        return Answer(str(AGENDA_HOW))
+    hour, minute = int(match[1]), int(match[2] or 0)
+    if match[3]:
+        hour = hour % 12 + (12 if match[3] == "pm" else 0)
+    if hour > 23 or minute > 59:
+        return Answer(str(AGENDA_HOW))
+    at = time(hour, minute)
+    update_settings(person.user_id, {"agenda_at": at}, now)
+    zone = zone_of(person.settings.timezone)
+    local = now.astimezone(zone)
+    # The next time it comes, as the person's clock writes it.
+    next_at = datetime.combine(local.date(), at, tzinfo=zone)
+    if next_at <= now:
+        next_at = datetime.combine(local.date() + timedelta(days=1), at, tzinfo=zone)
+    return Answer(str(AGENDA_SET).format(when=person.when(next_at, now)))
+
+
+def _ask(person: _Person, read: capture.AskBack, now: datetime) -> Answer:
+    """Record the ask-back's choices (for a tap or a numbered reply), then ask."""
+    title = clean_title(read.title, str(DEFAULT_TITLE))
+    choices = read.choices[: words.MAX_CHOICES]
+    with tenant_scope(person.user_id):
+        record = _record(person, ChatRecord.Kind.ASK, now, title=title, choices=list(choices))
+    return words.asked(person.settings, person.address, record.pk, title, choices, now)
+
+
+def _rest_of_today(person: _Person, now: datetime) -> list:
+    zone = zone_of(person.settings.timezone)
+    midnight = datetime.combine(
+        now.astimezone(zone).date() + timedelta(days=1), time(0), tzinfo=zone
+    )
+    with tenant_scope(person.user_id):
+        return items_between(person.user_id, now, midnight)
+
+
+def _help_once_an_hour(person: _Person, now: datetime, text) -> Answer | None:
+    with tenant_scope(person.user_id):
+        recent = ChatRecord.objects.filter(
+            user_id=person.user_id, kind=ChatRecord.Kind.HELP, created_at__gt=now - HELP_EVERY
+        ).exists()
+        if recent:
+            return None
+        _record(person, ChatRecord.Kind.HELP, now)
+    return Answer(str(text))
+
+
+def _command(text: str) -> tuple[str, str]:
+    """("next", "") for "/next@nudge_bot" or "Next"; ("", text) for anything else."""
+    head, _, rest = text.strip().partition(" ")
+    word = head.split("@", 1)[0].lower().lstrip("/")
+    if word in COMMANDS and (head.startswith("/") or not rest.strip()):
+        return word, rest.strip()
+    return "", text.strip()
+
+
+def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> Answer | None:
+    command, rest = _command(text)
+    if command == "help":
+        return Answer(str(HELP))
+    if command == "next":
+        with tenant_scope(person.user_id):
+            items = items_between(person.user_id, now, now + NEXT_HORIZON)
+        return words.next_up(person.settings, items, now)
+    if command == "today":
+        return words.today(person.settings, _rest_of_today(person, now), now)
+    if command == "agenda":
+        return _agenda(person, rest, now)
+    if command == "remind" and not rest:
+        return Answer(str(NO_TIME))
+    lowered = rest.lower().strip(" .!")
+    with tenant_scope(person.user_id):
+        last_capture = _latest(person, ChatRecord.Kind.CAPTURE, now)
+        last_ask = _latest(person, ChatRecord.Kind.ASK, now)
+    if lowered in UNDO_WORDS:
+        return (
+            _undo(person, last_capture.follow_up_id, now)
+            if last_capture
+            else Answer(str(NOTHING_TO_UNDO))
+        )
+    if lowered.isdigit() and last_ask is not None:
+        return _pick(person, last_ask, int(lowered) - 1, now, config)
+    s = person.settings
+    read = capture.parse(rest, s.language, s.timezone, now)
+    if isinstance(read, capture.Captured):
+        if not read.title and last_capture is not None:  # a new time for the last capture
+            return _retime(person, last_capture.follow_up_id, read.due_at, now)
+        return _create(person, read.title, read.due_at, now, config)
+    if isinstance(read, capture.AskBack):
+        return _ask(person, read, now)
+    if isinstance(read, capture.NoTime) or command == "remind":
+        return Answer(str(NO_TIME))
+    return _help_once_an_hour(person, now, HELP)
+
+
+def answer(
+    channel: str, address: str, text: str, now: datetime, config: NudgeConfig
+) -> Answer | None:
+    """The answer to a message from ``address``; None for a chat nobody linked, and
+    for chatter already answered with help in the last hour."""
+    person = _person(channel, address)
+    if person is None:
+        return None
+    with override(person.settings.language):
+        if not person.channel:
+            return _help_once_an_hour(person, now, NOT_CONSENTING)
+        return _words(person, text, now, config)
+
+
+def tap(
+    channel: str, address: str, claim: action_tokens.Claim, now: datetime, config: NudgeConfig
+) -> Answer:
+    """A capture's Undo / Change time, or an ask-back's choice, pressed in ``address``'s chat."""
+    person = _person(channel, address)
+    if person is None or not person.channel:
+        return Answer(gettext("This button does not belong to this chat"))
+    with override(person.settings.language):
+        if claim.act == action_tokens.UNDO:
+            return _undo(person, claim.send_id, now)
+        if claim.act == action_tokens.RETIME:
+            with tenant_scope(person.user_id):
+                found = get_follow_up(person.user_id, claim.send_id)
+                if found is not None:
+                    _record(
+                        person,
+                        ChatRecord.Kind.CAPTURE,
+                        now,
+                        follow_up_id=found.pk,
+                        title=found.title,
+                    )
+            return Answer(str(NEW_TIME) if found else str(NOTHING_TO_UNDO))
+        ask_id, index = divmod(claim.send_id, words.MAX_CHOICES)
+        with tenant_scope(person.user_id):
+            record = ChatRecord.objects.filter(user_id=person.user_id, pk=ask_id).first()
+        return _pick(person, record, index, now, config) or Answer(str(NOTHING_TO_UNDO))

@@ -1,0 +1,166 @@
+"""The chat's words and buttons, pure: what ``messaging.chat`` answers, composed from
+the person's zone, language and clock (their settings, or any object with
+``timezone``, ``language`` and ``clock``); ``docs/MESSAGES.md`` shows them too.
+The language to write in is the active one (the caller's ``translation.override``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.utils.translation import gettext_lazy
+
+from messaging import action_tokens
+from messaging.messages import clean_title, clock_text, when_text
+from scheduled_sends.day import Item
+
+MAX_CHOICES = 4
+
+# What the person reads (the owner's language is active when these are formatted).
+SAVED = gettext_lazy("Saved: “{title}” {when}.")
+MOVED = gettext_lazy("Moved: “{title}” {when}.")
+UNDONE = gettext_lazy("Undone: “{title}” is deleted.")
+NOTHING_TO_UNDO = gettext_lazy("There is nothing to undo.")
+NOT_SAVED = gettext_lazy("Not saved: {reason}")
+TOO_MANY = gettext_lazy("Not saved: that is {count} captures in the last hour. Try again later.")
+ASK = gettext_lazy("When exactly, for “{title}”?")
+ASK_REPLY = gettext_lazy("Reply with the number.")
+NO_TIME = gettext_lazy(
+    "When should I remind you? Write it with a time, for example: "
+    "“tomorrow at 9 call Anna” or “in 2 hours check the oven”."
+)
+UNDO_HINT = gettext_lazy("Reply “undo” to delete it, or send a new time to change it.")
+NEW_TIME = gettext_lazy("Send the new time, for example “tomorrow at 10”.")
+NEXT = gettext_lazy("Next: {title} {when}")
+NOTHING_NEXT = gettext_lazy("Nothing in the next 7 days.")
+TODAY = gettext_lazy("Today:")
+NOTHING_TODAY = gettext_lazy("Nothing more today.")
+NOT_CONSENTING = gettext_lazy("This chat's nudges are stopped. Send /start to turn them on.")
+HELP = gettext_lazy(
+    "Write what and when, for example “tomorrow at 9 call Anna”, and I will remind you.\n"
+    "/next: what comes next\n"
+    "/today: the rest of today\n"
+    "/remind: remind me (/remind in 2 hours check the oven)\n"
+    "/agenda 7:30: your day's list each morning (/agenda off: none)\n"
+    "/stop: no more nudges here, /start: nudges again"
+)
+AGENDA_SET = gettext_lazy("Your agenda will come each day {when}.")
+AGENDA_OFF = gettext_lazy("No more agenda.")
+AGENDA_HOW = gettext_lazy("Send “/agenda 7:30” for a daily agenda at 7:30, or “/agenda off”.")
+UNDO_BUTTON = gettext_lazy("Undo")
+CHANGE_BUTTON = gettext_lazy("Change time")
+JOIN_BUTTON = gettext_lazy("Join")
+DEFAULT_TITLE = gettext_lazy("Reminder")
+
+# The Telegram command menu (setMyCommands), each described in each language.
+MENU = (
+    ("next", gettext_lazy("What comes next")),
+    ("today", gettext_lazy("The rest of today")),
+    ("remind", gettext_lazy("Remind me: /remind tomorrow at 9 call Anna")),
+    ("agenda", gettext_lazy("A daily agenda: /agenda 7:30, or /agenda off")),
+    ("help", gettext_lazy("What I can do")),
+    ("stop", gettext_lazy("No more nudges here")),
+)
+
+
+@dataclass(frozen=True)
+class Button:
+    label: str
+    token: str = ""  # a signed act (action_tokens), or
+    url: str = ""  # a link (Join)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Telegram shows ``text`` and the buttons; WhatsApp ``text`` and ``reply_words``
+    (what to type instead of pressing)."""
+
+    text: str
+    buttons: tuple[Button, ...] = ()
+    reply_words: str = ""
+    changed: bool = False
+
+    def for_whatsapp(self) -> str:
+        return f"{self.text}\n{self.reply_words}" if self.reply_words else self.text
+
+
+def when(reader: Any, instant: datetime, now: datetime) -> str:
+    """``instant`` as the reader's zone, language and clock write it ('tomorrow at 09:00')."""
+    return when_text(instant, now, reader.timezone, reader.language, reader.clock)
+
+
+def pick_id(ask_id: int, index: int) -> int:
+    """A choice's id in a PICK token: the ask-back's record and the choice's place."""
+    return ask_id * MAX_CHOICES + index
+
+
+def saved(
+    reader: Any,
+    address: str,
+    follow_up_id: int,
+    title: str,
+    due_at: datetime,
+    now: datetime,
+    text=None,
+) -> Answer:
+    """A capture's confirmation ("Saved: …", or ``text`` such as MOVED) with Undo and
+    Change time, signed for ``address``; WhatsApp reads the words to reply instead."""
+    sign = action_tokens.sign
+    return Answer(
+        str(text or SAVED).format(title=title, when=when(reader, due_at, now)),
+        buttons=(
+            Button(str(UNDO_BUTTON), sign(action_tokens.UNDO, follow_up_id, address)),
+            Button(str(CHANGE_BUTTON), sign(action_tokens.RETIME, follow_up_id, address)),
+        ),
+        reply_words=str(UNDO_HINT),
+        changed=True,
+    )
+
+
+def asked(
+    reader: Any, address: str, ask_id: int, title: str, choices: Sequence[datetime], now: datetime
+) -> Answer:
+    """An ask-back: the choices as buttons, or numbered for a typed reply."""
+    labels = [when(reader, choice, now) for choice in choices]
+    buttons = tuple(
+        Button(label, action_tokens.sign(action_tokens.PICK, pick_id(ask_id, i), address))
+        for i, label in enumerate(labels)
+    )
+    numbered = "\n".join(f"{i}. {label}" for i, label in enumerate(labels, start=1))
+    return Answer(
+        str(ASK).format(title=title), buttons=buttons, reply_words=f"{numbered}\n{ASK_REPLY}"
+    )
+
+
+def _title(item: Item) -> str:
+    return clean_title(item.title, str(DEFAULT_TITLE), from_a_stranger=item.kind == "event")
+
+
+def next_up(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
+    """/next: the first item, with its join link (a Join button on Telegram)."""
+    if not items:
+        return Answer(str(NOTHING_NEXT))
+    item = items[0]
+    text = str(NEXT).format(title=_title(item), when=when(reader, item.starts_at, now))
+    if item.join_url:
+        join = Button(str(JOIN_BUTTON), url=item.join_url)
+        return Answer(f"{text}\n{item.join_url}", buttons=(join,))
+    return Answer(text)
+
+
+def today(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
+    """/today: one line per item left today, its time then its title; Join buttons."""
+    if not items:
+        return Answer(str(NOTHING_TODAY))
+    lines = [
+        f"• {clock_text(item.starts_at, now, reader.timezone, reader.language, reader.clock)}"
+        f" {_title(item)}"
+        for item in items
+    ]
+    buttons = tuple(
+        Button(f"{JOIN_BUTTON!s}: {_title(i)[:40]}", url=i.join_url) for i in items if i.join_url
+    )
+    return Answer("\n".join([str(TODAY), *lines]), buttons=buttons[:5])

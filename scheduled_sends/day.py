@@ -1,0 +1,70 @@
+"""What a person has coming between two instants: their events and open follow-ups
+(a repeating one's occurrences), in order. The chat's /next and /today and the
+morning agenda read it; inside the person's tenant scope."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from django.db.models import Q
+
+from calendars.models import CalendarEvent, EventStatus
+from followups.models import FollowUp
+from followups.repeat import occurrences
+from scheduled_sends.models import Kind
+
+MAX_ITEMS = 30  # a day's list in one message
+
+
+def day_ref(day: date) -> int:
+    """An agenda row's ``ref_id``: its local day as YYYYMMDD."""
+    return day.year * 10000 + day.month * 100 + day.day
+
+
+def day_of(ref_id: int) -> date:
+    """The local day an agenda row is for."""
+    return date(ref_id // 10000, ref_id // 100 % 100, ref_id % 100)
+
+
+@dataclass(frozen=True)
+class Item:
+    kind: str  # Kind.EVENT or Kind.FOLLOW_UP
+    ref_id: int
+    starts_at: datetime
+    title: str
+    join_url: str = ""
+    all_day: bool = False
+
+
+def items_between(user_id: int, after: datetime, until: datetime) -> list[Item]:
+    """Events (not cancelled, declined or on a calendar whose nudges are off) and
+    follow-ups starting in ``(after, until]``, at most ``MAX_ITEMS``, earliest first."""
+    events = (
+        CalendarEvent.objects.filter(
+            user_id=user_id,
+            starts_at__gt=after,
+            starts_at__lte=until,
+            declined=False,
+            connection__nudges_on=True,
+        )
+        .exclude(status=EventStatus.CANCELLED)
+        .order_by("starts_at", "pk")
+        .only("pk", "starts_at", "title", "join_url", "all_day")[:MAX_ITEMS]
+    )
+    items = [Item(Kind.EVENT, e.pk, e.starts_at, e.title, e.join_url, e.all_day) for e in events]
+    follow_ups = FollowUp.objects.filter(user_id=user_id, done=False).filter(
+        Q(due_at__gt=after, due_at__lte=until) | ~Q(repeat="") & Q(due_at__lte=until)
+    )
+    for follow_up in follow_ups.order_by("due_at", "pk")[: MAX_ITEMS * 2]:
+        for due_at in occurrences(
+            follow_up.due_at,
+            follow_up.repeat,
+            follow_up.repeat_weekdays,
+            follow_up.repeat_zone,
+            after,
+            until,
+        ):
+            items.append(Item(Kind.FOLLOW_UP, follow_up.pk, due_at, follow_up.title))
+    items.sort(key=lambda item: (item.starts_at, item.kind, item.ref_id))
+    return items[:MAX_ITEMS]
