@@ -40,7 +40,9 @@ class IcsFeedProvider(CalendarProvider):
         if not snapshot.feed_url:
             raise ProviderError("ics: no feed address stored")
         state = snapshot.sync_state
-        covered = not snapshot.full_sync and _covers(state, snapshot, window_start, window_end)
+        covered = not snapshot.full_sync and covers_window(
+            state, snapshot, window_start, window_end
+        )
         stored = (
             {"etag": state.get("etag", ""), "last_modified": state.get("last_modified", "")}
             if covered
@@ -72,7 +74,7 @@ class IcsFeedProvider(CalendarProvider):
         return result
 
 
-def _covers(
+def covers_window(
     state: dict[str, Any], snapshot: ConnectionSnapshot, start: datetime, end: datetime
 ) -> bool:
     """Whether the stored copy was expanded over this whole window in the reader's zone."""

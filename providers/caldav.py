@@ -1,0 +1,256 @@
+"""CalDAV calendars (RFC 4791): iCloud, Fastmail, Nextcloud, any server by address.
+
+A connection is one calendar collection (its address stored like a feed's, encrypted),
+the account's user name and its app-specific password (stored like a token). A poll asks
+RFC 6578 sync-collection what changed since the stored sync token (or, on a server
+without one, compares the collection's ``getctag``): nothing changed is one small request
+and no parsing. A change, a window the stored expansion no longer covers, or a lost token
+(DAV:valid-sync-token; once) re-reads the window with one calendar-query, and the objects
+go through the same parser and recurrence code as an ICS feed, so overrides, EXDATE,
+floating times and VALARM leads mean the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urljoin
+
+from providers.base import (
+    CalendarProvider,
+    ConnectionSnapshot,
+    FetchResult,
+    ProviderError,
+    time_left,
+)
+from providers.caldav_http import (
+    NAME,
+    DavClient,
+    SyncTokenLost,
+    calendar_query,
+    propfind,
+    sync_collection,
+)
+from providers.ics import EXPAND_AHEAD, covers_window, owner_addresses
+from providers.ics_parse import parse_feed_bounded, parse_seconds
+from providers.untrusted_fetch import Deadline
+
+DOWNLOAD_SECONDS = 30.0
+# The server decides which resources overlap the window; a day either side keeps a
+# floating or all-day event the server reads in another zone.
+QUERY_MARGIN = timedelta(days=1)
+# Top-level calendar properties dropped when objects are joined into one calendar.
+_CALENDAR_PROPERTIES = ("VERSION:", "PRODID:", "CALSCALE:", "METHOD:")
+
+
+@dataclass(frozen=True)
+class CalendarChoice:
+    """One calendar discovery found: its address and its name."""
+
+    url: str
+    name: str
+
+
+def client_for(
+    snapshot_or_url: ConnectionSnapshot | str,
+    *,
+    username: str = "",
+    password: str = "",
+    allow_private: bool = False,
+    config: Any = None,
+    seconds: float = DOWNLOAD_SECONDS,
+) -> DavClient:
+    """A client for one connection (its snapshot), or for discovery (an address)."""
+    if isinstance(snapshot_or_url, ConnectionSnapshot):
+        snapshot = snapshot_or_url
+        return DavClient(
+            base_url=snapshot.feed_url,
+            username=snapshot.account,
+            password=snapshot.access_token,
+            allow_private=snapshot.allow_private_network,
+            timeout=snapshot.config.calendar_http_timeout_seconds,
+            deadline=Deadline(min(seconds, time_left(snapshot, NAME))),
+            max_bytes=snapshot.config.ics_max_bytes,
+        )
+    return DavClient(
+        base_url=snapshot_or_url,
+        username=username,
+        password=password,
+        allow_private=allow_private,
+        timeout=config.calendar_http_timeout_seconds,
+        deadline=Deadline(seconds),
+        max_bytes=config.ics_max_bytes,
+    )
+
+
+class CalDavProvider(CalendarProvider):
+    name = NAME
+
+    def fetch(
+        self,
+        snapshot: ConnectionSnapshot,
+        *,
+        now: datetime,
+        window_start: datetime,
+        window_end: datetime,
+    ) -> FetchResult:
+        if not snapshot.feed_url:
+            raise ProviderError("caldav: no calendar address stored")
+        client = client_for(snapshot)
+        try:
+            return _fetch(client, snapshot, window_start, window_end)
+        finally:
+            client.deadline.cancel()
+
+
+def _fetch(
+    client: DavClient, snapshot: ConnectionSnapshot, window_start: datetime, window_end: datetime
+) -> FetchResult:
+    state = snapshot.sync_state
+    url = snapshot.feed_url
+    token = ""
+    if not snapshot.full_sync and covers_window(state, snapshot, window_start, window_end):
+        unchanged, token = _unchanged(client, url, state)
+        if unchanged:
+            return FetchResult(changed=False, sync_state={**state, "sync_token": token})
+    if not token:
+        tags = client.multistatus(
+            "PROPFIND", url, propfind("<d:sync-token/><cs:getctag/><d:displayname/>"), "0"
+        )
+        top = tags.responses[0] if tags.responses else None
+        token = top.text("{DAV:}sync-token") if top else ""
+        ctag = top.text(_CS + "getctag") if top else ""
+        name = top.text("{DAV:}displayname") if top else ""
+    else:
+        ctag, name = "", state.get("name", "")
+    horizon = window_end + EXPAND_AHEAD
+    found = client.multistatus(
+        "REPORT",
+        url,
+        calendar_query(_basic(window_start - QUERY_MARGIN), _basic(horizon + QUERY_MARGIN)),
+        "1",
+    )
+    objects = [r.text("{urn:ietf:params:xml:ns:caldav}calendar-data") for r in found.responses]
+    body = joined_calendar([o for o in objects if o])
+    result = parse_feed_bounded(
+        body,
+        start=window_start,
+        end=horizon,
+        timezone=snapshot.owner_timezone,
+        addresses=owner_addresses(snapshot),
+        meeting_hosts=snapshot.config.meeting_hosts,
+        seconds=min(parse_seconds(len(body)), time_left(snapshot, NAME)),
+    )
+    result.calendar_name = name[:255]
+    result.sync_state = {
+        "sync_token": token,
+        "ctag": ctag,
+        "name": name[:255],
+        "expanded_from": window_start.isoformat(),
+        "expanded_until": horizon.isoformat(),
+        "zone": snapshot.owner_timezone,
+    }
+    return result
+
+
+def _unchanged(client: DavClient, url: str, state: dict[str, Any]) -> tuple[bool, str]:
+    """(nothing changed, the token to keep) in one request. A lost token is "changed"
+    with no token, so the window is re-read from scratch (once: the next poll starts
+    from the new token)."""
+    token = state.get("sync_token") or ""
+    if token:
+        try:
+            changes = client.multistatus("REPORT", url, sync_collection(token), "0", sync=True)
+        except SyncTokenLost:
+            return False, ""
+        fresh = changes.sync_token or token
+        return (not changes.responses and fresh == token), fresh
+    ctag = state.get("ctag") or ""
+    if not ctag:
+        return False, ""
+    tags = client.multistatus("PROPFIND", url, propfind("<cs:getctag/>"), "0")
+    now_tag = tags.responses[0].text(_CS + "getctag") if tags.responses else ""
+    return now_tag == ctag, ""
+
+
+def _basic(instant: datetime) -> str:
+    """UTC in iCalendar's basic format, as CalDAV's time-range wants it."""
+    return instant.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def joined_calendar(objects: list[str]) -> bytes:
+    """CalDAV objects (each a VCALENDAR) as one calendar: every component kept, each
+    time zone once, the per-object header properties dropped."""
+    lines = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//nudge//caldav//EN"]
+    zones: set[str] = set()
+    for text in objects:
+        depth, component, keep = 0, [], True
+        for line in text.replace("\r\n", "\n").split("\n"):
+            if not line:
+                continue
+            upper = line.upper()
+            if upper.startswith("BEGIN:"):
+                depth += 1
+                if depth == 1:
+                    continue
+            elif upper.startswith("END:"):
+                depth -= 1
+                if depth == 0:
+                    continue
+            if depth == 1 and not component and upper.startswith(_CALENDAR_PROPERTIES):
+                continue
+            component.append(line)
+            if depth == 1 and upper.startswith("END:"):
+                if component[0].upper() == "BEGIN:VTIMEZONE":
+                    tzid = next((c for c in component if c.upper().startswith("TZID")), "")
+                    keep = tzid not in zones
+                    zones.add(tzid)
+                if keep:
+                    lines += component
+                component, keep = [], True
+    lines.append("END:VCALENDAR")
+    return ("\r\n".join(lines) + "\r\n").encode()
+
+
+def discover(client: DavClient, server_url: str) -> list[CalendarChoice]:
+    """RFC 6764 then RFC 4791: the user's principal (from the address given, else from
+    /.well-known/caldav), its calendar home, and the calendars there that hold events."""
+    principal = ""
+    for start in (server_url, urljoin(server_url, "/.well-known/caldav")):
+        try:
+            found = client.multistatus(
+                "PROPFIND", start, propfind("<d:current-user-principal/>"), "0"
+            )
+        except ProviderError as exc:
+            if exc.outcome == "needs_reauth":
+                raise
+            continue
+        hrefs = [h for r in found.responses for h in r.hrefs("{DAV:}current-user-principal")]
+        if hrefs:
+            principal = urljoin(start, hrefs[0])
+            break
+    if not principal:
+        raise ProviderError("caldav: no CalDAV account found at this address")
+    found = client.multistatus("PROPFIND", principal, propfind("<c:calendar-home-set/>"), "0")
+    homes = [h for r in found.responses for h in r.hrefs(_C + "calendar-home-set")]
+    if not homes:
+        raise ProviderError("caldav: the account has no calendar home")
+    home = urljoin(principal, homes[0])
+    props = "<d:resourcetype/><d:displayname/><c:supported-calendar-component-set/>"
+    listing = client.multistatus("PROPFIND", home, propfind(props), "1")
+    choices = []
+    for item in listing.responses:
+        kind = item.props.get("{DAV:}resourcetype")
+        if kind is None or kind.find(_C + "calendar") is None:
+            continue
+        components = item.props.get(_C + "supported-calendar-component-set")
+        names = {c.get("name", "").upper() for c in components} if components is not None else set()
+        if names and "VEVENT" not in names:
+            continue
+        choices.append(CalendarChoice(item.href, item.text("{DAV:}displayname") or item.href))
+    return choices
+
+
+_C = "{urn:ietf:params:xml:ns:caldav}"
+_CS = "{http://calendarserver.org/ns/}"
