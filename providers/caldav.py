@@ -32,8 +32,7 @@ from providers.caldav_http import (
     propfind,
     sync_collection,
 )
-from providers.ics import EXPAND_AHEAD, covers_window, owner_addresses
-from providers.ics_parse import parse_feed_bounded, parse_seconds
+from providers.ics import EXPAND_AHEAD, covers_window, read_as_owner
 from providers.untrusted_fetch import Deadline
 
 DOWNLOAD_SECONDS = 30.0
@@ -99,9 +98,25 @@ class CalDavProvider(CalendarProvider):
             raise ProviderError("caldav: no calendar address stored")
         client = client_for(snapshot)
         try:
+            if not snapshot.calendar_id:
+                if snapshot.sync_state.get("calendars") and not snapshot.full_sync:
+                    return FetchResult(changed=False, sync_state=snapshot.sync_state)
+                return _discovered(client, snapshot)
             return _fetch(client, snapshot, window_start, window_end)
         finally:
             client.deadline.cancel()
+
+
+def _discovered(client: DavClient, snapshot: ConnectionSnapshot) -> FetchResult:
+    """An account connected but no calendar chosen yet: its calendars, for the person to
+    choose from (kept in ``sync_state``; nothing to write, no events)."""
+    choices = discover(client, snapshot.feed_url)
+    if not choices:
+        raise ProviderError("caldav: the account has no calendar with events")
+    return FetchResult(
+        changed=False,
+        sync_state={"calendars": [{"url": c.url, "name": c.name[:255]} for c in choices]},
+    )
 
 
 def _fetch(
@@ -133,15 +148,7 @@ def _fetch(
     )
     objects = [r.text("{urn:ietf:params:xml:ns:caldav}calendar-data") for r in found.responses]
     body = joined_calendar([o for o in objects if o])
-    result = parse_feed_bounded(
-        body,
-        start=window_start,
-        end=horizon,
-        timezone=snapshot.owner_timezone,
-        addresses=owner_addresses(snapshot),
-        meeting_hosts=snapshot.config.meeting_hosts,
-        seconds=min(parse_seconds(len(body)), time_left(snapshot, NAME)),
-    )
+    result = read_as_owner(body, snapshot, window_start, horizon)
     result.calendar_name = name[:255]
     result.sync_state = {
         "sync_token": token,

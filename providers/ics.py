@@ -55,15 +55,7 @@ class IcsFeedProvider(CalendarProvider):
         if covered and digest == state.get("body_sha256"):
             return FetchResult(changed=False, sync_state={**state, **validators})
         horizon = window_end + EXPAND_AHEAD
-        result = parse_feed_bounded(
-            body,
-            start=window_start,
-            end=horizon,
-            timezone=snapshot.owner_timezone,
-            addresses=owner_addresses(snapshot),
-            meeting_hosts=snapshot.config.meeting_hosts,
-            seconds=min(parse_seconds(len(body)), time_left(snapshot, NAME)),
-        )
+        result = read_as_owner(body, snapshot, window_start, horizon)
         result.sync_state = {
             **validators,
             "body_sha256": digest,
@@ -86,6 +78,22 @@ def covers_window(
         and expanded_from <= start
         and expanded_until >= end
         and state.get("zone", "") == snapshot.owner_timezone
+    )
+
+
+def read_as_owner(
+    body: bytes, snapshot: ConnectionSnapshot, start: datetime, end: datetime
+) -> FetchResult:
+    """A calendar's occurrences in [start, end) as its owner means them (their zone,
+    their addresses, the meeting hosts trusted), parsed in a bounded child."""
+    return parse_feed_bounded(
+        body,
+        start=start,
+        end=end,
+        timezone=snapshot.owner_timezone,
+        addresses=owner_addresses(snapshot),
+        meeting_hosts=snapshot.config.meeting_hosts,
+        seconds=min(parse_seconds(len(body)), time_left(snapshot, snapshot.provider)),
     )
 
 

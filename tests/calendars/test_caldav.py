@@ -15,10 +15,14 @@ from typing import Any
 
 import pytest
 
+from calendars.caldav_connect import add_account, choices_of, choose_calendars, renew_password
 from calendars.models import CalendarConnection, ConnectionStatus
 from core.config import NudgeConfig
 from providers.caldav import client_for, discover, joined_calendar
 from providers.ics_parse import parse_feed
+from scheduled_sends.models import ScheduledSend
+from sweeps.materialize import run_materialize
+from tenancy.scope import tenant_scope
 from tests.calendars.conftest import NOW, events_of, make_connection, reload, run_sync
 from tests.calendars.ics_samples import FEED, SINGLE
 from tests.fakes.caldav_server import RadicaleServer, Scripted
@@ -221,3 +225,54 @@ def test_objects_join_into_one_calendar_with_each_zone_once():
     assert joined.count("BEGIN:VTIMEZONE") == 1
     assert joined.count("BEGIN:VEVENT") == FEED.count(b"BEGIN:VEVENT")
     assert joined.count("VERSION:") == 1
+
+
+def test_connect_by_discovery_then_choose_then_nudges_use_their_own_alarm_leads(
+    radicale, make_user
+):
+    radicale.make_calendar("ana", "home", "Home")
+    radicale.put_event(radicale.calendar, "single", SINGLE.decode())  # a 10-minute VALARM
+    user = make_user(default_lead_minutes=5)
+    config = NudgeConfig.from_settings()
+    account = add_account(
+        user.pk,
+        preset="other",
+        server_url=radicale.url + "/",
+        username="ana",
+        password=PASSWORD,
+        config=config,
+        allow_private=True,
+    )
+
+    run_sync(user.pk)  # the minute job's first fetch: discovery
+    found = choices_of(reload(account))
+    assert sorted(c["name"] for c in found) == ["Home", "Work"]
+    work = next(c["url"] for c in found if c["name"] == "Work")
+    chosen = choose_calendars(
+        user.pk, account.pk, [work, "https://elsewhere.example/"], config=config
+    )
+    assert [c.pk for c in chosen] == [account.pk]
+    run_sync(user.pk)
+    run_materialize(NOW, sync_calendars=False)
+
+    [event] = events_of(account)
+    assert event.reminder_minutes == [10]
+    with tenant_scope(user.pk):
+        queued = list(
+            ScheduledSend.objects.filter(user_id=user.pk).values_list("intended_at", flat=True)
+        )
+    assert queued == [datetime(2026, 12, 2, 9, 50, tzinfo=UTC)]
+    assert reload(account).account == "ana" and PASSWORD not in str(reload(account).sync_state)
+
+
+def test_a_new_password_makes_a_refused_calendar_active_again(radicale, caldav_connection):
+    radicale.put_event(radicale.calendar, "single", SINGLE.decode())
+    connection = caldav_connection(password="revoked-password")
+    run_sync(connection.user_id)
+    assert reload(connection).status == ConnectionStatus.NEEDS_REAUTH
+
+    renew_password(connection.user_id, connection.pk, PASSWORD)
+    run_sync(connection.user_id)
+
+    assert reload(connection).status == ConnectionStatus.ACTIVE
+    assert len(events_of(connection)) == 1
