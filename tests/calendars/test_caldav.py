@@ -25,6 +25,7 @@ from sweeps.materialize import run_materialize
 from tenancy.scope import tenant_scope
 from tests.calendars.conftest import NOW, events_of, make_connection, reload, run_sync
 from tests.calendars.ics_samples import FEED, SINGLE
+from tests.calendars.test_real_world_feeds import SERIES, alarm, feed, vevent
 from tests.fakes.caldav_server import RadicaleServer, Scripted
 
 PASSWORD = "abcd-efgh-ijkl-mnop"
@@ -276,3 +277,91 @@ def test_a_new_password_makes_a_refused_calendar_active_again(radicale, caldav_c
 
     assert reload(connection).status == ConnectionStatus.ACTIVE
     assert len(events_of(connection)) == 1
+
+
+REAL_WORLD = {
+    "apple-and-thunderbird-lead-zero": feed(
+        vevent(
+            "apple-0@icloud.com",
+            ":20261202T090000Z",
+            "Dentist",
+            alarm(":PT0S", "DISPLAY", "X-WR-ALARMUID:1A2B", "DESCRIPTION:Reminder"),
+            end=":20261202T093000Z",
+        ),
+        vevent(
+            "tb-0@mozilla.org",
+            ":20261202T094500Z",
+            "Stand-up",
+            alarm(";VALUE=DURATION;RELATED=START:-PT0M"),
+            end=":20261202T100000Z",
+        ),
+    ),
+    "floating-times-and-floating-exdate": feed(
+        vevent("concert@tickets.example", ":20261202T203000", "Concert", alarm(":-PT1H")),
+        vevent(
+            "yoga@example.com",
+            ":20261125T183000",
+            "Yoga",
+            "RRULE:FREQ=WEEKLY;BYDAY=WE",
+            "EXDATE:20261209T183000",
+            end=":20261125T193000",
+        ),
+    ),
+    "this-and-future-edit": feed(
+        SERIES,
+        vevent(
+            "standup@exchange.example",
+            ":20261203T100000Z",
+            "Stand-up (later)",
+            "RECURRENCE-ID;RANGE=THISANDFUTURE:20261203T090000Z",
+            end=":20261203T101500Z",
+        ),
+    ),
+    "edited-occurrence-absolute-alarm": feed(
+        SERIES,
+        vevent(
+            "standup@exchange.example",
+            ":20261203T140000Z",
+            "Stand-up (afternoon)",
+            "RECURRENCE-ID:20261203T090000Z",
+            alarm(";VALUE=DATE-TIME:20261203T133000Z"),
+            end=":20261203T141500Z",
+        ),
+    ),
+    "icloud-declined-invitation": feed(
+        vevent(
+            "board@icloud.com",
+            ":20261202T150000Z",
+            "Board",
+            'ATTENDEE;CN="Ann";EMAIL="ann@example.com";PARTSTAT=DECLINED:urn:uuid:7c0e0c2a',
+            end=":20261202T160000Z",
+        )
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REAL_WORLD))
+def test_real_world_files_give_the_same_instants_through_caldav_as_through_ics(
+    case, radicale, caldav_connection, fake_ics, ics_connection, make_user
+):
+    fake_ics.body = REAL_WORLD[case]
+    for name, text in objects_of(REAL_WORLD[case]).items():
+        radicale.put_event(radicale.calendar, name, text)
+    user = make_user(timezone="Europe/Amsterdam")
+    user.email = "ann@example.com"
+    user.save(update_fields=["email"])
+    by_ics, by_caldav = ics_connection(user), caldav_connection(user)
+
+    summary = run_sync(user.pk)
+
+    assert summary.synced == 2 and summary.failed == 0
+    assert details(by_caldav) == details(by_ics) != []
+    if case == "icloud-declined-invitation":
+        assert details(by_caldav)[0][-1] is True  # recognised by the user's address
+
+
+def details(connection: CalendarConnection) -> list[tuple]:
+    return sorted(
+        (e.provider_event_id, e.occurrence_start, e.starts_at, e.reminder_minutes, e.declined)
+        for e in events_of(connection)
+    )
