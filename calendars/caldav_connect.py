@@ -81,7 +81,7 @@ PRESETS = {
         ),
         Preset(
             "other",
-            _("Other CalDAV server"),
+            _("any CalDAV server"),
             "",
             _("Give the server's address; use an app password if your provider offers one."),
         ),
