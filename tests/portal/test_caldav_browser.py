@@ -52,6 +52,7 @@ def _calendar_ids(user_id: int) -> list[str]:
 
 
 @pytest.mark.browser
+@pytest.mark.usefixtures("icloud_resolves")
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("language", "connect", "use"),
@@ -63,10 +64,9 @@ def _calendar_ids(user_id: int) -> list[str]:
 def test_connecting_icloud_in_the_browser(
     http_live_server,
     settings,
-    icloud_resolves,
     language,
     connect,
-    use,  # noqa: F811
+    use,
 ):
     binary = chromium_binary()
     if binary is None:
