@@ -211,6 +211,7 @@ def renew_password(user_id: int, connection_id: int, password: str) -> CalendarC
             row.resync_requested = True
             row.save()
             worklist.request_fetch(row.pk, user_id, now, push_capable=False)
+            found = row if row.pk == found.pk else found
         return found
 
 
