@@ -21,12 +21,16 @@ from providers.base import (
     CalendarProvider,
     ConnectionSnapshot,
     FetchResult,
+    MalformedPayload,
+    NeedsReauth,
     ProviderError,
+    RetryLater,
     time_left,
 )
 from providers.caldav_http import (
     NAME,
     DavClient,
+    Multistatus,
     SyncTokenLost,
     calendar_query,
     propfind,
@@ -39,6 +43,9 @@ DOWNLOAD_SECONDS = 30.0
 # The server decides which resources overlap the window; a day either side keeps a
 # floating or all-day event the server reads in another zone.
 QUERY_MARGIN = timedelta(days=1)
+# Why a calendar is read by its window: the server has no sync-collection, or the whole
+# calendar is over the size cap (``ICS_MAX_BYTES``).
+NO_SYNC, TOO_LARGE = "no_sync", "too_large"
 # Top-level calendar properties dropped when objects are joined into one calendar.
 _CALENDAR_PROPERTIES = ("VERSION:", "PRODID:", "CALSCALE:", "METHOD:")
 
@@ -124,41 +131,67 @@ def _fetch(
 ) -> FetchResult:
     state = snapshot.sync_state
     url = snapshot.feed_url
-    token = ""
     if not snapshot.full_sync and covers_window(state, snapshot, window_start, window_end):
         unchanged, token = _unchanged(client, url, state)
         if unchanged:
             return FetchResult(changed=False, sync_state={**state, "sync_token": token})
-    if not token:
-        tags = client.multistatus(
-            "PROPFIND", url, propfind("<d:sync-token/><cs:getctag/><d:displayname/>"), "0"
-        )
-        top = tags.responses[0] if tags.responses else None
-        token = top.text("{DAV:}sync-token") if top else ""
-        ctag = top.text(_CS + "getctag") if top else ""
-        name = top.text("{DAV:}displayname") if top else ""
-    else:
-        ctag, name = "", state.get("name", "")
     horizon = window_end + EXPAND_AHEAD
-    found = client.multistatus(
-        "REPORT",
-        url,
-        calendar_query(_basic(window_start - QUERY_MARGIN), _basic(horizon + QUERY_MARGIN)),
-        "1",
-    )
-    objects = [r.text("{urn:ietf:params:xml:ns:caldav}calendar-data") for r in found.responses]
-    body = joined_calendar([o for o in objects if o])
-    result = read_as_owner(body, snapshot, window_start, horizon)
-    result.calendar_name = name[:255]
+    windowed = str(state.get("windowed") or "")
+    read = None if windowed else _whole_calendar(client, url)
+    if isinstance(read, str):  # the server said why the whole calendar cannot be read
+        windowed, read = read, None
+    objects, token, ctag = read or _window(client, url, window_start, horizon)
+    if windowed == NO_SYNC:
+        token = ""  # polled by its ctag: sync-collection is not there
+    result = read_as_owner(joined_calendar(objects), snapshot, window_start, horizon)
+    name = str(state.get("name", ""))[:255]
+    result.calendar_name = name
     result.sync_state = {
         "sync_token": token,
         "ctag": ctag,
-        "name": name[:255],
+        "name": name,
+        "windowed": windowed,
         "expanded_from": window_start.isoformat(),
         "expanded_until": horizon.isoformat(),
         "zone": snapshot.owner_timezone,
     }
     return result
+
+
+def _whole_calendar(client: DavClient, url: str) -> tuple[list[str], str, str] | str:
+    """Every object and a fresh sync token in one request (sync-collection from no token,
+    with the data), as a sync client starts; like an ICS feed, the whole calendar, under
+    the same size cap. Else why not (``NO_SYNC``, ``TOO_LARGE``): then the window is read
+    on its own (``_window``), from then on."""
+    try:
+        found = client.multistatus("REPORT", url, sync_collection("", data=True), "0")
+    except MalformedPayload:
+        return TOO_LARGE
+    except (NeedsReauth, RetryLater):
+        raise
+    except ProviderError:
+        return NO_SYNC
+    if not found.sync_token:
+        return NO_SYNC
+    return _objects(found), found.sync_token, ""
+
+
+def _window(
+    client: DavClient, url: str, start: datetime, end: datetime
+) -> tuple[list[str], str, str]:
+    """The objects with an occurrence in the window (calendar-query), and the collection's
+    sync token or ctag read first, so a change made in between is seen by the next poll."""
+    tags = client.multistatus("PROPFIND", url, propfind("<d:sync-token/><cs:getctag/>"), "0")
+    top = tags.responses[0] if tags.responses else None
+    token = top.text("{DAV:}sync-token") if top else ""
+    ctag = top.text(_CS + "getctag") if top else ""
+    query = calendar_query(_basic(start - QUERY_MARGIN), _basic(end + QUERY_MARGIN))
+    return _objects(client.multistatus("REPORT", url, query, "1")), token, ctag
+
+
+def _objects(found: Multistatus) -> list[str]:
+    texts = (r.text(_C + "calendar-data") for r in found.responses)
+    return [text for text in texts if text]
 
 
 def _unchanged(client: DavClient, url: str, state: dict[str, Any]) -> tuple[bool, str]:

@@ -198,12 +198,15 @@ def propfind(props: str) -> str:
     )
 
 
-def sync_collection(token: str) -> str:
-    """RFC 6578: what changed since ``token`` (hrefs and ETags only)."""
+def sync_collection(token: str, *, data: bool = False) -> str:
+    """RFC 6578: what changed since ``token`` (hrefs and ETags; with ``data`` the
+    objects too). An empty token asks for every member."""
+    wanted = "<d:getetag/><c:calendar-data/>" if data else "<d:getetag/>"
     return (
-        '<?xml version="1.0" encoding="utf-8"?><d:sync-collection xmlns:d="DAV:">'
+        '<?xml version="1.0" encoding="utf-8"?>'
+        '<d:sync-collection xmlns:d="DAV:" xmlns:c="urn:ietf:params:xml:ns:caldav">'
         f"<d:sync-token>{_escape(token)}</d:sync-token><d:sync-level>1</d:sync-level>"
-        "<d:prop><d:getetag/></d:prop></d:sync-collection>"
+        f"<d:prop>{wanted}</d:prop></d:sync-collection>"
     )
 
 

@@ -175,7 +175,7 @@ def test_a_server_that_lost_the_sync_token_is_read_again_once(radicale, caldav_c
     summary = run_sync(connection.user_id, NOW + timedelta(minutes=15))
 
     assert summary.synced == 1 and summary.failed == 0
-    assert [m for m, _ in radicale.requests] == ["REPORT", "PROPFIND", "REPORT"]
+    assert [m for m, _ in radicale.requests] == ["REPORT", "REPORT"]  # refused, then all
     assert len(events_of(connection)) == 1
     radicale.lose_sync_tokens = False
     radicale.reset_counts()
@@ -365,3 +365,37 @@ def details(connection: CalendarConnection) -> list[tuple]:
         (e.provider_event_id, e.occurrence_start, e.starts_at, e.reminder_minutes, e.declined)
         for e in events_of(connection)
     )
+
+
+def test_a_server_without_sync_collection_is_polled_by_its_ctag(radicale, caldav_connection):
+    radicale.no_sync_collection = True
+    radicale.put_event(radicale.calendar, "single", SINGLE.decode())
+    connection = caldav_connection()
+    run_sync(connection.user_id)
+    assert len(events_of(connection)) == 1
+    assert reload(connection).sync_state["ctag"]
+    radicale.reset_counts()
+
+    assert run_sync(connection.user_id, NOW + timedelta(minutes=15)).unchanged == 1
+    assert radicale.requests == [("PROPFIND", radicale.calendar)]
+    radicale.put_event(radicale.calendar, "single", SINGLE.decode().replace("Single", "Moved"))
+    run_sync(connection.user_id, NOW + timedelta(minutes=30))
+
+    assert [e.title for e in events_of(connection)] == ["Moved"]
+    assert "REPORT" in [m for m, _ in radicale.requests[1:]]
+
+
+def test_a_calendar_over_the_size_cap_is_read_by_its_window(radicale, caldav_connection, settings):
+    radicale.put_event(radicale.calendar, "single", SINGLE.decode())
+    for year in range(2000, 2012):  # years of history the window does not need
+        old = SINGLE.decode().replace("20261202", f"{year}1202").replace("single@", f"y{year}@")
+        padded = old.replace("SUMMARY:Single", "SUMMARY:" + "Long ago " * 10)
+        radicale.put_event(radicale.calendar, f"y{year}", padded)
+    settings.ICS_MAX_BYTES = 2000
+    connection = caldav_connection()
+
+    summary = run_sync(connection.user_id)
+
+    assert summary.synced == 1
+    assert [e.provider_event_id for e in events_of(connection)] == ["single@example.com"]
+    assert reload(connection).sync_state["windowed"] == "too_large"

@@ -5,8 +5,8 @@ passwords from a plain htpasswd file. Calendars and events are made through CalD
 itself (MKCALENDAR, PUT, DELETE), as a calendar app would. The front, a WSGI wrapper,
 only counts requests, holds every answer back ``latency`` seconds (a real server's round
 trip), and can answer in Radicale's place: ``next_answers`` (a 429, a 503), or
-``lose_sync_tokens`` (a sync-collection REPORT answered with DAV:valid-sync-token, as a
-server that forgot its tokens does).
+``lose_sync_tokens`` (a sync-collection REPORT from a token answered with
+DAV:valid-sync-token, as a server that forgot its tokens does).
 
     with RadicaleServer() as server:
         server.add_user("ana", "app-password")
@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import http.client
 import logging
+import re
 import tempfile
 import threading
 import time
@@ -34,6 +35,10 @@ import radicale.config
 
 LOST_TOKEN = (
     b'<?xml version="1.0" encoding="utf-8"?><D:error xmlns:D="DAV:"><D:valid-sync-token/></D:error>'
+)
+
+NO_SYNC = (
+    b'<?xml version="1.0" encoding="utf-8"?><D:error xmlns:D="DAV:"><D:supported-report/></D:error>'
 )
 
 
@@ -59,11 +64,14 @@ class RadicaleServer:
         self.requests: list[tuple[str, str]] = []
         self.next_answers: list[Scripted] = []
         self.lose_sync_tokens = False
+        self.no_sync_collection = False  # as a server without RFC 6578
         self._lock = threading.Lock()
         self._folder = tempfile.TemporaryDirectory(prefix="radicale-")
         root = Path(self._folder.name)
         self._users = root / "users"
         self._users.write_text("")
+        # Radicale says it made its storage folder, at WARNING: quiet below errors.
+        logging.getLogger("radicale").setLevel(logging.ERROR)
         configuration = radicale.config.load()
         configuration.update(
             {
@@ -79,12 +87,11 @@ class RadicaleServer:
                 },
                 "server": {"delay_on_error": "0"},
                 "rights": {"type": "owner_only"},
-                "logging": {"level": "warning"},
+                "logging": {"level": "error"},
             },
             "test",
             privileged=True,
         )
-        logging.getLogger("radicale").setLevel(logging.WARNING)
         self._app = radicale.Application(configuration)
         self._httpd = make_server(
             "127.0.0.1", 0, self._front, server_class=_Server, handler_class=_QuietHandler
@@ -112,11 +119,18 @@ class RadicaleServer:
         with self._lock:
             self.requests.append((method, path))
             scripted = self.next_answers.pop(0) if self.next_answers else None
-            lose = self.lose_sync_tokens and method == "REPORT" and b"sync-collection" in body
+            lose = (
+                self.lose_sync_tokens
+                and method == "REPORT"
+                and b"sync-collection" in body
+                and re.search(rb"sync-token>[^<]+</", body) is not None  # not a first sync
+            )
         if self.latency:
             time.sleep(self.latency)
         if lose:
             scripted = Scripted(403, LOST_TOKEN, (("Content-Type", "application/xml"),))
+        if self.no_sync_collection and method == "REPORT" and b"sync-collection" in body:
+            scripted = Scripted(403, NO_SYNC, (("Content-Type", "application/xml"),))
         if scripted is not None:
             reason = http.client.responses.get(scripted.status, "")
             start_response(f"{scripted.status} {reason}", list(scripted.headers))
