@@ -22,6 +22,7 @@ from providers.caldav import client_for, discover, joined_calendar
 from providers.ics_parse import parse_feed
 from scheduled_sends.models import ScheduledSend
 from sweeps.materialize import run_materialize
+from sweeps.sync_changed import run_sync_changed
 from tenancy.scope import tenant_scope
 from tests.calendars.conftest import NOW, events_of, make_connection, reload, run_sync
 from tests.calendars.ics_samples import FEED, SINGLE
@@ -245,7 +246,7 @@ def test_connect_by_discovery_then_choose_then_nudges_use_their_own_alarm_leads(
         allow_private=True,
     )
 
-    run_sync(user.pk)  # the minute job's first fetch: discovery
+    run_sync_changed(NOW)  # the minute job's first fetch: discovery
     found = choices_of(reload(account))
     assert sorted(c["name"] for c in found) == ["Home", "Work"]
     work = next(c["url"] for c in found if c["name"] == "Work")
