@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 
 from calendars.caldav_connect import add_account, choices_of, choose_calendars, renew_password
 from calendars.models import CalendarConnection, ConnectionStatus
@@ -400,3 +401,16 @@ def test_a_calendar_over_the_size_cap_is_read_by_its_window(radicale, caldav_con
     assert summary.synced == 1
     assert [e.provider_event_id for e in events_of(connection)] == ["single@example.com"]
     assert reload(connection).sync_state["windowed"] == "too_large"
+
+
+def test_rotating_the_keys_keeps_the_app_password_working(radicale, caldav_connection, settings):
+    from django.core.management import call_command
+
+    radicale.put_event(radicale.calendar, "single", SINGLE.decode())
+    connection = caldav_connection()
+    settings.CALENDAR_TOKEN_KEYS = [Fernet.generate_key().decode(), *settings.CALENDAR_TOKEN_KEYS]
+    call_command("rotate_calendar_keys")
+    settings.CALENDAR_TOKEN_KEYS = settings.CALENDAR_TOKEN_KEYS[:1]  # the old key removed
+
+    assert run_sync(connection.user_id).synced == 1
+    assert len(events_of(connection)) == 1
