@@ -58,35 +58,17 @@ class CalendarChoice:
     name: str
 
 
-def client_for(
-    snapshot_or_url: ConnectionSnapshot | str,
-    *,
-    username: str = "",
-    password: str = "",
-    allow_private: bool = False,
-    config: Any = None,
-    seconds: float = DOWNLOAD_SECONDS,
-) -> DavClient:
-    """A client for one connection (its snapshot), or for discovery (an address)."""
-    if isinstance(snapshot_or_url, ConnectionSnapshot):
-        snapshot = snapshot_or_url
-        return DavClient(
-            base_url=snapshot.feed_url,
-            username=snapshot.account,
-            password=snapshot.access_token,
-            allow_private=snapshot.allow_private_network,
-            timeout=snapshot.config.calendar_http_timeout_seconds,
-            deadline=Deadline(min(seconds, time_left(snapshot, NAME))),
-            max_bytes=snapshot.config.ics_max_bytes,
-        )
+def client_for(snapshot: ConnectionSnapshot) -> DavClient:
+    """The client one connection's fetch (or its account's discovery) uses: its
+    credentials, its guard settings, and a deadline within its sync budget."""
     return DavClient(
-        base_url=snapshot_or_url,
-        username=username,
-        password=password,
-        allow_private=allow_private,
-        timeout=config.calendar_http_timeout_seconds,
-        deadline=Deadline(seconds),
-        max_bytes=config.ics_max_bytes,
+        base_url=snapshot.feed_url,
+        username=snapshot.account,
+        password=snapshot.access_token,
+        allow_private=snapshot.allow_private_network,
+        timeout=snapshot.config.calendar_http_timeout_seconds,
+        deadline=Deadline(min(DOWNLOAD_SECONDS, time_left(snapshot, NAME))),
+        max_bytes=snapshot.config.ics_max_bytes,
     )
 
 

@@ -19,8 +19,10 @@ from cryptography.fernet import Fernet
 from calendars.caldav_connect import add_account, choices_of, choose_calendars, renew_password
 from calendars.models import CalendarConnection, ConnectionStatus
 from core.config import NudgeConfig
-from providers.caldav import client_for, discover, joined_calendar
+from providers.caldav import discover, joined_calendar
+from providers.caldav_http import DavClient
 from providers.ics_parse import parse_feed
+from providers.untrusted_fetch import Deadline
 from scheduled_sends.models import ScheduledSend
 from sweeps.materialize import run_materialize
 from sweeps.sync_changed import run_sync_changed
@@ -85,12 +87,15 @@ def rows(connection: CalendarConnection) -> list[tuple]:
 def test_discovery_finds_the_event_calendars_from_the_server_address(radicale):
     radicale.make_calendar("ana", "tasks", "Tasks", components="VTODO")
     radicale.make_calendar("ana", "home", "Home")
-    client = client_for(
-        radicale.url,
+    config = NudgeConfig.from_settings()
+    client = DavClient(
+        base_url=radicale.url,
         username="ana",
         password=PASSWORD,
         allow_private=True,
-        config=NudgeConfig.from_settings(),
+        timeout=config.calendar_http_timeout_seconds,
+        deadline=Deadline(10),
+        max_bytes=config.ics_max_bytes,
     )
 
     found = discover(client, radicale.url + "/")
