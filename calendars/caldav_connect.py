@@ -122,7 +122,11 @@ def add_account(
     if not username.strip() or not password:
         raise ConnectError(gettext("Give the account's user name and its app password."))
     try:
-        vetted_address(parse_target(url, NAME), allow_private=allow_private, label=NAME)
+        target = parse_target(url, NAME)
+        if target.scheme != "https" and not allow_private:
+            # The password travels in every request: never in clear over the internet.
+            raise ProviderError("caldav: a password is sent only over https")
+        vetted_address(target, allow_private=allow_private, label=NAME)
     except ProviderError as exc:
         reason = crypto.scrub(str(exc), password)
         logger.info("refused a CalDAV address", extra={"user_id": user_id, "reason": reason})

@@ -93,6 +93,23 @@ def test_a_server_on_a_private_address_is_refused_in_plain_words(signed_in):
     assert connections_of(user) == []
 
 
+def test_a_server_in_clear_http_is_refused_before_any_password_is_sent(signed_in):
+    user, client = signed_in("ana")
+
+    response = client.post(
+        reverse("portal:calendar_add_caldav"),
+        {
+            "preset": "other",
+            "server_url": "http://dav.example.com/",
+            "username": "ana",
+            "password": APP_PASSWORD,
+        },
+    )
+
+    assert "This server address cannot be used." in response.content.decode()
+    assert connections_of(user) == []
+
+
 def discovered_account(user) -> CalendarConnection:
     with tenant_scope(user.pk):
         return CalendarConnection.objects.create(
