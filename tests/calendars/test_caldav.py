@@ -29,7 +29,14 @@ from sweeps.sync_changed import run_sync_changed
 from tenancy.scope import tenant_scope
 from tests.calendars.conftest import NOW, events_of, make_connection, reload, run_sync
 from tests.calendars.ics_samples import FEED, SINGLE
-from tests.calendars.test_real_world_feeds import SERIES, alarm, feed, vevent
+from tests.calendars.test_real_world_feeds import (
+    EDITED_ALARM,
+    FLOATING,
+    LEAD_ZERO,
+    THIS_AND_FUTURE,
+    feed,
+    vevent,
+)
 from tests.fakes.caldav_server import RadicaleServer, Scripted
 
 PASSWORD = "abcd-efgh-ijkl-mnop"
@@ -287,54 +294,10 @@ def test_a_new_password_makes_a_refused_calendar_active_again(radicale, caldav_c
 
 
 REAL_WORLD = {
-    "apple-and-thunderbird-lead-zero": feed(
-        vevent(
-            "apple-0@icloud.com",
-            ":20261202T090000Z",
-            "Dentist",
-            alarm(":PT0S", "DISPLAY", "X-WR-ALARMUID:1A2B", "DESCRIPTION:Reminder"),
-            end=":20261202T093000Z",
-        ),
-        vevent(
-            "tb-0@mozilla.org",
-            ":20261202T094500Z",
-            "Stand-up",
-            alarm(";VALUE=DURATION;RELATED=START:-PT0M"),
-            end=":20261202T100000Z",
-        ),
-    ),
-    "floating-times-and-floating-exdate": feed(
-        vevent("concert@tickets.example", ":20261202T203000", "Concert", alarm(":-PT1H")),
-        vevent(
-            "yoga@example.com",
-            ":20261125T183000",
-            "Yoga",
-            "RRULE:FREQ=WEEKLY;BYDAY=WE",
-            "EXDATE:20261209T183000",
-            end=":20261125T193000",
-        ),
-    ),
-    "this-and-future-edit": feed(
-        SERIES,
-        vevent(
-            "standup@exchange.example",
-            ":20261203T100000Z",
-            "Stand-up (later)",
-            "RECURRENCE-ID;RANGE=THISANDFUTURE:20261203T090000Z",
-            end=":20261203T101500Z",
-        ),
-    ),
-    "edited-occurrence-absolute-alarm": feed(
-        SERIES,
-        vevent(
-            "standup@exchange.example",
-            ":20261203T140000Z",
-            "Stand-up (afternoon)",
-            "RECURRENCE-ID:20261203T090000Z",
-            alarm(";VALUE=DATE-TIME:20261203T133000Z"),
-            end=":20261203T141500Z",
-        ),
-    ),
+    "apple-and-thunderbird-lead-zero": LEAD_ZERO,
+    "floating-times-and-floating-exdate": FLOATING,
+    "this-and-future-edit": THIS_AND_FUTURE,
+    "edited-occurrence-absolute-alarm": EDITED_ALARM,
     "icloud-declined-invitation": feed(
         vevent(
             "board@icloud.com",
