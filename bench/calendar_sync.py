@@ -1,7 +1,7 @@
 """Calendar sync in one materialize run, side by side: users synced and queued per second.
 
 ``python -m bench.calendar_sync [--users 1000] [--baseline-users 100] [--baseline REV]
-[--providers ics,google,microsoft] [--json PATH] [--tag SUFFIX]``
+[--providers ics,google,microsoft,caldav] [--json PATH] [--tag SUFFIX]``
 
 One ``manage.py materialize`` process, as cron runs it, default settings: every
 user has one calendar whose provider answers each request after 300 ms (the
@@ -19,8 +19,12 @@ one a loaded machine does not distort much.
 ICS feeds are spread over eight fake hosts (eight ports) because the per-host
 cap counts host:port: all on one host, a run is held to
 ``CALENDAR_SYNC_PER_HOST`` / latency (16 / 0.3 s, about 53 feeds a second) by
-design. ``--transport`` adds the threads-versus-asyncio probe: the same 600
-feed GETs at 64 at once, each way, in a child process (wall and CPU seconds).
+design. CalDAV calendars are spread the same way over eight real CalDAV servers
+(Radicale, ``tests/fakes/caldav_server``), each answering after 300 ms and counting
+the requests it answered; the first run reads each calendar (two requests), the
+next asks sync-collection what changed (one request, nothing). ``--transport`` adds
+the threads-versus-asyncio probe: the same 600 feed GETs at 64 at once, each way,
+in a child process (wall and CPU seconds).
 """
 
 from __future__ import annotations
@@ -46,15 +50,20 @@ from cryptography.fernet import Fernet
 
 from bench.sidebyside import ADMIN_URL, ROOT, Tree, baseline_tree
 from tests.fakes import base as fake_base
-from tests.fakes import google_server, microsoft_server
+from tests.fakes import caldav_server, google_server, microsoft_server
+from tests.fakes.caldav_server import RadicaleServer
 from tests.fakes.google_server import FakeGoogle, google_event
 from tests.fakes.ics_server import FakeIcsFeed
 from tests.fakes.microsoft_server import FakeGraph, graph_event
 
 # Up to 64 connections arrive at once; the fakes' default listen backlog is 5.
 fake_base._Server.request_queue_size = 256
+caldav_server._Server.request_queue_size = 256
+CALDAV_PASSWORD = "bench-app-password"  # noqa: S105 - the bench servers' own
 
 DEFAULT_BASELINE = "25ad87f"
+# Providers newer than the default baseline: measured on this checkout only.
+NEW_PROVIDERS = {"caldav"}
 LATENCY = 0.3
 ICS_HOSTS = 8
 TAG = "_calsync"
@@ -129,6 +138,14 @@ def _connections(provider: str, users: int, fakes: list[Any], expires: datetime)
                 "refresh": "", "feed_url": "", "expires": ""}  # fmt: skip
         if provider == "ics":
             spec.update(account="feed", feed_url=fakes[i % len(fakes)].feed_url)
+        elif provider == "caldav":
+            server = fakes[i % len(fakes)]
+            spec.update(
+                account="bench",
+                calendar_id=server.calendar,
+                access=CALDAV_PASSWORD,
+                feed_url=server.url + server.calendar,
+            )
         else:
             access, refresh = fakes[0].issue_tokens()
             module = google_server if provider == "google" else microsoft_server
@@ -175,6 +192,8 @@ def measure(tree: Tree, provider: str, users: int, args: tuple[str, ...] = ()) -
     with ExitStack() as stack:
         if provider == "ics":
             fakes: list[Any] = [stack.enter_context(FakeIcsFeed()) for _ in range(ICS_HOSTS)]
+        elif provider == "caldav":
+            fakes = [stack.enter_context(RadicaleServer()) for _ in range(ICS_HOSTS)]
         else:
             fakes = [stack.enter_context(SlowGoogle() if provider == "google" else SlowGraph())]
         tree.fresh_database()
@@ -183,6 +202,11 @@ def measure(tree: Tree, provider: str, users: int, args: tuple[str, ...] = ()) -
         for fake in fakes:
             if provider == "ics":
                 fake.body, fake.latency = _ics_body(meeting), LATENCY
+            elif provider == "caldav":
+                fake.add_user("bench", CALDAV_PASSWORD)
+                fake.calendar = fake.make_calendar("bench", "work", "Work")
+                fake.put_event(fake.calendar, "meeting", _ics_body(meeting))
+                fake.latency = LATENCY
             elif provider == "google":
                 fake.events["primary"] = [google_event("meeting", meeting, meeting + timedelta(1))]
             else:
@@ -197,8 +221,9 @@ def measure(tree: Tree, provider: str, users: int, args: tuple[str, ...] = ()) -
         requests = sum(len(fake.requests) for fake in fakes)
         most_at_once = max((getattr(f, "max_in_flight", 0) for f in fakes), default=0)
         # The next cron run (the next cycle: materialize runs each 15-minute cycle once):
-        # feeds answer 304, the APIs the same events, nothing new to queue.
+        # feeds answer 304, the APIs the same events, CalDAV servers "nothing changed".
         again = _materialize(tree, now + timedelta(minutes=15), env, args)
+        again["provider_requests"] = sum(len(fake.requests) for fake in fakes) - requests
     return {
         "provider": provider,
         **first,
@@ -352,6 +377,8 @@ def main() -> None:
         extra = ()
         for provider in args.providers.split(","):
             for tree, users in (*trees, (current, args.users)):
+                if tree is not current and provider in NEW_PROVIDERS:
+                    continue  # the baseline has no such provider: this checkout alone
                 more = extra if tree is current else ()
                 figures = {"version": tree.label, **measure(tree, provider, users, more)}
                 print(json.dumps(figures), flush=True)

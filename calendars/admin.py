@@ -80,7 +80,8 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
     def push(self, obj: CalendarConnection) -> str:
         """Whether the provider tells us about changes, or the calendar is polled, and why."""
         if obj.provider not in PUSH_PROVIDERS:
-            return "polled (conditional GET)" if obj.provider == "ics" else "—"
+            polled = {"ics": "polled (conditional GET)", "caldav": "polled (sync-collection)"}
+            return polled.get(obj.provider, "—")
         if obj.push_state == PushState.LIVE and not push_live(
             obj, timezone.now(), NudgeConfig.from_settings()
         ):

@@ -15,6 +15,7 @@ class Provider(models.TextChoices):
     GOOGLE = "google", "Google Calendar"
     MICROSOFT = "microsoft", "Microsoft 365"
     ICS = "ics", _("ICS feed")
+    CALDAV = "caldav", "CalDAV"
     # Events written locally (demo data, imports): nothing to sync.
     LOCAL = "local", _("Local events (not synced)")
 

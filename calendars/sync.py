@@ -248,7 +248,7 @@ def _job_for(
         job.error = ProviderError(str(exc))
         return job
     job.refresh_token_at_read = job.snapshot.refresh_token
-    if job.provider == Provider.ICS and job.snapshot.feed_url:
+    if job.provider in (Provider.ICS, Provider.CALDAV) and job.snapshot.feed_url:
         job.host = feed_origin(job.snapshot.feed_url)
     return job
 

@@ -101,7 +101,7 @@ def api_view(*methods: str) -> Callable:
     return decorate
 
 
-def _body(request: HttpRequest, allowed: dict[str, type]) -> dict[str, Any]:
+def request_body(request: HttpRequest, allowed: dict[str, type]) -> dict[str, Any]:
     if len(request.body) > MAX_BODY_BYTES:
         raise BadRequest(f"the body is larger than {MAX_BODY_BYTES} bytes")
     if not request.content_type.startswith("application/json"):
@@ -165,7 +165,7 @@ def follow_ups(request: HttpRequest, user_id: int) -> JsonResponse:
             raise BadRequest("done must be true or false")
         rows = followups.list_follow_ups(user_id, done=None if done is None else done == "true")
         return JsonResponse({"follow_ups": [followups.as_json(f, now) for f in rows]})
-    data = _body(request, CREATE_FIELDS)
+    data = request_body(request, CREATE_FIELDS)
     missing = [name for name in REQUIRED_FIELDS if name not in data]
     if missing:
         raise BadRequest(f"missing field(s): {', '.join(missing)}")
@@ -190,7 +190,7 @@ def follow_up(request: HttpRequest, user_id: int, follow_up_id: int) -> HttpResp
             return HttpResponse(status=204)
         found = None
     else:
-        data = _body(request, PATCH_FIELDS)
+        data = request_body(request, PATCH_FIELDS)
         if not data:
             raise BadRequest(f"send at least one of: {', '.join(PATCH_FIELDS)}")
         change = FollowUpChange(

@@ -29,7 +29,7 @@ def checking(connections: list[CalendarConnection]) -> set[int]:
         for item in connections
         if item.last_synced_at is None
         and item.status == ConnectionStatus.ACTIVE
-        and item.provider == Provider.ICS
+        and item.provider in (Provider.ICS, Provider.CALDAV)
     }
 
 

@@ -1,4 +1,5 @@
-"""The Calendars page: add an ICS feed, switch a calendar's nudges, disconnect."""
+"""The Calendars page: add an ICS feed or a CalDAV account (and choose its calendars,
+or give its password again), switch a calendar's nudges, disconnect."""
 
 from __future__ import annotations
 
@@ -9,13 +10,20 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from accounts.actions import ensure_settings
+from calendars.caldav_connect import (
+    PRESETS,
+    add_account,
+    choices_of,
+    choose_calendars,
+    renew_password,
+)
 from calendars.connect import ConnectError, add_ics_feed
 from calendars.models import ConnectionStatus
 from calendars.views import available as oauth_available
 from core.config import NudgeConfig
 from core.zones import zone_of
 from portal import calendar_links
-from portal.forms import IcsFeedForm
+from portal.forms import CalDavForm, CalDavPasswordForm, IcsFeedForm
 from portal.language import date_formats, user_page
 from portal.views import confirm_page
 from tenancy.scope import tenant_scope
@@ -26,9 +34,19 @@ def calendars_page(request: HttpRequest) -> HttpResponse:
     return _calendars_page(request)
 
 
-def _calendars_page(request: HttpRequest, ics_form: IcsFeedForm | None = None) -> HttpResponse:
+def _calendars_page(
+    request: HttpRequest,
+    ics_form: IcsFeedForm | None = None,
+    caldav_form: CalDavForm | None = None,
+) -> HttpResponse:
     user_id = request.user.pk
     connections = calendar_links.list_connections(user_id)
+    for item in connections:  # a discovered account's calendars, to choose from
+        item.caldav_choices = choices_of(item)
+    preset = request.GET.get("caldav", "")
+    if caldav_form is None and preset in PRESETS:
+        caldav_form = CalDavForm(initial={"preset": preset}, presets=PRESETS)
+    chosen = PRESETS.get(caldav_form["preset"].value()) if caldav_form is not None else None
     with tenant_scope(user_id):
         delivery = ensure_settings(user_id)
     with timezone.override(zone_of(delivery.timezone)):
@@ -39,6 +57,10 @@ def _calendars_page(request: HttpRequest, ics_form: IcsFeedForm | None = None) -
                 "connections": connections,
                 "checking": calendar_links.checking(connections),
                 "ics_form": ics_form or IcsFeedForm(),
+                "caldav_presets": PRESETS.values(),
+                "caldav_form": caldav_form,
+                "caldav_preset": chosen,
+                "password_form": CalDavPasswordForm(),
                 "NEEDS_REAUTH": ConnectionStatus.NEEDS_REAUTH,
                 "ERROR": ConnectionStatus.ERROR,
                 "oauth_ready": oauth_available(),
@@ -61,6 +83,59 @@ def calendar_add_ics(request: HttpRequest) -> HttpResponse:
             messages.success(request, _("Calendar added: checking it now."))
             return redirect("portal:calendars")
     return _calendars_page(request, ics_form=form)
+
+
+@user_page("POST")
+def calendar_add_caldav(request: HttpRequest) -> HttpResponse:
+    """Record a CalDAV account; the minute job finds its calendars (no server call here)."""
+    form = CalDavForm(request.POST, presets=PRESETS)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            add_account(
+                request.user.pk,
+                preset=data["preset"],
+                server_url=data["server_url"],
+                username=data["username"],
+                password=data["password"],
+                config=NudgeConfig.from_settings(),
+            )
+        except ConnectError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, _("Account added: finding its calendars now."))
+            return redirect("portal:calendars")
+    return _calendars_page(request, caldav_form=form)
+
+
+@user_page("POST")
+def calendar_caldav_choose(request: HttpRequest, connection_id: int) -> HttpResponse:
+    try:
+        rows = choose_calendars(
+            request.user.pk,
+            connection_id,
+            request.POST.getlist("calendar"),
+            config=NudgeConfig.from_settings(),
+        )
+    except ConnectError as exc:
+        messages.error(request, str(exc))
+        return redirect("portal:calendars")
+    if rows is None:
+        raise Http404("No such calendar.")
+    messages.success(request, _("Calendars chosen: checking them now."))
+    return redirect("portal:calendars")
+
+
+@user_page("POST")
+def calendar_caldav_password(request: HttpRequest, connection_id: int) -> HttpResponse:
+    form = CalDavPasswordForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _("Give the new app-specific password."))
+        return redirect("portal:calendars")
+    if renew_password(request.user.pk, connection_id, form.cleaned_data["password"]) is None:
+        raise Http404("No such calendar.")
+    messages.success(request, _("Password saved: checking the calendar again."))
+    return redirect("portal:calendars")
 
 
 @user_page("POST")

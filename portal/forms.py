@@ -442,6 +442,37 @@ class IcsFeedForm(NoSilentCut, forms.Form):
     )
 
 
+class CalDavForm(NoSilentCut, forms.Form):
+    """A CalDAV account: the service (a preset or any server), its address where the
+    preset has none, the user name and an app-specific password (never shown again)."""
+
+    preset = forms.ChoiceField(choices=(), widget=forms.HiddenInput)
+    server_url = forms.CharField(
+        max_length=2000,
+        required=False,
+        label=_("Server address"),
+        help_text=_("For example https://cloud.example.com"),
+    )
+    username = forms.CharField(max_length=255, label=_("User name or e-mail address"))
+    password = forms.CharField(
+        max_length=255,
+        label=_("App-specific password"),
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+    )
+
+    def __init__(self, *args, presets: dict, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["preset"].choices = [(key, str(p.label)) for key, p in presets.items()]
+
+
+class CalDavPasswordForm(NoSilentCut, forms.Form):
+    password = forms.CharField(
+        max_length=255,
+        label=_("New app-specific password"),
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+    )
+
+
 class AccountEmailForm(forms.Form):
     """A new address, asked for with the current password; it takes effect only when the
     link mailed to it is followed (``portal.email_change``)."""

@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 description of the follow-ups API, served at ``GET /api/schema``;
+"""The OpenAPI 3.1 description of the follow-ups and calendars API, served at ``GET /api/schema``;
 written by hand, and a test checks it lists every route and status ``portal.api`` answers."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Any
 from core.config import SCHEMA_MAX_LEAD
 from followups.actions import TITLE_MAX_CHARS
 from followups.repeat import WEEKDAY_NAMES, Repeat
+from portal import openapi_calendars
 from providers.normalize import MAX_LEADS_PER_EVENT
 
 
@@ -83,11 +84,12 @@ def schema(server_url: str) -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {
-            "title": "nudge follow-ups API",
+            "title": "nudge follow-ups and calendars API",
             "version": "1",
             "description": "Follow-ups of the token's owner, once or repeating. Each "
             "occurrence is nudged at each of its reminder_minutes (else the owner's default "
-            "lead) before it is due, over their linked channel.",
+            "lead) before it is due, over their linked channel. Their calendars, and "
+            "connecting a CalDAV account.",
         },
         "servers": [{"url": server_url.rstrip("/")}],
         "security": [{"bearerToken": []}],
@@ -156,6 +158,7 @@ def schema(server_url: str) -> dict[str, Any]:
                     },
                 },
             },
+            **openapi_calendars.paths(),
         },
         "components": {
             "securitySchemes": {
@@ -208,6 +211,7 @@ def schema(server_url: str) -> dict[str, Any]:
                         **SCHEDULE,
                     },
                 },
+                **openapi_calendars.schemas(),
                 "Error": {
                     "type": "object",
                     "required": ["error"],

@@ -30,6 +30,17 @@ urlpatterns = [
     path("favicon.ico", views.favicon, name="favicon"),
     path("calendars/", calendar_views.calendars_page, name="calendars"),
     path("calendars/ics", calendar_views.calendar_add_ics, name="calendar_add_ics"),
+    path("calendars/caldav", calendar_views.calendar_add_caldav, name="calendar_add_caldav"),
+    path(
+        "calendars/<int:connection_id>/caldav/choose",
+        calendar_views.calendar_caldav_choose,
+        name="calendar_caldav_choose",
+    ),
+    path(
+        "calendars/<int:connection_id>/caldav/password",
+        calendar_views.calendar_caldav_password,
+        name="calendar_caldav_password",
+    ),
     path(
         "calendars/<int:connection_id>/switches",
         calendar_views.calendar_switches,

@@ -7,6 +7,7 @@ from providers.base import CalendarProvider
 
 def get_provider(name: str) -> CalendarProvider:
     """The provider implementation for a ``Provider`` value."""
+    from providers.caldav import CalDavProvider
     from providers.google import GoogleCalendarProvider
     from providers.ics import IcsFeedProvider
     from providers.microsoft import MicrosoftGraphProvider
@@ -15,6 +16,7 @@ def get_provider(name: str) -> CalendarProvider:
         "google": GoogleCalendarProvider,
         "microsoft": MicrosoftGraphProvider,
         "ics": IcsFeedProvider,
+        "caldav": CalDavProvider,
     }
     try:
         return implementations[name]()

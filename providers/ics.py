@@ -40,7 +40,9 @@ class IcsFeedProvider(CalendarProvider):
         if not snapshot.feed_url:
             raise ProviderError("ics: no feed address stored")
         state = snapshot.sync_state
-        covered = not snapshot.full_sync and _covers(state, snapshot, window_start, window_end)
+        covered = not snapshot.full_sync and covers_window(
+            state, snapshot, window_start, window_end
+        )
         stored = (
             {"etag": state.get("etag", ""), "last_modified": state.get("last_modified", "")}
             if covered
@@ -53,15 +55,7 @@ class IcsFeedProvider(CalendarProvider):
         if covered and digest == state.get("body_sha256"):
             return FetchResult(changed=False, sync_state={**state, **validators})
         horizon = window_end + EXPAND_AHEAD
-        result = parse_feed_bounded(
-            body,
-            start=window_start,
-            end=horizon,
-            timezone=snapshot.owner_timezone,
-            addresses=owner_addresses(snapshot),
-            meeting_hosts=snapshot.config.meeting_hosts,
-            seconds=min(parse_seconds(len(body)), time_left(snapshot, NAME)),
-        )
+        result = read_as_owner(body, snapshot, window_start, horizon)
         result.sync_state = {
             **validators,
             "body_sha256": digest,
@@ -72,7 +66,7 @@ class IcsFeedProvider(CalendarProvider):
         return result
 
 
-def _covers(
+def covers_window(
     state: dict[str, Any], snapshot: ConnectionSnapshot, start: datetime, end: datetime
 ) -> bool:
     """Whether the stored copy was expanded over this whole window in the reader's zone."""
@@ -84,6 +78,22 @@ def _covers(
         and expanded_from <= start
         and expanded_until >= end
         and state.get("zone", "") == snapshot.owner_timezone
+    )
+
+
+def read_as_owner(
+    body: bytes, snapshot: ConnectionSnapshot, start: datetime, end: datetime
+) -> FetchResult:
+    """A calendar's occurrences in [start, end) as its owner means them (their zone,
+    their addresses, the meeting hosts trusted), parsed in a bounded child."""
+    return parse_feed_bounded(
+        body,
+        start=start,
+        end=end,
+        timezone=snapshot.owner_timezone,
+        addresses=owner_addresses(snapshot),
+        meeting_hosts=snapshot.config.meeting_hosts,
+        seconds=min(parse_seconds(len(body)), time_left(snapshot, snapshot.provider)),
     )
 
 

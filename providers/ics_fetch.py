@@ -13,20 +13,24 @@ from datetime import datetime, timedelta
 from urllib.parse import urljoin
 
 import urllib3
-from urllib3.exceptions import HTTPError, LocationParseError
+from urllib3.exceptions import LocationParseError
 
 from providers import untrusted_fetch
 from providers.base import (
     ConnectionSnapshot,
-    MalformedPayload,
     NeedsReauth,
     ProviderError,
-    RetryLater,
     raise_for_transient,
     record_call,
     time_left,
 )
-from providers.untrusted_fetch import Answer, Deadline, parse_target, vetted_address
+from providers.untrusted_fetch import (
+    Answer,
+    Deadline,
+    bounded_body,
+    parse_target,
+    vetted_address,
+)
 
 NAME = "ics"
 DOWNLOAD_SECONDS = 30.0
@@ -109,7 +113,9 @@ def _read(
         )
     if response.status_code != 200:
         raise ProviderError(f"ics: the feed answered HTTP {response.status_code}")
-    return validators, _bounded_body(response, deadline, max_bytes)
+    return validators, bounded_body(
+        response, deadline, max_bytes, label=NAME, what="the feed", backoff=SLOW_FEED_BACKOFF
+    )
 
 
 def _get(snapshot: ConnectionSnapshot, headers: dict[str, str], deadline: Deadline) -> Answer:
@@ -133,27 +139,3 @@ def _get(snapshot: ConnectionSnapshot, headers: dict[str, str], deadline: Deadli
         answer.close()
         url = urljoin(url, location)
     raise ProviderError("ics: too many redirects")
-
-
-def _bounded_body(response: Answer, deadline: Deadline, limit: int) -> bytes:
-    """The body, cut at ICS_MAX_BYTES (decompressed) and at the fetch's deadline."""
-    declared = response.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise MalformedPayload(f"ics: the feed is larger than {limit} bytes; refused")
-    body = bytearray()
-    try:
-        for chunk in response.chunks(64 * 1024):
-            body += chunk
-            if len(body) > limit:
-                raise MalformedPayload(f"ics: the feed is larger than {limit} bytes; refused")
-            if deadline.remaining() <= 0:
-                break
-    except (HTTPError, OSError):
-        if not deadline.expired:
-            raise ProviderError("ics: the download was interrupted") from None
-    if deadline.expired or deadline.remaining() <= 0:
-        raise RetryLater(
-            f"ics: the download took longer than {deadline.seconds:.0f}s; trying again later",
-            retry_after=SLOW_FEED_BACKOFF,
-        )
-    return bytes(body)

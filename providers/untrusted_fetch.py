@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import urllib3
@@ -27,7 +28,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import HTTPError, LocationParseError
 
-from providers.base import ProviderError, RetryLater
+from providers.base import MalformedPayload, ProviderError, RetryLater
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -214,8 +215,12 @@ def get(
     deadline: Deadline,
     timeout: float,
     label: str,
+    method: str = "GET",
+    body: bytes | None = None,
 ) -> Answer:
-    """One GET over a connection pinned to ``address``; network failures become RetryLater."""
+    """One request (a GET unless ``method`` says otherwise, e.g. CalDAV's PROPFIND or
+    REPORT with an XML ``body``) over a connection pinned to ``address``; network
+    failures become RetryLater."""
     if deadline.remaining() <= 0:
         raise ProviderError(f"{label}: the download took longer than {deadline.seconds:.0f}s")
     options: dict[str, Any] = {
@@ -231,8 +236,9 @@ def get(
     pool: HTTPConnectionPool = pool_class(target.host, target.port, **options)
     try:
         response = pool.urlopen(
-            "GET",
+            method,
             target.request_uri,
+            body=body,
             headers={"Accept-Encoding": "gzip, deflate", **headers},
             redirect=False,
             retries=False,
@@ -248,3 +254,36 @@ def get(
             ) from None
         raise RetryLater(f"{label}: network error ({type(exc).__name__})") from None
     return Answer(response, pool)
+
+
+def bounded_body(
+    response: Answer,
+    deadline: Deadline,
+    limit: int,
+    *,
+    label: str,
+    what: str,
+    backoff: timedelta,
+) -> bytes:
+    """The body, cut at ``limit`` bytes (decompressed) and at the fetch's deadline; a host
+    too slow to finish is left alone for ``backoff``."""
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise MalformedPayload(f"{label}: {what} is larger than {limit} bytes; refused")
+    body = bytearray()
+    try:
+        for chunk in response.chunks(64 * 1024):
+            body += chunk
+            if len(body) > limit:
+                raise MalformedPayload(f"{label}: {what} is larger than {limit} bytes; refused")
+            if deadline.remaining() <= 0:
+                break
+    except (HTTPError, OSError):
+        if not deadline.expired:
+            raise ProviderError(f"{label}: the download was interrupted") from None
+    if deadline.expired or deadline.remaining() <= 0:
+        raise RetryLater(
+            f"{label}: the download took longer than {deadline.seconds:.0f}s; trying again later",
+            retry_after=backoff,
+        )
+    return bytes(body)

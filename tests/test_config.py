@@ -179,7 +179,7 @@ def test_tuning_that_names_a_public_setting_or_nothing_is_refused(monkeypatch):
 # work on their own (a sweep's run, a re-plan after a user's change, a new row's
 # default). Everything below them is handed the config it runs with.
 ENTRY_MODULES = re.compile(
-    r"(^|/)(management/commands/[^/]+|[a-z_]*views|cron_routes|api|webhooks|admin|admin_site|checks)\.py$"
+    r"(^|/)(management/commands/[^/]+|[a-z_]*views|cron_routes|[a-z_]*api|webhooks|admin|admin_site|checks)\.py$"
     r"|/admin/[^/]+\.py$"
 )
 ENTRY_FUNCTIONS = {

@@ -128,6 +128,8 @@ CALENDAR_PROVIDER_CLIENTS = {
     "providers.microsoft",
     "providers.ics",
     "providers.ics_fetch",
+    "providers.caldav",
+    "providers.caldav_http",
     "providers.untrusted_fetch",
     "providers.oauth",
     "providers.oauth_paging",
@@ -145,6 +147,15 @@ PURE_HELPERS = {
     # Records a new feed and asks the minute job to fetch it (beside the command
     # line's connect, which fetches at once and is not a page's).
     "calendars.connect": {"ConnectError", "add_ics_feed"},
+    # Records a CalDAV account (its address vetted, as a feed's) for the minute job to
+    # discover; narrows it to the calendars chosen; stores a new password. No request.
+    "calendars.caldav_connect": {
+        "PRESETS",
+        "add_account",
+        "choices_of",
+        "choose_calendars",
+        "renew_password",
+    },
     # Which OAuth credentials this server has (settings only).
     "calendars.views": {"available"},
 }

@@ -65,6 +65,22 @@ def test_connection_list_shows_status_and_last_error(staff_client, make_user, ma
     assert "401 from provider" in html
 
 
+def test_a_caldav_calendar_that_needs_its_password_again_says_so(
+    staff_client, make_user, make_connection
+):
+    make_connection(
+        make_user("alice"),
+        provider="caldav",
+        status="needs_reauth",
+        last_error="caldav: the server refused the password; it needs your password again",
+    )
+
+    html = staff_client.get(CONNECTIONS).content.decode()
+
+    assert "CalDAV" in html and "Needs re-authorisation" in html
+    assert "it needs your password again" in html
+
+
 def test_connections_events_and_follow_ups_are_read_only(staff_client, calendar_rows):
     _, event = calendar_rows
     for obj in (event.connection, event):

@@ -63,31 +63,53 @@ def queue_of(user_id: int) -> list[tuple[int, datetime]]:
 GOOD = vevent("good@example.com", ":20261202T100000Z", "Still here", end=":20261202T110000Z")
 
 
+LEAD_ZERO = feed(
+    # Apple Calendar: "At time of event".
+    vevent(
+        "apple-0@icloud.com",
+        ":20261202T090000Z",
+        "Dentist",
+        "X-APPLE-TRAVEL-ADVISORY-BEHAVIOR:AUTOMATIC",
+        alarm(":PT0S", "DISPLAY", "X-WR-ALARMUID:1A2B", "DESCRIPTION:Reminder"),
+        end=":20261202T093000Z",
+    ),
+    # Thunderbird: "0 minutes before", with an explicit VALUE and RELATED.
+    vevent(
+        "tb-0@mozilla.org",
+        ":20261202T094500Z",
+        "Stand-up",
+        alarm(";VALUE=DURATION;RELATED=START:-PT0M"),
+        end=":20261202T100000Z",
+    ),
+)
+
+# An Evolution/Thunderbird export, or a ticket shop's feed: no zone anywhere.
+FLOATING = feed(
+    vevent(
+        "concert@tickets.example",
+        ":20261202T203000",
+        "Concert",
+        alarm(":-PT1H"),
+        end=":20261202T230000",
+    ),
+    vevent(
+        "yoga@example.com",
+        ":20261125T183000",
+        "Yoga",
+        "RRULE:FREQ=WEEKLY;BYDAY=WE",
+        "EXDATE:20261209T183000",
+        end=":20261125T193000",
+    ),
+)
+
+
 # --- 1. "At the time of the event" (lead 0) -------------------------------------
 
 
 def test_apple_and_thunderbird_at_time_of_event_alarms_are_lead_zero_and_queued(
     fake_ics, ics_connection, make_user
 ):
-    fake_ics.body = feed(
-        # Apple Calendar: "At time of event".
-        vevent(
-            "apple-0@icloud.com",
-            ":20261202T090000Z",
-            "Dentist",
-            "X-APPLE-TRAVEL-ADVISORY-BEHAVIOR:AUTOMATIC",
-            alarm(":PT0S", "DISPLAY", "X-WR-ALARMUID:1A2B", "DESCRIPTION:Reminder"),
-            end=":20261202T093000Z",
-        ),
-        # Thunderbird: "0 minutes before", with an explicit VALUE and RELATED.
-        vevent(
-            "tb-0@mozilla.org",
-            ":20261202T094500Z",
-            "Stand-up",
-            alarm(";VALUE=DURATION;RELATED=START:-PT0M"),
-            end=":20261202T100000Z",
-        ),
-    )
+    fake_ics.body = LEAD_ZERO
     user = make_user(default_lead_minutes=10)
     connection = ics_connection(user)
 
@@ -131,24 +153,7 @@ def test_google_and_graph_zero_minute_reminders_are_lead_zero(
 
 
 def test_floating_times_are_the_readers_wall_clock(fake_ics, ics_connection, make_user):
-    # An Evolution/Thunderbird export, or a ticket shop's feed: no zone anywhere.
-    fake_ics.body = feed(
-        vevent(
-            "concert@tickets.example",
-            ":20261202T203000",
-            "Concert",
-            alarm(":-PT1H"),
-            end=":20261202T230000",
-        ),
-        vevent(
-            "yoga@example.com",
-            ":20261125T183000",
-            "Yoga",
-            "RRULE:FREQ=WEEKLY;BYDAY=WE",
-            "EXDATE:20261209T183000",
-            end=":20261125T193000",
-        ),
-    )
+    fake_ics.body = FLOATING
     user = make_user(timezone="Europe/Amsterdam")
     connection = ics_connection(user)
 
@@ -189,19 +194,34 @@ SERIES = vevent(
     end=":20261130T091500Z",
 )
 
+# "This and all following" moved to 10:00 from 3 December (RFC 5545 §3.8.4.4).
+THIS_AND_FUTURE = feed(
+    SERIES,
+    vevent(
+        "standup@exchange.example",
+        ":20261203T100000Z",
+        "Stand-up (later)",
+        "RECURRENCE-ID;RANGE=THISANDFUTURE:20261203T090000Z",
+        end=":20261203T101500Z",
+    ),
+)
+
+# The 3 December stand-up moved to 14:00, its alarm set for 13:30 (30 minutes before).
+EDITED_ALARM = feed(
+    SERIES,
+    vevent(
+        "standup@exchange.example",
+        ":20261203T140000Z",
+        "Stand-up (afternoon)",
+        "RECURRENCE-ID:20261203T090000Z",
+        alarm(";VALUE=DATE-TIME:20261203T133000Z"),
+        end=":20261203T141500Z",
+    ),
+)
+
 
 def test_this_and_future_edit_keeps_every_later_occurrence(fake_ics, ics_connection):
-    # "This and all following" moved to 10:00 from 3 December (RFC 5545 §3.8.4.4).
-    fake_ics.body = feed(
-        SERIES,
-        vevent(
-            "standup@exchange.example",
-            ":20261203T100000Z",
-            "Stand-up (later)",
-            "RECURRENCE-ID;RANGE=THISANDFUTURE:20261203T090000Z",
-            end=":20261203T101500Z",
-        ),
-    )
+    fake_ics.body = THIS_AND_FUTURE
     connection = ics_connection()
 
     run_sync(connection.user_id)
@@ -216,18 +236,7 @@ def test_this_and_future_edit_keeps_every_later_occurrence(fake_ics, ics_connect
 def test_an_edited_occurrences_absolute_alarm_is_measured_from_its_own_start(
     fake_ics, ics_connection
 ):
-    # The 3 December stand-up moved to 14:00, its alarm set for 13:30 (30 minutes before).
-    fake_ics.body = feed(
-        SERIES,
-        vevent(
-            "standup@exchange.example",
-            ":20261203T140000Z",
-            "Stand-up (afternoon)",
-            "RECURRENCE-ID:20261203T090000Z",
-            alarm(";VALUE=DATE-TIME:20261203T133000Z"),
-            end=":20261203T141500Z",
-        ),
-    )
+    fake_ics.body = EDITED_ALARM
     connection = ics_connection()
 
     run_sync(connection.user_id)

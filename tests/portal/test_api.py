@@ -172,7 +172,14 @@ def test_the_schema_describes_every_route_and_answer(api, http_live_server):
     schema = requests.get(f"{http_live_server.url}/api/schema", timeout=5).json()
     assert schema["openapi"].startswith("3.1")
     paths = schema["paths"]
-    assert set(paths) == {"/api/follow-ups", "/api/follow-ups/{id}"}
+    assert set(paths) == {
+        "/api/follow-ups",
+        "/api/follow-ups/{id}",
+        "/api/calendars",
+        "/api/calendars/caldav",
+        "/api/calendars/{id}/caldav/choose",
+        "/api/calendars/{id}/caldav/password",
+    }
     assert set(paths["/api/follow-ups"]) == {"get", "post"}
     assert {"get", "patch", "delete"} <= set(paths["/api/follow-ups/{id}"])
     create = schema["components"]["schemas"]["FollowUpCreate"]

@@ -1,0 +1,278 @@
+"""CalDAV calendars (RFC 4791): iCloud, Fastmail, Nextcloud, any server by address.
+
+A connection is one calendar collection (its address stored like a feed's, encrypted),
+the account's user name and its app-specific password (stored like a token). A poll asks
+RFC 6578 sync-collection what changed since the stored sync token (or, on a server
+without one, compares the collection's ``getctag``): nothing changed is one small request
+and no parsing. A change, a window the stored expansion no longer covers, or a lost token
+(DAV:valid-sync-token; once) re-reads the window with one calendar-query, and the objects
+go through the same parser and recurrence code as an ICS feed, so overrides, EXDATE,
+floating times and VALARM leads mean the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urljoin
+
+from providers.base import (
+    CalendarProvider,
+    ConnectionSnapshot,
+    FetchResult,
+    MalformedPayload,
+    NeedsReauth,
+    ProviderError,
+    RetryLater,
+    time_left,
+)
+from providers.caldav_http import (
+    NAME,
+    DavClient,
+    Multistatus,
+    SyncTokenLost,
+    calendar_query,
+    propfind,
+    sync_collection,
+)
+from providers.ics import EXPAND_AHEAD, covers_window, read_as_owner
+from providers.untrusted_fetch import Deadline
+
+DOWNLOAD_SECONDS = 30.0
+# The server decides which resources overlap the window; a day either side keeps a
+# floating or all-day event the server reads in another zone.
+QUERY_MARGIN = timedelta(days=1)
+# Why a calendar is read by its window: the server has no sync-collection, or the whole
+# calendar is over the size cap (``ICS_MAX_BYTES``).
+NO_SYNC, TOO_LARGE = "no_sync", "too_large"
+# Top-level calendar properties dropped when objects are joined into one calendar.
+_CALENDAR_PROPERTIES = ("VERSION:", "PRODID:", "CALSCALE:", "METHOD:")
+
+
+@dataclass(frozen=True)
+class CalendarChoice:
+    """One calendar discovery found: its address and its name."""
+
+    url: str
+    name: str
+
+
+def client_for(snapshot: ConnectionSnapshot) -> DavClient:
+    """The client one connection's fetch (or its account's discovery) uses: its
+    credentials, its guard settings, and a deadline within its sync budget."""
+    return DavClient(
+        base_url=snapshot.feed_url,
+        username=snapshot.account,
+        password=snapshot.access_token,
+        allow_private=snapshot.allow_private_network,
+        timeout=snapshot.config.calendar_http_timeout_seconds,
+        deadline=Deadline(min(DOWNLOAD_SECONDS, time_left(snapshot, NAME))),
+        max_bytes=snapshot.config.ics_max_bytes,
+    )
+
+
+class CalDavProvider(CalendarProvider):
+    name = NAME
+
+    def fetch(
+        self,
+        snapshot: ConnectionSnapshot,
+        *,
+        now: datetime,
+        window_start: datetime,
+        window_end: datetime,
+    ) -> FetchResult:
+        if not snapshot.feed_url:
+            raise ProviderError("caldav: no calendar address stored")
+        client = client_for(snapshot)
+        try:
+            if not snapshot.calendar_id:
+                if snapshot.sync_state.get("calendars") and not snapshot.full_sync:
+                    return FetchResult(changed=False, sync_state=snapshot.sync_state)
+                return _discovered(client, snapshot)
+            return _fetch(client, snapshot, window_start, window_end)
+        finally:
+            client.deadline.cancel()
+
+
+def _discovered(client: DavClient, snapshot: ConnectionSnapshot) -> FetchResult:
+    """An account connected but no calendar chosen yet: its calendars, for the person to
+    choose from (kept in ``sync_state``; nothing to write, no events)."""
+    choices = discover(client, snapshot.feed_url)
+    if not choices:
+        raise ProviderError("caldav: the account has no calendar with events")
+    return FetchResult(
+        changed=False,
+        sync_state={"calendars": [{"url": c.url, "name": c.name[:255]} for c in choices]},
+    )
+
+
+def _fetch(
+    client: DavClient, snapshot: ConnectionSnapshot, window_start: datetime, window_end: datetime
+) -> FetchResult:
+    state = snapshot.sync_state
+    url = snapshot.feed_url
+    if not snapshot.full_sync and covers_window(state, snapshot, window_start, window_end):
+        unchanged, token = _unchanged(client, url, state)
+        if unchanged:
+            return FetchResult(changed=False, sync_state={**state, "sync_token": token})
+    horizon = window_end + EXPAND_AHEAD
+    windowed = str(state.get("windowed") or "")
+    read = None if windowed else _whole_calendar(client, url)
+    if isinstance(read, str):  # the server said why the whole calendar cannot be read
+        windowed, read = read, None
+    objects, token, ctag = read or _window(client, url, window_start, horizon)
+    if windowed == NO_SYNC:
+        token = ""  # polled by its ctag: sync-collection is not there
+    result = read_as_owner(joined_calendar(objects), snapshot, window_start, horizon)
+    name = str(state.get("name", ""))[:255]
+    result.calendar_name = name
+    result.sync_state = {
+        "sync_token": token,
+        "ctag": ctag,
+        "name": name,
+        "windowed": windowed,
+        "expanded_from": window_start.isoformat(),
+        "expanded_until": horizon.isoformat(),
+        "zone": snapshot.owner_timezone,
+    }
+    return result
+
+
+def _whole_calendar(client: DavClient, url: str) -> tuple[list[str], str, str] | str:
+    """Every object and a fresh sync token in one request (sync-collection from no token,
+    with the data), as a sync client starts; like an ICS feed, the whole calendar, under
+    the same size cap. Else why not (``NO_SYNC``, ``TOO_LARGE``): then the window is read
+    on its own (``_window``), from then on."""
+    try:
+        found = client.multistatus("REPORT", url, sync_collection("", data=True), "0")
+    except MalformedPayload:
+        return TOO_LARGE
+    except (NeedsReauth, RetryLater):
+        raise
+    except ProviderError:
+        return NO_SYNC
+    if not found.sync_token:
+        return NO_SYNC
+    return _objects(found), found.sync_token, ""
+
+
+def _window(
+    client: DavClient, url: str, start: datetime, end: datetime
+) -> tuple[list[str], str, str]:
+    """The objects with an occurrence in the window (calendar-query), and the collection's
+    sync token or ctag read first, so a change made in between is seen by the next poll."""
+    tags = client.multistatus("PROPFIND", url, propfind("<d:sync-token/><cs:getctag/>"), "0")
+    top = tags.responses[0] if tags.responses else None
+    token = top.text("{DAV:}sync-token") if top else ""
+    ctag = top.text(_CS + "getctag") if top else ""
+    query = calendar_query(_basic(start - QUERY_MARGIN), _basic(end + QUERY_MARGIN))
+    return _objects(client.multistatus("REPORT", url, query, "1")), token, ctag
+
+
+def _objects(found: Multistatus) -> list[str]:
+    texts = (r.text(_C + "calendar-data") for r in found.responses)
+    return [text for text in texts if text]
+
+
+def _unchanged(client: DavClient, url: str, state: dict[str, Any]) -> tuple[bool, str]:
+    """(nothing changed, the token to keep) in one request. A lost token is "changed"
+    with no token, so the window is re-read from scratch (once: the next poll starts
+    from the new token)."""
+    token = state.get("sync_token") or ""
+    if token:
+        try:
+            changes = client.multistatus("REPORT", url, sync_collection(token), "0", sync=True)
+        except SyncTokenLost:
+            return False, ""
+        fresh = changes.sync_token or token
+        return (not changes.responses and fresh == token), fresh
+    ctag = state.get("ctag") or ""
+    if not ctag:
+        return False, ""
+    tags = client.multistatus("PROPFIND", url, propfind("<cs:getctag/>"), "0")
+    now_tag = tags.responses[0].text(_CS + "getctag") if tags.responses else ""
+    return now_tag == ctag, ""
+
+
+def _basic(instant: datetime) -> str:
+    """UTC in iCalendar's basic format, as CalDAV's time-range wants it."""
+    return instant.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def joined_calendar(objects: list[str]) -> bytes:
+    """CalDAV objects (each a VCALENDAR) as one calendar: every component kept, each
+    time zone once, the per-object header properties dropped."""
+    lines = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//nudge//caldav//EN"]
+    zones: set[str] = set()
+    for text in objects:
+        depth, component, keep = 0, [], True
+        for line in text.replace("\r\n", "\n").split("\n"):
+            if not line:
+                continue
+            upper = line.upper()
+            if upper.startswith("BEGIN:"):
+                depth += 1
+                if depth == 1:
+                    continue
+            elif upper.startswith("END:"):
+                depth -= 1
+                if depth == 0:
+                    continue
+            if depth == 1 and not component and upper.startswith(_CALENDAR_PROPERTIES):
+                continue
+            component.append(line)
+            if depth == 1 and upper.startswith("END:"):
+                if component[0].upper() == "BEGIN:VTIMEZONE":
+                    tzid = next((c for c in component if c.upper().startswith("TZID")), "")
+                    keep = tzid not in zones
+                    zones.add(tzid)
+                if keep:
+                    lines += component
+                component, keep = [], True
+    lines.append("END:VCALENDAR")
+    return ("\r\n".join(lines) + "\r\n").encode()
+
+
+def discover(client: DavClient, server_url: str) -> list[CalendarChoice]:
+    """RFC 6764 then RFC 4791: the user's principal (from the address given, else from
+    /.well-known/caldav), its calendar home, and the calendars there that hold events."""
+    principal = ""
+    for start in (server_url, urljoin(server_url, "/.well-known/caldav")):
+        try:
+            found = client.multistatus(
+                "PROPFIND", start, propfind("<d:current-user-principal/>"), "0"
+            )
+        except ProviderError as exc:
+            if exc.outcome == "needs_reauth":
+                raise
+            continue
+        hrefs = [h for r in found.responses for h in r.hrefs("{DAV:}current-user-principal")]
+        if hrefs:
+            principal = urljoin(start, hrefs[0])
+            break
+    if not principal:
+        raise ProviderError("caldav: no CalDAV account found at this address")
+    found = client.multistatus("PROPFIND", principal, propfind("<c:calendar-home-set/>"), "0")
+    homes = [h for r in found.responses for h in r.hrefs(_C + "calendar-home-set")]
+    if not homes:
+        raise ProviderError("caldav: the account has no calendar home")
+    home = urljoin(principal, homes[0])
+    props = "<d:resourcetype/><d:displayname/><c:supported-calendar-component-set/>"
+    listing = client.multistatus("PROPFIND", home, propfind(props), "1")
+    choices = []
+    for item in listing.responses:
+        kind = item.props.get("{DAV:}resourcetype")
+        if kind is None or kind.find(_C + "calendar") is None:
+            continue
+        components = item.props.get(_C + "supported-calendar-component-set")
+        names = {c.get("name", "").upper() for c in components} if components is not None else set()
+        if names and "VEVENT" not in names:
+            continue
+        choices.append(CalendarChoice(item.href, item.text("{DAV:}displayname") or item.href))
+    return choices
+
+
+_C = "{urn:ietf:params:xml:ns:caldav}"
+_CS = "{http://calendarserver.org/ns/}"
