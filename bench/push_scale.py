@@ -10,7 +10,8 @@ the users of the smaller size stay), Google connections with a live channel
 are seeded set-based (as the server's superuser, past row-level security),
 their channels expiring evenly over the next seven days so about
 ``size / 10,080`` are due for renewal a minute, as in steady state; then
-``ANALYZE``. Then ``--jobs`` minute jobs in a row, on the real clock: before
+``ANALYZE``. Then ``--jobs`` minute jobs in a row, a simulated minute apart
+(the channels falling due as they would; leases on the real clock): before
 each, ``--changed`` of the connections (1 %) get a genuine notification
 through ``notifications.google`` (the endpoint's code, in process), then one
 ``run_sync_changed`` is timed. Counted per job: SQL statements (every
