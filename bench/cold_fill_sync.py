@@ -12,10 +12,12 @@ fake hosts — every provider answering each request after 300 ms (the fakes of
 tests/fakes, in this process), five meetings with a 10-minute reminder in the
 next three hours per calendar. Seeded set-based through the version's own ORM
 templates (``bench.data.replicate``), then ``ANALYZE``. Then ``--processes``
-``manage.py materialize --now T`` (no ``--no-sync``: every calendar fetched)
+``manage.py materialize --now T`` (no ``--no-sync``: every calendar fetched;
+``--concurrency`` sets ``CALENDAR_SYNC_CONCURRENCY``)
 started at once, each in its own process group, as cron starts them on one
 line; an ``ANALYZE scheduled_sends`` thread every 60 s (autovacuum is off).
-Measured: wall time to the last exit, provider requests, and the fill checked —
+Measured: wall time to the last exit, provider requests, the most database
+sessions the processes held at once, and the fill checked —
 every user with a working calendar queued its five nudges, no duplicates.
 """
 
@@ -25,8 +27,10 @@ import argparse
 import json
 import os
 import statistics
+import threading
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -73,7 +77,7 @@ def _ics_body(starts: list[datetime]) -> str:
     return "\r\n".join([*lines, "END:VCALENDAR", ""])
 
 
-def fill(tree: Tree, users: int, processes: int) -> dict[str, Any]:
+def fill(tree: Tree, users: int, processes: int, concurrency: int) -> dict[str, Any]:
     """One fresh database, ``users`` seeded, one cold fill by ``processes`` processes."""
     with ExitStack() as stack:
         google = stack.enter_context(SlowGoogle())
@@ -96,6 +100,8 @@ def fill(tree: Tree, users: int, processes: int) -> dict[str, Any]:
         g_access, g_refresh = google.issue_tokens()
         m_access, m_refresh = graph.issue_tokens()
         env = {**_env("google", [google]), **_env("microsoft", [graph]), "CALENDAR_TOKEN_KEYS": KEY}
+        if concurrency:
+            env["CALENDAR_SYNC_CONCURRENCY"] = str(concurrency)
         spec = {
             "users": users,
             "now": now.isoformat(),
@@ -114,12 +120,39 @@ def fill(tree: Tree, users: int, processes: int) -> dict[str, Any]:
         seeded = round(time.monotonic() - started, 1)
         fakes = [google, graph, *feeds]
         before = sum(len(f.requests) for f in fakes)
-        result = run_processes(tree, now.isoformat(), processes, sync=True, **env)
+        with counting_sessions(tree) as sessions:
+            result = run_processes(tree, now.isoformat(), processes, sync=True, **env)
         result["provider_requests"] = sum(len(f.requests) for f in fakes) - before
     result.update(users=users, processes=processes, seed_s=seeded, connections=counts)
+    result["sync_concurrency"] = concurrency or "default"
+    result["most_database_sessions"] = sessions[0]
     result.update(check(tree, users - counts["google_revoked"]))
     result["users_per_s"] = round(users / result["wall_s"], 1)
     return result
+
+
+@contextmanager
+def counting_sessions(tree: Tree) -> Iterator[list[int]]:
+    """The most sessions the version's database had at once while the block ran
+    (sampled every 0.5 s): what the processes ask of the server's ``max_connections``."""
+    most = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        with admin(tree) as db:
+            while not stop.wait(0.5):
+                count = db.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (tree.database,)
+                ).fetchone()[0]
+                most[0] = max(most[0], count - 1)  # not this sampler's own
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield most
+    finally:
+        stop.set()
+        thread.join()
 
 
 def check(tree: Tree, working_users: int) -> dict[str, Any]:
@@ -167,6 +200,9 @@ def main() -> None:
     parser.add_argument("--users", default="2000,10000")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--sittings", type=int, default=3)
+    parser.add_argument(
+        "--concurrency", type=int, default=0, help="CALENDAR_SYNC_CONCURRENCY; 0: the default"
+    )
     parser.add_argument("--baseline", default=DEFAULT_BASELINE)
     parser.add_argument("--current", default="", help="a commit to run instead of this checkout")
     parser.add_argument("--tag", default="_cfsync")
@@ -184,7 +220,7 @@ def main() -> None:
             for tree in (baseline, current):
                 one[tree.label] = []
                 for users in sizes:
-                    figures = fill(tree, users, args.processes)
+                    figures = fill(tree, users, args.processes, args.concurrency)
                     one[tree.label].append(figures)
                     print(
                         f"sitting {number + 1} {tree.label} {users}: {figures['wall_s']} s, "
