@@ -210,19 +210,22 @@ def _graph_group(group: _Group, now: datetime) -> dict[int, str] | None:
     verdicts: dict[int, str] = {}
     changed = False
     with tenant_scope(group.user_id):
-        connections = CalendarConnection.objects.select_for_update().filter(
-            provider=Provider.MICROSOFT
+        # One look: the subscription stored, or one made a moment ago whose id is not
+        # stored yet, known by its secret alone (a forged group costs the same either way).
+        found = list(
+            CalendarConnection.objects.select_for_update().filter(
+                Q(push_channel_id=group.subscription_id)
+                | Q(push_pending_digest=push_secrets.digest(group.secret)),
+                provider=Provider.MICROSOFT,
+            )[:2]
         )
-        connection = connections.filter(push_channel_id=group.subscription_id).first()
-        pending = connection is None
-        if pending:  # made a moment ago, its id not stored yet: known by its secret alone
-            connection = connections.filter(
-                push_pending_digest=push_secrets.digest(group.secret)
-            ).first()
-            digest = connection.push_pending_digest if connection else ""
-        else:
-            digest = connection.push_secret_digest
-        if connection is None or not push_secrets.matches(group.secret, digest):
+        stored = [c for c in found if c.push_channel_id == group.subscription_id]
+        connection = (stored or found or [None])[0]
+        pending = not stored
+        if connection is None:
+            return None
+        digest = connection.push_pending_digest if pending else connection.push_secret_digest
+        if not push_secrets.matches(group.secret, digest):
             return None
         for index, item in group.items:
             # A pending subscription has no state to keep: lifecycle items are only noted.
