@@ -40,8 +40,11 @@ DEFAULT_BASELINE = "af04e2a"
 SCRIPT = Path(__file__).with_name("push_scale_job.py")
 
 
-def sitting(tree: Tree, sizes: list[int], changed: float, jobs: int) -> list[dict]:
+def sitting(
+    tree: Tree, sizes: list[int], changed: float, jobs: int, concurrency: int
+) -> list[dict]:
     tree.fresh_database()
+    extra = {"CALENDAR_SYNC_CONCURRENCY": str(concurrency)} if concurrency else {}
     out = tree.run(
         "shell",
         "-c",
@@ -49,6 +52,7 @@ def sitting(tree: Tree, sizes: list[int], changed: float, jobs: int) -> list[dic
         PUSH_SCALE=json.dumps({"sizes": sizes, "changed": changed, "jobs": jobs}),
         PUSH_SCALE_ADMIN=ADMIN_URL,
         LOG_LEVEL="ERROR",
+        **extra,
     )
     return [
         json.loads(line[len("PUSH_SCALE ") :])
@@ -86,6 +90,9 @@ def main() -> None:
     parser.add_argument("--changed", type=float, default=0.01)
     parser.add_argument("--jobs", type=int, default=3, help="minute jobs per size")
     parser.add_argument("--sittings", type=int, default=3)
+    parser.add_argument(
+        "--concurrency", type=int, default=0, help="CALENDAR_SYNC_CONCURRENCY; 0: the default"
+    )
     parser.add_argument("--baseline", default=DEFAULT_BASELINE)
     parser.add_argument("--current", default="", help="a commit to run instead of this checkout")
     parser.add_argument("--tag", default="_push_scale")
@@ -102,7 +109,7 @@ def main() -> None:
             one = {}
             for tree in (baseline, current):
                 started = time.time()
-                one[tree.label] = sitting(tree, sizes, args.changed, args.jobs)
+                one[tree.label] = sitting(tree, sizes, args.changed, args.jobs, args.concurrency)
                 print(
                     f"sitting {number + 1} {tree.label}: {time.time() - started:.0f} s", flush=True
                 )
