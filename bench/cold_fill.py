@@ -174,9 +174,10 @@ def analyzing(tree: Tree, every: float = ANALYZE_EVERY):
         thread.join()
 
 
-def start(tree: Tree, now: str, *args: str, **env: str) -> subprocess.Popen:
+def start(tree: Tree, now: str, *args: str, sync: bool = False, **env: str) -> subprocess.Popen:
+    """One ``materialize`` (``--no-sync`` unless ``sync``), in its own process group."""
     return subprocess.Popen(
-        tree.command("materialize", "--now", now, "--no-sync", *args),
+        tree.command("materialize", "--now", now, *([] if sync else ["--no-sync"]), *args),
         cwd=tree.path,
         env=tree.env(NUDGE_MATERIALIZE_BUDGET_SECONDS=BUDGET, **env),
         stdout=subprocess.PIPE,
@@ -186,12 +187,14 @@ def start(tree: Tree, now: str, *args: str, **env: str) -> subprocess.Popen:
     )
 
 
-def run_processes(tree: Tree, now: str, processes: int, *args: str) -> dict:
+def run_processes(
+    tree: Tree, now: str, processes: int, *args: str, sync: bool = False, **env: str
+) -> dict:
     """``processes`` materialize processes started at once; wall time to the last exit."""
     before = load()
     with analyzing(tree) as analyzes:
         started = time.monotonic()
-        running = [start(tree, now, *args) for _ in range(processes)]
+        running = [start(tree, now, *args, sync=sync, **env) for _ in range(processes)]
         summaries = []
         for process in running:
             out, err = process.communicate()

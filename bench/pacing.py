@@ -1,7 +1,7 @@
 """Adaptive pacing (issue 20), side by side with a baseline commit.
 
 ``python -m bench.pacing [--baseline REV] [--current REV] [--only burst,calendar] [--tag T]
-[--json PATH]``
+[--json PATH] [--latency 0.05-0.15] [--sittings 3]``
 
 Two workloads, each version in its own database on one PostgreSQL server
 (``NUDGE_BENCH_ADMIN_URL``) and driven only through its own ``manage.py``,
@@ -32,7 +32,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
+import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -173,7 +175,13 @@ def calendar(
     }
 
 
-def burst(trees: list[Tree], rows: int, provider_rate: int, configured_rate: float) -> dict:
+def burst(
+    trees: list[Tree],
+    rows: int,
+    provider_rate: int,
+    configured_rate: float,
+    latency: tuple[float, float] = (0.0, 0.0),
+) -> dict:
     """``rows`` nudges meant for one minute, a provider allowing ``provider_rate``/s with
     429 + retry_after above it; ``deliver`` started at every minute as cron starts it,
     both versions side by side, each with its own fake and database.
@@ -193,7 +201,12 @@ def burst(trees: list[Tree], rows: int, provider_rate: int, configured_rate: flo
     intended = (start + timedelta(minutes=9)).replace(second=0, microsecond=0)
     for tree in trees:
         tree.seed(_seed_group("rate", rows, 1, intended + LEAD))
-        fakes[tree.label] = FakeTelegram(max_per_second=provider_rate, retry_after=2).start()
+        fakes[tree.label] = FakeTelegram(
+            max_per_second=provider_rate,
+            retry_after=2,
+            latency=latency[0],
+            latency_spread=latency[1] - latency[0],
+        ).start()
     env = {
         label: _telegram_env(fake, NUDGE_TELEGRAM_RATE=str(configured_rate))
         for label, fake in fakes.items()
@@ -224,10 +237,16 @@ def burst(trees: list[Tree], rows: int, provider_rate: int, configured_rate: flo
             fake = fakes[tree.label]
             late = _lateness(fake, {f"rate{i}-0": intended.timestamp() for i in range(rows)})
             in_window = [x for x in late if -360 <= x <= 60]
+            sends = len(fake.sends())
             results[tree.label] = {
                 "rows": rows,
                 "delivered": len(late),
                 "share_in_window": len(in_window) / rows,
+                # On time: sent no later than 60 s after its instant (early or not).
+                "share_on_time": sum(1 for x in late if x <= 60) / rows,
+                "moved_earlier": sum(1 for x in late if x < 0),
+                "more_than_6_min_early": sum(1 for x in late if x < -360),
+                "share_429": fake.flood_count() / sends if sends else 0.0,
                 "worst_lateness_s": max(late) if late else None,
                 "earliest_s": min(late) if late else None,
                 "p95_lateness_s": _percentile(late, 0.95),
@@ -241,6 +260,7 @@ def burst(trees: list[Tree], rows: int, provider_rate: int, configured_rate: flo
         return {
             "provider_rate": provider_rate,
             "configured_rate": configured_rate,
+            "provider_latency_s": list(latency),
             "intended": intended.isoformat(),
             **results,
         }
@@ -275,6 +295,20 @@ def deliver_runs(tree: Tree) -> list[dict]:
     return runs
 
 
+def burst_summary(sittings: list[dict]) -> dict:
+    """Min / median / max over the sittings of each version's headline figures."""
+    keys = ("share_on_time", "share_in_window", "share_429", "earliest_s", "moved_earlier")
+    keys += ("more_than_6_min_early", "p95_lateness_s", "worst_lateness_s")
+    summary: dict = {"sittings": len(sittings)}
+    for label in ("baseline", "current"):
+        summary[label] = {}
+        for key in keys:
+            values = sorted(x[label][key] for x in sittings if x[label][key] is not None)
+            if values:
+                summary[label][key] = [values[0], statistics.median(values), values[-1]]
+    return summary
+
+
 @contextlib.contextmanager
 def current_tree(rev: str, tag: str) -> Iterator[Tree]:
     """This checkout, or ``rev`` checked out apart (labelled "current" either way)."""
@@ -303,6 +337,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--quota", type=int, default=20, help="the calendar fake's requests/s")
     parser.add_argument("--rows", type=int, default=2_400, help="the burst's nudges")
+    parser.add_argument(
+        "--latency",
+        default="0",
+        help="the burst's Telegram answer time in seconds, or a range drawn from: 0.05-0.15",
+    )
+    parser.add_argument("--sittings", type=int, default=1, help="bursts, one after the other")
     args = parser.parse_args()
     only = [w for w in args.only.split(",") if w] or list(WORKLOADS)
     target = Path(args.json)
@@ -327,16 +367,25 @@ def main() -> None:
             }
             print(json.dumps(results["calendar"], indent=1), flush=True)
             save()
-        if "burst" in only:
-            print("== burst at the limit (real minutes: about 11)", flush=True)
+        low, _, high = args.latency.partition("-")
+        latency = (float(low), float(high or low))
+        for sitting in range(args.sittings) if "burst" in only else ():
+            print(f"== burst at the limit, sitting {sitting + 1} (about 11 minutes)", flush=True)
             started = time.time()
-            results["burst"] = burst(trees, args.rows, 10, 10.0)
-            results["burst"]["wall_s"] = time.time() - started
+            one_burst = burst(trees, args.rows, 10, 10.0, latency)
+            one_burst["wall_s"] = time.time() - started
+            one_burst["load_after"] = os.getloadavg()
             if args.current:
-                results["burst"]["current_rev"] = args.current
+                one_burst["current_rev"] = args.current
             for tree in trees:
-                results["burst"][tree.label]["runs"] = deliver_runs(tree)
-            print(json.dumps(results["burst"], indent=1, default=str), flush=True)
+                one_burst[tree.label]["runs"] = deliver_runs(tree)
+            results["burst"] = one_burst
+            results.setdefault("burst_sittings", []).append(one_burst)
+            print(json.dumps(one_burst, indent=1, default=str), flush=True)
+            save()
+        if results.get("burst_sittings"):
+            results["burst_summary"] = burst_summary(results["burst_sittings"])
+            print(json.dumps(results["burst_summary"], indent=1), flush=True)
             save()
     print(f"wrote {target}")
 

@@ -24,6 +24,8 @@ PUSH_IDENTIFIERS = (
     "push_resource_id",
     "push_secret_digest",
     "push_message_number",
+    "push_pending_channel_id",
+    "push_pending_digest",
 )
 
 

@@ -79,6 +79,11 @@ class CalendarConnection(TenantModel):
     # Graph asked to re-authorise the subscription expiring then; cleared by a renewal.
     push_reauthorize_expiry = models.DateTimeField(null=True, blank=True)
     push_error = models.CharField(max_length=255, blank=True, default="")
+    # A channel being made: recorded before the provider is asked, so a notification
+    # arriving before the provider's answer is stored is still believed (Google's
+    # channel id; Graph's is not known yet, so only the secret's digest names it).
+    push_pending_channel_id = models.CharField(max_length=255, blank=True, default="")
+    push_pending_digest = models.CharField(max_length=64, blank=True, default="")
     # The user's choices for this calendar (the Calendars page).
     nudges_on = models.BooleanField(default=True, help_text="Nudge this calendar's events.")
     skip_all_day = models.BooleanField(

@@ -158,7 +158,9 @@ SELECT (SELECT count(*) FROM created), (SELECT count(*) FROM updated),
 # The oldest changes waiting (new marks, and dead jobs' takes whose hold ran out),
 # each held until ``lease`` from now; through ``push_work_change_order_idx``. A mark
 # moves into ``taken_change_at``, leaving ``changed_at`` free for a notification
-# that comes while the fetch is out.
+# that comes while the fetch is out. The rows are then updated by key through an
+# array: a join to the taken rows was planned as a hash join over the whole work
+# list (every push connection read each minute; tests/plans/test_push_work_plans.py).
 TAKE_CHANGED = """
 WITH taken AS (
     SELECT connection_id
@@ -173,8 +175,7 @@ UPDATE calendar_push_work AS w
    SET taken_change_at = least(w.changed_at, w.taken_change_at),
        changed_at = NULL,
        change_held_until = statement_timestamp() + %(lease)s
-  FROM taken
- WHERE w.connection_id = taken.connection_id
+ WHERE w.connection_id = ANY(ARRAY(SELECT connection_id FROM taken))
 RETURNING w.connection_id, w.user_id, w.taken_change_at, w.change_held_until
 """
 
@@ -190,4 +191,7 @@ UPDATE calendar_push_work AS w
   FROM unnest(%(ids)s::bigint[], %(outcomes)s::text[], %(untils)s::timestamptz[],
               %(holds)s::timestamptz[]) AS v(id, outcome, until, held_until)
  WHERE w.connection_id = v.id AND w.change_held_until = v.held_until
+   -- Said twice so the rows are found by the key: a join to the unnest alone was planned
+   -- as a hash join over the whole work list (every push connection, each minute).
+   AND w.connection_id = ANY(%(ids)s::bigint[])
 """

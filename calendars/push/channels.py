@@ -109,9 +109,10 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
         # else Graph's expiry is nearer than ours: renew now.
 
     secret = push_secrets.new_secret()
+    channel_id = google_channel_id(user_id, connection_id)
+    _record_pending(user_id, connection_id, connection.provider, channel_id, secret)
     try:
         if connection.provider == Provider.GOOGLE:
-            channel_id = google_channel_id(user_id, connection_id)
             resource_id, expires_at = google.watch(
                 snapshot,
                 channel_id=channel_id,
@@ -148,6 +149,7 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
             connection.push_expires_at = expires_at
             connection.push_error = ""
             connection.push_reauthorize_expiry = None  # answered by this renewal
+            connection.push_pending_channel_id = connection.push_pending_digest = ""
             if channel_id != connection.push_channel_id:
                 connection.push_message_number = 0  # a new channel numbers from 1
                 connection.push_channel_id = channel_id
@@ -164,6 +166,8 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
                     "push_message_number",
                     "push_reauthorize_expiry",
                     "push_secret_digest",
+                    "push_pending_channel_id",
+                    "push_pending_digest",
                 ]
             )
     if gone:  # disconnected while we were creating it: do not leave it running
@@ -175,6 +179,19 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
     worklist.schedule(connection_id, expires_at - RENEW_BEFORE, polling=False)
     logger.info("push channel %s for connection %s until %s", outcome, connection_id, expires_at)
     return outcome
+
+
+def _record_pending(
+    user_id: int, connection_id: int, provider: str, channel_id: str, secret: str
+) -> None:
+    """Record the channel about to be made, committed before the provider is asked:
+    its first notifications may arrive before its answer (Google's, or Graph's right
+    after the subscription), and are believed on this record (``notifications``)."""
+    with tenant_scope(user_id):
+        CalendarConnection.objects.filter(pk=connection_id).update(
+            push_pending_channel_id=channel_id if provider == Provider.GOOGLE else "",
+            push_pending_digest=push_secrets.digest(secret),
+        )
 
 
 def _reauthorization_noted(connection: CalendarConnection) -> bool:
@@ -256,7 +273,11 @@ def _failed(
     with tenant_scope(user_id):
         if lapsed:
             message = f"{REMOVED}; a new one failed: {message}"
-        changes = {"push_error": message[:255]}
+        changes = {
+            "push_error": message[:255],
+            "push_pending_channel_id": "",
+            "push_pending_digest": "",
+        }
         if not live:
             changes["push_state"] = PushState.LAPSED if lapsed else PushState.FAILED
         CalendarConnection.objects.filter(pk=connection_id).update(**changes)

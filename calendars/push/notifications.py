@@ -6,11 +6,15 @@ endpoint answers in one short transaction and a flood costs one sync.
 Nothing is believed before it is checked inside the owner's tenant scope: the
 user id a notification names only chooses the scope; the connection must hold
 that exact channel or subscription id, and the secret must match its digest.
-Anything else changes nothing. Google numbers a channel's messages, so a number
-not above the last one is a replay. Anyone holding a captured notification can
-rewrite that header, so a number becomes the new mark only within
-``MESSAGE_NUMBER_WINDOW`` of the last (one far ahead still asks for a harmless
-fetch, but cannot make later genuine messages look like replays).
+Anything else changes nothing. A channel being made is recorded before the
+provider is asked (``channels``), and its first notifications may beat the
+answer: one naming the pending channel (Google's id, or for Graph the secret
+alone) with the pending secret asks for a fetch, nothing more. Google numbers
+a channel's messages, so a number not above the last one is a replay. Anyone
+holding a captured notification can rewrite that header, so a number becomes
+the new mark only within ``MESSAGE_NUMBER_WINDOW`` of the last (one far ahead
+still asks for a harmless fetch, but cannot make later genuine messages look
+like replays).
 
 A stranger can post a Graph batch too, so rejecting one costs what rejecting one
 notification costs: body and items are capped, every item's shape is checked
@@ -32,6 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from django.db.models import Q
 
 from calendars.models import CalendarConnection, Provider, PushState
 from calendars.push import secrets as push_secrets
@@ -73,36 +79,64 @@ def google(headers: Mapping[str, str], now: datetime) -> str:
     with tenant_scope(user_id):
         connection = (
             CalendarConnection.objects.select_for_update()
-            .filter(pk=connection_id, provider=Provider.GOOGLE, push_channel_id=channel_id)
+            .filter(pk=connection_id, provider=Provider.GOOGLE)
+            .filter(Q(push_channel_id=channel_id) | Q(push_pending_channel_id=channel_id))
             .first()
         )
-        if (
-            connection is None
-            or connection.push_resource_id != headers.get("X-Goog-Resource-Id", "")
-            or not push_secrets.matches(
-                headers.get("X-Goog-Channel-Token", ""), connection.push_secret_digest
-            )
-        ):
+        if connection is None:
             return Verdict.REJECTED
-        if number <= connection.push_message_number:
-            return Verdict.REPLAY
-        fields = []
-        if number - connection.push_message_number <= MESSAGE_NUMBER_WINDOW:
-            connection.push_message_number = number
-            fields.append("push_message_number")
+        if connection.push_channel_id == channel_id:
+            verdict = _google_live(connection, headers, number, state)
         else:
-            logger.info(
-                "a Google message number far ahead of the last one was not kept as the mark",
-                extra={"connection_id": connection_id},
-            )
-        if state != "sync":
-            connection.resync_requested = True
-            fields.append("resync_requested")
-        if fields:
-            connection.save(update_fields=fields)
+            verdict = _google_pending(connection, headers, state)
+    if verdict == Verdict.ACCEPTED:
+        worklist.mark_changed(connection_id, now)
+    return verdict
+
+
+def _google_live(
+    connection: CalendarConnection, headers: Mapping[str, str], number: int, state: str
+) -> str:
+    """A message of the connection's stored channel: its resource, secret and number
+    checked; a change requests a re-sync (the caller marks the work list)."""
+    if connection.push_resource_id != headers.get(
+        "X-Goog-Resource-Id", ""
+    ) or not push_secrets.matches(
+        headers.get("X-Goog-Channel-Token", ""), connection.push_secret_digest
+    ):
+        return Verdict.REJECTED
+    if number <= connection.push_message_number:
+        return Verdict.REPLAY
+    fields = []
+    if number - connection.push_message_number <= MESSAGE_NUMBER_WINDOW:
+        connection.push_message_number = number
+        fields.append("push_message_number")
+    else:
+        logger.info(
+            "a Google message number far ahead of the last one was not kept as the mark",
+            extra={"connection_id": connection.pk},
+        )
+    if state != "sync":
+        connection.resync_requested = True
+        fields.append("resync_requested")
+    if fields:
+        connection.save(update_fields=fields)
+    return Verdict.NOTED if state == "sync" else Verdict.ACCEPTED
+
+
+def _google_pending(connection: CalendarConnection, headers: Mapping[str, str], state: str) -> str:
+    """A message of the channel being made (Google may post before its answer is
+    stored): checked against the pending record's secret. Its resource id and
+    numbering are not known yet, so a change only asks for a fetch of the calendar
+    as it is now, harmless to replay (like Graph's)."""
+    if not push_secrets.matches(
+        headers.get("X-Goog-Channel-Token", ""), connection.push_pending_digest
+    ):
+        return Verdict.REJECTED
     if state == "sync":
         return Verdict.NOTED
-    worklist.mark_changed(connection_id, now)
+    connection.resync_requested = True
+    connection.save(update_fields=["resync_requested"])
     return Verdict.ACCEPTED
 
 
@@ -176,17 +210,29 @@ def _graph_group(group: _Group, now: datetime) -> dict[int, str] | None:
     verdicts: dict[int, str] = {}
     changed = False
     with tenant_scope(group.user_id):
-        connection = (
-            CalendarConnection.objects.select_for_update()
-            .filter(provider=Provider.MICROSOFT, push_channel_id=group.subscription_id)
-            .first()
+        # One look: the subscription stored, or one made a moment ago whose id is not
+        # stored yet, known by its secret alone (a forged group costs the same either way).
+        found = list(
+            CalendarConnection.objects.select_for_update().filter(
+                Q(push_channel_id=group.subscription_id)
+                | Q(push_pending_digest=push_secrets.digest(group.secret)),
+                provider=Provider.MICROSOFT,
+            )[:2]
         )
-        if connection is None or not push_secrets.matches(
-            group.secret, connection.push_secret_digest
-        ):
+        stored = [c for c in found if c.push_channel_id == group.subscription_id]
+        connection = (stored or found or [None])[0]
+        pending = not stored
+        if connection is None:
+            return None
+        digest = connection.push_pending_digest if pending else connection.push_secret_digest
+        if not push_secrets.matches(group.secret, digest):
             return None
         for index, item in group.items:
-            verdicts[index] = _graph_item(connection, item, now)
+            # A pending subscription has no state to keep: lifecycle items are only noted.
+            pending_lifecycle = pending and not _is_change(item)
+            verdicts[index] = (
+                Verdict.NOTED if pending_lifecycle else _graph_item(connection, item, now)
+            )
             changed = changed or _is_change(item)
         if changed:
             connection.resync_requested = True

@@ -20,6 +20,7 @@ from core.config import NudgeConfig
 from providers import crypto
 from providers.base import reset_call_counter
 from tenancy.scope import tenant_scope
+from tests.calendars.push_support import serve_app
 from tests.fakes import google_server, microsoft_server
 from tests.fakes.fixtures import fake_telegram, telegram_settings  # noqa: F401 — fixtures
 from tests.fakes.google_server import FakeGoogle
@@ -160,3 +161,17 @@ def events_of(connection: CalendarConnection) -> list[CalendarEvent]:
 def reload(connection: CalendarConnection) -> CalendarConnection:
     with tenant_scope(connection.user_id):
         return CalendarConnection.objects.get(pk=connection.pk)
+
+
+@pytest.fixture
+def app_url(transactional_db, settings):
+    """The app served on 127.0.0.1 for the fakes' notifications (see ``push_support``)."""
+    settings.SECURE_SSL_REDIRECT = False
+    with serve_app() as url:
+        yield url
+
+
+@pytest.fixture
+def push_settings(settings, app_url):
+    settings.CALENDAR_PUSH_BASE_URL = app_url
+    return settings

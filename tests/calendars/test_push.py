@@ -29,7 +29,6 @@ from tests.calendars.push_support import (
     enroll,
     minutes,
     pending_nudges,
-    serve_app,
     titles,
 )
 from tests.fakes.google_server import google_event
@@ -37,19 +36,6 @@ from tests.fakes.microsoft_server import graph_event
 
 T = NOW
 START = T + timedelta(hours=1)
-
-
-@pytest.fixture
-def app_url(transactional_db, settings):
-    settings.SECURE_SSL_REDIRECT = False
-    with serve_app() as url:
-        yield url
-
-
-@pytest.fixture
-def push_settings(settings, app_url):
-    settings.CALENDAR_PUSH_BASE_URL = app_url
-    return settings
 
 
 @pytest.fixture

@@ -96,6 +96,8 @@ class FakeGoogle(FakeProviderServer):
         self.next_answers: list[Answer] = []
         self.next_token_answers: list[Answer] = []
         self.next_watch_answers: list[Answer] = []
+        # Run once a channel exists, before its watch is answered (notifications racing it).
+        self.before_watch_answer: Callable[[], Any] | None = None
         self.channels: dict[str, Channel] = {}
         # For syncToken: a version per change, and the ids each change deleted.
         self.version = 0
@@ -336,6 +338,8 @@ class FakeGoogle(FakeProviderServer):
             )
             self.channels[channel_id] = channel
         self.push.post_later(channel.address, headers=self.headers_for(channel, "sync"))
+        if self.before_watch_answer is not None:  # e.g. a change landing in that instant
+            self.before_watch_answer()
         return Answer.json(
             200,
             {

@@ -135,6 +135,8 @@ class FakeGraph(FakeProviderServer):
         self.subscriptions: dict[str, Subscription] = {}
         self.deleted: list[str] = []
         self.next_subscription_answers: list[Answer] = []
+        # Run once a subscription exists, before it is answered (notifications racing it).
+        self.before_subscription_answer: Callable[[], Any] | None = None
         if hasattr(self, "push"):
             self.push.reset()
 
@@ -404,6 +406,8 @@ class FakeGraph(FakeProviderServer):
         )
         with self.lock:
             self.subscriptions[sub.id] = sub
+        if self.before_subscription_answer is not None:  # a change landing in that instant
+            self.before_subscription_answer()
         return Answer.json(201, self._subscription_json(sub))
 
     def _subscription_json(self, sub: Subscription) -> dict[str, Any]:

@@ -24,14 +24,16 @@ Errors are Telegram's own JSON answers, e.g.
         settings.TELEGRAM_API_BASE_URL = telegram.base_url  # ".../bot", like the real one
 
 For load: ``latency`` holds every ``sendMessage`` answer back that long (a
-real round trip), and ``max_per_second`` makes it behave like Telegram's
-flood control — more sends than that within any one second are refused with
-429 and ``retry_after``, and not delivered.
+real round trip; with ``latency_spread`` each answer is held a uniformly drawn
+``latency`` … ``latency + latency_spread``, seeded), and ``max_per_second``
+makes it behave like Telegram's flood control — more sends than that within any
+one second are refused with 429 and ``retry_after``, and not delivered.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import re
 import time
 from collections import defaultdict, deque
@@ -114,10 +116,13 @@ class FakeTelegram(FakeProviderServer):
         latency: float = 0.0,
         max_per_second: int | None = None,
         retry_after: int = 1,
+        latency_spread: float = 0.0,
     ) -> None:
         super().__init__()
         self.token = token
         self.latency = latency
+        self.latency_spread = latency_spread
+        self._spread = random.Random(35)
         self.max_per_second = max_per_second
         self.retry_after = retry_after
         self._accepted_at: deque[float] = deque()  # sends accepted within the last second
@@ -391,8 +396,8 @@ class FakeTelegram(FakeProviderServer):
         if fault is None and self._over_the_limit(time.time()):
             fault = flood(self.retry_after)
         if fault is not None and not fault.delivers:
-            if self.latency and not fault.delay:
-                fault = Fault(fault.name, fault.status, fault.body, fault.headers, self.latency)
+            if (self.latency or self.latency_spread) and not fault.delay:
+                fault = Fault(fault.name, fault.status, fault.body, fault.headers, self._delay())
             request.outcome = fault.name
             self.record(request)
             return Answer.from_fault(fault)
@@ -420,8 +425,15 @@ class FakeTelegram(FakeProviderServer):
         if markup:
             result["reply_markup"] = markup
         answer = Answer.json(200, {"ok": True, "result": result})
-        delay = fault.delay if fault is not None else self.latency
+        delay = fault.delay if fault is not None else self._delay()
         return Answer(answer.status, answer.body, answer.headers, delay)
+
+    def _delay(self) -> float:
+        """How long this answer is held: ``latency``, plus a draw within the spread."""
+        if not self.latency_spread:
+            return self.latency
+        with self.lock:
+            return self.latency + self._spread.uniform(0.0, self.latency_spread)
 
     def me(self) -> dict[str, Any]:
         return {
