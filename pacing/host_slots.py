@@ -51,6 +51,7 @@ class _Host:
     careful: bool = False  # limited lately: grow per round trip
     grown: float = 0.0  # since the last share
     limited: bool = False  # since the last share
+    read: bool = False  # what the processes learned is known here
 
 
 class HostSlots:
@@ -66,8 +67,8 @@ class HostSlots:
     def limit(self, host: str) -> int:
         """Fetches this process may have in flight to ``host`` now."""
         with self._lock:
-            known = self._hosts.get(host)
-            slots = known.slots if known is not None else self.start
+            known = self._hosts.setdefault(host, _Host(self.start))
+            slots = known.slots
         return max(1, min(self.most, math.floor(slots)))
 
     def answered(self, host: str, *, seconds: float, limited: bool) -> None:
@@ -87,13 +88,16 @@ class HostSlots:
 
     def share(self, *, force: bool = False) -> None:
         """Send what this process learned since it last shared and take in what every
-        process learned; at most every ``SHARE_SECONDS`` unless ``force``."""
+        process learned; at most every ``SHARE_SECONDS`` unless ``force`` or a host is
+        new here (so a host other processes found slow is not flooded first)."""
         now = time.monotonic()
-        if not force and now - self._shared_at < SHARE_SECONDS:
+        with self._lock:
+            unread = any(not c.read for c in self._hosts.values())
+        if not (force or unread) and now - self._shared_at < SHARE_SECONDS:
             return
         self._shared_at = now
         with self._lock:
-            hosts = sorted(h for h, c in self._hosts.items() if c.grown or c.limited)
+            hosts = sorted(h for h, c in self._hosts.items() if c.grown or c.limited or not c.read)
             changes = [self._hosts[h] for h in hosts]
             factors = [HALVING if c.limited else 1.0 for c in changes]
             grown = [0.0 if c.limited else c.grown for c in changes]
@@ -121,3 +125,4 @@ class HostSlots:
                 grown = slots + known.grown
                 known.slots = max(FEWEST, slots * HALVING) if known.limited else grown
                 known.careful = careful or (known.careful and known.limited)
+                known.read = True
