@@ -125,6 +125,7 @@ class SyncPool:
     def __exit__(self, *exc: object) -> None:
         self._fetches.close()
         self._db.close()
+        self._share_host_slots(force=True)  # the last answers' lessons too
 
     def add_user(self, user_id: int, connection_ids: Collection[int] | None = None) -> None:
         """Queue the user: their connections (or only ``connection_ids``: what push
@@ -203,13 +204,13 @@ class SyncPool:
     def _host_has_room(self, host: str) -> bool:
         return self._per_host[host] < self.host_slots.limit(host)
 
-    def _share_host_slots(self) -> None:
+    def _share_host_slots(self, *, force: bool = False) -> None:
         """What this process learned of hosts, shared (at most once a second); never
         inside a transaction the pool does not own (a test's), never fatal."""
         if inside_foreign_transaction():
             return
         try:
-            self.host_slots.share()
+            self.host_slots.share(force=force)
         except Exception:  # the database hiccuped: go on with what this process knows
             logger.exception("could not share the feed hosts' learned slots")
 

@@ -51,6 +51,9 @@ MIN_RATE = 0.5
 COUNTING_SECONDS = 2.0
 # Fewer slots than this sent lately say nothing of what the provider accepts.
 ACCEPTED_SAMPLE = 10
+# What the provider accepted replaces the rate in force only when under this
+# share of it: nearer, the counting window (its pauses) understates the limit.
+ACCEPTED_JUMP = 0.5
 # A 429 lowers the rate at most once within this long (or the pause, if longer):
 # the requests in flight when the limit was hit answer 429 together.
 MIN_HOLD = timedelta(seconds=1)
@@ -188,6 +191,7 @@ class SharedBudgets:
             "hold": max(MIN_HOLD, timedelta(seconds=seconds)),
             "minimum": MIN_RATE,
             "sample": ACCEPTED_SAMPLE,
+            "guess": ACCEPTED_JUMP,
             "backoff": self.config.pacing_backoff,
             **self._params(),
         }

@@ -76,8 +76,10 @@ RETURNING g.budget, g.first_slot, g.slots, g.rate, g.now
 # A 429: pause for ``wait``, count the refusal, and lower the rate once per
 # ``hold`` (requests in flight answer 429 together): to ``backoff`` x what the
 # provider accepted lately (slots sent less 429s, over the counting window) when
-# at least ``sample`` were sent, else ``backoff`` x the rate in force; never
-# below ``minimum`` requests a second.
+# at least ``sample`` were sent and that is under ``guess`` x the rate in force
+# (which was then a guess, not a limit), else ``backoff`` x the rate in force
+# (the window, pauses included, understates a rate near the limit); never below
+# ``minimum`` requests a second.
 SLOW_DOWN = (
     """
 WITH counted AS (
@@ -101,10 +103,11 @@ WITH counted AS (
     SELECT budget, sent, refused,
            greatest(%(minimum)s,
                     %(backoff)s * CASE WHEN sent >= %(sample)s AND counted_seconds > 0
-                                       THEN least(in_force,
-                                                  greatest(0, sent - refused) / counted_seconds)
-                                       ELSE in_force END) AS rate
-      FROM (SELECT *, coalesce(seconds, 0) AS counted_seconds FROM counted) AS c
+                                            AND accepted < %(guess)s * in_force
+                                       THEN accepted ELSE in_force END) AS rate
+      FROM (SELECT *, coalesce(seconds, 0) AS counted_seconds,
+                   greatest(0, sent - refused) / nullif(coalesce(seconds, 0), 0) AS accepted
+              FROM counted) AS c
 )
 UPDATE channel_pacing AS p
    SET next_slot_at = greatest(p.next_slot_at, clock_timestamp() + %(wait)s),

@@ -141,7 +141,6 @@ def _sync_feeds(make_user, feed: FakeIcsFeed, count: int, concurrency: int = 16)
             pool.add_user(user.pk)
         for _, summary in pool.drain():
             finished.append((time.monotonic() - started, summary))
-        pool.host_slots.share(force=True)
     return finished
 
 
