@@ -244,7 +244,11 @@ def main() -> None:
         for workload in only:
             for number in range(1, args.sittings + 1):
                 for tree in trees:
-                    figures = {"version": tree.label, "sitting": number, **steady_sitting(tree, workload)}
+                    figures = {
+                        "version": tree.label,
+                        "sitting": number,
+                        **steady_sitting(tree, workload),
+                    }
                     print(json.dumps(figures), flush=True)
                     results["runs"].append(figures)
                     args.json.write_text(json.dumps(results, indent=1) + "\n")
