@@ -180,8 +180,12 @@ class SyncPool:
             else:
                 return job
         for host, parked in self._parked.items():
-            if parked and self._host_has_room(host):
-                return parked.popleft()
+            while parked and self._host_has_room(host):
+                job = parked.popleft()
+                user = self._users[job.user_id]
+                if not self._out_of_time(user):
+                    return job
+                self._defer_rest(job.user_id, user, job)
         while self._ready:
             user_id = self._ready.popleft()
             user = self._users[user_id]

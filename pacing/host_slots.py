@@ -41,8 +41,11 @@ FEWEST = 2.0
 MOST = 512.0
 # The most of one process's concurrency one host may hold: others always have room.
 HOST_SHARE = 0.75
-# How often a process shares what it learned and reads what others did.
+# How often a process shares what it learned and reads what others did ...
 SHARE_SECONDS = 1.0
+# ... or, when hosts new to it came up, this soon: a thousand small hosts appearing
+# one by one cost ten statements a second, not one per fetch.
+NEW_HOST_SHARE_SECONDS = 0.1
 
 
 @dataclass
@@ -59,7 +62,7 @@ class HostSlots:
 
     def __init__(self, start: int, concurrency: int) -> None:
         self.start = float(start)
-        self.most = max(1, math.floor(concurrency * HOST_SHARE))
+        self.most = max(start, math.floor(concurrency * HOST_SHARE))  # the setting holds
         self._hosts: dict[str, _Host] = {}
         self._lock = threading.Lock()
         self._shared_at = 0.0
@@ -93,7 +96,8 @@ class HostSlots:
         now = time.monotonic()
         with self._lock:
             unread = any(not c.read for c in self._hosts.values())
-        if not (force or unread) and now - self._shared_at < SHARE_SECONDS:
+        wait = NEW_HOST_SHARE_SECONDS if unread else SHARE_SECONDS
+        if not force and now - self._shared_at < wait:
             return
         self._shared_at = now
         with self._lock:

@@ -45,7 +45,7 @@ LEAD = timedelta(milliseconds=100)
 LATE_TOLERANCE = 0.25
 # A 429 never lowers a budget's rate below this many requests a second: an
 # absolute minimum, whatever the ceiling, so any provider's limit can be learned.
-MIN_RATE = 0.5
+MIN_RATE = 0.05
 # What was sent and refused is counted with this time constant (seconds): long
 # enough to hold a few round trips, short enough to follow a pause.
 COUNTING_SECONDS = 2.0

@@ -59,15 +59,15 @@ def test_a_429_lowers_the_rate_once_per_pause_and_it_climbs_back():
 
 def test_the_rate_never_falls_below_the_minimum_nor_climbs_past_the_ceiling():
     budgets = _budgets(pacing_backoff=0.1, pacing_recovery_per_minute=1.0)
-    budget = Budget("test-floor", 20.0)
+    budget = Budget("test-floor", 2.0)
     budgets.slow_down(budget, 0.0)
     time.sleep(1.1)
     budgets.slow_down(budget, 0.0)
-    # 20 x 0.1 x 0.1 = 0.2/s is under the absolute minimum (not a share of the ceiling).
+    # 2 x 0.1 x 0.1 = 0.02/s is under the absolute minimum (not a share of the ceiling).
     assert MIN_RATE <= _rate("test-floor", budgets) < MIN_RATE * 1.05
     # Configured lower meanwhile: the stored lowered rate is capped by the new ceiling.
-    state = budgets.reserve([Budget("test-floor", 0.3)], 1)["test-floor"]
-    assert state.rate == pytest.approx(0.3)
+    state = budgets.reserve([Budget("test-floor", 0.03)], 1)["test-floor"]
+    assert state.rate == pytest.approx(0.03)
 
 
 def test_retry_after_holds_every_caller_off_the_budget():
