@@ -6,14 +6,14 @@ per answer until the host is first limited (so a fast host is doubled each
 round trip, as TCP's slow start), then one per round trip of answers. A 429,
 a 5xx, a timeout or a slow answer halves them (once per ``HOLD``). Slots stay
 between ``FEWEST`` and ``MOST``, and one process never gives a host more than
-``HOST_SHARE`` of its own concurrency, so a hostile or slow tenant's host holds
-a few slots while the others go on.
+``HOST_SHARE`` of its own concurrency (nor caps one under where it started), so
+a hostile or slow tenant's host holds a few slots while the others go on.
 
 Like the pacer's budgets, the state is one row per host in PostgreSQL
 (``fetch_host_slots``). A process adds up its answers and shares them (and
 reads what other processes learned) in one statement at most every
-``SHARE_SECONDS``; between, it goes on what it knows. Each process applies the
-learned number to its own fetches.
+``SHARE_SECONDS`` (sooner for a host new to it); between, it goes on what it
+knows. Each process applies the learned number to its own fetches.
 """
 
 from __future__ import annotations
