@@ -225,8 +225,9 @@ class FetchJob:
     host: str | None = None
     error: ProviderError | None = None
     fetched: FetchResult | None = None
-    calls: int = 0
-    seconds: float = 0.0
+    calls: int = 0  # every attempt's
+    seconds: float = 0.0  # the last attempt's
+    retries: int = 0  # attempts after a throttle, in this run
 
 
 def _job_for(
@@ -274,7 +275,7 @@ def fetch_job(job: FetchJob, *, now: datetime) -> None:
             job.connection_id,
             crypto.scrub("".join(traceback.format_exception(exc)), *snapshot.secrets()),
         )
-    job.calls = calls_in_thread() - calls
+    job.calls += calls_in_thread() - calls
     job.seconds = time.monotonic() - started
 
 

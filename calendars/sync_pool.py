@@ -3,6 +3,8 @@ per-connection rules of ``calendars.sync``."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import queue
 import time
@@ -24,9 +26,19 @@ from calendars.sync import (
     write_job,
 )
 from core.config import NudgeConfig
-from core.executor import Executor
+from core.executor import Executor, inside_foreign_transaction
+from pacing.host_slots import HostSlots
+from providers.base import BudgetExceeded, RetryLater
 
 logger = logging.getLogger("nudge.calendars.sync")
+
+# A connection a provider throttled is fetched again in the same run, after its
+# Retry-After, at most this many times (a provider refusing on and on is left
+# for the next run) ...
+IN_RUN_RETRIES = 3
+# ... and only when the Retry-After is this short (seconds): a longer one is a
+# back-off for the next run, not a pause to wait out with a thread's slot free.
+IN_RUN_RETRY_WAIT = 30.0
 
 
 def sync_user_connections(
@@ -60,12 +72,16 @@ class SyncPool:
     """Many users' connections fetched at once; each database step (a user's read, a
     connection's write) on one of ``CALENDAR_SYNC_DB_LANES`` lanes, in the owner's scope.
 
-    Up to ``CALENDAR_SYNC_CONCURRENCY`` provider calls are in flight, at most
-    ``CALENDAR_SYNC_PER_HOST`` to one feed server, so a slow host holds only a few
-    slots. One user's connections go one after another and share
-    ``CALENDAR_SYNC_USER_BUDGET_SECONDS``: once spent, the rest are ``deferred`` (and
-    go first next run). Past ``deadline`` (monotonic) nothing new is started. With
-    ``concurrency=1``, or inside a transaction the pool does not own, all runs inline.
+    Up to ``CALENDAR_SYNC_CONCURRENCY`` provider calls are in flight, and to one feed
+    server as many as it has earned (``pacing.host_slots``: from
+    ``CALENDAR_SYNC_PER_HOST``, more while it answers fast and clean, fewer when it
+    throttles, fails or is slow), so a slow host holds only a few slots. A
+    connection the provider throttled with a short Retry-After is fetched again
+    after it, in this run (``IN_RUN_RETRIES``). One user's connections go one after
+    another and share ``CALENDAR_SYNC_USER_BUDGET_SECONDS`` (a throttled wait
+    counts): once spent, the rest are ``deferred`` (and go first next run). Past
+    ``deadline`` (monotonic) nothing new is started. With ``concurrency=1``, or
+    inside a transaction the pool does not own, all runs inline.
     """
 
     def __init__(
@@ -84,13 +100,17 @@ class SyncPool:
         self.now = now
         self.window = (window_start or default_start, window_end or default_end)
         self.concurrency = concurrency or config.calendar_sync_concurrency
-        self.per_host = min(config.calendar_sync_per_host, self.concurrency)
+        self.per_host = min(config.calendar_sync_per_host, self.concurrency)  # a new host's
+        self.host_slots = HostSlots(self.per_host, self.concurrency)
         self.user_budget = config.calendar_sync_user_budget_seconds
         self.deadline = deadline
         self._users: dict[int, _UserSync] = {}
         self._ready: deque[int] = deque()  # users whose next connection may start
         self._parked: dict[str, deque[FetchJob]] = defaultdict(deque)  # waiting for their host
         self._per_host: Counter[str] = Counter()
+        # Throttled jobs to fetch again: (monotonic instant, tie-break, job), soonest first.
+        self._later: list[tuple[float, int, FetchJob]] = []
+        self._order = itertools.count()
         self._in_flight = 0
         self._finished: deque[Finished] = deque()
         self._outbox: queue.SimpleQueue[tuple] = queue.SimpleQueue()  # answers to take in
@@ -105,6 +125,7 @@ class SyncPool:
     def __exit__(self, *exc: object) -> None:
         self._fetches.close()
         self._db.close()
+        self._share_host_slots(force=True)  # the last answers' lessons too
 
     def add_user(self, user_id: int, connection_ids: Collection[int] | None = None) -> None:
         """Queue the user: their connections (or only ``connection_ids``: what push
@@ -140,6 +161,7 @@ class SyncPool:
         return done
 
     def _dispatch(self) -> None:
+        self._share_host_slots()
         while self._in_flight < self.concurrency:
             job = self._next_job()
             if job is None:
@@ -147,10 +169,23 @@ class SyncPool:
             self._start(job)
 
     def _next_job(self) -> FetchJob | None:
-        """A parked job whose host has room, else the next ready user's next connection."""
+        """A throttled job whose wait is over, a parked job whose host has room, else the
+        next ready user's next connection."""
+        while self._later and self._later[0][0] <= time.monotonic():
+            job = heapq.heappop(self._later)[2]
+            if self._past_deadline():
+                self._write(job)  # as it failed: the run's time is spent
+            elif job.host is not None and not self._host_has_room(job.host):
+                self._parked[job.host].appendleft(job)
+            else:
+                return job
         for host, parked in self._parked.items():
-            if parked and self._per_host[host] < self.per_host:
-                return parked.popleft()
+            while parked and self._host_has_room(host):
+                job = parked.popleft()
+                user = self._users[job.user_id]
+                if not self._out_of_time(user):
+                    return job
+                self._defer_rest(job.user_id, user, job)
         while self._ready:
             user_id = self._ready.popleft()
             user = self._users[user_id]
@@ -164,11 +199,40 @@ class SyncPool:
             if job.snapshot is None:  # read, but nothing to fetch with (no secrets)
                 self._write(job)
                 continue
-            if job.host is not None and self._per_host[job.host] >= self.per_host:
+            if job.host is not None and not self._host_has_room(job.host):
                 self._parked[job.host].append(job)
                 continue
             return job
         return None
+
+    def _host_has_room(self, host: str) -> bool:
+        return self._per_host[host] < self.host_slots.limit(host)
+
+    def _share_host_slots(self, *, force: bool = False) -> None:
+        """What this process learned of hosts, shared (at most once a second); never
+        inside a transaction the pool does not own (a test's), never fatal."""
+        if inside_foreign_transaction():
+            return
+        try:
+            self.host_slots.share(force=force)
+        except Exception:  # the database hiccuped: go on with what this process knows
+            logger.exception("could not share the feed hosts' learned slots")
+
+    def _retry_at(self, job: FetchJob, user: _UserSync) -> float | None:
+        """When to fetch a throttled job again in this run, or None: not throttled, its
+        Retry-After too long, or past the run's or the user's budget."""
+        error = job.error
+        if not isinstance(error, RetryLater) or isinstance(error, BudgetExceeded):
+            return None
+        if error.retry_after is None or job.retries >= IN_RUN_RETRIES:
+            return None
+        wait = max(0.0, error.retry_after.total_seconds())
+        at = time.monotonic() + wait
+        if wait > IN_RUN_RETRY_WAIT or user.spent + wait >= self.user_budget:
+            return None
+        if self.deadline is not None and at >= self.deadline:
+            return None
+        return at
 
     def _past_deadline(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
@@ -194,6 +258,7 @@ class SyncPool:
         self._finish_user(user_id)
 
     def _start(self, job: FetchJob) -> None:
+        job.error = None  # a throttled job's last answer: this attempt has its own
         self._in_flight += 1
         if job.host is not None:
             self._per_host[job.host] += 1
@@ -212,9 +277,13 @@ class SyncPool:
 
     def _collect(self, *, block: bool) -> None:
         """Take in what came back, then start what that made room for."""
+        timeout = 1.0
+        if self._later:
+            timeout = min(timeout, max(0.01, self._later[0][0] - time.monotonic()))
         try:
-            answer = self._outbox.get(timeout=1.0) if block else self._outbox.get_nowait()
+            answer = self._outbox.get(timeout=timeout) if block else self._outbox.get_nowait()
         except queue.Empty:
+            self._dispatch()  # a throttled job's wait may be over
             return
         while True:
             self._take(answer)
@@ -229,10 +298,19 @@ class SyncPool:
         if kind == "fetched":
             [job] = rest
             self._in_flight -= 1
+            user = self._users[job.user_id]
+            user.spent += job.seconds
             if job.host is not None:
                 self._per_host[job.host] -= 1
-            self._users[job.user_id].spent += job.seconds
-            self._write(job)
+                limited = isinstance(job.error, RetryLater)
+                self.host_slots.answered(job.host, seconds=job.seconds, limited=limited)
+            retry_at = self._retry_at(job, user)
+            if retry_at is None:
+                self._write(job)
+                return
+            user.spent += retry_at - time.monotonic()  # the wait is the user's time too
+            job.retries += 1
+            heapq.heappush(self._later, (retry_at, next(self._order), job))
         elif kind == "read":
             user_id, read = rest
             if isinstance(read, Exception):

@@ -105,8 +105,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("NUDGE_PER_CHAT_INTERVAL_SECONDS", "per_chat_interval", 1.0),
     Knob("NUDGE_MAX_EARLY_MINUTES", "max_early", 6, minutes),
     Knob("NUDGE_SMOOTHING_HEADROOM", "smoothing_headroom", 0.9),
-    # A 429 multiplies a budget's rate in force by this; each minute without one
-    # gives back this share of the ceiling (the pacer: pacing/pacer.py).
+    # A 429 multiplies a budget's rate in force (or what the provider accepted) by
+    # this; each minute without one raises it by this share of itself (pacing/pacer.py).
     Knob("NUDGE_PACING_BACKOFF", "pacing_backoff", 0.9),
     Knob("NUDGE_PACING_RECOVERY_PER_MINUTE", "pacing_recovery_per_minute", 0.1),
     # What one tenant may put on the shared queue (see materialize.cap_per_user).
@@ -132,8 +132,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("ICS_MAX_BYTES", "ics_max_bytes", 5 * 1024 * 1024),
     # The only hosts a nudge's join link may point to (https only; "*." = and subdomains).
     Knob("CALENDAR_MEETING_HOSTS", "meeting_hosts", DEFAULT_MEETING_HOSTS, host_list),
-    # Connections fetched at once by one sweep process, and at most this many of
-    # them from one feed host (host and port), so a slow host cannot take every slot.
+    # Connections fetched at once by one sweep process, and this many from a feed host
+    # (host and port) at first: then learned from its answers (pacing/host_slots.py).
     Knob("CALENDAR_SYNC_CONCURRENCY", "calendar_sync_concurrency", 64),
     Knob("CALENDAR_SYNC_PER_HOST", "calendar_sync_per_host", 16),
     # Database connections one sweep process writes synced calendars and queues

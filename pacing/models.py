@@ -20,9 +20,35 @@ class ChannelPacing(models.Model):
     # What a 429 lowered the rate to, and when; NULL: at the ceiling.
     rate = models.FloatField(null=True)
     rate_since = models.DateTimeField(null=True)
+    # Slots sent and 429s heard lately, decayed (``COUNTING_SECONDS``) as of
+    # ``counted_at``, counted since ``counting_since``: what the provider accepts.
+    sent = models.FloatField(null=True)
+    refused = models.FloatField(null=True)
+    counted_at = models.DateTimeField(null=True)
+    counting_since = models.DateTimeField(null=True)
 
     class Meta:
         db_table = "channel_pacing"
 
     def __str__(self) -> str:
         return f"{self.budget}: next slot {self.next_slot_at:%H:%M:%S.%f}"
+
+
+class HostSlots(models.Model):
+    """How many fetches one feed host is given at once, learned from its answers and
+    shared by every process (``pacing.host_slots``).
+
+    Not a tenant table: a host and port, a number and instants, no user data.
+    """
+
+    host = models.CharField(max_length=300, primary_key=True)
+    slots = models.FloatField()
+    # The last time it answered 429/503, timed out or was slow: growth is careful after.
+    limited_at = models.DateTimeField(null=True)
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "fetch_host_slots"
+
+    def __str__(self) -> str:
+        return f"{self.host}: {self.slots:.1f} slots"

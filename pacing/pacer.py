@@ -7,9 +7,13 @@ each when it comes (never inside a transaction). Slots are on the database's
 clock and become deadlines on this process's monotonic clock.
 
 The configured rate is a ceiling (AIMD): a 429 pauses the budget past
-``Retry-After`` and multiplies its rate by ``NUDGE_PACING_BACKOFF``, once per
-pause and for every process; each second without one gives back
-``NUDGE_PACING_RECOVERY_PER_MINUTE / 60`` of the ceiling, never below ``FLOOR``.
+``Retry-After`` and, once per pause and for every process, lowers its rate to
+``NUDGE_PACING_BACKOFF`` x what the provider accepted over the last seconds
+(slots sent less 429s; on little traffic, x the rate in force), never below
+``MIN_RATE``: a ceiling far above the limit is learned in one or two pauses.
+Each minute without one raises the lowered rate by
+``NUDGE_PACING_RECOVERY_PER_MINUTE`` of itself (compounding), so it probes
+back up without bursting.
 A budget with a ``burst`` (a provider counting a sliding window) is a token
 bucket, but only at its full ceiling. Reservations commit without waiting for
 the disk: a lost one only lets a slot be used twice. A :class:`SendGate` keeps
@@ -19,6 +23,7 @@ interval after the previous answer (providers count arrivals, not plans).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -38,8 +43,17 @@ HORIZON = timedelta(seconds=1)
 LEAD = timedelta(milliseconds=100)
 # A slot reached later than this (or one slot interval, if longer) is not used.
 LATE_TOLERANCE = 0.25
-# A 429 never lowers a budget's rate below this share of its ceiling.
-FLOOR = 0.1
+# A 429 never lowers a budget's rate below this many requests a second: an
+# absolute minimum, whatever the ceiling, so any provider's limit can be learned.
+MIN_RATE = 0.05
+# What was sent and refused is counted with this time constant (seconds): long
+# enough to hold a few round trips, short enough to follow a pause.
+COUNTING_SECONDS = 2.0
+# Fewer slots than this sent lately say nothing of what the provider accepts.
+ACCEPTED_SAMPLE = 10
+# What the provider accepted replaces the rate in force only when under this
+# share of it: nearer, the counting window (its pauses) understates the limit.
+ACCEPTED_JUMP = 0.5
 # A 429 lowers the rate at most once within this long (or the pause, if longer):
 # the requests in flight when the limit was hit answer 429 together.
 MIN_HOLD = timedelta(seconds=1)
@@ -107,7 +121,10 @@ class SharedBudgets:
         self._lock = threading.Lock()
 
     def _params(self) -> dict[str, float]:
-        return {"recovery": self.config.pacing_recovery_per_minute / 60}
+        return {
+            "growth": math.log1p(self.config.pacing_recovery_per_minute) / 60,
+            "tau": COUNTING_SECONDS,
+        }
 
     def _ensure(self, names: Sequence[str]) -> None:
         with self._lock:
@@ -172,7 +189,9 @@ class SharedBudgets:
             "ceiling": float(budget.ceiling),
             "wait": timedelta(seconds=seconds),
             "hold": max(MIN_HOLD, timedelta(seconds=seconds)),
-            "floor": FLOOR,
+            "minimum": MIN_RATE,
+            "sample": ACCEPTED_SAMPLE,
+            "guess": ACCEPTED_JUMP,
             "backoff": self.config.pacing_backoff,
             **self._params(),
         }

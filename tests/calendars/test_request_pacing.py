@@ -124,11 +124,12 @@ def test_concurrent_syncs_above_googles_quota_learn_its_rate(
     assert 1 <= refused <= 3, (refused, results)
     rate, ceiling = _google_rate()
     assert rate <= 0.5 * ceiling + 0.5
-    # A connection either synced or, queued behind the lowered rate for longer
+    # A connection either synced (one refused was asked again after its
+    # Retry-After, in the same run) or, queued behind the lowered rate for longer
     # than a request may wait, was left for the next cycle without asking Google.
     synced = [r for r in results if r[0] == Outcome.SYNCED]
     waiting = [r for r in results if "no request slot" in r[1]]
-    assert len(synced) + len(waiting) + refused == 40, results
+    assert len(synced) + len(waiting) == 40, results
     assert len(synced) >= 25, results
     assert len([r for r in fake_google.events_calls() if not r.outcome]) == len(synced)
 

@@ -17,6 +17,7 @@ import pytest
 from django.db.models import Q
 from django.utils import timezone
 
+from calendars import sync_pool
 from calendars.models import PushWork
 from calendars.push import worklist
 from providers.ics_parse import parse_feed_bounded
@@ -90,7 +91,9 @@ def test_the_minute_job_keeps_to_the_sweeps_per_host_cap(make_user, settings, fe
 
     report = run_sync_changed(NOW + timedelta(minutes=1))
 
-    assert feed_host.max_in_flight == 2
+    # The sweep's per-host slots: from the setting, more as a fast, clean host earns
+    # them, never over three quarters of the concurrency (pacing.host_slots).
+    assert 2 <= feed_host.max_in_flight <= 12
     assert report.connections == {"synced": 6}
     assert all(len(rows(user)) == 1 for user in users)
 
@@ -154,9 +157,11 @@ def test_a_change_notified_while_its_calendar_is_fetched_is_fetched_again(make_u
 
 
 def test_a_calendar_whose_provider_must_wait_is_fetched_when_the_back_off_ends(
-    make_user, feed_host
+    make_user, feed_host, monkeypatch
 ):
-    """On the real clock: the hold is on the database's."""
+    """On the real clock: the hold is on the database's. (A Retry-After this short is
+    waited out within the run; here it counts as long.)"""
+    monkeypatch.setattr(sync_pool, "IN_RUN_RETRY_WAIT", 0.5)
     notified_users(make_user, feed_host, 1)
     feed_host.next_answers = [Answer(503, b"busy", (("Retry-After", "1"),))]
 

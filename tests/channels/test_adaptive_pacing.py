@@ -16,7 +16,7 @@ import pytest
 from django.utils import timezone
 
 from core.config import NudgeConfig
-from pacing.pacer import Budget, SharedBudgets, rates_in_force
+from pacing.pacer import MIN_RATE, Budget, SharedBudgets, rates_in_force
 from tests.channels.queue import queue_follow_up
 from tests.fakes.telegram_server import BOT_TOKEN, FakeTelegram
 from tests.support.processes import manage, subprocess_env
@@ -47,25 +47,27 @@ def test_a_429_lowers_the_rate_once_per_pause_and_it_climbs_back():
     assert lowered == pytest.approx(5.0, abs=0.1)
     assert again == pytest.approx(lowered, abs=0.1)
 
-    # 0.6 of the ceiling a minute is 0.1/s a second: two seconds give back ~0.2.
+    # 60 % more a minute, compounding (x 1.6 ** (1/60) a second): two seconds
+    # give back ~0.08 of the lowered 5/s — slowly, whatever the ceiling.
     time.sleep(2.0)
     climbed = _rate("test-climb", budgets)
-    assert 5.1 < climbed < 5.6, climbed
+    assert 5.05 < climbed < 5.2, climbed
     # A 429 after the pause is news: it lowers the rate again, from where it is.
     time.sleep(0.1)
     assert budgets.slow_down(budget, 0.0) == pytest.approx(climbed / 2, abs=0.15)
 
 
-def test_the_rate_never_falls_below_the_floor_nor_climbs_past_the_ceiling():
+def test_the_rate_never_falls_below_the_minimum_nor_climbs_past_the_ceiling():
     budgets = _budgets(pacing_backoff=0.1, pacing_recovery_per_minute=1.0)
-    budget = Budget("test-floor", 20.0)
+    budget = Budget("test-floor", 2.0)
     budgets.slow_down(budget, 0.0)
     time.sleep(1.1)
     budgets.slow_down(budget, 0.0)
-    assert _rate("test-floor", budgets) >= 2.0  # FLOOR x ceiling, plus what it climbed meanwhile
+    # 2 x 0.1 x 0.1 = 0.02/s is under the absolute minimum (not a share of the ceiling).
+    assert MIN_RATE <= _rate("test-floor", budgets) < MIN_RATE * 1.05
     # Configured lower meanwhile: the stored lowered rate is capped by the new ceiling.
-    state = budgets.reserve([Budget("test-floor", 1.0)], 1)["test-floor"]
-    assert state.rate == pytest.approx(1.0)
+    state = budgets.reserve([Budget("test-floor", 0.03)], 1)["test-floor"]
+    assert state.rate == pytest.approx(0.03)
 
 
 def test_retry_after_holds_every_caller_off_the_budget():

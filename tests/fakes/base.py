@@ -157,32 +157,38 @@ class Quota:
     """A provider's rate limit: more than ``limit`` requests within any ``window``
     seconds (a sliding window, as Google documents) are refused with ``status``
     (429, or Google's 403 ``rateLimitExceeded``) and ``Retry-After``. Only
-    requests whose path (without the query) matches ``paths`` count (all when None)."""
+    requests whose path (without the query) matches ``paths`` count (all when None).
+    ``per_caller``: each access token (a user, a mailbox) has a limit of its own,
+    as Google's per-user quota and Graph's per-mailbox throttling do."""
 
     limit: int
     window: float = 1.0
     retry_after: int = 1
     status: int = 429
     paths: re.Pattern[str] | None = None
+    per_caller: bool = False
+    reason: str = "rateLimitExceeded"
     accepted: deque[float] = field(default_factory=deque)
     refused: int = 0
     counted: int = 0
+    callers: dict[str, deque[float]] = field(default_factory=dict)
 
-    def refuses(self, path: str, at: float) -> bool:
+    def refuses(self, path: str, at: float, caller: str = "") -> bool:
         """Whether this request is over the limit; called under the server's lock."""
         if self.paths is not None and not self.paths.search(urlsplit(path).path):
             return False
         self.counted += 1
-        while self.accepted and self.accepted[0] <= at - self.window:
-            self.accepted.popleft()
-        if len(self.accepted) >= self.limit:
+        accepted = self.callers.setdefault(caller, deque()) if self.per_caller else self.accepted
+        while accepted and accepted[0] <= at - self.window:
+            accepted.popleft()
+        if len(accepted) >= self.limit:
             self.refused += 1
             return True
-        self.accepted.append(at)
+        accepted.append(at)
         return False
 
     def answer(self) -> Answer:
-        reason = "rateLimitExceeded"
+        reason = self.reason
         return Answer.json(
             self.status,
             {
@@ -281,8 +287,12 @@ class FakeProviderServer:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.send_calls = 0
-        # A rate limit on the provider's API (see Quota); None: unlimited.
+        # A rate limit on the provider's API (see Quota); None: unlimited. ``quotas``:
+        # more of them, each counted (an app's and a mailbox's, say); the first to refuse answers.
         self.quota: Quota | None = None
+        self.quotas: list[Quota] = []
+        # Every answer (a refusal too) held back this long: a real service's round trip.
+        self.api_latency = 0.0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -358,10 +368,14 @@ class FakeProviderServer:
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> Answer | None:
         """The quota's refusal for this request (recorded), or None to answer it."""
+        if self.api_latency:
+            self.stopping.wait(self.api_latency)
+        caller = headers.get("Authorization", "")
         with self.lock:
-            quota = self.quota
-            refused = quota is not None and quota.refuses(path, time.monotonic())
-        if not refused:
+            at = time.monotonic()
+            quotas = [q for q in (self.quota, *self.quotas) if q is not None]
+            quota = next((q for q in quotas if q.refuses(path, at, caller)), None)
+        if quota is None:
             return None
         recorded = RecordedRequest(
             method, urlsplit(path).path, headers, {}, body, time.time(), "rate-limited"
