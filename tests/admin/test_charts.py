@@ -81,7 +81,7 @@ class TestOneSeededDay:
         whatsapp = marks(html, "lookahead-whatsapp")
         assert len(whatsapp) == 179  # every minute after this one
         assert {bar["data-value"] for bar in whatsapp} == {str(TRICKLE_PER_MINUTE)}
-        assert "1,800 nudges planned; busiest minute 1,800 against 1,175 a minute" in html
+        assert "1,800 nudges planned; busiest minute 1,800 against 1,045 a minute" in html
         assert "1 minute over capacity" in html
         # The capacity line, where smoothing levels a minute to.
         assert re.search(r'polyline class="line" data-series="capacity per minute"', html)

@@ -19,14 +19,12 @@ from sweeps.materialize import run_materialize
 from sweeps.smoothing import Move, plan_moves
 from tenancy.scope import tenant_scope
 from tests.conftest import utc
-from tests.sweeps.factories import add_event, add_follow_up, rows
+from tests.sweeps.factories import FIVE_A_MINUTE, add_event, add_follow_up, rows
 
 NOW = utc(2026, 12, 2, 14, 0)
 HOUR = NOW + timedelta(hours=1)  # 15:00: everyone's meeting
 INTENDED = HOUR - timedelta(minutes=10)  # the default lead
 MINUTE = timedelta(minutes=1)
-# x 55 s of a deliver run's budget x 0.9 headroom: a channel carrying 5 nudges a minute.
-FIVE_A_MINUTE = 5.5 / (55 * 0.9)
 
 
 # --- the plan, as arithmetic ----------------------------------------------------

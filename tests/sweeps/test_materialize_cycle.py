@@ -25,7 +25,7 @@ from sweeps import materialize as materialize_module
 from sweeps.materialize import UserFlow, run_materialize
 from tests.conftest import utc
 from tests.support.processes import manage, subprocess_env
-from tests.sweeps.factories import add_follow_up, rows
+from tests.sweeps.factories import FIVE_A_MINUTE, add_follow_up, rows
 
 NOW = utc(2026, 12, 2, 14, 3)
 SLOT = utc(2026, 12, 2, 14, 0)
@@ -309,13 +309,12 @@ def test_a_participant_killed_mid_slice_leaves_it_to_be_taken_over_in_the_same_c
 @pytest.mark.django_db(transaction=True)
 def test_two_participants_filling_the_same_minute_smooth_it_as_one_run_would(make_user, settings):
     """Item 1: smoothing keeps working when several processes fill the same minute."""
-    five_a_minute = 5.5 / (55 * 0.9)  # x 55 s of a deliver run x 0.9 headroom
-    settings.NUDGE_TELEGRAM_RATE = five_a_minute
+    settings.NUDGE_TELEGRAM_RATE = FIVE_A_MINUTE
     users = [make_user(channel="telegram", telegram_chat_id=str(9000 + i)) for i in range(20)]
     intended = utc(2026, 12, 2, 15, 0) - timedelta(minutes=10)  # everyone's, by default lead
     for user in users:
         add_follow_up(user, intended + timedelta(minutes=10))
-    env = subprocess_env(NUDGE_MATERIALIZE_SLICE_USERS="2", NUDGE_TELEGRAM_RATE=repr(five_a_minute))
+    env = subprocess_env(NUDGE_MATERIALIZE_SLICE_USERS="2", NUDGE_TELEGRAM_RATE=repr(FIVE_A_MINUTE))
     both = _start_together(("materialize", "--now", NOW.isoformat(), "--no-sync"), env)
     outputs = [p.communicate(timeout=120) for p in both]
     assert [p.returncode for p in both] == [0, 0], outputs

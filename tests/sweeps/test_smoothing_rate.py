@@ -29,6 +29,7 @@ TEN_A_MINUTE = 10.5 / (0.95 * 55 * 0.9)
 def burst(make_user, settings):
     """20 users with a meeting at 15:00 on a channel that plans 10 nudges a minute."""
     settings.NUDGE_TELEGRAM_RATE = TEN_A_MINUTE
+    settings.NUDGE_SMOOTHING_HEADROOM = 0.9  # the arithmetic above, whatever the default
     users = [make_user(channel="telegram", telegram_chat_id=str(9300 + i)) for i in range(20)]
     for user in users:
         add_event(user, NOW + timedelta(hours=1))
