@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urljoin
+from xml.sax.saxutils import escape
 
 import urllib3
 from urllib3.exceptions import LocationParseError
@@ -26,14 +27,11 @@ from providers.base import (
     NeedsReauth,
     ProviderError,
     raise_for_transient,
-    record_call,
 )
-from providers.untrusted_fetch import Deadline, bounded_body, parse_target, vetted_address
+from providers.untrusted_fetch import Deadline, bounded_body
 
 NAME = "caldav"
-MAX_REDIRECTS = 3
 SLOW_SERVER_BACKOFF = timedelta(hours=1)
-_REDIRECTS = {301, 302, 303, 307, 308}
 NS = {"d": "DAV:", "c": "urn:ietf:params:xml:ns:caldav", "cs": "http://calendarserver.org/ns/"}
 REAUTH = "caldav: the server refused the password; it needs your password again"
 
@@ -91,7 +89,6 @@ class DavClient:
     timeout: float
     deadline: Deadline
     max_bytes: int
-    requests: int = 0
 
     def _headers(self, url: str, depth: str | None, body: bytes | None) -> dict[str, str]:
         headers = {"Accept": "application/xml, text/xml"}
@@ -110,39 +107,29 @@ class DavClient:
         """(status, body, final url) of one request; redirects followed, each hop vetted.
         401 is NeedsReauth, 429 and 5xx RetryLater (Retry-After honoured)."""
         payload = body.encode() if body is not None else None
-        for _hop in range(MAX_REDIRECTS + 1):
-            target = parse_target(url, NAME)
-            address = vetted_address(target, allow_private=self.allow_private, label=NAME)
-            record_call(NAME, "api")
-            self.requests += 1
-            answer = untrusted_fetch.get(
-                target,
-                address,
-                self._headers(url, depth, payload),
-                deadline=self.deadline,
-                timeout=self.timeout,
+        answer, final = untrusted_fetch.follow(
+            url,
+            lambda hop: self._headers(hop, depth, payload),
+            allow_private=self.allow_private,
+            deadline=self.deadline,
+            timeout=self.timeout,
+            label=NAME,
+            method=method,
+            body=payload,
+        )
+        with answer:
+            raise_for_transient(answer, NAME, datetime.now(UTC))
+            if answer.status_code == 401:
+                raise NeedsReauth(REAUTH)
+            content = bounded_body(
+                answer,
+                self.deadline,
+                self.max_bytes,
                 label=NAME,
-                method=method,
-                body=payload,
+                what="the server's answer",
+                backoff=SLOW_SERVER_BACKOFF,
             )
-            with answer:
-                location = answer.headers.get("Location")
-                if answer.status_code in _REDIRECTS and location:
-                    url = urljoin(url, location)
-                    continue
-                raise_for_transient(answer, NAME, datetime.now(UTC))
-                if answer.status_code == 401:
-                    raise NeedsReauth(REAUTH)
-                content = bounded_body(
-                    answer,
-                    self.deadline,
-                    self.max_bytes,
-                    label=NAME,
-                    what="the server's answer",
-                    backoff=SLOW_SERVER_BACKOFF,
-                )
-                return answer.status_code, content, url
-        raise ProviderError("caldav: too many redirects")
+            return answer.status_code, content, final
 
     def multistatus(
         self, method: str, url: str, body: str, depth: str, *, sync: bool = False
@@ -205,7 +192,7 @@ def sync_collection(token: str, *, data: bool = False) -> str:
     return (
         '<?xml version="1.0" encoding="utf-8"?>'
         '<d:sync-collection xmlns:d="DAV:" xmlns:c="urn:ietf:params:xml:ns:caldav">'
-        f"<d:sync-token>{_escape(token)}</d:sync-token><d:sync-level>1</d:sync-level>"
+        f"<d:sync-token>{escape(token)}</d:sync-token><d:sync-level>1</d:sync-level>"
         f"<d:prop>{wanted}</d:prop></d:sync-collection>"
     )
 
@@ -221,7 +208,3 @@ def calendar_query(start: str, end: str) -> str:
         f'<c:time-range start="{start}" end="{end}"/>'
         "</c:comp-filter></c:comp-filter></c:filter></c:calendar-query>"
     )
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

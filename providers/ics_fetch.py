@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from urllib.parse import urljoin
 
 import urllib3
 from urllib3.exceptions import LocationParseError
@@ -21,23 +20,14 @@ from providers.base import (
     NeedsReauth,
     ProviderError,
     raise_for_transient,
-    record_call,
     time_left,
 )
-from providers.untrusted_fetch import (
-    Answer,
-    Deadline,
-    bounded_body,
-    parse_target,
-    vetted_address,
-)
+from providers.untrusted_fetch import Answer, Deadline, bounded_body, parse_target, vetted_address
 
 NAME = "ics"
 DOWNLOAD_SECONDS = 30.0
-MAX_REDIRECTS = 3
 # A feed too slow to download is left alone this long; its stored copy keeps nudging.
 SLOW_FEED_BACKOFF = timedelta(hours=1)
-_REDIRECTS = {301, 302, 303, 307, 308}
 # The address was reset or revoked: only the user can fix it (CDNs send 403 for passing reasons).
 _GONE = {401, 404, 410}
 
@@ -120,22 +110,12 @@ def _read(
 
 def _get(snapshot: ConnectionSnapshot, headers: dict[str, str], deadline: Deadline) -> Answer:
     """GET the feed, following redirects by hand."""
-    url = snapshot.feed_url
-    for _hop in range(MAX_REDIRECTS + 1):
-        target = parse_target(url, NAME)
-        address = vetted_address(target, allow_private=snapshot.allow_private_network, label=NAME)
-        record_call(NAME, "api")
-        answer = untrusted_fetch.get(
-            target,
-            address,
-            headers,
-            deadline=deadline,
-            timeout=snapshot.config.calendar_http_timeout_seconds,
-            label=NAME,
-        )
-        location = answer.headers.get("Location")
-        if answer.status_code not in _REDIRECTS or not location:
-            return answer
-        answer.close()
-        url = urljoin(url, location)
-    raise ProviderError("ics: too many redirects")
+    answer, _url = untrusted_fetch.follow(
+        snapshot.feed_url,
+        lambda _url: headers,
+        allow_private=snapshot.allow_private_network,
+        deadline=deadline,
+        timeout=snapshot.config.calendar_http_timeout_seconds,
+        label=NAME,
+    )
+    return answer

@@ -6,7 +6,7 @@ the host; backslashes, control characters, whitespace and userinfo are refused. 
 resolved once; every address must be public (``is_public``), and the TCP connection is
 pinned to the first and its peer checked, while TLS still verifies the host name: a DNS
 answer that changes between check and connect changes nothing. Each redirect hop is
-handled the same way by the caller. The whole fetch has one wall-clock deadline enforced at
+handled the same way (``follow``). The whole fetch has one wall-clock deadline enforced at
 the socket (a read timeout restarts with every byte a drip-feeding host sends). No proxy
 from the environment is used: the peer must be the vetted address.
 """
@@ -17,10 +17,11 @@ import ipaddress
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urljoin
 
 import urllib3
 from requests.certs import where as ca_bundle
@@ -28,9 +29,12 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import HTTPError, LocationParseError
 
-from providers.base import MalformedPayload, ProviderError, RetryLater
+from providers.base import MalformedPayload, ProviderError, RetryLater, record_call
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+MAX_REDIRECTS = 3
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 # Global to ``is_global`` yet leading inside: NAT64 reaches any IPv4; 6to4 and Teredo embed one.
 _DENIED_V6 = tuple(
@@ -254,6 +258,42 @@ def get(
             ) from None
         raise RetryLater(f"{label}: network error ({type(exc).__name__})") from None
     return Answer(response, pool)
+
+
+def follow(
+    url: str,
+    headers_for: Callable[[str], dict[str, str]],
+    *,
+    allow_private: bool,
+    deadline: Deadline,
+    timeout: float,
+    label: str,
+    method: str = "GET",
+    body: bytes | None = None,
+) -> tuple[Answer, str]:
+    """The first answer that is not a redirect, and the address that gave it: every
+    hop parsed, vetted and pinned like the first, and counted as one call;
+    ``headers_for`` gives each hop's headers (a password only to its own site)."""
+    for _hop in range(MAX_REDIRECTS + 1):
+        target = parse_target(url, label)
+        address = vetted_address(target, allow_private=allow_private, label=label)
+        record_call(label, "api")
+        answer = get(
+            target,
+            address,
+            headers_for(url),
+            deadline=deadline,
+            timeout=timeout,
+            label=label,
+            method=method,
+            body=body,
+        )
+        location = answer.headers.get("Location")
+        if answer.status_code not in REDIRECTS or not location:
+            return answer, url
+        answer.close()
+        url = urljoin(url, location)
+    raise ProviderError(f"{label}: too many redirects")
 
 
 def bounded_body(
