@@ -52,7 +52,7 @@ from messaging.chat_words import (
 )
 from messaging.messages import clean_title
 from messaging.models import ChatRecord, OptInRecord
-from scheduled_sends.day import items_between
+from scheduled_sends.day import end_of_day, items_between
 from tenancy.scope import tenant_scope
 
 CAPTURES_PER_HOUR = 20
@@ -209,11 +209,8 @@ def _ask(person: _Person, read: capture.AskBack, now: datetime) -> Answer:
 
 def _rest_of_today(person: _Person, now: datetime) -> list:
     zone = zone_of(person.settings.timezone)
-    midnight = datetime.combine(
-        now.astimezone(zone).date() + timedelta(days=1), time(0), tzinfo=zone
-    )
     with tenant_scope(person.user_id):
-        return items_between(person.user_id, now, midnight)
+        return items_between(person.user_id, now, end_of_day(now.astimezone(zone).date(), zone))
 
 
 def _help_once_an_hour(person: _Person, now: datetime, text) -> Answer | None:

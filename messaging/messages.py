@@ -196,6 +196,11 @@ def _format(moment: datetime, language: str, skeleton: str) -> str:
     return _pattern(language, skeleton).apply(moment, _locale(language))
 
 
+def _time_text(local: datetime, language: str, clock: str) -> str:
+    """A local time on the person's clock ("24h" or "12h"): '15:05', '3:05 PM'."""
+    return _format(local, language, "hm" if clock == "12h" else "Hm")
+
+
 def clock_text(
     instant: datetime, now: datetime, tz_name: str, language: str = "en", clock: str = "24h"
 ) -> str:
@@ -204,7 +209,7 @@ def clock_text(
     zone, _label = _zone(tz_name)
     local = instant.astimezone(zone)
     language = language if language in LANGUAGES else "en"
-    time_text = _format(local, language, "hm" if clock == "12h" else "Hm")
+    time_text = _time_text(local, language, clock)
     if local.date() != now.astimezone(zone).date():
         return f"{_format(local, language, 'E')} {time_text}"
     return time_text
@@ -239,7 +244,7 @@ def when_text(
     tz, label = _zone(tz_name)
     language = language if language in LANGUAGES else "en"
     local = instant.astimezone(tz)
-    time_text = _format(local, language, "hm" if clock == "12h" else "Hm")
+    time_text = _time_text(local, language, clock)
     return _when(local, now.astimezone(tz), language, time_text)[0] + label
 
 
@@ -295,7 +300,7 @@ def compose(
     language = language if language in LANGUAGES else "en"
     words = _words(language)
     local_start = starts_at.astimezone(tz)
-    time_text = _format(local_start, language, "hm" if clock == "12h" else "Hm")
+    time_text = _time_text(local_start, language, clock)
     when, local_time = _when(local_start, now.astimezone(tz), language, time_text)
     minutes_until = max(0, round((starts_at - now).total_seconds() / 60))
     if kind == "follow_up":
@@ -353,7 +358,6 @@ def compose_agenda(
     day_text = _format(datetime.combine(day, time(12), tzinfo=tz), language, "MMMEd")
     head = words.gettext("Your day, %(date)s:") % {"date": day_text}
     lines, links = [head], []
-    skeleton = "hm" if clock == "12h" else "Hm"
     for shown, item in enumerate(items):
         stranger = item.kind == "event"
         title = clean_title(
@@ -364,7 +368,7 @@ def compose_agenda(
         when = (
             words.gettext("all day")
             if item.all_day
-            else _format(item.starts_at.astimezone(tz), language, skeleton) + label
+            else _time_text(item.starts_at.astimezone(tz), language, clock) + label
         )
         line = f"• {when} {title}" + (f"\n  {item.join_url}" if item.join_url else "")
         more = words.gettext("… and %(count)d more") % {"count": len(items) - shown}
@@ -378,7 +382,7 @@ def compose_agenda(
     return NudgeMessage(
         text="\n".join(lines),
         title=head.rstrip(":"),
-        local_time=_format(first.astimezone(tz), language, skeleton) + label,
+        local_time=_time_text(first.astimezone(tz), language, clock) + label,
         minutes_until=max(0, round((first - now).total_seconds() / 60)),
         valid_for_seconds=max(1, int((valid_until - now).total_seconds())),
         language=language,

@@ -5,7 +5,7 @@ morning agenda read it; inside the person's tenant scope."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, time, timedelta, tzinfo
 
 from django.db.models import Q
 
@@ -15,6 +15,12 @@ from followups.repeat import occurrences
 from scheduled_sends.models import Kind
 
 MAX_ITEMS = 30  # a day's list in one message
+
+
+def end_of_day(day: date, zone: tzinfo) -> datetime:
+    """When a local day ends: its next midnight on the zone's wall clock (an agenda's
+    subject, and /today's horizon)."""
+    return datetime.combine(day + timedelta(days=1), time(0), tzinfo=zone)
 
 
 def day_ref(day: date) -> int:

@@ -10,7 +10,7 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, datetime, timedelta
 
 from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
@@ -20,7 +20,7 @@ from core.zones import zone_of
 from followups.models import FollowUp
 from followups.repeat import is_due_at, occurrences
 from providers.normalize import sorted_leads
-from scheduled_sends.day import day_ref
+from scheduled_sends.day import day_ref, end_of_day
 from scheduled_sends.models import Kind
 from scheduled_sends.queue import transitions
 from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
@@ -188,7 +188,7 @@ def plan_agenda(
     for day in (today - timedelta(days=1), today, today + timedelta(days=1)):
         wall = datetime.combine(day, delivery.agenda_at.replace(second=0, microsecond=0))
         intended = wall.replace(tzinfo=zone).astimezone(UTC)
-        day_end = datetime.combine(day + timedelta(days=1), time(0), tzinfo=zone).astimezone(UTC)
+        day_end = end_of_day(day, zone).astimezone(UTC)
         intended_at = _held(hold, intended, day_end)
         if _in_window(intended_at, now, config):
             planned.append(PlannedNudge(Kind.AGENDA, day_ref(day), intended_at, day_end))

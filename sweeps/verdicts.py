@@ -119,17 +119,26 @@ def _address(row: ClaimedSend, facts: Facts) -> str | Verdict:
     return address
 
 
+def _quiet_hours(row: ClaimedSend, starts_at: datetime, facts: Facts) -> Verdict | None:
+    """A skip when quiet hours hold the row's intended instant (not its smoothed send
+    time): dropped, or moved where the planner queued it again; None when they do not."""
+    quiet = hold_for_quiet_hours(row.intended_at, starts_at, facts)
+    if isinstance(quiet, SkipReason):
+        return skip(quiet.reason)
+    if quiet != row.intended_at:
+        return skip(f"quiet hours: moved to {quiet:%H:%M}Z, where it has its own nudge")
+    return None
+
+
 def _agenda(
     row: ClaimedSend, facts: Facts, now: datetime, config: NudgeConfig, items: list[Item]
 ) -> Delivery | Verdict:
     """The morning agenda: its day's list, or nothing worth saying on an empty day."""
     if not items:
         return skip("nothing on the day")
-    quiet = hold_for_quiet_hours(row.intended_at, row.subject_starts_at, facts)
-    if isinstance(quiet, SkipReason):
-        return skip(quiet.reason)
-    if quiet != row.intended_at:
-        return skip(f"quiet hours: moved to {quiet:%H:%M}Z, where it has its own nudge")
+    quiet = _quiet_hours(row, row.subject_starts_at, facts)
+    if quiet is not None:
+        return quiet
     address = _address(row, facts)
     if isinstance(address, Verdict):
         return address
@@ -173,12 +182,9 @@ def decide(
     # is still worth sending within grace; one meant before it is not.
     if starts_at <= now and row.intended_at < starts_at:
         return skip("subject already begun")
-    # Quiet hours bind the intended instant, not the (smoothed) send time.
-    quiet = hold_for_quiet_hours(row.intended_at, starts_at, facts)
-    if isinstance(quiet, SkipReason):
-        return skip(quiet.reason)
-    if quiet != row.intended_at:
-        return skip(f"quiet hours: moved to {quiet:%H:%M}Z, where it has its own nudge")
+    quiet = _quiet_hours(row, starts_at, facts)
+    if quiet is not None:
+        return quiet
     address = _address(row, facts)
     if isinstance(address, Verdict):
         return address

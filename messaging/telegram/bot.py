@@ -41,7 +41,7 @@ from messaging import action_tokens, addresses, chat, chat_words, from_chat
 from messaging.link_codes import parse_telegram_payload, use_telegram_code
 from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
-from messaging.nudge_actions import NOT_HERE
+from messaging.nudge_actions import NOT_HERE, ActResult
 from messaging.telegram.send import (
     REDACTED,
     bot_api_base_url,
@@ -129,6 +129,10 @@ def _url_buttons_only(message: Message) -> InlineKeyboardMarkup | None:
     return InlineKeyboardMarkup(rows) if rows else None
 
 
+# The chat's own buttons (``messaging.chat``), beside a nudge's Snooze and Done.
+CHAT_ACTS = frozenset({action_tokens.UNDO, action_tokens.RETIME, action_tokens.PICK})
+
+
 def _with_outcome(text: str, outcome: str) -> str:
     """The nudge's text with what happened below it (after a blank line, once)."""
     return f"{text}\n{outcome}" if "\n\n" in text else f"{text}\n\n{outcome}"
@@ -141,23 +145,12 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
     if chat_id is None:
         return CallbackAnswer(query.id, str(NOT_HERE))
     claim = action_tokens.verify(query.data or "", str(chat_id))
-    if claim is not None and claim.act in (
-        action_tokens.UNDO,
-        action_tokens.RETIME,
-        action_tokens.PICK,
-    ):
-        answer = chat.tap(Channel.TELEGRAM, str(chat_id), claim, now, config)
-        if answer.changed and isinstance(message, Message) and message.text:
-            return CallbackAnswer(
-                query.id,
-                answer.text,
-                chat_id=chat_id,
-                message_id=message.message_id,
-                new_text=_with_outcome(message.text, answer.text),
-                keep_markup=markup_of(answer.buttons),
-            )
-        return CallbackAnswer(query.id, answer.text)
-    result = from_chat.tap(Channel.TELEGRAM, str(chat_id), query.data or "", now, config)
+    result: chat_words.Answer | ActResult
+    # A capture's Undo / Change time or an ask-back's choice, else a nudge's Snooze / Done.
+    if claim is not None and claim.act in CHAT_ACTS:
+        result = chat.tap(Channel.TELEGRAM, str(chat_id), claim, now, config)
+    else:
+        result = from_chat.tap(Channel.TELEGRAM, str(chat_id), query.data or "", now, config)
     if result.changed and isinstance(message, Message) and message.text:
         return CallbackAnswer(
             query.id,
@@ -165,7 +158,9 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
             chat_id=chat_id,
             message_id=message.message_id,
             new_text=_with_outcome(message.text, result.text),
-            keep_markup=_url_buttons_only(message),
+            keep_markup=markup_of(result.buttons)
+            if isinstance(result, chat_words.Answer)
+            else _url_buttons_only(message),
         )
     return CallbackAnswer(query.id, result.text)
 
