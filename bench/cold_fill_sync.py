@@ -13,7 +13,8 @@ tests/fakes, in this process), five meetings with a 10-minute reminder in the
 next three hours per calendar. Seeded set-based through the version's own ORM
 templates (``bench.data.replicate``), then ``ANALYZE``. Then ``--processes``
 ``manage.py materialize --now T`` (no ``--no-sync``: every calendar fetched;
-``--concurrency`` sets ``CALENDAR_SYNC_CONCURRENCY``)
+``--concurrency`` sets ``CALENDAR_SYNC_CONCURRENCY``, ``--baseline-concurrency``
+the baseline's)
 started at once, each in its own process group, as cron starts them on one
 line; an ``ANALYZE scheduled_sends`` thread every 60 s (autovacuum is off).
 Measured: wall time to the last exit, provider requests, the most database
@@ -203,6 +204,13 @@ def main() -> None:
     parser.add_argument(
         "--concurrency", type=int, default=0, help="CALENDAR_SYNC_CONCURRENCY; 0: the default"
     )
+    parser.add_argument(
+        "--baseline-concurrency",
+        type=int,
+        default=-1,
+        help="the baseline's, when it differs (a baseline holding a session per fetch "
+        "cannot run two processes at the default); -1: as --concurrency",
+    )
     parser.add_argument("--baseline", default=DEFAULT_BASELINE)
     parser.add_argument("--current", default="", help="a commit to run instead of this checkout")
     parser.add_argument("--tag", default="_cfsync")
@@ -219,8 +227,11 @@ def main() -> None:
             one: dict = {}
             for tree in (baseline, current):
                 one[tree.label] = []
+                concurrency = args.concurrency
+                if tree is baseline and args.baseline_concurrency >= 0:
+                    concurrency = args.baseline_concurrency
                 for users in sizes:
-                    figures = fill(tree, users, args.processes, args.concurrency)
+                    figures = fill(tree, users, args.processes, concurrency)
                     one[tree.label].append(figures)
                     print(
                         f"sitting {number + 1} {tree.label} {users}: {figures['wall_s']} s, "

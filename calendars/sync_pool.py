@@ -10,6 +10,7 @@ import queue
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Collection
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -28,6 +29,7 @@ from calendars.sync import (
 from core.config import NudgeConfig
 from core.executor import Executor, inside_foreign_transaction
 from pacing.host_slots import HostSlots
+from pacing.pacer import one_connection
 from providers.base import BudgetExceeded, RetryLater
 
 logger = logging.getLogger("nudge.calendars.sync")
@@ -115,17 +117,22 @@ class SyncPool:
         self._finished: deque[Finished] = deque()
         self._outbox: queue.SimpleQueue[tuple] = queue.SimpleQueue()  # answers to take in
         threaded = self.concurrency > 1
-        # Fetches touch the database only through pacing, on connections of their own.
+        # Fetches touch the database only through pacing, on its one shared session.
         self._fetches = Executor(self.concurrency if threaded else 0, "sync", database=False)
         self._db = Executor(config.calendar_sync_db_lanes if threaded else 0, "sync-db")
+        self._held = ExitStack()
 
     def __enter__(self) -> SyncPool:
+        self._held.enter_context(one_connection())
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._fetches.close()
-        self._db.close()
-        self._share_host_slots(force=True)  # the last answers' lessons too
+        try:
+            self._fetches.close()
+            self._db.close()
+            self._share_host_slots(force=True)  # the last answers' lessons too
+        finally:
+            self._held.close()
 
     def add_user(self, user_id: int, connection_ids: Collection[int] | None = None) -> None:
         """Queue the user: their connections (or only ``connection_ids``: what push

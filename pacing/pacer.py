@@ -19,6 +19,9 @@ bucket, but only at its full ceiling. Reservations commit without waiting for
 the disk: a lost one only lets a slot be used twice. A :class:`SendGate` keeps
 this process's sends ``1/rate`` apart, and ``chat_turn`` one chat's sends an
 interval after the previous answer (providers count arrivals, not plans).
+While a :func:`one_connection` block is open (the sync pool's run), every
+thread's request statements go through one connection of this process, so a
+hundred fetches in flight ask the server for one session, not a hundred.
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 from django.db import connection
 
 from core.config import NudgeConfig
+from core.executor import Executor
 from pacing import statements
 from tenancy.scope import unscoped_relaxed
 
@@ -238,6 +243,42 @@ def _shared(config: NudgeConfig) -> SharedBudgets:
 # budget name -> monotonic instant this process last heard a 429 in it (any thread).
 _limited_at: dict[str, float] = {}
 
+T = TypeVar("T")
+# The one thread (and database session) the request statements go through, while
+# ``one_connection`` blocks are open; how many are.
+_lane: Executor | None = None
+_lane_holders = 0
+
+
+@contextmanager
+def one_connection() -> Iterator[None]:
+    """Within the block, every thread's request pacing shares one database session
+    of this process (one thread runs the statements, a millisecond each); after
+    the last block closes, that session is closed. Blocks may nest."""
+    global _lane, _lane_holders
+    with _process_lock:
+        if _lane is None:
+            _lane = Executor(1, "pacing", database=False)
+        _lane_holders += 1
+    try:
+        yield
+    finally:
+        with _process_lock:
+            _lane_holders -= 1
+            lane, closing = _lane, _lane_holders == 0
+            if closing:
+                _lane = None
+        if closing and lane is not None:
+            lane.close()
+
+
+def _statement(fn: Callable[..., T], *args: object) -> T:
+    """Run one pacing statement on the shared session when one is open, else here."""
+    lane = _lane
+    if lane is None:
+        return fn(*args)
+    return lane.submit(fn, *args).result()
+
 
 def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float, config: NudgeConfig) -> bool:
     """For one request: wait (holding no transaction) until its slot opens in every
@@ -253,8 +294,7 @@ def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float, config: Nu
     while paced:
         asked = time.monotonic()
         horizon = min(HORIZON.total_seconds(), max(0.0, give_up_at - asked))
-        # No lead: the fetching thread is already there to use the slot.
-        grants = shared.reserve(paced, 1, horizon=timedelta(seconds=horizon), lead=timedelta(0))
+        grants = _statement(_reserve_one, shared, paced, timedelta(seconds=horizon))
         opens_at = max(grant.opens_at for grant in grants.values())
         if opens_at > give_up_at:
             return False
@@ -278,7 +318,14 @@ def request_rate_limited(budget: Budget, seconds: float, config: NudgeConfig) ->
         return 0.0
     with _process_lock:
         _limited_at[budget.name] = time.monotonic()
-    return _shared(config).slow_down(budget, seconds)
+    return _statement(_shared(config).slow_down, budget, seconds)
+
+
+def _reserve_one(
+    shared: SharedBudgets, budgets: Sequence[Budget], horizon: timedelta
+) -> dict[str, Grant]:
+    # No lead: the fetching thread is already there to use the slot.
+    return shared.reserve(budgets, 1, horizon=horizon, lead=timedelta(0))
 
 
 class SendGate:

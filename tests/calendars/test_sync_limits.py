@@ -11,10 +11,13 @@ process learned another uses. Real provider code against the fakes on
 from __future__ import annotations
 
 import re
+import threading
 import time
 from datetime import timedelta
 
+import psycopg
 import pytest
+from django.db import connection
 
 from calendars.sync_pool import SyncPool
 from core.config import NudgeConfig
@@ -23,6 +26,7 @@ from pacing.pacer import rates_in_force
 from sweeps.materialize import run_materialize
 from tests.calendars.conftest import NOW, make_connection, reload
 from tests.calendars.ics_samples import SINGLE
+from tests.conftest import admin_url
 from tests.fakes.base import Answer, Quota
 from tests.fakes.ics_server import FakeIcsFeed
 from tests.fakes.microsoft_server import graph_event
@@ -91,7 +95,7 @@ def test_the_pacer_learns_a_limit_far_below_the_configured_rate(
     # Configured at 1,000/s; Graph allows 20/s. The old floor (10 % of the
     # ceiling: 100/s) sat five times above the limit and burst after every pause.
     settings.CALENDAR_GRAPH_APP_RATE_PER_MINUTE = 60_000
-    settings.CALENDAR_SYNC_CONCURRENCY = 16  # each fetch thread holds a database connection
+    settings.CALENDAR_SYNC_CONCURRENCY = 16  # the first burst, before any 429, is this wide
     _meeting(fake_graph)
     fake_graph.api_latency = 0.05
     fake_graph.quota = Quota(limit=20, window=1.0, retry_after=1, paths=VIEW)
@@ -112,6 +116,42 @@ def test_the_pacer_learns_a_limit_far_below_the_configured_rate(
     refused = sum(1 for c in calls if c.outcome == "rate-limited")
     assert refused / len(calls) < 0.25, (refused, len(calls))
     assert elapsed < 40, elapsed  # 6 s at the limit; a loaded machine stretches it
+
+
+def test_fetches_in_flight_pace_through_one_database_session(
+    make_user, graph_connection, fake_graph
+):
+    """Sixty Graph fetches at once ask the server for one pacing session, not sixty:
+    two materialize processes at the default concurrency fit its connection limit."""
+    _meeting(fake_graph)
+    fake_graph.api_latency = 0.5
+    users = [make_user() for _ in range(60)]
+    for user in users:
+        graph_connection(user)
+    most, stop = [0], threading.Event()
+
+    def count_sessions() -> None:
+        with psycopg.connect(admin_url(), autocommit=True) as admin:
+            while not stop.wait(0.02):
+                [(sessions,)] = admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND usename = %s",
+                    (connection.settings_dict["NAME"], connection.settings_dict["USER"]),
+                ).fetchall()
+                most[0] = max(most[0], sessions)
+
+    sampler = threading.Thread(target=count_sessions)
+    sampler.start()
+    try:
+        report = run_materialize(NOW)
+    finally:
+        stop.set()
+        sampler.join()
+
+    assert report.calendars_synced == 60 and all(len(rows(user)) == 1 for user in users)
+    assert fake_graph.max_in_flight >= 40, fake_graph.max_in_flight
+    lanes = NudgeConfig.from_settings().calendar_sync_db_lanes
+    # The sweep's own, its planner's, the database lanes' and the one pacing session.
+    assert most[0] <= 1 + 1 + lanes + 1, most[0]
 
 
 # --- per-host slots -------------------------------------------------------------------

@@ -293,6 +293,8 @@ class FakeProviderServer:
         self.quotas: list[Quota] = []
         # Every answer (a refusal too) held back this long: a real service's round trip.
         self.api_latency = 0.0
+        # Requests held in that round trip at once, and the most there were.
+        self.in_flight = self.max_in_flight = 0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -369,7 +371,12 @@ class FakeProviderServer:
     ) -> Answer | None:
         """The quota's refusal for this request (recorded), or None to answer it."""
         if self.api_latency:
+            with self.lock:
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
             self.stopping.wait(self.api_latency)
+            with self.lock:
+                self.in_flight -= 1
         caller = headers.get("Authorization", "")
         with self.lock:
             at = time.monotonic()
