@@ -30,6 +30,7 @@ from core.config import NudgeConfig
 from core.executor import Executor, inside_foreign_transaction
 from pacing.host_slots import HostSlots
 from pacing.pacer import one_connection
+from providers import parse_template
 from providers.base import BudgetExceeded, RetryLater
 
 logger = logging.getLogger("nudge.calendars.sync")
@@ -121,6 +122,7 @@ class SyncPool:
         self._fetches = Executor(self.concurrency if threaded else 0, "sync", database=False)
         self._db = Executor(config.calendar_sync_db_lanes if threaded else 0, "sync-db")
         self._held = ExitStack()
+        self._parser_started = False
 
     def __enter__(self) -> SyncPool:
         self._held.enter_context(one_connection())
@@ -327,6 +329,10 @@ class SyncPool:
             user = self._users[user_id]
             user.summary.connections = len(read)
             user.waiting.extend(read)
+            if not self._parser_started and any(getattr(j, "host", None) for j in read):
+                # A feed to parse is coming: start the parser while its round trip runs.
+                self._parser_started = True
+                self._fetches.submit(parse_template.start)
             if read:
                 self._ready.append(user_id)
             else:

@@ -257,6 +257,19 @@ def _forget(template: _Template, *, kill: bool = False) -> None:
             template.close()
 
 
+def start() -> None:
+    """Have this process's template running, so the first feed fetched does not wait the
+    template's start-up (a third of a second) on top of its own round trip."""
+    global _template
+    with _lock:
+        if _template is not None and _template.usable():
+            return
+        if _template is not None:
+            _template.close()
+        _template = None
+        _template = _Template()
+
+
 def template_pid() -> int | None:
     """The pid of this process's template, if it has one (tests and the bench use it)."""
     with _lock:

@@ -3,7 +3,7 @@
 What the sweep relies on: feeds parsed at once from many threads each get their
 own result; nothing one feed defines reaches the next; a hostile feed is killed
 at its deadline and costs only itself; a template that dies or hangs is replaced; a
-fork of the sweep (``materialize --workers``) starts its own; the template
+forked copy of the sweep starts its own; the template
 ends with its parent and holds no database address or key.
 """
 

@@ -23,6 +23,7 @@ from calendars.sync_pool import SyncPool
 from core.config import NudgeConfig
 from pacing.host_slots import HostSlots
 from pacing.pacer import rates_in_force
+from providers import parse_template
 from sweeps.materialize import run_materialize
 from tests.calendars.conftest import NOW, make_connection, reload
 from tests.calendars.ics_samples import SINGLE
@@ -285,3 +286,27 @@ def parse_template_running() -> None:
     from providers.ics_parse import parse_feed_bounded
 
     parse_feed_bounded(SINGLE, start=NOW, end=NOW + timedelta(days=1))
+
+
+def test_a_run_with_a_feed_starts_its_parser_while_the_feed_is_fetched(make_user):
+    """The parser's start-up (a third of a second) overlaps the first feed's round
+    trip instead of following it."""
+    parse_template.stop_template()
+    with FakeIcsFeed() as feed:
+        feed.body, feed.latency = SINGLE, 1.0
+        user = make_user()
+        make_connection(
+            user, "ics", account="feed", feed_url=feed.feed_url, allow_private_network=True
+        )
+        with SyncPool(now=NOW, config=NudgeConfig.from_settings(), concurrency=4) as pool:
+            pool.add_user(user.pk)
+            started = time.monotonic()
+            done: list = []
+            while parse_template.template_pid() is None and time.monotonic() - started < 5:
+                done += pool.finished()
+                time.sleep(0.02)
+            assert parse_template.template_pid() is not None
+            assert not done and feed.in_flight == 1  # the feed has not answered yet
+            done += pool.drain()
+    [(_, summary)] = done
+    assert summary.synced == 1
