@@ -75,11 +75,15 @@ RETURNING g.budget, g.first_slot, g.slots, g.rate, g.now
 
 # A 429: pause for ``wait``, count the refusal, and lower the rate once per
 # ``hold`` (requests in flight answer 429 together): to ``backoff`` x what the
-# provider accepted lately (slots sent less 429s, over the counting window) when
-# at least ``sample`` were sent and that is under ``guess`` x the rate in force
-# (which was then a guess, not a limit), else ``backoff`` x the rate in force
-# (the window, pauses included, understates a rate near the limit); never below
-# ``minimum`` requests a second.
+# provider accepted lately (slots sent less 429s, over the counting window, at
+# least a second: providers count a second or more, so a burst let through in a
+# fraction of one is not a rate) when at least ``sample`` were sent and that is
+# under ``guess`` x the rate in force (which was then a guess, not a limit), else
+# ``backoff`` x the rate in force (the window, pauses included, understates a
+# rate near the limit); never below ``minimum`` requests a second. When the
+# ceiling was a guess (the rate is under ``guess`` x it), the 429s of the same
+# burst that follow within the hold lower it to ``backoff`` x what was accepted,
+# counted again with them.
 SLOW_DOWN = (
     """
 WITH counted AS (
@@ -90,8 +94,8 @@ WITH counted AS (
            coalesce(p.refused * """
     + _DECAY
     + """, 0) + 1 AS refused,
-           %(tau)s * (1 - exp(-greatest(0.1, extract(epoch FROM clock_timestamp()
-                                                          - p.counting_since)) / %(tau)s))
+           greatest(1, %(tau)s * (1 - exp(-extract(epoch FROM clock_timestamp()
+                                                        - p.counting_since) / %(tau)s)))
                AS seconds,
            """
     + _RATE_IN_FORCE.format(ceiling="%(ceiling)s")
@@ -104,7 +108,9 @@ WITH counted AS (
            greatest(%(minimum)s,
                     %(backoff)s * CASE WHEN sent >= %(sample)s AND counted_seconds > 0
                                             AND accepted < %(guess)s * in_force
-                                       THEN accepted ELSE in_force END) AS rate
+                                       THEN accepted ELSE in_force END) AS rate,
+           CASE WHEN sent >= %(sample)s AND counted_seconds > 0
+                THEN greatest(%(minimum)s, %(backoff)s * accepted) END AS recounted
       FROM (SELECT *, coalesce(seconds, 0) AS counted_seconds,
                    greatest(0, sent - refused) / nullif(coalesce(seconds, 0), 0) AS accepted
               FROM counted) AS c
@@ -117,7 +123,10 @@ UPDATE channel_pacing AS p
        counted_at = clock_timestamp(),
        counting_since = coalesce(p.counting_since, clock_timestamp()),
        rate = CASE WHEN p.rate_since IS NULL OR p.rate_since < clock_timestamp() - %(hold)s
-                   THEN least(l.rate, %(ceiling)s) ELSE p.rate END,
+                   THEN least(l.rate, %(ceiling)s)
+                   WHEN p.rate < %(guess)s * %(ceiling)s
+                   THEN least(p.rate, coalesce(l.recounted, p.rate))
+                   ELSE p.rate END,
        rate_since = CASE WHEN p.rate_since IS NULL OR p.rate_since < clock_timestamp() - %(hold)s
                          THEN clock_timestamp() ELSE p.rate_since END
   FROM lowered AS l

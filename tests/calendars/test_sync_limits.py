@@ -22,7 +22,7 @@ from django.db import connection
 from calendars.sync_pool import SyncPool
 from core.config import NudgeConfig
 from pacing.host_slots import HostSlots
-from pacing.pacer import rates_in_force
+from pacing.pacer import Budget, SharedBudgets, rates_in_force
 from providers import parse_template
 from sweeps.materialize import run_materialize
 from tests.calendars.conftest import NOW, make_connection, reload
@@ -117,6 +117,19 @@ def test_the_pacer_learns_a_limit_far_below_the_configured_rate(
     refused = sum(1 for c in calls if c.outcome == "rate-limited")
     assert refused / len(calls) < 0.25, (refused, len(calls))
     assert elapsed < 40, elapsed  # 6 s at the limit; a loaded machine stretches it
+
+
+def test_one_throttled_burst_teaches_what_the_provider_accepted():
+    """64 requests at once against a ceiling of 10,000/s, 40 let through and 24
+    answered 429: the rate learned is about what was accepted in that second, so
+    the pause is not followed by a second burst into the limit."""
+    budget = Budget("graph", 10_000)
+    shared = SharedBudgets(NudgeConfig.from_settings())
+    shared.reserve([budget], 64, horizon=timedelta(seconds=1), lead=timedelta(0))
+
+    rates = [shared.slow_down(budget, 2.0) for _ in range(24)]
+
+    assert 30 <= rates[-1] <= 40, rates
 
 
 def test_fetches_in_flight_pace_through_one_database_session(
