@@ -258,7 +258,7 @@ def one_connection() -> Iterator[None]:
     global _lane, _lane_holders
     with _process_lock:
         if _lane is None:
-            _lane = Executor(1, "pacing", database=False)
+            _lane = Executor(1, "pacing")  # inline in a transaction it does not own
         _lane_holders += 1
     try:
         yield
