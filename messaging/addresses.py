@@ -1,9 +1,8 @@
 """Linking an address to a person, and what their messages from it do.
 
-A chat or number becomes a person's channel only through their own confirmation
-(a link code); "/stop" and "STOP" name only an address, so the directory
-(``ChannelAddress``) says whose it is before any scope is chosen. After a change
-the user is announced (``accounts.actions.announce_change``) and re-planned.
+A chat or number becomes a person's channel only by their own confirmation (a link
+code); "/stop" and "STOP" name only an address, so the directory (``ChannelAddress``)
+says whose it is before any scope is chosen. A change is announced (re-planned).
 """
 
 from __future__ import annotations

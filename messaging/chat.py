@@ -1,14 +1,9 @@
-"""What a linked chat can ask of nudge in words, on Telegram and WhatsApp alike:
-capture a follow-up ("remind me tomorrow at 9 to call Anna", ``/remind …``), undo
-it or change its time, pick among an ask-back's choices, ``/next``, ``/today``
-and ``/help``; in the owner's language and clock.
+"""What a linked chat can ask of nudge in words, on Telegram and WhatsApp alike: capture
+a follow-up ("remind me tomorrow at 9 to call Anna"), undo it or change its time, pick
+an ask-back's choice, /next, /today, /agenda and /help, in the owner's language.
 
-Only a linked chat whose opt-in stands can create anything (STOP withdraws it,
-START gives it back). A capture goes through ``followups.actions`` like the
-website's and the API's, with their caps, and at most ``CAPTURES_PER_HOUR`` an
-hour. Text that is none of these gets the help answer at most once an hour. The
-channel renders an :class:`Answer`: Telegram as buttons, WhatsApp as the reply
-words. The replay guards are the callers' (each inbound message is read once).
+Only a chat whose opt-in stands creates anything, through ``followups.actions`` (its
+caps) and at most ``CAPTURES_PER_HOUR`` an hour; other text gets help once an hour.
 """
 
 from __future__ import annotations
@@ -74,9 +69,6 @@ class _Person:
     channel: str
     address: str
     settings: DeliverySettings
-
-    def when(self, instant: datetime, now: datetime) -> str:
-        return words.when(self.settings, instant, now)
 
 
 def _person(channel: str, address: str) -> _Person | None:
@@ -195,7 +187,7 @@ def _agenda(person: _Person, rest: str, now: datetime) -> Answer:
     next_at = datetime.combine(local.date(), at, tzinfo=zone)
     if next_at <= now:
         next_at = datetime.combine(local.date() + timedelta(days=1), at, tzinfo=zone)
-    return Answer(str(AGENDA_SET).format(when=person.when(next_at, now)))
+    return Answer(str(AGENDA_SET).format(when=words.when(person.settings, next_at, now)))
 
 
 def _ask(person: _Person, read: capture.AskBack, now: datetime) -> Answer:
@@ -205,12 +197,6 @@ def _ask(person: _Person, read: capture.AskBack, now: datetime) -> Answer:
     with tenant_scope(person.user_id):
         record = _record(person, ChatRecord.Kind.ASK, now, title=title, choices=list(choices))
     return words.asked(person.settings, person.address, record.pk, title, choices, now)
-
-
-def _rest_of_today(person: _Person, now: datetime) -> list:
-    zone = zone_of(person.settings.timezone)
-    with tenant_scope(person.user_id):
-        return items_between(person.user_id, now, end_of_day(now.astimezone(zone).date(), zone))
 
 
 def _help_once_an_hour(person: _Person, now: datetime, text) -> Answer | None:
@@ -237,12 +223,15 @@ def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> An
     command, rest = _command(text)
     if command == "help":
         return Answer(str(HELP))
-    if command == "next":
+    if command in ("next", "today"):
+        zone = zone_of(person.settings.timezone)
+        until = end_of_day(now.astimezone(zone).date(), zone)
+        show = words.today
+        if command == "next":
+            until, show = now + NEXT_HORIZON, words.next_up
         with tenant_scope(person.user_id):
-            items = items_between(person.user_id, now, now + NEXT_HORIZON)
-        return words.next_up(person.settings, items, now)
-    if command == "today":
-        return words.today(person.settings, _rest_of_today(person, now), now)
+            items = items_between(person.user_id, now, until)
+        return show(person.settings, items, now)
     if command == "agenda":
         return _agenda(person, rest, now)
     if command == "remind" and not rest:

@@ -21,9 +21,11 @@ from django.views.decorators.http import require_POST
 from core import json_input
 from core.config import NudgeConfig
 from messaging import chat
+from messaging.channels.base import SendError
 from messaging.nudge_actions import ActResult
 from messaging.receipts import signature_is_valid
 from messaging.telegram import bot as telegram
+from messaging.telegram.send import TelegramChannel
 from messaging.whatsapp import inbound as whatsapp
 
 logger = logging.getLogger("nudge.webhooks")
@@ -57,17 +59,13 @@ def telegram_webhook(request: HttpRequest) -> HttpResponse:
 
 def _edit_tapped_message(answer: telegram.CallbackAnswer) -> None:
     """Say on the message what the tap did; logged, never raised, when Telegram refuses."""
+    channel = TelegramChannel()
     try:
-        client = telegram.BotClient()
-    except telegram.TelegramLinkError as exc:
-        logger.warning("cannot edit the tapped message", extra={"error": str(exc)})
-        return
-    try:
-        client.edit(answer)
-    except telegram.TelegramLinkError as exc:
+        telegram.edit(channel, answer)
+    except SendError as exc:
         logger.warning("editing the tapped message failed", extra={"error": str(exc)})
     finally:
-        client.close()
+        channel.close()
 
 
 @csrf_exempt  # signed by Twilio instead

@@ -37,6 +37,7 @@ from messaging.channels.base import (
     SendReceipt,
     TransientSendError,
     UnconfirmedSendError,
+    unreadable_acceptance,
 )
 from scheduled_sends.failures import FailureKind
 
@@ -130,17 +131,6 @@ def classify_twilio_error(
     if status >= 500 or status in RETRYABLE_4XX or status == 0:
         return TransientSendError(f"Twilio HTTP {status}: {detail}", code=code_text)
     return PermanentSendError(f"Twilio HTTP {status}: {detail}", code=code_text)
-
-
-def unreadable_acceptance(what: str) -> PermanentSendError:
-    """Twilio said 2xx but the answer is unusable: probably sent, so not sent again
-    (a duplicate is worse than a miss support can see in ``last_error``)."""
-    return PermanentSendError(
-        f"Twilio accepted the message but its answer was unreadable ({what}); "
-        "not resent, to avoid a duplicate",
-        code="protocol",
-        kind=FailureKind.UNUSABLE_RECEIPT,
-    )
 
 
 def whatsapp_address(number: str) -> str:
@@ -256,10 +246,10 @@ class WhatsAppChannel(Sender):
             ) from exc
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
             # Only a 2xx body is parsed by us rather than by the library's error path.
-            raise unreadable_acceptance(type(exc).__name__) from exc
+            raise unreadable_acceptance("Twilio", type(exc).__name__) from exc
         sid = created.sid
         if not isinstance(sid, str) or not sid:
-            raise unreadable_acceptance(f"sid {sid!r}")
+            raise unreadable_acceptance("Twilio", f"sid {sid!r}")
         return SendReceipt(provider_message_id=sid)
 
     def close(self) -> None:
