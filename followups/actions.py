@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta, tzinfo
 from typing import Any
 
-from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
 from accounts.actions import announce_change, ensure_settings
@@ -285,8 +284,7 @@ def _instant(moment: datetime | None) -> str | None:
     return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
-def as_json(follow_up: FollowUp, now: datetime | None = None) -> dict[str, Any]:
-    now = now or timezone.now()
+def as_json(follow_up: FollowUp, now: datetime) -> dict[str, Any]:
     return {
         "id": follow_up.pk,
         "title": follow_up.title,

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 
+from django.db.models import QuerySet
 from django.utils.translation import gettext, override
 
 from accounts.actions import update_settings
@@ -99,17 +100,14 @@ def _record(person: _Person, kind: str, now: datetime, **fields: object) -> Chat
     )
 
 
+def _since(person: _Person, kind: str, since: datetime) -> QuerySet[ChatRecord]:
+    return ChatRecord.objects.filter(user_id=person.user_id, kind=kind, created_at__gt=since)
+
+
 def _latest(person: _Person, kind: str, now: datetime) -> ChatRecord | None:
-    return (
-        ChatRecord.objects.filter(
-            user_id=person.user_id,
-            kind=kind,
-            channel=person.channel,
-            created_at__gt=now - ANSWER_WINDOW,
-        )
-        .order_by("-created_at", "-pk")
-        .first()
-    )
+    """The last record of ``kind`` from this chat that an answer may still refer to."""
+    found = _since(person, kind, now - ANSWER_WINDOW).filter(channel=person.channel)
+    return found.order_by("-created_at", "-pk").first()
 
 
 def _create(
@@ -117,11 +115,7 @@ def _create(
 ) -> Answer:
     title = clean_title(title, str(DEFAULT_TITLE))
     with tenant_scope(person.user_id):
-        count = ChatRecord.objects.filter(
-            user_id=person.user_id,
-            kind=ChatRecord.Kind.CAPTURE,
-            created_at__gt=now - timedelta(hours=1),
-        ).count()
+        count = _since(person, ChatRecord.Kind.CAPTURE, now - timedelta(hours=1)).count()
     if count >= CAPTURES_PER_HOUR:
         return Answer(str(TOO_MANY).format(count=count))
     try:
@@ -201,10 +195,7 @@ def _ask(person: _Person, read: capture.AskBack, now: datetime) -> Answer:
 
 def _help_once_an_hour(person: _Person, now: datetime, text) -> Answer | None:
     with tenant_scope(person.user_id):
-        recent = ChatRecord.objects.filter(
-            user_id=person.user_id, kind=ChatRecord.Kind.HELP, created_at__gt=now - HELP_EVERY
-        ).exists()
-        if recent:
+        if _since(person, ChatRecord.Kind.HELP, now - HELP_EVERY).exists():
             return None
         _record(person, ChatRecord.Kind.HELP, now)
     return Answer(str(text))

@@ -31,7 +31,6 @@ from messaging.whatsapp import inbound as whatsapp
 logger = logging.getLogger("nudge.webhooks")
 
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 — a header name
-EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
 
 
 @csrf_exempt  # authenticated by the secret header, not a browser session
@@ -77,17 +76,12 @@ def twilio_inbound(request: HttpRequest) -> HttpResponse:
     result = whatsapp.handle_inbound(
         request.POST.dict(), timezone.now(), NudgeConfig.from_settings()
     )
-    # Twilio answers STOP / START itself; a Snooze or Done says what it did.
-    if isinstance(result, ActResult):
-        return HttpResponse(twiml_message(result.text), content_type="text/xml")
-    if isinstance(result, chat.Answer):
-        return HttpResponse(twiml_message(result.for_whatsapp()), content_type="text/xml")
-    return HttpResponse(EMPTY_TWIML, content_type="text/xml")
-
-
-def twiml_message(text: str) -> str:
-    """A TwiML answer that sends ``text`` back, escaped."""
-    return (
-        '<?xml version="1.0" encoding="UTF-8"?><Response><Message>'
-        f"{escape(text)}</Message></Response>"
+    # Twilio answers STOP / START itself; a Snooze, a Done or the chat says what it did.
+    message = ""
+    if isinstance(result, ActResult | chat.Answer):
+        text = result.text if isinstance(result, ActResult) else result.for_whatsapp()
+        message = f"<Message>{escape(text)}</Message>"
+    return HttpResponse(
+        f'<?xml version="1.0" encoding="UTF-8"?><Response>{message}</Response>',
+        content_type="text/xml",
     )

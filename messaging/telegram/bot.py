@@ -27,7 +27,7 @@ from telegram import (
     Update,
 )
 
-from accounts.actions import PAUSED_BY_TELEGRAM_STOP, ensure_settings
+from accounts.actions import PAUSED_BY_TELEGRAM_STOP
 from accounts.models import Channel
 from core.config import NudgeConfig
 from messaging import action_tokens, addresses, chat, chat_words, nudge_actions
@@ -36,7 +36,6 @@ from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
 from messaging.nudge_actions import NOT_HERE, ActResult
 from messaging.telegram.send import TelegramChannel
-from tenancy.scope import tenant_scope
 
 ALLOWED_UPDATES = ["message", "callback_query"]
 WEBHOOK_SECRET_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -189,18 +188,14 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
     owned = parse_telegram_payload(payload)
     if owned is None:
         return BAD_CODE
-    with tenant_scope(owned.user_id):
-        linked = use_telegram_code(owned, now)
-        if linked:
-            previous = addresses.bind_address(
-                ensure_settings(owned.user_id),
-                Channel.TELEGRAM,
-                chat_id,
-                "sent the one-time link to the bot (/start)",
-                now,
-            )
+    linked = addresses.link_address(
+        owned.user_id,
+        Channel.TELEGRAM,
+        "sent the one-time link to the bot (/start)",
+        now,
+        lambda: chat_id if use_telegram_code(owned, now) else None,
+    )
     if linked:
-        addresses.after_link(owned.user_id, previous, Channel.TELEGRAM, chat_id, now)
         return LINKED
     if addresses.owner_of(Channel.TELEGRAM, chat_id) == owned.user_id:
         return ALREADY_LINKED

@@ -107,17 +107,6 @@ def new_bot(token: str, pool_size: int) -> Bot:
     )
 
 
-def retry_after_seconds(exc: RetryAfter) -> float:
-    """``RetryAfter.retry_after`` in seconds, whether a number or a timedelta."""
-    with warnings.catch_warnings():
-        # v22 warns that the attribute will become a timedelta.
-        warnings.simplefilter("ignore")
-        value = exc.retry_after
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return float(value)
-
-
 def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
     """The channel error a library exception stands for, with the token redacted. After
     the request left, a timeout or drop is unconfirmed (the API has no idempotency key)."""
@@ -126,7 +115,10 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
         return text.replace(token, REDACTED) if token else text
 
     if isinstance(exc, RetryAfter):
-        seconds = retry_after_seconds(exc)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # v22: "will become a timedelta"
+            value = exc.retry_after
+        seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
         return RateLimited(
             f"Telegram flood control: retry in {seconds:g} s", code="429", retry_after=seconds
         )

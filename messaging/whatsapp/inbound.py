@@ -18,7 +18,7 @@ from django.utils.translation import gettext, gettext_lazy
 from twilio.base.exceptions import TwilioException, TwilioRestException
 from twilio.rest import Client
 
-from accounts.actions import PAUSED_BY_WHATSAPP_STOP, ensure_settings
+from accounts.actions import PAUSED_BY_WHATSAPP_STOP
 from accounts.models import Channel, validate_e164
 from core.config import NudgeConfig
 from messaging import addresses, chat, nudge_actions
@@ -76,6 +76,11 @@ LINKING_SETTINGS = (
 def configured() -> bool:
     """Whether this server can send a confirmation code."""
     return all(getattr(settings, name) for name in LINKING_SETTINGS)
+
+
+def channels_offered() -> dict[str, bool]:
+    """Which chat channels a person can link on this server: those whose settings are set."""
+    return {"telegram": bool(settings.TELEGRAM_BOT_USERNAME), "whatsapp": configured()}
 
 
 def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> None:
@@ -145,20 +150,14 @@ def first_time(message_sid: str, now: datetime, config: NudgeConfig) -> bool:
 
 def confirm_code(user_id: int, code: str, now: datetime) -> bool:
     """Bind the number when the code is right, recording the opt-in."""
-    with tenant_scope(user_id):
-        number = use_whatsapp_code(user_id, code, now)
-        if number is not None:
-            previous = addresses.bind_address(
-                ensure_settings(user_id),
-                Channel.WHATSAPP,
-                number,
-                "entered the code sent to this number on the website",
-                now,
-            )
-    if number is None:
-        return False
-    addresses.after_link(user_id, previous, Channel.WHATSAPP, number, now)
-    return True
+    linked = addresses.link_address(
+        user_id,
+        Channel.WHATSAPP,
+        "entered the code sent to this number on the website",
+        now,
+        lambda: use_whatsapp_code(user_id, code, now),
+    )
+    return linked is not None
 
 
 def command_of(params: dict[str, str]) -> str | None:

@@ -159,19 +159,16 @@ class WhatsAppChannel(Sender):
         self._lock = threading.Lock()
         self._http_clients: list[BaseUrlHttpClient] = []
 
-    def _missing_settings(self) -> list[str]:
-        required = {
-            "TWILIO_ACCOUNT_SID": self.account_sid,
-            "TWILIO_AUTH_TOKEN": self._auth_token,
-            "TWILIO_WHATSAPP_FROM": self.from_address,
-        }
-        return [name for name, value in required.items() if not value]
-
     def _twilio(self) -> tuple[Client, BaseUrlHttpClient]:
         """This thread's Twilio client and the HTTP client that remembers its headers."""
         client = getattr(self._local, "client", None)
         if client is None:
-            missing = self._missing_settings()
+            required = {
+                "TWILIO_ACCOUNT_SID": self.account_sid,
+                "TWILIO_AUTH_TOKEN": self._auth_token,
+                "TWILIO_WHATSAPP_FROM": self.from_address,
+            }
+            missing = [name for name, value in required.items() if not value]
             if missing:
                 raise PermanentSendError(
                     f"WhatsApp is not configured: {', '.join(missing)} empty",

@@ -60,7 +60,7 @@ def _now() -> datetime:
 def linked(make_user, channel: str, address: str, **fields):
     """A user whose chat or number is linked (in the address directory), as /start does."""
     user = make_user(**fields)
-    account.link_address(user.pk, channel, address, "test", _now())
+    account.link_address(user.pk, channel, "test", _now(), lambda: address)
     return user
 
 
