@@ -1,9 +1,6 @@
-"""POST /twilio/status: Twilio's delivery receipts for WhatsApp messages.
-
-Trusted only for its ``X-Twilio-Signature``, an HMAC over the exact URL Twilio
-called: the URL checked is the one Twilio was told, not one rebuilt from headers
-a proxy may have rewritten. ``record_receipt`` finds the row across tenants and
-only moves its status forward.
+"""POST /twilio/status: Twilio's delivery receipts for WhatsApp messages, trusted only for
+their ``X-Twilio-Signature`` over the URL Twilio was told (not one rebuilt from headers a
+proxy may rewrite). ``record_receipt`` only moves a row's status forward.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Inbound webhooks: Telegram updates and Twilio's inbound WhatsApp messages.
-
-Neither carries a session or a CSRF token: each is trusted only for Telegram's
-secret header or Twilio's signature, and both are idempotent. A Telegram tap is
-answered in the response body; editing the tapped message is the one outbound
+"""Inbound webhooks: Telegram updates and Twilio's inbound WhatsApp messages, trusted only
+for Telegram's secret header or Twilio's signature (no session, no CSRF token), and
+idempotent. The answer is the response body; editing a tapped message is the one outbound
 call, and its failure only leaves the old text.
 """
 

@@ -16,7 +16,6 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext, gettext_lazy
 from twilio.base.exceptions import TwilioException, TwilioRestException
-from twilio.rest import Client
 
 from accounts.actions import PAUSED_BY_WHATSAPP_STOP
 from accounts.models import Channel, validate_e164
@@ -25,11 +24,7 @@ from messaging import addresses, chat, nudge_actions
 from messaging.link_codes import TooManyCodes, new_whatsapp_code, use_whatsapp_code
 from messaging.models import LinkCode, TwilioMessageSeen
 from messaging.nudge_actions import ActResult
-from messaging.whatsapp.send import (
-    BaseUrlHttpClient,
-    classify_twilio_error,
-    whatsapp_address,
-)
+from messaging.whatsapp.send import WhatsAppChannel, classify_twilio_error, whatsapp_address
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.whatsapp")
@@ -96,8 +91,8 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
         missing = [name for name in LINKING_SETTINGS if not getattr(settings, name)]
         logger.warning("cannot send a WhatsApp link code: %s empty", ", ".join(missing))
         raise link_error()
-    http = BaseUrlHttpClient(settings.TWILIO_API_BASE_URL, timeout=settings.CHANNEL_TIMEOUT_SECONDS)
-    client = Client(settings.TWILIO_ACCOUNT_SID, settings.TWILIO_AUTH_TOKEN, http_client=http)
+    channel = WhatsAppChannel()
+    client, http = channel.twilio()
     try:
         with tenant_scope(user_id):
             prune_link_codes(user_id, now, config)
@@ -125,8 +120,7 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
         logger.warning("could not send a WhatsApp link code: %s", cause, extra={"user_id": user_id})
         raise link_error(refused) from None
     finally:
-        if http.session is not None:
-            http.session.close()
+        channel.close()
 
 
 def prune_link_codes(user_id: int, now: datetime, config: NudgeConfig) -> int:

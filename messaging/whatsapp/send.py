@@ -1,10 +1,8 @@
 """WhatsApp through Twilio's Programmable Messaging API.
 
-A read timeout, a connection dropped after the request went out, or an
-unreadable 2xx is never retried: Twilio may have accepted the message, and its
-Messages API has no idempotency key. With ``TWILIO_ACTIONS_CONTENT_SID`` set, a
-nudge's quick replies carry signed Snooze and Done tokens; without it, the
-person can reply "snooze" or "done".
+A read timeout, a drop after the request went out, or an unreadable 2xx is never retried:
+Twilio may have the message, and has no idempotency key. With ``TWILIO_ACTIONS_CONTENT_SID``
+a nudge's quick replies carry signed Snooze and Done tokens; else one replies the word.
 """
 
 from __future__ import annotations
@@ -159,7 +157,7 @@ class WhatsAppChannel(Sender):
         self._lock = threading.Lock()
         self._http_clients: list[BaseUrlHttpClient] = []
 
-    def _twilio(self) -> tuple[Client, BaseUrlHttpClient]:
+    def twilio(self) -> tuple[Client, BaseUrlHttpClient]:
         """This thread's Twilio client and the HTTP client that remembers its headers."""
         client = getattr(self._local, "client", None)
         if client is None:
@@ -210,7 +208,7 @@ class WhatsAppChannel(Sender):
         return parameters
 
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
-        client, http_client = self._twilio()
+        client, http_client = self.twilio()
         try:
             created = client.messages.create(**self.message_parameters(address, message))
         except (TwilioRestException, TwilioServiceException) as exc:
