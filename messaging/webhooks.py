@@ -1,7 +1,8 @@
-"""Inbound webhooks: Telegram updates and Twilio's inbound WhatsApp messages, trusted only
-for Telegram's secret header or Twilio's signature (no session, no CSRF token), and
-idempotent. The answer is the response body; editing a tapped message is the one outbound
-call, and its failure only leaves the old text.
+"""The providers' calls into us: Telegram updates, Twilio's inbound WhatsApp messages and
+its delivery receipts, trusted only for Telegram's secret header or Twilio's signature over
+the URL Twilio was told (no session, no CSRF token), and idempotent. The answer is the
+response body; editing a tapped message is the one outbound call, and its failure only
+leaves the old text. A receipt only moves a row's status forward (``record_receipt``).
 """
 
 from __future__ import annotations
@@ -15,20 +16,26 @@ from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, JsonRe
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
+from twilio.request_validator import RequestValidator
 
 from core import json_input
 from core.config import NudgeConfig
 from messaging import chat
 from messaging.channels.base import SendError
 from messaging.nudge_actions import ActResult
-from messaging.receipts import signature_is_valid
 from messaging.telegram import bot as telegram
 from messaging.telegram.send import TelegramChannel
 from messaging.whatsapp import inbound as whatsapp
+from scheduled_sends.queue.transitions import record_receipt
 
 logger = logging.getLogger("nudge.webhooks")
+receipts_logger = logging.getLogger("nudge.receipts")
 
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 — a header name
+SIGNATURE_HEADER = "X-Twilio-Signature"
+KNOWN_STATUSES = frozenset(
+    {"accepted", "queued", "sending", "sent", "delivered", "read", "undelivered", "failed"}
+)
 
 
 @csrf_exempt  # authenticated by the secret header, not a browser session
@@ -83,3 +90,41 @@ def twilio_inbound(request: HttpRequest) -> HttpResponse:
         f'<?xml version="1.0" encoding="UTF-8"?><Response>{message}</Response>',
         content_type="text/xml",
     )
+
+
+def signature_is_valid(request: HttpRequest, configured_url: str | None = None) -> bool:
+    """Whether the request is signed with our auth token for ``configured_url``, the URL
+    Twilio was given (derived from PUBLIC_BASE_URL; without it, the request's own)."""
+    auth_token = settings.TWILIO_AUTH_TOKEN
+    signature = request.headers.get(SIGNATURE_HEADER, "")
+    if not auth_token or not signature:
+        return False
+    if configured_url is None:
+        configured_url = settings.TWILIO_STATUS_CALLBACK_URL
+    url = configured_url or request.build_absolute_uri()
+    return RequestValidator(auth_token).validate(url, request.POST, signature)
+
+
+@csrf_exempt  # signed by Twilio instead; there is no browser session to protect
+@require_POST
+def twilio_status(request: HttpRequest) -> HttpResponse:
+    if not signature_is_valid(request):
+        receipts_logger.warning("refused a Twilio status callback with a missing or bad signature")
+        return HttpResponseForbidden("invalid signature")
+
+    message_sid = request.POST.get("MessageSid", "")
+    status = request.POST.get("MessageStatus", "").strip().lower()
+    error_code = request.POST.get("ErrorCode", "")
+    if not message_sid or status not in KNOWN_STATUSES:
+        # Acknowledge anyway: a non-2xx would only make Twilio report a webhook failure.
+        receipts_logger.info("ignored a Twilio status callback", extra={"status": status[:32]})
+        return HttpResponse(status=204)
+
+    updated = record_receipt(message_sid, status, error_code)
+    if not updated:
+        # A message we do not hold, or a status older than the one recorded.
+        receipts_logger.info(
+            "Twilio status callback matched no row to move forward",
+            extra={"message_sid": message_sid, "status": status},
+        )
+    return HttpResponse(status=204)
