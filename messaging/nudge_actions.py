@@ -10,7 +10,7 @@ Each answer is a sentence for the person; nothing raises for a tap that cannot b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
@@ -26,6 +26,7 @@ from followups.models import FollowUp
 from followups.repeat import is_due_at
 from messaging import addresses
 from messaging.action_tokens import Claim, verify
+from messaging.chat_words import Answer
 from messaging.messages import clock_text
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue import transitions
@@ -254,24 +255,24 @@ def _language(owner: int) -> str:
     return found.first() or "en"
 
 
-def _act(owner: int, claim: Claim, via: str, now: datetime, config: NudgeConfig) -> ActResult:
+def _act(owner: int, claim: Claim, via: str, now: datetime, config: NudgeConfig) -> Answer:
     with tenant_scope(owner), translation.override(_language(owner)):
         if claim.act == Act.SNOOZE:
             result = snooze(owner, claim.send_id, via, now, config)
         else:
             result = record_done(owner, claim.send_id, via, now)
-        result = replace(result, text=str(result.text))  # written in the owner's language
+        text = str(result.text)  # written in the owner's language
     if result.follow_up_id is not None:
         change_follow_up(owner, result.follow_up_id, FollowUpChange(done=True), now)
-    return result
+    return Answer(text, changed=result.changed)
 
 
-def tap(channel: str, address: str, token: str, now: datetime, config: NudgeConfig) -> ActResult:
+def tap(channel: str, address: str, token: str, now: datetime, config: NudgeConfig) -> Answer:
     """A button pressed in ``address``'s chat: verify its token, then act as its owner."""
     claim = verify(token, address)
     owner = addresses.owner_of(channel, address)
     if claim is None or owner is None:
-        return ActResult(str(NOT_HERE))
+        return Answer(str(NOT_HERE))
     return _act(owner, claim, channel, now, config)
 
 
@@ -287,7 +288,7 @@ def word_of(text: str) -> str | None:
 
 def reply(
     channel: str, address: str, act: str, now: datetime, config: NudgeConfig
-) -> ActResult | None:
+) -> Answer | None:
     """A typed "snooze" / "done": acts on the sender's last nudge within the reply window;
     None when the address belongs to nobody (not ours to answer)."""
     owner = addresses.owner_of(channel, address)
@@ -297,5 +298,5 @@ def reply(
         send_id = last_sent(owner, channel, now)
     if send_id is None:
         with tenant_scope(owner), translation.override(_language(owner)):
-            return ActResult(str(NOTHING_TO_ACT_ON))
+            return Answer(str(NOTHING_TO_ACT_ON))
     return _act(owner, Claim(act, send_id), channel, now, config)

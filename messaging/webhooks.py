@@ -22,7 +22,6 @@ from core import json_input
 from core.config import NudgeConfig
 from messaging import chat
 from messaging.channels.base import SendError
-from messaging.nudge_actions import ActResult
 from messaging.telegram import bot as telegram
 from messaging.telegram.send import TelegramChannel
 from messaging.whatsapp import inbound as whatsapp
@@ -83,9 +82,8 @@ def twilio_inbound(request: HttpRequest) -> HttpResponse:
     )
     # Twilio answers STOP / START itself; a Snooze, a Done or the chat says what it did.
     message = ""
-    if isinstance(result, ActResult | chat.Answer):
-        text = result.text if isinstance(result, ActResult) else result.for_whatsapp()
-        message = f"<Message>{escape(text)}</Message>"
+    if isinstance(result, chat.Answer):
+        message = f"<Message>{escape(result.for_whatsapp())}</Message>"
     return HttpResponse(
         f'<?xml version="1.0" encoding="UTF-8"?><Response>{message}</Response>',
         content_type="text/xml",

@@ -34,7 +34,7 @@ from messaging import action_tokens, addresses, chat, chat_words, nudge_actions
 from messaging.link_codes import parse_telegram_payload, use_telegram_code
 from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
-from messaging.nudge_actions import NOT_HERE, ActResult
+from messaging.nudge_actions import NOT_HERE
 from messaging.telegram.send import TelegramChannel
 
 ALLOWED_UPDATES = ["message", "callback_query"]
@@ -129,9 +129,9 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
     if chat_id is None:
         return CallbackAnswer(query.id, str(NOT_HERE))
     claim = action_tokens.verify(query.data or "", str(chat_id))
-    result: chat_words.Answer | ActResult
     # A capture's Undo / Change time or an ask-back's choice, else a nudge's Snooze / Done.
-    if claim is not None and claim.act in CHAT_ACTS:
+    by_chat = claim is not None and claim.act in CHAT_ACTS
+    if by_chat:
         result = chat.tap(Channel.TELEGRAM, str(chat_id), claim, now, config)
     else:
         result = nudge_actions.tap(Channel.TELEGRAM, str(chat_id), query.data or "", now, config)
@@ -142,9 +142,7 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
             chat_id=chat_id,
             message_id=message.message_id,
             new_text=_with_outcome(message.text, result.text),
-            keep_markup=markup_of(result.buttons)
-            if isinstance(result, chat_words.Answer)
-            else _url_buttons_only(message),
+            keep_markup=markup_of(result.buttons) if by_chat else _url_buttons_only(message),
         )
     return CallbackAnswer(query.id, result.text)
 

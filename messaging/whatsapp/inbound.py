@@ -23,7 +23,6 @@ from core.config import NudgeConfig
 from messaging import addresses, chat, nudge_actions
 from messaging.link_codes import TooManyCodes, new_whatsapp_code, use_whatsapp_code
 from messaging.models import LinkCode, TwilioMessageSeen
-from messaging.nudge_actions import ActResult
 from messaging.whatsapp.send import WhatsAppChannel, classify_twilio_error, whatsapp_address
 from tenancy.scope import tenant_scope
 
@@ -169,7 +168,7 @@ def command_of(params: dict[str, str]) -> str | None:
 
 def handle_inbound(
     params: dict[str, str], now: datetime, config: NudgeConfig
-) -> addresses.InboundResult | ActResult | chat.Answer | None:
+) -> addresses.InboundResult | chat.Answer | None:
     """Pause or resume the sender's nudges, Snooze / Done one, or answer what they
     wrote (``messaging.chat``: a capture, "undo", /next…); None when there is no answer."""
     command = command_of(params)
