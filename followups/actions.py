@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta, tzinfo
 from typing import Any
 
-from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
 from accounts.actions import announce_change, ensure_settings
@@ -179,21 +178,6 @@ def _schedule_fields(
     }
 
 
-def first_time(due_at: datetime, fields: dict[str, Any]) -> datetime:
-    """A repeating follow-up's first time: its rule's first occurrence at or after ``due_at``
-    (weekly on Mon and Thu, typed for a Saturday, is first due the Monday)."""
-    if not fields["repeat"]:
-        return due_at
-    first = next_occurrence(
-        due_at,
-        fields["repeat"],
-        fields["repeat_weekdays"],
-        fields["repeat_zone"],
-        due_at - timedelta(microseconds=1),
-    )
-    return first or due_at
-
-
 def list_follow_ups(user_id: int, *, done: bool | None = None, limit: int = 500) -> list[FollowUp]:
     with tenant_scope(user_id):
         rows = FollowUp.objects.filter(user_id=user_id)
@@ -225,13 +209,15 @@ def create_follow_up(
     config: NudgeConfig,
     schedule: Schedule = Schedule(),
 ) -> FollowUp:
-    """A new follow-up, due first at ``due_at`` (a repeating one's first time)."""
+    """A new follow-up, due first at ``due_at`` (weekly on Mon and Thu, typed for a
+    Saturday, is first due the Monday)."""
     title, due_at = clean_title(title), clean_due(due_at, now)
     with tenant_scope(user_id):
         fields = _schedule_fields(user_id, schedule, config)
         _check_cap(user_id, config.max_follow_ups_per_user)
-        due_at = first_time(due_at, fields)
-        follow_up = FollowUp.objects.create(user_id=user_id, title=title, due_at=due_at, **fields)
+        follow_up = FollowUp(user_id=user_id, title=title, due_at=due_at, **fields)
+        follow_up.due_at = next_due(follow_up, due_at) or due_at
+        follow_up.save()
     announce_change(user_id, now)
     return follow_up
 
@@ -263,12 +249,7 @@ def change_follow_up(
         if change.due_at is not None and change.due_at != follow_up.due_at:
             follow_up.due_at = clean_due(change.due_at, now)
         if change.due_at is not None or change.schedule is not None:
-            schedule = {
-                "repeat": follow_up.repeat,
-                "repeat_weekdays": follow_up.repeat_weekdays,
-                "repeat_zone": follow_up.repeat_zone,
-            }
-            follow_up.due_at = first_time(follow_up.due_at, schedule)
+            follow_up.due_at = next_due(follow_up, follow_up.due_at) or follow_up.due_at
         if change.done is not None:
             follow_up.done = change.done
         follow_up.save()
@@ -303,8 +284,7 @@ def _instant(moment: datetime | None) -> str | None:
     return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
-def as_json(follow_up: FollowUp, now: datetime | None = None) -> dict[str, Any]:
-    now = now or timezone.now()
+def as_json(follow_up: FollowUp, now: datetime) -> dict[str, Any]:
     return {
         "id": follow_up.pk,
         "title": follow_up.title,

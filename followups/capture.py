@@ -1,14 +1,9 @@
-"""Reading a follow-up typed in a chat: "remind me tomorrow at 9 to call Anna",
-"in 2 hours check the oven", "morgen um 9 Anna anrufen", in the five languages.
+"""Reading a follow-up typed in a chat ("remind me tomorrow at 9 to call Anna", "morgen
+um 9 Anna anrufen") in the five languages: pure, and never a silent guess (an AskBack).
 
-Pure: text, language, zone and now in; a :class:`Captured` (title and instant),
-an :class:`AskBack` (the readings to choose from, never a silent guess), a
-:class:`NoTime` (it asked for a reminder but gave no time) or None (not a capture).
-This module splits the title from the time words itself: the clock time ("at 9",
-"um 9", "9h", "14:00"), the day (today, tomorrow, a weekday, a date). The
-relative spans ("in 2 hours", "dans 2 heures") go to ``dateparser``, imported on
-the first call only, so nothing on the delivery path loads it. (dateparser alone
-reads "tomorrow at 9" as tomorrow at this hour and "demain 9h" as midnight.)
+The clock time and the day are read here (dateparser alone reads "tomorrow at 9" as
+tomorrow at this hour); relative spans ("in 2 hours") go to ``dateparser``, imported on
+first use so the delivery path never loads it.
 """
 
 from __future__ import annotations

@@ -11,11 +11,8 @@ from tenancy.models import TenantModel
 
 
 class FollowUp(TenantModel):
-    """Something the user gave a time to; once, or again and again (followups.repeat).
-
-    A repeating follow-up's ``due_at`` is its first time; each occurrence is a
-    distinct intended instant in the queue, and "done" ends the series.
-    """
+    """A repeating follow-up's ``due_at`` is its first time (``followups.repeat``); each
+    occurrence is its own instant in the queue, and "done" ends the series."""
 
     title = models.CharField(max_length=1024)
     due_at = models.DateTimeField()

@@ -1,14 +1,14 @@
 """Linking an address to a person, and what their messages from it do.
 
-A chat or number becomes a person's channel only through their own confirmation
-(a link code); "/stop" and "STOP" name only an address, so the directory
-(``ChannelAddress``) says whose it is before any scope is chosen. After a change
-the user is announced (``accounts.actions.announce_change``) and re-planned.
+A chat or number becomes a person's channel only by their own confirmation (a link
+code); "/stop" and "STOP" name only an address, so the directory (``ChannelAddress``)
+says whose it is before any scope is chosen. A change is announced (re-planned).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -50,11 +50,11 @@ def owner_of(channel: str, address: str) -> int | None:
     )
 
 
-def bind_address(
-    delivery: DeliverySettings, channel: str, address: str, method: str, now
+def _bind_address(
+    delivery: DeliverySettings, channel: str, address: str, method: str, now: datetime
 ) -> int | None:
     """Make ``address`` the user's ``channel`` and deliver there. Inside the user's scope.
-    Returns the account that held the address before, for :func:`after_link`."""
+    Returns the account that held the address before."""
     _set_address(delivery, channel, address, now)
     delivery.channel = channel
     if delivery.paused and delivery.paused_reason in PAUSED_BY_STOP.values():
@@ -67,21 +67,21 @@ def bind_address(
     return _remember_address(delivery.user_id, channel, address)
 
 
-def link_address(user_id: int, channel: str, address: str, method: str, now: datetime) -> None:
-    """Bind a confirmed chat or number to the user and start delivering there."""
+def link_address(
+    user_id: int, channel: str, method: str, now: datetime, spend_code: Callable[[], str | None]
+) -> str | None:
+    """Spend the user's link code (``spend_code``: the address it confirms, or None) and
+    bind that address in the same scope; then the former holder loses it and the user is
+    re-planned. The address linked, or None."""
     with tenant_scope(user_id):
-        previous = bind_address(ensure_settings(user_id), channel, address, method, now)
-    after_link(user_id, previous, channel, address, now)
-
-
-def after_link(
-    user_id: int, previous: int | None, channel: str, address: str, now: datetime
-) -> None:
-    """What follows a bind, outside any scope: the former holder loses the address,
-    then the new owner's queue is refreshed."""
+        address = spend_code()
+        if address is None:
+            return None
+        previous = _bind_address(ensure_settings(user_id), channel, address, method, now)
     if previous is not None:
         release_address(previous, channel, address, now)
     announce_change(user_id, now)
+    return address
 
 
 def release_address(user_id: int, channel: str, address: str, now: datetime) -> bool:

@@ -1,14 +1,9 @@
-"""What a linked chat can ask of nudge in words, on Telegram and WhatsApp alike:
-capture a follow-up ("remind me tomorrow at 9 to call Anna", ``/remind …``), undo
-it or change its time, pick among an ask-back's choices, ``/next``, ``/today``
-and ``/help``; in the owner's language and clock.
+"""What a linked chat can ask of nudge in words, on Telegram and WhatsApp alike: capture
+a follow-up ("remind me tomorrow at 9 to call Anna"), undo it or change its time, pick
+an ask-back's choice, /next, /today, /agenda and /help, in the owner's language.
 
-Only a linked chat whose opt-in stands can create anything (STOP withdraws it,
-START gives it back). A capture goes through ``followups.actions`` like the
-website's and the API's, with their caps, and at most ``CAPTURES_PER_HOUR`` an
-hour. Text that is none of these gets the help answer at most once an hour. The
-channel renders an :class:`Answer`: Telegram as buttons, WhatsApp as the reply
-words. The replay guards are the callers' (each inbound message is read once).
+Only a chat whose opt-in stands creates anything, through ``followups.actions`` (its
+caps) and at most ``CAPTURES_PER_HOUR`` an hour; other text gets help once an hour.
 """
 
 from __future__ import annotations
@@ -17,6 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 
+from django.db.models import QuerySet
 from django.utils.translation import gettext, override
 
 from accounts.actions import update_settings
@@ -75,9 +71,6 @@ class _Person:
     address: str
     settings: DeliverySettings
 
-    def when(self, instant: datetime, now: datetime) -> str:
-        return words.when(self.settings, instant, now)
-
 
 def _person(channel: str, address: str) -> _Person | None:
     """The chat's owner when the chat is linked to them and their opt-in stands."""
@@ -107,17 +100,14 @@ def _record(person: _Person, kind: str, now: datetime, **fields: object) -> Chat
     )
 
 
+def _since(person: _Person, kind: str, since: datetime) -> QuerySet[ChatRecord]:
+    return ChatRecord.objects.filter(user_id=person.user_id, kind=kind, created_at__gt=since)
+
+
 def _latest(person: _Person, kind: str, now: datetime) -> ChatRecord | None:
-    return (
-        ChatRecord.objects.filter(
-            user_id=person.user_id,
-            kind=kind,
-            channel=person.channel,
-            created_at__gt=now - ANSWER_WINDOW,
-        )
-        .order_by("-created_at", "-pk")
-        .first()
-    )
+    """The last record of ``kind`` from this chat that an answer may still refer to."""
+    found = _since(person, kind, now - ANSWER_WINDOW).filter(channel=person.channel)
+    return found.order_by("-created_at", "-pk").first()
 
 
 def _create(
@@ -125,11 +115,7 @@ def _create(
 ) -> Answer:
     title = clean_title(title, str(DEFAULT_TITLE))
     with tenant_scope(person.user_id):
-        count = ChatRecord.objects.filter(
-            user_id=person.user_id,
-            kind=ChatRecord.Kind.CAPTURE,
-            created_at__gt=now - timedelta(hours=1),
-        ).count()
+        count = _since(person, ChatRecord.Kind.CAPTURE, now - timedelta(hours=1)).count()
     if count >= CAPTURES_PER_HOUR:
         return Answer(str(TOO_MANY).format(count=count))
     try:
@@ -195,7 +181,7 @@ def _agenda(person: _Person, rest: str, now: datetime) -> Answer:
     next_at = datetime.combine(local.date(), at, tzinfo=zone)
     if next_at <= now:
         next_at = datetime.combine(local.date() + timedelta(days=1), at, tzinfo=zone)
-    return Answer(str(AGENDA_SET).format(when=person.when(next_at, now)))
+    return Answer(str(AGENDA_SET).format(when=words.when(person.settings, next_at, now)))
 
 
 def _ask(person: _Person, read: capture.AskBack, now: datetime) -> Answer:
@@ -207,18 +193,9 @@ def _ask(person: _Person, read: capture.AskBack, now: datetime) -> Answer:
     return words.asked(person.settings, person.address, record.pk, title, choices, now)
 
 
-def _rest_of_today(person: _Person, now: datetime) -> list:
-    zone = zone_of(person.settings.timezone)
-    with tenant_scope(person.user_id):
-        return items_between(person.user_id, now, end_of_day(now.astimezone(zone).date(), zone))
-
-
 def _help_once_an_hour(person: _Person, now: datetime, text) -> Answer | None:
     with tenant_scope(person.user_id):
-        recent = ChatRecord.objects.filter(
-            user_id=person.user_id, kind=ChatRecord.Kind.HELP, created_at__gt=now - HELP_EVERY
-        ).exists()
-        if recent:
+        if _since(person, ChatRecord.Kind.HELP, now - HELP_EVERY).exists():
             return None
         _record(person, ChatRecord.Kind.HELP, now)
     return Answer(str(text))
@@ -237,12 +214,15 @@ def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> An
     command, rest = _command(text)
     if command == "help":
         return Answer(str(HELP))
-    if command == "next":
+    if command in ("next", "today"):
+        zone = zone_of(person.settings.timezone)
+        until = end_of_day(now.astimezone(zone).date(), zone)
+        show = words.today
+        if command == "next":
+            until, show = now + NEXT_HORIZON, words.next_up
         with tenant_scope(person.user_id):
-            items = items_between(person.user_id, now, now + NEXT_HORIZON)
-        return words.next_up(person.settings, items, now)
-    if command == "today":
-        return words.today(person.settings, _rest_of_today(person, now), now)
+            items = items_between(person.user_id, now, until)
+        return show(person.settings, items, now)
     if command == "agenda":
         return _agenda(person, rest, now)
     if command == "remind" and not rest:

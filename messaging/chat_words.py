@@ -1,7 +1,5 @@
-"""The chat's words and buttons, pure: what ``messaging.chat`` answers, composed from
-the person's zone, language and clock (their settings, or any object with
-``timezone``, ``language`` and ``clock``); ``docs/MESSAGES.md`` shows them too.
-The language to write in is the active one (the caller's ``translation.override``).
+"""The chat's words and buttons, pure: what ``messaging.chat`` answers, in the active
+language and the reader's (their ``DeliverySettings``') zone and clock.
 """
 
 from __future__ import annotations

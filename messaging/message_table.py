@@ -1,20 +1,30 @@
-"""``docs/MESSAGES.md``: every shape of nudge in every language, by the real composer.
-
-Regenerate it with ``manage.py write_message_table`` after changing the words
-(``messages.py`` or ``locale/``); a test fails while it is out of date, or when a
-shape at its longest is over a channel's limit.
+"""``docs/MESSAGES.md``: every shape of nudge and every chat answer in every language,
+by the real composer (``manage.py write_message_table`` after changing the words); a
+test fails while it is out of date, or when a shape at its longest is over a limit.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
-from messaging import chat_table
+from django.utils import translation
+
+from accounts.models import DeliverySettings
+from messaging import chat_words as words
 from messaging.channels.base import NudgeMessage
-from messaging.messages import CLOCKS, LANGUAGES, MAX_TITLE_CHARS, Shape, compose
+from messaging.messages import (
+    CLOCKS,
+    LANGUAGES,
+    MAX_TITLE_CHARS,
+    Shape,
+    compose,
+    compose_agenda,
+)
 from messaging.telegram.send import keyboard
 from providers.meeting_links import MAX_URL_LENGTH
+from scheduled_sends.day import Item
 
 # What one message may hold, in characters: Telegram's text, a Twilio WhatsApp body.
 CHANNEL_LIMITS = {"telegram": 4096, "whatsapp": 1600}
@@ -179,7 +189,7 @@ def render() -> str:
                 f"| {len(h24)} |"
             )
     lines += _from_strangers()
-    lines += chat_table.section(NOW, ZONE, MEET, LANGUAGE_NAMES, _cell)
+    lines += _chat()
     return "\n".join(lines) + "\n"
 
 
@@ -220,4 +230,73 @@ def _from_strangers() -> list[str]:
             lines.append(
                 f"| {example.name} | {LANGUAGE_NAMES[language]} | {telegram} | {whatsapp} |"
             )
+    return lines
+
+
+CHAT_ADDRESS = "0"  # the tokens are not shown; any address signs them
+
+
+def _chat_rows() -> list[tuple[str, str, words.Answer]]:
+    """(example, clock, the answer) for one language (the active one)."""
+    local = NOW.astimezone(ZoneInfo(ZONE))
+    tomorrow_nine = local.replace(hour=9, minute=0) + timedelta(days=1)
+    items = [
+        Item("event", 1, local.replace(hour=16, minute=0), "Design review", MEET),
+        Item("follow_up", 2, local.replace(hour=18, minute=30), "Send the proposal"),
+    ]
+    choices = (local.replace(hour=21, minute=0), tomorrow_nine)
+    rows: list[tuple[str, str, words.Answer]] = []
+    for clock in CLOCKS:
+        reader = DeliverySettings(timezone=ZONE, language=translation.get_language(), clock=clock)
+        rows += [
+            (
+                "capture saved",
+                clock,
+                words.saved(reader, CHAT_ADDRESS, 1, "call Anna", tomorrow_nine, NOW),
+            ),
+            ("ask-back", clock, words.asked(reader, CHAT_ADDRESS, 1, "call Anna", choices, NOW)),
+            ("/next", clock, words.next_up(reader, items, NOW)),
+            ("/today", clock, words.today(reader, items, NOW)),
+        ]
+        agenda = compose_agenda(
+            items,
+            day=local.date(),
+            now=NOW,
+            tz_name=ZONE,
+            valid_until=NOW + timedelta(minutes=5),
+            language=reader.language,
+            clock=clock,
+        )
+        links = tuple(words.Button(label, url=url) for label, url in agenda.links)
+        rows.append(("morning agenda", clock, words.Answer(agenda.text, buttons=links)))
+    rows.append(("no time given", "", words.Answer(str(words.NO_TIME))))
+    return rows
+
+
+def _chat() -> list[str]:
+    """The chat's answers, as Telegram shows them (text, buttons) and as WhatsApp sends
+    them (text and the words to reply), by the functions the chat and delivery use."""
+    lines = [
+        "",
+        "## The chat",
+        "",
+        "What the bot answers in a linked chat (`messaging/chat_words.py`), composed at the "
+        "same instant for the same reader: a capture (“tomorrow at 9 call Anna”), an "
+        "ask-back (“at 9 call Anna” at 15:00), /next and /today with an event that has a "
+        "Meet link and a follow-up, the morning agenda of that day, and the answer to a "
+        "reminder without a time. Telegram shows the buttons; WhatsApp sends the text and "
+        "the words to reply instead.",
+        "",
+        "| answer | language | clock | Telegram: text [buttons] | WhatsApp |",
+        "|---|---|---|---|---|",
+    ]
+    for language in LANGUAGES:
+        with translation.override(language):
+            for name, clock, answer in _chat_rows():
+                buttons = " ".join(f"[{b.label}]" for b in answer.buttons)
+                telegram = _cell(answer.text) + (f"<br>{buttons}" if buttons else "")
+                lines.append(
+                    f"| {name} | {LANGUAGE_NAMES[language]} | {clock or 'both'} | {telegram} "
+                    f"| {_cell(answer.for_whatsapp())} |"
+                )
     return lines

@@ -1,14 +1,9 @@
 """Compose a nudge's plain text in the recipient's zone, language and clock.
 
-Titles come from calendars anyone can invite you to, so :func:`clean_title`
-makes them one bounded plain line: no control characters, no explicit bidi
-formatting (an unterminated override would reverse the rest of the message), no
-lone surrogates (they fail every send), and a long title cut at a word boundary,
-never inside a user-perceived character. Telegram and WhatsApp make a link of
-any address, so an event's title and location are defanged
-(:func:`neutralise_links`): its one link is a join link ``providers.meeting_links``
-passed. An unknown time zone gives the time in UTC, and says so.
-``docs/MESSAGES.md`` (``manage.py write_message_table``) shows every shape.
+Titles come from calendars anyone can invite you to: :func:`clean_title` makes them
+one bounded plain line and defangs an event's addresses, so its one link is a join
+link ``providers.meeting_links`` passed. An unknown zone gives the time in UTC, and
+says so. ``docs/MESSAGES.md`` (``manage.py write_message_table``) shows every shape.
 """
 
 from __future__ import annotations
@@ -103,8 +98,9 @@ def neutralise_links(text: str) -> str:
 
 
 def clean_title(title: str, fallback: str, *, from_a_stranger: bool = False) -> str:
-    """Plain, one-line, bounded text from an untrusted title; ``from_a_stranger`` (an
-    event's title or place): with its addresses defanged."""
+    """One plain bounded line: no control characters, no bidi formatting (an open override
+    reverses the rest), no lone surrogates (they fail every send), cut at a word and never
+    inside a character; ``from_a_stranger`` (an event's title or place): defanged."""
     visible = "".join(
         " " if unicodedata.category(char) in _SPACE_CATEGORIES else char
         for char in title
@@ -127,21 +123,22 @@ def clean_title(title: str, fallback: str, *, from_a_stranger: bool = False) -> 
     return folded[:cut_at].rstrip() + ELLIPSIS
 
 
-def _zone(tz_name: str) -> tuple[tzinfo, str]:
-    """The user's zone and the label its times need ("" for a known zone)."""
+def _reader(tz_name: str, language: str) -> tuple[tzinfo, str, str]:
+    """The reader's zone, the label its times need ("" for a known zone), and their
+    language (English for one not in ``LANGUAGES``)."""
+    language = language if language in LANGUAGES else "en"
     try:
-        return zoneinfo.ZoneInfo(tz_name), ""
+        return zoneinfo.ZoneInfo(tz_name), "", language
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError, OSError):
         logger.warning(
             "unknown time zone on delivery settings; the nudge gives the time in UTC",
             extra={"tz_name": str(tz_name)[:64]},
         )
-        return UTC, " UTC"
+        return UTC, " UTC", language
 
 
 class Shape(StrEnum):
-    """Why this nudge is sent, when that changes its words: the planned one, the
-    one a Snooze tap queued, or one quiet hours held back (with less notice)."""
+    """Why this nudge is sent, when that changes its words."""
 
     REMINDER = "reminder"
     SNOOZED = "snoozed"
@@ -170,8 +167,7 @@ def describe_lead(delta: timedelta, language: str = "en") -> str:
 
 
 def _words(language: str) -> Any:
-    """The language's (cached) catalog, read directly: activating a language per
-    nudge costs more than composing the message."""
+    """The language's cached catalog (activating a language per nudge costs more)."""
     return trans_real.translation(language)
 
 
@@ -206,9 +202,8 @@ def clock_text(
 ) -> str:
     """A time as the person reads it — their zone, language and clock — with the
     weekday when it is not today: '15:05', '3:05 PM', 'Fr. 15:05'."""
-    zone, _label = _zone(tz_name)
+    zone, _label, language = _reader(tz_name, language)
     local = instant.astimezone(zone)
-    language = language if language in LANGUAGES else "en"
     time_text = _time_text(local, language, clock)
     if local.date() != now.astimezone(zone).date():
         return f"{_format(local, language, 'E')} {time_text}"
@@ -241,8 +236,7 @@ def when_text(
 ) -> str:
     """'at 15:10', 'tomorrow at 3:10 PM', 'on Fri, Dec 10 at 15:10': when something is,
     as the person's zone, language and clock write it (a chat's answers)."""
-    tz, label = _zone(tz_name)
-    language = language if language in LANGUAGES else "en"
+    tz, label, language = _reader(tz_name, language)
     local = instant.astimezone(tz)
     time_text = _time_text(local, language, clock)
     return _when(local, now.astimezone(tz), language, time_text)[0] + label
@@ -292,12 +286,9 @@ def compose(
     location: str = "",
     shape: Shape = Shape.REMINDER,
 ) -> NudgeMessage:
-    """'Design review starts at 15:00 (in 10 min)', then the join link (or else the
-    location, with its links removed). ``kind`` is "event" or "follow_up" (the
-    person's own title, not defanged); ``language`` one of ``LANGUAGES`` (else
-    English); ``clock`` "24h" or "12h"; ``join_url`` passed ``meeting_links.join_url``."""
-    tz, label = _zone(tz_name)
-    language = language if language in LANGUAGES else "en"
+    """'Design review starts at 15:00 (in 10 min)', then the join link or else the location.
+    ``kind`` is "event" or "follow_up" (the person's own title, not defanged)."""
+    tz, label, language = _reader(tz_name, language)
     words = _words(language)
     local_start = starts_at.astimezone(tz)
     time_text = _time_text(local_start, language, clock)
@@ -348,12 +339,9 @@ def compose_agenda(
     language: str = "en",
     clock: str = "24h",
 ) -> NudgeMessage:
-    """The morning agenda: 'Your day, Fri, Dec 4:' then one line per event or
-    follow-up (``scheduled_sends.day.Item``), its time and title (an event's
-    addresses defanged), an event's join link on the next line; the links also
-    come as Join buttons where the channel has them."""
-    tz, label = _zone(tz_name)
-    language = language if language in LANGUAGES else "en"
+    """The morning agenda: 'Your day, Fri, Dec 4:' then a line per ``day.Item`` (its time
+    and title, an event's join link below it, and as a Join button where there are any)."""
+    tz, label, language = _reader(tz_name, language)
     words = _words(language)
     day_text = _format(datetime.combine(day, time(12), tzinfo=tz), language, "MMMEd")
     head = words.gettext("Your day, %(date)s:") % {"date": day_text}

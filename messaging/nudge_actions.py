@@ -1,12 +1,11 @@
-"""What a verified Snooze or Done tap does, inside the owner's tenant scope (the
-caller's, ``messaging.from_chat``), written through the queue's transitions.
+"""Snooze and Done, from a Telegram button, a WhatsApp quick reply or the words "snooze"
+/ "done". A button's token verifies only for the chat it was sent to; the act runs as
+the chat's owner, in their scope and language, through the queue's transitions.
 
-Snooze queues one nudge at the tap plus ``NUDGE_SNOOZE_MINUTES`` (rounded up to
-the minute, no later than the start, after quiet hours), counted against the
-per-user caps and recorded as a :class:`NudgeAct` that materialize plans it again
-from. Done (follow-ups) records the act and withdraws the pending nudges. Each
-answer is a sentence for the person; nothing here raises for a tap that cannot
-be honoured.
+Snooze queues one nudge at the tap plus ``NUDGE_SNOOZE_MINUTES`` (to the minute, no
+later than the start, after quiet hours) within the per-user caps, recorded as a
+:class:`NudgeAct` materialize plans from; Done withdraws a follow-up's pending nudges.
+Each answer is a sentence for the person; nothing raises for a tap that cannot be honoured.
 """
 
 from __future__ import annotations
@@ -15,19 +14,25 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
+from django.utils import translation
 from django.utils.translation import gettext_lazy
 
 from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason, quiet_hours_end
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus
 from core.config import NudgeConfig
+from followups.actions import FollowUpChange, change_follow_up
 from followups.models import FollowUp
 from followups.repeat import is_due_at
+from messaging import addresses
+from messaging.action_tokens import Claim, verify
+from messaging.chat_words import Answer
 from messaging.messages import clock_text
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.states import Outcome, unsettled
 from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
+from tenancy.scope import tenant_scope
 
 Act = NudgeAct.Act
 # WhatsApp's customer-service window: a text reply acts on a nudge sent within it.
@@ -238,3 +243,60 @@ def acts_since(user_id: int, since: datetime, limit: int = 100) -> list[NudgeAct
             "-created_at", "-pk"
         )[:limit]
     )
+
+
+SNOOZE_WORDS = frozenset({"SNOOZE", "LATER"})
+DONE_WORDS = frozenset({"DONE", "DONE ✓"})
+
+
+def _language(owner: int) -> str:
+    """The owner's language (inside their scope); English before they have settings."""
+    found = DeliverySettings.objects.filter(user_id=owner).values_list("language", flat=True)
+    return found.first() or "en"
+
+
+def _act(owner: int, claim: Claim, via: str, now: datetime, config: NudgeConfig) -> Answer:
+    with tenant_scope(owner), translation.override(_language(owner)):
+        if claim.act == Act.SNOOZE:
+            result = snooze(owner, claim.send_id, via, now, config)
+        else:
+            result = record_done(owner, claim.send_id, via, now)
+        text = str(result.text)  # written in the owner's language
+    if result.follow_up_id is not None:
+        change_follow_up(owner, result.follow_up_id, FollowUpChange(done=True), now)
+    return Answer(text, changed=result.changed)
+
+
+def tap(channel: str, address: str, token: str, now: datetime, config: NudgeConfig) -> Answer:
+    """A button pressed in ``address``'s chat: verify its token, then act as its owner."""
+    claim = verify(token, address)
+    owner = addresses.owner_of(channel, address)
+    if claim is None or owner is None:
+        return Answer(str(NOT_HERE))
+    return _act(owner, claim, channel, now, config)
+
+
+def word_of(text: str) -> str | None:
+    """``snooze`` or ``done`` for a reply that is one of those words, else None."""
+    word = " ".join(text.split()).upper().rstrip(".!")
+    if word in SNOOZE_WORDS:
+        return Act.SNOOZE
+    if word in DONE_WORDS:
+        return Act.DONE
+    return None
+
+
+def reply(
+    channel: str, address: str, act: str, now: datetime, config: NudgeConfig
+) -> Answer | None:
+    """A typed "snooze" / "done": acts on the sender's last nudge within the reply window;
+    None when the address belongs to nobody (not ours to answer)."""
+    owner = addresses.owner_of(channel, address)
+    if owner is None:
+        return None
+    with tenant_scope(owner):
+        send_id = last_sent(owner, channel, now)
+    if send_id is None:
+        with tenant_scope(owner), translation.override(_language(owner)):
+            return Answer(str(NOTHING_TO_ACT_ON))
+    return _act(owner, Claim(act, send_id), channel, now, config)

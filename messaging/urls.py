@@ -2,10 +2,10 @@
 
 from django.urls import path
 
-from messaging import receipts, webhooks
+from messaging import webhooks
 
 urlpatterns = [
     path("telegram/webhook", webhooks.telegram_webhook, name="telegram-webhook"),
     path("twilio/inbound", webhooks.twilio_inbound, name="twilio-inbound"),
-    path("twilio/status", receipts.twilio_status, name="twilio-status"),
+    path("twilio/status", webhooks.twilio_status, name="twilio-status"),
 ]

@@ -1,9 +1,8 @@
-"""Inbound webhooks: Telegram updates and Twilio's inbound WhatsApp messages.
-
-Neither carries a session or a CSRF token: each is trusted only for Telegram's
-secret header or Twilio's signature, and both are idempotent. A Telegram tap is
-answered in the response body; editing the tapped message is the one outbound
-call, and its failure only leaves the old text.
+"""The providers' calls into us: Telegram updates, Twilio's inbound WhatsApp messages and
+its delivery receipts, trusted only for Telegram's secret header or Twilio's signature over
+the URL Twilio was told (no session, no CSRF token), and idempotent. The answer is the
+response body; editing a tapped message is the one outbound call, and its failure only
+leaves the old text. A receipt only moves a row's status forward (``record_receipt``).
 """
 
 from __future__ import annotations
@@ -17,19 +16,25 @@ from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, JsonRe
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
+from twilio.request_validator import RequestValidator
 
 from core import json_input
 from core.config import NudgeConfig
 from messaging import chat
-from messaging.nudge_actions import ActResult
-from messaging.receipts import signature_is_valid
+from messaging.channels.base import SendError
 from messaging.telegram import bot as telegram
+from messaging.telegram.send import TelegramChannel
 from messaging.whatsapp import inbound as whatsapp
+from scheduled_sends.queue.transitions import record_receipt
 
 logger = logging.getLogger("nudge.webhooks")
+receipts_logger = logging.getLogger("nudge.receipts")
 
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 — a header name
-EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
+SIGNATURE_HEADER = "X-Twilio-Signature"
+KNOWN_STATUSES = frozenset(
+    {"accepted", "queued", "sending", "sent", "delivered", "read", "undelivered", "failed"}
+)
 
 
 @csrf_exempt  # authenticated by the secret header, not a browser session
@@ -57,17 +62,13 @@ def telegram_webhook(request: HttpRequest) -> HttpResponse:
 
 def _edit_tapped_message(answer: telegram.CallbackAnswer) -> None:
     """Say on the message what the tap did; logged, never raised, when Telegram refuses."""
+    channel = TelegramChannel()
     try:
-        client = telegram.BotClient()
-    except telegram.TelegramLinkError as exc:
-        logger.warning("cannot edit the tapped message", extra={"error": str(exc)})
-        return
-    try:
-        client.edit(answer)
-    except telegram.TelegramLinkError as exc:
+        telegram.edit(channel, answer)
+    except SendError as exc:
         logger.warning("editing the tapped message failed", extra={"error": str(exc)})
     finally:
-        client.close()
+        channel.close()
 
 
 @csrf_exempt  # signed by Twilio instead
@@ -79,17 +80,49 @@ def twilio_inbound(request: HttpRequest) -> HttpResponse:
     result = whatsapp.handle_inbound(
         request.POST.dict(), timezone.now(), NudgeConfig.from_settings()
     )
-    # Twilio answers STOP / START itself; a Snooze or Done says what it did.
-    if isinstance(result, ActResult):
-        return HttpResponse(twiml_message(result.text), content_type="text/xml")
+    # Twilio answers STOP / START itself; a Snooze, a Done or the chat says what it did.
+    message = ""
     if isinstance(result, chat.Answer):
-        return HttpResponse(twiml_message(result.for_whatsapp()), content_type="text/xml")
-    return HttpResponse(EMPTY_TWIML, content_type="text/xml")
-
-
-def twiml_message(text: str) -> str:
-    """A TwiML answer that sends ``text`` back, escaped."""
-    return (
-        '<?xml version="1.0" encoding="UTF-8"?><Response><Message>'
-        f"{escape(text)}</Message></Response>"
+        message = f"<Message>{escape(result.for_whatsapp())}</Message>"
+    return HttpResponse(
+        f'<?xml version="1.0" encoding="UTF-8"?><Response>{message}</Response>',
+        content_type="text/xml",
     )
+
+
+def signature_is_valid(request: HttpRequest, configured_url: str | None = None) -> bool:
+    """Whether the request is signed with our auth token for ``configured_url``, the URL
+    Twilio was given (derived from PUBLIC_BASE_URL; without it, the request's own)."""
+    auth_token = settings.TWILIO_AUTH_TOKEN
+    signature = request.headers.get(SIGNATURE_HEADER, "")
+    if not auth_token or not signature:
+        return False
+    if configured_url is None:
+        configured_url = settings.TWILIO_STATUS_CALLBACK_URL
+    url = configured_url or request.build_absolute_uri()
+    return RequestValidator(auth_token).validate(url, request.POST, signature)
+
+
+@csrf_exempt  # signed by Twilio instead; there is no browser session to protect
+@require_POST
+def twilio_status(request: HttpRequest) -> HttpResponse:
+    if not signature_is_valid(request):
+        receipts_logger.warning("refused a Twilio status callback with a missing or bad signature")
+        return HttpResponseForbidden("invalid signature")
+
+    message_sid = request.POST.get("MessageSid", "")
+    status = request.POST.get("MessageStatus", "").strip().lower()
+    error_code = request.POST.get("ErrorCode", "")
+    if not message_sid or status not in KNOWN_STATUSES:
+        # Acknowledge anyway: a non-2xx would only make Twilio report a webhook failure.
+        receipts_logger.info("ignored a Twilio status callback", extra={"status": status[:32]})
+        return HttpResponse(status=204)
+
+    updated = record_receipt(message_sid, status, error_code)
+    if not updated:
+        # A message we do not hold, or a status older than the one recorded.
+        receipts_logger.info(
+            "Twilio status callback matched no row to move forward",
+            extra={"message_sid": message_sid, "status": status},
+        )
+    return HttpResponse(status=204)

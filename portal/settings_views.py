@@ -19,7 +19,6 @@ from core.zones import zone_of
 from followups import actions as followups
 from messaging.link_codes import new_telegram_code
 from messaging.models import LinkCode, OptInRecord
-from messaging.offered import channels_offered
 from messaging.telegram import bot as telegram
 from messaging.whatsapp import inbound as whatsapp
 from portal.forms import (
@@ -72,7 +71,7 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                     "opt_ins": list(
                         OptInRecord.objects.filter(user_id=user_id).order_by("-recorded_at")[:5]
                     ),
-                    "offered": channels_offered(),
+                    "offered": whatsapp.channels_offered(),
                     "zone_aliases": ZONE_ALIASES_JSON,
                     "confirmed": _confirmed(delivery),
                     "notices": list(

@@ -24,7 +24,7 @@ from core.zones import zone_of
 from followups import actions as followups
 from followups.actions import FollowUpChange, FollowUpInvalid
 from followups.models import FollowUp
-from messaging.offered import channels_offered
+from messaging.whatsapp.inbound import channels_offered
 from portal import plain_words, timeline
 from portal.forms import BROWSER_ZONE_ALIASES, FollowUpForm, repeat_words
 from portal.language import date_formats, user_page

@@ -1,12 +1,8 @@
 """The interface every delivery channel implements (:class:`Sender`).
 
-A sender sends one composed message to one address, outside any database
-transaction and without touching the database, and either returns a
-:class:`SendReceipt` or raises one of the errors below, which
-``sweeps.verdicts.classify`` turns into the row's settlement: rate-limited (retry
-after ``retry_after`` and spare the channel for the run), transient (retried next
-run), permanent (failed, never retried) or unconfirmed (the provider may have it:
-failed rather than risk a duplicate).
+A sender sends one composed message to one address, without touching the database,
+and returns a :class:`SendReceipt` or raises one of the errors below, which
+``sweeps.verdicts.classify`` settles the row by (retry later, or fail).
 """
 
 from __future__ import annotations
@@ -103,6 +99,17 @@ class UnconfirmedSendError(SendError):
     """The provider may have the message; resending risks a duplicate nudge."""
 
     kind = FailureKind.UNCONFIRMED
+
+
+def unreadable_acceptance(provider: str, what: str) -> PermanentSendError:
+    """The provider said 2xx but its answer is unusable: probably sent, so not sent again
+    (a duplicate is worse than a miss support can see in ``last_error``)."""
+    return PermanentSendError(
+        f"{provider} accepted the message but its answer was unreadable ({what}); "
+        "not resent, to avoid a duplicate",
+        code="protocol",
+        kind=FailureKind.UNUSABLE_RECEIPT,
+    )
 
 
 class Sender(ABC):

@@ -1,16 +1,13 @@
-"""The bot's side of linking (``/start <code>``, ``/stop``) and of a nudge's buttons.
+"""The bot's side of linking (``/start <code>``, ``/stop``), of the chat and of buttons.
 
-Updates come by webhook (production: the reply is the response body, so the
-web process makes no outbound call) or by ``getUpdates`` long polling
-(``manage.py telegram_poll``); both meet in :func:`handle_update`, and an
-update id is handled once. A button tap is always answered, else the button
-spins; when it changed something the message is edited to say so, keeping
-only its Join button.
+Updates come by webhook (the reply is the response body) or by ``getUpdates`` long
+polling (``manage.py telegram_poll``); both meet in :func:`handle_update`, once per
+update id. A tap is always answered (else the button spins), and a tap that changed
+something edits the message to say so, keeping only its Join button.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,7 +18,6 @@ from django.conf import settings
 from django.db.models import Max
 from django.utils.translation import override
 from telegram import (
-    Bot,
     BotCommand,
     CallbackQuery,
     InlineKeyboardButton,
@@ -29,25 +25,17 @@ from telegram import (
     LinkPreviewOptions,
     Message,
     Update,
-    WebhookInfo,
 )
-from telegram.error import TelegramError
-from telegram.request import HTTPXRequest
 
-from accounts.actions import PAUSED_BY_TELEGRAM_STOP, ensure_settings
+from accounts.actions import PAUSED_BY_TELEGRAM_STOP
 from accounts.models import Channel
 from core.config import NudgeConfig
-from messaging import action_tokens, addresses, chat, chat_words, from_chat
+from messaging import action_tokens, addresses, chat, chat_words, nudge_actions
 from messaging.link_codes import parse_telegram_payload, use_telegram_code
 from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
-from messaging.nudge_actions import NOT_HERE, ActResult
-from messaging.telegram.send import (
-    REDACTED,
-    bot_api_base_url,
-    install_token_filter,
-)
-from tenancy.scope import tenant_scope
+from messaging.nudge_actions import NOT_HERE
+from messaging.telegram.send import TelegramChannel
 
 ALLOWED_UPDATES = ["message", "callback_query"]
 WEBHOOK_SECRET_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -63,10 +51,6 @@ PAUSED = "Paused: no more nudges here. Send /start to resume."
 RESUMED = "Resumed: your nudges will arrive here again."
 NOT_LINKED = "This chat is not linked to a nudge account."
 HELP = "Send /stop to pause nudges, /start to resume them."
-
-
-class TelegramLinkError(Exception):
-    """A Bot API call failed; the message is safe to print (no token)."""
 
 
 @dataclass(frozen=True)
@@ -145,12 +129,12 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
     if chat_id is None:
         return CallbackAnswer(query.id, str(NOT_HERE))
     claim = action_tokens.verify(query.data or "", str(chat_id))
-    result: chat_words.Answer | ActResult
     # A capture's Undo / Change time or an ask-back's choice, else a nudge's Snooze / Done.
-    if claim is not None and claim.act in CHAT_ACTS:
+    by_chat = claim is not None and claim.act in CHAT_ACTS
+    if by_chat:
         result = chat.tap(Channel.TELEGRAM, str(chat_id), claim, now, config)
     else:
-        result = from_chat.tap(Channel.TELEGRAM, str(chat_id), query.data or "", now, config)
+        result = nudge_actions.tap(Channel.TELEGRAM, str(chat_id), query.data or "", now, config)
     if result.changed and isinstance(message, Message) and message.text:
         return CallbackAnswer(
             query.id,
@@ -158,9 +142,7 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
             chat_id=chat_id,
             message_id=message.message_id,
             new_text=_with_outcome(message.text, result.text),
-            keep_markup=markup_of(result.buttons)
-            if isinstance(result, chat_words.Answer)
-            else _url_buttons_only(message),
+            keep_markup=markup_of(result.buttons) if by_chat else _url_buttons_only(message),
         )
     return CallbackAnswer(query.id, result.text)
 
@@ -170,8 +152,7 @@ def link_url(code: str) -> str:
 
 
 def link_qr(url: str) -> str:
-    """The link as a QR code (an SVG ``data:`` URI), drawn here and not by a web
-    service: the link carries a one-time secret."""
+    """The link as an SVG ``data:`` URI QR code, drawn here: the link holds a secret."""
     return segno.make_qr(url, error="m").svg_data_uri(scale=5, border=2)
 
 
@@ -205,18 +186,14 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
     owned = parse_telegram_payload(payload)
     if owned is None:
         return BAD_CODE
-    with tenant_scope(owned.user_id):
-        linked = use_telegram_code(owned, now)
-        if linked:
-            previous = addresses.bind_address(
-                ensure_settings(owned.user_id),
-                Channel.TELEGRAM,
-                chat_id,
-                "sent the one-time link to the bot (/start)",
-                now,
-            )
+    linked = addresses.link_address(
+        owned.user_id,
+        Channel.TELEGRAM,
+        "sent the one-time link to the bot (/start)",
+        now,
+        lambda: chat_id if use_telegram_code(owned, now) else None,
+    )
     if linked:
-        addresses.after_link(owned.user_id, previous, Channel.TELEGRAM, chat_id, now)
         return LINKED
     if addresses.owner_of(Channel.TELEGRAM, chat_id) == owned.user_id:
         return ALREADY_LINKED
@@ -267,101 +244,50 @@ def parse_update(data: object) -> Update | None:
         return None
 
 
-class BotClient:
-    """A synchronous face on python-telegram-bot for the commands (one event loop)."""
-
-    def __init__(self, poll_timeout: float = 0) -> None:
-        token = settings.TELEGRAM_BOT_TOKEN
-        if not token:
-            raise TelegramLinkError("TELEGRAM_BOT_TOKEN is not set")
-        install_token_filter(token)
-        self._token = token
-        timeout = settings.CHANNEL_TIMEOUT_SECONDS
-        self._loop = asyncio.new_event_loop()
-        self.bot = Bot(
-            token,
-            base_url=bot_api_base_url(settings.TELEGRAM_API_BASE_URL),
-            request=HTTPXRequest(connect_timeout=timeout, read_timeout=timeout),
-            get_updates_request=HTTPXRequest(
-                connect_timeout=timeout, read_timeout=timeout + poll_timeout
-            ),
-        )
-
-    def call(self, coroutine):
-        try:
-            return self._loop.run_until_complete(coroutine)
-        except TelegramError as exc:
-            raise TelegramLinkError(
-                f"Telegram: {str(exc.message).replace(self._token, REDACTED)}"
-            ) from None
-
-    def send(self, reply: Reply) -> None:
-        self.call(
-            self.bot.send_message(
+def send_reply(channel: TelegramChannel, reply: Reply | CallbackAnswer) -> None:
+    """Send what the webhook would answer with: a message, or a tap's answer and the
+    tapped message's edit."""
+    if isinstance(reply, Reply):
+        channel.run(
+            channel.bot.send_message(
                 chat_id=reply.chat_id,
                 text=reply.text,
                 reply_markup=reply.markup,
                 link_preview_options=LinkPreviewOptions(is_disabled=True),
             )
         )
+        return
+    channel.run(channel.bot.answer_callback_query(reply.callback_query_id, text=reply.text))
+    edit(channel, reply)
 
-    def set_commands(self) -> int:
-        """The command menu (setMyCommands), once per language: the default in
-        English, then each other language by its ``language_code``."""
-        for language in LANGUAGES:
-            with override(language):
-                commands = [
-                    BotCommand(name, str(description)) for name, description in chat_words.MENU
-                ]
-            code = None if language == "en" else language.split("-", 1)[0]
-            self.call(self.bot.set_my_commands(commands, language_code=code))
-        return len(LANGUAGES)
 
-    def answer_callback(self, answer: CallbackAnswer) -> None:
-        self.call(self.bot.answer_callback_query(answer.callback_query_id, text=answer.text))
-
-    def edit(self, answer: CallbackAnswer) -> None:
-        """Edit the tapped message to say what happened (nothing to do when unchanged)."""
-        if answer.new_text is None:
-            return
-        self.call(
-            self.bot.edit_message_text(
-                answer.new_text,
-                chat_id=answer.chat_id,
-                message_id=answer.message_id,
-                reply_markup=answer.keep_markup,
-                link_preview_options=LinkPreviewOptions(is_disabled=True),
-            )
+def edit(channel: TelegramChannel, answer: CallbackAnswer) -> None:
+    """Edit the tapped message to say what happened (nothing to do when unchanged)."""
+    if answer.new_text is None:
+        return
+    channel.run(
+        channel.bot.edit_message_text(
+            answer.new_text,
+            chat_id=answer.chat_id,
+            message_id=answer.message_id,
+            reply_markup=answer.keep_markup,
+            link_preview_options=LinkPreviewOptions(is_disabled=True),
         )
+    )
 
-    def get_updates(self, offset: int | None, timeout: int) -> tuple[Update, ...]:
-        return self.call(
-            self.bot.get_updates(offset=offset, timeout=timeout, allowed_updates=ALLOWED_UPDATES)
-        )
 
-    def set_webhook(self, url: str, secret: str) -> bool:
-        return self.call(
-            self.bot.set_webhook(url=url, secret_token=secret, allowed_updates=ALLOWED_UPDATES)
-        )
-
-    def delete_webhook(self) -> bool:
-        return self.call(self.bot.delete_webhook())
-
-    def webhook_info(self) -> WebhookInfo:
-        return self.call(self.bot.get_webhook_info())
-
-    def close(self) -> None:
-        try:
-            self._loop.run_until_complete(self.bot.shutdown())
-        except TelegramError:
-            pass
-        finally:
-            self._loop.close()
+def set_commands(channel: TelegramChannel) -> int:
+    """The command menu (setMyCommands): English by default, then each language."""
+    for language in LANGUAGES:
+        with override(language):
+            commands = [BotCommand(name, str(description)) for name, description in chat_words.MENU]
+        code = None if language == "en" else language.split("-", 1)[0]
+        channel.run(channel.bot.set_my_commands(commands, language_code=code))
+    return len(LANGUAGES)
 
 
 def resume_offset() -> int | None:
-    """Where a (re)started poller continues: after the last update handled (which
-    confirms it to Telegram)."""
+    """Where a (re)started poller continues: after the last update handled."""
     last = TelegramUpdateSeen.objects.aggregate(last=Max("update_id"))["last"]
     return None if last is None else last + 1
 
@@ -377,20 +303,20 @@ def prune_updates_seen(cutoff: datetime) -> int:
 
 
 def poll_once(
-    client: BotClient,
+    channel: TelegramChannel,
     offset: int | None,
     timeout: int,
     now: datetime,
     config: NudgeConfig,
 ) -> int | None:
     """One ``getUpdates`` round: handle each update, answer it; the next offset."""
-    for update in client.get_updates(offset, timeout):
+    updates = channel.bot.get_updates(
+        offset=offset, timeout=timeout, allowed_updates=ALLOWED_UPDATES
+    )
+    for update in channel.run(updates):
         reply = handle_update(update, now, config)
-        if isinstance(reply, CallbackAnswer):
-            client.answer_callback(reply)
-            client.edit(reply)
-        elif reply is not None:
-            client.send(reply)
+        if reply is not None:
+            send_reply(channel, reply)
         offset = update.update_id + 1
     return offset
 

@@ -1,13 +1,9 @@
-"""Telegram through the Bot API, with python-telegram-bot.
+"""Telegram through the Bot API, with python-telegram-bot (async).
 
-The library is async and the deliver sweep sends from worker threads, so each
-channel instance owns one event loop on a thread of its own (started on first
-use, stopped by :meth:`close`): a run's concurrent sends share one bot, one
-HTTP connection pool (``NUDGE_SEND_CONCURRENCY``) and one ``getMe``.
-
-Messages go as plain text, never with a ``parse_mode``, and without link
-previews; the buttons are :func:`keyboard`'s. The bot token is in every Bot API
-URL: nothing this module raises or lets through the library's loggers holds it.
+Each channel instance owns one event loop on its own thread, so a run's worker
+threads share one bot, one connection pool and one ``getMe``. Messages go as plain
+text without link previews. The token is in every Bot API URL: nothing this module
+raises or lets through the library's loggers holds it.
 """
 
 from __future__ import annotations
@@ -16,7 +12,9 @@ import asyncio
 import logging
 import threading
 import warnings
+from collections.abc import Coroutine
 from datetime import timedelta
+from typing import Any, TypeVar
 
 import httpx
 from django.conf import settings
@@ -47,19 +45,21 @@ from messaging.channels.base import (
     SendReceipt,
     TransientSendError,
     UnconfirmedSendError,
+    unreadable_acceptance,
 )
 from scheduled_sends.failures import FailureKind
 
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 REDACTED = "<bot-token>"
+MAX_LONG_POLL_SECONDS = 50  # getUpdates' own limit
 # The loggers that write Bot API URLs, by exact name: a logger's filters see
 # only the records logged on it.
 TOKEN_BEARING_LOGGERS = ("telegram.Bot", "httpx")
+T = TypeVar("T")
 
 
 class TokenRedactingFilter(logging.Filter):
-    """Replaces the bot token in a record's message before any handler sees it
-    (``telegram.Bot`` logs API URLs at DEBUG)."""
+    """Replaces the bot token in a record's message before any handler sees it."""
 
     def __init__(self, token: str) -> None:
         super().__init__()
@@ -84,31 +84,26 @@ def install_token_filter(token: str) -> None:
             target.addFilter(TokenRedactingFilter(token))
 
 
-def bot_api_base_url(configured: str) -> str:
-    """The prefix the token is appended to, from an address with or without ``/bot``."""
-    base = (configured or DEFAULT_BASE_URL).rstrip("/")
-    return base if base.endswith("/bot") else f"{base}/bot"
+def new_bot(token: str, pool_size: int) -> Bot:
+    """A Bot on ``TELEGRAM_API_BASE_URL`` (with or without its ``/bot``), each request
+    bounded by ``CHANNEL_TIMEOUT_SECONDS`` (a long poll's reads by the longest poll more)."""
+    base = (settings.TELEGRAM_API_BASE_URL or DEFAULT_BASE_URL).rstrip("/")
+    timeout = settings.CHANNEL_TIMEOUT_SECONDS
 
+    def request(size: int, read_timeout: float) -> HTTPXRequest:
+        return HTTPXRequest(
+            connection_pool_size=size,
+            connect_timeout=timeout,
+            read_timeout=read_timeout,
+            write_timeout=timeout,
+            pool_timeout=timeout,
+        )
 
-def retry_after_seconds(exc: RetryAfter) -> float:
-    """``RetryAfter.retry_after`` in seconds, whether a number or a timedelta."""
-    with warnings.catch_warnings():
-        # v22 warns that the attribute will become a timedelta.
-        warnings.simplefilter("ignore")
-        value = exc.retry_after
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return float(value)
-
-
-def unreadable_acceptance(what: str) -> PermanentSendError:
-    """Telegram said 200 but the answer is unusable: probably sent, so not sent again
-    (a duplicate is worse than a miss support can see in ``last_error``)."""
-    return PermanentSendError(
-        f"Telegram accepted the message but its answer was unreadable ({what}); "
-        "not resent, to avoid a duplicate",
-        code="protocol",
-        kind=FailureKind.UNUSABLE_RECEIPT,
+    return Bot(
+        token,
+        base_url=base if base.endswith("/bot") else f"{base}/bot",
+        request=request(pool_size, timeout),
+        get_updates_request=request(1, timeout + MAX_LONG_POLL_SECONDS),
     )
 
 
@@ -120,7 +115,10 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
         return text.replace(token, REDACTED) if token else text
 
     if isinstance(exc, RetryAfter):
-        seconds = retry_after_seconds(exc)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # v22: "will become a timedelta"
+            value = exc.retry_after
+        seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
         return RateLimited(
             f"Telegram flood control: retry in {seconds:g} s", code="429", retry_after=seconds
         )
@@ -154,7 +152,7 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
     if type(exc) is TelegramError:
         # Raised bare only when a 2xx body is not the JSON the Bot API sends;
         # error answers come back as the subclasses above.
-        return unreadable_acceptance(clean(exc.message))
+        return unreadable_acceptance("Telegram", clean(exc.message))
     return TransientSendError(
         f"Telegram error {type(exc).__name__}: {clean(exc.message)}", code="telegram"
     )
@@ -182,13 +180,13 @@ def keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None
 
 
 class TelegramChannel(Sender):
-    """Sends through one Bot on one private event loop per instance."""
+    """Sends (and makes the bot's other calls) through one Bot on one private event
+    loop per instance."""
 
     name = "telegram"
 
     def __init__(self) -> None:
         self._token: str = settings.TELEGRAM_BOT_TOKEN
-        self.base_url: str = bot_api_base_url(settings.TELEGRAM_API_BASE_URL)
         self.timeout: float = settings.CHANNEL_TIMEOUT_SECONDS
         self.pool_size: int = NudgeConfig.from_settings().send_concurrency
         self._lock = threading.Lock()
@@ -199,16 +197,8 @@ class TelegramChannel(Sender):
         if self._token:
             install_token_filter(self._token)
 
-    def _request(self, pool_size: int) -> HTTPXRequest:
-        return HTTPXRequest(
-            connection_pool_size=pool_size,
-            connect_timeout=self.timeout,
-            read_timeout=self.timeout,
-            write_timeout=self.timeout,
-            pool_timeout=self.timeout,
-        )
-
-    def _get_bot(self) -> Bot:
+    @property
+    def bot(self) -> Bot:
         with self._lock:
             if self._bot is None:
                 if not self._token:
@@ -218,12 +208,7 @@ class TelegramChannel(Sender):
                         kind=FailureKind.CONFIGURATION,
                     )
                 try:
-                    self._bot = Bot(
-                        self._token,
-                        base_url=self.base_url,
-                        request=self._request(pool_size=self.pool_size),
-                        get_updates_request=self._request(pool_size=1),  # never used here
-                    )
+                    self._bot = new_bot(self._token, self.pool_size)
                 except InvalidToken:
                     # Raised for a token with whitespace; the message may quote it.
                     raise PermanentSendError(
@@ -267,9 +252,21 @@ class TelegramChannel(Sender):
         )
         chat_id, message_id = sent.chat.id, sent.message_id
         if not isinstance(chat_id, int) or not isinstance(message_id, int):
-            raise unreadable_acceptance(f"message id {message_id!r} in chat {chat_id!r}")
+            raise unreadable_acceptance(
+                "Telegram", f"message id {message_id!r} in chat {chat_id!r}"
+            )
         # message_id is unique only within its chat.
         return SendReceipt(provider_message_id=f"{chat_id}:{message_id}")
+
+    def run(self, call: Coroutine[Any, Any, T]) -> T:
+        """Run a Bot ``call`` on the channel's loop from any thread, blocking that thread;
+        a failure raised as the channel error it stands for."""
+        future = asyncio.run_coroutine_threadsafe(call, self._get_loop())
+        try:
+            return future.result()
+        except TelegramError as exc:
+            # from None: the library's exception (and its cause) may quote the token.
+            raise classify_telegram_error(exc, self._token) from None
 
     def warm_up(self) -> None:
         """``getMe`` before the first slot, not inside it."""
@@ -277,7 +274,7 @@ class TelegramChannel(Sender):
         if ready is not None and ready.done() and ready.exception() is None:
             return  # already done: no hop to the loop's thread per send
         try:
-            bot = self._get_bot()
+            bot = self.bot
             asyncio.run_coroutine_threadsafe(self._initialize_once(bot), self._get_loop()).result(
                 self.timeout
             )
@@ -286,20 +283,14 @@ class TelegramChannel(Sender):
 
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
         """Send from any thread; blocks that thread until Telegram answers."""
-        bot = self._get_bot()
+        bot = self.bot
         # Built (and signed) on the calling worker thread, not on the shared loop.
         markup = keyboard(address, message)
-        future = asyncio.run_coroutine_threadsafe(
-            self._send(bot, address, message, markup), self._get_loop()
-        )
         try:
-            return future.result()
-        except TelegramError as exc:
-            # from None: the library's exception (and its cause) may quote the token.
-            raise classify_telegram_error(exc, self._token) from None
+            return self.run(self._send(bot, address, message, markup))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             # The library turning a 2xx answer into a Message failed.
-            raise unreadable_acceptance(type(exc).__name__) from None
+            raise unreadable_acceptance("Telegram", type(exc).__name__) from None
 
     def close(self) -> None:
         with self._lock:

@@ -1,9 +1,8 @@
 """Linking a WhatsApp number (a code sent through an approved template, typed back
-on the website), and Twilio's signed inbound messages: STOP / START (Twilio's
-default words; ``OptOutType`` wins), a quick-reply token, "snooze" / "done", or
-anything else a linked person writes (``messaging.chat``).
-When a code cannot be sent the person reads what they can do; what went wrong
-goes, redacted, to the ``nudge.whatsapp`` log.
+on the website), and Twilio's signed inbound messages: STOP / START (``OptOutType``
+wins), a quick-reply token, "snooze" / "done", or anything else a linked person
+writes (``messaging.chat``). A code that cannot be sent gets words the person can
+act on; the cause goes, redacted, to the ``nudge.whatsapp`` log.
 """
 
 from __future__ import annotations
@@ -15,22 +14,16 @@ from datetime import datetime
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy
 from twilio.base.exceptions import TwilioException, TwilioRestException
-from twilio.rest import Client
 
-from accounts.actions import PAUSED_BY_WHATSAPP_STOP, ensure_settings
+from accounts.actions import PAUSED_BY_WHATSAPP_STOP
 from accounts.models import Channel, validate_e164
 from core.config import NudgeConfig
-from messaging import addresses, chat, from_chat
+from messaging import addresses, chat, nudge_actions
 from messaging.link_codes import TooManyCodes, new_whatsapp_code, use_whatsapp_code
 from messaging.models import LinkCode, TwilioMessageSeen
-from messaging.nudge_actions import ActResult
-from messaging.whatsapp.send import (
-    BaseUrlHttpClient,
-    classify_twilio_error,
-    whatsapp_address,
-)
+from messaging.whatsapp.send import WhatsAppChannel, classify_twilio_error, whatsapp_address
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.whatsapp")
@@ -38,42 +31,32 @@ logger = logging.getLogger("nudge.whatsapp")
 STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT"})
 START_WORDS = frozenset({"START", "YES", "UNSTOP", "OPTIN"})
 _MESSAGE_SID = re.compile(r"[A-Z]{2}[0-9a-f]{32}")
+_NUMBER_REFUSED = gettext_lazy(
+    "WhatsApp could not reach that number. Check it, with its country code, and try again."
+)
+# The words for Twilio's refusals the person can act on: the number itself (invalid, not
+# mobile, not on WhatsApp), or a number that replied STOP to ours.
+LINK_ERRORS = {
+    21211: _NUMBER_REFUSED,
+    21614: _NUMBER_REFUSED,
+    63003: _NUMBER_REFUSED,
+    21610: gettext_lazy(
+        "That number has stopped our WhatsApp messages. Send START to us on WhatsApp, "
+        "then ask for a new code."
+    ),
+}
+NOT_WORKING = gettext_lazy(
+    "WhatsApp linking is not working on this server right now; try again later."
+)
 
 
 class WhatsAppLinkError(Exception):
     """The code could not be sent; the message is safe to show to the user."""
 
 
-# Twilio's answers that mean the number (invalid, not mobile, not on WhatsApp),
-# which the person can fix.
-NUMBER_REFUSED_CODES = frozenset({21211, 21614, 63003})
-
-
-def _not_working() -> WhatsAppLinkError:
-    return WhatsAppLinkError(
-        gettext("WhatsApp linking is not working on this server right now; try again later.")
-    )
-
-
-# The number replied STOP to ours; Twilio sends it nothing until it replies START.
-UNSUBSCRIBED_CODE = 21610
-
-
-def _unsubscribed() -> WhatsAppLinkError:
-    return WhatsAppLinkError(
-        gettext(
-            "That number has stopped our WhatsApp messages. Send START to us on WhatsApp, "
-            "then ask for a new code."
-        )
-    )
-
-
-def _number_refused() -> WhatsAppLinkError:
-    return WhatsAppLinkError(
-        gettext(
-            "WhatsApp could not reach that number. Check it, with its country code, and try again."
-        )
-    )
+def link_error(code: int = 0) -> WhatsAppLinkError:
+    """What the person reads when sending the code failed with Twilio's ``code``."""
+    return WhatsAppLinkError(str(LINK_ERRORS.get(code, NOT_WORKING)))
 
 
 LINKING_SETTINGS = (
@@ -89,14 +72,9 @@ def configured() -> bool:
     return all(getattr(settings, name) for name in LINKING_SETTINGS)
 
 
-def _client() -> tuple[Client, BaseUrlHttpClient]:
-    if not configured():
-        missing = [name for name in LINKING_SETTINGS if not getattr(settings, name)]
-        logger.warning("cannot send a WhatsApp link code: %s empty", ", ".join(missing))
-        raise _not_working()
-    http = BaseUrlHttpClient(settings.TWILIO_API_BASE_URL, timeout=settings.CHANNEL_TIMEOUT_SECONDS)
-    client = Client(settings.TWILIO_ACCOUNT_SID, settings.TWILIO_AUTH_TOKEN, http_client=http)
-    return client, http
+def channels_offered() -> dict[str, bool]:
+    """Which chat channels a person can link on this server: those whose settings are set."""
+    return {"telegram": bool(settings.TELEGRAM_BOT_USERNAME), "whatsapp": configured()}
 
 
 def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> None:
@@ -108,7 +86,12 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
         raise WhatsAppLinkError(exc.messages[0]) from None
     if not number:
         raise WhatsAppLinkError(gettext("Enter your WhatsApp number."))
-    client, http = _client()
+    if not configured():
+        missing = [name for name in LINKING_SETTINGS if not getattr(settings, name)]
+        logger.warning("cannot send a WhatsApp link code: %s empty", ", ".join(missing))
+        raise link_error()
+    channel = WhatsAppChannel()
+    client, http = channel.twilio()
     try:
         with tenant_scope(user_id):
             prune_link_codes(user_id, now, config)
@@ -124,32 +107,19 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
             content_sid=settings.TWILIO_CONFIRM_CONTENT_SID,
             content_variables=json.dumps({"1": code}),
         )
-    except TwilioRestException as exc:
-        # Redacted as delivery's errors are: Twilio's text may quote our credentials.
-        error = classify_twilio_error(exc, http.last_response_headers).redacted(
-            settings.TWILIO_AUTH_TOKEN, settings.TWILIO_ACCOUNT_SID
-        )
-        logger.warning(
-            "could not send a WhatsApp link code: %s",
-            error.describe(),
-            extra={"user_id": user_id},
-        )
-        code = int(error.code) if error.code.isdigit() else 0
-        if code in NUMBER_REFUSED_CODES:
-            raise _number_refused() from None
-        if code == UNSUBSCRIBED_CODE:
-            raise _unsubscribed() from None
-        raise _not_working() from None
     except (TwilioException, OSError) as exc:
-        logger.warning(
-            "could not send a WhatsApp link code: %s",
-            type(exc).__name__,
-            extra={"user_id": user_id},
-        )
-        raise _not_working() from None
+        refused, cause = 0, type(exc).__name__
+        if isinstance(exc, TwilioRestException):
+            # Redacted as delivery's errors are: Twilio's text may quote our credentials.
+            error = classify_twilio_error(exc, http.last_response_headers).redacted(
+                settings.TWILIO_AUTH_TOKEN, settings.TWILIO_ACCOUNT_SID
+            )
+            refused = int(error.code) if error.code.isdigit() else 0
+            cause = error.describe()
+        logger.warning("could not send a WhatsApp link code: %s", cause, extra={"user_id": user_id})
+        raise link_error(refused) from None
     finally:
-        if http.session is not None:
-            http.session.close()
+        channel.close()
 
 
 def prune_link_codes(user_id: int, now: datetime, config: NudgeConfig) -> int:
@@ -173,20 +143,14 @@ def first_time(message_sid: str, now: datetime, config: NudgeConfig) -> bool:
 
 def confirm_code(user_id: int, code: str, now: datetime) -> bool:
     """Bind the number when the code is right, recording the opt-in."""
-    with tenant_scope(user_id):
-        number = use_whatsapp_code(user_id, code, now)
-        if number is not None:
-            previous = addresses.bind_address(
-                ensure_settings(user_id),
-                Channel.WHATSAPP,
-                number,
-                "entered the code sent to this number on the website",
-                now,
-            )
-    if number is None:
-        return False
-    addresses.after_link(user_id, previous, Channel.WHATSAPP, number, now)
-    return True
+    linked = addresses.link_address(
+        user_id,
+        Channel.WHATSAPP,
+        "entered the code sent to this number on the website",
+        now,
+        lambda: use_whatsapp_code(user_id, code, now),
+    )
+    return linked is not None
 
 
 def command_of(params: dict[str, str]) -> str | None:
@@ -204,22 +168,22 @@ def command_of(params: dict[str, str]) -> str | None:
 
 def handle_inbound(
     params: dict[str, str], now: datetime, config: NudgeConfig
-) -> addresses.InboundResult | ActResult | chat.Answer | None:
+) -> addresses.InboundResult | chat.Answer | None:
     """Pause or resume the sender's nudges, Snooze / Done one, or answer what they
     wrote (``messaging.chat``: a capture, "undo", /next…); None when there is no answer."""
     command = command_of(params)
     number = params.get("From", "").strip().removeprefix("whatsapp:")
     payload = params.get("ButtonPayload", "").strip()
     body = params.get("Body", "")
-    act = from_chat.word_of(payload or body)
+    act = nudge_actions.word_of(payload or body)
     if not number or (command is None and act is None and not payload and not body.strip()):
         return None
     if not first_time(params.get("MessageSid", ""), now, config):
         return None
     if payload and act is None:  # a button of the actions template: its signed token
-        return from_chat.tap(Channel.WHATSAPP, number, payload, now, config)
+        return nudge_actions.tap(Channel.WHATSAPP, number, payload, now, config)
     if act is not None:
-        return from_chat.reply(Channel.WHATSAPP, number, act, now, config)
+        return nudge_actions.reply(Channel.WHATSAPP, number, act, now, config)
     if command == "stop":
         return addresses.pause_from(Channel.WHATSAPP, number, PAUSED_BY_WHATSAPP_STOP, now)
     if command == "start":

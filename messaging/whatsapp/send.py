@@ -1,10 +1,8 @@
 """WhatsApp through Twilio's Programmable Messaging API.
 
-A read timeout, a connection dropped after the request went out, or an
-unreadable 2xx is never retried: Twilio may have accepted the message, and its
-Messages API has no idempotency key. With ``TWILIO_ACTIONS_CONTENT_SID`` set, a
-nudge's quick replies carry signed Snooze and Done tokens; without it, the
-person can reply "snooze" or "done".
+A read timeout, a drop after the request went out, or an unreadable 2xx is never retried:
+Twilio may have the message, and has no idempotency key. With ``TWILIO_ACTIONS_CONTENT_SID``
+a nudge's quick replies carry signed Snooze and Done tokens; else one replies the word.
 """
 
 from __future__ import annotations
@@ -37,6 +35,7 @@ from messaging.channels.base import (
     SendReceipt,
     TransientSendError,
     UnconfirmedSendError,
+    unreadable_acceptance,
 )
 from scheduled_sends.failures import FailureKind
 
@@ -132,17 +131,6 @@ def classify_twilio_error(
     return PermanentSendError(f"Twilio HTTP {status}: {detail}", code=code_text)
 
 
-def unreadable_acceptance(what: str) -> PermanentSendError:
-    """Twilio said 2xx but the answer is unusable: probably sent, so not sent again
-    (a duplicate is worse than a miss support can see in ``last_error``)."""
-    return PermanentSendError(
-        f"Twilio accepted the message but its answer was unreadable ({what}); "
-        "not resent, to avoid a duplicate",
-        code="protocol",
-        kind=FailureKind.UNUSABLE_RECEIPT,
-    )
-
-
 def whatsapp_address(number: str) -> str:
     """``whatsapp:+14155550100`` from an E.164 number (or an already prefixed one)."""
     number = number.strip()
@@ -169,19 +157,16 @@ class WhatsAppChannel(Sender):
         self._lock = threading.Lock()
         self._http_clients: list[BaseUrlHttpClient] = []
 
-    def _missing_settings(self) -> list[str]:
-        required = {
-            "TWILIO_ACCOUNT_SID": self.account_sid,
-            "TWILIO_AUTH_TOKEN": self._auth_token,
-            "TWILIO_WHATSAPP_FROM": self.from_address,
-        }
-        return [name for name, value in required.items() if not value]
-
-    def _twilio(self) -> tuple[Client, BaseUrlHttpClient]:
+    def twilio(self) -> tuple[Client, BaseUrlHttpClient]:
         """This thread's Twilio client and the HTTP client that remembers its headers."""
         client = getattr(self._local, "client", None)
         if client is None:
-            missing = self._missing_settings()
+            required = {
+                "TWILIO_ACCOUNT_SID": self.account_sid,
+                "TWILIO_AUTH_TOKEN": self._auth_token,
+                "TWILIO_WHATSAPP_FROM": self.from_address,
+            }
+            missing = [name for name, value in required.items() if not value]
             if missing:
                 raise PermanentSendError(
                     f"WhatsApp is not configured: {', '.join(missing)} empty",
@@ -223,7 +208,7 @@ class WhatsAppChannel(Sender):
         return parameters
 
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
-        client, http_client = self._twilio()
+        client, http_client = self.twilio()
         try:
             created = client.messages.create(**self.message_parameters(address, message))
         except (TwilioRestException, TwilioServiceException) as exc:
@@ -256,10 +241,10 @@ class WhatsAppChannel(Sender):
             ) from exc
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
             # Only a 2xx body is parsed by us rather than by the library's error path.
-            raise unreadable_acceptance(type(exc).__name__) from exc
+            raise unreadable_acceptance("Twilio", type(exc).__name__) from exc
         sid = created.sid
         if not isinstance(sid, str) or not sid:
-            raise unreadable_acceptance(f"sid {sid!r}")
+            raise unreadable_acceptance("Twilio", f"sid {sid!r}")
         return SendReceipt(provider_message_id=sid)
 
     def close(self) -> None:

@@ -7,7 +7,9 @@ from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 
 from core.command_line import NudgeCommand
-from messaging.telegram.bot import BotClient, TelegramLinkError, webhook_secret_problem
+from messaging.channels.base import SendError
+from messaging.telegram.bot import ALLOWED_UPDATES, set_commands, webhook_secret_problem
+from messaging.telegram.send import TelegramChannel
 
 
 class Command(NudgeCommand):
@@ -24,34 +26,36 @@ class Command(NudgeCommand):
     def handle(self, *args, **options) -> None:
         action = options["action"]
         url = options["url"] or settings.TELEGRAM_WEBHOOK_URL
+        secret = settings.TELEGRAM_WEBHOOK_SECRET
         if action == "set":
             if not url.startswith("https://"):
                 raise CommandError("set needs an https:// URL (--url, or PUBLIC_BASE_URL set)")
-            problem = webhook_secret_problem(settings.TELEGRAM_WEBHOOK_SECRET)
+            problem = webhook_secret_problem(secret)
             if problem:
                 raise CommandError(problem)
-        try:
-            client = BotClient()
-        except TelegramLinkError as exc:
-            raise CommandError(str(exc)) from None
+        channel = TelegramChannel()
         try:
             if action == "set":
-                client.set_webhook(url, settings.TELEGRAM_WEBHOOK_SECRET)
-                menus = client.set_commands()
+                channel.run(
+                    channel.bot.set_webhook(
+                        url=url, secret_token=secret, allowed_updates=ALLOWED_UPDATES
+                    )
+                )
+                menus = set_commands(channel)
                 self.stdout.write(
                     f"telegram_webhook: set to {url}; command menu in {menus} languages"
                 )
             elif action == "delete":
-                client.delete_webhook()
+                channel.run(channel.bot.delete_webhook())
                 self.stdout.write("telegram_webhook: deleted (telegram_poll can be used now)")
             else:
-                info = client.webhook_info()
+                info = channel.run(channel.bot.get_webhook_info())
                 line = f"telegram_webhook: url {info.url or '(none)'}, "
                 line += f"pending updates {info.pending_update_count}"
                 if info.last_error_message:
                     line += f", last error: {info.last_error_message}"
                 self.stdout.write(line)
-        except TelegramLinkError as exc:
-            raise CommandError(str(exc)) from None
+        except SendError as exc:
+            raise CommandError(f"Telegram: {exc}") from None
         finally:
-            client.close()
+            channel.close()
