@@ -105,21 +105,6 @@ def outlived_after(budget_seconds: float) -> timedelta:
     return timedelta(seconds=2 * budget_seconds + 300)
 
 
-def close_runs_that_never_finished(sweep: str, outlived: timedelta) -> int:
-    """Mark this sweep's runs still "running" after ``outlived`` as failed, never finished.
-
-    A killed process cannot record its end. Measured by the wall clock
-    (``started_at``), whatever ``--now`` a run acts for.
-    """
-    now = timezone.now()
-    closed = SweepRun.objects.filter(
-        sweep=sweep, status=SweepRun.Status.RUNNING, started_at__lt=now - outlived
-    ).update(status=SweepRun.Status.FAILED, finished_at=now, error=NEVER_FINISHED)
-    if closed:
-        logger.error("sweep runs never finished", extra={"sweep": sweep, "runs": closed})
-    return closed
-
-
 def prune_run_log(cutoff: datetime, batch: int = 5000) -> int:
     """Delete run-log entries started before ``cutoff``, in batches; returns how many."""
     total = 0
@@ -138,9 +123,16 @@ def recorded_run(sweep: str, as_of: datetime, *, outlived: timedelta) -> Iterato
     """Record a sweep run; the caller fills ``run.counts`` and ``run.summary``.
 
     An exception marks the run failed (and propagates); otherwise it is ok
-    unless the caller set ``run.status``. Dead runs of the sweep are closed first.
+    unless the caller set ``run.status``. First, this sweep's runs still "running"
+    after ``outlived`` (by the wall clock: a killed process cannot record its end)
+    are closed as failed.
     """
-    close_runs_that_never_finished(sweep, outlived)
+    now = timezone.now()
+    closed = SweepRun.objects.filter(
+        sweep=sweep, status=SweepRun.Status.RUNNING, started_at__lt=now - outlived
+    ).update(status=SweepRun.Status.FAILED, finished_at=now, error=NEVER_FINISHED)
+    if closed:
+        logger.error("sweep runs never finished", extra={"sweep": sweep, "runs": closed})
     run = SweepRun.objects.create(sweep=sweep, as_of=as_of)
     try:
         yield run

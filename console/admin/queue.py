@@ -7,6 +7,8 @@ claim); rows change only through ``actions``, which call the queue's transitions
 from __future__ import annotations
 
 import zoneinfo
+from functools import reduce
+from operator import or_
 
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
@@ -196,7 +198,7 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[ScheduledSend]:
         """Every row with its state (``queue_state``), problems first."""
         now, lease = as_of(request), NudgeConfig.from_settings().lease
-        problem = states.in_any_state(states.PROBLEM_STATES, now, lease)
+        problem = reduce(or_, (states.in_state(s, now, lease) for s in states.PROBLEM_STATES))
         # Not super(): it would order by problem_rank before that annotation exists.
         return (
             self.model._default_manager.select_related("user", "user__delivery_settings")

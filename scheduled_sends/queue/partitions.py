@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from django.db import OperationalError, connection, transaction
+from django.db import connection, transaction
 
 from scheduled_sends.queue import statements
 from tenancy.owner import connected_as_owner
@@ -150,11 +150,3 @@ def drop_aged_partitions(cutoff: datetime, progress: Callable[[Dropped], None] |
             if progress:
                 progress(dropped[-1])
     return dropped
-
-
-def owner_unreachable(exc: OperationalError) -> str:
-    """What retention says when it cannot connect as the owner to drop partitions."""
-    return (
-        f"could not connect as the owner role to drop aged partitions ({exc}); "
-        "their settled rows are deleted in batches instead"
-    )

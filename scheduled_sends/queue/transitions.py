@@ -338,11 +338,6 @@ def withdraw_unclaimed(ids: Sequence[int]) -> Counter[int]:
         return Counter(user_id for (user_id,) in cursor.fetchall())
 
 
-def enqueue_snoozed(user_id: int, channel: str, nudge: NewNudge) -> bool:
-    """Queue a Snooze's nudge; False when that instant was queued already (a double tap)."""
-    return enqueue(user_id, channel, [nudge]) == 1
-
-
 def withdraw_subject(user_id: int, kind: str, ref_id: int) -> int:
     """Delete the subject's pending, unclaimed nudges (Done); how many went. A claimed
     row is left to its run, which re-reads the subject and skips it."""
