@@ -32,6 +32,7 @@ from console import health, panels, sentences
 from console.admin_guard import audit_read, guarded
 from core.config import NudgeConfig
 from core.display import when
+from core.zones import zone_of
 from pacing import pacer
 from scheduled_sends.models import ScheduledSend, SweepRun
 from tenancy.scope import support_scope
@@ -155,15 +156,8 @@ def _viewer_zone(request: HttpRequest) -> zoneinfo.ZoneInfo:
 
     Read inside ``support_scope()``: the support role sees every tenant's settings.
     """
-    name = (
-        DeliverySettings.objects.filter(user_id=request.user.pk)
-        .values_list("timezone", flat=True)
-        .first()
-    )
-    try:
-        return zoneinfo.ZoneInfo(name or "UTC")
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return zoneinfo.ZoneInfo("UTC")
+    settings = DeliverySettings.objects.filter(user_id=request.user.pk)
+    return zone_of(settings.values_list("timezone", flat=True).first() or "")
 
 
 def _run_check_health() -> Any:

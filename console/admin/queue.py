@@ -6,14 +6,12 @@ claim); rows change only through ``actions``, which call the queue's transitions
 
 from __future__ import annotations
 
-import zoneinfo
 from functools import reduce
 from operator import or_
 
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Case, IntegerField, QuerySet, When
 from django.http import HttpRequest
 from django.urls import reverse
@@ -25,6 +23,7 @@ from console.admin import actions
 from console.admin.rows import as_of, attach_subject_titles, subject_label
 from core.config import NudgeConfig
 from core.display import instant_column, when
+from core.zones import known_zone
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import states
 
@@ -95,10 +94,8 @@ class OwnerFilter(admin.SimpleListFilter):
 
 def _channel_for_unsent(obj: ScheduledSend) -> str:
     """The user's channel now, for a row not yet sent; the queued one noted when it differs."""
-    try:
-        current = obj.user.delivery_settings.channel
-    except ObjectDoesNotExist:
-        current = ""
+    settings = getattr(obj.user, "delivery_settings", None)
+    current = settings.channel if settings else ""
     if not current:
         return "no channel chosen yet"
     if obj.channel and obj.channel != current:
@@ -108,13 +105,6 @@ def _channel_for_unsent(obj: ScheduledSend) -> str:
 
 def _channel_name(channel: str) -> str:
     return Channel(channel).label if channel in Channel.values else channel
-
-
-def _user_zone(obj: ScheduledSend) -> str:
-    try:
-        return obj.user.delivery_settings.timezone or "UTC"
-    except ObjectDoesNotExist:
-        return "UTC"
 
 
 @admin.register(ScheduledSend)
@@ -264,12 +254,12 @@ class ScheduledSendAdmin(admin.ModelAdmin):
 
     @admin.display(description="fires (user's zone)", ordering="fire_at")
     def fire_at_local(self, obj: ScheduledSend) -> str:
-        zone = _user_zone(obj)
-        try:
-            local = obj.fire_at.astimezone(zoneinfo.ZoneInfo(zone))
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            return f"(unknown zone {zone})"
-        return f"{local:%Y-%m-%d %H:%M} {zone}"
+        settings = getattr(obj.user, "delivery_settings", None)
+        name = (settings.timezone if settings else "") or "UTC"
+        zone = known_zone(name)
+        if zone is None:
+            return f"(unknown zone {name})"
+        return f"{obj.fire_at.astimezone(zone):%Y-%m-%d %H:%M} {name}"
 
     @admin.display(description="state", ordering="problem_rank")
     def state_label(self, obj: ScheduledSend) -> str:
