@@ -11,6 +11,7 @@ them in the support scope or a tenant scope.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -168,8 +169,10 @@ def lateness(now: datetime, config: NudgeConfig, user_id: int | None = None) -> 
         by_quarter[slot] = LatenessQuarter(
             row["quarter"], row["n"], row["p50"], row["p95"], float(row["top"])
         )
-    counts = dict(histogram_query(start, end, config, user_id))
-    histogram = [(bound, counts.get(i, 0)) for i, bound in enumerate(BUCKETS)]
+    counts: Counter[int] = Counter()
+    for _, bucket, n, _ in histogram_query(start, end, config, user_id):
+        counts[bucket] += n
+    histogram = [(bound, counts[i]) for i, bound in enumerate(BUCKETS)]
     return Lateness(start, int(HISTORY / QUARTER), by_quarter, histogram)
 
 
@@ -216,21 +219,10 @@ def _bucket() -> Case:
 def histogram_query(
     start: datetime, end: datetime, config: NudgeConfig, user_id: int | None = None
 ) -> QuerySet:
-    """(bucket index into ``BUCKETS``, rows) for the rows sent in the window."""
+    """(channel, bucket index into ``BUCKETS``, rows, seconds late summed) for the rows
+    sent in the window: the lateness chart's histogram and ``/metrics``' by channel."""
     return (
         _sent_between(start, end, config, user_id)
-        .annotate(bucket=_bucket())
-        .values("bucket")
-        .annotate(n=Count("id"))
-        .values_list("bucket", "n")
-    )
-
-
-def channel_histogram_query(start: datetime, end: datetime, config: NudgeConfig) -> QuerySet:
-    """(channel, bucket index, rows, seconds late summed) for every tenant's rows sent
-    in the window: ``/metrics``' lateness by channel."""
-    return (
-        _sent_between(start, end, config, None)
         .annotate(bucket=_bucket())
         .values("channel", "bucket")
         .annotate(n=Count("id"), late_sum=Sum("late"))

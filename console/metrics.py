@@ -70,7 +70,7 @@ class QueueCollector:
                 .annotate(n=Count("id"))
                 .order_by()
             )
-            lateness = list(charts.channel_histogram_query(*window, self.config).order_by())
+            lateness = list(charts.histogram_query(*window, self.config).order_by())
             look_ahead = charts.look_ahead(self.now, self.config)
         yield from self._health()
         yield from self._queue(live, settled)

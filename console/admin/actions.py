@@ -79,7 +79,42 @@ def _support_action(
     not to others. Confirmed: attempt each eligible row, log it, say what did and did not."""
     confirmed = form.is_valid() if form else request.POST.get("post") == "yes"
     if not confirmed:
-        return _confirm(modeladmin, request, rows, action, title, explanation, submit, doubt, form)
+        attach_subject_titles(obj for obj, _ in rows)
+        eligible = [obj for obj, refusal in rows if refusal is None]
+        doubts = {obj.pk: doubt(obj) for obj in eligible}
+        context = {
+            **modeladmin.admin_site.each_context(request),
+            "title": title,
+            "subtitle": None,
+            "opts": modeladmin.model._meta,
+            "action": action,
+            "explanation": explanation,
+            "rows": [
+                {
+                    "obj": obj,
+                    "owner": obj.user.username,
+                    "subject": subject_label(obj),
+                    "fire_at": when(obj.fire_at),
+                    "state": obj.queue_state,
+                    "refusal": refusal,
+                    "doubt": doubts.get(obj.pk, ""),
+                    "send_started": when(obj.send_started_at),
+                }
+                for obj, refusal in rows
+            ],
+            "eligible": eligible,
+            "count_sentence": _count_sentence(
+                selected=len(rows),
+                eligible=len(eligible),
+                doubtful=sum(1 for doubt in doubts.values() if doubt),
+            ),
+            "submit": submit,
+            "form": form,
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "media": modeladmin.media,
+        }
+        request.current_app = modeladmin.admin_site.name
+        return TemplateResponse(request, CONFIRM_TEMPLATE, context)
     changed, refusals = 0, [(obj, why) for obj, why in rows if why]
     for obj, why in rows:
         if why:
@@ -99,55 +134,6 @@ def _support_action(
             messages.WARNING,
         )
     return None
-
-
-def _confirm(
-    modeladmin: admin.ModelAdmin,
-    request: HttpRequest,
-    rows: list[tuple[ScheduledSend, str | None]],
-    action: str,
-    title: str,
-    explanation: str,
-    submit: str,
-    doubt: Callable[[ScheduledSend], str],
-    form: forms.Form | None,
-) -> TemplateResponse:
-    attach_subject_titles(obj for obj, _ in rows)
-    eligible = [obj for obj, refusal in rows if refusal is None]
-    doubts = {obj.pk: doubt(obj) for obj in eligible}
-    context = {
-        **modeladmin.admin_site.each_context(request),
-        "title": title,
-        "subtitle": None,
-        "opts": modeladmin.model._meta,
-        "action": action,
-        "explanation": explanation,
-        "rows": [
-            {
-                "obj": obj,
-                "owner": obj.user.username,
-                "subject": subject_label(obj),
-                "fire_at": when(obj.fire_at),
-                "state": obj.queue_state,
-                "refusal": refusal,
-                "doubt": doubts.get(obj.pk, ""),
-                "send_started": when(obj.send_started_at),
-            }
-            for obj, refusal in rows
-        ],
-        "eligible": eligible,
-        "count_sentence": _count_sentence(
-            selected=len(rows),
-            eligible=len(eligible),
-            doubtful=sum(1 for doubt in doubts.values() if doubt),
-        ),
-        "submit": submit,
-        "form": form,
-        "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
-        "media": modeladmin.media,
-    }
-    request.current_app = modeladmin.admin_site.name
-    return TemplateResponse(request, CONFIRM_TEMPLATE, context)
 
 
 def _send_again(request: HttpRequest, obj: ScheduledSend) -> bool:
