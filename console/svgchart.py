@@ -51,24 +51,15 @@ class Chart:
     empty_text: str = "Nothing to draw."
 
 
-def nice_ceiling(value: float) -> float:
-    """The smallest 1, 2, 2.5 or 5 x 10^n at or above ``value`` (an axis top)."""
-    if value <= 0:
-        return 1.0
-    exponent = math.floor(math.log10(value))
-    for step in (1, 2, 2.5, 5, 10):
-        top = step * 10**exponent
-        if top >= value:
-            return float(top)
-    return float(10 ** (exponent + 1))  # pragma: no cover - the loop always returns
-
-
 def _axis_top(values: Sequence[float]) -> float:
-    """The axis top for these values; counts never get a half-way tick of 0.5."""
-    top = nice_ceiling(max([*values, 0]))
-    if top < 2 and all(float(v).is_integer() for v in values):
-        return 2.0
-    return top
+    """The smallest 1, 2, 2.5 or 5 x 10^n at or above every value; at least 2 for
+    counts, which never get a half-way tick of 0.5."""
+    value = max([*values, 0])
+    counts = all(float(v).is_integer() for v in values)
+    if value <= (2 if counts else 0):
+        return 2.0 if counts else 1.0
+    exponent = math.floor(math.log10(value))
+    return float(min(s * 10**exponent for s in (1, 2, 2.5, 5, 10) if s * 10**exponent >= value))
 
 
 def figure(value: float, unit: str = "") -> str:
