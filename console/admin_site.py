@@ -181,10 +181,7 @@ def _health_summary(request: HttpRequest) -> HealthSummary:
 
 def _figures_from_queries() -> dict[str, Any]:
     """Health's figures, counted as health counts them, under the admin's scope."""
-    config = NudgeConfig.from_settings()
-    counts = ScheduledSend.objects.due_counts(
-        timezone.now(), config.grace, config.lease, config.overdue_after
-    )
+    counts = ScheduledSend.objects.due_counts(timezone.now(), NudgeConfig.from_settings())
     return {
         "last_deliver_at": health.last_success_at(SweepRun.Sweep.DELIVER),
         "last_materialize_at": health.last_success_at(SweepRun.Sweep.MATERIALIZE),

@@ -16,7 +16,9 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from django.db import connection, transaction
 
+from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import statements
+from scheduled_sends.queue.states import unsettled
 from tenancy.owner import connected_as_owner
 from tenancy.rls import tenant_table_security
 from tenancy.scope import rls_bypass
@@ -127,14 +129,17 @@ def drop_aged_partitions(cutoff: datetime, progress: Callable[[Dropped], None] |
     batched delete would take too. Qualifying is read under the bypass; the drop
     is the owner's, connected only when something qualifies.
     """
-    aged = [part for part in partitions() if part.end <= cutoff]
-    droppable = []
-    for part in aged:
-        with rls_bypass(), connection.cursor() as cursor:
-            start = part.start or datetime.min.replace(tzinfo=UTC)
-            cursor.execute(statements.RANGE_HOLDS_UNSETTLED, {"start": start, "end": part.end})
-            if not cursor.fetchone()[0]:
-                droppable.append(part)
+    unsettled_rows = ScheduledSend.objects.filter(unsettled())
+    with rls_bypass():
+        droppable = [
+            part
+            for part in partitions()
+            if part.end <= cutoff
+            and not unsettled_rows.filter(
+                intended_at__gte=part.start or datetime.min.replace(tzinfo=UTC),
+                intended_at__lt=part.end,
+            ).exists()
+        ]
     if not droppable:
         return []
     dropped: list[Dropped] = []

@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 from django.db import models
 from django.db.models import Case, Count, Expression, Min, Q, Value, When
 
+from core.config import NudgeConfig
+
 Instant = datetime | Expression
 
 
@@ -120,10 +122,9 @@ class ScheduledSendQuerySet(models.QuerySet):
             )
         )
 
-    def due_counts(
-        self, now: datetime, grace: timedelta, lease: timedelta, overdue_after: timedelta
-    ) -> DueCounts:
+    def due_counts(self, now: datetime, config: NudgeConfig) -> DueCounts:
         """Counts over the queue's due part (one range of the claim's index); no user data."""
+        grace, lease, overdue_after = config.grace, config.lease, config.overdue_after
         return DueCounts(
             **self.filter(unsettled(), fire_minute__lte=now, fire_at__lte=now).aggregate(
                 due_backlog=Count("pk", filter=inside_grace(now, grace)),

@@ -232,9 +232,7 @@ def prune_settled(cutoff: datetime, batch: int = 5000, progress=None) -> int:
 def queue_counts(now: datetime, config: NudgeConfig) -> DueCounts:
     """Health's counts over the due part of every tenant's queue; no user data."""
     with rls_bypass():
-        return ScheduledSend.objects.due_counts(
-            now, config.grace, config.lease, config.overdue_after
-        )
+        return ScheduledSend.objects.due_counts(now, config)
 
 
 @dataclass(frozen=True)
