@@ -1,13 +1,7 @@
-"""The support console: Django's admin, with every staff view in ``support_scope()``.
-
-Tenant tables carry FORCE row-level security; rather than loosen a policy, each
-admin view for an active staff user runs in ``support_scope()`` (one transaction
-as the NOLOGIN support role) and renders its response inside it. Login, logout,
-anonymous and non-staff requests never enter the scope.
-
-Inside the scope the viewing staff member's own zone (their DeliverySettings,
-else UTC) is active, so every instant a page writes reads in that one zone.
-"""
+"""The support console: Django's admin, each view for an active staff user run and
+rendered in ``support_scope()`` (one transaction as the NOLOGIN support role) rather
+than a loosened policy; login, logout, anonymous and non-staff requests never enter
+it. Instants read in the viewer's own zone (their DeliverySettings, else UTC)."""
 
 from __future__ import annotations
 

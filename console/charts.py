@@ -1,11 +1,8 @@
 """The figures behind the support console's charts, read from the queue.
 
-Each query is bounded by a time window on an indexed column, so its cost follows
-the window's rows, not the table's: the look-ahead reads the live rows' partial
-index on ``fire_at``; the settled windows read ``fire_at`` widened by
-``max_early`` (smoothing may send early), then filter ``intended_at`` exactly.
-Every function takes an optional ``user_id`` (one tenant's charts); callers run
-them in the support scope or a tenant scope.
+Each query is bounded by a window on an indexed ``fire_at`` (settled windows widened
+by ``max_early``, then ``intended_at`` exactly), so its cost follows the window's
+rows. An optional ``user_id`` gives one tenant's charts; callers choose the scope.
 """
 
 from __future__ import annotations

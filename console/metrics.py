@@ -1,10 +1,6 @@
-"""``GET /metrics``: what every machine's sweeps did, in Prometheus' text format.
-
-Everything is read from PostgreSQL at scrape time (the run log, the queue's
-counts under the bypass, health's checks) and nothing is kept in process
-memory, so one scrape sees every machine's cron jobs, and a machine that stopped
-is seen too. ``nudge_health_check_ok`` mirrors ``nudge_health``'s checks.
-"""
+"""``GET /metrics``: what every machine's sweeps did, in Prometheus' text format, read
+from PostgreSQL at scrape time (nothing in process memory), so one scrape sees every
+machine, a stopped one too. ``nudge_health_check_ok`` mirrors ``nudge_health``."""
 
 from __future__ import annotations
 

@@ -39,8 +39,7 @@ CHANNEL_NAMES = {**dict(Channel.choices), "": "Channel not chosen yet"}
 class Panel:
     """One chart: its picture, what it shows in a sentence, and its figures as a table."""
 
-    panel_id: str
-    title: str
+    chart: Chart  # its id and accessible title
     svg: SafeString
     caption: str
     head: list[str]
@@ -92,8 +91,7 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
         ]
         panels.append(
             Panel(
-                chart.chart_id,
-                chart.title,
+                chart,
                 svg,
                 caption + ".",
                 ["minute", "nudges", "capacity"],
@@ -153,8 +151,7 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
     )
     return [
         Panel(
-            chart.chart_id,
-            chart.title,
+            chart,
             lines,
             caption + ".",
             ["quarter-hour from", "sent", "p50", "p95", "max"],
@@ -165,8 +162,7 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
             "Quarter-hours not listed sent nothing.",
         ),
         Panel(
-            histogram_chart.chart_id,
-            histogram_chart.title,
+            histogram_chart,
             histogram,
             "Each bar counts the nudges that arrived at most this late (0 s: on time or early).",
             ["lateness", "nudges"],
@@ -212,8 +208,7 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
     totals = ", ".join(f"{data.total(o):,} {o.value}" for o in OUTCOME_ORDER)
     panels = [
         Panel(
-            chart.chart_id,
-            chart.title,
+            chart,
             svgchart.bar_chart(chart, stacks, [retried]),
             f"{totals}; {data.retried:,} retried (had a failed attempt).",
             ["hour from", *[o.value for o in OUTCOME_ORDER], "retried"],
@@ -239,8 +234,7 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
     )
     panels.append(
         Panel(
-            reason_chart.chart_id,
-            reason_chart.title,
+            reason_chart,
             svgchart.bar_chart(reason_chart, failure_series),
             "; ".join(f"{reason}: {n:,}" for reason, n in reasons) or "No failures.",
             ["hour from", "reason", "failures"],
@@ -273,8 +267,7 @@ def _kind_panel(data: charts.Outcomes, ticks: dict[int, str], *, prefix: str) ->
     )
     totals = {kind: sum(h.sent_by_kind.get(kind, 0) for h in data.hours) for kind in Kind}
     return Panel(
-        chart.chart_id,
-        chart.title,
+        chart,
         svgchart.bar_chart(chart, stacks),
         "; ".join(f"{kind.label}: {totals[kind]:,}" for kind in Kind) + ".",
         ["hour from", *[kind.label for kind in Kind]],

@@ -260,17 +260,15 @@ def figure_lines(figures: dict[str, Any], links: Links) -> list[HealthLine]:
     """The figures alone, when no health report could be made."""
     stuck = int(figures.get("stuck_claims") or 0)
     return [
-        HealthLine(
-            "last_deliver",
-            True,
-            format_html("Last successful deliver run: {}.", when(figures.get("last_deliver_at"))),
-        ),
-        HealthLine(
-            "last_materialize",
-            True,
-            format_html(
-                "Last successful materialize run: {}.", when(figures.get("last_materialize_at"))
-            ),
+        *(
+            HealthLine(
+                f"last_{sweep}",
+                True,
+                format_html(
+                    "Last successful {} run: {}.", sweep, when(figures.get(f"last_{sweep}_at"))
+                ),
+            )
+            for sweep in ("deliver", "materialize")
         ),
         HealthLine(
             "due_backlog",

@@ -1,10 +1,6 @@
-"""Small server-rendered SVG charts (bars, lines, a reference line), without JavaScript.
-
-Every drawn mark carries its figure (``data-value``) and a ``<title>`` tooltip,
-so tests and screen readers read the numbers drawn. Charts scale with their
-container (``viewBox``), text too: ``templates/admin/base_site.html`` enlarges
-chart text on narrow screens and hides the ``minor`` labels of a dense axis.
-"""
+"""Small server-rendered SVG charts (bars, lines), without JavaScript. Every mark carries
+its figure (``data-value``) and a ``<title>``; charts scale with their ``viewBox``, and
+``templates/admin/base_site.html`` enlarges their text on narrow screens."""
 
 from __future__ import annotations
 
@@ -35,7 +31,6 @@ class Series:
     values: Sequence[float | None]
     colour: str
     dashed: bool = False
-    points: bool = True  # False for a reference line (a capacity): no figures to mark
     mark_zero: bool = True  # False: a zero is drawn by the line alone
 
 
@@ -122,7 +117,7 @@ def _line(chart: Chart, series: Series, top: float, slot: float) -> str:
         x = MARGIN_LEFT + (i + 0.5) * slot
         y = MARGIN_TOP + PLOT_HEIGHT - min(value, top) / top * PLOT_HEIGHT
         runs[-1].append(f"{x:.2f},{y:.2f}")
-        if not series.points or (value == 0 and not series.mark_zero):
+        if value == 0 and not series.mark_zero:
             continue
         points.append(
             f'<circle class="point" data-series="{escape(series.name)}" data-slot="{i}" '

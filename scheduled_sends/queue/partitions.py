@@ -1,12 +1,7 @@
-"""The queue's day partitions (UTC day of ``intended_at``): made ahead, checked by
-health, dropped whole by retention.
-
-The runtime role is DML-only, so partitions are created and dropped as the
-owner role. There is no DEFAULT partition on purpose: an insert for a missing
-day fails loudly, and health warns days ahead (:func:`coverage_problem`). Each
-partition gets the parent's FORCE row-level security, policies and grants:
-PostgreSQL applies a partition's own when it is named directly.
-"""
+"""The queue's day partitions (UTC day of ``intended_at``): made ahead and dropped as
+the owner role, checked by health. No DEFAULT partition, on purpose: an insert for a
+missing day fails loudly, and health warns days ahead. Each partition gets the parent's
+FORCE row-level security, policies and grants (PostgreSQL applies its own when named)."""
 
 from __future__ import annotations
 

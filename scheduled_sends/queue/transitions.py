@@ -1,12 +1,10 @@
 """Every write that moves a queue row, each defined once, on the database's clock.
 
-Scopes: materialize, Snooze and Done run in the caller's ``tenant_scope`` (or
-``planning_scope``); support writes in the caller's ``support_scope``, fenced
-by the state support saw. The claim, settle-ups, expiry, smoothing, receipts
-and pruning cross tenants, so they take ``rls_bypass()`` here, which reaches
-``scheduled_sends`` only. Settle-ups are grouped: one statement per
-transition, one transaction per flush. Everything between claim and
-settle-up happens in the owner's ``tenant_scope``, never under the bypass.
+Materialize, Snooze and Done run in the caller's tenant (or planning) scope, support's
+writes in its ``support_scope``, fenced by the state support saw. The claim, grouped
+settle-ups, expiry, smoothing, receipts and pruning cross tenants, so they take
+``rls_bypass()`` here (it reaches ``scheduled_sends`` only); between claim and
+settle-up, work runs in the owner's ``tenant_scope``.
 """
 
 from __future__ import annotations
