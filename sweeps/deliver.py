@@ -478,7 +478,7 @@ class DryRun:
 
     as_of: datetime
     total: int
-    rows: list[transitions.DuePreview]
+    rows: list  # transitions.due_preview's named rows
 
     def lines(self) -> list[str]:
         head = (

@@ -233,29 +233,15 @@ def queue_counts(now: datetime, config: NudgeConfig) -> DueCounts:
         return ScheduledSend.objects.due_counts(now, config)
 
 
-@dataclass(frozen=True)
-class DuePreview:
-    """A row a deliver run at some instant would claim: what ``deliver --dry-run`` lists."""
-
-    id: int
-    user_id: int
-    channel: str
-    kind: str
-    fire_at: datetime
-    attempts: int
-
-
-def due_preview(
-    now: datetime, config: NudgeConfig, limit: int = 50
-) -> tuple[int, list[DuePreview]]:
-    """What the claim would take at ``now`` (how many, and the first ``limit``); writes nothing."""
+def due_preview(now: datetime, config: NudgeConfig, limit: int = 50) -> tuple[int, list]:
+    """What the claim would take at ``now`` (how many, and the first ``limit`` rows as named
+    tuples: what ``deliver --dry-run`` lists); writes nothing."""
     with rls_bypass():
         rows = ScheduledSend.objects.filter(claimable(now, config.grace, config.lease))
-        total = rows.count()
         first = rows.order_by("fire_at", "pk").values_list(
-            "id", "user_id", "channel", "kind", "fire_at", "attempts"
-        )[:limit]
-        return total, [DuePreview(*row) for row in first]
+            "id", "user_id", "channel", "kind", "fire_at", "attempts", named=True
+        )
+        return rows.count(), list(first[:limit])
 
 
 def settle_one(row: ClaimedSend, transition: Transition, at: datetime, **fields: object) -> bool:
