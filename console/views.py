@@ -36,10 +36,7 @@ def may_see_details(request: HttpRequest) -> bool:
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
     if not may_see_details(request):
-        ok = cache.get(_VERDICT_KEY)
-        if ok is None:
-            ok = check_health().ok
-            cache.set(_VERDICT_KEY, ok, ANONYMOUS_VERDICT_SECONDS)
+        ok = cache.get_or_set(_VERDICT_KEY, lambda: check_health().ok, ANONYMOUS_VERDICT_SECONDS)
         return JsonResponse({"ok": ok}, status=200 if ok else 503)
     report = check_health()
     cache.set(_VERDICT_KEY, report.ok, ANONYMOUS_VERDICT_SECONDS)
