@@ -262,10 +262,9 @@ class Outcomes:
     @property
     def failure_reasons(self) -> list[tuple[str, int]]:
         """Every kind of failure over the day (by its label), most frequent first."""
-        totals: dict[str, int] = {}
+        totals: Counter[str] = Counter()
         for hour in self.hours:
-            for reason, n in hour.failures.items():
-                totals[reason] = totals.get(reason, 0) + n
+            totals.update(hour.failures)
         return sorted(totals.items(), key=lambda item: (-item[1], item[0]))
 
 
