@@ -17,7 +17,7 @@ from django.template.response import TemplateResponse
 
 from console.admin.rows import as_of, attach_subject_titles, subject_label
 from core.config import NudgeConfig
-from core.display import when, when_text
+from core.display import plural, when, when_text
 from scheduled_sends import failures
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import transitions
@@ -276,18 +276,16 @@ def _skip_refusal(obj: ScheduledSend) -> str | None:
 
 def _count_sentence(*, selected: int, eligible: int, doubtful: int) -> str:
     """How many rows the action will touch, said before it does."""
-
-    def rows(n: int) -> str:
-        return f"{n} row" if n == 1 else f"{n} rows"
-
     if not eligible:
-        return f"This will change none of the {rows(selected)} you selected."
-    sentence = f"This will change {rows(eligible)} of the {rows(selected)} you selected"
+        return f"This will change none of the {plural(selected, 'row')} you selected."
+    sentence = (
+        f"This will change {plural(eligible, 'row')} of the {plural(selected, 'row')} you selected"
+    )
     if eligible < selected:
-        sentence += f"; {rows(selected - eligible)} will be left alone (reasons below)"
+        sentence += f"; {plural(selected - eligible, 'row')} will be left alone (reasons below)"
     if doubtful:
         sentence += (
-            f". {rows(doubtful)} may already have reached the user and "
+            f". {plural(doubtful, 'row')} may already have reached the user and "
             f"{'is' if doubtful == 1 else 'are'} changed only if you tick 'send again'"
         )
     return sentence + "."
