@@ -123,7 +123,8 @@ class NudgeAdminSite(admin.AdminSite):
 
     def user_activity(self, request: HttpRequest, user_id: int) -> HttpResponseBase:
         """The landing page's three charts for one user's nudges."""
-        if not sentences.Links.for_user(request.user).queue:
+        links = sentences.Links.for_user(request.user)
+        if not links.queue:
             raise PermissionDenied
         user = get_object_or_404(get_user_model(), pk=user_id)
         # Counts, not rows, but of one tenant's queue: audited like any staff read of it.
@@ -139,17 +140,14 @@ class NudgeAdminSite(admin.AdminSite):
             "nudge_charts": panels.activity_panels(
                 now, NudgeConfig.from_settings(), user_id=user.pk
             ),
-            "nudge_queue_url": sentences.Links.for_user(request.user).to_queue(f"owner={user.pk}"),
+            "nudge_queue_url": links.to_queue(f"owner={user.pk}"),
         }
         request.current_app = self.name
         return TemplateResponse(request, "admin/nudge_user_activity.html", context)
 
 
 def _viewer_zone(request: HttpRequest) -> zoneinfo.ZoneInfo:
-    """The staff member's own zone, from their DeliverySettings; UTC without one.
-
-    Read inside ``support_scope()``: the support role sees every tenant's settings.
-    """
+    """The staff member's own zone (their DeliverySettings, read in the support scope)."""
     settings = DeliverySettings.objects.filter(user_id=request.user.pk)
     return zone_of(settings.values_list("timezone", flat=True).first() or "")
 

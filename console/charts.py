@@ -37,6 +37,7 @@ from core.config import NudgeConfig
 from scheduled_sends import failures
 from scheduled_sends.lateness import BUCKETS
 from scheduled_sends.models import Outcome, ScheduledSend
+from scheduled_sends.queue.states import unsettled
 
 LOOK_AHEAD = timedelta(hours=3)
 HISTORY = timedelta(hours=24)
@@ -108,12 +109,7 @@ def look_ahead_query(start: datetime, user_id: int | None = None) -> QuerySet:
     """(minute, channel, rows) for unsettled rows planned in ``[start, start + 3 h)``."""
     return (
         _rows(user_id)
-        .filter(
-            sent_at__isnull=True,
-            outcome__isnull=True,
-            fire_at__gte=start,
-            fire_at__lt=start + LOOK_AHEAD,
-        )
+        .filter(unsettled(), fire_at__gte=start, fire_at__lt=start + LOOK_AHEAD)
         .annotate(minute=Trunc("fire_at", "minute", tzinfo=UTC))
         .values_list("minute", "channel")
         .annotate(n=Count("id"))

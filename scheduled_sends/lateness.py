@@ -59,14 +59,10 @@ class LatenessSummary:
 
     def as_counts(self) -> dict[str, object]:
         """The run log's fields people read (the histogram is ``runlog.DeliverCounts``)."""
-
-        def rounded(value: float | None) -> float | None:
-            return None if value is None else round(value, 3)
-
+        figures = {"p50": self.p50, "p95": self.p95, "max": self.max}
         return {
-            "lateness_p50_seconds": rounded(self.p50),
-            "lateness_p95_seconds": rounded(self.p95),
-            "lateness_max_seconds": rounded(self.max),
+            f"lateness_{name}_seconds": None if value is None else round(value, 3)
+            for name, value in figures.items()
         }
 
 
