@@ -46,7 +46,7 @@ class StateFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value() in states.State.values:
             lease = NudgeConfig.from_settings().lease
-            return queryset.in_state(self.value(), as_of(request), lease)
+            return queryset.filter(states.in_state(self.value(), as_of(request), lease))
         return queryset
 
 

@@ -108,10 +108,7 @@ def awaiting_expiry(now: Instant, grace: timedelta, lease: timedelta) -> Q:
 
 
 class ScheduledSendQuerySet(models.QuerySet):
-    """``ScheduledSend.objects``: the states as queryset methods."""
-
-    def in_state(self, state: str, now: Instant, lease: timedelta) -> ScheduledSendQuerySet:
-        return self.filter(in_state(state, now, lease))
+    """``ScheduledSend.objects``: each row's state, and the due part's counts."""
 
     def with_state(self, now: Instant, lease: timedelta) -> ScheduledSendQuerySet:
         """Each row carries ``queue_state`` (a :class:`State` value)."""
