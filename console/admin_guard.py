@@ -1,14 +1,11 @@
 """What every admin page of the support console shares: narrow query strings, audited reads.
 
-* A lookup must start at a field the admin shows (list columns, list filters,
-  date hierarchy, form fields), and across a relation match only its key:
-  Django would otherwise answer ``?feed_url_encrypted__startswith=…``, a yes/no
-  oracle on hidden columns.
-* A list takes only the parameters its own sidebar, search box, date drill-down
-  and column headers make; anything else (``?o=-8.1``, a NUL byte, a year past
-  9998) is a 400, never a query and never a 500.
-* Every list or detail page of a tenant model logs who read which rows, with
-  which filters, to ``nudge.admin.audit``.
+* A lookup starts at a field the admin shows and, across a relation, matches only its
+  key: else ``?feed_url_encrypted__startswith=…`` is a yes/no oracle on hidden columns.
+* A list takes only the parameters its own page makes; anything else (``?o=-8.1``, a
+  NUL byte, a year past 9998) is a 400, never a query and never a 500.
+* Every list or detail page of a tenant model logs who read which rows, with which
+  filters, to ``nudge.admin.audit``.
 
 ``NudgeAdminSite.register`` mixes this into every registered admin.
 """

@@ -1,13 +1,7 @@
-"""The support console: Django's admin, with every staff view in ``support_scope()``.
-
-Tenant tables carry FORCE row-level security; rather than loosen a policy, each
-admin view for an active staff user runs in ``support_scope()`` (one transaction
-as the NOLOGIN support role) and renders its response inside it. Login, logout,
-anonymous and non-staff requests never enter the scope.
-
-Inside the scope the viewing staff member's own zone (their DeliverySettings,
-else UTC) is active, so every instant a page writes reads in that one zone.
-"""
+"""The support console: Django's admin, each view for an active staff user run and
+rendered in ``support_scope()`` (one transaction as the NOLOGIN support role) rather
+than a loosened policy; login, logout, anonymous and non-staff requests never enter
+it. Instants read in the viewer's own zone (their DeliverySettings, else UTC)."""
 
 from __future__ import annotations
 
@@ -32,6 +26,7 @@ from console import health, panels, sentences
 from console.admin_guard import audit_read, guarded
 from core.config import NudgeConfig
 from core.display import when
+from core.zones import zone_of
 from pacing import pacer
 from scheduled_sends.models import ScheduledSend, SweepRun
 from tenancy.scope import support_scope
@@ -128,7 +123,8 @@ class NudgeAdminSite(admin.AdminSite):
 
     def user_activity(self, request: HttpRequest, user_id: int) -> HttpResponseBase:
         """The landing page's three charts for one user's nudges."""
-        if not sentences.Links.for_user(request.user).queue:
+        links = sentences.Links.for_user(request.user)
+        if not links.queue:
             raise PermissionDenied
         user = get_object_or_404(get_user_model(), pk=user_id)
         # Counts, not rows, but of one tenant's queue: audited like any staff read of it.
@@ -144,26 +140,16 @@ class NudgeAdminSite(admin.AdminSite):
             "nudge_charts": panels.activity_panels(
                 now, NudgeConfig.from_settings(), user_id=user.pk
             ),
-            "nudge_queue_url": sentences.Links.for_user(request.user).to_queue(f"owner={user.pk}"),
+            "nudge_queue_url": links.to_queue(f"owner={user.pk}"),
         }
         request.current_app = self.name
         return TemplateResponse(request, "admin/nudge_user_activity.html", context)
 
 
 def _viewer_zone(request: HttpRequest) -> zoneinfo.ZoneInfo:
-    """The staff member's own zone, from their DeliverySettings; UTC without one.
-
-    Read inside ``support_scope()``: the support role sees every tenant's settings.
-    """
-    name = (
-        DeliverySettings.objects.filter(user_id=request.user.pk)
-        .values_list("timezone", flat=True)
-        .first()
-    )
-    try:
-        return zoneinfo.ZoneInfo(name or "UTC")
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return zoneinfo.ZoneInfo("UTC")
+    """The staff member's own zone (their DeliverySettings, read in the support scope)."""
+    settings = DeliverySettings.objects.filter(user_id=request.user.pk)
+    return zone_of(settings.values_list("timezone", flat=True).first() or "")
 
 
 def _run_check_health() -> Any:
@@ -187,10 +173,7 @@ def _health_summary(request: HttpRequest) -> HealthSummary:
 
 def _figures_from_queries() -> dict[str, Any]:
     """Health's figures, counted as health counts them, under the admin's scope."""
-    config = NudgeConfig.from_settings()
-    counts = ScheduledSend.objects.due_counts(
-        timezone.now(), config.grace, config.lease, config.overdue_after
-    )
+    counts = ScheduledSend.objects.due_counts(timezone.now(), NudgeConfig.from_settings())
     return {
         "last_deliver_at": health.last_success_at(SweepRun.Sweep.DELIVER),
         "last_materialize_at": health.last_success_at(SweepRun.Sweep.MATERIALIZE),

@@ -1,16 +1,14 @@
 """The figures behind the support console's charts, read from the queue.
 
-Each query is bounded by a time window on an indexed column, so its cost follows
-the window's rows, not the table's: the look-ahead reads the live rows' partial
-index on ``fire_at``; the settled windows read ``fire_at`` widened by
-``max_early`` (smoothing may send early), then filter ``intended_at`` exactly.
-Every function takes an optional ``user_id`` (one tenant's charts); callers run
-them in the support scope or a tenant scope.
+Each query is bounded by a window on an indexed ``fire_at`` (settled windows widened
+by ``max_early``, then ``intended_at`` exactly), so its cost follows the window's
+rows. An optional ``user_id`` gives one tenant's charts; callers choose the scope.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -39,6 +37,7 @@ from core.config import NudgeConfig
 from scheduled_sends import failures
 from scheduled_sends.lateness import BUCKETS
 from scheduled_sends.models import Outcome, ScheduledSend
+from scheduled_sends.queue.states import unsettled
 
 LOOK_AHEAD = timedelta(hours=3)
 HISTORY = timedelta(hours=24)
@@ -110,12 +109,7 @@ def look_ahead_query(start: datetime, user_id: int | None = None) -> QuerySet:
     """(minute, channel, rows) for unsettled rows planned in ``[start, start + 3 h)``."""
     return (
         _rows(user_id)
-        .filter(
-            sent_at__isnull=True,
-            outcome__isnull=True,
-            fire_at__gte=start,
-            fire_at__lt=start + LOOK_AHEAD,
-        )
+        .filter(unsettled(), fire_at__gte=start, fire_at__lt=start + LOOK_AHEAD)
         .annotate(minute=Trunc("fire_at", "minute", tzinfo=UTC))
         .values_list("minute", "channel")
         .annotate(n=Count("id"))
@@ -168,8 +162,10 @@ def lateness(now: datetime, config: NudgeConfig, user_id: int | None = None) -> 
         by_quarter[slot] = LatenessQuarter(
             row["quarter"], row["n"], row["p50"], row["p95"], float(row["top"])
         )
-    counts = dict(histogram_query(start, end, config, user_id))
-    histogram = [(bound, counts.get(i, 0)) for i, bound in enumerate(BUCKETS)]
+    counts: Counter[int] = Counter()
+    for _, bucket, n, _ in histogram_query(start, end, config, user_id):
+        counts[bucket] += n
+    histogram = [(bound, counts[i]) for i, bound in enumerate(BUCKETS)]
     return Lateness(start, int(HISTORY / QUARTER), by_quarter, histogram)
 
 
@@ -216,21 +212,10 @@ def _bucket() -> Case:
 def histogram_query(
     start: datetime, end: datetime, config: NudgeConfig, user_id: int | None = None
 ) -> QuerySet:
-    """(bucket index into ``BUCKETS``, rows) for the rows sent in the window."""
+    """(channel, bucket index into ``BUCKETS``, rows, seconds late summed) for the rows
+    sent in the window: the lateness chart's histogram and ``/metrics``' by channel."""
     return (
         _sent_between(start, end, config, user_id)
-        .annotate(bucket=_bucket())
-        .values("bucket")
-        .annotate(n=Count("id"))
-        .values_list("bucket", "n")
-    )
-
-
-def channel_histogram_query(start: datetime, end: datetime, config: NudgeConfig) -> QuerySet:
-    """(channel, bucket index, rows, seconds late summed) for every tenant's rows sent
-    in the window: ``/metrics``' lateness by channel."""
-    return (
-        _sent_between(start, end, config, None)
         .annotate(bucket=_bucket())
         .values("channel", "bucket")
         .annotate(n=Count("id"), late_sum=Sum("late"))
@@ -273,10 +258,9 @@ class Outcomes:
     @property
     def failure_reasons(self) -> list[tuple[str, int]]:
         """Every kind of failure over the day (by its label), most frequent first."""
-        totals: dict[str, int] = {}
+        totals: Counter[str] = Counter()
         for hour in self.hours:
-            for reason, n in hour.failures.items():
-                totals[reason] = totals.get(reason, 0) + n
+            totals.update(hour.failures)
         return sorted(totals.items(), key=lambda item: (-item[1], item[0]))
 
 

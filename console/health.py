@@ -1,11 +1,7 @@
-"""Telling an outage from a quiet minute.
-
-A blind claim, a stopped deliver cron and a quiet minute all print "claimed 0",
-so health reads the queue from independent angles: the run log, the live queue
-under the bypass, what the last materialize saw inside each user's own scope,
-the last 15 minutes' lateness and failed sends, queue partitions, calendar push,
-and the deployment's row-level security.
-"""
+"""Telling an outage from a quiet minute: a blind claim, a stopped deliver cron and a
+quiet minute all print "claimed 0", so health reads the queue from independent angles
+(run log, live queue under the bypass, what materialize saw in each user's own scope,
+recent lateness and failed sends, partitions, calendar push, row-level security)."""
 
 from __future__ import annotations
 
@@ -145,12 +141,8 @@ def _deliver_runs_in_window(now: datetime) -> list[DeliverCounts]:
 
 def _check_on_time(report: HealthReport, runs: list[DeliverCounts], config: NudgeConfig) -> None:
     """p95 lateness and expiries over the deliver runs of the last 15 minutes."""
-    histograms, expired, sent = [], 0, 0
-    for counts in runs:
-        histograms.append(counts.lateness_histogram)
-        expired += counts.expired
-        sent += counts.sent
-    p95 = merged_p95(histograms)
+    p95 = merged_p95(counts.lateness_histogram for counts in runs)
+    expired, sent = sum(c.expired for c in runs), sum(c.sent for c in runs)
     limit = config.max_p95_lateness.total_seconds()
     report.figures.update(
         sent_last_15_min=sent, expired_last_15_min=expired, lateness_p95_bucket_seconds=p95
@@ -301,11 +293,8 @@ def _dealt_with_since(after: datetime) -> tuple[int, int]:
     runs = SweepRun.objects.filter(
         sweep=SweepRun.Sweep.DELIVER, status=SweepRun.Status.OK, as_of__gt=after
     ).values_list("counts", flat=True)
-    dealt, count = 0, 0
-    for counts in map(DeliverCounts.from_counts, runs):
-        count += 1
-        dealt += counts.sent + counts.skipped + counts.failed + counts.expired + counts.retried
-    return count, dealt
+    done = [DeliverCounts.from_counts(counts) for counts in runs]
+    return len(done), sum(c.sent + c.skipped + c.failed + c.expired + c.retried for c in done)
 
 
 def _overdue_seen_by_cycle(materialize: SweepRun) -> int:

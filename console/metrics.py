@@ -1,15 +1,14 @@
-"""``GET /metrics``: what every machine's sweeps did, in Prometheus' text format.
-
-Everything is read from PostgreSQL at scrape time (the run log, the queue's
-counts under the bypass, health's checks) and nothing is kept in process
-memory, so one scrape sees every machine's cron jobs, and a machine that stopped
-is seen too. ``nudge_health_check_ok`` mirrors ``nudge_health``'s checks.
-"""
+"""``GET /metrics``: what every machine's sweeps did, in Prometheus' text format, read
+from PostgreSQL at scrape time (nothing in process memory), so one scrape sees every
+machine, a stopped one too. ``nudge_health_check_ok`` mirrors ``nudge_health``."""
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import fields
 from datetime import datetime
 
 from django.db.models import Count
@@ -27,13 +26,21 @@ from core.config import NudgeConfig
 from pacing.pacer import rates_in_force
 from scheduled_sends.lateness import BUCKETS
 from scheduled_sends.models import ScheduledSend, SweepRun
-from scheduled_sends.queue.states import unsettled
+from scheduled_sends.queue.states import DueCounts, unsettled
 from scheduled_sends.runlog import DeliverCounts, MaterializeCounts, add_outcomes
 from tenancy.scope import rls_bypass
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # Counters the deliver runs record, summed over the window.
 DELIVER_COUNTS = ("sent", "skipped", "failed", "expired", "retried")
+
+
+def _gauge(name: str, documentation: str, labels: list[str], samples) -> GaugeMetricFamily:
+    """A labelled gauge family with one sample per ``(label values, value)``."""
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    for label_values, value in samples:
+        family.add_metric(label_values, value)
+    return family
 
 
 class QueueCollector:
@@ -44,6 +51,7 @@ class QueueCollector:
 
     def collect(self) -> Iterator[Metric]:
         # One short bypass transaction for one snapshot; counts only, as health's.
+        window = (self.now - LATENESS_WINDOW, self.now)
         with rls_bypass():
             live = list(
                 ScheduledSend.objects.filter(unsettled())
@@ -53,86 +61,69 @@ class QueueCollector:
                 .order_by()
             )
             settled = list(
-                charts.settled_between(
-                    self.now - LATENESS_WINDOW, self.now, self.config, user_id=None
-                )
+                charts.settled_between(*window, self.config, user_id=None)
                 .values_list("outcome", "channel")
                 .annotate(n=Count("id"))
                 .order_by()
             )
-            lateness = list(
-                charts.channel_histogram_query(
-                    self.now - LATENESS_WINDOW, self.now, self.config
-                ).order_by()
-            )
+            lateness = list(charts.histogram_query(*window, self.config).order_by())
             look_ahead = charts.look_ahead(self.now, self.config)
         yield from self._health()
         yield from self._queue(live, settled)
-        yield from self._lateness(lateness)
+        yield self._lateness(lateness)
         yield from self._look_ahead(look_ahead)
         yield from self._pacing()
         yield from self._runs()
 
     def _health(self) -> Iterator[Metric]:
-        checks = GaugeMetricFamily(
+        checks = self.health.checks
+        yield _gauge(
             "nudge_health_check_ok",
             "1 when the health check passes (as nudge_health)",
-            labels=["check"],
+            ["check"],
+            (([check.name], float(check.ok)) for check in checks),
         )
-        warnings = GaugeMetricFamily(
+        yield _gauge(
             "nudge_health_check_warning",
             "1 when the check passes with something to look at (WARN in nudge_health)",
-            labels=["check"],
+            ["check"],
+            (([check.name], float(check.warning)) for check in checks),
         )
-        for check in self.health.checks:
-            checks.add_metric([check.name], 1.0 if check.ok else 0.0)
-            warnings.add_metric([check.name], 1.0 if check.warning else 0.0)
-        yield checks
-        yield warnings
         yield GaugeMetricFamily(
             "nudge_health_ok", "1 when every health check passes", self.health.ok
         )
-        verdict = GaugeMetricFamily(
+        yield _gauge(
             "nudge_health_verdict",
             "1 for the verdict nudge_health and the console state now",
-            labels=["verdict"],
+            ["verdict"],
+            (
+                ([name], float(self.health.verdict == name))
+                for name in ("healthy", "warning", "unhealthy")
+            ),
         )
-        for name in ("healthy", "warning", "unhealthy"):
-            verdict.add_metric([name], 1.0 if self.health.verdict == name else 0.0)
-        yield verdict
 
     def _queue(self, live: list, settled: list) -> Iterator[Metric]:
-        rows = GaugeMetricFamily(
+        yield _gauge(
             "nudge_queue_rows",
             "Unsettled queue rows by state and channel",
-            labels=["state", "channel"],
+            ["state", "channel"],
+            (([state, channel or "none"], n) for state, channel, n in live),
         )
-        for state, channel, n in live:
-            rows.add_metric([state, channel or "none"], n)
-        yield rows
-        for name in (
-            "due_backlog",
-            "overdue_unclaimed",
-            "waiting_to_retry",
-            "stuck_claims",
-            "awaiting_expiry",
-        ):
+        for name in (f.name for f in fields(DueCounts) if f.name != "oldest_due_fire_at"):
             if name in self.health.figures:
                 yield GaugeMetricFamily(
                     f"nudge_queue_{name}",
                     f"Health's {name.replace('_', ' ')} count",
                     float(self.health.figures[name]),  # type: ignore[arg-type]
                 )
-        outcomes = GaugeMetricFamily(
+        yield _gauge(
             "nudge_outcomes_last_15m",
             "Rows settled with each outcome, by channel, intended in the last 15 minutes",
-            labels=["outcome", "channel"],
+            ["outcome", "channel"],
+            (([outcome, channel or "none"], n) for outcome, channel, n in settled),
         )
-        for outcome, channel, n in settled:
-            outcomes.add_metric([outcome, channel or "none"], n)
-        yield outcomes
 
-    def _lateness(self, rows: list) -> Iterator[Metric]:
+    def _lateness(self, rows: list) -> Metric:
         """Lateness of the nudges sent for the last 15 minutes, by channel, from the
         queue itself: every machine's sends, whichever run made them."""
         counts: dict[str, list[int]] = {}
@@ -148,100 +139,88 @@ class QueueCollector:
             labels=["channel"],
         )
         for channel, per_bucket in sorted(counts.items()):
-            cumulative, buckets = 0, []
-            for bound, n in zip(BUCKETS, per_bucket, strict=True):
-                cumulative += n
-                buckets.append(("+Inf" if bound == math.inf else f"{bound:g}", cumulative))
+            bounds = ("+Inf" if bound == math.inf else f"{bound:g}" for bound in BUCKETS)
+            buckets = list(zip(bounds, itertools.accumulate(per_bucket), strict=True))
             family.add_metric([channel], buckets, gsum_value=sums[channel])
-        yield family
+        return family
 
     def _pacing(self) -> Iterator[Metric]:
         """The shared rates in force (every process's view: a 429 anywhere lowers
         them), app-wide budgets only: per-user budgets would be a series per user."""
-        rate = GaugeMetricFamily(
+        states = [state for state in rates_in_force(self.config) if state.app_wide]
+        yield _gauge(
             "nudge_pacing_rate_per_second",
             "Requests a second in force for each shared budget (channels and providers)",
-            labels=["budget"],
+            ["budget"],
+            (([state.budget], state.rate) for state in states),
         )
-        ceiling = GaugeMetricFamily(
+        yield _gauge(
             "nudge_pacing_ceiling_per_second",
             "The configured ceiling each shared budget climbs back to",
-            labels=["budget"],
+            ["budget"],
+            (([state.budget], state.ceiling) for state in states),
         )
-        for state in rates_in_force(self.config):
-            if state.app_wide:
-                rate.add_metric([state.budget], state.rate)
-                ceiling.add_metric([state.budget], state.ceiling)
-        yield from (rate, ceiling)
 
     def _look_ahead(self, data: charts.LookAhead) -> Iterator[Metric]:
-        load = GaugeMetricFamily(
+        per_channel = data.per_channel.items()
+        yield _gauge(
             "nudge_lookahead_rows",
             "Nudges planned over the next three hours, by channel",
-            labels=["channel"],
+            ["channel"],
+            (([channel or "none"], sum(minutes)) for channel, minutes in per_channel),
         )
-        peak = GaugeMetricFamily(
+        yield _gauge(
             "nudge_lookahead_peak_minute_rows",
             "The busiest minute's planned nudges over the next three hours, by channel",
-            labels=["channel"],
+            ["channel"],
+            (([channel or "none"], max(minutes, default=0)) for channel, minutes in per_channel),
         )
-        capacity = GaugeMetricFamily(
+        yield _gauge(
             "nudge_channel_capacity_per_minute",
             "Nudges a minute can carry on time (rate x run budget x headroom), by channel",
-            labels=["channel"],
+            ["channel"],
+            (([channel], n) for channel, n in data.capacity.items() if n is not None),
         )
-        for channel, minutes in data.per_channel.items():
-            load.add_metric([channel or "none"], sum(minutes))
-            peak.add_metric([channel or "none"], max(minutes, default=0))
-            if data.capacity.get(channel) is not None:
-                capacity.add_metric([channel], data.capacity[channel])
-        yield from (load, peak, capacity)
 
     def _runs(self) -> Iterator[Metric]:
         window = SweepRun.objects.filter(
             as_of__gt=self.now - LATENESS_WINDOW, as_of__lte=self.now
         ).values_list("sweep", "counts")
-        totals: dict[str, float] = {}
-        limited: dict[str, int] = {}
+        totals: Counter[str] = Counter()
+        limited: Counter[str] = Counter()
         syncs: dict[str, dict[str, int]] = {}
         for sweep, counts in window:
             if sweep == SweepRun.Sweep.DELIVER:
                 run = DeliverCounts.from_counts(counts)
-                for name in DELIVER_COUNTS:
-                    totals[name] = totals.get(name, 0) + getattr(run, name)
+                totals.update({name: getattr(run, name) for name in DELIVER_COUNTS})
                 by_channel = run.rate_limited_by_channel or (
                     {"unknown": run.rate_limited} if run.rate_limited else {}
                 )
-                for channel, n in by_channel.items():
-                    limited[channel] = limited.get(channel, 0) + int(n)
+                limited.update({channel: int(n) for channel, n in by_channel.items()})
             else:
                 add_outcomes(syncs, MaterializeCounts.from_counts(counts).calendar_outcomes)
         for name in DELIVER_COUNTS:
             yield GaugeMetricFamily(
                 f"nudge_{name}_last_15m",
                 f"{name.replace('_', ' ')} summed over the deliver runs of the last 15 minutes",
-                totals.get(name, 0.0),
+                float(totals[name]),
             )
-        rate_limited = GaugeMetricFamily(
+        yield _gauge(
             "nudge_rate_limited_last_15m",
             "Sends answered 429 (rate limited), by channel, deliver runs of the last 15 minutes",
-            labels=["channel"],
+            ["channel"],
+            (([channel], n) for channel, n in sorted(limited.items())),
         )
-        for channel, n in sorted(limited.items()):
-            rate_limited.add_metric([channel], n)
-        yield rate_limited
-        outcomes = GaugeMetricFamily(
+        yield _gauge(
             "nudge_calendar_syncs_last_15m",
             "Calendars by sync outcome and provider, materialize runs of the last 15 minutes",
-            labels=["provider", "outcome"],
+            ["provider", "outcome"],
+            (
+                ([provider, outcome], n)
+                for provider, by_outcome in sorted(syncs.items())
+                for outcome, n in sorted(by_outcome.items())
+            ),
         )
-        for provider, by_outcome in sorted(syncs.items()):
-            for outcome, n in sorted(by_outcome.items()):
-                outcomes.add_metric([provider, outcome], n)
-        yield outcomes
-        yield from self._run_ages()
-
-    def _run_ages(self) -> Iterator[Metric]:
         age = GaugeMetricFamily(
             "nudge_sweep_last_success_age_seconds",
             "Seconds since the last successful run of each sweep acted",

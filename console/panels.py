@@ -39,8 +39,7 @@ CHANNEL_NAMES = {**dict(Channel.choices), "": "Channel not chosen yet"}
 class Panel:
     """One chart: its picture, what it shows in a sentence, and its figures as a table."""
 
-    panel_id: str
-    title: str
+    chart: Chart  # its id and accessible title
     svg: SafeString
     caption: str
     head: list[str]
@@ -92,8 +91,7 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
         ]
         panels.append(
             Panel(
-                chart.chart_id,
-                chart.title,
+                chart,
                 svg,
                 caption + ".",
                 ["minute", "nudges", "capacity"],
@@ -153,8 +151,7 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
     )
     return [
         Panel(
-            chart.chart_id,
-            chart.title,
+            chart,
             lines,
             caption + ".",
             ["quarter-hour from", "sent", "p50", "p95", "max"],
@@ -165,8 +162,7 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
             "Quarter-hours not listed sent nothing.",
         ),
         Panel(
-            histogram_chart.chart_id,
-            histogram_chart.title,
+            histogram_chart,
             histogram,
             "Each bar counts the nudges that arrived at most this late (0 s: on time or early).",
             ["lateness", "nudges"],
@@ -185,22 +181,24 @@ def _bucket_label(histogram: list[tuple[float, int]], i: int) -> str:
 OUTCOME_ORDER = (Outcome.SENT, Outcome.SKIPPED, Outcome.FAILED, Outcome.EXPIRED)
 
 
+KIND_COLOURS = {Kind.EVENT: "#2374b8", Kind.FOLLOW_UP: "#6a1b9a", Kind.AGENDA: "#ef6c00"}
+FAILURE_PALETTE = ("#c62828", "#ad1457", "#6a1b9a", "#4527a0", "#283593", "#00695c")
+
+
 def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
-    """Outcomes per hour (stacked), retries as a line, and failures by reason."""
-    slots = len(data.hours)
+    """Outcomes per hour (stacked) with retries as a line, sent nudges by kind (events,
+    follow-ups, the agenda), and failures by reason."""
+    hours = data.hours
+    slots = len(hours)
     ticks = _relative_ticks(
         slots, 4, lambda i: "this hour" if i == slots - 1 else f"-{slots - 1 - i}h"
     )
     stacks = [
-        Series(str(outcome.value), [h.counts.get(outcome, 0) for h in data.hours], COLOURS[outcome])
+        Series(str(outcome.value), [h.counts.get(outcome, 0) for h in hours], COLOURS[outcome])
         for outcome in OUTCOME_ORDER
     ]
     retried = Series(
-        "retried",
-        [h.retried for h in data.hours],
-        COLOURS["retried"],
-        dashed=True,
-        mark_zero=False,
+        "retried", [h.retried for h in hours], COLOURS["retried"], dashed=True, mark_zero=False
     )
     chart = Chart(
         f"{prefix}outcomes",
@@ -210,24 +208,24 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
         empty_text="No nudges were settled in the last 24 hours.",
     )
     totals = ", ".join(f"{data.total(o):,} {o.value}" for o in OUTCOME_ORDER)
-    panels = [
-        Panel(
-            chart.chart_id,
-            chart.title,
-            svgchart.bar_chart(chart, stacks, [retried]),
-            f"{totals}; {data.retried:,} retried (had a failed attempt).",
-            ["hour from", *[o.value for o in OUTCOME_ORDER], "retried"],
-            [
-                [when(h.start), *[h.counts.get(o, 0) for o in OUTCOME_ORDER], h.retried]
-                for h in data.hours
-            ],
-        )
+    kind_stacks = [
+        Series(kind.label, [h.sent_by_kind.get(kind, 0) for h in hours], KIND_COLOURS[kind])
+        for kind in Kind
     ]
-    panels.append(_kind_panel(data, ticks, prefix=prefix))
+    kind_chart = Chart(
+        f"{prefix}kinds",
+        "Sent per hour by kind, last 24 hours",
+        slots,
+        ticks,
+        empty_text="Nothing was sent in the last 24 hours.",
+    )
     reasons = data.failure_reasons
-    palette = ("#c62828", "#ad1457", "#6a1b9a", "#4527a0", "#283593", "#00695c")
     failure_series = [
-        Series(reason, [h.failures.get(reason, 0) for h in data.hours], palette[i % len(palette)])
+        Series(
+            reason,
+            [h.failures.get(reason, 0) for h in hours],
+            FAILURE_PALETTE[i % len(FAILURE_PALETTE)],
+        )
         for i, (reason, _) in enumerate(reasons)
     ]
     reason_chart = Chart(
@@ -237,54 +235,38 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
         ticks,
         empty_text="No failures in the last 24 hours.",
     )
-    panels.append(
+    return [
         Panel(
-            reason_chart.chart_id,
-            reason_chart.title,
+            chart,
+            svgchart.bar_chart(chart, stacks, [retried]),
+            f"{totals}; {data.retried:,} retried (had a failed attempt).",
+            ["hour from", *[o.value for o in OUTCOME_ORDER], "retried"],
+            [
+                [when(h.start), *[h.counts.get(o, 0) for o in OUTCOME_ORDER], h.retried]
+                for h in hours
+            ],
+        ),
+        Panel(
+            kind_chart,
+            svgchart.bar_chart(kind_chart, kind_stacks),
+            "; ".join(f"{s.name}: {sum(s.values):,}" for s in kind_stacks) + ".",
+            ["hour from", *[kind.label for kind in Kind]],
+            [
+                [when(h.start), *[h.sent_by_kind.get(kind, 0) for kind in Kind]]
+                for h in hours
+                if h.sent_by_kind
+            ],
+            "Hours not listed sent nothing.",
+        ),
+        Panel(
+            reason_chart,
             svgchart.bar_chart(reason_chart, failure_series),
             "; ".join(f"{reason}: {n:,}" for reason, n in reasons) or "No failures.",
             ["hour from", "reason", "failures"],
-            [
-                [when(h.start), reason, n]
-                for h in data.hours
-                for reason, n in sorted(h.failures.items())
-            ],
+            [[when(h.start), reason, n] for h in hours for reason, n in sorted(h.failures.items())],
             "Hours not listed had no failures.",
-        )
-    )
-    return panels
-
-
-KIND_COLOURS = {Kind.EVENT: "#2374b8", Kind.FOLLOW_UP: "#6a1b9a", Kind.AGENDA: "#ef6c00"}
-
-
-def _kind_panel(data: charts.Outcomes, ticks: dict[int, str], *, prefix: str) -> Panel:
-    """Sent nudges per hour, stacked by kind: events, follow-ups and the agenda."""
-    stacks = [
-        Series(kind.label, [h.sent_by_kind.get(kind, 0) for h in data.hours], KIND_COLOURS[kind])
-        for kind in Kind
+        ),
     ]
-    chart = Chart(
-        f"{prefix}kinds",
-        "Sent per hour by kind, last 24 hours",
-        len(data.hours),
-        ticks,
-        empty_text="Nothing was sent in the last 24 hours.",
-    )
-    totals = {kind: sum(h.sent_by_kind.get(kind, 0) for h in data.hours) for kind in Kind}
-    return Panel(
-        chart.chart_id,
-        chart.title,
-        svgchart.bar_chart(chart, stacks),
-        "; ".join(f"{kind.label}: {totals[kind]:,}" for kind in Kind) + ".",
-        ["hour from", *[kind.label for kind in Kind]],
-        [
-            [when(h.start), *[h.sent_by_kind.get(kind, 0) for kind in Kind]]
-            for h in data.hours
-            if h.sent_by_kind
-        ],
-        "Hours not listed sent nothing.",
-    )
 
 
 def activity_panels(

@@ -39,19 +39,12 @@ class Links:
 
     @classmethod
     def for_user(cls, user) -> Links:
-        def allowed(model: str) -> bool:
-            return user.has_perm(f"scheduled_sends.view_{model}") or user.has_perm(
-                f"scheduled_sends.change_{model}"
-            )
+        def changelist(model: str) -> str:
+            perms = (f"scheduled_sends.{action}_{model}" for action in ("view", "change"))
+            allowed = any(user.has_perm(perm) for perm in perms)
+            return reverse(f"admin:scheduled_sends_{model}_changelist") if allowed else ""
 
-        return cls(
-            queue=reverse("admin:scheduled_sends_scheduledsend_changelist")
-            if allowed("scheduledsend")
-            else "",
-            runs=reverse("admin:scheduled_sends_sweeprun_changelist")
-            if allowed("sweeprun")
-            else "",
-        )
+        return cls(queue=changelist("scheduledsend"), runs=changelist("sweeprun"))
 
     def to_queue(self, query: str) -> str:
         return f"{self.queue}?{query}" if self.queue else ""
@@ -267,17 +260,15 @@ def figure_lines(figures: dict[str, Any], links: Links) -> list[HealthLine]:
     """The figures alone, when no health report could be made."""
     stuck = int(figures.get("stuck_claims") or 0)
     return [
-        HealthLine(
-            "last_deliver",
-            True,
-            format_html("Last successful deliver run: {}.", when(figures.get("last_deliver_at"))),
-        ),
-        HealthLine(
-            "last_materialize",
-            True,
-            format_html(
-                "Last successful materialize run: {}.", when(figures.get("last_materialize_at"))
-            ),
+        *(
+            HealthLine(
+                f"last_{sweep}",
+                True,
+                format_html(
+                    "Last successful {} run: {}.", sweep, when(figures.get(f"last_{sweep}_at"))
+                ),
+            )
+            for sweep in ("deliver", "materialize")
         ),
         HealthLine(
             "due_backlog",

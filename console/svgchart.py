@@ -1,10 +1,6 @@
-"""Small server-rendered SVG charts (bars, lines, a reference line), without JavaScript.
-
-Every drawn mark carries its figure (``data-value``) and a ``<title>`` tooltip,
-so tests and screen readers read the numbers drawn. Charts scale with their
-container (``viewBox``), text too: ``templates/admin/base_site.html`` enlarges
-chart text on narrow screens and hides the ``minor`` labels of a dense axis.
-"""
+"""Small server-rendered SVG charts (bars, lines), without JavaScript. Every mark carries
+its figure (``data-value``) and a ``<title>``; charts scale with their ``viewBox``, and
+``templates/admin/base_site.html`` enlarges their text on narrow screens."""
 
 from __future__ import annotations
 
@@ -35,7 +31,6 @@ class Series:
     values: Sequence[float | None]
     colour: str
     dashed: bool = False
-    points: bool = True  # False for a reference line (a capacity): no figures to mark
     mark_zero: bool = True  # False: a zero is drawn by the line alone
 
 
@@ -51,24 +46,15 @@ class Chart:
     empty_text: str = "Nothing to draw."
 
 
-def nice_ceiling(value: float) -> float:
-    """The smallest 1, 2, 2.5 or 5 x 10^n at or above ``value`` (an axis top)."""
-    if value <= 0:
-        return 1.0
-    exponent = math.floor(math.log10(value))
-    for step in (1, 2, 2.5, 5, 10):
-        top = step * 10**exponent
-        if top >= value:
-            return float(top)
-    return float(10 ** (exponent + 1))  # pragma: no cover - the loop always returns
-
-
 def _axis_top(values: Sequence[float]) -> float:
-    """The axis top for these values; counts never get a half-way tick of 0.5."""
-    top = nice_ceiling(max([*values, 0]))
-    if top < 2 and all(float(v).is_integer() for v in values):
-        return 2.0
-    return top
+    """The smallest 1, 2, 2.5 or 5 x 10^n at or above every value; at least 2 for
+    counts, which never get a half-way tick of 0.5."""
+    value = max([*values, 0])
+    counts = all(float(v).is_integer() for v in values)
+    if value <= (2 if counts else 0):
+        return 2.0 if counts else 1.0
+    exponent = math.floor(math.log10(value))
+    return float(min(s * 10**exponent for s in (1, 2, 2.5, 5, 10) if s * 10**exponent >= value))
 
 
 def figure(value: float, unit: str = "") -> str:
@@ -131,7 +117,7 @@ def _line(chart: Chart, series: Series, top: float, slot: float) -> str:
         x = MARGIN_LEFT + (i + 0.5) * slot
         y = MARGIN_TOP + PLOT_HEIGHT - min(value, top) / top * PLOT_HEIGHT
         runs[-1].append(f"{x:.2f},{y:.2f}")
-        if not series.points or (value == 0 and not series.mark_zero):
+        if value == 0 and not series.mark_zero:
             continue
         points.append(
             f'<circle class="point" data-series="{escape(series.name)}" data-slot="{i}" '

@@ -1,11 +1,9 @@
 """GET /healthz (200 healthy, 503 not) for uptime checks, and GET /metrics for Prometheus.
 
-Anyone may ask whether the service is healthy; only the cron or metrics secret
-or an active staff user learns why, since the checks name roles, tables and the
-queue's figures. ``/metrics`` takes only ``METRICS_SECRET``, which can read and
-do nothing else (empty: ``/metrics`` is off). An anonymous caller gets the
-verdict cached for ``ANONYMOUS_VERDICT_SECONDS``, so a flood costs one report
-(about forty statements) per process per interval.
+Anyone may ask whether the service is healthy; only the cron or metrics secret or an
+active staff user learns why (the checks name roles and tables). ``/metrics`` takes only
+``METRICS_SECRET`` (empty: off). An anonymous caller gets a verdict cached for
+``ANONYMOUS_VERDICT_SECONDS``, so a flood costs one report per process per interval.
 """
 
 from __future__ import annotations
@@ -38,10 +36,7 @@ def may_see_details(request: HttpRequest) -> bool:
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
     if not may_see_details(request):
-        ok = cache.get(_VERDICT_KEY)
-        if ok is None:
-            ok = check_health().ok
-            cache.set(_VERDICT_KEY, ok, ANONYMOUS_VERDICT_SECONDS)
+        ok = cache.get_or_set(_VERDICT_KEY, lambda: check_health().ok, ANONYMOUS_VERDICT_SECONDS)
         return JsonResponse({"ok": ok}, status=200 if ok else 503)
     report = check_health()
     cache.set(_VERDICT_KEY, report.ok, ANONYMOUS_VERDICT_SECONDS)

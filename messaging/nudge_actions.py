@@ -186,12 +186,14 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
     if not _record(row, Act.SNOOZE, via, now, snoozed_until=quiet):
         # A concurrent tap on the same button recorded first: say what it did.
         return _already_snoozed(row, now, settings) or ActResult(UNKNOWN)
-    transitions.enqueue_snoozed(
+    transitions.enqueue(
         user_id,
         settings.channel,
-        transitions.NewNudge(
-            row.kind, row.ref_id, quiet, starts_at, min(rank, transitions.MAX_RANK)
-        ),
+        [
+            transitions.NewNudge(
+                row.kind, row.ref_id, quiet, starts_at, min(rank, transitions.MAX_RANK)
+            )
+        ],
     )
     clock = local_clock(quiet, now, settings)
     if quiet != until:

@@ -31,10 +31,6 @@ def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:
     return sorted_values[rank - 1]
 
 
-def _label(bound: float) -> float | None:
-    return None if math.isinf(bound) else bound
-
-
 @dataclass(frozen=True)
 class LatenessSummary:
     count: int
@@ -54,37 +50,29 @@ class LatenessSummary:
             p50=percentile(values, 0.50),
             p95=percentile(values, 0.95),
             max=values[-1] if values else None,
-            histogram=[[_label(bound), n] for bound, n in zip(BUCKETS, counts, strict=True) if n],
+            histogram=[
+                [None if math.isinf(bound) else bound, n]
+                for bound, n in zip(BUCKETS, counts, strict=True)
+                if n
+            ],
         )
 
     def as_counts(self) -> dict[str, object]:
         """The run log's fields people read (the histogram is ``runlog.DeliverCounts``)."""
-
-        def rounded(value: float | None) -> float | None:
-            return None if value is None else round(value, 3)
-
+        figures = {"p50": self.p50, "p95": self.p95, "max": self.max}
         return {
-            "lateness_p50_seconds": rounded(self.p50),
-            "lateness_p95_seconds": rounded(self.p95),
-            "lateness_max_seconds": rounded(self.max),
+            f"lateness_{name}_seconds": None if value is None else round(value, 3)
+            for name, value in figures.items()
         }
 
 
-def merged_histogram(
-    histograms: Iterable[Sequence[Sequence[float | int | None]]],
-) -> dict[float, int]:
-    """Several runs' histograms as one: sends per bucket bound (inf: beyond the last)."""
+def merged_p95(histograms: Iterable[Sequence[Sequence[float | int | None]]]) -> float | None:
+    """The p95 bucket bound over several runs' histograms (None: no sends; inf: beyond)."""
     totals: dict[float, int] = {}
     for histogram in histograms:
         for bound, count in histogram:
             key = math.inf if bound is None else float(bound)
             totals[key] = totals.get(key, 0) + int(count)
-    return totals
-
-
-def merged_p95(histograms: Iterable[Sequence[Sequence[float | int | None]]]) -> float | None:
-    """The p95 bucket bound over several runs' histograms (None: no sends; inf: beyond)."""
-    totals = merged_histogram(histograms)
     total = sum(totals.values())
     if not total:
         return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, timedelta
+from datetime import UTC
 
 from django.db import models
 from django.db.models.functions import Now, TruncMinute
@@ -149,13 +149,6 @@ class ScheduledSend(TenantModel):
     def __str__(self) -> str:
         # Its zone written out, the active one: the admin shows it beside the row's instants.
         return f"{self.get_kind_display()} #{self.ref_id} at {when_text(self.intended_at, False)}"
-
-    @property
-    def lateness(self) -> timedelta | None:
-        """How late it arrived (negative: early); None until sent."""
-        if self.outcome != Outcome.SENT or self.sent_at is None:
-            return None
-        return self.sent_at - self.intended_at
 
 
 class NudgeAct(TenantModel):

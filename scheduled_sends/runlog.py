@@ -99,27 +99,6 @@ NEVER_FINISHED = (
 )
 
 
-def outlived_after(budget_seconds: float) -> timedelta:
-    """How long a run of this budget may stay "running" before it is taken for dead
-    (generous: a run past its budget still finishes its sends and its record)."""
-    return timedelta(seconds=2 * budget_seconds + 300)
-
-
-def close_runs_that_never_finished(sweep: str, outlived: timedelta) -> int:
-    """Mark this sweep's runs still "running" after ``outlived`` as failed, never finished.
-
-    A killed process cannot record its end. Measured by the wall clock
-    (``started_at``), whatever ``--now`` a run acts for.
-    """
-    now = timezone.now()
-    closed = SweepRun.objects.filter(
-        sweep=sweep, status=SweepRun.Status.RUNNING, started_at__lt=now - outlived
-    ).update(status=SweepRun.Status.FAILED, finished_at=now, error=NEVER_FINISHED)
-    if closed:
-        logger.error("sweep runs never finished", extra={"sweep": sweep, "runs": closed})
-    return closed
-
-
 def prune_run_log(cutoff: datetime, batch: int = 5000) -> int:
     """Delete run-log entries started before ``cutoff``, in batches; returns how many."""
     total = 0
@@ -134,13 +113,22 @@ def prune_run_log(cutoff: datetime, batch: int = 5000) -> int:
 
 
 @contextmanager
-def recorded_run(sweep: str, as_of: datetime, *, outlived: timedelta) -> Iterator[SweepRun]:
+def recorded_run(sweep: str, as_of: datetime, *, budget_seconds: float) -> Iterator[SweepRun]:
     """Record a sweep run; the caller fills ``run.counts`` and ``run.summary``.
 
     An exception marks the run failed (and propagates); otherwise it is ok
-    unless the caller set ``run.status``. Dead runs of the sweep are closed first.
+    unless the caller set ``run.status``. First, this sweep's runs still "running"
+    after twice the budget plus five minutes (generous: a run past its budget still
+    finishes its sends; by the wall clock, as a killed process cannot record its end)
+    are closed as failed.
     """
-    close_runs_that_never_finished(sweep, outlived)
+    now = timezone.now()
+    outlived = timedelta(seconds=2 * budget_seconds + 300)
+    closed = SweepRun.objects.filter(
+        sweep=sweep, status=SweepRun.Status.RUNNING, started_at__lt=now - outlived
+    ).update(status=SweepRun.Status.FAILED, finished_at=now, error=NEVER_FINISHED)
+    if closed:
+        logger.error("sweep runs never finished", extra={"sweep": sweep, "runs": closed})
     run = SweepRun.objects.create(sweep=sweep, as_of=as_of)
     try:
         yield run

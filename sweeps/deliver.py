@@ -32,7 +32,7 @@ from scheduled_sends import subjects
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.transitions import ClaimedSend, Settlement, Transition
-from scheduled_sends.runlog import outlived_after, recorded_run
+from scheduled_sends.runlog import recorded_run
 from sweeps import verdicts
 from sweeps.deliver_report import DeliverReport
 from sweeps.verdicts import Delivery, SendAttempt, Verdict, describe_unexpected
@@ -433,7 +433,7 @@ def run_deliver(
     as_of = now or transitions.database_now()
     report = DeliverReport(as_of=as_of)
     with recorded_run(
-        SweepRun.Sweep.DELIVER, as_of, outlived=outlived_after(config.run_budget_seconds)
+        SweepRun.Sweep.DELIVER, as_of, budget_seconds=config.run_budget_seconds
     ) as run:
         delivery_run = DeliveryRun(config, now, report, run_id=run.pk)
         try:
@@ -478,7 +478,7 @@ class DryRun:
 
     as_of: datetime
     total: int
-    rows: list[transitions.DuePreview]
+    rows: list  # transitions.due_preview's named rows
 
     def lines(self) -> list[str]:
         head = (

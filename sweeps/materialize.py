@@ -26,7 +26,7 @@ from core.executor import Executor
 from pacing.pacer import rates_in_force
 from scheduled_sends.models import MaterializeCycle, SweepRun
 from scheduled_sends.queue.transitions import database_now
-from scheduled_sends.runlog import MaterializeCounts, add_outcomes, outlived_after, recorded_run
+from scheduled_sends.runlog import MaterializeCounts, add_outcomes, recorded_run
 from sweeps import cycle as shared_cycle
 from sweeps.replan import PlannedSet, materialize_users
 from sweeps.smoothing import smooth_bursts
@@ -404,7 +404,7 @@ def run_materialize(
     with recorded_run(
         SweepRun.Sweep.MATERIALIZE,
         cycle.as_of,
-        outlived=outlived_after(config.materialize_budget_seconds),
+        budget_seconds=config.materialize_budget_seconds,
     ) as run:
         report = _cycle_share(cycle, config, deadline, sync_calendars, progress)
         _absorb_cycle_state(report, cycle, shared_cycle.cycle_state(cycle.starts_at, config))
@@ -418,7 +418,7 @@ def _named_run(
     now, config, started, deadline, user_ids, progress, sync_calendars
 ) -> MaterializeReport:
     with recorded_run(
-        SweepRun.Sweep.MATERIALIZE, now, outlived=outlived_after(config.materialize_budget_seconds)
+        SweepRun.Sweep.MATERIALIZE, now, budget_seconds=config.materialize_budget_seconds
     ) as run:
         report = MaterializeReport(as_of=now)
         with UserFlow(

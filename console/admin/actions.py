@@ -17,7 +17,7 @@ from django.template.response import TemplateResponse
 
 from console.admin.rows import as_of, attach_subject_titles, subject_label
 from core.config import NudgeConfig
-from core.display import when, when_text
+from core.display import plural, when, when_text
 from scheduled_sends import failures
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import transitions
@@ -60,74 +60,61 @@ class SkipReasonForm(forms.Form):
     )
 
 
-def _doubt(action: str, obj: ScheduledSend) -> str:
-    """Why acting on a row may send a message the user already has ("" if it cannot)."""
-    if action == "release_claim" and obj.send_started_at is not None:
-        return "its send had started: it may already have been sent"
-    if action == "retry_now":
-        return delivery_doubt(obj)
-    return ""
-
-
-def _confirm(
+def _support_action(
     modeladmin: admin.ModelAdmin,
     request: HttpRequest,
+    rows: list[tuple[ScheduledSend, str | None]],
     *,
     action: str,
     title: str,
     explanation: str,
-    rows: list[tuple[ScheduledSend, str | None]],
     submit: str,
-    form: forms.Form | None = None,
-) -> TemplateResponse:
-    """The intermediate page: what will happen to which row, and why not to others."""
-    attach_subject_titles(obj for obj, _ in rows)
-    doubts = {obj.pk: _doubt(action, obj) for obj, refusal in rows if refusal is None}
-    eligible = [obj for obj, refusal in rows if refusal is None]
-    context = {
-        **modeladmin.admin_site.each_context(request),
-        "title": title,
-        "subtitle": None,
-        "opts": modeladmin.model._meta,
-        "action": action,
-        "explanation": explanation,
-        "rows": [
-            {
-                "obj": obj,
-                "owner": obj.user.username,
-                "subject": subject_label(obj),
-                "fire_at": when(obj.fire_at),
-                "state": obj.queue_state,
-                "refusal": refusal,
-                "doubt": doubts.get(obj.pk, ""),
-                "send_started": when(obj.send_started_at),
-            }
-            for obj, refusal in rows
-        ],
-        "eligible": eligible,
-        "count_sentence": _count_sentence(
-            selected=len(rows),
-            eligible=len(eligible),
-            doubtful=sum(1 for doubt in doubts.values() if doubt),
-        ),
-        "submit": submit,
-        "form": form,
-        "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
-        "media": modeladmin.media,
-    }
-    request.current_app = modeladmin.admin_site.name
-    return TemplateResponse(request, CONFIRM_TEMPLATE, context)
-
-
-def _act(
-    modeladmin: admin.ModelAdmin,
-    request: HttpRequest,
-    rows: list[tuple[ScheduledSend, str | None]],
     attempt: RowAction,
     log_message: Callable[[ScheduledSend], str],
     done: str,
-) -> None:
-    """Attempt each eligible row, log what changed, and say what did and did not."""
+    doubt: Callable[[ScheduledSend], str] = lambda obj: "",
+    form: forms.Form | None = None,
+) -> TemplateResponse | None:
+    """Unconfirmed: the intermediate page, saying what will happen to which row and why
+    not to others. Confirmed: attempt each eligible row, log it, say what did and did not."""
+    confirmed = form.is_valid() if form else request.POST.get("post") == "yes"
+    if not confirmed:
+        attach_subject_titles(obj for obj, _ in rows)
+        eligible = [obj for obj, refusal in rows if refusal is None]
+        doubts = {obj.pk: doubt(obj) for obj in eligible}
+        context = {
+            **modeladmin.admin_site.each_context(request),
+            "title": title,
+            "subtitle": None,
+            "opts": modeladmin.model._meta,
+            "action": action,
+            "explanation": explanation,
+            "rows": [
+                {
+                    "obj": obj,
+                    "owner": obj.user.username,
+                    "subject": subject_label(obj),
+                    "fire_at": when(obj.fire_at),
+                    "state": obj.queue_state,
+                    "refusal": refusal,
+                    "doubt": doubts.get(obj.pk, ""),
+                    "send_started": when(obj.send_started_at),
+                }
+                for obj, refusal in rows
+            ],
+            "eligible": eligible,
+            "count_sentence": _count_sentence(
+                selected=len(rows),
+                eligible=len(eligible),
+                doubtful=sum(1 for doubt in doubts.values() if doubt),
+            ),
+            "submit": submit,
+            "form": form,
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "media": modeladmin.media,
+        }
+        request.current_app = modeladmin.admin_site.name
+        return TemplateResponse(request, CONFIRM_TEMPLATE, context)
     changed, refusals = 0, [(obj, why) for obj, why in rows if why]
     for obj, why in rows:
         if why:
@@ -146,6 +133,7 @@ def _act(
             "Not changed: " + "; ".join(f"#{obj.pk} {why}" for obj, why in refusals),
             messages.WARNING,
         )
+    return None
 
 
 def _send_again(request: HttpRequest, obj: ScheduledSend) -> bool:
@@ -156,24 +144,6 @@ def _send_again(request: HttpRequest, obj: ScheduledSend) -> bool:
 def release_claim(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
     """Make a dead run's claim claimable now, fenced on the token support saw."""
     lease = NudgeConfig.from_settings().lease
-    rows = [(obj, _release_refusal(obj)) for obj in queryset]
-    if request.POST.get("post") != "yes":
-        return _confirm(
-            modeladmin,
-            request,
-            action="release_claim",
-            title="Release stuck claims",
-            explanation=(
-                "The deliver run holding each claim is presumed dead. Releasing "
-                "lets the next run claim and send the row. A row whose send had "
-                "started may already have reached the user, so releasing it can "
-                "send it twice: it is released only when you tick 'send again' "
-                "(check the provider first). Left alone, the next deliver run "
-                "settles such a row as failed (interrupted)."
-            ),
-            rows=rows,
-            submit="Yes, release",
-        )
 
     def attempt(obj: ScheduledSend) -> str | None:
         send_again = _send_again(request, obj)
@@ -190,8 +160,30 @@ def release_claim(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
             message += f" Its send had started at {obj.send_started_at:%Y-%m-%d %H:%M:%S}Z."
         return message
 
-    _act(modeladmin, request, rows, attempt, log_message, "Released {n} stuck claim(s).")
-    return None
+    return _support_action(
+        modeladmin,
+        request,
+        [(obj, _release_refusal(obj)) for obj in queryset],
+        action="release_claim",
+        title="Release stuck claims",
+        explanation=(
+            "The deliver run holding each claim is presumed dead. Releasing "
+            "lets the next run claim and send the row. A row whose send had "
+            "started may already have reached the user, so releasing it can "
+            "send it twice: it is released only when you tick 'send again' "
+            "(check the provider first). Left alone, the next deliver run "
+            "settles such a row as failed (interrupted)."
+        ),
+        submit="Yes, release",
+        attempt=attempt,
+        log_message=log_message,
+        done="Released {n} stuck claim(s).",
+        doubt=lambda obj: (
+            "its send had started: it may already have been sent"
+            if obj.send_started_at is not None
+            else ""
+        ),
+    )
 
 
 def _release_refusal(obj: ScheduledSend) -> str | None:
@@ -206,22 +198,6 @@ def _release_refusal(obj: ScheduledSend) -> str | None:
 def retry_now(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
     """Clear a failed row's outcome so the next deliver run sends it, inside the grace."""
     config = NudgeConfig.from_settings()
-    grace_minutes = int(config.grace.total_seconds() // 60)
-    rows = [(obj, _retry_refusal(obj, request, config)) for obj in queryset]
-    if request.POST.get("post") != "yes":
-        return _confirm(
-            modeladmin,
-            request,
-            action="retry_now",
-            title="Retry failed sends now",
-            explanation=(
-                f"Each failed row is put back in the queue; the next deliver run "
-                f"sends it. Only rows still inside the {grace_minutes}-minute grace "
-                f"window after their intended time can be retried."
-            ),
-            rows=rows,
-            submit="Yes, retry",
-        )
 
     def attempt(obj: ScheduledSend) -> str | None:
         if delivery_doubt(obj) and not _send_again(request, obj):
@@ -230,15 +206,23 @@ def retry_now(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
             return "it changed, or left the grace window, meanwhile"
         return None
 
-    _act(
+    return _support_action(
         modeladmin,
         request,
-        rows,
-        attempt,
-        lambda obj: f"Retry requested by support (was failed: {obj.last_error[:200]}).",
-        "Queued {n} send(s) for retry.",
+        [(obj, _retry_refusal(obj, request, config)) for obj in queryset],
+        action="retry_now",
+        title="Retry failed sends now",
+        explanation=(
+            "Each failed row is put back in the queue; the next deliver run sends it. "
+            f"Only rows still inside the {int(config.grace.total_seconds() // 60)}-minute "
+            "grace window after their intended time can be retried."
+        ),
+        submit="Yes, retry",
+        attempt=attempt,
+        log_message=lambda obj: f"Retry requested by support (was failed: {obj.last_error[:200]}).",
+        done="Queued {n} send(s) for retry.",
+        doubt=delivery_doubt,
     )
-    return None
 
 
 def _retry_refusal(obj: ScheduledSend, request: HttpRequest, config: NudgeConfig) -> str | None:
@@ -259,28 +243,27 @@ def _retry_refusal(obj: ScheduledSend, request: HttpRequest, config: NudgeConfig
 def skip(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
     """Settle unsent rows as skipped, with the reason support typed."""
     lease = NudgeConfig.from_settings().lease
-    rows = [(obj, _skip_refusal(obj)) for obj in queryset]
     form = SkipReasonForm(request.POST if request.POST.get("post") == "yes" else None)
-    if not form.is_valid():
-        return _confirm(
-            modeladmin,
-            request,
-            action="skip",
-            title="Skip sends",
-            explanation="Each row is settled as skipped and will not be sent.",
-            rows=rows,
-            submit="Yes, skip",
-            form=form,
-        )
-    reason = f"skipped by support: {form.cleaned_data['reason']}"
+    reason = f"skipped by support: {form.cleaned_data['reason']}" if form.is_valid() else ""
 
     def attempt(obj: ScheduledSend) -> str | None:
         if not transitions.skip_unsent(obj.pk, reason, lease):
             return "it was settled or claimed meanwhile"
         return None
 
-    _act(modeladmin, request, rows, attempt, lambda obj: reason, "Skipped {n} send(s).")
-    return None
+    return _support_action(
+        modeladmin,
+        request,
+        [(obj, _skip_refusal(obj)) for obj in queryset],
+        action="skip",
+        title="Skip sends",
+        explanation="Each row is settled as skipped and will not be sent.",
+        submit="Yes, skip",
+        attempt=attempt,
+        log_message=lambda obj: reason,
+        done="Skipped {n} send(s).",
+        form=form,
+    )
 
 
 def _skip_refusal(obj: ScheduledSend) -> str | None:
@@ -293,18 +276,16 @@ def _skip_refusal(obj: ScheduledSend) -> str | None:
 
 def _count_sentence(*, selected: int, eligible: int, doubtful: int) -> str:
     """How many rows the action will touch, said before it does."""
-
-    def rows(n: int) -> str:
-        return f"{n} row" if n == 1 else f"{n} rows"
-
     if not eligible:
-        return f"This will change none of the {rows(selected)} you selected."
-    sentence = f"This will change {rows(eligible)} of the {rows(selected)} you selected"
+        return f"This will change none of the {plural(selected, 'row')} you selected."
+    sentence = (
+        f"This will change {plural(eligible, 'row')} of the {plural(selected, 'row')} you selected"
+    )
     if eligible < selected:
-        sentence += f"; {rows(selected - eligible)} will be left alone (reasons below)"
+        sentence += f"; {plural(selected - eligible, 'row')} will be left alone (reasons below)"
     if doubtful:
         sentence += (
-            f". {rows(doubtful)} may already have reached the user and "
+            f". {plural(doubtful, 'row')} may already have reached the user and "
             f"{'is' if doubtful == 1 else 'are'} changed only if you tick 'send again'"
         )
     return sentence + "."

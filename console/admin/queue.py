@@ -6,12 +6,12 @@ claim); rows change only through ``actions``, which call the queue's transitions
 
 from __future__ import annotations
 
-import zoneinfo
+from functools import reduce
+from operator import or_
 
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Case, IntegerField, QuerySet, When
 from django.http import HttpRequest
 from django.urls import reverse
@@ -23,6 +23,7 @@ from console.admin import actions
 from console.admin.rows import as_of, attach_subject_titles, subject_label
 from core.config import NudgeConfig
 from core.display import instant_column, when
+from core.zones import known_zone
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import states
 
@@ -45,7 +46,7 @@ class StateFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value() in states.State.values:
             lease = NudgeConfig.from_settings().lease
-            return queryset.in_state(self.value(), as_of(request), lease)
+            return queryset.filter(states.in_state(self.value(), as_of(request), lease))
         return queryset
 
 
@@ -93,10 +94,8 @@ class OwnerFilter(admin.SimpleListFilter):
 
 def _channel_for_unsent(obj: ScheduledSend) -> str:
     """The user's channel now, for a row not yet sent; the queued one noted when it differs."""
-    try:
-        current = obj.user.delivery_settings.channel
-    except ObjectDoesNotExist:
-        current = ""
+    settings = getattr(obj.user, "delivery_settings", None)
+    current = settings.channel if settings else ""
     if not current:
         return "no channel chosen yet"
     if obj.channel and obj.channel != current:
@@ -106,13 +105,6 @@ def _channel_for_unsent(obj: ScheduledSend) -> str:
 
 def _channel_name(channel: str) -> str:
     return Channel(channel).label if channel in Channel.values else channel
-
-
-def _user_zone(obj: ScheduledSend) -> str:
-    try:
-        return obj.user.delivery_settings.timezone or "UTC"
-    except ObjectDoesNotExist:
-        return "UTC"
 
 
 @admin.register(ScheduledSend)
@@ -196,7 +188,7 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[ScheduledSend]:
         """Every row with its state (``queue_state``), problems first."""
         now, lease = as_of(request), NudgeConfig.from_settings().lease
-        problem = states.in_any_state(states.PROBLEM_STATES, now, lease)
+        problem = reduce(or_, (states.in_state(s, now, lease) for s in states.PROBLEM_STATES))
         # Not super(): it would order by problem_rank before that annotation exists.
         return (
             self.model._default_manager.select_related("user", "user__delivery_settings")
@@ -262,12 +254,12 @@ class ScheduledSendAdmin(admin.ModelAdmin):
 
     @admin.display(description="fires (user's zone)", ordering="fire_at")
     def fire_at_local(self, obj: ScheduledSend) -> str:
-        zone = _user_zone(obj)
-        try:
-            local = obj.fire_at.astimezone(zoneinfo.ZoneInfo(zone))
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            return f"(unknown zone {zone})"
-        return f"{local:%Y-%m-%d %H:%M} {zone}"
+        settings = getattr(obj.user, "delivery_settings", None)
+        name = (settings.timezone if settings else "") or "UTC"
+        zone = known_zone(name)
+        if zone is None:
+            return f"(unknown zone {name})"
+        return f"{obj.fire_at.astimezone(zone):%Y-%m-%d %H:%M} {name}"
 
     @admin.display(description="state", ordering="problem_rank")
     def state_label(self, obj: ScheduledSend) -> str:

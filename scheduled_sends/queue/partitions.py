@@ -1,12 +1,7 @@
-"""The queue's day partitions (UTC day of ``intended_at``): made ahead, checked by
-health, dropped whole by retention.
-
-The runtime role is DML-only, so partitions are created and dropped as the
-owner role. There is no DEFAULT partition on purpose: an insert for a missing
-day fails loudly, and health warns days ahead (:func:`coverage_problem`). Each
-partition gets the parent's FORCE row-level security, policies and grants:
-PostgreSQL applies a partition's own when it is named directly.
-"""
+"""The queue's day partitions (UTC day of ``intended_at``): made ahead and dropped as
+the owner role, checked by health. No DEFAULT partition, on purpose: an insert for a
+missing day fails loudly, and health warns days ahead. Each partition gets the parent's
+FORCE row-level security, policies and grants (PostgreSQL applies its own when named)."""
 
 from __future__ import annotations
 
@@ -14,9 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from django.db import OperationalError, connection, transaction
+from django.db import connection, transaction
 
+from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import statements
+from scheduled_sends.queue.states import unsettled
 from tenancy.owner import connected_as_owner
 from tenancy.rls import tenant_table_security
 from tenancy.scope import rls_bypass
@@ -127,14 +124,17 @@ def drop_aged_partitions(cutoff: datetime, progress: Callable[[Dropped], None] |
     batched delete would take too. Qualifying is read under the bypass; the drop
     is the owner's, connected only when something qualifies.
     """
-    aged = [part for part in partitions() if part.end <= cutoff]
-    droppable = []
-    for part in aged:
-        with rls_bypass(), connection.cursor() as cursor:
-            start = part.start or datetime.min.replace(tzinfo=UTC)
-            cursor.execute(statements.RANGE_HOLDS_UNSETTLED, {"start": start, "end": part.end})
-            if not cursor.fetchone()[0]:
-                droppable.append(part)
+    unsettled_rows = ScheduledSend.objects.filter(unsettled())
+    with rls_bypass():
+        droppable = [
+            part
+            for part in partitions()
+            if part.end <= cutoff
+            and not unsettled_rows.filter(
+                intended_at__gte=part.start or datetime.min.replace(tzinfo=UTC),
+                intended_at__lt=part.end,
+            ).exists()
+        ]
     if not droppable:
         return []
     dropped: list[Dropped] = []
@@ -150,11 +150,3 @@ def drop_aged_partitions(cutoff: datetime, progress: Callable[[Dropped], None] |
             if progress:
                 progress(dropped[-1])
     return dropped
-
-
-def owner_unreachable(exc: OperationalError) -> str:
-    """What retention says when it cannot connect as the owner to drop partitions."""
-    return (
-        f"could not connect as the owner role to drop aged partitions ({exc}); "
-        "their settled rows are deleted in batches instead"
-    )

@@ -304,15 +304,6 @@ CREATE_DAY_PARTITION = (
     "FOR VALUES FROM (%(start)s) TO (%(end)s) WITH (" + PARTITION_STORAGE + ")"
 )
 
-# Retention leaves a partition that still holds unsettled rows alone.
-RANGE_HOLDS_UNSETTLED = """
-SELECT EXISTS (
-    SELECT 1 FROM scheduled_sends
-     WHERE intended_at >= %(start)s AND intended_at < %(end)s
-       AND sent_at IS NULL AND outcome IS NULL
-)
-"""
-
 # The planner's own row estimate of a partition (kept by ANALYZE and autovacuum).
 PARTITION_ROWS = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = %s::regclass"
 

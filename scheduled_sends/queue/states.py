@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 from django.db import models
 from django.db.models import Case, Count, Expression, Min, Q, Value, When
 
+from core.config import NudgeConfig
+
 Instant = datetime | Expression
 
 
@@ -62,21 +64,6 @@ def in_state(state: str, now: Instant, lease: timedelta) -> Q:
     raise ValueError(f"unknown state {state!r}")
 
 
-def in_any_state(states: tuple[str, ...], now: Instant, lease: timedelta) -> Q:
-    condition = Q(pk__in=[])
-    for state in states:
-        condition |= in_state(state, now, lease)
-    return condition
-
-
-def state_expression(now: Instant, lease: timedelta) -> Case:
-    """A row's state as a column (``with_state``), from the same conditions."""
-    return Case(
-        *(When(in_state(state, now, lease), then=Value(state.value)) for state in State),
-        output_field=models.CharField(),
-    )
-
-
 def not_under_live_claim(now: Instant, lease: timedelta) -> Q:
     """Nobody is sending it right now: never claimed, or the claimant's lease ran out."""
     return Q(claimed_at__isnull=True) | Q(claimed_at__lt=now - lease)
@@ -95,12 +82,8 @@ def due(now: Instant, grace: timedelta) -> Q:
 def claimable(now: Instant, grace: timedelta, lease: timedelta) -> Q:
     """What the claim (``statements.CLAIM_DUE``) takes: due, nobody sending it, not held
     (the claim also bounds its walk by grace plus ``NUDGE_MAX_EARLY_MINUTES``)."""
-    return due(now, grace) & not_under_live_claim(now, lease) & ~waiting_for_provider(now)
-
-
-def waiting_for_provider(now: Instant) -> Q:
-    """A provider's rate limit asked us to hold it until ``not_before``."""
-    return Q(not_before__gt=now)
+    # not_before: a provider's rate limit asked us to hold it until then.
+    return due(now, grace) & not_under_live_claim(now, lease) & ~Q(not_before__gt=now)
 
 
 def overdue_unclaimed(now: Instant, grace: timedelta, overdue_after: timedelta) -> Q:
@@ -125,19 +108,20 @@ def awaiting_expiry(now: Instant, grace: timedelta, lease: timedelta) -> Q:
 
 
 class ScheduledSendQuerySet(models.QuerySet):
-    """``ScheduledSend.objects``: the states as queryset methods."""
-
-    def in_state(self, state: str, now: Instant, lease: timedelta) -> ScheduledSendQuerySet:
-        return self.filter(in_state(state, now, lease))
+    """``ScheduledSend.objects``: each row's state, and the due part's counts."""
 
     def with_state(self, now: Instant, lease: timedelta) -> ScheduledSendQuerySet:
         """Each row carries ``queue_state`` (a :class:`State` value)."""
-        return self.annotate(queue_state=state_expression(now, lease))
+        return self.annotate(
+            queue_state=Case(
+                *(When(in_state(s, now, lease), then=Value(s.value)) for s in State),
+                output_field=models.CharField(),
+            )
+        )
 
-    def due_counts(
-        self, now: datetime, grace: timedelta, lease: timedelta, overdue_after: timedelta
-    ) -> DueCounts:
+    def due_counts(self, now: datetime, config: NudgeConfig) -> DueCounts:
         """Counts over the queue's due part (one range of the claim's index); no user data."""
+        grace, lease, overdue_after = config.grace, config.lease, config.overdue_after
         return DueCounts(
             **self.filter(unsettled(), fire_minute__lte=now, fire_at__lte=now).aggregate(
                 due_backlog=Count("pk", filter=inside_grace(now, grace)),

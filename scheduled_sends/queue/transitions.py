@@ -1,12 +1,10 @@
 """Every write that moves a queue row, each defined once, on the database's clock.
 
-Scopes: materialize, Snooze and Done run in the caller's ``tenant_scope`` (or
-``planning_scope``); support writes in the caller's ``support_scope``, fenced
-by the state support saw. The claim, settle-ups, expiry, smoothing, receipts
-and pruning cross tenants, so they take ``rls_bypass()`` here, which reaches
-``scheduled_sends`` only. Settle-ups are grouped: one statement per
-transition, one transaction per flush. Everything between claim and
-settle-up happens in the owner's ``tenant_scope``, never under the bypass.
+Materialize, Snooze and Done run in the caller's tenant (or planning) scope, support's
+writes in its ``support_scope``, fenced by the state support saw. The claim, grouped
+settle-ups, expiry, smoothing, receipts and pruning cross tenants, so they take
+``rls_bypass()`` here (it reaches ``scheduled_sends`` only); between claim and
+settle-up, work runs in the owner's ``tenant_scope``.
 """
 
 from __future__ import annotations
@@ -232,34 +230,18 @@ def prune_settled(cutoff: datetime, batch: int = 5000, progress=None) -> int:
 def queue_counts(now: datetime, config: NudgeConfig) -> DueCounts:
     """Health's counts over the due part of every tenant's queue; no user data."""
     with rls_bypass():
-        return ScheduledSend.objects.due_counts(
-            now, config.grace, config.lease, config.overdue_after
-        )
+        return ScheduledSend.objects.due_counts(now, config)
 
 
-@dataclass(frozen=True)
-class DuePreview:
-    """A row a deliver run at some instant would claim: what ``deliver --dry-run`` lists."""
-
-    id: int
-    user_id: int
-    channel: str
-    kind: str
-    fire_at: datetime
-    attempts: int
-
-
-def due_preview(
-    now: datetime, config: NudgeConfig, limit: int = 50
-) -> tuple[int, list[DuePreview]]:
-    """What the claim would take at ``now`` (how many, and the first ``limit``); writes nothing."""
+def due_preview(now: datetime, config: NudgeConfig, limit: int = 50) -> tuple[int, list]:
+    """What the claim would take at ``now`` (how many, and the first ``limit`` rows as named
+    tuples: what ``deliver --dry-run`` lists); writes nothing."""
     with rls_bypass():
         rows = ScheduledSend.objects.filter(claimable(now, config.grace, config.lease))
-        total = rows.count()
         first = rows.order_by("fire_at", "pk").values_list(
-            "id", "user_id", "channel", "kind", "fire_at", "attempts"
-        )[:limit]
-        return total, [DuePreview(*row) for row in first]
+            "id", "user_id", "channel", "kind", "fire_at", "attempts", named=True
+        )
+        return rows.count(), list(first[:limit])
 
 
 def settle_one(row: ClaimedSend, transition: Transition, at: datetime, **fields: object) -> bool:
@@ -336,11 +318,6 @@ def withdraw_unclaimed(ids: Sequence[int]) -> Counter[int]:
     with connection.cursor() as cursor:
         cursor.execute(statements.WITHDRAW_UNCLAIMED, {"ids": list(ids)})
         return Counter(user_id for (user_id,) in cursor.fetchall())
-
-
-def enqueue_snoozed(user_id: int, channel: str, nudge: NewNudge) -> bool:
-    """Queue a Snooze's nudge; False when that instant was queued already (a double tap)."""
-    return enqueue(user_id, channel, [nudge]) == 1
 
 
 def withdraw_subject(user_id: int, kind: str, ref_id: int) -> int:

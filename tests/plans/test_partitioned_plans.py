@@ -171,7 +171,7 @@ def test_plans_over_day_partitions_at_a_million_rows(spread):
     # partition, through the settled rows' index.
     with rls_bypass():
         sql, sql_params = (
-            charts.channel_histogram_query(now - timedelta(minutes=15), now, config)
+            charts.histogram_query(now - timedelta(minutes=15), now, config)
             .order_by()
             .query.sql_with_params()
         )

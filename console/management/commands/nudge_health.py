@@ -28,10 +28,10 @@ class Command(SweepCommand):
         super().add_arguments(parser)
         parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
 
-    def handle(self, *args, now, json: bool = False, **options) -> None:
+    def handle(self, *args, now, **options) -> None:
         report = check_health(now)
-        if json:
-            self.stdout.write(_dumps(report.as_dict()))
+        if options.get("json"):
+            self.stdout.write(json.dumps(report.as_dict(), indent=2, default=str))
         else:
             for check in report.checks:
                 mark = "FAIL" if not check.ok else "WARN" if check.warning else "ok  "
@@ -41,7 +41,3 @@ class Command(SweepCommand):
             self.stdout.write(VERDICT_LINES[report.verdict].format(n=len(report.warnings)))
         if not report.ok:
             sys.exit(1)
-
-
-def _dumps(value: object) -> str:
-    return json.dumps(value, indent=2, default=str)

@@ -11,7 +11,7 @@ from django.core.management.base import CommandParser
 from django.db import OperationalError
 
 from core.command_line import NudgeCommand, positive_int
-from scheduled_sends.queue.partitions import drop_aged_partitions, owner_unreachable
+from scheduled_sends.queue.partitions import drop_aged_partitions
 from scheduled_sends.queue.transitions import database_now, prune_settled
 from scheduled_sends.runlog import prune_run_log
 
@@ -40,7 +40,10 @@ class Command(NudgeCommand):
                 progress=lambda d: self.stdout.write(f"  … dropped {d.name} (~{d.rows} rows)"),
             )
         except OperationalError as exc:
-            self.stderr.write(owner_unreachable(exc))
+            self.stderr.write(
+                f"could not connect as the owner role to drop aged partitions ({exc}); "
+                "their settled rows are deleted in batches instead"
+            )
             dropped = []
         deleted = prune_settled(
             cutoff, batch_size, progress=lambda n: self.stdout.write(f"  … {n} deleted")
