@@ -1,15 +1,15 @@
 """The OpenAPI 3.1 description of the follow-ups and calendars API, served at ``GET /api/schema``;
-written by hand, and a test checks it lists every route and status ``portal.api`` answers."""
+written by hand, and a test checks it lists every route and status the API answers."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
+from calendars.caldav_connect import PRESETS
 from core.config import SCHEMA_MAX_LEAD
 from followups.actions import TITLE_MAX_CHARS
 from followups.repeat import WEEKDAY_NAMES, Repeat
-from portal import openapi_calendars
 from providers.normalize import MAX_LEADS_PER_EVENT
 
 
@@ -17,12 +17,8 @@ def _json(name: str) -> dict[str, Any]:
     return {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}
 
 
-def _error(description: str) -> dict[str, Any]:
-    return {"description": description, "content": _json("Error")}
-
-
-def _follow_up(description: str) -> dict[str, Any]:
-    return {"description": description, "content": _json("FollowUp")}
+def _answer(description: str, name: str = "Error") -> dict[str, Any]:
+    return {"description": description, "content": _json(name)}
 
 
 ID_PARAMETER = {
@@ -72,12 +68,13 @@ SCHEDULE = {
     "time_zone": TIME_ZONE,
     "reminder_minutes": REMINDER_MINUTES,
 }
-UNAUTHORIZED = _error("Missing, unknown, expired or revoked token, or its owner is deactivated.")
-BAD_REQUEST = _error(
+UNAUTHORIZED = _answer("Missing, unknown, expired or revoked token, or its owner is deactivated.")
+STATES = ["active", "checking", "choose_calendars", "needs_password", "needs_reauth", "error"]
+BAD_REQUEST = _answer(
     "Unknown fields, wrong types, a time without offset or in the past, a title too long, "
     "an unknown repeat, weekday or zone, or more reminders than allowed."
 )
-NOT_FOUND = _error("No follow-up with this id belongs to the token's owner.")
+NOT_FOUND = _answer("No follow-up with this id belongs to the token's owner.")
 
 
 def schema(server_url: str) -> dict[str, Any]:
@@ -123,7 +120,7 @@ def schema(server_url: str) -> dict[str, Any]:
                     "summary": "Create a follow-up",
                     "requestBody": {"required": True, "content": _json("FollowUpCreate")},
                     "responses": {
-                        "201": _follow_up("Created."),
+                        "201": _answer("Created.", "FollowUp"),
                         "400": BAD_REQUEST,
                         "401": UNAUTHORIZED,
                     },
@@ -134,7 +131,7 @@ def schema(server_url: str) -> dict[str, Any]:
                 "get": {
                     "summary": "Read one follow-up",
                     "responses": {
-                        "200": _follow_up("The follow-up."),
+                        "200": _answer("The follow-up.", "FollowUp"),
                         "401": UNAUTHORIZED,
                         "404": NOT_FOUND,
                     },
@@ -143,7 +140,7 @@ def schema(server_url: str) -> dict[str, Any]:
                     "summary": "Change the title, the due time, or mark it done",
                     "requestBody": {"required": True, "content": _json("FollowUpPatch")},
                     "responses": {
-                        "200": _follow_up("Changed."),
+                        "200": _answer("Changed.", "FollowUp"),
                         "400": BAD_REQUEST,
                         "401": UNAUTHORIZED,
                         "404": NOT_FOUND,
@@ -158,7 +155,7 @@ def schema(server_url: str) -> dict[str, Any]:
                     },
                 },
             },
-            **openapi_calendars.paths(),
+            **_calendar_paths(),
         },
         "components": {
             "securitySchemes": {
@@ -211,12 +208,135 @@ def schema(server_url: str) -> dict[str, Any]:
                         **SCHEDULE,
                     },
                 },
-                **openapi_calendars.schemas(),
+                **_calendar_schemas(),
                 "Error": {
                     "type": "object",
                     "required": ["error"],
                     "properties": {"error": {"type": "string"}},
                 },
             },
+        },
+    }
+
+
+def _calendar_paths() -> dict[str, Any]:
+    return {
+        "/api/calendars": {
+            "get": {
+                "summary": "List the owner's calendars and what each needs",
+                "responses": {
+                    "200": _answer("The calendars.", "CalendarList"),
+                    "401": UNAUTHORIZED,
+                },
+            }
+        },
+        "/api/calendars/caldav": {
+            "post": {
+                "summary": "Connect a CalDAV account (iCloud, Fastmail, Nextcloud, any server)",
+                "description": "Recorded at once; the server is asked nothing in this "
+                "request. Within a minute its calendars are discovered: the account then "
+                "reads choose_calendars with its choices (or needs_password when the server "
+                "refused the password). The password is stored encrypted, never returned.",
+                "requestBody": {"required": True, "content": _json("CalDavConnect")},
+                "responses": {
+                    "202": _answer("Recorded; discovery follows.", "Calendar"),
+                    "400": _answer(
+                        "A missing field, an unknown preset, a server address that cannot "
+                        "be used (private, local or not http(s)), or too many calendars.",
+                    ),
+                    "401": UNAUTHORIZED,
+                },
+            }
+        },
+        "/api/calendars/{id}/caldav/choose": {
+            "parameters": [ID_PARAMETER],
+            "post": {
+                "summary": "Use the chosen calendars of a discovered account",
+                "requestBody": {"required": True, "content": _json("CalDavChoose")},
+                "responses": {
+                    "200": _answer("One calendar per choice, each checking.", "CalendarList"),
+                    "400": _answer("No choice among the account's calendars."),
+                    "401": UNAUTHORIZED,
+                    "404": _answer("No calendar of this id is waiting for a choice."),
+                },
+            },
+        },
+        "/api/calendars/{id}/caldav/password": {
+            "parameters": [ID_PARAMETER],
+            "post": {
+                "summary": "Give a new app-specific password (after needs_password)",
+                "requestBody": {"required": True, "content": _json("CalDavPassword")},
+                "responses": {
+                    "200": _answer("Stored; the calendar is read again.", "Calendar"),
+                    "400": _answer("No password."),
+                    "401": UNAUTHORIZED,
+                    "404": _answer("No CalDAV calendar of this id."),
+                },
+            },
+        },
+    }
+
+
+def _calendar_schemas() -> dict[str, Any]:
+    choice = {
+        "type": "object",
+        "required": ["url", "name"],
+        "properties": {"url": {"type": "string"}, "name": {"type": "string"}},
+    }
+    return {
+        "Calendar": {
+            "type": "object",
+            "required": ["id", "provider", "account", "state", "nudges_on", "skip_all_day"],
+            "properties": {
+                "id": {"type": "integer"},
+                "provider": {
+                    "type": "string",
+                    "enum": ["google", "microsoft", "ics", "caldav", "local"],
+                },
+                "account": {"type": "string"},
+                "name": {"type": "string"},
+                "state": {"type": "string", "enum": STATES},
+                "nudges_on": {"type": "boolean"},
+                "skip_all_day": {"type": "boolean"},
+                "last_synced_at": {"type": ["string", "null"], "format": "date-time"},
+                "choices": {"type": "array", "items": choice},
+            },
+        },
+        "CalendarList": {
+            "type": "object",
+            "properties": {
+                "calendars": {"type": "array", "items": {"$ref": "#/components/schemas/Calendar"}}
+            },
+        },
+        "CalDavConnect": {
+            "type": "object",
+            "required": ["preset", "username", "password"],
+            "additionalProperties": False,
+            "properties": {
+                "preset": {"type": "string", "enum": list(PRESETS)},
+                "server_url": {
+                    "type": "string",
+                    "description": "The server's address, for nextcloud and other.",
+                },
+                "username": {"type": "string"},
+                "password": {
+                    "type": "string",
+                    "writeOnly": True,
+                    "description": "An app-specific password (iCloud: Apple ID → Sign-In "
+                    "and Security → App-Specific Passwords).",
+                },
+            },
+        },
+        "CalDavChoose": {
+            "type": "object",
+            "required": ["calendars"],
+            "additionalProperties": False,
+            "properties": {"calendars": {"type": "array", "items": {"type": "string"}}},
+        },
+        "CalDavPassword": {
+            "type": "object",
+            "required": ["password"],
+            "additionalProperties": False,
+            "properties": {"password": {"type": "string", "writeOnly": True}},
         },
     }
