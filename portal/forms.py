@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, time, tzinfo
 from functools import cache
 from importlib import resources
 
@@ -69,10 +69,6 @@ def timezone_choices(keep: str = "") -> list[tuple[str, str]]:
     return [("UTC", "UTC"), *((name, name.replace("_", " ")) for name in names)]
 
 
-CLOCK_ATTRS = {"type": "text", "autocomplete": "off"}
-CLOCK_INPUTS = ["%H:%M", "%I:%M %p", "%I:%M%p", "%I %p", "%I%p"]
-
-
 class ClockTimeField(forms.TimeField):
     """A time of day on either clock: "21:00", "9:00 pm", "9pm", "9 p.m."."""
 
@@ -81,6 +77,20 @@ class ClockTimeField(forms.TimeField):
             value = re.sub(r"\s+", " ", value.strip().lower().replace(".", ""))
             value = re.sub(r"^(\d{1,2})(\d{2})( ?[ap]m)$", r"\1:\2\3", value)
         return super().to_python(value)
+
+
+def clock_field(label: str, example: str, invalid: str) -> ClockTimeField:
+    """An optional time of day, typed on either clock (a browser's time picker follows its
+    own locale, not the person's choice); ``example`` ("22:00") is its placeholder."""
+    return ClockTimeField(
+        required=False,
+        label=label,
+        input_formats=["%H:%M", "%I:%M %p", "%I:%M%p", "%I %p", "%I%p"],
+        error_messages={"invalid": invalid},
+        widget=forms.TimeInput(
+            attrs={"type": "text", "autocomplete": "off", "placeholder": example}, format="%H:%M"
+        ),
+    )
 
 
 # Refusals in plain words, never Django's stock "Select a valid choice. X is not one of
@@ -131,29 +141,11 @@ class SettingsForm(forms.Form):
         label=_("Nudge me this many minutes before"),
         widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
     )
-    # Typed on either clock (a browser's time picker follows its own locale, not the
-    # person's choice); shown on theirs (``__init__``).
-    quiet_start = ClockTimeField(
-        required=False,
-        label=_("Quiet from"),
-        input_formats=CLOCK_INPUTS,
-        error_messages={"invalid": _("Give a time such as 22:00 or 10:00 pm.")},
-        widget=forms.TimeInput(attrs=CLOCK_ATTRS | {"placeholder": "22:00"}, format="%H:%M"),
-    )
-    quiet_end = ClockTimeField(
-        required=False,
-        label=_("until"),
-        input_formats=CLOCK_INPUTS,
-        error_messages={"invalid": _("Give a time such as 07:00 or 7:00 am.")},
-        widget=forms.TimeInput(attrs=CLOCK_ATTRS | {"placeholder": "07:00"}, format="%H:%M"),
-    )
+    quiet_start = clock_field(_("Quiet from"), "22:00", _("Give a time such as 22:00 or 10:00 pm."))
+    quiet_end = clock_field(_("until"), "07:00", _("Give a time such as 07:00 or 7:00 am."))
     paused = forms.BooleanField(required=False, label=_("Pause all nudges"))
-    agenda_at = ClockTimeField(
-        required=False,
-        label=_("Send my agenda at"),
-        input_formats=CLOCK_INPUTS,
-        error_messages={"invalid": _("Give a time such as 07:30 or 7:30 am.")},
-        widget=forms.TimeInput(attrs=CLOCK_ATTRS | {"placeholder": "07:30"}, format="%H:%M"),
+    agenda_at = clock_field(
+        _("Send my agenda at"), "07:30", _("Give a time such as 07:30 or 7:30 am.")
     )
 
     def __init__(
@@ -166,14 +158,11 @@ class SettingsForm(forms.Form):
     ) -> None:
         super().__init__(*args, **kwargs)
         if current_clock == Clock.H12:  # shown on the person's clock (either is accepted)
-            for name, example in (
-                ("quiet_start", "10:00 PM"),
-                ("quiet_end", "7:00 AM"),
-                ("agenda_at", "7:30 AM"),
-            ):
-                widget = self.fields[name].widget
-                widget.format = "%I:%M %p"
-                widget.attrs["placeholder"] = example
+            for field in self.fields.values():
+                if isinstance(field, ClockTimeField):
+                    example = time.fromisoformat(field.widget.attrs["placeholder"])
+                    field.widget.format = "%I:%M %p"
+                    field.widget.attrs["placeholder"] = f"{example:%I:%M %p}".lstrip("0")
         self.fields["timezone"].choices = timezone_choices(current_zone)
         # Console prints to the server's log: development only, or while the account has it.
         choices = [

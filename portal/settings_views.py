@@ -50,11 +50,11 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                 {
                     "delivery": delivery,
                     "form": form
-                    or SettingsForm(
-                        initial=_initial(delivery),
-                        current_channel=delivery.channel,
-                        current_zone=delivery.timezone,
-                        current_clock=delivery.clock,
+                    or _settings_form(
+                        delivery,
+                        initial={
+                            name: getattr(delivery, name) for name in SettingsForm.base_fields
+                        },
                     ),
                     "tokens": list(
                         ApiToken.objects.filter(user_id=user_id, revoked_at=None).order_by("pk")
@@ -101,18 +101,14 @@ def _confirmed(delivery: DeliverySettings) -> dict[str, bool]:
     }
 
 
-def _initial(delivery: DeliverySettings) -> dict:
-    return {
-        "channel": delivery.channel,
-        "timezone": delivery.timezone,
-        "language": delivery.language,
-        "clock": delivery.clock,
-        "default_lead_minutes": delivery.default_lead_minutes,
-        "quiet_start": delivery.quiet_start,
-        "quiet_end": delivery.quiet_end,
-        "paused": delivery.paused,
-        "agenda_at": delivery.agenda_at,
-    }
+def _settings_form(delivery: DeliverySettings, *args, **kwargs) -> SettingsForm:
+    return SettingsForm(
+        *args,
+        current_channel=delivery.channel,
+        current_zone=delivery.timezone,
+        current_clock=delivery.clock,
+        **kwargs,
+    )
 
 
 @user_page("GET", "POST")
@@ -122,34 +118,21 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
     with tenant_scope(user_id):
         current = ensure_settings(user_id)
-    form = SettingsForm(
-        request.POST,
-        current_channel=current.channel,
-        current_zone=current.timezone,
-        current_clock=current.clock,
-    )
+    form = _settings_form(current, request.POST)
     if not form.is_valid():
         return _settings_page(request, form)
-    data = form.cleaned_data
+    # Language and clock are optional: a post without them leaves them as they are.
     changes = {
-        name: data[name]
-        for name in (
-            "channel",
-            "timezone",
-            "default_lead_minutes",
-            "quiet_start",
-            "quiet_end",
-            "agenda_at",
-        )
+        name: value
+        for name, value in form.cleaned_data.items()
+        if value or name not in ("language", "clock")
     }
-    changes.update({name: data[name] for name in ("language", "clock") if data[name]})
-    with tenant_scope(user_id):
-        problem = _channel_problem(ensure_settings(user_id), changes["channel"])
+    problem = _channel_problem(current, changes["channel"])
     if problem is not None:
         form.add_error("channel", problem)
         return _settings_page(request, form)
     # One write, re-queued once it has committed.
-    update_settings(user_id, {**changes, "paused": data["paused"]}, timezone.now())
+    update_settings(user_id, changes, timezone.now())
     with translation.override(changes.get("language") or translation.get_language()):
         messages.success(request, _("Settings saved."))
     return redirect("portal:settings")
