@@ -12,7 +12,7 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Protocol
 
 from babel import Locale, UnknownLocaleError
-from django.utils.translation import gettext
+from django.utils.translation import get_supported_language_variant, gettext
 from django.utils.translation.trans_real import parse_accept_lang_header
 
 from core.deployment import NOT_IN_PRODUCTION, console_channel_allowed
@@ -116,19 +116,7 @@ def held_by_quiet_hours(intended_at: datetime, settings: HoldSettings) -> bool:
     return quiet_hours_end(just_before, settings) == intended_at
 
 
-# accounts.models.Language's values, and a family's fallback (pt-PT reads pt-br).
-SUPPORTED_LANGUAGES = ("en", "de", "es", "fr", "pt-br")
-_FAMILY = {"pt": "pt-br"}
 _QUOTED = re.compile(r"'[^']*'")
-
-
-def _supported(tag: str) -> str | None:
-    if tag in SUPPORTED_LANGUAGES:
-        return tag
-    family = tag.split("-", 1)[0]
-    if family in SUPPORTED_LANGUAGES:
-        return family
-    return _FAMILY.get(family)
 
 
 def _clock_of(tag: str) -> str:
@@ -149,7 +137,9 @@ def preferences_for(accept_language: str) -> dict[str, str]:
     for tag, _quality in parse_accept_lang_header(accept_language[:500]):
         if tag == "*":
             continue
-        language = _supported(tag)
-        if language is not None:
-            return {"language": language, "clock": _clock_of(tag)}
+        try:  # the tag, its family ("de" for de-AT), or a sibling ("pt-br" for pt-PT)
+            language = get_supported_language_variant(tag)
+        except LookupError:
+            continue
+        return {"language": language, "clock": _clock_of(tag)}
     return {}
