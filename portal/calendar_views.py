@@ -9,7 +9,6 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from accounts.actions import ensure_settings
 from calendars.caldav_connect import (
     PRESETS,
     add_account,
@@ -26,7 +25,6 @@ from portal import calendar_links
 from portal.forms import CalDavForm, CalDavPasswordForm, IcsFeedForm
 from portal.language import date_formats, user_page
 from portal.views import confirm_page
-from tenancy.scope import tenant_scope
 
 
 @user_page("GET")
@@ -47,8 +45,7 @@ def _calendars_page(
     if caldav_form is None and preset in PRESETS:
         caldav_form = CalDavForm(initial={"preset": preset}, presets=PRESETS)
     chosen = PRESETS.get(caldav_form["preset"].value()) if caldav_form is not None else None
-    with tenant_scope(user_id):
-        delivery = ensure_settings(user_id)
+    delivery = request.delivery
     with timezone.override(zone_of(delivery.timezone)):
         return render(
             request,

@@ -1,11 +1,6 @@
-"""The user area in the person's own language and clock.
-
-Pages are written in the language saved on the person's delivery settings. The
-first page that makes that row (the first visit after signing up) sets the
-language and the 12/24-hour clock from the browser's ``Accept-Language``; after
-that only the Settings page changes them. There is no ``LocaleMiddleware``: the
-admin and the signed-out pages stay in the site's language.
-"""
+"""The user area in the person's own language and clock, saved on their delivery settings:
+the first visit sets both from the browser's ``Accept-Language``, then only Settings changes
+them. No ``LocaleMiddleware``: the admin and the signed-out pages keep the site's language."""
 
 from __future__ import annotations
 
@@ -27,14 +22,15 @@ View = Callable[..., HttpResponse]
 
 def in_users_language(view: View) -> View:
     """Run ``view`` (behind ``login_required``) in the person's language, making their
-    settings from the browser's preferences on a first visit."""
+    settings from the browser's preferences on a first visit; ``request.delivery`` is them."""
 
     @wraps(view)
     def wrapped(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
         user_id = request.user.pk
         with tenant_scope(user_id):
             accept = request.headers.get("Accept-Language", "")
-            language = ensure_settings(user_id, preferences_for(accept)).language
+            request.delivery = ensure_settings(user_id, preferences_for(accept))
+        language = request.delivery.language
         with translation.override(language):
             response = view(request, *args, **kwargs)
         response.headers.setdefault("Content-Language", language)

@@ -115,9 +115,7 @@ def _settings_form(delivery: DeliverySettings, *args, **kwargs) -> SettingsForm:
 def settings_page(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return _settings_page(request)
-    user_id = request.user.pk
-    with tenant_scope(user_id):
-        current = ensure_settings(user_id)
+    user_id, current = request.user.pk, request.delivery
     form = _settings_form(current, request.POST)
     if not form.is_valid():
         return _settings_page(request, form)
@@ -173,7 +171,6 @@ def link_telegram(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     config = NudgeConfig.from_settings()
     with tenant_scope(user_id):
-        ensure_settings(user_id)
         whatsapp.prune_link_codes(user_id, now, config)
         code = new_telegram_code(user_id, now, config)
     link = telegram.link_url(code)

@@ -1,10 +1,7 @@
 """The end-user area's home (upcoming, history, quick add) and follow-up pages.
 
-Tenant rows are read inside the signed-in user's own ``tenant_scope``, and pages
-that read them render inside it (a lazy query in a template runs there too).
-Changes go through ``followups.actions``, which re-materializes the user after
-their scope has closed: scopes do not nest.
-"""
+Pages that read tenant rows render inside the user's ``tenant_scope`` (a template's lazy
+query runs there too); changes go through ``followups.actions``, outside it."""
 
 from __future__ import annotations
 
@@ -18,7 +15,6 @@ from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
-from accounts.actions import ensure_settings
 from core.config import NudgeConfig
 from core.zones import zone_of
 from followups import actions as followups
@@ -87,23 +83,15 @@ def _add_follow_up(
     return form, None
 
 
-def _zone_and_formats(user_id: int):
-    """The person's zone and date formats (their clock), from one read of their settings."""
-    with tenant_scope(user_id):
-        delivery = ensure_settings(user_id)
-    return zone_of(delivery.timezone), date_formats(delivery)
-
-
 @user_page("GET", "POST")
 def home(request: HttpRequest) -> HttpResponse:
-    user_id = request.user.pk
-    zone, formats = _zone_and_formats(user_id)
+    user_id, delivery = request.user.pk, request.delivery
+    zone, formats = zone_of(delivery.timezone), date_formats(delivery)
     form, added = _add_follow_up(request, zone, formats, "portal:home")
     if added:
         return added
     now = timezone.now()
     with tenant_scope(user_id), timezone.override(zone):
-        delivery = ensure_settings(user_id)
         return render(
             request,
             "portal/home.html",
@@ -111,13 +99,13 @@ def home(request: HttpRequest) -> HttpResponse:
                 "delivery": delivery,
                 "upcoming": timeline.upcoming(user_id, now),
                 "history": timeline.history(
-                    user_id, now, tz=zone, time_format=date_formats(delivery)["time_format"]
+                    user_id, now, tz=zone, time_format=formats["time_format"]
                 ),
                 "form": form,
                 "history_days": timeline.HISTORY_DAYS,
                 "zone_aliases": ZONE_ALIASES_JSON,
                 "offered": channels_offered(),
-                **date_formats(delivery),
+                **formats,
             },
         )
 
@@ -125,7 +113,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @user_page("GET", "POST")
 def follow_up_list(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
-    zone, formats = _zone_and_formats(user_id)
+    zone, formats = zone_of(request.delivery.timezone), date_formats(request.delivery)
     form, added = _add_follow_up(request, zone, formats, "portal:follow_ups")
     if added:
         return added
@@ -146,7 +134,7 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     found = followups.get_follow_up(user_id, follow_up_id)
     if found is None:
         raise Http404("No such follow-up.")
-    zone, _formats = _zone_and_formats(user_id)
+    zone = zone_of(request.delivery.timezone)
     with timezone.override(zone):
         initial = {
             "title": found.title,
@@ -160,7 +148,7 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
             initial=initial,
             zone=zone,
             keep_due=found.due_at,
-            clock=_formats["clock"],
+            clock=request.delivery.clock,
         )
         if request.method == "POST" and form.is_valid():
             due_at = form.cleaned_data["due_at"]
