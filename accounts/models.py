@@ -1,7 +1,5 @@
-"""A person's delivery state: where and how their nudges go, and why they are held.
-
-Written only through ``accounts.actions``.
-"""
+"""A person's delivery state: where and how their nudges go, and why they are held;
+written only through ``accounts.actions``."""
 
 from __future__ import annotations
 

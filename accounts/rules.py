@@ -1,8 +1,5 @@
-"""Whether and when a nudge may go out for a user: pause, unreachable, quiet hours;
-and the language and clock a new user starts with.
-
-Pure functions, so materialize and delivery apply exactly the same rules.
-"""
+"""Whether and when a nudge may go out for a user (pause, unreachable, quiet hours), and the
+language and clock a new user starts with: pure, so materialize and delivery agree."""
 
 from __future__ import annotations
 
@@ -71,11 +68,8 @@ def quiet_hours_problem(start: time | None, end: time | None) -> str | None:
 
 
 def quiet_hours_end(moment: datetime, settings: HoldSettings) -> datetime | None:
-    """The end of the quiet period ``moment`` falls in, or None when it is outside one.
-
-    Quiet hours are wall-clock times in the user's zone and may wrap midnight
-    (22:00-07:00). Start is inside, end is not; equal times mean none.
-    """
+    """The end of the quiet period ``moment`` falls in, or None. Quiet hours are wall-clock
+    times in the user's zone and may wrap midnight; start is inside, end is not."""
     start, end = settings.quiet_start, settings.quiet_end
     if start is None or end is None or start == end:
         return None

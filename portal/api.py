@@ -1,9 +1,6 @@
-"""The JSON API for the host product: follow-ups, authenticated by per-user tokens.
-
-``Authorization: Bearer nudge_<user id>_<secret>``, checked and served in the owner's
-tenant scope; a session cookie is not accepted (no CSRF exposure). Bad input is a
-400 with one message and nothing written.
-"""
+"""The JSON API for the host product: follow-ups, authenticated by ``Authorization: Bearer
+nudge_<user id>_<secret>`` (never a session cookie: no CSRF exposure). Bad input is a 400
+with one message and nothing written."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The API's rate limit: ``NUDGE_API_REQUESTS_PER_MINUTE`` per account.
-
-A fixed one-minute window on the account's own row, whichever token a request
-carries, so a new token starts no fresh minute. One upsert counts and reads back,
-shared by every web process.
-"""
+"""The API's rate limit: ``NUDGE_API_REQUESTS_PER_MINUTE`` per account, in a fixed minute on
+the account's own row (a new token starts no fresh minute), counted by one upsert."""
 
 from __future__ import annotations
 

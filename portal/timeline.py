@@ -1,9 +1,6 @@
-"""What the home page shows: the next nudges and the last days' outcomes, with the
-person's own Snooze and Done among them.
-
-Both read the user's queue rows inside their scope (callers hold it). Anything not
-sent says why in plain words (``portal.plain_words``), never the recorded reason.
-"""
+"""What the home page shows: the next nudges and the last days' outcomes with the person's
+own Snooze and Done, read inside their scope (callers hold it). Anything not sent says why
+in plain words (``portal.plain_words``), never the recorded reason."""
 
 from __future__ import annotations
 
