@@ -13,12 +13,31 @@ from followups.repeat import WEEKDAY_NAMES, Repeat
 from providers.normalize import MAX_LEADS_PER_EVENT
 
 
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
 def _json(name: str) -> dict[str, Any]:
-    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}
+    return {"application/json": {"schema": _ref(name)}}
 
 
 def _answer(description: str, name: str = "Error") -> dict[str, Any]:
     return {"description": description, "content": _json(name)}
+
+
+def _list_of(key: str, name: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {key: {"type": "array", "items": _ref(name)}}}
+
+
+def _body(properties: dict[str, Any], *required: str, **more: Any) -> dict[str, Any]:
+    """A request body's schema: these properties and no others."""
+    return {
+        "type": "object",
+        "required": list(required),
+        "additionalProperties": False,
+        "properties": properties,
+        **more,
+    }
 
 
 ID_PARAMETER = {
@@ -96,22 +115,7 @@ def schema(server_url: str) -> dict[str, Any]:
                     "summary": "List follow-ups, open first, by due time",
                     "parameters": [{"name": "done", "in": "query", "schema": {"type": "boolean"}}],
                     "responses": {
-                        "200": {
-                            "description": "The follow-ups.",
-                            "content": {
-                                "application/json": {
-                                    "schema": {
-                                        "type": "object",
-                                        "properties": {
-                                            "follow_ups": {
-                                                "type": "array",
-                                                "items": {"$ref": "#/components/schemas/FollowUp"},
-                                            }
-                                        },
-                                    }
-                                }
-                            },
-                        },
+                        "200": _answer("The follow-ups.", "FollowUpList"),
                         "400": BAD_REQUEST,
                         "401": UNAUTHORIZED,
                     },
@@ -191,23 +195,14 @@ def schema(server_url: str) -> dict[str, Any]:
                         },
                     },
                 },
-                "FollowUpCreate": {
-                    "type": "object",
-                    "required": ["title", "due_at"],
-                    "additionalProperties": False,
-                    "properties": {"title": TITLE, "due_at": DUE_AT, **SCHEDULE},
-                },
-                "FollowUpPatch": {
-                    "type": "object",
-                    "minProperties": 1,
-                    "additionalProperties": False,
-                    "properties": {
-                        "title": TITLE,
-                        "due_at": DUE_AT,
-                        "done": {"type": "boolean"},
-                        **SCHEDULE,
-                    },
-                },
+                "FollowUpList": _list_of("follow_ups", "FollowUp"),
+                "FollowUpCreate": _body(
+                    {"title": TITLE, "due_at": DUE_AT, **SCHEDULE}, "title", "due_at"
+                ),
+                "FollowUpPatch": _body(
+                    {"title": TITLE, "due_at": DUE_AT, "done": {"type": "boolean"}, **SCHEDULE},
+                    minProperties=1,
+                ),
                 **_calendar_schemas(),
                 "Error": {
                     "type": "object",
@@ -302,17 +297,9 @@ def _calendar_schemas() -> dict[str, Any]:
                 "choices": {"type": "array", "items": choice},
             },
         },
-        "CalendarList": {
-            "type": "object",
-            "properties": {
-                "calendars": {"type": "array", "items": {"$ref": "#/components/schemas/Calendar"}}
-            },
-        },
-        "CalDavConnect": {
-            "type": "object",
-            "required": ["preset", "username", "password"],
-            "additionalProperties": False,
-            "properties": {
+        "CalendarList": _list_of("calendars", "Calendar"),
+        "CalDavConnect": _body(
+            {
                 "preset": {"type": "string", "enum": list(PRESETS)},
                 "server_url": {
                     "type": "string",
@@ -326,17 +313,12 @@ def _calendar_schemas() -> dict[str, Any]:
                     "and Security → App-Specific Passwords).",
                 },
             },
-        },
-        "CalDavChoose": {
-            "type": "object",
-            "required": ["calendars"],
-            "additionalProperties": False,
-            "properties": {"calendars": {"type": "array", "items": {"type": "string"}}},
-        },
-        "CalDavPassword": {
-            "type": "object",
-            "required": ["password"],
-            "additionalProperties": False,
-            "properties": {"password": {"type": "string", "writeOnly": True}},
-        },
+            "preset",
+            "username",
+            "password",
+        ),
+        "CalDavChoose": _body(
+            {"calendars": {"type": "array", "items": {"type": "string"}}}, "calendars"
+        ),
+        "CalDavPassword": _body({"password": {"type": "string", "writeOnly": True}}, "password"),
     }
