@@ -19,7 +19,6 @@ from core.config import NudgeConfig
 from core.zones import zone_of
 from followups import actions as followups
 from followups.actions import FollowUpChange, FollowUpInvalid
-from followups.models import FollowUp
 from messaging.offered import channels_offered
 from portal import plain_words, timeline
 from portal.forms import BROWSER_ZONE_ALIASES, FollowUpForm, repeat_words
@@ -35,25 +34,6 @@ def _zone_name(zone) -> str:
     return getattr(zone, "key", "UTC")
 
 
-def _create_follow_up(request: HttpRequest, form: FollowUpForm, zone) -> FollowUp | None:
-    """Validate in the user's zone and create; errors land on the form."""
-    with timezone.override(zone):
-        if not form.is_valid():
-            return None
-    try:
-        return followups.create_follow_up(
-            request.user.pk,
-            form.cleaned_data["title"],
-            form.cleaned_data["due_at"],
-            timezone.now(),
-            NudgeConfig.from_settings(),
-            form.schedule(_zone_name(zone)),
-        )
-    except FollowUpInvalid as exc:
-        _refused(form, exc)
-        return None
-
-
 def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
     """A refusal from the follow-up rules, in words, on the field it is about."""
     field = exc.field if exc.field in form.fields else None
@@ -63,24 +43,34 @@ def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
 def _add_follow_up(
     request: HttpRequest, zone, formats: dict[str, str], back: str
 ) -> tuple[FollowUpForm, HttpResponse | None]:
-    """The add form of a page, and the redirect after a successful POST of it (saying
-    when the follow-up is due, on the person's clock)."""
-    when_format = formats["when_format"]
+    """The add form of a page (validated in the user's zone), and the redirect after a
+    successful POST of it, saying when the follow-up is due on the person's clock."""
     form = FollowUpForm(request.POST or None, zone=zone, clock=formats["clock"])
-    created = _create_follow_up(request, form, zone) if request.method == "POST" else None
-    if created is not None:
-        # The time a quick choice chose, or a repeating one's first occurrence.
-        now = timezone.now()
-        due = timezone.localtime(followups.next_due(created, now), zone)
-        if due.year != timezone.localtime(now, zone).year:  # the year said when not this one
-            when_format = formats["when_year_format"]
-        messages.success(
-            request,
-            _("Added “%(title)s”, due %(due)s.")
-            % {"title": created.title, "due": date_format(due, when_format)},
+    with timezone.override(zone):
+        if request.method != "POST" or not form.is_valid():
+            return form, None
+    now = timezone.now()
+    try:
+        created = followups.create_follow_up(
+            request.user.pk,
+            form.cleaned_data["title"],
+            form.cleaned_data["due_at"],
+            now,
+            NudgeConfig.from_settings(),
+            form.schedule(_zone_name(zone)),
         )
-        return form, redirect(back)
-    return form, None
+    except FollowUpInvalid as exc:
+        _refused(form, exc)
+        return form, None
+    # The time a quick choice chose, or a repeating one's first occurrence; the year is
+    # said when it is not this one.
+    due = timezone.localtime(followups.next_due(created, now), zone)
+    this_year = due.year == timezone.localtime(now, zone).year
+    when = date_format(due, formats["when_format" if this_year else "when_year_format"])
+    messages.success(
+        request, _("Added “%(title)s”, due %(due)s.") % {"title": created.title, "due": when}
+    )
+    return form, redirect(back)
 
 
 @user_page("GET", "POST")
@@ -136,16 +126,9 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
         raise Http404("No such follow-up.")
     zone = zone_of(request.delivery.timezone)
     with timezone.override(zone):
-        initial = {
-            "title": found.title,
-            "due_at": timezone.localtime(found.due_at),
-            "repeat": found.repeat,
-            "repeat_weekdays": found.repeat_weekdays,
-            "reminder_minutes": found.reminder_minutes,
-        }
         form = FollowUpForm(
             request.POST or None,
-            initial=initial,
+            initial={name: getattr(found, name) for name in FollowUpForm.base_fields},
             zone=zone,
             keep_due=found.due_at,
             clock=request.delivery.clock,
