@@ -98,12 +98,8 @@ def email_confirm(request: HttpRequest, token: str) -> HttpResponse:
     """The link mailed to a new address: shows it, changes it on Confirm. No sign-in needed
     (it may be opened on another device): the signed token names the account."""
     link = email_change.read_link(token)
-    if link is not None:
-        language = _language_of(link.user.pk)
-    elif request.user.is_authenticated:
-        language = _language_of(request.user.pk)
-    else:
-        language = settings.LANGUAGE_CODE
+    owner = link.user.pk if link is not None else request.user.pk  # None when signed out
+    language = _language_of(owner) if owner is not None else settings.LANGUAGE_CODE
     with translation.override(language):
         if link is None:
             state, address, status = "unusable", "", 400

@@ -303,8 +303,9 @@ class FollowUpForm(forms.Form):
     ) -> None:
         super().__init__(*args, **kwargs)
         self.zone = zone
-        # Editing: a due time left as it was is not "in the past" (the title may change).
-        self.keep_due = keep_due
+        # Editing: a due time left as it was (to the minute the form shows) is not "in the
+        # past", so the title may change.
+        self.keep_due = keep_due.replace(second=0, microsecond=0) if keep_due else None
         self.quick_choices = quick_choices(clock)
         kept = set(self.initial.get("reminder_minutes") or ()) - {m for m, _ in REMINDER_CHOICES}
         if kept:
@@ -340,9 +341,7 @@ class FollowUpForm(forms.Form):
         due = self.cleaned_data["due_at"]
         if due is None:  # a quick choice, or "pick a time" (clean)
             return None
-        kept = self.keep_due.replace(second=0, microsecond=0) if self.keep_due else None
-        unchanged = due == kept
-        if due <= timezone.now() and not unchanged:
+        if due <= timezone.now() and due != self.keep_due:
             raise ValidationError(plain_words.past_time())
         return due
 

@@ -38,7 +38,8 @@ from tenancy.scope import tenant_scope
 NOTICE_DAYS = timedelta(days=30)
 
 
-def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **extra) -> HttpResponse:
+def _settings_page(request: HttpRequest, **shown) -> HttpResponse:
+    """The page, with ``shown`` (a form and its errors, a new token) over the defaults."""
     user_id = request.user.pk
     now = timezone.now()
     with tenant_scope(user_id):
@@ -49,8 +50,7 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                 "portal/settings.html",
                 {
                     "delivery": delivery,
-                    "form": form
-                    or _settings_form(
+                    "form": _settings_form(
                         delivery,
                         initial={
                             name: getattr(delivery, name) for name in SettingsForm.base_fields
@@ -60,9 +60,9 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                         ApiToken.objects.filter(user_id=user_id, revoked_at=None).order_by("pk")
                     ),
                     "now": now,
-                    "token_form": extra.pop("token_form", None) or ApiTokenForm(),
-                    "number_form": extra.pop("number_form", None) or WhatsAppNumberForm(),
-                    "code_form": extra.pop("code_form", None) or WhatsAppCodeForm(),
+                    "token_form": ApiTokenForm(),
+                    "number_form": WhatsAppNumberForm(),
+                    "code_form": WhatsAppCodeForm(),
                     "code_pending": LinkCode.objects.filter(
                         user_id=user_id,
                         channel=Channel.WHATSAPP,
@@ -81,7 +81,7 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                         ).order_by("-created_at")[:5]
                     ),
                     **date_formats(delivery),
-                    **extra,
+                    **shown,
                 },
             )
 
@@ -118,7 +118,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     user_id, current = request.user.pk, request.delivery
     form = _settings_form(current, request.POST)
     if not form.is_valid():
-        return _settings_page(request, form)
+        return _settings_page(request, form=form)
     # Language and clock are optional: a post without them leaves them as they are.
     changes = {
         name: value
@@ -128,7 +128,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     problem = _channel_problem(current, changes["channel"])
     if problem is not None:
         form.add_error("channel", problem)
-        return _settings_page(request, form)
+        return _settings_page(request, form=form)
     # One write, re-queued once it has committed.
     update_settings(user_id, changes, timezone.now())
     with translation.override(changes.get("language") or translation.get_language()):

@@ -135,11 +135,9 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
         )
         if request.method == "POST" and form.is_valid():
             due_at = form.cleaned_data["due_at"]
-            if due_at == found.due_at.replace(second=0, microsecond=0):
-                due_at = None  # the form shows minutes: left as it was, seconds and all
             change = FollowUpChange(
                 title=form.cleaned_data["title"],
-                due_at=due_at,
+                due_at=None if due_at == form.keep_due else due_at,  # left as it was: seconds too
                 schedule=form.schedule(_zone_name(zone)),
             )
             try:
