@@ -106,8 +106,7 @@ def email_confirm(request: HttpRequest, token: str) -> HttpResponse:
         elif request.method == "GET":
             state, address, status = "ask", link.new_address, 200
         else:
-            old_address = email_change.make_change(link)
-            email_change.send_now(email_change.changed_notice(old_address, link.new_address))
+            email_change.make_change(link)
             state, address, status = "done", link.new_address, 200
         response = render(
             request,

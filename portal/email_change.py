@@ -79,16 +79,6 @@ def read_link(token: str) -> Link | None:
     return Link(user, new_address)
 
 
-def make_change(link: Link) -> str:
-    """Make the link's address the account's; the old one, for its notice."""
-    user = link.user
-    old_address = user.email
-    user.email = link.new_address
-    user.save(update_fields=["email"])
-    logger.info("e-mail address changed through its confirmation link")
-    return old_address
-
-
 @dataclass(frozen=True)
 class Mails:
     """What one request sends, written in the person's language during the request."""
@@ -132,20 +122,28 @@ def request_mails(user, new_address: str, confirm_url: str) -> Mails:
     return Mails(new_address, link, notice)
 
 
-def changed_notice(old_address: str, new_address: str) -> EmailMessage | None:
-    """The old address is told the change was made (active language)."""
+def make_change(link: Link) -> None:
+    """Make the link's address the account's and tell the old one (active language); the
+    change is made, so a notice that cannot be sent is only logged."""
+    user, old_address = link.user, link.user.email
+    user.email = link.new_address
+    user.save(update_fields=["email"])
+    logger.info("e-mail address changed through its confirmation link")
     if not old_address:
-        return None
-    return _mail(
-        old_address,
-        _("Your nudge e-mail address was changed"),
-        _(
-            "The e-mail address of your nudge account was changed from %(old)s to "
-            "%(new)s. Password reset links now go to the new address.\n\nIf this was "
-            "not you, tell support at once."
-        )
-        % {"old": old_address, "new": new_address},
-    )
+        return
+    try:
+        _mail(
+            old_address,
+            _("Your nudge e-mail address was changed"),
+            _(
+                "The e-mail address of your nudge account was changed from %(old)s to "
+                "%(new)s. Password reset links now go to the new address.\n\nIf this was "
+                "not you, tell support at once."
+            )
+            % {"old": old_address, "new": link.new_address},
+        ).send()
+    except Exception:
+        logger.exception("e-mail change notice could not be sent")
 
 
 def start_mailer(user_id: int, mails: Mails) -> threading.Thread:
@@ -165,13 +163,3 @@ def _send(user_id: int, mails: Mails) -> None:
         logger.exception("e-mail change mail could not be sent")
     finally:
         connection.close()  # this thread's own connection
-
-
-def send_now(mail: EmailMessage | None) -> None:
-    """A notice whose sending tells nobody anything (the change is already made)."""
-    if mail is None:
-        return
-    try:
-        mail.send()
-    except Exception:
-        logger.exception("e-mail change notice could not be sent")

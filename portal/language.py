@@ -20,30 +20,27 @@ from tenancy.scope import tenant_scope
 View = Callable[..., HttpResponse]
 
 
-def in_users_language(view: View) -> View:
-    """Run ``view`` (behind ``login_required``) in the person's language, making their
-    settings from the browser's preferences on a first visit; ``request.delivery`` is them."""
-
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
-        user_id = request.user.pk
-        with tenant_scope(user_id):
-            accept = request.headers.get("Accept-Language", "")
-            request.delivery = ensure_settings(user_id, preferences_for(accept))
-        language = request.delivery.language
-        with translation.override(language):
-            response = view(request, *args, **kwargs)
-        response.headers.setdefault("Content-Language", language)
-        return response
-
-    return wrapped
-
-
 def user_page(*methods: str) -> Callable[[View], View]:
-    """A signed-in person's page, in their language, answering only ``methods``."""
+    """A signed-in person's page answering only ``methods``, in their language; their settings
+    (made from the browser's preferences on a first visit) are ``request.delivery``."""
 
     def decorate(view: View) -> View:
-        return login_required(in_users_language(require_http_methods(list(methods))(view)))
+        allowed = require_http_methods(list(methods))(view)
+
+        @login_required
+        @wraps(view)
+        def page(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+            user_id = request.user.pk
+            with tenant_scope(user_id):
+                accept = request.headers.get("Accept-Language", "")
+                request.delivery = ensure_settings(user_id, preferences_for(accept))
+            language = request.delivery.language
+            with translation.override(language):
+                response = allowed(request, *args, **kwargs)
+            response.headers.setdefault("Content-Language", language)
+            return response
+
+        return page
 
     return decorate
 
