@@ -83,9 +83,7 @@ def api_view(*methods: str) -> Callable:
                     "missing, unknown, expired or revoked API token",
                     WWW_Authenticate="Bearer",
                 )
-            wait = api_rate.seconds_to_wait(
-                request, user_id, timezone.now(), NudgeConfig.from_settings()
-            )
+            wait = api_rate.seconds_to_wait(user_id, timezone.now(), NudgeConfig.from_settings())
             if wait is not None:
                 return error(429, "too many requests from this account", Retry_After=str(wait))
             try:

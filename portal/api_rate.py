@@ -6,8 +6,6 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-from django.http import HttpRequest
-
 from core.config import NudgeConfig
 from portal import statements
 from tenancy.scope import tenant_statements
@@ -15,9 +13,7 @@ from tenancy.scope import tenant_statements
 WINDOW = timedelta(minutes=1)
 
 
-def seconds_to_wait(
-    request: HttpRequest, user_id: int, now: datetime, config: NudgeConfig
-) -> int | None:
+def seconds_to_wait(user_id: int, now: datetime, config: NudgeConfig) -> int | None:
     """Count this request against its account (the token's owner, already checked by
     the caller); the seconds to wait when over the limit, else None."""
     [[(window_at, requests)]] = tenant_statements(
