@@ -43,7 +43,7 @@ def _calendars_page(
         item.caldav_choices = choices_of(item)
     preset = request.GET.get("caldav", "")
     if caldav_form is None and preset in PRESETS:
-        caldav_form = CalDavForm(initial={"preset": preset}, presets=PRESETS)
+        caldav_form = CalDavForm(initial={"preset": preset})
     chosen = PRESETS.get(caldav_form["preset"].value()) if caldav_form is not None else None
     delivery = request.delivery
     with timezone.override(zone_of(delivery.timezone)):
@@ -85,7 +85,7 @@ def calendar_add_ics(request: HttpRequest) -> HttpResponse:
 @user_page("POST")
 def calendar_add_caldav(request: HttpRequest) -> HttpResponse:
     """Record a CalDAV account; the minute job finds its calendars (no server call here)."""
-    form = CalDavForm(request.POST, presets=PRESETS)
+    form = CalDavForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data
         try:

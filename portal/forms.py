@@ -17,6 +17,7 @@ from django.utils.translation import gettext_lazy as _
 
 from accounts.models import MAX_LEAD_MINUTES, Channel, Clock, Language, validate_e164
 from accounts.rules import quiet_hours_problem
+from calendars.caldav_connect import PRESETS
 from core.deployment import console_channel_allowed
 from followups.actions import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_due
 from followups.repeat import WEEKDAY_NAMES, Repeat
@@ -434,7 +435,10 @@ class CalDavForm(NoSilentCut, forms.Form):
     """A CalDAV account: the service (a preset or any server), its address where the
     preset has none, the user name and an app-specific password (never shown again)."""
 
-    preset = forms.ChoiceField(choices=(), widget=forms.HiddenInput)
+    preset = forms.ChoiceField(
+        choices=lambda: [(key, str(preset.label)) for key, preset in PRESETS.items()],
+        widget=forms.HiddenInput,
+    )
     server_url = forms.CharField(
         max_length=2000,
         required=False,
@@ -447,10 +451,6 @@ class CalDavForm(NoSilentCut, forms.Form):
         label=_("App-specific password"),
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
     )
-
-    def __init__(self, *args, presets: dict, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["preset"].choices = [(key, str(p.label)) for key, p in presets.items()]
 
 
 class CalDavPasswordForm(NoSilentCut, forms.Form):
