@@ -54,6 +54,4 @@ def date_formats(delivery: DeliverySettings) -> dict[str, str]:
         "time_format": time_format,
         "short_format": f"j M, {time_format}",
         "long_format": f"j M Y, {time_format}",
-        "when_format": f"D j M, {time_format}",
-        "when_year_format": f"D j M Y, {time_format}",
     }

@@ -11,7 +11,6 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
@@ -23,6 +22,7 @@ from messaging.offered import channels_offered
 from portal import plain_words, timeline
 from portal.forms import BROWSER_ZONE_ALIASES, FollowUpForm, repeat_words
 from portal.language import date_formats, user_page
+from portal.templatetags.portal_time import when
 from tenancy.scope import tenant_scope
 
 # For the pages' zone detection (a data attribute: CSP allows no un-nonced script).
@@ -62,13 +62,10 @@ def _add_follow_up(
     except FollowUpInvalid as exc:
         _refused(form, exc)
         return form, None
-    # The time a quick choice chose, or a repeating one's first occurrence; the year is
-    # said when it is not this one.
-    due = timezone.localtime(followups.next_due(created, now), zone)
-    this_year = due.year == timezone.localtime(now, zone).year
-    when = date_format(due, formats["when_format" if this_year else "when_year_format"])
+    with timezone.override(zone):  # the time a quick choice chose, or the first occurrence
+        due = when(followups.next_due(created, now), formats["time_format"])
     messages.success(
-        request, _("Added “%(title)s”, due %(due)s.") % {"title": created.title, "due": when}
+        request, _("Added “%(title)s”, due %(due)s.") % {"title": created.title, "due": due}
     )
     return form, redirect(back)
 
