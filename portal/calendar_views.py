@@ -27,11 +27,6 @@ from portal.language import date_formats, user_page
 from portal.views import confirm_page
 
 
-@user_page("GET")
-def calendars_page(request: HttpRequest) -> HttpResponse:
-    return _calendars_page(request)
-
-
 def _calendars_page(
     request: HttpRequest,
     ics_form: IcsFeedForm | None = None,
@@ -64,6 +59,9 @@ def _calendars_page(
                 **date_formats(delivery),
             },
         )
+
+
+calendars_page = user_page("GET")(_calendars_page)
 
 
 @user_page("POST")
