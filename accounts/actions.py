@@ -1,10 +1,8 @@
 """Every write to a person's delivery state: by the person, by support, by a provider.
 
 ``update_settings`` is the one way settings change; once committed it announces
-``signals.plan_changed`` so the user is re-planned at once. ``mark_unreachable``
-writes the flag only: it runs inside a delivery run, which must not re-plan.
-Each function opens the user's ``tenant_scope`` (callers must not hold one),
-except inside the admin's ``support_scope``, whose transaction it joins.
+``signals.plan_changed`` so the user is re-planned at once. Each function opens the
+user's ``tenant_scope`` (callers must not hold one), or joins the admin's ``support_scope``.
 """
 
 from __future__ import annotations
@@ -53,11 +51,8 @@ EDITABLE = frozenset(
 def ensure_settings(
     user_id: int, first_visit: Mapping[str, object] | None = None
 ) -> DeliverySettings:
-    """The user's settings, created on first use with the configured default lead.
-
-    ``first_visit`` (e.g. the browser's language and clock) applies only when
-    the row is made. Must run inside the user's scope (or support's).
-    """
+    """The user's settings, made on first use with the configured default lead and
+    ``first_visit`` (the browser's language and clock). Inside the user's scope (or support's)."""
     delivery, _ = DeliverySettings.objects.get_or_create(
         user_id=user_id,
         defaults={"default_lead_minutes": default_lead_minutes(), **(first_visit or {})},
@@ -101,11 +96,8 @@ def resume(delivery: DeliverySettings) -> None:
 
 
 def update_settings(user_id: int, changes: Mapping[str, object], now: datetime) -> DeliverySettings:
-    """Apply ``changes`` to the user's settings, validated as the model says, and re-queue.
-
-    Turning ``paused`` on records the user's own reason; off clears any pause.
-    Raises ``ValidationError`` (nothing saved) when the result is not valid.
-    """
+    """Apply ``changes`` (``paused`` on records the user's own reason; off clears any pause),
+    validated as the model says, and re-queue; ``ValidationError`` saves nothing."""
     unknown = set(changes) - EDITABLE
     if unknown:
         raise ValueError(f"not a setting update_settings may change: {sorted(unknown)}")
@@ -137,48 +129,33 @@ _WHATSAPP_UNREACHABLE = {
 }
 
 
-def unreachable_reason(channel: str, code: str, message: str) -> str | None:
-    """The user-readable reason a permanent send error means unreachable, else None."""
-    if channel == Channel.TELEGRAM and code == "403":
-        lowered = message.lower()
-        for needle, reason in _TELEGRAM_UNREACHABLE.items():
-            if needle in lowered:
-                return reason
-        return None
-    if channel == Channel.WHATSAPP:
-        return _WHATSAPP_UNREACHABLE.get(code)
-    return None
-
-
-def mark_unreachable(user_id: int, channel: str, reason: str, now: datetime) -> bool:
-    """Stop sending to a channel the provider says cannot reach the user, until they
-    relink. Writes the flag only; returns whether anything changed."""
-    with tenant_scope(user_id):
-        delivery = DeliverySettings.objects.filter(user_id=user_id).first()
-        if delivery is None or delivery.channel != channel:
-            return False
-        if delivery.unreachable_channel == channel:
-            return False
-        delivery.unreachable_channel = channel
-        delivery.unreachable_reason = reason
-        delivery.unreachable_at = now
-        delivery.save(update_fields=["unreachable_channel", "unreachable_reason", "unreachable_at"])
-    logger.warning(
-        "channel unreachable; nudges held until the user relinks",
-        extra={"user_id": user_id, "channel": channel},
-    )
-    return True
-
-
 def note_permanent_failure(
     user_id: int, channel: str, code: str, message: str, now: datetime
 ) -> None:
-    """Deliver's hook for a permanent send error: mark unreachable when it means that.
-    Never raises: the row is already settled, and the sweep must go on."""
-    reason = unreachable_reason(channel, code, message)
+    """Deliver's hook for a permanent send error: when it means the provider cannot reach
+    the user on ``channel``, stop sending there until they relink. Writes the flag only
+    (a delivery run must not re-plan) and never raises: the sweep must go on."""
+    if channel == Channel.TELEGRAM and code == "403":
+        lowered = message.lower()
+        reason = next(
+            (words for needle, words in _TELEGRAM_UNREACHABLE.items() if needle in lowered), None
+        )
+    else:
+        reason = _WHATSAPP_UNREACHABLE.get(code) if channel == Channel.WHATSAPP else None
     if reason is None:
         return
     try:
-        mark_unreachable(user_id, channel, reason, now)
+        with tenant_scope(user_id):
+            marked = (
+                DeliverySettings.objects.filter(user_id=user_id, channel=channel)
+                .exclude(unreachable_channel=channel)
+                .update(unreachable_channel=channel, unreachable_reason=reason, unreachable_at=now)
+            )
     except Exception:
         logger.exception("marking a channel unreachable failed", extra={"user_id": user_id})
+        return
+    if marked:
+        logger.warning(
+            "channel unreachable; nudges held until the user relinks",
+            extra={"user_id": user_id, "channel": channel},
+        )

@@ -1,8 +1,5 @@
-"""A user's delivery settings as support edits them: channel, address, zone, lead.
-
-Validation is the model's; saving goes through ``accounts.actions.update_settings``,
-so a support edit re-queues the user like the user's own.
-"""
+"""A user's delivery settings as support edits them: channel, address, zone, lead; saved
+through ``accounts.actions.update_settings``, so it re-queues the user like their own edit."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""A person's delivery state: where and how their nudges go, and why they are held.
-
-Written only through ``accounts.actions``.
-"""
+"""A person's delivery state: where and how their nudges go, and why they are held;
+written only through ``accounts.actions``."""
 
 from __future__ import annotations
 
@@ -127,7 +125,6 @@ class DeliverySettings(TenantModel):
     unreachable_reason = models.CharField(max_length=200, blank=True, default="")
     unreachable_at = models.DateTimeField(null=True, blank=True)
     whatsapp_opted_in_at = models.DateTimeField("WhatsApp opted in at", null=True, blank=True)
-    # The morning agenda: one message a day at this local time; none = off.
     agenda_at = models.TimeField(
         "agenda time",
         null=True,

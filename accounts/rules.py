@@ -1,8 +1,5 @@
-"""Whether and when a nudge may go out for a user: pause, unreachable, quiet hours;
-and the language and clock a new user starts with.
-
-Pure functions, so materialize and delivery apply exactly the same rules.
-"""
+"""Whether and when a nudge may go out for a user (pause, unreachable, quiet hours), and the
+language and clock a new user starts with: pure, so materialize and delivery agree."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Protocol
 
 from babel import Locale, UnknownLocaleError
-from django.utils.translation import gettext
+from django.utils.translation import get_supported_language_variant, gettext
 from django.utils.translation.trans_real import parse_accept_lang_header
 
 from core.deployment import NOT_IN_PRODUCTION, console_channel_allowed
@@ -71,11 +68,8 @@ def quiet_hours_problem(start: time | None, end: time | None) -> str | None:
 
 
 def quiet_hours_end(moment: datetime, settings: HoldSettings) -> datetime | None:
-    """The end of the quiet period ``moment`` falls in, or None when it is outside one.
-
-    Quiet hours are wall-clock times in the user's zone and may wrap midnight
-    (22:00-07:00). Start is inside, end is not; equal times mean none.
-    """
+    """The end of the quiet period ``moment`` falls in, or None. Quiet hours are wall-clock
+    times in the user's zone and may wrap midnight; start is inside, end is not."""
     start, end = settings.quiet_start, settings.quiet_end
     if start is None or end is None or start == end:
         return None
@@ -116,19 +110,7 @@ def held_by_quiet_hours(intended_at: datetime, settings: HoldSettings) -> bool:
     return quiet_hours_end(just_before, settings) == intended_at
 
 
-# accounts.models.Language's values, and a family's fallback (pt-PT reads pt-br).
-SUPPORTED_LANGUAGES = ("en", "de", "es", "fr", "pt-br")
-_FAMILY = {"pt": "pt-br"}
 _QUOTED = re.compile(r"'[^']*'")
-
-
-def _supported(tag: str) -> str | None:
-    if tag in SUPPORTED_LANGUAGES:
-        return tag
-    family = tag.split("-", 1)[0]
-    if family in SUPPORTED_LANGUAGES:
-        return family
-    return _FAMILY.get(family)
 
 
 def _clock_of(tag: str) -> str:
@@ -149,7 +131,9 @@ def preferences_for(accept_language: str) -> dict[str, str]:
     for tag, _quality in parse_accept_lang_header(accept_language[:500]):
         if tag == "*":
             continue
-        language = _supported(tag)
-        if language is not None:
-            return {"language": language, "clock": _clock_of(tag)}
+        try:  # the tag, its family ("de" for de-AT), or a sibling ("pt-br" for pt-PT)
+            language = get_supported_language_variant(tag)
+        except LookupError:
+            continue
+        return {"language": language, "clock": _clock_of(tag)}
     return {}

@@ -54,10 +54,8 @@ def account_page(request: HttpRequest) -> HttpResponse:
 
 
 def _ask_to_change_email(request: HttpRequest, form: AccountEmailForm) -> bool:
-    """Mail the link to the new address and the notice to the old (``email_change``);
-    whether it went (the hourly limits of our mails may refuse it, said on the form).
-
-    The answer is the same whether or not another account holds the address."""
+    """Mail the link to the new address and the notice to the old (``email_change``); False
+    when the hourly limits refuse it (said on the form). Says nothing about who holds it."""
     user, new_address = request.user, form.cleaned_data["email"]
     config = NudgeConfig.from_settings()
     if not reset_allowed(new_address, client_address(request), timezone.now(), config):
@@ -97,25 +95,18 @@ def _language_of(user_id: int) -> str:
 @never_cache
 @require_http_methods(["GET", "POST"])
 def email_confirm(request: HttpRequest, token: str) -> HttpResponse:
-    """The link mailed to a new address: shows the address, changes it on Confirm.
-
-    No sign-in needed (the link may be opened on another device): the signed token
-    names the account, and it was asked for with the password."""
+    """The link mailed to a new address: shows it, changes it on Confirm. No sign-in needed
+    (it may be opened on another device): the signed token names the account."""
     link = email_change.read_link(token)
-    if link is not None:
-        language = _language_of(link.user.pk)
-    elif request.user.is_authenticated:
-        language = _language_of(request.user.pk)
-    else:
-        language = settings.LANGUAGE_CODE
+    owner = link.user.pk if link is not None else request.user.pk  # None when signed out
+    language = _language_of(owner) if owner is not None else settings.LANGUAGE_CODE
     with translation.override(language):
         if link is None:
             state, address, status = "unusable", "", 400
         elif request.method == "GET":
             state, address, status = "ask", link.new_address, 200
         else:
-            old_address = email_change.make_change(link)
-            email_change.send_now(email_change.changed_notice(old_address, link.new_address))
+            email_change.make_change(link)
             state, address, status = "done", link.new_address, 200
         response = render(
             request,

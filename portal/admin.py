@@ -1,7 +1,5 @@
-"""Support's view of API tokens, with revoke; never a token's digest.
-
-A revocation is logged to the audit logger and to the admin's history.
-"""
+"""Support's view of API tokens, with revoke (logged to the audit logger and the admin's
+history); never a token's digest."""
 
 from __future__ import annotations
 

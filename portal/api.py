@@ -1,9 +1,6 @@
-"""The JSON API for the host product: follow-ups, authenticated by per-user tokens.
-
-``Authorization: Bearer nudge_<user id>_<secret>``, checked and served in the owner's
-tenant scope; a session cookie is not accepted (no CSRF exposure). Bad input is a
-400 with one message and nothing written.
-"""
+"""The JSON API for the host product: follow-ups, authenticated by ``Authorization: Bearer
+nudge_<user id>_<secret>`` (never a session cookie: no CSRF exposure). Bad input is a 400
+with one message and nothing written."""
 
 from __future__ import annotations
 
@@ -46,11 +43,8 @@ class BadRequest(Exception):
     pass
 
 
-def error(status: int, message: str, **headers: str) -> JsonResponse:
-    response = JsonResponse({"error": message}, status=status)
-    for name, value in headers.items():
-        response[name.replace("_", "-")] = value
-    return response
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JsonResponse:
+    return JsonResponse({"error": message}, status=status, headers=headers)
 
 
 def token_owner(request: HttpRequest) -> int | None:
@@ -78,19 +72,17 @@ def api_view(*methods: str) -> Callable:
         @wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
             if request.method not in methods:
-                return error(405, f"use {', '.join(methods)}", Allow=", ".join(methods))
+                return error(405, f"use {', '.join(methods)}", {"Allow": ", ".join(methods)})
             user_id = token_owner(request)
             if user_id is None:
                 return error(
                     401,
                     "missing, unknown, expired or revoked API token",
-                    WWW_Authenticate="Bearer",
+                    {"WWW-Authenticate": "Bearer"},
                 )
-            wait = api_rate.seconds_to_wait(
-                request, user_id, timezone.now(), NudgeConfig.from_settings()
-            )
+            wait = api_rate.seconds_to_wait(user_id, timezone.now(), NudgeConfig.from_settings())
             if wait is not None:
-                return error(429, "too many requests from this account", Retry_After=str(wait))
+                return error(429, "too many requests from this account", {"Retry-After": str(wait)})
             try:
                 return view(request, user_id, *args, **kwargs)
             except (BadRequest, FollowUpInvalid) as exc:

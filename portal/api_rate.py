@@ -1,16 +1,10 @@
-"""The API's rate limit: ``NUDGE_API_REQUESTS_PER_MINUTE`` per account.
-
-A fixed one-minute window on the account's own row, whichever token a request
-carries, so a new token starts no fresh minute. One upsert counts and reads back,
-shared by every web process.
-"""
+"""The API's rate limit: ``NUDGE_API_REQUESTS_PER_MINUTE`` per account, in a fixed minute on
+the account's own row (a new token starts no fresh minute), counted by one upsert."""
 
 from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta
-
-from django.http import HttpRequest
 
 from core.config import NudgeConfig
 from portal import statements
@@ -19,9 +13,7 @@ from tenancy.scope import tenant_statements
 WINDOW = timedelta(minutes=1)
 
 
-def seconds_to_wait(
-    request: HttpRequest, user_id: int, now: datetime, config: NudgeConfig
-) -> int | None:
+def seconds_to_wait(user_id: int, now: datetime, config: NudgeConfig) -> int | None:
     """Count this request against its account (the token's owner, already checked by
     the caller); the seconds to wait when over the limit, else None."""
     [[(window_at, requests)]] = tenant_statements(

@@ -1,9 +1,5 @@
-"""The JSON API's calendars: list them, and connect a CalDAV account as the Calendars
-page does (record it; the minute job discovers its calendars; choose; a new password).
-
-No endpoint calls a calendar server: what discovery found, and whether a password was
-refused, is read from the stored connection. A password is accepted, never returned.
-"""
+"""The JSON API's calendars: list them, and connect a CalDAV account as the Calendars page
+does. No endpoint calls a calendar server; a password is accepted, never returned."""
 
 from __future__ import annotations
 

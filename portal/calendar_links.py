@@ -1,16 +1,12 @@
-"""The calendars page's actions beyond the OAuth views: list, find, switch and disconnect.
-
-A calendar's switches (nudge its events at all; leave all-day events out) are
-saved in the user's scope, then the user is re-planned: rows of a calendar
-switched off are withdrawn at once, and a claimed one is skipped at send time
-with the reason (``subjects.event_skip_reason``). Nothing here calls a provider.
-"""
+"""The calendars page's actions beyond the OAuth views: list, find, and switch or disconnect
+(then re-plan the user, after the scope closes). Nothing here calls a provider."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
@@ -40,14 +36,19 @@ def list_connections(user_id: int) -> list[CalendarConnection]:
         return list(CalendarConnection.objects.filter(user_id=user_id).order_by("created_at"))
 
 
+def _theirs(user_id: int, connection_id: int) -> QuerySet[CalendarConnection]:
+    """The user's connection of that id (none for an id out of range); inside the scope."""
+    if not 0 < connection_id <= MAX_ID:
+        return CalendarConnection.objects.none()
+    return CalendarConnection.objects.filter(user_id=user_id, pk=connection_id)
+
+
 def set_switches(
     user_id: int, connection_id: int, *, nudges_on: bool, skip_all_day: bool, now: datetime
 ) -> CalendarConnection | None:
     """Save one calendar's two switches and re-plan; None if it is not the user's."""
-    if not 0 < connection_id <= MAX_ID:
-        return None
     with tenant_scope(user_id):
-        connection = CalendarConnection.objects.filter(user_id=user_id, pk=connection_id).first()
+        connection = _theirs(user_id, connection_id).first()
         if connection is None:
             return None
         connection.nudges_on, connection.skip_all_day = nudges_on, skip_all_day
@@ -59,14 +60,8 @@ def set_switches(
 def find(user_id: int, connection_id: int) -> CalendarConnection | None:
     """The user's connection of that id (not the internal local one), for the page
     that asks before disconnecting it."""
-    if not 0 < connection_id <= MAX_ID:
-        return None
     with tenant_scope(user_id):
-        return (
-            CalendarConnection.objects.filter(user_id=user_id, pk=connection_id)
-            .exclude(provider=Provider.LOCAL)
-            .first()
-        )
+        return _theirs(user_id, connection_id).exclude(provider=Provider.LOCAL).first()
 
 
 @dataclass(frozen=True)
@@ -76,16 +71,11 @@ class Disconnected:
 
 
 def disconnect(user_id: int, connection_id: int, now: datetime) -> Disconnected | None:
-    """Delete the user's connection; None if it is not theirs.
-
-    What the provider still holds (a push channel, Google's grant) is recorded in
-    the same transaction and undone by the minute job (``calendars/release.py``).
-    """
-    if not 0 < connection_id <= MAX_ID:
-        return None
+    """Delete the user's connection; None if it is not theirs. What the provider still holds
+    (a push channel, Google's grant) is undone by the minute job (``calendars/release.py``)."""
     with tenant_scope(user_id):
-        connection = CalendarConnection.objects.filter(user_id=user_id, pk=connection_id).first()
-        if connection is None or connection.provider == Provider.LOCAL:
+        connection = _theirs(user_id, connection_id).exclude(provider=Provider.LOCAL).first()
+        if connection is None:
             return None
         label, provider = str(connection), connection.provider
         request_release(connection, now)

@@ -9,7 +9,6 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from accounts.actions import ensure_settings
 from calendars.caldav_connect import (
     PRESETS,
     add_account,
@@ -26,12 +25,6 @@ from portal import calendar_links
 from portal.forms import CalDavForm, CalDavPasswordForm, IcsFeedForm
 from portal.language import date_formats, user_page
 from portal.views import confirm_page
-from tenancy.scope import tenant_scope
-
-
-@user_page("GET")
-def calendars_page(request: HttpRequest) -> HttpResponse:
-    return _calendars_page(request)
 
 
 def _calendars_page(
@@ -45,10 +38,9 @@ def _calendars_page(
         item.caldav_choices = choices_of(item)
     preset = request.GET.get("caldav", "")
     if caldav_form is None and preset in PRESETS:
-        caldav_form = CalDavForm(initial={"preset": preset}, presets=PRESETS)
+        caldav_form = CalDavForm(initial={"preset": preset})
     chosen = PRESETS.get(caldav_form["preset"].value()) if caldav_form is not None else None
-    with tenant_scope(user_id):
-        delivery = ensure_settings(user_id)
+    delivery = request.delivery
     with timezone.override(zone_of(delivery.timezone)):
         return render(
             request,
@@ -67,6 +59,9 @@ def _calendars_page(
                 **date_formats(delivery),
             },
         )
+
+
+calendars_page = user_page("GET")(_calendars_page)
 
 
 @user_page("POST")
@@ -88,7 +83,7 @@ def calendar_add_ics(request: HttpRequest) -> HttpResponse:
 @user_page("POST")
 def calendar_add_caldav(request: HttpRequest) -> HttpResponse:
     """Record a CalDAV account; the minute job finds its calendars (no server call here)."""
-    form = CalDavForm(request.POST, presets=PRESETS)
+    form = CalDavForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data
         try:

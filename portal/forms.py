@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, time, tzinfo
 from functools import cache
 from importlib import resources
 
@@ -17,6 +17,7 @@ from django.utils.translation import gettext_lazy as _
 
 from accounts.models import MAX_LEAD_MINUTES, Channel, Clock, Language, validate_e164
 from accounts.rules import quiet_hours_problem
+from calendars.caldav_connect import PRESETS
 from core.deployment import console_channel_allowed
 from followups.actions import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_due
 from followups.repeat import WEEKDAY_NAMES, Repeat
@@ -69,10 +70,6 @@ def timezone_choices(keep: str = "") -> list[tuple[str, str]]:
     return [("UTC", "UTC"), *((name, name.replace("_", " ")) for name in names)]
 
 
-CLOCK_ATTRS = {"type": "text", "autocomplete": "off"}
-CLOCK_INPUTS = ["%H:%M", "%I:%M %p", "%I:%M%p", "%I %p", "%I%p"]
-
-
 class ClockTimeField(forms.TimeField):
     """A time of day on either clock: "21:00", "9:00 pm", "9pm", "9 p.m."."""
 
@@ -81,6 +78,20 @@ class ClockTimeField(forms.TimeField):
             value = re.sub(r"\s+", " ", value.strip().lower().replace(".", ""))
             value = re.sub(r"^(\d{1,2})(\d{2})( ?[ap]m)$", r"\1:\2\3", value)
         return super().to_python(value)
+
+
+def clock_field(label: str, example: str, invalid: str) -> ClockTimeField:
+    """An optional time of day, typed on either clock (a browser's time picker follows its
+    own locale, not the person's choice); ``example`` ("22:00") is its placeholder."""
+    return ClockTimeField(
+        required=False,
+        label=label,
+        input_formats=["%H:%M", "%I:%M %p", "%I:%M%p", "%I %p", "%I%p"],
+        error_messages={"invalid": invalid},
+        widget=forms.TimeInput(
+            attrs={"type": "text", "autocomplete": "off", "placeholder": example}, format="%H:%M"
+        ),
+    )
 
 
 # Refusals in plain words, never Django's stock "Select a valid choice. X is not one of
@@ -131,29 +142,11 @@ class SettingsForm(forms.Form):
         label=_("Nudge me this many minutes before"),
         widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
     )
-    # Typed on either clock (a browser's time picker follows its own locale, not the
-    # person's choice); shown on theirs (``__init__``).
-    quiet_start = ClockTimeField(
-        required=False,
-        label=_("Quiet from"),
-        input_formats=CLOCK_INPUTS,
-        error_messages={"invalid": _("Give a time such as 22:00 or 10:00 pm.")},
-        widget=forms.TimeInput(attrs=CLOCK_ATTRS | {"placeholder": "22:00"}, format="%H:%M"),
-    )
-    quiet_end = ClockTimeField(
-        required=False,
-        label=_("until"),
-        input_formats=CLOCK_INPUTS,
-        error_messages={"invalid": _("Give a time such as 07:00 or 7:00 am.")},
-        widget=forms.TimeInput(attrs=CLOCK_ATTRS | {"placeholder": "07:00"}, format="%H:%M"),
-    )
+    quiet_start = clock_field(_("Quiet from"), "22:00", _("Give a time such as 22:00 or 10:00 pm."))
+    quiet_end = clock_field(_("until"), "07:00", _("Give a time such as 07:00 or 7:00 am."))
     paused = forms.BooleanField(required=False, label=_("Pause all nudges"))
-    agenda_at = ClockTimeField(
-        required=False,
-        label=_("Send my agenda at"),
-        input_formats=CLOCK_INPUTS,
-        error_messages={"invalid": _("Give a time such as 07:30 or 7:30 am.")},
-        widget=forms.TimeInput(attrs=CLOCK_ATTRS | {"placeholder": "07:30"}, format="%H:%M"),
+    agenda_at = clock_field(
+        _("Send my agenda at"), "07:30", _("Give a time such as 07:30 or 7:30 am.")
     )
 
     def __init__(
@@ -166,14 +159,11 @@ class SettingsForm(forms.Form):
     ) -> None:
         super().__init__(*args, **kwargs)
         if current_clock == Clock.H12:  # shown on the person's clock (either is accepted)
-            for name, example in (
-                ("quiet_start", "10:00 PM"),
-                ("quiet_end", "7:00 AM"),
-                ("agenda_at", "7:30 AM"),
-            ):
-                widget = self.fields[name].widget
-                widget.format = "%I:%M %p"
-                widget.attrs["placeholder"] = example
+            for field in self.fields.values():
+                if isinstance(field, ClockTimeField):
+                    example = time.fromisoformat(field.widget.attrs["placeholder"])
+                    field.widget.format = "%I:%M %p"
+                    field.widget.attrs["placeholder"] = f"{example:%I:%M %p}".lstrip("0")
         self.fields["timezone"].choices = timezone_choices(current_zone)
         # Console prints to the server's log: development only, or while the account has it.
         choices = [
@@ -314,8 +304,9 @@ class FollowUpForm(forms.Form):
     ) -> None:
         super().__init__(*args, **kwargs)
         self.zone = zone
-        # Editing: a due time left as it was is not "in the past" (the title may change).
-        self.keep_due = keep_due
+        # Editing: a due time left as it was (to the minute the form shows) is not "in the
+        # past", so the title may change.
+        self.keep_due = keep_due.replace(second=0, microsecond=0) if keep_due else None
         self.quick_choices = quick_choices(clock)
         kept = set(self.initial.get("reminder_minutes") or ()) - {m for m, _ in REMINDER_CHOICES}
         if kept:
@@ -351,9 +342,7 @@ class FollowUpForm(forms.Form):
         due = self.cleaned_data["due_at"]
         if due is None:  # a quick choice, or "pick a time" (clean)
             return None
-        kept = self.keep_due.replace(second=0, microsecond=0) if self.keep_due else None
-        unchanged = due == kept
-        if due <= timezone.now() and not unchanged:
+        if due <= timezone.now() and due != self.keep_due:
             raise ValidationError(plain_words.past_time())
         return due
 
@@ -446,7 +435,10 @@ class CalDavForm(NoSilentCut, forms.Form):
     """A CalDAV account: the service (a preset or any server), its address where the
     preset has none, the user name and an app-specific password (never shown again)."""
 
-    preset = forms.ChoiceField(choices=(), widget=forms.HiddenInput)
+    preset = forms.ChoiceField(
+        choices=lambda: [(key, str(preset.label)) for key, preset in PRESETS.items()],
+        widget=forms.HiddenInput,
+    )
     server_url = forms.CharField(
         max_length=2000,
         required=False,
@@ -459,10 +451,6 @@ class CalDavForm(NoSilentCut, forms.Form):
         label=_("App-specific password"),
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
     )
-
-    def __init__(self, *args, presets: dict, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["preset"].choices = [(key, str(p.label)) for key, p in presets.items()]
 
 
 class CalDavPasswordForm(NoSilentCut, forms.Form):

@@ -1,11 +1,6 @@
-"""The user area in the person's own language and clock.
-
-Pages are written in the language saved on the person's delivery settings. The
-first page that makes that row (the first visit after signing up) sets the
-language and the 12/24-hour clock from the browser's ``Accept-Language``; after
-that only the Settings page changes them. There is no ``LocaleMiddleware``: the
-admin and the signed-out pages stay in the site's language.
-"""
+"""The user area in the person's own language and clock, saved on their delivery settings:
+the first visit sets both from the browser's ``Accept-Language``, then only Settings changes
+them. No ``LocaleMiddleware``: the admin and the signed-out pages keep the site's language."""
 
 from __future__ import annotations
 
@@ -25,29 +20,27 @@ from tenancy.scope import tenant_scope
 View = Callable[..., HttpResponse]
 
 
-def in_users_language(view: View) -> View:
-    """Run ``view`` (behind ``login_required``) in the person's language, making their
-    settings from the browser's preferences on a first visit."""
-
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
-        user_id = request.user.pk
-        with tenant_scope(user_id):
-            accept = request.headers.get("Accept-Language", "")
-            language = ensure_settings(user_id, preferences_for(accept)).language
-        with translation.override(language):
-            response = view(request, *args, **kwargs)
-        response.headers.setdefault("Content-Language", language)
-        return response
-
-    return wrapped
-
-
 def user_page(*methods: str) -> Callable[[View], View]:
-    """A signed-in person's page, in their language, answering only ``methods``."""
+    """A signed-in person's page answering only ``methods``, in their language; their settings
+    (made from the browser's preferences on a first visit) are ``request.delivery``."""
 
     def decorate(view: View) -> View:
-        return login_required(in_users_language(require_http_methods(list(methods))(view)))
+        allowed = require_http_methods(list(methods))(view)
+
+        @login_required
+        @wraps(view)
+        def page(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+            user_id = request.user.pk
+            with tenant_scope(user_id):
+                accept = request.headers.get("Accept-Language", "")
+                request.delivery = ensure_settings(user_id, preferences_for(accept))
+            language = request.delivery.language
+            with translation.override(language):
+                response = allowed(request, *args, **kwargs)
+            response.headers.setdefault("Content-Language", language)
+            return response
+
+        return page
 
     return decorate
 
@@ -61,6 +54,4 @@ def date_formats(delivery: DeliverySettings) -> dict[str, str]:
         "time_format": time_format,
         "short_format": f"j M, {time_format}",
         "long_format": f"j M Y, {time_format}",
-        "when_format": f"D j M, {time_format}",
-        "when_year_format": f"D j M Y, {time_format}",
     }

@@ -1,7 +1,5 @@
-"""API tokens, each account's API rate, and the hourly limits of reset mails.
-
-Token secrets are long and random, so a plain SHA-256 digest is all that is kept.
-"""
+"""API tokens (long random secrets: a plain SHA-256 digest is all that is kept), each
+account's API rate, and the hourly limits of reset mails."""
 
 from __future__ import annotations
 
@@ -12,8 +10,7 @@ from tenancy.models import TenantModel
 
 
 class ApiToken(TenantModel):
-    """A per-user bearer token for the JSON API. The token names its owner
-    (``nudge_<user id>_<secret>``) so it can be checked inside that owner's scope."""
+    """A per-user bearer token for the JSON API (``portal.tokens``)."""
 
     name = models.CharField(max_length=80)
     secret_digest = models.CharField(max_length=64)
@@ -53,11 +50,8 @@ class ApiRate(TenantModel):
 
 
 class PasswordResetRequest(models.Model):
-    """One asked-for reset mail, for the hourly limits: *not* a tenant table.
-
-    Asked for before anyone is known, so it names no user; it keeps keyed digests of
-    the address and the client, never either, and rows older than an hour are deleted.
-    """
+    """One asked-for reset mail, for the hourly limits; *not* a tenant table (asked for
+    before anyone is known). Keyed digests of the address and client; kept an hour."""
 
     address_digest = models.CharField(max_length=64)
     client_digest = models.CharField(max_length=64)

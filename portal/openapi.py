@@ -1,28 +1,43 @@
 """The OpenAPI 3.1 description of the follow-ups and calendars API, served at ``GET /api/schema``;
-written by hand, and a test checks it lists every route and status ``portal.api`` answers."""
+written by hand, and a test checks it lists every route and status the API answers."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
+from calendars.caldav_connect import PRESETS
 from core.config import SCHEMA_MAX_LEAD
 from followups.actions import TITLE_MAX_CHARS
 from followups.repeat import WEEKDAY_NAMES, Repeat
-from portal import openapi_calendars
 from providers.normalize import MAX_LEADS_PER_EVENT
 
 
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
 def _json(name: str) -> dict[str, Any]:
-    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}
+    return {"application/json": {"schema": _ref(name)}}
 
 
-def _error(description: str) -> dict[str, Any]:
-    return {"description": description, "content": _json("Error")}
+def _answer(description: str, name: str = "Error") -> dict[str, Any]:
+    return {"description": description, "content": _json(name)}
 
 
-def _follow_up(description: str) -> dict[str, Any]:
-    return {"description": description, "content": _json("FollowUp")}
+def _list_of(key: str, name: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {key: {"type": "array", "items": _ref(name)}}}
+
+
+def _body(properties: dict[str, Any], *required: str, **more: Any) -> dict[str, Any]:
+    """A request body's schema: these properties and no others."""
+    return {
+        "type": "object",
+        "required": list(required),
+        "additionalProperties": False,
+        "properties": properties,
+        **more,
+    }
 
 
 ID_PARAMETER = {
@@ -72,12 +87,13 @@ SCHEDULE = {
     "time_zone": TIME_ZONE,
     "reminder_minutes": REMINDER_MINUTES,
 }
-UNAUTHORIZED = _error("Missing, unknown, expired or revoked token, or its owner is deactivated.")
-BAD_REQUEST = _error(
+UNAUTHORIZED = _answer("Missing, unknown, expired or revoked token, or its owner is deactivated.")
+STATES = ["active", "checking", "choose_calendars", "needs_password", "needs_reauth", "error"]
+BAD_REQUEST = _answer(
     "Unknown fields, wrong types, a time without offset or in the past, a title too long, "
     "an unknown repeat, weekday or zone, or more reminders than allowed."
 )
-NOT_FOUND = _error("No follow-up with this id belongs to the token's owner.")
+NOT_FOUND = _answer("No follow-up with this id belongs to the token's owner.")
 
 
 def schema(server_url: str) -> dict[str, Any]:
@@ -99,22 +115,7 @@ def schema(server_url: str) -> dict[str, Any]:
                     "summary": "List follow-ups, open first, by due time",
                     "parameters": [{"name": "done", "in": "query", "schema": {"type": "boolean"}}],
                     "responses": {
-                        "200": {
-                            "description": "The follow-ups.",
-                            "content": {
-                                "application/json": {
-                                    "schema": {
-                                        "type": "object",
-                                        "properties": {
-                                            "follow_ups": {
-                                                "type": "array",
-                                                "items": {"$ref": "#/components/schemas/FollowUp"},
-                                            }
-                                        },
-                                    }
-                                }
-                            },
-                        },
+                        "200": _answer("The follow-ups.", "FollowUpList"),
                         "400": BAD_REQUEST,
                         "401": UNAUTHORIZED,
                     },
@@ -123,7 +124,7 @@ def schema(server_url: str) -> dict[str, Any]:
                     "summary": "Create a follow-up",
                     "requestBody": {"required": True, "content": _json("FollowUpCreate")},
                     "responses": {
-                        "201": _follow_up("Created."),
+                        "201": _answer("Created.", "FollowUp"),
                         "400": BAD_REQUEST,
                         "401": UNAUTHORIZED,
                     },
@@ -134,7 +135,7 @@ def schema(server_url: str) -> dict[str, Any]:
                 "get": {
                     "summary": "Read one follow-up",
                     "responses": {
-                        "200": _follow_up("The follow-up."),
+                        "200": _answer("The follow-up.", "FollowUp"),
                         "401": UNAUTHORIZED,
                         "404": NOT_FOUND,
                     },
@@ -143,7 +144,7 @@ def schema(server_url: str) -> dict[str, Any]:
                     "summary": "Change the title, the due time, or mark it done",
                     "requestBody": {"required": True, "content": _json("FollowUpPatch")},
                     "responses": {
-                        "200": _follow_up("Changed."),
+                        "200": _answer("Changed.", "FollowUp"),
                         "400": BAD_REQUEST,
                         "401": UNAUTHORIZED,
                         "404": NOT_FOUND,
@@ -158,7 +159,7 @@ def schema(server_url: str) -> dict[str, Any]:
                     },
                 },
             },
-            **openapi_calendars.paths(),
+            **_calendar_paths(),
         },
         "components": {
             "securitySchemes": {
@@ -194,24 +195,15 @@ def schema(server_url: str) -> dict[str, Any]:
                         },
                     },
                 },
-                "FollowUpCreate": {
-                    "type": "object",
-                    "required": ["title", "due_at"],
-                    "additionalProperties": False,
-                    "properties": {"title": TITLE, "due_at": DUE_AT, **SCHEDULE},
-                },
-                "FollowUpPatch": {
-                    "type": "object",
-                    "minProperties": 1,
-                    "additionalProperties": False,
-                    "properties": {
-                        "title": TITLE,
-                        "due_at": DUE_AT,
-                        "done": {"type": "boolean"},
-                        **SCHEDULE,
-                    },
-                },
-                **openapi_calendars.schemas(),
+                "FollowUpList": _list_of("follow_ups", "FollowUp"),
+                "FollowUpCreate": _body(
+                    {"title": TITLE, "due_at": DUE_AT, **SCHEDULE}, "title", "due_at"
+                ),
+                "FollowUpPatch": _body(
+                    {"title": TITLE, "due_at": DUE_AT, "done": {"type": "boolean"}, **SCHEDULE},
+                    minProperties=1,
+                ),
+                **_calendar_schemas(),
                 "Error": {
                     "type": "object",
                     "required": ["error"],
@@ -219,4 +211,114 @@ def schema(server_url: str) -> dict[str, Any]:
                 },
             },
         },
+    }
+
+
+def _calendar_paths() -> dict[str, Any]:
+    return {
+        "/api/calendars": {
+            "get": {
+                "summary": "List the owner's calendars and what each needs",
+                "responses": {
+                    "200": _answer("The calendars.", "CalendarList"),
+                    "401": UNAUTHORIZED,
+                },
+            }
+        },
+        "/api/calendars/caldav": {
+            "post": {
+                "summary": "Connect a CalDAV account (iCloud, Fastmail, Nextcloud, any server)",
+                "description": "Recorded at once; the server is asked nothing in this "
+                "request. Within a minute its calendars are discovered: the account then "
+                "reads choose_calendars with its choices (or needs_password when the server "
+                "refused the password). The password is stored encrypted, never returned.",
+                "requestBody": {"required": True, "content": _json("CalDavConnect")},
+                "responses": {
+                    "202": _answer("Recorded; discovery follows.", "Calendar"),
+                    "400": _answer(
+                        "A missing field, an unknown preset, a server address that cannot "
+                        "be used (private, local or not http(s)), or too many calendars.",
+                    ),
+                    "401": UNAUTHORIZED,
+                },
+            }
+        },
+        "/api/calendars/{id}/caldav/choose": {
+            "parameters": [ID_PARAMETER],
+            "post": {
+                "summary": "Use the chosen calendars of a discovered account",
+                "requestBody": {"required": True, "content": _json("CalDavChoose")},
+                "responses": {
+                    "200": _answer("One calendar per choice, each checking.", "CalendarList"),
+                    "400": _answer("No choice among the account's calendars."),
+                    "401": UNAUTHORIZED,
+                    "404": _answer("No calendar of this id is waiting for a choice."),
+                },
+            },
+        },
+        "/api/calendars/{id}/caldav/password": {
+            "parameters": [ID_PARAMETER],
+            "post": {
+                "summary": "Give a new app-specific password (after needs_password)",
+                "requestBody": {"required": True, "content": _json("CalDavPassword")},
+                "responses": {
+                    "200": _answer("Stored; the calendar is read again.", "Calendar"),
+                    "400": _answer("No password."),
+                    "401": UNAUTHORIZED,
+                    "404": _answer("No CalDAV calendar of this id."),
+                },
+            },
+        },
+    }
+
+
+def _calendar_schemas() -> dict[str, Any]:
+    choice = {
+        "type": "object",
+        "required": ["url", "name"],
+        "properties": {"url": {"type": "string"}, "name": {"type": "string"}},
+    }
+    return {
+        "Calendar": {
+            "type": "object",
+            "required": ["id", "provider", "account", "state", "nudges_on", "skip_all_day"],
+            "properties": {
+                "id": {"type": "integer"},
+                "provider": {
+                    "type": "string",
+                    "enum": ["google", "microsoft", "ics", "caldav", "local"],
+                },
+                "account": {"type": "string"},
+                "name": {"type": "string"},
+                "state": {"type": "string", "enum": STATES},
+                "nudges_on": {"type": "boolean"},
+                "skip_all_day": {"type": "boolean"},
+                "last_synced_at": {"type": ["string", "null"], "format": "date-time"},
+                "choices": {"type": "array", "items": choice},
+            },
+        },
+        "CalendarList": _list_of("calendars", "Calendar"),
+        "CalDavConnect": _body(
+            {
+                "preset": {"type": "string", "enum": list(PRESETS)},
+                "server_url": {
+                    "type": "string",
+                    "description": "The server's address, for nextcloud and other.",
+                },
+                "username": {"type": "string"},
+                "password": {
+                    "type": "string",
+                    "writeOnly": True,
+                    "description": "An app-specific password (iCloud: Apple ID → Sign-In "
+                    "and Security → App-Specific Passwords).",
+                },
+            },
+            "preset",
+            "username",
+            "password",
+        ),
+        "CalDavChoose": _body(
+            {"calendars": {"type": "array", "items": {"type": "string"}}}, "calendars"
+        ),
+        "CalDavPassword": _body({"password": {"type": "string", "writeOnly": True}}, "password"),
     }

@@ -37,7 +37,8 @@ from tenancy.scope import tenant_scope
 NOTICE_DAYS = timedelta(days=30)
 
 
-def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **extra) -> HttpResponse:
+def _settings_page(request: HttpRequest, **shown) -> HttpResponse:
+    """The page, with ``shown`` (a form and its errors, a new token) over the defaults."""
     user_id = request.user.pk
     now = timezone.now()
     with tenant_scope(user_id):
@@ -48,20 +49,19 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                 "portal/settings.html",
                 {
                     "delivery": delivery,
-                    "form": form
-                    or SettingsForm(
-                        initial=_initial(delivery),
-                        current_channel=delivery.channel,
-                        current_zone=delivery.timezone,
-                        current_clock=delivery.clock,
+                    "form": _settings_form(
+                        delivery,
+                        initial={
+                            name: getattr(delivery, name) for name in SettingsForm.base_fields
+                        },
                     ),
                     "tokens": list(
                         ApiToken.objects.filter(user_id=user_id, revoked_at=None).order_by("pk")
                     ),
                     "now": now,
-                    "token_form": extra.pop("token_form", None) or ApiTokenForm(),
-                    "number_form": extra.pop("number_form", None) or WhatsAppNumberForm(),
-                    "code_form": extra.pop("code_form", None) or WhatsAppCodeForm(),
+                    "token_form": ApiTokenForm(),
+                    "number_form": WhatsAppNumberForm(),
+                    "code_form": WhatsAppCodeForm(),
                     "code_pending": LinkCode.objects.filter(
                         user_id=user_id,
                         channel=Channel.WHATSAPP,
@@ -80,7 +80,7 @@ def _settings_page(request: HttpRequest, form: SettingsForm | None = None, **ext
                         ).order_by("-created_at")[:5]
                     ),
                     **date_formats(delivery),
-                    **extra,
+                    **shown,
                 },
             )
 
@@ -100,55 +100,36 @@ def _confirmed(delivery: DeliverySettings) -> dict[str, bool]:
     }
 
 
-def _initial(delivery: DeliverySettings) -> dict:
-    return {
-        "channel": delivery.channel,
-        "timezone": delivery.timezone,
-        "language": delivery.language,
-        "clock": delivery.clock,
-        "default_lead_minutes": delivery.default_lead_minutes,
-        "quiet_start": delivery.quiet_start,
-        "quiet_end": delivery.quiet_end,
-        "paused": delivery.paused,
-        "agenda_at": delivery.agenda_at,
-    }
+def _settings_form(delivery: DeliverySettings, *args, **kwargs) -> SettingsForm:
+    return SettingsForm(
+        *args,
+        current_channel=delivery.channel,
+        current_zone=delivery.timezone,
+        current_clock=delivery.clock,
+        **kwargs,
+    )
 
 
 @user_page("GET", "POST")
 def settings_page(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return _settings_page(request)
-    user_id = request.user.pk
-    with tenant_scope(user_id):
-        current = ensure_settings(user_id)
-    form = SettingsForm(
-        request.POST,
-        current_channel=current.channel,
-        current_zone=current.timezone,
-        current_clock=current.clock,
-    )
+    user_id, current = request.user.pk, request.delivery
+    form = _settings_form(current, request.POST)
     if not form.is_valid():
-        return _settings_page(request, form)
-    data = form.cleaned_data
+        return _settings_page(request, form=form)
+    # Language and clock are optional: a post without them leaves them as they are.
     changes = {
-        name: data[name]
-        for name in (
-            "channel",
-            "timezone",
-            "default_lead_minutes",
-            "quiet_start",
-            "quiet_end",
-            "agenda_at",
-        )
+        name: value
+        for name, value in form.cleaned_data.items()
+        if value or name not in ("language", "clock")
     }
-    changes.update({name: data[name] for name in ("language", "clock") if data[name]})
-    with tenant_scope(user_id):
-        problem = _channel_problem(ensure_settings(user_id), changes["channel"])
+    problem = _channel_problem(current, changes["channel"])
     if problem is not None:
         form.add_error("channel", problem)
-        return _settings_page(request, form)
+        return _settings_page(request, form=form)
     # One write, re-queued once it has committed.
-    update_settings(user_id, {**changes, "paused": data["paused"]}, timezone.now())
+    update_settings(user_id, changes, timezone.now())
     with translation.override(changes.get("language") or translation.get_language()):
         messages.success(request, _("Settings saved."))
     return redirect("portal:settings")
@@ -189,7 +170,6 @@ def link_telegram(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     config = NudgeConfig.from_settings()
     with tenant_scope(user_id):
-        ensure_settings(user_id)
         whatsapp.prune_link_codes(user_id, now, config)
         code = new_telegram_code(user_id, now, config)
     link = telegram.link_url(code)

@@ -1,10 +1,6 @@
-"""A user's API tokens die with the account's credentials; signing out is said;
-revoked tokens are pruned when ``manage.py prune_inbound`` runs.
-
-A password change or reset and a deactivation, whichever way they happen, save the
-user; the revocation runs once that save has committed, since it may happen inside
-the admin's support scope and scopes do not nest.
-"""
+"""A user's API tokens die with a password change or a deactivation (once the user's save
+has committed: it may be inside the admin's support scope); signing out is said; revoked
+tokens are pruned when ``manage.py prune_inbound`` runs."""
 
 from __future__ import annotations
 

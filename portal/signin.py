@@ -1,45 +1,19 @@
 """Sign-in resists guessing without letting a stranger lock anyone out; password
 reset tells nothing and floods nobody.
 
-* **Sign-in throttling** is django-axes (a maintained Jazzband package that
-  supports Django 5.2; it hooks Django's own ``authenticate``, so both
-  ``/accounts/login/`` and ``/admin/login/`` are covered by one backend). Its
-  count is kept per *account and client address together*
-  (``AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]``): after
-  ``signin_failure_limit`` failures at one name from one address, that name is
-  refused *from that address* for ``signin_lockout`` (``AXES_COOLOFF_TIME``),
-  before any password is hashed; the page says so (``registration/locked_out.html``,
-  HTTP 429, ``Retry-After``). The owner signing in from anywhere else, and every
-  other account from that address — staff on ``/admin/login/`` included — are
-  not affected.
-
-  How axes counts: one row per (name, address, user agent) holds the failures
-  and the time of the last one; the rows newer than the cool-off are summed. A
-  count therefore lives as long as failures come less than a cool-off apart and
-  starts again after a cool-off of quiet. With axes' default
-  (``AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = True``) a try *while
-  locked* is recorded too and moves that time forward, so one try every 14
-  minutes kept a 15-minute lock forever; it is off here: a locked try is refused
-  unchecked and not recorded, and the lock ends one cool-off after the failure
-  that reached the limit. (``AXES_USE_ATTEMPT_EXPIRATION`` would not help: its
-  expiry is pushed later by each failure the same way, and the lock check still
-  reads the last failure's time.)
-
-  Ways back: the lock ends by itself; a completed password reset lifts every
-  lock on the account (:class:`UnlockingSetPasswordForm`, axes' ``reset``);
-  support deletes the "access attempt" rows in the admin, or runs
-  ``manage.py axes_reset_username NAME``.
-* **Password reset** counts requests per address and per client address in a
-  table of keyed digests, and sends the mail from a thread started after the
-  request's commit: the request does the same work whether or not the address
-  belongs to anyone, so neither its answer nor its time tells.
+Sign-in throttling is django-axes, counted per account *and* client address: after
+``signin_failure_limit`` failures that name is refused from that address for
+``signin_lockout`` (HTTP 429), before any password is hashed; everyone else is unaffected.
+A try while locked is not recorded (``AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT`` is
+off), so the lock ends one cool-off after the failure that reached the limit; a completed
+password reset lifts it too. Password reset is limited per address and per client and mails
+from a thread after the commit, so neither its answer nor its time tells who has an account.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import threading
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -64,11 +38,8 @@ logger = logging.getLogger("nudge.signin")
 
 
 class ThrottledSignIn(AxesStandaloneBackend):
-    """django-axes' lockout check, first in ``AUTHENTICATION_BACKENDS``.
-
-    ``authenticate`` without a request is no client's sign-in (the test
-    client's ``login()``, code checking a password): there is nothing to count.
-    """
+    """django-axes' lockout check; without a request (the test client's ``login()``, code
+    checking a password) there is no client's sign-in to count."""
 
     def authenticate(self, request: HttpRequest | None, *args: Any, **kwargs: Any) -> None:
         if request is None:
@@ -77,11 +48,8 @@ class ThrottledSignIn(AxesStandaloneBackend):
 
 
 def client_address(request: HttpRequest) -> str:
-    """The client's address: behind the TLS proxy, the one the proxy appended last.
-
-    Earlier ``X-Forwarded-For`` entries are the client's to write, so a
-    guesser could pose as anyone; the last one is the proxy's.
-    """
+    """The client's address: behind the TLS proxy, the last ``X-Forwarded-For`` entry
+    (the proxy's; earlier ones are the client's to write)."""
     if settings.SECURE_PROXY_SSL_HEADER:
         forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").rsplit(",", 1)[-1].strip()
         if forwarded:
@@ -124,12 +92,8 @@ def locked_out(
 
 
 class UnlockingSetPasswordForm(SetPasswordForm):
-    """The reset link's new-password form: setting the password lifts the account's locks.
-
-    Following the mailed link proves the mailbox, which is what a lock guards the
-    password of; every address's count for the name goes (a guesser's too: their
-    guesses were at the old password).
-    """
+    """The reset link's new-password form: following the mailed link proves the mailbox,
+    so setting the password lifts the account's locks from every address."""
 
     def save(self, commit: bool = True) -> Any:
         user = super().save(commit=commit)
@@ -168,18 +132,7 @@ def reset_allowed(address: str, client: str, now: datetime, config: NudgeConfig)
 class ThrottledPasswordResetForm(PasswordResetForm):
     """Django's reset form, limited per address and client, mailing after the response."""
 
-    def save(
-        self,
-        domain_override: str | None = None,
-        subject_template_name: str = "registration/password_reset_subject.txt",
-        email_template_name: str = "registration/password_reset_email.html",
-        use_https: bool = False,
-        token_generator: Any = None,
-        from_email: str | None = None,
-        request: HttpRequest | None = None,
-        html_email_template_name: str | None = None,
-        extra_email_context: dict | None = None,
-    ) -> None:
+    def save(self, request: HttpRequest | None = None, **options: Any) -> None:
         email = self.cleaned_data["email"]
         if request is None or not reset_allowed(
             email, client_address(request), timezone.now(), NudgeConfig.from_settings()
@@ -188,23 +141,12 @@ class ThrottledPasswordResetForm(PasswordResetForm):
                 "password reset refused: over the hourly limit for the address or client"
             )
             return
-        options = {
-            # The thread has no request: the link's host and scheme are taken now.
-            "domain_override": domain_override or request.get_host(),
-            "subject_template_name": subject_template_name,
-            "email_template_name": email_template_name,
-            "use_https": use_https,
-            "from_email": from_email,
-            "html_email_template_name": html_email_template_name,
-            "extra_email_context": extra_email_context,
-        }
-        if token_generator is not None:
-            options["token_generator"] = token_generator
-        transaction.on_commit(lambda: start_mailer(email, options))
-
-
-def start_mailer(email: str, options: dict) -> threading.Thread:
-    return spawn("password-reset-mail", _send_reset_mail, email, options)
+        options = {name: value for name, value in options.items() if value is not None}
+        # The thread has no request: the link's host is taken now.
+        options["domain_override"] = options.get("domain_override") or request.get_host()
+        transaction.on_commit(
+            lambda: spawn("password-reset-mail", _send_reset_mail, email, options)
+        )
 
 
 def _send_reset_mail(email: str, options: dict) -> None:

@@ -1,14 +1,12 @@
-"""What the home page shows: the next nudges and the last days' outcomes, with the
-person's own Snooze and Done among them.
-
-Both read the user's queue rows inside their scope (callers hold it). Anything not
-sent says why in plain words (``portal.plain_words``), never the recorded reason.
-"""
+"""What the home page shows: the next nudges and the last days' outcomes with the person's
+own Snooze and Done, read inside their scope (callers hold it). Anything not sent says why
+in plain words (``portal.plain_words``), never the recorded reason."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any
 
 from django.utils.formats import date_format
 from django.utils.translation import gettext, gettext_lazy
@@ -57,47 +55,16 @@ class Entry:
         return f"{self.status}: {self.words.text}" if self.words.text else self.status
 
 
-def _title(titles: dict[tuple[str, int], str], row: ScheduledSend) -> str:
-    title = titles.get((row.kind, row.ref_id))
+def _entry(titles: dict, item: ScheduledSend | NudgeAct, send_id: int, **shown: Any) -> Entry:
+    """An entry for a queue row or one of the person's acts (both name their subject)."""
+    title = titles.get((item.kind, item.ref_id))
     if title is None:
-        return gettext_lazy("(deleted)")
-    return title or (gettext_lazy("(untitled event)") if row.kind == Kind.EVENT else "")
-
-
-def _kind(kind: str) -> str:
-    """What the page calls a row's subject ("follow-up at 15:00"), in the page's language."""
-    return gettext_lazy("follow-up") if kind == Kind.FOLLOW_UP else gettext_lazy("event")
-
-
-def _when(row: ScheduledSend, planned: bool, now: datetime) -> datetime | None:
-    if planned:
-        # A follow-up due sooner than the lead is queued with a time already past:
-        # it goes with the next deliver, which the page says as "now".
-        return row.fire_at if row.fire_at > now else None
-    return row.sent_at or row.fire_at
-
-
-def _entries(rows: list[ScheduledSend], planned: bool, now: datetime) -> list[Entry]:
-    titles = subject_titles(rows)
-    return [
-        Entry(
-            send_id=row.pk,
-            title=_title(titles, row),
-            kind=_kind(row.kind),
-            at=_when(row, planned, now),
-            starts_at=row.subject_starts_at,
-            status=_upcoming_status(row, now) if planned else row.outcome,
-            words=NOTHING_TO_SAY
-            if planned
-            else for_outcome(row.outcome, row.failure_kind, row.last_error),
-        )
-        for row in rows
-    ]
-
-
-def _upcoming_status(row: ScheduledSend, now: datetime) -> str:
-    """A time already passed is not "planned": deliver has not sent it yet."""
-    return "due" if row.fire_at <= now else "planned"
+        title = gettext_lazy("(deleted)")
+    elif not title and item.kind == Kind.EVENT:
+        title = gettext_lazy("(untitled event)")
+    # What the page calls a row's subject ("follow-up at 15:00"), in the page's language.
+    kind = gettext_lazy("follow-up") if item.kind == Kind.FOLLOW_UP else gettext_lazy("event")
+    return Entry(send_id, title, kind, starts_at=item.subject_starts_at, **shown)
 
 
 def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
@@ -106,7 +73,15 @@ def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
         .filter(fire_at__gt=now - timedelta(minutes=30))
         .order_by("fire_at", "pk")[:limit]
     )
-    return _entries(rows, planned=True, now=now)
+    titles = subject_titles(rows)
+    # A follow-up due sooner than the lead is queued with a time already past: "due", not
+    # "planned", it goes with the next deliver, which the page says as "now" (None).
+    return [
+        _entry(titles, row, row.pk, at=row.fire_at, status="planned")
+        if row.fire_at > now
+        else _entry(titles, row, row.pk, at=None, status="due")
+        for row in rows
+    ]
 
 
 def _act_entries(acts: list[NudgeAct], tz: tzinfo, time_format: str) -> list[Entry]:
@@ -124,12 +99,11 @@ def _act_entries(acts: list[NudgeAct], tz: tzinfo, time_format: str) -> list[Ent
         else:
             words = gettext("from %(via)s") % {"via": via}
         entries.append(
-            Entry(
-                send_id=act.source_send_id,
-                title=_title(titles, act),
-                kind=_kind(act.kind),
+            _entry(
+                titles,
+                act,
+                act.source_send_id,
                 at=act.created_at,
-                starts_at=act.subject_starts_at,
                 status="snoozed" if snoozed else "done",
                 words=PlainWords(words),
             )
@@ -148,6 +122,17 @@ def history(
             user_id=user_id, outcome__isnull=False, fire_at__gte=since
         ).order_by("-fire_at", "-pk")[:limit]
     )
-    entries = _entries(rows, planned=False, now=now)
+    titles = subject_titles(rows)
+    entries = [
+        _entry(
+            titles,
+            row,
+            row.pk,
+            at=row.sent_at or row.fire_at,  # when it went, else when it was meant to
+            status=row.outcome,
+            words=for_outcome(row.outcome, row.failure_kind, row.last_error),
+        )
+        for row in rows
+    ]
     entries += _act_entries(acts_since(user_id, since, limit), tz, time_format)
     return sorted(entries, key=lambda entry: entry.at or now, reverse=True)[:limit]

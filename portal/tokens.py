@@ -1,11 +1,6 @@
-"""API tokens: made, stored as digests, checked inside their owner's scope.
-
-A token names its owner (``nudge_<user id>_<secret>``), so it is checked inside
-that owner's tenant scope: a token under another user's id matches nothing there.
-A token is live while unrevoked, unexpired and its owner active (checked on every
-call, for a deactivation that bypassed ``save``). A revoked row is kept
-``REVOKED_TOKENS_KEPT`` for support, then pruned.
-"""
+"""API tokens, stored as digests. A token names its owner (``nudge_<user id>_<secret>``) and
+is checked inside that owner's scope, so one under another user's id matches nothing there.
+A revoked row is kept ``REVOKED_TOKENS_KEPT`` for support, then pruned."""
 
 from __future__ import annotations
 
@@ -44,8 +39,8 @@ def new_api_token(
 
 
 def api_token_is_live(owned: OwnedSecret, now: datetime) -> bool:
-    """Whether the token is the owner's, unrevoked, unexpired and its owner active;
-    stamps its use. Inside the scope."""
+    """Whether the token is the owner's, unrevoked, unexpired and its owner active (on every
+    call: a deactivation may bypass ``save``); stamps its use. Inside the scope."""
     return (
         ApiToken.objects.filter(
             user_id=owned.user_id,

@@ -1,10 +1,7 @@
 """The end-user area's home (upcoming, history, quick add) and follow-up pages.
 
-Tenant rows are read inside the signed-in user's own ``tenant_scope``, and pages
-that read them render inside it (a lazy query in a template runs there too).
-Changes go through ``followups.actions``, which re-materializes the user after
-their scope has closed: scopes do not nest.
-"""
+Pages that read tenant rows render inside the user's ``tenant_scope`` (a template's lazy
+query runs there too); changes go through ``followups.actions``, outside it."""
 
 from __future__ import annotations
 
@@ -14,20 +11,18 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
-from accounts.actions import ensure_settings
 from core.config import NudgeConfig
 from core.zones import zone_of
 from followups import actions as followups
 from followups.actions import FollowUpChange, FollowUpInvalid
-from followups.models import FollowUp
 from messaging.whatsapp.inbound import channels_offered
 from portal import plain_words, timeline
 from portal.forms import BROWSER_ZONE_ALIASES, FollowUpForm, repeat_words
 from portal.language import date_formats, user_page
+from portal.templatetags.portal_time import when
 from tenancy.scope import tenant_scope
 
 # For the pages' zone detection (a data attribute: CSP allows no un-nonced script).
@@ -39,25 +34,6 @@ def _zone_name(zone) -> str:
     return getattr(zone, "key", "UTC")
 
 
-def _create_follow_up(request: HttpRequest, form: FollowUpForm, zone) -> FollowUp | None:
-    """Validate in the user's zone and create; errors land on the form."""
-    with timezone.override(zone):
-        if not form.is_valid():
-            return None
-    try:
-        return followups.create_follow_up(
-            request.user.pk,
-            form.cleaned_data["title"],
-            form.cleaned_data["due_at"],
-            timezone.now(),
-            NudgeConfig.from_settings(),
-            form.schedule(_zone_name(zone)),
-        )
-    except FollowUpInvalid as exc:
-        _refused(form, exc)
-        return None
-
-
 def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
     """A refusal from the follow-up rules, in words, on the field it is about."""
     field = exc.field if exc.field in form.fields else None
@@ -67,43 +43,42 @@ def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
 def _add_follow_up(
     request: HttpRequest, zone, formats: dict[str, str], back: str
 ) -> tuple[FollowUpForm, HttpResponse | None]:
-    """The add form of a page, and the redirect after a successful POST of it (saying
-    when the follow-up is due, on the person's clock)."""
-    when_format = formats["when_format"]
+    """The add form of a page (validated in the user's zone), and the redirect after a
+    successful POST of it, saying when the follow-up is due on the person's clock."""
     form = FollowUpForm(request.POST or None, zone=zone, clock=formats["clock"])
-    created = _create_follow_up(request, form, zone) if request.method == "POST" else None
-    if created is not None:
-        # The time a quick choice chose, or a repeating one's first occurrence.
-        now = timezone.now()
-        due = timezone.localtime(followups.next_due(created, now), zone)
-        if due.year != timezone.localtime(now, zone).year:  # the year said when not this one
-            when_format = formats["when_year_format"]
-        messages.success(
-            request,
-            _("Added “%(title)s”, due %(due)s.")
-            % {"title": created.title, "due": date_format(due, when_format)},
+    with timezone.override(zone):
+        if request.method != "POST" or not form.is_valid():
+            return form, None
+    now = timezone.now()
+    try:
+        created = followups.create_follow_up(
+            request.user.pk,
+            form.cleaned_data["title"],
+            form.cleaned_data["due_at"],
+            now,
+            NudgeConfig.from_settings(),
+            form.schedule(_zone_name(zone)),
         )
-        return form, redirect(back)
-    return form, None
-
-
-def _zone_and_formats(user_id: int):
-    """The person's zone and date formats (their clock), from one read of their settings."""
-    with tenant_scope(user_id):
-        delivery = ensure_settings(user_id)
-    return zone_of(delivery.timezone), date_formats(delivery)
+    except FollowUpInvalid as exc:
+        _refused(form, exc)
+        return form, None
+    with timezone.override(zone):  # the time a quick choice chose, or the first occurrence
+        due = when(followups.next_due(created, now), formats["time_format"])
+    messages.success(
+        request, _("Added “%(title)s”, due %(due)s.") % {"title": created.title, "due": due}
+    )
+    return form, redirect(back)
 
 
 @user_page("GET", "POST")
 def home(request: HttpRequest) -> HttpResponse:
-    user_id = request.user.pk
-    zone, formats = _zone_and_formats(user_id)
+    user_id, delivery = request.user.pk, request.delivery
+    zone, formats = zone_of(delivery.timezone), date_formats(delivery)
     form, added = _add_follow_up(request, zone, formats, "portal:home")
     if added:
         return added
     now = timezone.now()
     with tenant_scope(user_id), timezone.override(zone):
-        delivery = ensure_settings(user_id)
         return render(
             request,
             "portal/home.html",
@@ -111,13 +86,13 @@ def home(request: HttpRequest) -> HttpResponse:
                 "delivery": delivery,
                 "upcoming": timeline.upcoming(user_id, now),
                 "history": timeline.history(
-                    user_id, now, tz=zone, time_format=date_formats(delivery)["time_format"]
+                    user_id, now, tz=zone, time_format=formats["time_format"]
                 ),
                 "form": form,
                 "history_days": timeline.HISTORY_DAYS,
                 "zone_aliases": ZONE_ALIASES_JSON,
                 "offered": channels_offered(),
-                **date_formats(delivery),
+                **formats,
             },
         )
 
@@ -125,7 +100,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @user_page("GET", "POST")
 def follow_up_list(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
-    zone, formats = _zone_and_formats(user_id)
+    zone, formats = zone_of(request.delivery.timezone), date_formats(request.delivery)
     form, added = _add_follow_up(request, zone, formats, "portal:follow_ups")
     if added:
         return added
@@ -146,29 +121,20 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     found = followups.get_follow_up(user_id, follow_up_id)
     if found is None:
         raise Http404("No such follow-up.")
-    zone, _formats = _zone_and_formats(user_id)
+    zone = zone_of(request.delivery.timezone)
     with timezone.override(zone):
-        initial = {
-            "title": found.title,
-            "due_at": timezone.localtime(found.due_at),
-            "repeat": found.repeat,
-            "repeat_weekdays": found.repeat_weekdays,
-            "reminder_minutes": found.reminder_minutes,
-        }
         form = FollowUpForm(
             request.POST or None,
-            initial=initial,
+            initial={name: getattr(found, name) for name in FollowUpForm.base_fields},
             zone=zone,
             keep_due=found.due_at,
-            clock=_formats["clock"],
+            clock=request.delivery.clock,
         )
         if request.method == "POST" and form.is_valid():
             due_at = form.cleaned_data["due_at"]
-            if due_at == found.due_at.replace(second=0, microsecond=0):
-                due_at = None  # the form shows minutes: left as it was, seconds and all
             change = FollowUpChange(
                 title=form.cleaned_data["title"],
-                due_at=due_at,
+                due_at=None if due_at == form.keep_due else due_at,  # left as it was: seconds too
                 schedule=form.schedule(_zone_name(zone)),
             )
             try:

@@ -15,10 +15,8 @@ register = template.Library()
 
 @register.filter
 def when(moment: datetime | None, time_format: str = "H:i") -> str:
-    """``Thu 3 Dec, 14:05``; ``Mon 4 Jan 2027, 09:00`` in another year; "now" for None.
-
-    ``time_format`` is the person's clock (``portal.language.date_formats``).
-    """
+    """``Thu 3 Dec, 14:05``; ``Mon 4 Jan 2027, 09:00`` in another year; "now" for None;
+    ``time_format`` is the person's clock (``portal.language.date_formats``)."""
     if moment is None:
         return _("now")
     local = timezone.localtime(moment)

@@ -62,7 +62,7 @@ def test_the_accounts_budget_comes_back_when_its_minute_is_over(signed_in):
     start = timezone.now()
 
     def wait(at):
-        return api_rate.seconds_to_wait(None, user.pk, at, config)
+        return api_rate.seconds_to_wait(user.pk, at, config)
 
     assert [wait(start) for _ in range(LIMIT)] == [None] * LIMIT
     assert wait(start + timedelta(seconds=45)) == 15

@@ -338,7 +338,7 @@ class Soak:
         # Recipients that always fail: two refused for good, one whose provider
         # keeps answering 500 (its nudges retry, then expire). Not "bot was
         # blocked": that marks the user unreachable and stops queueing them
-        # (accounts.actions.mark_unreachable), which tests/portal covers.
+        # (accounts.actions.note_permanent_failure), which tests/portal covers.
         self.twilio.plan.for_recipient(self.tenants[0].address, tw.INVALID_TO)
         self.telegram.plan.for_recipient(self.tenants[1].address, tg.BOT_KICKED)
         self.telegram.plan.for_recipient(self.tenants[3].address, tg.SERVER_ERROR)
