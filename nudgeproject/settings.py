@@ -2,7 +2,7 @@
 
 Nothing secret has a production default. With ``DATABASE_URL`` unset the
 project runs on an embedded PostgreSQL inside the checkout (see
-``nudgeproject/embedded_postgres.py``); that is the development mode, and only
+``tenancy/embedded_server.py``); that is the development mode, and only
 there does a missing ``SECRET_KEY`` fall back to a random key kept in ``var/``.
 """
 
@@ -53,7 +53,7 @@ ALLOW_CONSOLE_CHANNEL = seam.bool("ALLOW_CONSOLE_CHANNEL", default=False)
 # --- Database -------------------------------------------------------------
 EMBEDDED_DATABASE = not env.str("DATABASE_URL", default="")
 if EMBEDDED_DATABASE:
-    from nudgeproject.embedded_postgres import database_settings
+    from tenancy.embedded_server import database_settings
 
     # Started on the first connection, not here (tenancy/backend).
     _database = database_settings(STATE_DIR)

@@ -1,23 +1,15 @@
-"""Create or repair the database roles and databases the application needs.
+"""Create or repair, idempotently from an admin connection, the roles and databases.
 
-Runs from an *admin* connection and is idempotent: against a half-built server
-it converges on the same state. Plain psycopg, no Django: the embedded default
-calls it while settings are loading.
-
-* the **owner role** owns the databases and every table; only ``migrate``,
-  ``flush`` and test set-up connect as it. Nobody is a member of it.
-* the **login role** (``DATABASE_URL``) runs the application: DML only, no
-  ownership or CREATE, so it cannot alter a table or a policy. ``NOINHERIT``,
-  so the policies ``TO`` the three NOLOGIN roles below apply only after an
-  explicit ``SET LOCAL ROLE``, and those are the only roles it may enter.
-* the **sweeper**, **support** and **planner** roles carry the cross-tenant
-  policies of ``rls_bypass``, ``support_scope`` and ``planning_scope``.
+* the **owner role** owns the databases and tables; only ``migrate``, ``flush``
+  and test set-up connect as it. Nobody is a member of it.
+* the **login role** (``DATABASE_URL``): DML only, owns nothing, ``NOINHERIT``, so
+  the policies ``TO`` the NOLOGIN **sweeper**, **support** and **planner** roles
+  (``rls_bypass``, ``support_scope``, ``planning_scope``) apply only after
+  ``SET LOCAL ROLE``; those are the only roles it may enter.
 
 None is a superuser or BYPASSRLS. Each run also repairs memberships, session
-defaults that would pre-set a tenant or role, ownership, and TRUNCATE,
-REFERENCES and TRIGGER grants; policies and DML grants are the migrations'.
-A ``NOINHERIT`` owner needs ``USAGE, CREATE`` on ``public`` granted explicitly
-(PostgreSQL 15), and test databases copy ``<database>_template``, which has it.
+defaults, ownership, and TRUNCATE, REFERENCES and TRIGGER grants. Plain psycopg:
+the embedded default calls it while settings load.
 """
 
 from __future__ import annotations
@@ -86,8 +78,7 @@ def _ensure_role(
 
 
 def _repair_memberships(cur: psycopg.Cursor, roles: RoleNames) -> None:
-    """The login role is a member of the sweeper, support and planner roles, and of
-    nothing else."""
+    """The login role is a member of the sweeper, support and planner roles only."""
     for member_of in roles.entered_by_login:
         # NOINHERIT: membership only lets the login role enter them with SET ROLE.
         cur.execute(

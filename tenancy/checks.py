@@ -1,10 +1,6 @@
-"""System check: refuse to run quietly where row-level security is not what we installed.
-
-Isolation is decorative when the login role (or a role it can enter) skips
-RLS or can act as an owner; when a tenant table lost ENABLE/FORCE; when a
-policy's contents differ from what the migrations install; when a session
-default pre-sets a tenant or role; or when the sweeper may re-own a queue row.
-While ``migrate`` runs, only the roles are checked: the schema is being changed.
+"""System check: refuse to run quietly where row-level security is not what we installed
+(roles that skip RLS or can own a table, lost ENABLE/FORCE, changed policies, session
+defaults, a sweeper that may re-own a queue row). While ``migrate`` runs, only the roles.
 """
 
 from __future__ import annotations
@@ -149,8 +145,8 @@ def _migrating(using: str) -> bool:
 
 
 def connected_bypassing(using: str = DEFAULT_DB_ALIAS) -> str | None:
-    """The session's own role when it is a superuser or has BYPASSRLS, else None; asked
-    on its own, so a failure of the rest of the check cannot soften this verdict."""
+    """The session's own role when it is a superuser or has BYPASSRLS, else None (asked
+    on its own, so a failure of the rest of the check cannot soften it)."""
     with connections[using].cursor() as cursor:
         cursor.execute(CHECK_SESSION_ROLE)
         row = cursor.fetchone()

@@ -1,9 +1,8 @@
 """The only place that sets ``app.*`` settings or switches database roles.
 
-Every tenant table carries ``FORCE ROW LEVEL SECURITY``, admitting a row only
-when ``user_id`` equals ``app.current_user_id``. Tenant data is reached only
-through these scopes, each opening its own transaction with transaction-local
-settings, so nothing leaks to the next user of a pooled connection:
+Tenant tables (``FORCE ROW LEVEL SECURITY``) admit a row only when ``user_id``
+equals ``app.current_user_id``. Each scope opens its own transaction with
+transaction-local settings, so nothing leaks to a pooled connection's next user:
 
 * :func:`tenant_scope` — one user's rows; everything user-facing.
 * :func:`rls_bypass` — every tenant's *queue* rows (the NOLOGIN sweeper role,
@@ -12,10 +11,9 @@ settings, so nothing leaks to the next user of a pooled connection:
 * :func:`planning_scope` — a *named* set of users' rows (planner role), for
   materialize.
 
-``tenant_read``, ``tenant_statements`` and ``unscoped_relaxed`` give the same
-guarantees in one round trip (one implicit transaction). Scopes refuse to nest,
-to run inside a transaction they do not own, and to run with autocommit off: a
-``SET LOCAL`` would otherwise outlive the block.
+``tenant_read``, ``tenant_statements`` and ``unscoped_relaxed`` do the same in one
+round trip. Scopes refuse to nest, to run inside a transaction they do not own,
+and to run with autocommit off: a ``SET LOCAL`` would otherwise outlive the block.
 """
 
 from __future__ import annotations
@@ -127,12 +125,9 @@ def tenant_scope(
 def tenant_reads(
     *, using: str = DEFAULT_DB_ALIAS
 ) -> Iterator[Callable[[int, str, dict[str, object]], tuple | None]]:
-    """One read-only transaction that reads several tenants' rows, one tenant at a time.
-
-    Yields ``read(user_id, statement, params)``, which answers the first row of
-    ``statement`` seeing only that user's rows, in one round trip. The
-    transaction is READ ONLY and ends in a rollback.
-    """
+    """One READ ONLY transaction (ending in a rollback) that reads several tenants' rows:
+    yields ``read(user_id, statement, params)``, the first row of ``statement`` seeing
+    only that user's rows, in one round trip."""
     with _owned_transaction("tenant_reads()", using, tenant="", role="none", read_only=True):
         connection = connections[using]
 
@@ -151,8 +146,7 @@ def tenant_reads(
 
 @contextmanager
 def _own_transaction_cursor(connection: BaseDatabaseWrapper) -> Iterator[CursorWrapper]:
-    """A cursor for statements that are their own implicit transaction; a connection
-    the server dropped is closed on the way out, so the next use reconnects."""
+    """A cursor for an implicit transaction; a dropped connection is closed, to reconnect."""
     try:
         with connection.cursor() as cursor:
             yield cursor
@@ -174,23 +168,8 @@ _ENTER_TENANT_RELAXED = _ENTER_TENANT + ", set_config('synchronous_commit', 'off
 def tenant_read(
     user_id: int, statement: str, params: dict[str, object], *, using: str = DEFAULT_DB_ALIAS
 ) -> list[tuple]:
-    """``statement`` (named parameters) seeing only ``user_id``'s rows, in one round trip;
-    answers its rows.
-
-    Outside any transaction: one implicit, read-only transaction. Inside one:
-    ``tenant_scope``, with its rules.
-    """
-    user_id = _validated_user_id(user_id)
-    connection = connections[using]
-    if connection.in_atomic_block or not connection.get_autocommit():
-        with tenant_scope(user_id, using=using), connection.cursor() as cursor:
-            cursor.execute(statement, params)
-            return cursor.fetchall()
-    tenant = {"_scope_setting": TENANT_SETTING, "_scope_tenant": str(user_id)}
-    with _own_transaction_cursor(connection) as cursor:
-        cursor.execute(f"{_ENTER_TENANT_READ}; {statement}", {**params, **tenant})
-        cursor.nextset()
-        return cursor.fetchall()
+    """``statement`` seeing only ``user_id``'s rows, read-only, in one round trip; its rows."""
+    return tenant_statements(user_id, [statement], params, read_only=True, using=using)[0]
 
 
 def tenant_statements(
@@ -199,14 +178,12 @@ def tenant_statements(
     params: dict[str, object],
     *,
     relaxed_commit: bool = False,
+    read_only: bool = False,
     using: str = DEFAULT_DB_ALIAS,
 ) -> list[list[tuple]]:
     """``statements`` (sharing named ``params``) seeing only ``user_id``'s rows, as one
-    transaction; answers each statement's rows, in order.
-
-    Outside any transaction: one round trip, one implicit transaction. Inside
-    one: ``tenant_scope``, one statement after another.
-    """
+    transaction; each statement's rows. Outside any transaction: one round trip (read-only
+    if asked). Inside one: ``tenant_scope``, one statement after another."""
     user_id = _validated_user_id(user_id)
     connection = connections[using]
     if connection.in_atomic_block or not connection.get_autocommit():
@@ -216,6 +193,8 @@ def tenant_statements(
         ):
             return run_statements(cursor, statements, params)
     enter = _ENTER_TENANT_RELAXED if relaxed_commit else _ENTER_TENANT
+    if read_only:
+        enter = _ENTER_TENANT_READ
     tenant = {"_scope_setting": TENANT_SETTING, "_scope_tenant": str(user_id)}
     with _own_transaction_cursor(connection) as cursor:
         cursor.execute("; ".join([enter, *statements]), {**params, **tenant})
@@ -247,13 +226,9 @@ _RELAXED_COMMIT_PREFIX = (
 def unscoped_relaxed(
     statement: str, params: dict[str, object], *, using: str = DEFAULT_DB_ALIAS
 ) -> list[tuple]:
-    """One statement that sees no tenant's rows, as a transaction of its own that
-    commits without waiting for the disk; answers its rows (none if it has none).
-
-    Outside any transaction it is one round trip, so a row it locks (a shared
-    budget) is never held across a client's pause. Inside one:
-    ``unscoped_relaxed_commit``, with its rules.
-    """
+    """One statement that sees no tenant's rows, committed without waiting for the disk;
+    its rows. Outside any transaction one round trip, so a row it locks (a shared budget)
+    is never held across a client's pause; inside one, ``unscoped_relaxed_commit``."""
     connection = connections[using]
     if connection.in_atomic_block or not connection.get_autocommit():
         with unscoped_relaxed_commit(using=using), connection.cursor() as cursor:
