@@ -1,16 +1,11 @@
 """The product's knobs: one typed, validated object, read everywhere.
 
-A few knobs are public settings an operator sets in the environment; the rest
-are internal tuning, the product's constants with a line on why, changed only
-by tests and benchmarks (``NUDGE_TUNING``). ``NudgeConfig`` turns them into
-durations, rates and limits once, refuses combinations that would make the
-queue unsafe (naming the knob and the reason), and is what every module reads —
-never ``settings.NUDGE_…`` directly. It is built at call time, so a test's
-``settings`` override takes effect; ``manage.py check`` and every sweep's start
-run the same validation (``core.checks``).
-
-Secrets and provider addresses (tokens, keys, base URLs) stay plain Django
-settings, each read by the one module that uses it.
+A few are public settings an operator sets in the environment; the rest are internal
+tuning, changed only by tests and benchmarks (``NUDGE_TUNING``). ``NudgeConfig`` turns
+them into durations, rates and limits, refuses unsafe combinations (naming the knob
+and the reason; ``manage.py check`` runs the same), and is built at call time, so a
+test's ``settings`` override takes effect. Secrets and provider addresses stay plain
+Django settings, each read by the one module that uses it.
 """
 
 from __future__ import annotations
@@ -69,24 +64,20 @@ DEFAULT_MEETING_HOSTS = (
 
 @dataclass(frozen=True)
 class Knob:
-    """One setting: its name (a Django setting and environment variable), the
-    attribute of ``NudgeConfig`` it becomes, its default in the setting's own
-    unit — stated here and nowhere else — and how the value becomes the attribute."""
+    """One setting: its name, the ``NudgeConfig`` attribute it becomes, its one default
+    (in the setting's own unit) and how the value becomes the attribute."""
 
     setting: str
     attribute: str
     default: int | float | str
     convert: Callable[..., object] = as_is
-    # Public: an operator sets it in the environment (docs/OPERATIONS.md, "Settings").
-    # Otherwise internal tuning: its default is the product's constant, changed only
-    # by tests and benchmarks through NUDGE_TUNING.
+    # Public: an operator sets it in the environment (docs/OPERATIONS.md, "Settings");
+    # otherwise internal tuning, changed only through NUDGE_TUNING.
     public: bool = False
 
 
-# Every knob, with its one default. ``nudgeproject/settings.py`` reads the public ones
-# from the environment (``knob_settings``); docs/OPERATIONS.md's "Settings" table names
-# them and its "Internal tuning" explains the rest; ``tests/test_config.py`` holds the
-# table to the code.
+# Every knob; docs/OPERATIONS.md's "Settings" names the public ones and "Internal
+# tuning" explains the rest (``tests/test_config.py`` holds the docs to this).
 KNOBS: tuple[Knob, ...] = (
     # --- the queue ---
     Knob("NUDGE_LOOKAHEAD_MINUTES", "lookahead", 180, minutes),
@@ -198,10 +189,9 @@ TUNING_SETTINGS = frozenset(knob.setting for knob in KNOBS if not knob.public)
 def knob_settings(
     env: Any, derived: Mapping[str, int | float | str] | None = None
 ) -> dict[str, int | float | str]:
-    """Every knob as a Django setting, for ``nudgeproject/settings.py``: public ones read
-    from the environment (a ``django-environ`` ``Env``), the ``derived`` ones as given
-    (from a public setting), the rest at their default unless ``NUDGE_TUNING`` changes
-    them; the default's type says how a value is read."""
+    """Every knob as a Django setting: public ones read from the environment (``env``),
+    the ``derived`` ones as given, the rest at their default unless ``NUDGE_TUNING``
+    changes them; the default's type says how a value is read."""
     readers = {float: env.float, int: env.int, str: env.str}
     values = {
         knob.setting: readers[type(knob.default)](knob.setting, default=knob.default)
@@ -221,9 +211,8 @@ def knob_settings(
 
 
 def with_tuning(environment: dict[str, str]) -> dict[str, str]:
-    """A child process's environment with the tuning it names moved into ``NUDGE_TUNING``
-    (tests and benchmarks write ``NUDGE_BATCH_SIZE="4"`` as for any setting); the
-    names stay too, for an older commit that read them directly."""
+    """A child process's environment with the tuning it names (``NUDGE_BATCH_SIZE="4"``)
+    also in ``NUDGE_TUNING``; the names stay, for an older commit that read them."""
     tuning = {name: environment[name] for name in TUNING_SETTINGS if name in environment}
     if not tuning:
         return environment
@@ -255,9 +244,8 @@ def _push_base_url_ok(url: str) -> bool:
 
 @dataclass(frozen=True)
 class NudgeConfig:
-    """The knobs, typed. Built once at an entry point (a command, a view, a cron
-    route) and passed down; its attributes are ``KNOBS``' attributes, plus the
-    channels' sender classes."""
+    """The knobs, typed (``KNOBS``' attributes, plus the channels' sender classes); built
+    at an entry point (a command, a view, a cron route) and passed down."""
 
     # --- the queue ---
     lookahead: timedelta
@@ -325,8 +313,7 @@ class NudgeConfig:
 
     @classmethod
     def from_settings(cls, *, validate: bool = True) -> NudgeConfig:
-        """The knobs as they are set now; invalid ones raise ``ValueError`` (unless the
-        caller wants to list them itself, as the system check does)."""
+        """The knobs as set now; invalid ones raise ``ValueError`` unless ``validate`` is off."""
         config = cls(
             **{
                 knob.attribute: knob.convert(getattr(settings, knob.setting, knob.default))
@@ -345,9 +332,8 @@ class NudgeConfig:
         return config
 
     def subject_window(self, now: datetime) -> tuple[datetime, datetime]:
-        """Subjects whose nudges can fall in the look-ahead: from the grace window's
-        start up to the look-ahead plus the longest lead honoured. Sync fetches it,
-        materialize plans from it."""
+        """Subjects whose nudges can fall in the look-ahead (from the grace window's start
+        to the look-ahead plus the longest lead): sync fetches it, materialize plans from it."""
         return now - self.grace, now + self.lookahead + self.max_lead
 
     @property
@@ -360,17 +346,10 @@ class NudgeConfig:
         return self.channel_rates.get(channel, 0.0)
 
     def planning_rate(self, channel: str, rate_in_force: float | None = None) -> float:
-        """The rate smoothing may count on for ``channel``; 0 = unpaced.
-
-        Not the configured rate: that is a ceiling the adaptive pacer sits
-        under whenever it is at or above the provider's limit — a 429
-        multiplies the rate by ``pacing_backoff`` and it climbs back linearly,
-        so over each sawtooth it averages ``(1 + backoff) / 2`` of the ceiling.
-        Nothing says beforehand whether the ceiling is above the limit, so a
-        plan counts on that mean (a channel below its limit only sends a few
-        more nudges a little earlier); and on the rate in force when a 429
-        has lowered it further (the provider's limit is lower still).
-        """
+        """The rate smoothing may count on for ``channel``; 0 = unpaced. At or above the
+        provider's limit the pacer saws between the ceiling and ``pacing_backoff`` of it,
+        averaging ``(1 + backoff) / 2``: a plan counts on that mean, or on the rate in
+        force when a 429 has lowered it further."""
         ceiling = self.rate(channel)
         if ceiling <= 0:
             return 0.0
@@ -378,13 +357,9 @@ class NudgeConfig:
         return mean if rate_in_force is None else max(0.0, min(mean, rate_in_force))
 
     def per_minute_capacity(self, channel: str, rate_in_force: float | None = None) -> int | None:
-        """How many nudges one minute may hold before smoothing moves some earlier.
-
-        What the channel's planning rate (:meth:`planning_rate`) sends while a
-        minute's deliver run is sending (its budget, at most the minute), less
-        the headroom. The console's look-ahead chart draws this same line (at
-        the configured rate; smoothing also passes the rate in force).
-        """
+        """How many nudges one minute may hold before smoothing moves some earlier: what the
+        planning rate sends during a minute's deliver run, less the headroom (the console's
+        look-ahead chart draws the same line)."""
         if self.rate(channel) <= 0:
             return None
         rate = self.planning_rate(channel, rate_in_force)
@@ -399,123 +374,104 @@ class NudgeConfig:
 
     def problems(self) -> list[str]:
         """Every invalid knob, worded for whoever set it."""
-        problems = []
-
-        def require(ok: bool, message: str) -> None:
-            if not ok:
-                problems.append(message)
-
-        positive = timedelta(0)
-        require(self.batch_size >= 1, "NUDGE_BATCH_SIZE must be at least 1")
-        require(
-            timedelta(minutes=1) <= self.snooze <= timedelta(hours=24),
-            "NUDGE_SNOOZE_MINUTES must be between 1 and 1440",
-        )
-        require(self.send_concurrency >= 1, "NUDGE_SEND_CONCURRENCY must be at least 1")
-        require(self.lookahead > positive, "NUDGE_LOOKAHEAD_MINUTES must be positive")
-        require(self.grace > positive, "NUDGE_GRACE_MINUTES must be positive")
-        require(
-            positive <= self.max_lead <= SCHEMA_MAX_LEAD,
-            "NUDGE_MAX_LEAD_MINUTES must be between 0 and 1440",
-        )
-        require(
-            positive <= self.default_lead <= SCHEMA_MAX_LEAD,
-            "NUDGE_DEFAULT_LEAD_MINUTES must be between 0 and 1440",
-        )
-        require(self.run_budget_seconds > 0, "NUDGE_RUN_BUDGET_SECONDS must be positive")
-        require(
-            self.materialize_budget_seconds > 0, "NUDGE_MATERIALIZE_BUDGET_SECONDS must be positive"
-        )
-        require(
-            self.materialize_slice_users >= 1, "NUDGE_MATERIALIZE_SLICE_USERS must be at least 1"
-        )
-        require(
-            self.materialize_slice_lease > positive,
-            "NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS must be positive",
-        )
-        for channel, rate in self.channel_rates.items():
-            require(rate >= 0, f"{RATE_SETTINGS.get(channel, channel)} must not be negative")
-        require(self.max_nudges_per_user >= 1, "NUDGE_MAX_NUDGES_PER_USER must be at least 1")
-        require(
-            self.max_nudges_per_user_minute >= 1,
-            "NUDGE_MAX_NUDGES_PER_USER_MINUTE must be at least 1",
-        )
-        require(self.max_early >= positive, "NUDGE_MAX_EARLY_MINUTES must not be negative")
-        require(0 < self.smoothing_headroom <= 1, "NUDGE_SMOOTHING_HEADROOM must be in (0, 1]")
-        require(0 < self.pacing_backoff < 1, "NUDGE_PACING_BACKOFF must be in (0, 1)")
-        require(
-            0 < self.pacing_recovery_per_minute <= 1,
-            "NUDGE_PACING_RECOVERY_PER_MINUTE must be in (0, 1]",
-        )
-        for name, per_minute in (
-            ("CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE", self.google_project_rate_per_minute),
-            ("CALENDAR_GOOGLE_USER_RATE_PER_MINUTE", self.google_user_rate_per_minute),
-            ("CALENDAR_GRAPH_APP_RATE_PER_MINUTE", self.graph_app_rate_per_minute),
-            ("CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE", self.graph_mailbox_rate_per_minute),
-        ):
-            require(per_minute >= 0, f"{name} must not be negative")
-        require(
-            self.google_project_burst >= 0, "CALENDAR_GOOGLE_PROJECT_BURST must not be negative"
-        )
-        for name, seconds in (
-            ("CALENDAR_HTTP_TIMEOUT_SECONDS", self.calendar_http_timeout_seconds),
-            ("CALENDAR_SYNC_BUDGET_SECONDS", self.calendar_sync_budget_seconds),
-            ("CALENDAR_SYNC_USER_BUDGET_SECONDS", self.calendar_sync_user_budget_seconds),
-        ):
-            require(seconds > 0, f"{name} must be positive")
-        require(self.ics_max_bytes >= 1, "ICS_MAX_BYTES must be at least 1")
-        require(
-            all(_MEETING_HOST.fullmatch(host) for host in self.meeting_hosts),
-            "CALENDAR_MEETING_HOSTS must be comma-separated host names (a leading '*.' "
-            "also allows its subdomains)",
-        )
-        require(
-            1 <= self.calendar_sync_concurrency <= 512,
-            "CALENDAR_SYNC_CONCURRENCY must be between 1 and 512",
-        )
-        # Above the concurrency it simply caps nothing.
-        require(self.calendar_sync_per_host >= 1, "CALENDAR_SYNC_PER_HOST must be at least 1")
-        require(
-            1 <= self.calendar_sync_db_lanes <= 64,
-            "CALENDAR_SYNC_DB_LANES must be between 1 and 64",
-        )
-        for name, cap in (
-            ("NUDGE_MAX_CALENDARS_PER_USER", self.max_calendars_per_user),
-            ("NUDGE_MAX_FOLLOW_UPS_PER_USER", self.max_follow_ups_per_user),
-            ("NUDGE_MAX_API_TOKENS_PER_USER", self.max_api_tokens_per_user),
-            ("NUDGE_API_REQUESTS_PER_MINUTE", self.api_requests_per_minute),
-        ):
-            require(cap >= 1, f"{name} must be at least 1")
-        # The hourly allowance of WhatsApp codes counts the last hour's codes.
-        require(
-            self.link_code_retention >= max(timedelta(hours=1), self.link_code_lifetime),
-            "NUDGE_LINK_CODE_RETENTION_HOURS must be at least 1 and cover NUDGE_LINK_CODE_MINUTES",
-        )
-        require(
-            self.inbound_seen_retention >= timedelta(days=1),
-            "NUDGE_INBOUND_SEEN_DAYS must be at least 1",
-        )
-        for name, count in (
-            ("NUDGE_SIGNIN_FAILURE_LIMIT", self.signin_failure_limit),
-            ("NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR", self.password_resets_per_address_hour),
-            ("NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR", self.password_resets_per_client_hour),
-        ):
-            require(count >= 1, f"{name} must be at least 1")
-        require(self.signin_lockout > positive, "NUDGE_SIGNIN_LOCKOUT_MINUTES must be positive")
-        require(
-            timedelta(minutes=15) <= self.calendar_safety_poll <= timedelta(hours=24),
-            "CALENDAR_SAFETY_POLL_MINUTES must be between 15 and 1440",
-        )
-        require(
-            _push_base_url_ok(self.calendar_push_base_url),
-            "CALENDAR_PUSH_BASE_URL must be empty or an https:// address without a query "
-            "(plain http only on a loopback host)",
-        )
-        # A run may overrun its budget by one send; the lease must outlast it
-        # comfortably, or a live run's rows could be claimed a second time.
-        require(
-            self.lease.total_seconds() >= 2 * self.run_budget_seconds,
-            "NUDGE_LEASE_SECONDS must be at least twice NUDGE_RUN_BUDGET_SECONDS "
-            f"(lease {self.lease.total_seconds():.0f}s, budget {self.run_budget_seconds}s)",
-        )
-        return problems
+        at_least_one = {
+            "NUDGE_BATCH_SIZE": self.batch_size,
+            "NUDGE_SEND_CONCURRENCY": self.send_concurrency,
+            "NUDGE_MATERIALIZE_SLICE_USERS": self.materialize_slice_users,
+            "NUDGE_MAX_NUDGES_PER_USER": self.max_nudges_per_user,
+            "NUDGE_MAX_NUDGES_PER_USER_MINUTE": self.max_nudges_per_user_minute,
+            "ICS_MAX_BYTES": self.ics_max_bytes,
+            # Above the concurrency it simply caps nothing.
+            "CALENDAR_SYNC_PER_HOST": self.calendar_sync_per_host,
+            "NUDGE_MAX_CALENDARS_PER_USER": self.max_calendars_per_user,
+            "NUDGE_MAX_FOLLOW_UPS_PER_USER": self.max_follow_ups_per_user,
+            "NUDGE_MAX_API_TOKENS_PER_USER": self.max_api_tokens_per_user,
+            "NUDGE_API_REQUESTS_PER_MINUTE": self.api_requests_per_minute,
+            "NUDGE_SIGNIN_FAILURE_LIMIT": self.signin_failure_limit,
+            "NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR": self.password_resets_per_address_hour,
+            "NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR": self.password_resets_per_client_hour,
+        }
+        positive = {
+            "NUDGE_LOOKAHEAD_MINUTES": self.lookahead.total_seconds(),
+            "NUDGE_GRACE_MINUTES": self.grace.total_seconds(),
+            "NUDGE_RUN_BUDGET_SECONDS": self.run_budget_seconds,
+            "NUDGE_MATERIALIZE_BUDGET_SECONDS": self.materialize_budget_seconds,
+            "NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS": self.materialize_slice_lease.total_seconds(),
+            "CALENDAR_HTTP_TIMEOUT_SECONDS": self.calendar_http_timeout_seconds,
+            "CALENDAR_SYNC_BUDGET_SECONDS": self.calendar_sync_budget_seconds,
+            "CALENDAR_SYNC_USER_BUDGET_SECONDS": self.calendar_sync_user_budget_seconds,
+            "NUDGE_SIGNIN_LOCKOUT_MINUTES": self.signin_lockout.total_seconds(),
+        }
+        not_negative = {
+            **{RATE_SETTINGS[channel]: rate for channel, rate in self.channel_rates.items()},
+            "NUDGE_MAX_EARLY_MINUTES": self.max_early.total_seconds(),
+            "CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE": self.google_project_rate_per_minute,
+            "CALENDAR_GOOGLE_USER_RATE_PER_MINUTE": self.google_user_rate_per_minute,
+            "CALENDAR_GRAPH_APP_RATE_PER_MINUTE": self.graph_app_rate_per_minute,
+            "CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE": self.graph_mailbox_rate_per_minute,
+            "CALENDAR_GOOGLE_PROJECT_BURST": self.google_project_burst,
+        }
+        day = timedelta(hours=24)
+        rules = [
+            *((value >= 1, f"{name} must be at least 1") for name, value in at_least_one.items()),
+            *((value > 0, f"{name} must be positive") for name, value in positive.items()),
+            *((value >= 0, f"{name} must not be negative") for name, value in not_negative.items()),
+            (
+                timedelta(minutes=1) <= self.snooze <= day,
+                "NUDGE_SNOOZE_MINUTES must be between 1 and 1440",
+            ),
+            (
+                timedelta(0) <= self.max_lead <= SCHEMA_MAX_LEAD,
+                "NUDGE_MAX_LEAD_MINUTES must be between 0 and 1440",
+            ),
+            (
+                timedelta(0) <= self.default_lead <= SCHEMA_MAX_LEAD,
+                "NUDGE_DEFAULT_LEAD_MINUTES must be between 0 and 1440",
+            ),
+            (0 < self.smoothing_headroom <= 1, "NUDGE_SMOOTHING_HEADROOM must be in (0, 1]"),
+            (0 < self.pacing_backoff < 1, "NUDGE_PACING_BACKOFF must be in (0, 1)"),
+            (
+                0 < self.pacing_recovery_per_minute <= 1,
+                "NUDGE_PACING_RECOVERY_PER_MINUTE must be in (0, 1]",
+            ),
+            (
+                all(_MEETING_HOST.fullmatch(host) for host in self.meeting_hosts),
+                "CALENDAR_MEETING_HOSTS must be comma-separated host names (a leading '*.' "
+                "also allows its subdomains)",
+            ),
+            (
+                1 <= self.calendar_sync_concurrency <= 512,
+                "CALENDAR_SYNC_CONCURRENCY must be between 1 and 512",
+            ),
+            (
+                1 <= self.calendar_sync_db_lanes <= 64,
+                "CALENDAR_SYNC_DB_LANES must be between 1 and 64",
+            ),
+            # The hourly allowance of WhatsApp codes counts the last hour's codes.
+            (
+                self.link_code_retention >= max(timedelta(hours=1), self.link_code_lifetime),
+                "NUDGE_LINK_CODE_RETENTION_HOURS must be at least 1 and cover "
+                "NUDGE_LINK_CODE_MINUTES",
+            ),
+            (
+                self.inbound_seen_retention >= timedelta(days=1),
+                "NUDGE_INBOUND_SEEN_DAYS must be at least 1",
+            ),
+            (
+                timedelta(minutes=15) <= self.calendar_safety_poll <= day,
+                "CALENDAR_SAFETY_POLL_MINUTES must be between 15 and 1440",
+            ),
+            (
+                _push_base_url_ok(self.calendar_push_base_url),
+                "CALENDAR_PUSH_BASE_URL must be empty or an https:// address without a query "
+                "(plain http only on a loopback host)",
+            ),
+            # A run may overrun its budget by one send; the lease must outlast it
+            # comfortably, or a live run's rows could be claimed a second time.
+            (
+                self.lease.total_seconds() >= 2 * self.run_budget_seconds,
+                "NUDGE_LEASE_SECONDS must be at least twice NUDGE_RUN_BUDGET_SECONDS "
+                f"(lease {self.lease.total_seconds():.0f}s, budget {self.run_budget_seconds}s)",
+            ),
+        ]
+        return [message for ok, message in rules if not ok]

@@ -1,8 +1,6 @@
-"""A JSON body from outside, read once, with a nesting limit.
-
-Python's parser recurses once per ``[`` or ``{``, so a few kilobytes of
-brackets raise ``RecursionError`` (a 500). :func:`parse` counts the nesting
-first, in one linear pass, and refuses anything deeper than ``max_depth``.
+"""A JSON body from outside, read once, with a nesting limit: Python's parser recurses
+per ``[`` or ``{`` (a few kilobytes of brackets are a ``RecursionError``), so
+:func:`parse` counts the nesting first, in one linear pass.
 """
 
 from __future__ import annotations

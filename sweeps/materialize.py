@@ -1,10 +1,7 @@
-"""The materializing sweep (cron: every 15 minutes): once a cycle, sync each
-user's calendars and queue one ``scheduled_sends`` row per nudge due within the
-look-ahead, so delivery is a single indexed claim. Every process running the
-cron line takes part in its slot's shared cycle (``sweeps/cycle.py``).
-
-Everything about a user happens in that user's scope; the only unscoped read
-is the list of users (``auth_user`` is not a tenant table). No bypass.
+"""The materializing sweep (cron: every 15 minutes): once a cycle, sync each user's
+calendars and queue one ``scheduled_sends`` row per nudge due within the look-ahead.
+Every process of the cron line takes part in its slot's shared cycle (``sweeps/cycle.py``).
+Everything about a user happens in their scope; only the list of users is unscoped.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
@@ -120,6 +117,16 @@ class MaterializeReport:
         return text
 
     def as_dict(self) -> dict[str, object]:
+        read_back = {
+            f.name: getattr(self, f.name)
+            for f in fields(MaterializeCounts)
+            if hasattr(self, f.name)
+        }
+        read_back.update(
+            overdue_unclaimed=self.overdue,
+            rates={budget: round(rate, 2) for budget, rate in self.rates.items()},
+            cycle=self.cycle.isoformat() if self.cycle else "",
+        )
         return {
             "as_of": self.as_of.isoformat(),
             "users": self.users,
@@ -134,24 +141,7 @@ class MaterializeReport:
             "sets_planned_alone": self.sets_planned_alone,
             "seconds": round(self.seconds, 3),
             "ok": self.ok,
-            **MaterializeCounts(
-                overdue_unclaimed=self.overdue,
-                cut_short=self.cut_short,
-                calendars_synced=self.calendars_synced,
-                calendars_unchanged=self.calendars_unchanged,
-                calendars_failed=self.calendars_failed,
-                calendars_needing_reauth=self.calendars_needing_reauth,
-                calendars_deferred=self.calendars_deferred,
-                calendar_outcomes=self.calendar_outcomes,
-                rates={budget: round(rate, 2) for budget, rate in self.rates.items()},
-                cycle=self.cycle.isoformat() if self.cycle else "",
-                participants=self.participants,
-                participant=self.participant,
-                slices_taken=self.slices_taken,
-                slices_taken_over=self.slices_taken_over,
-                cycle_slices=self.cycle_slices,
-                cycle_slices_done=self.cycle_slices_done,
-            ).as_dict(),
+            **MaterializeCounts(**read_back).as_dict(),
         }
 
 
@@ -172,13 +162,9 @@ def users_to_visit(
 
 
 class UserFlow:
-    """Users through a run: calendars synced many at a time (``SyncPool``), then
-    planned from the stored copy ``PLANNED_TOGETHER`` at a time.
-
-    One flow serves every slice a process takes, each user tagged with its
-    slice, so the next slice's fetches start while the last ones are still out.
-    A tag is settled once every user of it is planned.
-    """
+    """Users through a run: calendars synced many at a time (``SyncPool``), then planned
+    ``PLANNED_TOGETHER`` at a time. Each user is tagged with its slice, so the next
+    slice's fetches start while the last are out; a tag settles once all are planned."""
 
     def __init__(
         self,
@@ -226,11 +212,8 @@ class UserFlow:
         self._closed.append(tag)
 
     def settled(self) -> list[object]:
-        """Closed tags whose every user is planned, not reported before; never waits.
-
-        A closed tag whose remaining users are all synced is planned now, in a
-        smaller set if need be, so its slice need not wait for the next to fill one.
-        """
+        """Closed tags whose every user is planned, not reported before; never waits. A
+        closed tag whose remaining users are synced is planned now, in a smaller set."""
         if self.pool is not None:
             self._ready.extend(self.pool.finished())
         self._count_planned(wait_for=0)
@@ -321,26 +304,6 @@ def _user_failed(report: MaterializeReport, user_id: int, exc: Exception) -> Non
     logger.exception("materialize failed for one user", extra={"user_id": user_id})
 
 
-def _cycle_share(
-    cycle: MaterializeCycle,
-    config: NudgeConfig,
-    deadline: float,
-    sync_calendars: bool = True,
-    progress=None,
-) -> MaterializeReport:
-    """This process's part of a shared cycle, every slice through one ``UserFlow``."""
-    report = MaterializeReport(as_of=cycle.as_of)
-    with UserFlow(
-        report, config, deadline=deadline, sync=sync_calendars, progress=progress
-    ) as flow:
-        visitor = _SliceVisitor(flow, deadline)
-        taking_part = shared_cycle.take_part(cycle, config, visitor, deadline=deadline)
-    report.cut_short = taking_part.cut_short
-    report.slices_taken = taking_part.slices_taken
-    report.slices_taken_over = taking_part.slices_taken_over
-    return report
-
-
 class _SliceVisitor:
     """A cycle's slices through one flow (a ``shared_cycle.SliceVisitor``)."""
 
@@ -383,12 +346,9 @@ def run_materialize(
     progress=None,
     sync_calendars: bool = True,
 ) -> MaterializeReport:
-    """Take part in the cycle of ``now``, then smooth bursts.
-
-    A complete cycle is reported, not run again. ``user_ids`` plans only those
-    users in a run of their own (safe beside a cycle: the queue's unique key).
-    One user's failure is logged and counted. ``progress`` is called every 1,000 users.
-    """
+    """Take part in the cycle of ``now`` (every slice through one ``UserFlow``; a complete
+    cycle is reported, not run again), then smooth bursts. ``user_ids`` plans only those,
+    in a run of their own. ``progress`` is called every 1,000 users."""
     config = NudgeConfig.from_settings()
     started = time.monotonic()
     now = now or database_now()
@@ -406,7 +366,16 @@ def run_materialize(
         cycle.as_of,
         outlived=outlived_after(config.materialize_budget_seconds),
     ) as run:
-        report = _cycle_share(cycle, config, deadline, sync_calendars, progress)
+        report = MaterializeReport(as_of=cycle.as_of)
+        with UserFlow(
+            report, config, deadline=deadline, sync=sync_calendars, progress=progress
+        ) as flow:
+            taking_part = shared_cycle.take_part(
+                cycle, config, _SliceVisitor(flow, deadline), deadline=deadline
+            )
+        report.cut_short = taking_part.cut_short
+        report.slices_taken = taking_part.slices_taken
+        report.slices_taken_over = taking_part.slices_taken_over
         _absorb_cycle_state(report, cycle, shared_cycle.cycle_state(cycle.starts_at, config))
         report.participant = shared_cycle.participant_name()
         # A late joiner must not move rows into minutes already being delivered.

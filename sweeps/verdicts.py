@@ -1,9 +1,6 @@
-"""How a claimed nudge settles: sent, skipped with its reason, failed, or retried.
-
-Pure: :func:`decide` turns a row and its current ``Facts`` into a
-:class:`Delivery` or a :class:`Verdict`; :func:`classify` turns a send's
-:class:`SendAttempt` into a :class:`Verdict`. The message is composed at send
-time, so a nudge smoothing moved earlier says how long is really left.
+"""How a claimed nudge settles, pure: :func:`decide` (row and ``Facts`` to a
+:class:`Delivery` or :class:`Verdict`) and :func:`classify` (a send's attempt to a
+:class:`Verdict`). Composed at send time, a nudge moved earlier says the real time left.
 """
 
 from __future__ import annotations
@@ -120,8 +117,8 @@ def _address(row: ClaimedSend, facts: Facts) -> str | Verdict:
 
 
 def _quiet_hours(row: ClaimedSend, starts_at: datetime, facts: Facts) -> Verdict | None:
-    """A skip when quiet hours hold the row's intended instant (not its smoothed send
-    time): dropped, or moved where the planner queued it again; None when they do not."""
+    """A skip when quiet hours hold the row's intended instant (dropped, or moved where
+    it has its own row); None when they do not."""
     quiet = hold_for_quiet_hours(row.intended_at, starts_at, facts)
     if isinstance(quiet, SkipReason):
         return skip(quiet.reason)
@@ -234,13 +231,9 @@ def describe_unexpected(exc: BaseException) -> str:
 
 
 def classify(attempt: SendAttempt, retry_delay: timedelta) -> Verdict:
-    """How a tried send settles.
-
-    Refused for good, or possibly delivered (no answer, no readable message id):
-    failed, never resent — a duplicate is worse than a missing nudge support can
-    see. A 429 or any other error: retried (bounded by grace); an exception no
-    channel should raise also fails the run's health.
-    """
+    """How a tried send settles: refused for good or possibly delivered, failed and never
+    resent (a duplicate is worse than a missing nudge); otherwise retried within grace.
+    An exception no channel should raise also fails the run's health."""
     exc = attempt.error
     if exc is None:
         message_id = getattr(attempt.receipt, "provider_message_id", None)
