@@ -76,238 +76,114 @@ class Knob:
     public: bool = False
 
 
-# Every knob; docs/OPERATIONS.md's "Settings" names the public ones and "Internal
-# tuning" explains the rest (``tests/test_config.py`` holds the docs to this).
-KNOBS: tuple[Knob, ...] = (
+def knob(
+    setting: str,
+    default: int | float | str,
+    convert: Callable[..., object] = as_is,
+    public: bool = False,
+) -> Any:
+    """A ``NudgeConfig`` field read from ``setting`` (its attribute is filled in below)."""
+    return field(metadata={"knob": Knob(setting, "", default, convert, public)})
+
+
+@dataclass(frozen=True)
+class NudgeConfig:
+    """The knobs, typed, each with its one default (docs/OPERATIONS.md's "Settings" names
+    the public ones and "Internal tuning" explains the rest), plus the channels' sender
+    classes; built at an entry point (a command, a view, a cron route) and passed down."""
+
     # --- the queue ---
-    Knob("NUDGE_LOOKAHEAD_MINUTES", "lookahead", 180, minutes),
-    Knob("NUDGE_DEFAULT_LEAD_MINUTES", "default_lead", 10, minutes, public=True),
-    Knob("NUDGE_MAX_LEAD_MINUTES", "max_lead", 24 * 60, minutes),
-    Knob("NUDGE_GRACE_MINUTES", "grace", 15, minutes),
-    Knob("NUDGE_LEASE_SECONDS", "lease", 300, seconds),
-    Knob("NUDGE_BATCH_SIZE", "batch_size", 200),
-    Knob("NUDGE_RUN_BUDGET_SECONDS", "run_budget_seconds", 55),
-    Knob("NUDGE_RETRY_DELAY_SECONDS", "retry_delay", 60, seconds),
-    Knob("NUDGE_SEND_CONCURRENCY", "send_concurrency", 32),
+    lookahead: timedelta = knob("NUDGE_LOOKAHEAD_MINUTES", 180, minutes)
+    default_lead: timedelta = knob("NUDGE_DEFAULT_LEAD_MINUTES", 10, minutes, public=True)
+    max_lead: timedelta = knob("NUDGE_MAX_LEAD_MINUTES", 24 * 60, minutes)
+    grace: timedelta = knob("NUDGE_GRACE_MINUTES", 15, minutes)
+    lease: timedelta = knob("NUDGE_LEASE_SECONDS", 300, seconds)
+    batch_size: int = knob("NUDGE_BATCH_SIZE", 200)
+    run_budget_seconds: float = knob("NUDGE_RUN_BUDGET_SECONDS", 55)
+    retry_delay: timedelta = knob("NUDGE_RETRY_DELAY_SECONDS", 60, seconds)
+    send_concurrency: int = knob("NUDGE_SEND_CONCURRENCY", 32)
     # Messages per second per channel across all deliver processes; 0 = unpaced.
-    Knob("NUDGE_TELEGRAM_RATE", "telegram_rate", 25.0, public=True),
-    Knob("NUDGE_WHATSAPP_RATE", "whatsapp_rate", 60.0, public=True),
-    Knob("NUDGE_CONSOLE_RATE", "console_rate", 0.0),
-    Knob("NUDGE_PER_CHAT_INTERVAL_SECONDS", "per_chat_interval", 1.0),
-    Knob("NUDGE_MAX_EARLY_MINUTES", "max_early", 6, minutes),
+    telegram_rate: float = knob("NUDGE_TELEGRAM_RATE", 25.0, public=True)
+    whatsapp_rate: float = knob("NUDGE_WHATSAPP_RATE", 60.0, public=True)
+    console_rate: float = knob("NUDGE_CONSOLE_RATE", 0.0)
+    per_chat_interval: float = knob("NUDGE_PER_CHAT_INTERVAL_SECONDS", 1.0)
+    max_early: timedelta = knob("NUDGE_MAX_EARLY_MINUTES", 6, minutes)
     # A minute's deliver run starts seconds into it and 429s hold the rate under the planning
     # mean, so a minute is planned a fifth short of what the rate would carry.
-    Knob("NUDGE_SMOOTHING_HEADROOM", "smoothing_headroom", 0.8),
+    smoothing_headroom: float = knob("NUDGE_SMOOTHING_HEADROOM", 0.8)
     # A 429 multiplies a budget's rate in force (or what the provider accepted) by
     # this; each minute without one raises it by this share of itself (pacing/pacer.py).
-    Knob("NUDGE_PACING_BACKOFF", "pacing_backoff", 0.9),
-    Knob("NUDGE_PACING_RECOVERY_PER_MINUTE", "pacing_recovery_per_minute", 0.1),
+    pacing_backoff: float = knob("NUDGE_PACING_BACKOFF", 0.9)
+    pacing_recovery_per_minute: float = knob("NUDGE_PACING_RECOVERY_PER_MINUTE", 0.1)
     # What one tenant may put on the shared queue (see materialize.cap_per_user).
-    Knob("NUDGE_MAX_NUDGES_PER_USER", "max_nudges_per_user", 200),
-    Knob("NUDGE_MAX_NUDGES_PER_USER_MINUTE", "max_nudges_per_user_minute", 10),
+    max_nudges_per_user: int = knob("NUDGE_MAX_NUDGES_PER_USER", 200)
+    max_nudges_per_user_minute: int = knob("NUDGE_MAX_NUDGES_PER_USER_MINUTE", 10)
     # A materialize run stops visiting users after this and hands over.
-    Knob("NUDGE_MATERIALIZE_BUDGET_SECONDS", "materialize_budget_seconds", 780),
+    materialize_budget_seconds: float = knob("NUDGE_MATERIALIZE_BUDGET_SECONDS", 780)
     # A cycle's users are split into slices of this many, claimed one at a time
     # by every materialize process of the cycle; a slice's holder renews its
     # lease, and one whose lease lapsed (the holder died) is taken over.
-    Knob("NUDGE_MATERIALIZE_SLICE_USERS", "materialize_slice_users", 250),
-    Knob("NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS", "materialize_slice_lease", 180, seconds),
+    materialize_slice_users: int = knob("NUDGE_MATERIALIZE_SLICE_USERS", 250)
+    materialize_slice_lease: timedelta = knob("NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS", 180, seconds)
     # --- health ---
     # A due row unclaimed for longer than this means delivery is not happening.
-    Knob("NUDGE_HEALTH_OVERDUE_SECONDS", "overdue_after", 120, seconds),
-    Knob("NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS", "max_p95_lateness", 60, seconds),
-    Knob("NUDGE_HEALTH_DELIVER_STALE_MINUTES", "deliver_stale_after", 5, minutes),
-    Knob("NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES", "materialize_stale_after", 45, minutes),
+    overdue_after: timedelta = knob("NUDGE_HEALTH_OVERDUE_SECONDS", 120, seconds)
+    max_p95_lateness: timedelta = knob("NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS", 60, seconds)
+    deliver_stale_after: timedelta = knob("NUDGE_HEALTH_DELIVER_STALE_MINUTES", 5, minutes)
+    materialize_stale_after: timedelta = knob("NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES", 45, minutes)
     # --- calendars ---
-    Knob("CALENDAR_HTTP_TIMEOUT_SECONDS", "calendar_http_timeout_seconds", 15.0),
-    Knob("CALENDAR_SYNC_BUDGET_SECONDS", "calendar_sync_budget_seconds", 60.0),
-    Knob("CALENDAR_SYNC_USER_BUDGET_SECONDS", "calendar_sync_user_budget_seconds", 120.0),
-    Knob("ICS_MAX_BYTES", "ics_max_bytes", 5 * 1024 * 1024),
+    calendar_http_timeout_seconds: float = knob("CALENDAR_HTTP_TIMEOUT_SECONDS", 15.0)
+    calendar_sync_budget_seconds: float = knob("CALENDAR_SYNC_BUDGET_SECONDS", 60.0)
+    calendar_sync_user_budget_seconds: float = knob("CALENDAR_SYNC_USER_BUDGET_SECONDS", 120.0)
+    ics_max_bytes: int = knob("ICS_MAX_BYTES", 5 * 1024 * 1024)
     # The only hosts a nudge's join link may point to (https only; "*." = and subdomains).
-    Knob("CALENDAR_MEETING_HOSTS", "meeting_hosts", DEFAULT_MEETING_HOSTS, host_list),
+    meeting_hosts: tuple[str, ...] = knob(
+        "CALENDAR_MEETING_HOSTS", DEFAULT_MEETING_HOSTS, host_list
+    )
     # Connections fetched at once by one sweep process, and this many from a feed host
     # (host and port) at first: then learned from its answers (pacing/host_slots.py).
-    Knob("CALENDAR_SYNC_CONCURRENCY", "calendar_sync_concurrency", 64),
-    Knob("CALENDAR_SYNC_PER_HOST", "calendar_sync_per_host", 16),
+    calendar_sync_concurrency: int = knob("CALENDAR_SYNC_CONCURRENCY", 64)
+    calendar_sync_per_host: int = knob("CALENDAR_SYNC_PER_HOST", 16)
     # Database connections one sweep process writes synced calendars and queues
     # users on, each on a thread of its own, so round trips overlap.
-    Knob("CALENDAR_SYNC_DB_LANES", "calendar_sync_db_lanes", 6),
+    calendar_sync_db_lanes: int = knob("CALENDAR_SYNC_DB_LANES", 6)
     # Provider requests a minute, shared by every process; 0 = unpaced. Google
     # publishes 10,000 a minute per project and 600 per user; Graph (Outlook)
     # 10,000 per 10 minutes per app and mailbox, 130,000 per 10 s per app.
-    Knob("CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE", "google_project_rate_per_minute", 8000.0),
+    google_project_rate_per_minute: float = knob("CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE", 8000.0)
     # Google project requests that may go at once after a quiet spell (a token
     # bucket; pacing/pacer.py): Google counts a sliding minute, so any minute
     # then holds at most this plus the rate a minute. The rate plus the burst
     # must stay within the project's quota a minute (8,000 + 1,500 of 10,000:
     # the rest for requests a little late on their slots). 0 = evenly spaced.
-    Knob("CALENDAR_GOOGLE_PROJECT_BURST", "google_project_burst", 1500),
-    Knob("CALENDAR_GOOGLE_USER_RATE_PER_MINUTE", "google_user_rate_per_minute", 480.0),
-    Knob("CALENDAR_GRAPH_APP_RATE_PER_MINUTE", "graph_app_rate_per_minute", 600_000.0),
-    Knob("CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE", "graph_mailbox_rate_per_minute", 800.0),
+    google_project_burst: int = knob("CALENDAR_GOOGLE_PROJECT_BURST", 1500)
+    google_user_rate_per_minute: float = knob("CALENDAR_GOOGLE_USER_RATE_PER_MINUTE", 480.0)
+    graph_app_rate_per_minute: float = knob("CALENDAR_GRAPH_APP_RATE_PER_MINUTE", 600_000.0)
+    graph_mailbox_rate_per_minute: float = knob("CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE", 800.0)
     # Push from Google and Microsoft: the public https address providers post to
     # (<it>/calendars/push/...); empty = every calendar is polled.
-    Knob("CALENDAR_PUSH_BASE_URL", "calendar_push_base_url", ""),
+    calendar_push_base_url: str = knob("CALENDAR_PUSH_BASE_URL", "")
     # A calendar with live push is fetched when notified and at least this often.
-    Knob("CALENDAR_SAFETY_POLL_MINUTES", "calendar_safety_poll", 360, minutes),
+    calendar_safety_poll: timedelta = knob("CALENDAR_SAFETY_POLL_MINUTES", 360, minutes)
     # --- the end-user area ---
-    Knob("NUDGE_LINK_CODE_MINUTES", "link_code_lifetime", 15, minutes),
+    link_code_lifetime: timedelta = knob("NUDGE_LINK_CODE_MINUTES", 15, minutes)
     # How long used or expired link codes, and inbound Twilio message ids, are kept.
-    Knob("NUDGE_LINK_CODE_RETENTION_HOURS", "link_code_retention", 24, hours),
-    Knob("NUDGE_INBOUND_SEEN_DAYS", "inbound_seen_retention", 90, days),
+    link_code_retention: timedelta = knob("NUDGE_LINK_CODE_RETENTION_HOURS", 24, hours)
+    inbound_seen_retention: timedelta = knob("NUDGE_INBOUND_SEEN_DAYS", 90, days)
     # Per-user caps (a user past one is refused with the limit named) and the API's rate.
-    Knob("NUDGE_MAX_CALENDARS_PER_USER", "max_calendars_per_user", 10),
-    Knob("NUDGE_MAX_FOLLOW_UPS_PER_USER", "max_follow_ups_per_user", 1000),
-    Knob("NUDGE_MAX_API_TOKENS_PER_USER", "max_api_tokens_per_user", 10),
-    Knob("NUDGE_API_REQUESTS_PER_MINUTE", "api_requests_per_minute", 60),
+    max_calendars_per_user: int = knob("NUDGE_MAX_CALENDARS_PER_USER", 10)
+    max_follow_ups_per_user: int = knob("NUDGE_MAX_FOLLOW_UPS_PER_USER", 1000)
+    max_api_tokens_per_user: int = knob("NUDGE_MAX_API_TOKENS_PER_USER", 10)
+    api_requests_per_minute: int = knob("NUDGE_API_REQUESTS_PER_MINUTE", 60)
     # Acting from a nudge (issue 22): how long Snooze waits, and the WhatsApp
     # Content template with quick-reply buttons ("" = reply "snooze" / "done").
-    Knob("NUDGE_SNOOZE_MINUTES", "snooze", 10, minutes),
-    Knob("TWILIO_ACTIONS_CONTENT_SID", "whatsapp_actions_content_sid", "", public=True),
+    snooze: timedelta = knob("NUDGE_SNOOZE_MINUTES", 10, minutes)
+    whatsapp_actions_content_sid: str = knob("TWILIO_ACTIONS_CONTENT_SID", "", public=True)
     # --- sign-in and password reset (portal/signin.py) ---
-    Knob("NUDGE_SIGNIN_FAILURE_LIMIT", "signin_failure_limit", 10),
-    Knob("NUDGE_SIGNIN_LOCKOUT_MINUTES", "signin_lockout", 15, minutes),
-    Knob("NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR", "password_resets_per_address_hour", 3),
-    Knob("NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR", "password_resets_per_client_hour", 10),
-)
-
-# The channels whose send rate is a knob of its own; others are unpaced.
-RATE_SETTINGS = {
-    "telegram": "NUDGE_TELEGRAM_RATE",
-    "whatsapp": "NUDGE_WHATSAPP_RATE",
-    "console": "NUDGE_CONSOLE_RATE",
-}
-
-
-# Tests and benchmarks change internal tuning in a child process through this
-# variable (JSON: {"NUDGE_BATCH_SIZE": 4, …}); it is not an operator setting.
-TUNING_VARIABLE = "NUDGE_TUNING"
-# The knobs that are internal tuning, by setting name.
-TUNING_SETTINGS = frozenset(knob.setting for knob in KNOBS if not knob.public)
-
-
-def knob_settings(
-    env: Any, derived: Mapping[str, int | float | str] | None = None
-) -> dict[str, int | float | str]:
-    """Every knob as a Django setting: public ones read from the environment (``env``),
-    the ``derived`` ones as given, the rest at their default unless ``NUDGE_TUNING``
-    changes them; the default's type says how a value is read."""
-    readers = {float: env.float, int: env.int, str: env.str}
-    values = {
-        knob.setting: readers[type(knob.default)](knob.setting, default=knob.default)
-        if knob.public
-        else knob.default
-        for knob in KNOBS
-    }
-    values.update(derived or {})
-    tuning = json.loads(env.str(TUNING_VARIABLE, default="{}"))
-    unknown = sorted(set(tuning) - TUNING_SETTINGS)
-    if unknown:
-        raise ImproperlyConfigured(f"{TUNING_VARIABLE} names no internal tuning: {unknown}")
-    for knob in KNOBS:
-        if knob.setting in tuning:
-            values[knob.setting] = type(knob.default)(tuning[knob.setting])
-    return values
-
-
-def with_tuning(environment: dict[str, str]) -> dict[str, str]:
-    """A child process's environment with the tuning it names (``NUDGE_BATCH_SIZE="4"``)
-    also in ``NUDGE_TUNING``; the names stay, for an older commit that read them."""
-    tuning = {name: environment[name] for name in TUNING_SETTINGS if name in environment}
-    if not tuning:
-        return environment
-    return {**environment, TUNING_VARIABLE: json.dumps(tuning)}
-
-
-def stray_tuning(environment: Mapping[str, str]) -> list[str]:
-    """Internal tuning names set in the environment, where they change nothing."""
-    if TUNING_VARIABLE in environment:
-        return []
-    return [
-        knob.setting
-        for knob in KNOBS
-        if knob.setting in TUNING_SETTINGS and knob.setting in environment
-    ]
-
-
-def _push_base_url_ok(url: str) -> bool:
-    """Providers post only to https (Google refuses anything else); loopback is for tests."""
-    if not url:
-        return True
-    parts = urlsplit(url)
-    if parts.query or parts.fragment or not parts.hostname:
-        return False
-    return parts.scheme == "https" or (
-        parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1")
-    )
-
-
-@dataclass(frozen=True)
-class NudgeConfig:
-    """The knobs, typed (``KNOBS``' attributes, plus the channels' sender classes); built
-    at an entry point (a command, a view, a cron route) and passed down."""
-
-    # --- the queue ---
-    lookahead: timedelta
-    default_lead: timedelta
-    max_lead: timedelta
-    grace: timedelta
-    lease: timedelta
-    batch_size: int
-    run_budget_seconds: float
-    retry_delay: timedelta
-    send_concurrency: int
-    telegram_rate: float
-    whatsapp_rate: float
-    console_rate: float
-    per_chat_interval: float
-    max_early: timedelta
-    smoothing_headroom: float
-    pacing_backoff: float
-    pacing_recovery_per_minute: float
-    max_nudges_per_user: int
-    max_nudges_per_user_minute: int
-    materialize_budget_seconds: float
-    materialize_slice_users: int
-    materialize_slice_lease: timedelta
-    # --- health ---
-    overdue_after: timedelta
-    max_p95_lateness: timedelta
-    deliver_stale_after: timedelta
-    materialize_stale_after: timedelta
-    # --- calendars ---
-    calendar_http_timeout_seconds: float
-    calendar_sync_budget_seconds: float
-    calendar_sync_user_budget_seconds: float
-    ics_max_bytes: int
-    meeting_hosts: tuple[str, ...]
-    calendar_sync_concurrency: int
-    calendar_sync_per_host: int
-    calendar_sync_db_lanes: int
-    google_project_rate_per_minute: float
-    google_project_burst: int
-    google_user_rate_per_minute: float
-    graph_app_rate_per_minute: float
-    graph_mailbox_rate_per_minute: float
-    # Push (calendars/push/): where providers post notifications ("" = poll only),
-    # and how often a calendar with live push is fetched anyway.
-    calendar_push_base_url: str
-    calendar_safety_poll: timedelta
-    # --- the end-user area ---
-    link_code_lifetime: timedelta
-    link_code_retention: timedelta
-    inbound_seen_retention: timedelta
-    max_calendars_per_user: int
-    max_follow_ups_per_user: int
-    max_api_tokens_per_user: int
-    api_requests_per_minute: int
-    snooze: timedelta
-    whatsapp_actions_content_sid: str
-    # --- sign-in and password reset (portal/signin.py) ---
-    signin_failure_limit: int
-    signin_lockout: timedelta
-    password_resets_per_address_hour: int
-    password_resets_per_client_hour: int
+    signin_failure_limit: int = knob("NUDGE_SIGNIN_FAILURE_LIMIT", 10)
+    signin_lockout: timedelta = knob("NUDGE_SIGNIN_LOCKOUT_MINUTES", 15, minutes)
+    password_resets_per_address_hour: int = knob("NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR", 3)
+    password_resets_per_client_hour: int = knob("NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR", 10)
     # Which class sends each channel (dotted paths; NUDGE_CHANNEL_BACKENDS).
     channel_backends: dict[str, str] = field(default_factory=dict)
 
@@ -475,3 +351,80 @@ class NudgeConfig:
             ),
         ]
         return [message for ok, message in rules if not ok]
+
+
+KNOBS: tuple[Knob, ...] = tuple(
+    dataclasses.replace(f.metadata["knob"], attribute=f.name)
+    for f in dataclasses.fields(NudgeConfig)
+    if "knob" in f.metadata
+)
+
+# The channels whose send rate is a knob of its own; others are unpaced.
+RATE_SETTINGS = {
+    "telegram": "NUDGE_TELEGRAM_RATE",
+    "whatsapp": "NUDGE_WHATSAPP_RATE",
+    "console": "NUDGE_CONSOLE_RATE",
+}
+
+
+# Tests and benchmarks change internal tuning in a child process through this
+# variable (JSON: {"NUDGE_BATCH_SIZE": 4, …}); it is not an operator setting.
+TUNING_VARIABLE = "NUDGE_TUNING"
+# The knobs that are internal tuning, by setting name.
+TUNING_SETTINGS = frozenset(knob.setting for knob in KNOBS if not knob.public)
+
+
+def knob_settings(
+    env: Any, derived: Mapping[str, int | float | str] | None = None
+) -> dict[str, int | float | str]:
+    """Every knob as a Django setting: public ones read from the environment (``env``),
+    the ``derived`` ones as given, the rest at their default unless ``NUDGE_TUNING``
+    changes them; the default's type says how a value is read."""
+    readers = {float: env.float, int: env.int, str: env.str}
+    values = {
+        knob.setting: readers[type(knob.default)](knob.setting, default=knob.default)
+        if knob.public
+        else knob.default
+        for knob in KNOBS
+    }
+    values.update(derived or {})
+    tuning = json.loads(env.str(TUNING_VARIABLE, default="{}"))
+    unknown = sorted(set(tuning) - TUNING_SETTINGS)
+    if unknown:
+        raise ImproperlyConfigured(f"{TUNING_VARIABLE} names no internal tuning: {unknown}")
+    for knob in KNOBS:
+        if knob.setting in tuning:
+            values[knob.setting] = type(knob.default)(tuning[knob.setting])
+    return values
+
+
+def with_tuning(environment: dict[str, str]) -> dict[str, str]:
+    """A child process's environment with the tuning it names (``NUDGE_BATCH_SIZE="4"``)
+    also in ``NUDGE_TUNING``; the names stay, for an older commit that read them."""
+    tuning = {name: environment[name] for name in TUNING_SETTINGS if name in environment}
+    if not tuning:
+        return environment
+    return {**environment, TUNING_VARIABLE: json.dumps(tuning)}
+
+
+def stray_tuning(environment: Mapping[str, str]) -> list[str]:
+    """Internal tuning names set in the environment, where they change nothing."""
+    if TUNING_VARIABLE in environment:
+        return []
+    return [
+        knob.setting
+        for knob in KNOBS
+        if knob.setting in TUNING_SETTINGS and knob.setting in environment
+    ]
+
+
+def _push_base_url_ok(url: str) -> bool:
+    """Providers post only to https (Google refuses anything else); loopback is for tests."""
+    if not url:
+        return True
+    parts = urlsplit(url)
+    if parts.query or parts.fragment or not parts.hostname:
+        return False
+    return parts.scheme == "https" or (
+        parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1")
+    )

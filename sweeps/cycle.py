@@ -184,7 +184,6 @@ class Participation:
     me: str
     slices_taken: int = 0
     slices_taken_over: int = 0
-    slices_lost: int = 0  # taken over from this participant while it still worked
     cut_short: bool = False  # its budget ran out with slices nobody holds
 
 
@@ -255,15 +254,12 @@ def take_part(
 
 
 def _settle(visits: list[Visit], part: Participation) -> None:
-    """Mark each settled slice done, or hand back one left half-visited."""
+    """Mark each settled slice done, or hand back one left half-visited (unless taken over)."""
     for visit in visits:
-        if not visit.whole:
-            if visit.lease.held:
-                release_slice(visit.taken.id, part.me)
-            else:
-                part.slices_lost += 1
-        elif not finish_slice(visit.taken.id, part.me, visit.users):
-            part.slices_lost += 1
+        if visit.whole:
+            finish_slice(visit.taken.id, part.me, visit.users)
+        elif visit.lease.held:
+            release_slice(visit.taken.id, part.me)
 
 
 @contextmanager

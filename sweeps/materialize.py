@@ -19,6 +19,7 @@ from django.contrib.auth import get_user_model
 from calendars.sync import SyncSummary
 from calendars.sync_pool import SyncPool
 from core.config import NudgeConfig
+from core.display import plural
 from core.executor import Executor
 from pacing.pacer import rates_in_force
 from scheduled_sends.models import MaterializeCycle, SweepRun
@@ -80,8 +81,8 @@ class MaterializeReport:
         if self.cycle_was_complete:
             return (
                 f"materialize: cycle {self.cycle:%H:%M}Z is already complete "
-                f"({_counted(self.cycle_slices, 'slice')}, "
-                f"{_counted(self.participants, 'participant')}); "
+                f"({plural(self.cycle_slices, 'slice')}, "
+                f"{plural(self.participants, 'participant')}); "
                 "this one did nothing"
             )
         text = (
@@ -92,9 +93,9 @@ class MaterializeReport:
         )
         if self.cycle is not None:
             text += (
-                f"; cycle {self.cycle:%H:%M}Z: took {_counted(self.slices_taken, 'slice')}"
+                f"; cycle {self.cycle:%H:%M}Z: took {plural(self.slices_taken, 'slice')}"
                 f" ({self.slices_taken_over} taken over), {self.cycle_slices_done}"
-                f"/{self.cycle_slices} done, {_counted(self.participants, 'participant')}"
+                f"/{self.cycle_slices} done, {plural(self.participants, 'participant')}"
             )
         if self.cut_short and self.cycle is not None:
             text += "; CUT SHORT by its budget, the next cycle starts with the slices left"
@@ -109,7 +110,7 @@ class MaterializeReport:
             )
         if self.sets_planned_alone:
             text += (
-                f" — WARNING: {_counted(self.sets_planned_alone, 'set')} of users could not "
+                f" — WARNING: {plural(self.sets_planned_alone, 'set')} of users could not "
                 f"be planned together; each user was planned alone ({self.planned_alone_because})"
             )
         if self.overdue:
@@ -143,10 +144,6 @@ class MaterializeReport:
             "ok": self.ok,
             **MaterializeCounts(**read_back).as_dict(),
         }
-
-
-def _counted(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def users_to_visit(
@@ -353,53 +350,40 @@ def run_materialize(
     started = time.monotonic()
     now = now or database_now()
     deadline = started + config.materialize_budget_seconds
-    if user_ids is not None:
-        return _named_run(now, config, started, deadline, list(user_ids), progress, sync_calendars)
-    cycle = shared_cycle.join_cycle(now, config)
-    state = shared_cycle.cycle_state(cycle.starts_at, config)
-    if state.complete:
-        report = MaterializeReport(as_of=cycle.as_of, cycle_was_complete=True)
-        _absorb_cycle_state(report, cycle, state)
-        return report
-    with recorded_run(
-        SweepRun.Sweep.MATERIALIZE,
-        cycle.as_of,
-        outlived=outlived_after(config.materialize_budget_seconds),
-    ) as run:
-        report = MaterializeReport(as_of=cycle.as_of)
+    cycle = None
+    if user_ids is None:
+        cycle = shared_cycle.join_cycle(now, config)
+        state = shared_cycle.cycle_state(cycle.starts_at, config)
+        if state.complete:
+            report = MaterializeReport(as_of=cycle.as_of, cycle_was_complete=True)
+            _absorb_cycle_state(report, cycle, state)
+            return report
+    as_of = cycle.as_of if cycle else now
+    outlived = outlived_after(config.materialize_budget_seconds)
+    with recorded_run(SweepRun.Sweep.MATERIALIZE, as_of, outlived=outlived) as run:
+        report = MaterializeReport(as_of=as_of)
         with UserFlow(
             report, config, deadline=deadline, sync=sync_calendars, progress=progress
         ) as flow:
-            taking_part = shared_cycle.take_part(
-                cycle, config, _SliceVisitor(flow, deadline), deadline=deadline
-            )
-        report.cut_short = taking_part.cut_short
-        report.slices_taken = taking_part.slices_taken
-        report.slices_taken_over = taking_part.slices_taken_over
-        _absorb_cycle_state(report, cycle, shared_cycle.cycle_state(cycle.starts_at, config))
-        report.participant = shared_cycle.participant_name()
+            if cycle is None:
+                for user_id in users_to_visit(user_ids):
+                    if time.monotonic() >= deadline:
+                        report.cut_short = True
+                        break
+                    flow.add(user_id)
+                flow.finish()
+            else:
+                taking_part = shared_cycle.take_part(
+                    cycle, config, _SliceVisitor(flow, deadline), deadline=deadline
+                )
+        if cycle is not None:
+            report.cut_short = taking_part.cut_short
+            report.slices_taken = taking_part.slices_taken
+            report.slices_taken_over = taking_part.slices_taken_over
+            _absorb_cycle_state(report, cycle, shared_cycle.cycle_state(cycle.starts_at, config))
+            report.participant = shared_cycle.participant_name()
         # A late joiner must not move rows into minutes already being delivered.
-        _finish_run(run, report, config, started, smooth_at=max(now, cycle.as_of))
-    return report
-
-
-def _named_run(
-    now, config, started, deadline, user_ids, progress, sync_calendars
-) -> MaterializeReport:
-    with recorded_run(
-        SweepRun.Sweep.MATERIALIZE, now, outlived=outlived_after(config.materialize_budget_seconds)
-    ) as run:
-        report = MaterializeReport(as_of=now)
-        with UserFlow(
-            report, config, deadline=deadline, sync=sync_calendars, progress=progress
-        ) as flow:
-            for user_id in users_to_visit(user_ids):
-                if time.monotonic() >= deadline:
-                    report.cut_short = True
-                    break
-                flow.add(user_id)
-            flow.finish()
-        _finish_run(run, report, config, started, smooth_at=now)
+        _finish_run(run, report, config, started, smooth_at=max(now, as_of))
     return report
 
 

@@ -53,9 +53,6 @@ _SET_SCOPE = (
 )
 _SET_SCOPE_RELAXED = _SET_SCOPE + ", set_config('synchronous_commit', 'off', true)"
 _SET_SCOPE_READ_ONLY = _SET_SCOPE + ", set_config('transaction_read_only', 'on', true)"
-# Prefixed to a read in the same round trip: the read is a separate statement,
-# so the policy's InitPlan sees the new tenant when it starts.
-_SWITCH_TENANT = "SELECT set_config(%(_scope_setting)s, %(_scope_tenant)s, true); "
 
 
 @contextmanager
@@ -132,37 +129,50 @@ def tenant_reads(
         connection = connections[using]
 
         def read(user_id: int, statement: str, params: dict[str, object]) -> tuple | None:
-            tenant = {
-                "_scope_setting": TENANT_SETTING,
-                "_scope_tenant": str(_validated_user_id(user_id)),
-            }
+            tenant = _tenant_params(str(_validated_user_id(user_id)))
             with connection.cursor() as cursor:
-                cursor.execute(_SWITCH_TENANT + statement, {**params, **tenant})
+                cursor.execute(f"{_ENTER_TENANT}; {statement}", {**params, **tenant})
                 cursor.nextset()
                 return cursor.fetchone()
 
         yield read
 
 
-@contextmanager
-def _own_transaction_cursor(connection: BaseDatabaseWrapper) -> Iterator[CursorWrapper]:
-    """A cursor for an implicit transaction; a dropped connection is closed, to reconnect."""
-    try:
-        with connection.cursor() as cursor:
-            yield cursor
-    except Error:
-        if not connection.is_usable():
-            connection.close()
-        raise
-
-
-# Prefixed to statements in the same round trip: what ``tenant_scope`` sets.
+# Prefixed to statements in the same round trip: what ``tenant_scope`` sets. The
+# statements are separate, so a policy's InitPlan sees the tenant when each starts.
 _ENTER_TENANT = (
     "SELECT set_config(%(_scope_setting)s, %(_scope_tenant)s, true), "
     "set_config('role', 'none', true)"
 )
 _ENTER_TENANT_READ = _ENTER_TENANT + ", set_config('transaction_read_only', 'on', true)"
 _ENTER_TENANT_RELAXED = _ENTER_TENANT + ", set_config('synchronous_commit', 'off', true)"
+
+
+def _tenant_params(tenant: str) -> dict[str, str]:
+    return {"_scope_setting": TENANT_SETTING, "_scope_tenant": tenant}
+
+
+def _in_one_round_trip(
+    connection: BaseDatabaseWrapper,
+    enter: str,
+    tenant: str,
+    statements: Sequence[str],
+    params: dict[str, object],
+) -> list[list[tuple]]:
+    """``enter`` and ``statements`` as one implicit transaction (client-side binding); a
+    connection the server dropped is closed, so the next use reconnects."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("; ".join([enter, *statements]), {**params, **_tenant_params(tenant)})
+            answers = []
+            for _statement in statements:
+                cursor.nextset()
+                answers.append(cursor.fetchall() if cursor.description else [])
+            return answers
+    except Error:
+        if not connection.is_usable():
+            connection.close()
+        raise
 
 
 def tenant_read(
@@ -195,14 +205,7 @@ def tenant_statements(
     enter = _ENTER_TENANT_RELAXED if relaxed_commit else _ENTER_TENANT
     if read_only:
         enter = _ENTER_TENANT_READ
-    tenant = {"_scope_setting": TENANT_SETTING, "_scope_tenant": str(user_id)}
-    with _own_transaction_cursor(connection) as cursor:
-        cursor.execute("; ".join([enter, *statements]), {**params, **tenant})
-        answers = []
-        for _statement in statements:
-            cursor.nextset()
-            answers.append(cursor.fetchall() if cursor.description else [])
-        return answers
+    return _in_one_round_trip(connection, enter, str(user_id), statements, params)
 
 
 def run_statements(
@@ -216,13 +219,6 @@ def run_statements(
     return answers
 
 
-# Prefixed to one statement: client-side binding sends both as one implicit transaction.
-_RELAXED_COMMIT_PREFIX = (
-    f"SELECT set_config('{TENANT_SETTING}', '', true), set_config('role', 'none', true), "
-    "set_config('synchronous_commit', 'off', true); "
-)
-
-
 def unscoped_relaxed(
     statement: str, params: dict[str, object], *, using: str = DEFAULT_DB_ALIAS
 ) -> list[tuple]:
@@ -234,10 +230,7 @@ def unscoped_relaxed(
         with unscoped_relaxed_commit(using=using), connection.cursor() as cursor:
             cursor.execute(statement, params)
             return cursor.fetchall() if cursor.description else []
-    with _own_transaction_cursor(connection) as cursor:
-        cursor.execute(_RELAXED_COMMIT_PREFIX + statement, params)
-        cursor.nextset()
-        return cursor.fetchall() if cursor.description else []
+    return _in_one_round_trip(connection, _ENTER_TENANT_RELAXED, "", [statement], params)[0]
 
 
 @contextmanager
