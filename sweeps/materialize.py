@@ -26,6 +26,7 @@ from scheduled_sends.models import MaterializeCycle, SweepRun
 from scheduled_sends.queue.transitions import database_now
 from scheduled_sends.runlog import MaterializeCounts, add_outcomes, outlived_after, recorded_run
 from sweeps import cycle as shared_cycle
+from sweeps.cycle import Visit
 from sweeps.replan import PlannedSet, materialize_users
 from sweeps.smoothing import smooth_bursts
 
@@ -160,8 +161,9 @@ def users_to_visit(
 
 class UserFlow:
     """Users through a run: calendars synced many at a time (``SyncPool``), then planned
-    ``PLANNED_TOGETHER`` at a time. Each user is tagged with its slice, so the next
-    slice's fetches start while the last are out; a tag settles once all are planned."""
+    ``PLANNED_TOGETHER`` at a time. As a cycle's ``SliceVisitor`` each user is tagged with
+    its slice, so the next slice's fetches start while the last are out; a slice settles
+    once all its users are planned."""
 
     def __init__(
         self,
@@ -172,12 +174,12 @@ class UserFlow:
         sync: bool = True,
         progress=None,
     ) -> None:
-        self.report, self.config, self.progress = report, config, progress
+        self.report, self.config, self.progress, self.deadline = report, config, progress, deadline
         self.pool = SyncPool(now=report.as_of, config=config, deadline=deadline) if sync else None
         self._ready: list[tuple[int, SyncSummary | None]] = []
-        self._tag_of: dict[int, object] = {}
-        self._unplanned: Counter[object] = Counter()  # tag -> its users not planned yet
-        self._closed: list[object] = []  # tags with every user added, not reported yet
+        self._tag_of: dict[int, Visit | None] = {}
+        self._unplanned: Counter[Visit | None] = Counter()  # tag -> its users not planned yet
+        self._closed: list[Visit] = []  # slices with every user added, not reported yet
         self._planning: deque[tuple[list[tuple[int, SyncSummary | None]], Future]] = deque()
         # Planning on its own worker and connection while fetches go on; inline without sync.
         self._planner = Executor(1 if sync else 0, "plan")
@@ -194,7 +196,7 @@ class UserFlow:
             if self.pool is not None:
                 self.pool.__exit__(*exc)
 
-    def add(self, user_id: int, tag: object = None) -> None:
+    def add(self, user_id: int, tag: Visit | None = None) -> None:
         """Take a user in; waits only while the pool is full, planning whoever is ready."""
         self.report.users += 1
         self._tag_of[user_id] = tag
@@ -205,10 +207,23 @@ class UserFlow:
             self._ready.extend(self.pool.admit(user_id))
         self._plan(PLANNED_TOGETHER)
 
-    def close(self, tag: object) -> None:
-        self._closed.append(tag)
+    def start(self, visit: Visit) -> None:
+        """Take a slice's users in, renewing its lease (and those of earlier slices whose
+        last users are still out)."""
+        for user_id in users_to_visit(after_id=visit.taken.after_id, up_to=visit.taken.up_to):
+            if time.monotonic() >= self.deadline:
+                visit.whole = False
+                break
+            for earlier in self._closed:
+                earlier.lease.keep()
+            if not visit.lease.keep():
+                visit.whole = False
+                break
+            self.add(user_id, visit)
+            visit.users += 1
+        self._closed.append(visit)
 
-    def settled(self) -> list[object]:
+    def settled(self) -> list[Visit]:
         """Closed tags whose every user is planned, not reported before; never waits. A
         closed tag whose remaining users are synced is planned now, in a smaller set."""
         if self.pool is not None:
@@ -224,7 +239,7 @@ class UserFlow:
             self._count_planned(wait_for=0)
         return self._report_settled()
 
-    def finish(self) -> list[object]:
+    def finish(self) -> list[Visit]:
         """Wait for every user taken in and plan them; the closed tags not reported before."""
         if self.pool is not None:
             self._ready.extend(self.pool.drain())
@@ -232,7 +247,7 @@ class UserFlow:
         self._count_planned(wait_for=len(self._planning))
         return self._report_settled()
 
-    def _report_settled(self) -> list[object]:
+    def _report_settled(self) -> list[Visit]:
         done = [tag for tag in self._closed if not self._unplanned[tag]]
         self._closed = [tag for tag in self._closed if self._unplanned[tag]]
         return done
@@ -301,41 +316,6 @@ def _user_failed(report: MaterializeReport, user_id: int, exc: Exception) -> Non
     logger.exception("materialize failed for one user", extra={"user_id": user_id})
 
 
-class _SliceVisitor:
-    """A cycle's slices through one flow (a ``shared_cycle.SliceVisitor``)."""
-
-    def __init__(self, flow: UserFlow, deadline: float) -> None:
-        self.flow, self.deadline = flow, deadline
-        self.unsettled: list[shared_cycle.Visit] = []
-
-    def start(self, visit: shared_cycle.Visit) -> None:
-        for user_id in users_to_visit(after_id=visit.taken.after_id, up_to=visit.taken.up_to):
-            if time.monotonic() >= self.deadline:
-                visit.whole = False
-                break
-            # Earlier slices, whose last users are still out, keep their leases too.
-            for earlier in self.unsettled:
-                earlier.lease.keep()
-            if not visit.lease.keep():
-                visit.whole = False
-                break
-            self.flow.add(user_id, visit)
-            visit.users += 1
-        self.flow.close(visit)
-        self.unsettled.append(visit)
-
-    def settled(self) -> list[shared_cycle.Visit]:
-        return self._forget(self.flow.settled())
-
-    def finish(self) -> list[shared_cycle.Visit]:
-        return self._forget(self.flow.finish())
-
-    def _forget(self, done: list[object]) -> list[shared_cycle.Visit]:
-        visits = [visit for visit in self.unsettled if visit in done]
-        self.unsettled = [visit for visit in self.unsettled if visit not in done]
-        return visits
-
-
 def run_materialize(
     now: datetime | None = None,
     *,
@@ -373,9 +353,7 @@ def run_materialize(
                     flow.add(user_id)
                 flow.finish()
             else:
-                taking_part = shared_cycle.take_part(
-                    cycle, config, _SliceVisitor(flow, deadline), deadline=deadline
-                )
+                taking_part = shared_cycle.take_part(cycle, config, flow, deadline=deadline)
         if cycle is not None:
             report.cut_short = taking_part.cut_short
             report.slices_taken = taking_part.slices_taken

@@ -6,6 +6,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from core.command_line import positive_float, positive_int
 from core.config import NudgeConfig
+from core.display import plural
 from scheduled_sends.queue import transitions
 from sweeps.deliver import run_deliver
 from sweeps.management.sweep_command import SweepCommand
@@ -60,8 +61,8 @@ class Command(SweepCommand):
         """What a run at ``as_of`` would claim; nothing is claimed, sent or recorded."""
         total, rows = transitions.due_preview(as_of, NudgeConfig.from_settings(), limit)
         self.stdout.write(
-            f"deliver --dry-run as of {as_of.isoformat()}: would claim {total} "
-            f"nudge{'s' if total != 1 else ''}; nothing was sent"
+            f"deliver --dry-run as of {as_of.isoformat()}: would claim "
+            f"{plural(total, 'nudge')}; nothing was sent"
         )
         for row in rows:
             again = f" (attempt {row.attempts + 1})" if row.attempts else ""
