@@ -127,30 +127,6 @@ def _quiet_hours(row: ClaimedSend, starts_at: datetime, facts: Facts) -> Verdict
     return None
 
 
-def _agenda(
-    row: ClaimedSend, facts: Facts, now: datetime, config: NudgeConfig, items: list[Item]
-) -> Delivery | Verdict:
-    """The morning agenda: its day's list, or nothing worth saying on an empty day."""
-    if not items:
-        return skip("nothing on the day")
-    quiet = _quiet_hours(row, row.subject_starts_at, facts)
-    if quiet is not None:
-        return quiet
-    address = _address(row, facts)
-    if isinstance(address, Verdict):
-        return address
-    message = compose_agenda(
-        items,
-        day=day_of(row.ref_id),
-        now=now,
-        tz_name=facts.timezone,
-        valid_until=row.intended_at + config.grace,
-        language=facts.language,
-        clock=facts.clock,
-    )
-    return Delivery(channel=facts.channel, address=address, message=message)
-
-
 def decide(
     row: ClaimedSend,
     facts: Facts,
@@ -159,7 +135,7 @@ def decide(
     agenda: list[Item] | None = None,
 ) -> Delivery | Verdict:
     """Send, skip (with the reason) or fail, from what is true now; ``agenda`` is an
-    agenda row's items (``subjects.read_agendas``)."""
+    agenda row's items (``subjects.read_agendas``): nothing is said on an empty day."""
     if not facts.user_active:
         return skip("account deactivated")
     if not facts.has_settings or not facts.enabled:
@@ -168,45 +144,54 @@ def decide(
     if held is not None:
         return skip(held.reason)
     if row.kind == Kind.AGENDA:
-        return _agenda(row, facts, now, config, agenda or [])
-    gone = _subject_gone(row, facts)
-    if gone is not None:
-        return gone
-    starts_at = occurrence_start(row, facts)
-    if starts_at != row.subject_starts_at:
-        return skip("subject moved; its new time has its own nudge")
-    # A nudge meant for the very start ("at the time of the event", lead 0)
-    # is still worth sending within grace; one meant before it is not.
-    if starts_at <= now and row.intended_at < starts_at:
-        return skip("subject already begun")
+        if not agenda:
+            return skip("nothing on the day")
+        starts_at = row.subject_starts_at
+    else:
+        gone = _subject_gone(row, facts)
+        if gone is not None:
+            return gone
+        starts_at = occurrence_start(row, facts)
+        if starts_at != row.subject_starts_at:
+            return skip("subject moved; its new time has its own nudge")
+        # A nudge meant for the very start ("at the time of the event", lead 0)
+        # is still worth sending within grace; one meant before it is not.
+        if starts_at <= now and row.intended_at < starts_at:
+            return skip("subject already begun")
     quiet = _quiet_hours(row, starts_at, facts)
     if quiet is not None:
         return quiet
     address = _address(row, facts)
     if isinstance(address, Verdict):
         return address
-    message = compose(
-        kind=row.kind,
-        title=facts.title,
-        starts_at=starts_at,
-        now=now,
-        tz_name=facts.timezone,
-        valid_until=row.intended_at + config.grace,
-        language=facts.language,
-        clock=facts.clock,
-        join_url=facts.join_url,
-        location=facts.location,
-        shape=_shape(row, facts),
-    )
-    # Buttons bound to this row; channels without buttons ignore them.
-    message = replace(
-        message,
-        actions=NudgeActions(
-            send_id=row.id,
-            snooze_minutes=int(config.snooze.total_seconds() // 60),
-            can_mark_done=row.kind == Kind.FOLLOW_UP,
-        ),
-    )
+    said = {
+        "now": now,
+        "tz_name": facts.timezone,
+        "valid_until": row.intended_at + config.grace,
+        "language": facts.language,
+        "clock": facts.clock,
+    }
+    if row.kind == Kind.AGENDA:
+        message = compose_agenda(agenda, day=day_of(row.ref_id), **said)
+    else:
+        message = compose(
+            kind=row.kind,
+            title=facts.title,
+            starts_at=starts_at,
+            join_url=facts.join_url,
+            location=facts.location,
+            shape=_shape(row, facts),
+            **said,
+        )
+        # Buttons bound to this row; channels without buttons ignore them.
+        message = replace(
+            message,
+            actions=NudgeActions(
+                send_id=row.id,
+                snooze_minutes=int(config.snooze.total_seconds() // 60),
+                can_mark_done=row.kind == Kind.FOLLOW_UP,
+            ),
+        )
     return Delivery(channel=facts.channel, address=address, message=message)
 
 
