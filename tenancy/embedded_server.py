@@ -93,18 +93,16 @@ def repair_handle_list(pgdata: Path) -> bool:
     return True
 
 
-def _bootstrap_stamp(state_dir: Path) -> Path:
-    return data_dir(state_dir) / ".nudge-bootstrap"
+def _bootstrap_stamp(pgdata: Path) -> tuple[Path, str]:
+    """Where the bootstrap's stamp is kept, and what it says once this version ran there."""
+    expected = f"{BOOTSTRAP_VERSION}:{pgdata.resolve()}"
+    return pgdata / ".nudge-bootstrap", hashlib.sha256(expected.encode()).hexdigest()
 
 
-def _expected_stamp(pgdata: Path) -> str:
-    return hashlib.sha256(f"{BOOTSTRAP_VERSION}:{pgdata}".encode()).hexdigest()
-
-
-def _bootstrapped(state_dir: Path) -> bool:
-    stamp = _bootstrap_stamp(state_dir)
+def _bootstrapped(pgdata: Path) -> bool:
+    stamp, expected = _bootstrap_stamp(pgdata)
     try:
-        return stamp.read_text() == _expected_stamp(data_dir(state_dir).resolve())
+        return stamp.read_text() == expected
     except OSError:
         return False
 
@@ -136,14 +134,15 @@ def socket_dir(state_dir: Path) -> str:
     is created or started and bootstrapped as ``manage.py bootstrap_db`` does."""
     pgdata = data_dir(state_dir)
     ready = _ready_socket_dir(pgdata)
-    if ready and _bootstrapped(state_dir):
+    if ready and _bootstrapped(pgdata):
         return ready
     with one_at_a_time(state_dir):
         ready = _ready_socket_dir(pgdata) or _start(state_dir)
-        if not _bootstrapped(state_dir):
+        if not _bootstrapped(pgdata):
             uri = f"postgresql://postgres:@/postgres?host={ready}"
             bootstrap(uri, login=LOGIN_ROLE, password=None, database=DATABASE)
-            _bootstrap_stamp(state_dir).write_text(_expected_stamp(pgdata.resolve()))
+            stamp, expected = _bootstrap_stamp(pgdata)
+            stamp.write_text(expected)
     return ready
 
 
