@@ -187,8 +187,10 @@ class DeliveryRun:
         if verdict.problem and verdict.problem not in self.report.errors:
             self.report.errors.append(verdict.problem)
 
-    def retry_later(self, row: ClaimedSend, reason: str) -> None:
-        self.conclude(row, verdicts.retry(reason, self.config.retry_delay), self.now())
+    def retry_later(self, row: ClaimedSend, reason: str, problem: str = "") -> None:
+        """Nothing was sent: retried later; a ``problem`` also fails the run's health."""
+        retry = verdicts.retry(reason, self.config.retry_delay, problem=problem)
+        self.conclude(row, retry, self.now())
 
     def run(self) -> None:
         self.report.expired += transitions.expire_past_grace(self.now(), self.config)
@@ -248,8 +250,7 @@ class DeliveryRun:
         except Exception as exc:
             logger.exception("reading the claimed rows' subjects failed")
             for row in fresh:
-                self.retry_later(row, f"{type(exc).__name__} while resolving")
-            self.report.errors.append(type(exc).__name__)
+                self.retry_later(row, f"{type(exc).__name__} while resolving", type(exc).__name__)
             return
         now = self.now()
         for row in fresh:
@@ -258,8 +259,7 @@ class DeliveryRun:
             except Exception as exc:
                 # One row's bad data must not strand the rest of the batch.
                 logger.exception("resolving a claimed row failed", extra={"send_id": row.id})
-                self.retry_later(row, f"{type(exc).__name__} while resolving")
-                self.report.errors.append(type(exc).__name__)
+                self.retry_later(row, f"{type(exc).__name__} while resolving", type(exc).__name__)
                 continue
             if isinstance(outcome, Delivery):
                 self.waiting.setdefault(outcome.channel, []).append(Outgoing(row, outcome))
@@ -295,8 +295,7 @@ class DeliveryRun:
             except Exception as exc:
                 # A bad backend setting: nothing was sent, so retry later, loudly.
                 logger.exception("building a channel failed", extra={"send_id": outgoing.row.id})
-                self.retry_later(outgoing.row, describe_unexpected(exc))
-                self.report.errors.append(type(exc).__name__)
+                self.retry_later(outgoing.row, describe_unexpected(exc), type(exc).__name__)
         if not ready:
             return
         now = self.now()
