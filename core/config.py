@@ -411,11 +411,7 @@ def stray_tuning(environment: Mapping[str, str]) -> list[str]:
     """Internal tuning names set in the environment, where they change nothing."""
     if TUNING_VARIABLE in environment:
         return []
-    return [
-        knob.setting
-        for knob in KNOBS
-        if knob.setting in TUNING_SETTINGS and knob.setting in environment
-    ]
+    return [knob.setting for knob in KNOBS if not knob.public and knob.setting in environment]
 
 
 def _push_base_url_ok(url: str) -> bool:
