@@ -37,12 +37,6 @@ class Executor:
         self._busy = 0
         self._lock = threading.Lock()
 
-    def __enter__(self) -> Executor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def submit(self, fn: Callable[..., T], /, *args: Any) -> Future[T]:
         """Run ``fn(*args)`` on a worker (or inline); the future holds its answer or error."""
         future: Future[T] = Future()
