@@ -180,7 +180,6 @@ class Lease:
 class Participation:
     """What one participant did in a cycle, and how the cycle stood when it left."""
 
-    cycle: datetime
     me: str
     slices_taken: int = 0
     slices_taken_over: int = 0
@@ -221,7 +220,7 @@ def take_part(
     """Claim and visit slices until none is left, the budget is spent or a newer cycle
     began; with nothing free, poll while others hold slices, to take over a dead one's."""
     me = participant_name()
-    part = Participation(cycle=cycle.starts_at, me=me)
+    part = Participation(me=me)
     while True:
         _settle(visitor.settled(), part)
         if time.monotonic() >= deadline:

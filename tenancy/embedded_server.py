@@ -1,13 +1,11 @@
 """The embedded PostgreSQL of a development checkout, used when ``DATABASE_URL`` is unset.
 
-The product *is* PostgreSQL features (row-level security, ``SKIP LOCKED``, partial
-indexes), so a machine with only Python runs the ``pgserver`` wheel's real binaries,
-bootstrapped like ``manage.py bootstrap_db`` (the same DML-only login and owner
-roles). The cluster lives in ``var/pgdata``, listens on a Unix socket only, is
-started on a process's first database connection (``tenancy/backend``) and keeps
-running between commands. Every start, bootstrap
-and repair happens under one file lock in ``var/``: pgserver's own lock lives in
-the user's runtime folder, which a cron job or a container may see elsewhere.
+The product *is* PostgreSQL features (row-level security, ``SKIP LOCKED``), so a machine
+with only Python runs the ``pgserver`` wheel's binaries, bootstrapped like
+``manage.py bootstrap_db``. The cluster lives in ``var/pgdata`` on a Unix socket, starts
+on a process's first connection (``tenancy/backend``) and keeps running. Every start,
+bootstrap and repair holds one file lock in ``var/`` (pgserver's own lock lives in the
+user's runtime folder, which cron or a container may see elsewhere).
 """
 
 from __future__ import annotations

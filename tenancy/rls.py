@@ -191,67 +191,6 @@ def across_tenants(table: str, statement: str) -> migrations.RunSQL:
     )
 
 
-# --- Catalog queries for tenancy/checks.py ---
-CHECK_ROLE = "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s"
-# The role this session is really connected as, whatever the settings name.
-CHECK_SESSION_ROLE = (
-    "SELECT current_user, rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
-)
-# Roles the login role can become (transitively) that skip RLS.
-CHECK_REACHABLE_BYPASS = """
-SELECT rolname FROM pg_roles
- WHERE rolname <> %(login)s AND pg_has_role(%(login)s, oid, 'MEMBER')
-   AND (rolsuper OR rolbypassrls)
- ORDER BY rolname
-"""
-CHECK_TABLES = """
-SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.relowner),
-       pg_has_role(%(login)s, c.relowner, 'MEMBER'),
-       has_table_privilege(%(login)s, c.oid, 'TRUNCATE')
-  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE n.nspname = current_schema() AND c.relname = ANY(%(tables)s)
- ORDER BY c.relname
-"""
-# Each partition carries its own RLS flags, policies and grants.
-CHECK_PARTITIONS = """
-SELECT c.relname, p.relname
-  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
- WHERE p.relnamespace = current_schema()::regnamespace AND p.relname = ANY(%(tables)s)
- ORDER BY 1
-"""
-# Whatever else the login role owns (or can become the owner of) and could ALTER.
-CHECK_OTHER_OWNED = """
-SELECT 'database ' || datname FROM pg_database
- WHERE datname = current_database() AND pg_has_role(%(login)s, datdba, 'MEMBER')
-UNION ALL
-SELECT 'schema ' || nspname FROM pg_namespace
- WHERE nspname = current_schema() AND pg_has_role(%(login)s, nspowner, 'MEMBER')
-UNION ALL
-SELECT relname FROM pg_class
- WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p', 'S', 'v', 'm', 'f')
-   AND relname <> ALL(%(tables)s) AND pg_has_role(%(login)s, relowner, 'MEMBER')
-ORDER BY 1
-"""
-CHECK_SESSION_DEFAULTS = """
-SELECT coalesce(r.rolname, 'every role') || coalesce(' in database ' || d.datname, ''), c
-  FROM pg_db_role_setting s CROSS JOIN unnest(s.setconfig) AS c
-  LEFT JOIN pg_roles r ON r.oid = s.setrole
-  LEFT JOIN pg_database d ON d.oid = s.setdatabase
- WHERE (r.rolname = %(login)s AND (s.setdatabase = 0 OR d.datname = current_database())
-        OR s.setrole = 0 AND d.datname = current_database())
-   AND split_part(c, '=', 1) LIKE ANY(%(refused)s)
- ORDER BY 1, 2
-"""
-CHECK_SWEEPER_IDENTITY_UPDATES = """
-SELECT c.relname, a.attname
-  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
- WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY(%(tables)s)
-   AND a.attname = ANY(%(columns)s) AND NOT a.attisdropped
-   AND has_column_privilege(%(sweeper)s, a.attrelid, a.attnum, 'UPDATE')
- ORDER BY c.relname, a.attnum
-"""
-
-
 # What the sweeper may write to a queue row. Never the identity columns: it sees
 # every tenant's rows, so it must not re-own or re-aim one.
 SWEEPER_UPDATABLE_COLUMNS = (
