@@ -45,14 +45,26 @@ def _validated_user_id(user_id: object) -> int:
     return user_id
 
 
-# ``set_config('role', …, true)`` is ``SET LOCAL ROLE`` with the same membership
-# check. Bound parameters: no value is ever spliced into SQL.
-_SET_SCOPE = (
-    "SELECT set_config(%s, %s, true), set_config('role', %s, true), "
-    f"set_config('{PLANNING_SETTING}', %s, true)"
+# What a scope sets, transaction-locally; ``set_config('role', …, true)`` is ``SET LOCAL
+# ROLE`` with the same membership check. Bound parameters: no value is spliced into SQL.
+# Prefixed to statements in one round trip, each statement is separate, so a policy's
+# InitPlan sees the tenant when it starts.
+_ENTER = (
+    "SELECT set_config(%(_scope_setting)s, %(_scope_tenant)s, true), "
+    "set_config('role', %(_scope_role)s, true), "
+    f"set_config('{PLANNING_SETTING}', %(_scope_planning)s, true)"
 )
-_SET_SCOPE_RELAXED = _SET_SCOPE + ", set_config('synchronous_commit', 'off', true)"
-_SET_SCOPE_READ_ONLY = _SET_SCOPE + ", set_config('transaction_read_only', 'on', true)"
+_ENTER_RELAXED = _ENTER + ", set_config('synchronous_commit', 'off', true)"
+_ENTER_READ_ONLY = _ENTER + ", set_config('transaction_read_only', 'on', true)"
+
+
+def _scope_params(tenant: str = "", role: str = "none", planning: str = "") -> dict[str, str]:
+    return {
+        "_scope_setting": TENANT_SETTING,
+        "_scope_tenant": tenant,
+        "_scope_role": role,
+        "_scope_planning": planning,
+    }
 
 
 @contextmanager
@@ -83,12 +95,12 @@ def _owned_transaction(
         setattr(connection, _ACTIVE_FLAG, kind)
         try:
             with connection.cursor() as cursor:
-                enter = _SET_SCOPE
+                enter = _ENTER
                 if relaxed_commit:
-                    enter = _SET_SCOPE_RELAXED
+                    enter = _ENTER_RELAXED
                 elif read_only:
-                    enter = _SET_SCOPE_READ_ONLY
-                cursor.execute(enter, [TENANT_SETTING, tenant, role, planning])
+                    enter = _ENTER_READ_ONLY
+                cursor.execute(enter, _scope_params(tenant, role, planning))
                 yield
                 if read_only:
                     # A rollback also undoes the settings inside a test wrapper.
@@ -96,7 +108,7 @@ def _owned_transaction(
                 # Under a test wrapper the block is a savepoint, whose release
                 # would keep SET LOCAL alive: reset it explicitly.
                 elif inside_test_wrapper and not connection.needs_rollback:
-                    cursor.execute(_SET_SCOPE, [TENANT_SETTING, "", "none", ""])
+                    cursor.execute(_ENTER, _scope_params())
         finally:
             setattr(connection, _ACTIVE_FLAG, None)
 
@@ -129,27 +141,13 @@ def tenant_reads(
         connection = connections[using]
 
         def read(user_id: int, statement: str, params: dict[str, object]) -> tuple | None:
-            tenant = _tenant_params(str(_validated_user_id(user_id)))
+            tenant = _scope_params(str(_validated_user_id(user_id)))
             with connection.cursor() as cursor:
-                cursor.execute(f"{_ENTER_TENANT}; {statement}", {**params, **tenant})
+                cursor.execute(f"{_ENTER}; {statement}", {**params, **tenant})
                 cursor.nextset()
                 return cursor.fetchone()
 
         yield read
-
-
-# Prefixed to statements in the same round trip: what ``tenant_scope`` sets. The
-# statements are separate, so a policy's InitPlan sees the tenant when each starts.
-_ENTER_TENANT = (
-    "SELECT set_config(%(_scope_setting)s, %(_scope_tenant)s, true), "
-    "set_config('role', 'none', true)"
-)
-_ENTER_TENANT_READ = _ENTER_TENANT + ", set_config('transaction_read_only', 'on', true)"
-_ENTER_TENANT_RELAXED = _ENTER_TENANT + ", set_config('synchronous_commit', 'off', true)"
-
-
-def _tenant_params(tenant: str) -> dict[str, str]:
-    return {"_scope_setting": TENANT_SETTING, "_scope_tenant": tenant}
 
 
 def _in_one_round_trip(
@@ -163,7 +161,7 @@ def _in_one_round_trip(
     connection the server dropped is closed, so the next use reconnects."""
     try:
         with connection.cursor() as cursor:
-            cursor.execute("; ".join([enter, *statements]), {**params, **_tenant_params(tenant)})
+            cursor.execute("; ".join([enter, *statements]), {**params, **_scope_params(tenant)})
             answers = []
             for _statement in statements:
                 cursor.nextset()
@@ -202,9 +200,9 @@ def tenant_statements(
             connection.cursor() as cursor,
         ):
             return run_statements(cursor, statements, params)
-    enter = _ENTER_TENANT_RELAXED if relaxed_commit else _ENTER_TENANT
+    enter = _ENTER_RELAXED if relaxed_commit else _ENTER
     if read_only:
-        enter = _ENTER_TENANT_READ
+        enter = _ENTER_READ_ONLY
     return _in_one_round_trip(connection, enter, str(user_id), statements, params)
 
 
@@ -230,7 +228,7 @@ def unscoped_relaxed(
         with unscoped_relaxed_commit(using=using), connection.cursor() as cursor:
             cursor.execute(statement, params)
             return cursor.fetchall() if cursor.description else []
-    return _in_one_round_trip(connection, _ENTER_TENANT_RELAXED, "", [statement], params)[0]
+    return _in_one_round_trip(connection, _ENTER_RELAXED, "", [statement], params)[0]
 
 
 @contextmanager
