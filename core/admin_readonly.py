@@ -13,11 +13,8 @@ audit_logger = logging.getLogger("nudge.admin.audit")
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """Viewable with the view permission; nothing is added, edited or deleted here.
-
-    A subclass whose action changes something gives it a permission of its own
-    (``calendars.admin``'s "resync"): "change" is always refused here.
-    """
+    """Viewable with the view permission; nothing is added, edited or deleted here (an
+    action that changes something has a permission of its own, like "resync")."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

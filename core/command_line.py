@@ -1,9 +1,6 @@
-"""What every management command shares about its command line.
-
-Bad input is one line on stderr and exit 2, never a traceback or the usage
-block. The types raise ``ArgumentTypeError``: a ``CommandError`` from an
-argparse ``type`` escapes Django's handler. Database checks run in ``handle``
-and raise ``CommandError`` (one line, exit 1).
+"""What every management command shares about its command line: bad input is one line
+on stderr and exit 2. The types raise ``ArgumentTypeError`` (a ``CommandError`` from an
+argparse ``type`` escapes Django's handler); database checks raise ``CommandError``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """The product's knobs: one typed, validated object, read everywhere.
 
-A few knobs are public settings an operator sets in the environment; the rest
-are internal tuning, the product's constants with a line on why, changed only
-by tests and benchmarks (``NUDGE_TUNING``). ``NudgeConfig`` turns them into
-durations, rates and limits once, refuses combinations that would make the
-queue unsafe (naming the knob and the reason), and is what every module reads —
-never ``settings.NUDGE_…`` directly. It is built at call time, so a test's
-``settings`` override takes effect; ``manage.py check`` and every sweep's start
-run the same validation (``core.checks``).
-
-Secrets and provider addresses (tokens, keys, base URLs) stay plain Django
-settings, each read by the one module that uses it.
+A few are public settings an operator sets in the environment; the rest are internal
+tuning, changed only by tests and benchmarks (``NUDGE_TUNING``). ``NudgeConfig`` turns
+them into durations, rates and limits, refuses unsafe combinations (naming the knob
+and the reason; ``manage.py check`` runs the same), and is built at call time, so a
+test's ``settings`` override takes effect. Secrets and provider addresses stay plain
+Django settings, each read by the one module that uses it.
 """
 
 from __future__ import annotations
@@ -69,115 +64,299 @@ DEFAULT_MEETING_HOSTS = (
 
 @dataclass(frozen=True)
 class Knob:
-    """One setting: its name (a Django setting and environment variable), the
-    attribute of ``NudgeConfig`` it becomes, its default in the setting's own
-    unit — stated here and nowhere else — and how the value becomes the attribute."""
+    """One setting: its name, the ``NudgeConfig`` attribute it becomes, its one default
+    (in the setting's own unit) and how the value becomes the attribute."""
 
     setting: str
     attribute: str
     default: int | float | str
     convert: Callable[..., object] = as_is
-    # Public: an operator sets it in the environment (docs/OPERATIONS.md, "Settings").
-    # Otherwise internal tuning: its default is the product's constant, changed only
-    # by tests and benchmarks through NUDGE_TUNING.
+    # Public: an operator sets it in the environment (docs/OPERATIONS.md, "Settings");
+    # otherwise internal tuning, changed only through NUDGE_TUNING.
     public: bool = False
 
 
-# Every knob, with its one default. ``nudgeproject/settings.py`` reads the public ones
-# from the environment (``knob_settings``); docs/OPERATIONS.md's "Settings" table names
-# them and its "Internal tuning" explains the rest; ``tests/test_config.py`` holds the
-# table to the code.
-KNOBS: tuple[Knob, ...] = (
+def knob(
+    setting: str,
+    default: int | float | str,
+    convert: Callable[..., object] = as_is,
+    public: bool = False,
+) -> Any:
+    """A ``NudgeConfig`` field read from ``setting`` (its attribute is filled in below)."""
+    return field(metadata={"knob": Knob(setting, "", default, convert, public)})
+
+
+@dataclass(frozen=True)
+class NudgeConfig:
+    """The knobs, typed, each with its one default (docs/OPERATIONS.md's "Settings" names
+    the public ones and "Internal tuning" explains the rest), plus the channels' sender
+    classes; built at an entry point (a command, a view, a cron route) and passed down."""
+
     # --- the queue ---
-    Knob("NUDGE_LOOKAHEAD_MINUTES", "lookahead", 180, minutes),
-    Knob("NUDGE_DEFAULT_LEAD_MINUTES", "default_lead", 10, minutes, public=True),
-    Knob("NUDGE_MAX_LEAD_MINUTES", "max_lead", 24 * 60, minutes),
-    Knob("NUDGE_GRACE_MINUTES", "grace", 15, minutes),
-    Knob("NUDGE_LEASE_SECONDS", "lease", 300, seconds),
-    Knob("NUDGE_BATCH_SIZE", "batch_size", 200),
-    Knob("NUDGE_RUN_BUDGET_SECONDS", "run_budget_seconds", 55),
-    Knob("NUDGE_RETRY_DELAY_SECONDS", "retry_delay", 60, seconds),
-    Knob("NUDGE_SEND_CONCURRENCY", "send_concurrency", 32),
+    lookahead: timedelta = knob("NUDGE_LOOKAHEAD_MINUTES", 180, minutes)
+    default_lead: timedelta = knob("NUDGE_DEFAULT_LEAD_MINUTES", 10, minutes, public=True)
+    max_lead: timedelta = knob("NUDGE_MAX_LEAD_MINUTES", 24 * 60, minutes)
+    grace: timedelta = knob("NUDGE_GRACE_MINUTES", 15, minutes)
+    lease: timedelta = knob("NUDGE_LEASE_SECONDS", 300, seconds)
+    batch_size: int = knob("NUDGE_BATCH_SIZE", 200)
+    run_budget_seconds: float = knob("NUDGE_RUN_BUDGET_SECONDS", 55)
+    retry_delay: timedelta = knob("NUDGE_RETRY_DELAY_SECONDS", 60, seconds)
+    send_concurrency: int = knob("NUDGE_SEND_CONCURRENCY", 32)
     # Messages per second per channel across all deliver processes; 0 = unpaced.
-    Knob("NUDGE_TELEGRAM_RATE", "telegram_rate", 25.0, public=True),
-    Knob("NUDGE_WHATSAPP_RATE", "whatsapp_rate", 60.0, public=True),
-    Knob("NUDGE_CONSOLE_RATE", "console_rate", 0.0),
-    Knob("NUDGE_PER_CHAT_INTERVAL_SECONDS", "per_chat_interval", 1.0),
-    Knob("NUDGE_MAX_EARLY_MINUTES", "max_early", 6, minutes),
+    telegram_rate: float = knob("NUDGE_TELEGRAM_RATE", 25.0, public=True)
+    whatsapp_rate: float = knob("NUDGE_WHATSAPP_RATE", 60.0, public=True)
+    console_rate: float = knob("NUDGE_CONSOLE_RATE", 0.0)
+    per_chat_interval: float = knob("NUDGE_PER_CHAT_INTERVAL_SECONDS", 1.0)
+    max_early: timedelta = knob("NUDGE_MAX_EARLY_MINUTES", 6, minutes)
     # A minute's deliver run starts seconds into it and 429s hold the rate under the planning
     # mean, so a minute is planned a fifth short of what the rate would carry.
-    Knob("NUDGE_SMOOTHING_HEADROOM", "smoothing_headroom", 0.8),
+    smoothing_headroom: float = knob("NUDGE_SMOOTHING_HEADROOM", 0.8)
     # A 429 multiplies a budget's rate in force (or what the provider accepted) by
     # this; each minute without one raises it by this share of itself (pacing/pacer.py).
-    Knob("NUDGE_PACING_BACKOFF", "pacing_backoff", 0.9),
-    Knob("NUDGE_PACING_RECOVERY_PER_MINUTE", "pacing_recovery_per_minute", 0.1),
+    pacing_backoff: float = knob("NUDGE_PACING_BACKOFF", 0.9)
+    pacing_recovery_per_minute: float = knob("NUDGE_PACING_RECOVERY_PER_MINUTE", 0.1)
     # What one tenant may put on the shared queue (see materialize.cap_per_user).
-    Knob("NUDGE_MAX_NUDGES_PER_USER", "max_nudges_per_user", 200),
-    Knob("NUDGE_MAX_NUDGES_PER_USER_MINUTE", "max_nudges_per_user_minute", 10),
+    max_nudges_per_user: int = knob("NUDGE_MAX_NUDGES_PER_USER", 200)
+    max_nudges_per_user_minute: int = knob("NUDGE_MAX_NUDGES_PER_USER_MINUTE", 10)
     # A materialize run stops visiting users after this and hands over.
-    Knob("NUDGE_MATERIALIZE_BUDGET_SECONDS", "materialize_budget_seconds", 780),
+    materialize_budget_seconds: float = knob("NUDGE_MATERIALIZE_BUDGET_SECONDS", 780)
     # A cycle's users are split into slices of this many, claimed one at a time
     # by every materialize process of the cycle; a slice's holder renews its
     # lease, and one whose lease lapsed (the holder died) is taken over.
-    Knob("NUDGE_MATERIALIZE_SLICE_USERS", "materialize_slice_users", 250),
-    Knob("NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS", "materialize_slice_lease", 180, seconds),
+    materialize_slice_users: int = knob("NUDGE_MATERIALIZE_SLICE_USERS", 250)
+    materialize_slice_lease: timedelta = knob("NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS", 180, seconds)
     # --- health ---
     # A due row unclaimed for longer than this means delivery is not happening.
-    Knob("NUDGE_HEALTH_OVERDUE_SECONDS", "overdue_after", 120, seconds),
-    Knob("NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS", "max_p95_lateness", 60, seconds),
-    Knob("NUDGE_HEALTH_DELIVER_STALE_MINUTES", "deliver_stale_after", 5, minutes),
-    Knob("NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES", "materialize_stale_after", 45, minutes),
+    overdue_after: timedelta = knob("NUDGE_HEALTH_OVERDUE_SECONDS", 120, seconds)
+    max_p95_lateness: timedelta = knob("NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS", 60, seconds)
+    deliver_stale_after: timedelta = knob("NUDGE_HEALTH_DELIVER_STALE_MINUTES", 5, minutes)
+    materialize_stale_after: timedelta = knob("NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES", 45, minutes)
     # --- calendars ---
-    Knob("CALENDAR_HTTP_TIMEOUT_SECONDS", "calendar_http_timeout_seconds", 15.0),
-    Knob("CALENDAR_SYNC_BUDGET_SECONDS", "calendar_sync_budget_seconds", 60.0),
-    Knob("CALENDAR_SYNC_USER_BUDGET_SECONDS", "calendar_sync_user_budget_seconds", 120.0),
-    Knob("ICS_MAX_BYTES", "ics_max_bytes", 5 * 1024 * 1024),
+    calendar_http_timeout_seconds: float = knob("CALENDAR_HTTP_TIMEOUT_SECONDS", 15.0)
+    calendar_sync_budget_seconds: float = knob("CALENDAR_SYNC_BUDGET_SECONDS", 60.0)
+    calendar_sync_user_budget_seconds: float = knob("CALENDAR_SYNC_USER_BUDGET_SECONDS", 120.0)
+    ics_max_bytes: int = knob("ICS_MAX_BYTES", 5 * 1024 * 1024)
     # The only hosts a nudge's join link may point to (https only; "*." = and subdomains).
-    Knob("CALENDAR_MEETING_HOSTS", "meeting_hosts", DEFAULT_MEETING_HOSTS, host_list),
+    meeting_hosts: tuple[str, ...] = knob(
+        "CALENDAR_MEETING_HOSTS", DEFAULT_MEETING_HOSTS, host_list
+    )
     # Connections fetched at once by one sweep process, and this many from a feed host
     # (host and port) at first: then learned from its answers (pacing/host_slots.py).
-    Knob("CALENDAR_SYNC_CONCURRENCY", "calendar_sync_concurrency", 64),
-    Knob("CALENDAR_SYNC_PER_HOST", "calendar_sync_per_host", 16),
+    calendar_sync_concurrency: int = knob("CALENDAR_SYNC_CONCURRENCY", 64)
+    calendar_sync_per_host: int = knob("CALENDAR_SYNC_PER_HOST", 16)
     # Database connections one sweep process writes synced calendars and queues
     # users on, each on a thread of its own, so round trips overlap.
-    Knob("CALENDAR_SYNC_DB_LANES", "calendar_sync_db_lanes", 6),
+    calendar_sync_db_lanes: int = knob("CALENDAR_SYNC_DB_LANES", 6)
     # Provider requests a minute, shared by every process; 0 = unpaced. Google
     # publishes 10,000 a minute per project and 600 per user; Graph (Outlook)
     # 10,000 per 10 minutes per app and mailbox, 130,000 per 10 s per app.
-    Knob("CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE", "google_project_rate_per_minute", 8000.0),
+    google_project_rate_per_minute: float = knob("CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE", 8000.0)
     # Google project requests that may go at once after a quiet spell (a token
     # bucket; pacing/pacer.py): Google counts a sliding minute, so any minute
     # then holds at most this plus the rate a minute. The rate plus the burst
     # must stay within the project's quota a minute (8,000 + 1,500 of 10,000:
     # the rest for requests a little late on their slots). 0 = evenly spaced.
-    Knob("CALENDAR_GOOGLE_PROJECT_BURST", "google_project_burst", 1500),
-    Knob("CALENDAR_GOOGLE_USER_RATE_PER_MINUTE", "google_user_rate_per_minute", 480.0),
-    Knob("CALENDAR_GRAPH_APP_RATE_PER_MINUTE", "graph_app_rate_per_minute", 600_000.0),
-    Knob("CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE", "graph_mailbox_rate_per_minute", 800.0),
+    google_project_burst: int = knob("CALENDAR_GOOGLE_PROJECT_BURST", 1500)
+    google_user_rate_per_minute: float = knob("CALENDAR_GOOGLE_USER_RATE_PER_MINUTE", 480.0)
+    graph_app_rate_per_minute: float = knob("CALENDAR_GRAPH_APP_RATE_PER_MINUTE", 600_000.0)
+    graph_mailbox_rate_per_minute: float = knob("CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE", 800.0)
     # Push from Google and Microsoft: the public https address providers post to
     # (<it>/calendars/push/...); empty = every calendar is polled.
-    Knob("CALENDAR_PUSH_BASE_URL", "calendar_push_base_url", ""),
+    calendar_push_base_url: str = knob("CALENDAR_PUSH_BASE_URL", "")
     # A calendar with live push is fetched when notified and at least this often.
-    Knob("CALENDAR_SAFETY_POLL_MINUTES", "calendar_safety_poll", 360, minutes),
+    calendar_safety_poll: timedelta = knob("CALENDAR_SAFETY_POLL_MINUTES", 360, minutes)
     # --- the end-user area ---
-    Knob("NUDGE_LINK_CODE_MINUTES", "link_code_lifetime", 15, minutes),
+    link_code_lifetime: timedelta = knob("NUDGE_LINK_CODE_MINUTES", 15, minutes)
     # How long used or expired link codes, and inbound Twilio message ids, are kept.
-    Knob("NUDGE_LINK_CODE_RETENTION_HOURS", "link_code_retention", 24, hours),
-    Knob("NUDGE_INBOUND_SEEN_DAYS", "inbound_seen_retention", 90, days),
+    link_code_retention: timedelta = knob("NUDGE_LINK_CODE_RETENTION_HOURS", 24, hours)
+    inbound_seen_retention: timedelta = knob("NUDGE_INBOUND_SEEN_DAYS", 90, days)
     # Per-user caps (a user past one is refused with the limit named) and the API's rate.
-    Knob("NUDGE_MAX_CALENDARS_PER_USER", "max_calendars_per_user", 10),
-    Knob("NUDGE_MAX_FOLLOW_UPS_PER_USER", "max_follow_ups_per_user", 1000),
-    Knob("NUDGE_MAX_API_TOKENS_PER_USER", "max_api_tokens_per_user", 10),
-    Knob("NUDGE_API_REQUESTS_PER_MINUTE", "api_requests_per_minute", 60),
+    max_calendars_per_user: int = knob("NUDGE_MAX_CALENDARS_PER_USER", 10)
+    max_follow_ups_per_user: int = knob("NUDGE_MAX_FOLLOW_UPS_PER_USER", 1000)
+    max_api_tokens_per_user: int = knob("NUDGE_MAX_API_TOKENS_PER_USER", 10)
+    api_requests_per_minute: int = knob("NUDGE_API_REQUESTS_PER_MINUTE", 60)
     # Acting from a nudge (issue 22): how long Snooze waits, and the WhatsApp
     # Content template with quick-reply buttons ("" = reply "snooze" / "done").
-    Knob("NUDGE_SNOOZE_MINUTES", "snooze", 10, minutes),
-    Knob("TWILIO_ACTIONS_CONTENT_SID", "whatsapp_actions_content_sid", "", public=True),
+    snooze: timedelta = knob("NUDGE_SNOOZE_MINUTES", 10, minutes)
+    whatsapp_actions_content_sid: str = knob("TWILIO_ACTIONS_CONTENT_SID", "", public=True)
     # --- sign-in and password reset (portal/signin.py) ---
-    Knob("NUDGE_SIGNIN_FAILURE_LIMIT", "signin_failure_limit", 10),
-    Knob("NUDGE_SIGNIN_LOCKOUT_MINUTES", "signin_lockout", 15, minutes),
-    Knob("NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR", "password_resets_per_address_hour", 3),
-    Knob("NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR", "password_resets_per_client_hour", 10),
+    signin_failure_limit: int = knob("NUDGE_SIGNIN_FAILURE_LIMIT", 10)
+    signin_lockout: timedelta = knob("NUDGE_SIGNIN_LOCKOUT_MINUTES", 15, minutes)
+    password_resets_per_address_hour: int = knob("NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR", 3)
+    password_resets_per_client_hour: int = knob("NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR", 10)
+    # Which class sends each channel (dotted paths; NUDGE_CHANNEL_BACKENDS).
+    channel_backends: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, *, validate: bool = True) -> NudgeConfig:
+        """The knobs as set now; invalid ones raise ``ValueError`` unless ``validate`` is off."""
+        config = cls(
+            **{
+                knob.attribute: knob.convert(getattr(settings, knob.setting, knob.default))
+                for knob in KNOBS
+            },
+            channel_backends=dict(settings.NUDGE_CHANNEL_BACKENDS),
+        )
+        if validate:
+            config.validate()
+        return config
+
+    def replace(self, **changes: object) -> NudgeConfig:
+        """A validated copy with some knobs changed (a command's --batch-size, a test)."""
+        config = dataclasses.replace(self, **changes)
+        config.validate()
+        return config
+
+    def subject_window(self, now: datetime) -> tuple[datetime, datetime]:
+        """Subjects whose nudges can fall in the look-ahead (from the grace window's start
+        to the look-ahead plus the longest lead): sync fetches it, materialize plans from it."""
+        return now - self.grace, now + self.lookahead + self.max_lead
+
+    @property
+    def channel_rates(self) -> dict[str, float]:
+        """Messages per second per paced channel, across all deliver processes; 0 = unpaced."""
+        return {channel: getattr(self, f"{channel}_rate") for channel in RATE_SETTINGS}
+
+    def rate(self, channel: str) -> float:
+        """Messages per second ``channel`` may send; 0 means unpaced."""
+        return self.channel_rates.get(channel, 0.0)
+
+    def planning_rate(self, channel: str, rate_in_force: float | None = None) -> float:
+        """The rate smoothing may count on for ``channel``; 0 = unpaced. At or above the
+        provider's limit the pacer saws between the ceiling and ``pacing_backoff`` of it,
+        averaging ``(1 + backoff) / 2``: a plan counts on that mean, or on the rate in
+        force when a 429 has lowered it further."""
+        ceiling = self.rate(channel)
+        if ceiling <= 0:
+            return 0.0
+        mean = ceiling * (1 + self.pacing_backoff) / 2
+        return mean if rate_in_force is None else max(0.0, min(mean, rate_in_force))
+
+    def per_minute_capacity(self, channel: str, rate_in_force: float | None = None) -> int | None:
+        """How many nudges one minute may hold before smoothing moves some earlier: what the
+        planning rate sends during a minute's deliver run, less the headroom (the console's
+        look-ahead chart draws the same line)."""
+        if self.rate(channel) <= 0:
+            return None
+        rate = self.planning_rate(channel, rate_in_force)
+        sending_seconds = min(60.0, self.run_budget_seconds)
+        return max(1, int(rate * sending_seconds * self.smoothing_headroom))
+
+    def validate(self) -> None:
+        """Refuse settings that would make the queue unsafe, with the setting and the reason."""
+        problems = self.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def problems(self) -> list[str]:
+        """Every invalid knob, worded for whoever set it."""
+        at_least_one = {
+            "NUDGE_BATCH_SIZE": self.batch_size,
+            "NUDGE_SEND_CONCURRENCY": self.send_concurrency,
+            "NUDGE_MATERIALIZE_SLICE_USERS": self.materialize_slice_users,
+            "NUDGE_MAX_NUDGES_PER_USER": self.max_nudges_per_user,
+            "NUDGE_MAX_NUDGES_PER_USER_MINUTE": self.max_nudges_per_user_minute,
+            "ICS_MAX_BYTES": self.ics_max_bytes,
+            # Above the concurrency it simply caps nothing.
+            "CALENDAR_SYNC_PER_HOST": self.calendar_sync_per_host,
+            "NUDGE_MAX_CALENDARS_PER_USER": self.max_calendars_per_user,
+            "NUDGE_MAX_FOLLOW_UPS_PER_USER": self.max_follow_ups_per_user,
+            "NUDGE_MAX_API_TOKENS_PER_USER": self.max_api_tokens_per_user,
+            "NUDGE_API_REQUESTS_PER_MINUTE": self.api_requests_per_minute,
+            "NUDGE_SIGNIN_FAILURE_LIMIT": self.signin_failure_limit,
+            "NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR": self.password_resets_per_address_hour,
+            "NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR": self.password_resets_per_client_hour,
+        }
+        positive = {
+            "NUDGE_LOOKAHEAD_MINUTES": self.lookahead.total_seconds(),
+            "NUDGE_GRACE_MINUTES": self.grace.total_seconds(),
+            "NUDGE_RUN_BUDGET_SECONDS": self.run_budget_seconds,
+            "NUDGE_MATERIALIZE_BUDGET_SECONDS": self.materialize_budget_seconds,
+            "NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS": self.materialize_slice_lease.total_seconds(),
+            "CALENDAR_HTTP_TIMEOUT_SECONDS": self.calendar_http_timeout_seconds,
+            "CALENDAR_SYNC_BUDGET_SECONDS": self.calendar_sync_budget_seconds,
+            "CALENDAR_SYNC_USER_BUDGET_SECONDS": self.calendar_sync_user_budget_seconds,
+            "NUDGE_SIGNIN_LOCKOUT_MINUTES": self.signin_lockout.total_seconds(),
+        }
+        not_negative = {
+            **{RATE_SETTINGS[channel]: rate for channel, rate in self.channel_rates.items()},
+            "NUDGE_MAX_EARLY_MINUTES": self.max_early.total_seconds(),
+            "CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE": self.google_project_rate_per_minute,
+            "CALENDAR_GOOGLE_USER_RATE_PER_MINUTE": self.google_user_rate_per_minute,
+            "CALENDAR_GRAPH_APP_RATE_PER_MINUTE": self.graph_app_rate_per_minute,
+            "CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE": self.graph_mailbox_rate_per_minute,
+            "CALENDAR_GOOGLE_PROJECT_BURST": self.google_project_burst,
+        }
+        day = timedelta(hours=24)
+        rules = [
+            *((value >= 1, f"{name} must be at least 1") for name, value in at_least_one.items()),
+            *((value > 0, f"{name} must be positive") for name, value in positive.items()),
+            *((value >= 0, f"{name} must not be negative") for name, value in not_negative.items()),
+            (
+                timedelta(minutes=1) <= self.snooze <= day,
+                "NUDGE_SNOOZE_MINUTES must be between 1 and 1440",
+            ),
+            (
+                timedelta(0) <= self.max_lead <= SCHEMA_MAX_LEAD,
+                "NUDGE_MAX_LEAD_MINUTES must be between 0 and 1440",
+            ),
+            (
+                timedelta(0) <= self.default_lead <= SCHEMA_MAX_LEAD,
+                "NUDGE_DEFAULT_LEAD_MINUTES must be between 0 and 1440",
+            ),
+            (0 < self.smoothing_headroom <= 1, "NUDGE_SMOOTHING_HEADROOM must be in (0, 1]"),
+            (0 < self.pacing_backoff < 1, "NUDGE_PACING_BACKOFF must be in (0, 1)"),
+            (
+                0 < self.pacing_recovery_per_minute <= 1,
+                "NUDGE_PACING_RECOVERY_PER_MINUTE must be in (0, 1]",
+            ),
+            (
+                all(_MEETING_HOST.fullmatch(host) for host in self.meeting_hosts),
+                "CALENDAR_MEETING_HOSTS must be comma-separated host names (a leading '*.' "
+                "also allows its subdomains)",
+            ),
+            (
+                1 <= self.calendar_sync_concurrency <= 512,
+                "CALENDAR_SYNC_CONCURRENCY must be between 1 and 512",
+            ),
+            (
+                1 <= self.calendar_sync_db_lanes <= 64,
+                "CALENDAR_SYNC_DB_LANES must be between 1 and 64",
+            ),
+            # The hourly allowance of WhatsApp codes counts the last hour's codes.
+            (
+                self.link_code_retention >= max(timedelta(hours=1), self.link_code_lifetime),
+                "NUDGE_LINK_CODE_RETENTION_HOURS must be at least 1 and cover "
+                "NUDGE_LINK_CODE_MINUTES",
+            ),
+            (
+                self.inbound_seen_retention >= timedelta(days=1),
+                "NUDGE_INBOUND_SEEN_DAYS must be at least 1",
+            ),
+            (
+                timedelta(minutes=15) <= self.calendar_safety_poll <= day,
+                "CALENDAR_SAFETY_POLL_MINUTES must be between 15 and 1440",
+            ),
+            (
+                _push_base_url_ok(self.calendar_push_base_url),
+                "CALENDAR_PUSH_BASE_URL must be empty or an https:// address without a query "
+                "(plain http only on a loopback host)",
+            ),
+            # A run may overrun its budget by one send; the lease must outlast it
+            # comfortably, or a live run's rows could be claimed a second time.
+            (
+                self.lease.total_seconds() >= 2 * self.run_budget_seconds,
+                "NUDGE_LEASE_SECONDS must be at least twice NUDGE_RUN_BUDGET_SECONDS "
+                f"(lease {self.lease.total_seconds():.0f}s, budget {self.run_budget_seconds}s)",
+            ),
+        ]
+        return [message for ok, message in rules if not ok]
+
+
+KNOBS: tuple[Knob, ...] = tuple(
+    dataclasses.replace(f.metadata["knob"], attribute=f.name)
+    for f in dataclasses.fields(NudgeConfig)
+    if "knob" in f.metadata
 )
 
 # The channels whose send rate is a knob of its own; others are unpaced.
@@ -198,10 +377,9 @@ TUNING_SETTINGS = frozenset(knob.setting for knob in KNOBS if not knob.public)
 def knob_settings(
     env: Any, derived: Mapping[str, int | float | str] | None = None
 ) -> dict[str, int | float | str]:
-    """Every knob as a Django setting, for ``nudgeproject/settings.py``: public ones read
-    from the environment (a ``django-environ`` ``Env``), the ``derived`` ones as given
-    (from a public setting), the rest at their default unless ``NUDGE_TUNING`` changes
-    them; the default's type says how a value is read."""
+    """Every knob as a Django setting: public ones read from the environment (``env``),
+    the ``derived`` ones as given, the rest at their default unless ``NUDGE_TUNING``
+    changes them; the default's type says how a value is read."""
     readers = {float: env.float, int: env.int, str: env.str}
     values = {
         knob.setting: readers[type(knob.default)](knob.setting, default=knob.default)
@@ -221,9 +399,8 @@ def knob_settings(
 
 
 def with_tuning(environment: dict[str, str]) -> dict[str, str]:
-    """A child process's environment with the tuning it names moved into ``NUDGE_TUNING``
-    (tests and benchmarks write ``NUDGE_BATCH_SIZE="4"`` as for any setting); the
-    names stay too, for an older commit that read them directly."""
+    """A child process's environment with the tuning it names (``NUDGE_BATCH_SIZE="4"``)
+    also in ``NUDGE_TUNING``; the names stay, for an older commit that read them."""
     tuning = {name: environment[name] for name in TUNING_SETTINGS if name in environment}
     if not tuning:
         return environment
@@ -234,11 +411,7 @@ def stray_tuning(environment: Mapping[str, str]) -> list[str]:
     """Internal tuning names set in the environment, where they change nothing."""
     if TUNING_VARIABLE in environment:
         return []
-    return [
-        knob.setting
-        for knob in KNOBS
-        if knob.setting in TUNING_SETTINGS and knob.setting in environment
-    ]
+    return [knob.setting for knob in KNOBS if not knob.public and knob.setting in environment]
 
 
 def _push_base_url_ok(url: str) -> bool:
@@ -251,271 +424,3 @@ def _push_base_url_ok(url: str) -> bool:
     return parts.scheme == "https" or (
         parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1")
     )
-
-
-@dataclass(frozen=True)
-class NudgeConfig:
-    """The knobs, typed. Built once at an entry point (a command, a view, a cron
-    route) and passed down; its attributes are ``KNOBS``' attributes, plus the
-    channels' sender classes."""
-
-    # --- the queue ---
-    lookahead: timedelta
-    default_lead: timedelta
-    max_lead: timedelta
-    grace: timedelta
-    lease: timedelta
-    batch_size: int
-    run_budget_seconds: float
-    retry_delay: timedelta
-    send_concurrency: int
-    telegram_rate: float
-    whatsapp_rate: float
-    console_rate: float
-    per_chat_interval: float
-    max_early: timedelta
-    smoothing_headroom: float
-    pacing_backoff: float
-    pacing_recovery_per_minute: float
-    max_nudges_per_user: int
-    max_nudges_per_user_minute: int
-    materialize_budget_seconds: float
-    materialize_slice_users: int
-    materialize_slice_lease: timedelta
-    # --- health ---
-    overdue_after: timedelta
-    max_p95_lateness: timedelta
-    deliver_stale_after: timedelta
-    materialize_stale_after: timedelta
-    # --- calendars ---
-    calendar_http_timeout_seconds: float
-    calendar_sync_budget_seconds: float
-    calendar_sync_user_budget_seconds: float
-    ics_max_bytes: int
-    meeting_hosts: tuple[str, ...]
-    calendar_sync_concurrency: int
-    calendar_sync_per_host: int
-    calendar_sync_db_lanes: int
-    google_project_rate_per_minute: float
-    google_project_burst: int
-    google_user_rate_per_minute: float
-    graph_app_rate_per_minute: float
-    graph_mailbox_rate_per_minute: float
-    # Push (calendars/push/): where providers post notifications ("" = poll only),
-    # and how often a calendar with live push is fetched anyway.
-    calendar_push_base_url: str
-    calendar_safety_poll: timedelta
-    # --- the end-user area ---
-    link_code_lifetime: timedelta
-    link_code_retention: timedelta
-    inbound_seen_retention: timedelta
-    max_calendars_per_user: int
-    max_follow_ups_per_user: int
-    max_api_tokens_per_user: int
-    api_requests_per_minute: int
-    snooze: timedelta
-    whatsapp_actions_content_sid: str
-    # --- sign-in and password reset (portal/signin.py) ---
-    signin_failure_limit: int
-    signin_lockout: timedelta
-    password_resets_per_address_hour: int
-    password_resets_per_client_hour: int
-    # Which class sends each channel (dotted paths; NUDGE_CHANNEL_BACKENDS).
-    channel_backends: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_settings(cls, *, validate: bool = True) -> NudgeConfig:
-        """The knobs as they are set now; invalid ones raise ``ValueError`` (unless the
-        caller wants to list them itself, as the system check does)."""
-        config = cls(
-            **{
-                knob.attribute: knob.convert(getattr(settings, knob.setting, knob.default))
-                for knob in KNOBS
-            },
-            channel_backends=dict(settings.NUDGE_CHANNEL_BACKENDS),
-        )
-        if validate:
-            config.validate()
-        return config
-
-    def replace(self, **changes: object) -> NudgeConfig:
-        """A validated copy with some knobs changed (a command's --batch-size, a test)."""
-        config = dataclasses.replace(self, **changes)
-        config.validate()
-        return config
-
-    def subject_window(self, now: datetime) -> tuple[datetime, datetime]:
-        """Subjects whose nudges can fall in the look-ahead: from the grace window's
-        start up to the look-ahead plus the longest lead honoured. Sync fetches it,
-        materialize plans from it."""
-        return now - self.grace, now + self.lookahead + self.max_lead
-
-    @property
-    def channel_rates(self) -> dict[str, float]:
-        """Messages per second per paced channel, across all deliver processes; 0 = unpaced."""
-        return {channel: getattr(self, f"{channel}_rate") for channel in RATE_SETTINGS}
-
-    def rate(self, channel: str) -> float:
-        """Messages per second ``channel`` may send; 0 means unpaced."""
-        return self.channel_rates.get(channel, 0.0)
-
-    def planning_rate(self, channel: str, rate_in_force: float | None = None) -> float:
-        """The rate smoothing may count on for ``channel``; 0 = unpaced.
-
-        Not the configured rate: that is a ceiling the adaptive pacer sits
-        under whenever it is at or above the provider's limit — a 429
-        multiplies the rate by ``pacing_backoff`` and it climbs back linearly,
-        so over each sawtooth it averages ``(1 + backoff) / 2`` of the ceiling.
-        Nothing says beforehand whether the ceiling is above the limit, so a
-        plan counts on that mean (a channel below its limit only sends a few
-        more nudges a little earlier); and on the rate in force when a 429
-        has lowered it further (the provider's limit is lower still).
-        """
-        ceiling = self.rate(channel)
-        if ceiling <= 0:
-            return 0.0
-        mean = ceiling * (1 + self.pacing_backoff) / 2
-        return mean if rate_in_force is None else max(0.0, min(mean, rate_in_force))
-
-    def per_minute_capacity(self, channel: str, rate_in_force: float | None = None) -> int | None:
-        """How many nudges one minute may hold before smoothing moves some earlier.
-
-        What the channel's planning rate (:meth:`planning_rate`) sends while a
-        minute's deliver run is sending (its budget, at most the minute), less
-        the headroom. The console's look-ahead chart draws this same line (at
-        the configured rate; smoothing also passes the rate in force).
-        """
-        if self.rate(channel) <= 0:
-            return None
-        rate = self.planning_rate(channel, rate_in_force)
-        sending_seconds = min(60.0, self.run_budget_seconds)
-        return max(1, int(rate * sending_seconds * self.smoothing_headroom))
-
-    def validate(self) -> None:
-        """Refuse settings that would make the queue unsafe, with the setting and the reason."""
-        problems = self.problems()
-        if problems:
-            raise ValueError("; ".join(problems))
-
-    def problems(self) -> list[str]:
-        """Every invalid knob, worded for whoever set it."""
-        problems = []
-
-        def require(ok: bool, message: str) -> None:
-            if not ok:
-                problems.append(message)
-
-        positive = timedelta(0)
-        require(self.batch_size >= 1, "NUDGE_BATCH_SIZE must be at least 1")
-        require(
-            timedelta(minutes=1) <= self.snooze <= timedelta(hours=24),
-            "NUDGE_SNOOZE_MINUTES must be between 1 and 1440",
-        )
-        require(self.send_concurrency >= 1, "NUDGE_SEND_CONCURRENCY must be at least 1")
-        require(self.lookahead > positive, "NUDGE_LOOKAHEAD_MINUTES must be positive")
-        require(self.grace > positive, "NUDGE_GRACE_MINUTES must be positive")
-        require(
-            positive <= self.max_lead <= SCHEMA_MAX_LEAD,
-            "NUDGE_MAX_LEAD_MINUTES must be between 0 and 1440",
-        )
-        require(
-            positive <= self.default_lead <= SCHEMA_MAX_LEAD,
-            "NUDGE_DEFAULT_LEAD_MINUTES must be between 0 and 1440",
-        )
-        require(self.run_budget_seconds > 0, "NUDGE_RUN_BUDGET_SECONDS must be positive")
-        require(
-            self.materialize_budget_seconds > 0, "NUDGE_MATERIALIZE_BUDGET_SECONDS must be positive"
-        )
-        require(
-            self.materialize_slice_users >= 1, "NUDGE_MATERIALIZE_SLICE_USERS must be at least 1"
-        )
-        require(
-            self.materialize_slice_lease > positive,
-            "NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS must be positive",
-        )
-        for channel, rate in self.channel_rates.items():
-            require(rate >= 0, f"{RATE_SETTINGS.get(channel, channel)} must not be negative")
-        require(self.max_nudges_per_user >= 1, "NUDGE_MAX_NUDGES_PER_USER must be at least 1")
-        require(
-            self.max_nudges_per_user_minute >= 1,
-            "NUDGE_MAX_NUDGES_PER_USER_MINUTE must be at least 1",
-        )
-        require(self.max_early >= positive, "NUDGE_MAX_EARLY_MINUTES must not be negative")
-        require(0 < self.smoothing_headroom <= 1, "NUDGE_SMOOTHING_HEADROOM must be in (0, 1]")
-        require(0 < self.pacing_backoff < 1, "NUDGE_PACING_BACKOFF must be in (0, 1)")
-        require(
-            0 < self.pacing_recovery_per_minute <= 1,
-            "NUDGE_PACING_RECOVERY_PER_MINUTE must be in (0, 1]",
-        )
-        for name, per_minute in (
-            ("CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE", self.google_project_rate_per_minute),
-            ("CALENDAR_GOOGLE_USER_RATE_PER_MINUTE", self.google_user_rate_per_minute),
-            ("CALENDAR_GRAPH_APP_RATE_PER_MINUTE", self.graph_app_rate_per_minute),
-            ("CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE", self.graph_mailbox_rate_per_minute),
-        ):
-            require(per_minute >= 0, f"{name} must not be negative")
-        require(
-            self.google_project_burst >= 0, "CALENDAR_GOOGLE_PROJECT_BURST must not be negative"
-        )
-        for name, seconds in (
-            ("CALENDAR_HTTP_TIMEOUT_SECONDS", self.calendar_http_timeout_seconds),
-            ("CALENDAR_SYNC_BUDGET_SECONDS", self.calendar_sync_budget_seconds),
-            ("CALENDAR_SYNC_USER_BUDGET_SECONDS", self.calendar_sync_user_budget_seconds),
-        ):
-            require(seconds > 0, f"{name} must be positive")
-        require(self.ics_max_bytes >= 1, "ICS_MAX_BYTES must be at least 1")
-        require(
-            all(_MEETING_HOST.fullmatch(host) for host in self.meeting_hosts),
-            "CALENDAR_MEETING_HOSTS must be comma-separated host names (a leading '*.' "
-            "also allows its subdomains)",
-        )
-        require(
-            1 <= self.calendar_sync_concurrency <= 512,
-            "CALENDAR_SYNC_CONCURRENCY must be between 1 and 512",
-        )
-        # Above the concurrency it simply caps nothing.
-        require(self.calendar_sync_per_host >= 1, "CALENDAR_SYNC_PER_HOST must be at least 1")
-        require(
-            1 <= self.calendar_sync_db_lanes <= 64,
-            "CALENDAR_SYNC_DB_LANES must be between 1 and 64",
-        )
-        for name, cap in (
-            ("NUDGE_MAX_CALENDARS_PER_USER", self.max_calendars_per_user),
-            ("NUDGE_MAX_FOLLOW_UPS_PER_USER", self.max_follow_ups_per_user),
-            ("NUDGE_MAX_API_TOKENS_PER_USER", self.max_api_tokens_per_user),
-            ("NUDGE_API_REQUESTS_PER_MINUTE", self.api_requests_per_minute),
-        ):
-            require(cap >= 1, f"{name} must be at least 1")
-        # The hourly allowance of WhatsApp codes counts the last hour's codes.
-        require(
-            self.link_code_retention >= max(timedelta(hours=1), self.link_code_lifetime),
-            "NUDGE_LINK_CODE_RETENTION_HOURS must be at least 1 and cover NUDGE_LINK_CODE_MINUTES",
-        )
-        require(
-            self.inbound_seen_retention >= timedelta(days=1),
-            "NUDGE_INBOUND_SEEN_DAYS must be at least 1",
-        )
-        for name, count in (
-            ("NUDGE_SIGNIN_FAILURE_LIMIT", self.signin_failure_limit),
-            ("NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR", self.password_resets_per_address_hour),
-            ("NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR", self.password_resets_per_client_hour),
-        ):
-            require(count >= 1, f"{name} must be at least 1")
-        require(self.signin_lockout > positive, "NUDGE_SIGNIN_LOCKOUT_MINUTES must be positive")
-        require(
-            timedelta(minutes=15) <= self.calendar_safety_poll <= timedelta(hours=24),
-            "CALENDAR_SAFETY_POLL_MINUTES must be between 15 and 1440",
-        )
-        require(
-            _push_base_url_ok(self.calendar_push_base_url),
-            "CALENDAR_PUSH_BASE_URL must be empty or an https:// address without a query "
-            "(plain http only on a loopback host)",
-        )
-        # A run may overrun its budget by one send; the lease must outlast it
-        # comfortably, or a live run's rows could be claimed a second time.
-        require(
-            self.lease.total_seconds() >= 2 * self.run_budget_seconds,
-            "NUDGE_LEASE_SECONDS must be at least twice NUDGE_RUN_BUDGET_SECONDS "
-            f"(lease {self.lease.total_seconds():.0f}s, budget {self.run_budget_seconds}s)",
-        )
-        return problems

@@ -1,8 +1,5 @@
-"""Development or a real deployment: the project's one notion of it.
-
-The console channel prints a user's private titles, so it is allowed only in
-development or where ``ALLOW_CONSOLE_CHANNEL`` says so (staging, CI).
-"""
+"""Development or a real deployment: the project's one notion of it. The console channel
+prints private titles, so only development or ``ALLOW_CONSOLE_CHANNEL`` allows it."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""One way of writing an instant (and a span, and a count) everywhere staff read them.
-
-The console and every app's admin pages write an instant as ``when`` does: in
-the active zone (Django's ``timezone.activate``; the admin site activates the
-viewing staff member's own), named by its abbreviation, with the UTC instant on
-hover. Outside a request that activates a zone, that is ``TIME_ZONE``, UTC. It
-lives on the ground floor because app admins (below the site) use it too.
+"""One way of writing an instant (and a span, and a count) everywhere staff read them: in
+the active zone (the admin activates the staff member's own), named, with the UTC
+instant on hover. On the ground floor because app admins use it too.
 """
 
 from __future__ import annotations
@@ -18,11 +14,8 @@ from django.utils.safestring import SafeString
 
 
 def when(instant: datetime | None, empty: str = "never", seconds: bool = False) -> SafeString:
-    """An instant, written one way everywhere: ``2026-12-02 23:22 CET``, in the active zone.
-
-    The UTC instant, to the second, is its ``title`` (shown on hover), and its
-    ``datetime`` attribute, so one page never reads in two zones.
-    """
+    """An instant, written one way everywhere: ``2026-12-02 23:22 CET``, in the active zone,
+    with the UTC instant as its ``title`` (on hover) and ``datetime`` attribute."""
     if instant is None:
         return format_html("{}", empty)
     utc = instant.astimezone(UTC)
@@ -35,11 +28,8 @@ def when(instant: datetime | None, empty: str = "never", seconds: bool = False) 
 
 
 def when_text(instant: datetime, seconds: bool = True) -> str:
-    """An instant as plain text, in the active zone and naming it: ``2026-12-02 22:22:05 UTC``.
-
-    For places no markup can go (a page's title, an object's name), so the
-    zone is written out rather than left for the reader to guess.
-    """
+    """An instant as plain text where no markup can go, in the active zone and naming it:
+    ``2026-12-02 22:22:05 UTC``."""
     shape = "%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z"
     return f"{timezone.localtime(instant):{shape}}"
 

@@ -1,15 +1,9 @@
-"""The one way this project runs work concurrently: a bounded set of worker threads.
+"""The one way this project runs work concurrently: a bounded set of worker threads
+(the provider clients are synchronous, and a thread waiting on a socket holds no lock).
 
-Every concurrent step — calendar fetches and their database writes, planning a
-set of users, sending nudges, mail after a response — goes through
-:class:`Executor`. Threads, not processes or asyncio: the provider clients are
-synchronous, and a thread waiting on a socket holds no lock. (The untrusted ICS
-parse forks on purpose, for isolation, in ``providers.parse_template``.)
-
-One switch runs work inline: an executor of ``threads=0``, or one whose work
-touches the database while the calling connection is inside a transaction it
-does not own (a test's), runs each call on the calling thread — another
-thread's connection could not see that transaction's rows.
+An executor of ``threads=0``, or one whose work touches the database while the caller
+is inside a transaction (a test's), runs each call inline: another thread's
+connection could not see that transaction's rows.
 """
 
 from __future__ import annotations
@@ -31,11 +25,8 @@ def inside_foreign_transaction() -> bool:
 
 
 class Executor:
-    """At most ``threads`` calls at once, each on a worker thread started on demand.
-
-    A worker closes the database connections it opened when the executor closes,
-    so a pool never leaks connections past its run.
-    """
+    """At most ``threads`` calls at once, on worker threads started on demand; each closes
+    its database connections when the executor closes."""
 
     def __init__(self, threads: int, name: str, *, database: bool = True) -> None:
         self.name = name
@@ -45,12 +36,6 @@ class Executor:
         self._workers: list[threading.Thread] = []
         self._busy = 0
         self._lock = threading.Lock()
-
-    def __enter__(self) -> Executor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def submit(self, fn: Callable[..., T], /, *args: Any) -> Future[T]:
         """Run ``fn(*args)`` on a worker (or inline); the future holds its answer or error."""

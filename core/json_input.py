@@ -1,8 +1,6 @@
-"""A JSON body from outside, read once, with a nesting limit.
-
-Python's parser recurses once per ``[`` or ``{``, so a few kilobytes of
-brackets raise ``RecursionError`` (a 500). :func:`parse` counts the nesting
-first, in one linear pass, and refuses anything deeper than ``max_depth``.
+"""A JSON body from outside, read once, with a nesting limit: Python's parser recurses
+per ``[`` or ``{`` (a few kilobytes of brackets are a ``RecursionError``), so
+:func:`parse` counts the nesting first, in one linear pass.
 """
 
 from __future__ import annotations
@@ -25,14 +23,6 @@ class JsonInputError(ValueError):
     """The body is not JSON this service reads; the message is safe to show."""
 
 
-class NotJson(JsonInputError):
-    """Not valid JSON (or not text)."""
-
-
-class TooDeep(JsonInputError):
-    """Nested deeper than the limit."""
-
-
 def nesting_depth(text: str) -> int:
     """How deep the arrays and objects of ``text`` nest (brackets inside strings
     do not count). Malformed text gets a number too; the parser refuses it later."""
@@ -41,21 +31,21 @@ def nesting_depth(text: str) -> int:
 
 
 def parse(body: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
-    """The value ``body`` holds; :class:`TooDeep` past ``max_depth`` levels,
-    :class:`NotJson` for anything that is not JSON (bad text, bad encoding)."""
+    """The value ``body`` holds; :class:`JsonInputError` past ``max_depth`` levels, or for
+    anything that is not JSON (bad text, bad encoding)."""
     if isinstance(body, bytes | bytearray):
         try:
             # As json.loads itself decodes bytes: UTF-8, -16 or -32 by their first bytes.
             text = bytes(body).decode(json.detect_encoding(body), "surrogatepass")
         except UnicodeDecodeError:
-            raise NotJson("the body is not valid JSON") from None
+            raise JsonInputError("the body is not valid JSON") from None
     else:
         text = body
     if nesting_depth(text) > max_depth:
-        raise TooDeep("the body is nested too deeply")
+        raise JsonInputError("the body is nested too deeply")
     try:
         return json.loads(text)
     except RecursionError:  # only with a max_depth beyond the interpreter's stack
-        raise TooDeep("the body is nested too deeply") from None
+        raise JsonInputError("the body is nested too deeply") from None
     except ValueError:
-        raise NotJson("the body is not valid JSON") from None
+        raise JsonInputError("the body is not valid JSON") from None

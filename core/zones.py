@@ -1,9 +1,5 @@
-"""A time zone from its name, never raising.
-
-A stored name the process's tz database does not know falls back to UTC. A
-name from a request may be anything (a directory, a path, too long); those
-mean "no such zone" too.
-"""
+"""A time zone from its name, never raising: an unknown stored name falls back to UTC, and
+a request's name may be anything (a path, too long), which means "no such zone" too."""
 
 from __future__ import annotations
 

@@ -4,11 +4,7 @@ from django.contrib.admin.apps import AdminConfig
 
 
 class NudgeAdminConfig(AdminConfig):
-    """``django.contrib.admin`` with the support console as its default site.
-
-    Swapping the default site (rather than mounting a second one) means every
-    ``admin.site.register`` — ours and ``django.contrib.auth``'s — lands on the
-    site whose views run under ``support_scope()``; there is no unscoped admin.
-    """
+    """``django.contrib.admin`` with the support console as its default site, so every
+    ``admin.site.register`` (``django.contrib.auth``'s too) runs under ``support_scope()``."""
 
     default_site = "console.admin_site.NudgeAdminSite"

@@ -2,7 +2,7 @@
 
 Nothing secret has a production default. With ``DATABASE_URL`` unset the
 project runs on an embedded PostgreSQL inside the checkout (see
-``nudgeproject/embedded_postgres.py``); that is the development mode, and only
+``tenancy/embedded_server.py``); that is the development mode, and only
 there does a missing ``SECRET_KEY`` fall back to a random key kept in ``var/``.
 """
 
@@ -22,18 +22,16 @@ from core.config import knob_settings
 BASE_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = BASE_DIR / "var"
 
-# The public settings: ``env`` reads each (docs/OPERATIONS.md "Settings" says what
-# each does and why; at most 30). ``seam`` reads what only development, tests and
-# benchmarks set: the fakes' addresses and switches, never production's.
+# ``env`` reads the public settings (docs/OPERATIONS.md "Settings"; at most 30);
+# ``seam`` what only development, tests and benchmarks set (the fakes' addresses).
 env = environ.Env()
 seam = environ.Env()
 if (BASE_DIR / ".env").is_file():
     environ.Env.read_env(BASE_DIR / ".env")
 
 DEBUG = env.bool("DEBUG", default=False)
-# The site's public https origin (e.g. https://nudge.example.com): the webhook
-# addresses given to Telegram, Twilio, Google and Microsoft derive from it, and forms
-# posted through the TLS proxy are trusted from it. Empty: no push, no webhooks.
+# The site's public https origin: webhook addresses derive from it, and forms posted
+# through the TLS proxy are trusted from it. Empty: no push, no webhooks.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="").rstrip("/")
 _public = urlsplit(PUBLIC_BASE_URL)
 if PUBLIC_BASE_URL and (
@@ -46,14 +44,13 @@ ALLOWED_HOSTS = env.list(
     "ALLOWED_HOSTS",
     default=[_public.hostname] if _public.hostname else ["localhost", "127.0.0.1", "[::1]"],
 )
-# The development console channel (it prints nudges) is refused outside development
-# (DEBUG or the embedded database); a staging or CI server may allow it.
+# The console channel (it prints nudges) outside development: staging or CI.
 ALLOW_CONSOLE_CHANNEL = seam.bool("ALLOW_CONSOLE_CHANNEL", default=False)
 
 # --- Database -------------------------------------------------------------
 EMBEDDED_DATABASE = not env.str("DATABASE_URL", default="")
 if EMBEDDED_DATABASE:
-    from nudgeproject.embedded_postgres import database_settings
+    from tenancy.embedded_server import database_settings
 
     # Started on the first connection, not here (tenancy/backend).
     _database = database_settings(STATE_DIR)
@@ -63,15 +60,13 @@ else:
     _database["HOST"] = unquote(_database.get("HOST") or "")
     if _database.get("ENGINE") != "django.db.backends.postgresql":
         raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://…).")
-# Same server and database, the connection class that creates test databases
-# as the owner role (see tenancy/backend).
+# Creates test databases as the owner role (tenancy/backend).
 _database["ENGINE"] = "tenancy.backend"
 _database.setdefault("OPTIONS", {})
 _database["OPTIONS"].setdefault("application_name", "nudge")
 _database["CONN_MAX_AGE"] = 0  # a connection per request; pool in front (pgbouncer) if needed
 _database["TEST"] = {
-    # Test databases are copied from a template that carries the schema
-    # grants a NOINHERIT login role needs (see tenancy/bootstrap.py).
+    # A template carrying the schema grants a NOINHERIT owner needs (tenancy/bootstrap.py).
     "TEMPLATE": f"{_database['NAME']}_template",
 }
 if seam.str("TEST_DATABASE_NAME", default=""):
@@ -82,10 +77,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Roles entered with SET LOCAL ROLE; names derive from the login role.
 NUDGE_DB_LOGIN_ROLE = _database["USER"]
-# The owner (migration) role owns the schema; only `migrate`, `flush` and the
-# test-database set-up connect as it (tenancy/owner.py). DATABASE_OWNER_URL
-# names it and its password; unset, it is `<db user>_owner` on the same
-# server, without a password (enough for trust or peer authentication).
+# The owner (migration) role (tenancy/owner.py): DATABASE_OWNER_URL, else
+# `<db user>_owner` on the same server without a password (trust or peer auth).
 _owner_url = env.str("DATABASE_OWNER_URL", default="")
 if _owner_url:
     _owner = environ.Env.db_url_config(_owner_url)
@@ -103,9 +96,7 @@ NUDGE_DB_OWNER = {
     "PORT": str(_owner.get("PORT") or _database.get("PORT") or ""),
 }
 NUDGE_DB_OWNER_ROLE = NUDGE_DB_OWNER["USER"]
-# The NOLOGIN roles the login role may enter. Always derived from the login
-# role, as `bootstrap_db` creates them (tenancy/bootstrap.RoleNames): a name
-# of their own would be one the bootstrap never made.
+# The NOLOGIN roles the login role may enter, named as `bootstrap_db` creates them.
 NUDGE_DB_SWEEPER_ROLE = f"{NUDGE_DB_LOGIN_ROLE}_sweeper"
 NUDGE_DB_SUPPORT_ROLE = f"{NUDGE_DB_LOGIN_ROLE}_support"
 NUDGE_DB_PLANNER_ROLE = f"{NUDGE_DB_LOGIN_ROLE}_planner"
@@ -151,8 +142,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    # Static files from STATIC_ROOT (`manage.py collectstatic`), answered before the
-    # session and the database are touched: the web server needs no other file server.
+    # Static files from STATIC_ROOT, before the session and the database are touched.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -193,8 +183,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
-# What nudges and the user area are written in (accounts.models.Language; each
-# person's own is on their delivery settings). Catalogs: locale/<lang>/LC_MESSAGES.
+# What nudges and the user area are written in (each person's own: accounts.models.Language).
 LANGUAGES = [
     ("en", "English"),
     ("de", "Deutsch"),
@@ -210,8 +199,7 @@ USE_TZ = True
 # --- The end-user area ----------------------------------------------------------
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "portal:home"
-# Password-reset mail, one URL (smtp+tls://user:password@host:587, consolemail://):
-# printed to the console in development, SMTP on this machine otherwise.
+# Password-reset mail, one URL (smtp+tls://user:password@host:587, consolemail://).
 globals().update(
     env.email_url(
         "EMAIL_URL",
@@ -225,15 +213,13 @@ AUTHENTICATION_BACKENDS = [
     "portal.signin.ThrottledSignIn",
     "django.contrib.auth.backends.ModelBackend",
 ]
-# Limits: NUDGE_SIGNIN_* and NUDGE_PASSWORD_RESET_* (core/config.py), read at each attempt.
-# Why these, against axes' other options: portal/signin.py and OPERATIONS.md "Security model".
+# Limits: NUDGE_SIGNIN_* (core/config.py); why these options: portal/signin.py.
 AXES_FAILURE_LIMIT = "portal.signin.failure_limit"
 AXES_COOLOFF_TIME = "portal.signin.lockout_duration"
 # The pair, never either alone: a stranger's guesses cannot lock the owner out from
 # elsewhere, and one address's guesses at many names lock out nobody else.
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-# A try while locked is refused unchecked and not recorded: it cannot make the lock last
-# longer, which ends its cool-off after the failure that reached the limit.
+# A try while locked is refused unchecked and not recorded: it cannot lengthen the lock.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_CLIENT_IP_CALLABLE = "portal.signin.client_address"
 AXES_LOCKOUT_CALLABLE = "portal.signin.locked_out"
@@ -245,8 +231,7 @@ AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are not stored; failures a
 STATIC_URL = "static/"
 # What collectstatic writes and WhiteNoise serves.
 STATIC_ROOT = seam.path("STATIC_ROOT", default=str(STATE_DIR / "static"))
-# collectstatic also writes a gzip copy of each file, which WhiteNoise serves to
-# clients that accept it; file names stay as they are (no manifest to keep in step).
+# Gzip copies served to clients that accept them; file names unchanged (no manifest).
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
@@ -267,13 +252,10 @@ SECURE_PROXY_SSL_HEADER = (
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 CSRF_TRUSTED_ORIGINS = [f"{_public.scheme}://{_public.netloc}"] if PUBLIC_BASE_URL else []
-# A refused form gets a page of the site (its style under the CSP nonce, plain words),
-# not Django's, whose inline <style> the policy blocks.
+# A refused form gets a page of the site, not Django's (whose inline <style> CSP blocks).
 CSRF_FAILURE_VIEW = "nudgeproject.views.csrf_failure"
-# Content-Security-Policy (django-csp) on every response: the end-user area and the
-# admin load nothing from elsewhere; the few inline <style>/<script> blocks carry
-# the per-response nonce ({{ CSP_NONCE }}); no inline style attributes, no eval.
-# A form may post only here, or on to Telegram (Link Telegram redirects to t.me).
+# Content-Security-Policy on every response: nothing from elsewhere, inline blocks only
+# with the response's nonce, no eval; forms post here, or on to t.me (Link Telegram).
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": [SELF],
@@ -288,8 +270,7 @@ CONTENT_SECURITY_POLICY = {
 }
 
 # --- The product's knobs (NUDGE_*, CALENDAR_*, ICS_*) -------------------------
-# Defaults in core/config.py (KNOBS); the public ones are read from the environment.
-# Google and Microsoft post change notifications under the public origin.
+# Defaults in core/config.py (KNOBS); push notifications arrive under the public origin.
 globals().update(knob_settings(env, derived={"CALENDAR_PUSH_BASE_URL": PUBLIC_BASE_URL}))
 
 # Which class sends each channel; JSON in the environment overrides entries.
@@ -323,8 +304,7 @@ CHANNEL_TIMEOUT_SECONDS = seam.float("CHANNEL_TIMEOUT_SECONDS", default=10.0)
 
 # HTTP cron routes (POST /cron/…): bearer secret; empty disables the routes.
 CRON_SECRET = env.str("CRON_SECRET", default="")
-# GET /metrics (read-only; the cron secret is not accepted there): bearer secret;
-# empty disables /metrics.
+# GET /metrics (the cron secret is not accepted there): bearer secret; empty disables it.
 METRICS_SECRET = env.str("METRICS_SECRET", default="")
 
 # --- Providers: calendars ---------------------------------------------------
@@ -363,8 +343,7 @@ LOGGING = {
     },
     "loggers": {
         "nudge": {"handlers": ["stderr"], "level": LOG_LEVEL, "propagate": True},
-        # httpx logs every request URL, and Telegram's URL contains the bot token;
-        # python-telegram-bot logs URLs and message text (user data) at DEBUG.
+        # Request URLs carry the bot token; python-telegram-bot logs message text at DEBUG.
         "httpx": {"level": "WARNING"},
         "telegram": {"level": "WARNING"},
         # urllib3 logs request paths at DEBUG, and an ICS feed's path is a secret.

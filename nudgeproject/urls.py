@@ -22,8 +22,7 @@ urlpatterns = [
         auth_views.PasswordResetConfirmView.as_view(form_class=UnlockingSetPasswordForm),
         name="password_reset_confirm",
     ),
-    # A person changes their password on their account page (the user area), not on
-    # Django's admin-styled form.
+    # A person changes their password on their account page, not Django's admin form.
     path(
         "accounts/password_change/",
         RedirectView.as_view(pattern_name="portal:account", permanent=False),

@@ -1,11 +1,6 @@
-"""Site-wide pages that belong to no room: what a refused form says.
-
-Django's own CSRF failure page carries an inline ``<style>`` without the
-response's CSP nonce (the browser refuses it and logs a violation) and speaks
-to developers ("CSRF verification failed", reasons about Referer headers).
-This one is a page of the site: its stylesheet carries the nonce like every
-other page's, and it tells the person what happened and what to do. Django
-logs the reason (``django.security.csrf``); the page does not show it.
+"""What a refused form says: Django's own CSRF page has an inline ``<style>`` the CSP
+blocks and speaks to developers; this one is a page of the site, in plain words
+(Django logs the reason, ``django.security.csrf``).
 """
 
 from __future__ import annotations

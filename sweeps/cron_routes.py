@@ -1,10 +1,6 @@
-"""POST /cron/materialize and POST /cron/deliver: the sweeps for hosts whose cron speaks HTTP.
-
-Same code, run log and summary as the commands. The caller sends
-``Authorization: Bearer <CRON_SECRET>``; an empty CRON_SECRET turns the routes
-off, and a refused request runs and logs nothing. Deliver sends inside the
-request for up to NUDGE_RUN_BUDGET_SECONDS plus one send: the web server's
-request timeout must be longer.
+"""POST /cron/materialize and /cron/deliver: the sweeps for hosts whose cron speaks HTTP,
+with ``Authorization: Bearer <CRON_SECRET>`` (empty: the routes are off). Deliver runs
+in the request for its budget plus one send: the server's timeout must be longer.
 """
 
 from __future__ import annotations

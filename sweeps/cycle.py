@@ -1,13 +1,9 @@
 """One materialize cycle (a 15-minute slot) shared by every process that runs it.
 
-The first run of the slot splits the active users into slices of
-``NUDGE_MATERIALIZE_SLICE_USERS`` ids; every participant claims one slice at a
-time (``FOR UPDATE SKIP LOCKED``), renews its lease while visiting its users,
-and marks it done. A slice whose lease lapsed is taken over in the same cycle,
-and a participant with nothing free waits while others hold slices, so a dead
-holder's slice is always taken over. No coordinator but PostgreSQL.
-
-Runs as the login role outside any tenant scope: neither table is a tenant table.
+The slot's first run splits the active users into slices; each participant claims
+one at a time (``SKIP LOCKED``), renews its lease while visiting, and marks it done.
+A lapsed lease is taken over in the same cycle (a participant with nothing free
+waits while others hold slices). Not tenant tables: no scope.
 """
 
 from __future__ import annotations
@@ -70,9 +66,8 @@ class CycleState:
 
 
 def join_cycle(now: datetime, config: NudgeConfig) -> MaterializeCycle:
-    """The cycle of ``now``, created with its slices in one transaction by the first
-    to arrive (one arriving at the same instant waits on the key, then reads it).
-    Every participant plans from the cycle's ``as_of``, the first one's instant."""
+    """The cycle of ``now``, created with its slices by the first to arrive; everyone
+    plans from its ``as_of``, the first one's instant."""
     starts_at = cycle_start(now)
     existing = MaterializeCycle.objects.filter(pk=starts_at).first()
     if existing is not None:
@@ -111,8 +106,8 @@ def _resume_after(starts_at: datetime) -> int:
 def _rotated(
     ranges: list[tuple[int, int | None]], resume_after: int
 ) -> Iterator[tuple[int, tuple[int, int | None]]]:
-    """Claim order from where the last cycle stopped, so a short cycle does not
-    leave out the same users every time."""
+    """Claim order from where the last cycle stopped (a short cycle must not leave out
+    the same users every time)."""
     first = next((i for i, (after, _) in enumerate(ranges) if after >= resume_after), 0)
     order = ranges[first:] + ranges[:first]
     return enumerate(order)
@@ -185,11 +180,9 @@ class Lease:
 class Participation:
     """What one participant did in a cycle, and how the cycle stood when it left."""
 
-    cycle: datetime
     me: str
     slices_taken: int = 0
     slices_taken_over: int = 0
-    slices_lost: int = 0  # taken over from this participant while it still worked
     cut_short: bool = False  # its budget ran out with slices nobody holds
 
 
@@ -204,9 +197,8 @@ class Visit:
 
 
 class SliceVisitor(Protocol):
-    """Visits slices' users, pipelined: ``start`` may return while the slice's last
-    users are still being fetched; a slice is settled (and marked done) only once
-    every user of it is planned."""
+    """Visits slices' users, pipelined: a slice is settled (marked done) only once every
+    user of it is planned."""
 
     def start(self, visit: Visit) -> None:
         """Take the slice's users in, renewing its lease as it goes."""
@@ -225,14 +217,10 @@ def take_part(
     *,
     deadline: float,
 ) -> Participation:
-    """Claim and visit slices until none is left, the budget is spent or a newer cycle began.
-
-    With nothing free but slices held by others, it settles its own, then polls
-    until they finish or a lease lapses, so a dead holder's slice is taken over
-    in this cycle, not the next.
-    """
+    """Claim and visit slices until none is left, the budget is spent or a newer cycle
+    began; with nothing free, poll while others hold slices, to take over a dead one's."""
     me = participant_name()
-    part = Participation(cycle=cycle.starts_at, me=me)
+    part = Participation(me=me)
     while True:
         _settle(visitor.settled(), part)
         if time.monotonic() >= deadline:
@@ -265,21 +253,18 @@ def take_part(
 
 
 def _settle(visits: list[Visit], part: Participation) -> None:
-    """Mark each settled slice done, or hand back one left half-visited."""
+    """Mark each settled slice done, or hand back one left half-visited (unless taken over)."""
     for visit in visits:
-        if not visit.whole:
-            if visit.lease.held:
-                release_slice(visit.taken.id, part.me)
-            else:
-                part.slices_lost += 1
-        elif not finish_slice(visit.taken.id, part.me, visit.users):
-            part.slices_lost += 1
+        if visit.whole:
+            finish_slice(visit.taken.id, part.me, visit.users)
+        elif visit.lease.held:
+            release_slice(visit.taken.id, part.me)
 
 
 @contextmanager
 def smoothing_turn() -> Iterator[None]:
-    """One participant smooths at a time: two planning from the same load read would
-    both fill the same earlier minute. A session lock, freed if the process dies."""
+    """One participant smooths at a time (two would fill the same earlier minute); a
+    session lock, freed if the process dies."""
     with connection.cursor() as cursor:
         cursor.execute(sql.SMOOTHING_LOCK)
     try:

@@ -1,16 +1,14 @@
-"""The delivery sweep (cron: every minute): rows past grace are settled
-``expired``, then up to ``NUDGE_SEND_CONCURRENCY`` sends are kept in flight
-until nothing is due or the run's budget is spent.
+"""The delivery sweep (cron: every minute): rows past grace are settled ``expired``,
+then up to ``NUDGE_SEND_CONCURRENCY`` sends are kept in flight until nothing is due or
+the run's budget is spent.
 
-A claimed row whose claimant died mid-send is settled ``failed`` (a duplicate
-nudge is worse than a missing one support can see). The rest are re-resolved
-in the owner's scope, wait for their channel's shared send slot (and a second
-per chat), are stamped ``send_started_at`` (fenced), sent on a worker thread
-outside any transaction, and settled by claim token in grouped flushes. A 429
-pauses the channel for every process and hands the row back for later in the
-run. Rows claimed but untried when the budget ends are handed back, except
-those whose slot is reserved within the second; a run that dies releases
-nothing, and its claims expire with the lease.
+A row whose claimant died mid-send is settled ``failed`` (a duplicate is worse than a
+missing nudge support can see). The rest are re-resolved in the owner's scope, wait
+for their channel's shared slot (and a second per chat), are stamped
+``send_started_at`` (fenced), sent on a worker thread outside any transaction, and
+settled by claim token in grouped flushes. A 429 pauses the channel for every process
+and hands the row back. Rows untried when the budget ends are handed back; a run that
+dies releases nothing, and its claims expire with the lease.
 """
 
 from __future__ import annotations
@@ -125,12 +123,8 @@ class DeliveryRun:
         return time.monotonic() - self.started >= self.claims_until()
 
     def taken_over(self) -> bool:
-        """Past its budget, a live run claims until a later deliver run is in the run log.
-
-        Otherwise nudges would wait through the next process's start-up and go
-        late in a burst's last minute; the brief overlap is safe under the claim
-        and the shared pacing.
-        """
+        """Past its budget, a live run claims until a later deliver run is in the run log
+        (or nudges would wait through the next one's start-up); the overlap is safe."""
         if not self.budget_spent():
             return False
         if self._taken_over or not self.hands_over():
@@ -193,8 +187,10 @@ class DeliveryRun:
         if verdict.problem and verdict.problem not in self.report.errors:
             self.report.errors.append(verdict.problem)
 
-    def retry_later(self, row: ClaimedSend, reason: str) -> None:
-        self.conclude(row, verdicts.retry(reason, self.config.retry_delay), self.now())
+    def retry_later(self, row: ClaimedSend, reason: str, problem: str = "") -> None:
+        """Nothing was sent: retried later; a ``problem`` also fails the run's health."""
+        retry = verdicts.retry(reason, self.config.retry_delay, problem=problem)
+        self.conclude(row, retry, self.now())
 
     def run(self) -> None:
         self.report.expired += transitions.expire_past_grace(self.now(), self.config)
@@ -254,8 +250,7 @@ class DeliveryRun:
         except Exception as exc:
             logger.exception("reading the claimed rows' subjects failed")
             for row in fresh:
-                self.retry_later(row, f"{type(exc).__name__} while resolving")
-            self.report.errors.append(type(exc).__name__)
+                self.retry_later(row, f"{type(exc).__name__} while resolving", type(exc).__name__)
             return
         now = self.now()
         for row in fresh:
@@ -264,8 +259,7 @@ class DeliveryRun:
             except Exception as exc:
                 # One row's bad data must not strand the rest of the batch.
                 logger.exception("resolving a claimed row failed", extra={"send_id": row.id})
-                self.retry_later(row, f"{type(exc).__name__} while resolving")
-                self.report.errors.append(type(exc).__name__)
+                self.retry_later(row, f"{type(exc).__name__} while resolving", type(exc).__name__)
                 continue
             if isinstance(outcome, Delivery):
                 self.waiting.setdefault(outcome.channel, []).append(Outgoing(row, outcome))
@@ -301,8 +295,7 @@ class DeliveryRun:
             except Exception as exc:
                 # A bad backend setting: nothing was sent, so retry later, loudly.
                 logger.exception("building a channel failed", extra={"send_id": outgoing.row.id})
-                self.retry_later(outgoing.row, describe_unexpected(exc))
-                self.report.errors.append(type(exc).__name__)
+                self.retry_later(outgoing.row, describe_unexpected(exc), type(exc).__name__)
         if not ready:
             return
         now = self.now()
@@ -334,11 +327,8 @@ class DeliveryRun:
             time.sleep(min(timeout, 0.05))
 
     def give_back_untried(self) -> None:
-        """Hand rows without a send slot back to the queue.
-
-        A row whose reserved slot comes within ``HORIZON`` still goes: the slot
-        is spent in the shared budget whoever holds it.
-        """
+        """Hand rows without a send slot back to the queue; one whose slot comes within
+        ``HORIZON`` still goes (the slot is spent in the shared budget anyway)."""
         keep_until = time.monotonic() + HORIZON.total_seconds()
         untried = [o for rows in self.waiting.values() for o in rows]
         kept = [entry for entry in self.scheduled if entry[0] <= keep_until]
@@ -448,56 +438,3 @@ def run_deliver(
             run.status = SweepRun.Status.FAILED
             run.error = "; ".join(report.errors[:20]) or "lost claims"
     return report
-
-
-FUTURE_REFUSAL = (
-    "--now {now} is in the future (the database clock says {clock}): a real deliver run "
-    "would send those nudges early. Use --dry-run to see what would be sent, or "
-    "--simulated-clock where the whole world runs on that clock (tests, load simulations)"
-)
-
-
-class FutureInstantRefused(ValueError):
-    """``deliver --now`` ahead of the clock, without ``--dry-run`` or ``--simulated-clock``."""
-
-
-def refuse_future_instant(now: datetime | None) -> None:
-    """Refuse a ``--now`` ahead of the database clock: it would send nudges early."""
-    if now is None:
-        return
-    clock = transitions.database_now()
-    if now > clock:
-        raise FutureInstantRefused(
-            FUTURE_REFUSAL.format(now=now.isoformat(), clock=f"{clock:%Y-%m-%dT%H:%M:%S}Z")
-        )
-
-
-@dataclass
-class DryRun:
-    """What a deliver run at ``as_of`` would claim; nothing was claimed or sent."""
-
-    as_of: datetime
-    total: int
-    rows: list  # transitions.due_preview's named rows
-
-    def lines(self) -> list[str]:
-        head = (
-            f"deliver --dry-run as of {self.as_of.isoformat()}: would claim {self.total} "
-            f"nudge{'s' if self.total != 1 else ''}; nothing was sent"
-        )
-        shown = [
-            f"  #{row.id} user:{row.user_id} {row.kind} via {row.channel or 'their channel'}"
-            f", due {row.fire_at:%Y-%m-%d %H:%M:%S}Z"
-            + (f" (attempt {row.attempts + 1})" if row.attempts else "")
-            for row in self.rows
-        ]
-        if self.total > len(self.rows):
-            shown.append(f"  … and {self.total - len(self.rows)} more")
-        return [head, *shown]
-
-
-def dry_run(config: NudgeConfig, now: datetime | None = None, limit: int = 50) -> DryRun:
-    """What ``run_deliver(now)`` would claim; nothing is claimed, sent or recorded."""
-    as_of = now or transitions.database_now()
-    total, rows = transitions.due_preview(as_of, config, limit)
-    return DryRun(as_of, total, rows)

@@ -4,7 +4,7 @@ people read and as the run log's counts that health and ``/metrics`` read back."
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 
 from scheduled_sends.failures import TRANSIENT, FailureKind
@@ -99,17 +99,12 @@ class DeliverReport:
     def as_dict(self) -> dict[str, object]:
         late = self.lateness()
         read_back = DeliverCounts(
-            sent=self.sent,
-            expired=self.expired,
+            **{
+                f.name: getattr(self, f.name)
+                for f in fields(DeliverCounts)
+                if hasattr(self, f.name)
+            },
             lateness_histogram=tuple(late.histogram),
-            skipped=self.skipped,
-            failed=self.failed,
-            retried=self.retried,
-            rate_limited=self.rate_limited,
-            rate_limited_by_channel=dict(self.rate_limited_by_channel),
-            sent_by_channel=dict(self.sent_by_channel),
-            failures_by_channel={c: dict(k) for c, k in self.failures_by_channel.items()},
-            configuration_errors=dict(self.configuration_errors),
         )
         return {
             "as_of": self.as_of.isoformat(),

@@ -57,13 +57,9 @@ def seed_demo(
     progress=None,
     default_lead: timedelta,
 ) -> DemoSummary:
-    """Create the missing demo users ``{prefix}1…{prefix}N`` with their data.
-
-    ``due_now`` follow-ups per user fall due one default lead from ``start``, so
-    their nudges are due at once; nothing is due before ``start``, so a deliver
-    run right after sends nothing late. New users share ``password`` (hashed
-    once) if given, else an unusable one.
-    """
+    """Create the missing demo users ``{prefix}1…{prefix}N`` with their data; ``due_now``
+    follow-ups each fall due one default lead from ``start`` (nothing before it). New users
+    share ``password`` if given, else an unusable one."""
     summary = DemoSummary()
     soon = start + default_lead
     # The other subjects start after the "due now" ones, so their nudges are still ahead.

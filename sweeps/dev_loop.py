@@ -1,8 +1,5 @@
-"""``manage.py run_sweeps``: a development machine's cron jobs, in one process.
-
-Runs materialize every 15 minutes, and deliver and the minute job every minute,
-printing each summary line; Ctrl-C stops between runs, so no sweep is cut off
-mid-send.
+"""``manage.py run_sweeps``: a development machine's cron jobs in one process (materialize
+every 15 minutes, deliver and the minute job every minute); Ctrl-C stops between runs.
 """
 
 from __future__ import annotations
@@ -49,10 +46,7 @@ def run_sweeps(
     clock: Callable[[], float] = time.monotonic,
     stamp: Callable[[], str] = lambda: time.strftime("%H:%M:%S"),
 ) -> LoopSummary:
-    """Run the sweeps on cron's cadence until ``stop`` (checked between sweeps).
-
-    A failed sweep is reported and the loop goes on, as cron would.
-    """
+    """Run the sweeps on cron's cadence until ``stop``; a failed one is reported, as cron would."""
     summary = LoopSummary()
     next_materialize = next_deliver = clock()
     write(

@@ -1,10 +1,7 @@
-"""The materializing sweep (cron: every 15 minutes): once a cycle, sync each
-user's calendars and queue one ``scheduled_sends`` row per nudge due within the
-look-ahead, so delivery is a single indexed claim. Every process running the
-cron line takes part in its slot's shared cycle (``sweeps/cycle.py``).
-
-Everything about a user happens in that user's scope; the only unscoped read
-is the list of users (``auth_user`` is not a tenant table). No bypass.
+"""The materializing sweep (cron: every 15 minutes): once a cycle, sync each user's
+calendars and queue one ``scheduled_sends`` row per nudge due within the look-ahead.
+Every process of the cron line takes part in its slot's shared cycle (``sweeps/cycle.py``).
+Everything about a user happens in their scope; only the list of users is unscoped.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
@@ -22,12 +19,14 @@ from django.contrib.auth import get_user_model
 from calendars.sync import SyncSummary
 from calendars.sync_pool import SyncPool
 from core.config import NudgeConfig
+from core.display import plural
 from core.executor import Executor
 from pacing.pacer import rates_in_force
 from scheduled_sends.models import MaterializeCycle, SweepRun
 from scheduled_sends.queue.transitions import database_now
 from scheduled_sends.runlog import MaterializeCounts, add_outcomes, recorded_run
 from sweeps import cycle as shared_cycle
+from sweeps.cycle import Visit
 from sweeps.replan import PlannedSet, materialize_users
 from sweeps.smoothing import smooth_bursts
 
@@ -83,8 +82,8 @@ class MaterializeReport:
         if self.cycle_was_complete:
             return (
                 f"materialize: cycle {self.cycle:%H:%M}Z is already complete "
-                f"({_counted(self.cycle_slices, 'slice')}, "
-                f"{_counted(self.participants, 'participant')}); "
+                f"({plural(self.cycle_slices, 'slice')}, "
+                f"{plural(self.participants, 'participant')}); "
                 "this one did nothing"
             )
         text = (
@@ -95,9 +94,9 @@ class MaterializeReport:
         )
         if self.cycle is not None:
             text += (
-                f"; cycle {self.cycle:%H:%M}Z: took {_counted(self.slices_taken, 'slice')}"
+                f"; cycle {self.cycle:%H:%M}Z: took {plural(self.slices_taken, 'slice')}"
                 f" ({self.slices_taken_over} taken over), {self.cycle_slices_done}"
-                f"/{self.cycle_slices} done, {_counted(self.participants, 'participant')}"
+                f"/{self.cycle_slices} done, {plural(self.participants, 'participant')}"
             )
         if self.cut_short and self.cycle is not None:
             text += "; CUT SHORT by its budget, the next cycle starts with the slices left"
@@ -112,7 +111,7 @@ class MaterializeReport:
             )
         if self.sets_planned_alone:
             text += (
-                f" — WARNING: {_counted(self.sets_planned_alone, 'set')} of users could not "
+                f" — WARNING: {plural(self.sets_planned_alone, 'set')} of users could not "
                 f"be planned together; each user was planned alone ({self.planned_alone_because})"
             )
         if self.overdue:
@@ -120,6 +119,16 @@ class MaterializeReport:
         return text
 
     def as_dict(self) -> dict[str, object]:
+        read_back = {
+            f.name: getattr(self, f.name)
+            for f in fields(MaterializeCounts)
+            if hasattr(self, f.name)
+        }
+        read_back.update(
+            overdue_unclaimed=self.overdue,
+            rates={budget: round(rate, 2) for budget, rate in self.rates.items()},
+            cycle=self.cycle.isoformat() if self.cycle else "",
+        )
         return {
             "as_of": self.as_of.isoformat(),
             "users": self.users,
@@ -134,29 +143,8 @@ class MaterializeReport:
             "sets_planned_alone": self.sets_planned_alone,
             "seconds": round(self.seconds, 3),
             "ok": self.ok,
-            **MaterializeCounts(
-                overdue_unclaimed=self.overdue,
-                cut_short=self.cut_short,
-                calendars_synced=self.calendars_synced,
-                calendars_unchanged=self.calendars_unchanged,
-                calendars_failed=self.calendars_failed,
-                calendars_needing_reauth=self.calendars_needing_reauth,
-                calendars_deferred=self.calendars_deferred,
-                calendar_outcomes=self.calendar_outcomes,
-                rates={budget: round(rate, 2) for budget, rate in self.rates.items()},
-                cycle=self.cycle.isoformat() if self.cycle else "",
-                participants=self.participants,
-                participant=self.participant,
-                slices_taken=self.slices_taken,
-                slices_taken_over=self.slices_taken_over,
-                cycle_slices=self.cycle_slices,
-                cycle_slices_done=self.cycle_slices_done,
-            ).as_dict(),
+            **MaterializeCounts(**read_back).as_dict(),
         }
-
-
-def _counted(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def users_to_visit(
@@ -172,13 +160,10 @@ def users_to_visit(
 
 
 class UserFlow:
-    """Users through a run: calendars synced many at a time (``SyncPool``), then
-    planned from the stored copy ``PLANNED_TOGETHER`` at a time.
-
-    One flow serves every slice a process takes, each user tagged with its
-    slice, so the next slice's fetches start while the last ones are still out.
-    A tag is settled once every user of it is planned.
-    """
+    """Users through a run: calendars synced many at a time (``SyncPool``), then planned
+    ``PLANNED_TOGETHER`` at a time. As a cycle's ``SliceVisitor`` each user is tagged with
+    its slice, so the next slice's fetches start while the last are out; a slice settles
+    once all its users are planned."""
 
     def __init__(
         self,
@@ -189,12 +174,12 @@ class UserFlow:
         sync: bool = True,
         progress=None,
     ) -> None:
-        self.report, self.config, self.progress = report, config, progress
+        self.report, self.config, self.progress, self.deadline = report, config, progress, deadline
         self.pool = SyncPool(now=report.as_of, config=config, deadline=deadline) if sync else None
         self._ready: list[tuple[int, SyncSummary | None]] = []
-        self._tag_of: dict[int, object] = {}
-        self._unplanned: Counter[object] = Counter()  # tag -> its users not planned yet
-        self._closed: list[object] = []  # tags with every user added, not reported yet
+        self._tag_of: dict[int, Visit | None] = {}
+        self._unplanned: Counter[Visit | None] = Counter()  # tag -> its users not planned yet
+        self._closed: list[Visit] = []  # slices with every user added, not reported yet
         self._planning: deque[tuple[list[tuple[int, SyncSummary | None]], Future]] = deque()
         # Planning on its own worker and connection while fetches go on; inline without sync.
         self._planner = Executor(1 if sync else 0, "plan")
@@ -211,7 +196,7 @@ class UserFlow:
             if self.pool is not None:
                 self.pool.__exit__(*exc)
 
-    def add(self, user_id: int, tag: object = None) -> None:
+    def add(self, user_id: int, tag: Visit | None = None) -> None:
         """Take a user in; waits only while the pool is full, planning whoever is ready."""
         self.report.users += 1
         self._tag_of[user_id] = tag
@@ -222,15 +207,25 @@ class UserFlow:
             self._ready.extend(self.pool.admit(user_id))
         self._plan(PLANNED_TOGETHER)
 
-    def close(self, tag: object) -> None:
-        self._closed.append(tag)
+    def start(self, visit: Visit) -> None:
+        """Take a slice's users in, renewing its lease (and those of earlier slices whose
+        last users are still out)."""
+        for user_id in users_to_visit(after_id=visit.taken.after_id, up_to=visit.taken.up_to):
+            if time.monotonic() >= self.deadline:
+                visit.whole = False
+                break
+            for earlier in self._closed:
+                earlier.lease.keep()
+            if not visit.lease.keep():
+                visit.whole = False
+                break
+            self.add(user_id, visit)
+            visit.users += 1
+        self._closed.append(visit)
 
-    def settled(self) -> list[object]:
-        """Closed tags whose every user is planned, not reported before; never waits.
-
-        A closed tag whose remaining users are all synced is planned now, in a
-        smaller set if need be, so its slice need not wait for the next to fill one.
-        """
+    def settled(self) -> list[Visit]:
+        """Closed tags whose every user is planned, not reported before; never waits. A
+        closed tag whose remaining users are synced is planned now, in a smaller set."""
         if self.pool is not None:
             self._ready.extend(self.pool.finished())
         self._count_planned(wait_for=0)
@@ -244,7 +239,7 @@ class UserFlow:
             self._count_planned(wait_for=0)
         return self._report_settled()
 
-    def finish(self) -> list[object]:
+    def finish(self) -> list[Visit]:
         """Wait for every user taken in and plan them; the closed tags not reported before."""
         if self.pool is not None:
             self._ready.extend(self.pool.drain())
@@ -252,7 +247,7 @@ class UserFlow:
         self._count_planned(wait_for=len(self._planning))
         return self._report_settled()
 
-    def _report_settled(self) -> list[object]:
+    def _report_settled(self) -> list[Visit]:
         done = [tag for tag in self._closed if not self._unplanned[tag]]
         self._closed = [tag for tag in self._closed if self._unplanned[tag]]
         return done
@@ -321,61 +316,6 @@ def _user_failed(report: MaterializeReport, user_id: int, exc: Exception) -> Non
     logger.exception("materialize failed for one user", extra={"user_id": user_id})
 
 
-def _cycle_share(
-    cycle: MaterializeCycle,
-    config: NudgeConfig,
-    deadline: float,
-    sync_calendars: bool = True,
-    progress=None,
-) -> MaterializeReport:
-    """This process's part of a shared cycle, every slice through one ``UserFlow``."""
-    report = MaterializeReport(as_of=cycle.as_of)
-    with UserFlow(
-        report, config, deadline=deadline, sync=sync_calendars, progress=progress
-    ) as flow:
-        visitor = _SliceVisitor(flow, deadline)
-        taking_part = shared_cycle.take_part(cycle, config, visitor, deadline=deadline)
-    report.cut_short = taking_part.cut_short
-    report.slices_taken = taking_part.slices_taken
-    report.slices_taken_over = taking_part.slices_taken_over
-    return report
-
-
-class _SliceVisitor:
-    """A cycle's slices through one flow (a ``shared_cycle.SliceVisitor``)."""
-
-    def __init__(self, flow: UserFlow, deadline: float) -> None:
-        self.flow, self.deadline = flow, deadline
-        self.unsettled: list[shared_cycle.Visit] = []
-
-    def start(self, visit: shared_cycle.Visit) -> None:
-        for user_id in users_to_visit(after_id=visit.taken.after_id, up_to=visit.taken.up_to):
-            if time.monotonic() >= self.deadline:
-                visit.whole = False
-                break
-            # Earlier slices, whose last users are still out, keep their leases too.
-            for earlier in self.unsettled:
-                earlier.lease.keep()
-            if not visit.lease.keep():
-                visit.whole = False
-                break
-            self.flow.add(user_id, visit)
-            visit.users += 1
-        self.flow.close(visit)
-        self.unsettled.append(visit)
-
-    def settled(self) -> list[shared_cycle.Visit]:
-        return self._forget(self.flow.settled())
-
-    def finish(self) -> list[shared_cycle.Visit]:
-        return self._forget(self.flow.finish())
-
-    def _forget(self, done: list[object]) -> list[shared_cycle.Visit]:
-        visits = [visit for visit in self.unsettled if visit in done]
-        self.unsettled = [visit for visit in self.unsettled if visit not in done]
-        return visits
-
-
 def run_materialize(
     now: datetime | None = None,
     *,
@@ -383,54 +323,46 @@ def run_materialize(
     progress=None,
     sync_calendars: bool = True,
 ) -> MaterializeReport:
-    """Take part in the cycle of ``now``, then smooth bursts.
-
-    A complete cycle is reported, not run again. ``user_ids`` plans only those
-    users in a run of their own (safe beside a cycle: the queue's unique key).
-    One user's failure is logged and counted. ``progress`` is called every 1,000 users.
-    """
+    """Take part in the cycle of ``now`` (every slice through one ``UserFlow``; a complete
+    cycle is reported, not run again), then smooth bursts. ``user_ids`` plans only those,
+    in a run of their own. ``progress`` is called every 1,000 users."""
     config = NudgeConfig.from_settings()
     started = time.monotonic()
     now = now or database_now()
     deadline = started + config.materialize_budget_seconds
-    if user_ids is not None:
-        return _named_run(now, config, started, deadline, list(user_ids), progress, sync_calendars)
-    cycle = shared_cycle.join_cycle(now, config)
-    state = shared_cycle.cycle_state(cycle.starts_at, config)
-    if state.complete:
-        report = MaterializeReport(as_of=cycle.as_of, cycle_was_complete=True)
-        _absorb_cycle_state(report, cycle, state)
-        return report
+    cycle = None
+    if user_ids is None:
+        cycle = shared_cycle.join_cycle(now, config)
+        state = shared_cycle.cycle_state(cycle.starts_at, config)
+        if state.complete:
+            report = MaterializeReport(as_of=cycle.as_of, cycle_was_complete=True)
+            _absorb_cycle_state(report, cycle, state)
+            return report
+    as_of = cycle.as_of if cycle else now
     with recorded_run(
-        SweepRun.Sweep.MATERIALIZE,
-        cycle.as_of,
-        budget_seconds=config.materialize_budget_seconds,
+        SweepRun.Sweep.MATERIALIZE, as_of, budget_seconds=config.materialize_budget_seconds
     ) as run:
-        report = _cycle_share(cycle, config, deadline, sync_calendars, progress)
-        _absorb_cycle_state(report, cycle, shared_cycle.cycle_state(cycle.starts_at, config))
-        report.participant = shared_cycle.participant_name()
-        # A late joiner must not move rows into minutes already being delivered.
-        _finish_run(run, report, config, started, smooth_at=max(now, cycle.as_of))
-    return report
-
-
-def _named_run(
-    now, config, started, deadline, user_ids, progress, sync_calendars
-) -> MaterializeReport:
-    with recorded_run(
-        SweepRun.Sweep.MATERIALIZE, now, budget_seconds=config.materialize_budget_seconds
-    ) as run:
-        report = MaterializeReport(as_of=now)
+        report = MaterializeReport(as_of=as_of)
         with UserFlow(
             report, config, deadline=deadline, sync=sync_calendars, progress=progress
         ) as flow:
-            for user_id in users_to_visit(user_ids):
-                if time.monotonic() >= deadline:
-                    report.cut_short = True
-                    break
-                flow.add(user_id)
-            flow.finish()
-        _finish_run(run, report, config, started, smooth_at=now)
+            if cycle is None:
+                for user_id in users_to_visit(user_ids):
+                    if time.monotonic() >= deadline:
+                        report.cut_short = True
+                        break
+                    flow.add(user_id)
+                flow.finish()
+            else:
+                taking_part = shared_cycle.take_part(cycle, config, flow, deadline=deadline)
+        if cycle is not None:
+            report.cut_short = taking_part.cut_short
+            report.slices_taken = taking_part.slices_taken
+            report.slices_taken_over = taking_part.slices_taken_over
+            _absorb_cycle_state(report, cycle, shared_cycle.cycle_state(cycle.starts_at, config))
+            report.participant = shared_cycle.participant_name()
+        # A late joiner must not move rows into minutes already being delivered.
+        _finish_run(run, report, config, started, smooth_at=max(now, as_of))
     return report
 
 

@@ -1,8 +1,5 @@
-"""Planning, pure: which nudges a person should have queued now, from what is stored.
-
-No I/O: subjects come in; nudges come out at their intended instants, held by
-quiet hours, capped per user and ranked for the claim's fairness.
-"""
+"""Planning, pure (no I/O): which nudges a person should have queued now, at their intended
+instants, held by quiet hours, capped per user and ranked for the claim's fairness."""
 
 from __future__ import annotations
 
@@ -62,9 +59,8 @@ def _held(hold: IntendedTimeRule, intended_at: datetime, starts_at: datetime) ->
 def _leads(
     reminder_minutes: Iterable[int], default_lead: timedelta, config: NudgeConfig
 ) -> list[timedelta]:
-    """The subject's own distinct leads (at most MAX_LEADS_PER_EVENT, none beyond
-    ``max_lead``; 0 is "at the time"), else the default. Holds rows written by
-    any path (imports, the admin) to the rule the forms and sync keep."""
+    """The subject's own distinct leads (none beyond ``max_lead``; 0 is "at the time"),
+    else the default: rows written by any path keep the forms' rule."""
     max_minutes = int(config.max_lead.total_seconds() // 60)
     minutes = {min(m, max_minutes) for m in reminder_minutes if m >= 0}
     return [timedelta(minutes=m) for m in sorted_leads(minutes)] or [default_lead]
@@ -96,11 +92,8 @@ def plan_follow_up_nudges(
     config: NudgeConfig,
     hold: IntendedTimeRule,
 ) -> list[PlannedNudge]:
-    """One nudge per (occurrence in the subject window, lead) of each follow-up.
-
-    When two occurrences want the same instant the nearer keeps it: the queue's
-    key allows one row per instant.
-    """
+    """One nudge per (occurrence in the subject window, lead) of each follow-up; of two
+    wanting the same instant the nearer keeps it (one row per instant)."""
     planned: dict[tuple[str, int, datetime], PlannedNudge] = {}
     start, end = config.subject_window(now)
     for follow_up in follow_ups:
@@ -203,12 +196,8 @@ def plan_snoozed_nudges(
     config: NudgeConfig,
     hold: IntendedTimeRule,
 ) -> list[PlannedNudge]:
-    """The nudges the user's Snooze taps asked for, still ahead.
-
-    ``snoozes`` are (kind, ref_id, snoozed_until, subject_starts_at). Planned like
-    any other (capped, not withdrawn); a snooze lapses when its subject moved,
-    went or was done.
-    """
+    """The nudges Snooze taps asked for, still ahead (``snoozes``: kind, ref_id,
+    snoozed_until, subject_starts_at); one lapses when its subject moved, went or was done."""
     starts = {(Kind.EVENT, e.pk): e.starts_at for e in events if not _event_skipped(e)}
     open_follow_ups = {follow_up.pk: follow_up for follow_up in follow_ups}
     planned = []

@@ -1,9 +1,6 @@
-"""The minute job's step that undoes disconnected calendars at their provider.
-
-Stop the push channel, then revoke Google's grant (stopping needs it), then
-delete the record; Microsoft has no per-token revocation. Best effort, each
-tried once, failures logged and counted.
-"""
+"""The minute job's step that undoes disconnected calendars at their provider: stop the
+push channel, revoke Google's grant (after: stopping needs it), delete the record. Best
+effort, tried once, failures logged and counted."""
 
 from __future__ import annotations
 

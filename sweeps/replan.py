@@ -118,11 +118,8 @@ def read_subjects(
 
 
 def materialize_user(user_id: int, now: datetime, config: NudgeConfig) -> UserResult:
-    """Bring one user's pending queue in line with their calendar and follow-ups.
-
-    Inserts what is missing (idempotently) and deletes unclaimed rows that no
-    longer match their subject, so an event moved away and back is queued afresh.
-    """
+    """Bring one user's pending queue in line with their calendar and follow-ups: insert
+    what is missing, delete unclaimed rows that no longer match their subject."""
     # The next run derives all of this again, so the commit need not wait for the disk.
     with tenant_scope(user_id, relaxed_commit=True):
         return queue_users_in_scope([user_id], now, config)[user_id]
@@ -137,11 +134,8 @@ class PlannedSet:
 
 
 def materialize_users(user_ids: list[int], now: datetime, config: NudgeConfig) -> PlannedSet:
-    """``materialize_user`` for a set of users in one ``planning_scope`` transaction.
-
-    If it fails, each user again in their own scope, so one bad row costs one
-    user; the run log counts such sets, so a missing planner role is not just slow.
-    """
+    """``materialize_user`` for a set of users in one ``planning_scope`` transaction; if it
+    fails, each in their own scope (one bad row costs one user), counted in the run log."""
     try:
         with planning_scope(user_ids):
             return PlannedSet(dict(queue_users_in_scope(user_ids, now, config)))
@@ -196,10 +190,8 @@ def queue_users_in_scope(
 
 
 def refresh_queue(user_id: int, now: datetime | None = None, **_signal_kwargs: object) -> None:
-    """Re-materialize one user after their change (receiver of ``plan_changed``).
-
-    A failure is logged, not raised: the change is saved and the next sweep catches up.
-    """
+    """Re-materialize one user after their change (``plan_changed``); a failure is logged,
+    not raised: the change is saved and the next sweep catches up."""
     try:
         materialize_user(user_id, now or timezone.now(), NudgeConfig.from_settings())
     except Exception:

@@ -1,15 +1,8 @@
-"""Burst smoothing: spread the top of the hour's nudges into earlier minutes.
-
-Where a minute of the look-ahead holds more than its channel carries in a
-minute, the excess moves into the nearest earlier minutes with room, at most
-``NUDGE_MAX_EARLY_MINUTES`` earlier — never later: a late nudge is the product
-failing, an early one just says "in 14 min". Only rows still at their intended
-instant move, so running this again reshuffles nothing; the intended instant
-(the queue's key) never changes.
-
-Capacity comes from the rate in force (``NudgeConfig.planning_rate``), not the
-configured one: the adaptive pacer holds a channel below its setting, and a
-burst's last minute has no later minute to spill into on time.
+"""Burst smoothing: a minute holding more than its channel carries (at the rate in
+force, ``NudgeConfig.planning_rate``) moves the excess into the nearest earlier minutes
+with room, at most ``NUDGE_MAX_EARLY_MINUTES`` earlier, never later (an early nudge
+says "in 14 min"; a late one is the product failing). Only rows still at their
+intended instant move, and the instant (the queue's key) never changes.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """The minute job (``manage.py sync_changed``): the one place work after a change is done.
 
-Each run (1) creates or renews the push channels that are due, (2) fetches every
-connection marked changed in the work list (a push notification, or a person
-adding or reconnecting a calendar) once, and re-materializes its user, and
-(3) undoes the calendars people disconnected (``sweeps/release.py``). No web
-request fetches anything. It is its own cron line so a slow provider never
-makes a nudge late; fetches go through ``SyncPool`` with the materialize
-sweep's bounds, each in the owner's tenant scope.
-
-Changes taken are held, not cleared: one is cleared only once fetched (or
-needing nothing) and its user re-queued; one not reached is put back, one that
-must back off is held until the back-off ends. A killed run's changes stay held
-until ``worklist.CHANGE_LEASE`` runs out: delayed, never dropped.
+Each run renews the due push channels, fetches every connection marked changed (a
+push, a calendar added or reconnected) and re-queues its user, and undoes the
+calendars people disconnected. A change is cleared only once fetched and re-queued;
+one not reached is put back; a killed run's stay held until ``worklist.CHANGE_LEASE``.
 """
 
 from __future__ import annotations
@@ -97,8 +89,7 @@ def _maintain_channels(
 
 
 class _ChangedRun:
-    """One run's changed connections: taken (held), fetched, each user re-queued as
-    their fetches finish, and every hold settled at the end, whatever happened."""
+    """One run's changed connections: taken, fetched, users re-queued, holds settled."""
 
     def __init__(
         self, now: datetime, config: NudgeConfig, deadline: float, report: MinuteReport
@@ -163,8 +154,7 @@ class _ChangedRun:
             self._settle(result)
 
     def _settle(self, result: ConnectionResult) -> None:
-        """Leave a re-queued user's change: put back if not fetched, held while the
-        provider must wait, else done."""
+        """Put back if not fetched, held while the provider must wait, else done."""
         if result.outcome == Outcome.DEFERRED:
             return
         if result.outcome in (Outcome.FAILED, Outcome.BACKING_OFF) and result.retry_after:

@@ -1,9 +1,6 @@
-"""How a claimed nudge settles: sent, skipped with its reason, failed, or retried.
-
-Pure: :func:`decide` turns a row and its current ``Facts`` into a
-:class:`Delivery` or a :class:`Verdict`; :func:`classify` turns a send's
-:class:`SendAttempt` into a :class:`Verdict`. The message is composed at send
-time, so a nudge smoothing moved earlier says how long is really left.
+"""How a claimed nudge settles, pure: :func:`decide` (row and ``Facts`` to a
+:class:`Delivery` or :class:`Verdict`) and :func:`classify` (a send's attempt to a
+:class:`Verdict`). Composed at send time, a nudge moved earlier says the real time left.
 """
 
 from __future__ import annotations
@@ -120,38 +117,14 @@ def _address(row: ClaimedSend, facts: Facts) -> str | Verdict:
 
 
 def _quiet_hours(row: ClaimedSend, starts_at: datetime, facts: Facts) -> Verdict | None:
-    """A skip when quiet hours hold the row's intended instant (not its smoothed send
-    time): dropped, or moved where the planner queued it again; None when they do not."""
+    """A skip when quiet hours hold the row's intended instant (dropped, or moved where
+    it has its own row); None when they do not."""
     quiet = hold_for_quiet_hours(row.intended_at, starts_at, facts)
     if isinstance(quiet, SkipReason):
         return skip(quiet.reason)
     if quiet != row.intended_at:
         return skip(f"quiet hours: moved to {quiet:%H:%M}Z, where it has its own nudge")
     return None
-
-
-def _agenda(
-    row: ClaimedSend, facts: Facts, now: datetime, config: NudgeConfig, items: list[Item]
-) -> Delivery | Verdict:
-    """The morning agenda: its day's list, or nothing worth saying on an empty day."""
-    if not items:
-        return skip("nothing on the day")
-    quiet = _quiet_hours(row, row.subject_starts_at, facts)
-    if quiet is not None:
-        return quiet
-    address = _address(row, facts)
-    if isinstance(address, Verdict):
-        return address
-    message = compose_agenda(
-        items,
-        day=day_of(row.ref_id),
-        now=now,
-        tz_name=facts.timezone,
-        valid_until=row.intended_at + config.grace,
-        language=facts.language,
-        clock=facts.clock,
-    )
-    return Delivery(channel=facts.channel, address=address, message=message)
 
 
 def decide(
@@ -162,7 +135,7 @@ def decide(
     agenda: list[Item] | None = None,
 ) -> Delivery | Verdict:
     """Send, skip (with the reason) or fail, from what is true now; ``agenda`` is an
-    agenda row's items (``subjects.read_agendas``)."""
+    agenda row's items (``subjects.read_agendas``): nothing is said on an empty day."""
     if not facts.user_active:
         return skip("account deactivated")
     if not facts.has_settings or not facts.enabled:
@@ -171,45 +144,54 @@ def decide(
     if held is not None:
         return skip(held.reason)
     if row.kind == Kind.AGENDA:
-        return _agenda(row, facts, now, config, agenda or [])
-    gone = _subject_gone(row, facts)
-    if gone is not None:
-        return gone
-    starts_at = occurrence_start(row, facts)
-    if starts_at != row.subject_starts_at:
-        return skip("subject moved; its new time has its own nudge")
-    # A nudge meant for the very start ("at the time of the event", lead 0)
-    # is still worth sending within grace; one meant before it is not.
-    if starts_at <= now and row.intended_at < starts_at:
-        return skip("subject already begun")
+        if not agenda:
+            return skip("nothing on the day")
+        starts_at = row.subject_starts_at
+    else:
+        gone = _subject_gone(row, facts)
+        if gone is not None:
+            return gone
+        starts_at = occurrence_start(row, facts)
+        if starts_at != row.subject_starts_at:
+            return skip("subject moved; its new time has its own nudge")
+        # A nudge meant for the very start ("at the time of the event", lead 0)
+        # is still worth sending within grace; one meant before it is not.
+        if starts_at <= now and row.intended_at < starts_at:
+            return skip("subject already begun")
     quiet = _quiet_hours(row, starts_at, facts)
     if quiet is not None:
         return quiet
     address = _address(row, facts)
     if isinstance(address, Verdict):
         return address
-    message = compose(
-        kind=row.kind,
-        title=facts.title,
-        starts_at=starts_at,
-        now=now,
-        tz_name=facts.timezone,
-        valid_until=row.intended_at + config.grace,
-        language=facts.language,
-        clock=facts.clock,
-        join_url=facts.join_url,
-        location=facts.location,
-        shape=_shape(row, facts),
-    )
-    # Buttons bound to this row; channels without buttons ignore them.
-    message = replace(
-        message,
-        actions=NudgeActions(
-            send_id=row.id,
-            snooze_minutes=int(config.snooze.total_seconds() // 60),
-            can_mark_done=row.kind == Kind.FOLLOW_UP,
-        ),
-    )
+    said = {
+        "now": now,
+        "tz_name": facts.timezone,
+        "valid_until": row.intended_at + config.grace,
+        "language": facts.language,
+        "clock": facts.clock,
+    }
+    if row.kind == Kind.AGENDA:
+        message = compose_agenda(agenda, day=day_of(row.ref_id), **said)
+    else:
+        message = compose(
+            kind=row.kind,
+            title=facts.title,
+            starts_at=starts_at,
+            join_url=facts.join_url,
+            location=facts.location,
+            shape=_shape(row, facts),
+            **said,
+        )
+        # Buttons bound to this row; channels without buttons ignore them.
+        message = replace(
+            message,
+            actions=NudgeActions(
+                send_id=row.id,
+                snooze_minutes=int(config.snooze.total_seconds() // 60),
+                can_mark_done=row.kind == Kind.FOLLOW_UP,
+            ),
+        )
     return Delivery(channel=facts.channel, address=address, message=message)
 
 
@@ -234,13 +216,9 @@ def describe_unexpected(exc: BaseException) -> str:
 
 
 def classify(attempt: SendAttempt, retry_delay: timedelta) -> Verdict:
-    """How a tried send settles.
-
-    Refused for good, or possibly delivered (no answer, no readable message id):
-    failed, never resent — a duplicate is worse than a missing nudge support can
-    see. A 429 or any other error: retried (bounded by grace); an exception no
-    channel should raise also fails the run's health.
-    """
+    """How a tried send settles: refused for good or possibly delivered, failed and never
+    resent (a duplicate is worse than a missing nudge); otherwise retried within grace.
+    An exception no channel should raise also fails the run's health."""
     exc = attempt.error
     if exc is None:
         message_id = getattr(attempt.receipt, "provider_message_id", None)

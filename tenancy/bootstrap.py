@@ -1,23 +1,15 @@
-"""Create or repair the database roles and databases the application needs.
+"""Create or repair, idempotently from an admin connection, the roles and databases.
 
-Runs from an *admin* connection and is idempotent: against a half-built server
-it converges on the same state. Plain psycopg, no Django: the embedded default
-calls it while settings are loading.
-
-* the **owner role** owns the databases and every table; only ``migrate``,
-  ``flush`` and test set-up connect as it. Nobody is a member of it.
-* the **login role** (``DATABASE_URL``) runs the application: DML only, no
-  ownership or CREATE, so it cannot alter a table or a policy. ``NOINHERIT``,
-  so the policies ``TO`` the three NOLOGIN roles below apply only after an
-  explicit ``SET LOCAL ROLE``, and those are the only roles it may enter.
-* the **sweeper**, **support** and **planner** roles carry the cross-tenant
-  policies of ``rls_bypass``, ``support_scope`` and ``planning_scope``.
+* the **owner role** owns the databases and tables; only ``migrate``, ``flush``
+  and test set-up connect as it. Nobody is a member of it.
+* the **login role** (``DATABASE_URL``): DML only, owns nothing, ``NOINHERIT``, so
+  the policies ``TO`` the NOLOGIN **sweeper**, **support** and **planner** roles
+  (``rls_bypass``, ``support_scope``, ``planning_scope``) apply only after
+  ``SET LOCAL ROLE``; those are the only roles it may enter.
 
 None is a superuser or BYPASSRLS. Each run also repairs memberships, session
-defaults that would pre-set a tenant or role, ownership, and TRUNCATE,
-REFERENCES and TRIGGER grants; policies and DML grants are the migrations'.
-A ``NOINHERIT`` owner needs ``USAGE, CREATE`` on ``public`` granted explicitly
-(PostgreSQL 15), and test databases copy ``<database>_template``, which has it.
+defaults, ownership, and TRUNCATE, REFERENCES and TRIGGER grants. Plain psycopg:
+the embedded default calls it while settings load.
 """
 
 from __future__ import annotations
@@ -85,14 +77,16 @@ def _ensure_role(
     cur.execute(statement)
 
 
+def _execute(target: psycopg.Cursor | psycopg.Connection, template: str, *names: str) -> None:
+    """``template`` with each ``{}`` filled by the next name, quoted as an identifier."""
+    target.execute(sql.SQL(template).format(*(sql.Identifier(name) for name in names)))
+
+
 def _repair_memberships(cur: psycopg.Cursor, roles: RoleNames) -> None:
-    """The login role is a member of the sweeper, support and planner roles, and of
-    nothing else."""
+    """The login role is a member of the sweeper, support and planner roles only."""
     for member_of in roles.entered_by_login:
         # NOINHERIT: membership only lets the login role enter them with SET ROLE.
-        cur.execute(
-            sql.SQL("GRANT {} TO {}").format(sql.Identifier(member_of), sql.Identifier(roles.login))
-        )
+        _execute(cur, "GRANT {} TO {}", member_of, roles.login)
     cur.execute(
         "SELECT r.rolname, m.admin_option FROM pg_auth_members m "
         "JOIN pg_roles r ON r.oid = m.roleid JOIN pg_roles u ON u.oid = m.member "
@@ -101,17 +95,9 @@ def _repair_memberships(cur: psycopg.Cursor, roles: RoleNames) -> None:
     )
     for granted, admin_option in cur.fetchall():
         if granted not in roles.entered_by_login:
-            cur.execute(
-                sql.SQL("REVOKE {} FROM {}").format(
-                    sql.Identifier(granted), sql.Identifier(roles.login)
-                )
-            )
+            _execute(cur, "REVOKE {} FROM {}", granted, roles.login)
         elif admin_option:
-            cur.execute(
-                sql.SQL("REVOKE ADMIN OPTION FOR {} FROM {}").format(
-                    sql.Identifier(granted), sql.Identifier(roles.login)
-                )
-            )
+            _execute(cur, "REVOKE ADMIN OPTION FOR {} FROM {}", granted, roles.login)
     # Whoever could become the owner could alter its tables.
     cur.execute(
         "SELECT u.rolname FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid "
@@ -119,9 +105,7 @@ def _repair_memberships(cur: psycopg.Cursor, roles: RoleNames) -> None:
         [roles.owner],
     )
     for (member,) in cur.fetchall():
-        cur.execute(
-            sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(roles.owner), sql.Identifier(member))
-        )
+        _execute(cur, "REVOKE {} FROM {}", roles.owner, member)
 
 
 def _reset_session_settings(cur: psycopg.Cursor, roles: RoleNames, databases: list[str]) -> None:
@@ -150,48 +134,30 @@ def _reset_session_settings(cur: psycopg.Cursor, roles: RoleNames, databases: li
 def _ensure_database(cur: psycopg.Cursor, name: str, owner: str) -> None:
     cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
     if cur.fetchone():
-        cur.execute(
-            sql.SQL("ALTER DATABASE {} OWNER TO {}").format(
-                sql.Identifier(name), sql.Identifier(owner)
-            )
-        )
+        _execute(cur, "ALTER DATABASE {} OWNER TO {}", name, owner)
     else:
-        cur.execute(
-            sql.SQL("CREATE DATABASE {} OWNER {} ENCODING 'UTF8' TEMPLATE template0").format(
-                sql.Identifier(name), sql.Identifier(owner)
-            )
-        )
+        _execute(cur, "CREATE DATABASE {} OWNER {} ENCODING 'UTF8' TEMPLATE template0", name, owner)
 
 
 def _repair_database(admin_url: str, database: str, roles: RoleNames) -> None:
     """Inside one database: ownership to the owner role, and the schema's grants."""
     params = conninfo_to_dict(admin_url)
     params["dbname"] = database
-    login, owner = sql.Identifier(roles.login), sql.Identifier(roles.owner)
+    login, owner = roles.login, roles.owner
+    runtime = (login, *roles.entered_by_login)  # the login role and the roles it may enter
+    listed = ", ".join(["{}"] * len(runtime))
     with psycopg.connect(make_conninfo(**params), autocommit=True) as conn:
         # The layout before the owner role existed: the login role owned it all.
-        conn.execute(sql.SQL("REASSIGN OWNED BY {} TO {}").format(login, owner))
-        conn.execute(sql.SQL("GRANT USAGE, CREATE ON SCHEMA public TO {}").format(owner))
-        conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM {}, PUBLIC").format(login))
-        conn.execute(
-            sql.SQL("GRANT USAGE ON SCHEMA public TO {}, {}").format(
-                login, sql.SQL(", ").join(sql.Identifier(name) for name in roles.entered_by_login)
-            )
-        )
-        conn.execute(
-            sql.SQL("REVOKE CREATE ON DATABASE {} FROM {}, PUBLIC").format(
-                sql.Identifier(database), login
-            )
-        )
+        _execute(conn, "REASSIGN OWNED BY {} TO {}", login, owner)
+        _execute(conn, "GRANT USAGE, CREATE ON SCHEMA public TO {}", owner)
+        _execute(conn, "REVOKE CREATE ON SCHEMA public FROM {}, PUBLIC", login)
+        _execute(conn, f"GRANT USAGE ON SCHEMA public TO {listed}", *runtime)
+        _execute(conn, "REVOKE CREATE ON DATABASE {} FROM {}, PUBLIC", database, login)
         # TRUNCATE skips row-level security; REFERENCES and TRIGGER are schema work.
-        conn.execute(
-            sql.SQL(
-                "REVOKE TRUNCATE, REFERENCES, TRIGGER ON ALL TABLES IN SCHEMA public FROM {}"
-            ).format(
-                sql.SQL(", ").join(
-                    sql.Identifier(name) for name in (roles.login, *roles.entered_by_login)
-                )
-            )
+        _execute(
+            conn,
+            f"REVOKE TRUNCATE, REFERENCES, TRIGGER ON ALL TABLES IN SCHEMA public FROM {listed}",
+            *runtime,
         )
 
 

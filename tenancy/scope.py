@@ -1,9 +1,8 @@
 """The only place that sets ``app.*`` settings or switches database roles.
 
-Every tenant table carries ``FORCE ROW LEVEL SECURITY``, admitting a row only
-when ``user_id`` equals ``app.current_user_id``. Tenant data is reached only
-through these scopes, each opening its own transaction with transaction-local
-settings, so nothing leaks to the next user of a pooled connection:
+Tenant tables (``FORCE ROW LEVEL SECURITY``) admit a row only when ``user_id``
+equals ``app.current_user_id``. Each scope opens its own transaction with
+transaction-local settings, so nothing leaks to a pooled connection's next user:
 
 * :func:`tenant_scope` — one user's rows; everything user-facing.
 * :func:`rls_bypass` — every tenant's *queue* rows (the NOLOGIN sweeper role,
@@ -12,10 +11,9 @@ settings, so nothing leaks to the next user of a pooled connection:
 * :func:`planning_scope` — a *named* set of users' rows (planner role), for
   materialize.
 
-``tenant_read``, ``tenant_statements`` and ``unscoped_relaxed`` give the same
-guarantees in one round trip (one implicit transaction). Scopes refuse to nest,
-to run inside a transaction they do not own, and to run with autocommit off: a
-``SET LOCAL`` would otherwise outlive the block.
+``tenant_read``, ``tenant_statements`` and ``unscoped_relaxed`` do the same in one
+round trip. Scopes refuse to nest, to run inside a transaction they do not own,
+and to run with autocommit off: a ``SET LOCAL`` would otherwise outlive the block.
 """
 
 from __future__ import annotations
@@ -47,17 +45,26 @@ def _validated_user_id(user_id: object) -> int:
     return user_id
 
 
-# ``set_config('role', …, true)`` is ``SET LOCAL ROLE`` with the same membership
-# check. Bound parameters: no value is ever spliced into SQL.
-_SET_SCOPE = (
-    "SELECT set_config(%s, %s, true), set_config('role', %s, true), "
-    f"set_config('{PLANNING_SETTING}', %s, true)"
+# What a scope sets, transaction-locally; ``set_config('role', …, true)`` is ``SET LOCAL
+# ROLE`` with the same membership check. Bound parameters: no value is spliced into SQL.
+# Prefixed to statements in one round trip, each statement is separate, so a policy's
+# InitPlan sees the tenant when it starts.
+_ENTER = (
+    "SELECT set_config(%(_scope_setting)s, %(_scope_tenant)s, true), "
+    "set_config('role', %(_scope_role)s, true), "
+    f"set_config('{PLANNING_SETTING}', %(_scope_planning)s, true)"
 )
-_SET_SCOPE_RELAXED = _SET_SCOPE + ", set_config('synchronous_commit', 'off', true)"
-_SET_SCOPE_READ_ONLY = _SET_SCOPE + ", set_config('transaction_read_only', 'on', true)"
-# Prefixed to a read in the same round trip: the read is a separate statement,
-# so the policy's InitPlan sees the new tenant when it starts.
-_SWITCH_TENANT = "SELECT set_config(%(_scope_setting)s, %(_scope_tenant)s, true); "
+_ENTER_RELAXED = _ENTER + ", set_config('synchronous_commit', 'off', true)"
+_ENTER_READ_ONLY = _ENTER + ", set_config('transaction_read_only', 'on', true)"
+
+
+def _scope_params(tenant: str = "", role: str = "none", planning: str = "") -> dict[str, str]:
+    return {
+        "_scope_setting": TENANT_SETTING,
+        "_scope_tenant": tenant,
+        "_scope_role": role,
+        "_scope_planning": planning,
+    }
 
 
 @contextmanager
@@ -88,12 +95,12 @@ def _owned_transaction(
         setattr(connection, _ACTIVE_FLAG, kind)
         try:
             with connection.cursor() as cursor:
-                enter = _SET_SCOPE
+                enter = _ENTER
                 if relaxed_commit:
-                    enter = _SET_SCOPE_RELAXED
+                    enter = _ENTER_RELAXED
                 elif read_only:
-                    enter = _SET_SCOPE_READ_ONLY
-                cursor.execute(enter, [TENANT_SETTING, tenant, role, planning])
+                    enter = _ENTER_READ_ONLY
+                cursor.execute(enter, _scope_params(tenant, role, planning))
                 yield
                 if read_only:
                     # A rollback also undoes the settings inside a test wrapper.
@@ -101,7 +108,7 @@ def _owned_transaction(
                 # Under a test wrapper the block is a savepoint, whose release
                 # would keep SET LOCAL alive: reset it explicitly.
                 elif inside_test_wrapper and not connection.needs_rollback:
-                    cursor.execute(_SET_SCOPE, [TENANT_SETTING, "", "none", ""])
+                    cursor.execute(_ENTER, _scope_params())
         finally:
             setattr(connection, _ACTIVE_FLAG, None)
 
@@ -127,70 +134,50 @@ def tenant_scope(
 def tenant_reads(
     *, using: str = DEFAULT_DB_ALIAS
 ) -> Iterator[Callable[[int, str, dict[str, object]], tuple | None]]:
-    """One read-only transaction that reads several tenants' rows, one tenant at a time.
-
-    Yields ``read(user_id, statement, params)``, which answers the first row of
-    ``statement`` seeing only that user's rows, in one round trip. The
-    transaction is READ ONLY and ends in a rollback.
-    """
+    """One READ ONLY transaction (ending in a rollback) that reads several tenants' rows:
+    yields ``read(user_id, statement, params)``, the first row of ``statement`` seeing
+    only that user's rows, in one round trip."""
     with _owned_transaction("tenant_reads()", using, tenant="", role="none", read_only=True):
         connection = connections[using]
 
         def read(user_id: int, statement: str, params: dict[str, object]) -> tuple | None:
-            tenant = {
-                "_scope_setting": TENANT_SETTING,
-                "_scope_tenant": str(_validated_user_id(user_id)),
-            }
+            tenant = _scope_params(str(_validated_user_id(user_id)))
             with connection.cursor() as cursor:
-                cursor.execute(_SWITCH_TENANT + statement, {**params, **tenant})
+                cursor.execute(f"{_ENTER}; {statement}", {**params, **tenant})
                 cursor.nextset()
                 return cursor.fetchone()
 
         yield read
 
 
-@contextmanager
-def _own_transaction_cursor(connection: BaseDatabaseWrapper) -> Iterator[CursorWrapper]:
-    """A cursor for statements that are their own implicit transaction; a connection
-    the server dropped is closed on the way out, so the next use reconnects."""
+def _in_one_round_trip(
+    connection: BaseDatabaseWrapper,
+    enter: str,
+    tenant: str,
+    statements: Sequence[str],
+    params: dict[str, object],
+) -> list[list[tuple]]:
+    """``enter`` and ``statements`` as one implicit transaction (client-side binding); a
+    connection the server dropped is closed, so the next use reconnects."""
     try:
         with connection.cursor() as cursor:
-            yield cursor
+            cursor.execute("; ".join([enter, *statements]), {**params, **_scope_params(tenant)})
+            answers = []
+            for _statement in statements:
+                cursor.nextset()
+                answers.append(cursor.fetchall() if cursor.description else [])
+            return answers
     except Error:
         if not connection.is_usable():
             connection.close()
         raise
 
 
-# Prefixed to statements in the same round trip: what ``tenant_scope`` sets.
-_ENTER_TENANT = (
-    "SELECT set_config(%(_scope_setting)s, %(_scope_tenant)s, true), "
-    "set_config('role', 'none', true)"
-)
-_ENTER_TENANT_READ = _ENTER_TENANT + ", set_config('transaction_read_only', 'on', true)"
-_ENTER_TENANT_RELAXED = _ENTER_TENANT + ", set_config('synchronous_commit', 'off', true)"
-
-
 def tenant_read(
     user_id: int, statement: str, params: dict[str, object], *, using: str = DEFAULT_DB_ALIAS
 ) -> list[tuple]:
-    """``statement`` (named parameters) seeing only ``user_id``'s rows, in one round trip;
-    answers its rows.
-
-    Outside any transaction: one implicit, read-only transaction. Inside one:
-    ``tenant_scope``, with its rules.
-    """
-    user_id = _validated_user_id(user_id)
-    connection = connections[using]
-    if connection.in_atomic_block or not connection.get_autocommit():
-        with tenant_scope(user_id, using=using), connection.cursor() as cursor:
-            cursor.execute(statement, params)
-            return cursor.fetchall()
-    tenant = {"_scope_setting": TENANT_SETTING, "_scope_tenant": str(user_id)}
-    with _own_transaction_cursor(connection) as cursor:
-        cursor.execute(f"{_ENTER_TENANT_READ}; {statement}", {**params, **tenant})
-        cursor.nextset()
-        return cursor.fetchall()
+    """``statement`` seeing only ``user_id``'s rows, read-only, in one round trip; its rows."""
+    return tenant_statements(user_id, [statement], params, read_only=True, using=using)[0]
 
 
 def tenant_statements(
@@ -199,14 +186,12 @@ def tenant_statements(
     params: dict[str, object],
     *,
     relaxed_commit: bool = False,
+    read_only: bool = False,
     using: str = DEFAULT_DB_ALIAS,
 ) -> list[list[tuple]]:
     """``statements`` (sharing named ``params``) seeing only ``user_id``'s rows, as one
-    transaction; answers each statement's rows, in order.
-
-    Outside any transaction: one round trip, one implicit transaction. Inside
-    one: ``tenant_scope``, one statement after another.
-    """
+    transaction; each statement's rows. Outside any transaction: one round trip (read-only
+    if asked). Inside one: ``tenant_scope``, one statement after another."""
     user_id = _validated_user_id(user_id)
     connection = connections[using]
     if connection.in_atomic_block or not connection.get_autocommit():
@@ -215,15 +200,10 @@ def tenant_statements(
             connection.cursor() as cursor,
         ):
             return run_statements(cursor, statements, params)
-    enter = _ENTER_TENANT_RELAXED if relaxed_commit else _ENTER_TENANT
-    tenant = {"_scope_setting": TENANT_SETTING, "_scope_tenant": str(user_id)}
-    with _own_transaction_cursor(connection) as cursor:
-        cursor.execute("; ".join([enter, *statements]), {**params, **tenant})
-        answers = []
-        for _statement in statements:
-            cursor.nextset()
-            answers.append(cursor.fetchall() if cursor.description else [])
-        return answers
+    enter = _ENTER_RELAXED if relaxed_commit else _ENTER
+    if read_only:
+        enter = _ENTER_READ_ONLY
+    return _in_one_round_trip(connection, enter, str(user_id), statements, params)
 
 
 def run_statements(
@@ -237,32 +217,18 @@ def run_statements(
     return answers
 
 
-# Prefixed to one statement: client-side binding sends both as one implicit transaction.
-_RELAXED_COMMIT_PREFIX = (
-    f"SELECT set_config('{TENANT_SETTING}', '', true), set_config('role', 'none', true), "
-    "set_config('synchronous_commit', 'off', true); "
-)
-
-
 def unscoped_relaxed(
     statement: str, params: dict[str, object], *, using: str = DEFAULT_DB_ALIAS
 ) -> list[tuple]:
-    """One statement that sees no tenant's rows, as a transaction of its own that
-    commits without waiting for the disk; answers its rows (none if it has none).
-
-    Outside any transaction it is one round trip, so a row it locks (a shared
-    budget) is never held across a client's pause. Inside one:
-    ``unscoped_relaxed_commit``, with its rules.
-    """
+    """One statement that sees no tenant's rows, committed without waiting for the disk;
+    its rows. Outside any transaction one round trip, so a row it locks (a shared budget)
+    is never held across a client's pause; inside one, ``unscoped_relaxed_commit``."""
     connection = connections[using]
     if connection.in_atomic_block or not connection.get_autocommit():
         with unscoped_relaxed_commit(using=using), connection.cursor() as cursor:
             cursor.execute(statement, params)
             return cursor.fetchall() if cursor.description else []
-    with _own_transaction_cursor(connection) as cursor:
-        cursor.execute(_RELAXED_COMMIT_PREFIX + statement, params)
-        cursor.nextset()
-        return cursor.fetchall() if cursor.description else []
+    return _in_one_round_trip(connection, _ENTER_RELAXED, "", [statement], params)[0]
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from scheduled_sends.queue.transitions import (
 )
 from tenancy.checks import rls_problems
 from tenancy.models import tenant_models
-from tenancy.rls import PLANNER_GRANTS, deployed_policies
+from tenancy.rls import PLANNER_GRANTS, deployed_policies_of
 from tenancy.scope import (
     ScopeError,
     current_scope,
@@ -516,12 +516,14 @@ def test_every_partition_carries_the_queues_flags_policies_and_grants(db):
         cursor.execute(_SECURITY, ["scheduled_sends"])
         parent = cursor.fetchone()
         assert parent[:2] == (True, True)
-        parent_policies = deployed_policies(cursor, "scheduled_sends")
+        parent_policies = deployed_policies_of(cursor, ["scheduled_sends"])["scheduled_sends"]
         assert len(parent_policies) == 4  # tenant, support, sweeper, planner
         for part in parts:
             cursor.execute(_SECURITY, [part.name])
             assert cursor.fetchone() == parent, part.name
-            assert deployed_policies(cursor, part.name) == parent_policies, part.name
+            assert deployed_policies_of(cursor, [part.name])[part.name] == parent_policies, (
+                part.name
+            )
 
 
 def test_the_system_check_fails_when_a_partition_lost_force(as_owner):

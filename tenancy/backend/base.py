@@ -1,15 +1,6 @@
-"""Django's PostgreSQL backend, with test databases created by the owner role
-and the embedded development server started on the first connection.
-
-The login role has no CREATEDB and owns nothing, so creating a test database
-from ``<database>_template``, migrating it and dropping it afterwards happen as
-the owner role (``tenancy/owner.py``) — the same layout as production: the
-test suite then runs as the DML-only login role against tables it does not own.
-
-With ``DATABASE_URL`` unset the settings carry ``EMBEDDED_STATE_DIR`` and no
-``HOST``: each new connection asks ``tenancy/embedded_server.py`` for the
-running server's socket folder (starting it when it is not running) and writes
-it into ``HOST``, so commands that never connect start nothing.
+"""Django's PostgreSQL backend, with test databases created and dropped by the owner
+role (the login role has no CREATEDB and owns nothing), and the embedded server's
+socket folder (``EMBEDDED_STATE_DIR``) resolved, starting it, on the first connection.
 """
 
 from __future__ import annotations
