@@ -1,15 +1,8 @@
-"""Sync each connected calendar into local rows, once per materialize run.
-
-Each connection goes read → HTTP → write: its row is read in the owner's scope
-and its secrets decrypted, the provider is called with no scope open (a slow
-provider must not hold a transaction), and a new scope writes the outcome. One
-connection's failure is recorded on it and never raised.
-
-Success makes the local copy exactly what the provider returned, updating rows
-in place so their ids (which queued nudges reference) stay stable.
-``invalid_grant`` → ``needs_reauth``; 429/5xx, or a call past
-``CALENDAR_SYNC_BUDGET_SECONDS`` → ``retry_after``; a malformed answer →
-``last_error``. A failure keeps the previous copy.
+"""Sync each connected calendar into local rows: read in the owner's scope, call the
+provider with no scope open, write the outcome in a new scope. Success makes the copy
+exactly what the provider returned (rows updated in place, so queued nudges keep their
+ids); ``invalid_grant`` → ``needs_reauth``, 429/5xx or the budget spent → ``retry_after``,
+anything else → ``last_error``. A failure keeps the previous copy and is never raised.
 """
 
 from __future__ import annotations
@@ -91,7 +84,6 @@ class SyncSummary:
     failed: int = 0
     needs_reauth: int = 0
     provider_calls: int = 0
-    errors: list[str] = field(default_factory=list)
     backing_off: int = 0
     deferred: int = 0
     events_created: int = 0
@@ -121,10 +113,6 @@ class SyncSummary:
             self.deferred += 1
         elif result.outcome == Outcome.FAILED:
             self.failed += 1
-        if result.outcome in (Outcome.FAILED, Outcome.NEEDS_REAUTH):
-            self.errors.append(
-                f"connection {result.connection_id} ({result.provider}): {result.message}"
-            )
 
 
 def read_user_connections(

@@ -1,9 +1,8 @@
 """The provider interface, its errors, and the HTTP plumbing every provider shares.
 
-A provider never touches tenant data: it gets a ``ConnectionSnapshot`` read inside the
-owner's tenant scope and returns what it fetched; refreshed tokens travel back on the
-snapshot (``credentials_changed``), so they are stored even when a later call fails. The
-one table a provider request touches is the shared pacing budget, outside any transaction.
+A provider never touches tenant data: it gets a ``ConnectionSnapshot`` and returns what it
+fetched; refreshed tokens travel back on the snapshot (``credentials_changed``), so they are
+stored even when a later call fails. Its one table is the shared pacing budget.
 """
 
 from __future__ import annotations
@@ -65,19 +64,13 @@ def reset_call_counter() -> None:
 class ProviderError(Exception):
     """A connection's sync failed; the message is safe to log and store (no secrets)."""
 
-    outcome = "error"
-
 
 class NeedsReauth(ProviderError):
     """Consent was revoked or the refresh token is dead: only the user can fix it."""
 
-    outcome = "needs_reauth"
-
 
 class RetryLater(ProviderError):
     """Rate limited (429) or the provider is unavailable (5xx, network): back off."""
-
-    outcome = "retry_later"
 
     def __init__(self, message: str, retry_after: timedelta | None = None) -> None:
         super().__init__(message)
@@ -86,8 +79,6 @@ class RetryLater(ProviderError):
 
 class MalformedPayload(ProviderError):
     """The provider's answer cannot be used as a whole; the previous copy is kept."""
-
-    outcome = "malformed"
 
 
 @dataclass
@@ -158,7 +149,6 @@ class FetchResult:
     events: list[ProviderEvent] = field(default_factory=list)
     sync_state: dict[str, Any] = field(default_factory=dict)
     skipped_events: int = 0
-    cancelled_events: int = 0
     problems: list[str] = field(default_factory=list)  # for support: no secrets, no titles
     calendar_name: str = ""
 
@@ -178,7 +168,6 @@ def events_of(
             if not isinstance(item, dict):
                 raise TypeError("event is not an object")
             if cancelled(item):
-                result.cancelled_events += 1
                 continue
             result.events.append(event(item))
         except (KeyError, TypeError, ValueError) as exc:
@@ -353,3 +342,14 @@ def raise_for_transient(response: requests.Response, provider: str, now: datetim
 def covered_window(window_start: datetime, window_end: datetime) -> dict[str, Any]:
     """What a Google or Graph fetch stores in ``sync_state``: the window its copy covers."""
     return {"window_start": window_start.isoformat(), "window_end": window_end.isoformat()}
+
+
+def covers(state: dict[str, Any], start: datetime, end: datetime, keys: tuple[str, str]) -> bool:
+    """Whether the window ``state`` stores under ``keys`` (ISO 8601) holds [start, end]."""
+    try:
+        return (
+            datetime.fromisoformat(state[keys[0]]) <= start
+            and datetime.fromisoformat(state[keys[1]]) >= end
+        )
+    except (KeyError, TypeError, ValueError):
+        return False

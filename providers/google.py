@@ -1,13 +1,7 @@
-"""Google Calendar API v3: ``events.list`` over the sweep's window, every run.
-
-Not ``syncToken``: it costs the same one call per run, but cannot be combined with
-``timeMin``/``timeMax``, so it would expand every infinite series over an open range and
-could lose its state to a 410. The window query is one page, deletes by absence, and keeps
-the local copy bounded to what the sweep can use (measured: tests/calendars/test_call_budget.py,
-``python -m bench.push``).
-
-Reminders: ``popup`` overrides, or with ``useDefault`` the calendar's ``defaultReminders``.
-None is an empty list, which the sweep reads as "use the user's default lead".
+"""Google Calendar API v3: ``events.list`` over the sweep's window, every run (not
+``syncToken``, which cannot be bounded by ``timeMin``/``timeMax``); absence deletes.
+Reminders: ``popup`` overrides, or with ``useDefault`` the calendar's defaults; none is
+an empty list ("use the user's default lead").
 """
 
 from __future__ import annotations

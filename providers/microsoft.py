@@ -1,10 +1,5 @@
-"""Microsoft Graph: ``calendarView`` over the sweep's window, every run.
-
-Not ``calendarView/delta``: a delta link is bound to the range of the round that created
-it, and our window moves every run, so delta would cost at least the same one call per
-run and add state to lose. An event missing from the answer is deleted locally.
-
-Times are asked for in UTC (an answer in another IANA zone is still read correctly).
+"""Microsoft Graph: ``calendarView`` over the sweep's window, every run (a delta link is
+bound to its first range, and ours moves); absence deletes. Times are asked for in UTC.
 Refresh tokens rotate: each refresh's new refresh token is stored.
 """
 

@@ -1,17 +1,9 @@
-"""Creating, renewing and stopping a connection's push channel, :data:`RENEW_BEFORE`
-its expiry.
-
-A Google channel cannot be extended: renewal makes a new one, then stops the old
-(no gap). A Graph subscription is PATCHed to a later expiry, or made again when
-Graph no longer knows it. A live Graph subscription taken early (a lifecycle
-notification) is first checked with ``GET /subscriptions/{id}``: gone, the
-calendar is polled (``lapsed``), fetched, and subscribed again; still there, it
-is renewed only if a ``reauthorizationRequired`` about its current expiry was
-noted. So a replayed lifecycle notification costs one GET and changes nothing.
-
-Like a sync, no tenant scope is open during a provider call. A channel that
-cannot be made leaves the connection polled (``failed``), retried an hour later;
-one that could not be renewed but has not expired stays live, retried sooner.
+"""Creating, renewing and stopping a connection's push channel, :data:`RENEW_BEFORE` its
+expiry. Google renews by a new channel, then stops the old; Graph PATCHes, or subscribes
+again when the subscription is gone. A Graph subscription taken early (a lifecycle
+notification) is first checked with a GET, so a replay costs one GET and changes nothing.
+No tenant scope is open during a provider call. A channel that cannot be made leaves the
+connection polled, retried in an hour; one not renewed but unexpired stays live.
 """
 
 from __future__ import annotations
@@ -88,17 +80,14 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
         try:
             snapshot = snapshot_of(connection, config)
         except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
-            return _failed(user_id, connection_id, live, now, str(exc))
+            return _failed(user_id, connection_id, live, now, exc)
 
     lapsed = False
     if not due:  # Graph, taken early (a lifecycle notification): ask Graph what is true
         try:
             found = microsoft.get_subscription(snapshot, old_channel, now)
         except ProviderError as exc:
-            _store_tokens(user_id, connection_id, snapshot)
-            return _failed(
-                user_id, connection_id, live, now, crypto.scrub(str(exc), *snapshot.secrets())
-            )
+            return _failed(user_id, connection_id, live, now, exc, snapshot)
         _store_tokens(user_id, connection_id, snapshot)
         if found is None:
             _lapse(user_id, connection_id, now)
@@ -127,15 +116,7 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
                 snapshot, user_id, old_channel, secret, config, now
             )
     except ProviderError as exc:
-        _store_tokens(user_id, connection_id, snapshot)
-        return _failed(
-            user_id,
-            connection_id,
-            live,
-            now,
-            crypto.scrub(str(exc), *snapshot.secrets()),
-            lapsed=lapsed,
-        )
+        return _failed(user_id, connection_id, live, now, exc, snapshot, lapsed=lapsed)
 
     with tenant_scope(user_id):
         connection = CalendarConnection.objects.select_for_update().filter(pk=connection_id).first()
@@ -264,12 +245,18 @@ def _failed(
     connection_id: int,
     live: bool,
     now: datetime,
-    message: str,
+    error: Exception,
+    snapshot: ConnectionSnapshot | None = None,
     *,
     lapsed: bool = False,
 ) -> str:
     """Still-live channels are retried soon; otherwise the connection is polled, visibly
-    (``lapsed`` when Graph removed the subscription and a new one could not be made)."""
+    (``lapsed`` when Graph removed the subscription and a new one could not be made).
+    Tokens the provider call refreshed are kept, and its secrets scrubbed."""
+    message = str(error)
+    if snapshot is not None:
+        _store_tokens(user_id, connection_id, snapshot)
+        message = crypto.scrub(message, *snapshot.secrets())
     with tenant_scope(user_id):
         if lapsed:
             message = f"{REMOVED}; a new one failed: {message}"

@@ -10,21 +10,15 @@ window widened by the safety poll, so coverage and the poll run out together.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from calendars.models import CalendarConnection, ConnectionStatus, Provider, PushState
 from core.config import NudgeConfig
+from providers.base import covers
+
+# Where ``providers.base.covered_window`` stores a fetch's window.
+WINDOW_KEYS = ("window_start", "window_end")
 
 PUSH_PROVIDERS = (Provider.GOOGLE, Provider.MICROSOFT)
-
-
-def _covers(state: dict[str, Any], start: datetime, end: datetime) -> bool:
-    try:
-        stored_start = datetime.fromisoformat(state["window_start"])
-        stored_end = datetime.fromisoformat(state["window_end"])
-    except (KeyError, TypeError, ValueError):
-        return False
-    return stored_start <= start and stored_end >= end
 
 
 def push_live(connection: CalendarConnection, now: datetime, config: NudgeConfig) -> bool:
@@ -54,7 +48,7 @@ def fetch_window(
         or connection.status != ConnectionStatus.ACTIVE
         or connection.last_synced_at is None
         or now - connection.last_synced_at >= config.calendar_safety_poll
-        or not _covers(connection.sync_state or {}, window_start, window_end)
+        or not covers(connection.sync_state or {}, window_start, window_end, WINDOW_KEYS)
     ):
         return widened
     return None

@@ -410,7 +410,8 @@ def test_a_crash_writing_one_connection_does_not_stop_the_others(
     summary = run_sync(first.user_id)
 
     assert (summary.failed, summary.synced) == (1, 1)
-    assert summary.errors == [f"connection {first.pk} (?): internal error (RuntimeError)"]
+    failed = [(r.connection_id, r.message) for r in summary.results if r.outcome == "failed"]
+    assert failed == [(first.pk, "internal error (RuntimeError)")]
 
 
 def test_a_401_before_expiry_refreshes_once_and_retries(fake_google, google_connection):
