@@ -330,7 +330,15 @@ class OutcomeWrite:
             statement = _failure(error, now, secrets, outcome, params)
             return cls(job, outcome, [statement], params)
         if job.fetched is not None and snapshot is not None:
-            params |= _success_params(job.fetched, snapshot, now)
+            fetched = job.fetched
+            params |= {  # as ``statements.RECORD_SUCCESS`` takes them
+                "now": now,
+                "changed": fetched.changed,
+                "note": partial_sync_note(fetched) if fetched.changed else "",
+                "active": ConnectionStatus.ACTIVE.value,
+                "sync_state": json.dumps(fetched.sync_state),
+                "full_sync": snapshot.full_sync,
+            }
             chosen = [
                 statements.RECORD_SUCCESS_WITH_TOKENS if tokens else statements.RECORD_SUCCESS
             ]
@@ -389,20 +397,6 @@ def _failure(
     return statements.RECORD_FAILURE_WITH_TOKENS if with_tokens else statements.RECORD_FAILURE
 
 
-def _success_params(
-    fetched: FetchResult, snapshot: ConnectionSnapshot, now: datetime
-) -> dict[str, object]:
-    """A successful fetch's outcome, as ``statements.RECORD_SUCCESS`` takes it."""
-    return {
-        "now": now,
-        "changed": fetched.changed,
-        "note": partial_sync_note(fetched) if fetched.changed else "",
-        "active": ConnectionStatus.ACTIVE.value,
-        "sync_state": json.dumps(fetched.sync_state),
-        "full_sync": snapshot.full_sync,
-    }
-
-
 def partial_sync_note(fetched: FetchResult) -> str:
     """One line on what a successful sync left out or repaired; '' when nothing."""
     parts = [f"{fetched.skipped_events} event(s) skipped"] if fetched.skipped_events else []
@@ -427,34 +421,30 @@ def apply_events(
 def _events_params(
     user_id: int, connection_id: int, events: list[ProviderEvent]
 ) -> dict[str, object]:
-    """The occurrences as ``statements.APPLY_EVENTS`` takes them (one per key)."""
+    """The occurrences as ``statements.APPLY_EVENTS`` takes them: JSON, one per key (the
+    last), instants in ISO 8601."""
     incoming: dict[tuple[str, datetime | None], dict[str, object]] = {}
     for event in events:
         if event.key in incoming:
             logger.warning("duplicate occurrence from the provider; keeping the last one")
-        incoming[event.key] = _row_values(event)
+        incoming[event.key] = {
+            "provider_event_id": event.provider_event_id,
+            "occurrence_start": _iso(event.occurrence_start),
+            "title": event.title,
+            "starts_at": event.starts_at.isoformat(),
+            "ends_at": _iso(event.ends_at),
+            "all_day": event.all_day,
+            "status": event.status,
+            "declined": event.declined,
+            "reminder_minutes": list(event.reminder_minutes),
+            "location": event.location,
+            "join_url": event.join_url,
+        }
     return {
         "events": json.dumps(list(incoming.values()), ensure_ascii=False),
         "connection": connection_id,
         "user": user_id,
         "stamp": timezone.now(),
-    }
-
-
-def _row_values(event: ProviderEvent) -> dict[str, object]:
-    """One occurrence as ``statements.APPLY_EVENTS`` reads it (JSON; instants in ISO 8601)."""
-    return {
-        "provider_event_id": event.provider_event_id,
-        "occurrence_start": _iso(event.occurrence_start),
-        "title": event.title,
-        "starts_at": event.starts_at.isoformat(),
-        "ends_at": _iso(event.ends_at),
-        "all_day": event.all_day,
-        "status": event.status,
-        "declined": event.declined,
-        "reminder_minutes": list(event.reminder_minutes),
-        "location": event.location,
-        "join_url": event.join_url,
     }
 
 

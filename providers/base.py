@@ -241,18 +241,6 @@ def request_budgets(provider: str, user_id: int, config: NudgeConfig) -> list[Bu
     return []
 
 
-def _wait_for_slot(provider: str, budgets: list[Budget], snapshot: ConnectionSnapshot) -> None:
-    """Wait (no transaction held) for the request's slot in every budget; RetryLater when
-    there is none in time, so the thread is free for a provider that is not paused."""
-    config = snapshot.config
-    max_wait = min(config.calendar_http_timeout_seconds, time_left(snapshot, provider))
-    if not wait_for_request_slot(budgets, max_wait, config):
-        raise RetryLater(
-            f"{provider}: rate limited; no request slot within {max_wait:.0f}s",
-            retry_after=timedelta(seconds=max_wait),
-        )
-
-
 _thread_sessions = threading.local()
 # A kept-alive socket shared with a forked child would interleave two processes' requests.
 os.register_at_fork(after_in_child=lambda: _thread_sessions.__dict__.clear())
@@ -294,7 +282,14 @@ def provider_request(
         else []
     )
     if paced_for is not None and budgets:
-        _wait_for_slot(provider, budgets, paced_for)
+        # No slot in time: RetryLater, so the thread is free for a provider not paused.
+        config = paced_for.config
+        max_wait = min(config.calendar_http_timeout_seconds, time_left(paced_for, provider))
+        if not wait_for_request_slot(budgets, max_wait, config):
+            raise RetryLater(
+                f"{provider}: rate limited; no request slot within {max_wait:.0f}s",
+                retry_after=timedelta(seconds=max_wait),
+            )
         timeout = min(timeout, time_left(paced_for, provider))
     record_call(provider, kind)
     try:

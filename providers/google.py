@@ -238,9 +238,10 @@ WATCH_TTL_SECONDS = 7 * 24 * 3600
 
 
 def _api_post(
-    snapshot: ConnectionSnapshot, path: str, payload: dict[str, Any]
+    snapshot: ConnectionSnapshot, path: str, payload: dict[str, Any], now: datetime
 ) -> requests.Response:
-    """One authorised POST with the snapshot's token, paced in the fetches' shared budgets."""
+    """One authorised POST with a fresh token, paced in the fetches' shared budgets."""
+    oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
     url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}{path}"
     return provider_request(
         NAME,
@@ -271,7 +272,6 @@ def watch(
     now: datetime,
 ) -> tuple[str, datetime]:
     """``events.watch`` on the connection's calendar: (resourceId, expiration)."""
-    oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
     calendar = quote(snapshot.calendar_id or "primary", safe="@.")
     payload = {
         "id": channel_id,
@@ -280,7 +280,7 @@ def watch(
         "token": token,
         "params": {"ttl": str(WATCH_TTL_SECONDS)},
     }
-    response = _api_post(snapshot, f"/calendars/{calendar}/events/watch", payload)
+    response = _api_post(snapshot, f"/calendars/{calendar}/events/watch", payload, now)
     if response.status_code != 200:
         raise _push_error(response, "events.watch")
     body = json_body(response, NAME)
@@ -296,8 +296,8 @@ def stop_channel(
     snapshot: ConnectionSnapshot, *, channel_id: str, resource_id: str, now: datetime
 ) -> bool:
     """``channels.stop``; True when Google stopped it or no longer knows it (404)."""
-    oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
-    response = _api_post(snapshot, "/channels/stop", {"id": channel_id, "resourceId": resource_id})
+    payload = {"id": channel_id, "resourceId": resource_id}
+    response = _api_post(snapshot, "/channels/stop", payload, now)
     return response.status_code in (200, 204, 404)
 
 

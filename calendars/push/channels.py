@@ -17,8 +17,8 @@ from django.urls import reverse
 from calendars.models import CalendarConnection, ConnectionStatus, Provider, PushState
 from calendars.push import notifications, worklist
 from calendars.push import secrets as push_secrets
-from calendars.push.freshness import PUSH_PROVIDERS
-from calendars.snapshot import snapshot_of, store_tokens
+from calendars.push.freshness import PUSH_PROVIDERS, push_live
+from calendars.snapshot import snapshot_of, token_values
 from core.config import NudgeConfig
 from providers import crypto, google, microsoft
 from providers.base import ConnectionSnapshot, ProviderError
@@ -68,9 +68,7 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
         if connection.status == ConnectionStatus.NEEDS_REAUTH:  # reconnecting enrolls it again
             worklist.schedule(connection_id, None, polling=True)
             return Outcome.DISABLED
-        live = connection.push_state == PushState.LIVE and (
-            connection.push_expires_at is not None and connection.push_expires_at > now
-        )
+        live = push_live(connection, now, config)
         held_expiry = connection.push_expires_at
         due = not live or held_expiry - now <= RENEW_BEFORE or _reauthorization_noted(connection)
         if not due and connection.provider == Provider.GOOGLE:
@@ -124,8 +122,9 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
             gone = True
         else:
             gone = False
-            if snapshot.credentials_changed:
-                store_tokens(connection, snapshot)
+            tokens = token_values(snapshot)
+            for column, value in tokens.items():
+                setattr(connection, column, value)
             connection.push_state = PushState.LIVE
             connection.push_expires_at = expires_at
             connection.push_error = ""
@@ -149,6 +148,7 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
                     "push_secret_digest",
                     "push_pending_channel_id",
                     "push_pending_digest",
+                    *tokens,
                 ]
             )
     if gone:  # disconnected while we were creating it: do not leave it running
@@ -232,12 +232,9 @@ def _graph_subscription(
 
 
 def _store_tokens(user_id: int, connection_id: int, snapshot: ConnectionSnapshot) -> None:
-    if not snapshot.credentials_changed:
-        return
-    with tenant_scope(user_id):
-        connection = CalendarConnection.objects.select_for_update().filter(pk=connection_id).first()
-        if connection is not None:
-            store_tokens(connection, snapshot)
+    if tokens := token_values(snapshot):
+        with tenant_scope(user_id):
+            CalendarConnection.objects.filter(pk=connection_id).update(**tokens)
 
 
 def _failed(
