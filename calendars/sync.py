@@ -136,7 +136,7 @@ def read_user_connections(
         seen.add(connection.id)
         facts = (zone, (email,) if email else ())
         try:
-            jobs.append(_job_for(connection, now, window, config, facts))
+            jobs.append(fetch_decision(connection, now, window, config, facts))
         except Exception as exc:  # one connection's bug must not cost the user's others
             logger.exception("calendar sync failed for connection %s", connection.pk)
             jobs.append(internal_error(connection.pk, exc))
@@ -147,7 +147,7 @@ def read_user_connections(
 
 class ConnectionRow(NamedTuple):
     """A connection as ``statements.USER_CONNECTIONS`` reads it, named as the model's
-    fields so ``fetch_decision`` and ``snapshot_of`` take either (a tuple is cheaper)."""
+    fields so ``fetch_window`` and ``snapshot_of`` take either (a tuple is cheaper)."""
 
     id: int
     user_id: int
@@ -173,12 +173,13 @@ class ConnectionRow(NamedTuple):
 
 
 def fetch_decision(
-    connection: CalendarConnection | ConnectionRow,
+    connection: ConnectionRow,
     now: datetime,
     window: Window,
     config: NudgeConfig,
-) -> ConnectionResult | Window:
-    """The window to ask the provider about ``connection`` over in this run (push may
+    facts: tuple[str, tuple[str, ...]],
+) -> FetchJob | ConnectionResult:
+    """The job asking the provider about ``connection`` over this run's window (push may
     widen it), else the result that stands for this run."""
     if connection.status == ConnectionStatus.NEEDS_REAUTH:
         return ConnectionResult(connection.pk, connection.provider, Outcome.SKIPPED_REAUTH)
@@ -194,7 +195,18 @@ def fetch_decision(
     fetch_over = fetch_window(connection, now, *window, config)
     if fetch_over is None:  # push is live and the stored copy covers the window
         return ConnectionResult(connection.pk, connection.provider, Outcome.FRESH)
-    return fetch_over
+    job = FetchJob(
+        connection.user_id, connection.pk, connection.provider, snapshot=None, window=fetch_over
+    )
+    try:
+        job.snapshot = snapshot_of(connection, config, facts)
+    except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
+        job.error = ProviderError(str(exc))
+        return job
+    job.refresh_token_at_read = job.snapshot.refresh_token
+    if job.provider in (Provider.ICS, Provider.CALDAV) and job.snapshot.feed_url:
+        job.host = feed_origin(job.snapshot.feed_url)
+    return job
 
 
 @dataclass
@@ -207,7 +219,7 @@ class FetchJob:
     connection_id: int
     provider: str
     snapshot: ConnectionSnapshot | None
-    window: Window | None = None  # what the provider is asked for (fetch_decision)
+    window: Window | None = None  # what the provider is asked for (push may widen it)
     refresh_token_at_read: str = ""
     # The feed's host:port for the per-host cap; None for OAuth providers (paced elsewhere).
     host: str | None = None
@@ -216,30 +228,6 @@ class FetchJob:
     calls: int = 0  # every attempt's
     seconds: float = 0.0  # the last attempt's
     retries: int = 0  # attempts after a throttle, in this run
-
-
-def _job_for(
-    connection: CalendarConnection | ConnectionRow,
-    now: datetime,
-    window: Window,
-    config: NudgeConfig,
-    facts: tuple[str, tuple[str, ...]],
-) -> FetchJob | ConnectionResult:
-    decided = fetch_decision(connection, now, window, config)
-    if isinstance(decided, ConnectionResult):
-        return decided
-    job = FetchJob(
-        connection.user_id, connection.pk, connection.provider, snapshot=None, window=decided
-    )
-    try:
-        job.snapshot = snapshot_of(connection, config, facts)
-    except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
-        job.error = ProviderError(str(exc))
-        return job
-    job.refresh_token_at_read = job.snapshot.refresh_token
-    if job.provider in (Provider.ICS, Provider.CALDAV) and job.snapshot.feed_url:
-        job.host = feed_origin(job.snapshot.feed_url)
-    return job
 
 
 def fetch_job(job: FetchJob, *, now: datetime) -> None:

@@ -1,10 +1,6 @@
-"""ICS feed URLs: a conditional GET, recurrences expanded locally.
-
-Each parse expands occurrences from the window's start to ``EXPAND_AHEAD`` past its end and
-records both ends and the reader's zone. While that still covers the window, runs fetch
-conditionally; a 304, or a 200 whose body hashes the same, is "unchanged" (no parsing, no
-writes). Otherwise (the window outran the expansion, a replay, a new zone) the run fetches
-unconditionally and re-expands.
+"""ICS feed URLs: a conditional GET, recurrences expanded locally to ``EXPAND_AHEAD`` past
+the window. While the stored expansion covers the window (in the reader's zone), a 304 or
+a body hashing the same is "unchanged" (no parsing, no writes); otherwise it re-expands.
 """
 
 from __future__ import annotations

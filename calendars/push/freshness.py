@@ -1,10 +1,6 @@
-"""Whether a connection must be fetched now, or its stored copy will do.
-
-Without live push every cycle fetches. With it, a Google or Graph calendar is
-fetched only when notified (``resync_requested``), when its stored window no
-longer covers the sweep's, when the safety poll is due (a lost notification costs
-at most ``CALENDAR_SAFETY_POLL_MINUTES``), or when it is not healthy; and over a
-window widened by the safety poll, so coverage and the poll run out together.
+"""Whether a connection must be fetched now, or its stored copy will do. Without live
+push every cycle fetches; with it, only when notified, uncovered, unhealthy or due the
+safety poll (``CALENDAR_SAFETY_POLL_MINUTES``), over a window widened by that poll.
 """
 
 from __future__ import annotations
