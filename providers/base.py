@@ -13,11 +13,10 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 import requests
 
@@ -26,39 +25,18 @@ from core.http_retry_after import parse_retry_after
 from pacing.pacer import Budget, request_rate_limited, wait_for_request_slot
 from providers.crypto import scrub
 
-_calls: Counter[tuple[str, str]] = Counter()
-_calls_lock = threading.Lock()
 # A connection's fetch runs on one thread, so concurrent syncs can each count their own.
 _thread_calls = threading.local()
 
-CallKind = Literal["api", "token"]
 
-
-def record_call(provider: str, kind: CallKind) -> None:
-    """Count one HTTP request made to a provider (``api``: events/feed; ``token``: OAuth)."""
-    with _calls_lock:
-        _calls[(provider, kind)] += 1
+def record_call() -> None:
+    """Count one HTTP request this thread made to a provider."""
     _thread_calls.count = getattr(_thread_calls, "count", 0) + 1
 
 
 def calls_in_thread() -> int:
-    """Requests made by the calling thread so far (every provider and kind)."""
+    """Requests made by the calling thread so far (every provider)."""
     return getattr(_thread_calls, "count", 0)
-
-
-def call_count(provider: str | None = None, kind: CallKind | None = None) -> int:
-    """Requests made by this process so far, optionally for one provider and/or kind."""
-    with _calls_lock:
-        return sum(
-            n
-            for (p, k), n in _calls.items()
-            if (provider is None or p == provider) and (kind is None or k == kind)
-        )
-
-
-def reset_call_counter() -> None:
-    with _calls_lock:
-        _calls.clear()
 
 
 class ProviderError(Exception):
@@ -259,7 +237,6 @@ def _session() -> requests.Session:
 
 def provider_request(
     provider: str,
-    kind: CallKind,
     method: str,
     url: str,
     *,
@@ -291,7 +268,7 @@ def provider_request(
                 retry_after=timedelta(seconds=max_wait),
             )
         timeout = min(timeout, time_left(paced_for, provider))
-    record_call(provider, kind)
+    record_call()
     try:
         response = _session().request(method, url, timeout=timeout, **kwargs)
     except requests.RequestException as exc:

@@ -221,7 +221,6 @@ def account_name(access_token: str, timeout: float) -> str:
     url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}/calendars/primary"
     response = provider_request(
         NAME,
-        "api",
         "GET",
         url,
         headers={"Authorization": f"Bearer {access_token}"},
@@ -245,7 +244,6 @@ def _api_post(
     url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}{path}"
     return provider_request(
         NAME,
-        "api",
         "POST",
         url,
         json=payload,

@@ -193,7 +193,6 @@ def account_name(access_token: str, timeout: float) -> str:
     url = f"{settings.MICROSOFT_GRAPH_BASE_URL.rstrip('/')}/me"
     response = provider_request(
         NAME,
-        "api",
         "GET",
         url,
         params={"$select": "mail,userPrincipalName"},
@@ -218,7 +217,6 @@ def _subscription_call(
     oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
     return provider_request(
         NAME,
-        "api",
         method,
         f"{settings.MICROSOFT_GRAPH_BASE_URL.rstrip('/')}{path}",
         json=payload,

@@ -103,7 +103,6 @@ def _get(
     """One page, with the current access token, inside the connection's time budget."""
     return provider_request(
         api.provider,
-        "api",
         "GET",
         request.url,
         params=request.params,
