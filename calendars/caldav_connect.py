@@ -170,11 +170,8 @@ def choose_calendars(
             row.access_token_encrypted = account.access_token_encrypted
             row.feed_url_encrypted = crypto.encrypt(url)
             row.allow_private_network = account.allow_private_network
-            row.sync_state, row.resync_requested, row.last_synced_at = (
-                {"name": names[url]},
-                True,
-                None,
-            )
+            row.sync_state = {"name": names[url]}
+            row.resync_requested, row.last_synced_at = True, None
             row.save()
             worklist.request_fetch(row.pk, user_id, now, push_capable=False)
             rows.append(row)

@@ -117,40 +117,28 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
         return _failed(user_id, connection_id, live, now, exc, snapshot, lapsed=lapsed)
 
     with tenant_scope(user_id):
-        connection = CalendarConnection.objects.select_for_update().filter(pk=connection_id).first()
-        if connection is None:
-            gone = True
-        else:
-            gone = False
-            tokens = token_values(snapshot)
-            for column, value in tokens.items():
-                setattr(connection, column, value)
-            connection.push_state = PushState.LIVE
-            connection.push_expires_at = expires_at
-            connection.push_error = ""
-            connection.push_reauthorize_expiry = None  # answered by this renewal
-            connection.push_pending_channel_id = connection.push_pending_digest = ""
-            if channel_id != connection.push_channel_id:
-                connection.push_message_number = 0  # a new channel numbers from 1
-                connection.push_channel_id = channel_id
-                connection.push_resource_id = resource_id
+        row = CalendarConnection.objects.filter(pk=connection_id)
+        stored_channel = row.select_for_update().values_list("push_channel_id", flat=True).first()
+        gone = stored_channel is None
+        if not gone:
+            changes = {
+                "push_state": PushState.LIVE,
+                "push_expires_at": expires_at,
+                "push_error": "",
+                "push_reauthorize_expiry": None,  # answered by this renewal
+                "push_pending_channel_id": "",
+                "push_pending_digest": "",
+                **token_values(snapshot),
+            }
+            if channel_id != stored_channel:  # a new channel numbers from 1
+                changes |= {
+                    "push_message_number": 0,
+                    "push_channel_id": channel_id,
+                    "push_resource_id": resource_id,
+                }
             if secret_digest := _new_digest(connection.provider, outcome, secret):
-                connection.push_secret_digest = secret_digest
-            connection.save(
-                update_fields=[
-                    "push_state",
-                    "push_expires_at",
-                    "push_error",
-                    "push_channel_id",
-                    "push_resource_id",
-                    "push_message_number",
-                    "push_reauthorize_expiry",
-                    "push_secret_digest",
-                    "push_pending_channel_id",
-                    "push_pending_digest",
-                    *tokens,
-                ]
-            )
+                changes["push_secret_digest"] = secret_digest
+            row.update(**changes)
     if gone:  # disconnected while we were creating it: do not leave it running
         stop(snapshot, channel_id, resource_id, now)
         worklist.forget(connection_id)
