@@ -12,13 +12,13 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.text import Truncator
 
+from calendars.key_rotation import SECRET_COLUMNS
 from calendars.models import CalendarConnection, CalendarEvent, PushState
 from calendars.push.freshness import PUSH_PROVIDERS, push_live
 from core.admin_readonly import ReadOnlyAdmin
 from core.config import NudgeConfig
 from core.display import instant_column
 
-SECRET_FIELDS = ("access_token_encrypted", "refresh_token_encrypted", "feed_url_encrypted")
 PUSH_IDENTIFIERS = (
     "push_channel_id",
     "push_resource_id",
@@ -70,7 +70,7 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
         "created",
     )
     readonly_fields = fields
-    exclude = (*SECRET_FIELDS, "sync_state", *PUSH_IDENTIFIERS)
+    exclude = (*SECRET_COLUMNS, "sync_state", *PUSH_IDENTIFIERS)
     actions = ("resync_now",)
 
     def has_resync_permission(self, request: HttpRequest) -> bool:

@@ -1,19 +1,8 @@
-"""Connecting a CalDAV account (iCloud, Fastmail, Nextcloud, any server by address),
-in steps none of which calls the server from a web request:
-
-1. ``add_account`` vets the address (the untrusted-fetch guard's check, no network),
-   stores the user name and the app-specific password encrypted, and asks the minute
-   job for a first fetch. That fetch discovers the account's calendars
-   (``providers.caldav.discover``) and keeps their names and addresses in
-   ``sync_state``; until then the page says "checking".
-2. ``choose_calendars``: the person ticks the calendars to use. The account's row becomes
-   the first chosen calendar, and each further one a row of its own with the same
-   credentials; each is fetched by the next minute job. Only addresses discovery found
-   are accepted.
-3. ``renew_password``: after a 401 ("needs your password again"), a new app-specific
-   password; the row is active again and re-read in full.
-
-The password is never shown again and never logged (``crypto.scrub`` on every error).
+"""Connecting a CalDAV account (iCloud, Fastmail, Nextcloud, any server), never calling
+the server from a web request: ``add_account`` vets the address and stores the password
+encrypted, and the minute job's first fetch discovers the calendars into ``sync_state``;
+``choose_calendars`` makes a row per chosen calendar (only addresses discovery found);
+``renew_password`` answers a 401. The password is never shown again nor logged.
 """
 
 from __future__ import annotations
@@ -181,11 +170,8 @@ def choose_calendars(
             row.access_token_encrypted = account.access_token_encrypted
             row.feed_url_encrypted = crypto.encrypt(url)
             row.allow_private_network = account.allow_private_network
-            row.sync_state, row.resync_requested, row.last_synced_at = (
-                {"name": names[url]},
-                True,
-                None,
-            )
+            row.sync_state = {"name": names[url]}
+            row.resync_requested, row.last_synced_at = True, None
             row.save()
             worklist.request_fetch(row.pk, user_id, now, push_capable=False)
             rows.append(row)

@@ -1,10 +1,7 @@
-"""Creating connections: an ICS feed address, or the tokens from an OAuth callback.
-No tenant scope is open during a network call.
-
-A feed on a private or loopback address is refused unless explicitly allowed
-(``connect_ics --allow-private``); the choice is stored and re-checked on every
-fetch and redirect. ``DEBUG`` does not relax it: staging runs with DEBUG on and
-still has an internal network to protect.
+"""Creating connections: an ICS feed address, or the tokens from an OAuth callback; no
+tenant scope is open during a network call. A feed on a private address is refused unless
+allowed (``connect_ics --allow-private``, stored and re-checked on every fetch); ``DEBUG``
+does not relax it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Re-encrypt every stored calendar secret under the newest key, so an old key can go.
-
-Each user's connections are rewritten in their own tenant scope, one short
-transaction with the rows locked, so a sync storing fresh tokens meanwhile either
-goes first (and is rotated) or waits. A secret no configured key can read is
-counted and left as it is (that connection already needs reconnecting).
+"""Re-encrypt every stored calendar secret under the newest key, so an old key can go:
+per user, in their scope with the rows locked (a sync storing tokens meanwhile goes first
+or waits). A secret no configured key can read is counted and left as it is.
 """
 
 from __future__ import annotations

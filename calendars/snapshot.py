@@ -18,14 +18,10 @@ if TYPE_CHECKING:
 
 
 def token_values(snapshot: ConnectionSnapshot | None) -> dict[str, object]:
-    """Refreshed tokens, encrypted; empty when the fetch left them as they were."""
+    """Refreshed (for Microsoft, rotated) tokens, encrypted, by column name; empty when
+    the provider call left them as they were."""
     if snapshot is None or not snapshot.credentials_changed:
         return {}
-    return encrypted_tokens(snapshot)
-
-
-def encrypted_tokens(snapshot: ConnectionSnapshot) -> dict[str, object]:
-    """Refreshed (for Microsoft, rotated) tokens, encrypted, by column name."""
     return {
         "access_token_encrypted": crypto.encrypt(snapshot.access_token),
         "refresh_token_encrypted": crypto.encrypt(snapshot.refresh_token),
@@ -80,11 +76,3 @@ def rotated_meanwhile(stored_ciphertext: str, refresh_token_at_read: str) -> boo
         return crypto.decrypt(stored_ciphertext) != refresh_token_at_read
     except (crypto.SecretDecryptionError, ImproperlyConfigured):
         return False
-
-
-def store_tokens(connection: CalendarConnection, snapshot: ConnectionSnapshot) -> None:
-    """Persist refreshed tokens, encrypted."""
-    tokens = encrypted_tokens(snapshot)
-    for column, value in tokens.items():
-        setattr(connection, column, value)
-    connection.save(update_fields=list(tokens))

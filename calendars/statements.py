@@ -68,11 +68,8 @@ RECORD_FAILURE = _RECORD_FAILURE.format(tokens="")
 RECORD_FAILURE_WITH_TOKENS = _RECORD_FAILURE.format(tokens=_TOKENS)
 
 # Tokens alone, for a write with neither outcome (nothing was fetched or failed).
-STORE_TOKENS = """
-UPDATE calendar_connections SET
-    access_token_encrypted = %(access_token_encrypted)s,
-    refresh_token_encrypted = %(refresh_token_encrypted)s,
-    token_expires_at = %(token_expires_at)s
+STORE_TOKENS = f"""
+UPDATE calendar_connections SET{_TOKENS.rstrip(",")}
 WHERE id = %(id)s
 RETURNING id
 """

@@ -1,15 +1,8 @@
-"""Sync each connected calendar into local rows, once per materialize run.
-
-Each connection goes read → HTTP → write: its row is read in the owner's scope
-and its secrets decrypted, the provider is called with no scope open (a slow
-provider must not hold a transaction), and a new scope writes the outcome. One
-connection's failure is recorded on it and never raised.
-
-Success makes the local copy exactly what the provider returned, updating rows
-in place so their ids (which queued nudges reference) stay stable.
-``invalid_grant`` → ``needs_reauth``; 429/5xx, or a call past
-``CALENDAR_SYNC_BUDGET_SECONDS`` → ``retry_after``; a malformed answer →
-``last_error``. A failure keeps the previous copy.
+"""Sync each connected calendar into local rows: read in the owner's scope, call the
+provider with no scope open, write the outcome in a new scope. Success makes the copy
+exactly what the provider returned (rows updated in place, so queued nudges keep their
+ids); ``invalid_grant`` → ``needs_reauth``, 429/5xx or the budget spent → ``retry_after``,
+anything else → ``last_error``. A failure keeps the previous copy and is never raised.
 """
 
 from __future__ import annotations
@@ -91,7 +84,6 @@ class SyncSummary:
     failed: int = 0
     needs_reauth: int = 0
     provider_calls: int = 0
-    errors: list[str] = field(default_factory=list)
     backing_off: int = 0
     deferred: int = 0
     events_created: int = 0
@@ -121,10 +113,6 @@ class SyncSummary:
             self.deferred += 1
         elif result.outcome == Outcome.FAILED:
             self.failed += 1
-        if result.outcome in (Outcome.FAILED, Outcome.NEEDS_REAUTH):
-            self.errors.append(
-                f"connection {result.connection_id} ({result.provider}): {result.message}"
-            )
 
 
 def read_user_connections(
@@ -148,7 +136,7 @@ def read_user_connections(
         seen.add(connection.id)
         facts = (zone, (email,) if email else ())
         try:
-            jobs.append(_job_for(connection, now, window, config, facts))
+            jobs.append(fetch_decision(connection, now, window, config, facts))
         except Exception as exc:  # one connection's bug must not cost the user's others
             logger.exception("calendar sync failed for connection %s", connection.pk)
             jobs.append(internal_error(connection.pk, exc))
@@ -159,7 +147,7 @@ def read_user_connections(
 
 class ConnectionRow(NamedTuple):
     """A connection as ``statements.USER_CONNECTIONS`` reads it, named as the model's
-    fields so ``fetch_decision`` and ``snapshot_of`` take either (a tuple is cheaper)."""
+    fields so ``fetch_window`` and ``snapshot_of`` take either (a tuple is cheaper)."""
 
     id: int
     user_id: int
@@ -185,12 +173,13 @@ class ConnectionRow(NamedTuple):
 
 
 def fetch_decision(
-    connection: CalendarConnection | ConnectionRow,
+    connection: ConnectionRow,
     now: datetime,
     window: Window,
     config: NudgeConfig,
-) -> ConnectionResult | Window:
-    """The window to ask the provider about ``connection`` over in this run (push may
+    facts: tuple[str, tuple[str, ...]],
+) -> FetchJob | ConnectionResult:
+    """The job asking the provider about ``connection`` over this run's window (push may
     widen it), else the result that stands for this run."""
     if connection.status == ConnectionStatus.NEEDS_REAUTH:
         return ConnectionResult(connection.pk, connection.provider, Outcome.SKIPPED_REAUTH)
@@ -206,7 +195,18 @@ def fetch_decision(
     fetch_over = fetch_window(connection, now, *window, config)
     if fetch_over is None:  # push is live and the stored copy covers the window
         return ConnectionResult(connection.pk, connection.provider, Outcome.FRESH)
-    return fetch_over
+    job = FetchJob(
+        connection.user_id, connection.pk, connection.provider, snapshot=None, window=fetch_over
+    )
+    try:
+        job.snapshot = snapshot_of(connection, config, facts)
+    except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
+        job.error = ProviderError(str(exc))
+        return job
+    job.refresh_token_at_read = job.snapshot.refresh_token
+    if job.provider in (Provider.ICS, Provider.CALDAV) and job.snapshot.feed_url:
+        job.host = feed_origin(job.snapshot.feed_url)
+    return job
 
 
 @dataclass
@@ -219,7 +219,7 @@ class FetchJob:
     connection_id: int
     provider: str
     snapshot: ConnectionSnapshot | None
-    window: Window | None = None  # what the provider is asked for (fetch_decision)
+    window: Window | None = None  # what the provider is asked for (push may widen it)
     refresh_token_at_read: str = ""
     # The feed's host:port for the per-host cap; None for OAuth providers (paced elsewhere).
     host: str | None = None
@@ -228,30 +228,6 @@ class FetchJob:
     calls: int = 0  # every attempt's
     seconds: float = 0.0  # the last attempt's
     retries: int = 0  # attempts after a throttle, in this run
-
-
-def _job_for(
-    connection: CalendarConnection | ConnectionRow,
-    now: datetime,
-    window: Window,
-    config: NudgeConfig,
-    facts: tuple[str, tuple[str, ...]],
-) -> FetchJob | ConnectionResult:
-    decided = fetch_decision(connection, now, window, config)
-    if isinstance(decided, ConnectionResult):
-        return decided
-    job = FetchJob(
-        connection.user_id, connection.pk, connection.provider, snapshot=None, window=decided
-    )
-    try:
-        job.snapshot = snapshot_of(connection, config, facts)
-    except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
-        job.error = ProviderError(str(exc))
-        return job
-    job.refresh_token_at_read = job.snapshot.refresh_token
-    if job.provider in (Provider.ICS, Provider.CALDAV) and job.snapshot.feed_url:
-        job.host = feed_origin(job.snapshot.feed_url)
-    return job
 
 
 def fetch_job(job: FetchJob, *, now: datetime) -> None:
@@ -342,7 +318,15 @@ class OutcomeWrite:
             statement = _failure(error, now, secrets, outcome, params)
             return cls(job, outcome, [statement], params)
         if job.fetched is not None and snapshot is not None:
-            params |= _success_params(job.fetched, snapshot, now)
+            fetched = job.fetched
+            params |= {  # as ``statements.RECORD_SUCCESS`` takes them
+                "now": now,
+                "changed": fetched.changed,
+                "note": partial_sync_note(fetched) if fetched.changed else "",
+                "active": ConnectionStatus.ACTIVE.value,
+                "sync_state": json.dumps(fetched.sync_state),
+                "full_sync": snapshot.full_sync,
+            }
             chosen = [
                 statements.RECORD_SUCCESS_WITH_TOKENS if tokens else statements.RECORD_SUCCESS
             ]
@@ -401,20 +385,6 @@ def _failure(
     return statements.RECORD_FAILURE_WITH_TOKENS if with_tokens else statements.RECORD_FAILURE
 
 
-def _success_params(
-    fetched: FetchResult, snapshot: ConnectionSnapshot, now: datetime
-) -> dict[str, object]:
-    """A successful fetch's outcome, as ``statements.RECORD_SUCCESS`` takes it."""
-    return {
-        "now": now,
-        "changed": fetched.changed,
-        "note": partial_sync_note(fetched) if fetched.changed else "",
-        "active": ConnectionStatus.ACTIVE.value,
-        "sync_state": json.dumps(fetched.sync_state),
-        "full_sync": snapshot.full_sync,
-    }
-
-
 def partial_sync_note(fetched: FetchResult) -> str:
     """One line on what a successful sync left out or repaired; '' when nothing."""
     parts = [f"{fetched.skipped_events} event(s) skipped"] if fetched.skipped_events else []
@@ -439,34 +409,30 @@ def apply_events(
 def _events_params(
     user_id: int, connection_id: int, events: list[ProviderEvent]
 ) -> dict[str, object]:
-    """The occurrences as ``statements.APPLY_EVENTS`` takes them (one per key)."""
+    """The occurrences as ``statements.APPLY_EVENTS`` takes them: JSON, one per key (the
+    last), instants in ISO 8601."""
     incoming: dict[tuple[str, datetime | None], dict[str, object]] = {}
     for event in events:
         if event.key in incoming:
             logger.warning("duplicate occurrence from the provider; keeping the last one")
-        incoming[event.key] = _row_values(event)
+        incoming[event.key] = {
+            "provider_event_id": event.provider_event_id,
+            "occurrence_start": _iso(event.occurrence_start),
+            "title": event.title,
+            "starts_at": event.starts_at.isoformat(),
+            "ends_at": _iso(event.ends_at),
+            "all_day": event.all_day,
+            "status": event.status,
+            "declined": event.declined,
+            "reminder_minutes": list(event.reminder_minutes),
+            "location": event.location,
+            "join_url": event.join_url,
+        }
     return {
         "events": json.dumps(list(incoming.values()), ensure_ascii=False),
         "connection": connection_id,
         "user": user_id,
         "stamp": timezone.now(),
-    }
-
-
-def _row_values(event: ProviderEvent) -> dict[str, object]:
-    """One occurrence as ``statements.APPLY_EVENTS`` reads it (JSON; instants in ISO 8601)."""
-    return {
-        "provider_event_id": event.provider_event_id,
-        "occurrence_start": _iso(event.occurrence_start),
-        "title": event.title,
-        "starts_at": event.starts_at.isoformat(),
-        "ends_at": _iso(event.ends_at),
-        "all_day": event.all_day,
-        "status": event.status,
-        "declined": event.declined,
-        "reminder_minutes": list(event.reminder_minutes),
-        "location": event.location,
-        "join_url": event.join_url,
     }
 
 

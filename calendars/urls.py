@@ -8,10 +8,12 @@ from calendars import views
 app_name = "calendars"
 
 urlpatterns = [
-    path("google/connect/", views.google_connect, name="google_connect"),
-    path("google/callback/", views.google_callback, name="google_callback"),
-    path("microsoft/connect/", views.microsoft_connect, name="microsoft_connect"),
-    path("microsoft/callback/", views.microsoft_callback, name="microsoft_callback"),
+    path("google/connect/", views.connect, {"provider": "google"}, name="google_connect"),
+    path("google/callback/", views.callback, {"provider": "google"}, name="google_callback"),
+    path("microsoft/connect/", views.connect, {"provider": "microsoft"}, name="microsoft_connect"),
+    path(
+        "microsoft/callback/", views.callback, {"provider": "microsoft"}, name="microsoft_callback"
+    ),
     path("push/google/", views.google_push, name="google_push"),
     path("push/microsoft/", views.microsoft_push, name="microsoft_push"),
     path("push/microsoft/lifecycle/", views.microsoft_lifecycle, name="microsoft_lifecycle"),

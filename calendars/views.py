@@ -99,7 +99,11 @@ def available() -> dict[str, bool]:
 CALENDARS_PAGE = "portal:calendars"
 
 
-def _connect(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
+@require_GET
+@login_required
+def connect(request: HttpRequest, provider: str) -> HttpResponse:
+    """Send the user to ``provider``'s consent page."""
+    flow = FLOWS[provider]
     if not flow.client_id():
         # Reached by an old link (the page offers no button then): back, saying so.
         messages.error(
@@ -141,7 +145,11 @@ def _state_is_valid(request: HttpRequest, flow: OAuthFlow) -> bool:
     )
 
 
-def _callback(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
+@require_GET
+@login_required
+def callback(request: HttpRequest, provider: str) -> HttpResponse:
+    """The provider's answer to ``connect``: store the connection, or say why not."""
+    flow = FLOWS[provider]
     if not _state_is_valid(request, flow):
         return _text(
             request, "This sign-in link is invalid or has expired; please connect again.", 400
@@ -176,30 +184,6 @@ def _callback(request: HttpRequest, flow: OAuthFlow) -> HttpResponse:
     return _text(
         request, f"{flow.label} connected ({account}). Reminders start with the next sync."
     )
-
-
-@require_GET
-@login_required
-def google_connect(request: HttpRequest) -> HttpResponse:
-    return _connect(request, FLOWS[Provider.GOOGLE])
-
-
-@require_GET
-@login_required
-def google_callback(request: HttpRequest) -> HttpResponse:
-    return _callback(request, FLOWS[Provider.GOOGLE])
-
-
-@require_GET
-@login_required
-def microsoft_connect(request: HttpRequest) -> HttpResponse:
-    return _connect(request, FLOWS[Provider.MICROSOFT])
-
-
-@require_GET
-@login_required
-def microsoft_callback(request: HttpRequest) -> HttpResponse:
-    return _callback(request, FLOWS[Provider.MICROSOFT])
 
 
 # Push endpoints, posted to by Google and Graph: CSRF-exempt (no cookies; each

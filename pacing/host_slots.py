@@ -1,19 +1,11 @@
-"""Fetch slots per feed host, learned from its answers and shared by every process.
+"""Fetch slots per feed host (host and port), learned from its answers and shared by
+every process through one row per host (``fetch_host_slots``).
 
-A host (host and port) starts at ``CALENDAR_SYNC_PER_HOST`` fetches at once.
-An answer that came back clean within ``SLOW_ANSWER_SECONDS`` earns slots: one
-per answer until the host is first limited (so a fast host is doubled each
-round trip, as TCP's slow start), then one per round trip of answers. A 429,
-a 5xx, a timeout or a slow answer halves them (once per ``HOLD``). Slots stay
-between ``FEWEST`` and ``MOST``, and one process never gives a host more than
-``HOST_SHARE`` of its own concurrency (nor caps one under where it started), so
-a hostile or slow tenant's host holds a few slots while the others go on.
-
-Like the pacer's budgets, the state is one row per host in PostgreSQL
-(``fetch_host_slots``). A process adds up its answers and shares them (and
-reads what other processes learned) in one statement at most every
-``SHARE_SECONDS`` (sooner for a host new to it); between, it goes on what it
-knows. Each process applies the learned number to its own fetches.
+A host starts at ``CALENDAR_SYNC_PER_HOST``. A clean, quick answer earns a slot (per answer
+until the host is first limited, as TCP's slow start, then per round trip); a 429, 5xx,
+timeout or slow answer halves them, once per ``HOLD``, within ``FEWEST``..``MOST`` and
+``HOST_SHARE`` of a process's concurrency. A process shares what it learned at most every
+``SHARE_SECONDS`` (sooner for a host new to it).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The provider interface, its errors, and the HTTP plumbing every provider shares.
 
-A provider never touches tenant data: it gets a ``ConnectionSnapshot`` read inside the
-owner's tenant scope and returns what it fetched; refreshed tokens travel back on the
-snapshot (``credentials_changed``), so they are stored even when a later call fails. The
-one table a provider request touches is the shared pacing budget, outside any transaction.
+A provider never touches tenant data: it gets a ``ConnectionSnapshot`` and returns what it
+fetched; refreshed tokens travel back on the snapshot (``credentials_changed``), so they are
+stored even when a later call fails. Its one table is the shared pacing budget.
 """
 
 from __future__ import annotations
@@ -14,11 +13,10 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 import requests
 
@@ -27,57 +25,30 @@ from core.http_retry_after import parse_retry_after
 from pacing.pacer import Budget, request_rate_limited, wait_for_request_slot
 from providers.crypto import scrub
 
-_calls: Counter[tuple[str, str]] = Counter()
-_calls_lock = threading.Lock()
 # A connection's fetch runs on one thread, so concurrent syncs can each count their own.
 _thread_calls = threading.local()
 
-CallKind = Literal["api", "token"]
 
-
-def record_call(provider: str, kind: CallKind) -> None:
-    """Count one HTTP request made to a provider (``api``: events/feed; ``token``: OAuth)."""
-    with _calls_lock:
-        _calls[(provider, kind)] += 1
+def record_call() -> None:
+    """Count one HTTP request this thread made to a provider."""
     _thread_calls.count = getattr(_thread_calls, "count", 0) + 1
 
 
 def calls_in_thread() -> int:
-    """Requests made by the calling thread so far (every provider and kind)."""
+    """Requests made by the calling thread so far (every provider)."""
     return getattr(_thread_calls, "count", 0)
-
-
-def call_count(provider: str | None = None, kind: CallKind | None = None) -> int:
-    """Requests made by this process so far, optionally for one provider and/or kind."""
-    with _calls_lock:
-        return sum(
-            n
-            for (p, k), n in _calls.items()
-            if (provider is None or p == provider) and (kind is None or k == kind)
-        )
-
-
-def reset_call_counter() -> None:
-    with _calls_lock:
-        _calls.clear()
 
 
 class ProviderError(Exception):
     """A connection's sync failed; the message is safe to log and store (no secrets)."""
 
-    outcome = "error"
-
 
 class NeedsReauth(ProviderError):
     """Consent was revoked or the refresh token is dead: only the user can fix it."""
 
-    outcome = "needs_reauth"
-
 
 class RetryLater(ProviderError):
     """Rate limited (429) or the provider is unavailable (5xx, network): back off."""
-
-    outcome = "retry_later"
 
     def __init__(self, message: str, retry_after: timedelta | None = None) -> None:
         super().__init__(message)
@@ -86,8 +57,6 @@ class RetryLater(ProviderError):
 
 class MalformedPayload(ProviderError):
     """The provider's answer cannot be used as a whole; the previous copy is kept."""
-
-    outcome = "malformed"
 
 
 @dataclass
@@ -158,7 +127,6 @@ class FetchResult:
     events: list[ProviderEvent] = field(default_factory=list)
     sync_state: dict[str, Any] = field(default_factory=dict)
     skipped_events: int = 0
-    cancelled_events: int = 0
     problems: list[str] = field(default_factory=list)  # for support: no secrets, no titles
     calendar_name: str = ""
 
@@ -178,7 +146,6 @@ def events_of(
             if not isinstance(item, dict):
                 raise TypeError("event is not an object")
             if cancelled(item):
-                result.cancelled_events += 1
                 continue
             result.events.append(event(item))
         except (KeyError, TypeError, ValueError) as exc:
@@ -252,18 +219,6 @@ def request_budgets(provider: str, user_id: int, config: NudgeConfig) -> list[Bu
     return []
 
 
-def _wait_for_slot(provider: str, budgets: list[Budget], snapshot: ConnectionSnapshot) -> None:
-    """Wait (no transaction held) for the request's slot in every budget; RetryLater when
-    there is none in time, so the thread is free for a provider that is not paused."""
-    config = snapshot.config
-    max_wait = min(config.calendar_http_timeout_seconds, time_left(snapshot, provider))
-    if not wait_for_request_slot(budgets, max_wait, config):
-        raise RetryLater(
-            f"{provider}: rate limited; no request slot within {max_wait:.0f}s",
-            retry_after=timedelta(seconds=max_wait),
-        )
-
-
 _thread_sessions = threading.local()
 # A kept-alive socket shared with a forked child would interleave two processes' requests.
 os.register_at_fork(after_in_child=lambda: _thread_sessions.__dict__.clear())
@@ -282,7 +237,6 @@ def _session() -> requests.Session:
 
 def provider_request(
     provider: str,
-    kind: CallKind,
     method: str,
     url: str,
     *,
@@ -305,9 +259,16 @@ def provider_request(
         else []
     )
     if paced_for is not None and budgets:
-        _wait_for_slot(provider, budgets, paced_for)
+        # No slot in time: RetryLater, so the thread is free for a provider not paused.
+        config = paced_for.config
+        max_wait = min(config.calendar_http_timeout_seconds, time_left(paced_for, provider))
+        if not wait_for_request_slot(budgets, max_wait, config):
+            raise RetryLater(
+                f"{provider}: rate limited; no request slot within {max_wait:.0f}s",
+                retry_after=timedelta(seconds=max_wait),
+            )
         timeout = min(timeout, time_left(paced_for, provider))
-    record_call(provider, kind)
+    record_call()
     try:
         response = _session().request(method, url, timeout=timeout, **kwargs)
     except requests.RequestException as exc:
@@ -353,3 +314,14 @@ def raise_for_transient(response: requests.Response, provider: str, now: datetim
 def covered_window(window_start: datetime, window_end: datetime) -> dict[str, Any]:
     """What a Google or Graph fetch stores in ``sync_state``: the window its copy covers."""
     return {"window_start": window_start.isoformat(), "window_end": window_end.isoformat()}
+
+
+def covers(state: dict[str, Any], start: datetime, end: datetime, keys: tuple[str, str]) -> bool:
+    """Whether the window ``state`` stores under ``keys`` (ISO 8601) holds [start, end]."""
+    try:
+        return (
+            datetime.fromisoformat(state[keys[0]]) <= start
+            and datetime.fromisoformat(state[keys[1]]) >= end
+        )
+    except (KeyError, TypeError, ValueError):
+        return False

@@ -1,13 +1,9 @@
 """CalDAV calendars (RFC 4791): iCloud, Fastmail, Nextcloud, any server by address.
 
-A connection is one calendar collection (its address stored like a feed's, encrypted),
-the account's user name and its app-specific password (stored like a token). A poll asks
-RFC 6578 sync-collection what changed since the stored sync token (or, on a server
-without one, compares the collection's ``getctag``): nothing changed is one small request
-and no parsing. A change, a window the stored expansion no longer covers, or a lost token
-(DAV:valid-sync-token; once) re-reads the window with one calendar-query, and the objects
-go through the same parser and recurrence code as an ICS feed, so overrides, EXDATE,
-floating times and VALARM leads mean the same.
+A poll asks RFC 6578 sync-collection what changed since the stored token (else compares
+``getctag``): nothing changed is one small request and no parsing. A change, an outrun
+expansion or a lost token re-reads the calendar, and its objects go through the ICS
+feed's parser, so overrides, floating times and alarms mean the same.
 """
 
 from __future__ import annotations
@@ -127,7 +123,6 @@ def _fetch(
         token = ""  # polled by its ctag: sync-collection is not there
     result = read_as_owner(joined_calendar(objects), snapshot, window_start, horizon)
     name = str(state.get("name", ""))[:255]
-    result.calendar_name = name
     result.sync_state = {
         "sync_token": token,
         "ctag": ctag,
@@ -245,7 +240,7 @@ def discover(client: DavClient, server_url: str) -> list[CalendarChoice]:
                 "PROPFIND", start, propfind("<d:current-user-principal/>"), "0"
             )
         except ProviderError as exc:
-            if exc.outcome == "needs_reauth":
+            if isinstance(exc, NeedsReauth):
                 raise
             continue
         hrefs = [h for r in found.responses for h in r.hrefs("{DAV:}current-user-principal")]

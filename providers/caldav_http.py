@@ -1,12 +1,7 @@
-"""CalDAV's HTTP: PROPFIND and REPORT with XML bodies, through ``untrusted_fetch``.
-
-A CalDAV server's address is the user's, so every request is vetted, pinned and bounded
-like an ICS feed's (private addresses refused unless allowed, each redirect hop vetted,
-one deadline, a size cap). The app-specific password travels as HTTP Basic only to the
-server's own site (the host, or for https a host sharing its last two labels, as
-iCloud's ``pNN-caldav.icloud.com`` shares ``icloud.com``); it is never part of an error.
-XML is read with the standard library, and a body with a DOCTYPE is refused, so no
-entity can be declared, let alone expanded.
+"""CalDAV's HTTP: PROPFIND and REPORT with XML bodies, vetted, pinned and bounded through
+``untrusted_fetch`` like an ICS feed. The password goes as HTTP Basic only to the server's
+own site (for https, a host sharing its last two labels, as iCloud's ``pNN-caldav``), and
+never into an error. A body with a DOCTYPE is refused, so no entity can be expanded.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Encryption at rest for calendar secrets: OAuth tokens and ICS feed addresses.
 
 ``CALENDAR_TOKEN_KEYS`` are Fernet keys, newest first: the newest encrypts, every key
-decrypts, so a key is rotated by prepending a new one and, once ``rotate_ciphertext`` has
-rewritten the rows, dropping the old one. With the embedded database and no key, one is
-derived from ``SECRET_KEY``; anywhere else a missing key is raised when a secret is first
-needed, so a deployment without calendars still starts.
+decrypts. With the embedded database and no key, one is derived from ``SECRET_KEY``;
+elsewhere a missing key is raised when a secret is first needed.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""Google Calendar API v3: ``events.list`` over the sweep's window, every run.
-
-Not ``syncToken``: it costs the same one call per run, but cannot be combined with
-``timeMin``/``timeMax``, so it would expand every infinite series over an open range and
-could lose its state to a 410. The window query is one page, deletes by absence, and keeps
-the local copy bounded to what the sweep can use (measured: tests/calendars/test_call_budget.py,
-``python -m bench.push``).
-
-Reminders: ``popup`` overrides, or with ``useDefault`` the calendar's ``defaultReminders``.
-None is an empty list, which the sweep reads as "use the user's default lead".
+"""Google Calendar API v3: ``events.list`` over the sweep's window, every run (not
+``syncToken``, which cannot be bounded by ``timeMin``/``timeMax``); absence deletes.
+Reminders: ``popup`` overrides, or with ``useDefault`` the calendar's defaults; none is
+an empty list ("use the user's default lead").
 """
 
 from __future__ import annotations
@@ -227,7 +221,6 @@ def account_name(access_token: str, timeout: float) -> str:
     url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}/calendars/primary"
     response = provider_request(
         NAME,
-        "api",
         "GET",
         url,
         headers={"Authorization": f"Bearer {access_token}"},
@@ -244,13 +237,13 @@ WATCH_TTL_SECONDS = 7 * 24 * 3600
 
 
 def _api_post(
-    snapshot: ConnectionSnapshot, path: str, payload: dict[str, Any]
+    snapshot: ConnectionSnapshot, path: str, payload: dict[str, Any], now: datetime
 ) -> requests.Response:
-    """One authorised POST with the snapshot's token, paced in the fetches' shared budgets."""
+    """One authorised POST with a fresh token, paced in the fetches' shared budgets."""
+    oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
     url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}{path}"
     return provider_request(
         NAME,
-        "api",
         "POST",
         url,
         json=payload,
@@ -277,7 +270,6 @@ def watch(
     now: datetime,
 ) -> tuple[str, datetime]:
     """``events.watch`` on the connection's calendar: (resourceId, expiration)."""
-    oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
     calendar = quote(snapshot.calendar_id or "primary", safe="@.")
     payload = {
         "id": channel_id,
@@ -286,7 +278,7 @@ def watch(
         "token": token,
         "params": {"ttl": str(WATCH_TTL_SECONDS)},
     }
-    response = _api_post(snapshot, f"/calendars/{calendar}/events/watch", payload)
+    response = _api_post(snapshot, f"/calendars/{calendar}/events/watch", payload, now)
     if response.status_code != 200:
         raise _push_error(response, "events.watch")
     body = json_body(response, NAME)
@@ -302,8 +294,8 @@ def stop_channel(
     snapshot: ConnectionSnapshot, *, channel_id: str, resource_id: str, now: datetime
 ) -> bool:
     """``channels.stop``; True when Google stopped it or no longer knows it (404)."""
-    oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
-    response = _api_post(snapshot, "/channels/stop", {"id": channel_id, "resourceId": resource_id})
+    payload = {"id": channel_id, "resourceId": resource_id}
+    response = _api_post(snapshot, "/channels/stop", payload, now)
     return response.status_code in (200, 204, 404)
 
 

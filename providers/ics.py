@@ -1,10 +1,6 @@
-"""ICS feed URLs: a conditional GET, recurrences expanded locally.
-
-Each parse expands occurrences from the window's start to ``EXPAND_AHEAD`` past its end and
-records both ends and the reader's zone. While that still covers the window, runs fetch
-conditionally; a 304, or a 200 whose body hashes the same, is "unchanged" (no parsing, no
-writes). Otherwise (the window outran the expansion, a replay, a new zone) the run fetches
-unconditionally and re-expands.
+"""ICS feed URLs: a conditional GET, recurrences expanded locally to ``EXPAND_AHEAD`` past
+the window. While the stored expansion covers the window (in the reader's zone), a 304 or
+a body hashing the same is "unchanged" (no parsing, no writes); otherwise it re-expands.
 """
 
 from __future__ import annotations
@@ -18,6 +14,7 @@ from providers.base import (
     ConnectionSnapshot,
     FetchResult,
     ProviderError,
+    covers,
     time_left,
 )
 from providers.ics_fetch import NAME, fetch_feed
@@ -70,14 +67,8 @@ def covers_window(
     state: dict[str, Any], snapshot: ConnectionSnapshot, start: datetime, end: datetime
 ) -> bool:
     """Whether the stored copy was expanded over this whole window in the reader's zone."""
-    expanded_from = _parse_state_time(state.get("expanded_from"))
-    expanded_until = _parse_state_time(state.get("expanded_until"))
-    return (
-        expanded_from is not None
-        and expanded_until is not None
-        and expanded_from <= start
-        and expanded_until >= end
-        and state.get("zone", "") == snapshot.owner_timezone
+    return state.get("zone", "") == snapshot.owner_timezone and covers(
+        state, start, end, ("expanded_from", "expanded_until")
     )
 
 
@@ -100,12 +91,3 @@ def read_as_owner(
 def owner_addresses(snapshot: ConnectionSnapshot) -> tuple[str, ...]:
     """The addresses that are "me" in attendee lists: the account, if an address, and the user's."""
     return tuple(a for a in (snapshot.account, *snapshot.owner_emails) if "@" in a)
-
-
-def _parse_state_time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None

@@ -127,9 +127,7 @@ def parse_feed(
             result.skipped_events += 1
             repair.note(result, str(occurrence.get("UID", "?")), f"unreadable occurrence ({exc})")
             continue
-        if event is None:
-            result.cancelled_events += 1
-        else:
+        if event is not None:  # None: cancelled
             result.events.append(event)
     return result
 

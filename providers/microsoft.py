@@ -1,10 +1,5 @@
-"""Microsoft Graph: ``calendarView`` over the sweep's window, every run.
-
-Not ``calendarView/delta``: a delta link is bound to the range of the round that created
-it, and our window moves every run, so delta would cost at least the same one call per
-run and add state to lose. An event missing from the answer is deleted locally.
-
-Times are asked for in UTC (an answer in another IANA zone is still read correctly).
+"""Microsoft Graph: ``calendarView`` over the sweep's window, every run (a delta link is
+bound to its first range, and ours moves); absence deletes. Times are asked for in UTC.
 Refresh tokens rotate: each refresh's new refresh token is stored.
 """
 
@@ -198,7 +193,6 @@ def account_name(access_token: str, timeout: float) -> str:
     url = f"{settings.MICROSOFT_GRAPH_BASE_URL.rstrip('/')}/me"
     response = provider_request(
         NAME,
-        "api",
         "GET",
         url,
         params={"$select": "mail,userPrincipalName"},
@@ -223,7 +217,6 @@ def _subscription_call(
     oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
     return provider_request(
         NAME,
-        "api",
         method,
         f"{settings.MICROSOFT_GRAPH_BASE_URL.rstrip('/')}{path}",
         json=payload,

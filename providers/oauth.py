@@ -86,7 +86,6 @@ def _token_grant(
         data["scope"] = endpoint.scope
     response = provider_request(
         endpoint.provider,
-        "token",
         "POST",
         endpoint.url,
         data=data,

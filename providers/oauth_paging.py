@@ -1,12 +1,9 @@
 """Reading a paged list from an OAuth-protected calendar API (Google, Microsoft Graph).
 
-The token is refreshed before the first page when due, and once more after a 401; never a
-second time (a token the API keeps refusing is not fixed by another, and Microsoft rotates
-the refresh token each time), so a 401 after it is NeedsReauth. 429 and 5xx (and a 403 the
-provider calls a rate limit) are RetryLater; 403, 404 and other statuses ProviderError; a
-page that is not a JSON object, or whose list is not a list, MalformedPayload. A provider
-brings only its own: the first page's address, where a page keeps its list, how a page names
-the next one, and which 403s are rate limits.
+The token is refreshed when due and once more after a 401, never twice (Microsoft rotates
+refresh tokens), so a second 401 is NeedsReauth. 429, 5xx and a rate-limit 403 are
+RetryLater; other statuses ProviderError; a page that is not a JSON object with a list,
+MalformedPayload.
 """
 
 from __future__ import annotations
@@ -106,7 +103,6 @@ def _get(
     """One page, with the current access token, inside the connection's time budget."""
     return provider_request(
         api.provider,
-        "api",
         "GET",
         request.url,
         params=request.params,

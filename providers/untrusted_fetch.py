@@ -277,7 +277,7 @@ def follow(
     for _hop in range(MAX_REDIRECTS + 1):
         target = parse_target(url, label)
         address = vetted_address(target, allow_private=allow_private, label=label)
-        record_call(label, "api")
+        record_call()
         answer = get(
             target,
             address,

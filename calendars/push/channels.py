@@ -1,17 +1,9 @@
-"""Creating, renewing and stopping a connection's push channel, :data:`RENEW_BEFORE`
-its expiry.
-
-A Google channel cannot be extended: renewal makes a new one, then stops the old
-(no gap). A Graph subscription is PATCHed to a later expiry, or made again when
-Graph no longer knows it. A live Graph subscription taken early (a lifecycle
-notification) is first checked with ``GET /subscriptions/{id}``: gone, the
-calendar is polled (``lapsed``), fetched, and subscribed again; still there, it
-is renewed only if a ``reauthorizationRequired`` about its current expiry was
-noted. So a replayed lifecycle notification costs one GET and changes nothing.
-
-Like a sync, no tenant scope is open during a provider call. A channel that
-cannot be made leaves the connection polled (``failed``), retried an hour later;
-one that could not be renewed but has not expired stays live, retried sooner.
+"""Creating, renewing and stopping a connection's push channel, :data:`RENEW_BEFORE` its
+expiry. Google renews by a new channel, then stops the old; Graph PATCHes, or subscribes
+again when the subscription is gone. A Graph subscription taken early (a lifecycle
+notification) is first checked with a GET, so a replay costs one GET and changes nothing.
+No tenant scope is open during a provider call. A channel that cannot be made leaves the
+connection polled, retried in an hour; one not renewed but unexpired stays live.
 """
 
 from __future__ import annotations
@@ -25,8 +17,8 @@ from django.urls import reverse
 from calendars.models import CalendarConnection, ConnectionStatus, Provider, PushState
 from calendars.push import notifications, worklist
 from calendars.push import secrets as push_secrets
-from calendars.push.freshness import PUSH_PROVIDERS
-from calendars.snapshot import snapshot_of, store_tokens
+from calendars.push.freshness import PUSH_PROVIDERS, push_live
+from calendars.snapshot import snapshot_of, token_values
 from core.config import NudgeConfig
 from providers import crypto, google, microsoft
 from providers.base import ConnectionSnapshot, ProviderError
@@ -76,9 +68,7 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
         if connection.status == ConnectionStatus.NEEDS_REAUTH:  # reconnecting enrolls it again
             worklist.schedule(connection_id, None, polling=True)
             return Outcome.DISABLED
-        live = connection.push_state == PushState.LIVE and (
-            connection.push_expires_at is not None and connection.push_expires_at > now
-        )
+        live = push_live(connection, now, config)
         held_expiry = connection.push_expires_at
         due = not live or held_expiry - now <= RENEW_BEFORE or _reauthorization_noted(connection)
         if not due and connection.provider == Provider.GOOGLE:
@@ -88,17 +78,14 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
         try:
             snapshot = snapshot_of(connection, config)
         except (crypto.SecretDecryptionError, ImproperlyConfigured) as exc:
-            return _failed(user_id, connection_id, live, now, str(exc))
+            return _failed(user_id, connection_id, live, now, exc)
 
     lapsed = False
     if not due:  # Graph, taken early (a lifecycle notification): ask Graph what is true
         try:
             found = microsoft.get_subscription(snapshot, old_channel, now)
         except ProviderError as exc:
-            _store_tokens(user_id, connection_id, snapshot)
-            return _failed(
-                user_id, connection_id, live, now, crypto.scrub(str(exc), *snapshot.secrets())
-            )
+            return _failed(user_id, connection_id, live, now, exc, snapshot)
         _store_tokens(user_id, connection_id, snapshot)
         if found is None:
             _lapse(user_id, connection_id, now)
@@ -127,49 +114,31 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
                 snapshot, user_id, old_channel, secret, config, now
             )
     except ProviderError as exc:
-        _store_tokens(user_id, connection_id, snapshot)
-        return _failed(
-            user_id,
-            connection_id,
-            live,
-            now,
-            crypto.scrub(str(exc), *snapshot.secrets()),
-            lapsed=lapsed,
-        )
+        return _failed(user_id, connection_id, live, now, exc, snapshot, lapsed=lapsed)
 
     with tenant_scope(user_id):
-        connection = CalendarConnection.objects.select_for_update().filter(pk=connection_id).first()
-        if connection is None:
-            gone = True
-        else:
-            gone = False
-            if snapshot.credentials_changed:
-                store_tokens(connection, snapshot)
-            connection.push_state = PushState.LIVE
-            connection.push_expires_at = expires_at
-            connection.push_error = ""
-            connection.push_reauthorize_expiry = None  # answered by this renewal
-            connection.push_pending_channel_id = connection.push_pending_digest = ""
-            if channel_id != connection.push_channel_id:
-                connection.push_message_number = 0  # a new channel numbers from 1
-                connection.push_channel_id = channel_id
-                connection.push_resource_id = resource_id
+        row = CalendarConnection.objects.filter(pk=connection_id)
+        stored_channel = row.select_for_update().values_list("push_channel_id", flat=True).first()
+        gone = stored_channel is None
+        if not gone:
+            changes = {
+                "push_state": PushState.LIVE,
+                "push_expires_at": expires_at,
+                "push_error": "",
+                "push_reauthorize_expiry": None,  # answered by this renewal
+                "push_pending_channel_id": "",
+                "push_pending_digest": "",
+                **token_values(snapshot),
+            }
+            if channel_id != stored_channel:  # a new channel numbers from 1
+                changes |= {
+                    "push_message_number": 0,
+                    "push_channel_id": channel_id,
+                    "push_resource_id": resource_id,
+                }
             if secret_digest := _new_digest(connection.provider, outcome, secret):
-                connection.push_secret_digest = secret_digest
-            connection.save(
-                update_fields=[
-                    "push_state",
-                    "push_expires_at",
-                    "push_error",
-                    "push_channel_id",
-                    "push_resource_id",
-                    "push_message_number",
-                    "push_reauthorize_expiry",
-                    "push_secret_digest",
-                    "push_pending_channel_id",
-                    "push_pending_digest",
-                ]
-            )
+                changes["push_secret_digest"] = secret_digest
+            row.update(**changes)
     if gone:  # disconnected while we were creating it: do not leave it running
         stop(snapshot, channel_id, resource_id, now)
         worklist.forget(connection_id)
@@ -251,12 +220,9 @@ def _graph_subscription(
 
 
 def _store_tokens(user_id: int, connection_id: int, snapshot: ConnectionSnapshot) -> None:
-    if not snapshot.credentials_changed:
-        return
-    with tenant_scope(user_id):
-        connection = CalendarConnection.objects.select_for_update().filter(pk=connection_id).first()
-        if connection is not None:
-            store_tokens(connection, snapshot)
+    if tokens := token_values(snapshot):
+        with tenant_scope(user_id):
+            CalendarConnection.objects.filter(pk=connection_id).update(**tokens)
 
 
 def _failed(
@@ -264,12 +230,18 @@ def _failed(
     connection_id: int,
     live: bool,
     now: datetime,
-    message: str,
+    error: Exception,
+    snapshot: ConnectionSnapshot | None = None,
     *,
     lapsed: bool = False,
 ) -> str:
     """Still-live channels are retried soon; otherwise the connection is polled, visibly
-    (``lapsed`` when Graph removed the subscription and a new one could not be made)."""
+    (``lapsed`` when Graph removed the subscription and a new one could not be made).
+    Tokens the provider call refreshed are kept, and its secrets scrubbed."""
+    message = str(error)
+    if snapshot is not None:
+        _store_tokens(user_id, connection_id, snapshot)
+        message = crypto.scrub(message, *snapshot.secrets())
     with tenant_scope(user_id):
         if lapsed:
             message = f"{REMOVED}; a new one failed: {message}"

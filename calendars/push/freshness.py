@@ -1,30 +1,20 @@
-"""Whether a connection must be fetched now, or its stored copy will do.
-
-Without live push every cycle fetches. With it, a Google or Graph calendar is
-fetched only when notified (``resync_requested``), when its stored window no
-longer covers the sweep's, when the safety poll is due (a lost notification costs
-at most ``CALENDAR_SAFETY_POLL_MINUTES``), or when it is not healthy; and over a
-window widened by the safety poll, so coverage and the poll run out together.
+"""Whether a connection must be fetched now, or its stored copy will do. Without live
+push every cycle fetches; with it, only when notified, uncovered, unhealthy or due the
+safety poll (``CALENDAR_SAFETY_POLL_MINUTES``), over a window widened by that poll.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from calendars.models import CalendarConnection, ConnectionStatus, Provider, PushState
 from core.config import NudgeConfig
+from providers.base import covers
+
+# Where ``providers.base.covered_window`` stores a fetch's window.
+WINDOW_KEYS = ("window_start", "window_end")
 
 PUSH_PROVIDERS = (Provider.GOOGLE, Provider.MICROSOFT)
-
-
-def _covers(state: dict[str, Any], start: datetime, end: datetime) -> bool:
-    try:
-        stored_start = datetime.fromisoformat(state["window_start"])
-        stored_end = datetime.fromisoformat(state["window_end"])
-    except (KeyError, TypeError, ValueError):
-        return False
-    return stored_start <= start and stored_end >= end
 
 
 def push_live(connection: CalendarConnection, now: datetime, config: NudgeConfig) -> bool:
@@ -54,7 +44,7 @@ def fetch_window(
         or connection.status != ConnectionStatus.ACTIVE
         or connection.last_synced_at is None
         or now - connection.last_synced_at >= config.calendar_safety_poll
-        or not _covers(connection.sync_state or {}, window_start, window_end)
+        or not covers(connection.sync_state or {}, window_start, window_end, WINDOW_KEYS)
     ):
         return widened
     return None

@@ -1,31 +1,15 @@
-"""What arrives at the push endpoints, checked, and turned into "fetch this calendar".
+"""What arrives at the push endpoints, checked, and turned into "fetch this calendar"
+(the minute job fetches, so a flood costs one sync).
 
-A notification only marks its connection changed; the minute job fetches. So an
-endpoint answers in one short transaction and a flood costs one sync.
-
-Nothing is believed before it is checked inside the owner's tenant scope: the
-user id a notification names only chooses the scope; the connection must hold
-that exact channel or subscription id, and the secret must match its digest.
-Anything else changes nothing. A channel being made is recorded before the
-provider is asked (``channels``), and its first notifications may beat the
-answer: one naming the pending channel (Google's id, or for Graph the secret
-alone) with the pending secret asks for a fetch, nothing more. Google numbers
-a channel's messages, so a number not above the last one is a replay. Anyone
-holding a captured notification can rewrite that header, so a number becomes
-the new mark only within ``MESSAGE_NUMBER_WINDOW`` of the last (one far ahead
-still asks for a harmless fetch, but cannot make later genuine messages look
-like replays).
-
-A stranger can post a Graph batch too, so rejecting one costs what rejecting one
-notification costs: body and items are capped, every item's shape is checked
-before any database work, each (subscription, clientState) group is checked once,
-and the first forged group ends the batch (a genuine one lost that way is caught
-by the safety poll). Graph's notifications carry no number, so they are made
-harmless to replay: a change asks for a fetch of the calendar as it is now, and a
-lifecycle notification changes no push state, only brings the channel's
-maintenance forward (``channels.maintain`` asks Graph). A
-``reauthorizationRequired`` is noted only about the expiry we hold, so once a
-renewal moves that expiry its replays ask nothing.
+Nothing is believed before it is checked in the owner's tenant scope: the connection must
+hold that exact channel or subscription id (or, for a channel being made, the pending one)
+and the secret must match its digest. A Google message number not above the last is a
+replay, and becomes the new mark only within ``MESSAGE_NUMBER_WINDOW`` of it. A Graph batch
+is capped, shape-checked before any database work, checked once per (subscription,
+clientState) group, and ends at the first forged group. Graph carries no number, so its
+notifications are harmless to replay: a change asks for a fetch, a lifecycle one only
+brings maintenance forward, and ``reauthorizationRequired`` is noted only about the
+expiry we hold.
 """
 
 from __future__ import annotations

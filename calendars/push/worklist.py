@@ -1,12 +1,8 @@
 """The minute job's to-do list (``calendar_push_work``), one row per connection.
 
-A notification sets ``changed_at`` only where it is empty, so a flood is one
-sync. The minute job takes a mark, holds it for :data:`CHANGE_LEASE` (the
-database's clock) and settles it when done; a killed job's takes are offered
-again when their hold runs out, and a notification during the fetch marks the row
-again for the next job. ``maintain_at`` says when the channel must be created,
-renewed or retried. Work is taken with SKIP LOCKED and held, so overlapping
-minute jobs never do the same row twice.
+A notification sets ``changed_at`` only where it is empty, so a flood is one sync. A job
+holds a taken mark for :data:`CHANGE_LEASE` and settles it; a killed job's takes come back
+when the hold runs out. Work is taken with SKIP LOCKED, so jobs never share a row.
 """
 
 from __future__ import annotations

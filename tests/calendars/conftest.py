@@ -18,7 +18,6 @@ from calendars.sync import SyncSummary
 from calendars.sync_pool import sync_user_connections
 from core.config import NudgeConfig
 from providers import crypto
-from providers.base import reset_call_counter
 from tenancy.scope import tenant_scope
 from tests.calendars.push_support import serve_app
 from tests.fakes import google_server, microsoft_server
@@ -35,7 +34,6 @@ TEST_KEY = Fernet.generate_key().decode()
 def calendar_settings(settings):
     settings.CALENDAR_TOKEN_KEYS = [TEST_KEY]
     settings.CALENDAR_HTTP_TIMEOUT_SECONDS = 5.0
-    reset_call_counter()
     yield settings
 
 

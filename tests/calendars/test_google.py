@@ -11,7 +11,6 @@ from django.db import connections
 
 from providers import crypto
 from providers import google as google_provider
-from providers.base import call_count
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
 from tests.fakes.base import Answer
 from tests.fakes.google_server import google_event
@@ -210,9 +209,10 @@ def test_revoked_consent_marks_needs_reauth_and_stops_calling(
     assert refresh_token not in stored.last_error and refresh_token not in caplog.text
     assert len(events_of(connection)) == 1  # the copy stays; the sweep skips needs_reauth
 
-    calls = call_count()
+    calls = len(fake_google.requests)
     later = run_sync(connection.user_id, NOW + timedelta(minutes=30))
-    assert later.needs_reauth == 1 and call_count() == calls  # not contacted again
+    assert later.needs_reauth == 1 and later.provider_calls == 0  # not contacted again
+    assert len(fake_google.requests) == calls
 
 
 def test_each_run_requeries_the_moving_window_without_sync_tokens(fake_google, google_connection):
@@ -410,7 +410,8 @@ def test_a_crash_writing_one_connection_does_not_stop_the_others(
     summary = run_sync(first.user_id)
 
     assert (summary.failed, summary.synced) == (1, 1)
-    assert summary.errors == [f"connection {first.pk} (?): internal error (RuntimeError)"]
+    failed = [(r.connection_id, r.message) for r in summary.results if r.outcome == "failed"]
+    assert failed == [(first.pk, "internal error (RuntimeError)")]
 
 
 def test_a_401_before_expiry_refreshes_once_and_retries(fake_google, google_connection):
