@@ -80,10 +80,7 @@ RETURNING g.budget, g.first_slot, g.slots, g.rate, g.now
 # fraction of one is not a rate) when at least ``sample`` were sent and that is
 # under ``guess`` x the rate in force (which was then a guess, not a limit), else
 # ``backoff`` x the rate in force (the window, pauses included, understates a
-# rate near the limit); never below ``minimum`` requests a second. When the
-# ceiling was a guess (the rate is under ``guess`` x it), the 429s of the same
-# burst that follow within the hold lower it to ``backoff`` x what was accepted,
-# counted again with them.
+# rate near the limit); never below ``minimum`` requests a second.
 SLOW_DOWN = (
     """
 WITH counted AS (
@@ -108,9 +105,7 @@ WITH counted AS (
            greatest(%(minimum)s,
                     %(backoff)s * CASE WHEN sent >= %(sample)s AND counted_seconds > 0
                                             AND accepted < %(guess)s * in_force
-                                       THEN accepted ELSE in_force END) AS rate,
-           CASE WHEN sent >= %(sample)s AND counted_seconds > 0
-                THEN greatest(%(minimum)s, %(backoff)s * accepted) END AS recounted
+                                       THEN accepted ELSE in_force END) AS rate
       FROM (SELECT *, coalesce(seconds, 0) AS counted_seconds,
                    greatest(0, sent - refused) / nullif(coalesce(seconds, 0), 0) AS accepted
               FROM counted) AS c
@@ -124,8 +119,6 @@ UPDATE channel_pacing AS p
        counting_since = coalesce(p.counting_since, clock_timestamp()),
        rate = CASE WHEN p.rate_since IS NULL OR p.rate_since < clock_timestamp() - %(hold)s
                    THEN least(l.rate, %(ceiling)s)
-                   WHEN p.rate < %(guess)s * %(ceiling)s
-                   THEN least(p.rate, coalesce(l.recounted, p.rate))
                    ELSE p.rate END,
        rate_since = CASE WHEN p.rate_since IS NULL OR p.rate_since < clock_timestamp() - %(hold)s
                          THEN clock_timestamp() ELSE p.rate_since END
