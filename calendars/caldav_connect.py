@@ -160,8 +160,8 @@ def choose_calendars(
         chosen = [url for url in dict.fromkeys(urls) if url in names]
         if not chosen:
             raise ConnectError(gettext("Choose at least one calendar."))
-        for _url in chosen[1:]:
-            check_calendar_cap(user_id, config.max_calendars_per_user)
+        if len(chosen) > 1:  # the account's own row holds the first
+            check_calendar_cap(user_id, config.max_calendars_per_user, adding=len(chosen) - 1)
         rows = []
         for index, url in enumerate(chosen):
             row = account if index == 0 else CalendarConnection(user_id=user_id)

@@ -53,8 +53,9 @@ def vet_feed_url(user_id: int, url: str, *, allow_private: bool, say_why: bool =
         raise ConnectError(reason if say_why else gettext(REFUSED)) from None
 
 
-def check_calendar_cap(user_id: int, cap: int) -> None:
-    """Refuse one more calendar past ``cap`` (NUDGE_MAX_CALENDARS_PER_USER). Inside the scope."""
+def check_calendar_cap(user_id: int, cap: int, adding: int = 1) -> None:
+    """Refuse ``adding`` more calendars past ``cap`` (NUDGE_MAX_CALENDARS_PER_USER). Inside
+    the scope."""
     held = (
         CalendarConnection.objects.filter(user_id=user_id).exclude(provider=Provider.LOCAL).count()
     )
@@ -62,6 +63,11 @@ def check_calendar_cap(user_id: int, cap: int) -> None:
         raise ConnectError(
             f"You have {held} calendars connected, the most allowed ({cap}). "
             "Disconnect one to add another."
+        )
+    if held + adding > cap:
+        raise ConnectError(
+            f"You have {held} calendars connected and the most allowed is {cap}: "
+            f"choose at most {cap - held + 1} of these."
         )
 
 

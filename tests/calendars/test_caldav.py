@@ -17,6 +17,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from calendars.caldav_connect import add_account, choices_of, choose_calendars, renew_password
+from calendars.connect import ConnectError
 from calendars.models import CalendarConnection, ConnectionStatus
 from core.config import NudgeConfig
 from providers.caldav import discover, joined_calendar
@@ -286,6 +287,38 @@ def test_connect_by_discovery_then_choose_then_nudges_use_their_own_alarm_leads(
     radicale.put_event(radicale.calendar, "single", SINGLE.decode().replace("Single", "Moved"))
     run_sync(user.pk, NOW + timedelta(minutes=30))
     assert [e.title for e in events_of(account)] == ["Moved"]
+
+
+def test_choosing_several_calendars_keeps_to_the_cap(radicale, make_user, settings):
+    """One calendar under the cap, three chosen: refused with nothing added, and two
+    (the most that fit) are taken."""
+    settings.NUDGE_MAX_CALENDARS_PER_USER = 3
+    radicale.make_calendar("ana", "home", "Home")
+    radicale.make_calendar("ana", "gym", "Gym")
+    user = make_user()
+    make_connection(user, "ics", account="feed", feed_url="http://93.184.216.34/a.ics")
+    config = NudgeConfig.from_settings()
+    account = add_account(
+        user.pk,
+        preset="other",
+        server_url=radicale.url + "/",
+        username="ana",
+        password=PASSWORD,
+        config=config,
+        allow_private=True,
+    )
+    run_sync_changed(NOW)  # discovery
+    urls = [c["url"] for c in choices_of(reload(account))]
+    assert len(urls) == 3
+
+    with pytest.raises(ConnectError, match="choose at most 2 of these"):
+        choose_calendars(user.pk, account.pk, urls, config=config)
+    with tenant_scope(user.pk):
+        assert CalendarConnection.objects.filter(user_id=user.pk).count() == 2
+
+    assert len(choose_calendars(user.pk, account.pk, urls[:2], config=config)) == 2
+    with tenant_scope(user.pk):
+        assert CalendarConnection.objects.filter(user_id=user.pk).count() == 3
 
 
 def test_a_new_password_makes_a_refused_calendar_active_again(radicale, caldav_connection):
