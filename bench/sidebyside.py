@@ -229,7 +229,8 @@ def _lateness(fake: FakeTelegram, intended_of: dict[str, float]) -> list[float]:
     """Per delivered message, seconds after its intended instant (negative: early)."""
     late = []
     for delivered in fake.delivered:
-        title = delivered.text.split(" is due at ")[0].removeprefix("Reminder: ")
+        # "… is due at 23:58" or, past midnight on the person's clock, "… is due tomorrow at 00:01".
+        title = delivered.text.split(" is due ")[0].removeprefix("Reminder: ")
         if title in intended_of:
             late.append(delivered.at - intended_of[title])
     return late
