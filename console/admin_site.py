@@ -94,7 +94,7 @@ class NudgeAdminSite(admin.AdminSite):
         summary = _health_summary(request)
         links = sentences.Links.for_user(request.user)
         if summary.checks:
-            lines = sentences.health_lines(summary.checks, summary.figures, links, config)
+            lines = sentences.health_lines(summary.checks, links)
         else:
             lines = sentences.figure_lines(summary.figures, links)
         lines += sentences.pacing_lines(pacer.rates_in_force(config))
@@ -140,7 +140,7 @@ class NudgeAdminSite(admin.AdminSite):
             "nudge_charts": panels.activity_panels(
                 now, NudgeConfig.from_settings(), user_id=user.pk
             ),
-            "nudge_queue_url": links.to_queue(f"owner={user.pk}"),
+            "nudge_queue_url": links.resolve(f"queue?owner={user.pk}"),
         }
         request.current_app = self.name
         return TemplateResponse(request, "admin/nudge_user_activity.html", context)

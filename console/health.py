@@ -13,18 +13,20 @@ from django.db import DatabaseError
 
 from calendars.push.worklist import push_health
 from core.config import NudgeConfig
+from core.display import duration, plural
 from scheduled_sends import failures
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.lateness import BUCKETS, merged_p95
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue.partitions import coverage_problem, covered_until, partitions
+from scheduled_sends.queue.states import DueCounts
 from scheduled_sends.queue.transitions import database_now, queue_counts
 from scheduled_sends.runlog import DeliverCounts, MaterializeCounts
 from tenancy.checks import rls_problems
 
 
 class Check(enum.StrEnum):
-    """Every check health makes; ``console.sentences`` has one sentence for each."""
+    """Every check health makes."""
 
     ROW_LEVEL_SECURITY = "row_level_security"
     DELIVER_RECENT = "deliver_recent"
@@ -45,13 +47,18 @@ class Check(enum.StrEnum):
 
 @dataclass(frozen=True)
 class HealthCheck:
-    """One check's verdict. ``ok`` False needs a human now (red); ``warning`` is a
-    passing check with something to look at (amber), never "all clear"."""
+    """One check's verdict and the sentence support reads of it, the same in
+    ``nudge_health``, ``/healthz`` and the console. ``ok`` False needs a human now (red);
+    ``warning`` is a passing check with something to look at (amber), never "all clear".
+    ``link`` names the rows behind it (``queue?…``, ``runs?…`` or a ``#`` anchor of the
+    console page); the console resolves it for the reader."""
 
-    name: Check
+    name: str
     ok: bool
     detail: str
     warning: bool = False
+    link: str = ""
+    link_text: str = "view them"
 
 
 @dataclass
@@ -75,8 +82,8 @@ class HealthReport:
             return "unhealthy"
         return "warning" if self.warnings else "healthy"
 
-    def add(self, name: Check, ok: bool, detail: str, *, warning: bool = False) -> None:
-        self.checks.append(HealthCheck(name, ok, detail, warning and ok))
+    def add(self, name: Check, ok: bool, detail: str, *, warning: bool = False, **link) -> None:
+        self.checks.append(HealthCheck(name, ok, detail, warning and ok, **link))
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -89,6 +96,11 @@ class HealthReport:
                 for key, value in self.figures.items()
             },
         }
+
+
+def _ago(span: timedelta) -> str:
+    seconds = span.total_seconds()
+    return f"{duration(seconds)} ago" if seconds >= 60 else "less than a minute ago"
 
 
 def _last_run(sweep: str, *, ok_only: bool) -> SweepRun | None:
@@ -105,25 +117,41 @@ def last_success_at(sweep: str) -> datetime | None:
     return last_ok.as_of if last_ok else None
 
 
+_DOING = {"deliver": "Deliver is running", "materialize": "Upcoming nudges are being queued"}
+_NOT_DOING = {
+    "deliver": "Nudges are not being sent",
+    "materialize": "Upcoming nudges are not being queued",
+}
+
+
 def _check_recent(
     report: HealthReport, sweep: str, now: datetime, stale_after: timedelta
 ) -> SweepRun | None:
-    """Did the last ``sweep`` run fail, and did one succeed within ``stale_after``?"""
+    """Did the last ``sweep`` run fail, and did one succeed within ``stale_after``? Says
+    only that the sweep runs: a deliver run that sent nothing is the sends' checks'."""
     last_ok = _last_run(sweep, ok_only=True)
     last_any = _last_run(sweep, ok_only=False)
     report.figures[f"last_{sweep}_at"] = last_ok.as_of if last_ok else None
     if last_any is not None and last_any.status == SweepRun.Status.FAILED:
-        said = f"the last {sweep} run failed: {last_any.error or last_any.summary}"
-        report.add(Check(f"{sweep}_last_run"), False, said[:500])
-    recent = Check(f"{sweep}_recent")
+        said = f"The last {sweep} run failed: {last_any.error or last_any.summary}"
+        link = f"runs?sweep__exact={sweep}&status__exact=failed"
+        report.add(
+            Check(f"{sweep}_last_run"), False, said[:500], link=link, link_text="view failed runs"
+        )
+    runs = f"runs?sweep__exact={sweep}"
     if last_ok is None:
-        report.add(recent, False, f"no successful {sweep} run recorded yet")
+        said = f"{_NOT_DOING[sweep]}: no {sweep} run has succeeded yet."
     elif now - last_ok.as_of > stale_after:
-        age = int((now - last_ok.as_of).total_seconds() // 60)
-        limit = stale_after.seconds // 60
-        report.add(recent, False, f"no successful {sweep} run for {age} min (limit {limit} min)")
+        said = (
+            f"{_NOT_DOING[sweep]}: no {sweep} run has succeeded for "
+            f"{duration((now - last_ok.as_of).total_seconds())} "
+            f"(the limit is {duration(stale_after.total_seconds())})."
+        )
     else:
-        report.add(recent, True, f"last successful {sweep} at {last_ok.as_of:%H:%M:%S}Z")
+        said = f"{_DOING[sweep]}: the last {sweep} run succeeded {_ago(now - last_ok.as_of)}."
+        report.add(Check(f"{sweep}_recent"), True, said, link=runs, link_text=f"{sweep} runs")
+        return last_ok
+    report.add(Check(f"{sweep}_recent"), False, said, link=runs, link_text=f"view {sweep} runs")
     return last_ok
 
 
@@ -147,23 +175,34 @@ def _check_on_time(report: HealthReport, runs: list[DeliverCounts], config: Nudg
     report.figures.update(
         sent_last_15_min=sent, expired_last_15_min=expired, lateness_p95_bucket_seconds=p95
     )
+    on_time = p95 is None or p95 <= limit
+    of_sent = f"{plural(sent, 'nudge')} sent in the last 15 minutes"
     if p95 is None:
-        detail = "no nudges sent in the last 15 min, so lateness cannot be judged"
+        said = "No nudge was sent in the last 15 minutes, so none was late."
     elif p95 == float("inf"):
-        detail = f"p95 lateness over the last 15 min is beyond {LATE_BEYOND} s"
+        said = (
+            f"Nudges are going out late: of {of_sent}, the slowest 5% arrived more than "
+            f"{duration(LATE_BEYOND)} after their time (limit {limit:g} s)."
+        )
     else:
-        detail = f"p95 lateness over the last 15 min is at most {p95:g} s"
+        verdict = "Nudges are on time" if on_time else "Nudges are going out late"
+        said = (
+            f"{verdict}: 95% of the {of_sent} arrived within {p95:g} s of their time "
+            f"(limit {limit:g} s)."
+        )
     report.add(
-        Check.NUDGES_ON_TIME,
-        p95 is None or p95 <= limit,
-        f"{detail} (limit {limit:g} s) over {sent} sent",
+        Check.NUDGES_ON_TIME, on_time, said, link="#lateness", link_text="see the lateness chart"
     )
-    report.add(
-        Check.NOTHING_EXPIRED,
-        expired == 0,
-        f"{expired} nudges expired unsent in the last 15 min (past "
-        f"{int(config.grace.total_seconds() // 60)} min grace)",
-    )
+    grace = duration(config.grace.total_seconds())
+    if not expired:
+        said = "No nudge expired unsent in the last 15 minutes."
+    else:
+        said = (
+            f"{plural(expired, 'nudge')} expired unsent in the last 15 minutes (past the "
+            f"{grace} grace): {'it' if expired == 1 else 'they'} never reached the user."
+        )
+    link = {"link": "queue?state=expired", "link_text": "view expired"} if expired else {}
+    report.add(Check.NOTHING_EXPIRED, not expired, said, **link)
 
 
 # Provider errors turn the sends check red at this share of the window's attempts
@@ -200,22 +239,32 @@ def _check_sends(report: HealthReport, runs: list[DeliverCounts]) -> None:
         send_errors_last_15_min=sum(errors.values()),
     )
     if broken:
-        detail = "; ".join(
+        said = "; ".join(
             f"{channel}: {said} ({n} sends failed)" for channel, (said, n) in sorted(broken.items())
         )
-        report.add(Check.CHANNELS_CONFIGURED, False, detail)
+        report.add(
+            Check.CHANNELS_CONFIGURED,
+            False,
+            f"Sends are failing on our channel configuration — fix the setting named here: {said}.",
+            link="queue?failure_kind__exact=configuration",
+        )
     else:
-        report.add(Check.CHANNELS_CONFIGURED, True, "no send failed on our channel configuration")
+        said = "No send failed on our own channel configuration."
+        report.add(Check.CHANNELS_CONFIGURED, True, said)
     failed = sum(errors.values())
     attempts = sent + failed
-    by_kind = ", ".join(f"{n} {failures.count_label(k)}" for k, n in sorted(errors.items()))
     if not failed:
-        report.add(Check.SENDS_SUCCEEDING, True, f"no provider error over {attempts} sends")
+        said = f"No send failed at a provider in the last 15 minutes ({attempts} sent)."
+        report.add(Check.SENDS_SUCCEEDING, True, said)
         return
-    share = failed / attempts
-    detail = f"{failed} of {attempts} send attempts failed in the last 15 min ({by_kind})"
-    red = share >= FAILING_SHARE and failed >= FAILING_MIN_ERRORS
-    report.add(Check.SENDS_SUCCEEDING, not red, detail, warning=True)
+    red = failed / attempts >= FAILING_SHARE and failed >= FAILING_MIN_ERRORS
+    by_kind = ", ".join(f"{n} {failures.count_label(k)}" for k, n in sorted(errors.items()))
+    said = (
+        f"{'Sends are failing' if red else 'Some sends failed'}: {failed} of {attempts} send "
+        f"attempts failed in the last 15 minutes ({by_kind})."
+    )
+    link = {"link": "queue?state=failed", "link_text": "view failed sends"}
+    report.add(Check.SENDS_SUCCEEDING, not red, said, warning=True, **link)
 
 
 def _check_partitions(report: HealthReport, now: datetime, config: NudgeConfig) -> None:
@@ -229,9 +278,10 @@ def _check_partitions(report: HealthReport, now: datetime, config: NudgeConfig) 
     report.add(
         Check.QUEUE_PARTITIONS,
         problem is None,
-        problem
-        or f"partitioned through {reach:%Y-%m-%d %H:%M}Z, past everything materialize "
-        f"queues (up to {queued_until:%Y-%m-%d %H:%M}Z)",
+        f"Queue partitions: {problem}."
+        if problem
+        else f"Queue partitions: partitioned through {reach:%Y-%m-%d %H:%M}Z, past everything "
+        f"materialize queues (up to {queued_until:%Y-%m-%d %H:%M}Z).",
     )
 
 
@@ -242,11 +292,12 @@ def check_health(now: datetime | None = None) -> HealthReport:
     report = HealthReport(as_of=now)
 
     problems = rls_problems()
-    report.add(
-        Check.ROW_LEVEL_SECURITY,
-        not problems,
-        "; ".join(problems) or "enforced on every tenant table for a non-superuser role",
-    )
+    if problems:
+        said = f"Row-level security is NOT enforced: {'; '.join(problems)}"
+    else:
+        said = "Each tenant's data is fenced: row-level security is enforced on every tenant "
+        said += "table for a non-superuser role."
+    report.add(Check.ROW_LEVEL_SECURITY, not problems, said)
 
     _check_recent(report, SweepRun.Sweep.DELIVER, now, config.deliver_stale_after)
     last_materialize = _check_recent(
@@ -256,22 +307,11 @@ def check_health(now: datetime | None = None) -> HealthReport:
     try:
         counts = queue_counts(now, config)
     except DatabaseError as exc:
-        report.add(Check.QUEUE_READABLE, False, f"the sweeper role cannot read the queue: {exc}")
+        said = f"The sweeper role cannot read the queue: {exc}"
+        report.add(Check.QUEUE_READABLE, False, said)
     else:
         report.figures.update(vars(counts))
-        overdue = (
-            f"{counts.overdue_unclaimed} rows due more than "
-            f"{config.overdue_after.seconds}s ago are unclaimed"
-        )
-        if counts.waiting_to_retry:
-            overdue += f" ({counts.waiting_to_retry} more are waiting to be retried)"
-        report.add(Check.OVERDUE_UNCLAIMED, counts.overdue_unclaimed == 0, overdue)
-        report.add(
-            Check.STUCK_CLAIMS,
-            counts.stuck_claims == 0,
-            f"{counts.stuck_claims} claims are older than the lease "
-            f"({config.lease.seconds}s): their runs died",
-        )
+        _check_claims(report, counts, config)
 
     window = _deliver_runs_in_window(now)
     _check_sends(report, window)
@@ -280,12 +320,36 @@ def check_health(now: datetime | None = None) -> HealthReport:
 
     push = push_health(now, bool(config.calendar_push_base_url))
     report.figures.update(push.figures)
-    report.add(Check.CALENDAR_PUSH, push.ok, push.detail)
+    report.add(Check.CALENDAR_PUSH, push.ok, f"Calendar push: {push.detail}.")
 
     # Independent of the bypass: what materialize saw inside each user's scope.
     if last_materialize is not None:
-        _check_keeping_up(report, last_materialize, report.figures.get("overdue_unclaimed"))
+        _check_keeping_up(report, last_materialize, now)
     return report
+
+
+def _check_claims(report: HealthReport, counts: DueCounts, config: NudgeConfig) -> None:
+    """Rows overdue and unclaimed, and claims older than the lease, from the queue counts."""
+    overdue = duration(config.overdue_after.total_seconds())
+    n = counts.overdue_unclaimed
+    if n:
+        said = f"{plural(n, 'nudge')} due over {overdue} ago {'is' if n == 1 else 'are'} unclaimed"
+    else:
+        said = f"Nothing due over {overdue} ago is waiting unclaimed"
+    if counts.waiting_to_retry:
+        said += f" ({counts.waiting_to_retry} more are waiting to be retried)"
+    link = {"link": "queue?due=overdue"} if n else {}
+    report.add(Check.OVERDUE_UNCLAIMED, not n, f"{said}.", **link)
+    lease = duration(config.lease.total_seconds())
+    n = counts.stuck_claims
+    if n:
+        said = (
+            f"{plural(n, 'claim is', 'claims are')} older than the lease ({lease}): the deliver "
+            f"run holding {'it' if n == 1 else 'them'} died."
+        )
+        report.add(Check.STUCK_CLAIMS, False, said, link="queue?state=stuck")
+    else:
+        report.add(Check.STUCK_CLAIMS, True, f"No claim is older than the lease ({lease}).")
 
 
 def _dealt_with_since(after: datetime) -> tuple[int, int]:
@@ -313,44 +377,41 @@ def _overdue_seen_by_cycle(materialize: SweepRun) -> int:
     return sum(MaterializeCounts.from_counts(c).overdue_unclaimed for c in participants)
 
 
-def _check_keeping_up(
-    report: HealthReport, materialize: SweepRun, live_overdue: int | None
-) -> None:
+def _check_keeping_up(report: HealthReport, materialize: SweepRun, now: datetime) -> None:
     """What the last materialize saw, cleared once deliver runs since have dealt with
     at least as many rows and nothing is overdue now. The hint names the ordinary
     causes first: only a deliver that deals with nothing while the bypassed count
     reads empty means the claim is blind."""
     seen = _overdue_seen_by_cycle(materialize)
-    at = f"{materialize.as_of:%H:%M}Z"
+    live_overdue = report.figures.get("overdue_unclaimed")
+    checked = f"when the queue was last checked ({_ago(now - materialize.as_of)})"
     report.figures["overdue_seen_by_materialize"] = seen
     report.figures["overdue_seen_cleared"] = False
-    detail = (
-        f"{seen} rows whose time had passed were still undelivered and unclaimed when "
-        f"materialize ran at {at}"
-    )
     if not seen:
-        report.add(Check.DELIVERY_KEEPING_UP, True, detail)
+        report.add(Check.DELIVERY_KEEPING_UP, True, f"Delivery was keeping up {checked}.")
         return
+    nudges = f"{plural(seen, 'nudge')} whose time had passed {'was' if seen == 1 else 'were'}"
     runs, dealt = _dealt_with_since(materialize.as_of)
     report.figures["dealt_with_since_materialize"] = dealt
     if runs and dealt >= seen and live_overdue == 0:
         report.figures["overdue_seen_cleared"] = True
-        report.add(
-            Check.DELIVERY_KEEPING_UP,
-            True,
-            f"{detail}; deliver has since dealt with {dealt} and none is overdue now",
+        said = (
+            f"Delivery has caught up: {checked}, {nudges} unsent; deliver has since dealt "
+            f"with {dealt} and none is overdue now."
         )
+        report.add(Check.DELIVERY_KEEPING_UP, True, said)
         return
     deliver_running = any(c.ok for c in report.checks if c.name == Check.DELIVER_RECENT)
     if not deliver_running:
-        hint = "; deliver is not running (see the deliver check)"
+        hint = "deliver is not running (see the deliver check)"
     elif live_overdue:
-        hint = f"; the queue counts see {live_overdue} overdue too: deliver is falling behind"
+        hint = f"the queue counts see {live_overdue} overdue too: deliver is falling behind"
     elif dealt == 0 and live_overdue == 0:
         hint = (
-            "; deliver is running and the queue counts say 0 overdue, so the claim "
+            "deliver is running and the queue counts say 0 overdue, so the claim "
             "cannot see the queue (the sweeper role's row-level security bypass)"
         )
     else:
-        hint = f"; deliver has since dealt with {dealt}"
-    report.add(Check.DELIVERY_KEEPING_UP, False, detail + hint)
+        hint = f"deliver has since dealt with {dealt}"
+    said = f"{checked.capitalize()}, {nudges} still unsent and unclaimed; {hint}."
+    report.add(Check.DELIVERY_KEEPING_UP, False, said, link="queue?due=overdue")

@@ -65,8 +65,8 @@ def test_the_console_is_green_after_the_readmes_first_command(db, recording_chan
     assert delivered.sent == 3  # the "due now" follow-ups, one per user
     report = check_health(START + timedelta(seconds=10))
     assert [c for c in report.checks if not c.ok] == []
-    lines = health_lines(report.checks, report.figures, Links(), NudgeConfig.from_settings())
-    assert [str(line.sentence) for line in lines if not line.ok] == []
+    lines = health_lines(report.checks, Links())
+    assert [line.detail for line in lines if not line.ok] == []
 
 
 @pytest.fixture
@@ -97,14 +97,12 @@ def test_the_keeping_up_check_clears_once_deliver_has_sent_them(seen_overdue):
     assert keeping_up.ok, keeping_up.detail
     [line] = [
         line
-        for line in health_lines(
-            report.checks, report.figures, Links(), NudgeConfig.from_settings()
-        )
+        for line in health_lines(report.checks, Links())
         if line.name == Check.DELIVERY_KEEPING_UP
     ]
     assert line.ok
-    assert "Delivery has caught up: when the queue was last checked" in line.sentence
-    assert "1 nudge whose time had passed was unsent" in line.sentence
+    assert "Delivery has caught up: when the queue was last checked" in line.detail
+    assert "1 nudge whose time had passed was unsent" in line.detail
 
 
 def test_no_row_level_security_hint_when_deliver_simply_is_not_running(seen_overdue):

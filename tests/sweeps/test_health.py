@@ -118,7 +118,8 @@ def test_the_command_exits_non_zero_when_unhealthy(db, capsys):
         call_command("nudge_health", "--now", NOW.isoformat())
     assert exit_info.value.code == 1
     out = capsys.readouterr().out
-    assert "FAIL deliver_recent: no successful deliver run recorded yet" in out
+    said = "Nudges are not being sent: no deliver run has succeeded yet."
+    assert f"FAIL deliver_recent: {said}" in out
     assert out.rstrip().endswith("UNHEALTHY")
 
 
