@@ -103,7 +103,7 @@ class ShownFieldsOnly:
     """Mixed into every ModelAdmin by ``NudgeAdminSite.register``."""
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return offered_filters_only(super().get_changelist(request, **kwargs))
+        return behind(OfferedFiltersOnly, super().get_changelist(request, **kwargs))
 
     def _shown_names(self, request: HttpRequest | None) -> tuple[set[str], set[str]]:
         """(field names the admin shows, parameter names of its own simple filters)."""
@@ -173,17 +173,8 @@ def audit_read(request: HttpRequest, label: str, rows: list[str], filters: dict)
 
 
 @functools.cache
-def offered_filters_only(changelist_class: type[ChangeList]) -> type[ChangeList]:
-    """``changelist_class`` (Django's, or an admin's own) taking only offered filters."""
-    if issubclass(changelist_class, OfferedFiltersOnly):
-        return changelist_class
-    return type(changelist_class.__name__, (OfferedFiltersOnly, changelist_class), {})
-
-
-def guarded(admin_class: type[admin.ModelAdmin]) -> type[admin.ModelAdmin]:
-    """``admin_class`` with the shared guard in front of it."""
-    if issubclass(admin_class, ShownFieldsOnly):
-        return admin_class
-    return type(
-        admin_class.__name__, (ShownFieldsOnly, admin_class), {"__module__": admin_class.__module__}
-    )
+def behind(guard: type, cls: type) -> type:
+    """``cls`` (Django's, or an admin's own) with ``guard`` mixed in front of it."""
+    if issubclass(cls, guard):
+        return cls
+    return type(cls.__name__, (guard, cls), {"__module__": cls.__module__})

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from console import health, panels, sentences
-from console.admin_guard import audit_read, guarded
+from console.admin_guard import ShownFieldsOnly, audit_read, behind
 from core.config import NudgeConfig
 from core.display import when
 from core.zones import zone_of
@@ -59,7 +59,9 @@ class NudgeAdminSite(admin.AdminSite):
 
     def register(self, model_or_iterable, admin_class=None, **options) -> None:
         """Every admin gets the shared lookup guard and read audit (``admin_guard``)."""
-        super().register(model_or_iterable, guarded(admin_class or admin.ModelAdmin), **options)
+        super().register(
+            model_or_iterable, behind(ShownFieldsOnly, admin_class or admin.ModelAdmin), **options
+        )
 
     def admin_view(self, view: Callable, cacheable: bool = False) -> Callable:
         """Django's staff check (a redirect to login) and CSRF protection, then the scope."""

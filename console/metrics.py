@@ -21,7 +21,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from console import charts
-from console.health import LATENESS_WINDOW, HealthReport, last_success_at
+from console.health import LATENESS_WINDOW, HealthReport
 from core.config import NudgeConfig
 from pacing.pacer import rates_in_force
 from scheduled_sends.lateness import BUCKETS
@@ -232,7 +232,7 @@ class QueueCollector:
             labels=["sweep"],
         )
         for sweep in SweepRun.Sweep.values:
-            last_ok = last_success_at(sweep)
+            last_ok = self.health.figures.get(f"last_{sweep}_at")
             if last_ok is not None:
                 age.add_metric([sweep], max(0.0, (self.now - last_ok).total_seconds()))
             last = (
