@@ -28,7 +28,7 @@ from core.config import NudgeConfig
 from core.display import when
 from core.zones import zone_of
 from pacing import pacer
-from scheduled_sends.models import ScheduledSend, SweepRun
+from scheduled_sends.models import ScheduledSend
 from tenancy.scope import support_scope
 
 logger = logging.getLogger("nudge.admin")
@@ -95,10 +95,9 @@ class NudgeAdminSite(admin.AdminSite):
         config = NudgeConfig.from_settings()
         summary = _health_summary(request)
         links = sentences.Links.for_user(request.user)
-        if summary.checks:
-            lines = sentences.health_lines(summary.checks, links)
-        else:
-            lines = sentences.figure_lines(summary.figures, links)
+        lines = sentences.health_lines(summary.checks, links)
+        if summary.ok is None:
+            lines.append(sentences.backlog_line(summary.figures))
         lines += sentences.pacing_lines(pacer.rates_in_force(config))
         now = timezone.now()
         context = {
@@ -166,18 +165,17 @@ def _run_check_health() -> Any:
 def _health_summary(request: HttpRequest) -> HealthSummary:
     report = getattr(request, _HEALTH_ATTR, None)
     if report is None or isinstance(report, Exception):
-        summary = HealthSummary(figures=_figures_from_queries(), source="admin queries")
+        summary = _summary_from_queries()
         if report is not None:
             summary.error = f"check_health failed: {type(report).__name__}"
         return summary
     return HealthSummary(figures=dict(report.figures), ok=report.ok, checks=list(report.checks))
 
 
-def _figures_from_queries() -> dict[str, Any]:
-    """Health's figures, counted as health counts them, under the admin's scope."""
-    counts = ScheduledSend.objects.due_counts(timezone.now(), NudgeConfig.from_settings())
-    return {
-        "last_deliver_at": health.last_success_at(SweepRun.Sweep.DELIVER),
-        "last_materialize_at": health.last_success_at(SweepRun.Sweep.MATERIALIZE),
-        **vars(counts),
-    }
+def _summary_from_queries() -> HealthSummary:
+    """Health's checks of the sweeps and claims, counted as health counts them, under the
+    admin's scope."""
+    config = NudgeConfig.from_settings()
+    report = health.HealthReport(as_of=timezone.now())
+    health.runs_and_claims(report, config, ScheduledSend.objects.due_counts(report.as_of, config))
+    return HealthSummary(figures=report.figures, checks=report.checks, source="admin queries")

@@ -111,16 +111,10 @@ def _last_run(sweep: str, *, ok_only: bool) -> SweepRun | None:
     return runs.first()
 
 
-def last_success_at(sweep: str) -> datetime | None:
-    """The instant the last successful ``sweep`` run acted for (None before the first)."""
-    last_ok = _last_run(sweep, ok_only=True)
-    return last_ok.as_of if last_ok else None
-
-
-_DOING = {"deliver": "Deliver is running", "materialize": "Upcoming nudges are being queued"}
-_NOT_DOING = {
-    "deliver": "Nudges are not being sent",
-    "materialize": "Upcoming nudges are not being queued",
+# What each sweep running, and not running, means to support.
+_SWEEP_WORDS = {
+    "deliver": ("Deliver is running", "Nudges are not being sent"),
+    "materialize": ("Upcoming nudges are being queued", "Upcoming nudges are not being queued"),
 }
 
 
@@ -138,20 +132,21 @@ def _check_recent(
         report.add(
             Check(f"{sweep}_last_run"), False, said[:500], link=link, link_text="view failed runs"
         )
-    runs = f"runs?sweep__exact={sweep}"
-    if last_ok is None:
-        said = f"{_NOT_DOING[sweep]}: no {sweep} run has succeeded yet."
-    elif now - last_ok.as_of > stale_after:
+    doing, not_doing = _SWEEP_WORDS[sweep]
+    age = now - last_ok.as_of if last_ok else None
+    ok = age is not None and age <= stale_after
+    if ok:
+        said = f"{doing}: the last {sweep} run succeeded {_ago(age)}."
+    elif age is None:
+        said = f"{not_doing}: no {sweep} run has succeeded yet."
+    else:
         said = (
-            f"{_NOT_DOING[sweep]}: no {sweep} run has succeeded for "
-            f"{duration((now - last_ok.as_of).total_seconds())} "
+            f"{not_doing}: no {sweep} run has succeeded for {duration(age.total_seconds())} "
             f"(the limit is {duration(stale_after.total_seconds())})."
         )
-    else:
-        said = f"{_DOING[sweep]}: the last {sweep} run succeeded {_ago(now - last_ok.as_of)}."
-        report.add(Check(f"{sweep}_recent"), True, said, link=runs, link_text=f"{sweep} runs")
-        return last_ok
-    report.add(Check(f"{sweep}_recent"), False, said, link=runs, link_text=f"view {sweep} runs")
+    runs = f"runs?sweep__exact={sweep}"
+    link_text = f"{sweep} runs" if ok else f"view {sweep} runs"
+    report.add(Check(f"{sweep}_recent"), ok, said, link=runs, link_text=link_text)
     return last_ok
 
 
@@ -299,19 +294,13 @@ def check_health(now: datetime | None = None) -> HealthReport:
         said += "table for a non-superuser role."
     report.add(Check.ROW_LEVEL_SECURITY, not problems, said)
 
-    _check_recent(report, SweepRun.Sweep.DELIVER, now, config.deliver_stale_after)
-    last_materialize = _check_recent(
-        report, SweepRun.Sweep.MATERIALIZE, now, config.materialize_stale_after
-    )
-
     try:
         counts = queue_counts(now, config)
     except DatabaseError as exc:
+        counts = None
         said = f"The sweeper role cannot read the queue: {exc}"
         report.add(Check.QUEUE_READABLE, False, said)
-    else:
-        report.figures.update(vars(counts))
-        _check_claims(report, counts, config)
+    last_materialize = runs_and_claims(report, config, counts)
 
     window = _deliver_runs_in_window(now)
     _check_sends(report, window)
@@ -326,6 +315,22 @@ def check_health(now: datetime | None = None) -> HealthReport:
     if last_materialize is not None:
         _check_keeping_up(report, last_materialize, now)
     return report
+
+
+def runs_and_claims(
+    report: HealthReport, config: NudgeConfig, counts: DueCounts | None
+) -> SweepRun | None:
+    """The sweeps' last runs and, given the queue's counts, its overdue rows and stuck
+    claims: the checks the console still makes when no full report can be made."""
+    now = report.as_of
+    _check_recent(report, SweepRun.Sweep.DELIVER, now, config.deliver_stale_after)
+    last_materialize = _check_recent(
+        report, SweepRun.Sweep.MATERIALIZE, now, config.materialize_stale_after
+    )
+    if counts is not None:
+        report.figures.update(vars(counts))
+        _check_claims(report, counts, config)
+    return last_materialize
 
 
 def _check_claims(report: HealthReport, counts: DueCounts, config: NudgeConfig) -> None:

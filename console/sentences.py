@@ -1,5 +1,5 @@
 """What the support console says besides health's own sentences: where their links
-lead for the reader, the figures alone when no report could be made, and the pacing."""
+lead for the reader, the backlog when no report could be made, and the pacing."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.urls import reverse
-from django.utils.html import format_html
 
 from console.health import HealthCheck
-from core.display import duration, plural, when
+from core.display import duration, plural
 from pacing import pacer
 
 
@@ -45,32 +44,10 @@ def health_lines(checks: list[HealthCheck], links: Links) -> list[HealthCheck]:
     return sorted(lines, key=lambda line: (line.ok, not line.warning))
 
 
-def figure_lines(figures: dict[str, Any], links: Links) -> list[HealthCheck]:
-    """The figures alone, when no health report could be made."""
-    stuck = int(figures.get("stuck_claims") or 0)
-    return [
-        *(
-            HealthCheck(
-                f"last_{sweep}",
-                True,
-                format_html(
-                    "Last successful {} run: {}.", sweep, when(figures.get(f"last_{sweep}_at"))
-                ),
-            )
-            for sweep in ("deliver", "materialize")
-        ),
-        HealthCheck(
-            "due_backlog",
-            True,
-            f"{plural(int(figures.get('due_backlog') or 0), 'nudge')} due and not yet sent.",
-        ),
-        HealthCheck(
-            "stuck_claims",
-            not stuck,
-            f"{plural(stuck, 'claim is', 'claims are')} older than the lease.",
-            link=links.resolve("queue?state=stuck") if stuck else "",
-        ),
-    ]
+def backlog_line(figures: dict[str, Any]) -> HealthCheck:
+    """What is due and unsent, shown when no health report could be made."""
+    due = plural(int(figures.get("due_backlog") or 0), "nudge")
+    return HealthCheck("due_backlog", True, f"{due} due and not yet sent.")
 
 
 def pacing_lines(states: list[pacer.BudgetState]) -> list[HealthCheck]:

@@ -95,7 +95,8 @@ def test_index_falls_back_to_its_own_queries_when_health_fails(staff_client, que
     assert health.figures["due_backlog"] == 4  # both stuck, claimed, retrying; not pending
     html = response.content.decode()
     assert "State unknown: the health report could not be made" in html
-    assert "2 claims are older than the lease." in html
+    assert "2 claims are older than the lease (5 minutes): the deliver run" in html
+    assert "4 nudges due and not yet sent." in html
 
 
 def test_every_failing_check_reads_as_a_sentence_with_its_rows(queue, make_user, make_send):
