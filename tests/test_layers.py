@@ -132,7 +132,6 @@ CALENDAR_PROVIDER_CLIENTS = {
     "providers.caldav_http",
     "providers.untrusted_fetch",
     "providers.oauth",
-    "providers.oauth_paging",
     "calendars.sync",
     "calendars.sync_pool",
     "calendars.push.channels",
