@@ -21,7 +21,6 @@ from providers.base import (
     NeedsReauth,
     ProviderError,
     RetryLater,
-    time_left,
 )
 from providers.caldav_http import (
     NAME,
@@ -33,9 +32,8 @@ from providers.caldav_http import (
     sync_collection,
 )
 from providers.ics import EXPAND_AHEAD, covers_window, read_as_owner
-from providers.untrusted_fetch import Deadline
+from providers.ics_fetch import download_deadline
 
-DOWNLOAD_SECONDS = 30.0
 # The server decides which resources overlap the window; a day either side keeps a
 # floating or all-day event the server reads in another zone.
 QUERY_MARGIN = timedelta(days=1)
@@ -63,7 +61,7 @@ def client_for(snapshot: ConnectionSnapshot) -> DavClient:
         password=snapshot.access_token,
         allow_private=snapshot.allow_private_network,
         timeout=snapshot.config.calendar_http_timeout_seconds,
-        deadline=Deadline(min(DOWNLOAD_SECONDS, time_left(snapshot, NAME))),
+        deadline=download_deadline(snapshot),
         max_bytes=snapshot.config.ics_max_bytes,
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from urllib.parse import urljoin
 from xml.sax.saxutils import escape
 
@@ -26,7 +26,6 @@ from providers.base import (
 from providers.untrusted_fetch import Deadline, bounded_body
 
 NAME = "caldav"
-SLOW_SERVER_BACKOFF = timedelta(hours=1)
 NS = {"d": "DAV:", "c": "urn:ietf:params:xml:ns:caldav", "cs": "http://calendarserver.org/ns/"}
 REAUTH = "caldav: the server refused the password; it needs your password again"
 
@@ -122,7 +121,6 @@ class DavClient:
                 self.max_bytes,
                 label=NAME,
                 what="the server's answer",
-                backoff=SLOW_SERVER_BACKOFF,
             )
             return answer.status_code, content, final
 

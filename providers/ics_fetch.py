@@ -9,7 +9,7 @@ after decompression.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import urllib3
 from urllib3.exceptions import LocationParseError
@@ -26,8 +26,6 @@ from providers.untrusted_fetch import Answer, Deadline, bounded_body, parse_targ
 
 NAME = "ics"
 DOWNLOAD_SECONDS = 30.0
-# A feed too slow to download is left alone this long; its stored copy keeps nudging.
-SLOW_FEED_BACKOFF = timedelta(hours=1)
 # The address was reset or revoked: only the user can fix it (CDNs send 403 for passing reasons).
 _GONE = {401, 404, 410}
 
@@ -60,6 +58,11 @@ def check_feed_url(url: str, *, allow_private: bool) -> None:
     vetted_address(parse_target(url, NAME), allow_private=allow_private, label=NAME)
 
 
+def download_deadline(snapshot: ConnectionSnapshot) -> Deadline:
+    """The wall clock of one feed's (or CalDAV account's) requests, within its sync budget."""
+    return Deadline(min(DOWNLOAD_SECONDS, time_left(snapshot, snapshot.provider)))
+
+
 def fetch_feed(
     snapshot: ConnectionSnapshot, stored: dict[str, str] | None, now: datetime
 ) -> tuple[dict[str, str], bytes | None]:
@@ -73,7 +76,7 @@ def fetch_feed(
         headers["If-None-Match"] = stored["etag"]
     if stored and stored.get("last_modified"):
         headers["If-Modified-Since"] = stored["last_modified"]
-    deadline = Deadline(min(DOWNLOAD_SECONDS, time_left(snapshot, NAME)))
+    deadline = download_deadline(snapshot)
     try:
         with _get(snapshot, headers, deadline) as answer:
             return _read(answer, stored, now, deadline, snapshot.config.ics_max_bytes)
@@ -103,9 +106,7 @@ def _read(
         )
     if response.status_code != 200:
         raise ProviderError(f"ics: the feed answered HTTP {response.status_code}")
-    return validators, bounded_body(
-        response, deadline, max_bytes, label=NAME, what="the feed", backoff=SLOW_FEED_BACKOFF
-    )
+    return validators, bounded_body(response, deadline, max_bytes, label=NAME, what="the feed")
 
 
 def _get(snapshot: ConnectionSnapshot, headers: dict[str, str], deadline: Deadline) -> Answer:
