@@ -129,7 +129,6 @@ CALENDAR_PROVIDER_CLIENTS = {
     "providers.ics",
     "providers.ics_fetch",
     "providers.caldav",
-    "providers.caldav_http",
     "providers.untrusted_fetch",
     "providers.oauth",
     "calendars.sync",

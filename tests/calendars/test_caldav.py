@@ -20,8 +20,7 @@ from calendars.caldav_connect import add_account, choices_of, choose_calendars, 
 from calendars.connect import ConnectError
 from calendars.models import CalendarConnection, ConnectionStatus
 from core.config import NudgeConfig
-from providers.caldav import discover, joined_calendar
-from providers.caldav_http import DavClient
+from providers.caldav import DavClient, discover, joined_calendar
 from providers.ics_parse import parse_feed
 from providers.untrusted_fetch import Deadline
 from scheduled_sends.models import ScheduledSend
