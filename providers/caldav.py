@@ -35,8 +35,7 @@ from providers.base import (
     RetryLater,
     raise_for_transient,
 )
-from providers.ics import EXPAND_AHEAD, covers_window, read_as_owner
-from providers.ics_fetch import download_deadline
+from providers.ics import EXPAND_AHEAD, covers_window, download_deadline, read_as_owner
 from providers.untrusted_fetch import Deadline, bounded_body
 
 NAME = "caldav"
