@@ -295,25 +295,16 @@ def _fetch(
         unchanged, token = _unchanged(client, url, state)
         if unchanged:
             return FetchResult(changed=False, sync_state={**state, "sync_token": token})
-    horizon = window_end + EXPAND_AHEAD
     windowed = str(state.get("windowed") or "")
     read = None if windowed else _whole_calendar(client, url)
     if isinstance(read, str):  # the server said why the whole calendar cannot be read
         windowed, read = read, None
-    objects, token, ctag = read or _window(client, url, window_start, horizon)
+    objects, token, ctag = read or _window(client, url, window_start, window_end + EXPAND_AHEAD)
     if windowed == NO_SYNC:
         token = ""  # polled by its ctag: sync-collection is not there
-    result = read_as_owner(joined_calendar(objects), snapshot, window_start, horizon)
+    result = read_as_owner(joined_calendar(objects), snapshot, window_start, window_end)
     name = str(state.get("name", ""))[:255]
-    result.sync_state = {
-        "sync_token": token,
-        "ctag": ctag,
-        "name": name,
-        "windowed": windowed,
-        "expanded_from": window_start.isoformat(),
-        "expanded_until": horizon.isoformat(),
-        "zone": snapshot.owner_timezone,
-    }
+    result.sync_state |= {"sync_token": token, "ctag": ctag, "name": name, "windowed": windowed}
     return result
 
 

@@ -161,15 +161,8 @@ class IcsFeedProvider(CalendarProvider):
         digest = hashlib.sha256(body).hexdigest()
         if covered and digest == state.get("body_sha256"):
             return FetchResult(changed=False, sync_state={**state, **validators})
-        horizon = window_end + EXPAND_AHEAD
-        result = read_as_owner(body, snapshot, window_start, horizon)
-        result.sync_state = {
-            **validators,
-            "body_sha256": digest,
-            "expanded_from": window_start.isoformat(),
-            "expanded_until": horizon.isoformat(),
-            "zone": snapshot.owner_timezone,
-        }
+        result = read_as_owner(body, snapshot, window_start, window_end)
+        result.sync_state |= {**validators, "body_sha256": digest}
         return result
 
 
@@ -183,19 +176,27 @@ def covers_window(
 
 
 def read_as_owner(
-    body: bytes, snapshot: ConnectionSnapshot, start: datetime, end: datetime
+    body: bytes, snapshot: ConnectionSnapshot, window_start: datetime, window_end: datetime
 ) -> FetchResult:
-    """A calendar's occurrences in [start, end) as its owner means them (their zone,
-    their addresses, the meeting hosts trusted), parsed in a bounded child."""
-    return parse_feed_bounded(
+    """A calendar's occurrences from the window's start to ``EXPAND_AHEAD`` past its end, as
+    its owner means them (their zone, their addresses, the meeting hosts trusted), parsed in
+    a bounded child; ``sync_state`` holds what the expansion covers (``covers_window``)."""
+    horizon = window_end + EXPAND_AHEAD
+    result = parse_feed_bounded(
         body,
-        start=start,
-        end=end,
+        start=window_start,
+        end=horizon,
         timezone=snapshot.owner_timezone,
         addresses=owner_addresses(snapshot),
         meeting_hosts=snapshot.config.meeting_hosts,
         seconds=min(parse_seconds(len(body)), time_left(snapshot, snapshot.provider)),
     )
+    result.sync_state = {
+        "expanded_from": window_start.isoformat(),
+        "expanded_until": horizon.isoformat(),
+        "zone": snapshot.owner_timezone,
+    }
+    return result
 
 
 def owner_addresses(snapshot: ConnectionSnapshot) -> tuple[str, ...]:
