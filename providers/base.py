@@ -151,7 +151,7 @@ class BudgetExceeded(RetryLater):
     """The connection's sync ran out of its time budget; abandoned, the copy kept."""
 
 
-def time_left(snapshot: ConnectionSnapshot, provider: str) -> float:
+def time_left(snapshot: ConnectionSnapshot) -> float:
     """Seconds left of the connection's sync budget; BudgetExceeded once it is spent."""
     budget = snapshot.config.calendar_sync_budget_seconds
     if snapshot.deadline is None:
@@ -159,7 +159,7 @@ def time_left(snapshot: ConnectionSnapshot, provider: str) -> float:
     left = snapshot.deadline - time.monotonic()
     if left <= 0:
         raise BudgetExceeded(
-            f"{provider}: the sync took longer than its {budget:.0f}s budget; abandoned",
+            f"{snapshot.provider}: the sync took longer than its {budget:.0f}s budget; abandoned",
             retry_after=timedelta(hours=1),
         )
     return left
@@ -237,13 +237,13 @@ def provider_request(
     if paced_for is not None and budgets:
         # No slot in time: RetryLater, so the thread is free for a provider not paused.
         config = paced_for.config
-        max_wait = min(config.calendar_http_timeout_seconds, time_left(paced_for, provider))
+        max_wait = min(config.calendar_http_timeout_seconds, time_left(paced_for))
         if not wait_for_request_slot(budgets, max_wait, config):
             raise RetryLater(
                 f"{provider}: rate limited; no request slot within {max_wait:.0f}s",
                 retry_after=timedelta(seconds=max_wait),
             )
-        timeout = min(timeout, time_left(paced_for, provider))
+        timeout = min(timeout, time_left(paced_for))
     record_call()
     try:
         response = _session().request(method, url, timeout=timeout, **kwargs)

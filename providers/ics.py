@@ -68,7 +68,7 @@ def check_feed_url(url: str, *, allow_private: bool) -> None:
 
 def download_deadline(snapshot: ConnectionSnapshot) -> Deadline:
     """The wall clock of one feed's (or CalDAV account's) requests, within its sync budget."""
-    return Deadline(min(DOWNLOAD_SECONDS, time_left(snapshot, snapshot.provider)))
+    return Deadline(min(DOWNLOAD_SECONDS, time_left(snapshot)))
 
 
 def fetch_feed(
@@ -189,7 +189,7 @@ def read_as_owner(
         timezone=snapshot.owner_timezone,
         addresses=owner_addresses(snapshot),
         meeting_hosts=snapshot.config.meeting_hosts,
-        seconds=min(parse_seconds(len(body)), time_left(snapshot, snapshot.provider)),
+        seconds=min(parse_seconds(len(body)), time_left(snapshot)),
     )
     result.sync_state = {
         "expanded_from": window_start.isoformat(),

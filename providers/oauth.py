@@ -33,7 +33,6 @@ from providers.base import (
     provider_request,
     raise_for_transient,
     retry_after_delay,
-    time_left,
 )
 
 # Refresh a little early so a token never expires between the check and the call.
@@ -302,9 +301,7 @@ def _call(
         secrets=snapshot.secrets(),
         paced_for=snapshot,
         is_rate_limit_403=api.is_rate_limit_403,
-        timeout=min(
-            snapshot.config.calendar_http_timeout_seconds, time_left(snapshot, api.provider)
-        ),
+        timeout=snapshot.config.calendar_http_timeout_seconds,
     )
 
 
