@@ -268,11 +268,8 @@ def start() -> None:
 
 def stop_template() -> None:
     """End this process's template and reap it."""
-    global _template
-    with _lock:
-        if _template is not None:
-            _template.close()
-            _template = None
+    if _template is not None:
+        _forget(_template)
 
 
 def _after_fork_in_child() -> None:
