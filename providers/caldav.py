@@ -21,9 +21,6 @@ from typing import Any
 from urllib.parse import urljoin
 from xml.sax.saxutils import escape
 
-import urllib3
-from urllib3.exceptions import LocationParseError
-
 from providers import untrusted_fetch
 from providers.base import (
     CalendarProvider,
@@ -35,7 +32,14 @@ from providers.base import (
     RetryLater,
     raise_for_transient,
 )
-from providers.ics import EXPAND_AHEAD, covers_window, download_deadline, read_as_owner
+from providers.ics import (
+    EXPAND_AHEAD,
+    covers_window,
+    download_deadline,
+    feed_host,
+    feed_origin,
+    read_as_owner,
+)
 from providers.untrusted_fetch import Deadline, bounded_body
 
 NAME = "caldav"
@@ -75,16 +79,11 @@ class Multistatus:
 
 
 def site_of(url: str) -> tuple[str, str]:
-    """(scheme, site) that the password may be sent to; see the module's docstring."""
-    try:
-        parsed = urllib3.util.parse_url(url)
-    except LocationParseError:
-        return ("", "?")
-    host = (parsed.host or "?").lower()
-    if parsed.scheme != "https":
-        return (parsed.scheme or "", f"{host}:{parsed.port or 80}")
-    labels = host.split(".")
-    return ("https", ".".join(labels[-2:]) if len(labels) > 2 else host)
+    """Where the password may be sent (see the module's docstring): for https the host's
+    last two labels, else the exact origin."""
+    if not url.lower().startswith("https://"):
+        return ("", feed_origin(url))
+    return ("https", ".".join(feed_host(url).lower().split(".")[-2:]))
 
 
 @dataclass
@@ -236,20 +235,6 @@ class CalendarChoice:
     name: str
 
 
-def client_for(snapshot: ConnectionSnapshot) -> DavClient:
-    """The client one connection's fetch (or its account's discovery) uses: its
-    credentials, its guard settings, and a deadline within its sync budget."""
-    return DavClient(
-        base_url=snapshot.feed_url,
-        username=snapshot.account,
-        password=snapshot.access_token,
-        allow_private=snapshot.allow_private_network,
-        timeout=snapshot.config.calendar_http_timeout_seconds,
-        deadline=download_deadline(snapshot),
-        max_bytes=snapshot.config.ics_max_bytes,
-    )
-
-
 class CalDavProvider(CalendarProvider):
     name = NAME
 
@@ -263,7 +248,15 @@ class CalDavProvider(CalendarProvider):
     ) -> FetchResult:
         if not snapshot.feed_url:
             raise ProviderError("caldav: no calendar address stored")
-        client = client_for(snapshot)
+        client = DavClient(
+            base_url=snapshot.feed_url,
+            username=snapshot.account,
+            password=snapshot.access_token,
+            allow_private=snapshot.allow_private_network,
+            timeout=snapshot.config.calendar_http_timeout_seconds,
+            deadline=download_deadline(snapshot),
+            max_bytes=snapshot.config.ics_max_bytes,
+        )
         try:
             if not snapshot.calendar_id:
                 if snapshot.sync_state.get("calendars") and not snapshot.full_sync:

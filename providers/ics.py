@@ -86,7 +86,15 @@ def fetch_feed(
         headers["If-Modified-Since"] = stored["last_modified"]
     deadline = download_deadline(snapshot)
     try:
-        with _get(snapshot, headers, deadline) as answer:
+        answer, _url = untrusted_fetch.follow(
+            snapshot.feed_url,
+            lambda _url: headers,
+            allow_private=snapshot.allow_private_network,
+            deadline=deadline,
+            timeout=snapshot.config.calendar_http_timeout_seconds,
+            label=NAME,
+        )
+        with answer:
             return _read(answer, stored, now, deadline, snapshot.config.ics_max_bytes)
     finally:
         deadline.cancel()
@@ -115,19 +123,6 @@ def _read(
     if response.status_code != 200:
         raise ProviderError(f"ics: the feed answered HTTP {response.status_code}")
     return validators, bounded_body(response, deadline, max_bytes, label=NAME, what="the feed")
-
-
-def _get(snapshot: ConnectionSnapshot, headers: dict[str, str], deadline: Deadline) -> Answer:
-    """GET the feed, following redirects by hand."""
-    answer, _url = untrusted_fetch.follow(
-        snapshot.feed_url,
-        lambda _url: headers,
-        allow_private=snapshot.allow_private_network,
-        deadline=deadline,
-        timeout=snapshot.config.calendar_http_timeout_seconds,
-        label=NAME,
-    )
-    return answer
 
 
 EXPAND_AHEAD = timedelta(days=6)
