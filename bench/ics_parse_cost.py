@@ -93,13 +93,13 @@ def _parse_in_fork(send: Any, body: bytes, seconds: float, options: dict[str, An
 def _cpu_seconds() -> tuple[float, float]:
     """CPU of this process, and of everything it had parse for it: its reaped children
     (the forks), the template and the template's reaped children."""
-    from providers import parse_template
+    from tests.support.parse_template import template_pid
 
     own, children = (
         usage.ru_utime + usage.ru_stime
         for usage in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     )
-    pid = parse_template.template_pid()
+    pid = template_pid()
     if pid is not None:
         times = psutil.Process(pid).cpu_times()
         children += times.user + times.system + times.children_user + times.children_system
@@ -155,16 +155,16 @@ def main() -> None:
     setup_django()
     import calendars.sync  # noqa: F401 — the sweep's modules, for its size
     import sweeps.materialize  # noqa: F401
-    from providers import parse_template
     from providers.ics_parse import parse_feed_bounded
     from tests.calendars.ics_samples import FEED
+    from tests.support.parse_template import template_pid
 
     idle = threading.Event()
     for _ in range(IDLE_THREADS):
         threading.Thread(target=idle.wait, daemon=True).start()
     started = time.monotonic()
     parse_feed_bounded(b"BEGIN:VCALENDAR\r\nEND:VCALENDAR\r\n", **WINDOW)
-    template = psutil.Process(parse_template.template_pid())
+    template = psutil.Process(template_pid())
     times = template.cpu_times()
     feeds = {
         "one event": _ics_body(WINDOW["start"] + timedelta(days=1)).encode(),

@@ -20,7 +20,7 @@ from calendars.push import worklist
 from core.config import NudgeConfig
 from providers import crypto
 from providers.base import ProviderError
-from providers.ics_fetch import feed_host
+from providers.ics import feed_host
 from providers.untrusted_fetch import parse_target, vetted_address
 from tenancy.scope import tenant_scope
 

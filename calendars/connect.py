@@ -20,8 +20,7 @@ from calendars.sync import apply_events
 from core.config import NudgeConfig
 from providers import crypto
 from providers.base import ConnectionSnapshot, ProviderError
-from providers.ics import IcsFeedProvider
-from providers.ics_fetch import check_feed_url, feed_address, feed_host
+from providers.ics import IcsFeedProvider, check_feed_url, feed_address, feed_host
 from providers.oauth import TokenGrant
 from tenancy.scope import tenant_scope
 

@@ -35,7 +35,7 @@ from providers.base import (
     RetryLater,
     calls_in_thread,
 )
-from providers.ics_fetch import feed_origin
+from providers.ics import feed_origin
 from tenancy.scope import run_statements, tenant_read, tenant_scope, tenant_statements
 
 # A window of subjects' start instants: (from, to].

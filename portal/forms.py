@@ -23,7 +23,7 @@ from followups.actions import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_du
 from followups.repeat import WEEKDAY_NAMES, Repeat
 from portal import plain_words
 from portal.email_change import same_address
-from providers.ics_fetch import feed_address
+from providers.ics import feed_address
 
 
 @cache

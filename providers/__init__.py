@@ -12,13 +12,12 @@ def get_provider(name: str) -> CalendarProvider:
     from providers.ics import IcsFeedProvider
     from providers.microsoft import MicrosoftGraphProvider
 
-    implementations: dict[str, type[CalendarProvider]] = {
-        "google": GoogleCalendarProvider,
-        "microsoft": MicrosoftGraphProvider,
-        "ics": IcsFeedProvider,
-        "caldav": CalDavProvider,
-    }
-    try:
-        return implementations[name]()
-    except KeyError:
-        raise ValueError(f"unknown calendar provider {name!r}") from None
+    for implementation in (
+        GoogleCalendarProvider,
+        MicrosoftGraphProvider,
+        IcsFeedProvider,
+        CalDavProvider,
+    ):
+        if implementation.name == name:
+            return implementation()
+    raise ValueError(f"unknown calendar provider {name!r}")

@@ -8,7 +8,6 @@ stored even when a later call fails. Its one table is the shared pacing budget.
 from __future__ import annotations
 
 import http.cookiejar
-import logging
 import os
 import threading
 import time
@@ -131,29 +130,6 @@ class FetchResult:
     calendar_name: str = ""
 
 
-def events_of(
-    items: list[Any],
-    logger: logging.Logger,
-    provider: str,
-    *,
-    cancelled: Callable[[dict[str, Any]], bool],
-    event: Callable[[dict[str, Any]], ProviderEvent],
-) -> FetchResult:
-    """A JSON provider's items as a result; one unusable item is skipped, never the sync."""
-    result = FetchResult(changed=True)
-    for index, item in enumerate(items):
-        try:
-            if not isinstance(item, dict):
-                raise TypeError("event is not an object")
-            if cancelled(item):
-                continue
-            result.events.append(event(item))
-        except (KeyError, TypeError, ValueError) as exc:
-            result.skipped_events += 1
-            logger.warning("%s: skipped event %d: %s", provider, index, exc)
-    return result
-
-
 class CalendarProvider(ABC):
     """One calendar service."""
 
@@ -175,7 +151,7 @@ class BudgetExceeded(RetryLater):
     """The connection's sync ran out of its time budget; abandoned, the copy kept."""
 
 
-def time_left(snapshot: ConnectionSnapshot, provider: str) -> float:
+def time_left(snapshot: ConnectionSnapshot) -> float:
     """Seconds left of the connection's sync budget; BudgetExceeded once it is spent."""
     budget = snapshot.config.calendar_sync_budget_seconds
     if snapshot.deadline is None:
@@ -183,7 +159,7 @@ def time_left(snapshot: ConnectionSnapshot, provider: str) -> float:
     left = snapshot.deadline - time.monotonic()
     if left <= 0:
         raise BudgetExceeded(
-            f"{provider}: the sync took longer than its {budget:.0f}s budget; abandoned",
+            f"{snapshot.provider}: the sync took longer than its {budget:.0f}s budget; abandoned",
             retry_after=timedelta(hours=1),
         )
     return left
@@ -261,13 +237,13 @@ def provider_request(
     if paced_for is not None and budgets:
         # No slot in time: RetryLater, so the thread is free for a provider not paused.
         config = paced_for.config
-        max_wait = min(config.calendar_http_timeout_seconds, time_left(paced_for, provider))
+        max_wait = min(config.calendar_http_timeout_seconds, time_left(paced_for))
         if not wait_for_request_slot(budgets, max_wait, config):
             raise RetryLater(
                 f"{provider}: rate limited; no request slot within {max_wait:.0f}s",
                 retry_after=timedelta(seconds=max_wait),
             )
-        timeout = min(timeout, time_left(paced_for, provider))
+        timeout = min(timeout, time_left(paced_for))
     record_call()
     try:
         response = _session().request(method, url, timeout=timeout, **kwargs)
@@ -293,27 +269,11 @@ def json_body(response: requests.Response, provider: str) -> dict[str, Any]:
     return body
 
 
-def oauth_error_code(response: requests.Response) -> str:
-    """The OAuth ``error`` code of a token endpoint's error response, or ''."""
-    try:
-        body = response.json()
-    except ValueError:
-        return ""
-    if isinstance(body, dict) and isinstance(body.get("error"), str):
-        return body["error"][:64]
-    return ""
-
-
 def raise_for_transient(response: requests.Response, provider: str, now: datetime) -> None:
     """429 and 5xx: back off, honouring Retry-After."""
     if response.status_code == 429 or response.status_code >= 500:
         delay = retry_after_delay(response, now)
         raise RetryLater(f"{provider}: HTTP {response.status_code}", retry_after=delay)
-
-
-def covered_window(window_start: datetime, window_end: datetime) -> dict[str, Any]:
-    """What a Google or Graph fetch stores in ``sync_state``: the window its copy covers."""
-    return {"window_start": window_start.isoformat(), "window_end": window_end.isoformat()}
 
 
 def covers(state: dict[str, Any], start: datetime, end: datetime, keys: tuple[str, str]) -> bool:

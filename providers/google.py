@@ -21,15 +21,10 @@ from providers.base import (
     ConnectionSnapshot,
     FetchResult,
     MalformedPayload,
-    ProviderError,
     ProviderEvent,
-    RetryLater,
-    covered_window,
-    events_of,
     json_body,
-    provider_request,
 )
-from providers.oauth_paging import PagedListApi, PageRequest, fetch_pages
+from providers.oauth import PagedListApi, PageRequest, api_call, call_error, fetch_pages
 
 logger = logging.getLogger("nudge.calendars.google")
 
@@ -99,21 +94,21 @@ class GoogleCalendarProvider(CalendarProvider):
             "singleEvents": "true",
             "maxResults": PAGE_SIZE,
         }
-        pages = fetch_pages(events_list(), PageRequest(url, params), snapshot, now)
+        api = events_list()
+        pages = fetch_pages(api, PageRequest(url, params), snapshot, now)
         # Every page repeats the calendar's default reminders and zone.
         first_page = pages.bodies[0]
         zone = n.zone_or_none(first_page.get("timeZone"))
         defaults = _default_reminders(first_page.get("defaultReminders"))
         hosts = snapshot.config.meeting_hosts
-        result = events_of(
-            pages.items,
-            logger,
-            NAME,
+        return oauth.window_events(
+            api,
+            pages,
+            window_start,
+            window_end,
             cancelled=lambda item: item.get("status") == "cancelled",
             event=lambda item: _event(item, defaults, zone, hosts),
         )
-        result.sync_state = covered_window(window_start, window_end)
-        return result
 
 
 def _default_reminders(value: Any) -> tuple[int, ...]:
@@ -219,17 +214,8 @@ def _event(
 def account_name(access_token: str, timeout: float) -> str:
     """The connected account's address (the primary calendar's id), shown as its label."""
     url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}/calendars/primary"
-    response = provider_request(
-        NAME,
-        "GET",
-        url,
-        headers={"Authorization": f"Bearer {access_token}"},
-        secrets=(access_token,),
-        timeout=timeout,
-    )
-    if response.status_code != 200:
-        raise ProviderError(f"google: reading the primary calendar answered {response.status_code}")
-    return n.optional_str(json_body(response, NAME).get("id"))[:255]
+    body = oauth.account_body(NAME, url, access_token, timeout, "the primary calendar")
+    return n.optional_str(body.get("id"))[:255]
 
 
 # Push. The channel life asked for; Google may grant less, and says so in ``expiration``.
@@ -239,26 +225,8 @@ WATCH_TTL_SECONDS = 7 * 24 * 3600
 def _api_post(
     snapshot: ConnectionSnapshot, path: str, payload: dict[str, Any], now: datetime
 ) -> requests.Response:
-    """One authorised POST with a fresh token, paced in the fetches' shared budgets."""
-    oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
     url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}{path}"
-    return provider_request(
-        NAME,
-        "POST",
-        url,
-        json=payload,
-        headers={"Authorization": f"Bearer {snapshot.access_token}"},
-        secrets=snapshot.secrets(),
-        paced_for=snapshot,
-        is_rate_limit_403=_is_rate_limit_403,
-        timeout=snapshot.config.calendar_http_timeout_seconds,
-    )
-
-
-def _push_error(response: requests.Response, operation: str) -> ProviderError:
-    if response.status_code == 429 or response.status_code >= 500 or _is_rate_limit_403(response):
-        return RetryLater(f"google: {operation} answered HTTP {response.status_code}")
-    return ProviderError(f"google: {operation} answered HTTP {response.status_code}")
+    return api_call(events_list(), snapshot, "POST", url, now, payload)
 
 
 def watch(
@@ -280,7 +248,7 @@ def watch(
     }
     response = _api_post(snapshot, f"/calendars/{calendar}/events/watch", payload, now)
     if response.status_code != 200:
-        raise _push_error(response, "events.watch")
+        raise call_error(events_list(), response, "events.watch")
     body = json_body(response, NAME)
     try:
         resource_id = n.require_str(body.get("resourceId"), "resourceId")

@@ -1,24 +1,129 @@
 """ICS feed URLs: a conditional GET, recurrences expanded locally to ``EXPAND_AHEAD`` past
 the window. While the stored expansion covers the window (in the reader's zone), a 304 or
 a body hashing the same is "unchanged" (no parsing, no writes); otherwise it re-expands.
+
+The feed's address is a secret (it grants read access to the calendar), so it is only ever
+shown as its host. It is fetched through ``untrusted_fetch``: redirects followed by hand so
+every hop is vetted and pinned like the first, the download cut at ``DOWNLOAD_SECONDS`` and
+the body at ``ICS_MAX_BYTES`` after decompression.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
+import urllib3
+from urllib3.exceptions import LocationParseError
+
+from providers import untrusted_fetch
 from providers.base import (
     CalendarProvider,
     ConnectionSnapshot,
     FetchResult,
+    NeedsReauth,
     ProviderError,
     covers,
+    raise_for_transient,
     time_left,
 )
-from providers.ics_fetch import NAME, fetch_feed
 from providers.ics_parse import parse_feed_bounded, parse_seconds
+from providers.untrusted_fetch import Answer, Deadline, bounded_body, parse_target, vetted_address
+
+NAME = "ics"
+DOWNLOAD_SECONDS = 30.0
+# The address was reset or revoked: only the user can fix it (CDNs send 403 for passing reasons).
+_GONE = {401, 404, 410}
+
+
+def feed_host(url: str) -> str:
+    """The part of a feed address that may be shown: its host, as the client reads it."""
+    try:
+        return urllib3.util.parse_url(url).host or "?"
+    except LocationParseError:
+        return "?"
+
+
+def feed_origin(url: str) -> str:
+    """``host:port``, what the sweep's per-host cap counts. Never shown: part of a secret."""
+    try:
+        parsed = urllib3.util.parse_url(url)
+    except LocationParseError:
+        return "?"
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return f"{(parsed.host or '?').lower()}:{port}"
+
+
+def feed_address(url: str) -> str:
+    """The address as fetched: trimmed, and ``webcal://`` (Apple's) read as ``https://``."""
+    return re.sub(r"^webcals?://", "https://", url.strip(), flags=re.IGNORECASE)
+
+
+def check_feed_url(url: str, *, allow_private: bool) -> None:
+    """http/https only, read as the HTTP client reads it; refuse private hosts (SSRF)."""
+    vetted_address(parse_target(url, NAME), allow_private=allow_private, label=NAME)
+
+
+def download_deadline(snapshot: ConnectionSnapshot) -> Deadline:
+    """The wall clock of one feed's (or CalDAV account's) requests, within its sync budget."""
+    return Deadline(min(DOWNLOAD_SECONDS, time_left(snapshot)))
+
+
+def fetch_feed(
+    snapshot: ConnectionSnapshot, stored: dict[str, str] | None, now: datetime
+) -> tuple[dict[str, str], bytes | None]:
+    """GET the feed: the validators to store and the body (None: a 304, unchanged).
+
+    ``stored`` holds the ETag / Last-Modified of a copy that may be reused, making the request
+    conditional; None asks unconditionally.
+    """
+    headers = {"Accept": "text/calendar, */*;q=0.5"}
+    if stored and stored.get("etag"):
+        headers["If-None-Match"] = stored["etag"]
+    if stored and stored.get("last_modified"):
+        headers["If-Modified-Since"] = stored["last_modified"]
+    deadline = download_deadline(snapshot)
+    try:
+        answer, _url = untrusted_fetch.follow(
+            snapshot.feed_url,
+            lambda _url: headers,
+            allow_private=snapshot.allow_private_network,
+            deadline=deadline,
+            timeout=snapshot.config.calendar_http_timeout_seconds,
+            label=NAME,
+        )
+        with answer:
+            return _read(answer, stored, now, deadline, snapshot.config.ics_max_bytes)
+    finally:
+        deadline.cancel()
+
+
+def _read(
+    response: Answer,
+    stored: dict[str, str] | None,
+    now: datetime,
+    deadline: Deadline,
+    max_bytes: int,
+) -> tuple[dict[str, str], bytes | None]:
+    raise_for_transient(response, NAME, now)
+    kept = stored or {}
+    validators = {
+        "etag": response.headers.get("ETag", kept.get("etag", "")),
+        "last_modified": response.headers.get("Last-Modified", kept.get("last_modified", "")),
+    }
+    if response.status_code == 304 and stored is not None:
+        return validators, None
+    if response.status_code in _GONE:
+        raise NeedsReauth(
+            f"ics: the feed answered HTTP {response.status_code}; its address may have "
+            "been reset — connect the new address"
+        )
+    if response.status_code != 200:
+        raise ProviderError(f"ics: the feed answered HTTP {response.status_code}")
+    return validators, bounded_body(response, deadline, max_bytes, label=NAME, what="the feed")
+
 
 EXPAND_AHEAD = timedelta(days=6)
 
@@ -51,15 +156,8 @@ class IcsFeedProvider(CalendarProvider):
         digest = hashlib.sha256(body).hexdigest()
         if covered and digest == state.get("body_sha256"):
             return FetchResult(changed=False, sync_state={**state, **validators})
-        horizon = window_end + EXPAND_AHEAD
-        result = read_as_owner(body, snapshot, window_start, horizon)
-        result.sync_state = {
-            **validators,
-            "body_sha256": digest,
-            "expanded_from": window_start.isoformat(),
-            "expanded_until": horizon.isoformat(),
-            "zone": snapshot.owner_timezone,
-        }
+        result = read_as_owner(body, snapshot, window_start, window_end)
+        result.sync_state |= {**validators, "body_sha256": digest}
         return result
 
 
@@ -73,19 +171,27 @@ def covers_window(
 
 
 def read_as_owner(
-    body: bytes, snapshot: ConnectionSnapshot, start: datetime, end: datetime
+    body: bytes, snapshot: ConnectionSnapshot, window_start: datetime, window_end: datetime
 ) -> FetchResult:
-    """A calendar's occurrences in [start, end) as its owner means them (their zone,
-    their addresses, the meeting hosts trusted), parsed in a bounded child."""
-    return parse_feed_bounded(
+    """A calendar's occurrences from the window's start to ``EXPAND_AHEAD`` past its end, as
+    its owner means them (their zone, their addresses, the meeting hosts trusted), parsed in
+    a bounded child; ``sync_state`` holds what the expansion covers (``covers_window``)."""
+    horizon = window_end + EXPAND_AHEAD
+    result = parse_feed_bounded(
         body,
-        start=start,
-        end=end,
+        start=window_start,
+        end=horizon,
         timezone=snapshot.owner_timezone,
         addresses=owner_addresses(snapshot),
         meeting_hosts=snapshot.config.meeting_hosts,
-        seconds=min(parse_seconds(len(body)), time_left(snapshot, snapshot.provider)),
+        seconds=min(parse_seconds(len(body)), time_left(snapshot)),
     )
+    result.sync_state = {
+        "expanded_from": window_start.isoformat(),
+        "expanded_until": horizon.isoformat(),
+        "zone": snapshot.owner_timezone,
+    }
+    return result
 
 
 def owner_addresses(snapshot: ConnectionSnapshot) -> tuple[str, ...]:

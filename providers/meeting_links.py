@@ -60,11 +60,6 @@ def _acceptable(url: str, allowed: Iterable[str]) -> bool:
     )
 
 
-def links_in(text: str) -> list[str]:
-    """Every ``https://…`` address in ``text``, without trailing punctuation."""
-    return [match.rstrip(_TRAILING) for match in _URL_IN_TEXT.findall(text)]
-
-
 def join_url(candidates: Iterable[object], allowed: Iterable[str]) -> str:
     """The first link in ``candidates`` (fields or free text, in order) that may be sent."""
     texts = tuple(c for c in candidates if isinstance(c, str) and c)
@@ -78,7 +73,8 @@ def join_url(candidates: Iterable[object], allowed: Iterable[str]) -> str:
 def _first_acceptable(candidates: tuple[str, ...], allowed: tuple[str, ...]) -> str:
     """Cached: every occurrence of a recurring event repeats its series' texts."""
     for candidate in candidates:
-        for url in links_in(candidate):
+        for match in _URL_IN_TEXT.findall(candidate):
+            url = match.rstrip(_TRAILING)  # the sentence's punctuation, not the link's
             if _acceptable(url, allowed):
                 return url
     return ""

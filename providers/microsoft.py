@@ -5,7 +5,6 @@ Refresh tokens rotate: each refresh's new refresh token is stored.
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
@@ -22,17 +21,10 @@ from providers.base import (
     ConnectionSnapshot,
     FetchResult,
     MalformedPayload,
-    ProviderError,
     ProviderEvent,
-    RetryLater,
-    covered_window,
-    events_of,
     json_body,
-    provider_request,
 )
-from providers.oauth_paging import PagedListApi, PageRequest, fetch_pages
-
-logger = logging.getLogger("nudge.calendars.microsoft")
+from providers.oauth import PagedListApi, PageRequest, api_call, call_error, fetch_pages
 
 NAME = "microsoft"
 SCOPE = "offline_access Calendars.Read User.Read"
@@ -120,16 +112,15 @@ class MicrosoftGraphProvider(CalendarProvider):
         }
         base = settings.MICROSOFT_GRAPH_BASE_URL.rstrip("/")
         first = PageRequest(f"{base}/{_calendar_path(snapshot.calendar_id)}/calendarView", params)
-        pages = fetch_pages(calendar_view(), first, snapshot, now)
-        result = events_of(
-            pages.items,
-            logger,
-            NAME,
+        api = calendar_view()
+        return oauth.window_events(
+            api,
+            fetch_pages(api, first, snapshot, now),
+            window_start,
+            window_end,
             cancelled=lambda item: n.require_bool(item.get("isCancelled"), "isCancelled"),
             event=lambda item: _event(item, snapshot.config.meeting_hosts),
         )
-        result.sync_state = covered_window(window_start, window_end)
-        return result
 
 
 def _when(value: Any, name: str) -> datetime:
@@ -191,18 +182,8 @@ def _event(item: dict[str, Any], meeting_hosts: tuple[str, ...]) -> ProviderEven
 def account_name(access_token: str, timeout: float) -> str:
     """The signed-in user's address, shown as the connection's label."""
     url = f"{settings.MICROSOFT_GRAPH_BASE_URL.rstrip('/')}/me"
-    response = provider_request(
-        NAME,
-        "GET",
-        url,
-        params={"$select": "mail,userPrincipalName"},
-        headers={"Authorization": f"Bearer {access_token}"},
-        secrets=(access_token,),
-        timeout=timeout,
-    )
-    if response.status_code != 200:
-        raise ProviderError(f"microsoft: reading /me answered {response.status_code}")
-    body = json_body(response, NAME)
+    params = {"$select": "mail,userPrincipalName"}
+    body = oauth.account_body(NAME, url, access_token, timeout, "/me", params=params)
     return (n.optional_str(body.get("mail")) or n.optional_str(body.get("userPrincipalName")))[:255]
 
 
@@ -213,25 +194,13 @@ SUBSCRIPTION_MINUTES = 4200
 def _subscription_call(
     snapshot: ConnectionSnapshot, method: str, path: str, now: datetime, payload: Any = None
 ) -> requests.Response:
-    """One authorised call on /subscriptions with a fresh token, paced like the fetches."""
-    oauth.ensure_fresh_token(token_endpoint(), snapshot, now)
-    return provider_request(
-        NAME,
-        method,
-        f"{settings.MICROSOFT_GRAPH_BASE_URL.rstrip('/')}{path}",
-        json=payload,
-        headers={"Authorization": f"Bearer {snapshot.access_token}"},
-        secrets=snapshot.secrets(),
-        paced_for=snapshot,
-        timeout=snapshot.config.calendar_http_timeout_seconds,
-    )
+    url = f"{settings.MICROSOFT_GRAPH_BASE_URL.rstrip('/')}{path}"
+    return api_call(calendar_view(), snapshot, method, url, now, payload)
 
 
 def _subscription(response: requests.Response, operation: str) -> tuple[str, datetime]:
-    if response.status_code == 429 or response.status_code >= 500:
-        raise RetryLater(f"microsoft: {operation} answered HTTP {response.status_code}")
     if response.status_code not in (200, 201):
-        raise ProviderError(f"microsoft: {operation} answered HTTP {response.status_code}")
+        raise call_error(calendar_view(), response, operation)
     body = json_body(response, NAME)
     try:
         return (

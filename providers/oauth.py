@@ -1,29 +1,38 @@
-"""OAuth 2 token endpoint calls shared by Google and Microsoft (RFC 6749).
+"""OAuth 2 for Google and Microsoft Graph (RFC 6749): the token endpoint, and the
+authorised calls and paged lists of their calendar APIs.
 
 The code exchange carries a PKCE verifier (RFC 7636, S256), so an intercepted code is
 useless without the verifier, which never leaves the user's session. ``invalid_grant`` and
-its kin mean consent is gone: the connection needs the user.
+its kin mean consent is gone: the connection needs the user. A list refreshes the token when
+due and once more after a 401, never twice (Microsoft rotates refresh tokens), so a second
+401 is NeedsReauth.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import secrets
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import requests
 
 from providers.base import (
     ConnectionSnapshot,
+    FetchResult,
     MalformedPayload,
     NeedsReauth,
     ProviderError,
+    ProviderEvent,
+    RetryLater,
     json_body,
-    oauth_error_code,
     provider_request,
     raise_for_transient,
+    retry_after_delay,
 )
 
 # Refresh a little early so a token never expires between the check and the call.
@@ -50,7 +59,11 @@ class TokenEndpoint:
 def _grant_from(response: requests.Response, endpoint: TokenEndpoint, now: datetime) -> TokenGrant:
     raise_for_transient(response, endpoint.provider, now)
     if response.status_code != 200:
-        code = oauth_error_code(response)
+        try:
+            code = json_body(response, endpoint.provider).get("error")
+        except MalformedPayload:
+            code = None
+        code = code[:64] if isinstance(code, str) else ""
         if code in _REAUTH_ERRORS:
             raise NeedsReauth(f"{endpoint.provider}: token refused ({code}); reconnect needed")
         raise ProviderError(
@@ -163,3 +176,174 @@ def ensure_fresh_token(
     if snapshot.access_token and expires_at is not None and expires_at > now + REFRESH_MARGIN:
         return
     refresh(endpoint, snapshot, now)
+
+
+# One page holds a normal calendar's whole window; beyond this the answer is refused as
+# malformed, so a provider that keeps naming a next page cannot spend the sync budget.
+# The retry after a 401 is not counted.
+MAX_PAGES = 4
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    """Where one page is: a URL and the query parameters to send with it, if any."""
+
+    url: str
+    params: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PagedListApi:
+    """What one provider's list endpoint does its own way; the loop is :func:`fetch_pages`."""
+
+    provider: str
+    operation: str  # the endpoint as errors name it, e.g. "events.list"
+    items_key: str  # where a page keeps its list
+    token_endpoint: TokenEndpoint
+    # None on the last page; MalformedPayload for a next page that must not be followed.
+    next_page: Callable[[dict[str, Any], PageRequest], PageRequest | None]
+    headers: Mapping[str, str] = field(default_factory=dict)
+    is_rate_limit_403: Callable[[requests.Response], bool] = lambda _response: False
+
+
+@dataclass
+class Pages:
+    """Every page's list joined in order, and each page's body for what else it carries."""
+
+    items: list[Any]
+    bodies: list[dict[str, Any]]
+
+
+def fetch_pages(
+    api: PagedListApi, first: PageRequest, snapshot: ConnectionSnapshot, now: datetime
+) -> Pages:
+    """Every page of the list. 429, 5xx and a rate-limit 403 are RetryLater, other statuses
+    ProviderError, a page that is not a JSON object with a list MalformedPayload."""
+    ensure_fresh_token(api.token_endpoint, snapshot, now)
+    pages = Pages(items=[], bodies=[])
+    refreshed_after_401 = False
+    request: PageRequest | None = first
+    while request is not None:
+        if len(pages.bodies) == MAX_PAGES:
+            raise MalformedPayload(f"{api.provider}: more than {MAX_PAGES} pages for one window")
+        response = _call(api, snapshot, "GET", request)
+        if response.status_code == 401 and not refreshed_after_401:
+            refreshed_after_401 = True
+            refresh(api.token_endpoint, snapshot, now)
+            response = _call(api, snapshot, "GET", request)
+        body = _page_body(api, response, now)
+        page_items = body.get(api.items_key, [])
+        if not isinstance(page_items, list):
+            raise MalformedPayload(
+                f"{api.provider}: {api.operation} '{api.items_key}' is not a list"
+            )
+        pages.items.extend(page_items)
+        pages.bodies.append(body)
+        request = api.next_page(body, request)
+    return pages
+
+
+def window_events(
+    api: PagedListApi,
+    pages: Pages,
+    window_start: datetime,
+    window_end: datetime,
+    *,
+    cancelled: Callable[[dict[str, Any]], bool],
+    event: Callable[[dict[str, Any]], ProviderEvent],
+) -> FetchResult:
+    """The pages' items as the window's events, the window stored as what the copy covers;
+    one unusable item is skipped, never the sync."""
+    logger = logging.getLogger(f"nudge.calendars.{api.provider}")
+    covered = {"window_start": window_start.isoformat(), "window_end": window_end.isoformat()}
+    result = FetchResult(changed=True, sync_state=covered)
+    for index, item in enumerate(pages.items):
+        try:
+            if not isinstance(item, dict):
+                raise TypeError("event is not an object")
+            if cancelled(item):
+                continue
+            result.events.append(event(item))
+        except (KeyError, TypeError, ValueError) as exc:
+            result.skipped_events += 1
+            logger.warning("%s: skipped event %d: %s", api.provider, index, exc)
+    return result
+
+
+def api_call(
+    api: PagedListApi,
+    snapshot: ConnectionSnapshot,
+    method: str,
+    url: str,
+    now: datetime,
+    payload: Any = None,
+) -> requests.Response:
+    """One authorised call beside the list (push), with a fresh token, paced like the pages."""
+    ensure_fresh_token(api.token_endpoint, snapshot, now)
+    return _call(api, snapshot, method, PageRequest(url), payload)
+
+
+def _call(
+    api: PagedListApi,
+    snapshot: ConnectionSnapshot,
+    method: str,
+    request: PageRequest,
+    payload: Any = None,
+) -> requests.Response:
+    """One request with the current access token, inside the connection's time budget."""
+    return provider_request(
+        api.provider,
+        method,
+        request.url,
+        params=request.params,
+        json=payload,
+        headers={**api.headers, "Authorization": f"Bearer {snapshot.access_token}"},
+        secrets=snapshot.secrets(),
+        paced_for=snapshot,
+        is_rate_limit_403=api.is_rate_limit_403,
+        timeout=snapshot.config.calendar_http_timeout_seconds,
+    )
+
+
+def call_error(api: PagedListApi, response: requests.Response, operation: str) -> ProviderError:
+    """The error of an ``api_call`` that failed: RetryLater for a rate limit or 5xx."""
+    status = response.status_code
+    message = f"{api.provider}: {operation} answered HTTP {status}"
+    if status == 429 or status >= 500 or api.is_rate_limit_403(response):
+        return RetryLater(message)
+    return ProviderError(message)
+
+
+def account_body(
+    provider: str, url: str, access_token: str, timeout: float, what: str, **kwargs: Any
+) -> dict[str, Any]:
+    """The JSON object at ``url``, read with a token just granted (the account's label)."""
+    response = provider_request(
+        provider,
+        "GET",
+        url,
+        headers={"Authorization": f"Bearer {access_token}"},
+        secrets=(access_token,),
+        timeout=timeout,
+        **kwargs,
+    )
+    if response.status_code != 200:
+        raise ProviderError(f"{provider}: reading {what} answered {response.status_code}")
+    return json_body(response, provider)
+
+
+def _page_body(api: PagedListApi, response: requests.Response, now: datetime) -> dict[str, Any]:
+    """The page as a JSON object, or the ProviderError its status stands for."""
+    raise_for_transient(response, api.provider, now)
+    status = response.status_code
+    if status == 401:
+        raise NeedsReauth(f"{api.provider}: access token refused after a refresh; reconnect needed")
+    if status == 403 and api.is_rate_limit_403(response):
+        raise RetryLater(f"{api.provider}: rate limited (403)", retry_after_delay(response, now))
+    if status == 403:
+        raise ProviderError(f"{api.provider}: access to the calendar is forbidden (403)")
+    if status == 404:
+        raise ProviderError(f"{api.provider}: calendar not found (404)")
+    if status != 200:
+        raise ProviderError(f"{api.provider}: {api.operation} answered HTTP {status}")
+    return json_body(response, api.provider)

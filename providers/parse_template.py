@@ -1,21 +1,18 @@
 """Where an ICS feed is parsed: a fresh child per feed, forked from a small warm template.
 
-A child, because a rule that can never match burns CPU inside one dateutil call where no
-deadline can be checked: only RLIMIT_CPU and a kill stop it. A template, because forking the
-large, threaded sweep costs ~20 times the parse; the template is exec'd, not forked, so it holds
-none of the sweep's secrets (no database address, no keys), and imports only the parse module.
-A fresh child per feed, never a reused worker: icalendar caches a VTIMEZONE by its TZID, so one
-tenant's definition would change how another tenant's times are read.
+A child, because a rule that can never match burns CPU inside one dateutil call: only
+RLIMIT_CPU and a kill stop it. A template, because forking the large, threaded sweep costs
+far more than the parse; it is exec'd with a bare environment, so it holds none of the
+sweep's secrets (no database address, no keys). A fresh child per feed, never a reused
+worker: icalendar caches a VTIMEZONE by its TZID, so one tenant's definition would change
+how another tenant's times are read.
 
-Per feed the parent passes the template (over a SOCK_SEQPACKET ``control`` pair) one end of a
-new socket pair and a token; the template forks; the child says it started (one byte), reads
-the pickled request, sets RLIMIT_CPU, parses, answers with the pickled outcome and its log
-records, and exits. Past the wall deadline the parent asks the template to kill the token's
-child: the template reaps its own children, so a pid it kills is never a recycled one.
-
-The template exits at EOF on its control socket (its parent is gone), killing its children. A
-dead or stuck template (no child started within the deadline) is replaced by the next parse,
-and the feed tried once more on the new one. A forked copy of the parent starts its own.
+Per feed the parent passes the template (over a SOCK_SEQPACKET ``control`` pair) one end of
+a new socket pair and a token; the template forks a child that says it started, reads the
+request, parses under RLIMIT_CPU and answers with the outcome and its log records. Past the
+wall deadline the parent asks the template to kill the token's child: the template reaps its
+own children, so a pid it kills is never a recycled one. A dead or stuck template is
+replaced, and the feed tried once more on the new one.
 """
 
 from __future__ import annotations
@@ -215,25 +212,30 @@ _template: _Template | None = None
 _tokens = itertools.count(1)
 
 
+def _running() -> _Template:
+    """This process's template, started anew if it has none or it died (under ``_lock``)."""
+    global _template
+    if _template is not None and not _template.usable():
+        _template.close()
+        _template = None
+    if _template is None:
+        _template = _Template()
+    return _template
+
+
 def _send(message: bytes, fds: list[int]) -> _Template:
     """Send one control message to this process's template, starting one if there is none."""
     global _template
     with _lock:
-        for attempt in (1, 2):
-            if _template is not None and not _template.usable():
-                _template.close()
-                _template = None
-            if _template is None:
-                _template = _Template()
-            try:
-                socket.send_fds(_template.control, [message], fds)
-                return _template
-            except OSError:  # it died since the check; one fresh template, then give up
-                _template.close()
-                _template = None
-                if attempt == 2:
-                    raise
-    raise AssertionError("unreachable")
+        template = _running()
+        try:
+            socket.send_fds(template.control, [message], fds)
+        except OSError:  # it died since the check; one fresh template, then give up
+            template.close()
+            _template = None
+            template = _running()
+            socket.send_fds(template.control, [message], fds)
+        return template
 
 
 def _kill(template: _Template, token: int) -> None:
@@ -259,30 +261,15 @@ def _forget(template: _Template, *, kill: bool = False) -> None:
 
 def start() -> None:
     """Have this process's template running, so the first feed fetched does not wait the
-    template's start-up (a third of a second) on top of its own round trip."""
-    global _template
+    template's start-up on top of its own round trip."""
     with _lock:
-        if _template is not None and _template.usable():
-            return
-        if _template is not None:
-            _template.close()
-        _template = None
-        _template = _Template()
-
-
-def template_pid() -> int | None:
-    """The pid of this process's template, if it has one (tests and the bench use it)."""
-    with _lock:
-        return _template.process.pid if _template is not None and _template.usable() else None
+        _running()
 
 
 def stop_template() -> None:
     """End this process's template and reap it."""
-    global _template
-    with _lock:
-        if _template is not None:
-            _template.close()
-            _template = None
+    if _template is not None:
+        _forget(_template)
 
 
 def _after_fork_in_child() -> None:

@@ -34,6 +34,8 @@ from providers.base import MalformedPayload, ProviderError, RetryLater, record_c
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 MAX_REDIRECTS = 3
+# A host too slow to finish a download is left alone this long; its stored copy keeps nudging.
+SLOW_HOST_BACKOFF = timedelta(hours=1)
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 # Global to ``is_global`` yet leading inside: NAT64 reaches any IPv4; 6to4 and Teredo embed one.
@@ -303,10 +305,8 @@ def bounded_body(
     *,
     label: str,
     what: str,
-    backoff: timedelta,
 ) -> bytes:
-    """The body, cut at ``limit`` bytes (decompressed) and at the fetch's deadline; a host
-    too slow to finish is left alone for ``backoff``."""
+    """The body, cut at ``limit`` bytes (decompressed) and at the fetch's deadline."""
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > limit:
         raise MalformedPayload(f"{label}: {what} is larger than {limit} bytes; refused")
@@ -324,6 +324,6 @@ def bounded_body(
     if deadline.expired or deadline.remaining() <= 0:
         raise RetryLater(
             f"{label}: the download took longer than {deadline.seconds:.0f}s; trying again later",
-            retry_after=backoff,
+            retry_after=SLOW_HOST_BACKOFF,
         )
     return bytes(body)

@@ -127,12 +127,9 @@ CALENDAR_PROVIDER_CLIENTS = {
     "providers.google",
     "providers.microsoft",
     "providers.ics",
-    "providers.ics_fetch",
     "providers.caldav",
-    "providers.caldav_http",
     "providers.untrusted_fetch",
     "providers.oauth",
-    "providers.oauth_paging",
     "calendars.sync",
     "calendars.sync_pool",
     "calendars.push.channels",
@@ -143,7 +140,7 @@ CALENDAR_PROVIDER_CLIENTS = {
 PURE_HELPERS = {
     # Reads webcal:// as https://, and vets an address (resolving its host name to
     # refuse private networks) before it is saved; the feed itself is not fetched.
-    "providers.ics_fetch": {"feed_address", "check_feed_url"},
+    "providers.ics": {"feed_address", "check_feed_url"},
     # Records a new feed and asks the minute job to fetch it (beside the command
     # line's connect, which fetches at once and is not a page's).
     "calendars.connect": {"ConnectError", "add_ics_feed"},

@@ -11,7 +11,7 @@ from calendars.models import CalendarConnection, ConnectionStatus, Provider, Pus
 from core.config import NudgeConfig
 from providers.base import covers
 
-# Where ``providers.base.covered_window`` stores a fetch's window.
+# Where ``providers.oauth.window_events`` stores a fetch's window.
 WINDOW_KEYS = ("window_start", "window_end")
 
 PUSH_PROVIDERS = (Provider.GOOGLE, Provider.MICROSOFT)

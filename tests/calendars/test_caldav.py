@@ -20,8 +20,7 @@ from calendars.caldav_connect import add_account, choices_of, choose_calendars, 
 from calendars.connect import ConnectError
 from calendars.models import CalendarConnection, ConnectionStatus
 from core.config import NudgeConfig
-from providers.caldav import discover, joined_calendar
-from providers.caldav_http import DavClient
+from providers.caldav import DavClient, discover, joined_calendar, site_of
 from providers.ics_parse import parse_feed
 from providers.untrusted_fetch import Deadline
 from scheduled_sends.models import ScheduledSend
@@ -423,3 +422,12 @@ def test_rotating_the_keys_keeps_the_app_password_working(radicale, caldav_conne
 
     assert run_sync(connection.user_id).synced == 1
     assert len(events_of(connection)) == 1
+
+
+def test_the_password_goes_only_to_the_servers_own_site():
+    icloud = site_of("https://caldav.icloud.com/")
+    assert site_of("https://p12-caldav.icloud.com/123/calendars/") == icloud
+    assert site_of("https://caldav.icloud.example/") != icloud
+    assert site_of("http://caldav.icloud.com/") != icloud
+    assert site_of("http://host.example:8080/a") == site_of("http://host.example:8080/b")
+    assert site_of("http://host.example:8080/") != site_of("http://host.example:8081/")

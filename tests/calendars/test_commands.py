@@ -57,7 +57,7 @@ def test_connect_ics_names_the_flag_for_a_local_feed(make_user, fake_ics):
 
 def test_connect_ics_accepts_webcal_as_the_user_area_does(make_user, fake_ics):
     """issue 33: ``connect_ics`` refused ``webcal://`` although the user area accepts it.
-    It is read as https, as the user area reads it (one rule: providers.ics_fetch)."""
+    It is read as https, as the user area reads it (one rule: providers.ics)."""
     user = make_user()
     webcal = fake_ics.feed_url.replace("http://", "webcal://", 1)
     with pytest.raises(CommandError) as caught:

@@ -20,7 +20,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 
-from providers import ics_fetch, untrusted_fetch
+from providers import ics, untrusted_fetch
 from providers.base import ProviderError
 from sweeps.deliver import run_deliver
 from sweeps.materialize import run_materialize
@@ -84,7 +84,7 @@ def test_a_backslash_cannot_make_the_guard_and_the_client_disagree(fake_ics, mak
 )
 def test_addresses_meant_to_confuse_parsers_are_refused(url):
     with pytest.raises(untrusted_fetch.UnsafeAddress):
-        ics_fetch.check_feed_url(url, allow_private=False)
+        ics.check_feed_url(url, allow_private=False)
 
 
 @pytest.mark.parametrize(
@@ -102,10 +102,10 @@ def test_addresses_meant_to_confuse_parsers_are_refused(url):
 def test_special_purpose_ranges_are_refused(resolver, address):
     resolver["feeds.example.com"] = [address]
     with pytest.raises(untrusted_fetch.UnsafeAddress, match="private or local"):
-        ics_fetch.check_feed_url("https://feeds.example.com/x.ics", allow_private=False)
+        ics.check_feed_url("https://feeds.example.com/x.ics", allow_private=False)
     host = f"[{address}]" if ":" in address else address
     with pytest.raises(untrusted_fetch.UnsafeAddress):
-        ics_fetch.check_feed_url(f"https://{host}/x.ics", allow_private=False)
+        ics.check_feed_url(f"https://{host}/x.ics", allow_private=False)
 
 
 def test_a_name_that_rebinds_after_the_check_is_not_followed(
@@ -182,7 +182,7 @@ def drip_server(seconds: float = 20.0, every: float = 0.25) -> Iterator[str]:
 
 
 def test_a_dripping_host_is_cut_at_the_deadline(make_user, monkeypatch):
-    monkeypatch.setattr(ics_fetch, "DOWNLOAD_SECONDS", 2.0)
+    monkeypatch.setattr(ics, "DOWNLOAD_SECONDS", 2.0)
     with drip_server() as url:
         connection = make_connection(
             make_user(), "ics", account="drip", feed_url=url, allow_private_network=True
@@ -312,7 +312,7 @@ def test_two_hostile_feeds_among_four_users_cost_one_run_seconds(make_user, sett
     """A drip feed and a never-matching feed among four users: one materialize finishes
     quickly, every user's follow-up is queued (the offenders' too), and the two
     offending connections are reported."""
-    monkeypatch.setattr(ics_fetch, "DOWNLOAD_SECONDS", 2.0)
+    monkeypatch.setattr(ics, "DOWNLOAD_SECONDS", 2.0)
     users = [make_user() for _ in range(4)]
     follow_ups = [add_follow_up(user, NOW + timedelta(hours=1)) for user in users]
     with FakeIcsFeed() as good, FakeIcsFeed() as never, drip_server() as drip:

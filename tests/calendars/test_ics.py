@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from providers import ics as ics_provider
-from providers import ics_fetch
 from providers.base import ProviderError
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
 from tests.calendars.ics_samples import FEED, SINGLE, crlf, runaway
@@ -252,13 +251,13 @@ def test_private_addresses_are_refused_unless_allowed(fake_ics, ics_connection):
 )
 def test_feed_url_check(url):
     with pytest.raises(ProviderError):
-        ics_fetch.check_feed_url(url, allow_private=False)
+        ics_provider.check_feed_url(url, allow_private=False)
 
 
 def test_feed_url_check_allows_private_only_when_asked():
-    ics_fetch.check_feed_url("http://127.0.0.1:8000/x.ics", allow_private=True)
+    ics_provider.check_feed_url("http://127.0.0.1:8000/x.ics", allow_private=True)
     with pytest.raises(ProviderError):
-        ics_fetch.check_feed_url("ftp://127.0.0.1/x.ics", allow_private=True)
+        ics_provider.check_feed_url("ftp://127.0.0.1/x.ics", allow_private=True)
 
 
 @pytest.mark.parametrize("status", [404, 410, 401])

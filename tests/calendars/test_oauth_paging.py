@@ -18,7 +18,7 @@ import pytest
 from calendars.models import CalendarConnection
 from providers import google as google_provider
 from providers import microsoft as graph_provider
-from providers.oauth_paging import MAX_PAGES
+from providers.oauth import MAX_PAGES
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
 from tests.fakes.base import Answer, RecordedRequest
 from tests.fakes.google_server import FakeGoogle, google_event

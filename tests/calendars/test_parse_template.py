@@ -28,6 +28,7 @@ from providers.ics_parse import parse_feed, parse_feed_bounded
 from tests.calendars.conftest import NOW
 from tests.calendars.ics_samples import FEED, SINGLE, crlf
 from tests.calendars.test_hostile_feeds import never_matching
+from tests.support.parse_template import template_pid
 
 WINDOW = {"start": NOW, "end": NOW + timedelta(days=7), "timezone": "Europe/Berlin"}
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +66,7 @@ def test_feeds_parsed_at_once_from_many_threads_each_get_their_own_result():
     assert [result == expected[body] for body, result in zip(feeds, results, strict=True)] == [
         True
     ] * len(feeds)
-    assert parse_template.template_pid() is not None
+    assert template_pid() is not None
 
 
 def test_a_feeds_own_zone_definition_does_not_reach_the_next_feed():
@@ -108,7 +109,7 @@ END:VCALENDAR
 
 def test_a_hostile_feed_is_killed_at_its_deadline_and_the_template_survives():
     parse_feed_bounded(SINGLE, **WINDOW)
-    template = parse_template.template_pid()
+    template = template_pid()
     # Its child may burn 2 s of CPU (whole seconds, plus one), 1.3 s past the wall deadline.
     seconds = 0.2
 
@@ -120,7 +121,7 @@ def test_a_hostile_feed_is_killed_at_its_deadline_and_the_template_survives():
     assert elapsed < seconds + parse_template.WALL_GRACE_SECONDS + 1.0, elapsed
     # Killed at the deadline, not left to burn on to its CPU limit: gone at once.
     assert wait_until(lambda: children_of(template) == [], seconds=1.0)
-    assert parse_template.template_pid() == template
+    assert template_pid() == template
     assert parse_feed_bounded(SINGLE, **WINDOW) == parse_feed(SINGLE, **WINDOW)
 
 
@@ -135,25 +136,25 @@ def test_a_child_stopped_by_its_cpu_limit_is_reported_as_such(monkeypatch):
 def test_a_killed_template_is_replaced_and_the_next_feed_still_parses():
     for _ in range(3):
         parse_feed_bounded(SINGLE, **WINDOW)
-        killed = parse_template.template_pid()
+        killed = template_pid()
         assert killed is not None
         os.kill(killed, signal.SIGKILL)  # not waited for: the next parse may meet it dying
 
         assert parse_feed_bounded(FEED, **WINDOW) == parse_feed(FEED, **WINDOW)
-        assert parse_template.template_pid() not in (None, killed)
+        assert template_pid() not in (None, killed)
 
 
 def test_a_stuck_template_is_replaced_and_the_feed_is_not_blamed():
     """A template that no longer starts children (here: stopped) must not make every
     feed wait out its deadline and come back "took longer than"."""
     parse_feed_bounded(SINGLE, **WINDOW)
-    stuck = parse_template.template_pid()
+    stuck = template_pid()
     os.kill(stuck, signal.SIGSTOP)
     try:
         result = parse_feed_bounded(FEED, seconds=1.0, **WINDOW)
 
         assert result == parse_feed(FEED, **WINDOW)
-        assert parse_template.template_pid() not in (None, stuck)
+        assert template_pid() not in (None, stuck)
         assert wait_until(lambda: not running(stuck))
     finally:
         if running(stuck):
@@ -162,14 +163,14 @@ def test_a_stuck_template_is_replaced_and_the_feed_is_not_blamed():
 
 def _parse_in_fork(send) -> None:
     result = parse_feed_bounded(SINGLE, **WINDOW)
-    send.send((parse_template.template_pid(), result == parse_feed(SINGLE, **WINDOW)))
+    send.send((template_pid(), result == parse_feed(SINGLE, **WINDOW)))
 
 
 def test_a_forked_process_starts_its_own_template():
     """``materialize --workers`` forks the sweep; a fork must not talk to (or keep
     alive) its parent's template."""
     parse_feed_bounded(SINGLE, **WINDOW)
-    parents = parse_template.template_pid()
+    parents = template_pid()
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
     child = context.Process(target=_parse_in_fork, args=(send,))
@@ -179,7 +180,7 @@ def test_a_forked_process_starts_its_own_template():
 
     assert parsed and forks not in (None, parents)
     assert wait_until(lambda: not running(forks))  # it ended with the fork
-    assert parse_template.template_pid() == parents
+    assert template_pid() == parents
     assert parse_feed_bounded(SINGLE, **WINDOW) == parse_feed(SINGLE, **WINDOW)
 
 
@@ -187,11 +188,11 @@ def test_the_template_ends_with_its_parent():
     script = (
         "from datetime import datetime, timedelta, UTC\n"
         "from providers.ics_parse import parse_feed_bounded\n"
-        "from providers import parse_template\n"
+        "from tests.support.parse_template import template_pid\n"
         "from tests.calendars.ics_samples import SINGLE\n"
         "now = datetime(2026, 12, 2, tzinfo=UTC)\n"
         "parse_feed_bounded(SINGLE, start=now, end=now + timedelta(days=1))\n"
-        "print(parse_template.template_pid(), flush=True)\n"
+        "print(template_pid(), flush=True)\n"
         "input()\n"
     )
     parent = subprocess.Popen(
@@ -220,7 +221,7 @@ def test_the_template_knows_no_database_address_nor_keys(monkeypatch, request):
     monkeypatch.setenv("CALENDAR_TOKEN_KEYS", "a-key-of-ours")
     monkeypatch.setenv("TZ", "Europe/Berlin")
     parse_feed_bounded(SINGLE, **WINDOW)
-    template = parse_template.template_pid()
+    template = template_pid()
 
     environment = dict(
         entry.split(b"=", 1)

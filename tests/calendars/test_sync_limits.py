@@ -31,6 +31,7 @@ from tests.conftest import admin_url
 from tests.fakes.base import Answer, Quota
 from tests.fakes.ics_server import FakeIcsFeed
 from tests.fakes.microsoft_server import graph_event
+from tests.support.parse_template import template_pid
 from tests.support.processes import manage, subprocess_env
 from tests.sweeps.factories import rows
 
@@ -315,10 +316,10 @@ def test_a_run_with_a_feed_starts_its_parser_while_the_feed_is_fetched(make_user
             pool.add_user(user.pk)
             started = time.monotonic()
             done: list = []
-            while parse_template.template_pid() is None and time.monotonic() - started < 5:
+            while template_pid() is None and time.monotonic() - started < 5:
                 done += pool.finished()
                 time.sleep(0.02)
-            assert parse_template.template_pid() is not None
+            assert template_pid() is not None
             assert not done and feed.in_flight == 1  # the feed has not answered yet
             done += pool.drain()
     [(_, summary)] = done

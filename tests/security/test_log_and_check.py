@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from core.log_format import KeyValueFormatter
-from providers import ics_repair
+from providers import ics_parse
 from providers.base import FetchResult
 from tests.conftest import admin_url
 from tests.support.processes import PROJECT_ROOT, subprocess_env
@@ -23,7 +23,7 @@ def test_a_feed_uid_with_a_newline_cannot_forge_a_log_line(caplog):
     """issue 23 item 8: a feed's UID containing a newline wrote a forged line into the
     service log."""
     caplog.set_level(logging.WARNING, logger="nudge.calendars")
-    ics_repair.note(FetchResult(changed=True), f"evil-uid\n{FORGED}\r\u2028", "skipped: no start")
+    ics_parse.note(FetchResult(changed=True), f"evil-uid\n{FORGED}\r\u2028", "skipped: no start")
     [record] = [r for r in caplog.records if "evil-uid" in r.getMessage()]
     record.detail = f"also in a field\n{FORGED}"  # as an extra={...} field would arrive
     line = KeyValueFormatter().format(record)
