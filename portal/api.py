@@ -17,6 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from accounts.actions import ensure_settings
 from core import json_input
+from core.bearer import bearer_token
 from core.config import NudgeConfig
 from followups import actions as followups
 from followups.actions import FollowUpChange, FollowUpInvalid, Schedule
@@ -49,10 +50,7 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> J
 
 def token_owner(request: HttpRequest) -> int | None:
     """The user id the request's bearer token belongs to, when the token is live."""
-    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    owned = parse_api_token(credentials.strip())
+    owned = parse_api_token(bearer_token(request))
     if owned is None:
         return None
     with tenant_scope(owned.user_id):
