@@ -15,7 +15,14 @@ from django.utils.functional import lazy
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from accounts.models import MAX_LEAD_MINUTES, Channel, Clock, Language, validate_e164
+from accounts.models import (
+    MAX_LEAD_MINUTES,
+    Channel,
+    Clock,
+    DeliverySettings,
+    Language,
+    validate_e164,
+)
 from accounts.rules import quiet_hours_problem
 from calendars.caldav_connect import PRESETS
 from core.deployment import console_channel_allowed
@@ -149,31 +156,28 @@ class SettingsForm(forms.Form):
         _("Send my agenda at"), "07:30", _("Give a time such as 07:30 or 7:30 am.")
     )
 
-    def __init__(
-        self,
-        *args,
-        current_channel: str = "",
-        current_zone: str = "",
-        current_clock: str = "",
-        **kwargs,
-    ) -> None:
+    def __init__(self, *args, delivery: DeliverySettings | None = None, **kwargs) -> None:
+        """The form of ``delivery`` (a new account's defaults without one), on its clock; its
+        zone and channel stay listed even where no longer offered."""
+        delivery = delivery or DeliverySettings()
+        kwargs.setdefault("initial", {name: getattr(delivery, name) for name in self.base_fields})
         super().__init__(*args, **kwargs)
-        if current_clock == Clock.H12:  # shown on the person's clock (either is accepted)
+        if delivery.clock == Clock.H12:  # shown on the person's clock (either is accepted)
             for field in self.fields.values():
                 if isinstance(field, ClockTimeField):
                     example = time.fromisoformat(field.widget.attrs["placeholder"])
                     field.widget.format = "%I:%M %p"
                     field.widget.attrs["placeholder"] = f"{example:%I:%M %p}".lstrip("0")
-        self.fields["timezone"].choices = timezone_choices(current_zone)
+        self.fields["timezone"].choices = timezone_choices(delivery.timezone)
         # Console prints to the server's log: development only, or while the account has it.
         choices = [
             choice
             for choice in Channel.choices
             if choice[0] != Channel.CONSOLE
             or console_channel_allowed()
-            or current_channel == "console"
+            or delivery.channel == Channel.CONSOLE
         ]
-        if not current_channel:  # a new user: nothing linked yet
+        if not delivery.channel:  # a new user: nothing linked yet
             choices.insert(0, ("", _("Not set up yet: link Telegram or WhatsApp below")))
             self.fields["channel"].required = False
         self.fields["channel"].choices = choices
@@ -256,17 +260,30 @@ def quick_choices(clock: str) -> dict[str, str]:
     }
 
 
-class FollowUpForm(forms.Form):
-    """A follow-up: what, when (or a quick choice), how it repeats and when to nudge.
+class NoSilentCut:
+    """A form whose length limits are checked and said, never enforced by the page's
+    ``maxlength`` (a browser cuts a longer paste without a word)."""
 
-    A quick choice (``quick`` in the POST) sets the due time in the user's zone. The
-    title has no ``maxlength`` (a browser cuts a long paste silently): it is refused here.
-    """
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            field.widget.attrs.pop("maxlength", None)
+
+
+class FollowUpForm(NoSilentCut, forms.Form):
+    """A follow-up: what, when (or a quick choice), how it repeats and when to nudge.
+    A quick choice (``quick`` in the POST) sets the due time in the user's zone."""
 
     title = forms.CharField(
         label=_("What"),
+        max_length=TITLE_MAX_CHARS,
         help_text=_title_limit_words(),
-        error_messages={"required": _("Say what to follow up on.")},
+        error_messages={
+            "required": _("Say what to follow up on."),
+            "max_length": _(
+                "That is %(show_value)s characters; keep it to %(limit_value)s or fewer."
+            ),
+        },
     )
     due_at = forms.DateTimeField(
         label=_("Due"),
@@ -332,12 +349,6 @@ class FollowUpForm(forms.Form):
             reminder_minutes=self.cleaned_data.get("reminder_minutes") or [],
         )
 
-    def clean_title(self) -> str:
-        title = self.cleaned_data["title"].strip()
-        if len(title) > TITLE_MAX_CHARS:
-            raise ValidationError(plain_words.title_too_long(len(title), TITLE_MAX_CHARS))
-        return title
-
     def clean_due_at(self) -> datetime | None:
         due = self.cleaned_data["due_at"]
         if due is None:  # a quick choice, or "pick a time" (clean)
@@ -345,16 +356,6 @@ class FollowUpForm(forms.Form):
         if due <= timezone.now() and due != self.keep_due:
             raise ValidationError(plain_words.past_time())
         return due
-
-
-class NoSilentCut:
-    """A form whose length limits are checked and said, never enforced by the page's
-    ``maxlength`` (a browser cuts a longer paste without a word)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        for field in self.fields.values():
-            field.widget.attrs.pop("maxlength", None)
 
 
 class ApiTokenForm(NoSilentCut, forms.Form):

@@ -1,9 +1,6 @@
-"""What the user area says about a nudge that did not go, and about a refused entry.
-
-A failure kind, a skip reason or a validation error becomes a sentence, with a "what
-you can do" link where there is one. The recorded words are written for support and
-the API, so they are never shown; anything unrecognised gets a general sentence.
-"""
+"""What the user area says about a nudge that did not go and about a refused entry: a sentence,
+with a "what you can do" link where there is one. The recorded words (for support and the API)
+are never shown; anything unrecognised gets a general sentence."""
 
 from __future__ import annotations
 
@@ -130,13 +127,6 @@ def too_far_ahead() -> str:
         "That is more than %(years)s years ahead. Check the year, or pick a date "
         "within the next %(years)s years."
     ) % {"years": MAX_DUE_YEARS}
-
-
-def title_too_long(length: int, limit: int) -> str:
-    return _("That is %(length)s characters; keep it to %(limit)s or fewer.") % {
-        "length": length,
-        "limit": limit,
-    }
 
 
 def phone_number() -> str:

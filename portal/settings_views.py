@@ -49,12 +49,7 @@ def _settings_page(request: HttpRequest, **shown) -> HttpResponse:
                 "portal/settings.html",
                 {
                     "delivery": delivery,
-                    "form": _settings_form(
-                        delivery,
-                        initial={
-                            name: getattr(delivery, name) for name in SettingsForm.base_fields
-                        },
-                    ),
+                    "form": SettingsForm(delivery=delivery),
                     "tokens": list(
                         ApiToken.objects.filter(user_id=user_id, revoked_at=None).order_by("pk")
                     ),
@@ -100,22 +95,12 @@ def _confirmed(delivery: DeliverySettings) -> dict[str, bool]:
     }
 
 
-def _settings_form(delivery: DeliverySettings, *args, **kwargs) -> SettingsForm:
-    return SettingsForm(
-        *args,
-        current_channel=delivery.channel,
-        current_zone=delivery.timezone,
-        current_clock=delivery.clock,
-        **kwargs,
-    )
-
-
 @user_page("GET", "POST")
 def settings_page(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return _settings_page(request)
     user_id, current = request.user.pk, request.delivery
-    form = _settings_form(current, request.POST)
+    form = SettingsForm(request.POST, delivery=current)
     if not form.is_valid():
         return _settings_page(request, form=form)
     # Language and clock are optional: a post without them leaves them as they are.
