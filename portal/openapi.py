@@ -104,6 +104,35 @@ BAD_REQUEST = _answer(
     "an unknown repeat, weekday or zone, or more reminders than allowed."
 )
 NOT_FOUND = _answer("No follow-up with this id belongs to the token's owner.")
+# The request bodies: the API reads each body's fields and their types from here.
+BODIES = {
+    "FollowUpCreate": _body({"title": TITLE, "due_at": DUE_AT, **SCHEDULE}, "title", "due_at"),
+    "FollowUpPatch": _body(
+        {"title": TITLE, "due_at": DUE_AT, "done": {"type": "boolean"}, **SCHEDULE},
+        minProperties=1,
+    ),
+    "CalDavConnect": _body(
+        {
+            "preset": {"type": "string", "enum": list(PRESETS)},
+            "server_url": {
+                "type": "string",
+                "description": "The server's address, for nextcloud and other.",
+            },
+            "username": STRING,
+            "password": {
+                "type": "string",
+                "writeOnly": True,
+                "description": "An app-specific password (iCloud: Apple ID → Sign-In "
+                "and Security → App-Specific Passwords).",
+            },
+        },
+        "preset",
+        "username",
+        "password",
+    ),
+    "CalDavChoose": _body({"calendars": {"type": "array", "items": STRING}}, "calendars"),
+    "CalDavPassword": _body({"password": {"type": "string", "writeOnly": True}}, "password"),
+}
 
 
 def schema(server_url: str) -> dict[str, Any]:
@@ -174,15 +203,26 @@ def schema(server_url: str) -> dict[str, Any]:
                     }
                 ),
                 "FollowUpList": _list_of("follow_ups", "FollowUp"),
-                "FollowUpCreate": _body(
-                    {"title": TITLE, "due_at": DUE_AT, **SCHEDULE}, "title", "due_at"
+                "Calendar": _object(
+                    {
+                        "id": {"type": "integer"},
+                        "provider": {"type": "string", "enum": list(Provider.values)},
+                        "account": STRING,
+                        "name": STRING,
+                        "state": {"type": "string", "enum": STATES},
+                        "nudges_on": {"type": "boolean"},
+                        "skip_all_day": {"type": "boolean"},
+                        "last_synced_at": {"type": ["string", "null"], "format": "date-time"},
+                        "choices": {
+                            "type": "array",
+                            "items": _object({"url": STRING, "name": STRING}),
+                        },
+                    },
+                    ["id", "provider", "account", "state", "nudges_on", "skip_all_day"],
                 ),
-                "FollowUpPatch": _body(
-                    {"title": TITLE, "due_at": DUE_AT, "done": {"type": "boolean"}, **SCHEDULE},
-                    minProperties=1,
-                ),
-                **_calendar_schemas(),
+                "CalendarList": _list_of("calendars", "Calendar"),
                 "Error": _object({"error": STRING}),
+                **BODIES,
             },
         },
     }
@@ -237,46 +277,4 @@ def _calendar_paths() -> dict[str, Any]:
                 "CalDavPassword",
             ),
         },
-    }
-
-
-def _calendar_schemas() -> dict[str, Any]:
-    choice = _object({"url": STRING, "name": STRING})
-    return {
-        "Calendar": _object(
-            {
-                "id": {"type": "integer"},
-                "provider": {"type": "string", "enum": list(Provider.values)},
-                "account": STRING,
-                "name": STRING,
-                "state": {"type": "string", "enum": STATES},
-                "nudges_on": {"type": "boolean"},
-                "skip_all_day": {"type": "boolean"},
-                "last_synced_at": {"type": ["string", "null"], "format": "date-time"},
-                "choices": {"type": "array", "items": choice},
-            },
-            ["id", "provider", "account", "state", "nudges_on", "skip_all_day"],
-        ),
-        "CalendarList": _list_of("calendars", "Calendar"),
-        "CalDavConnect": _body(
-            {
-                "preset": {"type": "string", "enum": list(PRESETS)},
-                "server_url": {
-                    "type": "string",
-                    "description": "The server's address, for nextcloud and other.",
-                },
-                "username": STRING,
-                "password": {
-                    "type": "string",
-                    "writeOnly": True,
-                    "description": "An app-specific password (iCloud: Apple ID → Sign-In "
-                    "and Security → App-Specific Passwords).",
-                },
-            },
-            "preset",
-            "username",
-            "password",
-        ),
-        "CalDavChoose": _body({"calendars": {"type": "array", "items": STRING}}, "calendars"),
-        "CalDavPassword": _body({"password": {"type": "string", "writeOnly": True}}, "password"),
     }
