@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, time, tzinfo
+from datetime import datetime, time
 from functools import cache
 from importlib import resources
+from zoneinfo import ZoneInfo
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -26,6 +27,7 @@ from accounts.models import (
 from accounts.rules import quiet_hours_problem
 from calendars.caldav_connect import PRESETS
 from core.deployment import console_channel_allowed
+from core.zones import UTC_ZONE
 from followups.actions import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_due
 from followups.repeat import WEEKDAY_NAMES, Repeat
 from portal import plain_words
@@ -314,7 +316,7 @@ class FollowUpForm(NoSilentCut, forms.Form):
     def __init__(
         self,
         *args,
-        zone: tzinfo = UTC,
+        zone: ZoneInfo = UTC_ZONE,
         keep_due: datetime | None = None,
         clock: str = Clock.H24,
         **kwargs,
@@ -340,12 +342,12 @@ class FollowUpForm(NoSilentCut, forms.Form):
             self.add_error("due_at", _("Pick a time, or one of the quick choices."))
         return cleaned
 
-    def schedule(self, zone_name: str) -> Schedule:
-        """The repeat rule and reminders as ticked, kept on ``zone_name``'s wall clock."""
+    def schedule(self) -> Schedule:
+        """The repeat rule and reminders as ticked, kept on the form's zone's wall clock."""
         return Schedule(
             repeat=self.cleaned_data.get("repeat") or "",
             repeat_weekdays=self.cleaned_data.get("repeat_weekdays") or [],
-            time_zone=zone_name,
+            time_zone=self.zone.key,
             reminder_minutes=self.cleaned_data.get("reminder_minutes") or [],
         )
 

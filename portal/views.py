@@ -29,11 +29,6 @@ from tenancy.scope import tenant_scope
 ZONE_ALIASES_JSON = json.dumps(BROWSER_ZONE_ALIASES)
 
 
-def _zone_name(zone) -> str:
-    """The zone's IANA name: the wall clock a repeating follow-up keeps."""
-    return getattr(zone, "key", "UTC")
-
-
 def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
     """A refusal from the follow-up rules, in words, on the field it is about."""
     field = exc.field if exc.field in form.fields else None
@@ -57,7 +52,7 @@ def _add_follow_up(
             form.cleaned_data["due_at"],
             now,
             NudgeConfig.from_settings(),
-            form.schedule(_zone_name(zone)),
+            form.schedule(),
         )
     except FollowUpInvalid as exc:
         _refused(form, exc)
@@ -135,7 +130,7 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
             change = FollowUpChange(
                 title=form.cleaned_data["title"],
                 due_at=None if due_at == form.keep_due else due_at,  # left as it was: seconds too
-                schedule=form.schedule(_zone_name(zone)),
+                schedule=form.schedule(),
             )
             try:
                 followups.change_follow_up(
