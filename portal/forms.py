@@ -6,7 +6,6 @@ import re
 from datetime import datetime, time
 from functools import cache
 from importlib import resources
-from zoneinfo import ZoneInfo
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -27,8 +26,9 @@ from accounts.models import (
 from accounts.rules import quiet_hours_problem
 from calendars.caldav_connect import PRESETS
 from core.deployment import console_channel_allowed
-from core.zones import UTC_ZONE
+from core.zones import zone_of
 from followups.actions import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_due
+from followups.models import FollowUp
 from followups.repeat import WEEKDAY_NAMES, Repeat
 from portal import plain_words
 from portal.email_change import same_address
@@ -161,7 +161,7 @@ class SettingsForm(forms.Form):
     def __init__(self, *args, delivery: DeliverySettings | None = None, **kwargs) -> None:
         """The form of ``delivery`` (a new account's defaults without one), on its clock; its
         zone and channel stay listed even where no longer offered."""
-        delivery = delivery or DeliverySettings()
+        self.delivery = delivery = delivery or DeliverySettings()
         kwargs.setdefault("initial", {name: getattr(delivery, name) for name in self.base_fields})
         super().__init__(*args, **kwargs)
         if delivery.clock == Clock.H12:  # shown on the person's clock (either is accepted)
@@ -183,6 +183,17 @@ class SettingsForm(forms.Form):
             choices.insert(0, ("", _("Not set up yet: link Telegram or WhatsApp below")))
             self.fields["channel"].required = False
         self.fields["channel"].choices = choices
+
+    def clean_channel(self) -> str:
+        """A channel is chosen once its address is linked."""
+        channel = self.cleaned_data["channel"]
+        if channel == Channel.TELEGRAM and not self.delivery.telegram_chat_id:
+            raise ValidationError(_("Link Telegram first (below), then choose it here."))
+        if channel == Channel.WHATSAPP and not self.delivery.whatsapp_number:
+            raise ValidationError(
+                _("Confirm a WhatsApp number first (below), then choose it here.")
+            )
+        return channel
 
     def clean(self):
         cleaned = super().clean()
@@ -272,6 +283,17 @@ class NoSilentCut:
             field.widget.attrs.pop("maxlength", None)
 
 
+def _ticks(choices: list[tuple[int, str]], label: str) -> forms.TypedMultipleChoiceField:
+    """Numbered choices as ticked boxes, none required."""
+    return forms.TypedMultipleChoiceField(
+        choices=choices,
+        coerce=int,
+        required=False,
+        label=label,
+        widget=forms.CheckboxSelectMultiple,
+    )
+
+
 class FollowUpForm(NoSilentCut, forms.Form):
     """A follow-up: what, when (or a quick choice), how it repeats and when to nudge.
     A quick choice (``quick`` in the POST) sets the due time in the user's zone."""
@@ -298,35 +320,22 @@ class FollowUpForm(NoSilentCut, forms.Form):
         },
     )
     repeat = forms.ChoiceField(choices=REPEAT_CHOICES, required=False, label=_("Repeat"))
-    repeat_weekdays = forms.TypedMultipleChoiceField(
-        choices=WEEKDAY_CHOICES,
-        coerce=int,
-        required=False,
-        label=_("On (weekly)"),
-        widget=forms.CheckboxSelectMultiple,
-    )
-    reminder_minutes = forms.TypedMultipleChoiceField(
-        choices=REMINDER_CHOICES,
-        coerce=int,
-        required=False,
-        label=_("Nudge me before"),
-        widget=forms.CheckboxSelectMultiple,
-    )
+    repeat_weekdays = _ticks(WEEKDAY_CHOICES, _("On (weekly)"))
+    reminder_minutes = _ticks(REMINDER_CHOICES, _("Nudge me before"))
 
     def __init__(
-        self,
-        *args,
-        zone: ZoneInfo = UTC_ZONE,
-        keep_due: datetime | None = None,
-        clock: str = Clock.H24,
-        **kwargs,
+        self, *args, delivery: DeliverySettings, follow_up: FollowUp | None = None, **kwargs
     ) -> None:
+        """The form on ``delivery``'s zone and clock; editing, with ``follow_up``'s values."""
+        if follow_up is not None:
+            kwargs["initial"] = {name: getattr(follow_up, name) for name in self.base_fields}
         super().__init__(*args, **kwargs)
-        self.zone = zone
+        self.zone = zone_of(delivery.timezone)
         # Editing: a due time left as it was (to the minute the form shows) is not "in the
         # past", so the title may change.
-        self.keep_due = keep_due.replace(second=0, microsecond=0) if keep_due else None
-        self.quick_choices = quick_choices(clock)
+        due = follow_up.due_at if follow_up else None
+        self.keep_due = due.replace(second=0, microsecond=0) if due else None
+        self.quick_choices = quick_choices(delivery.clock)
         kept = set(self.initial.get("reminder_minutes") or ()) - {m for m, _ in REMINDER_CHOICES}
         if kept:
             self.fields["reminder_minutes"].choices = sorted(

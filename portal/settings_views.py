@@ -99,8 +99,7 @@ def _confirmed(delivery: DeliverySettings) -> dict[str, bool]:
 def settings_page(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return _settings_page(request)
-    user_id, current = request.user.pk, request.delivery
-    form = SettingsForm(request.POST, delivery=current)
+    form = SettingsForm(request.POST, delivery=request.delivery)
     if not form.is_valid():
         return _settings_page(request, form=form)
     # Language and clock are optional: a post without them leaves them as they are.
@@ -109,23 +108,11 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         for name, value in form.cleaned_data.items()
         if value or name not in ("language", "clock")
     }
-    problem = _channel_problem(current, changes["channel"])
-    if problem is not None:
-        form.add_error("channel", problem)
-        return _settings_page(request, form=form)
     # One write, re-queued once it has committed.
-    update_settings(user_id, changes, timezone.now())
+    update_settings(request.user.pk, changes, timezone.now())
     with translation.override(changes.get("language") or translation.get_language()):
         messages.success(request, _("Settings saved."))
     return redirect("portal:settings")
-
-
-def _channel_problem(delivery: DeliverySettings, channel: str) -> str | None:
-    if channel == Channel.TELEGRAM and not delivery.telegram_chat_id:
-        return _("Link Telegram first (below), then choose it here.")
-    if channel == Channel.WHATSAPP and not delivery.whatsapp_number:
-        return _("Confirm a WhatsApp number first (below), then choose it here.")
-    return None
 
 
 @user_page("POST")
