@@ -122,13 +122,6 @@ def past_time() -> str:
     return _("That time has already passed. Pick a time later than now.")
 
 
-def too_far_ahead() -> str:
-    return _(
-        "That is more than %(years)s years ahead. Check the year, or pick a date "
-        "within the next %(years)s years."
-    ) % {"years": MAX_DUE_YEARS}
-
-
 def phone_number() -> str:
     return _(
         "Enter the number with its country code, starting with +, "
@@ -141,7 +134,10 @@ def follow_up_error(field: str, recorded: str) -> str:
     if field == "due_at" and "past" in recorded:
         return past_time()
     if field == "due_at" and "too far ahead" in recorded:
-        return too_far_ahead()
+        return _(
+            "That is more than %(years)s years ahead. Check the year, or pick a date "
+            "within the next %(years)s years."
+        ) % {"years": MAX_DUE_YEARS}
     if field == "title" and "empty" in recorded:
         return _("Say what to follow up on.")
     if field == "title" and "control characters" in recorded:
