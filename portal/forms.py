@@ -103,15 +103,18 @@ def clock_field(label: str, example: str, invalid: str) -> ClockTimeField:
     )
 
 
+def _filled(message: str, **values: object) -> str:
+    """``message % values`` in the language active when it is shown (``%`` on a lazy
+    string would fix the language when the module loads)."""
+    return lazy(lambda: message % values, str)()
+
+
 # Refusals in plain words, never Django's stock "Select a valid choice. X is not one of
-# the available choices."; lazy as a whole (see ``_title_limit_words``).
-_lead_words = lazy(
-    lambda: _("Give a whole number of minutes from 0 to %(max)s.") % {"max": MAX_LEAD_MINUTES},
-    str,
+# the available choices."
+_lead_words = _filled(_("Give a whole number of minutes from 0 to %(max)s."), max=MAX_LEAD_MINUTES)
+LEAD_ERRORS = dict.fromkeys(
+    ("required", "invalid", "min_value", "max_value", "step_size"), _lead_words
 )
-LEAD_ERRORS = {
-    code: _lead_words() for code in ("required", "invalid", "min_value", "max_value", "step_size")
-}
 ZONE_ERRORS = {
     "required": _("Pick your time zone from the list."),
     "invalid_choice": _("That is not a time zone we know. Pick yours from the list."),
@@ -249,12 +252,6 @@ def _minutes_label(minutes: int) -> str:
     return gettext("%(minutes)s min") % {"minutes": rest}
 
 
-# Lazy as a whole: ``%`` on a lazy string would fix the language when the module loads.
-_title_limit_words = lazy(
-    lambda: _("Up to %(limit)s characters.") % {"limit": TITLE_MAX_CHARS}, str
-)
-
-
 # The morning quick choices on a 12-hour clock: "Tomorrow 9:00 AM".
 QUICK_CHOICES_AT = {
     "tomorrow_morning": _("Tomorrow %(time)s"),
@@ -301,7 +298,7 @@ class FollowUpForm(NoSilentCut, forms.Form):
     title = forms.CharField(
         label=_("What"),
         max_length=TITLE_MAX_CHARS,
-        help_text=_title_limit_words(),
+        help_text=_filled(_("Up to %(limit)s characters."), limit=TITLE_MAX_CHARS),
         error_messages={
             "required": _("Say what to follow up on."),
             "max_length": _(
