@@ -102,15 +102,9 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     form = SettingsForm(request.POST, delivery=request.delivery)
     if not form.is_valid():
         return _settings_page(request, form=form)
-    # Language and clock are optional: a post without them leaves them as they are.
-    changes = {
-        name: value
-        for name, value in form.cleaned_data.items()
-        if value or name not in ("language", "clock")
-    }
     # One write, re-queued once it has committed.
-    update_settings(request.user.pk, changes, timezone.now())
-    with translation.override(changes.get("language") or translation.get_language()):
+    update_settings(request.user.pk, form.cleaned_data, timezone.now())
+    with translation.override(form.cleaned_data.get("language") or translation.get_language()):
         messages.success(request, _("Settings saved."))
     return redirect("portal:settings")
 
@@ -211,12 +205,9 @@ def api_token_create(request: HttpRequest) -> HttpResponse:
     cap = NudgeConfig.from_settings().max_api_tokens_per_user
     with tenant_scope(request.user.pk):
         live = ApiToken.objects.filter(user_id=request.user.pk, revoked_at=None).count()
-        plaintext = (
-            None
-            if live >= cap
-            else new_api_token(request.user.pk, form.cleaned_data["name"], expires_at)[1]
-        )
-    if plaintext is None:
+        if live < cap:
+            plaintext = new_api_token(request.user.pk, form.cleaned_data["name"], expires_at)[1]
+    if live >= cap:
         form.add_error(
             "name",
             _("You have %(count)s tokens, the most allowed; revoke one first.") % {"count": live},
