@@ -135,6 +135,118 @@ BODIES = {
 }
 
 
+PATHS = {
+    "/api/follow-ups": {
+        "get": _operation(
+            "List follow-ups, open first, by due time",
+            {"200": _answer("The follow-ups.", "FollowUpList"), "400": BAD_REQUEST},
+            parameters=[{"name": "done", "in": "query", "schema": {"type": "boolean"}}],
+        ),
+        "post": _operation(
+            "Create a follow-up",
+            {"201": _answer("Created.", "FollowUp"), "400": BAD_REQUEST},
+            "FollowUpCreate",
+        ),
+    },
+    "/api/follow-ups/{id}": {
+        "parameters": [ID_PARAMETER],
+        "get": _operation(
+            "Read one follow-up", {"200": _answer("The follow-up.", "FollowUp"), "404": NOT_FOUND}
+        ),
+        "patch": _operation(
+            "Change the title, the due time, or mark it done",
+            {"200": _answer("Changed.", "FollowUp"), "400": BAD_REQUEST, "404": NOT_FOUND},
+            "FollowUpPatch",
+        ),
+        "delete": _operation(
+            "Delete a follow-up", {"204": {"description": "Deleted."}, "404": NOT_FOUND}
+        ),
+    },
+    "/api/calendars": {
+        "get": _operation(
+            "List the owner's calendars and what each needs",
+            {"200": _answer("The calendars.", "CalendarList")},
+        )
+    },
+    "/api/calendars/caldav": {
+        "post": _operation(
+            "Connect a CalDAV account (iCloud, Fastmail, Nextcloud, any server)",
+            {
+                "202": _answer("Recorded; discovery follows.", "Calendar"),
+                "400": _answer(
+                    "A missing field, an unknown preset, a server address that cannot "
+                    "be used (private, local or not http(s)), or too many calendars.",
+                ),
+            },
+            "CalDavConnect",
+            description="Recorded at once; the server is asked nothing in this "
+            "request. Within a minute its calendars are discovered: the account then "
+            "reads choose_calendars with its choices (or needs_password when the server "
+            "refused the password). The password is stored encrypted, never returned.",
+        )
+    },
+    "/api/calendars/{id}/caldav/choose": {
+        "parameters": [ID_PARAMETER],
+        "post": _operation(
+            "Use the chosen calendars of a discovered account",
+            {
+                "200": _answer("One calendar per choice, each checking.", "CalendarList"),
+                "400": _answer("No choice among the account's calendars."),
+                "404": _answer("No calendar of this id is waiting for a choice."),
+            },
+            "CalDavChoose",
+        ),
+    },
+    "/api/calendars/{id}/caldav/password": {
+        "parameters": [ID_PARAMETER],
+        "post": _operation(
+            "Give a new app-specific password (after needs_password)",
+            {
+                "200": _answer("Stored; the calendar is read again.", "Calendar"),
+                "400": _answer("No password."),
+                "404": _answer("No CalDAV calendar of this id."),
+            },
+            "CalDavPassword",
+        ),
+    },
+}
+SCHEMAS = {
+    "FollowUp": _object(
+        {
+            "id": {"type": "integer"},
+            "title": TITLE,
+            "due_at": INSTANT,
+            "done": {"type": "boolean"},
+            "created_at": INSTANT,
+            **SCHEDULE,
+            "next_due_at": {
+                "type": ["string", "null"],
+                "format": "date-time",
+                "description": "due_at, or a repeating follow-up's next occurrence.",
+            },
+        }
+    ),
+    "FollowUpList": _list_of("follow_ups", "FollowUp"),
+    "Calendar": _object(
+        {
+            "id": {"type": "integer"},
+            "provider": {"type": "string", "enum": list(Provider.values)},
+            "account": STRING,
+            "name": STRING,
+            "state": {"type": "string", "enum": STATES},
+            "nudges_on": {"type": "boolean"},
+            "skip_all_day": {"type": "boolean"},
+            "last_synced_at": {"type": ["string", "null"], "format": "date-time"},
+            "choices": {"type": "array", "items": _object({"url": STRING, "name": STRING})},
+        },
+        ["id", "provider", "account", "state", "nudges_on", "skip_all_day"],
+    ),
+    "CalendarList": _list_of("calendars", "Calendar"),
+    "Error": _object({"error": STRING}),
+    **BODIES,
+}
+
+
 def schema(server_url: str) -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
@@ -148,36 +260,7 @@ def schema(server_url: str) -> dict[str, Any]:
         },
         "servers": [{"url": server_url.rstrip("/")}],
         "security": [{"bearerToken": []}],
-        "paths": {
-            "/api/follow-ups": {
-                "get": _operation(
-                    "List follow-ups, open first, by due time",
-                    {"200": _answer("The follow-ups.", "FollowUpList"), "400": BAD_REQUEST},
-                    parameters=[{"name": "done", "in": "query", "schema": {"type": "boolean"}}],
-                ),
-                "post": _operation(
-                    "Create a follow-up",
-                    {"201": _answer("Created.", "FollowUp"), "400": BAD_REQUEST},
-                    "FollowUpCreate",
-                ),
-            },
-            "/api/follow-ups/{id}": {
-                "parameters": [ID_PARAMETER],
-                "get": _operation(
-                    "Read one follow-up",
-                    {"200": _answer("The follow-up.", "FollowUp"), "404": NOT_FOUND},
-                ),
-                "patch": _operation(
-                    "Change the title, the due time, or mark it done",
-                    {"200": _answer("Changed.", "FollowUp"), "400": BAD_REQUEST, "404": NOT_FOUND},
-                    "FollowUpPatch",
-                ),
-                "delete": _operation(
-                    "Delete a follow-up", {"204": {"description": "Deleted."}, "404": NOT_FOUND}
-                ),
-            },
-            **_calendar_paths(),
-        },
+        "paths": PATHS,
         "components": {
             "securitySchemes": {
                 "bearerToken": {
@@ -186,95 +269,6 @@ def schema(server_url: str) -> dict[str, Any]:
                     "description": "A token made on the settings page: nudge_<user id>_<secret>.",
                 }
             },
-            "schemas": {
-                "FollowUp": _object(
-                    {
-                        "id": {"type": "integer"},
-                        "title": TITLE,
-                        "due_at": INSTANT,
-                        "done": {"type": "boolean"},
-                        "created_at": INSTANT,
-                        **SCHEDULE,
-                        "next_due_at": {
-                            "type": ["string", "null"],
-                            "format": "date-time",
-                            "description": "due_at, or a repeating follow-up's next occurrence.",
-                        },
-                    }
-                ),
-                "FollowUpList": _list_of("follow_ups", "FollowUp"),
-                "Calendar": _object(
-                    {
-                        "id": {"type": "integer"},
-                        "provider": {"type": "string", "enum": list(Provider.values)},
-                        "account": STRING,
-                        "name": STRING,
-                        "state": {"type": "string", "enum": STATES},
-                        "nudges_on": {"type": "boolean"},
-                        "skip_all_day": {"type": "boolean"},
-                        "last_synced_at": {"type": ["string", "null"], "format": "date-time"},
-                        "choices": {
-                            "type": "array",
-                            "items": _object({"url": STRING, "name": STRING}),
-                        },
-                    },
-                    ["id", "provider", "account", "state", "nudges_on", "skip_all_day"],
-                ),
-                "CalendarList": _list_of("calendars", "Calendar"),
-                "Error": _object({"error": STRING}),
-                **BODIES,
-            },
-        },
-    }
-
-
-def _calendar_paths() -> dict[str, Any]:
-    return {
-        "/api/calendars": {
-            "get": _operation(
-                "List the owner's calendars and what each needs",
-                {"200": _answer("The calendars.", "CalendarList")},
-            )
-        },
-        "/api/calendars/caldav": {
-            "post": _operation(
-                "Connect a CalDAV account (iCloud, Fastmail, Nextcloud, any server)",
-                {
-                    "202": _answer("Recorded; discovery follows.", "Calendar"),
-                    "400": _answer(
-                        "A missing field, an unknown preset, a server address that cannot "
-                        "be used (private, local or not http(s)), or too many calendars.",
-                    ),
-                },
-                "CalDavConnect",
-                description="Recorded at once; the server is asked nothing in this "
-                "request. Within a minute its calendars are discovered: the account then "
-                "reads choose_calendars with its choices (or needs_password when the server "
-                "refused the password). The password is stored encrypted, never returned.",
-            )
-        },
-        "/api/calendars/{id}/caldav/choose": {
-            "parameters": [ID_PARAMETER],
-            "post": _operation(
-                "Use the chosen calendars of a discovered account",
-                {
-                    "200": _answer("One calendar per choice, each checking.", "CalendarList"),
-                    "400": _answer("No choice among the account's calendars."),
-                    "404": _answer("No calendar of this id is waiting for a choice."),
-                },
-                "CalDavChoose",
-            ),
-        },
-        "/api/calendars/{id}/caldav/password": {
-            "parameters": [ID_PARAMETER],
-            "post": _operation(
-                "Give a new app-specific password (after needs_password)",
-                {
-                    "200": _answer("Stored; the calendar is read again.", "Calendar"),
-                    "400": _answer("No password."),
-                    "404": _answer("No CalDAV calendar of this id."),
-                },
-                "CalDavPassword",
-            ),
+            "schemas": SCHEMAS,
         },
     }
