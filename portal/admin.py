@@ -74,11 +74,8 @@ class ApiTokenAdmin(ReadOnlyAdmin):
         # Runs in the admin's support scope, which may update any tenant's tokens.
         now = timezone.now()
         tokens = list(queryset.filter(revoked_at=None).only("pk", "user_id", "name"))
-        by_user: dict[int, list[int]] = {}
-        for token in tokens:
-            by_user.setdefault(token.user_id, []).append(token.pk)
         how = f"revoked by support ({request.user.get_username()})"
-        revoked = sum(revoke_api_tokens(user, how, now, ids) for user, ids in by_user.items())
+        revoked = sum(revoke_api_tokens(t.user_id, how, now, [t.pk]) for t in tokens)
         for token in tokens:
             self.log_change(request, token, "Revoked by support.")
         audit_logger.info(

@@ -17,26 +17,19 @@ from django.views.decorators.csrf import csrf_exempt
 
 from accounts.actions import ensure_settings
 from core import json_input
+from core.bearer import bearer_token
 from core.config import NudgeConfig
 from followups import actions as followups
 from followups.actions import FollowUpChange, FollowUpInvalid, Schedule
 from followups.repeat import WEEKDAY_NAMES
 from portal import api_rate
-from portal.openapi import schema
+from portal.openapi import BODIES, SCHEDULE, schema
 from portal.tokens import api_token_is_live, parse_api_token
 from tenancy.scope import tenant_scope
 
-SCHEDULE_FIELDS = {
-    "repeat": str,
-    "repeat_weekdays": list,
-    "time_zone": str,
-    "reminder_minutes": list,
-}
-REQUIRED_FIELDS = ("title", "due_at")
-CREATE_FIELDS = {"title": str, "due_at": str, **SCHEDULE_FIELDS}
-PATCH_FIELDS = {"title": str, "due_at": str, "done": bool, **SCHEDULE_FIELDS}
 MAX_BODY_BYTES = 16 * 1024
-JSON_TYPES = {str: "a string", bool: "true or false", list: "an array"}
+JSON_TYPES = {"string": str, "boolean": bool, "array": list}
+JSON_TYPE_WORDS = {str: "a string", bool: "true or false", list: "an array"}
 
 
 class BadRequest(Exception):
@@ -49,10 +42,7 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> J
 
 def token_owner(request: HttpRequest) -> int | None:
     """The user id the request's bearer token belongs to, when the token is live."""
-    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    owned = parse_api_token(credentials.strip())
+    owned = parse_api_token(bearer_token(request))
     if owned is None:
         return None
     with tenant_scope(owned.user_id):
@@ -93,7 +83,9 @@ def api_view(*methods: str) -> Callable:
     return decorate
 
 
-def request_body(request: HttpRequest, allowed: dict[str, type]) -> dict[str, Any]:
+def request_body(request: HttpRequest, body: str) -> dict[str, Any]:
+    """The request's JSON object: only the fields of the schema's ``body``, each of its type."""
+    allowed = BODIES[body]["properties"]
     if len(request.body) > MAX_BODY_BYTES:
         raise BadRequest(f"the body is larger than {MAX_BODY_BYTES} bytes")
     if not request.content_type.startswith("application/json"):
@@ -110,9 +102,10 @@ def request_body(request: HttpRequest, allowed: dict[str, type]) -> dict[str, An
         raise BadRequest(
             f"unknown field(s): {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
         )
-    for name, expected in allowed.items():
+    for name, field in allowed.items():
+        expected = JSON_TYPES[field["type"]]
         if name in data and type(data[name]) is not expected:
-            raise BadRequest(f"{name} must be {JSON_TYPES[expected]}")
+            raise BadRequest(f"{name} must be {JSON_TYPE_WORDS[expected]}")
     return data
 
 
@@ -137,7 +130,7 @@ def _weekday_numbers(names: list[Any]) -> list[int]:
 
 def _schedule(data: dict[str, Any]) -> Schedule | None:
     """The schedule fields the body gave (None when it gave none)."""
-    if not set(data) & set(SCHEDULE_FIELDS):
+    if not set(data) & set(SCHEDULE):
         return None
     weekdays = data.get("repeat_weekdays")
     return Schedule(
@@ -157,8 +150,8 @@ def follow_ups(request: HttpRequest, user_id: int) -> JsonResponse:
             raise BadRequest("done must be true or false")
         rows = followups.list_follow_ups(user_id, done=None if done is None else done == "true")
         return JsonResponse({"follow_ups": [followups.as_json(f, now) for f in rows]})
-    data = request_body(request, CREATE_FIELDS)
-    missing = [name for name in REQUIRED_FIELDS if name not in data]
+    data = request_body(request, "FollowUpCreate")
+    missing = [name for name in BODIES["FollowUpCreate"]["required"] if name not in data]
     if missing:
         raise BadRequest(f"missing field(s): {', '.join(missing)}")
     created = followups.create_follow_up(
@@ -182,9 +175,11 @@ def follow_up(request: HttpRequest, user_id: int, follow_up_id: int) -> HttpResp
             return HttpResponse(status=204)
         found = None
     else:
-        data = request_body(request, PATCH_FIELDS)
+        data = request_body(request, "FollowUpPatch")
         if not data:
-            raise BadRequest(f"send at least one of: {', '.join(PATCH_FIELDS)}")
+            raise BadRequest(
+                f"send at least one of: {', '.join(BODIES['FollowUpPatch']['properties'])}"
+            )
         change = FollowUpChange(
             title=data.get("title"),
             due_at=_instant(data["due_at"]) if "due_at" in data else None,

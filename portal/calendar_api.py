@@ -17,10 +17,7 @@ from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from core.config import NudgeConfig
 from portal import calendar_links
 from portal.api import BadRequest, api_view, error, request_body
-
-CONNECT_FIELDS = {"preset": str, "server_url": str, "username": str, "password": str}
-CHOOSE_FIELDS = {"calendars": list}
-PASSWORD_FIELDS = {"password": str}
+from portal.openapi import BODIES
 
 
 def state_of(connection: CalendarConnection) -> str:
@@ -63,21 +60,16 @@ def calendars(request: HttpRequest, user_id: int) -> JsonResponse:
 
 @api_view("POST")
 def caldav_connect(request: HttpRequest, user_id: int) -> JsonResponse:
-    data = request_body(request, CONNECT_FIELDS)
-    missing = [name for name in ("preset", "username", "password") if not data.get(name)]
+    data = request_body(request, "CalDavConnect")
+    missing = [name for name in BODIES["CalDavConnect"]["required"] if not data.get(name)]
     if missing:
         raise BadRequest(f"missing field(s): {', '.join(missing)}")
     if data["preset"] not in PRESETS:
         raise BadRequest(f"preset is one of: {', '.join(PRESETS)}")
     try:
-        created = add_account(
-            user_id,
-            preset=data["preset"],
-            server_url=data.get("server_url", ""),
-            username=data["username"],
-            password=data["password"],
-            config=NudgeConfig.from_settings(),
-        )
+        # The body's fields are the account's (``server_url`` only where the preset has none).
+        fields = {"server_url": "", **data}
+        created = add_account(user_id, **fields, config=NudgeConfig.from_settings())
     except ConnectError as exc:
         raise BadRequest(str(exc)) from None
     return JsonResponse(as_json(created), status=202)
@@ -85,7 +77,7 @@ def caldav_connect(request: HttpRequest, user_id: int) -> JsonResponse:
 
 @api_view("POST")
 def caldav_choose(request: HttpRequest, user_id: int, connection_id: int) -> JsonResponse:
-    data = request_body(request, CHOOSE_FIELDS)
+    data = request_body(request, "CalDavChoose")
     urls = data.get("calendars") or []
     if not all(isinstance(url, str) for url in urls):
         raise BadRequest("calendars must be an array of the choices' urls")
@@ -100,7 +92,7 @@ def caldav_choose(request: HttpRequest, user_id: int, connection_id: int) -> Jso
 
 @api_view("POST")
 def caldav_password(request: HttpRequest, user_id: int, connection_id: int) -> JsonResponse:
-    data = request_body(request, PASSWORD_FIELDS)
+    data = request_body(request, "CalDavPassword")
     if not data.get("password"):
         raise BadRequest("missing field(s): password")
     found = renew_password(user_id, connection_id, data["password"])

@@ -85,16 +85,8 @@ def calendar_add_caldav(request: HttpRequest) -> HttpResponse:
     """Record a CalDAV account; the minute job finds its calendars (no server call here)."""
     form = CalDavForm(request.POST)
     if form.is_valid():
-        data = form.cleaned_data
         try:
-            add_account(
-                request.user.pk,
-                preset=data["preset"],
-                server_url=data["server_url"],
-                username=data["username"],
-                password=data["password"],
-                config=NudgeConfig.from_settings(),
-            )
+            add_account(request.user.pk, **form.cleaned_data, config=NudgeConfig.from_settings())
         except ConnectError as exc:
             form.add_error(None, str(exc))
         else:

@@ -1,14 +1,8 @@
-"""Changing a person's e-mail address (where reset links go): it proves the password, then
-the new mailbox.
-
-The link mailed to the new address is a signed, expiring token bound to the user, the new
-address and the account's current address and password hash, so it works once and dies with
-a password change; following it asks for a Confirm (a POST: a mail scanner's GET changes
-nothing). The old address is told when the change is asked for and when it is made. An
-address another account holds is refused without saying so: a thread after the response
-looks it up and sends the mails, so neither the answer nor its time tells. The mails count
-against the reset mails' hourly limits (``signin.reset_allowed``).
-"""
+"""Changing a person's e-mail address: the password, then a signed, expiring link to the new
+address, bound to the account's current address and password hash (it works once and dies with a
+password change); following it asks for a Confirm (a mail scanner's GET changes nothing). The old
+address is told at both steps. A taken address is refused in silence: a thread after the response
+looks it up and mails, within the reset mails' hourly limits (``signin.reset_allowed``)."""
 
 from __future__ import annotations
 

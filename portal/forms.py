@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, time, tzinfo
+from datetime import datetime, time
 from functools import cache
 from importlib import resources
 
@@ -15,11 +15,20 @@ from django.utils.functional import lazy
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from accounts.models import MAX_LEAD_MINUTES, Channel, Clock, Language, validate_e164
+from accounts.models import (
+    MAX_LEAD_MINUTES,
+    Channel,
+    Clock,
+    DeliverySettings,
+    Language,
+    validate_e164,
+)
 from accounts.rules import quiet_hours_problem
 from calendars.caldav_connect import PRESETS
 from core.deployment import console_channel_allowed
+from core.zones import zone_of
 from followups.actions import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_due
+from followups.models import FollowUp
 from followups.repeat import WEEKDAY_NAMES, Repeat
 from portal import plain_words
 from portal.email_change import same_address
@@ -94,15 +103,18 @@ def clock_field(label: str, example: str, invalid: str) -> ClockTimeField:
     )
 
 
+def _filled(message: str, **values: object) -> str:
+    """``message % values`` in the language active when it is shown (``%`` on a lazy
+    string would fix the language when the module loads)."""
+    return lazy(lambda: message % values, str)()
+
+
 # Refusals in plain words, never Django's stock "Select a valid choice. X is not one of
-# the available choices."; lazy as a whole (see ``_title_limit_words``).
-_lead_words = lazy(
-    lambda: _("Give a whole number of minutes from 0 to %(max)s.") % {"max": MAX_LEAD_MINUTES},
-    str,
+# the available choices."
+_lead_words = _filled(_("Give a whole number of minutes from 0 to %(max)s."), max=MAX_LEAD_MINUTES)
+LEAD_ERRORS = dict.fromkeys(
+    ("required", "invalid", "min_value", "max_value", "step_size"), _lead_words
 )
-LEAD_ERRORS = {
-    code: _lead_words() for code in ("required", "invalid", "min_value", "max_value", "step_size")
-}
 ZONE_ERRORS = {
     "required": _("Pick your time zone from the list."),
     "invalid_choice": _("That is not a time zone we know. Pick yours from the list."),
@@ -149,37 +161,48 @@ class SettingsForm(forms.Form):
         _("Send my agenda at"), "07:30", _("Give a time such as 07:30 or 7:30 am.")
     )
 
-    def __init__(
-        self,
-        *args,
-        current_channel: str = "",
-        current_zone: str = "",
-        current_clock: str = "",
-        **kwargs,
-    ) -> None:
+    def __init__(self, *args, delivery: DeliverySettings | None = None, **kwargs) -> None:
+        """The form of ``delivery`` (a new account's defaults without one), on its clock; its
+        zone and channel stay listed even where no longer offered."""
+        self.delivery = delivery = delivery or DeliverySettings()
+        kwargs.setdefault("initial", {name: getattr(delivery, name) for name in self.base_fields})
         super().__init__(*args, **kwargs)
-        if current_clock == Clock.H12:  # shown on the person's clock (either is accepted)
+        if delivery.clock == Clock.H12:  # shown on the person's clock (either is accepted)
             for field in self.fields.values():
                 if isinstance(field, ClockTimeField):
                     example = time.fromisoformat(field.widget.attrs["placeholder"])
                     field.widget.format = "%I:%M %p"
                     field.widget.attrs["placeholder"] = f"{example:%I:%M %p}".lstrip("0")
-        self.fields["timezone"].choices = timezone_choices(current_zone)
+        self.fields["timezone"].choices = timezone_choices(delivery.timezone)
         # Console prints to the server's log: development only, or while the account has it.
         choices = [
             choice
             for choice in Channel.choices
             if choice[0] != Channel.CONSOLE
             or console_channel_allowed()
-            or current_channel == "console"
+            or delivery.channel == Channel.CONSOLE
         ]
-        if not current_channel:  # a new user: nothing linked yet
+        if not delivery.channel:  # a new user: nothing linked yet
             choices.insert(0, ("", _("Not set up yet: link Telegram or WhatsApp below")))
             self.fields["channel"].required = False
         self.fields["channel"].choices = choices
 
+    def clean_channel(self) -> str:
+        """A channel is chosen once its address is linked."""
+        channel = self.cleaned_data["channel"]
+        if channel == Channel.TELEGRAM and not self.delivery.telegram_chat_id:
+            raise ValidationError(_("Link Telegram first (below), then choose it here."))
+        if channel == Channel.WHATSAPP and not self.delivery.whatsapp_number:
+            raise ValidationError(
+                _("Confirm a WhatsApp number first (below), then choose it here.")
+            )
+        return channel
+
     def clean(self):
         cleaned = super().clean()
+        for name in ("language", "clock"):  # not posted: left as they are
+            if not cleaned.get(name):
+                cleaned.pop(name, None)
         start, end = cleaned.get("quiet_start"), cleaned.get("quiet_end")
         problem = quiet_hours_problem(start, end)
         if problem:
@@ -232,12 +255,6 @@ def _minutes_label(minutes: int) -> str:
     return gettext("%(minutes)s min") % {"minutes": rest}
 
 
-# Lazy as a whole: ``%`` on a lazy string would fix the language when the module loads.
-_title_limit_words = lazy(
-    lambda: _("Up to %(limit)s characters.") % {"limit": TITLE_MAX_CHARS}, str
-)
-
-
 # The morning quick choices on a 12-hour clock: "Tomorrow 9:00 AM".
 QUICK_CHOICES_AT = {
     "tomorrow_morning": _("Tomorrow %(time)s"),
@@ -256,17 +273,41 @@ def quick_choices(clock: str) -> dict[str, str]:
     }
 
 
-class FollowUpForm(forms.Form):
-    """A follow-up: what, when (or a quick choice), how it repeats and when to nudge.
+class NoSilentCut:
+    """A form whose length limits are checked and said, never enforced by the page's
+    ``maxlength`` (a browser cuts a longer paste without a word)."""
 
-    A quick choice (``quick`` in the POST) sets the due time in the user's zone. The
-    title has no ``maxlength`` (a browser cuts a long paste silently): it is refused here.
-    """
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            field.widget.attrs.pop("maxlength", None)
+
+
+def _ticks(choices: list[tuple[int, str]], label: str) -> forms.TypedMultipleChoiceField:
+    """Numbered choices as ticked boxes, none required."""
+    return forms.TypedMultipleChoiceField(
+        choices=choices,
+        coerce=int,
+        required=False,
+        label=label,
+        widget=forms.CheckboxSelectMultiple,
+    )
+
+
+class FollowUpForm(NoSilentCut, forms.Form):
+    """A follow-up: what, when (or a quick choice), how it repeats and when to nudge.
+    A quick choice (``quick`` in the POST) sets the due time in the user's zone."""
 
     title = forms.CharField(
         label=_("What"),
-        help_text=_title_limit_words(),
-        error_messages={"required": _("Say what to follow up on.")},
+        max_length=TITLE_MAX_CHARS,
+        help_text=_filled(_("Up to %(limit)s characters."), limit=TITLE_MAX_CHARS),
+        error_messages={
+            "required": _("Say what to follow up on."),
+            "max_length": _(
+                "That is %(show_value)s characters; keep it to %(limit_value)s or fewer."
+            ),
+        },
     )
     due_at = forms.DateTimeField(
         label=_("Due"),
@@ -279,35 +320,22 @@ class FollowUpForm(forms.Form):
         },
     )
     repeat = forms.ChoiceField(choices=REPEAT_CHOICES, required=False, label=_("Repeat"))
-    repeat_weekdays = forms.TypedMultipleChoiceField(
-        choices=WEEKDAY_CHOICES,
-        coerce=int,
-        required=False,
-        label=_("On (weekly)"),
-        widget=forms.CheckboxSelectMultiple,
-    )
-    reminder_minutes = forms.TypedMultipleChoiceField(
-        choices=REMINDER_CHOICES,
-        coerce=int,
-        required=False,
-        label=_("Nudge me before"),
-        widget=forms.CheckboxSelectMultiple,
-    )
+    repeat_weekdays = _ticks(WEEKDAY_CHOICES, _("On (weekly)"))
+    reminder_minutes = _ticks(REMINDER_CHOICES, _("Nudge me before"))
 
     def __init__(
-        self,
-        *args,
-        zone: tzinfo = UTC,
-        keep_due: datetime | None = None,
-        clock: str = Clock.H24,
-        **kwargs,
+        self, *args, delivery: DeliverySettings, follow_up: FollowUp | None = None, **kwargs
     ) -> None:
+        """The form on ``delivery``'s zone and clock; editing, with ``follow_up``'s values."""
+        if follow_up is not None:
+            kwargs["initial"] = {name: getattr(follow_up, name) for name in self.base_fields}
         super().__init__(*args, **kwargs)
-        self.zone = zone
+        self.zone = zone_of(delivery.timezone)
         # Editing: a due time left as it was (to the minute the form shows) is not "in the
         # past", so the title may change.
-        self.keep_due = keep_due.replace(second=0, microsecond=0) if keep_due else None
-        self.quick_choices = quick_choices(clock)
+        due = follow_up.due_at if follow_up else None
+        self.keep_due = due.replace(second=0, microsecond=0) if due else None
+        self.quick_choices = quick_choices(delivery.clock)
         kept = set(self.initial.get("reminder_minutes") or ()) - {m for m, _ in REMINDER_CHOICES}
         if kept:
             self.fields["reminder_minutes"].choices = sorted(
@@ -323,20 +351,14 @@ class FollowUpForm(forms.Form):
             self.add_error("due_at", _("Pick a time, or one of the quick choices."))
         return cleaned
 
-    def schedule(self, zone_name: str) -> Schedule:
-        """The repeat rule and reminders as ticked, kept on ``zone_name``'s wall clock."""
+    def schedule(self) -> Schedule:
+        """The repeat rule and reminders as ticked, kept on the form's zone's wall clock."""
         return Schedule(
             repeat=self.cleaned_data.get("repeat") or "",
             repeat_weekdays=self.cleaned_data.get("repeat_weekdays") or [],
-            time_zone=zone_name,
+            time_zone=self.zone.key,
             reminder_minutes=self.cleaned_data.get("reminder_minutes") or [],
         )
-
-    def clean_title(self) -> str:
-        title = self.cleaned_data["title"].strip()
-        if len(title) > TITLE_MAX_CHARS:
-            raise ValidationError(plain_words.title_too_long(len(title), TITLE_MAX_CHARS))
-        return title
 
     def clean_due_at(self) -> datetime | None:
         due = self.cleaned_data["due_at"]
@@ -345,16 +367,6 @@ class FollowUpForm(forms.Form):
         if due <= timezone.now() and due != self.keep_due:
             raise ValidationError(plain_words.past_time())
         return due
-
-
-class NoSilentCut:
-    """A form whose length limits are checked and said, never enforced by the page's
-    ``maxlength`` (a browser cuts a longer paste without a word)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        for field in self.fields.values():
-            field.widget.attrs.pop("maxlength", None)
 
 
 class ApiTokenForm(NoSilentCut, forms.Form):

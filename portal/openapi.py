@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from calendars.caldav_connect import PRESETS
+from calendars.models import Provider
 from core.config import SCHEMA_MAX_LEAD
 from followups.actions import TITLE_MAX_CHARS
 from followups.repeat import WEEKDAY_NAMES, Repeat
@@ -29,17 +30,26 @@ def _list_of(key: str, name: str) -> dict[str, Any]:
     return {"type": "object", "properties": {key: {"type": "array", "items": _ref(name)}}}
 
 
+def _object(properties: dict[str, Any], required=None, **more: Any) -> dict[str, Any]:
+    """An object's schema; every property is required unless ``required`` names some."""
+    required = list(properties if required is None else required)
+    return {"type": "object", "required": required, "properties": properties, **more}
+
+
 def _body(properties: dict[str, Any], *required: str, **more: Any) -> dict[str, Any]:
     """A request body's schema: these properties and no others."""
-    return {
-        "type": "object",
-        "required": list(required),
-        "additionalProperties": False,
-        "properties": properties,
-        **more,
-    }
+    return _object(properties, required, additionalProperties=False, **more)
 
 
+def _operation(summary: str, answers: dict[str, Any], body: str = "", **more: Any) -> dict:
+    """An operation answering ``answers`` or 401; ``body`` names its request's schema."""
+    if body:
+        more["requestBody"] = {"required": True, "content": _json(body)}
+    return {"summary": summary, **more, "responses": {**answers, "401": UNAUTHORIZED}}
+
+
+STRING = {"type": "string"}
+INSTANT = {"type": "string", "format": "date-time"}
 ID_PARAMETER = {
     "name": "id",
     "in": "path",
@@ -94,6 +104,147 @@ BAD_REQUEST = _answer(
     "an unknown repeat, weekday or zone, or more reminders than allowed."
 )
 NOT_FOUND = _answer("No follow-up with this id belongs to the token's owner.")
+# The request bodies: the API reads each body's fields and their types from here.
+BODIES = {
+    "FollowUpCreate": _body({"title": TITLE, "due_at": DUE_AT, **SCHEDULE}, "title", "due_at"),
+    "FollowUpPatch": _body(
+        {"title": TITLE, "due_at": DUE_AT, "done": {"type": "boolean"}, **SCHEDULE},
+        minProperties=1,
+    ),
+    "CalDavConnect": _body(
+        {
+            "preset": {"type": "string", "enum": list(PRESETS)},
+            "server_url": {
+                "type": "string",
+                "description": "The server's address, for nextcloud and other.",
+            },
+            "username": STRING,
+            "password": {
+                "type": "string",
+                "writeOnly": True,
+                "description": "An app-specific password (iCloud: Apple ID → Sign-In "
+                "and Security → App-Specific Passwords).",
+            },
+        },
+        "preset",
+        "username",
+        "password",
+    ),
+    "CalDavChoose": _body({"calendars": {"type": "array", "items": STRING}}, "calendars"),
+    "CalDavPassword": _body({"password": {"type": "string", "writeOnly": True}}, "password"),
+}
+
+
+PATHS = {
+    "/api/follow-ups": {
+        "get": _operation(
+            "List follow-ups, open first, by due time",
+            {"200": _answer("The follow-ups.", "FollowUpList"), "400": BAD_REQUEST},
+            parameters=[{"name": "done", "in": "query", "schema": {"type": "boolean"}}],
+        ),
+        "post": _operation(
+            "Create a follow-up",
+            {"201": _answer("Created.", "FollowUp"), "400": BAD_REQUEST},
+            "FollowUpCreate",
+        ),
+    },
+    "/api/follow-ups/{id}": {
+        "parameters": [ID_PARAMETER],
+        "get": _operation(
+            "Read one follow-up", {"200": _answer("The follow-up.", "FollowUp"), "404": NOT_FOUND}
+        ),
+        "patch": _operation(
+            "Change the title, the due time, or mark it done",
+            {"200": _answer("Changed.", "FollowUp"), "400": BAD_REQUEST, "404": NOT_FOUND},
+            "FollowUpPatch",
+        ),
+        "delete": _operation(
+            "Delete a follow-up", {"204": {"description": "Deleted."}, "404": NOT_FOUND}
+        ),
+    },
+    "/api/calendars": {
+        "get": _operation(
+            "List the owner's calendars and what each needs",
+            {"200": _answer("The calendars.", "CalendarList")},
+        )
+    },
+    "/api/calendars/caldav": {
+        "post": _operation(
+            "Connect a CalDAV account (iCloud, Fastmail, Nextcloud, any server)",
+            {
+                "202": _answer("Recorded; discovery follows.", "Calendar"),
+                "400": _answer(
+                    "A missing field, an unknown preset, a server address that cannot "
+                    "be used (private, local or not http(s)), or too many calendars.",
+                ),
+            },
+            "CalDavConnect",
+            description="Recorded at once; the server is asked nothing in this "
+            "request. Within a minute its calendars are discovered: the account then "
+            "reads choose_calendars with its choices (or needs_password when the server "
+            "refused the password). The password is stored encrypted, never returned.",
+        )
+    },
+    "/api/calendars/{id}/caldav/choose": {
+        "parameters": [ID_PARAMETER],
+        "post": _operation(
+            "Use the chosen calendars of a discovered account",
+            {
+                "200": _answer("One calendar per choice, each checking.", "CalendarList"),
+                "400": _answer("No choice among the account's calendars."),
+                "404": _answer("No calendar of this id is waiting for a choice."),
+            },
+            "CalDavChoose",
+        ),
+    },
+    "/api/calendars/{id}/caldav/password": {
+        "parameters": [ID_PARAMETER],
+        "post": _operation(
+            "Give a new app-specific password (after needs_password)",
+            {
+                "200": _answer("Stored; the calendar is read again.", "Calendar"),
+                "400": _answer("No password."),
+                "404": _answer("No CalDAV calendar of this id."),
+            },
+            "CalDavPassword",
+        ),
+    },
+}
+SCHEMAS = {
+    "FollowUp": _object(
+        {
+            "id": {"type": "integer"},
+            "title": TITLE,
+            "due_at": INSTANT,
+            "done": {"type": "boolean"},
+            "created_at": INSTANT,
+            **SCHEDULE,
+            "next_due_at": {
+                "type": ["string", "null"],
+                "format": "date-time",
+                "description": "due_at, or a repeating follow-up's next occurrence.",
+            },
+        }
+    ),
+    "FollowUpList": _list_of("follow_ups", "FollowUp"),
+    "Calendar": _object(
+        {
+            "id": {"type": "integer"},
+            "provider": {"type": "string", "enum": list(Provider.values)},
+            "account": STRING,
+            "name": STRING,
+            "state": {"type": "string", "enum": STATES},
+            "nudges_on": {"type": "boolean"},
+            "skip_all_day": {"type": "boolean"},
+            "last_synced_at": {"type": ["string", "null"], "format": "date-time"},
+            "choices": {"type": "array", "items": _object({"url": STRING, "name": STRING})},
+        },
+        ["id", "provider", "account", "state", "nudges_on", "skip_all_day"],
+    ),
+    "CalendarList": _list_of("calendars", "Calendar"),
+    "Error": _object({"error": STRING}),
+    **BODIES,
+}
 
 
 def schema(server_url: str) -> dict[str, Any]:
@@ -109,58 +260,7 @@ def schema(server_url: str) -> dict[str, Any]:
         },
         "servers": [{"url": server_url.rstrip("/")}],
         "security": [{"bearerToken": []}],
-        "paths": {
-            "/api/follow-ups": {
-                "get": {
-                    "summary": "List follow-ups, open first, by due time",
-                    "parameters": [{"name": "done", "in": "query", "schema": {"type": "boolean"}}],
-                    "responses": {
-                        "200": _answer("The follow-ups.", "FollowUpList"),
-                        "400": BAD_REQUEST,
-                        "401": UNAUTHORIZED,
-                    },
-                },
-                "post": {
-                    "summary": "Create a follow-up",
-                    "requestBody": {"required": True, "content": _json("FollowUpCreate")},
-                    "responses": {
-                        "201": _answer("Created.", "FollowUp"),
-                        "400": BAD_REQUEST,
-                        "401": UNAUTHORIZED,
-                    },
-                },
-            },
-            "/api/follow-ups/{id}": {
-                "parameters": [ID_PARAMETER],
-                "get": {
-                    "summary": "Read one follow-up",
-                    "responses": {
-                        "200": _answer("The follow-up.", "FollowUp"),
-                        "401": UNAUTHORIZED,
-                        "404": NOT_FOUND,
-                    },
-                },
-                "patch": {
-                    "summary": "Change the title, the due time, or mark it done",
-                    "requestBody": {"required": True, "content": _json("FollowUpPatch")},
-                    "responses": {
-                        "200": _answer("Changed.", "FollowUp"),
-                        "400": BAD_REQUEST,
-                        "401": UNAUTHORIZED,
-                        "404": NOT_FOUND,
-                    },
-                },
-                "delete": {
-                    "summary": "Delete a follow-up",
-                    "responses": {
-                        "204": {"description": "Deleted."},
-                        "401": UNAUTHORIZED,
-                        "404": NOT_FOUND,
-                    },
-                },
-            },
-            **_calendar_paths(),
-        },
+        "paths": PATHS,
         "components": {
             "securitySchemes": {
                 "bearerToken": {
@@ -169,156 +269,6 @@ def schema(server_url: str) -> dict[str, Any]:
                     "description": "A token made on the settings page: nudge_<user id>_<secret>.",
                 }
             },
-            "schemas": {
-                "FollowUp": {
-                    "type": "object",
-                    "required": [
-                        "id",
-                        "title",
-                        "due_at",
-                        "done",
-                        "created_at",
-                        *SCHEDULE,
-                        "next_due_at",
-                    ],
-                    "properties": {
-                        "id": {"type": "integer"},
-                        "title": TITLE,
-                        "due_at": {"type": "string", "format": "date-time"},
-                        "done": {"type": "boolean"},
-                        "created_at": {"type": "string", "format": "date-time"},
-                        **SCHEDULE,
-                        "next_due_at": {
-                            "type": ["string", "null"],
-                            "format": "date-time",
-                            "description": "due_at, or a repeating follow-up's next occurrence.",
-                        },
-                    },
-                },
-                "FollowUpList": _list_of("follow_ups", "FollowUp"),
-                "FollowUpCreate": _body(
-                    {"title": TITLE, "due_at": DUE_AT, **SCHEDULE}, "title", "due_at"
-                ),
-                "FollowUpPatch": _body(
-                    {"title": TITLE, "due_at": DUE_AT, "done": {"type": "boolean"}, **SCHEDULE},
-                    minProperties=1,
-                ),
-                **_calendar_schemas(),
-                "Error": {
-                    "type": "object",
-                    "required": ["error"],
-                    "properties": {"error": {"type": "string"}},
-                },
-            },
+            "schemas": SCHEMAS,
         },
-    }
-
-
-def _calendar_paths() -> dict[str, Any]:
-    return {
-        "/api/calendars": {
-            "get": {
-                "summary": "List the owner's calendars and what each needs",
-                "responses": {
-                    "200": _answer("The calendars.", "CalendarList"),
-                    "401": UNAUTHORIZED,
-                },
-            }
-        },
-        "/api/calendars/caldav": {
-            "post": {
-                "summary": "Connect a CalDAV account (iCloud, Fastmail, Nextcloud, any server)",
-                "description": "Recorded at once; the server is asked nothing in this "
-                "request. Within a minute its calendars are discovered: the account then "
-                "reads choose_calendars with its choices (or needs_password when the server "
-                "refused the password). The password is stored encrypted, never returned.",
-                "requestBody": {"required": True, "content": _json("CalDavConnect")},
-                "responses": {
-                    "202": _answer("Recorded; discovery follows.", "Calendar"),
-                    "400": _answer(
-                        "A missing field, an unknown preset, a server address that cannot "
-                        "be used (private, local or not http(s)), or too many calendars.",
-                    ),
-                    "401": UNAUTHORIZED,
-                },
-            }
-        },
-        "/api/calendars/{id}/caldav/choose": {
-            "parameters": [ID_PARAMETER],
-            "post": {
-                "summary": "Use the chosen calendars of a discovered account",
-                "requestBody": {"required": True, "content": _json("CalDavChoose")},
-                "responses": {
-                    "200": _answer("One calendar per choice, each checking.", "CalendarList"),
-                    "400": _answer("No choice among the account's calendars."),
-                    "401": UNAUTHORIZED,
-                    "404": _answer("No calendar of this id is waiting for a choice."),
-                },
-            },
-        },
-        "/api/calendars/{id}/caldav/password": {
-            "parameters": [ID_PARAMETER],
-            "post": {
-                "summary": "Give a new app-specific password (after needs_password)",
-                "requestBody": {"required": True, "content": _json("CalDavPassword")},
-                "responses": {
-                    "200": _answer("Stored; the calendar is read again.", "Calendar"),
-                    "400": _answer("No password."),
-                    "401": UNAUTHORIZED,
-                    "404": _answer("No CalDAV calendar of this id."),
-                },
-            },
-        },
-    }
-
-
-def _calendar_schemas() -> dict[str, Any]:
-    choice = {
-        "type": "object",
-        "required": ["url", "name"],
-        "properties": {"url": {"type": "string"}, "name": {"type": "string"}},
-    }
-    return {
-        "Calendar": {
-            "type": "object",
-            "required": ["id", "provider", "account", "state", "nudges_on", "skip_all_day"],
-            "properties": {
-                "id": {"type": "integer"},
-                "provider": {
-                    "type": "string",
-                    "enum": ["google", "microsoft", "ics", "caldav", "local"],
-                },
-                "account": {"type": "string"},
-                "name": {"type": "string"},
-                "state": {"type": "string", "enum": STATES},
-                "nudges_on": {"type": "boolean"},
-                "skip_all_day": {"type": "boolean"},
-                "last_synced_at": {"type": ["string", "null"], "format": "date-time"},
-                "choices": {"type": "array", "items": choice},
-            },
-        },
-        "CalendarList": _list_of("calendars", "Calendar"),
-        "CalDavConnect": _body(
-            {
-                "preset": {"type": "string", "enum": list(PRESETS)},
-                "server_url": {
-                    "type": "string",
-                    "description": "The server's address, for nextcloud and other.",
-                },
-                "username": {"type": "string"},
-                "password": {
-                    "type": "string",
-                    "writeOnly": True,
-                    "description": "An app-specific password (iCloud: Apple ID → Sign-In "
-                    "and Security → App-Specific Passwords).",
-                },
-            },
-            "preset",
-            "username",
-            "password",
-        ),
-        "CalDavChoose": _body(
-            {"calendars": {"type": "array", "items": {"type": "string"}}}, "calendars"
-        ),
-        "CalDavPassword": _body({"password": {"type": "string", "writeOnly": True}}, "password"),
     }

@@ -1,9 +1,6 @@
-"""What the user area says about a nudge that did not go, and about a refused entry.
-
-A failure kind, a skip reason or a validation error becomes a sentence, with a "what
-you can do" link where there is one. The recorded words are written for support and
-the API, so they are never shown; anything unrecognised gets a general sentence.
-"""
+"""What the user area says about a nudge that did not go and about a refused entry: a sentence,
+with a "what you can do" link where there is one. The recorded words (for support and the API)
+are never shown; anything unrecognised gets a general sentence."""
 
 from __future__ import annotations
 
@@ -125,20 +122,6 @@ def past_time() -> str:
     return _("That time has already passed. Pick a time later than now.")
 
 
-def too_far_ahead() -> str:
-    return _(
-        "That is more than %(years)s years ahead. Check the year, or pick a date "
-        "within the next %(years)s years."
-    ) % {"years": MAX_DUE_YEARS}
-
-
-def title_too_long(length: int, limit: int) -> str:
-    return _("That is %(length)s characters; keep it to %(limit)s or fewer.") % {
-        "length": length,
-        "limit": limit,
-    }
-
-
 def phone_number() -> str:
     return _(
         "Enter the number with its country code, starting with +, "
@@ -151,7 +134,10 @@ def follow_up_error(field: str, recorded: str) -> str:
     if field == "due_at" and "past" in recorded:
         return past_time()
     if field == "due_at" and "too far ahead" in recorded:
-        return too_far_ahead()
+        return _(
+            "That is more than %(years)s years ahead. Check the year, or pick a date "
+            "within the next %(years)s years."
+        ) % {"years": MAX_DUE_YEARS}
     if field == "title" and "empty" in recorded:
         return _("Say what to follow up on.")
     if field == "title" and "control characters" in recorded:

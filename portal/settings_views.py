@@ -49,12 +49,7 @@ def _settings_page(request: HttpRequest, **shown) -> HttpResponse:
                 "portal/settings.html",
                 {
                     "delivery": delivery,
-                    "form": _settings_form(
-                        delivery,
-                        initial={
-                            name: getattr(delivery, name) for name in SettingsForm.base_fields
-                        },
-                    ),
+                    "form": SettingsForm(delivery=delivery),
                     "tokens": list(
                         ApiToken.objects.filter(user_id=user_id, revoked_at=None).order_by("pk")
                     ),
@@ -100,47 +95,18 @@ def _confirmed(delivery: DeliverySettings) -> dict[str, bool]:
     }
 
 
-def _settings_form(delivery: DeliverySettings, *args, **kwargs) -> SettingsForm:
-    return SettingsForm(
-        *args,
-        current_channel=delivery.channel,
-        current_zone=delivery.timezone,
-        current_clock=delivery.clock,
-        **kwargs,
-    )
-
-
 @user_page("GET", "POST")
 def settings_page(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return _settings_page(request)
-    user_id, current = request.user.pk, request.delivery
-    form = _settings_form(current, request.POST)
+    form = SettingsForm(request.POST, delivery=request.delivery)
     if not form.is_valid():
         return _settings_page(request, form=form)
-    # Language and clock are optional: a post without them leaves them as they are.
-    changes = {
-        name: value
-        for name, value in form.cleaned_data.items()
-        if value or name not in ("language", "clock")
-    }
-    problem = _channel_problem(current, changes["channel"])
-    if problem is not None:
-        form.add_error("channel", problem)
-        return _settings_page(request, form=form)
     # One write, re-queued once it has committed.
-    update_settings(user_id, changes, timezone.now())
-    with translation.override(changes.get("language") or translation.get_language()):
+    update_settings(request.user.pk, form.cleaned_data, timezone.now())
+    with translation.override(form.cleaned_data.get("language") or translation.get_language()):
         messages.success(request, _("Settings saved."))
     return redirect("portal:settings")
-
-
-def _channel_problem(delivery: DeliverySettings, channel: str) -> str | None:
-    if channel == Channel.TELEGRAM and not delivery.telegram_chat_id:
-        return _("Link Telegram first (below), then choose it here.")
-    if channel == Channel.WHATSAPP and not delivery.whatsapp_number:
-        return _("Confirm a WhatsApp number first (below), then choose it here.")
-    return None
 
 
 @user_page("POST")
@@ -239,12 +205,9 @@ def api_token_create(request: HttpRequest) -> HttpResponse:
     cap = NudgeConfig.from_settings().max_api_tokens_per_user
     with tenant_scope(request.user.pk):
         live = ApiToken.objects.filter(user_id=request.user.pk, revoked_at=None).count()
-        plaintext = (
-            None
-            if live >= cap
-            else new_api_token(request.user.pk, form.cleaned_data["name"], expires_at)[1]
-        )
-    if plaintext is None:
+        if live < cap:
+            plaintext = new_api_token(request.user.pk, form.cleaned_data["name"], expires_at)[1]
+    if live >= cap:
         form.add_error(
             "name",
             _("You have %(count)s tokens, the most allowed; revoke one first.") % {"count": live},

@@ -1,14 +1,8 @@
-"""Sign-in resists guessing without letting a stranger lock anyone out; password
-reset tells nothing and floods nobody.
-
-Sign-in throttling is django-axes, counted per account *and* client address: after
-``signin_failure_limit`` failures that name is refused from that address for
-``signin_lockout`` (HTTP 429), before any password is hashed; everyone else is unaffected.
-A try while locked is not recorded (``AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT`` is
-off), so the lock ends one cool-off after the failure that reached the limit; a completed
-password reset lifts it too. Password reset is limited per address and per client and mails
-from a thread after the commit, so neither its answer nor its time tells who has an account.
-"""
+"""Sign-in throttled by django-axes per account *and* client address, so a stranger locks no one
+else out: after ``signin_failure_limit`` failures, 429 for ``signin_lockout`` before any hash; a
+try while locked is not recorded, and a completed reset lifts the lock. Password reset is limited
+per address and client and mails from a thread after the commit, so neither its answer nor its
+time tells who has an account."""
 
 from __future__ import annotations
 

@@ -48,12 +48,6 @@ class Entry:
         """The status in the user's language (``status`` stays the CSS class)."""
         return str(STATUS_LABELS.get(self.status, self.status))
 
-    def describe(self) -> str:
-        """The pill and its sentence, as one line (tests and plain-text readers)."""
-        if self.status == "due":
-            return "due, not sent yet"
-        return f"{self.status}: {self.words.text}" if self.words.text else self.status
-
 
 def _entry(titles: dict, item: ScheduledSend | NudgeAct, send_id: int, **shown: Any) -> Entry:
     """An entry for a queue row or one of the person's acts (both name their subject)."""

@@ -29,11 +29,6 @@ from tenancy.scope import tenant_scope
 ZONE_ALIASES_JSON = json.dumps(BROWSER_ZONE_ALIASES)
 
 
-def _zone_name(zone) -> str:
-    """The zone's IANA name: the wall clock a repeating follow-up keeps."""
-    return getattr(zone, "key", "UTC")
-
-
 def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
     """A refusal from the follow-up rules, in words, on the field it is about."""
     field = exc.field if exc.field in form.fields else None
@@ -41,12 +36,12 @@ def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
 
 
 def _add_follow_up(
-    request: HttpRequest, zone, formats: dict[str, str], back: str
+    request: HttpRequest, formats: dict[str, str], back: str
 ) -> tuple[FollowUpForm, HttpResponse | None]:
     """The add form of a page (validated in the user's zone), and the redirect after a
     successful POST of it, saying when the follow-up is due on the person's clock."""
-    form = FollowUpForm(request.POST or None, zone=zone, clock=formats["clock"])
-    with timezone.override(zone):
+    form = FollowUpForm(request.POST or None, delivery=request.delivery)
+    with timezone.override(form.zone):
         if request.method != "POST" or not form.is_valid():
             return form, None
     now = timezone.now()
@@ -57,12 +52,12 @@ def _add_follow_up(
             form.cleaned_data["due_at"],
             now,
             NudgeConfig.from_settings(),
-            form.schedule(_zone_name(zone)),
+            form.schedule(),
         )
     except FollowUpInvalid as exc:
         _refused(form, exc)
         return form, None
-    with timezone.override(zone):  # the time a quick choice chose, or the first occurrence
+    with timezone.override(form.zone):  # the time a quick choice chose, or the first occurrence
         due = when(followups.next_due(created, now), formats["time_format"])
     messages.success(
         request, _("Added “%(title)s”, due %(due)s.") % {"title": created.title, "due": due}
@@ -74,7 +69,7 @@ def _add_follow_up(
 def home(request: HttpRequest) -> HttpResponse:
     user_id, delivery = request.user.pk, request.delivery
     zone, formats = zone_of(delivery.timezone), date_formats(delivery)
-    form, added = _add_follow_up(request, zone, formats, "portal:home")
+    form, added = _add_follow_up(request, formats, "portal:home")
     if added:
         return added
     now = timezone.now()
@@ -101,7 +96,7 @@ def home(request: HttpRequest) -> HttpResponse:
 def follow_up_list(request: HttpRequest) -> HttpResponse:
     user_id = request.user.pk
     zone, formats = zone_of(request.delivery.timezone), date_formats(request.delivery)
-    form, added = _add_follow_up(request, zone, formats, "portal:follow_ups")
+    form, added = _add_follow_up(request, formats, "portal:follow_ups")
     if added:
         return added
     rows = followups.list_follow_ups(user_id, limit=200)
@@ -121,21 +116,14 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     found = followups.get_follow_up(user_id, follow_up_id)
     if found is None:
         raise Http404("No such follow-up.")
-    zone = zone_of(request.delivery.timezone)
-    with timezone.override(zone):
-        form = FollowUpForm(
-            request.POST or None,
-            initial={name: getattr(found, name) for name in FollowUpForm.base_fields},
-            zone=zone,
-            keep_due=found.due_at,
-            clock=request.delivery.clock,
-        )
+    form = FollowUpForm(request.POST or None, delivery=request.delivery, follow_up=found)
+    with timezone.override(form.zone):
         if request.method == "POST" and form.is_valid():
             due_at = form.cleaned_data["due_at"]
             change = FollowUpChange(
                 title=form.cleaned_data["title"],
                 due_at=None if due_at == form.keep_due else due_at,  # left as it was: seconds too
-                schedule=form.schedule(_zone_name(zone)),
+                schedule=form.schedule(),
             )
             try:
                 followups.change_follow_up(

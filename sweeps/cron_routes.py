@@ -15,15 +15,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from core.bearer import bearer_token
 from sweeps.deliver import run_deliver
 from sweeps.materialize import run_materialize
 
 logger = logging.getLogger("nudge.cron")
-
-
-def bearer_token(request: HttpRequest) -> str:
-    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
-    return credentials.strip() if scheme.lower() == "bearer" else ""
 
 
 # Per bearer secret setting: the realm a 401 names, and what an empty one turns off.

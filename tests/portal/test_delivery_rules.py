@@ -18,6 +18,7 @@ from sweeps.replan import refresh_queue
 from tenancy.scope import tenant_scope
 from tests.fakes import telegram_server as tg
 from tests.fakes import twilio_server as tw
+from tests.support.timeline import describe
 
 from .conftest import pending, queued
 
@@ -239,6 +240,6 @@ def test_history_words_a_failure_from_its_kind(make_user, now):
     )
     with tenant_scope(user.pk):
         [entry] = timeline.history(user.pk, now + timedelta(minutes=1))
-    assert entry.describe() == (
+    assert describe(entry) == (
         "failed: It may have arrived; it was not sent again, so you do not get it twice."
     )

@@ -42,6 +42,7 @@ from tests.fakes.fixtures import WHATSAPP_FROM
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.twilio_server import FakeTwilio
 from tests.support.queue import queue_nudge
+from tests.support.timeline import describe
 
 from .conftest import WEBHOOK_SECRET, local_input
 
@@ -177,7 +178,7 @@ def test_snooze_queues_one_nudge_ten_minutes_on_and_edits_the_message(tg, ana, c
     with tenant_scope(ana.pk):
         [entry] = [e for e in timeline.history(ana.pk, now) if e.status == "snoozed"]
     assert entry.title == "Send the invoice"
-    assert entry.describe().startswith(f"snoozed: until {clock_text(until, now, 'UTC')}")
+    assert describe(entry).startswith(f"snoozed: until {clock_text(until, now, 'UTC')}")
     client.force_login(ana)
     home = client.get(reverse("portal:home")).content.decode()
     assert f"until {clock_text(until, now, 'UTC')}, from Telegram" in home and ">snoozed<" in home
@@ -322,7 +323,7 @@ def test_done_marks_the_follow_up_done_and_withdraws_both_pending_reminders(tg, 
     with tenant_scope(ana.pk):
         assert FollowUp.objects.get(pk=row.ref_id).done
         history = timeline.history(ana.pk, now)
-    assert [e.describe() for e in history if e.status == "done"] == ["done: from Telegram"]
+    assert [describe(e) for e in history if e.status == "done"] == ["done: from Telegram"]
 
 
 # --- the webhook -------------------------------------------------------------------------
@@ -581,7 +582,7 @@ def test_a_snooze_past_midnight_names_the_day_it_ends(make_user):
                 created_at=tapped,
             )
         entries = timeline.history(ana.pk, late)
-    words = sorted(e.describe() for e in entries if e.status == "snoozed")
+    words = sorted(describe(e) for e in entries if e.status == "snoozed")
     assert words == [
         "snoozed: until 21:07, from Telegram",
         "snoozed: until Sat 00:07, from Telegram",

@@ -94,8 +94,6 @@ def test_the_zone_helper_never_raises(name):
 @pytest.mark.parametrize("name", HOSTILE_NAMES)
 def test_the_settings_form_refuses_it_as_a_choice(name):
     """issue 34 item 4: the settings page offers a list; anything else is a form error."""
-    form = SettingsForm(
-        {"channel": "", "timezone": name, "default_lead_minutes": "10"}, current_channel=""
-    )
+    form = SettingsForm({"channel": "", "timezone": name, "default_lead_minutes": "10"})
     assert not form.is_valid()
     assert "timezone" in form.errors

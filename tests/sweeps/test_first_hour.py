@@ -23,6 +23,7 @@ from sweeps.demo import seed_demo
 from sweeps.materialize import run_materialize
 from tenancy.scope import support_scope, tenant_scope
 from tests.conftest import utc
+from tests.support.timeline import describe
 from tests.sweeps.factories import add_event, add_follow_up
 
 START = utc(2026, 12, 2, 8, 0, 30)
@@ -125,7 +126,7 @@ def test_home_does_not_call_a_passed_time_planned(make_user, recording_channel):
     run_materialize(now - timedelta(minutes=5))
     with tenant_scope(user.pk):
         entries = upcoming(user.pk, now)
-    assert [(e.title, e.describe()) for e in entries] == [
+    assert [(e.title, describe(e)) for e in entries] == [
         ("Design review", "due, not sent yet"),
         ("Later", "planned"),
     ]
