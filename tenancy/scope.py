@@ -58,6 +58,12 @@ _ENTER_RELAXED = _ENTER + ", set_config('synchronous_commit', 'off', true)"
 _ENTER_READ_ONLY = _ENTER + ", set_config('transaction_read_only', 'on', true)"
 
 
+def _enter(relaxed_commit: bool, read_only: bool) -> str:
+    if read_only:
+        return _ENTER_READ_ONLY
+    return _ENTER_RELAXED if relaxed_commit else _ENTER
+
+
 def _scope_params(tenant: str = "", role: str = "none", planning: str = "") -> dict[str, str]:
     return {
         "_scope_setting": TENANT_SETTING,
@@ -72,8 +78,8 @@ def _owned_transaction(
     kind: str,
     using: str,
     *,
-    tenant: str,
-    role: str,
+    tenant: str = "",
+    role: str = "none",
     relaxed_commit: bool = False,
     read_only: bool = False,
     planning: str = "",
@@ -95,11 +101,7 @@ def _owned_transaction(
         setattr(connection, _ACTIVE_FLAG, kind)
         try:
             with connection.cursor() as cursor:
-                enter = _ENTER
-                if relaxed_commit:
-                    enter = _ENTER_RELAXED
-                elif read_only:
-                    enter = _ENTER_READ_ONLY
+                enter = _enter(relaxed_commit, read_only)
                 cursor.execute(enter, _scope_params(tenant, role, planning))
                 yield
                 if read_only:
@@ -121,11 +123,7 @@ def tenant_scope(
     (``synchronous_commit = off``) is for work the next run derives again; never delivery."""
     user_id = _validated_user_id(user_id)
     with _owned_transaction(
-        f"tenant_scope({user_id})",
-        using,
-        tenant=str(user_id),
-        role="none",
-        relaxed_commit=relaxed_commit,
+        f"tenant_scope({user_id})", using, tenant=str(user_id), relaxed_commit=relaxed_commit
     ):
         yield
 
@@ -137,7 +135,7 @@ def tenant_reads(
     """One READ ONLY transaction (ending in a rollback) that reads several tenants' rows:
     yields ``read(user_id, statement, params)``, the first row of ``statement`` seeing
     only that user's rows, in one round trip."""
-    with _owned_transaction("tenant_reads()", using, tenant="", role="none", read_only=True):
+    with _owned_transaction("tenant_reads()", using, read_only=True):
         connection = connections[using]
 
         def read(user_id: int, statement: str, params: dict[str, object]) -> tuple | None:
@@ -200,9 +198,7 @@ def tenant_statements(
             connection.cursor() as cursor,
         ):
             return run_statements(cursor, statements, params)
-    enter = _ENTER_RELAXED if relaxed_commit else _ENTER
-    if read_only:
-        enter = _ENTER_READ_ONLY
+    enter = _enter(relaxed_commit, read_only)
     return _in_one_round_trip(connection, enter, str(user_id), statements, params)
 
 
@@ -221,31 +217,24 @@ def unscoped_relaxed(
     statement: str, params: dict[str, object], *, using: str = DEFAULT_DB_ALIAS
 ) -> list[tuple]:
     """One statement that sees no tenant's rows, committed without waiting for the disk;
-    its rows. Outside any transaction one round trip, so a row it locks (a shared budget)
-    is never held across a client's pause; inside one, ``unscoped_relaxed_commit``."""
+    its rows: for bookkeeping whose loss in a server crash is harmless (a shared budget).
+    Outside any transaction one round trip, so a row it locks is never held across a
+    client's pause; inside one, a transaction of its own."""
     connection = connections[using]
     if connection.in_atomic_block or not connection.get_autocommit():
-        with unscoped_relaxed_commit(using=using), connection.cursor() as cursor:
-            cursor.execute(statement, params)
-            return cursor.fetchall() if cursor.description else []
+        with (
+            _owned_transaction("unscoped_relaxed()", using, relaxed_commit=True),
+            connection.cursor() as cursor,
+        ):
+            return run_statements(cursor, [statement], params)[0]
     return _in_one_round_trip(connection, _ENTER_RELAXED, "", [statement], params)[0]
-
-
-@contextmanager
-def unscoped_relaxed_commit(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
-    """A transaction that sees no tenant's rows and commits without waiting for the disk,
-    for bookkeeping whose loss in a server crash is harmless (the shared send budget)."""
-    with _owned_transaction(
-        "unscoped_relaxed_commit()", using, tenant="", role="none", relaxed_commit=True
-    ):
-        yield
 
 
 @contextmanager
 def rls_bypass(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """Run the block as the sweeper role: every tenant's queue rows, nothing else. Only
     the claim, the settle-up and their bookkeeping belong here."""
-    with _owned_transaction("rls_bypass()", using, tenant="", role=settings.NUDGE_DB_SWEEPER_ROLE):
+    with _owned_transaction("rls_bypass()", using, role=settings.NUDGE_DB_SWEEPER_ROLE):
         yield
 
 
@@ -259,7 +248,6 @@ def planning_scope(user_ids: Sequence[int], *, using: str = DEFAULT_DB_ALIAS) ->
     with _owned_transaction(
         f"planning_scope({len(ids)} users)",
         using,
-        tenant="",
         role=settings.NUDGE_DB_PLANNER_ROLE,
         relaxed_commit=True,
         planning=",".join(map(str, ids)),
@@ -274,7 +262,7 @@ SUPPORT_SCOPE = "support_scope()"
 @contextmanager
 def support_scope(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """Run the block as the support role: the staff admin's cross-tenant view."""
-    with _owned_transaction(SUPPORT_SCOPE, using, tenant="", role=settings.NUDGE_DB_SUPPORT_ROLE):
+    with _owned_transaction(SUPPORT_SCOPE, using, role=settings.NUDGE_DB_SUPPORT_ROLE):
         yield
 
 
