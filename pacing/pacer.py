@@ -51,12 +51,8 @@ MIN_HOLD = timedelta(seconds=1)
 
 @dataclass(frozen=True)
 class Budget:
-    """A named rate shared by every process: ``ceiling`` per second, 0 = unpaced.
-
-    ``burst``: how many requests may go at once after a quiet spell (any T
-    seconds hold at most ``burst + ceiling x T``); 0 spaces every request
-    evenly. Never while a 429 has lowered the rate.
-    """
+    """A named rate shared by every process: ``ceiling`` per second, 0 = unpaced; ``burst``
+    requests may go at once after a quiet spell (a token bucket, only at the full ceiling)."""
 
     name: str
     ceiling: float
@@ -240,9 +236,8 @@ _lane_holders = 0
 
 @contextmanager
 def one_connection() -> Iterator[None]:
-    """Within the block, every thread's request pacing shares one database session
-    of this process (one thread runs the statements, a millisecond each); after
-    the last block closes, that session is closed. Blocks may nest."""
+    """Within the block, every thread's request pacing shares one database session of
+    this process (a hundred fetches in flight ask the server for one); blocks may nest."""
     global _lane, _lane_holders
     with _process_lock:
         if _lane is None:
@@ -268,12 +263,8 @@ def _statement(call: Callable[[], T]) -> T:
 
 def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float, config: NudgeConfig) -> bool:
     """For one request: wait (holding no transaction) until its slot opens in every
-    budget; False at once when one has no slot within ``max_wait`` seconds.
-
-    Slots are taken at most ``HORIZON`` ahead, so a 429 meanwhile is seen before
-    the request goes; one heard while waiting sends the thread back for a fresh
-    slot. Slots taken but unused are lost: budgets only err on the slow side.
-    """
+    budget; False at once when one has no slot within ``max_wait`` seconds. A 429 heard
+    while waiting sends the thread back for a fresh slot (an unused one is lost)."""
     paced = [b for b in budgets if b.ceiling > 0]
     give_up_at = time.monotonic() + max_wait
     shared = _shared(config)
@@ -312,11 +303,8 @@ def request_rate_limited(budget: Budget, seconds: float, config: NudgeConfig) ->
 
 
 class SendGate:
-    """Keeps one process's sends on one channel at least ``interval`` apart, from any thread.
-
-    A slot reached too late is refused (:meth:`take_turn`): its time belongs to
-    other processes' next slots, and sending now would double the rate.
-    """
+    """Keeps one process's sends on one channel at least ``interval`` apart, from any thread;
+    a turn too late is refused: its time belongs to other processes' slots."""
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
@@ -422,13 +410,10 @@ class ChannelPacer:
 
     @contextmanager
     def chat_turn(self, channel: str, address: str) -> Iterator[Callable[[], None]]:
-        """Hold one chat while a worker thread sends to it: its sends leave one at
-        a time, each ``per_chat_interval`` after the previous one was answered.
-
-        Spacing from the answer keeps arrivals apart where planned instants
-        cannot. The block calls what it is given once the provider answered (or
-        the send failed); a turn that sent nothing leaves the chat as it was.
-        """
+        """Hold one chat while a worker thread sends to it: its sends leave one at a time,
+        each ``per_chat_interval`` after the previous one was answered (providers count
+        arrivals, not plans). The block calls what it is given once the send is answered;
+        a turn that sent nothing leaves the chat as it was."""
         interval = self.config.per_chat_interval
         if interval <= 0:
             yield lambda: None

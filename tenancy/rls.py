@@ -44,6 +44,15 @@ def _role(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _granted(privileges: str, table: str, role_name: str) -> migrations.RunSQL:
+    """``GRANT privileges ON table`` to the role, reversed by the same REVOKE."""
+    role = _role(role_name)
+    return migrations.RunSQL(
+        sql=[f"GRANT {privileges} ON {table} TO {role}"],
+        reverse_sql=[f"REVOKE {privileges} ON {table} FROM {role}"],
+    )
+
+
 # The tables whose migrations also apply ``grant_sweeper``: the queue alone.
 SWEEPER_TABLES = frozenset({"scheduled_sends"})
 
@@ -98,11 +107,7 @@ def grant_planner(table: str) -> migrations.RunSQL:
 
 def grant_planner_user_reads() -> migrations.RunSQL:
     """Whether a user is active, and nothing else of ``auth_user`` (a column grant)."""
-    planner = _role(settings.NUDGE_DB_PLANNER_ROLE)
-    return migrations.RunSQL(
-        sql=[f"GRANT SELECT (id, is_active) ON auth_user TO {planner}"],
-        reverse_sql=[f"REVOKE SELECT (id, is_active) ON auth_user FROM {planner}"],
-    )
+    return _granted("SELECT (id, is_active)", "auth_user", settings.NUDGE_DB_PLANNER_ROLE)
 
 
 def _tenant_rls(table: str) -> list[str]:
@@ -234,12 +239,7 @@ def restrict_sweeper_updates(table: str, columns: Sequence[str]) -> migrations.R
 
 def grant_sweeper_updates(table: str, columns: Sequence[str]) -> migrations.RunSQL:
     """Let the sweeper update state columns a later migration adds."""
-    role = _role(settings.NUDGE_DB_SWEEPER_ROLE)
-    listed = ", ".join(columns)
-    return migrations.RunSQL(
-        sql=[f"GRANT UPDATE ({listed}) ON {table} TO {role}"],
-        reverse_sql=[f"REVOKE UPDATE ({listed}) ON {table} FROM {role}"],
-    )
+    return _granted(f"UPDATE ({', '.join(columns)})", table, settings.NUDGE_DB_SWEEPER_ROLE)
 
 
 def _dml_everywhere(role_name: str) -> migrations.RunSQL:
