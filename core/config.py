@@ -1,11 +1,6 @@
-"""The product's knobs: one typed, validated object, read everywhere.
-
-A few are public settings an operator sets in the environment; the rest are internal
-tuning, changed only by tests and benchmarks (``NUDGE_TUNING``). ``NudgeConfig`` turns
-them into durations, rates and limits, refuses unsafe combinations (naming the knob
-and the reason; ``manage.py check`` runs the same), and is built at call time, so a
-test's ``settings`` override takes effect. Secrets and provider addresses stay plain
-Django settings, each read by the one module that uses it.
+"""The product's knobs: one typed, validated object, read everywhere; built at call time,
+so a test's ``settings`` override takes effect. A few are public settings, the rest internal
+tuning (``NUDGE_TUNING``). Secrets and provider addresses stay plain Django settings.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""Row-level security DDL for tenant tables, as reversible migration operations.
-
-The one definition of the tenant predicate, for the migrations and the check.
-The bypass is a policy ``TO`` a NOLOGIN role entered with ``SET LOCAL ROLE``,
-not a flag OR'ed into the tenant policy: any flag term costs the claim its
-early stop and tenant reads their ``user_id`` index.
+"""Row-level security DDL for tenant tables, as reversible migration operations, and the
+one definition of the tenant predicate. The bypass is a policy ``TO`` a NOLOGIN role
+entered with ``SET LOCAL ROLE``, not a flag OR'ed into the tenant policy: any flag term
+costs the claim its early stop and tenant reads their ``user_id`` index.
 """
 
 from __future__ import annotations
