@@ -307,10 +307,9 @@ class SendGate:
     a turn too late is refused: its time belongs to other processes' slots."""
 
     def __init__(self, interval: float) -> None:
-        self.interval = interval
-        self.tolerance = max(LATE_TOLERANCE, interval)
         self._lock = threading.Lock()
         self._next_at = 0.0
+        self.retune(interval)
 
     def retune(self, interval: float) -> None:
         """Follow the channel's rate in force (a 429 lowered it, or it climbs back)."""
