@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,20 +23,14 @@ SCHEMA_MAX_LEAD_MINUTES = 24 * 60
 SCHEMA_MAX_LEAD = timedelta(minutes=SCHEMA_MAX_LEAD_MINUTES)
 
 
-def minutes(value: float) -> timedelta:
-    return timedelta(minutes=value)
+def _duration(unit: str, value: float) -> timedelta:
+    return timedelta(**{unit: value})
 
 
-def seconds(value: float) -> timedelta:
-    return timedelta(seconds=value)
-
-
-def hours(value: float) -> timedelta:
-    return timedelta(hours=value)
-
-
-def days(value: float) -> timedelta:
-    return timedelta(days=value)
+# A knob's value in its setting's unit becomes a duration through one of these.
+minutes, seconds, hours, days = (
+    partial(_duration, unit) for unit in ("minutes", "seconds", "hours", "days")
+)
 
 
 def as_is(value: float) -> float:
