@@ -1,5 +1,4 @@
 """Every write to a person's delivery state: by the person, by support, by a provider.
-
 ``update_settings`` is the one way settings change; once committed it announces
 ``signals.plan_changed`` so the user is re-planned at once. Each function opens the
 user's ``tenant_scope`` (callers must not hold one), or joins the admin's ``support_scope``.
@@ -9,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 
 from django.db import transaction
@@ -60,16 +59,6 @@ def ensure_settings(
     return delivery
 
 
-@contextlib.contextmanager
-def _settings_scope(user_id: int) -> Iterator[None]:
-    """The user's own scope; inside the admin's support scope, that one."""
-    if current_scope() == SUPPORT_SCOPE:
-        yield
-    else:
-        with tenant_scope(user_id):
-            yield
-
-
 def announce_change(user_id: int, now: datetime) -> None:
     """Tell the floors above that what should be queued for ``user_id`` changed,
     now or, inside a scope, when its transaction commits."""
@@ -101,7 +90,9 @@ def update_settings(user_id: int, changes: Mapping[str, object], now: datetime) 
     unknown = set(changes) - EDITABLE
     if unknown:
         raise ValueError(f"not a setting update_settings may change: {sorted(unknown)}")
-    with _settings_scope(user_id):
+    # The user's own scope; inside the admin's support scope, that one.
+    in_support = current_scope() == SUPPORT_SCOPE
+    with contextlib.nullcontext() if in_support else tenant_scope(user_id):
         delivery = ensure_settings(user_id)
         for name, value in changes.items():
             if name == "paused":

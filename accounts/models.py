@@ -9,12 +9,12 @@ import zoneinfo
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from core.config import SCHEMA_MAX_LEAD, NudgeConfig
+from core.config import SCHEMA_MAX_LEAD_MINUTES, NudgeConfig
 from tenancy.models import TenantModel
 
 # [0-9], not \d: \d also matches Arabic-Indic and fullwidth digits.
 E164 = re.compile(r"\+[1-9][0-9]{6,14}")
-MAX_LEAD_MINUTES = int(SCHEMA_MAX_LEAD.total_seconds() // 60)
+MAX_LEAD_MINUTES = SCHEMA_MAX_LEAD_MINUTES
 
 
 def validate_e164(value: str) -> None:

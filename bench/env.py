@@ -76,7 +76,7 @@ def child_env(**extra: str) -> dict[str, str]:
         }
     )
     env.update(extra)
-    from core.config import with_tuning
+    from tests.support.processes import with_tuning
 
     return with_tuning(env)
 

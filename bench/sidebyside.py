@@ -50,8 +50,8 @@ sys.path.insert(0, str(ROOT))
 REPORT = f"bench/history/sidebyside-{time.strftime('%Y-%m-%d')}.md"
 
 from bench.worker import start_released  # noqa: E402
-from core.config import with_tuning  # noqa: E402
 from tests.fakes.telegram_server import BOT_TOKEN, FakeTelegram  # noqa: E402
+from tests.support.processes import with_tuning  # noqa: E402
 
 ADMIN_URL = os.environ.get("NUDGE_BENCH_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 # The commit before the concurrent delivery pipeline: sequential sends, two

@@ -6,7 +6,8 @@ argparse ``type`` escapes Django's handler); database checks raise ``CommandErro
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -47,31 +48,29 @@ def instant(value: str) -> datetime:
 
 def positive_int(value: str) -> int:
     """A whole number of at least 1 (a batch of 0 is a mistake, not "the default")."""
-    number = _number(value, int, "a whole number")
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
-    return number
+    return _number(value, int, lambda number: number >= 1, "must be at least 1")
 
 
 def non_negative_int(value: str) -> int:
-    number = _number(value, int, "a whole number")
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{value!r} cannot be negative")
-    return number
+    return _number(value, int, lambda number: number >= 0, "cannot be negative")
 
 
 def positive_float(value: str) -> float:
-    number = _number(value, float, "a number")
-    if not number > 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError(f"{value!r} must be a positive number of seconds")
-    return number
+    return _number(
+        value, float, lambda number: 0 < number < math.inf, "must be a positive number of seconds"
+    )
 
 
-def _number(value: str, kind: type, description: str) -> Any:
+def _number(value: str, kind: type, ok: Callable[[Any], bool], complaint: str) -> Any:
+    """``value`` read as ``kind``, or the argument error saying what is wrong with it."""
     try:
-        return kind(value)
+        number = kind(value)
     except ValueError:
+        description = "a whole number" if kind is int else "a number"
         raise argparse.ArgumentTypeError(f"{value!r} is not {description}") from None
+    if not ok(number):
+        raise argparse.ArgumentTypeError(f"{value!r} {complaint}")
+    return number
 
 
 def require_users(user_ids: Iterable[int] | None, *, active: bool = True) -> list[int] | None:

@@ -1,11 +1,6 @@
-"""The product's knobs: one typed, validated object, read everywhere.
-
-A few are public settings an operator sets in the environment; the rest are internal
-tuning, changed only by tests and benchmarks (``NUDGE_TUNING``). ``NudgeConfig`` turns
-them into durations, rates and limits, refuses unsafe combinations (naming the knob
-and the reason; ``manage.py check`` runs the same), and is built at call time, so a
-test's ``settings`` override takes effect. Secrets and provider addresses stay plain
-Django settings, each read by the one module that uses it.
+"""The product's knobs: one typed, validated object, read everywhere; built at call time,
+so a test's ``settings`` override takes effect. A few are public settings, the rest internal
+tuning (``NUDGE_TUNING``). Secrets and provider addresses stay plain Django settings.
 """
 
 from __future__ import annotations
@@ -16,30 +11,26 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-# The longest lead the schema allows (``delivery_settings_lead_in_range``).
-SCHEMA_MAX_LEAD = timedelta(hours=24)
+# The longest lead the schema allows (``delivery_settings_lead_in_range``), in minutes.
+SCHEMA_MAX_LEAD_MINUTES = 24 * 60
+SCHEMA_MAX_LEAD = timedelta(minutes=SCHEMA_MAX_LEAD_MINUTES)
 
 
-def minutes(value: float) -> timedelta:
-    return timedelta(minutes=value)
+def _duration(unit: str, value: float) -> timedelta:
+    return timedelta(**{unit: value})
 
 
-def seconds(value: float) -> timedelta:
-    return timedelta(seconds=value)
-
-
-def hours(value: float) -> timedelta:
-    return timedelta(hours=value)
-
-
-def days(value: float) -> timedelta:
-    return timedelta(days=value)
+# A knob's value in its setting's unit becomes a duration through one of these.
+minutes, seconds, hours, days = (
+    partial(_duration, unit) for unit in ("minutes", "seconds", "hours", "days")
+)
 
 
 def as_is(value: float) -> float:
@@ -65,7 +56,7 @@ DEFAULT_MEETING_HOSTS = (
 @dataclass(frozen=True)
 class Knob:
     """One setting: its name, the ``NudgeConfig`` attribute it becomes, its one default
-    (in the setting's own unit) and how the value becomes the attribute."""
+    (in the setting's own unit), how the value becomes the attribute, and its bounds."""
 
     setting: str
     attribute: str
@@ -74,6 +65,23 @@ class Knob:
     # Public: an operator sets it in the environment (docs/OPERATIONS.md, "Settings");
     # otherwise internal tuning, changed only through NUDGE_TUNING.
     public: bool = False
+    # The values allowed, in the setting's own unit (None: any).
+    at_least: float | None = None
+    at_most: float | None = None
+    positive: bool = False
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` (the attribute) is out of bounds, worded for whoever set it."""
+        low = None if self.at_least is None else self.convert(self.at_least)
+        high = None if self.at_most is None else self.convert(self.at_most)
+        if self.positive and not value > self.convert(0):
+            return f"{self.setting} must be positive"
+        if high is not None and not low <= value <= high:
+            return f"{self.setting} must be between {self.at_least} and {self.at_most}"
+        if low is not None and not value >= low:
+            qualifier = "not be negative" if self.at_least == 0 else f"be at least {self.at_least}"
+            return f"{self.setting} must {qualifier}"
+        return None
 
 
 def knob(
@@ -81,9 +89,14 @@ def knob(
     default: int | float | str,
     convert: Callable[..., object] = as_is,
     public: bool = False,
+    *,
+    at_least: float | None = None,
+    at_most: float | None = None,
+    positive: bool = False,
 ) -> Any:
     """A ``NudgeConfig`` field read from ``setting`` (its attribute is filled in below)."""
-    return field(metadata={"knob": Knob(setting, "", default, convert, public)})
+    bounds = Knob(setting, "", default, convert, public, at_least, at_most, positive)
+    return field(metadata={"knob": bounds})
 
 
 @dataclass(frozen=True)
@@ -93,97 +106,107 @@ class NudgeConfig:
     classes; built at an entry point (a command, a view, a cron route) and passed down."""
 
     # --- the queue ---
-    lookahead: timedelta = knob("NUDGE_LOOKAHEAD_MINUTES", 180, minutes)
-    default_lead: timedelta = knob("NUDGE_DEFAULT_LEAD_MINUTES", 10, minutes, public=True)
-    max_lead: timedelta = knob("NUDGE_MAX_LEAD_MINUTES", 24 * 60, minutes)
-    grace: timedelta = knob("NUDGE_GRACE_MINUTES", 15, minutes)
+    lookahead: timedelta = knob("NUDGE_LOOKAHEAD_MINUTES", 180, minutes, positive=True)
+    default_lead: timedelta = knob(
+        "NUDGE_DEFAULT_LEAD_MINUTES",
+        10,
+        minutes,
+        public=True,
+        at_least=0,
+        at_most=SCHEMA_MAX_LEAD_MINUTES,
+    )
+    max_lead: timedelta = knob(
+        "NUDGE_MAX_LEAD_MINUTES",
+        SCHEMA_MAX_LEAD_MINUTES,
+        minutes,
+        at_least=0,
+        at_most=SCHEMA_MAX_LEAD_MINUTES,
+    )
+    grace: timedelta = knob("NUDGE_GRACE_MINUTES", 15, minutes, positive=True)
     lease: timedelta = knob("NUDGE_LEASE_SECONDS", 300, seconds)
-    batch_size: int = knob("NUDGE_BATCH_SIZE", 200)
-    run_budget_seconds: float = knob("NUDGE_RUN_BUDGET_SECONDS", 55)
+    batch_size: int = knob("NUDGE_BATCH_SIZE", 200, at_least=1)
+    run_budget_seconds: float = knob("NUDGE_RUN_BUDGET_SECONDS", 55, positive=True)
     retry_delay: timedelta = knob("NUDGE_RETRY_DELAY_SECONDS", 60, seconds)
-    send_concurrency: int = knob("NUDGE_SEND_CONCURRENCY", 32)
+    send_concurrency: int = knob("NUDGE_SEND_CONCURRENCY", 32, at_least=1)
     # Messages per second per channel across all deliver processes; 0 = unpaced.
-    telegram_rate: float = knob("NUDGE_TELEGRAM_RATE", 25.0, public=True)
-    whatsapp_rate: float = knob("NUDGE_WHATSAPP_RATE", 60.0, public=True)
-    console_rate: float = knob("NUDGE_CONSOLE_RATE", 0.0)
+    telegram_rate: float = knob("NUDGE_TELEGRAM_RATE", 25.0, public=True, at_least=0)
+    whatsapp_rate: float = knob("NUDGE_WHATSAPP_RATE", 60.0, public=True, at_least=0)
+    console_rate: float = knob("NUDGE_CONSOLE_RATE", 0.0, at_least=0)
     per_chat_interval: float = knob("NUDGE_PER_CHAT_INTERVAL_SECONDS", 1.0)
-    max_early: timedelta = knob("NUDGE_MAX_EARLY_MINUTES", 6, minutes)
-    # A minute's deliver run starts seconds into it and 429s hold the rate under the planning
-    # mean, so a minute is planned a fifth short of what the rate would carry.
+    max_early: timedelta = knob("NUDGE_MAX_EARLY_MINUTES", 6, minutes, at_least=0)
     smoothing_headroom: float = knob("NUDGE_SMOOTHING_HEADROOM", 0.8)
-    # A 429 multiplies a budget's rate in force (or what the provider accepted) by
-    # this; each minute without one raises it by this share of itself (pacing/pacer.py).
     pacing_backoff: float = knob("NUDGE_PACING_BACKOFF", 0.9)
     pacing_recovery_per_minute: float = knob("NUDGE_PACING_RECOVERY_PER_MINUTE", 0.1)
-    # What one tenant may put on the shared queue (see materialize.cap_per_user).
-    max_nudges_per_user: int = knob("NUDGE_MAX_NUDGES_PER_USER", 200)
-    max_nudges_per_user_minute: int = knob("NUDGE_MAX_NUDGES_PER_USER_MINUTE", 10)
-    # A materialize run stops visiting users after this and hands over.
-    materialize_budget_seconds: float = knob("NUDGE_MATERIALIZE_BUDGET_SECONDS", 780)
-    # A cycle's users are split into slices of this many, claimed one at a time
-    # by every materialize process of the cycle; a slice's holder renews its
-    # lease, and one whose lease lapsed (the holder died) is taken over.
-    materialize_slice_users: int = knob("NUDGE_MATERIALIZE_SLICE_USERS", 250)
-    materialize_slice_lease: timedelta = knob("NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS", 180, seconds)
+    max_nudges_per_user: int = knob("NUDGE_MAX_NUDGES_PER_USER", 200, at_least=1)
+    max_nudges_per_user_minute: int = knob("NUDGE_MAX_NUDGES_PER_USER_MINUTE", 10, at_least=1)
+    materialize_budget_seconds: float = knob("NUDGE_MATERIALIZE_BUDGET_SECONDS", 780, positive=True)
+    materialize_slice_users: int = knob("NUDGE_MATERIALIZE_SLICE_USERS", 250, at_least=1)
+    materialize_slice_lease: timedelta = knob(
+        "NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS", 180, seconds, positive=True
+    )
     # --- health ---
-    # A due row unclaimed for longer than this means delivery is not happening.
     overdue_after: timedelta = knob("NUDGE_HEALTH_OVERDUE_SECONDS", 120, seconds)
     max_p95_lateness: timedelta = knob("NUDGE_HEALTH_MAX_P95_LATENESS_SECONDS", 60, seconds)
     deliver_stale_after: timedelta = knob("NUDGE_HEALTH_DELIVER_STALE_MINUTES", 5, minutes)
     materialize_stale_after: timedelta = knob("NUDGE_HEALTH_MATERIALIZE_STALE_MINUTES", 45, minutes)
     # --- calendars ---
-    calendar_http_timeout_seconds: float = knob("CALENDAR_HTTP_TIMEOUT_SECONDS", 15.0)
-    calendar_sync_budget_seconds: float = knob("CALENDAR_SYNC_BUDGET_SECONDS", 60.0)
-    calendar_sync_user_budget_seconds: float = knob("CALENDAR_SYNC_USER_BUDGET_SECONDS", 120.0)
-    ics_max_bytes: int = knob("ICS_MAX_BYTES", 5 * 1024 * 1024)
+    calendar_http_timeout_seconds: float = knob(
+        "CALENDAR_HTTP_TIMEOUT_SECONDS", 15.0, positive=True
+    )
+    calendar_sync_budget_seconds: float = knob("CALENDAR_SYNC_BUDGET_SECONDS", 60.0, positive=True)
+    calendar_sync_user_budget_seconds: float = knob(
+        "CALENDAR_SYNC_USER_BUDGET_SECONDS", 120.0, positive=True
+    )
+    ics_max_bytes: int = knob("ICS_MAX_BYTES", 5 * 1024 * 1024, at_least=1)
     # The only hosts a nudge's join link may point to (https only; "*." = and subdomains).
     meeting_hosts: tuple[str, ...] = knob(
         "CALENDAR_MEETING_HOSTS", DEFAULT_MEETING_HOSTS, host_list
     )
-    # Connections fetched at once by one sweep process, and this many from a feed host
-    # (host and port) at first: then learned from its answers (pacing/host_slots.py).
-    calendar_sync_concurrency: int = knob("CALENDAR_SYNC_CONCURRENCY", 64)
-    calendar_sync_per_host: int = knob("CALENDAR_SYNC_PER_HOST", 16)
-    # Database connections one sweep process writes synced calendars and queues
-    # users on, each on a thread of its own, so round trips overlap.
-    calendar_sync_db_lanes: int = knob("CALENDAR_SYNC_DB_LANES", 6)
-    # Provider requests a minute, shared by every process; 0 = unpaced. Google
-    # publishes 10,000 a minute per project and 600 per user; Graph (Outlook)
-    # 10,000 per 10 minutes per app and mailbox, 130,000 per 10 s per app.
-    google_project_rate_per_minute: float = knob("CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE", 8000.0)
-    # Google project requests that may go at once after a quiet spell (a token
-    # bucket; pacing/pacer.py): Google counts a sliding minute, so any minute
-    # then holds at most this plus the rate a minute. The rate plus the burst
-    # must stay within the project's quota a minute (8,000 + 1,500 of 10,000:
-    # the rest for requests a little late on their slots). 0 = evenly spaced.
-    google_project_burst: int = knob("CALENDAR_GOOGLE_PROJECT_BURST", 1500)
-    google_user_rate_per_minute: float = knob("CALENDAR_GOOGLE_USER_RATE_PER_MINUTE", 480.0)
-    graph_app_rate_per_minute: float = knob("CALENDAR_GRAPH_APP_RATE_PER_MINUTE", 600_000.0)
-    graph_mailbox_rate_per_minute: float = knob("CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE", 800.0)
-    # Push from Google and Microsoft: the public https address providers post to
-    # (<it>/calendars/push/...); empty = every calendar is polled.
+    calendar_sync_concurrency: int = knob("CALENDAR_SYNC_CONCURRENCY", 64, at_least=1, at_most=512)
+    # A feed host's first fetch slots; then learned from its answers (pacing/host_slots.py).
+    # Above the concurrency it simply caps nothing.
+    calendar_sync_per_host: int = knob("CALENDAR_SYNC_PER_HOST", 16, at_least=1)
+    calendar_sync_db_lanes: int = knob("CALENDAR_SYNC_DB_LANES", 6, at_least=1, at_most=64)
+    # Provider requests a minute, shared by every process; 0 = unpaced.
+    google_project_rate_per_minute: float = knob(
+        "CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE", 8000.0, at_least=0
+    )
+    # The rate plus this burst must stay within the project's quota a minute.
+    google_project_burst: int = knob("CALENDAR_GOOGLE_PROJECT_BURST", 1500, at_least=0)
+    google_user_rate_per_minute: float = knob(
+        "CALENDAR_GOOGLE_USER_RATE_PER_MINUTE", 480.0, at_least=0
+    )
+    graph_app_rate_per_minute: float = knob(
+        "CALENDAR_GRAPH_APP_RATE_PER_MINUTE", 600_000.0, at_least=0
+    )
+    graph_mailbox_rate_per_minute: float = knob(
+        "CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE", 800.0, at_least=0
+    )
+    # The public https address providers post to (<it>/calendars/push/...); empty = poll.
     calendar_push_base_url: str = knob("CALENDAR_PUSH_BASE_URL", "")
-    # A calendar with live push is fetched when notified and at least this often.
-    calendar_safety_poll: timedelta = knob("CALENDAR_SAFETY_POLL_MINUTES", 360, minutes)
+    calendar_safety_poll: timedelta = knob(
+        "CALENDAR_SAFETY_POLL_MINUTES", 360, minutes, at_least=15, at_most=24 * 60
+    )
     # --- the end-user area ---
     link_code_lifetime: timedelta = knob("NUDGE_LINK_CODE_MINUTES", 15, minutes)
-    # How long used or expired link codes, and inbound Twilio message ids, are kept.
     link_code_retention: timedelta = knob("NUDGE_LINK_CODE_RETENTION_HOURS", 24, hours)
-    inbound_seen_retention: timedelta = knob("NUDGE_INBOUND_SEEN_DAYS", 90, days)
-    # Per-user caps (a user past one is refused with the limit named) and the API's rate.
-    max_calendars_per_user: int = knob("NUDGE_MAX_CALENDARS_PER_USER", 10)
-    max_follow_ups_per_user: int = knob("NUDGE_MAX_FOLLOW_UPS_PER_USER", 1000)
-    max_api_tokens_per_user: int = knob("NUDGE_MAX_API_TOKENS_PER_USER", 10)
-    api_requests_per_minute: int = knob("NUDGE_API_REQUESTS_PER_MINUTE", 60)
-    # Acting from a nudge (issue 22): how long Snooze waits, and the WhatsApp
-    # Content template with quick-reply buttons ("" = reply "snooze" / "done").
-    snooze: timedelta = knob("NUDGE_SNOOZE_MINUTES", 10, minutes)
+    inbound_seen_retention: timedelta = knob("NUDGE_INBOUND_SEEN_DAYS", 90, days, at_least=1)
+    max_calendars_per_user: int = knob("NUDGE_MAX_CALENDARS_PER_USER", 10, at_least=1)
+    max_follow_ups_per_user: int = knob("NUDGE_MAX_FOLLOW_UPS_PER_USER", 1000, at_least=1)
+    max_api_tokens_per_user: int = knob("NUDGE_MAX_API_TOKENS_PER_USER", 10, at_least=1)
+    api_requests_per_minute: int = knob("NUDGE_API_REQUESTS_PER_MINUTE", 60, at_least=1)
+    snooze: timedelta = knob("NUDGE_SNOOZE_MINUTES", 10, minutes, at_least=1, at_most=24 * 60)
+    # The WhatsApp Content template with quick-reply buttons ("" = reply "snooze" / "done").
     whatsapp_actions_content_sid: str = knob("TWILIO_ACTIONS_CONTENT_SID", "", public=True)
     # --- sign-in and password reset (portal/signin.py) ---
-    signin_failure_limit: int = knob("NUDGE_SIGNIN_FAILURE_LIMIT", 10)
-    signin_lockout: timedelta = knob("NUDGE_SIGNIN_LOCKOUT_MINUTES", 15, minutes)
-    password_resets_per_address_hour: int = knob("NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR", 3)
-    password_resets_per_client_hour: int = knob("NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR", 10)
+    signin_failure_limit: int = knob("NUDGE_SIGNIN_FAILURE_LIMIT", 10, at_least=1)
+    signin_lockout: timedelta = knob("NUDGE_SIGNIN_LOCKOUT_MINUTES", 15, minutes, positive=True)
+    password_resets_per_address_hour: int = knob(
+        "NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR", 3, at_least=1
+    )
+    password_resets_per_client_hour: int = knob(
+        "NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR", 10, at_least=1
+    )
     # Which class sends each channel (dotted paths; NUDGE_CHANNEL_BACKENDS).
     channel_backends: dict[str, str] = field(default_factory=dict)
 
@@ -250,60 +273,7 @@ class NudgeConfig:
 
     def problems(self) -> list[str]:
         """Every invalid knob, worded for whoever set it."""
-        at_least_one = {
-            "NUDGE_BATCH_SIZE": self.batch_size,
-            "NUDGE_SEND_CONCURRENCY": self.send_concurrency,
-            "NUDGE_MATERIALIZE_SLICE_USERS": self.materialize_slice_users,
-            "NUDGE_MAX_NUDGES_PER_USER": self.max_nudges_per_user,
-            "NUDGE_MAX_NUDGES_PER_USER_MINUTE": self.max_nudges_per_user_minute,
-            "ICS_MAX_BYTES": self.ics_max_bytes,
-            # Above the concurrency it simply caps nothing.
-            "CALENDAR_SYNC_PER_HOST": self.calendar_sync_per_host,
-            "NUDGE_MAX_CALENDARS_PER_USER": self.max_calendars_per_user,
-            "NUDGE_MAX_FOLLOW_UPS_PER_USER": self.max_follow_ups_per_user,
-            "NUDGE_MAX_API_TOKENS_PER_USER": self.max_api_tokens_per_user,
-            "NUDGE_API_REQUESTS_PER_MINUTE": self.api_requests_per_minute,
-            "NUDGE_SIGNIN_FAILURE_LIMIT": self.signin_failure_limit,
-            "NUDGE_PASSWORD_RESET_PER_ADDRESS_HOUR": self.password_resets_per_address_hour,
-            "NUDGE_PASSWORD_RESET_PER_CLIENT_HOUR": self.password_resets_per_client_hour,
-        }
-        positive = {
-            "NUDGE_LOOKAHEAD_MINUTES": self.lookahead.total_seconds(),
-            "NUDGE_GRACE_MINUTES": self.grace.total_seconds(),
-            "NUDGE_RUN_BUDGET_SECONDS": self.run_budget_seconds,
-            "NUDGE_MATERIALIZE_BUDGET_SECONDS": self.materialize_budget_seconds,
-            "NUDGE_MATERIALIZE_SLICE_LEASE_SECONDS": self.materialize_slice_lease.total_seconds(),
-            "CALENDAR_HTTP_TIMEOUT_SECONDS": self.calendar_http_timeout_seconds,
-            "CALENDAR_SYNC_BUDGET_SECONDS": self.calendar_sync_budget_seconds,
-            "CALENDAR_SYNC_USER_BUDGET_SECONDS": self.calendar_sync_user_budget_seconds,
-            "NUDGE_SIGNIN_LOCKOUT_MINUTES": self.signin_lockout.total_seconds(),
-        }
-        not_negative = {
-            **{RATE_SETTINGS[channel]: rate for channel, rate in self.channel_rates.items()},
-            "NUDGE_MAX_EARLY_MINUTES": self.max_early.total_seconds(),
-            "CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE": self.google_project_rate_per_minute,
-            "CALENDAR_GOOGLE_USER_RATE_PER_MINUTE": self.google_user_rate_per_minute,
-            "CALENDAR_GRAPH_APP_RATE_PER_MINUTE": self.graph_app_rate_per_minute,
-            "CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE": self.graph_mailbox_rate_per_minute,
-            "CALENDAR_GOOGLE_PROJECT_BURST": self.google_project_burst,
-        }
-        day = timedelta(hours=24)
         rules = [
-            *((value >= 1, f"{name} must be at least 1") for name, value in at_least_one.items()),
-            *((value > 0, f"{name} must be positive") for name, value in positive.items()),
-            *((value >= 0, f"{name} must not be negative") for name, value in not_negative.items()),
-            (
-                timedelta(minutes=1) <= self.snooze <= day,
-                "NUDGE_SNOOZE_MINUTES must be between 1 and 1440",
-            ),
-            (
-                timedelta(0) <= self.max_lead <= SCHEMA_MAX_LEAD,
-                "NUDGE_MAX_LEAD_MINUTES must be between 0 and 1440",
-            ),
-            (
-                timedelta(0) <= self.default_lead <= SCHEMA_MAX_LEAD,
-                "NUDGE_DEFAULT_LEAD_MINUTES must be between 0 and 1440",
-            ),
             (0 < self.smoothing_headroom <= 1, "NUDGE_SMOOTHING_HEADROOM must be in (0, 1]"),
             (0 < self.pacing_backoff < 1, "NUDGE_PACING_BACKOFF must be in (0, 1)"),
             (
@@ -315,27 +285,11 @@ class NudgeConfig:
                 "CALENDAR_MEETING_HOSTS must be comma-separated host names (a leading '*.' "
                 "also allows its subdomains)",
             ),
-            (
-                1 <= self.calendar_sync_concurrency <= 512,
-                "CALENDAR_SYNC_CONCURRENCY must be between 1 and 512",
-            ),
-            (
-                1 <= self.calendar_sync_db_lanes <= 64,
-                "CALENDAR_SYNC_DB_LANES must be between 1 and 64",
-            ),
             # The hourly allowance of WhatsApp codes counts the last hour's codes.
             (
                 self.link_code_retention >= max(timedelta(hours=1), self.link_code_lifetime),
                 "NUDGE_LINK_CODE_RETENTION_HOURS must be at least 1 and cover "
                 "NUDGE_LINK_CODE_MINUTES",
-            ),
-            (
-                self.inbound_seen_retention >= timedelta(days=1),
-                "NUDGE_INBOUND_SEEN_DAYS must be at least 1",
-            ),
-            (
-                timedelta(minutes=15) <= self.calendar_safety_poll <= day,
-                "CALENDAR_SAFETY_POLL_MINUTES must be between 15 and 1440",
             ),
             (
                 _push_base_url_ok(self.calendar_push_base_url),
@@ -350,7 +304,10 @@ class NudgeConfig:
                 f"(lease {self.lease.total_seconds():.0f}s, budget {self.run_budget_seconds}s)",
             ),
         ]
-        return [message for ok, message in rules if not ok]
+        bounds = (knob.problem(getattr(self, knob.attribute)) for knob in KNOBS)
+        return [problem for problem in bounds if problem] + [
+            message for ok, message in rules if not ok
+        ]
 
 
 KNOBS: tuple[Knob, ...] = tuple(
@@ -396,15 +353,6 @@ def knob_settings(
         if knob.setting in tuning:
             values[knob.setting] = type(knob.default)(tuning[knob.setting])
     return values
-
-
-def with_tuning(environment: dict[str, str]) -> dict[str, str]:
-    """A child process's environment with the tuning it names (``NUDGE_BATCH_SIZE="4"``)
-    also in ``NUDGE_TUNING``; the names stay, for an older commit that read them."""
-    tuning = {name: environment[name] for name in TUNING_SETTINGS if name in environment}
-    if not tuning:
-        return environment
-    return {**environment, TUNING_VARIABLE: json.dumps(tuning)}
 
 
 def stray_tuning(environment: Mapping[str, str]) -> list[str]:

@@ -1,6 +1,4 @@
-"""The one way this project runs work concurrently: a bounded set of worker threads
-(the provider clients are synchronous, and a thread waiting on a socket holds no lock).
-
+"""The one way this project runs work concurrently: a bounded set of worker threads.
 An executor of ``threads=0``, or one whose work touches the database while the caller
 is inside a transaction (a test's), runs each call inline: another thread's
 connection could not see that transaction's rows.

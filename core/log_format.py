@@ -1,8 +1,5 @@
-"""A log format that keeps the ``extra={...}`` fields: ``message key=value …``.
-
-One record is one line: control characters everywhere are escaped, so outside
-input cannot forge a log line. A traceback's lines are indented.
-"""
+"""A log format that keeps the ``extra={...}`` fields: ``message key=value …``; one record
+is one line (control characters escaped, so outside input cannot forge a log line)."""
 
 from __future__ import annotations
 

@@ -7,11 +7,8 @@ from django.db.models.functions import Now
 
 
 class ChannelPacing(models.Model):
-    """One named send or request budget, shared by every process: its next free
-    slot and the rate in force after a provider's 429.
-
-    Not a tenant table: budget names, instants and rates, no user data.
-    """
+    """One named send or request budget, shared by every process: its next free slot
+    and the rate in force after a 429. Not a tenant table: no user data."""
 
     budget = models.CharField(max_length=64, primary_key=True)
     next_slot_at = models.DateTimeField(db_default=Now())
@@ -35,11 +32,8 @@ class ChannelPacing(models.Model):
 
 
 class HostSlots(models.Model):
-    """How many fetches one feed host is given at once, learned from its answers and
-    shared by every process (``pacing.host_slots``).
-
-    Not a tenant table: a host and port, a number and instants, no user data.
-    """
+    """How many fetches one feed host is given at once, shared by every process
+    (``pacing.host_slots``). Not a tenant table: no user data."""
 
     host = models.CharField(max_length=300, primary_key=True)
     slots = models.FloatField()

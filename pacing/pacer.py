@@ -1,27 +1,11 @@
 """Pacing: named rate budgets that hold across every process at once, and learn.
 
-Each budget (a channel, or a provider's project, user or mailbox) keeps its
-next free slot in ``channel_pacing``. A process reserves consecutive slots
-``1/rate`` apart, at most ``HORIZON`` ahead, in one short statement, and uses
-each when it comes (never inside a transaction). Slots are on the database's
-clock and become deadlines on this process's monotonic clock.
-
-The configured rate is a ceiling (AIMD): a 429 pauses the budget past
-``Retry-After`` and, once per pause and for every process, lowers its rate to
-``NUDGE_PACING_BACKOFF`` x what the provider accepted over the last seconds
-(slots sent less 429s; on little traffic, x the rate in force), never below
-``MIN_RATE``: a ceiling far above the limit is learned in one or two pauses.
-Each minute without one raises the lowered rate by
-``NUDGE_PACING_RECOVERY_PER_MINUTE`` of itself (compounding), so it probes
-back up without bursting.
-A budget with a ``burst`` (a provider counting a sliding window) is a token
-bucket, but only at its full ceiling. Reservations commit without waiting for
-the disk: a lost one only lets a slot be used twice. A :class:`SendGate` keeps
-this process's sends ``1/rate`` apart, and ``chat_turn`` one chat's sends an
-interval after the previous answer (providers count arrivals, not plans).
-While a :func:`one_connection` block is open (the sync pool's run), every
-thread's request statements go through one connection of this process, so a
-hundred fetches in flight ask the server for one session, not a hundred.
+Each budget (a channel, or a provider's project, user or mailbox) keeps its next free
+slot in ``channel_pacing``; a process reserves slots ``1/rate`` apart, at most
+``HORIZON`` ahead, in one short statement outside any transaction, and maps them onto
+its monotonic clock. The configured rate is a ceiling (AIMD, ``statements.py``): a 429
+pauses the budget and lowers its rate for every process; it climbs back each minute.
+A lost reservation (commits do not wait for the disk) only lets a slot be used twice.
 """
 
 from __future__ import annotations
@@ -33,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import TypeVar
 
 from django.db import connection
@@ -66,12 +51,8 @@ MIN_HOLD = timedelta(seconds=1)
 
 @dataclass(frozen=True)
 class Budget:
-    """A named rate shared by every process: ``ceiling`` per second, 0 = unpaced.
-
-    ``burst``: how many requests may go at once after a quiet spell (any T
-    seconds hold at most ``burst + ceiling x T``); 0 spaces every request
-    evenly. Never while a 429 has lowered the rate.
-    """
+    """A named rate shared by every process: ``ceiling`` per second, 0 = unpaced; ``burst``
+    requests may go at once after a quiet spell (a token bucket, only at the full ceiling)."""
 
     name: str
     ceiling: float
@@ -117,6 +98,16 @@ class BudgetState:
         return ":" not in self.budget
 
 
+T = TypeVar("T")
+
+
+def _params(config: NudgeConfig) -> dict[str, float]:
+    return {
+        "growth": math.log1p(config.pacing_recovery_per_minute) / 60,
+        "tau": COUNTING_SECONDS,
+    }
+
+
 class SharedBudgets:
     """The shared budgets' statements, for any thread (each has its own connection)."""
 
@@ -124,12 +115,6 @@ class SharedBudgets:
         self.config = config
         self._known: set[str] = set()
         self._lock = threading.Lock()
-
-    def _params(self) -> dict[str, float]:
-        return {
-            "growth": math.log1p(self.config.pacing_recovery_per_minute) / 60,
-            "tau": COUNTING_SECONDS,
-        }
 
     def _ensure(self, names: Sequence[str]) -> None:
         with self._lock:
@@ -139,6 +124,18 @@ class SharedBudgets:
         unscoped_relaxed(statements.ENSURE_PACING_ROWS, {"budgets": missing})
         with self._lock:
             self._known.update(missing)
+
+    def _with_rows(self, names: Sequence[str], run: Callable[[], T], complete: Callable) -> T:
+        """``run()`` once the budgets' rows exist; again when ``complete`` says one was
+        missing (a row this process created is gone: a rollback)."""
+        self._ensure(names)
+        answer = run()
+        if not complete(answer):
+            with self._lock:
+                self._known.difference_update(names)
+            self._ensure(names)
+            answer = run()
+        return answer
 
     def reserve(
         self,
@@ -150,16 +147,11 @@ class SharedBudgets:
     ) -> dict[str, Grant]:
         """Up to ``wanted`` slots in each budget, between ``lead`` and ``horizon`` from now."""
         names = [b.name for b in budgets]
-        self._ensure(names)
-        grants = self._reserve(budgets, wanted, horizon, lead)
-        missing = [name for name in names if name not in grants]
-        if missing:
-            # A row this process created is gone (a rollback): create it again.
-            with self._lock:
-                self._known.difference_update(missing)
-            self._ensure(missing)
-            grants = self._reserve(budgets, wanted, horizon, lead)
-        return grants
+        return self._with_rows(
+            names,
+            lambda: self._reserve(budgets, wanted, horizon, lead),
+            lambda grants: grants.keys() >= set(names),
+        )
 
     def _reserve(
         self, budgets: Sequence[Budget], wanted: int, horizon: timedelta, lead: timedelta
@@ -175,7 +167,7 @@ class SharedBudgets:
                 "wanted": wanted,
                 "horizon": horizon,
                 "lead": lead,
-                **self._params(),
+                **_params(self.config),
             },
         )
         earliest = asked_at + lead.total_seconds()
@@ -198,27 +190,20 @@ class SharedBudgets:
             "sample": ACCEPTED_SAMPLE,
             "guess": ACCEPTED_JUMP,
             "backoff": self.config.pacing_backoff,
-            **self._params(),
+            **_params(self.config),
         }
-        for _ in range(2):
-            self._ensure([budget.name])
-            rows = unscoped_relaxed(statements.SLOW_DOWN, params)
-            if rows:
-                return float(rows[0][0])
-            with self._lock:  # the row is gone (see reserve): create it again
-                self._known.discard(budget.name)
-        return budget.ceiling
-
-    def states(self) -> list[BudgetState]:
-        """Budgets in use with their rate in force (per-user ones only when lowered or paused)."""
-        with connection.cursor() as cursor:
-            cursor.execute(statements.RATES_IN_FORCE, self._params())
-            return [BudgetState(*row) for row in cursor.fetchall()]
+        rows = self._with_rows(
+            [budget.name], lambda: unscoped_relaxed(statements.SLOW_DOWN, params), bool
+        )
+        return float(rows[0][0]) if rows else budget.ceiling
 
 
 def rates_in_force(config: NudgeConfig) -> list[BudgetState]:
-    """The budgets' rates in force now, as every process sees them."""
-    return SharedBudgets(config).states()
+    """Budgets in use with their rate in force now, as every process sees them (per-user
+    ones only when lowered or paused)."""
+    with connection.cursor() as cursor:
+        cursor.execute(statements.RATES_IN_FORCE, _params(config))
+        return [BudgetState(*row) for row in cursor.fetchall()]
 
 
 def channel_rates_in_force(config: NudgeConfig) -> dict[str, float]:
@@ -243,7 +228,6 @@ def _shared(config: NudgeConfig) -> SharedBudgets:
 # budget name -> monotonic instant this process last heard a 429 in it (any thread).
 _limited_at: dict[str, float] = {}
 
-T = TypeVar("T")
 # The one thread (and database session) the request statements go through, while
 # ``one_connection`` blocks are open; how many are.
 _lane: Executor | None = None
@@ -252,9 +236,8 @@ _lane_holders = 0
 
 @contextmanager
 def one_connection() -> Iterator[None]:
-    """Within the block, every thread's request pacing shares one database session
-    of this process (one thread runs the statements, a millisecond each); after
-    the last block closes, that session is closed. Blocks may nest."""
+    """Within the block, every thread's request pacing shares one database session of
+    this process (a hundred fetches in flight ask the server for one); blocks may nest."""
     global _lane, _lane_holders
     with _process_lock:
         if _lane is None:
@@ -272,29 +255,27 @@ def one_connection() -> Iterator[None]:
             lane.close()
 
 
-def _statement(fn: Callable[..., T], *args: object) -> T:
+def _statement(call: Callable[[], T]) -> T:
     """Run one pacing statement on the shared session when one is open, else here."""
     lane = _lane
-    if lane is None:
-        return fn(*args)
-    return lane.submit(fn, *args).result()
+    return call() if lane is None else lane.submit(call).result()
 
 
 def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float, config: NudgeConfig) -> bool:
     """For one request: wait (holding no transaction) until its slot opens in every
-    budget; False at once when one has no slot within ``max_wait`` seconds.
-
-    Slots are taken at most ``HORIZON`` ahead, so a 429 meanwhile is seen before
-    the request goes; one heard while waiting sends the thread back for a fresh
-    slot. Slots taken but unused are lost: budgets only err on the slow side.
-    """
+    budget; False at once when one has no slot within ``max_wait`` seconds. A 429 heard
+    while waiting sends the thread back for a fresh slot (an unused one is lost)."""
     paced = [b for b in budgets if b.ceiling > 0]
     give_up_at = time.monotonic() + max_wait
     shared = _shared(config)
     while paced:
         asked = time.monotonic()
         horizon = min(HORIZON.total_seconds(), max(0.0, give_up_at - asked))
-        grants = _statement(_reserve_one, shared, paced, timedelta(seconds=horizon))
+        # No lead: the fetching thread is already there to use the slot.
+        reserve = partial(
+            shared.reserve, paced, 1, horizon=timedelta(seconds=horizon), lead=timedelta(0)
+        )
+        grants = _statement(reserve)
         opens_at = max(grant.opens_at for grant in grants.values())
         if opens_at > give_up_at:
             return False
@@ -318,28 +299,17 @@ def request_rate_limited(budget: Budget, seconds: float, config: NudgeConfig) ->
         return 0.0
     with _process_lock:
         _limited_at[budget.name] = time.monotonic()
-    return _statement(_shared(config).slow_down, budget, seconds)
-
-
-def _reserve_one(
-    shared: SharedBudgets, budgets: Sequence[Budget], horizon: timedelta
-) -> dict[str, Grant]:
-    # No lead: the fetching thread is already there to use the slot.
-    return shared.reserve(budgets, 1, horizon=horizon, lead=timedelta(0))
+    return _statement(partial(_shared(config).slow_down, budget, seconds))
 
 
 class SendGate:
-    """Keeps one process's sends on one channel at least ``interval`` apart, from any thread.
-
-    A slot reached too late is refused (:meth:`take_turn`): its time belongs to
-    other processes' next slots, and sending now would double the rate.
-    """
+    """Keeps one process's sends on one channel at least ``interval`` apart, from any thread;
+    a turn too late is refused: its time belongs to other processes' slots."""
 
     def __init__(self, interval: float) -> None:
-        self.interval = interval
-        self.tolerance = max(LATE_TOLERANCE, interval)
         self._lock = threading.Lock()
         self._next_at = 0.0
+        self.retune(interval)
 
     def retune(self, interval: float) -> None:
         """Follow the channel's rate in force (a 429 lowered it, or it climbs back)."""
@@ -439,13 +409,10 @@ class ChannelPacer:
 
     @contextmanager
     def chat_turn(self, channel: str, address: str) -> Iterator[Callable[[], None]]:
-        """Hold one chat while a worker thread sends to it: its sends leave one at
-        a time, each ``per_chat_interval`` after the previous one was answered.
-
-        Spacing from the answer keeps arrivals apart where planned instants
-        cannot. The block calls what it is given once the provider answered (or
-        the send failed); a turn that sent nothing leaves the chat as it was.
-        """
+        """Hold one chat while a worker thread sends to it: its sends leave one at a time,
+        each ``per_chat_interval`` after the previous one was answered (providers count
+        arrivals, not plans). The block calls what it is given once the send is answered;
+        a turn that sent nothing leaves the chat as it was."""
         interval = self.config.per_chat_interval
         if interval <= 0:
             yield lambda: None

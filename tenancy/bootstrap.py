@@ -176,9 +176,8 @@ def bootstrap(
     with psycopg.connect(admin_url, autocommit=True) as conn, conn.cursor() as cur:
         _ensure_role(cur, roles.owner, login=True, createdb=True, password=owner_password)
         _ensure_role(cur, roles.login, login=True, createdb=False, password=password)
-        _ensure_role(cur, roles.sweeper, login=False, createdb=False, password=None)
-        _ensure_role(cur, roles.support, login=False, createdb=False, password=None)
-        _ensure_role(cur, roles.planner, login=False, createdb=False, password=None)
+        for entered in roles.entered_by_login:
+            _ensure_role(cur, entered, login=False, createdb=False, password=None)
         _repair_memberships(cur, roles)
         _reset_session_settings(cur, roles, databases)
         for name in databases:

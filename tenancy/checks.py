@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core import checks
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
+from django.db import DatabaseError, connection, transaction
 
 from tenancy.bootstrap import SESSION_SETTINGS_REFUSED
 from tenancy.models import tenant_models
@@ -81,11 +81,11 @@ SELECT c.relname, a.attname
 """
 
 
-def _expected(using: str, table: str) -> dict[str, PolicyShape]:
-    with transaction.atomic(using=using):
-        with connections[using].cursor() as cursor:
+def _expected(table: str) -> dict[str, PolicyShape]:
+    with transaction.atomic():
+        with connection.cursor() as cursor:
             shapes = expected_policies(cursor, table)
-        transaction.set_rollback(True, using=using)  # drop the scratch table
+        transaction.set_rollback(True)  # drop the scratch table
     return shapes
 
 
@@ -112,11 +112,11 @@ def _policy_problems(table: str, deployed: dict, expected: dict) -> list[str]:
     return problems
 
 
-def role_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
+def role_problems() -> list[str]:
     """Problems with the application's login role and the roles it can enter."""
     login = settings.NUDGE_DB_LOGIN_ROLE
     problems: list[str] = []
-    with connections[using].cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(CHECK_ROLE, [login])
         row = cursor.fetchone()
         if row is None:
@@ -136,14 +136,14 @@ def role_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
     return problems
 
 
-def schema_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
+def schema_problems() -> list[str]:
     """Problems with the tenant tables: ownership, RLS flags, policies, grants."""
     login, owner = settings.NUDGE_DB_LOGIN_ROLE, settings.NUDGE_DB_OWNER_ROLE
     problems: list[str] = []
     tables = sorted(model._meta.db_table for model in tenant_models())
     # Rendered once per kind of table: (a queue table, a table planning reads).
     expected: dict[tuple[bool, bool], dict[str, PolicyShape]] = {}
-    with connections[using].cursor() as cursor:
+    with connection.cursor() as cursor:
         # A partition is checked as its parent is: named directly, its own apply.
         cursor.execute(CHECK_PARTITIONS, {"tables": tables})
         parent_of = dict(cursor.fetchall())
@@ -168,7 +168,7 @@ def schema_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
             parent = parent_of.get(table, table)
             kind = (parent in SWEEPER_TABLES, parent in PLANNER_GRANTS)
             if kind not in expected:
-                expected[kind] = _expected(using, table)
+                expected[kind] = _expected(table)
             problems.extend(_policy_problems(table, deployed_of[table], expected[kind]))
         cursor.execute(CHECK_OTHER_OWNED, {"login": login, "tables": tables})
         for (thing,) in cursor.fetchall():
@@ -187,19 +187,19 @@ def schema_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
     return problems
 
 
-def rls_problems(using: str = DEFAULT_DB_ALIAS) -> list[str]:
+def rls_problems() -> list[str]:
     """Plain-language problems with the roles and tenant tables; empty when all is as installed."""
-    return role_problems(using) + schema_problems(using)
+    return role_problems() + schema_problems()
 
 
-def _migrating(using: str) -> bool:
-    return connections[using].settings_dict.get("USER") == settings.NUDGE_DB_OWNER_ROLE
+def _migrating() -> bool:
+    return connection.settings_dict.get("USER") == settings.NUDGE_DB_OWNER_ROLE
 
 
-def connected_bypassing(using: str = DEFAULT_DB_ALIAS) -> str | None:
+def connected_bypassing() -> str | None:
     """The session's own role when it is a superuser or has BYPASSRLS, else None (asked
     on its own, so a failure of the rest of the check cannot soften it)."""
-    with connections[using].cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(CHECK_SESSION_ROLE)
         row = cursor.fetchone()
     return row[0] if row and row[1] else None
@@ -224,7 +224,7 @@ def check_row_level_security(app_configs=None, **kwargs) -> list[checks.CheckMes
             )
         )
     try:
-        problems = role_problems() if _migrating(DEFAULT_DB_ALIAS) else rls_problems()
+        problems = role_problems() if _migrating() else rls_problems()
     except DatabaseError as exc:
         return [
             *messages,

@@ -1,11 +1,8 @@
-"""The embedded PostgreSQL of a development checkout, used when ``DATABASE_URL`` is unset.
-
-The product *is* PostgreSQL features (row-level security, ``SKIP LOCKED``), so a machine
-with only Python runs the ``pgserver`` wheel's binaries, bootstrapped like
-``manage.py bootstrap_db``. The cluster lives in ``var/pgdata`` on a Unix socket, starts
-on a process's first connection (``tenancy/backend``) and keeps running. Every start,
-bootstrap and repair holds one file lock in ``var/`` (pgserver's own lock lives in the
-user's runtime folder, which cron or a container may see elsewhere).
+"""The embedded PostgreSQL (the ``pgserver`` wheel) of a development checkout, used when
+``DATABASE_URL`` is unset: in ``var/pgdata`` on a Unix socket, started on a process's
+first connection (``tenancy/backend``), bootstrapped like ``manage.py bootstrap_db``.
+Every start, bootstrap and repair holds one file lock in ``var/`` (pgserver's own lock
+lives in the user's runtime folder, which cron or a container may see elsewhere).
 """
 
 from __future__ import annotations

@@ -12,10 +12,6 @@ from django.db import DEFAULT_DB_ALIAS, connections
 _CREDENTIALS = ("USER", "PASSWORD", "HOST", "PORT")
 
 
-class OwnerConnectionError(RuntimeError):
-    """The owner's connection cannot be swapped in here."""
-
-
 @contextmanager
 def connected_as_owner(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """Run the block on ``using`` connected as the owner role; nests harmlessly."""
@@ -26,7 +22,7 @@ def connected_as_owner(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
         return
     if connection.in_atomic_block:
         # Closing the connection would silently drop the caller's transaction.
-        raise OwnerConnectionError("cannot switch to the owner role inside a transaction")
+        raise RuntimeError("cannot switch to the owner role inside a transaction")
     saved = {key: connection.settings_dict.get(key) for key in _CREDENTIALS}
     connection.close()
     connection.settings_dict.update(owner)

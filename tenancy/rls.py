@@ -1,9 +1,7 @@
-"""Row-level security DDL for tenant tables, as reversible migration operations.
-
-The one definition of the tenant predicate, for the migrations and the check.
-The bypass is a policy ``TO`` a NOLOGIN role entered with ``SET LOCAL ROLE``,
-not a flag OR'ed into the tenant policy: any flag term costs the claim its
-early stop and tenant reads their ``user_id`` index.
+"""Row-level security DDL for tenant tables, as reversible migration operations, and the
+one definition of the tenant predicate. The bypass is a policy ``TO`` a NOLOGIN role
+entered with ``SET LOCAL ROLE``, not a flag OR'ed into the tenant policy: any flag term
+costs the claim its early stop and tenant reads their ``user_id`` index.
 """
 
 from __future__ import annotations
@@ -44,31 +42,31 @@ def _role(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _granted(privileges: str, table: str, role_name: str) -> migrations.RunSQL:
+    """``GRANT privileges ON table`` to the role, reversed by the same REVOKE."""
+    role = _role(role_name)
+    return migrations.RunSQL(
+        sql=[f"GRANT {privileges} ON {table} TO {role}"],
+        reverse_sql=[f"REVOKE {privileges} ON {table} FROM {role}"],
+    )
+
+
 # The tables whose migrations also apply ``grant_sweeper``: the queue alone.
 SWEEPER_TABLES = frozenset({"scheduled_sends"})
 
 
-def _policy(name: str, table: str, role: str, predicate: str = "true") -> str:
+def _policy(name: str, table: str) -> str:
+    """``CREATE POLICY name`` on ``table``: for all commands, to its role, with its predicate."""
+    role, predicate = {
+        TENANT_POLICY: ("PUBLIC", TENANT_PREDICATE),
+        SUPPORT_POLICY: (_role(settings.NUDGE_DB_SUPPORT_ROLE), "true"),
+        SWEEPER_POLICY: (_role(settings.NUDGE_DB_SWEEPER_ROLE), "true"),
+        PLANNER_POLICY: (_role(settings.NUDGE_DB_PLANNER_ROLE), PLANNER_PREDICATE),
+    }[name]
     return (
         f"CREATE POLICY {name} ON {table} FOR ALL TO {role} "
         f"USING ({predicate}) WITH CHECK ({predicate})"
     )
-
-
-def _tenant_policy(table: str) -> str:
-    return _policy(TENANT_POLICY, table, "PUBLIC", TENANT_PREDICATE)
-
-
-def _support_policy(table: str) -> str:
-    return _policy(SUPPORT_POLICY, table, _role(settings.NUDGE_DB_SUPPORT_ROLE))
-
-
-def _sweeper_policy(table: str) -> str:
-    return _policy(SWEEPER_POLICY, table, _role(settings.NUDGE_DB_SWEEPER_ROLE))
-
-
-def _planner_policy(table: str) -> str:
-    return _policy(PLANNER_POLICY, table, _role(settings.NUDGE_DB_PLANNER_ROLE), PLANNER_PREDICATE)
 
 
 def planner_statements(table: str, *, like: str) -> list[str]:
@@ -76,7 +74,7 @@ def planner_statements(table: str, *, like: str) -> list[str]:
     planner = _role(settings.NUDGE_DB_PLANNER_ROLE)
     return [
         f"DROP POLICY IF EXISTS {PLANNER_POLICY} ON {table}",
-        _planner_policy(table),
+        _policy(PLANNER_POLICY, table),
         f"GRANT {PLANNER_GRANTS[like]} ON {table} TO {planner}",
     ]
 
@@ -98,19 +96,15 @@ def grant_planner(table: str) -> migrations.RunSQL:
 
 def grant_planner_user_reads() -> migrations.RunSQL:
     """Whether a user is active, and nothing else of ``auth_user`` (a column grant)."""
-    planner = _role(settings.NUDGE_DB_PLANNER_ROLE)
-    return migrations.RunSQL(
-        sql=[f"GRANT SELECT (id, is_active) ON auth_user TO {planner}"],
-        reverse_sql=[f"REVOKE SELECT (id, is_active) ON auth_user FROM {planner}"],
-    )
+    return _granted("SELECT (id, is_active)", "auth_user", settings.NUDGE_DB_PLANNER_ROLE)
 
 
 def _tenant_rls(table: str) -> list[str]:
     return [
         f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
         f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
-        _tenant_policy(table),
-        _support_policy(table),
+        _policy(TENANT_POLICY, table),
+        _policy(SUPPORT_POLICY, table),
     ]
 
 
@@ -134,7 +128,7 @@ def grant_sweeper(table: str) -> migrations.RunSQL:
     silently returns nothing)."""
     role = _role(settings.NUDGE_DB_SWEEPER_ROLE)
     return migrations.RunSQL(
-        sql=[f"GRANT SELECT, UPDATE ON {table} TO {role}", _sweeper_policy(table)],
+        sql=[f"GRANT SELECT, UPDATE ON {table} TO {role}", _policy(SWEEPER_POLICY, table)],
         reverse_sql=[
             f"DROP POLICY IF EXISTS {SWEEPER_POLICY} ON {table}",
             f"REVOKE SELECT, UPDATE ON {table} FROM {role}",
@@ -167,13 +161,13 @@ def expected_policies(cursor, table: str) -> dict[str, PolicyShape]:
     """The policies the migrations install on tenant ``table``, deparsed by this server.
     Creates them on a temporary table: the caller must roll the transaction back."""
     cursor.execute(f"CREATE TEMPORARY TABLE {_PROBE} (user_id bigint) ON COMMIT DROP")
-    statements = [_tenant_policy(_PROBE), _support_policy(_PROBE)]
+    policies = [TENANT_POLICY, SUPPORT_POLICY]
     if table in SWEEPER_TABLES:
-        statements.append(_sweeper_policy(_PROBE))
+        policies.append(SWEEPER_POLICY)
     if table in PLANNER_GRANTS:
-        statements.append(_planner_policy(_PROBE))
-    for statement in statements:
-        cursor.execute(statement)
+        policies.append(PLANNER_POLICY)
+    for name in policies:
+        cursor.execute(_policy(name, _PROBE))
     temporary = "(SELECT nspname FROM pg_namespace WHERE oid = pg_my_temp_schema())"
     return deployed_policies_of(cursor, [_PROBE], temporary)[_PROBE]
 
@@ -234,12 +228,7 @@ def restrict_sweeper_updates(table: str, columns: Sequence[str]) -> migrations.R
 
 def grant_sweeper_updates(table: str, columns: Sequence[str]) -> migrations.RunSQL:
     """Let the sweeper update state columns a later migration adds."""
-    role = _role(settings.NUDGE_DB_SWEEPER_ROLE)
-    listed = ", ".join(columns)
-    return migrations.RunSQL(
-        sql=[f"GRANT UPDATE ({listed}) ON {table} TO {role}"],
-        reverse_sql=[f"REVOKE UPDATE ({listed}) ON {table} FROM {role}"],
-    )
+    return _granted(f"UPDATE ({', '.join(columns)})", table, settings.NUDGE_DB_SWEEPER_ROLE)
 
 
 def _dml_everywhere(role_name: str) -> migrations.RunSQL:
@@ -287,7 +276,7 @@ def tenant_table_security(table: str, *, like: str) -> list[str]:
     if like in SWEEPER_TABLES:
         sweeper = _role(settings.NUDGE_DB_SWEEPER_ROLE)
         statements += [
-            _sweeper_policy(table),
+            _policy(SWEEPER_POLICY, table),
             f"GRANT SELECT, DELETE ON {table} TO {sweeper}",
             f"GRANT UPDATE ({', '.join(SWEEPER_UPDATABLE_COLUMNS)}) ON {table} TO {sweeper}",
         ]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, Error, connections, transaction
+from django.db import Error, connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
@@ -58,6 +58,12 @@ _ENTER_RELAXED = _ENTER + ", set_config('synchronous_commit', 'off', true)"
 _ENTER_READ_ONLY = _ENTER + ", set_config('transaction_read_only', 'on', true)"
 
 
+def _enter(relaxed_commit: bool, read_only: bool) -> str:
+    if read_only:
+        return _ENTER_READ_ONLY
+    return _ENTER_RELAXED if relaxed_commit else _ENTER
+
+
 def _scope_params(tenant: str = "", role: str = "none", planning: str = "") -> dict[str, str]:
     return {
         "_scope_setting": TENANT_SETTING,
@@ -70,15 +76,13 @@ def _scope_params(tenant: str = "", role: str = "none", planning: str = "") -> d
 @contextmanager
 def _owned_transaction(
     kind: str,
-    using: str,
     *,
-    tenant: str,
-    role: str,
+    tenant: str = "",
+    role: str = "none",
     relaxed_commit: bool = False,
     read_only: bool = False,
     planning: str = "",
 ) -> Iterator[None]:
-    connection = connections[using]
     active = getattr(connection, _ACTIVE_FLAG, None)
     if active:
         raise ScopeError(f"{kind} cannot be opened inside {active}; scopes do not nest")
@@ -91,20 +95,16 @@ def _owned_transaction(
         getattr(block, "_from_testcase", False) for block in connection.atomic_blocks
     ):
         raise ScopeError(f"{kind} must own its transaction; it was opened inside another one")
-    with transaction.atomic(using=using, durable=True):
+    with transaction.atomic(durable=True):
         setattr(connection, _ACTIVE_FLAG, kind)
         try:
             with connection.cursor() as cursor:
-                enter = _ENTER
-                if relaxed_commit:
-                    enter = _ENTER_RELAXED
-                elif read_only:
-                    enter = _ENTER_READ_ONLY
+                enter = _enter(relaxed_commit, read_only)
                 cursor.execute(enter, _scope_params(tenant, role, planning))
                 yield
                 if read_only:
                     # A rollback also undoes the settings inside a test wrapper.
-                    transaction.set_rollback(True, using=using)
+                    transaction.set_rollback(True)
                 # Under a test wrapper the block is a savepoint, whose release
                 # would keep SET LOCAL alive: reset it explicitly.
                 elif inside_test_wrapper and not connection.needs_rollback:
@@ -114,31 +114,22 @@ def _owned_transaction(
 
 
 @contextmanager
-def tenant_scope(
-    user_id: int, *, using: str = DEFAULT_DB_ALIAS, relaxed_commit: bool = False
-) -> Iterator[None]:
+def tenant_scope(user_id: int, *, relaxed_commit: bool = False) -> Iterator[None]:
     """Run the block in a transaction that sees only ``user_id``'s rows. ``relaxed_commit``
     (``synchronous_commit = off``) is for work the next run derives again; never delivery."""
     user_id = _validated_user_id(user_id)
     with _owned_transaction(
-        f"tenant_scope({user_id})",
-        using,
-        tenant=str(user_id),
-        role="none",
-        relaxed_commit=relaxed_commit,
+        f"tenant_scope({user_id})", tenant=str(user_id), relaxed_commit=relaxed_commit
     ):
         yield
 
 
 @contextmanager
-def tenant_reads(
-    *, using: str = DEFAULT_DB_ALIAS
-) -> Iterator[Callable[[int, str, dict[str, object]], tuple | None]]:
+def tenant_reads() -> Iterator[Callable[[int, str, dict[str, object]], tuple | None]]:
     """One READ ONLY transaction (ending in a rollback) that reads several tenants' rows:
     yields ``read(user_id, statement, params)``, the first row of ``statement`` seeing
     only that user's rows, in one round trip."""
-    with _owned_transaction("tenant_reads()", using, tenant="", role="none", read_only=True):
-        connection = connections[using]
+    with _owned_transaction("tenant_reads()", read_only=True):
 
         def read(user_id: int, statement: str, params: dict[str, object]) -> tuple | None:
             tenant = _scope_params(str(_validated_user_id(user_id)))
@@ -173,11 +164,9 @@ def _in_one_round_trip(
         raise
 
 
-def tenant_read(
-    user_id: int, statement: str, params: dict[str, object], *, using: str = DEFAULT_DB_ALIAS
-) -> list[tuple]:
+def tenant_read(user_id: int, statement: str, params: dict[str, object]) -> list[tuple]:
     """``statement`` seeing only ``user_id``'s rows, read-only, in one round trip; its rows."""
-    return tenant_statements(user_id, [statement], params, read_only=True, using=using)[0]
+    return tenant_statements(user_id, [statement], params, read_only=True)[0]
 
 
 def tenant_statements(
@@ -187,22 +176,18 @@ def tenant_statements(
     *,
     relaxed_commit: bool = False,
     read_only: bool = False,
-    using: str = DEFAULT_DB_ALIAS,
 ) -> list[list[tuple]]:
     """``statements`` (sharing named ``params``) seeing only ``user_id``'s rows, as one
     transaction; each statement's rows. Outside any transaction: one round trip (read-only
     if asked). Inside one: ``tenant_scope``, one statement after another."""
     user_id = _validated_user_id(user_id)
-    connection = connections[using]
     if connection.in_atomic_block or not connection.get_autocommit():
         with (
-            tenant_scope(user_id, relaxed_commit=relaxed_commit, using=using),
+            tenant_scope(user_id, relaxed_commit=relaxed_commit),
             connection.cursor() as cursor,
         ):
             return run_statements(cursor, statements, params)
-    enter = _ENTER_RELAXED if relaxed_commit else _ENTER
-    if read_only:
-        enter = _ENTER_READ_ONLY
+    enter = _enter(relaxed_commit, read_only)
     return _in_one_round_trip(connection, enter, str(user_id), statements, params)
 
 
@@ -217,40 +202,30 @@ def run_statements(
     return answers
 
 
-def unscoped_relaxed(
-    statement: str, params: dict[str, object], *, using: str = DEFAULT_DB_ALIAS
-) -> list[tuple]:
+def unscoped_relaxed(statement: str, params: dict[str, object]) -> list[tuple]:
     """One statement that sees no tenant's rows, committed without waiting for the disk;
-    its rows. Outside any transaction one round trip, so a row it locks (a shared budget)
-    is never held across a client's pause; inside one, ``unscoped_relaxed_commit``."""
-    connection = connections[using]
+    its rows: for bookkeeping whose loss in a server crash is harmless (a shared budget).
+    Outside any transaction one round trip, so a row it locks is never held across a
+    client's pause; inside one, a transaction of its own."""
     if connection.in_atomic_block or not connection.get_autocommit():
-        with unscoped_relaxed_commit(using=using), connection.cursor() as cursor:
-            cursor.execute(statement, params)
-            return cursor.fetchall() if cursor.description else []
+        with (
+            _owned_transaction("unscoped_relaxed()", relaxed_commit=True),
+            connection.cursor() as cursor,
+        ):
+            return run_statements(cursor, [statement], params)[0]
     return _in_one_round_trip(connection, _ENTER_RELAXED, "", [statement], params)[0]
 
 
 @contextmanager
-def unscoped_relaxed_commit(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
-    """A transaction that sees no tenant's rows and commits without waiting for the disk,
-    for bookkeeping whose loss in a server crash is harmless (the shared send budget)."""
-    with _owned_transaction(
-        "unscoped_relaxed_commit()", using, tenant="", role="none", relaxed_commit=True
-    ):
-        yield
-
-
-@contextmanager
-def rls_bypass(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+def rls_bypass() -> Iterator[None]:
     """Run the block as the sweeper role: every tenant's queue rows, nothing else. Only
     the claim, the settle-up and their bookkeeping belong here."""
-    with _owned_transaction("rls_bypass()", using, tenant="", role=settings.NUDGE_DB_SWEEPER_ROLE):
+    with _owned_transaction("rls_bypass()", role=settings.NUDGE_DB_SWEEPER_ROLE):
         yield
 
 
 @contextmanager
-def planning_scope(user_ids: Sequence[int], *, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+def planning_scope(user_ids: Sequence[int]) -> Iterator[None]:
     """Run the block as the planner role, seeing the rows of ``user_ids`` and no one else's.
     For materialize alone; the commit is relaxed (the next run derives it all again)."""
     ids = sorted({_validated_user_id(user_id) for user_id in user_ids})
@@ -258,8 +233,6 @@ def planning_scope(user_ids: Sequence[int], *, using: str = DEFAULT_DB_ALIAS) ->
         raise ScopeError("planning_scope needs at least one user id")
     with _owned_transaction(
         f"planning_scope({len(ids)} users)",
-        using,
-        tenant="",
         role=settings.NUDGE_DB_PLANNER_ROLE,
         relaxed_commit=True,
         planning=",".join(map(str, ids)),
@@ -272,12 +245,12 @@ SUPPORT_SCOPE = "support_scope()"
 
 
 @contextmanager
-def support_scope(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+def support_scope() -> Iterator[None]:
     """Run the block as the support role: the staff admin's cross-tenant view."""
-    with _owned_transaction(SUPPORT_SCOPE, using, tenant="", role=settings.NUDGE_DB_SUPPORT_ROLE):
+    with _owned_transaction(SUPPORT_SCOPE, role=settings.NUDGE_DB_SUPPORT_ROLE):
         yield
 
 
-def current_scope(*, using: str = DEFAULT_DB_ALIAS) -> str | None:
+def current_scope() -> str | None:
     """Which scope the connection is in, for assertions and error messages."""
-    return getattr(connections[using], _ACTIVE_FLAG, None)
+    return getattr(connection, _ACTIVE_FLAG, None)

@@ -29,9 +29,7 @@ def _budgets(**knobs: float) -> SharedBudgets:
 
 
 def _rate(name: str, budgets: SharedBudgets | None = None) -> float:
-    states = (
-        budgets.states() if budgets is not None else rates_in_force(NudgeConfig.from_settings())
-    )
+    states = rates_in_force(budgets.config if budgets is not None else NudgeConfig.from_settings())
     return next(state.rate for state in states if state.budget == name)
 
 

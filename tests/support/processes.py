@@ -6,6 +6,7 @@ memory; the concurrency tests do the same rather than simulate it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 from django.db import connection
+
+from core.config import TUNING_SETTINGS, TUNING_VARIABLE
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,12 +31,20 @@ def test_database_url() -> str:
     return f"postgres://{quote(db['USER'], safe='')}{password}@{host}{port}/{db['NAME']}"
 
 
+def with_tuning(environment: dict[str, str]) -> dict[str, str]:
+    """A child process's environment with the tuning it names (``NUDGE_BATCH_SIZE="4"``)
+    also in ``NUDGE_TUNING``; the names stay, for an older commit that read them."""
+    tuning = {name: environment[name] for name in TUNING_SETTINGS if name in environment}
+    if not tuning:
+        return environment
+    return {**environment, TUNING_VARIABLE: json.dumps(tuning)}
+
+
 def subprocess_env(**extra: str) -> dict[str, str]:
     """The environment for a child ``manage.py``: the test database, a fixed key,
     the test settings."""
     from django.conf import settings
 
-    from core.config import with_tuning
     from tests.conftest import TEST_SETTINGS
 
     env = dict(os.environ)
