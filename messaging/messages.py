@@ -3,7 +3,7 @@
 Titles come from calendars anyone can invite you to: :func:`clean_title` makes them
 one bounded plain line and defangs an event's addresses, so its one link is a join
 link ``providers.meeting_links`` passed. An unknown zone gives the time in UTC, and
-says so. ``docs/MESSAGES.md`` (``manage.py write_message_table``) shows every shape.
+says so. ``docs/MESSAGES.md`` shows every shape.
 """
 
 from __future__ import annotations
