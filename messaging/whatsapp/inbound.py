@@ -15,15 +15,15 @@ from datetime import datetime
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext, gettext_lazy
-from twilio.base.exceptions import TwilioException, TwilioRestException
 
 from accounts.actions import PAUSED_BY_WHATSAPP_STOP
 from accounts.models import Channel, validate_e164
 from core.config import NudgeConfig
 from messaging import addresses, chat, nudge_actions
+from messaging.channels.base import SendError
 from messaging.link_codes import TooManyCodes, new_whatsapp_code, use_whatsapp_code
 from messaging.models import LinkCode, TwilioMessageSeen
-from messaging.whatsapp.send import WhatsAppChannel, classify_twilio_error, whatsapp_address
+from messaging.whatsapp.send import WhatsAppChannel, whatsapp_address
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.whatsapp")
@@ -90,8 +90,6 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
         missing = [name for name in LINKING_SETTINGS if not getattr(settings, name)]
         logger.warning("cannot send a WhatsApp link code: %s empty", ", ".join(missing))
         raise link_error()
-    channel = WhatsAppChannel()
-    client, http = channel.twilio()
     try:
         with tenant_scope(user_id):
             prune_link_codes(user_id, now, config)
@@ -100,23 +98,19 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
         raise WhatsAppLinkError(
             gettext("Too many codes were sent in the last hour; try again later.")
         ) from None
+    channel = WhatsAppChannel()
     try:
-        client.messages.create(
+        channel.create(
             to=whatsapp_address(number),
-            from_=whatsapp_address(settings.TWILIO_WHATSAPP_FROM),
+            from_=whatsapp_address(channel.from_address),
             content_sid=settings.TWILIO_CONFIRM_CONTENT_SID,
             content_variables=json.dumps({"1": code}),
         )
-    except (TwilioException, OSError) as exc:
-        refused, cause = 0, type(exc).__name__
-        if isinstance(exc, TwilioRestException):
-            # Redacted as delivery's errors are: Twilio's text may quote our credentials.
-            error = classify_twilio_error(exc, http.last_response_headers).redacted(
-                settings.TWILIO_AUTH_TOKEN, settings.TWILIO_ACCOUNT_SID
-            )
-            refused = int(error.code) if error.code.isdigit() else 0
-            cause = error.describe()
-        logger.warning("could not send a WhatsApp link code: %s", cause, extra={"user_id": user_id})
+    except SendError as exc:
+        refused = int(exc.code) if exc.code.isdigit() else 0
+        logger.warning(
+            "could not send a WhatsApp link code: %s", exc.describe(), extra={"user_id": user_id}
+        )
         raise link_error(refused) from None
     finally:
         channel.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
@@ -207,14 +208,16 @@ class WhatsAppChannel(Sender):
             parameters["status_callback"] = self.status_callback
         return parameters
 
-    def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+    def create(self, **parameters: object) -> Any:
+        """``messages.create`` on this thread's client; a failure raised as the channel
+        error it stands for, with the credentials redacted."""
         client, http_client = self.twilio()
         try:
-            created = client.messages.create(**self.message_parameters(address, message))
+            return client.messages.create(**parameters)
         except (TwilioRestException, TwilioServiceException) as exc:
             error = classify_twilio_error(exc, http_client.last_response_headers)
             # from None: the library's exception may quote our credentials back.
-            raise error.redacted(self._auth_token) from None
+            raise error.redacted(self._auth_token, self.account_sid) from None
         except requests.ConnectTimeout as exc:
             raise TransientSendError("could not reach Twilio in time", code="timeout") from exc
         except requests.Timeout as exc:
@@ -242,7 +245,9 @@ class WhatsAppChannel(Sender):
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
             # Only a 2xx body is parsed by us rather than by the library's error path.
             raise unreadable_acceptance("Twilio", type(exc).__name__) from exc
-        sid = created.sid
+
+    def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        sid = self.create(**self.message_parameters(address, message)).sid
         if not isinstance(sid, str) or not sid:
             raise unreadable_acceptance("Twilio", f"sid {sid!r}")
         return SendReceipt(provider_message_id=sid)
