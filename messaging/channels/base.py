@@ -112,6 +112,11 @@ def unreadable_acceptance(provider: str, what: str) -> PermanentSendError:
     )
 
 
+def misconfigured(problem: str, code: str = "config") -> PermanentSendError:
+    """A setting the operator must fix: every send fails the same way until then."""
+    return PermanentSendError(problem, code=code, kind=FailureKind.CONFIGURATION)
+
+
 class Sender(ABC):
     """Sends nudges over one channel (``models.Channel`` names the channels)."""
 

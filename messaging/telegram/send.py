@@ -45,9 +45,9 @@ from messaging.channels.base import (
     SendReceipt,
     TransientSendError,
     UnconfirmedSendError,
+    misconfigured,
     unreadable_acceptance,
 )
-from scheduled_sends.failures import FailureKind
 
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 REDACTED = "<bot-token>"
@@ -107,13 +107,9 @@ def new_bot(token: str, pool_size: int) -> Bot:
     )
 
 
-def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
-    """The channel error a library exception stands for, with the token redacted. After
-    the request left, a timeout or drop is unconfirmed (the API has no idempotency key)."""
-
-    def clean(text: str) -> str:
-        return text.replace(token, REDACTED) if token else text
-
+def classify_telegram_error(exc: TelegramError) -> SendError:
+    """The channel error a library exception stands for (its text may quote the token).
+    After the request left, a timeout or drop is unconfirmed (no idempotency key)."""
     if isinstance(exc, RetryAfter):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # v22: "will become a timedelta"
@@ -124,20 +120,16 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
         )
     if isinstance(exc, InvalidToken):
         # The library's own message quotes the token.
-        return PermanentSendError(
-            "Telegram rejected the bot token: check TELEGRAM_BOT_TOKEN",
-            code="401",
-            kind=FailureKind.CONFIGURATION,
-        )
+        return misconfigured("Telegram rejected the bot token: check TELEGRAM_BOT_TOKEN", "401")
     if isinstance(exc, ChatMigrated):
         return PermanentSendError(
             f"Telegram group became a supergroup; its chat id is now {exc.new_chat_id}",
             code="chat_migrated",
         )
     if isinstance(exc, Forbidden):
-        return PermanentSendError(f"Telegram refused: {clean(exc.message)}", code="403")
+        return PermanentSendError(f"Telegram refused: {exc.message}", code="403")
     if isinstance(exc, BadRequest):  # a NetworkError subclass: must come before it
-        return PermanentSendError(f"Telegram bad request: {clean(exc.message)}", code="400")
+        return PermanentSendError(f"Telegram bad request: {exc.message}", code="400")
     if isinstance(exc, TimedOut):
         # The library chains the httpx timeout; only a connect or pool timeout
         # proves the request never left.
@@ -148,13 +140,13 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
         if isinstance(exc.__cause__, httpx.RemoteProtocolError | httpx.ReadError):
             # The request went out and the connection dropped before the answer.
             return UnconfirmedSendError("Telegram hung up without answering", code="network")
-        return TransientSendError(f"Telegram unreachable: {clean(exc.message)}", code="network")
+        return TransientSendError(f"Telegram unreachable: {exc.message}", code="network")
     if type(exc) is TelegramError:
         # Raised bare only when a 2xx body is not the JSON the Bot API sends;
         # error answers come back as the subclasses above.
-        return unreadable_acceptance("Telegram", clean(exc.message))
+        return unreadable_acceptance("Telegram", exc.message)
     return TransientSendError(
-        f"Telegram error {type(exc).__name__}: {clean(exc.message)}", code="telegram"
+        f"Telegram error {type(exc).__name__}: {exc.message}", code="telegram"
     )
 
 
@@ -202,20 +194,12 @@ class TelegramChannel(Sender):
         with self._lock:
             if self._bot is None:
                 if not self._token:
-                    raise PermanentSendError(
-                        "Telegram is not configured: TELEGRAM_BOT_TOKEN empty",
-                        code="config",
-                        kind=FailureKind.CONFIGURATION,
-                    )
+                    raise misconfigured("Telegram is not configured: TELEGRAM_BOT_TOKEN empty")
                 try:
                     self._bot = new_bot(self._token, self.pool_size)
                 except InvalidToken:
                     # Raised for a token with whitespace; the message may quote it.
-                    raise PermanentSendError(
-                        "TELEGRAM_BOT_TOKEN is malformed",
-                        code="config",
-                        kind=FailureKind.CONFIGURATION,
-                    ) from None
+                    raise misconfigured("TELEGRAM_BOT_TOKEN is malformed") from None
             return self._bot
 
     def _get_loop(self) -> asyncio.AbstractEventLoop:
@@ -266,7 +250,7 @@ class TelegramChannel(Sender):
             return future.result()
         except TelegramError as exc:
             # from None: the library's exception (and its cause) may quote the token.
-            raise classify_telegram_error(exc, self._token) from None
+            raise classify_telegram_error(exc).redacted(self._token) from None
 
     def warm_up(self) -> None:
         """``getMe`` before the first slot, not inside it."""

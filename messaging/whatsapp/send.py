@@ -36,9 +36,9 @@ from messaging.channels.base import (
     SendReceipt,
     TransientSendError,
     UnconfirmedSendError,
+    misconfigured,
     unreadable_acceptance,
 )
-from scheduled_sends.failures import FailureKind
 
 # How long Twilio may keep an unsent message queued: a nudge is worth no more.
 MAX_VALIDITY_SECONDS = 14_400
@@ -169,11 +169,7 @@ class WhatsAppChannel(Sender):
             }
             missing = [name for name, value in required.items() if not value]
             if missing:
-                raise PermanentSendError(
-                    f"WhatsApp is not configured: {', '.join(missing)} empty",
-                    code="config",
-                    kind=FailureKind.CONFIGURATION,
-                )
+                raise misconfigured(f"WhatsApp is not configured: {', '.join(missing)} empty")
             http_client = BaseUrlHttpClient(self.base_url, timeout=self.timeout)
             client = Client(self.account_sid, self._auth_token, http_client=http_client)
             self._local.client, self._local.http_client = client, http_client
@@ -233,10 +229,8 @@ class WhatsAppChannel(Sender):
                 f"cannot reach Twilio ({type(exc).__name__})", code="network"
             ) from exc
         except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema) as exc:
-            raise PermanentSendError(
-                f"TWILIO_API_BASE_URL is not a usable URL ({type(exc).__name__})",
-                code="config",
-                kind=FailureKind.CONFIGURATION,
+            raise misconfigured(
+                f"TWILIO_API_BASE_URL is not a usable URL ({type(exc).__name__})"
             ) from exc
         except (requests.RequestException, TwilioException) as exc:
             raise TransientSendError(
