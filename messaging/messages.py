@@ -146,7 +146,6 @@ class Shape(StrEnum):
 
 
 LANGUAGES = ("en", "de", "es", "fr", "pt-br")  # accounts.models.Language's values
-CLOCKS = ("24h", "12h")
 
 
 def describe_lead(delta: timedelta, language: str = "en") -> str:
@@ -242,6 +241,13 @@ def when_text(
     return _when(local, now.astimezone(tz), language, time_text)[0] + label
 
 
+def _subject_title(words: Any, kind: str, title: str) -> str:
+    """A follow-up's title (the person's own words) or an event's (a stranger's: defanged)."""
+    if kind == "follow_up":
+        return clean_title(title, words.gettext("your follow-up"))
+    return clean_title(title, words.gettext("Your event"), from_a_stranger=True)
+
+
 def _first_line(
     words: Any,
     *,
@@ -294,10 +300,7 @@ def compose(
     time_text = _time_text(local_start, language, clock)
     when, local_time = _when(local_start, now.astimezone(tz), language, time_text)
     minutes_until = max(0, round((starts_at - now).total_seconds() / 60))
-    if kind == "follow_up":
-        clean = clean_title(title, words.gettext("your follow-up"))
-    else:
-        clean = clean_title(title, words.gettext("Your event"), from_a_stranger=True)
+    clean = _subject_title(words, kind, title)
     text = _first_line(
         words,
         kind=kind,
@@ -347,12 +350,7 @@ def compose_agenda(
     head = words.gettext("Your day, %(date)s:") % {"date": day_text}
     lines, links = [head], []
     for shown, item in enumerate(items):
-        stranger = item.kind == "event"
-        title = clean_title(
-            item.title,
-            words.gettext("Your event" if stranger else "your follow-up"),
-            from_a_stranger=stranger,
-        )
+        title = _subject_title(words, item.kind, item.title)
         when = (
             words.gettext("all day")
             if item.all_day

@@ -90,15 +90,13 @@ def twilio_inbound(request: HttpRequest) -> HttpResponse:
     )
 
 
-def signature_is_valid(request: HttpRequest, configured_url: str | None = None) -> bool:
+def signature_is_valid(request: HttpRequest, configured_url: str) -> bool:
     """Whether the request is signed with our auth token for ``configured_url``, the URL
     Twilio was given (derived from PUBLIC_BASE_URL; without it, the request's own)."""
     auth_token = settings.TWILIO_AUTH_TOKEN
     signature = request.headers.get(SIGNATURE_HEADER, "")
     if not auth_token or not signature:
         return False
-    if configured_url is None:
-        configured_url = settings.TWILIO_STATUS_CALLBACK_URL
     url = configured_url or request.build_absolute_uri()
     return RequestValidator(auth_token).validate(url, request.POST, signature)
 
@@ -106,7 +104,7 @@ def signature_is_valid(request: HttpRequest, configured_url: str | None = None) 
 @csrf_exempt  # signed by Twilio instead; there is no browser session to protect
 @require_POST
 def twilio_status(request: HttpRequest) -> HttpResponse:
-    if not signature_is_valid(request):
+    if not signature_is_valid(request, settings.TWILIO_STATUS_CALLBACK_URL):
         receipts_logger.warning("refused a Twilio status callback with a missing or bad signature")
         return HttpResponseForbidden("invalid signature")
 

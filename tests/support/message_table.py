@@ -16,7 +16,6 @@ from accounts.models import DeliverySettings
 from messaging import chat_words as words
 from messaging.channels.base import NudgeMessage
 from messaging.messages import (
-    CLOCKS,
     LANGUAGES,
     MAX_TITLE_CHARS,
     Shape,
@@ -27,6 +26,7 @@ from messaging.telegram.send import keyboard
 from providers.meeting_links import MAX_URL_LENGTH
 from scheduled_sends.day import Item
 
+CLOCKS = ("24h", "12h")
 # What one message may hold, in characters: Telegram's text, a Twilio WhatsApp body.
 CHANNEL_LIMITS = {"telegram": 4096, "whatsapp": 1600}
 
