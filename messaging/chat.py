@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 
 from django.db.models import QuerySet
-from django.utils.translation import gettext, override
+from django.utils.translation import override
 
 from accounts.actions import update_settings
 from accounts.models import DeliverySettings
@@ -272,7 +272,7 @@ def tap(
     """A capture's Undo / Change time, or an ask-back's choice, pressed in ``address``'s chat."""
     person = _person(channel, address)
     if person is None or not person.channel:
-        return Answer(gettext("This button does not belong to this chat"))
+        return Answer(str(words.NOT_HERE))
     with override(person.settings.language):
         if claim.act == action_tokens.UNDO:
             return _undo(person, claim.send_id, now)
