@@ -58,30 +58,25 @@ TOKEN_BEARING_LOGGERS = ("telegram.Bot", "httpx")
 T = TypeVar("T")
 
 
-class TokenRedactingFilter(logging.Filter):
-    """Replaces the bot token in a record's message before any handler sees it."""
-
-    def __init__(self, token: str) -> None:
-        super().__init__()
-        self.token = token
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if self.token in message:
-            record.msg = message.replace(self.token, REDACTED)
-            record.args = None
-        return True
+_FILTERED_TOKENS: set[str] = set()
 
 
 def install_token_filter(token: str) -> None:
-    """Attach one redacting filter for ``token`` to each token-bearing logger."""
+    """Replace ``token`` in each record of the token-bearing loggers before any handler
+    sees it; once per token."""
+    if token in _FILTERED_TOKENS:
+        return
+    _FILTERED_TOKENS.add(token)
+
+    def redact(record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if token in message:
+            record.msg = message.replace(token, REDACTED)
+            record.args = None
+        return True
+
     for name in TOKEN_BEARING_LOGGERS:
-        target = logging.getLogger(name)
-        if not any(
-            isinstance(existing, TokenRedactingFilter) and existing.token == token
-            for existing in target.filters
-        ):
-            target.addFilter(TokenRedactingFilter(token))
+        logging.getLogger(name).addFilter(redact)
 
 
 def new_bot(token: str, pool_size: int) -> Bot:
