@@ -18,6 +18,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
+import regex
 from babel import Locale
 from babel.dates import DateTimePattern, format_timedelta, match_skeleton, parse_pattern
 from django.utils import translation
@@ -34,36 +35,18 @@ ELLIPSIS = "…"
 # Explicit directional embeddings, overrides and isolates (not the plain marks).
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _SPACE_CATEGORIES = frozenset({"Cc", "Zl", "Zp"})
-ZWJ = "\u200d"
-
-
-def _is_regional_indicator(char: str) -> bool:
-    return "\U0001f1e6" <= char <= "\U0001f1ff"
-
-
-def _extends_previous(char: str) -> bool:
-    """Whether ``char`` belongs to the character before it (no boundary before it)."""
-    return (
-        unicodedata.category(char) in {"Mn", "Me", "Mc"}
-        or char == ZWJ
-        or "\ufe00" <= char <= "\ufe0f"  # variation selectors
-        or "\U000e0100" <= char <= "\U000e01ef"
-        or "\U0001f3fb" <= char <= "\U0001f3ff"  # skin-tone modifiers
-        or "\U000e0020" <= char <= "\U000e007f"  # tag characters (subdivision flags)
-    )
+# A user-perceived character: a flag, an emoji sequence, a letter with its marks.
+_GRAPHEME = regex.compile(r"\X")
 
 
 def _boundary_at_or_before(text: str, index: int) -> int:
     """The largest index <= ``index`` where ``text`` may be cut between characters."""
-    while 0 < index < len(text) and (_extends_previous(text[index]) or text[index - 1] == ZWJ):
-        index -= 1
-    # Regional indicators pair up from the start of their run: keep whole flags.
-    run = 0
-    while run < index and _is_regional_indicator(text[index - 1 - run]):
-        run += 1
-    if run % 2 and index < len(text) and _is_regional_indicator(text[index]):
-        index -= 1
-    return index
+    end = 0
+    for grapheme in _GRAPHEME.finditer(text):
+        if grapheme.end() > index:
+            break
+        end = grapheme.end()
+    return end
 
 
 # Characters an app skips inside an address (soft hyphen, zero-width characters,
