@@ -1,8 +1,6 @@
-"""Linking an address to a person, and what their messages from it do.
-
-A chat or number becomes a person's channel only by their own confirmation (a link
-code); "/stop" and "STOP" name only an address, so the directory (``ChannelAddress``)
-says whose it is before any scope is chosen. A change is announced (re-planned).
+"""Linking an address to a person, only by their own confirmation (a link code), and
+what "/stop" and "STOP" from it do: they name only an address, so the directory
+(``ChannelAddress``) says whose it is before any scope is chosen. Changes are re-planned.
 """
 
 from __future__ import annotations

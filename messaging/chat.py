@@ -1,9 +1,7 @@
-"""What a linked chat can ask of nudge in words, on Telegram and WhatsApp alike: capture
-a follow-up ("remind me tomorrow at 9 to call Anna"), undo it or change its time, pick
-an ask-back's choice, /next, /today, /agenda and /help, in the owner's language.
-
-Only a chat whose opt-in stands creates anything, through ``followups.actions`` (its
-caps) and at most ``CAPTURES_PER_HOUR`` an hour; other text gets help once an hour.
+"""What a linked chat can ask in words, on Telegram and WhatsApp alike, in its owner's
+language: capture a follow-up ("tomorrow at 9 call Anna"), undo or retime it, pick an
+ask-back's choice, /next, /today, /agenda, /help. Only a chat whose opt-in stands creates
+anything (``followups.actions``, at most ``CAPTURES_PER_HOUR``); chatter gets help hourly.
 """
 
 from __future__ import annotations

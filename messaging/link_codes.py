@@ -1,8 +1,6 @@
-"""One-time link codes for Telegram and WhatsApp: made, stored as digests, spent once.
-
-A Telegram deep link names its owner (``<user id>-<secret>``), so it is checked
-inside the owner's tenant scope. A WhatsApp code is six digits, keyed and bound
-to the number it was sent to; a few wrong tries spend it.
+"""One-time link codes, stored as digests, spent once. A Telegram deep link names its
+owner (``<user id>-<secret>``), checked in their scope; a WhatsApp code is six digits,
+keyed and bound to its number, and a few wrong tries spend it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""Compose a nudge's plain text in the recipient's zone, language and clock.
-
-Titles come from calendars anyone can invite you to: :func:`clean_title` makes them
-one bounded plain line and defangs an event's addresses, so its one link is a join
-link ``providers.meeting_links`` passed. An unknown zone gives the time in UTC, and
-says so. ``docs/MESSAGES.md`` shows every shape.
+"""A nudge's plain text in the recipient's zone (UTC, said so, for an unknown one),
+language and clock. Anyone can invite you, so :func:`clean_title` makes a title one
+bounded line and defangs an event's addresses: its one link is a vetted join link.
+``docs/MESSAGES.md`` shows every shape.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Snooze and Done, from a Telegram button, a WhatsApp quick reply or the words "snooze"
-/ "done". A button's token verifies only for the chat it was sent to; the act runs as
-the chat's owner, in their scope and language, through the queue's transitions.
-
-Snooze queues one nudge at the tap plus ``NUDGE_SNOOZE_MINUTES`` (to the minute, no
-later than the start, after quiet hours) within the per-user caps, recorded as a
-:class:`NudgeAct` materialize plans from; Done withdraws a follow-up's pending nudges.
-Each answer is a sentence for the person; nothing raises for a tap that cannot be honoured.
+"""Snooze and Done, from a Telegram button, a WhatsApp quick reply or the typed word. A
+token verifies only for the chat it was sent to; the act runs as that chat's owner, in
+their scope and language, recorded as a :class:`NudgeAct` materialize plans from. Each
+answer is a sentence for the person; nothing raises for a tap that cannot be honoured.
 """
 
 from __future__ import annotations
@@ -152,7 +148,9 @@ def _already_snoozed(
 
 
 def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeConfig) -> ActResult:
-    """Snooze the nudge of queue row ``send_id``. Inside the user's tenant scope."""
+    """Queue one nudge for row ``send_id``'s subject at the tap plus ``NUDGE_SNOOZE_MINUTES``
+    (to the minute, no later than the start, after quiet hours) within the per-user caps.
+    Inside the user's tenant scope."""
     row = ScheduledSend.objects.filter(user_id=user_id, pk=send_id).first()
     settings = DeliverySettings.objects.filter(user_id=user_id).first()
     if row is None or settings is None:

@@ -1,8 +1,7 @@
-"""The providers' calls into us: Telegram updates, Twilio's inbound WhatsApp messages and
-its delivery receipts, trusted only for Telegram's secret header or Twilio's signature over
-the URL Twilio was told (no session, no CSRF token), and idempotent. The answer is the
-response body; editing a tapped message is the one outbound call, and its failure only
-leaves the old text. A receipt only moves a row's status forward (``record_receipt``).
+"""The providers' calls into us (Telegram updates, Twilio's inbound messages and receipts),
+trusted only for Telegram's secret header or Twilio's signature (no session, no CSRF), and
+idempotent. Editing a tapped message is the one outbound call; its failure only leaves
+the old text. A receipt only moves a row's status forward (``record_receipt``).
 """
 
 from __future__ import annotations

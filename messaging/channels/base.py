@@ -1,7 +1,5 @@
-"""The interface every delivery channel implements (:class:`Sender`).
-
-A sender sends one composed message to one address, without touching the database,
-and returns a :class:`SendReceipt` or raises one of the errors below, which
+"""What every delivery channel implements (:class:`Sender`): one composed message to one
+address, without the database; a :class:`SendReceipt`, or one of the errors below, which
 ``sweeps.verdicts.classify`` settles the row by (retry later, or fail).
 """
 

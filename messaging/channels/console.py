@@ -1,7 +1,5 @@
-"""The development channel: prints the nudge instead of sending it.
-
-Outside development it refuses (a last line behind ``accounts.rules``): it would
-print private titles into the log and record them delivered.
+"""The development channel: prints the nudge instead of sending it. Outside development it
+refuses (behind ``accounts.rules``): it would log private titles and record them delivered.
 """
 
 from __future__ import annotations

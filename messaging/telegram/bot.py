@@ -1,9 +1,7 @@
-"""The bot's side of linking (``/start <code>``, ``/stop``), of the chat and of buttons.
-
-Updates come by webhook (the reply is the response body) or by ``getUpdates`` long
-polling (``manage.py telegram_poll``); both meet in :func:`handle_update`, once per
-update id. A tap is always answered (else the button spins), and a tap that changed
-something edits the message to say so, keeping only its Join button.
+"""The bot: linking (``/start <code>``, ``/stop``), the chat and buttons. Webhook updates
+(answered in the response) and polled ones meet in :func:`handle_update`, once per update
+id. A tap is always answered (else the button spins); one that changed something edits
+the message to say so, keeping only its Join button.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Telegram through the Bot API, with python-telegram-bot (async).
-
-Each channel instance owns one event loop on its own thread, so a run's worker
-threads share one bot, one connection pool and one ``getMe``. Messages go as plain
-text without link previews. The token is in every Bot API URL: nothing this module
-raises or lets through the library's loggers holds it.
+"""Telegram through python-telegram-bot: one event loop on its own thread per instance, so
+a run's workers share one bot, pool and ``getMe``. Plain text, no link previews. The token
+is in every Bot API URL: nothing raised here or let through the library's loggers holds it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Linking a WhatsApp number (a code sent through an approved template, typed back
-on the website), and Twilio's signed inbound messages: STOP / START (``OptOutType``
-wins), a quick-reply token, "snooze" / "done", or anything else a linked person
-writes (``messaging.chat``). A code that cannot be sent gets words the person can
-act on; the cause goes, redacted, to the ``nudge.whatsapp`` log.
+"""Linking a WhatsApp number (a code sent by template, typed back on the website; a
+failure in words the person can act on, its cause redacted in the ``nudge.whatsapp`` log),
+and inbound messages: STOP / START (``OptOutType`` wins), a quick-reply token, "snooze" /
+"done", or anything else a linked person writes (``messaging.chat``).
 """
 
 from __future__ import annotations

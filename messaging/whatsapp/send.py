@@ -1,8 +1,6 @@
-"""WhatsApp through Twilio's Programmable Messaging API.
-
-A read timeout, a drop after the request went out, or an unreadable 2xx is never retried:
-Twilio may have the message, and has no idempotency key. With ``TWILIO_ACTIONS_CONTENT_SID``
-a nudge's quick replies carry signed Snooze and Done tokens; else one replies the word.
+"""WhatsApp through Twilio. A read timeout, a drop after the request left or an unreadable
+2xx is never retried: Twilio may have it (no idempotency key). With
+``TWILIO_ACTIONS_CONTENT_SID`` quick replies carry signed Snooze and Done tokens.
 """
 
 from __future__ import annotations
