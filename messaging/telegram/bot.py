@@ -18,7 +18,6 @@ from django.utils.translation import override
 from telegram import (
     BotCommand,
     CallbackQuery,
-    InlineKeyboardButton,
     InlineKeyboardMarkup,
     LinkPreviewOptions,
     Message,
@@ -33,7 +32,7 @@ from messaging.link_codes import parse_telegram_payload, use_telegram_code
 from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
 from messaging.nudge_actions import NOT_HERE
-from messaging.telegram.send import TelegramChannel
+from messaging.telegram.send import TelegramChannel, markup_of
 
 ALLOWED_UPDATES = ["message", "callback_query"]
 WEBHOOK_SECRET_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -64,22 +63,6 @@ class Reply:
             answer["reply_markup"] = self.markup.to_dict()
             answer["link_preview_options"] = {"is_disabled": True}
         return answer
-
-
-def markup_of(buttons: tuple[chat_words.Button, ...]) -> InlineKeyboardMarkup | None:
-    """A chat answer's buttons, one row each (Join opens its link, the others act)."""
-    if not buttons:
-        return None
-    return InlineKeyboardMarkup(
-        [
-            [
-                InlineKeyboardButton(b.label, url=b.url)
-                if b.url
-                else InlineKeyboardButton(b.label, callback_data=b.token)
-            ]
-            for b in buttons
-        ]
-    )
 
 
 @dataclass(frozen=True)
@@ -140,7 +123,9 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
             chat_id=chat_id,
             message_id=message.message_id,
             new_text=_with_outcome(message.text, result.text),
-            keep_markup=markup_of(result.buttons) if by_chat else _url_buttons_only(message),
+            keep_markup=markup_of([b] for b in result.buttons)
+            if by_chat
+            else _url_buttons_only(message),
         )
     return CallbackAnswer(query.id, result.text)
 
@@ -226,7 +211,7 @@ def handle_update(
         return Reply(chat_id, PAUSED if paused.user_id else NOT_LINKED)
     answer = chat.answer(Channel.TELEGRAM, address, message.text, now, config)
     if answer is not None:
-        return Reply(chat_id, answer.text, markup_of(answer.buttons))
+        return Reply(chat_id, answer.text, markup_of([b] for b in answer.buttons))
     if command.startswith("/") and addresses.owner_of(Channel.TELEGRAM, address) is None:
         return Reply(chat_id, HELP)
     return None

@@ -9,7 +9,7 @@ import asyncio
 import logging
 import threading
 import warnings
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -45,6 +45,7 @@ from messaging.channels.base import (
     misconfigured,
     unreadable_acceptance,
 )
+from messaging.chat_words import Button
 
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 REDACTED = "<bot-token>"
@@ -142,6 +143,21 @@ def classify_telegram_error(exc: TelegramError) -> SendError:
     )
 
 
+def markup_of(rows: Iterable[Sequence[Button]]) -> InlineKeyboardMarkup | None:
+    """Telegram's buttons, by rows: a link opens, the others send their token. None: none."""
+    keyboard = [
+        [
+            InlineKeyboardButton(b.label, url=b.url)
+            if b.url
+            else InlineKeyboardButton(b.label, callback_data=b.token)
+            for b in row
+        ]
+        for row in rows
+        if row
+    ]
+    return InlineKeyboardMarkup(keyboard) if keyboard else None
+
+
 def keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None:
     """Join (a URL), Snooze and, for a follow-up, Done, in one row and the nudge's
     language; the last two carry tokens signed for this row and chat; then the
@@ -150,17 +166,13 @@ def keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None
     actions = message.actions
     with translation.override(message.language):
         if message.join_url:
-            buttons.append(InlineKeyboardButton(gettext("Join"), url=message.join_url))
+            buttons.append(Button(gettext("Join"), url=message.join_url))
         if actions is not None:
             label = gettext("Snooze %(minutes)s min") % {"minutes": actions.snooze_minutes}
-            snooze = sign(SNOOZE, actions.send_id, address)
-            buttons.append(InlineKeyboardButton(label, callback_data=snooze))
+            buttons.append(Button(label, sign(SNOOZE, actions.send_id, address)))
             if actions.can_mark_done:
-                done = sign(DONE, actions.send_id, address)
-                buttons.append(InlineKeyboardButton(gettext("Done"), callback_data=done))
-    rows = [buttons] if buttons else []
-    rows += [[InlineKeyboardButton(label, url=url)] for label, url in message.links]
-    return InlineKeyboardMarkup(rows) if rows else None
+                buttons.append(Button(gettext("Done"), sign(DONE, actions.send_id, address)))
+    return markup_of([buttons, *([Button(label, url=url)] for label, url in message.links)])
 
 
 class TelegramChannel(Sender):
