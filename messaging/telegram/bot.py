@@ -28,7 +28,6 @@ from accounts.actions import PAUSED_BY_TELEGRAM_STOP
 from accounts.models import Channel
 from core.config import NudgeConfig
 from messaging import action_tokens, addresses, chat, chat_words, nudge_actions
-from messaging.link_codes import parse_telegram_payload, use_telegram_code
 from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
 from messaging.nudge_actions import NOT_HERE
@@ -166,7 +165,7 @@ def first_time(update_id: int) -> bool:
 
 
 def _link(payload: str, chat_id: str, now: datetime) -> str:
-    owned = parse_telegram_payload(payload)
+    owned = addresses.parse_telegram_payload(payload)
     if owned is None:
         return BAD_CODE
     linked = addresses.link_address(
@@ -174,7 +173,7 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
         Channel.TELEGRAM,
         "sent the one-time link to the bot (/start)",
         now,
-        lambda: chat_id if use_telegram_code(owned, now) else None,
+        lambda: chat_id if addresses.use_telegram_code(owned, now) else None,
     )
     if linked:
         return LINKED

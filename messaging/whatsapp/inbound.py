@@ -20,7 +20,6 @@ from accounts.models import Channel, validate_e164
 from core.config import NudgeConfig
 from messaging import addresses, chat, nudge_actions
 from messaging.channels.base import SendError
-from messaging.link_codes import TooManyCodes, new_whatsapp_code, use_whatsapp_code
 from messaging.models import LinkCode, TwilioMessageSeen
 from messaging.whatsapp.send import WhatsAppChannel, whatsapp_address
 from tenancy.scope import tenant_scope
@@ -92,8 +91,8 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
     try:
         with tenant_scope(user_id):
             prune_link_codes(user_id, now, config)
-            code = new_whatsapp_code(user_id, number, now, config)
-    except TooManyCodes:
+            code = addresses.new_whatsapp_code(user_id, number, now, config)
+    except addresses.TooManyCodes:
         raise WhatsAppLinkError(
             gettext("Too many codes were sent in the last hour; try again later.")
         ) from None
@@ -141,7 +140,7 @@ def confirm_code(user_id: int, code: str, now: datetime) -> bool:
         Channel.WHATSAPP,
         "entered the code sent to this number on the website",
         now,
-        lambda: use_whatsapp_code(user_id, code, now),
+        lambda: addresses.use_whatsapp_code(user_id, code, now),
     )
     return linked is not None
 
