@@ -9,7 +9,6 @@ import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cache
-from typing import ClassVar
 
 from django.utils.module_loading import import_string
 
@@ -117,8 +116,6 @@ def misconfigured(problem: str, code: str = "config") -> PermanentSendError:
 
 class Sender(ABC):
     """Sends nudges over one channel (``models.Channel`` names the channels)."""
-
-    name: ClassVar[str]
 
     @abstractmethod
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:

@@ -17,8 +17,6 @@ from messaging.channels.base import (
 
 
 class ConsoleChannel(Sender):
-    name = "console"
-
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
         if not console_channel_allowed():
             raise PermanentSendError(NOT_IN_PRODUCTION)

@@ -25,7 +25,6 @@ class Recorded:
 
 
 class RecordingChannel(Sender):
-    name = "recording"
     sent: ClassVar[list[Recorded]] = []
     _lock: ClassVar[threading.Lock] = threading.Lock()
 

@@ -179,8 +179,6 @@ class TelegramChannel(Sender):
     """Sends (and makes the bot's other calls) through one Bot on one private event
     loop per instance."""
 
-    name = "telegram"
-
     def __init__(self) -> None:
         self._token: str = settings.TELEGRAM_BOT_TOKEN
         self.timeout: float = settings.CHANNEL_TIMEOUT_SECONDS
