@@ -65,14 +65,14 @@ LINKING_SETTINGS = (
 )
 
 
-def configured() -> bool:
-    """Whether this server can send a confirmation code."""
-    return all(getattr(settings, name) for name in LINKING_SETTINGS)
+def missing_settings() -> list[str]:
+    """What this server lacks to send a confirmation code."""
+    return [name for name in LINKING_SETTINGS if not getattr(settings, name)]
 
 
 def channels_offered() -> dict[str, bool]:
     """Which chat channels a person can link on this server: those whose settings are set."""
-    return {"telegram": bool(settings.TELEGRAM_BOT_USERNAME), "whatsapp": configured()}
+    return {"telegram": bool(settings.TELEGRAM_BOT_USERNAME), "whatsapp": not missing_settings()}
 
 
 def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> None:
@@ -84,8 +84,8 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
         raise WhatsAppLinkError(exc.messages[0]) from None
     if not number:
         raise WhatsAppLinkError(gettext("Enter your WhatsApp number."))
-    if not configured():
-        missing = [name for name in LINKING_SETTINGS if not getattr(settings, name)]
+    missing = missing_settings()
+    if missing:
         logger.warning("cannot send a WhatsApp link code: %s empty", ", ".join(missing))
         raise link_error()
     try:
