@@ -55,19 +55,15 @@ def telegram_webhook(request: HttpRequest) -> HttpResponse:
     if reply is None:
         return HttpResponse(status=200)
     if isinstance(reply, telegram.CallbackAnswer) and reply.new_text is not None:
-        _edit_tapped_message(reply)
+        # Say on the message what the tap did; a refusal only leaves the old text.
+        channel = TelegramChannel()
+        try:
+            telegram.edit(channel, reply)
+        except SendError as exc:
+            logger.warning("editing the tapped message failed", extra={"error": str(exc)})
+        finally:
+            channel.close()
     return JsonResponse(reply.as_webhook_answer())
-
-
-def _edit_tapped_message(answer: telegram.CallbackAnswer) -> None:
-    """Say on the message what the tap did; logged, never raised, when Telegram refuses."""
-    channel = TelegramChannel()
-    try:
-        telegram.edit(channel, answer)
-    except SendError as exc:
-        logger.warning("editing the tapped message failed", extra={"error": str(exc)})
-    finally:
-        channel.close()
 
 
 @csrf_exempt  # signed by Twilio instead

@@ -93,10 +93,6 @@ def _url_buttons_only(message: Message) -> InlineKeyboardMarkup | None:
     return InlineKeyboardMarkup(rows) if rows else None
 
 
-# The chat's own buttons (``messaging.chat``), beside a nudge's Snooze and Done.
-CHAT_ACTS = frozenset({action_tokens.UNDO, action_tokens.RETIME, action_tokens.PICK})
-
-
 def _with_outcome(text: str, outcome: str) -> str:
     """The nudge's text with what happened below it (after a blank line, once)."""
     return f"{text}\n{outcome}" if "\n\n" in text else f"{text}\n\n{outcome}"
@@ -110,7 +106,7 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
         return CallbackAnswer(query.id, str(NOT_HERE))
     claim = action_tokens.verify(query.data or "", str(chat_id))
     # A capture's Undo / Change time or an ask-back's choice, else a nudge's Snooze / Done.
-    by_chat = claim is not None and claim.act in CHAT_ACTS
+    by_chat = claim is not None and claim.act not in (action_tokens.SNOOZE, action_tokens.DONE)
     if by_chat:
         result = chat.tap(Channel.TELEGRAM, str(chat_id), claim, now, config)
     else:
