@@ -21,7 +21,7 @@ from followups.actions import FollowUpChange, change_follow_up
 from followups.models import FollowUp
 from followups.repeat import is_due_at
 from messaging import addresses
-from messaging.action_tokens import verify
+from messaging.action_tokens import Claim, verify
 from messaging.chat_words import NOT_HERE, Answer, clock
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue import transitions
@@ -248,19 +248,12 @@ def _language(owner: int) -> str:
     return found.first() or "en"
 
 
-def _act(
-    owner: int, act: str, send_id: int | None, via: str, now: datetime, config: NudgeConfig
-) -> Answer:
-    """Act as ``owner`` on row ``send_id``; None: on their last nudge on ``via`` (a word)."""
+def _act(owner: int, claim: Claim, via: str, now: datetime, config: NudgeConfig) -> Answer:
     with tenant_scope(owner), translation.override(_language(owner)):
-        if send_id is None:
-            send_id = last_sent(owner, via, now)
-        if send_id is None:
-            result = ActResult(NOTHING_TO_ACT_ON)
-        elif act == Act.SNOOZE:
-            result = snooze(owner, send_id, via, now, config)
+        if claim.act == Act.SNOOZE:
+            result = snooze(owner, claim.send_id, via, now, config)
         else:
-            result = record_done(owner, send_id, via, now)
+            result = record_done(owner, claim.send_id, via, now)
         text = str(result.text)  # written in the owner's language
     if result.follow_up_id is not None:
         change_follow_up(owner, result.follow_up_id, FollowUpChange(done=True), now)
@@ -273,7 +266,7 @@ def tap(channel: str, address: str, token: str, now: datetime, config: NudgeConf
     owner = addresses.owner_of(channel, address)
     if claim is None or owner is None:
         return Answer(str(NOT_HERE))
-    return _act(owner, claim.act, claim.send_id, channel, now, config)
+    return _act(owner, claim, channel, now, config)
 
 
 def word_of(text: str) -> str | None:
@@ -294,4 +287,9 @@ def reply(
     owner = addresses.owner_of(channel, address)
     if owner is None:
         return None
-    return _act(owner, act, None, channel, now, config)
+    with tenant_scope(owner):
+        send_id = last_sent(owner, channel, now)
+    if send_id is None:
+        with tenant_scope(owner), translation.override(_language(owner)):
+            return Answer(str(NOTHING_TO_ACT_ON))
+    return _act(owner, Claim(act, send_id), channel, now, config)
