@@ -1,9 +1,6 @@
-"""The token a nudge's (or a chat answer's) button carries: ``<act><queue row id in hex>.<MAC>``.
-
-The MAC is a salted HMAC-SHA256 from ``SECRET_KEY`` over the act, the queue row
-and the address the message went to, cut to 16 bytes, so a token copied into
-another chat or edited verifies nowhere. At most 41 bytes: inside Telegram's
-64-byte ``callback_data``.
+"""A button's token, ``<act><row id in hex>.<MAC>``: a salted HMAC-SHA256 over the act, the
+row and the address it went to, cut to 16 bytes, so a token copied into another chat or
+edited verifies nowhere. At most 41 bytes, inside Telegram's 64-byte ``callback_data``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""What a linked chat can ask of nudge in words, on Telegram and WhatsApp alike: capture
-a follow-up ("remind me tomorrow at 9 to call Anna"), undo it or change its time, pick
-an ask-back's choice, /next, /today, /agenda and /help, in the owner's language.
-
-Only a chat whose opt-in stands creates anything, through ``followups.actions`` (its
-caps) and at most ``CAPTURES_PER_HOUR`` an hour; other text gets help once an hour.
+"""What a linked chat can ask in words, on Telegram and WhatsApp alike, in its owner's
+language: capture a follow-up ("tomorrow at 9 call Anna"), undo or retime it, pick an
+ask-back's choice, /next, /today, /agenda, /help. Only a chat whose opt-in stands creates
+anything (``followups.actions``, at most ``CAPTURES_PER_HOUR``); chatter gets help hourly.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 
 from django.db.models import QuerySet
-from django.utils.translation import gettext, override
+from django.utils.translation import override
 
 from accounts.actions import update_settings
 from accounts.models import DeliverySettings
@@ -272,7 +270,7 @@ def tap(
     """A capture's Undo / Change time, or an ask-back's choice, pressed in ``address``'s chat."""
     person = _person(channel, address)
     if person is None or not person.channel:
-        return Answer(gettext("This button does not belong to this chat"))
+        return Answer(str(words.NOT_HERE))
     with override(person.settings.language):
         if claim.act == action_tokens.UNDO:
             return _undo(person, claim.send_id, now)

@@ -52,6 +52,7 @@ UNDO_BUTTON = gettext_lazy("Undo")
 CHANGE_BUTTON = gettext_lazy("Change time")
 JOIN_BUTTON = gettext_lazy("Join")
 DEFAULT_TITLE = gettext_lazy("Reminder")
+NOT_HERE = gettext_lazy("This button does not belong to this chat")
 
 # The Telegram command menu (setMyCommands), each described in each language.
 MENU = (
@@ -88,6 +89,11 @@ class Answer:
 def when(reader: Any, instant: datetime, now: datetime) -> str:
     """``instant`` as the reader's zone, language and clock write it ('tomorrow at 09:00')."""
     return when_text(instant, now, reader.timezone, reader.language, reader.clock)
+
+
+def clock(reader: Any, instant: datetime, now: datetime) -> str:
+    """``instant``'s time as the reader's clock writes it, with the weekday when not today."""
+    return clock_text(instant, now, reader.timezone, reader.language, reader.clock)
 
 
 def pick_id(ask_id: int, index: int) -> int:
@@ -153,11 +159,7 @@ def today(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
     """/today: one line per item left today, its time then its title; Join buttons."""
     if not items:
         return Answer(str(NOTHING_TODAY))
-    lines = [
-        f"• {clock_text(item.starts_at, now, reader.timezone, reader.language, reader.clock)}"
-        f" {_title(item)}"
-        for item in items
-    ]
+    lines = [f"• {clock(reader, item.starts_at, now)} {_title(item)}" for item in items]
     buttons = tuple(
         Button(f"{JOIN_BUTTON!s}: {_title(i)[:40]}", url=i.join_url) for i in items if i.join_url
     )

@@ -1,9 +1,7 @@
-"""Compose a nudge's plain text in the recipient's zone, language and clock.
-
-Titles come from calendars anyone can invite you to: :func:`clean_title` makes them
-one bounded plain line and defangs an event's addresses, so its one link is a join
-link ``providers.meeting_links`` passed. An unknown zone gives the time in UTC, and
-says so. ``docs/MESSAGES.md`` (``manage.py write_message_table``) shows every shape.
+"""A nudge's plain text in the recipient's zone (UTC, said so, for an unknown one),
+language and clock. Anyone can invite you, so :func:`clean_title` makes a title one
+bounded line and defangs an event's addresses: its one link is a vetted join link.
+``docs/MESSAGES.md`` shows every shape.
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
+import regex
 from babel import Locale
 from babel.dates import DateTimePattern, format_timedelta, match_skeleton, parse_pattern
 from django.utils import translation
@@ -34,36 +33,18 @@ ELLIPSIS = "…"
 # Explicit directional embeddings, overrides and isolates (not the plain marks).
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _SPACE_CATEGORIES = frozenset({"Cc", "Zl", "Zp"})
-ZWJ = "\u200d"
-
-
-def _is_regional_indicator(char: str) -> bool:
-    return "\U0001f1e6" <= char <= "\U0001f1ff"
-
-
-def _extends_previous(char: str) -> bool:
-    """Whether ``char`` belongs to the character before it (no boundary before it)."""
-    return (
-        unicodedata.category(char) in {"Mn", "Me", "Mc"}
-        or char == ZWJ
-        or "\ufe00" <= char <= "\ufe0f"  # variation selectors
-        or "\U000e0100" <= char <= "\U000e01ef"
-        or "\U0001f3fb" <= char <= "\U0001f3ff"  # skin-tone modifiers
-        or "\U000e0020" <= char <= "\U000e007f"  # tag characters (subdivision flags)
-    )
+# A user-perceived character: a flag, an emoji sequence, a letter with its marks.
+_GRAPHEME = regex.compile(r"\X")
 
 
 def _boundary_at_or_before(text: str, index: int) -> int:
     """The largest index <= ``index`` where ``text`` may be cut between characters."""
-    while 0 < index < len(text) and (_extends_previous(text[index]) or text[index - 1] == ZWJ):
-        index -= 1
-    # Regional indicators pair up from the start of their run: keep whole flags.
-    run = 0
-    while run < index and _is_regional_indicator(text[index - 1 - run]):
-        run += 1
-    if run % 2 and index < len(text) and _is_regional_indicator(text[index]):
-        index -= 1
-    return index
+    end = 0
+    for grapheme in _GRAPHEME.finditer(text):
+        if grapheme.end() > index:
+            break
+        end = grapheme.end()
+    return end
 
 
 # Characters an app skips inside an address (soft hyphen, zero-width characters,
@@ -146,7 +127,6 @@ class Shape(StrEnum):
 
 
 LANGUAGES = ("en", "de", "es", "fr", "pt-br")  # accounts.models.Language's values
-CLOCKS = ("24h", "12h")
 
 
 def describe_lead(delta: timedelta, language: str = "en") -> str:
@@ -242,6 +222,13 @@ def when_text(
     return _when(local, now.astimezone(tz), language, time_text)[0] + label
 
 
+def _subject_title(words: Any, kind: str, title: str) -> str:
+    """A follow-up's title (the person's own words) or an event's (a stranger's: defanged)."""
+    if kind == "follow_up":
+        return clean_title(title, words.gettext("your follow-up"))
+    return clean_title(title, words.gettext("Your event"), from_a_stranger=True)
+
+
 def _first_line(
     words: Any,
     *,
@@ -294,10 +281,7 @@ def compose(
     time_text = _time_text(local_start, language, clock)
     when, local_time = _when(local_start, now.astimezone(tz), language, time_text)
     minutes_until = max(0, round((starts_at - now).total_seconds() / 60))
-    if kind == "follow_up":
-        clean = clean_title(title, words.gettext("your follow-up"))
-    else:
-        clean = clean_title(title, words.gettext("Your event"), from_a_stranger=True)
+    clean = _subject_title(words, kind, title)
     text = _first_line(
         words,
         kind=kind,
@@ -347,12 +331,7 @@ def compose_agenda(
     head = words.gettext("Your day, %(date)s:") % {"date": day_text}
     lines, links = [head], []
     for shown, item in enumerate(items):
-        stranger = item.kind == "event"
-        title = clean_title(
-            item.title,
-            words.gettext("Your event" if stranger else "your follow-up"),
-            from_a_stranger=stranger,
-        )
+        title = _subject_title(words, item.kind, item.title)
         when = (
             words.gettext("all day")
             if item.all_day

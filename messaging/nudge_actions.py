@@ -1,11 +1,7 @@
-"""Snooze and Done, from a Telegram button, a WhatsApp quick reply or the words "snooze"
-/ "done". A button's token verifies only for the chat it was sent to; the act runs as
-the chat's owner, in their scope and language, through the queue's transitions.
-
-Snooze queues one nudge at the tap plus ``NUDGE_SNOOZE_MINUTES`` (to the minute, no
-later than the start, after quiet hours) within the per-user caps, recorded as a
-:class:`NudgeAct` materialize plans from; Done withdraws a follow-up's pending nudges.
-Each answer is a sentence for the person; nothing raises for a tap that cannot be honoured.
+"""Snooze and Done, from a Telegram button, a WhatsApp quick reply or the typed word. A
+token verifies only for the chat it was sent to; the act runs as that chat's owner, in
+their scope and language, recorded as a :class:`NudgeAct` materialize plans from. Each
+answer is a sentence for the person; nothing raises for a tap that cannot be honoured.
 """
 
 from __future__ import annotations
@@ -26,8 +22,7 @@ from followups.models import FollowUp
 from followups.repeat import is_due_at
 from messaging import addresses
 from messaging.action_tokens import Claim, verify
-from messaging.chat_words import Answer
-from messaging.messages import clock_text
+from messaging.chat_words import NOT_HERE, Answer, clock
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.states import Outcome, unsettled
@@ -53,7 +48,6 @@ GONE = gettext_lazy("Nothing to do: {reason}")
 DONE = gettext_lazy("Done ✓")
 ALREADY_DONE = gettext_lazy("Already done ✓")
 NOT_A_FOLLOW_UP = gettext_lazy("Only a follow-up can be marked done")
-NOT_HERE = gettext_lazy("This button does not belong to this chat")
 UNKNOWN = gettext_lazy("This nudge is no longer known")
 NOTHING_TO_ACT_ON = gettext_lazy("There is no nudge from the last 24 hours to act on")
 
@@ -65,11 +59,6 @@ class ActResult:
     text: str
     changed: bool = False
     follow_up_id: int | None = None  # Done: the follow-up the portal marks done
-
-
-def local_clock(instant: datetime, now: datetime, settings: DeliverySettings) -> str:
-    """A time in a tap's answer, on the person's zone, language and clock."""
-    return clock_text(instant, now, settings.timezone, settings.language, settings.clock)
 
 
 def _subject_now(row: ScheduledSend) -> tuple[datetime | None, str | None]:
@@ -155,11 +144,13 @@ def _already_snoozed(
     ).first()
     if first is None:
         return None
-    return ActResult(ALREADY_SNOOZED.format(until=local_clock(first.snoozed_until, now, settings)))
+    return ActResult(ALREADY_SNOOZED.format(until=clock(settings, first.snoozed_until, now)))
 
 
 def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeConfig) -> ActResult:
-    """Snooze the nudge of queue row ``send_id``. Inside the user's tenant scope."""
+    """Queue one nudge for row ``send_id``'s subject at the tap plus ``NUDGE_SNOOZE_MINUTES``
+    (to the minute, no later than the start, after quiet hours) within the per-user caps.
+    Inside the user's tenant scope."""
     row = ScheduledSend.objects.filter(user_id=user_id, pk=send_id).first()
     settings = DeliverySettings.objects.filter(user_id=user_id).first()
     if row is None or settings is None:
@@ -170,7 +161,7 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
     if gone is not None:
         return ActResult(GONE.format(reason=gone))
     if starts_at <= now:
-        return ActResult(TOO_LATE.format(start=local_clock(starts_at, now, settings)))
+        return ActResult(TOO_LATE.format(start=clock(settings, starts_at, now)))
     held = pause_reason(settings)
     if held is not None:
         return ActResult(HELD.format(reason=held.reason))
@@ -179,7 +170,7 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
     quiet = hold_for_quiet_hours(until, starts_at, settings)
     if isinstance(quiet, SkipReason):
         ends = quiet_hours_end(until, settings) or until
-        return ActResult(QUIET_PAST_START.format(end=local_clock(ends, now, settings)))
+        return ActResult(QUIET_PAST_START.format(end=clock(settings, ends, now)))
     full, rank = _caps_full(user_id, quiet, config)
     if full:
         return ActResult(CAPPED)
@@ -195,12 +186,12 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
             )
         ],
     )
-    clock = local_clock(quiet, now, settings)
+    until_text = clock(settings, quiet, now)
     if quiet != until:
-        return ActResult(SNOOZED_PAST_QUIET.format(until=clock), changed=True)
+        return ActResult(SNOOZED_PAST_QUIET.format(until=until_text), changed=True)
     if until == starts_at and wanted > starts_at:
-        return ActResult(SNOOZED_TO_START.format(until=clock), changed=True)
-    return ActResult(SNOOZED.format(until=clock), changed=True)
+        return ActResult(SNOOZED_TO_START.format(until=until_text), changed=True)
+    return ActResult(SNOOZED.format(until=until_text), changed=True)
 
 
 def record_done(user_id: int, send_id: int, via: str, now: datetime) -> ActResult:

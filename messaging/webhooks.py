@@ -1,8 +1,7 @@
-"""The providers' calls into us: Telegram updates, Twilio's inbound WhatsApp messages and
-its delivery receipts, trusted only for Telegram's secret header or Twilio's signature over
-the URL Twilio was told (no session, no CSRF token), and idempotent. The answer is the
-response body; editing a tapped message is the one outbound call, and its failure only
-leaves the old text. A receipt only moves a row's status forward (``record_receipt``).
+"""The providers' calls into us (Telegram updates, Twilio's inbound messages and receipts),
+trusted only for Telegram's secret header or Twilio's signature (no session, no CSRF), and
+idempotent. Editing a tapped message is the one outbound call; its failure only leaves
+the old text. A receipt only moves a row's status forward (``record_receipt``).
 """
 
 from __future__ import annotations
@@ -56,19 +55,15 @@ def telegram_webhook(request: HttpRequest) -> HttpResponse:
     if reply is None:
         return HttpResponse(status=200)
     if isinstance(reply, telegram.CallbackAnswer) and reply.new_text is not None:
-        _edit_tapped_message(reply)
+        # Say on the message what the tap did; a refusal only leaves the old text.
+        channel = TelegramChannel()
+        try:
+            telegram.edit(channel, reply)
+        except SendError as exc:
+            logger.warning("editing the tapped message failed", extra={"error": str(exc)})
+        finally:
+            channel.close()
     return JsonResponse(reply.as_webhook_answer())
-
-
-def _edit_tapped_message(answer: telegram.CallbackAnswer) -> None:
-    """Say on the message what the tap did; logged, never raised, when Telegram refuses."""
-    channel = TelegramChannel()
-    try:
-        telegram.edit(channel, answer)
-    except SendError as exc:
-        logger.warning("editing the tapped message failed", extra={"error": str(exc)})
-    finally:
-        channel.close()
 
 
 @csrf_exempt  # signed by Twilio instead
@@ -90,15 +85,13 @@ def twilio_inbound(request: HttpRequest) -> HttpResponse:
     )
 
 
-def signature_is_valid(request: HttpRequest, configured_url: str | None = None) -> bool:
+def signature_is_valid(request: HttpRequest, configured_url: str) -> bool:
     """Whether the request is signed with our auth token for ``configured_url``, the URL
     Twilio was given (derived from PUBLIC_BASE_URL; without it, the request's own)."""
     auth_token = settings.TWILIO_AUTH_TOKEN
     signature = request.headers.get(SIGNATURE_HEADER, "")
     if not auth_token or not signature:
         return False
-    if configured_url is None:
-        configured_url = settings.TWILIO_STATUS_CALLBACK_URL
     url = configured_url or request.build_absolute_uri()
     return RequestValidator(auth_token).validate(url, request.POST, signature)
 
@@ -106,7 +99,7 @@ def signature_is_valid(request: HttpRequest, configured_url: str | None = None) 
 @csrf_exempt  # signed by Twilio instead; there is no browser session to protect
 @require_POST
 def twilio_status(request: HttpRequest) -> HttpResponse:
-    if not signature_is_valid(request):
+    if not signature_is_valid(request, settings.TWILIO_STATUS_CALLBACK_URL):
         receipts_logger.warning("refused a Twilio status callback with a missing or bad signature")
         return HttpResponseForbidden("invalid signature")
 

@@ -17,7 +17,7 @@ from accounts.models import AccountNotice, Channel, DeliverySettings
 from core.config import NudgeConfig
 from core.zones import zone_of
 from followups import actions as followups
-from messaging.link_codes import new_telegram_code
+from messaging.addresses import new_telegram_code
 from messaging.models import LinkCode, OptInRecord
 from messaging.telegram import bot as telegram
 from messaging.whatsapp import inbound as whatsapp

@@ -12,7 +12,7 @@ from accounts.models import AccountNotice
 from calendars.models import CalendarConnection, CalendarEvent, Provider, ProviderRelease
 from core.config import NudgeConfig
 from followups.models import FollowUp
-from messaging.link_codes import new_telegram_code
+from messaging.addresses import new_telegram_code
 from messaging.models import ChatRecord, OptInRecord
 from portal.models import ApiRate
 from portal.tokens import new_api_token

@@ -26,7 +26,7 @@ from calendars.models import CalendarConnection, PushState
 from calendars.push import secrets as push_secrets
 from calendars.push import worklist
 from core.config import KNOBS, NudgeConfig
-from messaging.link_codes import new_telegram_code
+from messaging.addresses import new_telegram_code
 from tenancy.scope import tenant_scope
 from tests.calendars.conftest import make_connection
 from tests.fakes.telegram_server import FakeTelegram

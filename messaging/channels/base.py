@@ -1,7 +1,5 @@
-"""The interface every delivery channel implements (:class:`Sender`).
-
-A sender sends one composed message to one address, without touching the database,
-and returns a :class:`SendReceipt` or raises one of the errors below, which
+"""What every delivery channel implements (:class:`Sender`): one composed message to one
+address, without the database; a :class:`SendReceipt`, or one of the errors below, which
 ``sweeps.verdicts.classify`` settles the row by (retry later, or fail).
 """
 
@@ -11,7 +9,6 @@ import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cache
-from typing import ClassVar
 
 from django.utils.module_loading import import_string
 
@@ -112,10 +109,13 @@ def unreadable_acceptance(provider: str, what: str) -> PermanentSendError:
     )
 
 
+def misconfigured(problem: str, code: str = "config") -> PermanentSendError:
+    """A setting the operator must fix: every send fails the same way until then."""
+    return PermanentSendError(problem, code=code, kind=FailureKind.CONFIGURATION)
+
+
 class Sender(ABC):
     """Sends nudges over one channel (``models.Channel`` names the channels)."""
-
-    name: ClassVar[str]
 
     @abstractmethod
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:

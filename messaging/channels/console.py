@@ -1,14 +1,11 @@
-"""The development channel: prints the nudge instead of sending it.
-
-Outside development it refuses (a last line behind ``accounts.rules``): it would
-print private titles into the log and record them delivered.
+"""The development channel: prints the nudge instead of sending it. Outside development it
+refuses (behind ``accounts.rules``): it would log private titles and record them delivered.
 """
 
 from __future__ import annotations
 
 import sys
 import uuid
-from typing import TextIO
 
 from core.deployment import NOT_IN_PRODUCTION, console_channel_allowed
 from messaging.channels.base import (
@@ -20,15 +17,10 @@ from messaging.channels.base import (
 
 
 class ConsoleChannel(Sender):
-    name = "console"
-
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stdout
-
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
         if not console_channel_allowed():
             raise PermanentSendError(NOT_IN_PRODUCTION)
         receipt = SendReceipt(provider_message_id=f"console-{uuid.uuid4().hex[:12]}")
-        self.stream.write(f"  → {address}: {message.text}\n")
-        self.stream.flush()
+        sys.stdout.write(f"  → {address}: {message.text}\n")
+        sys.stdout.flush()
         return receipt

@@ -1,7 +1,5 @@
-"""A channel that records what it would send: for tests and benchmarks.
-
-In-process it keeps a list; across processes it appends one JSON line per message
-to ``NUDGE_RECORDING_FILE`` (one ``O_APPEND`` write: lines never interleave).
+"""Records what it would send, for tests and benchmarks: a list in-process, and one JSON
+line per message (one ``O_APPEND`` write) in ``NUDGE_RECORDING_FILE`` across processes.
 ``NUDGE_RECORDING_DELAY_SECONDS`` adds a provider-like latency to each send.
 """
 
@@ -27,7 +25,6 @@ class Recorded:
 
 
 class RecordingChannel(Sender):
-    name = "recording"
     sent: ClassVar[list[Recorded]] = []
     _lock: ClassVar[threading.Lock] = threading.Lock()
 

@@ -1,9 +1,7 @@
-"""The bot's side of linking (``/start <code>``, ``/stop``), of the chat and of buttons.
-
-Updates come by webhook (the reply is the response body) or by ``getUpdates`` long
-polling (``manage.py telegram_poll``); both meet in :func:`handle_update`, once per
-update id. A tap is always answered (else the button spins), and a tap that changed
-something edits the message to say so, keeping only its Join button.
+"""The bot: linking (``/start <code>``, ``/stop``), the chat and buttons. Webhook updates
+(answered in the response) and polled ones meet in :func:`handle_update`, once per update
+id. A tap is always answered (else the button spins); one that changed something edits
+the message to say so, keeping only its Join button.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from django.utils.translation import override
 from telegram import (
     BotCommand,
     CallbackQuery,
-    InlineKeyboardButton,
     InlineKeyboardMarkup,
     LinkPreviewOptions,
     Message,
@@ -31,11 +28,10 @@ from accounts.actions import PAUSED_BY_TELEGRAM_STOP
 from accounts.models import Channel
 from core.config import NudgeConfig
 from messaging import action_tokens, addresses, chat, chat_words, nudge_actions
-from messaging.link_codes import parse_telegram_payload, use_telegram_code
 from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
 from messaging.nudge_actions import NOT_HERE
-from messaging.telegram.send import TelegramChannel
+from messaging.telegram.send import TelegramChannel, markup_of
 
 ALLOWED_UPDATES = ["message", "callback_query"]
 WEBHOOK_SECRET_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -68,22 +64,6 @@ class Reply:
         return answer
 
 
-def markup_of(buttons: tuple[chat_words.Button, ...]) -> InlineKeyboardMarkup | None:
-    """A chat answer's buttons, one row each (Join opens its link, the others act)."""
-    if not buttons:
-        return None
-    return InlineKeyboardMarkup(
-        [
-            [
-                InlineKeyboardButton(b.label, url=b.url)
-                if b.url
-                else InlineKeyboardButton(b.label, callback_data=b.token)
-            ]
-            for b in buttons
-        ]
-    )
-
-
 @dataclass(frozen=True)
 class CallbackAnswer:
     """What a button tap gets back: the toast, and the message's new text if it changed."""
@@ -113,10 +93,6 @@ def _url_buttons_only(message: Message) -> InlineKeyboardMarkup | None:
     return InlineKeyboardMarkup(rows) if rows else None
 
 
-# The chat's own buttons (``messaging.chat``), beside a nudge's Snooze and Done.
-CHAT_ACTS = frozenset({action_tokens.UNDO, action_tokens.RETIME, action_tokens.PICK})
-
-
 def _with_outcome(text: str, outcome: str) -> str:
     """The nudge's text with what happened below it (after a blank line, once)."""
     return f"{text}\n{outcome}" if "\n\n" in text else f"{text}\n\n{outcome}"
@@ -130,7 +106,7 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
         return CallbackAnswer(query.id, str(NOT_HERE))
     claim = action_tokens.verify(query.data or "", str(chat_id))
     # A capture's Undo / Change time or an ask-back's choice, else a nudge's Snooze / Done.
-    by_chat = claim is not None and claim.act in CHAT_ACTS
+    by_chat = claim is not None and claim.act not in (action_tokens.SNOOZE, action_tokens.DONE)
     if by_chat:
         result = chat.tap(Channel.TELEGRAM, str(chat_id), claim, now, config)
     else:
@@ -142,7 +118,9 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
             chat_id=chat_id,
             message_id=message.message_id,
             new_text=_with_outcome(message.text, result.text),
-            keep_markup=markup_of(result.buttons) if by_chat else _url_buttons_only(message),
+            keep_markup=markup_of([b] for b in result.buttons)
+            if by_chat
+            else _url_buttons_only(message),
         )
     return CallbackAnswer(query.id, result.text)
 
@@ -183,7 +161,7 @@ def first_time(update_id: int) -> bool:
 
 
 def _link(payload: str, chat_id: str, now: datetime) -> str:
-    owned = parse_telegram_payload(payload)
+    owned = addresses.parse_telegram_payload(payload)
     if owned is None:
         return BAD_CODE
     linked = addresses.link_address(
@@ -191,7 +169,7 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
         Channel.TELEGRAM,
         "sent the one-time link to the bot (/start)",
         now,
-        lambda: chat_id if use_telegram_code(owned, now) else None,
+        lambda: chat_id if addresses.use_telegram_code(owned, now) else None,
     )
     if linked:
         return LINKED
@@ -228,7 +206,7 @@ def handle_update(
         return Reply(chat_id, PAUSED if paused.user_id else NOT_LINKED)
     answer = chat.answer(Channel.TELEGRAM, address, message.text, now, config)
     if answer is not None:
-        return Reply(chat_id, answer.text, markup_of(answer.buttons))
+        return Reply(chat_id, answer.text, markup_of([b] for b in answer.buttons))
     if command.startswith("/") and addresses.owner_of(Channel.TELEGRAM, address) is None:
         return Reply(chat_id, HELP)
     return None

@@ -1,9 +1,6 @@
-"""Telegram through the Bot API, with python-telegram-bot (async).
-
-Each channel instance owns one event loop on its own thread, so a run's worker
-threads share one bot, one connection pool and one ``getMe``. Messages go as plain
-text without link previews. The token is in every Bot API URL: nothing this module
-raises or lets through the library's loggers holds it.
+"""Telegram through python-telegram-bot: one event loop on its own thread per instance, so
+a run's workers share one bot, pool and ``getMe``. Plain text, no link previews. The token
+is in every Bot API URL: nothing raised here or let through the library's loggers holds it.
 """
 
 from __future__ import annotations
@@ -12,7 +9,7 @@ import asyncio
 import logging
 import threading
 import warnings
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -45,9 +42,10 @@ from messaging.channels.base import (
     SendReceipt,
     TransientSendError,
     UnconfirmedSendError,
+    misconfigured,
     unreadable_acceptance,
 )
-from scheduled_sends.failures import FailureKind
+from messaging.chat_words import Button
 
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 REDACTED = "<bot-token>"
@@ -58,30 +56,25 @@ TOKEN_BEARING_LOGGERS = ("telegram.Bot", "httpx")
 T = TypeVar("T")
 
 
-class TokenRedactingFilter(logging.Filter):
-    """Replaces the bot token in a record's message before any handler sees it."""
-
-    def __init__(self, token: str) -> None:
-        super().__init__()
-        self.token = token
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if self.token in message:
-            record.msg = message.replace(self.token, REDACTED)
-            record.args = None
-        return True
+_FILTERED_TOKENS: set[str] = set()
 
 
 def install_token_filter(token: str) -> None:
-    """Attach one redacting filter for ``token`` to each token-bearing logger."""
+    """Replace ``token`` in each record of the token-bearing loggers before any handler
+    sees it; once per token."""
+    if token in _FILTERED_TOKENS:
+        return
+    _FILTERED_TOKENS.add(token)
+
+    def redact(record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if token in message:
+            record.msg = message.replace(token, REDACTED)
+            record.args = None
+        return True
+
     for name in TOKEN_BEARING_LOGGERS:
-        target = logging.getLogger(name)
-        if not any(
-            isinstance(existing, TokenRedactingFilter) and existing.token == token
-            for existing in target.filters
-        ):
-            target.addFilter(TokenRedactingFilter(token))
+        logging.getLogger(name).addFilter(redact)
 
 
 def new_bot(token: str, pool_size: int) -> Bot:
@@ -107,13 +100,9 @@ def new_bot(token: str, pool_size: int) -> Bot:
     )
 
 
-def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
-    """The channel error a library exception stands for, with the token redacted. After
-    the request left, a timeout or drop is unconfirmed (the API has no idempotency key)."""
-
-    def clean(text: str) -> str:
-        return text.replace(token, REDACTED) if token else text
-
+def classify_telegram_error(exc: TelegramError) -> SendError:
+    """The channel error a library exception stands for (its text may quote the token).
+    After the request left, a timeout or drop is unconfirmed (no idempotency key)."""
     if isinstance(exc, RetryAfter):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # v22: "will become a timedelta"
@@ -124,20 +113,16 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
         )
     if isinstance(exc, InvalidToken):
         # The library's own message quotes the token.
-        return PermanentSendError(
-            "Telegram rejected the bot token: check TELEGRAM_BOT_TOKEN",
-            code="401",
-            kind=FailureKind.CONFIGURATION,
-        )
+        return misconfigured("Telegram rejected the bot token: check TELEGRAM_BOT_TOKEN", "401")
     if isinstance(exc, ChatMigrated):
         return PermanentSendError(
             f"Telegram group became a supergroup; its chat id is now {exc.new_chat_id}",
             code="chat_migrated",
         )
     if isinstance(exc, Forbidden):
-        return PermanentSendError(f"Telegram refused: {clean(exc.message)}", code="403")
+        return PermanentSendError(f"Telegram refused: {exc.message}", code="403")
     if isinstance(exc, BadRequest):  # a NetworkError subclass: must come before it
-        return PermanentSendError(f"Telegram bad request: {clean(exc.message)}", code="400")
+        return PermanentSendError(f"Telegram bad request: {exc.message}", code="400")
     if isinstance(exc, TimedOut):
         # The library chains the httpx timeout; only a connect or pool timeout
         # proves the request never left.
@@ -148,14 +133,29 @@ def classify_telegram_error(exc: TelegramError, token: str = "") -> SendError:
         if isinstance(exc.__cause__, httpx.RemoteProtocolError | httpx.ReadError):
             # The request went out and the connection dropped before the answer.
             return UnconfirmedSendError("Telegram hung up without answering", code="network")
-        return TransientSendError(f"Telegram unreachable: {clean(exc.message)}", code="network")
+        return TransientSendError(f"Telegram unreachable: {exc.message}", code="network")
     if type(exc) is TelegramError:
         # Raised bare only when a 2xx body is not the JSON the Bot API sends;
         # error answers come back as the subclasses above.
-        return unreadable_acceptance("Telegram", clean(exc.message))
+        return unreadable_acceptance("Telegram", exc.message)
     return TransientSendError(
-        f"Telegram error {type(exc).__name__}: {clean(exc.message)}", code="telegram"
+        f"Telegram error {type(exc).__name__}: {exc.message}", code="telegram"
     )
+
+
+def markup_of(rows: Iterable[Sequence[Button]]) -> InlineKeyboardMarkup | None:
+    """Telegram's buttons, by rows: a link opens, the others send their token. None: none."""
+    keyboard = [
+        [
+            InlineKeyboardButton(b.label, url=b.url)
+            if b.url
+            else InlineKeyboardButton(b.label, callback_data=b.token)
+            for b in row
+        ]
+        for row in rows
+        if row
+    ]
+    return InlineKeyboardMarkup(keyboard) if keyboard else None
 
 
 def keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None:
@@ -166,24 +166,18 @@ def keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None
     actions = message.actions
     with translation.override(message.language):
         if message.join_url:
-            buttons.append(InlineKeyboardButton(gettext("Join"), url=message.join_url))
+            buttons.append(Button(gettext("Join"), url=message.join_url))
         if actions is not None:
             label = gettext("Snooze %(minutes)s min") % {"minutes": actions.snooze_minutes}
-            snooze = sign(SNOOZE, actions.send_id, address)
-            buttons.append(InlineKeyboardButton(label, callback_data=snooze))
+            buttons.append(Button(label, sign(SNOOZE, actions.send_id, address)))
             if actions.can_mark_done:
-                done = sign(DONE, actions.send_id, address)
-                buttons.append(InlineKeyboardButton(gettext("Done"), callback_data=done))
-    rows = [buttons] if buttons else []
-    rows += [[InlineKeyboardButton(label, url=url)] for label, url in message.links]
-    return InlineKeyboardMarkup(rows) if rows else None
+                buttons.append(Button(gettext("Done"), sign(DONE, actions.send_id, address)))
+    return markup_of([buttons, *([Button(label, url=url)] for label, url in message.links)])
 
 
 class TelegramChannel(Sender):
     """Sends (and makes the bot's other calls) through one Bot on one private event
     loop per instance."""
-
-    name = "telegram"
 
     def __init__(self) -> None:
         self._token: str = settings.TELEGRAM_BOT_TOKEN
@@ -202,20 +196,12 @@ class TelegramChannel(Sender):
         with self._lock:
             if self._bot is None:
                 if not self._token:
-                    raise PermanentSendError(
-                        "Telegram is not configured: TELEGRAM_BOT_TOKEN empty",
-                        code="config",
-                        kind=FailureKind.CONFIGURATION,
-                    )
+                    raise misconfigured("Telegram is not configured: TELEGRAM_BOT_TOKEN empty")
                 try:
                     self._bot = new_bot(self._token, self.pool_size)
                 except InvalidToken:
                     # Raised for a token with whitespace; the message may quote it.
-                    raise PermanentSendError(
-                        "TELEGRAM_BOT_TOKEN is malformed",
-                        code="config",
-                        kind=FailureKind.CONFIGURATION,
-                    ) from None
+                    raise misconfigured("TELEGRAM_BOT_TOKEN is malformed") from None
             return self._bot
 
     def _get_loop(self) -> asyncio.AbstractEventLoop:
@@ -266,7 +252,7 @@ class TelegramChannel(Sender):
             return future.result()
         except TelegramError as exc:
             # from None: the library's exception (and its cause) may quote the token.
-            raise classify_telegram_error(exc, self._token) from None
+            raise classify_telegram_error(exc).redacted(self._token) from None
 
     def warm_up(self) -> None:
         """``getMe`` before the first slot, not inside it."""

@@ -1,8 +1,7 @@
-"""Linking a WhatsApp number (a code sent through an approved template, typed back
-on the website), and Twilio's signed inbound messages: STOP / START (``OptOutType``
-wins), a quick-reply token, "snooze" / "done", or anything else a linked person
-writes (``messaging.chat``). A code that cannot be sent gets words the person can
-act on; the cause goes, redacted, to the ``nudge.whatsapp`` log.
+"""Linking a WhatsApp number (a code sent by template, typed back on the website; a
+failure in words the person can act on, its cause redacted in the ``nudge.whatsapp`` log),
+and inbound messages: STOP / START (``OptOutType`` wins), a quick-reply token, "snooze" /
+"done", or anything else a linked person writes (``messaging.chat``).
 """
 
 from __future__ import annotations
@@ -15,15 +14,14 @@ from datetime import datetime
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext, gettext_lazy
-from twilio.base.exceptions import TwilioException, TwilioRestException
 
 from accounts.actions import PAUSED_BY_WHATSAPP_STOP
 from accounts.models import Channel, validate_e164
 from core.config import NudgeConfig
 from messaging import addresses, chat, nudge_actions
-from messaging.link_codes import TooManyCodes, new_whatsapp_code, use_whatsapp_code
+from messaging.channels.base import SendError
 from messaging.models import LinkCode, TwilioMessageSeen
-from messaging.whatsapp.send import WhatsAppChannel, classify_twilio_error, whatsapp_address
+from messaging.whatsapp.send import WhatsAppChannel, whatsapp_address
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.whatsapp")
@@ -67,14 +65,14 @@ LINKING_SETTINGS = (
 )
 
 
-def configured() -> bool:
-    """Whether this server can send a confirmation code."""
-    return all(getattr(settings, name) for name in LINKING_SETTINGS)
+def missing_settings() -> list[str]:
+    """What this server lacks to send a confirmation code."""
+    return [name for name in LINKING_SETTINGS if not getattr(settings, name)]
 
 
 def channels_offered() -> dict[str, bool]:
     """Which chat channels a person can link on this server: those whose settings are set."""
-    return {"telegram": bool(settings.TELEGRAM_BOT_USERNAME), "whatsapp": configured()}
+    return {"telegram": bool(settings.TELEGRAM_BOT_USERNAME), "whatsapp": not missing_settings()}
 
 
 def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> None:
@@ -86,37 +84,31 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
         raise WhatsAppLinkError(exc.messages[0]) from None
     if not number:
         raise WhatsAppLinkError(gettext("Enter your WhatsApp number."))
-    if not configured():
-        missing = [name for name in LINKING_SETTINGS if not getattr(settings, name)]
+    missing = missing_settings()
+    if missing:
         logger.warning("cannot send a WhatsApp link code: %s empty", ", ".join(missing))
         raise link_error()
-    channel = WhatsAppChannel()
-    client, http = channel.twilio()
     try:
         with tenant_scope(user_id):
             prune_link_codes(user_id, now, config)
-            code = new_whatsapp_code(user_id, number, now, config)
-    except TooManyCodes:
+            code = addresses.new_whatsapp_code(user_id, number, now, config)
+    except addresses.TooManyCodes:
         raise WhatsAppLinkError(
             gettext("Too many codes were sent in the last hour; try again later.")
         ) from None
+    channel = WhatsAppChannel()
     try:
-        client.messages.create(
+        channel.create(
             to=whatsapp_address(number),
-            from_=whatsapp_address(settings.TWILIO_WHATSAPP_FROM),
+            from_=whatsapp_address(channel.from_address),
             content_sid=settings.TWILIO_CONFIRM_CONTENT_SID,
             content_variables=json.dumps({"1": code}),
         )
-    except (TwilioException, OSError) as exc:
-        refused, cause = 0, type(exc).__name__
-        if isinstance(exc, TwilioRestException):
-            # Redacted as delivery's errors are: Twilio's text may quote our credentials.
-            error = classify_twilio_error(exc, http.last_response_headers).redacted(
-                settings.TWILIO_AUTH_TOKEN, settings.TWILIO_ACCOUNT_SID
-            )
-            refused = int(error.code) if error.code.isdigit() else 0
-            cause = error.describe()
-        logger.warning("could not send a WhatsApp link code: %s", cause, extra={"user_id": user_id})
+    except SendError as exc:
+        refused = int(exc.code) if exc.code.isdigit() else 0
+        logger.warning(
+            "could not send a WhatsApp link code: %s", exc.describe(), extra={"user_id": user_id}
+        )
         raise link_error(refused) from None
     finally:
         channel.close()
@@ -148,7 +140,7 @@ def confirm_code(user_id: int, code: str, now: datetime) -> bool:
         Channel.WHATSAPP,
         "entered the code sent to this number on the website",
         now,
-        lambda: use_whatsapp_code(user_id, code, now),
+        lambda: addresses.use_whatsapp_code(user_id, code, now),
     )
     return linked is not None
 

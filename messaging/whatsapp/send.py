@@ -1,8 +1,6 @@
-"""WhatsApp through Twilio's Programmable Messaging API.
-
-A read timeout, a drop after the request went out, or an unreadable 2xx is never retried:
-Twilio may have the message, and has no idempotency key. With ``TWILIO_ACTIONS_CONTENT_SID``
-a nudge's quick replies carry signed Snooze and Done tokens; else one replies the word.
+"""WhatsApp through Twilio. A read timeout, a drop after the request left or an unreadable
+2xx is never retried: Twilio may have it (no idempotency key). With
+``TWILIO_ACTIONS_CONTENT_SID`` quick replies carry signed Snooze and Done tokens.
 """
 
 from __future__ import annotations
@@ -10,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
@@ -35,9 +34,9 @@ from messaging.channels.base import (
     SendReceipt,
     TransientSendError,
     UnconfirmedSendError,
+    misconfigured,
     unreadable_acceptance,
 )
-from scheduled_sends.failures import FailureKind
 
 # How long Twilio may keep an unsent message queued: a nudge is worth no more.
 MAX_VALIDITY_SECONDS = 14_400
@@ -140,8 +139,6 @@ def whatsapp_address(number: str) -> str:
 class WhatsAppChannel(Sender):
     """Sends through Twilio; one client and connection pool per instance (one run)."""
 
-    name = "whatsapp"
-
     def __init__(self) -> None:
         self.account_sid: str = settings.TWILIO_ACCOUNT_SID
         self.from_address: str = settings.TWILIO_WHATSAPP_FROM
@@ -168,11 +165,7 @@ class WhatsAppChannel(Sender):
             }
             missing = [name for name, value in required.items() if not value]
             if missing:
-                raise PermanentSendError(
-                    f"WhatsApp is not configured: {', '.join(missing)} empty",
-                    code="config",
-                    kind=FailureKind.CONFIGURATION,
-                )
+                raise misconfigured(f"WhatsApp is not configured: {', '.join(missing)} empty")
             http_client = BaseUrlHttpClient(self.base_url, timeout=self.timeout)
             client = Client(self.account_sid, self._auth_token, http_client=http_client)
             self._local.client, self._local.http_client = client, http_client
@@ -207,14 +200,16 @@ class WhatsAppChannel(Sender):
             parameters["status_callback"] = self.status_callback
         return parameters
 
-    def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+    def create(self, **parameters: object) -> Any:
+        """``messages.create`` on this thread's client; a failure raised as the channel
+        error it stands for, with the credentials redacted."""
         client, http_client = self.twilio()
         try:
-            created = client.messages.create(**self.message_parameters(address, message))
+            return client.messages.create(**parameters)
         except (TwilioRestException, TwilioServiceException) as exc:
             error = classify_twilio_error(exc, http_client.last_response_headers)
             # from None: the library's exception may quote our credentials back.
-            raise error.redacted(self._auth_token) from None
+            raise error.redacted(self._auth_token, self.account_sid) from None
         except requests.ConnectTimeout as exc:
             raise TransientSendError("could not reach Twilio in time", code="timeout") from exc
         except requests.Timeout as exc:
@@ -230,10 +225,8 @@ class WhatsAppChannel(Sender):
                 f"cannot reach Twilio ({type(exc).__name__})", code="network"
             ) from exc
         except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema) as exc:
-            raise PermanentSendError(
-                f"TWILIO_API_BASE_URL is not a usable URL ({type(exc).__name__})",
-                code="config",
-                kind=FailureKind.CONFIGURATION,
+            raise misconfigured(
+                f"TWILIO_API_BASE_URL is not a usable URL ({type(exc).__name__})"
             ) from exc
         except (requests.RequestException, TwilioException) as exc:
             raise TransientSendError(
@@ -242,7 +235,9 @@ class WhatsAppChannel(Sender):
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
             # Only a 2xx body is parsed by us rather than by the library's error path.
             raise unreadable_acceptance("Twilio", type(exc).__name__) from exc
-        sid = created.sid
+
+    def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        sid = self.create(**self.message_parameters(address, message)).sid
         if not isinstance(sid, str) or not sid:
             raise unreadable_acceptance("Twilio", f"sid {sid!r}")
         return SendReceipt(provider_message_id=sid)

@@ -3,6 +3,7 @@ from the real composer, within each channel's limit, and docs/MESSAGES.md kept t
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from accounts.rules import held_by_quiet_hours
-from messaging.message_table import CHANNEL_LIMITS, over_limit, render
 from messaging.messages import LANGUAGES, Shape, compose
+from tests.support.message_table import CHANNEL_LIMITS, over_limit, render
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "MESSAGES.md"
 NOW = datetime(2026, 12, 3, 14, 0, tzinfo=UTC)  # 15:00 in Berlin
@@ -31,10 +32,12 @@ def nudge(**overrides):
 
 
 def test_the_generated_table_is_up_to_date():
-    """docs/MESSAGES.md is what the composer writes now; regenerate it with
-    ``manage.py write_message_table`` after changing the words."""
+    """docs/MESSAGES.md is what the composer writes now; after changing the words,
+    ``NUDGE_WRITE_MESSAGES=1`` rewrites it."""
+    if os.environ.get("NUDGE_WRITE_MESSAGES"):
+        DOCS.write_text(render(), encoding="utf-8")
     assert DOCS.read_text(encoding="utf-8") == render(), (
-        "docs/MESSAGES.md is out of date: run manage.py write_message_table"
+        "docs/MESSAGES.md is out of date: rerun this test with NUDGE_WRITE_MESSAGES=1"
     )
 
 

@@ -15,7 +15,7 @@ from accounts.models import DeliverySettings
 from console import charts
 from core.config import NudgeConfig
 from followups import actions as followups
-from messaging.link_codes import parse_telegram_payload, use_telegram_code
+from messaging.addresses import parse_telegram_payload, use_telegram_code
 from portal.forms import IcsFeedForm, SettingsForm
 from portal.models import ApiToken
 from scheduled_sends.failures import FailureKind

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
-from messaging.link_codes import new_telegram_code
+from messaging.addresses import new_telegram_code
 from messaging.models import LinkCode, OptInRecord
 from messaging.telegram import bot as telegram
 from tenancy.scope import tenant_scope
