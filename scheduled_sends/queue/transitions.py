@@ -244,11 +244,6 @@ def due_preview(now: datetime, config: NudgeConfig, limit: int = 50) -> tuple[in
         return rows.count(), list(first[:limit])
 
 
-def settle_one(row: ClaimedSend, transition: Transition, at: datetime, **fields: object) -> bool:
-    """One row's transition in its own transaction; False if the claim was lost."""
-    return row.id in apply([Settlement(row, transition, at, **fields)])
-
-
 def smooth_minute(channel: str, minute: datetime, count: int, by: timedelta) -> int:
     """Move up to ``count`` unplaced nudges of ``minute`` earlier by ``by``; how many moved.
     Only ``fire_at`` changes, never the intended instant (the unique key)."""
