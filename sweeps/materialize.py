@@ -161,9 +161,9 @@ def users_to_visit(
 
 class UserFlow:
     """Users through a run: calendars synced many at a time (``SyncPool``), then planned
-    ``PLANNED_TOGETHER`` at a time. As a cycle's ``SliceVisitor`` each user is tagged with
-    its slice, so the next slice's fetches start while the last are out; a slice settles
-    once all its users are planned."""
+    ``PLANNED_TOGETHER`` at a time. As the cycle's visitor (``cycle.take_part``) it tags
+    each user with its slice, so the next slice's fetches start while the last are out; a
+    slice settles once all its users are planned."""
 
     def __init__(
         self,
