@@ -60,9 +60,10 @@ class DeliverCounts(RunCounts):
     configuration_errors: dict = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass
 class MaterializeCounts(RunCounts):
-    """What health, the next run and ``/metrics`` read of a materialize run."""
+    """What health, the next run and ``/metrics`` read of a materialize run (its report
+    extends it)."""
 
     overdue_unclaimed: int = 0  # due rows nobody had claimed, seen in each user's scope
     cut_short: bool = False  # the budget ran out: the next cycle starts with the slices left
