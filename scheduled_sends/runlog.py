@@ -117,11 +117,10 @@ def prune_run_log(cutoff: datetime, batch: int = 5000) -> int:
 def recorded_run(sweep: str, as_of: datetime, *, budget_seconds: float) -> Iterator[SweepRun]:
     """Record a sweep run; the caller fills ``run.counts`` and ``run.summary``.
 
-    An exception marks the run failed (and propagates); otherwise it is ok
-    unless the caller set ``run.status``. First, this sweep's runs still "running"
-    after twice the budget plus five minutes (generous: a run past its budget still
-    finishes its sends; by the wall clock, as a killed process cannot record its end)
-    are closed as failed.
+    An exception fails the run (and propagates); else it is ok unless the caller set
+    ``run.status``. First, this sweep's runs still "running" after twice the budget plus
+    five minutes (a run past its budget still finishes its sends; a killed process cannot
+    record its end) are closed as failed.
     """
     now = timezone.now()
     outlived = timedelta(seconds=2 * budget_seconds + 300)
