@@ -41,9 +41,10 @@ class RunCounts:
         }
 
 
-@dataclass(frozen=True)
+@dataclass
 class DeliverCounts(RunCounts):
-    """What health and ``/metrics`` read of a deliver run: its outcomes, 429s and lateness."""
+    """What health and ``/metrics`` read of a deliver run: its outcomes, 429s and lateness
+    (its report extends it)."""
 
     sent: int = 0
     expired: int = 0

@@ -364,7 +364,6 @@ class DeliveryRun:
             wait_seconds = verdict.wait.total_seconds()
             resume = attempt.finished + wait_seconds
             self.pacer.pause(delivery.channel, wait_seconds)
-            self.report.rate_limited_by_channel[delivery.channel] += 1
             self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
         if verdict.unexpected:
             logger.error(
