@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from accounts.models import DeliverySettings
@@ -18,25 +18,8 @@ from followups.repeat import is_due_at, occurrences
 from providers.normalize import sorted_leads
 from scheduled_sends.day import day_ref, end_of_day
 from scheduled_sends.models import Kind
-from scheduled_sends.queue import transitions
+from scheduled_sends.queue.transitions import MAX_RANK, NewNudge
 from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
-
-
-@dataclass(frozen=True)
-class PlannedNudge:
-    kind: str
-    ref_id: int
-    intended_at: datetime  # subject start - lead; the send time starts here
-    subject_starts_at: datetime
-
-    @property
-    def key(self) -> tuple[str, int, datetime]:
-        return (self.kind, self.ref_id, self.intended_at)
-
-    def worth_queueing(self, now: datetime) -> bool:
-        """A nudge first queued now must still precede its subject (a row already
-        queued is left for delivery to settle, skipped with its reason)."""
-        return self.subject_starts_at > now
 
 
 @dataclass
@@ -47,7 +30,7 @@ class _Plan:
     delivery: DeliverySettings
     now: datetime
     config: NudgeConfig
-    nudges: dict[tuple[str, int, datetime], PlannedNudge] = field(default_factory=dict)
+    nudges: dict[tuple[str, int, datetime], NewNudge] = field(default_factory=dict)
 
     def add(self, kind: str, ref_id: int, intended_at: datetime, starts_at: datetime) -> None:
         """Plan a nudge moved to the end of quiet hours (one they would skip keeps its time,
@@ -57,7 +40,7 @@ class _Plan:
         if isinstance(held, datetime):
             intended_at = held
         if self.now - self.config.grace < intended_at <= self.now + self.config.lookahead:
-            nudge = PlannedNudge(kind, ref_id, intended_at, starts_at)
+            nudge = NewNudge(kind, ref_id, intended_at, starts_at)
             self.nudges.setdefault(nudge.key, nudge)
 
     def leads(self, reminder_minutes: Iterable[int]) -> list[timedelta]:
@@ -97,9 +80,7 @@ def _plan_follow_ups(plan: _Plan, follow_ups: Iterable[FollowUp]) -> None:
                 plan.add(Kind.FOLLOW_UP, follow_up.pk, due_at - lead, due_at)
 
 
-def cap_per_user(
-    planned: list[PlannedNudge], config: NudgeConfig
-) -> tuple[list[PlannedNudge], int]:
+def cap_per_user(planned: list[NewNudge], config: NudgeConfig) -> tuple[list[NewNudge], int]:
     """The user's earliest nudges within the per-minute and per-look-ahead caps, and
     how many fell out (counted, never silently: one feed must not flood the queue).
     The agenda, at most one a day, is outside these caps."""
@@ -133,7 +114,7 @@ def nudges_on(delivery: DeliverySettings | None) -> bool:
 
 def plan_for_user(
     subjects: UserSubjects, now: datetime, config: NudgeConfig
-) -> list[PlannedNudge] | None:
+) -> list[NewNudge] | None:
     """The nudges the user should have queued now; None when nudges are off. No I/O."""
     if not nudges_on(subjects.delivery):
         return None
@@ -198,16 +179,11 @@ def minute_of(instant: datetime) -> datetime:
     return instant.replace(second=0, microsecond=0)
 
 
-def ranked(nudges: list[PlannedNudge], per_minute: Counter[datetime]) -> list[transitions.NewNudge]:
+def ranked(nudges: list[NewNudge], per_minute: Counter[datetime]) -> list[NewNudge]:
     """Each nudge ranked after the user's rows already in its minute (the claim's fairness)."""
     ranked = []
     for nudge in nudges:
         minute = minute_of(nudge.intended_at)
-        rank = min(per_minute[minute], transitions.MAX_RANK)
+        ranked.append(replace(nudge, user_rank=min(per_minute[minute], MAX_RANK)))
         per_minute[minute] += 1
-        ranked.append(
-            transitions.NewNudge(
-                nudge.kind, nudge.ref_id, nudge.intended_at, nudge.subject_starts_at, rank
-            )
-        )
     return ranked

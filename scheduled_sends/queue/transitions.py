@@ -271,13 +271,17 @@ MAX_RANK = 32_767
 
 @dataclass(frozen=True)
 class NewNudge:
-    """One row materialize (or a Snooze) wants queued; ``user_rank`` at most ``MAX_RANK``."""
+    """One row planning (or a Snooze) wants queued; ``user_rank`` at most ``MAX_RANK``."""
 
     kind: str
     ref_id: int
-    intended_at: datetime
+    intended_at: datetime  # subject start - lead; the send time starts here
     subject_starts_at: datetime
-    user_rank: int
+    user_rank: int = 0  # planning ranks a nudge only once it is kept (``planning.ranked``)
+
+    @property
+    def key(self) -> tuple[str, int, datetime]:
+        return (self.kind, self.ref_id, self.intended_at)
 
 
 def enqueue(user_id: int, channel: str, nudges: Sequence[NewNudge]) -> int:
