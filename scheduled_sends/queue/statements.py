@@ -222,7 +222,7 @@ _RANK_OF_STORED = " ".join(
 RECORD_RECEIPT = f"""
 UPDATE scheduled_sends
    SET delivery_status = %(status)s, delivery_error_code = %(error_code)s,
-       delivery_updated_at = %(now)s,
+       delivery_updated_at = statement_timestamp(),
        failure_kind = CASE WHEN outcome = 'sent' THEN %(failure_kind)s ELSE failure_kind END
  WHERE provider_message_id = %(provider_message_id)s
    AND NOT (provider_message_id = '')

@@ -193,9 +193,7 @@ def apply(settlements: Sequence[Settlement]) -> set[int]:
     return matched
 
 
-def record_receipt(
-    provider_message_id: str, status: str, error_code: str, now: datetime | None = None
-) -> int:
+def record_receipt(provider_message_id: str, status: str, error_code: str) -> int:
     """Record a provider's delivery receipt by message id; rows updated.
 
     Runs under the bypass (a receipt names no tenant). A status never moves
@@ -216,7 +214,6 @@ def record_receipt(
                 "failure_kind": FailureKind.UNDELIVERED.value
                 if status in UNDELIVERED_STATUSES
                 else "",
-                "now": now or database_now(),
             },
         )
         return cursor.rowcount
