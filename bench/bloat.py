@@ -95,6 +95,7 @@ def _settle_all_pending_before(cutoff) -> int:
 def run(sizes, users: list[int]) -> dict:
     from core.config import NudgeConfig
     from scheduled_sends.queue import transitions
+    from tests.support.queue import settle_one
 
     results: dict = {"waves": sizes.bloat_waves, "prune_days": 7}
     at = env.now()
@@ -184,7 +185,7 @@ def run(sizes, users: list[int]) -> dict:
         )
         settled_rows = claimed_rows[: sizes.hot_claims // 10]
         for row in settled_rows:
-            transitions.settle_one(
+            settle_one(
                 row,
                 transitions.Transition.SENT,
                 at,

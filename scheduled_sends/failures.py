@@ -67,14 +67,12 @@ def count_label(kind: str) -> str:
 
 def doubt(kind: str) -> str:
     """Why a row failed this way may have reached the user ("" when it cannot have)."""
-    if kind == FailureKind.INTERRUPTED:
-        return (
-            "its deliver run died mid-send, so the provider may already have delivered it; "
-            "retrying may send it twice (check the provider first)"
-        )
-    if kind in MAY_HAVE_BEEN_DELIVERED:
-        return (
-            "the provider got the request but its answer was lost or unreadable, so it may "
-            "already have been delivered; retrying may send it twice (check the provider first)"
-        )
-    return ""
+    if kind not in MAY_HAVE_BEEN_DELIVERED:
+        return ""
+    why = (
+        "its deliver run died mid-send, so the provider may already have delivered it"
+        if kind == FailureKind.INTERRUPTED
+        else "the provider got the request but its answer was lost or unreadable, "
+        "so it may already have been delivered"
+    )
+    return f"{why}; retrying may send it twice (check the provider first)"

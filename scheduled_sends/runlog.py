@@ -41,9 +41,10 @@ class RunCounts:
         }
 
 
-@dataclass(frozen=True)
+@dataclass
 class DeliverCounts(RunCounts):
-    """What health and ``/metrics`` read of a deliver run: its outcomes, 429s and lateness."""
+    """What health and ``/metrics`` read of a deliver run: its outcomes, 429s and lateness
+    (its report extends it)."""
 
     sent: int = 0
     expired: int = 0
@@ -60,9 +61,10 @@ class DeliverCounts(RunCounts):
     configuration_errors: dict = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass
 class MaterializeCounts(RunCounts):
-    """What health, the next run and ``/metrics`` read of a materialize run."""
+    """What health, the next run and ``/metrics`` read of a materialize run (its report
+    extends it)."""
 
     overdue_unclaimed: int = 0  # due rows nobody had claimed, seen in each user's scope
     cut_short: bool = False  # the budget ran out: the next cycle starts with the slices left
@@ -116,11 +118,10 @@ def prune_run_log(cutoff: datetime, batch: int = 5000) -> int:
 def recorded_run(sweep: str, as_of: datetime, *, budget_seconds: float) -> Iterator[SweepRun]:
     """Record a sweep run; the caller fills ``run.counts`` and ``run.summary``.
 
-    An exception marks the run failed (and propagates); otherwise it is ok
-    unless the caller set ``run.status``. First, this sweep's runs still "running"
-    after twice the budget plus five minutes (generous: a run past its budget still
-    finishes its sends; by the wall clock, as a killed process cannot record its end)
-    are closed as failed.
+    An exception fails the run (and propagates); else it is ok unless the caller set
+    ``run.status``. First, this sweep's runs still "running" after twice the budget plus
+    five minutes (a run past its budget still finishes its sends; a killed process cannot
+    record its end) are closed as failed.
     """
     now = timezone.now()
     outlived = timedelta(seconds=2 * budget_seconds + 300)

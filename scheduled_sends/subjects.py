@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
-from datetime import datetime, time, timedelta
+from dataclasses import make_dataclass
+from datetime import datetime, timedelta
 
 from django.db.models import Value
 
@@ -23,48 +23,9 @@ from scheduled_sends.queue import statements
 from scheduled_sends.queue.transitions import ClaimedSend
 from tenancy.scope import tenant_reads, tenant_scope
 
-
-@dataclass(frozen=True)
-class Facts:
-    """One row of ``RESOLVE_NUDGE``: the owner's settings and the subject, as now."""
-
-    has_settings: bool
-    enabled: bool
-    channel: str
-    whatsapp_number: str
-    telegram_chat_id: str
-    timezone: str
-    found: bool
-    title: str
-    starts_at: datetime | None
-    cancelled: bool
-    declined: bool
-    all_day: bool
-    needs_reauth: bool
-    done: bool
-    # accounts.rules reads these by name.
-    paused: bool
-    paused_reason: str
-    unreachable_channel: str
-    unreachable_reason: str
-    quiet_start: time | None
-    quiet_end: time | None
-    # A deactivated account is sent nothing, whatever is still queued for it.
-    user_active: bool = True
-    calendar_off: bool = False
-    skip_all_day: bool = True
-    repeat: str = ""
-    repeat_weekdays: tuple[int, ...] = ()
-    repeat_zone: str = "UTC"
-    language: str = "en"
-    clock: str = "24h"
-    location: str = ""
-    join_url: str = ""  # only ever a link that passed providers.meeting_links
-    snoozed: bool = False  # queued by a Snooze tap: written as the snoozed shape
-
-
-if tuple(f.name for f in fields(Facts)) != tuple(statements.RESOLVE_COLUMNS):
-    raise ImportError("subjects.Facts and statements.RESOLVE_COLUMNS must name the same columns")
+# One row of ``RESOLVE_NUDGE``: the owner's settings and the subject as they are now,
+# each field named once, by its column (``accounts.rules`` reads the settings by name).
+Facts = make_dataclass("Facts", statements.RESOLVE_COLUMNS, frozen=True)
 
 
 def read_facts(rows: Sequence[ClaimedSend]) -> dict[int, Facts]:

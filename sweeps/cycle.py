@@ -16,13 +16,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, connection, transaction
 
 from core.config import NudgeConfig
 from scheduled_sends.models import MaterializeCycle, MaterializeSlice
 from sweeps import cycle_statements as sql
+
+if TYPE_CHECKING:
+    from sweeps.materialize import UserFlow
 
 logger = logging.getLogger("nudge.materialize")
 
@@ -196,29 +199,16 @@ class Visit:
     whole: bool = True  # every user taken in: not cut short by the budget, the lease kept
 
 
-class SliceVisitor(Protocol):
-    """Visits slices' users, pipelined: a slice is settled (marked done) only once every
-    user of it is planned."""
-
-    def start(self, visit: Visit) -> None:
-        """Take the slice's users in, renewing its lease as it goes."""
-
-    def settled(self) -> list[Visit]:
-        """Slices started whose every user is planned, not reported before; never waits."""
-
-    def finish(self) -> list[Visit]:
-        """Wait until every slice started is settled; those not reported before."""
-
-
 def take_part(
     cycle: MaterializeCycle,
     config: NudgeConfig,
-    visitor: SliceVisitor,
+    visitor: UserFlow,
     *,
     deadline: float,
 ) -> Participation:
     """Claim and visit slices until none is left, the budget is spent or a newer cycle
-    began; with nothing free, poll while others hold slices, to take over a dead one's."""
+    began; with nothing free, poll while others hold slices, to take over a dead one's.
+    A slice is marked done only once the visitor has planned every user of it."""
     me = participant_name()
     part = Participation(me=me)
     while True:

@@ -1,14 +1,11 @@
-"""The delivery sweep (cron: every minute): rows past grace are settled ``expired``,
-then up to ``NUDGE_SEND_CONCURRENCY`` sends are kept in flight until nothing is due or
-the run's budget is spent.
+"""The delivery sweep (cron: every minute): expire rows past grace, then keep up to
+``NUDGE_SEND_CONCURRENCY`` sends in flight until nothing is due or the budget is spent.
 
-A row whose claimant died mid-send is settled ``failed`` (a duplicate is worse than a
-missing nudge support can see). The rest are re-resolved in the owner's scope, wait
-for their channel's shared slot (and a second per chat), are stamped
-``send_started_at`` (fenced), sent on a worker thread outside any transaction, and
-settled by claim token in grouped flushes. A 429 pauses the channel for every process
-and hands the row back. Rows untried when the budget ends are handed back; a run that
-dies releases nothing, and its claims expire with the lease.
+Claimed rows are re-resolved in the owner's scope, wait for their channel's shared slot,
+are stamped ``send_started_at`` (fenced), sent on a worker thread outside any transaction
+and settled by claim token in grouped flushes. A row whose claimant died mid-send fails
+(a duplicate is worse than a missing nudge); a 429 pauses the channel for every process.
+Untried rows are handed back at the end; a dead run's claims expire with the lease.
 """
 
 from __future__ import annotations
@@ -65,7 +62,7 @@ class DeliveryRun:
         config: NudgeConfig,
         fixed_now: datetime | None,
         report: DeliverReport,
-        run_id: int | None = None,
+        run_id: int,
     ) -> None:
         self.config = config
         self.fixed_now = fixed_now
@@ -110,8 +107,8 @@ class DeliveryRun:
         return time.monotonic() - self.started >= self.config.run_budget_seconds
 
     def hands_over(self) -> bool:
-        """A live run hands over to the next; a replay (``--now``, no run log) just stops."""
-        return self.fixed_now is None and self.run_id is not None
+        """A live run hands over to the next; a replay (``--now``) just stops."""
+        return self.fixed_now is None
 
     def claims_until(self) -> float:
         """Seconds from the start this run may hold rows: its budget, plus the handover."""
@@ -367,7 +364,6 @@ class DeliveryRun:
             wait_seconds = verdict.wait.total_seconds()
             resume = attempt.finished + wait_seconds
             self.pacer.pause(delivery.channel, wait_seconds)
-            self.report.rate_limited_by_channel[delivery.channel] += 1
             self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
         if verdict.unexpected:
             logger.error(

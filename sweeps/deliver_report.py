@@ -14,22 +14,16 @@ from scheduled_sends.runlog import DeliverCounts
 from sweeps.verdicts import Verdict
 
 
-@dataclass
-class DeliverReport:
+@dataclass(kw_only=True)
+class DeliverReport(DeliverCounts):
+    """What one deliver run did; the run log's fields (``DeliverCounts``) and the rest."""
+
     as_of: datetime
     claimed: int = 0
-    sent: int = 0
-    skipped: int = 0
-    retried: int = 0
-    failed: int = 0
-    expired: int = 0
     released: int = 0
     lost_claims: int = 0
     rate_limited_by_channel: Counter[str] = field(default_factory=Counter)
     sent_by_channel: Counter[str] = field(default_factory=Counter)
-    # channel -> failure kind ("transient" for a retry) -> rows
-    failures_by_channel: dict[str, Counter[str]] = field(default_factory=dict)
-    configuration_errors: dict[str, str] = field(default_factory=dict)
     slots_missed: int = 0
     batches: int = 0
     # channel -> messages a second in force when the run ended
@@ -41,10 +35,6 @@ class DeliverReport:
     @property
     def ok(self) -> bool:
         return self.lost_claims == 0 and not self.errors
-
-    @property
-    def rate_limited(self) -> int:
-        return self.rate_limited_by_channel.total()
 
     @property
     def sends_per_second(self) -> float:
@@ -62,6 +52,9 @@ class DeliverReport:
 
     def count_attempt(self, channel: str, verdict: Verdict) -> None:
         """What a send on ``channel`` came to, for health's failed-sends checks."""
+        if verdict.rate_limited:
+            self.rate_limited += 1
+            self.rate_limited_by_channel[channel] += 1
         if verdict.transition is Transition.SENT:
             self.sent_by_channel[channel] += 1
         elif verdict.transition is Transition.FAILED:
@@ -98,25 +91,17 @@ class DeliverReport:
 
     def as_dict(self) -> dict[str, object]:
         late = self.lateness()
-        read_back = DeliverCounts(
-            **{
-                f.name: getattr(self, f.name)
-                for f in fields(DeliverCounts)
-                if hasattr(self, f.name)
-            },
-            lateness_histogram=tuple(late.histogram),
-        )
         return {
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_RECORDED},
             "as_of": self.as_of.isoformat(),
-            "claimed": self.claimed,
-            "released": self.released,
-            "lost_claims": self.lost_claims,
-            "slots_missed": self.slots_missed,
-            "batches": self.batches,
             "rates": {channel: round(rate, 2) for channel, rate in self.rates.items()},
             "seconds": round(self.seconds, 3),
             "sends_per_second": round(self.sends_per_second, 2),
+            "lateness_histogram": late.histogram,
             **late.as_counts(),
-            **read_back.as_dict(),
             "ok": self.ok,
         }
+
+
+# Summed up as the lateness figures, or said in the run's error.
+NOT_RECORDED = frozenset({"latenesses", "errors"})

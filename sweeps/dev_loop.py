@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from scheduled_sends.queue.transitions import database_now
 from sweeps.deliver import run_deliver
 from sweeps.materialize import run_materialize
 from sweeps.sync_changed import run_sync_changed
@@ -31,18 +30,13 @@ class LoopSummary:
         )
 
 
-def minute_job():
-    """The minute job as its cron line runs it: at the database's clock."""
-    return run_sync_changed(database_now())
-
-
 def run_sweeps(
     stop: threading.Event,
     *,
     write: Callable[[str], None],
     materialize: Callable = run_materialize,
     deliver: Callable = run_deliver,
-    minute: Callable = minute_job,
+    minute: Callable = run_sync_changed,
     clock: Callable[[], float] = time.monotonic,
     stamp: Callable[[], str] = lambda: time.strftime("%H:%M:%S"),
 ) -> LoopSummary:

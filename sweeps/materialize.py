@@ -37,42 +37,27 @@ logger = logging.getLogger("nudge.materialize")
 PLANNED_TOGETHER = 200
 
 
-@dataclass
-class MaterializeReport:
+@dataclass(kw_only=True)
+class MaterializeReport(MaterializeCounts):
+    """What one materialize run did; the run log's fields (``MaterializeCounts``) and the rest."""
+
     as_of: datetime
+    cycle: datetime | None = None  # recorded as ISO 8601 ("" for named users)
     users: int = 0
     queued: int = 0
     removed: int = 0
-    overdue: int = 0
     capped_users: int = 0
     capped_nudges: int = 0
     disabled_users: int = 0
     failed_users: int = 0
-    calendars_synced: int = 0
-    calendars_unchanged: int = 0
-    calendars_failed: int = 0
-    calendars_needing_reauth: int = 0
-    calendars_deferred: int = 0
     provider_calls: int = 0
-    # provider -> sync outcome -> calendars, for /metrics.
-    calendar_outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
-    # Shared budget -> requests a second in force as the run ended.
-    rates: dict[str, float] = field(default_factory=dict)
     moved_earlier: int = 0
     sets_planned_alone: int = 0
     planned_alone_because: str = ""
-    cut_short: bool = False
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
     visited: int = 0  # users planned so far (``users`` counts those taken in)
-    cycle: datetime | None = None
     cycle_was_complete: bool = False  # found done on arrival: this run did nothing
-    participants: int = 0
-    participant: str = ""  # host:pid, as slices name their holder
-    slices_taken: int = 0
-    slices_taken_over: int = 0
-    cycle_slices: int = 0
-    cycle_slices_done: int = 0
 
     @property
     def ok(self) -> bool:
@@ -114,37 +99,26 @@ class MaterializeReport:
                 f" — WARNING: {plural(self.sets_planned_alone, 'set')} of users could not "
                 f"be planned together; each user was planned alone ({self.planned_alone_because})"
             )
-        if self.overdue:
-            text += f" — WARNING: {self.overdue} due rows are still unclaimed (is deliver running?)"
+        if self.overdue_unclaimed:
+            text += (
+                f" — WARNING: {self.overdue_unclaimed} due rows are still unclaimed "
+                "(is deliver running?)"
+            )
         return text
 
     def as_dict(self) -> dict[str, object]:
-        read_back = {
-            f.name: getattr(self, f.name)
-            for f in fields(MaterializeCounts)
-            if hasattr(self, f.name)
-        }
-        read_back.update(
-            overdue_unclaimed=self.overdue,
-            rates={budget: round(rate, 2) for budget, rate in self.rates.items()},
-            cycle=self.cycle.isoformat() if self.cycle else "",
-        )
         return {
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_RECORDED},
             "as_of": self.as_of.isoformat(),
-            "users": self.users,
-            "queued": self.queued,
-            "removed": self.removed,
-            "capped_users": self.capped_users,
-            "capped_nudges": self.capped_nudges,
-            "disabled_users": self.disabled_users,
-            "failed_users": self.failed_users,
-            "provider_calls": self.provider_calls,
-            "moved_earlier": self.moved_earlier,
-            "sets_planned_alone": self.sets_planned_alone,
+            "cycle": self.cycle.isoformat() if self.cycle else "",
+            "rates": {budget: round(rate, 2) for budget, rate in self.rates.items()},
             "seconds": round(self.seconds, 3),
             "ok": self.ok,
-            **MaterializeCounts(**read_back).as_dict(),
         }
+
+
+# Said in the summary line or the run's error, or of this process only.
+NOT_RECORDED = frozenset({"planned_alone_because", "errors", "visited", "cycle_was_complete"})
 
 
 def users_to_visit(
@@ -161,9 +135,9 @@ def users_to_visit(
 
 class UserFlow:
     """Users through a run: calendars synced many at a time (``SyncPool``), then planned
-    ``PLANNED_TOGETHER`` at a time. As a cycle's ``SliceVisitor`` each user is tagged with
-    its slice, so the next slice's fetches start while the last are out; a slice settles
-    once all its users are planned."""
+    ``PLANNED_TOGETHER`` at a time. As the cycle's visitor (``cycle.take_part``) it tags
+    each user with its slice, so the next slice's fetches start while the last are out; a
+    slice settles once all its users are planned."""
 
     def __init__(
         self,
@@ -287,7 +261,7 @@ class UserFlow:
                 continue
             report.queued += result.queued
             report.removed += result.removed
-            report.overdue += result.overdue
+            report.overdue_unclaimed += result.overdue
             report.capped_users += bool(result.capped)
             report.capped_nudges += result.capped
             report.disabled_users += result.skipped_disabled

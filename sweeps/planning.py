@@ -3,14 +3,13 @@ instants, held by quiet hours, capped per user and ranked for the claim's fairne
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from accounts.models import DeliverySettings
-from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason
+from accounts.rules import hold_for_quiet_hours, pause_reason
 from calendars.models import CalendarEvent, EventStatus
 from core.config import NudgeConfig
 from core.zones import zone_of
@@ -19,87 +18,55 @@ from followups.repeat import is_due_at, occurrences
 from providers.normalize import sorted_leads
 from scheduled_sends.day import day_ref, end_of_day
 from scheduled_sends.models import Kind
-from scheduled_sends.queue import transitions
+from scheduled_sends.queue.transitions import MAX_RANK, NewNudge
 from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
 
 
-@dataclass(frozen=True)
-class PlannedNudge:
-    kind: str
-    ref_id: int
-    intended_at: datetime  # subject start - lead; the send time starts here
-    subject_starts_at: datetime
+@dataclass
+class _Plan:
+    """One person's nudges as they are planned; one row per (subject, instant), the first
+    planned keeping it."""
 
-    @property
-    def key(self) -> tuple[str, int, datetime]:
-        return (self.kind, self.ref_id, self.intended_at)
+    delivery: DeliverySettings
+    now: datetime
+    config: NudgeConfig
+    nudges: dict[tuple[str, int, datetime], NewNudge] = field(default_factory=dict)
 
-    def worth_queueing(self, now: datetime) -> bool:
-        """A nudge first queued now must still precede its subject (a row already
-        queued is left for delivery to settle, skipped with its reason)."""
-        return self.subject_starts_at > now
+    def add(self, kind: str, ref_id: int, intended_at: datetime, starts_at: datetime) -> None:
+        """Plan a nudge moved to the end of quiet hours (one they would skip keeps its time,
+        and delivery settles it ``skipped`` with the reason, accounts.rules) if it is inside
+        the look-ahead, or past but still inside the grace window."""
+        held = hold_for_quiet_hours(intended_at, starts_at, settings=self.delivery)
+        if isinstance(held, datetime):
+            intended_at = held
+        if self.now - self.config.grace < intended_at <= self.now + self.config.lookahead:
+            nudge = NewNudge(kind, ref_id, intended_at, starts_at)
+            self.nudges.setdefault(nudge.key, nudge)
 
-
-def _in_window(intended_at: datetime, now: datetime, config: NudgeConfig) -> bool:
-    """Inside the look-ahead, and if already past, still inside the grace window."""
-    return now - config.grace < intended_at <= now + config.lookahead
-
-
-# (intended instant, subject start) -> when the nudge may go, or why it may not.
-IntendedTimeRule = Callable[[datetime, datetime], "datetime | SkipReason"]
-
-
-def _held(hold: IntendedTimeRule, intended_at: datetime, starts_at: datetime) -> datetime:
-    """Quiet hours move a nudge to their end; one they would skip keeps its time,
-    and delivery settles it ``skipped`` with the reason (accounts.rules)."""
-    moved = hold(intended_at, starts_at)
-    return moved if isinstance(moved, datetime) else intended_at
+    def leads(self, reminder_minutes: Iterable[int]) -> list[timedelta]:
+        """The subject's own distinct leads (none beyond ``max_lead``; 0 is "at the time"),
+        else the person's default: rows written by any path keep the forms' rule."""
+        max_minutes = int(self.config.max_lead.total_seconds() // 60)
+        minutes = {min(m, max_minutes) for m in reminder_minutes if m >= 0}
+        default = timedelta(minutes=self.delivery.default_lead_minutes)
+        return [timedelta(minutes=m) for m in sorted_leads(minutes)] or [default]
 
 
-def _leads(
-    reminder_minutes: Iterable[int], default_lead: timedelta, config: NudgeConfig
-) -> list[timedelta]:
-    """The subject's own distinct leads (none beyond ``max_lead``; 0 is "at the time"),
-    else the default: rows written by any path keep the forms' rule."""
-    max_minutes = int(config.max_lead.total_seconds() // 60)
-    minutes = {min(m, max_minutes) for m in reminder_minutes if m >= 0}
-    return [timedelta(minutes=m) for m in sorted_leads(minutes)] or [default_lead]
-
-
-def plan_event_nudges(
-    events: Iterable[CalendarEvent],
-    default_lead: timedelta,
-    now: datetime,
-    config: NudgeConfig,
-    hold: IntendedTimeRule,
-) -> list[PlannedNudge]:
-    """One nudge per distinct reminder lead of each event, else the user's default."""
-    planned = []
+def _plan_events(plan: _Plan, events: Iterable[CalendarEvent]) -> None:
+    """One nudge per distinct reminder lead of each event, else the person's default."""
     for event in events:
-        if _event_skipped(event):
-            continue
-        for lead in _leads(event.reminder_minutes, default_lead, config):
-            intended_at = _held(hold, event.starts_at - lead, event.starts_at)
-            if _in_window(intended_at, now, config):
-                planned.append(PlannedNudge(Kind.EVENT, event.pk, intended_at, event.starts_at))
-    return planned
+        if not _event_skipped(event):
+            for lead in plan.leads(event.reminder_minutes):
+                plan.add(Kind.EVENT, event.pk, event.starts_at - lead, event.starts_at)
 
 
-def plan_follow_up_nudges(
-    follow_ups: Iterable[FollowUp],
-    default_lead: timedelta,
-    now: datetime,
-    config: NudgeConfig,
-    hold: IntendedTimeRule,
-) -> list[PlannedNudge]:
-    """One nudge per (occurrence in the subject window, lead) of each follow-up; of two
-    wanting the same instant the nearer keeps it (one row per instant)."""
-    planned: dict[tuple[str, int, datetime], PlannedNudge] = {}
-    start, end = config.subject_window(now)
+def _plan_follow_ups(plan: _Plan, follow_ups: Iterable[FollowUp]) -> None:
+    """One nudge per (occurrence in the subject window, lead) of each follow-up."""
+    start, end = plan.config.subject_window(plan.now)
     for follow_up in follow_ups:
         if follow_up_skip_reason(found=True, done=follow_up.done):
             continue
-        leads = _leads(follow_up.reminder_minutes, default_lead, config)
+        leads = plan.leads(follow_up.reminder_minutes)
         due_times = occurrences(
             follow_up.due_at,
             follow_up.repeat,
@@ -110,16 +77,10 @@ def plan_follow_up_nudges(
         )
         for due_at in due_times:
             for lead in leads:
-                intended_at = _held(hold, due_at - lead, due_at)
-                nudge = PlannedNudge(Kind.FOLLOW_UP, follow_up.pk, intended_at, due_at)
-                if _in_window(intended_at, now, config) and nudge.key not in planned:
-                    planned[nudge.key] = nudge
-    return list(planned.values())
+                plan.add(Kind.FOLLOW_UP, follow_up.pk, due_at - lead, due_at)
 
 
-def cap_per_user(
-    planned: list[PlannedNudge], config: NudgeConfig
-) -> tuple[list[PlannedNudge], int]:
+def cap_per_user(planned: list[NewNudge], config: NudgeConfig) -> tuple[list[NewNudge], int]:
     """The user's earliest nudges within the per-minute and per-look-ahead caps, and
     how many fell out (counted, never silently: one feed must not flood the queue).
     The agenda, at most one a day, is outside these caps."""
@@ -153,69 +114,54 @@ def nudges_on(delivery: DeliverySettings | None) -> bool:
 
 def plan_for_user(
     subjects: UserSubjects, now: datetime, config: NudgeConfig
-) -> list[PlannedNudge] | None:
+) -> list[NewNudge] | None:
     """The nudges the user should have queued now; None when nudges are off. No I/O."""
-    delivery = subjects.delivery
-    if not nudges_on(delivery):
+    if not nudges_on(subjects.delivery):
         return None
-    default_lead = timedelta(minutes=delivery.default_lead_minutes)
-    hold = functools.partial(hold_for_quiet_hours, settings=delivery)
-    planned = plan_event_nudges(subjects.events, default_lead, now, config, hold)
-    planned += plan_follow_up_nudges(subjects.follow_ups, default_lead, now, config, hold)
-    planned += plan_agenda(delivery, now, config, hold)
-    return planned + plan_snoozed_nudges(
-        subjects.snoozes, subjects.events, subjects.follow_ups, now, config, hold
-    )
+    plan = _Plan(subjects.delivery, now, config)
+    _plan_events(plan, subjects.events)
+    _plan_follow_ups(plan, subjects.follow_ups)
+    _plan_agenda(plan)
+    _plan_snoozed(plan, subjects.snoozes, subjects.events, subjects.follow_ups)
+    return list(plan.nudges.values())
 
 
-def plan_agenda(
-    delivery: DeliverySettings, now: datetime, config: NudgeConfig, hold: IntendedTimeRule
-) -> list[PlannedNudge]:
+def _plan_agenda(plan: _Plan) -> None:
     """The morning agenda: one a local day at the person's chosen time (moved by
     quiet hours like any nudge); its subject is the day, which ends at local midnight."""
-    if delivery.agenda_at is None:
-        return []
-    zone = zone_of(delivery.timezone)
-    today = now.astimezone(zone).date()
-    planned = []
+    agenda_at = plan.delivery.agenda_at
+    if agenda_at is None:
+        return
+    zone = zone_of(plan.delivery.timezone)
+    today = plan.now.astimezone(zone).date()
     for day in (today - timedelta(days=1), today, today + timedelta(days=1)):
-        wall = datetime.combine(day, delivery.agenda_at.replace(second=0, microsecond=0))
+        wall = datetime.combine(day, agenda_at.replace(second=0, microsecond=0))
         intended = wall.replace(tzinfo=zone).astimezone(UTC)
-        day_end = end_of_day(day, zone).astimezone(UTC)
-        intended_at = _held(hold, intended, day_end)
-        if _in_window(intended_at, now, config):
-            planned.append(PlannedNudge(Kind.AGENDA, day_ref(day), intended_at, day_end))
-    return planned
+        plan.add(Kind.AGENDA, day_ref(day), intended, end_of_day(day, zone).astimezone(UTC))
 
 
-def plan_snoozed_nudges(
+def _plan_snoozed(
+    plan: _Plan,
     snoozes: Iterable[tuple],
     events: Iterable[CalendarEvent],
     follow_ups: Iterable[FollowUp],
-    now: datetime,
-    config: NudgeConfig,
-    hold: IntendedTimeRule,
-) -> list[PlannedNudge]:
+) -> None:
     """The nudges Snooze taps asked for, still ahead (``snoozes``: kind, ref_id,
     snoozed_until, subject_starts_at); one lapses when its subject moved, went or was done."""
     starts = {(Kind.EVENT, e.pk): e.starts_at for e in events if not _event_skipped(e)}
     open_follow_ups = {follow_up.pk: follow_up for follow_up in follow_ups}
-    planned = []
     for kind, ref_id, until, starts_at in snoozes:
         if kind == Kind.FOLLOW_UP:
             if not is_due_at(open_follow_ups.get(ref_id), starts_at):
                 continue
         elif starts.get((kind, ref_id)) != starts_at:
             continue
-        intended_at = _held(hold, until, starts_at)
-        if _in_window(intended_at, now, config):
-            planned.append(PlannedNudge(kind, ref_id, intended_at, starts_at))
-    return planned
+        plan.add(kind, ref_id, until, starts_at)
 
 
 def _event_skipped(event: CalendarEvent) -> bool:
-    """Whether an event deserves no nudge. Its calendar's switches come as annotations
-    (``SubjectReads``); without them, a calendar's defaults."""
+    """Whether an event deserves no nudge; its calendar's switches come as annotations
+    (``SubjectReads``)."""
     return bool(
         event_skip_reason(
             found=True,
@@ -223,8 +169,8 @@ def _event_skipped(event: CalendarEvent) -> bool:
             declined=event.declined,
             all_day=event.all_day,
             needs_reauth=False,  # those connections' events are not read
-            calendar_off=not getattr(event, "calendar_nudges_on", True),
-            skip_all_day=getattr(event, "calendar_skips_all_day", True),
+            calendar_off=not event.calendar_nudges_on,
+            skip_all_day=event.calendar_skips_all_day,
         )
     )
 
@@ -233,16 +179,11 @@ def minute_of(instant: datetime) -> datetime:
     return instant.replace(second=0, microsecond=0)
 
 
-def ranked(nudges: list[PlannedNudge], per_minute: Counter[datetime]) -> list[transitions.NewNudge]:
+def ranked(nudges: list[NewNudge], per_minute: Counter[datetime]) -> list[NewNudge]:
     """Each nudge ranked after the user's rows already in its minute (the claim's fairness)."""
     ranked = []
     for nudge in nudges:
         minute = minute_of(nudge.intended_at)
-        rank = min(per_minute[minute], transitions.MAX_RANK)
+        ranked.append(replace(nudge, user_rank=min(per_minute[minute], MAX_RANK)))
         per_minute[minute] += 1
-        ranked.append(
-            transitions.NewNudge(
-                nudge.kind, nudge.ref_id, nudge.intended_at, nudge.subject_starts_at, rank
-            )
-        )
     return ranked

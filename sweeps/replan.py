@@ -178,8 +178,10 @@ def queue_users_in_scope(
                 result.overdue += overdue
             elif claimed_at is None:
                 stale_ids.append(row_id)
-        # Still in cap_per_user's order (earliest first), which the ranks follow.
-        to_insert = [nudge for nudge in wanted.values() if nudge.worth_queueing(now)]
+        # Still in cap_per_user's order (earliest first), which the ranks follow. A nudge
+        # first queued now must still precede its subject (a row already queued is left
+        # for delivery to settle, skipped with its reason).
+        to_insert = [nudge for nudge in wanted.values() if nudge.subject_starts_at > now]
         channel = user.delivery.channel if user.delivery else ""
         to_queue += [(user_id, channel, row) for row in ranked(to_insert, per_minute)]
     for user_id, removed in transitions.withdraw_unclaimed(stale_ids).items():

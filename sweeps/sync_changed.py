@@ -18,6 +18,7 @@ from calendars.push import channels, worklist
 from calendars.sync import ConnectionResult, Outcome, SyncSummary
 from calendars.sync_pool import Finished, SyncPool
 from core.config import NudgeConfig
+from scheduled_sends.queue.transitions import database_now
 from sweeps.release import ReleaseReport, release_due
 from sweeps.replan import materialize_user
 
@@ -56,7 +57,11 @@ class MinuteReport:
         )
 
 
-def run_sync_changed(now: datetime, *, budget_seconds: float = RUN_BUDGET_SECONDS) -> MinuteReport:
+def run_sync_changed(
+    now: datetime | None = None, *, budget_seconds: float = RUN_BUDGET_SECONDS
+) -> MinuteReport:
+    """One minute job at ``now`` (default: the database clock)."""
+    now = now or database_now()
     config = NudgeConfig.from_settings()
     report = MinuteReport(push_configured=bool(config.calendar_push_base_url))
     started = time.monotonic()

@@ -23,7 +23,6 @@ from scheduled_sends.queue.transitions import (
     Transition,
     claim_due,
     enqueue,
-    settle_one,
 )
 from tenancy.checks import rls_problems
 from tenancy.models import tenant_models
@@ -40,7 +39,7 @@ from tenancy.scope import (
     unscoped_relaxed,
 )
 from tests.conftest import utc
-from tests.support.queue import queue_nudge
+from tests.support.queue import queue_nudge, settle_one
 
 NOW = utc(2026, 12, 2, 15, 0)
 TENANT_TABLES = [

@@ -96,8 +96,7 @@ RETURNING s.id
 """
 
 # One claimed row's owner settings and subject state, read in the owner's
-# tenant scope; always exactly one row. ``subjects.Facts`` has exactly these
-# fields, in this order.
+# tenant scope; always exactly one row. ``subjects.Facts`` is made of these names.
 RESOLVE_COLUMNS: dict[str, str] = {
     "has_settings": "ds.id IS NOT NULL",
     "enabled": "coalesce(ds.enabled, false)",
@@ -119,6 +118,7 @@ RESOLVE_COLUMNS: dict[str, str] = {
     "unreachable_reason": "coalesce(ds.unreachable_reason, '')",
     "quiet_start": "ds.quiet_start",
     "quiet_end": "ds.quiet_end",
+    # A deactivated account is sent nothing, whatever is still queued for it.
     "user_active": "EXISTS (SELECT 1 FROM auth_user AS u WHERE u.id = %(user_id)s AND u.is_active)",
     # The calendar's switches (its Calendars card) and a follow-up's repeat rule.
     "calendar_off": "coalesce(NOT cc.nudges_on, false)",
@@ -129,8 +129,9 @@ RESOLVE_COLUMNS: dict[str, str] = {
     "language": "coalesce(ds.language, 'en')",
     "clock": "coalesce(ds.clock, '24h')",
     "location": "coalesce(ev.location, '')",
-    "join_url": "coalesce(ev.join_url, '')",
-    # A Snooze tap queued this row: an act of the same subject snoozed to its instant.
+    "join_url": "coalesce(ev.join_url, '')",  # only a link that passed providers.meeting_links
+    # A Snooze tap queued this row (written as the snoozed shape): an act of the same
+    # subject snoozed to its instant.
     "snoozed": (
         "EXISTS (SELECT 1 FROM nudge_acts AS na WHERE na.user_id = %(user_id)s"
         " AND na.act = %(snooze)s AND na.kind = %(kind)s AND na.ref_id = %(ref_id)s"
@@ -221,7 +222,7 @@ _RANK_OF_STORED = " ".join(
 RECORD_RECEIPT = f"""
 UPDATE scheduled_sends
    SET delivery_status = %(status)s, delivery_error_code = %(error_code)s,
-       delivery_updated_at = %(now)s,
+       delivery_updated_at = statement_timestamp(),
        failure_kind = CASE WHEN outcome = 'sent' THEN %(failure_kind)s ELSE failure_kind END
  WHERE provider_message_id = %(provider_message_id)s
    AND NOT (provider_message_id = '')

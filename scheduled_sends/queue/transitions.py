@@ -193,9 +193,7 @@ def apply(settlements: Sequence[Settlement]) -> set[int]:
     return matched
 
 
-def record_receipt(
-    provider_message_id: str, status: str, error_code: str, now: datetime | None = None
-) -> int:
+def record_receipt(provider_message_id: str, status: str, error_code: str) -> int:
     """Record a provider's delivery receipt by message id; rows updated.
 
     Runs under the bypass (a receipt names no tenant). A status never moves
@@ -216,7 +214,6 @@ def record_receipt(
                 "failure_kind": FailureKind.UNDELIVERED.value
                 if status in UNDELIVERED_STATUSES
                 else "",
-                "now": now or database_now(),
             },
         )
         return cursor.rowcount
@@ -242,11 +239,6 @@ def due_preview(now: datetime, config: NudgeConfig, limit: int = 50) -> tuple[in
             "id", "user_id", "channel", "kind", "fire_at", "attempts", named=True
         )
         return rows.count(), list(first[:limit])
-
-
-def settle_one(row: ClaimedSend, transition: Transition, at: datetime, **fields: object) -> bool:
-    """One row's transition in its own transaction; False if the claim was lost."""
-    return row.id in apply([Settlement(row, transition, at, **fields)])
 
 
 def smooth_minute(channel: str, minute: datetime, count: int, by: timedelta) -> int:
@@ -276,13 +268,17 @@ MAX_RANK = 32_767
 
 @dataclass(frozen=True)
 class NewNudge:
-    """One row materialize (or a Snooze) wants queued; ``user_rank`` at most ``MAX_RANK``."""
+    """One row planning (or a Snooze) wants queued; ``user_rank`` at most ``MAX_RANK``."""
 
     kind: str
     ref_id: int
-    intended_at: datetime
+    intended_at: datetime  # subject start - lead; the send time starts here
     subject_starts_at: datetime
-    user_rank: int
+    user_rank: int = 0  # planning ranks a nudge only once it is kept (``planning.ranked``)
+
+    @property
+    def key(self) -> tuple[str, int, datetime]:
+        return (self.kind, self.ref_id, self.intended_at)
 
 
 def enqueue(user_id: int, channel: str, nudges: Sequence[NewNudge]) -> int:

@@ -23,6 +23,7 @@ from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import transitions
 from sweeps.deliver import run_deliver
 from tenancy.scope import support_scope, tenant_scope
+from tests.support.queue import settle_one
 
 from .conftest import PASSWORD, pending
 
@@ -63,7 +64,7 @@ def test_history_says_why_in_sentences_never_the_recorded_error(signed_in):
     user, client = signed_in("ana")
     now = timezone.now().replace(microsecond=0)
     failed = queue_one(user, now - timedelta(minutes=5), ref_id=999_001)
-    assert transitions.settle_one(
+    assert settle_one(
         failed,
         transitions.Transition.FAILED,
         now - timedelta(minutes=5),
@@ -107,7 +108,7 @@ def test_history_pills_wrap_on_a_phone(signed_in):
     user, client = signed_in("ana")
     now = timezone.now().replace(microsecond=0)
     failed = queue_one(user, now - timedelta(minutes=5))
-    transitions.settle_one(
+    settle_one(
         failed,
         transitions.Transition.FAILED,
         now - timedelta(minutes=5),
@@ -223,7 +224,7 @@ def test_history_shows_when_it_was_sent(signed_in):
     planned = timezone.now().replace(second=0, microsecond=0) - timedelta(hours=3)
     sent_at = planned + timedelta(minutes=47)
     row = queue_one(user, planned)
-    assert transitions.settle_one(row, transitions.Transition.SENT, sent_at)
+    assert settle_one(row, transitions.Transition.SENT, sent_at)
     page = client.get(reverse("portal:home")).content.decode()
     history = page[page.index('id="history"') :]
     assert f"{sent_at:%H:%M}</span>" in history  # the user's zone is UTC

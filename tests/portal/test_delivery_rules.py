@@ -18,6 +18,7 @@ from sweeps.replan import refresh_queue
 from tenancy.scope import tenant_scope
 from tests.fakes import telegram_server as tg
 from tests.fakes import twilio_server as tw
+from tests.support.queue import settle_one
 from tests.support.timeline import describe
 
 from .conftest import pending, queued
@@ -235,7 +236,7 @@ def test_history_words_a_failure_from_its_kind(make_user, now):
             user.pk, "console", [transitions.NewNudge("follow_up", 999_999, now, now, 0)]
         )
     [claimed] = transitions.claim_due(now, NudgeConfig.from_settings())
-    assert transitions.settle_one(
+    assert settle_one(
         claimed, transitions.Transition.FAILED, now, failure_kind=FailureKind.INTERRUPTED
     )
     with tenant_scope(user.pk):

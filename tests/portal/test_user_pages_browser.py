@@ -23,6 +23,7 @@ from scheduled_sends.failures import FailureKind
 from scheduled_sends.queue import transitions
 from tenancy.scope import support_scope, tenant_scope
 from tests.admin.test_browser import ARTIFACTS, CHROMIUM_ARGS, chromium_binary
+from tests.support.queue import settle_one
 
 from .conftest import PASSWORD
 from .test_as_people_meet_it import RAW_CONFIG_ERROR, enqueue_one, queue_one
@@ -41,7 +42,7 @@ def a_user_with_a_history() -> None:
         DeliverySettings.objects.filter(user_id=user.pk).update(channel="console")
     now = timezone.now().replace(microsecond=0)
     failed = queue_one(user, now - timedelta(minutes=40), ref_id=999_101)
-    transitions.settle_one(
+    settle_one(
         failed,
         transitions.Transition.FAILED,
         now - timedelta(minutes=40),

@@ -1,4 +1,5 @@
-"""Queue rows in tests the one way production makes them: ``transitions.enqueue``."""
+"""Queue rows in tests the one way production makes them: ``transitions.enqueue``; settle
+one the way deliver does, through ``transitions.apply``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from datetime import datetime
 
 from accounts.models import DeliverySettings
 from scheduled_sends.models import Kind, ScheduledSend
-from scheduled_sends.queue.transitions import NewNudge, enqueue
+from scheduled_sends.queue.transitions import (
+    ClaimedSend,
+    NewNudge,
+    Settlement,
+    Transition,
+    apply,
+    enqueue,
+)
 from tenancy.scope import tenant_scope
 
 
@@ -28,3 +36,8 @@ def queue_nudge(
         nudge = NewNudge(kind, ref_id, at, subject_starts_at, rank)
         enqueue(user_id, delivery.channel if delivery else "", [nudge])
         return ScheduledSend.objects.get(user_id=user_id, kind=kind, ref_id=ref_id, intended_at=at)
+
+
+def settle_one(row: ClaimedSend, transition: Transition, at: datetime, **fields: object) -> bool:
+    """One row's transition in its own transaction; False if the claim was lost."""
+    return row.id in apply([Settlement(row, transition, at, **fields)])

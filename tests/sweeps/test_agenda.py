@@ -7,13 +7,11 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime, time, timedelta
-from functools import partial
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from accounts.models import DeliverySettings
-from accounts.rules import hold_for_quiet_hours
 from calendars.models import CalendarConnection, CalendarEvent
 from core.config import NudgeConfig
 from followups.models import FollowUp
@@ -21,7 +19,7 @@ from messaging.messages import compose_agenda
 from scheduled_sends.day import day_of, items_between
 from scheduled_sends.models import Kind, ScheduledSend
 from sweeps.deliver import run_deliver
-from sweeps.planning import plan_agenda
+from sweeps.planning import UserSubjects, plan_for_user
 from sweeps.replan import materialize_user, materialize_users
 from tenancy.scope import rls_bypass, tenant_scope
 from tests.conftest import new_user
@@ -153,8 +151,8 @@ def test_across_a_daylight_saving_change_the_agenda_keeps_the_wall_clock_and_the
     with tenant_scope(user.pk):
         delivery = DeliverySettings.objects.get(user_id=user.pk)
     config = NudgeConfig.from_settings()
-    hold = partial(hold_for_quiet_hours, settings=delivery)
-    [planned] = plan_agenda(delivery, utc_instant - timedelta(hours=2), config, hold)
+    now = utc_instant - timedelta(hours=2)
+    [planned] = plan_for_user(UserSubjects(delivery=delivery), now, config)
     assert planned.intended_at == utc_instant
     assert planned.subject_starts_at == datetime.combine(
         local.date() + timedelta(days=1), time(0), tzinfo=ZoneInfo(zone)

@@ -33,6 +33,7 @@ from tests.channels.queue import queue_follow_up, reload
 from tests.conftest import utc
 from tests.fakes import telegram_server as telegram
 from tests.fakes import twilio_server as twilio
+from tests.support.queue import settle_one
 from tests.sweeps.factories import add_event, add_follow_up, rows, update
 
 NOW = utc(2026, 12, 2, 14, 0)
@@ -250,9 +251,7 @@ def test_a_run_killed_after_claiming_is_reclaimed_only_after_the_lease(
     assert (report.claimed, report.sent) == (1, 1)
     assert len(recording_channel.sent) == 1
     # The dead run's late settle-up is fenced off by the newer claim's token.
-    assert (
-        transitions.settle_one(claimed, transitions.Transition.FAILED, FIRE, reason="late") is False
-    )
+    assert settle_one(claimed, transitions.Transition.FAILED, FIRE, reason="late") is False
     assert only_row(user).outcome == "sent"
 
 
@@ -260,9 +259,7 @@ def test_a_run_that_died_mid_send_is_not_sent_again(due_event, recording_channel
     user, _ = due_event
     config = NudgeConfig.from_settings()
     [claimed] = transitions.claim_due(FIRE, config)
-    assert transitions.settle_one(
-        claimed, transitions.Transition.MARK_SENDING, FIRE, channel="console"
-    )
+    assert settle_one(claimed, transitions.Transition.MARK_SENDING, FIRE, channel="console")
     # … then the process is killed
     report = run_deliver(FIRE + config.lease + timedelta(seconds=1))
     assert (report.claimed, report.failed, report.sent) == (1, 1, 0)

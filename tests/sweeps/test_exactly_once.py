@@ -21,7 +21,7 @@ from messaging.channels.base import NudgeMessage
 from messaging.channels.recording import RecordingChannel
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import statements
-from scheduled_sends.queue.transitions import Transition, claim_due, claim_params, settle_one
+from scheduled_sends.queue.transitions import Transition, claim_due, claim_params
 from sweeps.deliver import run_deliver
 from sweeps.materialize import run_materialize
 from tenancy.scope import rls_bypass, support_scope
@@ -30,6 +30,7 @@ from tests.conftest import utc
 from tests.fakes import telegram_server as telegram
 from tests.fakes.telegram_server import BOT_TOKEN
 from tests.support.processes import manage, subprocess_env
+from tests.support.queue import settle_one
 from tests.sweeps.factories import add_follow_up
 
 NOW = utc(2026, 12, 2, 9, 0)

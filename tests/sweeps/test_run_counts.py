@@ -19,7 +19,7 @@ def test_a_deliver_report_writes_what_health_reads_back():
 
 def test_a_materialize_report_writes_what_health_reads_back():
     report = MaterializeReport(as_of=datetime(2026, 12, 2, tzinfo=UTC))
-    report.overdue, report.cut_short = 3, True
+    report.overdue_unclaimed, report.cut_short = 3, True
     assert MaterializeCounts.from_counts(report.as_dict()) == MaterializeCounts(3, True)
 
 
