@@ -67,18 +67,6 @@ RETURNING id
 RECORD_FAILURE = _RECORD_FAILURE.format(tokens="")
 RECORD_FAILURE_WITH_TOKENS = _RECORD_FAILURE.format(tokens=_TOKENS)
 
-# Tokens alone, for a write with neither outcome (nothing was fetched or failed).
-STORE_TOKENS = f"""
-UPDATE calendar_connections SET{_TOKENS.rstrip(",")}
-WHERE id = %(id)s
-RETURNING id
-"""
-
-# Whether the connection is still there, its row locked for the rest of the write.
-LOCK_CONNECTION = """
-SELECT id FROM calendar_connections WHERE id = %(id)s FOR UPDATE
-"""
-
 # Make a connection's stored events exactly %(events)s (a JSON array, one object per
 # unique (provider_event_id, occurrence_start), in the provider's order). Rows keyed
 # alike are updated in place, only when they differ, so their ids (which queued
