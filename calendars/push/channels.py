@@ -136,8 +136,9 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
                     "push_channel_id": channel_id,
                     "push_resource_id": resource_id,
                 }
-            if secret_digest := _new_digest(connection.provider, outcome, secret):
-                changes["push_secret_digest"] = secret_digest
+            # A renewed Graph subscription keeps the clientState it was created with.
+            if connection.provider == Provider.GOOGLE or outcome != Outcome.RENEWED:
+                changes["push_secret_digest"] = push_secrets.digest(secret)
             row.update(**changes)
     if gone:  # disconnected while we were creating it: do not leave it running
         stop(snapshot, channel_id, resource_id, now)
@@ -156,11 +157,12 @@ def _record_pending(
     """Record the channel about to be made, committed before the provider is asked:
     its first notifications may arrive before its answer (Google's, or Graph's right
     after the subscription), and are believed on this record (``notifications``)."""
-    with tenant_scope(user_id):
-        CalendarConnection.objects.filter(pk=connection_id).update(
-            push_pending_channel_id=channel_id if provider == Provider.GOOGLE else "",
-            push_pending_digest=push_secrets.digest(secret),
-        )
+    _update(
+        user_id,
+        connection_id,
+        push_pending_channel_id=channel_id if provider == Provider.GOOGLE else "",
+        push_pending_digest=push_secrets.digest(secret),
+    )
 
 
 def _reauthorization_noted(connection: CalendarConnection) -> bool:
@@ -179,21 +181,15 @@ def _reauthorization_noted(connection: CalendarConnection) -> bool:
 def _lapse(user_id: int, connection_id: int, now: datetime) -> None:
     """Graph no longer has the subscription: polled, visibly, and fetched at once
     (changes since it went were not notified)."""
-    with tenant_scope(user_id):
-        CalendarConnection.objects.filter(pk=connection_id).update(
-            push_state=PushState.LAPSED,
-            push_error=REMOVED,
-            resync_requested=True,
-        )
+    _update(
+        user_id,
+        connection_id,
+        push_state=PushState.LAPSED,
+        push_error=REMOVED,
+        resync_requested=True,
+    )
     worklist.mark_changed(connection_id, now)
     logger.info("push subscription of connection %s is gone at Graph", connection_id)
-
-
-def _new_digest(provider: str, outcome: str, secret: str) -> str:
-    """A renewed Graph subscription keeps the clientState it was created with."""
-    if provider == Provider.MICROSOFT and outcome == Outcome.RENEWED:
-        return ""
-    return push_secrets.digest(secret)
 
 
 def _graph_subscription(
@@ -219,10 +215,14 @@ def _graph_subscription(
     return new_id, expires_at, Outcome.CREATED
 
 
+def _update(user_id: int, connection_id: int, **changes: object) -> None:
+    with tenant_scope(user_id):
+        CalendarConnection.objects.filter(pk=connection_id).update(**changes)
+
+
 def _store_tokens(user_id: int, connection_id: int, snapshot: ConnectionSnapshot) -> None:
     if tokens := token_values(snapshot):
-        with tenant_scope(user_id):
-            CalendarConnection.objects.filter(pk=connection_id).update(**tokens)
+        _update(user_id, connection_id, **tokens)
 
 
 def _failed(
@@ -242,17 +242,16 @@ def _failed(
     if snapshot is not None:
         _store_tokens(user_id, connection_id, snapshot)
         message = crypto.scrub(message, *snapshot.secrets())
-    with tenant_scope(user_id):
-        if lapsed:
-            message = f"{REMOVED}; a new one failed: {message}"
-        changes = {
-            "push_error": message[:255],
-            "push_pending_channel_id": "",
-            "push_pending_digest": "",
-        }
-        if not live:
-            changes["push_state"] = PushState.LAPSED if lapsed else PushState.FAILED
-        CalendarConnection.objects.filter(pk=connection_id).update(**changes)
+    if lapsed:
+        message = f"{REMOVED}; a new one failed: {message}"
+    changes = {
+        "push_error": message[:255],
+        "push_pending_channel_id": "",
+        "push_pending_digest": "",
+    }
+    if not live:
+        changes["push_state"] = PushState.LAPSED if lapsed else PushState.FAILED
+    _update(user_id, connection_id, **changes)
     retry = RETRY_RENEWAL_AFTER if live else RETRY_CREATION_AFTER
     worklist.schedule(connection_id, now + retry, polling=not live)
     logger.warning("push channel for connection %s failed: %s", connection_id, message)
