@@ -69,58 +69,35 @@ def google(headers: Mapping[str, str], now: datetime) -> str:
         )
         if connection is None:
             return Verdict.REJECTED
-        if connection.push_channel_id == channel_id:
-            verdict = _google_live(connection, headers, number, state)
-        else:
-            verdict = _google_pending(connection, headers, state)
-    if verdict == Verdict.ACCEPTED:
-        worklist.mark_changed(connection_id, now)
-    return verdict
-
-
-def _google_live(
-    connection: CalendarConnection, headers: Mapping[str, str], number: int, state: str
-) -> str:
-    """A message of the connection's stored channel: its resource, secret and number
-    checked; a change requests a re-sync (the caller marks the work list)."""
-    if connection.push_resource_id != headers.get(
-        "X-Goog-Resource-Id", ""
-    ) or not push_secrets.matches(
-        headers.get("X-Goog-Channel-Token", ""), connection.push_secret_digest
-    ):
-        return Verdict.REJECTED
-    if number <= connection.push_message_number:
-        return Verdict.REPLAY
-    fields = []
-    if number - connection.push_message_number <= MESSAGE_NUMBER_WINDOW:
-        connection.push_message_number = number
-        fields.append("push_message_number")
-    else:
-        logger.info(
-            "a Google message number far ahead of the last one was not kept as the mark",
-            extra={"connection_id": connection.pk},
-        )
-    if state != "sync":
-        connection.resync_requested = True
-        fields.append("resync_requested")
-    if fields:
-        connection.save(update_fields=fields)
-    return Verdict.NOTED if state == "sync" else Verdict.ACCEPTED
-
-
-def _google_pending(connection: CalendarConnection, headers: Mapping[str, str], state: str) -> str:
-    """A message of the channel being made (Google may post before its answer is
-    stored): checked against the pending record's secret. Its resource id and
-    numbering are not known yet, so a change only asks for a fetch of the calendar
-    as it is now, harmless to replay (like Graph's)."""
-    if not push_secrets.matches(
-        headers.get("X-Goog-Channel-Token", ""), connection.push_pending_digest
-    ):
-        return Verdict.REJECTED
+        # A channel being made (Google may post before its answer is stored) is checked
+        # against the pending record's secret; its resource id and numbering are not
+        # known yet, so its change only asks for a fetch, harmless to replay (like Graph's).
+        live = connection.push_channel_id == channel_id
+        digest = connection.push_secret_digest if live else connection.push_pending_digest
+        if not push_secrets.matches(headers.get("X-Goog-Channel-Token", ""), digest):
+            return Verdict.REJECTED
+        fields = []
+        if live:
+            if connection.push_resource_id != headers.get("X-Goog-Resource-Id", ""):
+                return Verdict.REJECTED
+            if number <= connection.push_message_number:
+                return Verdict.REPLAY
+            if number - connection.push_message_number <= MESSAGE_NUMBER_WINDOW:
+                connection.push_message_number = number
+                fields.append("push_message_number")
+            else:
+                logger.info(
+                    "a Google message number far ahead of the last one was not kept as the mark",
+                    extra={"connection_id": connection.pk},
+                )
+        if state != "sync":
+            connection.resync_requested = True
+            fields.append("resync_requested")
+        if fields:
+            connection.save(update_fields=fields)
     if state == "sync":
         return Verdict.NOTED
-    connection.resync_requested = True
-    connection.save(update_fields=["resync_requested"])
+    worklist.mark_changed(connection_id, now)
     return Verdict.ACCEPTED
 
 
