@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -110,16 +109,6 @@ def message_number(raw: str) -> int | None:
     return number if number <= MAX_MESSAGE_NUMBER else None
 
 
-@dataclass
-class _Group:
-    """The items of one batch naming one subscription with one clientState."""
-
-    user_id: int
-    subscription_id: str
-    secret: str
-    items: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-
-
 def graph(body: Any, now: datetime, *, lifecycle: bool) -> list[str]:
     """A Graph notification batch (``{"value": [...]}``); one verdict per item. The
     first group that fails its check ends the batch: it and every later group are
@@ -128,18 +117,14 @@ def graph(body: Any, now: datetime, *, lifecycle: bool) -> list[str]:
     if not isinstance(items, list) or not items or len(items) > MAX_GRAPH_ITEMS:
         return [Verdict.REJECTED]
     verdicts = [Verdict.REJECTED] * len(items)
-    groups: dict[tuple[str, str], _Group] = {}
+    # The items naming one subscription with one clientState: (index, item) by (user
+    # id, subscription id, secret).
+    groups: dict[tuple[int, str, str], list[tuple[int, dict[str, Any]]]] = {}
     for index, item in enumerate(items):
-        shaped = _shaped(item, lifecycle)
-        if shaped is None:
-            continue
-        user_id, subscription_id, secret = shaped
-        group = groups.setdefault(
-            (subscription_id, f"{user_id}.{secret}"), _Group(user_id, subscription_id, secret)
-        )
-        group.items.append((index, item))
-    for group in groups.values():
-        outcome = _graph_group(group, now)
+        if (shaped := _shaped(item, lifecycle)) is not None:
+            groups.setdefault(shaped, []).append((index, item))
+    for named, group in groups.items():
+        outcome = _graph_group(*named, group, now)
         if outcome is None:
             break  # forged: nothing after it is looked at
         for index, verdict in outcome.items():
@@ -165,30 +150,36 @@ def _shaped(item: Any, lifecycle: bool) -> tuple[int, str, str] | None:
     return int(match["user"]), subscription_id, match["secret"]
 
 
-def _graph_group(group: _Group, now: datetime) -> dict[int, str] | None:
+def _graph_group(
+    user_id: int,
+    subscription_id: str,
+    secret: str,
+    group: list[tuple[int, dict[str, Any]]],
+    now: datetime,
+) -> dict[int, str] | None:
     """Each item's verdict, once the group's subscription and secret are checked;
     None when they are not ours (forged, stopped, another user's)."""
     verdicts: dict[int, str] = {}
     changed = False
-    with tenant_scope(group.user_id):
+    with tenant_scope(user_id):
         # One look: the subscription stored, or one made a moment ago whose id is not
         # stored yet, known by its secret alone (a forged group costs the same either way).
         found = list(
             CalendarConnection.objects.select_for_update().filter(
-                Q(push_channel_id=group.subscription_id)
-                | Q(push_pending_digest=push_secrets.digest(group.secret)),
+                Q(push_channel_id=subscription_id)
+                | Q(push_pending_digest=push_secrets.digest(secret)),
                 provider=Provider.MICROSOFT,
             )[:2]
         )
-        stored = [c for c in found if c.push_channel_id == group.subscription_id]
+        stored = [c for c in found if c.push_channel_id == subscription_id]
         connection = (stored or found or [None])[0]
         pending = not stored
         if connection is None:
             return None
         digest = connection.push_pending_digest if pending else connection.push_secret_digest
-        if not push_secrets.matches(group.secret, digest):
+        if not push_secrets.matches(secret, digest):
             return None
-        for index, item in group.items:
+        for index, item in group:
             # A pending subscription has no state to keep: lifecycle items are only noted.
             pending_lifecycle = pending and not _is_change(item)
             verdicts[index] = (
