@@ -1,9 +1,7 @@
-"""The sync's hot statements, by hand: they run for every user in every sweep, and
-building them through the ORM was most of the sync's CPU.
-
-Every one runs inside the owner's ``tenant_scope`` (row-level security admits only
-their rows), except the push work list's at the end, which is not a tenant table.
-Parameters are always bound, never spliced.
+"""The sync's hot statements, by hand: they run for every user in every sweep. Each
+runs inside the owner's ``tenant_scope`` (row-level security admits only their rows),
+except the push work list's at the end (not a tenant table). Parameters are always
+bound, never spliced.
 """
 
 # The user's synced connections, least recently synced first, as ``sync.ConnectionRow``
@@ -143,9 +141,8 @@ SELECT (SELECT count(*) FROM created), (SELECT count(*) FROM updated),
 # The oldest changes waiting (new marks, and dead jobs' takes whose hold ran out),
 # each held until ``lease`` from now; through ``push_work_change_order_idx``. A mark
 # moves into ``taken_change_at``, leaving ``changed_at`` free for a notification
-# that comes while the fetch is out. The rows are then updated by key through an
-# array: a join to the taken rows was planned as a hash join over the whole work
-# list (every push connection read each minute; tests/plans/test_push_work_plans.py).
+# that comes while the fetch is out. The rows are updated by key through an array: a
+# join was planned as a hash join over the whole work list (tests/plans).
 TAKE_CHANGED = """
 WITH taken AS (
     SELECT connection_id
@@ -176,7 +173,6 @@ UPDATE calendar_push_work AS w
   FROM unnest(%(ids)s::bigint[], %(outcomes)s::text[], %(untils)s::timestamptz[],
               %(holds)s::timestamptz[]) AS v(id, outcome, until, held_until)
  WHERE w.connection_id = v.id AND w.change_held_until = v.held_until
-   -- Said twice so the rows are found by the key: a join to the unnest alone was planned
-   -- as a hash join over the whole work list (every push connection, each minute).
+   -- Said twice so the rows are found by the key (a join alone: a hash join, as above).
    AND w.connection_id = ANY(%(ids)s::bigint[])
 """
