@@ -397,34 +397,20 @@ def _events_params(
     user_id: int, connection_id: int, events: list[ProviderEvent]
 ) -> dict[str, object]:
     """The occurrences as ``statements.APPLY_EVENTS`` takes them: JSON, one per key (the
-    last), instants in ISO 8601."""
+    last), named as ``ProviderEvent``'s fields, instants in ISO 8601."""
     incoming: dict[tuple[str, datetime | None], dict[str, object]] = {}
     for event in events:
         if event.key in incoming:
             logger.warning("duplicate occurrence from the provider; keeping the last one")
-        incoming[event.key] = {
-            "provider_event_id": event.provider_event_id,
-            "occurrence_start": _iso(event.occurrence_start),
-            "title": event.title,
-            "starts_at": event.starts_at.isoformat(),
-            "ends_at": _iso(event.ends_at),
-            "all_day": event.all_day,
-            "status": event.status,
-            "declined": event.declined,
-            "reminder_minutes": list(event.reminder_minutes),
-            "location": event.location,
-            "join_url": event.join_url,
-        }
+        incoming[event.key] = vars(event)
     return {
-        "events": json.dumps(list(incoming.values()), ensure_ascii=False),
+        "events": json.dumps(
+            list(incoming.values()), ensure_ascii=False, default=datetime.isoformat
+        ),
         "connection": connection_id,
         "user": user_id,
         "stamp": timezone.now(),
     }
-
-
-def _iso(instant: datetime | None) -> str | None:
-    return None if instant is None else instant.isoformat()
 
 
 def log_result(result: ConnectionResult) -> None:
