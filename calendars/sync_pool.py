@@ -10,6 +10,7 @@ import queue
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Collection
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -274,17 +275,11 @@ class SyncPool:
         timeout = 1.0
         if self._later:
             timeout = min(timeout, max(0.01, self._later[0][0] - time.monotonic()))
-        try:
+        with suppress(queue.Empty):  # none came (a throttled job's wait may be over), or all taken
             answer = self._outbox.get(timeout=timeout) if block else self._outbox.get_nowait()
-        except queue.Empty:
-            self._dispatch()  # a throttled job's wait may be over
-            return
-        while True:
-            self._take(answer)
-            try:
+            while True:
+                self._take(answer)
                 answer = self._outbox.get_nowait()
-            except queue.Empty:
-                break
         self._dispatch()
 
     def _take(self, answer: tuple) -> None:
