@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -109,10 +108,8 @@ def connect_ics_feed(
     allow_private: bool = False,
     now: datetime | None = None,
 ) -> CalendarConnection:
-    """Validate the address, fetch and parse the feed once, then store it encrypted
-    (the command line's connect, which may wait for the feed)."""
-    if not get_user_model().objects.filter(pk=user_id).exists():
-        raise ConnectError(f"no user with id {user_id}")
+    """Validate the address, fetch and parse the feed once, then store it encrypted (the
+    command line's connect, for a user it has found, which may wait for the feed)."""
     now = now or timezone.now()
     url = feed_address(url)
     vet_feed_url(user_id, url, allow_private=allow_private, say_why=True)
