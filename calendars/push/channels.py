@@ -98,6 +98,8 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
     secret = push_secrets.new_secret()
     channel_id = google_channel_id(user_id, connection_id)
     _record_pending(user_id, connection_id, connection.provider, channel_id, secret)
+    resource_id = ""
+    outcome = Outcome.RENEWED if old_channel else Outcome.CREATED
     try:
         if connection.provider == Provider.GOOGLE:
             resource_id, expires_at = google.watch(
@@ -107,11 +109,16 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
                 address=endpoint(config, "google_push"),
                 now=now,
             )
-            outcome = Outcome.RENEWED if old_channel else Outcome.CREATED
-        else:
-            resource_id = ""
-            channel_id, expires_at, outcome = _graph_subscription(
-                snapshot, user_id, old_channel, secret, config, now
+        elif renewed := old_channel and microsoft.renew_subscription(snapshot, old_channel, now):
+            channel_id, expires_at = renewed
+        else:  # Graph no longer has it, or never had: a new subscription
+            outcome = Outcome.CREATED
+            channel_id, expires_at = microsoft.subscribe(
+                snapshot,
+                notification_url=endpoint(config, "microsoft_push"),
+                lifecycle_url=endpoint(config, "microsoft_lifecycle"),
+                client_state=graph_client_state(user_id, secret),
+                now=now,
             )
     except ProviderError as exc:
         return _failed(user_id, connection_id, live, now, exc, snapshot, lapsed=lapsed)
@@ -190,29 +197,6 @@ def _lapse(user_id: int, connection_id: int, now: datetime) -> None:
     )
     worklist.mark_changed(connection_id, now)
     logger.info("push subscription of connection %s is gone at Graph", connection_id)
-
-
-def _graph_subscription(
-    snapshot: ConnectionSnapshot,
-    user_id: int,
-    subscription_id: str,
-    secret: str,
-    config: NudgeConfig,
-    now: datetime,
-) -> tuple[str, datetime, str]:
-    """Renew the subscription when Graph still has it, else create one."""
-    if subscription_id:
-        renewed = microsoft.renew_subscription(snapshot, subscription_id, now)
-        if renewed is not None:
-            return renewed[0], renewed[1], Outcome.RENEWED
-    new_id, expires_at = microsoft.subscribe(
-        snapshot,
-        notification_url=endpoint(config, "microsoft_push"),
-        lifecycle_url=endpoint(config, "microsoft_lifecycle"),
-        client_state=graph_client_state(user_id, secret),
-        now=now,
-    )
-    return new_id, expires_at, Outcome.CREATED
 
 
 def _update(user_id: int, connection_id: int, **changes: object) -> None:
