@@ -88,7 +88,16 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
             return _failed(user_id, connection_id, live, now, exc, snapshot)
         _store_tokens(user_id, connection_id, snapshot)
         if found is None:
-            _lapse(user_id, connection_id, now)
+            # Polled, visibly, and fetched at once (changes since it went were not notified).
+            _update(
+                user_id,
+                connection_id,
+                push_state=PushState.LAPSED,
+                push_error=REMOVED,
+                resync_requested=True,
+            )
+            worklist.mark_changed(connection_id, now)
+            logger.info("push subscription of connection %s is gone at Graph", connection_id)
             live, lapsed, old_channel = False, True, ""
         elif found[1] - now > RENEW_BEFORE:
             worklist.schedule(connection_id, found[1] - RENEW_BEFORE, polling=False)
@@ -183,20 +192,6 @@ def _reauthorization_noted(connection: CalendarConnection) -> bool:
             connection.push_reauthorize_expiry, connection.push_expires_at
         )
     )
-
-
-def _lapse(user_id: int, connection_id: int, now: datetime) -> None:
-    """Graph no longer has the subscription: polled, visibly, and fetched at once
-    (changes since it went were not notified)."""
-    _update(
-        user_id,
-        connection_id,
-        push_state=PushState.LAPSED,
-        push_error=REMOVED,
-        resync_requested=True,
-    )
-    worklist.mark_changed(connection_id, now)
-    logger.info("push subscription of connection %s is gone at Graph", connection_id)
 
 
 def _update(user_id: int, connection_id: int, **changes: object) -> None:
