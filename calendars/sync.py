@@ -264,9 +264,11 @@ def write_job(job: FetchJob, now: datetime) -> ConnectionResult:
     if isinstance(job.error, NeedsReauth) and job.refresh_token_at_read:
         return _write_after_rotation_check(job, now)
     write = OutcomeWrite.of(job, job.error, now)
-    answers = tenant_statements(
-        job.user_id, write.statements, write.params, relaxed_commit=_relaxed(job)
-    )
+    # The copy is a cache of the provider (a crash losing it costs one re-fetch), so the
+    # commit need not wait for the disk, unless it stores refreshed tokens: Microsoft
+    # rotates them, and losing those leaves only a spent refresh token.
+    relaxed = job.snapshot is None or not job.snapshot.credentials_changed
+    answers = tenant_statements(job.user_id, write.statements, write.params, relaxed_commit=relaxed)
     return write.result(answers)
 
 
@@ -283,13 +285,6 @@ def _write_after_rotation_check(job: FetchJob, now: datetime) -> ConnectionResul
             error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
         write = OutcomeWrite.of(job, error, now)
         return write.result(run_statements(cursor, write.statements, write.params))
-
-
-def _relaxed(job: FetchJob) -> bool:
-    """The copy is a cache of the provider (a crash losing it costs one re-fetch), so
-    the commit need not wait for the disk, unless it stores refreshed tokens:
-    Microsoft rotates them, and losing those leaves only a spent refresh token."""
-    return job.snapshot is None or not job.snapshot.credentials_changed
 
 
 def _gone(job: FetchJob) -> ConnectionResult:
