@@ -180,12 +180,14 @@ def _graph_group(
         if not push_secrets.matches(secret, digest):
             return None
         for index, item in group:
-            # A pending subscription has no state to keep: lifecycle items are only noted.
-            pending_lifecycle = pending and not _is_change(item)
-            verdicts[index] = (
-                Verdict.NOTED if pending_lifecycle else _graph_item(connection, item, now)
-            )
-            changed = changed or _is_change(item)
+            event = item.get("lifecycleEvent")
+            if event in (None, "missed"):  # a change: the group marks the connection once
+                verdicts[index] = Verdict.ACCEPTED
+                changed = True
+            elif pending:  # no state to keep yet: its lifecycle items are only noted
+                verdicts[index] = Verdict.NOTED
+            else:
+                verdicts[index] = _lifecycle(connection, event, item, now)
         if changed:
             connection.resync_requested = True
             connection.save(update_fields=["resync_requested"])
@@ -194,15 +196,10 @@ def _graph_group(
     return verdicts
 
 
-def _is_change(item: dict[str, Any]) -> bool:
-    return item.get("lifecycleEvent") in (None, "missed")
-
-
-def _graph_item(connection: CalendarConnection, item: dict[str, Any], now: datetime) -> str:
-    """One checked item of ``connection``'s subscription; inside its owner's scope."""
-    if _is_change(item):
-        return Verdict.ACCEPTED  # the group marks the connection once
-    event = item.get("lifecycleEvent")
+def _lifecycle(
+    connection: CalendarConnection, event: str, item: dict[str, Any], now: datetime
+) -> str:
+    """One checked lifecycle item of ``connection``'s subscription; in its owner's scope."""
     if event not in ("reauthorizationRequired", "subscriptionRemoved"):
         return Verdict.NOTED
     if connection.push_state != PushState.LIVE:
