@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from calendars.connect import ConnectError, check_calendar_cap
+from calendars.connect import ConnectError, check_calendar_cap, store_for_first_fetch
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.push import worklist
 from core.config import NudgeConfig
@@ -120,20 +120,15 @@ def add_account(
         reason = crypto.scrub(str(exc), password)
         logger.info("refused a CalDAV address", extra={"user_id": user_id, "reason": reason})
         raise ConnectError(gettext(REFUSED)) from None
-    with tenant_scope(user_id):
-        check_calendar_cap(user_id, config.max_calendars_per_user)
-        connection = CalendarConnection.objects.create(
-            user_id=user_id,
-            provider=Provider.CALDAV,
-            account=username.strip()[:255],
-            calendar_id="",
-            access_token_encrypted=crypto.encrypt(password),
-            feed_url_encrypted=crypto.encrypt(url),
-            allow_private_network=allow_private,
-            resync_requested=True,
-        )
-        worklist.request_fetch(connection.pk, user_id, timezone.now(), push_capable=False)
-        return connection
+    return store_for_first_fetch(
+        user_id,
+        config,
+        provider=Provider.CALDAV,
+        account=username.strip()[:255],
+        access_token_encrypted=crypto.encrypt(password),
+        feed_url_encrypted=crypto.encrypt(url),
+        allow_private_network=allow_private,
+    )
 
 
 def choices_of(connection: CalendarConnection) -> list[dict[str, str]]:

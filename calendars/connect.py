@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -73,20 +72,28 @@ def check_calendar_cap(user_id: int, cap: int, adding: int = 1) -> None:
 def add_ics_feed(
     user_id: int, url: str, *, config: NudgeConfig, allow_private: bool = False
 ) -> CalendarConnection:
-    """The website's connect: validate the address and store it with a request for its
-    first fetch, which the minute job does, so a slow feed never holds a web worker."""
+    """The website's connect: validate the address and store it for its first fetch."""
     url = feed_address(url)
     vet_feed_url(user_id, url, allow_private=allow_private)
+    return store_for_first_fetch(
+        user_id,
+        config,
+        provider=Provider.ICS,
+        account=feed_host(url)[:255],
+        feed_url_encrypted=crypto.encrypt(url),
+        allow_private_network=allow_private,
+    )
+
+
+def store_for_first_fetch(
+    user_id: int, config: NudgeConfig, **fields: object
+) -> CalendarConnection:
+    """A new feed or CalDAV account within the cap, stored with a request for its first
+    fetch, which the minute job does, so a slow server never holds a web worker."""
     with tenant_scope(user_id):
         check_calendar_cap(user_id, config.max_calendars_per_user)
         connection = CalendarConnection.objects.create(
-            user_id=user_id,
-            provider=Provider.ICS,
-            account=feed_host(url)[:255],
-            calendar_id="",
-            feed_url_encrypted=crypto.encrypt(url),
-            allow_private_network=allow_private,
-            resync_requested=True,
+            user_id=user_id, calendar_id="", resync_requested=True, **fields
         )
         worklist.request_fetch(connection.pk, user_id, timezone.now(), push_capable=False)
         return connection
@@ -100,10 +107,8 @@ def connect_ics_feed(
     allow_private: bool = False,
     now: datetime | None = None,
 ) -> CalendarConnection:
-    """Validate the address, fetch and parse the feed once, then store it encrypted
-    (the command line's connect, which may wait for the feed)."""
-    if not get_user_model().objects.filter(pk=user_id).exists():
-        raise ConnectError(f"no user with id {user_id}")
+    """Validate the address, fetch and parse the feed once, then store it encrypted (the
+    command line's connect, for a user it has found, which may wait for the feed)."""
     now = now or timezone.now()
     url = feed_address(url)
     vet_feed_url(user_id, url, allow_private=allow_private, say_why=True)

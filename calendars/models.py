@@ -194,11 +194,9 @@ class ReleaseWork(models.Model):
 
 
 class PushWork(models.Model):
-    """The minute job's to-do list: connections to fetch, and push channels to create
-    or renew by when. Not a tenant table, so due work is found across users without
-    a bypass; it holds ids and instants only. ``polling`` mirrors "push is not live"
-    so health can count fallbacks among ``push_capable`` rows (not ICS feeds).
-    """
+    """The minute job's to-do list: connections to fetch, and push channels to create or
+    renew by when. Ids and instants only, so not a tenant table (no bypass needed).
+    ``polling`` mirrors "push is not live" for health's count among ``push_capable``."""
 
     connection_id = models.BigIntegerField(primary_key=True)
     user_id = models.BigIntegerField()

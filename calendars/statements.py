@@ -1,9 +1,7 @@
-"""The sync's hot statements, by hand: they run for every user in every sweep, and
-building them through the ORM was most of the sync's CPU.
-
-Every one runs inside the owner's ``tenant_scope`` (row-level security admits only
-their rows), except the push work list's at the end, which is not a tenant table.
-Parameters are always bound, never spliced.
+"""The sync's hot statements, by hand: they run for every user in every sweep. Each
+runs inside the owner's ``tenant_scope`` (row-level security admits only their rows),
+except the push work list's at the end (not a tenant table). Parameters are always
+bound, never spliced.
 """
 
 # The user's synced connections, least recently synced first, as ``sync.ConnectionRow``
@@ -66,18 +64,6 @@ RETURNING id
 """
 RECORD_FAILURE = _RECORD_FAILURE.format(tokens="")
 RECORD_FAILURE_WITH_TOKENS = _RECORD_FAILURE.format(tokens=_TOKENS)
-
-# Tokens alone, for a write with neither outcome (nothing was fetched or failed).
-STORE_TOKENS = f"""
-UPDATE calendar_connections SET{_TOKENS.rstrip(",")}
-WHERE id = %(id)s
-RETURNING id
-"""
-
-# Whether the connection is still there, its row locked for the rest of the write.
-LOCK_CONNECTION = """
-SELECT id FROM calendar_connections WHERE id = %(id)s FOR UPDATE
-"""
 
 # Make a connection's stored events exactly %(events)s (a JSON array, one object per
 # unique (provider_event_id, occurrence_start), in the provider's order). Rows keyed
@@ -155,9 +141,8 @@ SELECT (SELECT count(*) FROM created), (SELECT count(*) FROM updated),
 # The oldest changes waiting (new marks, and dead jobs' takes whose hold ran out),
 # each held until ``lease`` from now; through ``push_work_change_order_idx``. A mark
 # moves into ``taken_change_at``, leaving ``changed_at`` free for a notification
-# that comes while the fetch is out. The rows are then updated by key through an
-# array: a join to the taken rows was planned as a hash join over the whole work
-# list (every push connection read each minute; tests/plans/test_push_work_plans.py).
+# that comes while the fetch is out. The rows are updated by key through an array: a
+# join was planned as a hash join over the whole work list (tests/plans).
 TAKE_CHANGED = """
 WITH taken AS (
     SELECT connection_id
@@ -188,7 +173,6 @@ UPDATE calendar_push_work AS w
   FROM unnest(%(ids)s::bigint[], %(outcomes)s::text[], %(untils)s::timestamptz[],
               %(holds)s::timestamptz[]) AS v(id, outcome, until, held_until)
  WHERE w.connection_id = v.id AND w.change_held_until = v.held_until
-   -- Said twice so the rows are found by the key: a join to the unnest alone was planned
-   -- as a hash join over the whole work list (every push connection, each minute).
+   -- Said twice so the rows are found by the key (a join alone: a hash join, as above).
    AND w.connection_id = ANY(%(ids)s::bigint[])
 """

@@ -61,6 +61,18 @@ class Outcome:
     FRESH = "fresh"  # push is live and the stored copy will do; not contacted
 
 
+# The summary's counter each outcome adds one to (a gone or fresh one is not counted).
+COUNTERS = {
+    Outcome.SYNCED: "synced",
+    Outcome.UNCHANGED: "unchanged",
+    Outcome.FAILED: "failed",
+    Outcome.NEEDS_REAUTH: "needs_reauth",
+    Outcome.SKIPPED_REAUTH: "needs_reauth",
+    Outcome.BACKING_OFF: "backing_off",
+    Outcome.DEFERRED: "deferred",
+}
+
+
 @dataclass
 class ConnectionResult:
     connection_id: int
@@ -101,18 +113,8 @@ class SyncSummary:
         self.events_updated += result.updated
         self.events_deleted += result.deleted
         self.events_skipped += result.skipped_events
-        if result.outcome == Outcome.SYNCED:
-            self.synced += 1
-        elif result.outcome == Outcome.UNCHANGED:
-            self.unchanged += 1
-        elif result.outcome in (Outcome.NEEDS_REAUTH, Outcome.SKIPPED_REAUTH):
-            self.needs_reauth += 1
-        elif result.outcome == Outcome.BACKING_OFF:
-            self.backing_off += 1
-        elif result.outcome == Outcome.DEFERRED:
-            self.deferred += 1
-        elif result.outcome == Outcome.FAILED:
-            self.failed += 1
+        if counter := COUNTERS.get(result.outcome):
+            setattr(self, counter, getattr(self, counter) + 1)
 
 
 def read_user_connections(
@@ -262,9 +264,11 @@ def write_job(job: FetchJob, now: datetime) -> ConnectionResult:
     if isinstance(job.error, NeedsReauth) and job.refresh_token_at_read:
         return _write_after_rotation_check(job, now)
     write = OutcomeWrite.of(job, job.error, now)
-    answers = tenant_statements(
-        job.user_id, write.statements, write.params, relaxed_commit=_relaxed(job)
-    )
+    # The copy is a cache of the provider (a crash losing it costs one re-fetch), so the
+    # commit need not wait for the disk, unless it stores refreshed tokens: Microsoft
+    # rotates them, and losing those leaves only a spent refresh token.
+    relaxed = job.snapshot is None or not job.snapshot.credentials_changed
+    answers = tenant_statements(job.user_id, write.statements, write.params, relaxed_commit=relaxed)
     return write.result(answers)
 
 
@@ -281,13 +285,6 @@ def _write_after_rotation_check(job: FetchJob, now: datetime) -> ConnectionResul
             error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
         write = OutcomeWrite.of(job, error, now)
         return write.result(run_statements(cursor, write.statements, write.params))
-
-
-def _relaxed(job: FetchJob) -> bool:
-    """The copy is a cache of the provider (a crash losing it costs one re-fetch), so
-    the commit need not wait for the disk, unless it stores refreshed tokens:
-    Microsoft rotates them, and losing those leaves only a spent refresh token."""
-    return job.snapshot is None or not job.snapshot.credentials_changed
 
 
 def _gone(job: FetchJob) -> ConnectionResult:
@@ -315,27 +312,37 @@ class OutcomeWrite:
         params: dict[str, object] = {**tokens, "id": job.connection_id}
         if error is not None:
             secrets = snapshot.secrets() if snapshot else ()
-            statement = _failure(error, now, secrets, outcome, params)
-            return cls(job, outcome, [statement], params)
-        if job.fetched is not None and snapshot is not None:
-            fetched = job.fetched
-            params |= {  # as ``statements.RECORD_SUCCESS`` takes them
-                "now": now,
-                "changed": fetched.changed,
-                "note": partial_sync_note(fetched) if fetched.changed else "",
-                "active": ConnectionStatus.ACTIVE.value,
-                "sync_state": json.dumps(fetched.sync_state),
-                "full_sync": snapshot.full_sync,
+            outcome.message = crypto.scrub(str(error), *secrets)[:MAX_ERROR_LENGTH]
+            status = ConnectionStatus.ERROR
+            if isinstance(error, NeedsReauth):
+                outcome.outcome = Outcome.NEEDS_REAUTH
+                status = ConnectionStatus.NEEDS_REAUTH
+            elif isinstance(error, RetryLater):
+                delay = min(error.retry_after or DEFAULT_BACKOFF, MAX_BACKOFF)
+                outcome.retry_after = now + delay
+            params |= {
+                "error": outcome.message,
+                "status": status.value,
+                "retry_after": outcome.retry_after,
             }
             chosen = [
-                statements.RECORD_SUCCESS_WITH_TOKENS if tokens else statements.RECORD_SUCCESS
+                statements.RECORD_FAILURE_WITH_TOKENS if tokens else statements.RECORD_FAILURE
             ]
-            if job.fetched.changed:
-                params |= _events_params(job.user_id, job.connection_id, job.fetched.events)
-                chosen.append(statements.APPLY_EVENTS)
             return cls(job, outcome, chosen, params)
-        # Nothing fetched and nothing failed: only the tokens, if any, to keep.
-        chosen = [statements.STORE_TOKENS if tokens else statements.LOCK_CONNECTION]
+        fetched = job.fetched  # no error: the provider answered
+        assert fetched is not None and snapshot is not None
+        params |= {  # as ``statements.RECORD_SUCCESS`` takes them
+            "now": now,
+            "changed": fetched.changed,
+            "note": partial_sync_note(fetched) if fetched.changed else "",
+            "active": ConnectionStatus.ACTIVE.value,
+            "sync_state": json.dumps(fetched.sync_state),
+            "full_sync": snapshot.full_sync,
+        }
+        chosen = [statements.RECORD_SUCCESS_WITH_TOKENS if tokens else statements.RECORD_SUCCESS]
+        if fetched.changed:
+            params |= _events_params(job.user_id, job.connection_id, fetched.events)
+            chosen.append(statements.APPLY_EVENTS)
         return cls(job, outcome, chosen, params)
 
     def result(self, answers: list[list[tuple]]) -> ConnectionResult:
@@ -343,7 +350,7 @@ class OutcomeWrite:
         outcome, fetched = self.outcome, self.job.fetched
         if not answers[0]:  # the outcome's UPDATE found no row
             return _gone(self.job)
-        if self.job.error is None and fetched is not None and self.job.snapshot is not None:
+        if self.job.error is None and fetched is not None:
             outcome.message = answers[0][0][0]
             if fetched.changed:
                 outcome.outcome = Outcome.SYNCED
@@ -358,31 +365,6 @@ def internal_error(connection_id: int, exc: Exception) -> ConnectionResult:
     return ConnectionResult(
         connection_id, "?", Outcome.FAILED, f"internal error ({type(exc).__name__})"
     )
-
-
-def _failure(
-    error: ProviderError,
-    now: datetime,
-    secrets: tuple[str, ...],
-    outcome: ConnectionResult,
-    params: dict[str, object],
-) -> str:
-    """A failed fetch's outcome: its statement, with ``params`` and ``outcome`` filled in."""
-    message = crypto.scrub(str(error), *secrets)[:MAX_ERROR_LENGTH]
-    outcome.message = message
-    retry_after = None
-    if isinstance(error, NeedsReauth):
-        outcome.outcome = Outcome.NEEDS_REAUTH
-        status = ConnectionStatus.NEEDS_REAUTH
-    else:
-        outcome.outcome = Outcome.FAILED
-        status = ConnectionStatus.ERROR
-        if isinstance(error, RetryLater):
-            delay = min(error.retry_after or DEFAULT_BACKOFF, MAX_BACKOFF)
-            retry_after = outcome.retry_after = now + delay
-    params |= {"error": message, "status": status.value, "retry_after": retry_after}
-    with_tokens = "access_token_encrypted" in params
-    return statements.RECORD_FAILURE_WITH_TOKENS if with_tokens else statements.RECORD_FAILURE
 
 
 def partial_sync_note(fetched: FetchResult) -> str:
@@ -410,34 +392,20 @@ def _events_params(
     user_id: int, connection_id: int, events: list[ProviderEvent]
 ) -> dict[str, object]:
     """The occurrences as ``statements.APPLY_EVENTS`` takes them: JSON, one per key (the
-    last), instants in ISO 8601."""
+    last), named as ``ProviderEvent``'s fields, instants in ISO 8601."""
     incoming: dict[tuple[str, datetime | None], dict[str, object]] = {}
     for event in events:
         if event.key in incoming:
             logger.warning("duplicate occurrence from the provider; keeping the last one")
-        incoming[event.key] = {
-            "provider_event_id": event.provider_event_id,
-            "occurrence_start": _iso(event.occurrence_start),
-            "title": event.title,
-            "starts_at": event.starts_at.isoformat(),
-            "ends_at": _iso(event.ends_at),
-            "all_day": event.all_day,
-            "status": event.status,
-            "declined": event.declined,
-            "reminder_minutes": list(event.reminder_minutes),
-            "location": event.location,
-            "join_url": event.join_url,
-        }
+        incoming[event.key] = vars(event)
     return {
-        "events": json.dumps(list(incoming.values()), ensure_ascii=False),
+        "events": json.dumps(
+            list(incoming.values()), ensure_ascii=False, default=datetime.isoformat
+        ),
         "connection": connection_id,
         "user": user_id,
         "stamp": timezone.now(),
     }
-
-
-def _iso(instant: datetime | None) -> str | None:
-    return None if instant is None else instant.isoformat()
 
 
 def log_result(result: ConnectionResult) -> None:

@@ -10,7 +10,7 @@ import queue
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Collection
-from contextlib import ExitStack
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -35,12 +35,9 @@ from providers.base import BudgetExceeded, RetryLater
 
 logger = logging.getLogger("nudge.calendars.sync")
 
-# A connection a provider throttled is fetched again in the same run, after its
-# Retry-After, at most this many times (a provider refusing on and on is left
-# for the next run) ...
+# A throttled connection is fetched again in the same run, after its Retry-After, at
+# most this many times, and only when that is this short (seconds); else next run.
 IN_RUN_RETRIES = 3
-# ... and only when the Retry-After is this short (seconds): a longer one is a
-# back-off for the next run, not a pause to wait out with a thread's slot free.
 IN_RUN_RETRY_WAIT = 30.0
 
 
@@ -72,19 +69,12 @@ Finished = tuple[int, SyncSummary]
 
 
 class SyncPool:
-    """Many users' connections fetched at once; each database step (a user's read, a
-    connection's write) on one of ``CALENDAR_SYNC_DB_LANES`` lanes, in the owner's scope.
-
-    Up to ``CALENDAR_SYNC_CONCURRENCY`` provider calls are in flight, and to one feed
-    server as many as it has earned (``pacing.host_slots``: from
-    ``CALENDAR_SYNC_PER_HOST``, more while it answers fast and clean, fewer when it
-    throttles, fails or is slow), so a slow host holds only a few slots. A
-    connection the provider throttled with a short Retry-After is fetched again
-    after it, in this run (``IN_RUN_RETRIES``). One user's connections go one after
-    another and share ``CALENDAR_SYNC_USER_BUDGET_SECONDS`` (a throttled wait
-    counts): once spent, the rest are ``deferred`` (and go first next run). Past
-    ``deadline`` (monotonic) nothing new is started. With ``concurrency=1``, or
-    inside a transaction the pool does not own, all runs inline.
+    """Many users' connections fetched at once: up to ``CALENDAR_SYNC_CONCURRENCY``
+    provider calls, to one feed host as many as it has earned (``pacing.host_slots``);
+    each database step on one of ``CALENDAR_SYNC_DB_LANES`` lanes, in the owner's scope.
+    One user's connections go one after another within their budget (then ``deferred``);
+    past ``deadline`` (monotonic) nothing new starts. With ``concurrency=1``, or inside
+    a transaction the pool does not own, all runs inline.
     """
 
     def __init__(
@@ -121,11 +111,11 @@ class SyncPool:
         # Fetches touch the database only through pacing, on its one shared session.
         self._fetches = Executor(self.concurrency if threaded else 0, "sync", database=False)
         self._db = Executor(config.calendar_sync_db_lanes if threaded else 0, "sync-db")
-        self._held = ExitStack()
+        self._pacing = one_connection()
         self._parser_started = False
 
     def __enter__(self) -> SyncPool:
-        self._held.enter_context(one_connection())
+        self._pacing.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -134,7 +124,7 @@ class SyncPool:
             self._db.close()
             self._share_host_slots(force=True)  # the last answers' lessons too
         finally:
-            self._held.close()
+            self._pacing.__exit__(None, None, None)
 
     def add_user(self, user_id: int, connection_ids: Collection[int] | None = None) -> None:
         """Queue the user: their connections (or only ``connection_ids``: what push
@@ -253,16 +243,12 @@ class SyncPool:
         self, user_id: int, user: _UserSync, first: FetchJob | ConnectionResult
     ) -> None:
         """Count ``first`` and the user's remaining connections deferred; finish the user."""
-        if self._past_deadline():
-            why = "the run's time budget was spent; synced next run"
-        else:
-            why = "the user's calendar sync budget was spent; synced next run"
+        budget = "the run's time" if self._past_deadline() else "the user's calendar sync"
+        why = f"{budget} budget was spent; synced next run"
         for item in (first, *user.waiting):
-            if isinstance(item, ConnectionResult):  # not to be fetched anyway
-                user.summary.add(item)
-            else:
-                result = ConnectionResult(item.connection_id, item.provider, Outcome.DEFERRED, why)
-                user.summary.add(result)
+            if isinstance(item, FetchJob):  # a result stands already: not to be fetched
+                item = ConnectionResult(item.connection_id, item.provider, Outcome.DEFERRED, why)
+            user.summary.add(item)
         user.waiting.clear()
         self._finish_user(user_id)
 
@@ -289,17 +275,11 @@ class SyncPool:
         timeout = 1.0
         if self._later:
             timeout = min(timeout, max(0.01, self._later[0][0] - time.monotonic()))
-        try:
+        with suppress(queue.Empty):  # none came (a throttled job's wait may be over), or all taken
             answer = self._outbox.get(timeout=timeout) if block else self._outbox.get_nowait()
-        except queue.Empty:
-            self._dispatch()  # a throttled job's wait may be over
-            return
-        while True:
-            self._take(answer)
-            try:
+            while True:
+                self._take(answer)
                 answer = self._outbox.get_nowait()
-            except queue.Empty:
-                break
         self._dispatch()
 
     def _take(self, answer: tuple) -> None:
@@ -329,7 +309,7 @@ class SyncPool:
             user = self._users[user_id]
             user.summary.connections = len(read)
             user.waiting.extend(read)
-            if not self._parser_started and any(getattr(j, "host", None) for j in read):
+            if not self._parser_started and any(isinstance(j, FetchJob) and j.host for j in read):
                 # A feed to parse is coming: start the parser while its round trip runs.
                 self._parser_started = True
                 self._fetches.submit(parse_template.start)

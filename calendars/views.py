@@ -1,9 +1,8 @@
 """OAuth 2 authorisation-code flow for Google and Microsoft, and the push endpoints.
 
-The signed ``state`` (ten minutes) carries the user's id, the provider and a
-nonce kept in the session, so a callback is accepted only by the same user, once,
-for the provider that started it. The session also keeps the PKCE verifier.
-Tokens go straight into encrypted columns; nothing here logs or echoes them.
+The signed ``state`` (ten minutes) carries the user's id, the provider and a nonce
+kept in the session (with the PKCE verifier), so a callback is accepted only by the
+same user, once, for the provider that started it. Tokens are never logged or echoed.
 """
 
 from __future__ import annotations

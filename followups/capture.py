@@ -230,8 +230,7 @@ def _dated(today: date, day: int, month: int, year_text: str | None) -> _Day | N
     return _Day(found)
 
 
-def _read_day(text: _Text, language: str, zone: ZoneInfo, now: datetime) -> _Day | None:
-    today = now.astimezone(zone).date()
+def _read_day(text: _Text, language: str, today: date) -> _Day | None:
     for offset, words in _DAY_WORDS.items():
         match = re.search(rf"\b(?:{words})\b", text.work)
         if match is not None:
@@ -292,23 +291,21 @@ def parse(
             # To the minute, as the person's clock says it ("in 30 minutes" at 10:00:45).
             return Captured(text.title(), found.astimezone(zone).replace(second=0, microsecond=0))
     clock = _read_clock(text)
-    day = _read_day(text, language, zone, now)
+    today = now.astimezone(zone).date()
+    day = _read_day(text, language, today)
     title = text.title()
     if clock is None and day is None:
         return NoTime() if lead_in is not None else None
     if clock is None:
-        days = [day.day] + (
-            [day.also] if day.also and day.day == now.astimezone(zone).date() else []
-        )
+        days = [day.day] + ([day.also] if day.also and day.day == today else [])
         choices = _future((_at(d, t.hour, t.minute, zone) for d in days for t in DAY_CHOICES), now)
         return AskBack(title, choices[: len(DAY_CHOICES)]) if choices else None
-    if day is not None and day.also is not None and day.day != now.astimezone(zone).date():
+    if day is not None and day.also is not None and day.day != today:
         # "next Friday" on a Friday: in seven days or in fourteen.
         return AskBack(
             title,
             _future((_at(d, clock.hour, clock.minute, zone) for d in (day.day, day.also)), now),
         )
-    today = now.astimezone(zone).date()
     on = day.day if day is not None else today
     first = _at(on, clock.hour, clock.minute, zone)
     if first > now:

@@ -16,7 +16,7 @@ from django.db import models
 
 from core.zones import zone_of
 
-if TYPE_CHECKING:  # calendars.models imports this module for its choices
+if TYPE_CHECKING:  # followups.models imports this module for its choices
     from followups.models import FollowUp
 
 

@@ -88,7 +88,16 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
             return _failed(user_id, connection_id, live, now, exc, snapshot)
         _store_tokens(user_id, connection_id, snapshot)
         if found is None:
-            _lapse(user_id, connection_id, now)
+            # Polled, visibly, and fetched at once (changes since it went were not notified).
+            _update(
+                user_id,
+                connection_id,
+                push_state=PushState.LAPSED,
+                push_error=REMOVED,
+                resync_requested=True,
+            )
+            worklist.mark_changed(connection_id, now)
+            logger.info("push subscription of connection %s is gone at Graph", connection_id)
             live, lapsed, old_channel = False, True, ""
         elif found[1] - now > RENEW_BEFORE:
             worklist.schedule(connection_id, found[1] - RENEW_BEFORE, polling=False)
@@ -98,6 +107,8 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
     secret = push_secrets.new_secret()
     channel_id = google_channel_id(user_id, connection_id)
     _record_pending(user_id, connection_id, connection.provider, channel_id, secret)
+    resource_id = ""
+    outcome = Outcome.RENEWED if old_channel else Outcome.CREATED
     try:
         if connection.provider == Provider.GOOGLE:
             resource_id, expires_at = google.watch(
@@ -107,11 +118,16 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
                 address=endpoint(config, "google_push"),
                 now=now,
             )
-            outcome = Outcome.RENEWED if old_channel else Outcome.CREATED
-        else:
-            resource_id = ""
-            channel_id, expires_at, outcome = _graph_subscription(
-                snapshot, user_id, old_channel, secret, config, now
+        elif renewed := old_channel and microsoft.renew_subscription(snapshot, old_channel, now):
+            channel_id, expires_at = renewed
+        else:  # Graph no longer has it, or never had: a new subscription
+            outcome = Outcome.CREATED
+            channel_id, expires_at = microsoft.subscribe(
+                snapshot,
+                notification_url=endpoint(config, "microsoft_push"),
+                lifecycle_url=endpoint(config, "microsoft_lifecycle"),
+                client_state=graph_client_state(user_id, secret),
+                now=now,
             )
     except ProviderError as exc:
         return _failed(user_id, connection_id, live, now, exc, snapshot, lapsed=lapsed)
@@ -136,8 +152,9 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
                     "push_channel_id": channel_id,
                     "push_resource_id": resource_id,
                 }
-            if secret_digest := _new_digest(connection.provider, outcome, secret):
-                changes["push_secret_digest"] = secret_digest
+            # A renewed Graph subscription keeps the clientState it was created with.
+            if connection.provider == Provider.GOOGLE or outcome != Outcome.RENEWED:
+                changes["push_secret_digest"] = push_secrets.digest(secret)
             row.update(**changes)
     if gone:  # disconnected while we were creating it: do not leave it running
         stop(snapshot, channel_id, resource_id, now)
@@ -156,11 +173,12 @@ def _record_pending(
     """Record the channel about to be made, committed before the provider is asked:
     its first notifications may arrive before its answer (Google's, or Graph's right
     after the subscription), and are believed on this record (``notifications``)."""
-    with tenant_scope(user_id):
-        CalendarConnection.objects.filter(pk=connection_id).update(
-            push_pending_channel_id=channel_id if provider == Provider.GOOGLE else "",
-            push_pending_digest=push_secrets.digest(secret),
-        )
+    _update(
+        user_id,
+        connection_id,
+        push_pending_channel_id=channel_id if provider == Provider.GOOGLE else "",
+        push_pending_digest=push_secrets.digest(secret),
+    )
 
 
 def _reauthorization_noted(connection: CalendarConnection) -> bool:
@@ -176,53 +194,14 @@ def _reauthorization_noted(connection: CalendarConnection) -> bool:
     )
 
 
-def _lapse(user_id: int, connection_id: int, now: datetime) -> None:
-    """Graph no longer has the subscription: polled, visibly, and fetched at once
-    (changes since it went were not notified)."""
+def _update(user_id: int, connection_id: int, **changes: object) -> None:
     with tenant_scope(user_id):
-        CalendarConnection.objects.filter(pk=connection_id).update(
-            push_state=PushState.LAPSED,
-            push_error=REMOVED,
-            resync_requested=True,
-        )
-    worklist.mark_changed(connection_id, now)
-    logger.info("push subscription of connection %s is gone at Graph", connection_id)
-
-
-def _new_digest(provider: str, outcome: str, secret: str) -> str:
-    """A renewed Graph subscription keeps the clientState it was created with."""
-    if provider == Provider.MICROSOFT and outcome == Outcome.RENEWED:
-        return ""
-    return push_secrets.digest(secret)
-
-
-def _graph_subscription(
-    snapshot: ConnectionSnapshot,
-    user_id: int,
-    subscription_id: str,
-    secret: str,
-    config: NudgeConfig,
-    now: datetime,
-) -> tuple[str, datetime, str]:
-    """Renew the subscription when Graph still has it, else create one."""
-    if subscription_id:
-        renewed = microsoft.renew_subscription(snapshot, subscription_id, now)
-        if renewed is not None:
-            return renewed[0], renewed[1], Outcome.RENEWED
-    new_id, expires_at = microsoft.subscribe(
-        snapshot,
-        notification_url=endpoint(config, "microsoft_push"),
-        lifecycle_url=endpoint(config, "microsoft_lifecycle"),
-        client_state=graph_client_state(user_id, secret),
-        now=now,
-    )
-    return new_id, expires_at, Outcome.CREATED
+        CalendarConnection.objects.filter(pk=connection_id).update(**changes)
 
 
 def _store_tokens(user_id: int, connection_id: int, snapshot: ConnectionSnapshot) -> None:
     if tokens := token_values(snapshot):
-        with tenant_scope(user_id):
-            CalendarConnection.objects.filter(pk=connection_id).update(**tokens)
+        _update(user_id, connection_id, **tokens)
 
 
 def _failed(
@@ -242,17 +221,16 @@ def _failed(
     if snapshot is not None:
         _store_tokens(user_id, connection_id, snapshot)
         message = crypto.scrub(message, *snapshot.secrets())
-    with tenant_scope(user_id):
-        if lapsed:
-            message = f"{REMOVED}; a new one failed: {message}"
-        changes = {
-            "push_error": message[:255],
-            "push_pending_channel_id": "",
-            "push_pending_digest": "",
-        }
-        if not live:
-            changes["push_state"] = PushState.LAPSED if lapsed else PushState.FAILED
-        CalendarConnection.objects.filter(pk=connection_id).update(**changes)
+    if lapsed:
+        message = f"{REMOVED}; a new one failed: {message}"
+    changes = {
+        "push_error": message[:255],
+        "push_pending_channel_id": "",
+        "push_pending_digest": "",
+    }
+    if not live:
+        changes["push_state"] = PushState.LAPSED if lapsed else PushState.FAILED
+    _update(user_id, connection_id, **changes)
     retry = RETRY_RENEWAL_AFTER if live else RETRY_CREATION_AFTER
     worklist.schedule(connection_id, now + retry, polling=not live)
     logger.warning("push channel for connection %s failed: %s", connection_id, message)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -69,58 +68,35 @@ def google(headers: Mapping[str, str], now: datetime) -> str:
         )
         if connection is None:
             return Verdict.REJECTED
-        if connection.push_channel_id == channel_id:
-            verdict = _google_live(connection, headers, number, state)
-        else:
-            verdict = _google_pending(connection, headers, state)
-    if verdict == Verdict.ACCEPTED:
-        worklist.mark_changed(connection_id, now)
-    return verdict
-
-
-def _google_live(
-    connection: CalendarConnection, headers: Mapping[str, str], number: int, state: str
-) -> str:
-    """A message of the connection's stored channel: its resource, secret and number
-    checked; a change requests a re-sync (the caller marks the work list)."""
-    if connection.push_resource_id != headers.get(
-        "X-Goog-Resource-Id", ""
-    ) or not push_secrets.matches(
-        headers.get("X-Goog-Channel-Token", ""), connection.push_secret_digest
-    ):
-        return Verdict.REJECTED
-    if number <= connection.push_message_number:
-        return Verdict.REPLAY
-    fields = []
-    if number - connection.push_message_number <= MESSAGE_NUMBER_WINDOW:
-        connection.push_message_number = number
-        fields.append("push_message_number")
-    else:
-        logger.info(
-            "a Google message number far ahead of the last one was not kept as the mark",
-            extra={"connection_id": connection.pk},
-        )
-    if state != "sync":
-        connection.resync_requested = True
-        fields.append("resync_requested")
-    if fields:
-        connection.save(update_fields=fields)
-    return Verdict.NOTED if state == "sync" else Verdict.ACCEPTED
-
-
-def _google_pending(connection: CalendarConnection, headers: Mapping[str, str], state: str) -> str:
-    """A message of the channel being made (Google may post before its answer is
-    stored): checked against the pending record's secret. Its resource id and
-    numbering are not known yet, so a change only asks for a fetch of the calendar
-    as it is now, harmless to replay (like Graph's)."""
-    if not push_secrets.matches(
-        headers.get("X-Goog-Channel-Token", ""), connection.push_pending_digest
-    ):
-        return Verdict.REJECTED
+        # A channel being made (Google may post before its answer is stored) is checked
+        # against the pending record's secret; its resource id and numbering are not
+        # known yet, so its change only asks for a fetch, harmless to replay (like Graph's).
+        live = connection.push_channel_id == channel_id
+        digest = connection.push_secret_digest if live else connection.push_pending_digest
+        if not push_secrets.matches(headers.get("X-Goog-Channel-Token", ""), digest):
+            return Verdict.REJECTED
+        fields = []
+        if live:
+            if connection.push_resource_id != headers.get("X-Goog-Resource-Id", ""):
+                return Verdict.REJECTED
+            if number <= connection.push_message_number:
+                return Verdict.REPLAY
+            if number - connection.push_message_number <= MESSAGE_NUMBER_WINDOW:
+                connection.push_message_number = number
+                fields.append("push_message_number")
+            else:
+                logger.info(
+                    "a Google message number far ahead of the last one was not kept as the mark",
+                    extra={"connection_id": connection.pk},
+                )
+        if state != "sync":
+            connection.resync_requested = True
+            fields.append("resync_requested")
+        if fields:
+            connection.save(update_fields=fields)
     if state == "sync":
         return Verdict.NOTED
-    connection.resync_requested = True
-    connection.save(update_fields=["resync_requested"])
+    worklist.mark_changed(connection_id, now)
     return Verdict.ACCEPTED
 
 
@@ -133,16 +109,6 @@ def message_number(raw: str) -> int | None:
     return number if number <= MAX_MESSAGE_NUMBER else None
 
 
-@dataclass
-class _Group:
-    """The items of one batch naming one subscription with one clientState."""
-
-    user_id: int
-    subscription_id: str
-    secret: str
-    items: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-
-
 def graph(body: Any, now: datetime, *, lifecycle: bool) -> list[str]:
     """A Graph notification batch (``{"value": [...]}``); one verdict per item. The
     first group that fails its check ends the batch: it and every later group are
@@ -151,18 +117,14 @@ def graph(body: Any, now: datetime, *, lifecycle: bool) -> list[str]:
     if not isinstance(items, list) or not items or len(items) > MAX_GRAPH_ITEMS:
         return [Verdict.REJECTED]
     verdicts = [Verdict.REJECTED] * len(items)
-    groups: dict[tuple[str, str], _Group] = {}
+    # The items naming one subscription with one clientState: (index, item) by (user
+    # id, subscription id, secret).
+    groups: dict[tuple[int, str, str], list[tuple[int, dict[str, Any]]]] = {}
     for index, item in enumerate(items):
-        shaped = _shaped(item, lifecycle)
-        if shaped is None:
-            continue
-        user_id, subscription_id, secret = shaped
-        group = groups.setdefault(
-            (subscription_id, f"{user_id}.{secret}"), _Group(user_id, subscription_id, secret)
-        )
-        group.items.append((index, item))
-    for group in groups.values():
-        outcome = _graph_group(group, now)
+        if (shaped := _shaped(item, lifecycle)) is not None:
+            groups.setdefault(shaped, []).append((index, item))
+    for named, group in groups.items():
+        outcome = _graph_group(*named, group, now)
         if outcome is None:
             break  # forged: nothing after it is looked at
         for index, verdict in outcome.items():
@@ -188,36 +150,44 @@ def _shaped(item: Any, lifecycle: bool) -> tuple[int, str, str] | None:
     return int(match["user"]), subscription_id, match["secret"]
 
 
-def _graph_group(group: _Group, now: datetime) -> dict[int, str] | None:
+def _graph_group(
+    user_id: int,
+    subscription_id: str,
+    secret: str,
+    group: list[tuple[int, dict[str, Any]]],
+    now: datetime,
+) -> dict[int, str] | None:
     """Each item's verdict, once the group's subscription and secret are checked;
     None when they are not ours (forged, stopped, another user's)."""
     verdicts: dict[int, str] = {}
     changed = False
-    with tenant_scope(group.user_id):
+    with tenant_scope(user_id):
         # One look: the subscription stored, or one made a moment ago whose id is not
         # stored yet, known by its secret alone (a forged group costs the same either way).
         found = list(
             CalendarConnection.objects.select_for_update().filter(
-                Q(push_channel_id=group.subscription_id)
-                | Q(push_pending_digest=push_secrets.digest(group.secret)),
+                Q(push_channel_id=subscription_id)
+                | Q(push_pending_digest=push_secrets.digest(secret)),
                 provider=Provider.MICROSOFT,
             )[:2]
         )
-        stored = [c for c in found if c.push_channel_id == group.subscription_id]
+        stored = [c for c in found if c.push_channel_id == subscription_id]
         connection = (stored or found or [None])[0]
         pending = not stored
         if connection is None:
             return None
         digest = connection.push_pending_digest if pending else connection.push_secret_digest
-        if not push_secrets.matches(group.secret, digest):
+        if not push_secrets.matches(secret, digest):
             return None
-        for index, item in group.items:
-            # A pending subscription has no state to keep: lifecycle items are only noted.
-            pending_lifecycle = pending and not _is_change(item)
-            verdicts[index] = (
-                Verdict.NOTED if pending_lifecycle else _graph_item(connection, item, now)
-            )
-            changed = changed or _is_change(item)
+        for index, item in group:
+            event = item.get("lifecycleEvent")
+            if event in (None, "missed"):  # a change: the group marks the connection once
+                verdicts[index] = Verdict.ACCEPTED
+                changed = True
+            elif pending:  # no state to keep yet: its lifecycle items are only noted
+                verdicts[index] = Verdict.NOTED
+            else:
+                verdicts[index] = _lifecycle(connection, event, item, now)
         if changed:
             connection.resync_requested = True
             connection.save(update_fields=["resync_requested"])
@@ -226,15 +196,10 @@ def _graph_group(group: _Group, now: datetime) -> dict[int, str] | None:
     return verdicts
 
 
-def _is_change(item: dict[str, Any]) -> bool:
-    return item.get("lifecycleEvent") in (None, "missed")
-
-
-def _graph_item(connection: CalendarConnection, item: dict[str, Any], now: datetime) -> str:
-    """One checked item of ``connection``'s subscription; inside its owner's scope."""
-    if _is_change(item):
-        return Verdict.ACCEPTED  # the group marks the connection once
-    event = item.get("lifecycleEvent")
+def _lifecycle(
+    connection: CalendarConnection, event: str, item: dict[str, Any], now: datetime
+) -> str:
+    """One checked lifecycle item of ``connection``'s subscription; in its owner's scope."""
     if event not in ("reauthorizationRequired", "subscriptionRemoved"):
         return Verdict.NOTED
     if connection.push_state != PushState.LIVE:

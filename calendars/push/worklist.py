@@ -144,6 +144,7 @@ def release_maintenance(works: Iterable[Work], now: datetime) -> None:
 # A mark or a due channel older than this means the minute job is not running.
 STALE_CHANGE = timedelta(minutes=5)
 STALE_MAINTENANCE = MAINTENANCE_LEASE + timedelta(minutes=5)
+IS_THE_JOB_RUNNING = "is `manage.py sync_changed` running every minute?"
 
 
 @dataclass(frozen=True)
@@ -156,16 +157,14 @@ class PushHealth:
 def push_health(now: datetime, push_configured: bool) -> PushHealth:
     """Push as health sees it, from the work list alone (no tenant rows are read)."""
     rows = PushWork.objects
+    minutes = STALE_CHANGE.seconds // 60
     if not push_configured:
         # The minute job still fetches what people added.
         waiting = rows.filter(changed_at__lt=now - STALE_CHANGE).count()
         detail = "push is not configured (PUBLIC_BASE_URL): every calendar is polled"
         if waiting:
-            detail += (
-                f"; {waiting} calendars people added or reconnected not fetched for "
-                f"{STALE_CHANGE.seconds // 60} min: is `manage.py sync_changed` running "
-                "every minute?"
-            )
+            detail += f"; {waiting} calendars people added or reconnected not fetched for "
+            detail += f"{minutes} min: {IS_THE_JOB_RUNNING}"
         return PushHealth(not waiting, detail, {"push_changes_waiting": waiting})
     pushed = rows.filter(push_capable=True)
     figures = {
@@ -186,7 +185,7 @@ def push_health(now: datetime, push_configured: bool) -> PushHealth:
     if stuck:
         detail += (
             f"; {figures['push_changes_waiting']} notified calendars not re-synced for "
-            f"{STALE_CHANGE.seconds // 60} min and {figures['push_channels_overdue']} channels "
-            "overdue: is `manage.py sync_changed` running every minute?"
+            f"{minutes} min and {figures['push_channels_overdue']} channels overdue: "
+            f"{IS_THE_JOB_RUNNING}"
         )
     return PushHealth(not stuck, detail, figures)

@@ -84,6 +84,26 @@ def caldav_connection(make_user, radicale) -> Callable[..., CalendarConnection]:
     return make
 
 
+@pytest.fixture
+def discovered_account(radicale) -> Callable[..., CalendarConnection]:
+    """Ana's account added by its server's address, then discovered by the minute job."""
+
+    def add(user) -> CalendarConnection:
+        account = add_account(
+            user.pk,
+            preset="other",
+            server_url=radicale.url + "/",
+            username="ana",
+            password=PASSWORD,
+            config=NudgeConfig.from_settings(),
+            allow_private=True,
+        )
+        run_sync_changed(NOW)  # the minute job's first fetch: discovery
+        return account
+
+    return add
+
+
 def rows(connection: CalendarConnection) -> list[tuple]:
     return sorted(
         (e.provider_event_id, e.occurrence_start, e.starts_at, e.reminder_minutes, e.all_day)
@@ -243,7 +263,7 @@ def test_objects_join_into_one_calendar_with_each_zone_once():
 
 
 def test_connect_by_discovery_then_choose_then_nudges_use_their_own_alarm_leads(
-    radicale, make_user
+    radicale, make_user, discovered_account
 ):
     """The issue's acceptance, at the 300 ms the other providers' benchmarks use."""
     radicale.make_calendar("ana", "home", "Home")
@@ -251,17 +271,7 @@ def test_connect_by_discovery_then_choose_then_nudges_use_their_own_alarm_leads(
     radicale.latency = 0.3
     user = make_user(default_lead_minutes=5)
     config = NudgeConfig.from_settings()
-    account = add_account(
-        user.pk,
-        preset="other",
-        server_url=radicale.url + "/",
-        username="ana",
-        password=PASSWORD,
-        config=config,
-        allow_private=True,
-    )
-
-    run_sync_changed(NOW)  # the minute job's first fetch: discovery
+    account = discovered_account(user)
     found = choices_of(reload(account))
     assert sorted(c["name"] for c in found) == ["Home", "Work"]
     work = next(c["url"] for c in found if c["name"] == "Work")
@@ -288,7 +298,9 @@ def test_connect_by_discovery_then_choose_then_nudges_use_their_own_alarm_leads(
     assert [e.title for e in events_of(account)] == ["Moved"]
 
 
-def test_choosing_several_calendars_keeps_to_the_cap(radicale, make_user, settings):
+def test_choosing_several_calendars_keeps_to_the_cap(
+    radicale, make_user, settings, discovered_account
+):
     """One calendar under the cap, three chosen: refused with nothing added, and two
     (the most that fit) are taken."""
     settings.NUDGE_MAX_CALENDARS_PER_USER = 3
@@ -297,16 +309,7 @@ def test_choosing_several_calendars_keeps_to_the_cap(radicale, make_user, settin
     user = make_user()
     make_connection(user, "ics", account="feed", feed_url="http://93.184.216.34/a.ics")
     config = NudgeConfig.from_settings()
-    account = add_account(
-        user.pk,
-        preset="other",
-        server_url=radicale.url + "/",
-        username="ana",
-        password=PASSWORD,
-        config=config,
-        allow_private=True,
-    )
-    run_sync_changed(NOW)  # discovery
+    account = discovered_account(user)
     urls = [c["url"] for c in choices_of(reload(account))]
     assert len(urls) == 3
 

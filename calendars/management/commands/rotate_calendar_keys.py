@@ -1,8 +1,5 @@
-"""manage.py rotate_calendar_keys — re-encrypt every calendar secret under the newest key.
-
-Run after prepending a new key to CALENDAR_TOKEN_KEYS; once it reports no
-unreadable secrets (else it exits 1), the old key can be removed.
-"""
+"""manage.py rotate_calendar_keys: run after prepending a new key to CALENDAR_TOKEN_KEYS;
+once it reports no unreadable secrets (else it exits 1), the old key can be removed."""
 
 from __future__ import annotations
 

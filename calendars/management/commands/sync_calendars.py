@@ -1,5 +1,5 @@
-"""manage.py sync_calendars [--user ID] [--now ISO] — sync connected calendars now,
-for operators and development. Exits non-zero when any connection failed."""
+"""manage.py sync_calendars, for operators and development: exits non-zero when any
+connection failed."""
 
 from __future__ import annotations
 
