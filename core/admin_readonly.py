@@ -12,6 +12,20 @@ from django.http import HttpRequest
 audit_logger = logging.getLogger("nudge.admin.audit")
 
 
+def audit(request: HttpRequest, message: str, label: str, rows: list[str], filters: dict) -> None:
+    """Log what a staff user did (``message``) to which tenant rows of the model ``label``."""
+    audit_logger.info(
+        message,
+        extra={
+            "staff_user_id": request.user.pk,
+            "staff_username": request.user.get_username(),
+            "model": label,
+            "rows": rows,
+            "filters": filters,
+        },
+    )
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Viewable with the view permission; nothing is added, edited or deleted here (an
     action that changes something has a permission of its own, like "resync")."""

@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from core.admin_readonly import ReadOnlyAdmin, audit_logger
+from core.admin_readonly import ReadOnlyAdmin, audit
 from portal.models import ApiToken
 from portal.tokens import revoke_api_tokens
 
@@ -78,14 +78,6 @@ class ApiTokenAdmin(ReadOnlyAdmin):
         revoked = sum(revoke_api_tokens(t.user_id, how, now, [t.pk]) for t in tokens)
         for token in tokens:
             self.log_change(request, token, "Revoked by support.")
-        audit_logger.info(
-            "staff revoked API tokens",
-            extra={
-                "staff_user_id": request.user.pk,
-                "staff_username": request.user.get_username(),
-                "model": ApiToken._meta.label,
-                "rows": [str(token.pk) for token in tokens],
-                "filters": {},
-            },
-        )
+        rows = [str(token.pk) for token in tokens]
+        audit(request, "staff revoked API tokens", ApiToken._meta.label, rows, {})
         self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)
