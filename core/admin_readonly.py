@@ -38,3 +38,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
+
+    def may_change(self, request: HttpRequest) -> bool:
+        """Whether the user holds the model's change permission: what an action that
+        changes rows takes (``has_<action>_permission = ReadOnlyAdmin.may_change``)."""
+        return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")

@@ -65,9 +65,7 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     def expires(self, obj: ApiToken) -> str:
         return "never" if obj.expires_at is None else f"{obj.expires_at:%Y-%m-%d %H:%M}Z"
 
-    def has_revoke_permission(self, request: HttpRequest) -> bool:
-        """Revoking changes the token, so it takes the change permission."""
-        return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
+    has_revoke_permission = ReadOnlyAdmin.may_change
 
     @admin.action(permissions=["revoke"], description="Revoke the selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
