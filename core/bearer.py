@@ -1,6 +1,9 @@
-"""The credentials of an ``Authorization: Bearer <token>`` header (the scheme is caseless)."""
+"""The shared secrets a request presents: an ``Authorization: Bearer <token>`` header's
+credentials (the scheme is caseless), and the constant-time check of one."""
 
 from __future__ import annotations
+
+import hmac
 
 from django.http import HttpRequest
 
@@ -9,3 +12,9 @@ def bearer_token(request: HttpRequest) -> str:
     """The request's bearer token, or "" when it carries none."""
     scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
     return credentials.strip() if scheme.lower() == "bearer" else ""
+
+
+def is_secret(given: str, secret: str) -> bool:
+    """Whether ``given`` is the non-empty ``secret``, in constant time. Compared as bytes:
+    compare_digest refuses non-ASCII str, and a header may hold anything."""
+    return bool(secret) and hmac.compare_digest(given.encode(), secret.encode())
