@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime
 
+from django.conf import settings
 from django.db import transaction
 
 from accounts.models import Channel, DeliverySettings, default_lead_minutes
@@ -57,6 +58,13 @@ def ensure_settings(
         defaults={"default_lead_minutes": default_lead_minutes(), **(first_visit or {})},
     )
     return delivery
+
+
+def language_of(user_id: int) -> str:
+    """The user's saved language, the site's default before they have settings. Inside
+    the user's scope."""
+    found = DeliverySettings.objects.filter(user_id=user_id).values_list("language", flat=True)
+    return found.first() or settings.LANGUAGE_CODE
 
 
 def announce_change(user_id: int, now: datetime) -> None:

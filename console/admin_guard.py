@@ -23,7 +23,7 @@ from django.core.exceptions import FieldDoesNotExist
 from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponseBase
 
-from core.admin_readonly import audit_logger
+from core.admin_readonly import audit
 from tenancy.models import TenantModel
 
 # Across a relation, only the related row's key may be matched.
@@ -160,16 +160,7 @@ def _audit(request: HttpRequest, model: type, rows: list[Any]) -> None:
 
 def audit_read(request: HttpRequest, label: str, rows: list[str], filters: dict) -> None:
     """Log a staff user's read of tenant rows (of the model ``label``)."""
-    audit_logger.info(
-        "staff viewed tenant rows",
-        extra={
-            "staff_user_id": request.user.pk,
-            "staff_username": request.user.get_username(),
-            "model": label,
-            "rows": rows,
-            "filters": filters,
-        },
-    )
+    audit(request, "staff viewed tenant rows", label, rows, filters)
 
 
 @functools.cache

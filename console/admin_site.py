@@ -1,14 +1,16 @@
 """The support console: Django's admin, each view for an active staff user run and
 rendered in ``support_scope()`` (one transaction as the NOLOGIN support role) rather
 than a loosened policy; login, logout, anonymous and non-staff requests never enter
-it. Instants read in the viewer's own zone (their DeliverySettings, else UTC)."""
+it. Instants read in the viewer's own zone (their DeliverySettings, else UTC). The index
+says health's checks, the backlog and the pacing as sentences linking where the reader
+may look."""
 
 from __future__ import annotations
 
 import logging
 import zoneinfo
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import wraps
 from typing import Any
 
@@ -18,14 +20,14 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseBase
 from django.shortcuts import get_object_or_404
 from django.template.response import SimpleTemplateResponse, TemplateResponse
-from django.urls import path
+from django.urls import path, reverse
 from django.utils import timezone
 
 from accounts.models import DeliverySettings
-from console import health, panels, sentences
+from console import health, panels
 from console.admin_guard import ShownFieldsOnly, audit_read, behind
 from core.config import NudgeConfig
-from core.display import when
+from core.display import duration, plural, when
 from core.zones import zone_of
 from pacing import pacer
 from scheduled_sends.models import ScheduledSend
@@ -47,6 +49,63 @@ class HealthSummary:
     checks: list[Any] = field(default_factory=list)
     source: str = "check_health"
     error: str = ""
+
+
+@dataclass(frozen=True)
+class Links:
+    """Where a line may send the reader; empty where the reader may not look."""
+
+    queue: str = ""
+    runs: str = ""
+
+    @classmethod
+    def for_user(cls, user) -> Links:
+        def changelist(model: str) -> str:
+            perms = (f"scheduled_sends.{action}_{model}" for action in ("view", "change"))
+            allowed = any(user.has_perm(perm) for perm in perms)
+            return reverse(f"admin:scheduled_sends_{model}_changelist") if allowed else ""
+
+        return cls(queue=changelist("scheduledsend"), runs=changelist("sweeprun"))
+
+    def resolve(self, link: str) -> str:
+        """A check's ``queue?…``/``runs?…`` link as this reader's URL; anchors as they are."""
+        if not link or link.startswith("#"):
+            return link
+        changelist, query = link.split("?", 1)
+        base = getattr(self, changelist)
+        return f"{base}?{query}" if base else ""
+
+
+def health_lines(checks: list[health.HealthCheck], links: Links) -> list[health.HealthCheck]:
+    """Health's checks with their links resolved for the reader, failing ones first."""
+    lines = [replace(check, link=links.resolve(check.link)) for check in checks]
+    return sorted(lines, key=lambda line: (line.ok, not line.warning))
+
+
+def backlog_line(figures: dict[str, Any]) -> health.HealthCheck:
+    """What is due and unsent, shown when no health report could be made."""
+    due = plural(int(figures.get("due_backlog") or 0), "nudge")
+    return health.HealthCheck("due_backlog", True, f"{due} due and not yet sent.")
+
+
+def pacing_lines(states: list[pacer.BudgetState]) -> list[health.HealthCheck]:
+    """Each shared rate in force: at its setting, lowered by a 429, or paused."""
+    lines = []
+    for state in states:
+        calendar = state.budget.startswith(("google", "graph"))
+        scale, unit = (60, "/min") if calendar else (1, "/s")
+        rate, ceiling = state.rate * scale, state.ceiling * scale
+        if state.lowered:
+            text = (
+                f"{state.budget} paced at {rate:,.1f}{unit} of its configured "
+                f"{ceiling:,.1f}{unit}: lowered by a 429, climbing back."
+            )
+        else:
+            text = f"{state.budget} paced at its configured {ceiling:,.1f}{unit}."
+        if state.paused_for >= 1:
+            text += f" Paused for {duration(state.paused_for)} more (Retry-After)."
+        lines.append(health.HealthCheck(f"pacing_{state.budget}", True, text))
+    return lines
 
 
 class NudgeAdminSite(admin.AdminSite):
@@ -94,11 +153,11 @@ class NudgeAdminSite(admin.AdminSite):
         """The state in words, every check as a sentence, and the queue's pictures."""
         config = NudgeConfig.from_settings()
         summary = _health_summary(request)
-        links = sentences.Links.for_user(request.user)
-        lines = sentences.health_lines(summary.checks, links)
+        links = Links.for_user(request.user)
+        lines = health_lines(summary.checks, links)
         if summary.ok is None:
-            lines.append(sentences.backlog_line(summary.figures))
-        lines += sentences.pacing_lines(pacer.rates_in_force(config))
+            lines.append(backlog_line(summary.figures))
+        lines += pacing_lines(pacer.rates_in_force(config))
         now = timezone.now()
         context = {
             "nudge_health": summary,
@@ -124,7 +183,7 @@ class NudgeAdminSite(admin.AdminSite):
 
     def user_activity(self, request: HttpRequest, user_id: int) -> HttpResponseBase:
         """The landing page's three charts for one user's nudges."""
-        links = sentences.Links.for_user(request.user)
+        links = Links.for_user(request.user)
         if not links.queue:
             raise PermissionDenied
         user = get_object_or_404(get_user_model(), pk=user_id)

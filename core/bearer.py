@@ -1,6 +1,11 @@
-"""The credentials of an ``Authorization: Bearer <token>`` header (the scheme is caseless)."""
+"""The shared secrets a request presents: an ``Authorization: Bearer <token>`` header's
+credentials (the scheme is caseless), the constant-time check of one, and the digest a
+long random secret is stored as."""
 
 from __future__ import annotations
+
+import hashlib
+import hmac
 
 from django.http import HttpRequest
 
@@ -9,3 +14,14 @@ def bearer_token(request: HttpRequest) -> str:
     """The request's bearer token, or "" when it carries none."""
     scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
     return credentials.strip() if scheme.lower() == "bearer" else ""
+
+
+def is_secret(given: str, secret: str) -> bool:
+    """Whether ``given`` is the non-empty ``secret``, in constant time. Compared as bytes:
+    compare_digest refuses non-ASCII str, and a header may hold anything."""
+    return bool(secret) and hmac.compare_digest(given.encode(), secret.encode())
+
+
+def digest(secret: str) -> str:
+    """SHA-256 of a long random secret (a slow hash would add nothing)."""
+    return hashlib.sha256(secret.encode()).hexdigest()

@@ -51,8 +51,7 @@ def duration(seconds: float) -> str:
     if seconds < 120 and seconds % 60:
         return f"{seconds} seconds"
     if seconds < 2 * 3600:
-        minutes = seconds // 60
-        return "1 minute" if minutes == 1 else f"{minutes} minutes"
+        return plural(seconds // 60, "minute")
     return f"{seconds // 3600} hours"
 
 

@@ -6,10 +6,12 @@ connection could not see that transaction's rows.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -81,3 +83,15 @@ def spawn(name: str, target: Callable[..., object], *args: object) -> threading.
     thread = threading.Thread(target=target, args=args, name=name, daemon=True)
     thread.start()
     return thread
+
+
+@contextmanager
+def thread_body(log: logging.Logger, failure: str) -> Iterator[None]:
+    """The body of a one-off thread (a mail sent after the response): an error is logged
+    to ``log`` as ``failure``, and the thread's connections are closed."""
+    try:
+        yield
+    except Exception:
+        log.exception(failure)
+    finally:
+        connections.close_all()  # this thread's own connections

@@ -8,7 +8,6 @@ scope is chosen. Changes are re-planned.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
 import re
@@ -21,6 +20,7 @@ from django.utils.crypto import salted_hmac
 
 from accounts.actions import PAUSED_BY_STOP, announce_change, ensure_settings, pause, resume
 from accounts.models import AccountNotice, Channel, DeliverySettings
+from core.bearer import digest
 from core.config import NudgeConfig
 from messaging.models import ChannelAddress, LinkCode, OptInRecord
 from tenancy.scope import tenant_scope
@@ -30,11 +30,6 @@ MAX_CODES_PER_HOUR = 5
 MAX_USER_ID = 2**63 - 1  # a PostgreSQL bigint
 # Telegram's deep-link payload: up to 64 characters of A-Z a-z 0-9 _ -.
 _TELEGRAM_PAYLOAD = re.compile(r"(?P<user>[1-9][0-9]{0,18})-(?P<secret>[A-Za-z0-9_-]{20,44})")
-
-
-def digest(secret: str) -> str:
-    """SHA-256 of a long random secret (a slow hash would add nothing)."""
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def address_digest(channel: str, address: str) -> str:

@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import translation
 from django.utils.translation import gettext_lazy
 
+from accounts.actions import language_of
 from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason, quiet_hours_end
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus
@@ -242,14 +243,8 @@ SNOOZE_WORDS = frozenset({"SNOOZE", "LATER"})
 DONE_WORDS = frozenset({"DONE", "DONE ✓"})
 
 
-def _language(owner: int) -> str:
-    """The owner's language (inside their scope); English before they have settings."""
-    found = DeliverySettings.objects.filter(user_id=owner).values_list("language", flat=True)
-    return found.first() or "en"
-
-
 def _act(owner: int, claim: Claim, via: str, now: datetime, config: NudgeConfig) -> Answer:
-    with tenant_scope(owner), translation.override(_language(owner)):
+    with tenant_scope(owner), translation.override(language_of(owner)):
         if claim.act == Act.SNOOZE:
             result = snooze(owner, claim.send_id, via, now, config)
         else:
@@ -290,6 +285,6 @@ def reply(
     with tenant_scope(owner):
         send_id = last_sent(owner, channel, now)
     if send_id is None:
-        with tenant_scope(owner), translation.override(_language(owner)):
+        with tenant_scope(owner), translation.override(language_of(owner)):
             return Answer(str(NOTHING_TO_ACT_ON))
     return _act(owner, Claim(act, send_id), channel, now, config)

@@ -6,7 +6,6 @@ the old text. A receipt only moves a row's status forward (``record_receipt``).
 
 from __future__ import annotations
 
-import hmac
 import logging
 from xml.sax.saxutils import escape
 
@@ -18,6 +17,7 @@ from django.views.decorators.http import require_POST
 from twilio.request_validator import RequestValidator
 
 from core import json_input
+from core.bearer import is_secret
 from core.config import NudgeConfig
 from messaging import chat
 from messaging.channels.base import SendError
@@ -41,8 +41,7 @@ KNOWN_STATUSES = frozenset(
 def telegram_webhook(request: HttpRequest) -> HttpResponse:
     secret = settings.TELEGRAM_WEBHOOK_SECRET
     given = request.headers.get(TELEGRAM_SECRET_HEADER, "")
-    # As bytes: compare_digest refuses non-ASCII str, and a header may hold anything.
-    if not secret or not hmac.compare_digest(given.encode(), secret.encode()):
+    if not is_secret(given, secret):
         logger.warning("refused a Telegram update with a missing or wrong secret header")
         return HttpResponseForbidden("invalid secret token")
     try:

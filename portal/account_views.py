@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from accounts.models import DeliverySettings
+from accounts.actions import language_of
 from core.config import NudgeConfig
 from portal import email_change
 from portal.forms import AccountEmailForm
@@ -82,16 +82,6 @@ def _ask_to_change_email(request: HttpRequest, form: AccountEmailForm) -> bool:
     return True
 
 
-def _language_of(user_id: int) -> str:
-    with tenant_scope(user_id):
-        saved = (
-            DeliverySettings.objects.filter(user_id=user_id)
-            .values_list("language", flat=True)
-            .first()
-        )
-    return saved or settings.LANGUAGE_CODE
-
-
 @never_cache
 @require_http_methods(["GET", "POST"])
 def email_confirm(request: HttpRequest, token: str) -> HttpResponse:
@@ -99,7 +89,10 @@ def email_confirm(request: HttpRequest, token: str) -> HttpResponse:
     (it may be opened on another device): the signed token names the account."""
     link = email_change.read_link(token)
     owner = link.user.pk if link is not None else request.user.pk  # None when signed out
-    language = _language_of(owner) if owner is not None else settings.LANGUAGE_CODE
+    language = settings.LANGUAGE_CODE
+    if owner is not None:
+        with tenant_scope(owner):
+            language = language_of(owner)
     with translation.override(language):
         if link is None:
             state, address, status = "unusable", "", 400

@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from core.admin_readonly import ReadOnlyAdmin, audit_logger
+from core.admin_readonly import ReadOnlyAdmin, audit
 from portal.models import ApiToken
 from portal.tokens import revoke_api_tokens
 
@@ -65,9 +65,7 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     def expires(self, obj: ApiToken) -> str:
         return "never" if obj.expires_at is None else f"{obj.expires_at:%Y-%m-%d %H:%M}Z"
 
-    def has_revoke_permission(self, request: HttpRequest) -> bool:
-        """Revoking changes the token, so it takes the change permission."""
-        return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
+    has_revoke_permission = ReadOnlyAdmin.may_change
 
     @admin.action(permissions=["revoke"], description="Revoke the selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
@@ -78,14 +76,6 @@ class ApiTokenAdmin(ReadOnlyAdmin):
         revoked = sum(revoke_api_tokens(t.user_id, how, now, [t.pk]) for t in tokens)
         for token in tokens:
             self.log_change(request, token, "Revoked by support.")
-        audit_logger.info(
-            "staff revoked API tokens",
-            extra={
-                "staff_user_id": request.user.pk,
-                "staff_username": request.user.get_username(),
-                "model": ApiToken._meta.label,
-                "rows": [str(token.pk) for token in tokens],
-                "filters": {},
-            },
-        )
+        rows = [str(token.pk) for token in tokens]
+        audit(request, "staff revoked API tokens", ApiToken._meta.label, rows, {})
         self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)

@@ -15,11 +15,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core import signing
 from django.core.mail import EmailMessage
-from django.db import connection
 from django.utils.crypto import constant_time_compare, salted_hmac
 from django.utils.translation import gettext as _
 
-from core.executor import spawn
+from core.executor import spawn, thread_body
 
 logger = logging.getLogger("nudge.account")
 
@@ -146,14 +145,10 @@ def start_mailer(user_id: int, mails: Mails) -> threading.Thread:
 
 
 def _send(user_id: int, mails: Mails) -> None:
-    try:
+    with thread_body(logger, "e-mail change mail could not be sent"):
         if _taken(mails.new_address, user_id):
             logger.info("e-mail change to an address another account holds: no link sent")
         else:
             mails.link.send()
         if mails.notice is not None:
             mails.notice.send()
-    except Exception:
-        logger.exception("e-mail change mail could not be sent")
-    finally:
-        connection.close()  # this thread's own connection

@@ -17,7 +17,7 @@ from axes.models import AccessAttempt
 from axes.utils import reset as reset_sign_in_locks
 from django.conf import settings
 from django.contrib.auth.forms import PasswordResetForm, SetPasswordForm
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Max
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -25,7 +25,7 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
 from core.config import NudgeConfig
-from core.executor import spawn
+from core.executor import spawn, thread_body
 from portal.models import PasswordResetRequest
 
 logger = logging.getLogger("nudge.signin")
@@ -145,11 +145,7 @@ class ThrottledPasswordResetForm(PasswordResetForm):
 
 def _send_reset_mail(email: str, options: dict) -> None:
     """Look the address up and mail each of its active users (Django's own form does it)."""
-    try:
+    with thread_body(logger, "password reset mail could not be sent"):
         form = PasswordResetForm({"email": email})
         if form.is_valid():
             form.save(**options)
-    except Exception:
-        logger.exception("password reset mail could not be sent")
-    finally:
-        connection.close()  # this thread's own connection

@@ -10,7 +10,8 @@ from datetime import datetime, timedelta
 
 from django.db.models import Q
 
-from messaging.addresses import OwnedSecret, digest, owned_secret
+from core.bearer import digest
+from messaging.addresses import OwnedSecret, owned_secret
 from portal.models import ApiToken
 
 API_TOKEN_PREFIX = "nudge"  # noqa: S105 — a label, not a secret

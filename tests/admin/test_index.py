@@ -101,8 +101,8 @@ def test_index_falls_back_to_its_own_queries_when_health_fails(staff_client, que
 
 def test_every_failing_check_reads_as_a_sentence_with_its_rows(queue, make_user, make_send):
     """Each of health's checks, failing, as support reads it: the figure, and where to look."""
+    from console.admin_site import Links, health_lines
     from console.health import check_health
-    from console.sentences import Links, health_lines
     from scheduled_sends.lateness import LatenessSummary
 
     now = timezone.now()

@@ -13,10 +13,11 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from calendars.models import CalendarConnection
+from core.bearer import digest
 from core.config import NudgeConfig
 from followups import actions as followups
 from followups.models import FollowUp
-from messaging.addresses import digest, new_telegram_code
+from messaging.addresses import new_telegram_code
 from portal.models import ApiToken
 from portal.tokens import new_api_token, parse_api_token
 from sweeps.deliver import run_deliver

@@ -12,8 +12,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from console.admin_site import Links, health_lines
 from console.health import Check, check_health
-from console.sentences import Links, health_lines
 from core.config import NudgeConfig
 from portal.timeline import upcoming
 from scheduled_sends.models import ScheduledSend, SweepRun
