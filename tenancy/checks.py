@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core import checks
 from django.db import DatabaseError, connection, transaction
 
-from tenancy.bootstrap import SESSION_SETTINGS_REFUSED
+from tenancy.bootstrap import refused_session_defaults
 from tenancy.models import tenant_models
 from tenancy.rls import (
     PLANNER_GRANTS,
@@ -60,16 +60,6 @@ SELECT relname FROM pg_class
  WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p', 'S', 'v', 'm', 'f')
    AND relname <> ALL(%(tables)s) AND pg_has_role(%(login)s, relowner, 'MEMBER')
 ORDER BY 1
-"""
-CHECK_SESSION_DEFAULTS = """
-SELECT coalesce(r.rolname, 'every role') || coalesce(' in database ' || d.datname, ''), c
-  FROM pg_db_role_setting s CROSS JOIN unnest(s.setconfig) AS c
-  LEFT JOIN pg_roles r ON r.oid = s.setrole
-  LEFT JOIN pg_database d ON d.oid = s.setdatabase
- WHERE (r.rolname = %(login)s AND (s.setdatabase = 0 OR d.datname = current_database())
-        OR s.setrole = 0 AND d.datname = current_database())
-   AND split_part(c, '=', 1) LIKE ANY(%(refused)s)
- ORDER BY 1, 2
 """
 CHECK_SWEEPER_IDENTITY_UPDATES = """
 SELECT c.relname, a.attname
@@ -129,9 +119,9 @@ def role_problems() -> list[str]:
         cursor.execute(CHECK_REACHABLE_BYPASS, {"login": login})
         for (role,) in cursor.fetchall():
             problems.append(f"the database role {login!r} can switch to {role!r}, which skips RLS")
-        refused = list(SESSION_SETTINGS_REFUSED)
-        cursor.execute(CHECK_SESSION_DEFAULTS, {"login": login, "refused": refused})
-        for target, setting in cursor.fetchall():
+        database = connection.settings_dict["NAME"]
+        for in_database, role, setting in refused_session_defaults(cursor, [login], [database]):
+            target = (role or "every role") + (f" in database {in_database}" if in_database else "")
             problems.append(f"a session default ({target}) sets {setting} before any scope opens")
     return problems
 
