@@ -156,7 +156,7 @@ def _repair_database(admin_url: str, database: str, roles: RoleNames) -> None:
     runtime = (login, *roles.entered_by_login)  # the login role and the roles it may enter
     listed = ", ".join(["{}"] * len(runtime))
     with psycopg.connect(make_conninfo(**params), autocommit=True) as conn:
-        # The layout before the owner role existed: the login role owned it all.
+        # The login role owns nothing: whatever it owns goes to the owner.
         _execute(conn, "REASSIGN OWNED BY {} TO {}", login, owner)
         _execute(conn, "GRANT USAGE, CREATE ON SCHEMA public TO {}", owner)
         _execute(conn, "REVOKE CREATE ON SCHEMA public FROM {}, PUBLIC", login)

@@ -182,10 +182,6 @@ def rls_problems() -> list[str]:
     return role_problems() + schema_problems()
 
 
-def _migrating() -> bool:
-    return connection.settings_dict.get("USER") == settings.NUDGE_DB_OWNER_ROLE
-
-
 def connected_bypassing() -> str | None:
     """The session's own role when it is a superuser or has BYPASSRLS, else None (asked
     on its own, so a failure of the rest of the check cannot soften it)."""
@@ -197,7 +193,6 @@ def connected_bypassing() -> str | None:
 
 @checks.register("nudge")
 def check_row_level_security(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    # Before the first migrate only the roles can be checked.
     messages: list[checks.CheckMessage] = []
     try:
         bypassing = connected_bypassing()
@@ -214,7 +209,9 @@ def check_row_level_security(app_configs=None, **kwargs) -> list[checks.CheckMes
             )
         )
     try:
-        problems = role_problems() if _migrating() else rls_problems()
+        # As the owner (``migrate``) only the roles: the schema is about to change.
+        migrating = connection.settings_dict.get("USER") == settings.NUDGE_DB_OWNER_ROLE
+        problems = role_problems() if migrating else rls_problems()
     except DatabaseError as exc:
         return [
             *messages,
