@@ -84,19 +84,10 @@ class Knob:
         return None
 
 
-def knob(
-    setting: str,
-    default: int | float | str,
-    convert: Callable[..., object] = as_is,
-    public: bool = False,
-    *,
-    at_least: float | None = None,
-    at_most: float | None = None,
-    positive: bool = False,
-) -> Any:
-    """A ``NudgeConfig`` field read from ``setting`` (its attribute is filled in below)."""
-    bounds = Knob(setting, "", default, convert, public, at_least, at_most, positive)
-    return field(metadata={"knob": bounds})
+def knob(setting: str, default: int | float | str, *args: Any, **bounds: Any) -> Any:
+    """A ``NudgeConfig`` field read from ``setting``, the rest as ``Knob`` takes them (its
+    attribute is filled in below)."""
+    return field(metadata={"knob": Knob(setting, "", default, *args, **bounds)})
 
 
 @dataclass(frozen=True)
