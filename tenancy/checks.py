@@ -71,14 +71,6 @@ SELECT c.relname, a.attname
 """
 
 
-def _expected(table: str) -> dict[str, PolicyShape]:
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            shapes = expected_policies(cursor, table)
-        transaction.set_rollback(True)  # drop the scratch table
-    return shapes
-
-
 def _describe(shape: PolicyShape) -> str:
     _name, permissive, command, roles, using, with_check = shape
     return (
@@ -158,7 +150,9 @@ def schema_problems() -> list[str]:
             parent = parent_of.get(table, table)
             kind = (parent in SWEEPER_TABLES, parent in PLANNER_GRANTS)
             if kind not in expected:
-                expected[kind] = _expected(table)
+                with transaction.atomic():
+                    expected[kind] = expected_policies(cursor, table)
+                    transaction.set_rollback(True)  # drop the scratch table
             problems.extend(_policy_problems(table, deployed_of[table], expected[kind]))
         cursor.execute(CHECK_OTHER_OWNED, {"login": login, "tables": tables})
         for (thing,) in cursor.fetchall():
