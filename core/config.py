@@ -84,19 +84,10 @@ class Knob:
         return None
 
 
-def knob(
-    setting: str,
-    default: int | float | str,
-    convert: Callable[..., object] = as_is,
-    public: bool = False,
-    *,
-    at_least: float | None = None,
-    at_most: float | None = None,
-    positive: bool = False,
-) -> Any:
-    """A ``NudgeConfig`` field read from ``setting`` (its attribute is filled in below)."""
-    bounds = Knob(setting, "", default, convert, public, at_least, at_most, positive)
-    return field(metadata={"knob": bounds})
+def knob(setting: str, default: int | float | str, *args: Any, **bounds: Any) -> Any:
+    """A ``NudgeConfig`` field read from ``setting``, the rest as ``Knob`` takes them (its
+    attribute is filled in below)."""
+    return field(metadata={"knob": Knob(setting, "", default, *args, **bounds)})
 
 
 @dataclass(frozen=True)
@@ -238,7 +229,7 @@ class NudgeConfig:
     @property
     def channel_rates(self) -> dict[str, float]:
         """Messages per second per paced channel, across all deliver processes; 0 = unpaced."""
-        return {channel: getattr(self, f"{channel}_rate") for channel in RATE_SETTINGS}
+        return {channel: getattr(self, f"{channel}_rate") for channel in PACED_CHANNELS}
 
     def rate(self, channel: str) -> float:
         """Messages per second ``channel`` may send; 0 means unpaced."""
@@ -316,12 +307,8 @@ KNOBS: tuple[Knob, ...] = tuple(
     if "knob" in f.metadata
 )
 
-# The channels whose send rate is a knob of its own; others are unpaced.
-RATE_SETTINGS = {
-    "telegram": "NUDGE_TELEGRAM_RATE",
-    "whatsapp": "NUDGE_WHATSAPP_RATE",
-    "console": "NUDGE_CONSOLE_RATE",
-}
+# The channels whose send rate is a knob of its own (``<channel>_rate``); others are unpaced.
+PACED_CHANNELS = ("telegram", "whatsapp", "console")
 
 
 # Tests and benchmarks change internal tuning in a child process through this

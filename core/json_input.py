@@ -30,8 +30,8 @@ def nesting_depth(text: str) -> int:
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
-def parse(body: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
-    """The value ``body`` holds; :class:`JsonInputError` past ``max_depth`` levels, or for
+def parse(body: bytes | str) -> Any:
+    """The value ``body`` holds; :class:`JsonInputError` past ``MAX_DEPTH`` levels, or for
     anything that is not JSON (bad text, bad encoding)."""
     if isinstance(body, bytes | bytearray):
         try:
@@ -41,11 +41,9 @@ def parse(body: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
             raise JsonInputError("the body is not valid JSON") from None
     else:
         text = body
-    if nesting_depth(text) > max_depth:
+    if nesting_depth(text) > MAX_DEPTH:
         raise JsonInputError("the body is nested too deeply")
     try:
         return json.loads(text)
-    except RecursionError:  # only with a max_depth beyond the interpreter's stack
-        raise JsonInputError("the body is nested too deeply") from None
     except ValueError:
         raise JsonInputError("the body is not valid JSON") from None

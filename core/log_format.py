@@ -17,10 +17,6 @@ def escape(text: str) -> str:
     return _CONTROL.sub(lambda match: json.dumps(match.group())[1:-1], text)
 
 
-def _indented(block: str) -> str:
-    return "\n".join("  " + escape(line) for line in block.splitlines())
-
-
 class KeyValueFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -39,5 +35,5 @@ class KeyValueFormatter(logging.Formatter):
             record.exc_text = self.formatException(record.exc_info)
         for block in (record.exc_text, record.stack_info and self.formatStack(record.stack_info)):
             if block:
-                text += "\n" + _indented(block)
+                text += "".join("\n  " + escape(line) for line in block.splitlines())
         return text

@@ -22,4 +22,4 @@ def known_zone(name: object) -> zoneinfo.ZoneInfo | None:
 
 def zone_of(name: str) -> zoneinfo.ZoneInfo:
     """The zone, or UTC for a name this Python does not know (or none)."""
-    return known_zone(name or "UTC") or UTC_ZONE
+    return known_zone(name) or UTC_ZONE

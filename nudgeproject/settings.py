@@ -18,6 +18,7 @@ from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from core.config import knob_settings
+from tenancy.bootstrap import RoleNames, template_database_name
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = BASE_DIR / "var"
@@ -67,7 +68,7 @@ _database["OPTIONS"].setdefault("application_name", "nudge")
 _database["CONN_MAX_AGE"] = 0  # a connection per request; pool in front (pgbouncer) if needed
 _database["TEST"] = {
     # A template carrying the schema grants a NOINHERIT owner needs (tenancy/bootstrap.py).
-    "TEMPLATE": f"{_database['NAME']}_template",
+    "TEMPLATE": template_database_name(_database["NAME"]),
 }
 if seam.str("TEST_DATABASE_NAME", default=""):
     # Lets several test runs share one server without sharing a test database.
@@ -75,31 +76,27 @@ if seam.str("TEST_DATABASE_NAME", default=""):
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Roles entered with SET LOCAL ROLE; names derive from the login role.
-NUDGE_DB_LOGIN_ROLE = _database["USER"]
 # The owner (migration) role (tenancy/owner.py): DATABASE_OWNER_URL, else
 # `<db user>_owner` on the same server without a password (trust or peer auth).
 _owner_url = env.str("DATABASE_OWNER_URL", default="")
-if _owner_url:
-    _owner = environ.Env.db_url_config(_owner_url)
-    _owner["HOST"] = unquote(_owner.get("HOST") or "")
-    if _owner.get("NAME") != _database["NAME"] or not _owner.get("USER"):
-        raise ImproperlyConfigured(
-            "DATABASE_OWNER_URL must name a user and the same database as DATABASE_URL."
-        )
-else:
-    _owner = {"USER": f"{NUDGE_DB_LOGIN_ROLE}_owner", "PASSWORD": ""}
+_owner = environ.Env.db_url_config(_owner_url) if _owner_url else {}
+if _owner_url and (_owner.get("NAME") != _database["NAME"] or not _owner.get("USER")):
+    raise ImproperlyConfigured(
+        "DATABASE_OWNER_URL must name a user and the same database as DATABASE_URL."
+    )
+# The roles as `bootstrap_db` creates them; the NOLOGIN ones are entered with SET LOCAL ROLE.
+_roles = RoleNames.for_login(_database["USER"], _owner.get("USER"))
 NUDGE_DB_OWNER = {
-    "USER": _owner["USER"],
+    "USER": _roles.owner,
     "PASSWORD": _owner.get("PASSWORD") or "",
-    "HOST": _owner.get("HOST") or _database.get("HOST") or "",
+    "HOST": unquote(_owner.get("HOST") or "") or _database.get("HOST") or "",
     "PORT": str(_owner.get("PORT") or _database.get("PORT") or ""),
 }
-NUDGE_DB_OWNER_ROLE = NUDGE_DB_OWNER["USER"]
-# The NOLOGIN roles the login role may enter, named as `bootstrap_db` creates them.
-NUDGE_DB_SWEEPER_ROLE = f"{NUDGE_DB_LOGIN_ROLE}_sweeper"
-NUDGE_DB_SUPPORT_ROLE = f"{NUDGE_DB_LOGIN_ROLE}_support"
-NUDGE_DB_PLANNER_ROLE = f"{NUDGE_DB_LOGIN_ROLE}_planner"
+NUDGE_DB_LOGIN_ROLE = _roles.login
+NUDGE_DB_OWNER_ROLE = _roles.owner
+NUDGE_DB_SWEEPER_ROLE = _roles.sweeper
+NUDGE_DB_SUPPORT_ROLE = _roles.support
+NUDGE_DB_PLANNER_ROLE = _roles.planner
 
 # --- Secrets ----------------------------------------------------------------
 SECRET_KEY = env.str("SECRET_KEY", default="")

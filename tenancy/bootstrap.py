@@ -108,18 +108,27 @@ def _repair_memberships(cur: psycopg.Cursor, roles: RoleNames) -> None:
         _execute(cur, "REVOKE {} FROM {}", roles.owner, member)
 
 
-def _reset_session_settings(cur: psycopg.Cursor, roles: RoleNames, databases: list[str]) -> None:
-    """Drop per-role and per-database defaults that would pre-set a tenant or role."""
+def refused_session_defaults(cur, roles: list[str], databases: list[str]) -> list[tuple]:
+    """Defaults of ``roles`` (in any database) or of ``databases`` (for every role) that set
+    one of ``SESSION_SETTINGS_REFUSED``: (database or None, role or None, "name=value")."""
     cur.execute(
-        "SELECT d.datname, r.rolname, split_part(c, '=', 1) "
+        "SELECT d.datname, r.rolname, c "
         "FROM pg_db_role_setting s CROSS JOIN unnest(s.setconfig) AS c "
         "LEFT JOIN pg_database d ON d.oid = s.setdatabase "
         "LEFT JOIN pg_roles r ON r.oid = s.setrole "
         "WHERE (r.rolname = ANY(%s) OR (s.setrole = 0 AND d.datname = ANY(%s))) "
-        "  AND split_part(c, '=', 1) LIKE ANY(%s)",
-        [list(vars(roles).values()), databases, list(SESSION_SETTINGS_REFUSED)],
+        "  AND split_part(c, '=', 1) LIKE ANY(%s) ORDER BY 1, 2, 3",
+        [roles, databases, list(SESSION_SETTINGS_REFUSED)],
     )
-    for database, role, name in cur.fetchall():
+    return cur.fetchall()
+
+
+def _reset_session_settings(cur: psycopg.Cursor, roles: RoleNames, databases: list[str]) -> None:
+    """Drop per-role and per-database defaults that would pre-set a tenant or role."""
+    for database, role, setting in refused_session_defaults(
+        cur, list(vars(roles).values()), databases
+    ):
+        name = setting.split("=", 1)[0]
         if role is None:
             target = sql.SQL("DATABASE {}").format(sql.Identifier(database))
         elif database is None:
@@ -147,7 +156,7 @@ def _repair_database(admin_url: str, database: str, roles: RoleNames) -> None:
     runtime = (login, *roles.entered_by_login)  # the login role and the roles it may enter
     listed = ", ".join(["{}"] * len(runtime))
     with psycopg.connect(make_conninfo(**params), autocommit=True) as conn:
-        # The layout before the owner role existed: the login role owned it all.
+        # The login role owns nothing: whatever it owns goes to the owner.
         _execute(conn, "REASSIGN OWNED BY {} TO {}", login, owner)
         _execute(conn, "GRANT USAGE, CREATE ON SCHEMA public TO {}", owner)
         _execute(conn, "REVOKE CREATE ON SCHEMA public FROM {}, PUBLIC", login)

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core import checks
 from django.db import DatabaseError, connection, transaction
 
-from tenancy.bootstrap import SESSION_SETTINGS_REFUSED
+from tenancy.bootstrap import refused_session_defaults
 from tenancy.models import tenant_models
 from tenancy.rls import (
     PLANNER_GRANTS,
@@ -61,16 +61,6 @@ SELECT relname FROM pg_class
    AND relname <> ALL(%(tables)s) AND pg_has_role(%(login)s, relowner, 'MEMBER')
 ORDER BY 1
 """
-CHECK_SESSION_DEFAULTS = """
-SELECT coalesce(r.rolname, 'every role') || coalesce(' in database ' || d.datname, ''), c
-  FROM pg_db_role_setting s CROSS JOIN unnest(s.setconfig) AS c
-  LEFT JOIN pg_roles r ON r.oid = s.setrole
-  LEFT JOIN pg_database d ON d.oid = s.setdatabase
- WHERE (r.rolname = %(login)s AND (s.setdatabase = 0 OR d.datname = current_database())
-        OR s.setrole = 0 AND d.datname = current_database())
-   AND split_part(c, '=', 1) LIKE ANY(%(refused)s)
- ORDER BY 1, 2
-"""
 CHECK_SWEEPER_IDENTITY_UPDATES = """
 SELECT c.relname, a.attname
   FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
@@ -79,14 +69,6 @@ SELECT c.relname, a.attname
    AND has_column_privilege(%(sweeper)s, a.attrelid, a.attnum, 'UPDATE')
  ORDER BY c.relname, a.attnum
 """
-
-
-def _expected(table: str) -> dict[str, PolicyShape]:
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            shapes = expected_policies(cursor, table)
-        transaction.set_rollback(True)  # drop the scratch table
-    return shapes
 
 
 def _describe(shape: PolicyShape) -> str:
@@ -129,9 +111,9 @@ def role_problems() -> list[str]:
         cursor.execute(CHECK_REACHABLE_BYPASS, {"login": login})
         for (role,) in cursor.fetchall():
             problems.append(f"the database role {login!r} can switch to {role!r}, which skips RLS")
-        refused = list(SESSION_SETTINGS_REFUSED)
-        cursor.execute(CHECK_SESSION_DEFAULTS, {"login": login, "refused": refused})
-        for target, setting in cursor.fetchall():
+        database = connection.settings_dict["NAME"]
+        for in_database, role, setting in refused_session_defaults(cursor, [login], [database]):
+            target = (role or "every role") + (f" in database {in_database}" if in_database else "")
             problems.append(f"a session default ({target}) sets {setting} before any scope opens")
     return problems
 
@@ -168,7 +150,9 @@ def schema_problems() -> list[str]:
             parent = parent_of.get(table, table)
             kind = (parent in SWEEPER_TABLES, parent in PLANNER_GRANTS)
             if kind not in expected:
-                expected[kind] = _expected(table)
+                with transaction.atomic():
+                    expected[kind] = expected_policies(cursor, table)
+                    transaction.set_rollback(True)  # drop the scratch table
             problems.extend(_policy_problems(table, deployed_of[table], expected[kind]))
         cursor.execute(CHECK_OTHER_OWNED, {"login": login, "tables": tables})
         for (thing,) in cursor.fetchall():
@@ -192,10 +176,6 @@ def rls_problems() -> list[str]:
     return role_problems() + schema_problems()
 
 
-def _migrating() -> bool:
-    return connection.settings_dict.get("USER") == settings.NUDGE_DB_OWNER_ROLE
-
-
 def connected_bypassing() -> str | None:
     """The session's own role when it is a superuser or has BYPASSRLS, else None (asked
     on its own, so a failure of the rest of the check cannot soften it)."""
@@ -207,7 +187,6 @@ def connected_bypassing() -> str | None:
 
 @checks.register("nudge")
 def check_row_level_security(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    # Before the first migrate only the roles can be checked.
     messages: list[checks.CheckMessage] = []
     try:
         bypassing = connected_bypassing()
@@ -224,7 +203,9 @@ def check_row_level_security(app_configs=None, **kwargs) -> list[checks.CheckMes
             )
         )
     try:
-        problems = role_problems() if _migrating() else rls_problems()
+        # As the owner (``migrate``) only the roles: the schema is about to change.
+        migrating = connection.settings_dict.get("USER") == settings.NUDGE_DB_OWNER_ROLE
+        problems = role_problems() if migrating else rls_problems()
     except DatabaseError as exc:
         return [
             *messages,

@@ -36,15 +36,7 @@ BOOTSTRAP_VERSION = "3"
 def database_settings(state_dir: Path) -> dict[str, str]:
     """Django connection settings for the embedded server; starts nothing (``HOST`` is
     filled in on the first connection, by ``tenancy/backend``)."""
-    return {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": DATABASE,
-        "USER": LOGIN_ROLE,
-        "PASSWORD": "",
-        "HOST": "",
-        "PORT": "",
-        "EMBEDDED_STATE_DIR": str(state_dir),
-    }
+    return {"NAME": DATABASE, "USER": LOGIN_ROLE, "EMBEDDED_STATE_DIR": str(state_dir)}
 
 
 def data_dir(state_dir: Path) -> Path:

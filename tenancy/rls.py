@@ -231,9 +231,10 @@ def grant_sweeper_updates(table: str, columns: Sequence[str]) -> migrations.RunS
     return _granted(f"UPDATE ({', '.join(columns)})", table, settings.NUDGE_DB_SWEEPER_ROLE)
 
 
-def _dml_everywhere(role_name: str) -> migrations.RunSQL:
+def grant_dml_everywhere(role_name: str) -> migrations.RunSQL:
     """DML on every table and sequence of the schema, now and (the owner's default
-    privileges) for tables later migrations make."""
+    privileges) for tables later migrations make. Only DML: no TRUNCATE (it skips
+    row-level security), no REFERENCES, no TRIGGER."""
     role = _role(role_name)
     tables = "SELECT, INSERT, UPDATE, DELETE"
     return migrations.RunSQL(
@@ -250,17 +251,6 @@ def _dml_everywhere(role_name: str) -> migrations.RunSQL:
             f"REVOKE {tables} ON ALL TABLES IN SCHEMA public FROM {role}",
         ],
     )
-
-
-def grant_runtime_role() -> migrations.RunSQL:
-    """The login role's privileges: DML only — no TRUNCATE (it skips row-level
-    security), no REFERENCES, no TRIGGER, and it owns nothing."""
-    return _dml_everywhere(settings.NUDGE_DB_LOGIN_ROLE)
-
-
-def grant_support_role() -> migrations.RunSQL:
-    """DML for the support role, which runs whole admin requests; policies still pick its rows."""
-    return _dml_everywhere(settings.NUDGE_DB_SUPPORT_ROLE)
 
 
 def tenant_table_security(table: str, *, like: str) -> list[str]:

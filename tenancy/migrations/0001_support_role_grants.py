@@ -1,8 +1,9 @@
 """Table privileges for the support role (the staff admin's cross-tenant view)."""
 
+from django.conf import settings
 from django.db import migrations
 
-from tenancy.rls import grant_support_role
+from tenancy.rls import grant_dml_everywhere
 
 
 class Migration(migrations.Migration):
@@ -13,4 +14,4 @@ class Migration(migrations.Migration):
         ("sessions", "0001_initial"),
     ]
 
-    operations = [grant_support_role()]
+    operations = [grant_dml_everywhere(settings.NUDGE_DB_SUPPORT_ROLE)]

@@ -7,9 +7,10 @@ database migrated before the owner role existed they were the login role's
 defaults, which no longer apply to new tables.
 """
 
+from django.conf import settings
 from django.db import migrations
 
-from tenancy.rls import grant_runtime_role, grant_support_role
+from tenancy.rls import grant_dml_everywhere
 
 
 def _forward_only(operation: migrations.RunSQL) -> migrations.RunSQL:
@@ -19,4 +20,7 @@ def _forward_only(operation: migrations.RunSQL) -> migrations.RunSQL:
 class Migration(migrations.Migration):
     dependencies = [("tenancy", "0001_support_role_grants")]
 
-    operations = [grant_runtime_role(), _forward_only(grant_support_role())]
+    operations = [
+        grant_dml_everywhere(settings.NUDGE_DB_LOGIN_ROLE),
+        _forward_only(grant_dml_everywhere(settings.NUDGE_DB_SUPPORT_ROLE)),
+    ]

@@ -13,9 +13,9 @@ from tenancy.bootstrap import bootstrap, template_database_name
 class Command(NudgeCommand):
     help = (
         "Create or repair, idempotently, the DML-only login role and database named in "
-        "DATABASE_URL, the owner (migration) role of DATABASE_OWNER_URL, the sweeper and "
-        "support roles, and the test template database, from an admin connection to a real "
-        "PostgreSQL server."
+        "DATABASE_URL, the owner (migration) role of DATABASE_OWNER_URL, the sweeper, "
+        "support and planner roles, and the test template database, from an admin connection "
+        "to a real PostgreSQL server."
     )
     requires_system_checks: list[str] = []  # the database may not exist yet
 
