@@ -76,18 +76,11 @@ INTERRUPTED = fail(FailureKind.INTERRUPTED)
 
 def _subject_gone(row: ClaimedSend, facts: Facts) -> Verdict | None:
     """Why the subject, as it is now, no longer deserves a nudge."""
+    subject = facts if facts.found else None
     if row.kind == Kind.EVENT:
-        reason = event_skip_reason(
-            found=facts.found,
-            cancelled=facts.cancelled,
-            declined=facts.declined,
-            all_day=facts.all_day,
-            needs_reauth=facts.needs_reauth,
-            calendar_off=facts.calendar_off,
-            skip_all_day=facts.skip_all_day,
-        )
+        reason = event_skip_reason(subject)
     else:
-        reason = follow_up_skip_reason(found=facts.found, done=facts.done)
+        reason = follow_up_skip_reason(subject)
     return skip(reason) if reason else None
 
 
