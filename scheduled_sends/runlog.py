@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Self
+from typing import Any, Self
 
 from django.db import DatabaseError
 from django.utils import timezone
@@ -115,13 +115,16 @@ def prune_run_log(cutoff: datetime, batch: int = 5000) -> int:
 
 
 @contextmanager
-def recorded_run(sweep: str, as_of: datetime, *, budget_seconds: float) -> Iterator[SweepRun]:
-    """Record a sweep run; the caller fills ``run.counts`` and ``run.summary``.
+def recorded_run(
+    sweep: str, report: Any, *, budget_seconds: float, no_error: str = ""
+) -> Iterator[SweepRun]:
+    """Record a sweep run as ``report`` (a sweep's report, its ``seconds`` set by the
+    caller) stands at its end: its counts and summary, and a failure if an exception
+    ended it (which propagates) or the report is not ``ok`` (its errors, else ``no_error``).
 
-    An exception fails the run (and propagates); else it is ok unless the caller set
-    ``run.status``. First, this sweep's runs still "running" after twice the budget plus
-    five minutes (a run past its budget still finishes its sends; a killed process cannot
-    record its end) are closed as failed.
+    First, this sweep's runs still "running" after twice the budget plus five minutes
+    (a run past its budget still finishes its sends; a killed process cannot record its
+    end) are closed as failed.
     """
     now = timezone.now()
     outlived = timedelta(seconds=2 * budget_seconds + 300)
@@ -130,7 +133,7 @@ def recorded_run(sweep: str, as_of: datetime, *, budget_seconds: float) -> Itera
     ).update(status=SweepRun.Status.FAILED, finished_at=now, error=NEVER_FINISHED)
     if closed:
         logger.error("sweep runs never finished", extra={"sweep": sweep, "runs": closed})
-    run = SweepRun.objects.create(sweep=sweep, as_of=as_of)
+    run = SweepRun.objects.create(sweep=sweep, as_of=report.as_of)
     try:
         yield run
     except BaseException as exc:
@@ -138,10 +141,13 @@ def recorded_run(sweep: str, as_of: datetime, *, budget_seconds: float) -> Itera
         run.error = f"{type(exc).__name__}: {exc}"[:2000]
         raise
     else:
-        if run.status == SweepRun.Status.RUNNING:
-            run.status = SweepRun.Status.OK
+        run.status = SweepRun.Status.OK if report.ok else SweepRun.Status.FAILED
+        if not report.ok:
+            run.error = "; ".join(report.errors[:20]) or no_error
     finally:
         run.finished_at = timezone.now()
+        run.counts = report.as_dict()
+        run.summary = report.summary()[:255]
         try:
             run.save(update_fields=["status", "finished_at", "counts", "error", "summary"])
         except DatabaseError:

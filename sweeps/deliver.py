@@ -419,7 +419,10 @@ def run_deliver(
     as_of = now or transitions.database_now()
     report = DeliverReport(as_of=as_of)
     with recorded_run(
-        SweepRun.Sweep.DELIVER, as_of, budget_seconds=config.run_budget_seconds
+        SweepRun.Sweep.DELIVER,
+        report,
+        budget_seconds=config.run_budget_seconds,
+        no_error="lost claims",
     ) as run:
         delivery_run = DeliveryRun(config, now, report, run_id=run.pk)
         try:
@@ -428,9 +431,4 @@ def run_deliver(
             delivery_run.close()
             report.rates = dict(delivery_run.pacer.rates)
             report.seconds = time.monotonic() - started
-            run.counts = report.as_dict()
-            run.summary = report.summary()[:255]
-        if not report.ok:
-            run.status = SweepRun.Status.FAILED
-            run.error = "; ".join(report.errors[:20]) or "lost claims"
     return report
