@@ -334,15 +334,17 @@ class DeliveryRun:
         self.scheduled = kept
         heapq.heapify(self.scheduled)
         for outgoing in untried:
-            self.settle(outgoing.row, Transition.RELEASE, not_before=self._pause_end(outgoing))
-            self.report.released += 1
+            self.release(outgoing, time.monotonic())
 
-    def _pause_end(self, outgoing: Outgoing) -> datetime | None:
-        """When a row handed back may be claimed again: after its channel's 429 pause."""
-        resume, now = self.pacer.resume_at(outgoing.delivery.channel), time.monotonic()
-        if resume <= now:
-            return None
-        return self.at(now) + timedelta(seconds=resume - now)
+    def release(self, outgoing: Outgoing, instant: float) -> float:
+        """Hand a row back untried at ``instant`` (monotonic), claimable again after its
+        channel's 429 pause; returns when that pause ends."""
+        resume = self.pacer.resume_at(outgoing.delivery.channel)
+        at = self.at(instant)
+        not_before = at + timedelta(seconds=resume - instant) if resume > instant else None
+        self.settle(outgoing.row, Transition.RELEASE, at=at, not_before=not_before)
+        self.report.released += 1
+        return resume
 
     def settle_attempt(self, outgoing: Outgoing, attempt: SendAttempt) -> None:
         row, delivery = outgoing.row, outgoing.delivery
@@ -353,10 +355,7 @@ class DeliveryRun:
             self.report.slots_missed += 1
             return
         if attempt.not_tried:
-            resume = max(self.pacer.resume_at(delivery.channel), attempt.finished)
-            not_before = at + timedelta(seconds=max(0.0, resume - attempt.finished))
-            self.settle(row, Transition.RELEASE, at=at, not_before=not_before)
-            self.report.released += 1
+            resume = max(self.release(outgoing, attempt.finished), attempt.finished)
             self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
             return
         verdict = verdicts.classify(attempt, self.config.retry_delay)
