@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from django.db import DatabaseError
 from django.utils import timezone
@@ -24,6 +24,9 @@ class RunCounts:
     """The figures of a run that code reads back from ``SweepRun.counts``;
     :meth:`from_counts` tolerates an older entry that lacks a field."""
 
+    # A report's fields said only in its summary line or error, or of its process only.
+    NOT_RECORDED: ClassVar[frozenset[str]] = frozenset()
+
     @classmethod
     def from_counts(cls, counts: Mapping[str, object] | None) -> Self:
         counts = counts or {}
@@ -35,9 +38,15 @@ class RunCounts:
         return cls(**values)
 
     def as_dict(self) -> dict[str, object]:
+        """A run's report as the run log's counts: its fields but ``NOT_RECORDED``, with
+        ``as_of`` in ISO 8601, rates and seconds rounded, and whether the run went ``ok``."""
+        recorded = [f.name for f in fields(self) if f.name not in self.NOT_RECORDED]  # type: ignore[arg-type]
         return {
-            f.name: list(value) if isinstance(value := getattr(self, f.name), tuple) else value
-            for f in fields(self)  # type: ignore[arg-type]
+            **{name: getattr(self, name) for name in recorded},
+            "as_of": self.as_of.isoformat(),
+            "rates": {name: round(rate, 2) for name, rate in self.rates.items()},
+            "seconds": round(self.seconds, 3),
+            "ok": self.ok,
         }
 
 

@@ -11,7 +11,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
@@ -58,6 +58,8 @@ class MaterializeReport(MaterializeCounts):
     errors: list[str] = field(default_factory=list)
     visited: int = 0  # users planned so far (``users`` counts those taken in)
     cycle_was_complete: bool = False  # found done on arrival: this run did nothing
+
+    NOT_RECORDED = frozenset({"planned_alone_because", "errors", "visited", "cycle_was_complete"})
 
     @property
     def ok(self) -> bool:
@@ -107,18 +109,7 @@ class MaterializeReport(MaterializeCounts):
         return text
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            **{f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_RECORDED},
-            "as_of": self.as_of.isoformat(),
-            "cycle": self.cycle.isoformat() if self.cycle else "",
-            "rates": {budget: round(rate, 2) for budget, rate in self.rates.items()},
-            "seconds": round(self.seconds, 3),
-            "ok": self.ok,
-        }
-
-
-# Said in the summary line or the run's error, or of this process only.
-NOT_RECORDED = frozenset({"planned_alone_because", "errors", "visited", "cycle_was_complete"})
+        return {**super().as_dict(), "cycle": self.cycle.isoformat() if self.cycle else ""}
 
 
 def users_to_visit(
