@@ -127,14 +127,11 @@ def prune_run_log(cutoff: datetime, batch: int = 5000) -> int:
 def recorded_run(
     sweep: str, report: Any, *, budget_seconds: float, no_error: str = ""
 ) -> Iterator[SweepRun]:
-    """Record a sweep run as ``report`` (a sweep's report, its ``seconds`` set by the
-    caller) stands at its end: its counts and summary, and a failure if an exception
-    ended it (which propagates) or the report is not ``ok`` (its errors, else ``no_error``).
-
-    First, this sweep's runs still "running" after twice the budget plus five minutes
-    (a run past its budget still finishes its sends; a killed process cannot record its
-    end) are closed as failed.
-    """
+    """Record a sweep run as ``report`` stands at its end: counts, summary, and failed if
+    an exception (which propagates) ended it or the report is not ``ok`` (its errors, else
+    ``no_error``). First closes as failed this sweep's runs "running" past twice the
+    budget plus five minutes (a run past its budget still finishes its sends; a killed
+    process cannot record its end)."""
     now = timezone.now()
     outlived = timedelta(seconds=2 * budget_seconds + 300)
     closed = SweepRun.objects.filter(
