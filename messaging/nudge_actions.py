@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy
 from accounts.actions import language_of
 from accounts.models import DeliverySettings
 from accounts.rules import SkipReason, hold_for_quiet_hours, pause_reason, quiet_hours_end
-from calendars.models import CalendarEvent, ConnectionStatus, EventStatus
+from calendars.models import CalendarEvent
 from core.config import NudgeConfig
 from followups.actions import FollowUpChange, change_follow_up
 from followups.models import FollowUp
@@ -27,7 +27,7 @@ from messaging.chat_words import NOT_HERE, Answer, clock
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.states import Outcome, unsettled
-from scheduled_sends.subjects import event_skip_reason, follow_up_skip_reason
+from scheduled_sends.subjects import EVENT_NOW, event_skip_reason, follow_up_skip_reason
 from tenancy.scope import tenant_scope
 
 Act = NudgeAct.Act
@@ -67,24 +67,12 @@ def _subject_now(row: ScheduledSend) -> tuple[datetime | None, str | None]:
     if row.kind == Kind.EVENT:
         event = (
             CalendarEvent.objects.filter(user_id=row.user_id, pk=row.ref_id)
-            .select_related("connection")
+            .annotate(**EVENT_NOW)
             .first()
         )
-        reason = event_skip_reason(
-            found=event is not None,
-            cancelled=event is not None and event.status == EventStatus.CANCELLED,
-            declined=event is not None and event.declined,
-            all_day=event is not None and event.all_day,
-            needs_reauth=event is not None
-            and event.connection.status == ConnectionStatus.NEEDS_REAUTH,
-            calendar_off=event is not None and not event.connection.nudges_on,
-            skip_all_day=event is None or event.connection.skip_all_day,
-        )
-        return (event.starts_at if event else None), reason
+        return (event.starts_at if event else None), event_skip_reason(event)
     follow_up = FollowUp.objects.filter(user_id=row.user_id, pk=row.ref_id).first()
-    reason = follow_up_skip_reason(
-        found=follow_up is not None, done=follow_up is not None and follow_up.done
-    )
+    reason = follow_up_skip_reason(follow_up)
     if follow_up is None:
         return None, reason
     # A repeating follow-up's later occurrence starts when that occurrence is due.

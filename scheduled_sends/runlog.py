@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Self
+from typing import Any, ClassVar, Self
 
 from django.db import DatabaseError
 from django.utils import timezone
@@ -24,6 +24,9 @@ class RunCounts:
     """The figures of a run that code reads back from ``SweepRun.counts``;
     :meth:`from_counts` tolerates an older entry that lacks a field."""
 
+    # A report's fields said only in its summary line or error, or of its process only.
+    NOT_RECORDED: ClassVar[frozenset[str]] = frozenset()
+
     @classmethod
     def from_counts(cls, counts: Mapping[str, object] | None) -> Self:
         counts = counts or {}
@@ -35,9 +38,15 @@ class RunCounts:
         return cls(**values)
 
     def as_dict(self) -> dict[str, object]:
+        """A run's report as the run log's counts: its fields but ``NOT_RECORDED``, with
+        ``as_of`` in ISO 8601, rates and seconds rounded, and whether the run went ``ok``."""
+        recorded = [f.name for f in fields(self) if f.name not in self.NOT_RECORDED]  # type: ignore[arg-type]
         return {
-            f.name: list(value) if isinstance(value := getattr(self, f.name), tuple) else value
-            for f in fields(self)  # type: ignore[arg-type]
+            **{name: getattr(self, name) for name in recorded},
+            "as_of": self.as_of.isoformat(),
+            "rates": {name: round(rate, 2) for name, rate in self.rates.items()},
+            "seconds": round(self.seconds, 3),
+            "ok": self.ok,
         }
 
 
@@ -115,14 +124,14 @@ def prune_run_log(cutoff: datetime, batch: int = 5000) -> int:
 
 
 @contextmanager
-def recorded_run(sweep: str, as_of: datetime, *, budget_seconds: float) -> Iterator[SweepRun]:
-    """Record a sweep run; the caller fills ``run.counts`` and ``run.summary``.
-
-    An exception fails the run (and propagates); else it is ok unless the caller set
-    ``run.status``. First, this sweep's runs still "running" after twice the budget plus
-    five minutes (a run past its budget still finishes its sends; a killed process cannot
-    record its end) are closed as failed.
-    """
+def recorded_run(
+    sweep: str, report: Any, *, budget_seconds: float, no_error: str = ""
+) -> Iterator[SweepRun]:
+    """Record a sweep run as ``report`` stands at its end: counts, summary, and failed if
+    an exception (which propagates) ended it or the report is not ``ok`` (its errors, else
+    ``no_error``). First closes as failed this sweep's runs "running" past twice the
+    budget plus five minutes (a run past its budget still finishes its sends; a killed
+    process cannot record its end)."""
     now = timezone.now()
     outlived = timedelta(seconds=2 * budget_seconds + 300)
     closed = SweepRun.objects.filter(
@@ -130,7 +139,7 @@ def recorded_run(sweep: str, as_of: datetime, *, budget_seconds: float) -> Itera
     ).update(status=SweepRun.Status.FAILED, finished_at=now, error=NEVER_FINISHED)
     if closed:
         logger.error("sweep runs never finished", extra={"sweep": sweep, "runs": closed})
-    run = SweepRun.objects.create(sweep=sweep, as_of=as_of)
+    run = SweepRun.objects.create(sweep=sweep, as_of=report.as_of)
     try:
         yield run
     except BaseException as exc:
@@ -138,10 +147,13 @@ def recorded_run(sweep: str, as_of: datetime, *, budget_seconds: float) -> Itera
         run.error = f"{type(exc).__name__}: {exc}"[:2000]
         raise
     else:
-        if run.status == SweepRun.Status.RUNNING:
-            run.status = SweepRun.Status.OK
+        run.status = SweepRun.Status.OK if report.ok else SweepRun.Status.FAILED
+        if not report.ok:
+            run.error = "; ".join(report.errors[:20]) or no_error
     finally:
         run.finished_at = timezone.now()
+        run.counts = report.as_dict()
+        run.summary = report.summary()[:255]
         try:
             run.save(update_fields=["status", "finished_at", "counts", "error", "summary"])
         except DatabaseError:

@@ -11,8 +11,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import make_dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
-from django.db.models import Value
+from django.db.models import F, Q, Value
 
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus
 from followups.models import FollowUp
@@ -53,37 +54,49 @@ def read_facts(rows: Sequence[ClaimedSend]) -> dict[int, Facts]:
     return facts
 
 
-def event_skip_reason(
-    *,
-    found: bool,
-    cancelled: bool,
-    declined: bool,
-    all_day: bool,
-    needs_reauth: bool,
-    calendar_off: bool = False,
-    skip_all_day: bool = True,
-) -> str | None:
-    """Why a calendar event deserves no nudge, if it does not."""
-    if not found:
+class EventNow(Protocol):
+    """What decides whether an event deserves a nudge: a :class:`Facts` row, or a
+    ``CalendarEvent`` read with :data:`EVENT_NOW` annotated."""
+
+    cancelled: bool
+    declined: bool
+    all_day: bool
+    needs_reauth: bool
+    calendar_off: bool
+    skip_all_day: bool
+
+
+# The ``EventNow`` fields an event lacks, read from it and its calendar.
+EVENT_NOW = {
+    "cancelled": Q(status=EventStatus.CANCELLED),
+    "needs_reauth": Q(connection__status=ConnectionStatus.NEEDS_REAUTH),
+    "calendar_off": Q(connection__nudges_on=False),
+    "skip_all_day": F("connection__skip_all_day"),
+}
+
+
+def event_skip_reason(event: EventNow | None) -> str | None:
+    """Why a calendar event (``None``: gone) deserves no nudge, if it does not."""
+    if event is None:
         return "event no longer in the calendar"
-    if calendar_off:
+    if event.calendar_off:
         return "nudges are off for this calendar"
-    if cancelled:
+    if event.cancelled:
         return "event cancelled"
-    if declined:
+    if event.declined:
         return "event declined"
-    if all_day and skip_all_day:
+    if event.all_day and event.skip_all_day:
         return "all-day event"
-    if needs_reauth:
+    if event.needs_reauth:
         return "calendar needs re-authorisation"
     return None
 
 
-def follow_up_skip_reason(*, found: bool, done: bool) -> str | None:
-    """Why a follow-up deserves no nudge, if it does not (see ``event_skip_reason``)."""
-    if not found:
+def follow_up_skip_reason(follow_up: FollowUp | Facts | None) -> str | None:
+    """Why a follow-up (``None``: deleted) deserves no nudge, if it does not."""
+    if follow_up is None:
         return "follow-up deleted"
-    if done:
+    if follow_up.done:
         return "follow-up already done"
     return None
 

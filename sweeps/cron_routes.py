@@ -59,7 +59,7 @@ def run_sweep(name: str, run: Callable[[], object]) -> JsonResponse:
         return JsonResponse(
             {"ok": False, "summary": f"{name}: failed ({type(exc).__name__})"}, status=500
         )
-    payload = {**report.as_dict(), "summary": report.summary(), "ok": report.ok}
+    payload = {**report.as_dict(), "summary": report.summary()}
     return JsonResponse(payload, status=200 if report.ok else 500)
 
 

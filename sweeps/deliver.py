@@ -334,15 +334,17 @@ class DeliveryRun:
         self.scheduled = kept
         heapq.heapify(self.scheduled)
         for outgoing in untried:
-            self.settle(outgoing.row, Transition.RELEASE, not_before=self._pause_end(outgoing))
-            self.report.released += 1
+            self.release(outgoing, time.monotonic())
 
-    def _pause_end(self, outgoing: Outgoing) -> datetime | None:
-        """When a row handed back may be claimed again: after its channel's 429 pause."""
-        resume, now = self.pacer.resume_at(outgoing.delivery.channel), time.monotonic()
-        if resume <= now:
-            return None
-        return self.at(now) + timedelta(seconds=resume - now)
+    def release(self, outgoing: Outgoing, instant: float) -> float:
+        """Hand a row back untried at ``instant`` (monotonic), claimable again after its
+        channel's 429 pause; returns when that pause ends."""
+        resume = self.pacer.resume_at(outgoing.delivery.channel)
+        at = self.at(instant)
+        not_before = at + timedelta(seconds=resume - instant) if resume > instant else None
+        self.settle(outgoing.row, Transition.RELEASE, at=at, not_before=not_before)
+        self.report.released += 1
+        return resume
 
     def settle_attempt(self, outgoing: Outgoing, attempt: SendAttempt) -> None:
         row, delivery = outgoing.row, outgoing.delivery
@@ -353,10 +355,7 @@ class DeliveryRun:
             self.report.slots_missed += 1
             return
         if attempt.not_tried:
-            resume = max(self.pacer.resume_at(delivery.channel), attempt.finished)
-            not_before = at + timedelta(seconds=max(0.0, resume - attempt.finished))
-            self.settle(row, Transition.RELEASE, at=at, not_before=not_before)
-            self.report.released += 1
+            resume = max(self.release(outgoing, attempt.finished), attempt.finished)
             self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
             return
         verdict = verdicts.classify(attempt, self.config.retry_delay)
@@ -419,7 +418,10 @@ def run_deliver(
     as_of = now or transitions.database_now()
     report = DeliverReport(as_of=as_of)
     with recorded_run(
-        SweepRun.Sweep.DELIVER, as_of, budget_seconds=config.run_budget_seconds
+        SweepRun.Sweep.DELIVER,
+        report,
+        budget_seconds=config.run_budget_seconds,
+        no_error="lost claims",
     ) as run:
         delivery_run = DeliveryRun(config, now, report, run_id=run.pk)
         try:
@@ -428,9 +430,4 @@ def run_deliver(
             delivery_run.close()
             report.rates = dict(delivery_run.pacer.rates)
             report.seconds = time.monotonic() - started
-            run.counts = report.as_dict()
-            run.summary = report.summary()[:255]
-        if not report.ok:
-            run.status = SweepRun.Status.FAILED
-            run.error = "; ".join(report.errors[:20]) or "lost claims"
     return report

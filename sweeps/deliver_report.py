@@ -4,7 +4,7 @@ people read and as the run log's counts that health and ``/metrics`` read back."
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from scheduled_sends.failures import TRANSIENT, FailureKind
@@ -31,6 +31,8 @@ class DeliverReport(DeliverCounts):
     seconds: float = 0.0
     latenesses: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+
+    NOT_RECORDED = frozenset({"latenesses", "errors"})  # summed up as lateness figures
 
     @property
     def ok(self) -> bool:
@@ -92,16 +94,8 @@ class DeliverReport(DeliverCounts):
     def as_dict(self) -> dict[str, object]:
         late = self.lateness()
         return {
-            **{f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_RECORDED},
-            "as_of": self.as_of.isoformat(),
-            "rates": {channel: round(rate, 2) for channel, rate in self.rates.items()},
-            "seconds": round(self.seconds, 3),
+            **super().as_dict(),
             "sends_per_second": round(self.sends_per_second, 2),
             "lateness_histogram": late.histogram,
             **late.as_counts(),
-            "ok": self.ok,
         }
-
-
-# Summed up as the lateness figures, or said in the run's error.
-NOT_RECORDED = frozenset({"latenesses", "errors"})

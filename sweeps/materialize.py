@@ -11,7 +11,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
@@ -58,6 +58,8 @@ class MaterializeReport(MaterializeCounts):
     errors: list[str] = field(default_factory=list)
     visited: int = 0  # users planned so far (``users`` counts those taken in)
     cycle_was_complete: bool = False  # found done on arrival: this run did nothing
+
+    NOT_RECORDED = frozenset({"planned_alone_because", "errors", "visited", "cycle_was_complete"})
 
     @property
     def ok(self) -> bool:
@@ -107,18 +109,7 @@ class MaterializeReport(MaterializeCounts):
         return text
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            **{f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_RECORDED},
-            "as_of": self.as_of.isoformat(),
-            "cycle": self.cycle.isoformat() if self.cycle else "",
-            "rates": {budget: round(rate, 2) for budget, rate in self.rates.items()},
-            "seconds": round(self.seconds, 3),
-            "ok": self.ok,
-        }
-
-
-# Said in the summary line or the run's error, or of this process only.
-NOT_RECORDED = frozenset({"planned_alone_because", "errors", "visited", "cycle_was_complete"})
+        return {**super().as_dict(), "cycle": self.cycle.isoformat() if self.cycle else ""}
 
 
 def users_to_visit(
@@ -313,10 +304,10 @@ def run_materialize(
             _absorb_cycle_state(report, cycle, state)
             return report
     as_of = cycle.as_of if cycle else now
+    report = MaterializeReport(as_of=as_of)
     with recorded_run(
-        SweepRun.Sweep.MATERIALIZE, as_of, budget_seconds=config.materialize_budget_seconds
-    ) as run:
-        report = MaterializeReport(as_of=as_of)
+        SweepRun.Sweep.MATERIALIZE, report, budget_seconds=config.materialize_budget_seconds
+    ):
         with UserFlow(
             report, config, deadline=deadline, sync=sync_calendars, progress=progress
         ) as flow:
@@ -336,7 +327,7 @@ def run_materialize(
             _absorb_cycle_state(report, cycle, shared_cycle.cycle_state(cycle.starts_at, config))
             report.participant = shared_cycle.participant_name()
         # A late joiner must not move rows into minutes already being delivered.
-        _finish_run(run, report, config, started, smooth_at=max(now, as_of))
+        _finish_run(report, config, started, smooth_at=max(now, as_of))
     return report
 
 
@@ -350,9 +341,9 @@ def _absorb_cycle_state(
 
 
 def _finish_run(
-    run: SweepRun, report: MaterializeReport, config: NudgeConfig, started, *, smooth_at: datetime
+    report: MaterializeReport, config: NudgeConfig, started: float, *, smooth_at: datetime
 ) -> None:
-    """Smooth (one participant at a time), then write the run's record."""
+    """Smooth (one participant at a time), then settle the report's rates and time."""
     with shared_cycle.smoothing_turn():
         report.moved_earlier = smooth_bursts(smooth_at, config)
     if report.provider_calls:
@@ -363,11 +354,6 @@ def _finish_run(
             if state.app_wide and state.budget not in config.channel_rates
         }
     report.seconds = time.monotonic() - started
-    run.counts = report.as_dict()
-    run.summary = report.summary()[:255]
-    if not report.ok:
-        run.status = SweepRun.Status.FAILED
-        run.error = "; ".join(report.errors[:20])
 
 
 def _absorb_sync(report: MaterializeReport, summary: SyncSummary) -> None:

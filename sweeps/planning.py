@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from accounts.models import DeliverySettings
 from accounts.rules import hold_for_quiet_hours, pause_reason
-from calendars.models import CalendarEvent, EventStatus
+from calendars.models import CalendarEvent
 from core.config import NudgeConfig
 from core.zones import zone_of
 from followups.models import FollowUp
@@ -55,7 +55,7 @@ class _Plan:
 def _plan_events(plan: _Plan, events: Iterable[CalendarEvent]) -> None:
     """One nudge per distinct reminder lead of each event, else the person's default."""
     for event in events:
-        if not _event_skipped(event):
+        if event_skip_reason(event) is None:
             for lead in plan.leads(event.reminder_minutes):
                 plan.add(Kind.EVENT, event.pk, event.starts_at - lead, event.starts_at)
 
@@ -64,7 +64,7 @@ def _plan_follow_ups(plan: _Plan, follow_ups: Iterable[FollowUp]) -> None:
     """One nudge per (occurrence in the subject window, lead) of each follow-up."""
     start, end = plan.config.subject_window(plan.now)
     for follow_up in follow_ups:
-        if follow_up_skip_reason(found=True, done=follow_up.done):
+        if follow_up_skip_reason(follow_up):
             continue
         leads = plan.leads(follow_up.reminder_minutes)
         due_times = occurrences(
@@ -148,7 +148,7 @@ def _plan_snoozed(
 ) -> None:
     """The nudges Snooze taps asked for, still ahead (``snoozes``: kind, ref_id,
     snoozed_until, subject_starts_at); one lapses when its subject moved, went or was done."""
-    starts = {(Kind.EVENT, e.pk): e.starts_at for e in events if not _event_skipped(e)}
+    starts = {(Kind.EVENT, e.pk): e.starts_at for e in events if event_skip_reason(e) is None}
     open_follow_ups = {follow_up.pk: follow_up for follow_up in follow_ups}
     for kind, ref_id, until, starts_at in snoozes:
         if kind == Kind.FOLLOW_UP:
@@ -157,22 +157,6 @@ def _plan_snoozed(
         elif starts.get((kind, ref_id)) != starts_at:
             continue
         plan.add(kind, ref_id, until, starts_at)
-
-
-def _event_skipped(event: CalendarEvent) -> bool:
-    """Whether an event deserves no nudge; its calendar's switches come as annotations
-    (``SubjectReads``)."""
-    return bool(
-        event_skip_reason(
-            found=True,
-            cancelled=event.status == EventStatus.CANCELLED,
-            declined=event.declined,
-            all_day=event.all_day,
-            needs_reauth=False,  # those connections' events are not read
-            calendar_off=not event.calendar_nudges_on,
-            skip_all_day=event.calendar_skips_all_day,
-        )
-    )
 
 
 def minute_of(instant: datetime) -> datetime:

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import BooleanField, ExpressionWrapper, F, QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, QuerySet
 from django.utils import timezone
 
 from accounts.models import DeliverySettings
@@ -19,6 +19,7 @@ from core.config import NudgeConfig
 from followups.models import FollowUp
 from scheduled_sends.models import NudgeAct, ScheduledSend
 from scheduled_sends.queue import states, transitions
+from scheduled_sends.subjects import EVENT_NOW
 from sweeps.planning import (
     UserSubjects,
     cap_per_user,
@@ -65,10 +66,7 @@ class SubjectReads:
                 user_id__in=user_ids, starts_at__gt=start, starts_at__lte=end
             )
             .exclude(connection__status=ConnectionStatus.NEEDS_REAUTH)
-            .annotate(
-                calendar_nudges_on=F("connection__nudges_on"),
-                calendar_skips_all_day=F("connection__skip_all_day"),
-            ),
+            .annotate(**EVENT_NOW),
             follow_ups=open_follow_ups.filter(repeat="", due_at__gt=start)
             .order_by()
             .union(open_follow_ups.exclude(repeat="").order_by(), all=True),

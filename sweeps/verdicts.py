@@ -61,9 +61,9 @@ def skip(reason: str) -> Verdict:
     return Verdict(Transition.SKIPPED, reason)
 
 
-def fail(kind: FailureKind, detail: str = "") -> Verdict:
+def fail(kind: FailureKind, detail: str = "", **more: object) -> Verdict:
     """Settled ``failed``, never resent."""
-    return Verdict(Transition.FAILED, failures.reason(kind, detail), kind)
+    return Verdict(Transition.FAILED, failures.reason(kind, detail), kind, **more)
 
 
 def retry(reason: str, wait: timedelta, *, problem: str = "", unexpected: bool = False) -> Verdict:
@@ -76,18 +76,8 @@ INTERRUPTED = fail(FailureKind.INTERRUPTED)
 
 def _subject_gone(row: ClaimedSend, facts: Facts) -> Verdict | None:
     """Why the subject, as it is now, no longer deserves a nudge."""
-    if row.kind == Kind.EVENT:
-        reason = event_skip_reason(
-            found=facts.found,
-            cancelled=facts.cancelled,
-            declined=facts.declined,
-            all_day=facts.all_day,
-            needs_reauth=facts.needs_reauth,
-            calendar_off=facts.calendar_off,
-            skip_all_day=facts.skip_all_day,
-        )
-    else:
-        reason = follow_up_skip_reason(found=facts.found, done=facts.done)
+    rule = event_skip_reason if row.kind == Kind.EVENT else follow_up_skip_reason
+    reason = rule(facts if facts.found else None)
     return skip(reason) if reason else None
 
 
@@ -224,10 +214,9 @@ def classify(attempt: SendAttempt, retry_delay: timedelta) -> Verdict:
         message_id = getattr(attempt.receipt, "provider_message_id", None)
         if not isinstance(message_id, str) or not message_id:
             # Accepted, but we cannot say what: a channel bug. Probably sent.
-            return Verdict(
-                Transition.FAILED,
-                failures.no_message_id(attempt.receipt),
+            return fail(
                 FailureKind.UNUSABLE_RECEIPT,
+                failures.no_message_id(attempt.receipt),
                 problem="unusable receipt",
             )
         return Verdict(Transition.SENT, message_id=message_id)
@@ -237,13 +226,7 @@ def classify(attempt: SendAttempt, retry_delay: timedelta) -> Verdict:
     if isinstance(exc, PermanentSendError):
         # Our own configuration fails every send on the channel: fail the run loudly.
         problem = exc.describe() if exc.kind == FailureKind.CONFIGURATION else ""
-        return Verdict(
-            Transition.FAILED,
-            failures.reason(exc.kind, exc.describe()),
-            exc.kind,
-            refusal=exc,
-            problem=problem,
-        )
+        return fail(exc.kind, exc.describe(), refusal=exc, problem=problem)
     if isinstance(exc, UnconfirmedSendError):
         return fail(exc.kind, exc.describe())
     if isinstance(exc, SendError):
