@@ -85,6 +85,7 @@ def calendar_view() -> PagedListApi:
     """``calendarView`` for the shared paging loop; built per sync, as settings can change."""
     return PagedListApi(
         provider=NAME,
+        base_url=settings.MICROSOFT_GRAPH_BASE_URL.rstrip("/"),
         operation="calendarView",
         items_key="value",
         token_endpoint=token_endpoint(),
@@ -110,9 +111,10 @@ class MicrosoftGraphProvider(CalendarProvider):
             "$select": SELECT,
             "$top": PAGE_SIZE,
         }
-        base = settings.MICROSOFT_GRAPH_BASE_URL.rstrip("/")
-        first = PageRequest(f"{base}/{_calendar_path(snapshot.calendar_id)}/calendarView", params)
         api = calendar_view()
+        first = PageRequest(
+            f"{api.base_url}/{_calendar_path(snapshot.calendar_id)}/calendarView", params
+        )
         return oauth.window_events(
             api,
             fetch_pages(api, first, snapshot, now),
@@ -191,13 +193,6 @@ def account_name(access_token: str, timeout: float) -> str:
 SUBSCRIPTION_MINUTES = 4200
 
 
-def _subscription_call(
-    snapshot: ConnectionSnapshot, method: str, path: str, now: datetime, payload: Any = None
-) -> requests.Response:
-    url = f"{settings.MICROSOFT_GRAPH_BASE_URL.rstrip('/')}{path}"
-    return api_call(calendar_view(), snapshot, method, url, now, payload)
-
-
 def _subscription(response: requests.Response, operation: str) -> tuple[str, datetime]:
     if response.status_code not in (200, 201):
         raise call_error(calendar_view(), response, operation)
@@ -229,7 +224,7 @@ def subscribe(
         "expirationDateTime": n.utc_text(now + timedelta(minutes=SUBSCRIPTION_MINUTES)),
         "clientState": client_state,
     }
-    response = _subscription_call(snapshot, "POST", "/subscriptions", now, payload)
+    response = api_call(calendar_view(), snapshot, "POST", "/subscriptions", now, payload)
     return _subscription(response, "POST /subscriptions")
 
 
@@ -240,7 +235,7 @@ def renew_subscription(
     None when Graph no longer knows the subscription (404), which must then be made again."""
     payload = {"expirationDateTime": n.utc_text(now + timedelta(minutes=SUBSCRIPTION_MINUTES))}
     path = f"/subscriptions/{quote(subscription_id, safe='')}"
-    response = _subscription_call(snapshot, "PATCH", path, now, payload)
+    response = api_call(calendar_view(), snapshot, "PATCH", path, now, payload)
     if response.status_code == 404:
         return None
     return _subscription(response, "PATCH /subscriptions")
@@ -251,7 +246,7 @@ def get_subscription(
 ) -> tuple[str, datetime] | None:
     """``GET /subscriptions/{id}``: (id, expiry) as Graph knows it now, or None (404)."""
     path = f"/subscriptions/{quote(subscription_id, safe='')}"
-    response = _subscription_call(snapshot, "GET", path, now)
+    response = api_call(calendar_view(), snapshot, "GET", path, now)
     if response.status_code == 404:
         return None
     return _subscription(response, "GET /subscriptions")
@@ -260,5 +255,5 @@ def get_subscription(
 def delete_subscription(snapshot: ConnectionSnapshot, subscription_id: str, now: datetime) -> bool:
     """``DELETE /subscriptions/{id}``; True when deleted or already unknown (404)."""
     path = f"/subscriptions/{quote(subscription_id, safe='')}"
-    response = _subscription_call(snapshot, "DELETE", path, now)
+    response = api_call(calendar_view(), snapshot, "DELETE", path, now)
     return response.status_code in (200, 204, 404)

@@ -197,6 +197,7 @@ class PagedListApi:
     """What one provider's list endpoint does its own way; the loop is :func:`fetch_pages`."""
 
     provider: str
+    base_url: str  # the API's root, without a trailing slash
     operation: str  # the endpoint as errors name it, e.g. "events.list"
     items_key: str  # where a page keeps its list
     token_endpoint: TokenEndpoint
@@ -274,13 +275,14 @@ def api_call(
     api: PagedListApi,
     snapshot: ConnectionSnapshot,
     method: str,
-    url: str,
+    path: str,
     now: datetime,
     payload: Any = None,
 ) -> requests.Response:
-    """One authorised call beside the list (push), with a fresh token, paced like the pages."""
+    """One authorised call beside the list (push) to ``path`` under the API's root, with a
+    fresh token, paced like the pages."""
     ensure_fresh_token(api.token_endpoint, snapshot, now)
-    return _call(api, snapshot, method, PageRequest(url), payload)
+    return _call(api, snapshot, method, PageRequest(api.base_url + path), payload)
 
 
 def _call(
