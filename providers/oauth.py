@@ -161,11 +161,10 @@ def refresh(endpoint: TokenEndpoint, snapshot: ConnectionSnapshot, now: datetime
         now,
         snapshot.config.calendar_http_timeout_seconds,
     )
-    snapshot.update_tokens(
-        access_token=grant.access_token,
-        expires_at=grant.expires_at,
-        refresh_token=grant.refresh_token or None,
-    )
+    snapshot.access_token = grant.access_token
+    snapshot.token_expires_at = grant.expires_at
+    snapshot.refresh_token = grant.refresh_token or snapshot.refresh_token
+    snapshot.credentials_changed = True  # ``sync`` stores them whatever happens next
 
 
 def ensure_fresh_token(
