@@ -74,11 +74,11 @@ FREQ_SECONDS = {
 }
 
 
-def rules_of(component: Any) -> list[Any]:
-    rules = component.get("RRULE")
-    if rules is None:
+def listed(value: Any) -> list[Any]:
+    """A property that may repeat, as a list (empty when absent)."""
+    if not value:
         return []
-    return rules if isinstance(rules, list) else [rules]
+    return value if isinstance(value, list) else [value]
 
 
 def first_value(rule: Any, key: str) -> Any:
@@ -151,15 +151,12 @@ def repair_events(calendar: Any, result: FetchResult) -> None:
         if not str(event.get("UID", "")).strip():
             event["UID"] = _derived_uid(event, seen)
             note(result, event["UID"], "no UID; kept under an id derived from its start and title")
-        rules = event.get("RRULE")
-        if isinstance(rules, list):
-            rules = [rule for rule in rules if not _is_empty_rule(rule)]
-            if rules:
-                event["RRULE"] = rules
-            else:
-                del event["RRULE"]
-        elif rules is not None and _is_empty_rule(rules):
-            del event["RRULE"]
+        rules = listed(event.get("RRULE"))
+        kept = [rule for rule in rules if not _is_empty_rule(rule)]
+        if not kept:
+            event.pop("RRULE", None)
+        elif len(kept) < len(rules):
+            event["RRULE"] = kept
     broken: dict[str, int] = {}
     for event in events:
         uid = str(event["UID"])
@@ -193,9 +190,8 @@ def anchor_floating_until(calendar: Any) -> None:
             continue
         if not isinstance(start, datetime) or start.tzinfo is None:
             continue
-        for rule in rules_of(event):
-            until = rule.get("UNTIL")
-            values = until if isinstance(until, list) else [until]
+        for rule in listed(event.get("RRULE")):
+            values = listed(rule.get("UNTIL"))
             if any(isinstance(v, datetime) and v.tzinfo is None for v in values):
                 rule["UNTIL"] = [
                     v.replace(tzinfo=start.tzinfo).astimezone(UTC)
@@ -238,13 +234,12 @@ def _unreadable(event: Any) -> str | None:
             except ValueError:
                 return f"unreadable {name}"
     for name in ("RDATE", "EXDATE"):
-        values = event.get(name)
-        for value in values if isinstance(values, list) else [values] if values else []:
+        for value in listed(event.get(name)):
             try:
                 value.dts  # noqa: B018
             except ValueError:
                 return f"unreadable {name}"
-    for rule in rules_of(event):
+    for rule in listed(event.get("RRULE")):
         try:
             freq = str(first_value(rule, "FREQ") or "").upper()
         except ValueError:
@@ -431,7 +426,7 @@ def _check_recurrence_work(components: Iterable[Any], end: datetime, zone: tzinf
     """Estimate each RRULE's steps from DTSTART to ``end`` and refuse runaway ones."""
     total = 0.0
     for component in components:
-        for rule in rules_of(component):
+        for rule in listed(component.get("RRULE")):
             freq = str(first_value(rule, "FREQ") or "").upper()
             if freq not in FREQ_SECONDS:
                 raise MalformedPayload(f"ics: a recurrence has an unknown FREQ {freq!r}")
@@ -593,10 +588,7 @@ def _declined(occurrence: Any, addresses: frozenset[str]) -> bool:
     """Whether an ATTENDEE with one of ``addresses`` (or iCloud's EMAIL parameter) DECLINED."""
     if not addresses:
         return False
-    attendees = occurrence.get("ATTENDEE") or []
-    if not isinstance(attendees, list):
-        attendees = [attendees]
-    for attendee in attendees:
+    for attendee in listed(occurrence.get("ATTENDEE")):
         if str(attendee.params.get("PARTSTAT", "")).upper() != "DECLINED":
             continue
         if {_address(str(attendee)), _address(str(attendee.params.get("EMAIL", "")))} & addresses:
