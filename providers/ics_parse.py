@@ -30,8 +30,7 @@ from providers.base import FetchResult, MalformedPayload, ProviderEvent
 
 logger = logging.getLogger("nudge.calendars.ics")
 
-# The worst case measured (every event a series, so nothing is dropped unparsed) took
-# 1.1-2.1 s per MB on a busy 2-core host; 4 s per MB leaves about 2x over it.
+# About twice the worst case (every event a series, so nothing is dropped unparsed).
 PARSE_SECONDS_BASE = 2.0
 PARSE_SECONDS_PER_MB = 4.0
 # A single event this far outside the window cannot touch it in any zone (offsets are +-14 h).
@@ -91,8 +90,8 @@ def first_value(rule: Any, key: str) -> Any:
 def drop_single_events_outside(body: bytes, after: datetime, before: datetime) -> bytes:
     """Remove, as text, single events that end before ``after`` or start after ``before``.
 
-    An export is mostly history, and parsing is most of a feed's cost (~1.3 MB/s). What
-    repeats, edits an occurrence, or cannot be dated here is kept for the parser.
+    An export is mostly history, and parsing is most of a feed's cost. What repeats, edits
+    an occurrence, or cannot be dated here is kept for the parser.
     """
     first, last = (moment.strftime("%Y%m%d").encode() for moment in (after, before))
 
@@ -327,15 +326,13 @@ def parse_feed(
 
 
 def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
-    """``parse_feed`` in a CPU-limited child (``parse_template``) killed at its deadline.
+    """``parse_feed`` in a CPU-limited child (``parse_template``) killed at its deadline;
+    ``options`` travel to it pickled (tuples, not generators).
 
     A rule that can never match (30 February) makes dateutil walk to the year 9999 inside
     one call, UNTIL notwithstanding, with no point at which to look at a clock.
     """
     seconds = options.pop("seconds", None) or parse_seconds(len(body))
-    for name in ("addresses", "meeting_hosts"):
-        if name in options:
-            options[name] = tuple(options[name])  # sent to the child pickled
     return parse_template.parse_in_child(body, seconds, options)
 
 
