@@ -136,18 +136,6 @@ def _when(value: Any, name: str) -> datetime:
     return n.parse_datetime(value.get("dateTime"), name, zone)
 
 
-def _where(item: dict[str, Any]) -> tuple[str, list[object]]:
-    """(the location's display name, the join-link candidates) of a Graph event."""
-    location = item.get("location")
-    display_name = location.get("displayName") if isinstance(location, dict) else None
-    online = item.get("onlineMeeting")
-    online_join = online.get("joinUrl") if isinstance(online, dict) else None
-    return (
-        meeting_links.stored_location(display_name),
-        [online_join, item.get("onlineMeetingUrl"), display_name],
-    )
-
-
 def _event(item: dict[str, Any], meeting_hosts: tuple[str, ...]) -> ProviderEvent:
     own_id = n.require_str(item.get("id"), "id")
     series_id = item.get("seriesMasterId")
@@ -165,7 +153,10 @@ def _event(item: dict[str, Any], meeting_hosts: tuple[str, ...]) -> ProviderEven
         raise TypeError("responseStatus is not an object")
     response = response_status.get("response")
     tentative = response == "tentativelyAccepted" or item.get("showAs") == "tentative"
-    location, link_candidates = _where(item)
+    location = item.get("location")
+    display_name = location.get("displayName") if isinstance(location, dict) else None
+    online = item.get("onlineMeeting")
+    online_join = online.get("joinUrl") if isinstance(online, dict) else None
     return ProviderEvent(
         provider_event_id=n.event_id(series_id or own_id),
         occurrence_start=occurrence_start,
@@ -176,8 +167,10 @@ def _event(item: dict[str, Any], meeting_hosts: tuple[str, ...]) -> ProviderEven
         status="tentative" if tentative else "confirmed",
         declined=response == "declined",
         reminder_minutes=leads,
-        location=location,
-        join_url=meeting_links.join_url(link_candidates, meeting_hosts),
+        location=meeting_links.stored_location(display_name),
+        join_url=meeting_links.join_url(
+            [online_join, item.get("onlineMeetingUrl"), display_name], meeting_hosts
+        ),
     )
 
 
