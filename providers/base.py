@@ -85,16 +85,6 @@ class ConnectionSnapshot:
     def secrets(self) -> tuple[str, ...]:
         return (self.access_token, self.refresh_token, self.feed_url)
 
-    def update_tokens(
-        self, *, access_token: str, expires_at: datetime | None, refresh_token: str | None
-    ) -> None:
-        """Record refreshed tokens; ``sync`` writes them back whatever happens next."""
-        self.access_token = access_token
-        self.token_expires_at = expires_at
-        if refresh_token:
-            self.refresh_token = refresh_token
-        self.credentials_changed = True
-
 
 @dataclass(frozen=True)
 class ProviderEvent:

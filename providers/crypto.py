@@ -78,12 +78,7 @@ def decrypt(ciphertext: str) -> str:
 
 def rotate_ciphertext(ciphertext: str) -> str:
     """Re-encrypt under the newest key (``manage.py rotate_calendar_keys``)."""
-    if not ciphertext:
-        return ""
-    try:
-        return _fernet().rotate(ciphertext.encode()).decode()
-    except InvalidToken:
-        raise SecretDecryptionError(_UNREADABLE) from None
+    return encrypt(decrypt(ciphertext))
 
 
 def _forms(secret: str) -> set[str]:

@@ -53,6 +53,11 @@ def _next_page(body: dict[str, Any], current: PageRequest) -> PageRequest | None
     return PageRequest(current.url, {**(current.params or {}), "pageToken": token})
 
 
+def _events_path(snapshot: ConnectionSnapshot) -> str:
+    calendar = quote(snapshot.calendar_id or "primary", safe="@.")
+    return f"/calendars/{calendar}/events"
+
+
 def _is_rate_limit_403(response: requests.Response) -> bool:
     """Google answers some rate limits with 403 and says so only in the error's reason."""
     try:
@@ -67,6 +72,7 @@ def events_list() -> PagedListApi:
     """``events.list`` for the shared paging loop; built per sync, as settings can change."""
     return PagedListApi(
         provider=NAME,
+        base_url=settings.GOOGLE_API_BASE_URL.rstrip("/"),
         operation="events.list",
         items_key="items",
         token_endpoint=token_endpoint(),
@@ -86,8 +92,6 @@ class GoogleCalendarProvider(CalendarProvider):
         window_start: datetime,
         window_end: datetime,
     ) -> FetchResult:
-        calendar = quote(snapshot.calendar_id or "primary", safe="@.")
-        url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}/calendars/{calendar}/events"
         params = {
             "timeMin": n.utc_text(window_start),
             "timeMax": n.utc_text(window_end),
@@ -95,7 +99,8 @@ class GoogleCalendarProvider(CalendarProvider):
             "maxResults": PAGE_SIZE,
         }
         api = events_list()
-        pages = fetch_pages(api, PageRequest(url, params), snapshot, now)
+        first = PageRequest(api.base_url + _events_path(snapshot), params)
+        pages = fetch_pages(api, first, snapshot, now)
         # Every page repeats the calendar's default reminders and zone.
         first_page = pages.bodies[0]
         zone = n.zone_or_none(first_page.get("timeZone"))
@@ -222,13 +227,6 @@ def account_name(access_token: str, timeout: float) -> str:
 WATCH_TTL_SECONDS = 7 * 24 * 3600
 
 
-def _api_post(
-    snapshot: ConnectionSnapshot, path: str, payload: dict[str, Any], now: datetime
-) -> requests.Response:
-    url = f"{settings.GOOGLE_API_BASE_URL.rstrip('/')}{path}"
-    return api_call(events_list(), snapshot, "POST", url, now, payload)
-
-
 def watch(
     snapshot: ConnectionSnapshot,
     *,
@@ -238,7 +236,6 @@ def watch(
     now: datetime,
 ) -> tuple[str, datetime]:
     """``events.watch`` on the connection's calendar: (resourceId, expiration)."""
-    calendar = quote(snapshot.calendar_id or "primary", safe="@.")
     payload = {
         "id": channel_id,
         "type": "web_hook",
@@ -246,9 +243,10 @@ def watch(
         "token": token,
         "params": {"ttl": str(WATCH_TTL_SECONDS)},
     }
-    response = _api_post(snapshot, f"/calendars/{calendar}/events/watch", payload, now)
+    api = events_list()
+    response = api_call(api, snapshot, "POST", f"{_events_path(snapshot)}/watch", now, payload)
     if response.status_code != 200:
-        raise call_error(events_list(), response, "events.watch")
+        raise call_error(api, response, "events.watch")
     body = json_body(response, NAME)
     try:
         resource_id = n.require_str(body.get("resourceId"), "resourceId")
@@ -263,7 +261,7 @@ def stop_channel(
 ) -> bool:
     """``channels.stop``; True when Google stopped it or no longer knows it (404)."""
     payload = {"id": channel_id, "resourceId": resource_id}
-    response = _api_post(snapshot, "/channels/stop", payload, now)
+    response = api_call(events_list(), snapshot, "POST", "/channels/stop", now, payload)
     return response.status_code in (200, 204, 404)
 
 

@@ -30,7 +30,7 @@ from providers.base import (
     time_left,
 )
 from providers.ics_parse import parse_feed_bounded, parse_seconds
-from providers.untrusted_fetch import Answer, Deadline, bounded_body, parse_target, vetted_address
+from providers.untrusted_fetch import Deadline, bounded_body, parse_target, vetted_address
 
 NAME = "ics"
 DOWNLOAD_SECONDS = 30.0
@@ -79,11 +79,12 @@ def fetch_feed(
     ``stored`` holds the ETag / Last-Modified of a copy that may be reused, making the request
     conditional; None asks unconditionally.
     """
+    kept = stored or {}
     headers = {"Accept": "text/calendar, */*;q=0.5"}
-    if stored and stored.get("etag"):
-        headers["If-None-Match"] = stored["etag"]
-    if stored and stored.get("last_modified"):
-        headers["If-Modified-Since"] = stored["last_modified"]
+    if kept.get("etag"):
+        headers["If-None-Match"] = kept["etag"]
+    if kept.get("last_modified"):
+        headers["If-Modified-Since"] = kept["last_modified"]
     deadline = download_deadline(snapshot)
     try:
         answer, _url = untrusted_fetch.follow(
@@ -95,34 +96,26 @@ def fetch_feed(
             label=NAME,
         )
         with answer:
-            return _read(answer, stored, now, deadline, snapshot.config.ics_max_bytes)
+            raise_for_transient(answer, NAME, now)
+            status = answer.status_code
+            validators = {
+                "etag": answer.headers.get("ETag", kept.get("etag", "")),
+                "last_modified": answer.headers.get("Last-Modified", kept.get("last_modified", "")),
+            }
+            if status == 304 and stored is not None:
+                return validators, None
+            if status in _GONE:
+                raise NeedsReauth(
+                    f"ics: the feed answered HTTP {status}; its address may have "
+                    "been reset — connect the new address"
+                )
+            if status != 200:
+                raise ProviderError(f"ics: the feed answered HTTP {status}")
+            max_bytes = snapshot.config.ics_max_bytes
+            body = bounded_body(answer, deadline, max_bytes, label=NAME, what="the feed")
+            return validators, body
     finally:
         deadline.cancel()
-
-
-def _read(
-    response: Answer,
-    stored: dict[str, str] | None,
-    now: datetime,
-    deadline: Deadline,
-    max_bytes: int,
-) -> tuple[dict[str, str], bytes | None]:
-    raise_for_transient(response, NAME, now)
-    kept = stored or {}
-    validators = {
-        "etag": response.headers.get("ETag", kept.get("etag", "")),
-        "last_modified": response.headers.get("Last-Modified", kept.get("last_modified", "")),
-    }
-    if response.status_code == 304 and stored is not None:
-        return validators, None
-    if response.status_code in _GONE:
-        raise NeedsReauth(
-            f"ics: the feed answered HTTP {response.status_code}; its address may have "
-            "been reset — connect the new address"
-        )
-    if response.status_code != 200:
-        raise ProviderError(f"ics: the feed answered HTTP {response.status_code}")
-    return validators, bounded_body(response, deadline, max_bytes, label=NAME, what="the feed")
 
 
 EXPAND_AHEAD = timedelta(days=6)
@@ -182,7 +175,8 @@ def read_as_owner(
         start=window_start,
         end=horizon,
         timezone=snapshot.owner_timezone,
-        addresses=owner_addresses(snapshot),
+        # "Me" in attendee lists: the account, if an address, and the user's addresses.
+        addresses=tuple(a for a in (snapshot.account, *snapshot.owner_emails) if "@" in a),
         meeting_hosts=snapshot.config.meeting_hosts,
         seconds=min(parse_seconds(len(body)), time_left(snapshot)),
     )
@@ -192,8 +186,3 @@ def read_as_owner(
         "zone": snapshot.owner_timezone,
     }
     return result
-
-
-def owner_addresses(snapshot: ConnectionSnapshot) -> tuple[str, ...]:
-    """The addresses that are "me" in attendee lists: the account, if an address, and the user's."""
-    return tuple(a for a in (snapshot.account, *snapshot.owner_emails) if "@" in a)

@@ -30,8 +30,7 @@ from providers.base import FetchResult, MalformedPayload, ProviderEvent
 
 logger = logging.getLogger("nudge.calendars.ics")
 
-# The worst case measured (every event a series, so nothing is dropped unparsed) took
-# 1.1-2.1 s per MB on a busy 2-core host; 4 s per MB leaves about 2x over it.
+# About twice the worst case (every event a series, so nothing is dropped unparsed).
 PARSE_SECONDS_BASE = 2.0
 PARSE_SECONDS_PER_MB = 4.0
 # A single event this far outside the window cannot touch it in any zone (offsets are +-14 h).
@@ -74,11 +73,11 @@ FREQ_SECONDS = {
 }
 
 
-def rules_of(component: Any) -> list[Any]:
-    rules = component.get("RRULE")
-    if rules is None:
+def listed(value: Any) -> list[Any]:
+    """A property that may repeat, as a list (empty when absent)."""
+    if not value:
         return []
-    return rules if isinstance(rules, list) else [rules]
+    return value if isinstance(value, list) else [value]
 
 
 def first_value(rule: Any, key: str) -> Any:
@@ -91,8 +90,8 @@ def first_value(rule: Any, key: str) -> Any:
 def drop_single_events_outside(body: bytes, after: datetime, before: datetime) -> bytes:
     """Remove, as text, single events that end before ``after`` or start after ``before``.
 
-    An export is mostly history, and parsing is most of a feed's cost (~1.3 MB/s). What
-    repeats, edits an occurrence, or cannot be dated here is kept for the parser.
+    An export is mostly history, and parsing is most of a feed's cost. What repeats, edits
+    an occurrence, or cannot be dated here is kept for the parser.
     """
     first, last = (moment.strftime("%Y%m%d").encode() for moment in (after, before))
 
@@ -151,15 +150,12 @@ def repair_events(calendar: Any, result: FetchResult) -> None:
         if not str(event.get("UID", "")).strip():
             event["UID"] = _derived_uid(event, seen)
             note(result, event["UID"], "no UID; kept under an id derived from its start and title")
-        rules = event.get("RRULE")
-        if isinstance(rules, list):
-            rules = [rule for rule in rules if not _is_empty_rule(rule)]
-            if rules:
-                event["RRULE"] = rules
-            else:
-                del event["RRULE"]
-        elif rules is not None and _is_empty_rule(rules):
-            del event["RRULE"]
+        rules = listed(event.get("RRULE"))
+        kept = [rule for rule in rules if not _is_empty_rule(rule)]
+        if not kept:
+            event.pop("RRULE", None)
+        elif len(kept) < len(rules):
+            event["RRULE"] = kept
     broken: dict[str, int] = {}
     for event in events:
         uid = str(event["UID"])
@@ -193,9 +189,8 @@ def anchor_floating_until(calendar: Any) -> None:
             continue
         if not isinstance(start, datetime) or start.tzinfo is None:
             continue
-        for rule in rules_of(event):
-            until = rule.get("UNTIL")
-            values = until if isinstance(until, list) else [until]
+        for rule in listed(event.get("RRULE")):
+            values = listed(rule.get("UNTIL"))
             if any(isinstance(v, datetime) and v.tzinfo is None for v in values):
                 rule["UNTIL"] = [
                     v.replace(tzinfo=start.tzinfo).astimezone(UTC)
@@ -238,13 +233,12 @@ def _unreadable(event: Any) -> str | None:
             except ValueError:
                 return f"unreadable {name}"
     for name in ("RDATE", "EXDATE"):
-        values = event.get(name)
-        for value in values if isinstance(values, list) else [values] if values else []:
+        for value in listed(event.get(name)):
             try:
                 value.dts  # noqa: B018
             except ValueError:
                 return f"unreadable {name}"
-    for rule in rules_of(event):
+    for rule in listed(event.get("RRULE")):
         try:
             freq = str(first_value(rule, "FREQ") or "").upper()
         except ValueError:
@@ -332,15 +326,13 @@ def parse_feed(
 
 
 def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
-    """``parse_feed`` in a CPU-limited child (``parse_template``) killed at its deadline.
+    """``parse_feed`` in a CPU-limited child (``parse_template``) killed at its deadline;
+    ``options`` travel to it pickled (tuples, not generators).
 
     A rule that can never match (30 February) makes dateutil walk to the year 9999 inside
     one call, UNTIL notwithstanding, with no point at which to look at a clock.
     """
     seconds = options.pop("seconds", None) or parse_seconds(len(body))
-    for name in ("addresses", "meeting_hosts"):
-        if name in options:
-            options[name] = tuple(options[name])  # sent to the child pickled
     return parse_template.parse_in_child(body, seconds, options)
 
 
@@ -431,7 +423,7 @@ def _check_recurrence_work(components: Iterable[Any], end: datetime, zone: tzinf
     """Estimate each RRULE's steps from DTSTART to ``end`` and refuse runaway ones."""
     total = 0.0
     for component in components:
-        for rule in rules_of(component):
+        for rule in listed(component.get("RRULE")):
             freq = str(first_value(rule, "FREQ") or "").upper()
             if freq not in FREQ_SECONDS:
                 raise MalformedPayload(f"ics: a recurrence has an unknown FREQ {freq!r}")
@@ -593,10 +585,7 @@ def _declined(occurrence: Any, addresses: frozenset[str]) -> bool:
     """Whether an ATTENDEE with one of ``addresses`` (or iCloud's EMAIL parameter) DECLINED."""
     if not addresses:
         return False
-    attendees = occurrence.get("ATTENDEE") or []
-    if not isinstance(attendees, list):
-        attendees = [attendees]
-    for attendee in attendees:
+    for attendee in listed(occurrence.get("ATTENDEE")):
         if str(attendee.params.get("PARTSTAT", "")).upper() != "DECLINED":
             continue
         if {_address(str(attendee)), _address(str(attendee.params.get("EMAIL", "")))} & addresses:

@@ -85,6 +85,7 @@ def calendar_view() -> PagedListApi:
     """``calendarView`` for the shared paging loop; built per sync, as settings can change."""
     return PagedListApi(
         provider=NAME,
+        base_url=settings.MICROSOFT_GRAPH_BASE_URL.rstrip("/"),
         operation="calendarView",
         items_key="value",
         token_endpoint=token_endpoint(),
@@ -110,9 +111,10 @@ class MicrosoftGraphProvider(CalendarProvider):
             "$select": SELECT,
             "$top": PAGE_SIZE,
         }
-        base = settings.MICROSOFT_GRAPH_BASE_URL.rstrip("/")
-        first = PageRequest(f"{base}/{_calendar_path(snapshot.calendar_id)}/calendarView", params)
         api = calendar_view()
+        first = PageRequest(
+            f"{api.base_url}/{_calendar_path(snapshot.calendar_id)}/calendarView", params
+        )
         return oauth.window_events(
             api,
             fetch_pages(api, first, snapshot, now),
@@ -134,18 +136,6 @@ def _when(value: Any, name: str) -> datetime:
     return n.parse_datetime(value.get("dateTime"), name, zone)
 
 
-def _where(item: dict[str, Any]) -> tuple[str, list[object]]:
-    """(the location's display name, the join-link candidates) of a Graph event."""
-    location = item.get("location")
-    display_name = location.get("displayName") if isinstance(location, dict) else None
-    online = item.get("onlineMeeting")
-    online_join = online.get("joinUrl") if isinstance(online, dict) else None
-    return (
-        meeting_links.stored_location(display_name),
-        [online_join, item.get("onlineMeetingUrl"), display_name],
-    )
-
-
 def _event(item: dict[str, Any], meeting_hosts: tuple[str, ...]) -> ProviderEvent:
     own_id = n.require_str(item.get("id"), "id")
     series_id = item.get("seriesMasterId")
@@ -163,7 +153,10 @@ def _event(item: dict[str, Any], meeting_hosts: tuple[str, ...]) -> ProviderEven
         raise TypeError("responseStatus is not an object")
     response = response_status.get("response")
     tentative = response == "tentativelyAccepted" or item.get("showAs") == "tentative"
-    location, link_candidates = _where(item)
+    location = item.get("location")
+    display_name = location.get("displayName") if isinstance(location, dict) else None
+    online = item.get("onlineMeeting")
+    online_join = online.get("joinUrl") if isinstance(online, dict) else None
     return ProviderEvent(
         provider_event_id=n.event_id(series_id or own_id),
         occurrence_start=occurrence_start,
@@ -174,8 +167,10 @@ def _event(item: dict[str, Any], meeting_hosts: tuple[str, ...]) -> ProviderEven
         status="tentative" if tentative else "confirmed",
         declined=response == "declined",
         reminder_minutes=leads,
-        location=location,
-        join_url=meeting_links.join_url(link_candidates, meeting_hosts),
+        location=meeting_links.stored_location(display_name),
+        join_url=meeting_links.join_url(
+            [online_join, item.get("onlineMeetingUrl"), display_name], meeting_hosts
+        ),
     )
 
 
@@ -189,13 +184,6 @@ def account_name(access_token: str, timeout: float) -> str:
 
 # Push. Outlook events allow at most 4,230 minutes; a little less leaves room for clock skew.
 SUBSCRIPTION_MINUTES = 4200
-
-
-def _subscription_call(
-    snapshot: ConnectionSnapshot, method: str, path: str, now: datetime, payload: Any = None
-) -> requests.Response:
-    url = f"{settings.MICROSOFT_GRAPH_BASE_URL.rstrip('/')}{path}"
-    return api_call(calendar_view(), snapshot, method, url, now, payload)
 
 
 def _subscription(response: requests.Response, operation: str) -> tuple[str, datetime]:
@@ -229,7 +217,7 @@ def subscribe(
         "expirationDateTime": n.utc_text(now + timedelta(minutes=SUBSCRIPTION_MINUTES)),
         "clientState": client_state,
     }
-    response = _subscription_call(snapshot, "POST", "/subscriptions", now, payload)
+    response = api_call(calendar_view(), snapshot, "POST", "/subscriptions", now, payload)
     return _subscription(response, "POST /subscriptions")
 
 
@@ -240,7 +228,7 @@ def renew_subscription(
     None when Graph no longer knows the subscription (404), which must then be made again."""
     payload = {"expirationDateTime": n.utc_text(now + timedelta(minutes=SUBSCRIPTION_MINUTES))}
     path = f"/subscriptions/{quote(subscription_id, safe='')}"
-    response = _subscription_call(snapshot, "PATCH", path, now, payload)
+    response = api_call(calendar_view(), snapshot, "PATCH", path, now, payload)
     if response.status_code == 404:
         return None
     return _subscription(response, "PATCH /subscriptions")
@@ -251,7 +239,7 @@ def get_subscription(
 ) -> tuple[str, datetime] | None:
     """``GET /subscriptions/{id}``: (id, expiry) as Graph knows it now, or None (404)."""
     path = f"/subscriptions/{quote(subscription_id, safe='')}"
-    response = _subscription_call(snapshot, "GET", path, now)
+    response = api_call(calendar_view(), snapshot, "GET", path, now)
     if response.status_code == 404:
         return None
     return _subscription(response, "GET /subscriptions")
@@ -260,5 +248,5 @@ def get_subscription(
 def delete_subscription(snapshot: ConnectionSnapshot, subscription_id: str, now: datetime) -> bool:
     """``DELETE /subscriptions/{id}``; True when deleted or already unknown (404)."""
     path = f"/subscriptions/{quote(subscription_id, safe='')}"
-    response = _subscription_call(snapshot, "DELETE", path, now)
+    response = api_call(calendar_view(), snapshot, "DELETE", path, now)
     return response.status_code in (200, 204, 404)

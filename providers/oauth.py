@@ -161,11 +161,10 @@ def refresh(endpoint: TokenEndpoint, snapshot: ConnectionSnapshot, now: datetime
         now,
         snapshot.config.calendar_http_timeout_seconds,
     )
-    snapshot.update_tokens(
-        access_token=grant.access_token,
-        expires_at=grant.expires_at,
-        refresh_token=grant.refresh_token or None,
-    )
+    snapshot.access_token = grant.access_token
+    snapshot.token_expires_at = grant.expires_at
+    snapshot.refresh_token = grant.refresh_token or snapshot.refresh_token
+    snapshot.credentials_changed = True  # ``sync`` stores them whatever happens next
 
 
 def ensure_fresh_token(
@@ -197,6 +196,7 @@ class PagedListApi:
     """What one provider's list endpoint does its own way; the loop is :func:`fetch_pages`."""
 
     provider: str
+    base_url: str  # the API's root, without a trailing slash
     operation: str  # the endpoint as errors name it, e.g. "events.list"
     items_key: str  # where a page keeps its list
     token_endpoint: TokenEndpoint
@@ -274,13 +274,14 @@ def api_call(
     api: PagedListApi,
     snapshot: ConnectionSnapshot,
     method: str,
-    url: str,
+    path: str,
     now: datetime,
     payload: Any = None,
 ) -> requests.Response:
-    """One authorised call beside the list (push), with a fresh token, paced like the pages."""
+    """One authorised call beside the list (push) to ``path`` under the API's root, with a
+    fresh token, paced like the pages."""
     ensure_fresh_token(api.token_endpoint, snapshot, now)
-    return _call(api, snapshot, method, PageRequest(url), payload)
+    return _call(api, snapshot, method, PageRequest(api.base_url + path), payload)
 
 
 def _call(

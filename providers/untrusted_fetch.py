@@ -78,12 +78,6 @@ def parse_target(url: str, label: str) -> Target:
     return Target(parsed.scheme, parsed.host.strip("[]"), port, parsed.request_uri)
 
 
-def resolve(host: str, port: int) -> list[str]:
-    """Every address ``host`` resolves to (one lookup; tests replace this)."""
-    infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-    return [info[4][0].split("%")[0] for info in infos]
-
-
 def is_public(address: Address) -> bool:
     """Reachable on the public internet and not a door back into a private one."""
     if isinstance(address, ipaddress.IPv6Address):
@@ -104,7 +98,8 @@ def vetted_address(target: Target, *, allow_private: bool, label: str) -> str:
         candidates = [str(literal)]
     else:
         try:
-            candidates = resolve(target.host, target.port)
+            infos = socket.getaddrinfo(target.host, target.port, proto=socket.IPPROTO_TCP)
+            candidates = [info[4][0].split("%")[0] for info in infos]
         except (OSError, UnicodeError):
             raise RetryLater(f"{label}: cannot resolve {target.host}") from None
         if not candidates:
@@ -131,6 +126,9 @@ class Deadline:
 
     def remaining(self) -> float:
         return max(self.at - time.monotonic(), 0.0)
+
+    def overrun(self, label: str) -> str:
+        return f"{label}: the download took longer than {self.seconds:.0f}s"
 
     def watch(self, sock: socket.socket) -> None:
         with self._lock:
@@ -228,7 +226,7 @@ def get(
     REPORT with an XML ``body``) over a connection pinned to ``address``; network
     failures become RetryLater."""
     if deadline.remaining() <= 0:
-        raise ProviderError(f"{label}: the download took longer than {deadline.seconds:.0f}s")
+        raise ProviderError(deadline.overrun(label))
     options: dict[str, Any] = {
         "timeout": urllib3.Timeout(connect=timeout, read=timeout),
         "maxsize": 1,
@@ -255,9 +253,7 @@ def get(
     except (HTTPError, OSError) as exc:
         pool.close()
         if deadline.expired:
-            raise ProviderError(
-                f"{label}: the download took longer than {deadline.seconds:.0f}s"
-            ) from None
+            raise ProviderError(deadline.overrun(label)) from None
         raise RetryLater(f"{label}: network error ({type(exc).__name__})") from None
     return Answer(response, pool)
 
@@ -323,7 +319,6 @@ def bounded_body(
             raise ProviderError(f"{label}: the download was interrupted") from None
     if deadline.expired or deadline.remaining() <= 0:
         raise RetryLater(
-            f"{label}: the download took longer than {deadline.seconds:.0f}s; trying again later",
-            retry_after=SLOW_HOST_BACKOFF,
+            f"{deadline.overrun(label)}; trying again later", retry_after=SLOW_HOST_BACKOFF
         )
     return bytes(body)
