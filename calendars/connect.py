@@ -147,7 +147,7 @@ def connect_ics_feed(
             sync_state=fetched.sync_state,
             last_synced_at=now,
         )
-        apply_events(connection, fetched.events, now)
+        apply_events(connection, fetched.events)
     return connection
 
 

@@ -377,7 +377,7 @@ def partial_sync_note(fetched: FetchResult) -> str:
 
 
 def apply_events(
-    connection: CalendarConnection, events: list[ProviderEvent], now: datetime
+    connection: CalendarConnection, events: list[ProviderEvent]
 ) -> tuple[int, int, int]:
     """Make the connection's rows exactly ``events`` (``statements.APPLY_EVENTS``);
     inside the owner's scope. Returns (created, updated, deleted)."""
