@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from django.db.models import Model, QuerySet
 
-MAX_ID = 2**63 - 1
+MAX_ID = 2**63 - 1  # the largest bigint
 _Row = TypeVar("_Row", bound=Model)
 
 
