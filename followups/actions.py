@@ -18,7 +18,7 @@ from core.config import NudgeConfig
 from core.ids import owned
 from core.zones import known_zone
 from followups.models import FollowUp
-from followups.repeat import WEEKDAY_NAMES, Repeat, next_occurrence
+from followups.repeat import WEEKDAY_NAMES, Repeat, next_due
 from providers.normalize import MAX_LEADS_PER_EVENT
 from tenancy.scope import tenant_scope
 
@@ -258,19 +258,6 @@ def delete_follow_up(user_id: int, follow_up_id: int, now: datetime) -> bool:
     if deleted:
         announce_change(user_id, now)
     return bool(deleted)
-
-
-def next_due(follow_up: FollowUp, now: datetime) -> datetime | None:
-    """When it is next due: its one time, or a repeating one's next occurrence."""
-    if not follow_up.repeat:
-        return follow_up.due_at
-    return next_occurrence(
-        follow_up.due_at,
-        follow_up.repeat,
-        follow_up.repeat_weekdays,
-        follow_up.repeat_zone,
-        now - timedelta(microseconds=1),
-    )
 
 
 def _instant(moment: datetime | None) -> str | None:
