@@ -140,7 +140,6 @@ def read_user_connections(
         try:
             jobs.append(fetch_decision(connection, now, window, config, facts))
         except Exception as exc:  # one connection's bug must not cost the user's others
-            logger.exception("calendar sync failed for connection %s", connection.pk)
             jobs.append(internal_error(connection.pk, exc))
     if only is not None:
         jobs += [ConnectionResult(cid, "?", Outcome.GONE) for cid in only if cid not in seen]
@@ -362,6 +361,8 @@ class OutcomeWrite:
 
 
 def internal_error(connection_id: int, exc: Exception) -> ConnectionResult:
+    """A failure on our side (a bug, the database), while handling it: logged, counted."""
+    logger.exception("calendar sync failed for connection %s", connection_id)
     return ConnectionResult(
         connection_id, "?", Outcome.FAILED, f"internal error ({type(exc).__name__})"
     )
