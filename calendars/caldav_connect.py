@@ -18,6 +18,7 @@ from calendars.connect import ConnectError, check_calendar_cap, store_for_first_
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.push import worklist
 from core.config import NudgeConfig
+from core.ids import owned
 from providers import crypto
 from providers.base import ProviderError
 from providers.ics import feed_host
@@ -27,8 +28,6 @@ from tenancy.scope import tenant_scope
 logger = logging.getLogger("nudge.calendars")
 
 NAME = Provider.CALDAV.value
-# Connection ids are bigints; a larger number in a URL is no connection.
-MAX_ID = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -144,11 +143,9 @@ def choose_calendars(
 ) -> list[CalendarConnection] | None:
     """Use the chosen calendars of a discovered account; None if it is not the user's
     or not waiting for a choice. Addresses discovery did not find are ignored."""
-    if not 0 < connection_id <= MAX_ID:
-        return None
     now = timezone.now()
     with tenant_scope(user_id):
-        account = CalendarConnection.objects.filter(user_id=user_id, pk=connection_id).first()
+        account = owned(CalendarConnection.objects, user_id, connection_id).first()
         if account is None or not choices_of(account):
             return None
         names = {c["url"]: str(c.get("name", ""))[:255] for c in choices_of(account)}
@@ -176,12 +173,11 @@ def choose_calendars(
 def renew_password(user_id: int, connection_id: int, password: str) -> CalendarConnection | None:
     """A new app password for a CalDAV calendar (and every calendar of the same account
     and server): active again, and re-read in full. None if it is not the user's."""
-    if not 0 < connection_id <= MAX_ID or not password:
+    if not password:
         return None
     with tenant_scope(user_id):
-        found = CalendarConnection.objects.filter(
-            user_id=user_id, pk=connection_id, provider=Provider.CALDAV
-        ).first()
+        caldav = CalendarConnection.objects.filter(provider=Provider.CALDAV)
+        found = owned(caldav, user_id, connection_id).first()
         if found is None:
             return None
         host = feed_host(crypto.decrypt(found.feed_url_encrypted))

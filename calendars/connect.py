@@ -14,11 +14,11 @@ from django.utils.translation import gettext
 
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.push import worklist
-from calendars.snapshot import owner_facts
+from calendars.snapshot import snapshot_of
 from calendars.sync import apply_events
 from core.config import NudgeConfig
 from providers import crypto
-from providers.base import ConnectionSnapshot, ProviderError
+from providers.base import ProviderError
 from providers.ics import IcsFeedProvider, check_feed_url, feed_address, feed_host
 from providers.oauth import TokenGrant
 from tenancy.scope import tenant_scope
@@ -113,41 +113,28 @@ def connect_ics_feed(
     url = feed_address(url)
     vet_feed_url(user_id, url, allow_private=allow_private, say_why=True)
     window_start, window_end = config.subject_window(now)
-    with tenant_scope(user_id):
-        check_calendar_cap(user_id, config.max_calendars_per_user)
-        zone, emails = owner_facts(user_id)
-    snapshot = ConnectionSnapshot(
-        connection_id=0,
+    connection = CalendarConnection(
         user_id=user_id,
         provider=Provider.ICS,
         calendar_id="",
-        account="",
-        sync_state={},
-        full_sync=True,
-        config=config,
+        feed_url_encrypted=crypto.encrypt(url),
         allow_private_network=allow_private,
-        feed_url=url,
-        owner_timezone=zone,
-        owner_emails=emails,
     )
+    with tenant_scope(user_id):
+        check_calendar_cap(user_id, config.max_calendars_per_user)
+        snapshot = snapshot_of(connection, config)
     try:
         fetched = IcsFeedProvider().fetch(
             snapshot, now=now, window_start=window_start, window_end=window_end
         )
     except ProviderError as exc:
         raise ConnectError(crypto.scrub(str(exc), url)) from None
+    connection.account = (fetched.calendar_name or feed_host(url))[:255]
+    connection.sync_state = fetched.sync_state
+    connection.last_synced_at = now
     with tenant_scope(user_id):
-        connection = CalendarConnection.objects.create(
-            user_id=user_id,
-            provider=Provider.ICS,
-            account=(fetched.calendar_name or feed_host(url))[:255],
-            calendar_id="",
-            feed_url_encrypted=crypto.encrypt(url),
-            allow_private_network=allow_private,
-            sync_state=fetched.sync_state,
-            last_synced_at=now,
-        )
-        apply_events(connection, fetched.events, now)
+        connection.save()
+        apply_events(connection, fetched.events)
     return connection
 
 

@@ -29,18 +29,6 @@ def token_values(snapshot: ConnectionSnapshot | None) -> dict[str, object]:
     }
 
 
-def owner_facts(user_id: int) -> tuple[str, tuple[str, ...]]:
-    """The user's time zone and e-mail addresses, in one query inside their scope."""
-    row = (
-        get_user_model()
-        .objects.filter(pk=user_id)
-        .values_list("delivery_settings__timezone", "email")
-        .first()
-    )
-    zone, email = row if row is not None else ("", "")
-    return zone or "", tuple(filter(None, [email]))
-
-
 def snapshot_of(
     connection: CalendarConnection | ConnectionRow,
     config: NudgeConfig,
@@ -48,7 +36,12 @@ def snapshot_of(
 ) -> ConnectionSnapshot:
     """What the provider needs, secrets decrypted; read inside the tenant scope
     (``facts``: the owner's zone and addresses, when already read)."""
-    zone, emails = facts if facts is not None else owner_facts(connection.user_id)
+    if facts is None:
+        owner = get_user_model().objects.filter(pk=connection.user_id)
+        row = owner.values_list("delivery_settings__timezone", "email").first()
+        zone, email = row if row is not None else ("", "")
+        facts = (zone or "", tuple(filter(None, [email])))
+    zone, emails = facts
     return ConnectionSnapshot(
         connection_id=connection.pk,
         user_id=connection.user_id,

@@ -140,7 +140,6 @@ def read_user_connections(
         try:
             jobs.append(fetch_decision(connection, now, window, config, facts))
         except Exception as exc:  # one connection's bug must not cost the user's others
-            logger.exception("calendar sync failed for connection %s", connection.pk)
             jobs.append(internal_error(connection.pk, exc))
     if only is not None:
         jobs += [ConnectionResult(cid, "?", Outcome.GONE) for cid in only if cid not in seen]
@@ -362,6 +361,8 @@ class OutcomeWrite:
 
 
 def internal_error(connection_id: int, exc: Exception) -> ConnectionResult:
+    """A failure on our side (a bug, the database), while handling it: logged, counted."""
+    logger.exception("calendar sync failed for connection %s", connection_id)
     return ConnectionResult(
         connection_id, "?", Outcome.FAILED, f"internal error ({type(exc).__name__})"
     )
@@ -377,7 +378,7 @@ def partial_sync_note(fetched: FetchResult) -> str:
 
 
 def apply_events(
-    connection: CalendarConnection, events: list[ProviderEvent], now: datetime
+    connection: CalendarConnection, events: list[ProviderEvent]
 ) -> tuple[int, int, int]:
     """Make the connection's rows exactly ``events`` (``statements.APPLY_EVENTS``);
     inside the owner's scope. Returns (created, updated, deleted)."""

@@ -356,5 +356,4 @@ def _write_task(job: FetchJob, now: datetime) -> tuple[str, FetchJob, Connection
     try:
         return ("written", job, write_job(job, now))
     except Exception as exc:  # e.g. the database failing mid-write: count it, go on
-        logger.exception("calendar sync failed for connection %s", job.connection_id)
         return ("written", job, internal_error(job.connection_id, exc))

@@ -8,11 +8,9 @@ same user, once, for the provider that started it. Tokens are never logged or ec
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
-from dataclasses import dataclass
+from types import ModuleType
 from urllib.parse import urlencode
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core import signing
@@ -38,45 +36,13 @@ SESSION_NONCE_KEY = "calendars_oauth_nonce"
 SESSION_VERIFIER_KEY = "calendars_oauth_pkce_verifier"
 
 
-@dataclass(frozen=True)
-class OAuthFlow:
-    provider: str
-    label: str
-    client_id: Callable[[], str]
-    authorize_url: Callable[[], str]
-    extra_params: dict[str, str]
-    scope: str
-    token_endpoint: Callable[[], oauth.TokenEndpoint]
-    account_name: Callable[[str, float], str]
+# Each OAuth provider's module holds its scope, endpoints, authorise parameters and
+# account name.
+FLOWS: dict[str, ModuleType] = {Provider.GOOGLE: google, Provider.MICROSOFT: microsoft}
 
 
-FLOWS = {
-    Provider.GOOGLE: OAuthFlow(
-        provider=Provider.GOOGLE,
-        label="Google Calendar",
-        client_id=lambda: settings.GOOGLE_CLIENT_ID,
-        authorize_url=lambda: settings.GOOGLE_AUTH_URL,
-        # offline + consent: Google sends a refresh token only on a fresh consent.
-        extra_params={"access_type": "offline", "prompt": "consent"},
-        scope=google.SCOPE,
-        token_endpoint=google.token_endpoint,
-        account_name=google.account_name,
-    ),
-    Provider.MICROSOFT: OAuthFlow(
-        provider=Provider.MICROSOFT,
-        label="Microsoft 365",
-        client_id=lambda: settings.MICROSOFT_CLIENT_ID,
-        authorize_url=microsoft.authorize_url,
-        extra_params={"response_mode": "query"},
-        scope=microsoft.SCOPE,
-        token_endpoint=microsoft.token_endpoint,
-        account_name=microsoft.account_name,
-    ),
-}
-
-
-def _redirect_uri(request: HttpRequest, flow: OAuthFlow) -> str:
-    return request.build_absolute_uri(reverse(f"calendars:{flow.provider}_callback"))
+def _redirect_uri(request: HttpRequest, flow: ModuleType) -> str:
+    return request.build_absolute_uri(reverse(f"calendars:{flow.NAME}_callback"))
 
 
 def _text(request: HttpRequest, message: str, status: int = 200) -> HttpResponse:
@@ -91,7 +57,7 @@ def _text(request: HttpRequest, message: str, status: int = 200) -> HttpResponse
 
 def available() -> dict[str, bool]:
     """Per OAuth provider: whether this server has its credentials."""
-    return {provider: bool(flow.client_id()) for provider, flow in FLOWS.items()}
+    return {provider: bool(flow.token_endpoint().client_id) for provider, flow in FLOWS.items()}
 
 
 # A route name, so no import of the layer above.
@@ -102,32 +68,32 @@ CALENDARS_PAGE = "portal:calendars"
 @login_required
 def connect(request: HttpRequest, provider: str) -> HttpResponse:
     """Send the user to ``provider``'s consent page."""
-    flow = FLOWS[provider]
-    if not flow.client_id():
+    flow, label = FLOWS[provider], Provider(provider).label
+    if not flow.token_endpoint().client_id:
         # Reached by an old link (the page offers no button then): back, saying so.
         messages.error(
             request,
-            gettext("%(provider)s is not available on this server.") % {"provider": flow.label},
+            gettext("%(provider)s is not available on this server.") % {"provider": label},
         )
         return redirect(CALENDARS_PAGE)
     nonce = secrets.token_urlsafe(16)
     request.session[SESSION_NONCE_KEY] = nonce
     pkce = oauth.Pkce.new()
     request.session[SESSION_VERIFIER_KEY] = pkce.verifier
-    state = signing.dumps({"u": request.user.pk, "p": flow.provider, "n": nonce}, salt=STATE_SALT)
+    state = signing.dumps({"u": request.user.pk, "p": flow.NAME, "n": nonce}, salt=STATE_SALT)
     params = {
-        "client_id": flow.client_id(),
+        "client_id": flow.token_endpoint().client_id,
         "redirect_uri": _redirect_uri(request, flow),
         "response_type": "code",
-        "scope": flow.scope,
+        "scope": flow.SCOPE,
         "state": state,
         **pkce.authorize_params(),
-        **flow.extra_params,
+        **flow.AUTHORIZE_PARAMS,
     }
     return HttpResponseRedirect(f"{flow.authorize_url()}?{urlencode(params)}")
 
 
-def _state_is_valid(request: HttpRequest, flow: OAuthFlow) -> bool:
+def _state_is_valid(request: HttpRequest, flow: ModuleType) -> bool:
     try:
         state = signing.loads(
             request.GET.get("state", ""), salt=STATE_SALT, max_age=STATE_MAX_AGE_SECONDS
@@ -138,7 +104,7 @@ def _state_is_valid(request: HttpRequest, flow: OAuthFlow) -> bool:
     return (
         isinstance(state, dict)
         and state.get("u") == request.user.pk
-        and state.get("p") == flow.provider
+        and state.get("p") == flow.NAME
         and nonce is not None
         and secrets.compare_digest(str(state.get("n", "")), nonce)
     )
@@ -148,13 +114,13 @@ def _state_is_valid(request: HttpRequest, flow: OAuthFlow) -> bool:
 @login_required
 def callback(request: HttpRequest, provider: str) -> HttpResponse:
     """The provider's answer to ``connect``: store the connection, or say why not."""
-    flow = FLOWS[provider]
+    flow, label = FLOWS[provider], Provider(provider).label
     if not _state_is_valid(request, flow):
         return _text(
             request, "This sign-in link is invalid or has expired; please connect again.", 400
         )
     if request.GET.get("error"):
-        return _text(request, f"{flow.label} was not connected: consent was not given.", 400)
+        return _text(request, f"{label} was not connected: consent was not given.", 400)
     code = request.GET.get("code", "")
     verifier = request.session.pop(SESSION_VERIFIER_KEY, "")
     if not code or not verifier:
@@ -170,19 +136,17 @@ def callback(request: HttpRequest, provider: str) -> HttpResponse:
             timeout=config.calendar_http_timeout_seconds,
         )
         if not grant.refresh_token:
-            return _text(request, f"{flow.label} sent no refresh token; please connect again.", 502)
+            return _text(request, f"{label} sent no refresh token; please connect again.", 502)
         account = flow.account_name(grant.access_token, config.calendar_http_timeout_seconds)
     except ProviderError as exc:
-        return _text(request, f"{flow.label} could not be connected: {exc}", 502)
+        return _text(request, f"{label} could not be connected: {exc}", 502)
     try:
         store_oauth_connection(
-            request.user.pk, flow.provider, account=account, grant=grant, config=config
+            request.user.pk, flow.NAME, account=account, grant=grant, config=config
         )
     except ConnectError as exc:  # the per-user calendar cap
-        return _text(request, f"{flow.label} could not be connected: {exc}", 409)
-    return _text(
-        request, f"{flow.label} connected ({account}). Reminders start with the next sync."
-    )
+        return _text(request, f"{label} could not be connected: {exc}", 409)
+    return _text(request, f"{label} connected ({account}). Reminders start with the next sync.")
 
 
 # Push endpoints, posted to by Google and Graph: CSRF-exempt (no cookies; each

@@ -15,15 +15,14 @@ from django.utils.translation import gettext_lazy
 
 from accounts.actions import announce_change, ensure_settings
 from core.config import NudgeConfig
+from core.ids import owned
 from core.zones import known_zone
 from followups.models import FollowUp
-from followups.repeat import WEEKDAY_NAMES, Repeat, next_occurrence
+from followups.repeat import WEEKDAY_NAMES, Repeat, next_due
 from providers.normalize import MAX_LEADS_PER_EVENT
 from tenancy.scope import tenant_scope
 
 TITLE_MAX_CHARS = 200
-# PostgreSQL bigint: a larger id in a URL is simply not found.
-MAX_ID = 2**63 - 1
 
 
 class FollowUpInvalid(ValueError):
@@ -187,10 +186,8 @@ def list_follow_ups(user_id: int, *, done: bool | None = None, limit: int = 500)
 
 
 def get_follow_up(user_id: int, follow_up_id: int) -> FollowUp | None:
-    if not 0 < follow_up_id <= MAX_ID:
-        return None
     with tenant_scope(user_id):
-        return FollowUp.objects.filter(user_id=user_id, pk=follow_up_id).first()
+        return owned(FollowUp.objects, user_id, follow_up_id).first()
 
 
 def _check_cap(user_id: int, cap: int) -> None:
@@ -232,10 +229,8 @@ def change_follow_up(
     """Apply ``change``; None when the user has no such follow-up. An unchanged due
     time is not checked again (a repeating one's is long past)."""
     title = clean_title(change.title) if change.title is not None else None
-    if not 0 < follow_up_id <= MAX_ID:
-        return None
     with tenant_scope(user_id):
-        follow_up = FollowUp.objects.filter(user_id=user_id, pk=follow_up_id).first()
+        follow_up = owned(FollowUp.objects, user_id, follow_up_id).first()
         if follow_up is None:
             return None
         if change.schedule is not None:
@@ -258,26 +253,11 @@ def change_follow_up(
 
 
 def delete_follow_up(user_id: int, follow_up_id: int, now: datetime) -> bool:
-    if not 0 < follow_up_id <= MAX_ID:
-        return False
     with tenant_scope(user_id):
-        deleted, _ = FollowUp.objects.filter(user_id=user_id, pk=follow_up_id).delete()
+        deleted, _ = owned(FollowUp.objects, user_id, follow_up_id).delete()
     if deleted:
         announce_change(user_id, now)
     return bool(deleted)
-
-
-def next_due(follow_up: FollowUp, now: datetime) -> datetime | None:
-    """When it is next due: its one time, or a repeating one's next occurrence."""
-    if not follow_up.repeat:
-        return follow_up.due_at
-    return next_occurrence(
-        follow_up.due_at,
-        follow_up.repeat,
-        follow_up.repeat_weekdays,
-        follow_up.repeat_zone,
-        now - timedelta(microseconds=1),
-    )
 
 
 def _instant(moment: datetime | None) -> str | None:

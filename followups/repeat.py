@@ -74,11 +74,21 @@ def occurrences(
         day += timedelta(days=1)
 
 
-def next_occurrence(
-    first: datetime, repeat: str, weekdays: Sequence[int], zone_name: str, after: datetime
-) -> datetime | None:
-    """The first occurrence after ``after``; None when there is none (a one-off gone by)."""
-    return next(occurrences(first, repeat, weekdays, zone_name, after, after + _NEXT_HORIZON), None)
+def next_due(follow_up: FollowUp, now: datetime) -> datetime | None:
+    """When it is next due: its one time, or a repeating one's first occurrence from
+    ``now`` on."""
+    if not follow_up.repeat:
+        return follow_up.due_at
+    after = now - timedelta(microseconds=1)
+    found = occurrences(
+        follow_up.due_at,
+        follow_up.repeat,
+        follow_up.repeat_weekdays,
+        follow_up.repeat_zone,
+        after,
+        after + _NEXT_HORIZON,
+    )
+    return next(found, None)
 
 
 def is_occurrence(

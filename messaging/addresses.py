@@ -22,12 +22,12 @@ from accounts.actions import PAUSED_BY_STOP, announce_change, ensure_settings, p
 from accounts.models import AccountNotice, Channel, DeliverySettings
 from core.bearer import digest
 from core.config import NudgeConfig
+from core.ids import valid_id
 from messaging.models import ChannelAddress, LinkCode, OptInRecord
 from tenancy.scope import tenant_scope
 
 MAX_CODE_ATTEMPTS = 5
 MAX_CODES_PER_HOUR = 5
-MAX_USER_ID = 2**63 - 1  # a PostgreSQL bigint
 # Telegram's deep-link payload: up to 64 characters of A-Z a-z 0-9 _ -.
 _TELEGRAM_PAYLOAD = re.compile(r"(?P<user>[1-9][0-9]{0,18})-(?P<secret>[A-Za-z0-9_-]{20,44})")
 
@@ -45,7 +45,7 @@ class OwnedSecret:
 
 def owned_secret(match: re.Match[str] | None) -> OwnedSecret | None:
     # Nineteen digits pass the pattern but may exceed a bigint: no such user, not a crash.
-    if match is None or int(match["user"]) > MAX_USER_ID:
+    if match is None or not valid_id(int(match["user"])):
         return None
     return OwnedSecret(int(match["user"]), match["secret"])
 

@@ -12,7 +12,7 @@ from django.utils.translation import gettext as _
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.push import worklist
 from calendars.release import request_release
-from followups.actions import MAX_ID
+from core.ids import valid_id
 from sweeps.replan import refresh_queue
 from tenancy.scope import tenant_scope
 
@@ -38,7 +38,7 @@ def list_connections(user_id: int) -> list[CalendarConnection]:
 
 def _theirs(user_id: int, connection_id: int) -> QuerySet[CalendarConnection]:
     """The user's connection of that id (none for an id out of range); inside the scope."""
-    if not 0 < connection_id <= MAX_ID:
+    if not valid_id(connection_id):
         return CalendarConnection.objects.none()
     return CalendarConnection.objects.filter(user_id=user_id, pk=connection_id)
 

@@ -30,6 +30,8 @@ logger = logging.getLogger("nudge.calendars.google")
 
 NAME = "google"
 SCOPE = "https://www.googleapis.com/auth/calendar.readonly"
+# offline + consent: Google sends a refresh token only on a fresh consent.
+AUTHORIZE_PARAMS = {"access_type": "offline", "prompt": "consent"}
 PAGE_SIZE = 2500  # the API's maximum: a day of events is always one page
 _RATE_LIMIT_REASONS = {"rateLimitExceeded", "userRateLimitExceeded", "quotaExceeded"}
 
@@ -41,6 +43,10 @@ def token_endpoint() -> oauth.TokenEndpoint:
         client_id=settings.GOOGLE_CLIENT_ID,
         client_secret=settings.GOOGLE_CLIENT_SECRET,
     )
+
+
+def authorize_url() -> str:
+    return settings.GOOGLE_AUTH_URL
 
 
 def _next_page(body: dict[str, Any], current: PageRequest) -> PageRequest | None:

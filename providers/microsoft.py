@@ -28,6 +28,7 @@ from providers.oauth import PagedListApi, PageRequest, api_call, call_error, fet
 
 NAME = "microsoft"
 SCOPE = "offline_access Calendars.Read User.Read"
+AUTHORIZE_PARAMS = {"response_mode": "query"}
 PAGE_SIZE = 500
 SELECT = (
     "id,subject,start,end,isAllDay,isCancelled,isReminderOn,reminderMinutesBeforeStart,"

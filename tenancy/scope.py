@@ -26,11 +26,11 @@ from django.db import Error, connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
+from core.ids import valid_id
+
 TENANT_SETTING = "app.current_user_id"
 PLANNING_SETTING = "app.planning_user_ids"
 _ACTIVE_FLAG = "_nudge_scope"
-# PostgreSQL bigint; anything larger cannot be a user id.
-_MAX_USER_ID = 2**63 - 1
 
 
 class ScopeError(RuntimeError):
@@ -40,7 +40,7 @@ class ScopeError(RuntimeError):
 def _validated_user_id(user_id: object) -> int:
     if isinstance(user_id, bool) or not isinstance(user_id, int):
         raise ScopeError(f"tenant_scope needs an integer user id, got {type(user_id).__name__}")
-    if not 0 < user_id <= _MAX_USER_ID:
+    if not valid_id(user_id):
         raise ScopeError(f"tenant_scope needs a positive bigint user id, got {user_id}")
     return user_id
 

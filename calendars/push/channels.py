@@ -46,16 +46,6 @@ def endpoint(config: NudgeConfig, name: str) -> str:
     return config.calendar_push_base_url.rstrip("/") + reverse(f"calendars:{name}")
 
 
-def google_channel_id(user_id: int, connection_id: int) -> str:
-    """Names its owner, so a notification can be checked inside the owner's tenant scope."""
-    return f"nudge-{user_id}-{connection_id}-{push_secrets.new_secret()[:16]}"
-
-
-def graph_client_state(user_id: int, secret: str) -> str:
-    """``<user id>.<secret>``: the user id finds the tenant, the secret proves it is Graph."""
-    return f"{user_id}.{secret}"
-
-
 def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfig) -> str:
     """Create or renew the connection's channel when due; records the outcome on both tables."""
     if not config.calendar_push_base_url:
@@ -105,7 +95,9 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
         # else Graph's expiry is nearer than ours: renew now.
 
     secret = push_secrets.new_secret()
-    channel_id = google_channel_id(user_id, connection_id)
+    # Both name the owner, so a notification is checked inside the owner's tenant scope
+    # (``notifications.GOOGLE_CHANNEL``, ``GRAPH_CLIENT_STATE``); Graph's secret proves it is Graph.
+    channel_id = f"nudge-{user_id}-{connection_id}-{push_secrets.new_secret()[:16]}"
     _record_pending(user_id, connection_id, connection.provider, channel_id, secret)
     resource_id = ""
     outcome = Outcome.RENEWED if old_channel else Outcome.CREATED
@@ -126,7 +118,7 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
                 snapshot,
                 notification_url=endpoint(config, "microsoft_push"),
                 lifecycle_url=endpoint(config, "microsoft_lifecycle"),
-                client_state=graph_client_state(user_id, secret),
+                client_state=f"{user_id}.{secret}",
                 now=now,
             )
     except ProviderError as exc:

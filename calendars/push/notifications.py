@@ -25,6 +25,7 @@ from django.db.models import Q
 from calendars.models import CalendarConnection, Provider, PushState
 from calendars.push import secrets as push_secrets
 from calendars.push import worklist
+from core.ids import MAX_ID
 from providers import normalize as n
 from tenancy.scope import tenant_scope
 
@@ -38,7 +39,6 @@ MAX_GRAPH_ITEMS = 1000
 MAX_SUBSCRIPTION_ID = 255  # the column's length
 # Google's X-Goog-Message-Number: digits, within PostgreSQL's bigint.
 MESSAGE_NUMBER = re.compile(r"[0-9]{1,19}")
-MAX_MESSAGE_NUMBER = 2**63 - 1
 # How far ahead of the last number one may be and still become the new mark.
 MESSAGE_NUMBER_WINDOW = 1_000_000
 
@@ -106,7 +106,7 @@ def message_number(raw: str) -> int | None:
     if not MESSAGE_NUMBER.fullmatch(raw):
         return None
     number = int(raw)
-    return number if number <= MAX_MESSAGE_NUMBER else None
+    return number if number <= MAX_ID else None
 
 
 def graph(body: Any, now: datetime, *, lifecycle: bool) -> list[str]:

@@ -72,11 +72,11 @@ def forget(connection_id: int) -> None:
     PushWork.objects.filter(connection_id=connection_id).delete()
 
 
-def take_changed(limit: int = TAKE_LIMIT) -> list[Work]:
+def take_changed() -> list[Work]:
     """The notified connections, oldest first, each held for :data:`CHANGE_LEASE`
     until ``settle_changed``."""
     with connection.cursor() as cursor:
-        cursor.execute(statements.TAKE_CHANGED, {"limit": limit, "lease": CHANGE_LEASE})
+        cursor.execute(statements.TAKE_CHANGED, {"limit": TAKE_LIMIT, "lease": CHANGE_LEASE})
         rows = cursor.fetchall()
     taken = sorted(rows, key=lambda row: (row[2], row[0]))  # the oldest mark first
     return [Work(*row) for row in taken]
@@ -107,9 +107,9 @@ def settle_changed(
         cursor.execute(statements.SETTLE_CHANGED, params)
 
 
-def take_maintenance(now: datetime, limit: int = TAKE_LIMIT) -> list[Work]:
+def take_maintenance(now: datetime) -> list[Work]:
     """Connections whose channel is due now, leased for :data:`MAINTENANCE_LEASE`."""
-    rows = take_leased(PushWork, "maintain_at", now, MAINTENANCE_LEASE, limit)
+    rows = take_leased(PushWork, "maintain_at", now, MAINTENANCE_LEASE, TAKE_LIMIT)
     return [Work(cid, uid) for cid, uid in rows]
 
 

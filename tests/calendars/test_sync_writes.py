@@ -44,7 +44,7 @@ def occurrence(event_id, starts_at, occurrence_start=None, **fields) -> Provider
 
 def apply(connection, events):
     with tenant_scope(connection.user_id):
-        return apply_events(connection, events, NOW)
+        return apply_events(connection, events)
 
 
 def while_fetching(monkeypatch, change) -> None:

@@ -1,0 +1,24 @@
+"""Row ids are PostgreSQL bigints: a number beyond one (from a URL, a payload) names no
+row and is refused here, before it can reach the database."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from django.db.models import Model, QuerySet
+
+MAX_ID = 2**63 - 1  # the largest bigint
+_Row = TypeVar("_Row", bound=Model)
+
+
+def valid_id(value: int) -> bool:
+    """Whether ``value`` can be a row's id: positive and within a bigint."""
+    return 0 < value <= MAX_ID
+
+
+def owned(rows: QuerySet[_Row], user_id: int, pk: int) -> QuerySet[_Row]:
+    """The user's row of that id among ``rows`` (none for an id out of range); run it
+    inside the user's scope."""
+    if not valid_id(pk):
+        return rows.none()
+    return rows.filter(user_id=user_id, pk=pk)
