@@ -30,7 +30,6 @@ from core.config import NudgeConfig
 from messaging import action_tokens, addresses, chat, chat_words, nudge_actions
 from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
-from messaging.nudge_actions import NOT_HERE
 from messaging.telegram.send import TelegramChannel, markup_of
 
 ALLOWED_UPDATES = ["message", "callback_query"]
@@ -103,7 +102,7 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
     message = query.message
     chat_id = message.chat.id if message is not None else None
     if chat_id is None:
-        return CallbackAnswer(query.id, str(NOT_HERE))
+        return CallbackAnswer(query.id, str(chat_words.NOT_HERE))
     claim = action_tokens.verify(query.data or "", str(chat_id))
     # A capture's Undo / Change time or an ask-back's choice, else a nudge's Snooze / Done.
     by_chat = claim is not None and claim.act not in (action_tokens.SNOOZE, action_tokens.DONE)
