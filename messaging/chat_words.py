@@ -96,11 +96,6 @@ def clock(reader: Any, instant: datetime, now: datetime) -> str:
     return clock_text(instant, now, reader.timezone, reader.language, reader.clock)
 
 
-def pick_id(ask_id: int, index: int) -> int:
-    """A choice's id in a PICK token: the ask-back's record and the choice's place."""
-    return ask_id * MAX_CHOICES + index
-
-
 def saved(
     reader: Any,
     address: str,
@@ -130,7 +125,7 @@ def asked(
     """An ask-back: the choices as buttons, or numbered for a typed reply."""
     labels = [when(reader, choice, now) for choice in choices]
     buttons = tuple(
-        Button(label, action_tokens.sign(action_tokens.PICK, pick_id(ask_id, i), address))
+        Button(label, action_tokens.sign(action_tokens.PICK, ask_id * MAX_CHOICES + i, address))
         for i, label in enumerate(labels)
     )
     numbered = "\n".join(f"{i}. {label}" for i, label in enumerate(labels, start=1))

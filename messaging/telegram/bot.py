@@ -153,12 +153,6 @@ def link_state(user_id: int, now: datetime) -> str:
     return LinkState.EXPIRED
 
 
-def first_time(update_id: int) -> bool:
-    """Record the update id; False when it was handled before (a replay)."""
-    _, created = TelegramUpdateSeen.objects.get_or_create(update_id=update_id)
-    return created
-
-
 def _link(payload: str, chat_id: str, now: datetime) -> str:
     owned = addresses.parse_telegram_payload(payload)
     if owned is None:
@@ -181,7 +175,8 @@ def handle_update(
     update: Update, now: datetime, config: NudgeConfig
 ) -> Reply | CallbackAnswer | None:
     """Act on one update; the answer to send, if any."""
-    if not first_time(update.update_id):
+    _, first_time = TelegramUpdateSeen.objects.get_or_create(update_id=update.update_id)
+    if not first_time:  # a replay
         return None
     if update.callback_query is not None:
         return handle_callback(update.callback_query, now, config)
