@@ -21,7 +21,12 @@ from core.config import NudgeConfig
 from messaging import addresses, chat, nudge_actions
 from messaging.channels.base import SendError
 from messaging.models import LinkCode, TwilioMessageSeen
-from messaging.whatsapp.send import WhatsAppChannel, whatsapp_address
+from messaging.whatsapp.send import (
+    SENDING_SETTINGS,
+    WhatsAppChannel,
+    missing_settings,
+    whatsapp_address,
+)
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.whatsapp")
@@ -57,22 +62,15 @@ def link_error(code: int = 0) -> WhatsAppLinkError:
     return WhatsAppLinkError(str(LINK_ERRORS.get(code, NOT_WORKING)))
 
 
-LINKING_SETTINGS = (
-    "TWILIO_ACCOUNT_SID",
-    "TWILIO_AUTH_TOKEN",
-    "TWILIO_WHATSAPP_FROM",
-    "TWILIO_CONFIRM_CONTENT_SID",
-)
-
-
-def missing_settings() -> list[str]:
-    """What this server lacks to send a confirmation code."""
-    return [name for name in LINKING_SETTINGS if not getattr(settings, name)]
+LINKING_SETTINGS = (*SENDING_SETTINGS, "TWILIO_CONFIRM_CONTENT_SID")
 
 
 def channels_offered() -> dict[str, bool]:
     """Which chat channels a person can link on this server: those whose settings are set."""
-    return {"telegram": bool(settings.TELEGRAM_BOT_USERNAME), "whatsapp": not missing_settings()}
+    return {
+        "telegram": bool(settings.TELEGRAM_BOT_USERNAME),
+        "whatsapp": not missing_settings(LINKING_SETTINGS),
+    }
 
 
 def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> None:
@@ -84,7 +82,7 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
         raise WhatsAppLinkError(exc.messages[0]) from None
     if not number:
         raise WhatsAppLinkError(gettext("Enter your WhatsApp number."))
-    missing = missing_settings()
+    missing = missing_settings(LINKING_SETTINGS)
     if missing:
         logger.warning("cannot send a WhatsApp link code: %s empty", ", ".join(missing))
         raise link_error()
