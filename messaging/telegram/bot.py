@@ -28,6 +28,7 @@ from accounts.actions import PAUSED_BY_TELEGRAM_STOP
 from accounts.models import Channel
 from core.config import NudgeConfig
 from messaging import action_tokens, addresses, chat, chat_words, nudge_actions
+from messaging.chat_words import Button
 from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
 from messaging.telegram.send import TelegramChannel, markup_of
@@ -84,12 +85,8 @@ class CallbackAnswer:
 
 def _url_buttons_only(message: Message) -> InlineKeyboardMarkup | None:
     """The message's URL buttons (Join) without the ones already used."""
-    markup = message.reply_markup
-    if markup is None:
-        return None
-    rows = [[b for b in row if b.url] for row in markup.inline_keyboard]
-    rows = [row for row in rows if row]
-    return InlineKeyboardMarkup(rows) if rows else None
+    rows = message.reply_markup.inline_keyboard if message.reply_markup else ()
+    return markup_of([Button(b.text, url=b.url) for b in row if b.url] for row in rows)
 
 
 def _with_outcome(text: str, outcome: str) -> str:
