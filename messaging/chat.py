@@ -29,7 +29,7 @@ from followups.actions import (
 from messaging import action_tokens, addresses
 from messaging import chat_words as words
 from messaging.chat_words import Answer
-from messaging.messages import clean_title
+from messaging.messages import clean_title, when_text
 from messaging.models import ChatRecord, OptInRecord
 from scheduled_sends.day import end_of_day, items_between
 from tenancy.scope import tenant_scope
@@ -170,7 +170,7 @@ def _agenda(person: _Person, rest: str, now: datetime) -> Answer:
     next_at = datetime.combine(local.date(), at, tzinfo=zone)
     if next_at <= now:
         next_at = datetime.combine(local.date() + timedelta(days=1), at, tzinfo=zone)
-    return Answer(str(words.AGENDA_SET).format(when=words.when(person.settings, next_at, now)))
+    return Answer(str(words.AGENDA_SET).format(when=when_text(person.settings, next_at, now)))
 
 
 def _ask(person: _Person, read: capture.AskBack, now: datetime) -> Answer:
