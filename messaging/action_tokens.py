@@ -15,7 +15,7 @@ from django.utils.crypto import salted_hmac
 SNOOZE = "snooze"
 DONE = "done"
 # A captured follow-up's buttons (the id is the follow-up's) and an ask-back's
-# choices (the id names the ask and the choice: ``chat.pick_id``).
+# choices (the id is the ask's record times ``chat_words.MAX_CHOICES`` plus the choice).
 UNDO = "undo"
 RETIME = "retime"
 PICK = "pick"

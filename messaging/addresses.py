@@ -164,34 +164,27 @@ def owner_of(channel: str, address: str) -> int | None:
     )
 
 
-def _bind_address(
-    delivery: DeliverySettings, channel: str, address: str, method: str, now: datetime
-) -> int | None:
-    """Make ``address`` the user's ``channel`` and deliver there. Inside the user's scope.
-    Returns the account that held the address before."""
-    _set_address(delivery, channel, address, now)
-    delivery.channel = channel
-    if delivery.paused and delivery.paused_reason in PAUSED_BY_STOP.values():
-        resume(delivery)
-    delivery.full_clean()
-    delivery.save()
-    OptInRecord.objects.create(
-        user_id=delivery.user_id, channel=channel, address=address, method=method, recorded_at=now
-    )
-    return _remember_address(delivery.user_id, channel, address)
-
-
 def link_address(
     user_id: int, channel: str, method: str, now: datetime, spend_code: Callable[[], str | None]
 ) -> str | None:
-    """Spend the user's link code (``spend_code``: the address it confirms, or None) and
-    bind that address in the same scope; then the former holder loses it and the user is
-    re-planned. The address linked, or None."""
+    """Spend the user's link code (``spend_code``: the address it confirms, or None) and,
+    in the same scope, deliver to that address from now on, recording the opt-in; then
+    the former holder loses it and the user is re-planned. The address linked, or None."""
     with tenant_scope(user_id):
         address = spend_code()
         if address is None:
             return None
-        previous = _bind_address(ensure_settings(user_id), channel, address, method, now)
+        delivery = ensure_settings(user_id)
+        _set_address(delivery, channel, address, now)
+        delivery.channel = channel
+        if delivery.paused and delivery.paused_reason in PAUSED_BY_STOP.values():
+            resume(delivery)
+        delivery.full_clean()
+        delivery.save()
+        OptInRecord.objects.create(
+            user_id=user_id, channel=channel, address=address, method=method, recorded_at=now
+        )
+        previous = _remember_address(user_id, channel, address)
     if previous is not None:
         release_address(previous, channel, address, now)
     announce_change(user_id, now)

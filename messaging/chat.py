@@ -28,23 +28,8 @@ from followups.actions import (
 )
 from messaging import action_tokens, addresses
 from messaging import chat_words as words
-from messaging.chat_words import (
-    AGENDA_HOW,
-    AGENDA_OFF,
-    AGENDA_SET,
-    DEFAULT_TITLE,
-    HELP,
-    MOVED,
-    NEW_TIME,
-    NO_TIME,
-    NOT_CONSENTING,
-    NOT_SAVED,
-    NOTHING_TO_UNDO,
-    TOO_MANY,
-    UNDONE,
-    Answer,
-)
-from messaging.messages import clean_title
+from messaging.chat_words import Answer
+from messaging.messages import clean_title, when_text
 from messaging.models import ChatRecord, OptInRecord
 from scheduled_sends.day import end_of_day, items_between
 from tenancy.scope import tenant_scope
@@ -111,15 +96,15 @@ def _latest(person: _Person, kind: str, now: datetime) -> ChatRecord | None:
 def _create(
     person: _Person, title: str, due_at: datetime, now: datetime, config: NudgeConfig
 ) -> Answer:
-    title = clean_title(title, str(DEFAULT_TITLE))
+    title = clean_title(title, str(words.DEFAULT_TITLE))
     with tenant_scope(person.user_id):
         count = _since(person, ChatRecord.Kind.CAPTURE, now - timedelta(hours=1)).count()
     if count >= CAPTURES_PER_HOUR:
-        return Answer(str(TOO_MANY).format(count=count))
+        return Answer(str(words.TOO_MANY).format(count=count))
     try:
         follow_up = create_follow_up(person.user_id, title, due_at, now, config)
     except FollowUpInvalid as exc:
-        return Answer(str(NOT_SAVED).format(reason=exc))
+        return Answer(str(words.NOT_SAVED).format(reason=exc))
     with tenant_scope(person.user_id):
         _record(person, ChatRecord.Kind.CAPTURE, now, follow_up_id=follow_up.pk, title=title)
     return words.saved(person.settings, person.address, follow_up.pk, title, follow_up.due_at, now)
@@ -131,19 +116,25 @@ def _retime(person: _Person, follow_up_id: int, due_at: datetime, now: datetime)
             person.user_id, follow_up_id, FollowUpChange(due_at=due_at), now
         )
     except FollowUpInvalid as exc:
-        return Answer(str(NOT_SAVED).format(reason=exc))
+        return Answer(str(words.NOT_SAVED).format(reason=exc))
     if follow_up is None:
-        return Answer(str(NOTHING_TO_UNDO))
+        return Answer(str(words.NOTHING_TO_UNDO))
     return words.saved(
-        person.settings, person.address, follow_up.pk, follow_up.title, follow_up.due_at, now, MOVED
+        person.settings,
+        person.address,
+        follow_up.pk,
+        follow_up.title,
+        follow_up.due_at,
+        now,
+        words.MOVED,
     )
 
 
 def _undo(person: _Person, follow_up_id: int, now: datetime) -> Answer:
     follow_up = get_follow_up(person.user_id, follow_up_id)
     if follow_up is None or not delete_follow_up(person.user_id, follow_up_id, now):
-        return Answer(str(NOTHING_TO_UNDO))
-    return Answer(str(UNDONE).format(title=follow_up.title), changed=True)
+        return Answer(str(words.NOTHING_TO_UNDO))
+    return Answer(str(words.UNDONE).format(title=follow_up.title), changed=True)
 
 
 def _pick(
@@ -154,7 +145,7 @@ def _pick(
     with tenant_scope(person.user_id):
         taken = ChatRecord.objects.filter(pk=record.pk, kind=ChatRecord.Kind.ASK).delete()[0]
     if not taken:  # a second tap on the same ask-back
-        return Answer(str(NOTHING_TO_UNDO))
+        return Answer(str(words.NOTHING_TO_UNDO))
     return _create(person, record.title, record.choices[index], now, config)
 
 
@@ -162,15 +153,15 @@ def _agenda(person: _Person, rest: str, now: datetime) -> Answer:
     """/agenda 7:30 (or 7:30 pm) sets the daily agenda's time, /agenda off turns it off."""
     if rest.lower() in OFF_WORDS:
         update_settings(person.user_id, {"agenda_at": None}, now)
-        return Answer(str(AGENDA_OFF))
+        return Answer(str(words.AGENDA_OFF))
     match = _AGENDA_TIME.fullmatch(rest.lower().replace(" ", ""))
     if match is None:
-        return Answer(str(AGENDA_HOW))
+        return Answer(str(words.AGENDA_HOW))
     hour, minute = int(match[1]), int(match[2] or 0)
     if match[3]:
         hour = hour % 12 + (12 if match[3] == "pm" else 0)
     if hour > 23 or minute > 59:
-        return Answer(str(AGENDA_HOW))
+        return Answer(str(words.AGENDA_HOW))
     at = time(hour, minute)
     update_settings(person.user_id, {"agenda_at": at}, now)
     zone = zone_of(person.settings.timezone)
@@ -179,12 +170,12 @@ def _agenda(person: _Person, rest: str, now: datetime) -> Answer:
     next_at = datetime.combine(local.date(), at, tzinfo=zone)
     if next_at <= now:
         next_at = datetime.combine(local.date() + timedelta(days=1), at, tzinfo=zone)
-    return Answer(str(AGENDA_SET).format(when=words.when(person.settings, next_at, now)))
+    return Answer(str(words.AGENDA_SET).format(when=when_text(person.settings, next_at, now)))
 
 
 def _ask(person: _Person, read: capture.AskBack, now: datetime) -> Answer:
     """Record the ask-back's choices (for a tap or a numbered reply), then ask."""
-    title = clean_title(read.title, str(DEFAULT_TITLE))
+    title = clean_title(read.title, str(words.DEFAULT_TITLE))
     choices = read.choices[: words.MAX_CHOICES]
     with tenant_scope(person.user_id):
         record = _record(person, ChatRecord.Kind.ASK, now, title=title, choices=list(choices))
@@ -211,7 +202,7 @@ def _command(text: str) -> tuple[str, str]:
 def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> Answer | None:
     command, rest = _command(text)
     if command == "help":
-        return Answer(str(HELP))
+        return Answer(str(words.HELP))
     if command in ("next", "today"):
         zone = zone_of(person.settings.timezone)
         until = end_of_day(now.astimezone(zone).date(), zone)
@@ -224,7 +215,7 @@ def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> An
     if command == "agenda":
         return _agenda(person, rest, now)
     if command == "remind" and not rest:
-        return Answer(str(NO_TIME))
+        return Answer(str(words.NO_TIME))
     lowered = rest.lower().strip(" .!")
     with tenant_scope(person.user_id):
         last_capture = _latest(person, ChatRecord.Kind.CAPTURE, now)
@@ -233,7 +224,7 @@ def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> An
         return (
             _undo(person, last_capture.follow_up_id, now)
             if last_capture
-            else Answer(str(NOTHING_TO_UNDO))
+            else Answer(str(words.NOTHING_TO_UNDO))
         )
     if lowered.isdigit() and last_ask is not None:
         return _pick(person, last_ask, int(lowered) - 1, now, config)
@@ -246,8 +237,8 @@ def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> An
     if isinstance(read, capture.AskBack):
         return _ask(person, read, now)
     if isinstance(read, capture.NoTime) or command == "remind":
-        return Answer(str(NO_TIME))
-    return _help_once_an_hour(person, now, HELP)
+        return Answer(str(words.NO_TIME))
+    return _help_once_an_hour(person, now, words.HELP)
 
 
 def answer(
@@ -260,7 +251,7 @@ def answer(
         return None
     with override(person.settings.language):
         if not person.channel:
-            return _help_once_an_hour(person, now, NOT_CONSENTING)
+            return _help_once_an_hour(person, now, words.NOT_CONSENTING)
         return _words(person, text, now, config)
 
 
@@ -285,8 +276,8 @@ def tap(
                         follow_up_id=found.pk,
                         title=found.title,
                     )
-            return Answer(str(NEW_TIME) if found else str(NOTHING_TO_UNDO))
+            return Answer(str(words.NEW_TIME) if found else str(words.NOTHING_TO_UNDO))
         ask_id, index = divmod(claim.send_id, words.MAX_CHOICES)
         with tenant_scope(person.user_id):
             record = ChatRecord.objects.filter(user_id=person.user_id, pk=ask_id).first()
-        return _pick(person, record, index, now, config) or Answer(str(NOTHING_TO_UNDO))
+        return _pick(person, record, index, now, config) or Answer(str(words.NOTHING_TO_UNDO))

@@ -86,19 +86,9 @@ class Answer:
         return f"{self.text}\n{self.reply_words}" if self.reply_words else self.text
 
 
-def when(reader: Any, instant: datetime, now: datetime) -> str:
-    """``instant`` as the reader's zone, language and clock write it ('tomorrow at 09:00')."""
-    return when_text(instant, now, reader.timezone, reader.language, reader.clock)
-
-
 def clock(reader: Any, instant: datetime, now: datetime) -> str:
     """``instant``'s time as the reader's clock writes it, with the weekday when not today."""
     return clock_text(instant, now, reader.timezone, reader.language, reader.clock)
-
-
-def pick_id(ask_id: int, index: int) -> int:
-    """A choice's id in a PICK token: the ask-back's record and the choice's place."""
-    return ask_id * MAX_CHOICES + index
 
 
 def saved(
@@ -114,7 +104,7 @@ def saved(
     Change time, signed for ``address``; WhatsApp reads the words to reply instead."""
     sign = action_tokens.sign
     return Answer(
-        str(text or SAVED).format(title=title, when=when(reader, due_at, now)),
+        str(text or SAVED).format(title=title, when=when_text(reader, due_at, now)),
         buttons=(
             Button(str(UNDO_BUTTON), sign(action_tokens.UNDO, follow_up_id, address)),
             Button(str(CHANGE_BUTTON), sign(action_tokens.RETIME, follow_up_id, address)),
@@ -128,9 +118,9 @@ def asked(
     reader: Any, address: str, ask_id: int, title: str, choices: Sequence[datetime], now: datetime
 ) -> Answer:
     """An ask-back: the choices as buttons, or numbered for a typed reply."""
-    labels = [when(reader, choice, now) for choice in choices]
+    labels = [when_text(reader, choice, now) for choice in choices]
     buttons = tuple(
-        Button(label, action_tokens.sign(action_tokens.PICK, pick_id(ask_id, i), address))
+        Button(label, action_tokens.sign(action_tokens.PICK, ask_id * MAX_CHOICES + i, address))
         for i, label in enumerate(labels)
     )
     numbered = "\n".join(f"{i}. {label}" for i, label in enumerate(labels, start=1))
@@ -148,7 +138,7 @@ def next_up(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
     if not items:
         return Answer(str(NOTHING_NEXT))
     item = items[0]
-    text = str(NEXT).format(title=_title(item), when=when(reader, item.starts_at, now))
+    text = str(NEXT).format(title=_title(item), when=when_text(reader, item.starts_at, now))
     if item.join_url:
         join = Button(str(JOIN_BUTTON), url=item.join_url)
         return Answer(f"{text}\n{item.join_url}", buttons=(join,))

@@ -129,7 +129,7 @@ class Shape(StrEnum):
 LANGUAGES = ("en", "de", "es", "fr", "pt-br")  # accounts.models.Language's values
 
 
-def describe_lead(delta: timedelta, language: str = "en") -> str:
+def describe_lead(delta: timedelta, language: str) -> str:
     """'in 10 min', 'in 2 h 5 min' or 'now' in ``language``; a day or more ahead
     (only a snoozed or hand-made nudge is) as the locale says it ('in 3 days')."""
     words = _words(language)
@@ -211,14 +211,12 @@ def _when(
     )
 
 
-def when_text(
-    instant: datetime, now: datetime, tz_name: str, language: str = "en", clock: str = "24h"
-) -> str:
-    """'at 15:10', 'tomorrow at 3:10 PM', 'on Fri, Dec 10 at 15:10': when something is,
-    as the person's zone, language and clock write it (a chat's answers)."""
-    tz, label, language = _reader(tz_name, language)
+def when_text(reader: Any, instant: datetime, now: datetime) -> str:
+    """'at 15:10', 'tomorrow at 3:10 PM', 'on Fri, Dec 10 at 15:10': when something is, as
+    the reader's (their ``DeliverySettings``') zone, language and clock write it."""
+    tz, label, language = _reader(reader.timezone, reader.language)
     local = instant.astimezone(tz)
-    time_text = _time_text(local, language, clock)
+    time_text = _time_text(local, language, reader.clock)
     return _when(local, now.astimezone(tz), language, time_text)[0] + label
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from functools import cache
 
 from django.utils.module_loading import import_string
 
@@ -129,11 +128,6 @@ class Sender(ABC):
         """Release connections at the end of a run."""
 
 
-@cache
-def _sender_class(dotted_path: str) -> type[Sender]:
-    return import_string(dotted_path)
-
-
 def get_sender(channel: str, config: NudgeConfig) -> Sender:
     """A fresh instance of the sender configured for ``channel``."""
     try:
@@ -142,4 +136,4 @@ def get_sender(channel: str, config: NudgeConfig) -> Sender:
         raise PermanentSendError(
             f"no channel is configured for {channel!r}", kind=FailureKind.CONFIGURATION
         ) from None
-    return _sender_class(dotted_path)()
+    return import_string(dotted_path)()

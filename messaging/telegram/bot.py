@@ -28,9 +28,9 @@ from accounts.actions import PAUSED_BY_TELEGRAM_STOP
 from accounts.models import Channel
 from core.config import NudgeConfig
 from messaging import action_tokens, addresses, chat, chat_words, nudge_actions
+from messaging.chat_words import Button
 from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
-from messaging.nudge_actions import NOT_HERE
 from messaging.telegram.send import TelegramChannel, markup_of
 
 ALLOWED_UPDATES = ["message", "callback_query"]
@@ -85,12 +85,8 @@ class CallbackAnswer:
 
 def _url_buttons_only(message: Message) -> InlineKeyboardMarkup | None:
     """The message's URL buttons (Join) without the ones already used."""
-    markup = message.reply_markup
-    if markup is None:
-        return None
-    rows = [[b for b in row if b.url] for row in markup.inline_keyboard]
-    rows = [row for row in rows if row]
-    return InlineKeyboardMarkup(rows) if rows else None
+    rows = message.reply_markup.inline_keyboard if message.reply_markup else ()
+    return markup_of([Button(b.text, url=b.url) for b in row if b.url] for row in rows)
 
 
 def _with_outcome(text: str, outcome: str) -> str:
@@ -103,7 +99,7 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
     message = query.message
     chat_id = message.chat.id if message is not None else None
     if chat_id is None:
-        return CallbackAnswer(query.id, str(NOT_HERE))
+        return CallbackAnswer(query.id, str(chat_words.NOT_HERE))
     claim = action_tokens.verify(query.data or "", str(chat_id))
     # A capture's Undo / Change time or an ask-back's choice, else a nudge's Snooze / Done.
     by_chat = claim is not None and claim.act not in (action_tokens.SNOOZE, action_tokens.DONE)
@@ -154,12 +150,6 @@ def link_state(user_id: int, now: datetime) -> str:
     return LinkState.EXPIRED
 
 
-def first_time(update_id: int) -> bool:
-    """Record the update id; False when it was handled before (a replay)."""
-    _, created = TelegramUpdateSeen.objects.get_or_create(update_id=update_id)
-    return created
-
-
 def _link(payload: str, chat_id: str, now: datetime) -> str:
     owned = addresses.parse_telegram_payload(payload)
     if owned is None:
@@ -182,7 +172,8 @@ def handle_update(
     update: Update, now: datetime, config: NudgeConfig
 ) -> Reply | CallbackAnswer | None:
     """Act on one update; the answer to send, if any."""
-    if not first_time(update.update_id):
+    _, first_time = TelegramUpdateSeen.objects.get_or_create(update_id=update.update_id)
+    if not first_time:  # a replay
         return None
     if update.callback_query is not None:
         return handle_callback(update.callback_query, now, config)

@@ -130,6 +130,15 @@ def classify_twilio_error(
     return PermanentSendError(f"Twilio HTTP {status}: {detail}", code=code_text)
 
 
+# What sending needs; linking a number needs its confirmation template too.
+SENDING_SETTINGS = ("TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN", "TWILIO_WHATSAPP_FROM")
+
+
+def missing_settings(names: tuple[str, ...]) -> list[str]:
+    """Those of the settings ``names`` that are empty on this server."""
+    return [name for name in names if not getattr(settings, name)]
+
+
 def whatsapp_address(number: str) -> str:
     """``whatsapp:+14155550100`` from an E.164 number (or an already prefixed one)."""
     number = number.strip()
@@ -158,12 +167,7 @@ class WhatsAppChannel(Sender):
         """This thread's Twilio client and the HTTP client that remembers its headers."""
         client = getattr(self._local, "client", None)
         if client is None:
-            required = {
-                "TWILIO_ACCOUNT_SID": self.account_sid,
-                "TWILIO_AUTH_TOKEN": self._auth_token,
-                "TWILIO_WHATSAPP_FROM": self.from_address,
-            }
-            missing = [name for name, value in required.items() if not value]
+            missing = missing_settings(SENDING_SETTINGS)
             if missing:
                 raise misconfigured(f"WhatsApp is not configured: {', '.join(missing)} empty")
             http_client = BaseUrlHttpClient(self.base_url, timeout=self.timeout)

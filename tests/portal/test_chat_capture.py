@@ -16,7 +16,7 @@ from django.core.management import call_command
 
 from accounts.models import Channel, DeliverySettings
 from followups.models import FollowUp
-from messaging import chat
+from messaging import chat, chat_words
 from messaging.models import ChatRecord
 from sweeps.deliver import run_deliver
 from tenancy.scope import tenant_scope
@@ -132,7 +132,7 @@ def test_text_without_a_time_gets_an_example_and_chatter_help_once_an_hour(tg, a
     texts = [r.text for r in replies(tg)]
     assert texts[0].startswith("When should I remind you?")
     assert "tomorrow at 9 call Anna" in texts[0]
-    assert texts[1] == str(chat.HELP)
+    assert texts[1] == str(chat_words.HELP)
     assert len(texts) == 2  # the second chatter within the hour: no answer
     assert follow_ups(ana) == []
 
@@ -158,7 +158,7 @@ def test_a_stopped_chat_creates_nothing_until_start(tg, ana):
     tg.push_message(CHAT, "in 2 hours check the oven")
     poll(now)
     assert follow_ups(ana) == []
-    assert replies(tg)[-1].text == str(chat.NOT_CONSENTING)
+    assert replies(tg)[-1].text == str(chat_words.NOT_CONSENTING)
     tg.push_message(CHAT, "/start")
     tg.push_message(CHAT, "in 2 hours check the oven")
     poll(now)
