@@ -63,10 +63,8 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
     readonly_fields = fields
     actions = ("resync_now",)
 
-    def has_resync_permission(self, request: HttpRequest) -> bool:
-        """Resync is a change to the connection, so it takes the change permission."""
-        opts = self.opts
-        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+    # Resync is a change to the connection, so it takes the change permission.
+    has_resync_permission = ReadOnlyAdmin.may_change
 
     @admin.display(description="push")
     def push(self, obj: CalendarConnection) -> str:

@@ -6,13 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.push import worklist
 from calendars.release import request_release
-from core.ids import valid_id
+from core.ids import owned
 from sweeps.replan import refresh_queue
 from tenancy.scope import tenant_scope
 
@@ -36,19 +35,12 @@ def list_connections(user_id: int) -> list[CalendarConnection]:
         return list(CalendarConnection.objects.filter(user_id=user_id).order_by("created_at"))
 
 
-def _theirs(user_id: int, connection_id: int) -> QuerySet[CalendarConnection]:
-    """The user's connection of that id (none for an id out of range); inside the scope."""
-    if not valid_id(connection_id):
-        return CalendarConnection.objects.none()
-    return CalendarConnection.objects.filter(user_id=user_id, pk=connection_id)
-
-
 def set_switches(
     user_id: int, connection_id: int, *, nudges_on: bool, skip_all_day: bool, now: datetime
 ) -> CalendarConnection | None:
     """Save one calendar's two switches and re-plan; None if it is not the user's."""
     with tenant_scope(user_id):
-        connection = _theirs(user_id, connection_id).first()
+        connection = owned(CalendarConnection.objects, user_id, connection_id).first()
         if connection is None:
             return None
         connection.nudges_on, connection.skip_all_day = nudges_on, skip_all_day
@@ -61,7 +53,11 @@ def find(user_id: int, connection_id: int) -> CalendarConnection | None:
     """The user's connection of that id (not the internal local one), for the page
     that asks before disconnecting it."""
     with tenant_scope(user_id):
-        return _theirs(user_id, connection_id).exclude(provider=Provider.LOCAL).first()
+        return (
+            owned(CalendarConnection.objects, user_id, connection_id)
+            .exclude(provider=Provider.LOCAL)
+            .first()
+        )
 
 
 @dataclass(frozen=True)
@@ -74,7 +70,11 @@ def disconnect(user_id: int, connection_id: int, now: datetime) -> Disconnected 
     """Delete the user's connection; None if it is not theirs. What the provider still holds
     (a push channel, Google's grant) is undone by the minute job (``calendars/release.py``)."""
     with tenant_scope(user_id):
-        connection = _theirs(user_id, connection_id).exclude(provider=Provider.LOCAL).first()
+        connection = (
+            owned(CalendarConnection.objects, user_id, connection_id)
+            .exclude(provider=Provider.LOCAL)
+            .first()
+        )
         if connection is None:
             return None
         label, provider = str(connection), connection.provider

@@ -15,7 +15,7 @@ from django.views.decorators.cache import never_cache
 from accounts.actions import ensure_settings, update_settings
 from accounts.models import AccountNotice, Channel, DeliverySettings
 from core.config import NudgeConfig
-from core.ids import valid_id
+from core.ids import owned
 from core.zones import zone_of
 from messaging.addresses import new_telegram_code
 from messaging.models import LinkCode, OptInRecord
@@ -234,10 +234,8 @@ def api_token_new(request: HttpRequest) -> HttpResponse:
 
 
 def _live_token(user_id: int, token_id: int) -> ApiToken | None:
-    if not valid_id(token_id):
-        return None
     with tenant_scope(user_id):
-        return ApiToken.objects.filter(user_id=user_id, pk=token_id, revoked_at=None).first()
+        return owned(ApiToken.objects.filter(revoked_at=None), user_id, token_id).first()
 
 
 @user_page("GET", "POST")

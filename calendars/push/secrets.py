@@ -1,21 +1,18 @@
 """The secret a provider echoes on every notification (Google's channel ``token``,
-Graph's ``clientState``). Only its SHA-256 digest is stored: it is never needed
-again, and it is long and random, so a slow hash would add nothing.
+Graph's ``clientState``). Only its digest (``core.bearer.digest``) is stored: it is
+never needed again.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import secrets
+
+from core.bearer import digest
 
 
 def new_secret() -> str:
     return secrets.token_urlsafe(32)
-
-
-def digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def matches(secret: str, stored_digest: str) -> bool:
