@@ -248,6 +248,12 @@ def fill(tree: Tree, now: str, users: int, per_user: int, processes: int, *args:
     return result
 
 
+def _has_fork_pool(tree: Tree) -> bool:
+    """Whether that version's materialize still had ``--workers`` (gone in round 4)."""
+    commands = tree.path.glob("*/management/commands/materialize.py")
+    return any("--workers" in command.read_text() for command in commands)
+
+
 def measure(tree: Tree, users: int, per_user: int, baseline: bool) -> dict:
     """Seed, fill with 1 and 2, then the steady cycle at T + 15 min."""
     tree.fresh_database()
@@ -257,7 +263,7 @@ def measure(tree: Tree, users: int, per_user: int, baseline: bool) -> dict:
     now = db_now.isoformat()
     result["tables_emptied"] = queue_tables(tree)
     result["fill_1"] = fill(tree, now, users, per_user, 1)
-    if baseline:
+    if baseline and _has_fork_pool(tree):
         result["fill_2"] = fill(tree, now, users, per_user, 1, "--workers", "2")
     else:
         result["fill_2"] = fill(tree, now, users, per_user, 2)
