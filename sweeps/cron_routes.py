@@ -5,7 +5,6 @@ in the request for its budget plus one send: the server's timeout must be longer
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import Callable
 
@@ -15,7 +14,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from core.bearer import bearer_token
+from core.bearer import bearer_token, is_secret
 from sweeps.deliver import run_deliver
 from sweeps.materialize import run_materialize
 
@@ -31,9 +30,7 @@ REALMS = {
 
 def carries_secret(request: HttpRequest, setting: str) -> bool:
     """Whether the request's bearer token is the non-empty secret in ``setting``."""
-    secret = getattr(settings, setting)
-    # Compared as bytes: compare_digest refuses non-ASCII str, and a header may hold anything.
-    return bool(secret) and hmac.compare_digest(bearer_token(request).encode(), secret.encode())
+    return is_secret(bearer_token(request), getattr(settings, setting))
 
 
 def refusal(request: HttpRequest, setting: str) -> JsonResponse | None:
