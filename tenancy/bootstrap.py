@@ -69,9 +69,7 @@ def _ensure_role(
         "NOCREATEROLE",
         "CREATEDB" if createdb else "NOCREATEDB",
     ]
-    statement = sql.SQL("{verb} ROLE {name} " + " ".join(options)).format(
-        verb=sql.SQL(verb), name=sql.Identifier(name)
-    )
+    statement = sql.SQL(f"{verb} ROLE {{}} {' '.join(options)}").format(sql.Identifier(name))
     if password:
         statement = sql.SQL("{} PASSWORD {}").format(statement, sql.Literal(password))
     cur.execute(statement)
@@ -130,14 +128,11 @@ def _reset_session_settings(cur: psycopg.Cursor, roles: RoleNames, databases: li
     ):
         name = setting.split("=", 1)[0]
         if role is None:
-            target = sql.SQL("DATABASE {}").format(sql.Identifier(database))
+            _execute(cur, "ALTER DATABASE {} RESET {}", database, name)
         elif database is None:
-            target = sql.SQL("ROLE {}").format(sql.Identifier(role))
+            _execute(cur, "ALTER ROLE {} RESET {}", role, name)
         else:
-            target = sql.SQL("ROLE {} IN DATABASE {}").format(
-                sql.Identifier(role), sql.Identifier(database)
-            )
-        cur.execute(sql.SQL("ALTER {} RESET {}").format(target, sql.Identifier(name)))
+            _execute(cur, "ALTER ROLE {} IN DATABASE {} RESET {}", role, database, name)
 
 
 def _ensure_database(cur: psycopg.Cursor, name: str, owner: str) -> None:
