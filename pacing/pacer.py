@@ -1,11 +1,6 @@
-"""Pacing: named rate budgets that hold across every process at once, and learn.
-
-Each budget (a channel, or a provider's project, user or mailbox) keeps its next free
-slot in ``channel_pacing``; a process reserves slots ``1/rate`` apart, at most
-``HORIZON`` ahead, in one short statement outside any transaction, and maps them onto
-its monotonic clock. The configured rate is a ceiling (AIMD, ``statements.py``): a 429
-pauses the budget and lowers its rate for every process; it climbs back each minute.
-A lost reservation (commits do not wait for the disk) only lets a slot be used twice.
+"""Pacing: named rate budgets that hold across every process at once, and learn from 429s
+(docs/ARCHITECTURE.md, "Pacing"). A lost reservation (commits do not wait for the disk)
+only lets a slot be used twice.
 """
 
 from __future__ import annotations

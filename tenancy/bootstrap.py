@@ -1,15 +1,7 @@
-"""Create or repair, idempotently from an admin connection, the roles and databases.
-
-* the **owner role** owns the databases and tables; only ``migrate``, ``flush``
-  and test set-up connect as it. Nobody is a member of it.
-* the **login role** (``DATABASE_URL``): DML only, owns nothing, ``NOINHERIT``, so
-  the policies ``TO`` the NOLOGIN **sweeper**, **support** and **planner** roles
-  (``rls_bypass``, ``support_scope``, ``planning_scope``) apply only after
-  ``SET LOCAL ROLE``; those are the only roles it may enter.
-
-None is a superuser or BYPASSRLS. Each run also repairs memberships, session
-defaults, ownership, and TRUNCATE, REFERENCES and TRIGGER grants. Plain psycopg:
-the embedded default calls it while settings load.
+"""Create or repair, idempotently from an admin connection, the roles and databases
+(docs/ARCHITECTURE.md, "Tenant isolation"): none is a superuser or BYPASSRLS, and each run
+also repairs memberships, session defaults, ownership, and TRUNCATE, REFERENCES and TRIGGER
+grants. Plain psycopg: the embedded default calls it while settings load.
 """
 
 from __future__ import annotations

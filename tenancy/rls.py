@@ -1,7 +1,6 @@
 """Row-level security DDL for tenant tables, as reversible migration operations, and the
-one definition of the tenant predicate. The bypass is a policy ``TO`` a NOLOGIN role
-entered with ``SET LOCAL ROLE``, not a flag OR'ed into the tenant policy: any flag term
-costs the claim its early stop and tenant reads their ``user_id`` index.
+one definition of the tenant predicate; the bypass is a policy ``TO`` a NOLOGIN role, not a
+flag (docs/ARCHITECTURE.md, "Why a role-gated bypass rather than a flag").
 """
 
 from __future__ import annotations
