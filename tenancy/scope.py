@@ -7,7 +7,7 @@ with autocommit off: a ``SET LOCAL`` would otherwise outlive the block.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from django.conf import settings
 from django.db import Error, connection, transaction
@@ -98,15 +98,12 @@ def _owned_transaction(
             setattr(connection, _ACTIVE_FLAG, None)
 
 
-@contextmanager
-def tenant_scope(user_id: int, *, relaxed_commit: bool = False) -> Iterator[None]:
+def tenant_scope(user_id: int, *, relaxed_commit: bool = False) -> AbstractContextManager[None]:
     """Run the block in a transaction that sees only ``user_id``'s rows. ``relaxed_commit``
     (``synchronous_commit = off``) is for work the next run derives again; never delivery."""
     user_id = _validated_user_id(user_id)
-    with _owned_transaction(
-        f"tenant_scope({user_id})", tenant=str(user_id), relaxed_commit=relaxed_commit
-    ):
-        yield
+    kind = f"tenant_scope({user_id})"
+    return _owned_transaction(kind, tenant=str(user_id), relaxed_commit=relaxed_commit)
 
 
 @contextmanager
@@ -197,39 +194,33 @@ def run_statements(
     return answers
 
 
-@contextmanager
-def rls_bypass() -> Iterator[None]:
+def rls_bypass() -> AbstractContextManager[None]:
     """Run the block as the sweeper role: every tenant's queue rows, nothing else. Only
     the claim, the settle-up and their bookkeeping belong here."""
-    with _owned_transaction("rls_bypass()", role=settings.NUDGE_DB_SWEEPER_ROLE):
-        yield
+    return _owned_transaction("rls_bypass()", role=settings.NUDGE_DB_SWEEPER_ROLE)
 
 
-@contextmanager
-def planning_scope(user_ids: Sequence[int]) -> Iterator[None]:
+def planning_scope(user_ids: Sequence[int]) -> AbstractContextManager[None]:
     """Run the block as the planner role, seeing the rows of ``user_ids`` and no one else's.
     For materialize alone; the commit is relaxed (the next run derives it all again)."""
     ids = sorted({_validated_user_id(user_id) for user_id in user_ids})
     if not ids:
         raise ScopeError("planning_scope needs at least one user id")
-    with _owned_transaction(
+    return _owned_transaction(
         f"planning_scope({len(ids)} users)",
         role=settings.NUDGE_DB_PLANNER_ROLE,
         relaxed_commit=True,
         planning=",".join(map(str, ids)),
-    ):
-        yield
+    )
 
 
 # The name ``current_scope()`` gives the admin's support scope while it is open.
 SUPPORT_SCOPE = "support_scope()"
 
 
-@contextmanager
-def support_scope() -> Iterator[None]:
+def support_scope() -> AbstractContextManager[None]:
     """Run the block as the support role: the staff admin's cross-tenant view."""
-    with _owned_transaction(SUPPORT_SCOPE, role=settings.NUDGE_DB_SUPPORT_ROLE):
-        yield
+    return _owned_transaction(SUPPORT_SCOPE, role=settings.NUDGE_DB_SUPPORT_ROLE)
 
 
 def current_scope() -> str | None:
