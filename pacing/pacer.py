@@ -303,9 +303,9 @@ class ChannelPacer:
     def __init__(self, config: NudgeConfig) -> None:
         self.config = config
         self.budgets = SharedBudgets(config)
+        self._lock = threading.Lock()  # the turns, the rates in force, the chats' locks
         # channel -> monotonic instant of this process's next send turn on it
         self._next_turn_at: dict[str, float] = {}
-        self._turn_lock = threading.Lock()
         # channel -> monotonic instant before which asking again is pointless
         self._ask_again_at: dict[str, float] = {}
         # channel -> monotonic instant a 429 paused it until (read by worker threads)
@@ -316,7 +316,6 @@ class ChannelPacer:
         # (channel, address) -> the chat's send lock, and when its last send was answered
         self._chat_locks: dict[tuple[str, str], threading.Lock] = {}
         self._chat_answered_at: dict[tuple[str, str], float] = {}
-        self._chat_locks_lock = threading.Lock()
 
     def paced(self, channel: str) -> bool:
         return self.config.rate(channel) > 0
@@ -329,7 +328,7 @@ class ChannelPacer:
         of the rate in force apart, from any thread) and take it; False, at once and without
         using a turn, when that turn comes too late for ``deadline``: its time belongs to
         other processes' slots, and a used turn would push every row after it late too."""
-        with self._turn_lock:
+        with self._lock:
             rate = self.rates.get(channel) or self.config.rate(channel)
             if rate <= 0:
                 return True
@@ -396,7 +395,7 @@ class ChannelPacer:
             yield lambda: None
             return
         key = (channel, address)
-        with self._chat_locks_lock:
+        with self._lock:
             lock = self._chat_locks.setdefault(key, threading.Lock())
         with lock:
             answered_at = self._chat_answered_at.get(key)
@@ -406,5 +405,5 @@ class ChannelPacer:
 
     def _learn_rate(self, channel: str, rate: float) -> None:
         """Keep this process's own spacing (``take_turn``) at the shared rate in force."""
-        with self._turn_lock:
+        with self._lock:
             self.rates[channel] = rate
