@@ -6,7 +6,7 @@ import os
 
 from django.core import checks
 
-from core.config import TUNING_VARIABLE, NudgeConfig, stray_tuning
+from core.config import KNOBS, TUNING_VARIABLE, NudgeConfig
 
 
 @checks.register()
@@ -25,6 +25,9 @@ def nudge_settings_are_valid(app_configs=None, **kwargs) -> list[checks.CheckMes
 @checks.register()
 def no_tuning_in_the_environment(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     """Internal tuning is not read from the environment: say so rather than ignore it."""
+    if TUNING_VARIABLE in os.environ:
+        return []
+    stray = [knob.setting for knob in KNOBS if not knob.public and knob.setting in os.environ]
     return [
         checks.Warning(
             f"{name} is set in the environment, but it is internal tuning, not a setting: "
@@ -33,5 +36,5 @@ def no_tuning_in_the_environment(app_configs=None, **kwargs) -> list[checks.Chec
             f"{TUNING_VARIABLE}.",
             id="nudge.W002",
         )
-        for name in stray_tuning(os.environ)
+        for name in stray
     ]

@@ -342,13 +342,6 @@ def knob_settings(
     return values
 
 
-def stray_tuning(environment: Mapping[str, str]) -> list[str]:
-    """Internal tuning names set in the environment, where they change nothing."""
-    if TUNING_VARIABLE in environment:
-        return []
-    return [knob.setting for knob in KNOBS if not knob.public and knob.setting in environment]
-
-
 def _push_base_url_ok(url: str) -> bool:
     """Providers post only to https (Google refuses anything else); loopback is for tests."""
     if not url:

@@ -23,16 +23,14 @@ from tenancy.bootstrap import RoleNames, template_database_name
 BASE_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = BASE_DIR / "var"
 
-# ``env`` reads the public settings (docs/OPERATIONS.md "Settings"; at most 30);
-# ``seam`` what only development, tests and benchmarks set (the fakes' addresses).
+# ``env`` reads the public settings (docs/OPERATIONS.md "Settings"; at most 30; each one
+# explained in .env.example); ``seam`` what only development, tests and benchmarks set.
 env = environ.Env()
 seam = environ.Env()
 if (BASE_DIR / ".env").is_file():
     environ.Env.read_env(BASE_DIR / ".env")
 
 DEBUG = env.bool("DEBUG", default=False)
-# The site's public https origin: webhook addresses derive from it, and forms posted
-# through the TLS proxy are trusted from it. Empty: no push, no webhooks.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="").rstrip("/")
 _public = urlsplit(PUBLIC_BASE_URL)
 if PUBLIC_BASE_URL and (
@@ -196,7 +194,6 @@ USE_TZ = True
 # --- The end-user area ----------------------------------------------------------
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "portal:home"
-# Password-reset mail, one URL (smtp+tls://user:password@host:587, consolemail://).
 globals().update(
     env.email_url(
         "EMAIL_URL",
@@ -288,24 +285,20 @@ TWILIO_CONTENT_SID = env.str("TWILIO_CONTENT_SID", default="")
 TWILIO_STATUS_CALLBACK_URL = f"{PUBLIC_BASE_URL}/twilio/status" if PUBLIC_BASE_URL else ""
 TELEGRAM_BOT_TOKEN = env.str("TELEGRAM_BOT_TOKEN", default="")
 TELEGRAM_API_BASE_URL = seam.str("TELEGRAM_API_BASE_URL", default="")
-# The bot's @username without the "@", for https://t.me/<username>?start=<code> links.
 TELEGRAM_BOT_USERNAME = env.str("TELEGRAM_BOT_USERNAME", default="")
 # Checked on X-Telegram-Bot-Api-Secret-Token; empty turns POST /telegram/webhook off.
 TELEGRAM_WEBHOOK_SECRET = env.str("TELEGRAM_WEBHOOK_SECRET", default="")
 TELEGRAM_WEBHOOK_URL = f"{PUBLIC_BASE_URL}/telegram/webhook" if PUBLIC_BASE_URL else ""
-# Approved WhatsApp template for the confirmation code ({{1}} = the code).
 TWILIO_CONFIRM_CONTENT_SID = env.str("TWILIO_CONFIRM_CONTENT_SID", default="")
 # The exact public URL Twilio posts inbound messages to (signatures cover it).
 TWILIO_INBOUND_URL = f"{PUBLIC_BASE_URL}/twilio/inbound" if PUBLIC_BASE_URL else ""
 CHANNEL_TIMEOUT_SECONDS = seam.float("CHANNEL_TIMEOUT_SECONDS", default=10.0)
 
-# HTTP cron routes (POST /cron/…): bearer secret; empty disables the routes.
 CRON_SECRET = env.str("CRON_SECRET", default="")
-# GET /metrics (the cron secret is not accepted there): bearer secret; empty disables it.
+# The cron secret is not accepted on GET /metrics.
 METRICS_SECRET = env.str("METRICS_SECRET", default="")
 
 # --- Providers: calendars ---------------------------------------------------
-# Fernet key(s) for tokens at rest, comma-separated, newest first.
 CALENDAR_TOKEN_KEYS = env.list("CALENDAR_TOKEN_KEYS", default=[])
 GOOGLE_CLIENT_ID = env.str("GOOGLE_CLIENT_ID", default="")
 GOOGLE_CLIENT_SECRET = env.str("GOOGLE_CLIENT_SECRET", default="")

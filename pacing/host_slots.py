@@ -1,10 +1,5 @@
-"""Fetch slots per feed host (host and port), learned from its answers and shared by
-every process through one row per host (``fetch_host_slots``). A host starts at
-``CALENDAR_SYNC_PER_HOST``. A clean, quick answer earns a slot (per answer until the host
-is first limited, as TCP's slow start, then per round trip); a 429, 5xx, timeout or slow
-answer halves them, once per ``HOLD``, within ``FEWEST``..``MOST`` and ``HOST_SHARE`` of a
-process's concurrency. A process shares what it learned at most every ``SHARE_SECONDS``
-(sooner for a host new to it).
+"""Fetch slots per feed host (host and port), learned from its answers and shared by every
+process through one row per host (docs/ARCHITECTURE.md, "Connected calendars").
 """
 
 from __future__ import annotations

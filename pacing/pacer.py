@@ -1,11 +1,6 @@
-"""Pacing: named rate budgets that hold across every process at once, and learn.
-
-Each budget (a channel, or a provider's project, user or mailbox) keeps its next free
-slot in ``channel_pacing``; a process reserves slots ``1/rate`` apart, at most
-``HORIZON`` ahead, in one short statement outside any transaction, and maps them onto
-its monotonic clock. The configured rate is a ceiling (AIMD, ``statements.py``): a 429
-pauses the budget and lowers its rate for every process; it climbs back each minute.
-A lost reservation (commits do not wait for the disk) only lets a slot be used twice.
+"""Pacing: named rate budgets that hold across every process at once, and learn from 429s
+(docs/ARCHITECTURE.md, "Pacing"). A lost reservation (commits do not wait for the disk)
+only lets a slot be used twice.
 """
 
 from __future__ import annotations
@@ -302,43 +297,15 @@ def request_rate_limited(budget: Budget, seconds: float, config: NudgeConfig) ->
     return _statement(partial(_shared(config).slow_down, budget, seconds))
 
 
-class SendGate:
-    """Keeps one process's sends on one channel at least ``interval`` apart, from any thread;
-    a turn too late is refused: its time belongs to other processes' slots."""
-
-    def __init__(self, interval: float) -> None:
-        self._lock = threading.Lock()
-        self._next_at = 0.0
-        self.retune(interval)
-
-    def retune(self, interval: float) -> None:
-        """Follow the channel's rate in force (a 429 lowered it, or it climbs back)."""
-        with self._lock:
-            self.interval = interval
-            self.tolerance = max(LATE_TOLERANCE, interval)
-
-    def take_turn(self, deadline: float) -> bool:
-        """Wait for this process's next turn on the channel and take it; False, at
-        once and without using a turn, when that turn comes too late for ``deadline``
-        (a used turn would push every row after it late too)."""
-        with self._lock:
-            now = time.monotonic()
-            turn = max(now, self._next_at)
-            if turn - deadline > self.tolerance:
-                return False
-            self._next_at = turn + self.interval
-        if turn > now:
-            time.sleep(turn - now)
-        return True
-
-
 class ChannelPacer:
     """This process's view of the shared per-channel send budgets, and their pauses."""
 
     def __init__(self, config: NudgeConfig) -> None:
         self.config = config
         self.budgets = SharedBudgets(config)
-        self.gates: dict[str, SendGate | None] = {}
+        self._lock = threading.Lock()  # the turns, the rates in force, the chats' locks
+        # channel -> monotonic instant of this process's next send turn on it
+        self._next_turn_at: dict[str, float] = {}
         # channel -> monotonic instant before which asking again is pointless
         self._ask_again_at: dict[str, float] = {}
         # channel -> monotonic instant a 429 paused it until (read by worker threads)
@@ -349,7 +316,6 @@ class ChannelPacer:
         # (channel, address) -> the chat's send lock, and when its last send was answered
         self._chat_locks: dict[tuple[str, str], threading.Lock] = {}
         self._chat_answered_at: dict[tuple[str, str], float] = {}
-        self._chat_locks_lock = threading.Lock()
 
     def paced(self, channel: str) -> bool:
         return self.config.rate(channel) > 0
@@ -357,12 +323,23 @@ class ChannelPacer:
     def budget(self, channel: str) -> Budget:
         return Budget(channel, self.config.rate(channel))
 
-    def gate(self, channel: str) -> SendGate | None:
-        """The channel's in-process spacing at send time; None when unpaced."""
-        if channel not in self.gates:
+    def take_turn(self, channel: str, deadline: float) -> bool:
+        """Wait for this process's next turn on ``channel`` (its sends at least one interval
+        of the rate in force apart, from any thread) and take it; False, at once and without
+        using a turn, when that turn comes too late for ``deadline``: its time belongs to
+        other processes' slots, and a used turn would push every row after it late too."""
+        with self._lock:
             rate = self.rates.get(channel) or self.config.rate(channel)
-            self.gates[channel] = SendGate(1 / rate) if rate > 0 else None
-        return self.gates[channel]
+            if rate <= 0:
+                return True
+            now = time.monotonic()
+            turn = max(now, self._next_turn_at.get(channel, 0.0))
+            if turn - deadline > max(LATE_TOLERANCE, 1 / rate):
+                return False
+            self._next_turn_at[channel] = turn + 1 / rate
+        if turn > now:
+            time.sleep(turn - now)
+        return True
 
     def reserve(self, channel: str, wanted: int) -> list[float]:
         """Up to ``wanted`` send deadlines (monotonic seconds), earliest first; "now" when
@@ -418,7 +395,7 @@ class ChannelPacer:
             yield lambda: None
             return
         key = (channel, address)
-        with self._chat_locks_lock:
+        with self._lock:
             lock = self._chat_locks.setdefault(key, threading.Lock())
         with lock:
             answered_at = self._chat_answered_at.get(key)
@@ -427,8 +404,6 @@ class ChannelPacer:
             yield lambda: self._chat_answered_at.__setitem__(key, time.monotonic())
 
     def _learn_rate(self, channel: str, rate: float) -> None:
-        """Keep this process's own spacing (the gate) at the shared rate in force."""
-        self.rates[channel] = rate
-        gate = self.gate(channel)
-        if gate is not None and rate > 0:
-            gate.retune(1 / rate)
+        """Keep this process's own spacing (``take_turn``) at the shared rate in force."""
+        with self._lock:
+            self.rates[channel] = rate

@@ -1,14 +1,17 @@
 """The pacer's SQL: named send and request budgets shared by every process."""
 
+
 # The ceiling, or after a 429 the lowered ``rate`` grown by ``growth`` (a share
 # compounding per second) since ``rate_since``, capped: computed when read, so
 # nothing runs to raise it. Growth relative to the learned rate, not the ceiling:
 # a ceiling far above the provider's limit would otherwise bring the burst back.
-_RATE_IN_FORCE = """
+def _rate_in_force(ceiling: str) -> str:
+    return f"""
 least({ceiling}, coalesce(p.rate * exp(least(50, %(growth)s
                                        * extract(epoch FROM clock_timestamp() - p.rate_since))),
                           {ceiling}))
 """
+
 
 # The share of what was counted that many seconds ago still counted now.
 _DECAY = "exp(-greatest(0, extract(epoch FROM clock_timestamp() - p.counted_at)) / %(tau)s)"
@@ -26,20 +29,15 @@ ON CONFLICT (budget) DO NOTHING
 # lag ``burst - 1`` slots behind, so a quiet spell's burst falls at once. Rows
 # are locked in name order (no deadlock). Answers the first slot, the count,
 # the rate and the database's clock, per budget.
-RESERVE_SLOTS = (
-    """
+RESERVE_SLOTS = f"""
 WITH wanted AS (
     SELECT budget, ceiling, burst
       FROM unnest(%(budgets)s::text[], %(ceilings)s::float8[], %(bursts)s::int[])
            AS w(budget, ceiling, burst)
 ), current AS (
     SELECT p.budget, w.ceiling, w.burst, p.next_slot_at,
-           clock_timestamp() AS now, """
-    + _DECAY
-    + """ AS decay, p.counted_at, p.sent,
-           """
-    + _RATE_IN_FORCE.format(ceiling="w.ceiling")
-    + """ AS rate
+           clock_timestamp() AS now, {_DECAY} AS decay, p.counted_at, p.sent,
+           {_rate_in_force("w.ceiling")} AS rate
       FROM channel_pacing AS p
       JOIN wanted AS w USING (budget)
      ORDER BY p.budget
@@ -71,7 +69,6 @@ UPDATE channel_pacing AS p
  WHERE p.budget = g.budget
 RETURNING g.budget, g.first_slot, g.slots, g.rate, g.now
 """
-)
 
 # A 429: pause for ``wait``, count the refusal, and lower the rate once per
 # ``hold`` (requests in flight answer 429 together): to ``backoff`` x what the
@@ -81,22 +78,15 @@ RETURNING g.budget, g.first_slot, g.slots, g.rate, g.now
 # under ``guess`` x the rate in force (which was then a guess, not a limit), else
 # ``backoff`` x the rate in force (the window, pauses included, understates a
 # rate near the limit); never below ``minimum`` requests a second.
-SLOW_DOWN = (
-    """
+SLOW_DOWN = f"""
 WITH counted AS (
     SELECT p.budget,
-           coalesce(p.sent * """
-    + _DECAY
-    + """, 0) AS sent,
-           coalesce(p.refused * """
-    + _DECAY
-    + """, 0) + 1 AS refused,
+           coalesce(p.sent * {_DECAY}, 0) AS sent,
+           coalesce(p.refused * {_DECAY}, 0) + 1 AS refused,
            greatest(1, %(tau)s * (1 - exp(-extract(epoch FROM clock_timestamp()
                                                         - p.counting_since) / %(tau)s)))
                AS seconds,
-           """
-    + _RATE_IN_FORCE.format(ceiling="%(ceiling)s")
-    + """ AS in_force
+           {_rate_in_force("%(ceiling)s")} AS in_force
       FROM channel_pacing AS p
      WHERE p.budget = %(budget)s
        FOR UPDATE
@@ -124,16 +114,11 @@ UPDATE channel_pacing AS p
                          THEN clock_timestamp() ELSE p.rate_since END
   FROM lowered AS l
  WHERE p.budget = l.budget
-RETURNING """
-    + _RATE_IN_FORCE.format(ceiling="%(ceiling)s")
-)
+RETURNING {_rate_in_force("%(ceiling)s")}"""
 
 # Every budget's rate in force and pause; per-user ones only when lowered or paused.
-RATES_IN_FORCE = (
-    """
-SELECT p.budget, p.ceiling, """
-    + _RATE_IN_FORCE.format(ceiling="p.ceiling")
-    + """ AS rate,
+RATES_IN_FORCE = f"""
+SELECT p.budget, p.ceiling, {_rate_in_force("p.ceiling")} AS rate,
        greatest(0, extract(epoch FROM p.next_slot_at - clock_timestamp()))::float8 AS paused_for
   FROM channel_pacing AS p
  WHERE p.ceiling IS NOT NULL
@@ -141,7 +126,6 @@ SELECT p.budget, p.ceiling, """
         OR p.next_slot_at > clock_timestamp() + interval '1 second')
  ORDER BY p.budget
 """
-)
 
 # Each host's learned fetch slots after this process's answers since it last
 # shared: a new host starts at ``start``; a limited answer multiplies by its

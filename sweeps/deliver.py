@@ -22,7 +22,7 @@ from accounts.actions import note_permanent_failure
 from core.config import NudgeConfig
 from core.executor import Executor
 from messaging.channels.base import Sender, get_sender
-from pacing.pacer import HORIZON, ChannelPacer, SendGate
+from pacing.pacer import HORIZON, ChannelPacer
 from scheduled_sends import subjects
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
@@ -307,8 +307,7 @@ class DeliveryRun:
                 # The claim is no longer ours: sending now could duplicate.
                 self.report.lost_claims += 1
                 continue
-            gate = self.pacer.gate(outgoing.delivery.channel)
-            future = self.pool.submit(_send_at, sender, gate, outgoing, self.pacer)
+            future = self.pool.submit(_send_at, sender, outgoing, self.pacer)
             self.in_flight[future] = outgoing
 
     def wait_for_progress(self) -> None:
@@ -378,9 +377,7 @@ class DeliveryRun:
             note_permanent_failure(row.user_id, delivery.channel, refusal.code, str(refusal), at)
 
 
-def _send_at(
-    sender: Sender, gate: SendGate | None, outgoing: Outgoing, pacer: ChannelPacer
-) -> SendAttempt:
+def _send_at(sender: Sender, outgoing: Outgoing, pacer: ChannelPacer) -> SendAttempt:
     """On a worker thread: wait for the row's slot, send, and say how it went."""
     sender.warm_up()
     delay = outgoing.deadline - time.monotonic()
@@ -388,9 +385,8 @@ def _send_at(
         time.sleep(delay)
     delivery = outgoing.delivery
     with pacer.chat_turn(delivery.channel, delivery.address) as answered:
-        if gate is not None:
-            if not gate.take_turn(outgoing.deadline):
-                return SendAttempt(finished=time.monotonic(), slot_missed=True)
+        if not pacer.take_turn(delivery.channel, outgoing.deadline):
+            return SendAttempt(finished=time.monotonic(), slot_missed=True)
         if pacer.paused(delivery.channel):
             return SendAttempt(finished=time.monotonic(), not_tried=True)
         try:

@@ -193,7 +193,7 @@ class SendAttempt:
     receipt: object = None
     error: BaseException | None = None
     not_tried: bool = False  # a 429 paused the channel while the row waited
-    slot_missed: bool = False  # reached its send slot too late (see SendGate)
+    slot_missed: bool = False  # reached its send slot too late (see ChannelPacer.take_turn)
 
 
 def describe_unexpected(exc: BaseException) -> str:

@@ -1,15 +1,7 @@
-"""Create or repair, idempotently from an admin connection, the roles and databases.
-
-* the **owner role** owns the databases and tables; only ``migrate``, ``flush``
-  and test set-up connect as it. Nobody is a member of it.
-* the **login role** (``DATABASE_URL``): DML only, owns nothing, ``NOINHERIT``, so
-  the policies ``TO`` the NOLOGIN **sweeper**, **support** and **planner** roles
-  (``rls_bypass``, ``support_scope``, ``planning_scope``) apply only after
-  ``SET LOCAL ROLE``; those are the only roles it may enter.
-
-None is a superuser or BYPASSRLS. Each run also repairs memberships, session
-defaults, ownership, and TRUNCATE, REFERENCES and TRIGGER grants. Plain psycopg:
-the embedded default calls it while settings load.
+"""Create or repair, idempotently from an admin connection, the roles and databases
+(docs/ARCHITECTURE.md, "Tenant isolation"): none is a superuser or BYPASSRLS, and each run
+also repairs memberships, session defaults, ownership, and TRUNCATE, REFERENCES and TRIGGER
+grants. Plain psycopg: the embedded default calls it while settings load.
 """
 
 from __future__ import annotations
@@ -69,9 +61,7 @@ def _ensure_role(
         "NOCREATEROLE",
         "CREATEDB" if createdb else "NOCREATEDB",
     ]
-    statement = sql.SQL("{verb} ROLE {name} " + " ".join(options)).format(
-        verb=sql.SQL(verb), name=sql.Identifier(name)
-    )
+    statement = sql.SQL(f"{verb} ROLE {{}} {' '.join(options)}").format(sql.Identifier(name))
     if password:
         statement = sql.SQL("{} PASSWORD {}").format(statement, sql.Literal(password))
     cur.execute(statement)
@@ -130,14 +120,11 @@ def _reset_session_settings(cur: psycopg.Cursor, roles: RoleNames, databases: li
     ):
         name = setting.split("=", 1)[0]
         if role is None:
-            target = sql.SQL("DATABASE {}").format(sql.Identifier(database))
+            _execute(cur, "ALTER DATABASE {} RESET {}", database, name)
         elif database is None:
-            target = sql.SQL("ROLE {}").format(sql.Identifier(role))
+            _execute(cur, "ALTER ROLE {} RESET {}", role, name)
         else:
-            target = sql.SQL("ROLE {} IN DATABASE {}").format(
-                sql.Identifier(role), sql.Identifier(database)
-            )
-        cur.execute(sql.SQL("ALTER {} RESET {}").format(target, sql.Identifier(name)))
+            _execute(cur, "ALTER ROLE {} IN DATABASE {} RESET {}", role, database, name)
 
 
 def _ensure_database(cur: psycopg.Cursor, name: str, owner: str) -> None:

@@ -33,20 +33,18 @@ SELECT rolname FROM pg_roles
    AND (rolsuper OR rolbypassrls)
  ORDER BY rolname
 """
+# The tenant tables and their partitions (each carries its own RLS flags, policies and
+# grants), each with the tenant table it is checked as.
 CHECK_TABLES = """
-SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.relowner),
-       pg_has_role(%(login)s, c.relowner, 'MEMBER'),
+SELECT c.relname, coalesce(p.relname, c.relname), c.relrowsecurity, c.relforcerowsecurity,
+       pg_get_userbyid(c.relowner), pg_has_role(%(login)s, c.relowner, 'MEMBER'),
        has_table_privilege(%(login)s, c.oid, 'TRUNCATE')
-  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE n.nspname = current_schema() AND c.relname = ANY(%(tables)s)
+  FROM pg_class c
+  LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
+  LEFT JOIN pg_class p ON p.oid = i.inhparent AND p.relname = ANY(%(tables)s)
+ WHERE c.relnamespace = current_schema()::regnamespace
+   AND (c.relname = ANY(%(tables)s) OR p.oid IS NOT NULL)
  ORDER BY c.relname
-"""
-# Each partition carries its own RLS flags, policies and grants.
-CHECK_PARTITIONS = """
-SELECT c.relname, p.relname
-  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
- WHERE p.relnamespace = current_schema()::regnamespace AND p.relname = ANY(%(tables)s)
- ORDER BY 1
 """
 # Whatever else the login role owns (or can become the owner of) and could ALTER.
 CHECK_OTHER_OWNED = """
@@ -122,18 +120,15 @@ def schema_problems() -> list[str]:
     """Problems with the tenant tables: ownership, RLS flags, policies, grants."""
     login, owner = settings.NUDGE_DB_LOGIN_ROLE, settings.NUDGE_DB_OWNER_ROLE
     problems: list[str] = []
-    tables = sorted(model._meta.db_table for model in tenant_models())
+    tenant_tables = [model._meta.db_table for model in tenant_models()]
     # Rendered once per kind of table: (a queue table, a table planning reads).
     expected: dict[tuple[bool, bool], dict[str, PolicyShape]] = {}
     with connection.cursor() as cursor:
-        # A partition is checked as its parent is: named directly, its own apply.
-        cursor.execute(CHECK_PARTITIONS, {"tables": tables})
-        parent_of = dict(cursor.fetchall())
-        tables = sorted([*tables, *parent_of])
-        cursor.execute(CHECK_TABLES, {"login": login, "tables": tables})
+        cursor.execute(CHECK_TABLES, {"login": login, "tables": tenant_tables})
         present = cursor.fetchall()
-        deployed_of = deployed_policies_of(cursor, [row[0] for row in present])
-        for table, enabled, forced, table_owner, login_can_own, truncate in present:
+        tables = [row[0] for row in present]
+        deployed_of = deployed_policies_of(cursor, tables)
+        for table, parent, enabled, forced, table_owner, login_can_own, truncate in present:
             if not enabled:
                 problems.append(f"row-level security is not enabled on {table}")
             if not forced:
@@ -147,7 +142,6 @@ def schema_problems() -> list[str]:
                 )
             if truncate:
                 problems.append(f"the database role {login!r} may TRUNCATE {table}, skipping RLS")
-            parent = parent_of.get(table, table)
             kind = (parent in SWEEPER_TABLES, parent in PLANNER_GRANTS)
             if kind not in expected:
                 with transaction.atomic():
@@ -157,7 +151,7 @@ def schema_problems() -> list[str]:
         cursor.execute(CHECK_OTHER_OWNED, {"login": login, "tables": tables})
         for (thing,) in cursor.fetchall():
             problems.append(f"the database role {login!r} can act as the owner of {thing}")
-        queue_tables = sorted(t for t, *_ in present if parent_of.get(t, t) in SWEEPER_TABLES)
+        queue_tables = [table for table, parent, *_ in present if parent in SWEEPER_TABLES]
         cursor.execute(
             CHECK_SWEEPER_IDENTITY_UPDATES,
             {

@@ -21,11 +21,7 @@ class TenantModel(models.Model):
 
 
 def tenant_models() -> list[type[models.Model]]:
-    """Every installed concrete tenant model."""
+    """Every installed tenant model (the registry holds no abstract ones)."""
     from django.apps import apps
 
-    return [
-        model
-        for model in apps.get_models()
-        if issubclass(model, TenantModel) and not model._meta.abstract
-    ]
+    return [model for model in apps.get_models() if issubclass(model, TenantModel)]

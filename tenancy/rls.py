@@ -1,7 +1,6 @@
 """Row-level security DDL for tenant tables, as reversible migration operations, and the
-one definition of the tenant predicate. The bypass is a policy ``TO`` a NOLOGIN role
-entered with ``SET LOCAL ROLE``, not a flag OR'ed into the tenant policy: any flag term
-costs the claim its early stop and tenant reads their ``user_id`` index.
+one definition of the tenant predicate; the bypass is a policy ``TO`` a NOLOGIN role, not a
+flag (docs/ARCHITECTURE.md, "Why a role-gated bypass rather than a flag").
 """
 
 from __future__ import annotations
@@ -42,12 +41,15 @@ def _role(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _granted(privileges: str, table: str, role_name: str) -> migrations.RunSQL:
-    """``GRANT privileges ON table`` to the role, reversed by the same REVOKE."""
-    role = _role(role_name)
+def _grant(privileges: str, on: str, role: str) -> tuple[str, str]:
+    """``GRANT privileges ON on TO role`` and the REVOKE that undoes it."""
+    return f"GRANT {privileges} ON {on} TO {role}", f"REVOKE {privileges} ON {on} FROM {role}"
+
+
+def _undoable(*steps: tuple[str, str]) -> migrations.RunSQL:
+    """Each ``(do, undo)`` step in order, reversed by the undos in the opposite order."""
     return migrations.RunSQL(
-        sql=[f"GRANT {privileges} ON {table} TO {role}"],
-        reverse_sql=[f"REVOKE {privileges} ON {table} FROM {role}"],
+        sql=[do for do, _undo in steps], reverse_sql=[undo for _do, undo in reversed(steps)]
     )
 
 
@@ -96,29 +98,23 @@ def grant_planner(table: str) -> migrations.RunSQL:
 
 def grant_planner_user_reads() -> migrations.RunSQL:
     """Whether a user is active, and nothing else of ``auth_user`` (a column grant)."""
-    return _granted("SELECT (id, is_active)", "auth_user", settings.NUDGE_DB_PLANNER_ROLE)
+    planner = _role(settings.NUDGE_DB_PLANNER_ROLE)
+    return _undoable(_grant("SELECT (id, is_active)", "auth_user", planner))
 
 
-def _tenant_rls(table: str) -> list[str]:
-    return [
-        f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
-        f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
-        _policy(TENANT_POLICY, table),
-        _policy(SUPPORT_POLICY, table),
-    ]
+def _created_policy(name: str, table: str) -> tuple[str, str]:
+    return _policy(name, table), f"DROP POLICY IF EXISTS {name} ON {table}"
 
 
 def enable_tenant_rls(table: str) -> migrations.RunSQL:
     """ENABLE + FORCE row-level security on ``table`` with the tenant and support policies.
     The tenant policy is TO PUBLIC: a role without a wider one sees one tenant, or nothing."""
-    return migrations.RunSQL(
-        sql=_tenant_rls(table),
-        reverse_sql=[
-            f"DROP POLICY IF EXISTS {SUPPORT_POLICY} ON {table}",
-            f"DROP POLICY IF EXISTS {TENANT_POLICY} ON {table}",
-            f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY",
-            f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY",
-        ],
+    alter = f"ALTER TABLE {table} "
+    return _undoable(
+        (alter + "ENABLE ROW LEVEL SECURITY", alter + "DISABLE ROW LEVEL SECURITY"),
+        (alter + "FORCE ROW LEVEL SECURITY", alter + "NO FORCE ROW LEVEL SECURITY"),
+        _created_policy(TENANT_POLICY, table),
+        _created_policy(SUPPORT_POLICY, table),
     )
 
 
@@ -126,13 +122,9 @@ def grant_sweeper(table: str) -> migrations.RunSQL:
     """Let the sweeper role claim and settle ``table``'s rows across tenants: SELECT and
     UPDATE, under a policy that admits UPDATE (``FOR UPDATE`` under a SELECT-only one
     silently returns nothing)."""
-    role = _role(settings.NUDGE_DB_SWEEPER_ROLE)
-    return migrations.RunSQL(
-        sql=[f"GRANT SELECT, UPDATE ON {table} TO {role}", _policy(SWEEPER_POLICY, table)],
-        reverse_sql=[
-            f"DROP POLICY IF EXISTS {SWEEPER_POLICY} ON {table}",
-            f"REVOKE SELECT, UPDATE ON {table} FROM {role}",
-        ],
+    sweeper = _role(settings.NUDGE_DB_SWEEPER_ROLE)
+    return _undoable(
+        _grant("SELECT, UPDATE", table, sweeper), _created_policy(SWEEPER_POLICY, table)
     )
 
 
@@ -212,23 +204,16 @@ QUEUE_IDENTITY_COLUMNS = ("user_id", "kind", "ref_id", "intended_at")
 
 def restrict_sweeper_updates(table: str, columns: Sequence[str]) -> migrations.RunSQL:
     """Narrow the sweeper's UPDATE on ``table`` to exactly ``columns``; SELECT and DELETE stay."""
-    role = _role(settings.NUDGE_DB_SWEEPER_ROLE)
-    columns = ", ".join(columns)
-    return migrations.RunSQL(
-        sql=[
-            f"REVOKE UPDATE ON {table} FROM {role}",
-            f"GRANT UPDATE ({columns}) ON {table} TO {role}",
-        ],
-        reverse_sql=[
-            f"REVOKE UPDATE ON {table} FROM {role}",
-            f"GRANT UPDATE ON {table} TO {role}",
-        ],
-    )
+    sweeper = _role(settings.NUDGE_DB_SWEEPER_ROLE)
+    grant_all, revoke_all = _grant("UPDATE", table, sweeper)
+    narrowed = f"GRANT UPDATE ({', '.join(columns)}) ON {table} TO {sweeper}"
+    return _undoable((revoke_all, grant_all), (narrowed, revoke_all))
 
 
 def grant_sweeper_updates(table: str, columns: Sequence[str]) -> migrations.RunSQL:
     """Let the sweeper update state columns a later migration adds."""
-    return _granted(f"UPDATE ({', '.join(columns)})", table, settings.NUDGE_DB_SWEEPER_ROLE)
+    sweeper = _role(settings.NUDGE_DB_SWEEPER_ROLE)
+    return _undoable(_grant(f"UPDATE ({', '.join(columns)})", table, sweeper))
 
 
 def grant_dml_everywhere(role_name: str) -> migrations.RunSQL:
@@ -236,20 +221,13 @@ def grant_dml_everywhere(role_name: str) -> migrations.RunSQL:
     privileges) for tables later migrations make. Only DML: no TRUNCATE (it skips
     row-level security), no REFERENCES, no TRIGGER."""
     role = _role(role_name)
-    tables = "SELECT, INSERT, UPDATE, DELETE"
-    return migrations.RunSQL(
-        sql=[
-            f"GRANT {tables} ON ALL TABLES IN SCHEMA public TO {role}",
-            f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
-            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT {tables} ON TABLES TO {role}",
-            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO {role}",
-        ],
-        reverse_sql=[
-            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE USAGE, SELECT ON SEQUENCES FROM {role}",
-            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE {tables} ON TABLES FROM {role}",
-            f"REVOKE USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public FROM {role}",
-            f"REVOKE {tables} ON ALL TABLES IN SCHEMA public FROM {role}",
-        ],
+    dml, sequences = "SELECT, INSERT, UPDATE, DELETE", "USAGE, SELECT"
+    defaults = "ALTER DEFAULT PRIVILEGES IN SCHEMA public "
+    later = [_grant(dml, "TABLES", role), _grant(sequences, "SEQUENCES", role)]
+    return _undoable(
+        _grant(dml, "ALL TABLES IN SCHEMA public", role),
+        _grant(sequences, "ALL SEQUENCES IN SCHEMA public", role),
+        *[(defaults + do, defaults + undo) for do, undo in later],
     )
 
 
@@ -259,7 +237,7 @@ def tenant_table_security(table: str, *, like: str) -> list[str]:
     login = _role(settings.NUDGE_DB_LOGIN_ROLE)
     support = _role(settings.NUDGE_DB_SUPPORT_ROLE)
     statements = [
-        *_tenant_rls(table),
+        *enable_tenant_rls(table).sql,
         f"REVOKE ALL ON {table} FROM PUBLIC",
         f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {login}, {support}",
     ]

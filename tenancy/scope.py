@@ -1,29 +1,16 @@
-"""The only place that sets ``app.*`` settings or switches database roles.
-
-Tenant tables (``FORCE ROW LEVEL SECURITY``) admit a row only when ``user_id``
-equals ``app.current_user_id``. Each scope opens its own transaction with
-transaction-local settings, so nothing leaks to a pooled connection's next user:
-
-* :func:`tenant_scope` — one user's rows; everything user-facing.
-* :func:`rls_bypass` — every tenant's *queue* rows (the NOLOGIN sweeper role,
-  privileged on ``scheduled_sends`` alone).
-* :func:`support_scope` — the staff admin's cross-tenant view (support role).
-* :func:`planning_scope` — a *named* set of users' rows (planner role), for
-  materialize.
-
-``tenant_read``, ``tenant_statements`` and ``unscoped_relaxed`` do the same in one
-round trip. Scopes refuse to nest, to run inside a transaction they do not own,
-and to run with autocommit off: a ``SET LOCAL`` would otherwise outlive the block.
+"""The only place that sets ``app.*`` settings or switches database roles: each scope
+opens its own transaction with transaction-local settings (docs/ARCHITECTURE.md, "Tenant
+isolation"). Scopes refuse to nest, to run inside a transaction they do not own, and to run
+with autocommit off: a ``SET LOCAL`` would otherwise outlive the block.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from django.conf import settings
 from django.db import Error, connection, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
 from core.ids import valid_id
@@ -54,14 +41,12 @@ _ENTER = (
     "set_config('role', %(_scope_role)s, true), "
     f"set_config('{PLANNING_SETTING}', %(_scope_planning)s, true)"
 )
-_ENTER_RELAXED = _ENTER + ", set_config('synchronous_commit', 'off', true)"
-_ENTER_READ_ONLY = _ENTER + ", set_config('transaction_read_only', 'on', true)"
 
 
 def _enter(relaxed_commit: bool, read_only: bool) -> str:
     if read_only:
-        return _ENTER_READ_ONLY
-    return _ENTER_RELAXED if relaxed_commit else _ENTER
+        return _ENTER + ", set_config('transaction_read_only', 'on', true)"
+    return _ENTER + (", set_config('synchronous_commit', 'off', true)" if relaxed_commit else "")
 
 
 def _scope_params(tenant: str = "", role: str = "none", planning: str = "") -> dict[str, str]:
@@ -113,15 +98,12 @@ def _owned_transaction(
             setattr(connection, _ACTIVE_FLAG, None)
 
 
-@contextmanager
-def tenant_scope(user_id: int, *, relaxed_commit: bool = False) -> Iterator[None]:
+def tenant_scope(user_id: int, *, relaxed_commit: bool = False) -> AbstractContextManager[None]:
     """Run the block in a transaction that sees only ``user_id``'s rows. ``relaxed_commit``
     (``synchronous_commit = off``) is for work the next run derives again; never delivery."""
     user_id = _validated_user_id(user_id)
-    with _owned_transaction(
-        f"tenant_scope({user_id})", tenant=str(user_id), relaxed_commit=relaxed_commit
-    ):
-        yield
+    kind = f"tenant_scope({user_id})"
+    return _owned_transaction(kind, tenant=str(user_id), relaxed_commit=relaxed_commit)
 
 
 @contextmanager
@@ -141,29 +123,6 @@ def tenant_reads() -> Iterator[Callable[[int, str, dict[str, object]], tuple | N
         yield read
 
 
-def _in_one_round_trip(
-    connection: BaseDatabaseWrapper,
-    enter: str,
-    tenant: str,
-    statements: Sequence[str],
-    params: dict[str, object],
-) -> list[list[tuple]]:
-    """``enter`` and ``statements`` as one implicit transaction (client-side binding); a
-    connection the server dropped is closed, so the next use reconnects."""
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("; ".join([enter, *statements]), {**params, **_scope_params(tenant)})
-            answers = []
-            for _statement in statements:
-                cursor.nextset()
-                answers.append(cursor.fetchall() if cursor.description else [])
-            return answers
-    except Error:
-        if not connection.is_usable():
-            connection.close()
-        raise
-
-
 def tenant_read(user_id: int, statement: str, params: dict[str, object]) -> list[tuple]:
     """``statement`` seeing only ``user_id``'s rows, read-only, in one round trip; its rows."""
     return tenant_statements(user_id, [statement], params, read_only=True)[0]
@@ -178,17 +137,50 @@ def tenant_statements(
     read_only: bool = False,
 ) -> list[list[tuple]]:
     """``statements`` (sharing named ``params``) seeing only ``user_id``'s rows, as one
-    transaction; each statement's rows. Outside any transaction: one round trip (read-only
-    if asked). Inside one: ``tenant_scope``, one statement after another."""
+    transaction; each statement's rows (see ``_one_transaction``)."""
     user_id = _validated_user_id(user_id)
+    kind = f"tenant_scope({user_id})"
+    return _one_transaction(kind, str(user_id), statements, params, relaxed_commit, read_only)
+
+
+def unscoped_relaxed(statement: str, params: dict[str, object]) -> list[tuple]:
+    """One statement that sees no tenant's rows, committed without waiting for the disk;
+    its rows: for bookkeeping whose loss in a server crash is harmless (a shared budget).
+    A row it locks is never held across a client's pause (see ``_one_transaction``)."""
+    return _one_transaction("unscoped_relaxed()", "", [statement], params, True, False)[0]
+
+
+def _one_transaction(
+    kind: str,
+    tenant: str,
+    statements: Sequence[str],
+    params: dict[str, object],
+    relaxed_commit: bool,
+    read_only: bool,
+) -> list[list[tuple]]:
+    """Outside any transaction: the scope's settings and ``statements`` in one round trip,
+    one implicit transaction (read-only if asked; client-side binding), and a connection
+    the server dropped is closed so the next use reconnects. Inside one: a scope of its
+    own, one statement after another."""
     if connection.in_atomic_block or not connection.get_autocommit():
         with (
-            tenant_scope(user_id, relaxed_commit=relaxed_commit),
+            _owned_transaction(kind, tenant=tenant, relaxed_commit=relaxed_commit),
             connection.cursor() as cursor,
         ):
             return run_statements(cursor, statements, params)
     enter = _enter(relaxed_commit, read_only)
-    return _in_one_round_trip(connection, enter, str(user_id), statements, params)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("; ".join([enter, *statements]), {**params, **_scope_params(tenant)})
+            answers = []
+            for _statement in statements:
+                cursor.nextset()
+                answers.append(cursor.fetchall() if cursor.description else [])
+            return answers
+    except Error:
+        if not connection.is_usable():
+            connection.close()
+        raise
 
 
 def run_statements(
@@ -202,53 +194,33 @@ def run_statements(
     return answers
 
 
-def unscoped_relaxed(statement: str, params: dict[str, object]) -> list[tuple]:
-    """One statement that sees no tenant's rows, committed without waiting for the disk;
-    its rows: for bookkeeping whose loss in a server crash is harmless (a shared budget).
-    Outside any transaction one round trip, so a row it locks is never held across a
-    client's pause; inside one, a transaction of its own."""
-    if connection.in_atomic_block or not connection.get_autocommit():
-        with (
-            _owned_transaction("unscoped_relaxed()", relaxed_commit=True),
-            connection.cursor() as cursor,
-        ):
-            return run_statements(cursor, [statement], params)[0]
-    return _in_one_round_trip(connection, _ENTER_RELAXED, "", [statement], params)[0]
-
-
-@contextmanager
-def rls_bypass() -> Iterator[None]:
+def rls_bypass() -> AbstractContextManager[None]:
     """Run the block as the sweeper role: every tenant's queue rows, nothing else. Only
     the claim, the settle-up and their bookkeeping belong here."""
-    with _owned_transaction("rls_bypass()", role=settings.NUDGE_DB_SWEEPER_ROLE):
-        yield
+    return _owned_transaction("rls_bypass()", role=settings.NUDGE_DB_SWEEPER_ROLE)
 
 
-@contextmanager
-def planning_scope(user_ids: Sequence[int]) -> Iterator[None]:
+def planning_scope(user_ids: Sequence[int]) -> AbstractContextManager[None]:
     """Run the block as the planner role, seeing the rows of ``user_ids`` and no one else's.
     For materialize alone; the commit is relaxed (the next run derives it all again)."""
     ids = sorted({_validated_user_id(user_id) for user_id in user_ids})
     if not ids:
         raise ScopeError("planning_scope needs at least one user id")
-    with _owned_transaction(
+    return _owned_transaction(
         f"planning_scope({len(ids)} users)",
         role=settings.NUDGE_DB_PLANNER_ROLE,
         relaxed_commit=True,
         planning=",".join(map(str, ids)),
-    ):
-        yield
+    )
 
 
 # The name ``current_scope()`` gives the admin's support scope while it is open.
 SUPPORT_SCOPE = "support_scope()"
 
 
-@contextmanager
-def support_scope() -> Iterator[None]:
+def support_scope() -> AbstractContextManager[None]:
     """Run the block as the support role: the staff admin's cross-tenant view."""
-    with _owned_transaction(SUPPORT_SCOPE, role=settings.NUDGE_DB_SUPPORT_ROLE):
-        yield
+    return _owned_transaction(SUPPORT_SCOPE, role=settings.NUDGE_DB_SUPPORT_ROLE)
 
 
 def current_scope() -> str | None:
