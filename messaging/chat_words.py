@@ -86,11 +86,6 @@ class Answer:
         return f"{self.text}\n{self.reply_words}" if self.reply_words else self.text
 
 
-def clock(reader: Any, instant: datetime, now: datetime) -> str:
-    """``instant``'s time as the reader's clock writes it, with the weekday when not today."""
-    return clock_text(instant, now, reader.timezone, reader.language, reader.clock)
-
-
 def saved(
     reader: Any,
     address: str,
@@ -149,7 +144,7 @@ def today(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
     """/today: one line per item left today, its time then its title; Join buttons."""
     if not items:
         return Answer(str(NOTHING_TODAY))
-    lines = [f"• {clock(reader, item.starts_at, now)} {_title(item)}" for item in items]
+    lines = [f"• {clock_text(reader, item.starts_at, now)} {_title(item)}" for item in items]
     buttons = tuple(
         Button(f"{JOIN_BUTTON!s}: {_title(i)[:40]}", url=i.join_url) for i in items if i.join_url
     )

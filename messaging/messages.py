@@ -177,14 +177,12 @@ def _time_text(local: datetime, language: str, clock: str) -> str:
     return _format(local, language, "hm" if clock == "12h" else "Hm")
 
 
-def clock_text(
-    instant: datetime, now: datetime, tz_name: str, language: str = "en", clock: str = "24h"
-) -> str:
-    """A time as the person reads it — their zone, language and clock — with the
-    weekday when it is not today: '15:05', '3:05 PM', 'Fr. 15:05'."""
-    zone, _label, language = _reader(tz_name, language)
+def clock_text(reader: Any, instant: datetime, now: datetime) -> str:
+    """A time as the reader (their ``DeliverySettings``) reads it — zone, language and
+    clock — with the weekday when it is not today: '15:05', '3:05 PM', 'Fr. 15:05'."""
+    zone, _label, language = _reader(reader.timezone, reader.language)
     local = instant.astimezone(zone)
-    time_text = _time_text(local, language, clock)
+    time_text = _time_text(local, language, reader.clock)
     if local.date() != now.astimezone(zone).date():
         return f"{_format(local, language, 'E')} {time_text}"
     return time_text

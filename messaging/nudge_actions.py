@@ -23,7 +23,8 @@ from followups.models import FollowUp
 from followups.repeat import is_due_at
 from messaging import addresses
 from messaging.action_tokens import Claim, verify
-from messaging.chat_words import NOT_HERE, Answer, clock
+from messaging.chat_words import NOT_HERE, Answer
+from messaging.messages import clock_text
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.states import Outcome, unsettled
@@ -133,7 +134,7 @@ def _already_snoozed(
     ).first()
     if first is None:
         return None
-    return ActResult(ALREADY_SNOOZED.format(until=clock(settings, first.snoozed_until, now)))
+    return ActResult(ALREADY_SNOOZED.format(until=clock_text(settings, first.snoozed_until, now)))
 
 
 def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeConfig) -> ActResult:
@@ -150,7 +151,7 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
     if gone is not None:
         return ActResult(GONE.format(reason=gone))
     if starts_at <= now:
-        return ActResult(TOO_LATE.format(start=clock(settings, starts_at, now)))
+        return ActResult(TOO_LATE.format(start=clock_text(settings, starts_at, now)))
     held = pause_reason(settings)
     if held is not None:
         return ActResult(HELD.format(reason=held.reason))
@@ -159,7 +160,7 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
     quiet = hold_for_quiet_hours(until, starts_at, settings)
     if isinstance(quiet, SkipReason):
         ends = quiet_hours_end(until, settings) or until
-        return ActResult(QUIET_PAST_START.format(end=clock(settings, ends, now)))
+        return ActResult(QUIET_PAST_START.format(end=clock_text(settings, ends, now)))
     full, rank = _caps_full(user_id, quiet, config)
     if full:
         return ActResult(CAPPED)
@@ -175,7 +176,7 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
             )
         ],
     )
-    until_text = clock(settings, quiet, now)
+    until_text = clock_text(settings, quiet, now)
     if quiet != until:
         return ActResult(SNOOZED_PAST_QUIET.format(until=until_text), changed=True)
     if until == starts_at and wanted > starts_at:
