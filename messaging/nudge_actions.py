@@ -22,7 +22,7 @@ from followups.actions import FollowUpChange, change_follow_up
 from followups.models import FollowUp
 from followups.repeat import is_due_at
 from messaging import addresses
-from messaging.action_tokens import Claim, verify
+from messaging.action_tokens import Claim
 from messaging.chat_words import NOT_HERE, Answer
 from messaging.messages import clock_text
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
@@ -244,9 +244,11 @@ def _act(owner: int, claim: Claim, via: str, now: datetime, config: NudgeConfig)
     return Answer(text, changed=result.changed)
 
 
-def tap(channel: str, address: str, token: str, now: datetime, config: NudgeConfig) -> Answer:
-    """A button pressed in ``address``'s chat: verify its token, then act as its owner."""
-    claim = verify(token, address)
+def tap(
+    channel: str, address: str, claim: Claim | None, now: datetime, config: NudgeConfig
+) -> Answer:
+    """A button pressed in ``address``'s chat, its token verified for that chat
+    (``action_tokens.verify``): act as the chat's owner."""
     owner = addresses.owner_of(channel, address)
     if claim is None or owner is None:
         return Answer(str(NOT_HERE))

@@ -18,7 +18,7 @@ from django.utils.translation import gettext, gettext_lazy
 from accounts.actions import PAUSED_BY_WHATSAPP_STOP
 from accounts.models import Channel, validate_e164
 from core.config import NudgeConfig
-from messaging import addresses, chat, nudge_actions
+from messaging import action_tokens, addresses, chat, nudge_actions
 from messaging.channels.base import SendError
 from messaging.models import LinkCode, TwilioMessageSeen
 from messaging.whatsapp import send
@@ -166,7 +166,8 @@ def handle_inbound(
     if not first_time(params.get("MessageSid", ""), now, config):
         return None
     if payload and act is None:  # a button of the actions template: its signed token
-        return nudge_actions.tap(Channel.WHATSAPP, number, payload, now, config)
+        claim = action_tokens.verify(payload, number)
+        return nudge_actions.tap(Channel.WHATSAPP, number, claim, now, config)
     if act is not None:
         return nudge_actions.reply(Channel.WHATSAPP, number, act, now, config)
     if command == "stop":
