@@ -153,10 +153,8 @@ def _words(language: str) -> Any:
 
 @lru_cache(maxsize=16)
 def _locale(language: str) -> Locale:
-    try:
-        return Locale.parse(translation.to_locale(language))
-    except (ValueError, TypeError):
-        return Locale.parse("en")
+    """One of ``LANGUAGES`` (``_reader`` made sure) as babel's locale."""
+    return Locale.parse(translation.to_locale(language))
 
 
 @lru_cache(maxsize=64)

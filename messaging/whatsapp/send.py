@@ -146,8 +146,6 @@ def whatsapp_address(number: str) -> str:
 
 
 class WhatsAppChannel(Sender):
-    """Sends through Twilio; one client and connection pool per instance (one run)."""
-
     def __init__(self) -> None:
         self.account_sid: str = settings.TWILIO_ACCOUNT_SID
         self.from_address: str = settings.TWILIO_WHATSAPP_FROM
