@@ -507,7 +507,7 @@ def test_two_taps_at_once_queue_one_nudge(make_user):
     user = linked(make_user, Channel.TELEGRAM, str(CHAT))
     now = _now()
     row = queue_follow_up(user, "Call Bea", now=now, starts_in=timedelta(minutes=30))
-    token = action_tokens.sign("snooze", row.pk, str(CHAT))
+    claim = action_tokens.verify(action_tokens.sign("snooze", row.pk, str(CHAT)), str(CHAT))
     config = NudgeConfig.from_settings()
     barrier = threading.Barrier(2)
     said: list[str] = []
@@ -515,7 +515,7 @@ def test_two_taps_at_once_queue_one_nudge(make_user):
     def press() -> None:
         try:
             barrier.wait(5)
-            said.append(tap(Channel.TELEGRAM, str(CHAT), token, now, config).text)
+            said.append(tap(Channel.TELEGRAM, str(CHAT), claim, now, config).text)
         finally:
             connection.close()
 
