@@ -228,16 +228,20 @@ def acts_since(user_id: int, since: datetime, limit: int = 100) -> list[NudgeAct
     )
 
 
-SNOOZE_WORDS = frozenset({"SNOOZE", "LATER"})
-DONE_WORDS = frozenset({"DONE", "DONE ✓"})
+REPLY_WORDS = {"SNOOZE": Act.SNOOZE, "LATER": Act.SNOOZE, "DONE": Act.DONE, "DONE ✓": Act.DONE}
 
 
-def _act(owner: int, claim: Claim, via: str, now: datetime, config: NudgeConfig) -> Answer:
+def _act(
+    owner: int, act: str, send_id: int | None, via: str, now: datetime, config: NudgeConfig
+) -> Answer:
+    """Snooze or Done on row ``send_id`` (None: no nudge to act on) as ``owner``."""
     with tenant_scope(owner), translation.override(language_of(owner)):
-        if claim.act == Act.SNOOZE:
-            result = snooze(owner, claim.send_id, via, now, config)
+        if send_id is None:
+            return Answer(str(NOTHING_TO_ACT_ON))
+        if act == Act.SNOOZE:
+            result = snooze(owner, send_id, via, now, config)
         else:
-            result = record_done(owner, claim.send_id, via, now)
+            result = record_done(owner, send_id, via, now)
         text = str(result.text)  # written in the owner's language
     if result.follow_up_id is not None:
         change_follow_up(owner, result.follow_up_id, FollowUpChange(done=True), now)
@@ -252,17 +256,12 @@ def tap(
     owner = addresses.owner_of(channel, address)
     if claim is None or owner is None:
         return Answer(str(NOT_HERE))
-    return _act(owner, claim, channel, now, config)
+    return _act(owner, claim.act, claim.send_id, channel, now, config)
 
 
 def word_of(text: str) -> str | None:
     """``snooze`` or ``done`` for a reply that is one of those words, else None."""
-    word = " ".join(text.split()).upper().rstrip(".!")
-    if word in SNOOZE_WORDS:
-        return Act.SNOOZE
-    if word in DONE_WORDS:
-        return Act.DONE
-    return None
+    return REPLY_WORDS.get(" ".join(text.split()).upper().rstrip(".!"))
 
 
 def reply(
@@ -275,7 +274,4 @@ def reply(
         return None
     with tenant_scope(owner):
         send_id = last_sent(owner, channel, now)
-    if send_id is None:
-        with tenant_scope(owner), translation.override(language_of(owner)):
-            return Answer(str(NOTHING_TO_ACT_ON))
-    return _act(owner, Claim(act, send_id), channel, now, config)
+    return _act(owner, act, send_id, channel, now, config)

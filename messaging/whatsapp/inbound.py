@@ -28,6 +28,7 @@ logger = logging.getLogger("nudge.whatsapp")
 
 STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT"})
 START_WORDS = frozenset({"START", "YES", "UNSTOP", "OPTIN"})
+COMMANDS = {**dict.fromkeys(STOP_WORDS, "stop"), **dict.fromkeys(START_WORDS, "start")}
 _MESSAGE_SID = re.compile(r"[A-Z]{2}[0-9a-f]{32}")
 _NUMBER_REFUSED = gettext_lazy(
     "WhatsApp could not reach that number. Check it, with its country code, and try again."
@@ -143,12 +144,7 @@ def command_of(params: dict[str, str]) -> str | None:
     opt_out_type = params.get("OptOutType", "").strip().upper()
     if opt_out_type in ("STOP", "START"):
         return opt_out_type.lower()
-    word = params.get("Body", "").strip().upper().rstrip(".!")
-    if word in STOP_WORDS:
-        return "stop"
-    if word in START_WORDS:
-        return "start"
-    return None
+    return COMMANDS.get(params.get("Body", "").strip().upper().rstrip(".!"))
 
 
 def handle_inbound(
