@@ -286,19 +286,16 @@ def compose(
         at_start=minutes_until < 1,
         shape=shape,
     )
-    local_time += label
-    place = "" if join_url else clean_title(without_links(location), "", from_a_stranger=True)
-    second_line = join_url or place
+    second_line = join_url or clean_title(without_links(location), "", from_a_stranger=True)
     if second_line:
         text = f"{text}\n{second_line}"
     return NudgeMessage(
         text=text,
         title=clean,
-        local_time=local_time,
+        local_time=local_time + label,
         minutes_until=minutes_until,
         valid_for_seconds=max(1, int((valid_until - now).total_seconds())),
         join_url=join_url,
-        location=place,
         language=language,
     )
 
