@@ -18,7 +18,7 @@ from typing import Any
 
 import regex
 from babel import Locale
-from babel.dates import DateTimePattern, format_timedelta, match_skeleton, parse_pattern
+from babel.dates import format_skeleton, format_timedelta
 from django.utils import translation
 from django.utils.translation import trans_real
 
@@ -157,17 +157,9 @@ def _locale(language: str) -> Locale:
     return Locale.parse(translation.to_locale(language))
 
 
-@lru_cache(maxsize=64)
-def _pattern(language: str, skeleton: str) -> DateTimePattern:
-    """The locale's pattern for a skeleton ("Hm", "hm", "MMMEd", "yMMMEd"), found once."""
-    locale = _locale(language)
-    return parse_pattern(
-        locale.datetime_skeletons[match_skeleton(skeleton, locale.datetime_skeletons)]
-    )
-
-
 def _format(moment: datetime, language: str, skeleton: str) -> str:
-    return _pattern(language, skeleton).apply(moment, _locale(language))
+    """``moment`` by the locale's pattern for a skeleton ("Hm", "hm", "E", "MMMEd")."""
+    return format_skeleton(skeleton, moment, locale=_locale(language))
 
 
 def _time_text(local: datetime, language: str, clock: str) -> str:
