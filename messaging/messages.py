@@ -215,36 +215,6 @@ def _subject_title(words: Any, kind: str, title: str) -> str:
     return clean_title(title, words.gettext("Your event"), from_a_stranger=True)
 
 
-def _first_line(
-    words: Any,
-    *,
-    kind: str,
-    title: str,
-    when: str,
-    time_text: str,
-    lead: str,
-    at_start: bool,
-    shape: Shape,
-) -> str:
-    values = {"title": title, "when": when, "time": time_text, "lead": lead}
-    if kind == "follow_up":
-        if at_start:
-            sentence = words.gettext("%(title)s is due now (%(time)s)") % values
-        else:
-            sentence = words.gettext("%(title)s is due %(when)s (%(lead)s)") % values
-    elif at_start:
-        sentence = words.gettext("%(title)s starts now (%(time)s)") % values
-    else:
-        sentence = words.gettext("%(title)s starts %(when)s (%(lead)s)") % values
-    if shape == Shape.SNOOZED:
-        return words.gettext("Snoozed: %(text)s") % {"text": sentence}
-    if kind == "follow_up":
-        sentence = words.gettext("Reminder: %(text)s") % {"text": sentence}
-    if shape == Shape.QUIET_HOURS:
-        sentence = words.gettext("%(text)s · held for your quiet hours") % {"text": sentence}
-    return sentence
-
-
 def compose(
     *,
     kind: str,
@@ -268,16 +238,27 @@ def compose(
     when, local_time = _when(local_start, now.astimezone(tz), language, time_text)
     minutes_until = max(0, round((starts_at - now).total_seconds() / 60))
     clean = _subject_title(words, kind, title)
-    text = _first_line(
-        words,
-        kind=kind,
-        title=clean,
-        when=when + label,
-        time_text=time_text + label,
-        lead=describe_lead(starts_at - now, language),
-        at_start=minutes_until < 1,
-        shape=shape,
-    )
+    values = {
+        "title": clean,
+        "when": when + label,
+        "time": time_text + label,
+        "lead": describe_lead(starts_at - now, language),
+    }
+    if kind == "follow_up":
+        if minutes_until < 1:
+            text = words.gettext("%(title)s is due now (%(time)s)") % values
+        else:
+            text = words.gettext("%(title)s is due %(when)s (%(lead)s)") % values
+    elif minutes_until < 1:
+        text = words.gettext("%(title)s starts now (%(time)s)") % values
+    else:
+        text = words.gettext("%(title)s starts %(when)s (%(lead)s)") % values
+    if shape == Shape.SNOOZED:
+        text = words.gettext("Snoozed: %(text)s") % {"text": text}
+    elif kind == "follow_up":
+        text = words.gettext("Reminder: %(text)s") % {"text": text}
+    if shape == Shape.QUIET_HOURS:
+        text = words.gettext("%(text)s · held for your quiet hours") % {"text": text}
     second_line = join_url or clean_title(without_links(location), "", from_a_stranger=True)
     if second_line:
         text = f"{text}\n{second_line}"
