@@ -21,7 +21,7 @@ from pathlib import Path
 from bench import data, env
 from bench.worker import start_released
 
-RECORDING = json.dumps({"console": "messaging.channels.recording.RecordingChannel"})
+RECORDING = json.dumps({"console": "tests.support.recording.RecordingChannel"})
 TAG = re.compile(r"\b(b[df]\d+)\b")
 
 

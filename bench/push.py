@@ -394,7 +394,7 @@ def cancelled_three_minutes_before(app_url: str) -> dict[str, Any]:
     from sweeps.sync_changed import run_sync_changed
     from tenancy.scope import tenant_scope
 
-    settings.NUDGE_CHANNEL_BACKENDS = {"console": "messaging.channels.recording.RecordingChannel"}
+    settings.NUDGE_CHANNEL_BACKENDS = {"console": "tests.support.recording.RecordingChannel"}
     day = Day(10, 0, 0, True, app_url, "cancel")
     day.setup()
     try:

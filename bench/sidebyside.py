@@ -59,7 +59,7 @@ ADMIN_URL = os.environ.get("NUDGE_BENCH_ADMIN_URL", "postgres://postgres@127.0.0
 DEFAULT_BASELINE = "17adfe7"
 WORKLOADS = ("latency", "rate", "drain", "fairness", "materialize")
 LEAD = timedelta(minutes=10)  # every seeded user's default lead
-RECORDING = "messaging.channels.recording.RecordingChannel"
+RECORDING = "tests.support.recording.RecordingChannel"
 
 # Seeds users, settings and follow-ups through the version's own ORM, each
 # user inside their own tenant scope: the same code in every version.

@@ -107,7 +107,7 @@ def _create(
         return Answer(str(words.NOT_SAVED).format(reason=exc))
     with tenant_scope(person.user_id):
         _record(person, ChatRecord.Kind.CAPTURE, now, follow_up_id=follow_up.pk, title=title)
-    return words.saved(person.settings, person.address, follow_up.pk, title, follow_up.due_at, now)
+    return words.saved(person.settings, person.address, follow_up, now)
 
 
 def _retime(person: _Person, follow_up_id: int, due_at: datetime, now: datetime) -> Answer:
@@ -119,15 +119,7 @@ def _retime(person: _Person, follow_up_id: int, due_at: datetime, now: datetime)
         return Answer(str(words.NOT_SAVED).format(reason=exc))
     if follow_up is None:
         return Answer(str(words.NOTHING_TO_UNDO))
-    return words.saved(
-        person.settings,
-        person.address,
-        follow_up.pk,
-        follow_up.title,
-        follow_up.due_at,
-        now,
-        words.MOVED,
-    )
+    return words.saved(person.settings, person.address, follow_up, now, words.MOVED)
 
 
 def _undo(person: _Person, follow_up_id: int, now: datetime) -> Answer:

@@ -86,28 +86,15 @@ class Answer:
         return f"{self.text}\n{self.reply_words}" if self.reply_words else self.text
 
 
-def clock(reader: Any, instant: datetime, now: datetime) -> str:
-    """``instant``'s time as the reader's clock writes it, with the weekday when not today."""
-    return clock_text(instant, now, reader.timezone, reader.language, reader.clock)
-
-
-def saved(
-    reader: Any,
-    address: str,
-    follow_up_id: int,
-    title: str,
-    due_at: datetime,
-    now: datetime,
-    text=None,
-) -> Answer:
+def saved(reader: Any, address: str, follow_up: Any, now: datetime, text=SAVED) -> Answer:
     """A capture's confirmation ("Saved: …", or ``text`` such as MOVED) with Undo and
     Change time, signed for ``address``; WhatsApp reads the words to reply instead."""
-    sign = action_tokens.sign
+    sign, pk = action_tokens.sign, follow_up.pk
     return Answer(
-        str(text or SAVED).format(title=title, when=when_text(reader, due_at, now)),
+        str(text).format(title=follow_up.title, when=when_text(reader, follow_up.due_at, now)),
         buttons=(
-            Button(str(UNDO_BUTTON), sign(action_tokens.UNDO, follow_up_id, address)),
-            Button(str(CHANGE_BUTTON), sign(action_tokens.RETIME, follow_up_id, address)),
+            Button(str(UNDO_BUTTON), sign(action_tokens.UNDO, pk, address)),
+            Button(str(CHANGE_BUTTON), sign(action_tokens.RETIME, pk, address)),
         ),
         reply_words=str(UNDO_HINT),
         changed=True,
@@ -149,7 +136,7 @@ def today(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
     """/today: one line per item left today, its time then its title; Join buttons."""
     if not items:
         return Answer(str(NOTHING_TODAY))
-    lines = [f"• {clock(reader, item.starts_at, now)} {_title(item)}" for item in items]
+    lines = [f"• {clock_text(reader, item.starts_at, now)} {_title(item)}" for item in items]
     buttons = tuple(
         Button(f"{JOIN_BUTTON!s}: {_title(i)[:40]}", url=i.join_url) for i in items if i.join_url
     )

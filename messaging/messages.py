@@ -18,7 +18,7 @@ from typing import Any
 
 import regex
 from babel import Locale
-from babel.dates import DateTimePattern, format_timedelta, match_skeleton, parse_pattern
+from babel.dates import format_skeleton, format_timedelta
 from django.utils import translation
 from django.utils.translation import trans_real
 
@@ -153,23 +153,13 @@ def _words(language: str) -> Any:
 
 @lru_cache(maxsize=16)
 def _locale(language: str) -> Locale:
-    try:
-        return Locale.parse(translation.to_locale(language))
-    except (ValueError, TypeError):
-        return Locale.parse("en")
-
-
-@lru_cache(maxsize=64)
-def _pattern(language: str, skeleton: str) -> DateTimePattern:
-    """The locale's pattern for a skeleton ("Hm", "hm", "MMMEd", "yMMMEd"), found once."""
-    locale = _locale(language)
-    return parse_pattern(
-        locale.datetime_skeletons[match_skeleton(skeleton, locale.datetime_skeletons)]
-    )
+    """One of ``LANGUAGES`` (``_reader`` made sure) as babel's locale."""
+    return Locale.parse(translation.to_locale(language))
 
 
 def _format(moment: datetime, language: str, skeleton: str) -> str:
-    return _pattern(language, skeleton).apply(moment, _locale(language))
+    """``moment`` by the locale's pattern for a skeleton ("Hm", "hm", "E", "MMMEd")."""
+    return format_skeleton(skeleton, moment, locale=_locale(language))
 
 
 def _time_text(local: datetime, language: str, clock: str) -> str:
@@ -177,14 +167,12 @@ def _time_text(local: datetime, language: str, clock: str) -> str:
     return _format(local, language, "hm" if clock == "12h" else "Hm")
 
 
-def clock_text(
-    instant: datetime, now: datetime, tz_name: str, language: str = "en", clock: str = "24h"
-) -> str:
-    """A time as the person reads it — their zone, language and clock — with the
-    weekday when it is not today: '15:05', '3:05 PM', 'Fr. 15:05'."""
-    zone, _label, language = _reader(tz_name, language)
+def clock_text(reader: Any, instant: datetime, now: datetime) -> str:
+    """A time as the reader (their ``DeliverySettings``) reads it — zone, language and
+    clock — with the weekday when it is not today: '15:05', '3:05 PM', 'Fr. 15:05'."""
+    zone, _label, language = _reader(reader.timezone, reader.language)
     local = instant.astimezone(zone)
-    time_text = _time_text(local, language, clock)
+    time_text = _time_text(local, language, reader.clock)
     if local.date() != now.astimezone(zone).date():
         return f"{_format(local, language, 'E')} {time_text}"
     return time_text
@@ -227,36 +215,6 @@ def _subject_title(words: Any, kind: str, title: str) -> str:
     return clean_title(title, words.gettext("Your event"), from_a_stranger=True)
 
 
-def _first_line(
-    words: Any,
-    *,
-    kind: str,
-    title: str,
-    when: str,
-    time_text: str,
-    lead: str,
-    at_start: bool,
-    shape: Shape,
-) -> str:
-    values = {"title": title, "when": when, "time": time_text, "lead": lead}
-    if kind == "follow_up":
-        if at_start:
-            sentence = words.gettext("%(title)s is due now (%(time)s)") % values
-        else:
-            sentence = words.gettext("%(title)s is due %(when)s (%(lead)s)") % values
-    elif at_start:
-        sentence = words.gettext("%(title)s starts now (%(time)s)") % values
-    else:
-        sentence = words.gettext("%(title)s starts %(when)s (%(lead)s)") % values
-    if shape == Shape.SNOOZED:
-        return words.gettext("Snoozed: %(text)s") % {"text": sentence}
-    if kind == "follow_up":
-        sentence = words.gettext("Reminder: %(text)s") % {"text": sentence}
-    if shape == Shape.QUIET_HOURS:
-        sentence = words.gettext("%(text)s · held for your quiet hours") % {"text": sentence}
-    return sentence
-
-
 def compose(
     *,
     kind: str,
@@ -280,29 +238,37 @@ def compose(
     when, local_time = _when(local_start, now.astimezone(tz), language, time_text)
     minutes_until = max(0, round((starts_at - now).total_seconds() / 60))
     clean = _subject_title(words, kind, title)
-    text = _first_line(
-        words,
-        kind=kind,
-        title=clean,
-        when=when + label,
-        time_text=time_text + label,
-        lead=describe_lead(starts_at - now, language),
-        at_start=minutes_until < 1,
-        shape=shape,
-    )
-    local_time += label
-    place = "" if join_url else clean_title(without_links(location), "", from_a_stranger=True)
-    second_line = join_url or place
+    values = {
+        "title": clean,
+        "when": when + label,
+        "time": time_text + label,
+        "lead": describe_lead(starts_at - now, language),
+    }
+    if kind == "follow_up":
+        if minutes_until < 1:
+            text = words.gettext("%(title)s is due now (%(time)s)") % values
+        else:
+            text = words.gettext("%(title)s is due %(when)s (%(lead)s)") % values
+    elif minutes_until < 1:
+        text = words.gettext("%(title)s starts now (%(time)s)") % values
+    else:
+        text = words.gettext("%(title)s starts %(when)s (%(lead)s)") % values
+    if shape == Shape.SNOOZED:
+        text = words.gettext("Snoozed: %(text)s") % {"text": text}
+    elif kind == "follow_up":
+        text = words.gettext("Reminder: %(text)s") % {"text": text}
+    if shape == Shape.QUIET_HOURS:
+        text = words.gettext("%(text)s · held for your quiet hours") % {"text": text}
+    second_line = join_url or clean_title(without_links(location), "", from_a_stranger=True)
     if second_line:
         text = f"{text}\n{second_line}"
     return NudgeMessage(
         text=text,
         title=clean,
-        local_time=local_time,
+        local_time=local_time + label,
         minutes_until=minutes_until,
         valid_for_seconds=max(1, int((valid_until - now).total_seconds())),
         join_url=join_url,
-        location=place,
         language=language,
     )
 

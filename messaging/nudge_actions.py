@@ -22,8 +22,9 @@ from followups.actions import FollowUpChange, change_follow_up
 from followups.models import FollowUp
 from followups.repeat import is_due_at
 from messaging import addresses
-from messaging.action_tokens import Claim, verify
-from messaging.chat_words import NOT_HERE, Answer, clock
+from messaging.action_tokens import Claim
+from messaging.chat_words import NOT_HERE, Answer
+from messaging.messages import clock_text
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.states import Outcome, unsettled
@@ -133,7 +134,7 @@ def _already_snoozed(
     ).first()
     if first is None:
         return None
-    return ActResult(ALREADY_SNOOZED.format(until=clock(settings, first.snoozed_until, now)))
+    return ActResult(ALREADY_SNOOZED.format(until=clock_text(settings, first.snoozed_until, now)))
 
 
 def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeConfig) -> ActResult:
@@ -150,7 +151,7 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
     if gone is not None:
         return ActResult(GONE.format(reason=gone))
     if starts_at <= now:
-        return ActResult(TOO_LATE.format(start=clock(settings, starts_at, now)))
+        return ActResult(TOO_LATE.format(start=clock_text(settings, starts_at, now)))
     held = pause_reason(settings)
     if held is not None:
         return ActResult(HELD.format(reason=held.reason))
@@ -159,7 +160,7 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
     quiet = hold_for_quiet_hours(until, starts_at, settings)
     if isinstance(quiet, SkipReason):
         ends = quiet_hours_end(until, settings) or until
-        return ActResult(QUIET_PAST_START.format(end=clock(settings, ends, now)))
+        return ActResult(QUIET_PAST_START.format(end=clock_text(settings, ends, now)))
     full, rank = _caps_full(user_id, quiet, config)
     if full:
         return ActResult(CAPPED)
@@ -175,7 +176,7 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
             )
         ],
     )
-    until_text = clock(settings, quiet, now)
+    until_text = clock_text(settings, quiet, now)
     if quiet != until:
         return ActResult(SNOOZED_PAST_QUIET.format(until=until_text), changed=True)
     if until == starts_at and wanted > starts_at:
@@ -227,39 +228,40 @@ def acts_since(user_id: int, since: datetime, limit: int = 100) -> list[NudgeAct
     )
 
 
-SNOOZE_WORDS = frozenset({"SNOOZE", "LATER"})
-DONE_WORDS = frozenset({"DONE", "DONE ✓"})
+REPLY_WORDS = {"SNOOZE": Act.SNOOZE, "LATER": Act.SNOOZE, "DONE": Act.DONE, "DONE ✓": Act.DONE}
 
 
-def _act(owner: int, claim: Claim, via: str, now: datetime, config: NudgeConfig) -> Answer:
+def _act(
+    owner: int, act: str, send_id: int | None, via: str, now: datetime, config: NudgeConfig
+) -> Answer:
+    """Snooze or Done on row ``send_id`` (None: no nudge to act on) as ``owner``."""
     with tenant_scope(owner), translation.override(language_of(owner)):
-        if claim.act == Act.SNOOZE:
-            result = snooze(owner, claim.send_id, via, now, config)
+        if send_id is None:
+            return Answer(str(NOTHING_TO_ACT_ON))
+        if act == Act.SNOOZE:
+            result = snooze(owner, send_id, via, now, config)
         else:
-            result = record_done(owner, claim.send_id, via, now)
+            result = record_done(owner, send_id, via, now)
         text = str(result.text)  # written in the owner's language
     if result.follow_up_id is not None:
         change_follow_up(owner, result.follow_up_id, FollowUpChange(done=True), now)
     return Answer(text, changed=result.changed)
 
 
-def tap(channel: str, address: str, token: str, now: datetime, config: NudgeConfig) -> Answer:
-    """A button pressed in ``address``'s chat: verify its token, then act as its owner."""
-    claim = verify(token, address)
+def tap(
+    channel: str, address: str, claim: Claim | None, now: datetime, config: NudgeConfig
+) -> Answer:
+    """A button pressed in ``address``'s chat, its token verified for that chat
+    (``action_tokens.verify``): act as the chat's owner."""
     owner = addresses.owner_of(channel, address)
     if claim is None or owner is None:
         return Answer(str(NOT_HERE))
-    return _act(owner, claim, channel, now, config)
+    return _act(owner, claim.act, claim.send_id, channel, now, config)
 
 
 def word_of(text: str) -> str | None:
     """``snooze`` or ``done`` for a reply that is one of those words, else None."""
-    word = " ".join(text.split()).upper().rstrip(".!")
-    if word in SNOOZE_WORDS:
-        return Act.SNOOZE
-    if word in DONE_WORDS:
-        return Act.DONE
-    return None
+    return REPLY_WORDS.get(" ".join(text.split()).upper().rstrip(".!"))
 
 
 def reply(
@@ -272,7 +274,4 @@ def reply(
         return None
     with tenant_scope(owner):
         send_id = last_sent(owner, channel, now)
-    if send_id is None:
-        with tenant_scope(owner), translation.override(language_of(owner)):
-            return Answer(str(NOTHING_TO_ACT_ON))
-    return _act(owner, Claim(act, send_id), channel, now, config)
+    return _act(owner, act, send_id, channel, now, config)

@@ -15,15 +15,15 @@ from django.db import connection
 from psycopg.conninfo import make_conninfo
 
 from accounts.models import DeliverySettings
-from messaging.channels.recording import RecordingChannel
 from tenancy.scope import tenant_scope
+from tests.support.recording import RecordingChannel
 
 User = get_user_model()
 
 RECORDING_BACKENDS = {
-    "console": "messaging.channels.recording.RecordingChannel",
-    "telegram": "messaging.channels.recording.RecordingChannel",
-    "whatsapp": "messaging.channels.recording.RecordingChannel",
+    "console": "tests.support.recording.RecordingChannel",
+    "telegram": "tests.support.recording.RecordingChannel",
+    "whatsapp": "tests.support.recording.RecordingChannel",
 }
 
 

@@ -36,7 +36,6 @@ class NudgeMessage:
     minutes_until: int  # whole minutes from now until the subject starts
     valid_for_seconds: int  # after this the nudge is wrong, not late
     join_url: str = ""  # an https meeting link from a known host, or ""
-    location: str = ""  # where, shown when there is no link
     actions: NudgeActions | None = None  # Snooze / Done buttons; None: a plain message
     language: str = "en"  # the recipient's language (accounts.models.Language), for buttons
     links: tuple[tuple[str, str], ...] = ()  # (label, https link): more Join buttons (the agenda)

@@ -6,7 +6,6 @@ the message to say so, keeping only its Join button.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -34,7 +33,6 @@ from messaging.models import LinkCode, TelegramUpdateSeen
 from messaging.telegram.send import TelegramChannel, markup_of
 
 ALLOWED_UPDATES = ["message", "callback_query"]
-WEBHOOK_SECRET_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 LINKED = "Linked. Your nudges will arrive in this chat. Send /stop to pause them."
 ALREADY_LINKED = "This chat is already linked. Send /stop to pause nudges."
@@ -103,10 +101,8 @@ def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) ->
     claim = action_tokens.verify(query.data or "", str(chat_id))
     # A capture's Undo / Change time or an ask-back's choice, else a nudge's Snooze / Done.
     by_chat = claim is not None and claim.act not in (action_tokens.SNOOZE, action_tokens.DONE)
-    if by_chat:
-        result = chat.tap(Channel.TELEGRAM, str(chat_id), claim, now, config)
-    else:
-        result = nudge_actions.tap(Channel.TELEGRAM, str(chat_id), query.data or "", now, config)
+    tap = chat.tap if by_chat else nudge_actions.tap
+    result = tap(Channel.TELEGRAM, str(chat_id), claim, now, config)
     if result.changed and isinstance(message, Message) and message.text:
         return CallbackAnswer(
             query.id,
@@ -288,12 +284,3 @@ def poll_once(
             send_reply(channel, reply)
         offset = update.update_id + 1
     return offset
-
-
-def webhook_secret_problem(secret: str) -> str | None:
-    if not WEBHOOK_SECRET_PATTERN.fullmatch(secret or ""):
-        return (
-            "TELEGRAM_WEBHOOK_SECRET must be 1-256 characters of A-Z a-z 0-9 _ - "
-            "(Telegram's rule for secret_token)"
-        )
-    return None

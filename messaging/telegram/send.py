@@ -176,9 +176,6 @@ def keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None
 
 
 class TelegramChannel(Sender):
-    """Sends (and makes the bot's other calls) through one Bot on one private event
-    loop per instance."""
-
     def __init__(self) -> None:
         self._token: str = settings.TELEGRAM_BOT_TOKEN
         self.timeout: float = settings.CHANNEL_TIMEOUT_SECONDS
@@ -205,7 +202,6 @@ class TelegramChannel(Sender):
             return self._bot
 
     def _get_loop(self) -> asyncio.AbstractEventLoop:
-        """The channel's event loop, running on its own daemon thread."""
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()

@@ -18,7 +18,7 @@ from django.utils.translation import gettext, gettext_lazy
 from accounts.actions import PAUSED_BY_WHATSAPP_STOP
 from accounts.models import Channel, validate_e164
 from core.config import NudgeConfig
-from messaging import addresses, chat, nudge_actions
+from messaging import action_tokens, addresses, chat, nudge_actions
 from messaging.channels.base import SendError
 from messaging.models import LinkCode, TwilioMessageSeen
 from messaging.whatsapp import send
@@ -28,6 +28,7 @@ logger = logging.getLogger("nudge.whatsapp")
 
 STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT"})
 START_WORDS = frozenset({"START", "YES", "UNSTOP", "OPTIN"})
+COMMANDS = {**dict.fromkeys(STOP_WORDS, "stop"), **dict.fromkeys(START_WORDS, "start")}
 _MESSAGE_SID = re.compile(r"[A-Z]{2}[0-9a-f]{32}")
 _NUMBER_REFUSED = gettext_lazy(
     "WhatsApp could not reach that number. Check it, with its country code, and try again."
@@ -143,12 +144,7 @@ def command_of(params: dict[str, str]) -> str | None:
     opt_out_type = params.get("OptOutType", "").strip().upper()
     if opt_out_type in ("STOP", "START"):
         return opt_out_type.lower()
-    word = params.get("Body", "").strip().upper().rstrip(".!")
-    if word in STOP_WORDS:
-        return "stop"
-    if word in START_WORDS:
-        return "start"
-    return None
+    return COMMANDS.get(params.get("Body", "").strip().upper().rstrip(".!"))
 
 
 def handle_inbound(
@@ -166,7 +162,8 @@ def handle_inbound(
     if not first_time(params.get("MessageSid", ""), now, config):
         return None
     if payload and act is None:  # a button of the actions template: its signed token
-        return nudge_actions.tap(Channel.WHATSAPP, number, payload, now, config)
+        claim = action_tokens.verify(payload, number)
+        return nudge_actions.tap(Channel.WHATSAPP, number, claim, now, config)
     if act is not None:
         return nudge_actions.reply(Channel.WHATSAPP, number, act, now, config)
     if command == "stop":

@@ -64,14 +64,14 @@ RETRYABLE_4XX = {408, 409, 423, 425}
 
 
 class BaseUrlHttpClient(TwilioHttpClient):
-    """Twilio's own HTTP client, sent to ``base_url``'s scheme and host (a test
-    server, a proxy), keeping the last response's headers per thread:
+    """Twilio's own HTTP client (one per sending thread), sent to ``base_url``'s scheme
+    and host (a test server, a proxy), keeping the last response's headers:
     :class:`TwilioRestException` drops them, and ``Retry-After`` lives there."""
 
     def __init__(self, base_url: str = "", *, timeout: float | None = None) -> None:
         super().__init__(timeout=timeout)
         self.base_url = base_url.rstrip("/")
-        self._local = threading.local()
+        self.last_response_headers: Mapping[str, str] = {}
 
     def rewrite(self, url: str) -> str:
         if not self.base_url:
@@ -81,14 +81,10 @@ class BaseUrlHttpClient(TwilioHttpClient):
         return urlunsplit((base.scheme, base.netloc, base.path + original.path, original.query, ""))
 
     def request(self, method: str, url: str, *args, **kwargs) -> Response:
-        self._local.headers = {}
+        self.last_response_headers = {}
         response = super().request(method, self.rewrite(url), *args, **kwargs)
-        self._local.headers = dict(response.headers or {})
+        self.last_response_headers = dict(response.headers or {})
         return response
-
-    @property
-    def last_response_headers(self) -> Mapping[str, str]:
-        return getattr(self._local, "headers", {})
 
 
 def _detail(exc: TwilioRestException | TwilioServiceException) -> str:
@@ -146,8 +142,6 @@ def whatsapp_address(number: str) -> str:
 
 
 class WhatsAppChannel(Sender):
-    """Sends through Twilio; one client and connection pool per instance (one run)."""
-
     def __init__(self) -> None:
         self.account_sid: str = settings.TWILIO_ACCOUNT_SID
         self.from_address: str = settings.TWILIO_WHATSAPP_FROM

@@ -17,7 +17,6 @@ from calendars.models import PushState, PushWork
 from calendars.push import worklist
 from console.health import check_health
 from core.config import NudgeConfig
-from messaging.channels.recording import RecordingChannel
 from portal.calendar_links import disconnect
 from sweeps.deliver import run_deliver
 from sweeps.materialize import run_materialize
@@ -33,6 +32,7 @@ from tests.calendars.push_support import (
 )
 from tests.fakes.google_server import google_event
 from tests.fakes.microsoft_server import graph_event
+from tests.support.recording import RecordingChannel
 
 T = NOW
 START = T + timedelta(hours=1)

@@ -47,6 +47,7 @@ from tests.support.timeline import describe
 from .conftest import WEBHOOK_SECRET, local_input
 
 CHAT = 5550001
+READER = DeliverySettings()  # the users' defaults: UTC, English, 24-hour clock
 OTHER_CHAT = 5550002
 NUMBER = "+4915112345678"
 INBOUND_URL = "https://nudge.example/twilio/inbound"
@@ -164,7 +165,7 @@ def test_snooze_queues_one_nudge_ten_minutes_on_and_edits_the_message(tg, ana, c
     until = (now + timedelta(minutes=10)).replace(second=0) + timedelta(
         minutes=1 if now.second else 0
     )
-    said = f"Snoozed until {clock_text(until, now, 'UTC')}"
+    said = f"Snoozed until {clock_text(READER, until, now)}"
     assert answers(tg) == [said]
     assert tg.text_of(CHAT, message_id).endswith(f"\n\n{said}")
     assert tg.markup_of(CHAT, message_id) is None  # the used buttons are gone
@@ -178,10 +179,10 @@ def test_snooze_queues_one_nudge_ten_minutes_on_and_edits_the_message(tg, ana, c
     with tenant_scope(ana.pk):
         [entry] = [e for e in timeline.history(ana.pk, now) if e.status == "snoozed"]
     assert entry.title == "Send the invoice"
-    assert describe(entry).startswith(f"snoozed: until {clock_text(until, now, 'UTC')}")
+    assert describe(entry).startswith(f"snoozed: until {clock_text(READER, until, now)}")
     client.force_login(ana)
     home = client.get(reverse("portal:home")).content.decode()
-    assert f"until {clock_text(until, now, 'UTC')}, from Telegram" in home and ">snoozed<" in home
+    assert f"until {clock_text(READER, until, now)}, from Telegram" in home and ">snoozed<" in home
 
 
 def test_a_person_on_the_12_hour_clock_reads_12_hour_times_after_a_tap(tg, ana, client):
@@ -255,7 +256,7 @@ def test_a_tap_after_the_start_does_not_snooze(tg, ana):
     later = row.subject_starts_at + timedelta(minutes=1)
     poll(later)
     assert answers(tg) == [
-        f"Not snoozed: it started at {clock_text(row.subject_starts_at, later, 'UTC')}"
+        f"Not snoozed: it started at {clock_text(READER, row.subject_starts_at, later)}"
     ]
     assert pending_rows(ana) == []
     assert tg.calls("editMessageText") == []
@@ -267,7 +268,7 @@ def test_a_snooze_past_the_start_comes_at_the_start(tg, ana):
     row, message_id = sent_nudge(tg, ana, "Call Bea", due_in=timedelta(minutes=5), now=now)
     tg.push_tap(CHAT, message_id, buttons(tg, message_id)["Snooze 10 min"]["callback_data"])
     poll(now)
-    start = clock_text(row.subject_starts_at, now, "UTC")
+    start = clock_text(READER, row.subject_starts_at, now)
     assert answers(tg) == [f"Snoozed until {start}, when it starts"]
     [snoozed] = pending_rows(ana)
     assert snoozed.intended_at == row.subject_starts_at
@@ -292,7 +293,7 @@ def test_snooze_into_quiet_hours_waits_for_their_end_or_is_refused(tg, ana):
     tg.push_tap(CHAT, soon_id, buttons(tg, soon_id)["Snooze 10 min"]["callback_data"])
     tg.push_tap(CHAT, later_id, buttons(tg, later_id)["Snooze 10 min"]["callback_data"])
     poll(now)
-    end = clock_text(quiet_to, now, "UTC")
+    end = clock_text(READER, quiet_to, now)
     assert answers(tg) == [
         f"Not snoozed: your quiet hours last until {end}, past its start",
         f"Snoozed until {end}, when your quiet hours end",
@@ -506,7 +507,7 @@ def test_two_taps_at_once_queue_one_nudge(make_user):
     user = linked(make_user, Channel.TELEGRAM, str(CHAT))
     now = _now()
     row = queue_follow_up(user, "Call Bea", now=now, starts_in=timedelta(minutes=30))
-    token = action_tokens.sign("snooze", row.pk, str(CHAT))
+    claim = action_tokens.verify(action_tokens.sign("snooze", row.pk, str(CHAT)), str(CHAT))
     config = NudgeConfig.from_settings()
     barrier = threading.Barrier(2)
     said: list[str] = []
@@ -514,7 +515,7 @@ def test_two_taps_at_once_queue_one_nudge(make_user):
     def press() -> None:
         try:
             barrier.wait(5)
-            said.append(tap(Channel.TELEGRAM, str(CHAT), token, now, config).text)
+            said.append(tap(Channel.TELEGRAM, str(CHAT), claim, now, config).text)
         finally:
             connection.close()
 
@@ -553,7 +554,7 @@ def test_snooze_on_a_later_occurrence_of_a_repeating_follow_up(tg, ana):
     until = (now + timedelta(minutes=10)).replace(second=0) + timedelta(
         minutes=1 if now.second else 0
     )
-    assert answers(tg) == [f"Snoozed until {clock_text(until, now, 'UTC')}"]
+    assert answers(tg) == [f"Snoozed until {clock_text(READER, until, now)}"]
     materialize_user(ana.pk, now, NudgeConfig.from_settings())
     assert until in [r.intended_at for r in pending_rows(ana)]
 

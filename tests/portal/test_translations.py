@@ -140,7 +140,8 @@ def test_telegram_buttons_and_a_taps_answer_are_spanish_for_a_spanish_user(tg, e
     poll(now)
     [said] = answers(tg)
     [snoozed] = pending_rows(elena)
-    assert said == f"Pospuesto hasta las {clock_text(snoozed.intended_at, now, 'UTC', 'es')}"
+    until = clock_text(DeliverySettings(language="es"), snoozed.intended_at, now)
+    assert said == f"Pospuesto hasta las {until}"
     assert tg.text_of(CHAT, message_id).endswith(said)
 
 

@@ -15,12 +15,12 @@ import pytest
 from django.utils import timezone
 
 from messaging.channels.base import NudgeMessage, SendReceipt
-from messaging.channels.recording import RecordingChannel
 from scheduled_sends.failures import FailureKind
 from scheduled_sends.models import SweepRun
 from sweeps.deliver import run_deliver
 from tests.channels.queue import queue_follow_up, reload
 from tests.fakes.base import Fault
+from tests.support.recording import RecordingChannel
 
 pytestmark = pytest.mark.django_db
 

@@ -176,7 +176,7 @@ def test_a_removed_override_cannot_join_an_address_back_together():
     the addresses are looked for, so "evil.<RLO>example" cannot become a link after."""
     message = nudge(kind="event", title="evil.\u202eexample/login", location="bit\u202e.ly/x")
     assert message.title == "evil[.]example/login"
-    assert message.location == "bit[.]ly/x"
+    assert message.text.splitlines()[1] == "bit[.]ly/x"  # the place, below the first line
 
 
 def test_a_cut_title_keeps_no_address_and_a_huge_one_is_cheap():

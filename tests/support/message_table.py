@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 from django.utils import translation
 
 from accounts.models import DeliverySettings
+from followups.models import FollowUp
 from messaging import chat_words as words
 from messaging.channels.base import NudgeMessage
 from messaging.messages import (
@@ -247,6 +248,7 @@ def _chat_rows() -> list[tuple[str, str, words.Answer]]:
         Item("follow_up", 2, local.replace(hour=18, minute=30), "Send the proposal"),
     ]
     choices = (local.replace(hour=21, minute=0), tomorrow_nine)
+    captured = FollowUp(pk=1, title="call Anna", due_at=tomorrow_nine)
     rows: list[tuple[str, str, words.Answer]] = []
     for clock in CLOCKS:
         reader = DeliverySettings(timezone=ZONE, language=translation.get_language(), clock=clock)
@@ -254,7 +256,7 @@ def _chat_rows() -> list[tuple[str, str, words.Answer]]:
             (
                 "capture saved",
                 clock,
-                words.saved(reader, CHAT_ADDRESS, 1, "call Anna", tomorrow_nine, NOW),
+                words.saved(reader, CHAT_ADDRESS, captured, NOW),
             ),
             ("ask-back", clock, words.asked(reader, CHAT_ADDRESS, 1, "call Anna", choices, NOW)),
             ("/next", clock, words.next_up(reader, items, NOW)),

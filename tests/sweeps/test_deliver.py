@@ -21,7 +21,6 @@ from messaging.channels.base import (
     TransientSendError,
     UnconfirmedSendError,
 )
-from messaging.channels.recording import RecordingChannel
 from messaging.messages import compose
 from scheduled_sends.failures import INTERRUPTED_REASON, FailureKind
 from scheduled_sends.models import SweepRun
@@ -34,6 +33,7 @@ from tests.conftest import utc
 from tests.fakes import telegram_server as telegram
 from tests.fakes import twilio_server as twilio
 from tests.support.queue import settle_one
+from tests.support.recording import RecordingChannel
 from tests.sweeps.factories import add_event, add_follow_up, rows, update
 
 NOW = utc(2026, 12, 2, 14, 0)

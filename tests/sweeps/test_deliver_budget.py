@@ -12,12 +12,12 @@ from django.db import connection
 from django.utils import timezone
 
 from messaging.channels.base import NudgeMessage, SendReceipt
-from messaging.channels.recording import RecordingChannel
 from scheduled_sends.models import SweepRun
 from sweeps.deliver import run_deliver
 from sweeps.materialize import run_materialize
 from tests.channels.queue import queue_follow_up
 from tests.conftest import utc
+from tests.support.recording import RecordingChannel
 from tests.sweeps.factories import add_follow_up, rows
 
 NOW = utc(2026, 12, 2, 14, 0)

@@ -18,7 +18,6 @@ from django.utils import timezone
 
 from core.config import NudgeConfig
 from messaging.channels.base import NudgeMessage
-from messaging.channels.recording import RecordingChannel
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.transitions import Transition, claim_due, claim_params
@@ -31,6 +30,7 @@ from tests.fakes import telegram_server as telegram
 from tests.fakes.telegram_server import BOT_TOKEN
 from tests.support.processes import manage, subprocess_env
 from tests.support.queue import settle_one
+from tests.support.recording import RecordingChannel
 from tests.sweeps.factories import add_follow_up
 
 NOW = utc(2026, 12, 2, 9, 0)
