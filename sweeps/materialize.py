@@ -180,8 +180,8 @@ class UserFlow:
                 visit.whole = False
                 break
             for earlier in self._closed:
-                earlier.lease.keep()
-            if not visit.lease.keep():
+                earlier.keep()
+            if not visit.keep():
                 visit.whole = False
                 break
             self.add(user_id, visit)
@@ -319,15 +319,21 @@ def run_materialize(
                     flow.add(user_id)
                 flow.finish()
             else:
-                taking_part = shared_cycle.take_part(cycle, config, flow, deadline=deadline)
+                shared_cycle.take_part(cycle, config, flow, deadline=deadline)
         if cycle is not None:
-            report.cut_short = taking_part.cut_short
-            report.slices_taken = taking_part.slices_taken
-            report.slices_taken_over = taking_part.slices_taken_over
             _absorb_cycle_state(report, cycle, shared_cycle.cycle_state(cycle.starts_at, config))
-            report.participant = shared_cycle.participant_name()
-        # A late joiner must not move rows into minutes already being delivered.
-        _finish_run(report, config, started, smooth_at=max(now, as_of))
+        # One participant smooths at a time; a late joiner must not move rows into
+        # minutes already being delivered.
+        with shared_cycle.smoothing_turn():
+            report.moved_earlier = smooth_bursts(max(now, as_of), config)
+        if report.provider_calls:
+            # The providers' shared rates; the channels' are deliver's to report.
+            report.rates = {
+                state.budget: state.rate
+                for state in rates_in_force(config)
+                if state.app_wide and state.budget not in config.channel_rates
+            }
+        report.seconds = time.monotonic() - started
     return report
 
 
@@ -338,22 +344,6 @@ def _absorb_cycle_state(
     report.participants = state.participants
     report.cycle_slices = state.slices
     report.cycle_slices_done = state.done
-
-
-def _finish_run(
-    report: MaterializeReport, config: NudgeConfig, started: float, *, smooth_at: datetime
-) -> None:
-    """Smooth (one participant at a time), then settle the report's rates and time."""
-    with shared_cycle.smoothing_turn():
-        report.moved_earlier = smooth_bursts(smooth_at, config)
-    if report.provider_calls:
-        # The providers' shared rates; the channels' are deliver's to report.
-        report.rates = {
-            state.budget: state.rate
-            for state in rates_in_force(config)
-            if state.app_wide and state.budget not in config.channel_rates
-        }
-    report.seconds = time.monotonic() - started
 
 
 def _absorb_sync(report: MaterializeReport, summary: SyncSummary) -> None:

@@ -135,12 +135,12 @@ def expire_past_grace(now: datetime, config: NudgeConfig, batch: int = 1000) -> 
 class Transition(enum.Enum):
     """Every way a claimed row can move on, each one fenced statement."""
 
-    MARK_SENDING = statements.MARK_SENDING
-    SENT = statements.SETTLE_SENT
-    SKIPPED = statements.SETTLE_SKIPPED
-    FAILED = statements.SETTLE_FAILED
-    RETRY = statements.SETTLE_RETRY
-    RELEASE = statements.RELEASE_UNTRIED
+    MARK_SENDING = statements.SETTLE["MARK_SENDING"]
+    SENT = statements.SETTLE["SENT"]
+    SKIPPED = statements.SETTLE["SKIPPED"]
+    FAILED = statements.SETTLE["FAILED"]
+    RETRY = statements.SETTLE["RETRY"]
+    RELEASE = statements.SETTLE["RELEASE"]
 
 
 @dataclass(frozen=True)
