@@ -37,7 +37,7 @@ logger = logging.getLogger("nudge.deliver")
 
 @dataclass
 class Outgoing:
-    """A resolved row on its way: waiting for a slot, scheduled, or in flight."""
+    """A resolved row waiting for a slot, scheduled, or in flight."""
 
     row: ClaimedSend
     delivery: Delivery
@@ -55,8 +55,6 @@ HANDOVER_LIMIT_SECONDS = 60.0
 
 
 class DeliveryRun:
-    """One deliver run's state: its clock, budget, channels, pipeline and counts."""
-
     def __init__(
         self,
         config: NudgeConfig,
@@ -69,6 +67,8 @@ class DeliveryRun:
         self.report = report
         self.started = time.monotonic()
         self.run_id = run_id
+        # A live run hands over to the next; a replay (``--now``) just stops.
+        self.hands_over = fixed_now is None
         self._taken_over = False
         self._next_handover_check = 0.0
         self.senders: dict[str, Sender] = {}
@@ -106,25 +106,16 @@ class DeliveryRun:
     def budget_spent(self) -> bool:
         return time.monotonic() - self.started >= self.config.run_budget_seconds
 
-    def hands_over(self) -> bool:
-        """A live run hands over to the next; a replay (``--now``) just stops."""
-        return self.fixed_now is None
-
     def claims_until(self) -> float:
         """Seconds from the start this run may hold rows: its budget, plus the handover."""
-        handover = HANDOVER_LIMIT_SECONDS if self.hands_over() else 0.0
-        return self.config.run_budget_seconds + handover
-
-    def must_stop(self) -> bool:
-        """Hand back every row without a slot: the budget (plus any handover limit) is spent."""
-        return time.monotonic() - self.started >= self.claims_until()
+        return self.config.run_budget_seconds + (HANDOVER_LIMIT_SECONDS if self.hands_over else 0)
 
     def taken_over(self) -> bool:
         """Past its budget, a live run claims until a later deliver run is in the run log
         (or nudges would wait through the next one's start-up); the overlap is safe."""
         if not self.budget_spent():
             return False
-        if self._taken_over or not self.hands_over():
+        if self._taken_over or not self.hands_over:
             return True
         now = time.monotonic()
         if now >= self._next_handover_check:
@@ -193,7 +184,8 @@ class DeliveryRun:
         self.report.expired += transitions.expire_past_grace(self.now(), self.config)
         exhausted = False
         while True:
-            stop = self.must_stop() or (self.taken_over() and not self.hands_over())
+            # Past the budget plus any handover: every row without a slot is handed back.
+            stop = time.monotonic() - self.started >= self.claims_until()
             if stop:
                 self.give_back_untried()
             elif (
@@ -214,7 +206,7 @@ class DeliveryRun:
         """More due rows, or 429'd rows due back within the run (never in a replay)."""
         if not exhausted:
             return True
-        if self.retry_claim_at is None or self.fixed_now is not None:
+        if self.retry_claim_at is None or not self.hands_over:
             return False
         return self.retry_claim_at < self.started + self.claims_until()
 
