@@ -248,7 +248,9 @@ class UserFlow:
                 _absorb_sync(report, synced)
             result = synced.unreadable if _unreadable(synced) else planned.results[user_id]
             if isinstance(result, Exception):
-                _user_failed(report, user_id, result)
+                report.failed_users += 1
+                report.errors.append(f"user {user_id}: {type(result).__name__}")
+                logger.exception("materialize failed for one user", extra={"user_id": user_id})
                 continue
             report.queued += result.queued
             report.removed += result.removed
@@ -273,12 +275,6 @@ def _plan_set(
 
 def _unreadable(synced: SyncSummary | None) -> bool:
     return synced is not None and synced.unreadable is not None
-
-
-def _user_failed(report: MaterializeReport, user_id: int, exc: Exception) -> None:
-    report.failed_users += 1
-    report.errors.append(f"user {user_id}: {type(exc).__name__}")
-    logger.exception("materialize failed for one user", extra={"user_id": user_id})
 
 
 def run_materialize(
