@@ -16,8 +16,6 @@ from sweeps.verdicts import Verdict
 
 @dataclass(kw_only=True)
 class DeliverReport(DeliverCounts):
-    """What one deliver run did; the run log's fields (``DeliverCounts``) and the rest."""
-
     as_of: datetime
     claimed: int = 0
     released: int = 0

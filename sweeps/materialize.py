@@ -39,8 +39,6 @@ PLANNED_TOGETHER = 200
 
 @dataclass(kw_only=True)
 class MaterializeReport(MaterializeCounts):
-    """What one materialize run did; the run log's fields (``MaterializeCounts``) and the rest."""
-
     as_of: datetime
     cycle: datetime | None = None  # recorded as ISO 8601 ("" for named users)
     users: int = 0

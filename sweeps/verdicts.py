@@ -191,7 +191,7 @@ def classify(attempt: SendAttempt, retry_delay: timedelta) -> Verdict:
             # Accepted, but we cannot say what: a channel bug. Probably sent.
             return fail(
                 FailureKind.UNUSABLE_RECEIPT,
-                failures.no_message_id(attempt.receipt),
+                f"{failures.UNUSABLE_RECEIPT} ({type(attempt.receipt).__name__})",
                 problem="unusable receipt",
             )
         return Verdict(Transition.SENT, message_id=message_id)

@@ -41,7 +41,6 @@ class Dropped:
 
 
 def partition_name(day: date) -> str:
-    """The partition of one UTC day: ``scheduled_sends_p20261206``."""
     return f"{PARENT}_p{day:%Y%m%d}"
 
 

@@ -45,8 +45,6 @@ EXPIRED_REASON = "not sent within the grace window"
 
 @dataclass(frozen=True)
 class ClaimedSend:
-    """What delivery needs about one claimed row, including its owner."""
-
     id: int
     user_id: int
     kind: str
@@ -145,8 +143,6 @@ class Transition(enum.Enum):
 
 @dataclass(frozen=True)
 class Settlement:
-    """One claimed row's transition and what it writes."""
-
     row: ClaimedSend
     transition: Transition
     at: datetime
@@ -178,8 +174,6 @@ def apply(settlements: Sequence[Settlement]) -> set[int]:
     for settlement in settlements:
         by_transition.setdefault(settlement.transition, []).append(settlement)
     matched: set[int] = set()
-    if not by_transition:
-        return matched
     with rls_bypass(), connection.cursor() as cursor:
         for transition, group in by_transition.items():
             cursor.execute(transition.value, _group_params(group))
