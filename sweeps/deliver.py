@@ -103,9 +103,6 @@ class DeliveryRun:
         """The database clock as last read, advanced by the monotonic clock (no round trip)."""
         return self.at(time.monotonic())
 
-    def budget_spent(self) -> bool:
-        return time.monotonic() - self.started >= self.config.run_budget_seconds
-
     def claims_until(self) -> float:
         """Seconds from the start this run may hold rows: its budget, plus the handover."""
         return self.config.run_budget_seconds + (HANDOVER_LIMIT_SECONDS if self.hands_over else 0)
@@ -113,7 +110,7 @@ class DeliveryRun:
     def taken_over(self) -> bool:
         """Past its budget, a live run claims until a later deliver run is in the run log
         (or nudges would wait through the next one's start-up); the overlap is safe."""
-        if not self.budget_spent():
+        if time.monotonic() - self.started < self.config.run_budget_seconds:
             return False
         if self._taken_over or not self.hands_over:
             return True
@@ -142,8 +139,7 @@ class DeliveryRun:
         waiting = sum(len(rows) for rows in self.waiting.values())
         return waiting + len(self.scheduled) + len(self.in_flight)
 
-    def settle(self, row: ClaimedSend, transition: Transition, **fields: object) -> None:
-        at = fields.pop("at", None) or self.now()
+    def settle(self, row: ClaimedSend, transition: Transition, at: datetime, **fields) -> None:
         self.settlements.append(Settlement(row, transition, at, **fields))
         if self._first_unflushed is None:
             self._first_unflushed = time.monotonic()
@@ -162,7 +158,7 @@ class DeliveryRun:
         self.settle(
             row,
             verdict.transition,
-            at=at,
+            at,
             channel=channel,
             message_id=verdict.message_id,
             reason=verdict.reason,
@@ -334,7 +330,7 @@ class DeliveryRun:
         resume = self.pacer.resume_at(outgoing.delivery.channel)
         at = self.at(instant)
         not_before = at + timedelta(seconds=resume - instant) if resume > instant else None
-        self.settle(outgoing.row, Transition.RELEASE, at=at, not_before=not_before)
+        self.settle(outgoing.row, Transition.RELEASE, at, not_before=not_before)
         self.report.released += 1
         return resume
 

@@ -46,7 +46,6 @@ class DeliverReport(DeliverCounts):
             Transition.SKIPPED: "skipped",
             Transition.FAILED: "failed",
             Transition.RETRY: "retried",
-            Transition.RELEASE: "released",
         }[transition]
         setattr(self, name, getattr(self, name) + 1)
 
