@@ -117,12 +117,9 @@ def make_partitions(today: date, days_ahead: int) -> list[str]:
 
 def drop_aged_partitions(cutoff: datetime, progress: Callable[[Dropped], None] | None = None):
     """Drop every partition whose whole range is before ``cutoff`` and that holds only
-    settled rows; what was dropped.
-
-    Safe because ``fire_at <= intended_at``: such a partition holds only rows the
-    batched delete would take too. Qualifying is read under the bypass; the drop
-    is the owner's, connected only when something qualifies.
-    """
+    settled rows; what was dropped. Safe because ``fire_at <= intended_at``: such a
+    partition holds only rows the batched delete would take too. Qualifying is read under
+    the bypass; the drop is the owner's, connected only when something qualifies."""
     unsettled_rows = ScheduledSend.objects.filter(unsettled())
     with rls_bypass():
         droppable = [

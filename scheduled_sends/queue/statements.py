@@ -170,7 +170,7 @@ RETURNING s.id
 # is called: a row it does not return must not be sent. RETRY (a transient failure or
 # 429) is claimed again after ``not_before``; RELEASE hands back an untried row, no attempt.
 SETTLE = {
-    transition: f"UPDATE scheduled_sends AS s\n   SET {sets}\n{_GROUP}"
+    transition: f"UPDATE scheduled_sends AS s\n   SET {sets}{_GROUP}"
     for transition, sets in {
         "MARK_SENDING": "send_started_at = v.at, channel = v.channel",
         "SENT": "sent_at = v.at, outcome = 'sent', provider_message_id = v.message_id, "

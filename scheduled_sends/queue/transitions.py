@@ -130,15 +130,9 @@ def expire_past_grace(now: datetime, config: NudgeConfig, batch: int = 1000) -> 
     return _in_batches(statements.EXPIRE_PAST_GRACE, params, batch)
 
 
-class Transition(enum.Enum):
-    """Every way a claimed row can move on, each one fenced statement."""
-
-    MARK_SENDING = statements.SETTLE["MARK_SENDING"]
-    SENT = statements.SETTLE["SENT"]
-    SKIPPED = statements.SETTLE["SKIPPED"]
-    FAILED = statements.SETTLE["FAILED"]
-    RETRY = statements.SETTLE["RETRY"]
-    RELEASE = statements.SETTLE["RELEASE"]
+# Every way a claimed row can move on (MARK_SENDING, SENT, SKIPPED, FAILED, RETRY,
+# RELEASE), each one fenced statement: its member's value.
+Transition = enum.Enum("Transition", statements.SETTLE)
 
 
 @dataclass(frozen=True)
@@ -188,11 +182,9 @@ def apply(settlements: Sequence[Settlement]) -> set[int]:
 
 
 def record_receipt(provider_message_id: str, status: str, error_code: str) -> int:
-    """Record a provider's delivery receipt by message id; rows updated.
-
-    Runs under the bypass (a receipt names no tenant). A status never moves
-    backwards; a sent row the provider gave up on gets failure kind ``undelivered``.
-    """
+    """Record a provider's delivery receipt by message id, under the bypass (a receipt
+    names no tenant); rows updated. A status never moves backwards; a sent row the
+    provider gave up on gets failure kind ``undelivered``."""
     status = status.strip().lower()
     rank = statements.RECEIPT_RANKS.get(status)
     if rank is None or not provider_message_id:
@@ -322,11 +314,9 @@ def withdraw_subject(user_id: int, kind: str, ref_id: int) -> int:
 def release_stuck_claim(
     row_id: int, claim_token: uuid.UUID | None, lease: timedelta, *, even_mid_send: bool
 ) -> bool:
-    """Make a dead run's claim claimable now; False if the row is no longer that stuck claim.
-
-    Fenced on the claim token support saw. A row whose send had started may
-    have reached the user, so it is released only when ``even_mid_send``.
-    """
+    """Make a dead run's claim claimable now, fenced on the claim token support saw; False
+    if the row is no longer that stuck claim. A row whose send had started may have
+    reached the user, so it is released only when ``even_mid_send``."""
     fence = Q(pk=row_id, claim_token=claim_token) & in_state(State.STUCK, Now(), lease)
     if not even_mid_send:
         fence &= Q(send_started_at__isnull=True)
@@ -338,11 +328,9 @@ def release_stuck_claim(
 
 
 def retry_failed(row_id: int, grace: timedelta) -> bool:
-    """Requeue a failed row; False if it cannot be.
-
-    Only inside grace (later, the message would be wrong), and never a
-    ``FailureKind.CONFIGURATION`` failure (it fails until an operator fixes settings).
-    """
+    """Requeue a failed row; False if it cannot be: only inside grace (later, the message
+    would be wrong), never a ``FailureKind.CONFIGURATION`` failure (it fails until an
+    operator fixes settings)."""
     return bool(
         ScheduledSend.objects.filter(
             Q(pk=row_id, outcome=Outcome.FAILED)
