@@ -464,9 +464,8 @@ def _send_at(
         time.sleep(delay)
     delivery = outgoing.delivery
     with pacer.chat_turn(delivery.channel, delivery.address) as answered:
-        if gate is not None:
-            if not gate.take_turn(outgoing.deadline):
-                return SendAttempt(finished=time.monotonic(), slot_missed=True)
+        if gate is not None and not gate.take_turn(outgoing.deadline):
+            return SendAttempt(finished=time.monotonic(), slot_missed=True)
         if pacer.paused(delivery.channel):
             return SendAttempt(finished=time.monotonic(), not_tried=True)
         try:
