@@ -82,9 +82,14 @@ def join_cycle(now: datetime, config: NudgeConfig) -> MaterializeCycle:
             ranges = list(zip([0, *bounds], [*bounds, None], strict=True))
             cycle.slices = len(ranges)
             cycle.save(update_fields=["slices"])
+            # Claim order from where the last cycle stopped, if it left slices undone (a
+            # short cycle must not leave out the same users every time).
+            undone, _ = _run(sql.FIRST_UNDONE_AFTER, cycle=starts_at)
+            resume_after = undone[0][0] if undone else 0
+            first = next((i for i, (after, _) in enumerate(ranges) if after >= resume_after), 0)
             MaterializeSlice.objects.bulk_create(
                 MaterializeSlice(cycle=cycle, position=position, after_id=after, up_to=up_to)
-                for position, (after, up_to) in _rotated(ranges, _resume_after(starts_at))
+                for position, (after, up_to) in enumerate(ranges[first:] + ranges[:first])
             )
             _prune(starts_at)
     except IntegrityError:
@@ -97,22 +102,6 @@ def _run(statement: str, **params: object) -> tuple[list[tuple], int]:
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         return (cursor.fetchall() if cursor.description else []), cursor.rowcount
-
-
-def _resume_after(starts_at: datetime) -> int:
-    """Where the previous cycle stopped, if it left slices undone."""
-    rows, _ = _run(sql.FIRST_UNDONE_AFTER, cycle=starts_at)
-    return rows[0][0] if rows else 0
-
-
-def _rotated(
-    ranges: list[tuple[int, int | None]], resume_after: int
-) -> Iterator[tuple[int, tuple[int, int | None]]]:
-    """Claim order from where the last cycle stopped (a short cycle must not leave out
-    the same users every time)."""
-    first = next((i for i, (after, _) in enumerate(ranges) if after >= resume_after), 0)
-    order = ranges[first:] + ranges[:first]
-    return enumerate(order)
 
 
 def _prune(starts_at: datetime) -> None:
