@@ -100,7 +100,7 @@ def join_cycle(now: datetime, config: NudgeConfig) -> MaterializeCycle:
 def _run(statement: str, **params: object) -> tuple[list[tuple], int]:
     """A cycle statement's rows (none for an UPDATE without RETURNING) and row count."""
     with connection.cursor() as cursor:
-        cursor.execute(statement, params)
+        cursor.execute(statement, params or None)
         return (cursor.fetchall() if cursor.description else []), cursor.rowcount
 
 
