@@ -1,5 +1,3 @@
-"""The sweeps for hosts whose cron speaks HTTP (a bearer secret, see ``cron_routes``)."""
-
 from django.urls import path
 
 from sweeps import cron_routes
