@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 
 from core.config import NudgeConfig
 from scheduled_sends.models import MaterializeCycle, MaterializeSlice
+from scheduled_sends.queue.transitions import run_statement
 from sweeps import cycle_statements as sql
 
 if TYPE_CHECKING:
@@ -78,13 +79,14 @@ def join_cycle(now: datetime, config: NudgeConfig) -> MaterializeCycle:
     try:
         with transaction.atomic():
             cycle = MaterializeCycle.objects.create(starts_at=starts_at, as_of=now, slices=0)
-            bounds = [id_ for (id_,) in _run(sql.SLICE_BOUNDS, size=config.materialize_slice_users)]
+            found, _ = run_statement(sql.SLICE_BOUNDS, {"size": config.materialize_slice_users})
+            bounds = [id_ for (id_,) in found]
             ranges = list(zip([0, *bounds], [*bounds, None], strict=True))
             cycle.slices = len(ranges)
             cycle.save(update_fields=["slices"])
             # Claim order from where the last cycle stopped, if it left slices undone (a
             # short cycle must not leave out the same users every time).
-            undone, _ = _run(sql.FIRST_UNDONE_AFTER, cycle=starts_at)
+            undone, _ = run_statement(sql.FIRST_UNDONE_AFTER, {"cycle": starts_at})
             resume_after = undone[0][0] if undone else 0
             first = next((i for i, (after, _) in enumerate(ranges) if after >= resume_after), 0)
             MaterializeSlice.objects.bulk_create(
@@ -97,13 +99,6 @@ def join_cycle(now: datetime, config: NudgeConfig) -> MaterializeCycle:
     return cycle
 
 
-def _run(statement: str, **params: object) -> tuple[list[tuple], int]:
-    """A cycle statement's rows (none for an UPDATE without RETURNING) and row count."""
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params or None)
-        return (cursor.fetchall() if cursor.description else []), cursor.rowcount
-
-
 def _prune(starts_at: datetime) -> None:
     old = MaterializeCycle.objects.filter(starts_at__lt=starts_at - KEEP_CYCLES)
     MaterializeSlice.objects.filter(cycle__in=old).delete()
@@ -112,22 +107,25 @@ def _prune(starts_at: datetime) -> None:
 
 def claim_slice(cycle: datetime, me: str, config: NudgeConfig) -> Slice | None:
     """The next free slice of the cycle, now held by ``me``; None if none is free."""
-    rows, _ = _run(sql.CLAIM_SLICE, cycle=cycle, me=me, lease=config.materialize_slice_lease)
+    params = {"cycle": cycle, "me": me, "lease": config.materialize_slice_lease}
+    rows, _ = run_statement(sql.CLAIM_SLICE, params)
     return Slice(*rows[0]) if rows else None
 
 
 def renew_lease(slice_id: int, me: str) -> bool:
     """Still ours? Renews the lease; False once another participant took it over."""
-    return _run(sql.RENEW_LEASE, slice=slice_id, me=me)[1] == 1
+    return run_statement(sql.RENEW_LEASE, {"slice": slice_id, "me": me})[1] == 1
 
 
 def finish_slice(slice_id: int, me: str, users: int) -> bool:
     """Mark the slice done; False if it was taken over (then the taker finishes it)."""
-    return _run(sql.FINISH_SLICE, slice=slice_id, me=me, users=users)[1] == 1
+    return run_statement(sql.FINISH_SLICE, {"slice": slice_id, "me": me, "users": users})[1] == 1
 
 
 def cycle_state(cycle: datetime, config: NudgeConfig) -> CycleState:
-    rows, _ = _run(sql.CYCLE_STATE, cycle=cycle, lease=config.materialize_slice_lease)
+    rows, _ = run_statement(
+        sql.CYCLE_STATE, {"cycle": cycle, "lease": config.materialize_slice_lease}
+    )
     slices, done, free, participants, lapse, superseded = rows[0]
     return CycleState(
         slices, done, free, participants, None if lapse is None else float(lapse), superseded
@@ -207,15 +205,15 @@ def _settle(visits: list[Visit]) -> None:
         if visit.whole:
             finish_slice(visit.taken.id, visit.me, visit.users)
         elif visit.held:
-            _run(sql.RELEASE_SLICE, slice=visit.taken.id, me=visit.me)
+            run_statement(sql.RELEASE_SLICE, {"slice": visit.taken.id, "me": visit.me})
 
 
 @contextmanager
 def smoothing_turn() -> Iterator[None]:
     """One participant smooths at a time (two would fill the same earlier minute); a
     session lock, freed if the process dies."""
-    _run(sql.SMOOTHING_LOCK)
+    run_statement(sql.SMOOTHING_LOCK)
     try:
         yield
     finally:
-        _run(sql.SMOOTHING_UNLOCK)
+        run_statement(sql.SMOOTHING_UNLOCK)

@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.states import unsettled
+from scheduled_sends.queue.transitions import run_statement
 from tenancy.owner import connected_as_owner
 from tenancy.rls import tenant_table_security
 from tenancy.scope import rls_bypass
@@ -50,9 +51,7 @@ def day_start(day: date) -> datetime:
 
 def partitions() -> list[Partition]:
     """Every partition of the queue, by the end of its range; any role may read this."""
-    with connection.cursor() as cursor:
-        cursor.execute(statements.QUEUE_PARTITIONS)
-        return [Partition(name, start, end) for name, start, end in cursor.fetchall()]
+    return [Partition(*row) for row in run_statement(statements.QUEUE_PARTITIONS)[0]]
 
 
 def covered_until(now: datetime, existing: list[Partition] | None = None) -> datetime | None:
