@@ -50,11 +50,6 @@ def reason(kind: FailureKind, detail: str = "") -> str:
     return detail
 
 
-def no_message_id(receipt: object) -> str:
-    """``last_error`` when a channel returned a receipt without a usable message id."""
-    return f"{UNUSABLE_RECEIPT} ({type(receipt).__name__})"
-
-
 def label(kind: str) -> str:
     """The kind as the console's charts and filters name it."""
     return FailureKind(kind).label if kind in FailureKind.values else "(kind not recorded)"

@@ -11,7 +11,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import make_dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
 
 from django.db.models import F, Q, Value
 
@@ -54,19 +53,8 @@ def read_facts(rows: Sequence[ClaimedSend]) -> dict[int, Facts]:
     return facts
 
 
-class EventNow(Protocol):
-    """What decides whether an event deserves a nudge: a :class:`Facts` row, or a
-    ``CalendarEvent`` read with :data:`EVENT_NOW` annotated."""
-
-    cancelled: bool
-    declined: bool
-    all_day: bool
-    needs_reauth: bool
-    calendar_off: bool
-    skip_all_day: bool
-
-
-# The ``EventNow`` fields an event lacks, read from it and its calendar.
+# What an event lacks of the :class:`Facts` fields that decide whether it deserves a
+# nudge, read from it and its calendar.
 EVENT_NOW = {
     "cancelled": Q(status=EventStatus.CANCELLED),
     "needs_reauth": Q(connection__status=ConnectionStatus.NEEDS_REAUTH),
@@ -75,8 +63,9 @@ EVENT_NOW = {
 }
 
 
-def event_skip_reason(event: EventNow | None) -> str | None:
-    """Why a calendar event (``None``: gone) deserves no nudge, if it does not."""
+def event_skip_reason(event: Facts | CalendarEvent | None) -> str | None:
+    """Why a calendar event (a :class:`Facts` row, or a ``CalendarEvent`` read with
+    :data:`EVENT_NOW`; ``None``: gone) deserves no nudge, if it does not."""
     if event is None:
         return "event no longer in the calendar"
     if event.calendar_off:

@@ -63,13 +63,7 @@ def run_sweep(name: str, run: Callable[[], object]) -> JsonResponse:
 @csrf_exempt  # a machine caller with a bearer secret, not a browser session
 @never_cache
 @require_POST
-def cron_materialize(request: HttpRequest) -> JsonResponse:
-    refused = refusal(request, "CRON_SECRET")
-    return refused or run_sweep("materialize", run_materialize)
-
-
-@csrf_exempt
-@never_cache
-@require_POST
-def cron_deliver(request: HttpRequest) -> JsonResponse:
-    return refusal(request, "CRON_SECRET") or run_sweep("deliver", run_deliver)
+def cron_sweep(request: HttpRequest, sweep: str) -> JsonResponse:
+    """``sweep`` is named by the route (``urls.py``), never by the caller."""
+    runs = {"materialize": run_materialize, "deliver": run_deliver}
+    return refusal(request, "CRON_SECRET") or run_sweep(sweep, runs[sweep])

@@ -6,6 +6,8 @@ are stamped ``send_started_at`` (fenced), sent on a worker thread outside any tr
 and settled by claim token in grouped flushes. A row whose claimant died mid-send fails
 (a duplicate is worse than a missing nudge); a 429 pauses the channel for every process.
 Untried rows are handed back at the end; a dead run's claims expire with the lease.
+What a run did is its ``DeliverReport``: the summary line people read, and the run log's
+counts that health and ``/metrics`` read back.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import heapq
 import itertools
 import logging
 import time
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from accounts.actions import note_permanent_failure
@@ -24,20 +27,105 @@ from core.executor import Executor
 from messaging.channels.base import Sender, get_sender
 from pacing.pacer import HORIZON, ChannelPacer
 from scheduled_sends import subjects
+from scheduled_sends.failures import TRANSIENT, FailureKind
+from scheduled_sends.lateness import LatenessSummary
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.transitions import ClaimedSend, Settlement, Transition
-from scheduled_sends.runlog import recorded_run
+from scheduled_sends.runlog import DeliverCounts, recorded_run
 from sweeps import verdicts
-from sweeps.deliver_report import DeliverReport
 from sweeps.verdicts import Delivery, SendAttempt, Verdict, describe_unexpected
 
 logger = logging.getLogger("nudge.deliver")
 
 
+@dataclass(kw_only=True)
+class DeliverReport(DeliverCounts):
+    as_of: datetime
+    claimed: int = 0
+    released: int = 0
+    lost_claims: int = 0
+    rate_limited_by_channel: Counter[str] = field(default_factory=Counter)
+    sent_by_channel: Counter[str] = field(default_factory=Counter)
+    slots_missed: int = 0
+    batches: int = 0
+    # channel -> messages a second in force when the run ended
+    rates: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+    latenesses: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    NOT_RECORDED = frozenset({"latenesses", "errors"})  # summed up as lateness figures
+
+    @property
+    def ok(self) -> bool:
+        return self.lost_claims == 0 and not self.errors
+
+    @property
+    def sends_per_second(self) -> float:
+        return self.sent / self.seconds if self.seconds > 0 else 0.0
+
+    def count(self, transition: Transition) -> None:
+        name = {
+            Transition.SENT: "sent",
+            Transition.SKIPPED: "skipped",
+            Transition.FAILED: "failed",
+            Transition.RETRY: "retried",
+        }[transition]
+        setattr(self, name, getattr(self, name) + 1)
+
+    def count_attempt(self, channel: str, verdict: Verdict) -> None:
+        """What a send on ``channel`` came to, for health's failed-sends checks."""
+        if verdict.rate_limited:
+            self.rate_limited += 1
+            self.rate_limited_by_channel[channel] += 1
+        if verdict.transition is Transition.SENT:
+            self.sent_by_channel[channel] += 1
+        elif verdict.transition is Transition.FAILED:
+            self.failures_by_channel.setdefault(channel, Counter())[verdict.failure_kind] += 1
+            if verdict.failure_kind == FailureKind.CONFIGURATION:
+                self.configuration_errors.setdefault(channel, verdict.problem or verdict.reason)
+        elif verdict.transition is Transition.RETRY and not verdict.rate_limited:
+            self.failures_by_channel.setdefault(channel, Counter())[TRANSIENT] += 1
+
+    def lateness(self) -> LatenessSummary:
+        return LatenessSummary.of(self.latenesses)
+
+    def summary(self) -> str:
+        text = (
+            f"deliver: claimed {self.claimed}, sent {self.sent}, skipped {self.skipped}, "
+            f"retry {self.retried}, failed {self.failed}, expired {self.expired} "
+            f"in {self.seconds:.1f}s"
+        )
+        if self.sent:
+            late = self.lateness()
+            text += (
+                f" ({self.sends_per_second:.1f}/s; lateness p50 {late.p50:.1f}s, "
+                f"p95 {late.p95:.1f}s, max {late.max:.1f}s)"
+            )
+        if self.rate_limited:
+            text += f", {self.rate_limited} rate-limited (429)"
+        if self.rates:
+            text += "; rate " + ", ".join(f"{c} {r:.1f}/s" for c, r in sorted(self.rates.items()))
+        if self.released:
+            text += f", released {self.released} untried"
+        if self.lost_claims:
+            text += f" — WARNING: {self.lost_claims} settle-ups matched no row (lost claims)"
+        return text
+
+    def as_dict(self) -> dict[str, object]:
+        late = self.lateness()
+        return {
+            **super().as_dict(),
+            "sends_per_second": round(self.sends_per_second, 2),
+            "lateness_histogram": late.histogram,
+            **late.as_counts(),
+        }
+
+
 @dataclass
 class Outgoing:
-    """A resolved row on its way: waiting for a slot, scheduled, or in flight."""
+    """A resolved row waiting for a slot, scheduled, or in flight."""
 
     row: ClaimedSend
     delivery: Delivery
@@ -55,8 +143,6 @@ HANDOVER_LIMIT_SECONDS = 60.0
 
 
 class DeliveryRun:
-    """One deliver run's state: its clock, budget, channels, pipeline and counts."""
-
     def __init__(
         self,
         config: NudgeConfig,
@@ -69,6 +155,8 @@ class DeliveryRun:
         self.report = report
         self.started = time.monotonic()
         self.run_id = run_id
+        # A live run hands over to the next; a replay (``--now``) just stops.
+        self.hands_over = fixed_now is None
         self._taken_over = False
         self._next_handover_check = 0.0
         self.senders: dict[str, Sender] = {}
@@ -103,28 +191,16 @@ class DeliveryRun:
         """The database clock as last read, advanced by the monotonic clock (no round trip)."""
         return self.at(time.monotonic())
 
-    def budget_spent(self) -> bool:
-        return time.monotonic() - self.started >= self.config.run_budget_seconds
-
-    def hands_over(self) -> bool:
-        """A live run hands over to the next; a replay (``--now``) just stops."""
-        return self.fixed_now is None
-
     def claims_until(self) -> float:
         """Seconds from the start this run may hold rows: its budget, plus the handover."""
-        handover = HANDOVER_LIMIT_SECONDS if self.hands_over() else 0.0
-        return self.config.run_budget_seconds + handover
-
-    def must_stop(self) -> bool:
-        """Hand back every row without a slot: the budget (plus any handover limit) is spent."""
-        return time.monotonic() - self.started >= self.claims_until()
+        return self.config.run_budget_seconds + (HANDOVER_LIMIT_SECONDS if self.hands_over else 0)
 
     def taken_over(self) -> bool:
         """Past its budget, a live run claims until a later deliver run is in the run log
         (or nudges would wait through the next one's start-up); the overlap is safe."""
-        if not self.budget_spent():
+        if time.monotonic() - self.started < self.config.run_budget_seconds:
             return False
-        if self._taken_over or not self.hands_over():
+        if self._taken_over or not self.hands_over:
             return True
         now = time.monotonic()
         if now >= self._next_handover_check:
@@ -151,8 +227,7 @@ class DeliveryRun:
         waiting = sum(len(rows) for rows in self.waiting.values())
         return waiting + len(self.scheduled) + len(self.in_flight)
 
-    def settle(self, row: ClaimedSend, transition: Transition, **fields: object) -> None:
-        at = fields.pop("at", None) or self.now()
+    def settle(self, row: ClaimedSend, transition: Transition, at: datetime, **fields) -> None:
         self.settlements.append(Settlement(row, transition, at, **fields))
         if self._first_unflushed is None:
             self._first_unflushed = time.monotonic()
@@ -171,7 +246,7 @@ class DeliveryRun:
         self.settle(
             row,
             verdict.transition,
-            at=at,
+            at,
             channel=channel,
             message_id=verdict.message_id,
             reason=verdict.reason,
@@ -193,7 +268,8 @@ class DeliveryRun:
         self.report.expired += transitions.expire_past_grace(self.now(), self.config)
         exhausted = False
         while True:
-            stop = self.must_stop() or (self.taken_over() and not self.hands_over())
+            # Past the budget plus any handover: every row without a slot is handed back.
+            stop = time.monotonic() - self.started >= self.claims_until()
             if stop:
                 self.give_back_untried()
             elif (
@@ -214,7 +290,7 @@ class DeliveryRun:
         """More due rows, or 429'd rows due back within the run (never in a replay)."""
         if not exhausted:
             return True
-        if self.retry_claim_at is None or self.fixed_now is not None:
+        if self.retry_claim_at is None or not self.hands_over:
             return False
         return self.retry_claim_at < self.started + self.claims_until()
 
@@ -341,7 +417,7 @@ class DeliveryRun:
         resume = self.pacer.resume_at(outgoing.delivery.channel)
         at = self.at(instant)
         not_before = at + timedelta(seconds=resume - instant) if resume > instant else None
-        self.settle(outgoing.row, Transition.RELEASE, at=at, not_before=not_before)
+        self.settle(outgoing.row, Transition.RELEASE, at, not_before=not_before)
         self.report.released += 1
         return resume
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 
 from sweeps.deliver import run_deliver
@@ -16,18 +16,6 @@ from sweeps.sync_changed import run_sync_changed
 
 MATERIALIZE_EVERY = timedelta(minutes=15)
 DELIVER_EVERY = timedelta(minutes=1)
-
-
-@dataclass
-class LoopSummary:
-    materialize_runs: int = 0
-    deliver_runs: int = 0
-
-    def sentence(self) -> str:
-        return (
-            f"run_sweeps: stopped after {self.materialize_runs} materialize and "
-            f"{self.deliver_runs} deliver runs"
-        )
 
 
 def run_sweeps(
@@ -39,9 +27,10 @@ def run_sweeps(
     minute: Callable = run_sync_changed,
     clock: Callable[[], float] = time.monotonic,
     stamp: Callable[[], str] = lambda: time.strftime("%H:%M:%S"),
-) -> LoopSummary:
-    """Run the sweeps on cron's cadence until ``stop``; a failed one is reported, as cron would."""
-    summary = LoopSummary()
+) -> Counter[str]:
+    """Run the sweeps on cron's cadence until ``stop``, a failed one reported as cron would;
+    how many materialize and deliver runs there were."""
+    runs: Counter[str] = Counter()
     next_materialize = next_deliver = clock()
     write(
         f"run_sweeps: materialize every {MATERIALIZE_EVERY.seconds // 60} min, deliver every "
@@ -51,17 +40,20 @@ def run_sweeps(
         if clock() >= next_materialize:
             next_materialize = clock() + MATERIALIZE_EVERY.total_seconds()
             write(f"{stamp()} {_run('materialize', materialize)}")
-            summary.materialize_runs += 1
+            runs["materialize"] += 1
         if stop.is_set():
             break
         if clock() >= next_deliver:
             next_deliver = clock() + DELIVER_EVERY.total_seconds()
             write(f"{stamp()} {_run('deliver', deliver)}")
             write(f"{stamp()} {_run('sync_changed', minute)}")
-            summary.deliver_runs += 1
+            runs["deliver"] += 1
         stop.wait(max(0.0, min(next_materialize, next_deliver) - clock()))
-    write(summary.sentence())
-    return summary
+    write(
+        f"run_sweeps: stopped after {runs['materialize']} materialize and "
+        f"{runs['deliver']} deliver runs"
+    )
+    return runs
 
 
 def _run(name: str, sweep: Callable) -> str:

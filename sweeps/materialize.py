@@ -39,8 +39,6 @@ PLANNED_TOGETHER = 200
 
 @dataclass(kw_only=True)
 class MaterializeReport(MaterializeCounts):
-    """What one materialize run did; the run log's fields (``MaterializeCounts``) and the rest."""
-
     as_of: datetime
     cycle: datetime | None = None  # recorded as ISO 8601 ("" for named users)
     users: int = 0
@@ -180,8 +178,8 @@ class UserFlow:
                 visit.whole = False
                 break
             for earlier in self._closed:
-                earlier.lease.keep()
-            if not visit.lease.keep():
+                earlier.keep()
+            if not visit.keep():
                 visit.whole = False
                 break
             self.add(user_id, visit)
@@ -248,7 +246,9 @@ class UserFlow:
                 _absorb_sync(report, synced)
             result = synced.unreadable if _unreadable(synced) else planned.results[user_id]
             if isinstance(result, Exception):
-                _user_failed(report, user_id, result)
+                report.failed_users += 1
+                report.errors.append(f"user {user_id}: {type(result).__name__}")
+                logger.exception("materialize failed for one user", extra={"user_id": user_id})
                 continue
             report.queued += result.queued
             report.removed += result.removed
@@ -273,12 +273,6 @@ def _plan_set(
 
 def _unreadable(synced: SyncSummary | None) -> bool:
     return synced is not None and synced.unreadable is not None
-
-
-def _user_failed(report: MaterializeReport, user_id: int, exc: Exception) -> None:
-    report.failed_users += 1
-    report.errors.append(f"user {user_id}: {type(exc).__name__}")
-    logger.exception("materialize failed for one user", extra={"user_id": user_id})
 
 
 def run_materialize(
@@ -319,15 +313,21 @@ def run_materialize(
                     flow.add(user_id)
                 flow.finish()
             else:
-                taking_part = shared_cycle.take_part(cycle, config, flow, deadline=deadline)
+                shared_cycle.take_part(cycle, config, flow, deadline=deadline)
         if cycle is not None:
-            report.cut_short = taking_part.cut_short
-            report.slices_taken = taking_part.slices_taken
-            report.slices_taken_over = taking_part.slices_taken_over
             _absorb_cycle_state(report, cycle, shared_cycle.cycle_state(cycle.starts_at, config))
-            report.participant = shared_cycle.participant_name()
-        # A late joiner must not move rows into minutes already being delivered.
-        _finish_run(report, config, started, smooth_at=max(now, as_of))
+        # One participant smooths at a time; a late joiner must not move rows into
+        # minutes already being delivered.
+        with shared_cycle.smoothing_turn():
+            report.moved_earlier = smooth_bursts(max(now, as_of), config)
+        if report.provider_calls:
+            # The providers' shared rates; the channels' are deliver's to report.
+            report.rates = {
+                state.budget: state.rate
+                for state in rates_in_force(config)
+                if state.app_wide and state.budget not in config.channel_rates
+            }
+        report.seconds = time.monotonic() - started
     return report
 
 
@@ -338,22 +338,6 @@ def _absorb_cycle_state(
     report.participants = state.participants
     report.cycle_slices = state.slices
     report.cycle_slices_done = state.done
-
-
-def _finish_run(
-    report: MaterializeReport, config: NudgeConfig, started: float, *, smooth_at: datetime
-) -> None:
-    """Smooth (one participant at a time), then settle the report's rates and time."""
-    with shared_cycle.smoothing_turn():
-        report.moved_earlier = smooth_bursts(smooth_at, config)
-    if report.provider_calls:
-        # The providers' shared rates; the channels' are deliver's to report.
-        report.rates = {
-            state.budget: state.rate
-            for state in rates_in_force(config)
-            if state.app_wide and state.budget not in config.channel_rates
-        }
-    report.seconds = time.monotonic() - started
 
 
 def _absorb_sync(report: MaterializeReport, summary: SyncSummary) -> None:

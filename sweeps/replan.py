@@ -42,75 +42,66 @@ class UserResult:
     skipped_disabled: bool = False
 
 
-@dataclass(frozen=True)
-class SubjectReads:
-    """The reads planning makes, one statement each however many users, in whichever
-    scope is open (``tenant_scope`` or ``planning_scope``). The plan tests EXPLAIN them."""
-
-    settings: QuerySet
-    events: QuerySet
-    follow_ups: QuerySet
-    snoozes: QuerySet
-    pending: QuerySet
-
-    @classmethod
-    def of(cls, user_ids: list[int], now: datetime, config: NudgeConfig) -> SubjectReads:
-        start, end = config.subject_window(now)
-        # Each half on its own partial index: a one-off due in the window, and a
-        # repeating one begun by its end.
-        open_follow_ups = FollowUp.objects.filter(user_id__in=user_ids, done=False, due_at__lte=end)
-        return cls(
-            # A deactivated user is planned nothing (their pending rows are withdrawn).
-            settings=DeliverySettings.objects.filter(user_id__in=user_ids, user__is_active=True),
-            events=CalendarEvent.objects.filter(
-                user_id__in=user_ids, starts_at__gt=start, starts_at__lte=end
-            )
-            .exclude(connection__status=ConnectionStatus.NEEDS_REAUTH)
-            .annotate(**EVENT_NOW),
-            follow_ups=open_follow_ups.filter(repeat="", due_at__gt=start)
-            .order_by()
-            .union(open_follow_ups.exclude(repeat="").order_by(), all=True),
-            snoozes=NudgeAct.objects.filter(
-                user_id__in=user_ids,
-                act=NudgeAct.Act.SNOOZE,
-                snoozed_until__gt=now - config.grace,
-                snoozed_until__lte=now + config.lookahead,
-            ).values_list("user_id", "kind", "ref_id", "snoozed_until", "subject_starts_at"),
-            # Overdue: evidence that delivery is not happening, read in the owner's
-            # scope so a broken bypass cannot hide it (see health.py).
-            pending=ScheduledSend.objects.filter(
-                states.unsettled(), states.inside_grace(now, config.grace), user_id__in=user_ids
-            )
-            .annotate(
-                overdue=ExpressionWrapper(
-                    states.overdue_unclaimed(now, config.grace, config.overdue_after),
-                    output_field=BooleanField(),
-                )
-            )
-            .values_list(
-                "user_id", "id", "kind", "ref_id", "intended_at", "fire_at", "claimed_at", "overdue"
-            ),
+def subject_reads(user_ids: list[int], now: datetime, config: NudgeConfig) -> dict[str, QuerySet]:
+    """The reads planning makes (settings, events, follow_ups, snoozes, pending), one
+    statement each however many users, in whichever scope is open (``tenant_scope`` or
+    ``planning_scope``). The plan tests EXPLAIN them."""
+    start, end = config.subject_window(now)
+    # Each half on its own partial index: a one-off due in the window, and a
+    # repeating one begun by its end.
+    open_follow_ups = FollowUp.objects.filter(user_id__in=user_ids, done=False, due_at__lte=end)
+    return {
+        # A deactivated user is planned nothing (their pending rows are withdrawn).
+        "settings": DeliverySettings.objects.filter(user_id__in=user_ids, user__is_active=True),
+        "events": CalendarEvent.objects.filter(
+            user_id__in=user_ids, starts_at__gt=start, starts_at__lte=end
         )
+        .exclude(connection__status=ConnectionStatus.NEEDS_REAUTH)
+        .annotate(**EVENT_NOW),
+        "follow_ups": open_follow_ups.filter(repeat="", due_at__gt=start)
+        .order_by()
+        .union(open_follow_ups.exclude(repeat="").order_by(), all=True),
+        "snoozes": NudgeAct.objects.filter(
+            user_id__in=user_ids,
+            act=NudgeAct.Act.SNOOZE,
+            snoozed_until__gt=now - config.grace,
+            snoozed_until__lte=now + config.lookahead,
+        ).values_list("user_id", "kind", "ref_id", "snoozed_until", "subject_starts_at"),
+        # Overdue: evidence that delivery is not happening, read in the owner's
+        # scope so a broken bypass cannot hide it (see health.py).
+        "pending": ScheduledSend.objects.filter(
+            states.unsettled(), states.inside_grace(now, config.grace), user_id__in=user_ids
+        )
+        .annotate(
+            overdue=ExpressionWrapper(
+                states.overdue_unclaimed(now, config.grace, config.overdue_after),
+                output_field=BooleanField(),
+            )
+        )
+        .values_list(
+            "user_id", "id", "kind", "ref_id", "intended_at", "fire_at", "claimed_at", "overdue"
+        ),
+    }
 
 
 def read_subjects(
     user_ids: list[int], now: datetime, config: NudgeConfig
 ) -> dict[int, UserSubjects]:
     """Everything planning ``user_ids`` needs, in at most five statements for them all."""
-    reads = SubjectReads.of(user_ids, now, config)
+    reads = subject_reads(user_ids, now, config)
     subjects = {user_id: UserSubjects() for user_id in user_ids}
-    for delivery in reads.settings:
+    for delivery in reads["settings"]:
         subjects[delivery.user_id].delivery = delivery
     planned = [u for u, s in subjects.items() if nudges_on(s.delivery)]
     if planned:
-        narrowed = SubjectReads.of(planned, now, config) if len(planned) < len(user_ids) else reads
-        for event in narrowed.events:
+        narrowed = subject_reads(planned, now, config) if len(planned) < len(user_ids) else reads
+        for event in narrowed["events"]:
             subjects[event.user_id].events.append(event)
-        for follow_up in narrowed.follow_ups:
+        for follow_up in narrowed["follow_ups"]:
             subjects[follow_up.user_id].follow_ups.append(follow_up)
-        for user_id, *snooze in narrowed.snoozes:
+        for user_id, *snooze in narrowed["snoozes"]:
             subjects[user_id].snoozes.append(tuple(snooze))
-    for user_id, *row in reads.pending:
+    for user_id, *row in reads["pending"]:
         subjects[user_id].pending.append(tuple(row))
     return subjects
 

@@ -4,6 +4,8 @@ Each run renews the due push channels, fetches every connection marked changed (
 push, a calendar added or reconnected) and re-queues its user, and undoes the
 calendars people disconnected. A change is cleared only once fetched and re-queued;
 one not reached is put back; a killed run's stay held until ``worklist.CHANGE_LEASE``.
+Undoing a disconnected calendar at its provider (stop the push channel, revoke Google's
+grant after: stopping needs it, delete the record) is best effort, tried once.
 """
 
 from __future__ import annotations
@@ -14,15 +16,23 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.core.exceptions import ImproperlyConfigured
+
+from calendars.models import CalendarConnection, Provider, ProviderRelease, ReleaseWork
 from calendars.push import channels, worklist
+from calendars.release import take_due
+from calendars.snapshot import snapshot_of
 from calendars.sync import ConnectionResult, Outcome, SyncSummary
 from calendars.sync_pool import Finished, SyncPool
 from core.config import NudgeConfig
+from providers import crypto, google
+from providers.base import ConnectionSnapshot
 from scheduled_sends.queue.transitions import database_now
-from sweeps.release import ReleaseReport, release_due
 from sweeps.replan import materialize_user
+from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.calendars.push")
+release_logger = logging.getLogger("nudge.calendars.release")
 
 # No new fetch or channel call starts after this; what is out finishes.
 RUN_BUDGET_SECONDS = 45.0
@@ -41,7 +51,9 @@ class MinuteReport:
     removed: int = 0
     failed_users: int = 0
     left_marked: int = 0  # changes taken but left for a later run
-    released: ReleaseReport = field(default_factory=ReleaseReport)
+    released: int = 0  # disconnected calendars' records done with
+    revoked: int = 0  # Google grants revoked
+    not_confirmed: int = 0  # a channel or grant the provider did not confirm (logged)
 
     def summary(self) -> str:
         channels_ = ", ".join(f"{k} {v}" for k, v in sorted(self.channels.items())) or "none due"
@@ -52,8 +64,8 @@ class MinuteReport:
             f"sync_changed: channels: {channels_}; changed connections: {synced}; "
             f"users {self.users}, queued {self.queued}, removed {self.removed}, "
             f"failed users {self.failed_users}, left marked {self.left_marked}; "
-            f"disconnected calendars released {self.released.released} "
-            f"(grants revoked {self.released.revoked}, not confirmed {self.released.failed})"
+            f"disconnected calendars released {self.released} "
+            f"(grants revoked {self.revoked}, not confirmed {self.not_confirmed})"
         )
 
 
@@ -70,7 +82,7 @@ def run_sync_changed(
         # Channels first: a lapsed one is marked changed, and fetched below.
         _maintain_channels(now, config, started + CHANNELS_SHARE * budget_seconds, report)
     _ChangedRun(now, config, deadline, report).run()
-    report.released = release_due(now, config)
+    _release_due(now, config, report)
     return report
 
 
@@ -166,3 +178,55 @@ class _ChangedRun:
             self.due[result.connection_id] = result.retry_after
             return
         self.done.add(result.connection_id)
+
+
+def _release_due(now: datetime, config: NudgeConfig, report: MinuteReport) -> None:
+    """Undo every recorded release of a disconnected calendar that is due."""
+    for connection_id, user_id in take_due(now):
+        with tenant_scope(user_id):
+            release = ProviderRelease.objects.filter(connection_id=connection_id).first()
+            snapshot = _snapshot(release, config) if release is not None else None
+        if release is not None and snapshot is not None:
+            _undo(release, snapshot, now, config, report)
+        elif release is not None:
+            report.not_confirmed += 1
+        with tenant_scope(user_id):
+            ProviderRelease.objects.filter(connection_id=connection_id).delete()
+        ReleaseWork.objects.filter(connection_id=connection_id).delete()
+        report.released += 1
+
+
+def _snapshot(release: ProviderRelease, config: NudgeConfig) -> ConnectionSnapshot | None:
+    """The provider's view of the deleted connection, secrets decrypted (owner's scope)."""
+    gone = CalendarConnection(
+        pk=release.connection_id,
+        user_id=release.user_id,
+        provider=release.provider,
+        account=release.account,
+        access_token_encrypted=release.access_token_encrypted,
+        refresh_token_encrypted=release.refresh_token_encrypted,
+        token_expires_at=release.token_expires_at,
+    )
+    try:
+        return snapshot_of(gone, config)
+    except (crypto.SecretDecryptionError, ImproperlyConfigured):
+        release_logger.warning("a disconnected calendar's tokens could not be read; nothing undone")
+        return None
+
+
+def _undo(
+    release: ProviderRelease,
+    snapshot: ConnectionSnapshot,
+    now: datetime,
+    config: NudgeConfig,
+    report: MinuteReport,
+) -> None:
+    if release.push_channel_id and not channels.stop(
+        snapshot, release.push_channel_id, release.push_resource_id, now
+    ):
+        report.not_confirmed += 1
+    if release.provider == Provider.GOOGLE and snapshot.refresh_token:
+        if google.revoke_grant(snapshot.refresh_token, config.calendar_http_timeout_seconds):
+            report.revoked += 1
+        else:
+            report.not_confirmed += 1

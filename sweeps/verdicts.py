@@ -35,8 +35,6 @@ from scheduled_sends.subjects import (
 
 @dataclass(frozen=True)
 class Delivery:
-    """A resolved nudge: where it goes and what it says."""
-
     channel: str
     address: str
     message: NudgeMessage
@@ -74,13 +72,6 @@ def retry(reason: str, wait: timedelta, *, problem: str = "", unexpected: bool =
 INTERRUPTED = fail(FailureKind.INTERRUPTED)
 
 
-def _subject_gone(row: ClaimedSend, facts: Facts) -> Verdict | None:
-    """Why the subject, as it is now, no longer deserves a nudge."""
-    rule = event_skip_reason if row.kind == Kind.EVENT else follow_up_skip_reason
-    reason = rule(facts if facts.found else None)
-    return skip(reason) if reason else None
-
-
 def _shape(row: ClaimedSend, facts: Facts) -> Shape:
     """Which words the nudge opens with."""
     if facts.snoozed:
@@ -88,33 +79,6 @@ def _shape(row: ClaimedSend, facts: Facts) -> Shape:
     if held_by_quiet_hours(row.intended_at, facts):
         return Shape.QUIET_HOURS
     return Shape.REMINDER
-
-
-def _address(row: ClaimedSend, facts: Facts) -> str | Verdict:
-    """Where the owner's nudges go now, or the failure of having nowhere."""
-    settings = DeliverySettings(
-        user_id=row.user_id,
-        channel=facts.channel,
-        whatsapp_number=facts.whatsapp_number,
-        telegram_chat_id=facts.telegram_chat_id,
-    )
-    address = settings.address()
-    if not address:
-        return fail(
-            FailureKind.NO_ADDRESS, f"no address configured for the {facts.channel} channel"
-        )
-    return address
-
-
-def _quiet_hours(row: ClaimedSend, starts_at: datetime, facts: Facts) -> Verdict | None:
-    """A skip when quiet hours hold the row's intended instant (dropped, or moved where
-    it has its own row); None when they do not."""
-    quiet = hold_for_quiet_hours(row.intended_at, starts_at, facts)
-    if isinstance(quiet, SkipReason):
-        return skip(quiet.reason)
-    if quiet != row.intended_at:
-        return skip(f"quiet hours: moved to {quiet:%H:%M}Z, where it has its own nudge")
-    return None
 
 
 def decide(
@@ -138,9 +102,10 @@ def decide(
             return skip("nothing on the day")
         starts_at = row.subject_starts_at
     else:
-        gone = _subject_gone(row, facts)
-        if gone is not None:
-            return gone
+        rule = event_skip_reason if row.kind == Kind.EVENT else follow_up_skip_reason
+        gone = rule(facts if facts.found else None)
+        if gone:
+            return skip(gone)
         starts_at = occurrence_start(row, facts)
         if starts_at != row.subject_starts_at:
             return skip("subject moved; its new time has its own nudge")
@@ -148,12 +113,22 @@ def decide(
         # is still worth sending within grace; one meant before it is not.
         if starts_at <= now and row.intended_at < starts_at:
             return skip("subject already begun")
-    quiet = _quiet_hours(row, starts_at, facts)
-    if quiet is not None:
-        return quiet
-    address = _address(row, facts)
-    if isinstance(address, Verdict):
-        return address
+    # Quiet hours drop the nudge, or moved it where it has its own row.
+    quiet = hold_for_quiet_hours(row.intended_at, starts_at, facts)
+    if isinstance(quiet, SkipReason):
+        return skip(quiet.reason)
+    if quiet != row.intended_at:
+        return skip(f"quiet hours: moved to {quiet:%H:%M}Z, where it has its own nudge")
+    address = DeliverySettings(
+        user_id=row.user_id,
+        channel=facts.channel,
+        whatsapp_number=facts.whatsapp_number,
+        telegram_chat_id=facts.telegram_chat_id,
+    ).address()
+    if not address:
+        return fail(
+            FailureKind.NO_ADDRESS, f"no address configured for the {facts.channel} channel"
+        )
     said = {
         "now": now,
         "tz_name": facts.timezone,
@@ -216,7 +191,7 @@ def classify(attempt: SendAttempt, retry_delay: timedelta) -> Verdict:
             # Accepted, but we cannot say what: a channel bug. Probably sent.
             return fail(
                 FailureKind.UNUSABLE_RECEIPT,
-                failures.no_message_id(attempt.receipt),
+                f"{failures.UNUSABLE_RECEIPT} ({type(attempt.receipt).__name__})",
                 problem="unusable receipt",
             )
         return Verdict(Transition.SENT, message_id=message_id)

@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import statements
 from scheduled_sends.queue.states import unsettled
+from scheduled_sends.queue.transitions import run_statement
 from tenancy.owner import connected_as_owner
 from tenancy.rls import tenant_table_security
 from tenancy.scope import rls_bypass
@@ -41,7 +42,6 @@ class Dropped:
 
 
 def partition_name(day: date) -> str:
-    """The partition of one UTC day: ``scheduled_sends_p20261206``."""
     return f"{PARENT}_p{day:%Y%m%d}"
 
 
@@ -51,9 +51,7 @@ def day_start(day: date) -> datetime:
 
 def partitions() -> list[Partition]:
     """Every partition of the queue, by the end of its range; any role may read this."""
-    with connection.cursor() as cursor:
-        cursor.execute(statements.QUEUE_PARTITIONS)
-        return [Partition(name, start, end) for name, start, end in cursor.fetchall()]
+    return [Partition(*row) for row in run_statement(statements.QUEUE_PARTITIONS)[0]]
 
 
 def covered_until(now: datetime, existing: list[Partition] | None = None) -> datetime | None:
@@ -118,12 +116,9 @@ def make_partitions(today: date, days_ahead: int) -> list[str]:
 
 def drop_aged_partitions(cutoff: datetime, progress: Callable[[Dropped], None] | None = None):
     """Drop every partition whose whole range is before ``cutoff`` and that holds only
-    settled rows; what was dropped.
-
-    Safe because ``fire_at <= intended_at``: such a partition holds only rows the
-    batched delete would take too. Qualifying is read under the bypass; the drop
-    is the owner's, connected only when something qualifies.
-    """
+    settled rows; what was dropped. Safe because ``fire_at <= intended_at``: such a
+    partition holds only rows the batched delete would take too. Qualifying is read under
+    the bypass; the drop is the owner's, connected only when something qualifies."""
     unsettled_rows = ScheduledSend.objects.filter(unsettled())
     with rls_bypass():
         droppable = [

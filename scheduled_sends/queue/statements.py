@@ -166,41 +166,24 @@ _GROUP = """
 RETURNING s.id
 """
 
-# Just before the provider is called: a row this does not return must not be sent.
-MARK_SENDING = f"""
-UPDATE scheduled_sends AS s
-   SET send_started_at = v.at, channel = v.channel
-{_GROUP}"""
-
-SETTLE_SENT = f"""
-UPDATE scheduled_sends AS s
-   SET sent_at = v.at, outcome = 'sent', provider_message_id = v.message_id,
-       channel = v.channel, last_error = ''
-{_GROUP}"""
-
-SETTLE_SKIPPED = f"""
-UPDATE scheduled_sends AS s
-   SET sent_at = v.at, outcome = 'skipped', last_error = v.reason
-{_GROUP}"""
-
-SETTLE_FAILED = f"""
-UPDATE scheduled_sends AS s
-   SET outcome = 'failed', last_error = v.reason, failure_kind = v.failure_kind,
-       attempts = s.attempts + 1
-{_GROUP}"""
-
-# A transient failure or 429: a later claim retries after ``not_before``.
-SETTLE_RETRY = f"""
-UPDATE scheduled_sends AS s
-   SET claimed_at = NULL, claim_token = NULL, send_started_at = NULL,
-       attempts = s.attempts + 1, last_error = v.reason, not_before = v.not_before
-{_GROUP}"""
-
-# Claimed but not attempted: handed back without counting an attempt.
-RELEASE_UNTRIED = f"""
-UPDATE scheduled_sends AS s
-   SET claimed_at = NULL, claim_token = NULL, send_started_at = NULL, not_before = v.not_before
-{_GROUP}"""
+# What each ``transitions.Transition`` sets. MARK_SENDING comes just before the provider
+# is called: a row it does not return must not be sent. RETRY (a transient failure or
+# 429) is claimed again after ``not_before``; RELEASE hands back an untried row, no attempt.
+SETTLE = {
+    transition: f"UPDATE scheduled_sends AS s\n   SET {sets}{_GROUP}"
+    for transition, sets in {
+        "MARK_SENDING": "send_started_at = v.at, channel = v.channel",
+        "SENT": "sent_at = v.at, outcome = 'sent', provider_message_id = v.message_id, "
+        "channel = v.channel, last_error = ''",
+        "SKIPPED": "sent_at = v.at, outcome = 'skipped', last_error = v.reason",
+        "FAILED": "outcome = 'failed', last_error = v.reason, failure_kind = v.failure_kind, "
+        "attempts = s.attempts + 1",
+        "RETRY": "claimed_at = NULL, claim_token = NULL, send_started_at = NULL, "
+        "attempts = s.attempts + 1, last_error = v.reason, not_before = v.not_before",
+        "RELEASE": "claimed_at = NULL, claim_token = NULL, send_started_at = NULL, "
+        "not_before = v.not_before",
+    }.items()
+}
 
 # Receipts arrive out of order; a status only replaces one of lower rank (or
 # repeats itself), so a late "failed" cannot overwrite "delivered".

@@ -14,6 +14,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -45,8 +46,6 @@ EXPIRED_REASON = "not sent within the grace window"
 
 @dataclass(frozen=True)
 class ClaimedSend:
-    """What delivery needs about one claimed row, including its owner."""
-
     id: int
     user_id: int
     kind: str
@@ -66,11 +65,20 @@ class ClaimedSend:
         return (sent_at - due).total_seconds()
 
 
+def run_statement(
+    statement: str, params: dict[str, object] | None = None, *, bypass: bool = False
+) -> tuple[list[tuple], int]:
+    """Run one raw statement, under ``rls_bypass()`` only when asked; its rows (none
+    without RETURNING) and how many rows it touched."""
+    with rls_bypass() if bypass else nullcontext(), connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return (cursor.fetchall() if cursor.description else []), cursor.rowcount
+
+
 def database_now() -> datetime:
     """The database's clock: one clock for every worker on every machine."""
-    with connection.cursor() as cursor:
-        cursor.execute(statements.CURRENT_TIME)
-        return cursor.fetchone()[0]
+    rows, _ = run_statement(statements.CURRENT_TIME)
+    return rows[0][0]
 
 
 def claim_params(now: datetime, config: NudgeConfig, limit: int | None = None) -> dict:
@@ -91,9 +99,8 @@ def claim_params(now: datetime, config: NudgeConfig, limit: int | None = None) -
 
 def claim_due(now: datetime, config: NudgeConfig, limit: int | None = None) -> list[ClaimedSend]:
     """Claim up to ``limit`` due rows in one statement, in the fair order (``CLAIM_DUE``)."""
-    with rls_bypass(), connection.cursor() as cursor:
-        cursor.execute(statements.CLAIM_DUE, claim_params(now, config, limit))
-        rows = [ClaimedSend(*row) for row in cursor.fetchall()]
+    claimed, _ = run_statement(statements.CLAIM_DUE, claim_params(now, config, limit), bypass=True)
+    rows = [ClaimedSend(*row) for row in claimed]
     # RETURNING has no order; deliver in the claim's own (fair) order.
     rows.sort(
         key=lambda row: (
@@ -116,9 +123,7 @@ def _in_batches(
     per batch, until a batch falls short; how many rows it touched."""
     total = 0
     while True:
-        with rls_bypass(), connection.cursor() as cursor:
-            cursor.execute(statement, {**params, "limit": batch})
-            touched = cursor.rowcount
+        _, touched = run_statement(statement, {**params, "limit": batch}, bypass=True)
         total += touched
         if progress and touched:
             progress(total)
@@ -132,21 +137,13 @@ def expire_past_grace(now: datetime, config: NudgeConfig, batch: int = 1000) -> 
     return _in_batches(statements.EXPIRE_PAST_GRACE, params, batch)
 
 
-class Transition(enum.Enum):
-    """Every way a claimed row can move on, each one fenced statement."""
-
-    MARK_SENDING = statements.MARK_SENDING
-    SENT = statements.SETTLE_SENT
-    SKIPPED = statements.SETTLE_SKIPPED
-    FAILED = statements.SETTLE_FAILED
-    RETRY = statements.SETTLE_RETRY
-    RELEASE = statements.RELEASE_UNTRIED
+# Every way a claimed row can move on (MARK_SENDING, SENT, SKIPPED, FAILED, RETRY,
+# RELEASE), each one fenced statement: its member's value.
+Transition = enum.Enum("Transition", statements.SETTLE)
 
 
 @dataclass(frozen=True)
 class Settlement:
-    """One claimed row's transition and what it writes."""
-
     row: ClaimedSend
     transition: Transition
     at: datetime
@@ -178,8 +175,6 @@ def apply(settlements: Sequence[Settlement]) -> set[int]:
     for settlement in settlements:
         by_transition.setdefault(settlement.transition, []).append(settlement)
     matched: set[int] = set()
-    if not by_transition:
-        return matched
     with rls_bypass(), connection.cursor() as cursor:
         for transition, group in by_transition.items():
             cursor.execute(transition.value, _group_params(group))
@@ -194,29 +189,21 @@ def apply(settlements: Sequence[Settlement]) -> set[int]:
 
 
 def record_receipt(provider_message_id: str, status: str, error_code: str) -> int:
-    """Record a provider's delivery receipt by message id; rows updated.
-
-    Runs under the bypass (a receipt names no tenant). A status never moves
-    backwards; a sent row the provider gave up on gets failure kind ``undelivered``.
-    """
+    """Record a provider's delivery receipt by message id, under the bypass (a receipt
+    names no tenant); rows updated. A status never moves backwards; a sent row the
+    provider gave up on gets failure kind ``undelivered``."""
     status = status.strip().lower()
     rank = statements.RECEIPT_RANKS.get(status)
     if rank is None or not provider_message_id:
         return 0
-    with rls_bypass(), connection.cursor() as cursor:
-        cursor.execute(
-            statements.RECORD_RECEIPT,
-            {
-                "provider_message_id": provider_message_id,
-                "status": status,
-                "error_code": (error_code or "")[:32],
-                "rank": rank,
-                "failure_kind": FailureKind.UNDELIVERED.value
-                if status in UNDELIVERED_STATUSES
-                else "",
-            },
-        )
-        return cursor.rowcount
+    params = {
+        "provider_message_id": provider_message_id,
+        "status": status,
+        "error_code": (error_code or "")[:32],
+        "rank": rank,
+        "failure_kind": FailureKind.UNDELIVERED.value if status in UNDELIVERED_STATUSES else "",
+    }
+    return run_statement(statements.RECORD_RECEIPT, params, bypass=True)[1]
 
 
 def prune_settled(cutoff: datetime, batch: int = 5000, progress=None) -> int:
@@ -244,21 +231,16 @@ def due_preview(now: datetime, config: NudgeConfig, limit: int = 50) -> tuple[in
 def smooth_minute(channel: str, minute: datetime, count: int, by: timedelta) -> int:
     """Move up to ``count`` unplaced nudges of ``minute`` earlier by ``by``; how many moved.
     Only ``fire_at`` changes, never the intended instant (the unique key)."""
-    with rls_bypass(), connection.cursor() as cursor:
-        cursor.execute(
-            statements.MOVE_EARLIER,
-            {"channel": channel, "minute": minute, "count": count, "by": by},
-        )
-        return cursor.rowcount
+    params = {"channel": channel, "minute": minute, "count": count, "by": by}
+    return run_statement(statements.MOVE_EARLIER, params, bypass=True)[1]
 
 
 def load_per_minute(after: datetime, until: datetime) -> dict[str, dict[datetime, int]]:
     """Pending, unclaimed nudges per channel and minute in ``(after, until]``."""
     load: dict[str, dict[datetime, int]] = {}
-    with rls_bypass(), connection.cursor() as cursor:
-        cursor.execute(statements.LOAD_PER_MINUTE, {"after": after, "until": until})
-        for channel, minute, count in cursor.fetchall():
-            load.setdefault(channel, {})[minute.replace(tzinfo=UTC)] = count
+    params = {"after": after, "until": until}
+    for channel, minute, count in run_statement(statements.LOAD_PER_MINUTE, params, bypass=True)[0]:
+        load.setdefault(channel, {})[minute.replace(tzinfo=UTC)] = count
     return load
 
 
@@ -290,20 +272,17 @@ def enqueue_many(rows: Sequence[tuple[int, str, NewNudge]]) -> Counter[int]:
     """Insert (user, channel, nudge) rows idempotently in one statement; new rows per user."""
     if not rows:
         return Counter()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            statements.INSERT_NUDGES,
-            {
-                "user_ids": [user_id for user_id, _, _ in rows],
-                "kinds": [n.kind for _, _, n in rows],
-                "ref_ids": [n.ref_id for _, _, n in rows],
-                "intended_ats": [n.intended_at for _, _, n in rows],
-                "starts": [n.subject_starts_at for _, _, n in rows],
-                "ranks": [n.user_rank for _, _, n in rows],
-                "channels": [channel for _, channel, _ in rows],
-            },
-        )
-        return Counter(user_id for (user_id,) in cursor.fetchall())
+    params = {
+        "user_ids": [user_id for user_id, _, _ in rows],
+        "kinds": [n.kind for _, _, n in rows],
+        "ref_ids": [n.ref_id for _, _, n in rows],
+        "intended_ats": [n.intended_at for _, _, n in rows],
+        "starts": [n.subject_starts_at for _, _, n in rows],
+        "ranks": [n.user_rank for _, _, n in rows],
+        "channels": [channel for _, channel, _ in rows],
+    }
+    inserted, _ = run_statement(statements.INSERT_NUDGES, params)
+    return Counter(user_id for (user_id,) in inserted)
 
 
 def withdraw_unclaimed(ids: Sequence[int]) -> Counter[int]:
@@ -311,9 +290,8 @@ def withdraw_unclaimed(ids: Sequence[int]) -> Counter[int]:
     Deleting rather than settling lets an event moved away and back be queued afresh."""
     if not ids:
         return Counter()
-    with connection.cursor() as cursor:
-        cursor.execute(statements.WITHDRAW_UNCLAIMED, {"ids": list(ids)})
-        return Counter(user_id for (user_id,) in cursor.fetchall())
+    withdrawn, _ = run_statement(statements.WITHDRAW_UNCLAIMED, {"ids": list(ids)})
+    return Counter(user_id for (user_id,) in withdrawn)
 
 
 def withdraw_subject(user_id: int, kind: str, ref_id: int) -> int:
@@ -328,11 +306,9 @@ def withdraw_subject(user_id: int, kind: str, ref_id: int) -> int:
 def release_stuck_claim(
     row_id: int, claim_token: uuid.UUID | None, lease: timedelta, *, even_mid_send: bool
 ) -> bool:
-    """Make a dead run's claim claimable now; False if the row is no longer that stuck claim.
-
-    Fenced on the claim token support saw. A row whose send had started may
-    have reached the user, so it is released only when ``even_mid_send``.
-    """
+    """Make a dead run's claim claimable now, fenced on the claim token support saw; False
+    if the row is no longer that stuck claim. A row whose send had started may have
+    reached the user, so it is released only when ``even_mid_send``."""
     fence = Q(pk=row_id, claim_token=claim_token) & in_state(State.STUCK, Now(), lease)
     if not even_mid_send:
         fence &= Q(send_started_at__isnull=True)
@@ -344,11 +320,9 @@ def release_stuck_claim(
 
 
 def retry_failed(row_id: int, grace: timedelta) -> bool:
-    """Requeue a failed row; False if it cannot be.
-
-    Only inside grace (later, the message would be wrong), and never a
-    ``FailureKind.CONFIGURATION`` failure (it fails until an operator fixes settings).
-    """
+    """Requeue a failed row; False if it cannot be: only inside grace (later, the message
+    would be wrong), never a ``FailureKind.CONFIGURATION`` failure (it fails until an
+    operator fixes settings)."""
     return bool(
         ScheduledSend.objects.filter(
             Q(pk=row_id, outcome=Outcome.FAILED)

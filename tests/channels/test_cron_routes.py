@@ -121,7 +121,7 @@ def test_a_failed_run_answers_500(client, cron_secret, monkeypatch):
 
 def test_a_run_that_reports_trouble_answers_500_with_its_report(client, cron_secret, monkeypatch):
     import sweeps.cron_routes as cron_routes
-    from sweeps.deliver_report import DeliverReport
+    from sweeps.deliver import DeliverReport
 
     report = DeliverReport(as_of=timezone.now(), claimed=1, lost_claims=1)
     monkeypatch.setattr(cron_routes, "run_deliver", lambda: report)

@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
-from sweeps.replan import SubjectReads, read_subjects
+from sweeps.replan import read_subjects, subject_reads
 from tenancy.scope import planning_scope, support_scope, tenant_scope
 from tests.conftest import utc
 from tests.plans.data import (
@@ -64,7 +64,7 @@ def test_event_read_uses_the_user_start_index():
     load_events(user_ids, NOW, per_user=PER_USER, span=HISTORY)
     analyze("calendar_events", "calendar_connections")
     user_id = user_ids[7]
-    events = SubjectReads.of([user_id], NOW, NudgeConfig.from_settings()).events
+    events = subject_reads([user_id], NOW, NudgeConfig.from_settings())["events"]
     with tenant_scope(user_id):
         nodes = plan_nodes(events.explain(format="json"))
         sql = str(events.query)
@@ -87,7 +87,7 @@ def test_follow_up_read_uses_the_open_due_index():
     load_follow_ups(user_ids, NOW, per_user=PER_USER, span=HISTORY)
     analyze("follow_ups")
     user_id = user_ids[11]
-    follow_ups = SubjectReads.of([user_id], NOW, NudgeConfig.from_settings()).follow_ups
+    follow_ups = subject_reads([user_id], NOW, NudgeConfig.from_settings())["follow_ups"]
     with tenant_scope(user_id):
         nodes = plan_nodes(follow_ups.explain(format="json"))
         sql = str(follow_ups.query)
@@ -113,7 +113,7 @@ def test_pending_read_uses_the_user_index():
     load_queue(user_ids, NOW, due=2_000, future=40_000, settled=0)
     analyze("scheduled_sends")
     user_id = user_ids[123]
-    pending = SubjectReads.of([user_id], NOW, NudgeConfig.from_settings()).pending
+    pending = subject_reads([user_id], NOW, NudgeConfig.from_settings())["pending"]
     with tenant_scope(user_id):
         nodes = named_by_parent(plan_nodes(pending.explain(format="json")))
     scans = [n.get("Index Name") for n in nodes if "Index Name" in n]
@@ -130,10 +130,10 @@ def test_a_set_planned_together_reads_through_the_same_indexes():
     load_queue(user_ids, NOW, due=2_000, future=40_000, settled=0)
     analyze("calendar_events", "calendar_connections", "follow_ups", "scheduled_sends")
     together = user_ids[100:300]
-    reads = SubjectReads.of(together, NOW, NudgeConfig.from_settings())
+    reads = subject_reads(together, NOW, NudgeConfig.from_settings())
     with planning_scope(together):
         plans = {
-            name: named_by_parent(plan_nodes(getattr(reads, name).explain(format="json")))
+            name: named_by_parent(plan_nodes(reads[name].explain(format="json")))
             for name in ("events", "follow_ups", "pending")
         }
         found = read_subjects(together, NOW, NudgeConfig.from_settings())

@@ -102,7 +102,7 @@ def test_plans_over_day_partitions_at_a_million_rows(spread):
         group[key] = [None] * len(ids)
     group["failure_kinds"] = [""] * len(ids)
     with rls_bypass():
-        nodes = explain_json(statements.MARK_SENDING, group)
+        nodes = explain_json(statements.SETTLE["MARK_SENDING"], group)
     # (A day whose rows are all settled may answer from an index of unsettled
     # rows instead — the statement's own condition — over an all but empty index.)
     used = {n.get("Index Name") for n in nodes if "Index Name" in n}

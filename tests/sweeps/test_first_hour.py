@@ -174,7 +174,7 @@ def test_run_sweeps_materializes_every_15_minutes_and_delivers_every_minute():
     )
     assert [at for name, at in calls if name == "materialize"] == [0, 900]
     assert [at for name, at in calls if name == "deliver"] == [60.0 * m for m in range(17)]
-    assert (summary.materialize_runs, summary.deliver_runs) == (2, 17)
+    assert (summary["materialize"], summary["deliver"]) == (2, 17)
     assert lines[1] == "t=0 materialize: ok" and lines[2] == "t=0 deliver: ok"
     assert lines[-1] == "run_sweeps: stopped after 2 materialize and 17 deliver runs"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from scheduled_sends.runlog import DeliverCounts, MaterializeCounts
-from sweeps.deliver_report import DeliverReport
+from sweeps.deliver import DeliverReport
 from sweeps.materialize import MaterializeReport
 
 

@@ -49,7 +49,7 @@ class Command(NudgeCommand):
         if password is not None and len(password) < 8:
             raise CommandError("--password must be at least 8 characters")
         config = NudgeConfig.from_settings()
-        summary = seed_demo(
+        users = seed_demo(
             users=options["users"],
             events_per_user=options["events_per_user"],
             follow_ups_per_user=options["follow_ups_per_user"],
@@ -60,13 +60,14 @@ class Command(NudgeCommand):
             username_prefix=options["prefix"],
             due_now=options["due_now"],
             password=password,
-            progress=lambda s: self.stdout.write(f"  … {s.users} users"),
+            progress=lambda done: self.stdout.write(f"  … {done} users"),
         )
+        follow_ups = users * (options["follow_ups_per_user"] + options["due_now"])
         self.stdout.write(
-            f"seed_demo: {summary.users} new users, {summary.events} events, "
-            f"{summary.follow_ups} follow-ups from {start:%Y-%m-%d %H:%M}Z"
+            f"seed_demo: {users} new users, {users * options['events_per_user']} events, "
+            f"{follow_ups} follow-ups from {start:%Y-%m-%d %H:%M}Z"
         )
-        if password is not None and summary.users:
+        if password is not None and users:
             self.stdout.write(
                 f"seed_demo: new users sign in at /accounts/login/ as "
                 f"{options['prefix']}1… with the password {password}"
