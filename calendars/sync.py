@@ -231,7 +231,7 @@ class FetchJob:
     retries: int = 0  # attempts after a throttle, in this run
 
 
-def fetch_job(job: FetchJob, *, now: datetime) -> None:
+def fetch_job(job: FetchJob, now: datetime) -> None:
     """Call the provider for one connection, with no scope open; on any thread. The
     budget starts here, so time spent waiting for a free slot is not charged to it."""
     snapshot, window = job.snapshot, job.window
@@ -360,9 +360,9 @@ class OutcomeWrite:
         return outcome
 
 
-def internal_error(connection_id: int, exc: Exception) -> ConnectionResult:
-    """A failure on our side (a bug, the database), while handling it: logged, counted."""
-    logger.exception("calendar sync failed for connection %s", connection_id)
+def internal_error(connection_id: int, exc: BaseException) -> ConnectionResult:
+    """A failure on our side (a bug, the database): logged with its traceback, counted."""
+    logger.error("calendar sync failed for connection %s", connection_id, exc_info=exc)
     return ConnectionResult(
         connection_id, "?", Outcome.FAILED, f"internal error ({type(exc).__name__})"
     )
