@@ -97,13 +97,9 @@ for user, (access, refresh) in zip(users, spec["tokens"]):
             refresh_token_encrypted=crypto.encrypt(refresh),
             token_expires_at=now + timedelta(hours=1),
         )
-start, end = NudgeConfig.from_settings().subject_window(now)
 def one(user_id):
     try:
-        summary = sync_user_connections(
-            user_id, now=now, window_start=start, window_end=end,
-            config=NudgeConfig.from_settings(),
-        )
+        summary = sync_user_connections(user_id, now=now, config=NudgeConfig.from_settings())
         return [[r.outcome, r.message] for r in summary.results]
     finally:
         connection.close()

@@ -41,19 +41,10 @@ IN_RUN_RETRIES = 3
 IN_RUN_RETRY_WAIT = 30.0
 
 
-def sync_user_connections(
-    user_id: int,
-    *,
-    now: datetime,
-    window_start: datetime,
-    window_end: datetime,
-    config: NudgeConfig,
-) -> SyncSummary:
-    """Sync every connection of ``user_id`` over the window, one after another on the
-    calling thread; never raises per connection."""
-    with SyncPool(
-        now=now, window_start=window_start, window_end=window_end, config=config, concurrency=1
-    ) as pool:
+def sync_user_connections(user_id: int, *, now: datetime, config: NudgeConfig) -> SyncSummary:
+    """Sync every connection of ``user_id``, one after another on the calling thread;
+    never raises per connection."""
+    with SyncPool(now=now, config=config, concurrency=1) as pool:
         pool.add_user(user_id)
         return dict(pool.drain())[user_id]
 
@@ -74,7 +65,8 @@ class SyncPool:
     each database step on one of ``CALENDAR_SYNC_DB_LANES`` lanes, in the owner's scope.
     One user's connections go one after another within their budget (then ``deferred``);
     past ``deadline`` (monotonic) nothing new starts. With ``concurrency=1``, or inside
-    a transaction the pool does not own, all runs inline.
+    a transaction the pool does not own, all runs inline. Every connection is synced
+    over the subjects' window at ``now`` (``subject_window``).
     """
 
     def __init__(
@@ -82,16 +74,12 @@ class SyncPool:
         *,
         now: datetime,
         config: NudgeConfig,
-        window_start: datetime | None = None,
-        window_end: datetime | None = None,
         concurrency: int | None = None,
         deadline: float | None = None,
     ) -> None:
-        """The window defaults to the subjects' window at ``now`` (``subject_window``)."""
         self.config = config
-        default_start, default_end = config.subject_window(now)
         self.now = now
-        self.window = (window_start or default_start, window_end or default_end)
+        self.window = config.subject_window(now)
         self.concurrency = concurrency or config.calendar_sync_concurrency
         self.per_host = min(config.calendar_sync_per_host, self.concurrency)  # a new host's
         self.host_slots = HostSlots(self.per_host, self.concurrency)
