@@ -98,7 +98,14 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
     # Both name the owner, so a notification is checked inside the owner's tenant scope
     # (``notifications.GOOGLE_CHANNEL``, ``GRAPH_CLIENT_STATE``); Graph's secret proves it is Graph.
     channel_id = f"nudge-{user_id}-{connection_id}-{push_secrets.new_secret()[:16]}"
-    _record_pending(user_id, connection_id, connection.provider, channel_id, secret)
+    # Committed before the provider is asked: its first notifications may arrive before
+    # its answer (Google's, or Graph's right after subscribing), and are believed on this.
+    _update(
+        user_id,
+        connection_id,
+        push_pending_channel_id=channel_id if connection.provider == Provider.GOOGLE else "",
+        push_pending_digest=push_secrets.digest(secret),
+    )
     resource_id = ""
     outcome = Outcome.RENEWED if old_channel else Outcome.CREATED
     try:
@@ -159,20 +166,6 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
     return outcome
 
 
-def _record_pending(
-    user_id: int, connection_id: int, provider: str, channel_id: str, secret: str
-) -> None:
-    """Record the channel about to be made, committed before the provider is asked:
-    its first notifications may arrive before its answer (Google's, or Graph's right
-    after the subscription), and are believed on this record (``notifications``)."""
-    _update(
-        user_id,
-        connection_id,
-        push_pending_channel_id=channel_id if provider == Provider.GOOGLE else "",
-        push_pending_digest=push_secrets.digest(secret),
-    )
-
-
 def _reauthorization_noted(connection: CalendarConnection) -> bool:
     """Whether Graph asked to re-authorise the subscription as it is now (its expiry
     unchanged since); noted by ``notifications``, answered by a renewal."""
@@ -231,8 +224,6 @@ def _failed(
 
 def stop(snapshot: ConnectionSnapshot, channel_id: str, resource_id: str, now: datetime) -> bool:
     """Stop a channel (Google) or delete a subscription (Graph); best effort, never raises."""
-    if not channel_id:
-        return True
     try:
         if snapshot.provider == Provider.GOOGLE:
             return google.stop_channel(
