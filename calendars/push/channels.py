@@ -9,6 +9,7 @@ connection polled, retried in an hour; one not renewed but unexpired stays live.
 from __future__ import annotations
 
 import logging
+import secrets
 from datetime import datetime, timedelta
 
 from django.core.exceptions import ImproperlyConfigured
@@ -16,9 +17,9 @@ from django.urls import reverse
 
 from calendars.models import CalendarConnection, ConnectionStatus, Provider, PushState
 from calendars.push import notifications, worklist
-from calendars.push import secrets as push_secrets
 from calendars.push.freshness import PUSH_PROVIDERS, push_live
 from calendars.snapshot import snapshot_of, token_values
+from core.bearer import digest
 from core.config import NudgeConfig
 from providers import crypto, google, microsoft
 from providers.base import ConnectionSnapshot, ProviderError
@@ -94,17 +95,19 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
             return Outcome.KEPT
         # else Graph's expiry is nearer than ours: renew now.
 
-    secret = push_secrets.new_secret()
+    # Echoed on every notification (Google's token, Graph's clientState); only its
+    # digest is stored.
+    secret = secrets.token_urlsafe(32)
     # Both name the owner, so a notification is checked inside the owner's tenant scope
     # (``notifications.GOOGLE_CHANNEL``, ``GRAPH_CLIENT_STATE``); Graph's secret proves it is Graph.
-    channel_id = f"nudge-{user_id}-{connection_id}-{push_secrets.new_secret()[:16]}"
+    channel_id = f"nudge-{user_id}-{connection_id}-{secrets.token_urlsafe(12)}"
     # Committed before the provider is asked: its first notifications may arrive before
     # its answer (Google's, or Graph's right after subscribing), and are believed on this.
     _update(
         user_id,
         connection_id,
         push_pending_channel_id=channel_id if connection.provider == Provider.GOOGLE else "",
-        push_pending_digest=push_secrets.digest(secret),
+        push_pending_digest=digest(secret),
     )
     resource_id = ""
     outcome = Outcome.RENEWED if old_channel else Outcome.CREATED
@@ -153,7 +156,7 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
                 }
             # A renewed Graph subscription keeps the clientState it was created with.
             if connection.provider == Provider.GOOGLE or outcome != Outcome.RENEWED:
-                changes["push_secret_digest"] = push_secrets.digest(secret)
+                changes["push_secret_digest"] = digest(secret)
             row.update(**changes)
     if gone:  # disconnected while we were creating it: do not leave it running
         stop(snapshot, channel_id, resource_id, now)
