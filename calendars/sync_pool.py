@@ -306,7 +306,6 @@ class SyncPool:
         self._done(job.user_id, result)
 
     def _write(self, job: FetchJob) -> None:
-        """Write one connection's outcome on a lane."""
         self._on_answer(self._db.submit(write_job, job, self.now), self._written, job)
 
     def _done(self, user_id: int, result: ConnectionResult) -> None:
