@@ -67,7 +67,7 @@ TOKEN_KEY = "bXFpYmVuY2gtcGFjaW5nLWtleS0wMDAwMDAwMDAwMDA="  # noqa: S105
 # Creates ``len(tokens)`` users, each with one Google connection, through the
 # version's own ORM and scopes, then syncs them from a thread pool; prints the outcomes.
 CALENDAR_SCRIPT = """
-import json, os, time
+import inspect, json, os, time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from django.contrib.auth import get_user_model
@@ -97,12 +97,15 @@ for user, (access, refresh) in zip(users, spec["tokens"]):
             refresh_token_encrypted=crypto.encrypt(refresh),
             token_expires_at=now + timedelta(hours=1),
         )
-start, end = NudgeConfig.from_settings().subject_window(now)
+# A baseline from before the pool synced over the subjects' window itself is given it.
+window = {}
+if "window_start" in inspect.signature(sync_user_connections).parameters:
+    start, end = NudgeConfig.from_settings().subject_window(now)
+    window = {"window_start": start, "window_end": end}
 def one(user_id):
     try:
         summary = sync_user_connections(
-            user_id, now=now, window_start=start, window_end=end,
-            config=NudgeConfig.from_settings(),
+            user_id, now=now, config=NudgeConfig.from_settings(), **window
         )
         return [[r.outcome, r.message] for r in summary.results]
     finally:

@@ -14,9 +14,13 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from calendars.connect import ConnectError, check_calendar_cap, store_for_first_fetch
+from calendars.connect import (
+    ConnectError,
+    check_calendar_cap,
+    refetch_in_full,
+    store_for_first_fetch,
+)
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
-from calendars.push import worklist
 from core.config import NudgeConfig
 from core.ids import owned
 from providers import crypto
@@ -162,10 +166,8 @@ def choose_calendars(
             row.access_token_encrypted = account.access_token_encrypted
             row.feed_url_encrypted = crypto.encrypt(url)
             row.allow_private_network = account.allow_private_network
-            row.sync_state = {"name": names[url]}
-            row.resync_requested, row.last_synced_at = True, None
-            row.save()
-            worklist.request_fetch(row.pk, user_id, now, push_capable=False)
+            row.sync_state, row.last_synced_at = {"name": names[url]}, None
+            refetch_in_full(row, now)
             rows.append(row)
         return rows
 
@@ -189,9 +191,7 @@ def renew_password(user_id: int, connection_id: int, password: str) -> CalendarC
                 continue
             row.access_token_encrypted = crypto.encrypt(password)
             row.status, row.last_error, row.retry_after = ConnectionStatus.ACTIVE, "", None
-            row.resync_requested = True
-            row.save()
-            worklist.request_fetch(row.pk, user_id, now, push_capable=False)
+            refetch_in_full(row, now)
             found = row if row.pk == found.pk else found
         return found
 

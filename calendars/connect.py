@@ -88,15 +88,22 @@ def add_ics_feed(
 def store_for_first_fetch(
     user_id: int, config: NudgeConfig, **fields: object
 ) -> CalendarConnection:
-    """A new feed or CalDAV account within the cap, stored with a request for its first
-    fetch, which the minute job does, so a slow server never holds a web worker."""
+    """A new feed or CalDAV account within the cap, stored for its first fetch."""
     with tenant_scope(user_id):
         check_calendar_cap(user_id, config.max_calendars_per_user)
-        connection = CalendarConnection.objects.create(
-            user_id=user_id, calendar_id="", resync_requested=True, **fields
-        )
-        worklist.request_fetch(connection.pk, user_id, timezone.now(), push_capable=False)
+        connection = CalendarConnection(user_id=user_id, calendar_id="", **fields)
+        refetch_in_full(connection, timezone.now())
         return connection
+
+
+def refetch_in_full(
+    connection: CalendarConnection, now: datetime, *, push_capable: bool = False
+) -> None:
+    """Save the connection asking a full sync, which the minute job does (marked in the
+    caller's transaction), so a slow server never holds a web worker."""
+    connection.resync_requested = True
+    connection.save()
+    worklist.request_fetch(connection.pk, connection.user_id, now, push_capable=push_capable)
 
 
 def connect_ics_feed(
@@ -159,10 +166,8 @@ def store_oauth_connection(
         connection.status = ConnectionStatus.ACTIVE
         connection.last_error = ""
         connection.retry_after = None
-        connection.resync_requested = True
-        connection.save()
-        # In the same transaction: a push channel due now, and the first fetch.
+        # In the same transaction: the first fetch, and a push channel due now.
         now = timezone.now()
+        refetch_in_full(connection, now, push_capable=True)
         worklist.enroll(connection.pk, user_id, now)
-        worklist.request_fetch(connection.pk, user_id, now, push_capable=True)
     return connection

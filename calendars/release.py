@@ -13,6 +13,12 @@ from calendars.push.worklist import take_leased
 # A release taken by a minute job is not offered again for this long.
 RELEASE_LEASE = timedelta(minutes=10)
 TAKE_LIMIT = 200  # per minute job; more wait for the next
+# What a release keeps of the connection: the fields it shares with ``ProviderRelease``.
+RELEASED_FIELDS = [
+    f.attname
+    for f in ProviderRelease._meta.concrete_fields
+    if f.attname not in ("id", "connection_id", "requested_at")
+]
 
 
 def request_release(connection: CalendarConnection, now: datetime) -> None:
@@ -22,19 +28,9 @@ def request_release(connection: CalendarConnection, now: datetime) -> None:
     holds_channel = connection.provider in PUSH_PROVIDERS and connection.push_channel_id
     if not (holds_grant or holds_channel):
         return
+    kept = {name: getattr(connection, name) for name in RELEASED_FIELDS}
     ProviderRelease.objects.update_or_create(
-        connection_id=connection.pk,
-        defaults={
-            "user_id": connection.user_id,
-            "provider": connection.provider,
-            "account": connection.account,
-            "access_token_encrypted": connection.access_token_encrypted,
-            "refresh_token_encrypted": connection.refresh_token_encrypted,
-            "token_expires_at": connection.token_expires_at,
-            "push_channel_id": connection.push_channel_id,
-            "push_resource_id": connection.push_resource_id,
-            "requested_at": now,
-        },
+        connection_id=connection.pk, defaults={**kept, "requested_at": now}
     )
     ReleaseWork.objects.update_or_create(
         connection_id=connection.pk, defaults={"user_id": connection.user_id, "due_at": now}

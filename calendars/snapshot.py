@@ -63,8 +63,6 @@ def snapshot_of(
 
 def rotated_meanwhile(stored_ciphertext: str, refresh_token_at_read: str) -> bool:
     """Whether the stored refresh token is no longer the one the fetch was given."""
-    if not refresh_token_at_read:
-        return False
     try:
         return crypto.decrypt(stored_ciphertext) != refresh_token_at_read
     except (crypto.SecretDecryptionError, ImproperlyConfigured):

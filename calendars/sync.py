@@ -231,7 +231,7 @@ class FetchJob:
     retries: int = 0  # attempts after a throttle, in this run
 
 
-def fetch_job(job: FetchJob, *, now: datetime) -> None:
+def fetch_job(job: FetchJob, now: datetime) -> None:
     """Call the provider for one connection, with no scope open; on any thread. The
     budget starts here, so time spent waiting for a free slot is not charged to it."""
     snapshot, window = job.snapshot, job.window
@@ -258,32 +258,30 @@ def fetch_job(job: FetchJob, *, now: datetime) -> None:
 
 def write_job(job: FetchJob, now: datetime) -> ConnectionResult:
     """Write one connection's outcome in the owner's scope, as one transaction in one
-    round trip. Only an ``invalid_grant`` reads the row first, under lock, to tell
-    a revoked grant from a refresh token rotated meanwhile."""
+    round trip: an UPDATE of the outcome (and tokens) locking the row, then, for a
+    changed copy, ``APPLY_EVENTS`` (which inserts nothing if the row is gone). Only an
+    ``invalid_grant`` reads the row first, under lock, to tell a revoked grant from a
+    refresh token rotated meanwhile."""
     if isinstance(job.error, NeedsReauth) and job.refresh_token_at_read:
-        return _write_after_rotation_check(job, now)
-    write = OutcomeWrite.of(job, job.error, now)
+        with tenant_scope(job.user_id), connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+            cursor.execute(statements.LOCK_FOR_ROTATION_CHECK, {"id": job.connection_id})
+            row = cursor.fetchone()
+            if row is None:
+                return _gone(job)
+            error = job.error
+            if rotated_meanwhile(row[0], job.refresh_token_at_read):
+                # A concurrent sync spent and replaced the refresh token we sent
+                # (Microsoft rotates them): our invalid_grant says nothing about consent.
+                error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
+            outcome, chosen, params = _outcome_statements(job, error, now)
+            return _result(job, outcome, run_statements(cursor, chosen, params))
+    outcome, chosen, params = _outcome_statements(job, job.error, now)
     # The copy is a cache of the provider (a crash losing it costs one re-fetch), so the
     # commit need not wait for the disk, unless it stores refreshed tokens: Microsoft
     # rotates them, and losing those leaves only a spent refresh token.
     relaxed = job.snapshot is None or not job.snapshot.credentials_changed
-    answers = tenant_statements(job.user_id, write.statements, write.params, relaxed_commit=relaxed)
-    return write.result(answers)
-
-
-def _write_after_rotation_check(job: FetchJob, now: datetime) -> ConnectionResult:
-    error = job.error
-    with tenant_scope(job.user_id), connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute(statements.LOCK_FOR_ROTATION_CHECK, {"id": job.connection_id})
-        row = cursor.fetchone()
-        if row is None:
-            return _gone(job)
-        if rotated_meanwhile(row[0], job.refresh_token_at_read):
-            # A concurrent sync spent and replaced the refresh token we sent
-            # (Microsoft rotates them): our invalid_grant says nothing about consent.
-            error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
-        write = OutcomeWrite.of(job, error, now)
-        return write.result(run_statements(cursor, write.statements, write.params))
+    answers = tenant_statements(job.user_id, chosen, params, relaxed_commit=relaxed)
+    return _result(job, outcome, answers)
 
 
 def _gone(job: FetchJob) -> ConnectionResult:
@@ -291,78 +289,69 @@ def _gone(job: FetchJob) -> ConnectionResult:
     return ConnectionResult(job.connection_id, job.provider, Outcome.GONE, provider_calls=job.calls)
 
 
-@dataclass
-class OutcomeWrite:
-    """One connection's outcome as the statements that write it, and how to read their
-    answers: an UPDATE of the outcome (and tokens) locking the row, then, for a
-    changed copy, ``APPLY_EVENTS`` (which inserts nothing if the row is gone)."""
-
-    job: FetchJob
-    outcome: ConnectionResult  # filled in as far as it is known before writing
-    statements: list[str]
-    params: dict[str, object]
-
-    @classmethod
-    def of(cls, job: FetchJob, error: ProviderError | None, now: datetime) -> OutcomeWrite:
-        snapshot = job.snapshot
-        outcome = ConnectionResult(job.connection_id, job.provider, Outcome.FAILED)
-        outcome.provider_calls = job.calls
-        tokens = token_values(snapshot)
-        params: dict[str, object] = {**tokens, "id": job.connection_id}
-        if error is not None:
-            secrets = snapshot.secrets() if snapshot else ()
-            outcome.message = crypto.scrub(str(error), *secrets)[:MAX_ERROR_LENGTH]
-            status = ConnectionStatus.ERROR
-            if isinstance(error, NeedsReauth):
-                outcome.outcome = Outcome.NEEDS_REAUTH
-                status = ConnectionStatus.NEEDS_REAUTH
-            elif isinstance(error, RetryLater):
-                delay = min(error.retry_after or DEFAULT_BACKOFF, MAX_BACKOFF)
-                outcome.retry_after = now + delay
-            params |= {
-                "error": outcome.message,
-                "status": status.value,
-                "retry_after": outcome.retry_after,
-            }
-            chosen = [
-                statements.RECORD_FAILURE_WITH_TOKENS if tokens else statements.RECORD_FAILURE
-            ]
-            return cls(job, outcome, chosen, params)
-        fetched = job.fetched  # no error: the provider answered
-        assert fetched is not None and snapshot is not None
-        params |= {  # as ``statements.RECORD_SUCCESS`` takes them
-            "now": now,
-            "changed": fetched.changed,
-            "note": partial_sync_note(fetched) if fetched.changed else "",
-            "active": ConnectionStatus.ACTIVE.value,
-            "sync_state": json.dumps(fetched.sync_state),
-            "full_sync": snapshot.full_sync,
+def _outcome_statements(
+    job: FetchJob, error: ProviderError | None, now: datetime
+) -> tuple[ConnectionResult, list[str], dict[str, object]]:
+    """The outcome as far as it is known before writing, and the statements writing it."""
+    snapshot = job.snapshot
+    outcome = ConnectionResult(job.connection_id, job.provider, Outcome.FAILED)
+    outcome.provider_calls = job.calls
+    tokens = token_values(snapshot)
+    params: dict[str, object] = {**tokens, "id": job.connection_id}
+    if error is not None:
+        secrets = snapshot.secrets() if snapshot else ()
+        outcome.message = crypto.scrub(str(error), *secrets)[:MAX_ERROR_LENGTH]
+        status = ConnectionStatus.ERROR
+        if isinstance(error, NeedsReauth):
+            outcome.outcome = Outcome.NEEDS_REAUTH
+            status = ConnectionStatus.NEEDS_REAUTH
+        elif isinstance(error, RetryLater):
+            delay = min(error.retry_after or DEFAULT_BACKOFF, MAX_BACKOFF)
+            outcome.retry_after = now + delay
+        params |= {
+            "error": outcome.message,
+            "status": status.value,
+            "retry_after": outcome.retry_after,
         }
-        chosen = [statements.RECORD_SUCCESS_WITH_TOKENS if tokens else statements.RECORD_SUCCESS]
-        if fetched.changed:
-            params |= _events_params(job.user_id, job.connection_id, fetched.events)
-            chosen.append(statements.APPLY_EVENTS)
-        return cls(job, outcome, chosen, params)
-
-    def result(self, answers: list[list[tuple]]) -> ConnectionResult:
-        """The connection's result from the statements' answers (in order)."""
-        outcome, fetched = self.outcome, self.job.fetched
-        if not answers[0]:  # the outcome's UPDATE found no row
-            return _gone(self.job)
-        if self.job.error is None and fetched is not None:
-            outcome.message = answers[0][0][0]
-            if fetched.changed:
-                outcome.outcome = Outcome.SYNCED
-                [(outcome.created, outcome.updated, outcome.deleted)] = answers[1]
-                outcome.skipped_events = fetched.skipped_events
-            else:
-                outcome.outcome = Outcome.UNCHANGED
-        return outcome
+        failure = statements.RECORD_FAILURE_WITH_TOKENS if tokens else statements.RECORD_FAILURE
+        return outcome, [failure], params
+    fetched = job.fetched  # no error: the provider answered
+    assert fetched is not None and snapshot is not None
+    params |= {  # as ``statements.RECORD_SUCCESS`` takes them
+        "now": now,
+        "changed": fetched.changed,
+        "note": partial_sync_note(fetched) if fetched.changed else "",
+        "active": ConnectionStatus.ACTIVE.value,
+        "sync_state": json.dumps(fetched.sync_state),
+        "full_sync": snapshot.full_sync,
+    }
+    chosen = [statements.RECORD_SUCCESS_WITH_TOKENS if tokens else statements.RECORD_SUCCESS]
+    if fetched.changed:
+        params |= _events_params(job.user_id, job.connection_id, fetched.events)
+        chosen.append(statements.APPLY_EVENTS)
+    return outcome, chosen, params
 
 
-def internal_error(connection_id: int, exc: Exception) -> ConnectionResult:
-    """A failure on our side (a bug, the database), while handling it: logged, counted."""
-    logger.exception("calendar sync failed for connection %s", connection_id)
+def _result(
+    job: FetchJob, outcome: ConnectionResult, answers: list[list[tuple]]
+) -> ConnectionResult:
+    """The connection's result from the statements' answers (in order)."""
+    if not answers[0]:  # the outcome's UPDATE found no row
+        return _gone(job)
+    if job.error is None and job.fetched is not None:
+        outcome.message = answers[0][0][0]
+        if job.fetched.changed:
+            outcome.outcome = Outcome.SYNCED
+            [(outcome.created, outcome.updated, outcome.deleted)] = answers[1]
+            outcome.skipped_events = job.fetched.skipped_events
+        else:
+            outcome.outcome = Outcome.UNCHANGED
+    return outcome
+
+
+def internal_error(connection_id: int, exc: BaseException) -> ConnectionResult:
+    """A failure on our side (a bug, the database): logged with its traceback, counted."""
+    logger.error("calendar sync failed for connection %s", connection_id, exc_info=exc)
     return ConnectionResult(
         connection_id, "?", Outcome.FAILED, f"internal error ({type(exc).__name__})"
     )

@@ -10,6 +10,7 @@ import queue
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Collection
+from concurrent.futures import Future
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,7 +20,6 @@ from calendars.sync import (
     FetchJob,
     Outcome,
     SyncSummary,
-    Window,
     fetch_job,
     internal_error,
     log_result,
@@ -41,19 +41,10 @@ IN_RUN_RETRIES = 3
 IN_RUN_RETRY_WAIT = 30.0
 
 
-def sync_user_connections(
-    user_id: int,
-    *,
-    now: datetime,
-    window_start: datetime,
-    window_end: datetime,
-    config: NudgeConfig,
-) -> SyncSummary:
-    """Sync every connection of ``user_id`` over the window, one after another on the
-    calling thread; never raises per connection."""
-    with SyncPool(
-        now=now, window_start=window_start, window_end=window_end, config=config, concurrency=1
-    ) as pool:
+def sync_user_connections(user_id: int, *, now: datetime, config: NudgeConfig) -> SyncSummary:
+    """Sync every connection of ``user_id``, one after another on the calling thread;
+    never raises per connection."""
+    with SyncPool(now=now, config=config, concurrency=1) as pool:
         pool.add_user(user_id)
         return dict(pool.drain())[user_id]
 
@@ -74,7 +65,8 @@ class SyncPool:
     each database step on one of ``CALENDAR_SYNC_DB_LANES`` lanes, in the owner's scope.
     One user's connections go one after another within their budget (then ``deferred``);
     past ``deadline`` (monotonic) nothing new starts. With ``concurrency=1``, or inside
-    a transaction the pool does not own, all runs inline.
+    a transaction the pool does not own, all runs inline. Every connection is synced
+    over the subjects' window at ``now`` (``subject_window``).
     """
 
     def __init__(
@@ -82,16 +74,12 @@ class SyncPool:
         *,
         now: datetime,
         config: NudgeConfig,
-        window_start: datetime | None = None,
-        window_end: datetime | None = None,
         concurrency: int | None = None,
         deadline: float | None = None,
     ) -> None:
-        """The window defaults to the subjects' window at ``now`` (``subject_window``)."""
         self.config = config
-        default_start, default_end = config.subject_window(now)
         self.now = now
-        self.window = (window_start or default_start, window_end or default_end)
+        self.window = config.subject_window(now)
         self.concurrency = concurrency or config.calendar_sync_concurrency
         self.per_host = min(config.calendar_sync_per_host, self.concurrency)  # a new host's
         self.host_slots = HostSlots(self.per_host, self.concurrency)
@@ -106,7 +94,7 @@ class SyncPool:
         self._order = itertools.count()
         self._in_flight = 0
         self._finished: deque[Finished] = deque()
-        self._outbox: queue.SimpleQueue[tuple] = queue.SimpleQueue()  # answers to take in
+        self._outbox: queue.SimpleQueue[tuple] = queue.SimpleQueue()  # (take, its args) to run
         threaded = self.concurrency > 1
         # Fetches touch the database only through pacing, on its one shared session.
         self._fetches = Executor(self.concurrency if threaded else 0, "sync", database=False)
@@ -130,7 +118,8 @@ class SyncPool:
         """Queue the user: their connections (or only ``connection_ids``: what push
         said changed) are read on a lane, then fetched. Once until they are finished."""
         self._users[user_id] = _UserSync()
-        self._on_db(_read_task, user_id, self.now, self.window, self.config, connection_ids)
+        args = (user_id, self.now, self.window, self.config, connection_ids)
+        self._on_answer(self._db.submit(read_user_connections, *args), self._read, user_id)
         self._dispatch()
 
     def admit(self, user_id: int, connection_ids: Collection[int] | None = None) -> list[Finished]:
@@ -257,18 +246,11 @@ class SyncPool:
         self._in_flight += 1
         if job.host is not None:
             self._per_host[job.host] += 1
-        self._fetches.submit(self._fetch, job)
+        self._on_answer(self._fetches.submit(fetch_job, job, self.now), self._fetched, job)
 
-    def _fetch(self, job: FetchJob) -> None:
-        fetch_job(job, now=self.now)
-        self._outbox.put(("fetched", job))
-
-    def _on_db(self, task: Callable[..., tuple], *args: object) -> None:
-        """Run a database step on a lane (or here, inline); its answer is collected."""
-        self._db.submit(self._answer, task, args)
-
-    def _answer(self, task: Callable[..., tuple], args: tuple) -> None:
-        self._outbox.put(task(*args))
+    def _on_answer(self, future: Future, take: Callable[..., None], *args: object) -> None:
+        """Once ``future`` is done (on any thread), ``take(*args, future)`` runs here."""
+        future.add_done_callback(lambda done: self._outbox.put((take, (*args, done))))
 
     def _collect(self, *, block: bool) -> None:
         """Take in what came back, then start what that made room for."""
@@ -278,52 +260,53 @@ class SyncPool:
         with suppress(queue.Empty):  # none came (a throttled job's wait may be over), or all taken
             answer = self._outbox.get(timeout=timeout) if block else self._outbox.get_nowait()
             while True:
-                self._take(answer)
+                take, args = answer
+                take(*args)
                 answer = self._outbox.get_nowait()
         self._dispatch()
 
-    def _take(self, answer: tuple) -> None:
-        kind, *rest = answer
-        if kind == "fetched":
-            [job] = rest
-            self._in_flight -= 1
-            user = self._users[job.user_id]
-            user.spent += job.seconds
-            if job.host is not None:
-                self._per_host[job.host] -= 1
-                limited = isinstance(job.error, RetryLater)
-                self.host_slots.answered(job.host, seconds=job.seconds, limited=limited)
-            retry_at = self._retry_at(job, user)
-            if retry_at is None:
-                self._write(job)
-                return
-            user.spent += retry_at - time.monotonic()  # the wait is the user's time too
-            job.retries += 1
-            heapq.heappush(self._later, (retry_at, next(self._order), job))
-        elif kind == "read":
-            user_id, read = rest
-            if isinstance(read, Exception):
-                self._users.pop(user_id)
-                self._finished.append((user_id, SyncSummary(unreadable=read)))
-                return
-            user = self._users[user_id]
-            user.summary.connections = len(read)
-            user.waiting.extend(read)
-            if not self._parser_started and any(isinstance(j, FetchJob) and j.host for j in read):
-                # A feed to parse is coming: start the parser while its round trip runs.
-                self._parser_started = True
-                self._fetches.submit(parse_template.start)
-            if read:
-                self._ready.append(user_id)
-            else:
-                self._finish_user(user_id)
-        else:  # "written"
-            job, result = rest
-            self._done(job.user_id, result)
+    def _fetched(self, job: FetchJob, _future: Future) -> None:
+        self._in_flight -= 1
+        user = self._users[job.user_id]
+        user.spent += job.seconds
+        if job.host is not None:
+            self._per_host[job.host] -= 1
+            limited = isinstance(job.error, RetryLater)
+            self.host_slots.answered(job.host, seconds=job.seconds, limited=limited)
+        retry_at = self._retry_at(job, user)
+        if retry_at is None:
+            self._write(job)
+            return
+        user.spent += retry_at - time.monotonic()  # the wait is the user's time too
+        job.retries += 1
+        heapq.heappush(self._later, (retry_at, next(self._order), job))
+
+    def _read(self, user_id: int, future: Future) -> None:
+        if (error := future.exception()) is not None:  # the user is failed; the sweep goes on
+            self._users.pop(user_id)
+            self._finished.append((user_id, SyncSummary(unreadable=error)))
+            return
+        read = future.result()
+        user = self._users[user_id]
+        user.summary.connections = len(read)
+        user.waiting.extend(read)
+        if not self._parser_started and any(isinstance(j, FetchJob) and j.host for j in read):
+            # A feed to parse is coming: start the parser while its round trip runs.
+            self._parser_started = True
+            self._fetches.submit(parse_template.start)
+        if read:
+            self._ready.append(user_id)
+        else:
+            self._finish_user(user_id)
+
+    def _written(self, job: FetchJob, future: Future) -> None:
+        # A failed write (the database going away mid-write) is counted; the sweep goes on.
+        error = future.exception()
+        result = future.result() if error is None else internal_error(job.connection_id, error)
+        self._done(job.user_id, result)
 
     def _write(self, job: FetchJob) -> None:
-        """Write one connection's outcome on a lane."""
-        self._on_db(_write_task, job, self.now)
+        self._on_answer(self._db.submit(write_job, job, self.now), self._written, job)
 
     def _done(self, user_id: int, result: ConnectionResult) -> None:
         """Count one connection's result; the user's next connection may start."""
@@ -337,23 +320,3 @@ class SyncPool:
 
     def _finish_user(self, user_id: int) -> None:
         self._finished.append((user_id, self._users.pop(user_id).summary))
-
-
-def _read_task(
-    user_id: int,
-    now: datetime,
-    window: Window,
-    config: NudgeConfig,
-    only: Collection[int] | None = None,
-) -> tuple[str, int, list[FetchJob | ConnectionResult] | Exception]:
-    try:
-        return ("read", user_id, read_user_connections(user_id, now, window, config, only))
-    except Exception as exc:  # the user is counted failed; the sweep goes on
-        return ("read", user_id, exc)
-
-
-def _write_task(job: FetchJob, now: datetime) -> tuple[str, FetchJob, ConnectionResult]:
-    try:
-        return ("written", job, write_job(job, now))
-    except Exception as exc:  # e.g. the database failing mid-write: count it, go on
-        return ("written", job, internal_error(job.connection_id, exc))

@@ -153,28 +153,19 @@ class FollowUpChange:
     schedule: Schedule | None = None
 
 
-def _schedule_fields(
-    user_id: int, schedule: Schedule, config: NudgeConfig, current: FollowUp | None = None
-) -> dict[str, Any]:
-    """The model fields of a cleaned schedule; inside the user's scope (reads their zone)."""
+def _set_schedule(follow_up: FollowUp, schedule: Schedule, config: NudgeConfig) -> None:
+    """Clean ``schedule`` onto the follow-up's fields; what it leaves None is kept."""
 
-    def given(value, kept, new):
-        return value if value is not None else (kept if current is not None else new)
+    def given(value, kept):
+        return kept if value is None else value
 
-    repeat, weekdays = clean_repeat(
-        given(schedule.repeat, current and current.repeat, ""),
-        list(given(schedule.repeat_weekdays, current and current.repeat_weekdays, [])),
+    follow_up.repeat, follow_up.repeat_weekdays = clean_repeat(
+        given(schedule.repeat, follow_up.repeat),
+        list(given(schedule.repeat_weekdays, follow_up.repeat_weekdays)),
     )
-    zone = given(schedule.time_zone, current and current.repeat_zone, None)
-    if zone is None:
-        zone = ensure_settings(user_id).timezone or "UTC"
-    reminders = given(schedule.reminder_minutes, current and current.reminder_minutes, [])
-    return {
-        "repeat": repeat,
-        "repeat_weekdays": weekdays,
-        "repeat_zone": clean_zone(zone),
-        "reminder_minutes": clean_reminders(list(reminders), config),
-    }
+    follow_up.repeat_zone = clean_zone(given(schedule.time_zone, follow_up.repeat_zone))
+    reminders = given(schedule.reminder_minutes, follow_up.reminder_minutes)
+    follow_up.reminder_minutes = clean_reminders(list(reminders), config)
 
 
 def list_follow_ups(user_id: int, *, done: bool | None = None, limit: int = 500) -> list[FollowUp]:
@@ -210,9 +201,11 @@ def create_follow_up(
     Saturday, is first due the Monday)."""
     title, due_at = clean_title(title), clean_due(due_at, now)
     with tenant_scope(user_id):
-        fields = _schedule_fields(user_id, schedule, config)
+        follow_up = FollowUp(user_id=user_id, title=title, due_at=due_at)
+        if schedule.time_zone is None:  # the owner's zone
+            follow_up.repeat_zone = ensure_settings(user_id).timezone or "UTC"
+        _set_schedule(follow_up, schedule, config)
         _check_cap(user_id, config.max_follow_ups_per_user)
-        follow_up = FollowUp(user_id=user_id, title=title, due_at=due_at, **fields)
         follow_up.due_at = next_due(follow_up, due_at) or due_at
         follow_up.save()
     announce_change(user_id, now)
@@ -236,9 +229,7 @@ def change_follow_up(
         if change.schedule is not None:
             if config is None:
                 raise TypeError("changing a follow-up's schedule needs the config (its lead cap)")
-            fields = _schedule_fields(user_id, change.schedule, config, follow_up)
-            for name, value in fields.items():
-                setattr(follow_up, name, value)
+            _set_schedule(follow_up, change.schedule, config)
         if title is not None:
             follow_up.title = title
         if change.due_at is not None and change.due_at != follow_up.due_at:

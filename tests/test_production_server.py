@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import subprocess
 import sys
 import threading
@@ -23,8 +24,8 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from calendars.models import CalendarConnection, PushState
-from calendars.push import secrets as push_secrets
 from calendars.push import worklist
+from core.bearer import digest
 from core.config import KNOBS, NudgeConfig
 from messaging.addresses import new_telegram_code
 from tenancy.scope import tenant_scope
@@ -33,7 +34,7 @@ from tests.fakes.telegram_server import FakeTelegram
 from tests.support.processes import PROJECT_ROOT, manage, subprocess_env
 
 WEBHOOK_SECRET = "s3cret_Webhook-token_0123456789"
-PUSH_SECRET = push_secrets.new_secret()
+PUSH_SECRET = secrets.token_urlsafe(32)
 CHAT = 5550077
 # What the TLS proxy in front of gunicorn adds to every request it forwards.
 VIA_PROXY = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9"}
@@ -204,7 +205,7 @@ def _google_channel(user) -> CalendarConnection:
             push_state=PushState.LIVE,
             push_channel_id=f"nudge-{user.pk}-{row.pk}-abcdefabcdefabcd",
             push_resource_id="res-1",
-            push_secret_digest=push_secrets.digest(PUSH_SECRET),
+            push_secret_digest=digest(PUSH_SECRET),
             push_expires_at=timezone.now() + timedelta(days=2),
             push_message_number=10,
         )

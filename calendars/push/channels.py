@@ -9,6 +9,7 @@ connection polled, retried in an hour; one not renewed but unexpired stays live.
 from __future__ import annotations
 
 import logging
+import secrets
 from datetime import datetime, timedelta
 
 from django.core.exceptions import ImproperlyConfigured
@@ -16,9 +17,9 @@ from django.urls import reverse
 
 from calendars.models import CalendarConnection, ConnectionStatus, Provider, PushState
 from calendars.push import notifications, worklist
-from calendars.push import secrets as push_secrets
 from calendars.push.freshness import PUSH_PROVIDERS, push_live
 from calendars.snapshot import snapshot_of, token_values
+from core.bearer import digest
 from core.config import NudgeConfig
 from providers import crypto, google, microsoft
 from providers.base import ConnectionSnapshot, ProviderError
@@ -94,11 +95,20 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
             return Outcome.KEPT
         # else Graph's expiry is nearer than ours: renew now.
 
-    secret = push_secrets.new_secret()
+    # Echoed on every notification (Google's token, Graph's clientState); only its
+    # digest is stored.
+    secret = secrets.token_urlsafe(32)
     # Both name the owner, so a notification is checked inside the owner's tenant scope
     # (``notifications.GOOGLE_CHANNEL``, ``GRAPH_CLIENT_STATE``); Graph's secret proves it is Graph.
-    channel_id = f"nudge-{user_id}-{connection_id}-{push_secrets.new_secret()[:16]}"
-    _record_pending(user_id, connection_id, connection.provider, channel_id, secret)
+    channel_id = f"nudge-{user_id}-{connection_id}-{secrets.token_urlsafe(12)}"
+    # Committed before the provider is asked: its first notifications may arrive before
+    # its answer (Google's, or Graph's right after subscribing), and are believed on this.
+    _update(
+        user_id,
+        connection_id,
+        push_pending_channel_id=channel_id if connection.provider == Provider.GOOGLE else "",
+        push_pending_digest=digest(secret),
+    )
     resource_id = ""
     outcome = Outcome.RENEWED if old_channel else Outcome.CREATED
     try:
@@ -146,7 +156,7 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
                 }
             # A renewed Graph subscription keeps the clientState it was created with.
             if connection.provider == Provider.GOOGLE or outcome != Outcome.RENEWED:
-                changes["push_secret_digest"] = push_secrets.digest(secret)
+                changes["push_secret_digest"] = digest(secret)
             row.update(**changes)
     if gone:  # disconnected while we were creating it: do not leave it running
         stop(snapshot, channel_id, resource_id, now)
@@ -157,20 +167,6 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
     worklist.schedule(connection_id, expires_at - RENEW_BEFORE, polling=False)
     logger.info("push channel %s for connection %s until %s", outcome, connection_id, expires_at)
     return outcome
-
-
-def _record_pending(
-    user_id: int, connection_id: int, provider: str, channel_id: str, secret: str
-) -> None:
-    """Record the channel about to be made, committed before the provider is asked:
-    its first notifications may arrive before its answer (Google's, or Graph's right
-    after the subscription), and are believed on this record (``notifications``)."""
-    _update(
-        user_id,
-        connection_id,
-        push_pending_channel_id=channel_id if provider == Provider.GOOGLE else "",
-        push_pending_digest=push_secrets.digest(secret),
-    )
 
 
 def _reauthorization_noted(connection: CalendarConnection) -> bool:
@@ -231,8 +227,6 @@ def _failed(
 
 def stop(snapshot: ConnectionSnapshot, channel_id: str, resource_id: str, now: datetime) -> bool:
     """Stop a channel (Google) or delete a subscription (Graph); best effort, never raises."""
-    if not channel_id:
-        return True
     try:
         if snapshot.provider == Provider.GOOGLE:
             return google.stop_channel(

@@ -23,8 +23,8 @@ from typing import Any
 from django.db.models import Q
 
 from calendars.models import CalendarConnection, Provider, PushState
-from calendars.push import secrets as push_secrets
 from calendars.push import worklist
+from core.bearer import digest, is_secret
 from core.ids import MAX_ID
 from providers import normalize as n
 from tenancy.scope import tenant_scope
@@ -72,8 +72,8 @@ def google(headers: Mapping[str, str], now: datetime) -> str:
         # against the pending record's secret; its resource id and numbering are not
         # known yet, so its change only asks for a fetch, harmless to replay (like Graph's).
         live = connection.push_channel_id == channel_id
-        digest = connection.push_secret_digest if live else connection.push_pending_digest
-        if not push_secrets.matches(headers.get("X-Goog-Channel-Token", ""), digest):
+        stored = connection.push_secret_digest if live else connection.push_pending_digest
+        if not is_secret(digest(headers.get("X-Goog-Channel-Token", "")), stored):
             return Verdict.REJECTED
         fields = []
         if live:
@@ -166,8 +166,7 @@ def _graph_group(
         # stored yet, known by its secret alone (a forged group costs the same either way).
         found = list(
             CalendarConnection.objects.select_for_update().filter(
-                Q(push_channel_id=subscription_id)
-                | Q(push_pending_digest=push_secrets.digest(secret)),
+                Q(push_channel_id=subscription_id) | Q(push_pending_digest=digest(secret)),
                 provider=Provider.MICROSOFT,
             )[:2]
         )
@@ -176,8 +175,8 @@ def _graph_group(
         pending = not stored
         if connection is None:
             return None
-        digest = connection.push_pending_digest if pending else connection.push_secret_digest
-        if not push_secrets.matches(secret, digest):
+        held = connection.push_pending_digest if pending else connection.push_secret_digest
+        if not is_secret(digest(secret), held):
             return None
         for index, item in group:
             event = item.get("lifecycleEvent")

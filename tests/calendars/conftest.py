@@ -140,11 +140,7 @@ def ics_connection(make_user, fake_ics) -> Callable[..., CalendarConnection]:
 
 
 def run_sync(user_id: int, now: datetime = NOW) -> SyncSummary:
-    config = NudgeConfig.from_settings()
-    start, end = config.subject_window(now)
-    return sync_user_connections(
-        user_id, now=now, window_start=start, window_end=end, config=config
-    )
+    return sync_user_connections(user_id, now=now, config=NudgeConfig.from_settings())
 
 
 def events_of(connection: CalendarConnection) -> list[CalendarEvent]:

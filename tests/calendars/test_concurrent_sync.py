@@ -100,13 +100,10 @@ def test_one_slow_host_holds_at_most_its_cap_and_other_hosts_go_on(make_user, se
     slow.latency, fast.latency = 1.0, 0.05
     slow_users = feed_users(make_user, slow, 4)  # added first: they would take every slot
     fast_users = feed_users(make_user, fast, 6)
-    start, end = NudgeConfig.from_settings().subject_window(NOW)
 
     finished_at: dict[int, float] = {}
     started = time.monotonic()
-    with SyncPool(
-        now=NOW, window_start=start, window_end=end, config=NudgeConfig.from_settings()
-    ) as pool:
+    with SyncPool(now=NOW, config=NudgeConfig.from_settings()) as pool:
         for user in slow_users + fast_users:
             pool.add_user(user.pk)
         for user_id, summary in pool.drain():

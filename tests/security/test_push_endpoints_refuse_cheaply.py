@@ -7,6 +7,7 @@ secret's digest), and the endpoints are called through Django's test client.
 from __future__ import annotations
 
 import json
+import secrets
 from datetime import timedelta
 
 import pytest
@@ -17,7 +18,7 @@ from django.utils import timezone
 
 from calendars.models import CalendarConnection, PushState
 from calendars.push import notifications, worklist
-from calendars.push import secrets as push_secrets
+from core.bearer import digest
 from tenancy.scope import tenant_scope
 from tests.calendars.conftest import (  # noqa: F401 — fixtures
     NOW,
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.django_db
 GRAPH_URL = "/calendars/push/microsoft/"
 LIFECYCLE_URL = "/calendars/push/microsoft/lifecycle/"
 GOOGLE_URL = "/calendars/push/google/"
-SECRET = push_secrets.new_secret()
+SECRET = secrets.token_urlsafe(32)
 
 
 @pytest.fixture(autouse=True)
@@ -60,7 +61,7 @@ def subscription(make_user):
         account="someone@example.com",
         push_state=PushState.LIVE,
         push_channel_id="sub-live-1",
-        push_secret_digest=push_secrets.digest(SECRET),
+        push_secret_digest=digest(SECRET),
         push_expires_at=timezone.now() + timedelta(days=2),
     )
     worklist.enroll(row.pk, user.pk, timezone.now())
@@ -216,7 +217,7 @@ def channel(make_user):
             push_state=PushState.LIVE,
             push_channel_id=channel_id,
             push_resource_id="res-1",
-            push_secret_digest=push_secrets.digest(SECRET),
+            push_secret_digest=digest(SECRET),
             push_expires_at=timezone.now() + timedelta(days=2),
             push_message_number=10,
         )
@@ -296,7 +297,7 @@ def test_a_renewed_channel_numbers_from_zero(
             push_state=PushState.LIVE,
             push_channel_id=f"nudge-{row.user_id}-{row.pk}-old0old0old0old0",
             push_resource_id="res-old",
-            push_secret_digest=push_secrets.digest(SECRET),
+            push_secret_digest=digest(SECRET),
             push_expires_at=NOW + timedelta(minutes=5),  # due for renewal
             push_message_number=2**63 - 1,
         )

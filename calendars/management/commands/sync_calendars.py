@@ -27,19 +27,12 @@ class Command(NudgeCommand):
         if user is not None:
             require_users([user])
         config = NudgeConfig.from_settings()
-        window_start, window_end = config.subject_window(moment)
         users = get_user_model().objects.filter(is_active=True).order_by("pk")
         if user is not None:
             users = users.filter(pk=user)
         total = SyncSummary()
         for user_id in users.values_list("pk", flat=True).iterator():
-            summary = sync_user_connections(
-                user_id,
-                now=moment,
-                window_start=window_start,
-                window_end=window_end,
-                config=config,
-            )
+            summary = sync_user_connections(user_id, now=moment, config=config)
             for result in summary.results:
                 self.stdout.write(_progress_line(user_id, result))
                 total.add(result)
