@@ -11,7 +11,6 @@ import http.cookiejar
 import os
 import threading
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -118,23 +117,6 @@ class FetchResult:
     skipped_events: int = 0
     problems: list[str] = field(default_factory=list)  # for support: no secrets, no titles
     calendar_name: str = ""
-
-
-class CalendarProvider(ABC):
-    """One calendar service."""
-
-    name: str
-
-    @abstractmethod
-    def fetch(
-        self,
-        snapshot: ConnectionSnapshot,
-        *,
-        now: datetime,
-        window_start: datetime,
-        window_end: datetime,
-    ) -> FetchResult:
-        """Return the connection's events overlapping the window; raise ProviderError."""
 
 
 class BudgetExceeded(RetryLater):

@@ -23,7 +23,6 @@ from xml.sax.saxutils import escape
 
 from providers import untrusted_fetch
 from providers.base import (
-    CalendarProvider,
     ConnectionSnapshot,
     FetchResult,
     MalformedPayload,
@@ -235,36 +234,32 @@ class CalendarChoice:
     name: str
 
 
-class CalDavProvider(CalendarProvider):
-    name = NAME
-
-    def fetch(
-        self,
-        snapshot: ConnectionSnapshot,
-        *,
-        now: datetime,
-        window_start: datetime,
-        window_end: datetime,
-    ) -> FetchResult:
-        if not snapshot.feed_url:
-            raise ProviderError("caldav: no calendar address stored")
-        client = DavClient(
-            base_url=snapshot.feed_url,
-            username=snapshot.account,
-            password=snapshot.access_token,
-            allow_private=snapshot.allow_private_network,
-            timeout=snapshot.config.calendar_http_timeout_seconds,
-            deadline=download_deadline(snapshot),
-            max_bytes=snapshot.config.ics_max_bytes,
-        )
-        try:
-            if not snapshot.calendar_id:
-                if snapshot.sync_state.get("calendars") and not snapshot.full_sync:
-                    return FetchResult(changed=False, sync_state=snapshot.sync_state)
-                return _discovered(client, snapshot)
-            return _fetch(client, snapshot, window_start, window_end)
-        finally:
-            client.deadline.cancel()
+def fetch(
+    snapshot: ConnectionSnapshot,
+    *,
+    now: datetime,
+    window_start: datetime,
+    window_end: datetime,
+) -> FetchResult:
+    if not snapshot.feed_url:
+        raise ProviderError("caldav: no calendar address stored")
+    client = DavClient(
+        base_url=snapshot.feed_url,
+        username=snapshot.account,
+        password=snapshot.access_token,
+        allow_private=snapshot.allow_private_network,
+        timeout=snapshot.config.calendar_http_timeout_seconds,
+        deadline=download_deadline(snapshot),
+        max_bytes=snapshot.config.ics_max_bytes,
+    )
+    try:
+        if not snapshot.calendar_id:
+            if snapshot.sync_state.get("calendars") and not snapshot.full_sync:
+                return FetchResult(changed=False, sync_state=snapshot.sync_state)
+            return _discovered(client, snapshot)
+        return _fetch(client, snapshot, window_start, window_end)
+    finally:
+        client.deadline.cancel()
 
 
 def _discovered(client: DavClient, snapshot: ConnectionSnapshot) -> FetchResult:

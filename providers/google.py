@@ -17,7 +17,6 @@ from django.conf import settings
 from providers import meeting_links, oauth
 from providers import normalize as n
 from providers.base import (
-    CalendarProvider,
     ConnectionSnapshot,
     FetchResult,
     MalformedPayload,
@@ -87,39 +86,35 @@ def events_list() -> PagedListApi:
     )
 
 
-class GoogleCalendarProvider(CalendarProvider):
-    name = NAME
-
-    def fetch(
-        self,
-        snapshot: ConnectionSnapshot,
-        *,
-        now: datetime,
-        window_start: datetime,
-        window_end: datetime,
-    ) -> FetchResult:
-        params = {
-            "timeMin": n.utc_text(window_start),
-            "timeMax": n.utc_text(window_end),
-            "singleEvents": "true",
-            "maxResults": PAGE_SIZE,
-        }
-        api = events_list()
-        first = PageRequest(api.base_url + _events_path(snapshot), params)
-        pages = fetch_pages(api, first, snapshot, now)
-        # Every page repeats the calendar's default reminders and zone.
-        first_page = pages.bodies[0]
-        zone = n.zone_or_none(first_page.get("timeZone"))
-        defaults = _default_reminders(first_page.get("defaultReminders"))
-        hosts = snapshot.config.meeting_hosts
-        return oauth.window_events(
-            api,
-            pages,
-            window_start,
-            window_end,
-            cancelled=lambda item: item.get("status") == "cancelled",
-            event=lambda item: _event(item, defaults, zone, hosts),
-        )
+def fetch(
+    snapshot: ConnectionSnapshot,
+    *,
+    now: datetime,
+    window_start: datetime,
+    window_end: datetime,
+) -> FetchResult:
+    params = {
+        "timeMin": n.utc_text(window_start),
+        "timeMax": n.utc_text(window_end),
+        "singleEvents": "true",
+        "maxResults": PAGE_SIZE,
+    }
+    api = events_list()
+    first = PageRequest(api.base_url + _events_path(snapshot), params)
+    pages = fetch_pages(api, first, snapshot, now)
+    # Every page repeats the calendar's default reminders and zone.
+    first_page = pages.bodies[0]
+    zone = n.zone_or_none(first_page.get("timeZone"))
+    defaults = _default_reminders(first_page.get("defaultReminders"))
+    hosts = snapshot.config.meeting_hosts
+    return oauth.window_events(
+        api,
+        pages,
+        window_start,
+        window_end,
+        cancelled=lambda item: item.get("status") == "cancelled",
+        event=lambda item: _event(item, defaults, zone, hosts),
+    )
 
 
 def _default_reminders(value: Any) -> tuple[int, ...]:

@@ -20,7 +20,6 @@ from urllib3.exceptions import LocationParseError
 
 from providers import untrusted_fetch
 from providers.base import (
-    CalendarProvider,
     ConnectionSnapshot,
     FetchResult,
     NeedsReauth,
@@ -121,37 +120,31 @@ def fetch_feed(
 EXPAND_AHEAD = timedelta(days=6)
 
 
-class IcsFeedProvider(CalendarProvider):
-    name = NAME
-
-    def fetch(
-        self,
-        snapshot: ConnectionSnapshot,
-        *,
-        now: datetime,
-        window_start: datetime,
-        window_end: datetime,
-    ) -> FetchResult:
-        if not snapshot.feed_url:
-            raise ProviderError("ics: no feed address stored")
-        state = snapshot.sync_state
-        covered = not snapshot.full_sync and covers_window(
-            state, snapshot, window_start, window_end
-        )
-        stored = (
-            {"etag": state.get("etag", ""), "last_modified": state.get("last_modified", "")}
-            if covered
-            else None
-        )
-        validators, body = fetch_feed(snapshot, stored, now)
-        if body is None:
-            return FetchResult(changed=False, sync_state={**state, **validators})
-        digest = hashlib.sha256(body).hexdigest()
-        if covered and digest == state.get("body_sha256"):
-            return FetchResult(changed=False, sync_state={**state, **validators})
-        result = read_as_owner(body, snapshot, window_start, window_end)
-        result.sync_state |= {**validators, "body_sha256": digest}
-        return result
+def fetch(
+    snapshot: ConnectionSnapshot,
+    *,
+    now: datetime,
+    window_start: datetime,
+    window_end: datetime,
+) -> FetchResult:
+    if not snapshot.feed_url:
+        raise ProviderError("ics: no feed address stored")
+    state = snapshot.sync_state
+    covered = not snapshot.full_sync and covers_window(state, snapshot, window_start, window_end)
+    stored = (
+        {"etag": state.get("etag", ""), "last_modified": state.get("last_modified", "")}
+        if covered
+        else None
+    )
+    validators, body = fetch_feed(snapshot, stored, now)
+    if body is None:
+        return FetchResult(changed=False, sync_state={**state, **validators})
+    digest = hashlib.sha256(body).hexdigest()
+    if covered and digest == state.get("body_sha256"):
+        return FetchResult(changed=False, sync_state={**state, **validators})
+    result = read_as_owner(body, snapshot, window_start, window_end)
+    result.sync_state |= {**validators, "body_sha256": digest}
+    return result
 
 
 def covers_window(

@@ -17,7 +17,6 @@ from urllib3.util import parse_url
 from providers import meeting_links, oauth
 from providers import normalize as n
 from providers.base import (
-    CalendarProvider,
     ConnectionSnapshot,
     FetchResult,
     MalformedPayload,
@@ -95,35 +94,31 @@ def calendar_view() -> PagedListApi:
     )
 
 
-class MicrosoftGraphProvider(CalendarProvider):
-    name = NAME
-
-    def fetch(
-        self,
-        snapshot: ConnectionSnapshot,
-        *,
-        now: datetime,
-        window_start: datetime,
-        window_end: datetime,
-    ) -> FetchResult:
-        params = {
-            "startDateTime": n.utc_text(window_start),
-            "endDateTime": n.utc_text(window_end),
-            "$select": SELECT,
-            "$top": PAGE_SIZE,
-        }
-        api = calendar_view()
-        first = PageRequest(
-            f"{api.base_url}/{_calendar_path(snapshot.calendar_id)}/calendarView", params
-        )
-        return oauth.window_events(
-            api,
-            fetch_pages(api, first, snapshot, now),
-            window_start,
-            window_end,
-            cancelled=lambda item: n.require_bool(item.get("isCancelled"), "isCancelled"),
-            event=lambda item: _event(item, snapshot.config.meeting_hosts),
-        )
+def fetch(
+    snapshot: ConnectionSnapshot,
+    *,
+    now: datetime,
+    window_start: datetime,
+    window_end: datetime,
+) -> FetchResult:
+    params = {
+        "startDateTime": n.utc_text(window_start),
+        "endDateTime": n.utc_text(window_end),
+        "$select": SELECT,
+        "$top": PAGE_SIZE,
+    }
+    api = calendar_view()
+    first = PageRequest(
+        f"{api.base_url}/{_calendar_path(snapshot.calendar_id)}/calendarView", params
+    )
+    return oauth.window_events(
+        api,
+        fetch_pages(api, first, snapshot, now),
+        window_start,
+        window_end,
+        cancelled=lambda item: n.require_bool(item.get("isCancelled"), "isCancelled"),
+        event=lambda item: _event(item, snapshot.config.meeting_hosts),
+    )
 
 
 def _when(value: Any, name: str) -> datetime:
