@@ -226,14 +226,6 @@ NO_SYNC, TOO_LARGE = "no_sync", "too_large"
 _CALENDAR_PROPERTIES = ("VERSION:", "PRODID:", "CALSCALE:", "METHOD:")
 
 
-@dataclass(frozen=True)
-class CalendarChoice:
-    """One calendar discovery found: its address and its name."""
-
-    url: str
-    name: str
-
-
 def fetch(
     snapshot: ConnectionSnapshot,
     *,
@@ -268,10 +260,7 @@ def _discovered(client: DavClient, snapshot: ConnectionSnapshot) -> FetchResult:
     choices = discover(client, snapshot.feed_url)
     if not choices:
         raise ProviderError("caldav: the account has no calendar with events")
-    return FetchResult(
-        changed=False,
-        sync_state={"calendars": [{"url": c.url, "name": c.name[:255]} for c in choices]},
-    )
+    return FetchResult(changed=False, sync_state={"calendars": choices})
 
 
 def _fetch(
@@ -391,9 +380,10 @@ def joined_calendar(objects: list[str]) -> bytes:
     return ("\r\n".join(lines) + "\r\n").encode()
 
 
-def discover(client: DavClient, server_url: str) -> list[CalendarChoice]:
+def discover(client: DavClient, server_url: str) -> list[dict[str, str]]:
     """RFC 6764 then RFC 4791: the user's principal (from the address given, else from
-    /.well-known/caldav), its calendar home, and the calendars there that hold events."""
+    /.well-known/caldav), its calendar home, and the calendars there that hold events
+    (each its ``url`` and ``name``)."""
     principal = ""
     for start in (server_url, urljoin(server_url, "/.well-known/caldav")):
         try:
@@ -426,5 +416,6 @@ def discover(client: DavClient, server_url: str) -> list[CalendarChoice]:
         names = {c.get("name", "").upper() for c in components} if components is not None else set()
         if names and "VEVENT" not in names:
             continue
-        choices.append(CalendarChoice(item.href, item.text("{DAV:}displayname") or item.href))
+        name = item.text("{DAV:}displayname") or item.href
+        choices.append({"url": item.href, "name": name[:255]})
     return choices

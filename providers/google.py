@@ -7,7 +7,7 @@ an empty list ("use the user's default lead").
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from typing import Any
 from urllib.parse import quote
 
@@ -103,9 +103,8 @@ def fetch(
     first = PageRequest(api.base_url + _events_path(snapshot), params)
     pages = fetch_pages(api, first, snapshot, now)
     # Every page repeats the calendar's default reminders and zone.
-    first_page = pages.bodies[0]
-    zone = n.zone_or_none(first_page.get("timeZone"))
-    defaults = _default_reminders(first_page.get("defaultReminders"))
+    zone = n.zone_or_none(pages[0].get("timeZone"))
+    defaults = _default_reminders(pages[0].get("defaultReminders"))
     hosts = snapshot.config.meeting_hosts
     return oauth.window_events(
         api,
@@ -145,7 +144,8 @@ def _when(value: Any, name: str, zone: tzinfo | None) -> tuple[datetime, bool]:
         own_zone = n.zone_or_none(value.get("timeZone"))
         return n.parse_datetime(value["dateTime"], name, own_zone), False
     if "date" in value:
-        return n.start_of_day(n.parse_date(value["date"], name), zone), True
+        day = date.fromisoformat(n.require_str(value["date"], name))
+        return n.start_of_day(day, zone), True
     raise KeyError(f"{name} has neither dateTime nor date")
 
 

@@ -151,7 +151,7 @@ def repair_events(calendar: Any, result: FetchResult) -> None:
             event["UID"] = _derived_uid(event, seen)
             note(result, event["UID"], "no UID; kept under an id derived from its start and title")
         rules = listed(event.get("RRULE"))
-        kept = [rule for rule in rules if not _is_empty_rule(rule)]
+        kept = [rule for rule in rules if rule or not isinstance(rule, icalendar.vRecur)]
         if not kept:
             event.pop("RRULE", None)
         elif len(kept) < len(rules):
@@ -198,10 +198,6 @@ def anchor_floating_until(calendar: Any) -> None:
                     else v
                     for v in values
                 ]
-
-
-def _is_empty_rule(rule: Any) -> bool:
-    return isinstance(rule, icalendar.vRecur) and not rule
 
 
 def _derived_uid(event: Any, seen: Counter[str]) -> str:
@@ -472,10 +468,6 @@ def _series_facts(components: Iterable[Any], zone: tzinfo | None) -> _SeriesFact
     return facts
 
 
-def _this_and_future(recurrence_id: Any) -> bool:
-    return str(recurrence_id.params.get("RANGE", "")).upper() == "THISANDFUTURE"
-
-
 def _event(
     occurrence: Any,
     zone: tzinfo | None,
@@ -504,7 +496,8 @@ def _event(
             anchor = _as_utc(override.start, zone)
         if uid in facts.recurring:
             occurrence_start = written
-            if override is not None and _this_and_future(recurrence_id):
+            this_and_future = str(recurrence_id.params.get("RANGE", "")).upper()
+            if override is not None and this_and_future == "THISANDFUTURE":
                 # Carried along by RANGE=THISANDFUTURE: its own id is its start less the shift.
                 shift = override.start - override.recurrence_id
                 occurrence_start = _as_utc(raw_start - shift, zone)

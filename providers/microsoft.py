@@ -223,22 +223,20 @@ def renew_subscription(
     """``PATCH /subscriptions/{id}`` with a new expiry (also answers reauthorizationRequired);
     None when Graph no longer knows the subscription (404), which must then be made again."""
     payload = {"expirationDateTime": n.utc_text(now + timedelta(minutes=SUBSCRIPTION_MINUTES))}
-    path = f"/subscriptions/{quote(subscription_id, safe='')}"
-    response = api_call(calendar_view(), snapshot, "PATCH", path, now, payload)
-    if response.status_code == 404:
-        return None
-    return _subscription(response, "PATCH /subscriptions")
+    return get_subscription(snapshot, subscription_id, now, payload)
 
 
 def get_subscription(
-    snapshot: ConnectionSnapshot, subscription_id: str, now: datetime
+    snapshot: ConnectionSnapshot, subscription_id: str, now: datetime, patch: Any = None
 ) -> tuple[str, datetime] | None:
-    """``GET /subscriptions/{id}``: (id, expiry) as Graph knows it now, or None (404)."""
+    """``GET /subscriptions/{id}`` (``PATCH`` with a ``patch``): (id, expiry) as Graph knows
+    it now, or None (404)."""
+    method = "GET" if patch is None else "PATCH"
     path = f"/subscriptions/{quote(subscription_id, safe='')}"
-    response = api_call(calendar_view(), snapshot, "GET", path, now)
+    response = api_call(calendar_view(), snapshot, method, path, now, patch)
     if response.status_code == 404:
         return None
-    return _subscription(response, "GET /subscriptions")
+    return _subscription(response, f"{method} /subscriptions")
 
 
 def delete_subscription(snapshot: ConnectionSnapshot, subscription_id: str, now: datetime) -> bool:

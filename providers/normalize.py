@@ -55,10 +55,6 @@ def utc_text(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_date(value: object, name: str) -> date:
-    return date.fromisoformat(require_str(value, name))
-
-
 def start_of_day(day: date, zone: tzinfo | None) -> datetime:
     """Midnight of an all-day event's date in the calendar's zone, as UTC."""
     return datetime.combine(day, time(), tzinfo=zone or UTC).astimezone(UTC)
