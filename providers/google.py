@@ -145,7 +145,7 @@ def _when(value: Any, name: str, zone: tzinfo | None) -> tuple[datetime, bool]:
         return n.parse_datetime(value["dateTime"], name, own_zone), False
     if "date" in value:
         day = date.fromisoformat(n.require_str(value["date"], name))
-        return n.start_of_day(day, zone), True
+        return n.as_utc(day, zone), True
     raise KeyError(f"{name} has neither dateTime nor date")
 
 

@@ -406,15 +406,6 @@ def _expand(
     return occurrences
 
 
-def _as_utc(value: date | datetime, zone: tzinfo | None) -> datetime:
-    """A DATE as midnight in the feed's zone; a floating time read in it; both as UTC."""
-    if not isinstance(value, datetime):
-        return n.start_of_day(value, zone)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=zone or UTC)
-    return value.astimezone(UTC)
-
-
 def _check_recurrence_work(components: Iterable[Any], end: datetime, zone: tzinfo | None) -> None:
     """Estimate each RRULE's steps from DTSTART to ``end`` and refuse runaway ones."""
     total = 0.0
@@ -425,13 +416,13 @@ def _check_recurrence_work(components: Iterable[Any], end: datetime, zone: tzinf
                 raise MalformedPayload(f"ics: a recurrence has an unknown FREQ {freq!r}")
             try:
                 interval = max(int(first_value(rule, "INTERVAL") or 1), 1)
-                start = _as_utc(component["DTSTART"].dt, zone)
+                start = n.as_utc(component["DTSTART"].dt, zone)
             except (KeyError, TypeError, ValueError):
                 continue  # the expansion skips a bad series; nothing to estimate
             stop = end
             until = first_value(rule, "UNTIL")
             if isinstance(until, date):
-                stop = min(stop, _as_utc(until, zone))
+                stop = min(stop, n.as_utc(until, zone))
             steps = max((stop - start).total_seconds(), 0) / (FREQ_SECONDS[freq] * interval)
             for part, unit in _BY_PART_SECONDS.items():
                 # A part finer than the frequency multiplies the candidates per step.
@@ -459,9 +450,9 @@ def _series_facts(components: Iterable[Any], zone: tzinfo | None) -> _SeriesFact
         try:
             start = component["DTSTART"].dt
             if recurrence_id is None:
-                facts.starts[uid] = _as_utc(start, zone)
+                facts.starts[uid] = n.as_utc(start, zone)
             else:
-                key = (uid, _as_utc(recurrence_id.dt, zone))
+                key = (uid, n.as_utc(recurrence_id.dt, zone))
                 facts.overrides[key] = _Override(start, recurrence_id.dt)
         except (KeyError, TypeError, ValueError, AttributeError):
             pass
@@ -483,24 +474,24 @@ def _event(
         return None
     raw_start = occurrence["DTSTART"].dt
     all_day = not isinstance(raw_start, datetime)
-    starts_at = _as_utc(raw_start, zone)
-    ends_at = _as_utc(occurrence["DTEND"].dt, zone) if occurrence.get("DTEND") else None
+    starts_at = n.as_utc(raw_start, zone)
+    ends_at = n.as_utc(occurrence["DTEND"].dt, zone) if occurrence.get("DTEND") else None
     occurrence_start = None
     anchor = facts.starts.get(uid, starts_at)
     recurrence_id = occurrence.get("RECURRENCE-ID")
     if recurrence_id is not None:
-        written = _as_utc(recurrence_id.dt, zone)
+        written = n.as_utc(recurrence_id.dt, zone)
         override = facts.overrides.get((uid, written))
         if override is not None:
             # An edited occurrence's absolute alarm belongs to the edit, not the series.
-            anchor = _as_utc(override.start, zone)
+            anchor = n.as_utc(override.start, zone)
         if uid in facts.recurring:
             occurrence_start = written
             this_and_future = str(recurrence_id.params.get("RANGE", "")).upper()
             if override is not None and this_and_future == "THISANDFUTURE":
                 # Carried along by RANGE=THISANDFUTURE: its own id is its start less the shift.
                 shift = override.start - override.recurrence_id
-                occurrence_start = _as_utc(raw_start - shift, zone)
+                occurrence_start = n.as_utc(raw_start - shift, zone)
     leads = _alarm_leads(occurrence, starts_at, ends_at, anchor)
     if len(leads) > n.MAX_LEADS_PER_EVENT and uid not in facts.capped:
         facts.capped.add(uid)
@@ -559,7 +550,7 @@ def _alarm_leads(
                 offset += (ends_at or starts_at) - starts_at
             lead = -offset
         elif isinstance(value, datetime):
-            lead = anchor - _as_utc(value, None)
+            lead = anchor - n.as_utc(value, None)
         else:
             continue
         minutes = int(lead.total_seconds() // 60)
