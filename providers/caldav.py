@@ -245,22 +245,18 @@ def fetch(
         max_bytes=snapshot.config.ics_max_bytes,
     )
     try:
-        if not snapshot.calendar_id:
-            if snapshot.sync_state.get("calendars") and not snapshot.full_sync:
-                return FetchResult(changed=False, sync_state=snapshot.sync_state)
-            return _discovered(client, snapshot)
-        return _fetch(client, snapshot, window_start, window_end)
+        if snapshot.calendar_id:
+            return _fetch(client, snapshot, window_start, window_end)
+        # An account with no calendar chosen yet: its calendars, for the person to choose
+        # from (kept in ``sync_state``; nothing to write, no events).
+        if snapshot.sync_state.get("calendars") and not snapshot.full_sync:
+            return FetchResult(changed=False, sync_state=snapshot.sync_state)
+        choices = discover(client, snapshot.feed_url)
+        if not choices:
+            raise ProviderError("caldav: the account has no calendar with events")
+        return FetchResult(changed=False, sync_state={"calendars": choices})
     finally:
         client.deadline.cancel()
-
-
-def _discovered(client: DavClient, snapshot: ConnectionSnapshot) -> FetchResult:
-    """An account connected but no calendar chosen yet: its calendars, for the person to
-    choose from (kept in ``sync_state``; nothing to write, no events)."""
-    choices = discover(client, snapshot.feed_url)
-    if not choices:
-        raise ProviderError("caldav: the account has no calendar with events")
-    return FetchResult(changed=False, sync_state={"calendars": choices})
 
 
 def _fetch(

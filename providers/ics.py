@@ -28,7 +28,7 @@ from providers.base import (
     raise_for_transient,
     time_left,
 )
-from providers.ics_parse import parse_feed_bounded, parse_seconds
+from providers.parse_template import parse_feed_bounded, parse_seconds
 from providers.untrusted_fetch import Deadline, bounded_body, parse_target, vetted_address
 
 NAME = "ics"
@@ -71,14 +71,11 @@ def download_deadline(snapshot: ConnectionSnapshot) -> Deadline:
 
 
 def fetch_feed(
-    snapshot: ConnectionSnapshot, stored: dict[str, str] | None, now: datetime
+    snapshot: ConnectionSnapshot, conditional: bool, now: datetime
 ) -> tuple[dict[str, str], bytes | None]:
     """GET the feed: the validators to store and the body (None: a 304, unchanged).
-
-    ``stored`` holds the ETag / Last-Modified of a copy that may be reused, making the request
-    conditional; None asks unconditionally.
-    """
-    kept = stored or {}
+    ``conditional``: the stored copy may be reused, so its ETag / Last-Modified are sent."""
+    kept = snapshot.sync_state if conditional else {}
     headers = {"Accept": "text/calendar, */*;q=0.5"}
     if kept.get("etag"):
         headers["If-None-Match"] = kept["etag"]
@@ -101,7 +98,7 @@ def fetch_feed(
                 "etag": answer.headers.get("ETag", kept.get("etag", "")),
                 "last_modified": answer.headers.get("Last-Modified", kept.get("last_modified", "")),
             }
-            if status == 304 and stored is not None:
+            if status == 304 and conditional:
                 return validators, None
             if status in _GONE:
                 raise NeedsReauth(
@@ -131,12 +128,7 @@ def fetch(
         raise ProviderError("ics: no feed address stored")
     state = snapshot.sync_state
     covered = not snapshot.full_sync and covers_window(state, snapshot, window_start, window_end)
-    stored = (
-        {"etag": state.get("etag", ""), "last_modified": state.get("last_modified", "")}
-        if covered
-        else None
-    )
-    validators, body = fetch_feed(snapshot, stored, now)
+    validators, body = fetch_feed(snapshot, covered, now)
     if body is None:
         return FetchResult(changed=False, sync_state={**state, **validators})
     digest = hashlib.sha256(body).hexdigest()

@@ -4,8 +4,8 @@ The whole body is parsed and every recurrence expanded locally over the window, 
 bounds so one hostile feed cannot burn a sweep: single events days outside the window are
 dropped as text; each RRULE's work is estimated before expanding; components and
 occurrences are capped; and the parse runs in a CPU-limited child killed at a deadline that
-grows with the feed (``parse_seconds``). A bound rejects the whole feed and the previous copy
-stays; one unusable event costs only that event or series, reported on the connection.
+grows with the feed (``parse_template``). A bound rejects the whole feed and the previous
+copy stays; one unusable event costs only that event or series, reported on the connection.
 """
 
 from __future__ import annotations
@@ -30,9 +30,6 @@ from providers.base import FetchResult, MalformedPayload, ProviderEvent
 
 logger = logging.getLogger("nudge.calendars.ics")
 
-# About twice the worst case (every event a series, so nothing is dropped unparsed).
-PARSE_SECONDS_BASE = 2.0
-PARSE_SECONDS_PER_MB = 4.0
 # A single event this far outside the window cannot touch it in any zone (offsets are +-14 h).
 DATING_MARGIN = timedelta(days=2)
 MAX_COMPONENTS = 20_000
@@ -278,7 +275,7 @@ def parse_feed(
     ``meeting_hosts`` are the hosts a join link may point to (none: no links). An unusable
     event is skipped and listed in ``problems``; MalformedPayload only for the whole feed.
     """
-    seconds = parse_seconds(len(body)) if seconds is None else seconds
+    seconds = parse_template.parse_seconds(len(body)) if seconds is None else seconds
     deadline = time.monotonic() + seconds
     if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"BEGIN:VCALENDAR"):
         raise MalformedPayload("ics: the response is not an iCalendar feed (no BEGIN:VCALENDAR)")
@@ -319,22 +316,6 @@ def parse_feed(
         if event is not None:  # None: cancelled
             result.events.append(event)
     return result
-
-
-def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
-    """``parse_feed`` in a CPU-limited child (``parse_template``) killed at its deadline;
-    ``options`` travel to it pickled (tuples, not generators).
-
-    A rule that can never match (30 February) makes dateutil walk to the year 9999 inside
-    one call, UNTIL notwithstanding, with no point at which to look at a clock.
-    """
-    seconds = options.pop("seconds", None) or parse_seconds(len(body))
-    return parse_template.parse_in_child(body, seconds, options)
-
-
-def parse_seconds(size: int) -> float:
-    """The parse deadline of a feed of ``size`` bytes (see PARSE_SECONDS_PER_MB)."""
-    return PARSE_SECONDS_BASE + PARSE_SECONDS_PER_MB * size / 1_000_000
 
 
 class _KeepParams:
