@@ -1,4 +1,4 @@
-"""The provider interface, its errors, and the HTTP plumbing every provider shares.
+"""What every provider shares: the snapshot it gets, what it returns, its errors, HTTP.
 
 A provider never touches tenant data: it gets a ``ConnectionSnapshot`` and returns what it
 fetched; refreshed tokens travel back on the snapshot (``credentials_changed``), so they are
@@ -28,7 +28,6 @@ _thread_calls = threading.local()
 
 
 def record_call() -> None:
-    """Count one HTTP request this thread made to a provider."""
     _thread_calls.count = getattr(_thread_calls, "count", 0) + 1
 
 
@@ -231,7 +230,6 @@ def provider_request(
 
 
 def json_body(response: requests.Response, provider: str) -> dict[str, Any]:
-    """The response as a JSON object, or MalformedPayload."""
     try:
         body = response.json()
     except ValueError:

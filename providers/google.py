@@ -21,9 +21,8 @@ from providers.base import (
     FetchResult,
     MalformedPayload,
     ProviderEvent,
-    json_body,
 )
-from providers.oauth import PagedListApi, PageRequest, api_call, call_error, fetch_pages
+from providers.oauth import PagedListApi, PageRequest, answer_body, api_call, fetch_pages
 
 logger = logging.getLogger("nudge.calendars.google")
 
@@ -246,9 +245,7 @@ def watch(
     }
     api = events_list()
     response = api_call(api, snapshot, "POST", f"{_events_path(snapshot)}/watch", now, payload)
-    if response.status_code != 200:
-        raise call_error(api, response, "events.watch")
-    body = json_body(response, NAME)
+    body = answer_body(api, response, "events.watch")
     try:
         resource_id = n.require_str(body.get("resourceId"), "resourceId")
         expiration = datetime.fromtimestamp(int(body["expiration"]) / 1000, UTC)

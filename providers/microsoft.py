@@ -21,9 +21,8 @@ from providers.base import (
     FetchResult,
     MalformedPayload,
     ProviderEvent,
-    json_body,
 )
-from providers.oauth import PagedListApi, PageRequest, api_call, call_error, fetch_pages
+from providers.oauth import PagedListApi, PageRequest, answer_body, api_call, fetch_pages
 
 NAME = "microsoft"
 SCOPE = "offline_access Calendars.Read User.Read"
@@ -183,9 +182,7 @@ SUBSCRIPTION_MINUTES = 4200
 
 
 def _subscription(response: requests.Response, operation: str) -> tuple[str, datetime]:
-    if response.status_code not in (200, 201):
-        raise call_error(calendar_view(), response, operation)
-    body = json_body(response, NAME)
+    body = answer_body(calendar_view(), response, operation, ok=(200, 201))
     try:
         return (
             n.require_str(body.get("id"), "id"),

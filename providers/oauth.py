@@ -293,13 +293,18 @@ def _call(
     )
 
 
-def call_error(api: PagedListApi, response: requests.Response, operation: str) -> ProviderError:
-    """The error of an ``api_call`` that failed: RetryLater for a rate limit or 5xx."""
+def answer_body(
+    api: PagedListApi, response: requests.Response, operation: str, ok: tuple[int, ...] = (200,)
+) -> dict[str, Any]:
+    """The JSON object an ``api_call`` answered with; a rate limit or 5xx is RetryLater,
+    another status ProviderError."""
     status = response.status_code
-    message = f"{api.provider}: {operation} answered HTTP {status}"
-    if status == 429 or status >= 500 or api.is_rate_limit_403(response):
-        return RetryLater(message)
-    return ProviderError(message)
+    if status not in ok:
+        message = f"{api.provider}: {operation} answered HTTP {status}"
+        if status == 429 or status >= 500 or api.is_rate_limit_403(response):
+            raise RetryLater(message)
+        raise ProviderError(message)
+    return json_body(response, api.provider)
 
 
 def account_body(
