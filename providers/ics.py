@@ -3,9 +3,8 @@ the window. While the stored expansion covers the window (in the reader's zone),
 a body hashing the same is "unchanged" (no parsing, no writes); otherwise it re-expands.
 
 The feed's address is a secret (it grants read access to the calendar), so it is only ever
-shown as its host. It is fetched through ``untrusted_fetch``: redirects followed by hand so
-every hop is vetted and pinned like the first, the download cut at ``DOWNLOAD_SECONDS`` and
-the body at ``ICS_MAX_BYTES`` after decompression.
+shown as its host. It is fetched through ``untrusted_fetch``, the download cut at
+``DOWNLOAD_SECONDS`` and the body at ``ICS_MAX_BYTES`` after decompression.
 """
 
 from __future__ import annotations

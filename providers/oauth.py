@@ -205,8 +205,9 @@ class PagedListApi:
 def fetch_pages(
     api: PagedListApi, first: PageRequest, snapshot: ConnectionSnapshot, now: datetime
 ) -> list[dict[str, Any]]:
-    """Every page's body, in order. 429, 5xx and a rate-limit 403 are RetryLater, other
-    statuses ProviderError, a page that is not a JSON object with a list MalformedPayload."""
+    """Every page's body, in order, its list under ``items_key`` (empty when absent). 429,
+    5xx and a rate-limit 403 are RetryLater, other statuses ProviderError, a page that is
+    not a JSON object with a list MalformedPayload."""
     ensure_fresh_token(api.token_endpoint, snapshot, now)
     pages: list[dict[str, Any]] = []
     refreshed_after_401 = False
