@@ -33,11 +33,11 @@ from providers.base import (
 )
 from providers.ics import (
     EXPAND_AHEAD,
-    covers_window,
     download_deadline,
     feed_host,
     feed_origin,
     read_as_owner,
+    reusable,
 )
 from providers.untrusted_fetch import Deadline, bounded_body
 
@@ -264,7 +264,7 @@ def _fetch(
 ) -> FetchResult:
     state = snapshot.sync_state
     url = snapshot.feed_url
-    if not snapshot.full_sync and covers_window(state, snapshot, window_start, window_end):
+    if reusable(snapshot, window_start, window_end):
         unchanged, token = _unchanged(client, url, state)
         if unchanged:
             return FetchResult(changed=False, sync_state={**state, "sync_token": token})

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import datetime, timedelta
-from typing import Any
 
 import urllib3
 from urllib3.exceptions import LocationParseError
@@ -126,7 +125,7 @@ def fetch(
     if not snapshot.feed_url:
         raise ProviderError("ics: no feed address stored")
     state = snapshot.sync_state
-    covered = not snapshot.full_sync and covers_window(state, snapshot, window_start, window_end)
+    covered = reusable(snapshot, window_start, window_end)
     validators, body = fetch_feed(snapshot, covered, now)
     if body is None:
         return FetchResult(changed=False, sync_state={**state, **validators})
@@ -138,12 +137,14 @@ def fetch(
     return result
 
 
-def covers_window(
-    state: dict[str, Any], snapshot: ConnectionSnapshot, start: datetime, end: datetime
-) -> bool:
-    """Whether the stored copy was expanded over this whole window in the reader's zone."""
-    return state.get("zone", "") == snapshot.owner_timezone and covers(
-        state, start, end, ("expanded_from", "expanded_until")
+def reusable(snapshot: ConnectionSnapshot, start: datetime, end: datetime) -> bool:
+    """Whether the stored copy may be reused: no full sync asked, and it was expanded over
+    this whole window in the reader's zone."""
+    state = snapshot.sync_state
+    return (
+        not snapshot.full_sync
+        and state.get("zone", "") == snapshot.owner_timezone
+        and covers(state, start, end, ("expanded_from", "expanded_until"))
     )
 
 
@@ -152,7 +153,7 @@ def read_as_owner(
 ) -> FetchResult:
     """A calendar's occurrences from the window's start to ``EXPAND_AHEAD`` past its end, as
     its owner means them (their zone, their addresses, the meeting hosts trusted), parsed in
-    a bounded child; ``sync_state`` holds what the expansion covers (``covers_window``)."""
+    a bounded child; ``sync_state`` holds what the expansion covers (``reusable``)."""
     horizon = window_end + EXPAND_AHEAD
     result = parse_feed_bounded(
         body,
