@@ -440,6 +440,10 @@ def _series_facts(components: Iterable[Any], zone: tzinfo | None) -> _SeriesFact
     return facts
 
 
+def _this_and_future(recurrence_id: Any) -> bool:
+    return str(recurrence_id.params.get("RANGE", "")).upper() == "THISANDFUTURE"
+
+
 def _event(
     occurrence: Any,
     zone: tzinfo | None,
@@ -468,8 +472,7 @@ def _event(
             anchor = n.as_utc(override.start, zone)
         if uid in facts.recurring:
             occurrence_start = written
-            this_and_future = str(recurrence_id.params.get("RANGE", "")).upper()
-            if override is not None and this_and_future == "THISANDFUTURE":
+            if override is not None and _this_and_future(recurrence_id):
                 # Carried along by RANGE=THISANDFUTURE: its own id is its start less the shift.
                 shift = override.start - override.recurrence_id
                 occurrence_start = n.as_utc(raw_start - shift, zone)
