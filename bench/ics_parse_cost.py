@@ -9,7 +9,7 @@ feed is parsed ``--feeds`` times one after another
 
 - **fork per feed**: the bounded parse as it was until this change (``f4ebbb3``,
   copied below): a ``multiprocessing`` fork of this process per feed;
-- **template**: ``ics_parse.parse_feed_bounded`` now, a fork per feed of the small
+- **template**: ``parse_template.parse_feed_bounded`` now, a fork per feed of the small
   warm template process (``providers/parse_template.py``);
 - **in process**: ``parse_feed`` itself, warm, the floor (measured in a fork, so that
   this process stays as cold as the sweep, which never parses a feed itself).
@@ -52,7 +52,7 @@ WINDOW = {
 def _fork_per_feed(body: bytes, **options: Any) -> Any:
     """``parse_feed_bounded`` as of ``f4ebbb3``: a fork of the calling process per feed."""
     from providers.base import MalformedPayload, ProviderError
-    from providers.ics_parse import parse_seconds
+    from providers.parse_template import parse_seconds
 
     seconds = options.pop("seconds", None) or parse_seconds(len(body))
     context = multiprocessing.get_context("fork")
@@ -155,7 +155,7 @@ def main() -> None:
     setup_django()
     import calendars.sync  # noqa: F401 — the sweep's modules, for its size
     import sweeps.materialize  # noqa: F401
-    from providers.ics_parse import parse_feed_bounded
+    from providers.parse_template import parse_feed_bounded
     from tests.calendars.ics_samples import FEED
     from tests.support.parse_template import template_pid
 

@@ -17,9 +17,9 @@ from calendars.push import worklist
 from calendars.snapshot import snapshot_of
 from calendars.sync import apply_events
 from core.config import NudgeConfig
-from providers import crypto
+from providers import crypto, ics
 from providers.base import ProviderError
-from providers.ics import IcsFeedProvider, check_feed_url, feed_address, feed_host
+from providers.ics import check_feed_url, feed_address, feed_host
 from providers.oauth import TokenGrant
 from tenancy.scope import tenant_scope
 
@@ -131,9 +131,7 @@ def connect_ics_feed(
         check_calendar_cap(user_id, config.max_calendars_per_user)
         snapshot = snapshot_of(connection, config)
     try:
-        fetched = IcsFeedProvider().fetch(
-            snapshot, now=now, window_start=window_start, window_end=window_end
-        )
+        fetched = ics.fetch(snapshot, now=now, window_start=window_start, window_end=window_end)
     except ProviderError as exc:
         raise ConnectError(crypto.scrub(str(exc), url)) from None
     connection.account = (fetched.calendar_name or feed_host(url))[:255]

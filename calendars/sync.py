@@ -20,12 +20,13 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
 
+import providers
 from calendars import statements
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.push.freshness import fetch_window
 from calendars.snapshot import rotated_meanwhile, snapshot_of, token_values
 from core.config import NudgeConfig
-from providers import crypto, get_provider
+from providers import crypto
 from providers.base import (
     ConnectionSnapshot,
     FetchResult,
@@ -240,7 +241,7 @@ def fetch_job(job: FetchJob, now: datetime) -> None:
     started, calls = time.monotonic(), calls_in_thread()
     snapshot.deadline = started + snapshot.config.calendar_sync_budget_seconds
     try:
-        job.fetched = get_provider(job.provider).fetch(
+        job.fetched = providers.fetch(
             snapshot, now=now, window_start=window_start, window_end=window_end
         )
     except ProviderError as exc:

@@ -1,23 +1,25 @@
-"""Calendar providers: one interface (``base.CalendarProvider``), one module per provider."""
+"""Calendar providers: one module per provider, each with the same ``fetch``."""
 
 from __future__ import annotations
 
-from providers.base import CalendarProvider
+from datetime import datetime
+
+from providers.base import ConnectionSnapshot, FetchResult
 
 
-def get_provider(name: str) -> CalendarProvider:
-    """The provider implementation for a ``Provider`` value."""
-    from providers.caldav import CalDavProvider
-    from providers.google import GoogleCalendarProvider
-    from providers.ics import IcsFeedProvider
-    from providers.microsoft import MicrosoftGraphProvider
+def fetch(
+    snapshot: ConnectionSnapshot,
+    *,
+    now: datetime,
+    window_start: datetime,
+    window_end: datetime,
+) -> FetchResult:
+    """The connection's events overlapping the window, from its provider's module; raise
+    ProviderError."""
+    from providers import caldav, google, ics, microsoft
 
-    for implementation in (
-        GoogleCalendarProvider,
-        MicrosoftGraphProvider,
-        IcsFeedProvider,
-        CalDavProvider,
-    ):
-        if implementation.name == name:
-            return implementation()
-    raise ValueError(f"unknown calendar provider {name!r}")
+    modules = {module.NAME: module for module in (google, microsoft, ics, caldav)}
+    if snapshot.provider not in modules:
+        raise ValueError(f"unknown calendar provider {snapshot.provider!r}")
+    module = modules[snapshot.provider]
+    return module.fetch(snapshot, now=now, window_start=window_start, window_end=window_end)

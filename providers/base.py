@@ -1,4 +1,4 @@
-"""The provider interface, its errors, and the HTTP plumbing every provider shares.
+"""What every provider shares: the snapshot it gets, what it returns, its errors, HTTP.
 
 A provider never touches tenant data: it gets a ``ConnectionSnapshot`` and returns what it
 fetched; refreshed tokens travel back on the snapshot (``credentials_changed``), so they are
@@ -11,7 +11,6 @@ import http.cookiejar
 import os
 import threading
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -29,7 +28,6 @@ _thread_calls = threading.local()
 
 
 def record_call() -> None:
-    """Count one HTTP request this thread made to a provider."""
     _thread_calls.count = getattr(_thread_calls, "count", 0) + 1
 
 
@@ -118,23 +116,6 @@ class FetchResult:
     skipped_events: int = 0
     problems: list[str] = field(default_factory=list)  # for support: no secrets, no titles
     calendar_name: str = ""
-
-
-class CalendarProvider(ABC):
-    """One calendar service."""
-
-    name: str
-
-    @abstractmethod
-    def fetch(
-        self,
-        snapshot: ConnectionSnapshot,
-        *,
-        now: datetime,
-        window_start: datetime,
-        window_end: datetime,
-    ) -> FetchResult:
-        """Return the connection's events overlapping the window; raise ProviderError."""
 
 
 class BudgetExceeded(RetryLater):
@@ -249,7 +230,6 @@ def provider_request(
 
 
 def json_body(response: requests.Response, provider: str) -> dict[str, Any]:
-    """The response as a JSON object, or MalformedPayload."""
     try:
         body = response.json()
     except ValueError:

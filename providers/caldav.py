@@ -23,7 +23,6 @@ from xml.sax.saxutils import escape
 
 from providers import untrusted_fetch
 from providers.base import (
-    CalendarProvider,
     ConnectionSnapshot,
     FetchResult,
     MalformedPayload,
@@ -34,11 +33,11 @@ from providers.base import (
 )
 from providers.ics import (
     EXPAND_AHEAD,
-    covers_window,
     download_deadline,
     feed_host,
     feed_origin,
     read_as_owner,
+    reusable,
 )
 from providers.untrusted_fetch import Deadline, bounded_body
 
@@ -227,56 +226,37 @@ NO_SYNC, TOO_LARGE = "no_sync", "too_large"
 _CALENDAR_PROPERTIES = ("VERSION:", "PRODID:", "CALSCALE:", "METHOD:")
 
 
-@dataclass(frozen=True)
-class CalendarChoice:
-    """One calendar discovery found: its address and its name."""
-
-    url: str
-    name: str
-
-
-class CalDavProvider(CalendarProvider):
-    name = NAME
-
-    def fetch(
-        self,
-        snapshot: ConnectionSnapshot,
-        *,
-        now: datetime,
-        window_start: datetime,
-        window_end: datetime,
-    ) -> FetchResult:
-        if not snapshot.feed_url:
-            raise ProviderError("caldav: no calendar address stored")
-        client = DavClient(
-            base_url=snapshot.feed_url,
-            username=snapshot.account,
-            password=snapshot.access_token,
-            allow_private=snapshot.allow_private_network,
-            timeout=snapshot.config.calendar_http_timeout_seconds,
-            deadline=download_deadline(snapshot),
-            max_bytes=snapshot.config.ics_max_bytes,
-        )
-        try:
-            if not snapshot.calendar_id:
-                if snapshot.sync_state.get("calendars") and not snapshot.full_sync:
-                    return FetchResult(changed=False, sync_state=snapshot.sync_state)
-                return _discovered(client, snapshot)
-            return _fetch(client, snapshot, window_start, window_end)
-        finally:
-            client.deadline.cancel()
-
-
-def _discovered(client: DavClient, snapshot: ConnectionSnapshot) -> FetchResult:
-    """An account connected but no calendar chosen yet: its calendars, for the person to
-    choose from (kept in ``sync_state``; nothing to write, no events)."""
-    choices = discover(client, snapshot.feed_url)
-    if not choices:
-        raise ProviderError("caldav: the account has no calendar with events")
-    return FetchResult(
-        changed=False,
-        sync_state={"calendars": [{"url": c.url, "name": c.name[:255]} for c in choices]},
+def fetch(
+    snapshot: ConnectionSnapshot,
+    *,
+    now: datetime,
+    window_start: datetime,
+    window_end: datetime,
+) -> FetchResult:
+    if not snapshot.feed_url:
+        raise ProviderError("caldav: no calendar address stored")
+    client = DavClient(
+        base_url=snapshot.feed_url,
+        username=snapshot.account,
+        password=snapshot.access_token,
+        allow_private=snapshot.allow_private_network,
+        timeout=snapshot.config.calendar_http_timeout_seconds,
+        deadline=download_deadline(snapshot),
+        max_bytes=snapshot.config.ics_max_bytes,
     )
+    try:
+        if snapshot.calendar_id:
+            return _fetch(client, snapshot, window_start, window_end)
+        # An account with no calendar chosen yet: its calendars, for the person to choose
+        # from (kept in ``sync_state``; nothing to write, no events).
+        if snapshot.sync_state.get("calendars") and not snapshot.full_sync:
+            return FetchResult(changed=False, sync_state=snapshot.sync_state)
+        choices = discover(client, snapshot.feed_url)
+        if not choices:
+            raise ProviderError("caldav: the account has no calendar with events")
+        return FetchResult(changed=False, sync_state={"calendars": choices})
+    finally:
+        client.deadline.cancel()
 
 
 def _fetch(
@@ -284,7 +264,7 @@ def _fetch(
 ) -> FetchResult:
     state = snapshot.sync_state
     url = snapshot.feed_url
-    if not snapshot.full_sync and covers_window(state, snapshot, window_start, window_end):
+    if reusable(snapshot, window_start, window_end):
         unchanged, token = _unchanged(client, url, state)
         if unchanged:
             return FetchResult(changed=False, sync_state={**state, "sync_token": token})
@@ -396,9 +376,10 @@ def joined_calendar(objects: list[str]) -> bytes:
     return ("\r\n".join(lines) + "\r\n").encode()
 
 
-def discover(client: DavClient, server_url: str) -> list[CalendarChoice]:
+def discover(client: DavClient, server_url: str) -> list[dict[str, str]]:
     """RFC 6764 then RFC 4791: the user's principal (from the address given, else from
-    /.well-known/caldav), its calendar home, and the calendars there that hold events."""
+    /.well-known/caldav), its calendar home, and the calendars there that hold events
+    (each its ``url`` and ``name``)."""
     principal = ""
     for start in (server_url, urljoin(server_url, "/.well-known/caldav")):
         try:
@@ -431,5 +412,6 @@ def discover(client: DavClient, server_url: str) -> list[CalendarChoice]:
         names = {c.get("name", "").upper() for c in components} if components is not None else set()
         if names and "VEVENT" not in names:
             continue
-        choices.append(CalendarChoice(item.href, item.text("{DAV:}displayname") or item.href))
+        name = item.text("{DAV:}displayname") or item.href
+        choices.append({"url": item.href, "name": name[:255]})
     return choices

@@ -7,7 +7,7 @@ an empty list ("use the user's default lead").
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from typing import Any
 from urllib.parse import quote
 
@@ -17,14 +17,12 @@ from django.conf import settings
 from providers import meeting_links, oauth
 from providers import normalize as n
 from providers.base import (
-    CalendarProvider,
     ConnectionSnapshot,
     FetchResult,
     MalformedPayload,
     ProviderEvent,
-    json_body,
 )
-from providers.oauth import PagedListApi, PageRequest, api_call, call_error, fetch_pages
+from providers.oauth import PagedListApi, PageRequest, answer_body, api_call, fetch_pages
 
 logger = logging.getLogger("nudge.calendars.google")
 
@@ -87,39 +85,34 @@ def events_list() -> PagedListApi:
     )
 
 
-class GoogleCalendarProvider(CalendarProvider):
-    name = NAME
-
-    def fetch(
-        self,
-        snapshot: ConnectionSnapshot,
-        *,
-        now: datetime,
-        window_start: datetime,
-        window_end: datetime,
-    ) -> FetchResult:
-        params = {
-            "timeMin": n.utc_text(window_start),
-            "timeMax": n.utc_text(window_end),
-            "singleEvents": "true",
-            "maxResults": PAGE_SIZE,
-        }
-        api = events_list()
-        first = PageRequest(api.base_url + _events_path(snapshot), params)
-        pages = fetch_pages(api, first, snapshot, now)
-        # Every page repeats the calendar's default reminders and zone.
-        first_page = pages.bodies[0]
-        zone = n.zone_or_none(first_page.get("timeZone"))
-        defaults = _default_reminders(first_page.get("defaultReminders"))
-        hosts = snapshot.config.meeting_hosts
-        return oauth.window_events(
-            api,
-            pages,
-            window_start,
-            window_end,
-            cancelled=lambda item: item.get("status") == "cancelled",
-            event=lambda item: _event(item, defaults, zone, hosts),
-        )
+def fetch(
+    snapshot: ConnectionSnapshot,
+    *,
+    now: datetime,
+    window_start: datetime,
+    window_end: datetime,
+) -> FetchResult:
+    params = {
+        "timeMin": n.utc_text(window_start),
+        "timeMax": n.utc_text(window_end),
+        "singleEvents": "true",
+        "maxResults": PAGE_SIZE,
+    }
+    api = events_list()
+    first = PageRequest(api.base_url + _events_path(snapshot), params)
+    pages = fetch_pages(api, first, snapshot, now)
+    # Every page repeats the calendar's default reminders and zone.
+    zone = n.zone_or_none(pages[0].get("timeZone"))
+    defaults = _default_reminders(pages[0].get("defaultReminders"))
+    hosts = snapshot.config.meeting_hosts
+    return oauth.window_events(
+        api,
+        pages,
+        window_start,
+        window_end,
+        cancelled=lambda item: item.get("status") == "cancelled",
+        event=lambda item: _event(item, defaults, zone, hosts),
+    )
 
 
 def _default_reminders(value: Any) -> tuple[int, ...]:
@@ -150,7 +143,8 @@ def _when(value: Any, name: str, zone: tzinfo | None) -> tuple[datetime, bool]:
         own_zone = n.zone_or_none(value.get("timeZone"))
         return n.parse_datetime(value["dateTime"], name, own_zone), False
     if "date" in value:
-        return n.start_of_day(n.parse_date(value["date"], name), zone), True
+        day = date.fromisoformat(n.require_str(value["date"], name))
+        return n.as_utc(day, zone), True
     raise KeyError(f"{name} has neither dateTime nor date")
 
 
@@ -251,9 +245,7 @@ def watch(
     }
     api = events_list()
     response = api_call(api, snapshot, "POST", f"{_events_path(snapshot)}/watch", now, payload)
-    if response.status_code != 200:
-        raise call_error(api, response, "events.watch")
-    body = json_body(response, NAME)
+    body = answer_body(api, response, "events.watch")
     try:
         resource_id = n.require_str(body.get("resourceId"), "resourceId")
         expiration = datetime.fromtimestamp(int(body["expiration"]) / 1000, UTC)

@@ -3,9 +3,8 @@ the window. While the stored expansion covers the window (in the reader's zone),
 a body hashing the same is "unchanged" (no parsing, no writes); otherwise it re-expands.
 
 The feed's address is a secret (it grants read access to the calendar), so it is only ever
-shown as its host. It is fetched through ``untrusted_fetch``: redirects followed by hand so
-every hop is vetted and pinned like the first, the download cut at ``DOWNLOAD_SECONDS`` and
-the body at ``ICS_MAX_BYTES`` after decompression.
+shown as its host. It is fetched through ``untrusted_fetch``, the download cut at
+``DOWNLOAD_SECONDS`` and the body at ``ICS_MAX_BYTES`` after decompression.
 """
 
 from __future__ import annotations
@@ -13,14 +12,12 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import datetime, timedelta
-from typing import Any
 
 import urllib3
 from urllib3.exceptions import LocationParseError
 
 from providers import untrusted_fetch
 from providers.base import (
-    CalendarProvider,
     ConnectionSnapshot,
     FetchResult,
     NeedsReauth,
@@ -29,7 +26,7 @@ from providers.base import (
     raise_for_transient,
     time_left,
 )
-from providers.ics_parse import parse_feed_bounded, parse_seconds
+from providers.parse_template import parse_feed_bounded, parse_seconds
 from providers.untrusted_fetch import Deadline, bounded_body, parse_target, vetted_address
 
 NAME = "ics"
@@ -72,14 +69,11 @@ def download_deadline(snapshot: ConnectionSnapshot) -> Deadline:
 
 
 def fetch_feed(
-    snapshot: ConnectionSnapshot, stored: dict[str, str] | None, now: datetime
+    snapshot: ConnectionSnapshot, conditional: bool, now: datetime
 ) -> tuple[dict[str, str], bytes | None]:
     """GET the feed: the validators to store and the body (None: a 304, unchanged).
-
-    ``stored`` holds the ETag / Last-Modified of a copy that may be reused, making the request
-    conditional; None asks unconditionally.
-    """
-    kept = stored or {}
+    ``conditional``: the stored copy may be reused, so its ETag / Last-Modified are sent."""
+    kept = snapshot.sync_state if conditional else {}
     headers = {"Accept": "text/calendar, */*;q=0.5"}
     if kept.get("etag"):
         headers["If-None-Match"] = kept["etag"]
@@ -102,7 +96,7 @@ def fetch_feed(
                 "etag": answer.headers.get("ETag", kept.get("etag", "")),
                 "last_modified": answer.headers.get("Last-Modified", kept.get("last_modified", "")),
             }
-            if status == 304 and stored is not None:
+            if status == 304 and conditional:
                 return validators, None
             if status in _GONE:
                 raise NeedsReauth(
@@ -121,45 +115,36 @@ def fetch_feed(
 EXPAND_AHEAD = timedelta(days=6)
 
 
-class IcsFeedProvider(CalendarProvider):
-    name = NAME
-
-    def fetch(
-        self,
-        snapshot: ConnectionSnapshot,
-        *,
-        now: datetime,
-        window_start: datetime,
-        window_end: datetime,
-    ) -> FetchResult:
-        if not snapshot.feed_url:
-            raise ProviderError("ics: no feed address stored")
-        state = snapshot.sync_state
-        covered = not snapshot.full_sync and covers_window(
-            state, snapshot, window_start, window_end
-        )
-        stored = (
-            {"etag": state.get("etag", ""), "last_modified": state.get("last_modified", "")}
-            if covered
-            else None
-        )
-        validators, body = fetch_feed(snapshot, stored, now)
-        if body is None:
-            return FetchResult(changed=False, sync_state={**state, **validators})
-        digest = hashlib.sha256(body).hexdigest()
-        if covered and digest == state.get("body_sha256"):
-            return FetchResult(changed=False, sync_state={**state, **validators})
-        result = read_as_owner(body, snapshot, window_start, window_end)
-        result.sync_state |= {**validators, "body_sha256": digest}
-        return result
+def fetch(
+    snapshot: ConnectionSnapshot,
+    *,
+    now: datetime,
+    window_start: datetime,
+    window_end: datetime,
+) -> FetchResult:
+    if not snapshot.feed_url:
+        raise ProviderError("ics: no feed address stored")
+    state = snapshot.sync_state
+    covered = reusable(snapshot, window_start, window_end)
+    validators, body = fetch_feed(snapshot, covered, now)
+    if body is None:
+        return FetchResult(changed=False, sync_state={**state, **validators})
+    digest = hashlib.sha256(body).hexdigest()
+    if covered and digest == state.get("body_sha256"):
+        return FetchResult(changed=False, sync_state={**state, **validators})
+    result = read_as_owner(body, snapshot, window_start, window_end)
+    result.sync_state |= {**validators, "body_sha256": digest}
+    return result
 
 
-def covers_window(
-    state: dict[str, Any], snapshot: ConnectionSnapshot, start: datetime, end: datetime
-) -> bool:
-    """Whether the stored copy was expanded over this whole window in the reader's zone."""
-    return state.get("zone", "") == snapshot.owner_timezone and covers(
-        state, start, end, ("expanded_from", "expanded_until")
+def reusable(snapshot: ConnectionSnapshot, start: datetime, end: datetime) -> bool:
+    """Whether the stored copy may be reused: no full sync asked, and it was expanded over
+    this whole window in the reader's zone."""
+    state = snapshot.sync_state
+    return (
+        not snapshot.full_sync
+        and state.get("zone", "") == snapshot.owner_timezone
+        and covers(state, start, end, ("expanded_from", "expanded_until"))
     )
 
 
@@ -168,7 +153,7 @@ def read_as_owner(
 ) -> FetchResult:
     """A calendar's occurrences from the window's start to ``EXPAND_AHEAD`` past its end, as
     its owner means them (their zone, their addresses, the meeting hosts trusted), parsed in
-    a bounded child; ``sync_state`` holds what the expansion covers (``covers_window``)."""
+    a bounded child; ``sync_state`` holds what the expansion covers (``reusable``)."""
     horizon = window_end + EXPAND_AHEAD
     result = parse_feed_bounded(
         body,

@@ -4,8 +4,8 @@ The whole body is parsed and every recurrence expanded locally over the window, 
 bounds so one hostile feed cannot burn a sweep: single events days outside the window are
 dropped as text; each RRULE's work is estimated before expanding; components and
 occurrences are capped; and the parse runs in a CPU-limited child killed at a deadline that
-grows with the feed (``parse_seconds``). A bound rejects the whole feed and the previous copy
-stays; one unusable event costs only that event or series, reported on the connection.
+grows with the feed (``parse_template``). A bound rejects the whole feed and the previous
+copy stays; one unusable event costs only that event or series, reported on the connection.
 """
 
 from __future__ import annotations
@@ -30,9 +30,6 @@ from providers.base import FetchResult, MalformedPayload, ProviderEvent
 
 logger = logging.getLogger("nudge.calendars.ics")
 
-# About twice the worst case (every event a series, so nothing is dropped unparsed).
-PARSE_SECONDS_BASE = 2.0
-PARSE_SECONDS_PER_MB = 4.0
 # A single event this far outside the window cannot touch it in any zone (offsets are +-14 h).
 DATING_MARGIN = timedelta(days=2)
 MAX_COMPONENTS = 20_000
@@ -151,7 +148,7 @@ def repair_events(calendar: Any, result: FetchResult) -> None:
             event["UID"] = _derived_uid(event, seen)
             note(result, event["UID"], "no UID; kept under an id derived from its start and title")
         rules = listed(event.get("RRULE"))
-        kept = [rule for rule in rules if not _is_empty_rule(rule)]
+        kept = [rule for rule in rules if rule or not isinstance(rule, icalendar.vRecur)]
         if not kept:
             event.pop("RRULE", None)
         elif len(kept) < len(rules):
@@ -198,10 +195,6 @@ def anchor_floating_until(calendar: Any) -> None:
                     else v
                     for v in values
                 ]
-
-
-def _is_empty_rule(rule: Any) -> bool:
-    return isinstance(rule, icalendar.vRecur) and not rule
 
 
 def _derived_uid(event: Any, seen: Counter[str]) -> str:
@@ -282,7 +275,7 @@ def parse_feed(
     ``meeting_hosts`` are the hosts a join link may point to (none: no links). An unusable
     event is skipped and listed in ``problems``; MalformedPayload only for the whole feed.
     """
-    seconds = parse_seconds(len(body)) if seconds is None else seconds
+    seconds = parse_template.parse_seconds(len(body)) if seconds is None else seconds
     deadline = time.monotonic() + seconds
     if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"BEGIN:VCALENDAR"):
         raise MalformedPayload("ics: the response is not an iCalendar feed (no BEGIN:VCALENDAR)")
@@ -323,22 +316,6 @@ def parse_feed(
         if event is not None:  # None: cancelled
             result.events.append(event)
     return result
-
-
-def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
-    """``parse_feed`` in a CPU-limited child (``parse_template``) killed at its deadline;
-    ``options`` travel to it pickled (tuples, not generators).
-
-    A rule that can never match (30 February) makes dateutil walk to the year 9999 inside
-    one call, UNTIL notwithstanding, with no point at which to look at a clock.
-    """
-    seconds = options.pop("seconds", None) or parse_seconds(len(body))
-    return parse_template.parse_in_child(body, seconds, options)
-
-
-def parse_seconds(size: int) -> float:
-    """The parse deadline of a feed of ``size`` bytes (see PARSE_SECONDS_PER_MB)."""
-    return PARSE_SECONDS_BASE + PARSE_SECONDS_PER_MB * size / 1_000_000
 
 
 class _KeepParams:
@@ -410,15 +387,6 @@ def _expand(
     return occurrences
 
 
-def _as_utc(value: date | datetime, zone: tzinfo | None) -> datetime:
-    """A DATE as midnight in the feed's zone; a floating time read in it; both as UTC."""
-    if not isinstance(value, datetime):
-        return n.start_of_day(value, zone)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=zone or UTC)
-    return value.astimezone(UTC)
-
-
 def _check_recurrence_work(components: Iterable[Any], end: datetime, zone: tzinfo | None) -> None:
     """Estimate each RRULE's steps from DTSTART to ``end`` and refuse runaway ones."""
     total = 0.0
@@ -429,13 +397,13 @@ def _check_recurrence_work(components: Iterable[Any], end: datetime, zone: tzinf
                 raise MalformedPayload(f"ics: a recurrence has an unknown FREQ {freq!r}")
             try:
                 interval = max(int(first_value(rule, "INTERVAL") or 1), 1)
-                start = _as_utc(component["DTSTART"].dt, zone)
+                start = n.as_utc(component["DTSTART"].dt, zone)
             except (KeyError, TypeError, ValueError):
                 continue  # the expansion skips a bad series; nothing to estimate
             stop = end
             until = first_value(rule, "UNTIL")
             if isinstance(until, date):
-                stop = min(stop, _as_utc(until, zone))
+                stop = min(stop, n.as_utc(until, zone))
             steps = max((stop - start).total_seconds(), 0) / (FREQ_SECONDS[freq] * interval)
             for part, unit in _BY_PART_SECONDS.items():
                 # A part finer than the frequency multiplies the candidates per step.
@@ -463,9 +431,9 @@ def _series_facts(components: Iterable[Any], zone: tzinfo | None) -> _SeriesFact
         try:
             start = component["DTSTART"].dt
             if recurrence_id is None:
-                facts.starts[uid] = _as_utc(start, zone)
+                facts.starts[uid] = n.as_utc(start, zone)
             else:
-                key = (uid, _as_utc(recurrence_id.dt, zone))
+                key = (uid, n.as_utc(recurrence_id.dt, zone))
                 facts.overrides[key] = _Override(start, recurrence_id.dt)
         except (KeyError, TypeError, ValueError, AttributeError):
             pass
@@ -491,23 +459,23 @@ def _event(
         return None
     raw_start = occurrence["DTSTART"].dt
     all_day = not isinstance(raw_start, datetime)
-    starts_at = _as_utc(raw_start, zone)
-    ends_at = _as_utc(occurrence["DTEND"].dt, zone) if occurrence.get("DTEND") else None
+    starts_at = n.as_utc(raw_start, zone)
+    ends_at = n.as_utc(occurrence["DTEND"].dt, zone) if occurrence.get("DTEND") else None
     occurrence_start = None
     anchor = facts.starts.get(uid, starts_at)
     recurrence_id = occurrence.get("RECURRENCE-ID")
     if recurrence_id is not None:
-        written = _as_utc(recurrence_id.dt, zone)
+        written = n.as_utc(recurrence_id.dt, zone)
         override = facts.overrides.get((uid, written))
         if override is not None:
             # An edited occurrence's absolute alarm belongs to the edit, not the series.
-            anchor = _as_utc(override.start, zone)
+            anchor = n.as_utc(override.start, zone)
         if uid in facts.recurring:
             occurrence_start = written
             if override is not None and _this_and_future(recurrence_id):
                 # Carried along by RANGE=THISANDFUTURE: its own id is its start less the shift.
                 shift = override.start - override.recurrence_id
-                occurrence_start = _as_utc(raw_start - shift, zone)
+                occurrence_start = n.as_utc(raw_start - shift, zone)
     leads = _alarm_leads(occurrence, starts_at, ends_at, anchor)
     if len(leads) > n.MAX_LEADS_PER_EVENT and uid not in facts.capped:
         facts.capped.add(uid)
@@ -566,7 +534,7 @@ def _alarm_leads(
                 offset += (ends_at or starts_at) - starts_at
             lead = -offset
         elif isinstance(value, datetime):
-            lead = anchor - _as_utc(value, None)
+            lead = anchor - n.as_utc(value, None)
         else:
             continue
         minutes = int(lead.total_seconds() // 60)

@@ -17,14 +17,12 @@ from urllib3.util import parse_url
 from providers import meeting_links, oauth
 from providers import normalize as n
 from providers.base import (
-    CalendarProvider,
     ConnectionSnapshot,
     FetchResult,
     MalformedPayload,
     ProviderEvent,
-    json_body,
 )
-from providers.oauth import PagedListApi, PageRequest, api_call, call_error, fetch_pages
+from providers.oauth import PagedListApi, PageRequest, answer_body, api_call, fetch_pages
 
 NAME = "microsoft"
 SCOPE = "offline_access Calendars.Read User.Read"
@@ -95,35 +93,31 @@ def calendar_view() -> PagedListApi:
     )
 
 
-class MicrosoftGraphProvider(CalendarProvider):
-    name = NAME
-
-    def fetch(
-        self,
-        snapshot: ConnectionSnapshot,
-        *,
-        now: datetime,
-        window_start: datetime,
-        window_end: datetime,
-    ) -> FetchResult:
-        params = {
-            "startDateTime": n.utc_text(window_start),
-            "endDateTime": n.utc_text(window_end),
-            "$select": SELECT,
-            "$top": PAGE_SIZE,
-        }
-        api = calendar_view()
-        first = PageRequest(
-            f"{api.base_url}/{_calendar_path(snapshot.calendar_id)}/calendarView", params
-        )
-        return oauth.window_events(
-            api,
-            fetch_pages(api, first, snapshot, now),
-            window_start,
-            window_end,
-            cancelled=lambda item: n.require_bool(item.get("isCancelled"), "isCancelled"),
-            event=lambda item: _event(item, snapshot.config.meeting_hosts),
-        )
+def fetch(
+    snapshot: ConnectionSnapshot,
+    *,
+    now: datetime,
+    window_start: datetime,
+    window_end: datetime,
+) -> FetchResult:
+    params = {
+        "startDateTime": n.utc_text(window_start),
+        "endDateTime": n.utc_text(window_end),
+        "$select": SELECT,
+        "$top": PAGE_SIZE,
+    }
+    api = calendar_view()
+    first = PageRequest(
+        f"{api.base_url}/{_calendar_path(snapshot.calendar_id)}/calendarView", params
+    )
+    return oauth.window_events(
+        api,
+        fetch_pages(api, first, snapshot, now),
+        window_start,
+        window_end,
+        cancelled=lambda item: n.require_bool(item.get("isCancelled"), "isCancelled"),
+        event=lambda item: _event(item, snapshot.config.meeting_hosts),
+    )
 
 
 def _when(value: Any, name: str) -> datetime:
@@ -188,9 +182,7 @@ SUBSCRIPTION_MINUTES = 4200
 
 
 def _subscription(response: requests.Response, operation: str) -> tuple[str, datetime]:
-    if response.status_code not in (200, 201):
-        raise call_error(calendar_view(), response, operation)
-    body = json_body(response, NAME)
+    body = answer_body(calendar_view(), response, operation, ok=(200, 201))
     try:
         return (
             n.require_str(body.get("id"), "id"),
@@ -228,22 +220,20 @@ def renew_subscription(
     """``PATCH /subscriptions/{id}`` with a new expiry (also answers reauthorizationRequired);
     None when Graph no longer knows the subscription (404), which must then be made again."""
     payload = {"expirationDateTime": n.utc_text(now + timedelta(minutes=SUBSCRIPTION_MINUTES))}
-    path = f"/subscriptions/{quote(subscription_id, safe='')}"
-    response = api_call(calendar_view(), snapshot, "PATCH", path, now, payload)
-    if response.status_code == 404:
-        return None
-    return _subscription(response, "PATCH /subscriptions")
+    return get_subscription(snapshot, subscription_id, now, payload)
 
 
 def get_subscription(
-    snapshot: ConnectionSnapshot, subscription_id: str, now: datetime
+    snapshot: ConnectionSnapshot, subscription_id: str, now: datetime, patch: Any = None
 ) -> tuple[str, datetime] | None:
-    """``GET /subscriptions/{id}``: (id, expiry) as Graph knows it now, or None (404)."""
+    """``GET /subscriptions/{id}`` (``PATCH`` with a ``patch``): (id, expiry) as Graph knows
+    it now, or None (404)."""
+    method = "GET" if patch is None else "PATCH"
     path = f"/subscriptions/{quote(subscription_id, safe='')}"
-    response = api_call(calendar_view(), snapshot, "GET", path, now)
+    response = api_call(calendar_view(), snapshot, method, path, now, patch)
     if response.status_code == 404:
         return None
-    return _subscription(response, "GET /subscriptions")
+    return _subscription(response, f"{method} /subscriptions")
 
 
 def delete_subscription(snapshot: ConnectionSnapshot, subscription_id: str, now: datetime) -> bool:

@@ -44,24 +44,22 @@ def parse_datetime(value: object, name: str, zone: tzinfo | None = None) -> date
     """An ISO 8601 instant as aware UTC; a naive one is read in ``zone`` (else UTC)."""
     text = require_str(value, name)
     # Graph sends seven fractional digits; Python reads at most six.
-    parsed = datetime.fromisoformat(_FRACTION.sub(r"\1", text))
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=zone or UTC)
-    return parsed.astimezone(UTC)
+    return as_utc(datetime.fromisoformat(_FRACTION.sub(r"\1", text)), zone)
+
+
+def as_utc(value: date | datetime, zone: tzinfo | None) -> datetime:
+    """A date as its midnight in ``zone`` (an all-day event's start), a naive time read in
+    ``zone`` (both else UTC), as aware UTC."""
+    if not isinstance(value, datetime):
+        value = datetime.combine(value, time())
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=zone or UTC)
+    return value.astimezone(UTC)
 
 
 def utc_text(moment: datetime) -> str:
     """``moment`` in UTC to the second, as Google and Graph take an instant."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_date(value: object, name: str) -> date:
-    return date.fromisoformat(require_str(value, name))
-
-
-def start_of_day(day: date, zone: tzinfo | None) -> datetime:
-    """Midnight of an all-day event's date in the calendar's zone, as UTC."""
-    return datetime.combine(day, time(), tzinfo=zone or UTC).astimezone(UTC)
 
 
 def zone_or_none(name: object) -> tzinfo | None:

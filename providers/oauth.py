@@ -56,7 +56,25 @@ class TokenEndpoint:
     scope: str = ""
 
 
-def _grant_from(response: requests.Response, endpoint: TokenEndpoint, now: datetime) -> TokenGrant:
+def _token_grant(
+    endpoint: TokenEndpoint,
+    grant: dict[str, str],
+    secrets: tuple[str, ...],
+    now: datetime,
+    timeout: float,
+) -> TokenGrant:
+    """POST one OAuth grant to the token endpoint, with our client credentials."""
+    data = {**grant, "client_id": endpoint.client_id, "client_secret": endpoint.client_secret}
+    if endpoint.scope:
+        data["scope"] = endpoint.scope
+    response = provider_request(
+        endpoint.provider,
+        "POST",
+        endpoint.url,
+        data=data,
+        secrets=(*secrets, endpoint.client_secret),
+        timeout=timeout,
+    )
     raise_for_transient(response, endpoint.provider, now)
     if response.status_code != 200:
         try:
@@ -84,28 +102,6 @@ def _grant_from(response: requests.Response, endpoint: TokenEndpoint, now: datet
         refresh_token=refresh_token if isinstance(refresh_token, str) else "",
         expires_at=expires_at,
     )
-
-
-def _token_grant(
-    endpoint: TokenEndpoint,
-    grant: dict[str, str],
-    secrets: tuple[str, ...],
-    now: datetime,
-    timeout: float,
-) -> TokenGrant:
-    """POST one OAuth grant to the token endpoint, with our client credentials."""
-    data = {**grant, "client_id": endpoint.client_id, "client_secret": endpoint.client_secret}
-    if endpoint.scope:
-        data["scope"] = endpoint.scope
-    response = provider_request(
-        endpoint.provider,
-        "POST",
-        endpoint.url,
-        data=data,
-        secrets=(*secrets, endpoint.client_secret),
-        timeout=timeout,
-    )
-    return _grant_from(response, endpoint, now)
 
 
 @dataclass(frozen=True)
@@ -206,25 +202,18 @@ class PagedListApi:
     is_rate_limit_403: Callable[[requests.Response], bool] = lambda _response: False
 
 
-@dataclass
-class Pages:
-    """Every page's list joined in order, and each page's body for what else it carries."""
-
-    items: list[Any]
-    bodies: list[dict[str, Any]]
-
-
 def fetch_pages(
     api: PagedListApi, first: PageRequest, snapshot: ConnectionSnapshot, now: datetime
-) -> Pages:
-    """Every page of the list. 429, 5xx and a rate-limit 403 are RetryLater, other statuses
-    ProviderError, a page that is not a JSON object with a list MalformedPayload."""
+) -> list[dict[str, Any]]:
+    """Every page's body, in order, its list under ``items_key`` (empty when absent). 429,
+    5xx and a rate-limit 403 are RetryLater, other statuses ProviderError, a page that is
+    not a JSON object with a list MalformedPayload."""
     ensure_fresh_token(api.token_endpoint, snapshot, now)
-    pages = Pages(items=[], bodies=[])
+    pages: list[dict[str, Any]] = []
     refreshed_after_401 = False
     request: PageRequest | None = first
     while request is not None:
-        if len(pages.bodies) == MAX_PAGES:
+        if len(pages) == MAX_PAGES:
             raise MalformedPayload(f"{api.provider}: more than {MAX_PAGES} pages for one window")
         response = _call(api, snapshot, "GET", request)
         if response.status_code == 401 and not refreshed_after_401:
@@ -232,20 +221,18 @@ def fetch_pages(
             refresh(api.token_endpoint, snapshot, now)
             response = _call(api, snapshot, "GET", request)
         body = _page_body(api, response, now)
-        page_items = body.get(api.items_key, [])
-        if not isinstance(page_items, list):
+        if not isinstance(body.setdefault(api.items_key, []), list):
             raise MalformedPayload(
                 f"{api.provider}: {api.operation} '{api.items_key}' is not a list"
             )
-        pages.items.extend(page_items)
-        pages.bodies.append(body)
+        pages.append(body)
         request = api.next_page(body, request)
     return pages
 
 
 def window_events(
     api: PagedListApi,
-    pages: Pages,
+    pages: list[dict[str, Any]],
     window_start: datetime,
     window_end: datetime,
     *,
@@ -257,7 +244,8 @@ def window_events(
     logger = logging.getLogger(f"nudge.calendars.{api.provider}")
     covered = {"window_start": window_start.isoformat(), "window_end": window_end.isoformat()}
     result = FetchResult(changed=True, sync_state=covered)
-    for index, item in enumerate(pages.items):
+    items = [item for page in pages for item in page[api.items_key]]
+    for index, item in enumerate(items):
         try:
             if not isinstance(item, dict):
                 raise TypeError("event is not an object")
@@ -306,13 +294,18 @@ def _call(
     )
 
 
-def call_error(api: PagedListApi, response: requests.Response, operation: str) -> ProviderError:
-    """The error of an ``api_call`` that failed: RetryLater for a rate limit or 5xx."""
+def answer_body(
+    api: PagedListApi, response: requests.Response, operation: str, ok: tuple[int, ...] = (200,)
+) -> dict[str, Any]:
+    """The JSON object an ``api_call`` answered with; a rate limit or 5xx is RetryLater,
+    another status ProviderError."""
     status = response.status_code
-    message = f"{api.provider}: {operation} answered HTTP {status}"
-    if status == 429 or status >= 500 or api.is_rate_limit_403(response):
-        return RetryLater(message)
-    return ProviderError(message)
+    if status not in ok:
+        message = f"{api.provider}: {operation} answered HTTP {status}"
+        if status == 429 or status >= 500 or api.is_rate_limit_403(response):
+            raise RetryLater(message)
+        raise ProviderError(message)
+    return json_body(response, api.provider)
 
 
 def account_body(

@@ -40,6 +40,10 @@ from typing import Any, NoReturn
 
 from providers.base import FetchResult, MalformedPayload, ProviderError
 
+# The parse's CPU seconds: about twice the worst case (every event a series, so nothing is
+# dropped unparsed).
+PARSE_SECONDS_BASE = 2.0
+PARSE_SECONDS_PER_MB = 4.0
 START_SECONDS = 30.0  # wall clock for a new template to import and warm up
 WALL_GRACE_SECONDS = 0.5
 _READY = b"R"
@@ -285,10 +289,17 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(stop_template)
 
 
-def parse_in_child(body: bytes, seconds: float, options: dict[str, Any]) -> FetchResult:
-    """``ics_parse.parse_feed`` of ``body`` in a fresh child with ``seconds`` of CPU, killed
-    ``WALL_GRACE_SECONDS`` later by the wall clock. MalformedPayload when it took too long or
+def parse_seconds(size: int) -> float:
+    """The parse deadline of a feed of ``size`` bytes."""
+    return PARSE_SECONDS_BASE + PARSE_SECONDS_PER_MB * size / 1_000_000
+
+
+def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
+    """``ics_parse.parse_feed`` of ``body`` in a fresh child with ``seconds`` of CPU (else
+    ``parse_seconds``), killed ``WALL_GRACE_SECONDS`` later by the wall clock; ``options``
+    travel pickled (tuples, not generators). MalformedPayload when it took too long or
     died; the parse's own ProviderError as raised."""
+    seconds = options.pop("seconds", None) or parse_seconds(len(body))
     request = pickle.dumps((body, seconds, options), protocol=pickle.HIGHEST_PROTOCOL)
     try:
         outcome, records = _exchange(request, seconds)

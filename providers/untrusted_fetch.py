@@ -180,14 +180,6 @@ class _PinnedHTTPS(_Pinned, HTTPSConnection):
     pass
 
 
-class _Pool(HTTPConnectionPool):
-    ConnectionCls = _PinnedHTTP
-
-
-class _TLSPool(HTTPSConnectionPool):
-    ConnectionCls = _PinnedHTTPS
-
-
 class Answer:
     """One response: status, headers, and its body as decoded chunks."""
 
@@ -234,10 +226,12 @@ def get(
         "pinned": address,
         "deadline": deadline,
     }
+    pool_class, pinned_class = HTTPConnectionPool, _PinnedHTTP
     if target.scheme == "https":
         options.update(cert_reqs="CERT_REQUIRED", ca_certs=ca_bundle())
-    pool_class = _TLSPool if target.scheme == "https" else _Pool
+        pool_class, pinned_class = HTTPSConnectionPool, _PinnedHTTPS
     pool: HTTPConnectionPool = pool_class(target.host, target.port, **options)
+    pool.ConnectionCls = pinned_class  # the pool makes its connections when first asked
     try:
         response = pool.urlopen(
             method,

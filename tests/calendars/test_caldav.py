@@ -127,7 +127,7 @@ def test_discovery_finds_the_event_calendars_from_the_server_address(radicale):
 
     found = discover(client, radicale.url + "/")
 
-    assert sorted((c.name, c.url) for c in found) == [
+    assert sorted((c["name"], c["url"]) for c in found) == [
         ("Home", radicale.url + "/ana/home/"),
         ("Work", radicale.url + "/ana/work/"),
     ]

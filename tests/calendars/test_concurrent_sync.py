@@ -16,7 +16,7 @@ from django.db import connection
 
 from calendars.sync_pool import SyncPool
 from core.config import NudgeConfig
-from providers.ics_parse import parse_feed_bounded
+from providers.parse_template import parse_feed_bounded
 from scheduled_sends.models import SweepRun
 from scheduled_sends.queue import transitions
 from sweeps.materialize import run_materialize

@@ -281,7 +281,8 @@ def test_rules_that_never_match_cannot_burn_the_sweep(fake_ics, ics_connection):
 
 
 def test_the_bounded_parse_returns_what_the_parse_returns():
-    from providers.ics_parse import parse_feed, parse_feed_bounded
+    from providers.ics_parse import parse_feed
+    from providers.parse_template import parse_feed_bounded
     from tests.calendars.ics_samples import FEED
 
     window = {"start": NOW, "end": NOW + timedelta(days=7), "timezone": "Europe/Berlin"}
@@ -289,7 +290,7 @@ def test_the_bounded_parse_returns_what_the_parse_returns():
 
 
 def test_a_parse_error_comes_back_from_the_child():
-    from providers.ics_parse import parse_feed_bounded
+    from providers.parse_template import parse_feed_bounded
 
     with pytest.raises(ProviderError, match="not an iCalendar feed"):
         parse_feed_bounded(b"<html></html>", start=NOW, end=NOW + timedelta(days=1))

@@ -307,9 +307,9 @@ def test_a_refresh_token_rotated_by_a_concurrent_sync_is_not_taken_for_revocatio
     from tenancy.scope import tenant_scope
 
     connection = graph_connection(token_expires_at=NOW - HOUR)
-    original_fetch = graph_provider.MicrosoftGraphProvider.fetch
+    original_fetch = graph_provider.fetch
 
-    def racing_fetch(self, snapshot, **kwargs):
+    def racing_fetch(snapshot, **kwargs):
         # Meanwhile another run rotates the token and stores the new one.
         _access, refresh = fake_graph.issue_tokens()
         fake_graph.refresh_tokens.discard(snapshot.refresh_token)
@@ -317,9 +317,9 @@ def test_a_refresh_token_rotated_by_a_concurrent_sync_is_not_taken_for_revocatio
             CalendarConnection.objects.filter(pk=snapshot.connection_id).update(
                 refresh_token_encrypted=crypto.encrypt(refresh)
             )
-        return original_fetch(self, snapshot, **kwargs)
+        return original_fetch(snapshot, **kwargs)
 
-    monkeypatch.setattr(graph_provider.MicrosoftGraphProvider, "fetch", racing_fetch)
+    monkeypatch.setattr(graph_provider, "fetch", racing_fetch)
     summary = run_sync(connection.user_id)
 
     assert summary.needs_reauth == 0 and summary.failed == 1

@@ -24,7 +24,8 @@ import pytest
 
 from providers import parse_template
 from providers.base import MalformedPayload
-from providers.ics_parse import parse_feed, parse_feed_bounded
+from providers.ics_parse import parse_feed
+from providers.parse_template import parse_feed_bounded
 from tests.calendars.conftest import NOW
 from tests.calendars.ics_samples import FEED, SINGLE, crlf
 from tests.calendars.test_hostile_feeds import never_matching
@@ -187,7 +188,7 @@ def test_a_forked_process_starts_its_own_template():
 def test_the_template_ends_with_its_parent():
     script = (
         "from datetime import datetime, timedelta, UTC\n"
-        "from providers.ics_parse import parse_feed_bounded\n"
+        "from providers.parse_template import parse_feed_bounded\n"
         "from tests.support.parse_template import template_pid\n"
         "from tests.calendars.ics_samples import SINGLE\n"
         "now = datetime(2026, 12, 2, tzinfo=UTC)\n"

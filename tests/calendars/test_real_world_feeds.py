@@ -16,7 +16,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from accounts.models import DeliverySettings
-from providers.ics_parse import parse_feed, parse_seconds
+from providers.ics_parse import parse_feed
+from providers.parse_template import parse_seconds
 from scheduled_sends.models import ScheduledSend
 from sweeps.materialize import run_materialize
 from tenancy.scope import tenant_scope

@@ -22,8 +22,8 @@ from django.db import connection as db_connection
 from calendars.sync import Outcome
 from core.config import NudgeConfig
 from pacing.pacer import LEAD, Budget, ChannelPacer, SharedBudgets
+from providers import google
 from providers.base import ConnectionSnapshot, request_budgets
-from providers.google import GoogleCalendarProvider
 from tests.calendars.conftest import NOW, run_sync
 from tests.fakes.base import Quota
 
@@ -183,11 +183,10 @@ def test_a_thousand_requests_at_once_with_the_defaults_are_not_held_to_the_rate_
     assert project.ceiling * 60 + project.burst <= 10_000
     access, _ = fake_google.issue_tokens()
     start, end = config.subject_window(NOW)
-    provider = GoogleCalendarProvider()
 
     def fetch(user_id: int) -> None:
         try:
-            provider.fetch(
+            google.fetch(
                 _snapshot(user_id, access, config), now=NOW, window_start=start, window_end=end
             )
         finally:

@@ -20,7 +20,7 @@ from django.utils import timezone
 from calendars import sync_pool
 from calendars.models import PushWork
 from calendars.push import worklist
-from providers.ics_parse import parse_feed_bounded
+from providers.parse_template import parse_feed_bounded
 from sweeps.sync_changed import run_sync_changed
 from tests.calendars.conftest import NOW, make_connection
 from tests.calendars.ics_samples import SINGLE

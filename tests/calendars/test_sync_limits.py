@@ -297,7 +297,7 @@ def test_what_one_process_learned_of_a_host_another_uses():
 
 @pytest.fixture
 def parse_template_running() -> None:
-    from providers.ics_parse import parse_feed_bounded
+    from providers.parse_template import parse_feed_bounded
 
     parse_feed_bounded(SINGLE, start=NOW, end=NOW + timedelta(days=1))
 

@@ -50,15 +50,15 @@ def apply(connection, events):
 def while_fetching(monkeypatch, change) -> None:
     """Let the feed be fetched, then ``change`` the connection's row (a queryset, in its
     owner's scope) before the sync writes: what a user or another sync does meanwhile."""
-    original = ics_provider.IcsFeedProvider.fetch
+    original = ics_provider.fetch
 
-    def fetch_then_change(self, snapshot, **kwargs):
-        result = original(self, snapshot, **kwargs)
+    def fetch_then_change(snapshot, **kwargs):
+        result = original(snapshot, **kwargs)
         with tenant_scope(snapshot.user_id):
             change(CalendarConnection.objects.filter(pk=snapshot.connection_id))
         return result
 
-    monkeypatch.setattr(ics_provider.IcsFeedProvider, "fetch", fetch_then_change)
+    monkeypatch.setattr(ics_provider, "fetch", fetch_then_change)
 
 
 def test_events_are_updated_in_place_created_and_deleted(ics_connection):
