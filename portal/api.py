@@ -103,7 +103,7 @@ def api_view(*methods: str) -> Callable:
                 return error(429, "too many requests from this account", {"Retry-After": str(wait)})
             try:
                 return view(request, user_id, *args, **kwargs)
-            except (BadRequest, FollowUpInvalid) as exc:
+            except (BadRequest, FollowUpInvalid, ConnectError) as exc:
                 return error(400, str(exc))
 
         return wrapper
@@ -268,12 +268,9 @@ def caldav_connect(request: HttpRequest, user_id: int) -> JsonResponse:
         raise BadRequest(f"missing field(s): {', '.join(missing)}")
     if data["preset"] not in PRESETS:
         raise BadRequest(f"preset is one of: {', '.join(PRESETS)}")
-    try:
-        # The body's fields are the account's (``server_url`` only where the preset has none).
-        fields = {"server_url": "", **data}
-        created = add_account(user_id, **fields, config=NudgeConfig.from_settings())
-    except ConnectError as exc:
-        raise BadRequest(str(exc)) from None
+    # The body's fields are the account's (``server_url`` only where the preset has none).
+    fields = {"server_url": "", **data}
+    created = add_account(user_id, **fields, config=NudgeConfig.from_settings())
     return JsonResponse(as_json(created), status=202)
 
 
@@ -283,10 +280,7 @@ def caldav_choose(request: HttpRequest, user_id: int, connection_id: int) -> Jso
     urls = data.get("calendars") or []
     if not all(isinstance(url, str) for url in urls):
         raise BadRequest("calendars must be an array of the choices' urls")
-    try:
-        rows = choose_calendars(user_id, connection_id, urls, config=NudgeConfig.from_settings())
-    except ConnectError as exc:
-        raise BadRequest(str(exc)) from None
+    rows = choose_calendars(user_id, connection_id, urls, config=NudgeConfig.from_settings())
     if rows is None:
         return error(404, "no calendar of this id is waiting for a choice")
     return JsonResponse({"calendars": [as_json(c) for c in rows]})

@@ -148,9 +148,7 @@ def calendar_disconnect(request: HttpRequest, connection_id: int) -> HttpRespons
         request,
         "calendar",
         lambda: calendar_links.disconnect(request.user.pk, connection_id, timezone.now()),
-        lambda gone: (
-            _("Disconnected %(label)s: %(note)s.") % {"label": gone.label, "note": gone.note}
-        ),
+        lambda note: _("Disconnected %(label)s: %(note)s.") % {"label": found, "note": note},
         heading=_("Disconnect %(calendar)s?") % {"calendar": found},
         consequence=_("Its events are removed and get no more nudges."),
         submit=_("Disconnect"),
