@@ -142,7 +142,6 @@ def calendar_switches(request: HttpRequest, connection_id: int) -> HttpResponse:
 
 @user_page("GET", "POST")
 def calendar_disconnect(request: HttpRequest, connection_id: int) -> HttpResponse:
-    """GET asks (naming the calendar), POST disconnects and says what happened."""
     found = mine(calendar_links.find(request.user.pk, connection_id), "calendar")
     return confirm_then(
         request,

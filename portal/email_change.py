@@ -35,7 +35,6 @@ def _account_state(user) -> str:
 
 
 def _taken(address: str, user_id: int) -> bool:
-    """Whether another account holds ``address``."""
     return get_user_model().objects.filter(email__iexact=address).exclude(pk=user_id).exists()
 
 
@@ -44,7 +43,6 @@ def same_address(a: str, b: str) -> bool:
 
 
 def link_token(user, new_address: str) -> str:
-    """The signed, expiring token of the confirmation link."""
     return signing.TimestampSigner(salt=_SALT).sign_object(
         {"user": user.pk, "address": new_address, "state": _account_state(user)}
     )

@@ -188,7 +188,6 @@ class SettingsForm(forms.Form):
         self.fields["channel"].choices = choices
 
     def clean_channel(self) -> str:
-        """A channel is chosen once its address is linked."""
         channel = self.cleaned_data["channel"]
         if channel == Channel.TELEGRAM and not self.delivery.telegram_chat_id:
             raise ValidationError(_("Link Telegram first (below), then choose it here."))
@@ -284,7 +283,6 @@ class NoSilentCut:
 
 
 def _ticks(choices: list[tuple[int, str]], label: str) -> forms.TypedMultipleChoiceField:
-    """Numbered choices as ticked boxes, none required."""
     return forms.TypedMultipleChoiceField(
         choices=choices,
         coerce=int,

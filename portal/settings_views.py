@@ -235,7 +235,6 @@ def api_token_new(request: HttpRequest) -> HttpResponse:
 
 @user_page("GET", "POST")
 def api_token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
-    """GET asks (naming the token), POST revokes and says which."""
     user_id = request.user.pk
     with tenant_scope(user_id):
         live = owned(ApiToken.objects.filter(revoked_at=None), user_id, token_id).first()

@@ -177,7 +177,6 @@ def confirm_then(
 
 @user_page("GET", "POST")
 def follow_up_delete(request: HttpRequest, follow_up_id: int) -> HttpResponse:
-    """GET asks (naming the follow-up), POST deletes and says what went."""
     found = mine(followups.get_follow_up(request.user.pk, follow_up_id), "follow-up")
     title = {"title": found.title}
     return confirm_then(
