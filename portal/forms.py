@@ -254,7 +254,7 @@ def _minutes_label(minutes: int) -> str:
     return gettext("%(minutes)s min") % {"minutes": rest}
 
 
-# The morning quick choices on a 12-hour clock: "Tomorrow 9:00 AM".
+# The morning quick choices, at nine on the person's clock: "Tomorrow 9:00 AM".
 QUICK_CHOICES_AT = {
     "tomorrow_morning": _("Tomorrow %(time)s"),
     "monday_morning": _("Monday %(time)s"),
@@ -263,13 +263,9 @@ QUICK_CHOICES_AT = {
 
 def quick_choices(clock: str) -> dict[str, str]:
     """The quick choices' labels on the person's clock, in the active language."""
-    if clock != Clock.H12:
-        return QUICK_CHOICES
-    nine = date_format(datetime(2001, 1, 1, 9, 0), "g:i A")
-    return {
-        value: QUICK_CHOICES_AT[value] % {"time": nine} if value in QUICK_CHOICES_AT else label
-        for value, label in QUICK_CHOICES.items()
-    }
+    nine = date_format(datetime(2001, 1, 1, 9, 0), "g:i A" if clock == Clock.H12 else "G:i")
+    at_nine = {value: label % {"time": nine} for value, label in QUICK_CHOICES_AT.items()}
+    return {**QUICK_CHOICES, **at_nine}
 
 
 class NoSilentCut:
