@@ -1,6 +1,6 @@
 """Every write to a person's delivery state: by the person, by support, by a provider.
 ``update_settings`` is the one way settings change; once committed it announces
-``signals.plan_changed`` so the user is re-planned at once. Each function opens the
+``plan_changed`` so the user is re-planned at once. Each function opens the
 user's ``tenant_scope`` (callers must not hold one), or joins the admin's ``support_scope``.
 """
 
@@ -13,12 +13,16 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import Signal
 
 from accounts.models import Channel, DeliverySettings, default_lead_minutes
-from accounts.signals import plan_changed
 from tenancy.scope import SUPPORT_SCOPE, current_scope, tenant_scope
 
 logger = logging.getLogger("nudge.accounts")
+
+# Sent after a change to what a person's nudges are planned from (their delivery settings, a
+# follow-up, a linked address) committed, with ``user_id`` and ``now``: ``sweeps`` re-plans them.
+plan_changed = Signal()
 
 # Pause reasons, as the user reads them on the settings page.
 PAUSED_BY_USER = "you paused nudges"

@@ -1,6 +1,6 @@
 """The shared secrets a request presents: an ``Authorization: Bearer <token>`` header's
-credentials (the scheme is caseless), the constant-time check of one, and the digest a
-long random secret is stored as."""
+credentials (the scheme is caseless), the constant-time check of one, and the digests a
+secret is stored as."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import hashlib
 import hmac
 
 from django.http import HttpRequest
+from django.utils.crypto import salted_hmac
 
 
 def bearer_token(request: HttpRequest) -> str:
@@ -25,3 +26,9 @@ def is_secret(given: str, secret: str) -> bool:
 def digest(secret: str) -> str:
     """SHA-256 of a long random secret (a slow hash would add nothing)."""
     return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def keyed_digest(key: str, value: str) -> str:
+    """A digest keyed by SECRET_KEY and ``key``, for a value guessable by enumeration (an
+    address, a six-digit code), which a plain digest would not hide."""
+    return salted_hmac(key, value, algorithm="sha256").hexdigest()

@@ -16,11 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.utils.crypto import salted_hmac
-
 from accounts.actions import PAUSED_BY_STOP, announce_change, ensure_settings, pause, resume
 from accounts.models import AccountNotice, Channel, DeliverySettings
-from core.bearer import digest
+from core.bearer import digest, keyed_digest
 from core.config import NudgeConfig
 from core.ids import valid_id
 from messaging.models import ChannelAddress, LinkCode, OptInRecord
@@ -34,7 +32,7 @@ _TELEGRAM_PAYLOAD = re.compile(r"(?P<user>[1-9][0-9]{0,18})-(?P<secret>[A-Za-z0-
 
 def address_digest(channel: str, address: str) -> str:
     """A keyed digest of a chat id or phone number: not reversible by enumeration."""
-    return salted_hmac(f"portal.address.{channel}", address, algorithm="sha256").hexdigest()
+    return keyed_digest(f"portal.address.{channel}", address)
 
 
 @dataclass(frozen=True)
@@ -81,9 +79,7 @@ def use_telegram_code(owned: OwnedSecret, now: datetime) -> bool:
 
 def _code_digest(user_id: int, address: str, code: str) -> str:
     # Six digits are guessable offline from a plain digest: key it, and bind it to the number.
-    return salted_hmac(
-        "portal.whatsapp.code", f"{user_id}:{address}:{code}", algorithm="sha256"
-    ).hexdigest()
+    return keyed_digest("portal.whatsapp.code", f"{user_id}:{address}:{code}")
 
 
 class TooManyCodes(Exception):

@@ -1,11 +1,14 @@
-"""The JSON API for the host product: follow-ups, authenticated by ``Authorization: Bearer
-nudge_<user id>_<secret>`` (never a session cookie: no CSRF exposure). Bad input is a 400
-with one message and nothing written."""
+"""The JSON API for the host product: follow-ups and calendars, authenticated by
+``Authorization: Bearer nudge_<user id>_<secret>`` (never a session cookie: no CSRF exposure).
+Bad input is a 400 with one message and nothing written. No endpoint calls a calendar server;
+a CalDAV password is accepted, never returned. ``NUDGE_API_REQUESTS_PER_MINUTE`` per account
+are counted in a fixed minute on the account's own row (a new token starts no fresh minute)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import wraps
 from typing import Any
 
@@ -16,20 +19,30 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
 from accounts.actions import ensure_settings
+from calendars.caldav_connect import (
+    PRESETS,
+    add_account,
+    choices_of,
+    choose_calendars,
+    renew_password,
+)
+from calendars.connect import ConnectError
+from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from core import json_input
 from core.bearer import bearer_token
 from core.config import NudgeConfig
 from followups import actions as followups
 from followups.actions import FollowUpChange, FollowUpInvalid, Schedule
 from followups.repeat import WEEKDAY_NAMES
-from portal import api_rate
+from portal import calendar_links, statements
 from portal.openapi import BODIES, SCHEDULE, schema
 from portal.tokens import api_token_is_live, parse_api_token
-from tenancy.scope import tenant_scope
+from tenancy.scope import tenant_scope, tenant_statements
 
 MAX_BODY_BYTES = 16 * 1024
 JSON_TYPES = {"string": str, "boolean": bool, "array": list}
 JSON_TYPE_WORDS = {str: "a string", bool: "true or false", list: "an array"}
+RATE_WINDOW = timedelta(minutes=1)
 
 
 class BadRequest(Exception):
@@ -52,6 +65,21 @@ def token_owner(request: HttpRequest) -> int | None:
     return owned.user_id if live else None
 
 
+def seconds_to_wait(user_id: int, now: datetime, config: NudgeConfig) -> int | None:
+    """Count this request against its account (the token's owner, already checked by
+    the caller); the seconds to wait when over the limit, else None."""
+    [[(window_at, requests)]] = tenant_statements(
+        user_id,
+        [statements.COUNT_API_REQUEST],
+        {"user_id": user_id, "now": now, "window": RATE_WINDOW},
+        # A count lost in a server crash costs nothing worth a disk flush per request.
+        relaxed_commit=True,
+    )
+    if requests <= config.api_requests_per_minute:
+        return None
+    return max(1, math.ceil((window_at + RATE_WINDOW - now).total_seconds()))
+
+
 def api_view(*methods: str) -> Callable:
     """Token authentication, the allowed ``methods``, the rate limit and JSON errors
     around an endpoint."""
@@ -70,12 +98,12 @@ def api_view(*methods: str) -> Callable:
                     "missing, unknown, expired or revoked API token",
                     {"WWW-Authenticate": "Bearer"},
                 )
-            wait = api_rate.seconds_to_wait(user_id, timezone.now(), NudgeConfig.from_settings())
+            wait = seconds_to_wait(user_id, timezone.now(), NudgeConfig.from_settings())
             if wait is not None:
                 return error(429, "too many requests from this account", {"Retry-After": str(wait)})
             try:
                 return view(request, user_id, *args, **kwargs)
-            except (BadRequest, FollowUpInvalid) as exc:
+            except (BadRequest, FollowUpInvalid, ConnectError) as exc:
                 return error(400, str(exc))
 
         return wrapper
@@ -192,6 +220,81 @@ def follow_up(request: HttpRequest, user_id: int, follow_up_id: int) -> HttpResp
     if found is None:
         return error(404, "no such follow-up")
     return JsonResponse(followups.as_json(found, now))
+
+
+def state_of(connection: CalendarConnection) -> str:
+    """One word for what the person would see on the Calendars page."""
+    caldav = connection.provider == Provider.CALDAV
+    if connection.status == ConnectionStatus.NEEDS_REAUTH:
+        return "needs_password" if caldav else "needs_reauth"
+    if connection.status == ConnectionStatus.ERROR:
+        return "error"
+    if choices_of(connection):
+        return "choose_calendars"
+    if connection.last_synced_at is None and connection.provider != Provider.LOCAL:
+        return "checking"
+    return "active"
+
+
+def as_json(connection: CalendarConnection) -> dict[str, object]:
+    return {
+        "id": connection.pk,
+        "provider": connection.provider,
+        "account": connection.account,
+        "name": str((connection.sync_state or {}).get("name", "")),
+        "state": state_of(connection),
+        "nudges_on": connection.nudges_on,
+        "skip_all_day": connection.skip_all_day,
+        "last_synced_at": connection.last_synced_at.isoformat()
+        if connection.last_synced_at
+        else None,
+        "choices": [
+            {"url": c["url"], "name": str(c.get("name", ""))} for c in choices_of(connection)
+        ],
+    }
+
+
+@api_view("GET")
+def calendars(request: HttpRequest, user_id: int) -> JsonResponse:
+    rows = calendar_links.list_connections(user_id)
+    return JsonResponse({"calendars": [as_json(c) for c in rows]})
+
+
+@api_view("POST")
+def caldav_connect(request: HttpRequest, user_id: int) -> JsonResponse:
+    data = request_body(request, "CalDavConnect")
+    missing = [name for name in BODIES["CalDavConnect"]["required"] if not data.get(name)]
+    if missing:
+        raise BadRequest(f"missing field(s): {', '.join(missing)}")
+    if data["preset"] not in PRESETS:
+        raise BadRequest(f"preset is one of: {', '.join(PRESETS)}")
+    # The body's fields are the account's (``server_url`` only where the preset has none).
+    fields = {"server_url": "", **data}
+    created = add_account(user_id, **fields, config=NudgeConfig.from_settings())
+    return JsonResponse(as_json(created), status=202)
+
+
+@api_view("POST")
+def caldav_choose(request: HttpRequest, user_id: int, connection_id: int) -> JsonResponse:
+    data = request_body(request, "CalDavChoose")
+    urls = data.get("calendars") or []
+    if not all(isinstance(url, str) for url in urls):
+        raise BadRequest("calendars must be an array of the choices' urls")
+    rows = choose_calendars(user_id, connection_id, urls, config=NudgeConfig.from_settings())
+    if rows is None:
+        return error(404, "no calendar of this id is waiting for a choice")
+    return JsonResponse({"calendars": [as_json(c) for c in rows]})
+
+
+@api_view("POST")
+def caldav_password(request: HttpRequest, user_id: int, connection_id: int) -> JsonResponse:
+    data = request_body(request, "CalDavPassword")
+    if not data.get("password"):
+        raise BadRequest("missing field(s): password")
+    found = renew_password(user_id, connection_id, data["password"])
+    if found is None:
+        return error(404, "no CalDAV calendar of this id")
+    return JsonResponse(as_json(found))
 
 
 @csrf_exempt

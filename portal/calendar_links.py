@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
@@ -49,41 +49,34 @@ def set_switches(
     return connection
 
 
+def _removable(user_id: int, connection_id: int) -> QuerySet[CalendarConnection]:
+    """The user's connection of that id, never the internal local one. Inside the scope."""
+    return owned(CalendarConnection.objects, user_id, connection_id).exclude(
+        provider=Provider.LOCAL
+    )
+
+
 def find(user_id: int, connection_id: int) -> CalendarConnection | None:
-    """The user's connection of that id (not the internal local one), for the page
-    that asks before disconnecting it."""
+    """The connection the page asks about before disconnecting it."""
     with tenant_scope(user_id):
-        return (
-            owned(CalendarConnection.objects, user_id, connection_id)
-            .exclude(provider=Provider.LOCAL)
-            .first()
-        )
+        return _removable(user_id, connection_id).first()
 
 
-@dataclass(frozen=True)
-class Disconnected:
-    label: str
-    note: str
-
-
-def disconnect(user_id: int, connection_id: int, now: datetime) -> Disconnected | None:
-    """Delete the user's connection; None if it is not theirs. What the provider still holds
-    (a push channel, Google's grant) is undone by the minute job (``calendars/release.py``)."""
+def disconnect(user_id: int, connection_id: int, now: datetime) -> str | None:
+    """Delete the user's connection and say what became of its access; None if it is not
+    theirs. What the provider still holds (a push channel, Google's grant) is undone by the
+    minute job (``calendars/release.py``)."""
     with tenant_scope(user_id):
-        connection = (
-            owned(CalendarConnection.objects, user_id, connection_id)
-            .exclude(provider=Provider.LOCAL)
-            .first()
-        )
+        connection = _removable(user_id, connection_id).first()
         if connection is None:
             return None
-        label, provider = str(connection), connection.provider
+        provider = connection.provider
         request_release(connection, now)
         worklist.forget(connection_id)
         connection.delete()
     refresh_queue(user_id, now)
     if provider == Provider.GOOGLE:
-        return Disconnected(label, _("Google's access is revoked within a minute"))
+        return _("Google's access is revoked within a minute")
     if provider == Provider.MICROSOFT:
-        return Disconnected(label, _("its tokens are deleted (Microsoft offers no revocation)"))
-    return Disconnected(label, _("its feed address is deleted"))
+        return _("its tokens are deleted (Microsoft offers no revocation)")
+    return _("its feed address is deleted")

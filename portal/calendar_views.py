@@ -4,7 +4,7 @@ or give its password again), switch a calendar's nudges, disconnect."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -24,7 +24,7 @@ from core.zones import zone_of
 from portal import calendar_links
 from portal.forms import CalDavForm, CalDavPasswordForm, IcsFeedForm
 from portal.language import date_formats, user_page
-from portal.views import confirm_page
+from portal.views import confirm_then, mine
 
 
 def _calendars_page(
@@ -107,8 +107,7 @@ def calendar_caldav_choose(request: HttpRequest, connection_id: int) -> HttpResp
     except ConnectError as exc:
         messages.error(request, str(exc))
         return redirect("portal:calendars")
-    if rows is None:
-        raise Http404("No such calendar.")
+    mine(rows, "calendar")
     messages.success(request, _("Calendars chosen: checking them now."))
     return redirect("portal:calendars")
 
@@ -119,8 +118,7 @@ def calendar_caldav_password(request: HttpRequest, connection_id: int) -> HttpRe
     if not form.is_valid():
         messages.error(request, _("Give the new app-specific password."))
         return redirect("portal:calendars")
-    if renew_password(request.user.pk, connection_id, form.cleaned_data["password"]) is None:
-        raise Http404("No such calendar.")
+    mine(renew_password(request.user.pk, connection_id, form.cleaned_data["password"]), "calendar")
     messages.success(request, _("Password saved: checking the calendar again."))
     return redirect("portal:calendars")
 
@@ -135,9 +133,7 @@ def calendar_switches(request: HttpRequest, connection_id: int) -> HttpResponse:
         skip_all_day=request.POST.get("skip_all_day") == "on",
         now=timezone.now(),
     )
-    if changed is None:
-        raise Http404("No such calendar.")
-    if changed.nudges_on:
+    if mine(changed, "calendar").nudges_on:
         messages.success(request, _("Nudges for %(calendar)s are on.") % {"calendar": changed})
     else:
         messages.success(request, _("Nudges for %(calendar)s are off.") % {"calendar": changed})
@@ -146,23 +142,14 @@ def calendar_switches(request: HttpRequest, connection_id: int) -> HttpResponse:
 
 @user_page("GET", "POST")
 def calendar_disconnect(request: HttpRequest, connection_id: int) -> HttpResponse:
-    """GET asks (naming the calendar), POST disconnects and says what happened."""
-    if request.method == "GET":
-        found = calendar_links.find(request.user.pk, connection_id)
-        if found is None:
-            raise Http404("No such calendar.")
-        return confirm_page(
-            request,
-            heading=_("Disconnect %(calendar)s?") % {"calendar": found},
-            consequence=_("Its events are removed and get no more nudges."),
-            submit=_("Disconnect"),
-            back="portal:calendars",
-        )
-    result = calendar_links.disconnect(request.user.pk, connection_id, timezone.now())
-    if result is None:
-        raise Http404("No such calendar.")
-    messages.success(
+    found = mine(calendar_links.find(request.user.pk, connection_id), "calendar")
+    return confirm_then(
         request,
-        _("Disconnected %(label)s: %(note)s.") % {"label": result.label, "note": result.note},
+        "calendar",
+        lambda: calendar_links.disconnect(request.user.pk, connection_id, timezone.now()),
+        lambda note: _("Disconnected %(label)s: %(note)s.") % {"label": found, "note": note},
+        heading=_("Disconnect %(calendar)s?") % {"calendar": found},
+        consequence=_("Its events are removed and get no more nudges."),
+        submit=_("Disconnect"),
+        back="portal:calendars",
     )
-    return redirect("portal:calendars")

@@ -15,9 +15,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core import signing
 from django.core.mail import EmailMessage
-from django.utils.crypto import constant_time_compare, salted_hmac
+from django.utils.crypto import constant_time_compare
 from django.utils.translation import gettext as _
 
+from core.bearer import keyed_digest
 from core.executor import spawn, thread_body
 
 logger = logging.getLogger("nudge.account")
@@ -30,11 +31,10 @@ MAILER_THREAD = "email-change-mail"
 def _account_state(user) -> str:
     """What the link is bound to besides the user: the address and the password hash
     now. A change of either (the link's own change included) ends the link."""
-    return salted_hmac(_SALT, f"{user.email}\0{user.password}", algorithm="sha256").hexdigest()
+    return keyed_digest(_SALT, f"{user.email}\0{user.password}")
 
 
 def _taken(address: str, user_id: int) -> bool:
-    """Whether another account holds ``address``."""
     return get_user_model().objects.filter(email__iexact=address).exclude(pk=user_id).exists()
 
 
@@ -43,7 +43,6 @@ def same_address(a: str, b: str) -> bool:
 
 
 def link_token(user, new_address: str) -> str:
-    """The signed, expiring token of the confirmation link."""
     return signing.TimestampSigner(salt=_SALT).sign_object(
         {"user": user.pk, "address": new_address, "state": _account_state(user)}
     )
@@ -72,21 +71,13 @@ def read_link(token: str) -> Link | None:
     return Link(user, new_address)
 
 
-@dataclass(frozen=True)
-class Mails:
-    """What one request sends, written in the person's language during the request."""
-
-    new_address: str
-    link: EmailMessage
-    notice: EmailMessage | None  # to the old address; None without one
-
-
 def _mail(to: str, subject: str, body: str) -> EmailMessage:
     return EmailMessage(subject=subject, body=body, from_email=settings.DEFAULT_FROM_EMAIL, to=[to])
 
 
-def request_mails(user, new_address: str, confirm_url: str) -> Mails:
-    """The link for the new address and the notice for the old one (active language)."""
+def request_mails(user, new_address: str, confirm_url: str) -> list[EmailMessage]:
+    """The link for the new address, then the notice for the old one when there is one,
+    written in the person's language during the request."""
     hours = int(LINK_VALID_FOR.total_seconds() // 3600)
     link = _mail(
         new_address,
@@ -99,9 +90,11 @@ def request_mails(user, new_address: str, confirm_url: str) -> Mails:
         )
         % {"hours": hours, "link": confirm_url},
     )
-    notice = None
-    if user.email:
-        notice = _mail(
+    if not user.email:
+        return [link]
+    return [
+        link,
+        _mail(
             user.email,
             _("A change of your nudge e-mail address was asked for"),
             _(
@@ -111,8 +104,8 @@ def request_mails(user, new_address: str, confirm_url: str) -> Mails:
                 "password now: whoever asked knew it."
             )
             % {"address": new_address, "hours": hours},
-        )
-    return Mails(new_address, link, notice)
+        ),
+    ]
 
 
 def make_change(link: Link) -> None:
@@ -139,16 +132,17 @@ def make_change(link: Link) -> None:
         logger.exception("e-mail change notice could not be sent")
 
 
-def start_mailer(user_id: int, mails: Mails) -> threading.Thread:
-    """Look the address up and send the mails, after the response."""
+def start_mailer(user_id: int, mails: list[EmailMessage]) -> threading.Thread:
+    """Look the new address up and send ``request_mails``, after the response."""
     return spawn(MAILER_THREAD, _send, user_id, mails)
 
 
-def _send(user_id: int, mails: Mails) -> None:
+def _send(user_id: int, mails: list[EmailMessage]) -> None:
+    link, *notice = mails
     with thread_body(logger, "e-mail change mail could not be sent"):
-        if _taken(mails.new_address, user_id):
+        if _taken(link.to[0], user_id):
             logger.info("e-mail change to an address another account holds: no link sent")
         else:
-            mails.link.send()
-        if mails.notice is not None:
-            mails.notice.send()
+            link.send()
+        for mail in notice:
+            mail.send()

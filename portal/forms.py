@@ -1,4 +1,5 @@
-"""The end-user area's forms. Times are entered in the user's own zone."""
+"""The end-user area's forms. Times are entered in the user's own zone. Length limits are
+validators, not ``max_length``: its ``maxlength`` would let a browser cut a long paste unsaid."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from importlib import resources
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxLengthValidator
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.functional import lazy
@@ -188,7 +190,6 @@ class SettingsForm(forms.Form):
         self.fields["channel"].choices = choices
 
     def clean_channel(self) -> str:
-        """A channel is chosen once its address is linked."""
         channel = self.cleaned_data["channel"]
         if channel == Channel.TELEGRAM and not self.delivery.telegram_chat_id:
             raise ValidationError(_("Link Telegram first (below), then choose it here."))
@@ -255,7 +256,7 @@ def _minutes_label(minutes: int) -> str:
     return gettext("%(minutes)s min") % {"minutes": rest}
 
 
-# The morning quick choices on a 12-hour clock: "Tomorrow 9:00 AM".
+# The morning quick choices, at nine on the person's clock: "Tomorrow 9:00 AM".
 QUICK_CHOICES_AT = {
     "tomorrow_morning": _("Tomorrow %(time)s"),
     "monday_morning": _("Monday %(time)s"),
@@ -264,27 +265,12 @@ QUICK_CHOICES_AT = {
 
 def quick_choices(clock: str) -> dict[str, str]:
     """The quick choices' labels on the person's clock, in the active language."""
-    if clock != Clock.H12:
-        return QUICK_CHOICES
-    nine = date_format(datetime(2001, 1, 1, 9, 0), "g:i A")
-    return {
-        value: QUICK_CHOICES_AT[value] % {"time": nine} if value in QUICK_CHOICES_AT else label
-        for value, label in QUICK_CHOICES.items()
-    }
-
-
-class NoSilentCut:
-    """A form whose length limits are checked and said, never enforced by the page's
-    ``maxlength`` (a browser cuts a longer paste without a word)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        for field in self.fields.values():
-            field.widget.attrs.pop("maxlength", None)
+    nine = date_format(datetime(2001, 1, 1, 9, 0), "g:i A" if clock == Clock.H12 else "G:i")
+    at_nine = {value: label % {"time": nine} for value, label in QUICK_CHOICES_AT.items()}
+    return {**QUICK_CHOICES, **at_nine}
 
 
 def _ticks(choices: list[tuple[int, str]], label: str) -> forms.TypedMultipleChoiceField:
-    """Numbered choices as ticked boxes, none required."""
     return forms.TypedMultipleChoiceField(
         choices=choices,
         coerce=int,
@@ -294,13 +280,13 @@ def _ticks(choices: list[tuple[int, str]], label: str) -> forms.TypedMultipleCho
     )
 
 
-class FollowUpForm(NoSilentCut, forms.Form):
+class FollowUpForm(forms.Form):
     """A follow-up: what, when (or a quick choice), how it repeats and when to nudge.
     A quick choice (``quick`` in the POST) sets the due time in the user's zone."""
 
     title = forms.CharField(
         label=_("What"),
-        max_length=TITLE_MAX_CHARS,
+        validators=[MaxLengthValidator(TITLE_MAX_CHARS)],
         help_text=_filled(_("Up to %(limit)s characters."), limit=TITLE_MAX_CHARS),
         error_messages={
             "required": _("Say what to follow up on."),
@@ -369,9 +355,9 @@ class FollowUpForm(NoSilentCut, forms.Form):
         return due
 
 
-class ApiTokenForm(NoSilentCut, forms.Form):
+class ApiTokenForm(forms.Form):
     name = forms.CharField(
-        max_length=80,
+        validators=[MaxLengthValidator(80)],
         label=_("Token name"),
         initial="host product",
         error_messages={"max_length": _("Keep the name to %(limit_value)s characters or fewer.")},
@@ -430,9 +416,9 @@ class FeedAddressField(forms.URLField):
         return super().to_python(feed_address(str(value or "")))
 
 
-class IcsFeedForm(NoSilentCut, forms.Form):
+class IcsFeedForm(forms.Form):
     url = FeedAddressField(
-        max_length=2000,
+        validators=[MaxLengthValidator(2000)],
         label=_("Calendar address (ICS)"),
         assume_scheme="https",
         help_text=_("The https:// or webcal:// link your calendar service shows."),
@@ -443,7 +429,7 @@ class IcsFeedForm(NoSilentCut, forms.Form):
     )
 
 
-class CalDavForm(NoSilentCut, forms.Form):
+class CalDavForm(forms.Form):
     """A CalDAV account: the service (a preset or any server), its address where the
     preset has none, the user name and an app-specific password (never shown again)."""
 
@@ -452,22 +438,24 @@ class CalDavForm(NoSilentCut, forms.Form):
         widget=forms.HiddenInput,
     )
     server_url = forms.CharField(
-        max_length=2000,
+        validators=[MaxLengthValidator(2000)],
         required=False,
         label=_("Server address"),
         help_text=_("For example https://cloud.example.com"),
     )
-    username = forms.CharField(max_length=255, label=_("User name or e-mail address"))
+    username = forms.CharField(
+        validators=[MaxLengthValidator(255)], label=_("User name or e-mail address")
+    )
     password = forms.CharField(
-        max_length=255,
+        validators=[MaxLengthValidator(255)],
         label=_("App-specific password"),
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
     )
 
 
-class CalDavPasswordForm(NoSilentCut, forms.Form):
+class CalDavPasswordForm(forms.Form):
     password = forms.CharField(
-        max_length=255,
+        validators=[MaxLengthValidator(255)],
         label=_("New app-specific password"),
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
     )

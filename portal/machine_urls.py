@@ -2,21 +2,21 @@
 
 from django.urls import path, re_path
 
-from portal import api, calendar_api
+from portal import api
 
 urlpatterns = [
     path("api/follow-ups", api.follow_ups, name="api-follow-ups"),
     path("api/follow-ups/<int:follow_up_id>", api.follow_up, name="api-follow-up"),
-    path("api/calendars", calendar_api.calendars, name="api-calendars"),
-    path("api/calendars/caldav", calendar_api.caldav_connect, name="api-caldav-connect"),
+    path("api/calendars", api.calendars, name="api-calendars"),
+    path("api/calendars/caldav", api.caldav_connect, name="api-caldav-connect"),
     path(
         "api/calendars/<int:connection_id>/caldav/choose",
-        calendar_api.caldav_choose,
+        api.caldav_choose,
         name="api-caldav-choose",
     ),
     path(
         "api/calendars/<int:connection_id>/caldav/password",
-        calendar_api.caldav_password,
+        api.caldav_password,
         name="api-caldav-password",
     ),
     path("api/schema", api.api_schema, name="api-schema"),

@@ -34,7 +34,7 @@ class ApiToken(TenantModel):
 
 class ApiRate(TenantModel):
     """One account's API requests in the current minute, whichever of its tokens a
-    request carries (``portal.api_rate``)."""
+    request carries (``portal.api.seconds_to_wait``)."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"

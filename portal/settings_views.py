@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
@@ -31,7 +31,7 @@ from portal.forms import (
 from portal.language import date_formats, user_page
 from portal.models import ApiToken
 from portal.tokens import new_api_token, revoke_api_tokens
-from portal.views import ZONE_ALIASES_JSON, confirm_page
+from portal.views import ZONE_ALIASES_JSON, confirm_then, mine
 from tenancy.scope import tenant_scope
 
 NOTICE_DAYS = timedelta(days=30)
@@ -233,34 +233,25 @@ def api_token_new(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def _live_token(user_id: int, token_id: int) -> ApiToken | None:
-    with tenant_scope(user_id):
-        return owned(ApiToken.objects.filter(revoked_at=None), user_id, token_id).first()
-
-
 @user_page("GET", "POST")
 def api_token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
-    """GET asks (naming the token), POST revokes and says which."""
     user_id = request.user.pk
-    token = _live_token(user_id, token_id)
-    if token is None:
-        raise Http404("No such token.")
-    if request.method == "GET":
-        return confirm_page(
-            request,
-            heading=_("Revoke the token “%(name)s” (…%(hint)s)?")
-            % {"name": token.name, "hint": token.hint},
-            consequence=_("Anything still using it is refused from now on. This cannot be undone."),
-            submit=_("Revoke token"),
-            back="portal:settings",
-        )
     with tenant_scope(user_id):
-        revoked = revoke_api_tokens(user_id, "revoked by the user", timezone.now(), [token_id])
-    if not revoked:
-        raise Http404("No such token.")
-    messages.success(
+        live = owned(ApiToken.objects.filter(revoked_at=None), user_id, token_id).first()
+    token = mine(live, "token")
+    named = {"name": token.name, "hint": token.hint}
+
+    def revoke() -> int:
+        with tenant_scope(user_id):
+            return revoke_api_tokens(user_id, "revoked by the user", timezone.now(), [token_id])
+
+    return confirm_then(
         request,
-        _("Revoked the token “%(name)s” (…%(hint)s); it no longer works.")
-        % {"name": token.name, "hint": token.hint},
+        "token",
+        revoke,
+        lambda _revoked: _("Revoked the token “%(name)s” (…%(hint)s); it no longer works.") % named,
+        heading=_("Revoke the token “%(name)s” (…%(hint)s)?") % named,
+        consequence=_("Anything still using it is refused from now on. This cannot be undone."),
+        submit=_("Revoke token"),
+        back="portal:settings",
     )
-    return redirect("portal:settings")

@@ -22,8 +22,8 @@ from django.db.models import Max
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
-from django.utils.crypto import salted_hmac
 
+from core.bearer import keyed_digest
 from core.config import NudgeConfig
 from core.executor import spawn, thread_body
 from portal.models import PasswordResetRequest
@@ -98,14 +98,10 @@ class UnlockingSetPasswordForm(SetPasswordForm):
         return user
 
 
-def _digest(kind: str, value: str) -> str:
-    return salted_hmac(f"portal.password_reset.{kind}", value, algorithm="sha256").hexdigest()
-
-
 def reset_allowed(address: str, client: str, now: datetime, config: NudgeConfig) -> bool:
     """Record a reset request unless the address or the client is over its hourly limit."""
-    by_address = _digest("address", address.strip().lower())
-    by_client = _digest("client", client)
+    by_address = keyed_digest("portal.password_reset.address", address.strip().lower())
+    by_client = keyed_digest("portal.password_reset.client", client)
     hour_ago = now - timedelta(hours=1)
     with transaction.atomic():
         PasswordResetRequest.objects.filter(requested_at__lt=hour_ago).delete()

@@ -78,31 +78,16 @@ def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
     ]
 
 
-def _act_entries(acts: list[NudgeAct], tz: tzinfo, time_format: str) -> list[Entry]:
-    titles = subject_titles(acts)
-    entries = []
-    for act in acts:
-        snoozed = act.act == NudgeAct.Act.SNOOZE
-        via = act.get_via_display()
-        if snoozed:
-            local = act.snoozed_until.astimezone(tz)
-            until = date_format(local, time_format)
-            if local.date() != act.created_at.astimezone(tz).date():
-                until = f"{date_format(local, 'D')} {until}"  # the next day: say which
-            words = gettext("until %(time)s, from %(via)s") % {"time": until, "via": via}
-        else:
-            words = gettext("from %(via)s") % {"via": via}
-        entries.append(
-            _entry(
-                titles,
-                act,
-                act.source_send_id,
-                at=act.created_at,
-                status="snoozed" if snoozed else "done",
-                words=PlainWords(words),
-            )
-        )
-    return entries
+def _act_words(act: NudgeAct, tz: tzinfo, time_format: str) -> PlainWords:
+    """ "from Telegram"; a snooze says until when ("until Fri 09:00, from Telegram")."""
+    via = act.get_via_display()
+    if act.act != NudgeAct.Act.SNOOZE:
+        return PlainWords(gettext("from %(via)s") % {"via": via})
+    local = act.snoozed_until.astimezone(tz)
+    until = date_format(local, time_format)
+    if local.date() != act.created_at.astimezone(tz).date():
+        until = f"{date_format(local, 'D')} {until}"  # the next day: say which
+    return PlainWords(gettext("until %(time)s, from %(via)s") % {"time": until, "via": via})
 
 
 def history(
@@ -116,7 +101,8 @@ def history(
             user_id=user_id, outcome__isnull=False, fire_at__gte=since
         ).order_by("-fire_at", "-pk")[:limit]
     )
-    titles = subject_titles(rows)
+    acts = acts_since(user_id, since, limit)
+    titles = subject_titles([*rows, *acts])
     entries = [
         _entry(
             titles,
@@ -127,6 +113,15 @@ def history(
             words=for_outcome(row.outcome, row.failure_kind, row.last_error),
         )
         for row in rows
+    ] + [
+        _entry(
+            titles,
+            act,
+            act.source_send_id,
+            at=act.created_at,
+            status="snoozed" if act.act == NudgeAct.Act.SNOOZE else "done",
+            words=_act_words(act, tz, time_format),
+        )
+        for act in acts
     ]
-    entries += _act_entries(acts_since(user_id, since, limit), tz, time_format)
     return sorted(entries, key=lambda entry: entry.at or now, reverse=True)[:limit]

@@ -6,6 +6,8 @@ query runs there too); changes go through ``followups.actions``, outside it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
@@ -27,6 +29,14 @@ from tenancy.scope import tenant_scope
 
 # For the pages' zone detection (a data attribute: CSP allows no un-nonced script).
 ZONE_ALIASES_JSON = json.dumps(BROWSER_ZONE_ALIASES)
+Row = TypeVar("Row")
+
+
+def mine(found: Row | None, what: str) -> Row:
+    """``found``, or the 404 of a row that is not the user's (or no longer there)."""
+    if found is None:
+        raise Http404(f"No such {what}.")
+    return found
 
 
 def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
@@ -113,9 +123,7 @@ def follow_up_list(request: HttpRequest) -> HttpResponse:
 @user_page("GET", "POST")
 def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     user_id = request.user.pk
-    found = followups.get_follow_up(user_id, follow_up_id)
-    if found is None:
-        raise Http404("No such follow-up.")
+    found = mine(followups.get_follow_up(user_id, follow_up_id), "follow-up")
     form = FollowUpForm(request.POST or None, delivery=request.delivery, follow_up=found)
     with timezone.override(form.zone):
         if request.method == "POST" and form.is_valid():
@@ -136,17 +144,15 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
                     request, _("Saved “%(title)s”.") % {"title": form.cleaned_data["title"]}
                 )
                 return redirect("portal:follow_ups")
-        return render(request, "portal/follow_up_edit.html", {"form": form, "follow_up": found})
+        return render(request, "portal/follow_up_edit.html", {"form": form})
 
 
 @user_page("POST")
 def follow_up_done(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     done = request.POST.get("done", "1") == "1"
-    changed = followups.change_follow_up(
-        request.user.pk, follow_up_id, FollowUpChange(done=done), timezone.now()
-    )
-    if changed is None:
-        raise Http404("No such follow-up.")
+    change = FollowUpChange(done=done)
+    changed = followups.change_follow_up(request.user.pk, follow_up_id, change, timezone.now())
+    mine(changed, "follow-up")
     messages.success(
         request,
         (_("“%(title)s” marked done.") if done else _("“%(title)s” reopened."))
@@ -155,35 +161,34 @@ def follow_up_done(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     return redirect("portal:follow_ups")
 
 
-def confirm_page(request: HttpRequest, *, heading: str, consequence: str, submit: str, back: str):
-    """The page that asks before something is deleted or revoked, naming it."""
-    return render(
-        request,
-        "portal/confirm.html",
-        {"heading": heading, "consequence": consequence, "submit": submit, "back": back},
-    )
+def confirm_then(
+    request: HttpRequest, what: str, act: Callable[[], Any], said: Callable[[Any], str], **page: str
+) -> HttpResponse:
+    """GET asks before something is deleted or revoked (``page``: the confirm page's heading,
+    consequence, submit and back); POST runs ``act`` and says ``said(result)``, or is a 404
+    naming ``what`` when ``act`` found nothing."""
+    if request.method == "GET":
+        return render(request, "portal/confirm.html", page)
+    result = act()
+    mine(result or None, what)
+    messages.success(request, said(result))
+    return redirect(page["back"])
 
 
 @user_page("GET", "POST")
 def follow_up_delete(request: HttpRequest, follow_up_id: int) -> HttpResponse:
-    """GET asks (naming the follow-up), POST deletes and says what went."""
-    found = followups.get_follow_up(request.user.pk, follow_up_id)
-    if found is None:
-        raise Http404("No such follow-up.")
-    if request.method == "GET":
-        return confirm_page(
-            request,
-            heading=_("Delete “%(title)s”?") % {"title": found.title},
-            consequence=_("It is removed, and any nudge still planned for it is not sent."),
-            submit=_("Delete follow-up"),
-            back="portal:follow_ups",
-        )
-    if not followups.delete_follow_up(request.user.pk, follow_up_id, timezone.now()):
-        raise Http404("No such follow-up.")
-    messages.success(
-        request, _("Deleted “%(title)s”; its nudges are cancelled.") % {"title": found.title}
+    found = mine(followups.get_follow_up(request.user.pk, follow_up_id), "follow-up")
+    title = {"title": found.title}
+    return confirm_then(
+        request,
+        "follow-up",
+        lambda: followups.delete_follow_up(request.user.pk, follow_up_id, timezone.now()),
+        lambda _deleted: _("Deleted “%(title)s”; its nudges are cancelled.") % title,
+        heading=_("Delete “%(title)s”?") % title,
+        consequence=_("It is removed, and any nudge still planned for it is not sent."),
+        submit=_("Delete follow-up"),
+        back="portal:follow_ups",
     )
-    return redirect("portal:follow_ups")
 
 
 # The site's icon, drawn inline: no static files server is needed.

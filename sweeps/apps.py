@@ -7,7 +7,7 @@ class SweepsConfig(AppConfig):
 
     def ready(self) -> None:
         # Lower floors announce a person's changes; the queue follows them.
-        from accounts.signals import plan_changed
+        from accounts.actions import plan_changed
         from sweeps.replan import refresh_queue
 
         plan_changed.connect(refresh_queue, dispatch_uid="replan-after-a-change")

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from core.config import NudgeConfig
-from portal import api_rate
+from portal import api
 from portal.models import ApiRate, ApiToken
 from portal.tokens import REVOKED_TOKENS_KEPT, new_api_token, revoke_api_tokens
 from tenancy.scope import support_scope, tenant_scope
@@ -62,7 +62,7 @@ def test_the_accounts_budget_comes_back_when_its_minute_is_over(signed_in):
     start = timezone.now()
 
     def wait(at):
-        return api_rate.seconds_to_wait(user.pk, at, config)
+        return api.seconds_to_wait(user.pk, at, config)
 
     assert [wait(start) for _ in range(LIMIT)] == [None] * LIMIT
     assert wait(start + timedelta(seconds=45)) == 15
