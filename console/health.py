@@ -66,10 +66,16 @@ class HealthReport:
     as_of: datetime
     checks: list[HealthCheck] = field(default_factory=list)
     figures: dict[str, object] = field(default_factory=dict)
+    # Why check_health could not be made: the console then shows ``runs_and_claims`` only.
+    error: str = ""
+
+    @property
+    def failing(self) -> list[HealthCheck]:
+        return [check for check in self.checks if not check.ok]
 
     @property
     def ok(self) -> bool:
-        return all(check.ok for check in self.checks)
+        return not self.failing
 
     @property
     def warnings(self) -> list[HealthCheck]:
@@ -78,6 +84,8 @@ class HealthReport:
     @property
     def verdict(self) -> str:
         """One word that the console, ``nudge_health`` and ``/metrics`` all say."""
+        if self.error:
+            return "unknown"
         if not self.ok:
             return "unhealthy"
         return "warning" if self.warnings else "healthy"
@@ -154,11 +162,9 @@ LATENESS_WINDOW = timedelta(minutes=15)
 LATE_BEYOND = int(BUCKETS[-2])
 
 
-def _deliver_runs_in_window(now: datetime) -> list[DeliverCounts]:
-    """The deliver runs of the last 15 minutes, oldest first."""
-    runs = SweepRun.objects.filter(
-        sweep=SweepRun.Sweep.DELIVER, as_of__gt=now - LATENESS_WINDOW, as_of__lte=now
-    ).order_by("as_of", "pk")
+def _deliver_runs(**lookups: object) -> list[DeliverCounts]:
+    """The counts of the deliver runs matching ``lookups``, oldest first."""
+    runs = SweepRun.objects.filter(sweep=SweepRun.Sweep.DELIVER, **lookups).order_by("as_of", "pk")
     return [DeliverCounts.from_counts(counts) for counts in runs.values_list("counts", flat=True)]
 
 
@@ -302,7 +308,7 @@ def check_health(now: datetime | None = None) -> HealthReport:
         report.add(Check.QUEUE_READABLE, False, said)
     last_materialize = runs_and_claims(report, config, counts)
 
-    window = _deliver_runs_in_window(now)
+    window = _deliver_runs(as_of__gt=now - LATENESS_WINDOW, as_of__lte=now)
     _check_sends(report, window)
     _check_on_time(report, window, config)
     _check_partitions(report, now, config)
@@ -357,15 +363,6 @@ def _check_claims(report: HealthReport, counts: DueCounts, config: NudgeConfig) 
         report.add(Check.STUCK_CLAIMS, True, f"No claim is older than the lease ({lease}).")
 
 
-def _dealt_with_since(after: datetime) -> tuple[int, int]:
-    """Deliver runs that succeeded after ``after``: how many, and how many rows they settled."""
-    runs = SweepRun.objects.filter(
-        sweep=SweepRun.Sweep.DELIVER, status=SweepRun.Status.OK, as_of__gt=after
-    ).values_list("counts", flat=True)
-    done = [DeliverCounts.from_counts(counts) for counts in runs]
-    return len(done), sum(c.sent + c.skipped + c.failed + c.expired + c.retried for c in done)
-
-
 def _overdue_seen_by_cycle(materialize: SweepRun) -> int:
     """Overdue rows the last materialize saw, summed over its cycle's finished runs
     (each participant counts only the users of the slices it took)."""
@@ -396,9 +393,10 @@ def _check_keeping_up(report: HealthReport, materialize: SweepRun, now: datetime
         report.add(Check.DELIVERY_KEEPING_UP, True, f"Delivery was keeping up {checked}.")
         return
     nudges = f"{plural(seen, 'nudge')} whose time had passed {'was' if seen == 1 else 'were'}"
-    runs, dealt = _dealt_with_since(materialize.as_of)
+    done = _deliver_runs(status=SweepRun.Status.OK, as_of__gt=materialize.as_of)
+    dealt = sum(c.sent + c.skipped + c.failed + c.expired + c.retried for c in done)
     report.figures["dealt_with_since_materialize"] = dealt
-    if runs and dealt >= seen and live_overdue == 0:
+    if done and dealt >= seen and live_overdue == 0:
         report.figures["overdue_seen_cleared"] = True
         said = (
             f"Delivery has caught up: {checked}, {nudges} unsent; deliver has since dealt "
