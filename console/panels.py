@@ -40,11 +40,16 @@ class Panel:
     """One chart: its picture, what it shows in a sentence, and its figures as a table."""
 
     chart: Chart  # its id and accessible title
-    svg: SafeString
     caption: str
     head: list[str]
-    rows: list[list[Any]] = field(default_factory=list)
+    rows: list[list[Any]]
     table_note: str = ""
+    stacks: list[Series] = field(default_factory=list)  # bars, stacked in this order
+    lines: list[Series] = field(default_factory=list)
+
+    @property
+    def svg(self) -> SafeString:
+        return svgchart.draw(self.chart, self.stacks, self.lines)
 
 
 def _relative_ticks(slots: int, step: int, label: Callable[[int], str]) -> dict[int, str]:
@@ -74,7 +79,6 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
             empty_text="No nudges planned in the next 3 hours.",
         )
         bars = Series(f"{name} nudges", counts, COLOURS.get(channel, "#888"))
-        svg = svgchart.bar_chart(chart, [bars], [capacity_line] if capacity else [])
         peak = max(counts, default=0)
         caption = f"{plural(sum(counts), 'nudge')} planned; busiest minute {peak:,}"
         if not peak:
@@ -92,11 +96,12 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
         panels.append(
             Panel(
                 chart,
-                svg,
                 caption + ".",
                 ["minute", "nudges", "capacity"],
                 rows,
                 "Minutes not listed have no nudges.",
+                [bars],
+                [capacity_line] if capacity else [],
             )
         )
     return panels
@@ -138,7 +143,6 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
         worst = max(data.by_quarter.values(), key=lambda q: q.p95)
         caption += f"; worst quarter-hour p95 {_seconds(worst.p95)}"
         caption += f"; {plural(len(over), 'quarter-hour')} over the {threshold} s limit"
-    lines = svgchart.line_chart(chart, series)
     histogram_chart = Chart(
         f"{prefix}lateness-histogram",
         "How late sent nudges were, last 24 hours",
@@ -146,13 +150,9 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
         {i: _bucket_label(data.histogram, i) for i in range(len(data.histogram))},
         empty_text="No nudges were sent in the last 24 hours.",
     )
-    histogram = svgchart.bar_chart(
-        histogram_chart, [Series("nudges", [n for _, n in data.histogram], COLOURS["p50"])]
-    )
     return [
         Panel(
             chart,
-            lines,
             caption + ".",
             ["quarter-hour from", "sent", "p50", "p95", "max"],
             [
@@ -160,13 +160,14 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
                 for _, q in sorted(data.by_quarter.items())
             ],
             "Quarter-hours not listed sent nothing.",
+            lines=series,
         ),
         Panel(
             histogram_chart,
-            histogram,
             "Each bar counts the nudges that arrived at most this late (0 s: on time or early).",
             ["lateness", "nudges"],
             [[_bucket_label(data.histogram, i), n] for i, (_, n) in enumerate(data.histogram)],
+            stacks=[Series("nudges", [n for _, n in data.histogram], COLOURS["p50"])],
         ),
     ]
 
@@ -238,17 +239,17 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
     return [
         Panel(
             chart,
-            svgchart.bar_chart(chart, stacks, [retried]),
             f"{totals}; {data.retried:,} retried (had a failed attempt).",
             ["hour from", *[o.value for o in OUTCOME_ORDER], "retried"],
             [
                 [when(h.start), *[h.counts.get(o, 0) for o in OUTCOME_ORDER], h.retried]
                 for h in hours
             ],
+            stacks=stacks,
+            lines=[retried],
         ),
         Panel(
             kind_chart,
-            svgchart.bar_chart(kind_chart, kind_stacks),
             "; ".join(f"{s.name}: {sum(s.values):,}" for s in kind_stacks) + ".",
             ["hour from", *[kind.label for kind in Kind]],
             [
@@ -257,14 +258,15 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
                 if h.sent_by_kind
             ],
             "Hours not listed sent nothing.",
+            kind_stacks,
         ),
         Panel(
             reason_chart,
-            svgchart.bar_chart(reason_chart, failure_series),
             "; ".join(f"{reason}: {n:,}" for reason, n in reasons) or "No failures.",
             ["hour from", "reason", "failures"],
             [[when(h.start), reason, n] for h in hours for reason, n in sorted(h.failures.items())],
             "Hours not listed had no failures.",
+            failure_series,
         ),
     ]
 
