@@ -18,7 +18,6 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from accounts.models import Channel
 from console.admin import actions
 from console.admin.rows import as_of, attach_subject_titles, subject_label
 from core.config import NudgeConfig
@@ -95,16 +94,11 @@ class OwnerFilter(admin.SimpleListFilter):
 def _channel_for_unsent(obj: ScheduledSend) -> str:
     """The user's channel now, for a row not yet sent; the queued one noted when it differs."""
     settings = getattr(obj.user, "delivery_settings", None)
-    current = settings.channel if settings else ""
-    if not current:
+    if not (settings and settings.channel):
         return "no channel chosen yet"
-    if obj.channel and obj.channel != current:
-        return f"{_channel_name(current)} (now; queued for {_channel_name(obj.channel)})"
-    return _channel_name(current)
-
-
-def _channel_name(channel: str) -> str:
-    return Channel(channel).label if channel in Channel.values else channel
+    if obj.channel and obj.channel != settings.channel:
+        return f"{settings.get_channel_display()} (now; queued for {obj.get_channel_display()})"
+    return settings.get_channel_display()
 
 
 @admin.register(ScheduledSend)
