@@ -111,14 +111,6 @@ def _ago(span: timedelta) -> str:
     return f"{duration(seconds)} ago" if seconds >= 60 else "less than a minute ago"
 
 
-def _last_run(sweep: str, *, ok_only: bool) -> SweepRun | None:
-    # as_of, not started_at: a replay with --now acts for its simulated instant.
-    runs = SweepRun.objects.filter(sweep=sweep).order_by("-as_of", "-pk")
-    if ok_only:
-        runs = runs.filter(status=SweepRun.Status.OK)
-    return runs.first()
-
-
 # What each sweep running, and not running, means to support.
 _SWEEP_WORDS = {
     "deliver": ("Deliver is running", "Nudges are not being sent"),
@@ -131,8 +123,10 @@ def _check_recent(
 ) -> SweepRun | None:
     """Did the last ``sweep`` run fail, and did one succeed within ``stale_after``? Says
     only that the sweep runs: a deliver run that sent nothing is the sends' checks'."""
-    last_ok = _last_run(sweep, ok_only=True)
-    last_any = _last_run(sweep, ok_only=False)
+    # as_of, not started_at: a replay with --now acts for its simulated instant.
+    runs = SweepRun.objects.filter(sweep=sweep).order_by("-as_of", "-pk")
+    last_ok = runs.filter(status=SweepRun.Status.OK).first()
+    last_any = runs.first()
     report.figures[f"last_{sweep}_at"] = last_ok.as_of if last_ok else None
     if last_any is not None and last_any.status == SweepRun.Status.FAILED:
         said = f"The last {sweep} run failed: {last_any.error or last_any.summary}"
@@ -152,9 +146,9 @@ def _check_recent(
             f"{not_doing}: no {sweep} run has succeeded for {duration(age.total_seconds())} "
             f"(the limit is {duration(stale_after.total_seconds())})."
         )
-    runs = f"runs?sweep__exact={sweep}"
+    link = f"runs?sweep__exact={sweep}"
     link_text = f"{sweep} runs" if ok else f"view {sweep} runs"
-    report.add(Check(f"{sweep}_recent"), ok, said, link=runs, link_text=link_text)
+    report.add(Check(f"{sweep}_recent"), ok, said, link=link, link_text=link_text)
     return last_ok
 
 
