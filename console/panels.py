@@ -3,6 +3,7 @@ caption and its figures as a table."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -186,16 +187,15 @@ KIND_COLOURS = {Kind.EVENT: "#2374b8", Kind.FOLLOW_UP: "#6a1b9a", Kind.AGENDA: "
 FAILURE_PALETTE = ("#c62828", "#ad1457", "#6a1b9a", "#4527a0", "#283593", "#00695c")
 
 
-def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
+def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Panel]:
     """Outcomes per hour (stacked) with retries as a line, sent nudges by kind (events,
-    follow-ups, the agenda), and failures by reason."""
-    hours = data.hours
+    follow-ups, the agenda), and failures by reason (most frequent first)."""
     slots = len(hours)
     ticks = _relative_ticks(
         slots, 4, lambda i: "this hour" if i == slots - 1 else f"-{slots - 1 - i}h"
     )
     stacks = [
-        Series(str(outcome.value), [h.counts.get(outcome, 0) for h in hours], COLOURS[outcome])
+        Series(str(outcome.value), [h.counts[outcome] for h in hours], COLOURS[outcome])
         for outcome in OUTCOME_ORDER
     ]
     retried = Series(
@@ -208,9 +208,9 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
         ticks,
         empty_text="No nudges were settled in the last 24 hours.",
     )
-    totals = ", ".join(f"{data.total(o):,} {o.value}" for o in OUTCOME_ORDER)
+    totals = ", ".join(f"{sum(s.values):,} {s.name}" for s in stacks)
     kind_stacks = [
-        Series(kind.label, [h.sent_by_kind.get(kind, 0) for h in hours], KIND_COLOURS[kind])
+        Series(kind.label, [h.sent_by_kind[kind] for h in hours], KIND_COLOURS[kind])
         for kind in Kind
     ]
     kind_chart = Chart(
@@ -220,14 +220,13 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
         ticks,
         empty_text="Nothing was sent in the last 24 hours.",
     )
-    reasons = data.failure_reasons
+    reasons: Counter[str] = sum((h.failures for h in hours), Counter())
+    reasons_ranked = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
     failure_series = [
         Series(
-            reason,
-            [h.failures.get(reason, 0) for h in hours],
-            FAILURE_PALETTE[i % len(FAILURE_PALETTE)],
+            reason, [h.failures[reason] for h in hours], FAILURE_PALETTE[i % len(FAILURE_PALETTE)]
         )
-        for i, (reason, _) in enumerate(reasons)
+        for i, (reason, _) in enumerate(reasons_ranked)
     ]
     reason_chart = Chart(
         f"{prefix}failures",
@@ -239,12 +238,9 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
     return [
         Panel(
             chart,
-            f"{totals}; {data.retried:,} retried (had a failed attempt).",
+            f"{totals}; {sum(retried.values):,} retried (had a failed attempt).",
             ["hour from", *[o.value for o in OUTCOME_ORDER], "retried"],
-            [
-                [when(h.start), *[h.counts.get(o, 0) for o in OUTCOME_ORDER], h.retried]
-                for h in hours
-            ],
+            [[when(h.start), *[h.counts[o] for o in OUTCOME_ORDER], h.retried] for h in hours],
             stacks=stacks,
             lines=[retried],
         ),
@@ -253,7 +249,7 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
             "; ".join(f"{s.name}: {sum(s.values):,}" for s in kind_stacks) + ".",
             ["hour from", *[kind.label for kind in Kind]],
             [
-                [when(h.start), *[h.sent_by_kind.get(kind, 0) for kind in Kind]]
+                [when(h.start), *[h.sent_by_kind[kind] for kind in Kind]]
                 for h in hours
                 if h.sent_by_kind
             ],
@@ -262,7 +258,7 @@ def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
         ),
         Panel(
             reason_chart,
-            "; ".join(f"{reason}: {n:,}" for reason, n in reasons) or "No failures.",
+            "; ".join(f"{reason}: {n:,}" for reason, n in reasons_ranked) or "No failures.",
             ["hour from", "reason", "failures"],
             [[when(h.start), reason, n] for h in hours for reason, n in sorted(h.failures.items())],
             "Hours not listed had no failures.",
