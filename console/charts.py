@@ -132,8 +132,7 @@ class LatenessQuarter:
 
 @dataclass
 class Lateness:
-    start: datetime  # the first quarter-hour shown
-    quarters: int
+    quarters: int  # shown, the last ending with the current one
     by_quarter: dict[int, LatenessQuarter]  # slot -> figures; quarters with no sends absent
     histogram: list[tuple[float, int]]  # (upper bound in seconds, count), every bucket
 
@@ -166,7 +165,7 @@ def lateness(now: datetime, config: NudgeConfig, user_id: int | None = None) -> 
     for _, bucket, n, _ in histogram_query(start, end, config, user_id):
         counts[bucket] += n
     histogram = [(bound, counts[i]) for i, bound in enumerate(BUCKETS)]
-    return Lateness(start, int(HISTORY / QUARTER), by_quarter, histogram)
+    return Lateness(int(HISTORY / QUARTER), by_quarter, histogram)
 
 
 def _sent_between(
