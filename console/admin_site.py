@@ -176,7 +176,7 @@ class NudgeAdminSite(admin.AdminSite):
         user = get_object_or_404(get_user_model(), pk=user_id)
         # Counts, not rows, but of one tenant's queue: audited like any staff read of it.
         filters = {"owner": str(user.pk), "view": "charts"}
-        audit_read(request, ScheduledSend._meta.label, [], filters)
+        audit_read(request, ScheduledSend, [], filters)
         now = timezone.now()
         context = {
             **self.each_context(request),
