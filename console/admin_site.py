@@ -71,12 +71,6 @@ def health_lines(checks: list[health.HealthCheck], links: Links) -> list[health.
     return sorted(lines, key=lambda line: (line.ok, not line.warning))
 
 
-def backlog_line(figures: dict[str, Any]) -> health.HealthCheck:
-    """What is due and unsent, shown when no health report could be made."""
-    due = plural(int(figures.get("due_backlog") or 0), "nudge")
-    return health.HealthCheck("due_backlog", True, f"{due} due and not yet sent.")
-
-
 def pacing_lines(states: list[pacer.BudgetState]) -> list[health.HealthCheck]:
     """Each shared rate in force: at its setting, lowered by a 429, or paused."""
     lines = []
@@ -143,10 +137,7 @@ class NudgeAdminSite(admin.AdminSite):
         config = NudgeConfig.from_settings()
         report = _health_report(request)
         links = Links.for_user(request.user)
-        lines = health_lines(report.checks, links)
-        if report.error:
-            lines.append(backlog_line(report.figures))
-        lines += pacing_lines(pacer.rates_in_force(config))
+        lines = health_lines(report.checks, links) + pacing_lines(pacer.rates_in_force(config))
         now = timezone.now()
         context = {
             "nudge_health": report,
@@ -210,7 +201,7 @@ def _run_check_health() -> Any:
 
 def _health_report(request: HttpRequest) -> health.HealthReport:
     """check_health's report; when it failed, health's checks of the sweeps and claims,
-    counted as health counts them, under the admin's scope."""
+    counted as health counts them, under the admin's scope, and what is due and unsent."""
     report = getattr(request, _HEALTH_ATTR, None)
     if isinstance(report, health.HealthReport):
         return report
@@ -218,4 +209,6 @@ def _health_report(request: HttpRequest) -> health.HealthReport:
     error = f"check_health failed: {type(report).__name__}"
     partial = health.HealthReport(as_of=timezone.now(), error=error)
     health.runs_and_claims(partial, config, ScheduledSend.objects.due_counts(partial.as_of, config))
+    due = plural(partial.figures["due_backlog"], "nudge")
+    partial.checks.append(health.HealthCheck("due_backlog", True, f"{due} due and not yet sent."))
     return partial
