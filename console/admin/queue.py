@@ -124,7 +124,6 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     )
     search_fields = ("user__username", "user__email", "=provider_message_id")
     search_help_text = "Username or e-mail (partial), or a provider message id (exact)."
-    list_select_related = ("user", "user__delivery_settings")
     date_hierarchy = "fire_at"
     list_per_page = 50
     actions = (actions.release_claim, actions.retry_now, actions.skip)
