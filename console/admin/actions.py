@@ -96,10 +96,8 @@ def _support_action(
             "rows": [
                 {
                     "obj": obj,
-                    "owner": obj.user.username,
                     "subject": subject_label(obj),
                     "fire_at": when(obj.fire_at),
-                    "state": obj.queue_state,
                     "refusal": refusal,
                     "doubt": doubts.get(obj.pk, ""),
                     "send_started": when(obj.send_started_at),
