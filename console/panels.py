@@ -36,11 +36,11 @@ COLOURS = {
 CHANNEL_NAMES = {**dict(Channel.choices), "": "Channel not chosen yet"}
 
 
-@dataclass
-class Panel:
-    """One chart: its picture, what it shows in a sentence, and its figures as a table."""
+@dataclass(kw_only=True)
+class Panel(Chart):
+    """One chart as the console shows it: the picture, what it shows in a sentence, and
+    its figures as a table."""
 
-    chart: Chart  # its id and accessible title
     caption: str
     head: list[str]
     rows: list[list[Any]]
@@ -50,7 +50,7 @@ class Panel:
 
     @property
     def svg(self) -> SafeString:
-        return svgchart.draw(self.chart, self.stacks, self.lines)
+        return svgchart.draw(self, self.stacks, self.lines)
 
 
 def _relative_ticks(slots: int, step: int, label: Callable[[int], str]) -> dict[int, str]:
@@ -72,14 +72,6 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
         capacity_line = Series(
             "capacity per minute", [capacity] * data.minutes, COLOURS["capacity"], dashed=True
         )
-        chart = Chart(
-            f"{prefix}lookahead-{channel or 'unassigned'}",
-            f"{name}: nudges per minute, next 3 hours",
-            data.minutes,
-            ticks,
-            empty_text="No nudges planned in the next 3 hours.",
-        )
-        bars = Series(f"{name} nudges", counts, COLOURS.get(channel, "#888"))
         peak = max(counts, default=0)
         caption = f"{plural(sum(counts), 'nudge')} planned; busiest minute {peak:,}"
         if not peak:
@@ -96,13 +88,17 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
         ]
         panels.append(
             Panel(
-                chart,
-                caption + ".",
-                ["minute", "nudges", "capacity"],
-                rows,
-                "Minutes not listed have no nudges.",
-                [bars],
-                [capacity_line] if capacity else [],
+                chart_id=f"{prefix}lookahead-{channel or 'unassigned'}",
+                title=f"{name}: nudges per minute, next 3 hours",
+                slots=data.minutes,
+                ticks=ticks,
+                empty_text="No nudges planned in the next 3 hours.",
+                caption=caption + ".",
+                head=["minute", "nudges", "capacity"],
+                rows=rows,
+                table_note="Minutes not listed have no nudges.",
+                stacks=[Series(f"{name} nudges", counts, COLOURS.get(channel, "#888"))],
+                lines=[capacity_line] if capacity else [],
             )
         )
     return panels
@@ -115,9 +111,6 @@ def _seconds(value: float) -> str:
 def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) -> list[Panel]:
     """p50 / p95 / max per quarter-hour, and how the day's lateness is spread."""
     slots = data.quarters
-    ticks = _relative_ticks(
-        slots, 16, lambda i: "now" if i == slots - 1 else f"-{(slots - i) // 4}h"
-    )
     series = [
         Series(
             name,
@@ -131,43 +124,41 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
     ]
     threshold = round(config.max_p95_lateness.total_seconds())
     over = [q for q in data.by_quarter.values() if q.p95 > threshold]
-    chart = Chart(
-        f"{prefix}lateness",
-        "Lateness of sent nudges per quarter-hour, last 24 hours (seconds)",
-        slots,
-        ticks,
-        unit="s",
-        empty_text="No nudges were sent in the last 24 hours.",
-    )
     caption = f"{plural(data.sent, 'nudge')} sent"
     if data.by_quarter:
         worst = max(data.by_quarter.values(), key=lambda q: q.p95)
         caption += f"; worst quarter-hour p95 {_seconds(worst.p95)}"
         caption += f"; {plural(len(over), 'quarter-hour')} over the {threshold} s limit"
-    histogram_chart = Chart(
-        f"{prefix}lateness-histogram",
-        "How late sent nudges were, last 24 hours",
-        len(data.histogram),
-        {i: _bucket_label(data.histogram, i) for i in range(len(data.histogram))},
-        empty_text="No nudges were sent in the last 24 hours.",
-    )
     return [
         Panel(
-            chart,
-            caption + ".",
-            ["quarter-hour from", "sent", "p50", "p95", "max"],
-            [
+            chart_id=f"{prefix}lateness",
+            title="Lateness of sent nudges per quarter-hour, last 24 hours (seconds)",
+            slots=slots,
+            ticks=_relative_ticks(
+                slots, 16, lambda i: "now" if i == slots - 1 else f"-{(slots - i) // 4}h"
+            ),
+            unit="s",
+            empty_text="No nudges were sent in the last 24 hours.",
+            caption=caption + ".",
+            head=["quarter-hour from", "sent", "p50", "p95", "max"],
+            rows=[
                 [when(q.start), q.sent, _seconds(q.p50), _seconds(q.p95), _seconds(q.max)]
                 for _, q in sorted(data.by_quarter.items())
             ],
-            "Quarter-hours not listed sent nothing.",
+            table_note="Quarter-hours not listed sent nothing.",
             lines=series,
         ),
         Panel(
-            histogram_chart,
-            "Each bar counts the nudges that arrived at most this late (0 s: on time or early).",
-            ["lateness", "nudges"],
-            [[_bucket_label(data.histogram, i), n] for i, (_, n) in enumerate(data.histogram)],
+            chart_id=f"{prefix}lateness-histogram",
+            title="How late sent nudges were, last 24 hours",
+            slots=len(data.histogram),
+            ticks={i: _bucket_label(data.histogram, i) for i in range(len(data.histogram))},
+            empty_text="No nudges were sent in the last 24 hours.",
+            caption=(
+                "Each bar counts the nudges that arrived at most this late (0 s: on time or early)."
+            ),
+            head=["lateness", "nudges"],
+            rows=[[_bucket_label(data.histogram, i), n] for i, (_, n) in enumerate(data.histogram)],
             stacks=[Series("nudges", [n for _, n in data.histogram], COLOURS["p50"])],
         ),
     ]
@@ -201,25 +192,11 @@ def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Pane
     retried = Series(
         "retried", [h.retried for h in hours], COLOURS["retried"], dashed=True, mark_zero=False
     )
-    chart = Chart(
-        f"{prefix}outcomes",
-        "Outcomes per hour, last 24 hours (by the hour each nudge was meant for)",
-        slots,
-        ticks,
-        empty_text="No nudges were settled in the last 24 hours.",
-    )
     totals = ", ".join(f"{sum(s.values):,} {s.name}" for s in stacks)
     kind_stacks = [
         Series(kind.label, [h.sent_by_kind[kind] for h in hours], KIND_COLOURS[kind])
         for kind in Kind
     ]
-    kind_chart = Chart(
-        f"{prefix}kinds",
-        "Sent per hour by kind, last 24 hours",
-        slots,
-        ticks,
-        empty_text="Nothing was sent in the last 24 hours.",
-    )
     reasons: Counter[str] = sum((h.failures for h in hours), Counter())
     reasons_ranked = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
     failure_series = [
@@ -228,41 +205,50 @@ def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Pane
         )
         for i, (reason, _) in enumerate(reasons_ranked)
     ]
-    reason_chart = Chart(
-        f"{prefix}failures",
-        "Failures per hour by reason, last 24 hours",
-        slots,
-        ticks,
-        empty_text="No failures in the last 24 hours.",
-    )
     return [
         Panel(
-            chart,
-            f"{totals}; {sum(retried.values):,} retried (had a failed attempt).",
-            ["hour from", *[o.value for o in OUTCOME_ORDER], "retried"],
-            [[when(h.start), *[h.counts[o] for o in OUTCOME_ORDER], h.retried] for h in hours],
+            chart_id=f"{prefix}outcomes",
+            title="Outcomes per hour, last 24 hours (by the hour each nudge was meant for)",
+            slots=slots,
+            ticks=ticks,
+            empty_text="No nudges were settled in the last 24 hours.",
+            caption=f"{totals}; {sum(retried.values):,} retried (had a failed attempt).",
+            head=["hour from", *[o.value for o in OUTCOME_ORDER], "retried"],
+            rows=[[when(h.start), *[h.counts[o] for o in OUTCOME_ORDER], h.retried] for h in hours],
             stacks=stacks,
             lines=[retried],
         ),
         Panel(
-            kind_chart,
-            "; ".join(f"{s.name}: {sum(s.values):,}" for s in kind_stacks) + ".",
-            ["hour from", *[kind.label for kind in Kind]],
-            [
+            chart_id=f"{prefix}kinds",
+            title="Sent per hour by kind, last 24 hours",
+            slots=slots,
+            ticks=ticks,
+            empty_text="Nothing was sent in the last 24 hours.",
+            caption="; ".join(f"{s.name}: {sum(s.values):,}" for s in kind_stacks) + ".",
+            head=["hour from", *[kind.label for kind in Kind]],
+            rows=[
                 [when(h.start), *[h.sent_by_kind[kind] for kind in Kind]]
                 for h in hours
                 if h.sent_by_kind
             ],
-            "Hours not listed sent nothing.",
-            kind_stacks,
+            table_note="Hours not listed sent nothing.",
+            stacks=kind_stacks,
         ),
         Panel(
-            reason_chart,
-            "; ".join(f"{reason}: {n:,}" for reason, n in reasons_ranked) or "No failures.",
-            ["hour from", "reason", "failures"],
-            [[when(h.start), reason, n] for h in hours for reason, n in sorted(h.failures.items())],
-            "Hours not listed had no failures.",
-            failure_series,
+            chart_id=f"{prefix}failures",
+            title="Failures per hour by reason, last 24 hours",
+            slots=slots,
+            ticks=ticks,
+            empty_text="No failures in the last 24 hours.",
+            caption="; ".join(f"{reason}: {n:,}" for reason, n in reasons_ranked) or "No failures.",
+            head=["hour from", "reason", "failures"],
+            rows=[
+                [when(h.start), reason, n]
+                for h in hours
+                for reason, n in sorted(h.failures.items())
+            ],
+            table_note="Hours not listed had no failures.",
+            stacks=failure_series,
         ),
     ]
 
