@@ -118,9 +118,7 @@ _SWEEP_WORDS = {
 }
 
 
-def _check_recent(
-    report: HealthReport, sweep: str, now: datetime, stale_after: timedelta
-) -> SweepRun | None:
+def _check_recent(report: HealthReport, sweep: str, stale_after: timedelta) -> SweepRun | None:
     """Did the last ``sweep`` run fail, and did one succeed within ``stale_after``? Says
     only that the sweep runs: a deliver run that sent nothing is the sends' checks'."""
     # as_of, not started_at: a replay with --now acts for its simulated instant.
@@ -135,7 +133,7 @@ def _check_recent(
             Check(f"{sweep}_last_run"), False, said[:500], link=link, link_text="view failed runs"
         )
     doing, not_doing = _SWEEP_WORDS[sweep]
-    age = now - last_ok.as_of if last_ok else None
+    age = report.as_of - last_ok.as_of if last_ok else None
     ok = age is not None and age <= stale_after
     if ok:
         said = f"{doing}: the last {sweep} run succeeded {_ago(age)}."
@@ -322,10 +320,9 @@ def runs_and_claims(
 ) -> SweepRun | None:
     """The sweeps' last runs and, given the queue's counts, its overdue rows and stuck
     claims: the checks the console still makes when no full report can be made."""
-    now = report.as_of
-    _check_recent(report, SweepRun.Sweep.DELIVER, now, config.deliver_stale_after)
+    _check_recent(report, SweepRun.Sweep.DELIVER, config.deliver_stale_after)
     last_materialize = _check_recent(
-        report, SweepRun.Sweep.MATERIALIZE, now, config.materialize_stale_after
+        report, SweepRun.Sweep.MATERIALIZE, config.materialize_stale_after
     )
     if counts is not None:
         report.figures.update(vars(counts))
