@@ -35,8 +35,6 @@ CONFIGURATION_REFUSAL = (
     "it failed for our channel configuration, and would fail again the same way: "
     "fix the setting its error names (docs/OPERATIONS.md); deliver sends new nudges then"
 )
-# Support's try on one row, "send again" ticked or not: its transition, True when it held.
-RowAction = Callable[[ScheduledSend, bool], bool]
 
 
 def delivery_doubt(obj: ScheduledSend) -> str:
@@ -69,7 +67,7 @@ def _support_action(
     title: str,
     explanation: str,
     submit: str,
-    attempt: RowAction,
+    attempt: Callable[[ScheduledSend, bool], bool],
     meanwhile: str,
     log_message: Callable[[ScheduledSend], str],
     done: str,
@@ -78,9 +76,10 @@ def _support_action(
     form: forms.Form | None = None,
 ) -> TemplateResponse | None:
     """Unconfirmed: the intermediate page, saying what will happen to which row and why
-    not to others. Confirmed: attempt each eligible row, log it, say what did and did not
-    (``meanwhile`` when the row's fence no longer held). A row in ``doubt`` is refused
-    with ``unsure`` unless support ticked its "send again"."""
+    not to others. Confirmed: attempt each eligible row (its transition, given whether
+    support ticked "send again"; False when its fence no longer held: ``meanwhile``), log
+    it, say what did and did not. A row in ``doubt`` is refused with ``unsure`` unless
+    support ticked its "send again"."""
     confirmed = form.is_valid() if form else request.POST.get("post") == "yes"
     if not confirmed:
         attach_subject_titles(obj for obj, _ in rows)
