@@ -141,26 +141,26 @@ class ShownFieldsOnly:
         response = super().changelist_view(request, extra_context)
         changelist = (getattr(response, "context_data", None) or {}).get("cl")
         if changelist is not None:
-            rows = [obj.pk for obj in changelist.result_list]
-            _audit(request, self.model, rows)
+            audit_read(request, self.model, [obj.pk for obj in changelist.result_list])
         return response
 
     def change_view(self, request: HttpRequest, object_id: str, *args: Any, **kwargs: Any):
         response: HttpResponseBase = super().change_view(request, object_id, *args, **kwargs)
         if response.status_code == 200:
-            _audit(request, self.model, [object_id])
+            audit_read(request, self.model, [object_id])
         return response
 
 
-def _audit(request: HttpRequest, model: type, rows: list[Any]) -> None:
-    if issubclass(model, TenantModel):
+def audit_read(
+    request: HttpRequest, model: type, rows: list[Any], filters: dict | None = None
+) -> None:
+    """Log a staff user's read of tenant rows, with its filters (by default the query
+    string's, page mechanics left out)."""
+    if not issubclass(model, TenantModel):
+        return
+    if filters is None:
         filters = {key: value for key, value in request.GET.items() if key not in _NOT_FILTERS}
-        audit_read(request, model._meta.label, [str(row) for row in rows], filters)
-
-
-def audit_read(request: HttpRequest, label: str, rows: list[str], filters: dict) -> None:
-    """Log a staff user's read of tenant rows (of the model ``label``)."""
-    audit(request, "staff viewed tenant rows", label, rows, filters)
+    audit(request, "staff viewed tenant rows", model._meta.label, [str(r) for r in rows], filters)
 
 
 @functools.cache

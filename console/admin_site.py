@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import zoneinfo
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import wraps
 from typing import Any
 
@@ -38,17 +38,6 @@ logger = logging.getLogger("nudge.admin")
 # Marks every view wrapper that enters the support scope (tests walk the URLs for it).
 SUPPORT_SCOPED_ATTR = "support_scoped"
 _HEALTH_ATTR = "_nudge_health"
-
-
-@dataclass
-class HealthSummary:
-    """What the index shows about the sweeps, whichever way it was computed."""
-
-    figures: dict[str, Any]
-    ok: bool | None = None
-    checks: list[Any] = field(default_factory=list)
-    source: str = "check_health"
-    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,12 +69,6 @@ def health_lines(checks: list[health.HealthCheck], links: Links) -> list[health.
     """Health's checks with their links resolved for the reader, failing ones first."""
     lines = [replace(check, link=links.resolve(check.link)) for check in checks]
     return sorted(lines, key=lambda line: (line.ok, not line.warning))
-
-
-def backlog_line(figures: dict[str, Any]) -> health.HealthCheck:
-    """What is due and unsent, shown when no health report could be made."""
-    due = plural(int(figures.get("due_backlog") or 0), "nudge")
-    return health.HealthCheck("due_backlog", True, f"{due} due and not yet sent.")
 
 
 def pacing_lines(states: list[pacer.BudgetState]) -> list[health.HealthCheck]:
@@ -152,18 +135,13 @@ class NudgeAdminSite(admin.AdminSite):
     def index(self, request: HttpRequest, extra_context: dict | None = None):
         """The state in words, every check as a sentence, and the queue's pictures."""
         config = NudgeConfig.from_settings()
-        summary = _health_summary(request)
+        report = _health_report(request)
         links = Links.for_user(request.user)
-        lines = health_lines(summary.checks, links)
-        if summary.ok is None:
-            lines.append(backlog_line(summary.figures))
-        lines += pacing_lines(pacer.rates_in_force(config))
+        lines = health_lines(report.checks, links) + pacing_lines(pacer.rates_in_force(config))
         now = timezone.now()
         context = {
-            "nudge_health": summary,
+            "nudge_health": report,
             "nudge_lines": lines,
-            "nudge_failing": [line for line in lines if not line.ok],
-            "nudge_warnings": [line for line in lines if line.ok and line.warning],
             "nudge_as_of": when(now),
             # Counts across every tenant: only for staff who may view the queue.
             "nudge_charts": panels.activity_panels(now, config) if links.queue else None,
@@ -189,7 +167,7 @@ class NudgeAdminSite(admin.AdminSite):
         user = get_object_or_404(get_user_model(), pk=user_id)
         # Counts, not rows, but of one tenant's queue: audited like any staff read of it.
         filters = {"owner": str(user.pk), "view": "charts"}
-        audit_read(request, ScheduledSend._meta.label, [], filters)
+        audit_read(request, ScheduledSend, [], filters)
         now = timezone.now()
         context = {
             **self.each_context(request),
@@ -221,20 +199,16 @@ def _run_check_health() -> Any:
         return exc
 
 
-def _health_summary(request: HttpRequest) -> HealthSummary:
+def _health_report(request: HttpRequest) -> health.HealthReport:
+    """check_health's report; when it failed, health's checks of the sweeps and claims,
+    counted as health counts them, under the admin's scope, and what is due and unsent."""
     report = getattr(request, _HEALTH_ATTR, None)
-    if report is None or isinstance(report, Exception):
-        summary = _summary_from_queries()
-        if report is not None:
-            summary.error = f"check_health failed: {type(report).__name__}"
-        return summary
-    return HealthSummary(figures=dict(report.figures), ok=report.ok, checks=list(report.checks))
-
-
-def _summary_from_queries() -> HealthSummary:
-    """Health's checks of the sweeps and claims, counted as health counts them, under the
-    admin's scope."""
+    if isinstance(report, health.HealthReport):
+        return report
     config = NudgeConfig.from_settings()
-    report = health.HealthReport(as_of=timezone.now())
-    health.runs_and_claims(report, config, ScheduledSend.objects.due_counts(report.as_of, config))
-    return HealthSummary(figures=report.figures, checks=report.checks, source="admin queries")
+    error = f"check_health failed: {type(report).__name__}"
+    partial = health.HealthReport(as_of=timezone.now(), error=error)
+    health.runs_and_claims(partial, config, ScheduledSend.objects.due_counts(partial.as_of, config))
+    due = plural(partial.figures["due_backlog"], "nudge")
+    partial.checks.append(health.HealthCheck("due_backlog", True, f"{due} due and not yet sent."))
+    return partial

@@ -132,8 +132,7 @@ class LatenessQuarter:
 
 @dataclass
 class Lateness:
-    start: datetime  # the first quarter-hour shown
-    quarters: int
+    quarters: int  # shown, the last ending with the current one
     by_quarter: dict[int, LatenessQuarter]  # slot -> figures; quarters with no sends absent
     histogram: list[tuple[float, int]]  # (upper bound in seconds, count), every bucket
 
@@ -166,7 +165,7 @@ def lateness(now: datetime, config: NudgeConfig, user_id: int | None = None) -> 
     for _, bucket, n, _ in histogram_query(start, end, config, user_id):
         counts[bucket] += n
     histogram = [(bound, counts[i]) for i, bound in enumerate(BUCKETS)]
-    return Lateness(start, int(HISTORY / QUARTER), by_quarter, histogram)
+    return Lateness(int(HISTORY / QUARTER), by_quarter, histogram)
 
 
 def _sent_between(
@@ -237,34 +236,13 @@ def _quarter_of(column: str) -> Func:
 @dataclass
 class OutcomeHour:
     start: datetime
-    counts: dict[str, int] = field(default_factory=dict)  # outcome -> rows
+    counts: Counter[str] = field(default_factory=Counter)  # outcome -> rows
     retried: int = 0  # rows with a failed attempt behind them (attempts > 0)
-    failures: dict[str, int] = field(default_factory=dict)  # failure kind's label -> rows
-    sent_by_kind: dict[str, int] = field(default_factory=dict)  # queue kind -> rows sent
+    failures: Counter[str] = field(default_factory=Counter)  # failure kind's label -> rows
+    sent_by_kind: Counter[str] = field(default_factory=Counter)  # queue kind -> rows sent
 
 
-@dataclass
-class Outcomes:
-    start: datetime
-    hours: list[OutcomeHour]
-
-    def total(self, outcome: str) -> int:
-        return sum(hour.counts.get(outcome, 0) for hour in self.hours)
-
-    @property
-    def retried(self) -> int:
-        return sum(hour.retried for hour in self.hours)
-
-    @property
-    def failure_reasons(self) -> list[tuple[str, int]]:
-        """Every kind of failure over the day (by its label), most frequent first."""
-        totals: Counter[str] = Counter()
-        for hour in self.hours:
-            totals.update(hour.failures)
-        return sorted(totals.items(), key=lambda item: (-item[1], item[0]))
-
-
-def outcomes(now: datetime, config: NudgeConfig, user_id: int | None = None) -> Outcomes:
+def outcomes(now: datetime, config: NudgeConfig, user_id: int | None = None) -> list[OutcomeHour]:
     """Settled nudges per intended hour over the last day: outcomes, retries, failure kinds."""
     end = floor_to(now, timedelta(hours=1)) + timedelta(hours=1)
     start = end - HISTORY
@@ -273,14 +251,13 @@ def outcomes(now: datetime, config: NudgeConfig, user_id: int | None = None) -> 
     ]
     for hour, outcome, kind, nudge_kind, n, retried in outcomes_query(start, end, config, user_id):
         bucket = hours[int((hour - start) / timedelta(hours=1))]
-        bucket.counts[outcome] = bucket.counts.get(outcome, 0) + n
+        bucket.counts[outcome] += n
         bucket.retried += retried
         if outcome == Outcome.SENT:
-            bucket.sent_by_kind[nudge_kind] = bucket.sent_by_kind.get(nudge_kind, 0) + n
+            bucket.sent_by_kind[nudge_kind] += n
         if outcome == Outcome.FAILED:
-            key = failures.label(kind)
-            bucket.failures[key] = bucket.failures.get(key, 0) + n
-    return Outcomes(start=start, hours=hours)
+            bucket.failures[failures.label(kind)] += n
+    return hours
 
 
 def outcomes_query(

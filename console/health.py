@@ -66,10 +66,16 @@ class HealthReport:
     as_of: datetime
     checks: list[HealthCheck] = field(default_factory=list)
     figures: dict[str, object] = field(default_factory=dict)
+    # Why check_health could not be made: the console then shows ``runs_and_claims`` only.
+    error: str = ""
+
+    @property
+    def failing(self) -> list[HealthCheck]:
+        return [check for check in self.checks if not check.ok]
 
     @property
     def ok(self) -> bool:
-        return all(check.ok for check in self.checks)
+        return not self.failing
 
     @property
     def warnings(self) -> list[HealthCheck]:
@@ -78,6 +84,8 @@ class HealthReport:
     @property
     def verdict(self) -> str:
         """One word that the console, ``nudge_health`` and ``/metrics`` all say."""
+        if self.error:
+            return "unknown"
         if not self.ok:
             return "unhealthy"
         return "warning" if self.warnings else "healthy"
@@ -103,14 +111,6 @@ def _ago(span: timedelta) -> str:
     return f"{duration(seconds)} ago" if seconds >= 60 else "less than a minute ago"
 
 
-def _last_run(sweep: str, *, ok_only: bool) -> SweepRun | None:
-    # as_of, not started_at: a replay with --now acts for its simulated instant.
-    runs = SweepRun.objects.filter(sweep=sweep).order_by("-as_of", "-pk")
-    if ok_only:
-        runs = runs.filter(status=SweepRun.Status.OK)
-    return runs.first()
-
-
 # What each sweep running, and not running, means to support.
 _SWEEP_WORDS = {
     "deliver": ("Deliver is running", "Nudges are not being sent"),
@@ -118,13 +118,13 @@ _SWEEP_WORDS = {
 }
 
 
-def _check_recent(
-    report: HealthReport, sweep: str, now: datetime, stale_after: timedelta
-) -> SweepRun | None:
+def _check_recent(report: HealthReport, sweep: str, stale_after: timedelta) -> SweepRun | None:
     """Did the last ``sweep`` run fail, and did one succeed within ``stale_after``? Says
     only that the sweep runs: a deliver run that sent nothing is the sends' checks'."""
-    last_ok = _last_run(sweep, ok_only=True)
-    last_any = _last_run(sweep, ok_only=False)
+    # as_of, not started_at: a replay with --now acts for its simulated instant.
+    runs = SweepRun.objects.filter(sweep=sweep).order_by("-as_of", "-pk")
+    last_ok = runs.filter(status=SweepRun.Status.OK).first()
+    last_any = runs.first()
     report.figures[f"last_{sweep}_at"] = last_ok.as_of if last_ok else None
     if last_any is not None and last_any.status == SweepRun.Status.FAILED:
         said = f"The last {sweep} run failed: {last_any.error or last_any.summary}"
@@ -133,7 +133,7 @@ def _check_recent(
             Check(f"{sweep}_last_run"), False, said[:500], link=link, link_text="view failed runs"
         )
     doing, not_doing = _SWEEP_WORDS[sweep]
-    age = now - last_ok.as_of if last_ok else None
+    age = report.as_of - last_ok.as_of if last_ok else None
     ok = age is not None and age <= stale_after
     if ok:
         said = f"{doing}: the last {sweep} run succeeded {_ago(age)}."
@@ -144,9 +144,9 @@ def _check_recent(
             f"{not_doing}: no {sweep} run has succeeded for {duration(age.total_seconds())} "
             f"(the limit is {duration(stale_after.total_seconds())})."
         )
-    runs = f"runs?sweep__exact={sweep}"
+    link = f"runs?sweep__exact={sweep}"
     link_text = f"{sweep} runs" if ok else f"view {sweep} runs"
-    report.add(Check(f"{sweep}_recent"), ok, said, link=runs, link_text=link_text)
+    report.add(Check(f"{sweep}_recent"), ok, said, link=link, link_text=link_text)
     return last_ok
 
 
@@ -154,11 +154,9 @@ LATENESS_WINDOW = timedelta(minutes=15)
 LATE_BEYOND = int(BUCKETS[-2])
 
 
-def _deliver_runs_in_window(now: datetime) -> list[DeliverCounts]:
-    """The deliver runs of the last 15 minutes, oldest first."""
-    runs = SweepRun.objects.filter(
-        sweep=SweepRun.Sweep.DELIVER, as_of__gt=now - LATENESS_WINDOW, as_of__lte=now
-    ).order_by("as_of", "pk")
+def _deliver_runs(**lookups: object) -> list[DeliverCounts]:
+    """The counts of the deliver runs matching ``lookups``, oldest first."""
+    runs = SweepRun.objects.filter(sweep=SweepRun.Sweep.DELIVER, **lookups).order_by("as_of", "pk")
     return [DeliverCounts.from_counts(counts) for counts in runs.values_list("counts", flat=True)]
 
 
@@ -302,7 +300,7 @@ def check_health(now: datetime | None = None) -> HealthReport:
         report.add(Check.QUEUE_READABLE, False, said)
     last_materialize = runs_and_claims(report, config, counts)
 
-    window = _deliver_runs_in_window(now)
+    window = _deliver_runs(as_of__gt=now - LATENESS_WINDOW, as_of__lte=now)
     _check_sends(report, window)
     _check_on_time(report, window, config)
     _check_partitions(report, now, config)
@@ -322,10 +320,9 @@ def runs_and_claims(
 ) -> SweepRun | None:
     """The sweeps' last runs and, given the queue's counts, its overdue rows and stuck
     claims: the checks the console still makes when no full report can be made."""
-    now = report.as_of
-    _check_recent(report, SweepRun.Sweep.DELIVER, now, config.deliver_stale_after)
+    _check_recent(report, SweepRun.Sweep.DELIVER, config.deliver_stale_after)
     last_materialize = _check_recent(
-        report, SweepRun.Sweep.MATERIALIZE, now, config.materialize_stale_after
+        report, SweepRun.Sweep.MATERIALIZE, config.materialize_stale_after
     )
     if counts is not None:
         report.figures.update(vars(counts))
@@ -355,15 +352,6 @@ def _check_claims(report: HealthReport, counts: DueCounts, config: NudgeConfig) 
         report.add(Check.STUCK_CLAIMS, False, said, link="queue?state=stuck")
     else:
         report.add(Check.STUCK_CLAIMS, True, f"No claim is older than the lease ({lease}).")
-
-
-def _dealt_with_since(after: datetime) -> tuple[int, int]:
-    """Deliver runs that succeeded after ``after``: how many, and how many rows they settled."""
-    runs = SweepRun.objects.filter(
-        sweep=SweepRun.Sweep.DELIVER, status=SweepRun.Status.OK, as_of__gt=after
-    ).values_list("counts", flat=True)
-    done = [DeliverCounts.from_counts(counts) for counts in runs]
-    return len(done), sum(c.sent + c.skipped + c.failed + c.expired + c.retried for c in done)
 
 
 def _overdue_seen_by_cycle(materialize: SweepRun) -> int:
@@ -396,9 +384,10 @@ def _check_keeping_up(report: HealthReport, materialize: SweepRun, now: datetime
         report.add(Check.DELIVERY_KEEPING_UP, True, f"Delivery was keeping up {checked}.")
         return
     nudges = f"{plural(seen, 'nudge')} whose time had passed {'was' if seen == 1 else 'were'}"
-    runs, dealt = _dealt_with_since(materialize.as_of)
+    done = _deliver_runs(status=SweepRun.Status.OK, as_of__gt=materialize.as_of)
+    dealt = sum(c.sent + c.skipped + c.failed + c.expired + c.retried for c in done)
     report.figures["dealt_with_since_materialize"] = dealt
-    if runs and dealt >= seen and live_overdue == 0:
+    if done and dealt >= seen and live_overdue == 0:
         report.figures["overdue_seen_cleared"] = True
         said = (
             f"Delivery has caught up: {checked}, {nudges} unsent; deliver has since dealt "

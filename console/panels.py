@@ -3,6 +3,7 @@ caption and its figures as a table."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -35,16 +36,21 @@ COLOURS = {
 CHANNEL_NAMES = {**dict(Channel.choices), "": "Channel not chosen yet"}
 
 
-@dataclass
-class Panel:
-    """One chart: its picture, what it shows in a sentence, and its figures as a table."""
+@dataclass(kw_only=True)
+class Panel(Chart):
+    """One chart as the console shows it: the picture, what it shows in a sentence, and
+    its figures as a table."""
 
-    chart: Chart  # its id and accessible title
-    svg: SafeString
     caption: str
     head: list[str]
-    rows: list[list[Any]] = field(default_factory=list)
+    rows: list[list[Any]]
     table_note: str = ""
+    stacks: list[Series] = field(default_factory=list)  # bars, stacked in this order
+    lines: list[Series] = field(default_factory=list)
+
+    @property
+    def svg(self) -> SafeString:
+        return svgchart.draw(self, self.stacks, self.lines)
 
 
 def _relative_ticks(slots: int, step: int, label: Callable[[int], str]) -> dict[int, str]:
@@ -66,15 +72,6 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
         capacity_line = Series(
             "capacity per minute", [capacity] * data.minutes, COLOURS["capacity"], dashed=True
         )
-        chart = Chart(
-            f"{prefix}lookahead-{channel or 'unassigned'}",
-            f"{name}: nudges per minute, next 3 hours",
-            data.minutes,
-            ticks,
-            empty_text="No nudges planned in the next 3 hours.",
-        )
-        bars = Series(f"{name} nudges", counts, COLOURS.get(channel, "#888"))
-        svg = svgchart.bar_chart(chart, [bars], [capacity_line] if capacity else [])
         peak = max(counts, default=0)
         caption = f"{plural(sum(counts), 'nudge')} planned; busiest minute {peak:,}"
         if not peak:
@@ -91,12 +88,17 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
         ]
         panels.append(
             Panel(
-                chart,
-                svg,
-                caption + ".",
-                ["minute", "nudges", "capacity"],
-                rows,
-                "Minutes not listed have no nudges.",
+                chart_id=f"{prefix}lookahead-{channel or 'unassigned'}",
+                title=f"{name}: nudges per minute, next 3 hours",
+                slots=data.minutes,
+                ticks=ticks,
+                empty_text="No nudges planned in the next 3 hours.",
+                caption=caption + ".",
+                head=["minute", "nudges", "capacity"],
+                rows=rows,
+                table_note="Minutes not listed have no nudges.",
+                stacks=[Series(f"{name} nudges", counts, COLOURS.get(channel, "#888"))],
+                lines=[capacity_line] if capacity else [],
             )
         )
     return panels
@@ -109,9 +111,6 @@ def _seconds(value: float) -> str:
 def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) -> list[Panel]:
     """p50 / p95 / max per quarter-hour, and how the day's lateness is spread."""
     slots = data.quarters
-    ticks = _relative_ticks(
-        slots, 16, lambda i: "now" if i == slots - 1 else f"-{(slots - i) // 4}h"
-    )
     series = [
         Series(
             name,
@@ -125,48 +124,42 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
     ]
     threshold = round(config.max_p95_lateness.total_seconds())
     over = [q for q in data.by_quarter.values() if q.p95 > threshold]
-    chart = Chart(
-        f"{prefix}lateness",
-        "Lateness of sent nudges per quarter-hour, last 24 hours (seconds)",
-        slots,
-        ticks,
-        unit="s",
-        empty_text="No nudges were sent in the last 24 hours.",
-    )
     caption = f"{plural(data.sent, 'nudge')} sent"
     if data.by_quarter:
         worst = max(data.by_quarter.values(), key=lambda q: q.p95)
         caption += f"; worst quarter-hour p95 {_seconds(worst.p95)}"
         caption += f"; {plural(len(over), 'quarter-hour')} over the {threshold} s limit"
-    lines = svgchart.line_chart(chart, series)
-    histogram_chart = Chart(
-        f"{prefix}lateness-histogram",
-        "How late sent nudges were, last 24 hours",
-        len(data.histogram),
-        {i: _bucket_label(data.histogram, i) for i in range(len(data.histogram))},
-        empty_text="No nudges were sent in the last 24 hours.",
-    )
-    histogram = svgchart.bar_chart(
-        histogram_chart, [Series("nudges", [n for _, n in data.histogram], COLOURS["p50"])]
-    )
     return [
         Panel(
-            chart,
-            lines,
-            caption + ".",
-            ["quarter-hour from", "sent", "p50", "p95", "max"],
-            [
+            chart_id=f"{prefix}lateness",
+            title="Lateness of sent nudges per quarter-hour, last 24 hours (seconds)",
+            slots=slots,
+            ticks=_relative_ticks(
+                slots, 16, lambda i: "now" if i == slots - 1 else f"-{(slots - i) // 4}h"
+            ),
+            unit="s",
+            empty_text="No nudges were sent in the last 24 hours.",
+            caption=caption + ".",
+            head=["quarter-hour from", "sent", "p50", "p95", "max"],
+            rows=[
                 [when(q.start), q.sent, _seconds(q.p50), _seconds(q.p95), _seconds(q.max)]
                 for _, q in sorted(data.by_quarter.items())
             ],
-            "Quarter-hours not listed sent nothing.",
+            table_note="Quarter-hours not listed sent nothing.",
+            lines=series,
         ),
         Panel(
-            histogram_chart,
-            histogram,
-            "Each bar counts the nudges that arrived at most this late (0 s: on time or early).",
-            ["lateness", "nudges"],
-            [[_bucket_label(data.histogram, i), n] for i, (_, n) in enumerate(data.histogram)],
+            chart_id=f"{prefix}lateness-histogram",
+            title="How late sent nudges were, last 24 hours",
+            slots=len(data.histogram),
+            ticks={i: _bucket_label(data.histogram, i) for i in range(len(data.histogram))},
+            empty_text="No nudges were sent in the last 24 hours.",
+            caption=(
+                "Each bar counts the nudges that arrived at most this late (0 s: on time or early)."
+            ),
+            head=["lateness", "nudges"],
+            rows=[[_bucket_label(data.histogram, i), n] for i, (_, n) in enumerate(data.histogram)],
+            stacks=[Series("nudges", [n for _, n in data.histogram], COLOURS["p50"])],
         ),
     ]
 
@@ -185,86 +178,77 @@ KIND_COLOURS = {Kind.EVENT: "#2374b8", Kind.FOLLOW_UP: "#6a1b9a", Kind.AGENDA: "
 FAILURE_PALETTE = ("#c62828", "#ad1457", "#6a1b9a", "#4527a0", "#283593", "#00695c")
 
 
-def outcome_panels(data: charts.Outcomes, *, prefix: str) -> list[Panel]:
+def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Panel]:
     """Outcomes per hour (stacked) with retries as a line, sent nudges by kind (events,
-    follow-ups, the agenda), and failures by reason."""
-    hours = data.hours
+    follow-ups, the agenda), and failures by reason (most frequent first)."""
     slots = len(hours)
     ticks = _relative_ticks(
         slots, 4, lambda i: "this hour" if i == slots - 1 else f"-{slots - 1 - i}h"
     )
     stacks = [
-        Series(str(outcome.value), [h.counts.get(outcome, 0) for h in hours], COLOURS[outcome])
+        Series(str(outcome.value), [h.counts[outcome] for h in hours], COLOURS[outcome])
         for outcome in OUTCOME_ORDER
     ]
     retried = Series(
         "retried", [h.retried for h in hours], COLOURS["retried"], dashed=True, mark_zero=False
     )
-    chart = Chart(
-        f"{prefix}outcomes",
-        "Outcomes per hour, last 24 hours (by the hour each nudge was meant for)",
-        slots,
-        ticks,
-        empty_text="No nudges were settled in the last 24 hours.",
-    )
-    totals = ", ".join(f"{data.total(o):,} {o.value}" for o in OUTCOME_ORDER)
+    totals = ", ".join(f"{sum(s.values):,} {s.name}" for s in stacks)
     kind_stacks = [
-        Series(kind.label, [h.sent_by_kind.get(kind, 0) for h in hours], KIND_COLOURS[kind])
+        Series(kind.label, [h.sent_by_kind[kind] for h in hours], KIND_COLOURS[kind])
         for kind in Kind
     ]
-    kind_chart = Chart(
-        f"{prefix}kinds",
-        "Sent per hour by kind, last 24 hours",
-        slots,
-        ticks,
-        empty_text="Nothing was sent in the last 24 hours.",
-    )
-    reasons = data.failure_reasons
+    reasons: Counter[str] = sum((h.failures for h in hours), Counter())
+    reasons_ranked = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
     failure_series = [
         Series(
-            reason,
-            [h.failures.get(reason, 0) for h in hours],
-            FAILURE_PALETTE[i % len(FAILURE_PALETTE)],
+            reason, [h.failures[reason] for h in hours], FAILURE_PALETTE[i % len(FAILURE_PALETTE)]
         )
-        for i, (reason, _) in enumerate(reasons)
+        for i, (reason, _) in enumerate(reasons_ranked)
     ]
-    reason_chart = Chart(
-        f"{prefix}failures",
-        "Failures per hour by reason, last 24 hours",
-        slots,
-        ticks,
-        empty_text="No failures in the last 24 hours.",
-    )
     return [
         Panel(
-            chart,
-            svgchart.bar_chart(chart, stacks, [retried]),
-            f"{totals}; {data.retried:,} retried (had a failed attempt).",
-            ["hour from", *[o.value for o in OUTCOME_ORDER], "retried"],
-            [
-                [when(h.start), *[h.counts.get(o, 0) for o in OUTCOME_ORDER], h.retried]
-                for h in hours
-            ],
+            chart_id=f"{prefix}outcomes",
+            title="Outcomes per hour, last 24 hours (by the hour each nudge was meant for)",
+            slots=slots,
+            ticks=ticks,
+            empty_text="No nudges were settled in the last 24 hours.",
+            caption=f"{totals}; {sum(retried.values):,} retried (had a failed attempt).",
+            head=["hour from", *[o.value for o in OUTCOME_ORDER], "retried"],
+            rows=[[when(h.start), *[h.counts[o] for o in OUTCOME_ORDER], h.retried] for h in hours],
+            stacks=stacks,
+            lines=[retried],
         ),
         Panel(
-            kind_chart,
-            svgchart.bar_chart(kind_chart, kind_stacks),
-            "; ".join(f"{s.name}: {sum(s.values):,}" for s in kind_stacks) + ".",
-            ["hour from", *[kind.label for kind in Kind]],
-            [
-                [when(h.start), *[h.sent_by_kind.get(kind, 0) for kind in Kind]]
+            chart_id=f"{prefix}kinds",
+            title="Sent per hour by kind, last 24 hours",
+            slots=slots,
+            ticks=ticks,
+            empty_text="Nothing was sent in the last 24 hours.",
+            caption="; ".join(f"{s.name}: {sum(s.values):,}" for s in kind_stacks) + ".",
+            head=["hour from", *[kind.label for kind in Kind]],
+            rows=[
+                [when(h.start), *[h.sent_by_kind[kind] for kind in Kind]]
                 for h in hours
                 if h.sent_by_kind
             ],
-            "Hours not listed sent nothing.",
+            table_note="Hours not listed sent nothing.",
+            stacks=kind_stacks,
         ),
         Panel(
-            reason_chart,
-            svgchart.bar_chart(reason_chart, failure_series),
-            "; ".join(f"{reason}: {n:,}" for reason, n in reasons) or "No failures.",
-            ["hour from", "reason", "failures"],
-            [[when(h.start), reason, n] for h in hours for reason, n in sorted(h.failures.items())],
-            "Hours not listed had no failures.",
+            chart_id=f"{prefix}failures",
+            title="Failures per hour by reason, last 24 hours",
+            slots=slots,
+            ticks=ticks,
+            empty_text="No failures in the last 24 hours.",
+            caption="; ".join(f"{reason}: {n:,}" for reason, n in reasons_ranked) or "No failures.",
+            head=["hour from", "reason", "failures"],
+            rows=[
+                [when(h.start), reason, n]
+                for h in hours
+                for reason, n in sorted(h.failures.items())
+            ],
+            table_note="Hours not listed had no failures.",
+            stacks=failure_series,
         ),
     ]
 

@@ -63,12 +63,9 @@ def figure(value: float, unit: str = "") -> str:
     return f"{text} {unit}".strip() if unit else text
 
 
-def bar_chart(
-    chart: Chart,
-    stacks: Sequence[Series],
-    lines: Sequence[Series] = (),
-) -> SafeString:
-    """Bars (stacked in the given order) per slot, with optional lines over them."""
+def draw(chart: Chart, stacks: Sequence[Series] = (), lines: Sequence[Series] = ()) -> SafeString:
+    """Bars (stacked in the given order) per slot, and lines over them (a gap where a
+    value is None)."""
     totals = [sum(s.values[i] or 0 for s in stacks) for i in range(chart.slots)]
     line_values = [v for s in lines for v in s.values if v is not None]
     top = _axis_top([*totals, *line_values])
@@ -93,17 +90,9 @@ def bar_chart(
             )
             base += value
     marks.extend(_line(chart, series, top, slot) for series in lines)
-    drawn = any(totals)  # a reference line alone (capacity) is not data
+    # Under bars, a reference line alone (capacity) is not data.
+    drawn = any(totals) if stacks else bool(line_values)
     return _frame(chart, top, marks, [*stacks, *lines], drawn)
-
-
-def line_chart(chart: Chart, lines: Sequence[Series]) -> SafeString:
-    """Lines per slot (a gap where a value is None)."""
-    values = [v for s in lines for v in s.values if v is not None]
-    top = _axis_top(values)
-    slot = PLOT_WIDTH / max(chart.slots, 1)
-    marks = [_line(chart, series, top, slot) for series in lines]
-    return _frame(chart, top, marks, lines, bool(values))
 
 
 def _line(chart: Chart, series: Series, top: float, slot: float) -> str:

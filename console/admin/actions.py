@@ -35,8 +35,6 @@ CONFIGURATION_REFUSAL = (
     "it failed for our channel configuration, and would fail again the same way: "
     "fix the setting its error names (docs/OPERATIONS.md); deliver sends new nudges then"
 )
-# Support's try on one row: None when it changed, else why it did not.
-RowAction = Callable[[ScheduledSend], str | None]
 
 
 def delivery_doubt(obj: ScheduledSend) -> str:
@@ -69,14 +67,19 @@ def _support_action(
     title: str,
     explanation: str,
     submit: str,
-    attempt: RowAction,
+    attempt: Callable[[ScheduledSend, bool], bool],
+    meanwhile: str,
     log_message: Callable[[ScheduledSend], str],
     done: str,
     doubt: Callable[[ScheduledSend], str] = lambda obj: "",
+    unsure: str = "",
     form: forms.Form | None = None,
 ) -> TemplateResponse | None:
     """Unconfirmed: the intermediate page, saying what will happen to which row and why
-    not to others. Confirmed: attempt each eligible row, log it, say what did and did not."""
+    not to others. Confirmed: attempt each eligible row (its transition, given whether
+    support ticked "send again"; False when its fence no longer held: ``meanwhile``), log
+    it, say what did and did not. A row in ``doubt`` is refused with ``unsure`` unless
+    support ticked its "send again"."""
     confirmed = form.is_valid() if form else request.POST.get("post") == "yes"
     if not confirmed:
         attach_subject_titles(obj for obj, _ in rows)
@@ -92,10 +95,8 @@ def _support_action(
             "rows": [
                 {
                     "obj": obj,
-                    "owner": obj.user.username,
                     "subject": subject_label(obj),
                     "fire_at": when(obj.fire_at),
-                    "state": obj.queue_state,
                     "refusal": refusal,
                     "doubt": doubts.get(obj.pk, ""),
                     "send_started": when(obj.send_started_at),
@@ -119,7 +120,11 @@ def _support_action(
     for obj, why in rows:
         if why:
             continue
-        refusal = attempt(obj)
+        send_again = request.POST.get(f"send_again_{obj.pk}") == "yes"
+        if doubt(obj) and not send_again:
+            refusal = unsure
+        else:
+            refusal = None if attempt(obj, send_again) else meanwhile
         if refusal:
             refusals.append((obj, refusal))
             continue
@@ -136,23 +141,14 @@ def _support_action(
     return None
 
 
-def _send_again(request: HttpRequest, obj: ScheduledSend) -> bool:
-    return request.POST.get(f"send_again_{obj.pk}") == "yes"
-
-
 @admin.action(permissions=["change"], description="Release stuck claim (claimable now)")
 def release_claim(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
     """Make a dead run's claim claimable now, fenced on the token support saw."""
     lease = NudgeConfig.from_settings().lease
 
-    def attempt(obj: ScheduledSend) -> str | None:
-        send_again = _send_again(request, obj)
-        if obj.send_started_at is not None and not send_again:
-            return MID_SEND_REFUSAL
+    def attempt(obj: ScheduledSend, send_again: bool) -> bool:
         token = _uuid_or_none(request.POST.get(f"claim_token_{obj.pk}"))
-        if not transitions.release_stuck_claim(obj.pk, token, lease, even_mid_send=send_again):
-            return "its claim changed after the confirmation page"
-        return None
+        return transitions.release_stuck_claim(obj.pk, token, lease, even_mid_send=send_again)
 
     def log_message(obj: ScheduledSend) -> str:
         message = f"Released stuck claim {obj.claim_token} (support)."
@@ -176,6 +172,7 @@ def release_claim(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
         ),
         submit="Yes, release",
         attempt=attempt,
+        meanwhile="its claim changed after the confirmation page",
         log_message=log_message,
         done="Released {n} stuck claim(s).",
         doubt=lambda obj: (
@@ -183,6 +180,7 @@ def release_claim(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
             if obj.send_started_at is not None
             else ""
         ),
+        unsure=MID_SEND_REFUSAL,
     )
 
 
@@ -199,13 +197,6 @@ def retry_now(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
     """Clear a failed row's outcome so the next deliver run sends it, inside the grace."""
     config = NudgeConfig.from_settings()
 
-    def attempt(obj: ScheduledSend) -> str | None:
-        if delivery_doubt(obj) and not _send_again(request, obj):
-            return MAY_HAVE_REACHED_REFUSAL
-        if not transitions.retry_failed(obj.pk, config.grace):
-            return "it changed, or left the grace window, meanwhile"
-        return None
-
     return _support_action(
         modeladmin,
         request,
@@ -218,10 +209,12 @@ def retry_now(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
             "grace window after their intended time can be retried."
         ),
         submit="Yes, retry",
-        attempt=attempt,
+        attempt=lambda obj, send_again: transitions.retry_failed(obj.pk, config.grace),
+        meanwhile="it changed, or left the grace window, meanwhile",
         log_message=lambda obj: f"Retry requested by support (was failed: {obj.last_error[:200]}).",
         done="Queued {n} send(s) for retry.",
         doubt=delivery_doubt,
+        unsure=MAY_HAVE_REACHED_REFUSAL,
     )
 
 
@@ -246,11 +239,6 @@ def skip(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
     form = SkipReasonForm(request.POST if request.POST.get("post") == "yes" else None)
     reason = f"skipped by support: {form.cleaned_data['reason']}" if form.is_valid() else ""
 
-    def attempt(obj: ScheduledSend) -> str | None:
-        if not transitions.skip_unsent(obj.pk, reason, lease):
-            return "it was settled or claimed meanwhile"
-        return None
-
     return _support_action(
         modeladmin,
         request,
@@ -259,7 +247,8 @@ def skip(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
         title="Skip sends",
         explanation="Each row is settled as skipped and will not be sent.",
         submit="Yes, skip",
-        attempt=attempt,
+        attempt=lambda obj, send_again: transitions.skip_unsent(obj.pk, reason, lease),
+        meanwhile="it was settled or claimed meanwhile",
         log_message=lambda obj: reason,
         done="Skipped {n} send(s).",
         form=form,

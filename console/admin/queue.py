@@ -6,9 +6,6 @@ claim); rows change only through ``actions``, which call the queue's transitions
 
 from __future__ import annotations
 
-from functools import reduce
-from operator import or_
-
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_user_model
@@ -18,7 +15,6 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from accounts.models import Channel
 from console.admin import actions
 from console.admin.rows import as_of, attach_subject_titles, subject_label
 from core.config import NudgeConfig
@@ -95,16 +91,11 @@ class OwnerFilter(admin.SimpleListFilter):
 def _channel_for_unsent(obj: ScheduledSend) -> str:
     """The user's channel now, for a row not yet sent; the queued one noted when it differs."""
     settings = getattr(obj.user, "delivery_settings", None)
-    current = settings.channel if settings else ""
-    if not current:
+    if not (settings and settings.channel):
         return "no channel chosen yet"
-    if obj.channel and obj.channel != current:
-        return f"{_channel_name(current)} (now; queued for {_channel_name(obj.channel)})"
-    return _channel_name(current)
-
-
-def _channel_name(channel: str) -> str:
-    return Channel(channel).label if channel in Channel.values else channel
+    if obj.channel and obj.channel != settings.channel:
+        return f"{settings.get_channel_display()} (now; queued for {obj.get_channel_display()})"
+    return settings.get_channel_display()
 
 
 @admin.register(ScheduledSend)
@@ -133,7 +124,6 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     )
     search_fields = ("user__username", "user__email", "=provider_message_id")
     search_help_text = "Username or e-mail (partial), or a provider message id (exact)."
-    list_select_related = ("user", "user__delivery_settings")
     date_hierarchy = "fire_at"
     list_per_page = 50
     actions = (actions.release_claim, actions.retry_now, actions.skip)
@@ -188,14 +178,12 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[ScheduledSend]:
         """Every row with its state (``queue_state``), problems first."""
         now, lease = as_of(request), NudgeConfig.from_settings().lease
-        problem = reduce(or_, (states.in_state(s, now, lease) for s in states.PROBLEM_STATES))
+        problem = When(queue_state__in=states.PROBLEM_STATES, then=0)
         # Not super(): it would order by problem_rank before that annotation exists.
         return (
             self.model._default_manager.select_related("user", "user__delivery_settings")
             .with_state(now, lease)
-            .annotate(
-                problem_rank=Case(When(problem, then=0), default=1, output_field=IntegerField()),
-            )
+            .annotate(problem_rank=Case(problem, default=1, output_field=IntegerField()))
             .order_by(*self.get_ordering(request))
         )
 

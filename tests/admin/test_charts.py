@@ -283,5 +283,5 @@ def test_lateness_is_measured_from_the_intended_instant(staff_client, make_user,
     assert quarter.start == charts.floor_to(intended, charts.QUARTER)
     assert (quarter.sent, quarter.max) == (2, 3.0)
     assert dict(data.histogram)[0] == 1 and dict(data.histogram)[5] == 1
-    (hour,) = [h for h in outcomes.hours if h.counts]
+    (hour,) = [h for h in outcomes if h.counts]
     assert hour.start == charts.floor_to(moved.intended_at, timedelta(hours=1))

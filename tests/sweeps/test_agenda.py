@@ -208,7 +208,7 @@ def test_the_agenda_is_its_own_kind_in_the_consoles_charts(fast_telegram, fake_t
     config = NudgeConfig.from_settings()
     with rls_bypass():  # as the console reads it: every tenant's rows
         data = charts.outcomes(at + timedelta(minutes=5), config)
-    [hour] = [h for h in data.hours if h.sent_by_kind]
+    [hour] = [h for h in data if h.sent_by_kind]
     assert hour.sent_by_kind == {"agenda": 1, "follow_up": 1}
-    [kinds] = [p for p in panels.outcome_panels(data, prefix="") if p.chart.chart_id == "kinds"]
+    [kinds] = [p for p in panels.outcome_panels(data, prefix="") if p.chart_id == "kinds"]
     assert kinds.caption == "Calendar event: 0; Follow-up: 1; Agenda: 1."
