@@ -20,7 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from calendars.models import CalendarConnection, Provider, ProviderRelease, ReleaseWork
 from calendars.push import channels, worklist
-from calendars.release import take_due
+from calendars.release import RELEASED_FIELDS, take_due
 from calendars.snapshot import snapshot_of
 from calendars.sync import ConnectionResult, Outcome, SyncSummary
 from calendars.sync_pool import Finished, SyncPool
@@ -198,15 +198,8 @@ def _release_due(now: datetime, config: NudgeConfig, report: MinuteReport) -> No
 
 def _snapshot(release: ProviderRelease, config: NudgeConfig) -> ConnectionSnapshot | None:
     """The provider's view of the deleted connection, secrets decrypted (owner's scope)."""
-    gone = CalendarConnection(
-        pk=release.connection_id,
-        user_id=release.user_id,
-        provider=release.provider,
-        account=release.account,
-        access_token_encrypted=release.access_token_encrypted,
-        refresh_token_encrypted=release.refresh_token_encrypted,
-        token_expires_at=release.token_expires_at,
-    )
+    kept = {name: getattr(release, name) for name in RELEASED_FIELDS}
+    gone = CalendarConnection(pk=release.connection_id, **kept)
     try:
         return snapshot_of(gone, config)
     except (crypto.SecretDecryptionError, ImproperlyConfigured):
