@@ -139,7 +139,7 @@ def expire_past_grace(now: datetime, config: NudgeConfig, batch: int = 1000) -> 
 
 # Every way a claimed row can move on (MARK_SENDING, SENT, SKIPPED, FAILED, RETRY,
 # RELEASE), each one fenced statement: its member's value.
-Transition = enum.Enum("Transition", statements.SETTLE)
+Transition = enum.unique(enum.Enum("Transition", statements.SETTLE))
 
 
 @dataclass(frozen=True)
