@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from console import health, panels
-from console.admin_guard import ShownFieldsOnly, audit_read, behind
+from console.admin_guard import SupportGuard, audit_read, behind
 from core.config import NudgeConfig
 from core.display import duration, plural, when
 from core.zones import zone_of
@@ -102,7 +102,7 @@ class NudgeAdminSite(admin.AdminSite):
     def register(self, model_or_iterable, admin_class=None, **options) -> None:
         """Every admin gets the shared lookup guard and read audit (``admin_guard``)."""
         super().register(
-            model_or_iterable, behind(ShownFieldsOnly, admin_class or admin.ModelAdmin), **options
+            model_or_iterable, behind(SupportGuard, admin_class or admin.ModelAdmin), **options
         )
 
     def admin_view(self, view: Callable, cacheable: bool = False) -> Callable:
