@@ -17,6 +17,7 @@ from django.utils.text import Truncator
 
 from console.admin import actions
 from console.admin.rows import as_of, attach_subject_titles, subject_label
+from core.admin_readonly import ReadOnlyAdmin
 from core.config import NudgeConfig
 from core.display import instant_column, when
 from core.zones import known_zone
@@ -99,7 +100,7 @@ def _channel_for_unsent(obj: ScheduledSend) -> str:
 
 
 @admin.register(ScheduledSend)
-class ScheduledSendAdmin(admin.ModelAdmin):
+class ScheduledSendAdmin(ReadOnlyAdmin):
     # Eight columns fit beside the filters at 1280 px (both zones of "fires" share a
     # cell); state and what went wrong lead, since a phone scrolls the rest away.
     list_display = (
@@ -163,17 +164,9 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     delivery_updated_at_ = instant_column("delivery_updated_at", "receipt updated at")
     created_at_ = instant_column("created_at", "created at")
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # rows come from the materialize sweep only
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False  # a deleted row would be materialized again; skip it instead
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        # Model-level "change" gates the actions; an object's form stays read-only.
-        if obj is not None:
-            return False
-        return super().has_change_permission(request)
+    # Rows come from materialize only, and a deleted one would be materialized again
+    # (skip it instead): the actions are the only writes, and they take "change".
+    has_support_permission = ReadOnlyAdmin.may_change
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ScheduledSend]:
         """Every row with its state (``queue_state``), problems first."""
