@@ -25,12 +25,6 @@ from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import states
 
 
-class ScheduledSendChangeList(ChangeList):
-    def get_results(self, request: HttpRequest) -> None:
-        super().get_results(request)
-        attach_subject_titles(self.result_list)
-
-
 class StateFilter(admin.SimpleListFilter):
     """The derived states (``queue/states.py``) as filters."""
 
@@ -183,8 +177,10 @@ class ScheduledSendAdmin(ReadOnlyAdmin):
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         return ("problem_rank", "-fire_at")
 
-    def get_changelist(self, request: HttpRequest, **kwargs):
-        return ScheduledSendChangeList
+    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
+        changelist = super().get_changelist_instance(request)
+        attach_subject_titles(changelist.result_list)
+        return changelist
 
     def get_object(self, request: HttpRequest, object_id: str, from_field=None):
         obj = super().get_object(request, object_id, from_field)
