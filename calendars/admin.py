@@ -41,7 +41,7 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
     list_filter = ("provider", "status", "resync_requested", "push_state")
     list_select_related = ("user",)
     search_fields = ("account", "user__username", "user__email")
-    # An allow-list (the console filters only on what is shown): a new column stays
+    # An allow-list (the console filters only on what a list offers): a new column stays
     # hidden, secrets and push identifiers among them, until someone decides it is safe.
     fields = (
         "user",

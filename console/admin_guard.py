@@ -1,9 +1,8 @@
 """What every admin page of the support console shares: narrow query strings, audited reads.
 
-* A lookup starts at a field the admin shows and, across a relation, matches only its
-  key: else ``?feed_url_encrypted__startswith=…`` is a yes/no oracle on hidden columns.
-* A list takes only the parameters its own page makes; anything else (``?o=-8.1``, a
-  NUL byte, a year past 9998) is a 400, never a query and never a 500.
+* A list takes only the parameters its own page makes; anything else (a lookup on a
+  column it only shows, so no ``?feed_url_encrypted__startswith=…`` oracle on hidden
+  columns; ``?o=-8.1``; a NUL byte; a year past 9998) is a 400, never a query, never a 500.
 * Every list or detail page of a tenant model logs who read which rows, with which
   filters, to ``nudge.admin.audit``.
 
@@ -16,18 +15,13 @@ import functools
 import re
 from typing import Any
 
-from django.contrib import admin
 from django.contrib.admin.exceptions import DisallowedModelAdminLookup
 from django.contrib.admin.views.main import IGNORED_PARAMS, ORDER_VAR, SEARCH_VAR, ChangeList
-from django.core.exceptions import FieldDoesNotExist
-from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponseBase
 
 from core.admin_readonly import audit
 from tenancy.models import TenantModel
 
-# Across a relation, only the related row's key may be matched.
-_RELATION_TAILS = {"id", "pk", "exact", "in", "isnull"}
 # Page mechanics, not filters; the search term ``q`` is a filter and is kept.
 _NOT_FILTERS = (set(IGNORED_PARAMS) | {"p"}) - {"q"}
 
@@ -99,43 +93,11 @@ class OfferedFiltersOnly(ChangeList):
         return {f"{self.date_hierarchy}__gte", f"{self.date_hierarchy}__lt"}
 
 
-class ShownFieldsOnly:
+class SupportGuard:
     """Mixed into every ModelAdmin by ``NudgeAdminSite.register``."""
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return behind(OfferedFiltersOnly, super().get_changelist(request, **kwargs))
-
-    def _shown_names(self, request: HttpRequest | None) -> tuple[set[str], set[str]]:
-        """(field names the admin shows, parameter names of its own simple filters)."""
-        names = {name for name in self.list_display if isinstance(name, str)}
-        names |= set(self.fields or ())
-        if self.date_hierarchy:
-            names.add(self.date_hierarchy)
-        parameters = set()
-        list_filter = self.get_list_filter(request) if request is not None else self.list_filter
-        for item in list_filter:
-            if isinstance(item, type) and issubclass(item, admin.SimpleListFilter):
-                parameters.add(item.parameter_name)
-            elif isinstance(item, (list, tuple)):
-                names.add(item[0])
-            else:
-                names.add(item)
-        return names, parameters
-
-    def lookup_allowed(self, lookup: str, value: Any, request: HttpRequest | None = None) -> bool:
-        names, parameters = self._shown_names(request)
-        head, *tail = lookup.split(LOOKUP_SEP)
-        if lookup in parameters:
-            return True
-        if head not in names:
-            return False
-        try:
-            field = self.model._meta.get_field(head)
-        except FieldDoesNotExist:
-            return False
-        if field.is_relation and not set(tail) <= _RELATION_TAILS:
-            return False
-        return super().lookup_allowed(lookup, value, request)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
         response = super().changelist_view(request, extra_context)

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from accounts.models import DeliverySettings
 from console import health, panels
-from console.admin_guard import ShownFieldsOnly, audit_read, behind
+from console.admin_guard import SupportGuard, audit_read, behind
 from core.config import NudgeConfig
 from core.display import duration, plural, when
 from core.zones import zone_of
@@ -37,7 +37,6 @@ logger = logging.getLogger("nudge.admin")
 
 # Marks every view wrapper that enters the support scope (tests walk the URLs for it).
 SUPPORT_SCOPED_ATTR = "support_scoped"
-_HEALTH_ATTR = "_nudge_health"
 
 
 @dataclass(frozen=True)
@@ -102,7 +101,7 @@ class NudgeAdminSite(admin.AdminSite):
     def register(self, model_or_iterable, admin_class=None, **options) -> None:
         """Every admin gets the shared lookup guard and read audit (``admin_guard``)."""
         super().register(
-            model_or_iterable, behind(ShownFieldsOnly, admin_class or admin.ModelAdmin), **options
+            model_or_iterable, behind(SupportGuard, admin_class or admin.ModelAdmin), **options
         )
 
     def admin_view(self, view: Callable, cacheable: bool = False) -> Callable:
@@ -113,16 +112,15 @@ class NudgeAdminSite(admin.AdminSite):
         if view == self.logout:
             # Logout touches nothing but the session; it needs no tenant rows.
             return view
-        collect_health = view == self.index
 
         @wraps(view)
         def scoped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if not self.has_permission(request):
                 # Unreachable through admin_view; never widen access if it is not.
                 return view(request, *args, **kwargs)
-            if collect_health:
+            if view == self.index:
                 # check_health enters its own scope, and scopes refuse to nest.
-                setattr(request, _HEALTH_ATTR, _run_check_health())
+                kwargs["health_made"] = _run_check_health()
             with support_scope(), timezone.override(_viewer_zone(request)):
                 response = view(request, *args, **kwargs)
                 if isinstance(response, SimpleTemplateResponse):
@@ -132,10 +130,10 @@ class NudgeAdminSite(admin.AdminSite):
         setattr(scoped, SUPPORT_SCOPED_ATTR, True)
         return scoped
 
-    def index(self, request: HttpRequest, extra_context: dict | None = None):
+    def index(self, request: HttpRequest, extra_context: dict | None = None, health_made=None):
         """The state in words, every check as a sentence, and the queue's pictures."""
         config = NudgeConfig.from_settings()
-        report = _health_report(request)
+        report = _health_report(health_made)
         links = Links.for_user(request.user)
         lines = health_lines(report.checks, links) + pacing_lines(pacer.rates_in_force(config))
         now = timezone.now()
@@ -199,10 +197,9 @@ def _run_check_health() -> Any:
         return exc
 
 
-def _health_report(request: HttpRequest) -> health.HealthReport:
+def _health_report(report: Any) -> health.HealthReport:
     """check_health's report; when it failed, health's checks of the sweeps and claims,
     counted as health counts them, under the admin's scope, and what is due and unsent."""
-    report = getattr(request, _HEALTH_ATTR, None)
     if isinstance(report, health.HealthReport):
         return report
     config = NudgeConfig.from_settings()

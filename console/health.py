@@ -5,7 +5,6 @@ recent lateness and failed sends, partitions, calendar push, row-level security)
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -23,26 +22,6 @@ from scheduled_sends.queue.states import DueCounts
 from scheduled_sends.queue.transitions import database_now, queue_counts
 from scheduled_sends.runlog import DeliverCounts, MaterializeCounts
 from tenancy.checks import rls_problems
-
-
-class Check(enum.StrEnum):
-    """Every check health makes."""
-
-    ROW_LEVEL_SECURITY = "row_level_security"
-    DELIVER_RECENT = "deliver_recent"
-    MATERIALIZE_RECENT = "materialize_recent"
-    DELIVER_LAST_RUN = "deliver_last_run"
-    MATERIALIZE_LAST_RUN = "materialize_last_run"
-    QUEUE_READABLE = "queue_readable"
-    OVERDUE_UNCLAIMED = "overdue_unclaimed"
-    STUCK_CLAIMS = "stuck_claims"
-    NUDGES_ON_TIME = "nudges_on_time"
-    NOTHING_EXPIRED = "nothing_expired"
-    DELIVERY_KEEPING_UP = "delivery_keeping_up"
-    CALENDAR_PUSH = "calendar_push"
-    QUEUE_PARTITIONS = "queue_partitions"
-    CHANNELS_CONFIGURED = "channels_configured"
-    SENDS_SUCCEEDING = "sends_succeeding"
 
 
 @dataclass(frozen=True)
@@ -90,7 +69,7 @@ class HealthReport:
             return "unhealthy"
         return "warning" if self.warnings else "healthy"
 
-    def add(self, name: Check, ok: bool, detail: str, *, warning: bool = False, **link) -> None:
+    def add(self, name: str, ok: bool, detail: str, *, warning: bool = False, **link) -> None:
         self.checks.append(HealthCheck(name, ok, detail, warning and ok, **link))
 
     def as_dict(self) -> dict[str, object]:
@@ -129,9 +108,7 @@ def _check_recent(report: HealthReport, sweep: str, stale_after: timedelta) -> S
     if last_any is not None and last_any.status == SweepRun.Status.FAILED:
         said = f"The last {sweep} run failed: {last_any.error or last_any.summary}"
         link = f"runs?sweep__exact={sweep}&status__exact=failed"
-        report.add(
-            Check(f"{sweep}_last_run"), False, said[:500], link=link, link_text="view failed runs"
-        )
+        report.add(f"{sweep}_last_run", False, said[:500], link=link, link_text="view failed runs")
     doing, not_doing = _SWEEP_WORDS[sweep]
     age = report.as_of - last_ok.as_of if last_ok else None
     ok = age is not None and age <= stale_after
@@ -146,7 +123,7 @@ def _check_recent(report: HealthReport, sweep: str, stale_after: timedelta) -> S
         )
     link = f"runs?sweep__exact={sweep}"
     link_text = f"{sweep} runs" if ok else f"view {sweep} runs"
-    report.add(Check(f"{sweep}_recent"), ok, said, link=link, link_text=link_text)
+    report.add(f"{sweep}_recent", ok, said, link=link, link_text=link_text)
     return last_ok
 
 
@@ -184,7 +161,7 @@ def _check_on_time(report: HealthReport, runs: list[DeliverCounts], config: Nudg
             f"(limit {limit:g} s)."
         )
     report.add(
-        Check.NUDGES_ON_TIME, on_time, said, link="#lateness", link_text="see the lateness chart"
+        "nudges_on_time", on_time, said, link="#lateness", link_text="see the lateness chart"
     )
     grace = duration(config.grace.total_seconds())
     if not expired:
@@ -195,7 +172,7 @@ def _check_on_time(report: HealthReport, runs: list[DeliverCounts], config: Nudg
             f"{grace} grace): {'it' if expired == 1 else 'they'} never reached the user."
         )
     link = {"link": "queue?state=expired", "link_text": "view expired"} if expired else {}
-    report.add(Check.NOTHING_EXPIRED, not expired, said, **link)
+    report.add("nothing_expired", not expired, said, **link)
 
 
 # Provider errors turn the sends check red at this share of the window's attempts
@@ -236,19 +213,19 @@ def _check_sends(report: HealthReport, runs: list[DeliverCounts]) -> None:
             f"{channel}: {said} ({n} sends failed)" for channel, (said, n) in sorted(broken.items())
         )
         report.add(
-            Check.CHANNELS_CONFIGURED,
+            "channels_configured",
             False,
             f"Sends are failing on our channel configuration — fix the setting named here: {said}.",
             link="queue?failure_kind__exact=configuration",
         )
     else:
         said = "No send failed on our own channel configuration."
-        report.add(Check.CHANNELS_CONFIGURED, True, said)
+        report.add("channels_configured", True, said)
     failed = sum(errors.values())
     attempts = sent + failed
     if not failed:
         said = f"No send failed at a provider in the last 15 minutes ({attempts} sent)."
-        report.add(Check.SENDS_SUCCEEDING, True, said)
+        report.add("sends_succeeding", True, said)
         return
     red = failed / attempts >= FAILING_SHARE and failed >= FAILING_MIN_ERRORS
     by_kind = ", ".join(f"{n} {failures.count_label(k)}" for k, n in sorted(errors.items()))
@@ -257,7 +234,7 @@ def _check_sends(report: HealthReport, runs: list[DeliverCounts]) -> None:
         f"attempts failed in the last 15 minutes ({by_kind})."
     )
     link = {"link": "queue?state=failed", "link_text": "view failed sends"}
-    report.add(Check.SENDS_SUCCEEDING, not red, said, warning=True, **link)
+    report.add("sends_succeeding", not red, said, warning=True, **link)
 
 
 def _check_partitions(report: HealthReport, now: datetime, config: NudgeConfig) -> None:
@@ -269,7 +246,7 @@ def _check_partitions(report: HealthReport, now: datetime, config: NudgeConfig) 
     reach = covered_until(now, existing)
     report.figures["partitioned_until"] = reach
     report.add(
-        Check.QUEUE_PARTITIONS,
+        "queue_partitions",
         problem is None,
         f"Queue partitions: {problem}."
         if problem
@@ -290,14 +267,14 @@ def check_health(now: datetime | None = None) -> HealthReport:
     else:
         said = "Each tenant's data is fenced: row-level security is enforced on every tenant "
         said += "table for a non-superuser role."
-    report.add(Check.ROW_LEVEL_SECURITY, not problems, said)
+    report.add("row_level_security", not problems, said)
 
     try:
         counts = queue_counts(now, config)
     except DatabaseError as exc:
         counts = None
         said = f"The sweeper role cannot read the queue: {exc}"
-        report.add(Check.QUEUE_READABLE, False, said)
+        report.add("queue_readable", False, said)
     last_materialize = runs_and_claims(report, config, counts)
 
     window = _deliver_runs(as_of__gt=now - LATENESS_WINDOW, as_of__lte=now)
@@ -307,7 +284,7 @@ def check_health(now: datetime | None = None) -> HealthReport:
 
     push = push_health(now, bool(config.calendar_push_base_url))
     report.figures.update(push.figures)
-    report.add(Check.CALENDAR_PUSH, push.ok, f"Calendar push: {push.detail}.")
+    report.add("calendar_push", push.ok, f"Calendar push: {push.detail}.")
 
     # Independent of the bypass: what materialize saw inside each user's scope.
     if last_materialize is not None:
@@ -341,7 +318,7 @@ def _check_claims(report: HealthReport, counts: DueCounts, config: NudgeConfig) 
     if counts.waiting_to_retry:
         said += f" ({counts.waiting_to_retry} more are waiting to be retried)"
     link = {"link": "queue?due=overdue"} if n else {}
-    report.add(Check.OVERDUE_UNCLAIMED, not n, f"{said}.", **link)
+    report.add("overdue_unclaimed", not n, f"{said}.", **link)
     lease = duration(config.lease.total_seconds())
     n = counts.stuck_claims
     if n:
@@ -349,9 +326,9 @@ def _check_claims(report: HealthReport, counts: DueCounts, config: NudgeConfig) 
             f"{plural(n, 'claim is', 'claims are')} older than the lease ({lease}): the deliver "
             f"run holding {'it' if n == 1 else 'them'} died."
         )
-        report.add(Check.STUCK_CLAIMS, False, said, link="queue?state=stuck")
+        report.add("stuck_claims", False, said, link="queue?state=stuck")
     else:
-        report.add(Check.STUCK_CLAIMS, True, f"No claim is older than the lease ({lease}).")
+        report.add("stuck_claims", True, f"No claim is older than the lease ({lease}).")
 
 
 def _overdue_seen_by_cycle(materialize: SweepRun) -> int:
@@ -381,7 +358,7 @@ def _check_keeping_up(report: HealthReport, materialize: SweepRun, now: datetime
     report.figures["overdue_seen_by_materialize"] = seen
     report.figures["overdue_seen_cleared"] = False
     if not seen:
-        report.add(Check.DELIVERY_KEEPING_UP, True, f"Delivery was keeping up {checked}.")
+        report.add("delivery_keeping_up", True, f"Delivery was keeping up {checked}.")
         return
     nudges = f"{plural(seen, 'nudge')} whose time had passed {'was' if seen == 1 else 'were'}"
     done = _deliver_runs(status=SweepRun.Status.OK, as_of__gt=materialize.as_of)
@@ -393,9 +370,9 @@ def _check_keeping_up(report: HealthReport, materialize: SweepRun, now: datetime
             f"Delivery has caught up: {checked}, {nudges} unsent; deliver has since dealt "
             f"with {dealt} and none is overdue now."
         )
-        report.add(Check.DELIVERY_KEEPING_UP, True, said)
+        report.add("delivery_keeping_up", True, said)
         return
-    deliver_running = any(c.ok for c in report.checks if c.name == Check.DELIVER_RECENT)
+    deliver_running = any(c.ok for c in report.checks if c.name == "deliver_recent")
     if not deliver_running:
         hint = "deliver is not running (see the deliver check)"
     elif live_overdue:
@@ -408,4 +385,4 @@ def _check_keeping_up(report: HealthReport, materialize: SweepRun, now: datetime
     else:
         hint = f"deliver has since dealt with {dealt}"
     said = f"{checked.capitalize()}, {nudges} still unsent and unclaimed; {hint}."
-    report.add(Check.DELIVERY_KEEPING_UP, False, said, link="queue?due=overdue")
+    report.add("delivery_keeping_up", False, said, link="queue?due=overdue")

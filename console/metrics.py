@@ -12,12 +12,7 @@ from dataclasses import fields
 from datetime import datetime
 
 from django.db.models import Count
-from prometheus_client.core import (
-    CollectorRegistry,
-    GaugeHistogramMetricFamily,
-    GaugeMetricFamily,
-    Metric,
-)
+from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from console import charts
@@ -247,6 +242,4 @@ class QueueCollector:
 
 def render(now: datetime, config: NudgeConfig, health: HealthReport) -> bytes:
     """The scrape's body."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(QueueCollector(now, config, health))
-    return generate_latest(registry)
+    return generate_latest(QueueCollector(now, config, health))

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
-
-from django.utils.safestring import SafeString
 
 from accounts.models import Channel
 from console import charts, svgchart
@@ -36,23 +32,6 @@ COLOURS = {
 CHANNEL_NAMES = {**dict(Channel.choices), "": "Channel not chosen yet"}
 
 
-@dataclass(kw_only=True)
-class Panel(Chart):
-    """One chart as the console shows it: the picture, what it shows in a sentence, and
-    its figures as a table."""
-
-    caption: str
-    head: list[str]
-    rows: list[list[Any]]
-    table_note: str = ""
-    stacks: list[Series] = field(default_factory=list)  # bars, stacked in this order
-    lines: list[Series] = field(default_factory=list)
-
-    @property
-    def svg(self) -> SafeString:
-        return svgchart.draw(self, self.stacks, self.lines)
-
-
 def _relative_ticks(slots: int, step: int, label: Callable[[int], str]) -> dict[int, str]:
     """A label every ``step`` slots and on the last, leaving out a regular one that
     would sit too close to the last (their text would overlap)."""
@@ -60,7 +39,7 @@ def _relative_ticks(slots: int, step: int, label: Callable[[int], str]) -> dict[
     return regular | {slots - 1: label(slots - 1)}
 
 
-def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) -> list[Panel]:
+def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) -> list[Chart]:
     """One chart per channel: nudges per planned minute, and the minute's capacity."""
     ticks = _relative_ticks(
         data.minutes, 30, lambda i: "now" if i == 0 else f"+{i // 60}h{i % 60:02d}"
@@ -87,7 +66,7 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
             if n
         ]
         panels.append(
-            Panel(
+            Chart(
                 chart_id=f"{prefix}lookahead-{channel or 'unassigned'}",
                 title=f"{name}: nudges per minute, next 3 hours",
                 slots=data.minutes,
@@ -108,7 +87,7 @@ def _seconds(value: float) -> str:
     return svgchart.figure(round(value, 1), "s")
 
 
-def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) -> list[Panel]:
+def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) -> list[Chart]:
     """p50 / p95 / max per quarter-hour, and how the day's lateness is spread."""
     slots = data.quarters
     series = [
@@ -130,7 +109,7 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
         caption += f"; worst quarter-hour p95 {_seconds(worst.p95)}"
         caption += f"; {plural(len(over), 'quarter-hour')} over the {threshold} s limit"
     return [
-        Panel(
+        Chart(
             chart_id=f"{prefix}lateness",
             title="Lateness of sent nudges per quarter-hour, last 24 hours (seconds)",
             slots=slots,
@@ -148,7 +127,7 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
             table_note="Quarter-hours not listed sent nothing.",
             lines=series,
         ),
-        Panel(
+        Chart(
             chart_id=f"{prefix}lateness-histogram",
             title="How late sent nudges were, last 24 hours",
             slots=len(data.histogram),
@@ -178,7 +157,7 @@ KIND_COLOURS = {Kind.EVENT: "#2374b8", Kind.FOLLOW_UP: "#6a1b9a", Kind.AGENDA: "
 FAILURE_PALETTE = ("#c62828", "#ad1457", "#6a1b9a", "#4527a0", "#283593", "#00695c")
 
 
-def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Panel]:
+def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Chart]:
     """Outcomes per hour (stacked) with retries as a line, sent nudges by kind (events,
     follow-ups, the agenda), and failures by reason (most frequent first)."""
     slots = len(hours)
@@ -206,7 +185,7 @@ def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Pane
         for i, (reason, _) in enumerate(reasons_ranked)
     ]
     return [
-        Panel(
+        Chart(
             chart_id=f"{prefix}outcomes",
             title="Outcomes per hour, last 24 hours (by the hour each nudge was meant for)",
             slots=slots,
@@ -218,7 +197,7 @@ def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Pane
             stacks=stacks,
             lines=[retried],
         ),
-        Panel(
+        Chart(
             chart_id=f"{prefix}kinds",
             title="Sent per hour by kind, last 24 hours",
             slots=slots,
@@ -234,7 +213,7 @@ def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Pane
             table_note="Hours not listed sent nothing.",
             stacks=kind_stacks,
         ),
-        Panel(
+        Chart(
             chart_id=f"{prefix}failures",
             title="Failures per hour by reason, last 24 hours",
             slots=slots,
@@ -255,7 +234,7 @@ def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Pane
 
 def activity_panels(
     now: datetime, config: NudgeConfig, user_id: int | None = None
-) -> dict[str, list[Panel]]:
+) -> dict[str, list[Chart]]:
     """The three charts, for everyone or for one user (capacity only for everyone)."""
     prefix = f"user{user_id}-" if user_id is not None else ""
     return {

@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
+from typing import Any
 
 from django.utils.safestring import SafeString, mark_safe
 
@@ -34,9 +35,11 @@ class Series:
     mark_zero: bool = True  # False: a zero is drawn by the line alone
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Chart:
-    """What every chart shares: an id, an accessible title, x-axis tick labels."""
+    """One chart as the console shows it: an id, an accessible title, x-axis tick labels,
+    the picture (bars stacked in ``stacks``' order, ``lines`` over them), what it shows
+    in a sentence, and its figures as a table."""
 
     chart_id: str
     title: str
@@ -44,6 +47,16 @@ class Chart:
     ticks: dict[int, str] = field(default_factory=dict)
     unit: str = ""
     empty_text: str = "Nothing to draw."
+    caption: str
+    head: list[str]
+    rows: list[list[Any]]
+    table_note: str = ""
+    stacks: list[Series] = field(default_factory=list)
+    lines: list[Series] = field(default_factory=list)
+
+    @property
+    def svg(self) -> SafeString:
+        return draw(self)
 
 
 def _axis_top(values: Sequence[float]) -> float:
@@ -63,9 +76,9 @@ def figure(value: float, unit: str = "") -> str:
     return f"{text} {unit}".strip() if unit else text
 
 
-def draw(chart: Chart, stacks: Sequence[Series] = (), lines: Sequence[Series] = ()) -> SafeString:
-    """Bars (stacked in the given order) per slot, and lines over them (a gap where a
-    value is None)."""
+def draw(chart: Chart) -> SafeString:
+    """Bars per slot, and lines over them (a gap where a value is None)."""
+    stacks, lines = chart.stacks, chart.lines
     totals = [sum(s.values[i] or 0 for s in stacks) for i in range(chart.slots)]
     line_values = [v for s in lines for v in s.values if v is not None]
     top = _axis_top([*totals, *line_values])

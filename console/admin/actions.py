@@ -141,7 +141,7 @@ def _support_action(
     return None
 
 
-@admin.action(permissions=["change"], description="Release stuck claim (claimable now)")
+@admin.action(permissions=["support"], description="Release stuck claim (claimable now)")
 def release_claim(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
     """Make a dead run's claim claimable now, fenced on the token support saw."""
     lease = NudgeConfig.from_settings().lease
@@ -192,7 +192,7 @@ def _release_refusal(obj: ScheduledSend) -> str | None:
     return f"it is {obj.queue_state}, not a stuck claim"
 
 
-@admin.action(permissions=["change"], description="Retry failed send now")
+@admin.action(permissions=["support"], description="Retry failed send now")
 def retry_now(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
     """Clear a failed row's outcome so the next deliver run sends it, inside the grace."""
     config = NudgeConfig.from_settings()
@@ -232,7 +232,7 @@ def _retry_refusal(obj: ScheduledSend, request: HttpRequest, config: NudgeConfig
     return None
 
 
-@admin.action(permissions=["change"], description="Skip (settle without sending)")
+@admin.action(permissions=["support"], description="Skip (settle without sending)")
 def skip(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset):
     """Settle unsent rows as skipped, with the reason support typed."""
     lease = NudgeConfig.from_settings().lease

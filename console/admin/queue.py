@@ -17,17 +17,12 @@ from django.utils.text import Truncator
 
 from console.admin import actions
 from console.admin.rows import as_of, attach_subject_titles, subject_label
+from core.admin_readonly import ReadOnlyAdmin
 from core.config import NudgeConfig
 from core.display import instant_column, when
 from core.zones import known_zone
 from scheduled_sends.models import ScheduledSend
 from scheduled_sends.queue import states
-
-
-class ScheduledSendChangeList(ChangeList):
-    def get_results(self, request: HttpRequest) -> None:
-        super().get_results(request)
-        attach_subject_titles(self.result_list)
 
 
 class StateFilter(admin.SimpleListFilter):
@@ -99,7 +94,7 @@ def _channel_for_unsent(obj: ScheduledSend) -> str:
 
 
 @admin.register(ScheduledSend)
-class ScheduledSendAdmin(admin.ModelAdmin):
+class ScheduledSendAdmin(ReadOnlyAdmin):
     # Eight columns fit beside the filters at 1280 px (both zones of "fires" share a
     # cell); state and what went wrong lead, since a phone scrolls the rest away.
     list_display = (
@@ -163,17 +158,9 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     delivery_updated_at_ = instant_column("delivery_updated_at", "receipt updated at")
     created_at_ = instant_column("created_at", "created at")
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # rows come from the materialize sweep only
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False  # a deleted row would be materialized again; skip it instead
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        # Model-level "change" gates the actions; an object's form stays read-only.
-        if obj is not None:
-            return False
-        return super().has_change_permission(request)
+    # Rows come from materialize only, and a deleted one would be materialized again
+    # (skip it instead): the actions are the only writes, and they take "change".
+    has_support_permission = ReadOnlyAdmin.may_change
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ScheduledSend]:
         """Every row with its state (``queue_state``), problems first."""
@@ -190,8 +177,10 @@ class ScheduledSendAdmin(admin.ModelAdmin):
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         return ("problem_rank", "-fire_at")
 
-    def get_changelist(self, request: HttpRequest, **kwargs):
-        return ScheduledSendChangeList
+    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
+        changelist = super().get_changelist_instance(request)
+        attach_subject_titles(changelist.result_list)
+        return changelist
 
     def get_object(self, request: HttpRequest, object_id: str, from_field=None):
         obj = super().get_object(request, object_id, from_field)

@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from console.admin_site import Links, health_lines
-from console.health import Check, check_health
+from console.health import check_health
 from core.config import NudgeConfig
 from portal.timeline import upcoming
 from scheduled_sends.models import ScheduledSend, SweepRun
@@ -29,7 +29,7 @@ from tests.sweeps.factories import add_event, add_follow_up
 START = utc(2026, 12, 2, 8, 0, 30)
 
 
-def _check(report, name: Check):
+def _check(report, name: str):
     return next(check for check in report.checks if check.name == name)
 
 
@@ -91,15 +91,13 @@ def test_the_keeping_up_check_clears_once_deliver_has_sent_them(seen_overdue):
     "N nudges … still unsent and unclaimed" check does not stay red after deliver sent
     them, and says when it was last true."""
     now = seen_overdue
-    assert not _check(check_health(now + timedelta(seconds=5)), Check.DELIVERY_KEEPING_UP).ok
+    assert not _check(check_health(now + timedelta(seconds=5)), "delivery_keeping_up").ok
     assert run_deliver(now + timedelta(seconds=10)).sent == 1
     report = check_health(now + timedelta(seconds=20))
-    keeping_up = _check(report, Check.DELIVERY_KEEPING_UP)
+    keeping_up = _check(report, "delivery_keeping_up")
     assert keeping_up.ok, keeping_up.detail
     [line] = [
-        line
-        for line in health_lines(report.checks, Links())
-        if line.name == Check.DELIVERY_KEEPING_UP
+        line for line in health_lines(report.checks, Links()) if line.name == "delivery_keeping_up"
     ]
     assert line.ok
     assert "Delivery has caught up: when the queue was last checked" in line.detail
@@ -110,8 +108,8 @@ def test_no_row_level_security_hint_when_deliver_simply_is_not_running(seen_over
     """Issue 24, the first hour: "no hint pointing at row-level security when the cause
     is ordinary" — deliver stopped, and the queue counts see the overdue row too."""
     report = check_health(seen_overdue + timedelta(minutes=10))
-    detail = _check(report, Check.DELIVERY_KEEPING_UP).detail
-    assert not _check(report, Check.DELIVERY_KEEPING_UP).ok
+    detail = _check(report, "delivery_keeping_up").detail
+    assert not _check(report, "delivery_keeping_up").ok
     assert "row-level security" not in detail and "cannot see the queue" not in detail
     assert "deliver is not running" in detail
 

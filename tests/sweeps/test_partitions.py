@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.db import IntegrityError
 
-from console.health import Check, check_health
+from console.health import check_health
 from scheduled_sends.models import Kind, ScheduledSend, SweepRun
 from scheduled_sends.queue.partitions import (
     DAY,
@@ -114,7 +114,7 @@ def test_health_reports_partitions_that_end_too_soon(db):
     reach = max(part.end for part in partitions())
 
     def partitions_check(at):
-        return next(c for c in check_health(at).checks if c.name == Check.QUEUE_PARTITIONS)
+        return next(c for c in check_health(at).checks if c.name == "queue_partitions")
 
     assert partitions_check(now).ok
     soon = partitions_check(reach - 2 * DAY)
