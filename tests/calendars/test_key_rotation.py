@@ -6,7 +6,7 @@ import pytest
 from cryptography.fernet import Fernet
 from django.core.management import CommandError, call_command
 
-from calendars.key_rotation import SECRET_COLUMNS
+from calendars.management.commands.rotate_calendar_keys import SECRET_COLUMNS
 from calendars.models import CalendarConnection, Provider
 from providers import crypto
 from tenancy.scope import tenant_scope
