@@ -11,10 +11,10 @@ import json
 import logging
 import time
 import traceback
+from collections import namedtuple
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -147,27 +147,11 @@ def read_user_connections(
     return jobs
 
 
-class ConnectionRow(NamedTuple):
+class ConnectionRow(namedtuple("ConnectionRow", [*statements.CONNECTION_COLUMNS, "sync_state"])):
     """A connection as ``statements.USER_CONNECTIONS`` reads it, named as the model's
     fields so ``fetch_window`` and ``snapshot_of`` take either (a tuple is cheaper)."""
 
-    id: int
-    user_id: int
-    provider: str
-    account: str
-    calendar_id: str
-    access_token_encrypted: str
-    refresh_token_encrypted: str
-    feed_url_encrypted: str
-    token_expires_at: datetime | None
-    status: str
-    last_synced_at: datetime | None
-    retry_after: datetime | None
-    resync_requested: bool
-    allow_private_network: bool
-    push_state: str
-    push_expires_at: datetime | None
-    sync_state: dict[str, Any]
+    __slots__ = ()
 
     @property
     def pk(self) -> int:
