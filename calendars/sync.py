@@ -88,6 +88,18 @@ class ConnectionResult:
     # When the provider may be asked again (a back-off), so a caller can come back then.
     retry_after: datetime | None = None
 
+    def __str__(self) -> str:
+        """One line, as the sync logs it and ``sync_calendars`` prints it."""
+        line = (
+            f"connection {self.connection_id} ({self.provider}): {self.outcome}"
+            f", {self.provider_calls} calls"
+        )
+        if self.created or self.updated or self.deleted:
+            line += f", events +{self.created} ~{self.updated} -{self.deleted}"
+        if self.message:
+            line += f" — {self.message}"
+        return line
+
 
 @dataclass
 class SyncSummary:
@@ -385,18 +397,4 @@ def _events_params(
 
 def log_result(result: ConnectionResult) -> None:
     failed = result.outcome in (Outcome.FAILED, Outcome.NEEDS_REAUTH)
-    level = logging.WARNING if failed else logging.INFO
-    logger.log(
-        level,
-        "calendar sync connection=%s provider=%s outcome=%s calls=%s created=%s updated=%s "
-        "deleted=%s skipped=%s %s",
-        result.connection_id,
-        result.provider,
-        result.outcome,
-        result.provider_calls,
-        result.created,
-        result.updated,
-        result.deleted,
-        result.skipped_events,
-        result.message,
-    )
+    logger.log(logging.WARNING if failed else logging.INFO, "calendar sync %s", result)
