@@ -23,11 +23,6 @@ WHERE c.user_id = %(user)s AND c.provider <> %(local)s
 ORDER BY c.last_synced_at ASC NULLS FIRST, c.id
 """.format(columns=", ".join(f"c.{column}" for column in CONNECTION_COLUMNS))
 
-# A connection's stored refresh token, its row locked for the rest of the write.
-LOCK_FOR_ROTATION_CHECK = """
-SELECT refresh_token_encrypted FROM calendar_connections WHERE id = %(id)s FOR UPDATE
-"""
-
 # Refreshed tokens, encrypted, stored in the outcome's UPDATE (``_WITH_TOKENS``).
 _TOKENS = """
     access_token_encrypted = %(access_token_encrypted)s,

@@ -261,12 +261,12 @@ def write_job(job: FetchJob, now: datetime) -> ConnectionResult:
     refresh token rotated meanwhile."""
     if isinstance(job.error, NeedsReauth) and job.refresh_token_at_read:
         with tenant_scope(job.user_id), connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-            cursor.execute(statements.LOCK_FOR_ROTATION_CHECK, {"id": job.connection_id})
-            row = cursor.fetchone()
-            if row is None:
+            row = CalendarConnection.objects.select_for_update().filter(pk=job.connection_id)
+            stored = row.values_list("refresh_token_encrypted", flat=True).first()
+            if stored is None:
                 return _gone(job)
             error = job.error
-            if rotated_meanwhile(row[0], job.refresh_token_at_read):
+            if rotated_meanwhile(stored, job.refresh_token_at_read):
                 # A concurrent sync spent and replaced the refresh token we sent
                 # (Microsoft rotates them): our invalid_grant says nothing about consent.
                 error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
