@@ -363,18 +363,6 @@ def partial_sync_note(fetched: FetchResult) -> str:
     return ("synced, with problems in the feed: " + "; ".join(parts))[:MAX_ERROR_LENGTH]
 
 
-def apply_events(
-    connection: CalendarConnection, events: list[ProviderEvent]
-) -> tuple[int, int, int]:
-    """Make the connection's rows exactly ``events`` (``statements.APPLY_EVENTS``);
-    inside the owner's scope. Returns (created, updated, deleted)."""
-    params = _events_params(connection.user_id, connection.pk, events)
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute(statements.APPLY_EVENTS, params)
-        created, updated, deleted = cursor.fetchone()
-    return created, updated, deleted
-
-
 def _events_params(
     user_id: int, connection_id: int, events: list[ProviderEvent]
 ) -> dict[str, object]:
