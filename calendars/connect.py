@@ -15,7 +15,7 @@ from django.utils.translation import gettext
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.push import worklist
 from calendars.snapshot import snapshot_of
-from calendars.sync import apply_events
+from calendars.sync import FetchJob, write_job
 from core.config import NudgeConfig
 from providers import crypto, ics
 from providers.base import ProviderError
@@ -135,11 +135,10 @@ def connect_ics_feed(
     except ProviderError as exc:
         raise ConnectError(crypto.scrub(str(exc), url)) from None
     connection.account = (fetched.calendar_name or feed_host(url))[:255]
-    connection.sync_state = fetched.sync_state
-    connection.last_synced_at = now
     with tenant_scope(user_id):
         connection.save()
-        apply_events(connection, fetched.events)
+    # The first copy is written as every sync writes it.
+    write_job(FetchJob(user_id, connection.pk, Provider.ICS, snapshot, fetched=fetched), now)
     return connection
 
 

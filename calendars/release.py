@@ -4,14 +4,12 @@ transaction as the delete for the minute job to undo: no web request calls a pro
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from calendars.models import CalendarConnection, Provider, ProviderRelease, ReleaseWork
 from calendars.push.freshness import PUSH_PROVIDERS
 from calendars.push.worklist import take_leased
 
-# A release taken by a minute job is not offered again for this long.
-RELEASE_LEASE = timedelta(minutes=10)
 TAKE_LIMIT = 200  # per minute job; more wait for the next
 # What a release keeps of the connection: the fields it shares with ``ProviderRelease``.
 RELEASED_FIELDS = [
@@ -38,5 +36,5 @@ def request_release(connection: CalendarConnection, now: datetime) -> None:
 
 
 def take_due(now: datetime) -> list[tuple[int, int]]:
-    """(connection id, owner) of the due releases, each held for :data:`RELEASE_LEASE`."""
-    return take_leased(ReleaseWork, "due_at", now, RELEASE_LEASE, TAKE_LIMIT)
+    """(connection id, owner) of the due releases, each held for ``worklist.LEASE``."""
+    return take_leased(ReleaseWork, "due_at", now, TAKE_LIMIT)

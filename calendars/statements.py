@@ -4,25 +4,24 @@ except the push work list's at the end (not a tenant table). Parameters are alwa
 bound, never spliced.
 """
 
-# The user's synced connections, least recently synced first, as ``sync.ConnectionRow``
-# names them (``sync_state`` as JSON text), then the owner's e-mail and time zone.
+# The connection's columns the sync reads, in order: ``sync.ConnectionRow``'s names.
+CONNECTION_COLUMNS = """
+    id user_id provider account calendar_id
+    access_token_encrypted refresh_token_encrypted feed_url_encrypted token_expires_at
+    status last_synced_at retry_after resync_requested allow_private_network
+    push_state push_expires_at
+""".split()
+
+# The user's synced connections, least recently synced first: ``CONNECTION_COLUMNS``,
+# ``sync_state`` as JSON text, then the owner's e-mail and time zone.
 USER_CONNECTIONS = """
-SELECT c.id, c.user_id, c.provider, c.account, c.calendar_id,
-       c.access_token_encrypted, c.refresh_token_encrypted, c.feed_url_encrypted,
-       c.token_expires_at, c.status, c.last_synced_at, c.retry_after, c.resync_requested,
-       c.allow_private_network, c.push_state, c.push_expires_at, c.sync_state::text,
-       u.email, coalesce(d.timezone, '')
+SELECT {columns}, c.sync_state::text, u.email, coalesce(d.timezone, '')
 FROM calendar_connections c
 JOIN auth_user u ON u.id = c.user_id
 LEFT JOIN delivery_settings d ON d.user_id = c.user_id
 WHERE c.user_id = %(user)s AND c.provider <> %(local)s
 ORDER BY c.last_synced_at ASC NULLS FIRST, c.id
-"""
-
-# A connection's stored refresh token, its row locked for the rest of the write.
-LOCK_FOR_ROTATION_CHECK = """
-SELECT refresh_token_encrypted FROM calendar_connections WHERE id = %(id)s FOR UPDATE
-"""
+""".format(columns=", ".join(f"c.{column}" for column in CONNECTION_COLUMNS))
 
 # Refreshed tokens, encrypted, stored in the outcome's UPDATE (``_WITH_TOKENS``).
 _TOKENS = """

@@ -11,10 +11,10 @@ import json
 import logging
 import time
 import traceback
+from collections import namedtuple
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -88,6 +88,18 @@ class ConnectionResult:
     # When the provider may be asked again (a back-off), so a caller can come back then.
     retry_after: datetime | None = None
 
+    def __str__(self) -> str:
+        """One line, as the sync logs it and ``sync_calendars`` prints it."""
+        line = (
+            f"connection {self.connection_id} ({self.provider}): {self.outcome}"
+            f", {self.provider_calls} calls"
+        )
+        if self.created or self.updated or self.deleted:
+            line += f", events +{self.created} ~{self.updated} -{self.deleted}"
+        if self.message:
+            line += f" — {self.message}"
+        return line
+
 
 @dataclass
 class SyncSummary:
@@ -147,27 +159,11 @@ def read_user_connections(
     return jobs
 
 
-class ConnectionRow(NamedTuple):
+class ConnectionRow(namedtuple("ConnectionRow", [*statements.CONNECTION_COLUMNS, "sync_state"])):
     """A connection as ``statements.USER_CONNECTIONS`` reads it, named as the model's
     fields so ``fetch_window`` and ``snapshot_of`` take either (a tuple is cheaper)."""
 
-    id: int
-    user_id: int
-    provider: str
-    account: str
-    calendar_id: str
-    access_token_encrypted: str
-    refresh_token_encrypted: str
-    feed_url_encrypted: str
-    token_expires_at: datetime | None
-    status: str
-    last_synced_at: datetime | None
-    retry_after: datetime | None
-    resync_requested: bool
-    allow_private_network: bool
-    push_state: str
-    push_expires_at: datetime | None
-    sync_state: dict[str, Any]
+    __slots__ = ()
 
     @property
     def pk(self) -> int:
@@ -265,12 +261,12 @@ def write_job(job: FetchJob, now: datetime) -> ConnectionResult:
     refresh token rotated meanwhile."""
     if isinstance(job.error, NeedsReauth) and job.refresh_token_at_read:
         with tenant_scope(job.user_id), connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-            cursor.execute(statements.LOCK_FOR_ROTATION_CHECK, {"id": job.connection_id})
-            row = cursor.fetchone()
-            if row is None:
+            row = CalendarConnection.objects.select_for_update().filter(pk=job.connection_id)
+            stored = row.values_list("refresh_token_encrypted", flat=True).first()
+            if stored is None:
                 return _gone(job)
             error = job.error
-            if rotated_meanwhile(row[0], job.refresh_token_at_read):
+            if rotated_meanwhile(stored, job.refresh_token_at_read):
                 # A concurrent sync spent and replaced the refresh token we sent
                 # (Microsoft rotates them): our invalid_grant says nothing about consent.
                 error = RetryLater(f"{job.provider}: refresh token was rotated by another sync")
@@ -367,18 +363,6 @@ def partial_sync_note(fetched: FetchResult) -> str:
     return ("synced, with problems in the feed: " + "; ".join(parts))[:MAX_ERROR_LENGTH]
 
 
-def apply_events(
-    connection: CalendarConnection, events: list[ProviderEvent]
-) -> tuple[int, int, int]:
-    """Make the connection's rows exactly ``events`` (``statements.APPLY_EVENTS``);
-    inside the owner's scope. Returns (created, updated, deleted)."""
-    params = _events_params(connection.user_id, connection.pk, events)
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute(statements.APPLY_EVENTS, params)
-        created, updated, deleted = cursor.fetchone()
-    return created, updated, deleted
-
-
 def _events_params(
     user_id: int, connection_id: int, events: list[ProviderEvent]
 ) -> dict[str, object]:
@@ -401,18 +385,4 @@ def _events_params(
 
 def log_result(result: ConnectionResult) -> None:
     failed = result.outcome in (Outcome.FAILED, Outcome.NEEDS_REAUTH)
-    level = logging.WARNING if failed else logging.INFO
-    logger.log(
-        level,
-        "calendar sync connection=%s provider=%s outcome=%s calls=%s created=%s updated=%s "
-        "deleted=%s skipped=%s %s",
-        result.connection_id,
-        result.provider,
-        result.outcome,
-        result.provider_calls,
-        result.created,
-        result.updated,
-        result.deleted,
-        result.skipped_events,
-        result.message,
-    )
+    logger.log(logging.WARNING if failed else logging.INFO, "calendar sync %s", result)

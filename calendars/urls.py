@@ -15,6 +15,11 @@ urlpatterns = [
         "microsoft/callback/", views.callback, {"provider": "microsoft"}, name="microsoft_callback"
     ),
     path("push/google/", views.google_push, name="google_push"),
-    path("push/microsoft/", views.microsoft_push, name="microsoft_push"),
-    path("push/microsoft/lifecycle/", views.microsoft_lifecycle, name="microsoft_lifecycle"),
+    path("push/microsoft/", views.graph_push, {"lifecycle": False}, name="microsoft_push"),
+    path(
+        "push/microsoft/lifecycle/",
+        views.graph_push,
+        {"lifecycle": True},
+        name="microsoft_lifecycle",
+    ),
 ]

@@ -163,7 +163,10 @@ def google_push(request: HttpRequest) -> HttpResponse:
     return HttpResponse(status=403 if verdict == notifications.Verdict.REJECTED else 200)
 
 
-def _graph(request: HttpRequest, *, lifecycle: bool) -> HttpResponse:
+@csrf_exempt
+@require_POST
+def graph_push(request: HttpRequest, lifecycle: bool) -> HttpResponse:
+    """Graph's change notifications, or (``lifecycle``) its lifecycle ones."""
     token = request.GET.get("validationToken")
     if token is not None:
         # Graph's handshake when a subscription is made: echo the token as plain text.
@@ -187,15 +190,3 @@ def _graph(request: HttpRequest, *, lifecycle: bool) -> HttpResponse:
     if all(v == notifications.Verdict.REJECTED for v in verdicts):
         return HttpResponse(status=403)
     return HttpResponse(status=202)
-
-
-@csrf_exempt
-@require_POST
-def microsoft_push(request: HttpRequest) -> HttpResponse:
-    return _graph(request, lifecycle=False)
-
-
-@csrf_exempt
-@require_POST
-def microsoft_lifecycle(request: HttpRequest) -> HttpResponse:
-    return _graph(request, lifecycle=True)

@@ -17,8 +17,9 @@ from django.db.models import Q
 from calendars import statements
 from calendars.models import PushWork
 
-# A channel taken for maintenance is not offered again for this long.
-MAINTENANCE_LEASE = timedelta(minutes=10)
+# A channel due maintenance, or a release (``calendars.release``), taken by a minute job
+# is not offered again for this long.
+LEASE = timedelta(minutes=10)
 # Per minute job; more waits for the next minute.
 TAKE_LIMIT = 5000
 # Longer than a minute job may run, so a live job's marks are never taken twice.
@@ -108,16 +109,16 @@ def settle_changed(
 
 
 def take_maintenance(now: datetime) -> list[Work]:
-    """Connections whose channel is due now, leased for :data:`MAINTENANCE_LEASE`."""
-    rows = take_leased(PushWork, "maintain_at", now, MAINTENANCE_LEASE, TAKE_LIMIT)
+    """Connections whose channel is due now, each held for :data:`LEASE`."""
+    rows = take_leased(PushWork, "maintain_at", now, TAKE_LIMIT)
     return [Work(cid, uid) for cid, uid in rows]
 
 
 def take_leased(
-    model: type[models.Model], due: str, now: datetime, lease: timedelta, limit: int
+    model: type[models.Model], due: str, now: datetime, limit: int
 ) -> list[tuple[int, int]]:
     """(connection id, user id) of ``model``'s rows due by ``now``, oldest first; each is
-    moved ``lease`` ahead so no other job takes it meanwhile (SKIP LOCKED), and comes
+    moved :data:`LEASE` ahead so no other job takes it meanwhile (SKIP LOCKED), and comes
     back by itself if the job taking it dies."""
     with transaction.atomic():
         rows = list(
@@ -127,7 +128,7 @@ def take_leased(
             .values_list("connection_id", "user_id")[:limit]
         )
         model.objects.filter(connection_id__in=[cid for cid, _ in rows]).update(
-            **{due: now + lease}
+            **{due: now + LEASE}
         )
     return rows
 
@@ -137,13 +138,13 @@ def release_maintenance(works: Iterable[Work], now: datetime) -> None:
     the next minute job does them rather than the lease's end."""
     PushWork.objects.filter(
         connection_id__in=[work.connection_id for work in works],
-        maintain_at=now + MAINTENANCE_LEASE,
+        maintain_at=now + LEASE,
     ).update(maintain_at=now)
 
 
 # A mark or a due channel older than this means the minute job is not running.
 STALE_CHANGE = timedelta(minutes=5)
-STALE_MAINTENANCE = MAINTENANCE_LEASE + timedelta(minutes=5)
+STALE_MAINTENANCE = LEASE + timedelta(minutes=5)
 IS_THE_JOB_RUNNING = "is `manage.py sync_changed` running every minute?"
 
 

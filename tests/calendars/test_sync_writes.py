@@ -9,9 +9,11 @@ from datetime import timedelta
 import pytest
 
 from calendars.models import CalendarConnection
-from calendars.sync import apply_events
+from calendars.snapshot import snapshot_of
+from calendars.sync import FetchJob, write_job
+from core.config import NudgeConfig
 from providers import ics as ics_provider
-from providers.base import ProviderEvent
+from providers.base import FetchResult, ProviderEvent
 from tenancy.scope import tenant_scope
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
 from tests.calendars.ics_samples import FEED
@@ -43,8 +45,15 @@ def occurrence(event_id, starts_at, occurrence_start=None, **fields) -> Provider
 
 
 def apply(connection, events):
+    """Write ``events`` as a sync writes a changed copy; (created, updated, deleted)."""
     with tenant_scope(connection.user_id):
-        return apply_events(connection, events)
+        snapshot = snapshot_of(connection, NudgeConfig.from_settings())
+    fetched = FetchResult(changed=True, events=events)
+    job = FetchJob(
+        connection.user_id, connection.pk, connection.provider, snapshot, fetched=fetched
+    )
+    result = write_job(job, NOW)
+    return result.created, result.updated, result.deleted
 
 
 def while_fetching(monkeypatch, change) -> None:

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from calendars.sync import ConnectionResult, SyncSummary
+from calendars.sync import SyncSummary
 from calendars.sync_pool import sync_user_connections
 from core.command_line import NudgeCommand, instant, positive_int, require_users
 from core.config import NudgeConfig
@@ -34,7 +34,7 @@ class Command(NudgeCommand):
         for user_id in users.values_list("pk", flat=True).iterator():
             summary = sync_user_connections(user_id, now=moment, config=config)
             for result in summary.results:
-                self.stdout.write(_progress_line(user_id, result))
+                self.stdout.write(f"user {user_id} {result}")
                 total.add(result)
             total.connections += summary.connections
         self.stdout.write(
@@ -46,15 +46,3 @@ class Command(NudgeCommand):
         newly_failed = [r for r in total.results if r.outcome in ("failed", "needs_reauth")]
         if newly_failed:
             raise CommandError(f"{len(newly_failed)} connection(s) failed to sync")
-
-
-def _progress_line(user_id: int, result: ConnectionResult) -> str:
-    line = (
-        f"user {user_id} connection {result.connection_id} ({result.provider}): {result.outcome}"
-        f", {result.provider_calls} calls"
-    )
-    if result.created or result.updated or result.deleted:
-        line += f", events +{result.created} ~{result.updated} -{result.deleted}"
-    if result.message:
-        line += f" — {result.message}"
-    return line
