@@ -6,7 +6,6 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth.forms import PasswordChangeForm
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -65,8 +64,7 @@ def _ask_to_change_email(request: HttpRequest, form: AccountEmailForm) -> bool:
         return False
     token = email_change.link_token(user, new_address)
     link = request.build_absolute_uri(reverse("portal:email_confirm", args=[token]))
-    mails = email_change.request_mails(user, new_address, link)
-    transaction.on_commit(lambda: email_change.start_mailer(user.pk, mails))
+    email_change.request_change(user, new_address, link)
     messages.success(
         request,
         _(

@@ -112,7 +112,8 @@ def api_view(*methods: str) -> Callable:
 
 
 def request_body(request: HttpRequest, body: str) -> dict[str, Any]:
-    """The request's JSON object: only the fields of the schema's ``body``, each of its type."""
+    """The request's JSON object: only the fields of the schema's ``body``, each of its type,
+    its required ones present and at least its ``minProperties``."""
     allowed = BODIES[body]["properties"]
     if len(request.body) > MAX_BODY_BYTES:
         raise BadRequest(f"the body is larger than {MAX_BODY_BYTES} bytes")
@@ -134,6 +135,11 @@ def request_body(request: HttpRequest, body: str) -> dict[str, Any]:
         expected = JSON_TYPES[field["type"]]
         if name in data and type(data[name]) is not expected:
             raise BadRequest(f"{name} must be {JSON_TYPE_WORDS[expected]}")
+    missing = [name for name in BODIES[body]["required"] if name not in data]
+    if missing:
+        raise BadRequest(f"missing field(s): {', '.join(missing)}")
+    if len(data) < BODIES[body].get("minProperties", 0):
+        raise BadRequest(f"send at least one of: {', '.join(allowed)}")
     return data
 
 
@@ -179,9 +185,6 @@ def follow_ups(request: HttpRequest, user_id: int) -> JsonResponse:
         rows = followups.list_follow_ups(user_id, done=None if done is None else done == "true")
         return JsonResponse({"follow_ups": [followups.as_json(f, now) for f in rows]})
     data = request_body(request, "FollowUpCreate")
-    missing = [name for name in BODIES["FollowUpCreate"]["required"] if name not in data]
-    if missing:
-        raise BadRequest(f"missing field(s): {', '.join(missing)}")
     created = followups.create_follow_up(
         user_id,
         data["title"],
@@ -204,10 +207,6 @@ def follow_up(request: HttpRequest, user_id: int, follow_up_id: int) -> HttpResp
         found = None
     else:
         data = request_body(request, "FollowUpPatch")
-        if not data:
-            raise BadRequest(
-                f"send at least one of: {', '.join(BODIES['FollowUpPatch']['properties'])}"
-            )
         change = FollowUpChange(
             title=data.get("title"),
             due_at=_instant(data["due_at"]) if "due_at" in data else None,
@@ -263,9 +262,6 @@ def calendars(request: HttpRequest, user_id: int) -> JsonResponse:
 @api_view("POST")
 def caldav_connect(request: HttpRequest, user_id: int) -> JsonResponse:
     data = request_body(request, "CalDavConnect")
-    missing = [name for name in BODIES["CalDavConnect"]["required"] if not data.get(name)]
-    if missing:
-        raise BadRequest(f"missing field(s): {', '.join(missing)}")
     if data["preset"] not in PRESETS:
         raise BadRequest(f"preset is one of: {', '.join(PRESETS)}")
     # The body's fields are the account's (``server_url`` only where the preset has none).
@@ -277,7 +273,7 @@ def caldav_connect(request: HttpRequest, user_id: int) -> JsonResponse:
 @api_view("POST")
 def caldav_choose(request: HttpRequest, user_id: int, connection_id: int) -> JsonResponse:
     data = request_body(request, "CalDavChoose")
-    urls = data.get("calendars") or []
+    urls = data["calendars"]
     if not all(isinstance(url, str) for url in urls):
         raise BadRequest("calendars must be an array of the choices' urls")
     rows = choose_calendars(user_id, connection_id, urls, config=NudgeConfig.from_settings())
@@ -289,7 +285,7 @@ def caldav_choose(request: HttpRequest, user_id: int, connection_id: int) -> Jso
 @api_view("POST")
 def caldav_password(request: HttpRequest, user_id: int, connection_id: int) -> JsonResponse:
     data = request_body(request, "CalDavPassword")
-    if not data.get("password"):
+    if not data["password"]:
         raise BadRequest("missing field(s): password")
     found = renew_password(user_id, connection_id, data["password"])
     if found is None:

@@ -20,7 +20,6 @@ from calendars.connect import ConnectError, add_ics_feed
 from calendars.models import ConnectionStatus
 from calendars.views import available as oauth_available
 from core.config import NudgeConfig
-from core.zones import zone_of
 from portal import calendar_links
 from portal.forms import CalDavForm, CalDavPasswordForm, IcsFeedForm
 from portal.language import date_formats, user_page
@@ -40,25 +39,23 @@ def _calendars_page(
     if caldav_form is None and preset in PRESETS:
         caldav_form = CalDavForm(initial={"preset": preset})
     chosen = PRESETS.get(caldav_form["preset"].value()) if caldav_form is not None else None
-    delivery = request.delivery
-    with timezone.override(zone_of(delivery.timezone)):
-        return render(
-            request,
-            "portal/calendars.html",
-            {
-                "connections": connections,
-                "checking": calendar_links.checking(connections),
-                "ics_form": ics_form or IcsFeedForm(),
-                "caldav_presets": PRESETS.values(),
-                "caldav_form": caldav_form,
-                "caldav_preset": chosen,
-                "password_form": CalDavPasswordForm(),
-                "NEEDS_REAUTH": ConnectionStatus.NEEDS_REAUTH,
-                "ERROR": ConnectionStatus.ERROR,
-                "oauth_ready": oauth_available(),
-                **date_formats(delivery),
-            },
-        )
+    return render(
+        request,
+        "portal/calendars.html",
+        {
+            "connections": connections,
+            "checking": calendar_links.checking(connections),
+            "ics_form": ics_form or IcsFeedForm(),
+            "caldav_presets": PRESETS.values(),
+            "caldav_form": caldav_form,
+            "caldav_preset": chosen,
+            "password_form": CalDavPasswordForm(),
+            "NEEDS_REAUTH": ConnectionStatus.NEEDS_REAUTH,
+            "ERROR": ConnectionStatus.ERROR,
+            "oauth_ready": oauth_available(),
+            **date_formats(request.delivery),
+        },
+    )
 
 
 calendars_page = user_page("GET")(_calendars_page)

@@ -7,7 +7,6 @@ looks it up and mails, within the reset mails' hourly limits (``signin.reset_all
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -15,6 +14,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core import signing
 from django.core.mail import EmailMessage
+from django.db import transaction
 from django.utils.crypto import constant_time_compare
 from django.utils.translation import gettext as _
 
@@ -75,37 +75,39 @@ def _mail(to: str, subject: str, body: str) -> EmailMessage:
     return EmailMessage(subject=subject, body=body, from_email=settings.DEFAULT_FROM_EMAIL, to=[to])
 
 
-def request_mails(user, new_address: str, confirm_url: str) -> list[EmailMessage]:
-    """The link for the new address, then the notice for the old one when there is one,
-    written in the person's language during the request."""
+def request_change(user, new_address: str, confirm_url: str) -> None:
+    """Once the request commits, a thread mails the link to the new address (unless another
+    account holds it) and the notice to the old one, if any; both are written now, in the
+    person's language."""
     hours = int(LINK_VALID_FOR.total_seconds() // 3600)
-    link = _mail(
-        new_address,
-        _("Confirm your new e-mail address for nudge"),
-        _(
-            "Someone (we hope you) asked to make this the e-mail address of a nudge "
-            "account. To do so, open this link within %(hours)s hours and press "
-            "Confirm:\n\n%(link)s\n\nUntil then the account keeps its current address. "
-            "If you did not ask for this, ignore this mail."
-        )
-        % {"hours": hours, "link": confirm_url},
-    )
-    if not user.email:
-        return [link]
-    return [
-        link,
+    mails = [
         _mail(
-            user.email,
-            _("A change of your nudge e-mail address was asked for"),
+            new_address,
+            _("Confirm your new e-mail address for nudge"),
             _(
-                "Someone signed in to your nudge account asked to change its e-mail "
-                "address to %(address)s. Nothing changes unless the link we sent there "
-                "is followed within %(hours)s hours.\n\nIf this was not you, change your "
-                "password now: whoever asked knew it."
+                "Someone (we hope you) asked to make this the e-mail address of a nudge "
+                "account. To do so, open this link within %(hours)s hours and press "
+                "Confirm:\n\n%(link)s\n\nUntil then the account keeps its current address. "
+                "If you did not ask for this, ignore this mail."
             )
-            % {"address": new_address, "hours": hours},
-        ),
+            % {"hours": hours, "link": confirm_url},
+        )
     ]
+    if user.email:
+        mails.append(
+            _mail(
+                user.email,
+                _("A change of your nudge e-mail address was asked for"),
+                _(
+                    "Someone signed in to your nudge account asked to change its e-mail "
+                    "address to %(address)s. Nothing changes unless the link we sent there "
+                    "is followed within %(hours)s hours.\n\nIf this was not you, change your "
+                    "password now: whoever asked knew it."
+                )
+                % {"address": new_address, "hours": hours},
+            )
+        )
+    transaction.on_commit(lambda: spawn(MAILER_THREAD, _send, user.pk, mails))
 
 
 def make_change(link: Link) -> None:
@@ -130,11 +132,6 @@ def make_change(link: Link) -> None:
         ).send()
     except Exception:
         logger.exception("e-mail change notice could not be sent")
-
-
-def start_mailer(user_id: int, mails: list[EmailMessage]) -> threading.Thread:
-    """Look the new address up and send ``request_mails``, after the response."""
-    return spawn(MAILER_THREAD, _send, user_id, mails)
 
 
 def _send(user_id: int, mails: list[EmailMessage]) -> None:

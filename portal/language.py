@@ -9,20 +9,21 @@ from functools import wraps
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.utils import translation
+from django.utils import timezone, translation
 from django.views.decorators.http import require_http_methods
 
 from accounts.actions import ensure_settings
 from accounts.models import Clock, DeliverySettings
 from accounts.rules import preferences_for
+from core.zones import zone_of
 from tenancy.scope import tenant_scope
 
 View = Callable[..., HttpResponse]
 
 
 def user_page(*methods: str) -> Callable[[View], View]:
-    """A signed-in person's page answering only ``methods``, in their language; their settings
-    (made from the browser's preferences on a first visit) are ``request.delivery``."""
+    """A signed-in person's page answering only ``methods``, in their language and zone; their
+    settings (made from the browser's preferences on a first visit) are ``request.delivery``."""
 
     def decorate(view: View) -> View:
         allowed = require_http_methods(list(methods))(view)
@@ -34,8 +35,8 @@ def user_page(*methods: str) -> Callable[[View], View]:
             with tenant_scope(user_id):
                 accept = request.headers.get("Accept-Language", "")
                 request.delivery = ensure_settings(user_id, preferences_for(accept))
-            language = request.delivery.language
-            with translation.override(language):
+            language, zone = request.delivery.language, zone_of(request.delivery.timezone)
+            with translation.override(language), timezone.override(zone):
                 response = allowed(request, *args, **kwargs)
             response.headers.setdefault("Content-Language", language)
             return response

@@ -104,7 +104,7 @@ BAD_REQUEST = _answer(
     "an unknown repeat, weekday or zone, or more reminders than allowed."
 )
 NOT_FOUND = _answer("No follow-up with this id belongs to the token's owner.")
-# The request bodies: the API reads each body's fields and their types from here.
+# The request bodies: the API reads each body's fields, their types and the required ones here.
 BODIES = {
     "FollowUpCreate": _body({"title": TITLE, "due_at": DUE_AT, **SCHEDULE}, "title", "due_at"),
     "FollowUpPatch": _body(

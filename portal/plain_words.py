@@ -11,13 +11,12 @@ from django.utils.translation import gettext_noop
 
 from accounts.rules import NOT_SET_UP
 from core.deployment import NOT_IN_PRODUCTION
-from followups.actions import MAX_DUE_YEARS, TITLE_MAX_CHARS
+from followups.actions import MAX_DUE_YEARS
 from providers.normalize import MAX_LEADS_PER_EVENT
 from scheduled_sends.failures import MAY_HAVE_BEEN_DELIVERED, FailureKind
 from scheduled_sends.queue.states import Outcome
 
 SETTINGS = "portal:settings"
-FOLLOW_UPS = "portal:follow_ups"
 CALENDARS = "portal:calendars"
 
 
@@ -130,7 +129,8 @@ def phone_number() -> str:
 
 
 def follow_up_error(field: str, recorded: str) -> str:
-    """A ``FollowUpInvalid`` (written for the API, naming its fields) as a sentence."""
+    """A ``FollowUpInvalid`` (written for the API, naming its fields) as a sentence; an empty
+    or too long title never gets here (``FollowUpForm`` refuses it)."""
     if field == "due_at" and "past" in recorded:
         return past_time()
     if field == "due_at" and "too far ahead" in recorded:
@@ -138,14 +138,8 @@ def follow_up_error(field: str, recorded: str) -> str:
             "That is more than %(years)s years ahead. Check the year, or pick a date "
             "within the next %(years)s years."
         ) % {"years": MAX_DUE_YEARS}
-    if field == "title" and "empty" in recorded:
-        return _("Say what to follow up on.")
     if field == "title" and "control characters" in recorded:
         return _("Remove the line breaks or special characters from the text.")
-    if field == "title" and "limit" in recorded:
-        return _("That is too long; keep it to %(limit)s characters or fewer.") % {
-            "limit": TITLE_MAX_CHARS
-        }
     if field == "reminder_minutes" and "at most" in recorded:
         return _("Pick at most %(count)s reminders.") % {"count": MAX_LEADS_PER_EVENT}
     if field == "reminder_minutes":

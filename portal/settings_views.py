@@ -16,7 +16,6 @@ from accounts.actions import ensure_settings, update_settings
 from accounts.models import AccountNotice, Channel, DeliverySettings
 from core.config import NudgeConfig
 from core.ids import owned
-from core.zones import zone_of
 from messaging.addresses import new_telegram_code
 from messaging.models import LinkCode, OptInRecord
 from messaging.telegram import bot as telegram
@@ -43,41 +42,40 @@ def _settings_page(request: HttpRequest, **shown) -> HttpResponse:
     now = timezone.now()
     with tenant_scope(user_id):
         delivery = ensure_settings(user_id)
-        with timezone.override(zone_of(delivery.timezone)):
-            return render(
-                request,
-                "portal/settings.html",
-                {
-                    "delivery": delivery,
-                    "form": SettingsForm(delivery=delivery),
-                    "tokens": list(
-                        ApiToken.objects.filter(user_id=user_id, revoked_at=None).order_by("pk")
-                    ),
-                    "now": now,
-                    "token_form": ApiTokenForm(),
-                    "number_form": WhatsAppNumberForm(),
-                    "code_form": WhatsAppCodeForm(),
-                    "code_pending": LinkCode.objects.filter(
-                        user_id=user_id,
-                        channel=Channel.WHATSAPP,
-                        used_at=None,
-                        expires_at__gt=now,
-                    ).exists(),
-                    "opt_ins": list(
-                        OptInRecord.objects.filter(user_id=user_id).order_by("-recorded_at")[:5]
-                    ),
-                    "offered": whatsapp.channels_offered(),
-                    "zone_aliases": ZONE_ALIASES_JSON,
-                    "confirmed": _confirmed(delivery),
-                    "notices": list(
-                        AccountNotice.objects.filter(
-                            user_id=user_id, created_at__gt=now - NOTICE_DAYS
-                        ).order_by("-created_at")[:5]
-                    ),
-                    **date_formats(delivery),
-                    **shown,
-                },
-            )
+        return render(
+            request,
+            "portal/settings.html",
+            {
+                "delivery": delivery,
+                "form": SettingsForm(delivery=delivery),
+                "tokens": list(
+                    ApiToken.objects.filter(user_id=user_id, revoked_at=None).order_by("pk")
+                ),
+                "now": now,
+                "token_form": ApiTokenForm(),
+                "number_form": WhatsAppNumberForm(),
+                "code_form": WhatsAppCodeForm(),
+                "code_pending": LinkCode.objects.filter(
+                    user_id=user_id,
+                    channel=Channel.WHATSAPP,
+                    used_at=None,
+                    expires_at__gt=now,
+                ).exists(),
+                "opt_ins": list(
+                    OptInRecord.objects.filter(user_id=user_id).order_by("-recorded_at")[:5]
+                ),
+                "offered": whatsapp.channels_offered(),
+                "zone_aliases": ZONE_ALIASES_JSON,
+                "confirmed": _confirmed(delivery),
+                "notices": list(
+                    AccountNotice.objects.filter(
+                        user_id=user_id, created_at__gt=now - NOTICE_DAYS
+                    ).order_by("-created_at")[:5]
+                ),
+                **date_formats(delivery),
+                **shown,
+            },
+        )
 
 
 def _confirmed(delivery: DeliverySettings) -> dict[str, bool]:

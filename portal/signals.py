@@ -19,9 +19,6 @@ from messaging.signals import prune_due
 from portal.tokens import REVOKED_TOKENS_KEPT, prune_revoked_api_tokens, revoke_api_tokens
 from tenancy.scope import support_scope, tenant_scope
 
-PASSWORD_CHANGED = "password changed"  # noqa: S105 — a reason, not a secret
-DEACTIVATED = "account deactivated"
-
 
 def _revoke(user_id: int, how: str) -> None:
     with tenant_scope(user_id):
@@ -35,9 +32,9 @@ def revoke_tokens_on_user_save(sender: type, instance: Any, created: bool, **kwa
     # ``set_password`` leaves the new password on ``_password`` until the save
     # after it; a hash upgrade on sign-in clears it first, so it does not count.
     if not instance.is_active:
-        how = DEACTIVATED
+        how = "account deactivated"
     elif getattr(instance, "_password", None) is not None:
-        how = PASSWORD_CHANGED
+        how = "password changed"
     else:
         return
     user_id = instance.pk

@@ -61,24 +61,19 @@ def lockout_duration(request: HttpRequest | None = None) -> timedelta:
     return NudgeConfig.from_settings().signin_lockout
 
 
-def lock_left(request: HttpRequest, credentials: dict | None) -> timedelta:
-    """At most how long this name stays locked from this address: a cool-off from its
-    latest recorded failure (tries while locked are not recorded, so this never grows)."""
+def locked_out(
+    request: HttpRequest, original_response: HttpResponse | None, credentials: dict | None
+) -> HttpResponse:
+    """The page a locked-out sign-in gets, on either login page (``AXES_LOCKOUT_CALLABLE``):
+    the lock lasts at most a cool-off from this name's latest recorded failure from this
+    address (tries while locked are not recorded, so it never grows)."""
     lockout = lockout_duration(request)
     latest = AccessAttempt.objects.filter(
         username=get_client_username(request, credentials),
         ip_address=getattr(request, "axes_ip_address", None) or client_address(request),
     ).aggregate(latest=Max("attempt_time"))["latest"]
-    if latest is None:
-        return lockout
-    return min(lockout, max(timedelta(seconds=1), latest + lockout - timezone.now()))
-
-
-def locked_out(
-    request: HttpRequest, original_response: HttpResponse | None, credentials: dict | None
-) -> HttpResponse:
-    """The page a locked-out sign-in gets, on either login page (``AXES_LOCKOUT_CALLABLE``)."""
-    seconds = math.ceil(lock_left(request, credentials).total_seconds())
+    left = lockout if latest is None else latest + lockout - timezone.now()
+    seconds = math.ceil(min(lockout, max(timedelta(seconds=1), left)).total_seconds())
     minutes = math.ceil(seconds / 60)
     response = render(request, "registration/locked_out.html", {"minutes": minutes}, status=429)
     response["Retry-After"] = str(seconds)

@@ -5,9 +5,10 @@ in plain words (``portal.plain_words``), never the recorded reason."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext, gettext_lazy
 
@@ -78,23 +79,21 @@ def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
     ]
 
 
-def _act_words(act: NudgeAct, tz: tzinfo, time_format: str) -> PlainWords:
+def _act_words(act: NudgeAct, time_format: str) -> PlainWords:
     """ "from Telegram"; a snooze says until when ("until Fri 09:00, from Telegram")."""
     via = act.get_via_display()
     if act.act != NudgeAct.Act.SNOOZE:
         return PlainWords(gettext("from %(via)s") % {"via": via})
-    local = act.snoozed_until.astimezone(tz)
+    local = timezone.localtime(act.snoozed_until)
     until = date_format(local, time_format)
-    if local.date() != act.created_at.astimezone(tz).date():
+    if local.date() != timezone.localdate(act.created_at):
         until = f"{date_format(local, 'D')} {until}"  # the next day: say which
     return PlainWords(gettext("until %(time)s, from %(via)s") % {"time": until, "via": via})
 
 
-def history(
-    user_id: int, now: datetime, limit: int = 100, tz: tzinfo = UTC, time_format: str = "H:i"
-) -> list[Entry]:
+def history(user_id: int, now: datetime, limit: int = 100, time_format: str = "H:i") -> list[Entry]:
     """Outcomes and the person's own acts (Snooze, Done) of the last days, newest first;
-    times in ``tz`` on the person's clock (``time_format``, ``portal.language.date_formats``)."""
+    times in the active zone, on the person's clock (``time_format``)."""
     since = now - timedelta(days=HISTORY_DAYS)
     rows = list(
         ScheduledSend.objects.filter(
@@ -120,7 +119,7 @@ def history(
             act.source_send_id,
             at=act.created_at,
             status="snoozed" if act.act == NudgeAct.Act.SNOOZE else "done",
-            words=_act_words(act, tz, time_format),
+            words=_act_words(act, time_format),
         )
         for act in acts
     ]

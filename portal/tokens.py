@@ -14,7 +14,6 @@ from core.bearer import digest
 from messaging.addresses import OwnedSecret, owned_secret
 from portal.models import ApiToken
 
-API_TOKEN_PREFIX = "nudge"  # noqa: S105 — a label, not a secret
 REVOKED_TOKENS_KEPT = timedelta(days=30)
 _API_TOKEN = re.compile(r"nudge_(?P<user>[1-9][0-9]{0,18})_(?P<secret>[A-Za-z0-9_-]{20,64})")
 
@@ -28,7 +27,7 @@ def new_api_token(
 ) -> tuple[ApiToken, str]:
     """Create a token; the plaintext is returned once and never stored. Inside the scope."""
     secret = secrets.token_urlsafe(32)
-    plaintext = f"{API_TOKEN_PREFIX}_{user_id}_{secret}"
+    plaintext = f"nudge_{user_id}_{secret}"
     token = ApiToken.objects.create(
         user_id=user_id,
         name=name,

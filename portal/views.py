@@ -17,7 +17,6 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
 from core.config import NudgeConfig
-from core.zones import zone_of
 from followups import actions as followups
 from followups.actions import FollowUpChange, FollowUpInvalid
 from messaging.whatsapp.inbound import channels_offered
@@ -48,12 +47,11 @@ def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
 def _add_follow_up(
     request: HttpRequest, formats: dict[str, str], back: str
 ) -> tuple[FollowUpForm, HttpResponse | None]:
-    """The add form of a page (validated in the user's zone), and the redirect after a
-    successful POST of it, saying when the follow-up is due on the person's clock."""
+    """The add form of a page, and the redirect after a successful POST of it, saying
+    when the follow-up is due on the person's clock."""
     form = FollowUpForm(request.POST or None, delivery=request.delivery)
-    with timezone.override(form.zone):
-        if request.method != "POST" or not form.is_valid():
-            return form, None
+    if request.method != "POST" or not form.is_valid():
+        return form, None
     now = timezone.now()
     try:
         created = followups.create_follow_up(
@@ -67,8 +65,7 @@ def _add_follow_up(
     except FollowUpInvalid as exc:
         _refused(form, exc)
         return form, None
-    with timezone.override(form.zone):  # the time a quick choice chose, or the first occurrence
-        due = when(followups.next_due(created, now), formats["time_format"])
+    due = when(followups.next_due(created, now), formats["time_format"])
     messages.success(
         request, _("Added “%(title)s”, due %(due)s.") % {"title": created.title, "due": due}
     )
@@ -78,21 +75,19 @@ def _add_follow_up(
 @user_page("GET", "POST")
 def home(request: HttpRequest) -> HttpResponse:
     user_id, delivery = request.user.pk, request.delivery
-    zone, formats = zone_of(delivery.timezone), date_formats(delivery)
+    formats = date_formats(delivery)
     form, added = _add_follow_up(request, formats, "portal:home")
     if added:
         return added
     now = timezone.now()
-    with tenant_scope(user_id), timezone.override(zone):
+    with tenant_scope(user_id):
         return render(
             request,
             "portal/home.html",
             {
                 "delivery": delivery,
                 "upcoming": timeline.upcoming(user_id, now),
-                "history": timeline.history(
-                    user_id, now, tz=zone, time_format=formats["time_format"]
-                ),
+                "history": timeline.history(user_id, now, time_format=formats["time_format"]),
                 "form": form,
                 "history_days": timeline.HISTORY_DAYS,
                 "zone_aliases": ZONE_ALIASES_JSON,
@@ -104,20 +99,16 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @user_page("GET", "POST")
 def follow_up_list(request: HttpRequest) -> HttpResponse:
-    user_id = request.user.pk
-    zone, formats = zone_of(request.delivery.timezone), date_formats(request.delivery)
+    formats = date_formats(request.delivery)
     form, added = _add_follow_up(request, formats, "portal:follow_ups")
     if added:
         return added
-    rows = followups.list_follow_ups(user_id, limit=200)
+    rows = followups.list_follow_ups(request.user.pk, limit=200)
     now = timezone.now()
     for row in rows:  # what the list shows: the next time, and how it repeats
         row.next_due = followups.next_due(row, now)
         row.repeats = repeat_words(row.repeat, row.repeat_weekdays)
-    with timezone.override(zone):
-        return render(
-            request, "portal/follow_ups.html", {"follow_ups": rows, "form": form, **formats}
-        )
+    return render(request, "portal/follow_ups.html", {"follow_ups": rows, "form": form, **formats})
 
 
 @user_page("GET", "POST")
@@ -125,26 +116,25 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     user_id = request.user.pk
     found = mine(followups.get_follow_up(user_id, follow_up_id), "follow-up")
     form = FollowUpForm(request.POST or None, delivery=request.delivery, follow_up=found)
-    with timezone.override(form.zone):
-        if request.method == "POST" and form.is_valid():
-            due_at = form.cleaned_data["due_at"]
-            change = FollowUpChange(
-                title=form.cleaned_data["title"],
-                due_at=None if due_at == form.keep_due else due_at,  # left as it was: seconds too
-                schedule=form.schedule(),
+    if request.method == "POST" and form.is_valid():
+        due_at = form.cleaned_data["due_at"]
+        change = FollowUpChange(
+            title=form.cleaned_data["title"],
+            due_at=None if due_at == form.keep_due else due_at,  # left as it was: seconds too
+            schedule=form.schedule(),
+        )
+        try:
+            followups.change_follow_up(
+                user_id, follow_up_id, change, timezone.now(), NudgeConfig.from_settings()
             )
-            try:
-                followups.change_follow_up(
-                    user_id, follow_up_id, change, timezone.now(), NudgeConfig.from_settings()
-                )
-            except FollowUpInvalid as exc:
-                _refused(form, exc)
-            else:
-                messages.success(
-                    request, _("Saved “%(title)s”.") % {"title": form.cleaned_data["title"]}
-                )
-                return redirect("portal:follow_ups")
-        return render(request, "portal/follow_up_edit.html", {"form": form})
+        except FollowUpInvalid as exc:
+            _refused(form, exc)
+        else:
+            messages.success(
+                request, _("Saved “%(title)s”.") % {"title": form.cleaned_data["title"]}
+            )
+            return redirect("portal:follow_ups")
+    return render(request, "portal/follow_up_edit.html", {"form": form})
 
 
 @user_page("POST")
