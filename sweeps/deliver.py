@@ -13,7 +13,6 @@ counts that health and ``/metrics`` read back.
 from __future__ import annotations
 
 import heapq
-import itertools
 import logging
 import time
 from collections import Counter
@@ -65,17 +64,17 @@ class DeliverReport(DeliverCounts):
     def sends_per_second(self) -> float:
         return self.sent / self.seconds if self.seconds > 0 else 0.0
 
-    def count(self, transition: Transition) -> None:
+    def count(self, verdict: Verdict, channel: str = "") -> None:
+        """A settled row; with the ``channel`` it was sent on, for health's failed-sends checks."""
         name = {
             Transition.SENT: "sent",
             Transition.SKIPPED: "skipped",
             Transition.FAILED: "failed",
             Transition.RETRY: "retried",
-        }[transition]
+        }[verdict.transition]
         setattr(self, name, getattr(self, name) + 1)
-
-    def count_attempt(self, channel: str, verdict: Verdict) -> None:
-        """What a send on ``channel`` came to, for health's failed-sends checks."""
+        if not channel:
+            return
         if verdict.rate_limited:
             self.rate_limited += 1
             self.rate_limited_by_channel[channel] += 1
@@ -123,12 +122,12 @@ class DeliverReport(DeliverCounts):
         }
 
 
-@dataclass
+@dataclass(order=True)
 class Outgoing:
-    """A resolved row waiting for a slot, scheduled, or in flight."""
+    """A resolved row waiting for a slot, scheduled (in order of its slot), or in flight."""
 
-    row: ClaimedSend
-    delivery: Delivery
+    row: ClaimedSend = field(compare=False)
+    delivery: Delivery = field(compare=False)
     deadline: float = 0.0  # monotonic instant its send slot opens
 
 
@@ -157,6 +156,9 @@ class DeliveryRun:
         self.run_id = run_id
         # A live run hands over to the next; a replay (``--now``) just stops.
         self.hands_over = fixed_now is None
+        # Rows are held until the budget ends, plus the handover for a live run.
+        handover = HANDOVER_LIMIT_SECONDS if self.hands_over else 0.0
+        self.holds_until = self.started + config.run_budget_seconds + handover
         self._taken_over = False
         self._next_handover_check = 0.0
         self.senders: dict[str, Sender] = {}
@@ -164,9 +166,8 @@ class DeliveryRun:
         # Sends reach the database only through pacing, on the workers' own connections.
         self.pool = Executor(config.send_concurrency, "send", database=False)
         self.waiting: dict[str, list[Outgoing]] = {}  # per channel, in claim order
-        self.scheduled: list[tuple[float, int, Outgoing]] = []  # heap by deadline
+        self.scheduled: list[Outgoing] = []  # heap by deadline
         self.in_flight: dict[Future[SendAttempt], Outgoing] = {}
-        self._sequence = itertools.count()
         self.settlements: list[Settlement] = []
         self._first_unflushed: float | None = None
         # Rows handed back after a 429 become claimable again at this instant.
@@ -190,10 +191,6 @@ class DeliveryRun:
     def now(self) -> datetime:
         """The database clock as last read, advanced by the monotonic clock (no round trip)."""
         return self.at(time.monotonic())
-
-    def claims_until(self) -> float:
-        """Seconds from the start this run may hold rows: its budget, plus the handover."""
-        return self.config.run_budget_seconds + (HANDOVER_LIMIT_SECONDS if self.hands_over else 0)
 
     def taken_over(self) -> bool:
         """Past its budget, a live run claims until a later deliver run is in the run log
@@ -253,9 +250,7 @@ class DeliveryRun:
             failure_kind=verdict.failure_kind,
             not_before=at + verdict.wait if verdict.wait is not None else None,
         )
-        self.report.count(verdict.transition)
-        if channel:
-            self.report.count_attempt(channel, verdict)
+        self.report.count(verdict, channel)
         if verdict.problem and verdict.problem not in self.report.errors:
             self.report.errors.append(verdict.problem)
 
@@ -269,7 +264,7 @@ class DeliveryRun:
         exhausted = False
         while True:
             # Past the budget plus any handover: every row without a slot is handed back.
-            stop = time.monotonic() - self.started >= self.claims_until()
+            stop = time.monotonic() >= self.holds_until
             if stop:
                 self.give_back_untried()
             elif (
@@ -292,7 +287,7 @@ class DeliveryRun:
             return True
         if self.retry_claim_at is None or not self.hands_over:
             return False
-        return self.retry_claim_at < self.started + self.claims_until()
+        return self.retry_claim_at < self.holds_until
 
     def retries_claimable(self) -> bool:
         return self.retry_claim_at is not None and time.monotonic() >= self.retry_claim_at
@@ -353,14 +348,14 @@ class DeliveryRun:
                 outgoing.deadline = self.pacer.chat_ready_at(
                     channel, outgoing.delivery.address, deadline
                 )
-                heapq.heappush(self.scheduled, (outgoing.deadline, next(self._sequence), outgoing))
+                heapq.heappush(self.scheduled, outgoing)
 
     def dispatch_due(self) -> None:
         """Stamp ``send_started_at`` on every row whose slot has come, then send them."""
         horizon = time.monotonic() + DISPATCH_AHEAD_SECONDS
         due: list[Outgoing] = []
-        while self.scheduled and self.scheduled[0][0] <= horizon:
-            due.append(heapq.heappop(self.scheduled)[2])
+        while self.scheduled and self.scheduled[0].deadline <= horizon:
+            due.append(heapq.heappop(self.scheduled))
         ready: list[tuple[Outgoing, Sender]] = []
         for outgoing in due:
             try:
@@ -390,7 +385,7 @@ class DeliveryRun:
         """Sleep until a send finishes, a slot opens or a flush is due (bounded)."""
         timeout = FLUSH_SECONDS
         if self.scheduled:
-            timeout = min(timeout, max(0.0, self.scheduled[0][0] - time.monotonic()))
+            timeout = min(timeout, max(0.0, self.scheduled[0].deadline - time.monotonic()))
         if self.in_flight:
             done, _ = wait(list(self.in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
             for future in done:
@@ -403,8 +398,8 @@ class DeliveryRun:
         ``HORIZON`` still goes (the slot is spent in the shared budget anyway)."""
         keep_until = time.monotonic() + HORIZON.total_seconds()
         untried = [o for rows in self.waiting.values() for o in rows]
-        kept = [entry for entry in self.scheduled if entry[0] <= keep_until]
-        untried += [entry[2] for entry in self.scheduled if entry[0] > keep_until]
+        kept = [o for o in self.scheduled if o.deadline <= keep_until]
+        untried += [o for o in self.scheduled if o.deadline > keep_until]
         self.waiting.clear()
         self.scheduled = kept
         heapq.heapify(self.scheduled)
