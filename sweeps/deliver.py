@@ -122,15 +122,6 @@ class DeliverReport(DeliverCounts):
         }
 
 
-@dataclass(order=True)
-class Outgoing:
-    """A resolved row waiting for a slot, scheduled (in order of its slot), or in flight."""
-
-    row: ClaimedSend = field(compare=False)
-    delivery: Delivery = field(compare=False)
-    deadline: float = 0.0  # monotonic instant its send slot opens
-
-
 FLUSH_ROWS = 64
 FLUSH_SECONDS = 0.2
 # A scheduled row is stamped and handed to a worker this long before its slot.
@@ -165,9 +156,9 @@ class DeliveryRun:
         self.pacer = ChannelPacer(config)
         # Sends reach the database only through pacing, on the workers' own connections.
         self.pool = Executor(config.send_concurrency, "send", database=False)
-        self.waiting: dict[str, list[Outgoing]] = {}  # per channel, in claim order
-        self.scheduled: list[Outgoing] = []  # heap by deadline
-        self.in_flight: dict[Future[SendAttempt], Outgoing] = {}
+        self.waiting: dict[str, list[Delivery]] = {}  # per channel, in claim order
+        self.scheduled: list[Delivery] = []  # heap by deadline
+        self.in_flight: dict[Future[SendAttempt], Delivery] = {}
         self.settlements: list[Settlement] = []
         self._first_unflushed: float | None = None
         # Rows handed back after a 429 become claimable again at this instant.
@@ -330,7 +321,7 @@ class DeliveryRun:
                 self.retry_later(row, f"{type(exc).__name__} while resolving", type(exc).__name__)
                 continue
             if isinstance(outcome, Delivery):
-                self.waiting.setdefault(outcome.channel, []).append(Outgoing(row, outcome))
+                self.waiting.setdefault(outcome.channel, []).append(outcome)
             else:
                 self.conclude(row, outcome, now)
 
@@ -344,42 +335,37 @@ class DeliveryRun:
             deadlines = self.pacer.reserve(channel, min(len(rows), free))
             free -= len(deadlines)
             taken, self.waiting[channel] = rows[: len(deadlines)], rows[len(deadlines) :]
-            for outgoing, deadline in zip(taken, deadlines, strict=True):
-                outgoing.deadline = self.pacer.chat_ready_at(
-                    channel, outgoing.delivery.address, deadline
-                )
-                heapq.heappush(self.scheduled, outgoing)
+            for delivery, deadline in zip(taken, deadlines, strict=True):
+                delivery.deadline = self.pacer.chat_ready_at(channel, delivery.address, deadline)
+                heapq.heappush(self.scheduled, delivery)
 
     def dispatch_due(self) -> None:
         """Stamp ``send_started_at`` on every row whose slot has come, then send them."""
         horizon = time.monotonic() + DISPATCH_AHEAD_SECONDS
-        due: list[Outgoing] = []
+        due: list[Delivery] = []
         while self.scheduled and self.scheduled[0].deadline <= horizon:
             due.append(heapq.heappop(self.scheduled))
-        ready: list[tuple[Outgoing, Sender]] = []
-        for outgoing in due:
+        ready: list[tuple[Delivery, Sender]] = []
+        for delivery in due:
             try:
-                ready.append((outgoing, self.sender(outgoing.delivery.channel)))
+                ready.append((delivery, self.sender(delivery.channel)))
             except Exception as exc:
                 # A bad backend setting: nothing was sent, so retry later, loudly.
-                logger.exception("building a channel failed", extra={"send_id": outgoing.row.id})
-                self.retry_later(outgoing.row, describe_unexpected(exc), type(exc).__name__)
+                logger.exception("building a channel failed", extra={"send_id": delivery.row.id})
+                self.retry_later(delivery.row, describe_unexpected(exc), type(exc).__name__)
         if not ready:
             return
         now = self.now()
         marked = transitions.apply(
-            [
-                Settlement(o.row, Transition.MARK_SENDING, now, channel=o.delivery.channel)
-                for o, _ in ready
-            ]
+            [Settlement(o.row, Transition.MARK_SENDING, now, channel=o.channel) for o, _ in ready]
         )
-        for outgoing, sender in ready:
-            if outgoing.row.id not in marked:
+        for delivery, sender in ready:
+            if delivery.row.id not in marked:
                 # The claim is no longer ours: sending now could duplicate.
                 self.report.lost_claims += 1
                 continue
-            future = self.pool.submit(_send_at, sender, outgoing, self.pacer)
-            self.in_flight[future] = outgoing
+            future = self.pool.submit(_send_at, sender, delivery, self.pacer)
+            self.in_flight[future] = delivery
 
     def wait_for_progress(self) -> None:
         """Sleep until a send finishes, a slot opens or a flush is due (bounded)."""
@@ -403,29 +389,29 @@ class DeliveryRun:
         self.waiting.clear()
         self.scheduled = kept
         heapq.heapify(self.scheduled)
-        for outgoing in untried:
-            self.release(outgoing, time.monotonic())
+        for delivery in untried:
+            self.release(delivery, time.monotonic())
 
-    def release(self, outgoing: Outgoing, instant: float) -> float:
+    def release(self, delivery: Delivery, instant: float) -> float:
         """Hand a row back untried at ``instant`` (monotonic), claimable again after its
         channel's 429 pause; returns when that pause ends."""
-        resume = self.pacer.resume_at(outgoing.delivery.channel)
+        resume = self.pacer.resume_at(delivery.channel)
         at = self.at(instant)
         not_before = at + timedelta(seconds=resume - instant) if resume > instant else None
-        self.settle(outgoing.row, Transition.RELEASE, at, not_before=not_before)
+        self.settle(delivery.row, Transition.RELEASE, at, not_before=not_before)
         self.report.released += 1
         return resume
 
-    def settle_attempt(self, outgoing: Outgoing, attempt: SendAttempt) -> None:
-        row, delivery = outgoing.row, outgoing.delivery
+    def settle_attempt(self, delivery: Delivery, attempt: SendAttempt) -> None:
+        row = delivery.row
         at = self.at(attempt.finished)
         if attempt.slot_missed:
             # Never sent: first in line for a fresh slot, stamped again before it goes.
-            self.waiting.setdefault(delivery.channel, []).insert(0, outgoing)
+            self.waiting.setdefault(delivery.channel, []).insert(0, delivery)
             self.report.slots_missed += 1
             return
         if attempt.not_tried:
-            resume = max(self.release(outgoing, attempt.finished), attempt.finished)
+            resume = max(self.release(delivery, attempt.finished), attempt.finished)
             self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
             return
         verdict = verdicts.classify(attempt, self.config.retry_delay)
@@ -448,15 +434,14 @@ class DeliveryRun:
             note_permanent_failure(row.user_id, delivery.channel, refusal.code, str(refusal), at)
 
 
-def _send_at(sender: Sender, outgoing: Outgoing, pacer: ChannelPacer) -> SendAttempt:
+def _send_at(sender: Sender, delivery: Delivery, pacer: ChannelPacer) -> SendAttempt:
     """On a worker thread: wait for the row's slot, send, and say how it went."""
     sender.warm_up()
-    delay = outgoing.deadline - time.monotonic()
+    delay = delivery.deadline - time.monotonic()
     if delay > 0:
         time.sleep(delay)
-    delivery = outgoing.delivery
     with pacer.chat_turn(delivery.channel, delivery.address) as answered:
-        if not pacer.take_turn(delivery.channel, outgoing.deadline):
+        if not pacer.take_turn(delivery.channel, delivery.deadline):
             return SendAttempt(finished=time.monotonic(), slot_missed=True)
         if pacer.paused(delivery.channel):
             return SendAttempt(finished=time.monotonic(), not_tried=True)
