@@ -6,7 +6,6 @@ in the request for its budget plus one send: the server's timeout must be longer
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
@@ -46,24 +45,23 @@ def refusal(request: HttpRequest, setting: str) -> JsonResponse | None:
     return None
 
 
-def run_sweep(name: str, run: Callable[[], object]) -> JsonResponse:
-    """Run one sweep; 200 with its report when it went well, 500 when not."""
-    try:
-        report = run()
-    except Exception as exc:
-        # The run log has already recorded the failure; say which, not how.
-        logger.exception("cron-triggered %s run raised", name)
-        return JsonResponse(
-            {"ok": False, "summary": f"{name}: failed ({type(exc).__name__})"}, status=500
-        )
-    payload = {**report.as_dict(), "summary": report.summary()}
-    return JsonResponse(payload, status=200 if report.ok else 500)
-
-
 @csrf_exempt  # a machine caller with a bearer secret, not a browser session
 @never_cache
 @require_POST
 def cron_sweep(request: HttpRequest, sweep: str) -> JsonResponse:
-    """``sweep`` is named by the route (``urls.py``), never by the caller."""
-    runs = {"materialize": run_materialize, "deliver": run_deliver}
-    return refusal(request, "CRON_SECRET") or run_sweep(sweep, runs[sweep])
+    """Run the sweep the route names (``urls.py``), never the caller: 200 with its report
+    when it went well, 500 when not."""
+    refused = refusal(request, "CRON_SECRET")
+    if refused is not None:
+        return refused
+    run = {"materialize": run_materialize, "deliver": run_deliver}[sweep]
+    try:
+        report = run()
+    except Exception as exc:
+        # The run log has already recorded the failure; say which, not how.
+        logger.exception("cron-triggered %s run raised", sweep)
+        return JsonResponse(
+            {"ok": False, "summary": f"{sweep}: failed ({type(exc).__name__})"}, status=500
+        )
+    payload = {**report.as_dict(), "summary": report.summary()}
+    return JsonResponse(payload, status=200 if report.ok else 500)

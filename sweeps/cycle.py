@@ -126,10 +126,7 @@ def cycle_state(cycle: datetime, config: NudgeConfig) -> CycleState:
     rows, _ = run_statement(
         sql.CYCLE_STATE, {"cycle": cycle, "lease": config.materialize_slice_lease}
     )
-    slices, done, free, participants, lapse, superseded = rows[0]
-    return CycleState(
-        slices, done, free, participants, None if lapse is None else float(lapse), superseded
-    )
+    return CycleState(*rows[0])
 
 
 @dataclass(eq=False)

@@ -52,7 +52,7 @@ SELECT count(*),
        count(*) FILTER (WHERE done_at IS NULL AND claimed_at IS NULL),
        count(DISTINCT claimed_by) FILTER (WHERE claimed_by <> ''),
        extract(epoch FROM min(claimed_at + %(lease)s - statement_timestamp())
-               FILTER (WHERE done_at IS NULL AND claimed_at IS NOT NULL)),
+               FILTER (WHERE done_at IS NULL AND claimed_at IS NOT NULL))::float8,
        EXISTS (SELECT 1 FROM materialize_cycles WHERE starts_at > %(cycle)s)
 FROM materialize_slices
 WHERE cycle_id = %(cycle)s

@@ -13,7 +13,6 @@ counts that health and ``/metrics`` read back.
 from __future__ import annotations
 
 import heapq
-import itertools
 import logging
 import time
 from collections import Counter
@@ -65,17 +64,17 @@ class DeliverReport(DeliverCounts):
     def sends_per_second(self) -> float:
         return self.sent / self.seconds if self.seconds > 0 else 0.0
 
-    def count(self, transition: Transition) -> None:
+    def count(self, verdict: Verdict, channel: str = "") -> None:
+        """A settled row; with the ``channel`` it was sent on, for health's failed-sends checks."""
         name = {
             Transition.SENT: "sent",
             Transition.SKIPPED: "skipped",
             Transition.FAILED: "failed",
             Transition.RETRY: "retried",
-        }[transition]
+        }[verdict.transition]
         setattr(self, name, getattr(self, name) + 1)
-
-    def count_attempt(self, channel: str, verdict: Verdict) -> None:
-        """What a send on ``channel`` came to, for health's failed-sends checks."""
+        if not channel:
+            return
         if verdict.rate_limited:
             self.rate_limited += 1
             self.rate_limited_by_channel[channel] += 1
@@ -123,15 +122,6 @@ class DeliverReport(DeliverCounts):
         }
 
 
-@dataclass
-class Outgoing:
-    """A resolved row waiting for a slot, scheduled, or in flight."""
-
-    row: ClaimedSend
-    delivery: Delivery
-    deadline: float = 0.0  # monotonic instant its send slot opens
-
-
 FLUSH_ROWS = 64
 FLUSH_SECONDS = 0.2
 # A scheduled row is stamped and handed to a worker this long before its slot.
@@ -157,16 +147,18 @@ class DeliveryRun:
         self.run_id = run_id
         # A live run hands over to the next; a replay (``--now``) just stops.
         self.hands_over = fixed_now is None
+        # Rows are held until the budget ends, plus the handover for a live run.
+        handover = HANDOVER_LIMIT_SECONDS if self.hands_over else 0.0
+        self.holds_until = self.started + config.run_budget_seconds + handover
         self._taken_over = False
         self._next_handover_check = 0.0
         self.senders: dict[str, Sender] = {}
         self.pacer = ChannelPacer(config)
         # Sends reach the database only through pacing, on the workers' own connections.
         self.pool = Executor(config.send_concurrency, "send", database=False)
-        self.waiting: dict[str, list[Outgoing]] = {}  # per channel, in claim order
-        self.scheduled: list[tuple[float, int, Outgoing]] = []  # heap by deadline
-        self.in_flight: dict[Future[SendAttempt], Outgoing] = {}
-        self._sequence = itertools.count()
+        self.waiting: dict[str, list[Delivery]] = {}  # per channel, in claim order
+        self.scheduled: list[Delivery] = []  # heap by deadline
+        self.in_flight: dict[Future[SendAttempt], Delivery] = {}
         self.settlements: list[Settlement] = []
         self._first_unflushed: float | None = None
         # Rows handed back after a 429 become claimable again at this instant.
@@ -190,10 +182,6 @@ class DeliveryRun:
     def now(self) -> datetime:
         """The database clock as last read, advanced by the monotonic clock (no round trip)."""
         return self.at(time.monotonic())
-
-    def claims_until(self) -> float:
-        """Seconds from the start this run may hold rows: its budget, plus the handover."""
-        return self.config.run_budget_seconds + (HANDOVER_LIMIT_SECONDS if self.hands_over else 0)
 
     def taken_over(self) -> bool:
         """Past its budget, a live run claims until a later deliver run is in the run log
@@ -253,9 +241,7 @@ class DeliveryRun:
             failure_kind=verdict.failure_kind,
             not_before=at + verdict.wait if verdict.wait is not None else None,
         )
-        self.report.count(verdict.transition)
-        if channel:
-            self.report.count_attempt(channel, verdict)
+        self.report.count(verdict, channel)
         if verdict.problem and verdict.problem not in self.report.errors:
             self.report.errors.append(verdict.problem)
 
@@ -269,7 +255,7 @@ class DeliveryRun:
         exhausted = False
         while True:
             # Past the budget plus any handover: every row without a slot is handed back.
-            stop = time.monotonic() - self.started >= self.claims_until()
+            stop = time.monotonic() >= self.holds_until
             if stop:
                 self.give_back_untried()
             elif (
@@ -292,7 +278,7 @@ class DeliveryRun:
             return True
         if self.retry_claim_at is None or not self.hands_over:
             return False
-        return self.retry_claim_at < self.started + self.claims_until()
+        return self.retry_claim_at < self.holds_until
 
     def retries_claimable(self) -> bool:
         return self.retry_claim_at is not None and time.monotonic() >= self.retry_claim_at
@@ -335,7 +321,7 @@ class DeliveryRun:
                 self.retry_later(row, f"{type(exc).__name__} while resolving", type(exc).__name__)
                 continue
             if isinstance(outcome, Delivery):
-                self.waiting.setdefault(outcome.channel, []).append(Outgoing(row, outcome))
+                self.waiting.setdefault(outcome.channel, []).append(outcome)
             else:
                 self.conclude(row, outcome, now)
 
@@ -349,48 +335,43 @@ class DeliveryRun:
             deadlines = self.pacer.reserve(channel, min(len(rows), free))
             free -= len(deadlines)
             taken, self.waiting[channel] = rows[: len(deadlines)], rows[len(deadlines) :]
-            for outgoing, deadline in zip(taken, deadlines, strict=True):
-                outgoing.deadline = self.pacer.chat_ready_at(
-                    channel, outgoing.delivery.address, deadline
-                )
-                heapq.heappush(self.scheduled, (outgoing.deadline, next(self._sequence), outgoing))
+            for delivery, deadline in zip(taken, deadlines, strict=True):
+                delivery.deadline = self.pacer.chat_ready_at(channel, delivery.address, deadline)
+                heapq.heappush(self.scheduled, delivery)
 
     def dispatch_due(self) -> None:
         """Stamp ``send_started_at`` on every row whose slot has come, then send them."""
         horizon = time.monotonic() + DISPATCH_AHEAD_SECONDS
-        due: list[Outgoing] = []
-        while self.scheduled and self.scheduled[0][0] <= horizon:
-            due.append(heapq.heappop(self.scheduled)[2])
-        ready: list[tuple[Outgoing, Sender]] = []
-        for outgoing in due:
+        due: list[Delivery] = []
+        while self.scheduled and self.scheduled[0].deadline <= horizon:
+            due.append(heapq.heappop(self.scheduled))
+        ready: list[tuple[Delivery, Sender]] = []
+        for delivery in due:
             try:
-                ready.append((outgoing, self.sender(outgoing.delivery.channel)))
+                ready.append((delivery, self.sender(delivery.channel)))
             except Exception as exc:
                 # A bad backend setting: nothing was sent, so retry later, loudly.
-                logger.exception("building a channel failed", extra={"send_id": outgoing.row.id})
-                self.retry_later(outgoing.row, describe_unexpected(exc), type(exc).__name__)
+                logger.exception("building a channel failed", extra={"send_id": delivery.row.id})
+                self.retry_later(delivery.row, describe_unexpected(exc), type(exc).__name__)
         if not ready:
             return
         now = self.now()
         marked = transitions.apply(
-            [
-                Settlement(o.row, Transition.MARK_SENDING, now, channel=o.delivery.channel)
-                for o, _ in ready
-            ]
+            [Settlement(o.row, Transition.MARK_SENDING, now, channel=o.channel) for o, _ in ready]
         )
-        for outgoing, sender in ready:
-            if outgoing.row.id not in marked:
+        for delivery, sender in ready:
+            if delivery.row.id not in marked:
                 # The claim is no longer ours: sending now could duplicate.
                 self.report.lost_claims += 1
                 continue
-            future = self.pool.submit(_send_at, sender, outgoing, self.pacer)
-            self.in_flight[future] = outgoing
+            future = self.pool.submit(_send_at, sender, delivery, self.pacer)
+            self.in_flight[future] = delivery
 
     def wait_for_progress(self) -> None:
         """Sleep until a send finishes, a slot opens or a flush is due (bounded)."""
         timeout = FLUSH_SECONDS
         if self.scheduled:
-            timeout = min(timeout, max(0.0, self.scheduled[0][0] - time.monotonic()))
+            timeout = min(timeout, max(0.0, self.scheduled[0].deadline - time.monotonic()))
         if self.in_flight:
             done, _ = wait(list(self.in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
             for future in done:
@@ -403,34 +384,34 @@ class DeliveryRun:
         ``HORIZON`` still goes (the slot is spent in the shared budget anyway)."""
         keep_until = time.monotonic() + HORIZON.total_seconds()
         untried = [o for rows in self.waiting.values() for o in rows]
-        kept = [entry for entry in self.scheduled if entry[0] <= keep_until]
-        untried += [entry[2] for entry in self.scheduled if entry[0] > keep_until]
+        kept = [o for o in self.scheduled if o.deadline <= keep_until]
+        untried += [o for o in self.scheduled if o.deadline > keep_until]
         self.waiting.clear()
         self.scheduled = kept
         heapq.heapify(self.scheduled)
-        for outgoing in untried:
-            self.release(outgoing, time.monotonic())
+        for delivery in untried:
+            self.release(delivery, time.monotonic())
 
-    def release(self, outgoing: Outgoing, instant: float) -> float:
+    def release(self, delivery: Delivery, instant: float) -> float:
         """Hand a row back untried at ``instant`` (monotonic), claimable again after its
         channel's 429 pause; returns when that pause ends."""
-        resume = self.pacer.resume_at(outgoing.delivery.channel)
+        resume = self.pacer.resume_at(delivery.channel)
         at = self.at(instant)
         not_before = at + timedelta(seconds=resume - instant) if resume > instant else None
-        self.settle(outgoing.row, Transition.RELEASE, at, not_before=not_before)
+        self.settle(delivery.row, Transition.RELEASE, at, not_before=not_before)
         self.report.released += 1
         return resume
 
-    def settle_attempt(self, outgoing: Outgoing, attempt: SendAttempt) -> None:
-        row, delivery = outgoing.row, outgoing.delivery
+    def settle_attempt(self, delivery: Delivery, attempt: SendAttempt) -> None:
+        row = delivery.row
         at = self.at(attempt.finished)
         if attempt.slot_missed:
             # Never sent: first in line for a fresh slot, stamped again before it goes.
-            self.waiting.setdefault(delivery.channel, []).insert(0, outgoing)
+            self.waiting.setdefault(delivery.channel, []).insert(0, delivery)
             self.report.slots_missed += 1
             return
         if attempt.not_tried:
-            resume = max(self.release(outgoing, attempt.finished), attempt.finished)
+            resume = max(self.release(delivery, attempt.finished), attempt.finished)
             self.retry_claim_at = max(self.retry_claim_at or 0.0, resume)
             return
         verdict = verdicts.classify(attempt, self.config.retry_delay)
@@ -453,15 +434,14 @@ class DeliveryRun:
             note_permanent_failure(row.user_id, delivery.channel, refusal.code, str(refusal), at)
 
 
-def _send_at(sender: Sender, outgoing: Outgoing, pacer: ChannelPacer) -> SendAttempt:
+def _send_at(sender: Sender, delivery: Delivery, pacer: ChannelPacer) -> SendAttempt:
     """On a worker thread: wait for the row's slot, send, and say how it went."""
     sender.warm_up()
-    delay = outgoing.deadline - time.monotonic()
+    delay = delivery.deadline - time.monotonic()
     if delay > 0:
         time.sleep(delay)
-    delivery = outgoing.delivery
     with pacer.chat_turn(delivery.channel, delivery.address) as answered:
-        if not pacer.take_turn(delivery.channel, outgoing.deadline):
+        if not pacer.take_turn(delivery.channel, delivery.deadline):
             return SendAttempt(finished=time.monotonic(), slot_missed=True)
         if pacer.paused(delivery.channel):
             return SendAttempt(finished=time.monotonic(), not_tried=True)

@@ -18,37 +18,28 @@ MATERIALIZE_EVERY = timedelta(minutes=15)
 DELIVER_EVERY = timedelta(minutes=1)
 
 
-def run_sweeps(
-    stop: threading.Event,
-    *,
-    write: Callable[[str], None],
-    materialize: Callable = run_materialize,
-    deliver: Callable = run_deliver,
-    minute: Callable = run_sync_changed,
-    clock: Callable[[], float] = time.monotonic,
-    stamp: Callable[[], str] = lambda: time.strftime("%H:%M:%S"),
-) -> Counter[str]:
+def run_sweeps(stop: threading.Event, *, write: Callable[[str], None]) -> Counter[str]:
     """Run the sweeps on cron's cadence until ``stop``, a failed one reported as cron would;
     how many materialize and deliver runs there were."""
     runs: Counter[str] = Counter()
-    next_materialize = next_deliver = clock()
+    next_materialize = next_deliver = time.monotonic()
     write(
         f"run_sweeps: materialize every {MATERIALIZE_EVERY.seconds // 60} min, deliver every "
         f"minute; Ctrl-C stops after the sweep in progress"
     )
     while not stop.is_set():
-        if clock() >= next_materialize:
-            next_materialize = clock() + MATERIALIZE_EVERY.total_seconds()
-            write(f"{stamp()} {_run('materialize', materialize)}")
+        if time.monotonic() >= next_materialize:
+            next_materialize = time.monotonic() + MATERIALIZE_EVERY.total_seconds()
+            write(_run("materialize", run_materialize))
             runs["materialize"] += 1
         if stop.is_set():
             break
-        if clock() >= next_deliver:
-            next_deliver = clock() + DELIVER_EVERY.total_seconds()
-            write(f"{stamp()} {_run('deliver', deliver)}")
-            write(f"{stamp()} {_run('sync_changed', minute)}")
+        if time.monotonic() >= next_deliver:
+            next_deliver = time.monotonic() + DELIVER_EVERY.total_seconds()
+            write(_run("deliver", run_deliver))
+            write(_run("sync_changed", run_sync_changed))
             runs["deliver"] += 1
-        stop.wait(max(0.0, min(next_materialize, next_deliver) - clock()))
+        stop.wait(max(0.0, min(next_materialize, next_deliver) - time.monotonic()))
     write(
         f"run_sweeps: stopped after {runs['materialize']} materialize and "
         f"{runs['deliver']} deliver runs"
@@ -57,8 +48,10 @@ def run_sweeps(
 
 
 def _run(name: str, sweep: Callable) -> str:
-    """One sweep's summary line, or its exception's."""
+    """One sweep's summary line, or its exception's, after the time of day it started."""
+    started = time.strftime("%H:%M:%S")
     try:
-        return sweep().summary()
+        said = sweep().summary()
     except Exception as exc:
-        return f"{name} failed: {type(exc).__name__}: {exc}"
+        said = f"{name} failed: {type(exc).__name__}: {exc}"
+    return f"{started} {said}"

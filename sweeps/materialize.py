@@ -219,9 +219,6 @@ class UserFlow:
         if not self._ready or len(self._ready) < at_least:
             return
         ready, self._ready = self._ready, []
-        if self._planner.inline:
-            self._counted(ready, _plan_set(ready, self.config, self.report.as_of))
-            return
         self._planning.append(
             (ready, self._planner.submit(_plan_set, ready, self.config, self.report.as_of))
         )

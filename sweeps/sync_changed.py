@@ -55,6 +55,10 @@ class MinuteReport:
     revoked: int = 0  # Google grants revoked
     not_confirmed: int = 0  # a channel or grant the provider did not confirm (logged)
 
+    @property
+    def ok(self) -> bool:
+        return self.failed_users == 0
+
     def summary(self) -> str:
         channels_ = ", ".join(f"{k} {v}" for k, v in sorted(self.channels.items())) or "none due"
         if not self.push_configured:
@@ -81,7 +85,7 @@ def run_sync_changed(
     if report.push_configured:
         # Channels first: a lapsed one is marked changed, and fetched below.
         _maintain_channels(now, config, started + CHANNELS_SHARE * budget_seconds, report)
-    _ChangedRun(now, config, deadline, report).run()
+    _sync_changed(now, config, deadline, report)
     _release_due(now, config, report)
     return report
 
@@ -105,79 +109,73 @@ def _maintain_channels(
             report.channels["error"] += 1
 
 
-class _ChangedRun:
-    """One run's changed connections: taken, fetched, users re-queued, holds settled."""
+def _sync_changed(
+    now: datetime, config: NudgeConfig, deadline: float, report: MinuteReport
+) -> None:
+    """Fetch the changed connections and re-queue their users. A taken change ends cleared
+    (fetched and re-queued), held while the provider must wait (a back-off), or put back."""
+    if time.monotonic() >= deadline:
+        return  # the marks wait for the next run, untouched
+    taken: list[worklist.Work] = []
+    done: set[int] = set()
+    due: dict[int, datetime] = {}
 
-    def __init__(
-        self, now: datetime, config: NudgeConfig, deadline: float, report: MinuteReport
-    ) -> None:
-        self.now, self.config, self.deadline, self.report = now, config, deadline, report
-        self.taken: list[worklist.Work] = []
-        # Taken changes end cleared (done), held until a back-off (due), or put back.
-        self.done: set[int] = set()
-        self.due: dict[int, datetime] = {}
-
-    def run(self) -> None:
-        if time.monotonic() >= self.deadline:
-            return  # the marks wait for the next run, untouched
-        try:
-            self.taken = worklist.take_changed()
-            if self.taken:
-                self._sync()
-        finally:
-            worklist.settle_changed(self.taken, done=self.done, due=self.due)
-            self.report.left_marked = len(self.taken) - len(self.done)
-
-    def _sync(self) -> None:
-        by_user: defaultdict[int, list[int]] = defaultdict(list)
-        for work in self.taken:
-            by_user[work.user_id].append(work.connection_id)
-        with SyncPool(now=self.now, config=self.config, deadline=self.deadline) as pool:
-            for user_id, connection_ids in by_user.items():
-                if time.monotonic() >= self.deadline:
-                    break  # the rest keep their marks
-                self._requeue(pool, pool.admit(user_id, connection_ids))
-            self._requeue(pool, pool.drain())
-
-    def _requeue(self, pool: SyncPool, done: list[Finished]) -> None:
+    def requeue(finished: list[Finished]) -> None:
         """Re-queue each finished user, letting the pool start more fetches between them."""
-        while done:
-            self._user_done(*done.pop(0))
-            done += pool.finished()
+        while finished:
+            user_id, summary = finished.pop(0)
+            for result in _requeue_user(user_id, summary, now, config, report):
+                if result.outcome in (Outcome.FAILED, Outcome.BACKING_OFF) and result.retry_after:
+                    due[result.connection_id] = result.retry_after
+                elif result.outcome != Outcome.DEFERRED:
+                    done.add(result.connection_id)
+            finished += pool.finished()
 
-    def _user_done(self, user_id: int, summary: SyncSummary) -> None:
-        self.report.users += 1
-        if summary.unreadable is not None:
-            logger.error(
-                "sync_changed could not read a user's connections (%s)",
-                type(summary.unreadable).__name__,
-                extra={"user_id": user_id},
-            )
-            self.report.failed_users += 1
+    try:
+        taken = worklist.take_changed()
+        by_user: defaultdict[int, list[int]] = defaultdict(list)
+        for work in taken:
+            by_user[work.user_id].append(work.connection_id)
+        if not by_user:
             return
-        for result in summary.results:
-            self.report.connections[result.outcome] += 1
-        if all(result.outcome == Outcome.DEFERRED for result in summary.results):
-            return  # nothing fetched: nothing to re-queue yet
-        try:
-            planned = materialize_user(user_id, self.now, self.config)
-        except Exception:
-            logger.exception("sync_changed failed for one user", extra={"user_id": user_id})
-            self.report.failed_users += 1
-            return  # marks put back: the next run re-queues them (the copy is stored)
-        self.report.queued += planned.queued
-        self.report.removed += planned.removed
-        for result in summary.results:
-            self._settle(result)
+        with SyncPool(now=now, config=config, deadline=deadline) as pool:
+            for user_id, connection_ids in by_user.items():
+                if time.monotonic() >= deadline:
+                    break  # the rest keep their marks
+                requeue(pool.admit(user_id, connection_ids))
+            requeue(pool.drain())
+    finally:
+        worklist.settle_changed(taken, done=done, due=due)
+        report.left_marked = len(taken) - len(done)
 
-    def _settle(self, result: ConnectionResult) -> None:
-        """Put back if not fetched, held while the provider must wait, else done."""
-        if result.outcome == Outcome.DEFERRED:
-            return
-        if result.outcome in (Outcome.FAILED, Outcome.BACKING_OFF) and result.retry_after:
-            self.due[result.connection_id] = result.retry_after
-            return
-        self.done.add(result.connection_id)
+
+def _requeue_user(
+    user_id: int, summary: SyncSummary, now: datetime, config: NudgeConfig, report: MinuteReport
+) -> list[ConnectionResult]:
+    """Re-queue a fetched user; the connections whose marks settle (none when the user
+    failed: put back, the next run re-queues them from the stored copy)."""
+    report.users += 1
+    if summary.unreadable is not None:
+        logger.error(
+            "sync_changed could not read a user's connections (%s)",
+            type(summary.unreadable).__name__,
+            extra={"user_id": user_id},
+        )
+        report.failed_users += 1
+        return []
+    for result in summary.results:
+        report.connections[result.outcome] += 1
+    if all(result.outcome == Outcome.DEFERRED for result in summary.results):
+        return []  # nothing fetched: nothing to re-queue yet
+    try:
+        planned = materialize_user(user_id, now, config)
+    except Exception:
+        logger.exception("sync_changed failed for one user", extra={"user_id": user_id})
+        report.failed_users += 1
+        return []
+    report.queued += planned.queued
+    report.removed += planned.removed
+    return summary.results
 
 
 def _release_due(now: datetime, config: NudgeConfig, report: MinuteReport) -> None:

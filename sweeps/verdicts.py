@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from accounts.models import DeliverySettings
@@ -33,11 +33,15 @@ from scheduled_sends.subjects import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(order=True)
 class Delivery:
-    channel: str
-    address: str
-    message: NudgeMessage
+    """A claimed row to send: where and what; in a deliver run, ordered by ``deadline``."""
+
+    row: ClaimedSend = field(compare=False)
+    channel: str = field(compare=False)
+    address: str = field(compare=False)
+    message: NudgeMessage = field(compare=False)
+    deadline: float = 0.0  # monotonic instant its send slot opens
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,7 @@ def decide(
                 can_mark_done=row.kind == Kind.FOLLOW_UP,
             ),
         )
-    return Delivery(channel=facts.channel, address=address, message=message)
+    return Delivery(row, facts.channel, address, message)
 
 
 @dataclass(frozen=True)

@@ -131,14 +131,19 @@ def test_home_does_not_call_a_passed_time_planned(make_user, recording_channel):
 
 
 class _FakeTime(threading.Event):
-    """The loop's clock and its wait: each wait moves the clock on, and stops it at ``until``."""
+    """The loop's clock and its wait: each wait moves the clock on, and stops it at ``until``;
+    its time of day is ``stamp``'s."""
 
-    def __init__(self, until: float) -> None:
+    def __init__(self, until: float, stamp=None) -> None:
         super().__init__()
         self.now, self.until = 0.0, until
+        self.stamp = stamp or (lambda: f"t={self.now:.0f}")
 
-    def clock(self) -> float:
+    def monotonic(self) -> float:
         return self.now
+
+    def strftime(self, _format: str) -> str:
+        return self.stamp()
 
     def wait(self, timeout: float | None = None) -> bool:
         self.now += timeout or 0.0
@@ -147,10 +152,11 @@ class _FakeTime(threading.Event):
         return self.is_set()
 
 
-def test_run_sweeps_materializes_every_15_minutes_and_delivers_every_minute():
+def test_run_sweeps_materializes_every_15_minutes_and_delivers_every_minute(monkeypatch):
     """Issue 24, the first hour: "a development loop (manage.py run_sweeps: materialize
     every 15 min and deliver every minute, in one process)" that stops cleanly."""
     time = _FakeTime(until=16 * 60 + 30)
+    monkeypatch.setattr(dev_loop, "time", time)
     calls: list[tuple[str, float]] = []
 
     class Report:
@@ -162,14 +168,9 @@ def test_run_sweeps_materializes_every_15_minutes_and_delivers_every_minute():
             return f"{self.name}: ok"
 
     lines: list[str] = []
-    summary = dev_loop.run_sweeps(
-        time,
-        write=lines.append,
-        materialize=lambda: Report("materialize"),
-        deliver=lambda: Report("deliver"),
-        clock=time.clock,
-        stamp=lambda: f"t={time.now:.0f}",
-    )
+    monkeypatch.setattr(dev_loop, "run_materialize", lambda: Report("materialize"))
+    monkeypatch.setattr(dev_loop, "run_deliver", lambda: Report("deliver"))
+    summary = dev_loop.run_sweeps(time, write=lines.append)
     assert [at for name, at in calls if name == "materialize"] == [0, 900]
     assert [at for name, at in calls if name == "deliver"] == [60.0 * m for m in range(17)]
     assert (summary["materialize"], summary["deliver"]) == (2, 17)
@@ -177,22 +178,27 @@ def test_run_sweeps_materializes_every_15_minutes_and_delivers_every_minute():
     assert lines[-1] == "run_sweeps: stopped after 2 materialize and 17 deliver runs"
 
 
-def test_run_sweeps_sends_a_due_nudge_and_outlives_a_failing_sweep(make_user, recording_channel):
+def test_run_sweeps_sends_a_due_nudge_and_outlives_a_failing_sweep(
+    make_user, recording_channel, monkeypatch
+):
     """Issue 24, the first hour: the loop runs the real sweeps (a follow-up due now is
     sent) and a sweep that raises is a progress line, not the end of the loop."""
     user = make_user()
     add_follow_up(user, timezone.now() + timedelta(minutes=10, seconds=-30))
-    time = _FakeTime(until=1)
+    time = _FakeTime(until=1, stamp=lambda: "12:00:00")
+    monkeypatch.setattr(dev_loop, "time", time)
 
     def broken():
         raise RuntimeError("calendar provider down")
 
     lines: list[str] = []
-    dev_loop.run_sweeps(time, write=lines.append, clock=time.clock, stamp=lambda: "12:00:00")
+    dev_loop.run_sweeps(time, write=lines.append)
     assert len(recording_channel.sent) == 1
     assert any(line.startswith("12:00:00 deliver: claimed 1, sent 1") for line in lines), lines
     more: list[str] = []
-    dev_loop.run_sweeps(_FakeTime(until=1), write=more.append, materialize=broken)
+    monkeypatch.setattr(dev_loop, "time", again := _FakeTime(until=1))
+    monkeypatch.setattr(dev_loop, "run_materialize", broken)
+    dev_loop.run_sweeps(again, write=more.append)
     assert "materialize failed: RuntimeError: calendar provider down" in more[1]
 
 

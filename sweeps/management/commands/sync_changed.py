@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from django.core.management.base import CommandError
-
 from sweeps.management.sweep_command import SweepCommand
 from sweeps.sync_changed import run_sync_changed
 
@@ -12,7 +10,4 @@ class Command(SweepCommand):
     help = "Act on push notifications: renew channels, re-sync changed calendars, re-queue."
 
     def handle(self, *args, now, **options) -> None:
-        report = run_sync_changed(now)
-        self.stdout.write(report.summary())
-        if report.failed_users:
-            raise CommandError(f"{report.failed_users} user(s) could not be re-synced")
+        self.finish(run_sync_changed(now))
