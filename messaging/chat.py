@@ -26,7 +26,7 @@ from followups.actions import (
     delete_follow_up,
     get_follow_up,
 )
-from messaging import action_tokens, addresses
+from messaging import action_tokens, addresses, nudge_actions
 from messaging import chat_words as words
 from messaging.chat_words import Answer
 from messaging.messages import clean_title, when_text
@@ -247,10 +247,13 @@ def answer(
         return _words(person, text, now, config)
 
 
-def tap(
-    channel: str, address: str, claim: action_tokens.Claim, now: datetime, config: NudgeConfig
-) -> Answer:
-    """A capture's Undo / Change time, or an ask-back's choice, pressed in ``address``'s chat."""
+def tap(channel: str, address: str, token: str, now: datetime, config: NudgeConfig) -> Answer:
+    """A button pressed in ``address``'s chat, its token verified for that chat: a
+    nudge's Snooze / Done (``nudge_actions``), a capture's Undo / Change time, or an
+    ask-back's choice."""
+    claim = action_tokens.verify(token, address)
+    if claim is None or claim.act in (action_tokens.SNOOZE, action_tokens.DONE):
+        return nudge_actions.tap(channel, address, claim, now, config)
     person = _person(channel, address)
     if person is None or not person.channel:
         return Answer(str(words.NOT_HERE))

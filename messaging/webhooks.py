@@ -50,19 +50,21 @@ def telegram_webhook(request: HttpRequest) -> HttpResponse:
         update = None
     if update is None:
         return HttpResponse("not an update", status=400, content_type="text/plain")
-    reply = telegram.handle_update(update, timezone.now(), NudgeConfig.from_settings())
-    if reply is None:
+    calls = telegram.handle_update(update, timezone.now(), NudgeConfig.from_settings())
+    if not calls:
         return HttpResponse(status=200)
-    if isinstance(reply, telegram.CallbackAnswer) and reply.new_text is not None:
+    answer, *edits = calls
+    if edits:
         # Say on the message what the tap did; a refusal only leaves the old text.
         channel = TelegramChannel()
         try:
-            telegram.edit(channel, reply)
+            for edit in edits:
+                channel.call(**edit)
         except SendError as exc:
             logger.warning("editing the tapped message failed", extra={"error": str(exc)})
         finally:
             channel.close()
-    return JsonResponse(reply.as_webhook_answer())
+    return JsonResponse(telegram.as_json(answer))
 
 
 @csrf_exempt  # signed by Twilio instead

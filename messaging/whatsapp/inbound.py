@@ -15,12 +15,11 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext, gettext_lazy
 
-from accounts.actions import PAUSED_BY_WHATSAPP_STOP
 from accounts.models import Channel, validate_e164
 from core.config import NudgeConfig
-from messaging import action_tokens, addresses, chat, nudge_actions
+from messaging import addresses, chat, nudge_actions
 from messaging.channels.base import SendError
-from messaging.models import LinkCode, TwilioMessageSeen
+from messaging.models import TwilioMessageSeen
 from messaging.whatsapp import send
 from tenancy.scope import tenant_scope
 
@@ -84,7 +83,6 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
         raise link_error()
     try:
         with tenant_scope(user_id):
-            prune_link_codes(user_id, now, config)
             code = addresses.new_whatsapp_code(user_id, number, now, config)
     except addresses.TooManyCodes:
         raise WhatsAppLinkError(
@@ -106,14 +104,6 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
         raise link_error(refused) from None
     finally:
         channel.close()
-
-
-def prune_link_codes(user_id: int, now: datetime, config: NudgeConfig) -> int:
-    """Forget the user's link codes (and their numbers) past ``link_code_retention``.
-    Inside the user's scope."""
-    cutoff = now - config.link_code_retention
-    deleted, _ = LinkCode.objects.filter(user_id=user_id, created_at__lt=cutoff).delete()
-    return deleted
 
 
 def first_time(message_sid: str, now: datetime, config: NudgeConfig) -> bool:
@@ -162,12 +152,9 @@ def handle_inbound(
     if not first_time(params.get("MessageSid", ""), now, config):
         return None
     if payload and act is None:  # a button of the actions template: its signed token
-        claim = action_tokens.verify(payload, number)
-        return nudge_actions.tap(Channel.WHATSAPP, number, claim, now, config)
+        return chat.tap(Channel.WHATSAPP, number, payload, now, config)
     if act is not None:
         return nudge_actions.reply(Channel.WHATSAPP, number, act, now, config)
-    if command == "stop":
-        return addresses.pause_from(Channel.WHATSAPP, number, PAUSED_BY_WHATSAPP_STOP, now)
-    if command == "start":
-        return addresses.resume_from(Channel.WHATSAPP, number, "replied START on WhatsApp", now)
+    if command is not None:
+        return addresses.stop_or_start(Channel.WHATSAPP, number, command, now)
     return chat.answer(Channel.WHATSAPP, number, body, now, config)
