@@ -31,9 +31,6 @@ receipts_logger = logging.getLogger("nudge.receipts")
 
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 — a header name
 SIGNATURE_HEADER = "X-Twilio-Signature"
-KNOWN_STATUSES = frozenset(
-    {"accepted", "queued", "sending", "sent", "delivered", "read", "undelivered", "failed"}
-)
 
 
 @csrf_exempt  # authenticated by the secret header, not a browser session
@@ -105,18 +102,13 @@ def twilio_status(request: HttpRequest) -> HttpResponse:
         return HttpResponseForbidden("invalid signature")
 
     message_sid = request.POST.get("MessageSid", "")
-    status = request.POST.get("MessageStatus", "").strip().lower()
-    error_code = request.POST.get("ErrorCode", "")
-    if not message_sid or status not in KNOWN_STATUSES:
-        # Acknowledge anyway: a non-2xx would only make Twilio report a webhook failure.
-        receipts_logger.info("ignored a Twilio status callback", extra={"status": status[:32]})
-        return HttpResponse(status=204)
-
-    updated = record_receipt(message_sid, status, error_code)
-    if not updated:
-        # A message we do not hold, or a status older than the one recorded.
+    status = request.POST.get("MessageStatus", "").strip()
+    if not (status and record_receipt(message_sid, status, request.POST.get("ErrorCode", ""))):
+        # No status, an unknown one, one older than the one recorded, or a message we
+        # do not hold.
+        # Acknowledged anyway: a non-2xx would only make Twilio report a webhook failure.
         receipts_logger.info(
             "Twilio status callback matched no row to move forward",
-            extra={"message_sid": message_sid, "status": status},
+            extra={"message_sid": message_sid[:64], "status": status[:32]},
         )
     return HttpResponse(status=204)
