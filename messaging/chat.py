@@ -44,7 +44,6 @@ KEEP_RECORDS = timedelta(days=1)
 COMMANDS = ("next", "today", "help", "remind", "agenda")
 _AGENDA_TIME = re.compile(r"(\d{1,2})(?:[:h.](\d{2}))?\s*(am|pm)?")
 OFF_WORDS = frozenset({"off", "aus", "no", "non", "nein", "desligar", "apagar", "desactiver"})
-UNDO_WORDS = frozenset({"undo", "rückgängig", "deshacer", "annuler", "desfazer"})
 
 
 @dataclass(frozen=True)
@@ -212,7 +211,7 @@ def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> An
     with tenant_scope(person.user_id):
         last_capture = _latest(person, ChatRecord.Kind.CAPTURE, now)
         last_ask = _latest(person, ChatRecord.Kind.ASK, now)
-    if lowered in UNDO_WORDS:
+    if words.reply_word(rest) == "undo":
         return (
             _undo(person, last_capture.follow_up_id, now)
             if last_capture

@@ -218,9 +218,6 @@ def acts_since(user_id: int, since: datetime, limit: int = 100) -> list[NudgeAct
     )
 
 
-REPLY_WORDS = {"SNOOZE": Act.SNOOZE, "LATER": Act.SNOOZE, "DONE": Act.DONE, "DONE ✓": Act.DONE}
-
-
 def _act(
     owner: int, act: str, send_id: int | None, via: str, now: datetime, config: NudgeConfig
 ) -> Answer:
@@ -245,11 +242,6 @@ def tap(
     if claim is None or owner is None:
         return Answer(str(NOT_HERE))
     return _act(owner, claim.act, claim.send_id, channel, now, config)
-
-
-def word_of(text: str) -> str | None:
-    """``snooze`` or ``done`` for a reply that is one of those words, else None."""
-    return REPLY_WORDS.get(" ".join(text.split()).upper().rstrip(".!"))
 
 
 def reply(
