@@ -88,8 +88,7 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
     channel = send.WhatsAppChannel()
     try:
         channel.create(
-            to=send.whatsapp_address(number),
-            from_=send.whatsapp_address(channel.from_address),
+            number,
             content_sid=settings.TWILIO_CONFIRM_CONTENT_SID,
             content_variables=json.dumps({"1": code}),
         )
