@@ -104,9 +104,8 @@ def twilio_status(request: HttpRequest) -> HttpResponse:
     message_sid = request.POST.get("MessageSid", "")
     status = request.POST.get("MessageStatus", "").strip()
     if not (status and record_receipt(message_sid, status, request.POST.get("ErrorCode", ""))):
-        # No status, an unknown one, one older than the one recorded, or a message we
-        # do not hold.
-        # Acknowledged anyway: a non-2xx would only make Twilio report a webhook failure.
+        # No status, an unknown one or one older than recorded, or a message we do not
+        # hold; acknowledged anyway: a non-2xx would only make Twilio report a failure.
         receipts_logger.info(
             "Twilio status callback matched no row to move forward",
             extra={"message_sid": message_sid[:64], "status": status[:32]},
