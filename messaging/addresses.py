@@ -52,16 +52,34 @@ def parse_telegram_payload(payload: str) -> OwnedSecret | None:
     return owned_secret(_TELEGRAM_PAYLOAD.fullmatch(payload or ""))
 
 
-def new_telegram_code(user_id: int, now: datetime, config: NudgeConfig) -> str:
-    """A fresh deep-link payload; older unused ones stop working. Inside the scope."""
-    LinkCode.objects.filter(user_id=user_id, channel=Channel.TELEGRAM, used_at=None).delete()
-    secret = secrets.token_urlsafe(24)  # 32 characters
+def _issue(
+    user_id: int,
+    channel: str,
+    secret_digest: str,
+    now: datetime,
+    config: NudgeConfig,
+    address: str = "",
+) -> None:
+    """Store a new code's digest: the user's earlier unused codes for ``channel`` stop
+    working, and their codes (and numbers) past ``link_code_retention`` go. Inside the scope."""
+    cutoff = now - config.link_code_retention
+    LinkCode.objects.filter(user_id=user_id, created_at__lt=cutoff).delete()
+    LinkCode.objects.filter(
+        user_id=user_id, channel=channel, used_at=None, expires_at__gt=now
+    ).update(expires_at=now)
     LinkCode.objects.create(
         user_id=user_id,
-        channel=Channel.TELEGRAM,
-        secret_digest=digest(secret),
+        channel=channel,
+        address=address,
+        secret_digest=secret_digest,
         expires_at=now + config.link_code_lifetime,
     )
+
+
+def new_telegram_code(user_id: int, now: datetime, config: NudgeConfig) -> str:
+    """A fresh deep-link payload (``_issue``)."""
+    secret = secrets.token_urlsafe(24)  # 32 characters
+    _issue(user_id, Channel.TELEGRAM, digest(secret), now, config)
     return f"{user_id}-{secret}"
 
 
@@ -87,24 +105,15 @@ class TooManyCodes(Exception):
 
 
 def new_whatsapp_code(user_id: int, address: str, now: datetime, config: NudgeConfig) -> str:
-    """A six-digit code for ``address``; earlier unused codes stop working. Inside the scope.
-    Raises :class:`TooManyCodes` past ``MAX_CODES_PER_HOUR`` (each is a paid message)."""
+    """A six-digit code for ``address`` (``_issue``). Raises :class:`TooManyCodes` past
+    ``MAX_CODES_PER_HOUR`` (each is a paid message)."""
     recent = LinkCode.objects.filter(
         user_id=user_id, channel=Channel.WHATSAPP, created_at__gt=now - timedelta(hours=1)
     )
     if recent.count() >= MAX_CODES_PER_HOUR:
         raise TooManyCodes
-    LinkCode.objects.filter(
-        user_id=user_id, channel=Channel.WHATSAPP, used_at=None, expires_at__gt=now
-    ).update(expires_at=now)
     code = f"{secrets.randbelow(1_000_000):06d}"
-    LinkCode.objects.create(
-        user_id=user_id,
-        channel=Channel.WHATSAPP,
-        address=address,
-        secret_digest=_code_digest(user_id, address, code),
-        expires_at=now + config.link_code_lifetime,
-    )
+    _issue(user_id, Channel.WHATSAPP, _code_digest(user_id, address, code), now, config, address)
     return code
 
 
@@ -243,30 +252,18 @@ class InboundResult:
     changed: bool
 
 
-def pause_from(channel: str, address: str, reason: str, now: datetime) -> InboundResult:
-    """A STOP-like message from a linked ``address``: pause its owner's nudges
-    (all of them: "stop" means stop, whichever channel is in use)."""
-    user_id = owner_of(channel, address)
-    if user_id is None:
-        return InboundResult(None, False)
-    with tenant_scope(user_id):
-        delivery = ensure_settings(user_id)
-        if linked_address(delivery, channel) != address:
-            return InboundResult(None, False)  # the user has moved on from this address
-        changed = not delivery.paused
-        if changed:
-            pause(delivery, reason, now)
-            delivery.save()
-        OptInRecord.objects.filter(
-            user_id=user_id, channel=channel, address=address, withdrawn_at=None
-        ).update(withdrawn_at=now, withdrawn_how=reason)
-    if changed:
-        announce_change(user_id, now)
-    return InboundResult(user_id, changed)
+# How a START-like message records the opt-in it restores.
+RESUMED_BY = {
+    Channel.TELEGRAM: "sent /start in Telegram",
+    Channel.WHATSAPP: "replied START on WhatsApp",
+}
 
 
-def resume_from(channel: str, address: str, method: str, now: datetime) -> InboundResult:
-    """A START-like message: resume nudges that the same channel's STOP paused."""
+def stop_or_start(channel: str, address: str, command: str, now: datetime) -> InboundResult:
+    """A STOP-like message (``command`` "stop") from a linked ``address`` pauses its
+    owner's nudges (all of them: "stop" means stop, whichever channel is in use) and
+    withdraws the opt-in; a START-like one ("start") resumes nudges that the same
+    channel's STOP paused, recording the opt-in again."""
     user_id = owner_of(channel, address)
     if user_id is None:
         return InboundResult(None, False)
@@ -274,14 +271,22 @@ def resume_from(channel: str, address: str, method: str, now: datetime) -> Inbou
     with tenant_scope(user_id):
         delivery = ensure_settings(user_id)
         if linked_address(delivery, channel) != address:
-            return InboundResult(None, False)
-        changed = delivery.paused and delivery.paused_reason == stop_reason
-        if changed:
-            resume(delivery)
-            delivery.save()
-            OptInRecord.objects.create(
-                user_id=user_id, channel=channel, address=address, method=method, recorded_at=now
+            return InboundResult(None, False)  # the user has moved on from this address
+        opt_in = {"user_id": user_id, "channel": channel, "address": address}
+        if command == "stop":
+            changed = not delivery.paused
+            if changed:
+                pause(delivery, stop_reason, now)
+            OptInRecord.objects.filter(**opt_in, withdrawn_at=None).update(
+                withdrawn_at=now, withdrawn_how=stop_reason
             )
+        else:
+            changed = delivery.paused and delivery.paused_reason == stop_reason
+            if changed:
+                resume(delivery)
+                OptInRecord.objects.create(**opt_in, method=RESUMED_BY[channel], recorded_at=now)
+        if changed:
+            delivery.save()
     if changed:
         announce_change(user_id, now)
     return InboundResult(user_id, changed)

@@ -26,7 +26,7 @@ from followups.actions import (
     delete_follow_up,
     get_follow_up,
 )
-from messaging import action_tokens, addresses
+from messaging import action_tokens, addresses, nudge_actions
 from messaging import chat_words as words
 from messaging.chat_words import Answer
 from messaging.messages import clean_title, when_text
@@ -44,7 +44,6 @@ KEEP_RECORDS = timedelta(days=1)
 COMMANDS = ("next", "today", "help", "remind", "agenda")
 _AGENDA_TIME = re.compile(r"(\d{1,2})(?:[:h.](\d{2}))?\s*(am|pm)?")
 OFF_WORDS = frozenset({"off", "aus", "no", "non", "nein", "desligar", "apagar", "desactiver"})
-UNDO_WORDS = frozenset({"undo", "rückgängig", "deshacer", "annuler", "desfazer"})
 
 
 @dataclass(frozen=True)
@@ -212,7 +211,7 @@ def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> An
     with tenant_scope(person.user_id):
         last_capture = _latest(person, ChatRecord.Kind.CAPTURE, now)
         last_ask = _latest(person, ChatRecord.Kind.ASK, now)
-    if lowered in UNDO_WORDS:
+    if words.reply_word(rest) == "undo":
         return (
             _undo(person, last_capture.follow_up_id, now)
             if last_capture
@@ -247,10 +246,13 @@ def answer(
         return _words(person, text, now, config)
 
 
-def tap(
-    channel: str, address: str, claim: action_tokens.Claim, now: datetime, config: NudgeConfig
-) -> Answer:
-    """A capture's Undo / Change time, or an ask-back's choice, pressed in ``address``'s chat."""
+def tap(channel: str, address: str, token: str, now: datetime, config: NudgeConfig) -> Answer:
+    """A button pressed in ``address``'s chat, its token verified for that chat: a
+    nudge's Snooze / Done (``nudge_actions``), a capture's Undo / Change time, or an
+    ask-back's choice."""
+    claim = action_tokens.verify(token, address)
+    if claim is None or claim.act in (action_tokens.SNOOZE, action_tokens.DONE):
+        return nudge_actions.tap(channel, address, claim, now, config)
     person = _person(channel, address)
     if person is None or not person.channel:
         return Answer(str(words.NOT_HERE))

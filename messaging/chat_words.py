@@ -54,6 +54,16 @@ JOIN_BUTTON = gettext_lazy("Join")
 DEFAULT_TITLE = gettext_lazy("Reminder")
 NOT_HERE = gettext_lazy("This button does not belong to this chat")
 
+# Typed replies (any case, a trailing "." or "!" ignored) and what each asks: WhatsApp's
+# opt-out keywords, a nudge's Snooze / Done, a capture's Undo.
+REPLY_WORDS = {
+    **dict.fromkeys(("stop", "stopall", "unsubscribe", "cancel", "end", "quit", "optout"), "stop"),
+    **dict.fromkeys(("start", "yes", "unstop", "optin"), "start"),
+    **dict.fromkeys(("snooze", "later"), "snooze"),
+    **dict.fromkeys(("done", "done ✓"), "done"),
+    **dict.fromkeys(("undo", "rückgängig", "deshacer", "annuler", "desfazer"), "undo"),
+}
+
 # The Telegram command menu (setMyCommands), each described in each language.
 MENU = (
     ("next", gettext_lazy("What comes next")),
@@ -63,6 +73,11 @@ MENU = (
     ("help", gettext_lazy("What I can do")),
     ("stop", gettext_lazy("No more nudges here")),
 )
+
+
+def reply_word(text: str) -> str | None:
+    """What a typed reply that is one of ``REPLY_WORDS`` asks ("stop", "snooze", "undo"…)."""
+    return REPLY_WORDS.get(" ".join(text.split()).lower().rstrip(".!"))
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ answer is a sentence for the person; nothing raises for a tap that cannot be hon
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
@@ -52,15 +51,6 @@ ALREADY_DONE = gettext_lazy("Already done ✓")
 NOT_A_FOLLOW_UP = gettext_lazy("Only a follow-up can be marked done")
 UNKNOWN = gettext_lazy("This nudge is no longer known")
 NOTHING_TO_ACT_ON = gettext_lazy("There is no nudge from the last 24 hours to act on")
-
-
-@dataclass(frozen=True)
-class ActResult:
-    """What a tap did, in words, and whether it changed anything."""
-
-    text: str
-    changed: bool = False
-    follow_up_id: int | None = None  # Done: the follow-up the portal marks done
 
 
 def _subject_now(row: ScheduledSend) -> tuple[datetime | None, str | None]:
@@ -127,46 +117,46 @@ def _record(row: ScheduledSend, act: str, via: str, now: datetime, **fields: obj
 
 def _already_snoozed(
     row: ScheduledSend, now: datetime, settings: DeliverySettings
-) -> ActResult | None:
+) -> Answer | None:
     """The answer to a repeated Snooze on the same message, or None for the first."""
     first = NudgeAct.objects.filter(
         user_id=row.user_id, source_send_id=row.pk, act=Act.SNOOZE
     ).first()
     if first is None:
         return None
-    return ActResult(ALREADY_SNOOZED.format(until=clock_text(settings, first.snoozed_until, now)))
+    return Answer(ALREADY_SNOOZED.format(until=clock_text(settings, first.snoozed_until, now)))
 
 
-def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeConfig) -> ActResult:
+def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeConfig) -> Answer:
     """Queue one nudge for row ``send_id``'s subject at the tap plus ``NUDGE_SNOOZE_MINUTES``
     (to the minute, no later than the start, after quiet hours) within the per-user caps.
     Inside the user's tenant scope."""
     row = ScheduledSend.objects.filter(user_id=user_id, pk=send_id).first()
     settings = DeliverySettings.objects.filter(user_id=user_id).first()
     if row is None or settings is None:
-        return ActResult(UNKNOWN)
+        return Answer(str(UNKNOWN))
     if (repeat := _already_snoozed(row, now, settings)) is not None:
         return repeat
     starts_at, gone = _subject_now(row)
     if gone is not None:
-        return ActResult(GONE.format(reason=gone))
+        return Answer(GONE.format(reason=gone))
     if starts_at <= now:
-        return ActResult(TOO_LATE.format(start=clock_text(settings, starts_at, now)))
+        return Answer(TOO_LATE.format(start=clock_text(settings, starts_at, now)))
     held = pause_reason(settings)
     if held is not None:
-        return ActResult(HELD.format(reason=held.reason))
+        return Answer(HELD.format(reason=held.reason))
     wanted = _snooze_instant(now, config.snooze)
     until = min(wanted, starts_at)
     quiet = hold_for_quiet_hours(until, starts_at, settings)
     if isinstance(quiet, SkipReason):
         ends = quiet_hours_end(until, settings) or until
-        return ActResult(QUIET_PAST_START.format(end=clock_text(settings, ends, now)))
+        return Answer(QUIET_PAST_START.format(end=clock_text(settings, ends, now)))
     full, rank = _caps_full(user_id, quiet, config)
     if full:
-        return ActResult(CAPPED)
+        return Answer(str(CAPPED))
     if not _record(row, Act.SNOOZE, via, now, snoozed_until=quiet):
         # A concurrent tap on the same button recorded first: say what it did.
-        return _already_snoozed(row, now, settings) or ActResult(UNKNOWN)
+        return _already_snoozed(row, now, settings) or Answer(str(UNKNOWN))
     transitions.enqueue(
         user_id,
         settings.channel,
@@ -178,29 +168,29 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
     )
     until_text = clock_text(settings, quiet, now)
     if quiet != until:
-        return ActResult(SNOOZED_PAST_QUIET.format(until=until_text), changed=True)
+        return Answer(SNOOZED_PAST_QUIET.format(until=until_text), changed=True)
     if until == starts_at and wanted > starts_at:
-        return ActResult(SNOOZED_TO_START.format(until=until_text), changed=True)
-    return ActResult(SNOOZED.format(until=until_text), changed=True)
+        return Answer(SNOOZED_TO_START.format(until=until_text), changed=True)
+    return Answer(SNOOZED.format(until=until_text), changed=True)
 
 
-def record_done(user_id: int, send_id: int, via: str, now: datetime) -> ActResult:
+def record_done(user_id: int, send_id: int, via: str, now: datetime) -> tuple[Answer, int | None]:
     """Record Done on row ``send_id``'s follow-up and withdraw its pending nudges.
-    Inside the user's scope; the caller marks the follow-up (``follow_up_id``) done."""
+    Inside the user's scope; the caller marks the follow-up (the id returned) done."""
     row = ScheduledSend.objects.filter(user_id=user_id, pk=send_id).first()
     if row is None:
-        return ActResult(UNKNOWN)
+        return Answer(str(UNKNOWN)), None
     if row.kind != Kind.FOLLOW_UP:
-        return ActResult(NOT_A_FOLLOW_UP)
+        return Answer(str(NOT_A_FOLLOW_UP)), None
     follow_up = FollowUp.objects.filter(user_id=user_id, pk=row.ref_id).first()
     if follow_up is None:
-        return ActResult(GONE.format(reason="follow-up deleted"))
+        return Answer(GONE.format(reason="follow-up deleted")), None
     # Done already (on the website, or by an earlier tap): still withdraw what is left.
     recorded = not follow_up.done and _record(row, Act.DONE, via, now)
     transitions.withdraw_subject(user_id, row.kind, row.ref_id)
     if not recorded:
-        return ActResult(ALREADY_DONE)
-    return ActResult(DONE, changed=True, follow_up_id=follow_up.pk)
+        return Answer(str(ALREADY_DONE)), None
+    return Answer(str(DONE), changed=True), follow_up.pk
 
 
 def last_sent(user_id: int, channel: str, now: datetime) -> int | None:
@@ -228,9 +218,6 @@ def acts_since(user_id: int, since: datetime, limit: int = 100) -> list[NudgeAct
     )
 
 
-REPLY_WORDS = {"SNOOZE": Act.SNOOZE, "LATER": Act.SNOOZE, "DONE": Act.DONE, "DONE ✓": Act.DONE}
-
-
 def _act(
     owner: int, act: str, send_id: int | None, via: str, now: datetime, config: NudgeConfig
 ) -> Answer:
@@ -239,13 +226,11 @@ def _act(
         if send_id is None:
             return Answer(str(NOTHING_TO_ACT_ON))
         if act == Act.SNOOZE:
-            result = snooze(owner, send_id, via, now, config)
-        else:
-            result = record_done(owner, send_id, via, now)
-        text = str(result.text)  # written in the owner's language
-    if result.follow_up_id is not None:
-        change_follow_up(owner, result.follow_up_id, FollowUpChange(done=True), now)
-    return Answer(text, changed=result.changed)
+            return snooze(owner, send_id, via, now, config)
+        answer, follow_up_id = record_done(owner, send_id, via, now)
+    if follow_up_id is not None:
+        change_follow_up(owner, follow_up_id, FollowUpChange(done=True), now)
+    return answer
 
 
 def tap(
@@ -257,11 +242,6 @@ def tap(
     if claim is None or owner is None:
         return Answer(str(NOT_HERE))
     return _act(owner, claim.act, claim.send_id, channel, now, config)
-
-
-def word_of(text: str) -> str | None:
-    """``snooze`` or ``done`` for a reply that is one of those words, else None."""
-    return REPLY_WORDS.get(" ".join(text.split()).upper().rstrip(".!"))
 
 
 def reply(

@@ -31,9 +31,6 @@ receipts_logger = logging.getLogger("nudge.receipts")
 
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 — a header name
 SIGNATURE_HEADER = "X-Twilio-Signature"
-KNOWN_STATUSES = frozenset(
-    {"accepted", "queued", "sending", "sent", "delivered", "read", "undelivered", "failed"}
-)
 
 
 @csrf_exempt  # authenticated by the secret header, not a browser session
@@ -50,19 +47,21 @@ def telegram_webhook(request: HttpRequest) -> HttpResponse:
         update = None
     if update is None:
         return HttpResponse("not an update", status=400, content_type="text/plain")
-    reply = telegram.handle_update(update, timezone.now(), NudgeConfig.from_settings())
-    if reply is None:
+    calls = telegram.handle_update(update, timezone.now(), NudgeConfig.from_settings())
+    if not calls:
         return HttpResponse(status=200)
-    if isinstance(reply, telegram.CallbackAnswer) and reply.new_text is not None:
+    answer, *edits = calls
+    if edits:
         # Say on the message what the tap did; a refusal only leaves the old text.
         channel = TelegramChannel()
         try:
-            telegram.edit(channel, reply)
+            for edit in edits:
+                channel.call(**edit)
         except SendError as exc:
             logger.warning("editing the tapped message failed", extra={"error": str(exc)})
         finally:
             channel.close()
-    return JsonResponse(reply.as_webhook_answer())
+    return JsonResponse(telegram.as_json(answer))
 
 
 @csrf_exempt  # signed by Twilio instead
@@ -103,18 +102,12 @@ def twilio_status(request: HttpRequest) -> HttpResponse:
         return HttpResponseForbidden("invalid signature")
 
     message_sid = request.POST.get("MessageSid", "")
-    status = request.POST.get("MessageStatus", "").strip().lower()
-    error_code = request.POST.get("ErrorCode", "")
-    if not message_sid or status not in KNOWN_STATUSES:
-        # Acknowledge anyway: a non-2xx would only make Twilio report a webhook failure.
-        receipts_logger.info("ignored a Twilio status callback", extra={"status": status[:32]})
-        return HttpResponse(status=204)
-
-    updated = record_receipt(message_sid, status, error_code)
-    if not updated:
-        # A message we do not hold, or a status older than the one recorded.
+    status = request.POST.get("MessageStatus", "").strip()
+    if not (status and record_receipt(message_sid, status, request.POST.get("ErrorCode", ""))):
+        # No status, an unknown one or one older than recorded, or a message we do not
+        # hold; acknowledged anyway: a non-2xx would only make Twilio report a failure.
         receipts_logger.info(
             "Twilio status callback matched no row to move forward",
-            extra={"message_sid": message_sid, "status": status},
+            extra={"message_sid": message_sid[:64], "status": status[:32]},
         )
     return HttpResponse(status=204)

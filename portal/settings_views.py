@@ -134,7 +134,6 @@ def link_telegram(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     config = NudgeConfig.from_settings()
     with tenant_scope(user_id):
-        whatsapp.prune_link_codes(user_id, now, config)
         code = new_telegram_code(user_id, now, config)
     link = telegram.link_url(code)
     response = render(

@@ -6,7 +6,6 @@ the message to say so, keeping only its Join button.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,21 +17,21 @@ from telegram import (
     BotCommand,
     CallbackQuery,
     InlineKeyboardMarkup,
-    LinkPreviewOptions,
     Message,
+    TelegramObject,
     Update,
 )
 
-from accounts.actions import PAUSED_BY_TELEGRAM_STOP
 from accounts.models import Channel
 from core.config import NudgeConfig
-from messaging import action_tokens, addresses, chat, chat_words, nudge_actions
+from messaging import addresses, chat, chat_words
 from messaging.chat_words import Button
 from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
-from messaging.telegram.send import TelegramChannel, markup_of
+from messaging.telegram.send import NO_PREVIEWS, TelegramChannel, markup_of
 
 ALLOWED_UPDATES = ["message", "callback_query"]
+Call = dict[str, Any]  # a Bot API call: its "method" and parameters
 
 LINKED = "Linked. Your nudges will arrive in this chat. Send /stop to pause them."
 ALREADY_LINKED = "This chat is already linked. Send /stop to pause nudges."
@@ -47,38 +46,13 @@ NOT_LINKED = "This chat is not linked to a nudge account."
 HELP = "Send /stop to pause nudges, /start to resume them."
 
 
-@dataclass(frozen=True)
-class Reply:
-    chat_id: int
-    text: str
-    markup: InlineKeyboardMarkup | None = None
-
-    def as_webhook_answer(self) -> dict[str, Any]:
-        """The Bot API call Telegram makes for us as the webhook's response."""
-        answer = {"method": "sendMessage", "chat_id": self.chat_id, "text": self.text}
-        if self.markup is not None:
-            answer["reply_markup"] = self.markup.to_dict()
-            answer["link_preview_options"] = {"is_disabled": True}
-        return answer
-
-
-@dataclass(frozen=True)
-class CallbackAnswer:
-    """What a button tap gets back: the toast, and the message's new text if it changed."""
-
-    callback_query_id: str
-    text: str
-    chat_id: int | None = None
-    message_id: int | None = None
-    new_text: str | None = None  # None: leave the message as it is
-    keep_markup: InlineKeyboardMarkup | None = None  # the URL buttons (Join) kept
-
-    def as_webhook_answer(self) -> dict[str, Any]:
-        return {
-            "method": "answerCallbackQuery",
-            "callback_query_id": self.callback_query_id,
-            "text": self.text,
-        }
+def message_call(chat_id: int | str, text: str, markup: InlineKeyboardMarkup | None = None) -> Call:
+    """A ``sendMessage`` call (``TelegramChannel.call``, or a webhook's response):
+    with buttons, then without link previews, or plain."""
+    call: Call = {"method": "sendMessage", "chat_id": chat_id, "text": text}
+    if markup is not None:
+        call |= {"reply_markup": markup, "link_preview_options": NO_PREVIEWS}
+    return call
 
 
 def _url_buttons_only(message: Message) -> InlineKeyboardMarkup | None:
@@ -92,29 +66,29 @@ def _with_outcome(text: str, outcome: str) -> str:
     return f"{text}\n{outcome}" if "\n\n" in text else f"{text}\n\n{outcome}"
 
 
-def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) -> CallbackAnswer:
-    """Act on a button tap, as the chat it came from."""
+def handle_callback(query: CallbackQuery, now: datetime, config: NudgeConfig) -> list[Call]:
+    """Act on a button tap, as the chat it came from: the tap's answer, then the edit
+    of the tapped message when the tap changed something."""
     message = query.message
-    chat_id = message.chat.id if message is not None else None
-    if chat_id is None:
-        return CallbackAnswer(query.id, str(chat_words.NOT_HERE))
-    claim = action_tokens.verify(query.data or "", str(chat_id))
-    # A capture's Undo / Change time or an ask-back's choice, else a nudge's Snooze / Done.
-    by_chat = claim is not None and claim.act not in (action_tokens.SNOOZE, action_tokens.DONE)
-    tap = chat.tap if by_chat else nudge_actions.tap
-    result = tap(Channel.TELEGRAM, str(chat_id), claim, now, config)
-    if result.changed and isinstance(message, Message) and message.text:
-        return CallbackAnswer(
-            query.id,
-            result.text,
-            chat_id=chat_id,
-            message_id=message.message_id,
-            new_text=_with_outcome(message.text, result.text),
-            keep_markup=markup_of([b] for b in result.buttons)
-            if by_chat
-            else _url_buttons_only(message),
-        )
-    return CallbackAnswer(query.id, result.text)
+    if message is None:
+        return [_answer(query, str(chat_words.NOT_HERE))]
+    result = chat.tap(Channel.TELEGRAM, str(message.chat.id), query.data or "", now, config)
+    if not (result.changed and isinstance(message, Message) and message.text):
+        return [_answer(query, result.text)]
+    edit = {
+        "method": "editMessageText",
+        "chat_id": message.chat.id,
+        "message_id": message.message_id,
+        "text": _with_outcome(message.text, result.text),
+        # A capture's new buttons, else the nudge's Join: its used buttons go.
+        "reply_markup": markup_of([b] for b in result.buttons) or _url_buttons_only(message),
+        "link_preview_options": NO_PREVIEWS,
+    }
+    return [_answer(query, result.text), edit]
+
+
+def _answer(query: CallbackQuery, text: str) -> Call:
+    return {"method": "answerCallbackQuery", "callback_query_id": query.id, "text": text}
 
 
 def link_url(code: str) -> str:
@@ -164,18 +138,16 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
     return BAD_CODE
 
 
-def handle_update(
-    update: Update, now: datetime, config: NudgeConfig
-) -> Reply | CallbackAnswer | None:
-    """Act on one update; the answer to send, if any."""
+def handle_update(update: Update, now: datetime, config: NudgeConfig) -> list[Call]:
+    """Act on one update: the Bot API calls that answer it (none for a replay)."""
     _, first_time = TelegramUpdateSeen.objects.get_or_create(update_id=update.update_id)
     if not first_time:  # a replay
-        return None
+        return []
     if update.callback_query is not None:
         return handle_callback(update.callback_query, now, config)
     message = update.message
     if message is None or not message.text:
-        return None
+        return []
     chat_id = message.chat.id
     address = str(chat_id)
     command, _, rest = message.text.strip().partition(" ")
@@ -183,20 +155,20 @@ def handle_update(
     if command == "/start":
         payload = rest.strip()
         if payload:
-            return Reply(chat_id, _link(payload, address, now))
-        resumed = addresses.resume_from(Channel.TELEGRAM, address, "sent /start in Telegram", now)
+            return [message_call(chat_id, _link(payload, address, now))]
+        resumed = addresses.stop_or_start(Channel.TELEGRAM, address, "start", now)
         if resumed.changed:
-            return Reply(chat_id, RESUMED)
-        return Reply(chat_id, ALREADY_LINKED if resumed.user_id else HELLO)
+            return [message_call(chat_id, RESUMED)]
+        return [message_call(chat_id, ALREADY_LINKED if resumed.user_id else HELLO)]
     if command == "/stop":
-        paused = addresses.pause_from(Channel.TELEGRAM, address, PAUSED_BY_TELEGRAM_STOP, now)
-        return Reply(chat_id, PAUSED if paused.user_id else NOT_LINKED)
+        paused = addresses.stop_or_start(Channel.TELEGRAM, address, "stop", now)
+        return [message_call(chat_id, PAUSED if paused.user_id else NOT_LINKED)]
     answer = chat.answer(Channel.TELEGRAM, address, message.text, now, config)
     if answer is not None:
-        return Reply(chat_id, answer.text, markup_of([b] for b in answer.buttons))
+        return [message_call(chat_id, answer.text, markup_of([b] for b in answer.buttons))]
     if command.startswith("/") and addresses.owner_of(Channel.TELEGRAM, address) is None:
-        return Reply(chat_id, HELP)
-    return None
+        return [message_call(chat_id, HELP)]
+    return []
 
 
 def parse_update(data: object) -> Update | None:
@@ -209,36 +181,9 @@ def parse_update(data: object) -> Update | None:
         return None
 
 
-def send_reply(channel: TelegramChannel, reply: Reply | CallbackAnswer) -> None:
-    """Send what the webhook would answer with: a message, or a tap's answer and the
-    tapped message's edit."""
-    if isinstance(reply, Reply):
-        channel.run(
-            channel.bot.send_message(
-                chat_id=reply.chat_id,
-                text=reply.text,
-                reply_markup=reply.markup,
-                link_preview_options=LinkPreviewOptions(is_disabled=True),
-            )
-        )
-        return
-    channel.run(channel.bot.answer_callback_query(reply.callback_query_id, text=reply.text))
-    edit(channel, reply)
-
-
-def edit(channel: TelegramChannel, answer: CallbackAnswer) -> None:
-    """Edit the tapped message to say what happened (nothing to do when unchanged)."""
-    if answer.new_text is None:
-        return
-    channel.run(
-        channel.bot.edit_message_text(
-            answer.new_text,
-            chat_id=answer.chat_id,
-            message_id=answer.message_id,
-            reply_markup=answer.keep_markup,
-            link_preview_options=LinkPreviewOptions(is_disabled=True),
-        )
-    )
+def as_json(call: Call) -> dict[str, Any]:
+    """``call`` as a webhook's response makes it: Telegram makes the call for us."""
+    return {k: v.to_dict() if isinstance(v, TelegramObject) else v for k, v in call.items()}
 
 
 def set_commands(channel: TelegramChannel) -> int:
@@ -247,7 +192,7 @@ def set_commands(channel: TelegramChannel) -> int:
         with override(language):
             commands = [BotCommand(name, str(description)) for name, description in chat_words.MENU]
         code = None if language == "en" else language.split("-", 1)[0]
-        channel.run(channel.bot.set_my_commands(commands, language_code=code))
+        channel.call("setMyCommands", commands=commands, language_code=code)
     return len(LANGUAGES)
 
 
@@ -275,12 +220,11 @@ def poll_once(
     config: NudgeConfig,
 ) -> int | None:
     """One ``getUpdates`` round: handle each update, answer it; the next offset."""
-    updates = channel.bot.get_updates(
-        offset=offset, timeout=timeout, allowed_updates=ALLOWED_UPDATES
+    updates = channel.call(
+        "getUpdates", offset=offset, timeout=timeout, allowed_updates=ALLOWED_UPDATES
     )
-    for update in channel.run(updates):
-        reply = handle_update(update, now, config)
-        if reply is not None:
-            send_reply(channel, reply)
+    for update in updates:
+        for call in handle_update(update, now, config):
+            channel.call(**call)
         offset = update.update_id + 1
     return offset

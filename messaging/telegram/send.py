@@ -9,7 +9,8 @@ import asyncio
 import logging
 import threading
 import warnings
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -53,6 +54,7 @@ MAX_LONG_POLL_SECONDS = 50  # getUpdates' own limit
 # The loggers that write Bot API URLs, by exact name: a logger's filters see
 # only the records logged on it.
 TOKEN_BEARING_LOGGERS = ("telegram.Bot", "httpx")
+NO_PREVIEWS = LinkPreviewOptions(is_disabled=True)
 T = TypeVar("T")
 
 
@@ -188,8 +190,8 @@ class TelegramChannel(Sender):
         if self._token:
             install_token_filter(self._token)
 
-    @property
-    def bot(self) -> Bot:
+    def _started(self) -> tuple[Bot, asyncio.AbstractEventLoop]:
+        """The channel's bot and the loop it runs on, made on first use."""
         with self._lock:
             if self._bot is None:
                 if not self._token:
@@ -199,15 +201,10 @@ class TelegramChannel(Sender):
                 except InvalidToken:
                     # Raised for a token with whitespace; the message may quote it.
                     raise misconfigured("TELEGRAM_BOT_TOKEN is malformed") from None
-            return self._bot
-
-    def _get_loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
             if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = spawn("telegram-channel", loop.run_forever)
-                self._loop, self._loop_thread = loop, thread
-            return self._loop
+                self._loop = asyncio.new_event_loop()
+                self._loop_thread = spawn("telegram-channel", self._loop.run_forever)
+            return self._bot, self._loop
 
     async def _initialize_once(self, bot: Bot) -> None:
         """``getMe`` once for all concurrent sends; a failure lets the next send try
@@ -218,61 +215,58 @@ class TelegramChannel(Sender):
             self._initialized = asyncio.ensure_future(bot.initialize())
         await asyncio.shield(self._initialized)
 
-    async def _send(
-        self,
-        bot: Bot,
-        address: str,
-        message: NudgeMessage,
-        markup: InlineKeyboardMarkup | None,
-    ) -> SendReceipt:
-        await self._initialize_once(bot)
-        sent = await bot.send_message(
-            chat_id=address,
-            text=message.text,
-            link_preview_options=LinkPreviewOptions(is_disabled=True),
-            reply_markup=markup,
-        )
-        chat_id, message_id = sent.chat.id, sent.message_id
+    def call(self, method: str, **params: Any) -> Any:
+        """Make the Bot API call ``method`` (``sendMessage``…) on the channel's loop from
+        any thread, blocking that thread; a failure raised as the channel error it stands for."""
+        bot, loop = self._started()
+        return self._result(asyncio.run_coroutine_threadsafe(getattr(bot, method)(**params), loop))
+
+    def _result(self, future: Future[T], timeout: float | None = None) -> T:
+        try:
+            return future.result(timeout)
+        except TelegramError as exc:
+            # from None: the library's exception (and its cause) may quote the token.
+            raise classify_telegram_error(exc).redacted(self._token) from None
+
+    def _ready(self, timeout: float | None = None) -> None:
+        """``getMe`` done (no hop to the loop's thread once it is)."""
+        ready = self._initialized
+        if ready is None or not ready.done() or ready.exception() is not None:
+            bot, loop = self._started()
+            self._result(
+                asyncio.run_coroutine_threadsafe(self._initialize_once(bot), loop), timeout
+            )
+
+    def warm_up(self) -> None:
+        """``getMe`` before the first slot, not inside it."""
+        try:
+            self._ready(self.timeout)
+        except Exception:  # noqa: S110 — send() reports the same failure, classified
+            pass
+
+    def send(self, address: str, message: NudgeMessage) -> SendReceipt:
+        """Send from any thread; blocks that thread until Telegram answers."""
+        # Built (and signed) on the calling worker thread, not on the shared loop.
+        markup = keyboard(address, message)
+        try:
+            self._ready()
+            sent = self.call(
+                "sendMessage",
+                chat_id=address,
+                text=message.text,
+                link_preview_options=NO_PREVIEWS,
+                reply_markup=markup,
+            )
+            chat_id, message_id = sent.chat.id, sent.message_id
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            # The library turning a 2xx answer into a Message failed.
+            raise unreadable_acceptance("Telegram", type(exc).__name__) from None
         if not isinstance(chat_id, int) or not isinstance(message_id, int):
             raise unreadable_acceptance(
                 "Telegram", f"message id {message_id!r} in chat {chat_id!r}"
             )
         # message_id is unique only within its chat.
         return SendReceipt(provider_message_id=f"{chat_id}:{message_id}")
-
-    def run(self, call: Coroutine[Any, Any, T]) -> T:
-        """Run a Bot ``call`` on the channel's loop from any thread, blocking that thread;
-        a failure raised as the channel error it stands for."""
-        future = asyncio.run_coroutine_threadsafe(call, self._get_loop())
-        try:
-            return future.result()
-        except TelegramError as exc:
-            # from None: the library's exception (and its cause) may quote the token.
-            raise classify_telegram_error(exc).redacted(self._token) from None
-
-    def warm_up(self) -> None:
-        """``getMe`` before the first slot, not inside it."""
-        ready = self._initialized
-        if ready is not None and ready.done() and ready.exception() is None:
-            return  # already done: no hop to the loop's thread per send
-        try:
-            bot = self.bot
-            asyncio.run_coroutine_threadsafe(self._initialize_once(bot), self._get_loop()).result(
-                self.timeout
-            )
-        except Exception:  # noqa: S110 — send() reports the same failure, classified
-            pass
-
-    def send(self, address: str, message: NudgeMessage) -> SendReceipt:
-        """Send from any thread; blocks that thread until Telegram answers."""
-        bot = self.bot
-        # Built (and signed) on the calling worker thread, not on the shared loop.
-        markup = keyboard(address, message)
-        try:
-            return self.run(self._send(bot, address, message, markup))
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            # The library turning a 2xx answer into a Message failed.
-            raise unreadable_acceptance("Telegram", type(exc).__name__) from None
 
     def close(self) -> None:
         with self._lock:

@@ -15,20 +15,16 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext, gettext_lazy
 
-from accounts.actions import PAUSED_BY_WHATSAPP_STOP
 from accounts.models import Channel, validate_e164
 from core.config import NudgeConfig
-from messaging import action_tokens, addresses, chat, nudge_actions
+from messaging import addresses, chat, chat_words, nudge_actions
 from messaging.channels.base import SendError
-from messaging.models import LinkCode, TwilioMessageSeen
+from messaging.models import TwilioMessageSeen
 from messaging.whatsapp import send
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.whatsapp")
 
-STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT"})
-START_WORDS = frozenset({"START", "YES", "UNSTOP", "OPTIN"})
-COMMANDS = {**dict.fromkeys(STOP_WORDS, "stop"), **dict.fromkeys(START_WORDS, "start")}
 _MESSAGE_SID = re.compile(r"[A-Z]{2}[0-9a-f]{32}")
 _NUMBER_REFUSED = gettext_lazy(
     "WhatsApp could not reach that number. Check it, with its country code, and try again."
@@ -84,7 +80,6 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
         raise link_error()
     try:
         with tenant_scope(user_id):
-            prune_link_codes(user_id, now, config)
             code = addresses.new_whatsapp_code(user_id, number, now, config)
     except addresses.TooManyCodes:
         raise WhatsAppLinkError(
@@ -93,8 +88,7 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
     channel = send.WhatsAppChannel()
     try:
         channel.create(
-            to=send.whatsapp_address(number),
-            from_=send.whatsapp_address(channel.from_address),
+            number,
             content_sid=settings.TWILIO_CONFIRM_CONTENT_SID,
             content_variables=json.dumps({"1": code}),
         )
@@ -106,14 +100,6 @@ def send_code(user_id: int, number: str, now: datetime, config: NudgeConfig) -> 
         raise link_error(refused) from None
     finally:
         channel.close()
-
-
-def prune_link_codes(user_id: int, now: datetime, config: NudgeConfig) -> int:
-    """Forget the user's link codes (and their numbers) past ``link_code_retention``.
-    Inside the user's scope."""
-    cutoff = now - config.link_code_retention
-    deleted, _ = LinkCode.objects.filter(user_id=user_id, created_at__lt=cutoff).delete()
-    return deleted
 
 
 def first_time(message_sid: str, now: datetime, config: NudgeConfig) -> bool:
@@ -139,35 +125,24 @@ def confirm_code(user_id: int, code: str, now: datetime) -> bool:
     return linked is not None
 
 
-def command_of(params: dict[str, str]) -> str | None:
-    """ "stop", "start" or None for an inbound message's form fields."""
-    opt_out_type = params.get("OptOutType", "").strip().upper()
-    if opt_out_type in ("STOP", "START"):
-        return opt_out_type.lower()
-    return COMMANDS.get(params.get("Body", "").strip().upper().rstrip(".!"))
-
-
 def handle_inbound(
     params: dict[str, str], now: datetime, config: NudgeConfig
 ) -> addresses.InboundResult | chat.Answer | None:
     """Pause or resume the sender's nudges, Snooze / Done one, or answer what they
     wrote (``messaging.chat``: a capture, "undo", /next…); None when there is no answer."""
-    command = command_of(params)
+    opt_out = params.get("OptOutType", "").strip().lower()
     number = params.get("From", "").strip().removeprefix("whatsapp:")
     payload = params.get("ButtonPayload", "").strip()
     body = params.get("Body", "")
-    act = nudge_actions.word_of(payload or body)
-    if not number or (command is None and act is None and not payload and not body.strip()):
+    word = opt_out if opt_out in ("stop", "start") else chat_words.reply_word(payload or body)
+    if not number or not (word or payload or body.strip()):
         return None
     if not first_time(params.get("MessageSid", ""), now, config):
         return None
-    if payload and act is None:  # a button of the actions template: its signed token
-        claim = action_tokens.verify(payload, number)
-        return nudge_actions.tap(Channel.WHATSAPP, number, claim, now, config)
-    if act is not None:
-        return nudge_actions.reply(Channel.WHATSAPP, number, act, now, config)
-    if command == "stop":
-        return addresses.pause_from(Channel.WHATSAPP, number, PAUSED_BY_WHATSAPP_STOP, now)
-    if command == "start":
-        return addresses.resume_from(Channel.WHATSAPP, number, "replied START on WhatsApp", now)
+    if payload and word is None:  # a button of the actions template: its signed token
+        return chat.tap(Channel.WHATSAPP, number, payload, now, config)
+    if word in ("snooze", "done"):
+        return nudge_actions.reply(Channel.WHATSAPP, number, word, now, config)
+    if word in ("stop", "start"):
+        return addresses.stop_or_start(Channel.WHATSAPP, number, word, now)
     return chat.answer(Channel.WHATSAPP, number, body, now, config)

@@ -172,13 +172,10 @@ class WhatsAppChannel(Sender):
         return client, self._local.http_client
 
     def message_parameters(self, address: str, message: NudgeMessage) -> dict[str, object]:
-        """What goes to ``messages.create``: a template when one is configured, else a body."""
+        """What goes to ``messages.create`` beside the numbers: a template when one is
+        configured, else a body."""
         validity = max(MIN_VALIDITY_SECONDS, min(message.valid_for_seconds, MAX_VALIDITY_SECONDS))
-        parameters: dict[str, object] = {
-            "to": whatsapp_address(address),
-            "from_": whatsapp_address(self.from_address),
-            "validity_period": validity,
-        }
+        parameters: dict[str, object] = {"validity_period": validity}
         content_sid = self.content_sid
         variables = {"1": message.title, "2": message.local_time, "3": str(message.minutes_until)}
         actions = message.actions
@@ -198,12 +195,13 @@ class WhatsAppChannel(Sender):
             parameters["status_callback"] = self.status_callback
         return parameters
 
-    def create(self, **parameters: object) -> Any:
-        """``messages.create`` on this thread's client; a failure raised as the channel
-        error it stands for, with the credentials redacted."""
+    def create(self, address: str, **parameters: object) -> Any:
+        """``messages.create`` to ``address`` from our number, on this thread's client; a
+        failure raised as the channel error it stands for, with the credentials redacted."""
         client, http_client = self.twilio()
+        to, from_ = whatsapp_address(address), whatsapp_address(self.from_address)
         try:
-            return client.messages.create(**parameters)
+            return client.messages.create(to=to, from_=from_, **parameters)
         except (TwilioRestException, TwilioServiceException) as exc:
             error = classify_twilio_error(exc, http_client.last_response_headers)
             # from None: the library's exception may quote our credentials back.
@@ -235,7 +233,7 @@ class WhatsAppChannel(Sender):
             raise unreadable_acceptance("Twilio", type(exc).__name__) from exc
 
     def send(self, address: str, message: NudgeMessage) -> SendReceipt:
-        sid = self.create(**self.message_parameters(address, message)).sid
+        sid = self.create(address, **self.message_parameters(address, message)).sid
         if not isinstance(sid, str) or not sid:
             raise unreadable_acceptance("Twilio", f"sid {sid!r}")
         return SendReceipt(provider_message_id=sid)

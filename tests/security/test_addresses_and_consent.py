@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.actions import PAUSED_BY_WHATSAPP_STOP, ensure_settings
+from accounts.actions import ensure_settings
 from accounts.admin import DeliverySettingsForm
 from accounts.models import DeliverySettings
 from core.config import NudgeConfig
@@ -80,7 +80,7 @@ def test_a_number_confirmed_by_another_account_leaves_the_first(signed_in, now):
     assert settings_of(ana).whatsapp_number == ""
     assert settings_of(bob).whatsapp_number == number
     assert account.owner_of("whatsapp", number) == bob.pk
-    assert account.pause_from("whatsapp", number, PAUSED_BY_WHATSAPP_STOP, now).user_id == (bob.pk)
+    assert account.stop_or_start("whatsapp", number, "stop", now).user_id == (bob.pk)
 
 
 def admin_form(delivery: DeliverySettings, **changes) -> DeliverySettingsForm:

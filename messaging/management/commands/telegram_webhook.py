@@ -42,20 +42,18 @@ class Command(NudgeCommand):
         channel = TelegramChannel()
         try:
             if action == "set":
-                channel.run(
-                    channel.bot.set_webhook(
-                        url=url, secret_token=secret, allowed_updates=ALLOWED_UPDATES
-                    )
+                channel.call(
+                    "setWebhook", url=url, secret_token=secret, allowed_updates=ALLOWED_UPDATES
                 )
                 menus = set_commands(channel)
                 self.stdout.write(
                     f"telegram_webhook: set to {url}; command menu in {menus} languages"
                 )
             elif action == "delete":
-                channel.run(channel.bot.delete_webhook())
+                channel.call("deleteWebhook")
                 self.stdout.write("telegram_webhook: deleted (telegram_poll can be used now)")
             else:
-                info = channel.run(channel.bot.get_webhook_info())
+                info = channel.call("getWebhookInfo")
                 line = f"telegram_webhook: url {info.url or '(none)'}, "
                 line += f"pending updates {info.pending_update_count}"
                 if info.last_error_message:
