@@ -19,7 +19,7 @@ from babel import Locale
 
 from core.zones import zone_of
 
-# accounts.models.Language's values, as dateparser names them.
+# settings.LANGUAGES' codes, as dateparser names them.
 PARSER_LANGUAGES = {"en": "en", "de": "de", "es": "es", "fr": "fr", "pt-br": "pt"}
 # Offered when a day is given without a time.
 DAY_CHOICES = (time(9, 0), time(14, 0), time(18, 0))
