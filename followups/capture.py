@@ -239,10 +239,7 @@ def _read_day(text: _Text, language: str, today: date) -> _Day | None:
     match = _ISO.search(text.work)
     if match is not None:
         text.take(match)
-        try:
-            return _Day(date(int(match[1]), int(match[2]), int(match[3])))
-        except ValueError:
-            return None
+        return _dated(today, int(match[3]), int(match[2]), match[1])
     weekday_re, month_re = _day_patterns()
     match = month_re.search(text.work)
     if match is not None:
