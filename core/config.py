@@ -20,7 +20,6 @@ from django.core.exceptions import ImproperlyConfigured
 
 # The longest lead the schema allows (``delivery_settings_lead_in_range``), in minutes.
 SCHEMA_MAX_LEAD_MINUTES = 24 * 60
-SCHEMA_MAX_LEAD = timedelta(minutes=SCHEMA_MAX_LEAD_MINUTES)
 
 
 def _duration(unit: str, value: float) -> timedelta:
