@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import zoneinfo
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
@@ -52,16 +53,6 @@ class Channel(models.TextChoices):
     CONSOLE = "console", "Console (development)"
 
 
-class Language(models.TextChoices):
-    """The languages nudges and the user area are written in; labels in their own language."""
-
-    ENGLISH = "en", "English"
-    GERMAN = "de", "Deutsch"
-    SPANISH = "es", "Español"
-    FRENCH = "fr", "Français"
-    BRAZILIAN_PORTUGUESE = "pt-br", "Português (Brasil)"
-
-
 class Clock(models.TextChoices):
     """How times are written to the user: 15:00 or 3:00 PM."""
 
@@ -91,7 +82,7 @@ class DeliverySettings(TenantModel):
     )
     timezone = models.CharField(max_length=64, default="UTC", validators=[validate_timezone])
     # Set from the browser's Accept-Language when the row is made in the user area.
-    language = models.CharField(max_length=8, choices=Language.choices, default=Language.ENGLISH)
+    language = models.CharField(max_length=8, choices=settings.LANGUAGES, default="en")
     clock = models.CharField(max_length=3, choices=Clock.choices, default=Clock.H24)
     default_lead_minutes = models.PositiveIntegerField(
         default=default_lead_minutes,

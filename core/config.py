@@ -20,7 +20,6 @@ from django.core.exceptions import ImproperlyConfigured
 
 # The longest lead the schema allows (``delivery_settings_lead_in_range``), in minutes.
 SCHEMA_MAX_LEAD_MINUTES = 24 * 60
-SCHEMA_MAX_LEAD = timedelta(minutes=SCHEMA_MAX_LEAD_MINUTES)
 
 
 def _duration(unit: str, value: float) -> timedelta:
@@ -119,7 +118,6 @@ class NudgeConfig:
     run_budget_seconds: float = knob("NUDGE_RUN_BUDGET_SECONDS", 55, positive=True)
     retry_delay: timedelta = knob("NUDGE_RETRY_DELAY_SECONDS", 60, seconds)
     send_concurrency: int = knob("NUDGE_SEND_CONCURRENCY", 32, at_least=1)
-    # Messages per second per channel across all deliver processes; 0 = unpaced.
     telegram_rate: float = knob("NUDGE_TELEGRAM_RATE", 25.0, public=True, at_least=0)
     whatsapp_rate: float = knob("NUDGE_WHATSAPP_RATE", 60.0, public=True, at_least=0)
     console_rate: float = knob("NUDGE_CONSOLE_RATE", 0.0, at_least=0)
@@ -149,20 +147,15 @@ class NudgeConfig:
         "CALENDAR_SYNC_USER_BUDGET_SECONDS", 120.0, positive=True
     )
     ics_max_bytes: int = knob("ICS_MAX_BYTES", 5 * 1024 * 1024, at_least=1)
-    # The only hosts a nudge's join link may point to (https only; "*." = and subdomains).
     meeting_hosts: tuple[str, ...] = knob(
         "CALENDAR_MEETING_HOSTS", DEFAULT_MEETING_HOSTS, host_list
     )
     calendar_sync_concurrency: int = knob("CALENDAR_SYNC_CONCURRENCY", 64, at_least=1, at_most=512)
-    # A feed host's first fetch slots; then learned from its answers (pacing/host_slots.py).
-    # Above the concurrency it simply caps nothing.
     calendar_sync_per_host: int = knob("CALENDAR_SYNC_PER_HOST", 16, at_least=1)
     calendar_sync_db_lanes: int = knob("CALENDAR_SYNC_DB_LANES", 6, at_least=1, at_most=64)
-    # Provider requests a minute, shared by every process; 0 = unpaced.
     google_project_rate_per_minute: float = knob(
         "CALENDAR_GOOGLE_PROJECT_RATE_PER_MINUTE", 8000.0, at_least=0
     )
-    # The rate plus this burst must stay within the project's quota a minute.
     google_project_burst: int = knob("CALENDAR_GOOGLE_PROJECT_BURST", 1500, at_least=0)
     google_user_rate_per_minute: float = knob(
         "CALENDAR_GOOGLE_USER_RATE_PER_MINUTE", 480.0, at_least=0
@@ -173,7 +166,6 @@ class NudgeConfig:
     graph_mailbox_rate_per_minute: float = knob(
         "CALENDAR_GRAPH_MAILBOX_RATE_PER_MINUTE", 800.0, at_least=0
     )
-    # The public https address providers post to (<it>/calendars/push/...); empty = poll.
     calendar_push_base_url: str = knob("CALENDAR_PUSH_BASE_URL", "")
     calendar_safety_poll: timedelta = knob(
         "CALENDAR_SAFETY_POLL_MINUTES", 360, minutes, at_least=15, at_most=24 * 60
@@ -187,7 +179,6 @@ class NudgeConfig:
     max_api_tokens_per_user: int = knob("NUDGE_MAX_API_TOKENS_PER_USER", 10, at_least=1)
     api_requests_per_minute: int = knob("NUDGE_API_REQUESTS_PER_MINUTE", 60, at_least=1)
     snooze: timedelta = knob("NUDGE_SNOOZE_MINUTES", 10, minutes, at_least=1, at_most=24 * 60)
-    # The WhatsApp Content template with quick-reply buttons ("" = reply "snooze" / "done").
     whatsapp_actions_content_sid: str = knob("TWILIO_ACTIONS_CONTENT_SID", "", public=True)
     # --- sign-in and password reset (portal/signin.py) ---
     signin_failure_limit: int = knob("NUDGE_SIGNIN_FAILURE_LIMIT", 10, at_least=1)

@@ -19,7 +19,7 @@ from babel import Locale
 
 from core.zones import zone_of
 
-# accounts.models.Language's values, as dateparser names them.
+# settings.LANGUAGES' codes, as dateparser names them.
 PARSER_LANGUAGES = {"en": "en", "de": "de", "es": "es", "fr": "fr", "pt-br": "pt"}
 # Offered when a day is given without a time.
 DAY_CHOICES = (time(9, 0), time(14, 0), time(18, 0))
@@ -239,10 +239,7 @@ def _read_day(text: _Text, language: str, today: date) -> _Day | None:
     match = _ISO.search(text.work)
     if match is not None:
         text.take(match)
-        try:
-            return _Day(date(int(match[1]), int(match[2]), int(match[3])))
-        except ValueError:
-            return None
+        return _dated(today, int(match[3]), int(match[2]), match[1])
     weekday_re, month_re = _day_patterns()
     match = month_re.search(text.work)
     if match is not None:

@@ -126,7 +126,7 @@ class Shape(StrEnum):
     QUIET_HOURS = "quiet_hours"
 
 
-LANGUAGES = ("en", "de", "es", "fr", "pt-br")  # accounts.models.Language's values
+LANGUAGES = ("en", "de", "es", "fr", "pt-br")  # settings.LANGUAGES' codes
 
 
 def describe_lead(delta: timedelta, language: str) -> str:

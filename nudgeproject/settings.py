@@ -178,7 +178,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
-# What nudges and the user area are written in (each person's own: accounts.models.Language).
+# What nudges and the user area are written in (each person's own: DeliverySettings.language).
 LANGUAGES = [
     ("en", "English"),
     ("de", "Deutsch"),

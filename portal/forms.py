@@ -9,6 +9,7 @@ from functools import cache
 from importlib import resources
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator
 from django.utils import timezone
@@ -22,7 +23,6 @@ from accounts.models import (
     Channel,
     Clock,
     DeliverySettings,
-    Language,
     validate_e164,
 )
 from accounts.rules import quiet_hours_problem
@@ -138,7 +138,7 @@ class SettingsForm(forms.Form):
     )
     # Language and clock are optional: a post without them leaves them as they are.
     language = forms.ChoiceField(
-        choices=Language.choices,
+        choices=settings.LANGUAGES,
         label=_("Language"),
         required=False,
         error_messages=LANGUAGE_ERRORS,

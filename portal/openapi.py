@@ -3,12 +3,11 @@ written by hand, and a test checks it lists every route and status the API answe
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from calendars.caldav_connect import PRESETS
 from calendars.models import Provider
-from core.config import SCHEMA_MAX_LEAD
+from core.config import SCHEMA_MAX_LEAD_MINUTES
 from followups.actions import TITLE_MAX_CHARS
 from followups.repeat import WEEKDAY_NAMES, Repeat
 from providers.normalize import MAX_LEADS_PER_EVENT
@@ -84,7 +83,7 @@ TIME_ZONE = {
 }
 REMINDER_MINUTES = {
     "type": "array",
-    "items": {"type": "integer", "minimum": 0, "maximum": SCHEMA_MAX_LEAD // timedelta(minutes=1)},
+    "items": {"type": "integer", "minimum": 0, "maximum": SCHEMA_MAX_LEAD_MINUTES},
     "maxItems": MAX_LEADS_PER_EVENT,
     "uniqueItems": True,
     "description": "Nudge this many minutes before each occurrence, once per value "

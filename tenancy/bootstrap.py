@@ -1,7 +1,7 @@
 """Create or repair, idempotently from an admin connection, the roles and databases
 (docs/ARCHITECTURE.md, "Tenant isolation"): none is a superuser or BYPASSRLS, and each run
 also repairs memberships, session defaults, ownership, and TRUNCATE, REFERENCES and TRIGGER
-grants. Plain psycopg: the embedded default calls it while settings load.
+grants. Plain psycopg: the embedded server calls it before Django's first connection.
 """
 
 from __future__ import annotations

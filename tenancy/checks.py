@@ -145,7 +145,7 @@ def schema_problems() -> list[str]:
             kind = (parent in SWEEPER_TABLES, parent in PLANNER_GRANTS)
             if kind not in expected:
                 with transaction.atomic():
-                    expected[kind] = expected_policies(cursor, table)
+                    expected[kind] = expected_policies(cursor, parent)
                     transaction.set_rollback(True)  # drop the scratch table
             problems.extend(_policy_problems(table, deployed_of[table], expected[kind]))
         cursor.execute(CHECK_OTHER_OWNED, {"login": login, "tables": tables})

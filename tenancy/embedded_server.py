@@ -8,7 +8,6 @@ lives in the user's runtime folder, which cron or a container may see elsewhere)
 from __future__ import annotations
 
 import atexit
-import hashlib
 import json
 import logging
 import os
@@ -48,12 +47,9 @@ def data_dir(state_dir: Path) -> Path:
 def one_at_a_time(state_dir: Path) -> Iterator[None]:
     """Hold the checkout's lock on its embedded cluster for the block (on a fresh
     checkout one process creates and bootstraps it; the others wait)."""
+    import fcntl  # POSIX, as the Unix socket the server listens on
+
     state_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: pgserver's own lock covers the start
-        yield
-        return
     with open(state_dir / LOCK_FILE_NAME, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         yield
@@ -82,8 +78,7 @@ def repair_handle_list(pgdata: Path) -> bool:
 
 def _bootstrap_stamp(pgdata: Path) -> tuple[Path, str]:
     """Where the bootstrap's stamp is kept, and what it says once this version ran there."""
-    expected = f"{BOOTSTRAP_VERSION}:{pgdata.resolve()}"
-    return pgdata / ".nudge-bootstrap", hashlib.sha256(expected.encode()).hexdigest()
+    return pgdata / ".nudge-bootstrap", f"{BOOTSTRAP_VERSION}:{pgdata.resolve()}"
 
 
 def _bootstrapped(pgdata: Path) -> bool:
@@ -95,25 +90,17 @@ def _bootstrapped(pgdata: Path) -> bool:
 
 
 def _ready_socket_dir(pgdata: Path) -> str | None:
-    """The socket folder of a server accepting connections on ``pgdata`` (from its
-    ``postmaster.pid``; files only, so every connection may ask), else None."""
+    """The socket folder of a server accepting connections on ``pgdata`` (pgserver's
+    reading of its ``postmaster.pid``), else None."""
     try:
-        lines = (pgdata / "postmaster.pid").read_text().splitlines()
-        pid, socket_folder, port, status = int(lines[0]), lines[4], lines[3], lines[7]
-    except (OSError, ValueError, IndexError):
+        info = _pgserver().utils.PostmasterInfo.read_from_pgdata(pgdata)
+    except (OSError, ValueError, AssertionError):  # being written: not ready
         return None
-    if status.strip() != "ready" or not socket_folder.strip():
+    if info is None or info.status != "ready" or not info.is_running():
         return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if info.socket_path is None or not info.socket_path.exists():
         return None
-    except PermissionError:
-        pass  # alive, run by the pgserver user (a checkout used as root)
-    socket_folder = socket_folder.strip()
-    if not Path(socket_folder, f".s.PGSQL.{port.strip()}").exists():
-        return None
-    return socket_folder
+    return str(info.socket_dir)
 
 
 def socket_dir(state_dir: Path) -> str:
@@ -140,6 +127,7 @@ def _pgserver() -> ModuleType:
         warnings.simplefilter("ignore")
         import pgserver
         import pgserver._commands
+        import pgserver.utils
 
     return pgserver
 
@@ -154,18 +142,11 @@ def _start(state_dir: Path) -> str:
     # A process that started the server before keeps pgserver's handle; if the
     # server was stopped since, this starts it again.
     server.ensure_postgres_running()
-    # pgserver's exit hook rewrites the handle list: run it under the same lock.
+    # pgserver's exit hook would rewrite the handle list outside the lock; nothing here
+    # asks pgserver to stop the server, so this process leaves the list now, under it.
     atexit.unregister(server._cleanup)
-    atexit.unregister(_release_handle)  # once, however often this process started it
-    atexit.register(_release_handle, server, state_dir)
+    server._cleanup()
     return str(server.get_postmaster_info().socket_dir)
-
-
-def _release_handle(server, state_dir: Path) -> None:
-    """pgserver's exit hook (it drops this process from the handle list), under the lock."""
-    with one_at_a_time(state_dir):
-        repair_handle_list(data_dir(state_dir))
-        server._cleanup()
 
 
 def _pg_ctl(args: list[str], pgdata: Path) -> subprocess.CompletedProcess:

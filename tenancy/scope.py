@@ -37,7 +37,7 @@ def _validated_user_id(user_id: object) -> int:
 # Prefixed to statements in one round trip, each statement is separate, so a policy's
 # InitPlan sees the tenant when it starts.
 _ENTER = (
-    "SELECT set_config(%(_scope_setting)s, %(_scope_tenant)s, true), "
+    f"SELECT set_config('{TENANT_SETTING}', %(_scope_tenant)s, true), "
     "set_config('role', %(_scope_role)s, true), "
     f"set_config('{PLANNING_SETTING}', %(_scope_planning)s, true)"
 )
@@ -51,7 +51,6 @@ def _enter(relaxed_commit: bool, read_only: bool) -> str:
 
 def _scope_params(tenant: str = "", role: str = "none", planning: str = "") -> dict[str, str]:
     return {
-        "_scope_setting": TENANT_SETTING,
         "_scope_tenant": tenant,
         "_scope_role": role,
         "_scope_planning": planning,

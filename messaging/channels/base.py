@@ -37,7 +37,7 @@ class NudgeMessage:
     valid_for_seconds: int  # after this the nudge is wrong, not late
     join_url: str = ""  # an https meeting link from a known host, or ""
     actions: NudgeActions | None = None  # Snooze / Done buttons; None: a plain message
-    language: str = "en"  # the recipient's language (accounts.models.Language), for buttons
+    language: str = "en"  # the recipient's language (settings.LANGUAGES), for buttons
     links: tuple[tuple[str, str], ...] = ()  # (label, https link): more Join buttons (the agenda)
 
 
