@@ -28,7 +28,8 @@ ON CONFLICT (budget) DO NOTHING
 # budget with a ``burst`` at its full ceiling (generic cell rate algorithm) may
 # lag ``burst - 1`` slots behind, so a quiet spell's burst falls at once. Rows
 # are locked in name order (no deadlock). Answers the first slot, the count,
-# the rate and the database's clock, per budget.
+# the rate and the database's clock, per budget; nothing, and reserves nothing,
+# when a budget has no row yet.
 RESERVE_SLOTS = f"""
 WITH wanted AS (
     SELECT budget, ceiling, burst
@@ -49,6 +50,7 @@ WITH wanted AS (
                     - CASE WHEN rate >= ceiling THEN greatest(burst - 1, 0) ELSE 0 END
                       * (interval '1 second' / rate)) AS first_slot
       FROM current
+     WHERE (SELECT count(*) FROM current) = (SELECT count(*) FROM wanted)
 ), granted AS (
     SELECT budget, ceiling, first_slot, now, rate, decay, counted_at, sent,
            least(%(wanted)s,
