@@ -264,14 +264,14 @@ class ChannelPacer:
 
     def __init__(self, config: NudgeConfig) -> None:
         self.config = config
-        self._lock = threading.Lock()  # the turns, the rates in force, the chats' locks
+        self._lock = threading.Lock()  # the turns, the chats' locks
         # channel -> monotonic instant of this process's next send turn on it
         self._next_turn_at: dict[str, float] = {}
         # channel -> monotonic instant before which asking again is pointless
         self._ask_again_at: dict[str, float] = {}
         # channel -> monotonic instant a 429 paused it until (read by worker threads)
         self._paused_until: dict[str, float] = {}
-        # channel -> the rate in force as this process last saw it
+        # channel -> the rate in force as this process last saw it: its own spacing (take_turn)
         self.rates: dict[str, float] = {}
         self._chat_free_at: dict[tuple[str, str], float] = {}
         # (channel, address) -> the chat's send lock, and when its last send was answered
@@ -313,7 +313,7 @@ class ChannelPacer:
         if max(self._ask_again_at.get(channel, 0.0), self.resume_at(channel)) > now:
             return []
         grant = reserve_slots(self.config, [self.budget(channel)], wanted)[channel]
-        self._learn_rate(channel, grant.rate)
+        self.rates[channel] = grant.rate
         if grant.count < wanted:
             # Taken up to ``first + count/rate``; ask once that is within reach.
             free_at = grant.first + grant.count / grant.rate
@@ -326,7 +326,7 @@ class ChannelPacer:
         self._paused_until[channel] = max(self.resume_at(channel), time.monotonic() + seconds)
         if not self.paced(channel):
             return
-        self._learn_rate(channel, slow_down(self.config, self.budget(channel), seconds))
+        self.rates[channel] = slow_down(self.config, self.budget(channel), seconds)
 
     def resume_at(self, channel: str) -> float:
         """The monotonic instant a 429 paused ``channel`` until (0: not paused)."""
@@ -363,8 +363,3 @@ class ChannelPacer:
             if answered_at is not None:
                 time.sleep(max(0.0, answered_at + interval - time.monotonic()))
             yield lambda: self._chat_answered_at.__setitem__(key, time.monotonic())
-
-    def _learn_rate(self, channel: str, rate: float) -> None:
-        """Keep this process's own spacing (``take_turn``) at the shared rate in force."""
-        with self._lock:
-            self.rates[channel] = rate

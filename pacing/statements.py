@@ -95,12 +95,9 @@ WITH counted AS (
 ), lowered AS (
     SELECT budget, sent, refused,
            greatest(%(minimum)s,
-                    %(backoff)s * CASE WHEN sent >= %(sample)s AND counted_seconds > 0
-                                            AND accepted < %(guess)s * in_force
+                    %(backoff)s * CASE WHEN sent >= %(sample)s AND accepted < %(guess)s * in_force
                                        THEN accepted ELSE in_force END) AS rate
-      FROM (SELECT *, coalesce(seconds, 0) AS counted_seconds,
-                   greatest(0, sent - refused) / nullif(coalesce(seconds, 0), 0) AS accepted
-              FROM counted) AS c
+      FROM (SELECT *, greatest(0, sent - refused) / seconds AS accepted FROM counted) AS c
 )
 UPDATE channel_pacing AS p
    SET next_slot_at = greatest(p.next_slot_at, clock_timestamp() + %(wait)s),
