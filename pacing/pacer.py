@@ -103,11 +103,11 @@ def _params(config: NudgeConfig) -> dict[str, float]:
     }
 
 
-def _with_rows(names: Sequence[str], run: Callable[[], T], complete: Callable) -> T:
-    """``run()``; once more after creating the budgets' rows when ``complete`` says one
-    was missing (a budget new to the database, or its row rolled back)."""
+def _with_rows(names: Sequence[str], run: Callable[[], T]) -> T:
+    """``run()``; once more after creating the budgets' rows when it answered nothing (a
+    budget new to the database, or its row rolled back: the statements then touch none)."""
     answer = run()
-    if not complete(answer):
+    if not answer:
         unscoped_relaxed(statements.ENSURE_PACING_ROWS, {"budgets": list(names)})
         answer = run()
     return answer
@@ -146,7 +146,7 @@ def reserve_slots(
             for name, first_slot, slots, rate, db_now in rows
         }
 
-    return _with_rows(names, reserve, lambda grants: grants.keys() >= set(names))
+    return _with_rows(names, reserve)
 
 
 def slow_down(config: NudgeConfig, budget: Budget, seconds: float) -> float:
@@ -163,7 +163,7 @@ def slow_down(config: NudgeConfig, budget: Budget, seconds: float) -> float:
         "backoff": config.pacing_backoff,
         **_params(config),
     }
-    rows = _with_rows([budget.name], lambda: unscoped_relaxed(statements.SLOW_DOWN, params), bool)
+    rows = _with_rows([budget.name], lambda: unscoped_relaxed(statements.SLOW_DOWN, params))
     return float(rows[0][0]) if rows else budget.ceiling
 
 
