@@ -278,12 +278,6 @@ class ChannelPacer:
         self._chat_locks: dict[tuple[str, str], threading.Lock] = {}
         self._chat_answered_at: dict[tuple[str, str], float] = {}
 
-    def paced(self, channel: str) -> bool:
-        return self.config.rate(channel) > 0
-
-    def budget(self, channel: str) -> Budget:
-        return Budget(channel, self.config.rate(channel))
-
     def take_turn(self, channel: str, deadline: float) -> bool:
         """Wait for this process's next turn on ``channel`` (its sends at least one interval
         of the rate in force apart, from any thread) and take it; False, at once and without
@@ -308,11 +302,12 @@ class ChannelPacer:
         now = time.monotonic()
         if wanted <= 0:
             return []
-        if not self.paced(channel):
+        budget = Budget(channel, self.config.rate(channel))
+        if budget.ceiling <= 0:
             return [now] * wanted if self.resume_at(channel) <= now else []
         if max(self._ask_again_at.get(channel, 0.0), self.resume_at(channel)) > now:
             return []
-        grant = reserve_slots(self.config, [self.budget(channel)], wanted)[channel]
+        grant = reserve_slots(self.config, [budget], wanted)[channel]
         self.rates[channel] = grant.rate
         if grant.count < wanted:
             # Taken up to ``first + count/rate``; ask once that is within reach.
@@ -324,9 +319,9 @@ class ChannelPacer:
         """The provider said 429: no process sends on ``channel`` for ``seconds``,
         and the channel's rate in force drops for every process."""
         self._paused_until[channel] = max(self.resume_at(channel), time.monotonic() + seconds)
-        if not self.paced(channel):
-            return
-        self.rates[channel] = slow_down(self.config, self.budget(channel), seconds)
+        budget = Budget(channel, self.config.rate(channel))
+        if budget.ceiling > 0:
+            self.rates[channel] = slow_down(self.config, budget, seconds)
 
     def resume_at(self, channel: str) -> float:
         """The monotonic instant a 429 paused ``channel`` until (0: not paused)."""
