@@ -82,11 +82,10 @@ class HostSlots:
         now = time.monotonic()
         with self._lock:
             unread = any(not c.read for c in self._hosts.values())
-        wait = NEW_HOST_SHARE_SECONDS if unread else SHARE_SECONDS
-        if not force and now - self._shared_at < wait:
-            return
-        self._shared_at = now
-        with self._lock:
+            wait = NEW_HOST_SHARE_SECONDS if unread else SHARE_SECONDS
+            if not force and now - self._shared_at < wait:
+                return
+            self._shared_at = now
             hosts = sorted(h for h, c in self._hosts.items() if c.grown or c.limited or not c.read)
             changes = [self._hosts[h] for h in hosts]
             factors = [HALVING if c.limited else 1.0 for c in changes]

@@ -103,68 +103,41 @@ def _params(config: NudgeConfig) -> dict[str, float]:
     }
 
 
-class SharedBudgets:
-    """The shared budgets' statements, for any thread (each has its own connection)."""
-
-    def __init__(self, config: NudgeConfig) -> None:
-        self.config = config
-        self._known: set[str] = set()
-        self._lock = threading.Lock()
-
-    def _ensure(self, names: Sequence[str]) -> None:
-        with self._lock:
-            missing = [name for name in names if name not in self._known]
-        if not missing:
-            return
-        unscoped_relaxed(statements.ENSURE_PACING_ROWS, {"budgets": missing})
-        with self._lock:
-            self._known.update(missing)
-
-    def _with_rows(self, names: Sequence[str], run: Callable[[], T], complete: Callable) -> T:
-        """``run()`` once the budgets' rows exist; again when ``complete`` says one was
-        missing (a row this process created is gone: a rollback)."""
-        self._ensure(names)
+def _with_rows(names: Sequence[str], run: Callable[[], T]) -> T:
+    """``run()``; once more after creating the budgets' rows when it answered nothing (a
+    budget new to the database, or its row rolled back: the statements then touch none)."""
+    answer = run()
+    if not answer:
+        unscoped_relaxed(statements.ENSURE_PACING_ROWS, {"budgets": list(names)})
         answer = run()
-        if not complete(answer):
-            with self._lock:
-                self._known.difference_update(names)
-            self._ensure(names)
-            answer = run()
-        return answer
+    return answer
 
-    def reserve(
-        self,
-        budgets: Sequence[Budget],
-        wanted: int,
-        *,
-        horizon: timedelta = HORIZON,
-        lead: timedelta = LEAD,
-    ) -> dict[str, Grant]:
-        """Up to ``wanted`` slots in each budget, between ``lead`` and ``horizon`` from now."""
-        names = [b.name for b in budgets]
-        return self._with_rows(
-            names,
-            lambda: self._reserve(budgets, wanted, horizon, lead),
-            lambda grants: grants.keys() >= set(names),
-        )
 
-    def _reserve(
-        self, budgets: Sequence[Budget], wanted: int, horizon: timedelta, lead: timedelta
-    ) -> dict[str, Grant]:
+def reserve_slots(
+    config: NudgeConfig,
+    budgets: Sequence[Budget],
+    wanted: int,
+    *,
+    horizon: timedelta = HORIZON,
+    lead: timedelta = LEAD,
+) -> dict[str, Grant]:
+    """Up to ``wanted`` slots in each budget, between ``lead`` and ``horizon`` from now;
+    from any thread (each has its own connection)."""
+    names = [b.name for b in budgets]
+    params = {
+        "budgets": names,
+        "ceilings": [float(b.ceiling) for b in budgets],
+        "bursts": [int(b.burst) for b in budgets],
+        "wanted": wanted,
+        "horizon": horizon,
+        "lead": lead,
+        **_params(config),
+    }
+
+    def reserve() -> dict[str, Grant]:
         # Taken before the statement: a slow commit must not shift the mapping.
         asked_at = time.monotonic()
-        rows = unscoped_relaxed(
-            statements.RESERVE_SLOTS,
-            {
-                "budgets": [b.name for b in budgets],
-                "ceilings": [float(b.ceiling) for b in budgets],
-                "bursts": [int(b.burst) for b in budgets],
-                "wanted": wanted,
-                "horizon": horizon,
-                "lead": lead,
-                **_params(self.config),
-            },
-        )
+        rows = unscoped_relaxed(statements.RESERVE_SLOTS, params)
         earliest = asked_at + lead.total_seconds()
         return {
             name: Grant(
@@ -173,24 +146,25 @@ class SharedBudgets:
             for name, first_slot, slots, rate, db_now in rows
         }
 
-    def slow_down(self, budget: Budget, seconds: float) -> float:
-        """A 429: nobody uses ``budget`` for ``seconds``, and its rate drops (once per
-        pause); the rate in force after it."""
-        params = {
-            "budget": budget.name,
-            "ceiling": float(budget.ceiling),
-            "wait": timedelta(seconds=seconds),
-            "hold": max(MIN_HOLD, timedelta(seconds=seconds)),
-            "minimum": MIN_RATE,
-            "sample": ACCEPTED_SAMPLE,
-            "guess": ACCEPTED_JUMP,
-            "backoff": self.config.pacing_backoff,
-            **_params(self.config),
-        }
-        rows = self._with_rows(
-            [budget.name], lambda: unscoped_relaxed(statements.SLOW_DOWN, params), bool
-        )
-        return float(rows[0][0]) if rows else budget.ceiling
+    return _with_rows(names, reserve)
+
+
+def slow_down(config: NudgeConfig, budget: Budget, seconds: float) -> float:
+    """A 429: nobody uses ``budget`` for ``seconds``, and its rate drops (once per
+    pause); the rate in force after it."""
+    params = {
+        "budget": budget.name,
+        "ceiling": float(budget.ceiling),
+        "wait": timedelta(seconds=seconds),
+        "hold": max(MIN_HOLD, timedelta(seconds=seconds)),
+        "minimum": MIN_RATE,
+        "sample": ACCEPTED_SAMPLE,
+        "guess": ACCEPTED_JUMP,
+        "backoff": config.pacing_backoff,
+        **_params(config),
+    }
+    rows = _with_rows([budget.name], lambda: unscoped_relaxed(statements.SLOW_DOWN, params))
+    return float(rows[0][0]) if rows else budget.ceiling
 
 
 def rates_in_force(config: NudgeConfig) -> list[BudgetState]:
@@ -207,18 +181,7 @@ def channel_rates_in_force(config: NudgeConfig) -> dict[str, float]:
     return {s.budget: s.rate for s in rates_in_force(config) if s.budget in paced}
 
 
-_process_budgets: SharedBudgets | None = None
 _process_lock = threading.Lock()
-
-
-def _shared(config: NudgeConfig) -> SharedBudgets:
-    """This process's budgets object (thread-safe), rebuilt when the knobs change."""
-    global _process_budgets
-    with _process_lock:
-        if _process_budgets is None or _process_budgets.config != config:
-            _process_budgets = SharedBudgets(config)
-        return _process_budgets
-
 
 # budget name -> monotonic instant this process last heard a 429 in it (any thread).
 _limited_at: dict[str, float] = {}
@@ -262,13 +225,12 @@ def wait_for_request_slot(budgets: Sequence[Budget], max_wait: float, config: Nu
     while waiting sends the thread back for a fresh slot (an unused one is lost)."""
     paced = [b for b in budgets if b.ceiling > 0]
     give_up_at = time.monotonic() + max_wait
-    shared = _shared(config)
     while paced:
         asked = time.monotonic()
         horizon = min(HORIZON.total_seconds(), max(0.0, give_up_at - asked))
         # No lead: the fetching thread is already there to use the slot.
         reserve = partial(
-            shared.reserve, paced, 1, horizon=timedelta(seconds=horizon), lead=timedelta(0)
+            reserve_slots, config, paced, 1, horizon=timedelta(seconds=horizon), lead=timedelta(0)
         )
         grants = _statement(reserve)
         opens_at = max(grant.opens_at for grant in grants.values())
@@ -294,7 +256,7 @@ def request_rate_limited(budget: Budget, seconds: float, config: NudgeConfig) ->
         return 0.0
     with _process_lock:
         _limited_at[budget.name] = time.monotonic()
-    return _statement(partial(_shared(config).slow_down, budget, seconds))
+    return _statement(partial(slow_down, config, budget, seconds))
 
 
 class ChannelPacer:
@@ -302,26 +264,19 @@ class ChannelPacer:
 
     def __init__(self, config: NudgeConfig) -> None:
         self.config = config
-        self.budgets = SharedBudgets(config)
-        self._lock = threading.Lock()  # the turns, the rates in force, the chats' locks
+        self._lock = threading.Lock()  # the turns, the chats' locks
         # channel -> monotonic instant of this process's next send turn on it
         self._next_turn_at: dict[str, float] = {}
         # channel -> monotonic instant before which asking again is pointless
         self._ask_again_at: dict[str, float] = {}
         # channel -> monotonic instant a 429 paused it until (read by worker threads)
         self._paused_until: dict[str, float] = {}
-        # channel -> the rate in force as this process last saw it
+        # channel -> the rate in force as this process last saw it: its own spacing (take_turn)
         self.rates: dict[str, float] = {}
         self._chat_free_at: dict[tuple[str, str], float] = {}
         # (channel, address) -> the chat's send lock, and when its last send was answered
         self._chat_locks: dict[tuple[str, str], threading.Lock] = {}
         self._chat_answered_at: dict[tuple[str, str], float] = {}
-
-    def paced(self, channel: str) -> bool:
-        return self.config.rate(channel) > 0
-
-    def budget(self, channel: str) -> Budget:
-        return Budget(channel, self.config.rate(channel))
 
     def take_turn(self, channel: str, deadline: float) -> bool:
         """Wait for this process's next turn on ``channel`` (its sends at least one interval
@@ -347,12 +302,13 @@ class ChannelPacer:
         now = time.monotonic()
         if wanted <= 0:
             return []
-        if not self.paced(channel):
+        budget = Budget(channel, self.config.rate(channel))
+        if budget.ceiling <= 0:
             return [now] * wanted if self.resume_at(channel) <= now else []
         if max(self._ask_again_at.get(channel, 0.0), self.resume_at(channel)) > now:
             return []
-        grant = self.budgets.reserve([self.budget(channel)], wanted)[channel]
-        self._learn_rate(channel, grant.rate)
+        grant = reserve_slots(self.config, [budget], wanted)[channel]
+        self.rates[channel] = grant.rate
         if grant.count < wanted:
             # Taken up to ``first + count/rate``; ask once that is within reach.
             free_at = grant.first + grant.count / grant.rate
@@ -363,9 +319,9 @@ class ChannelPacer:
         """The provider said 429: no process sends on ``channel`` for ``seconds``,
         and the channel's rate in force drops for every process."""
         self._paused_until[channel] = max(self.resume_at(channel), time.monotonic() + seconds)
-        if not self.paced(channel):
-            return
-        self._learn_rate(channel, self.budgets.slow_down(self.budget(channel), seconds))
+        budget = Budget(channel, self.config.rate(channel))
+        if budget.ceiling > 0:
+            self.rates[channel] = slow_down(self.config, budget, seconds)
 
     def resume_at(self, channel: str) -> float:
         """The monotonic instant a 429 paused ``channel`` until (0: not paused)."""
@@ -402,8 +358,3 @@ class ChannelPacer:
             if answered_at is not None:
                 time.sleep(max(0.0, answered_at + interval - time.monotonic()))
             yield lambda: self._chat_answered_at.__setitem__(key, time.monotonic())
-
-    def _learn_rate(self, channel: str, rate: float) -> None:
-        """Keep this process's own spacing (``take_turn``) at the shared rate in force."""
-        with self._lock:
-            self.rates[channel] = rate

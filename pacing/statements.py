@@ -28,7 +28,8 @@ ON CONFLICT (budget) DO NOTHING
 # budget with a ``burst`` at its full ceiling (generic cell rate algorithm) may
 # lag ``burst - 1`` slots behind, so a quiet spell's burst falls at once. Rows
 # are locked in name order (no deadlock). Answers the first slot, the count,
-# the rate and the database's clock, per budget.
+# the rate and the database's clock, per budget; nothing, and reserves nothing,
+# when a budget has no row yet.
 RESERVE_SLOTS = f"""
 WITH wanted AS (
     SELECT budget, ceiling, burst
@@ -49,6 +50,7 @@ WITH wanted AS (
                     - CASE WHEN rate >= ceiling THEN greatest(burst - 1, 0) ELSE 0 END
                       * (interval '1 second' / rate)) AS first_slot
       FROM current
+     WHERE (SELECT count(*) FROM current) = (SELECT count(*) FROM wanted)
 ), granted AS (
     SELECT budget, ceiling, first_slot, now, rate, decay, counted_at, sent,
            least(%(wanted)s,
@@ -93,12 +95,9 @@ WITH counted AS (
 ), lowered AS (
     SELECT budget, sent, refused,
            greatest(%(minimum)s,
-                    %(backoff)s * CASE WHEN sent >= %(sample)s AND counted_seconds > 0
-                                            AND accepted < %(guess)s * in_force
+                    %(backoff)s * CASE WHEN sent >= %(sample)s AND accepted < %(guess)s * in_force
                                        THEN accepted ELSE in_force END) AS rate
-      FROM (SELECT *, coalesce(seconds, 0) AS counted_seconds,
-                   greatest(0, sent - refused) / nullif(coalesce(seconds, 0), 0) AS accepted
-              FROM counted) AS c
+      FROM (SELECT *, greatest(0, sent - refused) / seconds AS accepted FROM counted) AS c
 )
 UPDATE channel_pacing AS p
    SET next_slot_at = greatest(p.next_slot_at, clock_timestamp() + %(wait)s),

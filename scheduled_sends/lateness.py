@@ -7,6 +7,7 @@ histograms add up, so health reads p95 from the run log without scanning the que
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,12 +24,16 @@ def due_from(intended_at: datetime, created_at: datetime | None, sent_at: dateti
     return max(intended_at, created_at)
 
 
-def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:
-    """Nearest-rank percentile of already sorted values."""
-    if not sorted_values:
-        return None
-    rank = max(1, math.ceil(fraction * len(sorted_values)))
-    return sorted_values[rank - 1]
+def percentile(counted: Iterable[tuple[float, int]], fraction: float) -> float | None:
+    """Nearest-rank percentile over ``(value, how many)`` in ascending order (None: none)."""
+    counted = list(counted)
+    needed = max(1, math.ceil(fraction * sum(n for _, n in counted)))
+    seen = 0
+    for value, n in counted:
+        seen += n
+        if seen >= needed:
+            return value
+    return None
 
 
 @dataclass(frozen=True)
@@ -42,13 +47,14 @@ class LatenessSummary:
     @classmethod
     def of(cls, latenesses: Iterable[float]) -> LatenessSummary:
         values = sorted(latenesses)
+        each = [(value, 1) for value in values]
         counts = [0] * len(BUCKETS)
         for value in values:
             counts[next(i for i, bound in enumerate(BUCKETS) if value <= bound)] += 1
         return cls(
             count=len(values),
-            p50=percentile(values, 0.50),
-            p95=percentile(values, 0.95),
+            p50=percentile(each, 0.50),
+            p95=percentile(each, 0.95),
             max=values[-1] if values else None,
             histogram=[
                 [None if math.isinf(bound) else bound, n]
@@ -68,18 +74,8 @@ class LatenessSummary:
 
 def merged_p95(histograms: Iterable[Sequence[Sequence[float | int | None]]]) -> float | None:
     """The p95 bucket bound over several runs' histograms (None: no sends; inf: beyond)."""
-    totals: dict[float, int] = {}
+    totals: Counter[float] = Counter()
     for histogram in histograms:
         for bound, count in histogram:
-            key = math.inf if bound is None else float(bound)
-            totals[key] = totals.get(key, 0) + int(count)
-    total = sum(totals.values())
-    if not total:
-        return None
-    needed = max(1, math.ceil(0.95 * total))
-    seen = 0
-    for bound in sorted(totals):
-        seen += totals[bound]
-        if seen >= needed:
-            return bound
-    return math.inf
+            totals[math.inf if bound is None else float(bound)] += int(count)
+    return percentile(sorted(totals.items()), 0.95)

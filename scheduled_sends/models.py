@@ -117,7 +117,7 @@ class ScheduledSend(TenantModel):
                 | models.Q(outcome="sent", failure_kind="undelivered"),
             ),
         ]
-        # fillfactor is set per partition (statements.PARTITION_STORAGE).
+        # fillfactor is set per partition (statements.CREATE_DAY_PARTITION).
         indexes = [
             # The claim's order, over unsettled rows only.
             models.Index(

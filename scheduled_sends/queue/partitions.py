@@ -56,19 +56,14 @@ def partitions() -> list[Partition]:
 
 def covered_until(now: datetime, existing: list[Partition] | None = None) -> datetime | None:
     """How far from ``now`` partitions reach without a gap; None if ``now`` has none."""
-    reach = None
+    reach = now
     for part in sorted(existing if existing is not None else partitions(), key=lambda p: p.end):
-        if part.end <= now:
+        if part.end <= reach:
             continue
-        if reach is None:
-            if not part.overlaps(now, now + timedelta(microseconds=1)):
-                return None
-            reach = part.end
-        elif part.start is not None and part.start <= reach:
-            reach = max(reach, part.end)
-        else:
+        if part.start is not None and part.start > reach:
             break
-    return reach
+        reach = part.end
+    return reach if reach > now else None
 
 
 # A stopped make_partitions cron is reported this long before an insert fails.

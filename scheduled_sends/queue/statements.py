@@ -275,17 +275,14 @@ SELECT c.relname,
 # DDL queued behind a long claim would queue every later claim behind itself.
 PARTITION_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '5s'"
 
-# Room for the claim's heap-only updates, and early autovacuum; a partitioned
-# parent holds no storage, so each partition carries these.
-PARTITION_STORAGE = (
-    "fillfactor = 50, autovacuum_vacuum_scale_factor = 0.02, "
-    "autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05"
-)
-
-# ``{name}`` is made by partitions.partition_name from a date, never from input.
+# ``{name}`` is made by partitions.partition_name from a date, never from input. A
+# partitioned parent holds no storage, so each partition carries room for the claim's
+# heap-only updates, and early autovacuum.
 CREATE_DAY_PARTITION = (
     "CREATE TABLE {name} PARTITION OF scheduled_sends "
-    "FOR VALUES FROM (%(start)s) TO (%(end)s) WITH (" + PARTITION_STORAGE + ")"
+    "FOR VALUES FROM (%(start)s) TO (%(end)s) WITH (fillfactor = 50, "
+    "autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02, "
+    "autovacuum_vacuum_insert_scale_factor = 0.05)"
 )
 
 # The planner's own row estimate of a partition (kept by ANALYZE and autovacuum).

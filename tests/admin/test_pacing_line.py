@@ -5,16 +5,16 @@ from __future__ import annotations
 from django.urls import reverse
 
 from core.config import NudgeConfig
-from pacing.pacer import Budget, SharedBudgets
+from pacing.pacer import Budget, reserve_slots, slow_down
 
 INDEX = reverse("admin:index")
 
 
 def test_the_landing_page_shows_a_rate_a_429_lowered(staff_client, settings):
     settings.NUDGE_PACING_BACKOFF = 0.5
-    budgets = SharedBudgets(NudgeConfig.from_settings())
-    budgets.reserve([Budget("whatsapp", 60.0)], 1)
-    budgets.slow_down(Budget("telegram", 25.0), 30.0)
+    config = NudgeConfig.from_settings()
+    reserve_slots(config, [Budget("whatsapp", 60.0)], 1)
+    slow_down(config, Budget("telegram", 25.0), 30.0)
 
     html = staff_client.get(INDEX).content.decode()
 

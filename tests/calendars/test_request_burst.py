@@ -21,7 +21,7 @@ from django.db import connection as db_connection
 
 from calendars.sync import Outcome
 from core.config import NudgeConfig
-from pacing.pacer import LEAD, Budget, ChannelPacer, SharedBudgets
+from pacing.pacer import LEAD, Budget, ChannelPacer, reserve_slots, slow_down
 from providers import google
 from providers.base import ConnectionSnapshot, request_budgets
 from tests.calendars.conftest import NOW, run_sync
@@ -35,8 +35,8 @@ EVENTS = re.compile(r"/events$")
 SAME_INSTANT = 1e-3
 
 
-def _budgets(**knobs: float) -> SharedBudgets:
-    return SharedBudgets(NudgeConfig.from_settings().replace(**knobs))
+def _config(**knobs: float) -> NudgeConfig:
+    return NudgeConfig.from_settings().replace(**knobs)
 
 
 def _gaps(instants: list[float]) -> list[float]:
@@ -55,11 +55,11 @@ def _most_within(instants: list[float], window: float) -> int:
 
 
 def test_after_a_quiet_spell_a_burst_of_n_goes_at_once_and_the_next_is_a_slot_later():
-    budgets = _budgets()
+    config = _config()
     budget = Budget("test-burst", 10.0, burst=5)
 
     asked = time.monotonic()
-    grant = budgets.reserve([budget], 12, horizon=timedelta(seconds=2))["test-burst"]
+    grant = reserve_slots(config, [budget], 12, horizon=timedelta(seconds=2))["test-burst"]
 
     deadlines = grant.deadlines()
     assert len(deadlines) == 12
@@ -70,13 +70,13 @@ def test_after_a_quiet_spell_a_burst_of_n_goes_at_once_and_the_next_is_a_slot_la
     assert _gaps(deadlines[4:]) == pytest.approx([0.1] * 7, abs=SAME_INSTANT)
 
     # Spent: the next caller has no burst left and gets the next slot in line.
-    following = budgets.reserve([budget], 1)["test-burst"]
+    following = reserve_slots(config, [budget], 1)["test-burst"]
     assert following.opens_at == pytest.approx(deadlines[-1] + 0.1, abs=0.01)
 
 
 def test_a_budget_without_a_burst_and_every_channel_stay_evenly_spaced(settings):
-    budgets = _budgets()
-    [even] = budgets.reserve([Budget("test-even", 10.0)], 6).values()
+    config = _config()
+    [even] = reserve_slots(config, [Budget("test-even", 10.0)], 6).values()
     assert _gaps(even.deadlines()) == pytest.approx([0.1] * 5, abs=SAME_INSTANT)
 
     settings.NUDGE_TELEGRAM_RATE = 25.0
@@ -87,16 +87,29 @@ def test_a_budget_without_a_burst_and_every_channel_stay_evenly_spaced(settings)
     assert _gaps(deadlines) == pytest.approx([0.04] * 9, abs=SAME_INSTANT)
 
 
+def test_a_budget_new_to_the_database_costs_the_others_asked_with_it_no_slot():
+    """A reservation naming a budget that has no row yet is made once its row exists:
+    the budgets asked with it give one slot each, not one lost to the first try."""
+    config = _config()
+    known = Budget("test-known", 10.0)
+    [first] = reserve_slots(config, [known], 1).values()
+
+    grants = reserve_slots(config, [known, Budget("test-new", 10.0)], 1)
+
+    assert grants["test-new"].count == 1
+    assert grants["test-known"].first - first.first == pytest.approx(0.1, abs=0.03)
+
+
 def test_over_any_window_a_bursting_budget_grants_at_most_burst_plus_rate_times_window():
     rate, burst = 20.0, 10
-    budgets = _budgets()
+    config = _config()
     budget = Budget("test-window", rate, burst=burst)
     deadlines: list[float] = []
     # Callers asking in turn, with quiet spells shorter and longer than the
     # burst takes to refill (0.45 s): what goes at once is what went unused.
     for pause in (0, 0, 0.05, 0.2, 0, 0.6, 0, 0, 0.1, 1.0, 0, 0):
         time.sleep(pause)
-        grant = budgets.reserve([budget], 8)["test-window"]
+        grant = reserve_slots(config, [budget], 8)["test-window"]
         deadlines += grant.deadlines()
         time.sleep(max(0.0, grant.opens_at - time.monotonic()))
 
@@ -111,17 +124,17 @@ def test_over_any_window_a_bursting_budget_grants_at_most_burst_plus_rate_times_
 
 def test_a_budget_a_429_lowered_does_not_burst_until_its_rate_has_climbed_back():
     # 1 % off the ceiling, back at 100 % a minute: the ceiling again within 0.6 s.
-    budgets = _budgets(pacing_backoff=0.99, pacing_recovery_per_minute=1.0)
+    config = _config(pacing_backoff=0.99, pacing_recovery_per_minute=1.0)
     budget = Budget("test-lowered", 10.0, burst=5)
-    budgets.reserve([budget], 1)
-    assert budgets.slow_down(budget, 0.0) < 10.0
+    reserve_slots(config, [budget], 1)
+    assert slow_down(config, budget, 0.0) < 10.0
 
-    lowered = budgets.reserve([budget], 4)["test-lowered"]
+    lowered = reserve_slots(config, [budget], 4)["test-lowered"]
     assert _gaps(lowered.deadlines()) == pytest.approx([1 / lowered.rate] * 3, abs=SAME_INSTANT)
     assert lowered.rate < 10.0
 
     time.sleep(1.5)  # climbed back, and quiet for longer than the burst takes to refill
-    recovered = budgets.reserve([budget], 7)["test-lowered"]
+    recovered = reserve_slots(config, [budget], 7)["test-lowered"]
     assert recovered.rate == pytest.approx(10.0)
     deadlines = recovered.deadlines()
     assert max(deadlines[:5]) - min(deadlines[:5]) < SAME_INSTANT
@@ -202,5 +215,5 @@ def test_a_thousand_requests_at_once_with_the_defaults_are_not_held_to_the_rate_
     # would span 7.5 s, the next one no sooner than that after the start: how
     # fast the thousand went would then be the rate's doing, not this
     # machine's. With the burst the next slot is still well short of it.
-    [after] = SharedBudgets(config).reserve([project], 1).values()
+    [after] = reserve_slots(config, [project], 1).values()
     assert after.first < started + 0.5 * 1000 / project.ceiling

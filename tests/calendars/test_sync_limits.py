@@ -22,7 +22,7 @@ from django.db import connection
 from calendars.sync_pool import SyncPool
 from core.config import NudgeConfig
 from pacing.host_slots import HostSlots
-from pacing.pacer import Budget, SharedBudgets, rates_in_force
+from pacing.pacer import Budget, rates_in_force, reserve_slots, slow_down
 from providers import parse_template
 from sweeps.materialize import run_materialize
 from tests.calendars.conftest import NOW, make_connection, reload
@@ -125,10 +125,10 @@ def test_a_throttled_burst_teaches_what_was_sent_in_its_second():
     rate learned is about what went in that second (providers count a second or
     more), not the burst's pace over the fraction of a second it took."""
     budget = Budget("graph", 10_000)
-    shared = SharedBudgets(NudgeConfig.from_settings())
-    shared.reserve([budget], 45, horizon=timedelta(seconds=1), lead=timedelta(0))
+    config = NudgeConfig.from_settings()
+    reserve_slots(config, [budget], 45, horizon=timedelta(seconds=1), lead=timedelta(0))
 
-    rate = shared.slow_down(budget, 2.0)
+    rate = slow_down(config, budget, 2.0)
 
     assert 30 <= rate <= 40, rate
 

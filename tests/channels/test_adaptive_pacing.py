@@ -16,7 +16,7 @@ import pytest
 from django.utils import timezone
 
 from core.config import NudgeConfig
-from pacing.pacer import MIN_RATE, Budget, SharedBudgets, rates_in_force
+from pacing.pacer import MIN_RATE, Budget, rates_in_force, reserve_slots, slow_down
 from tests.channels.queue import queue_follow_up
 from tests.fakes.telegram_server import BOT_TOKEN, FakeTelegram
 from tests.support.processes import manage, subprocess_env
@@ -24,60 +24,59 @@ from tests.support.processes import manage, subprocess_env
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _budgets(**knobs: float) -> SharedBudgets:
-    return SharedBudgets(NudgeConfig.from_settings().replace(**knobs))
+def _config(**knobs: float) -> NudgeConfig:
+    return NudgeConfig.from_settings().replace(**knobs)
 
 
-def _rate(name: str, budgets: SharedBudgets | None = None) -> float:
-    states = rates_in_force(budgets.config if budgets is not None else NudgeConfig.from_settings())
+def _rate(name: str, config: NudgeConfig | None = None) -> float:
+    states = rates_in_force(config or NudgeConfig.from_settings())
     return next(state.rate for state in states if state.budget == name)
 
 
 def test_a_429_lowers_the_rate_once_per_pause_and_it_climbs_back():
-    budgets = _budgets(pacing_backoff=0.5, pacing_recovery_per_minute=0.6)
+    config = _config(pacing_backoff=0.5, pacing_recovery_per_minute=0.6)
     budget = Budget("test-climb", 10.0)
-    budgets.reserve([budget], 1)
-    assert _rate("test-climb", budgets) == pytest.approx(10.0)
+    reserve_slots(config, [budget], 1)
+    assert _rate("test-climb", config) == pytest.approx(10.0)
 
-    lowered = budgets.slow_down(budget, 1.0)
+    lowered = slow_down(config, budget, 1.0)
     # Requests in flight when the limit was hit answer 429 together: one lowering.
-    again = budgets.slow_down(budget, 1.0)
+    again = slow_down(config, budget, 1.0)
     assert lowered == pytest.approx(5.0, abs=0.1)
     assert again == pytest.approx(lowered, abs=0.1)
 
     # 60 % more a minute, compounding (x 1.6 ** (1/60) a second): two seconds
     # give back ~0.08 of the lowered 5/s — slowly, whatever the ceiling.
     time.sleep(2.0)
-    climbed = _rate("test-climb", budgets)
+    climbed = _rate("test-climb", config)
     assert 5.05 < climbed < 5.2, climbed
     # A 429 after the pause is news: it lowers the rate again, from where it is.
     time.sleep(0.1)
-    assert budgets.slow_down(budget, 0.0) == pytest.approx(climbed / 2, abs=0.15)
+    assert slow_down(config, budget, 0.0) == pytest.approx(climbed / 2, abs=0.15)
 
 
 def test_the_rate_never_falls_below_the_minimum_nor_climbs_past_the_ceiling():
-    budgets = _budgets(pacing_backoff=0.1, pacing_recovery_per_minute=1.0)
+    config = _config(pacing_backoff=0.1, pacing_recovery_per_minute=1.0)
     budget = Budget("test-floor", 2.0)
-    budgets.slow_down(budget, 0.0)
+    slow_down(config, budget, 0.0)
     time.sleep(1.1)
-    budgets.slow_down(budget, 0.0)
+    slow_down(config, budget, 0.0)
     # 2 x 0.1 x 0.1 = 0.02/s is under the absolute minimum (not a share of the ceiling).
-    assert MIN_RATE <= _rate("test-floor", budgets) < MIN_RATE * 1.05
+    assert MIN_RATE <= _rate("test-floor", config) < MIN_RATE * 1.05
     # Configured lower meanwhile: the stored lowered rate is capped by the new ceiling.
-    state = budgets.reserve([Budget("test-floor", 0.03)], 1)["test-floor"]
+    state = reserve_slots(config, [Budget("test-floor", 0.03)], 1)["test-floor"]
     assert state.rate == pytest.approx(0.03)
 
 
 def test_retry_after_holds_every_caller_off_the_budget():
-    budgets = _budgets()
+    config = _config()
     budget = Budget("test-pause", 100.0)
-    budgets.slow_down(budget, 2.0)
+    slow_down(config, budget, 2.0)
     asked = time.monotonic()
     # Another caller (another process: the row is all they share) asking for a
     # slot within a second gets none; asking within three gets one after the pause.
-    assert SharedBudgets(budgets.config).reserve([budget], 1)["test-pause"].count == 0
-    other = SharedBudgets(budgets.config)
-    grant = other.reserve([budget], 1, horizon=timedelta(seconds=3))["test-pause"]
+    assert reserve_slots(config, [budget], 1)["test-pause"].count == 0
+    grant = reserve_slots(config, [budget], 1, horizon=timedelta(seconds=3))["test-pause"]
     assert grant.count == 1
     assert grant.first - asked >= 1.9
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from core.config import NudgeConfig
-from pacing.pacer import Budget, SharedBudgets, channel_rates_in_force
+from pacing.pacer import Budget, channel_rates_in_force, slow_down
 from sweeps.materialize import run_materialize
 from tests.conftest import utc
 from tests.sweeps.factories import add_event, rows
@@ -43,7 +43,7 @@ def _per_minute(users) -> Counter:
 def _provider_said_429(backoff: float) -> None:
     """What a deliver process does on a 429: the shared telegram rate drops by ``backoff``."""
     config = NudgeConfig.from_settings().replace(pacing_backoff=backoff)
-    SharedBudgets(config).slow_down(Budget("telegram", config.rate("telegram")), 0.0)
+    slow_down(config, Budget("telegram", config.rate("telegram")), 0.0)
 
 
 def test_a_channel_never_limited_is_planned_at_the_pacers_mean_under_its_ceiling(burst):

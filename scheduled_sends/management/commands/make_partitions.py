@@ -1,6 +1,4 @@
-"""manage.py make_partitions --days-ahead N: the queue's day partitions, made ahead.
-
-Runs as the owner role, daily, on a cron line of its own. Idempotent."""
+"""manage.py make_partitions: as the owner role, daily, on a cron line of its own."""
 
 from __future__ import annotations
 

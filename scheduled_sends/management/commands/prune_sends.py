@@ -1,7 +1,4 @@
-"""manage.py prune_sends --older-than DAYS: retention for settled rows.
-
-Whole aged day partitions are dropped as the owner role; what remains past the
-cut-off, and the sweeps' run-log entries, are deleted in batches."""
+"""manage.py prune_sends: retention; whole day partitions are dropped as the owner role."""
 
 from __future__ import annotations
 
