@@ -8,33 +8,31 @@ worker: icalendar caches a VTIMEZONE by its TZID, so one tenant's definition wou
 how another tenant's times are read.
 
 Per feed the parent passes the template (over a SOCK_SEQPACKET ``control`` pair) one end of
-a new socket pair and a token; the template forks a child that says it started, reads the
-request, parses under RLIMIT_CPU and answers with the outcome and its log records. Past the
-wall deadline the parent asks the template to kill the token's child: the template reaps its
-own children, so a pid it kills is never a recycled one. A dead or stuck template is
-replaced, and the feed tried once more on the new one.
+a new socket pair; the template forks a child that says it started, reads the request (the
+feed and its wall deadline), parses under RLIMIT_CPU and an alarm at that deadline (SIGALRM's
+default action ends it), and answers with the outcome and its log records. The template
+reaps its children, so their CPU counts as its own. A dead or stuck template is replaced,
+and the feed tried once more on the new one.
 """
 
 from __future__ import annotations
 
 import atexit
-import itertools
 import logging
 import logging.handlers
 import math
 import multiprocessing.util
 import os
-import pickle
+import queue
 import resource
-import select
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -46,12 +44,7 @@ PARSE_SECONDS_BASE = 2.0
 PARSE_SECONDS_PER_MB = 4.0
 START_SECONDS = 30.0  # wall clock for a new template to import and warm up
 WALL_GRACE_SECONDS = 0.5
-_READY = b"R"
-_STARTED = b"S"
-_PARSE = b"P"
-_KILL = b"K"
-_TOKEN = struct.Struct("!Q")
-_LENGTH = struct.Struct("!Q")
+_READY = b"R"  # the template is ready, a feed is passed, its child started
 _ROOT = str(Path(__file__).resolve().parents[1])
 # The only environment the template gets: what the interpreter needs and what decides zones.
 PASSED_ENVIRONMENT = (
@@ -200,7 +193,7 @@ class _Template:
         return True
 
     def close(self) -> None:
-        """Closing its socket ends the template (and its children); reap it if it is ours."""
+        """Closing its socket ends the template; reap it if it is ours."""
         self.control.close()
         if self.owner != os.getpid():
             return  # a forked copy's handle: the template is the original parent's
@@ -213,7 +206,6 @@ class _Template:
 
 _lock = threading.Lock()
 _template: _Template | None = None
-_tokens = itertools.count(1)
 
 
 def _running() -> _Template:
@@ -227,29 +219,19 @@ def _running() -> _Template:
     return _template
 
 
-def _send(message: bytes, fds: list[int]) -> _Template:
-    """Send one control message to this process's template, starting one if there is none."""
+def _send(feed: socket.socket) -> _Template:
+    """Pass ``feed`` to this process's template, starting one if there is none."""
     global _template
     with _lock:
         template = _running()
         try:
-            socket.send_fds(template.control, [message], fds)
+            socket.send_fds(template.control, [_READY], [feed.fileno()])
         except OSError:  # it died since the check; one fresh template, then give up
             template.close()
             _template = None
             template = _running()
-            socket.send_fds(template.control, [message], fds)
+            socket.send_fds(template.control, [_READY], [feed.fileno()])
         return template
-
-
-def _kill(template: _Template, token: int) -> None:
-    """Ask the template to kill the child of ``token`` (if it still runs)."""
-    with _lock:
-        if template is _template and template.usable():
-            try:
-                template.control.send(_KILL + _TOKEN.pack(token))
-            except OSError:
-                pass  # the template is gone; the child still ends at its CPU limit
 
 
 def _forget(template: _Template, *, kill: bool = False) -> None:
@@ -259,7 +241,7 @@ def _forget(template: _Template, *, kill: bool = False) -> None:
         if template is _template:
             _template = None
             if kill and template.usable():
-                template.process.kill()  # its children still end at their CPU limit
+                template.process.kill()  # its children still end at their deadline
             template.close()
 
 
@@ -296,16 +278,15 @@ def parse_seconds(size: int) -> float:
 
 def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
     """``ics_parse.parse_feed`` of ``body`` in a fresh child with ``seconds`` of CPU (else
-    ``parse_seconds``), killed ``WALL_GRACE_SECONDS`` later by the wall clock; ``options``
+    ``parse_seconds``), ended ``WALL_GRACE_SECONDS`` later by the wall clock; ``options``
     travel pickled (tuples, not generators). MalformedPayload when it took too long or
     died; the parse's own ProviderError as raised."""
     seconds = options.pop("seconds", None) or parse_seconds(len(body))
-    request = pickle.dumps((body, seconds, options), protocol=pickle.HIGHEST_PROTOCOL)
     try:
-        outcome, records = _exchange(request, seconds)
+        outcome, records = _exchange(body, seconds, options)
     except _TemplateLost:  # once more, on a new template
         try:
-            outcome, records = _exchange(request, seconds)
+            outcome, records = _exchange(body, seconds, options)
         except _TemplateLost:
             raise ProviderError(
                 "ics: the parse process died or hung before the feed was read"
@@ -319,73 +300,45 @@ def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
     return outcome
 
 
-def _exchange(request: bytes, seconds: float) -> tuple[Any, list[logging.LogRecord]]:
-    token = next(_tokens)
+def _exchange(
+    body: bytes, seconds: float, options: dict[str, Any]
+) -> tuple[Any, list[logging.LogRecord]]:
     mine, theirs = socket.socketpair()
-    with mine:
-        with theirs:
-            template = _send(_PARSE + _TOKEN.pack(token), [theirs.fileno()])
-        deadline = time.monotonic() + seconds + WALL_GRACE_SECONDS
-        started = answered = False
+    with theirs:
+        template = _send(theirs)
+    deadline = time.monotonic() + seconds + WALL_GRACE_SECONDS
+    with Connection(mine.detach()) as child:
         try:
-            if _receive_exactly(mine, 1, deadline) != _STARTED:
-                if template.died():
-                    _forget(template)
-                    raise _TemplateLost
-                raise ProviderError("ics: the parse process could not start a child")
-            started = True
-            _send_frame(mine, request, deadline)
-            answer = _receive_frame(mine, deadline)
-            answered = True
-        except TimeoutError:
-            if not started:
+            if not child.poll(deadline - time.monotonic()):
                 # No feed is to blame: the template is stuck. Replace it, or every later
                 # feed would wait out its deadline and be blamed.
                 _forget(template, kill=True)
+                raise _TemplateLost
+            child.recv_bytes()  # it started
+        except EOFError:
+            if template.died():
+                _forget(template)
                 raise _TemplateLost from None
-            raise MalformedPayload(
-                f"ics: reading the feed took longer than {seconds:.0f}s"
-            ) from None
-        except (EOFError, ConnectionError):  # killed by its CPU limit, or out of memory
-            raise MalformedPayload(
-                f"ics: reading the feed took longer than {seconds:.0f}s of CPU"
-            ) from None
-        finally:
-            if not answered:
-                _kill(template, token)
-    return pickle.loads(answer)  # noqa: S301 — written by our own child
-
-
-def _send_frame(sock: socket.socket, payload: bytes, deadline: float | None) -> None:
-    sock.settimeout(None if deadline is None else max(deadline - time.monotonic(), 0.001))
-    sock.sendall(_LENGTH.pack(len(payload)) + payload)
-
-
-def _receive_frame(sock: socket.socket, deadline: float | None) -> bytes:
-    (length,) = _LENGTH.unpack(_receive_exactly(sock, _LENGTH.size, deadline))
-    return _receive_exactly(sock, length, deadline)
-
-
-def _receive_exactly(sock: socket.socket, size: int, deadline: float | None) -> bytes:
-    """``size`` bytes, or b"" if the other end closed before the first; EOFError after it."""
-    chunks = bytearray()
-    while len(chunks) < size:
-        sock.settimeout(None if deadline is None else max(deadline - time.monotonic(), 0.001))
-        chunk = sock.recv(min(size - len(chunks), 1 << 20))
-        if not chunk:
-            if chunks or size != 1:
-                raise EOFError
-            return b""
-        chunks += chunk
-    return bytes(chunks)
+            raise ProviderError("ics: the parse process could not start a child") from None
+        try:
+            child.send((body, seconds, deadline, options))
+            if child.poll(max(deadline - time.monotonic(), 0)):
+                return child.recv()
+        except (EOFError, ConnectionError):  # ended by its CPU limit or alarm, or out of memory
+            if time.monotonic() < deadline:
+                raise MalformedPayload(
+                    f"ics: reading the feed took longer than {seconds:.0f}s of CPU"
+                ) from None
+        raise MalformedPayload(f"ics: reading the feed took longer than {seconds:.0f}s")
 
 
 # --- the template's side -----------------------------------------------------------------------
 
 
 def serve(control_fd: int) -> None:
-    """The template's loop: fork a child per feed, kill on request, reap; exit at EOF."""
+    """The template's loop: fork a child per feed; exit at EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the template ends
+    signal.signal(signal.SIGCHLD, _reap)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a child killed at its limit dumps no feed
     control = socket.socket(fileno=control_fd)
     from providers import ics_parse
@@ -393,33 +346,17 @@ def serve(control_fd: int) -> None:
     logging.getLogger("nudge").addHandler(logging.NullHandler())
     _warm_up(ics_parse)
     control.send(_READY)
-    children: dict[int, int] = {}  # token -> pid, until reaped
-    try:
-        while True:
-            readable, _, _ = select.select([control], [], [], 0.1 if children else None)
-            _reap(children)
-            if not readable:
-                continue
-            message, fds, _, _ = socket.recv_fds(control, 64, 1)
-            if not message:
-                return  # the parent is gone
-            kind, token = message[:1], _TOKEN.unpack(message[1:])[0]
-            if kind == _PARSE and fds:
-                with socket.socket(fileno=fds[0]) as feed:
-                    try:
-                        pid = os.fork()
-                    except OSError:
-                        continue  # the parent sees the feed's socket close unstarted
-                    if pid == 0:
-                        _child(feed, control)
-                    children[token] = pid
-            elif kind == _KILL and token in children:
-                os.kill(children[token], signal.SIGKILL)
-    finally:
-        for pid in children.values():
-            os.kill(pid, signal.SIGKILL)
-        for pid in children.values():
-            os.waitpid(pid, 0)
+    while True:
+        message, fds, _, _ = socket.recv_fds(control, 1, 1)
+        if not message:
+            return  # the parent is gone
+        with socket.socket(fileno=fds[0]) as feed:
+            try:
+                pid = os.fork()
+            except OSError:
+                continue  # the parent sees the feed's socket close unstarted
+            if pid == 0:
+                _child(feed, control)
 
 
 def _warm_up(ics_parse: Any) -> None:
@@ -434,33 +371,31 @@ def _warm_up(ics_parse: Any) -> None:
     ics_parse.parse_feed(without_zone, timezone="Europe/Berlin", **window)
 
 
-def _reap(children: dict[int, int]) -> None:
-    for token, pid in list(children.items()):
-        if os.waitpid(pid, os.WNOHANG)[0]:
-            del children[token]
-
-
-class _Records(list):
-    """A list a QueueHandler can put into: the child's log records, sent back to the parent."""
-
-    def put_nowait(self, record: logging.LogRecord) -> None:
-        self.append(record)
+def _reap(*_signal: object) -> None:
+    """SIGCHLD: wait for every child that ended."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass  # none left
 
 
 def _child(feed: socket.socket, control: socket.socket) -> NoReturn:
-    """One feed: say so, read the request, limit the CPU, parse, answer, exit."""
+    """One feed: say so, read the request, limit the CPU and the wall clock, parse, answer."""
     from providers import ics_parse
 
     code = 0
     try:
         control.close()
-        feed.sendall(_STARTED)
-        body, seconds, options = pickle.loads(_receive_frame(feed, None))  # noqa: S301
+        parent = Connection(feed.detach())
+        parent.send_bytes(_READY)
+        body, seconds, deadline, options = parent.recv()
         cpu = math.ceil(seconds) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        records = _Records()
+        signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001))
+        records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
         nudge = logging.getLogger("nudge")
-        nudge.handlers = [logging.handlers.QueueHandler(records)]  # type: ignore[arg-type]
+        nudge.handlers = [logging.handlers.QueueHandler(records)]
         nudge.setLevel(logging.DEBUG)
         try:
             outcome: FetchResult | ProviderError = ics_parse.parse_feed(
@@ -470,7 +405,7 @@ def _child(feed: socket.socket, control: socket.socket) -> NoReturn:
             outcome = exc
         except Exception as exc:  # a bug must come back as a message, not a silent child
             outcome = MalformedPayload(f"ics: cannot read the feed ({type(exc).__name__})")
-        _send_frame(feed, pickle.dumps((outcome, list(records))), None)
+        parent.send((outcome, [records.get() for _ in range(records.qsize())]))
     except BaseException:
         code = 1
     finally:
