@@ -56,6 +56,10 @@ _VEVENT_BLOCK = re.compile(rb"^BEGIN:VEVENT\r?$.*?^END:VEVENT\r?$\n?", re.M | re
 _NOT_A_PAST_SINGLE = re.compile(rb"^(?:RRULE|RDATE|EXRULE|RECURRENCE-ID|DURATION)[;:]", re.M)
 _DTSTART_DATE = re.compile(rb"^DTSTART(?:;[^\r\n]*?)?:(\d{8})(?:T\d{6}Z?)?\r?$", re.M)
 _DTEND_DATE = re.compile(rb"^DTEND(?:;[^\r\n]*?)?:(\d{8})(?:T\d{6}Z?)?\r?$", re.M)
+_VTIMEZONE_BLOCK = re.compile(
+    rb"^BEGIN:VTIMEZONE[ \t]*\r?$.*?^END:VTIMEZONE[ \t]*\r?$\n?", re.M | re.S | re.I
+)
+_NAMELESS_TZID = re.compile(rb"^TZID:[ \t]*\r?$", re.M)
 
 MAX_PROBLEMS_LISTED = 5
 
@@ -115,24 +119,11 @@ def note(result: FetchResult, uid: str, problem: str) -> None:
 
 def drop_nameless_timezones(body: bytes) -> bytes:
     """Remove VTIMEZONEs with an empty TZID: unusable, and the parser refuses a feed with one."""
-    if not re.search(rb"(?m)^TZID:[ \t]*\r?$", body):
+    if not _NAMELESS_TZID.search(body):
         return body
-    lines = body.splitlines(keepends=True)
-    kept: list[bytes] = []
-    block: list[bytes] | None = None
-    for line in lines:
-        upper = line.strip().upper()
-        if block is None and upper == b"BEGIN:VTIMEZONE":
-            block = [line]
-        elif block is not None:
-            block.append(line)
-            if upper == b"END:VTIMEZONE":
-                if not any(re.fullmatch(rb"TZID:[ \t]*", b.strip()) for b in block):
-                    kept.extend(block)
-                block = None
-        else:
-            kept.append(line)
-    return b"".join(kept + (block or []))
+    return _VTIMEZONE_BLOCK.sub(
+        lambda block: b"" if _NAMELESS_TZID.search(block[0]) else block[0], body
+    )
 
 
 def repair_events(calendar: Any, result: FetchResult) -> None:
