@@ -60,84 +60,6 @@ PASSED_ENVIRONMENT = (
 )
 _MODULE = "providers.parse_template"
 
-# Parsed (with and without X-WR-TIMEZONE) before the template is ready, so its children start
-# with lazy imports done and caches filled. Its VTIMEZONE's TZID is one no feed uses, as a
-# definition is cached by TZID into every child.
-_WARM_UP_FEED = b"""BEGIN:VCALENDAR
-VERSION:2.0
-PRODID:-//nudge//warm-up//EN
-X-WR-CALNAME:warm-up
-X-WR-TIMEZONE:Europe/Berlin
-BEGIN:VTIMEZONE
-TZID:X-NUDGE-WARM-UP
-BEGIN:STANDARD
-DTSTART:19700101T000000
-TZOFFSETFROM:+0300
-TZOFFSETTO:+0300
-END:STANDARD
-END:VTIMEZONE
-BEGIN:VEVENT
-UID:weekly@warm-up.invalid
-DTSTART:20260105T090000Z
-DTEND:20260105T093000Z
-RRULE:FREQ=WEEKLY;BYDAY=MO,WE;UNTIL=20260301T000000Z
-EXDATE:20260107T090000Z
-SUMMARY:Weekly
-LOCATION:https://meet.example.com/abc
-BEGIN:VALARM
-ACTION:DISPLAY
-TRIGGER:-P0DT0H30M0S
-END:VALARM
-BEGIN:VALARM
-ACTION:EMAIL
-TRIGGER;RELATED=END:-PT75M
-END:VALARM
-END:VEVENT
-BEGIN:VEVENT
-UID:daily@warm-up.invalid
-DTSTART;TZID=America/New_York:20260105T090000
-DTEND;TZID=America/New_York:20260105T100000
-RRULE:FREQ=DAILY;COUNT=10
-SUMMARY:Daily
-ATTENDEE;CN=Me;PARTSTAT=DECLINED:mailto:me@warm-up.invalid
-BEGIN:VALARM
-ACTION:DISPLAY
-TRIGGER;VALUE=DATE-TIME:20260105T134500Z
-END:VALARM
-END:VEVENT
-BEGIN:VEVENT
-UID:daily@warm-up.invalid
-RECURRENCE-ID;TZID=America/New_York:20260106T090000
-DTSTART;TZID=America/New_York:20260106T110000
-DTEND;TZID=America/New_York:20260106T120000
-SUMMARY:Daily (moved)
-END:VEVENT
-BEGIN:VEVENT
-UID:daily@warm-up.invalid
-RECURRENCE-ID;TZID=America/New_York:20260107T090000
-DTSTART;TZID=America/New_York:20260107T090000
-STATUS:CANCELLED
-END:VEVENT
-BEGIN:VEVENT
-UID:fixed@warm-up.invalid
-DTSTART;TZID=X-NUDGE-WARM-UP:20260106T150000
-DURATION:PT1H
-SUMMARY:Custom zone
-END:VEVENT
-BEGIN:VEVENT
-DTSTART:20260106T180000
-DTEND:20260106T190000
-SUMMARY:Floating, no UID
-END:VEVENT
-BEGIN:VEVENT
-UID:allday@warm-up.invalid
-DTSTART;VALUE=DATE:20260108
-DTEND;VALUE=DATE:20260109
-SUMMARY:All day
-END:VEVENT
-END:VCALENDAR
-""".replace(b"\n", b"\r\n")
-
 
 class _TemplateLost(Exception):
     """The template took a feed but never started its child (it died meanwhile)."""
@@ -360,14 +282,18 @@ def serve(control_fd: int) -> None:
 
 
 def _warm_up(ics_parse: Any) -> None:
+    """Parse ``warm_up.ics`` (with and without X-WR-TIMEZONE) before the template is ready, so
+    its children start with lazy imports done and caches filled. Its VTIMEZONE's TZID is one
+    no feed uses, as a definition is cached by TZID into every child."""
+    feed = Path(__file__).with_name("warm_up.ics").read_bytes().replace(b"\n", b"\r\n")
     start = datetime(2026, 1, 1, tzinfo=UTC)
     window = {
         "start": start,
         "end": start + timedelta(days=14),
         "meeting_hosts": ("meet.example.com",),
     }
-    ics_parse.parse_feed(_WARM_UP_FEED, addresses=("me@warm-up.invalid",), **window)
-    without_zone = _WARM_UP_FEED.replace(b"X-WR-TIMEZONE:Europe/Berlin\r\n", b"")
+    ics_parse.parse_feed(feed, addresses=("me@warm-up.invalid",), **window)
+    without_zone = feed.replace(b"X-WR-TIMEZONE:Europe/Berlin\r\n", b"")
     ics_parse.parse_feed(without_zone, timezone="Europe/Berlin", **window)
 
 
