@@ -62,7 +62,8 @@ _MODULE = "providers.parse_template"
 
 
 class _TemplateLost(Exception):
-    """The template took a feed but never started its child (it died meanwhile)."""
+    """The template did not take a feed, or took it but never started its child (it died
+    meanwhile, or hangs)."""
 
 
 # --- the parent's side -------------------------------------------------------------------------
@@ -143,17 +144,15 @@ def _running() -> _Template:
 
 def _send(feed: socket.socket) -> _Template:
     """Pass ``feed`` to this process's template, starting one if there is none."""
-    global _template
     with _lock:
         template = _running()
         try:
             socket.send_fds(template.control, [_READY], [feed.fileno()])
-        except OSError:  # it died since the check; one fresh template, then give up
-            template.close()
-            _template = None
-            template = _running()
-            socket.send_fds(template.control, [_READY], [feed.fileno()])
-        return template
+            return template
+        except OSError:  # it died since the check
+            pass
+    _forget(template)
+    raise _TemplateLost
 
 
 def _forget(template: _Template, *, kill: bool = False) -> None:
@@ -225,11 +224,11 @@ def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
 def _exchange(
     body: bytes, seconds: float, options: dict[str, Any]
 ) -> tuple[Any, list[logging.LogRecord]]:
-    mine, theirs = socket.socketpair()
-    with theirs:
-        template = _send(theirs)
-    deadline = time.monotonic() + seconds + WALL_GRACE_SECONDS
-    with Connection(mine.detach()) as child:
+    ours, theirs = socket.socketpair()
+    with Connection(ours.detach()) as child:
+        with theirs:
+            template = _send(theirs)
+        deadline = time.monotonic() + seconds + WALL_GRACE_SECONDS
         try:
             if not child.poll(deadline - time.monotonic()):
                 # No feed is to blame: the template is stuck. Replace it, or every later
