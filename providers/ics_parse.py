@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ import icalendar
 import recurring_ical_events
 import x_wr_timezone
 
-from providers import meeting_links, parse_template
+from providers import meeting_links
 from providers import normalize as n
 from providers.base import FetchResult, MalformedPayload, ProviderEvent
 
@@ -256,7 +255,6 @@ def parse_feed(
     end: datetime,
     timezone: str = "",
     addresses: Iterable[str] = (),
-    seconds: float | None = None,
     meeting_hosts: Iterable[str] = (),
 ) -> FetchResult:
     """Every occurrence overlapping [start, end) as ProviderEvents.
@@ -266,8 +264,6 @@ def parse_feed(
     ``meeting_hosts`` are the hosts a join link may point to (none: no links). An unusable
     event is skipped and listed in ``problems``; MalformedPayload only for the whole feed.
     """
-    seconds = parse_template.parse_seconds(len(body)) if seconds is None else seconds
-    deadline = time.monotonic() + seconds
     if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"BEGIN:VCALENDAR"):
         raise MalformedPayload("ics: the response is not an iCalendar feed (no BEGIN:VCALENDAR)")
     body = drop_single_events_outside(
@@ -288,7 +284,7 @@ def parse_feed(
     components = calendar.walk("VEVENT")
     _check_recurrence_work(components, end, zone)
     facts = _series_facts(components, zone)
-    occurrences = _expand(calendar, start, end, result, deadline)
+    occurrences = _expand(calendar, start, end, result)
     if len(occurrences) > MAX_OCCURRENCES:
         raise MalformedPayload(
             f"ics: more than {MAX_OCCURRENCES} occurrences before {end:%Y-%m-%d}; refused"
@@ -296,8 +292,6 @@ def parse_feed(
     mine = frozenset(filter(None, (_address(a) for a in addresses)))
     hosts = tuple(meeting_hosts)
     for occurrence in occurrences:
-        if time.monotonic() > deadline:
-            raise MalformedPayload(f"ics: reading the feed took longer than {seconds:.0f}s")
         try:
             event = _event(occurrence, zone, facts, mine, result, hosts)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -350,9 +344,7 @@ def _localise_floating(calendar: Any, feed_zone: tzinfo | None, zone: tzinfo | N
     return calendar
 
 
-def _expand(
-    calendar: Any, start: datetime, end: datetime, result: FetchResult, deadline: float
-) -> list[Any]:
+def _expand(calendar: Any, start: datetime, end: datetime, result: FetchResult) -> list[Any]:
     """All occurrences in [start, end); a series the library fails on is skipped alone."""
     try:
         return recurring_ical_events.of(calendar, skip_bad_series=True).between(start, end)
@@ -365,8 +357,6 @@ def _expand(
             series[str(component.get("UID", ""))].append(component)
     occurrences: list[Any] = []
     for uid, components in series.items():
-        if time.monotonic() > deadline:
-            raise MalformedPayload("ics: reading the feed took longer than its deadline")
         part = icalendar.Calendar()
         part.subcomponents = [*zones, *components]
         try:

@@ -323,9 +323,7 @@ def _child(feed: socket.socket, control: socket.socket) -> NoReturn:
         nudge.handlers = [logging.handlers.QueueHandler(records)]
         nudge.setLevel(logging.DEBUG)
         try:
-            outcome: FetchResult | ProviderError = ics_parse.parse_feed(
-                body, seconds=seconds, **options
-            )
+            outcome: FetchResult | ProviderError = ics_parse.parse_feed(body, **options)
         except ProviderError as exc:
             outcome = exc
         except Exception as exc:  # a bug must come back as a message, not a silent child
