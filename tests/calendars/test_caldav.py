@@ -20,6 +20,7 @@ from calendars.caldav_connect import add_account, choices_of, choose_calendars, 
 from calendars.connect import ConnectError
 from calendars.models import CalendarConnection, ConnectionStatus
 from core.config import NudgeConfig
+from providers.base import ConnectionSnapshot
 from providers.caldav import DavClient, discover, joined_calendar, site_of
 from providers.ics_parse import parse_feed
 from providers.untrusted_fetch import Deadline
@@ -115,15 +116,20 @@ def test_discovery_finds_the_event_calendars_from_the_server_address(radicale):
     radicale.make_calendar("ana", "tasks", "Tasks", components="VTODO")
     radicale.make_calendar("ana", "home", "Home")
     config = NudgeConfig.from_settings()
-    client = DavClient(
-        base_url=radicale.url,
-        username="ana",
-        password=PASSWORD,
-        allow_private=True,
-        timeout=config.calendar_http_timeout_seconds,
-        deadline=Deadline(10),
-        max_bytes=config.ics_max_bytes,
+    account = ConnectionSnapshot(
+        connection_id=1,
+        user_id=1,
+        provider="caldav",
+        calendar_id="",
+        account="ana",
+        sync_state={},
+        full_sync=False,
+        config=config,
+        allow_private_network=True,
+        access_token=PASSWORD,
+        feed_url=radicale.url,
     )
+    client = DavClient(account, Deadline(10))
 
     found = discover(client, radicale.url + "/")
 
