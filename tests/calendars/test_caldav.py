@@ -20,7 +20,6 @@ from calendars.caldav_connect import add_account, choices_of, choose_calendars, 
 from calendars.connect import ConnectError
 from calendars.models import CalendarConnection, ConnectionStatus
 from core.config import NudgeConfig
-from providers.base import ConnectionSnapshot
 from providers.caldav import DavClient, discover, joined_calendar, site_of
 from providers.ics_parse import parse_feed
 from providers.untrusted_fetch import Deadline
@@ -28,7 +27,14 @@ from scheduled_sends.models import ScheduledSend
 from sweeps.materialize import run_materialize
 from sweeps.sync_changed import run_sync_changed
 from tenancy.scope import tenant_scope
-from tests.calendars.conftest import NOW, events_of, make_connection, reload, run_sync
+from tests.calendars.conftest import (
+    NOW,
+    events_of,
+    make_connection,
+    provider_snapshot,
+    reload,
+    run_sync,
+)
 from tests.calendars.ics_samples import FEED, SINGLE
 from tests.calendars.test_real_world_feeds import (
     EDITED_ALARM,
@@ -116,15 +122,10 @@ def test_discovery_finds_the_event_calendars_from_the_server_address(radicale):
     radicale.make_calendar("ana", "tasks", "Tasks", components="VTODO")
     radicale.make_calendar("ana", "home", "Home")
     config = NudgeConfig.from_settings()
-    account = ConnectionSnapshot(
-        connection_id=1,
-        user_id=1,
-        provider="caldav",
-        calendar_id="",
+    account = provider_snapshot(
+        "caldav",
+        config,
         account="ana",
-        sync_state={},
-        full_sync=False,
-        config=config,
         allow_private_network=True,
         access_token=PASSWORD,
         feed_url=radicale.url,
