@@ -11,7 +11,7 @@ import http.cookiejar
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -136,9 +136,9 @@ def time_left(snapshot: ConnectionSnapshot) -> float:
     return left
 
 
-def retry_after_delay(response: requests.Response, now: datetime) -> timedelta | None:
-    """The response's Retry-After as a RetryLater delay; None when absent or unusable."""
-    seconds = parse_retry_after(response.headers.get("Retry-After"), now=now)
+def retry_after_delay(headers: Mapping[str, str], now: datetime) -> timedelta | None:
+    """A response's Retry-After as a RetryLater delay; None when absent or unusable."""
+    seconds = parse_retry_after(headers.get("Retry-After"), now=now)
     return None if seconds is None else timedelta(seconds=seconds)
 
 
@@ -224,7 +224,7 @@ def provider_request(
     status = response.status_code
     rate_403 = status == 403 and is_rate_limit_403 is not None and is_rate_limit_403(response)
     if budgets and (status == 429 or rate_403):
-        delay = retry_after_delay(response, datetime.now(UTC)) or DEFAULT_RATE_LIMIT_PAUSE
+        delay = retry_after_delay(response.headers, datetime.now(UTC)) or DEFAULT_RATE_LIMIT_PAUSE
         request_rate_limited(budgets[0], delay.total_seconds(), paced_for.config)
     return response
 
@@ -239,11 +239,12 @@ def json_body(response: requests.Response, provider: str) -> dict[str, Any]:
     return body
 
 
-def raise_for_transient(response: requests.Response, provider: str, now: datetime) -> None:
-    """429 and 5xx: back off, honouring Retry-After."""
-    if response.status_code == 429 or response.status_code >= 500:
-        delay = retry_after_delay(response, now)
-        raise RetryLater(f"{provider}: HTTP {response.status_code}", retry_after=delay)
+def raise_for_transient(
+    status: int, headers: Mapping[str, str], provider: str, now: datetime
+) -> None:
+    """A response's status 429 or 5xx: back off, honouring Retry-After."""
+    if status == 429 or status >= 500:
+        raise RetryLater(f"{provider}: HTTP {status}", retry_after=retry_after_delay(headers, now))
 
 
 def covers(state: dict[str, Any], start: datetime, end: datetime, keys: tuple[str, str]) -> bool:

@@ -111,7 +111,7 @@ class DavClient:
         """(status, body, final url) of one request; redirects followed, each hop vetted.
         401 is NeedsReauth, 429 and 5xx RetryLater (Retry-After honoured)."""
         payload = body.encode() if body is not None else None
-        answer, final = untrusted_fetch.follow(
+        with untrusted_fetch.follow(
             url,
             lambda hop: self._headers(hop, depth, payload),
             allow_private=self.snapshot.allow_private_network,
@@ -120,16 +120,15 @@ class DavClient:
             label=NAME,
             method=method,
             body=payload,
-        )
-        with answer:
-            raise_for_transient(answer, NAME, datetime.now(UTC))
-            if answer.status_code == 401:
+        ) as (answer, final):
+            raise_for_transient(answer.status, answer.headers, NAME, datetime.now(UTC))
+            if answer.status == 401:
                 raise NeedsReauth(REAUTH)
             max_bytes = self.snapshot.config.ics_max_bytes
             content = bounded_body(
                 answer, self.deadline, max_bytes, label=NAME, what="the server's answer"
             )
-            return answer.status_code, content, final
+            return answer.status, content, final
 
     def multistatus(
         self, method: str, url: str, body: str, depth: str, *, sync: bool = False

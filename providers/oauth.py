@@ -75,7 +75,7 @@ def _token_grant(
         secrets=(*secrets, endpoint.client_secret),
         timeout=timeout,
     )
-    raise_for_transient(response, endpoint.provider, now)
+    raise_for_transient(response.status_code, response.headers, endpoint.provider, now)
     if response.status_code != 200:
         try:
             code = json_body(response, endpoint.provider).get("error")
@@ -328,12 +328,14 @@ def account_body(
 
 def _page_body(api: PagedListApi, response: requests.Response, now: datetime) -> dict[str, Any]:
     """The page as a JSON object, or the ProviderError its status stands for."""
-    raise_for_transient(response, api.provider, now)
     status = response.status_code
+    raise_for_transient(status, response.headers, api.provider, now)
     if status == 401:
         raise NeedsReauth(f"{api.provider}: access token refused after a refresh; reconnect needed")
     if status == 403 and api.is_rate_limit_403(response):
-        raise RetryLater(f"{api.provider}: rate limited (403)", retry_after_delay(response, now))
+        raise RetryLater(
+            f"{api.provider}: rate limited (403)", retry_after_delay(response.headers, now)
+        )
     if status == 403:
         raise ProviderError(f"{api.provider}: access to the calendar is forbidden (403)")
     if status == 404:
