@@ -17,7 +17,6 @@ and the feed tried once more on the new one.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import logging.handlers
 import math
@@ -73,7 +72,6 @@ class _Template:
     """The parent's handle on its running template process."""
 
     def __init__(self) -> None:
-        self.owner = os.getpid()
         self.control, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = f"import {_MODULE} as t; t.serve({template_end.fileno()})"
         try:
@@ -101,11 +99,12 @@ class _Template:
             self.close()
             raise ProviderError("ics: the parse process did not start")
         self.control.settimeout(None)
-        # Reaped at exit so its CPU counts as its parent's; a multiprocessing child skips atexit.
+        # Reaped at exit so its CPU counts as its parent's: multiprocessing's exit hook runs
+        # in the main process at exit and in a multiprocessing child, which skips atexit.
         multiprocessing.util.Finalize(None, stop_template, exitpriority=0)
 
     def usable(self) -> bool:
-        return self.owner == os.getpid() and self.process.poll() is None
+        return self.process.poll() is None
 
     def died(self) -> bool:
         """Whether the template has exited, allowing it a moment to finish dying."""
@@ -116,10 +115,8 @@ class _Template:
         return True
 
     def close(self) -> None:
-        """Closing its socket ends the template; reap it if it is ours."""
+        """Closing its socket ends the template; reap it."""
         self.control.close()
-        if self.owner != os.getpid():
-            return  # a forked copy's handle: the template is the original parent's
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -180,7 +177,8 @@ def stop_template() -> None:
 
 
 def _after_fork_in_child() -> None:
-    """A forked copy of the parent must not use the parent's template (nor its lock)."""
+    """A forked copy of the parent must not use (nor reap) the parent's template, nor its
+    lock."""
     global _lock, _template
     _lock = threading.Lock()
     if _template is not None:
@@ -189,7 +187,6 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-atexit.register(stop_template)
 
 
 def parse_seconds(size: int) -> float:
