@@ -340,6 +340,4 @@ def _page_body(api: PagedListApi, response: requests.Response, now: datetime) ->
         raise ProviderError(f"{api.provider}: access to the calendar is forbidden (403)")
     if status == 404:
         raise ProviderError(f"{api.provider}: calendar not found (404)")
-    if status != 200:
-        raise ProviderError(f"{api.provider}: {api.operation} answered HTTP {status}")
-    return json_body(response, api.provider)
+    return answer_body(api, response, api.operation)
