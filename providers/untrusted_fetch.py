@@ -123,7 +123,9 @@ class Deadline:
         self.expired = False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
 
     def remaining(self) -> float:
         return max(self.at - time.monotonic(), 0.0)
@@ -134,10 +136,8 @@ class Deadline:
     def watch(self, sock: socket.socket) -> None:
         with self._lock:
             self._sockets.append(sock)
-            if self._timer is None:
-                self._timer = threading.Timer(self.remaining(), self._expire)
-                self._timer.daemon = True
-                self._timer.start()
+        if self.expired:  # connected just as it passed
+            self._expire()
 
     def _expire(self) -> None:
         with self._lock:
@@ -149,9 +149,7 @@ class Deadline:
                     pass
 
     def cancel(self) -> None:
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
+        self._timer.cancel()
 
 
 class _Pinned:
