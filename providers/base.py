@@ -21,7 +21,6 @@ import requests
 from core.config import NudgeConfig
 from core.http_retry_after import parse_retry_after
 from pacing.pacer import Budget, request_rate_limited, wait_for_request_slot
-from providers.crypto import scrub
 
 # A connection's fetch runs on one thread, so concurrent syncs can each count their own.
 _thread_calls = threading.local()
@@ -187,14 +186,13 @@ def provider_request(
     method: str,
     url: str,
     *,
-    secrets: tuple[str, ...] = (),
     paced_for: ConnectionSnapshot | None = None,
     is_rate_limit_403: Callable[[requests.Response], bool] | None = None,
     timeout: float,
     **kwargs: Any,
 ) -> requests.Response:
     """One counted request; network failures become RetryLater, their text reduced to the
-    exception's type and scrubbed of ``secrets`` (it can contain the URL).
+    exception's type (its own text can contain the URL, and so a token).
 
     With ``paced_for`` (the connection it serves) the request first waits for its slot in
     the provider's shared budgets, and a 429, or a 403 that ``is_rate_limit_403`` calls a
@@ -219,8 +217,7 @@ def provider_request(
     try:
         response = _session().request(method, url, timeout=timeout, **kwargs)
     except requests.RequestException as exc:
-        message = scrub(f"{provider}: network error ({type(exc).__name__})", *secrets)
-        raise RetryLater(message) from None
+        raise RetryLater(f"{provider}: network error ({type(exc).__name__})") from None
     status = response.status_code
     rate_403 = status == 403 and is_rate_limit_403 is not None and is_rate_limit_403(response)
     if budgets and (status == 429 or rate_403):

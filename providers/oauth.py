@@ -59,7 +59,6 @@ class TokenEndpoint:
 def _token_grant(
     endpoint: TokenEndpoint,
     grant: dict[str, str],
-    secrets: tuple[str, ...],
     now: datetime,
     timeout: float,
 ) -> TokenGrant:
@@ -72,7 +71,6 @@ def _token_grant(
         "POST",
         endpoint.url,
         data=data,
-        secrets=(*secrets, endpoint.client_secret),
         timeout=timeout,
     )
     raise_for_transient(response.status_code, response.headers, endpoint.provider, now)
@@ -140,7 +138,6 @@ def exchange_code(
             "redirect_uri": redirect_uri,
             "code_verifier": code_verifier,
         },
-        (code, code_verifier),
         now,
         timeout,
     )
@@ -153,7 +150,6 @@ def refresh(endpoint: TokenEndpoint, snapshot: ConnectionSnapshot, now: datetime
     grant = _token_grant(
         endpoint,
         {"grant_type": "refresh_token", "refresh_token": snapshot.refresh_token},
-        snapshot.secrets(),
         now,
         snapshot.config.calendar_http_timeout_seconds,
     )
@@ -287,7 +283,6 @@ def _call(
         params=request.params,
         json=payload,
         headers={**api.headers, "Authorization": f"Bearer {snapshot.access_token}"},
-        secrets=snapshot.secrets(),
         paced_for=snapshot,
         is_rate_limit_403=api.is_rate_limit_403,
         timeout=snapshot.config.calendar_http_timeout_seconds,
@@ -317,7 +312,6 @@ def account_body(
         "GET",
         url,
         headers={"Authorization": f"Bearer {access_token}"},
-        secrets=(access_token,),
         timeout=timeout,
         **kwargs,
     )
