@@ -81,7 +81,7 @@ def _parse_in_fork(send: Any, body: bytes, seconds: float, options: dict[str, An
     cpu = math.ceil(seconds) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     try:
-        outcome: Any = parse_feed(body, seconds=seconds, **options)
+        outcome: Any = parse_feed(body, **options)
     except ProviderError as exc:
         outcome = exc
     except Exception as exc:

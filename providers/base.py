@@ -11,7 +11,7 @@ import http.cookiejar
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,7 +21,6 @@ import requests
 from core.config import NudgeConfig
 from core.http_retry_after import parse_retry_after
 from pacing.pacer import Budget, request_rate_limited, wait_for_request_slot
-from providers.crypto import scrub
 
 # A connection's fetch runs on one thread, so concurrent syncs can each count their own.
 _thread_calls = threading.local()
@@ -136,9 +135,9 @@ def time_left(snapshot: ConnectionSnapshot) -> float:
     return left
 
 
-def retry_after_delay(response: requests.Response, now: datetime) -> timedelta | None:
-    """The response's Retry-After as a RetryLater delay; None when absent or unusable."""
-    seconds = parse_retry_after(response.headers.get("Retry-After"), now=now)
+def retry_after_delay(headers: Mapping[str, str], now: datetime) -> timedelta | None:
+    """A response's Retry-After as a RetryLater delay; None when absent or unusable."""
+    seconds = parse_retry_after(headers.get("Retry-After"), now=now)
     return None if seconds is None else timedelta(seconds=seconds)
 
 
@@ -187,14 +186,13 @@ def provider_request(
     method: str,
     url: str,
     *,
-    secrets: tuple[str, ...] = (),
     paced_for: ConnectionSnapshot | None = None,
     is_rate_limit_403: Callable[[requests.Response], bool] | None = None,
     timeout: float,
     **kwargs: Any,
 ) -> requests.Response:
     """One counted request; network failures become RetryLater, their text reduced to the
-    exception's type and scrubbed of ``secrets`` (it can contain the URL).
+    exception's type (its own text can contain the URL, and so a token).
 
     With ``paced_for`` (the connection it serves) the request first waits for its slot in
     the provider's shared budgets, and a 429, or a 403 that ``is_rate_limit_403`` calls a
@@ -219,12 +217,11 @@ def provider_request(
     try:
         response = _session().request(method, url, timeout=timeout, **kwargs)
     except requests.RequestException as exc:
-        message = scrub(f"{provider}: network error ({type(exc).__name__})", *secrets)
-        raise RetryLater(message) from None
+        raise RetryLater(f"{provider}: network error ({type(exc).__name__})") from None
     status = response.status_code
     rate_403 = status == 403 and is_rate_limit_403 is not None and is_rate_limit_403(response)
     if budgets and (status == 429 or rate_403):
-        delay = retry_after_delay(response, datetime.now(UTC)) or DEFAULT_RATE_LIMIT_PAUSE
+        delay = retry_after_delay(response.headers, datetime.now(UTC)) or DEFAULT_RATE_LIMIT_PAUSE
         request_rate_limited(budgets[0], delay.total_seconds(), paced_for.config)
     return response
 
@@ -239,11 +236,12 @@ def json_body(response: requests.Response, provider: str) -> dict[str, Any]:
     return body
 
 
-def raise_for_transient(response: requests.Response, provider: str, now: datetime) -> None:
-    """429 and 5xx: back off, honouring Retry-After."""
-    if response.status_code == 429 or response.status_code >= 500:
-        delay = retry_after_delay(response, now)
-        raise RetryLater(f"{provider}: HTTP {response.status_code}", retry_after=delay)
+def raise_for_transient(
+    status: int, headers: Mapping[str, str], provider: str, now: datetime
+) -> None:
+    """A response's status 429 or 5xx: back off, honouring Retry-After."""
+    if status == 429 or status >= 500:
+        raise RetryLater(f"{provider}: HTTP {status}", retry_after=retry_after_delay(headers, now))
 
 
 def covers(state: dict[str, Any], start: datetime, end: datetime, keys: tuple[str, str]) -> bool:

@@ -87,15 +87,11 @@ def site_of(url: str) -> tuple[str, str]:
 
 @dataclass
 class DavClient:
-    """One connection's requests: its account, its guard settings and its deadline."""
+    """One connection's requests: its account, password and guard settings (``snapshot``)
+    and its deadline."""
 
-    base_url: str
-    username: str
-    password: str
-    allow_private: bool
-    timeout: float
+    snapshot: ConnectionSnapshot
     deadline: Deadline
-    max_bytes: int
 
     def _headers(self, url: str, depth: str | None, body: bytes | None) -> dict[str, str]:
         headers = {"Accept": "application/xml, text/xml"}
@@ -103,8 +99,9 @@ class DavClient:
             headers["Content-Type"] = "application/xml; charset=utf-8"
         if depth is not None:
             headers["Depth"] = depth
-        if site_of(url) == site_of(self.base_url):
-            pair = f"{self.username}:{self.password}".encode()
+        snapshot = self.snapshot
+        if site_of(url) == site_of(snapshot.feed_url):
+            pair = f"{snapshot.account}:{snapshot.access_token}".encode()
             headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
         return headers
 
@@ -114,28 +111,24 @@ class DavClient:
         """(status, body, final url) of one request; redirects followed, each hop vetted.
         401 is NeedsReauth, 429 and 5xx RetryLater (Retry-After honoured)."""
         payload = body.encode() if body is not None else None
-        answer, final = untrusted_fetch.follow(
+        with untrusted_fetch.follow(
             url,
             lambda hop: self._headers(hop, depth, payload),
-            allow_private=self.allow_private,
+            allow_private=self.snapshot.allow_private_network,
             deadline=self.deadline,
-            timeout=self.timeout,
+            timeout=self.snapshot.config.calendar_http_timeout_seconds,
             label=NAME,
             method=method,
             body=payload,
-        )
-        with answer:
-            raise_for_transient(answer, NAME, datetime.now(UTC))
-            if answer.status_code == 401:
+        ) as (answer, final):
+            raise_for_transient(answer.status, answer.headers, NAME, datetime.now(UTC))
+            if answer.status == 401:
                 raise NeedsReauth(REAUTH)
+            max_bytes = self.snapshot.config.ics_max_bytes
             content = bounded_body(
-                answer,
-                self.deadline,
-                self.max_bytes,
-                label=NAME,
-                what="the server's answer",
+                answer, self.deadline, max_bytes, label=NAME, what="the server's answer"
             )
-            return answer.status_code, content, final
+            return answer.status, content, final
 
     def multistatus(
         self, method: str, url: str, body: str, depth: str, *, sync: bool = False
@@ -235,15 +228,7 @@ def fetch(
 ) -> FetchResult:
     if not snapshot.feed_url:
         raise ProviderError("caldav: no calendar address stored")
-    client = DavClient(
-        base_url=snapshot.feed_url,
-        username=snapshot.account,
-        password=snapshot.access_token,
-        allow_private=snapshot.allow_private_network,
-        timeout=snapshot.config.calendar_http_timeout_seconds,
-        deadline=download_deadline(snapshot),
-        max_bytes=snapshot.config.ics_max_bytes,
-    )
+    client = DavClient(snapshot, download_deadline(snapshot))
     try:
         if snapshot.calendar_id:
             return _fetch(client, snapshot, window_start, window_end)

@@ -81,17 +81,16 @@ def fetch_feed(
         headers["If-Modified-Since"] = kept["last_modified"]
     deadline = download_deadline(snapshot)
     try:
-        answer, _url = untrusted_fetch.follow(
+        with untrusted_fetch.follow(
             snapshot.feed_url,
             lambda _url: headers,
             allow_private=snapshot.allow_private_network,
             deadline=deadline,
             timeout=snapshot.config.calendar_http_timeout_seconds,
             label=NAME,
-        )
-        with answer:
-            raise_for_transient(answer, NAME, now)
-            status = answer.status_code
+        ) as (answer, _url):
+            status = answer.status
+            raise_for_transient(status, answer.headers, NAME, now)
             validators = {
                 "etag": answer.headers.get("ETag", kept.get("etag", "")),
                 "last_modified": answer.headers.get("Last-Modified", kept.get("last_modified", "")),

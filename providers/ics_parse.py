@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ import icalendar
 import recurring_ical_events
 import x_wr_timezone
 
-from providers import meeting_links, parse_template
+from providers import meeting_links
 from providers import normalize as n
 from providers.base import FetchResult, MalformedPayload, ProviderEvent
 
@@ -56,6 +55,10 @@ _VEVENT_BLOCK = re.compile(rb"^BEGIN:VEVENT\r?$.*?^END:VEVENT\r?$\n?", re.M | re
 _NOT_A_PAST_SINGLE = re.compile(rb"^(?:RRULE|RDATE|EXRULE|RECURRENCE-ID|DURATION)[;:]", re.M)
 _DTSTART_DATE = re.compile(rb"^DTSTART(?:;[^\r\n]*?)?:(\d{8})(?:T\d{6}Z?)?\r?$", re.M)
 _DTEND_DATE = re.compile(rb"^DTEND(?:;[^\r\n]*?)?:(\d{8})(?:T\d{6}Z?)?\r?$", re.M)
+_VTIMEZONE_BLOCK = re.compile(
+    rb"^BEGIN:VTIMEZONE[ \t]*\r?$.*?^END:VTIMEZONE[ \t]*\r?$\n?", re.M | re.S | re.I
+)
+_NAMELESS_TZID = re.compile(rb"^TZID:[ \t]*\r?$", re.M)
 
 MAX_PROBLEMS_LISTED = 5
 
@@ -115,24 +118,11 @@ def note(result: FetchResult, uid: str, problem: str) -> None:
 
 def drop_nameless_timezones(body: bytes) -> bytes:
     """Remove VTIMEZONEs with an empty TZID: unusable, and the parser refuses a feed with one."""
-    if not re.search(rb"(?m)^TZID:[ \t]*\r?$", body):
+    if not _NAMELESS_TZID.search(body):
         return body
-    lines = body.splitlines(keepends=True)
-    kept: list[bytes] = []
-    block: list[bytes] | None = None
-    for line in lines:
-        upper = line.strip().upper()
-        if block is None and upper == b"BEGIN:VTIMEZONE":
-            block = [line]
-        elif block is not None:
-            block.append(line)
-            if upper == b"END:VTIMEZONE":
-                if not any(re.fullmatch(rb"TZID:[ \t]*", b.strip()) for b in block):
-                    kept.extend(block)
-                block = None
-        else:
-            kept.append(line)
-    return b"".join(kept + (block or []))
+    return _VTIMEZONE_BLOCK.sub(
+        lambda block: b"" if _NAMELESS_TZID.search(block[0]) else block[0], body
+    )
 
 
 def repair_events(calendar: Any, result: FetchResult) -> None:
@@ -265,7 +255,6 @@ def parse_feed(
     end: datetime,
     timezone: str = "",
     addresses: Iterable[str] = (),
-    seconds: float | None = None,
     meeting_hosts: Iterable[str] = (),
 ) -> FetchResult:
     """Every occurrence overlapping [start, end) as ProviderEvents.
@@ -275,8 +264,6 @@ def parse_feed(
     ``meeting_hosts`` are the hosts a join link may point to (none: no links). An unusable
     event is skipped and listed in ``problems``; MalformedPayload only for the whole feed.
     """
-    seconds = parse_template.parse_seconds(len(body)) if seconds is None else seconds
-    deadline = time.monotonic() + seconds
     if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"BEGIN:VCALENDAR"):
         raise MalformedPayload("ics: the response is not an iCalendar feed (no BEGIN:VCALENDAR)")
     body = drop_single_events_outside(
@@ -297,7 +284,7 @@ def parse_feed(
     components = calendar.walk("VEVENT")
     _check_recurrence_work(components, end, zone)
     facts = _series_facts(components, zone)
-    occurrences = _expand(calendar, start, end, result, deadline)
+    occurrences = _expand(calendar, start, end, result)
     if len(occurrences) > MAX_OCCURRENCES:
         raise MalformedPayload(
             f"ics: more than {MAX_OCCURRENCES} occurrences before {end:%Y-%m-%d}; refused"
@@ -305,8 +292,6 @@ def parse_feed(
     mine = frozenset(filter(None, (_address(a) for a in addresses)))
     hosts = tuple(meeting_hosts)
     for occurrence in occurrences:
-        if time.monotonic() > deadline:
-            raise MalformedPayload(f"ics: reading the feed took longer than {seconds:.0f}s")
         try:
             event = _event(occurrence, zone, facts, mine, result, hosts)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -359,9 +344,7 @@ def _localise_floating(calendar: Any, feed_zone: tzinfo | None, zone: tzinfo | N
     return calendar
 
 
-def _expand(
-    calendar: Any, start: datetime, end: datetime, result: FetchResult, deadline: float
-) -> list[Any]:
+def _expand(calendar: Any, start: datetime, end: datetime, result: FetchResult) -> list[Any]:
     """All occurrences in [start, end); a series the library fails on is skipped alone."""
     try:
         return recurring_ical_events.of(calendar, skip_bad_series=True).between(start, end)
@@ -374,8 +357,6 @@ def _expand(
             series[str(component.get("UID", ""))].append(component)
     occurrences: list[Any] = []
     for uid, components in series.items():
-        if time.monotonic() > deadline:
-            raise MalformedPayload("ics: reading the feed took longer than its deadline")
         part = icalendar.Calendar()
         part.subcomponents = [*zones, *components]
         try:

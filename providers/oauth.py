@@ -59,7 +59,6 @@ class TokenEndpoint:
 def _token_grant(
     endpoint: TokenEndpoint,
     grant: dict[str, str],
-    secrets: tuple[str, ...],
     now: datetime,
     timeout: float,
 ) -> TokenGrant:
@@ -72,10 +71,9 @@ def _token_grant(
         "POST",
         endpoint.url,
         data=data,
-        secrets=(*secrets, endpoint.client_secret),
         timeout=timeout,
     )
-    raise_for_transient(response, endpoint.provider, now)
+    raise_for_transient(response.status_code, response.headers, endpoint.provider, now)
     if response.status_code != 200:
         try:
             code = json_body(response, endpoint.provider).get("error")
@@ -140,7 +138,6 @@ def exchange_code(
             "redirect_uri": redirect_uri,
             "code_verifier": code_verifier,
         },
-        (code, code_verifier),
         now,
         timeout,
     )
@@ -153,7 +150,6 @@ def refresh(endpoint: TokenEndpoint, snapshot: ConnectionSnapshot, now: datetime
     grant = _token_grant(
         endpoint,
         {"grant_type": "refresh_token", "refresh_token": snapshot.refresh_token},
-        snapshot.secrets(),
         now,
         snapshot.config.calendar_http_timeout_seconds,
     )
@@ -287,7 +283,6 @@ def _call(
         params=request.params,
         json=payload,
         headers={**api.headers, "Authorization": f"Bearer {snapshot.access_token}"},
-        secrets=snapshot.secrets(),
         paced_for=snapshot,
         is_rate_limit_403=api.is_rate_limit_403,
         timeout=snapshot.config.calendar_http_timeout_seconds,
@@ -317,7 +312,6 @@ def account_body(
         "GET",
         url,
         headers={"Authorization": f"Bearer {access_token}"},
-        secrets=(access_token,),
         timeout=timeout,
         **kwargs,
     )
@@ -328,16 +322,16 @@ def account_body(
 
 def _page_body(api: PagedListApi, response: requests.Response, now: datetime) -> dict[str, Any]:
     """The page as a JSON object, or the ProviderError its status stands for."""
-    raise_for_transient(response, api.provider, now)
     status = response.status_code
+    raise_for_transient(status, response.headers, api.provider, now)
     if status == 401:
         raise NeedsReauth(f"{api.provider}: access token refused after a refresh; reconnect needed")
     if status == 403 and api.is_rate_limit_403(response):
-        raise RetryLater(f"{api.provider}: rate limited (403)", retry_after_delay(response, now))
+        raise RetryLater(
+            f"{api.provider}: rate limited (403)", retry_after_delay(response.headers, now)
+        )
     if status == 403:
         raise ProviderError(f"{api.provider}: access to the calendar is forbidden (403)")
     if status == 404:
         raise ProviderError(f"{api.provider}: calendar not found (404)")
-    if status != 200:
-        raise ProviderError(f"{api.provider}: {api.operation} answered HTTP {status}")
-    return json_body(response, api.provider)
+    return answer_body(api, response, api.operation)

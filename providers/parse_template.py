@@ -8,33 +8,30 @@ worker: icalendar caches a VTIMEZONE by its TZID, so one tenant's definition wou
 how another tenant's times are read.
 
 Per feed the parent passes the template (over a SOCK_SEQPACKET ``control`` pair) one end of
-a new socket pair and a token; the template forks a child that says it started, reads the
-request, parses under RLIMIT_CPU and answers with the outcome and its log records. Past the
-wall deadline the parent asks the template to kill the token's child: the template reaps its
-own children, so a pid it kills is never a recycled one. A dead or stuck template is
-replaced, and the feed tried once more on the new one.
+a new socket pair; the template forks a child that says it started, reads the request (the
+feed and its wall deadline), parses under RLIMIT_CPU and an alarm at that deadline (SIGALRM's
+default action ends it), and answers with the outcome and its log records. The template
+reaps its children, so their CPU counts as its own. A dead or stuck template is replaced,
+and the feed tried once more on the new one.
 """
 
 from __future__ import annotations
 
-import atexit
-import itertools
 import logging
 import logging.handlers
 import math
 import multiprocessing.util
 import os
-import pickle
+import queue
 import resource
-import select
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -46,12 +43,7 @@ PARSE_SECONDS_BASE = 2.0
 PARSE_SECONDS_PER_MB = 4.0
 START_SECONDS = 30.0  # wall clock for a new template to import and warm up
 WALL_GRACE_SECONDS = 0.5
-_READY = b"R"
-_STARTED = b"S"
-_PARSE = b"P"
-_KILL = b"K"
-_TOKEN = struct.Struct("!Q")
-_LENGTH = struct.Struct("!Q")
+_READY = b"R"  # the template is ready, a feed is passed, its child started
 _ROOT = str(Path(__file__).resolve().parents[1])
 # The only environment the template gets: what the interpreter needs and what decides zones.
 PASSED_ENVIRONMENT = (
@@ -67,87 +59,10 @@ PASSED_ENVIRONMENT = (
 )
 _MODULE = "providers.parse_template"
 
-# Parsed (with and without X-WR-TIMEZONE) before the template is ready, so its children start
-# with lazy imports done and caches filled. Its VTIMEZONE's TZID is one no feed uses, as a
-# definition is cached by TZID into every child.
-_WARM_UP_FEED = b"""BEGIN:VCALENDAR
-VERSION:2.0
-PRODID:-//nudge//warm-up//EN
-X-WR-CALNAME:warm-up
-X-WR-TIMEZONE:Europe/Berlin
-BEGIN:VTIMEZONE
-TZID:X-NUDGE-WARM-UP
-BEGIN:STANDARD
-DTSTART:19700101T000000
-TZOFFSETFROM:+0300
-TZOFFSETTO:+0300
-END:STANDARD
-END:VTIMEZONE
-BEGIN:VEVENT
-UID:weekly@warm-up.invalid
-DTSTART:20260105T090000Z
-DTEND:20260105T093000Z
-RRULE:FREQ=WEEKLY;BYDAY=MO,WE;UNTIL=20260301T000000Z
-EXDATE:20260107T090000Z
-SUMMARY:Weekly
-LOCATION:https://meet.example.com/abc
-BEGIN:VALARM
-ACTION:DISPLAY
-TRIGGER:-P0DT0H30M0S
-END:VALARM
-BEGIN:VALARM
-ACTION:EMAIL
-TRIGGER;RELATED=END:-PT75M
-END:VALARM
-END:VEVENT
-BEGIN:VEVENT
-UID:daily@warm-up.invalid
-DTSTART;TZID=America/New_York:20260105T090000
-DTEND;TZID=America/New_York:20260105T100000
-RRULE:FREQ=DAILY;COUNT=10
-SUMMARY:Daily
-ATTENDEE;CN=Me;PARTSTAT=DECLINED:mailto:me@warm-up.invalid
-BEGIN:VALARM
-ACTION:DISPLAY
-TRIGGER;VALUE=DATE-TIME:20260105T134500Z
-END:VALARM
-END:VEVENT
-BEGIN:VEVENT
-UID:daily@warm-up.invalid
-RECURRENCE-ID;TZID=America/New_York:20260106T090000
-DTSTART;TZID=America/New_York:20260106T110000
-DTEND;TZID=America/New_York:20260106T120000
-SUMMARY:Daily (moved)
-END:VEVENT
-BEGIN:VEVENT
-UID:daily@warm-up.invalid
-RECURRENCE-ID;TZID=America/New_York:20260107T090000
-DTSTART;TZID=America/New_York:20260107T090000
-STATUS:CANCELLED
-END:VEVENT
-BEGIN:VEVENT
-UID:fixed@warm-up.invalid
-DTSTART;TZID=X-NUDGE-WARM-UP:20260106T150000
-DURATION:PT1H
-SUMMARY:Custom zone
-END:VEVENT
-BEGIN:VEVENT
-DTSTART:20260106T180000
-DTEND:20260106T190000
-SUMMARY:Floating, no UID
-END:VEVENT
-BEGIN:VEVENT
-UID:allday@warm-up.invalid
-DTSTART;VALUE=DATE:20260108
-DTEND;VALUE=DATE:20260109
-SUMMARY:All day
-END:VEVENT
-END:VCALENDAR
-""".replace(b"\n", b"\r\n")
-
 
 class _TemplateLost(Exception):
-    """The template took a feed but never started its child (it died meanwhile)."""
+    """The template did not take a feed, or took it but never started its child (it died
+    meanwhile, or hangs)."""
 
 
 # --- the parent's side -------------------------------------------------------------------------
@@ -157,7 +72,6 @@ class _Template:
     """The parent's handle on its running template process."""
 
     def __init__(self) -> None:
-        self.owner = os.getpid()
         self.control, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = f"import {_MODULE} as t; t.serve({template_end.fileno()})"
         try:
@@ -185,11 +99,12 @@ class _Template:
             self.close()
             raise ProviderError("ics: the parse process did not start")
         self.control.settimeout(None)
-        # Reaped at exit so its CPU counts as its parent's; a multiprocessing child skips atexit.
+        # Reaped at exit so its CPU counts as its parent's: multiprocessing's exit hook runs
+        # in the main process at exit and in a multiprocessing child, which skips atexit.
         multiprocessing.util.Finalize(None, stop_template, exitpriority=0)
 
     def usable(self) -> bool:
-        return self.owner == os.getpid() and self.process.poll() is None
+        return self.process.poll() is None
 
     def died(self) -> bool:
         """Whether the template has exited, allowing it a moment to finish dying."""
@@ -200,10 +115,8 @@ class _Template:
         return True
 
     def close(self) -> None:
-        """Closing its socket ends the template (and its children); reap it if it is ours."""
+        """Closing its socket ends the template; reap it."""
         self.control.close()
-        if self.owner != os.getpid():
-            return  # a forked copy's handle: the template is the original parent's
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -213,7 +126,6 @@ class _Template:
 
 _lock = threading.Lock()
 _template: _Template | None = None
-_tokens = itertools.count(1)
 
 
 def _running() -> _Template:
@@ -227,29 +139,17 @@ def _running() -> _Template:
     return _template
 
 
-def _send(message: bytes, fds: list[int]) -> _Template:
-    """Send one control message to this process's template, starting one if there is none."""
-    global _template
+def _send(feed: socket.socket) -> _Template:
+    """Pass ``feed`` to this process's template, starting one if there is none."""
     with _lock:
         template = _running()
         try:
-            socket.send_fds(template.control, [message], fds)
-        except OSError:  # it died since the check; one fresh template, then give up
-            template.close()
-            _template = None
-            template = _running()
-            socket.send_fds(template.control, [message], fds)
-        return template
-
-
-def _kill(template: _Template, token: int) -> None:
-    """Ask the template to kill the child of ``token`` (if it still runs)."""
-    with _lock:
-        if template is _template and template.usable():
-            try:
-                template.control.send(_KILL + _TOKEN.pack(token))
-            except OSError:
-                pass  # the template is gone; the child still ends at its CPU limit
+            socket.send_fds(template.control, [_READY], [feed.fileno()])
+            return template
+        except OSError:  # it died since the check
+            pass
+    _forget(template)
+    raise _TemplateLost
 
 
 def _forget(template: _Template, *, kill: bool = False) -> None:
@@ -259,7 +159,7 @@ def _forget(template: _Template, *, kill: bool = False) -> None:
         if template is _template:
             _template = None
             if kill and template.usable():
-                template.process.kill()  # its children still end at their CPU limit
+                template.process.kill()  # its children still end at their deadline
             template.close()
 
 
@@ -277,7 +177,8 @@ def stop_template() -> None:
 
 
 def _after_fork_in_child() -> None:
-    """A forked copy of the parent must not use the parent's template (nor its lock)."""
+    """A forked copy of the parent must not use (nor reap) the parent's template, nor its
+    lock."""
     global _lock, _template
     _lock = threading.Lock()
     if _template is not None:
@@ -286,7 +187,6 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-atexit.register(stop_template)
 
 
 def parse_seconds(size: int) -> float:
@@ -296,16 +196,15 @@ def parse_seconds(size: int) -> float:
 
 def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
     """``ics_parse.parse_feed`` of ``body`` in a fresh child with ``seconds`` of CPU (else
-    ``parse_seconds``), killed ``WALL_GRACE_SECONDS`` later by the wall clock; ``options``
+    ``parse_seconds``), ended ``WALL_GRACE_SECONDS`` later by the wall clock; ``options``
     travel pickled (tuples, not generators). MalformedPayload when it took too long or
     died; the parse's own ProviderError as raised."""
     seconds = options.pop("seconds", None) or parse_seconds(len(body))
-    request = pickle.dumps((body, seconds, options), protocol=pickle.HIGHEST_PROTOCOL)
     try:
-        outcome, records = _exchange(request, seconds)
+        outcome, records = _exchange(body, seconds, options)
     except _TemplateLost:  # once more, on a new template
         try:
-            outcome, records = _exchange(request, seconds)
+            outcome, records = _exchange(body, seconds, options)
         except _TemplateLost:
             raise ProviderError(
                 "ics: the parse process died or hung before the feed was read"
@@ -319,73 +218,45 @@ def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
     return outcome
 
 
-def _exchange(request: bytes, seconds: float) -> tuple[Any, list[logging.LogRecord]]:
-    token = next(_tokens)
-    mine, theirs = socket.socketpair()
-    with mine:
+def _exchange(
+    body: bytes, seconds: float, options: dict[str, Any]
+) -> tuple[Any, list[logging.LogRecord]]:
+    ours, theirs = socket.socketpair()
+    with Connection(ours.detach()) as child:
         with theirs:
-            template = _send(_PARSE + _TOKEN.pack(token), [theirs.fileno()])
+            template = _send(theirs)
         deadline = time.monotonic() + seconds + WALL_GRACE_SECONDS
-        started = answered = False
         try:
-            if _receive_exactly(mine, 1, deadline) != _STARTED:
-                if template.died():
-                    _forget(template)
-                    raise _TemplateLost
-                raise ProviderError("ics: the parse process could not start a child")
-            started = True
-            _send_frame(mine, request, deadline)
-            answer = _receive_frame(mine, deadline)
-            answered = True
-        except TimeoutError:
-            if not started:
+            if not child.poll(deadline - time.monotonic()):
                 # No feed is to blame: the template is stuck. Replace it, or every later
                 # feed would wait out its deadline and be blamed.
                 _forget(template, kill=True)
+                raise _TemplateLost
+            child.recv_bytes()  # it started
+        except EOFError:
+            if template.died():
+                _forget(template)
                 raise _TemplateLost from None
-            raise MalformedPayload(
-                f"ics: reading the feed took longer than {seconds:.0f}s"
-            ) from None
-        except (EOFError, ConnectionError):  # killed by its CPU limit, or out of memory
-            raise MalformedPayload(
-                f"ics: reading the feed took longer than {seconds:.0f}s of CPU"
-            ) from None
-        finally:
-            if not answered:
-                _kill(template, token)
-    return pickle.loads(answer)  # noqa: S301 — written by our own child
-
-
-def _send_frame(sock: socket.socket, payload: bytes, deadline: float | None) -> None:
-    sock.settimeout(None if deadline is None else max(deadline - time.monotonic(), 0.001))
-    sock.sendall(_LENGTH.pack(len(payload)) + payload)
-
-
-def _receive_frame(sock: socket.socket, deadline: float | None) -> bytes:
-    (length,) = _LENGTH.unpack(_receive_exactly(sock, _LENGTH.size, deadline))
-    return _receive_exactly(sock, length, deadline)
-
-
-def _receive_exactly(sock: socket.socket, size: int, deadline: float | None) -> bytes:
-    """``size`` bytes, or b"" if the other end closed before the first; EOFError after it."""
-    chunks = bytearray()
-    while len(chunks) < size:
-        sock.settimeout(None if deadline is None else max(deadline - time.monotonic(), 0.001))
-        chunk = sock.recv(min(size - len(chunks), 1 << 20))
-        if not chunk:
-            if chunks or size != 1:
-                raise EOFError
-            return b""
-        chunks += chunk
-    return bytes(chunks)
+            raise ProviderError("ics: the parse process could not start a child") from None
+        try:
+            child.send((body, seconds, deadline, options))
+            if child.poll(max(deadline - time.monotonic(), 0)):
+                return child.recv()
+        except (EOFError, ConnectionError):  # ended by its CPU limit or alarm, or out of memory
+            if time.monotonic() < deadline:
+                raise MalformedPayload(
+                    f"ics: reading the feed took longer than {seconds:.0f}s of CPU"
+                ) from None
+        raise MalformedPayload(f"ics: reading the feed took longer than {seconds:.0f}s")
 
 
 # --- the template's side -----------------------------------------------------------------------
 
 
 def serve(control_fd: int) -> None:
-    """The template's loop: fork a child per feed, kill on request, reap; exit at EOF."""
+    """The template's loop: fork a child per feed; exit at EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the template ends
+    signal.signal(signal.SIGCHLD, _reap)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a child killed at its limit dumps no feed
     control = socket.socket(fileno=control_fd)
     from providers import ics_parse
@@ -393,84 +264,68 @@ def serve(control_fd: int) -> None:
     logging.getLogger("nudge").addHandler(logging.NullHandler())
     _warm_up(ics_parse)
     control.send(_READY)
-    children: dict[int, int] = {}  # token -> pid, until reaped
-    try:
-        while True:
-            readable, _, _ = select.select([control], [], [], 0.1 if children else None)
-            _reap(children)
-            if not readable:
-                continue
-            message, fds, _, _ = socket.recv_fds(control, 64, 1)
-            if not message:
-                return  # the parent is gone
-            kind, token = message[:1], _TOKEN.unpack(message[1:])[0]
-            if kind == _PARSE and fds:
-                with socket.socket(fileno=fds[0]) as feed:
-                    try:
-                        pid = os.fork()
-                    except OSError:
-                        continue  # the parent sees the feed's socket close unstarted
-                    if pid == 0:
-                        _child(feed, control)
-                    children[token] = pid
-            elif kind == _KILL and token in children:
-                os.kill(children[token], signal.SIGKILL)
-    finally:
-        for pid in children.values():
-            os.kill(pid, signal.SIGKILL)
-        for pid in children.values():
-            os.waitpid(pid, 0)
+    while True:
+        message, fds, _, _ = socket.recv_fds(control, 1, 1)
+        if not message:
+            return  # the parent is gone
+        with socket.socket(fileno=fds[0]) as feed:
+            try:
+                pid = os.fork()
+            except OSError:
+                continue  # the parent sees the feed's socket close unstarted
+            if pid == 0:
+                _child(feed, control)
 
 
 def _warm_up(ics_parse: Any) -> None:
+    """Parse ``warm_up.ics`` (with and without X-WR-TIMEZONE) before the template is ready, so
+    its children start with lazy imports done and caches filled. Its VTIMEZONE's TZID is one
+    no feed uses, as a definition is cached by TZID into every child."""
+    feed = Path(__file__).with_name("warm_up.ics").read_bytes().replace(b"\n", b"\r\n")
     start = datetime(2026, 1, 1, tzinfo=UTC)
     window = {
         "start": start,
         "end": start + timedelta(days=14),
         "meeting_hosts": ("meet.example.com",),
     }
-    ics_parse.parse_feed(_WARM_UP_FEED, addresses=("me@warm-up.invalid",), **window)
-    without_zone = _WARM_UP_FEED.replace(b"X-WR-TIMEZONE:Europe/Berlin\r\n", b"")
+    ics_parse.parse_feed(feed, addresses=("me@warm-up.invalid",), **window)
+    without_zone = feed.replace(b"X-WR-TIMEZONE:Europe/Berlin\r\n", b"")
     ics_parse.parse_feed(without_zone, timezone="Europe/Berlin", **window)
 
 
-def _reap(children: dict[int, int]) -> None:
-    for token, pid in list(children.items()):
-        if os.waitpid(pid, os.WNOHANG)[0]:
-            del children[token]
-
-
-class _Records(list):
-    """A list a QueueHandler can put into: the child's log records, sent back to the parent."""
-
-    def put_nowait(self, record: logging.LogRecord) -> None:
-        self.append(record)
+def _reap(*_signal: object) -> None:
+    """SIGCHLD: wait for every child that ended."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass  # none left
 
 
 def _child(feed: socket.socket, control: socket.socket) -> NoReturn:
-    """One feed: say so, read the request, limit the CPU, parse, answer, exit."""
+    """One feed: say so, read the request, limit the CPU and the wall clock, parse, answer."""
     from providers import ics_parse
 
     code = 0
     try:
         control.close()
-        feed.sendall(_STARTED)
-        body, seconds, options = pickle.loads(_receive_frame(feed, None))  # noqa: S301
+        parent = Connection(feed.detach())
+        parent.send_bytes(_READY)
+        body, seconds, deadline, options = parent.recv()
         cpu = math.ceil(seconds) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        records = _Records()
+        signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001))
+        records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
         nudge = logging.getLogger("nudge")
-        nudge.handlers = [logging.handlers.QueueHandler(records)]  # type: ignore[arg-type]
+        nudge.handlers = [logging.handlers.QueueHandler(records)]
         nudge.setLevel(logging.DEBUG)
         try:
-            outcome: FetchResult | ProviderError = ics_parse.parse_feed(
-                body, seconds=seconds, **options
-            )
+            outcome: FetchResult | ProviderError = ics_parse.parse_feed(body, **options)
         except ProviderError as exc:
             outcome = exc
         except Exception as exc:  # a bug must come back as a message, not a silent child
             outcome = MalformedPayload(f"ics: cannot read the feed ({type(exc).__name__})")
-        _send_frame(feed, pickle.dumps((outcome, list(records))), None)
+        parent.send((outcome, [records.get() for _ in range(records.qsize())]))
     except BaseException:
         code = 1
     finally:

@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -122,7 +123,9 @@ class Deadline:
         self.expired = False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
 
     def remaining(self) -> float:
         return max(self.at - time.monotonic(), 0.0)
@@ -133,10 +136,8 @@ class Deadline:
     def watch(self, sock: socket.socket) -> None:
         with self._lock:
             self._sockets.append(sock)
-            if self._timer is None:
-                self._timer = threading.Timer(self.remaining(), self._expire)
-                self._timer.daemon = True
-                self._timer.start()
+        if self.expired:  # connected just as it passed
+            self._expire()
 
     def _expire(self) -> None:
         with self._lock:
@@ -148,9 +149,7 @@ class Deadline:
                     pass
 
     def cancel(self) -> None:
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
+        self._timer.cancel()
 
 
 class _Pinned:
@@ -180,29 +179,7 @@ class _PinnedHTTPS(_Pinned, HTTPSConnection):
     pass
 
 
-class Answer:
-    """One response: status, headers, and its body as decoded chunks."""
-
-    def __init__(self, response: urllib3.BaseHTTPResponse, pool: HTTPConnectionPool) -> None:
-        self._response = response
-        self._pool = pool
-        self.status_code = response.status
-        self.headers = response.headers
-
-    def chunks(self, size: int) -> Iterator[bytes]:
-        yield from self._response.stream(size, decode_content=True)
-
-    def close(self) -> None:
-        self._response.close()
-        self._pool.close()
-
-    def __enter__(self) -> Answer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
+@contextmanager
 def get(
     target: Target,
     address: str,
@@ -213,10 +190,10 @@ def get(
     label: str,
     method: str = "GET",
     body: bytes | None = None,
-) -> Answer:
+) -> Iterator[urllib3.BaseHTTPResponse]:
     """One request (a GET unless ``method`` says otherwise, e.g. CalDAV's PROPFIND or
-    REPORT with an XML ``body``) over a connection pinned to ``address``; network
-    failures become RetryLater."""
+    REPORT with an XML ``body``) over a connection pinned to ``address``, its body read
+    as decoded chunks (``stream``); network failures become RetryLater."""
     if deadline.remaining() <= 0:
         raise ProviderError(deadline.overrun(label))
     options: dict[str, Any] = {
@@ -232,26 +209,28 @@ def get(
         pool_class, pinned_class = HTTPSConnectionPool, _PinnedHTTPS
     pool: HTTPConnectionPool = pool_class(target.host, target.port, **options)
     pool.ConnectionCls = pinned_class  # the pool makes its connections when first asked
-    try:
-        response = pool.urlopen(
-            method,
-            target.request_uri,
-            body=body,
-            headers={"Accept-Encoding": "gzip, deflate", **headers},
-            redirect=False,
-            retries=False,
-            preload_content=False,
-            decode_content=True,
-            assert_same_host=False,
-        )
-    except (HTTPError, OSError) as exc:
-        pool.close()
-        if deadline.expired:
-            raise ProviderError(deadline.overrun(label)) from None
-        raise RetryLater(f"{label}: network error ({type(exc).__name__})") from None
-    return Answer(response, pool)
+    with closing(pool):
+        try:
+            response = pool.urlopen(
+                method,
+                target.request_uri,
+                body=body,
+                headers={"Accept-Encoding": "gzip, deflate", **headers},
+                redirect=False,
+                retries=False,
+                preload_content=False,
+                decode_content=True,
+                assert_same_host=False,
+            )
+        except (HTTPError, OSError) as exc:
+            if deadline.expired:
+                raise ProviderError(deadline.overrun(label)) from None
+            raise RetryLater(f"{label}: network error ({type(exc).__name__})") from None
+        with response:
+            yield response
 
 
+@contextmanager
 def follow(
     url: str,
     headers_for: Callable[[str], dict[str, str]],
@@ -262,7 +241,7 @@ def follow(
     label: str,
     method: str = "GET",
     body: bytes | None = None,
-) -> tuple[Answer, str]:
+) -> Iterator[tuple[urllib3.BaseHTTPResponse, str]]:
     """The first answer that is not a redirect, and the address that gave it: every
     hop parsed, vetted and pinned like the first, and counted as one call;
     ``headers_for`` gives each hop's headers (a password only to its own site)."""
@@ -270,7 +249,7 @@ def follow(
         target = parse_target(url, label)
         address = vetted_address(target, allow_private=allow_private, label=label)
         record_call()
-        answer = get(
+        with get(
             target,
             address,
             headers_for(url),
@@ -279,17 +258,17 @@ def follow(
             label=label,
             method=method,
             body=body,
-        )
-        location = answer.headers.get("Location")
-        if answer.status_code not in REDIRECTS or not location:
-            return answer, url
-        answer.close()
+        ) as answer:
+            location = answer.headers.get("Location")
+            if answer.status not in REDIRECTS or not location:
+                yield answer, url
+                return
         url = urljoin(url, location)
     raise ProviderError(f"{label}: too many redirects")
 
 
 def bounded_body(
-    response: Answer,
+    response: urllib3.BaseHTTPResponse,
     deadline: Deadline,
     limit: int,
     *,
@@ -302,7 +281,7 @@ def bounded_body(
         raise MalformedPayload(f"{label}: {what} is larger than {limit} bytes; refused")
     body = bytearray()
     try:
-        for chunk in response.chunks(64 * 1024):
+        for chunk in response.stream(64 * 1024):
             body += chunk
             if len(body) > limit:
                 raise MalformedPayload(f"{label}: {what} is larger than {limit} bytes; refused")

@@ -18,6 +18,7 @@ from calendars.sync import SyncSummary
 from calendars.sync_pool import sync_user_connections
 from core.config import NudgeConfig
 from providers import crypto
+from providers.base import ConnectionSnapshot
 from tenancy.scope import tenant_scope
 from tests.calendars.push_support import serve_app
 from tests.fakes import google_server, microsoft_server
@@ -137,6 +138,18 @@ def ics_connection(make_user, fake_ics) -> Callable[..., CalendarConnection]:
         )
 
     return make
+
+
+def provider_snapshot(provider: str, config: NudgeConfig, **fields: Any) -> ConnectionSnapshot:
+    """A connection as a sync hands it to its provider (connection and user 1 unless given)."""
+    defaults = {"connection_id": 1, "user_id": 1, "calendar_id": "", "account": ""}
+    return ConnectionSnapshot(
+        provider=provider,
+        sync_state={},
+        full_sync=True,
+        config=config,
+        **{**defaults, **fields},
+    )
 
 
 def run_sync(user_id: int, now: datetime = NOW) -> SyncSummary:

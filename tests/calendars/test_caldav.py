@@ -27,7 +27,14 @@ from scheduled_sends.models import ScheduledSend
 from sweeps.materialize import run_materialize
 from sweeps.sync_changed import run_sync_changed
 from tenancy.scope import tenant_scope
-from tests.calendars.conftest import NOW, events_of, make_connection, reload, run_sync
+from tests.calendars.conftest import (
+    NOW,
+    events_of,
+    make_connection,
+    provider_snapshot,
+    reload,
+    run_sync,
+)
 from tests.calendars.ics_samples import FEED, SINGLE
 from tests.calendars.test_real_world_feeds import (
     EDITED_ALARM,
@@ -115,15 +122,15 @@ def test_discovery_finds_the_event_calendars_from_the_server_address(radicale):
     radicale.make_calendar("ana", "tasks", "Tasks", components="VTODO")
     radicale.make_calendar("ana", "home", "Home")
     config = NudgeConfig.from_settings()
-    client = DavClient(
-        base_url=radicale.url,
-        username="ana",
-        password=PASSWORD,
-        allow_private=True,
-        timeout=config.calendar_http_timeout_seconds,
-        deadline=Deadline(10),
-        max_bytes=config.ics_max_bytes,
+    account = provider_snapshot(
+        "caldav",
+        config,
+        account="ana",
+        allow_private_network=True,
+        access_token=PASSWORD,
+        feed_url=radicale.url,
     )
+    client = DavClient(account, Deadline(10))
 
     found = discover(client, radicale.url + "/")
 

@@ -304,8 +304,8 @@ def test_fake_ics_server_is_still_reachable_directly():
         with untrusted_fetch.get(
             target, "127.0.0.1", {}, deadline=deadline, timeout=5, label="ics"
         ) as answer:
-            assert answer.status_code == 200
-            assert b"".join(answer.chunks(1024)) == SINGLE
+            assert answer.status == 200
+            assert b"".join(answer.stream(1024)) == SINGLE
         deadline.cancel()
 
 

@@ -24,7 +24,7 @@ from core.config import NudgeConfig
 from pacing.pacer import LEAD, Budget, ChannelPacer, reserve_slots, slow_down
 from providers import google
 from providers.base import ConnectionSnapshot, request_budgets
-from tests.calendars.conftest import NOW, run_sync
+from tests.calendars.conftest import NOW, provider_snapshot, run_sync
 from tests.fakes.base import Quota
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -171,15 +171,13 @@ def test_syncs_burst_under_googles_sliding_window_quota_without_a_429(
 
 def _snapshot(user_id: int, access_token: str, config: NudgeConfig) -> ConnectionSnapshot:
     """One user's Google calendar as a sync hands it to the provider (tokens fresh)."""
-    return ConnectionSnapshot(
+    return provider_snapshot(
+        "google",
+        config,
         connection_id=user_id,
         user_id=user_id,
-        provider="google",
         calendar_id="primary",
         account="someone@example.com",
-        sync_state={},
-        full_sync=True,
-        config=config,
         allow_private_network=True,
         access_token=access_token,
         token_expires_at=NOW + timedelta(hours=1),
