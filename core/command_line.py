@@ -17,8 +17,6 @@ from django.utils.dateparse import parse_datetime
 
 
 class NudgeCommand(BaseCommand):
-    """A command whose argument errors are one line on stderr and exit status 2."""
-
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
         parser = super().create_parser(prog_name, subcommand, **kwargs)
 
@@ -62,7 +60,6 @@ def positive_float(value: str) -> float:
 
 
 def _number(value: str, kind: type, ok: Callable[[Any], bool], complaint: str) -> Any:
-    """``value`` read as ``kind``, or the argument error saying what is wrong with it."""
     try:
         number = kind(value)
     except ValueError:
@@ -74,8 +71,7 @@ def _number(value: str, kind: type, ok: Callable[[Any], bool], complaint: str) -
 
 
 def require_users(user_ids: Iterable[int] | None, *, active: bool = True) -> list[int] | None:
-    """The given user ids, each checked to exist (and, if ``active``, be active);
-    None stays None ("everyone")."""
+    """The ids, sorted, each existing (and active, if ``active``); None ("everyone") stays."""
     if user_ids is None:
         return None
     wanted = sorted(set(user_ids))

@@ -84,8 +84,7 @@ class Knob:
 
 
 def knob(setting: str, default: int | float | str, *args: Any, **bounds: Any) -> Any:
-    """A ``NudgeConfig`` field read from ``setting``, the rest as ``Knob`` takes them (its
-    attribute is filled in below)."""
+    """A ``NudgeConfig`` field read from ``setting`` (``KNOBS`` fills in its attribute)."""
     return field(metadata={"knob": Knob(setting, "", default, *args, **bounds)})
 
 
@@ -305,7 +304,6 @@ PACED_CHANNELS = ("telegram", "whatsapp", "console")
 # Tests and benchmarks change internal tuning in a child process through this
 # variable (JSON: {"NUDGE_BATCH_SIZE": 4, …}); it is not an operator setting.
 TUNING_VARIABLE = "NUDGE_TUNING"
-# The knobs that are internal tuning, by setting name.
 TUNING_SETTINGS = frozenset(knob.setting for knob in KNOBS if not knob.public)
 
 

@@ -9,10 +9,8 @@ NOT_IN_PRODUCTION = "the console channel is for development only; link Telegram 
 
 
 def development() -> bool:
-    """DEBUG on, or the embedded database."""
     return bool(settings.DEBUG or settings.EMBEDDED_DATABASE)
 
 
 def console_channel_allowed() -> bool:
-    """In development, or where the server allows the console channel explicitly."""
     return development() or bool(settings.ALLOW_CONSOLE_CHANNEL)

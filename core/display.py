@@ -28,8 +28,7 @@ def when(instant: datetime | None, empty: str = "never", seconds: bool = False) 
 
 
 def when_text(instant: datetime, seconds: bool = True) -> str:
-    """An instant as plain text where no markup can go, in the active zone and naming it:
-    ``2026-12-02 22:22:05 UTC``."""
+    """An instant as plain text, in the active zone and naming it: ``2026-12-02 22:22:05 UTC``."""
     shape = "%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z"
     return f"{timezone.localtime(instant):{shape}}"
 

@@ -20,7 +20,6 @@ T = TypeVar("T")
 
 
 def inside_foreign_transaction() -> bool:
-    """Whether this thread's connection is in an atomic block (a test's, or a caller's)."""
     return connections[DEFAULT_DB_ALIAS].in_atomic_block
 
 

@@ -12,13 +12,11 @@ _Row = TypeVar("_Row", bound=Model)
 
 
 def valid_id(value: int) -> bool:
-    """Whether ``value`` can be a row's id: positive and within a bigint."""
     return 0 < value <= MAX_ID
 
 
 def owned(rows: QuerySet[_Row], user_id: int, pk: int) -> QuerySet[_Row]:
-    """The user's row of that id among ``rows`` (none for an id out of range); run it
-    inside the user's scope."""
+    """The user's row ``pk`` among ``rows`` (none if out of range); run it in the user's scope."""
     if not valid_id(pk):
         return rows.none()
     return rows.filter(user_id=user_id, pk=pk)

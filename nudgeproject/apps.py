@@ -1,5 +1,3 @@
-"""App configs that belong to the project rather than to one app."""
-
 from django.contrib.admin.apps import AdminConfig
 
 

@@ -1,5 +1,3 @@
-"""ASGI entry point."""
-
 import os
 
 from django.core.asgi import get_asgi_application

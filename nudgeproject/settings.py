@@ -1,10 +1,7 @@
-"""Settings, all from the environment (and an optional ``.env`` file).
-
-Nothing secret has a production default. With ``DATABASE_URL`` unset the
-project runs on an embedded PostgreSQL inside the checkout (see
-``tenancy/embedded_server.py``); that is the development mode, and only
-there does a missing ``SECRET_KEY`` fall back to a random key kept in ``var/``.
-"""
+"""Settings, all from the environment (and an optional ``.env`` file). Nothing secret has a
+production default: only in development (``DATABASE_URL`` unset: an embedded PostgreSQL in
+the checkout, ``tenancy/embedded_server.py``) does ``SECRET_KEY`` fall back to a random key
+kept in ``var/``."""
 
 from __future__ import annotations
 
@@ -223,7 +220,6 @@ AXES_RESET_ON_SUCCESS = False
 AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are not stored; failures are
 
 STATIC_URL = "static/"
-# What collectstatic writes and WhiteNoise serves.
 STATIC_ROOT = seam.path("STATIC_ROOT", default=str(STATE_DIR / "static"))
 # Gzip copies served to clients that accept them; file names unchanged (no manifest).
 STORAGES = {

@@ -1,6 +1,3 @@
-"""URL routes: the admin, the end-user area, its API and webhooks, cron routes,
-health, and provider callbacks."""
-
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path

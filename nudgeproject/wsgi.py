@@ -1,5 +1,3 @@
-"""WSGI entry point."""
-
 import os
 
 from django.core.wsgi import get_wsgi_application

@@ -1,7 +1,5 @@
-"""Why a nudge failed, as a value, and every sentence said about it.
-
-Pages read the :class:`FailureKind`, never recognise a failure by its text.
-"""
+"""Why a nudge failed, as a value, and every sentence said about it: pages read the
+:class:`FailureKind`, never recognise a failure by its text."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Lateness: ``sent_at - max(intended_at, created_at)``, negative when sent early.
-
-A deliver run summarises its rows as percentiles and a fixed-bucket histogram;
-histograms add up, so health reads p95 from the run log without scanning the queue.
-"""
+"""Lateness: ``sent_at - max(intended_at, created_at)``, negative when sent early. A deliver
+run summarises its rows as percentiles and a fixed-bucket histogram; histograms add up, so
+health reads p95 from the run log without scanning the queue."""
 
 from __future__ import annotations
 

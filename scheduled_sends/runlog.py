@@ -1,7 +1,5 @@
-"""The sweep run log: every run records itself, so silence is never ambiguous.
-
-It holds counts and error classes, never titles, addresses or other user data.
-"""
+"""The sweep run log: every run records itself, so silence is never ambiguous. It holds
+counts and error classes, never titles, addresses or other user data."""
 
 from __future__ import annotations
 
@@ -52,8 +50,7 @@ class RunCounts:
 
 @dataclass
 class DeliverCounts(RunCounts):
-    """What health and ``/metrics`` read of a deliver run: its outcomes, 429s and lateness
-    (its report extends it)."""
+    """What health and ``/metrics`` read of a deliver run (its report extends it)."""
 
     sent: int = 0
     expired: int = 0
@@ -72,8 +69,7 @@ class DeliverCounts(RunCounts):
 
 @dataclass
 class MaterializeCounts(RunCounts):
-    """What health, the next run and ``/metrics`` read of a materialize run (its report
-    extends it)."""
+    """What health, the next run and ``/metrics`` read of a materialize run (report extends it)."""
 
     overdue_unclaimed: int = 0  # due rows nobody had claimed, seen in each user's scope
     cut_short: bool = False  # the budget ran out: the next cycle starts with the slices left

@@ -1,9 +1,6 @@
-"""What a nudge is about, and whether it still deserves one: the subject rules.
-
-Just before sending, delivery reads each claimed row's :class:`Facts` (owner
-settings and subject as they are now) in the owner's tenant scope. The skip
-rules are stated once here, for materialize, delivery and Snooze alike.
-"""
+"""What a nudge is about, and whether it still deserves one: the skip rules, stated once
+for materialize, delivery and Snooze. Just before sending, delivery reads each claimed row's
+:class:`Facts` (owner settings and subject as they are now) in the owner's tenant scope."""
 
 from __future__ import annotations
 

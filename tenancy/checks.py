@@ -20,7 +20,6 @@ from tenancy.rls import (
     expected_policies,
 )
 
-# --- The catalog queries ---
 CHECK_ROLE = "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s"
 # The role this session is really connected as, whatever the settings name.
 CHECK_SESSION_ROLE = (

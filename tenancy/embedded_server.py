@@ -39,7 +39,6 @@ def database_settings(state_dir: Path) -> dict[str, str]:
 
 
 def data_dir(state_dir: Path) -> Path:
-    """Where the embedded cluster keeps its files, inside the checkout's ``var/``."""
     return state_dir / DATA_DIR_NAME
 
 

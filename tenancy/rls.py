@@ -42,12 +42,10 @@ def _role(name: str) -> str:
 
 
 def _grant(privileges: str, on: str, role: str) -> tuple[str, str]:
-    """``GRANT privileges ON on TO role`` and the REVOKE that undoes it."""
     return f"GRANT {privileges} ON {on} TO {role}", f"REVOKE {privileges} ON {on} FROM {role}"
 
 
 def _undoable(*steps: tuple[str, str]) -> migrations.RunSQL:
-    """Each ``(do, undo)`` step in order, reversed by the undos in the opposite order."""
     return migrations.RunSQL(
         sql=[do for do, _undo in steps], reverse_sql=[undo for _do, undo in reversed(steps)]
     )
@@ -58,7 +56,6 @@ SWEEPER_TABLES = frozenset({"scheduled_sends"})
 
 
 def _policy(name: str, table: str) -> str:
-    """``CREATE POLICY name`` on ``table``: for all commands, to its role, with its predicate."""
     role, predicate = {
         TENANT_POLICY: ("PUBLIC", TENANT_PREDICATE),
         SUPPORT_POLICY: (_role(settings.NUDGE_DB_SUPPORT_ROLE), "true"),

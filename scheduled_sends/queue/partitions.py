@@ -87,9 +87,8 @@ def coverage_problem(
 
 
 def make_partitions(today: date, days_ahead: int) -> list[str]:
-    """Create each missing day partition from ``today`` through ``today + days_ahead``,
-    as the owner, with the parent's row-level security and grants; the names made.
-    Idempotent."""
+    """Create, idempotently and as the owner, each missing day partition from ``today``
+    through ``today + days_ahead``, with the parent's RLS and grants; the names made."""
     made: list[str] = []
     with connected_as_owner(), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(statements.PARTITION_LOCK_TIMEOUT)

@@ -1,9 +1,7 @@
-"""Every raw SQL statement the queue runs; all parameters are bound (``%(name)s``).
-
-Every statement that reads due rows carries the predicate of the partial index
-``scheduled_sends_due_idx`` (``sent_at IS NULL AND outcome IS NULL``), so its
-cost is O(rows due), never O(rows queued) or O(tenants).
-"""
+"""Every raw SQL statement the queue runs; all parameters are bound (``%(name)s``). Every
+statement that reads due rows carries the predicate of the partial index
+``scheduled_sends_due_idx`` (``sent_at IS NULL AND outcome IS NULL``), so its cost is
+O(rows due), never O(rows queued) or O(tenants)."""
 
 # Idempotent: the unique key on the *intended* instant arbitrates, so a row
 # whose send time was moved earlier still counts.

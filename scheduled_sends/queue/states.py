@@ -1,8 +1,6 @@
-"""What state a queue row is in, derived from its columns, defined once as ``Q``s.
-
-The raw claim and expiry statements carry the same conditions in the shape
-their plans need. ``now`` may be an instant or ``Now()`` (the database's clock).
-"""
+"""What state a queue row is in, derived from its columns, defined once as ``Q``s (the raw
+claim and expiry statements carry the same conditions in the shape their plans need).
+``now`` may be an instant or ``Now()`` (the database's clock)."""
 
 from __future__ import annotations
 
