@@ -93,7 +93,6 @@ NUDGE_DB_SWEEPER_ROLE = _roles.sweeper
 NUDGE_DB_SUPPORT_ROLE = _roles.support
 NUDGE_DB_PLANNER_ROLE = _roles.planner
 
-# --- Secrets ----------------------------------------------------------------
 SECRET_KEY = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
     if not EMBEDDED_DATABASE:
@@ -107,7 +106,6 @@ if not SECRET_KEY:
         _key_file.chmod(0o600)
     SECRET_KEY = _key_file.read_text().strip()
 
-# --- Applications -----------------------------------------------------------
 INSTALLED_APPS = [
     "nudgeproject.apps.NudgeAdminConfig",
     "django.contrib.auth",
@@ -316,7 +314,6 @@ MICROSOFT_GRAPH_BASE_URL = seam.str(
     "MICROSOFT_GRAPH_BASE_URL", default="https://graph.microsoft.com/v1.0"
 )
 
-# --- Logging ------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,

@@ -214,7 +214,6 @@ def one_connection() -> Iterator[None]:
 
 
 def _statement(call: Callable[[], T]) -> T:
-    """Run one pacing statement on the shared session when one is open, else here."""
     lane = _lane
     return call() if lane is None else lane.submit(call).result()
 

@@ -114,7 +114,6 @@ def refused_session_defaults(cur, roles: list[str], databases: list[str]) -> lis
 
 
 def _reset_session_settings(cur: psycopg.Cursor, roles: RoleNames, databases: list[str]) -> None:
-    """Drop per-role and per-database defaults that would pre-set a tenant or role."""
     for database, role, setting in refused_session_defaults(
         cur, list(vars(roles).values()), databases
     ):

@@ -1,5 +1,3 @@
-"""Create or repair the login role, auxiliary roles and databases of DATABASE_URL."""
-
 from __future__ import annotations
 
 from django.conf import settings

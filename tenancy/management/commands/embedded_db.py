@@ -1,5 +1,3 @@
-"""manage.py embedded_db status|stop — the development database kept in ``var/``."""
-
 from __future__ import annotations
 
 from django.conf import settings
