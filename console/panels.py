@@ -60,11 +60,6 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
             over = sum(1 for n in counts if n > capacity)
             if over:
                 caption += f"; {plural(over, 'minute')} over capacity"
-        rows = [
-            [when(data.start + timedelta(minutes=i)), n, capacity if capacity else "unpaced"]
-            for i, n in enumerate(counts)
-            if n
-        ]
         panels.append(
             Chart(
                 chart_id=f"{prefix}lookahead-{channel or 'unassigned'}",
@@ -73,8 +68,8 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
                 ticks=ticks,
                 empty_text="No nudges planned in the next 3 hours.",
                 caption=caption + ".",
-                head=["minute", "nudges", "capacity"],
-                rows=rows,
+                slot_head="minute",
+                slot_name=lambda i: when(data.start + timedelta(minutes=i)),
                 table_note="Minutes not listed have no nudges.",
                 stacks=[Series(f"{name} nudges", counts, COLOURS.get(channel, "#888"))],
                 lines=[capacity_line] if capacity else [],
@@ -83,22 +78,12 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
     return panels
 
 
-def _seconds(value: float) -> str:
-    return svgchart.figure(round(value, 1), "s")
-
-
 def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) -> list[Chart]:
     """p50 / p95 / max per quarter-hour, and how the day's lateness is spread."""
     slots = data.quarters
+    quarters = [data.by_quarter.get(i) for i in range(slots)]
     series = [
-        Series(
-            name,
-            [
-                getattr(data.by_quarter[i], name) if i in data.by_quarter else None
-                for i in range(slots)
-            ],
-            COLOURS[name],
-        )
+        Series(name, [getattr(q, name) if q else None for q in quarters], COLOURS[name])
         for name in ("p50", "p95", "max")
     ]
     threshold = round(config.max_p95_lateness.total_seconds())
@@ -106,7 +91,7 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
     caption = f"{plural(data.sent, 'nudge')} sent"
     if data.by_quarter:
         worst = max(data.by_quarter.values(), key=lambda q: q.p95)
-        caption += f"; worst quarter-hour p95 {_seconds(worst.p95)}"
+        caption += f"; worst quarter-hour p95 {svgchart.figure(worst.p95, 's')}"
         caption += f"; {plural(len(over), 'quarter-hour')} over the {threshold} s limit"
     return [
         Chart(
@@ -119,13 +104,11 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
             unit="s",
             empty_text="No nudges were sent in the last 24 hours.",
             caption=caption + ".",
-            head=["quarter-hour from", "sent", "p50", "p95", "max"],
-            rows=[
-                [when(q.start), q.sent, _seconds(q.p50), _seconds(q.p95), _seconds(q.max)]
-                for _, q in sorted(data.by_quarter.items())
-            ],
+            slot_head="quarter-hour from",
+            slot_name=lambda i: when(data.by_quarter[i].start),
             table_note="Quarter-hours not listed sent nothing.",
             lines=series,
+            also=[Series("sent", [q.sent if q else 0 for q in quarters], COLOURS[Outcome.SENT])],
         ),
         Chart(
             chart_id=f"{prefix}lateness-histogram",
@@ -136,8 +119,9 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
             caption=(
                 "Each bar counts the nudges that arrived at most this late (0 s: on time or early)."
             ),
-            head=["lateness", "nudges"],
-            rows=[[_bucket_label(data.histogram, i), n] for i, (_, n) in enumerate(data.histogram)],
+            slot_head="lateness",
+            slot_name=lambda i: _bucket_label(data.histogram, i),
+            table_note="Lateness bounds not listed had no nudges.",
             stacks=[Series("nudges", [n for _, n in data.histogram], COLOURS["p50"])],
         ),
     ]
@@ -192,8 +176,9 @@ def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Char
             ticks=ticks,
             empty_text="No nudges were settled in the last 24 hours.",
             caption=f"{totals}; {sum(retried.values):,} retried (had a failed attempt).",
-            head=["hour from", *[o.value for o in OUTCOME_ORDER], "retried"],
-            rows=[[when(h.start), *[h.counts[o] for o in OUTCOME_ORDER], h.retried] for h in hours],
+            slot_head="hour from",
+            slot_name=lambda i: when(hours[i].start),
+            table_note="Hours not listed settled nothing.",
             stacks=stacks,
             lines=[retried],
         ),
@@ -204,12 +189,8 @@ def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Char
             ticks=ticks,
             empty_text="Nothing was sent in the last 24 hours.",
             caption="; ".join(f"{s.name}: {sum(s.values):,}" for s in kind_stacks) + ".",
-            head=["hour from", *[kind.label for kind in Kind]],
-            rows=[
-                [when(h.start), *[h.sent_by_kind[kind] for kind in Kind]]
-                for h in hours
-                if h.sent_by_kind
-            ],
+            slot_head="hour from",
+            slot_name=lambda i: when(hours[i].start),
             table_note="Hours not listed sent nothing.",
             stacks=kind_stacks,
         ),
@@ -220,12 +201,8 @@ def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Char
             ticks=ticks,
             empty_text="No failures in the last 24 hours.",
             caption="; ".join(f"{reason}: {n:,}" for reason, n in reasons_ranked) or "No failures.",
-            head=["hour from", "reason", "failures"],
-            rows=[
-                [when(h.start), reason, n]
-                for h in hours
-                for reason, n in sorted(h.failures.items())
-            ],
+            slot_head="hour from",
+            slot_name=lambda i: when(hours[i].start),
             table_note="Hours not listed had no failures.",
             stacks=failure_series,
         ),
