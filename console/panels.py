@@ -134,9 +134,6 @@ def _bucket_label(histogram: list[tuple[float, int]], i: int) -> str:
     return f"≤{bound:.0f}s"
 
 
-OUTCOME_ORDER = (Outcome.SENT, Outcome.SKIPPED, Outcome.FAILED, Outcome.EXPIRED)
-
-
 KIND_COLOURS = {Kind.EVENT: "#2374b8", Kind.FOLLOW_UP: "#6a1b9a", Kind.AGENDA: "#ef6c00"}
 FAILURE_PALETTE = ("#c62828", "#ad1457", "#6a1b9a", "#4527a0", "#283593", "#00695c")
 
@@ -150,7 +147,7 @@ def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Char
     )
     stacks = [
         Series(str(outcome.value), [h.counts[outcome] for h in hours], COLOURS[outcome])
-        for outcome in OUTCOME_ORDER
+        for outcome in Outcome
     ]
     retried = Series(
         "retried", [h.retried for h in hours], COLOURS["retried"], dashed=True, mark_zero=False
