@@ -287,9 +287,9 @@ def check_health(now: datetime | None = None) -> HealthReport:
     _check_on_time(report, config)
     _check_partitions(report, now, config)
 
-    push = push_health(now, bool(config.calendar_push_base_url))
-    report.figures.update(push.figures)
-    report.add("calendar_push", push.ok, f"Calendar push: {push.detail}.")
+    push_ok, push_detail, push_figures = push_health(now, bool(config.calendar_push_base_url))
+    report.figures.update(push_figures)
+    report.add("calendar_push", push_ok, f"Calendar push: {push_detail}.")
 
     # Independent of the bypass: what materialize saw inside each user's scope.
     if last_materialize is not None:
