@@ -136,7 +136,6 @@ DEALT_WITH = ("sent", "skipped", "failed", "expired", "retried")
 
 
 def _deliver_runs(**lookups: object) -> list[DeliverCounts]:
-    """The counts of the deliver runs matching ``lookups``, oldest first."""
     runs = SweepRun.objects.filter(sweep=SweepRun.Sweep.DELIVER, **lookups).order_by("as_of", "pk")
     return [DeliverCounts.from_counts(counts) for counts in runs.values_list("counts", flat=True)]
 

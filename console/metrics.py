@@ -37,8 +37,6 @@ def _gauge(name: str, documentation: str, labels: list[str], samples) -> GaugeMe
 
 
 class QueueCollector:
-    """Collects once per scrape, at ``now``, with the given health report."""
-
     def __init__(self, now: datetime, config: NudgeConfig, health: HealthReport) -> None:
         self.now, self.config, self.health = now, config, health
 
@@ -239,5 +237,4 @@ class QueueCollector:
 
 
 def render(now: datetime, config: NudgeConfig, health: HealthReport) -> bytes:
-    """The scrape's body."""
     return generate_latest(QueueCollector(now, config, health))
