@@ -182,11 +182,8 @@ class QueueCollector:
             )
             limited.update({channel: int(n) for channel, n in by_channel.items()})
         syncs: dict[str, dict[str, int]] = {}
-        materialize = SweepRun.objects.filter(
-            sweep=SweepRun.Sweep.MATERIALIZE,
-            as_of__gt=self.now - LATENESS_WINDOW,
-            as_of__lte=self.now,
-        )
+        window = SweepRun.objects.filter(as_of__gt=self.now - LATENESS_WINDOW, as_of__lte=self.now)
+        materialize = window.filter(sweep=SweepRun.Sweep.MATERIALIZE)
         for counts in materialize.values_list("counts", flat=True):
             add_outcomes(syncs, MaterializeCounts.from_counts(counts).calendar_outcomes)
         for name in DEALT_WITH:

@@ -37,9 +37,8 @@ class Series:
 @dataclass(kw_only=True)
 class Chart:
     """One chart as the console shows it: an id, an accessible title, x-axis tick labels,
-    the picture (bars stacked in ``stacks``' order, ``lines`` over them), what it shows
-    in a sentence, and its figures as a table: a row per slot with something drawn,
-    named by ``slot_name``, with a column per series (``also``: the table's only)."""
+    the picture (bars stacked in ``stacks``' order, ``lines`` over them), its caption, and
+    its table: a row per slot drawn (``slot_name``), a column per series (``also``: its own)."""
 
     chart_id: str
     title: str
