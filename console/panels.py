@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 
 from accounts.models import Channel
 from console import charts, svgchart
@@ -142,8 +143,14 @@ def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Char
     """Outcomes per hour (stacked) with retries as a line, sent nudges by kind (events,
     follow-ups, the agenda), and failures by reason (most frequent first)."""
     slots = len(hours)
-    ticks = _relative_ticks(
-        slots, 4, lambda i: "this hour" if i == slots - 1 else f"-{slots - 1 - i}h"
+    hourly = partial(
+        Chart,
+        slots=slots,
+        ticks=_relative_ticks(
+            slots, 4, lambda i: "this hour" if i == slots - 1 else f"-{slots - 1 - i}h"
+        ),
+        slot_head="hour from",
+        slot_name=lambda i: when(hours[i].start),
     )
     stacks = [
         Series(str(outcome.value), [h.counts[outcome] for h in hours], COLOURS[outcome])
@@ -166,40 +173,28 @@ def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Char
         for i, (reason, _) in enumerate(reasons_ranked)
     ]
     return [
-        Chart(
+        hourly(
             chart_id=f"{prefix}outcomes",
             title="Outcomes per hour, last 24 hours (by the hour each nudge was meant for)",
-            slots=slots,
-            ticks=ticks,
             empty_text="No nudges were settled in the last 24 hours.",
             caption=f"{totals}; {sum(retried.values):,} retried (had a failed attempt).",
-            slot_head="hour from",
-            slot_name=lambda i: when(hours[i].start),
             table_note="Hours not listed settled nothing.",
             stacks=stacks,
             lines=[retried],
         ),
-        Chart(
+        hourly(
             chart_id=f"{prefix}kinds",
             title="Sent per hour by kind, last 24 hours",
-            slots=slots,
-            ticks=ticks,
             empty_text="Nothing was sent in the last 24 hours.",
             caption="; ".join(f"{s.name}: {sum(s.values):,}" for s in kind_stacks) + ".",
-            slot_head="hour from",
-            slot_name=lambda i: when(hours[i].start),
             table_note="Hours not listed sent nothing.",
             stacks=kind_stacks,
         ),
-        Chart(
+        hourly(
             chart_id=f"{prefix}failures",
             title="Failures per hour by reason, last 24 hours",
-            slots=slots,
-            ticks=ticks,
             empty_text="No failures in the last 24 hours.",
             caption="; ".join(f"{reason}: {n:,}" for reason, n in reasons_ranked) or "No failures.",
-            slot_head="hour from",
-            slot_name=lambda i: when(hours[i].start),
             table_note="Hours not listed had no failures.",
             stacks=failure_series,
         ),
