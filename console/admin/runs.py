@@ -61,4 +61,4 @@ def _flat(counts: Mapping, path: str = "") -> Iterator[tuple[str, str]]:
         if isinstance(value, Mapping) and value:
             yield from _flat(value, f"{path}{key}.")
         else:
-            yield f"{path}{key}", "none" if value == {} else display_for_value(value, "-")
+            yield f"{path}{key}", "none" if value == {} else display_for_value(value, "-") or "-"
