@@ -85,9 +85,7 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
     @admin.action(permissions=["resync"], description="Resync now (on the next materialize run)")
     def resync_now(self, request: HttpRequest, queryset: QuerySet[CalendarConnection]) -> None:
         connections = list(queryset.only("pk", "provider", "account", "user_id"))
-        CalendarConnection.objects.filter(pk__in=[c.pk for c in connections]).update(
-            resync_requested=True
-        )
+        queryset.update(resync_requested=True)
         for connection in connections:
             self.log_change(request, connection, "Resync requested by support.")
         self.message_user(

@@ -8,9 +8,8 @@ from datetime import datetime
 
 from calendars.models import CalendarConnection, Provider, ProviderRelease, ReleaseWork
 from calendars.push.freshness import PUSH_PROVIDERS
-from calendars.push.worklist import take_leased
 
-TAKE_LIMIT = 200  # per minute job; more wait for the next
+TAKE_LIMIT = 200  # releases per minute job; more wait for the next
 # What a release keeps of the connection: the fields it shares with ``ProviderRelease``.
 RELEASED_FIELDS = [
     f.attname
@@ -33,8 +32,3 @@ def request_release(connection: CalendarConnection, now: datetime) -> None:
     ReleaseWork.objects.update_or_create(
         connection_id=connection.pk, defaults={"user_id": connection.user_id, "due_at": now}
     )
-
-
-def take_due(now: datetime) -> list[tuple[int, int]]:
-    """(connection id, owner) of the due releases, each held for ``worklist.LEASE``."""
-    return take_leased(ReleaseWork, "due_at", now, TAKE_LIMIT)

@@ -51,6 +51,9 @@ MAX_ERROR_LENGTH = 1000
 
 
 class Outcome:
+    """``SyncSummary`` counts each in its field of the same name (``SKIPPED_REAUTH`` in
+    ``needs_reauth``); ``GONE`` and ``FRESH`` are not counted."""
+
     SYNCED = "synced"
     UNCHANGED = "unchanged"
     FAILED = "failed"
@@ -60,18 +63,6 @@ class Outcome:
     DEFERRED = "deferred"  # the user's sync budget was spent; synced next run
     GONE = "gone"  # deleted while we were fetching
     FRESH = "fresh"  # push is live and the stored copy will do; not contacted
-
-
-# The summary's counter each outcome adds one to (a gone or fresh one is not counted).
-COUNTERS = {
-    Outcome.SYNCED: "synced",
-    Outcome.UNCHANGED: "unchanged",
-    Outcome.FAILED: "failed",
-    Outcome.NEEDS_REAUTH: "needs_reauth",
-    Outcome.SKIPPED_REAUTH: "needs_reauth",
-    Outcome.BACKING_OFF: "backing_off",
-    Outcome.DEFERRED: "deferred",
-}
 
 
 @dataclass
@@ -126,7 +117,9 @@ class SyncSummary:
         self.events_updated += result.updated
         self.events_deleted += result.deleted
         self.events_skipped += result.skipped_events
-        if counter := COUNTERS.get(result.outcome):
+        reauth = result.outcome == Outcome.SKIPPED_REAUTH
+        counter = Outcome.NEEDS_REAUTH if reauth else result.outcome
+        if counter not in (Outcome.GONE, Outcome.FRESH):
             setattr(self, counter, getattr(self, counter) + 1)
 
 

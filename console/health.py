@@ -47,6 +47,8 @@ class HealthReport:
     figures: dict[str, object] = field(default_factory=dict)
     # Why check_health could not be made: the console then shows ``runs_and_claims`` only.
     error: str = ""
+    # The deliver runs of the last LATENESS_WINDOW, oldest first (``/metrics`` sums them).
+    deliver_runs: list[DeliverCounts] = field(default_factory=list)
 
     @property
     def failing(self) -> list[HealthCheck]:
@@ -129,16 +131,18 @@ def _check_recent(report: HealthReport, sweep: str, stale_after: timedelta) -> S
 
 LATENESS_WINDOW = timedelta(minutes=15)
 LATE_BEYOND = int(BUCKETS[-2])
+# A deliver run's counts of the rows it dealt with, one outcome each.
+DEALT_WITH = ("sent", "skipped", "failed", "expired", "retried")
 
 
 def _deliver_runs(**lookups: object) -> list[DeliverCounts]:
-    """The counts of the deliver runs matching ``lookups``, oldest first."""
     runs = SweepRun.objects.filter(sweep=SweepRun.Sweep.DELIVER, **lookups).order_by("as_of", "pk")
     return [DeliverCounts.from_counts(counts) for counts in runs.values_list("counts", flat=True)]
 
 
-def _check_on_time(report: HealthReport, runs: list[DeliverCounts], config: NudgeConfig) -> None:
+def _check_on_time(report: HealthReport, config: NudgeConfig) -> None:
     """p95 lateness and expiries over the deliver runs of the last 15 minutes."""
+    runs = report.deliver_runs
     p95 = merged_p95(counts.lateness_histogram for counts in runs)
     expired, sent = sum(c.expired for c in runs), sum(c.sent for c in runs)
     limit = config.max_p95_lateness.total_seconds()
@@ -182,7 +186,7 @@ FAILING_SHARE = 0.25
 FAILING_MIN_ERRORS = 5
 
 
-def _check_sends(report: HealthReport, runs: list[DeliverCounts]) -> None:
+def _check_sends(report: HealthReport) -> None:
     """Failed sends of the last 15 minutes, by channel and kind.
 
     A configuration failure is red, naming the setting, until a later send on
@@ -191,7 +195,7 @@ def _check_sends(report: HealthReport, runs: list[DeliverCounts]) -> None:
     broken: dict[str, tuple[str, int]] = {}  # channel -> (what it said, failed since)
     errors: dict[str, int] = {}
     sent = 0
-    for counts in runs:
+    for counts in report.deliver_runs:
         for channel, n in counts.sent_by_channel.items():
             sent += int(n)
             if int(n):
@@ -277,14 +281,14 @@ def check_health(now: datetime | None = None) -> HealthReport:
         report.add("queue_readable", False, said)
     last_materialize = runs_and_claims(report, config, counts)
 
-    window = _deliver_runs(as_of__gt=now - LATENESS_WINDOW, as_of__lte=now)
-    _check_sends(report, window)
-    _check_on_time(report, window, config)
+    report.deliver_runs = _deliver_runs(as_of__gt=now - LATENESS_WINDOW, as_of__lte=now)
+    _check_sends(report)
+    _check_on_time(report, config)
     _check_partitions(report, now, config)
 
-    push = push_health(now, bool(config.calendar_push_base_url))
-    report.figures.update(push.figures)
-    report.add("calendar_push", push.ok, f"Calendar push: {push.detail}.")
+    push_ok, push_detail, push_figures = push_health(now, bool(config.calendar_push_base_url))
+    report.figures.update(push_figures)
+    report.add("calendar_push", push_ok, f"Calendar push: {push_detail}.")
 
     # Independent of the bypass: what materialize saw inside each user's scope.
     if last_materialize is not None:
@@ -362,7 +366,7 @@ def _check_keeping_up(report: HealthReport, materialize: SweepRun, now: datetime
         return
     nudges = f"{plural(seen, 'nudge')} whose time had passed {'was' if seen == 1 else 'were'}"
     done = _deliver_runs(status=SweepRun.Status.OK, as_of__gt=materialize.as_of)
-    dealt = sum(c.sent + c.skipped + c.failed + c.expired + c.retried for c in done)
+    dealt = sum(getattr(counts, name) for counts in done for name in DEALT_WITH)
     report.figures["dealt_with_since_materialize"] = dealt
     if done and dealt >= seen and live_overdue == 0:
         report.figures["overdue_seen_cleared"] = True

@@ -16,18 +16,16 @@ from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from console import charts
-from console.health import LATENESS_WINDOW, HealthReport
+from console.health import DEALT_WITH, LATENESS_WINDOW, HealthReport
 from core.config import NudgeConfig
 from pacing.pacer import rates_in_force
 from scheduled_sends.lateness import BUCKETS
 from scheduled_sends.models import ScheduledSend, SweepRun
 from scheduled_sends.queue.states import DueCounts, unsettled
-from scheduled_sends.runlog import DeliverCounts, MaterializeCounts, add_outcomes
+from scheduled_sends.runlog import MaterializeCounts, add_outcomes
 from tenancy.scope import rls_bypass
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-# Counters the deliver runs record, summed over the window.
-DELIVER_COUNTS = ("sent", "skipped", "failed", "expired", "retried")
 
 
 def _gauge(name: str, documentation: str, labels: list[str], samples) -> GaugeMetricFamily:
@@ -39,8 +37,6 @@ def _gauge(name: str, documentation: str, labels: list[str], samples) -> GaugeMe
 
 
 class QueueCollector:
-    """Collects once per scrape, at ``now``, with the given health report."""
-
     def __init__(self, now: datetime, config: NudgeConfig, health: HealthReport) -> None:
         self.now, self.config, self.health = now, config, health
 
@@ -177,23 +173,20 @@ class QueueCollector:
         )
 
     def _runs(self) -> Iterator[Metric]:
-        window = SweepRun.objects.filter(
-            as_of__gt=self.now - LATENESS_WINDOW, as_of__lte=self.now
-        ).values_list("sweep", "counts")
         totals: Counter[str] = Counter()
         limited: Counter[str] = Counter()
+        for run in self.health.deliver_runs:
+            totals.update({name: getattr(run, name) for name in DEALT_WITH})
+            by_channel = run.rate_limited_by_channel or (
+                {"unknown": run.rate_limited} if run.rate_limited else {}
+            )
+            limited.update({channel: int(n) for channel, n in by_channel.items()})
         syncs: dict[str, dict[str, int]] = {}
-        for sweep, counts in window:
-            if sweep == SweepRun.Sweep.DELIVER:
-                run = DeliverCounts.from_counts(counts)
-                totals.update({name: getattr(run, name) for name in DELIVER_COUNTS})
-                by_channel = run.rate_limited_by_channel or (
-                    {"unknown": run.rate_limited} if run.rate_limited else {}
-                )
-                limited.update({channel: int(n) for channel, n in by_channel.items()})
-            else:
-                add_outcomes(syncs, MaterializeCounts.from_counts(counts).calendar_outcomes)
-        for name in DELIVER_COUNTS:
+        window = SweepRun.objects.filter(as_of__gt=self.now - LATENESS_WINDOW, as_of__lte=self.now)
+        materialize = window.filter(sweep=SweepRun.Sweep.MATERIALIZE)
+        for counts in materialize.values_list("counts", flat=True):
+            add_outcomes(syncs, MaterializeCounts.from_counts(counts).calendar_outcomes)
+        for name in DEALT_WITH:
             yield GaugeMetricFamily(
                 f"nudge_{name}_last_15m",
                 f"{name.replace('_', ' ')} summed over the deliver runs of the last 15 minutes",
@@ -241,5 +234,4 @@ class QueueCollector:
 
 
 def render(now: datetime, config: NudgeConfig, health: HealthReport) -> bytes:
-    """The scrape's body."""
     return generate_latest(QueueCollector(now, config, health))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 
 from accounts.models import Channel
 from console import charts, svgchart
@@ -60,11 +61,6 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
             over = sum(1 for n in counts if n > capacity)
             if over:
                 caption += f"; {plural(over, 'minute')} over capacity"
-        rows = [
-            [when(data.start + timedelta(minutes=i)), n, capacity if capacity else "unpaced"]
-            for i, n in enumerate(counts)
-            if n
-        ]
         panels.append(
             Chart(
                 chart_id=f"{prefix}lookahead-{channel or 'unassigned'}",
@@ -73,8 +69,8 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
                 ticks=ticks,
                 empty_text="No nudges planned in the next 3 hours.",
                 caption=caption + ".",
-                head=["minute", "nudges", "capacity"],
-                rows=rows,
+                slot_head="minute",
+                slot_name=lambda i: when(data.start + timedelta(minutes=i)),
                 table_note="Minutes not listed have no nudges.",
                 stacks=[Series(f"{name} nudges", counts, COLOURS.get(channel, "#888"))],
                 lines=[capacity_line] if capacity else [],
@@ -83,22 +79,12 @@ def look_ahead_panels(data: charts.LookAhead, *, prefix: str, one_user: bool) ->
     return panels
 
 
-def _seconds(value: float) -> str:
-    return svgchart.figure(round(value, 1), "s")
-
-
 def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) -> list[Chart]:
     """p50 / p95 / max per quarter-hour, and how the day's lateness is spread."""
     slots = data.quarters
+    quarters = [data.by_quarter.get(i) for i in range(slots)]
     series = [
-        Series(
-            name,
-            [
-                getattr(data.by_quarter[i], name) if i in data.by_quarter else None
-                for i in range(slots)
-            ],
-            COLOURS[name],
-        )
+        Series(name, [getattr(q, name) if q else None for q in quarters], COLOURS[name])
         for name in ("p50", "p95", "max")
     ]
     threshold = round(config.max_p95_lateness.total_seconds())
@@ -106,7 +92,7 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
     caption = f"{plural(data.sent, 'nudge')} sent"
     if data.by_quarter:
         worst = max(data.by_quarter.values(), key=lambda q: q.p95)
-        caption += f"; worst quarter-hour p95 {_seconds(worst.p95)}"
+        caption += f"; worst quarter-hour p95 {svgchart.figure(worst.p95, 's')}"
         caption += f"; {plural(len(over), 'quarter-hour')} over the {threshold} s limit"
     return [
         Chart(
@@ -119,13 +105,11 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
             unit="s",
             empty_text="No nudges were sent in the last 24 hours.",
             caption=caption + ".",
-            head=["quarter-hour from", "sent", "p50", "p95", "max"],
-            rows=[
-                [when(q.start), q.sent, _seconds(q.p50), _seconds(q.p95), _seconds(q.max)]
-                for _, q in sorted(data.by_quarter.items())
-            ],
+            slot_head="quarter-hour from",
+            slot_name=lambda i: when(data.by_quarter[i].start),
             table_note="Quarter-hours not listed sent nothing.",
             lines=series,
+            also=[Series("sent", [q.sent if q else 0 for q in quarters], COLOURS[Outcome.SENT])],
         ),
         Chart(
             chart_id=f"{prefix}lateness-histogram",
@@ -136,8 +120,9 @@ def lateness_panels(data: charts.Lateness, config: NudgeConfig, *, prefix: str) 
             caption=(
                 "Each bar counts the nudges that arrived at most this late (0 s: on time or early)."
             ),
-            head=["lateness", "nudges"],
-            rows=[[_bucket_label(data.histogram, i), n] for i, (_, n) in enumerate(data.histogram)],
+            slot_head="lateness",
+            slot_name=lambda i: _bucket_label(data.histogram, i),
+            table_note="Lateness bounds not listed had no nudges.",
             stacks=[Series("nudges", [n for _, n in data.histogram], COLOURS["p50"])],
         ),
     ]
@@ -150,9 +135,6 @@ def _bucket_label(histogram: list[tuple[float, int]], i: int) -> str:
     return f"≤{bound:.0f}s"
 
 
-OUTCOME_ORDER = (Outcome.SENT, Outcome.SKIPPED, Outcome.FAILED, Outcome.EXPIRED)
-
-
 KIND_COLOURS = {Kind.EVENT: "#2374b8", Kind.FOLLOW_UP: "#6a1b9a", Kind.AGENDA: "#ef6c00"}
 FAILURE_PALETTE = ("#c62828", "#ad1457", "#6a1b9a", "#4527a0", "#283593", "#00695c")
 
@@ -161,12 +143,18 @@ def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Char
     """Outcomes per hour (stacked) with retries as a line, sent nudges by kind (events,
     follow-ups, the agenda), and failures by reason (most frequent first)."""
     slots = len(hours)
-    ticks = _relative_ticks(
-        slots, 4, lambda i: "this hour" if i == slots - 1 else f"-{slots - 1 - i}h"
+    hourly = partial(
+        Chart,
+        slots=slots,
+        ticks=_relative_ticks(
+            slots, 4, lambda i: "this hour" if i == slots - 1 else f"-{slots - 1 - i}h"
+        ),
+        slot_head="hour from",
+        slot_name=lambda i: when(hours[i].start),
     )
     stacks = [
         Series(str(outcome.value), [h.counts[outcome] for h in hours], COLOURS[outcome])
-        for outcome in OUTCOME_ORDER
+        for outcome in Outcome
     ]
     retried = Series(
         "retried", [h.retried for h in hours], COLOURS["retried"], dashed=True, mark_zero=False
@@ -185,47 +173,28 @@ def outcome_panels(hours: list[charts.OutcomeHour], *, prefix: str) -> list[Char
         for i, (reason, _) in enumerate(reasons_ranked)
     ]
     return [
-        Chart(
+        hourly(
             chart_id=f"{prefix}outcomes",
             title="Outcomes per hour, last 24 hours (by the hour each nudge was meant for)",
-            slots=slots,
-            ticks=ticks,
             empty_text="No nudges were settled in the last 24 hours.",
             caption=f"{totals}; {sum(retried.values):,} retried (had a failed attempt).",
-            head=["hour from", *[o.value for o in OUTCOME_ORDER], "retried"],
-            rows=[[when(h.start), *[h.counts[o] for o in OUTCOME_ORDER], h.retried] for h in hours],
+            table_note="Hours not listed settled nothing.",
             stacks=stacks,
             lines=[retried],
         ),
-        Chart(
+        hourly(
             chart_id=f"{prefix}kinds",
             title="Sent per hour by kind, last 24 hours",
-            slots=slots,
-            ticks=ticks,
             empty_text="Nothing was sent in the last 24 hours.",
             caption="; ".join(f"{s.name}: {sum(s.values):,}" for s in kind_stacks) + ".",
-            head=["hour from", *[kind.label for kind in Kind]],
-            rows=[
-                [when(h.start), *[h.sent_by_kind[kind] for kind in Kind]]
-                for h in hours
-                if h.sent_by_kind
-            ],
             table_note="Hours not listed sent nothing.",
             stacks=kind_stacks,
         ),
-        Chart(
+        hourly(
             chart_id=f"{prefix}failures",
             title="Failures per hour by reason, last 24 hours",
-            slots=slots,
-            ticks=ticks,
             empty_text="No failures in the last 24 hours.",
             caption="; ".join(f"{reason}: {n:,}" for reason, n in reasons_ranked) or "No failures.",
-            head=["hour from", "reason", "failures"],
-            rows=[
-                [when(h.start), reason, n]
-                for h in hours
-                for reason, n in sorted(h.failures.items())
-            ],
             table_note="Hours not listed had no failures.",
             stacks=failure_series,
         ),

@@ -5,10 +5,9 @@ its figure (``data-value``) and a ``<title>``; charts scale with their ``viewBox
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
-from typing import Any
 
 from django.utils.safestring import SafeString, mark_safe
 
@@ -38,8 +37,8 @@ class Series:
 @dataclass(kw_only=True)
 class Chart:
     """One chart as the console shows it: an id, an accessible title, x-axis tick labels,
-    the picture (bars stacked in ``stacks``' order, ``lines`` over them), what it shows
-    in a sentence, and its figures as a table."""
+    the picture (bars stacked in ``stacks``' order, ``lines`` over them), its caption, and
+    its table: a row per slot drawn (``slot_name``), a column per series (``also``: its own)."""
 
     chart_id: str
     title: str
@@ -48,15 +47,41 @@ class Chart:
     unit: str = ""
     empty_text: str = "Nothing to draw."
     caption: str
-    head: list[str]
-    rows: list[list[Any]]
+    slot_head: str
+    slot_name: Callable[[int], str]
     table_note: str = ""
     stacks: list[Series] = field(default_factory=list)
     lines: list[Series] = field(default_factory=list)
+    also: list[Series] = field(default_factory=list)
 
     @property
     def svg(self) -> SafeString:
         return draw(self)
+
+    def shows(self, slot: int) -> bool:
+        """Under bars, a reference line alone (capacity) is not data."""
+        if self.stacks:
+            return any(s.values[slot] for s in self.stacks)
+        return any(s.values[slot] is not None for s in self.lines)
+
+    @property
+    def head(self) -> list[str]:
+        unit = f" ({self.unit})" if self.unit else ""
+        drawn = [f"{s.name}{unit}" for s in [*self.stacks, *self.lines]]
+        return [self.slot_head, *[s.name for s in self.also], *drawn]
+
+    @property
+    def rows(self) -> list[list[str]]:
+        columns = [*self.also, *self.stacks, *self.lines]
+        return [
+            [self.slot_name(i), *[_cell(s.values[i]) for s in columns]]
+            for i in range(self.slots)
+            if self.shows(i)
+        ]
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else figure(value)
 
 
 def _axis_top(values: Sequence[float]) -> float:
@@ -72,6 +97,7 @@ def _axis_top(values: Sequence[float]) -> float:
 
 def figure(value: float, unit: str = "") -> str:
     """A figure as a label: whole numbers without decimals, others to one place."""
+    value = round(value, 1)
     text = f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
     return f"{text} {unit}".strip() if unit else text
 
@@ -103,8 +129,7 @@ def draw(chart: Chart) -> SafeString:
             )
             base += value
     marks.extend(_line(chart, series, top, slot) for series in lines)
-    # Under bars, a reference line alone (capacity) is not data.
-    drawn = any(totals) if stacks else bool(line_values)
+    drawn = any(chart.shows(i) for i in range(chart.slots))
     return _frame(chart, top, marks, [*stacks, *lines], drawn)
 
 

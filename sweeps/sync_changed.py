@@ -20,7 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from calendars.models import CalendarConnection, Provider, ProviderRelease, ReleaseWork
 from calendars.push import channels, worklist
-from calendars.release import RELEASED_FIELDS, take_due
+from calendars.release import RELEASED_FIELDS, TAKE_LIMIT
 from calendars.snapshot import snapshot_of
 from calendars.sync import ConnectionResult, Outcome, SyncSummary
 from calendars.sync_pool import Finished, SyncPool
@@ -180,7 +180,7 @@ def _requeue_user(
 
 def _release_due(now: datetime, config: NudgeConfig, report: MinuteReport) -> None:
     """Undo every recorded release of a disconnected calendar that is due."""
-    for connection_id, user_id in take_due(now):
+    for connection_id, user_id in worklist.take_leased(ReleaseWork, "due_at", now, TAKE_LIMIT):
         with tenant_scope(user_id):
             release = ProviderRelease.objects.filter(connection_id=connection_id).first()
             snapshot = _snapshot(release, config) if release is not None else None

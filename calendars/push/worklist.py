@@ -148,15 +148,9 @@ STALE_MAINTENANCE = LEASE + timedelta(minutes=5)
 IS_THE_JOB_RUNNING = "is `manage.py sync_changed` running every minute?"
 
 
-@dataclass(frozen=True)
-class PushHealth:
-    ok: bool
-    detail: str
-    figures: dict[str, int]
-
-
-def push_health(now: datetime, push_configured: bool) -> PushHealth:
-    """Push as health sees it, from the work list alone (no tenant rows are read)."""
+def push_health(now: datetime, push_configured: bool) -> tuple[bool, str, dict[str, int]]:
+    """Push as health sees it, from the work list alone (no tenant rows are read):
+    whether it is well, the sentence saying so, and its figures."""
     rows = PushWork.objects
     minutes = STALE_CHANGE.seconds // 60
     if not push_configured:
@@ -166,7 +160,7 @@ def push_health(now: datetime, push_configured: bool) -> PushHealth:
         if waiting:
             detail += f"; {waiting} calendars people added or reconnected not fetched for "
             detail += f"{minutes} min: {IS_THE_JOB_RUNNING}"
-        return PushHealth(not waiting, detail, {"push_changes_waiting": waiting})
+        return not waiting, detail, {"push_changes_waiting": waiting}
     pushed = rows.filter(push_capable=True)
     figures = {
         "push_live": pushed.filter(polling=False).count(),
@@ -189,4 +183,4 @@ def push_health(now: datetime, push_configured: bool) -> PushHealth:
             f"{minutes} min and {figures['push_channels_overdue']} channels overdue: "
             f"{IS_THE_JOB_RUNNING}"
         )
-    return PushHealth(not stuck, detail, figures)
+    return not stuck, detail, figures

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -20,10 +20,12 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from console import charts, svgchart
+from console import charts, panels, svgchart
 from core.config import NudgeConfig
+from core.display import when
 from scheduled_sends import failures
 from scheduled_sends.lateness import BUCKETS
+from scheduled_sends.models import Kind, Outcome
 from tenancy.scope import support_scope
 from tests.conftest import new_user
 
@@ -182,6 +184,40 @@ def test_look_ahead_capacity_is_what_smoothing_levels_to(settings, db):
     assert look_ahead.capacity["telegram"] == 380  # 10/s x 0.95 x 50 s x 0.8
     assert look_ahead.capacity["whatsapp"] == 95
     assert look_ahead.capacity.get("console") is None
+
+
+def test_each_chart_lists_what_it_draws_as_its_table(settings):
+    """A row per slot with a bar (or, without bars, a point), a column per series."""
+    settings.NUDGE_TELEGRAM_RATE = 10
+    start = datetime(2026, 12, 1, 10, tzinfo=UTC)
+    config = NudgeConfig.from_settings()
+    planned = charts.LookAhead(start, 3, {"telegram": [0, 7, 0]}, {"telegram": 380})
+    (look_ahead,) = panels.look_ahead_panels(planned, prefix="", one_user=False)
+    assert look_ahead.head == ["minute", "Telegram nudges", "capacity per minute"]
+    assert look_ahead.rows == [[when(start + timedelta(minutes=1)), "7", "380"]]
+
+    quarter = charts.LatenessQuarter(start, 12, 2.0, 54.46, 100.0)
+    histogram = [(bound, 12 if bound == 5 else 0) for bound in BUCKETS]
+    late, spread = panels.lateness_panels(
+        charts.Lateness(3, {1: quarter}, histogram), config, prefix=""
+    )
+    assert late.head == ["quarter-hour from", "sent", "p50 (s)", "p95 (s)", "max (s)"]
+    assert late.rows == [[when(start), "12", "2", "54.5", "100"]]
+    assert spread.head == ["lateness", "nudges"]
+    assert spread.rows == [["≤5s", "12"]]
+
+    hours = [charts.OutcomeHour(start + timedelta(hours=i)) for i in range(3)]
+    hours[1].counts.update({Outcome.SENT: 4, Outcome.FAILED: 1})
+    hours[1].retried = 1
+    hours[1].sent_by_kind[Kind.EVENT] = 4
+    hours[1].failures["The provider refused it"] = 1
+    outcomes, kinds, failed = panels.outcome_panels(hours, prefix="")
+    assert outcomes.head == ["hour from", "sent", "skipped", "failed", "expired", "retried"]
+    assert outcomes.rows == [[when(hours[1].start), "4", "0", "1", "0", "1"]]
+    assert kinds.head == ["hour from", "Calendar event", "Follow-up", "Agenda"]
+    assert kinds.rows == [[when(hours[1].start), "4", "0", "0"]]
+    assert failed.head == ["hour from", "The provider refused it"]
+    assert failed.rows == [[when(hours[1].start), "1"]]
 
 
 def test_an_empty_queue_draws_empty_charts_in_words(staff_client, db):

@@ -61,7 +61,6 @@ def test_run_page_title_states_its_zone_and_counts_are_a_table(staff_client):
     assert "18:26:32</time></h2>" not in page and "18:26:32 UTC</time></h2>" in page
     assert '"sent"' not in page and "{&quot;" not in page and "&quot;sent&quot;" not in page
     assert '<th scope="row">sent</th><td>3</td>' in page
-    # A nested dict is a table of its own, inside its key's row.
-    assert '<th scope="row">lateness</th><td><table class="nudge-counts"><tbody>' in page
-    assert '<tr><th scope="row">p50_seconds</th><td>4</td></tr>' in page
-    assert '<tr><th scope="row">max_seconds</th><td>61</td></tr>' in page
+    # A nested count's row is named by its path.
+    assert '<tr><th scope="row">lateness.p50_seconds</th><td>4</td></tr>' in page
+    assert '<tr><th scope="row">lateness.max_seconds</th><td>61</td></tr>' in page

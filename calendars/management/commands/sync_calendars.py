@@ -24,11 +24,10 @@ class Command(NudgeCommand):
 
     def handle(self, *args, user: int | None, now, **options) -> None:
         moment = now or timezone.now()
-        if user is not None:
-            require_users([user])
         config = NudgeConfig.from_settings()
         users = get_user_model().objects.filter(is_active=True).order_by("pk")
         if user is not None:
+            require_users([user])
             users = users.filter(pk=user)
         total = SyncSummary()
         for user_id in users.values_list("pk", flat=True).iterator():
