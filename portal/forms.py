@@ -225,13 +225,6 @@ REMINDER_CHOICES = [
 # Short day names, in WEEKDAY_NAMES' order (Monday first), in the page's language.
 _WEEKDAY_LABELS = (_("Mon"), _("Tue"), _("Wed"), _("Thu"), _("Fri"), _("Sat"), _("Sun"))
 WEEKDAY_CHOICES = list(zip(range(len(WEEKDAY_NAMES)), _WEEKDAY_LABELS, strict=True))
-REPEAT_CHOICES = [
-    (Repeat.ONCE, _("Once")),
-    (Repeat.DAILY, _("Every day")),
-    (Repeat.WEEKDAYS, _("Every weekday (Monday to Friday)")),
-    (Repeat.WEEKLY, _("Every week on the days ticked")),
-    (Repeat.MONTHLY, _("Every month on the same day")),
-]
 
 
 def repeat_words(repeat: str, weekdays: list[int]) -> str:
@@ -305,7 +298,7 @@ class FollowUpForm(forms.Form):
             "invalid": _("Give the date and time it is due."),
         },
     )
-    repeat = forms.ChoiceField(choices=REPEAT_CHOICES, required=False, label=_("Repeat"))
+    repeat = forms.ChoiceField(choices=Repeat.choices, required=False, label=_("Repeat"))
     repeat_weekdays = _ticks(WEEKDAY_CHOICES, _("On (weekly)"))
     reminder_minutes = _ticks(REMINDER_CHOICES, _("Nudge me before"))
 
