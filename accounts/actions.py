@@ -26,11 +26,9 @@ plan_changed = Signal()
 
 # Pause reasons, as the user reads them on the settings page.
 PAUSED_BY_USER = "you paused nudges"
-PAUSED_BY_TELEGRAM_STOP = "you sent /stop to the bot in Telegram"
-PAUSED_BY_WHATSAPP_STOP = "you replied STOP on WhatsApp"
 PAUSED_BY_STOP = {
-    Channel.TELEGRAM: PAUSED_BY_TELEGRAM_STOP,
-    Channel.WHATSAPP: PAUSED_BY_WHATSAPP_STOP,
+    Channel.TELEGRAM: "you sent /stop to the bot in Telegram",
+    Channel.WHATSAPP: "you replied STOP on WhatsApp",
 }
 
 # What ``update_settings`` may change: the settings page's fields and the admin form's.

@@ -11,8 +11,9 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from accounts.actions import EDITABLE, update_settings
-from accounts.models import LEAD_RANGE, MAX_LEAD_MINUTES, DeliverySettings
+from accounts.models import LEAD_RANGE, DeliverySettings
 from accounts.rules import pause_reason
+from core.config import SCHEMA_MAX_LEAD_MINUTES
 from core.display import instant_column
 
 
@@ -44,7 +45,7 @@ class DeliverySettingsForm(forms.ModelForm):
             "telegram_chat_id": "A numeric chat id, or @channelusername.",
             "timezone": "An IANA time zone name, e.g. Europe/Berlin.",
             "default_lead_minutes": "How long before the event the nudge goes: "
-            f"0 to {MAX_LEAD_MINUTES} minutes.",
+            f"0 to {SCHEMA_MAX_LEAD_MINUTES} minutes.",
         }
 
     ADDRESSES = ("whatsapp_number", "telegram_chat_id")

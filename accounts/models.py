@@ -15,7 +15,6 @@ from tenancy.models import TenantModel
 
 # [0-9], not \d: \d also matches Arabic-Indic and fullwidth digits.
 E164 = re.compile(r"\+[1-9][0-9]{6,14}")
-MAX_LEAD_MINUTES = SCHEMA_MAX_LEAD_MINUTES
 
 
 def validate_e164(value: str) -> None:
@@ -34,11 +33,11 @@ def validate_timezone(value: str) -> None:
         )
 
 
-LEAD_RANGE = f"The lead must be between 0 and {MAX_LEAD_MINUTES} minutes (24 hours)."
+LEAD_RANGE = f"The lead must be between 0 and {SCHEMA_MAX_LEAD_MINUTES} minutes (24 hours)."
 
 
 def validate_lead_minutes(value: int) -> None:
-    if not 0 <= value <= MAX_LEAD_MINUTES:
+    if not 0 <= value <= SCHEMA_MAX_LEAD_MINUTES:
         raise ValidationError(f"{LEAD_RANGE} {value} is outside that.")
 
 
@@ -130,7 +129,7 @@ class DeliverySettings(TenantModel):
             models.CheckConstraint(
                 name="delivery_settings_lead_in_range",
                 condition=models.Q(default_lead_minutes__gte=0)
-                & models.Q(default_lead_minutes__lte=MAX_LEAD_MINUTES),
+                & models.Q(default_lead_minutes__lte=SCHEMA_MAX_LEAD_MINUTES),
             ),
         ]
 

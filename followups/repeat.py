@@ -13,6 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from core.zones import zone_of
 
@@ -21,11 +22,11 @@ if TYPE_CHECKING:  # followups.models imports this module for its choices
 
 
 class Repeat(models.TextChoices):
-    ONCE = "", "Once"
-    DAILY = "daily", "Every day"
-    WEEKDAYS = "weekdays", "Every weekday (Monday to Friday)"
-    WEEKLY = "weekly", "Every week on the days ticked"
-    MONTHLY = "monthly", "Every month on the same day"
+    ONCE = "", _("Once")
+    DAILY = "daily", _("Every day")
+    WEEKDAYS = "weekdays", _("Every weekday (Monday to Friday)")
+    WEEKLY = "weekly", _("Every week on the days ticked")
+    MONTHLY = "monthly", _("Every month on the same day")
 
 
 # Python's weekday numbers (Monday 0) and the short names the API uses.

@@ -19,6 +19,7 @@ from typing import Any
 import regex
 from babel import Locale
 from babel.dates import format_skeleton, format_timedelta
+from django.conf import settings
 from django.utils import translation
 from django.utils.translation import trans_real
 
@@ -126,7 +127,7 @@ class Shape(StrEnum):
     QUIET_HOURS = "quiet_hours"
 
 
-LANGUAGES = ("en", "de", "es", "fr", "pt-br")  # settings.LANGUAGES' codes
+LANGUAGES = tuple(code for code, _name in settings.LANGUAGES)
 
 
 def describe_lead(delta: timedelta, language: str) -> str:

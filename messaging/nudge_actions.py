@@ -193,31 +193,6 @@ def record_done(user_id: int, send_id: int, via: str, now: datetime) -> tuple[An
     return Answer(str(DONE), changed=True), follow_up.pk
 
 
-def last_sent(user_id: int, channel: str, now: datetime) -> int | None:
-    """The user's last nudge on ``channel`` within the reply window, which a typed
-    "snooze" or "done" acts on. Inside the user's scope."""
-    return (
-        ScheduledSend.objects.filter(
-            user_id=user_id,
-            channel=channel,
-            outcome=Outcome.SENT,
-            sent_at__gt=now - REPLY_WINDOW,
-        )
-        .order_by("-sent_at", "-pk")
-        .values_list("pk", flat=True)
-        .first()
-    )
-
-
-def acts_since(user_id: int, since: datetime, limit: int = 100) -> list[NudgeAct]:
-    """The user's Snooze and Done taps since ``since``, newest first (their history)."""
-    return list(
-        NudgeAct.objects.filter(user_id=user_id, created_at__gte=since).order_by(
-            "-created_at", "-pk"
-        )[:limit]
-    )
-
-
 def _act(
     owner: int, act: str, send_id: int | None, via: str, now: datetime, config: NudgeConfig
 ) -> Answer:
@@ -247,11 +222,18 @@ def tap(
 def reply(
     channel: str, address: str, act: str, now: datetime, config: NudgeConfig
 ) -> Answer | None:
-    """A typed "snooze" / "done": acts on the sender's last nudge within the reply window;
-    None when the address belongs to nobody (not ours to answer)."""
+    """A typed "snooze" / "done": acts on the sender's last nudge on ``channel`` within the
+    reply window; None when the address belongs to nobody (not ours to answer)."""
     owner = addresses.owner_of(channel, address)
     if owner is None:
         return None
     with tenant_scope(owner):
-        send_id = last_sent(owner, channel, now)
+        send_id = (
+            ScheduledSend.objects.filter(
+                user_id=owner, channel=channel, outcome=Outcome.SENT, sent_at__gt=now - REPLY_WINDOW
+            )
+            .order_by("-sent_at", "-pk")
+            .values_list("pk", flat=True)
+            .first()
+        )
     return _act(owner, act, send_id, channel, now, config)

@@ -20,6 +20,7 @@ from portal import email_change
 from portal.forms import AccountEmailForm
 from portal.language import user_page
 from portal.signin import client_address, reset_allowed
+from portal.views import redirect_saying
 from tenancy.scope import tenant_scope
 
 
@@ -39,10 +40,8 @@ def account_page(request: HttpRequest) -> HttpResponse:
         if password_form.is_valid():
             password_form.save()  # revokes the API tokens (portal/signals.py)
             update_session_auth_hash(request, password_form.user)  # stay signed in here
-            messages.success(
-                request, _("Password changed. Your API tokens were revoked; make new ones.")
-            )
-            return redirect("portal:account")
+            said = _("Password changed. Your API tokens were revoked; make new ones.")
+            return redirect_saying(request, "portal:account", said)
     # Django's form focuses the old password; here the page opens on the e-mail.
     password_form.fields["old_password"].widget.attrs.pop("autofocus", None)
     return render(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -23,7 +23,7 @@ from core.config import NudgeConfig
 from portal import calendar_links
 from portal.forms import CalDavForm, CalDavPasswordForm, IcsFeedForm
 from portal.language import date_formats, user_page
-from portal.views import confirm_then, mine
+from portal.views import confirm_then, mine, redirect_saying
 
 
 def _calendars_page(
@@ -72,8 +72,8 @@ def calendar_add_ics(request: HttpRequest) -> HttpResponse:
         except ConnectError as exc:
             form.add_error("url", str(exc))
         else:
-            messages.success(request, _("Calendar added: checking it now."))
-            return redirect("portal:calendars")
+            said = _("Calendar added: checking it now.")
+            return redirect_saying(request, "portal:calendars", said)
     return _calendars_page(request, ics_form=form)
 
 
@@ -87,8 +87,8 @@ def calendar_add_caldav(request: HttpRequest) -> HttpResponse:
         except ConnectError as exc:
             form.add_error(None, str(exc))
         else:
-            messages.success(request, _("Account added: finding its calendars now."))
-            return redirect("portal:calendars")
+            said = _("Account added: finding its calendars now.")
+            return redirect_saying(request, "portal:calendars", said)
     return _calendars_page(request, caldav_form=form)
 
 
@@ -102,22 +102,20 @@ def calendar_caldav_choose(request: HttpRequest, connection_id: int) -> HttpResp
             config=NudgeConfig.from_settings(),
         )
     except ConnectError as exc:
-        messages.error(request, str(exc))
-        return redirect("portal:calendars")
+        return redirect_saying(request, "portal:calendars", str(exc), messages.ERROR)
     mine(rows, "calendar")
-    messages.success(request, _("Calendars chosen: checking them now."))
-    return redirect("portal:calendars")
+    return redirect_saying(request, "portal:calendars", _("Calendars chosen: checking them now."))
 
 
 @user_page("POST")
 def calendar_caldav_password(request: HttpRequest, connection_id: int) -> HttpResponse:
     form = CalDavPasswordForm(request.POST)
     if not form.is_valid():
-        messages.error(request, _("Give the new app-specific password."))
-        return redirect("portal:calendars")
+        asked = _("Give the new app-specific password.")
+        return redirect_saying(request, "portal:calendars", asked, messages.ERROR)
     mine(renew_password(request.user.pk, connection_id, form.cleaned_data["password"]), "calendar")
-    messages.success(request, _("Password saved: checking the calendar again."))
-    return redirect("portal:calendars")
+    said = _("Password saved: checking the calendar again.")
+    return redirect_saying(request, "portal:calendars", said)
 
 
 @user_page("POST")
@@ -131,10 +129,10 @@ def calendar_switches(request: HttpRequest, connection_id: int) -> HttpResponse:
         now=timezone.now(),
     )
     if mine(changed, "calendar").nudges_on:
-        messages.success(request, _("Nudges for %(calendar)s are on.") % {"calendar": changed})
+        said = _("Nudges for %(calendar)s are on.")
     else:
-        messages.success(request, _("Nudges for %(calendar)s are off.") % {"calendar": changed})
-    return redirect("portal:calendars")
+        said = _("Nudges for %(calendar)s are off.")
+    return redirect_saying(request, "portal:calendars", said % {"calendar": changed})
 
 
 @user_page("GET", "POST")

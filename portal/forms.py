@@ -18,15 +18,10 @@ from django.utils.functional import lazy
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from accounts.models import (
-    MAX_LEAD_MINUTES,
-    Channel,
-    Clock,
-    DeliverySettings,
-    validate_e164,
-)
+from accounts.models import Channel, Clock, DeliverySettings, validate_e164
 from accounts.rules import quiet_hours_problem
 from calendars.caldav_connect import PRESETS
+from core.config import SCHEMA_MAX_LEAD_MINUTES
 from core.deployment import console_channel_allowed
 from core.zones import zone_of
 from followups.actions import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_due
@@ -113,7 +108,9 @@ def _filled(message: str, **values: object) -> str:
 
 # Refusals in plain words, never Django's stock "Select a valid choice. X is not one of
 # the available choices."
-_lead_words = _filled(_("Give a whole number of minutes from 0 to %(max)s."), max=MAX_LEAD_MINUTES)
+_lead_words = _filled(
+    _("Give a whole number of minutes from 0 to %(max)s."), max=SCHEMA_MAX_LEAD_MINUTES
+)
 LEAD_ERRORS = dict.fromkeys(
     ("required", "invalid", "min_value", "max_value", "step_size"), _lead_words
 )
@@ -151,7 +148,7 @@ class SettingsForm(forms.Form):
     )
     default_lead_minutes = forms.IntegerField(
         min_value=0,
-        max_value=MAX_LEAD_MINUTES,
+        max_value=SCHEMA_MAX_LEAD_MINUTES,
         error_messages=LEAD_ERRORS,
         label=_("Nudge me this many minutes before"),
         widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
@@ -225,13 +222,6 @@ REMINDER_CHOICES = [
 # Short day names, in WEEKDAY_NAMES' order (Monday first), in the page's language.
 _WEEKDAY_LABELS = (_("Mon"), _("Tue"), _("Wed"), _("Thu"), _("Fri"), _("Sat"), _("Sun"))
 WEEKDAY_CHOICES = list(zip(range(len(WEEKDAY_NAMES)), _WEEKDAY_LABELS, strict=True))
-REPEAT_CHOICES = [
-    (Repeat.ONCE, _("Once")),
-    (Repeat.DAILY, _("Every day")),
-    (Repeat.WEEKDAYS, _("Every weekday (Monday to Friday)")),
-    (Repeat.WEEKLY, _("Every week on the days ticked")),
-    (Repeat.MONTHLY, _("Every month on the same day")),
-]
 
 
 def repeat_words(repeat: str, weekdays: list[int]) -> str:
@@ -305,7 +295,7 @@ class FollowUpForm(forms.Form):
             "invalid": _("Give the date and time it is due."),
         },
     )
-    repeat = forms.ChoiceField(choices=REPEAT_CHOICES, required=False, label=_("Repeat"))
+    repeat = forms.ChoiceField(choices=Repeat.choices, required=False, label=_("Repeat"))
     repeat_weekdays = _ticks(WEEKDAY_CHOICES, _("On (weekly)"))
     reminder_minutes = _ticks(REMINDER_CHOICES, _("Nudge me before"))
 

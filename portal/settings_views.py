@@ -30,7 +30,7 @@ from portal.forms import (
 from portal.language import date_formats, user_page
 from portal.models import ApiToken
 from portal.tokens import new_api_token, revoke_api_tokens
-from portal.views import ZONE_ALIASES_JSON, confirm_then, mine
+from portal.views import ZONE_ALIASES_JSON, confirm_then, mine, redirect_saying
 from tenancy.scope import tenant_scope
 
 NOTICE_DAYS = timedelta(days=30)
@@ -103,8 +103,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     # One write, re-queued once it has committed.
     update_settings(request.user.pk, form.cleaned_data, timezone.now())
     with translation.override(form.cleaned_data.get("language") or translation.get_language()):
-        messages.success(request, _("Settings saved."))
-    return redirect("portal:settings")
+        return redirect_saying(request, "portal:settings", _("Settings saved."))
 
 
 @user_page("POST")
@@ -113,13 +112,11 @@ def use_device_zone(request: HttpRequest) -> HttpResponse:
     (detected by the browser), in one press."""
     zone = canonical_zone(request.POST.get("timezone", ""))
     if zone is None:
-        messages.error(request, _("That time zone is not known here; choose yours in Settings."))
-        return redirect("portal:settings")
+        unknown = _("That time zone is not known here; choose yours in Settings.")
+        return redirect_saying(request, "portal:settings", unknown, messages.ERROR)
     update_settings(request.user.pk, {"timezone": zone}, timezone.now())
-    messages.success(
-        request, _("Times are now shown in %(zone)s.") % {"zone": zone.replace("_", " ")}
-    )
-    return redirect("portal:home")
+    said = _("Times are now shown in %(zone)s.") % {"zone": zone.replace("_", " ")}
+    return redirect_saying(request, "portal:home", said)
 
 
 @user_page("POST")
@@ -128,8 +125,8 @@ def link_telegram(request: HttpRequest) -> HttpResponse:
     that opens the bot (on the phone), its QR code (at a desktop), and a check
     that moves on to Settings once the bot has received "/start <code>"."""
     if not settings.TELEGRAM_BOT_USERNAME:
-        messages.error(request, _("Telegram is not available on this server."))
-        return redirect("portal:settings")
+        unavailable = _("Telegram is not available on this server.")
+        return redirect_saying(request, "portal:settings", unavailable, messages.ERROR)
     user_id = request.user.pk
     now = timezone.now()
     config = NudgeConfig.from_settings()
@@ -175,8 +172,8 @@ def whatsapp_number(request: HttpRequest) -> HttpResponse:
     except whatsapp.WhatsAppLinkError as exc:
         form.add_error("number", str(exc))
         return _settings_page(request, number_form=form)
-    messages.success(request, _("We sent a six-digit code to that number on WhatsApp."))
-    return redirect("portal:settings")
+    said = _("We sent a six-digit code to that number on WhatsApp.")
+    return redirect_saying(request, "portal:settings", said)
 
 
 @user_page("POST")
@@ -185,8 +182,8 @@ def whatsapp_code(request: HttpRequest) -> HttpResponse:
     if form.is_valid() and whatsapp.confirm_code(
         request.user.pk, form.cleaned_data["code"], timezone.now()
     ):
-        messages.success(request, _("WhatsApp confirmed: nudges now go there."))
-        return redirect("portal:settings")
+        said = _("WhatsApp confirmed: nudges now go there.")
+        return redirect_saying(request, "portal:settings", said)
     if form.is_valid():
         form.add_error("code", _("That code is wrong or has expired. Ask for a new one."))
     return _settings_page(request, code_form=form)

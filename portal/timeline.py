@@ -12,7 +12,6 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext, gettext_lazy
 
-from messaging.nudge_actions import acts_since
 from portal.plain_words import PlainWords, for_outcome
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue.states import unsettled
@@ -100,7 +99,11 @@ def history(user_id: int, now: datetime, limit: int = 100, time_format: str = "H
             user_id=user_id, outcome__isnull=False, fire_at__gte=since
         ).order_by("-fire_at", "-pk")[:limit]
     )
-    acts = acts_since(user_id, since, limit)
+    acts = list(
+        NudgeAct.objects.filter(user_id=user_id, created_at__gte=since).order_by(
+            "-created_at", "-pk"
+        )[:limit]
+    )
     titles = subject_titles([*rows, *acts])
     entries = [
         _entry(

@@ -38,6 +38,14 @@ def mine(found: Row | None, what: str) -> Row:
     return found
 
 
+def redirect_saying(
+    request: HttpRequest, to: str, text: str, level: int = messages.SUCCESS
+) -> HttpResponse:
+    """Post/redirect/get: the redirect to ``to``, whose page shows ``text`` once."""
+    messages.add_message(request, level, text)
+    return redirect(to)
+
+
 def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
     """A refusal from the follow-up rules, in words, on the field it is about."""
     field = exc.field if exc.field in form.fields else None
@@ -66,10 +74,8 @@ def _add_follow_up(
         _refused(form, exc)
         return form, None
     due = when(followups.next_due(created, now), formats["time_format"])
-    messages.success(
-        request, _("Added “%(title)s”, due %(due)s.") % {"title": created.title, "due": due}
-    )
-    return form, redirect(back)
+    said = _("Added “%(title)s”, due %(due)s.") % {"title": created.title, "due": due}
+    return form, redirect_saying(request, back, said)
 
 
 @user_page("GET", "POST")
@@ -130,10 +136,8 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
         except FollowUpInvalid as exc:
             _refused(form, exc)
         else:
-            messages.success(
-                request, _("Saved “%(title)s”.") % {"title": form.cleaned_data["title"]}
-            )
-            return redirect("portal:follow_ups")
+            said = _("Saved “%(title)s”.") % {"title": form.cleaned_data["title"]}
+            return redirect_saying(request, "portal:follow_ups", said)
     return render(request, "portal/follow_up_edit.html", {"form": form})
 
 
@@ -142,13 +146,9 @@ def follow_up_done(request: HttpRequest, follow_up_id: int) -> HttpResponse:
     done = request.POST.get("done", "1") == "1"
     change = FollowUpChange(done=done)
     changed = followups.change_follow_up(request.user.pk, follow_up_id, change, timezone.now())
-    mine(changed, "follow-up")
-    messages.success(
-        request,
-        (_("“%(title)s” marked done.") if done else _("“%(title)s” reopened."))
-        % {"title": changed.title},
-    )
-    return redirect("portal:follow_ups")
+    title = {"title": mine(changed, "follow-up").title}
+    said = _("“%(title)s” marked done.") if done else _("“%(title)s” reopened.")
+    return redirect_saying(request, "portal:follow_ups", said % title)
 
 
 def confirm_then(
@@ -161,8 +161,7 @@ def confirm_then(
         return render(request, "portal/confirm.html", page)
     result = act()
     mine(result or None, what)
-    messages.success(request, said(result))
-    return redirect(page["back"])
+    return redirect_saying(request, page["back"], said(result))
 
 
 @user_page("GET", "POST")

@@ -9,7 +9,8 @@ from django.core.management import CommandError, call_command
 from django.db import IntegrityError, connection
 
 from accounts.admin import DeliverySettingsForm
-from accounts.models import MAX_LEAD_MINUTES, DeliverySettings
+from accounts.models import DeliverySettings
+from core.config import SCHEMA_MAX_LEAD_MINUTES
 from tenancy.scope import tenant_scope
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +34,7 @@ UNICODE_DIGIT_NUMBERS = [
 ]
 BAD_ZONES = ["Mars/Olympus_Mons", "Europe/Berlin ", "../../etc/passwd", "/etc/localtime", ""]
 LENIENT_ZONES = ["posix/Europe/Berlin", "right/UTC"]  # zone files, not IANA names
-BAD_LEADS = [-1, -60, MAX_LEAD_MINUTES + 1, 10**6, 2**31 - 1]
+BAD_LEADS = [-1, -60, SCHEMA_MAX_LEAD_MINUTES + 1, 10**6, 2**31 - 1]
 
 
 @pytest.fixture
@@ -112,7 +113,7 @@ def _form_data(user, **overrides) -> dict[str, object]:
         ("timezone", "Mars/Olympus_Mons", "IANA time zone"),
         ("timezone", "<script>", "IANA time zone"),
         ("default_lead_minutes", -5, "between 0 and"),
-        ("default_lead_minutes", MAX_LEAD_MINUTES + 1, "between 0 and"),
+        ("default_lead_minutes", SCHEMA_MAX_LEAD_MINUTES + 1, "between 0 and"),
         ("default_lead_minutes", "1e9", "whole number"),
         ("telegram_chat_id", "12 34", "chat id"),
     ],
@@ -133,7 +134,7 @@ def test_the_settings_form_refuses_with_a_clear_message_and_stores_nothing(
     )
 
 
-@pytest.mark.parametrize("lead", [-1, MAX_LEAD_MINUTES + 1, 10**6])
+@pytest.mark.parametrize("lead", [-1, SCHEMA_MAX_LEAD_MINUTES + 1, 10**6])
 def test_the_lead_check_constraint_holds_when_validation_is_skipped(user, lead):
     with pytest.raises(IntegrityError), tenant_scope(user.pk):
         DeliverySettings.objects.filter(user=user).update(default_lead_minutes=lead)
