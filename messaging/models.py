@@ -72,8 +72,7 @@ class ChannelAddress(models.Model):
 
 
 class TelegramUpdateSeen(models.Model):
-    """Update ids already handled, so a replayed update does nothing. Holds no user data;
-    pruned after ``NUDGE_INBOUND_SEEN_DAYS``."""
+    """Update ids already handled, so a replayed update does nothing. Holds no user data."""
 
     update_id = models.BigIntegerField(primary_key=True)
     received_at = models.DateTimeField(auto_now_add=True)

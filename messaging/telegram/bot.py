@@ -140,9 +140,7 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
 
 def handle_update(update: Update, now: datetime, config: NudgeConfig) -> list[Call]:
     """Act on one update: the Bot API calls that answer it (none for a replay)."""
-    seen = TelegramUpdateSeen.objects
-    seen.filter(received_at__lt=now - config.inbound_seen_retention).delete()  # past retention
-    _, first_time = seen.get_or_create(update_id=update.update_id)
+    _, first_time = TelegramUpdateSeen.objects.get_or_create(update_id=update.update_id)
     if not first_time:  # a replay
         return []
     if update.callback_query is not None:
@@ -202,6 +200,16 @@ def resume_offset() -> int | None:
     """Where a (re)started poller continues: after the last update handled."""
     last = TelegramUpdateSeen.objects.aggregate(last=Max("update_id"))["last"]
     return None if last is None else last + 1
+
+
+def prune_updates_seen(cutoff: datetime) -> int:
+    """Forget update ids received before ``cutoff``, except the newest (``resume_offset``);
+    Telegram replays an unconfirmed update for at most 24 hours."""
+    newest = TelegramUpdateSeen.objects.aggregate(last=Max("update_id"))["last"]
+    deleted, _ = (
+        TelegramUpdateSeen.objects.filter(received_at__lt=cutoff).exclude(update_id=newest).delete()
+    )
+    return deleted
 
 
 def poll_once(

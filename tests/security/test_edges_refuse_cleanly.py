@@ -12,9 +12,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from telegram import Update
 
-from core.config import NudgeConfig
 from messaging.models import TelegramUpdateSeen
 from messaging.telegram import bot as telegram
 from portal.tokens import new_api_token
@@ -107,19 +105,14 @@ def test_the_cron_caller_still_gets_a_fresh_report(db, settings):
     assert "checks" in body and len(detailed) > 10
 
 
-def test_an_update_forgets_the_update_ids_seen_past_their_retention(db):
-    """issue 23 item 8: ``portal_telegram_updates_seen`` is kept small: each update forgets
-    the ids received more than NUDGE_INBOUND_SEEN_DAYS ago, as Twilio's message ids are;
-    the poller resumes after the newest id kept."""
-    now = timezone.now()
+def test_prune_inbound_forgets_old_telegram_update_ids_but_the_newest(db):
+    """issue 23 item 8: ``portal_telegram_updates_seen`` is pruned (``prune_inbound``, on
+    the retention cron line), keeping the newest id (the poller resumes after it)."""
+    long_ago = timezone.now() - timedelta(days=30)
     for update_id in (100, 101, 102):
         TelegramUpdateSeen.objects.create(update_id=update_id)
-    TelegramUpdateSeen.objects.update(received_at=now - timedelta(days=91))
+    TelegramUpdateSeen.objects.filter(update_id__in=[100, 101, 102]).update(received_at=long_ago)
     TelegramUpdateSeen.objects.create(update_id=50)  # recent (ids need not be in order)
-    update = Update.de_json(FakeTelegram().push_message(CHAT, "/help"), None)
-    [answer] = telegram.handle_update(update, now, NudgeConfig.from_settings())
-    assert answer["text"] == telegram.HELP
-    kept = sorted(TelegramUpdateSeen.objects.values_list("update_id", flat=True))
-    assert kept == [50, update.update_id]
-    assert telegram.resume_offset() == update.update_id + 1
-    assert telegram.handle_update(update, now, NudgeConfig.from_settings()) == []  # a replay
+    call_command("prune_inbound", "--older-than", "7")
+    assert sorted(TelegramUpdateSeen.objects.values_list("update_id", flat=True)) == [50, 102]
+    assert telegram.resume_offset() == 103

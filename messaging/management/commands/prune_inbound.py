@@ -1,22 +1,30 @@
-"""manage.py prune_inbound — announce ``messaging.signals.prune_due`` so the floors
-above prune what they keep past its own retention (replay guards prune themselves)."""
+"""manage.py prune_inbound --older-than DAYS — forget old Telegram update ids, then
+announce ``messaging.signals.prune_due`` so the floors above prune what they keep."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from django.core.management.base import CommandParser
 from django.utils import timezone
 
 from core.command_line import NudgeCommand, positive_int
 from messaging.signals import prune_due
+from messaging.telegram.bot import prune_updates_seen
 
 
 class Command(NudgeCommand):
-    help = "Delete what the end-user area keeps past its own retention (revoked API tokens)."
+    help = (
+        "Forget inbound replay guards (Telegram update ids) older than DAYS; then what "
+        "the end-user area keeps past its own retention (revoked API tokens)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        # Accepted for existing cron lines: each kind of row has its own retention.
-        parser.add_argument("--older-than", type=positive_int, metavar="DAYS")
+        parser.add_argument("--older-than", type=positive_int, required=True, metavar="DAYS")
 
-    def handle(self, *args, **options) -> None:
-        for _receiver, (what, count) in prune_due.send(sender=self.__class__, now=timezone.now()):
+    def handle(self, *args, older_than: int, **options) -> None:
+        now = timezone.now()
+        updates = prune_updates_seen(now - timedelta(days=older_than))
+        self.stdout.write(f"prune_inbound: forgot {updates} Telegram update ids seen before then")
+        for _receiver, (what, count) in prune_due.send(sender=self.__class__, now=now):
             self.stdout.write(f"prune_inbound: deleted {count} {what}")
