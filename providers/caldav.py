@@ -215,8 +215,6 @@ QUERY_MARGIN = timedelta(days=1)
 # Why a calendar is read by its window: the server has no sync-collection, or the whole
 # calendar is over the size cap (``ICS_MAX_BYTES``).
 NO_SYNC, TOO_LARGE = "no_sync", "too_large"
-# Top-level calendar properties dropped when objects are joined into one calendar.
-_CALENDAR_PROPERTIES = ("VERSION:", "PRODID:", "CALSCALE:", "METHOD:")
 
 
 def fetch(
@@ -260,7 +258,7 @@ def _fetch(
     objects, token, ctag = read or _window(client, url, window_start, window_end + EXPAND_AHEAD)
     if windowed == NO_SYNC:
         token = ""  # polled by its ctag: sync-collection is not there
-    result = read_as_owner(joined_calendar(objects), snapshot, window_start, window_end)
+    result = read_as_owner(objects, snapshot, window_start, window_end)
     name = str(state.get("name", ""))[:255]
     result.sync_state |= {"sync_token": token, "ctag": ctag, "name": name, "windowed": windowed}
     return result
@@ -325,40 +323,6 @@ def _unchanged(client: DavClient, url: str, state: dict[str, Any]) -> tuple[bool
 def _basic(instant: datetime) -> str:
     """UTC in iCalendar's basic format, as CalDAV's time-range wants it."""
     return instant.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-
-
-def joined_calendar(objects: list[str]) -> bytes:
-    """CalDAV objects (each a VCALENDAR) as one calendar: every component kept, each
-    time zone once, the per-object header properties dropped."""
-    lines = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//nudge//caldav//EN"]
-    zones: set[str] = set()
-    for text in objects:
-        depth, component, keep = 0, [], True
-        for line in text.replace("\r\n", "\n").split("\n"):
-            if not line:
-                continue
-            upper = line.upper()
-            if upper.startswith("BEGIN:"):
-                depth += 1
-                if depth == 1:
-                    continue
-            elif upper.startswith("END:"):
-                depth -= 1
-                if depth == 0:
-                    continue
-            if depth == 1 and not component and upper.startswith(_CALENDAR_PROPERTIES):
-                continue
-            component.append(line)
-            if depth == 1 and upper.startswith("END:"):
-                if component[0].upper() == "BEGIN:VTIMEZONE":
-                    tzid = next((c for c in component if c.upper().startswith("TZID")), "")
-                    keep = tzid not in zones
-                    zones.add(tzid)
-                if keep:
-                    lines += component
-                component, keep = [], True
-    lines.append("END:VCALENDAR")
-    return ("\r\n".join(lines) + "\r\n").encode()
 
 
 def discover(client: DavClient, server_url: str) -> list[dict[str, str]]:
