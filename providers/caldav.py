@@ -48,10 +48,6 @@ _CS = "{http://calendarserver.org/ns/}"
 REAUTH = "caldav: the server refused the password; it needs your password again"
 
 
-class SyncTokenLost(ProviderError):
-    """The server no longer knows the stored sync token (DAV:valid-sync-token)."""
-
-
 @dataclass(frozen=True)
 class DavResponse:
     """One ``DAV:response`` of a multistatus: its href, its status, its found properties."""
@@ -130,23 +126,17 @@ class DavClient:
             )
             return answer.status, content, final
 
-    def multistatus(
-        self, method: str, url: str, body: str, depth: str, *, sync: bool = False
-    ) -> Multistatus:
-        """A PROPFIND or REPORT's 207, read; ``sync``: a lost token is SyncTokenLost."""
-        status, content, final = self.request(method, url, body, depth)
-        if sync and status in (403, 409) and b"valid-sync-token" in content:
-            raise SyncTokenLost("caldav: the server no longer knows the sync token")
-        if status == 404:
-            raise ProviderError("caldav: the calendar is not on the server any more (HTTP 404)")
-        if status != 207:
-            raise ProviderError(f"caldav: the server answered HTTP {status} to {method}")
-        return parse_multistatus(content, final)
+    def multistatus(self, method: str, url: str, body: str, depth: str) -> Multistatus:
+        return parse_multistatus(method, *self.request(method, url, body, depth))
 
 
-def parse_multistatus(content: bytes, base: str) -> Multistatus:
-    """A multistatus body; hrefs made absolute against ``base``. MalformedPayload when
-    it is not one (or declares a DOCTYPE)."""
+def parse_multistatus(method: str, status: int, content: bytes, base: str) -> Multistatus:
+    """A PROPFIND or REPORT's answer, a 207's multistatus body; hrefs made absolute against
+    ``base``. MalformedPayload when it is not one (or declares a DOCTYPE)."""
+    if status == 404:
+        raise ProviderError("caldav: the calendar is not on the server any more (HTTP 404)")
+    if status != 207:
+        raise ProviderError(f"caldav: the server answered HTTP {status} to {method}")
     if b"<!DOCTYPE" in content.upper():
         raise MalformedPayload("caldav: the answer declares a DOCTYPE; refused")
     try:
@@ -301,15 +291,15 @@ def _objects(found: Multistatus) -> list[str]:
 
 
 def _unchanged(client: DavClient, url: str, state: dict[str, Any]) -> tuple[bool, str]:
-    """(nothing changed, the token to keep) in one request. A lost token is "changed"
-    with no token, so the window is re-read from scratch (once: the next poll starts
-    from the new token)."""
+    """(nothing changed, the token to keep) in one request. A lost token (a 403 or 409
+    naming DAV:valid-sync-token) is "changed" with no token, so the window is re-read
+    from scratch (once: the next poll starts from the new token)."""
     token = state.get("sync_token") or ""
     if token:
-        try:
-            changes = client.multistatus("REPORT", url, sync_collection(token), "0", sync=True)
-        except SyncTokenLost:
+        status, content, final = client.request("REPORT", url, sync_collection(token), "0")
+        if status in (403, 409) and b"valid-sync-token" in content:
             return False, ""
+        changes = parse_multistatus("REPORT", status, content, final)
         fresh = changes.sync_token or token
         return (not changes.responses and fresh == token), fresh
     ctag = state.get("ctag") or ""
