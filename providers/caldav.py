@@ -50,10 +50,9 @@ REAUTH = "caldav: the server refused the password; it needs your password again"
 
 @dataclass(frozen=True)
 class DavResponse:
-    """One ``DAV:response`` of a multistatus: its href, its status, its found properties."""
+    """One ``DAV:response`` of a multistatus: its href and its found properties."""
 
     href: str
-    status: int | None
     props: dict[str, ET.Element] = field(default_factory=dict)
 
     def text(self, tag: str) -> str:
@@ -148,21 +147,15 @@ def parse_multistatus(method: str, status: int, content: bytes, base: str) -> Mu
     responses = []
     for item in root.findall("d:response", NS):
         href = urljoin(base, (item.findtext("d:href", "", NS) or "").strip())
-        status = _status(item.findtext("d:status", "", NS))
         props: dict[str, ET.Element] = {}
         for propstat in item.findall("d:propstat", NS):
-            if _status(propstat.findtext("d:status", "", NS)) != 200:
+            # Only the properties found: an ``HTTP/1.1 200 OK`` status line.
+            if propstat.findtext("d:status", "", NS).split()[1:2] != ["200"]:
                 continue
             for prop in propstat.findall("d:prop", NS):
                 props.update((child.tag, child) for child in prop)
-        responses.append(DavResponse(href, status, props))
+        responses.append(DavResponse(href, props))
     return Multistatus(responses, (root.findtext("d:sync-token", "", NS) or "").strip())
-
-
-def _status(line: str | None) -> int | None:
-    """The code of an ``HTTP/1.1 404 Not Found`` status line."""
-    parts = (line or "").split()
-    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
 
 
 def propfind(props: str) -> str:
