@@ -198,12 +198,10 @@ def provider_request(
     the provider's shared budgets, and a 429, or a 403 that ``is_rate_limit_403`` calls a
     rate limit, pauses and slows the provider's budget for every process.
     """
-    budgets = (
-        request_budgets(provider, paced_for.user_id, paced_for.config)
-        if paced_for is not None
-        else []
-    )
-    if paced_for is not None and budgets:
+    budgets = []
+    if paced_for is not None:
+        budgets = request_budgets(provider, paced_for.user_id, paced_for.config)
+    if budgets:
         # No slot in time: RetryLater, so the thread is free for a provider not paused.
         config = paced_for.config
         max_wait = min(config.calendar_http_timeout_seconds, time_left(paced_for))

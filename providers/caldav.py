@@ -48,16 +48,11 @@ _CS = "{http://calendarserver.org/ns/}"
 REAUTH = "caldav: the server refused the password; it needs your password again"
 
 
-class SyncTokenLost(ProviderError):
-    """The server no longer knows the stored sync token (DAV:valid-sync-token)."""
-
-
 @dataclass(frozen=True)
 class DavResponse:
-    """One ``DAV:response`` of a multistatus: its href, its status, its found properties."""
+    """One ``DAV:response`` of a multistatus: its href and its found properties."""
 
     href: str
-    status: int | None
     props: dict[str, ET.Element] = field(default_factory=dict)
 
     def text(self, tag: str) -> str:
@@ -130,23 +125,17 @@ class DavClient:
             )
             return answer.status, content, final
 
-    def multistatus(
-        self, method: str, url: str, body: str, depth: str, *, sync: bool = False
-    ) -> Multistatus:
-        """A PROPFIND or REPORT's 207, read; ``sync``: a lost token is SyncTokenLost."""
-        status, content, final = self.request(method, url, body, depth)
-        if sync and status in (403, 409) and b"valid-sync-token" in content:
-            raise SyncTokenLost("caldav: the server no longer knows the sync token")
-        if status == 404:
-            raise ProviderError("caldav: the calendar is not on the server any more (HTTP 404)")
-        if status != 207:
-            raise ProviderError(f"caldav: the server answered HTTP {status} to {method}")
-        return parse_multistatus(content, final)
+    def multistatus(self, method: str, url: str, body: str, depth: str) -> Multistatus:
+        return parse_multistatus(method, *self.request(method, url, body, depth))
 
 
-def parse_multistatus(content: bytes, base: str) -> Multistatus:
-    """A multistatus body; hrefs made absolute against ``base``. MalformedPayload when
-    it is not one (or declares a DOCTYPE)."""
+def parse_multistatus(method: str, status: int, content: bytes, base: str) -> Multistatus:
+    """A PROPFIND or REPORT's answer, a 207's multistatus body; hrefs made absolute against
+    ``base``. MalformedPayload when it is not one (or declares a DOCTYPE)."""
+    if status == 404:
+        raise ProviderError("caldav: the calendar is not on the server any more (HTTP 404)")
+    if status != 207:
+        raise ProviderError(f"caldav: the server answered HTTP {status} to {method}")
     if b"<!DOCTYPE" in content.upper():
         raise MalformedPayload("caldav: the answer declares a DOCTYPE; refused")
     try:
@@ -158,21 +147,15 @@ def parse_multistatus(content: bytes, base: str) -> Multistatus:
     responses = []
     for item in root.findall("d:response", NS):
         href = urljoin(base, (item.findtext("d:href", "", NS) or "").strip())
-        status = _status(item.findtext("d:status", "", NS))
         props: dict[str, ET.Element] = {}
         for propstat in item.findall("d:propstat", NS):
-            if _status(propstat.findtext("d:status", "", NS)) != 200:
+            # Only the properties found: an ``HTTP/1.1 200 OK`` status line.
+            if propstat.findtext("d:status", "", NS).split()[1:2] != ["200"]:
                 continue
             for prop in propstat.findall("d:prop", NS):
                 props.update((child.tag, child) for child in prop)
-        responses.append(DavResponse(href, status, props))
+        responses.append(DavResponse(href, props))
     return Multistatus(responses, (root.findtext("d:sync-token", "", NS) or "").strip())
-
-
-def _status(line: str | None) -> int | None:
-    """The code of an ``HTTP/1.1 404 Not Found`` status line."""
-    parts = (line or "").split()
-    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
 
 
 def propfind(props: str) -> str:
@@ -215,8 +198,6 @@ QUERY_MARGIN = timedelta(days=1)
 # Why a calendar is read by its window: the server has no sync-collection, or the whole
 # calendar is over the size cap (``ICS_MAX_BYTES``).
 NO_SYNC, TOO_LARGE = "no_sync", "too_large"
-# Top-level calendar properties dropped when objects are joined into one calendar.
-_CALENDAR_PROPERTIES = ("VERSION:", "PRODID:", "CALSCALE:", "METHOD:")
 
 
 def fetch(
@@ -260,7 +241,7 @@ def _fetch(
     objects, token, ctag = read or _window(client, url, window_start, window_end + EXPAND_AHEAD)
     if windowed == NO_SYNC:
         token = ""  # polled by its ctag: sync-collection is not there
-    result = read_as_owner(joined_calendar(objects), snapshot, window_start, window_end)
+    result = read_as_owner(objects, snapshot, window_start, window_end)
     name = str(state.get("name", ""))[:255]
     result.sync_state |= {"sync_token": token, "ctag": ctag, "name": name, "windowed": windowed}
     return result
@@ -303,15 +284,15 @@ def _objects(found: Multistatus) -> list[str]:
 
 
 def _unchanged(client: DavClient, url: str, state: dict[str, Any]) -> tuple[bool, str]:
-    """(nothing changed, the token to keep) in one request. A lost token is "changed"
-    with no token, so the window is re-read from scratch (once: the next poll starts
-    from the new token)."""
+    """(nothing changed, the token to keep) in one request. A lost token (a 403 or 409
+    naming DAV:valid-sync-token) is "changed" with no token, so the window is re-read
+    from scratch (once: the next poll starts from the new token)."""
     token = state.get("sync_token") or ""
     if token:
-        try:
-            changes = client.multistatus("REPORT", url, sync_collection(token), "0", sync=True)
-        except SyncTokenLost:
+        status, content, final = client.request("REPORT", url, sync_collection(token), "0")
+        if status in (403, 409) and b"valid-sync-token" in content:
             return False, ""
+        changes = parse_multistatus("REPORT", status, content, final)
         fresh = changes.sync_token or token
         return (not changes.responses and fresh == token), fresh
     ctag = state.get("ctag") or ""
@@ -325,40 +306,6 @@ def _unchanged(client: DavClient, url: str, state: dict[str, Any]) -> tuple[bool
 def _basic(instant: datetime) -> str:
     """UTC in iCalendar's basic format, as CalDAV's time-range wants it."""
     return instant.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-
-
-def joined_calendar(objects: list[str]) -> bytes:
-    """CalDAV objects (each a VCALENDAR) as one calendar: every component kept, each
-    time zone once, the per-object header properties dropped."""
-    lines = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//nudge//caldav//EN"]
-    zones: set[str] = set()
-    for text in objects:
-        depth, component, keep = 0, [], True
-        for line in text.replace("\r\n", "\n").split("\n"):
-            if not line:
-                continue
-            upper = line.upper()
-            if upper.startswith("BEGIN:"):
-                depth += 1
-                if depth == 1:
-                    continue
-            elif upper.startswith("END:"):
-                depth -= 1
-                if depth == 0:
-                    continue
-            if depth == 1 and not component and upper.startswith(_CALENDAR_PROPERTIES):
-                continue
-            component.append(line)
-            if depth == 1 and upper.startswith("END:"):
-                if component[0].upper() == "BEGIN:VTIMEZONE":
-                    tzid = next((c for c in component if c.upper().startswith("TZID")), "")
-                    keep = tzid not in zones
-                    zones.add(tzid)
-                if keep:
-                    lines += component
-                component, keep = [], True
-    lines.append("END:VCALENDAR")
-    return ("\r\n".join(lines) + "\r\n").encode()
 
 
 def discover(client: DavClient, server_url: str) -> list[dict[str, str]]:

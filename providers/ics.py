@@ -26,7 +26,7 @@ from providers.base import (
     raise_for_transient,
     time_left,
 )
-from providers.parse_template import parse_feed_bounded, parse_seconds
+from providers.parse_template import parse_feed_bounded
 from providers.untrusted_fetch import Deadline, bounded_body, parse_target, vetted_address
 
 NAME = "ics"
@@ -148,11 +148,15 @@ def reusable(snapshot: ConnectionSnapshot, start: datetime, end: datetime) -> bo
 
 
 def read_as_owner(
-    body: bytes, snapshot: ConnectionSnapshot, window_start: datetime, window_end: datetime
+    body: bytes | list[str],
+    snapshot: ConnectionSnapshot,
+    window_start: datetime,
+    window_end: datetime,
 ) -> FetchResult:
-    """A calendar's occurrences from the window's start to ``EXPAND_AHEAD`` past its end, as
-    its owner means them (their zone, their addresses, the meeting hosts trusted), parsed in
-    a bounded child; ``sync_state`` holds what the expansion covers (``reusable``)."""
+    """A feed's (or CalDAV objects') occurrences from the window's start to ``EXPAND_AHEAD``
+    past its end, as its owner means them (their zone, their addresses, the meeting hosts
+    trusted), parsed in a bounded child; ``sync_state`` holds what the expansion covers
+    (``reusable``)."""
     horizon = window_end + EXPAND_AHEAD
     result = parse_feed_bounded(
         body,
@@ -162,7 +166,7 @@ def read_as_owner(
         # "Me" in attendee lists: the account, if an address, and the user's addresses.
         addresses=tuple(a for a in (snapshot.account, *snapshot.owner_emails) if "@" in a),
         meeting_hosts=snapshot.config.meeting_hosts,
-        seconds=min(parse_seconds(len(body)), time_left(snapshot)),
+        seconds=time_left(snapshot),
     )
     result.sync_state = {
         "expanded_from": window_start.isoformat(),

@@ -59,6 +59,11 @@ _VTIMEZONE_BLOCK = re.compile(
     rb"^BEGIN:VTIMEZONE[ \t]*\r?$.*?^END:VTIMEZONE[ \t]*\r?$\n?", re.M | re.S | re.I
 )
 _NAMELESS_TZID = re.compile(rb"^TZID:[ \t]*\r?$", re.M)
+# A CalDAV object's top-level components (its VCALENDAR's own properties left out).
+_TOP_COMPONENT = re.compile(
+    r"^BEGIN:(?!VCALENDAR\b)([\w-]+)[ \t]*$.*?^END:\1[ \t]*$", re.M | re.S | re.I
+)
+_TZID_LINE = re.compile(r"^TZID[;:].*$", re.M | re.I)
 
 MAX_PROBLEMS_LISTED = 5
 
@@ -114,6 +119,23 @@ def note(result: FetchResult, uid: str, problem: str) -> None:
     logger.warning("ics: %s: %s", uid[:80], problem)
     if len(result.problems) < MAX_PROBLEMS_LISTED:
         result.problems.append(f"UID {uid[:80]}: {problem}")
+
+
+def joined_calendar(objects: Iterable[str]) -> bytes:
+    """CalDAV objects (each a VCALENDAR) as one calendar: every component kept, each time
+    zone once (a zone without a TZID, which nothing can name, dropped). An unclosed
+    component makes the search quadratic, so it runs in the parse child, under its CPU limit."""
+    zones: dict[str, str] = {}
+    components = []
+    for text in objects:
+        for found in _TOP_COMPONENT.finditer(text.replace("\r\n", "\n")):
+            if found[1].upper() != "VTIMEZONE":
+                components.append(found[0])
+            elif tzid := _TZID_LINE.search(found[0]):
+                zones.setdefault(tzid[0], found[0])
+    header = "BEGIN:VCALENDAR\nVERSION:2.0\nPRODID:-//nudge//caldav//EN"
+    text = "\n".join([header, *zones.values(), *components, "END:VCALENDAR\n"])
+    return text.replace("\n", "\r\n").encode()
 
 
 def drop_nameless_timezones(body: bytes) -> bytes:
@@ -249,7 +271,7 @@ class _SeriesFacts:
 
 
 def parse_feed(
-    body: bytes,
+    body: bytes | list[str],
     *,
     start: datetime,
     end: datetime,
@@ -257,13 +279,16 @@ def parse_feed(
     addresses: Iterable[str] = (),
     meeting_hosts: Iterable[str] = (),
 ) -> FetchResult:
-    """Every occurrence overlapping [start, end) as ProviderEvents.
+    """Every occurrence overlapping [start, end) as ProviderEvents, of a feed or of CalDAV
+    objects (``joined_calendar``).
 
     Floating times are read in ``timezone`` (the reader's) unless the feed names its own
     (X-WR-TIMEZONE). ``addresses`` recognise invitations the reader declined;
     ``meeting_hosts`` are the hosts a join link may point to (none: no links). An unusable
     event is skipped and listed in ``problems``; MalformedPayload only for the whole feed.
     """
+    if isinstance(body, list):
+        body = joined_calendar(body)
     if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"BEGIN:VCALENDAR"):
         raise MalformedPayload("ics: the response is not an iCalendar feed (no BEGIN:VCALENDAR)")
     body = drop_single_events_outside(

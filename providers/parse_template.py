@@ -194,12 +194,13 @@ def parse_seconds(size: int) -> float:
     return PARSE_SECONDS_BASE + PARSE_SECONDS_PER_MB * size / 1_000_000
 
 
-def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
-    """``ics_parse.parse_feed`` of ``body`` in a fresh child with ``seconds`` of CPU (else
-    ``parse_seconds``), ended ``WALL_GRACE_SECONDS`` later by the wall clock; ``options``
+def parse_feed_bounded(body: bytes | list[str], **options: Any) -> FetchResult:
+    """``ics_parse.parse_feed`` of ``body`` in a fresh child with ``parse_seconds`` of CPU
+    (at most ``seconds``), ended ``WALL_GRACE_SECONDS`` later by the wall clock; ``options``
     travel pickled (tuples, not generators). MalformedPayload when it took too long or
     died; the parse's own ProviderError as raised."""
-    seconds = options.pop("seconds", None) or parse_seconds(len(body))
+    size = len(body) if isinstance(body, bytes) else sum(map(len, body))
+    seconds = min(parse_seconds(size), options.pop("seconds", math.inf))
     try:
         outcome, records = _exchange(body, seconds, options)
     except _TemplateLost:  # once more, on a new template
@@ -219,7 +220,7 @@ def parse_feed_bounded(body: bytes, **options: Any) -> FetchResult:
 
 
 def _exchange(
-    body: bytes, seconds: float, options: dict[str, Any]
+    body: bytes | list[str], seconds: float, options: dict[str, Any]
 ) -> tuple[Any, list[logging.LogRecord]]:
     ours, theirs = socket.socketpair()
     with Connection(ours.detach()) as child:

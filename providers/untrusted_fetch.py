@@ -180,57 +180,6 @@ class _PinnedHTTPS(_Pinned, HTTPSConnection):
 
 
 @contextmanager
-def get(
-    target: Target,
-    address: str,
-    headers: dict[str, str],
-    *,
-    deadline: Deadline,
-    timeout: float,
-    label: str,
-    method: str = "GET",
-    body: bytes | None = None,
-) -> Iterator[urllib3.BaseHTTPResponse]:
-    """One request (a GET unless ``method`` says otherwise, e.g. CalDAV's PROPFIND or
-    REPORT with an XML ``body``) over a connection pinned to ``address``, its body read
-    as decoded chunks (``stream``); network failures become RetryLater."""
-    if deadline.remaining() <= 0:
-        raise ProviderError(deadline.overrun(label))
-    options: dict[str, Any] = {
-        "timeout": urllib3.Timeout(connect=timeout, read=timeout),
-        "maxsize": 1,
-        "retries": False,
-        "pinned": address,
-        "deadline": deadline,
-    }
-    pool_class, pinned_class = HTTPConnectionPool, _PinnedHTTP
-    if target.scheme == "https":
-        options.update(cert_reqs="CERT_REQUIRED", ca_certs=ca_bundle())
-        pool_class, pinned_class = HTTPSConnectionPool, _PinnedHTTPS
-    pool: HTTPConnectionPool = pool_class(target.host, target.port, **options)
-    pool.ConnectionCls = pinned_class  # the pool makes its connections when first asked
-    with closing(pool):
-        try:
-            response = pool.urlopen(
-                method,
-                target.request_uri,
-                body=body,
-                headers={"Accept-Encoding": "gzip, deflate", **headers},
-                redirect=False,
-                retries=False,
-                preload_content=False,
-                decode_content=True,
-                assert_same_host=False,
-            )
-        except (HTTPError, OSError) as exc:
-            if deadline.expired:
-                raise ProviderError(deadline.overrun(label)) from None
-            raise RetryLater(f"{label}: network error ({type(exc).__name__})") from None
-        with response:
-            yield response
-
-
-@contextmanager
 def follow(
     url: str,
     headers_for: Callable[[str], dict[str, str]],
@@ -242,27 +191,52 @@ def follow(
     method: str = "GET",
     body: bytes | None = None,
 ) -> Iterator[tuple[urllib3.BaseHTTPResponse, str]]:
-    """The first answer that is not a redirect, and the address that gave it: every
-    hop parsed, vetted and pinned like the first, and counted as one call;
-    ``headers_for`` gives each hop's headers (a password only to its own site)."""
+    """The first answer that is not a redirect, and the address that gave it, its body read
+    as decoded chunks (``stream``). Each hop (a GET unless ``method`` says otherwise, e.g.
+    CalDAV's PROPFIND or REPORT with an XML ``body``) is parsed, vetted, pinned and counted
+    as one call; ``headers_for`` gives its headers (a password only to its own site).
+    Network failures become RetryLater."""
     for _hop in range(MAX_REDIRECTS + 1):
         target = parse_target(url, label)
         address = vetted_address(target, allow_private=allow_private, label=label)
         record_call()
-        with get(
-            target,
-            address,
-            headers_for(url),
-            deadline=deadline,
-            timeout=timeout,
-            label=label,
-            method=method,
-            body=body,
-        ) as answer:
-            location = answer.headers.get("Location")
-            if answer.status not in REDIRECTS or not location:
-                yield answer, url
-                return
+        if deadline.remaining() <= 0:
+            raise ProviderError(deadline.overrun(label))
+        options: dict[str, Any] = {
+            "timeout": urllib3.Timeout(connect=timeout, read=timeout),
+            "maxsize": 1,
+            "retries": False,
+            "pinned": address,
+            "deadline": deadline,
+        }
+        pool_class, pinned_class = HTTPConnectionPool, _PinnedHTTP
+        if target.scheme == "https":
+            options.update(cert_reqs="CERT_REQUIRED", ca_certs=ca_bundle())
+            pool_class, pinned_class = HTTPSConnectionPool, _PinnedHTTPS
+        pool: HTTPConnectionPool = pool_class(target.host, target.port, **options)
+        pool.ConnectionCls = pinned_class  # the pool makes its connections when first asked
+        with closing(pool):
+            try:
+                answer = pool.urlopen(
+                    method,
+                    target.request_uri,
+                    body=body,
+                    headers={"Accept-Encoding": "gzip, deflate", **headers_for(url)},
+                    redirect=False,
+                    retries=False,
+                    preload_content=False,
+                    decode_content=True,
+                    assert_same_host=False,
+                )
+            except (HTTPError, OSError) as exc:
+                if deadline.expired:
+                    raise ProviderError(deadline.overrun(label)) from None
+                raise RetryLater(f"{label}: network error ({type(exc).__name__})") from None
+            with answer:
+                location = answer.headers.get("Location")
+                if answer.status not in REDIRECTS or not location:
+                    yield answer, url
+                    return
         url = urljoin(url, location)
     raise ProviderError(f"{label}: too many redirects")
 

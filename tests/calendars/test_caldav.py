@@ -20,8 +20,8 @@ from calendars.caldav_connect import add_account, choices_of, choose_calendars, 
 from calendars.connect import ConnectError
 from calendars.models import CalendarConnection, ConnectionStatus
 from core.config import NudgeConfig
-from providers.caldav import DavClient, discover, joined_calendar, site_of
-from providers.ics_parse import parse_feed
+from providers.caldav import DavClient, discover, site_of
+from providers.ics_parse import joined_calendar, parse_feed
 from providers.untrusted_fetch import Deadline
 from scheduled_sends.models import ScheduledSend
 from sweeps.materialize import run_materialize

@@ -299,11 +299,15 @@ def test_a_parse_error_comes_back_from_the_child():
 def test_fake_ics_server_is_still_reachable_directly():
     with FakeIcsFeed() as feed:
         feed.body = SINGLE
-        target = untrusted_fetch.parse_target(feed.feed_url, "ics")
         deadline = untrusted_fetch.Deadline(5)
-        with untrusted_fetch.get(
-            target, "127.0.0.1", {}, deadline=deadline, timeout=5, label="ics"
-        ) as answer:
+        with untrusted_fetch.follow(
+            feed.feed_url,
+            lambda _url: {},
+            allow_private=True,
+            deadline=deadline,
+            timeout=5,
+            label="ics",
+        ) as (answer, _url):
             assert answer.status == 200
             assert b"".join(answer.stream(1024)) == SINGLE
         deadline.cancel()
