@@ -205,7 +205,7 @@ for size in spec["sizes"]:
                 },
                 "channels": dict(report.channels),
                 "connections": dict(report.connections),
-                "users": report.users,
+                "users": report.requeued.users,
                 "seq_rows_read": {
                     t: after_seq[t][0] - before_seq.get(t, [0, 0])[0] for t in after_seq
                 },

@@ -4,6 +4,7 @@ counts and error classes, never titles, addresses or other user data."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import MISSING, dataclass, field, fields
@@ -59,8 +60,8 @@ class DeliverCounts(RunCounts):
     failed: int = 0
     retried: int = 0
     rate_limited: int = 0
-    rate_limited_by_channel: dict = field(default_factory=dict)  # channel -> 429s
-    sent_by_channel: dict = field(default_factory=dict)  # channel -> sends accepted
+    rate_limited_by_channel: Counter[str] = field(default_factory=Counter)  # channel -> 429s
+    sent_by_channel: Counter[str] = field(default_factory=Counter)  # channel -> sends accepted
     # channel -> failure kind -> rows; "transient" for a retry (429s counted apart).
     failures_by_channel: dict = field(default_factory=dict)
     # channel -> what the channel said of our configuration (names the setting)

@@ -44,8 +44,6 @@ class DeliverReport(DeliverCounts):
     claimed: int = 0
     released: int = 0
     lost_claims: int = 0
-    rate_limited_by_channel: Counter[str] = field(default_factory=Counter)
-    sent_by_channel: Counter[str] = field(default_factory=Counter)
     slots_missed: int = 0
     batches: int = 0
     # channel -> messages a second in force when the run ended

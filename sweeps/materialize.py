@@ -9,14 +9,14 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
 
-from calendars.sync import SyncSummary
+from calendars.sync import Outcome, SyncSummary
 from calendars.sync_pool import SyncPool
 from core.config import NudgeConfig
 from core.display import plural
@@ -27,7 +27,7 @@ from scheduled_sends.queue.transitions import database_now
 from scheduled_sends.runlog import MaterializeCounts, add_outcomes, recorded_run
 from sweeps import cycle as shared_cycle
 from sweeps.cycle import Visit
-from sweeps.replan import PlannedSet, materialize_users
+from sweeps.replan import PlannedSet, UserResult, materialize_users
 from sweeps.smoothing import smooth_bursts
 
 logger = logging.getLogger("nudge.materialize")
@@ -126,7 +126,9 @@ class UserFlow:
     """Users through a run: calendars synced many at a time (``SyncPool``), then planned
     ``PLANNED_TOGETHER`` at a time. As the cycle's visitor (``cycle.take_part``) it tags
     each user with its slice, so the next slice's fetches start while the last are out; a
-    slice settles once all its users are planned."""
+    slice settles once all its users are planned. Given ``requeue`` (the minute job), a
+    user whose every fetch was deferred is not planned, and each user's sync summary and
+    result (None: not planned) are passed to it once counted."""
 
     def __init__(
         self,
@@ -136,8 +138,10 @@ class UserFlow:
         deadline: float | None,
         sync: bool = True,
         progress=None,
+        requeue: Callable[[SyncSummary, UserResult | Exception | None], None] | None = None,
     ) -> None:
         self.report, self.config, self.progress, self.deadline = report, config, progress, deadline
+        self.requeue = requeue
         self.pool = SyncPool(now=report.as_of, config=config, deadline=deadline) if sync else None
         self._ready: list[tuple[int, SyncSummary | None]] = []
         self._tag_of: dict[int, Visit | None] = {}
@@ -159,15 +163,18 @@ class UserFlow:
             if self.pool is not None:
                 self.pool.__exit__(*exc)
 
-    def add(self, user_id: int, tag: Visit | None = None) -> None:
-        """Take a user in; waits only while the pool is full, planning whoever is ready."""
+    def add(
+        self, user_id: int, tag: Visit | None = None, connection_ids: Collection[int] | None = None
+    ) -> None:
+        """Take a user in (only ``connection_ids`` of theirs synced, if given); waits only
+        while the pool is full, planning whoever is ready."""
         self.report.users += 1
         self._tag_of[user_id] = tag
         self._unplanned[tag] += 1
         if self.pool is None:
             self._ready.append((user_id, None))
         else:
-            self._ready.extend(self.pool.admit(user_id))
+            self._ready.extend(self.pool.admit(user_id, connection_ids))
         self._plan(PLANNED_TOGETHER)
 
     def start(self, visit: Visit) -> None:
@@ -219,11 +226,20 @@ class UserFlow:
         if not self._ready or len(self._ready) < at_least:
             return
         ready, self._ready = self._ready, []
+        planned = [user_id for user_id, synced in ready if self._plans(synced)]
         self._planning.append(
-            (ready, self._planner.submit(_plan_set, ready, self.config, self.report.as_of))
+            (ready, self._planner.submit(_plan_set, planned, self.config, self.report.as_of))
         )
         # At most one set waits behind the one being planned: the rest wait as users.
         self._count_planned(wait_for=len(self._planning) - 2)
+
+    def _plans(self, synced: SyncSummary | None) -> bool:
+        """Not one whose calendars could not be read, nor (``requeue``) one with nothing
+        fetched."""
+        if synced is None:
+            return True
+        deferred = all(result.outcome == Outcome.DEFERRED for result in synced.results)
+        return synced.unreadable is None and not (self.requeue and deferred)
 
     def _count_planned(self, *, wait_for: int) -> None:
         """Count finished sets, oldest first, waiting for the oldest ``wait_for``."""
@@ -241,11 +257,17 @@ class UserFlow:
         for user_id, synced in ready:
             if synced is not None:
                 _absorb_sync(report, synced)
-            result = synced.unreadable if _unreadable(synced) else planned.results[user_id]
+            result = planned.results.get(user_id, synced and synced.unreadable)
+            if self.requeue:
+                self.requeue(synced, result)
+            if result is None:
+                continue
             if isinstance(result, Exception):
                 report.failed_users += 1
                 report.errors.append(f"user {user_id}: {type(result).__name__}")
-                logger.exception("materialize failed for one user", extra={"user_id": user_id})
+                logger.error(
+                    "planning failed for one user", exc_info=result, extra={"user_id": user_id}
+                )
                 continue
             report.queued += result.queued
             report.removed += result.removed
@@ -260,16 +282,8 @@ class UserFlow:
             self._unplanned[self._tag_of.pop(user_id)] -= 1
 
 
-def _plan_set(
-    ready: list[tuple[int, SyncSummary | None]], config: NudgeConfig, now: datetime
-) -> PlannedSet:
-    """Plan users together; one whose calendars could not be read is left out (failed)."""
-    readable = [user_id for user_id, synced in ready if not _unreadable(synced)]
-    return materialize_users(readable, now, config) if readable else PlannedSet({})
-
-
-def _unreadable(synced: SyncSummary | None) -> bool:
-    return synced is not None and synced.unreadable is not None
+def _plan_set(user_ids: list[int], config: NudgeConfig, now: datetime) -> PlannedSet:
+    return materialize_users(user_ids, now, config) if user_ids else PlannedSet({})
 
 
 def run_materialize(

@@ -22,13 +22,13 @@ from calendars.models import CalendarConnection, Provider, ProviderRelease, Rele
 from calendars.push import channels, worklist
 from calendars.release import RELEASED_FIELDS, TAKE_LIMIT
 from calendars.snapshot import snapshot_of
-from calendars.sync import ConnectionResult, Outcome, SyncSummary
-from calendars.sync_pool import Finished, SyncPool
+from calendars.sync import Outcome, SyncSummary
 from core.config import NudgeConfig
 from providers import crypto, google
 from providers.base import ConnectionSnapshot
 from scheduled_sends.queue.transitions import database_now
-from sweeps.replan import materialize_user
+from sweeps.materialize import MaterializeReport, UserFlow
+from sweeps.replan import UserResult
 from tenancy.scope import tenant_scope
 
 logger = logging.getLogger("nudge.calendars.push")
@@ -43,13 +43,10 @@ CHANNELS_SHARE = 0.5
 
 @dataclass
 class MinuteReport:
+    requeued: MaterializeReport  # the changed users, synced and planned (``UserFlow``)
     push_configured: bool = True
     channels: Counter[str] = field(default_factory=Counter)
     connections: Counter[str] = field(default_factory=Counter)
-    users: int = 0
-    queued: int = 0
-    removed: int = 0
-    failed_users: int = 0
     left_marked: int = 0  # changes taken but left for a later run
     released: int = 0  # disconnected calendars' records done with
     revoked: int = 0  # Google grants revoked
@@ -57,17 +54,18 @@ class MinuteReport:
 
     @property
     def ok(self) -> bool:
-        return self.failed_users == 0
+        return self.requeued.failed_users == 0
 
     def summary(self) -> str:
         channels_ = ", ".join(f"{k} {v}" for k, v in sorted(self.channels.items())) or "none due"
         if not self.push_configured:
             channels_ = "none (push is not configured: PUBLIC_BASE_URL)"
         synced = ", ".join(f"{k} {v}" for k, v in sorted(self.connections.items())) or "none"
+        users = self.requeued
         return (
             f"sync_changed: channels: {channels_}; changed connections: {synced}; "
-            f"users {self.users}, queued {self.queued}, removed {self.removed}, "
-            f"failed users {self.failed_users}, left marked {self.left_marked}; "
+            f"users {users.users}, queued {users.queued}, removed {users.removed}, "
+            f"failed users {users.failed_users}, left marked {self.left_marked}; "
             f"disconnected calendars released {self.released} "
             f"(grants revoked {self.revoked}, not confirmed {self.not_confirmed})"
         )
@@ -79,7 +77,9 @@ def run_sync_changed(
     """One minute job at ``now`` (default: the database clock)."""
     now = now or database_now()
     config = NudgeConfig.from_settings()
-    report = MinuteReport(push_configured=bool(config.calendar_push_base_url))
+    report = MinuteReport(
+        MaterializeReport(as_of=now), push_configured=bool(config.calendar_push_base_url)
+    )
     started = time.monotonic()
     deadline = started + budget_seconds
     if report.push_configured:
@@ -112,24 +112,22 @@ def _maintain_channels(
 def _sync_changed(
     now: datetime, config: NudgeConfig, deadline: float, report: MinuteReport
 ) -> None:
-    """Fetch the changed connections and re-queue their users. A taken change ends cleared
-    (fetched and re-queued), held while the provider must wait (a back-off), or put back."""
+    """Fetch the changed connections and re-queue their users (``UserFlow``). A taken change
+    ends cleared (fetched and re-queued), held while the provider must wait (a back-off), or
+    put back (all of a failed user's: the next run re-queues them from the stored copy)."""
     if time.monotonic() >= deadline:
         return  # the marks wait for the next run, untouched
     taken: list[worklist.Work] = []
     done: set[int] = set()
     due: dict[int, datetime] = {}
 
-    def requeue(finished: list[Finished]) -> None:
-        """Re-queue each finished user, letting the pool start more fetches between them."""
-        while finished:
-            user_id, summary = finished.pop(0)
-            for result in _requeue_user(user_id, summary, now, config, report):
-                if result.outcome in (Outcome.FAILED, Outcome.BACKING_OFF) and result.retry_after:
-                    due[result.connection_id] = result.retry_after
-                elif result.outcome != Outcome.DEFERRED:
-                    done.add(result.connection_id)
-            finished += pool.finished()
+    def requeued(synced: SyncSummary, planned: UserResult | Exception | None) -> None:
+        report.connections.update(result.outcome for result in synced.results)
+        for result in synced.results if isinstance(planned, UserResult) else ():
+            if result.outcome in (Outcome.FAILED, Outcome.BACKING_OFF) and result.retry_after:
+                due[result.connection_id] = result.retry_after
+            elif result.outcome != Outcome.DEFERRED:
+                done.add(result.connection_id)
 
     try:
         taken = worklist.take_changed()
@@ -138,44 +136,15 @@ def _sync_changed(
             by_user[work.user_id].append(work.connection_id)
         if not by_user:
             return
-        with SyncPool(now=now, config=config, deadline=deadline) as pool:
+        with UserFlow(report.requeued, config, deadline=deadline, requeue=requeued) as flow:
             for user_id, connection_ids in by_user.items():
                 if time.monotonic() >= deadline:
                     break  # the rest keep their marks
-                requeue(pool.admit(user_id, connection_ids))
-            requeue(pool.drain())
+                flow.add(user_id, connection_ids=connection_ids)
+            flow.finish()
     finally:
         worklist.settle_changed(taken, done=done, due=due)
         report.left_marked = len(taken) - len(done)
-
-
-def _requeue_user(
-    user_id: int, summary: SyncSummary, now: datetime, config: NudgeConfig, report: MinuteReport
-) -> list[ConnectionResult]:
-    """Re-queue a fetched user; the connections whose marks settle (none when the user
-    failed: put back, the next run re-queues them from the stored copy)."""
-    report.users += 1
-    if summary.unreadable is not None:
-        logger.error(
-            "sync_changed could not read a user's connections (%s)",
-            type(summary.unreadable).__name__,
-            extra={"user_id": user_id},
-        )
-        report.failed_users += 1
-        return []
-    for result in summary.results:
-        report.connections[result.outcome] += 1
-    if all(result.outcome == Outcome.DEFERRED for result in summary.results):
-        return []  # nothing fetched: nothing to re-queue yet
-    try:
-        planned = materialize_user(user_id, now, config)
-    except Exception:
-        logger.exception("sync_changed failed for one user", extra={"user_id": user_id})
-        report.failed_users += 1
-        return []
-    report.queued += planned.queued
-    report.removed += planned.removed
-    return summary.results
 
 
 def _release_due(now: datetime, config: NudgeConfig, report: MinuteReport) -> None:

@@ -100,7 +100,7 @@ def test_a_cancellation_3_minutes_before_the_nudge_sends_nothing(
 
     report = run_sync_changed(cancelled_at + minutes(1))
 
-    assert report.connections == {"synced": 1} and report.removed == 1
+    assert report.connections == {"synced": 1} and report.requeued.removed == 1
     assert pending_nudges(user.pk) == []
     run_deliver(START - minutes(10))
     assert RecordingChannel.sent == []

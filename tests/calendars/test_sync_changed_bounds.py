@@ -75,7 +75,7 @@ def test_many_changed_calendars_are_fetched_at_once_and_every_user_requeued(
     # One at a time would be 12 x 0.3 s = 3.6 s of waiting alone.
     assert feed_host.max_in_flight >= 6
     assert elapsed < 3.6, elapsed
-    assert report.connections == {"synced": 12} and report.queued == 12
+    assert report.connections == {"synced": 12} and report.requeued.queued == 12
     assert all(len(rows(user)) == 1 for user in users)
     # Done: nothing left for the next minute, which fetches nothing.
     assert (report.left_marked, still_marked()) == (0, 0)
