@@ -13,8 +13,8 @@ from tenancy.bootstrap import refused_session_defaults
 from tenancy.models import tenant_models
 from tenancy.rls import (
     PLANNER_GRANTS,
-    QUEUE_IDENTITY_COLUMNS,
     SWEEPER_TABLES,
+    SWEEPER_UPDATABLE_COLUMNS,
     PolicyShape,
     deployed_policies_of,
     expected_policies,
@@ -58,11 +58,11 @@ SELECT relname FROM pg_class
    AND relname <> ALL(%(tables)s) AND pg_has_role(%(login)s, relowner, 'MEMBER')
 ORDER BY 1
 """
-CHECK_SWEEPER_IDENTITY_UPDATES = """
+CHECK_SWEEPER_OTHER_UPDATES = """
 SELECT c.relname, a.attname
   FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
  WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY(%(tables)s)
-   AND a.attname = ANY(%(columns)s) AND NOT a.attisdropped
+   AND a.attnum > 0 AND a.attname <> ALL(%(columns)s) AND NOT a.attisdropped
    AND has_column_privilege(%(sweeper)s, a.attrelid, a.attnum, 'UPDATE')
  ORDER BY c.relname, a.attnum
 """
@@ -152,15 +152,15 @@ def schema_problems() -> list[str]:
             problems.append(f"the database role {login!r} can act as the owner of {thing}")
         queue_tables = [table for table, parent, *_ in present if parent in SWEEPER_TABLES]
         cursor.execute(
-            CHECK_SWEEPER_IDENTITY_UPDATES,
+            CHECK_SWEEPER_OTHER_UPDATES,
             {
                 "tables": queue_tables,
-                "columns": list(QUEUE_IDENTITY_COLUMNS),
+                "columns": list(SWEEPER_UPDATABLE_COLUMNS),
                 "sweeper": settings.NUDGE_DB_SWEEPER_ROLE,
             },
         )
         for table, column in cursor.fetchall():
-            problems.append(f"the sweeper role may UPDATE {table}.{column} (re-own a row)")
+            problems.append(f"the sweeper role may UPDATE {table}.{column}, not a state column")
     return problems
 
 

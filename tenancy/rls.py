@@ -169,8 +169,8 @@ def across_tenants(table: str, statement: str) -> migrations.RunSQL:
     )
 
 
-# What the sweeper may write to a queue row. Never the identity columns: it sees
-# every tenant's rows, so it must not re-own or re-aim one.
+# What the sweeper may write to a queue row, and nothing else: it sees every tenant's
+# rows, so it must never re-own or re-aim one (``user_id``, ``kind``, ``ref_id``, …).
 SWEEPER_UPDATABLE_COLUMNS = (
     "claimed_at",
     "claim_token",
@@ -188,10 +188,6 @@ SWEEPER_UPDATABLE_COLUMNS = (
     "fire_at",
     "failure_kind",
 )
-
-
-# Whose row it is and what it is for: outside that list, always.
-QUEUE_IDENTITY_COLUMNS = ("user_id", "kind", "ref_id", "intended_at")
 
 
 def restrict_sweeper_updates(table: str, columns: Sequence[str]) -> migrations.RunSQL:

@@ -168,7 +168,7 @@ def test_truncate_and_a_sweeper_that_can_re_own_rows_are_caught(as_owner):
     login = settings.NUDGE_DB_LOGIN_ROLE
     assert rls_problems() == [
         f"the database role {login!r} may TRUNCATE follow_ups, skipping RLS",
-        "the sweeper role may UPDATE scheduled_sends.user_id (re-own a row)",
+        "the sweeper role may UPDATE scheduled_sends.user_id, not a state column",
     ]
 
 
