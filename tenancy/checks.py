@@ -21,9 +21,9 @@ from tenancy.rls import (
 )
 
 CHECK_ROLE = "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s"
-# The role this session is really connected as, whatever the settings name.
-CHECK_SESSION_ROLE = (
-    "SELECT current_user, rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
+# The role this session is really connected as (whatever the settings name), if it skips RLS.
+CHECK_SESSION_BYPASSES = (
+    "SELECT rolname FROM pg_roles WHERE rolname = current_user AND (rolsuper OR rolbypassrls)"
 )
 # Roles the login role can become (transitively) that skip RLS.
 CHECK_REACHABLE_BYPASS = """
@@ -169,26 +169,19 @@ def rls_problems() -> list[str]:
     return role_problems() + schema_problems()
 
 
-def connected_bypassing() -> str | None:
-    """The session's own role when it is a superuser or has BYPASSRLS, else None (asked
-    on its own, so a failure of the rest of the check cannot soften it)."""
-    with connection.cursor() as cursor:
-        cursor.execute(CHECK_SESSION_ROLE)
-        row = cursor.fetchone()
-    return row[0] if row and row[1] else None
-
-
 @checks.register("nudge")
 def check_row_level_security(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     messages: list[checks.CheckMessage] = []
-    try:
-        bypassing = connected_bypassing()
+    try:  # asked on its own, so a failure of the rest of the check cannot soften it
+        with connection.cursor() as cursor:
+            cursor.execute(CHECK_SESSION_BYPASSES)
+            bypassing = cursor.fetchone()
     except DatabaseError:
         bypassing = None  # unreachable: said below
     if bypassing is not None:
         messages.append(
             checks.Error(
-                f"connected to PostgreSQL as {bypassing!r}, a superuser (or BYPASSRLS) role: "
+                f"connected to PostgreSQL as {bypassing[0]!r}, a superuser (or BYPASSRLS) role: "
                 "row-level security never applies, so tenants are not isolated",
                 hint="Connect as the application's own role (DATABASE_URL); "
                 "see docs/OPERATIONS.md, 'Database roles'.",
