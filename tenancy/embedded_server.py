@@ -13,8 +13,6 @@ import logging
 import os
 import subprocess
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -42,23 +40,11 @@ def data_dir(state_dir: Path) -> Path:
     return state_dir / DATA_DIR_NAME
 
 
-@contextmanager
-def one_at_a_time(state_dir: Path) -> Iterator[None]:
-    """Hold the checkout's lock on its embedded cluster for the block (on a fresh
-    checkout one process creates and bootstraps it; the others wait)."""
-    import fcntl  # POSIX, as the Unix socket the server listens on
-
-    state_dir.mkdir(parents=True, exist_ok=True)
-    with open(state_dir / LOCK_FILE_NAME, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        yield
-
-
 def repair_handle_list(pgdata: Path) -> bool:
     """Rewrite pgserver's handle list as ``[]`` when it is not a JSON list of pids (a
     process killed mid-rewrite leaves it broken, and every ``get_server()`` fails). The
     list only says who stops the server, which pgserver never does here
-    (``cleanup_mode=None``). Call under ``one_at_a_time``; whether it was rewritten."""
+    (``cleanup_mode=None``). Call under the checkout's lock; whether it was rewritten."""
     path = pgdata / HANDLE_LIST_NAME
     try:
         pids = json.loads(path.read_text())
@@ -103,13 +89,18 @@ def _ready_socket_dir(pgdata: Path) -> str | None:
 
 
 def socket_dir(state_dir: Path) -> str:
-    """The embedded server's socket folder; otherwise, under ``one_at_a_time``, the cluster
+    """The embedded server's socket folder; otherwise, under the checkout's lock, the cluster
     is created or started and bootstrapped as ``manage.py bootstrap_db`` does."""
     pgdata = data_dir(state_dir)
     ready = _ready_socket_dir(pgdata)
     if ready and _bootstrapped(pgdata):
         return ready
-    with one_at_a_time(state_dir):
+    import fcntl  # POSIX, as the Unix socket the server listens on
+
+    state_dir.mkdir(parents=True, exist_ok=True)
+    # On a fresh checkout one process creates and bootstraps the cluster; the others wait.
+    with open(state_dir / LOCK_FILE_NAME, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         ready = _ready_socket_dir(pgdata) or _start(state_dir)
         if not _bootstrapped(pgdata):
             uri = f"postgresql://postgres:@/postgres?host={ready}"
@@ -132,7 +123,7 @@ def _pgserver() -> ModuleType:
 
 
 def _start(state_dir: Path) -> str:
-    """Create or start the cluster through pgserver (under ``one_at_a_time``); its socket folder."""
+    """Create or start the cluster through pgserver, under the lock; its socket folder."""
     pgserver = _pgserver()
     pgdata = data_dir(state_dir)
     if pgdata.is_dir():
