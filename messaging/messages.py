@@ -21,7 +21,7 @@ from babel import Locale
 from babel.dates import format_skeleton, format_timedelta
 from django.conf import settings
 from django.utils import translation
-from django.utils.translation import trans_real
+from django.utils.translation import trans_real  # cached catalogs: activating per nudge costs more
 
 from messaging.channels.base import NudgeMessage
 from providers.meeting_links import without_links
@@ -133,7 +133,7 @@ LANGUAGES = tuple(code for code, _name in settings.LANGUAGES)
 def describe_lead(delta: timedelta, language: str) -> str:
     """'in 10 min', 'in 2 h 5 min' or 'now' in ``language``; a day or more ahead
     (only a snoozed or hand-made nudge is) as the locale says it ('in 3 days')."""
-    words = _words(language)
+    words = trans_real.translation(language)
     minutes = max(0, round(delta.total_seconds() / 60))
     if minutes < 1:
         return words.gettext("now")
@@ -145,11 +145,6 @@ def describe_lead(delta: timedelta, language: str) -> str:
     if not minutes:
         return words.gettext("in %(hours)d h") % {"hours": hours}
     return words.gettext("in %(hours)d h %(minutes)d min") % {"hours": hours, "minutes": minutes}
-
-
-def _words(language: str) -> Any:
-    """The language's cached catalog (activating a language per nudge costs more)."""
-    return trans_real.translation(language)
 
 
 @lru_cache(maxsize=16)
@@ -183,7 +178,7 @@ def _when(
     local_start: datetime, local_now: datetime, language: str, time_text: str
 ) -> tuple[str, str]:
     """(the phrase after "starts", the day and time alone) in ``language``."""
-    words = _words(language)
+    words = trans_real.translation(language)
     days_ahead = (local_start.date() - local_now.date()).days
     if days_ahead == 0:
         return words.gettext("at %(time)s") % {"time": time_text}, time_text
@@ -233,7 +228,7 @@ def compose(
     """'Design review starts at 15:00 (in 10 min)', then the join link or else the location.
     ``kind`` is "event" or "follow_up" (the person's own title, not defanged)."""
     tz, label, language = _reader(tz_name, language)
-    words = _words(language)
+    words = trans_real.translation(language)
     local_start = starts_at.astimezone(tz)
     time_text = _time_text(local_start, language, clock)
     when, local_time = _when(local_start, now.astimezone(tz), language, time_text)
@@ -291,7 +286,7 @@ def compose_agenda(
     """The morning agenda: 'Your day, Fri, Dec 4:' then a line per ``day.Item`` (its time
     and title, an event's join link below it, and as a Join button where there are any)."""
     tz, label, language = _reader(tz_name, language)
-    words = _words(language)
+    words = trans_real.translation(language)
     day_text = _format(datetime.combine(day, time(12), tzinfo=tz), language, "MMMEd")
     head = words.gettext("Your day, %(date)s:") % {"date": day_text}
     lines, links = [head], []

@@ -132,7 +132,5 @@ def get_sender(channel: str, config: NudgeConfig) -> Sender:
     try:
         dotted_path = config.channel_backends[channel]
     except KeyError:
-        raise PermanentSendError(
-            f"no channel is configured for {channel!r}", kind=FailureKind.CONFIGURATION
-        ) from None
+        raise misconfigured(f"no channel is configured for {channel!r}", code="") from None
     return import_string(dotted_path)()

@@ -6,6 +6,7 @@ is in every Bot API URL: nothing raised here or let through the library's logger
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import warnings
@@ -58,15 +59,10 @@ NO_PREVIEWS = LinkPreviewOptions(is_disabled=True)
 T = TypeVar("T")
 
 
-_FILTERED_TOKENS: set[str] = set()
-
-
+@functools.cache  # once per token
 def install_token_filter(token: str) -> None:
     """Replace ``token`` in each record of the token-bearing loggers before any handler
-    sees it; once per token."""
-    if token in _FILTERED_TOKENS:
-        return
-    _FILTERED_TOKENS.add(token)
+    sees it."""
 
     def redact(record: logging.LogRecord) -> bool:
         message = record.getMessage()
