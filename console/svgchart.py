@@ -56,7 +56,30 @@ class Chart:
 
     @property
     def svg(self) -> SafeString:
-        return draw(self)
+        """Bars per slot, and lines over them (a gap where a value is None)."""
+        stacks, lines = self.stacks, self.lines
+        totals = [sum(s.values[i] or 0 for s in stacks) for i in range(self.slots)]
+        line_values = [v for s in lines for v in s.values if v is not None]
+        top = _axis_top([*totals, *line_values])
+        slot = PLOT_WIDTH / max(self.slots, 1)
+        gap = min(2.0, slot * 0.2)
+        width = max(slot - gap, 0.5)
+        marks: list[str] = []
+        for i in range(self.slots):
+            base = 0.0
+            for series in stacks:
+                value = series.values[i] or 0
+                if not value:
+                    continue
+                x = MARGIN_LEFT + i * slot + gap / 2
+                height = value / top * PLOT_HEIGHT
+                y = MARGIN_TOP + PLOT_HEIGHT - (base + value) / top * PLOT_HEIGHT
+                shape = f'x="{x:.2f}" y="{y:.2f}" width="{width:.2f}" height="{height:.2f}"'
+                marks.append(_mark("rect", "bar", shape, self, i, series, value))
+                base += value
+        marks.extend(_line(self, series, top, slot) for series in lines)
+        drawn = any(self.shows(i) for i in range(self.slots))
+        return _frame(self, top, marks, [*stacks, *lines], drawn)
 
     def shows(self, slot: int) -> bool:
         """Under bars, a reference line alone (capacity) is not data."""
@@ -102,37 +125,6 @@ def figure(value: float, unit: str = "") -> str:
     return f"{text} {unit}".strip() if unit else text
 
 
-def draw(chart: Chart) -> SafeString:
-    """Bars per slot, and lines over them (a gap where a value is None)."""
-    stacks, lines = chart.stacks, chart.lines
-    totals = [sum(s.values[i] or 0 for s in stacks) for i in range(chart.slots)]
-    line_values = [v for s in lines for v in s.values if v is not None]
-    top = _axis_top([*totals, *line_values])
-    slot = PLOT_WIDTH / max(chart.slots, 1)
-    gap = min(2.0, slot * 0.2)
-    marks: list[str] = []
-    for i in range(chart.slots):
-        base = 0.0
-        for series in stacks:
-            value = series.values[i] or 0
-            if not value:
-                continue
-            x = MARGIN_LEFT + i * slot + gap / 2
-            height = value / top * PLOT_HEIGHT
-            y = MARGIN_TOP + PLOT_HEIGHT - (base + value) / top * PLOT_HEIGHT
-            marks.append(
-                f'<rect class="bar" data-series="{escape(series.name)}" data-slot="{i}" '
-                f'data-value="{figure(value)}" x="{x:.2f}" y="{y:.2f}" '
-                f'width="{max(slot - gap, 0.5):.2f}" height="{height:.2f}" '
-                f'fill="{series.colour}"><title>{escape(_tip(chart, i, series, value))}</title>'
-                "</rect>"
-            )
-            base += value
-    marks.extend(_line(chart, series, top, slot) for series in lines)
-    drawn = any(chart.shows(i) for i in range(chart.slots))
-    return _frame(chart, top, marks, [*stacks, *lines], drawn)
-
-
 def _line(chart: Chart, series: Series, top: float, slot: float) -> str:
     """A polyline through each run of values, and a point per value with its figure."""
     runs: list[list[str]] = [[]]
@@ -146,12 +138,8 @@ def _line(chart: Chart, series: Series, top: float, slot: float) -> str:
         runs[-1].append(f"{x:.2f},{y:.2f}")
         if value == 0 and not series.mark_zero:
             continue
-        points.append(
-            f'<circle class="point" data-series="{escape(series.name)}" data-slot="{i}" '
-            f'data-value="{figure(value)}" cx="{x:.2f}" cy="{y:.2f}" r="3" '
-            f'fill="{series.colour}"><title>{escape(_tip(chart, i, series, value))}</title>'
-            "</circle>"
-        )
+        shape = f'cx="{x:.2f}" cy="{y:.2f}" r="3"'
+        points.append(_mark("circle", "point", shape, chart, i, series, value))
     dash = ' stroke-dasharray="5 3"' if series.dashed else ""
     polylines = "".join(
         f'<polyline class="line" data-series="{escape(series.name)}" fill="none" '
@@ -162,9 +150,17 @@ def _line(chart: Chart, series: Series, top: float, slot: float) -> str:
     return polylines + "".join(points)
 
 
-def _tip(chart: Chart, slot: int, series: Series, value: float) -> str:
+def _mark(
+    tag: str, css: str, shape: str, chart: Chart, slot: int, series: Series, value: float
+) -> str:
+    """One bar or point: its figure as ``data-value`` and, with its slot's tick, as a tooltip."""
     where = chart.ticks.get(slot, "")
-    return f"{series.name}: {figure(value, chart.unit)}" + (f" ({where})" if where else "")
+    tip = f"{series.name}: {figure(value, chart.unit)}" + (f" ({where})" if where else "")
+    return (
+        f'<{tag} class="{css}" data-series="{escape(series.name)}" data-slot="{slot}" '
+        f'data-value="{figure(value)}" {shape} fill="{series.colour}">'
+        f"<title>{escape(tip)}</title></{tag}>"
+    )
 
 
 def _frame(
