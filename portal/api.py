@@ -35,7 +35,7 @@ from followups import actions as followups
 from followups.actions import FollowUpChange, FollowUpInvalid, Schedule
 from followups.repeat import WEEKDAY_NAMES
 from portal import calendar_links, statements
-from portal.openapi import BODIES, SCHEDULE, schema
+from portal.openapi import BODIES, PATHS, SCHEDULE, schema
 from portal.tokens import api_token_is_live, parse_api_token
 from tenancy.scope import tenant_scope, tenant_statements
 
@@ -43,6 +43,7 @@ MAX_BODY_BYTES = 16 * 1024
 JSON_TYPES = {"string": str, "boolean": bool, "array": list}
 JSON_TYPE_WORDS = {str: "a string", bool: "true or false", list: "an array"}
 RATE_WINDOW = timedelta(minutes=1)
+ENDPOINTS: dict[str, Callable] = {}  # the schema's paths -> their views (``machine_urls``)
 
 
 class BadRequest(Exception):
@@ -80,9 +81,10 @@ def seconds_to_wait(user_id: int, now: datetime, config: NudgeConfig) -> int | N
     return max(1, math.ceil((window_at + RATE_WINDOW - now).total_seconds()))
 
 
-def api_view(*methods: str) -> Callable:
-    """Token authentication, the allowed ``methods``, the rate limit and JSON errors
-    around an endpoint."""
+def api_view(route: str) -> Callable:
+    """The endpoint of the schema's ``route``: token authentication, the methods the schema
+    lists for it, the rate limit and JSON errors around its view."""
+    methods = [method.upper() for method in PATHS[route] if method != "parameters"]
 
     def decorate(view: Callable) -> Callable:
         @csrf_exempt
@@ -106,6 +108,7 @@ def api_view(*methods: str) -> Callable:
             except (BadRequest, FollowUpInvalid, ConnectError) as exc:
                 return error(400, str(exc))
 
+        ENDPOINTS[route] = wrapper
         return wrapper
 
     return decorate
@@ -175,7 +178,7 @@ def _schedule(data: dict[str, Any]) -> Schedule | None:
     )
 
 
-@api_view("GET", "POST")
+@api_view("/api/follow-ups")
 def follow_ups(request: HttpRequest, user_id: int) -> JsonResponse:
     now = timezone.now()
     if request.method == "GET":
@@ -196,13 +199,13 @@ def follow_ups(request: HttpRequest, user_id: int) -> JsonResponse:
     return JsonResponse(followups.as_json(created, now), status=201)
 
 
-@api_view("GET", "PATCH", "DELETE")
-def follow_up(request: HttpRequest, user_id: int, follow_up_id: int) -> HttpResponse:
+@api_view("/api/follow-ups/{id}")
+def follow_up(request: HttpRequest, user_id: int, pk: int) -> HttpResponse:
     now = timezone.now()
     if request.method == "GET":
-        found = followups.get_follow_up(user_id, follow_up_id)
+        found = followups.get_follow_up(user_id, pk)
     elif request.method == "DELETE":
-        if followups.delete_follow_up(user_id, follow_up_id, now):
+        if followups.delete_follow_up(user_id, pk, now):
             return HttpResponse(status=204)
         found = None
     else:
@@ -213,9 +216,7 @@ def follow_up(request: HttpRequest, user_id: int, follow_up_id: int) -> HttpResp
             done=data.get("done"),
             schedule=_schedule(data),
         )
-        found = followups.change_follow_up(
-            user_id, follow_up_id, change, now, NudgeConfig.from_settings()
-        )
+        found = followups.change_follow_up(user_id, pk, change, now, NudgeConfig.from_settings())
     if found is None:
         return error(404, "no such follow-up")
     return JsonResponse(followups.as_json(found, now))
@@ -253,13 +254,13 @@ def as_json(connection: CalendarConnection) -> dict[str, object]:
     }
 
 
-@api_view("GET")
+@api_view("/api/calendars")
 def calendars(request: HttpRequest, user_id: int) -> JsonResponse:
     rows = calendar_links.list_connections(user_id)
     return JsonResponse({"calendars": [as_json(c) for c in rows]})
 
 
-@api_view("POST")
+@api_view("/api/calendars/caldav")
 def caldav_connect(request: HttpRequest, user_id: int) -> JsonResponse:
     data = request_body(request, "CalDavConnect")
     if data["preset"] not in PRESETS:
@@ -270,24 +271,24 @@ def caldav_connect(request: HttpRequest, user_id: int) -> JsonResponse:
     return JsonResponse(as_json(created), status=202)
 
 
-@api_view("POST")
-def caldav_choose(request: HttpRequest, user_id: int, connection_id: int) -> JsonResponse:
+@api_view("/api/calendars/{id}/caldav/choose")
+def caldav_choose(request: HttpRequest, user_id: int, pk: int) -> JsonResponse:
     data = request_body(request, "CalDavChoose")
     urls = data["calendars"]
     if not all(isinstance(url, str) for url in urls):
         raise BadRequest("calendars must be an array of the choices' urls")
-    rows = choose_calendars(user_id, connection_id, urls, config=NudgeConfig.from_settings())
+    rows = choose_calendars(user_id, pk, urls, config=NudgeConfig.from_settings())
     if rows is None:
         return error(404, "no calendar of this id is waiting for a choice")
     return JsonResponse({"calendars": [as_json(c) for c in rows]})
 
 
-@api_view("POST")
-def caldav_password(request: HttpRequest, user_id: int, connection_id: int) -> JsonResponse:
+@api_view("/api/calendars/{id}/caldav/password")
+def caldav_password(request: HttpRequest, user_id: int, pk: int) -> JsonResponse:
     data = request_body(request, "CalDavPassword")
     if not data["password"]:
         raise BadRequest("missing field(s): password")
-    found = renew_password(user_id, connection_id, data["password"])
+    found = renew_password(user_id, pk, data["password"])
     if found is None:
         return error(404, "no CalDAV calendar of this id")
     return JsonResponse(as_json(found))
