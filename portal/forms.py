@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator
 from django.utils import timezone
+from django.utils.dates import WEEKDAYS_ABBR
 from django.utils.formats import date_format
 from django.utils.functional import lazy
 from django.utils.translation import gettext
@@ -26,7 +27,7 @@ from core.deployment import console_channel_allowed
 from core.zones import zone_of
 from followups.actions import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_due
 from followups.models import FollowUp
-from followups.repeat import WEEKDAY_NAMES, Repeat
+from followups.repeat import Repeat
 from portal import plain_words
 from portal.email_change import same_address
 from providers.ics import feed_address
@@ -211,15 +212,14 @@ class SettingsForm(forms.Form):
 # The reminders offered, in minutes before; a value set through the API joins its follow-up's
 # list (``FollowUpForm.__init__``).
 REMINDER_MINUTES = (0, 5, 10, 15, 30, 60, 120, 1440)
-# Short day names, in WEEKDAY_NAMES' order (Monday first), in the page's language.
-_WEEKDAY_LABELS = (_("Mon"), _("Tue"), _("Wed"), _("Thu"), _("Fri"), _("Sat"), _("Sun"))
-WEEKDAY_CHOICES = list(zip(range(len(WEEKDAY_NAMES)), _WEEKDAY_LABELS, strict=True))
+# Django's short day names ("Mon"), numbered from Monday as followups.repeat.WEEKDAY_NAMES.
+WEEKDAY_CHOICES = list(WEEKDAYS_ABBR.items())
 
 
 def repeat_words(repeat: str, weekdays: list[int]) -> str:
     """A few words for the follow-up list ("every Mon, Wed"), in the page's language"""
     if repeat == Repeat.WEEKLY and weekdays:
-        names = ", ".join(str(_WEEKDAY_LABELS[d]) for d in sorted(set(weekdays)))
+        names = ", ".join(str(WEEKDAYS_ABBR[d]) for d in sorted(set(weekdays)))
         return gettext("every %(days)s") % {"days": names}
     return {
         Repeat.WEEKLY: gettext("every week"),
