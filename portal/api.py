@@ -20,7 +20,6 @@ from django.views.decorators.csrf import csrf_exempt
 
 from accounts.actions import ensure_settings
 from calendars.caldav_connect import (
-    PRESETS,
     add_account,
     choices_of,
     choose_calendars,
@@ -115,8 +114,9 @@ def api_view(route: str) -> Callable:
 
 
 def request_body(request: HttpRequest, body: str) -> dict[str, Any]:
-    """The request's JSON object: only the fields of the schema's ``body``, each of its type,
-    its required ones present and at least its ``minProperties``."""
+    """The request's JSON object: only the fields of the schema's ``body``, each of its type
+    and among its ``enum`` (an array's items among theirs), its required ones present and at
+    least its ``minProperties``."""
     allowed = BODIES[body]["properties"]
     if len(request.body) > MAX_BODY_BYTES:
         raise BadRequest(f"the body is larger than {MAX_BODY_BYTES} bytes")
@@ -135,9 +135,16 @@ def request_body(request: HttpRequest, body: str) -> dict[str, Any]:
             f"unknown field(s): {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
         )
     for name, field in allowed.items():
-        expected = JSON_TYPES[field["type"]]
-        if name in data and type(data[name]) is not expected:
+        if name not in data:
+            continue
+        value, expected = data[name], JSON_TYPES[field["type"]]
+        if type(value) is not expected:
             raise BadRequest(f"{name} must be {JSON_TYPE_WORDS[expected]}")
+        if "enum" in field and value not in field["enum"]:
+            raise BadRequest(f"{name} must be one of: {', '.join(field['enum'])}")
+        among = field.get("items", {}).get("enum")
+        if among and not all(item in among for item in value):
+            raise BadRequest(f"{name} are among: {', '.join(among)}")
     missing = [name for name in BODIES[body]["required"] if name not in data]
     if missing:
         raise BadRequest(f"missing field(s): {', '.join(missing)}")
@@ -156,15 +163,6 @@ def _instant(value: str) -> datetime:
     return parsed
 
 
-def _weekday_numbers(names: list[Any]) -> list[int]:
-    try:
-        return [WEEKDAY_NAMES.index(name) for name in names]
-    except ValueError:
-        raise FollowUpInvalid(
-            "repeat_weekdays", f"repeat_weekdays are among: {', '.join(WEEKDAY_NAMES)}"
-        ) from None
-
-
 def _schedule(data: dict[str, Any]) -> Schedule | None:
     """The schedule fields the body gave (None when it gave none)."""
     if not set(data) & set(SCHEDULE):
@@ -172,7 +170,9 @@ def _schedule(data: dict[str, Any]) -> Schedule | None:
     weekdays = data.get("repeat_weekdays")
     return Schedule(
         repeat=data.get("repeat"),
-        repeat_weekdays=_weekday_numbers(weekdays) if weekdays is not None else None,
+        repeat_weekdays=[WEEKDAY_NAMES.index(day) for day in weekdays]
+        if weekdays is not None
+        else None,
         time_zone=data.get("time_zone"),
         reminder_minutes=data.get("reminder_minutes"),
     )
@@ -263,8 +263,6 @@ def calendars(request: HttpRequest, user_id: int) -> JsonResponse:
 @api_view("/api/calendars/caldav")
 def caldav_connect(request: HttpRequest, user_id: int) -> JsonResponse:
     data = request_body(request, "CalDavConnect")
-    if data["preset"] not in PRESETS:
-        raise BadRequest(f"preset is one of: {', '.join(PRESETS)}")
     # The body's fields are the account's (``server_url`` only where the preset has none).
     fields = {"server_url": "", **data}
     created = add_account(user_id, **fields, config=NudgeConfig.from_settings())
