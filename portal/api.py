@@ -20,7 +20,6 @@ from django.views.decorators.csrf import csrf_exempt
 
 from accounts.actions import ensure_settings
 from calendars.caldav_connect import (
-    PRESETS,
     add_account,
     choices_of,
     choose_calendars,
@@ -35,7 +34,7 @@ from followups import actions as followups
 from followups.actions import FollowUpChange, FollowUpInvalid, Schedule
 from followups.repeat import WEEKDAY_NAMES
 from portal import calendar_links, statements
-from portal.openapi import BODIES, SCHEDULE, schema
+from portal.openapi import BODIES, PATHS, SCHEDULE, schema
 from portal.tokens import api_token_is_live, parse_api_token
 from tenancy.scope import tenant_scope, tenant_statements
 
@@ -43,6 +42,7 @@ MAX_BODY_BYTES = 16 * 1024
 JSON_TYPES = {"string": str, "boolean": bool, "array": list}
 JSON_TYPE_WORDS = {str: "a string", bool: "true or false", list: "an array"}
 RATE_WINDOW = timedelta(minutes=1)
+ENDPOINTS: dict[str, Callable] = {}  # the schema's paths -> their views (``machine_urls``)
 
 
 class BadRequest(Exception):
@@ -80,9 +80,10 @@ def seconds_to_wait(user_id: int, now: datetime, config: NudgeConfig) -> int | N
     return max(1, math.ceil((window_at + RATE_WINDOW - now).total_seconds()))
 
 
-def api_view(*methods: str) -> Callable:
-    """Token authentication, the allowed ``methods``, the rate limit and JSON errors
-    around an endpoint."""
+def api_view(route: str) -> Callable:
+    """The endpoint of the schema's ``route``: token authentication, the methods the schema
+    lists for it, the rate limit and JSON errors around its view."""
+    methods = [method.upper() for method in PATHS[route] if method != "parameters"]
 
     def decorate(view: Callable) -> Callable:
         @csrf_exempt
@@ -106,14 +107,16 @@ def api_view(*methods: str) -> Callable:
             except (BadRequest, FollowUpInvalid, ConnectError) as exc:
                 return error(400, str(exc))
 
+        ENDPOINTS[route] = wrapper
         return wrapper
 
     return decorate
 
 
 def request_body(request: HttpRequest, body: str) -> dict[str, Any]:
-    """The request's JSON object: only the fields of the schema's ``body``, each of its type,
-    its required ones present and at least its ``minProperties``."""
+    """The request's JSON object: only the fields of the schema's ``body``, each of its type
+    and among its ``enum`` (an array's items among theirs), its required ones present and at
+    least its ``minProperties``."""
     allowed = BODIES[body]["properties"]
     if len(request.body) > MAX_BODY_BYTES:
         raise BadRequest(f"the body is larger than {MAX_BODY_BYTES} bytes")
@@ -132,9 +135,16 @@ def request_body(request: HttpRequest, body: str) -> dict[str, Any]:
             f"unknown field(s): {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
         )
     for name, field in allowed.items():
-        expected = JSON_TYPES[field["type"]]
-        if name in data and type(data[name]) is not expected:
+        if name not in data:
+            continue
+        value, expected = data[name], JSON_TYPES[field["type"]]
+        if type(value) is not expected:
             raise BadRequest(f"{name} must be {JSON_TYPE_WORDS[expected]}")
+        if "enum" in field and value not in field["enum"]:
+            raise BadRequest(f"{name} must be one of: {', '.join(field['enum'])}")
+        among = field.get("items", {}).get("enum")
+        if among and not all(item in among for item in value):
+            raise BadRequest(f"{name} are among: {', '.join(among)}")
     missing = [name for name in BODIES[body]["required"] if name not in data]
     if missing:
         raise BadRequest(f"missing field(s): {', '.join(missing)}")
@@ -153,15 +163,6 @@ def _instant(value: str) -> datetime:
     return parsed
 
 
-def _weekday_numbers(names: list[Any]) -> list[int]:
-    try:
-        return [WEEKDAY_NAMES.index(name) for name in names]
-    except ValueError:
-        raise FollowUpInvalid(
-            "repeat_weekdays", f"repeat_weekdays are among: {', '.join(WEEKDAY_NAMES)}"
-        ) from None
-
-
 def _schedule(data: dict[str, Any]) -> Schedule | None:
     """The schedule fields the body gave (None when it gave none)."""
     if not set(data) & set(SCHEDULE):
@@ -169,13 +170,15 @@ def _schedule(data: dict[str, Any]) -> Schedule | None:
     weekdays = data.get("repeat_weekdays")
     return Schedule(
         repeat=data.get("repeat"),
-        repeat_weekdays=_weekday_numbers(weekdays) if weekdays is not None else None,
+        repeat_weekdays=[WEEKDAY_NAMES.index(day) for day in weekdays]
+        if weekdays is not None
+        else None,
         time_zone=data.get("time_zone"),
         reminder_minutes=data.get("reminder_minutes"),
     )
 
 
-@api_view("GET", "POST")
+@api_view("/api/follow-ups")
 def follow_ups(request: HttpRequest, user_id: int) -> JsonResponse:
     now = timezone.now()
     if request.method == "GET":
@@ -196,13 +199,13 @@ def follow_ups(request: HttpRequest, user_id: int) -> JsonResponse:
     return JsonResponse(followups.as_json(created, now), status=201)
 
 
-@api_view("GET", "PATCH", "DELETE")
-def follow_up(request: HttpRequest, user_id: int, follow_up_id: int) -> HttpResponse:
+@api_view("/api/follow-ups/{id}")
+def follow_up(request: HttpRequest, user_id: int, pk: int) -> HttpResponse:
     now = timezone.now()
     if request.method == "GET":
-        found = followups.get_follow_up(user_id, follow_up_id)
+        found = followups.get_follow_up(user_id, pk)
     elif request.method == "DELETE":
-        if followups.delete_follow_up(user_id, follow_up_id, now):
+        if followups.delete_follow_up(user_id, pk, now):
             return HttpResponse(status=204)
         found = None
     else:
@@ -213,9 +216,7 @@ def follow_up(request: HttpRequest, user_id: int, follow_up_id: int) -> HttpResp
             done=data.get("done"),
             schedule=_schedule(data),
         )
-        found = followups.change_follow_up(
-            user_id, follow_up_id, change, now, NudgeConfig.from_settings()
-        )
+        found = followups.change_follow_up(user_id, pk, change, now, NudgeConfig.from_settings())
     if found is None:
         return error(404, "no such follow-up")
     return JsonResponse(followups.as_json(found, now))
@@ -253,41 +254,39 @@ def as_json(connection: CalendarConnection) -> dict[str, object]:
     }
 
 
-@api_view("GET")
+@api_view("/api/calendars")
 def calendars(request: HttpRequest, user_id: int) -> JsonResponse:
     rows = calendar_links.list_connections(user_id)
     return JsonResponse({"calendars": [as_json(c) for c in rows]})
 
 
-@api_view("POST")
+@api_view("/api/calendars/caldav")
 def caldav_connect(request: HttpRequest, user_id: int) -> JsonResponse:
     data = request_body(request, "CalDavConnect")
-    if data["preset"] not in PRESETS:
-        raise BadRequest(f"preset is one of: {', '.join(PRESETS)}")
     # The body's fields are the account's (``server_url`` only where the preset has none).
     fields = {"server_url": "", **data}
     created = add_account(user_id, **fields, config=NudgeConfig.from_settings())
     return JsonResponse(as_json(created), status=202)
 
 
-@api_view("POST")
-def caldav_choose(request: HttpRequest, user_id: int, connection_id: int) -> JsonResponse:
+@api_view("/api/calendars/{id}/caldav/choose")
+def caldav_choose(request: HttpRequest, user_id: int, pk: int) -> JsonResponse:
     data = request_body(request, "CalDavChoose")
     urls = data["calendars"]
     if not all(isinstance(url, str) for url in urls):
         raise BadRequest("calendars must be an array of the choices' urls")
-    rows = choose_calendars(user_id, connection_id, urls, config=NudgeConfig.from_settings())
+    rows = choose_calendars(user_id, pk, urls, config=NudgeConfig.from_settings())
     if rows is None:
         return error(404, "no calendar of this id is waiting for a choice")
     return JsonResponse({"calendars": [as_json(c) for c in rows]})
 
 
-@api_view("POST")
-def caldav_password(request: HttpRequest, user_id: int, connection_id: int) -> JsonResponse:
+@api_view("/api/calendars/{id}/caldav/password")
+def caldav_password(request: HttpRequest, user_id: int, pk: int) -> JsonResponse:
     data = request_body(request, "CalDavPassword")
     if not data["password"]:
         raise BadRequest("missing field(s): password")
-    found = renew_password(user_id, connection_id, data["password"])
+    found = renew_password(user_id, pk, data["password"])
     if found is None:
         return error(404, "no CalDAV calendar of this id")
     return JsonResponse(as_json(found))

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator
 from django.utils import timezone
+from django.utils.dates import WEEKDAYS_ABBR
 from django.utils.formats import date_format
 from django.utils.functional import lazy
 from django.utils.translation import gettext
@@ -26,7 +27,7 @@ from core.deployment import console_channel_allowed
 from core.zones import zone_of
 from followups.actions import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_due
 from followups.models import FollowUp
-from followups.repeat import WEEKDAY_NAMES, Repeat
+from followups.repeat import Repeat
 from portal import plain_words
 from portal.email_change import same_address
 from providers.ics import feed_address
@@ -208,26 +209,17 @@ class SettingsForm(forms.Form):
         return cleaned
 
 
-# Minutes before; a value set through the API joins its follow-up's list (``__init__``).
-REMINDER_CHOICES = [
-    (0, _("At the time")),
-    (5, _("5 min")),
-    (10, _("10 min")),
-    (15, _("15 min")),
-    (30, _("30 min")),
-    (60, _("1 h")),
-    (120, _("2 h")),
-    (1440, _("1 day")),
-]
-# Short day names, in WEEKDAY_NAMES' order (Monday first), in the page's language.
-_WEEKDAY_LABELS = (_("Mon"), _("Tue"), _("Wed"), _("Thu"), _("Fri"), _("Sat"), _("Sun"))
-WEEKDAY_CHOICES = list(zip(range(len(WEEKDAY_NAMES)), _WEEKDAY_LABELS, strict=True))
+# The reminders offered, in minutes before; a value set through the API joins its follow-up's
+# list (``FollowUpForm.__init__``).
+REMINDER_MINUTES = (0, 5, 10, 15, 30, 60, 120, 1440)
+# Django's short day names ("Mon"), numbered from Monday as followups.repeat.WEEKDAY_NAMES.
+WEEKDAY_CHOICES = list(WEEKDAYS_ABBR.items())
 
 
 def repeat_words(repeat: str, weekdays: list[int]) -> str:
     """A few words for the follow-up list ("every Mon, Wed"), in the page's language"""
     if repeat == Repeat.WEEKLY and weekdays:
-        names = ", ".join(str(_WEEKDAY_LABELS[d]) for d in sorted(set(weekdays)))
+        names = ", ".join(str(WEEKDAYS_ABBR[d]) for d in sorted(set(weekdays)))
         return gettext("every %(days)s") % {"days": names}
     return {
         Repeat.WEEKLY: gettext("every week"),
@@ -238,6 +230,10 @@ def repeat_words(repeat: str, weekdays: list[int]) -> str:
 
 
 def _minutes_label(minutes: int) -> str:
+    if minutes == 0:
+        return gettext("At the time")
+    if minutes == 1440:
+        return gettext("1 day")
     hours, rest = divmod(minutes, 60)
     if hours and rest:
         return gettext("%(hours)s h %(minutes)s min") % {"hours": hours, "minutes": rest}
@@ -297,7 +293,7 @@ class FollowUpForm(forms.Form):
     )
     repeat = forms.ChoiceField(choices=Repeat.choices, required=False, label=_("Repeat"))
     repeat_weekdays = _ticks(WEEKDAY_CHOICES, _("On (weekly)"))
-    reminder_minutes = _ticks(REMINDER_CHOICES, _("Nudge me before"))
+    reminder_minutes = _ticks([], _("Nudge me before"))  # its choices: ``__init__``
 
     def __init__(
         self, *args, delivery: DeliverySettings, follow_up: FollowUp | None = None, **kwargs
@@ -312,11 +308,8 @@ class FollowUpForm(forms.Form):
         due = follow_up.due_at if follow_up else None
         self.keep_due = due.replace(second=0, microsecond=0) if due else None
         self.quick_choices = quick_choices(delivery.clock)
-        kept = set(self.initial.get("reminder_minutes") or ()) - {m for m, _ in REMINDER_CHOICES}
-        if kept:
-            self.fields["reminder_minutes"].choices = sorted(
-                [*REMINDER_CHOICES, *((m, _minutes_label(m)) for m in kept)]
-            )
+        offered = {*REMINDER_MINUTES, *(self.initial.get("reminder_minutes") or ())}
+        self.fields["reminder_minutes"].choices = [(m, _minutes_label(m)) for m in sorted(offered)]
 
     def clean(self):
         cleaned = super().clean()

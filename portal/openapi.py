@@ -1,5 +1,6 @@
 """The OpenAPI 3.1 description of the follow-ups and calendars API, served at ``GET /api/schema``;
-written by hand, and a test checks it lists every route and status the API answers."""
+written by hand. The API's routes and methods are its paths (``api.api_view``) and its bodies'
+checks read its request schemas; a test checks it lists every status the API answers."""
 
 from __future__ import annotations
 
@@ -103,7 +104,7 @@ BAD_REQUEST = _answer(
     "an unknown repeat, weekday or zone, or more reminders than allowed."
 )
 NOT_FOUND = _answer("No follow-up with this id belongs to the token's owner.")
-# The request bodies: the API reads each body's fields, their types and the required ones here.
+# The request bodies: the API reads each body's fields, types, enums and required ones here.
 BODIES = {
     "FollowUpCreate": _body({"title": TITLE, "due_at": DUE_AT, **SCHEDULE}, "title", "due_at"),
     "FollowUpPatch": _body(

@@ -33,7 +33,6 @@ STATUS_LABELS = {
 
 @dataclass(frozen=True)
 class Entry:
-    send_id: int
     title: str
     kind: str
     # Upcoming: when it is planned to go (None: at once — its time has come).
@@ -49,7 +48,7 @@ class Entry:
         return str(STATUS_LABELS.get(self.status, self.status))
 
 
-def _entry(titles: dict, item: ScheduledSend | NudgeAct, send_id: int, **shown: Any) -> Entry:
+def _entry(titles: dict, item: ScheduledSend | NudgeAct, **shown: Any) -> Entry:
     """An entry for a queue row or one of the person's acts (both name their subject)."""
     title = titles.get((item.kind, item.ref_id))
     if title is None:
@@ -58,7 +57,7 @@ def _entry(titles: dict, item: ScheduledSend | NudgeAct, send_id: int, **shown: 
         title = gettext_lazy("(untitled event)")
     # What the page calls a row's subject ("follow-up at 15:00"), in the page's language.
     kind = gettext_lazy("follow-up") if item.kind == Kind.FOLLOW_UP else gettext_lazy("event")
-    return Entry(send_id, title, kind, starts_at=item.subject_starts_at, **shown)
+    return Entry(title, kind, starts_at=item.subject_starts_at, **shown)
 
 
 def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
@@ -71,9 +70,9 @@ def upcoming(user_id: int, now: datetime, limit: int = 20) -> list[Entry]:
     # A follow-up due sooner than the lead is queued with a time already past: "due", not
     # "planned", it goes with the next deliver, which the page says as "now" (None).
     return [
-        _entry(titles, row, row.pk, at=row.fire_at, status="planned")
+        _entry(titles, row, at=row.fire_at, status="planned")
         if row.fire_at > now
-        else _entry(titles, row, row.pk, at=None, status="due")
+        else _entry(titles, row, at=None, status="due")
         for row in rows
     ]
 
@@ -109,7 +108,6 @@ def history(user_id: int, now: datetime, limit: int = 100, time_format: str = "H
         _entry(
             titles,
             row,
-            row.pk,
             at=row.sent_at or row.fire_at,  # when it went, else when it was meant to
             status=row.outcome,
             words=for_outcome(row.outcome, row.failure_kind, row.last_error),
@@ -119,7 +117,6 @@ def history(user_id: int, now: datetime, limit: int = 100, time_format: str = "H
         _entry(
             titles,
             act,
-            act.source_send_id,
             at=act.created_at,
             status="snoozed" if act.act == NudgeAct.Act.SNOOZE else "done",
             words=_act_words(act, time_format),
