@@ -111,12 +111,10 @@ def prune_run_log(cutoff: datetime, batch: int = 5000) -> int:
     """Delete run-log entries started before ``cutoff``, in batches; returns how many."""
     total = 0
     while True:
-        doomed = list(
-            SweepRun.objects.filter(started_at__lt=cutoff).values_list("pk", flat=True)[:batch]
-        )
-        if doomed:
-            total += SweepRun.objects.filter(pk__in=doomed).delete()[0]
-        if len(doomed) < batch:
+        doomed = SweepRun.objects.filter(started_at__lt=cutoff).values("pk")[:batch]
+        deleted, _ = SweepRun.objects.filter(pk__in=doomed).delete()
+        total += deleted
+        if deleted < batch:
             return total
 
 

@@ -111,17 +111,12 @@ def subject_titles(rows: Iterable[ScheduledSend]) -> dict[tuple[str, int], str]:
     if not ids:
         return {}
     # Field columns first, the constant last: the order a UNION needs on both sides.
-    events = (
-        CalendarEvent.objects.filter(pk__in=ids[Kind.EVENT])
-        .annotate(subject_kind=Value(Kind.EVENT.value))
+    events, follow_ups = (
+        model.objects.filter(pk__in=ids[kind])
+        .annotate(subject_kind=Value(kind.value))
         .values_list("pk", "title", "subject_kind")
         .order_by()
-    )
-    follow_ups = (
-        FollowUp.objects.filter(pk__in=ids[Kind.FOLLOW_UP])
-        .annotate(subject_kind=Value(Kind.FOLLOW_UP.value))
-        .values_list("pk", "title", "subject_kind")
-        .order_by()
+        for model, kind in ((CalendarEvent, Kind.EVENT), (FollowUp, Kind.FOLLOW_UP))
     )
     return {(kind, pk): title for pk, title, kind in events.union(follow_ups, all=True)}
 

@@ -32,17 +32,20 @@ WHERE s.id = free.id
 RETURNING s.id, s.position, s.after_id, s.up_to, s.takeovers > 0
 """
 
-# The holder's lease, renewed while it works; no row means it was taken over.
-RENEW_LEASE = """
-UPDATE materialize_slices SET claimed_at = statement_timestamp()
-WHERE id = %(slice)s AND claimed_by = %(me)s AND done_at IS NULL
-"""
+# Only the holder of an unfinished slice writes to it; no row: it was taken over (or done).
+# Composed from constants only.
+_HELD = "WHERE id = %(slice)s AND claimed_by = %(me)s AND done_at IS NULL"
 
-# Done once: only the holder of an unfinished slice can finish it.
-FINISH_SLICE = """
-UPDATE materialize_slices SET done_at = statement_timestamp(), users = %(users)s
-WHERE id = %(slice)s AND claimed_by = %(me)s AND done_at IS NULL
-"""
+# The holder's lease, renewed while it works.
+RENEW_LEASE = f"UPDATE materialize_slices SET claimed_at = statement_timestamp() {_HELD}"  # noqa: S608
+
+# Done once.
+FINISH_SLICE = (
+    f"UPDATE materialize_slices SET done_at = statement_timestamp(), users = %(users)s {_HELD}"  # noqa: S608
+)
+
+# A slice its holder could not finish (its budget ran out mid-slice): free at once.
+RELEASE_SLICE = f"UPDATE materialize_slices SET claimed_by = '', claimed_at = NULL {_HELD}"  # noqa: S608
 
 # Slices, done, free, participants, seconds until the first held lease lapses,
 # and whether a newer cycle exists.
@@ -71,9 +74,3 @@ LIMIT 1
 SMOOTHING_LOCK_KEY = 0x6E75_6467_6573_6D74
 SMOOTHING_LOCK = f"SELECT pg_advisory_lock({SMOOTHING_LOCK_KEY})"
 SMOOTHING_UNLOCK = f"SELECT pg_advisory_unlock({SMOOTHING_LOCK_KEY})"
-
-# A slice its holder could not finish (its budget ran out mid-slice): free at once.
-RELEASE_SLICE = """
-UPDATE materialize_slices SET claimed_by = '', claimed_at = NULL
-WHERE id = %(slice)s AND claimed_by = %(me)s AND done_at IS NULL
-"""

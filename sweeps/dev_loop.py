@@ -14,32 +14,30 @@ from sweeps.deliver import run_deliver
 from sweeps.materialize import run_materialize
 from sweeps.sync_changed import run_sync_changed
 
-MATERIALIZE_EVERY = timedelta(minutes=15)
-DELIVER_EVERY = timedelta(minutes=1)
-
 
 def run_sweeps(stop: threading.Event, *, write: Callable[[str], None]) -> Counter[str]:
     """Run the sweeps on cron's cadence until ``stop``, a failed one reported as cron would;
     how many materialize and deliver runs there were."""
+    # Each sweep and its cron line's cadence, in the order a minute runs them.
+    cron = {
+        "materialize": (run_materialize, timedelta(minutes=15)),
+        "deliver": (run_deliver, timedelta(minutes=1)),
+        "sync_changed": (run_sync_changed, timedelta(minutes=1)),
+    }
     runs: Counter[str] = Counter()
-    next_materialize = next_deliver = time.monotonic()
+    next_run = dict.fromkeys(cron, time.monotonic())
     write(
-        f"run_sweeps: materialize every {MATERIALIZE_EVERY.seconds // 60} min, deliver every "
-        f"minute; Ctrl-C stops after the sweep in progress"
+        f"run_sweeps: materialize every {cron['materialize'][1].seconds // 60} min, deliver "
+        "every minute; Ctrl-C stops after the sweep in progress"
     )
     while not stop.is_set():
-        if time.monotonic() >= next_materialize:
-            next_materialize = time.monotonic() + MATERIALIZE_EVERY.total_seconds()
-            write(_run("materialize", run_materialize))
-            runs["materialize"] += 1
-        if stop.is_set():
-            break
-        if time.monotonic() >= next_deliver:
-            next_deliver = time.monotonic() + DELIVER_EVERY.total_seconds()
-            write(_run("deliver", run_deliver))
-            write(_run("sync_changed", run_sync_changed))
-            runs["deliver"] += 1
-        stop.wait(max(0.0, min(next_materialize, next_deliver) - time.monotonic()))
+        for name, (sweep, every) in cron.items():
+            if stop.is_set() or time.monotonic() < next_run[name]:
+                continue
+            next_run[name] = time.monotonic() + every.total_seconds()
+            write(_run(name, sweep))
+            runs[name] += 1
+        stop.wait(max(0.0, min(next_run.values()) - time.monotonic()))
     write(
         f"run_sweeps: stopped after {runs['materialize']} materialize and "
         f"{runs['deliver']} deliver runs"

@@ -227,9 +227,8 @@ class UserFlow:
             return
         ready, self._ready = self._ready, []
         planned = [user_id for user_id, synced in ready if self._plans(synced)]
-        self._planning.append(
-            (ready, self._planner.submit(_plan_set, planned, self.config, self.report.as_of))
-        )
+        planning = self._planner.submit(materialize_users, planned, self.report.as_of, self.config)
+        self._planning.append((ready, planning))
         # At most one set waits behind the one being planned: the rest wait as users.
         self._count_planned(wait_for=len(self._planning) - 2)
 
@@ -280,10 +279,6 @@ class UserFlow:
                 self.progress(report)
         for user_id, _ in ready:
             self._unplanned[self._tag_of.pop(user_id)] -= 1
-
-
-def _plan_set(user_ids: list[int], config: NudgeConfig, now: datetime) -> PlannedSet:
-    return materialize_users(user_ids, now, config) if user_ids else PlannedSet({})
 
 
 def run_materialize(

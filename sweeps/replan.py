@@ -125,6 +125,8 @@ class PlannedSet:
 def materialize_users(user_ids: list[int], now: datetime, config: NudgeConfig) -> PlannedSet:
     """``materialize_user`` for a set of users in one ``planning_scope`` transaction; if it
     fails, each in their own scope (one bad row costs one user), counted in the run log."""
+    if not user_ids:
+        return PlannedSet({})
     try:
         with planning_scope(user_ids):
             return PlannedSet(dict(queue_users_in_scope(user_ids, now, config)))

@@ -303,6 +303,15 @@ def withdraw_subject(user_id: int, kind: str, ref_id: int) -> int:
     return deleted
 
 
+# What undoes a claim: the row is claimable again.
+_UNCLAIMED = {"claimed_at": None, "claim_token": None, "send_started_at": None}
+
+
+def _by_support(fence: Q, **sets: object) -> bool:
+    """Support's write to one row, fenced by the state support saw; False if it changed."""
+    return bool(ScheduledSend.objects.filter(fence).update(**sets))
+
+
 def release_stuck_claim(
     row_id: int, claim_token: uuid.UUID | None, lease: timedelta, *, even_mid_send: bool
 ) -> bool:
@@ -312,38 +321,21 @@ def release_stuck_claim(
     fence = Q(pk=row_id, claim_token=claim_token) & in_state(State.STUCK, Now(), lease)
     if not even_mid_send:
         fence &= Q(send_started_at__isnull=True)
-    return bool(
-        ScheduledSend.objects.filter(fence).update(
-            claimed_at=None, claim_token=None, send_started_at=None
-        )
-    )
+    return _by_support(fence, **_UNCLAIMED)
 
 
 def retry_failed(row_id: int, grace: timedelta) -> bool:
     """Requeue a failed row; False if it cannot be: only inside grace (later, the message
     would be wrong), never a ``FailureKind.CONFIGURATION`` failure (it fails until an
     operator fixes settings)."""
-    return bool(
-        ScheduledSend.objects.filter(
-            Q(pk=row_id, outcome=Outcome.FAILED)
-            & inside_grace(Now(), grace)
-            & ~Q(failure_kind=FailureKind.CONFIGURATION)
-        ).update(
-            outcome=None,
-            last_error="",
-            failure_kind="",
-            claimed_at=None,
-            claim_token=None,
-            send_started_at=None,
-            not_before=None,
-        )
+    fence = Q(pk=row_id, outcome=Outcome.FAILED) & inside_grace(Now(), grace)
+    fence &= ~Q(failure_kind=FailureKind.CONFIGURATION)
+    return _by_support(
+        fence, outcome=None, last_error="", failure_kind="", not_before=None, **_UNCLAIMED
     )
 
 
 def skip_unsent(row_id: int, reason: str, lease: timedelta) -> bool:
     """Settle an unsent row as skipped; False if it was settled or is under a live claim."""
-    return bool(
-        ScheduledSend.objects.filter(
-            Q(pk=row_id) & unsettled() & not_under_live_claim(Now(), lease)
-        ).update(sent_at=Now(), outcome=Outcome.SKIPPED, last_error=reason)
-    )
+    fence = Q(pk=row_id) & unsettled() & not_under_live_claim(Now(), lease)
+    return _by_support(fence, sent_at=Now(), outcome=Outcome.SKIPPED, last_error=reason)
