@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.dispatch import Signal
 
-from accounts.models import Channel, DeliverySettings, default_lead_minutes
+from accounts.models import Channel, DeliverySettings
 from tenancy.scope import SUPPORT_SCOPE, current_scope, tenant_scope
 
 logger = logging.getLogger("nudge.accounts")
@@ -56,8 +56,7 @@ def ensure_settings(
     """The user's settings, made on first use with the configured default lead and
     ``first_visit`` (the browser's language and clock). Inside the user's scope (or support's)."""
     delivery, _ = DeliverySettings.objects.get_or_create(
-        user_id=user_id,
-        defaults={"default_lead_minutes": default_lead_minutes(), **(first_visit or {})},
+        user_id=user_id, defaults=first_visit or {}
     )
     return delivery
 

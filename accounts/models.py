@@ -142,11 +142,13 @@ class DeliverySettings(TenantModel):
         if self.channel == Channel.TELEGRAM and not self.telegram_chat_id:
             raise ValidationError({"telegram_chat_id": "Telegram delivery needs a chat id."})
 
-    def address(self) -> str:
-        """The recipient address for the configured channel."""
-        if self.channel == Channel.WHATSAPP:
+    def address(self, channel: str | None = None) -> str:
+        """The chat or number linked for ``channel`` (by default the channel in use), in use
+        or not; the development console's is the user."""
+        channel = channel or self.channel
+        if channel == Channel.WHATSAPP:
             return self.whatsapp_number
-        if self.channel == Channel.TELEGRAM:
+        if channel == Channel.TELEGRAM:
             return self.telegram_chat_id
         return f"user:{self.user_id}"
 

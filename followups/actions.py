@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta, tzinfo
 from typing import Any
 
-from django.utils.translation import gettext_lazy
-
 from accounts.actions import announce_change, ensure_settings
 from core.config import NudgeConfig
 from core.ids import owned
@@ -109,17 +107,9 @@ def clean_zone(name: object) -> str:
     return zone.key
 
 
-# The follow-up form's quick choices; "Tomorrow 9:00" is wall-clock 9:00 in the user's zone.
-QUICK_CHOICES = {
-    "in_1h": gettext_lazy("In 1 h"),
-    "in_3h": gettext_lazy("In 3 h"),
-    "tomorrow_morning": gettext_lazy("Tomorrow 9:00"),
-    "monday_morning": gettext_lazy("Monday 9:00"),
-}
-
-
 def quick_due(choice: str, now: datetime, zone: tzinfo) -> datetime:
-    """The due time a quick choice means, from ``now`` in ``zone``."""
+    """The due time one of the follow-up form's quick choices means, from ``now`` in
+    ``zone`` (the mornings are wall-clock 9:00 there)."""
     if choice == "in_1h":
         return now + timedelta(hours=1)
     if choice == "in_3h":

@@ -88,8 +88,10 @@ _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _NUMERIC = re.compile(
     r"(?<![\w.:/])(?:(?:am|on|the|el|le|em|no|dia|den)\s+)?(\d{1,2})[./](\d{1,2})(?:[./](\d{4}|\d{2}))?\.?(?![\w:/])"
 )
+# The title's leading connectors and punctuation, however many ("to: call Anna").
 _CONNECTORS = re.compile(
-    r"^(?:to|about|that|zu|dass|an|que|de|d'|para|pour|a|,|-|:)\s+|^(?:d')", re.IGNORECASE
+    r"^(?:(?:to|about|that|zu|dass|an|que|de|d'|para|pour|a|,|-|:)\s+|d'|[ ,.;:-])+",
+    re.IGNORECASE,
 )
 
 
@@ -170,11 +172,7 @@ class _Text:
             o if w != " " else " " for o, w in zip(self.original, self.work, strict=True)
         )
         words = " ".join(kept.split()).strip(" ,.;:-")
-        while True:
-            stripped = _CONNECTORS.sub("", words, count=1).strip(" ,.;:-")
-            if stripped == words:
-                return words
-            words = stripped
+        return _CONNECTORS.sub("", words, count=1)
 
 
 @dataclass

@@ -201,7 +201,7 @@ def release_address(user_id: int, channel: str, address: str, now: datetime) -> 
     scope), withdraw their opt-in, and tell them on their Settings page."""
     with tenant_scope(user_id):
         delivery = DeliverySettings.objects.filter(user_id=user_id).first()
-        if delivery is None or linked_address(delivery, channel) != address:
+        if delivery is None or delivery.address(channel) != address:
             return False
         _set_address(delivery, channel, "", None)
         if delivery.channel == channel:
@@ -237,13 +237,6 @@ def _set_address(
         delivery.unreachable_at = None
 
 
-def linked_address(delivery: DeliverySettings, channel: str) -> str:
-    """The chat or number the user has linked for ``channel`` (whether or not in use)."""
-    if channel == Channel.TELEGRAM:
-        return delivery.telegram_chat_id
-    return delivery.whatsapp_number
-
-
 @dataclass(frozen=True)
 class InboundResult:
     """What an inbound command did, for the bot's answer and for tests."""
@@ -270,7 +263,7 @@ def stop_or_start(channel: str, address: str, command: str, now: datetime) -> In
     stop_reason = PAUSED_BY_STOP[channel]
     with tenant_scope(user_id):
         delivery = ensure_settings(user_id)
-        if linked_address(delivery, channel) != address:
+        if delivery.address(channel) != address:
             return InboundResult(None, False)  # the user has moved on from this address
         opt_in = {"user_id": user_id, "channel": channel, "address": address}
         if command == "stop":

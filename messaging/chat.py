@@ -61,7 +61,7 @@ def _person(channel: str, address: str) -> _Person | None:
         return None
     with tenant_scope(owner):
         settings = DeliverySettings.objects.filter(user_id=owner).first()
-        if settings is None or addresses.linked_address(settings, channel) != address:
+        if settings is None or settings.address(channel) != address:
             return None
         consenting = OptInRecord.objects.filter(
             user_id=owner, channel=channel, address=address, withdrawn_at=None

@@ -59,7 +59,6 @@ class Grant:
     """Slots reserved in one budget: ``count`` from ``first`` (monotonic), ``rate`` apart;
     a burst's slots in the past all open at ``earliest``."""
 
-    budget: str
     first: float
     count: int
     rate: float
@@ -140,9 +139,7 @@ def reserve_slots(
         rows = unscoped_relaxed(statements.RESERVE_SLOTS, params)
         earliest = asked_at + lead.total_seconds()
         return {
-            name: Grant(
-                name, asked_at + (first_slot - db_now).total_seconds(), slots, rate, earliest
-            )
+            name: Grant(asked_at + (first_slot - db_now).total_seconds(), slots, rate, earliest)
             for name, first_slot, slots, rate, db_now in rows
         }
 

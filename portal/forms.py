@@ -25,7 +25,7 @@ from calendars.caldav_connect import PRESETS
 from core.config import SCHEMA_MAX_LEAD_MINUTES
 from core.deployment import console_channel_allowed
 from core.zones import zone_of
-from followups.actions import QUICK_CHOICES, TITLE_MAX_CHARS, Schedule, quick_due
+from followups.actions import TITLE_MAX_CHARS, Schedule, quick_due
 from followups.models import FollowUp
 from followups.repeat import Repeat
 from portal import plain_words
@@ -242,7 +242,9 @@ def _minutes_label(minutes: int) -> str:
     return gettext("%(minutes)s min") % {"minutes": rest}
 
 
-# The morning quick choices, at nine on the person's clock: "Tomorrow 9:00 AM".
+# The follow-up form's quick choices (``quick_due``); the mornings at nine on the person's
+# clock: "Tomorrow 9:00 AM".
+QUICK_CHOICES = {"in_1h": _("In 1 h"), "in_3h": _("In 3 h")}
 QUICK_CHOICES_AT = {
     "tomorrow_morning": _("Tomorrow %(time)s"),
     "monday_morning": _("Monday %(time)s"),
@@ -314,7 +316,7 @@ class FollowUpForm(forms.Form):
     def clean(self):
         cleaned = super().clean()
         quick = self.data.get("quick")
-        if quick in QUICK_CHOICES:
+        if quick in self.quick_choices:
             cleaned["due_at"] = quick_due(quick, timezone.now(), self.zone)
         elif cleaned.get("due_at") is None and "due_at" not in self.errors:
             self.add_error("due_at", _("Pick a time, or one of the quick choices."))
