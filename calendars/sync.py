@@ -94,7 +94,6 @@ class ConnectionResult:
 
 @dataclass
 class SyncSummary:
-    connections: int = 0
     synced: int = 0
     unchanged: int = 0
     failed: int = 0

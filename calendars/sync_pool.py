@@ -288,7 +288,6 @@ class SyncPool:
             return
         read = future.result()
         user = self._users[user_id]
-        user.summary.connections = len(read)
         user.waiting.extend(read)
         if not self._parser_started and any(isinstance(j, FetchJob) and j.host for j in read):
             # A feed to parse is coming: start the parser while its round trip runs.
