@@ -367,8 +367,3 @@ def _events_params(
         "user": user_id,
         "stamp": timezone.now(),
     }
-
-
-def log_result(result: ConnectionResult) -> None:
-    failed = result.outcome in (Outcome.FAILED, Outcome.NEEDS_REAUTH)
-    logger.log(logging.WARNING if failed else logging.INFO, "calendar sync %s", result)
