@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from calendars.connect import add_ics_feed
+from calendars.connect import connect_ics_feed
 from core.config import NudgeConfig
 from sweeps.deliver import run_deliver
 from sweeps.materialize import run_materialize
@@ -59,12 +59,8 @@ def run_the_morning(fake_ics, until: datetime) -> list[datetime]:
 
 def connect_feed(user, fake_ics, now=START):
     """Connect the fake feed as the command line does (fetched at once)."""
-    return add_ics_feed(
-        user.pk,
-        fake_ics.feed_url,
-        allow_private=True,
-        fetch_at=now,
-        config=NudgeConfig.from_settings(),
+    return connect_ics_feed(
+        user.pk, fake_ics.feed_url, allow_private=True, now=now, config=NudgeConfig.from_settings()
     )
 
 

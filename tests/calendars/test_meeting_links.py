@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from calendars.connect import add_ics_feed
+from calendars.connect import connect_ics_feed
 from core.config import DEFAULT_MEETING_HOSTS, NudgeConfig, host_list
 from providers.meeting_links import join_url, without_links
 from sweeps.deliver import run_deliver
@@ -54,11 +54,11 @@ def test_meet_in_location_and_zoom_in_description_reach_the_telegram_nudge(
     )
     user = make_user(channel="telegram", telegram_chat_id="1001")
     start = datetime(2026, 12, 2, 8, 0, tzinfo=UTC)
-    add_ics_feed(
+    connect_ics_feed(
         user.pk,
         fake_ics.feed_url,
         allow_private=True,
-        fetch_at=start,
+        now=start,
         config=NudgeConfig.from_settings(),
     )
     run_materialize(datetime(2026, 12, 2, 8, 15, tzinfo=UTC))

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from django.core.management.base import CommandError, CommandParser
-from django.utils import timezone
 
-from calendars.connect import ConnectError, add_ics_feed
+from calendars.connect import ConnectError, connect_ics_feed
 from core.command_line import NudgeCommand, instant, positive_int, require_users
 from core.config import NudgeConfig
 
@@ -30,12 +29,12 @@ class Command(NudgeCommand):
     def handle(self, *args, user_id: int, url: str, allow_private: bool, now, **options) -> None:
         require_users([user_id], active=False)
         try:
-            connection = add_ics_feed(
+            connection = connect_ics_feed(
                 user_id,
                 url,
                 config=NudgeConfig.from_settings(),
                 allow_private=allow_private,
-                fetch_at=now or timezone.now(),
+                now=now,
             )
         except ConnectError as exc:
             raise CommandError(str(exc)) from None
