@@ -36,21 +36,6 @@ class ConnectError(Exception):
     """The connection could not be made; the message is safe to show."""
 
 
-def vet_feed_url(user_id: int, url: str, *, allow_private: bool, say_why: bool = False) -> None:
-    """Refuse an address the server will not fetch: to a user in the same words whatever
-    the cause; to the operator's command line (``say_why``) with the cause, and for a
-    private one the way to allow it."""
-    try:
-        check_feed_url(url, allow_private=allow_private)
-    except ProviderError as exc:
-        reason = crypto.scrub(str(exc), url)
-        logger.info("refused an ICS address", extra={"user_id": user_id, "reason": reason})
-        # Translated for the user; the constant stays English for the log.
-        if say_why and "private or local address" in reason and not allow_private:
-            reason += " (a feed on this machine or your own network: add --allow-private)"
-        raise ConnectError(reason if say_why else gettext(REFUSED)) from None
-
-
 def check_calendar_cap(user_id: int, cap: int, adding: int = 1) -> None:
     """Refuse ``adding`` more calendars past ``cap`` (NUDGE_MAX_CALENDARS_PER_USER). Inside
     the scope."""
@@ -69,20 +54,37 @@ def check_calendar_cap(user_id: int, cap: int, adding: int = 1) -> None:
         )
 
 
+def feed_fields(
+    user_id: int, url: str, *, allow_private: bool, say_why: bool = False
+) -> dict[str, object]:
+    """A feed connection's fields, its address read as fetched, vetted and encrypted.
+    An address the server will not fetch is refused: to a user in the same words
+    whatever the cause; to the operator's command line (``say_why``) with the cause,
+    and for a private one the way to allow it."""
+    url = feed_address(url)
+    try:
+        check_feed_url(url, allow_private=allow_private)
+    except ProviderError as exc:
+        reason = crypto.scrub(str(exc), url)
+        logger.info("refused an ICS address", extra={"user_id": user_id, "reason": reason})
+        # Translated for the user; the constant stays English for the log.
+        if say_why and "private or local address" in reason and not allow_private:
+            reason += " (a feed on this machine or your own network: add --allow-private)"
+        raise ConnectError(reason if say_why else gettext(REFUSED)) from None
+    return {
+        "provider": Provider.ICS,
+        "account": feed_host(url)[:255],
+        "feed_url_encrypted": crypto.encrypt(url),
+        "allow_private_network": allow_private,
+    }
+
+
 def add_ics_feed(
     user_id: int, url: str, *, config: NudgeConfig, allow_private: bool = False
 ) -> CalendarConnection:
     """The website's connect: validate the address and store it for its first fetch."""
-    url = feed_address(url)
-    vet_feed_url(user_id, url, allow_private=allow_private)
-    return store_for_first_fetch(
-        user_id,
-        config,
-        provider=Provider.ICS,
-        account=feed_host(url)[:255],
-        feed_url_encrypted=crypto.encrypt(url),
-        allow_private_network=allow_private,
-    )
+    fields = feed_fields(user_id, url, allow_private=allow_private)
+    return store_for_first_fetch(user_id, config, **fields)
 
 
 def store_for_first_fetch(
@@ -117,24 +119,17 @@ def connect_ics_feed(
     """Validate the address, fetch and parse the feed once, then store it encrypted (the
     command line's connect, for a user it has found, which may wait for the feed)."""
     now = now or timezone.now()
-    url = feed_address(url)
-    vet_feed_url(user_id, url, allow_private=allow_private, say_why=True)
+    fields = feed_fields(user_id, url, allow_private=allow_private, say_why=True)
+    connection = CalendarConnection(user_id=user_id, calendar_id="", **fields)
     window_start, window_end = config.subject_window(now)
-    connection = CalendarConnection(
-        user_id=user_id,
-        provider=Provider.ICS,
-        calendar_id="",
-        feed_url_encrypted=crypto.encrypt(url),
-        allow_private_network=allow_private,
-    )
     with tenant_scope(user_id):
         check_calendar_cap(user_id, config.max_calendars_per_user)
         snapshot = snapshot_of(connection, config)
     try:
         fetched = ics.fetch(snapshot, now=now, window_start=window_start, window_end=window_end)
     except ProviderError as exc:
-        raise ConnectError(crypto.scrub(str(exc), url)) from None
-    connection.account = (fetched.calendar_name or feed_host(url))[:255]
+        raise ConnectError(crypto.scrub(str(exc), snapshot.feed_url)) from None
+    connection.account = (fetched.calendar_name or connection.account)[:255]
     with tenant_scope(user_id):
         connection.save()
     # The first copy is written as every sync writes it.

@@ -43,7 +43,7 @@ def snapshot_of(
         facts = (zone or "", tuple(filter(None, [email])))
     zone, emails = facts
     return ConnectionSnapshot(
-        connection_id=connection.pk,
+        connection_id=connection.id,
         user_id=connection.user_id,
         provider=connection.provider,
         calendar_id=connection.calendar_id,

@@ -94,7 +94,6 @@ class ConnectionResult:
 
 @dataclass
 class SyncSummary:
-    connections: int = 0
     synced: int = 0
     unchanged: int = 0
     failed: int = 0
@@ -146,21 +145,15 @@ def read_user_connections(
         try:
             jobs.append(fetch_decision(connection, now, window, config, facts))
         except Exception as exc:  # one connection's bug must not cost the user's others
-            jobs.append(internal_error(connection.pk, exc))
+            jobs.append(internal_error(connection.id, exc))
     if only is not None:
         jobs += [ConnectionResult(cid, "?", Outcome.GONE) for cid in only if cid not in seen]
     return jobs
 
 
-class ConnectionRow(namedtuple("ConnectionRow", [*statements.CONNECTION_COLUMNS, "sync_state"])):
-    """A connection as ``statements.USER_CONNECTIONS`` reads it, named as the model's
-    fields so ``fetch_window`` and ``snapshot_of`` take either (a tuple is cheaper)."""
-
-    __slots__ = ()
-
-    @property
-    def pk(self) -> int:
-        return self.id
+# A connection as ``statements.USER_CONNECTIONS`` reads it, named as the model's fields
+# so ``fetch_window`` and ``snapshot_of`` take either (a tuple is cheaper).
+ConnectionRow = namedtuple("ConnectionRow", [*statements.CONNECTION_COLUMNS, "sync_state"])
 
 
 def fetch_decision(
@@ -173,11 +166,11 @@ def fetch_decision(
     """The job asking the provider about ``connection`` over this run's window (push may
     widen it), else the result that stands for this run."""
     if connection.status == ConnectionStatus.NEEDS_REAUTH:
-        return ConnectionResult(connection.pk, connection.provider, Outcome.SKIPPED_REAUTH)
+        return ConnectionResult(connection.id, connection.provider, Outcome.SKIPPED_REAUTH)
     if connection.retry_after and connection.retry_after > now:
         message = f"backing off until {connection.retry_after:%Y-%m-%d %H:%M}Z"
         return ConnectionResult(
-            connection.pk,
+            connection.id,
             connection.provider,
             Outcome.BACKING_OFF,
             message,
@@ -185,9 +178,9 @@ def fetch_decision(
         )
     fetch_over = fetch_window(connection, now, *window, config)
     if fetch_over is None:  # push is live and the stored copy covers the window
-        return ConnectionResult(connection.pk, connection.provider, Outcome.FRESH)
+        return ConnectionResult(connection.id, connection.provider, Outcome.FRESH)
     job = FetchJob(
-        connection.user_id, connection.pk, connection.provider, snapshot=None, window=fetch_over
+        connection.user_id, connection.id, connection.provider, snapshot=None, window=fetch_over
     )
     try:
         job.snapshot = snapshot_of(connection, config, facts)
@@ -374,8 +367,3 @@ def _events_params(
         "user": user_id,
         "stamp": timezone.now(),
     }
-
-
-def log_result(result: ConnectionResult) -> None:
-    failed = result.outcome in (Outcome.FAILED, Outcome.NEEDS_REAUTH)
-    logger.log(logging.WARNING if failed else logging.INFO, "calendar sync %s", result)

@@ -22,7 +22,6 @@ from calendars.sync import (
     SyncSummary,
     fetch_job,
     internal_error,
-    log_result,
     read_user_connections,
     write_job,
 )
@@ -288,7 +287,6 @@ class SyncPool:
             return
         read = future.result()
         user = self._users[user_id]
-        user.summary.connections = len(read)
         user.waiting.extend(read)
         if not self._parser_started and any(isinstance(j, FetchJob) and j.host for j in read):
             # A feed to parse is coming: start the parser while its round trip runs.
@@ -309,8 +307,9 @@ class SyncPool:
         self._on_answer(self._db.submit(write_job, job, self.now), self._written, job)
 
     def _done(self, user_id: int, result: ConnectionResult) -> None:
-        """Count one connection's result; the user's next connection may start."""
-        log_result(result)
+        """Log and count one connection's result; the user's next connection may start."""
+        failed = result.outcome in (Outcome.FAILED, Outcome.NEEDS_REAUTH)
+        logger.log(logging.WARNING if failed else logging.INFO, "calendar sync %s", result)
         user = self._users[user_id]
         user.summary.add(result)
         if user.waiting:

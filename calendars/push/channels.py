@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.urls import reverse
 
 from calendars.models import CalendarConnection, ConnectionStatus, Provider, PushState
-from calendars.push import notifications, worklist
+from calendars.push import worklist
 from calendars.push.freshness import PUSH_PROVIDERS, push_live
 from calendars.snapshot import snapshot_of, token_values
 from core.bearer import digest
@@ -61,7 +61,13 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
             return Outcome.DISABLED
         live = push_live(connection, now, config)
         held_expiry = connection.push_expires_at
-        due = not live or held_expiry - now <= RENEW_BEFORE or _reauthorization_noted(connection)
+        # A reauthorisation Graph asked for (noted by ``notifications`` about the expiry
+        # held) stays noted only until the renewal answering it clears it.
+        due = (
+            not live
+            or held_expiry - now <= RENEW_BEFORE
+            or connection.push_reauthorize_expiry is not None
+        )
         if not due and connection.provider == Provider.GOOGLE:
             worklist.schedule(connection_id, held_expiry - RENEW_BEFORE, polling=False)
             return Outcome.KEPT
@@ -77,7 +83,8 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
             found = microsoft.get_subscription(snapshot, old_channel, now)
         except ProviderError as exc:
             return _failed(user_id, connection_id, live, now, exc, snapshot)
-        _store_tokens(user_id, connection_id, snapshot)
+        if tokens := token_values(snapshot):  # kept at once: Graph rotates refresh tokens
+            _update(user_id, connection_id, **tokens)
         if found is None:
             # Polled, visibly, and fetched at once (changes since it went were not notified).
             _update(
@@ -169,27 +176,9 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
     return outcome
 
 
-def _reauthorization_noted(connection: CalendarConnection) -> bool:
-    """Whether Graph asked to re-authorise the subscription as it is now (its expiry
-    unchanged since); noted by ``notifications``, answered by a renewal."""
-    return (
-        connection.provider == Provider.MICROSOFT
-        and connection.push_expires_at is not None
-        and connection.push_reauthorize_expiry is not None
-        and notifications.same_second(
-            connection.push_reauthorize_expiry, connection.push_expires_at
-        )
-    )
-
-
 def _update(user_id: int, connection_id: int, **changes: object) -> None:
     with tenant_scope(user_id):
         CalendarConnection.objects.filter(pk=connection_id).update(**changes)
-
-
-def _store_tokens(user_id: int, connection_id: int, snapshot: ConnectionSnapshot) -> None:
-    if tokens := token_values(snapshot):
-        _update(user_id, connection_id, **tokens)
 
 
 def _failed(
@@ -207,7 +196,6 @@ def _failed(
     Tokens the provider call refreshed are kept, and its secrets scrubbed."""
     message = str(error)
     if snapshot is not None:
-        _store_tokens(user_id, connection_id, snapshot)
         message = crypto.scrub(message, *snapshot.secrets())
     if lapsed:
         message = f"{REMOVED}; a new one failed: {message}"
@@ -215,6 +203,7 @@ def _failed(
         "push_error": message[:255],
         "push_pending_channel_id": "",
         "push_pending_digest": "",
+        **token_values(snapshot),
     }
     if not live:
         changes["push_state"] = PushState.LAPSED if lapsed else PushState.FAILED

@@ -211,11 +211,6 @@ def _lifecycle(
     return Verdict.ACCEPTED
 
 
-def same_second(first: datetime, second: datetime) -> bool:
-    """Whether two expiries are one: Graph writes fractions of a second its own way."""
-    return int(first.timestamp()) == int(second.timestamp())
-
-
 def _note_reauthorization(connection: CalendarConnection, claimed_expiry: Any) -> None:
     """Note a request to re-authorise the subscription as it is now; one about an
     earlier expiry (already renewed: a replay) or naming none is not noted."""
@@ -224,7 +219,8 @@ def _note_reauthorization(connection: CalendarConnection, claimed_expiry: Any) -
     except (TypeError, ValueError):
         return
     held = connection.push_expires_at
-    if held is None or not same_second(claimed, held):
+    # To the second: Graph writes fractions of a second its own way.
+    if held is None or int(claimed.timestamp()) != int(held.timestamp()):
         return
     connection.push_reauthorize_expiry = held
     connection.save(update_fields=["push_reauthorize_expiry"])

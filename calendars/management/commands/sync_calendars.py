@@ -35,9 +35,8 @@ class Command(NudgeCommand):
             for result in summary.results:
                 self.stdout.write(f"user {user_id} {result}")
                 total.add(result)
-            total.connections += summary.connections
         self.stdout.write(
-            f"{total.connections} connections: {total.synced} synced, {total.unchanged} "
+            f"{len(total.results)} connections: {total.synced} synced, {total.unchanged} "
             f"unchanged, {total.failed} failed, {total.needs_reauth} need re-authorisation, "
             f"{total.backing_off} backing off; {total.provider_calls} provider calls; events "
             f"+{total.events_created} ~{total.events_updated} -{total.events_deleted}"
