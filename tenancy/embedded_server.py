@@ -139,23 +139,28 @@ def _start(state_dir: Path) -> str:
     return str(server.get_postmaster_info().socket_dir)
 
 
+def _pg_ctl(args: list[str], pgdata: Path) -> subprocess.CompletedProcess:
+    commands = _pgserver()._commands  # the wheel's own binaries
+    user = "pgserver" if os.name == "posix" and os.geteuid() == 0 else None
+    return subprocess.run(  # noqa: S603 - the wheel's pg_ctl, arguments of our own
+        [str(commands.POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(pgdata), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        user=user,
+    )
+
+
 def running(pgdata: Path) -> bool:
-    """Whether a server accepts connections on this data directory; starts nothing."""
-    return _ready_socket_dir(pgdata) is not None
+    """Whether a server runs on this data directory (``pg_ctl status``); starts nothing."""
+    return pgdata.is_dir() and _pg_ctl(["status"], pgdata).returncode == 0
 
 
 def stop(pgdata: Path) -> str:
     """Stop the server on ``pgdata`` (fast: open sessions are ended); a sentence saying so."""
     if not running(pgdata):
         return "the embedded PostgreSQL is not running"
-    pg_ctl = _pgserver()._commands.POSTGRES_BIN_PATH / "pg_ctl"  # the wheel's own binary
-    done = subprocess.run(  # noqa: S603 - the wheel's pg_ctl, arguments of our own
-        [str(pg_ctl), "-D", str(pgdata), "-m", "fast", "-w", "stop"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        user="pgserver" if os.name == "posix" and os.geteuid() == 0 else None,
-    )
+    done = _pg_ctl(["-m", "fast", "-w", "stop"], pgdata)
     if done.returncode != 0:
         raise RuntimeError(f"pg_ctl stop failed: {(done.stderr or done.stdout).strip()}")
     return "the embedded PostgreSQL has stopped; the next manage.py command starts it again"
