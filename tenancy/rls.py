@@ -147,11 +147,16 @@ def deployed_policies_of(
 
 
 def expected_policies(cursor, table: str) -> dict[str, PolicyShape]:
-    """The policies ``tenant_table_security`` installs on tenant ``table``, deparsed by this
-    server on a scratch copy of it: the caller must roll the transaction back."""
-    cursor.execute(f"CREATE TEMPORARY TABLE {_PROBE} (LIKE {table}) ON COMMIT DROP")
-    for statement in tenant_table_security(_PROBE, like=table):
-        cursor.execute(statement)
+    """The policies the migrations install on tenant ``table``, deparsed by this server.
+    Creates them on a temporary table: the caller must roll the transaction back."""
+    cursor.execute(f"CREATE TEMPORARY TABLE {_PROBE} (user_id bigint) ON COMMIT DROP")
+    policies = [TENANT_POLICY, SUPPORT_POLICY]
+    if table in SWEEPER_TABLES:
+        policies.append(SWEEPER_POLICY)
+    if table in PLANNER_GRANTS:
+        policies.append(PLANNER_POLICY)
+    for name in policies:
+        cursor.execute(_policy(name, _PROBE))
     temporary = "(SELECT nspname FROM pg_namespace WHERE oid = pg_my_temp_schema())"
     return deployed_policies_of(cursor, [_PROBE], temporary)[_PROBE]
 
