@@ -106,14 +106,6 @@ class _Template:
     def usable(self) -> bool:
         return self.process.poll() is None
 
-    def died(self) -> bool:
-        """Whether the template has exited, allowing it a moment to finish dying."""
-        try:
-            self.process.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
-
     def close(self) -> None:
         """Closing its socket ends the template; reap it."""
         self.control.close()
@@ -235,10 +227,12 @@ def _exchange(
                 raise _TemplateLost
             child.recv_bytes()  # it started
         except EOFError:
-            if template.died():
-                _forget(template)
-                raise _TemplateLost from None
-            raise ProviderError("ics: the parse process could not start a child") from None
+            try:
+                template.process.wait(timeout=1.0)  # a moment to finish dying
+            except subprocess.TimeoutExpired:
+                raise ProviderError("ics: the parse process could not start a child") from None
+            _forget(template)
+            raise _TemplateLost from None
         try:
             child.send((body, seconds, deadline, options))
             if child.poll(max(deadline - time.monotonic(), 0)):
