@@ -102,22 +102,14 @@ def _token_grant(
     )
 
 
-@dataclass(frozen=True)
-class Pkce:
-    """A PKCE pair: the verifier stays with us, the challenge goes to the consent page."""
-
-    verifier: str = field(repr=False)
-
-    @classmethod
-    def new(cls) -> Pkce:
-        # 64 random bytes: 86 characters of the unreserved alphabet (43-128 allowed).
-        return cls(secrets.token_urlsafe(64))
-
-    def authorize_params(self) -> dict[str, str]:
-        """The S256 challenge, BASE64URL(SHA256(verifier)) without padding (RFC 7636 4.2)."""
-        digest = hashlib.sha256(self.verifier.encode("ascii")).digest()
-        challenge = base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
-        return {"code_challenge": challenge, "code_challenge_method": "S256"}
+def pkce_pair() -> tuple[str, dict[str, str]]:
+    """A PKCE verifier, which stays with us, and the consent page's parameters: its S256
+    challenge, BASE64URL(SHA256(verifier)) without padding (RFC 7636 4.2)."""
+    # 64 random bytes: 86 characters of the unreserved alphabet (43-128 allowed).
+    verifier = secrets.token_urlsafe(64)
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    challenge = base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+    return verifier, {"code_challenge": challenge, "code_challenge_method": "S256"}
 
 
 def exchange_code(
