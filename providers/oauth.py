@@ -62,7 +62,6 @@ def _token_grant(
     now: datetime,
     timeout: float,
 ) -> TokenGrant:
-    """POST one OAuth grant to the token endpoint, with our client credentials."""
     data = {**grant, "client_id": endpoint.client_id, "client_secret": endpoint.client_secret}
     if endpoint.scope:
         data["scope"] = endpoint.scope
@@ -169,8 +168,6 @@ MAX_PAGES = 4
 
 @dataclass(frozen=True)
 class PageRequest:
-    """Where one page is: a URL and the query parameters to send with it, if any."""
-
     url: str
     params: Mapping[str, Any] | None = None
 
@@ -267,7 +264,6 @@ def _call(
     request: PageRequest,
     payload: Any = None,
 ) -> requests.Response:
-    """One request with the current access token, inside the connection's time budget."""
     return provider_request(
         api.provider,
         method,
@@ -313,7 +309,6 @@ def account_body(
 
 
 def _page_body(api: PagedListApi, response: requests.Response, now: datetime) -> dict[str, Any]:
-    """The page as a JSON object, or the ProviderError its status stands for."""
     status = response.status_code
     raise_for_transient(status, response.headers, api.provider, now)
     if status == 401:

@@ -132,7 +132,6 @@ def _running() -> _Template:
 
 
 def _send(feed: socket.socket) -> _Template:
-    """Pass ``feed`` to this process's template, starting one if there is none."""
     with _lock:
         template = _running()
         try:
@@ -163,7 +162,6 @@ def start() -> None:
 
 
 def stop_template() -> None:
-    """End this process's template and reap it."""
     if _template is not None:
         _forget(_template)
 
@@ -182,7 +180,6 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def parse_seconds(size: int) -> float:
-    """The parse deadline of a feed of ``size`` bytes."""
     return PARSE_SECONDS_BASE + PARSE_SECONDS_PER_MB * size / 1_000_000
 
 
@@ -289,7 +286,6 @@ def _warm_up(ics_parse: Any) -> None:
 
 
 def _reap(*_signal: object) -> None:
-    """SIGCHLD: wait for every child that ended."""
     try:
         while os.waitpid(-1, os.WNOHANG)[0]:
             pass

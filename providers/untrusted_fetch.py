@@ -61,7 +61,6 @@ class Target:
 
 
 def parse_target(url: str, label: str) -> Target:
-    """The request's scheme, host, port and path, or UnsafeAddress."""
     if any(ch == "\\" or ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
         raise UnsafeAddress(
             f"{label}: the address must be an http:// or https:// URL without spaces, "
