@@ -78,8 +78,8 @@ def connect(request: HttpRequest, provider: str) -> HttpResponse:
         return redirect(CALENDARS_PAGE)
     nonce = secrets.token_urlsafe(16)
     request.session[SESSION_NONCE_KEY] = nonce
-    pkce = oauth.Pkce.new()
-    request.session[SESSION_VERIFIER_KEY] = pkce.verifier
+    verifier, challenge = oauth.pkce_pair()
+    request.session[SESSION_VERIFIER_KEY] = verifier
     state = signing.dumps({"u": request.user.pk, "p": flow.NAME, "n": nonce}, salt=STATE_SALT)
     params = {
         "client_id": flow.token_endpoint().client_id,
@@ -87,7 +87,7 @@ def connect(request: HttpRequest, provider: str) -> HttpResponse:
         "response_type": "code",
         "scope": flow.SCOPE,
         "state": state,
-        **pkce.authorize_params(),
+        **challenge,
         **flow.AUTHORIZE_PARAMS,
     }
     return HttpResponseRedirect(f"{flow.authorize_url()}?{urlencode(params)}")

@@ -31,7 +31,6 @@ def record_call() -> None:
 
 
 def calls_in_thread() -> int:
-    """Requests made by the calling thread so far (every provider)."""
     return getattr(_thread_calls, "count", 0)
 
 

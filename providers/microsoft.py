@@ -214,23 +214,18 @@ def subscribe(
     return _subscription(response, "POST /subscriptions")
 
 
-def renew_subscription(
-    snapshot: ConnectionSnapshot, subscription_id: str, now: datetime
-) -> tuple[str, datetime] | None:
-    """``PATCH /subscriptions/{id}`` with a new expiry (also answers reauthorizationRequired);
-    None when Graph no longer knows the subscription (404), which must then be made again."""
-    payload = {"expirationDateTime": n.utc_text(now + timedelta(minutes=SUBSCRIPTION_MINUTES))}
-    return get_subscription(snapshot, subscription_id, now, payload)
-
-
 def get_subscription(
-    snapshot: ConnectionSnapshot, subscription_id: str, now: datetime, patch: Any = None
+    snapshot: ConnectionSnapshot, subscription_id: str, now: datetime, *, renew: bool = False
 ) -> tuple[str, datetime] | None:
-    """``GET /subscriptions/{id}`` (``PATCH`` with a ``patch``): (id, expiry) as Graph knows
-    it now, or None (404)."""
-    method = "GET" if patch is None else "PATCH"
+    """``GET /subscriptions/{id}``, or with ``renew`` a ``PATCH`` with a new expiry (which also
+    answers reauthorizationRequired): (id, expiry) as Graph knows it now, or None when Graph
+    no longer knows the subscription (404), which must then be made again."""
+    method, payload = "GET", None
+    if renew:
+        expiry = now + timedelta(minutes=SUBSCRIPTION_MINUTES)
+        method, payload = "PATCH", {"expirationDateTime": n.utc_text(expiry)}
     path = f"/subscriptions/{quote(subscription_id, safe='')}"
-    response = api_call(calendar_view(), snapshot, method, path, now, patch)
+    response = api_call(calendar_view(), snapshot, method, path, now, payload)
     if response.status_code == 404:
         return None
     return _subscription(response, f"{method} /subscriptions")

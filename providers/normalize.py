@@ -89,5 +89,4 @@ MAX_LEADS_PER_EVENT = 5
 
 
 def sorted_leads(minutes: set[int]) -> tuple[int, ...]:
-    """The distinct leads, nearest the start first, at most MAX_LEADS_PER_EVENT."""
     return tuple(sorted(minutes))[:MAX_LEADS_PER_EVENT]

@@ -62,7 +62,6 @@ def _token_grant(
     now: datetime,
     timeout: float,
 ) -> TokenGrant:
-    """POST one OAuth grant to the token endpoint, with our client credentials."""
     data = {**grant, "client_id": endpoint.client_id, "client_secret": endpoint.client_secret}
     if endpoint.scope:
         data["scope"] = endpoint.scope
@@ -102,22 +101,14 @@ def _token_grant(
     )
 
 
-@dataclass(frozen=True)
-class Pkce:
-    """A PKCE pair: the verifier stays with us, the challenge goes to the consent page."""
-
-    verifier: str = field(repr=False)
-
-    @classmethod
-    def new(cls) -> Pkce:
-        # 64 random bytes: 86 characters of the unreserved alphabet (43-128 allowed).
-        return cls(secrets.token_urlsafe(64))
-
-    def authorize_params(self) -> dict[str, str]:
-        """The S256 challenge, BASE64URL(SHA256(verifier)) without padding (RFC 7636 4.2)."""
-        digest = hashlib.sha256(self.verifier.encode("ascii")).digest()
-        challenge = base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
-        return {"code_challenge": challenge, "code_challenge_method": "S256"}
+def pkce_pair() -> tuple[str, dict[str, str]]:
+    """A PKCE verifier, which stays with us, and the consent page's parameters: its S256
+    challenge, BASE64URL(SHA256(verifier)) without padding (RFC 7636 4.2)."""
+    # 64 random bytes: 86 characters of the unreserved alphabet (43-128 allowed).
+    verifier = secrets.token_urlsafe(64)
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    challenge = base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+    return verifier, {"code_challenge": challenge, "code_challenge_method": "S256"}
 
 
 def exchange_code(
@@ -177,8 +168,6 @@ MAX_PAGES = 4
 
 @dataclass(frozen=True)
 class PageRequest:
-    """Where one page is: a URL and the query parameters to send with it, if any."""
-
     url: str
     params: Mapping[str, Any] | None = None
 
@@ -275,7 +264,6 @@ def _call(
     request: PageRequest,
     payload: Any = None,
 ) -> requests.Response:
-    """One request with the current access token, inside the connection's time budget."""
     return provider_request(
         api.provider,
         method,
@@ -321,7 +309,6 @@ def account_body(
 
 
 def _page_body(api: PagedListApi, response: requests.Response, now: datetime) -> dict[str, Any]:
-    """The page as a JSON object, or the ProviderError its status stands for."""
     status = response.status_code
     raise_for_transient(status, response.headers, api.provider, now)
     if status == 401:

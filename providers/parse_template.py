@@ -106,14 +106,6 @@ class _Template:
     def usable(self) -> bool:
         return self.process.poll() is None
 
-    def died(self) -> bool:
-        """Whether the template has exited, allowing it a moment to finish dying."""
-        try:
-            self.process.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
-
     def close(self) -> None:
         """Closing its socket ends the template; reap it."""
         self.control.close()
@@ -140,7 +132,6 @@ def _running() -> _Template:
 
 
 def _send(feed: socket.socket) -> _Template:
-    """Pass ``feed`` to this process's template, starting one if there is none."""
     with _lock:
         template = _running()
         try:
@@ -171,7 +162,6 @@ def start() -> None:
 
 
 def stop_template() -> None:
-    """End this process's template and reap it."""
     if _template is not None:
         _forget(_template)
 
@@ -190,7 +180,6 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def parse_seconds(size: int) -> float:
-    """The parse deadline of a feed of ``size`` bytes."""
     return PARSE_SECONDS_BASE + PARSE_SECONDS_PER_MB * size / 1_000_000
 
 
@@ -235,10 +224,12 @@ def _exchange(
                 raise _TemplateLost
             child.recv_bytes()  # it started
         except EOFError:
-            if template.died():
-                _forget(template)
-                raise _TemplateLost from None
-            raise ProviderError("ics: the parse process could not start a child") from None
+            try:
+                template.process.wait(timeout=1.0)  # a moment to finish dying
+            except subprocess.TimeoutExpired:
+                raise ProviderError("ics: the parse process could not start a child") from None
+            _forget(template)
+            raise _TemplateLost from None
         try:
             child.send((body, seconds, deadline, options))
             if child.poll(max(deadline - time.monotonic(), 0)):
@@ -295,7 +286,6 @@ def _warm_up(ics_parse: Any) -> None:
 
 
 def _reap(*_signal: object) -> None:
-    """SIGCHLD: wait for every child that ended."""
     try:
         while os.waitpid(-1, os.WNOHANG)[0]:
             pass

@@ -21,13 +21,13 @@ from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from http.client import HTTPException
 from typing import Any
 from urllib.parse import urljoin
 
 import urllib3
 from requests.certs import where as ca_bundle
 from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import HTTPError, LocationParseError
 
 from providers.base import MalformedPayload, ProviderError, RetryLater, record_call
@@ -61,7 +61,6 @@ class Target:
 
 
 def parse_target(url: str, label: str) -> Target:
-    """The request's scheme, host, port and path, or UnsafeAddress."""
     if any(ch == "\\" or ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
         raise UnsafeAddress(
             f"{label}: the address must be an http:// or https:// URL without spaces, "
@@ -202,33 +201,23 @@ def follow(
         record_call()
         if deadline.remaining() <= 0:
             raise ProviderError(deadline.overrun(label))
-        options: dict[str, Any] = {
-            "timeout": urllib3.Timeout(connect=timeout, read=timeout),
-            "maxsize": 1,
-            "retries": False,
-            "pinned": address,
-            "deadline": deadline,
-        }
-        pool_class, pinned_class = HTTPConnectionPool, _PinnedHTTP
+        options: dict[str, Any] = {"timeout": timeout, "pinned": address, "deadline": deadline}
+        connection_class = _PinnedHTTP
         if target.scheme == "https":
             options.update(cert_reqs="CERT_REQUIRED", ca_certs=ca_bundle())
-            pool_class, pinned_class = HTTPSConnectionPool, _PinnedHTTPS
-        pool: HTTPConnectionPool = pool_class(target.host, target.port, **options)
-        pool.ConnectionCls = pinned_class  # the pool makes its connections when first asked
-        with closing(pool):
+            connection_class = _PinnedHTTPS
+        with closing(connection_class(target.host, target.port, **options)) as connection:
             try:
-                answer = pool.urlopen(
+                connection.request(
                     method,
                     target.request_uri,
                     body=body,
                     headers={"Accept-Encoding": "gzip, deflate", **headers_for(url)},
-                    redirect=False,
-                    retries=False,
                     preload_content=False,
                     decode_content=True,
-                    assert_same_host=False,
                 )
-            except (HTTPError, OSError) as exc:
+                answer = connection.getresponse()
+            except (HTTPError, HTTPException, OSError) as exc:
                 if deadline.expired:
                     raise ProviderError(deadline.overrun(label)) from None
                 raise RetryLater(f"{label}: network error ({type(exc).__name__})") from None

@@ -127,7 +127,9 @@ def maintain(user_id: int, connection_id: int, now: datetime, config: NudgeConfi
                 address=endpoint(config, "google_push"),
                 now=now,
             )
-        elif renewed := old_channel and microsoft.renew_subscription(snapshot, old_channel, now):
+        elif renewed := old_channel and microsoft.get_subscription(
+            snapshot, old_channel, now, renew=True
+        ):
             channel_id, expires_at = renewed
         else:  # Graph no longer has it, or never had: a new subscription
             outcome = Outcome.CREATED

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -311,6 +312,40 @@ def test_fake_ics_server_is_still_reachable_directly():
             assert answer.status == 200
             assert b"".join(answer.stream(1024)) == SINGLE
         deadline.cancel()
+
+
+def test_an_ipv6_literal_address_is_fetched_pinned_with_its_host_header():
+    class Feed(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            hosts.append(self.headers["Host"])
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(SINGLE)))
+            self.end_headers()
+            self.wfile.write(SINGLE)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        address_family = socket.AF_INET6
+
+    hosts: list[str] = []
+    with Server(("::1", 0), Feed) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"http://[::1]:{server.server_address[1]}/x.ics"
+        deadline = untrusted_fetch.Deadline(5)
+        try:
+            with untrusted_fetch.follow(
+                url, lambda _url: {}, allow_private=True, deadline=deadline, timeout=5, label="ics"
+            ) as (answer, _url):
+                assert answer.status == 200
+                assert b"".join(answer.stream(1024)) == SINGLE
+        finally:
+            deadline.cancel()
+            server.shutdown()
+    assert hosts == [f"[::1]:{server.server_address[1]}"]
 
 
 def test_two_hostile_feeds_among_four_users_cost_one_run_seconds(make_user, settings, monkeypatch):
