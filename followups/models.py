@@ -43,7 +43,6 @@ class FollowUp(TenantModel):
             ),
         ]
         indexes = [
-            # Open follow-ups by due time.
             models.Index(
                 fields=["user", "due_at"],
                 name="follow_ups_open_due_idx",
