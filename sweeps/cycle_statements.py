@@ -36,10 +36,8 @@ RETURNING s.id, s.position, s.after_id, s.up_to, s.takeovers > 0
 # Composed from constants only.
 _HELD = "WHERE id = %(slice)s AND claimed_by = %(me)s AND done_at IS NULL"
 
-# The holder's lease, renewed while it works.
 RENEW_LEASE = f"UPDATE materialize_slices SET claimed_at = statement_timestamp() {_HELD}"  # noqa: S608
 
-# Done once.
 FINISH_SLICE = (
     f"UPDATE materialize_slices SET done_at = statement_timestamp(), users = %(users)s {_HELD}"  # noqa: S608
 )
