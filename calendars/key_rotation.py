@@ -51,7 +51,6 @@ def _rotate_user(user_id: int, report: RotationReport) -> None:
 
 
 def rotate_calendar_secrets() -> RotationReport:
-    """Rewrite every user's calendar secrets under the newest configured key."""
     report = RotationReport()
     users = get_user_model().objects.order_by("pk").values_list("pk", flat=True)
     for user_id in users.iterator():
