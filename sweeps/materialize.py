@@ -237,8 +237,10 @@ class UserFlow:
         fetched."""
         if synced is None:
             return True
-        deferred = all(result.outcome == Outcome.DEFERRED for result in synced.results)
-        return synced.unreadable is None and not (self.requeue and deferred)
+        if synced.unreadable is not None:
+            return False
+        # Only the minute job asks: a cycle plans every readable user.
+        return not self.requeue or any(r.outcome != Outcome.DEFERRED for r in synced.results)
 
     def _count_planned(self, *, wait_for: int) -> None:
         """Count finished sets, oldest first, waiting for the oldest ``wait_for``."""
