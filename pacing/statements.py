@@ -29,22 +29,24 @@ ON CONFLICT (budget) DO NOTHING
 # lag ``burst - 1`` slots behind, so a quiet spell's burst falls at once. Rows
 # are locked in name order (no deadlock). Answers the first slot, the count,
 # the rate and the database's clock, per budget; nothing, and reserves nothing,
-# when a budget has no row yet.
+# when a budget has no row yet. Each budget is read by its key (the lateral
+# lookup), never by hashing the table: it holds a row per user budget, most made
+# during a sync, after the last statistics.
 RESERVE_SLOTS = f"""
 WITH wanted AS (
     SELECT budget, ceiling, burst
       FROM unnest(%(budgets)s::text[], %(ceilings)s::float8[], %(bursts)s::int[])
            AS w(budget, ceiling, burst)
+     ORDER BY budget
 ), current AS (
-    SELECT p.budget, w.ceiling, w.burst, p.next_slot_at,
+    SELECT p.row_id, p.budget, w.ceiling, w.burst, p.next_slot_at,
            clock_timestamp() AS now, {_DECAY} AS decay, p.counted_at, p.sent,
            {_rate_in_force("w.ceiling")} AS rate
-      FROM channel_pacing AS p
-      JOIN wanted AS w USING (budget)
-     ORDER BY p.budget
-       FOR UPDATE OF p
+      FROM wanted AS w
+     CROSS JOIN LATERAL (SELECT ctid AS row_id, * FROM channel_pacing
+                          WHERE budget = w.budget FOR UPDATE) AS p
 ), scheduled AS (
-    SELECT budget, ceiling, now, rate, decay, counted_at, sent,
+    SELECT row_id, budget, ceiling, now, rate, decay, counted_at, sent,
            greatest(next_slot_at,
                     now + %(lead)s
                     - CASE WHEN rate >= ceiling THEN greatest(burst - 1, 0) ELSE 0 END
@@ -52,7 +54,7 @@ WITH wanted AS (
       FROM current
      WHERE (SELECT count(*) FROM current) = (SELECT count(*) FROM wanted)
 ), granted AS (
-    SELECT budget, ceiling, first_slot, now, rate, decay, counted_at, sent,
+    SELECT row_id, budget, ceiling, first_slot, now, rate, decay, counted_at, sent,
            least(%(wanted)s,
                  greatest(0, ceil(extract(epoch FROM (now + %(horizon)s - first_slot))
                                   * rate)))::int AS slots
@@ -68,7 +70,7 @@ UPDATE channel_pacing AS p
                                   OR g.counted_at < g.now - 10 * %(tau)s * interval '1 second'
                              THEN g.now ELSE p.counting_since END
   FROM granted AS g
- WHERE p.budget = g.budget
+ WHERE p.ctid = g.row_id
 RETURNING g.budget, g.first_slot, g.slots, g.rate, g.now
 """
 
