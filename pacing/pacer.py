@@ -102,13 +102,22 @@ def _params(config: NudgeConfig) -> dict[str, float]:
     }
 
 
-def _with_rows(names: Sequence[str], run: Callable[[], T]) -> T:
-    """``run()``; once more after creating the budgets' rows when it answered nothing (a
-    budget new to the database, or its row rolled back: the statements then touch none)."""
-    answer = run()
-    if not answer:
-        unscoped_relaxed(statements.ENSURE_PACING_ROWS, {"budgets": list(names)})
-        answer = run()
+# Budgets whose rows this process has seen. A statement on any other first creates its
+# row in the same round trip: a first sync meets a new per-user budget at every account.
+_seen_budgets: set[str] = set()
+_CREATE_ROWS = (statements.ENSURE_PACING_ROWS,)
+
+
+def _with_rows(names: Sequence[str], run: Callable[[Sequence[str]], T]) -> T:
+    """``run(first)``, ``first`` creating the budgets' rows unless this process has seen
+    them; once more with it when it answered nothing (a row rolled back since: the
+    statements then touch none)."""
+    seen = _seen_budgets.issuperset(names)
+    answer = run(() if seen else _CREATE_ROWS)
+    if not answer and seen:
+        answer = run(_CREATE_ROWS)
+    if answer:
+        _seen_budgets.update(names)
     return answer
 
 
@@ -133,10 +142,10 @@ def reserve_slots(
         **_params(config),
     }
 
-    def reserve() -> dict[str, Grant]:
+    def reserve(first: Sequence[str]) -> dict[str, Grant]:
         # Taken before the statement: a slow commit must not shift the mapping.
         asked_at = time.monotonic()
-        rows = unscoped_relaxed(statements.RESERVE_SLOTS, params)
+        rows = unscoped_relaxed(statements.RESERVE_SLOTS, params, first=first)
         earliest = asked_at + lead.total_seconds()
         return {
             name: Grant(asked_at + (first_slot - db_now).total_seconds(), slots, rate, earliest)
@@ -151,6 +160,7 @@ def slow_down(config: NudgeConfig, budget: Budget, seconds: float) -> float:
     pause); the rate in force after it."""
     params = {
         "budget": budget.name,
+        "budgets": [budget.name],
         "ceiling": float(budget.ceiling),
         "wait": timedelta(seconds=seconds),
         "hold": max(MIN_HOLD, timedelta(seconds=seconds)),
@@ -160,7 +170,11 @@ def slow_down(config: NudgeConfig, budget: Budget, seconds: float) -> float:
         "backoff": config.pacing_backoff,
         **_params(config),
     }
-    rows = _with_rows([budget.name], lambda: unscoped_relaxed(statements.SLOW_DOWN, params))
+
+    def slow(first: Sequence[str]) -> list[tuple]:
+        return unscoped_relaxed(statements.SLOW_DOWN, params, first=first)
+
+    rows = _with_rows([budget.name], slow)
     return float(rows[0][0]) if rows else budget.ceiling
 
 

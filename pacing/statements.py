@@ -16,10 +16,12 @@ least({ceiling}, coalesce(p.rate * exp(least(50, %(growth)s
 # The share of what was counted that many seconds ago still counted now.
 _DECAY = "exp(-greatest(0, extract(epoch FROM clock_timestamp() - p.counted_at)) / %(tau)s)"
 
-# A new budget counts as unused for a day, so a burst is all available at once.
+# A new budget counts as unused for a day, so a burst is all available at once. In name
+# order, as every statement here locks rows (no deadlock).
 ENSURE_PACING_ROWS = """
 INSERT INTO channel_pacing (budget, next_slot_at)
 SELECT budget, clock_timestamp() - interval '1 day' FROM unnest(%(budgets)s::text[]) AS b(budget)
+ ORDER BY budget
 ON CONFLICT (budget) DO NOTHING
 """
 

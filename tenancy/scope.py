@@ -142,11 +142,15 @@ def tenant_statements(
     return _one_transaction(kind, str(user_id), statements, params, relaxed_commit, read_only)
 
 
-def unscoped_relaxed(statement: str, params: dict[str, object]) -> list[tuple]:
+def unscoped_relaxed(
+    statement: str, params: dict[str, object], *, first: Sequence[str] = ()
+) -> list[tuple]:
     """One statement that sees no tenant's rows, committed without waiting for the disk;
     its rows: for bookkeeping whose loss in a server crash is harmless (a shared budget).
-    A row it locks is never held across a client's pause (see ``_one_transaction``)."""
-    return _one_transaction("unscoped_relaxed()", "", [statement], params, True, False)[0]
+    ``first`` runs before it in the same transaction and round trip. A row it locks is
+    never held across a client's pause (see ``_one_transaction``)."""
+    statements = [*first, statement]
+    return _one_transaction("unscoped_relaxed()", "", statements, params, True, False)[-1]
 
 
 def _one_transaction(
