@@ -106,12 +106,9 @@ class NudgeAdminSite(admin.AdminSite):
 
     def admin_view(self, view: Callable, cacheable: bool = False) -> Callable:
         """Django's staff check (a redirect to login) and CSRF protection, then the scope."""
-        return super().admin_view(self._support_scoped(view), cacheable)
-
-    def _support_scoped(self, view: Callable) -> Callable:
         if view == self.logout:
             # Logout touches nothing but the session; it needs no tenant rows.
-            return view
+            return super().admin_view(view, cacheable)
 
         @wraps(view)
         def scoped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
@@ -128,7 +125,7 @@ class NudgeAdminSite(admin.AdminSite):
             return response
 
         setattr(scoped, SUPPORT_SCOPED_ATTR, True)
-        return scoped
+        return super().admin_view(scoped, cacheable)
 
     def index(self, request: HttpRequest, extra_context: dict | None = None, health_made=None):
         """The state in words, every check as a sentence, and the queue's pictures."""
