@@ -193,13 +193,13 @@ class TelegramChannel(Sender):
                 if not self._token:
                     raise misconfigured("Telegram is not configured: TELEGRAM_BOT_TOKEN empty")
                 try:
-                    self._bot = new_bot(self._token, self.pool_size)
+                    bot = new_bot(self._token, self.pool_size)
                 except InvalidToken:
                     # Raised for a token with whitespace; the message may quote it.
                     raise misconfigured("TELEGRAM_BOT_TOKEN is malformed") from None
-            if self._loop is None:
                 self._loop = asyncio.new_event_loop()
                 self._loop_thread = spawn("telegram-channel", self._loop.run_forever)
+                self._bot = bot  # last: a bot means its loop and thread run
             return self._bot, self._loop
 
     async def _initialize_once(self, bot: Bot) -> None:
@@ -269,14 +269,12 @@ class TelegramChannel(Sender):
             loop, thread, bot = self._loop, self._loop_thread, self._bot
             self._loop = self._loop_thread = self._bot = None
             self._initialized = None
-        if loop is None:
+        if bot is None:
             return
         try:
-            if bot is not None:
-                asyncio.run_coroutine_threadsafe(bot.shutdown(), loop).result(self.timeout)
+            asyncio.run_coroutine_threadsafe(bot.shutdown(), loop).result(self.timeout)
             asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result(self.timeout)
         finally:
             loop.call_soon_threadsafe(loop.stop)
-            if thread is not None:
-                thread.join(timeout=self.timeout)
+            thread.join(timeout=self.timeout)
             loop.close()
