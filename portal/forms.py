@@ -128,12 +128,9 @@ CLOCK_ERRORS = {"invalid_choice": _("Pick the 24-hour or the 12-hour clock.")}
 
 
 class SettingsForm(forms.Form):
-    channel = forms.ChoiceField(
-        choices=Channel.choices, label=_("Send nudges by"), error_messages=CHANNEL_ERRORS
-    )
-    timezone = forms.ChoiceField(
-        choices=timezone_choices, label=_("Time zone"), error_messages=ZONE_ERRORS
-    )
+    # Their choices depend on the account's settings: ``__init__``.
+    channel = forms.ChoiceField(label=_("Send nudges by"), error_messages=CHANNEL_ERRORS)
+    timezone = forms.ChoiceField(label=_("Time zone"), error_messages=ZONE_ERRORS)
     # Language and clock are optional: a post without them leaves them as they are.
     language = forms.ChoiceField(
         choices=settings.LANGUAGES,
