@@ -128,12 +128,9 @@ CLOCK_ERRORS = {"invalid_choice": _("Pick the 24-hour or the 12-hour clock.")}
 
 
 class SettingsForm(forms.Form):
-    channel = forms.ChoiceField(
-        choices=Channel.choices, label=_("Send nudges by"), error_messages=CHANNEL_ERRORS
-    )
-    timezone = forms.ChoiceField(
-        choices=timezone_choices, label=_("Time zone"), error_messages=ZONE_ERRORS
-    )
+    # Their choices depend on the account's settings: ``__init__``.
+    channel = forms.ChoiceField(label=_("Send nudges by"), error_messages=CHANNEL_ERRORS)
+    timezone = forms.ChoiceField(label=_("Time zone"), error_messages=ZONE_ERRORS)
     # Language and clock are optional: a post without them leaves them as they are.
     language = forms.ChoiceField(
         choices=settings.LANGUAGES,
@@ -242,20 +239,16 @@ def _minutes_label(minutes: int) -> str:
     return gettext("%(minutes)s min") % {"minutes": rest}
 
 
-# The follow-up form's quick choices (``quick_due``); the mornings at nine on the person's
-# clock: "Tomorrow 9:00 AM".
-QUICK_CHOICES = {"in_1h": _("In 1 h"), "in_3h": _("In 3 h")}
-QUICK_CHOICES_AT = {
-    "tomorrow_morning": _("Tomorrow %(time)s"),
-    "monday_morning": _("Monday %(time)s"),
-}
-
-
 def quick_choices(clock: str) -> dict[str, str]:
-    """The quick choices' labels on the person's clock, in the active language."""
+    """The follow-up form's quick choices (``quick_due``) in the active language; the
+    mornings at nine on the person's clock: "Tomorrow 9:00 AM"."""
     nine = date_format(datetime(2001, 1, 1, 9, 0), "g:i A" if clock == Clock.H12 else "G:i")
-    at_nine = {value: label % {"time": nine} for value, label in QUICK_CHOICES_AT.items()}
-    return {**QUICK_CHOICES, **at_nine}
+    return {
+        "in_1h": gettext("In 1 h"),
+        "in_3h": gettext("In 3 h"),
+        "tomorrow_morning": gettext("Tomorrow %(time)s") % {"time": nine},
+        "monday_morning": gettext("Monday %(time)s") % {"time": nine},
+    }
 
 
 def _ticks(choices: list[tuple[int, str]], label: str) -> forms.TypedMultipleChoiceField:

@@ -51,7 +51,6 @@ def date_formats(delivery: DeliverySettings) -> dict[str, str]:
     active language)."""
     time_format = "g:i A" if delivery.clock == Clock.H12 else "H:i"
     return {
-        "clock": delivery.clock,
         "time_format": time_format,
         "short_format": f"j M, {time_format}",
         "long_format": f"j M Y, {time_format}",

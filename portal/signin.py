@@ -126,9 +126,8 @@ class ThrottledPasswordResetForm(PasswordResetForm):
                 "password reset refused: over the hourly limit for the address or client"
             )
             return
-        options = {name: value for name, value in options.items() if value is not None}
         # The thread has no request: the link's host is taken now.
-        options["domain_override"] = options.get("domain_override") or request.get_host()
+        options["domain_override"] = request.get_host()
         transaction.on_commit(
             lambda: spawn("password-reset-mail", _send_reset_mail, email, options)
         )

@@ -61,10 +61,3 @@ def revoke_api_tokens(user_id: int, how: str, now: datetime, token_ids=None) -> 
     if token_ids is not None:
         tokens = tokens.filter(pk__in=token_ids)
     return tokens.update(revoked_at=now, revoked_how=how[:120])
-
-
-def prune_revoked_api_tokens(now: datetime) -> int:
-    """Delete every account's tokens revoked more than ``REVOKED_TOKENS_KEPT`` before
-    ``now``. Inside the support scope: the only one that reaches every tenant's rows."""
-    deleted, _ = ApiToken.objects.filter(revoked_at__lt=now - REVOKED_TOKENS_KEPT).delete()
-    return deleted
