@@ -93,16 +93,11 @@ def join_cycle(now: datetime, config: NudgeConfig) -> MaterializeCycle:
                 MaterializeSlice(cycle=cycle, position=position, after_id=after, up_to=up_to)
                 for position, (after, up_to) in enumerate(ranges[first:] + ranges[:first])
             )
-            _prune(starts_at)
+            # Their slices go with them (on_delete=CASCADE).
+            MaterializeCycle.objects.filter(starts_at__lt=starts_at - KEEP_CYCLES).delete()
     except IntegrityError:
         return MaterializeCycle.objects.get(pk=starts_at)
     return cycle
-
-
-def _prune(starts_at: datetime) -> None:
-    old = MaterializeCycle.objects.filter(starts_at__lt=starts_at - KEEP_CYCLES)
-    MaterializeSlice.objects.filter(cycle__in=old).delete()
-    old.delete()
 
 
 def claim_slice(cycle: datetime, me: str, config: NudgeConfig) -> Slice | None:
