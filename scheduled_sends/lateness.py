@@ -36,7 +36,6 @@ def percentile(counted: Iterable[tuple[float, int]], fraction: float) -> float |
 
 @dataclass(frozen=True)
 class LatenessSummary:
-    count: int
     p50: float | None
     p95: float | None
     max: float | None
@@ -50,7 +49,6 @@ class LatenessSummary:
         for value in values:
             counts[next(i for i, bound in enumerate(BUCKETS) if value <= bound)] += 1
         return cls(
-            count=len(values),
             p50=percentile(each, 0.50),
             p95=percentile(each, 0.95),
             max=values[-1] if values else None,

@@ -47,15 +47,6 @@ def participant_name() -> str:
 
 
 @dataclass(frozen=True)
-class Slice:
-    id: int
-    position: int
-    after_id: int
-    up_to: int | None
-    taken_over: bool
-
-
-@dataclass(frozen=True)
 class CycleState:
     slices: int
     done: int
@@ -93,23 +84,44 @@ def join_cycle(now: datetime, config: NudgeConfig) -> MaterializeCycle:
                 MaterializeSlice(cycle=cycle, position=position, after_id=after, up_to=up_to)
                 for position, (after, up_to) in enumerate(ranges[first:] + ranges[:first])
             )
-            _prune(starts_at)
+            # Their slices go with them (on_delete=CASCADE).
+            MaterializeCycle.objects.filter(starts_at__lt=starts_at - KEEP_CYCLES).delete()
     except IntegrityError:
         return MaterializeCycle.objects.get(pk=starts_at)
     return cycle
 
 
-def _prune(starts_at: datetime) -> None:
-    old = MaterializeCycle.objects.filter(starts_at__lt=starts_at - KEEP_CYCLES)
-    MaterializeSlice.objects.filter(cycle__in=old).delete()
-    old.delete()
+@dataclass(eq=False)
+class Visit:
+    """A slice this participant holds (``claim_slice``), as its visitor fills it in; the
+    lease is renewed a few times per lease period."""
+
+    id: int
+    position: int
+    after_id: int
+    up_to: int | None
+    taken_over: bool
+    me: str
+    renew_every: float
+    users: int = 0  # users of the slice taken in
+    whole: bool = True  # every user taken in: not cut short by the budget, the lease kept
+    held: bool = True
+    renewed: float = field(default_factory=time.monotonic)
+
+    def keep(self) -> bool:
+        """Renew the lease when due; False once the slice was taken over."""
+        if self.held and time.monotonic() - self.renewed >= self.renew_every:
+            self.held = renew_lease(self.id, self.me)
+            self.renewed = time.monotonic()
+        return self.held
 
 
-def claim_slice(cycle: datetime, me: str, config: NudgeConfig) -> Slice | None:
+def claim_slice(cycle: datetime, me: str, config: NudgeConfig) -> Visit | None:
     """The next free slice of the cycle, now held by ``me``; None if none is free."""
     params = {"cycle": cycle, "me": me, "lease": config.materialize_slice_lease}
     rows, _ = run_statement(sql.CLAIM_SLICE, params)
-    return Slice(*rows[0]) if rows else None
+    renew_every = config.materialize_slice_lease.total_seconds() / 3
+    return Visit(*rows[0], me, renew_every) if rows else None
 
 
 def renew_lease(slice_id: int, me: str) -> bool:
@@ -127,27 +139,6 @@ def cycle_state(cycle: datetime, config: NudgeConfig) -> CycleState:
         sql.CYCLE_STATE, {"cycle": cycle, "lease": config.materialize_slice_lease}
     )
     return CycleState(*rows[0])
-
-
-@dataclass(eq=False)
-class Visit:
-    """A slice this participant holds, as its visitor fills it in; the lease is renewed a
-    few times per lease period."""
-
-    taken: Slice
-    me: str
-    renew_every: float
-    users: int = 0  # users of the slice taken in
-    whole: bool = True  # every user taken in: not cut short by the budget, the lease kept
-    held: bool = True
-    renewed: float = field(default_factory=lambda: time.monotonic())
-
-    def keep(self) -> bool:
-        """Renew the lease when due; False once the slice was taken over."""
-        if self.held and time.monotonic() - self.renewed >= self.renew_every:
-            self.held = renew_lease(self.taken.id, self.me)
-            self.renewed = time.monotonic()
-        return self.held
 
 
 def take_part(
@@ -191,8 +182,7 @@ def take_part(
                 "materialize took over a slice whose lease lapsed",
                 extra={"cycle": cycle.starts_at.isoformat(), "position": taken.position},
             )
-        renew_every = config.materialize_slice_lease.total_seconds() / 3
-        visitor.start(Visit(taken, me, renew_every))
+        visitor.start(taken)
 
 
 def _settle(visits: list[Visit]) -> None:
@@ -200,9 +190,9 @@ def _settle(visits: list[Visit]) -> None:
     for the next participant to take at once."""
     for visit in visits:
         if visit.whole:
-            finish_slice(visit.taken.id, visit.me, visit.users)
+            finish_slice(visit.id, visit.me, visit.users)
         elif visit.held:
-            run_statement(sql.RELEASE_SLICE, {"slice": visit.taken.id, "me": visit.me})
+            run_statement(sql.RELEASE_SLICE, {"slice": visit.id, "me": visit.me})
 
 
 @contextmanager

@@ -85,9 +85,6 @@ class DeliverReport(DeliverCounts):
         elif verdict.transition is Transition.RETRY and not verdict.rate_limited:
             self.failures_by_channel.setdefault(channel, Counter())[TRANSIENT] += 1
 
-    def lateness(self) -> LatenessSummary:
-        return LatenessSummary.of(self.latenesses)
-
     def summary(self) -> str:
         text = (
             f"deliver: claimed {self.claimed}, sent {self.sent}, skipped {self.skipped}, "
@@ -95,7 +92,7 @@ class DeliverReport(DeliverCounts):
             f"in {self.seconds:.1f}s"
         )
         if self.sent:
-            late = self.lateness()
+            late = LatenessSummary.of(self.latenesses)
             text += (
                 f" ({self.sends_per_second:.1f}/s; lateness p50 {late.p50:.1f}s, "
                 f"p95 {late.p95:.1f}s, max {late.max:.1f}s)"
@@ -111,7 +108,7 @@ class DeliverReport(DeliverCounts):
         return text
 
     def as_dict(self) -> dict[str, object]:
-        late = self.lateness()
+        late = LatenessSummary.of(self.latenesses)
         return {
             **super().as_dict(),
             "sends_per_second": round(self.sends_per_second, 2),

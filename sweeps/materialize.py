@@ -180,7 +180,7 @@ class UserFlow:
     def start(self, visit: Visit) -> None:
         """Take a slice's users in, renewing its lease (and those of earlier slices whose
         last users are still out)."""
-        for user_id in users_to_visit(after_id=visit.taken.after_id, up_to=visit.taken.up_to):
+        for user_id in users_to_visit(after_id=visit.after_id, up_to=visit.up_to):
             if time.monotonic() >= self.deadline:
                 visit.whole = False
                 break
