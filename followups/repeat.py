@@ -75,21 +75,19 @@ def occurrences(
         day += timedelta(days=1)
 
 
+def occurrences_of(follow_up: FollowUp, after: datetime, until: datetime) -> Iterator[datetime]:
+    """``occurrences`` of the follow-up's rule as it is now."""
+    rule = (follow_up.repeat, follow_up.repeat_weekdays, follow_up.repeat_zone)
+    return occurrences(follow_up.due_at, *rule, after, until)
+
+
 def next_due(follow_up: FollowUp, now: datetime) -> datetime | None:
     """When it is next due: its one time, or a repeating one's first occurrence from
     ``now`` on."""
     if not follow_up.repeat:
         return follow_up.due_at
     after = now - timedelta(microseconds=1)
-    found = occurrences(
-        follow_up.due_at,
-        follow_up.repeat,
-        follow_up.repeat_weekdays,
-        follow_up.repeat_zone,
-        after,
-        after + _NEXT_HORIZON,
-    )
-    return next(found, None)
+    return next(occurrences_of(follow_up, after, after + _NEXT_HORIZON), None)
 
 
 def is_occurrence(
@@ -109,10 +107,5 @@ def is_due_at(follow_up: FollowUp | None, instant: datetime) -> bool:
         return False
     if instant == follow_up.due_at:
         return True
-    return bool(follow_up.repeat) and is_occurrence(
-        instant,
-        follow_up.due_at,
-        follow_up.repeat,
-        follow_up.repeat_weekdays,
-        follow_up.repeat_zone,
-    )
+    window = occurrences_of(follow_up, instant - timedelta(microseconds=1), instant)
+    return bool(follow_up.repeat) and instant in window

@@ -11,7 +11,7 @@ from django.db.models import Q
 
 from calendars.models import CalendarEvent, EventStatus
 from followups.models import FollowUp
-from followups.repeat import occurrences
+from followups.repeat import occurrences_of
 from scheduled_sends.models import Kind
 
 MAX_ITEMS = 30  # a day's list in one message
@@ -63,14 +63,7 @@ def items_between(user_id: int, after: datetime, until: datetime) -> list[Item]:
         Q(due_at__gt=after, due_at__lte=until) | ~Q(repeat="") & Q(due_at__lte=until)
     )
     for follow_up in follow_ups.order_by("due_at", "pk")[: MAX_ITEMS * 2]:
-        for due_at in occurrences(
-            follow_up.due_at,
-            follow_up.repeat,
-            follow_up.repeat_weekdays,
-            follow_up.repeat_zone,
-            after,
-            until,
-        ):
+        for due_at in occurrences_of(follow_up, after, until):
             items.append(Item(Kind.FOLLOW_UP, follow_up.pk, due_at, follow_up.title))
     items.sort(key=lambda item: (item.starts_at, item.kind, item.ref_id))
     return items[:MAX_ITEMS]

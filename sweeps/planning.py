@@ -14,7 +14,7 @@ from calendars.models import CalendarEvent
 from core.config import NudgeConfig
 from core.zones import zone_of
 from followups.models import FollowUp
-from followups.repeat import is_due_at, occurrences
+from followups.repeat import is_due_at, occurrences_of
 from providers.normalize import sorted_leads
 from scheduled_sends.day import day_ref, end_of_day
 from scheduled_sends.models import Kind
@@ -67,15 +67,7 @@ def _plan_follow_ups(plan: _Plan, follow_ups: Iterable[FollowUp]) -> None:
         if follow_up_skip_reason(follow_up):
             continue
         leads = plan.leads(follow_up.reminder_minutes)
-        due_times = occurrences(
-            follow_up.due_at,
-            follow_up.repeat,
-            follow_up.repeat_weekdays,
-            follow_up.repeat_zone,
-            start,
-            end,
-        )
-        for due_at in due_times:
+        for due_at in occurrences_of(follow_up, start, end):
             for lead in leads:
                 plan.add(Kind.FOLLOW_UP, follow_up.pk, due_at - lead, due_at)
 
