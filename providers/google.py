@@ -22,7 +22,7 @@ from providers.base import (
     MalformedPayload,
     ProviderEvent,
 )
-from providers.oauth import PagedListApi, PageRequest, answer_body, api_call, fetch_pages
+from providers.oauth import OAuthApi, PageRequest, answer_body, api_call, fetch_pages
 
 logger = logging.getLogger("nudge.calendars.google")
 
@@ -32,19 +32,6 @@ SCOPE = "https://www.googleapis.com/auth/calendar.readonly"
 AUTHORIZE_PARAMS = {"access_type": "offline", "prompt": "consent"}
 PAGE_SIZE = 2500  # the API's maximum: a day of events is always one page
 _RATE_LIMIT_REASONS = {"rateLimitExceeded", "userRateLimitExceeded", "quotaExceeded"}
-
-
-def token_endpoint() -> oauth.TokenEndpoint:
-    return oauth.TokenEndpoint(
-        provider=NAME,
-        url=settings.GOOGLE_TOKEN_URL,
-        client_id=settings.GOOGLE_CLIENT_ID,
-        client_secret=settings.GOOGLE_CLIENT_SECRET,
-    )
-
-
-def authorize_url() -> str:
-    return settings.GOOGLE_AUTH_URL
 
 
 def _next_page(body: dict[str, Any], current: PageRequest) -> PageRequest | None:
@@ -72,14 +59,17 @@ def _is_rate_limit_403(response: requests.Response) -> bool:
     return bool(reasons & _RATE_LIMIT_REASONS)
 
 
-def events_list() -> PagedListApi:
-    """``events.list`` for the shared paging loop; built per sync, as settings can change."""
-    return PagedListApi(
+def oauth_api() -> OAuthApi:
+    """Google's endpoints, ``events.list`` the list; built per use, as settings can change."""
+    return OAuthApi(
         provider=NAME,
+        authorize_url=settings.GOOGLE_AUTH_URL,
+        token_url=settings.GOOGLE_TOKEN_URL,
+        client_id=settings.GOOGLE_CLIENT_ID,
+        client_secret=settings.GOOGLE_CLIENT_SECRET,
         base_url=settings.GOOGLE_API_BASE_URL.rstrip("/"),
         operation="events.list",
         items_key="items",
-        token_endpoint=token_endpoint(),
         next_page=_next_page,
         is_rate_limit_403=_is_rate_limit_403,
     )
@@ -98,7 +88,7 @@ def fetch(
         "singleEvents": "true",
         "maxResults": PAGE_SIZE,
     }
-    api = events_list()
+    api = oauth_api()
     first = PageRequest(api.base_url + _events_path(snapshot), params)
     pages = fetch_pages(api, first, snapshot, now)
     # Every page repeats the calendar's default reminders and zone.
@@ -243,7 +233,7 @@ def watch(
         "token": token,
         "params": {"ttl": str(WATCH_TTL_SECONDS)},
     }
-    api = events_list()
+    api = oauth_api()
     response = api_call(api, snapshot, "POST", f"{_events_path(snapshot)}/watch", now, payload)
     body = answer_body(api, response, "events.watch")
     try:
@@ -259,7 +249,7 @@ def stop_channel(
 ) -> bool:
     """``channels.stop``; True when Google stopped it or no longer knows it (404)."""
     payload = {"id": channel_id, "resourceId": resource_id}
-    response = api_call(events_list(), snapshot, "POST", "/channels/stop", now, payload)
+    response = api_call(oauth_api(), snapshot, "POST", "/channels/stop", now, payload)
     return response.status_code in (200, 204, 404)
 
 
