@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, date, datetime, tzinfo
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import requests
 from django.conf import settings
@@ -22,7 +22,7 @@ from providers.base import (
     MalformedPayload,
     ProviderEvent,
 )
-from providers.oauth import OAuthApi, PageRequest, answer_body, api_call, fetch_pages
+from providers.oauth import OAuthApi, answer_body, api_call, fetch_pages
 
 logger = logging.getLogger("nudge.calendars.google")
 
@@ -34,14 +34,14 @@ PAGE_SIZE = 2500  # the API's maximum: a day of events is always one page
 _RATE_LIMIT_REASONS = {"rateLimitExceeded", "userRateLimitExceeded", "quotaExceeded"}
 
 
-def _next_page(body: dict[str, Any], current: PageRequest) -> PageRequest | None:
-    """The same query with the page's ``nextPageToken``; None on the last page."""
+def _next_page(body: dict[str, Any], first: str) -> str | None:
+    """The first page's query with this page's ``nextPageToken``; None on the last page."""
     token = body.get("nextPageToken")
     if not token:
         return None
     if not isinstance(token, str):
         raise MalformedPayload("google: nextPageToken is not a string")
-    return PageRequest(current.url, {**(current.params or {}), "pageToken": token})
+    return f"{first}&{urlencode({'pageToken': token})}"
 
 
 def _events_path(snapshot: ConnectionSnapshot) -> str:
@@ -89,7 +89,7 @@ def fetch(
         "maxResults": PAGE_SIZE,
     }
     api = oauth_api()
-    first = PageRequest(api.base_url + _events_path(snapshot), params)
+    first = f"{api.base_url}{_events_path(snapshot)}?{urlencode(params)}"
     pages = fetch_pages(api, first, snapshot, now)
     # Every page repeats the calendar's default reminders and zone.
     zone = n.zone_or_none(pages[0].get("timeZone"))

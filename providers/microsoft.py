@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import requests
 from django.conf import settings
@@ -22,7 +22,7 @@ from providers.base import (
     MalformedPayload,
     ProviderEvent,
 )
-from providers.oauth import OAuthApi, PageRequest, answer_body, api_call, fetch_pages
+from providers.oauth import OAuthApi, answer_body, api_call, fetch_pages
 
 NAME = "microsoft"
 SCOPE = "offline_access Calendars.Read User.Read"
@@ -53,7 +53,7 @@ def _on_configured_graph(url: str) -> bool:
     return same_place and link.auth is None
 
 
-def _next_page(body: dict[str, Any], _current: PageRequest) -> PageRequest | None:
+def _next_page(body: dict[str, Any], _first: str) -> str | None:
     """The page's ``@odata.nextLink``, a whole URL with its query; None on the last page."""
     link = body.get("@odata.nextLink")
     if not link:
@@ -61,7 +61,7 @@ def _next_page(body: dict[str, Any], _current: PageRequest) -> PageRequest | Non
     if not isinstance(link, str) or not _on_configured_graph(link):
         # Never send the bearer token anywhere we were not configured for.
         raise MalformedPayload("microsoft: @odata.nextLink points elsewhere")
-    return PageRequest(link)
+    return link
 
 
 def oauth_api() -> OAuthApi:
@@ -96,9 +96,8 @@ def fetch(
         "$top": PAGE_SIZE,
     }
     api = oauth_api()
-    first = PageRequest(
-        f"{api.base_url}/{_calendar_path(snapshot.calendar_id)}/calendarView", params
-    )
+    path = f"{_calendar_path(snapshot.calendar_id)}/calendarView"
+    first = f"{api.base_url}/{path}?{urlencode(params)}"
     return oauth.window_events(
         api,
         fetch_pages(api, first, snapshot, now),

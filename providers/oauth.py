@@ -48,12 +48,6 @@ class TokenGrant:
 
 
 @dataclass(frozen=True)
-class PageRequest:
-    url: str
-    params: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True)
 class OAuthApi:
     """What one provider does its own way: its consent and token endpoints, and its calendar
     list, which the shared loop (:func:`fetch_pages`) pages through."""
@@ -66,8 +60,9 @@ class OAuthApi:
     base_url: str  # the API's root, without a trailing slash
     operation: str  # the list endpoint as errors name it, e.g. "events.list"
     items_key: str  # where a page keeps its list
-    # None on the last page; MalformedPayload for a next page that must not be followed.
-    next_page: Callable[[dict[str, Any], PageRequest], PageRequest | None]
+    # The URL after a page (given the first page's); None on the last page;
+    # MalformedPayload for a next page that must not be followed.
+    next_page: Callable[[dict[str, Any], str], str | None]
     scope: str = ""  # sent to the token endpoint when set (Microsoft)
     headers: Mapping[str, str] = field(default_factory=dict)
     is_rate_limit_403: Callable[[requests.Response], bool] = lambda _response: False
@@ -182,7 +177,7 @@ MAX_PAGES = 4
 
 
 def fetch_pages(
-    api: OAuthApi, first: PageRequest, snapshot: ConnectionSnapshot, now: datetime
+    api: OAuthApi, first: str, snapshot: ConnectionSnapshot, now: datetime
 ) -> list[dict[str, Any]]:
     """Every page's body, in order, its list under ``items_key`` (empty when absent). 429,
     5xx and a rate-limit 403 are RetryLater, other statuses ProviderError, a page that is
@@ -190,22 +185,22 @@ def fetch_pages(
     ensure_fresh_token(api, snapshot, now)
     pages: list[dict[str, Any]] = []
     refreshed_after_401 = False
-    request: PageRequest | None = first
-    while request is not None:
+    url: str | None = first
+    while url is not None:
         if len(pages) == MAX_PAGES:
             raise MalformedPayload(f"{api.provider}: more than {MAX_PAGES} pages for one window")
-        response = _call(api, snapshot, "GET", request)
+        response = _call(api, snapshot, "GET", url)
         if response.status_code == 401 and not refreshed_after_401:
             refreshed_after_401 = True
             refresh(api, snapshot, now)
-            response = _call(api, snapshot, "GET", request)
+            response = _call(api, snapshot, "GET", url)
         body = _page_body(api, response, now)
         if not isinstance(body.setdefault(api.items_key, []), list):
             raise MalformedPayload(
                 f"{api.provider}: {api.operation} '{api.items_key}' is not a list"
             )
         pages.append(body)
-        request = api.next_page(body, request)
+        url = api.next_page(body, first)
     return pages
 
 
@@ -248,21 +243,20 @@ def api_call(
     """One authorised call beside the list (push) to ``path`` under the API's root, with a
     fresh token, paced like the pages."""
     ensure_fresh_token(api, snapshot, now)
-    return _call(api, snapshot, method, PageRequest(api.base_url + path), payload)
+    return _call(api, snapshot, method, api.base_url + path, payload)
 
 
 def _call(
     api: OAuthApi,
     snapshot: ConnectionSnapshot,
     method: str,
-    request: PageRequest,
+    url: str,
     payload: Any = None,
 ) -> requests.Response:
     return provider_request(
         api.provider,
         method,
-        request.url,
-        params=request.params,
+        url,
         json=payload,
         headers={**api.headers, "Authorization": f"Bearer {snapshot.access_token}"},
         paced_for=snapshot,
