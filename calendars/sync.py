@@ -20,13 +20,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
 
-import providers
 from calendars import statements
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.push.freshness import fetch_window
 from calendars.snapshot import rotated_meanwhile, snapshot_of, token_values
 from core.config import NudgeConfig
-from providers import crypto
+from providers import caldav, crypto, google, ics, microsoft
 from providers.base import (
     ConnectionSnapshot,
     FetchResult,
@@ -41,6 +40,9 @@ from tenancy.scope import run_statements, tenant_read, tenant_scope, tenant_stat
 
 # A window of subjects' start instants: (from, to].
 Window = tuple[datetime, datetime]
+
+# Each synced provider's module by its name; each has the same ``fetch``.
+PROVIDERS = {module.NAME: module for module in (google, microsoft, ics, caldav)}
 
 
 logger = logging.getLogger("nudge.calendars.sync")
@@ -223,7 +225,7 @@ def fetch_job(job: FetchJob, now: datetime) -> None:
     started, calls = time.monotonic(), calls_in_thread()
     snapshot.deadline = started + snapshot.config.calendar_sync_budget_seconds
     try:
-        job.fetched = providers.fetch(
+        job.fetched = PROVIDERS[snapshot.provider].fetch(
             snapshot, now=now, window_start=window_start, window_end=window_end
         )
     except ProviderError as exc:

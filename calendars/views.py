@@ -57,7 +57,7 @@ def _text(request: HttpRequest, message: str, status: int = 200) -> HttpResponse
 
 def available() -> dict[str, bool]:
     """Per OAuth provider: whether this server has its credentials."""
-    return {provider: bool(flow.token_endpoint().client_id) for provider, flow in FLOWS.items()}
+    return {provider: bool(flow.oauth_api().client_id) for provider, flow in FLOWS.items()}
 
 
 # A route name, so no import of the layer above.
@@ -69,7 +69,7 @@ CALENDARS_PAGE = "portal:calendars"
 def connect(request: HttpRequest, provider: str) -> HttpResponse:
     """Send the user to ``provider``'s consent page."""
     flow, label = FLOWS[provider], Provider(provider).label
-    if not flow.token_endpoint().client_id:
+    if not flow.oauth_api().client_id:
         # Reached by an old link (the page offers no button then): back, saying so.
         messages.error(
             request,
@@ -82,7 +82,7 @@ def connect(request: HttpRequest, provider: str) -> HttpResponse:
     request.session[SESSION_VERIFIER_KEY] = verifier
     state = signing.dumps({"u": request.user.pk, "p": flow.NAME, "n": nonce}, salt=STATE_SALT)
     params = {
-        "client_id": flow.token_endpoint().client_id,
+        "client_id": flow.oauth_api().client_id,
         "redirect_uri": _redirect_uri(request, flow),
         "response_type": "code",
         "scope": flow.SCOPE,
@@ -90,7 +90,7 @@ def connect(request: HttpRequest, provider: str) -> HttpResponse:
         **challenge,
         **flow.AUTHORIZE_PARAMS,
     }
-    return HttpResponseRedirect(f"{flow.authorize_url()}?{urlencode(params)}")
+    return HttpResponseRedirect(f"{flow.oauth_api().authorize_url}?{urlencode(params)}")
 
 
 def _state_is_valid(request: HttpRequest, flow: ModuleType) -> bool:
@@ -128,7 +128,7 @@ def callback(request: HttpRequest, provider: str) -> HttpResponse:
     config = NudgeConfig.from_settings()
     try:
         grant = oauth.exchange_code(
-            flow.token_endpoint(),
+            flow.oauth_api(),
             code=code,
             redirect_uri=_redirect_uri(request, flow),
             code_verifier=verifier,

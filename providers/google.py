@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, date, datetime, tzinfo
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import requests
 from django.conf import settings
@@ -22,7 +22,7 @@ from providers.base import (
     MalformedPayload,
     ProviderEvent,
 )
-from providers.oauth import PagedListApi, PageRequest, answer_body, api_call, fetch_pages
+from providers.oauth import OAuthApi, answer_body, api_call, fetch_pages
 
 logger = logging.getLogger("nudge.calendars.google")
 
@@ -34,27 +34,14 @@ PAGE_SIZE = 2500  # the API's maximum: a day of events is always one page
 _RATE_LIMIT_REASONS = {"rateLimitExceeded", "userRateLimitExceeded", "quotaExceeded"}
 
 
-def token_endpoint() -> oauth.TokenEndpoint:
-    return oauth.TokenEndpoint(
-        provider=NAME,
-        url=settings.GOOGLE_TOKEN_URL,
-        client_id=settings.GOOGLE_CLIENT_ID,
-        client_secret=settings.GOOGLE_CLIENT_SECRET,
-    )
-
-
-def authorize_url() -> str:
-    return settings.GOOGLE_AUTH_URL
-
-
-def _next_page(body: dict[str, Any], current: PageRequest) -> PageRequest | None:
-    """The same query with the page's ``nextPageToken``; None on the last page."""
+def _next_page(body: dict[str, Any], first: str) -> str | None:
+    """The first page's query with this page's ``nextPageToken``; None on the last page."""
     token = body.get("nextPageToken")
     if not token:
         return None
     if not isinstance(token, str):
         raise MalformedPayload("google: nextPageToken is not a string")
-    return PageRequest(current.url, {**(current.params or {}), "pageToken": token})
+    return f"{first}&{urlencode({'pageToken': token})}"
 
 
 def _events_path(snapshot: ConnectionSnapshot) -> str:
@@ -72,14 +59,17 @@ def _is_rate_limit_403(response: requests.Response) -> bool:
     return bool(reasons & _RATE_LIMIT_REASONS)
 
 
-def events_list() -> PagedListApi:
-    """``events.list`` for the shared paging loop; built per sync, as settings can change."""
-    return PagedListApi(
+def oauth_api() -> OAuthApi:
+    """Google's endpoints, ``events.list`` the list; built per use, as settings can change."""
+    return OAuthApi(
         provider=NAME,
+        authorize_url=settings.GOOGLE_AUTH_URL,
+        token_url=settings.GOOGLE_TOKEN_URL,
+        client_id=settings.GOOGLE_CLIENT_ID,
+        client_secret=settings.GOOGLE_CLIENT_SECRET,
         base_url=settings.GOOGLE_API_BASE_URL.rstrip("/"),
         operation="events.list",
         items_key="items",
-        token_endpoint=token_endpoint(),
         next_page=_next_page,
         is_rate_limit_403=_is_rate_limit_403,
     )
@@ -98,8 +88,8 @@ def fetch(
         "singleEvents": "true",
         "maxResults": PAGE_SIZE,
     }
-    api = events_list()
-    first = PageRequest(api.base_url + _events_path(snapshot), params)
+    api = oauth_api()
+    first = f"{api.base_url}{_events_path(snapshot)}?{urlencode(params)}"
     pages = fetch_pages(api, first, snapshot, now)
     # Every page repeats the calendar's default reminders and zone.
     zone = n.zone_or_none(pages[0].get("timeZone"))
@@ -243,7 +233,7 @@ def watch(
         "token": token,
         "params": {"ttl": str(WATCH_TTL_SECONDS)},
     }
-    api = events_list()
+    api = oauth_api()
     response = api_call(api, snapshot, "POST", f"{_events_path(snapshot)}/watch", now, payload)
     body = answer_body(api, response, "events.watch")
     try:
@@ -259,7 +249,7 @@ def stop_channel(
 ) -> bool:
     """``channels.stop``; True when Google stopped it or no longer knows it (404)."""
     payload = {"id": channel_id, "resourceId": resource_id}
-    response = api_call(events_list(), snapshot, "POST", "/channels/stop", now, payload)
+    response = api_call(oauth_api(), snapshot, "POST", "/channels/stop", now, payload)
     return response.status_code in (200, 204, 404)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import requests
 from django.conf import settings
@@ -22,7 +22,7 @@ from providers.base import (
     MalformedPayload,
     ProviderEvent,
 )
-from providers.oauth import PagedListApi, PageRequest, answer_body, api_call, fetch_pages
+from providers.oauth import OAuthApi, answer_body, api_call, fetch_pages
 
 NAME = "microsoft"
 SCOPE = "offline_access Calendars.Read User.Read"
@@ -33,22 +33,6 @@ SELECT = (
     "responseStatus,seriesMasterId,originalStart,type,showAs,location,onlineMeeting,"
     "onlineMeetingUrl"
 )
-
-
-def token_endpoint() -> oauth.TokenEndpoint:
-    base = settings.MICROSOFT_LOGIN_BASE_URL.rstrip("/")
-    return oauth.TokenEndpoint(
-        provider=NAME,
-        url=f"{base}/{settings.MICROSOFT_TENANT}/oauth2/v2.0/token",
-        client_id=settings.MICROSOFT_CLIENT_ID,
-        client_secret=settings.MICROSOFT_CLIENT_SECRET,
-        scope=SCOPE,
-    )
-
-
-def authorize_url() -> str:
-    base = settings.MICROSOFT_LOGIN_BASE_URL.rstrip("/")
-    return f"{base}/{settings.MICROSOFT_TENANT}/oauth2/v2.0/authorize"
 
 
 def _calendar_path(calendar_id: str) -> str:
@@ -69,7 +53,7 @@ def _on_configured_graph(url: str) -> bool:
     return same_place and link.auth is None
 
 
-def _next_page(body: dict[str, Any], _current: PageRequest) -> PageRequest | None:
+def _next_page(body: dict[str, Any], _first: str) -> str | None:
     """The page's ``@odata.nextLink``, a whole URL with its query; None on the last page."""
     link = body.get("@odata.nextLink")
     if not link:
@@ -77,18 +61,23 @@ def _next_page(body: dict[str, Any], _current: PageRequest) -> PageRequest | Non
     if not isinstance(link, str) or not _on_configured_graph(link):
         # Never send the bearer token anywhere we were not configured for.
         raise MalformedPayload("microsoft: @odata.nextLink points elsewhere")
-    return PageRequest(link)
+    return link
 
 
-def calendar_view() -> PagedListApi:
-    """``calendarView`` for the shared paging loop; built per sync, as settings can change."""
-    return PagedListApi(
+def oauth_api() -> OAuthApi:
+    """Microsoft's endpoints, ``calendarView`` the list; built per use, as settings can change."""
+    login = f"{settings.MICROSOFT_LOGIN_BASE_URL.rstrip('/')}/{settings.MICROSOFT_TENANT}"
+    return OAuthApi(
         provider=NAME,
+        authorize_url=f"{login}/oauth2/v2.0/authorize",
+        token_url=f"{login}/oauth2/v2.0/token",
+        client_id=settings.MICROSOFT_CLIENT_ID,
+        client_secret=settings.MICROSOFT_CLIENT_SECRET,
         base_url=settings.MICROSOFT_GRAPH_BASE_URL.rstrip("/"),
         operation="calendarView",
         items_key="value",
-        token_endpoint=token_endpoint(),
         next_page=_next_page,
+        scope=SCOPE,
         headers={"Prefer": 'outlook.timezone="UTC"'},
     )
 
@@ -106,10 +95,9 @@ def fetch(
         "$select": SELECT,
         "$top": PAGE_SIZE,
     }
-    api = calendar_view()
-    first = PageRequest(
-        f"{api.base_url}/{_calendar_path(snapshot.calendar_id)}/calendarView", params
-    )
+    api = oauth_api()
+    path = f"{_calendar_path(snapshot.calendar_id)}/calendarView"
+    first = f"{api.base_url}/{path}?{urlencode(params)}"
     return oauth.window_events(
         api,
         fetch_pages(api, first, snapshot, now),
@@ -182,7 +170,7 @@ SUBSCRIPTION_MINUTES = 4200
 
 
 def _subscription(response: requests.Response, operation: str) -> tuple[str, datetime]:
-    body = answer_body(calendar_view(), response, operation, ok=(200, 201))
+    body = answer_body(oauth_api(), response, operation, ok=(200, 201))
     try:
         return (
             n.require_str(body.get("id"), "id"),
@@ -210,7 +198,7 @@ def subscribe(
         "expirationDateTime": n.utc_text(now + timedelta(minutes=SUBSCRIPTION_MINUTES)),
         "clientState": client_state,
     }
-    response = api_call(calendar_view(), snapshot, "POST", "/subscriptions", now, payload)
+    response = api_call(oauth_api(), snapshot, "POST", "/subscriptions", now, payload)
     return _subscription(response, "POST /subscriptions")
 
 
@@ -225,7 +213,7 @@ def get_subscription(
         expiry = now + timedelta(minutes=SUBSCRIPTION_MINUTES)
         method, payload = "PATCH", {"expirationDateTime": n.utc_text(expiry)}
     path = f"/subscriptions/{quote(subscription_id, safe='')}"
-    response = api_call(calendar_view(), snapshot, method, path, now, payload)
+    response = api_call(oauth_api(), snapshot, method, path, now, payload)
     if response.status_code == 404:
         return None
     return _subscription(response, f"{method} /subscriptions")
@@ -234,5 +222,5 @@ def get_subscription(
 def delete_subscription(snapshot: ConnectionSnapshot, subscription_id: str, now: datetime) -> bool:
     """``DELETE /subscriptions/{id}``; True when deleted or already unknown (404)."""
     path = f"/subscriptions/{quote(subscription_id, safe='')}"
-    response = api_call(calendar_view(), snapshot, "DELETE", path, now)
+    response = api_call(oauth_api(), snapshot, "DELETE", path, now)
     return response.status_code in (200, 204, 404)

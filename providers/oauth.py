@@ -48,47 +48,59 @@ class TokenGrant:
 
 
 @dataclass(frozen=True)
-class TokenEndpoint:
+class OAuthApi:
+    """What one provider does its own way: its consent and token endpoints, and its calendar
+    list, which the shared loop (:func:`fetch_pages`) pages through."""
+
     provider: str
-    url: str
+    authorize_url: str
+    token_url: str
     client_id: str
     client_secret: str = field(repr=False)
-    scope: str = ""
+    base_url: str  # the API's root, without a trailing slash
+    operation: str  # the list endpoint as errors name it, e.g. "events.list"
+    items_key: str  # where a page keeps its list
+    # The URL after a page (given the first page's); None on the last page;
+    # MalformedPayload for a next page that must not be followed.
+    next_page: Callable[[dict[str, Any], str], str | None]
+    scope: str = ""  # sent to the token endpoint when set (Microsoft)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    is_rate_limit_403: Callable[[requests.Response], bool] = lambda _response: False
 
 
 def _token_grant(
-    endpoint: TokenEndpoint,
+    api: OAuthApi,
     grant: dict[str, str],
     now: datetime,
     timeout: float,
 ) -> TokenGrant:
-    data = {**grant, "client_id": endpoint.client_id, "client_secret": endpoint.client_secret}
-    if endpoint.scope:
-        data["scope"] = endpoint.scope
+    data = {**grant, "client_id": api.client_id, "client_secret": api.client_secret}
+    if api.scope:
+        data["scope"] = api.scope
     response = provider_request(
-        endpoint.provider,
+        api.provider,
         "POST",
-        endpoint.url,
+        api.token_url,
         data=data,
         timeout=timeout,
     )
-    raise_for_transient(response.status_code, response.headers, endpoint.provider, now)
+    raise_for_transient(response.status_code, response.headers, api.provider, now)
     if response.status_code != 200:
         try:
-            code = json_body(response, endpoint.provider).get("error")
+            code = json_body(response, api.provider).get("error")
         except MalformedPayload:
             code = None
         code = code[:64] if isinstance(code, str) else ""
         if code in _REAUTH_ERRORS:
-            raise NeedsReauth(f"{endpoint.provider}: token refused ({code}); reconnect needed")
+            raise NeedsReauth(f"{api.provider}: token refused ({code}); reconnect needed")
         raise ProviderError(
-            f"{endpoint.provider}: token endpoint answered HTTP {response.status_code}"
+            f"{api.provider}: token endpoint answered HTTP {response.status_code}"
             + (f" ({code})" if code else "")
         )
-    body = json_body(response, endpoint.provider)
+    body = json_body(response, api.provider)
     access_token = body.get("access_token")
     if not isinstance(access_token, str) or not access_token:
-        raise MalformedPayload(f"{endpoint.provider}: token response has no access_token")
+        raise MalformedPayload(f"{api.provider}: token response has no access_token")
     expires_in = body.get("expires_in")
     expires_at = None
     if isinstance(expires_in, int | str) and str(expires_in).isdigit():
@@ -112,7 +124,7 @@ def pkce_pair() -> tuple[str, dict[str, str]]:
 
 
 def exchange_code(
-    endpoint: TokenEndpoint,
+    api: OAuthApi,
     *,
     code: str,
     redirect_uri: str,
@@ -122,7 +134,7 @@ def exchange_code(
 ) -> TokenGrant:
     """The authorisation-code grant at the end of the consent redirect, with its PKCE verifier."""
     return _token_grant(
-        endpoint,
+        api,
         {
             "grant_type": "authorization_code",
             "code": code,
@@ -134,12 +146,12 @@ def exchange_code(
     )
 
 
-def refresh(endpoint: TokenEndpoint, snapshot: ConnectionSnapshot, now: datetime) -> None:
+def refresh(api: OAuthApi, snapshot: ConnectionSnapshot, now: datetime) -> None:
     """The refresh-token grant; a rotated refresh token (Microsoft) replaces the old one."""
     if not snapshot.refresh_token:
-        raise NeedsReauth(f"{endpoint.provider}: no refresh token stored; reconnect needed")
+        raise NeedsReauth(f"{api.provider}: no refresh token stored; reconnect needed")
     grant = _token_grant(
-        endpoint,
+        api,
         {"grant_type": "refresh_token", "refresh_token": snapshot.refresh_token},
         now,
         snapshot.config.calendar_http_timeout_seconds,
@@ -150,14 +162,12 @@ def refresh(endpoint: TokenEndpoint, snapshot: ConnectionSnapshot, now: datetime
     snapshot.credentials_changed = True  # ``sync`` stores them whatever happens next
 
 
-def ensure_fresh_token(
-    endpoint: TokenEndpoint, snapshot: ConnectionSnapshot, now: datetime
-) -> None:
+def ensure_fresh_token(api: OAuthApi, snapshot: ConnectionSnapshot, now: datetime) -> None:
     """Refresh when the access token is missing, of unknown age, or about to expire."""
     expires_at = snapshot.token_expires_at
     if snapshot.access_token and expires_at is not None and expires_at > now + REFRESH_MARGIN:
         return
-    refresh(endpoint, snapshot, now)
+    refresh(api, snapshot, now)
 
 
 # One page holds a normal calendar's whole window; beyond this the answer is refused as
@@ -166,57 +176,36 @@ def ensure_fresh_token(
 MAX_PAGES = 4
 
 
-@dataclass(frozen=True)
-class PageRequest:
-    url: str
-    params: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class PagedListApi:
-    """What one provider's list endpoint does its own way; the loop is :func:`fetch_pages`."""
-
-    provider: str
-    base_url: str  # the API's root, without a trailing slash
-    operation: str  # the endpoint as errors name it, e.g. "events.list"
-    items_key: str  # where a page keeps its list
-    token_endpoint: TokenEndpoint
-    # None on the last page; MalformedPayload for a next page that must not be followed.
-    next_page: Callable[[dict[str, Any], PageRequest], PageRequest | None]
-    headers: Mapping[str, str] = field(default_factory=dict)
-    is_rate_limit_403: Callable[[requests.Response], bool] = lambda _response: False
-
-
 def fetch_pages(
-    api: PagedListApi, first: PageRequest, snapshot: ConnectionSnapshot, now: datetime
+    api: OAuthApi, first: str, snapshot: ConnectionSnapshot, now: datetime
 ) -> list[dict[str, Any]]:
     """Every page's body, in order, its list under ``items_key`` (empty when absent). 429,
     5xx and a rate-limit 403 are RetryLater, other statuses ProviderError, a page that is
     not a JSON object with a list MalformedPayload."""
-    ensure_fresh_token(api.token_endpoint, snapshot, now)
+    ensure_fresh_token(api, snapshot, now)
     pages: list[dict[str, Any]] = []
     refreshed_after_401 = False
-    request: PageRequest | None = first
-    while request is not None:
+    url: str | None = first
+    while url is not None:
         if len(pages) == MAX_PAGES:
             raise MalformedPayload(f"{api.provider}: more than {MAX_PAGES} pages for one window")
-        response = _call(api, snapshot, "GET", request)
+        response = _call(api, snapshot, "GET", url)
         if response.status_code == 401 and not refreshed_after_401:
             refreshed_after_401 = True
-            refresh(api.token_endpoint, snapshot, now)
-            response = _call(api, snapshot, "GET", request)
+            refresh(api, snapshot, now)
+            response = _call(api, snapshot, "GET", url)
         body = _page_body(api, response, now)
         if not isinstance(body.setdefault(api.items_key, []), list):
             raise MalformedPayload(
                 f"{api.provider}: {api.operation} '{api.items_key}' is not a list"
             )
         pages.append(body)
-        request = api.next_page(body, request)
+        url = api.next_page(body, first)
     return pages
 
 
 def window_events(
-    api: PagedListApi,
+    api: OAuthApi,
     pages: list[dict[str, Any]],
     window_start: datetime,
     window_end: datetime,
@@ -244,7 +233,7 @@ def window_events(
 
 
 def api_call(
-    api: PagedListApi,
+    api: OAuthApi,
     snapshot: ConnectionSnapshot,
     method: str,
     path: str,
@@ -253,22 +242,21 @@ def api_call(
 ) -> requests.Response:
     """One authorised call beside the list (push) to ``path`` under the API's root, with a
     fresh token, paced like the pages."""
-    ensure_fresh_token(api.token_endpoint, snapshot, now)
-    return _call(api, snapshot, method, PageRequest(api.base_url + path), payload)
+    ensure_fresh_token(api, snapshot, now)
+    return _call(api, snapshot, method, api.base_url + path, payload)
 
 
 def _call(
-    api: PagedListApi,
+    api: OAuthApi,
     snapshot: ConnectionSnapshot,
     method: str,
-    request: PageRequest,
+    url: str,
     payload: Any = None,
 ) -> requests.Response:
     return provider_request(
         api.provider,
         method,
-        request.url,
-        params=request.params,
+        url,
         json=payload,
         headers={**api.headers, "Authorization": f"Bearer {snapshot.access_token}"},
         paced_for=snapshot,
@@ -278,7 +266,7 @@ def _call(
 
 
 def answer_body(
-    api: PagedListApi, response: requests.Response, operation: str, ok: tuple[int, ...] = (200,)
+    api: OAuthApi, response: requests.Response, operation: str, ok: tuple[int, ...] = (200,)
 ) -> dict[str, Any]:
     """The JSON object an ``api_call`` answered with; a rate limit or 5xx is RetryLater,
     another status ProviderError."""
@@ -308,7 +296,7 @@ def account_body(
     return json_body(response, provider)
 
 
-def _page_body(api: PagedListApi, response: requests.Response, now: datetime) -> dict[str, Any]:
+def _page_body(api: OAuthApi, response: requests.Response, now: datetime) -> dict[str, Any]:
     status = response.status_code
     raise_for_transient(status, response.headers, api.provider, now)
     if status == 401:

@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
 from datetime import timedelta
 from http.client import HTTPException
 from typing import Any
@@ -29,6 +28,7 @@ import urllib3
 from requests.certs import where as ca_bundle
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import HTTPError, LocationParseError
+from urllib3.util import Url
 
 from providers.base import MalformedPayload, ProviderError, RetryLater, record_call
 
@@ -50,17 +50,9 @@ class UnsafeAddress(ProviderError):
     """The address is not plain http(s), or leads into a private network."""
 
 
-@dataclass(frozen=True)
-class Target:
-    """Where one request goes, as the HTTP client will read it."""
-
-    scheme: str
-    host: str
-    port: int
-    request_uri: str
-
-
-def parse_target(url: str, label: str) -> Target:
+def parse_target(url: str, label: str) -> Url:
+    """Where one request goes, as the HTTP client reads it: its port filled in, and an IPv6
+    host without its brackets."""
     if any(ch == "\\" or ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
         raise UnsafeAddress(
             f"{label}: the address must be an http:// or https:// URL without spaces, "
@@ -75,7 +67,7 @@ def parse_target(url: str, label: str) -> Target:
     if parsed.auth is not None:
         raise UnsafeAddress(f"{label}: the address must not carry a user name or password")
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    return Target(parsed.scheme, parsed.host.strip("[]"), port, parsed.request_uri)
+    return parsed._replace(host=parsed.host.strip("[]"), port=port)
 
 
 def is_public(address: Address) -> bool:
@@ -88,7 +80,7 @@ def is_public(address: Address) -> bool:
     return address.is_global and not address.is_multicast
 
 
-def vetted_address(target: Target, *, allow_private: bool, label: str) -> str:
+def vetted_address(target: Url, *, allow_private: bool, label: str) -> str:
     """The address to connect to; every address of the host must be public."""
     try:
         literal = ipaddress.ip_address(target.host)
