@@ -75,10 +75,14 @@ def occurrences(
         day += timedelta(days=1)
 
 
+def _rule(follow_up: FollowUp) -> tuple[datetime, str, Sequence[int], str]:
+    """The follow-up's rule as ``occurrences`` and ``is_occurrence`` read it."""
+    return follow_up.due_at, follow_up.repeat, follow_up.repeat_weekdays, follow_up.repeat_zone
+
+
 def occurrences_of(follow_up: FollowUp, after: datetime, until: datetime) -> Iterator[datetime]:
     """``occurrences`` of the follow-up's rule as it is now."""
-    rule = (follow_up.repeat, follow_up.repeat_weekdays, follow_up.repeat_zone)
-    return occurrences(follow_up.due_at, *rule, after, until)
+    return occurrences(*_rule(follow_up), after, until)
 
 
 def next_due(follow_up: FollowUp, now: datetime) -> datetime | None:
@@ -107,5 +111,4 @@ def is_due_at(follow_up: FollowUp | None, instant: datetime) -> bool:
         return False
     if instant == follow_up.due_at:
         return True
-    window = occurrences_of(follow_up, instant - timedelta(microseconds=1), instant)
-    return bool(follow_up.repeat) and instant in window
+    return bool(follow_up.repeat) and is_occurrence(instant, *_rule(follow_up))
