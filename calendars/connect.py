@@ -10,7 +10,7 @@ import logging
 from datetime import datetime
 
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop, ngettext
 
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from calendars.push import worklist
@@ -26,7 +26,7 @@ from tenancy.scope import tenant_scope
 logger = logging.getLogger("nudge.calendars")
 
 # One refusal for every cause, so a user cannot map internal names through the form.
-REFUSED = (
+REFUSED = gettext_noop(
     "This address cannot be used. Give the public http(s) address of the calendar "
     "(the ICS or iCal link your calendar service shows)."
 )
@@ -42,15 +42,28 @@ def check_calendar_cap(user_id: int, cap: int, adding: int = 1) -> None:
     held = (
         CalendarConnection.objects.filter(user_id=user_id).exclude(provider=Provider.LOCAL).count()
     )
+    figures = {"held": held, "cap": cap, "left": cap - held + 1}
     if held >= cap:
         raise ConnectError(
-            f"You have {held} calendars connected, the most allowed ({cap}). "
-            "Disconnect one to add another."
+            ngettext(
+                "You have %(held)s calendar connected, the most allowed (%(cap)s). "
+                "Disconnect it to add another.",
+                "You have %(held)s calendars connected, the most allowed (%(cap)s). "
+                "Disconnect one to add another.",
+                held,
+            )
+            % figures
         )
     if held + adding > cap:
         raise ConnectError(
-            f"You have {held} calendars connected and the most allowed is {cap}: "
-            f"choose at most {cap - held + 1} of these."
+            ngettext(
+                "You have %(held)s calendar connected and the most allowed is %(cap)s: "
+                "choose at most %(left)s of these.",
+                "You have %(held)s calendars connected and the most allowed is %(cap)s: "
+                "choose at most %(left)s of these.",
+                held,
+            )
+            % figures
         )
 
 

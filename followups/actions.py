@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta, tzinfo
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from accounts.actions import announce_change, ensure_settings
 from core.config import NudgeConfig
 from core.ids import owned
@@ -24,11 +26,38 @@ TITLE_MAX_CHARS = 200
 
 
 class FollowUpInvalid(ValueError):
-    """A field's value is refused; ``field`` names it, the message says why."""
+    """A field's value is refused: ``field`` names it and ``rule`` the check that refused it;
+    the message says why for the API, ``in_words`` for a person."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, rule: str = "") -> None:
         super().__init__(message)
-        self.field = field
+        self.field, self.rule = field, rule
+
+    def in_words(self) -> str:
+        """What the website and the chat say, in the active language: the message names the
+        API's fields, so a person never sees it."""
+        if self.rule == "past":
+            return past_time()
+        if self.rule == "too_far":
+            return _(
+                "That is more than %(years)s years ahead. Check the year, or pick a date "
+                "within the next %(years)s years."
+            ) % {"years": MAX_DUE_YEARS}
+        if self.rule == "control_characters":
+            return _("Remove the line breaks or special characters from the text.")
+        if self.rule == "too_many_reminders":
+            return _("Pick at most %(count)s reminders.") % {"count": MAX_LEADS_PER_EVENT}
+        if self.field == "reminder_minutes":
+            return _("Pick reminders from the list.")
+        if self.field == "repeat_weekdays":
+            return _("Pick at least one day of the week.")
+        if self.rule == "cap":
+            return _("You have as many follow-ups as allowed. Delete some to add more.")
+        return _("That could not be saved. Check the fields and try again.")
+
+
+def past_time() -> str:
+    return _("That time has already passed. Pick a time later than now.")
 
 
 def clean_title(title: object) -> str:
@@ -42,7 +71,9 @@ def clean_title(title: object) -> str:
             "title", f"title is {len(title)} characters; the limit is {TITLE_MAX_CHARS}"
         )
     if any(ord(c) < 32 and c not in "\t" for c in title) or "\x00" in title:
-        raise FollowUpInvalid("title", "title must not contain control characters")
+        raise FollowUpInvalid(
+            "title", "title must not contain control characters", "control_characters"
+        )
     return title
 
 
@@ -57,10 +88,10 @@ def clean_due(due_at: datetime, now: datetime) -> datetime:
             "due_at", "due_at needs a UTC offset (e.g. 2026-12-24T18:00:00+01:00)"
         )
     if due_at <= now:
-        raise FollowUpInvalid("due_at", "due_at is in the past")
+        raise FollowUpInvalid("due_at", "due_at is in the past", "past")
     if due_at > now + MAX_DUE_AHEAD:
         raise FollowUpInvalid(
-            "due_at", f"due_at is too far ahead: at most {MAX_DUE_YEARS} years from now"
+            "due_at", f"due_at is too far ahead: at most {MAX_DUE_YEARS} years from now", "too_far"
         )
     return due_at
 
@@ -95,7 +126,9 @@ def clean_reminders(minutes: object, config: NudgeConfig) -> list[int]:
     distinct = sorted(set(minutes))
     if len(distinct) > MAX_LEADS_PER_EVENT:
         raise FollowUpInvalid(
-            "reminder_minutes", f"at most {MAX_LEADS_PER_EVENT} reminders per follow-up"
+            "reminder_minutes",
+            f"at most {MAX_LEADS_PER_EVENT} reminders per follow-up",
+            "too_many_reminders",
         )
     return distinct
 
@@ -175,7 +208,7 @@ def _check_cap(user_id: int, cap: int) -> None:
     """At most ``cap`` follow-ups, done or not; inside the scope."""
     if FollowUp.objects.filter(user_id=user_id).count() >= cap:
         raise FollowUpInvalid(
-            "", f"you have {cap} follow-ups, the most allowed; delete some to add more"
+            "", f"you have {cap} follow-ups, the most allowed; delete some to add more", "cap"
         )
 
 

@@ -103,7 +103,7 @@ def _create(
     try:
         follow_up = create_follow_up(person.user_id, title, due_at, now, config)
     except FollowUpInvalid as exc:
-        return Answer(str(words.NOT_SAVED).format(reason=exc))
+        return Answer(str(words.NOT_SAVED).format(reason=exc.in_words()))
     with tenant_scope(person.user_id):
         _record(person, ChatRecord.Kind.CAPTURE, now, follow_up_id=follow_up.pk, title=title)
     return words.saved(person.settings, person.address, follow_up, now)
@@ -115,7 +115,7 @@ def _retime(person: _Person, follow_up_id: int, due_at: datetime, now: datetime)
             person.user_id, follow_up_id, FollowUpChange(due_at=due_at), now
         )
     except FollowUpInvalid as exc:
-        return Answer(str(words.NOT_SAVED).format(reason=exc))
+        return Answer(str(words.NOT_SAVED).format(reason=exc.in_words()))
     if follow_up is None:
         return Answer(str(words.NOTHING_TO_UNDO))
     return words.saved(person.settings, person.address, follow_up, now, words.MOVED)

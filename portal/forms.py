@@ -25,7 +25,7 @@ from calendars.caldav_connect import PRESETS
 from core.config import SCHEMA_MAX_LEAD_MINUTES
 from core.deployment import console_channel_allowed
 from core.zones import zone_of
-from followups.actions import TITLE_MAX_CHARS, Schedule, quick_due
+from followups.actions import TITLE_MAX_CHARS, Schedule, past_time, quick_due
 from followups.models import FollowUp
 from followups.repeat import Repeat
 from portal import plain_words
@@ -329,7 +329,7 @@ class FollowUpForm(forms.Form):
         if due is None:  # a quick choice, or "pick a time" (clean)
             return None
         if due <= timezone.now() and due != self.keep_due:
-            raise ValidationError(plain_words.past_time())
+            raise ValidationError(past_time())
         return due
 
 

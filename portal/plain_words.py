@@ -1,4 +1,4 @@
-"""What the user area says about a nudge that did not go and about a refused entry: a sentence,
+"""What the user area says about a nudge that did not go and about a refused phone number: a
 with a "what you can do" link where there is one. The recorded words (for support and the API)
 are never shown; anything unrecognised gets a general sentence."""
 
@@ -11,8 +11,6 @@ from django.utils.translation import gettext_noop
 
 from accounts.rules import NOT_SET_UP
 from core.deployment import NOT_IN_PRODUCTION
-from followups.actions import MAX_DUE_YEARS
-from providers.normalize import MAX_LEADS_PER_EVENT
 from scheduled_sends.failures import MAY_HAVE_BEEN_DELIVERED, FailureKind
 from scheduled_sends.queue.states import Outcome
 
@@ -117,35 +115,8 @@ def for_outcome(outcome: str | None, failure_kind: str, recorded_reason: str) ->
     return PlainWords("")
 
 
-def past_time() -> str:
-    return _("That time has already passed. Pick a time later than now.")
-
-
 def phone_number() -> str:
     return _(
         "Enter the number with its country code, starting with +, "
         "for example +44 7700 900123 or +1 415 555 0100."
     )
-
-
-def follow_up_error(field: str, recorded: str) -> str:
-    """A ``FollowUpInvalid`` (written for the API, naming its fields) as a sentence; an empty
-    or too long title never gets here (``FollowUpForm`` refuses it)."""
-    if field == "due_at" and "past" in recorded:
-        return past_time()
-    if field == "due_at" and "too far ahead" in recorded:
-        return _(
-            "That is more than %(years)s years ahead. Check the year, or pick a date "
-            "within the next %(years)s years."
-        ) % {"years": MAX_DUE_YEARS}
-    if field == "title" and "control characters" in recorded:
-        return _("Remove the line breaks or special characters from the text.")
-    if field == "reminder_minutes" and "at most" in recorded:
-        return _("Pick at most %(count)s reminders.") % {"count": MAX_LEADS_PER_EVENT}
-    if field == "reminder_minutes":
-        return _("Pick reminders from the list.")
-    if field == "repeat_weekdays":
-        return _("Pick at least one day of the week.")
-    if not field and "most allowed" in recorded:
-        return _("You have as many follow-ups as allowed. Delete some to add more.")
-    return _("That could not be saved. Check the fields and try again.")

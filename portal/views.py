@@ -20,7 +20,7 @@ from core.config import NudgeConfig
 from followups import actions as followups
 from followups.actions import FollowUpChange, FollowUpInvalid
 from messaging.whatsapp.inbound import channels_offered
-from portal import plain_words, timeline
+from portal import timeline
 from portal.forms import BROWSER_ZONE_ALIASES, FollowUpForm, repeat_words
 from portal.language import date_formats, user_page
 from portal.templatetags.portal_time import when
@@ -49,7 +49,7 @@ def redirect_saying(
 def _refused(form: FollowUpForm, exc: FollowUpInvalid) -> None:
     """A refusal from the follow-up rules, in words, on the field it is about."""
     field = exc.field if exc.field in form.fields else None
-    form.add_error(field, plain_words.follow_up_error(exc.field, str(exc)))
+    form.add_error(field, exc.in_words())
 
 
 def _add_follow_up(

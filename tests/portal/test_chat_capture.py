@@ -174,6 +174,20 @@ def test_captures_are_capped_per_hour(tg, ana):
     assert replies(tg)[-1].text.startswith("Not saved: that is 20 captures in the last hour")
 
 
+def test_a_refused_capture_says_why_in_the_persons_language_not_the_apis_words(tg, ana, settings):
+    settings.NUDGE_MAX_FOLLOW_UPS_PER_USER = 1
+    now = _now()
+    set_zone(ana, language="de")
+    tg.push_message(CHAT, "in 30 Minuten Ofen prüfen")
+    tg.push_message(CHAT, "in 40 Minuten Anna anrufen")
+    poll(now)
+    assert [f.title for f in follow_ups(ana)] == ["Ofen prüfen"]
+    assert replies(tg)[-1].text == (
+        "Nicht gespeichert: Du hast so viele Wiedervorlagen wie erlaubt. "
+        "Lösche welche, um neue hinzuzufügen."
+    )
+
+
 def test_next_and_today_answer_from_the_persons_own_rows_only(tg, ana, make_user):
     now = _now().replace(hour=10, minute=0)
     other = linked(make_user, Channel.TELEGRAM, str(OTHER_CHAT))

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
+from accounts.models import DeliverySettings
 from calendars.connect import REFUSED, ConnectError, add_ics_feed
 from calendars.models import CalendarConnection, PushWork
 from core.config import NudgeConfig
@@ -100,6 +101,11 @@ def test_calendars_per_user_are_capped(signed_in, settings, monkeypatch):
     assert "the most allowed (2)" in page
     assert len(connections_of(user)) == 2
     assert REFUSED not in page
+    # In the person's language, like every sentence of their pages.
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user_id=user.pk).update(language="de")
+    page = client.post(reverse("portal:calendar_add_ics"), {"url": PUBLIC_FEED}).content.decode()
+    assert "Du hast 2 Kalender verbunden, das Maximum (2)." in page
 
 
 def test_follow_ups_per_user_are_capped(signed_in, settings):
