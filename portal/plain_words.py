@@ -1,6 +1,6 @@
-"""What the user area says about a nudge that did not go and about a refused phone number: a
-with a "what you can do" link where there is one. The recorded words (for support and the API)
-are never shown; anything unrecognised gets a general sentence."""
+"""What the user area says about a nudge that did not go and about a refused phone number:
+a sentence, with a "what you can do" link where there is one. The recorded words (for support
+and the API) are never shown; anything unrecognised gets a general sentence."""
 
 from __future__ import annotations
 
