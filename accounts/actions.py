@@ -14,6 +14,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 from django.dispatch import Signal
+from django.utils.translation import gettext_noop
 
 from accounts.models import Channel, DeliverySettings
 from tenancy.scope import SUPPORT_SCOPE, current_scope, tenant_scope
@@ -24,11 +25,12 @@ logger = logging.getLogger("nudge.accounts")
 # follow-up, a linked address) committed, with ``user_id`` and ``now``: ``sweeps`` re-plans them.
 plan_changed = Signal()
 
-# Pause reasons, as the user reads them on the settings page.
-PAUSED_BY_USER = "you paused nudges"
+# Pause and unreachable reasons are stored in English, as support reads them; the person's
+# pages translate them (marked here for the catalogs).
+PAUSED_BY_USER = gettext_noop("you paused nudges")
 PAUSED_BY_STOP = {
-    Channel.TELEGRAM: "you sent /stop to the bot in Telegram",
-    Channel.WHATSAPP: "you replied STOP on WhatsApp",
+    Channel.TELEGRAM: gettext_noop("you sent /stop to the bot in Telegram"),
+    Channel.WHATSAPP: gettext_noop("you replied STOP on WhatsApp"),
 }
 
 # What ``update_settings`` may change: the settings page's fields and the admin form's.
@@ -120,12 +122,12 @@ def update_settings(user_id: int, changes: Mapping[str, object], now: datetime) 
 # Provider answers that mean "this person cannot be reached here": Telegram 403s,
 # Twilio 21610 (replied STOP) and 63024 (invalid recipient).
 _TELEGRAM_UNREACHABLE = {
-    "bot was blocked by the user": "you blocked the bot in Telegram",
-    "user is deactivated": "your Telegram account is deactivated",
+    "bot was blocked by the user": gettext_noop("you blocked the bot in Telegram"),
+    "user is deactivated": gettext_noop("your Telegram account is deactivated"),
 }
 _WHATSAPP_UNREACHABLE = {
-    "21610": "you replied STOP on WhatsApp, so WhatsApp refuses our messages",
-    "63024": "WhatsApp says this number cannot receive messages",
+    "21610": gettext_noop("you replied STOP on WhatsApp, so WhatsApp refuses our messages"),
+    "63024": gettext_noop("WhatsApp says this number cannot receive messages"),
 }
 
 

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
+from accounts.actions import PAUSED_BY_STOP
 from accounts.models import Channel, DeliverySettings
 from calendars.connect import REFUSED
 from calendars.models import CalendarConnection, Provider
@@ -117,6 +118,39 @@ def test_follow_ups_calendars_and_account_are_german_for_a_german_user(german):
         reverse("portal:follow_ups"), {"title": "Anruf", "quick": "in_1h"}, follow=True
     )
     assert "„Anruf“ hinzugefügt, fällig" in response.content.decode()
+
+
+def test_why_nudges_are_held_is_said_in_the_persons_language(german):
+    """A pause's and an unreachable channel's reasons are stored in English for support;
+    the person reads them in their own language."""
+    user, client = german
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user_id=user.pk).update(
+            channel=Channel.TELEGRAM,
+            telegram_chat_id="4242",
+            paused=True,
+            paused_at=timezone.now(),
+            paused_reason=PAUSED_BY_STOP[Channel.TELEGRAM],
+        )
+    said = "du hast dem Bot in Telegram /stop geschickt"
+    assert (
+        f"Erinnerungen sind pausiert: {said}."
+        in client.get(reverse("portal:home")).content.decode()
+    )
+    assert f": {said}." in client.get(reverse("portal:settings")).content.decode()
+
+    with tenant_scope(user.pk):
+        DeliverySettings.objects.filter(user_id=user.pk).update(
+            paused=False,
+            paused_reason="",
+            unreachable_channel=Channel.TELEGRAM,
+            unreachable_reason="you blocked the bot in Telegram",
+        )
+    home = client.get(reverse("portal:home")).content.decode()
+    settings_page = client.get(reverse("portal:settings")).content.decode()
+    for page in (home, settings_page):
+        assert "du hast den Bot in Telegram blockiert" in page
+        assert "you blocked the bot" not in page
 
 
 @pytest.fixture
