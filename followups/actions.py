@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta, tzinfo
+from datetime import UTC, datetime, time, timedelta, tzinfo
 from typing import Any
 
 from django.utils.translation import gettext as _
@@ -275,7 +275,8 @@ def delete_follow_up(user_id: int, follow_up_id: int, now: datetime) -> bool:
 
 
 def _instant(moment: datetime | None) -> str | None:
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
+    """In UTC, so an instant reads the same whether it was just sent or read back."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z") if moment else None
 
 
 def as_json(follow_up: FollowUp, now: datetime) -> dict[str, Any]:

@@ -49,7 +49,7 @@ def _operation(summary: str, answers: dict[str, Any], body: str = "", **more: An
 
 
 STRING = {"type": "string"}
-INSTANT = {"type": "string", "format": "date-time"}
+INSTANT = {"type": "string", "format": "date-time", "description": "In UTC (ending Z)."}
 ID_PARAMETER = {
     "name": "id",
     "in": "path",

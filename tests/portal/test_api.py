@@ -3,7 +3,8 @@ validation with clear 400s and nothing written, and the OpenAPI schema."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 import requests
@@ -66,6 +67,16 @@ def test_create_read_change_and_delete(api):
     assert session.delete(item).status_code == 204
     assert session.get(item).status_code == 404
     assert follow_ups_of(user) == []
+
+
+def test_an_instant_reads_the_same_in_utc_whatever_offset_it_was_sent_with(api):
+    _, session, base = api
+    due = (timezone.now() + timedelta(hours=3)).astimezone(ZoneInfo("Asia/Kolkata"))
+    created = session.post(f"{base}/follow-ups", json={"title": "Call", "due_at": due.isoformat()})
+    body = created.json()
+    assert body["due_at"].endswith("Z") and body["next_due_at"] == body["due_at"]
+    assert datetime.fromisoformat(body["due_at"]) == due
+    assert session.get(f"{base}/follow-ups/{body['id']}").json() == body
 
 
 @pytest.mark.parametrize(
