@@ -274,7 +274,7 @@ def delete_follow_up(user_id: int, follow_up_id: int, now: datetime) -> bool:
     return bool(deleted)
 
 
-def _instant(moment: datetime | None) -> str | None:
+def api_instant(moment: datetime | None) -> str | None:
     """In UTC, so an instant reads the same whether it was just sent or read back."""
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z") if moment else None
 
@@ -283,12 +283,12 @@ def as_json(follow_up: FollowUp, now: datetime) -> dict[str, Any]:
     return {
         "id": follow_up.pk,
         "title": follow_up.title,
-        "due_at": _instant(follow_up.due_at),
+        "due_at": api_instant(follow_up.due_at),
         "done": follow_up.done,
-        "created_at": _instant(follow_up.created_at),
+        "created_at": api_instant(follow_up.created_at),
         "repeat": follow_up.repeat or "once",
         "repeat_weekdays": [WEEKDAY_NAMES[day] for day in follow_up.repeat_weekdays],
         "time_zone": follow_up.repeat_zone,
         "reminder_minutes": list(follow_up.reminder_minutes),
-        "next_due_at": _instant(next_due(follow_up, now)),
+        "next_due_at": api_instant(next_due(follow_up, now)),
     }

@@ -31,7 +31,7 @@ from core import json_input
 from core.bearer import bearer_token
 from core.config import NudgeConfig
 from followups import actions as followups
-from followups.actions import FollowUpChange, FollowUpInvalid, Schedule
+from followups.actions import FollowUpChange, FollowUpInvalid, Schedule, api_instant
 from followups.repeat import WEEKDAY_NAMES
 from portal import calendar_links, statements
 from portal.openapi import BODIES, PATHS, SCHEDULE, schema
@@ -245,9 +245,7 @@ def as_json(connection: CalendarConnection) -> dict[str, object]:
         "state": state_of(connection),
         "nudges_on": connection.nudges_on,
         "skip_all_day": connection.skip_all_day,
-        "last_synced_at": connection.last_synced_at.isoformat()
-        if connection.last_synced_at
-        else None,
+        "last_synced_at": api_instant(connection.last_synced_at),
         "choices": [
             {"url": c["url"], "name": str(c.get("name", ""))} for c in choices_of(connection)
         ],

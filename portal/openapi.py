@@ -236,7 +236,7 @@ SCHEMAS = {
             "state": {"type": "string", "enum": STATES},
             "nudges_on": {"type": "boolean"},
             "skip_all_day": {"type": "boolean"},
-            "last_synced_at": {"type": ["string", "null"], "format": "date-time"},
+            "last_synced_at": {**INSTANT, "type": ["string", "null"]},
             "choices": {"type": "array", "items": _object({"url": STRING, "name": STRING})},
         },
         ["id", "provider", "account", "state", "nudges_on", "skip_all_day"],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import requests
 from cryptography.fernet import Fernet
+from django.utils import timezone
 
 from calendars.models import CalendarConnection, ConnectionStatus, Provider
 from providers import crypto
@@ -40,6 +41,11 @@ def test_connect_icloud_then_list_it(api):
     assert [(c["provider"], c["account"], c["state"]) for c in listed] == [
         ("caldav", "ana@icloud.com", "checking")
     ]
+    # Once synced, the instant is written as every instant of the API is: in UTC.
+    with tenant_scope(_user.pk):
+        CalendarConnection.objects.filter(user_id=_user.pk).update(last_synced_at=timezone.now())
+    [synced] = session.get(f"{base}/calendars").json()["calendars"]
+    assert synced["last_synced_at"].endswith("Z")
 
 
 def test_a_private_server_and_a_missing_password_are_400s(api):
