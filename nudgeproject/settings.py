@@ -6,6 +6,7 @@ kept in ``var/``."""
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -314,7 +315,11 @@ MICROSOFT_GRAPH_BASE_URL = seam.str(
     "MICROSOFT_GRAPH_BASE_URL", default="https://graph.microsoft.com/v1.0"
 )
 
-LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
+if LOG_LEVEL not in logging.getLevelNamesMapping():
+    raise ImproperlyConfigured(
+        "LOG_LEVEL must be a logging level: DEBUG, INFO, WARNING, ERROR or CRITICAL"
+    )
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

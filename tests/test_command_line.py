@@ -101,3 +101,44 @@ def test_a_missing_secret_key_is_one_line_not_a_traceback():
         "nudge: SECRET_KEY is not set. It has no default outside the embedded development "
         "database. (docs/OPERATIONS.md lists the settings)"
     ]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("setting", "value", "says"),
+    [
+        ("NUDGE_TELEGRAM_RATE", "fast", "NUDGE_TELEGRAM_RATE must be a number, not 'fast'"),
+        ("NUDGE_DEFAULT_LEAD_MINUTES", "7.5", "must be a whole number, not '7.5'"),
+        ("LOG_LEVEL", "verbose", "LOG_LEVEL must be a logging level"),
+    ],
+)
+def test_a_mistyped_setting_is_one_line_not_a_traceback(setting, value, says):
+    """A public setting that is not of its kind stopped every command with a traceback
+    through the settings module; it is named in one line, exit 2, like a missing one."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=subprocess_env(**{setting: value}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("nudge: ") and says in line
+
+
+@pytest.mark.django_db
+def test_a_lower_case_log_level_is_the_level():
+    """``LOG_LEVEL=debug`` is what an operator writes; Python's logging knows only DEBUG."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from django.conf import settings; print(settings.LOG_LEVEL)"],
+        cwd=ROOT,
+        env=subprocess_env(LOG_LEVEL="debug"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "DEBUG"
