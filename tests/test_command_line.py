@@ -3,6 +3,7 @@ non-zero exit, never a traceback, never a silent default."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -142,3 +143,25 @@ def test_a_lower_case_log_level_is_the_level():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "DEBUG"
+
+
+def test_every_option_the_docs_give_a_command_is_one_it_takes():
+    """An operator copies command lines from the README and OPERATIONS.md: each command
+    named there exists and takes each option given it (the README once said
+    ``axes_reset --username NAME``, which exits 2)."""
+    from django.core.management import get_commands, load_command_class
+
+    commands = get_commands()
+    wrong = []
+    for doc in ("README.md", "docs/OPERATIONS.md"):
+        text = (ROOT / doc).read_text()
+        for name, rest in re.findall(r"manage\.py ([a-z_]+)([^`|\n]*)", text):
+            if name not in commands:
+                wrong.append(f"{doc}: no command {name}")
+                continue
+            given = re.split(r">|&&|\|\||#|\)", rest)[0]
+            parser = load_command_class(commands[name], name).create_parser("manage.py", name)
+            for option in re.findall(r"--[a-z][a-z-]*", given):
+                if option not in parser._option_string_actions:
+                    wrong.append(f"{doc}: manage.py {name} {option}")
+    assert wrong == []
