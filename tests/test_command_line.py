@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
         (["sync_calendars", "--now", "tomorrow"], "argument --now: 'tomorrow'"),
         (["bootstrap_db"], "the following arguments are required: --admin-url"),
         (["rotate_calendar_keys", "--all"], "unrecognized arguments: --all"),
+        (["telegram_poll", "--timeout", "99"], "argument --timeout: '99' must be at most 50"),
+        (["telegram_poll", "--timeout", "-1"], "argument --timeout: '-1' cannot be negative"),
     ],
     ids=lambda value: "-".join(value) if isinstance(value, list) else None,
 )
