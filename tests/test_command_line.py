@@ -167,3 +167,15 @@ def test_every_option_the_docs_give_a_command_is_one_it_takes():
                 if option not in parser._option_string_actions:
                     wrong.append(f"{doc}: manage.py {name} {option}")
     assert wrong == []
+
+
+def test_the_crontab_in_operations_is_the_one_deploy_installs():
+    """OPERATIONS.md's crontab once ran make_partitions and prune_sends without owner.env,
+    telling operators to put the owner's address in .env, which the web server reads."""
+
+    def jobs(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line[:1] in ("*", *"0123456789")]
+
+    operations = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    documented = operations.split("### crontab\n\n```cron\n", 1)[1].split("```", 1)[0]
+    assert jobs(documented) == jobs((ROOT / "deploy" / "crontab").read_text())
