@@ -113,6 +113,8 @@ def test_a_missing_secret_key_is_one_line_not_a_traceback():
         ("NUDGE_TELEGRAM_RATE", "fast", "NUDGE_TELEGRAM_RATE must be a number, not 'fast'"),
         ("NUDGE_DEFAULT_LEAD_MINUTES", "7.5", "must be a whole number, not '7.5'"),
         ("LOG_LEVEL", "verbose", "LOG_LEVEL must be a logging level"),
+        ("BEHIND_TLS_PROXY", "ture", "BEHIND_TLS_PROXY must be true or false, not 'ture'"),
+        ("DEBUG", "maybe", "DEBUG must be true or false, not 'maybe'"),
     ],
 )
 def test_a_mistyped_setting_is_one_line_not_a_traceback(setting, value, says):
