@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
         (["nudge_health", "--now", "2026-13-45T00:00Z"], "is not an ISO-8601 date-time"),
         (["prune_sends", "--older-than", "0"], "argument --older-than: '0' must be at least 1"),
         (["seed_demo", "--users", "-3"], "argument --users: '-3' cannot be negative"),
+        (["seed_demo", "--password", "short"], "argument --password: must be at least 8"),
         (["connect_ics", "one", "https://example.com/x.ics"], "argument user_id: 'one'"),
         (["sync_calendars", "--now", "tomorrow"], "argument --now: 'tomorrow'"),
         (["bootstrap_db"], "the following arguments are required: --admin-url"),
