@@ -313,12 +313,8 @@ def knob_settings(
     """Every knob as a Django setting: public ones read from the environment (``env``),
     the ``derived`` ones as given, the rest at their default unless ``NUDGE_TUNING``
     changes them; the default's type says how a value is read."""
-    readers = {float: env.float, int: env.int, str: env.str}
     values = {
-        knob.setting: readers[type(knob.default)](knob.setting, default=knob.default)
-        if knob.public
-        else knob.default
-        for knob in KNOBS
+        knob.setting: _read_public(env, knob) if knob.public else knob.default for knob in KNOBS
     }
     values.update(derived or {})
     tuning = json.loads(env.str(TUNING_VARIABLE, default="{}"))
@@ -329,6 +325,21 @@ def knob_settings(
         if knob.setting in tuning:
             values[knob.setting] = type(knob.default)(tuning[knob.setting])
     return values
+
+
+def _read_public(env: Any, knob: Knob) -> int | float | str:
+    """A public knob from the environment; a value that is not a number is refused with
+    the setting's name (one line from ``manage.py``), not a traceback from the cast."""
+    kind = type(knob.default)
+    try:
+        return {float: env.float, int: env.int, str: env.str}[kind](
+            knob.setting, default=knob.default
+        )
+    except ValueError:
+        wanted = "a whole number" if kind is int else "a number"
+        raise ImproperlyConfigured(
+            f"{knob.setting} must be {wanted}, not {env.str(knob.setting)!r}"
+        ) from None
 
 
 def _push_base_url_ok(url: str) -> bool:

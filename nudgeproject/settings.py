@@ -6,6 +6,7 @@ kept in ``var/``."""
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -27,7 +28,18 @@ seam = environ.Env()
 if (BASE_DIR / ".env").is_file():
     environ.Env.read_env(BASE_DIR / ".env")
 
-DEBUG = env.bool("DEBUG", default=False)
+
+def _flag(name: str, value: str) -> bool:
+    """A true/false setting; anything else is refused rather than read as false (a
+    mistyped BEHIND_TLS_PROXY=ture would send every page into a redirect loop)."""
+    if value.strip().lower() in environ.Env.BOOLEAN_TRUE_STRINGS:
+        return True
+    if value.strip().lower() in ("false", "off", "no", "n", "0", ""):
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, not {value!r}")
+
+
+DEBUG = _flag("DEBUG", env.str("DEBUG", default="false"))
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="").rstrip("/")
 _public = urlsplit(PUBLIC_BASE_URL)
 if PUBLIC_BASE_URL and (
@@ -41,7 +53,9 @@ ALLOWED_HOSTS = env.list(
     default=[_public.hostname] if _public.hostname else ["localhost", "127.0.0.1", "[::1]"],
 )
 # The console channel (it prints nudges) outside development: staging or CI.
-ALLOW_CONSOLE_CHANNEL = seam.bool("ALLOW_CONSOLE_CHANNEL", default=False)
+ALLOW_CONSOLE_CHANNEL = _flag(
+    "ALLOW_CONSOLE_CHANNEL", seam.str("ALLOW_CONSOLE_CHANNEL", default="false")
+)
 
 # --- Database -------------------------------------------------------------
 EMBEDDED_DATABASE = not env.str("DATABASE_URL", default="")
@@ -235,7 +249,9 @@ SECURE_HSTS_PRELOAD = False  # a one-way door: submit the site to the preload li
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_PROXY_SSL_HEADER = (
-    ("HTTP_X_FORWARDED_PROTO", "https") if env.bool("BEHIND_TLS_PROXY", default=False) else None
+    ("HTTP_X_FORWARDED_PROTO", "https")
+    if _flag("BEHIND_TLS_PROXY", env.str("BEHIND_TLS_PROXY", default="false"))
+    else None
 )
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
@@ -314,7 +330,11 @@ MICROSOFT_GRAPH_BASE_URL = seam.str(
     "MICROSOFT_GRAPH_BASE_URL", default="https://graph.microsoft.com/v1.0"
 )
 
-LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
+if LOG_LEVEL not in logging.getLevelNamesMapping():
+    raise ImproperlyConfigured(
+        "LOG_LEVEL must be a logging level: DEBUG, INFO, WARNING, ERROR or CRITICAL"
+    )
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

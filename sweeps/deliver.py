@@ -105,6 +105,9 @@ class DeliverReport(DeliverCounts):
             text += f", released {self.released} untried"
         if self.lost_claims:
             text += f" — WARNING: {self.lost_claims} settle-ups matched no row (lost claims)"
+        if self.errors:
+            # What failed the run (and its exit status), not only the user's or provider's.
+            text += " — FAILED: " + "; ".join(self.errors)
         return text
 
     def as_dict(self) -> dict[str, object]:

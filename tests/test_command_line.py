@@ -3,6 +3,7 @@ non-zero exit, never a traceback, never a silent default."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,10 +28,13 @@ ROOT = Path(__file__).resolve().parent.parent
         (["nudge_health", "--now", "2026-13-45T00:00Z"], "is not an ISO-8601 date-time"),
         (["prune_sends", "--older-than", "0"], "argument --older-than: '0' must be at least 1"),
         (["seed_demo", "--users", "-3"], "argument --users: '-3' cannot be negative"),
+        (["seed_demo", "--password", "short"], "argument --password: must be at least 8"),
         (["connect_ics", "one", "https://example.com/x.ics"], "argument user_id: 'one'"),
         (["sync_calendars", "--now", "tomorrow"], "argument --now: 'tomorrow'"),
         (["bootstrap_db"], "the following arguments are required: --admin-url"),
         (["rotate_calendar_keys", "--all"], "unrecognized arguments: --all"),
+        (["telegram_poll", "--timeout", "99"], "argument --timeout: '99' must be at most 50"),
+        (["telegram_poll", "--timeout", "-1"], "argument --timeout: '-1' cannot be negative"),
     ],
     ids=lambda value: "-".join(value) if isinstance(value, list) else None,
 )
@@ -101,3 +105,80 @@ def test_a_missing_secret_key_is_one_line_not_a_traceback():
         "nudge: SECRET_KEY is not set. It has no default outside the embedded development "
         "database. (docs/OPERATIONS.md lists the settings)"
     ]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("setting", "value", "says"),
+    [
+        ("NUDGE_TELEGRAM_RATE", "fast", "NUDGE_TELEGRAM_RATE must be a number, not 'fast'"),
+        ("NUDGE_DEFAULT_LEAD_MINUTES", "7.5", "must be a whole number, not '7.5'"),
+        ("LOG_LEVEL", "verbose", "LOG_LEVEL must be a logging level"),
+        ("BEHIND_TLS_PROXY", "ture", "BEHIND_TLS_PROXY must be true or false, not 'ture'"),
+        ("DEBUG", "maybe", "DEBUG must be true or false, not 'maybe'"),
+    ],
+)
+def test_a_mistyped_setting_is_one_line_not_a_traceback(setting, value, says):
+    """A public setting that is not of its kind stopped every command with a traceback
+    through the settings module; it is named in one line, exit 2, like a missing one."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=subprocess_env(**{setting: value}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("nudge: ") and says in line
+
+
+@pytest.mark.django_db
+def test_a_lower_case_log_level_is_the_level():
+    """``LOG_LEVEL=debug`` is what an operator writes; Python's logging knows only DEBUG."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from django.conf import settings; print(settings.LOG_LEVEL)"],
+        cwd=ROOT,
+        env=subprocess_env(LOG_LEVEL="debug"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "DEBUG"
+
+
+def test_every_option_the_docs_give_a_command_is_one_it_takes():
+    """An operator copies command lines from the README and OPERATIONS.md: each command
+    named there exists and takes each option given it (the README once said
+    ``axes_reset --username NAME``, which exits 2)."""
+    from django.core.management import get_commands, load_command_class
+
+    commands = get_commands()
+    wrong = []
+    for doc in ("README.md", "docs/OPERATIONS.md"):
+        text = (ROOT / doc).read_text()
+        for name, rest in re.findall(r"manage\.py ([a-z_]+)([^`|\n]*)", text):
+            if name not in commands:
+                wrong.append(f"{doc}: no command {name}")
+                continue
+            given = re.split(r">|&&|\|\||#|\)", rest)[0]
+            parser = load_command_class(commands[name], name).create_parser("manage.py", name)
+            for option in re.findall(r"--[a-z][a-z-]*", given):
+                if option not in parser._option_string_actions:
+                    wrong.append(f"{doc}: manage.py {name} {option}")
+    assert wrong == []
+
+
+def test_the_crontab_in_operations_is_the_one_deploy_installs():
+    """OPERATIONS.md's crontab once ran make_partitions and prune_sends without owner.env,
+    telling operators to put the owner's address in .env, which the web server reads."""
+
+    def jobs(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line[:1] in ("*", *"0123456789")]
+
+    operations = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    documented = operations.split("### crontab\n\n```cron\n", 1)[1].split("```", 1)[0]
+    assert jobs(documented) == jobs((ROOT / "deploy" / "crontab").read_text())

@@ -86,6 +86,23 @@ def test_an_unset_bot_token_turns_health_red_within_one_run_naming_the_setting(
     assert 'nudge_health_verdict{verdict="unhealthy"} 1.0' in text
 
 
+def test_the_deliver_command_that_fails_on_an_unset_token_says_why(
+    telegram_users, telegram_settings, capsys
+):
+    """Its exit status was 1 while its line gave only counts ("failed 20"), like a run
+    whose users had blocked the bot; the reason was in the run log alone."""
+    telegram_settings.TELEGRAM_BOT_TOKEN = ""
+    queue_due(telegram_users, NOW)
+
+    with pytest.raises(SystemExit) as exit_:
+        call_command("deliver", "--now", NOW.isoformat(), "--simulated-clock")
+
+    assert exit_.value.code == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"deliver: claimed {DUE}, sent 0, skipped 0, retry 0, failed {DUE}")
+    assert line.endswith(" — FAILED: [config] Telegram is not configured: TELEGRAM_BOT_TOKEN empty")
+
+
 def test_a_revoked_token_asks_telegram_once_not_before_every_send(
     telegram_users, telegram_settings, fake_telegram
 ):

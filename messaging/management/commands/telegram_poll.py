@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
+
 from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
-from core.command_line import NudgeCommand
+from core.command_line import NudgeCommand, non_negative_int
 from core.config import NudgeConfig
 from messaging.channels.base import SendError
 from messaging.telegram.bot import poll_once, resume_offset
 from messaging.telegram.send import MAX_LONG_POLL_SECONDS, TelegramChannel
+
+
+def long_poll_seconds(value: str) -> int:
+    """0 to Telegram's longest long poll; refused like any bad argument (exit 2)."""
+    seconds = non_negative_int(value)
+    if seconds > MAX_LONG_POLL_SECONDS:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at most {MAX_LONG_POLL_SECONDS}")
+    return seconds
 
 
 class Command(NudgeCommand):
@@ -22,15 +32,13 @@ class Command(NudgeCommand):
         parser.add_argument("--once", action="store_true", help="One getUpdates round, then exit.")
         parser.add_argument(
             "--timeout",
-            type=int,
+            type=long_poll_seconds,
             default=30,
             help=f"Long-poll seconds per round (0-{MAX_LONG_POLL_SECONDS}).",
         )
 
     def handle(self, *args, **options) -> None:
         timeout = options["timeout"]
-        if not 0 <= timeout <= MAX_LONG_POLL_SECONDS:
-            raise CommandError(f"--timeout must be between 0 and {MAX_LONG_POLL_SECONDS} seconds")
         channel = TelegramChannel()
         config = NudgeConfig.from_settings()
         offset = resume_offset()

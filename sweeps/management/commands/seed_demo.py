@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import secrets
 
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import CommandParser
 from django.utils import timezone
 
 from accounts.models import Channel
@@ -12,6 +13,13 @@ from core.command_line import NudgeCommand, instant, non_negative_int
 from core.config import NudgeConfig
 from core.deployment import development
 from sweeps.demo import seed_demo
+
+
+def demo_password(value: str) -> str:
+    """At least 8 characters; refused like any bad argument (exit 2), never echoed."""
+    if len(value) < 8:
+        raise argparse.ArgumentTypeError("must be at least 8 characters")
+    return value
 
 
 class Command(NudgeCommand):
@@ -31,6 +39,7 @@ class Command(NudgeCommand):
         parser.add_argument("--prefix", default="demo", help="Username prefix.")
         parser.add_argument(
             "--password",
+            type=demo_password,
             default=None,
             help="Password for the new demo users (development: a random one is printed).",
         )
@@ -46,8 +55,6 @@ class Command(NudgeCommand):
         password = options["password"]
         if password is None and development():
             password = secrets.token_urlsafe(9)
-        if password is not None and len(password) < 8:
-            raise CommandError("--password must be at least 8 characters")
         config = NudgeConfig.from_settings()
         users = seed_demo(
             users=options["users"],
