@@ -1,6 +1,7 @@
-"""POST /cron/materialize and /cron/deliver: the sweeps for hosts whose cron speaks HTTP,
-with ``Authorization: Bearer <CRON_SECRET>`` (empty: the routes are off). Deliver runs
-in the request for its budget plus one send: the server's timeout must be longer.
+"""POST /cron/materialize, /cron/deliver and /cron/sync_changed: the sweeps and the minute
+job for hosts whose cron speaks HTTP, with ``Authorization: Bearer <CRON_SECRET>`` (empty:
+the routes are off). Deliver runs in the request for its budget plus one send: the server's
+timeout must be longer.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from django.views.decorators.http import require_POST
 from core.bearer import bearer_token, is_secret
 from sweeps.deliver import run_deliver
 from sweeps.materialize import run_materialize
+from sweeps.sync_changed import run_sync_changed
 
 logger = logging.getLogger("nudge.cron")
 
@@ -54,7 +56,11 @@ def cron_sweep(request: HttpRequest, sweep: str) -> JsonResponse:
     refused = refusal(request, "CRON_SECRET")
     if refused is not None:
         return refused
-    run = {"materialize": run_materialize, "deliver": run_deliver}[sweep]
+    run = {
+        "materialize": run_materialize,
+        "deliver": run_deliver,
+        "sync_changed": run_sync_changed,
+    }[sweep]
     try:
         report = run()
     except Exception as exc:

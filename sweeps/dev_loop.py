@@ -17,7 +17,7 @@ from sweeps.sync_changed import run_sync_changed
 
 def run_sweeps(stop: threading.Event, *, write: Callable[[str], None]) -> Counter[str]:
     """Run the sweeps on cron's cadence until ``stop``, a failed one reported as cron would;
-    how many materialize and deliver runs there were."""
+    how many runs of each there were."""
     # Each sweep and its cron line's cadence, in the order a minute runs them.
     cron = {
         "materialize": (run_materialize, timedelta(minutes=15)),
@@ -28,7 +28,7 @@ def run_sweeps(stop: threading.Event, *, write: Callable[[str], None]) -> Counte
     next_run = dict.fromkeys(cron, time.monotonic())
     write(
         f"run_sweeps: materialize every {cron['materialize'][1].seconds // 60} min, deliver "
-        "every minute; Ctrl-C stops after the sweep in progress"
+        "and sync_changed every minute; Ctrl-C stops after the sweep in progress"
     )
     while not stop.is_set():
         for name, (sweep, every) in cron.items():
@@ -38,10 +38,7 @@ def run_sweeps(stop: threading.Event, *, write: Callable[[str], None]) -> Counte
             write(_run(name, sweep))
             runs[name] += 1
         stop.wait(max(0.0, min(next_run.values()) - time.monotonic()))
-    write(
-        f"run_sweeps: stopped after {runs['materialize']} materialize and "
-        f"{runs['deliver']} deliver runs"
-    )
+    write(f"run_sweeps: stopped after {', '.join(f'{runs[name]} {name}' for name in cron)} runs")
     return runs
 
 

@@ -56,6 +56,18 @@ class MinuteReport:
     def ok(self) -> bool:
         return self.requeued.failed_users == 0
 
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "ok": self.ok,
+            "channels": dict(self.channels),
+            "connections": dict(self.connections),
+            "requeued": self.requeued.as_dict(),
+            "left_marked": self.left_marked,
+            "released": self.released,
+            "revoked": self.revoked,
+            "not_confirmed": self.not_confirmed,
+        }
+
     def summary(self) -> str:
         channels_ = ", ".join(f"{k} {v}" for k, v in sorted(self.channels.items())) or "none due"
         if not self.push_configured:

@@ -1,4 +1,5 @@
-"""POST /cron/materialize and /cron/deliver: the sweeps behind a bearer secret."""
+"""POST /cron/materialize, /cron/deliver and /cron/sync_changed: the sweeps and the minute
+job behind a bearer secret."""
 
 from __future__ import annotations
 
@@ -6,16 +7,21 @@ import re
 from io import StringIO
 
 import pytest
+from cryptography.fernet import Fernet
 from django.core.management import call_command
 from django.utils import timezone
 
+from calendars.connect import add_ics_feed
+from core.config import NudgeConfig
 from scheduled_sends.models import MaterializeCycle, SweepRun
+from tests.calendars.ics_samples import SINGLE
 from tests.channels.queue import queue_follow_up, reload
+from tests.fakes.ics_server import FakeIcsFeed
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "cron-secret-for-tests-0123456789"
-ROUTES = ["/cron/materialize", "/cron/deliver"]
+ROUTES = ["/cron/materialize", "/cron/deliver", "/cron/sync_changed"]
 
 
 @pytest.fixture
@@ -105,6 +111,25 @@ def test_materialize_with_the_secret_reports_like_the_command(client, cron_secre
         ("materialize", "ok"),
         ("materialize", "ok"),
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_minute_job_fetches_a_calendar_added_on_the_website(
+    client, cron_secret, make_user, settings
+):
+    """A host whose only scheduler speaks HTTP runs the minute job too: without it a
+    calendar added on the website would never be fetched."""
+    settings.CALENDAR_TOKEN_KEYS = [Fernet.generate_key().decode()]
+    user = make_user()
+    with FakeIcsFeed() as feed:
+        feed.body = SINGLE
+        add_ics_feed(user.pk, feed.feed_url, allow_private=True, config=NudgeConfig.from_settings())
+        response = post(client, "/cron/sync_changed", f"Bearer {SECRET}")
+        assert len(feed.feed_calls()) == 1
+    body = response.json()
+    assert response.status_code == 200, body
+    assert body["ok"] is True and body["connections"] == {"synced": 1}
+    assert body["summary"].startswith("sync_changed: ")
 
 
 def test_a_failed_run_answers_500(client, cron_secret, monkeypatch):

@@ -175,7 +175,7 @@ def test_run_sweeps_materializes_every_15_minutes_and_delivers_every_minute(monk
     assert [at for name, at in calls if name == "deliver"] == [60.0 * m for m in range(17)]
     assert (summary["materialize"], summary["deliver"]) == (2, 17)
     assert lines[1] == "t=0 materialize: ok" and lines[2] == "t=0 deliver: ok"
-    assert lines[-1] == "run_sweeps: stopped after 2 materialize and 17 deliver runs"
+    assert lines[-1] == "run_sweeps: stopped after 2 materialize, 17 deliver, 17 sync_changed runs"
 
 
 def test_run_sweeps_sends_a_due_nudge_and_outlives_a_failing_sweep(

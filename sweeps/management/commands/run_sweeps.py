@@ -1,4 +1,4 @@
-"""manage.py run_sweeps — development only: materialize and deliver on cron's cadence."""
+"""manage.py run_sweeps — development only: the cron jobs on cron's cadence."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ REFUSAL = (
 
 class Command(NudgeCommand):
     help = (
-        "Development: materialize every 15 minutes and deliver every minute in this "
-        "process, until Ctrl-C."
+        "Development: materialize every 15 minutes, deliver and sync_changed every minute, "
+        "in this process, until Ctrl-C."
     )
 
     def handle(self, *args, **options) -> None:
