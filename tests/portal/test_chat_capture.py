@@ -318,3 +318,17 @@ def test_the_chats_records_are_kept_a_day(tg, ana):
     with tenant_scope(ana.pk):
         kept = list(ChatRecord.objects.filter(user_id=ana.pk).values_list("title", flat=True))
     assert kept == ["check the oven again"]
+
+
+def test_stop_and_start_answer_in_the_persons_language(tg, ana):
+    set_zone(ana, language="de")
+    tg.push_message(CHAT, "/stop")
+    tg.push_message(CHAT, "/start")
+    tg.push_message(CHAT, "/start")
+    poll(_now())
+    paused, resumed, again = (r.text for r in replies(tg))
+    assert paused == "Pausiert: keine Erinnerungen mehr hier. Sende /start, um sie fortzusetzen."
+    assert resumed == "Fortgesetzt: Deine Erinnerungen kommen wieder hier an."
+    assert again == (
+        "Dieser Chat ist schon verknüpft. Sende /stop, um die Erinnerungen zu pausieren."
+    )
