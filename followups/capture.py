@@ -71,6 +71,15 @@ _TIME = re.compile(
     r"(?P<h>\d{1,2})(?:(?P<sep>[:h.])(?P<m>\d{2})?)?"
     rf"(?:\s*(?P<uhr>uhr|h)\b)?(?:\s*(?P<half>{_PM_WORDS}|{_AM_WORDS})(?!\w))?(?![\w:/])"
 )
+# A part of the day said apart from the hour ("morgen Abend um 8", "tonight at 8",
+# "demain après-midi à 3h"): afternoon and evening ones make it pm, morning ones am.
+_DAY_PARTS = re.compile(
+    r"\b(?:(?P<pm>tonight|(?:this |in the )?(?:evening|afternoon)|abends?|nachmittags?|"
+    r"(?:esta|por la|de la) (?:noche|tarde)|(?:ce |du |de l')?(?:soir|apres-midi)|"
+    r"(?:esta|a|de|da|pela) (?:noite|tarde))|"
+    r"(?P<am>(?:this |in the )?morning|vormittags?|(?:esta|por la|de la) manana|"
+    r"(?:ce |du )?matin|(?:esta|de|da|pela) manha))\b"
+)
 _NOON = re.compile(r"\b(?:at |um |a |as )?(?:noon|midday|mittag|mediodia|midi|meio-dia)\b")
 _DAY_WORDS = {
     2: r"the day after tomorrow|day after tomorrow|ubermorgen|pasado manana|apres-demain|"
@@ -183,6 +192,19 @@ class _Clock:
 
 
 def _read_clock(text: _Text) -> _Clock | None:
+    part, before = _DAY_PARTS.search(text.work), text.work
+    if part is not None:
+        text.take(part)  # before noon's words: "midi" in "après-midi" is not noon
+    clock = _read_hour(text)
+    if clock is None:
+        text.work = before  # "tomorrow evening dinner": the title keeps its words
+    elif part is not None and not clock.settled and clock.hour < 12:
+        clock.hour += 12 if part["pm"] else 0
+        clock.settled = True
+    return clock
+
+
+def _read_hour(text: _Text) -> _Clock | None:
     noon = _NOON.search(text.work)
     if noon is not None:
         text.take(noon)

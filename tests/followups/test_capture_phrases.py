@@ -42,6 +42,9 @@ CAPTURES = [
     (EN, NY, "in 1 hour", "2026-12-03 10:00", ""),
     (EN, NY, "today at 8 pm call mum", "2026-12-03 20:00", "call mum"),
     (EN, NY, "Thursday 10:00 review", "2026-12-03 10:00", "review"),
+    # A part of the day apart from the hour settles it.
+    (EN, NY, "tomorrow evening at 8 call mom", "2026-12-04 20:00", "call mom"),
+    (EN, NY, "tomorrow afternoon at 3 dentist", "2026-12-04 15:00", "dentist"),
     (EN, "Asia/Tokyo", "at 9 call Anna", "2026-12-04 09:00", "call Anna"),
     (EN, "Asia/Tokyo", "tomorrow at 6:30 run", "2026-12-04 06:30", "run"),
     (EN, "America/Los_Angeles", "at 7 breakfast", "2026-12-03 07:00", "breakfast"),
@@ -59,6 +62,8 @@ CAPTURES = [
     (DE, BER, "nächsten Dienstag um 11 Friseur", "2026-12-08 11:00", "Friseur"),
     (DE, BER, "in 3 Tagen Pass verlängern", "2026-12-06 15:00", "Pass verlängern"),
     (DE, BER, "um 21 am Freitag Kino", "2026-12-04 21:00", "Kino"),
+    (DE, BER, "morgen Abend um 8 Mama anrufen", "2026-12-04 20:00", "Mama anrufen"),
+    (DE, BER, "morgen Nachmittag um 3 Arzt", "2026-12-04 15:00", "Arzt"),
     (ES, MEX, "mañana a las 9 llamar a Ana", "2026-12-04 09:00", "llamar a Ana"),
     (ES, MEX, "en 2 horas revisar el horno", "2026-12-03 10:00", "revisar el horno"),
     (ES, MEX, "viernes 14:00 dentista", "2026-12-04 14:00", "dentista"),
@@ -77,6 +82,8 @@ CAPTURES = [
     (ES, MEX, "el próximo martes a las 11 peluquería", "2026-12-08 11:00", "peluquería"),
     (ES, MEX, "24/12 a las 18:00 cena de Navidad", "2026-12-24 18:00", "cena de Navidad"),
     (ES, MEX, "a las 9 llamar a Ana", "2026-12-03 09:00", "llamar a Ana"),
+    (ES, MEX, "esta noche a las 9 cena", "2026-12-03 21:00", "cena"),
+    (ES, MEX, "mañana por la tarde a las 5 médico", "2026-12-04 17:00", "médico"),
     (FR, PAR, "demain 9h appeler Anna", "2026-12-04 09:00", "appeler Anna"),
     (FR, PAR, "dans 2 heures vérifier le four", "2026-12-03 17:00", "vérifier le four"),
     (FR, PAR, "vendredi 14h dentiste", "2026-12-04 14:00", "dentiste"),
@@ -94,6 +101,8 @@ CAPTURES = [
     (FR, PAR, "dans 30 minutes thé", "2026-12-03 15:30", "thé"),
     (FR, PAR, "mardi prochain à 11h coiffeur", "2026-12-08 11:00", "coiffeur"),
     (FR, PAR, "24/12 à 18h réveillon", "2026-12-24 18:00", "réveillon"),
+    (FR, PAR, "demain soir à 8h dîner", "2026-12-04 20:00", "dîner"),
+    (FR, PAR, "demain après-midi à 3h médecin", "2026-12-04 15:00", "médecin"),
     (PT, SAO, "amanhã às 9 ligar para Ana", "2026-12-04 09:00", "ligar para Ana"),
     (PT, SAO, "em 2 horas ver o forno", "2026-12-03 13:00", "ver o forno"),
     (PT, SAO, "sexta 14:00 dentista", "2026-12-04 14:00", "dentista"),
@@ -105,6 +114,7 @@ CAPTURES = [
     (PT, SAO, "em 30 minutos café", "2026-12-03 11:30", "café"),
     (PT, SAO, "próxima terça às 11 cabeleireiro", "2026-12-08 11:00", "cabeleireiro"),
     (PT, SAO, "24/12 às 18:00 ceia", "2026-12-24 18:00", "ceia"),
+    (PT, SAO, "amanhã à noite às 8 jantar", "2026-12-04 20:00", "jantar"),
 ]
 
 # (language, zone, phrase, the choices offered as local "YYYY-MM-DD HH:MM", title)
@@ -137,6 +147,14 @@ ASKS_BACK = [
         "mañana dentista",
         ("2026-12-04 09:00", "2026-12-04 14:00", "2026-12-04 18:00"),
         "dentista",
+    ),
+    # "après-midi" is no hour ("midi" in it is not noon).
+    (
+        FR,
+        PAR,
+        "demain après-midi médecin",
+        ("2026-12-04 09:00", "2026-12-04 14:00", "2026-12-04 18:00"),
+        "après-midi médecin",
     ),
 ]
 
