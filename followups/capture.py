@@ -59,7 +59,7 @@ _LEAD_IN = re.compile(
 _RELATIVE = re.compile(
     r"\b(?:in|en|dans|em)\s+(?:(\d{1,3})|an?|one|einer?|un[ae]?|uma?)\s+"
     r"(?:minutes?|mins?|minuten?|minutos?|hours?|hrs?|h|stunden?|horas?|heures?|"
-    r"days?|tagen?|dias?|jours?|weeks?|wochen?|semanas?|semaines?)\b"
+    r"(?P<days>days?|tagen?|dias?|jours?|weeks?|wochen?|semanas?|semaines?))\b"
 )
 _PM_WORDS = (
     r"pm|p\.m\.|in the evening|in the afternoon|tonight|abends|nachmittags|"
@@ -305,8 +305,13 @@ def parse(
         found = _dateparser_parse(text.span_of(relative), language, zone, now)
         if found is not None and found > now:
             text.take(relative)
+            found = found.astimezone(zone)
+            # "in 2 days at 9": that day, at that hour.
+            clock = _read_clock(text) if relative["days"] else None
+            if clock is not None:
+                return Captured(text.title(), _at(found.date(), clock.hour, clock.minute, zone))
             # To the minute, as the person's clock says it ("in 30 minutes" at 10:00:45).
-            return Captured(text.title(), found.astimezone(zone).replace(second=0, microsecond=0))
+            return Captured(text.title(), found.replace(second=0, microsecond=0))
     clock = _read_clock(text)
     today = now.astimezone(zone).date()
     day = _read_day(text, language, today)
