@@ -332,3 +332,24 @@ def test_stop_and_start_answer_in_the_persons_language(tg, ana):
     assert again == (
         "Dieser Chat ist schon verknüpft. Sende /stop, um die Erinnerungen zu pausieren."
     )
+
+
+def test_a_number_off_the_ask_backs_list_gets_the_choices_again(tg, ana):
+    now = datetime(2026, 12, 3, 14, 0, tzinfo=ZoneInfo("UTC"))
+    set_zone(ana, language="de")
+    tg.push_message(CHAT, "morgen Zahnarzt")
+    tg.push_message(CHAT, "5")
+    poll(now)
+    asked, again = replies(tg)
+    assert again.text == asked.text == "Wann genau, für „Zahnarzt“?"
+    message_id = int(again.message_id.split(":")[1])
+    assert list(buttons(tg, message_id)) == [
+        "morgen um 09:00",
+        "morgen um 14:00",
+        "morgen um 18:00",
+    ]
+    assert follow_ups(ana) == []
+    tg.push_message(CHAT, "2")
+    poll(now)
+    [made] = follow_ups(ana)
+    assert made.due_at == datetime(2026, 12, 4, 14, 0, tzinfo=BERLIN)
