@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 from django.core.management import call_command
 
 from accounts.models import Channel, DeliverySettings
+from core.config import NudgeConfig
 from followups.models import FollowUp
 from messaging import chat, chat_words
 from messaging.models import ChatRecord
@@ -353,3 +354,18 @@ def test_a_number_off_the_ask_backs_list_gets_the_choices_again(tg, ana):
     poll(now)
     [made] = follow_ups(ana)
     assert made.due_at == datetime(2026, 12, 4, 14, 0, tzinfo=BERLIN)
+
+
+def test_a_long_today_fits_one_whatsapp_message_and_says_what_is_left(wa, bea):
+    now = datetime(2026, 12, 3, 0, 1, tzinfo=ZoneInfo("UTC"))
+    with tenant_scope(bea.pk):
+        for i in range(30):
+            title = f"Punkt {i:02} " + "wichtige Besprechung mit dem Team " * 3
+            FollowUp.objects.create(user=bea, title=title, due_at=now + timedelta(minutes=20 + i))
+    set_zone(bea, zone="UTC", language="de")
+    config = NudgeConfig.from_settings()
+    said = chat.answer(Channel.WHATSAPP, NUMBER, "/today", now, config).for_whatsapp()
+    assert len(said) <= 1600  # WhatsApp's limit: a longer answer never arrives
+    lines = said.split("\n")
+    assert lines[0] == "Heute:" and lines[1].startswith("• 00:21 Punkt 00")
+    assert re.fullmatch(r"… und \d+ weitere", lines[-1]), lines[-1]
