@@ -59,7 +59,7 @@ _LEAD_IN = re.compile(
 _RELATIVE = re.compile(
     r"\b(?:in|en|dans|em)\s+(?:(\d{1,3})|an?|one|einer?|un[ae]?|uma?)\s+"
     r"(?:minutes?|mins?|minuten?|minutos?|hours?|hrs?|h|stunden?|horas?|heures?|"
-    r"days?|tagen?|dias?|jours?|weeks?|wochen?|semanas?|semaines?)\b"
+    r"(?P<days>days?|tagen?|dias?|jours?|weeks?|wochen?|semanas?|semaines?))\b"
 )
 _PM_WORDS = (
     r"pm|p\.m\.|in the evening|in the afternoon|tonight|abends|nachmittags|"
@@ -70,6 +70,15 @@ _TIME = re.compile(
     r"(?<![\w:./-])(?:(?P<prep>at|um|gegen|a las|a la|a|as|vers|@)\s+)?"
     r"(?P<h>\d{1,2})(?:(?P<sep>[:h.])(?P<m>\d{2})?)?"
     rf"(?:\s*(?P<uhr>uhr|h)\b)?(?:\s*(?P<half>{_PM_WORDS}|{_AM_WORDS})(?!\w))?(?![\w:/])"
+)
+# A part of the day said apart from the hour ("morgen Abend um 8", "tonight at 8",
+# "demain après-midi à 3h"): afternoon and evening ones make it pm, morning ones am.
+_DAY_PARTS = re.compile(
+    r"\b(?:(?P<pm>tonight|(?:this |in the )?(?:evening|afternoon)|abends?|nachmittags?|"
+    r"(?:esta|por la|de la) (?:noche|tarde)|(?:ce |du |de l')?(?:soir|apres-midi)|"
+    r"(?:esta|a|de|da|pela) (?:noite|tarde))|"
+    r"(?P<am>(?:this |in the )?morning|vormittags?|(?:esta|por la|de la) manana|"
+    r"(?:ce |du )?matin|(?:esta|de|da|pela) manha))\b"
 )
 _NOON = re.compile(r"\b(?:at |um |a |as )?(?:noon|midday|mittag|mediodia|midi|meio-dia)\b")
 _DAY_WORDS = {
@@ -183,6 +192,19 @@ class _Clock:
 
 
 def _read_clock(text: _Text) -> _Clock | None:
+    part, before = _DAY_PARTS.search(text.work), text.work
+    if part is not None:
+        text.take(part)  # before noon's words: "midi" in "après-midi" is not noon
+    clock = _read_hour(text)
+    if clock is None:
+        text.work = before  # "tomorrow evening dinner": the title keeps its words
+    elif part is not None and not clock.settled and clock.hour < 12:
+        clock.hour += 12 if part["pm"] else 0
+        clock.settled = True
+    return clock
+
+
+def _read_hour(text: _Text) -> _Clock | None:
     noon = _NOON.search(text.work)
     if noon is not None:
         text.take(noon)
@@ -283,8 +305,13 @@ def parse(
         found = _dateparser_parse(text.span_of(relative), language, zone, now)
         if found is not None and found > now:
             text.take(relative)
+            found = found.astimezone(zone)
+            # "in 2 days at 9": that day, at that hour.
+            clock = _read_clock(text) if relative["days"] else None
+            if clock is not None:
+                return Captured(text.title(), _at(found.date(), clock.hour, clock.minute, zone))
             # To the minute, as the person's clock says it ("in 30 minutes" at 10:00:45).
-            return Captured(text.title(), found.astimezone(zone).replace(second=0, microsecond=0))
+            return Captured(text.title(), found.replace(second=0, microsecond=0))
     clock = _read_clock(text)
     today = now.astimezone(zone).date()
     day = _read_day(text, language, today)

@@ -218,7 +218,10 @@ def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> An
             else Answer(str(words.NOTHING_TO_UNDO))
         )
     if lowered.isdigit() and last_ask is not None:
-        return _pick(person, last_ask, int(lowered) - 1, now, config)
+        # A number off the list: the choices again, not silence.
+        return _pick(person, last_ask, int(lowered) - 1, now, config) or words.asked(
+            person.settings, person.address, last_ask.pk, last_ask.title, last_ask.choices, now
+        )
     s = person.settings
     read = capture.parse(rest, s.language, s.timezone, now)
     if isinstance(read, capture.Captured):

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext, gettext_lazy
 
 from messaging import action_tokens
-from messaging.messages import clean_title, clock_text, when_text
+from messaging.messages import AGENDA_MAX_CHARS, clean_title, clock_text, when_text
 from scheduled_sends.day import Item
 
 MAX_CHOICES = 4
@@ -151,8 +151,16 @@ def today(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
     """/today: one line per item left today, its time then its title; Join buttons."""
     if not items:
         return Answer(str(NOTHING_TODAY))
-    lines = [f"• {clock_text(reader, item.starts_at, now)} {_title(item)}" for item in items]
+    lines = [str(TODAY)]
+    for shown, item in enumerate(items):
+        line = f"• {clock_text(reader, item.starts_at, now)} {_title(item)}"
+        more = gettext("… and %(count)d more") % {"count": len(items) - shown}
+        # WhatsApp refuses a long message whole: a long day is cut, and says so.
+        if sum(len(x) + 1 for x in lines) + len(line) + len(more) > AGENDA_MAX_CHARS:
+            lines.append(more)
+            break
+        lines.append(line)
     buttons = tuple(
         Button(f"{JOIN_BUTTON!s}: {_title(i)[:40]}", url=i.join_url) for i in items if i.join_url
     )
-    return Answer("\n".join([str(TODAY), *lines]), buttons=buttons[:5])
+    return Answer("\n".join(lines), buttons=buttons[:5])

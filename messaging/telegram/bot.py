@@ -12,7 +12,7 @@ from typing import Any
 import segno
 from django.conf import settings
 from django.db.models import Max
-from django.utils.translation import override
+from django.utils.translation import gettext_lazy, override
 from telegram import (
     BotCommand,
     CallbackQuery,
@@ -22,6 +22,7 @@ from telegram import (
     Update,
 )
 
+from accounts.actions import language_of
 from accounts.models import Channel
 from core.config import NudgeConfig
 from messaging import addresses, chat, chat_words
@@ -29,19 +30,21 @@ from messaging.chat_words import Button
 from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
 from messaging.telegram.send import NO_PREVIEWS, TelegramChannel, markup_of
+from tenancy.scope import tenant_scope
 
 ALLOWED_UPDATES = ["message", "callback_query"]
 Call = dict[str, Any]  # a Bot API call: its "method" and parameters
 
-LINKED = "Linked. Your nudges will arrive in this chat. Send /stop to pause them."
-ALREADY_LINKED = "This chat is already linked. Send /stop to pause nudges."
+# To a linked chat, in its owner's language (``_to_owner``); the rest to a stranger.
+LINKED = gettext_lazy("Linked. Your nudges will arrive in this chat. Send /stop to pause them.")
+ALREADY_LINKED = gettext_lazy("This chat is already linked. Send /stop to pause nudges.")
+PAUSED = gettext_lazy("Paused: no more nudges here. Send /start to resume.")
+RESUMED = gettext_lazy("Resumed: your nudges will arrive here again.")
 BAD_CODE = (
     "That link has expired or was already used. Open Settings on the nudge website "
     "and press “Link Telegram” again."
 )
 HELLO = "Hello! To link this chat, press “Link Telegram” on the nudge website's settings page."
-PAUSED = "Paused: no more nudges here. Send /start to resume."
-RESUMED = "Resumed: your nudges will arrive here again."
 NOT_LINKED = "This chat is not linked to a nudge account."
 HELP = "Send /stop to pause nudges, /start to resume them."
 
@@ -120,6 +123,14 @@ def link_state(user_id: int, now: datetime) -> str:
     return LinkState.EXPIRED
 
 
+def _to_owner(user_id: int, text) -> str:
+    """``text`` in the language of the chat's owner."""
+    with tenant_scope(user_id):
+        language = language_of(user_id)
+    with override(language):
+        return str(text)
+
+
 def _link(payload: str, chat_id: str, now: datetime) -> str:
     owned = addresses.parse_telegram_payload(payload)
     if owned is None:
@@ -132,9 +143,9 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
         lambda: chat_id if addresses.use_telegram_code(owned, now) else None,
     )
     if linked:
-        return LINKED
+        return _to_owner(owned.user_id, LINKED)
     if addresses.owner_of(Channel.TELEGRAM, chat_id) == owned.user_id:
-        return ALREADY_LINKED
+        return _to_owner(owned.user_id, ALREADY_LINKED)
     return BAD_CODE
 
 
@@ -157,12 +168,15 @@ def handle_update(update: Update, now: datetime, config: NudgeConfig) -> list[Ca
         if payload:
             return [message_call(chat_id, _link(payload, address, now))]
         resumed = addresses.stop_or_start(Channel.TELEGRAM, address, "start", now)
-        if resumed.changed:
-            return [message_call(chat_id, RESUMED)]
-        return [message_call(chat_id, ALREADY_LINKED if resumed.user_id else HELLO)]
+        if resumed.user_id is None:
+            return [message_call(chat_id, HELLO)]
+        said = RESUMED if resumed.changed else ALREADY_LINKED
+        return [message_call(chat_id, _to_owner(resumed.user_id, said))]
     if command == "/stop":
         paused = addresses.stop_or_start(Channel.TELEGRAM, address, "stop", now)
-        return [message_call(chat_id, PAUSED if paused.user_id else NOT_LINKED)]
+        if paused.user_id is None:
+            return [message_call(chat_id, NOT_LINKED)]
+        return [message_call(chat_id, _to_owner(paused.user_id, PAUSED))]
     answer = chat.answer(Channel.TELEGRAM, address, message.text, now, config)
     if answer is not None:
         return [message_call(chat_id, answer.text, markup_of([b] for b in answer.buttons))]

@@ -37,11 +37,15 @@ CAPTURES = [
     (EN, NY, "tomorrow 7:45 gym", "2026-12-04 07:45", "gym"),
     (EN, NY, "next Tuesday at 11 dentist", "2026-12-08 11:00", "dentist"),
     (EN, NY, "remind me in 3 days to renew the passport", "2026-12-06 09:00", "renew the passport"),
+    (EN, NY, "in 2 days at 5pm call Anna", "2026-12-05 17:00", "call Anna"),
     (EN, NY, "12/24 at 9am presents", "2026-12-24 09:00", "presents"),
     (EN, NY, "tomorrow at noon lunch with Sam", "2026-12-04 12:00", "lunch with Sam"),
     (EN, NY, "in 1 hour", "2026-12-03 10:00", ""),
     (EN, NY, "today at 8 pm call mum", "2026-12-03 20:00", "call mum"),
     (EN, NY, "Thursday 10:00 review", "2026-12-03 10:00", "review"),
+    # A part of the day apart from the hour settles it.
+    (EN, NY, "tomorrow evening at 8 call mom", "2026-12-04 20:00", "call mom"),
+    (EN, NY, "tomorrow afternoon at 3 dentist", "2026-12-04 15:00", "dentist"),
     (EN, "Asia/Tokyo", "at 9 call Anna", "2026-12-04 09:00", "call Anna"),
     (EN, "Asia/Tokyo", "tomorrow at 6:30 run", "2026-12-04 06:30", "run"),
     (EN, "America/Los_Angeles", "at 7 breakfast", "2026-12-03 07:00", "breakfast"),
@@ -58,7 +62,11 @@ CAPTURES = [
     (DE, BER, "am 10. Dezember um 15 Uhr Arzt", "2026-12-10 15:00", "Arzt"),
     (DE, BER, "nächsten Dienstag um 11 Friseur", "2026-12-08 11:00", "Friseur"),
     (DE, BER, "in 3 Tagen Pass verlängern", "2026-12-06 15:00", "Pass verlängern"),
+    (DE, BER, "in 2 Tagen um 9 Anna anrufen", "2026-12-05 09:00", "Anna anrufen"),
+    (DE, BER, "in einer Woche um 10 Zahnarzt", "2026-12-10 10:00", "Zahnarzt"),
     (DE, BER, "um 21 am Freitag Kino", "2026-12-04 21:00", "Kino"),
+    (DE, BER, "morgen Abend um 8 Mama anrufen", "2026-12-04 20:00", "Mama anrufen"),
+    (DE, BER, "morgen Nachmittag um 3 Arzt", "2026-12-04 15:00", "Arzt"),
     (ES, MEX, "mañana a las 9 llamar a Ana", "2026-12-04 09:00", "llamar a Ana"),
     (ES, MEX, "en 2 horas revisar el horno", "2026-12-03 10:00", "revisar el horno"),
     (ES, MEX, "viernes 14:00 dentista", "2026-12-04 14:00", "dentista"),
@@ -77,6 +85,8 @@ CAPTURES = [
     (ES, MEX, "el próximo martes a las 11 peluquería", "2026-12-08 11:00", "peluquería"),
     (ES, MEX, "24/12 a las 18:00 cena de Navidad", "2026-12-24 18:00", "cena de Navidad"),
     (ES, MEX, "a las 9 llamar a Ana", "2026-12-03 09:00", "llamar a Ana"),
+    (ES, MEX, "esta noche a las 9 cena", "2026-12-03 21:00", "cena"),
+    (ES, MEX, "mañana por la tarde a las 5 médico", "2026-12-04 17:00", "médico"),
     (FR, PAR, "demain 9h appeler Anna", "2026-12-04 09:00", "appeler Anna"),
     (FR, PAR, "dans 2 heures vérifier le four", "2026-12-03 17:00", "vérifier le four"),
     (FR, PAR, "vendredi 14h dentiste", "2026-12-04 14:00", "dentiste"),
@@ -92,8 +102,11 @@ CAPTURES = [
     (FR, PAR, "le 10 décembre à 15h médecin", "2026-12-10 15:00", "médecin"),
     (FR, PAR, "après-demain à 7h aéroport", "2026-12-05 07:00", "aéroport"),
     (FR, PAR, "dans 30 minutes thé", "2026-12-03 15:30", "thé"),
+    (FR, PAR, "dans 2 jours à 8h30 dentiste", "2026-12-05 08:30", "dentiste"),
     (FR, PAR, "mardi prochain à 11h coiffeur", "2026-12-08 11:00", "coiffeur"),
     (FR, PAR, "24/12 à 18h réveillon", "2026-12-24 18:00", "réveillon"),
+    (FR, PAR, "demain soir à 8h dîner", "2026-12-04 20:00", "dîner"),
+    (FR, PAR, "demain après-midi à 3h médecin", "2026-12-04 15:00", "médecin"),
     (PT, SAO, "amanhã às 9 ligar para Ana", "2026-12-04 09:00", "ligar para Ana"),
     (PT, SAO, "em 2 horas ver o forno", "2026-12-03 13:00", "ver o forno"),
     (PT, SAO, "sexta 14:00 dentista", "2026-12-04 14:00", "dentista"),
@@ -105,6 +118,7 @@ CAPTURES = [
     (PT, SAO, "em 30 minutos café", "2026-12-03 11:30", "café"),
     (PT, SAO, "próxima terça às 11 cabeleireiro", "2026-12-08 11:00", "cabeleireiro"),
     (PT, SAO, "24/12 às 18:00 ceia", "2026-12-24 18:00", "ceia"),
+    (PT, SAO, "amanhã à noite às 8 jantar", "2026-12-04 20:00", "jantar"),
 ]
 
 # (language, zone, phrase, the choices offered as local "YYYY-MM-DD HH:MM", title)
@@ -137,6 +151,14 @@ ASKS_BACK = [
         "mañana dentista",
         ("2026-12-04 09:00", "2026-12-04 14:00", "2026-12-04 18:00"),
         "dentista",
+    ),
+    # "après-midi" is no hour ("midi" in it is not noon).
+    (
+        FR,
+        PAR,
+        "demain après-midi médecin",
+        ("2026-12-04 09:00", "2026-12-04 14:00", "2026-12-04 18:00"),
+        "après-midi médecin",
     ),
 ]
 

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 from django.core.management import call_command
 
 from accounts.models import Channel, DeliverySettings
+from core.config import NudgeConfig
 from followups.models import FollowUp
 from messaging import chat, chat_words
 from messaging.models import ChatRecord
@@ -318,3 +319,53 @@ def test_the_chats_records_are_kept_a_day(tg, ana):
     with tenant_scope(ana.pk):
         kept = list(ChatRecord.objects.filter(user_id=ana.pk).values_list("title", flat=True))
     assert kept == ["check the oven again"]
+
+
+def test_stop_and_start_answer_in_the_persons_language(tg, ana):
+    set_zone(ana, language="de")
+    tg.push_message(CHAT, "/stop")
+    tg.push_message(CHAT, "/start")
+    tg.push_message(CHAT, "/start")
+    poll(_now())
+    paused, resumed, again = (r.text for r in replies(tg))
+    assert paused == "Pausiert: keine Erinnerungen mehr hier. Sende /start, um sie fortzusetzen."
+    assert resumed == "Fortgesetzt: Deine Erinnerungen kommen wieder hier an."
+    assert again == (
+        "Dieser Chat ist schon verknüpft. Sende /stop, um die Erinnerungen zu pausieren."
+    )
+
+
+def test_a_number_off_the_ask_backs_list_gets_the_choices_again(tg, ana):
+    now = datetime(2026, 12, 3, 14, 0, tzinfo=ZoneInfo("UTC"))
+    set_zone(ana, language="de")
+    tg.push_message(CHAT, "morgen Zahnarzt")
+    tg.push_message(CHAT, "5")
+    poll(now)
+    asked, again = replies(tg)
+    assert again.text == asked.text == "Wann genau, für „Zahnarzt“?"
+    message_id = int(again.message_id.split(":")[1])
+    assert list(buttons(tg, message_id)) == [
+        "morgen um 09:00",
+        "morgen um 14:00",
+        "morgen um 18:00",
+    ]
+    assert follow_ups(ana) == []
+    tg.push_message(CHAT, "2")
+    poll(now)
+    [made] = follow_ups(ana)
+    assert made.due_at == datetime(2026, 12, 4, 14, 0, tzinfo=BERLIN)
+
+
+def test_a_long_today_fits_one_whatsapp_message_and_says_what_is_left(wa, bea):
+    now = datetime(2026, 12, 3, 0, 1, tzinfo=ZoneInfo("UTC"))
+    with tenant_scope(bea.pk):
+        for i in range(30):
+            title = f"Punkt {i:02} " + "wichtige Besprechung mit dem Team " * 3
+            FollowUp.objects.create(user=bea, title=title, due_at=now + timedelta(minutes=20 + i))
+    set_zone(bea, zone="UTC", language="de")
+    config = NudgeConfig.from_settings()
+    said = chat.answer(Channel.WHATSAPP, NUMBER, "/today", now, config).for_whatsapp()
+    assert len(said) <= 1600  # WhatsApp's limit: a longer answer never arrives
+    lines = said.split("\n")
+    assert lines[0] == "Heute:" and lines[1].startswith("• 00:21 Punkt 00")
+    assert re.fullmatch(r"… und \d+ weitere", lines[-1]), lines[-1]

@@ -588,3 +588,31 @@ def test_a_snooze_past_midnight_names_the_day_it_ends(make_user):
         "snoozed: until 21:07, from Telegram",
         "snoozed: until Sat 00:07, from Telegram",
     ]
+
+
+def test_a_tap_that_cannot_act_says_why_in_the_persons_language(tg, ana):
+    """Not "Nichts zu tun: follow-up deleted": the reason in the person's words too."""
+    with tenant_scope(ana.pk):
+        DeliverySettings.objects.filter(user_id=ana.pk).update(language="de")
+    now = _now()
+    done_row, done_id = sent_nudge(tg, ana, "Miete", due_in=timedelta(minutes=30), now=now)
+    gone_row, gone_id = sent_nudge(tg, ana, "Müll", due_in=timedelta(minutes=40), now=now)
+    _held, held_id = sent_nudge(tg, ana, "Post", due_in=timedelta(minutes=50), now=now)
+    with tenant_scope(ana.pk):
+        FollowUp.objects.filter(pk=done_row.ref_id).update(done=True)
+        FollowUp.objects.filter(pk=gone_row.ref_id).delete()
+    snooze = "10 Min. später"
+    tg.push_tap(CHAT, done_id, buttons(tg, done_id)[snooze]["callback_data"])
+    tg.push_tap(CHAT, gone_id, buttons(tg, gone_id)[snooze]["callback_data"])
+    tg.push_tap(CHAT, gone_id, buttons(tg, gone_id)["Erledigt"]["callback_data"])
+    poll(now)
+    with tenant_scope(ana.pk):
+        DeliverySettings.objects.filter(user_id=ana.pk).update(paused=True)
+    tg.push_tap(CHAT, held_id, buttons(tg, held_id)[snooze]["callback_data"])
+    poll(now)
+    assert answers(tg) == [
+        "Die Wiedervorlage war schon erledigt.",
+        "Die Wiedervorlage wurde gelöscht.",
+        "Die Wiedervorlage wurde gelöscht.",
+        "Nicht verschoben: Deine Erinnerungen sind pausiert.",
+    ]
