@@ -27,7 +27,12 @@ from messaging.messages import clock_text
 from scheduled_sends.models import Kind, NudgeAct, ScheduledSend
 from scheduled_sends.queue import transitions
 from scheduled_sends.queue.states import Outcome, unsettled
-from scheduled_sends.subjects import EVENT_NOW, event_skip_reason, follow_up_skip_reason
+from scheduled_sends.subjects import (
+    EVENT_NOW,
+    event_skip_reason,
+    follow_up_skip_reason,
+    skip_sentence,
+)
 from tenancy.scope import tenant_scope
 
 Act = NudgeAct.Act
@@ -46,17 +51,6 @@ QUIET_PAST_START = gettext_lazy("Not snoozed: your quiet hours last until {end},
 CAPPED = gettext_lazy("Not snoozed: you have as many nudges queued as allowed")
 HELD_PAUSED = gettext_lazy("Not snoozed: your nudges are paused.")
 HELD = gettext_lazy("Not snoozed: your nudges cannot go out now. Check Settings.")
-# Why the subject deserves no nudge (``scheduled_sends.subjects``' reasons), in words.
-GONE = {
-    "event no longer in the calendar": gettext_lazy("The event was removed from your calendar."),
-    "nudges are off for this calendar": gettext_lazy("Nudges are off for this calendar."),
-    "event cancelled": gettext_lazy("The event was cancelled."),
-    "event declined": gettext_lazy("You declined the event."),
-    "all-day event": gettext_lazy("All-day events are not nudged."),
-    "calendar needs re-authorisation": gettext_lazy("Your calendar needs to be connected again."),
-    "follow-up deleted": gettext_lazy("The follow-up was deleted."),
-    "follow-up already done": gettext_lazy("The follow-up was already done."),
-}
 DONE = gettext_lazy("Done ✓")
 ALREADY_DONE = gettext_lazy("Already done ✓")
 NOT_A_FOLLOW_UP = gettext_lazy("Only a follow-up can be marked done")
@@ -150,13 +144,11 @@ def snooze(user_id: int, send_id: int, via: str, now: datetime, config: NudgeCon
         return repeat
     starts_at, gone = _subject_now(row)
     if gone is not None:
-        return Answer(str(GONE.get(gone, UNKNOWN)))
+        return Answer(skip_sentence(gone) or str(UNKNOWN))
     if starts_at <= now:
         return Answer(TOO_LATE.format(start=clock_text(settings, starts_at, now)))
-    held = pause_reason(settings)
-    if held is not None:
-        paused = held.reason.startswith("nudges paused")
-        return Answer(str(HELD_PAUSED if paused else HELD))
+    if pause_reason(settings) is not None:
+        return Answer(str(HELD_PAUSED if settings.paused else HELD))
     wanted = _snooze_instant(now, config.snooze)
     until = min(wanted, starts_at)
     quiet = hold_for_quiet_hours(until, starts_at, settings)
@@ -196,7 +188,7 @@ def record_done(user_id: int, send_id: int, via: str, now: datetime) -> tuple[An
         return Answer(str(NOT_A_FOLLOW_UP)), None
     follow_up = FollowUp.objects.filter(user_id=user_id, pk=row.ref_id).first()
     if follow_up is None:
-        return Answer(str(GONE["follow-up deleted"])), None
+        return Answer(skip_sentence("follow-up deleted")), None
     # Done already (on the website, or by an earlier tap): still withdraw what is left.
     recorded = not follow_up.done and _record(row, Act.DONE, via, now)
     transitions.withdraw_subject(user_id, row.kind, row.ref_id)

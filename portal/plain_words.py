@@ -13,6 +13,7 @@ from accounts.rules import NOT_SET_UP
 from core.deployment import NOT_IN_PRODUCTION
 from scheduled_sends.failures import MAY_HAVE_BEEN_DELIVERED, FailureKind
 from scheduled_sends.queue.states import Outcome
+from scheduled_sends.subjects import skip_sentence
 
 SETTINGS = "portal:settings"
 CALENDARS = "portal:calendars"
@@ -59,29 +60,8 @@ def _failure(kind: str) -> PlainWords:
     return PlainWords(_("It could not be sent."))
 
 
-# A recorded skip reason's start (some carry a detail after a colon) -> the sentence...
-_SKIP_WORDS = {
-    NOT_SET_UP: gettext_noop("No way to reach you was set up yet."),
-    NOT_IN_PRODUCTION: gettext_noop("Nudges were not going to your phone yet."),
-    "nudges paused": gettext_noop("Your nudges were paused."),
-    "telegram unreachable": gettext_noop("Telegram could not reach you."),
-    "whatsapp unreachable": gettext_noop("WhatsApp could not reach you."),
-    "quiet hours": gettext_noop("It fell in your quiet hours."),
-    "event no longer in the calendar": gettext_noop("The event was removed from your calendar."),
-    "event cancelled": gettext_noop("The event was cancelled."),
-    "event declined": gettext_noop("You declined the event."),
-    "all-day event": gettext_noop("All-day events are not nudged."),
-    "calendar needs re-authorisation": gettext_noop("Your calendar needs to be connected again."),
-    "follow-up deleted": gettext_noop("The follow-up was deleted."),
-    "follow-up already done": gettext_noop("The follow-up was already done."),
-    "subject moved": gettext_noop("It moved; its new time has its own nudge."),
-    "subject already begun": gettext_noop("It had already begun."),
-    "account deactivated": gettext_noop("Your account was turned off."),
-    "nudges are turned off": gettext_noop("Nudges were turned off for your account."),
-    # Support's own words stay with support: the user learns only who settled it.
-    "skipped by support": gettext_noop("Our support team cancelled this nudge."),
-}
-# ...and, where the user can do something about it, the link's words and route.
+# Where the user can do something about a skip, the link's words and route, by the
+# recorded reason's start.
 _SKIP_ACTIONS = {
     NOT_SET_UP: (gettext_noop("Link Telegram or WhatsApp"), SETTINGS),
     NOT_IN_PRODUCTION: (gettext_noop("Link Telegram or WhatsApp"), SETTINGS),
@@ -94,11 +74,12 @@ _SKIP_ACTIONS = {
 
 
 def _skipped(reason: str) -> PlainWords:
-    for start, text in _SKIP_WORDS.items():
-        if reason.startswith(start):
-            action, url_name = _SKIP_ACTIONS.get(start, ("", ""))
-            return PlainWords(_(text), _(action) if action else "", url_name)
-    return PlainWords(_("It was not sent."))
+    said = skip_sentence(reason)
+    if not said:
+        return PlainWords(_("It was not sent."))
+    found = (pair for start, pair in _SKIP_ACTIONS.items() if reason.startswith(start))
+    action, url_name = next(found, ("", ""))
+    return PlainWords(said, _(action) if action else "", url_name)
 
 
 def for_outcome(outcome: str | None, failure_kind: str, recorded_reason: str) -> PlainWords:

@@ -10,8 +10,11 @@ from dataclasses import make_dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import F, Q, Value
+from django.utils.translation import gettext, gettext_noop
 
+from accounts.rules import NOT_SET_UP
 from calendars.models import CalendarEvent, ConnectionStatus, EventStatus
+from core.deployment import NOT_IN_PRODUCTION
 from followups.models import FollowUp
 from followups.repeat import is_occurrence
 from scheduled_sends.day import Item, items_between
@@ -58,6 +61,39 @@ EVENT_NOW = {
     "calendar_off": Q(connection__nudges_on=False),
     "skip_all_day": F("connection__skip_all_day"),
 }
+
+
+# A recorded skip reason's start (some carry a detail after a colon) -> what the person
+# reads: the History page, and a Snooze or Done that cannot act.
+SKIP_SENTENCES = {
+    NOT_SET_UP: gettext_noop("No way to reach you was set up yet."),
+    NOT_IN_PRODUCTION: gettext_noop("Nudges were not going to your phone yet."),
+    "nudges paused": gettext_noop("Your nudges were paused."),
+    "telegram unreachable": gettext_noop("Telegram could not reach you."),
+    "whatsapp unreachable": gettext_noop("WhatsApp could not reach you."),
+    "quiet hours": gettext_noop("It fell in your quiet hours."),
+    "event no longer in the calendar": gettext_noop("The event was removed from your calendar."),
+    "nudges are off for this calendar": gettext_noop("Nudges are off for this calendar."),
+    "event cancelled": gettext_noop("The event was cancelled."),
+    "event declined": gettext_noop("You declined the event."),
+    "all-day event": gettext_noop("All-day events are not nudged."),
+    "calendar needs re-authorisation": gettext_noop("Your calendar needs to be connected again."),
+    "follow-up deleted": gettext_noop("The follow-up was deleted."),
+    "follow-up already done": gettext_noop("The follow-up was already done."),
+    "subject moved": gettext_noop("It moved; its new time has its own nudge."),
+    "subject already begun": gettext_noop("It had already begun."),
+    "account deactivated": gettext_noop("Your account was turned off."),
+    "nudges are turned off": gettext_noop("Nudges were turned off for your account."),
+    # Support's own words stay with support: the user learns only who settled it.
+    "skipped by support": gettext_noop("Our support team cancelled this nudge."),
+}
+
+
+def skip_sentence(reason: str) -> str:
+    """What the person reads for a recorded skip ``reason``, in the active language; empty
+    for one this table does not know."""
+    start = next((start for start in SKIP_SENTENCES if reason.startswith(start)), None)
+    return gettext(SKIP_SENTENCES[start]) if start else ""
 
 
 def event_skip_reason(event: Facts | CalendarEvent | None) -> str | None:
