@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.utils.translation import gettext_noop
+
 from accounts.actions import PAUSED_BY_STOP, announce_change, ensure_settings, pause, resume
 from accounts.models import AccountNotice, Channel, DeliverySettings
 from core.bearer import digest, keyed_digest
@@ -139,8 +141,21 @@ def use_whatsapp_code(user_id: int, code: str, now: datetime) -> str | None:
 
 logger = logging.getLogger("nudge.portal")
 
-# Why an opt-in was withdrawn when another account confirmed the same address.
-LINKED_ELSEWHERE = "linked to another account"
+# The words of the consent record and of account notices are stored in English, as support
+# reads them; the person's Settings page translates them (marked here for the catalogs).
+# Why an opt-in was withdrawn when another account confirmed the same address...
+LINKED_ELSEWHERE = gettext_noop("linked to another account")
+# ...and what its previous owner is told.
+MOVED_NOTICE = {
+    Channel.TELEGRAM: gettext_noop(
+        "Your Telegram chat was linked to another nudge account, so it was removed from yours "
+        "and your nudges no longer go there. Link Telegram again if it is yours."
+    ),
+    Channel.WHATSAPP: gettext_noop(
+        "Your WhatsApp number was linked to another nudge account, so it was removed from "
+        "yours and your nudges no longer go there. Link WhatsApp again if it is yours."
+    ),
+}
 
 
 def _remember_address(user_id: int, channel: str, address: str) -> int | None:
@@ -210,14 +225,7 @@ def release_address(user_id: int, channel: str, address: str, now: datetime) -> 
         OptInRecord.objects.filter(
             user_id=user_id, channel=channel, address=address, withdrawn_at=None
         ).update(withdrawn_at=now, withdrawn_how=LINKED_ELSEWHERE)
-        label = Channel(channel).label
-        AccountNotice.objects.create(
-            user_id=user_id,
-            created_at=now,
-            text=f"Your {label} {'chat' if channel == Channel.TELEGRAM else 'number'} was "
-            "linked to another nudge account, so it was removed from yours and your nudges "
-            f"no longer go there. Link {label} again if it is yours.",
-        )
+        AccountNotice.objects.create(user_id=user_id, created_at=now, text=MOVED_NOTICE[channel])
     logger.warning("address moved to another account", extra={"user_id": user_id})
     announce_change(user_id, now)
     return True
@@ -247,8 +255,8 @@ class InboundResult:
 
 # How a START-like message records the opt-in it restores.
 RESUMED_BY = {
-    Channel.TELEGRAM: "sent /start in Telegram",
-    Channel.WHATSAPP: "replied START on WhatsApp",
+    Channel.TELEGRAM: gettext_noop("sent /start in Telegram"),
+    Channel.WHATSAPP: gettext_noop("replied START on WhatsApp"),
 }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import segno
 from django.conf import settings
 from django.db.models import Max
-from django.utils.translation import gettext_lazy, override
+from django.utils.translation import gettext_lazy, gettext_noop, override
 from telegram import (
     BotCommand,
     CallbackQuery,
@@ -138,7 +138,7 @@ def _link(payload: str, chat_id: str, now: datetime) -> str:
     linked = addresses.link_address(
         owned.user_id,
         Channel.TELEGRAM,
-        "sent the one-time link to the bot (/start)",
+        gettext_noop("sent the one-time link to the bot (/start)"),
         now,
         lambda: chat_id if addresses.use_telegram_code(owned, now) else None,
     )

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.translation import gettext, gettext_lazy, gettext_noop
 
 from accounts.models import Channel, validate_e164
 from core.config import NudgeConfig
@@ -118,7 +118,7 @@ def confirm_code(user_id: int, code: str, now: datetime) -> bool:
     linked = addresses.link_address(
         user_id,
         Channel.WHATSAPP,
-        "entered the code sent to this number on the website",
+        gettext_noop("entered the code sent to this number on the website"),
         now,
         lambda: addresses.use_whatsapp_code(user_id, code, now),
     )

@@ -63,6 +63,14 @@ def test_linking_a_chat_takes_it_from_the_other_account_and_tells_its_owner(
     assert "bob" not in page  # the notice names no one
     bob_page = bob_browser.get(reverse("portal:settings")).content.decode()
     assert "was linked to another" not in bob_page
+    # Stored in English for support; Ana reads the notice and her consent record in German.
+    with tenant_scope(ana.pk):
+        DeliverySettings.objects.filter(user_id=ana.pk).update(language="de")
+    page = ana_browser.get(reverse("portal:settings")).content.decode()
+    assert "Dein Telegram-Chat wurde mit einem anderen nudge-Konto verbunden." in page
+    assert "hat den einmaligen Link an den Bot gesendet (/start)" in page
+    assert "(mit einem anderen Konto verbunden)" in page
+    assert "was linked to another" not in page and "linked to another account" not in page
 
     answer = post_update(client, fake_telegram.push_message(CHAT, "/stop")).json()
     assert answer["text"] == telegram.PAUSED
