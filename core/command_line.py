@@ -49,6 +49,15 @@ def positive_int(value: str) -> int:
     return _number(value, int, lambda number: number >= 1, "must be at least 1")
 
 
+def days_up_to(most: int) -> Callable[[str], int]:
+    """A whole number of days from 1 to ``most``: past it, a typo rather than a plan."""
+
+    def days(value: str) -> int:
+        return _number(value, int, lambda number: 1 <= number <= most, f"is not 1 to {most} days")
+
+    return days
+
+
 def non_negative_int(value: str) -> int:
     return _number(value, int, lambda number: number >= 0, "cannot be negative")
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 from django.core.management.base import CommandParser
 from django.utils import timezone
 
-from core.command_line import NudgeCommand, positive_int
+from core.command_line import NudgeCommand, days_up_to
 from messaging.signals import prune_due
 from messaging.telegram.bot import prune_updates_seen
 
@@ -20,7 +20,7 @@ class Command(NudgeCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--older-than", type=positive_int, required=True, metavar="DAYS")
+        parser.add_argument("--older-than", type=days_up_to(36_500), required=True, metavar="DAYS")
 
     def handle(self, *args, older_than: int, **options) -> None:
         now = timezone.now()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import CommandParser
 
-from core.command_line import NudgeCommand, positive_int
+from core.command_line import NudgeCommand, days_up_to
 from scheduled_sends.queue.partitions import covered_until, make_partitions
 from scheduled_sends.queue.transitions import database_now
 
@@ -15,7 +15,7 @@ class Command(NudgeCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--days-ahead",
-            type=positive_int,
+            type=days_up_to(366),
             default=14,
             metavar="DAYS",
             help="How many days past today to cover (default 14: two weeks of missed cron runs).",

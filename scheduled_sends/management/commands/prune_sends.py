@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.core.management.base import CommandParser
 from django.db import OperationalError
 
-from core.command_line import NudgeCommand, positive_int
+from core.command_line import NudgeCommand, days_up_to, positive_int
 from scheduled_sends.queue.partitions import drop_aged_partitions
 from scheduled_sends.queue.transitions import database_now, prune_settled
 from scheduled_sends.runlog import prune_run_log
@@ -22,7 +22,7 @@ class Command(NudgeCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--older-than",
-            type=positive_int,
+            type=days_up_to(36_500),
             required=True,
             metavar="DAYS",
             help="At least 1: support reads recent rows.",
