@@ -6,17 +6,25 @@ page can render, filter on or probe them. The one write is "resync now", a flag.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.text import Truncator
 
-from calendars.models import CalendarConnection, CalendarEvent, PushState
+from calendars.models import (
+    CalendarConnection,
+    CalendarEvent,
+    ConnectionStatus,
+    Provider,
+    PushState,
+)
 from calendars.push.freshness import PUSH_PROVIDERS, push_live
 from core.admin_readonly import ReadOnlyAdmin
 from core.config import NudgeConfig
-from core.display import instant_column
+from core.display import instant_column, when_text
 
 
 @admin.register(CalendarConnection)
@@ -84,15 +92,38 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
 
     @admin.action(permissions=["resync"], description="Resync now (on the next materialize run)")
     def resync_now(self, request: HttpRequest, queryset: QuerySet[CalendarConnection]) -> None:
-        connections = list(queryset.only("pk", "provider", "account", "user_id"))
+        fields = ("pk", "provider", "account", "user_id", "status", "retry_after")
+        connections = list(queryset.only(*fields))
         queryset.update(resync_requested=True)
         for connection in connections:
             self.log_change(request, connection, "Resync requested by support.")
-        self.message_user(
-            request,
-            f"{len(connections)} connection(s) will sync on the next materialize run.",
-            messages.SUCCESS,
-        )
+        now = timezone.now()
+        later = [(c, why) for c in connections if (why := _not_on_next_run(c, now))]
+        if len(connections) > len(later):
+            self.message_user(
+                request,
+                f"{len(connections) - len(later)} connection(s) will sync on the next "
+                "materialize run.",
+                messages.SUCCESS,
+            )
+        if later:
+            self.message_user(
+                request,
+                "Not synced on the next run: " + "; ".join(f"#{c.pk} {why}" for c, why in later),
+                messages.WARNING,
+            )
+
+
+def _not_on_next_run(connection: CalendarConnection, now: datetime) -> str:
+    """Why materialize's next run will not fetch ``connection`` whatever the flag says
+    (as ``calendars.sync`` decides); "" when it will."""
+    if connection.provider == Provider.LOCAL:
+        return "holds local events: there is nothing to sync"
+    if connection.status == ConnectionStatus.NEEDS_REAUTH:
+        return "needs its user to re-authorise it"
+    if connection.retry_after and connection.retry_after > now:
+        return f"is backing off until {when_text(connection.retry_after, seconds=False)}"
+    return ""
 
 
 @admin.register(CalendarEvent)

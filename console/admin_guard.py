@@ -2,7 +2,8 @@
 
 * A list takes only the parameters its own page makes; anything else (a lookup on a
   column it only shows, so no ``?feed_url_encrypted__startswith=…`` oracle on hidden
-  columns; ``?o=-8.1``; a NUL byte; a year past 9998) is a 400, never a query, never a 500.
+  columns; a value its own filter does not list, ``?state=faild``; ``?o=-8.1``; a NUL
+  byte; a year past 9998) is a 400, never a query, never a 500.
 * Every list or detail page of a tenant model logs who read which rows, with which
   filters, to ``nudge.admin.audit``.
 
@@ -15,6 +16,7 @@ import functools
 import re
 from typing import Any
 
+from django.contrib.admin import SimpleListFilter
 from django.contrib.admin.exceptions import DisallowedModelAdminLookup
 from django.contrib.admin.views.main import IGNORED_PARAMS, ORDER_VAR, SEARCH_VAR, ChangeList
 from django.http import HttpRequest, HttpResponseBase
@@ -43,6 +45,7 @@ class OfferedFiltersOnly(ChangeList):
         self._refuse_unoffered_search()
         generated = self._check_date_hierarchy(asked)
         specs, has_filters, remaining, duplicates, active = super().get_filters(request)
+        self._refuse_unoffered_choices(specs)
         # What no filter took, the date hierarchy's own bounds apart, is not offered.
         unoffered = sorted((set(remaining) & asked) - generated)
         if unoffered:
@@ -54,6 +57,21 @@ class OfferedFiltersOnly(ChangeList):
         for key, values in request.GET.lists():
             if "\x00" in key or any("\x00" in value for value in values):
                 raise DisallowedModelAdminLookup("a NUL byte in the query string")
+
+    def _refuse_unoffered_choices(self, specs: list) -> None:
+        # Our own list filters ignore a value they do not list: the page would show
+        # every row as if filtered (``?state=faild``, ``?owner=alice``).
+        offered = {
+            spec.parameter_name: {str(value) for value, _ in spec.lookup_choices}
+            for spec in specs
+            if isinstance(spec, SimpleListFilter)
+        }
+        for list_filter in self.list_filter:
+            if isinstance(list_filter, type) and issubclass(list_filter, SimpleListFilter):
+                name = list_filter.parameter_name
+                value = self.params.get(name)
+                if value is not None and value not in offered.get(name, ()):
+                    raise DisallowedModelAdminLookup(f"{name}={value} is not offered")
 
     def _refuse_unoffered_ordering(self) -> None:
         order = self.params.get(ORDER_VAR)

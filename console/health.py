@@ -320,7 +320,9 @@ def _check_claims(report: HealthReport, counts: DueCounts, config: NudgeConfig) 
     else:
         said = f"Nothing due over {overdue} ago is waiting unclaimed"
     if counts.waiting_to_retry:
-        said += f" ({counts.waiting_to_retry} more are waiting to be retried)"
+        # Over every due row: an overdue one may be among them, so never "more".
+        k = counts.waiting_to_retry
+        said += f"; of all due nudges, {k:,} {'is' if k == 1 else 'are'} waiting to be retried"
     link = {"link": "queue?due=overdue"} if n else {}
     report.add("overdue_unclaimed", not n, f"{said}.", **link)
     lease = duration(config.lease.total_seconds())

@@ -7,8 +7,10 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.safestring import SafeString
 
 from core.admin_readonly import ReadOnlyAdmin, audit
+from core.display import instant_column, when
 from portal.models import ApiToken
 from portal.tokens import revoke_api_tokens
 
@@ -33,14 +35,17 @@ class TokenStateFilter(admin.SimpleListFilter):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(ReadOnlyAdmin):
+    created = instant_column("created_at", "created at")
+    last_used = instant_column("last_used_at", "last used at")
+    revoked = instant_column("revoked_at", "revoked at")
     list_display = (
         "user",
         "name",
         "hint",
-        "created_at",
-        "last_used_at",
+        "created",
+        "last_used",
         "expires",
-        "revoked_at",
+        "revoked",
         "revoked_how",
     )
     list_filter = (TokenStateFilter,)
@@ -52,18 +57,18 @@ class ApiTokenAdmin(ReadOnlyAdmin):
         "user",
         "name",
         "hint",
-        "created_at",
-        "last_used_at",
-        "expires_at",
-        "revoked_at",
+        "created",
+        "last_used",
+        "expires",
+        "revoked",
         "revoked_how",
     )
     readonly_fields = fields
     actions = ("revoke",)
 
     @admin.display(description="expires", ordering="expires_at")
-    def expires(self, obj: ApiToken) -> str:
-        return "never" if obj.expires_at is None else f"{obj.expires_at:%Y-%m-%d %H:%M}Z"
+    def expires(self, obj: ApiToken) -> SafeString:
+        return when(obj.expires_at)
 
     has_revoke_permission = ReadOnlyAdmin.may_change
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from django.contrib import admin
 from django.contrib.admin.models import LogEntry
@@ -108,6 +110,36 @@ def test_resync_now_only_raises_the_flag(staff_client, make_user, make_connectio
         None,
     )
     assert LogEntry.objects.filter(object_id=str(connection.pk)).count() == 1
+
+
+def test_resync_now_says_which_connections_the_next_run_will_not_fetch(
+    staff_client, make_user, make_connection
+):
+    """It reported every selected connection as syncing on the next run, though that run
+    skips one awaiting re-authorisation, one backing off, and local events."""
+    alice = make_user("alice")
+    ready = make_connection(alice)
+    reauth = make_connection(alice, status="needs_reauth")
+    backing_off = make_connection(
+        alice, status="error", retry_after=datetime(2099, 1, 2, 3, 4, tzinfo=UTC)
+    )
+    local = make_connection(alice, provider="local")
+    chosen = [ready.pk, reauth.pk, backing_off.pk, local.pk]
+
+    response = staff_client.post(
+        CONNECTIONS,
+        {"action": "resync_now", "index": 0, "_selected_action": chosen},
+        follow=True,
+    )
+
+    said = [str(message) for message in response.context["messages"]]
+    assert said == [
+        "1 connection(s) will sync on the next materialize run.",
+        # In the list's order, newest first.
+        f"Not synced on the next run: #{local.pk} holds local events: there is nothing to "
+        f"sync; #{backing_off.pk} is backing off until 2099-01-02 03:04 UTC; "
+        f"#{reauth.pk} needs its user to re-authorise it",
+    ]
 
 
 def test_resync_needs_the_change_permission(client, viewer_user, make_user, make_connection):

@@ -99,6 +99,20 @@ def test_index_falls_back_to_its_own_queries_when_health_fails(staff_client, que
     assert "4 nudges due and not yet sent." in html
 
 
+def test_one_overdue_retry_reads_as_one_nudge_not_two(make_user, make_send):
+    """A retry overdue is also waiting to be retried: the sentence must not add them."""
+    from console.health import check_health
+
+    make_send(make_user("alice"), fire_at=timezone.now() - timedelta(minutes=10), attempts=1)
+
+    [line] = [c for c in check_health().checks if c.name == "overdue_unclaimed"]
+
+    assert line.detail == (
+        "1 nudge due over 2 minutes ago is unclaimed; of all due nudges, 1 is waiting to be "
+        "retried."
+    )
+
+
 def test_every_failing_check_reads_as_a_sentence_with_its_rows(queue, make_user, make_send):
     """Each of health's checks, failing, as support reads it: the figure, and where to look."""
     from console.admin_site import Links, health_lines
@@ -135,7 +149,8 @@ def test_every_failing_check_reads_as_a_sentence_with_its_rows(queue, make_user,
 
     expected = {
         "overdue_unclaimed": (
-            "1 nudge due over 2 minutes ago is unclaimed (1 more are waiting to be retried).",
+            "1 nudge due over 2 minutes ago is unclaimed; of all due nudges, 1 is waiting to "
+            "be retried.",
             "/q/?due=overdue",
         ),
         "stuck_claims": (

@@ -21,3 +21,16 @@ def test_the_landing_page_shows_a_rate_a_429_lowered(staff_client, settings):
     assert "whatsapp paced at its configured 60.0/s." in html
     assert "telegram paced at 12.5/s of its configured 25.0/s: lowered by a 429" in html
     assert "Paused for 30 seconds more (Retry-After)." in html or "Paused for 29 seconds" in html
+
+
+def test_the_headline_counts_health_checks_not_the_pacing_lines_beside_them(staff_client):
+    config = NudgeConfig.from_settings()
+    reserve_slots(config, [Budget("whatsapp", 60.0)], 1)
+    reserve_slots(config, [Budget("telegram", 25.0)], 1)
+
+    response = staff_client.get(INDEX)
+
+    report = response.context["nudge_health"]
+    assert report.verdict == "unhealthy"  # no sweep has run
+    headline = f"Needs attention: {len(report.failing)} of {len(report.checks)} checks failing."
+    assert headline in response.content.decode()

@@ -108,3 +108,36 @@ def test_staff_without_settings_read_utc(staff_client):
 
     assert "2026-12-04 18:26:32 UTC</time></h2>" in page
     assert set(zones_written(page)) == {"UTC"}
+
+
+def test_a_berlin_staff_member_reads_tokens_and_opt_ins_in_cet(berlin_client, make_user):
+    """Every instant of these pages in one zone: an expiry was written in UTC ("…Z")
+    beside a creation in the viewer's zone, unnamed: an hour apart, the same instant."""
+    from messaging.models import OptInRecord
+    from portal.models import ApiToken
+
+    owner = make_user("alice")
+    with tenant_scope(owner.pk):
+        token = ApiToken.objects.create(
+            user=owner, name="laptop", secret_digest="d" * 64, hint="abcd", expires_at=STARTED
+        )
+        ApiToken.objects.filter(user=owner).update(created_at=STARTED, last_used_at=STARTED)
+        opt_in = OptInRecord.objects.create(
+            user=owner, channel="telegram", address="4242", method="/start", recorded_at=STARTED
+        )
+
+    for url in (
+        "/admin/portal/apitoken/",
+        f"/admin/portal/apitoken/{token.pk}/change/",
+        "/admin/messaging/optinrecord/",
+        f"/admin/messaging/optinrecord/{opt_in.pk}/change/",
+    ):
+        response = berlin_client.get(url)
+
+        assert response.status_code == 200
+        page = response.content.decode()
+        assert ">2026-12-04 19:26 CET</time>" in page, url
+        assert_hover_is_utc(page, STARTED)
+        # The opt-in's own name says its instant in UTC, with the Z.
+        zones = zones_written(page.replace(str(opt_in), ""))
+        assert zones and set(zones) <= BERLIN, (url, zones)
