@@ -111,6 +111,7 @@ def test_the_queue_refuses_what_it_does_not_offer(staff, rows, query):
         "state=%00",
         "owner=%C2%B2",  # was a 500: "²".isdigit(), and int() refuses it
         f"owner={'9' * 5000}",  # was a 500: more digits than int() reads
+        "q=" + "+".join(["word"] * 400),  # seconds of conditions over every day partition
     ],
 )
 def test_hostile_values_are_a_400_not_a_500(staff, rows, query):
@@ -144,6 +145,11 @@ def test_a_filter_value_the_sidebar_does_not_offer_is_a_400(staff, rows):
     tokens = reverse("admin:portal_apitoken_changelist")
     assert staff.get(f"{tokens}?state=revoked").status_code == 200
     assert staff.get(f"{tokens}?state=alive").status_code == 400
+
+
+def test_a_pasted_error_message_is_still_searched(staff, rows):
+    words = "Telegram refused the message: Forbidden: bot was blocked by the user (403)"
+    assert staff.get(QUEUE, {"q": words}).status_code == 200
 
 
 def test_an_owner_past_the_largest_id_lists_nothing(staff, rows):
