@@ -89,9 +89,11 @@ class DeliverySettingsAdmin(admin.ModelAdmin):
         "held_because",
         "quiet_start",
         "quiet_end",
-        "unreachable_at",
-        "whatsapp_opted_in_at",
+        "unreachable_at_",
+        "whatsapp_opted_in_at_",
     )
+    unreachable_at_ = instant_column("unreachable_at", "unreachable since")
+    whatsapp_opted_in_at_ = instant_column("whatsapp_opted_in_at", "WhatsApp opted in at")
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> tuple[str, ...]:
         if obj is None:

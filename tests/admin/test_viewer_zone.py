@@ -141,3 +141,21 @@ def test_a_berlin_staff_member_reads_tokens_and_opt_ins_in_cet(berlin_client, ma
         # The opt-in's own name says its instant in UTC, with the Z.
         zones = zones_written(page.replace(str(opt_in), ""))
         assert zones and set(zones) <= BERLIN, (url, zones)
+
+
+def test_a_berlin_staff_member_reads_a_persons_settings_in_cet(berlin_client, make_user):
+    """When a channel became unreachable and when WhatsApp was opted in: named, like
+    "capped at" beside them, not a bare local time."""
+    owner = make_user("alice")
+    with tenant_scope(owner.pk):
+        settings = DeliverySettings.objects.get(user=owner)
+        DeliverySettings.objects.filter(pk=settings.pk).update(
+            unreachable_channel="telegram", unreachable_at=STARTED, whatsapp_opted_in_at=STARTED
+        )
+
+    response = berlin_client.get(f"/admin/accounts/deliverysettings/{settings.pk}/change/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert page.count(">2026-12-04 19:26 CET</time>") == 2
+    assert_hover_is_utc(page, STARTED)
