@@ -197,11 +197,11 @@ def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> An
     if command in ("next", "today"):
         zone = zone_of(person.settings.timezone)
         until = end_of_day(now.astimezone(zone).date(), zone)
-        show = words.today
+        show, running = words.today, True
         if command == "next":
-            until, show = now + NEXT_HORIZON, words.next_up
+            until, show, running = now + NEXT_HORIZON, words.next_up, False
         with tenant_scope(person.user_id):
-            items = items_between(person.user_id, now, until)
+            items = items_between(person.user_id, now, until, running_all_day=running)
         return show(person.settings, items, now)
     if command == "agenda":
         return _agenda(person, rest, now)

@@ -12,7 +12,13 @@ from typing import Any
 from django.utils.translation import gettext, gettext_lazy
 
 from messaging import action_tokens
-from messaging.messages import AGENDA_MAX_CHARS, clean_title, clock_text, when_text
+from messaging.messages import (
+    AGENDA_MAX_CHARS,
+    all_day_text,
+    clean_title,
+    clock_text,
+    when_text,
+)
 from scheduled_sends.day import Item
 
 MAX_CHOICES = 4
@@ -140,7 +146,8 @@ def next_up(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
     if not items:
         return Answer(str(NOTHING_NEXT))
     item = items[0]
-    text = str(NEXT).format(title=_title(item), when=when_text(reader, item.starts_at, now))
+    when = (all_day_text if item.all_day else when_text)(reader, item.starts_at, now)
+    text = str(NEXT).format(title=_title(item), when=when)
     if item.join_url:
         join = Button(str(JOIN_BUTTON), url=item.join_url)
         return Answer(f"{text}\n{item.join_url}", buttons=(join,))
@@ -148,12 +155,14 @@ def next_up(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
 
 
 def today(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
-    """/today: one line per item left today, its time then its title; Join buttons."""
+    """/today: one line per item left today, its time (or "all day", like the morning
+    agenda) then its title; Join buttons."""
     if not items:
         return Answer(str(NOTHING_TODAY))
     lines = [str(TODAY)]
     for shown, item in enumerate(items):
-        line = f"• {clock_text(reader, item.starts_at, now)} {_title(item)}"
+        when = gettext("all day") if item.all_day else clock_text(reader, item.starts_at, now)
+        line = f"• {when} {_title(item)}"
         more = gettext("… and %(count)d more") % {"count": len(items) - shown}
         # WhatsApp refuses a long message whole: a long day is cut, and says so.
         if sum(len(x) + 1 for x in lines) + len(line) + len(more) > AGENDA_MAX_CHARS:

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 from django.core.management import call_command
 
 from accounts.models import Channel, DeliverySettings
+from calendars.models import CalendarConnection, CalendarEvent
 from core.config import NudgeConfig
 from followups.models import FollowUp
 from messaging import chat, chat_words
@@ -207,6 +208,43 @@ def test_next_and_today_answer_from_the_persons_own_rows_only(tg, ana, make_user
     assert next_answer == "Next: Water plants at 12:00"
     assert today_answer == "Today:\n• 12:00 Water plants\n• 13:00 Call Bob"
     assert "secret" not in next_answer + today_answer
+
+
+def _all_day(user, title: str, day: datetime, days: int = 1) -> None:
+    """An all-day event as the providers store it: from the day's midnight to the next."""
+    with tenant_scope(user.pk):
+        connection, _ = CalendarConnection.objects.get_or_create(user=user, provider="ics")
+        CalendarEvent.objects.create(
+            user=user,
+            connection=connection,
+            provider_event_id=title,
+            title=title,
+            starts_at=day,
+            ends_at=day + timedelta(days=days),
+            all_day=True,
+        )
+
+
+def test_all_day_events_are_said_all_day_in_next_and_today(tg, ana):
+    """Like the morning agenda: 'ganztägig', not 'um 00:00'; /today keeps today's
+    all-day event (and a trip's second day) though its midnight has passed, and not
+    tomorrow's, which starts at today's end."""
+    set_zone(ana, language="de")
+    midnight = datetime(2026, 12, 3, tzinfo=BERLIN)  # a Thursday
+    _all_day(ana, "Urlaub", midnight)
+    _all_day(ana, "Dienstreise", midnight - timedelta(days=1), days=2)
+    _all_day(ana, "Messe", midnight + timedelta(days=1))
+    with tenant_scope(ana.pk):
+        FollowUp.objects.create(user=ana, title="Anna anrufen", due_at=midnight.replace(hour=12))
+    tg.push_message(CHAT, "/today")
+    poll(midnight.replace(hour=10))
+    tg.push_message(CHAT, "/next")
+    poll(midnight.replace(hour=13))
+    today_answer, next_answer = (r.text for r in replies(tg))
+    assert today_answer == (
+        "Heute:\n• ganztägig Dienstreise\n• ganztägig Urlaub\n• 12:00 Anna anrufen"
+    )
+    assert next_answer == "Als Nächstes: Messe morgen ganztägig"
 
 
 def test_help_lists_the_commands_and_the_menu_is_set_per_language(tg, ana, capsys, settings):
