@@ -205,10 +205,8 @@ def _read_clock(text: _Text) -> _Clock | None:
 
 
 def _read_hour(text: _Text) -> _Clock | None:
-    noon = _NOON.search(text.work)
-    if noon is not None:
-        text.take(noon)
-        return _Clock(12, 0, True)
+    """The hour written, else a noon word: "um 13 Uhr Mittag mit Tom" is at 13:00, and
+    "Mittag" stays in the title."""
     for match in _TIME.finditer(text.work):
         prep, sep, uhr, half = match["prep"], match["sep"], match["uhr"], match["half"]
         if not (prep or sep in (":", "h") or uhr or half or (sep == "." and prep)):
@@ -228,6 +226,10 @@ def _read_hour(text: _Text) -> _Clock | None:
             settled = True
         text.take(match, end)
         return _Clock(hour, minute, settled)
+    noon = _NOON.search(text.work)
+    if noon is not None:
+        text.take(noon)
+        return _Clock(12, 0, True)
     return None
 
 

@@ -40,6 +40,8 @@ CAPTURES = [
     (EN, NY, "in 2 days at 5pm call Anna", "2026-12-05 17:00", "call Anna"),
     (EN, NY, "12/24 at 9am presents", "2026-12-24 09:00", "presents"),
     (EN, NY, "tomorrow at noon lunch with Sam", "2026-12-04 12:00", "lunch with Sam"),
+    # A written hour beats a noon word, which stays in the title.
+    (EN, NY, "tomorrow at 1pm midday walk", "2026-12-04 13:00", "midday walk"),
     (EN, NY, "in 1 hour", "2026-12-03 10:00", ""),
     (EN, NY, "today at 8 pm call mum", "2026-12-03 20:00", "call mum"),
     (EN, NY, "Thursday 10:00 review", "2026-12-03 10:00", "review"),
@@ -67,6 +69,9 @@ CAPTURES = [
     (DE, BER, "um 21 am Freitag Kino", "2026-12-04 21:00", "Kino"),
     (DE, BER, "morgen Abend um 8 Mama anrufen", "2026-12-04 20:00", "Mama anrufen"),
     (DE, BER, "morgen Nachmittag um 3 Arzt", "2026-12-04 15:00", "Arzt"),
+    (DE, BER, "morgen Mittag Tom anrufen", "2026-12-04 12:00", "Tom anrufen"),
+    (DE, BER, "morgen um 13 Uhr Mittag mit Tom", "2026-12-04 13:00", "Mittag mit Tom"),
+    (DE, BER, "morgen 12:30 Mittag mit Tom", "2026-12-04 12:30", "Mittag mit Tom"),
     (ES, MEX, "mañana a las 9 llamar a Ana", "2026-12-04 09:00", "llamar a Ana"),
     (ES, MEX, "en 2 horas revisar el horno", "2026-12-03 10:00", "revisar el horno"),
     (ES, MEX, "viernes 14:00 dentista", "2026-12-04 14:00", "dentista"),
@@ -87,6 +92,14 @@ CAPTURES = [
     (ES, MEX, "a las 9 llamar a Ana", "2026-12-03 09:00", "llamar a Ana"),
     (ES, MEX, "esta noche a las 9 cena", "2026-12-03 21:00", "cena"),
     (ES, MEX, "mañana por la tarde a las 5 médico", "2026-12-04 17:00", "médico"),
+    (ES, MEX, "mañana a mediodía llamar a Ana", "2026-12-04 12:00", "llamar a Ana"),
+    (
+        ES,
+        MEX,
+        "mañana a las 13:30 reunión de mediodía",
+        "2026-12-04 13:30",
+        "reunión de mediodía",
+    ),
     (FR, PAR, "demain 9h appeler Anna", "2026-12-04 09:00", "appeler Anna"),
     (FR, PAR, "dans 2 heures vérifier le four", "2026-12-03 17:00", "vérifier le four"),
     (FR, PAR, "vendredi 14h dentiste", "2026-12-04 14:00", "dentiste"),
@@ -107,6 +120,8 @@ CAPTURES = [
     (FR, PAR, "24/12 à 18h réveillon", "2026-12-24 18:00", "réveillon"),
     (FR, PAR, "demain soir à 8h dîner", "2026-12-04 20:00", "dîner"),
     (FR, PAR, "demain après-midi à 3h médecin", "2026-12-04 15:00", "médecin"),
+    (FR, PAR, "demain à midi déjeuner", "2026-12-04 12:00", "déjeuner"),
+    (FR, PAR, "demain à 12h30 déjeuner de midi", "2026-12-04 12:30", "déjeuner de midi"),
     (PT, SAO, "amanhã às 9 ligar para Ana", "2026-12-04 09:00", "ligar para Ana"),
     (PT, SAO, "em 2 horas ver o forno", "2026-12-03 13:00", "ver o forno"),
     (PT, SAO, "sexta 14:00 dentista", "2026-12-04 14:00", "dentista"),
@@ -119,6 +134,8 @@ CAPTURES = [
     (PT, SAO, "próxima terça às 11 cabeleireiro", "2026-12-08 11:00", "cabeleireiro"),
     (PT, SAO, "24/12 às 18:00 ceia", "2026-12-24 18:00", "ceia"),
     (PT, SAO, "amanhã à noite às 8 jantar", "2026-12-04 20:00", "jantar"),
+    (PT, SAO, "amanhã meio-dia almoço", "2026-12-04 12:00", "almoço"),
+    (PT, SAO, "amanhã às 13h almoço do meio-dia", "2026-12-04 13:00", "almoço do meio-dia"),
 ]
 
 # (language, zone, phrase, the choices offered as local "YYYY-MM-DD HH:MM", title)
