@@ -11,6 +11,7 @@ from typing import Any
 
 from django.utils.translation import gettext, gettext_lazy
 
+from followups.capture import fold
 from messaging import action_tokens
 from messaging.messages import (
     AGENDA_MAX_CHARS,
@@ -60,14 +61,24 @@ JOIN_BUTTON = gettext_lazy("Join")
 DEFAULT_TITLE = gettext_lazy("Reminder")
 NOT_HERE = gettext_lazy("This button does not belong to this chat")
 
-# Typed replies (any case, a trailing "." or "!" ignored) and what each asks: WhatsApp's
-# opt-out keywords, a nudge's Snooze / Done, a capture's Undo.
+# Typed replies, the whole message (any case, accents or not, a trailing "." or "!"
+# ignored), and what each asks: WhatsApp's opt-out keywords, a nudge's Snooze / Done in
+# the five languages (the buttons' own words among them: "später", "Erledigt", "Posponer",
+# "Hecho", "Reporter", "Fait", "Adiar", "Concluído"), a capture's Undo. None is a word
+# of another language's other act ("pronto" is "done" in Brazil and "soon" in Spain).
+_SNOOZE_WORDS = """snooze|later|später|schlummern|posponer|aplazar|más tarde|reporter|plus tard|
+    adiar|mais tarde|soneca"""
+_DONE_WORDS = "done|done ✓|erledigt|fertig|hecho|listo|fait|fini|terminé|concluído|feito"
 REPLY_WORDS = {
-    **dict.fromkeys(("stop", "stopall", "unsubscribe", "cancel", "end", "quit", "optout"), "stop"),
-    **dict.fromkeys(("start", "yes", "unstop", "optin"), "start"),
-    **dict.fromkeys(("snooze", "later"), "snooze"),
-    **dict.fromkeys(("done", "done ✓"), "done"),
-    **dict.fromkeys(("undo", "rückgängig", "deshacer", "annuler", "desfazer"), "undo"),
+    fold(word.strip()): act
+    for words, act in (
+        (("stop", "stopall", "unsubscribe", "cancel", "end", "quit", "optout"), "stop"),
+        (("start", "yes", "unstop", "optin"), "start"),
+        (_SNOOZE_WORDS.split("|"), "snooze"),
+        (_DONE_WORDS.split("|"), "done"),
+        (("undo", "rückgängig", "deshacer", "annuler", "desfazer"), "undo"),
+    )
+    for word in words
 }
 
 # The Telegram command menu (setMyCommands), each described in each language.
@@ -83,7 +94,7 @@ MENU = (
 
 def reply_word(text: str) -> str | None:
     """What a typed reply that is one of ``REPLY_WORDS`` asks ("stop", "snooze", "undo"…)."""
-    return REPLY_WORDS.get(" ".join(text.split()).lower().rstrip(".!"))
+    return REPLY_WORDS.get(fold(" ".join(text.split())).rstrip(".!"))
 
 
 @dataclass(frozen=True)
