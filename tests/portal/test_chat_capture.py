@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+import pytest
 from django.core.management import call_command
 
 from accounts.models import Channel, DeliverySettings
@@ -346,6 +347,41 @@ def test_the_agenda_is_offered_from_the_chat(tg, ana):
     poll(now)
     with tenant_scope(ana.pk):
         assert DeliverySettings.objects.get(user_id=ana.pk).agenda_at is None
+
+
+@pytest.mark.parametrize(
+    ("language", "text", "agenda_at"),
+    [
+        ("fr", "/agenda 7h", "07:00:00"),
+        ("fr", "/agenda 19h30", "19:30:00"),
+        ("de", "/agenda 19 Uhr", "19:00:00"),
+        ("de", "/agenda um 8", "08:00:00"),
+        ("de", "/agenda 7.30", "07:30:00"),
+        ("en", "/agenda 7", "07:00:00"),
+        ("en", "/agenda 7:30 pm", "19:30:00"),
+        ("en", "/agenda 7:30pm", "19:30:00"),
+        ("en", "/agenda 7 : 30", "07:30:00"),
+        ("en", "/agenda 12 am", "00:00:00"),
+        ("fr", "/agenda désactiver", None),
+        ("fr", "/agenda desactiver", None),
+        ("es", "/agenda desactivar", None),
+        ("pt-br", "/agenda desativar", None),
+        ("de", "/agenda Aus", None),
+        # Not a time alone: asked again, the agenda kept.
+        ("en", "/agenda 25", "06:15:00"),
+        ("de", "/agenda 8 Uhr morgen", "06:15:00"),
+    ],
+)
+def test_the_agenda_takes_the_hours_a_capture_takes_and_off_with_its_accents(
+    tg, ana, language, text, agenda_at
+):
+    set_zone(ana, language=language, agenda_at=time(6, 15))
+    config = NudgeConfig.from_settings()
+    said = chat.answer(Channel.TELEGRAM, str(CHAT), text, _now(), config).text
+    with tenant_scope(ana.pk):
+        at = DeliverySettings.objects.get(user_id=ana.pk).agenda_at
+    assert (at.isoformat() if at else None) == agenda_at, said
+    assert ("/agenda 7:30" in said) == (agenda_at == "06:15:00")  # the how-to, or not
 
 
 def test_the_chats_records_are_kept_a_day(tg, ana):
