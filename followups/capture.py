@@ -80,7 +80,10 @@ _DAY_PARTS = re.compile(
     r"(?P<am>(?:this |in the )?morning|vormittags?|(?:esta|por la|de la) manana|"
     r"(?:ce |du )?matin|(?:esta|de|da|pela) manha))\b"
 )
-_NOON = re.compile(r"\b(?:at |um |a |as )?(?:noon|midday|mittag|mediodia|midi|meio-dia)\b")
+_NOON = re.compile(
+    r"\b(?:at |around |um |gegen |al |a |vers |ao |as )?"
+    r"(?:noon|midday|mittag|mediodia|midi|meio-dia)\b"
+)
 _DAY_WORDS = {
     2: r"the day after tomorrow|day after tomorrow|ubermorgen|pasado manana|apres-demain|"
     r"depois de amanha",

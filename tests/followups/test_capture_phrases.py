@@ -40,6 +40,7 @@ CAPTURES = [
     (EN, NY, "in 2 days at 5pm call Anna", "2026-12-05 17:00", "call Anna"),
     (EN, NY, "12/24 at 9am presents", "2026-12-24 09:00", "presents"),
     (EN, NY, "tomorrow at noon lunch with Sam", "2026-12-04 12:00", "lunch with Sam"),
+    (EN, NY, "tomorrow around noon call Sam", "2026-12-04 12:00", "call Sam"),
     # A written hour beats a noon word, which stays in the title.
     (EN, NY, "tomorrow at 1pm midday walk", "2026-12-04 13:00", "midday walk"),
     (EN, NY, "in 1 hour", "2026-12-03 10:00", ""),
@@ -70,6 +71,7 @@ CAPTURES = [
     (DE, BER, "morgen Abend um 8 Mama anrufen", "2026-12-04 20:00", "Mama anrufen"),
     (DE, BER, "morgen Nachmittag um 3 Arzt", "2026-12-04 15:00", "Arzt"),
     (DE, BER, "morgen Mittag Tom anrufen", "2026-12-04 12:00", "Tom anrufen"),
+    (DE, BER, "morgen gegen Mittag Tom anrufen", "2026-12-04 12:00", "Tom anrufen"),
     (DE, BER, "morgen um 13 Uhr Mittag mit Tom", "2026-12-04 13:00", "Mittag mit Tom"),
     (DE, BER, "morgen 12:30 Mittag mit Tom", "2026-12-04 12:30", "Mittag mit Tom"),
     (ES, MEX, "mañana a las 9 llamar a Ana", "2026-12-04 09:00", "llamar a Ana"),
@@ -93,6 +95,7 @@ CAPTURES = [
     (ES, MEX, "esta noche a las 9 cena", "2026-12-03 21:00", "cena"),
     (ES, MEX, "mañana por la tarde a las 5 médico", "2026-12-04 17:00", "médico"),
     (ES, MEX, "mañana a mediodía llamar a Ana", "2026-12-04 12:00", "llamar a Ana"),
+    (ES, MEX, "mañana al mediodía llamar a Ana", "2026-12-04 12:00", "llamar a Ana"),
     (
         ES,
         MEX,
@@ -121,6 +124,7 @@ CAPTURES = [
     (FR, PAR, "demain soir à 8h dîner", "2026-12-04 20:00", "dîner"),
     (FR, PAR, "demain après-midi à 3h médecin", "2026-12-04 15:00", "médecin"),
     (FR, PAR, "demain à midi déjeuner", "2026-12-04 12:00", "déjeuner"),
+    (FR, PAR, "demain vers midi appeler Anna", "2026-12-04 12:00", "appeler Anna"),
     (FR, PAR, "demain à 12h30 déjeuner de midi", "2026-12-04 12:30", "déjeuner de midi"),
     (PT, SAO, "amanhã às 9 ligar para Ana", "2026-12-04 09:00", "ligar para Ana"),
     (PT, SAO, "em 2 horas ver o forno", "2026-12-03 13:00", "ver o forno"),
@@ -135,6 +139,7 @@ CAPTURES = [
     (PT, SAO, "24/12 às 18:00 ceia", "2026-12-24 18:00", "ceia"),
     (PT, SAO, "amanhã à noite às 8 jantar", "2026-12-04 20:00", "jantar"),
     (PT, SAO, "amanhã meio-dia almoço", "2026-12-04 12:00", "almoço"),
+    (PT, SAO, "amanhã ao meio-dia almoço", "2026-12-04 12:00", "almoço"),
     (PT, SAO, "amanhã às 13h almoço do meio-dia", "2026-12-04 13:00", "almoço do meio-dia"),
 ]
 
