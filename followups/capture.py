@@ -80,7 +80,10 @@ _DAY_PARTS = re.compile(
     r"(?P<am>(?:this |in the )?morning|vormittags?|(?:esta|por la|de la) manana|"
     r"(?:ce |du )?matin|(?:esta|de|da|pela) manha))\b"
 )
-_NOON = re.compile(r"\b(?:at |um |a |as )?(?:noon|midday|mittag|mediodia|midi|meio-dia)\b")
+_NOON = re.compile(
+    r"\b(?:at |around |um |gegen |al |a |vers |ao |as )?"
+    r"(?:noon|midday|mittag|mediodia|midi|meio-dia)\b"
+)
 _DAY_WORDS = {
     2: r"the day after tomorrow|day after tomorrow|ubermorgen|pasado manana|apres-demain|"
     r"depois de amanha",
@@ -191,11 +194,11 @@ class _Clock:
     settled: bool  # am/pm, a leading zero or an hour past 12: one reading
 
 
-def _read_clock(text: _Text) -> _Clock | None:
+def _read_clock(text: _Text, alone: bool = False) -> _Clock | None:
     part, before = _DAY_PARTS.search(text.work), text.work
     if part is not None:
         text.take(part)  # before noon's words: "midi" in "après-midi" is not noon
-    clock = _read_hour(text)
+    clock = _read_hour(text, alone)
     if clock is None:
         text.work = before  # "tomorrow evening dinner": the title keeps its words
     elif part is not None and not clock.settled and clock.hour < 12:
@@ -204,14 +207,12 @@ def _read_clock(text: _Text) -> _Clock | None:
     return clock
 
 
-def _read_hour(text: _Text) -> _Clock | None:
-    noon = _NOON.search(text.work)
-    if noon is not None:
-        text.take(noon)
-        return _Clock(12, 0, True)
+def _read_hour(text: _Text, alone: bool = False) -> _Clock | None:
+    """The hour written, else a noon word: "um 13 Uhr Mittag mit Tom" is at 13:00, and
+    "Mittag" stays in the title. A number ``alone`` (the whole text) is an hour too."""
     for match in _TIME.finditer(text.work):
         prep, sep, uhr, half = match["prep"], match["sep"], match["uhr"], match["half"]
-        if not (prep or sep in (":", "h") or uhr or half or (sep == "." and prep)):
+        if not (alone or prep or sep in (":", "h") or uhr or half or (sep == "." and prep)):
             continue
         hour, minute = int(match["h"]), int(match["m"] or 0)
         if sep == "." and not match["m"]:
@@ -228,7 +229,21 @@ def _read_hour(text: _Text) -> _Clock | None:
             settled = True
         text.take(match, end)
         return _Clock(hour, minute, settled)
+    noon = _NOON.search(text.work)
+    if noon is not None:
+        text.take(noon)
+        return _Clock(12, 0, True)
     return None
+
+
+def read_time(message: str) -> time | None:
+    """A message that is a time of day and nothing else, read as a capture reads its
+    hour ("7", "7h", "19 Uhr", "um 8", "7:30 pm", "8 abends"); None for anything more."""
+    text = _Text(re.sub(r"\s*:\s*", ":", message.strip()))  # "7 : 30" too
+    clock = _read_clock(text, alone=True)
+    if clock is None or text.work.strip(" .!"):
+        return None
+    return time(clock.hour, clock.minute)
 
 
 @dataclass

@@ -6,9 +6,8 @@ anything (``followups.actions``, at most ``CAPTURES_PER_HOUR``); chatter gets he
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta
+from datetime import datetime, timedelta
 
 from django.db.models import QuerySet
 from django.utils.translation import override
@@ -42,8 +41,10 @@ NEXT_HORIZON = timedelta(days=7)
 KEEP_RECORDS = timedelta(days=1)
 
 COMMANDS = ("next", "today", "help", "remind", "agenda")
-_AGENDA_TIME = re.compile(r"(\d{1,2})(?:[:h.](\d{2}))?\s*(am|pm)?")
-OFF_WORDS = frozenset({"off", "aus", "no", "non", "nein", "desligar", "apagar", "desactiver"})
+# "/agenda off" in the five languages, accents or not (compared folded).
+OFF_WORDS = frozenset(
+    "off aus nein no apagar desactivar non desactiver nao desligar desativar".split()
+)
 
 
 @dataclass(frozen=True)
@@ -141,19 +142,14 @@ def _pick(
 
 
 def _agenda(person: _Person, rest: str, now: datetime) -> Answer:
-    """/agenda 7:30 (or 7:30 pm) sets the daily agenda's time, /agenda off turns it off."""
-    if rest.lower() in OFF_WORDS:
+    """/agenda 7:30 (or 7h, 19 Uhr, 7:30 pm) sets the daily agenda's time, /agenda off
+    (aus, désactiver…) turns it off."""
+    if capture.fold(rest).strip(" .!") in OFF_WORDS:
         update_settings(person.user_id, {"agenda_at": None}, now)
         return Answer(str(words.AGENDA_OFF))
-    match = _AGENDA_TIME.fullmatch(rest.lower().replace(" ", ""))
-    if match is None:
+    at = capture.read_time(rest)  # the hours a capture reads: "7h", "19 Uhr", "7:30 pm"
+    if at is None:
         return Answer(str(words.AGENDA_HOW))
-    hour, minute = int(match[1]), int(match[2] or 0)
-    if match[3]:
-        hour = hour % 12 + (12 if match[3] == "pm" else 0)
-    if hour > 23 or minute > 59:
-        return Answer(str(words.AGENDA_HOW))
-    at = time(hour, minute)
     update_settings(person.user_id, {"agenda_at": at}, now)
     zone = zone_of(person.settings.timezone)
     local = now.astimezone(zone)
@@ -197,11 +193,11 @@ def _words(person: _Person, text: str, now: datetime, config: NudgeConfig) -> An
     if command in ("next", "today"):
         zone = zone_of(person.settings.timezone)
         until = end_of_day(now.astimezone(zone).date(), zone)
-        show = words.today
+        show, running = words.today, True
         if command == "next":
-            until, show = now + NEXT_HORIZON, words.next_up
+            until, show, running = now + NEXT_HORIZON, words.next_up, False
         with tenant_scope(person.user_id):
-            items = items_between(person.user_id, now, until)
+            items = items_between(person.user_id, now, until, running_all_day=running)
         return show(person.settings, items, now)
     if command == "agenda":
         return _agenda(person, rest, now)

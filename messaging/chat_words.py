@@ -11,8 +11,15 @@ from typing import Any
 
 from django.utils.translation import gettext, gettext_lazy
 
+from followups.capture import fold
 from messaging import action_tokens
-from messaging.messages import AGENDA_MAX_CHARS, clean_title, clock_text, when_text
+from messaging.messages import (
+    AGENDA_MAX_CHARS,
+    all_day_text,
+    clean_title,
+    clock_text,
+    when_text,
+)
 from scheduled_sends.day import Item
 
 MAX_CHOICES = 4
@@ -54,14 +61,24 @@ JOIN_BUTTON = gettext_lazy("Join")
 DEFAULT_TITLE = gettext_lazy("Reminder")
 NOT_HERE = gettext_lazy("This button does not belong to this chat")
 
-# Typed replies (any case, a trailing "." or "!" ignored) and what each asks: WhatsApp's
-# opt-out keywords, a nudge's Snooze / Done, a capture's Undo.
+# Typed replies, the whole message (any case, accents or not, a trailing "." or "!"
+# ignored), and what each asks: WhatsApp's opt-out keywords, a nudge's Snooze / Done in
+# the five languages (the buttons' own words among them: "später", "Erledigt", "Posponer",
+# "Hecho", "Reporter", "Fait", "Adiar", "Concluído"), a capture's Undo. None is a word
+# of another language's other act ("pronto" is "done" in Brazil and "soon" in Spain).
+_SNOOZE_WORDS = """snooze|later|später|schlummern|posponer|aplazar|más tarde|reporter|plus tard|
+    adiar|mais tarde|soneca"""
+_DONE_WORDS = "done|done ✓|erledigt|fertig|hecho|listo|fait|fini|terminé|concluído|feito"
 REPLY_WORDS = {
-    **dict.fromkeys(("stop", "stopall", "unsubscribe", "cancel", "end", "quit", "optout"), "stop"),
-    **dict.fromkeys(("start", "yes", "unstop", "optin"), "start"),
-    **dict.fromkeys(("snooze", "later"), "snooze"),
-    **dict.fromkeys(("done", "done ✓"), "done"),
-    **dict.fromkeys(("undo", "rückgängig", "deshacer", "annuler", "desfazer"), "undo"),
+    fold(word.strip()): act
+    for words, act in (
+        (("stop", "stopall", "unsubscribe", "cancel", "end", "quit", "optout"), "stop"),
+        (("start", "yes", "unstop", "optin"), "start"),
+        (_SNOOZE_WORDS.split("|"), "snooze"),
+        (_DONE_WORDS.split("|"), "done"),
+        (("undo", "rückgängig", "deshacer", "annuler", "desfazer"), "undo"),
+    )
+    for word in words
 }
 
 # The Telegram command menu (setMyCommands), each described in each language.
@@ -77,7 +94,7 @@ MENU = (
 
 def reply_word(text: str) -> str | None:
     """What a typed reply that is one of ``REPLY_WORDS`` asks ("stop", "snooze", "undo"…)."""
-    return REPLY_WORDS.get(" ".join(text.split()).lower().rstrip(".!"))
+    return REPLY_WORDS.get(fold(" ".join(text.split())).rstrip(".!"))
 
 
 @dataclass(frozen=True)
@@ -140,7 +157,8 @@ def next_up(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
     if not items:
         return Answer(str(NOTHING_NEXT))
     item = items[0]
-    text = str(NEXT).format(title=_title(item), when=when_text(reader, item.starts_at, now))
+    when = (all_day_text if item.all_day else when_text)(reader, item.starts_at, now)
+    text = str(NEXT).format(title=_title(item), when=when)
     if item.join_url:
         join = Button(str(JOIN_BUTTON), url=item.join_url)
         return Answer(f"{text}\n{item.join_url}", buttons=(join,))
@@ -148,12 +166,14 @@ def next_up(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
 
 
 def today(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
-    """/today: one line per item left today, its time then its title; Join buttons."""
+    """/today: one line per item left today, its time (or "all day", like the morning
+    agenda) then its title; Join buttons."""
     if not items:
         return Answer(str(NOTHING_TODAY))
     lines = [str(TODAY)]
     for shown, item in enumerate(items):
-        line = f"• {clock_text(reader, item.starts_at, now)} {_title(item)}"
+        when = gettext("all day") if item.all_day else clock_text(reader, item.starts_at, now)
+        line = f"• {when} {_title(item)}"
         more = gettext("… and %(count)d more") % {"count": len(items) - shown}
         # WhatsApp refuses a long message whole: a long day is cut, and says so.
         if sum(len(x) + 1 for x in lines) + len(line) + len(more) > AGENDA_MAX_CHARS:

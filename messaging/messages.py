@@ -204,6 +204,14 @@ def when_text(reader: Any, instant: datetime, now: datetime) -> str:
     return _when(local, now.astimezone(tz), language, time_text)[0] + label
 
 
+def all_day_text(reader: Any, instant: datetime, now: datetime) -> str:
+    """'all day', 'tomorrow all day', 'Fri, Dec 10 all day': when an all-day item is, in
+    the morning agenda's words, where a timed one reads :func:`when_text`."""
+    tz, _label, language = _reader(reader.timezone, reader.language)
+    all_day = trans_real.translation(language).gettext("all day")
+    return _when(instant.astimezone(tz), now.astimezone(tz), language, all_day)[1]
+
+
 def _subject_title(words: Any, kind: str, title: str) -> str:
     """A follow-up's title (the person's own words) or an event's (a stranger's: defanged)."""
     if kind == "follow_up":

@@ -15,6 +15,8 @@ from followups.repeat import occurrences_of
 from scheduled_sends.models import Kind
 
 MAX_ITEMS = 30  # a day's list in one message
+# How long ago a still running all-day event may have begun (a trip) for a day's list.
+ALL_DAY_REACH = timedelta(days=31)
 
 
 def end_of_day(day: date, zone: tzinfo) -> datetime:
@@ -43,16 +45,23 @@ class Item:
     all_day: bool = False
 
 
-def items_between(user_id: int, after: datetime, until: datetime) -> list[Item]:
+def items_between(
+    user_id: int, after: datetime, until: datetime, *, running_all_day: bool = False
+) -> list[Item]:
     """Events (not cancelled, declined or on a calendar whose nudges are off) and
-    follow-ups starting in ``(after, until]``, at most ``MAX_ITEMS``, earliest first."""
+    follow-ups starting in ``(after, until]``, at most ``MAX_ITEMS``, earliest first.
+    With ``running_all_day`` (a day's list) an all-day event is there when it overlaps
+    ``(after, until)``: today's, begun at midnight, is; tomorrow's, which begins at
+    ``until``, is not."""
+    window = Q(starts_at__gt=after, starts_at__lte=until)
+    if running_all_day:
+        running = Q(starts_at__lt=until, starts_at__gt=after - ALL_DAY_REACH) & (
+            Q(ends_at__gt=after) | Q(ends_at=None, starts_at__gt=after - timedelta(days=1))
+        )
+        window = Q(window, all_day=False) | Q(running, all_day=True)
     events = (
         CalendarEvent.objects.filter(
-            user_id=user_id,
-            starts_at__gt=after,
-            starts_at__lte=until,
-            declined=False,
-            connection__nudges_on=True,
+            window, user_id=user_id, declined=False, connection__nudges_on=True
         )
         .exclude(status=EventStatus.CANCELLED)
         .order_by("starts_at", "pk")

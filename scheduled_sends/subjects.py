@@ -159,11 +159,13 @@ def subject_titles(rows: Iterable[ScheduledSend]) -> dict[tuple[str, int], str]:
 
 def read_agendas(rows: Sequence[ClaimedSend]) -> dict[int, list[Item]]:
     """Each agenda row's items: its day's events and follow-ups from its instant to the
-    day's end (``subject_starts_at``), read in its owner's scope."""
+    day's end (``subject_starts_at``) and its all-day events, read in its owner's scope."""
     agendas: dict[int, list[Item]] = {}
     for row in rows:
         if row.kind == Kind.AGENDA:
             with tenant_scope(row.user_id):
                 after = row.intended_at - timedelta(seconds=1)
-                agendas[row.id] = items_between(row.user_id, after, row.subject_starts_at)
+                agendas[row.id] = items_between(
+                    row.user_id, after, row.subject_starts_at, running_all_day=True
+                )
     return agendas

@@ -9,12 +9,14 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+import pytest
 from django.core.management import call_command
 
 from accounts.models import Channel, DeliverySettings
+from calendars.models import CalendarConnection, CalendarEvent
 from core.config import NudgeConfig
 from followups.models import FollowUp
 from messaging import chat, chat_words
@@ -209,6 +211,43 @@ def test_next_and_today_answer_from_the_persons_own_rows_only(tg, ana, make_user
     assert "secret" not in next_answer + today_answer
 
 
+def _all_day(user, title: str, day: datetime, days: int = 1) -> None:
+    """An all-day event as the providers store it: from the day's midnight to the next."""
+    with tenant_scope(user.pk):
+        connection, _ = CalendarConnection.objects.get_or_create(user=user, provider="ics")
+        CalendarEvent.objects.create(
+            user=user,
+            connection=connection,
+            provider_event_id=title,
+            title=title,
+            starts_at=day,
+            ends_at=day + timedelta(days=days),
+            all_day=True,
+        )
+
+
+def test_all_day_events_are_said_all_day_in_next_and_today(tg, ana):
+    """Like the morning agenda: 'ganztägig', not 'um 00:00'; /today keeps today's
+    all-day event (and a trip's second day) though its midnight has passed, and not
+    tomorrow's, which starts at today's end."""
+    set_zone(ana, language="de")
+    midnight = datetime(2026, 12, 3, tzinfo=BERLIN)  # a Thursday
+    _all_day(ana, "Urlaub", midnight)
+    _all_day(ana, "Dienstreise", midnight - timedelta(days=1), days=2)
+    _all_day(ana, "Messe", midnight + timedelta(days=1))
+    with tenant_scope(ana.pk):
+        FollowUp.objects.create(user=ana, title="Anna anrufen", due_at=midnight.replace(hour=12))
+    tg.push_message(CHAT, "/today")
+    poll(midnight.replace(hour=10))
+    tg.push_message(CHAT, "/next")
+    poll(midnight.replace(hour=13))
+    today_answer, next_answer = (r.text for r in replies(tg))
+    assert today_answer == (
+        "Heute:\n• ganztägig Dienstreise\n• ganztägig Urlaub\n• 12:00 Anna anrufen"
+    )
+    assert next_answer == "Als Nächstes: Messe morgen ganztägig"
+
+
 def test_help_lists_the_commands_and_the_menu_is_set_per_language(tg, ana, capsys, settings):
     tg.push_message(CHAT, "/help")
     poll(_now())
@@ -308,6 +347,41 @@ def test_the_agenda_is_offered_from_the_chat(tg, ana):
     poll(now)
     with tenant_scope(ana.pk):
         assert DeliverySettings.objects.get(user_id=ana.pk).agenda_at is None
+
+
+@pytest.mark.parametrize(
+    ("language", "text", "agenda_at"),
+    [
+        ("fr", "/agenda 7h", "07:00:00"),
+        ("fr", "/agenda 19h30", "19:30:00"),
+        ("de", "/agenda 19 Uhr", "19:00:00"),
+        ("de", "/agenda um 8", "08:00:00"),
+        ("de", "/agenda 7.30", "07:30:00"),
+        ("en", "/agenda 7", "07:00:00"),
+        ("en", "/agenda 7:30 pm", "19:30:00"),
+        ("en", "/agenda 7:30pm", "19:30:00"),
+        ("en", "/agenda 7 : 30", "07:30:00"),
+        ("en", "/agenda 12 am", "00:00:00"),
+        ("fr", "/agenda désactiver", None),
+        ("fr", "/agenda desactiver", None),
+        ("es", "/agenda desactivar", None),
+        ("pt-br", "/agenda desativar", None),
+        ("de", "/agenda Aus", None),
+        # Not a time alone: asked again, the agenda kept.
+        ("en", "/agenda 25", "06:15:00"),
+        ("de", "/agenda 8 Uhr morgen", "06:15:00"),
+    ],
+)
+def test_the_agenda_takes_the_hours_a_capture_takes_and_off_with_its_accents(
+    tg, ana, language, text, agenda_at
+):
+    set_zone(ana, language=language, agenda_at=time(6, 15))
+    config = NudgeConfig.from_settings()
+    said = chat.answer(Channel.TELEGRAM, str(CHAT), text, _now(), config).text
+    with tenant_scope(ana.pk):
+        at = DeliverySettings.objects.get(user_id=ana.pk).agenda_at
+    assert (at.isoformat() if at else None) == agenda_at, said
+    assert ("/agenda 7:30" in said) == (agenda_at == "06:15:00")  # the how-to, or not
 
 
 def test_the_chats_records_are_kept_a_day(tg, ana):

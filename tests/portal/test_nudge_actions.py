@@ -19,12 +19,14 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext
 
 from accounts.models import Channel, DeliverySettings
 from core.config import NudgeConfig
+from followups import capture
 from followups.models import FollowUp
-from messaging import action_tokens
+from messaging import action_tokens, chat_words
 from messaging import addresses as account
 from messaging.channels.base import NudgeActions
 from messaging.messages import clock_text
@@ -41,6 +43,7 @@ from tests.channels.queue import queue_follow_up
 from tests.fakes.fixtures import WHATSAPP_FROM
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.twilio_server import FakeTwilio
+from tests.followups.test_capture_phrases import CAPTURES
 from tests.support.queue import queue_nudge
 from tests.support.timeline import describe
 
@@ -429,6 +432,58 @@ def test_whatsapp_text_replies_snooze_and_done_act_on_the_last_nudge(wa, bea, fa
         client, fake_twilio, fake_twilio.inbound("+15550009999", "snooze", to=WHATSAPP_FROM)
     )
     assert twiml_text(stranger) == ""
+
+
+@pytest.mark.parametrize(
+    ("language", "later", "snoozed", "done", "answer"),
+    [
+        ("de", "später", "Verschoben bis ", "Erledigt!", "Erledigt ✓"),
+        ("es", "Posponer", "Pospuesto hasta las ", "hecho", "Hecho ✓"),
+        ("fr", "plus tard", "Reporté à ", "Fait.", "Fait ✓"),
+        ("pt-br", "Adiar", "Adiado até ", "concluido", "Concluído ✓"),
+    ],
+)
+def test_whatsapp_text_replies_in_the_persons_language_act_on_the_last_nudge(
+    wa, bea, fake_twilio, client, language, later, snoozed, done, answer
+):
+    """A German, Spanish, French or Brazilian reply in their own words (accents or not)
+    snoozes or marks done, as "snooze" / "done" do; not the help text."""
+    with tenant_scope(bea.pk):
+        DeliverySettings.objects.filter(user_id=bea.pk).update(language=language)
+    now = _now()
+    row = queue_follow_up(bea, "Blumen gießen", now=now, starts_in=timedelta(minutes=30))
+    assert run_deliver(now).sent == 1
+
+    def say(text: str) -> str:
+        form = fake_twilio.inbound(NUMBER, text, to=WHATSAPP_FROM)
+        return twiml_text(post_inbound(client, fake_twilio, form))
+
+    assert say(later).startswith(snoozed)
+    assert len(pending_rows(bea)) == 1
+    assert say(done) == answer
+    assert pending_rows(bea) == []
+    with tenant_scope(bea.pk):
+        assert FollowUp.objects.get(pk=row.ref_id).done
+
+
+@pytest.mark.parametrize("language", ["en", "de", "es", "fr", "pt-br"])
+def test_the_words_on_a_nudges_buttons_are_typed_replies_in_each_language(language):
+    """What Telegram's buttons say (the catalogs' words) also works typed on WhatsApp."""
+    with translation.override(language):
+        snooze_label = gettext("Snooze %(minutes)s min") % {"minutes": 10}
+        done_label = gettext("Done")
+    assert any(chat_words.reply_word(word) == "snooze" for word in snooze_label.split())
+    assert chat_words.reply_word(done_label) == "done"
+
+
+def test_no_reply_word_is_a_capture_and_no_capture_is_a_reply_word():
+    """A reply is the whole message: a follow-up typed in any language is never taken
+    for Snooze or Done, and no reply word would have been read as one."""
+    for word in chat_words.REPLY_WORDS:
+        for language in ("en", "de", "es", "fr", "pt-br"):
+            assert capture.parse(word, language, "Europe/Berlin", _now()) is None, word
+    for _language, _zone, phrase, *_ in CAPTURES:
+        assert chat_words.reply_word(phrase) is None, phrase
 
 
 def test_whatsapp_reply_with_no_recent_nudge_says_so(wa, bea, fake_twilio, client):

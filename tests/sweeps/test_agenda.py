@@ -128,6 +128,34 @@ def test_the_agenda_shows_its_own_local_day_east_and_west_of_utc(
     assert markup == {"inline_keyboard": [[{"text": "Join: Standup", "url": JOIN}]]}
 
 
+def test_the_agenda_lists_the_days_all_day_events_and_not_tomorrows(
+    fast_telegram, fake_telegram, db
+):
+    """An all-day event begins at midnight, before the agenda's 7:30: it is still the
+    day's; tomorrow's begins at the day's end and is not."""
+    zone = ZoneInfo("Europe/Berlin")
+    at = datetime(2026, 12, 4, 7, 30, tzinfo=zone)
+    user = _person("holiday", "Europe/Berlin", 555_006)
+    midnight = at.replace(hour=0, minute=0)
+    with tenant_scope(user.pk):
+        connection = CalendarConnection.objects.create(user=user, provider="ics")
+        for title, start in (("Holiday", midnight), ("Trade fair", midnight + timedelta(days=1))):
+            CalendarEvent.objects.create(
+                user=user,
+                connection=connection,
+                provider_event_id=title,
+                title=title,
+                starts_at=start,
+                ends_at=start + timedelta(days=1),
+                all_day=True,
+            )
+    _follow_up(user, "Send the report", at.replace(hour=16, minute=0))
+    materialize_user(user.pk, at - timedelta(hours=2), NudgeConfig.from_settings())
+    assert run_deliver(at).sent == 1
+    [message] = fake_telegram.delivered
+    assert message.text == "Your day, Fri, Dec 4:\n• all day Holiday\n• 16:00 Send the report"
+
+
 @pytest.mark.parametrize(
     ("zone", "utc_instant", "day"),
     [
