@@ -105,6 +105,7 @@ def _params(config: NudgeConfig) -> dict[str, float]:
 # Budgets whose rows this process has seen. A statement on any other first creates its
 # row in the same round trip: a first sync meets a new per-user budget at every account.
 _seen_budgets: set[str] = set()
+SEEN_BUDGETS_KEPT = 100_000  # forgetting costs one statement's row check, not a wrong answer
 _CREATE_ROWS = (statements.ENSURE_PACING_ROWS,)
 
 
@@ -117,6 +118,8 @@ def _with_rows(names: Sequence[str], run: Callable[[Sequence[str]], T]) -> T:
     if not answer and seen:
         answer = run(_CREATE_ROWS)
     if answer:
+        if len(_seen_budgets) > SEEN_BUDGETS_KEPT:  # a long-lived process meets every account
+            _seen_budgets.clear()
         _seen_budgets.update(names)
     return answer
 

@@ -231,3 +231,18 @@ def test_a_thousand_requests_at_once_with_the_defaults_are_not_held_to_the_rate_
     # machine's. With the burst the next slot is still well short of it.
     [after] = reserve_slots(config, [project], 1).values()
     assert after.first < started + 0.5 * 1000 / project.ceiling
+
+
+def test_a_long_lived_process_keeps_only_so_many_budgets_in_mind(monkeypatch):
+    """Every account has a budget of its own: a process running for days forgets which
+    rows it has seen rather than hold them all, and a forgotten one still reserves."""
+    from pacing import pacer
+
+    monkeypatch.setattr(pacer, "SEEN_BUDGETS_KEPT", 3)
+    config = _config()
+    for n in range(10):
+        [grant] = reserve_slots(config, [Budget(f"test-account-{n}", 10.0)], 1).values()
+        assert grant.count == 1
+        assert len(pacer._seen_budgets) <= 4
+    [again] = reserve_slots(config, [Budget("test-account-0", 10.0)], 1).values()
+    assert again.count == 1
