@@ -119,6 +119,61 @@ def test_the_form_saves_a_repeat_and_several_reminders_and_the_list_shows_the_ne
     assert _only_follow_up(user).title == "Stand-up"
 
 
+def _daily_since_a_month(user, wall: time, zone: str = "Europe/Berlin") -> FollowUp:
+    """A daily follow-up at ``wall`` in ``zone`` whose series began 30 days ago."""
+    local = zoneinfo.ZoneInfo(zone)
+    first = datetime.combine(timezone.localdate(timezone=local) - timedelta(days=30), wall, local)
+    with tenant_scope(user.pk):
+        return FollowUp.objects.create(
+            user=user, title="Stand-up", due_at=first, repeat=Repeat.DAILY, repeat_zone=zone
+        )
+
+
+def _shown_due(page: str) -> str:
+    return page.split('name="due_at" value="', 1)[1].split('"', 1)[0]
+
+
+def test_editing_a_repeating_follow_up_shows_its_next_time_and_changes_its_time_of_day(
+    signed_in,
+):
+    """The Edit form of a daily 9:00 begun a month ago showed that first, past date; moving
+    it to 10:00 there was refused as "already passed". It shows the next time, as the list
+    does; 10:00 on it is saved, and the series is at 10:00 from then on."""
+    user, client = signed_in("ana")
+    _in_berlin(user)
+    follow_up = _daily_since_a_month(user, time(9))
+    edit = reverse("portal:follow_up_edit", args=[follow_up.pk])
+    now = timezone.now()
+    upcoming = datetime.combine(now.astimezone(BERLIN).date(), time(9), BERLIN)
+    if upcoming <= now:
+        upcoming = datetime.combine(upcoming.date() + timedelta(days=1), time(9), BERLIN)
+    shown = _shown_due(client.get(edit).content.decode())
+    assert shown == local_input(upcoming, BERLIN)
+
+    fields = {"title": "Stand-up", "repeat": "daily"}
+    response = client.post(edit, {**fields, "due_at": shown.replace("T09:00", "T10:00")})
+    assert response.status_code == 302, response.content.decode()
+    saved = _only_follow_up(user)
+    assert saved.due_at == upcoming + timedelta(hours=1)
+    assert saved.due_at.astimezone(BERLIN).time() == time(10)
+    listed = client.get(reverse("portal:follow_ups")).content.decode()
+    assert "10:00" in listed and "09:00" not in listed
+
+    # Left as shown, the series is kept: also on a form opened before that time passed.
+    shown = _shown_due(client.get(edit).content.decode())
+    response = client.post(edit, {**fields, "title": "Stand-up notes", "due_at": shown})
+    assert response.status_code == 302, response.content.decode()
+    assert _only_follow_up(user).due_at == saved.due_at
+    with tenant_scope(user.pk):
+        FollowUp.objects.all().delete()
+    follow_up = _daily_since_a_month(user, time(9))
+    edit = reverse("portal:follow_up_edit", args=[follow_up.pk])
+    passed = local_input(upcoming - timedelta(days=1), BERLIN)
+    response = client.post(edit, {**fields, "title": "Stand-up", "due_at": passed})
+    assert response.status_code == 302, response.content.decode()
+    assert _only_follow_up(user).due_at == follow_up.due_at
+
+
 def test_more_than_five_reminders_are_refused_on_the_form(signed_in):
     """Several reminders per item, up to the per-event cap (five)."""
     user, client = signed_in("ana")
