@@ -316,11 +316,14 @@ class FollowUpForm(forms.Form):
         return cleaned
 
     def schedule(self) -> Schedule:
-        """The repeat rule and reminders as ticked, kept on the form's zone's wall clock."""
+        """The repeat rule and reminders as ticked, kept on the wall clock of the zone the
+        due time was typed in; a due time left as it was keeps the follow-up's own zone (one
+        the API set, or the person's before a move), so the edit does not shift it."""
+        kept = self.due_kept(self.cleaned_data.get("due_at"))
         return Schedule(
             repeat=self.cleaned_data.get("repeat") or "",
             repeat_weekdays=self.cleaned_data.get("repeat_weekdays") or [],
-            time_zone=self.zone.key,
+            time_zone=None if kept else self.zone.key,
             reminder_minutes=self.cleaned_data.get("reminder_minutes") or [],
         )
 

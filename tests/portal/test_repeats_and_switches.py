@@ -174,6 +174,29 @@ def test_editing_a_repeating_follow_up_shows_its_next_time_and_changes_its_time_
     assert _only_follow_up(user).due_at == follow_up.due_at
 
 
+def test_editing_a_follow_up_s_title_keeps_the_zone_its_repeat_follows(signed_in):
+    """A daily 9:00 New York follow-up (set so through the API), its title changed on the
+    website by a person in Berlin, moved to Berlin's wall clock: in the weeks the US is
+    on summer time and Europe not yet, it came at 10:00 New York. The zone is kept; a due
+    time typed anew is on the person's clock, as the form's label says."""
+    user, client = signed_in("ana")
+    _in_berlin(user)
+    follow_up = _daily_since_a_month(user, time(9), "America/New_York")
+    edit = reverse("portal:follow_up_edit", args=[follow_up.pk])
+    shown = _shown_due(client.get(edit).content.decode())
+    fields = {"title": "Stand-up with NY", "repeat": "daily", "due_at": shown}
+    assert client.post(edit, fields).status_code == 302
+    saved = _only_follow_up(user)
+    assert (saved.repeat_zone, saved.due_at) == ("America/New_York", follow_up.due_at)
+
+    retyped = shown[:-5] + "23:00"  # later than 9:00 New York, that day in Berlin
+    response = client.post(edit, {**fields, "due_at": retyped})
+    assert response.status_code == 302, response.content.decode()
+    saved = _only_follow_up(user)
+    assert saved.repeat_zone == "Europe/Berlin"
+    assert local_input(saved.due_at, BERLIN) == retyped
+
+
 def test_more_than_five_reminders_are_refused_on_the_form(signed_in):
     """Several reminders per item, up to the per-event cap (five)."""
     user, client = signed_in("ana")
