@@ -309,7 +309,8 @@ class FollowUpForm(forms.Form):
     def clean(self):
         cleaned = super().clean()
         quick = self.data.get("quick")
-        if quick in self.quick_choices:
+        if quick in self.quick_choices:  # it replaces a time typed too, even one refused
+            self.errors.pop("due_at", None)
             cleaned["due_at"] = quick_due(quick, timezone.now(), self.zone)
         elif cleaned.get("due_at") is None and "due_at" not in self.errors:
             self.add_error("due_at", _("Pick a time, or one of the quick choices."))

@@ -57,6 +57,22 @@ def test_quick_choice_buttons_set_the_due_time_in_the_users_zone(signed_in):
     assert [row.subject_starts_at for row in pending(user)] == [due]
 
 
+def test_a_quick_choice_replaces_a_time_typed_in_the_past(signed_in):
+    """A time typed in the past was refused; pressing "In 1 h" on the form shown again with
+    it (the browser sends the typed time with the button) was refused the same way."""
+    user, client = signed_in("ana")
+    _in_berlin(user)
+    typed = local_input(timezone.now() - timedelta(hours=2), BERLIN)
+    fields = {"title": "Call back", "due_at": typed}
+    response = client.post(reverse("portal:follow_ups"), fields)
+    assert "That time has already passed." in response.content.decode()
+    before = timezone.now()
+    response = client.post(reverse("portal:follow_ups"), {**fields, "quick": "in_1h"})
+    assert response.status_code == 302
+    due = _only_follow_up(user).due_at
+    assert before + timedelta(hours=1) <= due <= timezone.now() + timedelta(hours=1)
+
+
 def test_without_a_time_or_a_quick_choice_the_form_says_what_to_do(signed_in):
     """Quick choices: neither a typed time nor a button is a plain sentence, nothing saved."""
     user, client = signed_in("ana")
