@@ -27,7 +27,7 @@ from core.deployment import console_channel_allowed
 from core.zones import zone_of
 from followups.actions import TITLE_MAX_CHARS, Schedule, past_time, quick_due
 from followups.models import FollowUp
-from followups.repeat import Repeat
+from followups.repeat import Repeat, is_due_at, next_due
 from portal import plain_words
 from portal.email_change import same_address
 from providers.ics import feed_address
@@ -294,14 +294,14 @@ class FollowUpForm(forms.Form):
         self, *args, delivery: DeliverySettings, follow_up: FollowUp | None = None, **kwargs
     ) -> None:
         """The form on ``delivery``'s zone and clock; editing, with ``follow_up``'s values."""
+        self.follow_up = follow_up
         if follow_up is not None:
             kwargs["initial"] = {name: getattr(follow_up, name) for name in self.base_fields}
+            # A repeating one shows its next time (as the list does), not its first, perhaps
+            # long past: that one's time of day could not be changed without a new date.
+            kwargs["initial"]["due_at"] = next_due(follow_up, timezone.now()) or follow_up.due_at
         super().__init__(*args, **kwargs)
         self.zone = zone_of(delivery.timezone)
-        # Editing: a due time left as it was (to the minute the form shows) is not "in the
-        # past", so the title may change.
-        due = follow_up.due_at if follow_up else None
-        self.keep_due = due.replace(second=0, microsecond=0) if due else None
         self.quick_choices = quick_choices(delivery.clock)
         offered = {*REMINDER_MINUTES, *(self.initial.get("reminder_minutes") or ())}
         self.fields["reminder_minutes"].choices = [(m, _minutes_label(m)) for m in sorted(offered)]
@@ -309,18 +309,22 @@ class FollowUpForm(forms.Form):
     def clean(self):
         cleaned = super().clean()
         quick = self.data.get("quick")
-        if quick in self.quick_choices:
+        if quick in self.quick_choices:  # it replaces a time typed too, even one refused
+            self.errors.pop("due_at", None)
             cleaned["due_at"] = quick_due(quick, timezone.now(), self.zone)
         elif cleaned.get("due_at") is None and "due_at" not in self.errors:
             self.add_error("due_at", _("Pick a time, or one of the quick choices."))
         return cleaned
 
     def schedule(self) -> Schedule:
-        """The repeat rule and reminders as ticked, kept on the form's zone's wall clock."""
+        """The repeat rule and reminders as ticked, kept on the wall clock of the zone the
+        due time was typed in; a due time left as it was keeps the follow-up's own zone (one
+        the API set, or the person's before a move), so the edit does not shift it."""
+        kept = self.due_kept(self.cleaned_data.get("due_at"))
         return Schedule(
             repeat=self.cleaned_data.get("repeat") or "",
             repeat_weekdays=self.cleaned_data.get("repeat_weekdays") or [],
-            time_zone=self.zone.key,
+            time_zone=None if kept else self.zone.key,
             reminder_minutes=self.cleaned_data.get("reminder_minutes") or [],
         )
 
@@ -328,9 +332,22 @@ class FollowUpForm(forms.Form):
         due = self.cleaned_data["due_at"]
         if due is None:  # a quick choice, or "pick a time" (clean)
             return None
-        if due <= timezone.now() and due != self.keep_due:
+        if due <= timezone.now() and not self.due_kept(due):
             raise ValidationError(past_time())
         return due
+
+    def due_kept(self, due: datetime | None) -> bool:
+        """Editing: ``due`` is the time the form showed, left as it was (to the minute): the
+        first time, or an occurrence up to the next one (a form shown before an occurrence
+        passed). Such a time is not "in the past", and the rule keeps its own first time."""
+        kept = self.follow_up
+        if kept is None or due is None:
+            return False
+        exact = due.replace(second=kept.due_at.second, microsecond=kept.due_at.microsecond)
+        if exact == kept.due_at:
+            return True
+        upcoming = next_due(kept, timezone.now())
+        return upcoming is not None and exact <= upcoming and is_due_at(kept, exact)
 
 
 class ApiTokenForm(forms.Form):

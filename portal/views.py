@@ -126,7 +126,7 @@ def follow_up_edit(request: HttpRequest, follow_up_id: int) -> HttpResponse:
         due_at = form.cleaned_data["due_at"]
         change = FollowUpChange(
             title=form.cleaned_data["title"],
-            due_at=None if due_at == form.keep_due else due_at,  # left as it was: seconds too
+            due_at=None if form.due_kept(due_at) else due_at,  # left as it was: seconds too
             schedule=form.schedule(),
         )
         try:

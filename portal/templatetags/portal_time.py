@@ -23,3 +23,11 @@ def when(moment: datetime | None, time_format: str = "H:i") -> str:
     same_year = local.year == timezone.localtime(timezone.now()).year
     day = "D j M" if same_year else "D j M Y"
     return date_format(local, f"{day}, {time_format or 'H:i'}")
+
+
+@register.filter
+def on_another_day(entry) -> bool:
+    """Whether an upcoming nudge's subject starts on another day than the nudge goes (a
+    reminder a day ahead): then the page says the subject's day, not only its time."""
+    nudged = timezone.localtime(entry.at or timezone.now()).date()
+    return timezone.localtime(entry.starts_at).date() != nudged

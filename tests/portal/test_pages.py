@@ -421,3 +421,31 @@ def test_the_linking_banner_points_to_what_the_server_offers(signed_in, settings
     home = client.get(reverse("portal:home")).content.decode()
     banner = home.split('id="status-unlinked"', 1)[1].split("</p>", 1)[0]
     assert "Link Telegram" in banner and "WhatsApp" not in banner
+
+
+def test_a_nudge_a_day_ahead_says_the_day_its_follow_up_is_due(signed_in):
+    """Upcoming read "Sun 6 Dec, 16:55 — Report (follow-up at 16:55)" for a follow-up due
+    Monday with a one-day reminder, as if due that Sunday: its day is said when it is not
+    the nudge's; the same day keeps the short form."""
+    user, client = signed_in("ana")
+    client.post(
+        reverse("portal:settings"),
+        {"channel": "console", "timezone": "Europe/Berlin", "default_lead_minutes": 10},
+    )
+    due = (timezone.now() + timedelta(days=1, minutes=20)).replace(second=0, microsecond=0)
+    fields = {"title": "Report", "due_at": local_input(due, BERLIN)}
+    client.post(reverse("portal:home"), {**fields, "reminder_minutes": ["1440", "0"]})
+    page = client.get(reverse("portal:home")).content.decode()
+    upcoming = page[page.index('id="upcoming"') : page.index("</section>", page.index("upcoming"))]
+    local = due.astimezone(BERLIN)
+    assert f"(follow-up on {local:%a} {local.day} {local:%b} at {local:%H:%M})" in upcoming
+    assert f"(follow-up at {local:%H:%M})" not in upcoming
+
+    with tenant_scope(user.pk):
+        FollowUp.objects.all().delete()
+    soon = (timezone.now() + timedelta(minutes=40)).replace(second=0, microsecond=0)
+    client.post(reverse("portal:home"), {**fields, "due_at": local_input(soon, BERLIN)})
+    page = client.get(reverse("portal:home")).content.decode()
+    local = soon.astimezone(BERLIN)
+    if local.date() == (soon - timedelta(minutes=10)).astimezone(BERLIN).date():
+        assert f"(follow-up at {local:%H:%M})" in page

@@ -57,6 +57,22 @@ def test_quick_choice_buttons_set_the_due_time_in_the_users_zone(signed_in):
     assert [row.subject_starts_at for row in pending(user)] == [due]
 
 
+def test_a_quick_choice_replaces_a_time_typed_in_the_past(signed_in):
+    """A time typed in the past was refused; pressing "In 1 h" on the form shown again with
+    it (the browser sends the typed time with the button) was refused the same way."""
+    user, client = signed_in("ana")
+    _in_berlin(user)
+    typed = local_input(timezone.now() - timedelta(hours=2), BERLIN)
+    fields = {"title": "Call back", "due_at": typed}
+    response = client.post(reverse("portal:follow_ups"), fields)
+    assert "That time has already passed." in response.content.decode()
+    before = timezone.now()
+    response = client.post(reverse("portal:follow_ups"), {**fields, "quick": "in_1h"})
+    assert response.status_code == 302
+    due = _only_follow_up(user).due_at
+    assert before + timedelta(hours=1) <= due <= timezone.now() + timedelta(hours=1)
+
+
 def test_without_a_time_or_a_quick_choice_the_form_says_what_to_do(signed_in):
     """Quick choices: neither a typed time nor a button is a plain sentence, nothing saved."""
     user, client = signed_in("ana")
@@ -117,6 +133,84 @@ def test_the_form_saves_a_repeat_and_several_reminders_and_the_list_shows_the_ne
     )
     assert response.status_code == 302, response.content.decode()
     assert _only_follow_up(user).title == "Stand-up"
+
+
+def _daily_since_a_month(user, wall: time, zone: str = "Europe/Berlin") -> FollowUp:
+    """A daily follow-up at ``wall`` in ``zone`` whose series began 30 days ago."""
+    local = zoneinfo.ZoneInfo(zone)
+    first = datetime.combine(timezone.localdate(timezone=local) - timedelta(days=30), wall, local)
+    with tenant_scope(user.pk):
+        return FollowUp.objects.create(
+            user=user, title="Stand-up", due_at=first, repeat=Repeat.DAILY, repeat_zone=zone
+        )
+
+
+def _shown_due(page: str) -> str:
+    return page.split('name="due_at" value="', 1)[1].split('"', 1)[0]
+
+
+def test_editing_a_repeating_follow_up_shows_its_next_time_and_changes_its_time_of_day(
+    signed_in,
+):
+    """The Edit form of a daily 9:00 begun a month ago showed that first, past date; moving
+    it to 10:00 there was refused as "already passed". It shows the next time, as the list
+    does; 10:00 on it is saved, and the series is at 10:00 from then on."""
+    user, client = signed_in("ana")
+    _in_berlin(user)
+    follow_up = _daily_since_a_month(user, time(9))
+    edit = reverse("portal:follow_up_edit", args=[follow_up.pk])
+    now = timezone.now()
+    upcoming = datetime.combine(now.astimezone(BERLIN).date(), time(9), BERLIN)
+    if upcoming <= now:
+        upcoming = datetime.combine(upcoming.date() + timedelta(days=1), time(9), BERLIN)
+    shown = _shown_due(client.get(edit).content.decode())
+    assert shown == local_input(upcoming, BERLIN)
+
+    fields = {"title": "Stand-up", "repeat": "daily"}
+    response = client.post(edit, {**fields, "due_at": shown.replace("T09:00", "T10:00")})
+    assert response.status_code == 302, response.content.decode()
+    saved = _only_follow_up(user)
+    assert saved.due_at == upcoming + timedelta(hours=1)
+    assert saved.due_at.astimezone(BERLIN).time() == time(10)
+    listed = client.get(reverse("portal:follow_ups")).content.decode()
+    assert "10:00" in listed and "09:00" not in listed
+
+    # Left as shown, the series is kept: also on a form opened before that time passed.
+    shown = _shown_due(client.get(edit).content.decode())
+    response = client.post(edit, {**fields, "title": "Stand-up notes", "due_at": shown})
+    assert response.status_code == 302, response.content.decode()
+    assert _only_follow_up(user).due_at == saved.due_at
+    with tenant_scope(user.pk):
+        FollowUp.objects.all().delete()
+    follow_up = _daily_since_a_month(user, time(9))
+    edit = reverse("portal:follow_up_edit", args=[follow_up.pk])
+    passed = local_input(upcoming - timedelta(days=1), BERLIN)
+    response = client.post(edit, {**fields, "title": "Stand-up", "due_at": passed})
+    assert response.status_code == 302, response.content.decode()
+    assert _only_follow_up(user).due_at == follow_up.due_at
+
+
+def test_editing_a_follow_up_s_title_keeps_the_zone_its_repeat_follows(signed_in):
+    """A daily 9:00 New York follow-up (set so through the API), its title changed on the
+    website by a person in Berlin, moved to Berlin's wall clock: in the weeks the US is
+    on summer time and Europe not yet, it came at 10:00 New York. The zone is kept; a due
+    time typed anew is on the person's clock, as the form's label says."""
+    user, client = signed_in("ana")
+    _in_berlin(user)
+    follow_up = _daily_since_a_month(user, time(9), "America/New_York")
+    edit = reverse("portal:follow_up_edit", args=[follow_up.pk])
+    shown = _shown_due(client.get(edit).content.decode())
+    fields = {"title": "Stand-up with NY", "repeat": "daily", "due_at": shown}
+    assert client.post(edit, fields).status_code == 302
+    saved = _only_follow_up(user)
+    assert (saved.repeat_zone, saved.due_at) == ("America/New_York", follow_up.due_at)
+
+    retyped = shown[:-5] + "23:00"  # later than 9:00 New York, that day in Berlin
+    response = client.post(edit, {**fields, "due_at": retyped})
+    assert response.status_code == 302, response.content.decode()
+    saved = _only_follow_up(user)
+    assert saved.repeat_zone == "Europe/Berlin"
+    assert local_input(saved.due_at, BERLIN) == retyped
 
 
 def test_more_than_five_reminders_are_refused_on_the_form(signed_in):
