@@ -174,25 +174,38 @@ def clock_text(reader: Any, instant: datetime, now: datetime) -> str:
     return time_text
 
 
+def _one_oclock(local: datetime, clock: str) -> bool:
+    """Whether ``local`` reads one o'clock on ``clock``: Spanish and Portuguese say
+    'a la 1:30', 'à 1:30' (one) but 'a las 13:30', 'às 13:30'."""
+    return (local.hour % 12 if clock == "12h" else local.hour) == 1
+
+
 def _when(
-    local_start: datetime, local_now: datetime, language: str, time_text: str
+    local_start: datetime, local_now: datetime, language: str, time_text: str, one: bool = False
 ) -> tuple[str, str]:
-    """(the phrase after "starts", the day and time alone) in ``language``."""
+    """(the phrase after "starts", the day and time alone) in ``language``; ``one``: the
+    time reads one o'clock (``_one_oclock``)."""
     words = trans_real.translation(language)
     days_ahead = (local_start.date() - local_now.date()).days
     if days_ahead == 0:
-        return words.gettext("at %(time)s") % {"time": time_text}, time_text
+        at = words.pgettext("one o'clock", "at %(time)s") if one else words.gettext("at %(time)s")
+        return at % {"time": time_text}, time_text
     if days_ahead == 1:
         tomorrow = words.pgettext("day", "tomorrow")
-        return words.gettext("tomorrow at %(time)s") % {"time": time_text}, (
-            f"{tomorrow} {time_text}"
+        at = (
+            words.pgettext("one o'clock", "tomorrow at %(time)s")
+            if one
+            else words.gettext("tomorrow at %(time)s")
         )
+        return at % {"time": time_text}, f"{tomorrow} {time_text}"
     skeleton = "MMMEd" if local_start.year == local_now.year else "yMMMEd"
     date_text = _format(local_start, language, skeleton)
-    return (
-        words.gettext("on %(date)s at %(time)s") % {"date": date_text, "time": time_text},
-        f"{date_text} {time_text}",
+    at = (
+        words.pgettext("one o'clock", "on %(date)s at %(time)s")
+        if one
+        else words.gettext("on %(date)s at %(time)s")
     )
+    return at % {"date": date_text, "time": time_text}, f"{date_text} {time_text}"
 
 
 def when_text(reader: Any, instant: datetime, now: datetime) -> str:
@@ -201,7 +214,8 @@ def when_text(reader: Any, instant: datetime, now: datetime) -> str:
     tz, label, language = _reader(reader.timezone, reader.language)
     local = instant.astimezone(tz)
     time_text = _time_text(local, language, reader.clock)
-    return _when(local, now.astimezone(tz), language, time_text)[0] + label
+    one = _one_oclock(local, reader.clock)
+    return _when(local, now.astimezone(tz), language, time_text, one)[0] + label
 
 
 def all_day_text(reader: Any, instant: datetime, now: datetime) -> str:
@@ -239,7 +253,8 @@ def compose(
     words = trans_real.translation(language)
     local_start = starts_at.astimezone(tz)
     time_text = _time_text(local_start, language, clock)
-    when, local_time = _when(local_start, now.astimezone(tz), language, time_text)
+    one = _one_oclock(local_start, clock)
+    when, local_time = _when(local_start, now.astimezone(tz), language, time_text, one)
     minutes_until = max(0, round((starts_at - now).total_seconds() / 60))
     clean = _subject_title(words, kind, title)
     values = {

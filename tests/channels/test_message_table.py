@@ -124,3 +124,24 @@ def test_a_nudge_at_the_end_of_quiet_hours_is_one_they_held():
     assert held_by_quiet_hours(datetime(2026, 12, 4, 6, 0, tzinfo=UTC), quiet)  # 07:00 Berlin
     assert not held_by_quiet_hours(datetime(2026, 12, 4, 6, 10, tzinfo=UTC), quiet)
     assert not held_by_quiet_hours(datetime(2026, 12, 3, 14, 0, tzinfo=UTC), quiet)
+
+
+@pytest.mark.parametrize(
+    ("language", "clock", "starts"),
+    [
+        ("es", "12h", "Design review empieza mañana a la 1:30 p. m."),
+        ("es", "24h", "Design review empieza mañana a las 13:30"),
+        ("pt-br", "12h", "Design review começa amanhã à 1:30 PM"),
+        ("pt-br", "24h", "Design review começa amanhã às 13:30"),
+    ],
+)
+def test_one_oclock_takes_the_singular_in_spanish_and_portuguese(language, clock, starts):
+    """'a la 1:30 p. m.', 'à 1:30 PM' (one o'clock), not 'a las', 'às'; 13:30 is plural."""
+    text = nudge(
+        language=language, clock=clock, starts_at=datetime(2026, 12, 4, 12, 30, tzinfo=UTC)
+    )
+    assert text.text.replace("\u202f", " ").startswith(starts)
+    one_am = nudge(
+        language=language, clock="24h", starts_at=datetime(2026, 12, 4, 0, 30, tzinfo=UTC)
+    )
+    assert " a la 1:30 " in one_am.text or " à 01:30 " in one_am.text
