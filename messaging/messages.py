@@ -256,6 +256,7 @@ def compose(
     one = _one_oclock(local_start, clock)
     when, local_time = _when(local_start, now.astimezone(tz), language, time_text, one)
     minutes_until = max(0, round((starts_at - now).total_seconds() / 60))
+    minutes_late = round((now - starts_at).total_seconds() / 60)
     clean = _subject_title(words, kind, title)
     values = {
         "title": clean,
@@ -268,6 +269,10 @@ def compose(
             text = words.gettext("%(title)s is due now (%(time)s)") % values
         else:
             text = words.gettext("%(title)s is due %(when)s (%(lead)s)") % values
+    elif minutes_late >= 1:
+        # A nudge for the start itself, sent late (within grace): it has begun.
+        values["ago"] = words.gettext("%(minutes)d min ago") % {"minutes": minutes_late}
+        text = words.gettext("%(title)s started %(when)s (%(ago)s)") % values
     elif minutes_until < 1:
         text = words.gettext("%(title)s starts now (%(time)s)") % values
     else:

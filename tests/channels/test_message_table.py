@@ -118,6 +118,14 @@ def test_the_snoozed_at_start_and_quiet_hours_shapes():
     assert held == "Reminder: Call Anna is due at 15:10 (in 10 min) · held for your quiet hours"
 
 
+def test_a_nudge_for_the_start_sent_late_says_it_has_begun():
+    """A 0-minute reminder delivered late (within grace) does not say "starts now"."""
+    late = {"starts_at": NOW - timedelta(minutes=9)}
+    assert nudge(**late).text == "Design review started at 14:51 (9 min ago)"
+    assert nudge(**late, language="de").text == "Design review hat um 14:51 begonnen (vor 9 Min.)"
+    assert nudge(starts_at=NOW - timedelta(seconds=20)).text.endswith("starts now (14:59)")
+
+
 def test_a_nudge_at_the_end_of_quiet_hours_is_one_they_held():
     """Delivery calls it held (Shape.QUIET_HOURS) when it falls where quiet hours end."""
     quiet = SimpleNamespace(timezone="Europe/Berlin", quiet_start=time(22), quiet_end=time(7))
