@@ -95,14 +95,20 @@ def clean_title(title: str, fallback: str, *, from_a_stranger: bool = False) -> 
         folded = neutralise_links(folded[: 2 * MAX_TITLE_CHARS])
     if not folded:
         return fallback
-    if len(folded) <= MAX_TITLE_CHARS:
-        return folded
-    cut_at = MAX_TITLE_CHARS - len(ELLIPSIS)
-    space = folded.rfind(" ", 0, cut_at + 1)
-    if space >= MAX_TITLE_CHARS // 2:
+    return shorten(folded, MAX_TITLE_CHARS)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: cut, with an ellipsis, at a space in its
+    second half, else between two user-perceived characters (never inside an emoji)."""
+    if len(text) <= limit:
+        return text
+    cut_at = limit - len(ELLIPSIS)
+    space = text.rfind(" ", 0, cut_at + 1)
+    if space >= limit // 2:
         cut_at = space
-    cut_at = _boundary_at_or_before(folded, cut_at)
-    return folded[:cut_at].rstrip() + ELLIPSIS
+    cut_at = _boundary_at_or_before(text, cut_at)
+    return text[:cut_at].rstrip() + ELLIPSIS
 
 
 def _reader(tz_name: str, language: str) -> tuple[tzinfo, str, str]:
@@ -299,6 +305,8 @@ def compose(
 
 # WhatsApp's limit less room for the last line: a longer day is cut, and says so.
 AGENDA_MAX_CHARS = 1500
+# Of an event's title on its Join button: a phone shows about this much of one.
+JOIN_LABEL_TITLE_CHARS = 40
 
 
 def compose_agenda(
@@ -332,7 +340,8 @@ def compose_agenda(
             break
         lines.append(line)
         if item.join_url:
-            links.append((f"{words.gettext('Join')}: {title[:40]}", item.join_url))
+            named = shorten(title, JOIN_LABEL_TITLE_CHARS)
+            links.append((f"{words.gettext('Join')}: {named}", item.join_url))
     first = items[0].starts_at if items else now
     return NudgeMessage(
         text="\n".join(lines),
