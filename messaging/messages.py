@@ -345,7 +345,7 @@ def compose_agenda(
     first = items[0].starts_at if items else now
     return NudgeMessage(
         text="\n".join(lines),
-        title=head.rstrip(":"),
+        title=head.rstrip(":").rstrip(),  # French writes "… :"
         local_time=_time_text(first.astimezone(tz), language, clock) + label,
         minutes_until=max(0, round((first - now).total_seconds() / 60)),
         valid_for_seconds=max(1, int((valid_until - now).total_seconds())),
