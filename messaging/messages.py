@@ -95,14 +95,20 @@ def clean_title(title: str, fallback: str, *, from_a_stranger: bool = False) -> 
         folded = neutralise_links(folded[: 2 * MAX_TITLE_CHARS])
     if not folded:
         return fallback
-    if len(folded) <= MAX_TITLE_CHARS:
-        return folded
-    cut_at = MAX_TITLE_CHARS - len(ELLIPSIS)
-    space = folded.rfind(" ", 0, cut_at + 1)
-    if space >= MAX_TITLE_CHARS // 2:
+    return shorten(folded, MAX_TITLE_CHARS)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: cut, with an ellipsis, at a space in its
+    second half, else between two user-perceived characters (never inside an emoji)."""
+    if len(text) <= limit:
+        return text
+    cut_at = limit - len(ELLIPSIS)
+    space = text.rfind(" ", 0, cut_at + 1)
+    if space >= limit // 2:
         cut_at = space
-    cut_at = _boundary_at_or_before(folded, cut_at)
-    return folded[:cut_at].rstrip() + ELLIPSIS
+    cut_at = _boundary_at_or_before(text, cut_at)
+    return text[:cut_at].rstrip() + ELLIPSIS
 
 
 def _reader(tz_name: str, language: str) -> tuple[tzinfo, str, str]:
@@ -174,25 +180,38 @@ def clock_text(reader: Any, instant: datetime, now: datetime) -> str:
     return time_text
 
 
+def _one_oclock(local: datetime, clock: str) -> bool:
+    """Whether ``local`` reads one o'clock on ``clock``: Spanish and Portuguese say
+    'a la 1:30', 'à 1:30' (one) but 'a las 13:30', 'às 13:30'."""
+    return (local.hour % 12 if clock == "12h" else local.hour) == 1
+
+
 def _when(
-    local_start: datetime, local_now: datetime, language: str, time_text: str
+    local_start: datetime, local_now: datetime, language: str, time_text: str, one: bool = False
 ) -> tuple[str, str]:
-    """(the phrase after "starts", the day and time alone) in ``language``."""
+    """(the phrase after "starts", the day and time alone) in ``language``; ``one``: the
+    time reads one o'clock (``_one_oclock``)."""
     words = trans_real.translation(language)
     days_ahead = (local_start.date() - local_now.date()).days
     if days_ahead == 0:
-        return words.gettext("at %(time)s") % {"time": time_text}, time_text
+        at = words.pgettext("one o'clock", "at %(time)s") if one else words.gettext("at %(time)s")
+        return at % {"time": time_text}, time_text
     if days_ahead == 1:
         tomorrow = words.pgettext("day", "tomorrow")
-        return words.gettext("tomorrow at %(time)s") % {"time": time_text}, (
-            f"{tomorrow} {time_text}"
+        at = (
+            words.pgettext("one o'clock", "tomorrow at %(time)s")
+            if one
+            else words.gettext("tomorrow at %(time)s")
         )
+        return at % {"time": time_text}, f"{tomorrow} {time_text}"
     skeleton = "MMMEd" if local_start.year == local_now.year else "yMMMEd"
     date_text = _format(local_start, language, skeleton)
-    return (
-        words.gettext("on %(date)s at %(time)s") % {"date": date_text, "time": time_text},
-        f"{date_text} {time_text}",
+    at = (
+        words.pgettext("one o'clock", "on %(date)s at %(time)s")
+        if one
+        else words.gettext("on %(date)s at %(time)s")
     )
+    return at % {"date": date_text, "time": time_text}, f"{date_text} {time_text}"
 
 
 def when_text(reader: Any, instant: datetime, now: datetime) -> str:
@@ -201,7 +220,8 @@ def when_text(reader: Any, instant: datetime, now: datetime) -> str:
     tz, label, language = _reader(reader.timezone, reader.language)
     local = instant.astimezone(tz)
     time_text = _time_text(local, language, reader.clock)
-    return _when(local, now.astimezone(tz), language, time_text)[0] + label
+    one = _one_oclock(local, reader.clock)
+    return _when(local, now.astimezone(tz), language, time_text, one)[0] + label
 
 
 def all_day_text(reader: Any, instant: datetime, now: datetime) -> str:
@@ -239,8 +259,10 @@ def compose(
     words = trans_real.translation(language)
     local_start = starts_at.astimezone(tz)
     time_text = _time_text(local_start, language, clock)
-    when, local_time = _when(local_start, now.astimezone(tz), language, time_text)
+    one = _one_oclock(local_start, clock)
+    when, local_time = _when(local_start, now.astimezone(tz), language, time_text, one)
     minutes_until = max(0, round((starts_at - now).total_seconds() / 60))
+    minutes_late = round((now - starts_at).total_seconds() / 60)
     clean = _subject_title(words, kind, title)
     values = {
         "title": clean,
@@ -253,6 +275,10 @@ def compose(
             text = words.gettext("%(title)s is due now (%(time)s)") % values
         else:
             text = words.gettext("%(title)s is due %(when)s (%(lead)s)") % values
+    elif minutes_late >= 1:
+        # A nudge for the start itself, sent late (within grace): it has begun.
+        values["ago"] = words.gettext("%(minutes)d min ago") % {"minutes": minutes_late}
+        text = words.gettext("%(title)s started %(when)s (%(ago)s)") % values
     elif minutes_until < 1:
         text = words.gettext("%(title)s starts now (%(time)s)") % values
     else:
@@ -279,6 +305,8 @@ def compose(
 
 # WhatsApp's limit less room for the last line: a longer day is cut, and says so.
 AGENDA_MAX_CHARS = 1500
+# Of an event's title on its Join button: a phone shows about this much of one.
+JOIN_LABEL_TITLE_CHARS = 40
 
 
 def compose_agenda(
@@ -312,11 +340,12 @@ def compose_agenda(
             break
         lines.append(line)
         if item.join_url:
-            links.append((f"{words.gettext('Join')}: {title[:40]}", item.join_url))
+            named = shorten(title, JOIN_LABEL_TITLE_CHARS)
+            links.append((f"{words.gettext('Join')}: {named}", item.join_url))
     first = items[0].starts_at if items else now
     return NudgeMessage(
         text="\n".join(lines),
-        title=head.rstrip(":"),
+        title=head.rstrip(":").rstrip(),  # French writes "… :"
         local_time=_time_text(first.astimezone(tz), language, clock) + label,
         minutes_until=max(0, round((first - now).total_seconds() / 60)),
         valid_for_seconds=max(1, int((valid_until - now).total_seconds())),

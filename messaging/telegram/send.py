@@ -157,19 +157,20 @@ def markup_of(rows: Iterable[Sequence[Button]]) -> InlineKeyboardMarkup | None:
 
 
 def keyboard(address: str, message: NudgeMessage) -> InlineKeyboardMarkup | None:
-    """Join (a URL), Snooze and, for a follow-up, Done, in one row and the nudge's
-    language; the last two carry tokens signed for this row and chat; then the
-    agenda's Join links, one a row. None: no buttons."""
+    """Join (a URL), Snooze (not on a nudge sent at or after the start: a snooze then is
+    refused) and, for a follow-up, Done, in one row and the nudge's language; the last
+    two carry tokens signed for this row and chat; then the agenda's Join links, one a
+    row. None: no buttons."""
     buttons = []
     actions = message.actions
     with translation.override(message.language):
         if message.join_url:
             buttons.append(Button(gettext("Join"), url=message.join_url))
-        if actions is not None:
+        if actions is not None and message.minutes_until >= 1:
             label = gettext("Snooze %(minutes)s min") % {"minutes": actions.snooze_minutes}
             buttons.append(Button(label, sign(SNOOZE, actions.send_id, address)))
-            if actions.can_mark_done:
-                buttons.append(Button(gettext("Done"), sign(DONE, actions.send_id, address)))
+        if actions is not None and actions.can_mark_done:
+            buttons.append(Button(gettext("Done"), sign(DONE, actions.send_id, address)))
     return markup_of([buttons, *([Button(label, url=url)] for label, url in message.links)])
 
 

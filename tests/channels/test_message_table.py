@@ -118,9 +118,38 @@ def test_the_snoozed_at_start_and_quiet_hours_shapes():
     assert held == "Reminder: Call Anna is due at 15:10 (in 10 min) · held for your quiet hours"
 
 
+def test_a_nudge_for_the_start_sent_late_says_it_has_begun():
+    """A 0-minute reminder delivered late (within grace) does not say "starts now"."""
+    late = {"starts_at": NOW - timedelta(minutes=9)}
+    assert nudge(**late).text == "Design review started at 14:51 (9 min ago)"
+    assert nudge(**late, language="de").text == "Design review hat um 14:51 begonnen (vor 9 Min.)"
+    assert nudge(starts_at=NOW - timedelta(seconds=20)).text.endswith("starts now (14:59)")
+
+
 def test_a_nudge_at_the_end_of_quiet_hours_is_one_they_held():
     """Delivery calls it held (Shape.QUIET_HOURS) when it falls where quiet hours end."""
     quiet = SimpleNamespace(timezone="Europe/Berlin", quiet_start=time(22), quiet_end=time(7))
     assert held_by_quiet_hours(datetime(2026, 12, 4, 6, 0, tzinfo=UTC), quiet)  # 07:00 Berlin
     assert not held_by_quiet_hours(datetime(2026, 12, 4, 6, 10, tzinfo=UTC), quiet)
     assert not held_by_quiet_hours(datetime(2026, 12, 3, 14, 0, tzinfo=UTC), quiet)
+
+
+@pytest.mark.parametrize(
+    ("language", "clock", "starts"),
+    [
+        ("es", "12h", "Design review empieza mañana a la 1:30 p. m."),
+        ("es", "24h", "Design review empieza mañana a las 13:30"),
+        ("pt-br", "12h", "Design review começa amanhã à 1:30 PM"),
+        ("pt-br", "24h", "Design review começa amanhã às 13:30"),
+    ],
+)
+def test_one_oclock_takes_the_singular_in_spanish_and_portuguese(language, clock, starts):
+    """'a la 1:30 p. m.', 'à 1:30 PM' (one o'clock), not 'a las', 'às'; 13:30 is plural."""
+    text = nudge(
+        language=language, clock=clock, starts_at=datetime(2026, 12, 4, 12, 30, tzinfo=UTC)
+    )
+    assert text.text.replace("\u202f", " ").startswith(starts)
+    one_am = nudge(
+        language=language, clock="24h", starts_at=datetime(2026, 12, 4, 0, 30, tzinfo=UTC)
+    )
+    assert " a la 1:30 " in one_am.text or " à 01:30 " in one_am.text

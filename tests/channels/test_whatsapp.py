@@ -6,6 +6,7 @@ import json
 import logging
 import socket
 import time
+from datetime import UTC, datetime, timedelta
 from email.utils import formatdate
 
 import pytest
@@ -17,11 +18,13 @@ from messaging.channels.base import (
     TransientSendError,
     UnconfirmedSendError,
 )
+from messaging.messages import compose_agenda
 from messaging.whatsapp.send import (
     MAX_VALIDITY_SECONDS,
     WhatsAppChannel,
     classify_twilio_error,
 )
+from scheduled_sends.day import Item
 from tests.channels.conftest import nudge
 from tests.fakes import twilio_server as twilio
 from tests.fakes.base import Fault
@@ -74,6 +77,27 @@ def test_template_replaces_body_when_a_content_sid_is_set(twilio_settings, fake_
         "3": "5",
     }
     assert delivered.params["StatusCallback"] == "https://nudge.example/twilio/status"
+
+
+def test_a_french_agendas_template_title_ends_with_its_date(twilio_settings, fake_twilio):
+    """'Votre journée, ven. 4 déc. :' loses its colon and the space French puts before it:
+    the template reads the day, not a dangling space ('déc.  à 09:00')."""
+    twilio_settings.TWILIO_CONTENT_SID = "HX" + "a" * 32
+    at = datetime(2026, 12, 4, 7, 30, tzinfo=UTC)
+    agenda = compose_agenda(
+        [Item("follow_up", 1, at + timedelta(hours=1), "Dentist")],
+        day=at.date(),
+        now=at,
+        tz_name="UTC",
+        valid_until=at + timedelta(minutes=5),
+        language="fr",
+    )
+    channel = WhatsAppChannel()
+    channel.send("+15550001111", agenda)
+    channel.close()
+
+    [delivered] = fake_twilio.delivered
+    assert json.loads(delivered.params["ContentVariables"])["1"] == "Votre journée, ven. 4 déc."
 
 
 def test_markup_in_the_title_arrives_byte_for_byte(channel, fake_twilio):

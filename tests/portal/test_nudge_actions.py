@@ -136,6 +136,17 @@ def test_a_follow_up_nudge_carries_snooze_and_done_bound_to_its_row_and_chat(tg,
         assert action_tokens.verify(data, str(OTHER_CHAT)) is None
 
 
+def test_a_nudge_sent_at_the_start_offers_no_snooze(tg, ana):
+    """A snooze after the start is refused ("Not snoozed: it started at …"), so the nudge
+    for the start itself carries only Done."""
+    now = _now()
+    queue_follow_up(ana, "Call Bea", now=now, starts_in=timedelta(0), fired_ago=timedelta(0))
+    assert run_deliver(now).sent == 1
+    message_id = int(tg.delivered[-1].message_id.split(":")[1])
+    assert tg.text_of(CHAT, message_id).startswith("Reminder: Call Bea is due now")
+    assert list(buttons(tg, message_id)) == ["Done"]
+
+
 def test_an_event_with_a_link_has_join_and_snooze_but_no_done(tg, telegram_settings):
     """Item 2: Join is a URL button when there is a link; Done only for follow-ups."""
     channel = TelegramChannel()

@@ -73,6 +73,8 @@ EXAMPLES = (
         shape=Shape.SNOOZED,
     ),
     Example("at start", "event", "Design review", timedelta(0), join_url=MEET),
+    # Delivered late, within grace: the 0-minute reminder after the start.
+    Example("at start, sent late", "event", "Design review", -timedelta(minutes=5), join_url=MEET),
     # Quiet hours until 07:00 held the 60-minute nudge for the 07:30 standup (Berlin).
     Example(
         "quiet-hours-moved",

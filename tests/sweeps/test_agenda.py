@@ -16,7 +16,7 @@ from calendars.models import CalendarConnection, CalendarEvent
 from core.config import NudgeConfig
 from followups.models import FollowUp
 from messaging.messages import compose_agenda
-from scheduled_sends.day import day_of, items_between
+from scheduled_sends.day import Item, day_of, items_between
 from scheduled_sends.models import Kind, ScheduledSend
 from sweeps.deliver import run_deliver
 from sweeps.planning import UserSubjects, plan_for_user
@@ -195,6 +195,25 @@ def test_across_a_daylight_saving_change_the_agenda_keeps_the_wall_clock_and_the
         valid_until=utc_instant + timedelta(minutes=5),
     )
     assert message.text == f"Your day, {day}:\n• 11:00 Brunch"
+
+
+def test_a_join_buttons_title_is_cut_at_a_word_and_never_inside_an_emoji():
+    """The agenda's Join buttons name their event in about 40 characters: cut like a
+    title, with an ellipsis, never halfway through a word or a family emoji."""
+    at = datetime(2026, 12, 4, 7, 30, tzinfo=UTC)
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466"
+    titles = ("Réunion d'équipe avec les partenaires internationaux", "x" * 37 + family + " sync")
+    items = [
+        Item(Kind.EVENT, pk, at + timedelta(hours=pk), title, JOIN)
+        for pk, title in enumerate(titles, start=1)
+    ]
+    message = compose_agenda(
+        items, day=at.date(), now=at, tz_name="UTC", valid_until=at + timedelta(minutes=5)
+    )
+    assert [label for label, _url in message.links] == [
+        "Join: Réunion d'équipe avec les partenaires…",
+        "Join: " + "x" * 37 + "…",
+    ]
 
 
 def test_nothing_is_sent_on_an_empty_day_and_quiet_hours_hold_it(fast_telegram, fake_telegram, db):
