@@ -15,9 +15,11 @@ from followups.capture import fold
 from messaging import action_tokens
 from messaging.messages import (
     AGENDA_MAX_CHARS,
+    JOIN_LABEL_TITLE_CHARS,
     all_day_text,
     clean_title,
     clock_text,
+    shorten,
     when_text,
 )
 from scheduled_sends.day import Item
@@ -181,6 +183,8 @@ def today(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
             break
         lines.append(line)
     buttons = tuple(
-        Button(f"{JOIN_BUTTON!s}: {_title(i)[:40]}", url=i.join_url) for i in items if i.join_url
+        Button(f"{JOIN_BUTTON!s}: {shorten(_title(i), JOIN_LABEL_TITLE_CHARS)}", url=i.join_url)
+        for i in items
+        if i.join_url
     )
     return Answer("\n".join(lines), buttons=buttons[:5])

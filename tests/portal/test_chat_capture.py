@@ -21,6 +21,7 @@ from core.config import NudgeConfig
 from followups.models import FollowUp
 from messaging import chat, chat_words
 from messaging.models import ChatRecord
+from scheduled_sends.day import Item
 from sweeps.deliver import run_deliver
 from tenancy.scope import tenant_scope
 from tests.fakes.fixtures import WHATSAPP_FROM
@@ -443,3 +444,12 @@ def test_a_long_today_fits_one_whatsapp_message_and_says_what_is_left(wa, bea):
     lines = said.split("\n")
     assert lines[0] == "Heute:" and lines[1].startswith("• 00:21 Punkt 00")
     assert re.fullmatch(r"… und \d+ weitere", lines[-1]), lines[-1]
+
+
+def test_todays_join_buttons_cut_a_long_title_at_a_word():
+    now = datetime(2026, 12, 3, 9, 0, tzinfo=ZoneInfo("UTC"))
+    reader = DeliverySettings(timezone="UTC", language="en", clock="24h")
+    title = "Quarterly planning with the partners from the northern region 👨‍👩‍👧"
+    item = Item("event", 1, now + timedelta(hours=1), title, join_url="https://meet.example/x")
+    [button] = chat_words.today(reader, [item], now).buttons
+    assert button.label == "Join: Quarterly planning with the partners…"
