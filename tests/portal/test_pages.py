@@ -421,3 +421,31 @@ def test_the_linking_banner_points_to_what_the_server_offers(signed_in, settings
     home = client.get(reverse("portal:home")).content.decode()
     banner = home.split('id="status-unlinked"', 1)[1].split("</p>", 1)[0]
     assert "Link Telegram" in banner and "WhatsApp" not in banner
+
+
+def test_each_chosen_caldav_calendar_is_named_on_the_page(signed_in):
+    """Two calendars of one iCloud account: the page, the switch's answer and the
+    disconnect question say which is which."""
+    user, client = signed_in("ana")
+    client.get(reverse("portal:home"))
+    with tenant_scope(user.pk):
+        work, family = (
+            CalendarConnection.objects.create(
+                user=user,
+                provider="caldav",
+                account="ana@icloud.example",
+                calendar_id=f"/ana/{name.lower()}/",
+                sync_state={"name": name},
+            )
+            for name in ("Work", "Family")
+        )
+
+    page = client.get(reverse("portal:calendars")).content.decode()
+    asked = client.get(reverse("portal:calendar_disconnect", args=[family.pk])).content.decode()
+    switched = client.post(
+        reverse("portal:calendar_switches", args=[work.pk]), {"skip_all_day": "on"}, follow=True
+    ).content.decode()
+
+    assert "ana@icloud.example — Work" in page and "ana@icloud.example — Family" in page
+    assert "Family" in asked and "Work" not in asked
+    assert "Nudges for CalDAV ana@icloud.example — Work are off." in switched
