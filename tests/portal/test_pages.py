@@ -449,3 +449,32 @@ def test_each_chosen_caldav_calendar_is_named_on_the_page(signed_in):
     assert "ana@icloud.example — Work" in page and "ana@icloud.example — Family" in page
     assert "Family" in asked and "Work" not in asked
     assert "Nudges for CalDAV ana@icloud.example — Work are off." in switched
+
+
+def test_a_first_fetch_that_must_wait_is_not_called_a_bad_address(signed_in):
+    """A feed whose server was busy (503, retried later) or a Google calendar refused once
+    is not "check the address and add it again"; a feed that answered nonsense is."""
+    user, client = signed_in("ana")
+    client.get(reverse("portal:home"))
+    later = timezone.now() + timedelta(minutes=5)
+    with tenant_scope(user.pk):
+        for provider, account, retry_after in (
+            ("ics", "busy.example", later),
+            ("google", "ana@gmail.example", None),
+            ("ics", "broken.example", None),
+        ):
+            CalendarConnection.objects.create(
+                user=user,
+                provider=provider,
+                account=account,
+                status="error",
+                last_error="failed",
+                retry_after=retry_after,
+            )
+
+    page = client.get(reverse("portal:calendars")).content.decode()
+
+    rows = {a: page.split(a, 1)[1].split("</li>", 1)[0] for a in ("busy", "ana@gmail", "broken")}
+    assert "check the address" not in rows["busy"] and "Last sync failed" in rows["busy"]
+    assert "check the address" not in rows["ana@gmail"]
+    assert "Could not be read" in rows["broken"] and "check the address" in rows["broken"]
