@@ -94,8 +94,17 @@ class CalendarConnection(TenantModel):
         db_table = "calendar_connections"
         indexes = [models.Index(fields=["user"], name="calendar_connections_user_idx")]
 
+    @property
+    def calendar_name(self) -> str:
+        """A CalDAV calendar's name, as discovery found it: one account's calendars share
+        its user name, so this tells them apart. Empty for the others."""
+        if self.provider != Provider.CALDAV or not isinstance(self.sync_state, dict):
+            return ""
+        return str(self.sync_state.get("name") or "")
+
     def __str__(self) -> str:
-        return f"{self.get_provider_display()} {self.account or self.pk}"
+        label = f"{self.get_provider_display()} {self.account or self.pk}"
+        return f"{label} — {self.calendar_name}" if self.calendar_name else label
 
 
 class EventStatus(models.TextChoices):

@@ -8,6 +8,8 @@ same user, once, for the provider that started it. Tokens are never logged or ec
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
+from functools import wraps
 from types import ModuleType
 from urllib.parse import urlencode
 
@@ -17,11 +19,12 @@ from django.core import signing
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.actions import language_of
 from calendars.connect import ConnectError, store_oauth_connection
 from calendars.models import Provider
 from calendars.push import notifications
@@ -29,6 +32,7 @@ from core import json_input
 from core.config import NudgeConfig
 from providers import google, microsoft, oauth
 from providers.base import ProviderError
+from tenancy.scope import tenant_scope
 
 STATE_SALT = "providers.oauth.state"
 STATE_MAX_AGE_SECONDS = 600
@@ -43,6 +47,21 @@ FLOWS: dict[str, ModuleType] = {Provider.GOOGLE: google, Provider.MICROSOFT: mic
 
 def _redirect_uri(request: HttpRequest, flow: ModuleType) -> str:
     return request.build_absolute_uri(reverse(f"calendars:{flow.NAME}_callback"))
+
+
+def _in_their_language(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A signed-in person's step of a connect, in the language of their user area."""
+
+    @wraps(view)
+    def page(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        with tenant_scope(request.user.pk):
+            language = language_of(request.user.pk)
+        with translation.override(language):
+            response = view(request, *args, **kwargs)
+        response.headers.setdefault("Content-Language", language)
+        return response
+
+    return page
 
 
 def _text(request: HttpRequest, message: str, status: int = 200) -> HttpResponse:
@@ -66,6 +85,7 @@ CALENDARS_PAGE = "portal:calendars"
 
 @require_GET
 @login_required
+@_in_their_language
 def connect(request: HttpRequest, provider: str) -> HttpResponse:
     """Send the user to ``provider``'s consent page."""
     flow, label = FLOWS[provider], Provider(provider).label
@@ -112,20 +132,24 @@ def _state_is_valid(request: HttpRequest, flow: ModuleType) -> bool:
 
 @require_GET
 @login_required
+@_in_their_language
 def callback(request: HttpRequest, provider: str) -> HttpResponse:
     """The provider's answer to ``connect``: store the connection, or say why not."""
     flow, label = FLOWS[provider], Provider(provider).label
+    named = {"provider": label}
     if not _state_is_valid(request, flow):
-        return _text(
-            request, "This sign-in link is invalid or has expired; please connect again.", 400
-        )
+        said = gettext("This sign-in link is invalid or has expired; please connect again.")
+        return _text(request, said, 400)
     if request.GET.get("error"):
-        return _text(request, f"{label} was not connected: consent was not given.", 400)
+        said = gettext("%(provider)s was not connected: consent was not given.")
+        return _text(request, said % named, 400)
     code = request.GET.get("code", "")
     verifier = request.session.pop(SESSION_VERIFIER_KEY, "")
     if not code or not verifier:
-        return _text(request, "The provider sent no authorisation code; please connect again.", 400)
+        said = gettext("The provider sent no authorisation code; please connect again.")
+        return _text(request, said, 400)
     config = NudgeConfig.from_settings()
+    failed = gettext("%(provider)s could not be connected: %(reason)s")
     try:
         grant = oauth.exchange_code(
             flow.oauth_api(),
@@ -136,17 +160,19 @@ def callback(request: HttpRequest, provider: str) -> HttpResponse:
             timeout=config.calendar_http_timeout_seconds,
         )
         if not grant.refresh_token:
-            return _text(request, f"{label} sent no refresh token; please connect again.", 502)
+            said = gettext("%(provider)s sent no refresh token; please connect again.")
+            return _text(request, said % named, 502)
         account = flow.account_name(grant.access_token, config.calendar_http_timeout_seconds)
     except ProviderError as exc:
-        return _text(request, f"{label} could not be connected: {exc}", 502)
+        return _text(request, failed % {**named, "reason": exc}, 502)
     try:
         store_oauth_connection(
             request.user.pk, flow.NAME, account=account, grant=grant, config=config
         )
     except ConnectError as exc:  # the per-user calendar cap
-        return _text(request, f"{label} could not be connected: {exc}", 409)
-    return _text(request, f"{label} connected ({account}). Reminders start with the next sync.")
+        return _text(request, failed % {**named, "reason": exc}, 409)
+    said = gettext("%(provider)s connected (%(account)s). Reminders start with the next sync.")
+    return _text(request, said % {**named, "account": account})
 
 
 # Push endpoints, posted to by Google and Graph: CSRF-exempt (no cookies; each

@@ -28,6 +28,19 @@ def checking(connections: list[CalendarConnection]) -> set[int]:
     }
 
 
+def unreadable(connections: list[CalendarConnection]) -> set[int]:
+    """The addresses whose first fetch failed for good: "check the address and add it
+    again". Not one a busy server made wait (it is fetched again), nor an OAuth calendar."""
+    return {
+        item.pk
+        for item in connections
+        if item.last_synced_at is None
+        and item.status == ConnectionStatus.ERROR
+        and item.retry_after is None
+        and item.provider in (Provider.ICS, Provider.CALDAV)
+    }
+
+
 def list_connections(user_id: int) -> list[CalendarConnection]:
     """Every calendar whose events the person may be nudged for, the local one (the
     demo's events) included: it can be switched off, though not disconnected."""

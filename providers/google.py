@@ -1,7 +1,7 @@
 """Google Calendar API v3: ``events.list`` over the sweep's window, every run (not
 ``syncToken``, which cannot be bounded by ``timeMin``/``timeMax``); absence deletes.
 Reminders: ``popup`` overrides, or with ``useDefault`` the calendar's defaults; none is
-an empty list ("use the user's default lead").
+an empty list ("use the user's default lead"). Working locations are not events.
 """
 
 from __future__ import annotations
@@ -100,9 +100,15 @@ def fetch(
         pages,
         window_start,
         window_end,
-        cancelled=lambda item: item.get("status") == "cancelled",
+        cancelled=lambda item: item.get("status") == "cancelled" or _is_working_location(item),
         event=lambda item: _event(item, defaults, zone, hosts),
     )
+
+
+def _is_working_location(item: dict[str, Any]) -> bool:
+    """A working location ("Office, 9 to 17"), which events.list returns with the events:
+    where the person is, not something that starts. Left out like a cancelled event."""
+    return item.get("eventType") == "workingLocation"
 
 
 def _default_reminders(value: Any) -> tuple[int, ...]:

@@ -1,11 +1,12 @@
 """Microsoft Graph: ``calendarView`` over the sweep's window, every run (a delta link is
-bound to its first range, and ours moves); absence deletes. Times are asked for in UTC.
+bound to its first range, and ours moves); absence deletes. Times are asked for in UTC;
+an all-day event is its date, from midnight in the owner's zone.
 Refresh tokens rotate: each refresh's new refresh token is stored.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta, tzinfo
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -96,6 +97,7 @@ def fetch(
         "$top": PAGE_SIZE,
     }
     api = oauth_api()
+    owner_zone = n.zone_or_none(snapshot.owner_timezone)
     path = f"{_calendar_path(snapshot.calendar_id)}/calendarView"
     first = f"{api.base_url}/{path}?{urlencode(params)}"
     return oauth.window_events(
@@ -104,7 +106,7 @@ def fetch(
         window_start,
         window_end,
         cancelled=lambda item: n.require_bool(item.get("isCancelled"), "isCancelled"),
-        event=lambda item: _event(item, snapshot.config.meeting_hosts),
+        event=lambda item: _event(item, snapshot.config.meeting_hosts, owner_zone),
     )
 
 
@@ -119,11 +121,24 @@ def _when(value: Any, name: str) -> datetime:
     return n.parse_datetime(value.get("dateTime"), name, zone)
 
 
-def _event(item: dict[str, Any], meeting_hosts: tuple[str, ...]) -> ProviderEvent:
+def _day(value: Any, name: str, owner_zone: tzinfo | None) -> datetime:
+    """An all-day event's start or end: Graph gives midnight of the date in whatever zone
+    (it does not convert them), so the date is read and starts at midnight where the owner is."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{name} is not an object")
+    day = date.fromisoformat(n.require_str(value.get("dateTime"), name)[:10])
+    return n.as_utc(day, owner_zone)
+
+
+def _event(
+    item: dict[str, Any], meeting_hosts: tuple[str, ...], owner_zone: tzinfo | None
+) -> ProviderEvent:
     own_id = n.require_str(item.get("id"), "id")
     series_id = item.get("seriesMasterId")
-    starts_at = _when(item.get("start"), "start")
-    ends_at = _when(item["end"], "end") if item.get("end") is not None else None
+    all_day = n.require_bool(item.get("isAllDay"), "isAllDay")
+    when = (lambda v, name: _day(v, name, owner_zone)) if all_day else _when
+    starts_at = when(item.get("start"), "start")
+    ends_at = when(item["end"], "end") if item.get("end") is not None else None
     occurrence_start = None
     if series_id is not None:
         n.require_str(series_id, "seriesMasterId")
@@ -146,7 +161,7 @@ def _event(item: dict[str, Any], meeting_hosts: tuple[str, ...]) -> ProviderEven
         title=n.title(item.get("subject")),
         starts_at=starts_at,
         ends_at=ends_at,
-        all_day=n.require_bool(item.get("isAllDay"), "isAllDay"),
+        all_day=all_day,
         status="tentative" if tentative else "confirmed",
         declined=response == "declined",
         reminder_minutes=leads,

@@ -96,6 +96,30 @@ def test_all_day_cancelled_and_declined(fake_google, google_connection):
     assert not rows["accepted"].declined and not rows["accepted"].all_day
 
 
+def test_a_working_location_is_not_an_event(fake_google, google_connection):
+    # Google lists working locations with the events (since March 2024); a timed one
+    # ("Office, 9 to 17") is where the person works, not something starting in 10 minutes.
+    fake_google.events["primary"] = [
+        google_event(
+            "office",
+            T9,
+            T9 + 8 * HOUR,
+            summary="Office",
+            eventType="workingLocation",
+            reminders={"useDefault": False},
+            workingLocationProperties={"type": "officeLocation", "officeLocation": {}},
+        ),
+        google_event("focus", T9 + HOUR, T9 + 2 * HOUR, eventType="focusTime"),
+        google_event("meeting", T9 + 2 * HOUR, T9 + 3 * HOUR, eventType="default"),
+    ]
+    connection = google_connection()
+
+    summary = run_sync(connection.user_id)
+
+    assert (summary.synced, summary.events_skipped) == (1, 0)
+    assert [e.provider_event_id for e in events_of(connection)] == ["focus", "meeting"]
+
+
 def test_cancelling_a_stored_event_deletes_it(fake_google, google_connection):
     fake_google.events["primary"] = [google_event("a", T9, T9 + HOUR)]
     connection = google_connection()

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from providers import crypto
 from providers import microsoft as graph_provider
+from scheduled_sends.day import items_between
+from tenancy.scope import tenant_scope
 from tests.calendars.conftest import NOW, events_of, reload, run_sync
 from tests.fakes.base import Answer
 from tests.fakes.microsoft_server import FakeGraph, graph_event
@@ -327,3 +330,35 @@ def test_a_refresh_token_rotated_by_a_concurrent_sync_is_not_taken_for_revocatio
     monkeypatch.undo()
     assert sync_module  # the next run uses the other run's token and succeeds
     assert run_sync(connection.user_id, NOW + timedelta(minutes=15)).synced == 1
+
+
+def test_an_all_day_event_is_its_day_in_the_owners_zone(fake_graph, graph_connection, make_user):
+    # Graph gives an all-day event as midnight of its date, whatever the zone asked for:
+    # a holiday on 3 December is 3 December for a New Yorker, not 19:00 the evening before.
+    holiday = {
+        **graph_event(
+            "holiday", datetime(2026, 12, 3, tzinfo=UTC), datetime(2026, 12, 4, tzinfo=UTC)
+        ),
+        "isAllDay": True,
+    }
+    fake_graph.events = [holiday]
+    user = make_user(timezone="America/New_York")
+    connection = graph_connection(user)
+
+    run_sync(user.pk)
+
+    [row] = events_of(connection)
+    assert row.all_day
+    assert (row.starts_at, row.ends_at) == (
+        datetime(2026, 12, 3, 5, 0, tzinfo=UTC),
+        datetime(2026, 12, 4, 5, 0, tzinfo=UTC),
+    )
+    new_york = ZoneInfo("America/New_York")
+    with tenant_scope(user.pk):
+        today = items_between(
+            user.pk,
+            datetime(2026, 12, 2, tzinfo=new_york),
+            datetime(2026, 12, 3, tzinfo=new_york),
+            running_all_day=True,
+        )
+    assert today == []  # the day before, its agenda does not list tomorrow's holiday

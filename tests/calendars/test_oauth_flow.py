@@ -162,3 +162,23 @@ def test_reconnecting_repairs_a_needs_reauth_connection(client, make_user, fake_
 
     [connection] = connections_of(user)
     assert connection.status == "active"
+
+
+def test_the_end_of_a_connect_is_in_the_persons_language(client, make_user, fake_google):
+    user = make_user(language="de")
+    client.force_login(user)
+    params = start_consent(client, "google")
+
+    done = client.get(
+        "/calendars/google/callback/",
+        {"code": fake_google.issue_code(), "state": params["state"]},
+        secure=True,
+    )
+    refused = client.get("/calendars/google/callback/", {"state": "forged"}, secure=True)
+
+    assert done.status_code == 200 and done["Content-Language"] == "de"
+    text = done.content.decode()
+    assert f"Google Calendar verbunden ({google_server.ACCOUNT})" in text
+    assert "Zurück zu den Kalendern" in text and "connected" not in text
+    assert refused.status_code == 400
+    assert "Dieser Anmeldelink ist ungültig oder abgelaufen" in refused.content.decode()

@@ -449,3 +449,60 @@ def test_a_nudge_a_day_ahead_says_the_day_its_follow_up_is_due(signed_in):
     local = soon.astimezone(BERLIN)
     if local.date() == (soon - timedelta(minutes=10)).astimezone(BERLIN).date():
         assert f"(follow-up at {local:%H:%M})" in page
+
+
+def test_each_chosen_caldav_calendar_is_named_on_the_page(signed_in):
+    """Two calendars of one iCloud account: the page, the switch's answer and the
+    disconnect question say which is which."""
+    user, client = signed_in("ana")
+    client.get(reverse("portal:home"))
+    with tenant_scope(user.pk):
+        work, family = (
+            CalendarConnection.objects.create(
+                user=user,
+                provider="caldav",
+                account="ana@icloud.example",
+                calendar_id=f"/ana/{name.lower()}/",
+                sync_state={"name": name},
+            )
+            for name in ("Work", "Family")
+        )
+
+    page = client.get(reverse("portal:calendars")).content.decode()
+    asked = client.get(reverse("portal:calendar_disconnect", args=[family.pk])).content.decode()
+    switched = client.post(
+        reverse("portal:calendar_switches", args=[work.pk]), {"skip_all_day": "on"}, follow=True
+    ).content.decode()
+
+    assert "ana@icloud.example — Work" in page and "ana@icloud.example — Family" in page
+    assert "Family" in asked and "Work" not in asked
+    assert "Nudges for CalDAV ana@icloud.example — Work are off." in switched
+
+
+def test_a_first_fetch_that_must_wait_is_not_called_a_bad_address(signed_in):
+    """A feed whose server was busy (503, retried later) or a Google calendar refused once
+    is not "check the address and add it again"; a feed that answered nonsense is."""
+    user, client = signed_in("ana")
+    client.get(reverse("portal:home"))
+    later = timezone.now() + timedelta(minutes=5)
+    with tenant_scope(user.pk):
+        for provider, account, retry_after in (
+            ("ics", "busy.example", later),
+            ("google", "ana@gmail.example", None),
+            ("ics", "broken.example", None),
+        ):
+            CalendarConnection.objects.create(
+                user=user,
+                provider=provider,
+                account=account,
+                status="error",
+                last_error="failed",
+                retry_after=retry_after,
+            )
+
+    page = client.get(reverse("portal:calendars")).content.decode()
+
+    rows = {a: page.split(a, 1)[1].split("</li>", 1)[0] for a in ("busy", "ana@gmail", "broken")}
+    assert "check the address" not in rows["busy"] and "Last sync failed" in rows["busy"]
+    assert "check the address" not in rows["ana@gmail"]
+    assert "Could not be read" in rows["broken"] and "check the address" in rows["broken"]
