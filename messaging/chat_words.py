@@ -14,11 +14,11 @@ from django.utils.translation import gettext, gettext_lazy
 from followups.capture import fold
 from messaging import action_tokens
 from messaging.messages import (
-    AGENDA_MAX_CHARS,
     JOIN_LABEL_TITLE_CHARS,
     all_day_text,
     clean_title,
     clock_text,
+    one_message,
     shorten,
     when_text,
 )
@@ -172,16 +172,11 @@ def today(reader: Any, items: Sequence[Item], now: datetime) -> Answer:
     agenda) then its title; Join buttons."""
     if not items:
         return Answer(str(NOTHING_TODAY))
-    lines = [str(TODAY)]
-    for shown, item in enumerate(items):
+    item_lines = []
+    for item in items:
         when = gettext("all day") if item.all_day else clock_text(reader, item.starts_at, now)
-        line = f"• {when} {_title(item)}"
-        more = gettext("… and %(count)d more") % {"count": len(items) - shown}
-        # WhatsApp refuses a long message whole: a long day is cut, and says so.
-        if sum(len(x) + 1 for x in lines) + len(line) + len(more) > AGENDA_MAX_CHARS:
-            lines.append(more)
-            break
-        lines.append(line)
+        item_lines.append(f"• {when} {_title(item)}")
+    lines, _ = one_message(str(TODAY), item_lines, gettext)
     buttons = tuple(
         Button(f"{JOIN_BUTTON!s}: {shorten(_title(i), JOIN_LABEL_TITLE_CHARS)}", url=i.join_url)
         for i in items

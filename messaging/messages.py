@@ -10,7 +10,7 @@ import logging
 import re
 import unicodedata
 import zoneinfo
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from enum import StrEnum
 from functools import lru_cache
@@ -309,6 +309,22 @@ AGENDA_MAX_CHARS = 1500
 JOIN_LABEL_TITLE_CHARS = 40
 
 
+def one_message(
+    head: str, lines: Sequence[str], gettext: Callable[[str], str]
+) -> tuple[list[str], int]:
+    """``head`` and as many of ``lines`` as fit one WhatsApp message (``AGENDA_MAX_CHARS``,
+    joined by newlines), the rest said as "… and N more"; with how many lines were kept.
+    WhatsApp refuses a longer message whole."""
+    kept, used = [head], len(head) + 1
+    for shown, line in enumerate(lines):
+        more = gettext("… and %(count)d more") % {"count": len(lines) - shown}
+        if used + len(line) + len(more) > AGENDA_MAX_CHARS:
+            return [*kept, more], shown
+        kept.append(line)
+        used += len(line) + 1
+    return kept, len(lines)
+
+
 def compose_agenda(
     items: Sequence[Any],
     *,
@@ -325,23 +341,22 @@ def compose_agenda(
     words = trans_real.translation(language)
     day_text = _format(datetime.combine(day, time(12), tzinfo=tz), language, "MMMEd")
     head = words.gettext("Your day, %(date)s:") % {"date": day_text}
-    lines, links = [head], []
-    for shown, item in enumerate(items):
+    titles, item_lines = [], []
+    for item in items:
         title = _subject_title(words, item.kind, item.title)
         when = (
             words.gettext("all day")
             if item.all_day
             else _time_text(item.starts_at.astimezone(tz), language, clock) + label
         )
-        line = f"• {when} {title}" + (f"\n  {item.join_url}" if item.join_url else "")
-        more = words.gettext("… and %(count)d more") % {"count": len(items) - shown}
-        if sum(len(x) + 1 for x in lines) + len(line) + len(more) > AGENDA_MAX_CHARS:
-            lines.append(more)
-            break
-        lines.append(line)
-        if item.join_url:
-            named = shorten(title, JOIN_LABEL_TITLE_CHARS)
-            links.append((f"{words.gettext('Join')}: {named}", item.join_url))
+        titles.append(title)
+        item_lines.append(f"• {when} {title}" + (f"\n  {item.join_url}" if item.join_url else ""))
+    lines, shown = one_message(head, item_lines, words.gettext)
+    links = [
+        (f"{words.gettext('Join')}: {shorten(title, JOIN_LABEL_TITLE_CHARS)}", item.join_url)
+        for item, title in zip(items[:shown], titles[:shown], strict=True)
+        if item.join_url
+    ]
     first = items[0].starts_at if items else now
     return NudgeMessage(
         text="\n".join(lines),
