@@ -14,14 +14,9 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.text import Truncator
 
-from calendars.models import (
-    CalendarConnection,
-    CalendarEvent,
-    ConnectionStatus,
-    Provider,
-    PushState,
-)
+from calendars.models import CalendarConnection, CalendarEvent, Provider, PushState
 from calendars.push.freshness import PUSH_PROVIDERS, push_live
+from calendars.sync import Outcome, held_back
 from core.admin_readonly import ReadOnlyAdmin
 from core.config import NudgeConfig
 from core.display import instant_column, when_text
@@ -116,14 +111,15 @@ class CalendarConnectionAdmin(ReadOnlyAdmin):
 
 def _not_on_next_run(connection: CalendarConnection, now: datetime) -> str:
     """Why materialize's next run will not fetch ``connection`` whatever the flag says
-    (as ``calendars.sync`` decides); "" when it will."""
+    (``calendars.sync.held_back``; local events are never synced); "" when it will."""
     if connection.provider == Provider.LOCAL:
         return "holds local events: there is nothing to sync"
-    if connection.status == ConnectionStatus.NEEDS_REAUTH:
+    held = held_back(connection, now)
+    if held is None:
+        return ""
+    if held.outcome == Outcome.SKIPPED_REAUTH:
         return "needs its user to re-authorise it"
-    if connection.retry_after and connection.retry_after > now:
-        return f"is backing off until {when_text(connection.retry_after, seconds=False)}"
-    return ""
+    return f"is backing off until {when_text(connection.retry_after, seconds=False)}"
 
 
 @admin.register(CalendarEvent)

@@ -158,15 +158,11 @@ def read_user_connections(
 ConnectionRow = namedtuple("ConnectionRow", [*statements.CONNECTION_COLUMNS, "sync_state"])
 
 
-def fetch_decision(
-    connection: ConnectionRow,
-    now: datetime,
-    window: Window,
-    config: NudgeConfig,
-    facts: tuple[str, tuple[str, ...]],
-) -> FetchJob | ConnectionResult:
-    """The job asking the provider about ``connection`` over this run's window (push may
-    widen it), else the result that stands for this run."""
+def held_back(
+    connection: ConnectionRow | CalendarConnection, now: datetime
+) -> ConnectionResult | None:
+    """The result that stands for ``connection`` at ``now`` whatever its copy or a resync
+    request says: it needs re-authorisation, or it is backing off."""
     if connection.status == ConnectionStatus.NEEDS_REAUTH:
         return ConnectionResult(connection.id, connection.provider, Outcome.SKIPPED_REAUTH)
     if connection.retry_after and connection.retry_after > now:
@@ -178,6 +174,21 @@ def fetch_decision(
             message,
             retry_after=connection.retry_after,
         )
+    return None
+
+
+def fetch_decision(
+    connection: ConnectionRow,
+    now: datetime,
+    window: Window,
+    config: NudgeConfig,
+    facts: tuple[str, tuple[str, ...]],
+) -> FetchJob | ConnectionResult:
+    """The job asking the provider about ``connection`` over this run's window (push may
+    widen it), else the result that stands for this run."""
+    held = held_back(connection, now)
+    if held is not None:
+        return held
     fetch_over = fetch_window(connection, now, *window, config)
     if fetch_over is None:  # push is live and the stored copy covers the window
         return ConnectionResult(connection.id, connection.provider, Outcome.FRESH)
