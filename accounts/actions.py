@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
 from django.dispatch import Signal
+from django.utils import translation
 from django.utils.translation import gettext_noop
 
 from accounts.models import Channel, DeliverySettings
@@ -68,6 +69,16 @@ def language_of(user_id: int) -> str:
     the user's scope."""
     found = DeliverySettings.objects.filter(user_id=user_id).values_list("language", flat=True)
     return found.first() or settings.LANGUAGE_CODE
+
+
+@contextlib.contextmanager
+def in_their_language(user_id: int) -> Iterator[str]:
+    """The user's saved language active, for what is said to them (read in their scope,
+    which is closed again before the caller goes on)."""
+    with tenant_scope(user_id):
+        language = language_of(user_id)
+    with translation.override(language):
+        yield language
 
 
 def announce_change(user_id: int, now: datetime) -> None:

@@ -19,12 +19,12 @@ from django.core import signing
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone, translation
+from django.utils import timezone
 from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.actions import language_of
+from accounts.actions import in_their_language
 from calendars.connect import ConnectError, store_oauth_connection
 from calendars.models import Provider
 from calendars.push import notifications
@@ -32,7 +32,6 @@ from core import json_input
 from core.config import NudgeConfig
 from providers import google, microsoft, oauth
 from providers.base import ProviderError
-from tenancy.scope import tenant_scope
 
 STATE_SALT = "providers.oauth.state"
 STATE_MAX_AGE_SECONDS = 600
@@ -54,9 +53,7 @@ def _in_their_language(view: Callable[..., HttpResponse]) -> Callable[..., HttpR
 
     @wraps(view)
     def page(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
-        with tenant_scope(request.user.pk):
-            language = language_of(request.user.pk)
-        with translation.override(language):
+        with in_their_language(request.user.pk) as language:
             response = view(request, *args, **kwargs)
         response.headers.setdefault("Content-Language", language)
         return response

@@ -22,7 +22,7 @@ from telegram import (
     Update,
 )
 
-from accounts.actions import language_of
+from accounts.actions import in_their_language
 from accounts.models import Channel
 from core.config import NudgeConfig
 from messaging import addresses, chat, chat_words
@@ -30,7 +30,6 @@ from messaging.chat_words import Button
 from messaging.messages import LANGUAGES
 from messaging.models import LinkCode, TelegramUpdateSeen
 from messaging.telegram.send import NO_PREVIEWS, TelegramChannel, markup_of
-from tenancy.scope import tenant_scope
 
 ALLOWED_UPDATES = ["message", "callback_query"]
 Call = dict[str, Any]  # a Bot API call: its "method" and parameters
@@ -125,9 +124,7 @@ def link_state(user_id: int, now: datetime) -> str:
 
 def _to_owner(user_id: int, text) -> str:
     """``text`` in the language of the chat's owner."""
-    with tenant_scope(user_id):
-        language = language_of(user_id)
-    with override(language):
+    with in_their_language(user_id):
         return str(text)
 
 
